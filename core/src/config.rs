@@ -1,0 +1,301 @@
+//! Layered configuration with figment: built-in defaults < `--config` TOML files (in order)
+//! < environment `ICICLE__SECTION__KEY` < `--set key=value`. Unknown keys are errors that
+//! name the key and where it was set.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+
+/// Settings of snapshot runs (`[snapshot]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SnapshotSettings {
+    /// Worker threads reading splits; 0 = one per core.
+    pub workers: usize,
+    /// Largest ingest or delete document, in bytes (Globus Search accepts 10 MB).
+    pub max_batch_bytes: usize,
+    /// A partial document is flushed after this many seconds without filling up.
+    pub flush_interval_secs: f64,
+    /// Text inputs larger than this are read as several splits in parallel.
+    pub split_bytes: u64,
+    /// Where rejected rows are written (JSON lines); default `<state_dir or .>/rejects.jsonl`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejects_file: Option<PathBuf>,
+    /// The run fails (non-zero exit) when more rows than this are rejected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rejects: Option<u64>,
+    /// The run fails when rejects exceed this fraction of rows read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_reject_ratio: Option<f64>,
+    /// Directory holding the subject manifest of the last delivered run (enables versioning).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+    /// With versioning: `changed` emits only created/updated records, `all` emits every record.
+    pub emit: EmitMode,
+    /// The snapshot version written into records; default: the run's start time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl Default for SnapshotSettings {
+    fn default() -> Self {
+        SnapshotSettings {
+            workers: 0,
+            max_batch_bytes: 10_000_000,
+            flush_interval_secs: 5.0,
+            split_bytes: 64 << 20,
+            rejects_file: None,
+            max_rejects: None,
+            max_reject_ratio: None,
+            state_dir: None,
+            emit: EmitMode::Changed,
+            version: None,
+        }
+    }
+}
+
+/// Which records a versioned run emits.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EmitMode {
+    /// Only created and updated records (the index already holds the rest).
+    Changed,
+    /// Every record.
+    All,
+}
+
+/// How primary records are built (`[records]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RecordSettings {
+    /// `owner`, `group`, `public` and/or literal `urn:` principals.
+    pub visible_to: Vec<String>,
+    /// uid/gid → principal URN file (`uid 1000 urn:globus:auth:identity:...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub principals: Option<PathBuf>,
+    /// Principals used when `visible_to` resolves to nothing for a record.
+    pub fallback: Vec<String>,
+}
+
+impl Default for RecordSettings {
+    fn default() -> Self {
+        RecordSettings { visible_to: vec!["owner".into(), "group".into()], principals: None, fallback: vec![] }
+    }
+}
+
+/// Logging (`[log]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LogSettings {
+    /// `error`, `warn`, `info`, `debug`, `trace` or an EnvFilter directive.
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings { level: "info".into() }
+    }
+}
+
+/// The whole configuration. Component sections are kept as raw values and built by plugins.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct AppConfig {
+    pub snapshot: SnapshotSettings,
+    pub records: RecordSettings,
+    pub log: LogSettings,
+    /// `[sources.<id>]` sections, each with a `type`.
+    pub sources: BTreeMap<String, Value>,
+    /// `[sinks.<id>]` sections, each with a `type`.
+    pub sinks: BTreeMap<String, Value>,
+}
+
+/// A loaded configuration: the merged layers and the typed top level.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub figment: Figment,
+    pub app: AppConfig,
+}
+
+/// `--set key=value` overrides as a figment provider, so errors can name them.
+struct SetOverrides {
+    toml: String,
+}
+
+impl Provider for SetOverrides {
+    fn metadata(&self) -> Metadata {
+        Metadata::named("--set command-line option")
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        Toml::string(&self.toml).data()
+    }
+}
+
+fn set_to_toml(set: &str) -> Result<String, ConfigError> {
+    let (key, value) = set
+        .split_once('=')
+        .ok_or_else(|| ConfigError::Parse(format!("--set `{set}`: expected KEY=VALUE")))?;
+    let key = key.trim();
+    if key.is_empty() || !key.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+        return Err(ConfigError::Parse(format!("--set `{set}`: `{key}` is not a dotted key")));
+    }
+    let value = value.trim();
+    let literal = if toml::from_str::<toml::Table>(&format!("v = {value}")).is_ok() {
+        value.to_string()
+    } else {
+        serde_json::to_string(value).unwrap_or_default()
+    };
+    Ok(format!("{key} = {literal}\n"))
+}
+
+/// Describe where `key` was set: a file path, the environment, `--set`, or the defaults.
+pub fn origin_of(figment: &Figment, key: &str) -> String {
+    match figment.find_metadata(key) {
+        Some(md) => match &md.source {
+            Some(figment::Source::File(p)) => format!("file {}", p.display()),
+            _ => md.name.to_string(),
+        },
+        None => "the configuration".to_string(),
+    }
+}
+
+fn figment_error(err: figment::Error, figment: &Figment, base: &str) -> ConfigError {
+    let key = if err.path.is_empty() { base.to_string() } else { err.path.join(".") };
+    let origin = err
+        .metadata
+        .as_ref()
+        .map(|md| match &md.source {
+            Some(figment::Source::File(p)) => format!("file {}", p.display()),
+            _ => md.name.to_string(),
+        })
+        .unwrap_or_else(|| origin_of(figment, &key));
+    ConfigError::InvalidValue { key, origin, reason: err.kind.to_string() }
+}
+
+/// Deserialize the section at `key` into `T`; keys `T` does not know are errors, except `allowed`.
+pub fn extract_component<T: DeserializeOwned>(figment: &Figment, key: &str, allowed: &[&str]) -> Result<T, ConfigError> {
+    let value: T = figment.extract_inner(key).map_err(|e| figment_error(e, figment, key))?;
+    let raw = figment.find_value(key).map_err(|e| figment_error(e, figment, key))?;
+    let mut unknown = Vec::new();
+    let _: Result<T, _> = serde_ignored::deserialize(&raw, |path| unknown.push(path.to_string()));
+    if let Some(u) = unknown.into_iter().find(|u| !allowed.contains(&u.as_str())) {
+        let full = format!("{key}.{u}");
+        return Err(ConfigError::UnknownKey { origin: origin_of(figment, &full), key: full });
+    }
+    Ok(value)
+}
+
+/// Load and merge the configuration layers.
+pub fn load(files: &[PathBuf], sets: &[String]) -> Result<LoadedConfig, ConfigError> {
+    let mut figment = Figment::from(Serialized::defaults(AppConfig::default()));
+    for f in files {
+        if !f.is_file() {
+            return Err(ConfigError::Parse(format!("config file {} does not exist", f.display())));
+        }
+        figment = figment.merge(Toml::file_exact(f));
+    }
+    figment = figment.merge(Env::prefixed("ICICLE__").split("__"));
+    for s in sets {
+        figment = figment.merge(SetOverrides { toml: set_to_toml(s)? });
+    }
+    from_figment(figment)
+}
+
+/// Validate and type a merged figment.
+pub fn from_figment(figment: Figment) -> Result<LoadedConfig, ConfigError> {
+    let app: AppConfig = figment.extract().map_err(|e| figment_error(e, &figment, ""))?;
+    let raw: Value = figment.extract().map_err(|e| figment_error(e, &figment, ""))?;
+    let mut unknown = Vec::new();
+    let _: Result<AppConfig, _> = serde_ignored::deserialize(&raw, |path| unknown.push(path.to_string()));
+    if let Some(key) = unknown.into_iter().next() {
+        return Err(ConfigError::UnknownKey { origin: origin_of(&figment, &key), key });
+    }
+    for (section, map) in [("sources", &app.sources), ("sinks", &app.sinks)] {
+        for (id, v) in map {
+            if v.as_dict().is_none() {
+                let key = format!("{section}.{id}");
+                return Err(ConfigError::InvalidValue { origin: origin_of(&figment, &key), key, reason: "expected a table".into() });
+            }
+        }
+    }
+    Ok(LoadedConfig { figment, app })
+}
+
+impl LoadedConfig {
+    /// The merged configuration as TOML (`icicle config show`).
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        let v: Value = self.figment.extract().map_err(|e| ConfigError::Parse(e.to_string()))?;
+        toml::to_string_pretty(&v).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// The `type` of component `section.id`.
+    pub fn component_type(&self, section: &str, id: &str) -> Result<String, ConfigError> {
+        let key = format!("{section}.{id}");
+        self.figment
+            .find_value(&format!("{key}.type"))
+            .ok()
+            .and_then(|v| v.into_string())
+            .ok_or_else(|| ConfigError::MissingKey { key: format!("{key}.type"), hint: format!("every [{key}] needs a `type`") })
+    }
+
+    /// Resolve a path relative to the working directory.
+    pub fn resolve(path: &Path) -> PathBuf {
+        path.to_path_buf()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn layers_merge_in_order_and_unknown_keys_name_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let a = write(d.path(), "a.toml", "[snapshot]\nworkers = 3\nmax_batch_bytes = 1000\n");
+        let b = write(d.path(), "b.toml", "[snapshot]\nworkers = 5\n");
+        let c = load(&[a.clone(), b.clone()], &["snapshot.max_batch_bytes=2000".into()]).unwrap();
+        assert_eq!(c.app.snapshot.workers, 5);
+        assert_eq!(c.app.snapshot.max_batch_bytes, 2000);
+        let bad = write(d.path(), "bad.toml", "[snapshot]\nworkerz = 3\n");
+        let err = load(&[a, bad.clone()], &[]).unwrap_err().to_string();
+        assert!(err.contains("snapshot.workerz") && err.contains(&bad.display().to_string()), "{err}");
+        let err = load(&[], &["snapshot.nope=1".into()]).unwrap_err().to_string();
+        assert!(err.contains("snapshot.nope") && err.contains("--set"), "{err}");
+    }
+
+    #[test]
+    fn wrong_types_name_the_key_and_file() {
+        let d = tempfile::tempdir().unwrap();
+        let a = write(d.path(), "a.toml", "[snapshot]\nworkers = \"many\"\n");
+        let err = load(&[a.clone()], &[]).unwrap_err().to_string();
+        assert!(err.contains("snapshot.workers") && err.contains(&a.display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn set_values_parse_as_toml_or_strings() {
+        assert_eq!(set_to_toml("a.b=3").unwrap(), "a.b = 3\n");
+        assert_eq!(set_to_toml("a.b=hello world").unwrap(), "a.b = \"hello world\"\n");
+        assert_eq!(set_to_toml("a.b=[\"x\"]").unwrap(), "a.b = [\"x\"]\n");
+        assert!(set_to_toml("novalue").is_err());
+        assert!(set_to_toml("a b=1").is_err());
+    }
+
+    #[test]
+    fn missing_config_file_is_an_error() {
+        assert!(load(&[PathBuf::from("/nonexistent/icicle.toml")], &[]).is_err());
+    }
+}

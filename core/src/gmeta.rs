@@ -1,0 +1,317 @@
+//! Globus Search GMetaEntry encoding of primary records: subject, visible_to, content.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::record::{mode_octal_as_int, mode_string, FileRecord};
+use crate::time::push_iso8601;
+
+/// Globus Search's subject length limit, in UTF-8 bytes.
+pub const MAX_SUBJECT_BYTES: usize = 500;
+/// Prefix of subjects replaced by a hash because the path is too long.
+pub const HASHED_SUBJECT_PREFIX: &str = "icicle:sha256:";
+
+/// The subject for `path`: the path itself, or a stable hash when it exceeds 500 bytes.
+pub fn subject_for(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.len() <= MAX_SUBJECT_BYTES {
+        std::borrow::Cow::Borrowed(path)
+    } else {
+        let digest = Sha256::digest(path.as_bytes());
+        let mut s = String::with_capacity(HASHED_SUBJECT_PREFIX.len() + 64);
+        s.push_str(HASHED_SUBJECT_PREFIX);
+        for b in digest {
+            s.push_str(&format!("{b:02x}"));
+        }
+        std::borrow::Cow::Owned(s)
+    }
+}
+
+/// Append `s` as a JSON string literal.
+pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if esc.is_empty() {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 15) as usize]);
+        } else {
+            out.extend_from_slice(esc);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+fn push_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    let mut b = itoa::Buffer::new();
+    out.extend_from_slice(b.format(v).as_bytes());
+}
+
+/// uid/gid → Globus principal URN, loaded from a principals file.
+#[derive(Debug, Default, Clone)]
+pub struct PrincipalMap {
+    users: HashMap<u32, String>,
+    groups: HashMap<u32, String>,
+}
+
+impl PrincipalMap {
+    /// Parse a principals file: one mapping a line, `uid<TAB>ID<TAB>URN` or `gid<TAB>ID<TAB>URN`
+    /// (any whitespace separates); `#` starts a comment.
+    pub fn parse(text: &str, origin: &str) -> Result<PrincipalMap, String> {
+        let mut map = PrincipalMap::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let bad = |why: &str| format!("{origin}:{}: {why}: `{line}`", i + 1);
+            if f.len() != 3 {
+                return Err(bad("expected `uid|gid ID URN`"));
+            }
+            let id: u32 = f[1].parse().map_err(|_| bad("ID is not a number"))?;
+            match f[0] {
+                "uid" => map.users.insert(id, f[2].to_string()),
+                "gid" => map.groups.insert(id, f[2].to_string()),
+                _ => return Err(bad("first field must be `uid` or `gid`")),
+            };
+        }
+        Ok(map)
+    }
+
+    /// Load from a file.
+    pub fn load(path: &Path) -> Result<PrincipalMap, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        PrincipalMap::parse(&text, &path.display().to_string())
+    }
+
+    /// Add a user mapping.
+    pub fn insert_user(&mut self, uid: u32, urn: String) {
+        self.users.insert(uid, urn);
+    }
+
+    /// Add a group mapping.
+    pub fn insert_group(&mut self, gid: u32, urn: String) {
+        self.groups.insert(gid, urn);
+    }
+}
+
+/// One element of the `visible_to` policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VisibleTo {
+    /// The owner's principal from the principals map.
+    Owner,
+    /// The group's principal from the principals map.
+    Group,
+    /// Everyone (`public`); only when the configuration says so.
+    Public,
+    /// A fixed principal URN.
+    Principal(String),
+}
+
+impl VisibleTo {
+    /// Parse one policy word: `owner`, `group`, `public`, or a `urn:` principal.
+    pub fn parse(s: &str) -> Result<VisibleTo, String> {
+        match s {
+            "owner" => Ok(VisibleTo::Owner),
+            "group" => Ok(VisibleTo::Group),
+            "public" => Ok(VisibleTo::Public),
+            s if s.starts_with("urn:") => Ok(VisibleTo::Principal(s.to_string())),
+            s => Err(format!("`{s}` is not `owner`, `group`, `public` or a `urn:` principal")),
+        }
+    }
+}
+
+/// How primary records are built.
+#[derive(Debug, Clone)]
+pub struct RecordPolicy {
+    pub visible_to: Vec<VisibleTo>,
+    /// Principals used when the policy resolves to nothing for a record.
+    pub fallback: Vec<String>,
+    pub principals: Arc<PrincipalMap>,
+    /// The snapshot version written into every record.
+    pub version: String,
+}
+
+/// Encodes primary records; one per worker (it caches visible_to per uid/gid).
+#[derive(Debug)]
+pub struct PrimaryEncoder {
+    policy: Arc<RecordPolicy>,
+    version_json: Vec<u8>,
+    cache: HashMap<(u32, u32), Option<Arc<[u8]>>>,
+}
+
+impl PrimaryEncoder {
+    /// A new encoder for `policy`.
+    pub fn new(policy: Arc<RecordPolicy>) -> PrimaryEncoder {
+        let mut version_json = Vec::new();
+        push_json_str(&mut version_json, &policy.version);
+        PrimaryEncoder { policy, version_json, cache: HashMap::new() }
+    }
+
+    /// The encoded `visible_to` array for (uid, gid), or an error naming what is unmapped.
+    pub fn visible_to(&mut self, uid: u32, gid: u32) -> Result<Arc<[u8]>, String> {
+        let policy = &self.policy;
+        let entry = self.cache.entry((uid, gid)).or_insert_with(|| {
+            let mut principals: Vec<&str> = Vec::new();
+            for v in &policy.visible_to {
+                let p = match v {
+                    VisibleTo::Owner => policy.principals.users.get(&uid).map(String::as_str),
+                    VisibleTo::Group => policy.principals.groups.get(&gid).map(String::as_str),
+                    VisibleTo::Public => Some("public"),
+                    VisibleTo::Principal(p) => Some(p.as_str()),
+                };
+                if let Some(p) = p {
+                    if !principals.contains(&p) {
+                        principals.push(p);
+                    }
+                }
+            }
+            if principals.is_empty() {
+                principals.extend(policy.fallback.iter().map(String::as_str));
+            }
+            if principals.is_empty() {
+                return None;
+            }
+            let mut out = vec![b'['];
+            for (i, p) in principals.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                push_json_str(&mut out, p);
+            }
+            out.push(b']');
+            Some(Arc::from(out))
+        });
+        entry.clone().ok_or_else(|| {
+            format!("no visible_to principal for uid {uid} / gid {gid} (map them in the principals file or set records.fallback)")
+        })
+    }
+
+    /// Append the GMetaEntry for `rec` to `out`.
+    pub fn encode(&mut self, rec: &FileRecord<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+        let vis = self.visible_to(rec.uid, rec.gid)?;
+        out.extend_from_slice(br#"{"subject":"#);
+        push_json_str(out, &subject_for(rec.path));
+        out.extend_from_slice(br#","visible_to":"#);
+        out.extend_from_slice(&vis);
+        out.extend_from_slice(br#","content":{"name":"#);
+        push_json_str(out, rec.name());
+        out.extend_from_slice(br#","path":"#);
+        push_json_str(out, rec.path);
+        out.extend_from_slice(br#","type":""#);
+        out.extend_from_slice(rec.kind.as_str().as_bytes());
+        out.extend_from_slice(br#"","size":"#);
+        push_int(out, rec.size);
+        out.extend_from_slice(br#","uid":"#);
+        push_int(out, rec.uid);
+        out.extend_from_slice(br#","gid":"#);
+        push_int(out, rec.gid);
+        out.extend_from_slice(br#","mode":""#);
+        out.extend_from_slice(&mode_string(rec.mode));
+        out.extend_from_slice(br#"","atime":""#);
+        push_iso8601(out, rec.atime);
+        out.extend_from_slice(br#"","ctime":""#);
+        push_iso8601(out, rec.ctime);
+        out.extend_from_slice(br#"","mtime":""#);
+        push_iso8601(out, rec.mtime);
+        out.extend_from_slice(br#"","version":"#);
+        out.extend_from_slice(&self.version_json);
+        out.extend_from_slice(br#","raw":{"mode":"#);
+        push_int(out, mode_octal_as_int(rec.mode));
+        out.extend_from_slice(br#","atime":"#);
+        push_int(out, rec.atime);
+        out.extend_from_slice(br#","ctime":"#);
+        push_int(out, rec.ctime);
+        out.extend_from_slice(br#","mtime":"#);
+        push_int(out, rec.mtime);
+        out.extend_from_slice(b"}}}");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::FileKind;
+
+    fn policy(vis: &[&str]) -> Arc<RecordPolicy> {
+        let mut p = PrincipalMap::parse("uid 1000 urn:globus:auth:identity:u1000\ngid 100 urn:globus:groups:id:g100\n", "t").unwrap();
+        p.insert_user(7, "urn:x:7".into());
+        Arc::new(RecordPolicy {
+            visible_to: vis.iter().map(|s| VisibleTo::parse(s).unwrap()).collect(),
+            fallback: vec![],
+            principals: Arc::new(p),
+            version: "v1".into(),
+        })
+    }
+
+    #[test]
+    fn golden_entry() {
+        let mut e = PrimaryEncoder::new(policy(&["owner", "group"]));
+        let rec = FileRecord { path: "/a/\"q\"\tb.txt", kind: FileKind::File, mode: 0o100644, uid: 1000, gid: 100, size: 42, atime: 1_710_554_401, ctime: 0, mtime: -1 };
+        let mut out = Vec::new();
+        e.encode(&rec, &mut out).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert_eq!(
+            s,
+            r#"{"subject":"/a/\"q\"\tb.txt","visible_to":["urn:globus:auth:identity:u1000","urn:globus:groups:id:g100"],"content":{"name":"\"q\"\tb.txt","path":"/a/\"q\"\tb.txt","type":"file","size":42,"uid":1000,"gid":100,"mode":"-rw-r--r--","atime":"2024-03-16T02:00:01+00:00","ctime":"1970-01-01T00:00:00+00:00","mtime":"1969-12-31T23:59:59+00:00","version":"v1","raw":{"mode":100644,"atime":1710554401,"ctime":0,"mtime":-1}}}"#
+        );
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["content"]["name"], "\"q\"\tb.txt");
+    }
+
+    #[test]
+    fn unmapped_principals_are_an_error_unless_public_or_fallback() {
+        let mut e = PrimaryEncoder::new(policy(&["owner"]));
+        assert!(e.visible_to(5, 5).is_err());
+        let mut e = PrimaryEncoder::new(policy(&["owner", "public"]));
+        assert_eq!(&*e.visible_to(5, 5).unwrap(), br#"["public"]"#);
+        assert_eq!(&*e.visible_to(7, 5).unwrap(), br#"["urn:x:7","public"]"#);
+    }
+
+    #[test]
+    fn long_paths_get_stable_hashed_subjects() {
+        let long = format!("/{}", "d/".repeat(300));
+        let s1 = subject_for(&long).into_owned();
+        assert!(s1.starts_with(HASHED_SUBJECT_PREFIX));
+        assert_eq!(s1.len(), HASHED_SUBJECT_PREFIX.len() + 64);
+        assert_eq!(s1, subject_for(&long));
+        assert_eq!(subject_for("/short"), "/short");
+        // 500 bytes exactly stays; 501 is hashed (bytes, not characters).
+        let p500 = format!("/{}", "é".repeat(249)) + "x";
+        assert_eq!(p500.len(), 500);
+        assert_eq!(subject_for(&p500), p500.as_str());
+        assert!(subject_for(&(p500.clone() + "y")).starts_with(HASHED_SUBJECT_PREFIX));
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let mut out = Vec::new();
+        push_json_str(&mut out, "a\u{1}\n\\");
+        assert_eq!(out, br#""a\u0001\n\\""#);
+    }
+
+    #[test]
+    fn principals_file_errors_name_the_line() {
+        let err = PrincipalMap::parse("uid 1 urn:a\nuser 2 urn:b\n", "p.tsv").unwrap_err();
+        assert!(err.starts_with("p.tsv:2:"), "{err}");
+    }
+}

@@ -1,0 +1,21 @@
+//! icicle core: the record model, the six component traits, the plugin registry,
+//! layered configuration, Globus Search document encoding and the snapshot runtime.
+//!
+//! Data flows one way, source → reducer → state → sink; acknowledgements flow back.
+
+pub mod batch;
+pub mod config;
+pub mod error;
+pub mod gmeta;
+pub mod manifest;
+pub mod record;
+pub mod registry;
+pub mod rejects;
+pub mod snapshot;
+pub mod text;
+pub mod time;
+pub mod traits;
+
+pub use error::{ConfigError, Domain, IcicleError, Retry, SinkError, SourceError};
+pub use record::{FileKind, FileRecord, Reject};
+pub use traits::{Placement, Reducer, Sink, Sketch, Source, StateStore};

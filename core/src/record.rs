@@ -1,0 +1,286 @@
+//! The record model: file and link metadata read from snapshots, and rejects.
+
+use std::fmt;
+
+/// What kind of file-system object a record describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    /// A regular file (or any non-directory, non-link object).
+    File,
+    /// A symbolic link.
+    Link,
+    /// A directory; never a primary record.
+    Dir,
+}
+
+impl FileKind {
+    /// The name used in index documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileKind::File => "file",
+            FileKind::Link => "link",
+            FileKind::Dir => "dir",
+        }
+    }
+
+    /// The kind implied by the type bits of an `st_mode`.
+    pub fn from_mode(mode: u32) -> FileKind {
+        match mode & S_IFMT {
+            S_IFDIR => FileKind::Dir,
+            S_IFLNK => FileKind::Link,
+            _ => FileKind::File,
+        }
+    }
+
+    /// The `st_mode` type bits for this kind.
+    pub fn type_bits(self) -> u32 {
+        match self {
+            FileKind::File => S_IFREG,
+            FileKind::Link => S_IFLNK,
+            FileKind::Dir => S_IFDIR,
+        }
+    }
+}
+
+/// `st_mode` type mask.
+pub const S_IFMT: u32 = 0o170000;
+/// Regular file type bits.
+pub const S_IFREG: u32 = 0o100000;
+/// Directory type bits.
+pub const S_IFDIR: u32 = 0o040000;
+/// Symbolic link type bits.
+pub const S_IFLNK: u32 = 0o120000;
+
+/// Metadata of one file, link or directory, borrowed from the reader's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileRecord<'a> {
+    /// Absolute path, UTF-8.
+    pub path: &'a str,
+    /// Object kind.
+    pub kind: FileKind,
+    /// Full `st_mode` including the type bits.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Size in bytes (a link's size is the length of its target).
+    pub size: u64,
+    /// Epoch seconds.
+    pub atime: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+}
+
+impl FileRecord<'_> {
+    /// The last path component.
+    pub fn name(&self) -> &str {
+        let trimmed = self.path.trim_end_matches('/');
+        match trimmed.rfind('/') {
+            Some(i) => &trimmed[i + 1..],
+            None => trimmed,
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_owned_record(&self) -> OwnedFileRecord {
+        OwnedFileRecord {
+            path: self.path.to_string(),
+            kind: self.kind,
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            atime: self.atime,
+            ctime: self.ctime,
+            mtime: self.mtime,
+        }
+    }
+}
+
+/// An owned [`FileRecord`], for tests and state.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct OwnedFileRecord {
+    pub path: String,
+    pub kind: FileKind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub atime: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+}
+
+impl OwnedFileRecord {
+    /// Borrow as a [`FileRecord`].
+    pub fn as_record(&self) -> FileRecord<'_> {
+        FileRecord {
+            path: &self.path,
+            kind: self.kind,
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            atime: self.atime,
+            ctime: self.ctime,
+            mtime: self.mtime,
+        }
+    }
+}
+
+/// Render the permission bits of an `st_mode` like `ls -l` (`-rw-r--r--`).
+pub fn mode_string(mode: u32) -> [u8; 10] {
+    let mut s = *b"----------";
+    s[0] = match mode & S_IFMT {
+        S_IFDIR => b'd',
+        S_IFLNK => b'l',
+        0o020000 => b'c',
+        0o060000 => b'b',
+        0o010000 => b'p',
+        0o140000 => b's',
+        _ => b'-',
+    };
+    const RWX: [u8; 3] = *b"rwx";
+    for i in 0..9 {
+        if mode & (0o400 >> i) != 0 {
+            s[1 + i] = RWX[i % 3];
+        }
+    }
+    let special = [(0o4000, 3, b's', b'S'), (0o2000, 6, b's', b'S'), (0o1000, 9, b't', b'T')];
+    for (bit, pos, with_x, without_x) in special {
+        if mode & bit != 0 {
+            s[pos] = if s[pos] == b'x' { with_x } else { without_x };
+        }
+    }
+    s
+}
+
+/// Parse a symbolic mode (`-rw-r--r--`, `drwxr-sr-x`, `lrwxrwxrwx`) into a numeric `st_mode`.
+pub fn parse_mode_string(s: &str) -> Result<u32, String> {
+    let b = s.as_bytes();
+    if b.len() != 10 {
+        return Err(format!("symbolic mode `{s}` is not 10 characters"));
+    }
+    let mut mode = match b[0] {
+        b'-' => S_IFREG,
+        b'd' => S_IFDIR,
+        b'l' => S_IFLNK,
+        b'c' => 0o020000,
+        b'b' => 0o060000,
+        b'p' => 0o010000,
+        b's' => 0o140000,
+        c => return Err(format!("unknown file type `{}` in mode `{s}`", c as char)),
+    };
+    for i in 0..9 {
+        let c = b[1 + i];
+        let expect = b"rwx"[i % 3];
+        let bit = 0o400 >> i;
+        match c {
+            b'-' => {}
+            c if c == expect => mode |= bit,
+            b's' if i == 2 || i == 5 => mode |= bit | if i == 2 { 0o4000 } else { 0o2000 },
+            b'S' if i == 2 || i == 5 => mode |= if i == 2 { 0o4000 } else { 0o2000 },
+            b't' if i == 8 => mode |= bit | 0o1000,
+            b'T' if i == 8 => mode |= 0o1000,
+            _ => return Err(format!("unexpected `{}` at position {} in mode `{s}`", c as char, i + 1)),
+        }
+    }
+    Ok(mode)
+}
+
+/// The octal digits of an `st_mode` read as a decimal integer (`0o100644` → `100644`).
+pub fn mode_octal_as_int(mode: u32) -> u64 {
+    let mut out = 0u64;
+    let mut mult = 1u64;
+    let mut m = mode;
+    while m > 0 {
+        out += (m & 7) as u64 * mult;
+        mult *= 10;
+        m >>= 3;
+    }
+    out
+}
+
+/// A row that could not be turned into a record: where it was and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Reject {
+    /// The input (file, database, topic/partition) the row came from.
+    pub input: String,
+    /// 1-based line or row number, when known.
+    pub line: Option<u64>,
+    /// Byte offset of the row in the input, when known.
+    pub offset: Option<u64>,
+    /// Why it was rejected.
+    pub reason: String,
+    /// When a whole input failed: the path prefix whose records were not read, so that a
+    /// versioned run does not mistake them for deleted files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+}
+
+impl Reject {
+    /// A reject at a byte offset of a text input (the line is filled in later).
+    pub fn at_offset(input: &str, offset: u64, reason: impl Into<String>) -> Reject {
+        Reject { input: input.to_string(), line: None, offset: Some(offset), reason: reason.into(), scope: None }
+    }
+
+    /// A reject at a row number of an input.
+    pub fn at_row(input: &str, row: u64, reason: impl Into<String>) -> Reject {
+        Reject { input: input.to_string(), line: Some(row), offset: None, reason: reason.into(), scope: None }
+    }
+
+    /// A whole input that could not be read, covering the records under `scope`.
+    pub fn whole(input: &str, reason: impl Into<String>, scope: Option<String>) -> Reject {
+        Reject { input: input.to_string(), line: None, offset: None, reason: reason.into(), scope }
+    }
+}
+
+impl fmt::Display for Reject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.input)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if let Some(o) = self.offset {
+            write!(f, " (byte {o})")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_strings_round_trip() {
+        for (m, s) in [
+            (0o100644, "-rw-r--r--"),
+            (0o040755, "drwxr-xr-x"),
+            (0o120777, "lrwxrwxrwx"),
+            (0o104755, "-rwsr-xr-x"),
+            (0o102644, "-rw-r-Sr--"),
+            (0o041777, "drwxrwxrwt"),
+            (0o041776, "drwxrwxrwT"),
+        ] {
+            assert_eq!(std::str::from_utf8(&mode_string(m)).unwrap(), s);
+            assert_eq!(parse_mode_string(s).unwrap(), m, "{s}");
+        }
+        assert!(parse_mode_string("-rw-r--r-").is_err());
+        assert!(parse_mode_string("?rw-r--r--").is_err());
+        assert!(parse_mode_string("-rq-r--r--").is_err());
+    }
+
+    #[test]
+    fn octal_digits_as_int() {
+        assert_eq!(mode_octal_as_int(0o100644), 100644);
+        assert_eq!(mode_octal_as_int(0o120777), 120777);
+        assert_eq!(mode_octal_as_int(0), 0);
+    }
+
+    #[test]
+    fn names() {
+        let r = FileRecord { path: "/a/b c", kind: FileKind::File, mode: 0, uid: 0, gid: 0, size: 0, atime: 0, ctime: 0, mtime: 0 };
+        assert_eq!(r.name(), "b c");
+    }
+}

@@ -1,0 +1,126 @@
+//! The plugin registry: every plugin submits a [`PluginDescriptor`] with `inventory`;
+//! a typed factory (`build_source::<C>`, `build_sink::<C>`) sits behind an erased fn pointer.
+
+use std::sync::Arc;
+
+use figment::Figment;
+use serde::de::DeserializeOwned;
+
+use crate::config::{extract_component, origin_of};
+use crate::error::ConfigError;
+use crate::traits::{Sink, Source};
+
+/// The component kinds, one per core trait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PluginKind {
+    Source,
+    Reducer,
+    StateStore,
+    Sketch,
+    Sink,
+    Placement,
+}
+
+impl PluginKind {
+    /// The name used in configuration sections and listings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::Source => "source",
+            PluginKind::Reducer => "reducer",
+            PluginKind::StateStore => "state_store",
+            PluginKind::Sketch => "sketch",
+            PluginKind::Sink => "sink",
+            PluginKind::Placement => "placement",
+        }
+    }
+}
+
+/// What building a component configuration yields.
+pub enum Built {
+    Source(Arc<dyn Source>),
+    Sink(Box<dyn Sink>),
+}
+
+/// What a factory is given: the merged configuration and the key of its section.
+pub struct BuildContext<'a> {
+    /// The merged configuration (for provenance in error messages).
+    pub figment: &'a Figment,
+    /// The section key, e.g. `sources.listing`.
+    pub key: String,
+    /// The component id, e.g. `listing`.
+    pub id: String,
+}
+
+impl BuildContext<'_> {
+    /// Deserialize this component's section into `C`, rejecting unknown keys by name and file.
+    pub fn extract<C: DeserializeOwned>(&self) -> Result<C, ConfigError> {
+        extract_component(self.figment, &self.key, &["type"])
+    }
+
+    /// Where `key` (relative to this component) was set.
+    pub fn origin(&self, key: &str) -> String {
+        origin_of(self.figment, &format!("{}.{key}", self.key))
+    }
+
+    /// A value error for `key` in this component.
+    pub fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError::InvalidValue { key: format!("{}.{key}", self.key), origin: self.origin(key), reason: reason.into() }
+    }
+}
+
+/// One registered plugin.
+pub struct PluginDescriptor {
+    pub kind: PluginKind,
+    /// The `type = "..."` name.
+    pub name: &'static str,
+    /// One line for `icicle plugins`.
+    pub description: &'static str,
+    /// An example configuration section, TOML.
+    pub example: &'static str,
+    /// The erased factory.
+    pub build: fn(&BuildContext<'_>) -> Result<Built, ConfigError>,
+}
+
+inventory::collect!(PluginDescriptor);
+
+/// A typed source configuration.
+pub trait SourceConfig: DeserializeOwned {
+    /// Build the runtime source.
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError>;
+}
+
+/// A typed sink configuration.
+pub trait SinkConfig: DeserializeOwned {
+    /// Build the runtime sink.
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError>;
+}
+
+/// The erased factory for a source configuration type.
+pub fn build_source<C: SourceConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
+    Ok(Built::Source(ctx.extract::<C>()?.build(ctx)?))
+}
+
+/// The erased factory for a sink configuration type.
+pub fn build_sink<C: SinkConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
+    Ok(Built::Sink(ctx.extract::<C>()?.build(ctx)?))
+}
+
+/// Every registered plugin, sorted by kind then name.
+pub fn plugins() -> Vec<&'static PluginDescriptor> {
+    let mut v: Vec<_> = inventory::iter::<PluginDescriptor>.into_iter().collect();
+    v.sort_by_key(|p| (p.kind, p.name));
+    v
+}
+
+/// The plugin of `kind` named `name`, or an error listing the available ones.
+pub fn find(kind: PluginKind, name: &str, key: &str, origin: &str) -> Result<&'static PluginDescriptor, ConfigError> {
+    let all = plugins();
+    all.iter().find(|p| p.kind == kind && p.name == name).copied().ok_or_else(|| ConfigError::UnknownPlugin {
+        kind: kind.as_str().to_string(),
+        name: name.to_string(),
+        key: key.to_string(),
+        origin: origin.to_string(),
+        available: all.iter().filter(|p| p.kind == kind).map(|p| p.name).collect::<Vec<_>>().join(", "),
+    })
+}

@@ -1,0 +1,512 @@
+//! The snapshot runtime: worker threads read splits in parallel and encode primary records;
+//! one async task assembles bounded documents and delivers them to every sink; the run is
+//! acknowledged (manifest committed, sources told) only after every sink delivered.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use crate::config::{EmitMode, SnapshotSettings};
+use crate::error::IcicleError;
+use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
+use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
+use crate::record::{FileRecord, Reject};
+use crate::rejects::RejectLog;
+use crate::traits::{RowSink, Sink, Source, Split};
+
+/// Entries are handed from workers to the batcher in chunks of about this many bytes.
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// Progress reporting for snapshot runs (a terminal progress bar, log lines, or nothing).
+pub trait Progress: Send + Sync {
+    /// Total units planned (0 when unknown).
+    fn start(&self, total: u64);
+    /// Units completed.
+    fn inc(&self, units: u64);
+    /// The run is over.
+    fn finish(&self);
+}
+
+/// Progress that reports nothing.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&self, _: u64) {}
+    fn inc(&self, _: u64) {}
+    fn finish(&self) {}
+}
+
+/// Extra per-row work run by each worker next to the primary records (counting, aggregates).
+pub trait RowProcessor: Send {
+    /// See one file or link record.
+    fn record(&mut self, rec: &FileRecord<'_>);
+    /// Called once when the worker is done.
+    fn finish(self: Box<Self>);
+}
+
+/// Makes one [`RowProcessor`] per worker.
+pub trait RowProcessorFactory: Send + Sync {
+    fn make(&self, worker: usize) -> Box<dyn RowProcessor>;
+}
+
+/// Everything a snapshot run needs.
+pub struct SnapshotJob {
+    pub sources: Vec<(String, Arc<dyn Source>)>,
+    pub sinks: Vec<(String, Box<dyn Sink>)>,
+    pub policy: Arc<RecordPolicy>,
+    pub settings: SnapshotSettings,
+    pub progress: Arc<dyn Progress>,
+    pub processors: Vec<Arc<dyn RowProcessorFactory>>,
+    /// Whether primary records are produced at all.
+    pub primary: bool,
+}
+
+/// The outcome of a snapshot run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SnapshotSummary {
+    /// Rows read: records + directories + rejects.
+    pub rows: u64,
+    pub records: u64,
+    pub directories: u64,
+    pub rejects: u64,
+    /// Records sent to the sinks.
+    pub emitted: u64,
+    pub splits: u64,
+    pub batches: u64,
+    pub bytes: u64,
+    pub delete_batches: u64,
+    pub seconds: f64,
+    pub rows_per_s: f64,
+    /// Versioning counts (absent without `state_dir`).
+    pub versioned: bool,
+    pub created: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+    pub deleted: u64,
+    /// Deletes withheld because the input covering them could not be read.
+    pub deletes_withheld: u64,
+    /// Whether rejects exceeded the configured threshold.
+    pub reject_threshold_exceeded: bool,
+    pub rejects_file: Option<PathBuf>,
+}
+
+#[derive(Default)]
+struct WorkQueue {
+    items: VecDeque<(usize, Split)>,
+    active: usize,
+}
+
+struct Shared {
+    queue: Mutex<WorkQueue>,
+    ready: Condvar,
+    cancel: AtomicBool,
+}
+
+impl Shared {
+    fn pop(&self) -> Option<(usize, Split)> {
+        let mut q = self.queue.lock().ok()?;
+        loop {
+            if self.cancel.load(Ordering::Relaxed) {
+                return None;
+            }
+            if let Some(item) = q.items.pop_front() {
+                q.active += 1;
+                return Some(item);
+            }
+            if q.active == 0 {
+                return None;
+            }
+            q = self.ready.wait(q).ok()?;
+        }
+    }
+
+    fn done(&self, spawned: Vec<Split>, source: usize) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.active -= 1;
+            for s in spawned {
+                q.items.push_back((source, s));
+            }
+        }
+        self.ready.notify_all();
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct WorkerCounts {
+    rows: u64,
+    records: u64,
+    directories: u64,
+    rejects: u64,
+    emitted: u64,
+    created: u64,
+    updated: u64,
+    unchanged: u64,
+    splits: u64,
+}
+
+struct Worker {
+    encoder: PrimaryEncoder,
+    primary: bool,
+    max_entry: usize,
+    chunk: EntryBatch,
+    tx: mpsc::Sender<EntryBatch>,
+    rejects: Arc<RejectLog>,
+    progress: Arc<dyn Progress>,
+    previous: Option<Arc<PreviousManifest>>,
+    manifest: Option<ManifestWriter>,
+    emit: EmitMode,
+    processors: Vec<Box<dyn RowProcessor>>,
+    counts: WorkerCounts,
+    spawned: Vec<Split>,
+    input: String,
+    io_error: Option<String>,
+}
+
+impl Worker {
+    fn send_chunk(&mut self) {
+        if self.chunk.is_empty() {
+            return;
+        }
+        let chunk = std::mem::replace(&mut self.chunk, EntryBatch::with_capacity(CHUNK_BYTES + 4096));
+        // A closed channel means the run is being cancelled; the records are not acknowledged.
+        let _ = self.tx.blocking_send(chunk);
+    }
+
+    fn reject_here(&mut self, rec: &FileRecord<'_>, reason: String) {
+        self.counts.rejects += 1;
+        self.counts.records -= 1;
+        self.rejects.push(Reject::whole(&self.input, format!("{}: {reason}", rec.path), None));
+    }
+}
+
+impl RowSink for Worker {
+    fn record(&mut self, rec: &FileRecord<'_>) {
+        self.counts.rows += 1;
+        self.counts.records += 1;
+        for p in &mut self.processors {
+            p.record(rec);
+        }
+        if !self.primary {
+            return;
+        }
+        let vis = match self.encoder.visible_to(rec.uid, rec.gid) {
+            Ok(v) => v,
+            Err(e) => return self.reject_here(rec, e),
+        };
+        if let (Some(prev), Some(_)) = (&self.previous, &self.manifest) {
+            let hash = manifest::path_hash(rec.path);
+            let fp = manifest::fingerprint(rec, &vis);
+            let change = prev.classify(hash, fp);
+            match change {
+                Change::Created => self.counts.created += 1,
+                Change::Updated => self.counts.updated += 1,
+                Change::Unchanged => self.counts.unchanged += 1,
+            }
+            if let Some(m) = &mut self.manifest {
+                if let Err(e) = m.push(hash, fp, &subject_for(rec.path)) {
+                    self.io_error.get_or_insert(format!("writing the manifest: {e}"));
+                }
+            }
+            if change == Change::Unchanged && self.emit == EmitMode::Changed {
+                return;
+            }
+        }
+        let buf = self.chunk.buffer();
+        let before = buf.len();
+        match self.encoder.encode(rec, buf) {
+            Ok(()) if buf.len() - before <= self.max_entry => {
+                self.chunk.commit();
+                self.counts.emitted += 1;
+            }
+            Ok(()) => {
+                self.chunk.rollback();
+                self.reject_here(rec, "entry exceeds the maximum document size".into());
+            }
+            Err(e) => {
+                self.chunk.rollback();
+                self.reject_here(rec, e);
+            }
+        }
+        if self.chunk.content_bytes() >= CHUNK_BYTES {
+            self.send_chunk();
+        }
+    }
+
+    fn directory(&mut self, _rec: &FileRecord<'_>) {
+        self.counts.rows += 1;
+        self.counts.directories += 1;
+    }
+
+    fn reject(&mut self, reject: Reject) {
+        self.counts.rows += 1;
+        self.counts.rejects += 1;
+        self.rejects.push(reject);
+    }
+
+    fn progress(&mut self, units: u64) {
+        self.progress.inc(units);
+    }
+
+    fn spawn(&mut self, split: Split) {
+        self.spawned.push(split);
+    }
+}
+
+fn worker_count(settings: &SnapshotSettings) -> usize {
+    if settings.workers > 0 {
+        settings.workers
+    } else {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+    }
+}
+
+async fn deliver(sinks: &mut [(String, Box<dyn Sink>)], batch: &DocumentBatch) -> Result<(), IcicleError> {
+    for (_, sink) in sinks.iter_mut() {
+        sink.deliver(batch).await?;
+    }
+    Ok(())
+}
+
+/// Run a snapshot job to completion.
+pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
+    let started = Instant::now();
+    let settings = job.settings.clone();
+    let io = |what: &str, e: std::io::Error| IcicleError::Internal(format!("{what}: {e}"));
+
+    // Versioning state.
+    let previous = match &settings.state_dir {
+        Some(dir) if job.primary => {
+            std::fs::create_dir_all(dir).map_err(|e| io(&format!("creating {}", dir.display()), e))?;
+            manifest::begin(dir).map_err(|e| io("starting the manifest", e))?;
+            Some(Arc::new(PreviousManifest::load(dir).map_err(|e| io("loading the previous manifest", e))?))
+        }
+        _ => None,
+    };
+
+    // Plan.
+    let shared = Arc::new(Shared { queue: Mutex::new(WorkQueue::default()), ready: Condvar::new(), cancel: AtomicBool::new(false) });
+    let rejects = Arc::new(RejectLog::default());
+    let mut total = 0u64;
+    {
+        let mut planned = Vec::new();
+        for (i, (name, src)) in job.sources.iter().enumerate() {
+            match src.plan().await {
+                Ok(splits) => {
+                    total += splits.iter().map(|s| s.weight).sum::<u64>();
+                    planned.extend(splits.into_iter().map(|s| (i, s)));
+                }
+                Err(e) => {
+                    tracing::error!(message = "source could not be planned", source = %name, error = %e);
+                    rejects.push(Reject::whole(name, e.to_string(), Some("/".into())));
+                }
+            }
+        }
+        if let Ok(mut q) = shared.queue.lock() {
+            q.items.extend(planned);
+        }
+    }
+    let planning_rejects = rejects.count();
+    job.progress.start(total);
+
+    // Workers.
+    let (tx, mut rx) = mpsc::channel::<EntryBatch>(16);
+    let overhead = GINGEST_HEAD.len() + GINGEST_TAIL.len();
+    let max_entry = settings.max_batch_bytes.saturating_sub(overhead);
+    let nworkers = worker_count(&settings);
+    let mut handles = Vec::new();
+    for w in 0..nworkers {
+        let manifest_writer = match (&settings.state_dir, &previous) {
+            (Some(dir), Some(_)) => Some(ManifestWriter::create(dir, w).map_err(|e| io("creating the manifest", e))?),
+            _ => None,
+        };
+        let mut worker = Worker {
+            encoder: PrimaryEncoder::new(job.policy.clone()),
+            primary: job.primary,
+            max_entry,
+            chunk: EntryBatch::with_capacity(CHUNK_BYTES + 4096),
+            tx: tx.clone(),
+            rejects: rejects.clone(),
+            progress: job.progress.clone(),
+            previous: previous.clone(),
+            manifest: manifest_writer,
+            emit: settings.emit,
+            processors: job.processors.iter().map(|f| f.make(w)).collect(),
+            counts: WorkerCounts::default(),
+            spawned: Vec::new(),
+            input: String::new(),
+            io_error: None,
+        };
+        let shared = shared.clone();
+        let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
+        let handle = std::thread::Builder::new()
+            .name(format!("icicle-worker-{w}"))
+            .spawn(move || {
+                while let Some((si, split)) = shared.pop() {
+                    worker.input = split.name.clone();
+                    worker.counts.splits += 1;
+                    if let Err(e) = sources[si].read(&split, &mut worker) {
+                        let scope = Some(split.path.display().to_string());
+                        worker.reject(Reject::whole(&split.name, e.to_string(), scope));
+                    }
+                    let spawned = std::mem::take(&mut worker.spawned);
+                    shared.done(spawned, si);
+                }
+                worker.send_chunk();
+                let mut io_error = worker.io_error.take();
+                if let Some(m) = worker.manifest.take() {
+                    if let Err(e) = m.finish() {
+                        io_error.get_or_insert(format!("writing the manifest: {e}"));
+                    }
+                }
+                for p in worker.processors.drain(..) {
+                    p.finish();
+                }
+                (worker.counts, io_error)
+            })
+            .map_err(|e| io("starting a worker", e))?;
+        handles.push(handle);
+    }
+    drop(tx);
+
+    // Batch and deliver.
+    let mut summary = SnapshotSummary { versioned: previous.is_some(), ..Default::default() };
+    let mut batcher = Batcher::new(settings.max_batch_bytes);
+    let flush_after = Duration::from_secs_f64(settings.flush_interval_secs.max(0.05));
+    let mut ticker = tokio::time::interval(flush_after / 4);
+    let mut pending_since: Option<Instant> = None;
+    let mut full = Vec::new();
+    let mut oversized = Vec::new();
+    let delivery: Result<(), IcicleError> = async {
+        loop {
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(chunk) => {
+                        batcher.push_chunk(&chunk, &mut full, &mut oversized);
+                        if batcher.has_pending() && pending_since.is_none() {
+                            pending_since = Some(Instant::now());
+                        }
+                        for doc in full.drain(..) {
+                            summary.batches += 1;
+                            summary.bytes += doc.document_bytes() as u64;
+                            deliver(&mut job.sinks, &DocumentBatch::Ingest(doc)).await?;
+                            pending_since = batcher.has_pending().then(Instant::now);
+                        }
+                    }
+                    None => break,
+                },
+                _ = ticker.tick() => {
+                    if pending_since.is_some_and(|t| t.elapsed() >= flush_after) {
+                        if let Some(doc) = batcher.flush() {
+                            summary.batches += 1;
+                            summary.bytes += doc.document_bytes() as u64;
+                            deliver(&mut job.sinks, &DocumentBatch::Ingest(doc)).await?;
+                        }
+                        pending_since = None;
+                    }
+                }
+            }
+        }
+        if let Some(doc) = batcher.flush() {
+            summary.batches += 1;
+            summary.bytes += doc.document_bytes() as u64;
+            deliver(&mut job.sinks, &DocumentBatch::Ingest(doc)).await?;
+        }
+        Ok(())
+    }
+    .await;
+    if delivery.is_err() {
+        shared.cancel.store(true, Ordering::Relaxed);
+        shared.ready.notify_all();
+        drop(rx);
+    }
+    let mut io_errors = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok((c, e)) => {
+                summary.rows += c.rows;
+                summary.records += c.records;
+                summary.directories += c.directories;
+                summary.rejects += c.rejects;
+                summary.emitted += c.emitted;
+                summary.created += c.created;
+                summary.updated += c.updated;
+                summary.unchanged += c.unchanged;
+                summary.splits += c.splits;
+                io_errors.extend(e);
+            }
+            Err(_) => io_errors.push("a worker thread panicked".to_string()),
+        }
+    }
+    delivery?;
+    if let Some(e) = io_errors.into_iter().next() {
+        return Err(IcicleError::Internal(e));
+    }
+    if !oversized.is_empty() {
+        return Err(IcicleError::Internal(format!("{} entries larger than a document reached the batcher", oversized.len())));
+    }
+    summary.rows += planning_rejects;
+    summary.rejects += planning_rejects;
+
+    // Reject threshold.
+    let ratio = if summary.rows > 0 { summary.rejects as f64 / summary.rows as f64 } else { 0.0 };
+    summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m)
+        || settings.max_reject_ratio.is_some_and(|r| ratio > r);
+
+    // Deletes and the acknowledgement.
+    if let (Some(dir), Some(prev)) = (&settings.state_dir, &previous) {
+        if summary.reject_threshold_exceeded {
+            tracing::warn!(message = "reject threshold exceeded: no deletes emitted and the manifest is not committed");
+        } else {
+            let scopes: Vec<String> = rejects.scopes();
+            let gone = prev.deleted_subjects().map_err(|e| io("reading the previous manifest", e))?;
+            let (withheld, deleted): (Vec<(String, u128, u64)>, Vec<(String, u128, u64)>) =
+                gone.into_iter().partition(|(s, _, _)| scopes.iter().any(|p| p == "/" || s.starts_with(&format!("{}/", p.trim_end_matches('/')))));
+            summary.deletes_withheld = withheld.len() as u64;
+            summary.deleted = deleted.len() as u64;
+            if !withheld.is_empty() {
+                let mut carry = ManifestWriter::create(dir, nworkers + 1).map_err(|e| io("creating the manifest", e))?;
+                for (s, h, fp) in &withheld {
+                    carry.push(*h, *fp, s).map_err(|e| io("writing the manifest", e))?;
+                }
+                carry.finish().map_err(|e| io("writing the manifest", e))?;
+            }
+            let subjects: Vec<String> = deleted.into_iter().map(|(s, _, _)| s).collect();
+            for b in delete_batches(subjects, settings.max_batch_bytes) {
+                summary.delete_batches += 1;
+                deliver(&mut job.sinks, &DocumentBatch::Delete(b)).await?;
+            }
+        }
+    }
+    for (_, sink) in job.sinks.iter_mut() {
+        sink.close().await?;
+    }
+    if let Some(dir) = &settings.state_dir {
+        if previous.is_some() && !summary.reject_threshold_exceeded {
+            manifest::commit(dir).map_err(|e| io("committing the manifest", e))?;
+        }
+    }
+    for (name, src) in &job.sources {
+        if let Err(e) = src.acknowledge(summary.rows).await {
+            tracing::warn!(message = "source acknowledgement failed", source = %name, error = %e);
+        }
+    }
+    job.progress.finish();
+
+    // Rejects file.
+    if summary.rejects > 0 {
+        let path = settings
+            .rejects_file
+            .clone()
+            .unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
+        rejects.write(&path).map_err(|e| io(&format!("writing {}", path.display()), e))?;
+        summary.rejects_file = Some(path);
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    summary.rows_per_s = if summary.seconds > 0.0 { summary.rows as f64 / summary.seconds } else { 0.0 };
+    Ok(summary)
+}

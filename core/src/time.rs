@@ -1,0 +1,124 @@
+//! Fast, allocation-free ISO 8601 formatting of epoch seconds (UTC, `+00:00`).
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// (year, month, day) → days since 1970-01-01.
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = m as i64;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn push2(out: &mut Vec<u8>, v: u32) {
+    out.push(b'0' + (v / 10) as u8);
+    out.push(b'0' + (v % 10) as u8);
+}
+
+/// Append `YYYY-MM-DDTHH:MM:SS+00:00` for `secs` to `out`. Years outside 0..=9999 are
+/// written with a sign and at least four digits, as ISO 8601 expanded years.
+pub fn push_iso8601(out: &mut Vec<u8>, secs: i64) {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400) as u32;
+    let (y, m, d) = civil_from_days(days);
+    if (0..=9999).contains(&y) {
+        let y = y as u32;
+        push2(out, y / 100);
+        push2(out, y % 100);
+    } else {
+        out.extend_from_slice(format!("{:+05}", y).as_bytes());
+    }
+    out.push(b'-');
+    push2(out, m);
+    out.push(b'-');
+    push2(out, d);
+    out.push(b'T');
+    push2(out, sod / 3600);
+    out.push(b':');
+    push2(out, sod / 60 % 60);
+    out.push(b':');
+    push2(out, sod % 60);
+    out.extend_from_slice(b"+00:00");
+}
+
+/// `push_iso8601` into a new `String`.
+pub fn iso8601(secs: i64) -> String {
+    let mut v = Vec::with_capacity(25);
+    push_iso8601(&mut v, secs);
+    String::from_utf8(v).unwrap_or_default()
+}
+
+/// Parse `YYYY-MM-DDTHH:MM:SS` with an optional `Z` or `±HH:MM` offset into epoch seconds.
+pub fn parse_iso8601(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut t = days_from_civil(y, mo as u32, d as u32) * 86_400 + h * 3600 + mi * 60 + se;
+    let rest = s[19..].trim_start_matches(|c: char| c == '.' || c.is_ascii_digit());
+    match rest {
+        "" | "Z" => {}
+        r if r.len() == 6 && (r.starts_with('+') || r.starts_with('-')) => {
+            let oh: i64 = r[1..3].parse().ok()?;
+            let om: i64 = r[4..6].parse().ok()?;
+            let off = oh * 3600 + om * 60;
+            t -= if r.starts_with('+') { off } else { -off };
+        }
+        _ => return None,
+    }
+    Some(t)
+}
+
+/// Current time in epoch seconds.
+pub fn now_epoch() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_instants() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00+00:00");
+        assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00+00:00");
+        assert_eq!(iso8601(1_710_554_401), "2024-03-16T02:00:01+00:00");
+        assert_eq!(iso8601(-1), "1969-12-31T23:59:59+00:00");
+        assert_eq!(iso8601(253_402_300_800), "+10000-01-01T00:00:00+00:00");
+    }
+
+    #[test]
+    fn round_trip_many() {
+        let mut t = -5_000_000_000i64;
+        while t < 5_000_000_000 {
+            assert_eq!(parse_iso8601(&iso8601(t)), Some(t), "{t}");
+            t += 7_919_317;
+        }
+        assert_eq!(parse_iso8601("2024-03-16T04:00:01+02:00"), Some(1_710_554_401));
+        assert_eq!(parse_iso8601("2024-03-16T02:00:01Z"), Some(1_710_554_401));
+        assert_eq!(parse_iso8601("2024-13-16T02:00:01Z"), None);
+    }
+}

@@ -1,0 +1,182 @@
+//! The six component traits. Data flows source → reducer → state → sink;
+//! acknowledgements flow back from sinks to sources.
+
+use std::any::Any;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+
+use crate::batch::DocumentBatch;
+use crate::error::{SinkError, SourceError};
+use crate::record::{FileRecord, OwnedFileRecord, Reject};
+
+/// One independently readable unit of a source: a file, a byte range of a file, one
+/// `db.db`, one directory, one MDT, one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    /// Human-readable name used in rejects and progress (usually a path).
+    pub name: String,
+    /// The file or directory this split reads.
+    pub path: PathBuf,
+    /// Byte range `[start, end)` within `path`, for splittable text inputs.
+    pub range: Option<(u64, u64)>,
+    /// Progress units this split accounts for (bytes for text inputs, 1 for a database).
+    pub weight: u64,
+}
+
+impl Split {
+    /// A whole-file (or whole-directory) split.
+    pub fn whole(path: PathBuf, weight: u64) -> Split {
+        Split { name: path.display().to_string(), path, range: None, weight }
+    }
+}
+
+/// Where a source hands what it read. Implemented by the runtime, one per worker thread.
+pub trait RowSink {
+    /// A file or link record (directories go to [`RowSink::directory`]).
+    fn record(&mut self, rec: &FileRecord<'_>);
+    /// A directory row: counted, never a primary record.
+    fn directory(&mut self, rec: &FileRecord<'_>);
+    /// A row that could not be turned into a record.
+    fn reject(&mut self, reject: Reject);
+    /// Progress in the split's weight units.
+    fn progress(&mut self, units: u64);
+    /// Schedule more work discovered while reading (e.g. subdirectories in a walk).
+    fn spawn(&mut self, split: Split);
+}
+
+/// A source of metadata: snapshot readers today, event streams in the monitor.
+#[async_trait]
+pub trait Source: Send + Sync {
+    /// Discover the splits to read. May do I/O (list files, stat sizes).
+    async fn plan(&self) -> Result<Vec<Split>, SourceError>;
+
+    /// Read one split, on a worker thread (blocking and CPU-bound work are fine here).
+    /// Bad rows are `out.reject`ed and reading continues; an `Err` means the whole split
+    /// could not be read and is itself reported as a reject by the runtime.
+    fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError>;
+
+    /// Everything read up to `checkpoint` has been durably delivered by every sink.
+    async fn acknowledge(&self, _checkpoint: u64) -> Result<(), SourceError> {
+        Ok(())
+    }
+}
+
+/// A unified file-system change, as reducers and state stores see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeEvent {
+    /// Position in the originating stream (changelog index, Kafka offset).
+    pub seq: u64,
+    /// What happened.
+    pub kind: ChangeKind,
+    /// The object changed (Lustre FID, GPFS inode).
+    pub target: String,
+    /// The object's parent, when the event carries it.
+    pub parent: Option<String>,
+    /// The object's name in `parent`, when the event carries it.
+    pub name: Option<String>,
+    /// For renames: the old parent and name.
+    pub old_parent: Option<String>,
+    pub old_name: Option<String>,
+    /// Whether the object is a directory.
+    pub is_dir: bool,
+}
+
+/// The four unified kinds of change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    Created,
+    Removed,
+    Renamed,
+    Modified,
+}
+
+/// An operation on the search index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexOp {
+    /// Upsert the primary record of this object.
+    Update(OwnedFileRecord),
+    /// Remove the primary record with this path.
+    Delete { path: String },
+}
+
+/// A stateful, rule-driven stream operator (coalescing, cancellation, rename override).
+pub trait Reducer: Send {
+    /// Reduce one batch of events to a minimal, equivalent batch.
+    fn reduce(&mut self, batch: Vec<ChangeEvent>) -> Vec<ChangeEvent>;
+}
+
+/// Holds the namespace state (directory tree) and turns events into index operations.
+pub trait StateStore: Send {
+    /// Apply reduced events; returns the index operations they imply.
+    fn apply(&mut self, events: &[ChangeEvent]) -> Vec<IndexOp>;
+    /// Number of objects held.
+    fn len(&self) -> usize;
+    /// Whether the store is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Why two sketches could not be merged, or a value could not be inserted.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SketchError {
+    #[error("cannot merge a `{theirs}` sketch into a `{ours}` sketch")]
+    WrongType { ours: String, theirs: String },
+    #[error("cannot merge sketches with different configurations: {0}")]
+    MismatchedConfig(String),
+    #[error("sketch would exceed its memory cap of {cap} bytes")]
+    MemoryCap { cap: usize },
+    #[error("cannot decode sketch: {0}")]
+    Decode(String),
+}
+
+/// A mergeable quantile summary.
+pub trait Sketch: Send + Sync {
+    /// The plugin type name (`ddsketch`, `kll`, ...).
+    fn kind(&self) -> &'static str;
+    /// Add one value.
+    fn insert(&mut self, value: f64) -> Result<(), SketchError>;
+    /// Fold another sketch of the same type and configuration into this one.
+    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError>;
+    /// The estimated `q`-quantile, `q` in `[0, 1]`; `None` when empty.
+    fn quantile(&self, q: f64) -> Option<f64>;
+    fn count(&self) -> u64;
+    fn min(&self) -> Option<f64>;
+    fn max(&self) -> Option<f64>;
+    fn sum(&self) -> f64;
+    /// Serialize to bytes.
+    fn to_bytes(&self) -> Vec<u8>;
+    /// Approximate heap size in bytes.
+    fn memory_bytes(&self) -> usize;
+    /// For downcasting in `merge`.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A delivery target for index documents.
+#[async_trait]
+pub trait Sink: Send {
+    /// Deliver one batch. `Ok` means durably delivered: the runtime may acknowledge it.
+    async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError>;
+    /// Flush and release resources at the end of a run.
+    async fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Where a file's data lives: its stripe layout over object storage targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectLayout {
+    pub path: String,
+    pub size: u64,
+    /// Stripe size in bytes.
+    pub stripe_size: u64,
+    /// OST indices in stripe order.
+    pub osts: Vec<u32>,
+}
+
+/// Binds I/O processes to objects so that no storage target is oversubscribed.
+pub trait Placement: Send + Sync {
+    /// Assign each object (by index into `objects`) to one of `processes` ranks.
+    fn place(&self, objects: &[ObjectLayout], processes: usize) -> Vec<Vec<usize>>;
+}

@@ -1,0 +1,203 @@
+//! Basic sinks: `file` (one GIngest JSON document per batch, ready for `globus search ingest`),
+//! `stdout` (JSON lines) and `blackhole` (counts only, for benchmarks).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use icicle_core::batch::{delete_body, DocumentBatch};
+use icicle_core::registry::{build_sink, BuildContext, PluginDescriptor, PluginKind, SinkConfig};
+use icicle_core::{ConfigError, Sink, SinkError};
+use serde::Deserialize;
+
+/// `[sinks.<id>] type = "file"`.
+#[derive(Debug, Deserialize)]
+pub struct FileSinkConfig {
+    /// Output directory (created if missing).
+    pub dir: PathBuf,
+    /// fsync each document before acknowledging it (default true).
+    #[serde(default = "yes")]
+    pub fsync: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Writes `ingest-NNNNNN.json` (GIngest GMetaList) and `delete-NNNNNN.json`
+/// (`batch_delete_by_subject` body) files, each written to a temporary name and renamed.
+pub struct FileSink {
+    name: String,
+    dir: PathBuf,
+    fsync: bool,
+    ingests: u64,
+    deletes: u64,
+}
+
+impl FileSink {
+    /// A file sink writing into `dir`.
+    pub fn new(name: &str, dir: PathBuf, fsync: bool) -> FileSink {
+        FileSink { name: name.to_string(), dir, fsync, ingests: 0, deletes: 0 }
+    }
+
+    fn write(&self, file: &str, body: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>) -> Result<(), SinkError> {
+        let err = |e: std::io::Error| SinkError::Io { sink: self.name.clone(), reason: format!("{}: {e}", self.dir.join(file).display()) };
+        std::fs::create_dir_all(&self.dir).map_err(err)?;
+        let tmp = self.dir.join(format!(".{file}.tmp"));
+        let f = std::fs::File::create(&tmp).map_err(err)?;
+        {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, &f);
+            body(&mut w).map_err(err)?;
+            w.flush().map_err(err)?;
+        }
+        if self.fsync {
+            f.sync_all().map_err(err)?;
+        }
+        std::fs::rename(&tmp, self.dir.join(file)).map_err(err)
+    }
+}
+
+#[async_trait]
+impl Sink for FileSink {
+    async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
+        match batch {
+            DocumentBatch::Ingest(entries) => {
+                self.ingests += 1;
+                let name = format!("ingest-{:06}.json", self.ingests);
+                self.write(&name, |w| entries.write_gingest(w))
+            }
+            DocumentBatch::Delete(subjects) => {
+                self.deletes += 1;
+                let name = format!("delete-{:06}.json", self.deletes);
+                let body = delete_body(subjects);
+                self.write(&name, |w| w.write_all(&body))
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), SinkError> {
+        if self.fsync && self.dir.is_dir() {
+            if let Ok(d) = std::fs::File::open(&self.dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SinkConfig for FileSinkConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        if self.dir.exists() && !self.dir.is_dir() {
+            return Err(ctx.invalid("dir", format!("{} exists and is not a directory", self.dir.display())));
+        }
+        Ok(Box::new(FileSink::new(&ctx.id, self.dir, self.fsync)))
+    }
+}
+
+/// `[sinks.<id>] type = "stdout"`.
+#[derive(Debug, Deserialize)]
+pub struct StdoutSinkConfig {}
+
+/// Prints one JSON line per entry (the GMetaEntry) and per deleted subject
+/// (`{"delete":"<subject>"}`).
+pub struct StdoutSink;
+
+#[async_trait]
+impl Sink for StdoutSink {
+    async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
+        let stdout = std::io::stdout();
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+        let err = |e: std::io::Error| SinkError::Io { sink: "stdout".into(), reason: e.to_string() };
+        match batch {
+            DocumentBatch::Ingest(entries) => {
+                for e in entries.entries() {
+                    w.write_all(e).map_err(err)?;
+                    w.write_all(b"\n").map_err(err)?;
+                }
+            }
+            DocumentBatch::Delete(subjects) => {
+                for s in subjects {
+                    serde_json::to_writer(&mut w, &serde_json::json!({ "delete": s })).map_err(|e| err(e.into()))?;
+                    w.write_all(b"\n").map_err(err)?;
+                }
+            }
+        }
+        w.flush().map_err(err)
+    }
+}
+
+impl SinkConfig for StdoutSinkConfig {
+    fn build(self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        Ok(Box::new(StdoutSink))
+    }
+}
+
+/// `[sinks.<id>] type = "blackhole"`.
+#[derive(Debug, Deserialize)]
+pub struct BlackholeSinkConfig {}
+
+/// What a blackhole sink counted.
+#[derive(Debug, Default)]
+pub struct BlackholeCounts {
+    pub batches: AtomicU64,
+    pub entries: AtomicU64,
+    pub deletes: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+/// Counts documents, entries and bytes, and drops them.
+#[derive(Default)]
+pub struct BlackholeSink {
+    pub counts: Arc<BlackholeCounts>,
+}
+
+#[async_trait]
+impl Sink for BlackholeSink {
+    async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
+        self.counts.batches.fetch_add(1, Ordering::Relaxed);
+        self.counts.bytes.fetch_add(batch.document_bytes() as u64, Ordering::Relaxed);
+        match batch {
+            DocumentBatch::Ingest(e) => self.counts.entries.fetch_add(e.len() as u64, Ordering::Relaxed),
+            DocumentBatch::Delete(s) => self.counts.deletes.fetch_add(s.len() as u64, Ordering::Relaxed),
+        };
+        Ok(())
+    }
+}
+
+impl SinkConfig for BlackholeSinkConfig {
+    fn build(self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        Ok(Box::new(BlackholeSink::default()))
+    }
+}
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Sink,
+        name: "file",
+        description: "one GIngest JSON document per batch (and delete bodies), ready for `globus search ingest`",
+        example: "[sinks.out]\ntype = \"file\"\ndir = \"out/\"\nfsync = true\n",
+        build: build_sink::<FileSinkConfig>,
+    }
+}
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Sink,
+        name: "stdout",
+        description: "one JSON line per GMetaEntry and per deleted subject",
+        example: "[sinks.print]\ntype = \"stdout\"\n",
+        build: build_sink::<StdoutSinkConfig>,
+    }
+}
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Sink,
+        name: "blackhole",
+        description: "counts documents, entries and bytes and drops them (benchmarks)",
+        example: "[sinks.null]\ntype = \"blackhole\"\n",
+        build: build_sink::<BlackholeSinkConfig>,
+    }
+}

@@ -1,0 +1,191 @@
+//! Small, fast field parsers shared by the text sources.
+
+/// Parse a decimal integer (optional leading `-`), with a reason on failure.
+pub fn parse_i64(b: &[u8], what: &str) -> Result<i64, String> {
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() || digits.len() > 19 {
+        return Err(format!("{what}: `{}` is not an integer", String::from_utf8_lossy(b)));
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return Err(format!("{what}: `{}` is not an integer", String::from_utf8_lossy(b)));
+        }
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add((c - b'0') as i64))
+            .ok_or_else(|| format!("{what}: `{}` is out of range", String::from_utf8_lossy(b)))?;
+    }
+    Ok(if neg { -v } else { v })
+}
+
+/// Parse a non-negative integer that fits `u32`.
+pub fn parse_u32(b: &[u8], what: &str) -> Result<u32, String> {
+    let v = parse_i64(b, what)?;
+    u32::try_from(v).map_err(|_| format!("{what}: `{v}` is out of range"))
+}
+
+/// Parse a non-negative integer.
+pub fn parse_u64(b: &[u8], what: &str) -> Result<u64, String> {
+    let v = parse_i64(b, what)?;
+    u64::try_from(v).map_err(|_| format!("{what}: `{v}` is negative"))
+}
+
+/// Parse an octal integer (`0644`, `100644`, `0o100644`).
+pub fn parse_octal(b: &[u8], what: &str) -> Result<u32, String> {
+    let s = std::str::from_utf8(b).map_err(|_| format!("{what}: not UTF-8"))?;
+    let s = s.trim_start_matches("0o");
+    u32::from_str_radix(if s.is_empty() { "0" } else { s }, 8).map_err(|_| format!("{what}: `{s}` is not an octal mode"))
+}
+
+/// Decode RFC 3986 percent escapes (`%2F` → `/`), as mmapplypolicy's `ESCAPE '%'` writes.
+pub fn percent_decode(b: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = |c: u8| (c as char).to_digit(16);
+            match (b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                }
+                _ => {
+                    let end = (i + 3).min(b.len());
+                    return Err(format!("undecodable escape `{}` at byte {i} of the path", String::from_utf8_lossy(&b[i..end])));
+                }
+            }
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Where a field's bytes are: a range of the line, or of the scratch buffer (unquoted copies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Line(usize, usize),
+    Scratch(usize, usize),
+}
+
+impl Field {
+    /// The field's bytes.
+    pub fn get<'a>(self, line: &'a [u8], scratch: &'a [u8]) -> &'a [u8] {
+        match self {
+            Field::Line(s, e) => &line[s..e],
+            Field::Scratch(s, e) => &scratch[s..e],
+        }
+    }
+}
+
+/// Split a delimited line into fields honouring `"`-quoting (`""` is a literal quote).
+pub fn split_quoted(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut Vec<u8>) -> Result<(), String> {
+    let mut i = 0;
+    loop {
+        if line.get(i) == Some(&b'"') {
+            let start = scratch.len();
+            let mut j = i + 1;
+            loop {
+                match line.get(j) {
+                    None => return Err("unterminated quoted field".into()),
+                    Some(b'"') if line.get(j + 1) == Some(&b'"') => {
+                        scratch.push(b'"');
+                        j += 2;
+                    }
+                    Some(b'"') => {
+                        j += 1;
+                        break;
+                    }
+                    Some(&c) => {
+                        scratch.push(c);
+                        j += 1;
+                    }
+                }
+            }
+            out.push(Field::Scratch(start, scratch.len()));
+            match line.get(j) {
+                None => return Ok(()),
+                Some(&c) if c == delim => i = j + 1,
+                Some(_) => return Err(format!("unexpected character after a closing quote at byte {j}")),
+            }
+        } else {
+            match memchr::memchr(delim, &line[i..]) {
+                Some(k) => {
+                    out.push(Field::Line(i, i + k));
+                    i += k + 1;
+                }
+                None => {
+                    out.push(Field::Line(i, line.len()));
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// The field `line[s..e]`, unquoted into `scratch` when it is `"`-quoted.
+pub fn unquote(line: &[u8], s: usize, e: usize, scratch: &mut Vec<u8>) -> Result<Field, String> {
+    let field = &line[s..e];
+    if field.first() != Some(&b'"') {
+        return Ok(Field::Line(s, e));
+    }
+    if field.len() < 2 || field.last() != Some(&b'"') {
+        return Err("unterminated quoted field".into());
+    }
+    let inner = &field[1..field.len() - 1];
+    let start = scratch.len();
+    let mut i = 0;
+    while i < inner.len() {
+        if inner[i] == b'"' {
+            if inner.get(i + 1) != Some(&b'"') {
+                return Err("stray quote inside a quoted field".into());
+            }
+            i += 1;
+        }
+        scratch.push(inner[i]);
+        i += 1;
+    }
+    Ok(Field::Scratch(start, scratch.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers() {
+        assert_eq!(parse_i64(b"-12", "x").unwrap(), -12);
+        assert!(parse_i64(b"1x", "x").is_err());
+        assert!(parse_i64(b"", "x").is_err());
+        assert!(parse_i64(b"99999999999999999999", "x").is_err());
+        assert!(parse_u32(b"-1", "uid").is_err());
+        assert_eq!(parse_octal(b"0100644", "m").unwrap(), 0o100644);
+    }
+
+    #[test]
+    fn percent() {
+        assert_eq!(percent_decode(b"%2Fa%20b%25").unwrap(), b"/a b%");
+        assert!(percent_decode(b"a%zz").unwrap_err().contains("`%zz`"));
+        assert!(percent_decode(b"a%2").is_err());
+    }
+
+    #[test]
+    fn quoted_fields() {
+        let (mut v, mut sc) = (Vec::new(), Vec::new());
+        let line = br#"1,"a,b","c""d",,e"#;
+        split_quoted(line, b',', &mut v, &mut sc).unwrap();
+        let s: Vec<&[u8]> = v.iter().map(|f| f.get(line, &sc)).collect();
+        assert_eq!(s, vec![&b"1"[..], b"a,b", b"c\"d", b"", b"e"]);
+        assert!(split_quoted(br#"1,"abc"#, b',', &mut v, &mut sc).is_err());
+        let q = br#""a,""b""#;
+        let f = unquote(q, 0, q.len(), &mut sc).unwrap();
+        assert_eq!(f.get(q, &sc), b"a,\"b");
+        assert!(unquote(br#""a"b""#, 0, 5, &mut sc).is_err());
+    }
+}

@@ -1,0 +1,191 @@
+//! `gufi`: read a GUFI index directly with SQLite: one `db.db` per directory, `entries`
+//! holding the directory's files and links. Only `entries` is read, never
+//! `pentries_rollup`, so rolled-up indexes are not double counted.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use icicle_core::record::{FileKind, FileRecord, Reject};
+use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::traits::{RowSink, Split};
+use icicle_core::{ConfigError, Source, SourceError};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use serde::Deserialize;
+
+/// GUFI's per-directory database name.
+pub const DBNAME: &str = "db.db";
+
+/// `[sources.<id>] type = "gufi"`.
+#[derive(Debug, Deserialize)]
+pub struct GufiConfig {
+    /// The index directory (the `GUFI_tree_parent` given to `gufi_dir2index`).
+    pub index: PathBuf,
+    /// The source path that the index directory stands for (default `/`).
+    #[serde(default = "root")]
+    pub path_prefix: String,
+}
+
+fn root() -> String {
+    "/".into()
+}
+
+/// The `gufi` source.
+pub struct GufiSource {
+    index: PathBuf,
+    path_prefix: String,
+}
+
+impl GufiSource {
+    /// A source over the index at `index`, mapping it to `path_prefix`.
+    pub fn new(index: PathBuf, path_prefix: String) -> GufiSource {
+        GufiSource { index, path_prefix }
+    }
+
+    fn source_dir(&self, dir: &Path) -> Result<String, String> {
+        let rel = dir.strip_prefix(&self.index).map_err(|_| "directory outside the index".to_string())?;
+        let rel = rel.to_str().ok_or_else(|| format!("directory name is not valid UTF-8: {}", rel.display()))?;
+        let mut s = self.path_prefix.trim_end_matches('/').to_string();
+        if !rel.is_empty() {
+            s.push('/');
+            s.push_str(rel);
+        }
+        if s.is_empty() {
+            s.push('/');
+        }
+        Ok(s)
+    }
+}
+
+fn int(v: ValueRef<'_>, col: &str) -> Result<i64, String> {
+    match v {
+        ValueRef::Integer(i) => Ok(i),
+        ValueRef::Real(f) if f.fract() == 0.0 => Ok(f as i64),
+        ValueRef::Text(t) => std::str::from_utf8(t).ok().and_then(|s| s.trim().parse().ok()).ok_or_else(|| format!("{col}: `{}` is not an integer", String::from_utf8_lossy(t))),
+        ValueRef::Null => Err(format!("{col} is NULL")),
+        other => Err(format!("{col}: unexpected {:?} value", other.data_type())),
+    }
+}
+
+fn parse_row<'p>(row: &rusqlite::Row<'_>, dir: &str, path: &'p mut String) -> Result<FileRecord<'p>, String> {
+    let name = match row.get_ref(0).map_err(|e| e.to_string())? {
+        ValueRef::Text(t) | ValueRef::Blob(t) => t,
+        ValueRef::Null => return Err("name is NULL".into()),
+        _ => return Err("name is not text".into()),
+    };
+    let name = std::str::from_utf8(name).map_err(|_| format!("name is not valid UTF-8: {}", String::from_utf8_lossy(name)))?;
+    if name.is_empty() || name.contains('/') {
+        return Err(format!("invalid name `{name}`"));
+    }
+    let kind = match row.get_ref(1).map_err(|e| e.to_string())? {
+        ValueRef::Text(b"f") => FileKind::File,
+        ValueRef::Text(b"l") => FileKind::Link,
+        ValueRef::Text(b"d") => FileKind::Dir,
+        ValueRef::Text(t) => return Err(format!("type `{}` is not f, l or d", String::from_utf8_lossy(t))),
+        _ => return Err("type is not text".into()),
+    };
+    let g = |i: usize, c: &str| row.get_ref(i).map_err(|e| e.to_string()).and_then(|v| int(v, c));
+    let mode = u32::try_from(g(2, "mode")?).map_err(|_| "mode out of range".to_string())?;
+    let uid = u32::try_from(g(3, "uid")?).map_err(|_| "uid out of range".to_string())?;
+    let gid = u32::try_from(g(4, "gid")?).map_err(|_| "gid out of range".to_string())?;
+    let size = u64::try_from(g(5, "size")?).map_err(|_| "size is negative".to_string())?;
+    let (atime, ctime, mtime) = (g(6, "atime")?, g(7, "ctime")?, g(8, "mtime")?);
+    path.clear();
+    path.push_str(dir);
+    if !dir.ends_with('/') {
+        path.push('/');
+    }
+    path.push_str(name);
+    Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime })
+}
+
+#[async_trait]
+impl Source for GufiSource {
+    async fn plan(&self) -> Result<Vec<Split>, SourceError> {
+        if !self.index.is_dir() {
+            return Err(SourceError::Io { path: self.index.clone(), reason: "not a directory".into() });
+        }
+        let mut out = Vec::new();
+        let mut stack = vec![self.index.clone()];
+        while let Some(dir) = stack.pop() {
+            let rd = std::fs::read_dir(&dir).map_err(|e| SourceError::Io { path: dir.clone(), reason: e.to_string() })?;
+            let mut subdirs = Vec::new();
+            for e in rd.flatten() {
+                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    subdirs.push(e.path());
+                }
+            }
+            subdirs.sort();
+            stack.extend(subdirs.into_iter().rev());
+            out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1 });
+        }
+        Ok(out)
+    }
+
+    fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
+        let db = split.path.join(DBNAME);
+        let fail = |reason: String| SourceError::Io { path: db.clone(), reason };
+        let dir = self.source_dir(&split.path).map_err(fail)?;
+        if !db.is_file() && split.path == self.index {
+            out.progress(1);
+            return Ok(());
+        }
+        if !db.is_file() {
+            // The index root's parent holds an empty db.db, but a directory in the tree
+            // without one lost its metadata: that is a reject, not an empty directory.
+            return Err(fail("missing db.db".into()));
+        }
+        let conn = Connection::open_with_flags(&db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(|e| fail(e.to_string()))?;
+        let has_entries: bool = conn
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type IN ('table','view') AND name = 'entries'", [], |r| r.get::<_, i64>(0))
+            .map(|n| n > 0)
+            .map_err(|e| fail(e.to_string()))?;
+        if !has_entries {
+            // The empty db.db GUFI places in the index parent has no tables; anything else
+            // without an `entries` table is not a GUFI database.
+            let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(|e| fail(e.to_string()))?;
+            if tables == 0 && split.path == self.index {
+                out.progress(1);
+                return Ok(());
+            }
+            return Err(fail("no `entries` table (not a GUFI index database)".into()));
+        }
+        let mut stmt = conn
+            .prepare(r#"SELECT "name","type","mode","uid","gid","size","atime","ctime","mtime" FROM "entries""#)
+            .map_err(|e| fail(e.to_string()))?;
+        let mut rows = stmt.query([]).map_err(|e| fail(e.to_string()))?;
+        let mut path = String::with_capacity(256);
+        let input = db.display().to_string();
+        let mut rowno = 0u64;
+        loop {
+            let row = match rows.next() {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    out.reject(Reject::at_row(&input, rowno + 1, format!("database error: {e}")));
+                    break;
+                }
+            };
+            rowno += 1;
+            let parsed = parse_row(row, &dir, &mut path);
+            match parsed {
+                Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
+                Ok(rec) => out.record(&rec),
+                Err(reason) => out.reject(Reject::at_row(&input, rowno, reason)),
+            }
+        }
+        out.progress(1);
+        Ok(())
+    }
+}
+
+impl SourceConfig for GufiConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+        if !self.path_prefix.starts_with('/') {
+            return Err(ctx.invalid("path_prefix", "must be an absolute path"));
+        }
+        Ok(Arc::new(GufiSource::new(self.index, self.path_prefix)))
+    }
+}

@@ -1,0 +1,54 @@
+//! Snapshot sources: `gufi`, `mmapplypolicy`, `tsv` and `walk`.
+
+pub mod fields;
+pub mod gufi;
+pub mod mmapplypolicy;
+pub mod tsv;
+pub mod walk;
+
+use icicle_core::registry::{build_source, BuildContext, PluginDescriptor, PluginKind};
+
+/// The `[snapshot] split_bytes` setting, for text sources that cut big files into splits.
+pub(crate) fn split_bytes(ctx: &BuildContext<'_>) -> u64 {
+    ctx.figment.extract_inner::<u64>("snapshot.split_bytes").unwrap_or(64 << 20)
+}
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Source,
+        name: "gufi",
+        description: "a GUFI index read directly with SQLite (db.db per directory; rolled-up indexes without double counting)",
+        example: "[sources.index]\ntype = \"gufi\"\nindex = \"/gufi/index\"\npath_prefix = \"/\"\n",
+        build: build_source::<gufi::GufiConfig>,
+    }
+}
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Source,
+        name: "mmapplypolicy",
+        description: "GPFS mmapplypolicy LIST files (inode gen snapid SHOW... -- path), ESCAPE '%' decoding",
+        example: "[sources.gpfs]\ntype = \"mmapplypolicy\"\npaths = [\"/policy/list.allfiles\"]\npreset = \"nersc18\"\nescaped = true\n",
+        build: build_source::<mmapplypolicy::MmapplypolicyConfig>,
+    }
+}
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Source,
+        name: "tsv",
+        description: "delimited listings: presets icicle9 (type,mode,uid,gid,size,atime,ctime,mtime,path), pwalk, ne2scan; or a column map",
+        example: "[sources.listing]\ntype = \"tsv\"\npaths = [\"/snapshots/*.csv\"]\npreset = \"icicle9\"\n",
+        build: build_source::<tsv::TsvConfig>,
+    }
+}
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Source,
+        name: "walk",
+        description: "a parallel lstat walk of a live directory tree (links never followed)",
+        example: "[sources.home]\ntype = \"walk\"\nroot = \"/home\"\n",
+        build: build_source::<walk::WalkConfig>,
+    }
+}

@@ -1,0 +1,362 @@
+//! `tsv`: delimited listings with a configurable delimiter and column map, and presets for
+//! Icicle's 9-column preprocessed CSV, pwalk CSV and lester's ne2scan.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use icicle_core::record::{parse_mode_string, FileKind, FileRecord, Reject};
+use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::text::{byte_splits, expand_inputs, for_each_line, map_file};
+use icicle_core::traits::{RowSink, Split};
+use icicle_core::{ConfigError, Source, SourceError};
+use serde::Deserialize;
+
+use crate::fields::{parse_i64, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field};
+
+/// How the mode column is written.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ModeFormat {
+    /// `33188` (st_mode as a decimal integer, as GUFI stores it).
+    Decimal,
+    /// `100644` or `0644`.
+    Octal,
+    /// `-rw-r--r--`.
+    Symbolic,
+}
+
+/// Zero-based column positions. `kind` is optional (derived from the mode's type bits).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Columns {
+    #[serde(default, rename = "type")]
+    pub kind: Option<usize>,
+    pub mode: usize,
+    pub uid: usize,
+    pub gid: usize,
+    pub size: usize,
+    pub atime: usize,
+    pub ctime: usize,
+    pub mtime: usize,
+    pub path: usize,
+}
+
+/// Named layouts.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    /// Icicle's headerless `type,mode,uid,gid,size,atime,ctime,mtime,path` CSV.
+    Icicle9,
+    /// pwalk's CSV (`inode,parent-inode,directory-depth,"filename",...`), header optional.
+    Pwalk,
+    /// lester `fslist` ne2scan: `atime|ctime|mtime|uid|gid|mode(octal)|size|ino|path`.
+    Ne2scan,
+}
+
+/// `[sources.<id>] type = "tsv"`.
+#[derive(Debug, Deserialize)]
+pub struct TsvConfig {
+    /// Input files, directories, or `dir/*.csv` patterns.
+    pub paths: Vec<PathBuf>,
+    /// A named layout; the keys below override it.
+    pub preset: Option<Preset>,
+    /// One-character delimiter (`"\t"`, `","`, `"|"`).
+    pub delimiter: Option<String>,
+    pub columns: Option<Columns>,
+    pub mode_format: Option<ModeFormat>,
+    /// The path is the last column and may itself contain the delimiter.
+    pub path_last: Option<bool>,
+    /// Fields may be `"`-quoted.
+    pub quoted: Option<bool>,
+    /// Skip the first line of each file.
+    pub header: Option<bool>,
+    /// Lines starting with this prefix are skipped (ne2scan `#`).
+    pub comment: Option<String>,
+    /// Remove this prefix from every path...
+    #[serde(default)]
+    pub strip_prefix: String,
+    /// ...and put this one in its place.
+    #[serde(default)]
+    pub path_prefix: String,
+}
+
+/// A resolved layout.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub delim: u8,
+    pub cols: Columns,
+    pub mode_format: ModeFormat,
+    pub path_last: bool,
+    pub quoted: bool,
+    pub header: bool,
+    /// A header line starting like this is skipped even when `header` is false.
+    pub header_hint: Option<&'static [u8]>,
+    pub comment: Option<Vec<u8>>,
+    pub strip_prefix: String,
+    pub path_prefix: String,
+    nfields: usize,
+}
+
+impl Layout {
+    /// The layout of a preset.
+    pub fn preset(p: Preset) -> Layout {
+        let c = |kind, mode, uid, gid, size, atime, ctime, mtime, path| Columns { kind, mode, uid, gid, size, atime, ctime, mtime, path };
+        let (delim, cols, mode_format, path_last, quoted, header_hint, comment): (u8, Columns, ModeFormat, bool, bool, Option<&'static [u8]>, Option<Vec<u8>>) = match p {
+            Preset::Icicle9 => (b',', c(Some(0), 1, 2, 3, 4, 5, 6, 7, 8), ModeFormat::Decimal, true, true, None, None),
+            Preset::Pwalk => (b',', c(None, 11, 5, 6, 7, 12, 14, 13, 3), ModeFormat::Octal, false, true, Some(b"inode,"), None),
+            Preset::Ne2scan => (b'|', c(None, 5, 3, 4, 6, 0, 1, 2, 8), ModeFormat::Octal, true, false, None, Some(b"#".to_vec())),
+        };
+        let mut l = Layout { delim, cols, mode_format, path_last, quoted, header: false, header_hint, comment, strip_prefix: String::new(), path_prefix: String::new(), nfields: 0 };
+        l.nfields = l.max_col() + 1;
+        if p == Preset::Pwalk {
+            l.nfields = 17;
+        }
+        l
+    }
+
+    fn max_col(&self) -> usize {
+        let c = &self.cols;
+        [c.kind.unwrap_or(0), c.mode, c.uid, c.gid, c.size, c.atime, c.ctime, c.mtime, c.path].into_iter().max().unwrap_or(0)
+    }
+
+    fn from_config(cfg: &TsvConfig, ctx: &BuildContext<'_>) -> Result<Layout, ConfigError> {
+        let mut l = match (cfg.preset, &cfg.columns) {
+            (Some(p), _) => Layout::preset(p),
+            (None, Some(_)) => Layout::preset(Preset::Icicle9),
+            (None, None) => return Err(ctx.invalid("preset", "set `preset` (icicle9, pwalk, ne2scan) or `columns`")),
+        };
+        if let Some(d) = &cfg.delimiter {
+            let d = d.as_bytes();
+            if d.len() != 1 {
+                return Err(ctx.invalid("delimiter", "must be exactly one ASCII character"));
+            }
+            l.delim = d[0];
+        }
+        if let Some(c) = &cfg.columns {
+            l.cols = c.clone();
+            l.nfields = l.max_col() + 1;
+            l.header_hint = None;
+        }
+        if let Some(m) = cfg.mode_format {
+            l.mode_format = m;
+        }
+        if let Some(p) = cfg.path_last {
+            l.path_last = p;
+        }
+        if let Some(q) = cfg.quoted {
+            l.quoted = q;
+        }
+        if let Some(h) = cfg.header {
+            l.header = h;
+        }
+        if let Some(c) = &cfg.comment {
+            l.comment = (!c.is_empty()).then(|| c.as_bytes().to_vec());
+        }
+        if l.path_last && l.cols.path != l.max_col() {
+            return Err(ctx.invalid("columns.path", "with path_last the path must be the last column"));
+        }
+        l.strip_prefix = cfg.strip_prefix.clone();
+        l.path_prefix = cfg.path_prefix.clone();
+        Ok(l)
+    }
+
+    /// Parse one line into a record whose path lives in `scratch.path`.
+    pub fn parse<'p>(&self, line: &[u8], scratch: &'p mut Scratch) -> Result<FileRecord<'p>, String> {
+        let Scratch { fields, bytes, path } = scratch;
+        fields.clear();
+        bytes.clear();
+        if self.path_last {
+            let mut pos = 0;
+            for _ in 0..self.cols.path {
+                match memchr::memchr(self.delim, &line[pos..]) {
+                    Some(i) => {
+                        fields.push(Field::Line(pos, pos + i));
+                        pos += i + 1;
+                    }
+                    None => return Err(format!("expected {} fields, found {}", self.cols.path + 1, fields.len() + 1)),
+                }
+            }
+            fields.push(if self.quoted { unquote(line, pos, line.len(), bytes)? } else { Field::Line(pos, line.len()) });
+        } else {
+            if self.quoted {
+                split_quoted(line, self.delim, fields, bytes)?;
+            } else {
+                let mut pos = 0;
+                for part in line.split(|&b| b == self.delim) {
+                    fields.push(Field::Line(pos, pos + part.len()));
+                    pos += part.len() + 1;
+                }
+            }
+            if fields.len() != self.nfields {
+                return Err(format!("expected {} fields, found {}", self.nfields, fields.len()));
+            }
+        }
+        let c = &self.cols;
+        let f = |i: usize| -> &[u8] { fields[i].get(line, bytes) };
+        let mut mode = match self.mode_format {
+            ModeFormat::Decimal => parse_u32(f(c.mode), "mode")?,
+            ModeFormat::Octal => parse_octal(f(c.mode), "mode")?,
+            ModeFormat::Symbolic => parse_mode_string(std::str::from_utf8(f(c.mode)).map_err(|_| "mode is not UTF-8".to_string())?)?,
+        };
+        let kind = match c.kind {
+            Some(k) => match f(k) {
+                b"f" | b"F" => FileKind::File,
+                b"l" | b"L" => FileKind::Link,
+                b"d" | b"D" => FileKind::Dir,
+                other => return Err(format!("type: `{}` is not f, l or d", String::from_utf8_lossy(other))),
+            },
+            None => FileKind::from_mode(mode),
+        };
+        if mode & icicle_core::record::S_IFMT == 0 {
+            mode |= kind.type_bits();
+        }
+        let uid = parse_u32(f(c.uid), "uid")?;
+        let gid = parse_u32(f(c.gid), "gid")?;
+        let size = parse_u64(f(c.size), "size")?;
+        let atime = parse_i64(f(c.atime), "atime")?;
+        let ctime = parse_i64(f(c.ctime), "ctime")?;
+        let mtime = parse_i64(f(c.mtime), "mtime")?;
+        let raw_path = f(c.path);
+        let decoded = std::str::from_utf8(raw_path).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(raw_path)))?;
+        path.clear();
+        match decoded.strip_prefix(self.strip_prefix.as_str()) {
+            Some(rest) if !self.strip_prefix.is_empty() || !self.path_prefix.is_empty() => {
+                path.push_str(&self.path_prefix);
+                path.push_str(rest);
+            }
+            _ => path.push_str(decoded),
+        }
+        if path.is_empty() {
+            return Err("empty path".into());
+        }
+        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime })
+    }
+}
+
+/// Reusable per-worker buffers for [`Layout::parse`].
+#[derive(Debug, Default)]
+pub struct Scratch {
+    fields: Vec<Field>,
+    bytes: Vec<u8>,
+    path: String,
+}
+
+/// The `tsv` source.
+pub struct TsvSource {
+    paths: Vec<PathBuf>,
+    layout: Arc<Layout>,
+    split_bytes: u64,
+}
+
+impl TsvSource {
+    /// A source over `paths` with `layout`.
+    pub fn new(paths: Vec<PathBuf>, layout: Layout, split_bytes: u64) -> TsvSource {
+        TsvSource { paths, layout: Arc::new(layout), split_bytes }
+    }
+}
+
+/// Read one split of a line-oriented input with `parse`.
+pub fn read_lines(
+    split: &Split,
+    out: &mut dyn RowSink,
+    skip: impl Fn(&[u8], u64) -> bool,
+    mut parse: impl FnMut(&[u8], &mut dyn FnMut(Result<FileRecord<'_>, String>)),
+) -> Result<(), SourceError> {
+    let Some(map) = map_file(&split.path)? else { return Ok(()) };
+    let mut last_progress = split.range.map(|r| r.0).unwrap_or(0);
+    let input = split.name.as_str();
+    for_each_line(&map, split.range, |line, offset| {
+        if line.is_empty() || skip(line, offset) {
+            return;
+        }
+        parse(line, &mut |res| match res {
+            Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
+            Ok(rec) => out.record(&rec),
+            Err(reason) => out.reject(Reject::at_offset(input, offset, reason)),
+        });
+        if offset - last_progress >= 1 << 20 {
+            out.progress(offset - last_progress);
+            last_progress = offset;
+        }
+    });
+    let end = split.range.map(|r| r.1).unwrap_or(map.len() as u64);
+    out.progress(end.saturating_sub(last_progress));
+    Ok(())
+}
+
+#[async_trait]
+impl Source for TsvSource {
+    async fn plan(&self) -> Result<Vec<Split>, SourceError> {
+        byte_splits(&expand_inputs(&self.paths)?, self.split_bytes)
+    }
+
+    fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
+        let l = &*self.layout;
+        let mut scratch = Scratch::default();
+        read_lines(
+            split,
+            out,
+            |line, offset| {
+                (offset == 0 && (l.header || l.header_hint.is_some_and(|h| line.starts_with(h))))
+                    || l.comment.as_ref().is_some_and(|c| line.starts_with(c))
+            },
+            |line, emit| emit(l.parse(line, &mut scratch)),
+        )
+    }
+}
+
+impl SourceConfig for TsvConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+        let layout = Layout::from_config(&self, ctx)?;
+        if self.paths.is_empty() {
+            return Err(ctx.invalid("paths", "list at least one input file"));
+        }
+        Ok(Arc::new(TsvSource::new(self.paths, layout, crate::split_bytes(ctx))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_with(l: &Layout, line: &str) -> Result<icicle_core::record::OwnedFileRecord, String> {
+        let mut s = Scratch::default();
+        l.parse(line.as_bytes(), &mut s).map(|r| r.to_owned_record())
+    }
+
+    #[test]
+    fn icicle9_rows() {
+        let l = Layout::preset(Preset::Icicle9);
+        let r = parse_with(&l, r#"f,33188,1000,100,42,1,2,3,"/a/b,c ""q"".txt""#).unwrap();
+        assert_eq!(r.path, "/a/b,c \"q\".txt");
+        assert_eq!((r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime), (FileKind::File, 0o100644, 1000, 100, 42, 1, 2, 3));
+        let r = parse_with(&l, "l,41471,0,0,7,1,2,3,/x/link").unwrap();
+        assert_eq!(r.kind, FileKind::Link);
+        assert!(parse_with(&l, "f,33188,1000,100,42,1,2").unwrap_err().contains("expected 9 fields"));
+        assert!(parse_with(&l, "f,33188,-1,100,42,1,2,3,/p").unwrap_err().contains("uid"));
+        assert!(parse_with(&l, "x,33188,1,100,42,1,2,3,/p").unwrap_err().contains("type"));
+        assert!(parse_with(&l, "f,33188,1,100,42,1,2,3,").unwrap_err().contains("empty path"));
+    }
+
+    #[test]
+    fn pwalk_and_ne2scan_rows() {
+        let l = Layout::preset(Preset::Pwalk);
+        let r = parse_with(&l, r#"12,11,1,"/home/u/a,b.txt","txt",1000,100,42,2049,8,1,"100644",10,30,20,-1,-1"#).unwrap();
+        assert_eq!((r.path.as_str(), r.mode, r.size, r.atime, r.mtime, r.ctime), ("/home/u/a,b.txt", 0o100644, 42, 10, 30, 20));
+        let r = parse_with(&l, r#"11,2,0,"/home/u","",1000,100,4096,2049,8,3,"40755",10,30,20,2,4096"#).unwrap();
+        assert_eq!(r.kind, FileKind::Dir);
+        let l = Layout::preset(Preset::Ne2scan);
+        let r = parse_with(&l, "10|20|30|1000|100|120777|5|77|/p/a|b link").unwrap();
+        assert_eq!((r.path.as_str(), r.kind, r.atime, r.ctime, r.mtime, r.size), ("/p/a|b link", FileKind::Link, 10, 20, 30, 5));
+    }
+
+    #[test]
+    fn prefix_rewrite() {
+        let mut l = Layout::preset(Preset::Icicle9);
+        l.strip_prefix = "/snap/2016".into();
+        l.path_prefix = "/projectb".into();
+        assert_eq!(parse_with(&l, "f,33188,1,1,1,1,1,1,/snap/2016/x").unwrap().path, "/projectb/x");
+        assert_eq!(parse_with(&l, "f,33188,1,1,1,1,1,1,/other/x").unwrap().path, "/other/x");
+    }
+}

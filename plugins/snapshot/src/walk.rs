@@ -1,0 +1,131 @@
+//! `walk`: a parallel walk of a live directory tree with `lstat` (links are never
+//! followed). Each directory is a split; subdirectories are spawned as new splits so all
+//! workers share the walk.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use icicle_core::record::{FileKind, FileRecord, Reject};
+use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::traits::{RowSink, Split};
+use icicle_core::{ConfigError, Source, SourceError};
+use serde::Deserialize;
+
+/// `[sources.<id>] type = "walk"`.
+#[derive(Debug, Deserialize)]
+pub struct WalkConfig {
+    /// The directory to walk.
+    pub root: PathBuf,
+    /// The path the root stands for in records (default: the root's absolute path).
+    pub path_prefix: Option<String>,
+}
+
+/// The `walk` source.
+pub struct WalkSource {
+    root: PathBuf,
+    prefix: String,
+}
+
+impl WalkSource {
+    /// Walk `root`, naming records under `prefix`.
+    pub fn new(root: PathBuf, prefix: String) -> WalkSource {
+        WalkSource { root, prefix }
+    }
+
+    fn record_path(&self, p: &std::path::Path) -> Result<String, String> {
+        let rel = p.strip_prefix(&self.root).map_err(|_| "outside the walk root".to_string())?;
+        let rel = rel.to_str().ok_or_else(|| format!("path is not valid UTF-8: {}", p.display()))?;
+        let mut s = self.prefix.trim_end_matches('/').to_string();
+        if !rel.is_empty() || s.is_empty() {
+            s.push('/');
+        }
+        s.push_str(rel);
+        Ok(s)
+    }
+}
+
+fn record_of<'a>(path: &'a str, md: &std::fs::Metadata) -> FileRecord<'a> {
+    let mode = md.mode();
+    FileRecord {
+        path,
+        kind: FileKind::from_mode(mode),
+        mode,
+        uid: md.uid(),
+        gid: md.gid(),
+        size: md.size(),
+        atime: md.atime(),
+        ctime: md.ctime(),
+        mtime: md.mtime(),
+    }
+}
+
+#[async_trait]
+impl Source for WalkSource {
+    async fn plan(&self) -> Result<Vec<Split>, SourceError> {
+        let md = std::fs::symlink_metadata(&self.root).map_err(|e| SourceError::Io { path: self.root.clone(), reason: e.to_string() })?;
+        if !md.is_dir() {
+            return Err(SourceError::Io { path: self.root.clone(), reason: "not a directory".into() });
+        }
+        Ok(vec![Split::whole(self.root.clone(), 0)])
+    }
+
+    fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
+        let dir = &split.path;
+        let io = |e: std::io::Error| SourceError::Io { path: dir.clone(), reason: e.to_string() };
+        if dir == &self.root {
+            let md = std::fs::symlink_metadata(dir).map_err(io)?;
+            let p = self.record_path(dir).map_err(|r| SourceError::Io { path: dir.clone(), reason: r })?;
+            out.directory(&record_of(&p, &md));
+        }
+        let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect();
+        entries.sort_by_key(|e| e.as_ref().map(|e| e.file_name()).ok());
+        let input = dir.display().to_string();
+        for e in entries {
+            let e = match e {
+                Ok(e) => e,
+                Err(err) => {
+                    out.reject(Reject::whole(&input, format!("reading the directory: {err}"), None));
+                    continue;
+                }
+            };
+            let p = e.path();
+            let md = match std::fs::symlink_metadata(&p) {
+                Ok(m) => m,
+                Err(err) => {
+                    // Vanished between readdir and lstat: a live tree changes under us.
+                    out.reject(Reject::whole(&p.display().to_string(), format!("lstat: {err}"), None));
+                    continue;
+                }
+            };
+            let rp = match self.record_path(&p) {
+                Ok(s) => s,
+                Err(reason) => {
+                    out.reject(Reject::whole(&p.display().to_string(), reason, None));
+                    continue;
+                }
+            };
+            let rec = record_of(&rp, &md);
+            if md.is_dir() {
+                out.directory(&rec);
+                out.spawn(Split::whole(p, 0));
+            } else {
+                out.record(&rec);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SourceConfig for WalkConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+        let root = std::fs::canonicalize(&self.root).map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
+        let prefix = match self.path_prefix {
+            Some(p) if p.starts_with('/') => p,
+            Some(_) => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
+            None => root.to_str().ok_or_else(|| ctx.invalid("root", "not valid UTF-8"))?.to_string(),
+        };
+        Ok(Arc::new(WalkSource::new(root, prefix)))
+    }
+}

@@ -1,0 +1,130 @@
+//! `icicle`: the command-line edge. Builds pipelines from layered configuration and runs them.
+
+mod bench;
+mod pipeline;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use icicle_core::registry;
+
+// Link the plugin crates so their `inventory` registrations are present.
+use icicle_plugins_sinks as _;
+use icicle_plugins_snapshot as _;
+
+/// Searchable, fresh HPC file-system metadata.
+#[derive(Parser, Debug)]
+#[command(name = "icicle", version, about)]
+struct Cli {
+    /// Configuration file (TOML); repeat to layer several, later ones win.
+    #[arg(short, long = "config", global = true)]
+    config: Vec<PathBuf>,
+    /// Override one key, e.g. `--set snapshot.workers=4` (wins over files and environment).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the configured snapshot pipeline (sources → primary records → sinks).
+    Snapshot {
+        /// Print the summary as JSON on stdout instead of a table on stderr.
+        #[arg(long)]
+        json: bool,
+        /// Never draw a progress bar.
+        #[arg(long)]
+        no_progress: bool,
+    },
+    /// List the registered plugins by kind.
+    Plugins {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect the configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Benchmarks that print throughput and peak memory.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print the merged configuration (defaults < files < environment < --set).
+    Show,
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Plugins { json } => {
+            let plugins = registry::plugins();
+            if json {
+                let v: Vec<_> = plugins
+                    .iter()
+                    .map(|p| serde_json::json!({"kind": p.kind.as_str(), "type": p.name, "description": p.description, "example": p.example}))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                let mut last = None;
+                for p in plugins {
+                    if last != Some(p.kind) {
+                        println!("{}:", p.kind.as_str());
+                        last = Some(p.kind);
+                    }
+                    println!("  {:<15} {}", p.name, p.description);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config { command: ConfigCommand::Show } => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            print!("{}", cfg.to_toml()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Snapshot { json, no_progress } => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            init_logging(&cfg.app.log.level);
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+            let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json));
+            let job = pipeline::snapshot_job(&cfg, progress)?;
+            let summary = rt.block_on(icicle_core::snapshot::run(job)).context("snapshot run failed")?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                eprint!("{}", icicle_tui::summary_table(&summary));
+            }
+            Ok(if summary.reject_threshold_exceeded { ExitCode::from(3) } else { ExitCode::SUCCESS })
+        }
+        Command::Bench { command } => {
+            init_logging("warn");
+            bench::run(command)
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Composition: configuration → built components → a runnable job.
+
+use std::sync::Arc;
+
+use icicle_core::config::LoadedConfig;
+use icicle_core::error::ConfigError;
+use icicle_core::gmeta::{PrincipalMap, RecordPolicy, VisibleTo};
+use icicle_core::registry::{self, BuildContext, Built, PluginKind};
+use icicle_core::snapshot::{Progress, SnapshotJob};
+use icicle_core::{Sink, Source};
+
+/// The record policy from `[records]` and `[snapshot] version`.
+pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
+    let r = &cfg.app.records;
+    let origin = |k: &str| icicle_core::config::origin_of(&cfg.figment, k);
+    let visible_to = r
+        .visible_to
+        .iter()
+        .map(|v| VisibleTo::parse(v))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|reason| ConfigError::InvalidValue { key: "records.visible_to".into(), origin: origin("records.visible_to"), reason })?;
+    let principals = match &r.principals {
+        Some(p) => PrincipalMap::load(p).map_err(|reason| ConfigError::InvalidValue { key: "records.principals".into(), origin: origin("records.principals"), reason })?,
+        None => PrincipalMap::default(),
+    };
+    let version = cfg.app.snapshot.version.clone().unwrap_or_else(|| icicle_core::time::iso8601(icicle_core::time::now_epoch()));
+    Ok(RecordPolicy { visible_to, fallback: r.fallback.clone(), principals: Arc::new(principals), version })
+}
+
+/// Build every `[sources.*]` and `[sinks.*]` through the registry.
+pub fn components(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>, Vec<(String, Box<dyn Sink>)>), ConfigError> {
+    let mut sources = Vec::new();
+    let mut sinks = Vec::new();
+    for (section, kind, ids) in [
+        ("sources", PluginKind::Source, cfg.app.sources.keys().cloned().collect::<Vec<_>>()),
+        ("sinks", PluginKind::Sink, cfg.app.sinks.keys().cloned().collect::<Vec<_>>()),
+    ] {
+        for id in ids {
+            let key = format!("{section}.{id}");
+            let ty = cfg.component_type(section, &id)?;
+            let origin = icicle_core::config::origin_of(&cfg.figment, &format!("{key}.type"));
+            let desc = registry::find(kind, &ty, &format!("{key}.type"), &origin)?;
+            let ctx = BuildContext { figment: &cfg.figment, key, id: id.clone() };
+            match (desc.build)(&ctx)? {
+                Built::Source(s) => sources.push((id, s)),
+                Built::Sink(s) => sinks.push((id, s)),
+            }
+        }
+    }
+    if sources.is_empty() {
+        return Err(ConfigError::MissingKey { key: "sources".into(), hint: "configure at least one [sources.<id>] with a `type`".into() });
+    }
+    if sinks.is_empty() {
+        return Err(ConfigError::MissingKey { key: "sinks".into(), hint: "configure at least one [sinks.<id>] with a `type`".into() });
+    }
+    Ok((sources, sinks))
+}
+
+/// The snapshot job described by `cfg`.
+pub fn snapshot_job(cfg: &LoadedConfig, progress: Arc<dyn Progress>) -> Result<SnapshotJob, ConfigError> {
+    let (sources, sinks) = components(cfg)?;
+    Ok(SnapshotJob {
+        sources,
+        sinks,
+        policy: Arc::new(record_policy(cfg)?),
+        settings: cfg.app.snapshot.clone(),
+        progress,
+        processors: Vec::new(),
+        primary: true,
+    })
+}

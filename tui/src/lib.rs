@@ -1,0 +1,125 @@
+//! Terminal presentation: a progress bar for snapshot runs (stderr, only on a terminal)
+//! and the final summary table.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use icicle_core::snapshot::{Progress, SnapshotSummary};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A progress bar on stderr when it is a terminal; periodic log lines otherwise.
+pub struct TerminalProgress {
+    bar: Option<ProgressBar>,
+    done: AtomicU64,
+    total: AtomicU64,
+    last_line: Mutex<Instant>,
+    started: Instant,
+}
+
+impl TerminalProgress {
+    /// Choose the bar or log lines depending on whether stderr is a terminal.
+    pub fn new(enabled: bool) -> TerminalProgress {
+        let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
+            let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(4));
+            b.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{wide_bar}] {percent}% ({eta} left) {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            b
+        });
+        TerminalProgress { bar, done: AtomicU64::new(0), total: AtomicU64::new(0), last_line: Mutex::new(Instant::now()), started: Instant::now() }
+    }
+}
+
+impl Progress for TerminalProgress {
+    fn start(&self, total: u64) {
+        self.total.store(total, Ordering::Relaxed);
+        if let Some(b) = &self.bar {
+            if total == 0 {
+                b.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+            }
+            b.set_length(total);
+        }
+    }
+
+    fn inc(&self, units: u64) {
+        let done = self.done.fetch_add(units, Ordering::Relaxed) + units;
+        if let Some(b) = &self.bar {
+            b.inc(units);
+            return;
+        }
+        if let Ok(mut last) = self.last_line.try_lock() {
+            if last.elapsed().as_secs() >= 10 {
+                *last = Instant::now();
+                let total = self.total.load(Ordering::Relaxed);
+                let pct = if total > 0 { format!(" ({:.1}%)", 100.0 * done as f64 / total as f64) } else { String::new() };
+                eprintln!("progress: {done}/{total}{pct} after {:.0} s", self.started.elapsed().as_secs_f64());
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn human(n: f64) -> String {
+    if n >= 1e9 {
+        format!("{:.2} G", n / 1e9)
+    } else if n >= 1e6 {
+        format!("{:.2} M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1} k", n / 1e3)
+    } else {
+        format!("{n:.0}")
+    }
+}
+
+/// The final summary table of a snapshot run.
+pub fn summary_table(s: &SnapshotSummary) -> String {
+    let mut rows: Vec<(&str, String)> = vec![
+        ("rows read", s.rows.to_string()),
+        ("  records", s.records.to_string()),
+        ("  directories", s.directories.to_string()),
+        ("  rejects", s.rejects.to_string()),
+        ("records emitted", s.emitted.to_string()),
+        ("inputs (splits)", s.splits.to_string()),
+        ("batches", s.batches.to_string()),
+        ("bytes", format!("{} ({}B)", s.bytes, human(s.bytes as f64))),
+    ];
+    if s.versioned {
+        rows.push(("created", s.created.to_string()));
+        rows.push(("updated", s.updated.to_string()));
+        rows.push(("unchanged", s.unchanged.to_string()));
+        rows.push(("deleted", s.deleted.to_string()));
+        if s.deletes_withheld > 0 {
+            rows.push(("deletes withheld", s.deletes_withheld.to_string()));
+        }
+    }
+    rows.push(("seconds", format!("{:.3}", s.seconds)));
+    rows.push(("rows/s", human(s.rows_per_s)));
+    if let Some(p) = &s.rejects_file {
+        rows.push(("rejects file", p.display().to_string()));
+    }
+    let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (k, v) in rows {
+        out.push_str(&format!("{k:<w$}  {v}\n"));
+    }
+    out.push_str(&format!(
+        "check: rows {} = records {} + directories {} + rejects {}{}\n",
+        s.rows,
+        s.records,
+        s.directories,
+        s.rejects,
+        if s.rows == s.records + s.directories + s.rejects { "" } else { "  (MISMATCH)" }
+    ));
+    if s.reject_threshold_exceeded {
+        out.push_str("FAILED: rejects exceed the configured threshold\n");
+    }
+    out
+}

@@ -58,6 +58,38 @@ impl GufiSource {
     }
 }
 
+/// SQLite's unix VFS refuses paths of 512 bytes or more, which deep indexes exceed: such a
+/// `db.db` is read from a temporary copy (removed on drop).
+struct ShortPath {
+    original: PathBuf,
+    copy: Option<PathBuf>,
+}
+
+impl ShortPath {
+    fn for_db(db: &Path) -> std::io::Result<ShortPath> {
+        if db.as_os_str().len() < 500 {
+            return Ok(ShortPath { original: db.to_path_buf(), copy: None });
+        }
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let copy = std::env::temp_dir().join(format!("icicle-gufi-{}-{n}.db", std::process::id()));
+        std::fs::copy(db, &copy)?;
+        Ok(ShortPath { original: db.to_path_buf(), copy: Some(copy) })
+    }
+
+    fn path(&self) -> &Path {
+        self.copy.as_deref().unwrap_or(&self.original)
+    }
+}
+
+impl Drop for ShortPath {
+    fn drop(&mut self) {
+        if let Some(c) = &self.copy {
+            let _ = std::fs::remove_file(c);
+        }
+    }
+}
+
 fn int(v: ValueRef<'_>, col: &str) -> Result<i64, String> {
     match v {
         ValueRef::Integer(i) => Ok(i),
@@ -136,7 +168,8 @@ impl Source for GufiSource {
             // without one lost its metadata: that is a reject, not an empty directory.
             return Err(fail("missing db.db".into()));
         }
-        let conn = Connection::open_with_flags(&db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        let local = ShortPath::for_db(&db).map_err(|e| fail(format!("copying a deep db.db: {e}")))?;
+        let conn = Connection::open_with_flags(local.path(), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
             .map_err(|e| fail(e.to_string()))?;
         let has_entries: bool = conn
             .query_row("SELECT count(*) FROM sqlite_master WHERE type IN ('table','view') AND name = 'entries'", [], |r| r.get::<_, i64>(0))

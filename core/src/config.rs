@@ -168,7 +168,21 @@ pub fn origin_of(figment: &Figment, key: &str) -> String {
 }
 
 fn figment_error(err: figment::Error, figment: &Figment, base: &str) -> ConfigError {
-    let key = if err.path.is_empty() { base.to_string() } else { err.path.join(".") };
+    // figment reports extract_inner paths with the focus key appended or prepended.
+    let base_parts: Vec<&str> = if base.is_empty() { Vec::new() } else { base.split('.').collect() };
+    let mut rel: Vec<&str> = err.path.iter().map(String::as_str).collect();
+    if !base_parts.is_empty() {
+        if rel.ends_with(&base_parts) {
+            rel.truncate(rel.len() - base_parts.len());
+        } else if rel.starts_with(&base_parts) {
+            rel.drain(..base_parts.len());
+        }
+    }
+    let key = match (base.is_empty(), rel.is_empty()) {
+        (true, _) => rel.join("."),
+        (false, true) => base.to_string(),
+        (false, false) => format!("{base}.{}", rel.join(".")),
+    };
     let origin = err
         .metadata
         .as_ref()

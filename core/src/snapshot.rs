@@ -350,7 +350,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                     worker.input = split.name.clone();
                     worker.counts.splits += 1;
                     if let Err(e) = sources[si].read(&split, &mut worker) {
-                        let scope = Some(split.path.display().to_string());
+                        let scope = Some(split.scope.clone().unwrap_or_else(|| "/".to_string()));
                         worker.reject(Reject::whole(&split.name, e.to_string(), scope));
                     }
                     let spawned = std::mem::take(&mut worker.spawned);

@@ -22,12 +22,16 @@ pub struct Split {
     pub range: Option<(u64, u64)>,
     /// Progress units this split accounts for (bytes for text inputs, 1 for a database).
     pub weight: u64,
+    /// The record-path prefix this split covers, when known (a GUFI directory, a walked
+    /// directory). If the split cannot be read, deletes under it are withheld; unknown
+    /// scope withholds every delete of the run.
+    pub scope: Option<String>,
 }
 
 impl Split {
     /// A whole-file (or whole-directory) split.
     pub fn whole(path: PathBuf, weight: u64) -> Split {
-        Split { name: path.display().to_string(), path, range: None, weight }
+        Split { name: path.display().to_string(), path, range: None, weight, scope: None }
     }
 }
 

@@ -150,7 +150,8 @@ impl Source for GufiSource {
             }
             subdirs.sort();
             stack.extend(subdirs.into_iter().rev());
-            out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1 });
+            let scope = self.source_dir(&dir).ok();
+            out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1, scope });
         }
         Ok(out)
     }

@@ -68,7 +68,9 @@ impl Source for WalkSource {
         if !md.is_dir() {
             return Err(SourceError::Io { path: self.root.clone(), reason: "not a directory".into() });
         }
-        Ok(vec![Split::whole(self.root.clone(), 0)])
+        let mut split = Split::whole(self.root.clone(), 0);
+        split.scope = Some(self.prefix.clone());
+        Ok(vec![split])
     }
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
@@ -109,7 +111,9 @@ impl Source for WalkSource {
             let rec = record_of(&rp, &md);
             if md.is_dir() {
                 out.directory(&rec);
-                out.spawn(Split::whole(p, 0));
+                let mut sub = Split::whole(p, 0);
+                sub.scope = Some(rp.clone());
+                out.spawn(sub);
             } else {
                 out.record(&rec);
             }

@@ -1,0 +1,93 @@
+//! The command line: plugin listing, configuration layering and error messages, example configs.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn plugins_lists_the_expected_set() {
+    let (code, out, _) = icicle(&["plugins", "--json"], &[]);
+    assert_eq!(code, 0);
+    let v: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let got: Vec<String> = v.iter().map(|p| format!("{}:{}", p["kind"].as_str().unwrap(), p["type"].as_str().unwrap())).collect();
+    assert_eq!(got, vec!["source:gufi", "source:mmapplypolicy", "source:tsv", "source:walk", "sink:blackhole", "sink:file", "sink:stdout"]);
+    let (code, out, _) = icicle(&["plugins"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.contains("source:\n  gufi"), "{out}");
+}
+
+#[test]
+fn unknown_plugin_types_list_the_available_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(tmp.path(), "c.toml", "[sources.x]\ntype = \"lustre-nope\"\n[sinks.y]\ntype = \"stdout\"\n");
+    let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: gufi, mmapplypolicy, tsv, walk"), "{err}");
+    assert!(err.contains("c.toml"), "{err}");
+}
+
+#[test]
+fn unknown_keys_in_plugin_sections_name_key_and_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = config(tmp.path(), "base.toml", "[sinks.y]\ntype = \"stdout\"\n");
+    let cfg = config(tmp.path(), "src.toml", "[sources.x]\ntype = \"tsv\"\npaths = [\"a.csv\"]\npreset = \"icicle9\"\ndelimeter = \",\"\n");
+    let (code, _, err) = icicle(&["snapshot", "-c", base.to_str().unwrap(), "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown key `sources.x.delimeter`") && err.contains("src.toml"), "{err}");
+    let bad_type = config(tmp.path(), "t.toml", "[sources.x]\ntype = \"tsv\"\npaths = \"a.csv\"\npreset = \"icicle9\"\n");
+    let (code, _, err) = icicle(&["snapshot", "-c", base.to_str().unwrap(), "-c", bad_type.to_str().unwrap()], &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("sources.x.paths") && err.contains("t.toml"), "{err}");
+}
+
+#[test]
+fn layers_defaults_files_env_and_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = config(tmp.path(), "a.toml", "[snapshot]\nworkers = 3\nmax_batch_bytes = 5000\nsplit_bytes = 1000\n");
+    let (code, out, err) = icicle(
+        &["config", "show", "-c", a.to_str().unwrap(), "--set", "snapshot.max_batch_bytes=7000"],
+        &[("ICICLE__SNAPSHOT__WORKERS", "4"), ("ICICLE__SNAPSHOT__SPLIT_BYTES", "2000")],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: toml::Table = toml::from_str(&out).unwrap();
+    assert_eq!(v["snapshot"]["workers"].as_integer(), Some(4));
+    assert_eq!(v["snapshot"]["max_batch_bytes"].as_integer(), Some(7000));
+    assert_eq!(v["snapshot"]["split_bytes"].as_integer(), Some(2000));
+    assert_eq!(v["snapshot"]["flush_interval_secs"].as_float(), Some(5.0));
+    let (code, _, err) = icicle(&["config", "show"], &[("ICICLE__SNAPSHOT__WORKRS", "4")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("snapshot.workrs") && err.contains("ICICLE__"), "{err}");
+}
+
+#[test]
+fn every_example_config_runs_on_demo_data() {
+    use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = GenFs::generate(&GenSpec::new(800, 1));
+    for (f, dir) in [(Format::Tsv, "tsv"), (Format::Gufi, "gufi"), (Format::Mmapplypolicy, "mmapplypolicy"), (Format::Tree, "tree")] {
+        gen::write(&fs, f, &tmp.path().join("demo-data").join(dir), 1_000_000, false).unwrap();
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+            .args(["snapshot", "--json", "-c", p.to_str().unwrap()])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {stderr}", p.display());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The summary is the last JSON document on stdout (a stdout sink prints records before it).
+        let start = stdout.rfind("\n{\n").map(|i| i + 1).unwrap_or(0);
+        let summary: serde_json::Value = serde_json::from_str(&stdout[start..]).unwrap_or_else(|e| panic!("{}: {e}: {stdout}", p.display()));
+        assert_eq!(summary["records"], 800, "{}", p.display());
+        assert_eq!(summary["rejects"], 0, "{}", p.display());
+        n += 1;
+    }
+    assert!(n >= 5, "expected the example configs, found {n}");
+}

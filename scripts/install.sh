@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install what icicle needs on a fresh machine of this kind and build it (release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v cc >/dev/null 2>&1 || need+=(build-essential)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup toolchain)"; exit 1; }
+
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+cargo build --release --bins

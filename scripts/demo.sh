@@ -23,7 +23,8 @@ echo "== snapshot run 2 (same snapshot: nothing changes, nothing is emitted)"
 
 echo "== the same file system from a GUFI index, a GPFS policy list and a live tree walk"
 for c in gufi mmapplypolicy walk; do
-  "$bin/icicle" snapshot --json --no-progress -c "configs/snapshot-$c.toml" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(f"'"$c"': {s[\"records\"]} records, {s[\"rejects\"]} rejects, {s[\"rows_per_s\"]:.0f} rows/s")'
+  "$bin/icicle" snapshot --json --no-progress -c "configs/snapshot-$c.toml" > "demo-out/summary-$c.json"
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[2])); print("%-14s %d records, %d rejects, %.0f rows/s" % (sys.argv[1], s["records"], s["rejects"], s["rows_per_s"]))' "$c" "demo-out/summary-$c.json"
 done
 
 echo "== one primary record (demo-out/primary/ingest-000001.json)"

@@ -15,4 +15,4 @@ fi
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup toolchain)"; exit 1; }
 
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
-cargo build --release --bins
+cargo build --release --workspace --bins

@@ -116,7 +116,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let job = pipeline::snapshot_job(&cfg, progress)?;
             let summary = rt.block_on(icicle_core::snapshot::run(job)).context("snapshot run failed")?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&summary)?);
+                use std::io::Write;
+                // A closed pipe is the reader's choice, not a failure of the run.
+                let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&summary)?);
             } else {
                 eprint!("{}", icicle_tui::summary_table(&summary));
             }

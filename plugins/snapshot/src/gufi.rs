@@ -90,6 +90,20 @@ impl Drop for ShortPath {
     }
 }
 
+/// A `file:` URI for `path` with `mode=ro&immutable=1`, percent-encoding what URIs reserve.
+fn sqlite_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?mode=ro&immutable=1");
+    uri
+}
+
 fn int(v: ValueRef<'_>, col: &str) -> Result<i64, String> {
     match v {
         ValueRef::Integer(i) => Ok(i),
@@ -170,25 +184,26 @@ impl Source for GufiSource {
             return Err(fail("missing db.db".into()));
         }
         let local = ShortPath::for_db(&db).map_err(|e| fail(format!("copying a deep db.db: {e}")))?;
-        let conn = Connection::open_with_flags(local.path(), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(|e| fail(e.to_string()))?;
-        let has_entries: bool = conn
-            .query_row("SELECT count(*) FROM sqlite_master WHERE type IN ('table','view') AND name = 'entries'", [], |r| r.get::<_, i64>(0))
-            .map(|n| n > 0)
-            .map_err(|e| fail(e.to_string()))?;
-        if !has_entries {
-            // The empty db.db GUFI places in the index parent has no tables; anything else
-            // without an `entries` table is not a GUFI database.
-            let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(|e| fail(e.to_string()))?;
-            if tables == 0 && split.path == self.index {
-                out.progress(1);
-                return Ok(());
+        // `immutable=1`: a snapshot index does not change while it is read, so SQLite can
+        // skip locking and journal checks.
+        let conn = Connection::open_with_flags(
+            sqlite_uri(local.path()),
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        let mut stmt = match conn.prepare(r#"SELECT "name","type","mode","uid","gid","size","atime","ctime","mtime" FROM "entries""#) {
+            Ok(s) => s,
+            Err(e) => {
+                // The empty db.db GUFI places in the index parent has no tables; anything
+                // else without an `entries` table is not a GUFI database.
+                let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(|e| fail(e.to_string()))?;
+                if tables == 0 && split.path == self.index {
+                    out.progress(1);
+                    return Ok(());
+                }
+                return Err(fail(if tables == 0 { "no `entries` table (not a GUFI index database)".to_string() } else { e.to_string() }));
             }
-            return Err(fail("no `entries` table (not a GUFI index database)".into()));
-        }
-        let mut stmt = conn
-            .prepare(r#"SELECT "name","type","mode","uid","gid","size","atime","ctime","mtime" FROM "entries""#)
-            .map_err(|e| fail(e.to_string()))?;
+        };
         let mut rows = stmt.query([]).map_err(|e| fail(e.to_string()))?;
         let mut path = String::with_capacity(256);
         let input = db.display().to_string();

@@ -34,6 +34,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 0)]
         workers: usize,
     },
+    /// One measured run in a fresh process (used by `bench snapshot`, so that peak memory
+    /// covers the pipeline alone, not the generator).
+    #[command(hide = true)]
+    SnapshotRun {
+        #[arg(long)]
+        format: String,
+        #[arg(long)]
+        sink: String,
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+    },
 }
 
 /// Peak resident set size of this process, in bytes (VmHWM).
@@ -43,11 +58,6 @@ pub fn peak_rss_bytes() -> u64 {
         .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
         .map(|kb| kb * 1024)
         .unwrap_or(0)
-}
-
-/// Reset the peak RSS counter so the next measurement covers only what follows.
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 fn ensure_data(dir: &Path, format: Format, files: u64, seed: u64, fs: &mut Option<GenFs>) -> anyhow::Result<PathBuf> {
@@ -84,54 +94,68 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Snapshot { files, seed, dir, formats, sinks, workers } => {
             std::fs::create_dir_all(&dir)?;
             let mut fs = None;
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
             let mut table = Vec::new();
             for f in formats.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 let format: Format = f.parse().map_err(anyhow::Error::msg)?;
                 let data = ensure_data(&dir, format, files, seed, &mut fs)?;
                 for sink in sinks.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     let out = dir.join(format!("out-{f}-{sink}"));
-                    let _ = std::fs::remove_dir_all(&out);
-                    let sink_toml = match sink {
-                        "blackhole" => "type = \"blackhole\"".to_string(),
-                        "file" => format!("type = \"file\"\ndir = \"{}\"", out.display()),
-                        other => anyhow::bail!("unknown bench sink `{other}` (blackhole, file)"),
-                    };
-                    let toml = format!(
-                        "[snapshot]\nworkers = {workers}\nversion = \"bench\"\n[records]\nprincipals = \"{}/principals.tsv\"\n[sources.s]\n{}\n[sinks.k]\n{sink_toml}\n",
-                        data.display(),
-                        source_toml(format, &data)
-                    );
-                    let cfg = icicle_core::config::from_figment(Figment::from(Toml::string(&toml)))?;
-                    let job = crate::pipeline::snapshot_job(&cfg, Arc::new(NoProgress))?;
-                    reset_peak_rss();
-                    let t = Instant::now();
-                    let cpu0 = cpu_seconds();
-                    let summary = rt.block_on(icicle_core::snapshot::run(job))?;
-                    let secs = t.elapsed().as_secs_f64();
-                    let cpu = cpu_seconds() - cpu0;
-                    let peak = peak_rss_bytes();
-                    let line = serde_json::json!({
-                        "bench": "snapshot", "format": f, "sink": sink, "rows": summary.rows, "records": summary.records,
-                        "rejects": summary.rejects, "seconds": secs, "rows_per_s": summary.rows as f64 / secs,
-                        "cpu_seconds": cpu, "bytes": summary.bytes, "peak_rss_bytes": peak,
-                    });
-                    println!("{line}");
+                    let child = std::process::Command::new(std::env::current_exe()?)
+                        .args(["bench", "snapshot-run", "--format", f, "--sink", sink, "--workers", &workers.to_string()])
+                        .arg("--data")
+                        .arg(&data)
+                        .arg("--out")
+                        .arg(&out)
+                        .stderr(std::process::Stdio::inherit())
+                        .output()?;
+                    anyhow::ensure!(child.status.success(), "bench run {f} → {sink} failed");
+                    let text = String::from_utf8_lossy(&child.stdout);
+                    print!("{text}");
+                    let v: serde_json::Value = serde_json::from_str(text.trim())?;
+                    let num = |k: &str| v[k].as_f64().unwrap_or(0.0);
                     table.push(format!(
-                        "| {f} | {sink} | {} | {:.2} | {:.0} | {:.0} | {} |",
-                        summary.rows,
-                        secs,
-                        summary.rows as f64 / secs,
-                        summary.rows as f64 / cpu.max(1e-9),
-                        peak / (1 << 20)
+                        "| {f} | {sink} | {} | {:.2} | {:.0} | {:.0} | {:.0} |",
+                        num("rows"),
+                        num("seconds"),
+                        num("rows_per_s"),
+                        num("rows") / num("cpu_seconds").max(1e-9),
+                        num("peak_rss_bytes") / (1u64 << 20) as f64
                     ));
-                    let _ = std::fs::remove_dir_all(&out);
                 }
             }
             eprintln!("\n| source | sink | rows | seconds | rows/s | rows/CPU-s | peak RSS MiB |\n|---|---|---|---|---|---|---|");
             for l in table {
                 eprintln!("{l}");
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::SnapshotRun { format, sink, data, out, workers } => {
+            let fmt: Format = format.parse().map_err(anyhow::Error::msg)?;
+            let _ = std::fs::remove_dir_all(&out);
+            let sink_toml = match sink.as_str() {
+                "blackhole" => "type = \"blackhole\"".to_string(),
+                "file" => format!("type = \"file\"\ndir = \"{}\"", out.display()),
+                other => anyhow::bail!("unknown bench sink `{other}` (blackhole, file)"),
+            };
+            let toml = format!(
+                "[snapshot]\nworkers = {workers}\nversion = \"bench\"\n[records]\nprincipals = \"{}/principals.tsv\"\n[sources.s]\n{}\n[sinks.k]\n{sink_toml}\n",
+                data.display(),
+                source_toml(fmt, &data)
+            );
+            let cfg = icicle_core::config::from_figment(Figment::from(Toml::string(&toml)))?;
+            let job = crate::pipeline::snapshot_job(&cfg, Arc::new(NoProgress))?;
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+            let t = Instant::now();
+            let cpu0 = cpu_seconds();
+            let summary = rt.block_on(icicle_core::snapshot::run(job))?;
+            let secs = t.elapsed().as_secs_f64();
+            let line = serde_json::json!({
+                "bench": "snapshot", "format": format, "sink": sink, "rows": summary.rows, "records": summary.records,
+                "rejects": summary.rejects, "seconds": secs, "rows_per_s": summary.rows as f64 / secs,
+                "cpu_seconds": cpu_seconds() - cpu0, "bytes": summary.bytes, "peak_rss_bytes": peak_rss_bytes(),
+            });
+            println!("{line}");
+            let _ = std::fs::remove_dir_all(&out);
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -264,23 +264,39 @@ pub fn read_lines(
     mut parse: impl FnMut(&[u8], &mut dyn FnMut(Result<FileRecord<'_>, String>)),
 ) -> Result<(), SourceError> {
     let Some(map) = map_file(&split.path)? else { return Ok(()) };
-    let mut last_progress = split.range.map(|r| r.0).unwrap_or(0);
+    let (start, end) = split.range.unwrap_or((0, map.len() as u64));
+    let mut last_progress = start;
     let input = split.name.as_str();
-    for_each_line(&map, split.range, |line, offset| {
-        if line.is_empty() || skip(line, offset) {
-            return;
-        }
-        parse(line, &mut |res| match res {
-            Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
-            Ok(rec) => out.record(&rec),
-            Err(reason) => out.reject(Reject::at_offset(input, offset, reason)),
+    // Walk the split in windows and drop the pages behind us from this process's resident
+    // set, so memory stays flat however large the input is (the page cache keeps them).
+    const WINDOW: u64 = 16 << 20;
+    let page = 4096u64;
+    let mut w = start;
+    while w < end {
+        let w_end = (w + WINDOW).min(end);
+        for_each_line(&map, Some((w, w_end)), |line, offset| {
+            if line.is_empty() || skip(line, offset) {
+                return;
+            }
+            parse(line, &mut |res| match res {
+                Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
+                Ok(rec) => out.record(&rec),
+                Err(reason) => out.reject(Reject::at_offset(input, offset, reason)),
+            });
+            if offset - last_progress >= 1 << 20 {
+                out.progress(offset - last_progress);
+                last_progress = offset;
+            }
         });
-        if offset - last_progress >= 1 << 20 {
-            out.progress(offset - last_progress);
-            last_progress = offset;
+        let drop_from = w / page * page;
+        let drop_to = w_end.saturating_sub(page) / page * page;
+        if drop_to > drop_from {
+            // SAFETY: a read-only shared file mapping; dropped pages fault back in from the
+            // file if touched again, and nothing borrows them past this point.
+            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, drop_from as usize, (drop_to - drop_from) as usize) };
         }
-    });
-    let end = split.range.map(|r| r.1).unwrap_or(map.len() as u64);
+        w = w_end;
+    }
     out.progress(end.saturating_sub(last_progress));
     Ok(())
 }

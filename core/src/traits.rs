@@ -47,6 +47,8 @@ pub trait RowSink {
     fn progress(&mut self, units: u64);
     /// Schedule more work discovered while reading (e.g. subdirectories in a walk).
     fn spawn(&mut self, split: Split);
+    /// Hand over buffered records now; a streaming source calls this before it blocks.
+    fn flush(&mut self) {}
 }
 
 /// A source of metadata: snapshot readers today, event streams in the monitor.

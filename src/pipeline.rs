@@ -44,6 +44,7 @@ pub fn components(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>,
             match (desc.build)(&ctx)? {
                 Built::Source(s) => sources.push((id, s)),
                 Built::Sink(s) => sinks.push((id, s)),
+                Built::Sketch(_) => return Err(ConfigError::Parse(format!("`{ty}` is a sketch, not a {}", kind.as_str()))),
             }
         }
     }

@@ -13,6 +13,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
 
+/// figment re-exported for plugins and tests that build configurations in code.
+pub mod figment_types {
+    pub use figment::providers;
+    pub use figment::Figment;
+}
+
 /// Settings of snapshot runs (`[snapshot]`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{extract_component, origin_of};
 use crate::error::ConfigError;
-use crate::traits::{Sink, Source};
+use crate::traits::{Sink, SketchFactory, Source};
 
 /// The component kinds, one per core trait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -40,6 +40,7 @@ impl PluginKind {
 pub enum Built {
     Source(Arc<dyn Source>),
     Sink(Box<dyn Sink>),
+    Sketch(Arc<dyn SketchFactory>),
 }
 
 /// What a factory is given: the merged configuration and the key of its section.
@@ -94,6 +95,40 @@ pub trait SourceConfig: DeserializeOwned {
 pub trait SinkConfig: DeserializeOwned {
     /// Build the runtime sink.
     fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError>;
+}
+
+/// A typed sketch configuration.
+pub trait SketchConfig: DeserializeOwned {
+    /// Build the sketch factory.
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError>;
+}
+
+/// The erased factory for a sketch configuration type.
+pub fn build_sketch<C: SketchConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
+    Ok(Built::Sketch(ctx.extract::<C>()?.build(ctx)?))
+}
+
+/// Build the sketch configured at `key` (a table with a `type`).
+pub fn sketch_at(figment: &Figment, key: &str) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+    let ty_key = format!("{key}.type");
+    let ty = figment
+        .find_value(&ty_key)
+        .ok()
+        .and_then(|v| v.into_string())
+        .ok_or_else(|| ConfigError::MissingKey { key: ty_key.clone(), hint: "name a sketch type (see `icicle plugins`)".into() })?;
+    let desc = find(PluginKind::Sketch, &ty, &ty_key, &origin_of(figment, &ty_key))?;
+    let ctx = BuildContext { figment, key: key.to_string(), id: ty.clone() };
+    match (desc.build)(&ctx)? {
+        Built::Sketch(f) => Ok(f),
+        _ => Err(ConfigError::Parse(format!("plugin `{ty}` is not a sketch"))),
+    }
+}
+
+/// A factory for sketch type `name` with its default configuration.
+pub fn default_sketch(name: &str) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+    use figment::providers::{Format, Toml};
+    let figment = Figment::from(Toml::string(&format!("[sketch]\ntype = \"{name}\"\n")));
+    sketch_at(&figment, "sketch")
 }
 
 /// The erased factory for a source configuration type.

@@ -135,6 +135,8 @@ pub enum SketchError {
     MemoryCap { cap: usize },
     #[error("cannot decode sketch: {0}")]
     Decode(String),
+    #[error("cannot insert {0}: not a number")]
+    NotANumber(f64),
 }
 
 /// A mergeable quantile summary.
@@ -157,6 +159,18 @@ pub trait Sketch: Send + Sync {
     fn memory_bytes(&self) -> usize;
     /// For downcasting in `merge`.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// Makes empty sketches of one type and configuration, and decodes serialized ones.
+pub trait SketchFactory: Send + Sync {
+    /// The plugin type name.
+    fn kind(&self) -> &'static str;
+    /// A short description of the configuration (`alpha=0.01`).
+    fn describe(&self) -> String;
+    /// A new, empty sketch.
+    fn create(&self) -> Box<dyn Sketch>;
+    /// Decode bytes produced by [`Sketch::to_bytes`].
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError>;
 }
 
 /// A delivery target for index documents.

@@ -1,0 +1,772 @@
+//! Quantile sketches behind the `Sketch` trait: `ddsketch` (relative value error),
+//! `kll`, `req`, `tdigest` (rank error, Apache DataSketches), `exact` (ground truth with a
+//! memory cap) and `hybrid` (exact until a threshold, then DDSketch).
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+use datasketches::common::SearchCriteria;
+use datasketches::kll::{KllFloat, KllSketch};
+use datasketches::req::{RankAccuracy, ReqFloat, ReqSketch};
+use datasketches::tdigest::TDigestMut;
+use icicle_core::registry::{build_sketch, BuildContext, PluginDescriptor, PluginKind, SketchConfig};
+use icicle_core::traits::{Sketch, SketchError, SketchFactory};
+use icicle_core::ConfigError;
+use serde::Deserialize;
+use sketches_ddsketch::{Config as DdConfig, DDSketch};
+
+fn wrong_type(ours: &'static str, other: &dyn Sketch) -> SketchError {
+    SketchError::WrongType { ours: ours.into(), theirs: other.kind().into() }
+}
+
+fn check(v: f64) -> Result<(), SketchError> {
+    if v.is_nan() {
+        Err(SketchError::NotANumber(v))
+    } else {
+        Ok(())
+    }
+}
+
+fn split_sum(bytes: &[u8]) -> Result<(f64, &[u8]), SketchError> {
+    if bytes.len() < 8 {
+        return Err(SketchError::Decode("truncated".into()));
+    }
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[..8]);
+    Ok((f64::from_le_bytes(b), &bytes[8..]))
+}
+
+// ---------------------------------------------------------------------------------------
+// DDSketch
+
+/// `[...sketch] type = "ddsketch"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct DdSketchConfig {
+    /// Relative accuracy α.
+    pub alpha: f64,
+    /// Bin cap (lowest bins collapse beyond it).
+    pub max_bins: u32,
+    /// Values within ±min_value count as zero (exactly).
+    pub min_value: f64,
+}
+
+impl Default for DdSketchConfig {
+    fn default() -> Self {
+        DdSketchConfig { alpha: 0.01, max_bins: 2048, min_value: 1e-9 }
+    }
+}
+
+/// DDSketch (sketches-ddsketch): every quantile within relative error α of the true value.
+#[derive(Clone)]
+pub struct DdSketch {
+    inner: DDSketch,
+    cfg: (f64, u32, f64),
+}
+
+impl DdSketch {
+    /// An empty sketch.
+    pub fn new(cfg: &DdSketchConfig) -> DdSketch {
+        DdSketch { inner: DDSketch::new(DdConfig::new(cfg.alpha, cfg.max_bins, cfg.min_value)), cfg: (cfg.alpha, cfg.max_bins, cfg.min_value) }
+    }
+}
+
+impl Sketch for DdSketch {
+    fn kind(&self) -> &'static str {
+        "ddsketch"
+    }
+    fn insert(&mut self, v: f64) -> Result<(), SketchError> {
+        check(v)?;
+        self.inner.add(v);
+        Ok(())
+    }
+    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
+        let o = other.as_any().downcast_ref::<DdSketch>().ok_or_else(|| wrong_type("ddsketch", other))?;
+        if o.cfg != self.cfg {
+            return Err(SketchError::MismatchedConfig(format!("alpha/max_bins/min_value {:?} vs {:?}", self.cfg, o.cfg)));
+        }
+        self.inner.merge(&o.inner).map_err(|e| SketchError::MismatchedConfig(e.to_string()))
+    }
+    fn quantile(&self, q: f64) -> Option<f64> {
+        self.inner.quantile(q.clamp(0.0, 1.0)).ok().flatten()
+    }
+    fn count(&self) -> u64 {
+        self.inner.count() as u64
+    }
+    fn min(&self) -> Option<f64> {
+        self.inner.min()
+    }
+    fn max(&self) -> Option<f64> {
+        self.inner.max()
+    }
+    fn sum(&self) -> f64 {
+        self.inner.sum().unwrap_or(0.0)
+    }
+    fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.inner).unwrap_or_default()
+    }
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.inner.length() * 8
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct DdFactory(DdSketchConfig);
+
+impl SketchFactory for DdFactory {
+    fn kind(&self) -> &'static str {
+        "ddsketch"
+    }
+    fn describe(&self) -> String {
+        format!("alpha={} max_bins={}", self.0.alpha, self.0.max_bins)
+    }
+    fn create(&self) -> Box<dyn Sketch> {
+        Box::new(DdSketch::new(&self.0))
+    }
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
+        let inner: DDSketch = serde_json::from_slice(bytes).map_err(|e| SketchError::Decode(e.to_string()))?;
+        Ok(Box::new(DdSketch { inner, cfg: (self.0.alpha, self.0.max_bins, self.0.min_value) }))
+    }
+}
+
+impl SketchConfig for DdSketchConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        if !(self.alpha > 0.0 && self.alpha < 1.0) {
+            return Err(ctx.invalid("alpha", "must be in (0, 1)"));
+        }
+        Ok(Arc::new(DdFactory(self)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// KLL
+
+/// `[...sketch] type = "kll"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct KllConfig {
+    pub k: u16,
+}
+
+impl Default for KllConfig {
+    fn default() -> Self {
+        KllConfig { k: 200 }
+    }
+}
+
+/// KLL (Apache DataSketches): rank error about 1.65% at k = 200.
+#[derive(Clone)]
+pub struct Kll {
+    inner: KllSketch<KllFloat<f64>>,
+    sum: f64,
+}
+
+impl Sketch for Kll {
+    fn kind(&self) -> &'static str {
+        "kll"
+    }
+    fn insert(&mut self, v: f64) -> Result<(), SketchError> {
+        self.inner.update(KllFloat::<f64>::new(v).map_err(|_| SketchError::NotANumber(v))?);
+        self.sum += v;
+        Ok(())
+    }
+    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
+        let o = other.as_any().downcast_ref::<Kll>().ok_or_else(|| wrong_type("kll", other))?;
+        if o.inner.k() != self.inner.k() {
+            return Err(SketchError::MismatchedConfig(format!("k {} vs {}", self.inner.k(), o.inner.k())));
+        }
+        self.inner.merge(&o.inner).map_err(|e| SketchError::MismatchedConfig(e.to_string()))?;
+        self.sum += o.sum;
+        Ok(())
+    }
+    fn quantile(&self, q: f64) -> Option<f64> {
+        self.inner.quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive).ok().flatten().map(|v| v.into_inner())
+    }
+    fn count(&self) -> u64 {
+        self.inner.n()
+    }
+    fn min(&self) -> Option<f64> {
+        self.inner.min_item().map(|v| **v)
+    }
+    fn max(&self) -> Option<f64> {
+        self.inner.max_item().map(|v| **v)
+    }
+    fn sum(&self) -> f64 {
+        self.sum
+    }
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = self.sum.to_le_bytes().to_vec();
+        out.extend(self.inner.serialize());
+        out
+    }
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.inner.num_retained() * 8
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct KllFactory(KllConfig);
+
+impl SketchFactory for KllFactory {
+    fn kind(&self) -> &'static str {
+        "kll"
+    }
+    fn describe(&self) -> String {
+        format!("k={}", self.0.k)
+    }
+    fn create(&self) -> Box<dyn Sketch> {
+        // The configuration was validated when the factory was built.
+        let inner = KllSketch::new(self.0.k).unwrap_or_default();
+        Box::new(Kll { inner, sum: 0.0 })
+    }
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
+        let (sum, rest) = split_sum(bytes)?;
+        let inner = KllSketch::deserialize(rest).map_err(|e| SketchError::Decode(e.to_string()))?;
+        Ok(Box::new(Kll { inner, sum }))
+    }
+}
+
+impl SketchConfig for KllConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        KllSketch::<KllFloat<f64>>::new(self.k).map_err(|e| ctx.invalid("k", e.to_string()))?;
+        Ok(Arc::new(KllFactory(self)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// REQ
+
+/// `[...sketch] type = "req"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct ReqConfig {
+    pub k: u16,
+    /// `high` (accurate near rank 1) or `low`.
+    pub rank_accuracy: String,
+}
+
+impl Default for ReqConfig {
+    fn default() -> Self {
+        ReqConfig { k: 12, rank_accuracy: "high".into() }
+    }
+}
+
+/// REQ (Apache DataSketches): relative rank error, most accurate at one tail.
+#[derive(Clone)]
+pub struct Req {
+    inner: ReqSketch<ReqFloat<f64>>,
+    sum: f64,
+}
+
+impl Sketch for Req {
+    fn kind(&self) -> &'static str {
+        "req"
+    }
+    fn insert(&mut self, v: f64) -> Result<(), SketchError> {
+        self.inner.update(ReqFloat::<f64>::new(v).map_err(|_| SketchError::NotANumber(v))?);
+        self.sum += v;
+        Ok(())
+    }
+    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
+        let o = other.as_any().downcast_ref::<Req>().ok_or_else(|| wrong_type("req", other))?;
+        if (o.inner.k(), o.inner.rank_accuracy()) != (self.inner.k(), self.inner.rank_accuracy()) {
+            return Err(SketchError::MismatchedConfig(format!(
+                "k/rank accuracy {}/{:?} vs {}/{:?}",
+                self.inner.k(),
+                self.inner.rank_accuracy(),
+                o.inner.k(),
+                o.inner.rank_accuracy()
+            )));
+        }
+        self.inner.merge(&o.inner).map_err(|e| SketchError::MismatchedConfig(e.to_string()))?;
+        self.sum += o.sum;
+        Ok(())
+    }
+    fn quantile(&self, q: f64) -> Option<f64> {
+        self.inner.quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive).ok().flatten().map(|v| *v)
+    }
+    fn count(&self) -> u64 {
+        self.inner.n()
+    }
+    fn min(&self) -> Option<f64> {
+        self.inner.min_item().map(|v| **v)
+    }
+    fn max(&self) -> Option<f64> {
+        self.inner.max_item().map(|v| **v)
+    }
+    fn sum(&self) -> f64 {
+        self.sum
+    }
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = self.sum.to_le_bytes().to_vec();
+        out.extend(self.inner.serialize());
+        out
+    }
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.inner.num_retained() as usize * 8
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct ReqFactory(ReqConfig, RankAccuracy);
+
+impl SketchFactory for ReqFactory {
+    fn kind(&self) -> &'static str {
+        "req"
+    }
+    fn describe(&self) -> String {
+        format!("k={} rank_accuracy={}", self.0.k, self.0.rank_accuracy)
+    }
+    fn create(&self) -> Box<dyn Sketch> {
+        let inner = ReqSketch::new(self.0.k, self.1).unwrap_or_default();
+        Box::new(Req { inner, sum: 0.0 })
+    }
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
+        let (sum, rest) = split_sum(bytes)?;
+        let inner = ReqSketch::deserialize(rest).map_err(|e| SketchError::Decode(e.to_string()))?;
+        Ok(Box::new(Req { inner, sum }))
+    }
+}
+
+impl SketchConfig for ReqConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        let acc = match self.rank_accuracy.as_str() {
+            "high" => RankAccuracy::HighRank,
+            "low" => RankAccuracy::LowRank,
+            _ => return Err(ctx.invalid("rank_accuracy", "must be `high` or `low`")),
+        };
+        ReqSketch::<ReqFloat<f64>>::new(self.k, acc).map_err(|e| ctx.invalid("k", e.to_string()))?;
+        Ok(Arc::new(ReqFactory(self, acc)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// t-digest
+
+/// `[...sketch] type = "tdigest"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct TDigestConfig {
+    pub k: u16,
+}
+
+impl Default for TDigestConfig {
+    fn default() -> Self {
+        TDigestConfig { k: 100 }
+    }
+}
+
+/// t-digest (Apache DataSketches): accurate tails, compressed middle.
+pub struct TDigest {
+    inner: Mutex<TDigestMut>,
+    k: u16,
+    count: u64,
+    sum: f64,
+}
+
+impl Sketch for TDigest {
+    fn kind(&self) -> &'static str {
+        "tdigest"
+    }
+    fn insert(&mut self, v: f64) -> Result<(), SketchError> {
+        check(v)?;
+        if let Ok(t) = self.inner.get_mut() {
+            t.update(v);
+        }
+        self.count += 1;
+        self.sum += v;
+        Ok(())
+    }
+    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
+        let o = other.as_any().downcast_ref::<TDigest>().ok_or_else(|| wrong_type("tdigest", other))?;
+        if o.k != self.k {
+            return Err(SketchError::MismatchedConfig(format!("k {} vs {}", self.k, o.k)));
+        }
+        let theirs = o.inner.lock().map_err(|_| SketchError::Decode("poisoned".into()))?.clone();
+        self.inner.get_mut().map_err(|_| SketchError::Decode("poisoned".into()))?.merge(&theirs);
+        self.count += o.count;
+        self.sum += o.sum;
+        Ok(())
+    }
+    fn quantile(&self, q: f64) -> Option<f64> {
+        self.inner.lock().ok()?.quantile(q.clamp(0.0, 1.0)).ok().flatten()
+    }
+    fn count(&self) -> u64 {
+        self.count
+    }
+    fn min(&self) -> Option<f64> {
+        self.inner.lock().ok()?.min_value()
+    }
+    fn max(&self) -> Option<f64> {
+        self.inner.lock().ok()?.max_value()
+    }
+    fn sum(&self) -> f64 {
+        self.sum
+    }
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = self.sum.to_le_bytes().to_vec();
+        out.extend(self.count.to_le_bytes());
+        if let Ok(mut t) = self.inner.lock() {
+            out.extend(t.serialize());
+        }
+        out
+    }
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.inner.lock().map(|t| t.estimated_size()).unwrap_or(0)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct TDigestFactory(TDigestConfig);
+
+impl SketchFactory for TDigestFactory {
+    fn kind(&self) -> &'static str {
+        "tdigest"
+    }
+    fn describe(&self) -> String {
+        format!("k={}", self.0.k)
+    }
+    fn create(&self) -> Box<dyn Sketch> {
+        let inner = TDigestMut::new(self.0.k).unwrap_or_default();
+        Box::new(TDigest { inner: Mutex::new(inner), k: self.0.k, count: 0, sum: 0.0 })
+    }
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
+        let (sum, rest) = split_sum(bytes)?;
+        let (count, rest) = split_sum(rest)?;
+        let inner = TDigestMut::deserialize(rest).map_err(|e| SketchError::Decode(e.to_string()))?;
+        Ok(Box::new(TDigest { inner: Mutex::new(inner), k: self.0.k, count: count.to_bits(), sum }))
+    }
+}
+
+impl SketchConfig for TDigestConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        TDigestMut::new(self.k).map_err(|e| ctx.invalid("k", e.to_string()))?;
+        Ok(Arc::new(TDigestFactory(self)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// exact
+
+/// `[...sketch] type = "exact"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct ExactConfig {
+    /// Refuse to hold more than this many bytes of values (per sketch).
+    pub max_bytes: usize,
+}
+
+impl Default for ExactConfig {
+    fn default() -> Self {
+        ExactConfig { max_bytes: 1 << 30 }
+    }
+}
+
+/// Every value, sorted on demand: the ground truth. Quantile `q` is the value at rank
+/// ⌊q·(n−1)⌋, the definition DDSketch uses.
+pub struct Exact {
+    values: Mutex<(Vec<f64>, bool)>,
+    cap: usize,
+    sum: f64,
+}
+
+impl Exact {
+    /// An empty exact sketch holding at most `cap` bytes.
+    pub fn new(cap: usize) -> Exact {
+        Exact { values: Mutex::new((Vec::new(), true)), cap, sum: 0.0 }
+    }
+
+    fn with_sorted<R>(&self, f: impl FnOnce(&[f64]) -> R) -> Option<R> {
+        let mut g = self.values.lock().ok()?;
+        if !g.1 {
+            g.0.sort_by(|a, b| a.total_cmp(b));
+            g.1 = true;
+        }
+        Some(f(&g.0))
+    }
+}
+
+/// The exact `q`-quantile of sorted `v` (rank ⌊q·(n−1)⌋).
+pub fn exact_quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (q.clamp(0.0, 1.0) * (sorted.len() as f64 - 1.0)) as usize;
+    Some(sorted[rank.min(sorted.len() - 1)])
+}
+
+impl Sketch for Exact {
+    fn kind(&self) -> &'static str {
+        "exact"
+    }
+    fn insert(&mut self, v: f64) -> Result<(), SketchError> {
+        check(v)?;
+        let g = self.values.get_mut().map_err(|_| SketchError::Decode("poisoned".into()))?;
+        if (g.0.len() + 1) * 8 > self.cap {
+            return Err(SketchError::MemoryCap { cap: self.cap });
+        }
+        g.0.push(v);
+        g.1 = false;
+        self.sum += v;
+        Ok(())
+    }
+    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
+        let o = other.as_any().downcast_ref::<Exact>().ok_or_else(|| wrong_type("exact", other))?;
+        let theirs = o.values.lock().map_err(|_| SketchError::Decode("poisoned".into()))?.0.clone();
+        let g = self.values.get_mut().map_err(|_| SketchError::Decode("poisoned".into()))?;
+        if (g.0.len() + theirs.len()) * 8 > self.cap {
+            return Err(SketchError::MemoryCap { cap: self.cap });
+        }
+        g.0.extend(theirs);
+        g.1 = false;
+        self.sum += o.sum;
+        Ok(())
+    }
+    fn quantile(&self, q: f64) -> Option<f64> {
+        self.with_sorted(|v| exact_quantile(v, q)).flatten()
+    }
+    fn count(&self) -> u64 {
+        self.values.lock().map(|g| g.0.len() as u64).unwrap_or(0)
+    }
+    fn min(&self) -> Option<f64> {
+        self.with_sorted(|v| v.first().copied()).flatten()
+    }
+    fn max(&self) -> Option<f64> {
+        self.with_sorted(|v| v.last().copied()).flatten()
+    }
+    fn sum(&self) -> f64 {
+        self.sum
+    }
+    fn to_bytes(&self) -> Vec<u8> {
+        self.values.lock().map(|g| g.0.iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap_or_default()
+    }
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.values.lock().map(|g| g.0.capacity() * 8).unwrap_or(0)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct ExactFactory(ExactConfig);
+
+impl SketchFactory for ExactFactory {
+    fn kind(&self) -> &'static str {
+        "exact"
+    }
+    fn describe(&self) -> String {
+        format!("max_bytes={}", self.0.max_bytes)
+    }
+    fn create(&self) -> Box<dyn Sketch> {
+        Box::new(Exact::new(self.0.max_bytes))
+    }
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
+        if bytes.len() % 8 != 0 {
+            return Err(SketchError::Decode("length is not a multiple of 8".into()));
+        }
+        let mut e = Exact::new(self.0.max_bytes);
+        for c in bytes.chunks_exact(8) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            e.insert(f64::from_le_bytes(b))?;
+        }
+        Ok(Box::new(e))
+    }
+}
+
+impl SketchConfig for ExactConfig {
+    fn build(self, _ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        Ok(Arc::new(ExactFactory(self)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// hybrid
+
+/// `[...sketch] type = "hybrid"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct HybridConfig {
+    /// Values kept exactly before switching to DDSketch.
+    pub threshold: usize,
+    pub alpha: f64,
+    pub max_bins: u32,
+}
+
+impl Default for HybridConfig {
+    fn default() -> Self {
+        HybridConfig { threshold: 256, alpha: 0.01, max_bins: 2048 }
+    }
+}
+
+/// Exact answers for the many small principals, DDSketch's bounded memory for the big ones.
+pub struct Hybrid {
+    exact: Option<Exact>,
+    dd: Option<DdSketch>,
+    cfg: HybridConfig,
+}
+
+impl Hybrid {
+    fn dd_config(&self) -> DdSketchConfig {
+        DdSketchConfig { alpha: self.cfg.alpha, max_bins: self.cfg.max_bins, min_value: 1e-9 }
+    }
+
+    fn promote(&mut self) -> Result<&mut DdSketch, SketchError> {
+        if self.dd.is_none() {
+            let mut dd = DdSketch::new(&self.dd_config());
+            if let Some(e) = self.exact.take() {
+                let values = e.values.into_inner().map_err(|_| SketchError::Decode("poisoned".into()))?.0;
+                for v in values {
+                    dd.insert(v)?;
+                }
+            }
+            self.dd = Some(dd);
+        }
+        self.dd.as_mut().ok_or_else(|| SketchError::Decode("unreachable".into()))
+    }
+
+    fn same_config(&self, o: &Hybrid) -> bool {
+        (self.cfg.threshold, self.cfg.alpha, self.cfg.max_bins) == (o.cfg.threshold, o.cfg.alpha, o.cfg.max_bins)
+    }
+}
+
+impl Sketch for Hybrid {
+    fn kind(&self) -> &'static str {
+        "hybrid"
+    }
+    fn insert(&mut self, v: f64) -> Result<(), SketchError> {
+        check(v)?;
+        if let Some(e) = &mut self.exact {
+            if (e.count() as usize) < self.cfg.threshold {
+                return e.insert(v);
+            }
+        }
+        self.promote()?.insert(v)
+    }
+    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
+        let o = other.as_any().downcast_ref::<Hybrid>().ok_or_else(|| wrong_type("hybrid", other))?;
+        if !self.same_config(o) {
+            return Err(SketchError::MismatchedConfig(format!("threshold/alpha/max_bins differ ({:?} vs {:?})", self.cfg, o.cfg)));
+        }
+        match (&mut self.exact, &o.exact) {
+            (Some(mine), Some(theirs)) if (mine.count() + theirs.count()) as usize <= self.cfg.threshold => mine.merge(theirs),
+            _ => {
+                let dd = self.promote()?;
+                if let Some(theirs) = &o.exact {
+                    let values = theirs.values.lock().map_err(|_| SketchError::Decode("poisoned".into()))?.0.clone();
+                    for v in values {
+                        dd.insert(v)?;
+                    }
+                }
+                if let Some(theirs) = &o.dd {
+                    dd.merge(theirs)?;
+                }
+                Ok(())
+            }
+        }
+    }
+    fn quantile(&self, q: f64) -> Option<f64> {
+        match (&self.exact, &self.dd) {
+            (Some(e), _) => e.quantile(q),
+            (_, Some(d)) => d.quantile(q),
+            _ => None,
+        }
+    }
+    fn count(&self) -> u64 {
+        self.exact.as_ref().map(|e| e.count()).or_else(|| self.dd.as_ref().map(|d| d.count())).unwrap_or(0)
+    }
+    fn min(&self) -> Option<f64> {
+        self.exact.as_ref().and_then(|e| e.min()).or_else(|| self.dd.as_ref().and_then(|d| d.min()))
+    }
+    fn max(&self) -> Option<f64> {
+        self.exact.as_ref().and_then(|e| e.max()).or_else(|| self.dd.as_ref().and_then(|d| d.max()))
+    }
+    fn sum(&self) -> f64 {
+        self.exact.as_ref().map(|e| e.sum()).or_else(|| self.dd.as_ref().map(|d| d.sum())).unwrap_or(0.0)
+    }
+    fn to_bytes(&self) -> Vec<u8> {
+        match (&self.exact, &self.dd) {
+            (Some(e), _) => [vec![0u8], e.to_bytes()].concat(),
+            (_, Some(d)) => [vec![1u8], d.to_bytes()].concat(),
+            _ => vec![0u8],
+        }
+    }
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.exact.as_ref().map(|e| e.memory_bytes()).unwrap_or(0) + self.dd.as_ref().map(|d| d.memory_bytes()).unwrap_or(0)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct HybridFactory(HybridConfig);
+
+impl SketchFactory for HybridFactory {
+    fn kind(&self) -> &'static str {
+        "hybrid"
+    }
+    fn describe(&self) -> String {
+        format!("threshold={} alpha={}", self.0.threshold, self.0.alpha)
+    }
+    fn create(&self) -> Box<dyn Sketch> {
+        Box::new(Hybrid { exact: Some(Exact::new(usize::MAX)), dd: None, cfg: self.0.clone() })
+    }
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
+        let (tag, rest) = bytes.split_first().ok_or_else(|| SketchError::Decode("empty".into()))?;
+        let mut h = Hybrid { exact: None, dd: None, cfg: self.0.clone() };
+        match tag {
+            0 => {
+                let e = ExactFactory(ExactConfig { max_bytes: usize::MAX }).decode(rest)?;
+                let mut exact = Exact::new(usize::MAX);
+                exact.merge(e.as_ref())?;
+                h.exact = Some(exact);
+            }
+            1 => {
+                let d = DdFactory(h.dd_config()).decode(rest)?;
+                let dd = d.as_any().downcast_ref::<DdSketch>().cloned().ok_or_else(|| SketchError::Decode("not a ddsketch".into()))?;
+                h.dd = Some(dd);
+            }
+            t => return Err(SketchError::Decode(format!("unknown hybrid tag {t}"))),
+        }
+        Ok(Box::new(h))
+    }
+}
+
+impl SketchConfig for HybridConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        if !(self.alpha > 0.0 && self.alpha < 1.0) {
+            return Err(ctx.invalid("alpha", "must be in (0, 1)"));
+        }
+        Ok(Arc::new(HybridFactory(self)))
+    }
+}
+
+inventory::submit! {
+    PluginDescriptor { kind: PluginKind::Sketch, name: "ddsketch", description: "DDSketch: every quantile within relative value error alpha (default 0.01)", example: "[aggregate.sketch]\ntype = \"ddsketch\"\nalpha = 0.01\nmax_bins = 2048\n", build: build_sketch::<DdSketchConfig> }
+}
+inventory::submit! {
+    PluginDescriptor { kind: PluginKind::Sketch, name: "kll", description: "KLL (Apache DataSketches): normalized rank error ~1.65% at k=200", example: "[aggregate.sketch]\ntype = \"kll\"\nk = 200\n", build: build_sketch::<KllConfig> }
+}
+inventory::submit! {
+    PluginDescriptor { kind: PluginKind::Sketch, name: "req", description: "REQ (Apache DataSketches): relative rank error, accurate at the high (or low) tail", example: "[aggregate.sketch]\ntype = \"req\"\nk = 12\nrank_accuracy = \"high\"\n", build: build_sketch::<ReqConfig> }
+}
+inventory::submit! {
+    PluginDescriptor { kind: PluginKind::Sketch, name: "tdigest", description: "t-digest (Apache DataSketches): accurate tails, compressed middle", example: "[aggregate.sketch]\ntype = \"tdigest\"\nk = 100\n", build: build_sketch::<TDigestConfig> }
+}
+inventory::submit! {
+    PluginDescriptor { kind: PluginKind::Sketch, name: "exact", description: "every value (ground truth); refuses to grow past max_bytes", example: "[aggregate.sketch]\ntype = \"exact\"\nmax_bytes = 1073741824\n", build: build_sketch::<ExactConfig> }
+}
+inventory::submit! {
+    PluginDescriptor { kind: PluginKind::Sketch, name: "hybrid", description: "exact up to `threshold` values, then DDSketch: exact answers for small principals, bounded memory", example: "[aggregate.sketch]\ntype = \"hybrid\"\nthreshold = 256\nalpha = 0.01\n", build: build_sketch::<HybridConfig> }
+}
+
+#[cfg(test)]
+mod tests;

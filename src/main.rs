@@ -12,6 +12,7 @@ use icicle_core::registry;
 
 // Link the plugin crates so their `inventory` registrations are present.
 use icicle_plugins_sinks as _;
+use icicle_plugins_sketches as _;
 use icicle_plugins_snapshot as _;
 
 /// Searchable, fresh HPC file-system metadata.

@@ -6,7 +6,8 @@ use icicle_core::config::LoadedConfig;
 use icicle_core::error::ConfigError;
 use icicle_core::gmeta::{PrincipalMap, RecordPolicy, VisibleTo};
 use icicle_core::registry::{self, BuildContext, Built, PluginKind};
-use icicle_core::snapshot::{Progress, SnapshotJob};
+use icicle_core::pipelines::{Aggregate, Counting};
+use icicle_core::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJob};
 use icicle_core::{Sink, Source};
 
 /// The record policy from `[records]` and `[snapshot] version`.
@@ -57,16 +58,40 @@ pub fn components(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>,
     Ok((sources, sinks))
 }
 
-/// The snapshot job described by `cfg`.
+/// The snapshot job described by `cfg`: primary records, and the counting and aggregate
+/// pipelines when enabled, all over one read of the input.
 pub fn snapshot_job(cfg: &LoadedConfig, progress: Arc<dyn Progress>) -> Result<SnapshotJob, ConfigError> {
     let (sources, sinks) = components(cfg)?;
+    let mut processors: Vec<Arc<dyn RowProcessorFactory>> = Vec::new();
+    let mut finishers: Vec<Arc<dyn PipelineFinisher>> = Vec::new();
+    if cfg.app.counting.enabled {
+        let (c, f) = Counting::new(cfg.app.counting.clone());
+        processors.push(f);
+        finishers.push(c);
+    }
+    if cfg.app.aggregate.enabled {
+        let a = &cfg.app.aggregate;
+        if a.directory_min > a.directory_max {
+            return Err(ConfigError::InvalidValue {
+                key: "aggregate.directory_min".into(),
+                origin: icicle_core::config::origin_of(&cfg.figment, "aggregate.directory_min"),
+                reason: format!("{} is greater than aggregate.directory_max ({})", a.directory_min, a.directory_max),
+            });
+        }
+        let factory = registry::sketch_at(&cfg.figment, "aggregate.sketch")?;
+        let reference = a.reference_time.unwrap_or_else(icicle_core::time::now_epoch);
+        let (agg, f) = Aggregate::new(a.clone(), factory, reference);
+        processors.push(f);
+        finishers.push(agg);
+    }
     Ok(SnapshotJob {
         sources,
         sinks,
         policy: Arc::new(record_policy(cfg)?),
         settings: cfg.app.snapshot.clone(),
         progress,
-        processors: Vec::new(),
-        primary: true,
+        processors,
+        finishers,
+        primary: cfg.app.snapshot.primary,
     })
 }

@@ -10,7 +10,24 @@ fn plugins_lists_the_expected_set() {
     assert_eq!(code, 0);
     let v: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
     let got: Vec<String> = v.iter().map(|p| format!("{}:{}", p["kind"].as_str().unwrap(), p["type"].as_str().unwrap())).collect();
-    assert_eq!(got, vec!["source:gufi", "source:mmapplypolicy", "source:tsv", "source:walk", "sink:blackhole", "sink:file", "sink:stdout"]);
+    assert_eq!(
+        got,
+        vec![
+            "source:gufi",
+            "source:mmapplypolicy",
+            "source:tsv",
+            "source:walk",
+            "sketch:ddsketch",
+            "sketch:exact",
+            "sketch:hybrid",
+            "sketch:kll",
+            "sketch:req",
+            "sketch:tdigest",
+            "sink:blackhole",
+            "sink:file",
+            "sink:stdout",
+        ]
+    );
     let (code, out, _) = icicle(&["plugins"], &[]);
     assert_eq!(code, 0);
     assert!(out.contains("source:\n  gufi"), "{out}");

@@ -23,6 +23,8 @@ pub mod figment_types {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct SnapshotSettings {
+    /// Produce primary records (one per file and link).
+    pub primary: bool,
     /// Worker threads reading splits; 0 = one per core.
     pub workers: usize,
     /// Largest ingest or delete document, in bytes (Globus Search accepts 10 MB).
@@ -53,6 +55,7 @@ pub struct SnapshotSettings {
 impl Default for SnapshotSettings {
     fn default() -> Self {
         SnapshotSettings {
+            primary: true,
             workers: 0,
             max_batch_bytes: 10_000_000,
             flush_interval_secs: 5.0,
@@ -116,6 +119,8 @@ impl Default for LogSettings {
 pub struct AppConfig {
     pub snapshot: SnapshotSettings,
     pub records: RecordSettings,
+    pub counting: crate::pipelines::CountingSettings,
+    pub aggregate: crate::pipelines::AggregateSettings,
     pub log: LogSettings,
     /// `[sources.<id>]` sections, each with a `type`.
     pub sources: BTreeMap<String, Value>,

@@ -205,6 +205,40 @@ impl PrimaryEncoder {
         })
     }
 
+    /// `visible_to` for an aggregate: `owner` applies only with a uid, `group` only with a gid.
+    pub fn visible_to_parts(&mut self, uid: Option<u32>, gid: Option<u32>) -> Result<Vec<u8>, String> {
+        let policy = &self.policy;
+        let mut principals: Vec<&str> = Vec::new();
+        for v in &policy.visible_to {
+            let p = match v {
+                VisibleTo::Owner => uid.and_then(|u| policy.principals.users.get(&u)).map(String::as_str),
+                VisibleTo::Group => gid.and_then(|g| policy.principals.groups.get(&g)).map(String::as_str),
+                VisibleTo::Public => Some("public"),
+                VisibleTo::Principal(p) => Some(p.as_str()),
+            };
+            if let Some(p) = p {
+                if !principals.contains(&p) {
+                    principals.push(p);
+                }
+            }
+        }
+        if principals.is_empty() {
+            principals.extend(policy.fallback.iter().map(String::as_str));
+        }
+        if principals.is_empty() {
+            return Err("no visible_to principal".into());
+        }
+        let mut out = vec![b'['];
+        for (i, p) in principals.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_json_str(&mut out, p);
+        }
+        out.push(b']');
+        Ok(out)
+    }
+
     /// Append the GMetaEntry for `rec` to `out`.
     pub fn encode(&mut self, rec: &FileRecord<'_>, out: &mut Vec<u8>) -> Result<(), String> {
         let vis = self.visible_to(rec.uid, rec.gid)?;

@@ -54,6 +54,14 @@ pub trait RowProcessorFactory: Send + Sync {
     fn make(&self, worker: usize) -> Box<dyn RowProcessor>;
 }
 
+/// A pipeline that produces its output once every row has been seen (counting, aggregate).
+pub trait PipelineFinisher: Send + Sync {
+    /// The pipeline's name in the summary.
+    fn name(&self) -> &'static str;
+    /// Produce entries to deliver (GMetaEntry JSON) and a report for the summary.
+    fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String>;
+}
+
 /// Everything a snapshot run needs.
 pub struct SnapshotJob {
     pub sources: Vec<(String, Arc<dyn Source>)>,
@@ -62,6 +70,8 @@ pub struct SnapshotJob {
     pub settings: SnapshotSettings,
     pub progress: Arc<dyn Progress>,
     pub processors: Vec<Arc<dyn RowProcessorFactory>>,
+    /// Run after all rows were read; their entries are delivered after the primary records.
+    pub finishers: Vec<Arc<dyn PipelineFinisher>>,
     /// Whether primary records are produced at all.
     pub primary: bool,
 }
@@ -93,6 +103,10 @@ pub struct SnapshotSummary {
     /// Whether rejects exceeded the configured threshold.
     pub reject_threshold_exceeded: bool,
     pub rejects_file: Option<PathBuf>,
+    /// Aggregate records delivered.
+    pub aggregate_records: u64,
+    /// Reports of the counting and aggregate pipelines.
+    pub pipelines: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Default)]
@@ -459,6 +473,24 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     summary.rows += planning_rejects;
     summary.rejects += planning_rejects;
 
+    // Counting and aggregate outputs, delivered after the primary records.
+    for f in &job.finishers {
+        let (entries, report) = f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
+        summary.pipelines.insert(f.name().to_string(), report);
+        let mut chunk = EntryBatch::default();
+        for e in &entries {
+            chunk.push(e);
+        }
+        summary.aggregate_records += entries.len() as u64;
+        batcher.push_chunk(&chunk, &mut full, &mut oversized);
+        full.extend(batcher.flush());
+        for doc in full.drain(..) {
+            summary.batches += 1;
+            summary.bytes += doc.document_bytes() as u64;
+            deliver(&mut job.sinks, &DocumentBatch::Ingest(doc)).await?;
+        }
+    }
+
     // Reject threshold.
     let ratio = if summary.rows > 0 { summary.rejects as f64 / summary.rows as f64 } else { 0.0 };
     summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m)
@@ -594,6 +626,7 @@ mod tests {
             settings: SnapshotSettings { workers: 1, flush_interval_secs: 0.05, ..Default::default() },
             progress: Arc::new(NoProgress),
             processors: vec![],
+            finishers: vec![],
             primary: true,
         };
         let summary = run(job).await.unwrap();

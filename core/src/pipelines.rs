@@ -1,0 +1,626 @@
+//! The counting and aggregate pipelines, run by every snapshot worker next to the primary
+//! records over the same single read of the input.
+//!
+//! Counting (as in the seed): every row gets shard `crc32(row) % 64`, where the row is the
+//! record's Icicle 9-column CSV line; counts are kept per (principal, shard) for `u<uid>`,
+//! `g<gid>` and the file's directory truncated to `directory_max` (non-recursive), then
+//! shards are merged and recursive directory counts built.
+//!
+//! Aggregate: each row expands to its user, its group and every directory prefix between
+//! `directory_min` and `directory_max`; per principal, sketches of size and of the ages of
+//! atime/ctime/mtime (relative to one reference time per run) plus exact count, total, min
+//! and max. Shards (workers) are merged with `Sketch::merge`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::gmeta::{push_json_str, PrimaryEncoder, RecordPolicy};
+use crate::record::{FileKind, FileRecord};
+use crate::snapshot::{PipelineFinisher, RowProcessor, RowProcessorFactory};
+use crate::time::push_iso8601;
+use crate::traits::{Sketch, SketchFactory};
+
+/// Number of shards rows are spread over.
+pub const SHARDS: usize = 64;
+
+/// The directory components of `path`'s parent (`/a/b/c.txt` → `a`, `b`).
+fn parent_components(path: &str) -> impl Iterator<Item = &str> {
+    let parent = match path.rfind('/') {
+        Some(i) => &path[..i],
+        None => "",
+    };
+    parent.split('/').filter(|c| !c.is_empty())
+}
+
+/// `/` plus the first `level` directory components of `path`'s parent; `None` when the
+/// parent is shallower than `level`.
+pub fn dir_prefix(path: &str, level: usize) -> Option<String> {
+    let mut out = String::from("/");
+    let mut n = 0;
+    for c in parent_components(path).take(level) {
+        if n > 0 {
+            out.push('/');
+        }
+        out.push_str(c);
+        n += 1;
+    }
+    (n == level).then_some(out)
+}
+
+/// The depth of `path`'s parent directory (`/a/b/c.txt` → 2).
+pub fn parent_depth(path: &str) -> usize {
+    parent_components(path).count()
+}
+
+/// crc32 of the record's Icicle 9-column CSV line, modulo 64.
+pub fn shard_of(rec: &FileRecord<'_>) -> usize {
+    let mut h = crc32fast::Hasher::new();
+    let t: &[u8] = if rec.kind == FileKind::Link { b"l" } else { b"f" };
+    h.update(t);
+    let mut b = itoa::Buffer::new();
+    for v in [rec.mode as i64, rec.uid as i64, rec.gid as i64] {
+        h.update(b",");
+        h.update(b.format(v).as_bytes());
+    }
+    h.update(b",");
+    h.update(b.format(rec.size).as_bytes());
+    for v in [rec.atime, rec.ctime, rec.mtime] {
+        h.update(b",");
+        h.update(b.format(v).as_bytes());
+    }
+    h.update(b",");
+    if rec.path.contains(',') || rec.path.contains('"') {
+        h.update(b"\"");
+        h.update(rec.path.replace('"', "\"\"").as_bytes());
+        h.update(b"\"");
+    } else {
+        h.update(rec.path.as_bytes());
+    }
+    (h.finalize() as usize) % SHARDS
+}
+
+// ---------------------------------------------------------------------------------------
+// Counting
+
+/// Settings of the counting pipeline (`[counting]`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CountingSettings {
+    pub enabled: bool,
+    /// Directories deeper than this are counted at their ancestor of this depth.
+    pub directory_max: usize,
+    /// Where the `principal,count,recursive_count` CSV goes.
+    pub output: PathBuf,
+}
+
+impl Default for CountingSettings {
+    fn default() -> Self {
+        CountingSettings { enabled: false, directory_max: 3, output: PathBuf::from("counts.csv") }
+    }
+}
+
+type ShardCounts = Box<[u64; SHARDS]>;
+
+#[derive(Default)]
+struct CountMaps {
+    users: HashMap<u32, ShardCounts>,
+    groups: HashMap<u32, ShardCounts>,
+    dirs: HashMap<String, ShardCounts>,
+}
+
+fn bump<K: std::hash::Hash + Eq>(m: &mut HashMap<K, ShardCounts>, k: K, shard: usize) {
+    m.entry(k).or_insert_with(|| Box::new([0; SHARDS]))[shard] += 1;
+}
+
+impl CountMaps {
+    fn merge(&mut self, o: CountMaps) {
+        fn add<K: std::hash::Hash + Eq>(a: &mut HashMap<K, ShardCounts>, b: HashMap<K, ShardCounts>) {
+            for (k, v) in b {
+                let e = a.entry(k).or_insert_with(|| Box::new([0; SHARDS]));
+                for i in 0..SHARDS {
+                    e[i] += v[i];
+                }
+            }
+        }
+        add(&mut self.users, o.users);
+        add(&mut self.groups, o.groups);
+        add(&mut self.dirs, o.dirs);
+    }
+}
+
+/// One row of the counting output.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CountRow {
+    pub principal: String,
+    pub count: u64,
+    pub recursive_count: u64,
+}
+
+/// The counting pipeline: a [`RowProcessorFactory`] whose workers merge into one result.
+pub struct Counting {
+    settings: CountingSettings,
+    merged: Mutex<CountMaps>,
+}
+
+struct CountingWorker {
+    maps: CountMaps,
+    max: usize,
+    last_parent: String,
+    last_dir: String,
+    parent: Arc<Counting>,
+}
+
+impl RowProcessor for CountingWorker {
+    fn record(&mut self, rec: &FileRecord<'_>) {
+        let shard = shard_of(rec);
+        bump(&mut self.maps.users, rec.uid, shard);
+        bump(&mut self.maps.groups, rec.gid, shard);
+        let parent = rec.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+        if parent != self.last_parent {
+            self.last_parent.clear();
+            self.last_parent.push_str(parent);
+            let depth = parent_depth(rec.path).min(self.max);
+            self.last_dir = dir_prefix(rec.path, depth).unwrap_or_else(|| "/".into());
+        }
+        match self.maps.dirs.get_mut(self.last_dir.as_str()) {
+            Some(c) => c[shard] += 1,
+            None => bump(&mut self.maps.dirs, self.last_dir.clone(), shard),
+        }
+    }
+
+    fn finish(self: Box<Self>) {
+        if let Ok(mut m) = self.parent.merged.lock() {
+            m.merge(self.maps);
+        }
+    }
+}
+
+struct CountingHandle(Arc<Counting>);
+
+impl RowProcessorFactory for CountingHandle {
+    fn make(&self, _worker: usize) -> Box<dyn RowProcessor> {
+        Box::new(CountingWorker { maps: CountMaps::default(), max: self.0.settings.directory_max, last_parent: "\0".into(), last_dir: String::new(), parent: self.0.clone() })
+    }
+}
+
+impl Counting {
+    /// A counting pipeline and the factory to hand to the snapshot runtime.
+    pub fn new(settings: CountingSettings) -> (Arc<Counting>, Arc<dyn RowProcessorFactory>) {
+        let c = Arc::new(Counting { settings, merged: Mutex::new(CountMaps::default()) });
+        (c.clone(), Arc::new(CountingHandle(c)))
+    }
+
+    /// Merge shards and build recursive directory counts.
+    pub fn rows(&self) -> Vec<CountRow> {
+        let Ok(m) = self.merged.lock() else { return Vec::new() };
+        let total = |c: &ShardCounts| c.iter().sum::<u64>();
+        let mut out = Vec::new();
+        let mut users: Vec<_> = m.users.iter().map(|(k, v)| (*k, total(v))).collect();
+        users.sort();
+        out.extend(users.into_iter().map(|(u, c)| CountRow { principal: format!("u{u}"), count: c, recursive_count: c }));
+        let mut groups: Vec<_> = m.groups.iter().map(|(k, v)| (*k, total(v))).collect();
+        groups.sort();
+        out.extend(groups.into_iter().map(|(g, c)| CountRow { principal: format!("g{g}"), count: c, recursive_count: c }));
+        // Every directory with a count, and all its ancestors.
+        let mut dirs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for (d, v) in m.dirs.iter() {
+            let c = total(v);
+            let e = dirs.entry(d.clone()).or_default();
+            e.0 += c;
+            let mut p = d.as_str();
+            while p != "/" {
+                p = match p.rfind('/') {
+                    Some(0) => "/",
+                    Some(i) => &p[..i],
+                    None => break,
+                };
+                dirs.entry(p.to_string()).or_default();
+            }
+        }
+        let mut by_depth: Vec<(usize, String)> = dirs.keys().map(|d| (if d == "/" { 0 } else { d.matches('/').count() }, d.clone())).collect();
+        by_depth.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, d) in &by_depth {
+            let (own, sub) = dirs[d];
+            let rec = own + sub;
+            if d != "/" {
+                let p = match d.rfind('/') {
+                    Some(0) => "/".to_string(),
+                    Some(i) => d[..i].to_string(),
+                    None => continue,
+                };
+                if let Some(e) = dirs.get_mut(&p) {
+                    e.1 += rec;
+                }
+            }
+        }
+        out.extend(dirs.into_iter().map(|(d, (own, sub))| CountRow { principal: d, count: own, recursive_count: own + sub }));
+        out
+    }
+
+    /// Write the compact CSV and return a report.
+    pub fn write(&self) -> std::io::Result<serde_json::Value> {
+        let rows = self.rows();
+        let path = &self.settings.output;
+        if let Some(p) = path.parent() {
+            if !p.as_os_str().is_empty() {
+                std::fs::create_dir_all(p)?;
+            }
+        }
+        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(w, "principal,count,recursive_count")?;
+        for r in &rows {
+            let p = if r.principal.contains(',') || r.principal.contains('"') { format!("\"{}\"", r.principal.replace('"', "\"\"")) } else { r.principal.clone() };
+            writeln!(w, "{p},{},{}", r.count, r.recursive_count)?;
+        }
+        w.flush()?;
+        Ok(serde_json::json!({"output": path, "principals": rows.len()}))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Aggregate
+
+/// Settings of the aggregate pipeline (`[aggregate]`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AggregateSettings {
+    pub enabled: bool,
+    /// Directory prefixes from this depth...
+    pub directory_min: usize,
+    /// ...to this depth (inclusive) get aggregate records.
+    pub directory_max: usize,
+    /// Epoch seconds ages are measured from; default the run's start time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_time: Option<i64>,
+    /// Principals that may see directory aggregates (directories have no single owner).
+    pub dir_visible_to: Vec<String>,
+    /// The sketch, e.g. `{ type = "ddsketch", alpha = 0.01 }`.
+    pub sketch: figment::value::Value,
+}
+
+impl Default for AggregateSettings {
+    fn default() -> Self {
+        let mut d = figment::value::Dict::new();
+        d.insert("type".into(), figment::value::Value::from("ddsketch"));
+        AggregateSettings {
+            enabled: false,
+            directory_min: 1,
+            directory_max: 3,
+            reference_time: None,
+            dir_visible_to: Vec::new(),
+            sketch: figment::value::Value::from(d),
+        }
+    }
+}
+
+/// The statistics of one principal.
+pub struct PrincipalStats {
+    pub count: u64,
+    pub total_size: u128,
+    /// min/max of size, atime, ctime, mtime.
+    pub min: [i64; 4],
+    pub max: [i64; 4],
+    /// Sketches of size and of the ages of atime, ctime, mtime.
+    pub sketches: [Box<dyn Sketch>; 4],
+}
+
+impl PrincipalStats {
+    fn new(f: &dyn SketchFactory) -> PrincipalStats {
+        PrincipalStats { count: 0, total_size: 0, min: [i64::MAX; 4], max: [i64::MIN; 4], sketches: [f.create(), f.create(), f.create(), f.create()] }
+    }
+
+    fn add(&mut self, v: [i64; 4], reference: i64) -> Result<(), String> {
+        self.count += 1;
+        self.total_size += v[0] as u128;
+        for i in 0..4 {
+            self.min[i] = self.min[i].min(v[i]);
+            self.max[i] = self.max[i].max(v[i]);
+        }
+        self.sketches[0].insert(v[0] as f64).map_err(|e| e.to_string())?;
+        for i in 1..4 {
+            self.sketches[i].insert((reference - v[i]) as f64).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, o: &PrincipalStats) -> Result<(), String> {
+        self.count += o.count;
+        self.total_size += o.total_size;
+        for i in 0..4 {
+            self.min[i] = self.min[i].min(o.min[i]);
+            self.max[i] = self.max[i].max(o.max[i]);
+            self.sketches[i].merge(o.sketches[i].as_ref()).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Approximate memory held.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.sketches.iter().map(|s| s.memory_bytes()).sum::<usize>()
+    }
+}
+
+/// The quantiles reported for every attribute.
+pub const QUANTILES: [(f64, &str); 6] = [(0.10, "p10"), (0.25, "p25"), (0.50, "p50"), (0.75, "p75"), (0.90, "p90"), (0.99, "p99")];
+
+/// The aggregate pipeline.
+pub struct Aggregate {
+    settings: AggregateSettings,
+    factory: Arc<dyn SketchFactory>,
+    reference: i64,
+    merged: Mutex<(HashMap<String, PrincipalStats>, Vec<String>)>,
+}
+
+struct AggregateWorker {
+    parent: Arc<Aggregate>,
+    index: HashMap<String, usize>,
+    stats: Vec<(String, PrincipalStats)>,
+    users: HashMap<u32, usize>,
+    groups: HashMap<u32, usize>,
+    last_parent: String,
+    last_dirs: Vec<usize>,
+    errors: Vec<String>,
+}
+
+impl AggregateWorker {
+    fn slot(&mut self, key: String) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let i = self.stats.len();
+        self.stats.push((key.clone(), PrincipalStats::new(self.parent.factory.as_ref())));
+        self.index.insert(key, i);
+        i
+    }
+}
+
+impl RowProcessor for AggregateWorker {
+    fn record(&mut self, rec: &FileRecord<'_>) {
+        let v = [rec.size.min(i64::MAX as u64) as i64, rec.atime, rec.ctime, rec.mtime];
+        let u = match self.users.get(&rec.uid) {
+            Some(&i) => i,
+            None => {
+                let i = self.slot(format!("user:{}", rec.uid));
+                self.users.insert(rec.uid, i);
+                i
+            }
+        };
+        let g = match self.groups.get(&rec.gid) {
+            Some(&i) => i,
+            None => {
+                let i = self.slot(format!("group:{}", rec.gid));
+                self.groups.insert(rec.gid, i);
+                i
+            }
+        };
+        let parent = rec.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+        if parent != self.last_parent {
+            self.last_parent.clear();
+            self.last_parent.push_str(parent);
+            self.last_dirs.clear();
+            let depth = parent_depth(rec.path);
+            let (lo, hi) = (self.parent.settings.directory_min, self.parent.settings.directory_max.min(depth));
+            for level in lo..=hi {
+                if let Some(p) = dir_prefix(rec.path, level) {
+                    let i = self.slot(format!("dir:{p}"));
+                    self.last_dirs.push(i);
+                }
+            }
+        }
+        let reference = self.parent.reference;
+        let mut err = None;
+        for i in [u, g].into_iter().chain(self.last_dirs.iter().copied()) {
+            if let Err(e) = self.stats[i].1.add(v, reference) {
+                err = Some(e);
+            }
+        }
+        if let Some(e) = err {
+            if self.errors.len() < 10 {
+                self.errors.push(format!("{}: {e}", rec.path));
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>) {
+        let Ok(mut m) = self.parent.merged.lock() else { return };
+        let (map, errors) = &mut *m;
+        errors.extend(self.errors);
+        for (k, s) in self.stats {
+            match map.get_mut(&k) {
+                Some(existing) => {
+                    if let Err(e) = existing.merge(&s) {
+                        errors.push(format!("{k}: {e}"));
+                    }
+                }
+                None => {
+                    map.insert(k, s);
+                }
+            }
+        }
+    }
+}
+
+struct AggregateHandle(Arc<Aggregate>);
+
+impl RowProcessorFactory for AggregateHandle {
+    fn make(&self, _worker: usize) -> Box<dyn RowProcessor> {
+        Box::new(AggregateWorker {
+            parent: self.0.clone(),
+            index: HashMap::new(),
+            stats: Vec::new(),
+            users: HashMap::new(),
+            groups: HashMap::new(),
+            last_parent: "\0".into(),
+            last_dirs: Vec::new(),
+            errors: Vec::new(),
+        })
+    }
+}
+
+fn push_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    let mut b = itoa::Buffer::new();
+    out.extend_from_slice(b.format(v).as_bytes());
+}
+
+impl Aggregate {
+    /// An aggregate pipeline over sketches from `factory`, ages measured from `reference`.
+    pub fn new(settings: AggregateSettings, factory: Arc<dyn SketchFactory>, reference: i64) -> (Arc<Aggregate>, Arc<dyn RowProcessorFactory>) {
+        let a = Arc::new(Aggregate { settings, factory, reference, merged: Mutex::new((HashMap::new(), Vec::new())) });
+        (a.clone(), Arc::new(AggregateHandle(a)))
+    }
+
+    /// The merged statistics, by subject.
+    pub fn with_stats<R>(&self, f: impl FnOnce(&HashMap<String, PrincipalStats>) -> R) -> Option<R> {
+        self.merged.lock().ok().map(|m| f(&m.0))
+    }
+
+    /// Encode one GMetaEntry per principal (sorted by subject) and a report.
+    pub fn entries(&self, policy: &Arc<RecordPolicy>) -> (Vec<Vec<u8>>, serde_json::Value) {
+        let Ok(m) = self.merged.lock() else { return (Vec::new(), serde_json::Value::Null) };
+        let (map, errors) = &*m;
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        let mut enc = PrimaryEncoder::new(policy.clone());
+        let mut dir_policy = (**policy).clone();
+        dir_policy.visible_to = self.settings.dir_visible_to.iter().filter_map(|s| crate::gmeta::VisibleTo::parse(s).ok()).collect();
+        dir_policy.visible_to.extend(policy.visible_to.iter().filter(|v| matches!(v, crate::gmeta::VisibleTo::Public | crate::gmeta::VisibleTo::Principal(_))).cloned());
+        let mut dir_enc = PrimaryEncoder::new(Arc::new(dir_policy));
+        let mut out = Vec::with_capacity(keys.len());
+        let mut without = 0u64;
+        let mut memory = 0usize;
+        for k in keys {
+            let s = &map[k];
+            memory += s.memory_bytes();
+            let vis = if let Some(uid) = k.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
+                enc.visible_to_parts(Some(uid), None)
+            } else if let Some(gid) = k.strip_prefix("group:").and_then(|g| g.parse::<u32>().ok()) {
+                enc.visible_to_parts(None, Some(gid))
+            } else {
+                dir_enc.visible_to_parts(None, None)
+            };
+            let Ok(vis) = vis else {
+                without += 1;
+                continue;
+            };
+            out.push(self.encode(k, s, &vis, &policy.version));
+        }
+        let report = serde_json::json!({
+            "principals": map.len(),
+            "records": out.len(),
+            "without_visible_to": without,
+            "sketch": self.factory.kind(),
+            "sketch_config": self.factory.describe(),
+            "sketch_memory_bytes": memory,
+            "reference_time": self.reference,
+            "errors": errors,
+        });
+        (out, report)
+    }
+
+    fn encode(&self, subject: &str, s: &PrincipalStats, vis: &[u8], version: &str) -> Vec<u8> {
+        let mut o = Vec::with_capacity(1024);
+        o.extend_from_slice(br#"{"subject":"#);
+        push_json_str(&mut o, &crate::gmeta::subject_for(subject));
+        o.extend_from_slice(br#","visible_to":"#);
+        o.extend_from_slice(vis);
+        let (kind, id) = subject.split_once(':').unwrap_or(("dir", subject));
+        o.extend_from_slice(br#","content":{"principal":"#);
+        push_json_str(&mut o, subject);
+        o.extend_from_slice(br#","kind":"#);
+        push_json_str(&mut o, kind);
+        o.extend_from_slice(br#","id":"#);
+        push_json_str(&mut o, id);
+        o.extend_from_slice(br#","file_count":"#);
+        push_int(&mut o, s.count);
+        o.extend_from_slice(br#","sketch":"#);
+        push_json_str(&mut o, self.factory.kind());
+        o.extend_from_slice(br#","version":"#);
+        push_json_str(&mut o, version);
+        // Size.
+        let avg = if s.count > 0 { (s.total_size / s.count as u128) as u64 } else { 0 };
+        o.extend_from_slice(br#","size":{"total":"#);
+        push_int(&mut o, s.total_size);
+        o.extend_from_slice(br#","min":"#);
+        push_int(&mut o, s.min[0].max(0));
+        o.extend_from_slice(br#","max":"#);
+        push_int(&mut o, s.max[0].max(0));
+        o.extend_from_slice(br#","average":"#);
+        push_int(&mut o, avg);
+        for (q, name) in QUANTILES {
+            o.extend_from_slice(format!(",\"{name}\":").as_bytes());
+            push_int(&mut o, s.sketches[0].quantile(q).unwrap_or(0.0).round().max(0.0) as u64);
+        }
+        o.push(b'}');
+        // Times: ISO 8601 in the attribute, epoch seconds under `raw`.
+        let mut raw = Vec::with_capacity(512);
+        for (i, name) in [(1usize, "atime"), (2, "ctime"), (3, "mtime")] {
+            let mut vals: Vec<(&str, i64)> = vec![("min", s.min[i]), ("max", s.max[i])];
+            let avg_age = if s.count > 0 { s.sketches[i].sum() / s.count as f64 } else { 0.0 };
+            vals.push(("average", self.reference - avg_age.round() as i64));
+            for (q, qname) in QUANTILES {
+                // The q-quantile of a time is the (1 − q)-quantile of its age.
+                let age = s.sketches[i].quantile(1.0 - q).unwrap_or(0.0);
+                vals.push((qname, self.reference - age.round() as i64));
+            }
+            o.extend_from_slice(format!(",\"{name}\":{{").as_bytes());
+            raw.extend_from_slice(format!("{}\"{name}\":{{", if i > 1 { "," } else { "" }).as_bytes());
+            for (j, (k, v)) in vals.iter().enumerate() {
+                let sep = if j > 0 { "," } else { "" };
+                o.extend_from_slice(format!("{sep}\"{k}\":\"").as_bytes());
+                push_iso8601(&mut o, *v);
+                o.push(b'"');
+                raw.extend_from_slice(format!("{sep}\"{k}\":").as_bytes());
+                push_int(&mut raw, *v);
+            }
+            o.push(b'}');
+            raw.push(b'}');
+        }
+        o.extend_from_slice(br#","raw":{"#);
+        o.extend_from_slice(&raw);
+        o.extend_from_slice(b"}}}");
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_and_depths() {
+        assert_eq!(dir_prefix("/a/b/c/f.txt", 0).as_deref(), Some("/"));
+        assert_eq!(dir_prefix("/a/b/c/f.txt", 2).as_deref(), Some("/a/b"));
+        assert_eq!(dir_prefix("/a/b/c/f.txt", 3).as_deref(), Some("/a/b/c"));
+        assert_eq!(dir_prefix("/a/b/c/f.txt", 4), None);
+        assert_eq!(parent_depth("/a/b/c/f.txt"), 3);
+        assert_eq!(parent_depth("/f.txt"), 0);
+    }
+
+    #[test]
+    fn shard_is_crc32_of_the_csv_line() {
+        let rec = FileRecord { path: "/a,b/c", kind: FileKind::File, mode: 33188, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 };
+        let line = "f,33188,1,2,3,4,5,6,\"/a,b/c\"";
+        assert_eq!(shard_of(&rec), crc32fast::hash(line.as_bytes()) as usize % 64);
+    }
+}
+
+impl PipelineFinisher for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+    fn finish(&self, _policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
+        let report = self.write().map_err(|e| format!("writing {}: {e}", self.settings.output.display()))?;
+        Ok((Vec::new(), report))
+    }
+}
+
+impl PipelineFinisher for Aggregate {
+    fn name(&self) -> &'static str {
+        "aggregate"
+    }
+    fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
+        Ok(self.entries(policy))
+    }
+}

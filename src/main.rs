@@ -1,6 +1,7 @@
 //! `icicle`: the command-line edge. Builds pipelines from layered configuration and runs them.
 
 mod bench;
+mod compare;
 mod pipeline;
 
 use std::path::PathBuf;
@@ -39,6 +40,16 @@ enum Command {
         /// Never draw a progress bar.
         #[arg(long)]
         no_progress: bool,
+    },
+    /// Run every sketch over the configured snapshot and measure value and rank error
+    /// against exact quantiles for every user and group (CSV, summary table, PNG chart).
+    SketchCompare {
+        /// Output directory.
+        #[arg(long, default_value = "sketch-compare")]
+        out: PathBuf,
+        /// Comma-separated sketch types.
+        #[arg(long, default_value = "ddsketch,kll,req,tdigest")]
+        sketches: String,
     },
     /// List the registered plugins by kind.
     Plugins {
@@ -124,6 +135,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprint!("{}", icicle_tui::summary_table(&summary));
             }
             Ok(if summary.reject_threshold_exceeded { ExitCode::from(3) } else { ExitCode::SUCCESS })
+        }
+        Command::SketchCompare { out, sketches } => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            init_logging(&cfg.app.log.level);
+            let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+            let table = compare::run(&cfg, &out, &names)?;
+            println!("{table}");
+            eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png", out.display());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench { command } => {
             init_logging("warn");

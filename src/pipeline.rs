@@ -28,8 +28,8 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
     Ok(RecordPolicy { visible_to, fallback: r.fallback.clone(), principals: Arc::new(principals), version })
 }
 
-/// Build every `[sources.*]` and `[sinks.*]` through the registry.
-pub fn components(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>, Vec<(String, Box<dyn Sink>)>), ConfigError> {
+/// Build every `[sources.*]` and `[sinks.*]` through the registry (sinks may be absent).
+pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>, Vec<(String, Box<dyn Sink>)>), ConfigError> {
     let mut sources = Vec::new();
     let mut sinks = Vec::new();
     for (section, kind, ids) in [
@@ -52,6 +52,12 @@ pub fn components(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>,
     if sources.is_empty() {
         return Err(ConfigError::MissingKey { key: "sources".into(), hint: "configure at least one [sources.<id>] with a `type`".into() });
     }
+    Ok((sources, sinks))
+}
+
+/// Build every `[sources.*]` and `[sinks.*]` through the registry (sinks required).
+pub fn components(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>, Vec<(String, Box<dyn Sink>)>), ConfigError> {
+    let (sources, sinks) = components_allow_no_sinks(cfg)?;
     if sinks.is_empty() {
         return Err(ConfigError::MissingKey { key: "sinks".into(), hint: "configure at least one [sinks.<id>] with a `type`".into() });
     }

@@ -227,8 +227,20 @@ impl GenFs {
             }
             let last = dirs.len();
             let mut per_dir: Vec<Vec<GenFile>> = vec![Vec::new(); last - first];
+            // Jobs write many files at once: each directory has a burst time and a common
+            // file size that a share of its files take (value clusters, as on real systems).
+            let bursts: Vec<(i64, u64)> = (first..last)
+                .map(|_| {
+                    let t = NOW_REF - (rng.f64().powf(1.5) * 6.0 * YEAR as f64) as i64;
+                    let size = rng.gamma(1.5, 1_048_576.0 / 1.5).round() as u64;
+                    (t, size)
+                })
+                .collect();
             for f in 0..nfiles {
                 let d = first + rng.below((last - first) as u64) as usize;
+                let (burst_time, burst_size) = bursts[d - first];
+                let in_burst = rng.below(100) < 60;
+                let same_size = rng.below(100) < 30;
                 let ext = EXTS[rng.below(EXTS.len() as u64) as usize];
                 let name = name_with_quirks(&mut rng, &format!("f{uid}-{f}"), ext);
                 let is_link = rng.below(100) < 3;
@@ -240,11 +252,14 @@ impl GenFs {
                 let future = rng.below(200) == 0;
                 let mtime = if future {
                     NOW_REF + rng.below(YEAR as u64) as i64
+                } else if in_burst {
+                    burst_time + rng.below(600) as i64
                 } else {
                     NOW_REF - (rng.f64().powf(1.5) * 6.0 * YEAR as f64) as i64
                 };
-                let ctime = mtime + rng.below(86_400) as i64;
-                let atime = mtime + (rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64;
+                let ctime = mtime + rng.below(if in_burst { 5 } else { 86_400 }) as i64;
+                // Half the files were never read after they were written.
+                let atime = if rng.below(2) == 0 { mtime } else { mtime + (rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64 };
                 let (kind, mode, size, target) = if is_link {
                     let t = if rng.below(2) == 0 { format!("../target-{}", rng.below(1000)) } else { format!("{}/shared/data-{}.h5", spec.root, rng.below(100)) };
                     (FileKind::Link, 0o120777, t.len() as u64, Some(t))
@@ -252,6 +267,8 @@ impl GenFs {
                     let r = rng.below(100);
                     let size = if r < 4 {
                         0
+                    } else if same_size {
+                        burst_size
                     } else if r < 74 {
                         rng.gamma(1.5, 16_384.0 / 1.5).round() as u64
                     } else {

@@ -1,0 +1,309 @@
+//! `icicle sketch-compare`: every sketch over the same snapshot, measured against exact
+//! quantiles for every user and group and every attribute, with the seed's two metrics:
+//! relative value error |q̂ − q| / |q| and normalized rank error |r̂ − r*| / N.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context;
+use icicle_core::config::LoadedConfig;
+use icicle_core::record::FileRecord;
+use icicle_core::registry;
+use icicle_core::snapshot::{NoProgress, RowProcessor, RowProcessorFactory, SnapshotJob};
+use icicle_core::traits::SketchFactory;
+
+/// The quantiles measured.
+pub const QS: [(f64, &str); 6] = [(0.10, "p10"), (0.25, "p25"), (0.50, "p50"), (0.75, "p75"), (0.90, "p90"), (0.99, "p99")];
+/// The attributes measured (times as ages relative to the reference time).
+pub const ATTRS: [&str; 4] = ["size", "atime", "ctime", "mtime"];
+
+type Values = HashMap<String, [Vec<f64>; 4]>;
+
+struct Collector {
+    values: Values,
+    reference: i64,
+    out: Arc<Mutex<Values>>,
+}
+
+impl RowProcessor for Collector {
+    fn record(&mut self, rec: &FileRecord<'_>) {
+        let v = [rec.size as f64, (self.reference - rec.atime) as f64, (self.reference - rec.ctime) as f64, (self.reference - rec.mtime) as f64];
+        for key in [format!("user:{}", rec.uid), format!("group:{}", rec.gid)] {
+            let e = self.values.entry(key).or_default();
+            for i in 0..4 {
+                e[i].push(v[i]);
+            }
+        }
+    }
+    fn finish(self: Box<Self>) {
+        if let Ok(mut all) = self.out.lock() {
+            for (k, v) in self.values {
+                let e = all.entry(k).or_default();
+                for (i, vals) in v.into_iter().enumerate() {
+                    e[i].extend(vals);
+                }
+            }
+        }
+    }
+}
+
+struct CollectorFactory {
+    reference: i64,
+    out: Arc<Mutex<Values>>,
+}
+
+impl RowProcessorFactory for CollectorFactory {
+    fn make(&self, _worker: usize) -> Box<dyn RowProcessor> {
+        Box::new(Collector { values: HashMap::new(), reference: self.reference, out: self.out.clone() })
+    }
+}
+
+/// One measurement.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    pub sketch: String,
+    pub principal: String,
+    pub attribute: &'static str,
+    pub quantile: &'static str,
+    pub n: usize,
+    pub exact: f64,
+    pub estimate: f64,
+    pub value_error: f64,
+    pub rank_error: f64,
+}
+
+/// Per-sketch cost.
+#[derive(Debug, Clone, Default)]
+pub struct SketchCost {
+    pub sketches: u64,
+    pub bytes: u64,
+    pub inserts: u64,
+    pub insert_ns: f64,
+}
+
+/// Relative value error; `q = 0` uses a denominator of 1 (one byte, one second).
+pub fn value_error(exact: f64, est: f64) -> f64 {
+    (est - exact).abs() / exact.abs().max(1.0)
+}
+
+/// Normalized rank error of `est` in `sorted` for quantile `q` (midpoint rank for ties).
+pub fn rank_error(sorted: &[f64], q: f64, est: f64) -> f64 {
+    let n = sorted.len() as f64;
+    let lt = sorted.partition_point(|x| *x < est) as f64;
+    let le = sorted.partition_point(|x| *x <= est) as f64;
+    ((lt + le) / 2.0 - q * n).abs() / n
+}
+
+/// Measure every sketch on every principal and attribute.
+pub fn measure(values: &Values, factories: &[Arc<dyn SketchFactory>]) -> anyhow::Result<(Vec<Measurement>, Vec<(String, SketchCost)>)> {
+    let mut keys: Vec<&String> = values.keys().collect();
+    keys.sort();
+    let mut out = Vec::new();
+    let mut costs: Vec<(String, SketchCost)> = factories.iter().map(|f| (f.kind().to_string(), SketchCost::default())).collect();
+    for key in keys {
+        for (ai, attr) in ATTRS.iter().enumerate() {
+            let vals = &values[key][ai];
+            if vals.is_empty() {
+                continue;
+            }
+            let mut sorted = vals.clone();
+            sorted.sort_by(|a, b| a.total_cmp(b));
+            for (fi, f) in factories.iter().enumerate() {
+                let mut s = f.create();
+                let t = Instant::now();
+                for &v in vals {
+                    s.insert(v).with_context(|| format!("{} on {key} {attr}", f.kind()))?;
+                }
+                let ns = t.elapsed().as_nanos() as f64;
+                let cost = &mut costs[fi].1;
+                cost.sketches += 1;
+                cost.bytes += s.memory_bytes() as u64;
+                cost.inserts += vals.len() as u64;
+                cost.insert_ns += ns;
+                for (q, qname) in QS {
+                    let exact = sorted[(q * (sorted.len() as f64 - 1.0)) as usize];
+                    let est = s.quantile(q).unwrap_or(f64::NAN);
+                    out.push(Measurement {
+                        sketch: f.kind().to_string(),
+                        principal: key.clone(),
+                        attribute: attr,
+                        quantile: qname,
+                        n: sorted.len(),
+                        exact,
+                        estimate: est,
+                        value_error: value_error(exact, est),
+                        rank_error: rank_error(&sorted, q, est),
+                    });
+                }
+            }
+        }
+    }
+    Ok((out, costs))
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((p * (v.len() as f64 - 1.0)).round() as usize).min(v.len() - 1)]
+}
+
+/// Summary rows: (sketch, attribute, quantile, mean/p95/max value error, mean/p95/max rank error).
+pub fn summarize(ms: &[Measurement]) -> Vec<(String, String, String, [f64; 6])> {
+    let mut groups: std::collections::BTreeMap<(String, String, String), (Vec<f64>, Vec<f64>)> = Default::default();
+    for m in ms {
+        for (a, q) in [(m.attribute.to_string(), m.quantile.to_string()), ("all".into(), "all".into())] {
+            let e = groups.entry((m.sketch.clone(), a, q)).or_default();
+            e.0.push(m.value_error);
+            e.1.push(m.rank_error);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((s, a, q), (mut ve, mut re))| {
+            let stats = [mean(&ve), pct(&mut ve, 0.95), pct(&mut ve, 1.0), mean(&re), pct(&mut re, 0.95), pct(&mut re, 1.0)];
+            (s, a, q, stats)
+        })
+        .collect()
+}
+
+/// Run the experiment over the snapshot configured in `cfg`.
+pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Result<String> {
+    let factories: Vec<Arc<dyn SketchFactory>> = sketches.iter().map(|s| registry::default_sketch(s)).collect::<Result<_, _>>()?;
+    let (sources, _) = crate::pipeline::components_allow_no_sinks(cfg)?;
+    let reference = cfg.app.aggregate.reference_time.unwrap_or_else(icicle_core::time::now_epoch);
+    let values = Arc::new(Mutex::new(Values::new()));
+    let mut settings = cfg.app.snapshot.clone();
+    settings.state_dir = None;
+    let job = SnapshotJob {
+        sources,
+        sinks: vec![("null".into(), Box::new(icicle_plugins_sinks::BlackholeSink::default()))],
+        policy: Arc::new(crate::pipeline::record_policy(cfg)?),
+        settings,
+        progress: Arc::new(NoProgress),
+        processors: vec![Arc::new(CollectorFactory { reference, out: values.clone() })],
+        finishers: vec![],
+        primary: false,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let summary = rt.block_on(icicle_core::snapshot::run(job))?;
+    let values = std::mem::take(&mut *values.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
+    let (ms, costs) = measure(&values, &factories)?;
+    std::fs::create_dir_all(out)?;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("measurements.csv"))?);
+    writeln!(w, "sketch,principal,attribute,quantile,n,exact,estimate,value_error,rank_error")?;
+    for m in &ms {
+        writeln!(w, "{},{},{},{},{},{},{},{:.6e},{:.6e}", m.sketch, m.principal, m.attribute, m.quantile, m.n, m.exact, m.estimate, m.value_error, m.rank_error)?;
+    }
+    w.flush()?;
+    let rows = summarize(&ms);
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("summary.csv"))?);
+    writeln!(w, "sketch,attribute,quantile,value_error_mean,value_error_p95,value_error_max,rank_error_mean,rank_error_p95,rank_error_max")?;
+    for (s, a, q, st) in &rows {
+        writeln!(w, "{s},{a},{q},{:.6e},{:.6e},{:.6e},{:.6e},{:.6e},{:.6e}", st[0], st[1], st[2], st[3], st[4], st[5])?;
+    }
+    w.flush()?;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("costs.csv"))?);
+    writeln!(w, "sketch,bytes_per_sketch,ns_per_insert")?;
+    for (s, c) in &costs {
+        writeln!(w, "{s},{:.0},{:.1}", c.bytes as f64 / c.sketches.max(1) as f64, c.insert_ns / c.inserts.max(1) as f64)?;
+    }
+    w.flush()?;
+    let chart = out.join("value-vs-rank-error.png");
+    if let Err(e) = plot(&rows, &chart) {
+        tracing::warn!(message = "could not draw the chart", error = %e);
+    }
+    // The table printed for people (and read by the dashboard's sketch view).
+    let mut t = String::new();
+    t.push_str(&format!(
+        "{} rows read; {} users and groups; {} measurements; reference time {}\n\n",
+        summary.rows,
+        values.len(),
+        ms.len(),
+        icicle_core::time::iso8601(reference)
+    ));
+    t.push_str("| sketch | value error mean | value error p95 | value error max | rank error mean | rank error p95 | rank error max | bytes/sketch | ns/insert |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (s, a, _, st) in &rows {
+        if a == "all" {
+            let c = &costs.iter().find(|(n, _)| n == s).map(|(_, c)| c.clone()).unwrap_or_default();
+            t.push_str(&format!(
+                "| {s} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.0} | {:.1} |\n",
+                st[0],
+                st[1],
+                st[2],
+                st[3],
+                st[4],
+                st[5],
+                c.bytes as f64 / c.sketches.max(1) as f64,
+                c.insert_ns / c.inserts.max(1) as f64
+            ));
+        }
+    }
+    t.push_str("\nper attribute and quantile (mean value error / mean rank error):\n\n| sketch | attribute | p10 | p25 | p50 | p75 | p90 | p99 |\n|---|---|---|---|---|---|---|---|\n");
+    let mut by: std::collections::BTreeMap<(String, String), Vec<(String, [f64; 6])>> = Default::default();
+    for (s, a, q, st) in &rows {
+        if a != "all" {
+            by.entry((s.clone(), a.clone())).or_default().push((q.clone(), *st));
+        }
+    }
+    for ((s, a), qs) in by {
+        let cell = |name: &str| qs.iter().find(|(q, _)| q == name).map(|(_, st)| format!("{:.4} / {:.4}", st[0], st[3])).unwrap_or_default();
+        t.push_str(&format!("| {s} | {a} | {} | {} | {} | {} | {} | {} |\n", cell("p10"), cell("p25"), cell("p50"), cell("p75"), cell("p90"), cell("p99")));
+    }
+    std::fs::write(out.join("summary.md"), &t)?;
+    Ok(t)
+}
+
+fn plot(rows: &[(String, String, String, [f64; 6])], path: &PathBuf) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let font = ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf"]
+        .iter()
+        .find_map(|p| std::fs::read(p).ok());
+    let has_font = match font {
+        Some(bytes) => plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(bytes.into_boxed_slice())).is_ok(),
+        None => false,
+    };
+    let root = BitMapBackend::new(path, (1000, 700)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let points: Vec<(&str, f64, f64)> = rows.iter().filter(|r| r.1 != "all").map(|r| (r.0.as_str(), r.3[3].max(1e-6), r.3[0].max(1e-6))).collect();
+    let mut chart = ChartBuilder::on(&root);
+    chart.margin(20);
+    if has_font {
+        chart.caption("mean value error vs mean rank error (per attribute and quantile)", ("sans-serif", 22)).x_label_area_size(50).y_label_area_size(70);
+    }
+    let mut chart = chart.build_cartesian_2d((1e-6f64..1.0f64).log_scale(), (1e-6f64..10.0f64).log_scale())?;
+    if has_font {
+        chart.configure_mesh().x_desc("normalized rank error |r̂ − r*| / N").y_desc("relative value error |q̂ − q| / |q|").draw()?;
+    } else {
+        chart.configure_mesh().disable_x_mesh().disable_y_mesh().x_labels(0).y_labels(0).draw()?;
+    }
+    let colors = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];
+    let mut names: Vec<&str> = points.iter().map(|p| p.0).collect();
+    names.dedup();
+    names.sort();
+    names.dedup();
+    for (i, name) in names.iter().enumerate() {
+        let c = colors[i % colors.len()];
+        let series = chart.draw_series(points.iter().filter(|p| p.0 == *name).map(|p| Circle::new((p.1, p.2), 5, c.filled())))?;
+        if has_font {
+            series.label(*name).legend(move |(x, y)| Circle::new((x + 10, y), 5, c.filled()));
+        }
+    }
+    if has_font {
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    }
+    root.present()?;
+    Ok(())
+}

@@ -34,6 +34,25 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 0)]
         workers: usize,
     },
+    /// Primary, counting and aggregate pipelines over one read of a generated CSV snapshot
+    /// shaped like the seed's FS-small (8.46 M rows), to blackhole, compared with DuckDB
+    /// computing per-user and per-group counts, totals and quantiles on the same CSV.
+    Pipelines {
+        #[arg(long, default_value_t = 8_456_326)]
+        files: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value = "target/bench-data")]
+        dir: PathBuf,
+        /// Sketch for the aggregate pipeline.
+        #[arg(long, default_value = "ddsketch")]
+        sketch: String,
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+        /// Skip the DuckDB comparison.
+        #[arg(long)]
+        no_duckdb: bool,
+    },
     /// One measured run in a fresh process (used by `bench snapshot`, so that peak memory
     /// covers the pipeline alone, not the generator).
     #[command(hide = true)]
@@ -48,6 +67,12 @@ pub enum BenchCommand {
         out: PathBuf,
         #[arg(long, default_value_t = 0)]
         workers: usize,
+        /// Also run the counting and aggregate pipelines with this sketch.
+        #[arg(long)]
+        all_pipelines: Option<String>,
+        /// With --all-pipelines: only the aggregate pipeline.
+        #[arg(long)]
+        aggregate_only: bool,
     },
 }
 
@@ -129,7 +154,71 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::SnapshotRun { format, sink, data, out, workers } => {
+        BenchCommand::Pipelines { files, seed, dir, sketch, workers, no_duckdb } => {
+            std::fs::create_dir_all(&dir)?;
+            let mut fs = None;
+            let data = ensure_data(&dir, Format::Tsv, files, seed, &mut fs)?;
+            drop(fs);
+            let out = dir.join("out-pipelines");
+            let child = std::process::Command::new(std::env::current_exe()?)
+                .args(["bench", "snapshot-run", "--format", "tsv", "--sink", "blackhole", "--workers", &workers.to_string(), "--all-pipelines", &sketch])
+                .arg("--data")
+                .arg(&data)
+                .arg("--out")
+                .arg(&out)
+                .stderr(std::process::Stdio::inherit())
+                .output()?;
+            anyhow::ensure!(child.status.success(), "pipelines run failed");
+            let text = String::from_utf8_lossy(&child.stdout).trim().to_string();
+            println!("{text}");
+            let ours: serde_json::Value = serde_json::from_str(&text)?;
+            let our_secs = ours["seconds"].as_f64().unwrap_or(0.0);
+            eprintln!(
+                "icicle: {} rows, primary + counting + aggregate ({sketch}) in {:.2} s = {:.0} rows/s, {:.0} rows/CPU-s, peak RSS {} MiB, {} aggregate records",
+                ours["rows"], our_secs, ours["rows_per_s"].as_f64().unwrap_or(0.0),
+                ours["rows"].as_f64().unwrap_or(0.0) / ours["cpu_seconds"].as_f64().unwrap_or(1.0).max(1e-9),
+                ours["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20, ours["aggregate_records"]
+            );
+            if !no_duckdb {
+                let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_duckdb.py");
+                let py = std::process::Command::new("python3").arg(&script).arg(&data).output();
+                match py {
+                    Ok(o) if o.status.success() => {
+                        let v: serde_json::Value = serde_json::from_slice(&o.stdout)?;
+                        let approx = v["approx_quantile_seconds"].as_f64().unwrap_or(0.0);
+                        let exact = v["quantile_cont_seconds"].as_f64().unwrap_or(0.0);
+                        println!("{v}");
+                        // The like-for-like run: aggregates only (no primary records, no counting).
+                        let child = std::process::Command::new(std::env::current_exe()?)
+                            .args(["bench", "snapshot-run", "--format", "tsv", "--sink", "blackhole", "--workers", &workers.to_string(), "--all-pipelines", &sketch, "--aggregate-only"])
+                            .arg("--data")
+                            .arg(&data)
+                            .arg("--out")
+                            .arg(&out)
+                            .stderr(std::process::Stdio::inherit())
+                            .output()?;
+                        anyhow::ensure!(child.status.success(), "aggregate-only run failed");
+                        let text = String::from_utf8_lossy(&child.stdout).trim().to_string();
+                        println!("{text}");
+                        let agg: serde_json::Value = serde_json::from_str(&text)?;
+                        let agg_secs = agg["seconds"].as_f64().unwrap_or(0.0);
+                        eprintln!("icicle aggregate only (users, groups and directory prefixes): {agg_secs:.2} s, peak RSS {} MiB", agg["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20);
+                        eprintln!(
+                            "duckdb (users and groups only): approx_quantile {approx:.2} s, quantile_cont {exact:.2} s, peak RSS {} MiB; icicle aggregate-only is {:.2}x / {:.2}x faster, all three pipelines {:.2}x / {:.2}x",
+                            v["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20,
+                            approx / agg_secs.max(1e-9),
+                            exact / agg_secs.max(1e-9),
+                            approx / our_secs.max(1e-9),
+                            exact / our_secs.max(1e-9)
+                        );
+                    }
+                    Ok(o) => eprintln!("duckdb comparison skipped (pip install duckdb):\n{}", String::from_utf8_lossy(&o.stderr)),
+                    Err(e) => eprintln!("duckdb comparison skipped: {e}"),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::SnapshotRun { format, sink, data, out, workers, all_pipelines, aggregate_only } => {
             let fmt: Format = format.parse().map_err(anyhow::Error::msg)?;
             let _ = std::fs::remove_dir_all(&out);
             let sink_toml = match sink.as_str() {
@@ -137,8 +226,19 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 "file" => format!("type = \"file\"\ndir = \"{}\"", out.display()),
                 other => anyhow::bail!("unknown bench sink `{other}` (blackhole, file)"),
             };
+            let extra = match &all_pipelines {
+                Some(sketch) if aggregate_only => format!(
+                    "[aggregate]\nenabled = true\ndir_visible_to = [\"urn:globus:groups:id:admins\"]\n[aggregate.sketch]\ntype = \"{sketch}\"\n"
+                ),
+                Some(sketch) => format!(
+                    "[counting]\nenabled = true\noutput = \"{}/counts.csv\"\n[aggregate]\nenabled = true\ndir_visible_to = [\"urn:globus:groups:id:admins\"]\n[aggregate.sketch]\ntype = \"{sketch}\"\n",
+                    out.display()
+                ),
+                None => String::new(),
+            };
             let toml = format!(
-                "[snapshot]\nworkers = {workers}\nversion = \"bench\"\n[records]\nprincipals = \"{}/principals.tsv\"\n[sources.s]\n{}\n[sinks.k]\n{sink_toml}\n",
+                "[snapshot]\nprimary = {}\nworkers = {workers}\nversion = \"bench\"\n[records]\nprincipals = \"{}/principals.tsv\"\n{extra}[sources.s]\n{}\n[sinks.k]\n{sink_toml}\n",
+                !aggregate_only,
                 data.display(),
                 source_toml(fmt, &data)
             );
@@ -153,6 +253,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 "bench": "snapshot", "format": format, "sink": sink, "rows": summary.rows, "records": summary.records,
                 "rejects": summary.rejects, "seconds": secs, "rows_per_s": summary.rows as f64 / secs,
                 "cpu_seconds": cpu_seconds() - cpu0, "bytes": summary.bytes, "peak_rss_bytes": peak_rss_bytes(),
+                "aggregate_records": summary.aggregate_records, "pipelines": summary.pipelines,
             });
             println!("{line}");
             let _ = std::fs::remove_dir_all(&out);

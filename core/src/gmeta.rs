@@ -156,6 +156,7 @@ pub struct PrimaryEncoder {
     policy: Arc<RecordPolicy>,
     version_json: Vec<u8>,
     cache: HashMap<(u32, u32), Option<Arc<[u8]>>>,
+    last: Option<((u32, u32), Arc<[u8]>)>,
 }
 
 impl PrimaryEncoder {
@@ -163,11 +164,24 @@ impl PrimaryEncoder {
     pub fn new(policy: Arc<RecordPolicy>) -> PrimaryEncoder {
         let mut version_json = Vec::new();
         push_json_str(&mut version_json, &policy.version);
-        PrimaryEncoder { policy, version_json, cache: HashMap::new() }
+        PrimaryEncoder { policy, version_json, cache: HashMap::new(), last: None }
     }
 
     /// The encoded `visible_to` array for (uid, gid), or an error naming what is unmapped.
     pub fn visible_to(&mut self, uid: u32, gid: u32) -> Result<Arc<[u8]>, String> {
+        if let Some((k, v)) = &self.last {
+            if *k == (uid, gid) {
+                return Ok(v.clone());
+            }
+        }
+        let r = self.visible_to_uncached(uid, gid);
+        if let Ok(v) = &r {
+            self.last = Some(((uid, gid), v.clone()));
+        }
+        r
+    }
+
+    fn visible_to_uncached(&mut self, uid: u32, gid: u32) -> Result<Arc<[u8]>, String> {
         let policy = &self.policy;
         let entry = self.cache.entry((uid, gid)).or_insert_with(|| {
             let mut principals: Vec<&str> = Vec::new();

@@ -56,29 +56,34 @@ pub fn parent_depth(path: &str) -> usize {
 
 /// crc32 of the record's Icicle 9-column CSV line, modulo 64.
 pub fn shard_of(rec: &FileRecord<'_>) -> usize {
-    let mut h = crc32fast::Hasher::new();
-    let t: &[u8] = if rec.kind == FileKind::Link { b"l" } else { b"f" };
-    h.update(t);
-    let mut b = itoa::Buffer::new();
-    for v in [rec.mode as i64, rec.uid as i64, rec.gid as i64] {
-        h.update(b",");
-        h.update(b.format(v).as_bytes());
+    thread_local! {
+        static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    h.update(b",");
-    h.update(b.format(rec.size).as_bytes());
-    for v in [rec.atime, rec.ctime, rec.mtime] {
-        h.update(b",");
-        h.update(b.format(v).as_bytes());
-    }
-    h.update(b",");
-    if rec.path.contains(',') || rec.path.contains('"') {
-        h.update(b"\"");
-        h.update(rec.path.replace('"', "\"\"").as_bytes());
-        h.update(b"\"");
-    } else {
-        h.update(rec.path.as_bytes());
-    }
-    (h.finalize() as usize) % SHARDS
+    LINE.with(|line| {
+        let mut line = line.borrow_mut();
+        line.clear();
+        line.push(if rec.kind == FileKind::Link { b'l' } else { b'f' });
+        let mut b = itoa::Buffer::new();
+        for v in [rec.mode as i64, rec.uid as i64, rec.gid as i64] {
+            line.push(b',');
+            line.extend_from_slice(b.format(v).as_bytes());
+        }
+        line.push(b',');
+        line.extend_from_slice(b.format(rec.size).as_bytes());
+        for v in [rec.atime, rec.ctime, rec.mtime] {
+            line.push(b',');
+            line.extend_from_slice(b.format(v).as_bytes());
+        }
+        line.push(b',');
+        if rec.path.contains(',') || rec.path.contains('"') {
+            line.push(b'"');
+            line.extend_from_slice(rec.path.replace('"', "\"\"").as_bytes());
+            line.push(b'"');
+        } else {
+            line.extend_from_slice(rec.path.as_bytes());
+        }
+        (crc32fast::hash(&line) as usize) % SHARDS
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -361,6 +366,8 @@ struct AggregateWorker {
     groups: HashMap<u32, usize>,
     last_parent: String,
     last_dirs: Vec<usize>,
+    last_user: (u32, usize),
+    last_group: (u32, usize),
     errors: Vec<String>,
 }
 
@@ -379,31 +386,45 @@ impl AggregateWorker {
 impl RowProcessor for AggregateWorker {
     fn record(&mut self, rec: &FileRecord<'_>) {
         let v = [rec.size.min(i64::MAX as u64) as i64, rec.atime, rec.ctime, rec.mtime];
-        let u = match self.users.get(&rec.uid) {
-            Some(&i) => i,
-            None => {
-                let i = self.slot(format!("user:{}", rec.uid));
-                self.users.insert(rec.uid, i);
-                i
-            }
+        let u = if self.last_user.0 == rec.uid && self.last_user.1 != usize::MAX {
+            self.last_user.1
+        } else {
+            let i = match self.users.get(&rec.uid) {
+                Some(&i) => i,
+                None => {
+                    let i = self.slot(format!("user:{}", rec.uid));
+                    self.users.insert(rec.uid, i);
+                    i
+                }
+            };
+            self.last_user = (rec.uid, i);
+            i
         };
-        let g = match self.groups.get(&rec.gid) {
-            Some(&i) => i,
-            None => {
-                let i = self.slot(format!("group:{}", rec.gid));
-                self.groups.insert(rec.gid, i);
-                i
-            }
+        let g = if self.last_group.0 == rec.gid && self.last_group.1 != usize::MAX {
+            self.last_group.1
+        } else {
+            let i = match self.groups.get(&rec.gid) {
+                Some(&i) => i,
+                None => {
+                    let i = self.slot(format!("group:{}", rec.gid));
+                    self.groups.insert(rec.gid, i);
+                    i
+                }
+            };
+            self.last_group = (rec.gid, i);
+            i
         };
         let parent = rec.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
         if parent != self.last_parent {
             self.last_parent.clear();
             self.last_parent.push_str(parent);
             self.last_dirs.clear();
+            // Only the deepest prefix is updated per row; shallower prefixes receive it when
+            // the statistics are rolled up after the read (merges are exact for DDSketch).
             let depth = parent_depth(rec.path);
-            let (lo, hi) = (self.parent.settings.directory_min, self.parent.settings.directory_max.min(depth));
-            for level in lo..=hi {
-                if let Some(p) = dir_prefix(rec.path, level) {
+            let hi = self.parent.settings.directory_max.min(depth);
+            if hi >= self.parent.settings.directory_min {
+                if let Some(p) = dir_prefix(rec.path, hi) {
                     let i = self.slot(format!("dir:{p}"));
                     self.last_dirs.push(i);
                 }
@@ -454,6 +475,8 @@ impl RowProcessorFactory for AggregateHandle {
             groups: HashMap::new(),
             last_parent: "\0".into(),
             last_dirs: Vec::new(),
+            last_user: (0, usize::MAX),
+            last_group: (0, usize::MAX),
             errors: Vec::new(),
         })
     }
@@ -471,6 +494,43 @@ impl Aggregate {
         (a.clone(), Arc::new(AggregateHandle(a)))
     }
 
+    /// Roll the deepest-prefix statistics up into every shallower prefix down to
+    /// `directory_min`. Runs once, after all workers finished.
+    fn roll_up(&self, map: &mut HashMap<String, PrincipalStats>, errors: &mut Vec<String>) {
+        let min = self.settings.directory_min;
+        let depth = |d: &str| if d == "/" { 0 } else { d.matches('/').count() };
+        let mut dirs: Vec<(usize, String)> = map.keys().filter_map(|k| k.strip_prefix("dir:").map(|d| (depth(d), d.to_string()))).collect();
+        dirs.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        // Process deepest first so each level is complete before it is merged upward.
+        let mut i = 0;
+        while i < dirs.len() {
+            let (d, dir) = dirs[i].clone();
+            i += 1;
+            if d <= min {
+                continue;
+            }
+            let parent = match dir.rfind('/') {
+                Some(0) => "/".to_string(),
+                Some(j) => dir[..j].to_string(),
+                None => continue,
+            };
+            let pkey = format!("dir:{parent}");
+            let Some(child) = map.remove(&format!("dir:{dir}")) else { continue };
+            if !map.contains_key(&pkey) {
+                map.insert(pkey.clone(), PrincipalStats::new(self.factory.as_ref()));
+                // Insert the new parent in depth order so it is rolled up in turn.
+                let pos = dirs[i..].iter().position(|(pd, _)| *pd < d - 1 || *pd == d - 1).map(|p| p + i).unwrap_or(dirs.len());
+                dirs.insert(pos, (d - 1, parent.clone()));
+            }
+            if let Some(p) = map.get_mut(&pkey) {
+                if let Err(e) = p.merge(&child) {
+                    errors.push(format!("dir:{dir}: {e}"));
+                }
+            }
+            map.insert(format!("dir:{dir}"), child);
+        }
+    }
+
     /// The merged statistics, by subject.
     pub fn with_stats<R>(&self, f: impl FnOnce(&HashMap<String, PrincipalStats>) -> R) -> Option<R> {
         self.merged.lock().ok().map(|m| f(&m.0))
@@ -478,8 +538,10 @@ impl Aggregate {
 
     /// Encode one GMetaEntry per principal (sorted by subject) and a report.
     pub fn entries(&self, policy: &Arc<RecordPolicy>) -> (Vec<Vec<u8>>, serde_json::Value) {
-        let Ok(m) = self.merged.lock() else { return (Vec::new(), serde_json::Value::Null) };
-        let (map, errors) = &*m;
+        let Ok(mut m) = self.merged.lock() else { return (Vec::new(), serde_json::Value::Null) };
+        let (map, errors) = &mut *m;
+        self.roll_up(map, errors);
+        let (map, errors) = (&*map, &*errors);
         let mut keys: Vec<&String> = map.keys().collect();
         keys.sort();
         let mut enc = PrimaryEncoder::new(policy.clone());

@@ -27,10 +27,23 @@ for c in gufi mmapplypolicy walk; do
   python3 -c 'import json,sys; s=json.load(open(sys.argv[2])); print("%-14s %d records, %d rejects, %.0f rows/s" % (sys.argv[1], s["records"], s["rejects"], s["rows_per_s"]))' "$c" "demo-out/summary-$c.json"
 done
 
+echo "== the sketch comparison experiment on the demo snapshot (demo-out/sketch-compare/)"
+"$bin/icicle" sketch-compare -c configs/demo.toml --out demo-out/sketch-compare | head -8
+
+echo "== counts (demo-out/counts.csv, first lines)"
+head -5 demo-out/counts.csv
+
 echo "== one primary record (demo-out/primary/ingest-000001.json)"
 python3 - <<'PY'
 import json
 doc = json.load(open("demo-out/primary/ingest-000001.json"))
 print(json.dumps(doc["ingest_data"]["gmeta"][0], indent=2))
 print(f'{len(doc["ingest_data"]["gmeta"])} entries in the first GIngest document')
+import glob
+for f in sorted(glob.glob("demo-out/primary/ingest-*.json")):
+    for e in json.load(open(f))["ingest_data"]["gmeta"]:
+        if e["subject"].startswith("user:"):
+            print("one aggregate record:")
+            print(json.dumps(e, indent=2)[:1500])
+            raise SystemExit
 PY

@@ -103,8 +103,11 @@ fn every_example_config_runs_on_demo_data() {
         let start = stdout.rfind("\n{\n").map(|i| i + 1).unwrap_or(0);
         let summary: serde_json::Value = serde_json::from_str(&stdout[start..]).unwrap_or_else(|e| panic!("{}: {e}: {stdout}", p.display()));
         assert_eq!(summary["records"], 800, "{}", p.display());
+        if summary["pipelines"]["aggregate"].is_object() {
+            assert!(summary["aggregate_records"].as_u64().unwrap() > 0, "{}", p.display());
+        }
         assert_eq!(summary["rejects"], 0, "{}", p.display());
         n += 1;
     }
-    assert!(n >= 5, "expected the example configs, found {n}");
+    assert!(n >= 6, "expected the example configs, found {n}");
 }

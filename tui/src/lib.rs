@@ -100,6 +100,23 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
             rows.push(("deletes withheld", s.deletes_withheld.to_string()));
         }
     }
+    if s.aggregate_records > 0 {
+        rows.push(("aggregate records", s.aggregate_records.to_string()));
+    }
+    for (name, report) in &s.pipelines {
+        let line = match name.as_str() {
+            "counting" => format!("{} principals → {}", report["principals"], report["output"].as_str().unwrap_or("")),
+            "aggregate" => format!(
+                "{} principals, {} sketch ({}), {} B of sketches",
+                report["principals"],
+                report["sketch"].as_str().unwrap_or(""),
+                report["sketch_config"].as_str().unwrap_or(""),
+                report["sketch_memory_bytes"]
+            ),
+            _ => report.to_string(),
+        };
+        rows.push((if name == "counting" { "counting" } else { "aggregate" }, line));
+    }
     rows.push(("seconds", format!("{:.3}", s.seconds)));
     rows.push(("rows/s", human(s.rows_per_s)));
     if let Some(p) = &s.rejects_file {

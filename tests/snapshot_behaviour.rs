@@ -241,3 +241,19 @@ fn documents_respect_the_size_limit() {
     assert_eq!(s["batches"].as_u64().unwrap() as usize, docs.len());
     assert_eq!(s["bytes"].as_u64().unwrap(), docs.iter().map(|(b, _)| b).sum::<u64>());
 }
+
+#[test]
+fn a_second_run_never_overwrites_undelivered_documents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("a.csv");
+    std::fs::write(&input, "f,33188,1000,100,1,1,2,3,/fs/a\nf,33188,1000,100,1,1,2,3,/fs/b\n").unwrap();
+    let out = tmp.path().join("out");
+    let cfg = base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", input.display()), &out, "max_batch_bytes = 500");
+    for _ in 0..2 {
+        let (code, _, err) = snapshot(&cfg, &[]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let docs = documents(&out, "ingest-");
+    assert_eq!(docs.len(), 4, "two runs of two documents each");
+    assert_eq!(docs.iter().map(|(_, d)| d["ingest_data"]["gmeta"].as_array().unwrap().len()).sum::<usize>(), 4);
+}

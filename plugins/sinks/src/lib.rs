@@ -37,9 +37,24 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// A file sink writing into `dir`.
+    /// A file sink writing into `dir`. Numbering continues after documents already there,
+    /// so a later run never overwrites documents an ingester has not consumed yet.
     pub fn new(name: &str, dir: PathBuf, fsync: bool) -> FileSink {
-        FileSink { name: name.to_string(), dir, fsync, ingests: 0, deletes: 0 }
+        let highest = |prefix: &str| -> u64 {
+            std::fs::read_dir(&dir)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok())
+                        .filter_map(|e| {
+                            let n = e.file_name().to_string_lossy().into_owned();
+                            n.strip_prefix(prefix)?.strip_suffix(".json")?.parse::<u64>().ok()
+                        })
+                        .max()
+                        .unwrap_or(0)
+                })
+                .unwrap_or(0)
+        };
+        let (ingests, deletes) = (highest("ingest-"), highest("delete-"));
+        FileSink { name: name.to_string(), dir, fsync, ingests, deletes }
     }
 
     fn write(&self, file: &str, body: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>) -> Result<(), SinkError> {

@@ -1,0 +1,379 @@
+//! `lfs changelog` text records, parsed by key (never by position): formats.md §3.2.
+//!
+//! `IDX TYPE HH:MM:SS.nnnnnnnnn YYYY.MM.DD 0xFLAGS t=[FID] [j=JOB] [ef=0xX] [u=U:G] [nid=NID]
+//! [m=MODE] [x=XATTR] [p=[FID]] [NAME] [s=[FID] sp=[FID] OLDNAME]` — names may contain spaces.
+
+use std::fmt;
+
+/// A Lustre FID `[seq:oid:ver]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Fid {
+    pub seq: u64,
+    pub oid: u32,
+    pub ver: u32,
+}
+
+impl Fid {
+    /// The root FID `[0x200000007:0x1:0x0]`.
+    pub const ROOT: Fid = Fid { seq: 0x2_0000_0007, oid: 1, ver: 0 };
+
+    /// Whether this is the zero FID (`[0:0x0:0x0]`).
+    pub fn is_zero(&self) -> bool {
+        self.seq == 0 && self.oid == 0 && self.ver == 0
+    }
+
+    /// Parse `[0x200000401:0x3:0x0]` (brackets optional; a zero sequence may print as `0`).
+    pub fn parse(s: &str) -> Result<Fid, String> {
+        let t = s.trim().trim_start_matches('[').trim_end_matches(']');
+        let mut it = t.split(':');
+        let num = |x: Option<&str>, what: &str| -> Result<u64, String> {
+            let x = x.ok_or_else(|| format!("FID `{s}` lacks its {what}"))?;
+            let h = x.strip_prefix("0x").unwrap_or(x);
+            u64::from_str_radix(h, 16).map_err(|_| format!("FID `{s}`: bad {what} `{x}`"))
+        };
+        let seq = num(it.next(), "sequence")?;
+        let oid = num(it.next(), "object id")?;
+        let ver = num(it.next(), "version")?;
+        if it.next().is_some() || oid > u32::MAX as u64 || ver > u32::MAX as u64 {
+            return Err(format!("FID `{s}` is malformed"));
+        }
+        Ok(Fid { seq, oid: oid as u32, ver: ver as u32 })
+    }
+}
+
+impl fmt::Display for Fid {
+    /// `DFID`: `[%#llx:0x%x:0x%x]` (a zero sequence prints as `0`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.seq == 0 {
+            write!(f, "[0:0x{:x}:0x{:x}]", self.oid, self.ver)
+        } else {
+            write!(f, "[0x{:x}:0x{:x}:0x{:x}]", self.seq, self.oid, self.ver)
+        }
+    }
+}
+
+/// Changelog record types (`lustre_user.h`), with unknown ones kept by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RecordType {
+    Mark,
+    Creat,
+    Mkdir,
+    Hlink,
+    Slink,
+    Mknod,
+    Unlnk,
+    Rmdir,
+    Renme,
+    Rnmto,
+    Open,
+    Close,
+    Lyout,
+    Trunc,
+    Sattr,
+    Xattr,
+    Hsm,
+    Mtime,
+    Ctime,
+    Atime,
+    Migrt,
+    Flrw,
+    Resync,
+    Gxatr,
+    Nopen,
+    /// A type this version does not know: kept and counted, never fatal.
+    Unknown(u32, String),
+}
+
+const NAMES: [&str; 25] = [
+    "MARK", "CREAT", "MKDIR", "HLINK", "SLINK", "MKNOD", "UNLNK", "RMDIR", "RENME", "RNMTO", "OPEN", "CLOSE", "LYOUT", "TRUNC", "SATTR", "XATTR", "HSM",
+    "MTIME", "CTIME", "ATIME", "MIGRT", "FLRW", "RESYNC", "GXATR", "NOPEN",
+];
+
+impl RecordType {
+    /// The type for number `n` and name `name`.
+    pub fn from_parts(n: u32, name: &str) -> RecordType {
+        use RecordType::*;
+        let all = [Mark, Creat, Mkdir, Hlink, Slink, Mknod, Unlnk, Rmdir, Renme, Rnmto, Open, Close, Lyout, Trunc, Sattr, Xattr, Hsm, Mtime, Ctime, Atime, Migrt, Flrw, Resync, Gxatr, Nopen];
+        match all.into_iter().nth(n as usize) {
+            Some(t) if NAMES[n as usize] == name => t,
+            _ => Unknown(n, name.to_string()),
+        }
+    }
+
+    /// The type named `name` (`CREAT`, `UNLNK`, ...).
+    pub fn from_name(name: &str) -> Option<RecordType> {
+        NAMES.iter().position(|n| *n == name).map(|i| RecordType::from_parts(i as u32, name))
+    }
+
+    /// The number printed before the name.
+    pub fn number(&self) -> u32 {
+        match self {
+            RecordType::Unknown(n, _) => *n,
+            t => NAMES.iter().position(|n| *n == t.name()).unwrap_or(0) as u32,
+        }
+    }
+
+    /// The 5-character name.
+    pub fn name(&self) -> &str {
+        use RecordType::*;
+        match self {
+            Unknown(_, s) => s,
+            Mark => "MARK",
+            Creat => "CREAT",
+            Mkdir => "MKDIR",
+            Hlink => "HLINK",
+            Slink => "SLINK",
+            Mknod => "MKNOD",
+            Unlnk => "UNLNK",
+            Rmdir => "RMDIR",
+            Renme => "RENME",
+            Rnmto => "RNMTO",
+            Open => "OPEN",
+            Close => "CLOSE",
+            Lyout => "LYOUT",
+            Trunc => "TRUNC",
+            Sattr => "SATTR",
+            Xattr => "XATTR",
+            Hsm => "HSM",
+            Mtime => "MTIME",
+            Ctime => "CTIME",
+            Atime => "ATIME",
+            Migrt => "MIGRT",
+            Flrw => "FLRW",
+            Resync => "RESYNC",
+            Gxatr => "GXATR",
+            Nopen => "NOPEN",
+        }
+    }
+}
+
+/// `CLF_UNLINK_LAST` / `CLF_RENAME_LAST`: the last link went away.
+pub const CLF_LAST: u32 = 0x1;
+
+/// One changelog record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangelogRecord {
+    pub index: u64,
+    pub kind: RecordType,
+    /// `HH:MM:SS.nnnnnnnnn YYYY.MM.DD`, UTC, as printed.
+    pub time: String,
+    pub flags: u32,
+    /// `t=`: the target (for RENME: the overwritten target, zero if none).
+    pub target: Fid,
+    pub jobid: Option<String>,
+    pub extra_flags: Option<u64>,
+    pub uid_gid: Option<(u32, u32)>,
+    pub nid: Option<String>,
+    pub open_mode: Option<String>,
+    pub xattr: Option<String>,
+    /// `p=`: the parent (for RENME: the new parent).
+    pub parent: Option<Fid>,
+    /// The name (for RENME: the new name).
+    pub name: Option<String>,
+    /// RENME: the renamed object, its old parent and old name.
+    pub source: Option<Fid>,
+    pub source_parent: Option<Fid>,
+    pub source_name: Option<String>,
+}
+
+impl ChangelogRecord {
+    /// Parse one line of `lfs changelog` output.
+    pub fn parse(line: &str) -> Result<ChangelogRecord, String> {
+        let line = line.trim_end_matches(['\n', '\r']);
+        let mut rest = line;
+        let mut next = |what: &str| -> Result<&str, String> {
+            let t = rest.trim_start();
+            let end = t.find(' ').unwrap_or(t.len());
+            let (tok, r) = t.split_at(end);
+            rest = r;
+            if tok.is_empty() {
+                Err(format!("missing {what}"))
+            } else {
+                Ok(tok)
+            }
+        };
+        let index: u64 = next("record index")?.parse().map_err(|_| "record index is not a number".to_string())?;
+        let ty = next("record type")?;
+        if ty.len() < 3 || !ty.as_bytes()[..2].iter().all(u8::is_ascii_digit) {
+            return Err(format!("record type `{ty}` is not NNNAME"));
+        }
+        let n: u32 = ty[..2].parse().map_err(|_| format!("record type `{ty}`"))?;
+        let kind = RecordType::from_parts(n, &ty[2..]);
+        let clock = next("time")?;
+        let date = next("date")?;
+        let flags_tok = next("flags")?;
+        let flags = u32::from_str_radix(flags_tok.trim_start_matches("0x"), 16).map_err(|_| format!("flags `{flags_tok}` are not hex"))?;
+        let mut rec = ChangelogRecord {
+            index,
+            kind,
+            time: format!("{clock} {date}"),
+            flags,
+            target: Fid::default(),
+            jobid: None,
+            extra_flags: None,
+            uid_gid: None,
+            nid: None,
+            open_mode: None,
+            xattr: None,
+            parent: None,
+            name: None,
+            source: None,
+            source_parent: None,
+            source_name: None,
+        };
+        let rest = rest.strip_prefix(' ').unwrap_or(rest);
+        let t = rest.strip_prefix("t=").ok_or("missing t=")?;
+        let end = t.find(']').ok_or("t= is not a bracketed FID")? + 1;
+        rec.target = Fid::parse(&t[..end])?;
+        let mut rest = t[end..].strip_prefix(' ').unwrap_or(&t[end..]);
+        // Keyed fields, in any order, until the name.
+        loop {
+            let (key, after) = match rest.split_once('=') {
+                Some((k, a)) if !k.contains(' ') && matches!(k, "j" | "ef" | "u" | "nid" | "m" | "x" | "p") => (k, a),
+                _ => break,
+            };
+            if key == "p" {
+                let end = after.find(']').ok_or("p= is not a bracketed FID")? + 1;
+                rec.parent = Some(Fid::parse(&after[..end])?);
+                rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
+                // The name runs to the end of the line (or to ` s=[` for renames).
+                break;
+            }
+            let end = after.find(' ').unwrap_or(after.len());
+            let val = &after[..end];
+            match key {
+                "j" => rec.jobid = Some(val.to_string()),
+                "ef" => rec.extra_flags = Some(u64::from_str_radix(val.trim_start_matches("0x"), 16).map_err(|_| format!("ef `{val}`"))?),
+                "u" => {
+                    let (u, g) = val.split_once(':').ok_or_else(|| format!("u `{val}`"))?;
+                    rec.uid_gid = Some((u.parse().map_err(|_| format!("u `{val}`"))?, g.parse().map_err(|_| format!("u `{val}`"))?));
+                }
+                "nid" => rec.nid = Some(val.to_string()),
+                "m" => rec.open_mode = Some(val.to_string()),
+                "x" => rec.xattr = Some(val.to_string()),
+                _ => {}
+            }
+            rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
+        }
+        if !rest.is_empty() {
+            match rest.find(" s=[") {
+                Some(i) => {
+                    let (name, tail) = rest.split_at(i);
+                    rec.name = Some(name.to_string());
+                    let tail = &tail[3..];
+                    let end = tail.find(']').ok_or("s= is not a bracketed FID")? + 1;
+                    rec.source = Some(Fid::parse(&tail[..end])?);
+                    let tail = tail[end..].strip_prefix(" sp=").ok_or("s= without sp=")?;
+                    let end = tail.find(']').ok_or("sp= is not a bracketed FID")? + 1;
+                    rec.source_parent = Some(Fid::parse(&tail[..end])?);
+                    let old = tail[end..].strip_prefix(' ').ok_or("rename without the old name")?;
+                    rec.source_name = Some(old.to_string());
+                }
+                None if rest.starts_with("s=[") => {
+                    // A rename whose new name is empty cannot happen; keep the tail as a name.
+                    rec.name = Some(rest.to_string());
+                }
+                None => rec.name = Some(rest.to_string()),
+            }
+        }
+        if rec.kind == RecordType::Renme && rec.source.is_none() {
+            return Err("RENME without s= and sp=".into());
+        }
+        Ok(rec)
+    }
+
+    /// Render in `lfs changelog` format (the inverse of [`ChangelogRecord::parse`]).
+    pub fn to_line(&self) -> String {
+        let mut s = format!("{} {:02}{:<5} {} 0x{:x} t={}", self.index, self.kind.number(), self.kind.name(), self.time, self.flags, self.target);
+        if let Some(j) = &self.jobid {
+            s.push_str(&format!(" j={j}"));
+        }
+        if let Some(ef) = self.extra_flags {
+            s.push_str(&format!(" ef=0x{ef:x}"));
+            if let Some((u, g)) = self.uid_gid {
+                s.push_str(&format!(" u={u}:{g}"));
+            }
+            if let Some(n) = &self.nid {
+                s.push_str(&format!(" nid={n}"));
+            }
+            if let Some(m) = &self.open_mode {
+                s.push_str(&format!(" m={m}"));
+            }
+            if let Some(x) = &self.xattr {
+                s.push_str(&format!(" x={x}"));
+            }
+        }
+        if let Some(p) = &self.parent {
+            if !p.is_zero() {
+                s.push_str(&format!(" p={p}"));
+            }
+        }
+        if let Some(n) = &self.name {
+            s.push(' ');
+            s.push_str(n);
+        }
+        if let (Some(sf), Some(sp), Some(sn)) = (&self.source, &self.source_parent, &self.source_name) {
+            s.push_str(&format!(" s={sf} sp={sp} {sn}"));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REAL: &[&str] = &[
+        "1 01CREAT 04:24:09.779203918 2024.08.20 0x0 t=[0x2000013a1:0x1:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo p=[0x200000007:0x1:0x0] testfile",
+        "3 01CREAT 04:27:54.551053189 2024.08.20 0x0 t=[0x2000013a1:0x4:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo p=[0x2000013a1:0x3:0x0] file with spaces",
+        "1 14SATTR 02:10:01.138251424 2026.03.16 0x44 t=[0x200000007:0x1:0x0] ef=0xf u=0:0 nid=172.31.39.56@tcp",
+        "5 10OPEN  02:10:01.749071801 2026.03.16 0x24a t=[0x200000401:0x1:0x0] ef=0xf u=0:0 nid=172.31.39.56@tcp m=-w- p=[0x200000007:0x1:0x0]",
+        "6 11CLOSE 02:10:01.750006074 2026.03.16 0x242 t=[0x200000401:0x1:0x0] ef=0xf u=0:0 nid=172.31.39.56@tcp",
+        "16 08RENME 02:52:19.805772855 2026.03.16 0x0 t=[0:0x0:0x0] ef=0xf u=1000:1000 nid=172.31.39.56@tcp p=[0x200000401:0x2:0x0] file1_renamed.txt s=[0x200000401:0x3:0x0] sp=[0x200000401:0x2:0x0] file1.txt",
+        "17 06UNLNK 02:52:19.807645282 2026.03.16 0x1 t=[0x200000401:0x4:0x0] ef=0xf u=1000:1000 nid=172.31.39.56@tcp p=[0x200000401:0x2:0x0] file2.txt",
+        "327302 17MTIME 12:47:48.653207857 2016.03.24 0x7 t=[0x200000402:0xd9fe:0x0] j=touch.0",
+    ];
+
+    #[test]
+    fn real_lines_parse_and_round_trip() {
+        for line in REAL {
+            let r = ChangelogRecord::parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(&r.to_line(), line);
+        }
+        let r = ChangelogRecord::parse(REAL[1]).unwrap();
+        assert_eq!(r.name.as_deref(), Some("file with spaces"));
+        assert_eq!(r.jobid.as_deref(), Some("cp.0"));
+        let r = ChangelogRecord::parse(REAL[5]).unwrap();
+        assert_eq!(r.kind, RecordType::Renme);
+        assert!(r.target.is_zero());
+        assert_eq!(r.name.as_deref(), Some("file1_renamed.txt"));
+        assert_eq!(r.source, Some(Fid { seq: 0x200000401, oid: 3, ver: 0 }));
+        assert_eq!(r.source_name.as_deref(), Some("file1.txt"));
+        let r = ChangelogRecord::parse(REAL[3]).unwrap();
+        assert_eq!((r.kind.clone(), r.open_mode.as_deref(), r.flags), (RecordType::Open, Some("-w-"), 0x24a));
+    }
+
+    #[test]
+    fn names_with_spaces_in_renames_and_unknown_types() {
+        let line = "9 08RENME 01:00:00.000000001 2026.01.01 0x1 t=[0x2:0x9:0x0] p=[0x2:0x1:0x0] new name s=[0x2:0x5:0x0] sp=[0x2:0x1:0x0] old  name";
+        let r = ChangelogRecord::parse(line).unwrap();
+        assert_eq!((r.name.as_deref(), r.source_name.as_deref()), (Some("new name"), Some("old  name")));
+        let r = ChangelogRecord::parse("10 26NEWTY 01:00:00.000000001 2026.01.01 0x0 t=[0x2:0x9:0x0]").unwrap();
+        assert_eq!(r.kind, RecordType::Unknown(26, "NEWTY".into()));
+    }
+
+    #[test]
+    fn malformed_lines_give_reasons() {
+        for (line, why) in [
+            ("", "missing record index"),
+            ("x 01CREAT", "not a number"),
+            ("1 CREAT 01:00:00.1 2026.01.01 0x0 t=[0x2:0x1:0x0]", "NNNAME"),
+            ("1 01CREAT 01:00:00.1 2026.01.01 0x0", "missing t="),
+            ("1 01CREAT 01:00:00.1 2026.01.01 0x0 t=[0x2:zz:0x0]", "bad object id"),
+            ("1 08RENME 01:00:00.1 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x2:0x1:0x0] a", "RENME without"),
+        ] {
+            let e = ChangelogRecord::parse(line).unwrap_err();
+            assert!(e.contains(why), "{line}: {e}");
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Rule-table reduction of a batch of changelog records, per FID (Robinhood's
+//! `record_filters`, as Icicle uses them): update coalescing, create/delete cancellation, and
+//! rename override.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::changelog::{ChangelogRecord, Fid, RecordType};
+
+/// What a rule does with a new record, given the earlier kept records of the same FID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    /// Drop always (MARK).
+    IgnoreAlways,
+    /// Drop when an earlier kept record of the same FID has one of these types: a stat taken
+    /// when the batch is emitted captures the final state anyway.
+    IgnoreMask(&'static [&'static str]),
+    /// When the newest earlier kept record of the same FID has one of these types, drop
+    /// both (a transient object); anything else in between (a rename) keeps both.
+    IgnoreCancel(&'static [&'static str]),
+    /// Always keep.
+    Keep,
+}
+
+const DATA_MASK: &[&str] = &["TRUNC", "CLOSE", "MTIME", "CREAT", "MKNOD", "SLINK", "HLINK"];
+const MTIME_MASK: &[&str] = &["TRUNC", "CLOSE", "MTIME", "CREAT", "MKNOD", "MKDIR", "SLINK", "HLINK"];
+const ATTR_MASK: &[&str] = &["CTIME", "SATTR", "CREAT", "MKNOD", "MKDIR", "SLINK", "HLINK"];
+const ANY_UPDATE: &[&str] = &["TRUNC", "CLOSE", "MTIME", "CTIME", "ATIME", "SATTR", "XATTR", "LYOUT", "FLRW", "RESYNC", "HSM", "CREAT", "MKNOD", "MKDIR", "SLINK", "HLINK"];
+
+/// The rule table. Robinhood's rows, plus the remaining attribute-only types coalescing
+/// into any pending update.
+pub const RULES: &[(&str, Rule)] = &[
+    ("MARK", Rule::IgnoreAlways),
+    ("TRUNC", Rule::IgnoreMask(DATA_MASK)),
+    ("CLOSE", Rule::IgnoreMask(DATA_MASK)),
+    ("MTIME", Rule::IgnoreMask(MTIME_MASK)),
+    ("CTIME", Rule::IgnoreMask(ATTR_MASK)),
+    ("SATTR", Rule::IgnoreMask(ATTR_MASK)),
+    ("ATIME", Rule::IgnoreMask(ANY_UPDATE)),
+    ("XATTR", Rule::IgnoreMask(ANY_UPDATE)),
+    ("LYOUT", Rule::IgnoreMask(ANY_UPDATE)),
+    ("FLRW", Rule::IgnoreMask(ANY_UPDATE)),
+    ("RESYNC", Rule::IgnoreMask(ANY_UPDATE)),
+    ("HSM", Rule::IgnoreMask(ANY_UPDATE)),
+    ("UNLNK", Rule::IgnoreCancel(&["CREAT", "MKNOD", "SLINK"])),
+    ("RMDIR", Rule::IgnoreCancel(&["MKDIR"])),
+];
+
+/// The rule for a record type.
+pub fn rule_for(kind: &RecordType) -> &'static Rule {
+    RULES.iter().find(|(n, _)| *n == kind.name()).map(|(_, r)| r).unwrap_or(&Rule::Keep)
+}
+
+/// Counts of one reduction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReduceCounts {
+    pub input: u64,
+    pub passed: u64,
+    pub coalesced: u64,
+    pub cancelled: u64,
+    pub ignored: u64,
+}
+
+impl ReduceCounts {
+    /// Add another batch's counts.
+    pub fn add(&mut self, o: &ReduceCounts) {
+        self.input += o.input;
+        self.passed += o.passed;
+        self.coalesced += o.coalesced;
+        self.cancelled += o.cancelled;
+        self.ignored += o.ignored;
+    }
+}
+
+fn slot_key(r: &ChangelogRecord) -> Fid {
+    match (&r.kind, r.source) {
+        (RecordType::Renme, Some(s)) => s,
+        _ => r.target,
+    }
+}
+
+/// Reduce one batch; the kept records stay in changelog order.
+pub fn reduce(batch: Vec<ChangelogRecord>) -> (Vec<ChangelogRecord>, ReduceCounts) {
+    let mut counts = ReduceCounts { input: batch.len() as u64, ..Default::default() };
+    // Directories that renames move things into or out of: their MKDIR/RMDIR never cancel
+    // (rename override), since the rename needs their paths.
+    let rename_parents: HashSet<Fid> = batch
+        .iter()
+        .filter(|r| r.kind == RecordType::Renme)
+        .flat_map(|r| [r.parent, r.source_parent])
+        .flatten()
+        .collect();
+    let mut kept: Vec<Option<ChangelogRecord>> = Vec::with_capacity(batch.len());
+    let mut slots: HashMap<Fid, Vec<usize>> = HashMap::new();
+    for r in batch {
+        let key = slot_key(&r);
+        let slot = slots.entry(key).or_default();
+        let keep = match rule_for(&r.kind) {
+            Rule::IgnoreAlways => {
+                counts.ignored += 1;
+                false
+            }
+            Rule::IgnoreMask(mask) => {
+                let masked = slot.iter().any(|&i| kept[i].as_ref().is_some_and(|k| mask.contains(&k.kind.name())));
+                if masked {
+                    counts.coalesced += 1;
+                }
+                !masked
+            }
+            Rule::IgnoreCancel(mask) => {
+                let newest = slot.iter().rev().find(|&&i| kept[i].is_some()).copied();
+                match newest {
+                    Some(i) if kept[i].as_ref().is_some_and(|k| mask.contains(&k.kind.name())) && !rename_parents.contains(&key) => {
+                        kept[i] = None;
+                        counts.cancelled += 2;
+                        false
+                    }
+                    _ => true,
+                }
+            }
+            Rule::Keep => true,
+        };
+        if keep {
+            slot.push(kept.len());
+            kept.push(Some(r));
+        }
+    }
+    let out: Vec<ChangelogRecord> = kept.into_iter().flatten().collect();
+    counts.passed = out.len() as u64;
+    (out, counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(i: u64, kind: &str, t: u32, p: u32, name: &str) -> ChangelogRecord {
+        let fid = |o: u32| Fid { seq: 0x200000401, oid: o, ver: 0 };
+        ChangelogRecord {
+            index: i,
+            kind: RecordType::from_name(kind).unwrap(),
+            time: "00:00:00.000000000 2026.01.01".into(),
+            flags: 0,
+            target: fid(t),
+            jobid: None,
+            extra_flags: None,
+            uid_gid: None,
+            nid: None,
+            open_mode: None,
+            xattr: None,
+            parent: (p > 0).then(|| fid(p)),
+            name: (!name.is_empty()).then(|| name.to_string()),
+            source: None,
+            source_parent: None,
+            source_name: None,
+        }
+    }
+
+    fn kinds(v: &[ChangelogRecord]) -> Vec<String> {
+        v.iter().map(|r| format!("{}:{}", r.index, r.kind.name())).collect()
+    }
+
+    #[test]
+    fn create_then_unlink_cancels_and_updates_coalesce() {
+        let batch = vec![
+            rec(1, "CREAT", 5, 1, "a"),
+            rec(2, "CLOSE", 5, 0, ""),
+            rec(3, "SATTR", 5, 0, ""),
+            rec(4, "UNLNK", 5, 1, "a"),
+            rec(5, "CREAT", 6, 1, "b"),
+            rec(6, "CLOSE", 6, 0, ""),
+            rec(7, "MTIME", 7, 0, ""),
+            rec(8, "MTIME", 7, 0, ""),
+            rec(9, "MARK", 1, 0, ""),
+        ];
+        let (out, c) = reduce(batch);
+        assert_eq!(kinds(&out), vec!["5:CREAT", "7:MTIME"]);
+        assert_eq!(c, ReduceCounts { input: 9, passed: 2, coalesced: 4, cancelled: 2, ignored: 1 });
+    }
+
+    #[test]
+    fn an_unlink_of_an_old_file_is_kept() {
+        let (out, _) = reduce(vec![rec(1, "CLOSE", 5, 0, ""), rec(2, "UNLNK", 5, 1, "a")]);
+        assert_eq!(kinds(&out), vec!["1:CLOSE", "2:UNLNK"]);
+    }
+
+    #[test]
+    fn a_rename_between_create_and_unlink_keeps_both() {
+        let mut mv = rec(2, "RENME", 0, 1, "b");
+        mv.target = Fid::default();
+        mv.source = Some(Fid { seq: 0x200000401, oid: 5, ver: 0 });
+        mv.source_parent = Some(Fid { seq: 0x200000401, oid: 1, ver: 0 });
+        mv.source_name = Some("a".into());
+        let (out, c) = reduce(vec![rec(1, "CREAT", 5, 1, "a"), mv, rec(3, "UNLNK", 5, 1, "b")]);
+        assert_eq!(kinds(&out), vec!["1:CREAT", "2:RENME", "3:UNLNK"]);
+        assert_eq!(c.cancelled, 0);
+    }
+
+    #[test]
+    fn mkdir_rmdir_cancels_unless_a_rename_uses_the_directory() {
+        let (out, _) = reduce(vec![rec(1, "MKDIR", 9, 1, "d"), rec(2, "RMDIR", 9, 1, "d")]);
+        assert!(out.is_empty());
+        let mut mv = rec(3, "RENME", 0, 1, "x");
+        mv.target = Fid::default();
+        mv.source = Some(Fid { seq: 0x200000401, oid: 5, ver: 0 });
+        mv.source_parent = Some(Fid { seq: 0x200000401, oid: 9, ver: 0 });
+        mv.source_name = Some("x".into());
+        let (out, _) = reduce(vec![rec(1, "MKDIR", 9, 1, "d"), rec(2, "CREAT", 5, 9, "x"), mv, rec(4, "RMDIR", 9, 1, "d")]);
+        assert_eq!(kinds(&out), vec!["1:MKDIR", "2:CREAT", "3:RENME", "4:RMDIR"]);
+    }
+}

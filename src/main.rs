@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use icicle_core::registry;
 
 // Link the plugin crates so their `inventory` registrations are present.
+use icicle_plugins_lustre as _;
 use icicle_plugins_sinks as _;
 use icicle_plugins_sketches as _;
 use icicle_plugins_snapshot as _;
@@ -40,6 +41,15 @@ enum Command {
         /// Never draw a progress bar.
         #[arg(long)]
         no_progress: bool,
+    },
+    /// Run the configured streaming sources (Lustre changelogs) until stopped.
+    Monitor {
+        /// Stop once every stream is exhausted and acknowledged (tests, catch-up runs).
+        #[arg(long)]
+        drain: bool,
+        /// Print the final report as JSON on stdout.
+        #[arg(long)]
+        json: bool,
     },
     /// Run every sketch over the configured snapshot and measure value and rank error
     /// against exact quantiles for every user and group (CSV, summary table, PNG chart).
@@ -135,6 +145,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprint!("{}", icicle_tui::summary_table(&summary));
             }
             Ok(if summary.reject_threshold_exceeded { ExitCode::from(3) } else { ExitCode::SUCCESS })
+        }
+        Command::Monitor { drain, json } => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            init_logging(&cfg.app.log.level);
+            let c = pipeline::build_all(&cfg)?;
+            anyhow::ensure!(!c.monitors.is_empty(), "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")");
+            anyhow::ensure!(!c.sinks.is_empty(), "no sink configured");
+            let policy = std::sync::Arc::new(pipeline::record_policy(&cfg)?);
+            let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            let reports = rt.block_on(async {
+                let mut tasks = Vec::new();
+                for (name, m) in c.monitors {
+                    let ctx = icicle_core::traits::MonitorContext { sinks: sinks.clone(), policy: policy.clone(), max_batch_bytes: cfg.app.snapshot.max_batch_bytes, drain, name: name.clone() };
+                    tasks.push((name, tokio::spawn(async move { m.run(ctx).await })));
+                }
+                let mut reports = serde_json::Map::new();
+                for (name, t) in tasks {
+                    let r = t.await.map_err(|e| anyhow::anyhow!("{name}: {e}"))?.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+                    reports.insert(name, r);
+                }
+                let mut s = sinks.lock().await;
+                for (_, k) in s.iter_mut() {
+                    k.close().await?;
+                }
+                anyhow::Ok(serde_json::Value::Object(reports))
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+            } else {
+                eprintln!("{}", serde_json::to_string_pretty(&reports)?);
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::SketchCompare { out, sketches } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;

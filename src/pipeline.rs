@@ -8,6 +8,7 @@ use icicle_core::gmeta::{PrincipalMap, RecordPolicy, VisibleTo};
 use icicle_core::registry::{self, BuildContext, Built, PluginKind};
 use icicle_core::pipelines::{Aggregate, Counting};
 use icicle_core::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJob};
+use icicle_core::traits::ChangeSource;
 use icicle_core::{Sink, Source};
 
 /// The record policy from `[records]` and `[snapshot] version`.
@@ -28,9 +29,17 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
     Ok(RecordPolicy { visible_to, fallback: r.fallback.clone(), principals: Arc::new(principals), version })
 }
 
-/// Build every `[sources.*]` and `[sinks.*]` through the registry (sinks may be absent).
-pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>, Vec<(String, Box<dyn Sink>)>), ConfigError> {
+/// Snapshot sources, streaming sources and sinks built from a configuration.
+pub struct Components {
+    pub sources: Vec<(String, Arc<dyn Source>)>,
+    pub monitors: Vec<(String, Arc<dyn ChangeSource>)>,
+    pub sinks: Vec<(String, Box<dyn Sink>)>,
+}
+
+/// Build every `[sources.*]` and `[sinks.*]` through the registry.
+pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
     let mut sources = Vec::new();
+    let mut monitors = Vec::new();
     let mut sinks = Vec::new();
     for (section, kind, ids) in [
         ("sources", PluginKind::Source, cfg.app.sources.keys().cloned().collect::<Vec<_>>()),
@@ -45,14 +54,28 @@ pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc
             match (desc.build)(&ctx)? {
                 Built::Source(s) => sources.push((id, s)),
                 Built::Sink(s) => sinks.push((id, s)),
+                Built::Monitor(m) => monitors.push((id, m)),
                 Built::Sketch(_) => return Err(ConfigError::Parse(format!("`{ty}` is a sketch, not a {}", kind.as_str()))),
             }
         }
     }
-    if sources.is_empty() {
+    Ok(Components { sources, monitors, sinks })
+}
+
+/// Build every snapshot `[sources.*]` and `[sinks.*]` (sinks may be absent).
+pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>, Vec<(String, Box<dyn Sink>)>), ConfigError> {
+    let c = build_all(cfg)?;
+    if let Some((id, _)) = c.monitors.first() {
+        return Err(ConfigError::InvalidValue {
+            key: format!("sources.{id}.type"),
+            origin: icicle_core::config::origin_of(&cfg.figment, &format!("sources.{id}.type")),
+            reason: "a streaming source runs with `icicle monitor`, not in a snapshot".into(),
+        });
+    }
+    if c.sources.is_empty() {
         return Err(ConfigError::MissingKey { key: "sources".into(), hint: "configure at least one [sources.<id>] with a `type`".into() });
     }
-    Ok((sources, sinks))
+    Ok((c.sources, c.sinks))
 }
 
 /// Build every `[sources.*]` and `[sinks.*]` through the registry (sinks required).

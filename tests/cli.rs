@@ -14,6 +14,7 @@ fn plugins_lists_the_expected_set() {
         got,
         vec![
             "source:gufi",
+            "source:lustre",
             "source:mmapplypolicy",
             "source:tsv",
             "source:walk",
@@ -39,7 +40,7 @@ fn unknown_plugin_types_list_the_available_ones() {
     let cfg = config(tmp.path(), "c.toml", "[sources.x]\ntype = \"lustre-nope\"\n[sinks.y]\ntype = \"stdout\"\n");
     let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
-    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: gufi, mmapplypolicy, tsv, walk"), "{err}");
+    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: gufi, lustre, mmapplypolicy, tsv, walk"), "{err}");
     assert!(err.contains("c.toml"), "{err}");
 }
 

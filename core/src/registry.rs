@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{extract_component, origin_of};
 use crate::error::ConfigError;
-use crate::traits::{Sink, SketchFactory, Source};
+use crate::traits::{ChangeSource, Sink, SketchFactory, Source};
 
 /// The component kinds, one per core trait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -41,6 +41,8 @@ pub enum Built {
     Source(Arc<dyn Source>),
     Sink(Box<dyn Sink>),
     Sketch(Arc<dyn SketchFactory>),
+    /// A streaming source, run by `icicle monitor`.
+    Monitor(Arc<dyn ChangeSource>),
 }
 
 /// What a factory is given: the merged configuration and the key of its section.
@@ -129,6 +131,17 @@ pub fn default_sketch(name: &str) -> Result<Arc<dyn SketchFactory>, ConfigError>
     use figment::providers::{Format, Toml};
     let figment = Figment::from(Toml::string(&format!("[sketch]\ntype = \"{name}\"\n")));
     sketch_at(&figment, "sketch")
+}
+
+/// A typed streaming-source configuration.
+pub trait ChangeSourceConfig: DeserializeOwned {
+    /// Build the runtime source.
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError>;
+}
+
+/// The erased factory for a streaming-source configuration type.
+pub fn build_change_source<C: ChangeSourceConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
+    Ok(Built::Monitor(ctx.extract::<C>()?.build(ctx)?))
 }
 
 /// The erased factory for a source configuration type.

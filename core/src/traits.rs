@@ -68,6 +68,28 @@ pub trait Source: Send + Sync {
     }
 }
 
+/// What a streaming (monitor) source is given to run.
+pub struct MonitorContext {
+    /// The configured sinks, shared by every monitored MDT or topic.
+    pub sinks: std::sync::Arc<tokio::sync::Mutex<Vec<(String, Box<dyn Sink>)>>>,
+    /// How primary records are built (the snapshot pipeline's schema).
+    pub policy: std::sync::Arc<crate::gmeta::RecordPolicy>,
+    /// Largest document delivered.
+    pub max_batch_bytes: usize,
+    /// Stop once the stream is exhausted (instead of polling forever).
+    pub drain: bool,
+    /// The component id.
+    pub name: String,
+}
+
+/// A stream of changes (Lustre changelogs, GPFS events): reads, reduces, applies them to its
+/// state, delivers index operations, and acknowledges upstream only what was delivered.
+#[async_trait]
+pub trait ChangeSource: Send + Sync {
+    /// Run until the stream ends (drain) or forever; returns a final report.
+    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, crate::error::IcicleError>;
+}
+
 /// A unified file-system change, as reducers and state stores see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeEvent {

@@ -41,6 +41,19 @@ impl Fid {
     }
 }
 
+impl serde::Serialize for Fid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Fid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Fid, D::Error> {
+        let s = String::deserialize(d)?;
+        Fid::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 impl fmt::Display for Fid {
     /// `DFID`: `[%#llx:0x%x:0x%x]` (a zero sequence prints as `0`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -4,3 +4,17 @@
 pub mod changelog;
 pub mod reducer;
 pub mod tree;
+pub mod namespace;
+pub mod monitor;
+
+use icicle_core::registry::{build_change_source, PluginDescriptor, PluginKind};
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Source,
+        name: "lustre",
+        description: "Lustre changelogs via `lfs changelog` (one per MDT), reduced and applied to a FID directory tree; `icicle monitor`",
+        example: "[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nuser = \"cl1\"\nmount = \"/mnt/fs0\"\nfsname = \"fs0\"\nstate_dir = \"/var/lib/icicle/lustre\"\n",
+        build: build_change_source::<monitor::LustreConfig>,
+    }
+}

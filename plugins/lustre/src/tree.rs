@@ -20,7 +20,7 @@ pub trait Resolver {
     fn walk(&mut self, path: &str) -> Vec<String>;
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 enum Place {
     /// Known by its parent and name.
     Child { parent: Fid, name: String },
@@ -28,7 +28,7 @@ enum Place {
     Anchored(String),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Node {
     place: Place,
     is_dir: bool,
@@ -56,9 +56,34 @@ pub struct TreeCounts {
 }
 
 /// The directory tree of one MDT.
+///
+/// `fid2path` answers with an object's path *now*, which may already include renames the
+/// monitor has not processed yet. Two logs keep deletes right anyway: directory renames seen
+/// in this run (to translate a delete back to the path the index knows), and deletes whose
+/// path came from such a lookup (to repeat them under a directory's old name when its rename
+/// is processed later).
 pub struct DirectoryTree {
     nodes: LruCache<Fid, Node>,
     pub counts: TreeCounts,
+    renames: Vec<(u64, String, String)>,
+    looked_up_deletes: Vec<(u64, String)>,
+    touched_anchor: bool,
+}
+
+/// What a checkpoint holds: the tree and its logs as of one changelog index.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    pub index: u64,
+    nodes: Vec<(String, Node)>,
+    renames: Vec<(u64, String, String)>,
+    looked_up_deletes: Vec<(u64, String)>,
+}
+
+/// Entries kept in each of the two logs.
+const LOG_CAP: usize = 200_000;
+
+fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    path.strip_prefix(prefix).filter(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 impl DirectoryTree {
@@ -68,7 +93,27 @@ impl DirectoryTree {
             Some(c) => LruCache::new(c),
             None => LruCache::unbounded(),
         };
-        DirectoryTree { nodes, counts: TreeCounts::default() }
+        DirectoryTree { nodes, counts: TreeCounts::default(), renames: Vec::new(), looked_up_deletes: Vec::new(), touched_anchor: false }
+    }
+
+    /// The state as of changelog `index` (everything up to it applied).
+    pub fn checkpoint(&self, index: u64) -> Checkpoint {
+        // Oldest first, so restoring keeps the LRU order.
+        let nodes = self.nodes.iter().rev().map(|(f, n)| (f.to_string(), n.clone())).collect();
+        Checkpoint { index, nodes, renames: self.renames.clone(), looked_up_deletes: self.looked_up_deletes.clone() }
+    }
+
+    /// Restore a checkpoint into a tree with room for `cap` entries (0 = unbounded).
+    pub fn restore(cp: Checkpoint, cap: usize) -> DirectoryTree {
+        let mut t = DirectoryTree::new(cap);
+        for (f, n) in cp.nodes {
+            if let Ok(fid) = Fid::parse(&f) {
+                t.nodes.put(fid, n);
+            }
+        }
+        t.renames = cp.renames;
+        t.looked_up_deletes = cp.looked_up_deletes;
+        t
     }
 
     /// Number of entries held.
@@ -115,7 +160,10 @@ impl DirectoryTree {
                 }
             };
             match node.place {
-                Place::Anchored(p) => return Some(join(if p == "/" { "" } else { &p }, &parts)),
+                Place::Anchored(p) => {
+                    self.touched_anchor = true;
+                    return Some(join(if p == "/" { "" } else { &p }, &parts));
+                }
                 Place::Child { parent, name } => {
                     parts.push(name);
                     cur = parent;
@@ -131,6 +179,25 @@ impl DirectoryTree {
         Some(if p == "/" { format!("/{name}") } else { format!("{p}/{name}") })
     }
 
+    /// Delete `path` as computed for record `index`, plus the paths the index may hold it
+    /// under: translated back through this run's earlier directory renames.
+    fn delete(&mut self, index: u64, path: String, anchored: bool, ops: &mut Ops) {
+        let mut p = path.clone();
+        for (i, old, new) in self.renames.iter().rev() {
+            if *i >= index {
+                continue;
+            }
+            if let Some(rest) = under(&p, new) {
+                p = format!("{old}{rest}");
+                ops.insert(p.clone(), PathOp::Delete);
+            }
+        }
+        if anchored && self.looked_up_deletes.len() < LOG_CAP {
+            self.looked_up_deletes.push((index, path.clone()));
+        }
+        ops.insert(path, PathOp::Delete);
+    }
+
     fn is_dir(&mut self, fid: Fid, path: &str, r: &mut dyn Resolver) -> bool {
         match self.nodes.peek(&fid) {
             Some(n) => n.is_dir,
@@ -142,6 +209,7 @@ impl DirectoryTree {
     pub fn apply(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver, ops: &mut Ops) {
         use RecordType::*;
         let name = rec.name.as_deref();
+        self.touched_anchor = false;
         match &rec.kind {
             Creat | Mknod | Slink | Mkdir => {
                 let (Some(parent), Some(n)) = (rec.parent, name) else { return };
@@ -167,6 +235,7 @@ impl DirectoryTree {
             }
             Unlnk | Rmdir => {
                 let path = self.child_path(rec.parent, name, r);
+                let anchored = self.touched_anchor;
                 let was_dir = rec.kind == Rmdir;
                 let same_name = matches!(self.nodes.peek(&rec.target), Some(Node { place: Place::Child { parent, name: n }, .. })
                     if Some(*parent) == rec.parent && Some(n.as_str()) == name);
@@ -175,7 +244,7 @@ impl DirectoryTree {
                 }
                 match path {
                     Some(p) if !was_dir => {
-                        ops.insert(p, PathOp::Delete);
+                        self.delete(rec.index, p, anchored, ops);
                         if rec.flags & CLF_LAST == 0 {
                             // Other links remain: their ctime changed.
                             if let Some(other) = self.path(rec.target, r) {
@@ -189,7 +258,9 @@ impl DirectoryTree {
             }
             Renme | Rnmto => {
                 let (Some(src), Some(sp)) = (rec.source, rec.source_parent) else { return };
+                self.touched_anchor = false;
                 let old = self.child_path(Some(sp), rec.source_name.as_deref(), r);
+                let old_anchored = self.touched_anchor;
                 let new = self.child_path(rec.parent, name, r);
                 if !rec.target.is_zero() {
                     // The overwritten target is gone (its path now names the renamed object).
@@ -207,13 +278,38 @@ impl DirectoryTree {
                     // Every descendant moved: the known ones and the ones never seen.
                     for rel in r.walk(&new) {
                         if let Some(old) = &old {
-                            ops.insert(format!("{old}/{rel}"), PathOp::Delete);
+                            self.delete(rec.index, format!("{old}/{rel}"), old_anchored, ops);
                         }
                         ops.insert(format!("{new}/{rel}"), PathOp::Update);
                     }
+                    if let Some(old) = old {
+                        // Paths logged earlier from lookups that already saw this rename use
+                        // the new name: rewind them to the old one (and repeat those deletes).
+                        for (i, o, n) in self.renames.iter_mut() {
+                            if *i < rec.index {
+                                if let Some(rest) = under(o, &new) {
+                                    *o = format!("{old}{rest}");
+                                }
+                                if let Some(rest) = under(n, &new) {
+                                    *n = format!("{old}{rest}");
+                                }
+                            }
+                        }
+                        for (i, p) in self.looked_up_deletes.iter_mut() {
+                            if *i < rec.index {
+                                if let Some(rest) = under(p, &new) {
+                                    *p = format!("{old}{rest}");
+                                    ops.insert(p.clone(), PathOp::Delete);
+                                }
+                            }
+                        }
+                        if self.renames.len() < LOG_CAP {
+                            self.renames.push((rec.index, old, new.clone()));
+                        }
+                    }
                 } else {
                     if let Some(old) = old {
-                        ops.insert(old, PathOp::Delete);
+                        self.delete(rec.index, old, old_anchored, ops);
                     }
                     ops.insert(new, PathOp::Update);
                 }

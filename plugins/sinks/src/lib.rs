@@ -28,12 +28,13 @@ fn yes() -> bool {
 
 /// Writes `ingest-NNNNNN.json` (GIngest GMetaList) and `delete-NNNNNN.json`
 /// (`batch_delete_by_subject` body) files, each written to a temporary name and renamed.
+/// Both share one sequence number: apply them in that order.
 pub struct FileSink {
     name: String,
     dir: PathBuf,
     fsync: bool,
-    ingests: u64,
-    deletes: u64,
+    /// One sequence for ingest and delete documents, so their order is kept.
+    seq: u64,
 }
 
 impl FileSink {
@@ -53,8 +54,8 @@ impl FileSink {
                 })
                 .unwrap_or(0)
         };
-        let (ingests, deletes) = (highest("ingest-"), highest("delete-"));
-        FileSink { name: name.to_string(), dir, fsync, ingests, deletes }
+        let seq = highest("ingest-").max(highest("delete-"));
+        FileSink { name: name.to_string(), dir, fsync, seq }
     }
 
     fn write(&self, file: &str, body: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>) -> Result<(), SinkError> {
@@ -79,13 +80,13 @@ impl Sink for FileSink {
     async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
         match batch {
             DocumentBatch::Ingest(entries) => {
-                self.ingests += 1;
-                let name = format!("ingest-{:06}.json", self.ingests);
+                self.seq += 1;
+                let name = format!("ingest-{:06}.json", self.seq);
                 self.write(&name, |w| entries.write_gingest(w))
             }
             DocumentBatch::Delete(subjects) => {
-                self.deletes += 1;
-                let name = format!("delete-{:06}.json", self.deletes);
+                self.seq += 1;
+                let name = format!("delete-{:06}.json", self.seq);
                 let body = delete_body(subjects);
                 self.write(&name, |w| w.write_all(&body))
             }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
+use icicle_testkit::lustre::{fake_lfs, Kind, Workload};
 
 #[derive(Parser)]
 #[command(name = "icicle-testkit", version, about = "Generators and emulators for icicle")]
@@ -36,6 +37,40 @@ enum Command {
         #[arg(long)]
         truth: bool,
     },
+    /// Perform a workload as real file operations under ROOT and journal the Lustre
+    /// changelog records it would produce (continues an existing journal).
+    Workload {
+        /// eval_out, eval_perf, filebench or mixed.
+        #[arg(long)]
+        kind: Kind,
+        #[arg(long)]
+        ops: usize,
+        #[arg(long)]
+        root: PathBuf,
+        #[arg(long)]
+        journal: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Create this many files first, as objects that existed before monitoring.
+        #[arg(long, default_value_t = 0)]
+        preexisting: usize,
+        /// The directory (inside ROOT) the workload works in.
+        #[arg(long, default_value = "/work")]
+        base: String,
+    },
+    /// A fake `lfs` answering from a workload journal: changelog, changelog_clear,
+    /// fid2path (with a delay, default 10 ms) and path2fid.
+    Lfs {
+        #[arg(long)]
+        journal: PathBuf,
+        /// The mount point `fid2path <mount>` and `path2fid` refer to.
+        #[arg(long)]
+        mount: Option<PathBuf>,
+        #[arg(long, default_value_t = 10)]
+        delay_ms: u64,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,6 +87,21 @@ fn main() -> anyhow::Result<()> {
                 std::fs::write(out.join("truth.jsonl"), s)?;
             }
             eprintln!("wrote {} files in {} directories as {format:?} to {}", fs.files.len(), fs.dirs.len(), out.display());
+        }
+        Command::Workload { kind, ops, root, journal, seed, preexisting, base } => {
+            let mut w = Workload::open(&root, &journal, seed)?;
+            if preexisting > 0 {
+                w.preexisting(preexisting)?;
+            }
+            w.run(kind, ops, &base)?;
+            eprintln!("{kind:?}: {ops} operations, {} changelog records in {}", w.records, journal.display());
+        }
+        Command::Lfs { journal, mount, delay_ms, args } => {
+            let (code, out, err) = fake_lfs(&journal, mount.as_deref(), delay_ms, &args);
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(out.as_bytes());
+            let _ = std::io::stderr().write_all(err.as_bytes());
+            std::process::exit(code);
         }
     }
     Ok(())

@@ -1,0 +1,425 @@
+//! The Lustre monitor runtime: `lfs changelog` → parse → filter → reduce → directory tree →
+//! stat at emit → primary-record upserts and deletes to the sinks → `lfs changelog_clear`
+//! only for what the sinks acknowledged, with the cleared index persisted for restarts.
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use icicle_core::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch};
+use icicle_core::gmeta::{subject_for, PrimaryEncoder};
+use icicle_core::record::{FileKind, FileRecord};
+use icicle_core::registry::{BuildContext, ChangeSourceConfig};
+use icicle_core::traits::{ChangeSource, MonitorContext};
+use icicle_core::{ConfigError, IcicleError};
+use serde::Deserialize;
+
+use crate::changelog::{ChangelogRecord, Fid};
+use crate::reducer::{reduce, ReduceCounts};
+use crate::tree::{DirectoryTree, Ops, PathOp, Resolver, TreeCounts};
+
+/// `[sources.<id>] type = "lustre"`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LustreConfig {
+    /// The MDT device, e.g. `fs0-MDT0000`.
+    pub mdt: String,
+    /// The registered changelog user, e.g. `cl1`.
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// The `lfs` command (and any leading arguments).
+    #[serde(default = "default_lfs")]
+    pub lfs: Vec<String>,
+    /// Where the file system is mounted (stat and directory walks happen here).
+    pub mount: PathBuf,
+    /// The file-system name given to `lfs fid2path`.
+    pub fsname: String,
+    /// Prefix of record paths (`/` + path within the file system is appended).
+    #[serde(default)]
+    pub path_prefix: String,
+    /// First record to read when no cleared index was persisted.
+    #[serde(default)]
+    pub startrec: u64,
+    /// Record types dropped at ingestion (high-volume, low-information).
+    #[serde(default = "default_filter")]
+    pub filter: Vec<String>,
+    /// A batch closes at this many records...
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+    /// ...or after this long without new records.
+    #[serde(default = "default_quiet")]
+    pub quiet_period_secs: f64,
+    /// How often an idle changelog is polled.
+    #[serde(default = "default_poll")]
+    pub poll_interval_secs: f64,
+    /// Records requested per `lfs changelog` call.
+    #[serde(default = "default_read")]
+    pub read_size: u64,
+    /// Directory-tree entries kept (0 = unbounded); evicted entries are resolved again.
+    #[serde(default)]
+    pub lru_capacity: usize,
+    /// Where the checkpoint (directory tree and last acknowledged index) is kept, per MDT.
+    pub state_dir: PathBuf,
+}
+
+fn default_user() -> String {
+    "cl1".into()
+}
+fn default_lfs() -> Vec<String> {
+    vec!["lfs".into()]
+}
+fn default_filter() -> Vec<String> {
+    ["OPEN", "NOPEN", "GXATR", "MARK"].iter().map(|s| s.to_string()).collect()
+}
+fn default_batch() -> usize {
+    1000
+}
+fn default_quiet() -> f64 {
+    5.0
+}
+fn default_poll() -> f64 {
+    1.0
+}
+fn default_read() -> u64 {
+    10_000
+}
+
+/// `lfs` subprocess calls.
+pub struct Lfs {
+    pub cmd: Vec<String>,
+}
+
+impl Lfs {
+    fn run(&self, args: &[&str]) -> Result<std::process::Output, String> {
+        let (prog, pre) = self.cmd.split_first().ok_or("empty lfs command")?;
+        std::process::Command::new(prog).args(pre).args(args).output().map_err(|e| format!("running {prog}: {e}"))
+    }
+
+    /// `lfs changelog MDT START END`.
+    pub fn changelog(&self, mdt: &str, start: u64, end: u64) -> Result<String, String> {
+        let out = self.run(&["changelog", mdt, &start.to_string(), &end.to_string()])?;
+        if !out.status.success() {
+            return Err(format!("lfs changelog {mdt}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `lfs changelog_clear MDT USER ENDREC` (inclusive; never called with 0).
+    pub fn clear(&self, mdt: &str, user: &str, endrec: u64) -> Result<(), String> {
+        if endrec == 0 {
+            return Ok(());
+        }
+        let out = self.run(&["changelog_clear", mdt, user, &endrec.to_string()])?;
+        if !out.status.success() {
+            return Err(format!("lfs changelog_clear {mdt} {user} {endrec}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(())
+    }
+}
+
+/// Resolves through `lfs fid2path <fsname>` and the mounted file system.
+pub struct LfsResolver<'a> {
+    pub lfs: &'a Lfs,
+    pub fsname: &'a str,
+    pub mount: &'a Path,
+}
+
+impl LfsResolver<'_> {
+    fn on_mount(&self, path: &str) -> PathBuf {
+        self.mount.join(path.trim_start_matches('/'))
+    }
+}
+
+impl Resolver for LfsResolver<'_> {
+    fn fid2path(&mut self, fid: &Fid) -> Option<String> {
+        let out = self.lfs.run(&["fid2path", self.fsname, &fid.to_string()]).ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let first = text.lines().next()?.trim_end();
+        // With an fsname, lfs prints the path relative to the root without a leading slash.
+        Some(if first == "/" || first.is_empty() { "/".to_string() } else { format!("/{}", first.trim_start_matches('/')) })
+    }
+
+    fn is_dir(&mut self, path: &str) -> bool {
+        std::fs::symlink_metadata(self.on_mount(path)).map(|m| m.is_dir()).unwrap_or(false)
+    }
+
+    fn walk(&mut self, path: &str) -> Vec<String> {
+        let base = self.on_mount(path);
+        let mut out = Vec::new();
+        let mut stack = vec![(base.clone(), String::new())];
+        while let Some((dir, rel)) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let r = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => stack.push((e.path(), r)),
+                    Ok(_) => out.push(r),
+                    Err(_) => {}
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+/// Counters of one monitor run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MonitorCounts {
+    pub records: u64,
+    pub filtered: u64,
+    pub rejects: u64,
+    pub unknown_types: u64,
+    pub reduce: ReduceCounts,
+    pub tree: TreeCounts,
+    pub updates: u64,
+    pub deletes: u64,
+    pub vanished: u64,
+    pub batches: u64,
+    pub cleared_index: u64,
+    pub clears: u64,
+}
+
+/// The `lustre` change source.
+pub struct LustreSource {
+    cfg: LustreConfig,
+}
+
+impl LustreSource {
+    fn state_file(&self) -> PathBuf {
+        self.cfg.state_dir.join(format!("{}.checkpoint.json", self.cfg.mdt))
+    }
+
+    /// The last checkpoint: the directory tree as of the last acknowledged index.
+    fn load_checkpoint(&self) -> Option<crate::tree::Checkpoint> {
+        let data = std::fs::read(self.state_file()).ok()?;
+        match serde_json::from_slice(&data) {
+            Ok(cp) => Some(cp),
+            Err(e) => {
+                tracing::warn!(message = "ignoring an unreadable checkpoint", file = %self.state_file().display(), error = %e);
+                None
+            }
+        }
+    }
+
+    /// Write the tree as of `idx` durably (temporary file, fsync, rename) before `idx` is
+    /// acknowledged upstream, so a restart resumes exactly there with the same state.
+    fn persist_checkpoint(&self, tree: &DirectoryTree, idx: u64) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.cfg.state_dir)?;
+        let tmp = self.state_file().with_extension("tmp");
+        let data = serde_json::to_vec(&tree.checkpoint(idx)).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, data)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, self.state_file())
+    }
+
+    fn record_for<'a>(&self, path: &'a str) -> Option<(FileRecord<'a>, String)> {
+        let md = std::fs::symlink_metadata(self.cfg.mount.join(path.trim_start_matches('/'))).ok()?;
+        if md.is_dir() {
+            return None;
+        }
+        let mode = md.mode();
+        let rec = FileRecord {
+            path,
+            kind: FileKind::from_mode(mode),
+            mode,
+            uid: md.uid(),
+            gid: md.gid(),
+            size: md.size(),
+            atime: md.atime(),
+            ctime: md.ctime(),
+            mtime: md.mtime(),
+        };
+        Some((rec, format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)))
+    }
+
+    /// Emit one batch's operations: stat every update now, skip what vanished.
+    async fn emit(&self, ops: Ops, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
+        let mut chunk = EntryBatch::default();
+        let mut deletes = Vec::new();
+        for (path, op) in ops {
+            match op {
+                PathOp::Delete => deletes.push(subject_for(&format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)).into_owned()),
+                PathOp::Update => match self.record_for(&path) {
+                    Some((rec, full)) => {
+                        let rec = FileRecord { path: &full, ..rec };
+                        let buf = chunk.buffer();
+                        match enc.encode(&rec, buf) {
+                            Ok(()) => {
+                                chunk.commit();
+                                counts.updates += 1;
+                            }
+                            Err(e) => {
+                                chunk.rollback();
+                                counts.rejects += 1;
+                                tracing::warn!(message = "update not encodable", path = %full, error = %e);
+                            }
+                        }
+                    }
+                    None => counts.vanished += 1,
+                },
+            }
+        }
+        counts.deletes += deletes.len() as u64;
+        let mut sinks = ctx.sinks.lock().await;
+        let mut batcher = Batcher::new(ctx.max_batch_bytes);
+        let (mut full, mut oversized) = (Vec::new(), Vec::new());
+        batcher.push_chunk(&chunk, &mut full, &mut oversized);
+        full.extend(batcher.flush());
+        for doc in full {
+            let b = DocumentBatch::Ingest(doc);
+            for (_, s) in sinks.iter_mut() {
+                s.deliver(&b).await?;
+            }
+        }
+        for subjects in delete_batches(deletes, ctx.max_batch_bytes) {
+            let b = DocumentBatch::Delete(subjects);
+            for (_, s) in sinks.iter_mut() {
+                s.deliver(&b).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LustreSource {
+    /// Reduce, apply, emit and deliver one batch, then acknowledge everything up to `upto`.
+    #[allow(clippy::too_many_arguments)]
+    async fn process(
+        &self,
+        batch: Vec<ChangelogRecord>,
+        upto: u64,
+        lfs: &Lfs,
+        tree: &mut DirectoryTree,
+        ctx: &MonitorContext,
+        enc: &mut PrimaryEncoder,
+        counts: &mut MonitorCounts,
+    ) -> Result<(), IcicleError> {
+        let cfg = &self.cfg;
+        if !batch.is_empty() {
+            let (kept, rc) = reduce(batch);
+            counts.reduce.add(&rc);
+            let mut ops = Ops::new();
+            tokio::task::block_in_place(|| {
+                let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount };
+                for rec in &kept {
+                    tree.apply(rec, &mut r, &mut ops);
+                }
+            });
+            self.emit(ops, ctx, enc, counts).await?;
+            counts.batches += 1;
+        }
+        // Everything up to `upto` is delivered: checkpoint, then acknowledge upstream.
+        if upto > counts.cleared_index {
+            self.persist_checkpoint(tree, upto).map_err(|e| IcicleError::Internal(format!("writing the checkpoint: {e}")))?;
+            tokio::task::block_in_place(|| lfs.clear(&cfg.mdt, &cfg.user, upto)).map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
+            counts.cleared_index = upto;
+            counts.clears += 1;
+        }
+        Ok(())
+    }
+}
+
+fn leading_index(line: &str) -> Option<u64> {
+    line.split_whitespace().next()?.parse().ok()
+}
+
+#[async_trait]
+impl ChangeSource for LustreSource {
+    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
+        let cfg = &self.cfg;
+        let lfs = Lfs { cmd: cfg.lfs.clone() };
+        let filter: HashSet<&str> = cfg.filter.iter().map(String::as_str).collect();
+        let mut enc = PrimaryEncoder::new(ctx.policy.clone());
+        let mut counts = MonitorCounts::default();
+        let (mut tree, cleared) = match self.load_checkpoint() {
+            Some(cp) => {
+                let idx = cp.index;
+                (DirectoryTree::restore(cp, cfg.lru_capacity), idx)
+            }
+            None => (DirectoryTree::new(cfg.lru_capacity), 0),
+        };
+        counts.cleared_index = cleared;
+        let mut next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
+        let mut pending: Vec<ChangelogRecord> = Vec::new();
+        let mut covered: Option<u64> = None; // highest index read, delivered or not
+        let mut last_new = Instant::now();
+        let quiet = Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0));
+        loop {
+            let text = tokio::task::block_in_place(|| lfs.changelog(&cfg.mdt, next, next + cfg.read_size.max(1) - 1))
+                .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
+            let mut got = 0u64;
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                got += 1;
+                if let Some(i) = leading_index(line) {
+                    covered = Some(covered.map_or(i, |c| c.max(i)));
+                    next = next.max(i + 1);
+                }
+                match ChangelogRecord::parse(line) {
+                    Ok(r) => {
+                        counts.records += 1;
+                        if matches!(r.kind, crate::changelog::RecordType::Unknown(..)) {
+                            counts.unknown_types += 1;
+                        }
+                        if filter.contains(r.kind.name()) {
+                            counts.filtered += 1;
+                        } else {
+                            pending.push(r);
+                        }
+                    }
+                    Err(e) => {
+                        counts.rejects += 1;
+                        tracing::warn!(message = "rejected changelog record", mdt = %cfg.mdt, line = %line, reason = %e);
+                    }
+                }
+            }
+            if got > 0 {
+                last_new = Instant::now();
+            }
+            let idle = got == 0;
+            // Full batches close at the size limit...
+            while pending.len() >= cfg.batch_size {
+                let batch: Vec<ChangelogRecord> = pending.drain(..cfg.batch_size).collect();
+                let upto = batch.last().map(|r| r.index).unwrap_or(0);
+                self.process(batch, upto, &lfs, &mut tree, &ctx, &mut enc, &mut counts).await?;
+            }
+            // ...the rest after a quiet period (or at once when draining).
+            let quiet_over = ctx.drain || last_new.elapsed() >= quiet;
+            if idle && quiet_over && (!pending.is_empty() || covered.is_some_and(|c| c > counts.cleared_index)) {
+                let batch = std::mem::take(&mut pending);
+                self.process(batch, covered.unwrap_or(0), &lfs, &mut tree, &ctx, &mut enc, &mut counts).await?;
+            }
+            if idle {
+                if ctx.drain && pending.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs_f64(cfg.poll_interval_secs.max(0.01))).await;
+            }
+        }
+        counts.tree = tree.counts;
+        serde_json::to_value(&counts).map_err(|e| IcicleError::Internal(e.to_string()))
+    }
+}
+
+impl ChangeSourceConfig for LustreConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        if self.lfs.is_empty() {
+            return Err(ctx.invalid("lfs", "give the lfs command"));
+        }
+        if self.batch_size == 0 {
+            return Err(ctx.invalid("batch_size", "must be at least 1"));
+        }
+        for t in &self.filter {
+            if crate::changelog::RecordType::from_name(t).is_none() {
+                return Err(ctx.invalid("filter", format!("`{t}` is not a changelog record type")));
+            }
+        }
+        Ok(Arc::new(LustreSource { cfg: self }))
+    }
+}

@@ -1,0 +1,569 @@
+//! An honest Lustre stand-in: workloads that perform real file operations under a directory
+//! and journal the changelog records Lustre would write, in exact `lfs changelog` format with
+//! synthetic FIDs; and a fake `lfs` serving `changelog`, `changelog_clear`, `fid2path` and
+//! `path2fid` from that journal.
+//!
+//! Files next to the journal: `<journal>.baseline` (objects that existed before monitoring:
+//! `FID<TAB>/path<TAB>d|f`) and `<journal>.users` (registered changelog users and the index
+//! each cleared: `cl1 0`).
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType, CLF_LAST};
+use icicle_plugins_lustre::namespace::Namespace;
+
+use crate::gen::Rng;
+
+/// The sequence of synthetic FIDs.
+pub const FID_SEQ: u64 = 0x2_0000_0401;
+
+/// `<journal><ext>`.
+pub fn side(journal: &Path, ext: &str) -> PathBuf {
+    let mut s = journal.as_os_str().to_owned();
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+/// Performs operations under `root` and journals their changelog records.
+pub struct Workload {
+    root: PathBuf,
+    journal_path: PathBuf,
+    journal: fs::File,
+    pub ns: Namespace,
+    next_index: u64,
+    next_oid: u32,
+    rng: Rng,
+    /// Records written by this workload.
+    pub records: u64,
+    counter: u64,
+}
+
+fn now_parts() -> String {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (y, m, day) = icicle_core::time::civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}.{:09} {y:04}.{m:02}.{day:02}", sod / 3600, sod / 60 % 60, sod % 60, d.subsec_nanos())
+}
+
+fn split(path: &str) -> (String, String) {
+    let (p, n) = path.rsplit_once('/').unwrap_or(("", path));
+    (if p.is_empty() { "/".into() } else { p.to_string() }, n.to_string())
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// The workload kinds of the seed, plus `mixed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// create, append, rename, mkdir, move into the directory, remove recursively.
+    EvalOut,
+    /// create, modify, delete.
+    EvalPerf,
+    /// a pre-populated tree (width 20, depth ~3.6, gamma sizes), then open-read-close.
+    Filebench,
+    /// hard links, symlinks, renames over existing targets, deep directory renames,
+    /// chmod/chown/truncate, and changes to files that existed before monitoring.
+    Mixed,
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Kind, String> {
+        Ok(match s {
+            "eval_out" => Kind::EvalOut,
+            "eval_perf" => Kind::EvalPerf,
+            "filebench" => Kind::Filebench,
+            "mixed" => Kind::Mixed,
+            _ => return Err(format!("unknown workload `{s}` (eval_out, eval_perf, filebench, mixed)")),
+        })
+    }
+}
+
+impl Workload {
+    /// Open (or continue) a workload on `root` journaling into `journal`.
+    pub fn open(root: &Path, journal: &Path, seed: u64) -> std::io::Result<Workload> {
+        fs::create_dir_all(root)?;
+        if let Some(p) = journal.parent() {
+            fs::create_dir_all(p)?;
+        }
+        let ns = Namespace::load(&side(journal, ".baseline"), journal)?;
+        let users = side(journal, ".users");
+        if !users.exists() {
+            fs::write(&users, "cl1 0\n")?;
+        }
+        let next_index = ns.last_index.map_or(1, |i| i + 1);
+        let next_oid = ns.max_oid + 1;
+        let file = fs::OpenOptions::new().create(true).append(true).open(journal)?;
+        Ok(Workload {
+            root: root.to_path_buf(),
+            journal_path: journal.to_path_buf(),
+            journal: file,
+            ns,
+            next_index,
+            next_oid,
+            rng: Rng::new(seed ^ (next_index << 20)),
+            records: 0,
+            counter: next_index,
+        })
+    }
+
+    fn real(&self, path: &str) -> PathBuf {
+        self.root.join(path.trim_start_matches('/'))
+    }
+
+    fn mint(&mut self) -> Fid {
+        let f = Fid { seq: FID_SEQ, oid: self.next_oid, ver: 0 };
+        self.next_oid += 1;
+        f
+    }
+
+    fn fid(&self, path: &str) -> Fid {
+        self.ns.by_path.get(path).copied().unwrap_or_default()
+    }
+
+    fn unique(&mut self, stem: &str) -> String {
+        self.counter += 1;
+        format!("{stem}{}", self.counter)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(&mut self, kind: &str, flags: u32, target: Fid, parent: Option<Fid>, name: Option<&str>, rename: Option<(Fid, Fid, String)>, mode: Option<&str>) -> std::io::Result<()> {
+        let jobid = (self.rng.below(3) == 0).then(|| "bench.0".to_string());
+        let rec = ChangelogRecord {
+            index: self.next_index,
+            kind: RecordType::from_name(kind).unwrap_or(RecordType::Mark),
+            time: now_parts(),
+            flags,
+            target,
+            jobid,
+            extra_flags: Some(0xf),
+            uid_gid: Some((0, 0)),
+            nid: Some("0@lo".into()),
+            open_mode: mode.map(str::to_string),
+            xattr: None,
+            parent,
+            name: name.map(str::to_string),
+            source: rename.as_ref().map(|r| r.0),
+            source_parent: rename.as_ref().map(|r| r.1),
+            source_name: rename.map(|r| r.2),
+        };
+        self.next_index += 1;
+        self.records += 1;
+        self.ns.apply(&rec);
+        let mut line = rec.to_line();
+        line.push('\n');
+        self.journal.write_all(line.as_bytes())
+    }
+
+    /// Objects created before monitoring: real files and directories in the baseline only.
+    pub fn preexisting(&mut self, files: usize) -> std::io::Result<()> {
+        let mut lines = String::new();
+        let mut dirs = vec!["/".to_string()];
+        for i in 0..files.div_ceil(10).max(1) {
+            let parent = dirs[self.rng.below(dirs.len() as u64) as usize].clone();
+            let path = join(&parent, &format!("old{i}"));
+            fs::create_dir_all(self.real(&path))?;
+            let fid = self.mint();
+            self.ns.add(fid, path.clone(), true);
+            lines.push_str(&format!("{fid}\t{path}\td\n"));
+            dirs.push(path);
+        }
+        for i in 0..files {
+            let parent = dirs[1 + self.rng.below(dirs.len() as u64 - 1) as usize].clone();
+            let path = join(&parent, &format!("pre {i}.dat"));
+            fs::write(self.real(&path), vec![b'x'; self.rng.below(5000) as usize])?;
+            let fid = self.mint();
+            self.ns.add(fid, path.clone(), false);
+            lines.push_str(&format!("{fid}\t{path}\tf\n"));
+        }
+        let mut f = fs::OpenOptions::new().create(true).append(true).open(side(&self.journal_path, ".baseline"))?;
+        f.write_all(lines.as_bytes())
+    }
+
+    // ----- operations: the real thing, then its records -----
+
+    /// Create and write a file.
+    pub fn create(&mut self, path: &str, bytes: usize) -> std::io::Result<()> {
+        let (parent, name) = split(path);
+        fs::write(self.real(path), vec![b'd'; bytes])?;
+        let fid = self.mint();
+        let pf = self.fid(&parent);
+        self.record("CREAT", 0, fid, Some(pf), Some(&name), None, None)?;
+        self.record("OPEN", 0x24a, fid, Some(pf), None, None, Some("-w-"))?;
+        self.record("CLOSE", 0x242, fid, None, None, None, None)
+    }
+
+    /// Append to a file.
+    pub fn append(&mut self, path: &str, bytes: usize) -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new().append(true).open(self.real(path))?;
+        f.write_all(&vec![b'a'; bytes])?;
+        let fid = self.fid(path);
+        self.record("OPEN", 0x24a, fid, None, None, None, Some("-w-"))?;
+        self.record("CLOSE", 0x242, fid, None, None, None, None)
+    }
+
+    /// Open, read and close a file.
+    pub fn read(&mut self, path: &str) -> std::io::Result<()> {
+        let _ = fs::read(self.real(path))?;
+        let fid = self.fid(path);
+        self.record("OPEN", 0x0, fid, None, None, None, Some("r--"))?;
+        self.record("CLOSE", 0x0, fid, None, None, None, None)
+    }
+
+    /// Make a directory.
+    pub fn mkdir(&mut self, path: &str) -> std::io::Result<()> {
+        let (parent, name) = split(path);
+        fs::create_dir(self.real(path))?;
+        let fid = self.mint();
+        let pf = self.fid(&parent);
+        self.record("MKDIR", 0, fid, Some(pf), Some(&name), None, None)
+    }
+
+    /// Remove a file or link.
+    pub fn unlink(&mut self, path: &str) -> std::io::Result<()> {
+        let (parent, name) = split(path);
+        let fid = self.fid(path);
+        let links = self.ns.by_fid.get(&fid).map_or(1, |o| o.paths.len());
+        fs::remove_file(self.real(path))?;
+        let pf = self.fid(&parent);
+        self.record("UNLNK", if links <= 1 { CLF_LAST } else { 0 }, fid, Some(pf), Some(&name), None, None)
+    }
+
+    /// Remove an empty directory.
+    pub fn rmdir(&mut self, path: &str) -> std::io::Result<()> {
+        let (parent, name) = split(path);
+        let fid = self.fid(path);
+        fs::remove_dir(self.real(path))?;
+        let pf = self.fid(&parent);
+        self.record("RMDIR", CLF_LAST, fid, Some(pf), Some(&name), None, None)
+    }
+
+    /// Remove a directory tree, deepest first.
+    pub fn remove_tree(&mut self, path: &str) -> std::io::Result<()> {
+        let prefix = format!("{path}/");
+        let mut below: Vec<String> = self.ns.by_path.keys().filter(|p| p.starts_with(&prefix)).cloned().collect();
+        below.sort_by_key(|p| std::cmp::Reverse(p.matches('/').count()));
+        for p in below {
+            let is_dir = self.ns.by_path.get(&p).and_then(|f| self.ns.by_fid.get(f)).is_some_and(|o| o.is_dir);
+            if is_dir {
+                self.rmdir(&p)?;
+            } else {
+                self.unlink(&p)?;
+            }
+        }
+        self.rmdir(path)
+    }
+
+    /// Rename (over an existing target when there is one).
+    pub fn rename(&mut self, from: &str, to: &str) -> std::io::Result<()> {
+        let (sp, sname) = split(from);
+        let (p, name) = split(to);
+        let src = self.fid(from);
+        let over = self.ns.by_path.get(to).copied().unwrap_or_default();
+        let last = !over.is_zero() && self.ns.by_fid.get(&over).is_some_and(|o| o.paths.len() <= 1);
+        fs::rename(self.real(from), self.real(to))?;
+        let (pf, spf) = (self.fid(&p), self.fid(&sp));
+        self.record("RENME", if last { CLF_LAST } else { 0 }, over, Some(pf), Some(&name), Some((src, spf, sname)), None)
+    }
+
+    /// A hard link.
+    pub fn hardlink(&mut self, existing: &str, new: &str) -> std::io::Result<()> {
+        let (p, name) = split(new);
+        fs::hard_link(self.real(existing), self.real(new))?;
+        let (fid, pf) = (self.fid(existing), self.fid(&p));
+        self.record("HLINK", 0, fid, Some(pf), Some(&name), None, None)
+    }
+
+    /// A symbolic link.
+    pub fn symlink(&mut self, target: &str, new: &str) -> std::io::Result<()> {
+        let (p, name) = split(new);
+        std::os::unix::fs::symlink(target, self.real(new))?;
+        let fid = self.mint();
+        let pf = self.fid(&p);
+        self.record("SLINK", 0, fid, Some(pf), Some(&name), None, None)
+    }
+
+    /// chmod.
+    pub fn chmod(&mut self, path: &str, mode: u32) -> std::io::Result<()> {
+        fs::set_permissions(self.real(path), fs::Permissions::from_mode(mode))?;
+        let fid = self.fid(path);
+        self.record("SATTR", 0x14, fid, None, None, None, None)
+    }
+
+    /// chown (needs privileges; without them it changes nothing and journals nothing).
+    pub fn chown(&mut self, path: &str, uid: u32, gid: u32) -> std::io::Result<()> {
+        if std::os::unix::fs::lchown(self.real(path), Some(uid), Some(gid)).is_err() {
+            return Ok(());
+        }
+        let fid = self.fid(path);
+        self.record("SATTR", 0x64, fid, None, None, None, None)
+    }
+
+    /// truncate.
+    pub fn truncate(&mut self, path: &str, size: u64) -> std::io::Result<()> {
+        fs::OpenOptions::new().write(true).open(self.real(path))?.set_len(size)?;
+        let fid = self.fid(path);
+        self.record("TRUNC", 0xe, fid, None, None, None, None)
+    }
+
+    fn files(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.ns.by_path.iter().filter(|(_, f)| self.ns.by_fid.get(f).is_some_and(|o| !o.is_dir)).map(|(p, _)| p.clone()).collect();
+        v.sort();
+        v.retain(|p| fs::symlink_metadata(self.real(p)).map(|m| m.is_file()).unwrap_or(false));
+        v
+    }
+
+    fn dirs(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.ns.by_path.iter().filter(|(_, f)| self.ns.by_fid.get(f).is_some_and(|o| o.is_dir)).map(|(p, _)| p.clone()).collect();
+        v.sort();
+        v
+    }
+
+    /// Run `ops` operations of `kind` under `base` (created if missing).
+    pub fn run(&mut self, kind: Kind, ops: usize, base: &str) -> std::io::Result<()> {
+        if !self.ns.by_path.contains_key(base) {
+            self.mkdir(base)?;
+        }
+        match kind {
+            Kind::EvalOut => {
+                for _ in 0..ops.div_ceil(6) {
+                    let f = join(base, &self.unique("out-"));
+                    self.create(&f, 100)?;
+                    self.append(&f, 50)?;
+                    let g = format!("{f}.renamed");
+                    self.rename(&f, &g)?;
+                    let d = join(base, &self.unique("dir-"));
+                    self.mkdir(&d)?;
+                    let inside = join(&d, "moved file");
+                    self.rename(&g, &inside)?;
+                    self.remove_tree(&d)?;
+                }
+            }
+            Kind::EvalPerf => {
+                for _ in 0..ops.div_ceil(3) {
+                    let f = join(base, &self.unique("perf-"));
+                    self.create(&f, 64)?;
+                    self.append(&f, 64)?;
+                    self.unlink(&f)?;
+                }
+            }
+            Kind::Filebench => {
+                // Pre-populate (width 20, mean depth ~3.6), then open-read-close.
+                let nfiles = (ops / 4).max(20);
+                let mut dirs = vec![base.to_string()];
+                let ndirs = (nfiles / 20).max(1);
+                for i in 0..ndirs {
+                    let parent = dirs[self.rng.below(dirs.len() as u64) as usize].clone();
+                    let d = join(&parent, &format!("fb{i}"));
+                    self.mkdir(&d)?;
+                    dirs.push(d);
+                }
+                let mut files = Vec::new();
+                for i in 0..nfiles {
+                    let d = dirs[self.rng.below(dirs.len() as u64) as usize].clone();
+                    let f = join(&d, &format!("file{i}"));
+                    let size = self.rng.gamma(1.5, 16_384.0 / 1.5) as usize;
+                    self.create(&f, size.min(1 << 20))?;
+                    files.push(f);
+                }
+                for _ in 0..ops.saturating_sub(nfiles * 3) / 2 {
+                    let f = files[self.rng.below(files.len() as u64) as usize].clone();
+                    self.read(&f)?;
+                }
+            }
+            Kind::Mixed => {
+                let mut done = 0;
+                while done < ops {
+                    let files = self.files();
+                    let dirs = self.dirs();
+                    let pick = |rng: &mut Rng, v: &Vec<String>| v[rng.below(v.len() as u64) as usize].clone();
+                    let choice = self.rng.below(14);
+                    let r = match choice {
+                        0 | 1 => {
+                            let d = pick(&mut self.rng, &dirs);
+                            let f = join(&d, &self.unique("m file "));
+                            let n = 10 + self.rng.below(3000) as usize;
+                            self.create(&f, n)
+                        }
+                        2 => {
+                            let d = pick(&mut self.rng, &dirs);
+                            let n = join(&d, &self.unique("mdir"));
+                            self.mkdir(&n)
+                        }
+                        3 if !files.is_empty() => {
+                            let f = pick(&mut self.rng, &files);
+                            self.append(&f, 100)
+                        }
+                        4 if !files.is_empty() => {
+                            let f = pick(&mut self.rng, &files);
+                            let m = [0o600, 0o640, 0o755, 0o644][self.rng.below(4) as usize];
+                            self.chmod(&f, m)
+                        }
+                        5 if !files.is_empty() => {
+                            let f = pick(&mut self.rng, &files);
+                            let (u, g) = (1000 + self.rng.below(3) as u32, 100 + self.rng.below(2) as u32);
+                            self.chown(&f, u, g)
+                        }
+                        6 if !files.is_empty() => {
+                            let f = pick(&mut self.rng, &files);
+                            let n = self.rng.below(100);
+                            self.truncate(&f, n)
+                        }
+                        7 if !files.is_empty() => {
+                            let f = pick(&mut self.rng, &files);
+                            self.unlink(&f)
+                        }
+                        8 if !files.is_empty() => {
+                            // Rename to a new name in another directory.
+                            let f = pick(&mut self.rng, &files);
+                            let d = pick(&mut self.rng, &dirs);
+                            let to = join(&d, &self.unique("moved "));
+                            self.rename(&f, &to)
+                        }
+                        9 if files.len() >= 2 => {
+                            // Rename over an existing file.
+                            let a = pick(&mut self.rng, &files);
+                            let b = pick(&mut self.rng, &files);
+                            if a != b {
+                                self.rename(&a, &b)
+                            } else {
+                                Ok(())
+                            }
+                        }
+                        10 if !files.is_empty() => {
+                            let f = pick(&mut self.rng, &files);
+                            let d = pick(&mut self.rng, &dirs);
+                            let to = join(&d, &self.unique("hard "));
+                            self.hardlink(&f, &to)
+                        }
+                        11 => {
+                            let d = pick(&mut self.rng, &dirs);
+                            let to = join(&d, &self.unique("sym "));
+                            self.symlink("../somewhere/else", &to)
+                        }
+                        12 if dirs.len() > 2 => {
+                            // Rename a directory (with everything below it) into another one.
+                            let d = pick(&mut self.rng, &dirs);
+                            let to_parent = pick(&mut self.rng, &dirs);
+                            if d == "/" || d == base || to_parent.starts_with(&format!("{d}/")) || to_parent == d {
+                                Ok(())
+                            } else {
+                                let to = join(&to_parent, &self.unique("rdir "));
+                                self.rename(&d, &to)
+                            }
+                        }
+                        13 if !files.is_empty() => {
+                            let f = pick(&mut self.rng, &files);
+                            self.read(&f)
+                        }
+                        _ => Ok(()),
+                    };
+                    r?;
+                    done += 1;
+                }
+            }
+        }
+        self.journal.flush()
+    }
+}
+
+// ------------------------------- the fake lfs -------------------------------
+
+/// `<journal>.users` as (user, cleared index).
+fn read_users(journal: &Path) -> Vec<(String, u64)> {
+    fs::read_to_string(side(journal, ".users"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Run one fake `lfs` command; returns (exit code, stdout, stderr).
+pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[String]) -> (i32, String, String) {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    match a.as_slice() {
+        ["changelog", _mdt, rest @ ..] => {
+            let start: u64 = rest.first().and_then(|s| s.parse().ok()).unwrap_or(0);
+            let end: u64 = rest.get(1).and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+            // Records cleared by every user are purged.
+            let purged = read_users(journal).iter().map(|(_, c)| *c).min().unwrap_or(0);
+            let data = fs::read(journal).unwrap_or_default();
+            let complete = match data.iter().rposition(|&b| b == b'\n') {
+                Some(i) => &data[..=i],
+                None => &data[..0],
+            };
+            let mut out = String::new();
+            for line in String::from_utf8_lossy(complete).lines() {
+                let Some(idx) = line.split(' ').next().and_then(|s| s.parse::<u64>().ok()) else { continue };
+                if idx > purged && idx >= start && idx <= end {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            (0, out, String::new())
+        }
+        ["changelog_clear", _mdt, user, endrec] => {
+            let Ok(endrec) = endrec.parse::<u64>() else { return (22, String::new(), "lfs changelog_clear: invalid record\n".into()) };
+            let last = Namespace::load(&side(journal, ".baseline"), journal).ok().and_then(|n| n.last_index).unwrap_or(0);
+            let mut users = read_users(journal);
+            let Some(u) = users.iter_mut().find(|(n, _)| n == user) else {
+                return (2, String::new(), format!("lfs changelog_clear: no changelog user '{user}': No such file or directory\n"));
+            };
+            if endrec > last {
+                return (22, String::new(), format!("lfs changelog_clear: record out of range: {endrec}\n"));
+            }
+            // 0 means every record (inclusive clear of the current last record).
+            u.1 = u.1.max(if endrec == 0 { last } else { endrec });
+            let text: String = users.iter().map(|(n, c)| format!("{n} {c}\n")).collect();
+            let tmp = side(journal, ".users.tmp");
+            if fs::write(&tmp, text).and_then(|_| fs::rename(&tmp, side(journal, ".users"))).is_err() {
+                return (5, String::new(), "lfs changelog_clear: I/O error\n".into());
+            }
+            (0, String::new(), String::new())
+        }
+        ["fid2path", root, fid] => {
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            let Ok(f) = Fid::parse(fid) else { return (22, String::new(), format!("lfs fid2path: invalid FID '{fid}'\n")) };
+            let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
+            match ns.path(&f) {
+                Some(p) => {
+                    let rel = p.trim_start_matches('/');
+                    let is_mount = mount.is_some_and(|m| Path::new(root) == m) || root.starts_with('/');
+                    let shown = match (is_mount, rel.is_empty()) {
+                        (false, true) => "/".to_string(),
+                        (false, false) => rel.to_string(),
+                        (true, _) => format!("{}/{rel}", root.trim_end_matches('/')),
+                    };
+                    (0, format!("{shown}\n"), String::new())
+                }
+                None => (2, String::new(), format!("lfs fid2path: cannot find '{fid}': No such file or directory\n")),
+            }
+        }
+        ["path2fid", path] => {
+            let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
+            let rel = match mount {
+                Some(m) => Path::new(path).strip_prefix(m).map(|p| format!("/{}", p.display())).unwrap_or_else(|_| path.to_string()),
+                None => path.to_string(),
+            };
+            let rel = if rel == "/" { "/".to_string() } else { rel.trim_end_matches('/').to_string() };
+            match ns.by_path.get(&rel) {
+                Some(f) => (0, format!("{f}\n"), String::new()),
+                None => (2, String::new(), format!("lfs path2fid: can't get fid for {path}: No such file or directory\n")),
+            }
+        }
+        _ => (22, String::new(), format!("lfs: unsupported command: {}\n", a.join(" "))),
+    }
+}

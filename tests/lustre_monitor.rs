@@ -66,14 +66,14 @@ fn comparable(index: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
         .collect()
 }
 
-fn monitor_config(tmp: &Path, root: &Path, journal: &Path, out: &Path, batch: usize) -> PathBuf {
+fn monitor_config(tmp: &Path, root: &Path, journal: &Path, out: &Path, batch: usize, lru: usize) -> PathBuf {
     config(
         tmp,
         "monitor.toml",
         &format!(
             "[records]\nvisible_to = [\"public\"]\n\
              [sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nuser = \"cl1\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
-             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = {batch}\nquiet_period_secs = 0.0\npoll_interval_secs = 0.02\nread_size = 300\nstate_dir = \"{t}/state\"\n\
+             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = {batch}\nquiet_period_secs = 0.0\npoll_interval_secs = 0.02\nread_size = 300\nlru_capacity = {lru}\nstate_dir = \"{t}/state\"\n\
              [sinks.o]\ntype = \"file\"\ndir = \"{o}\"\nfsync = true\n",
             k = testkit().display(),
             j = journal.display(),
@@ -84,7 +84,7 @@ fn monitor_config(tmp: &Path, root: &Path, journal: &Path, out: &Path, batch: us
     )
 }
 
-fn ground_truth(kind: Kind, ops: usize) {
+fn ground_truth(kind: Kind, ops: usize, lru: usize) {
     // ICICLE_TEST_SEED explores other workloads locally; CI runs the fixed seed.
     let seed: u64 = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
     let tmp = tempfile::tempdir().unwrap();
@@ -103,7 +103,7 @@ fn ground_truth(kind: Kind, ops: usize) {
     }
     drop(w);
     let out = tmp.path().join("monitor-out");
-    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40);
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, lru);
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
@@ -121,6 +121,7 @@ fn ground_truth(kind: Kind, ops: usize) {
         std::fs::create_dir_all(&keep).unwrap();
         std::fs::copy(&journal, keep.join("changelog")).unwrap();
         std::fs::copy(tmp.path().join("lfs/changelog.baseline"), keep.join("baseline")).unwrap();
+        let _ = std::process::Command::new("cp").arg("-a").arg(tmp.path()).arg(keep.join("tmp")).status();
     }
     assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "{kind:?}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}");
     // Everything was acknowledged, up to the last record.
@@ -131,20 +132,26 @@ fn ground_truth(kind: Kind, ops: usize) {
 
 #[test]
 fn eval_out_ground_truth() {
-    ground_truth(Kind::EvalOut, 300);
+    ground_truth(Kind::EvalOut, 300, 0);
 }
 
 #[test]
 fn eval_perf_ground_truth() {
-    ground_truth(Kind::EvalPerf, 300);
+    ground_truth(Kind::EvalPerf, 300, 0);
 }
 
 #[test]
 fn filebench_ground_truth() {
-    ground_truth(Kind::Filebench, 600);
+    ground_truth(Kind::Filebench, 600, 0);
 }
 
 #[test]
 fn mixed_ground_truth() {
-    ground_truth(Kind::Mixed, 400);
+    ground_truth(Kind::Mixed, 400, 0);
+}
+
+#[test]
+fn mixed_ground_truth_with_a_tiny_lru() {
+    // Evicted entries are resolved again: correctness must not depend on the cap.
+    ground_truth(Kind::Mixed, 400, 8);
 }

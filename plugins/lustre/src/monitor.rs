@@ -106,6 +106,15 @@ impl Lfs {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// `lfs changelog MDT START`: everything from START to the head.
+    pub fn changelog_from(&self, mdt: &str, start: u64) -> Result<String, String> {
+        let out = self.run(&["changelog", mdt, &start.to_string()])?;
+        if !out.status.success() {
+            return Err(format!("lfs changelog {mdt}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// `lfs changelog_clear MDT USER ENDREC` (inclusive; never called with 0).
     pub fn clear(&self, mdt: &str, user: &str, endrec: u64) -> Result<(), String> {
         if endrec == 0 {
@@ -119,11 +128,34 @@ impl Lfs {
     }
 }
 
+/// Rename records read ahead of the monitor's position, for rewinding `fid2path` answers.
+#[derive(Debug, Default)]
+pub struct Lookahead {
+    renames: Vec<ChangelogRecord>,
+    read_upto: u64,
+    refreshed: bool,
+}
+
+impl Lookahead {
+    /// Start at `cleared` (records up to it are applied).
+    pub fn new(cleared: u64) -> Lookahead {
+        Lookahead { renames: Vec::new(), read_upto: cleared, refreshed: false }
+    }
+
+    /// A new batch begins at `first`: forget applied renames; re-read the head when asked.
+    pub fn next_batch(&mut self, first: u64) {
+        self.renames.retain(|r| r.index >= first);
+        self.refreshed = false;
+    }
+}
+
 /// Resolves through `lfs fid2path <fsname>` and the mounted file system.
 pub struct LfsResolver<'a> {
     pub lfs: &'a Lfs,
     pub fsname: &'a str,
     pub mount: &'a Path,
+    pub mdt: &'a str,
+    pub lookahead: &'a mut Lookahead,
 }
 
 impl LfsResolver<'_> {
@@ -166,6 +198,24 @@ impl Resolver for LfsResolver<'_> {
         }
         out.sort();
         out
+    }
+
+    fn future_renames(&mut self, after: u64) -> Vec<ChangelogRecord> {
+        let la = &mut *self.lookahead;
+        if !la.refreshed {
+            la.refreshed = true;
+            if let Ok(text) = self.lfs.changelog_from(self.mdt, la.read_upto + 1) {
+                for line in text.lines() {
+                    if let Ok(r) = ChangelogRecord::parse(line) {
+                        la.read_upto = la.read_upto.max(r.index);
+                        if r.kind == crate::changelog::RecordType::Renme {
+                            la.renames.push(r);
+                        }
+                    }
+                }
+            }
+        }
+        la.renames.iter().filter(|r| r.index > after).cloned().collect()
     }
 }
 
@@ -297,6 +347,7 @@ impl LustreSource {
         upto: u64,
         lfs: &Lfs,
         tree: &mut DirectoryTree,
+        lookahead: &mut Lookahead,
         ctx: &MonitorContext,
         enc: &mut PrimaryEncoder,
         counts: &mut MonitorCounts,
@@ -306,8 +357,9 @@ impl LustreSource {
             let (kept, rc) = reduce(batch);
             counts.reduce.add(&rc);
             let mut ops = Ops::new();
+            lookahead.next_batch(kept.first().map(|r| r.index).unwrap_or(0));
             tokio::task::block_in_place(|| {
-                let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount };
+                let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead };
                 for rec in &kept {
                     tree.apply(rec, &mut r, &mut ops);
                 }
@@ -346,6 +398,7 @@ impl ChangeSource for LustreSource {
             None => (DirectoryTree::new(cfg.lru_capacity), 0),
         };
         counts.cleared_index = cleared;
+        let mut lookahead = Lookahead::new(cleared);
         let mut next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
         let mut pending: Vec<ChangelogRecord> = Vec::new();
         let mut covered: Option<u64> = None; // highest index read, delivered or not
@@ -387,13 +440,13 @@ impl ChangeSource for LustreSource {
             while pending.len() >= cfg.batch_size {
                 let batch: Vec<ChangelogRecord> = pending.drain(..cfg.batch_size).collect();
                 let upto = batch.last().map(|r| r.index).unwrap_or(0);
-                self.process(batch, upto, &lfs, &mut tree, &ctx, &mut enc, &mut counts).await?;
+                self.process(batch, upto, &lfs, &mut tree, &mut lookahead, &ctx, &mut enc, &mut counts).await?;
             }
             // ...the rest after a quiet period (or at once when draining).
             let quiet_over = ctx.drain || last_new.elapsed() >= quiet;
             if idle && quiet_over && (!pending.is_empty() || covered.is_some_and(|c| c > counts.cleared_index)) {
                 let batch = std::mem::take(&mut pending);
-                self.process(batch, covered.unwrap_or(0), &lfs, &mut tree, &ctx, &mut enc, &mut counts).await?;
+                self.process(batch, covered.unwrap_or(0), &lfs, &mut tree, &mut lookahead, &ctx, &mut enc, &mut counts).await?;
             }
             if idle {
                 if ctx.drain && pending.is_empty() {

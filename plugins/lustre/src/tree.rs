@@ -18,6 +18,11 @@ pub trait Resolver {
     fn is_dir(&mut self, path: &str) -> bool;
     /// The files and links below directory `path`, as paths relative to it.
     fn walk(&mut self, path: &str) -> Vec<String>;
+    /// Rename records after index `after` that the monitor has not applied yet (ascending).
+    /// `fid2path` answers with paths that already include them; the tree undoes them.
+    fn future_renames(&mut self, _after: u64) -> Vec<ChangelogRecord> {
+        Vec::new()
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -57,17 +62,24 @@ pub struct TreeCounts {
 
 /// The directory tree of one MDT.
 ///
-/// `fid2path` answers with an object's path *now*, which may already include renames the
-/// monitor has not processed yet. Two logs keep deletes right anyway: directory renames seen
-/// in this run (to translate a delete back to the path the index knows), and deletes whose
-/// path came from such a lookup (to repeat them under a directory's old name when its rename
-/// is processed later).
+/// `fid2path` answers with an object's path *now*, which may include renames the monitor has
+/// not processed yet; such answers are rewound through those later renames, so every path
+/// the tree works with is the path at the record being applied. A log of this run's
+/// directory renames then translates deletes back to the path the index knows.
 pub struct DirectoryTree {
     nodes: LruCache<Fid, Node>,
     pub counts: TreeCounts,
     renames: Vec<(u64, String, String)>,
-    looked_up_deletes: Vec<(u64, String)>,
-    touched_anchor: bool,
+    /// The record being applied.
+    current: u64,
+    /// Time-correct (old, new) paths of not-yet-applied renames, by record index.
+    rename_paths: std::collections::HashMap<u64, Option<(String, String)>>,
+    /// `fid2path` answers during one record.
+    head_memo: std::collections::HashMap<Fid, Option<String>>,
+}
+
+fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    path.strip_prefix(prefix).filter(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// What a checkpoint holds: the tree and its logs as of one changelog index.
@@ -76,15 +88,10 @@ pub struct Checkpoint {
     pub index: u64,
     nodes: Vec<(String, Node)>,
     renames: Vec<(u64, String, String)>,
-    looked_up_deletes: Vec<(u64, String)>,
 }
 
-/// Entries kept in each of the two logs.
+/// Renames kept in the log.
 const LOG_CAP: usize = 200_000;
-
-fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
-    path.strip_prefix(prefix).filter(|rest| rest.is_empty() || rest.starts_with('/'))
-}
 
 impl DirectoryTree {
     /// A tree holding at most `cap` entries (0 = unbounded).
@@ -93,14 +100,21 @@ impl DirectoryTree {
             Some(c) => LruCache::new(c),
             None => LruCache::unbounded(),
         };
-        DirectoryTree { nodes, counts: TreeCounts::default(), renames: Vec::new(), looked_up_deletes: Vec::new(), touched_anchor: false }
+        DirectoryTree {
+            nodes,
+            counts: TreeCounts::default(),
+            renames: Vec::new(),
+            current: 0,
+            rename_paths: std::collections::HashMap::new(),
+            head_memo: std::collections::HashMap::new(),
+        }
     }
 
     /// The state as of changelog `index` (everything up to it applied).
     pub fn checkpoint(&self, index: u64) -> Checkpoint {
         // Oldest first, so restoring keeps the LRU order.
         let nodes = self.nodes.iter().rev().map(|(f, n)| (f.to_string(), n.clone())).collect();
-        Checkpoint { index, nodes, renames: self.renames.clone(), looked_up_deletes: self.looked_up_deletes.clone() }
+        Checkpoint { index, nodes, renames: self.renames.clone() }
     }
 
     /// Restore a checkpoint into a tree with room for `cap` entries (0 = unbounded).
@@ -112,7 +126,6 @@ impl DirectoryTree {
             }
         }
         t.renames = cp.renames;
-        t.looked_up_deletes = cp.looked_up_deletes;
         t
     }
 
@@ -133,7 +146,59 @@ impl DirectoryTree {
         self.nodes.put(fid, node);
     }
 
-    /// The current path of `fid` (`/` for the root), resolving unknown ancestors once.
+    /// `fid2path` now (memoized for the record being applied).
+    fn head(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
+        if fid == Fid::ROOT {
+            return Some("/".into());
+        }
+        if let Some(p) = self.head_memo.get(&fid) {
+            return p.clone();
+        }
+        self.counts.fid2path_calls += 1;
+        let p = r.fid2path(&fid);
+        if p.is_none() {
+            self.counts.fid2path_failures += 1;
+        }
+        self.head_memo.insert(fid, p.clone());
+        p
+    }
+
+    /// The time-correct (old, new) paths of rename record `rec` (not applied yet).
+    fn rename_paths(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver) -> Option<(String, String)> {
+        if let Some(v) = self.rename_paths.get(&rec.index) {
+            return v.clone();
+        }
+        let at = |t: &mut DirectoryTree, fid: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver| -> Option<String> {
+            let head = t.head(fid?, r)?;
+            let p = t.rewind(head, rec.index, r);
+            Some(child_of(&p, name?))
+        };
+        let old = at(self, rec.source_parent, rec.source_name.as_deref(), r);
+        let new = at(self, rec.parent, rec.name.as_deref(), r);
+        let v = old.zip(new);
+        self.rename_paths.insert(rec.index, v.clone());
+        v
+    }
+
+    /// Undo, newest first, the renames after index `after` that `path` (a `fid2path`
+    /// answer) already reflects.
+    fn rewind(&mut self, mut path: String, after: u64, r: &mut dyn Resolver) -> String {
+        let future = r.future_renames(after);
+        for rec in future.iter().rev() {
+            if rec.index <= after {
+                continue;
+            }
+            if let Some((old, new)) = self.rename_paths(rec, r) {
+                if let Some(rest) = under(&path, &new) {
+                    path = format!("{old}{rest}");
+                }
+            }
+        }
+        path
+    }
+
+    /// The path of `fid` at the record being applied (`/` for the root); unknown objects
+    /// (and ancestors) are resolved once with `fid2path`, rewound, and cached.
     pub fn path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
         let mut parts: Vec<String> = Vec::new();
         let mut cur = fid;
@@ -144,26 +209,17 @@ impl DirectoryTree {
             let node = match self.nodes.get(&cur) {
                 Some(n) => n.clone(),
                 None => {
-                    self.counts.fid2path_calls += 1;
-                    match r.fid2path(&cur) {
-                        Some(p) => {
-                            let is_dir = cur != fid || r.is_dir(&p);
-                            let n = Node { place: Place::Anchored(p), is_dir };
-                            self.insert(cur, n.clone());
-                            n
-                        }
-                        None => {
-                            self.counts.fid2path_failures += 1;
-                            return None;
-                        }
-                    }
+                    let head = self.head(cur, r)?;
+                    // Ancestors are directories; for the object itself ask where it is now.
+                    let is_dir = cur != fid || r.is_dir(&head);
+                    let p = self.rewind(head, self.current, r);
+                    let n = Node { place: Place::Anchored(p), is_dir };
+                    self.insert(cur, n.clone());
+                    n
                 }
             };
             match node.place {
-                Place::Anchored(p) => {
-                    self.touched_anchor = true;
-                    return Some(join(if p == "/" { "" } else { &p }, &parts));
-                }
+                Place::Anchored(p) => return Some(join(if p == "/" { "" } else { &p }, &parts)),
                 Place::Child { parent, name } => {
                     parts.push(name);
                     cur = parent;
@@ -181,7 +237,7 @@ impl DirectoryTree {
 
     /// Delete `path` as computed for record `index`, plus the paths the index may hold it
     /// under: translated back through this run's earlier directory renames.
-    fn delete(&mut self, index: u64, path: String, anchored: bool, ops: &mut Ops) {
+    fn delete(&mut self, index: u64, path: String, ops: &mut Ops) {
         let mut p = path.clone();
         for (i, old, new) in self.renames.iter().rev() {
             if *i >= index {
@@ -192,16 +248,17 @@ impl DirectoryTree {
                 ops.insert(p.clone(), PathOp::Delete);
             }
         }
-        if anchored && self.looked_up_deletes.len() < LOG_CAP {
-            self.looked_up_deletes.push((index, path.clone()));
-        }
         ops.insert(path, PathOp::Delete);
     }
 
-    fn is_dir(&mut self, fid: Fid, path: &str, r: &mut dyn Resolver) -> bool {
-        match self.nodes.peek(&fid) {
-            Some(n) => n.is_dir,
-            None => r.is_dir(path),
+    /// Whether `fid` is a directory: from the tree, else where it is now.
+    fn is_dir(&mut self, fid: Fid, r: &mut dyn Resolver) -> bool {
+        if let Some(n) = self.nodes.peek(&fid) {
+            return n.is_dir;
+        }
+        match self.head(fid, r) {
+            Some(now) => r.is_dir(&now),
+            None => false,
         }
     }
 
@@ -209,7 +266,9 @@ impl DirectoryTree {
     pub fn apply(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver, ops: &mut Ops) {
         use RecordType::*;
         let name = rec.name.as_deref();
-        self.touched_anchor = false;
+        self.current = rec.index;
+        self.head_memo.clear();
+        self.rename_paths.retain(|i, _| *i > rec.index);
         match &rec.kind {
             Creat | Mknod | Slink | Mkdir => {
                 let (Some(parent), Some(n)) = (rec.parent, name) else { return };
@@ -235,7 +294,6 @@ impl DirectoryTree {
             }
             Unlnk | Rmdir => {
                 let path = self.child_path(rec.parent, name, r);
-                let anchored = self.touched_anchor;
                 let was_dir = rec.kind == Rmdir;
                 let same_name = matches!(self.nodes.peek(&rec.target), Some(Node { place: Place::Child { parent, name: n }, .. })
                     if Some(*parent) == rec.parent && Some(n.as_str()) == name);
@@ -244,7 +302,7 @@ impl DirectoryTree {
                 }
                 match path {
                     Some(p) if !was_dir => {
-                        self.delete(rec.index, p, anchored, ops);
+                        self.delete(rec.index, p, ops);
                         if rec.flags & CLF_LAST == 0 {
                             // Other links remain: their ctime changed.
                             if let Some(other) = self.path(rec.target, r) {
@@ -258,58 +316,60 @@ impl DirectoryTree {
             }
             Renme | Rnmto => {
                 let (Some(src), Some(sp)) = (rec.source, rec.source_parent) else { return };
-                self.touched_anchor = false;
                 let old = self.child_path(Some(sp), rec.source_name.as_deref(), r);
-                let old_anchored = self.touched_anchor;
                 let new = self.child_path(rec.parent, name, r);
                 if !rec.target.is_zero() {
                     // The overwritten target is gone (its path now names the renamed object).
                     self.nodes.pop(&rec.target);
                 }
                 let Some(new) = new else {
+                    tracing::debug!(message = "rename target unresolved", index = rec.index, parent = ?rec.parent);
                     self.counts.unresolved += 1;
                     return;
                 };
-                let is_dir = self.is_dir(src, &new, r);
+                let is_dir = self.is_dir(src, r);
+                if is_dir {
+                    if let Some(old) = &old {
+                        // Anchored entries below the old name move with it.
+                        let moved: Vec<(Fid, String)> = self
+                            .nodes
+                            .iter()
+                            .filter_map(|(f, n)| match &n.place {
+                                Place::Anchored(p) => under(p, old).map(|rest| (*f, format!("{new}{rest}"))),
+                                _ => None,
+                            })
+                            .collect();
+                        for (f, p) in moved {
+                            if let Some(n) = self.nodes.peek_mut(&f) {
+                                n.place = Place::Anchored(p);
+                            }
+                        }
+                    }
+                }
                 if let (Some(parent), Some(n)) = (rec.parent, name) {
                     self.insert(src, Node { place: Place::Child { parent, name: n.to_string() }, is_dir });
                 }
                 if is_dir {
-                    // Every descendant moved: the known ones and the ones never seen.
-                    for rel in r.walk(&new) {
-                        if let Some(old) = &old {
-                            self.delete(rec.index, format!("{old}/{rel}"), old_anchored, ops);
+                    // Every descendant moved, the ones never seen too: walk where the
+                    // directory is now, upsert what is there, delete the old names.
+                    let now = self.head(src, r);
+                    tracing::debug!(message = "directory rename", index = rec.index, old = ?old, new = %new, now = ?now);
+                    if let Some(now) = now {
+                        for rel in r.walk(&now) {
+                            if let Some(old) = &old {
+                                self.delete(rec.index, format!("{old}/{rel}"), ops);
+                            }
+                            ops.insert(format!("{now}/{rel}"), PathOp::Update);
                         }
-                        ops.insert(format!("{new}/{rel}"), PathOp::Update);
                     }
                     if let Some(old) = old {
-                        // Paths logged earlier from lookups that already saw this rename use
-                        // the new name: rewind them to the old one (and repeat those deletes).
-                        for (i, o, n) in self.renames.iter_mut() {
-                            if *i < rec.index {
-                                if let Some(rest) = under(o, &new) {
-                                    *o = format!("{old}{rest}");
-                                }
-                                if let Some(rest) = under(n, &new) {
-                                    *n = format!("{old}{rest}");
-                                }
-                            }
-                        }
-                        for (i, p) in self.looked_up_deletes.iter_mut() {
-                            if *i < rec.index {
-                                if let Some(rest) = under(p, &new) {
-                                    *p = format!("{old}{rest}");
-                                    ops.insert(p.clone(), PathOp::Delete);
-                                }
-                            }
-                        }
                         if self.renames.len() < LOG_CAP {
                             self.renames.push((rec.index, old, new.clone()));
                         }
                     }
                 } else {
                     if let Some(old) = old {
-                        self.delete(rec.index, old, old_anchored, ops);
+                        self.delete(rec.index, old, ops);
                     }
                     ops.insert(new, PathOp::Update);
                 }
@@ -329,6 +389,14 @@ impl DirectoryTree {
                 }
             }
         }
+    }
+}
+
+fn child_of(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
     }
 }
 
@@ -402,7 +470,7 @@ mod tests {
 
     #[test]
     fn directory_renames_move_every_descendant() {
-        let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
+        let mut r = MapResolver { paths: HashMap::from([(fid(3), "/new".to_string())]), dirs: vec!["/new".into()], calls: 0 };
         let mut t = DirectoryTree::new(0);
         let mut ops = Ops::new();
         t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] old"), &mut r, &mut ops);
@@ -420,9 +488,10 @@ mod tests {
                 ("/old/sub/f2".into(), PathOp::Delete)
             ]
         );
-        // Known descendants now have their new paths without any lookup.
+        // Known descendants now have their new paths without any lookup (the one call
+        // located the renamed directory to walk it).
         assert_eq!(t.path(fid(5), &mut r).as_deref(), Some("/new/sub/f2"));
-        assert_eq!(r.calls, 0);
+        assert_eq!(r.calls, 1);
     }
 
     #[test]

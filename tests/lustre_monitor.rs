@@ -155,3 +155,64 @@ fn mixed_ground_truth_with_a_tiny_lru() {
     // Evicted entries are resolved again: correctness must not depend on the cap.
     ground_truth(Kind::Mixed, 400, 8);
 }
+
+#[test]
+fn a_monitor_killed_at_random_points_loses_nothing() {
+    let seed: u64 = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    w.preexisting(40).unwrap();
+    drop(w);
+    let mut index = walk_snapshot(tmp.path(), &root, "before");
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 15, 0);
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("\"--delay-ms\", \"0\"", "\"--delay-ms\", \"2\"");
+    std::fs::write(&cfg, text).unwrap();
+    // A long workload, then monitors started and killed with SIGKILL at random points while
+    // they work through it. (The stand-in cannot make a file operation and its changelog
+    // record appear atomically to a concurrent observer, as Lustre does, so the workload is
+    // not run concurrently here.)
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    for round in 0..6 {
+        w.run(if round % 2 == 0 { Kind::Mixed } else { Kind::EvalOut }, 150, "/work").unwrap();
+    }
+    drop(w);
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut kills = 0;
+    let max_kills: u32 = std::env::var("ICICLE_TEST_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(6);
+    while kills < max_kills {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+            .args(["monitor", "-c", cfg.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        std::thread::sleep(std::time::Duration::from_millis(20 + (x >> 33) % 250));
+        child.kill().unwrap(); // SIGKILL: no chance to clean up
+        child.wait().unwrap();
+        kills += 1;
+    }
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    apply(&mut index, &out);
+    let fresh = walk_snapshot(tmp.path(), &root, "after");
+    let (got, want) = (comparable(&index), comparable(&fresh));
+    let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();
+    let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k)).collect();
+    let differ: Vec<&String> = want.keys().filter(|k| got.get(*k).is_some_and(|g| g != &want[*k])).collect();
+    if !(missing.is_empty() && extra.is_empty() && differ.is_empty()) && std::env::var("KEEP").is_ok() {
+        let _ = std::fs::remove_dir_all("/tmp/lustre-keep");
+        let _ = std::process::Command::new("cp").arg("-a").arg(tmp.path()).arg("/tmp/lustre-keep").status();
+    }
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "after {kills} kills: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}"
+    );
+    let users = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
+    let last = std::fs::read_to_string(&journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
+    assert_eq!(users.trim(), format!("cl1 {last}"));
+}

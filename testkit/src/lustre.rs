@@ -270,6 +270,10 @@ impl Workload {
         let (p, name) = split(to);
         let src = self.fid(from);
         let over = self.ns.by_path.get(to).copied().unwrap_or_default();
+        if over == src {
+            // Two links to the same file: rename(2) does nothing, and Lustre records nothing.
+            return fs::rename(self.real(from), self.real(to));
+        }
         let last = !over.is_zero() && self.ns.by_fid.get(&over).is_some_and(|o| o.paths.len() <= 1);
         fs::rename(self.real(from), self.real(to))?;
         let (pf, spf) = (self.fid(&p), self.fid(&sp));

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::Subcommand;
 use figment::providers::{Format as _, Toml};
 use figment::Figment;
@@ -52,6 +53,27 @@ pub enum BenchCommand {
         /// Skip the DuckDB comparison.
         #[arg(long)]
         no_duckdb: bool,
+    },
+    /// The monitor's whole processing path in one process over a changelog text file:
+    /// parse → filter → reduce → directory tree → emit (stat stubbed) to a counting sink.
+    Monitor {
+        /// `lustre`.
+        #[arg(long, default_value = "lustre")]
+        format: String,
+        /// The changelog text (`lfs changelog` lines).
+        #[arg(long)]
+        input: PathBuf,
+        /// `FID<TAB>path` lines answering fid2path (as `lfs fid2path <fsname>` prints).
+        #[arg(long)]
+        fid_map: Option<PathBuf>,
+        /// `stub`: metadata is synthesized instead of stat'ed.
+        #[arg(long, default_value = "stub")]
+        stat: String,
+        /// Write every emitted operation, in order, as JSON lines.
+        #[arg(long)]
+        emit: Option<PathBuf>,
+        #[arg(long, default_value_t = 1000)]
+        batch_size: usize,
     },
     /// One measured run in a fresh process (used by `bench snapshot`, so that peak memory
     /// covers the pipeline alone, not the generator).
@@ -218,6 +240,13 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Monitor { format, input, fid_map, stat, emit, batch_size } => {
+            anyhow::ensure!(format == "lustre", "only --format lustre is implemented");
+            anyhow::ensure!(stat == "stub", "only --stat stub is implemented");
+            let v = monitor_bench(&input, fid_map.as_deref(), emit.as_deref(), batch_size)?;
+            println!("{v}");
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::SnapshotRun { format, sink, data, out, workers, all_pipelines, aggregate_only } => {
             let fmt: Format = format.parse().map_err(anyhow::Error::msg)?;
             let _ = std::fs::remove_dir_all(&out);
@@ -271,4 +300,126 @@ pub fn cpu_seconds() -> f64 {
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// fid2path from a map, directory walks from the same map, renames from the stream.
+struct MapResolver {
+    paths: std::collections::HashMap<icicle_plugins_lustre::changelog::Fid, String>,
+    all: std::collections::BTreeSet<String>,
+    dirs: std::collections::HashSet<String>,
+    renames: Vec<icicle_plugins_lustre::changelog::ChangelogRecord>,
+}
+
+impl icicle_plugins_lustre::tree::Resolver for MapResolver {
+    fn fid2path(&mut self, fid: &icicle_plugins_lustre::changelog::Fid) -> Option<String> {
+        self.paths.get(fid).cloned()
+    }
+    fn is_dir(&mut self, path: &str) -> bool {
+        self.dirs.contains(path)
+    }
+    fn walk(&mut self, path: &str) -> Vec<String> {
+        let prefix = format!("{}/", path.trim_end_matches('/'));
+        self.all.range(prefix.clone()..).take_while(|p| p.starts_with(&prefix)).filter(|p| !self.dirs.contains(*p)).map(|p| p[prefix.len()..].to_string()).collect()
+    }
+    fn future_renames(&mut self, after: u64) -> Vec<icicle_plugins_lustre::changelog::ChangelogRecord> {
+        let start = self.renames.partition_point(|r| r.index <= after);
+        self.renames[start..].to_vec()
+    }
+}
+
+/// Run the monitor bench; returns the JSON line.
+pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
+    use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
+    use icicle_plugins_lustre::tree::{DirectoryTree, Ops, PathOp};
+    let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
+    let mut resolver = MapResolver { paths: Default::default(), all: Default::default(), dirs: Default::default(), renames: Vec::new() };
+    if let Some(m) = fid_map {
+        for line in std::fs::read_to_string(m).with_context(|| format!("reading {}", m.display()))?.lines() {
+            let Some((f, p)) = line.split_once('\t') else { continue };
+            let Ok(fid) = Fid::parse(f) else { continue };
+            let p = if p == "/" { "/".to_string() } else { format!("/{}", p.trim_start_matches('/')) };
+            resolver.paths.insert(fid, p.clone());
+            resolver.all.insert(p);
+        }
+        let parents: Vec<String> = resolver.all.iter().filter_map(|p| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/".to_string() } else { d.to_string() })).collect();
+        resolver.dirs.extend(parents);
+    }
+    let policy = std::sync::Arc::new(icicle_core::gmeta::RecordPolicy {
+        visible_to: vec![icicle_core::gmeta::VisibleTo::Public],
+        fallback: vec![],
+        principals: std::sync::Arc::new(icicle_core::gmeta::PrincipalMap::default()),
+        version: "bench".into(),
+    });
+    let mut enc = icicle_core::gmeta::PrimaryEncoder::new(policy);
+    let mut out = emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
+    let filter_bits: u32 = ["OPEN", "NOPEN", "GXATR", "MARK"].iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
+    let cpu0 = cpu_seconds();
+    let t = Instant::now();
+    // The renames of the stream are the lookahead (the whole stream is "the changelog").
+    let finder = memchr::memmem::Finder::new(" 08RENME ");
+    resolver.renames = text.lines().filter(|l| finder.find(l.as_bytes()).is_some()).filter_map(|l| ChangelogRecord::parse(l).ok()).collect();
+    let mut tree = DirectoryTree::new(0);
+    let (mut records, mut rejects, mut filtered, mut updates, mut deletes, mut bytes) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut batch: Vec<ChangelogRecord> = Vec::with_capacity(batch_size);
+    let mut buf = Vec::with_capacity(1024);
+    let mut flush = |batch: &mut Vec<ChangelogRecord>, tree: &mut DirectoryTree, resolver: &mut MapResolver| -> anyhow::Result<()> {
+        let (kept, _) = icicle_plugins_lustre::reducer::reduce(std::mem::take(batch));
+        let mut ops = Ops::new();
+        for r in &kept {
+            tree.apply(r, resolver, &mut ops);
+        }
+        for (path, op) in ops {
+            match op {
+                PathOp::Update => {
+                    let rec = icicle_core::record::FileRecord { path: &path, kind: icicle_core::record::FileKind::File, mode: 0o100644, uid: 0, gid: 0, size: path.len() as u64, atime: 0, ctime: 0, mtime: 0 };
+                    buf.clear();
+                    if enc.encode(&rec, &mut buf).is_ok() {
+                        updates += 1;
+                        bytes += buf.len() as u64;
+                    }
+                    if let Some(w) = out.as_mut() {
+                        use std::io::Write;
+                        writeln!(w, "{{\"op\":\"update\",\"path\":{},\"record\":{}}}", serde_json::to_string(&path)?, String::from_utf8_lossy(&buf))?;
+                    }
+                }
+                PathOp::Delete => {
+                    deletes += 1;
+                    if let Some(w) = out.as_mut() {
+                        use std::io::Write;
+                        writeln!(w, "{{\"op\":\"delete\",\"path\":{}}}", serde_json::to_string(&path)?)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        records += 1;
+        match ChangelogRecord::parse(line) {
+            Ok(r) if r.kind.bit() & filter_bits != 0 => filtered += 1,
+            Ok(r) => {
+                batch.push(r);
+                if batch.len() >= batch_size {
+                    flush(&mut batch, &mut tree, &mut resolver)?;
+                }
+            }
+            Err(_) => rejects += 1,
+        }
+    }
+    flush(&mut batch, &mut tree, &mut resolver)?;
+    drop(flush);
+    if let Some(mut w) = out.take() {
+        use std::io::Write;
+        w.flush()?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = (cpu_seconds() - cpu0).max(1e-9);
+    Ok(serde_json::json!({
+        "records": records, "seconds": secs, "records_per_s": records as f64 / secs, "records_per_cpu_s": records as f64 / cpu,
+        "updates": updates, "deletes": deletes, "filtered": filtered, "rejects": rejects, "bytes": bytes,
+        "fid2path_calls": tree.counts.fid2path_calls, "peak_rss_bytes": peak_rss_bytes(),
+    }))
 }

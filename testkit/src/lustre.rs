@@ -39,6 +39,8 @@ pub struct Workload {
     /// Records written by this workload.
     pub records: u64,
     counter: u64,
+    /// Perform the file operations (false: journal only, for benchmark streams).
+    pub real: bool,
 }
 
 fn now_parts() -> String {
@@ -114,6 +116,7 @@ impl Workload {
             rng: Rng::new(seed ^ (next_index << 20)),
             records: 0,
             counter: next_index,
+            real: true,
         })
     }
 
@@ -172,7 +175,9 @@ impl Workload {
         for i in 0..files.div_ceil(10).max(1) {
             let parent = dirs[self.rng.below(dirs.len() as u64) as usize].clone();
             let path = join(&parent, &format!("old{i}"));
-            fs::create_dir_all(self.real(&path))?;
+            if self.real {
+                fs::create_dir_all(self.real(&path))?;
+            }
             let fid = self.mint();
             self.ns.add(fid, path.clone(), true);
             lines.push_str(&format!("{fid}\t{path}\td\n"));
@@ -181,7 +186,10 @@ impl Workload {
         for i in 0..files {
             let parent = dirs[1 + self.rng.below(dirs.len() as u64 - 1) as usize].clone();
             let path = join(&parent, &format!("pre {i}.dat"));
-            fs::write(self.real(&path), vec![b'x'; self.rng.below(5000) as usize])?;
+            let n = self.rng.below(5000) as usize;
+            if self.real {
+                fs::write(self.real(&path), vec![b'x'; n])?;
+            }
             let fid = self.mint();
             self.ns.add(fid, path.clone(), false);
             lines.push_str(&format!("{fid}\t{path}\tf\n"));
@@ -195,7 +203,9 @@ impl Workload {
     /// Create and write a file.
     pub fn create(&mut self, path: &str, bytes: usize) -> std::io::Result<()> {
         let (parent, name) = split(path);
-        fs::write(self.real(path), vec![b'd'; bytes])?;
+        if self.real {
+            fs::write(self.real(path), vec![b'd'; bytes])?;
+        }
         let fid = self.mint();
         let pf = self.fid(&parent);
         self.record("CREAT", 0, fid, Some(pf), Some(&name), None, None)?;
@@ -205,8 +215,10 @@ impl Workload {
 
     /// Append to a file.
     pub fn append(&mut self, path: &str, bytes: usize) -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new().append(true).open(self.real(path))?;
-        f.write_all(&vec![b'a'; bytes])?;
+        if self.real {
+            let mut f = fs::OpenOptions::new().append(true).open(self.real(path))?;
+            f.write_all(&vec![b'a'; bytes])?;
+        }
         let fid = self.fid(path);
         self.record("OPEN", 0x24a, fid, None, None, None, Some("-w-"))?;
         self.record("CLOSE", 0x242, fid, None, None, None, None)
@@ -214,7 +226,9 @@ impl Workload {
 
     /// Open, read and close a file.
     pub fn read(&mut self, path: &str) -> std::io::Result<()> {
-        let _ = fs::read(self.real(path))?;
+        if self.real {
+            let _ = fs::read(self.real(path))?;
+        }
         let fid = self.fid(path);
         self.record("OPEN", 0x0, fid, None, None, None, Some("r--"))?;
         self.record("CLOSE", 0x0, fid, None, None, None, None)
@@ -223,7 +237,9 @@ impl Workload {
     /// Make a directory.
     pub fn mkdir(&mut self, path: &str) -> std::io::Result<()> {
         let (parent, name) = split(path);
-        fs::create_dir(self.real(path))?;
+        if self.real {
+            fs::create_dir(self.real(path))?;
+        }
         let fid = self.mint();
         let pf = self.fid(&parent);
         self.record("MKDIR", 0, fid, Some(pf), Some(&name), None, None)
@@ -234,7 +250,9 @@ impl Workload {
         let (parent, name) = split(path);
         let fid = self.fid(path);
         let links = self.ns.by_fid.get(&fid).map_or(1, |o| o.paths.len());
-        fs::remove_file(self.real(path))?;
+        if self.real {
+            fs::remove_file(self.real(path))?;
+        }
         let pf = self.fid(&parent);
         self.record("UNLNK", if links <= 1 { CLF_LAST } else { 0 }, fid, Some(pf), Some(&name), None, None)
     }
@@ -243,7 +261,9 @@ impl Workload {
     pub fn rmdir(&mut self, path: &str) -> std::io::Result<()> {
         let (parent, name) = split(path);
         let fid = self.fid(path);
-        fs::remove_dir(self.real(path))?;
+        if self.real {
+            fs::remove_dir(self.real(path))?;
+        }
         let pf = self.fid(&parent);
         self.record("RMDIR", CLF_LAST, fid, Some(pf), Some(&name), None, None)
     }
@@ -272,10 +292,12 @@ impl Workload {
         let over = self.ns.by_path.get(to).copied().unwrap_or_default();
         if over == src {
             // Two links to the same file: rename(2) does nothing, and Lustre records nothing.
-            return fs::rename(self.real(from), self.real(to));
+            return if self.real { fs::rename(self.real(from), self.real(to)) } else { Ok(()) };
         }
         let last = !over.is_zero() && self.ns.by_fid.get(&over).is_some_and(|o| o.paths.len() <= 1);
-        fs::rename(self.real(from), self.real(to))?;
+        if self.real {
+            fs::rename(self.real(from), self.real(to))?;
+        }
         let (pf, spf) = (self.fid(&p), self.fid(&sp));
         self.record("RENME", if last { CLF_LAST } else { 0 }, over, Some(pf), Some(&name), Some((src, spf, sname)), None)
     }
@@ -283,7 +305,9 @@ impl Workload {
     /// A hard link.
     pub fn hardlink(&mut self, existing: &str, new: &str) -> std::io::Result<()> {
         let (p, name) = split(new);
-        fs::hard_link(self.real(existing), self.real(new))?;
+        if self.real {
+            fs::hard_link(self.real(existing), self.real(new))?;
+        }
         let (fid, pf) = (self.fid(existing), self.fid(&p));
         self.record("HLINK", 0, fid, Some(pf), Some(&name), None, None)
     }
@@ -291,7 +315,9 @@ impl Workload {
     /// A symbolic link.
     pub fn symlink(&mut self, target: &str, new: &str) -> std::io::Result<()> {
         let (p, name) = split(new);
-        std::os::unix::fs::symlink(target, self.real(new))?;
+        if self.real {
+            std::os::unix::fs::symlink(target, self.real(new))?;
+        }
         let fid = self.mint();
         let pf = self.fid(&p);
         self.record("SLINK", 0, fid, Some(pf), Some(&name), None, None)
@@ -299,14 +325,16 @@ impl Workload {
 
     /// chmod.
     pub fn chmod(&mut self, path: &str, mode: u32) -> std::io::Result<()> {
-        fs::set_permissions(self.real(path), fs::Permissions::from_mode(mode))?;
+        if self.real {
+            fs::set_permissions(self.real(path), fs::Permissions::from_mode(mode))?;
+        }
         let fid = self.fid(path);
         self.record("SATTR", 0x14, fid, None, None, None, None)
     }
 
     /// chown (needs privileges; without them it changes nothing and journals nothing).
     pub fn chown(&mut self, path: &str, uid: u32, gid: u32) -> std::io::Result<()> {
-        if std::os::unix::fs::lchown(self.real(path), Some(uid), Some(gid)).is_err() {
+        if self.real && std::os::unix::fs::lchown(self.real(path), Some(uid), Some(gid)).is_err() {
             return Ok(());
         }
         let fid = self.fid(path);
@@ -315,7 +343,9 @@ impl Workload {
 
     /// truncate.
     pub fn truncate(&mut self, path: &str, size: u64) -> std::io::Result<()> {
-        fs::OpenOptions::new().write(true).open(self.real(path))?.set_len(size)?;
+        if self.real {
+            fs::OpenOptions::new().write(true).open(self.real(path))?.set_len(size)?;
+        }
         let fid = self.fid(path);
         self.record("TRUNC", 0xe, fid, None, None, None, None)
     }
@@ -323,7 +353,9 @@ impl Workload {
     fn files(&self) -> Vec<String> {
         let mut v: Vec<String> = self.ns.by_path.iter().filter(|(_, f)| self.ns.by_fid.get(f).is_some_and(|o| !o.is_dir)).map(|(p, _)| p.clone()).collect();
         v.sort();
-        v.retain(|p| fs::symlink_metadata(self.real(p)).map(|m| m.is_file()).unwrap_or(false));
+        if self.real {
+            v.retain(|p| fs::symlink_metadata(self.real(p)).map(|m| m.is_file()).unwrap_or(false));
+        }
         v
     }
 
@@ -478,6 +510,21 @@ impl Workload {
             }
         }
         self.journal.flush()
+    }
+}
+
+impl Workload {
+    /// Write `<journal>.fidmap`: every object's current path as `lfs fid2path <fsname>`
+    /// prints it (`FID<TAB>relative/path`), for benchmarks that answer fid2path from a map.
+    pub fn write_fid_map(&self) -> std::io::Result<()> {
+        let mut lines: Vec<String> = self
+            .ns
+            .by_fid
+            .iter()
+            .filter_map(|(f, o)| o.paths.first().map(|p| format!("{f}\t{}\n", if p == "/" { "/" } else { p.trim_start_matches('/') })))
+            .collect();
+        lines.sort();
+        fs::write(side(&self.journal_path, ".fidmap"), lines.concat())
     }
 }
 

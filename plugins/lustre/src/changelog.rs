@@ -24,16 +24,30 @@ impl Fid {
 
     /// Parse `[0x200000401:0x3:0x0]` (brackets optional; a zero sequence may print as `0`).
     pub fn parse(s: &str) -> Result<Fid, String> {
-        let t = s.trim().trim_start_matches('[').trim_end_matches(']');
-        let mut it = t.split(':');
-        let num = |x: Option<&str>, what: &str| -> Result<u64, String> {
-            let x = x.ok_or_else(|| format!("FID `{s}` lacks its {what}"))?;
+        let t = s.trim();
+        let t = t.strip_prefix('[').unwrap_or(t);
+        let t = t.strip_suffix(']').unwrap_or(t);
+        let hex = |x: &str, what: &str| -> Result<u64, String> {
             let h = x.strip_prefix("0x").unwrap_or(x);
-            u64::from_str_radix(h, 16).map_err(|_| format!("FID `{s}`: bad {what} `{x}`"))
+            if h.is_empty() || h.len() > 16 {
+                return Err(format!("FID `{s}`: bad {what} `{x}`"));
+            }
+            let mut v = 0u64;
+            for c in h.bytes() {
+                let d = match c {
+                    b'0'..=b'9' => c - b'0',
+                    b'a'..=b'f' => c - b'a' + 10,
+                    b'A'..=b'F' => c - b'A' + 10,
+                    _ => return Err(format!("FID `{s}`: bad {what} `{x}`")),
+                };
+                v = (v << 4) | d as u64;
+            }
+            Ok(v)
         };
-        let seq = num(it.next(), "sequence")?;
-        let oid = num(it.next(), "object id")?;
-        let ver = num(it.next(), "version")?;
+        let mut it = t.splitn(4, ':');
+        let seq = hex(it.next().ok_or_else(|| format!("FID `{s}` lacks its sequence"))?, "sequence")?;
+        let oid = hex(it.next().ok_or_else(|| format!("FID `{s}` lacks its object id"))?, "object id")?;
+        let ver = hex(it.next().ok_or_else(|| format!("FID `{s}` lacks its version"))?, "version")?;
         if it.next().is_some() || oid > u32::MAX as u64 || ver > u32::MAX as u64 {
             return Err(format!("FID `{s}` is malformed"));
         }
@@ -106,10 +120,46 @@ impl RecordType {
     /// The type for number `n` and name `name`.
     pub fn from_parts(n: u32, name: &str) -> RecordType {
         use RecordType::*;
-        let all = [Mark, Creat, Mkdir, Hlink, Slink, Mknod, Unlnk, Rmdir, Renme, Rnmto, Open, Close, Lyout, Trunc, Sattr, Xattr, Hsm, Mtime, Ctime, Atime, Migrt, Flrw, Resync, Gxatr, Nopen];
-        match all.into_iter().nth(n as usize) {
-            Some(t) if NAMES[n as usize] == name => t,
-            _ => Unknown(n, name.to_string()),
+        let t = match n {
+            0 => Mark,
+            1 => Creat,
+            2 => Mkdir,
+            3 => Hlink,
+            4 => Slink,
+            5 => Mknod,
+            6 => Unlnk,
+            7 => Rmdir,
+            8 => Renme,
+            9 => Rnmto,
+            10 => Open,
+            11 => Close,
+            12 => Lyout,
+            13 => Trunc,
+            14 => Sattr,
+            15 => Xattr,
+            16 => Hsm,
+            17 => Mtime,
+            18 => Ctime,
+            19 => Atime,
+            20 => Migrt,
+            21 => Flrw,
+            22 => Resync,
+            23 => Gxatr,
+            24 => Nopen,
+            _ => return Unknown(n, name.to_string()),
+        };
+        if NAMES[n as usize] == name {
+            t
+        } else {
+            Unknown(n, name.to_string())
+        }
+    }
+
+    /// A bit per known type (for rule masks); unknown types have none.
+    pub fn bit(&self) -> u32 {
+        match self {
+            RecordType::Unknown(..) => 0,
+            t => 1 << t.number(),
         }
     }
 
@@ -120,9 +170,34 @@ impl RecordType {
 
     /// The number printed before the name.
     pub fn number(&self) -> u32 {
+        use RecordType::*;
         match self {
-            RecordType::Unknown(n, _) => *n,
-            t => NAMES.iter().position(|n| *n == t.name()).unwrap_or(0) as u32,
+            Unknown(n, _) => *n,
+            Mark => 0,
+            Creat => 1,
+            Mkdir => 2,
+            Hlink => 3,
+            Slink => 4,
+            Mknod => 5,
+            Unlnk => 6,
+            Rmdir => 7,
+            Renme => 8,
+            Rnmto => 9,
+            Open => 10,
+            Close => 11,
+            Lyout => 12,
+            Trunc => 13,
+            Sattr => 14,
+            Xattr => 15,
+            Hsm => 16,
+            Mtime => 17,
+            Ctime => 18,
+            Atime => 19,
+            Migrt => 20,
+            Flrw => 21,
+            Resync => 22,
+            Gxatr => 23,
+            Nopen => 24,
         }
     }
 
@@ -193,16 +268,19 @@ impl ChangelogRecord {
     /// Parse one line of `lfs changelog` output.
     pub fn parse(line: &str) -> Result<ChangelogRecord, String> {
         let line = line.trim_end_matches(['\n', '\r']);
-        let mut rest = line;
+        let b = line.as_bytes();
+        let mut pos = 0usize;
+        // The fixed prefix: index, type, time, date, flags (separated by runs of spaces).
         let mut next = |what: &str| -> Result<&str, String> {
-            let t = rest.trim_start();
-            let end = t.find(' ').unwrap_or(t.len());
-            let (tok, r) = t.split_at(end);
-            rest = r;
-            if tok.is_empty() {
+            while pos < b.len() && b[pos] == b' ' {
+                pos += 1;
+            }
+            let start = pos;
+            pos = memchr::memchr(b' ', &b[pos..]).map_or(b.len(), |i| pos + i);
+            if pos == start {
                 Err(format!("missing {what}"))
             } else {
-                Ok(tok)
+                Ok(&line[start..pos])
             }
         };
         let index: u64 = next("record index")?.parse().map_err(|_| "record index is not a number".to_string())?;
@@ -210,16 +288,20 @@ impl ChangelogRecord {
         if ty.len() < 3 || !ty.as_bytes()[..2].iter().all(u8::is_ascii_digit) {
             return Err(format!("record type `{ty}` is not NNNAME"));
         }
-        let n: u32 = ty[..2].parse().map_err(|_| format!("record type `{ty}`"))?;
+        let n = ((ty.as_bytes()[0] - b'0') * 10 + (ty.as_bytes()[1] - b'0')) as u32;
         let kind = RecordType::from_parts(n, &ty[2..]);
         let clock = next("time")?;
         let date = next("date")?;
         let flags_tok = next("flags")?;
         let flags = u32::from_str_radix(flags_tok.trim_start_matches("0x"), 16).map_err(|_| format!("flags `{flags_tok}` are not hex"))?;
+        let mut time = String::with_capacity(clock.len() + date.len() + 1);
+        time.push_str(clock);
+        time.push(' ');
+        time.push_str(date);
         let mut rec = ChangelogRecord {
             index,
             kind,
-            time: format!("{clock} {date}"),
+            time,
             flags,
             target: Fid::default(),
             jobid: None,
@@ -234,57 +316,57 @@ impl ChangelogRecord {
             source_parent: None,
             source_name: None,
         };
-        let rest = rest.strip_prefix(' ').unwrap_or(rest);
+        let rest = line[pos..].strip_prefix(' ').unwrap_or(&line[pos..]);
         let t = rest.strip_prefix("t=").ok_or("missing t=")?;
-        let end = t.find(']').ok_or("t= is not a bracketed FID")? + 1;
+        let end = memchr::memchr(b']', t.as_bytes()).ok_or("t= is not a bracketed FID")? + 1;
         rec.target = Fid::parse(&t[..end])?;
         let mut rest = t[end..].strip_prefix(' ').unwrap_or(&t[end..]);
         // Keyed fields, in any order, until the name.
         loop {
-            let (key, after) = match rest.split_once('=') {
-                Some((k, a)) if !k.contains(' ') && matches!(k, "j" | "ef" | "u" | "nid" | "m" | "x" | "p") => (k, a),
+            let rb = rest.as_bytes();
+            let key_len = match rb {
+                [b'j', b'=', ..] | [b'u', b'=', ..] | [b'm', b'=', ..] | [b'x', b'=', ..] | [b'p', b'=', ..] => 1,
+                [b'e', b'f', b'=', ..] => 2,
+                [b'n', b'i', b'd', b'=', ..] => 3,
                 _ => break,
             };
-            if key == "p" {
-                let end = after.find(']').ok_or("p= is not a bracketed FID")? + 1;
+            let key = &rb[..key_len];
+            let after = &rest[key_len + 1..];
+            if key == b"p" {
+                let end = memchr::memchr(b']', after.as_bytes()).ok_or("p= is not a bracketed FID")? + 1;
                 rec.parent = Some(Fid::parse(&after[..end])?);
                 rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
                 // The name runs to the end of the line (or to ` s=[` for renames).
                 break;
             }
-            let end = after.find(' ').unwrap_or(after.len());
+            let end = memchr::memchr(b' ', after.as_bytes()).unwrap_or(after.len());
             let val = &after[..end];
             match key {
-                "j" => rec.jobid = Some(val.to_string()),
-                "ef" => rec.extra_flags = Some(u64::from_str_radix(val.trim_start_matches("0x"), 16).map_err(|_| format!("ef `{val}`"))?),
-                "u" => {
+                b"j" => rec.jobid = Some(val.to_string()),
+                b"ef" => rec.extra_flags = Some(u64::from_str_radix(val.trim_start_matches("0x"), 16).map_err(|_| format!("ef `{val}`"))?),
+                b"u" => {
                     let (u, g) = val.split_once(':').ok_or_else(|| format!("u `{val}`"))?;
                     rec.uid_gid = Some((u.parse().map_err(|_| format!("u `{val}`"))?, g.parse().map_err(|_| format!("u `{val}`"))?));
                 }
-                "nid" => rec.nid = Some(val.to_string()),
-                "m" => rec.open_mode = Some(val.to_string()),
-                "x" => rec.xattr = Some(val.to_string()),
-                _ => {}
+                b"nid" => rec.nid = Some(val.to_string()),
+                b"m" => rec.open_mode = Some(val.to_string()),
+                _ => rec.xattr = Some(val.to_string()),
             }
             rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
         }
         if !rest.is_empty() {
-            match rest.find(" s=[") {
+            match memchr::memmem::find(rest.as_bytes(), b" s=[") {
                 Some(i) => {
                     let (name, tail) = rest.split_at(i);
                     rec.name = Some(name.to_string());
                     let tail = &tail[3..];
-                    let end = tail.find(']').ok_or("s= is not a bracketed FID")? + 1;
+                    let end = memchr::memchr(b']', tail.as_bytes()).ok_or("s= is not a bracketed FID")? + 1;
                     rec.source = Some(Fid::parse(&tail[..end])?);
                     let tail = tail[end..].strip_prefix(" sp=").ok_or("s= without sp=")?;
-                    let end = tail.find(']').ok_or("sp= is not a bracketed FID")? + 1;
+                    let end = memchr::memchr(b']', tail.as_bytes()).ok_or("sp= is not a bracketed FID")? + 1;
                     rec.source_parent = Some(Fid::parse(&tail[..end])?);
                     let old = tail[end..].strip_prefix(' ').ok_or("rename without the old name")?;
                     rec.source_name = Some(old.to_string());
-                }
-                None if rest.starts_with("s=[") => {
-                    // A rename whose new name is empty cannot happen; keep the tail as a name.
-                    rec.name = Some(rest.to_string());
                 }
                 None => rec.name = Some(rest.to_string()),
             }

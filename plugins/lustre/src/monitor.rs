@@ -388,6 +388,7 @@ impl ChangeSource for LustreSource {
         let cfg = &self.cfg;
         let lfs = Lfs { cmd: cfg.lfs.clone() };
         let filter: HashSet<&str> = cfg.filter.iter().map(String::as_str).collect();
+        let filter_bits: u32 = cfg.filter.iter().filter_map(|t| crate::changelog::RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
         let mut enc = PrimaryEncoder::new(ctx.policy.clone());
         let mut counts = MonitorCounts::default();
         let (mut tree, cleared) = match self.load_checkpoint() {
@@ -420,7 +421,11 @@ impl ChangeSource for LustreSource {
                         if matches!(r.kind, crate::changelog::RecordType::Unknown(..)) {
                             counts.unknown_types += 1;
                         }
-                        if filter.contains(r.kind.name()) {
+                        let filtered = match &r.kind {
+                            crate::changelog::RecordType::Unknown(_, name) => filter.contains(name.as_str()),
+                            k => k.bit() & filter_bits != 0,
+                        };
+                        if filtered {
                             counts.filtered += 1;
                         } else {
                             pending.push(r);

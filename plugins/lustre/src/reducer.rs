@@ -7,27 +7,55 @@ use std::collections::{HashMap, HashSet};
 use crate::changelog::{ChangelogRecord, Fid, RecordType};
 
 /// What a rule does with a new record, given the earlier kept records of the same FID.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
     /// Drop always (MARK).
     IgnoreAlways,
-    /// Drop when an earlier kept record of the same FID has one of these types: a stat taken
-    /// when the batch is emitted captures the final state anyway.
-    IgnoreMask(&'static [&'static str]),
+    /// Drop when an earlier kept record of the same FID has one of these types (a bit per
+    /// type number): a stat taken when the batch is emitted captures the final state anyway.
+    IgnoreMask(u32),
     /// When the newest earlier kept record of the same FID has one of these types, drop
     /// both (a transient object); anything else in between (a rename) keeps both.
-    IgnoreCancel(&'static [&'static str]),
+    IgnoreCancel(u32),
     /// Always keep.
     Keep,
 }
 
-const DATA_MASK: &[&str] = &["TRUNC", "CLOSE", "MTIME", "CREAT", "MKNOD", "SLINK", "HLINK"];
-const MTIME_MASK: &[&str] = &["TRUNC", "CLOSE", "MTIME", "CREAT", "MKNOD", "MKDIR", "SLINK", "HLINK"];
-const ATTR_MASK: &[&str] = &["CTIME", "SATTR", "CREAT", "MKNOD", "MKDIR", "SLINK", "HLINK"];
-const ANY_UPDATE: &[&str] = &["TRUNC", "CLOSE", "MTIME", "CTIME", "ATIME", "SATTR", "XATTR", "LYOUT", "FLRW", "RESYNC", "HSM", "CREAT", "MKNOD", "MKDIR", "SLINK", "HLINK"];
+const fn bits(types: &[u32]) -> u32 {
+    let mut m = 0;
+    let mut i = 0;
+    while i < types.len() {
+        m |= 1 << types[i];
+        i += 1;
+    }
+    m
+}
 
-/// The rule table. Robinhood's rows, plus the remaining attribute-only types coalescing
-/// into any pending update.
+// Type numbers (lustre_user.h).
+const CREAT: u32 = 1;
+const MKDIR: u32 = 2;
+const HLINK: u32 = 3;
+const SLINK: u32 = 4;
+const MKNOD: u32 = 5;
+const CLOSE: u32 = 11;
+const LYOUT: u32 = 12;
+const TRUNC: u32 = 13;
+const SATTR: u32 = 14;
+const XATTR: u32 = 15;
+const HSM: u32 = 16;
+const MTIME: u32 = 17;
+const CTIME: u32 = 18;
+const ATIME: u32 = 19;
+const FLRW: u32 = 21;
+const RESYNC: u32 = 22;
+
+const DATA_MASK: u32 = bits(&[TRUNC, CLOSE, MTIME, CREAT, MKNOD, SLINK, HLINK]);
+const MTIME_MASK: u32 = bits(&[TRUNC, CLOSE, MTIME, CREAT, MKNOD, MKDIR, SLINK, HLINK]);
+const ATTR_MASK: u32 = bits(&[CTIME, SATTR, CREAT, MKNOD, MKDIR, SLINK, HLINK]);
+const ANY_UPDATE: u32 = bits(&[TRUNC, CLOSE, MTIME, CTIME, ATIME, SATTR, XATTR, LYOUT, FLRW, RESYNC, HSM, CREAT, MKNOD, MKDIR, SLINK, HLINK]);
+
+/// The rule table, by record type name. Robinhood's rows, plus the remaining attribute-only
+/// types coalescing into any pending update.
 pub const RULES: &[(&str, Rule)] = &[
     ("MARK", Rule::IgnoreAlways),
     ("TRUNC", Rule::IgnoreMask(DATA_MASK)),
@@ -41,13 +69,30 @@ pub const RULES: &[(&str, Rule)] = &[
     ("FLRW", Rule::IgnoreMask(ANY_UPDATE)),
     ("RESYNC", Rule::IgnoreMask(ANY_UPDATE)),
     ("HSM", Rule::IgnoreMask(ANY_UPDATE)),
-    ("UNLNK", Rule::IgnoreCancel(&["CREAT", "MKNOD", "SLINK"])),
-    ("RMDIR", Rule::IgnoreCancel(&["MKDIR"])),
+    ("UNLNK", Rule::IgnoreCancel(bits(&[CREAT, MKNOD, SLINK]))),
+    ("RMDIR", Rule::IgnoreCancel(bits(&[MKDIR]))),
 ];
 
+/// The rule table indexed by type number, built once.
+fn table() -> &'static [Rule; 32] {
+    static TABLE: std::sync::OnceLock<[Rule; 32]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [Rule::Keep; 32];
+        for (name, rule) in RULES {
+            if let Some(k) = RecordType::from_name(name) {
+                t[k.number() as usize] = *rule;
+            }
+        }
+        t
+    })
+}
+
 /// The rule for a record type.
-pub fn rule_for(kind: &RecordType) -> &'static Rule {
-    RULES.iter().find(|(n, _)| *n == kind.name()).map(|(_, r)| r).unwrap_or(&Rule::Keep)
+pub fn rule_for(kind: &RecordType) -> Rule {
+    match kind {
+        RecordType::Unknown(..) => Rule::Keep,
+        k => table()[k.number() as usize & 31],
+    }
 }
 
 /// Counts of one reduction.
@@ -100,7 +145,7 @@ pub fn reduce(batch: Vec<ChangelogRecord>) -> (Vec<ChangelogRecord>, ReduceCount
                 false
             }
             Rule::IgnoreMask(mask) => {
-                let masked = slot.iter().any(|&i| kept[i].as_ref().is_some_and(|k| mask.contains(&k.kind.name())));
+                let masked = slot.iter().any(|&i| kept[i].as_ref().is_some_and(|k| k.kind.bit() & mask != 0));
                 if masked {
                     counts.coalesced += 1;
                 }
@@ -109,7 +154,7 @@ pub fn reduce(batch: Vec<ChangelogRecord>) -> (Vec<ChangelogRecord>, ReduceCount
             Rule::IgnoreCancel(mask) => {
                 let newest = slot.iter().rev().find(|&&i| kept[i].is_some()).copied();
                 match newest {
-                    Some(i) if kept[i].as_ref().is_some_and(|k| mask.contains(&k.kind.name())) && !rename_parents.contains(&key) => {
+                    Some(i) if kept[i].as_ref().is_some_and(|k| k.kind.bit() & mask != 0) && !rename_parents.contains(&key) => {
                         kept[i] = None;
                         counts.cancelled += 2;
                         false

@@ -57,6 +57,9 @@ enum Command {
         /// The directory (inside ROOT) the workload works in.
         #[arg(long, default_value = "/work")]
         base: String,
+        /// Only journal the records (no file operations): fast benchmark streams.
+        #[arg(long)]
+        no_fs: bool,
     },
     /// A fake `lfs` answering from a workload journal: changelog, changelog_clear,
     /// fid2path (with a delay, default 10 ms) and path2fid.
@@ -88,12 +91,14 @@ fn main() -> anyhow::Result<()> {
             }
             eprintln!("wrote {} files in {} directories as {format:?} to {}", fs.files.len(), fs.dirs.len(), out.display());
         }
-        Command::Workload { kind, ops, root, journal, seed, preexisting, base } => {
+        Command::Workload { kind, ops, root, journal, seed, preexisting, base, no_fs } => {
             let mut w = Workload::open(&root, &journal, seed)?;
+            w.real = !no_fs;
             if preexisting > 0 {
                 w.preexisting(preexisting)?;
             }
             w.run(kind, ops, &base)?;
+            w.write_fid_map()?;
             eprintln!("{kind:?}: {ops} operations, {} changelog records in {}", w.records, journal.display());
         }
         Command::Lfs { journal, mount, delay_ms, args } => {

@@ -365,6 +365,7 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
     let mut flush = |batch: &mut Vec<ChangelogRecord>, tree: &mut DirectoryTree, resolver: &mut MapResolver| -> anyhow::Result<()> {
         let (kept, _) = icicle_plugins_lustre::reducer::reduce(std::mem::take(batch));
         let mut ops = Ops::new();
+        tree.begin_batch();
         for r in &kept {
             tree.apply(r, resolver, &mut ops);
         }

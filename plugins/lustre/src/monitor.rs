@@ -357,6 +357,7 @@ impl LustreSource {
             let (kept, rc) = reduce(batch);
             counts.reduce.add(&rc);
             let mut ops = Ops::new();
+            tree.begin_batch();
             lookahead.next_batch(kept.first().map(|r| r.index).unwrap_or(0));
             tokio::task::block_in_place(|| {
                 let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead };

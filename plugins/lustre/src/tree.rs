@@ -76,6 +76,10 @@ pub struct DirectoryTree {
     rename_paths: std::collections::HashMap<u64, Option<(String, String)>>,
     /// `fid2path` answers during one record.
     head_memo: std::collections::HashMap<Fid, Option<String>>,
+    /// Paths that came into being since the last emit: the index cannot hold them yet, so
+    /// deleting one needs no delete (an object created and removed between emits produces
+    /// nothing).
+    born: std::collections::HashSet<String>,
 }
 
 fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
@@ -107,6 +111,7 @@ impl DirectoryTree {
             current: 0,
             rename_paths: std::collections::HashMap::new(),
             head_memo: std::collections::HashMap::new(),
+            born: std::collections::HashSet::new(),
         }
     }
 
@@ -235,9 +240,18 @@ impl DirectoryTree {
         Some(if p == "/" { format!("/{name}") } else { format!("{p}/{name}") })
     }
 
+    /// A new batch (one emit) begins.
+    pub fn begin_batch(&mut self) {
+        self.born.clear();
+    }
+
     /// Delete `path` as computed for record `index`, plus the paths the index may hold it
     /// under: translated back through this run's earlier directory renames.
     fn delete(&mut self, index: u64, path: String, ops: &mut Ops) {
+        if self.born.remove(&path) {
+            ops.remove(&path);
+            return;
+        }
         let mut p = path.clone();
         for (i, old, new) in self.renames.iter().rev() {
             if *i >= index {
@@ -277,6 +291,7 @@ impl DirectoryTree {
                 if !is_dir {
                     match self.path(rec.target, r) {
                         Some(p) => {
+                            self.born.insert(p.clone());
                             ops.insert(p, PathOp::Update);
                         }
                         None => self.counts.unresolved += 1,
@@ -370,6 +385,12 @@ impl DirectoryTree {
                 } else {
                     if let Some(old) = old {
                         self.delete(rec.index, old, ops);
+                    }
+                    if rec.target.is_zero() {
+                        // Nothing was at the new name: it is new since the last emit.
+                        self.born.insert(new.clone());
+                    } else {
+                        self.born.remove(&new);
                     }
                     ops.insert(new, PathOp::Update);
                 }

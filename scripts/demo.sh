@@ -27,6 +27,12 @@ for c in gufi mmapplypolicy walk; do
   python3 -c 'import json,sys; s=json.load(open(sys.argv[2])); print("%-14s %d records, %d rejects, %.0f rows/s" % (sys.argv[1], s["records"], s["rejects"], s["rows_per_s"]))' "$c" "demo-out/summary-$c.json"
 done
 
+echo "== the Lustre monitor on the stand-in: a mixed workload, then icicle monitor --drain"
+rm -rf demo-data/lustre demo-data/lustre-fs demo-state/lustre demo-out/monitor
+"$bin/icicle-testkit" workload --kind mixed --ops 2000 --root demo-data/lustre-fs --journal demo-data/lustre/changelog --preexisting 200
+"$bin/icicle" monitor --drain --json -c configs/monitor-lustre.toml > demo-out/monitor-report.json
+python3 -c 'import json; r=json.load(open("demo-out/monitor-report.json"))["mdt0"]; print("monitor: %d records, %d filtered, reduce %s, %d updates, %d deletes, cleared up to %d" % (r["records"], r["filtered"], r["reduce"], r["updates"], r["deletes"], r["cleared_index"]))'
+
 echo "== the sketch comparison experiment on the demo snapshot (demo-out/sketch-compare/)"
 "$bin/icicle" sketch-compare -c configs/demo.toml --out demo-out/sketch-compare | head -8
 

@@ -92,6 +92,9 @@ fn every_example_config_runs_on_demo_data() {
         if p.extension().is_none_or(|x| x != "toml") {
             continue;
         }
+        if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("monitor-")) {
+            continue;
+        }
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
             .args(["snapshot", "--json", "-c", p.to_str().unwrap()])
             .current_dir(tmp.path())
@@ -111,4 +114,30 @@ fn every_example_config_runs_on_demo_data() {
         n += 1;
     }
     assert!(n >= 6, "expected the example configs, found {n}");
+}
+
+#[test]
+fn the_example_monitor_config_runs_against_the_stand_in() {
+    use icicle_testkit::lustre::{Kind, Workload};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut w = Workload::open(&tmp.path().join("demo-data/lustre-fs"), &tmp.path().join("demo-data/lustre/changelog"), 1).unwrap();
+    w.preexisting(20).unwrap();
+    w.run(Kind::Mixed, 100, "/work").unwrap();
+    drop(w);
+    let testkit = std::path::Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/monitor-lustre.toml");
+    let lfs = format!(
+        "sources.mdt0.lfs=[\"{}\", \"lfs\", \"--journal\", \"demo-data/lustre/changelog\", \"--mount\", \"demo-data/lustre-fs\", \"--delay-ms\", \"0\"]",
+        testkit.display()
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap(), "--set", &lfs])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["mdt0"]["records"].as_u64().unwrap() > 100, "{report}");
+    assert_eq!(report["mdt0"]["rejects"], 0);
+    assert!(tmp.path().join("demo-state/lustre/fs0-MDT0000.checkpoint.json").exists());
 }

@@ -497,7 +497,9 @@ mod tests {
         t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] old"), &mut r, &mut ops);
         t.apply(&line("2 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x4:0x0] p=[0x200000401:0x3:0x0] sub"), &mut r, &mut ops);
         t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x4:0x0] f2"), &mut r, &mut ops);
+        // Emitted: the next batch begins.
         ops.clear();
+        t.begin_batch();
         t.apply(&line("4 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x3:0x0] sp=[0x200000007:0x1:0x0] old"), &mut r, &mut ops);
         let got: Vec<(String, PathOp)> = ops.into_iter().collect();
         assert_eq!(
@@ -513,6 +515,23 @@ mod tests {
         // located the renamed directory to walk it).
         assert_eq!(t.path(fid(5), &mut r).as_deref(), Some("/new/sub/f2"));
         assert_eq!(r.calls, 1);
+    }
+
+    #[test]
+    fn created_and_removed_between_emits_produces_nothing() {
+        let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
+        let mut t = DirectoryTree::new(0);
+        let mut ops = Ops::new();
+        t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        t.apply(&line("2 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] b s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        t.apply(&line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+        assert!(ops.is_empty(), "{ops:?}");
+        // Across an emit, the delete is needed.
+        t.apply(&line("4 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
+        ops.clear();
+        t.begin_batch();
+        t.apply(&line("5 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
+        assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/c".to_string(), PathOp::Delete)]);
     }
 
     #[test]

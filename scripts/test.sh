@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 command -v sqlite3 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3; }
+# The tests drive the real binaries, icicle-testkit's too (the fake `lfs`): build them first.
+cargo build --workspace --bins
 cargo test --workspace --all-targets 2>&1

@@ -66,6 +66,22 @@ fn comparable(index: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// Paths missing from, extra in, and different in the index compared with the fresh snapshot.
+fn compare(index: &BTreeMap<String, Value>, fresh: &BTreeMap<String, Value>) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (got, want) = (comparable(index), comparable(fresh));
+    let missing = want.keys().filter(|k| !got.contains_key(*k)).cloned().collect();
+    let extra = got.keys().filter(|k| !want.contains_key(*k)).cloned().collect();
+    let differ = want.keys().filter(|k| got.get(*k).is_some_and(|g| g != &want[*k])).cloned().collect();
+    (missing, extra, differ)
+}
+
+/// Everything up to the journal's last record was acknowledged.
+fn assert_all_cleared(tmp: &Path, journal: &Path) {
+    let users = std::fs::read_to_string(tmp.join("lfs/changelog.users")).unwrap();
+    let last = std::fs::read_to_string(journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
+    assert_eq!(users.trim(), format!("cl1 {last}"));
+}
+
 fn monitor_config(tmp: &Path, root: &Path, journal: &Path, out: &Path, batch: usize, lru: usize) -> PathBuf {
     config(
         tmp,
@@ -111,10 +127,7 @@ fn ground_truth(kind: Kind, ops: usize, lru: usize) {
     assert_eq!(r["rejects"], 0, "{r}");
     apply(&mut index, &out);
     let fresh = walk_snapshot(tmp.path(), &root, "after");
-    let (got, want) = (comparable(&index), comparable(&fresh));
-    let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();
-    let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k)).collect();
-    let differ: Vec<&String> = want.keys().filter(|k| got.get(*k).is_some_and(|g| g != &want[*k])).collect();
+    let (missing, extra, differ) = compare(&index, &fresh);
     if !(missing.is_empty() && extra.is_empty() && differ.is_empty()) && std::env::var("KEEP").is_ok() {
         let keep = PathBuf::from("/tmp/lustre-keep");
         let _ = std::fs::remove_dir_all(&keep);
@@ -125,9 +138,7 @@ fn ground_truth(kind: Kind, ops: usize, lru: usize) {
     }
     assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "{kind:?}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}");
     // Everything was acknowledged, up to the last record.
-    let users = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
-    let last = std::fs::read_to_string(&journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
-    assert_eq!(users.trim(), format!("cl1 {last}"), "{r}");
+    assert_all_cleared(tmp.path(), &journal);
 }
 
 #[test]
@@ -200,10 +211,7 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
     let report: Value = serde_json::from_str(&stdout).unwrap();
     apply(&mut index, &out);
     let fresh = walk_snapshot(tmp.path(), &root, "after");
-    let (got, want) = (comparable(&index), comparable(&fresh));
-    let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();
-    let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k)).collect();
-    let differ: Vec<&String> = want.keys().filter(|k| got.get(*k).is_some_and(|g| g != &want[*k])).collect();
+    let (missing, extra, differ) = compare(&index, &fresh);
     if !(missing.is_empty() && extra.is_empty() && differ.is_empty()) && std::env::var("KEEP").is_ok() {
         let _ = std::fs::remove_dir_all("/tmp/lustre-keep");
         let _ = std::process::Command::new("cp").arg("-a").arg(tmp.path()).arg("/tmp/lustre-keep").status();
@@ -212,7 +220,5 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
         missing.is_empty() && extra.is_empty() && differ.is_empty(),
         "after {kills} kills: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}"
     );
-    let users = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
-    let last = std::fs::read_to_string(&journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
-    assert_eq!(users.trim(), format!("cl1 {last}"));
+    assert_all_cleared(tmp.path(), &journal);
 }

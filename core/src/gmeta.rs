@@ -150,6 +150,40 @@ pub struct RecordPolicy {
     pub version: String,
 }
 
+/// The encoded `visible_to` array for an owner and group under `policy` (`owner` applies only
+/// with a uid, `group` only with a gid); `None` when nothing resolves and there is no fallback.
+fn resolve_visible_to(policy: &RecordPolicy, uid: Option<u32>, gid: Option<u32>) -> Option<Vec<u8>> {
+    let mut principals: Vec<&str> = Vec::new();
+    for v in &policy.visible_to {
+        let p = match v {
+            VisibleTo::Owner => uid.and_then(|u| policy.principals.users.get(&u)).map(String::as_str),
+            VisibleTo::Group => gid.and_then(|g| policy.principals.groups.get(&g)).map(String::as_str),
+            VisibleTo::Public => Some("public"),
+            VisibleTo::Principal(p) => Some(p.as_str()),
+        };
+        if let Some(p) = p {
+            if !principals.contains(&p) {
+                principals.push(p);
+            }
+        }
+    }
+    if principals.is_empty() {
+        principals.extend(policy.fallback.iter().map(String::as_str));
+    }
+    if principals.is_empty() {
+        return None;
+    }
+    let mut out = vec![b'['];
+    for (i, p) in principals.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_json_str(&mut out, p);
+    }
+    out.push(b']');
+    Some(out)
+}
+
 /// Encodes primary records; one per worker (it caches visible_to per uid/gid).
 #[derive(Debug)]
 pub struct PrimaryEncoder {
@@ -183,37 +217,7 @@ impl PrimaryEncoder {
 
     fn visible_to_uncached(&mut self, uid: u32, gid: u32) -> Result<Arc<[u8]>, String> {
         let policy = &self.policy;
-        let entry = self.cache.entry((uid, gid)).or_insert_with(|| {
-            let mut principals: Vec<&str> = Vec::new();
-            for v in &policy.visible_to {
-                let p = match v {
-                    VisibleTo::Owner => policy.principals.users.get(&uid).map(String::as_str),
-                    VisibleTo::Group => policy.principals.groups.get(&gid).map(String::as_str),
-                    VisibleTo::Public => Some("public"),
-                    VisibleTo::Principal(p) => Some(p.as_str()),
-                };
-                if let Some(p) = p {
-                    if !principals.contains(&p) {
-                        principals.push(p);
-                    }
-                }
-            }
-            if principals.is_empty() {
-                principals.extend(policy.fallback.iter().map(String::as_str));
-            }
-            if principals.is_empty() {
-                return None;
-            }
-            let mut out = vec![b'['];
-            for (i, p) in principals.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                push_json_str(&mut out, p);
-            }
-            out.push(b']');
-            Some(Arc::from(out))
-        });
+        let entry = self.cache.entry((uid, gid)).or_insert_with(|| resolve_visible_to(policy, Some(uid), Some(gid)).map(Arc::from));
         entry.clone().ok_or_else(|| {
             format!("no visible_to principal for uid {uid} / gid {gid} (map them in the principals file or set records.fallback)")
         })
@@ -221,36 +225,7 @@ impl PrimaryEncoder {
 
     /// `visible_to` for an aggregate: `owner` applies only with a uid, `group` only with a gid.
     pub fn visible_to_parts(&mut self, uid: Option<u32>, gid: Option<u32>) -> Result<Vec<u8>, String> {
-        let policy = &self.policy;
-        let mut principals: Vec<&str> = Vec::new();
-        for v in &policy.visible_to {
-            let p = match v {
-                VisibleTo::Owner => uid.and_then(|u| policy.principals.users.get(&u)).map(String::as_str),
-                VisibleTo::Group => gid.and_then(|g| policy.principals.groups.get(&g)).map(String::as_str),
-                VisibleTo::Public => Some("public"),
-                VisibleTo::Principal(p) => Some(p.as_str()),
-            };
-            if let Some(p) = p {
-                if !principals.contains(&p) {
-                    principals.push(p);
-                }
-            }
-        }
-        if principals.is_empty() {
-            principals.extend(policy.fallback.iter().map(String::as_str));
-        }
-        if principals.is_empty() {
-            return Err("no visible_to principal".into());
-        }
-        let mut out = vec![b'['];
-        for (i, p) in principals.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            push_json_str(&mut out, p);
-        }
-        out.push(b']');
-        Ok(out)
+        resolve_visible_to(&self.policy, uid, gid).ok_or_else(|| "no visible_to principal".to_string())
     }
 
     /// Append the GMetaEntry for `rec` to `out`.

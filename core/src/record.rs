@@ -71,7 +71,24 @@ pub struct FileRecord<'a> {
     pub mtime: i64,
 }
 
-impl FileRecord<'_> {
+impl<'a> FileRecord<'a> {
+    /// The record of `path` from its `lstat` metadata.
+    pub fn from_metadata(path: &'a str, md: &std::fs::Metadata) -> FileRecord<'a> {
+        use std::os::unix::fs::MetadataExt;
+        let mode = md.mode();
+        FileRecord {
+            path,
+            kind: FileKind::from_mode(mode),
+            mode,
+            uid: md.uid(),
+            gid: md.gid(),
+            size: md.size(),
+            atime: md.atime(),
+            ctime: md.ctime(),
+            mtime: md.mtime(),
+        }
+    }
+
     /// The last path component.
     pub fn name(&self) -> &str {
         let trimmed = self.path.trim_end_matches('/');

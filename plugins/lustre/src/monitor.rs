@@ -3,7 +3,6 @@
 //! only for what the sinks acknowledged, with the cleared index persisted for restarts.
 
 use std::collections::HashSet;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +10,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use icicle_core::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch};
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
-use icicle_core::record::{FileKind, FileRecord};
+use icicle_core::record::FileRecord;
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
 use icicle_core::traits::{ChangeSource, MonitorContext};
 use icicle_core::{ConfigError, IcicleError};
@@ -274,18 +273,7 @@ impl LustreSource {
         if md.is_dir() {
             return None;
         }
-        let mode = md.mode();
-        let rec = FileRecord {
-            path,
-            kind: FileKind::from_mode(mode),
-            mode,
-            uid: md.uid(),
-            gid: md.gid(),
-            size: md.size(),
-            atime: md.atime(),
-            ctime: md.ctime(),
-            mtime: md.mtime(),
-        };
+        let rec = FileRecord::from_metadata(path, &md);
         Some((rec, format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)))
     }
 

@@ -42,6 +42,18 @@ pub fn parse_octal(b: &[u8], what: &str) -> Result<u32, String> {
     u32::from_str_radix(if s.is_empty() { "0" } else { s }, 8).map_err(|_| format!("{what}: `{s}` is not an octal mode"))
 }
 
+/// Write `path` into `out`, replacing a leading `strip` with `prefix` (when either is set).
+pub fn rewrite_prefix(path: &str, strip: &str, prefix: &str, out: &mut String) {
+    out.clear();
+    match path.strip_prefix(strip) {
+        Some(rest) if !strip.is_empty() || !prefix.is_empty() => {
+            out.push_str(prefix);
+            out.push_str(rest);
+        }
+        _ => out.push_str(path),
+    }
+}
+
 /// Decode RFC 3986 percent escapes (`%2F` → `/`), as mmapplypolicy's `ESCAPE '%'` writes.
 pub fn percent_decode(b: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(b.len());

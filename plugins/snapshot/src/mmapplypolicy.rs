@@ -142,14 +142,7 @@ impl MmapplypolicySource {
         };
         let p = std::str::from_utf8(bytes).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(bytes)))?;
         let path = &mut scratch.path;
-        path.clear();
-        match p.strip_prefix(self.strip_prefix.as_str()) {
-            Some(rest) if !self.strip_prefix.is_empty() || !self.path_prefix.is_empty() => {
-                path.push_str(&self.path_prefix);
-                path.push_str(rest);
-            }
-            _ => path.push_str(p),
-        }
+        crate::fields::rewrite_prefix(p, &self.strip_prefix, &self.path_prefix, path);
         if path.is_empty() {
             return Err("empty path".into());
         }

@@ -219,14 +219,7 @@ impl Layout {
         let mtime = parse_i64(f(c.mtime), "mtime")?;
         let raw_path = f(c.path);
         let decoded = std::str::from_utf8(raw_path).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(raw_path)))?;
-        path.clear();
-        match decoded.strip_prefix(self.strip_prefix.as_str()) {
-            Some(rest) if !self.strip_prefix.is_empty() || !self.path_prefix.is_empty() => {
-                path.push_str(&self.path_prefix);
-                path.push_str(rest);
-            }
-            _ => path.push_str(decoded),
-        }
+        crate::fields::rewrite_prefix(decoded, &self.strip_prefix, &self.path_prefix, path);
         if path.is_empty() {
             return Err("empty path".into());
         }

@@ -2,12 +2,11 @@
 //! followed). Each directory is a split; subdirectories are spawned as new splits so all
 //! workers share the walk.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use icicle_core::record::{FileKind, FileRecord, Reject};
+use icicle_core::record::{FileRecord, Reject};
 use icicle_core::registry::{BuildContext, SourceConfig};
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::{ConfigError, Source, SourceError};
@@ -47,18 +46,7 @@ impl WalkSource {
 }
 
 fn record_of<'a>(path: &'a str, md: &std::fs::Metadata) -> FileRecord<'a> {
-    let mode = md.mode();
-    FileRecord {
-        path,
-        kind: FileKind::from_mode(mode),
-        mode,
-        uid: md.uid(),
-        gid: md.gid(),
-        size: md.size(),
-        atime: md.atime(),
-        ctime: md.ctime(),
-        mtime: md.mtime(),
-    }
+    FileRecord::from_metadata(path, md)
 }
 
 #[async_trait]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set-up command 2: run the whole test suite. Services the tests need are started on
-# 127.0.0.1 here and stopped on exit (none are needed by the snapshot pipeline yet).
+# 127.0.0.1 here and stopped on exit (none yet: the Lustre stand-in is a testkit binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"

@@ -75,6 +75,24 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         batch_size: usize,
     },
+    /// End to end through the fake `lfs`: `icicle monitor --drain` with the directory tree
+    /// against the FSMonitor-style mode (fid2path for every record, small LRU).
+    MonitorE2e {
+        /// A workload journal (`icicle-testkit workload`).
+        #[arg(long)]
+        journal: PathBuf,
+        /// The workload's root directory.
+        #[arg(long)]
+        root: PathBuf,
+        /// fid2path latency of the fake lfs (the seed measured about 10 ms).
+        #[arg(long, default_value_t = 10)]
+        delay_ms: u64,
+        #[arg(long, default_value_t = 1000)]
+        batch_size: usize,
+        /// FSMonitor's cache size.
+        #[arg(long, default_value_t = 1000)]
+        cache: usize,
+    },
     /// One measured run in a fresh process (used by `bench snapshot`, so that peak memory
     /// covers the pipeline alone, not the generator).
     #[command(hide = true)]
@@ -245,6 +263,43 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             anyhow::ensure!(stat == "stub", "only --stat stub is implemented");
             let v = monitor_bench(&input, fid_map.as_deref(), emit.as_deref(), batch_size)?;
             println!("{v}");
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::MonitorE2e { journal, root, delay_ms, batch_size, cache } => {
+            let testkit = std::env::current_exe()?.with_file_name("icicle-testkit");
+            anyhow::ensure!(testkit.exists(), "{} not found: build the workspace binaries", testkit.display());
+            let work = tempfile_dir()?;
+            let mut rates = Vec::new();
+            for mode in ["tree", "fsmonitor"] {
+                let mut users = journal.as_os_str().to_owned();
+                users.push(".users");
+                std::fs::write(&users, "cl1 0\n")?;
+                let state = work.join(format!("state-{mode}"));
+                let _ = std::fs::remove_dir_all(&state);
+                let cfg = work.join(format!("{mode}.toml"));
+                std::fs::write(
+                    &cfg,
+                    format!(
+                        "[records]\nvisible_to = [\"public\"]\n[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"{delay_ms}\"]\nmount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = {batch_size}\nquiet_period_secs = 0.0\npoll_interval_secs = 0.01\nstate_dir = \"{s}\"\nresolution = \"{mode}\"\nfsmonitor_cache = {cache}\n[sinks.k]\ntype = \"blackhole\"\n",
+                        k = testkit.display(),
+                        j = journal.display(),
+                        r = root.display(),
+                        s = state.display()
+                    ),
+                )?;
+                let t = Instant::now();
+                let out = std::process::Command::new(std::env::current_exe()?).args(["monitor", "--drain", "--json", "-c"]).arg(&cfg).output()?;
+                let secs = t.elapsed().as_secs_f64();
+                anyhow::ensure!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+                let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+                let r = &report["mdt0"];
+                let records = r["records"].as_f64().unwrap_or(0.0);
+                let line = serde_json::json!({"bench": "monitor-e2e", "mode": mode, "records": records, "seconds": secs, "records_per_s": records / secs,
+                    "fid2path_calls": r["tree"]["fid2path_calls"], "updates": r["updates"], "deletes": r["deletes"]});
+                println!("{line}");
+                rates.push(records / secs);
+            }
+            eprintln!("tree / fsmonitor throughput: {:.1}x", rates[0] / rates[1].max(1e-9));
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::SnapshotRun { format, sink, data, out, workers, all_pipelines, aggregate_only } => {
@@ -423,4 +478,10 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
         "updates": updates, "deletes": deletes, "filtered": filtered, "rejects": rejects, "bytes": bytes,
         "fid2path_calls": tree.counts.fid2path_calls, "peak_rss_bytes": peak_rss_bytes(),
     }))
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("icicle-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
 }

@@ -61,6 +61,81 @@ pub struct LustreConfig {
     pub lru_capacity: usize,
     /// Where the checkpoint (directory tree and last acknowledged index) is kept, per MDT.
     pub state_dir: PathBuf,
+    /// `tree` (default): the directory tree; `fsmonitor`: FSMonitor's method, `fid2path`
+    /// for every record with a small LRU cache (a baseline for comparisons).
+    #[serde(default = "default_resolution")]
+    pub resolution: String,
+    /// Cache entries in `fsmonitor` resolution.
+    #[serde(default = "default_fsmonitor_cache")]
+    pub fsmonitor_cache: usize,
+}
+
+fn default_resolution() -> String {
+    "tree".into()
+}
+fn default_fsmonitor_cache() -> usize {
+    1000
+}
+
+/// FSMonitor-style resolution: every record's path from an LRU of FID → path, else
+/// `fid2path`; no directory tree, no rename propagation.
+fn fsmonitor_apply(rec: &ChangelogRecord, cache: &mut lru::LruCache<Fid, String>, r: &mut LfsResolver<'_>, counts: &mut TreeCounts, ops: &mut Ops) {
+    use crate::changelog::RecordType::*;
+    let mut resolve = |fid: Fid, cache: &mut lru::LruCache<Fid, String>| -> Option<String> {
+        if fid == Fid::ROOT {
+            return Some("/".into());
+        }
+        if let Some(p) = cache.get(&fid) {
+            return Some(p.clone());
+        }
+        counts.fid2path_calls += 1;
+        let p = r.fid2path(&fid);
+        match &p {
+            Some(p) => {
+                cache.put(fid, p.clone());
+            }
+            None => counts.fid2path_failures += 1,
+        }
+        p
+    };
+    let child = |p: &str, n: &str| if p == "/" { format!("/{n}") } else { format!("{p}/{n}") };
+    match rec.kind {
+        Unlnk | Rmdir => {
+            let path = cache.pop(&rec.target).or_else(|| match (rec.parent, rec.name.as_deref()) {
+                (Some(p), Some(n)) => resolve(p, cache).map(|pp| child(&pp, n)),
+                _ => None,
+            });
+            match path {
+                Some(p) if rec.kind == Unlnk => {
+                    ops.insert(p, PathOp::Delete);
+                }
+                Some(_) => {}
+                None => counts.unresolved += 1,
+            }
+        }
+        Renme => {
+            let (Some(s), Some(sp), Some(sn)) = (rec.source, rec.source_parent, rec.source_name.as_deref()) else { return };
+            cache.pop(&s);
+            let old = resolve(sp, cache).map(|pp| child(&pp, sn));
+            let new = resolve(s, cache);
+            if let Some(o) = old {
+                ops.insert(o, PathOp::Delete);
+            }
+            match new {
+                Some(n) => {
+                    ops.insert(n, PathOp::Update);
+                }
+                None => counts.unresolved += 1,
+            }
+        }
+        Mark | Open | Nopen | Gxatr | Mkdir | Unknown(..) => {}
+        _ => match resolve(rec.target, cache) {
+            Some(p) => {
+                ops.insert(p, PathOp::Update);
+            }
+            None => counts.unresolved += 1,
+        },
+    }
 }
 
 fn default_user() -> String {
@@ -336,6 +411,7 @@ impl LustreSource {
         lfs: &Lfs,
         tree: &mut DirectoryTree,
         lookahead: &mut Lookahead,
+        fsm: &mut Option<lru::LruCache<Fid, String>>,
         ctx: &MonitorContext,
         enc: &mut PrimaryEncoder,
         counts: &mut MonitorCounts,
@@ -349,8 +425,17 @@ impl LustreSource {
             lookahead.next_batch(kept.first().map(|r| r.index).unwrap_or(0));
             tokio::task::block_in_place(|| {
                 let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead };
-                for rec in &kept {
-                    tree.apply(rec, &mut r, &mut ops);
+                match fsm {
+                    Some(cache) => {
+                        for rec in &kept {
+                            fsmonitor_apply(rec, cache, &mut r, &mut tree.counts, &mut ops);
+                        }
+                    }
+                    None => {
+                        for rec in &kept {
+                            tree.apply(rec, &mut r, &mut ops);
+                        }
+                    }
                 }
             });
             self.emit(ops, ctx, enc, counts).await?;
@@ -389,6 +474,7 @@ impl ChangeSource for LustreSource {
         };
         counts.cleared_index = cleared;
         let mut lookahead = Lookahead::new(cleared);
+        let mut fsm = (cfg.resolution == "fsmonitor").then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
         let mut next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
         let mut pending: Vec<ChangelogRecord> = Vec::new();
         let mut covered: Option<u64> = None; // highest index read, delivered or not
@@ -434,13 +520,13 @@ impl ChangeSource for LustreSource {
             while pending.len() >= cfg.batch_size {
                 let batch: Vec<ChangelogRecord> = pending.drain(..cfg.batch_size).collect();
                 let upto = batch.last().map(|r| r.index).unwrap_or(0);
-                self.process(batch, upto, &lfs, &mut tree, &mut lookahead, &ctx, &mut enc, &mut counts).await?;
+                self.process(batch, upto, &lfs, &mut tree, &mut lookahead, &mut fsm, &ctx, &mut enc, &mut counts).await?;
             }
             // ...the rest after a quiet period (or at once when draining).
             let quiet_over = ctx.drain || last_new.elapsed() >= quiet;
             if idle && quiet_over && (!pending.is_empty() || covered.is_some_and(|c| c > counts.cleared_index)) {
                 let batch = std::mem::take(&mut pending);
-                self.process(batch, covered.unwrap_or(0), &lfs, &mut tree, &mut lookahead, &ctx, &mut enc, &mut counts).await?;
+                self.process(batch, covered.unwrap_or(0), &lfs, &mut tree, &mut lookahead, &mut fsm, &ctx, &mut enc, &mut counts).await?;
             }
             if idle {
                 if ctx.drain && pending.is_empty() {
@@ -461,6 +547,9 @@ impl ChangeSourceConfig for LustreConfig {
         }
         if self.batch_size == 0 {
             return Err(ctx.invalid("batch_size", "must be at least 1"));
+        }
+        if self.resolution != "tree" && self.resolution != "fsmonitor" {
+            return Err(ctx.invalid("resolution", "must be `tree` or `fsmonitor`"));
         }
         for t in &self.filter {
             if crate::changelog::RecordType::from_name(t).is_none() {

@@ -466,7 +466,6 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
         }
     }
     flush(&mut batch, &mut tree, &mut resolver)?;
-    drop(flush);
     if let Some(mut w) = out.take() {
         use std::io::Write;
         w.flush()?;

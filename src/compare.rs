@@ -97,8 +97,11 @@ pub fn rank_error(sorted: &[f64], q: f64, est: f64) -> f64 {
     ((lt + le) / 2.0 - q * n).abs() / n
 }
 
+/// Costs per sketch type.
+pub type Costs = Vec<(String, SketchCost)>;
+
 /// Measure every sketch on every principal and attribute.
-pub fn measure(values: &Values, factories: &[Arc<dyn SketchFactory>]) -> anyhow::Result<(Vec<Measurement>, Vec<(String, SketchCost)>)> {
+pub fn measure(values: &Values, factories: &[Arc<dyn SketchFactory>]) -> anyhow::Result<(Vec<Measurement>, Costs)> {
     let mut keys: Vec<&String> = values.keys().collect();
     keys.sort();
     let mut out = Vec::new();
@@ -160,9 +163,13 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((p * (v.len() as f64 - 1.0)).round() as usize).min(v.len() - 1)]
 }
 
-/// Summary rows: (sketch, attribute, quantile, mean/p95/max value error, mean/p95/max rank error).
-pub fn summarize(ms: &[Measurement]) -> Vec<(String, String, String, [f64; 6])> {
-    let mut groups: std::collections::BTreeMap<(String, String, String), (Vec<f64>, Vec<f64>)> = Default::default();
+/// One summary row: (sketch, attribute, quantile, mean/p95/max value error, mean/p95/max rank error).
+pub type SummaryRow = (String, String, String, [f64; 6]);
+
+/// Summary rows per sketch, attribute and quantile (and `all`).
+pub fn summarize(ms: &[Measurement]) -> Vec<SummaryRow> {
+    type Errors = (Vec<f64>, Vec<f64>);
+    let mut groups: std::collections::BTreeMap<(String, String, String), Errors> = Default::default();
     for m in ms {
         for (a, q) in [(m.attribute.to_string(), m.quantile.to_string()), ("all".into(), "all".into())] {
             let e = groups.entry((m.sketch.clone(), a, q)).or_default();
@@ -252,7 +259,8 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Resul
         }
     }
     t.push_str("\nper attribute and quantile (mean value error / mean rank error):\n\n| sketch | attribute | p10 | p25 | p50 | p75 | p90 | p99 |\n|---|---|---|---|---|---|---|---|\n");
-    let mut by: std::collections::BTreeMap<(String, String), Vec<(String, [f64; 6])>> = Default::default();
+    type ByQuantile = Vec<(String, [f64; 6])>;
+    let mut by: std::collections::BTreeMap<(String, String), ByQuantile> = Default::default();
     for (s, a, q, st) in &rows {
         if a != "all" {
             by.entry((s.clone(), a.clone())).or_default().push((q.clone(), *st));
@@ -266,7 +274,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Resul
     Ok(t)
 }
 
-fn plot(rows: &[(String, String, String, [f64; 6])], path: &PathBuf) -> anyhow::Result<()> {
+fn plot(rows: &[SummaryRow], path: &PathBuf) -> anyhow::Result<()> {
     use plotters::prelude::*;
     let font = ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf"]
         .iter()

@@ -8,8 +8,7 @@ use icicle_core::gmeta::{PrincipalMap, RecordPolicy, VisibleTo};
 use icicle_core::registry::{self, BuildContext, Built, PluginKind};
 use icicle_core::pipelines::{Aggregate, Counting};
 use icicle_core::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJob};
-use icicle_core::traits::ChangeSource;
-use icicle_core::{Sink, Source};
+use icicle_core::traits::{ChangeSource, NamedSinks, NamedSources};
 
 /// The record policy from `[records]` and `[snapshot] version`.
 pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
@@ -31,9 +30,9 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
 
 /// Snapshot sources, streaming sources and sinks built from a configuration.
 pub struct Components {
-    pub sources: Vec<(String, Arc<dyn Source>)>,
+    pub sources: NamedSources,
     pub monitors: Vec<(String, Arc<dyn ChangeSource>)>,
-    pub sinks: Vec<(String, Box<dyn Sink>)>,
+    pub sinks: NamedSinks,
 }
 
 /// Build every `[sources.*]` and `[sinks.*]` through the registry.
@@ -63,7 +62,7 @@ pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
 }
 
 /// Build every snapshot `[sources.*]` and `[sinks.*]` (sinks may be absent).
-pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>, Vec<(String, Box<dyn Sink>)>), ConfigError> {
+pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(NamedSources, NamedSinks), ConfigError> {
     let c = build_all(cfg)?;
     if let Some((id, _)) = c.monitors.first() {
         return Err(ConfigError::InvalidValue {
@@ -79,7 +78,7 @@ pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc
 }
 
 /// Build every `[sources.*]` and `[sinks.*]` through the registry (sinks required).
-pub fn components(cfg: &LoadedConfig) -> Result<(Vec<(String, Arc<dyn Source>)>, Vec<(String, Box<dyn Sink>)>), ConfigError> {
+pub fn components(cfg: &LoadedConfig) -> Result<(NamedSources, NamedSinks), ConfigError> {
     let (sources, sinks) = components_allow_no_sinks(cfg)?;
     if sinks.is_empty() {
         return Err(ConfigError::MissingKey { key: "sinks".into(), hint: "configure at least one [sinks.<id>] with a `type`".into() });

@@ -101,8 +101,8 @@ fn rolled_up_gufi_index_is_not_double_counted() {
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| {
-            let c = rusqlite_count(&e.path().join("db.db"));
-            c
+            
+            rusqlite_count(&e.path().join("db.db"))
         })
         .sum();
     assert!(rolled > 0, "the generator should have filled pentries_rollup");

@@ -306,7 +306,7 @@ mod tests {
     fn wrong_types_name_the_key_and_file() {
         let d = tempfile::tempdir().unwrap();
         let a = write(d.path(), "a.toml", "[snapshot]\nworkers = \"many\"\n");
-        let err = load(&[a.clone()], &[]).unwrap_err().to_string();
+        let err = load(std::slice::from_ref(&a), &[]).unwrap_err().to_string();
         assert!(err.contains("snapshot.workers") && err.contains(&a.display().to_string()), "{err}");
     }
 

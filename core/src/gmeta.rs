@@ -184,13 +184,16 @@ fn resolve_visible_to(policy: &RecordPolicy, uid: Option<u32>, gid: Option<u32>)
     Some(out)
 }
 
+/// A `visible_to` array, encoded.
+type EncodedPrincipals = Arc<[u8]>;
+
 /// Encodes primary records; one per worker (it caches visible_to per uid/gid).
 #[derive(Debug)]
 pub struct PrimaryEncoder {
     policy: Arc<RecordPolicy>,
     version_json: Vec<u8>,
-    cache: HashMap<(u32, u32), Option<Arc<[u8]>>>,
-    last: Option<((u32, u32), Arc<[u8]>)>,
+    cache: HashMap<(u32, u32), Option<EncodedPrincipals>>,
+    last: Option<((u32, u32), EncodedPrincipals)>,
 }
 
 impl PrimaryEncoder {

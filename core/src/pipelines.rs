@@ -319,13 +319,12 @@ impl PrincipalStats {
     fn add(&mut self, v: [i64; 4], reference: i64) -> Result<(), String> {
         self.count += 1;
         self.total_size += v[0] as u128;
-        for i in 0..4 {
-            self.min[i] = self.min[i].min(v[i]);
-            self.max[i] = self.max[i].max(v[i]);
-        }
-        self.sketches[0].insert(v[0] as f64).map_err(|e| e.to_string())?;
-        for i in 1..4 {
-            self.sketches[i].insert((reference - v[i]) as f64).map_err(|e| e.to_string())?;
+        for (i, &x) in v.iter().enumerate() {
+            self.min[i] = self.min[i].min(x);
+            self.max[i] = self.max[i].max(x);
+            // Size as is; times as ages relative to the reference.
+            let value = if i == 0 { x as f64 } else { (reference - x) as f64 };
+            self.sketches[i].insert(value).map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -519,7 +518,7 @@ impl Aggregate {
             if !map.contains_key(&pkey) {
                 map.insert(pkey.clone(), PrincipalStats::new(self.factory.as_ref()));
                 // Insert the new parent in depth order so it is rolled up in turn.
-                let pos = dirs[i..].iter().position(|(pd, _)| *pd < d - 1 || *pd == d - 1).map(|p| p + i).unwrap_or(dirs.len());
+                let pos = dirs[i..].iter().position(|(pd, _)| *pd < d).map(|p| p + i).unwrap_or(dirs.len());
                 dirs.insert(pos, (d - 1, parent.clone()));
             }
             if let Some(p) = map.get_mut(&pkey) {
@@ -646,6 +645,25 @@ impl Aggregate {
     }
 }
 
+impl PipelineFinisher for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+    fn finish(&self, _policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
+        let report = self.write().map_err(|e| format!("writing {}: {e}", self.settings.output.display()))?;
+        Ok((Vec::new(), report))
+    }
+}
+
+impl PipelineFinisher for Aggregate {
+    fn name(&self) -> &'static str {
+        "aggregate"
+    }
+    fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
+        Ok(self.entries(policy))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -665,24 +683,5 @@ mod tests {
         let rec = FileRecord { path: "/a,b/c", kind: FileKind::File, mode: 33188, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 };
         let line = "f,33188,1,2,3,4,5,6,\"/a,b/c\"";
         assert_eq!(shard_of(&rec), crc32fast::hash(line.as_bytes()) as usize % 64);
-    }
-}
-
-impl PipelineFinisher for Counting {
-    fn name(&self) -> &'static str {
-        "counting"
-    }
-    fn finish(&self, _policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
-        let report = self.write().map_err(|e| format!("writing {}: {e}", self.settings.output.display()))?;
-        Ok((Vec::new(), report))
-    }
-}
-
-impl PipelineFinisher for Aggregate {
-    fn name(&self) -> &'static str {
-        "aggregate"
-    }
-    fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
-        Ok(self.entries(policy))
     }
 }

@@ -17,7 +17,7 @@ use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
 use crate::record::{FileRecord, Reject};
 use crate::rejects::RejectLog;
-use crate::traits::{RowSink, Sink, Source, Split};
+use crate::traits::{RowSink, Source, Split};
 
 /// Entries are handed from workers to the batcher in chunks of about this many bytes.
 const CHUNK_BYTES: usize = 256 << 10;
@@ -64,8 +64,8 @@ pub trait PipelineFinisher: Send + Sync {
 
 /// Everything a snapshot run needs.
 pub struct SnapshotJob {
-    pub sources: Vec<(String, Arc<dyn Source>)>,
-    pub sinks: Vec<(String, Box<dyn Sink>)>,
+    pub sources: crate::traits::NamedSources,
+    pub sinks: crate::traits::NamedSinks,
     pub policy: Arc<RecordPolicy>,
     pub settings: SnapshotSettings,
     pub progress: Arc<dyn Progress>,
@@ -283,7 +283,7 @@ fn worker_count(settings: &SnapshotSettings) -> usize {
     }
 }
 
-async fn deliver(sinks: &mut [(String, Box<dyn Sink>)], batch: &DocumentBatch) -> Result<(), IcicleError> {
+async fn deliver(sinks: &mut crate::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), IcicleError> {
     for (_, sink) in sinks.iter_mut() {
         sink.deliver(batch).await?;
     }
@@ -503,7 +503,8 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         } else {
             let scopes: Vec<String> = rejects.scopes();
             let gone = prev.deleted_subjects().map_err(|e| io("reading the previous manifest", e))?;
-            let (withheld, deleted): (Vec<(String, u128, u64)>, Vec<(String, u128, u64)>) =
+            type Gone = Vec<(String, u128, u64)>;
+            let (withheld, deleted): (Gone, Gone) =
                 gone.into_iter().partition(|(s, _, _)| scopes.iter().any(|p| p == "/" || s.starts_with(&format!("{}/", p.trim_end_matches('/')))));
             summary.deletes_withheld = withheld.len() as u64;
             summary.deleted = deleted.len() as u64;
@@ -556,7 +557,7 @@ mod tests {
     use crate::config::SnapshotSettings;
     use crate::gmeta::{PrincipalMap, VisibleTo};
     use crate::record::FileKind;
-    use crate::traits::{RowSink, Split};
+    use crate::traits::{RowSink, Sink, Split};
     use crate::SinkError;
     use async_trait::async_trait;
     use std::sync::mpsc as std_mpsc;

@@ -68,10 +68,15 @@ pub trait Source: Send + Sync {
     }
 }
 
+/// Sources by component id.
+pub type NamedSources = Vec<(String, std::sync::Arc<dyn Source>)>;
+/// Sinks by component id.
+pub type NamedSinks = Vec<(String, Box<dyn Sink>)>;
+
 /// What a streaming (monitor) source is given to run.
 pub struct MonitorContext {
     /// The configured sinks, shared by every monitored MDT or topic.
-    pub sinks: std::sync::Arc<tokio::sync::Mutex<Vec<(String, Box<dyn Sink>)>>>,
+    pub sinks: std::sync::Arc<tokio::sync::Mutex<NamedSinks>>,
     /// How primary records are built (the snapshot pipeline's schema).
     pub policy: std::sync::Arc<crate::gmeta::RecordPolicy>,
     /// Largest document delivered.

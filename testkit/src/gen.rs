@@ -469,7 +469,7 @@ fn write_text(
     let rows_per_file = rows_per_file.max(1);
     let mut w: Option<BufWriter<std::fs::File>> = None;
     for (i, f) in fs.files.iter().enumerate() {
-        if i as u64 % rows_per_file == 0 {
+        if (i as u64).is_multiple_of(rows_per_file) {
             if let Some(mut old) = w.take() {
                 old.flush()?;
             }

@@ -569,7 +569,7 @@ impl SketchFactory for ExactFactory {
         Box::new(Exact::new(self.0.max_bytes))
     }
     fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
-        if bytes.len() % 8 != 0 {
+        if !bytes.len().is_multiple_of(8) {
             return Err(SketchError::Decode("length is not a multiple of 8".into()));
         }
         let mut e = Exact::new(self.0.max_bytes);

@@ -100,6 +100,7 @@ pub struct Layout {
 
 impl Layout {
     /// The layout of a preset.
+    #[allow(clippy::type_complexity)]
     pub fn preset(p: Preset) -> Layout {
         let c = |kind, mode, uid, gid, size, atime, ctime, mtime, path| Columns { kind, mode, uid, gid, size, atime, ctime, mtime, path };
         let (delim, cols, mode_format, path_last, quoted, header_hint, comment): (u8, Columns, ModeFormat, bool, bool, Option<&'static [u8]>, Option<Vec<u8>>) = match p {

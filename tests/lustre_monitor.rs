@@ -222,3 +222,57 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
     );
     assert_all_cleared(tmp.path(), &journal);
 }
+
+#[test]
+fn several_mdts_in_one_process_each_keep_their_own_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs_names = ["a", "b"];
+    for (i, n) in fs_names.iter().enumerate() {
+        let mut w = Workload::open(&tmp.path().join(format!("fs-{n}")), &tmp.path().join(format!("lfs-{n}/changelog")), 11 + i as u64).unwrap();
+        w.preexisting(30).unwrap();
+    }
+    // One snapshot of both file systems: /a/... and /b/...
+    let snap = |name: &str| -> BTreeMap<String, Value> {
+        let out = tmp.path().join(name);
+        let mut toml = format!("[snapshot]\nversion = \"v\"\n[records]\nvisible_to = [\"public\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{}\"\n", out.display());
+        for n in fs_names {
+            toml.push_str(&format!("[sources.{n}]\ntype = \"walk\"\nroot = \"{}\"\npath_prefix = \"/{n}\"\n", tmp.path().join(format!("fs-{n}")).display()));
+        }
+        let cfg = config(tmp.path(), &format!("{name}.toml"), &toml);
+        let (code, s, err) = snapshot(&cfg, &[]);
+        assert_eq!((code, s["rejects"].as_u64()), (0, Some(0)), "{err}");
+        ingested(&out)
+    };
+    let mut index = snap("before");
+    for (i, n) in fs_names.iter().enumerate() {
+        let mut w = Workload::open(&tmp.path().join(format!("fs-{n}")), &tmp.path().join(format!("lfs-{n}/changelog")), 11 + i as u64).unwrap();
+        w.run(Kind::Mixed, 250, "/work").unwrap();
+    }
+    let out = tmp.path().join("monitor-out");
+    let mut toml = format!("[records]\nvisible_to = [\"public\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{}\"\n", out.display());
+    for n in fs_names {
+        let (root, journal) = (tmp.path().join(format!("fs-{n}")), tmp.path().join(format!("lfs-{n}/changelog")));
+        toml.push_str(&format!(
+            "[sources.mdt_{n}]\ntype = \"lustre\"\nmdt = \"fs{n}-MDT0000\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\nmount = \"{r}\"\nfsname = \"fs{n}\"\npath_prefix = \"/{n}\"\nbatch_size = 30\nquiet_period_secs = 0.0\npoll_interval_secs = 0.02\nstate_dir = \"{t}/state\"\n",
+            k = testkit().display(),
+            j = journal.display(),
+            r = root.display(),
+            t = tmp.path().display()
+        ));
+    }
+    let cfg = config(tmp.path(), "monitor2.toml", &toml);
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(report["mdt_a"]["records"].as_u64().unwrap() > 0 && report["mdt_b"]["records"].as_u64().unwrap() > 0, "{report}");
+    apply(&mut index, &out);
+    let fresh = snap("after");
+    let (missing, extra, differ) = compare(&index, &fresh);
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    for n in fs_names {
+        assert!(tmp.path().join(format!("state/fs{n}-MDT0000.checkpoint.json")).exists());
+        let users = std::fs::read_to_string(tmp.path().join(format!("lfs-{n}/changelog.users"))).unwrap();
+        let last = std::fs::read_to_string(tmp.path().join(format!("lfs-{n}/changelog"))).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
+        assert_eq!(users.trim(), format!("cl1 {last}"));
+    }
+}

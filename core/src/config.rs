@@ -3,7 +3,7 @@
 //! name the key and where it was set.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::value::{Dict, Map, Value};
@@ -270,16 +270,12 @@ impl LoadedConfig {
             .and_then(|v| v.into_string())
             .ok_or_else(|| ConfigError::MissingKey { key: format!("{key}.type"), hint: format!("every [{key}] needs a `type`") })
     }
-
-    /// Resolve a path relative to the working directory.
-    pub fn resolve(path: &Path) -> PathBuf {
-        path.to_path_buf()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);

@@ -116,6 +116,24 @@ pub enum BenchCommand {
     },
 }
 
+/// One `bench snapshot-run` in a fresh process (so peak memory covers that run alone);
+/// prints and returns its JSON line.
+fn measured_run(format: &str, sink: &str, workers: usize, data: &Path, out: &Path, extra: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .args(["bench", "snapshot-run", "--format", format, "--sink", sink, "--workers", &workers.to_string()])
+        .args(extra)
+        .arg("--data")
+        .arg(data)
+        .arg("--out")
+        .arg(out)
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(child.status.success(), "bench run {format} → {sink} {extra:?} failed");
+    let text = String::from_utf8_lossy(&child.stdout).trim().to_string();
+    println!("{text}");
+    Ok(serde_json::from_str(&text)?)
+}
+
 /// Peak resident set size of this process, in bytes (VmHWM).
 pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -165,18 +183,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 let data = ensure_data(&dir, format, files, seed, &mut fs)?;
                 for sink in sinks.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     let out = dir.join(format!("out-{f}-{sink}"));
-                    let child = std::process::Command::new(std::env::current_exe()?)
-                        .args(["bench", "snapshot-run", "--format", f, "--sink", sink, "--workers", &workers.to_string()])
-                        .arg("--data")
-                        .arg(&data)
-                        .arg("--out")
-                        .arg(&out)
-                        .stderr(std::process::Stdio::inherit())
-                        .output()?;
-                    anyhow::ensure!(child.status.success(), "bench run {f} → {sink} failed");
-                    let text = String::from_utf8_lossy(&child.stdout);
-                    print!("{text}");
-                    let v: serde_json::Value = serde_json::from_str(text.trim())?;
+                    let v = measured_run(f, sink, workers, &data, &out, &[])?;
                     let num = |k: &str| v[k].as_f64().unwrap_or(0.0);
                     table.push(format!(
                         "| {f} | {sink} | {} | {:.2} | {:.0} | {:.0} | {:.0} |",
@@ -200,18 +207,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let data = ensure_data(&dir, Format::Tsv, files, seed, &mut fs)?;
             drop(fs);
             let out = dir.join("out-pipelines");
-            let child = std::process::Command::new(std::env::current_exe()?)
-                .args(["bench", "snapshot-run", "--format", "tsv", "--sink", "blackhole", "--workers", &workers.to_string(), "--all-pipelines", &sketch])
-                .arg("--data")
-                .arg(&data)
-                .arg("--out")
-                .arg(&out)
-                .stderr(std::process::Stdio::inherit())
-                .output()?;
-            anyhow::ensure!(child.status.success(), "pipelines run failed");
-            let text = String::from_utf8_lossy(&child.stdout).trim().to_string();
-            println!("{text}");
-            let ours: serde_json::Value = serde_json::from_str(&text)?;
+            let ours = measured_run("tsv", "blackhole", workers, &data, &out, &["--all-pipelines", &sketch])?;
             let our_secs = ours["seconds"].as_f64().unwrap_or(0.0);
             eprintln!(
                 "icicle: {} rows, primary + counting + aggregate ({sketch}) in {:.2} s = {:.0} rows/s, {:.0} rows/CPU-s, peak RSS {} MiB, {} aggregate records",
@@ -229,18 +225,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                         let exact = v["quantile_cont_seconds"].as_f64().unwrap_or(0.0);
                         println!("{v}");
                         // The like-for-like run: aggregates only (no primary records, no counting).
-                        let child = std::process::Command::new(std::env::current_exe()?)
-                            .args(["bench", "snapshot-run", "--format", "tsv", "--sink", "blackhole", "--workers", &workers.to_string(), "--all-pipelines", &sketch, "--aggregate-only"])
-                            .arg("--data")
-                            .arg(&data)
-                            .arg("--out")
-                            .arg(&out)
-                            .stderr(std::process::Stdio::inherit())
-                            .output()?;
-                        anyhow::ensure!(child.status.success(), "aggregate-only run failed");
-                        let text = String::from_utf8_lossy(&child.stdout).trim().to_string();
-                        println!("{text}");
-                        let agg: serde_json::Value = serde_json::from_str(&text)?;
+                        let agg = measured_run("tsv", "blackhole", workers, &data, &out, &["--all-pipelines", &sketch, "--aggregate-only"])?;
                         let agg_secs = agg["seconds"].as_f64().unwrap_or(0.0);
                         eprintln!("icicle aggregate only (users, groups and directory prefixes): {agg_secs:.2} s, peak RSS {} MiB", agg["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20);
                         eprintln!(

@@ -141,7 +141,7 @@ impl Workload {
 
     #[allow(clippy::too_many_arguments)]
     fn record(&mut self, kind: &str, flags: u32, target: Fid, parent: Option<Fid>, name: Option<&str>, rename: Option<(Fid, Fid, String)>, mode: Option<&str>) -> std::io::Result<()> {
-        let jobid = (self.rng.below(3) == 0).then(|| "bench.0".to_string());
+        let jobid = (self.rng.below(3) == 0).then(|| "bench.0".into());
         let rec = ChangelogRecord {
             index: self.next_index,
             kind: RecordType::from_name(kind).unwrap_or(RecordType::Mark),

@@ -3,7 +3,30 @@
 //! `IDX TYPE HH:MM:SS.nnnnnnnnn YYYY.MM.DD 0xFLAGS t=[FID] [j=JOB] [ef=0xX] [u=U:G] [nid=NID]
 //! [m=MODE] [x=XATTR] [p=[FID]] [NAME] [s=[FID] sp=[FID] OLDNAME]` — names may contain spaces.
 
+use std::cell::RefCell;
 use std::fmt;
+use std::sync::Arc;
+
+thread_local! {
+    /// The last job id and NID seen: consecutive records mostly repeat them.
+    static INTERNED: RefCell<(Option<Arc<str>>, Option<Arc<str>>)> = const { RefCell::new((None, None)) };
+}
+
+/// `val` as a shared string, reusing the previous one when it is the same.
+fn intern(val: &str, nid: bool) -> Arc<str> {
+    INTERNED.with(|c| {
+        let mut c = c.borrow_mut();
+        let slot = if nid { &mut c.1 } else { &mut c.0 };
+        match slot {
+            Some(a) if &**a == val => a.clone(),
+            _ => {
+                let a: Arc<str> = Arc::from(val);
+                *slot = Some(a.clone());
+                a
+            }
+        }
+    })
+}
 
 /// A Lustre FID `[seq:oid:ver]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -248,10 +271,10 @@ pub struct ChangelogRecord {
     pub flags: u32,
     /// `t=`: the target (for RENME: the overwritten target, zero if none).
     pub target: Fid,
-    pub jobid: Option<String>,
+    pub jobid: Option<Arc<str>>,
     pub extra_flags: Option<u64>,
     pub uid_gid: Option<(u32, u32)>,
-    pub nid: Option<String>,
+    pub nid: Option<Arc<str>>,
     pub open_mode: Option<String>,
     pub xattr: Option<String>,
     /// `p=`: the parent (for RENME: the new parent).
@@ -342,13 +365,13 @@ impl ChangelogRecord {
             let end = memchr::memchr(b' ', after.as_bytes()).unwrap_or(after.len());
             let val = &after[..end];
             match key {
-                b"j" => rec.jobid = Some(val.to_string()),
+                b"j" => rec.jobid = Some(intern(val, false)),
                 b"ef" => rec.extra_flags = Some(u64::from_str_radix(val.trim_start_matches("0x"), 16).map_err(|_| format!("ef `{val}`"))?),
                 b"u" => {
                     let (u, g) = val.split_once(':').ok_or_else(|| format!("u `{val}`"))?;
                     rec.uid_gid = Some((u.parse().map_err(|_| format!("u `{val}`"))?, g.parse().map_err(|_| format!("u `{val}`"))?));
                 }
-                b"nid" => rec.nid = Some(val.to_string()),
+                b"nid" => rec.nid = Some(intern(val, true)),
                 b"m" => rec.open_mode = Some(val.to_string()),
                 _ => rec.xattr = Some(val.to_string()),
             }

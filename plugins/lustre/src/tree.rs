@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
+use std::sync::Arc;
+
 use lru::LruCache;
 
 use crate::changelog::{ChangelogRecord, Fid, RecordType, CLF_LAST};
@@ -28,9 +30,9 @@ pub trait Resolver {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 enum Place {
     /// Known by its parent and name.
-    Child { parent: Fid, name: String },
+    Child { parent: Fid, name: Arc<str> },
     /// Resolved through `fid2path`: an absolute path.
-    Anchored(String),
+    Anchored(Arc<str>),
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -205,27 +207,31 @@ impl DirectoryTree {
     /// The path of `fid` at the record being applied (`/` for the root); unknown objects
     /// (and ancestors) are resolved once with `fid2path`, rewound, and cached.
     pub fn path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
-        let mut parts: Vec<String> = Vec::new();
+        let mut parts: Vec<Arc<str>> = Vec::new();
         let mut cur = fid;
         for _ in 0..4096 {
             if cur == Fid::ROOT {
                 return Some(join("", &parts));
             }
-            let node = match self.nodes.get(&cur) {
-                Some(n) => n.clone(),
+            // Names are shared (`Arc<str>`): walking up clones no strings.
+            let step = self.nodes.get(&cur).map(|n| match &n.place {
+                Place::Child { parent, name } => Ok((*parent, name.clone())),
+                Place::Anchored(p) => Err(p.clone()),
+            });
+            let step = match step {
+                Some(s) => s,
                 None => {
                     let head = self.head(cur, r)?;
                     // Ancestors are directories; for the object itself ask where it is now.
                     let is_dir = cur != fid || r.is_dir(&head);
-                    let p = self.rewind(head, self.current, r);
-                    let n = Node { place: Place::Anchored(p), is_dir };
-                    self.insert(cur, n.clone());
-                    n
+                    let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
+                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir });
+                    Err(p)
                 }
             };
-            match node.place {
-                Place::Anchored(p) => return Some(join(if p == "/" { "" } else { &p }, &parts)),
-                Place::Child { parent, name } => {
+            match step {
+                Err(p) => return Some(join(if &*p == "/" { "" } else { &p }, &parts)),
+                Ok((parent, name)) => {
                     parts.push(name);
                     cur = parent;
                 }
@@ -287,7 +293,7 @@ impl DirectoryTree {
             Creat | Mknod | Slink | Mkdir => {
                 let (Some(parent), Some(n)) = (rec.parent, name) else { return };
                 let is_dir = rec.kind == Mkdir;
-                self.insert(rec.target, Node { place: Place::Child { parent, name: n.to_string() }, is_dir });
+                self.insert(rec.target, Node { place: Place::Child { parent, name: Arc::from(n) }, is_dir });
                 if !is_dir {
                     match self.path(rec.target, r) {
                         Some(p) => {
@@ -311,7 +317,7 @@ impl DirectoryTree {
                 let path = self.child_path(rec.parent, name, r);
                 let was_dir = rec.kind == Rmdir;
                 let same_name = matches!(self.nodes.peek(&rec.target), Some(Node { place: Place::Child { parent, name: n }, .. })
-                    if Some(*parent) == rec.parent && Some(n.as_str()) == name);
+                    if Some(*parent) == rec.parent && Some(&**n) == name);
                 if rec.flags & CLF_LAST != 0 || was_dir || same_name {
                     self.nodes.pop(&rec.target);
                 }
@@ -346,11 +352,11 @@ impl DirectoryTree {
                 if is_dir {
                     if let Some(old) = &old {
                         // Anchored entries below the old name move with it.
-                        let moved: Vec<(Fid, String)> = self
+                        let moved: Vec<(Fid, Arc<str>)> = self
                             .nodes
                             .iter()
                             .filter_map(|(f, n)| match &n.place {
-                                Place::Anchored(p) => under(p, old).map(|rest| (*f, format!("{new}{rest}"))),
+                                Place::Anchored(p) => under(p, old).map(|rest| (*f, Arc::<str>::from(format!("{new}{rest}")))),
                                 _ => None,
                             })
                             .collect();
@@ -362,7 +368,7 @@ impl DirectoryTree {
                     }
                 }
                 if let (Some(parent), Some(n)) = (rec.parent, name) {
-                    self.insert(src, Node { place: Place::Child { parent, name: n.to_string() }, is_dir });
+                    self.insert(src, Node { place: Place::Child { parent, name: Arc::from(n) }, is_dir });
                 }
                 if is_dir {
                     // Every descendant moved, the ones never seen too: walk where the
@@ -421,7 +427,7 @@ fn child_of(parent: &str, name: &str) -> String {
     }
 }
 
-fn join(base: &str, rev_parts: &[String]) -> String {
+fn join(base: &str, rev_parts: &[Arc<str>]) -> String {
     if rev_parts.is_empty() {
         return if base.is_empty() { "/".into() } else { base.to_string() };
     }

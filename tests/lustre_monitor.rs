@@ -276,3 +276,34 @@ fn several_mdts_in_one_process_each_keep_their_own_state() {
         assert_eq!(users.trim(), format!("cl1 {last}"));
     }
 }
+
+#[test]
+fn nothing_is_acknowledged_when_the_sink_cannot_deliver() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 3).unwrap();
+    // Creates first, so the very first batch has something to deliver (a batch whose records
+    // all cancel out delivers nothing and may be acknowledged).
+    w.run(Kind::Filebench, 100, "/fb").unwrap();
+    w.run(Kind::EvalPerf, 30, "/work").unwrap();
+    drop(w);
+    // The sink directory's parent is a file: every delivery fails.
+    let blocker = tmp.path().join("blocker");
+    std::fs::write(&blocker, "").unwrap();
+    let cfg = monitor_config(tmp.path(), &root, &journal, &blocker.join("out"), 40, 0);
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("blocker"), "{err}");
+    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim(), "cl1 0");
+    assert!(!tmp.path().join("state/fs0-MDT0000.checkpoint.json").exists());
+    // A working sink afterwards gets everything, from the first record.
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let total = std::fs::read_to_string(&journal).unwrap().lines().count() as u64;
+    assert_eq!(report["mdt0"]["records"], total);
+    assert_all_cleared(tmp.path(), &journal);
+}

@@ -382,37 +382,36 @@ impl AggregateWorker {
     }
 }
 
+impl AggregateWorker {
+    /// The slot of `user:<id>` or `group:<id>`, remembering the last one (rows come in runs).
+    fn id_slot(&mut self, group: bool, id: u32) -> usize {
+        let last = if group { self.last_group } else { self.last_user };
+        if last.0 == id && last.1 != usize::MAX {
+            return last.1;
+        }
+        let known = if group { self.groups.get(&id) } else { self.users.get(&id) }.copied();
+        let i = match known {
+            Some(i) => i,
+            None => {
+                let i = self.slot(format!("{}:{id}", if group { "group" } else { "user" }));
+                if group { self.groups.insert(id, i) } else { self.users.insert(id, i) };
+                i
+            }
+        };
+        if group {
+            self.last_group = (id, i);
+        } else {
+            self.last_user = (id, i);
+        }
+        i
+    }
+}
+
 impl RowProcessor for AggregateWorker {
     fn record(&mut self, rec: &FileRecord<'_>) {
         let v = [rec.size.min(i64::MAX as u64) as i64, rec.atime, rec.ctime, rec.mtime];
-        let u = if self.last_user.0 == rec.uid && self.last_user.1 != usize::MAX {
-            self.last_user.1
-        } else {
-            let i = match self.users.get(&rec.uid) {
-                Some(&i) => i,
-                None => {
-                    let i = self.slot(format!("user:{}", rec.uid));
-                    self.users.insert(rec.uid, i);
-                    i
-                }
-            };
-            self.last_user = (rec.uid, i);
-            i
-        };
-        let g = if self.last_group.0 == rec.gid && self.last_group.1 != usize::MAX {
-            self.last_group.1
-        } else {
-            let i = match self.groups.get(&rec.gid) {
-                Some(&i) => i,
-                None => {
-                    let i = self.slot(format!("group:{}", rec.gid));
-                    self.groups.insert(rec.gid, i);
-                    i
-                }
-            };
-            self.last_group = (rec.gid, i);
-            i
-        };
+        let u = self.id_slot(false, rec.uid);
+        let g = self.id_slot(true, rec.gid);
         let parent = rec.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
         if parent != self.last_parent {
             self.last_parent.clear();

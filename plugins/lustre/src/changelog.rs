@@ -7,9 +7,12 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
+/// The last (job id, NID).
+type Interned = (Option<Arc<str>>, Option<Arc<str>>);
+
 thread_local! {
     /// The last job id and NID seen: consecutive records mostly repeat them.
-    static INTERNED: RefCell<(Option<Arc<str>>, Option<Arc<str>>)> = const { RefCell::new((None, None)) };
+    static INTERNED: RefCell<Interned> = const { RefCell::new((None, None)) };
 }
 
 /// `val` as a shared string, reusing the previous one when it is the same.

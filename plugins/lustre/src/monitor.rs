@@ -171,18 +171,12 @@ impl Lfs {
         std::process::Command::new(prog).args(pre).args(args).output().map_err(|e| format!("running {prog}: {e}"))
     }
 
-    /// `lfs changelog MDT START END`.
-    pub fn changelog(&self, mdt: &str, start: u64, end: u64) -> Result<String, String> {
-        let out = self.run(&["changelog", mdt, &start.to_string(), &end.to_string()])?;
-        if !out.status.success() {
-            return Err(format!("lfs changelog {mdt}: {}", String::from_utf8_lossy(&out.stderr).trim()));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    /// `lfs changelog MDT START`: everything from START to the head.
-    pub fn changelog_from(&self, mdt: &str, start: u64) -> Result<String, String> {
-        let out = self.run(&["changelog", mdt, &start.to_string()])?;
+    /// `lfs changelog MDT START [END]` (without END: everything up to the head).
+    pub fn changelog(&self, mdt: &str, start: u64, end: Option<u64>) -> Result<String, String> {
+        let (start, end) = (start.to_string(), end.map(|e| e.to_string()));
+        let mut args = vec!["changelog", mdt, &start];
+        args.extend(end.as_deref());
+        let out = self.run(&args)?;
         if !out.status.success() {
             return Err(format!("lfs changelog {mdt}: {}", String::from_utf8_lossy(&out.stderr).trim()));
         }
@@ -278,7 +272,7 @@ impl Resolver for LfsResolver<'_> {
         let la = &mut *self.lookahead;
         if !la.refreshed {
             la.refreshed = true;
-            if let Ok(text) = self.lfs.changelog_from(self.mdt, la.read_upto + 1) {
+            if let Ok(text) = self.lfs.changelog(self.mdt, la.read_upto + 1, None) {
                 for line in text.lines() {
                     if let Ok(r) = ChangelogRecord::parse(line) {
                         la.read_upto = la.read_upto.max(r.index);
@@ -481,7 +475,7 @@ impl ChangeSource for LustreSource {
         let mut last_new = Instant::now();
         let quiet = Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0));
         loop {
-            let text = tokio::task::block_in_place(|| lfs.changelog(&cfg.mdt, next, next + cfg.read_size.max(1) - 1))
+            let text = tokio::task::block_in_place(|| lfs.changelog(&cfg.mdt, next, Some(next + cfg.read_size.max(1) - 1)))
                 .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
             let mut got = 0u64;
             for line in text.lines().filter(|l| !l.trim().is_empty()) {

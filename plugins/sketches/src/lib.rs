@@ -140,6 +140,58 @@ impl SketchConfig for DdSketchConfig {
     }
 }
 
+/// The `Sketch` impl shared by the DataSketches rank sketches (KLL, REQ): `$ty` has
+/// `inner` (the sketch over `$wrap<f64>`), `sum`, and a `config()` string for merge checks.
+macro_rules! rank_sketch {
+    ($ty:ident, $name:literal, $wrap:ident) => {
+        impl Sketch for $ty {
+            fn kind(&self) -> &'static str {
+                $name
+            }
+            fn insert(&mut self, v: f64) -> Result<(), SketchError> {
+                self.inner.update($wrap::<f64>::new(v).map_err(|_| SketchError::NotANumber(v))?);
+                self.sum += v;
+                Ok(())
+            }
+            fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
+                let o = other.as_any().downcast_ref::<$ty>().ok_or_else(|| wrong_type($name, other))?;
+                if o.config() != self.config() {
+                    return Err(SketchError::MismatchedConfig(format!("{} vs {}", self.config(), o.config())));
+                }
+                self.inner.merge(&o.inner).map_err(|e| SketchError::MismatchedConfig(e.to_string()))?;
+                self.sum += o.sum;
+                Ok(())
+            }
+            fn quantile(&self, q: f64) -> Option<f64> {
+                self.inner.quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive).ok().flatten().map(|v| *v)
+            }
+            fn count(&self) -> u64 {
+                self.inner.n()
+            }
+            fn min(&self) -> Option<f64> {
+                self.inner.min_item().map(|v| **v)
+            }
+            fn max(&self) -> Option<f64> {
+                self.inner.max_item().map(|v| **v)
+            }
+            fn sum(&self) -> f64 {
+                self.sum
+            }
+            fn to_bytes(&self) -> Vec<u8> {
+                let mut out = self.sum.to_le_bytes().to_vec();
+                out.extend(self.inner.serialize());
+                out
+            }
+            fn memory_bytes(&self) -> usize {
+                std::mem::size_of::<Self>() + self.inner.num_retained() as usize * 8
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------------------
 // KLL
 
@@ -163,51 +215,13 @@ pub struct Kll {
     sum: f64,
 }
 
-impl Sketch for Kll {
-    fn kind(&self) -> &'static str {
-        "kll"
-    }
-    fn insert(&mut self, v: f64) -> Result<(), SketchError> {
-        self.inner.update(KllFloat::<f64>::new(v).map_err(|_| SketchError::NotANumber(v))?);
-        self.sum += v;
-        Ok(())
-    }
-    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
-        let o = other.as_any().downcast_ref::<Kll>().ok_or_else(|| wrong_type("kll", other))?;
-        if o.inner.k() != self.inner.k() {
-            return Err(SketchError::MismatchedConfig(format!("k {} vs {}", self.inner.k(), o.inner.k())));
-        }
-        self.inner.merge(&o.inner).map_err(|e| SketchError::MismatchedConfig(e.to_string()))?;
-        self.sum += o.sum;
-        Ok(())
-    }
-    fn quantile(&self, q: f64) -> Option<f64> {
-        self.inner.quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive).ok().flatten().map(|v| v.into_inner())
-    }
-    fn count(&self) -> u64 {
-        self.inner.n()
-    }
-    fn min(&self) -> Option<f64> {
-        self.inner.min_item().map(|v| **v)
-    }
-    fn max(&self) -> Option<f64> {
-        self.inner.max_item().map(|v| **v)
-    }
-    fn sum(&self) -> f64 {
-        self.sum
-    }
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut out = self.sum.to_le_bytes().to_vec();
-        out.extend(self.inner.serialize());
-        out
-    }
-    fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.inner.num_retained() * 8
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
+impl Kll {
+    fn config(&self) -> String {
+        format!("k={}", self.inner.k())
     }
 }
+
+rank_sketch!(Kll, "kll", KllFloat);
 
 struct KllFactory(KllConfig);
 
@@ -262,57 +276,13 @@ pub struct Req {
     sum: f64,
 }
 
-impl Sketch for Req {
-    fn kind(&self) -> &'static str {
-        "req"
-    }
-    fn insert(&mut self, v: f64) -> Result<(), SketchError> {
-        self.inner.update(ReqFloat::<f64>::new(v).map_err(|_| SketchError::NotANumber(v))?);
-        self.sum += v;
-        Ok(())
-    }
-    fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
-        let o = other.as_any().downcast_ref::<Req>().ok_or_else(|| wrong_type("req", other))?;
-        if (o.inner.k(), o.inner.rank_accuracy()) != (self.inner.k(), self.inner.rank_accuracy()) {
-            return Err(SketchError::MismatchedConfig(format!(
-                "k/rank accuracy {}/{:?} vs {}/{:?}",
-                self.inner.k(),
-                self.inner.rank_accuracy(),
-                o.inner.k(),
-                o.inner.rank_accuracy()
-            )));
-        }
-        self.inner.merge(&o.inner).map_err(|e| SketchError::MismatchedConfig(e.to_string()))?;
-        self.sum += o.sum;
-        Ok(())
-    }
-    fn quantile(&self, q: f64) -> Option<f64> {
-        self.inner.quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive).ok().flatten().map(|v| *v)
-    }
-    fn count(&self) -> u64 {
-        self.inner.n()
-    }
-    fn min(&self) -> Option<f64> {
-        self.inner.min_item().map(|v| **v)
-    }
-    fn max(&self) -> Option<f64> {
-        self.inner.max_item().map(|v| **v)
-    }
-    fn sum(&self) -> f64 {
-        self.sum
-    }
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut out = self.sum.to_le_bytes().to_vec();
-        out.extend(self.inner.serialize());
-        out
-    }
-    fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.inner.num_retained() as usize * 8
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
+impl Req {
+    fn config(&self) -> String {
+        format!("k={} rank_accuracy={:?}", self.inner.k(), self.inner.rank_accuracy())
     }
 }
+
+rank_sketch!(Req, "req", ReqFloat);
 
 struct ReqFactory(ReqConfig, RankAccuracy);
 

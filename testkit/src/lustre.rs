@@ -145,7 +145,7 @@ impl Workload {
         let rec = ChangelogRecord {
             index: self.next_index,
             kind: RecordType::from_name(kind).unwrap_or(RecordType::Mark),
-            time: now_parts(),
+            time: now_parts().as_str().into(),
             flags,
             target,
             jobid,
@@ -155,10 +155,10 @@ impl Workload {
             open_mode: mode.map(str::to_string),
             xattr: None,
             parent,
-            name: name.map(str::to_string),
+            name: name.map(Into::into),
             source: rename.as_ref().map(|r| r.0),
             source_parent: rename.as_ref().map(|r| r.1),
-            source_name: rename.map(|r| r.2),
+            source_name: rename.map(|r| r.2.into()),
         };
         self.next_index += 1;
         self.records += 1;

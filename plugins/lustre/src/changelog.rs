@@ -50,34 +50,40 @@ impl Fid {
 
     /// Parse `[0x200000401:0x3:0x0]` (brackets optional; a zero sequence may print as `0`).
     pub fn parse(s: &str) -> Result<Fid, String> {
-        let t = s.trim();
-        let t = t.strip_prefix('[').unwrap_or(t);
-        let t = t.strip_suffix(']').unwrap_or(t);
-        let hex = |x: &str, what: &str| -> Result<u64, String> {
-            let h = x.strip_prefix("0x").unwrap_or(x);
+        let t = s.trim().as_bytes();
+        let t = t.strip_prefix(b"[").unwrap_or(t);
+        let t = t.strip_suffix(b"]").unwrap_or(t);
+        let mut parts = [0u64; 3];
+        let mut pos = 0usize;
+        for (i, what) in ["sequence", "object id", "version"].iter().enumerate() {
+            let bad = || format!("FID `{s}`: bad {what}");
+            if pos > t.len() {
+                return Err(format!("FID `{s}` lacks its {what}"));
+            }
+            let field = &t[pos..];
+            let end = memchr::memchr(b':', field).unwrap_or(field.len());
+            let h = &field[..end];
+            let h = h.strip_prefix(b"0x").unwrap_or(h);
             if h.is_empty() || h.len() > 16 {
-                return Err(format!("FID `{s}`: bad {what} `{x}`"));
+                return Err(bad());
             }
             let mut v = 0u64;
-            for c in h.bytes() {
+            for &c in h {
                 let d = match c {
                     b'0'..=b'9' => c - b'0',
                     b'a'..=b'f' => c - b'a' + 10,
                     b'A'..=b'F' => c - b'A' + 10,
-                    _ => return Err(format!("FID `{s}`: bad {what} `{x}`")),
+                    _ => return Err(bad()),
                 };
                 v = (v << 4) | d as u64;
             }
-            Ok(v)
-        };
-        let mut it = t.splitn(4, ':');
-        let seq = hex(it.next().ok_or_else(|| format!("FID `{s}` lacks its sequence"))?, "sequence")?;
-        let oid = hex(it.next().ok_or_else(|| format!("FID `{s}` lacks its object id"))?, "object id")?;
-        let ver = hex(it.next().ok_or_else(|| format!("FID `{s}` lacks its version"))?, "version")?;
-        if it.next().is_some() || oid > u32::MAX as u64 || ver > u32::MAX as u64 {
+            parts[i] = v;
+            pos += end + 1;
+        }
+        if pos <= t.len() || parts[1] > u32::MAX as u64 || parts[2] > u32::MAX as u64 {
             return Err(format!("FID `{s}` is malformed"));
         }
-        Ok(Fid { seq, oid: oid as u32, ver: ver as u32 })
+        Ok(Fid { seq: parts[0], oid: parts[1] as u32, ver: parts[2] as u32 })
     }
 }
 
@@ -264,13 +270,171 @@ impl RecordType {
 /// `CLF_UNLINK_LAST` / `CLF_RENAME_LAST`: the last link went away.
 pub const CLF_LAST: u32 = 0x1;
 
+/// A record's time as printed, `HH:MM:SS.nnnnnnnnn YYYY.MM.DD` (UTC), kept inline (no allocation).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RecordTime {
+    len: u8,
+    bytes: [u8; RecordTime::CAPACITY],
+}
+
+impl RecordTime {
+    /// The longest time text kept.
+    pub const CAPACITY: usize = 38;
+
+    /// `clock date`; None when longer than [`RecordTime::CAPACITY`].
+    pub fn new(clock: &str, date: &str) -> Option<RecordTime> {
+        let len = clock.len() + 1 + date.len();
+        if len > Self::CAPACITY {
+            return None;
+        }
+        let mut bytes = [0u8; Self::CAPACITY];
+        bytes[..clock.len()].copy_from_slice(clock.as_bytes());
+        bytes[clock.len()] = b' ';
+        bytes[clock.len() + 1..len].copy_from_slice(date.as_bytes());
+        Some(RecordTime { len: len as u8, bytes })
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Built only from two &str and a space.
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+    }
+}
+
+impl From<&str> for RecordTime {
+    /// `"HH:MM:SS.n YYYY.MM.DD"` (split at the first space; truncated to the capacity).
+    fn from(s: &str) -> RecordTime {
+        let (clock, date) = s.split_once(' ').unwrap_or((s, ""));
+        RecordTime::new(clock, date).unwrap_or(RecordTime { len: 0, bytes: [0; Self::CAPACITY] })
+    }
+}
+
+impl fmt::Display for RecordTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for RecordTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+/// The type bit of a changelog line (its second token) without parsing the rest; 0 when the
+/// type is unknown or the line is malformed. Lets filtered types skip the full parse.
+pub fn line_type_bit(line: &[u8]) -> u32 {
+    let Some(sp) = memchr::memchr(b' ', line) else { return 0 };
+    let rest = &line[sp + 1..];
+    let ty = &rest[..memchr::memchr(b' ', rest).unwrap_or(rest.len())];
+    if ty.len() < 3 || !ty[0].is_ascii_digit() || !ty[1].is_ascii_digit() {
+        return 0;
+    }
+    let n = ((ty[0] - b'0') * 10 + (ty[1] - b'0')) as usize;
+    match NAMES.get(n) {
+        Some(name) if name.as_bytes() == &ty[2..] => 1 << n,
+        _ => 0,
+    }
+}
+
+/// Position of the first `c` in `b` (a plain loop: tokens here are short, memchr's setup costs more).
+#[inline]
+fn find_byte(b: &[u8], c: u8) -> Option<usize> {
+    b.iter().position(|&x| x == c)
+}
+
+/// Hex digit values; 0xFF for anything else.
+const HEX: [u8; 256] = {
+    let mut t = [0xFFu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// A bracketed FID at the start of `s` and the length it took (through `]`), in one pass.
+fn bracketed_fid(s: &str, what: &str) -> Result<(Fid, usize), String> {
+    let b = s.as_bytes();
+    let mut parts = [0u64; 3];
+    let mut field = 0usize;
+    let mut digits = 0usize;
+    let mut i = 1usize;
+    let bad = || {
+        let end = find_byte(b, b']').map_or(b.len(), |e| e + 1);
+        Fid::parse(&s[..end]).err().unwrap_or_else(|| format!("{what} is not a bracketed FID"))
+    };
+    if b.first() != Some(&b'[') {
+        return Err(format!("{what} is not a bracketed FID"));
+    }
+    while i < b.len() {
+        let c = b[i];
+        let d = HEX[c as usize];
+        match c {
+            _ if d < 16 => {
+                parts[field] = (parts[field] << 4) | d as u64;
+                digits += 1;
+                if digits > 16 {
+                    return Err(bad());
+                }
+            }
+            b'x' if digits == 1 && parts[field] == 0 && b[i - 1] == b'0' => digits = 0,
+            b':' if digits > 0 && field < 2 => {
+                field += 1;
+                digits = 0;
+            }
+            b']' if digits > 0 && field == 2 => {
+                if parts[1] > u32::MAX as u64 || parts[2] > u32::MAX as u64 {
+                    return Err(bad());
+                }
+                return Ok((Fid { seq: parts[0], oid: parts[1] as u32, ver: parts[2] as u32 }, i + 1));
+            }
+            _ => return Err(bad()),
+        }
+        i += 1;
+    }
+    Err(bad())
+}
+
+/// The lines of `text` (without their newline), found with memchr.
+pub fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', rest.as_bytes()).unwrap_or(rest.len());
+        let line = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or("");
+        Some(line.strip_suffix('\r').unwrap_or(line))
+    })
+}
+
+/// The RENME lines of `text`, found by one substring scan over the whole text (the rename
+/// lookahead reads far more records than it keeps).
+pub fn rename_lines(text: &str) -> impl Iterator<Item = &str> {
+    let b = text.as_bytes();
+    memchr::memmem::find_iter(b, b" 08RENME ").map(move |at| {
+        let start = memchr::memrchr(b'\n', &b[..at]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &b[at..]).map_or(b.len(), |i| at + i);
+        &text[start..end]
+    })
+}
+
 /// One changelog record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangelogRecord {
     pub index: u64,
     pub kind: RecordType,
     /// `HH:MM:SS.nnnnnnnnn YYYY.MM.DD`, UTC, as printed.
-    pub time: String,
+    pub time: RecordTime,
     pub flags: u32,
     /// `t=`: the target (for RENME: the overwritten target, zero if none).
     pub target: Fid,
@@ -282,12 +446,12 @@ pub struct ChangelogRecord {
     pub xattr: Option<String>,
     /// `p=`: the parent (for RENME: the new parent).
     pub parent: Option<Fid>,
-    /// The name (for RENME: the new name).
-    pub name: Option<String>,
+    /// The name (for RENME: the new name); short names are stored inline.
+    pub name: Option<compact_str::CompactString>,
     /// RENME: the renamed object, its old parent and old name.
     pub source: Option<Fid>,
     pub source_parent: Option<Fid>,
-    pub source_name: Option<String>,
+    pub source_name: Option<compact_str::CompactString>,
 }
 
 impl ChangelogRecord {
@@ -302,7 +466,7 @@ impl ChangelogRecord {
                 pos += 1;
             }
             let start = pos;
-            pos = memchr::memchr(b' ', &b[pos..]).map_or(b.len(), |i| pos + i);
+            pos = find_byte(&b[pos..], b' ').map_or(b.len(), |i| pos + i);
             if pos == start {
                 Err(format!("missing {what}"))
             } else {
@@ -319,11 +483,8 @@ impl ChangelogRecord {
         let clock = next("time")?;
         let date = next("date")?;
         let flags_tok = next("flags")?;
-        let flags = u32::from_str_radix(flags_tok.trim_start_matches("0x"), 16).map_err(|_| format!("flags `{flags_tok}` are not hex"))?;
-        let mut time = String::with_capacity(clock.len() + date.len() + 1);
-        time.push_str(clock);
-        time.push(' ');
-        time.push_str(date);
+        let flags = u32::from_str_radix(flags_tok.strip_prefix("0x").unwrap_or(flags_tok), 16).map_err(|_| format!("flags `{flags_tok}` are not hex"))?;
+        let time = RecordTime::new(clock, date).ok_or_else(|| format!("time `{clock} {date}` is too long"))?;
         let mut rec = ChangelogRecord {
             index,
             kind,
@@ -344,8 +505,8 @@ impl ChangelogRecord {
         };
         let rest = line[pos..].strip_prefix(' ').unwrap_or(&line[pos..]);
         let t = rest.strip_prefix("t=").ok_or("missing t=")?;
-        let end = memchr::memchr(b']', t.as_bytes()).ok_or("t= is not a bracketed FID")? + 1;
-        rec.target = Fid::parse(&t[..end])?;
+        let (target, end) = bracketed_fid(t, "t=")?;
+        rec.target = target;
         let mut rest = t[end..].strip_prefix(' ').unwrap_or(&t[end..]);
         // Keyed fields, in any order, until the name.
         loop {
@@ -359,17 +520,17 @@ impl ChangelogRecord {
             let key = &rb[..key_len];
             let after = &rest[key_len + 1..];
             if key == b"p" {
-                let end = memchr::memchr(b']', after.as_bytes()).ok_or("p= is not a bracketed FID")? + 1;
-                rec.parent = Some(Fid::parse(&after[..end])?);
+                let (parent, end) = bracketed_fid(after, "p=")?;
+                rec.parent = Some(parent);
                 rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
                 // The name runs to the end of the line (or to ` s=[` for renames).
                 break;
             }
-            let end = memchr::memchr(b' ', after.as_bytes()).unwrap_or(after.len());
+            let end = find_byte(after.as_bytes(), b' ').unwrap_or(after.len());
             let val = &after[..end];
             match key {
                 b"j" => rec.jobid = Some(intern(val, false)),
-                b"ef" => rec.extra_flags = Some(u64::from_str_radix(val.trim_start_matches("0x"), 16).map_err(|_| format!("ef `{val}`"))?),
+                b"ef" => rec.extra_flags = Some(u64::from_str_radix(val.strip_prefix("0x").unwrap_or(val), 16).map_err(|_| format!("ef `{val}`"))?),
                 b"u" => {
                     let (u, g) = val.split_once(':').ok_or_else(|| format!("u `{val}`"))?;
                     rec.uid_gid = Some((u.parse().map_err(|_| format!("u `{val}`"))?, g.parse().map_err(|_| format!("u `{val}`"))?));
@@ -384,17 +545,17 @@ impl ChangelogRecord {
             match memchr::memmem::find(rest.as_bytes(), b" s=[") {
                 Some(i) => {
                     let (name, tail) = rest.split_at(i);
-                    rec.name = Some(name.to_string());
+                    rec.name = Some(name.into());
                     let tail = &tail[3..];
-                    let end = memchr::memchr(b']', tail.as_bytes()).ok_or("s= is not a bracketed FID")? + 1;
-                    rec.source = Some(Fid::parse(&tail[..end])?);
+                    let (source, end) = bracketed_fid(tail, "s=")?;
+                    rec.source = Some(source);
                     let tail = tail[end..].strip_prefix(" sp=").ok_or("s= without sp=")?;
-                    let end = memchr::memchr(b']', tail.as_bytes()).ok_or("sp= is not a bracketed FID")? + 1;
-                    rec.source_parent = Some(Fid::parse(&tail[..end])?);
+                    let (source_parent, end) = bracketed_fid(tail, "sp=")?;
+                    rec.source_parent = Some(source_parent);
                     let old = tail[end..].strip_prefix(' ').ok_or("rename without the old name")?;
-                    rec.source_name = Some(old.to_string());
+                    rec.source_name = Some(old.into());
                 }
-                None => rec.name = Some(rest.to_string()),
+                None => rec.name = Some(rest.into()),
             }
         }
         if rec.kind == RecordType::Renme && rec.source.is_none() {

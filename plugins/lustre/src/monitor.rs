@@ -273,7 +273,10 @@ impl Resolver for LfsResolver<'_> {
         if !la.refreshed {
             la.refreshed = true;
             if let Ok(text) = self.lfs.changelog(self.mdt, la.read_upto + 1, None) {
-                for line in text.lines() {
+                if let Some(last) = crate::changelog::lines(text.trim_end()).last().and_then(leading_index) {
+                    la.read_upto = la.read_upto.max(last);
+                }
+                for line in crate::changelog::rename_lines(&text) {
                     if let Ok(r) = ChangelogRecord::parse(line) {
                         la.read_upto = la.read_upto.max(r.index);
                         if r.kind == crate::changelog::RecordType::Renme {
@@ -414,7 +417,7 @@ impl LustreSource {
         if !batch.is_empty() {
             let (kept, rc) = reduce(batch);
             counts.reduce.add(&rc);
-            let mut ops = Ops::new();
+            let mut ops = Ops::default();
             tree.begin_batch();
             lookahead.next_batch(kept.first().map(|r| r.index).unwrap_or(0));
             tokio::task::block_in_place(|| {
@@ -483,6 +486,11 @@ impl ChangeSource for LustreSource {
                 if let Some(i) = leading_index(line) {
                     covered = Some(covered.map_or(i, |c| c.max(i)));
                     next = next.max(i + 1);
+                }
+                if crate::changelog::line_type_bit(line.as_bytes()) & filter_bits != 0 {
+                    counts.records += 1;
+                    counts.filtered += 1;
+                    continue;
                 }
                 match ChangelogRecord::parse(line) {
                     Ok(r) => {

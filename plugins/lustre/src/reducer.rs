@@ -123,57 +123,76 @@ fn slot_key(r: &ChangelogRecord) -> Fid {
     }
 }
 
+/// The records of one FID, newest first, following the `prev` links from `j`.
+fn chain(prev: &[u32], mut j: u32) -> impl Iterator<Item = usize> + '_ {
+    std::iter::from_fn(move || {
+        (j != u32::MAX).then(|| {
+            let cur = j;
+            j = prev[j as usize];
+            cur as usize
+        })
+    })
+}
+
 /// Reduce one batch; the kept records stay in changelog order.
-pub fn reduce(batch: Vec<ChangelogRecord>) -> (Vec<ChangelogRecord>, ReduceCounts) {
+pub fn reduce(mut batch: Vec<ChangelogRecord>) -> (Vec<ChangelogRecord>, ReduceCounts) {
+    let counts = reduce_in_place(&mut batch);
+    (batch, counts)
+}
+
+/// [`reduce`] without moving the batch: the dropped records are removed from `batch`.
+pub fn reduce_in_place(batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
+    type Fast = foldhash::fast::RandomState;
+    const NONE: u32 = u32::MAX;
     let mut counts = ReduceCounts { input: batch.len() as u64, ..Default::default() };
     // Directories that renames move things into or out of: their MKDIR/RMDIR never cancel
     // (rename override), since the rename needs their paths.
-    let rename_parents: HashSet<Fid> = batch
+    let rename_parents: HashSet<Fid, Fast> = batch
         .iter()
         .filter(|r| r.kind == RecordType::Renme)
         .flat_map(|r| [r.parent, r.source_parent])
         .flatten()
         .collect();
-    let mut kept: Vec<Option<ChangelogRecord>> = Vec::with_capacity(batch.len());
-    let mut slots: HashMap<Fid, Vec<usize>> = HashMap::new();
-    for r in batch {
-        let key = slot_key(&r);
-        let slot = slots.entry(key).or_default();
-        let keep = match rule_for(&r.kind) {
+    // Per FID, the newest kept record; each kept record links to the previous one of its FID.
+    let mut newest: HashMap<Fid, u32, Fast> = HashMap::with_capacity_and_hasher(batch.len(), Fast::default());
+    let mut prev = vec![NONE; batch.len()];
+    let mut keep = vec![false; batch.len()];
+    for (i, r) in batch.iter().enumerate() {
+        let key = slot_key(r);
+        let head = newest.get(&key).copied().unwrap_or(NONE);
+        let kept = match rule_for(&r.kind) {
             Rule::IgnoreAlways => {
                 counts.ignored += 1;
                 false
             }
             Rule::IgnoreMask(mask) => {
-                let masked = slot.iter().any(|&i| kept[i].as_ref().is_some_and(|k| k.kind.bit() & mask != 0));
+                let masked = chain(&prev, head).any(|j| keep[j] && batch[j].kind.bit() & mask != 0);
                 if masked {
                     counts.coalesced += 1;
                 }
                 !masked
             }
-            Rule::IgnoreCancel(mask) => {
-                let newest = slot.iter().rev().find(|&&i| kept[i].is_some()).copied();
-                match newest {
-                    Some(i) if kept[i].as_ref().is_some_and(|k| k.kind.bit() & mask != 0) && !rename_parents.contains(&key) => {
-                        kept[i] = None;
-                        counts.cancelled += 2;
-                        false
-                    }
-                    _ => true,
+            Rule::IgnoreCancel(mask) => match chain(&prev, head).find(|&j| keep[j]) {
+                Some(j) if batch[j].kind.bit() & mask != 0 && !rename_parents.contains(&key) => {
+                    keep[j] = false;
+                    counts.cancelled += 2;
+                    false
                 }
-            }
+                _ => true,
+            },
             Rule::Keep => true,
         };
-        if keep {
-            slot.push(kept.len());
-            kept.push(Some(r));
+        if kept {
+            keep[i] = true;
+            prev[i] = head;
+            newest.insert(key, i as u32);
         }
     }
-    let out: Vec<ChangelogRecord> = kept.into_iter().flatten().collect();
-    counts.passed = out.len() as u64;
-    (out, counts)
+    let mut flags = keep.into_iter();
+    batch.retain(|_| flags.next().unwrap_or(false));
+    counts.passed = batch.len() as u64;
+    counts
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,7 +212,7 @@ mod tests {
             open_mode: None,
             xattr: None,
             parent: (p > 0).then(|| fid(p)),
-            name: (!name.is_empty()).then(|| name.to_string()),
+            name: (!name.is_empty()).then(|| name.into()),
             source: None,
             source_parent: None,
             source_name: None,

@@ -3,7 +3,6 @@
 //! that existed before monitoring are resolved once through a [`Resolver`] and cached.
 //! Optional LRU eviction bounds memory; evicted entries are resolved again when needed.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use std::sync::Arc;
@@ -42,7 +41,7 @@ struct Node {
 }
 
 /// What a path needs in the index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PathOp {
     /// Stat it at emit time and upsert its primary record.
     Update,
@@ -51,7 +50,7 @@ pub enum PathOp {
 }
 
 /// Index operations of a batch, last one per path wins.
-pub type Ops = BTreeMap<String, PathOp>;
+pub type Ops = indexmap::IndexMap<String, PathOp, foldhash::fast::RandomState>;
 
 /// State counters.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -81,7 +80,12 @@ pub struct DirectoryTree {
     /// Paths that came into being since the last emit: the index cannot hold them yet, so
     /// deleting one needs no delete (an object created and removed between emits produces
     /// nothing).
-    born: std::collections::HashSet<String>,
+    born: std::collections::HashSet<String, foldhash::fast::RandomState>,
+    /// Paths of directories computed since the last change that can move a directory
+    /// (directory rename, removal, overwrite): siblings share their parent's walk.
+    dir_paths: std::collections::HashMap<Fid, Arc<str>, foldhash::fast::RandomState>,
+    /// Whether entries can be evicted (recency is tracked only then).
+    bounded: bool,
 }
 
 fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
@@ -99,6 +103,9 @@ pub struct Checkpoint {
 /// Renames kept in the log.
 const LOG_CAP: usize = 200_000;
 
+/// Directory paths remembered between directory moves.
+const DIR_PATHS_CAP: usize = 65_536;
+
 impl DirectoryTree {
     /// A tree holding at most `cap` entries (0 = unbounded).
     pub fn new(cap: usize) -> DirectoryTree {
@@ -113,7 +120,9 @@ impl DirectoryTree {
             current: 0,
             rename_paths: std::collections::HashMap::new(),
             head_memo: std::collections::HashMap::new(),
-            born: std::collections::HashSet::new(),
+            born: Default::default(),
+            dir_paths: Default::default(),
+            bounded: cap != 0,
         }
     }
 
@@ -144,6 +153,15 @@ impl DirectoryTree {
     /// Whether the tree is empty.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
+    }
+
+    /// The entry of `fid`, marked as recently used when the tree is bounded.
+    fn node(&mut self, fid: Fid) -> Option<&Node> {
+        if self.bounded {
+            self.nodes.get(&fid)
+        } else {
+            self.nodes.peek(&fid)
+        }
     }
 
     fn insert(&mut self, fid: Fid, node: Node) {
@@ -207,14 +225,30 @@ impl DirectoryTree {
     /// The path of `fid` at the record being applied (`/` for the root); unknown objects
     /// (and ancestors) are resolved once with `fid2path`, rewound, and cached.
     pub fn path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
+        // Most objects are a name in a directory whose path is already known.
+        if let Some(Node { place: Place::Child { parent, name }, .. }) = self.node(fid) {
+            let (parent, name) = (*parent, name.clone());
+            return self.child_path(Some(parent), Some(&name), r);
+        }
+        self.walk_path(fid, r)
+    }
+
+    /// [`DirectoryTree::path`] by walking up to the root, the first remembered directory,
+    /// or the first object that must be resolved.
+    fn walk_path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
         let mut parts: Vec<Arc<str>> = Vec::new();
         let mut cur = fid;
         for _ in 0..4096 {
             if cur == Fid::ROOT {
                 return Some(join("", &parts));
             }
+            if cur != fid {
+                if let Some(p) = self.dir_paths.get(&cur) {
+                    return Some(join(if &**p == "/" { "" } else { p }, &parts));
+                }
+            }
             // Names are shared (`Arc<str>`): walking up clones no strings.
-            let step = self.nodes.get(&cur).map(|n| match &n.place {
+            let step = self.node(cur).map(|n| match &n.place {
                 Place::Child { parent, name } => Ok((*parent, name.clone())),
                 Place::Anchored(p) => Err(p.clone()),
             });
@@ -241,9 +275,29 @@ impl DirectoryTree {
     }
 
     fn child_path(&mut self, parent: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver) -> Option<String> {
-        let p = self.path(parent?, r)?;
-        let name = name?;
-        Some(if p == "/" { format!("/{name}") } else { format!("{p}/{name}") })
+        let parent = parent?;
+        let p = match self.dir_paths.get(&parent) {
+            Some(p) => {
+                if self.bounded {
+                    self.nodes.promote(&parent);
+                }
+                p.clone()
+            }
+            None => {
+                let p: Arc<str> = Arc::from(self.walk_path(parent, r)?);
+                if self.dir_paths.len() >= DIR_PATHS_CAP {
+                    self.dir_paths.clear();
+                }
+                self.dir_paths.insert(parent, p.clone());
+                p
+            }
+        };
+        Some(child_of(&p, name?))
+    }
+
+    /// Something that can move or remove directories happened: forget computed paths.
+    fn forget_dir_paths(&mut self) {
+        self.dir_paths.clear();
     }
 
     /// A new batch (one emit) begins.
@@ -255,7 +309,7 @@ impl DirectoryTree {
     /// under: translated back through this run's earlier directory renames.
     fn delete(&mut self, index: u64, path: String, ops: &mut Ops) {
         if self.born.remove(&path) {
-            ops.remove(&path);
+            ops.shift_remove(&path);
             return;
         }
         let mut p = path.clone();
@@ -316,6 +370,9 @@ impl DirectoryTree {
             Unlnk | Rmdir => {
                 let path = self.child_path(rec.parent, name, r);
                 let was_dir = rec.kind == Rmdir;
+                if was_dir {
+                    self.forget_dir_paths();
+                }
                 let same_name = matches!(self.nodes.peek(&rec.target), Some(Node { place: Place::Child { parent, name: n }, .. })
                     if Some(*parent) == rec.parent && Some(&**n) == name);
                 if rec.flags & CLF_LAST != 0 || was_dir || same_name {
@@ -342,6 +399,7 @@ impl DirectoryTree {
                 if !rec.target.is_zero() {
                     // The overwritten target is gone (its path now names the renamed object).
                     self.nodes.pop(&rec.target);
+                    self.forget_dir_paths();
                 }
                 let Some(new) = new else {
                     tracing::debug!(message = "rename target unresolved", index = rec.index, parent = ?rec.parent);
@@ -350,6 +408,7 @@ impl DirectoryTree {
                 };
                 let is_dir = self.is_dir(src, r);
                 if is_dir {
+                    self.forget_dir_paths();
                     if let Some(old) = &old {
                         // Anchored entries below the old name move with it.
                         let moved: Vec<(Fid, Arc<str>)> = self
@@ -420,11 +479,12 @@ impl DirectoryTree {
 }
 
 fn child_of(parent: &str, name: &str) -> String {
-    if parent == "/" {
-        format!("/{name}")
-    } else {
-        format!("{parent}/{name}")
-    }
+    let parent = if parent == "/" { "" } else { parent };
+    let mut s = String::with_capacity(parent.len() + 1 + name.len());
+    s.push_str(parent);
+    s.push('/');
+    s.push_str(name);
+    s
 }
 
 fn join(base: &str, rev_parts: &[Arc<str>]) -> String {
@@ -479,7 +539,7 @@ mod tests {
     fn new_objects_need_no_fid2path_and_old_ones_resolve_once() {
         let mut r = MapResolver { paths: HashMap::from([(fid(2), "/old".to_string()), (fid(9), "/old/f".to_string())]), dirs: vec!["/old".into()], calls: 0 };
         let mut t = DirectoryTree::new(0);
-        let mut ops = Ops::new();
+        let mut ops = Ops::default();
         t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"), &mut r, &mut ops);
         t.apply(&line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x4:0x0] p=[0x200000401:0x3:0x0] a b"), &mut r, &mut ops);
         assert_eq!(r.calls, 0);
@@ -488,7 +548,8 @@ mod tests {
         assert_eq!(r.calls, 1, "the old parent is resolved once and cached");
         t.apply(&line("5 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0]"), &mut r, &mut ops);
         t.apply(&line("6 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] f"), &mut r, &mut ops);
-        let got: Vec<(String, PathOp)> = ops.into_iter().collect();
+        let mut got: Vec<(String, PathOp)> = ops.into_iter().collect();
+        got.sort();
         assert_eq!(
             got,
             vec![("/d/a b".into(), PathOp::Update), ("/old/f".into(), PathOp::Delete), ("/old/x".into(), PathOp::Update), ("/old/y".into(), PathOp::Update)]
@@ -499,7 +560,7 @@ mod tests {
     fn directory_renames_move_every_descendant() {
         let mut r = MapResolver { paths: HashMap::from([(fid(3), "/new".to_string())]), dirs: vec!["/new".into()], calls: 0 };
         let mut t = DirectoryTree::new(0);
-        let mut ops = Ops::new();
+        let mut ops = Ops::default();
         t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] old"), &mut r, &mut ops);
         t.apply(&line("2 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x4:0x0] p=[0x200000401:0x3:0x0] sub"), &mut r, &mut ops);
         t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x4:0x0] f2"), &mut r, &mut ops);
@@ -507,7 +568,8 @@ mod tests {
         ops.clear();
         t.begin_batch();
         t.apply(&line("4 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x3:0x0] sp=[0x200000007:0x1:0x0] old"), &mut r, &mut ops);
-        let got: Vec<(String, PathOp)> = ops.into_iter().collect();
+        let mut got: Vec<(String, PathOp)> = ops.into_iter().collect();
+        got.sort();
         assert_eq!(
             got,
             vec![
@@ -527,7 +589,7 @@ mod tests {
     fn created_and_removed_between_emits_produces_nothing() {
         let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
         let mut t = DirectoryTree::new(0);
-        let mut ops = Ops::new();
+        let mut ops = Ops::default();
         t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
         t.apply(&line("2 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] b s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
         t.apply(&line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
@@ -544,7 +606,7 @@ mod tests {
     fn evicted_entries_are_resolved_again() {
         let mut r = MapResolver { paths: HashMap::from([(fid(3), "/d".to_string())]), dirs: vec!["/d".into()], calls: 0 };
         let mut t = DirectoryTree::new(1);
-        let mut ops = Ops::new();
+        let mut ops = Ops::default();
         t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"), &mut r, &mut ops);
         for i in 4..8 {
             t.apply(&line(&format!("{i} 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x{i:x}:0x0] p=[0x200000401:0x3:0x0] f{i}")), &mut r, &mut ops);

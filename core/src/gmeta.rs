@@ -7,7 +7,6 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::record::{mode_octal_as_int, mode_string, FileRecord};
-use crate::time::push_iso8601;
 
 /// Globus Search's subject length limit, in UTF-8 bytes.
 pub const MAX_SUBJECT_BYTES: usize = 500;
@@ -32,8 +31,16 @@ pub fn subject_for(path: &str) -> std::borrow::Cow<'_, str> {
 /// Append `s` as a JSON string literal.
 pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
     let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    // Most strings need no escape: one branch-free scan (vectorized), one copy.
+    let needs_escape = bytes.iter().fold(false, |acc, &b| acc | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if !needs_escape {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let esc: &[u8] = match b {
@@ -57,6 +64,25 @@ pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// The last timestamp written and its text: a file's three times are often equal, and
+/// neighbouring files were often touched in the same second.
+#[derive(Debug, Default)]
+struct IsoCache {
+    secs: Option<i64>,
+    text: Vec<u8>,
+}
+
+impl IsoCache {
+    fn push(&mut self, out: &mut Vec<u8>, secs: i64) {
+        if self.secs != Some(secs) {
+            self.text.clear();
+            crate::time::push_iso8601(&mut self.text, secs);
+            self.secs = Some(secs);
+        }
+        out.extend_from_slice(&self.text);
+    }
 }
 
 fn push_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
@@ -194,6 +220,7 @@ pub struct PrimaryEncoder {
     version_json: Vec<u8>,
     cache: HashMap<(u32, u32), Option<EncodedPrincipals>>,
     last: Option<((u32, u32), EncodedPrincipals)>,
+    iso: IsoCache,
 }
 
 impl PrimaryEncoder {
@@ -201,7 +228,7 @@ impl PrimaryEncoder {
     pub fn new(policy: Arc<RecordPolicy>) -> PrimaryEncoder {
         let mut version_json = Vec::new();
         push_json_str(&mut version_json, &policy.version);
-        PrimaryEncoder { policy, version_json, cache: HashMap::new(), last: None }
+        PrimaryEncoder { policy, version_json, cache: HashMap::new(), last: None, iso: IsoCache::default() }
     }
 
     /// The encoded `visible_to` array for (uid, gid), or an error naming what is unmapped.
@@ -234,6 +261,7 @@ impl PrimaryEncoder {
     /// Append the GMetaEntry for `rec` to `out`.
     pub fn encode(&mut self, rec: &FileRecord<'_>, out: &mut Vec<u8>) -> Result<(), String> {
         let vis = self.visible_to(rec.uid, rec.gid)?;
+        out.reserve(400 + 2 * rec.path.len());
         out.extend_from_slice(br#"{"subject":"#);
         push_json_str(out, &subject_for(rec.path));
         out.extend_from_slice(br#","visible_to":"#);
@@ -253,11 +281,11 @@ impl PrimaryEncoder {
         out.extend_from_slice(br#","mode":""#);
         out.extend_from_slice(&mode_string(rec.mode));
         out.extend_from_slice(br#"","atime":""#);
-        push_iso8601(out, rec.atime);
+        self.iso.push(out, rec.atime);
         out.extend_from_slice(br#"","ctime":""#);
-        push_iso8601(out, rec.ctime);
+        self.iso.push(out, rec.ctime);
         out.extend_from_slice(br#"","mtime":""#);
-        push_iso8601(out, rec.mtime);
+        self.iso.push(out, rec.mtime);
         out.extend_from_slice(br#"","version":"#);
         out.extend_from_slice(&self.version_json);
         out.extend_from_slice(br#","raw":{"mode":"#);

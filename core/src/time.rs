@@ -25,9 +25,9 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn push2(out: &mut Vec<u8>, v: u32) {
-    out.push(b'0' + (v / 10) as u8);
-    out.push(b'0' + (v % 10) as u8);
+fn put2(buf: &mut [u8], at: usize, v: u32) {
+    buf[at] = b'0' + (v / 10) as u8;
+    buf[at + 1] = b'0' + (v % 10) as u8;
 }
 
 /// Append `YYYY-MM-DDTHH:MM:SS+00:00` for `secs` to `out`. Years outside 0..=9999 are
@@ -36,24 +36,21 @@ pub fn push_iso8601(out: &mut Vec<u8>, secs: i64) {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400) as u32;
     let (y, m, d) = civil_from_days(days);
+    let mut buf = *b"0000-00-00T00:00:00+00:00";
     if (0..=9999).contains(&y) {
         let y = y as u32;
-        push2(out, y / 100);
-        push2(out, y % 100);
+        put2(&mut buf, 0, y / 100);
+        put2(&mut buf, 2, y % 100);
     } else {
         out.extend_from_slice(format!("{:+05}", y).as_bytes());
     }
-    out.push(b'-');
-    push2(out, m);
-    out.push(b'-');
-    push2(out, d);
-    out.push(b'T');
-    push2(out, sod / 3600);
-    out.push(b':');
-    push2(out, sod / 60 % 60);
-    out.push(b':');
-    push2(out, sod % 60);
-    out.extend_from_slice(b"+00:00");
+    put2(&mut buf, 5, m);
+    put2(&mut buf, 8, d);
+    put2(&mut buf, 11, sod / 3600);
+    put2(&mut buf, 14, sod / 60 % 60);
+    put2(&mut buf, 17, sod % 60);
+    let from = if (0..=9999).contains(&y) { 0 } else { 4 };
+    out.extend_from_slice(&buf[from..]);
 }
 
 /// `push_iso8601` into a new `String`.

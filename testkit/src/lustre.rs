@@ -152,7 +152,7 @@ impl Workload {
             extra_flags: Some(0xf),
             uid_gid: Some((0, 0)),
             nid: Some("0@lo".into()),
-            open_mode: mode.map(str::to_string),
+            open_mode: mode.map(Into::into),
             xattr: None,
             parent,
             name: name.map(Into::into),

@@ -140,7 +140,7 @@ pub enum RecordType {
     Gxatr,
     Nopen,
     /// A type this version does not know: kept and counted, never fatal.
-    Unknown(u32, String),
+    Unknown(u32, compact_str::CompactString),
 }
 
 const NAMES: [&str; 25] = [
@@ -178,12 +178,12 @@ impl RecordType {
             22 => Resync,
             23 => Gxatr,
             24 => Nopen,
-            _ => return Unknown(n, name.to_string()),
+            _ => return Unknown(n, name.into()),
         };
         if NAMES[n as usize] == name {
             t
         } else {
-            Unknown(n, name.to_string())
+            Unknown(n, name.into())
         }
     }
 
@@ -360,13 +360,29 @@ const HEX: [u8; 256] = {
     t
 };
 
+/// A decimal number (digits only, no sign), without overflow.
+fn dec(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    s.bytes().try_fold(0u64, |v, c| if c.is_ascii_digit() { v.checked_mul(10)?.checked_add((c - b'0') as u64) } else { None })
+}
+
+/// A hex number with an optional `0x`, at most 16 digits.
+fn hex(s: &str) -> Option<u64> {
+    let h = s.strip_prefix("0x").unwrap_or(s).as_bytes();
+    if h.is_empty() || h.len() > 16 {
+        return None;
+    }
+    h.iter().try_fold(0u64, |v, &c| {
+        let d = HEX[c as usize];
+        (d < 16).then_some((v << 4) | d as u64)
+    })
+}
+
 /// A bracketed FID at the start of `s` and the length it took (through `]`), in one pass.
 fn bracketed_fid(s: &str, what: &str) -> Result<(Fid, usize), String> {
     let b = s.as_bytes();
-    let mut parts = [0u64; 3];
-    let mut field = 0usize;
-    let mut digits = 0usize;
-    let mut i = 1usize;
     let bad = || {
         let end = find_byte(b, b']').map_or(b.len(), |e| e + 1);
         Fid::parse(&s[..end]).err().unwrap_or_else(|| format!("{what} is not a bracketed FID"))
@@ -374,33 +390,33 @@ fn bracketed_fid(s: &str, what: &str) -> Result<(Fid, usize), String> {
     if b.first() != Some(&b'[') {
         return Err(format!("{what} is not a bracketed FID"));
     }
-    while i < b.len() {
-        let c = b[i];
-        let d = HEX[c as usize];
-        match c {
-            _ if d < 16 => {
-                parts[field] = (parts[field] << 4) | d as u64;
-                digits += 1;
-                if digits > 16 {
-                    return Err(bad());
-                }
-            }
-            b'x' if digits == 1 && parts[field] == 0 && b[i - 1] == b'0' => digits = 0,
-            b':' if digits > 0 && field < 2 => {
-                field += 1;
-                digits = 0;
-            }
-            b']' if digits > 0 && field == 2 => {
-                if parts[1] > u32::MAX as u64 || parts[2] > u32::MAX as u64 {
-                    return Err(bad());
-                }
-                return Ok((Fid { seq: parts[0], oid: parts[1] as u32, ver: parts[2] as u32 }, i + 1));
-            }
-            _ => return Err(bad()),
+    let mut parts = [0u64; 3];
+    let mut i = 1usize;
+    for (n, part) in parts.iter_mut().enumerate() {
+        if b.get(i..i + 2) == Some(b"0x") {
+            i += 2;
         }
+        let start = i;
+        let mut v = 0u64;
+        while let Some(&c) = b.get(i) {
+            let d = HEX[c as usize];
+            if d > 15 {
+                break;
+            }
+            v = (v << 4) | d as u64;
+            i += 1;
+        }
+        let sep = if n == 2 { b']' } else { b':' };
+        if i == start || i - start > 16 || b.get(i) != Some(&sep) {
+            return Err(bad());
+        }
+        *part = v;
         i += 1;
     }
-    Err(bad())
+    if parts[1] > u32::MAX as u64 || parts[2] > u32::MAX as u64 {
+        return Err(bad());
+    }
+    Ok((Fid { seq: parts[0], oid: parts[1] as u32, ver: parts[2] as u32 }, i))
 }
 
 /// The lines of `text` (without their newline), found with memchr.
@@ -442,8 +458,8 @@ pub struct ChangelogRecord {
     pub extra_flags: Option<u64>,
     pub uid_gid: Option<(u32, u32)>,
     pub nid: Option<Arc<str>>,
-    pub open_mode: Option<String>,
-    pub xattr: Option<String>,
+    pub open_mode: Option<compact_str::CompactString>,
+    pub xattr: Option<compact_str::CompactString>,
     /// `p=`: the parent (for RENME: the new parent).
     pub parent: Option<Fid>,
     /// The name (for RENME: the new name); short names are stored inline.
@@ -473,7 +489,7 @@ impl ChangelogRecord {
                 Ok(&line[start..pos])
             }
         };
-        let index: u64 = next("record index")?.parse().map_err(|_| "record index is not a number".to_string())?;
+        let index: u64 = dec(next("record index")?).ok_or("record index is not a number")?;
         let ty = next("record type")?;
         if ty.len() < 3 || !ty.as_bytes()[..2].iter().all(u8::is_ascii_digit) {
             return Err(format!("record type `{ty}` is not NNNAME"));
@@ -483,7 +499,7 @@ impl ChangelogRecord {
         let clock = next("time")?;
         let date = next("date")?;
         let flags_tok = next("flags")?;
-        let flags = u32::from_str_radix(flags_tok.strip_prefix("0x").unwrap_or(flags_tok), 16).map_err(|_| format!("flags `{flags_tok}` are not hex"))?;
+        let flags = hex(flags_tok).and_then(|f| u32::try_from(f).ok()).ok_or_else(|| format!("flags `{flags_tok}` are not hex"))?;
         let time = RecordTime::new(clock, date).ok_or_else(|| format!("time `{clock} {date}` is too long"))?;
         let mut rec = ChangelogRecord {
             index,
@@ -530,19 +546,21 @@ impl ChangelogRecord {
             let val = &after[..end];
             match key {
                 b"j" => rec.jobid = Some(intern(val, false)),
-                b"ef" => rec.extra_flags = Some(u64::from_str_radix(val.strip_prefix("0x").unwrap_or(val), 16).map_err(|_| format!("ef `{val}`"))?),
+                b"ef" => rec.extra_flags = Some(hex(val).ok_or_else(|| format!("ef `{val}`"))?),
                 b"u" => {
-                    let (u, g) = val.split_once(':').ok_or_else(|| format!("u `{val}`"))?;
-                    rec.uid_gid = Some((u.parse().map_err(|_| format!("u `{val}`"))?, g.parse().map_err(|_| format!("u `{val}`"))?));
+                    let bad = || format!("u `{val}`");
+                    let colon = find_byte(val.as_bytes(), b':').ok_or_else(bad)?;
+                    let id = |t: &str| dec(t).and_then(|v| u32::try_from(v).ok());
+                    rec.uid_gid = Some((id(&val[..colon]).ok_or_else(bad)?, id(&val[colon + 1..]).ok_or_else(bad)?));
                 }
                 b"nid" => rec.nid = Some(intern(val, true)),
-                b"m" => rec.open_mode = Some(val.to_string()),
-                _ => rec.xattr = Some(val.to_string()),
+                b"m" => rec.open_mode = Some(val.into()),
+                _ => rec.xattr = Some(val.into()),
             }
             rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
         }
         if !rest.is_empty() {
-            match memchr::memmem::find(rest.as_bytes(), b" s=[") {
+            match rest.as_bytes().windows(4).position(|w| w == b" s=[") {
                 Some(i) => {
                     let (name, tail) = rest.split_at(i);
                     rec.name = Some(name.into());

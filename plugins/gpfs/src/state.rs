@@ -1,0 +1,444 @@
+//! The GPFS monitor's state: known objects by path (with an inode index for hard links),
+//! rename halves waiting for their pair, and the rules that turn events into index operations:
+//! coalescing (the last event's metadata wins), cancellation (an object created and removed
+//! between two emits produces nothing), and directory renames that move every descendant.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::event::{EventKind, GpfsEvent, Meta};
+
+type Fast = foldhash::fast::RandomState;
+
+/// Where an event came from (Kafka partition, offset): pending rename halves hold commits back.
+pub type Position = (i32, i64);
+
+/// What a path needs in the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Upsert its primary record with this metadata.
+    Update(Meta),
+    /// Remove its primary record.
+    Delete,
+}
+
+/// Pending index operations by path, in first-touched order.
+pub type Ops = indexmap::IndexMap<String, Op, Fast>;
+
+/// Lists what is below a renamed directory where it is now (files only, with metadata), so
+/// that descendants the state never saw (objects that predate monitoring) move too.
+pub trait Walker {
+    /// `(path, metadata)` of every file and link below GPFS path `dir`.
+    fn walk(&mut self, dir: &str) -> Vec<(String, Meta)>;
+}
+
+/// No walking: only descendants the state knows move.
+pub struct NoWalk;
+
+impl Walker for NoWalk {
+    fn walk(&mut self, _dir: &str) -> Vec<(String, Meta)> {
+        Vec::new()
+    }
+}
+
+/// Walks the file system where it is mounted: GPFS path `fs_root/x` is `mount/x`.
+pub struct MountWalker {
+    pub mount: PathBuf,
+    pub fs_root: String,
+}
+
+impl Walker for MountWalker {
+    fn walk(&mut self, dir: &str) -> Vec<(String, Meta)> {
+        let Some(rel) = dir.strip_prefix(self.fs_root.trim_end_matches('/')) else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut stack = vec![(self.mount.join(rel.trim_start_matches('/')), dir.to_string())];
+        while let Some((real, gpfs)) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&real) else { continue };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let (r, g) = (e.path(), format!("{gpfs}/{name}"));
+                let Ok(md) = std::fs::symlink_metadata(&r) else { continue };
+                if md.is_dir() {
+                    stack.push((r, g));
+                } else {
+                    out.push((g, meta_of(&md)));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Metadata from `lstat`.
+pub fn meta_of(md: &std::fs::Metadata) -> Meta {
+    use std::os::unix::fs::MetadataExt;
+    Meta { inode: md.ino(), mode: md.mode(), uid: md.uid(), gid: md.gid(), size: md.size(), atime: md.atime(), ctime: md.ctime(), mtime: md.mtime() }
+}
+
+/// A rename's first half, waiting for IN_MOVED_TO.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingMove {
+    pub cookie: u64,
+    pub path: String,
+    pub meta: Meta,
+    pub position: Position,
+    /// Batch boundaries seen while waiting.
+    pub age: u32,
+}
+
+/// Counters of the reduction and the state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GpfsCounts {
+    pub events: u64,
+    pub ignored: u64,
+    /// Operations replaced by a later one for the same path.
+    pub coalesced: u64,
+    /// Creates whose object was removed before the emit (both dropped).
+    pub cancelled: u64,
+    pub renames: u64,
+    pub directory_renames: u64,
+    /// Descendants moved by directory renames.
+    pub moved_descendants: u64,
+    /// IN_MOVED_TO without an IN_MOVED_FROM (treated as a create).
+    pub unpaired_moves: u64,
+    /// IN_MOVED_FROM whose pair never came (moved out of the watched fileset: a removal).
+    pub moved_out: u64,
+}
+
+/// What a checkpoint holds.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    pub objects: Vec<(String, Meta)>,
+    pub pending: Vec<PendingMove>,
+}
+
+/// The state of one monitored fileset.
+#[derive(Default)]
+pub struct GpfsState {
+    objects: BTreeMap<String, Meta>,
+    links: HashMap<u64, Vec<String>, Fast>,
+    pending: Vec<PendingMove>,
+    /// Paths that came into being since the last emit (not in the index yet).
+    born: HashSet<String, Fast>,
+    /// A rename half waits this many batch boundaries for its pair.
+    pub pair_batches: u32,
+    pub counts: GpfsCounts,
+}
+
+fn under<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
+    path.strip_prefix(dir).filter(|rest| rest.starts_with('/'))
+}
+
+impl GpfsState {
+    /// An empty state; rename halves wait `pair_batches` batch boundaries.
+    pub fn new(pair_batches: u32) -> GpfsState {
+        GpfsState { pair_batches, ..Default::default() }
+    }
+
+    /// Restore a checkpoint.
+    pub fn restore(cp: Checkpoint, pair_batches: u32) -> GpfsState {
+        let mut s = GpfsState::new(pair_batches);
+        for (p, m) in cp.objects {
+            s.links.entry(m.inode).or_default().push(p.clone());
+            s.objects.insert(p, m);
+        }
+        s.pending = cp.pending;
+        s
+    }
+
+    /// The state to persist.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint { objects: self.objects.iter().map(|(p, m)| (p.clone(), *m)).collect(), pending: self.pending.clone() }
+    }
+
+    /// Objects known.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether nothing is known.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Rename halves waiting for their pair.
+    pub fn pending(&self) -> &[PendingMove] {
+        &self.pending
+    }
+
+    /// A new batch (one emit) begins.
+    pub fn begin_batch(&mut self) {
+        self.born.clear();
+    }
+
+    fn set_op(&mut self, path: String, op: Op, ops: &mut Ops) {
+        if ops.insert(path, op).is_some() {
+            self.counts.coalesced += 1;
+        }
+    }
+
+    fn forget(&mut self, path: &str) -> Option<Meta> {
+        let m = self.objects.remove(path)?;
+        if let Some(v) = self.links.get_mut(&m.inode) {
+            v.retain(|p| p != path);
+            if v.is_empty() {
+                self.links.remove(&m.inode);
+            }
+        }
+        Some(m)
+    }
+
+    fn know(&mut self, path: &str, meta: Meta) {
+        if let Some(old) = self.objects.insert(path.to_string(), meta) {
+            if old.inode == meta.inode {
+                return;
+            }
+            if let Some(v) = self.links.get_mut(&old.inode) {
+                v.retain(|p| p != path);
+            }
+        }
+        self.links.entry(meta.inode).or_default().push(path.to_string());
+    }
+
+    /// Delete `path`'s record, or drop its pending create when it was born in this batch.
+    fn delete(&mut self, path: &str, ops: &mut Ops) {
+        if self.born.remove(path) {
+            if ops.shift_remove(path).is_some() {
+                self.counts.cancelled += 1;
+            }
+            return;
+        }
+        self.set_op(path.to_string(), Op::Delete, ops);
+    }
+
+    fn upsert(&mut self, path: &str, meta: Meta, ops: &mut Ops) {
+        self.know(path, meta);
+        if !meta.is_dir() {
+            self.set_op(path.to_string(), Op::Update(meta), ops);
+        }
+    }
+
+    /// Remove `path` and, for a directory, everything still known below it.
+    fn remove(&mut self, path: &str, is_dir: bool, ops: &mut Ops) {
+        let known = self.forget(path);
+        if is_dir || known.is_some_and(|m| m.is_dir()) {
+            let below: Vec<String> = self.objects.range(format!("{path}/")..).take_while(|(p, _)| under(p, path).is_some()).map(|(p, _)| p.clone()).collect();
+            for p in below {
+                if let Some(m) = self.forget(&p) {
+                    if !m.is_dir() {
+                        self.delete(&p, ops);
+                    }
+                }
+            }
+            self.born.remove(path);
+        } else {
+            self.delete(path, ops);
+        }
+    }
+
+    /// Move `old` to `new` (metadata `meta`, from IN_MOVED_TO).
+    fn rename(&mut self, old: &str, new: &str, meta: Meta, walker: &mut dyn Walker, ops: &mut Ops) {
+        self.counts.renames += 1;
+        if old == new {
+            self.upsert(new, meta, ops);
+            return;
+        }
+        let was_born = self.born.contains(old);
+        self.forget(old);
+        if meta.is_dir() {
+            self.counts.directory_renames += 1;
+            let below: Vec<(String, Meta)> = self.objects.range(format!("{old}/")..).take_while(|(p, _)| under(p, old).is_some()).map(|(p, m)| (p.clone(), *m)).collect();
+            for (p, m) in below {
+                let np = format!("{new}{}", &p[old.len()..]);
+                let born = self.born.contains(&p);
+                self.forget(&p);
+                self.counts.moved_descendants += 1;
+                if !m.is_dir() {
+                    self.delete(&p, ops);
+                    if born {
+                        self.born.insert(np.clone());
+                    }
+                }
+                self.upsert(&np, m, ops);
+            }
+            // Descendants the state never saw (they predate monitoring): where they are now.
+            for (np, m) in walker.walk(new) {
+                if self.objects.contains_key(&np) {
+                    continue;
+                }
+                let op = format!("{old}{}", &np[new.len()..]);
+                self.delete(&op, ops);
+                self.counts.moved_descendants += 1;
+                self.upsert(&np, m, ops);
+            }
+            self.born.remove(old);
+        } else {
+            self.delete(old, ops);
+        }
+        if self.objects.contains_key(new) {
+            // Renamed over an existing object: the new name now means the moved one.
+            self.born.remove(new);
+        } else if was_born {
+            self.born.insert(new.to_string());
+        }
+        self.upsert(new, meta, ops);
+    }
+
+    /// Apply one event (from `position`), adding the index operations it implies to `ops`.
+    pub fn apply(&mut self, ev: &GpfsEvent, position: Position, walker: &mut dyn Walker, ops: &mut Ops) {
+        self.counts.events += 1;
+        let path = ev.path.as_str();
+        match ev.kind {
+            EventKind::Ignored => self.counts.ignored += 1,
+            EventKind::Created => {
+                // Not in the index yet, unless the state already knew it (a replay).
+                if !self.objects.contains_key(path) {
+                    self.born.insert(path.to_string());
+                }
+                self.upsert(path, ev.meta, ops);
+            }
+            EventKind::Modified => {
+                self.upsert(path, ev.meta, ops);
+                // The other names of a hard-linked file share its inode's metadata.
+                let others: Vec<String> = self.links.get(&ev.meta.inode).map(|v| v.iter().filter(|p| *p != path).cloned().collect()).unwrap_or_default();
+                for p in others {
+                    if !ev.meta.is_dir() {
+                        self.upsert(&p, ev.meta, ops);
+                    }
+                }
+            }
+            EventKind::Removed => self.remove(path, ev.meta.is_dir(), ops),
+            EventKind::MovedFrom => {
+                self.pending.push(PendingMove { cookie: ev.cookie, path: ev.path.clone(), meta: ev.meta, position, age: 0 });
+            }
+            EventKind::MovedTo => {
+                let pair = self
+                    .pending
+                    .iter()
+                    .position(|m| ev.cookie != 0 && m.cookie == ev.cookie)
+                    .or_else(|| self.pending.iter().position(|m| m.meta.inode == ev.meta.inode));
+                let old = match pair {
+                    Some(i) => Some(self.pending.remove(i).path),
+                    None => match self.links.get(&ev.meta.inode).map(Vec::as_slice) {
+                        // The one name the state knows for this inode.
+                        Some([only]) if only != path => Some(only.clone()),
+                        _ => None,
+                    },
+                };
+                match old {
+                    Some(old) => self.rename(&old, path, ev.meta, walker, ops),
+                    None => {
+                        self.counts.unpaired_moves += 1;
+                        self.rename(path, path, ev.meta, walker, ops);
+                        if ev.meta.is_dir() {
+                            for (np, m) in walker.walk(path) {
+                                self.upsert(&np, m, ops);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A batch ends: rename halves that waited too long were moved out of the fileset.
+    pub fn end_batch(&mut self, ops: &mut Ops) {
+        for m in &mut self.pending {
+            m.age += 1;
+        }
+        let (expired, keep): (Vec<PendingMove>, Vec<PendingMove>) = std::mem::take(&mut self.pending).into_iter().partition(|m| m.age > self.pair_batches);
+        self.pending = keep;
+        for m in expired {
+            self.counts.moved_out += 1;
+            self.remove(&m.path, m.meta.is_dir(), ops);
+        }
+    }
+
+    /// Everything that must be given up at the end of the stream (drain): pending halves
+    /// become removals.
+    pub fn finish(&mut self, ops: &mut Ops) {
+        for m in std::mem::take(&mut self.pending) {
+            self.counts.moved_out += 1;
+            self.remove(&m.path, m.meta.is_dir(), ops);
+        }
+    }
+}
+
+/// Read a checkpoint file, if any.
+pub fn load_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
+    match std::fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64, size: u64) -> GpfsEvent {
+        GpfsEvent { kind, path: path.into(), meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, size, ..Default::default() }, cookie }
+    }
+
+    fn run(s: &mut GpfsState, evs: &[GpfsEvent]) -> Vec<(String, Option<u64>)> {
+        let mut ops = Ops::default();
+        s.begin_batch();
+        for (i, e) in evs.iter().enumerate() {
+            s.apply(e, (0, i as i64), &mut NoWalk, &mut ops);
+        }
+        s.end_batch(&mut ops);
+        let mut v: Vec<(String, Option<u64>)> = ops.into_iter().map(|(p, o)| (p, if let Op::Update(m) = o { Some(m.size) } else { None })).collect();
+        v.sort();
+        v
+    }
+
+    use EventKind::*;
+
+    #[test]
+    fn create_then_remove_in_one_batch_is_nothing_and_modifications_coalesce() {
+        let mut s = GpfsState::new(1);
+        let got = run(&mut s, &[ev(Created, "/g/a", 1, false, 0, 0), ev(Modified, "/g/a", 1, false, 0, 5), ev(Removed, "/g/a", 1, false, 0, 0), ev(Created, "/g/b", 2, false, 0, 0), ev(Modified, "/g/b", 2, false, 0, 9)]);
+        assert_eq!(got, vec![("/g/b".into(), Some(9))]);
+        assert_eq!((s.counts.cancelled, s.counts.coalesced), (1, 2));
+        // Removed in the next batch: a delete.
+        assert_eq!(run(&mut s, &[ev(Removed, "/g/b", 2, false, 0, 0)]), vec![("/g/b".into(), None)]);
+    }
+
+    #[test]
+    fn preexisting_objects_are_deleted_and_renamed() {
+        let mut s = GpfsState::new(1);
+        let got = run(&mut s, &[ev(Removed, "/g/old", 5, false, 0, 0), ev(MovedFrom, "/g/x", 6, false, 42, 3), ev(MovedTo, "/g/y", 6, false, 42, 3)]);
+        assert_eq!(got, vec![("/g/old".into(), None), ("/g/x".into(), None), ("/g/y".into(), Some(3))]);
+    }
+
+    #[test]
+    fn directory_renames_move_known_descendants_and_pairs_split_across_batches() {
+        let mut s = GpfsState::new(1);
+        run(&mut s, &[ev(Created, "/g/d", 1, true, 0, 0), ev(Created, "/g/d/f", 2, false, 0, 1), ev(Created, "/g/d/e", 3, true, 0, 0), ev(Created, "/g/d/e/h", 4, false, 0, 2)]);
+        assert_eq!(run(&mut s, &[ev(MovedFrom, "/g/d", 1, true, 7, 0)]), vec![]);
+        assert_eq!(s.pending().len(), 1);
+        let got = run(&mut s, &[ev(MovedTo, "/g/n", 1, true, 7, 0)]);
+        assert_eq!(got, vec![("/g/d/e/h".into(), None), ("/g/d/f".into(), None), ("/g/n/e/h".into(), Some(2)), ("/g/n/f".into(), Some(1))]);
+        assert_eq!(s.counts.moved_descendants, 3);
+    }
+
+    #[test]
+    fn an_unpaired_half_is_a_move_out_of_the_fileset() {
+        let mut s = GpfsState::new(1);
+        run(&mut s, &[ev(Created, "/g/f", 1, false, 0, 0)]);
+        assert_eq!(run(&mut s, &[ev(MovedFrom, "/g/f", 1, false, 9, 0)]), vec![]);
+        assert_eq!(run(&mut s, &[]), vec![("/g/f".into(), None)]);
+        assert_eq!(s.counts.moved_out, 1);
+    }
+
+    #[test]
+    fn hard_links_share_metadata_and_checkpoints_restore() {
+        let mut s = GpfsState::new(1);
+        run(&mut s, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Created, "/g/b", 1, false, 0, 1)]);
+        assert_eq!(run(&mut s, &[ev(Modified, "/g/a", 1, false, 0, 8)]), vec![("/g/a".into(), Some(8)), ("/g/b".into(), Some(8))]);
+        let mut r = GpfsState::restore(serde_json::from_slice(&serde_json::to_vec(&s.checkpoint()).unwrap()).unwrap(), 1);
+        assert_eq!(r.len(), 2);
+        assert_eq!(run(&mut r, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Removed, "/g/a", 1, false, 0, 0)]), vec![("/g/a".into(), None)], "a replayed create of a known object is not new");
+    }
+}

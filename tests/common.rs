@@ -73,3 +73,62 @@ pub fn deleted(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// A `walk` snapshot of `root` (paths relative to it) through a file sink, as an index.
+pub fn walk_snapshot(tmp: &Path, root: &Path, name: &str) -> BTreeMap<String, Value> {
+    let out = tmp.join(name);
+    let cfg = config(
+        tmp,
+        &format!("{name}.toml"),
+        &format!(
+            "[snapshot]\nversion = \"v\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n[records]\nvisible_to = [\"public\"]\n[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+            t = tmp.display(),
+            r = root.display(),
+            o = out.display()
+        ),
+    );
+    let (code, s, err) = snapshot(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["rejects"], 0, "{s}");
+    ingested(&out)
+}
+
+/// Apply a file sink's documents, in their sequence order, to `index`.
+pub fn apply(index: &mut BTreeMap<String, Value>, dir: &Path) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    files.sort_by_key(|p| p.file_name().unwrap().to_string_lossy().split('-').nth(1).unwrap_or("").to_string());
+    for f in files {
+        let doc: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        if let Some(subjects) = doc["subjects"].as_array() {
+            for s in subjects {
+                index.remove(s.as_str().unwrap());
+            }
+        } else {
+            for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
+                index.insert(e["content"]["path"].as_str().unwrap().to_string(), e.clone());
+            }
+        }
+    }
+}
+
+pub fn comparable(index: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+    // atime is not journaled (ATIME is outside Lustre's default changelog mask).
+    index
+        .iter()
+        .map(|(p, e)| {
+            let c = &e["content"];
+            (p.clone(), serde_json::json!([c["type"], c["size"], c["uid"], c["gid"], c["mode"], c["mtime"], c["ctime"]]))
+        })
+        .collect()
+}
+
+/// Paths missing from, extra in, and different in the index compared with the fresh snapshot.
+pub fn compare(index: &BTreeMap<String, Value>, fresh: &BTreeMap<String, Value>) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (got, want) = (comparable(index), comparable(fresh));
+    let missing = want.keys().filter(|k| !got.contains_key(*k)).cloned().collect();
+    let extra = got.keys().filter(|k| !want.contains_key(*k)).cloned().collect();
+    let differ = want.keys().filter(|k| got.get(*k).is_some_and(|g| g != &want[*k])).cloned().collect();
+    (missing, extra, differ)
+}
+

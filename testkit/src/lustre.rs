@@ -41,6 +41,8 @@ pub struct Workload {
     counter: u64,
     /// Perform the file operations (false: journal only, for benchmark streams).
     pub real: bool,
+    /// Also write the GPFS watch-folder events of every record.
+    pub gpfs: Option<crate::gpfs::GpfsJournal>,
 }
 
 fn now_parts() -> String {
@@ -117,6 +119,7 @@ impl Workload {
             records: 0,
             counter: next_index,
             real: true,
+            gpfs: None,
         })
     }
 
@@ -162,6 +165,9 @@ impl Workload {
         };
         self.next_index += 1;
         self.records += 1;
+        if let Some(g) = self.gpfs.as_mut() {
+            g.record(&rec, &self.ns)?;
+        }
         self.ns.apply(&rec);
         let mut line = rec.to_line();
         line.push('\n');

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use icicle_core::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch};
+use icicle_core::batch::EntryBatch;
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::FileRecord;
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
@@ -378,22 +378,7 @@ impl LustreSource {
         }
         counts.deletes += deletes.len() as u64;
         let mut sinks = ctx.sinks.lock().await;
-        let mut batcher = Batcher::new(ctx.max_batch_bytes);
-        let (mut full, mut oversized) = (Vec::new(), Vec::new());
-        batcher.push_chunk(&chunk, &mut full, &mut oversized);
-        full.extend(batcher.flush());
-        for doc in full {
-            let b = DocumentBatch::Ingest(doc);
-            for (_, s) in sinks.iter_mut() {
-                s.deliver(&b).await?;
-            }
-        }
-        for subjects in delete_batches(deletes, ctx.max_batch_bytes) {
-            let b = DocumentBatch::Delete(subjects);
-            for (_, s) in sinks.iter_mut() {
-                s.deliver(&b).await?;
-            }
-        }
+        icicle_core::batch::deliver_emit(&mut sinks, &chunk, deletes, ctx.max_batch_bytes).await?;
         Ok(())
     }
 }

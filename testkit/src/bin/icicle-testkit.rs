@@ -60,6 +60,22 @@ enum Command {
         /// Only journal the records (no file operations): fast benchmark streams.
         #[arg(long)]
         no_fs: bool,
+        /// Also write the GPFS watch-folder (mmwatch WF_JSON) events, one per line, here
+        /// (default with --gpfs-topic: JOURNAL.gpfs.jsonl).
+        #[arg(long)]
+        gpfs_events: Option<PathBuf>,
+        /// The GPFS path of ROOT in the events (default: ROOT itself).
+        #[arg(long)]
+        gpfs_root: Option<String>,
+        /// Produce the new events into this Kafka topic (keyed by inode)...
+        #[arg(long)]
+        gpfs_topic: Option<String>,
+        /// ...on this broker.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// Partitions of the topic when it is created.
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
     },
     /// A fake `lfs` answering from a workload journal: changelog, changelog_clear,
     /// fid2path (with a delay, default 10 ms) and path2fid.
@@ -91,15 +107,31 @@ fn main() -> anyhow::Result<()> {
             }
             eprintln!("wrote {} files in {} directories as {format:?} to {}", fs.files.len(), fs.dirs.len(), out.display());
         }
-        Command::Workload { kind, ops, root, journal, seed, preexisting, base, no_fs } => {
+        Command::Workload { kind, ops, root, journal, seed, preexisting, base, no_fs, gpfs_events, gpfs_root, gpfs_topic, bootstrap, partitions } => {
             let mut w = Workload::open(&root, &journal, seed)?;
             w.real = !no_fs;
+            let events = gpfs_events.or_else(|| gpfs_topic.as_ref().map(|_| icicle_testkit::lustre::side(&journal, ".gpfs.jsonl")));
+            let already = events.as_ref().map_or(0, |f| std::fs::read_to_string(f).map(|s| s.lines().count()).unwrap_or(0));
+            if let Some(f) = &events {
+                let abs = std::fs::canonicalize(&root)?;
+                let fs_root = gpfs_root.unwrap_or_else(|| abs.display().to_string());
+                w.gpfs = Some(icicle_testkit::gpfs::GpfsJournal::open(f, &root, &fs_root, !no_fs)?);
+            }
             if preexisting > 0 {
                 w.preexisting(preexisting)?;
             }
             w.run(kind, ops, &base)?;
             w.write_fid_map()?;
             eprintln!("{kind:?}: {ops} operations, {} changelog records in {}", w.records, journal.display());
+            if let (Some(f), Some(topic)) = (&events, &gpfs_topic) {
+                let msgs = icicle_testkit::gpfs::messages(f, already)?;
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let n = rt.block_on(async {
+                    icicle_plugins_kafka::produce::create_topic(&bootstrap, topic, partitions).await.map_err(anyhow::Error::msg)?;
+                    icicle_plugins_kafka::produce::produce(&bootstrap, topic, msgs).await.map_err(anyhow::Error::msg)
+                })?;
+                eprintln!("produced {n} watch-folder events to `{topic}` on {bootstrap}");
+            }
         }
         Command::Lfs { journal, mount, delay_ms, args } => {
             let (code, out, err) = fake_lfs(&journal, mount.as_deref(), delay_ms, &args);

@@ -1,0 +1,432 @@
+//! The `gpfs` change source: consumers read an `mmwatch` topic (explicit partitions or a
+//! consumer group), each on its own task, into one queue; one task reduces the events over the
+//! fileset's state, delivers the index operations, checkpoints the state, and only then
+//! commits the consumed offsets — held back before any rename half still waiting for its pair.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use icicle_core::batch::EntryBatch;
+use icicle_core::gmeta::{subject_for, PrimaryEncoder};
+use icicle_core::record::{FileKind, FileRecord};
+use icicle_core::registry::{BuildContext, ChangeSourceConfig};
+use icicle_core::traits::{ChangeSource, MonitorContext};
+use icicle_core::{ConfigError, IcicleError};
+use icicle_plugins_gpfs::state::{load_checkpoint, MountWalker, NoWalk, Position, Walker};
+use icicle_plugins_gpfs::{GpfsEvent, GpfsState, Meta, Op, Ops};
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use crate::client::KafkaConnection;
+
+/// `[sources.<id>] type = "gpfs"`.
+#[derive(Deserialize, Debug, Clone)]
+pub struct GpfsConfig {
+    pub connection: KafkaConnection,
+    /// The topic `mmwatch --sink-topic` writes (one per fileset).
+    pub topic: String,
+    /// The consumer group (offsets are committed under it).
+    #[serde(default = "default_group")]
+    pub group_id: String,
+    /// Consumer tasks; in group mode they share the topic's partitions.
+    #[serde(default = "default_consumers")]
+    pub consumers: usize,
+    /// Read exactly these partitions (round-robin over the consumers) instead of joining
+    /// the group's assignment.
+    #[serde(default)]
+    pub partitions: Option<Vec<i32>>,
+    /// Where to start when the group has no committed offset: `earliest` or `latest`.
+    #[serde(default = "default_start")]
+    pub start: String,
+    /// The GPFS path prefix removed from event paths (e.g. `/gpfs/fs1`).
+    #[serde(default)]
+    pub fs_root: String,
+    /// Prepended to record paths.
+    #[serde(default)]
+    pub path_prefix: String,
+    /// Where the file system is mounted here: renamed directories are walked there so that
+    /// descendants the state never saw move too (no other stat is taken).
+    #[serde(default)]
+    pub mount: Option<PathBuf>,
+    /// A batch closes at this many events...
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+    /// ...or after this long without new events.
+    #[serde(default = "default_quiet")]
+    pub quiet_period_secs: f64,
+    /// Batch boundaries an IN_MOVED_FROM waits for its IN_MOVED_TO before it counts as a
+    /// move out of the fileset.
+    #[serde(default = "default_pair_batches")]
+    pub pair_batches: u32,
+    /// Where the state checkpoint is kept.
+    pub state_dir: PathBuf,
+}
+
+fn default_group() -> String {
+    "icicle-gpfs".into()
+}
+fn default_consumers() -> usize {
+    1
+}
+fn default_start() -> String {
+    "earliest".into()
+}
+fn default_batch() -> usize {
+    1000
+}
+fn default_quiet() -> f64 {
+    5.0
+}
+fn default_pair_batches() -> u32 {
+    2
+}
+
+impl ChangeSourceConfig for GpfsConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        if self.topic.trim().is_empty() {
+            return Err(ctx.invalid("topic", "give the mmwatch topic"));
+        }
+        if self.consumers == 0 {
+            return Err(ctx.invalid("consumers", "must be at least 1"));
+        }
+        if self.batch_size == 0 {
+            return Err(ctx.invalid("batch_size", "must be at least 1"));
+        }
+        if self.start != "earliest" && self.start != "latest" {
+            return Err(ctx.invalid("start", "must be `earliest` or `latest`"));
+        }
+        if self.partitions.as_ref().is_some_and(|p| p.is_empty() || p.iter().any(|&x| x < 0)) {
+            return Err(ctx.invalid("partitions", "list partition numbers (0, 1, ...)"));
+        }
+        // Validate the connection (and read its secrets) now, so errors name the key.
+        self.connection.client_config(ctx)?;
+        Ok(Arc::new(GpfsSource { cfg: self }))
+    }
+}
+
+/// Counters of one GPFS monitor run.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct GpfsRunCounts {
+    pub messages: u64,
+    pub rejects: u64,
+    pub outside_root: u64,
+    pub updates: u64,
+    pub deletes: u64,
+    pub batches: u64,
+    pub commits: u64,
+    pub state: icicle_plugins_gpfs::state::GpfsCounts,
+    pub objects: usize,
+    /// Next offset to read, per partition, as committed.
+    pub committed: BTreeMap<i32, i64>,
+}
+
+enum Msg {
+    Event { consumer: usize, partition: i32, offset: i64, payload: Vec<u8> },
+    Eof { partition: i32 },
+    Failed(String),
+}
+
+/// The `gpfs` change source.
+pub struct GpfsSource {
+    cfg: GpfsConfig,
+}
+
+impl GpfsSource {
+    fn state_file(&self) -> PathBuf {
+        self.cfg.state_dir.join(format!("gpfs-{}.checkpoint.json", self.cfg.topic))
+    }
+
+    fn consumer(&self, eof: bool) -> Result<StreamConsumer, IcicleError> {
+        let mut cc = self
+            .cfg
+            .connection
+            .client_config_with(|k, r| ConfigError::InvalidValue { key: format!("connection.{k}"), origin: "the gpfs source".into(), reason: r })
+            .map_err(IcicleError::Config)?;
+        cc.set("group.id", &self.cfg.group_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", &self.cfg.start)
+            .set("enable.partition.eof", if eof { "true" } else { "false" });
+        cc.create().map_err(|e| external(format!("cannot create a Kafka consumer: {e}")))
+    }
+
+    /// The index path of GPFS path `p`, or None when it is outside `fs_root`.
+    fn index_path(&self, p: &str) -> Option<String> {
+        let root = self.cfg.fs_root.trim_end_matches('/');
+        let rel = p.strip_prefix(root)?;
+        if !(rel.is_empty() || rel.starts_with('/')) {
+            return None;
+        }
+        let rel = if rel.is_empty() { "/" } else { rel };
+        Some(format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), rel))
+    }
+}
+
+fn external(reason: String) -> IcicleError {
+    IcicleError::Source(icicle_core::SourceError::External(reason))
+}
+
+/// The record for `meta` at index path `path`.
+pub fn record_for<'a>(path: &'a str, m: &Meta) -> FileRecord<'a> {
+    FileRecord { path, kind: FileKind::from_mode(m.mode), mode: m.mode, uid: m.uid, gid: m.gid, size: m.size, atime: m.atime, ctime: m.ctime, mtime: m.mtime }
+}
+
+#[async_trait]
+impl ChangeSource for GpfsSource {
+    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
+        let cfg = &self.cfg;
+        std::fs::create_dir_all(&cfg.state_dir).map_err(|e| external(format!("{}: {e}", cfg.state_dir.display())))?;
+        let mut state = match load_checkpoint(&self.state_file()).map_err(external)? {
+            Some(cp) => GpfsState::restore(cp, cfg.pair_batches),
+            None => GpfsState::new(cfg.pair_batches),
+        };
+        let mut walker: Box<dyn Walker + Send> = match &cfg.mount {
+            Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
+            None => Box::new(NoWalk),
+        };
+        let mut counts = GpfsRunCounts::default();
+
+        // The consumers, each on its own task, into one queue.
+        let (tx, mut rx) = mpsc::channel::<Msg>(8192);
+        let mut consumers: Vec<Arc<StreamConsumer>> = Vec::new();
+        for i in 0..cfg.consumers {
+            let c = Arc::new(self.consumer(ctx.drain)?);
+            match &cfg.partitions {
+                Some(parts) => {
+                    let mut tpl = TopicPartitionList::new();
+                    for &p in parts.iter().filter(|&&p| p as usize % cfg.consumers == i) {
+                        tpl.add_partition_offset(&cfg.topic, p, Offset::Stored).map_err(|e| external(e.to_string()))?;
+                    }
+                    if tpl.count() == 0 {
+                        continue;
+                    }
+                    c.assign(&tpl).map_err(|e| external(format!("assigning partitions of `{}`: {e}", cfg.topic)))?;
+                }
+                None => c.subscribe(&[&cfg.topic]).map_err(|e| external(format!("subscribing to `{}`: {e}", cfg.topic)))?,
+            }
+            consumers.push(c.clone());
+            let tx = tx.clone();
+            let idx = consumers.len() - 1;
+            tokio::spawn(async move {
+                loop {
+                    let msg = match c.recv().await {
+                        Ok(m) => Msg::Event { consumer: idx, partition: m.partition(), offset: m.offset(), payload: m.payload().unwrap_or_default().to_vec() },
+                        Err(KafkaError::PartitionEOF(p)) => Msg::Eof { partition: p },
+                        Err(e) => Msg::Failed(e.to_string()),
+                    };
+                    if tx.send(msg).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // The partitions to see the end of (drain).
+        let all_partitions: HashSet<i32> = match &cfg.partitions {
+            Some(p) => p.iter().copied().collect(),
+            None => {
+                let c = consumers[0].clone();
+                let topic = cfg.topic.clone();
+                let md = tokio::task::spawn_blocking(move || c.fetch_metadata(Some(&topic), Duration::from_secs(30)))
+                    .await
+                    .map_err(|e| external(e.to_string()))?
+                    .map_err(|e| external(format!("metadata of `{}`: {e}", cfg.topic)))?;
+                md.topics().iter().flat_map(|t| t.partitions().iter().map(|p| p.id())).collect()
+            }
+        };
+        let mut at_end: HashSet<i32> = HashSet::new();
+        let mut owner: HashMap<i32, usize> = HashMap::new();
+        let mut batch: Vec<(Position, Vec<u8>)> = Vec::with_capacity(cfg.batch_size);
+        let mut enc = PrimaryEncoder::new(ctx.policy.clone());
+        let quiet = Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0));
+        let mut failures = 0u32;
+        loop {
+            let got = if batch.is_empty() && !ctx.drain {
+                rx.recv().await
+            } else {
+                match tokio::time::timeout(quiet.max(Duration::from_millis(10)), rx.recv()).await {
+                    Ok(m) => m,
+                    Err(_) => {
+                        if !batch.is_empty() {
+                            self.process(std::mem::take(&mut batch), &mut state, walker.as_mut(), &consumers, &owner, &ctx, &mut enc, &mut counts).await?;
+                        }
+                        if ctx.drain && all_partitions.iter().all(|p| at_end.contains(p)) {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+            };
+            match got {
+                Some(Msg::Event { consumer, partition, offset, payload }) => {
+                    at_end.remove(&partition);
+                    owner.insert(partition, consumer);
+                    counts.messages += 1;
+                    batch.push(((partition, offset), payload));
+                    if batch.len() >= cfg.batch_size {
+                        self.process(std::mem::take(&mut batch), &mut state, walker.as_mut(), &consumers, &owner, &ctx, &mut enc, &mut counts).await?;
+                    }
+                }
+                Some(Msg::Eof { partition }) => {
+                    at_end.insert(partition);
+                }
+                Some(Msg::Failed(e)) => {
+                    failures += 1;
+                    tracing::warn!(message = "Kafka consumer error", topic = %cfg.topic, error = %e);
+                    if failures > 100 {
+                        return Err(external(format!("reading `{}`: {e}", cfg.topic)));
+                    }
+                }
+                None => break,
+            }
+        }
+        // End of a drained stream: halves still waiting were moved out of the fileset.
+        if !state.pending().is_empty() {
+            let mut ops = Ops::default();
+            state.begin_batch();
+            state.finish(&mut ops);
+            self.emit(ops, &ctx, &mut enc, &mut counts).await?;
+            self.checkpoint(&state)?;
+            self.commit(&[], &consumers, &owner, &state, &mut counts)?;
+        }
+        counts.state = state.counts;
+        counts.objects = state.len();
+        serde_json::to_value(&counts).map_err(|e| IcicleError::Internal(e.to_string()))
+    }
+}
+
+impl GpfsSource {
+    /// Reduce, apply and deliver one batch; checkpoint; then commit its offsets.
+    #[allow(clippy::too_many_arguments)]
+    async fn process(
+        &self,
+        batch: Vec<(Position, Vec<u8>)>,
+        state: &mut GpfsState,
+        walker: &mut (dyn Walker + Send),
+        consumers: &[Arc<StreamConsumer>],
+        owner: &HashMap<i32, usize>,
+        ctx: &MonitorContext,
+        enc: &mut PrimaryEncoder,
+        counts: &mut GpfsRunCounts,
+    ) -> Result<(), IcicleError> {
+        let mut ops = Ops::default();
+        state.begin_batch();
+        for ((partition, offset), payload) in &batch {
+            match GpfsEvent::parse(payload) {
+                Ok(ev) => state.apply(&ev, (*partition, *offset), walker, &mut ops),
+                Err(reason) => {
+                    counts.rejects += 1;
+                    tracing::warn!(message = "rejected event", topic = %self.cfg.topic, partition, offset, reason = %reason);
+                }
+            }
+        }
+        state.end_batch(&mut ops);
+        self.emit(ops, ctx, enc, counts).await?;
+        // The state first: a replay over a newer state is harmless, the reverse is not.
+        self.checkpoint(state)?;
+        let positions: Vec<Position> = batch.iter().map(|b| b.0).collect();
+        self.commit(&positions, consumers, owner, state, counts)?;
+        counts.batches += 1;
+        Ok(())
+    }
+
+    fn checkpoint(&self, state: &GpfsState) -> Result<(), IcicleError> {
+        let f = self.state_file();
+        let tmp = f.with_extension("tmp");
+        let bytes = serde_json::to_vec(&state.checkpoint()).map_err(|e| IcicleError::Internal(e.to_string()))?;
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut w = std::fs::File::create(&tmp)?;
+            w.write_all(&bytes)?;
+            w.sync_all()?;
+            std::fs::rename(&tmp, &f)
+        };
+        write().map_err(|e| external(format!("checkpoint {}: {e}", f.display())))
+    }
+
+    /// Commit, per partition, the offset after the last event processed — or the offset of
+    /// the oldest rename half still waiting, which must be read again after a restart.
+    fn commit(&self, positions: &[Position], consumers: &[Arc<StreamConsumer>], owner: &HashMap<i32, usize>, state: &GpfsState, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
+        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+        for &(p, o) in positions {
+            let e = next.entry(p).or_insert(o + 1);
+            *e = (*e).max(o + 1);
+        }
+        for m in state.pending() {
+            let (p, o) = m.position;
+            let e = next.entry(p).or_insert(o);
+            *e = (*e).min(o);
+        }
+        let mut by_consumer: BTreeMap<usize, TopicPartitionList> = BTreeMap::new();
+        for (&p, &o) in &next {
+            if counts.committed.get(&p).is_some_and(|&c| c >= o) {
+                continue;
+            }
+            let Some(&c) = owner.get(&p) else { continue };
+            by_consumer
+                .entry(c)
+                .or_default()
+                .add_partition_offset(&self.cfg.topic, p, Offset::Offset(o))
+                .map_err(|e| external(e.to_string()))?;
+        }
+        for (c, tpl) in by_consumer {
+            match consumers[c].commit(&tpl, CommitMode::Sync) {
+                Ok(()) => {
+                    counts.commits += 1;
+                    for e in tpl.elements() {
+                        if let Offset::Offset(o) = e.offset() {
+                            counts.committed.insert(e.partition(), o);
+                        }
+                    }
+                }
+                // A rebalance moved the partition: its events will be read again (upserts
+                // and deletes are idempotent), nothing is lost.
+                Err(e) => tracing::warn!(message = "offset commit failed", topic = %self.cfg.topic, error = %e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Encode and deliver one batch's operations.
+    async fn emit(&self, ops: Ops, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
+        let mut chunk = EntryBatch::default();
+        let mut deletes = Vec::new();
+        for (path, op) in ops {
+            let Some(ip) = self.index_path(&path) else {
+                counts.outside_root += 1;
+                continue;
+            };
+            match op {
+                Op::Delete => deletes.push(subject_for(&ip).into_owned()),
+                Op::Update(m) => {
+                    let rec = record_for(&ip, &m);
+                    match enc.encode(&rec, chunk.buffer()) {
+                        Ok(()) => {
+                            chunk.commit();
+                            counts.updates += 1;
+                        }
+                        Err(e) => {
+                            chunk.rollback();
+                            counts.rejects += 1;
+                            tracing::warn!(message = "update not encodable", path = %ip, error = %e);
+                        }
+                    }
+                }
+            }
+        }
+        counts.deletes += deletes.len() as u64;
+        if chunk.is_empty() && deletes.is_empty() {
+            return Ok(());
+        }
+        let mut sinks = ctx.sinks.lock().await;
+        icicle_core::batch::deliver_emit(&mut sinks, &chunk, deletes, ctx.max_batch_bytes).await?;
+        Ok(())
+    }
+}

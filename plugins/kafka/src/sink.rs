@@ -1,0 +1,173 @@
+//! The `kafka` sink (Amazon MSK or any Kafka): every upsert and delete becomes one JSON
+//! message keyed by subject (so per-file order holds within a partition), sent by an idempotent
+//! producer; a batch counts as delivered only when every message's delivery report is in.
+//!
+//! Values: `{"op":"upsert","entry":<GMetaEntry>}` and `{"op":"delete","subject":"..."}`; the
+//! header `icicle-op` says the same. With `audit_topic`, one record per delivered batch (kind,
+//! count, bytes, first and last subject, the partitions and offsets written).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::join_all;
+use icicle_core::batch::DocumentBatch;
+use icicle_core::error::{Retry, SinkError};
+use icicle_core::registry::{BuildContext, SinkConfig};
+use icicle_core::traits::Sink;
+use icicle_core::ConfigError;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::util::Timeout;
+use serde::Deserialize;
+
+use crate::client::KafkaConnection;
+
+/// `[sinks.<id>] type = "kafka"`.
+#[derive(Deserialize)]
+pub struct KafkaSinkConfig {
+    pub connection: KafkaConnection,
+    /// The topic index operations go to.
+    pub topic: String,
+    /// A topic that receives one audit record per delivered batch.
+    #[serde(default)]
+    pub audit_topic: Option<String>,
+    /// How long one batch may wait for its delivery reports.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: f64,
+}
+
+fn default_timeout() -> f64 {
+    60.0
+}
+
+impl SinkConfig for KafkaSinkConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        if self.topic.trim().is_empty() {
+            return Err(ctx.invalid("topic", "give the topic index operations go to"));
+        }
+        if !(self.timeout_secs > 0.0) {
+            return Err(ctx.invalid("timeout_secs", "must be positive"));
+        }
+        let mut cc = self.connection.client_config(ctx)?;
+        // Exactly-once per partition, in order: the idempotent producer (acks=all).
+        cc.set("enable.idempotence", "true");
+        cc.set_if_absent("compression.type", "lz4");
+        cc.set_if_absent("linger.ms", "5");
+        let producer: FutureProducer = cc.create().map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {e}")))?;
+        Ok(Box::new(KafkaSink { id: ctx.id.clone(), producer, topic: self.topic, audit_topic: self.audit_topic, timeout: Duration::from_secs_f64(self.timeout_secs), batches: 0 }))
+    }
+}
+
+trait SetIfAbsent {
+    fn set_if_absent(&mut self, k: &str, v: &str);
+}
+
+impl SetIfAbsent for rdkafka::ClientConfig {
+    fn set_if_absent(&mut self, k: &str, v: &str) {
+        if self.get(k).is_none() {
+            self.set(k, v);
+        }
+    }
+}
+
+/// The runtime Kafka sink.
+pub struct KafkaSink {
+    id: String,
+    producer: FutureProducer,
+    topic: String,
+    audit_topic: Option<String>,
+    timeout: Duration,
+    batches: u64,
+}
+
+#[derive(Deserialize)]
+struct SubjectOnly {
+    subject: String,
+}
+
+/// One message: key and value.
+pub fn messages(batch: &DocumentBatch) -> Result<Vec<(String, Vec<u8>, &'static str)>, String> {
+    let mut out = Vec::with_capacity(batch.len());
+    match batch {
+        DocumentBatch::Ingest(entries) => {
+            for e in entries.entries() {
+                let s: SubjectOnly = serde_json::from_slice(e).map_err(|err| format!("entry without a subject: {err}"))?;
+                let mut v = Vec::with_capacity(e.len() + 32);
+                v.extend_from_slice(br#"{"op":"upsert","entry":"#);
+                v.extend_from_slice(e);
+                v.push(b'}');
+                out.push((s.subject, v, "upsert"));
+            }
+        }
+        DocumentBatch::Delete(subjects) => {
+            for s in subjects {
+                let v = serde_json::to_vec(&serde_json::json!({"op": "delete", "subject": s})).map_err(|e| e.to_string())?;
+                out.push((s.clone(), v, "delete"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl KafkaSink {
+    fn error(&self, reason: String, retry: Retry) -> SinkError {
+        SinkError::Remote { sink: self.id.clone(), reason, retry }
+    }
+}
+
+#[async_trait]
+impl Sink for KafkaSink {
+    async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
+        let msgs = messages(batch).map_err(|e| self.error(e, Retry::NoRetry))?;
+        if msgs.is_empty() {
+            return Ok(());
+        }
+        let bytes: usize = msgs.iter().map(|m| m.1.len()).sum();
+        let timeout = Timeout::After(self.timeout);
+        let sends = msgs.iter().map(|(key, value, op)| {
+            let rec = FutureRecord::to(&self.topic).key(key.as_bytes()).payload(value).headers(OwnedHeaders::new().insert(Header { key: "icicle-op", value: Some(*op) }));
+            self.producer.send(rec, timeout)
+        });
+        let results = join_all(sends).await;
+        let mut written: std::collections::BTreeMap<i32, (i64, i64)> = Default::default();
+        for r in results {
+            match r {
+                Ok(d) => {
+                    let e = written.entry(d.partition).or_insert((d.offset, d.offset));
+                    e.0 = e.0.min(d.offset);
+                    e.1 = e.1.max(d.offset);
+                }
+                Err((e, _)) => return Err(self.error(format!("delivery to `{}` failed: {e}", self.topic), Retry::WithBackoff)),
+            }
+        }
+        self.batches += 1;
+        if let Some(audit) = &self.audit_topic {
+            let kind = match batch {
+                DocumentBatch::Ingest(_) => "ingest",
+                DocumentBatch::Delete(_) => "delete",
+            };
+            let rec = serde_json::json!({
+                "sink": self.id, "batch": self.batches, "kind": kind, "count": msgs.len(), "bytes": bytes,
+                "first_subject": msgs.first().map(|m| &m.0), "last_subject": msgs.last().map(|m| &m.0),
+                "topic": self.topic, "offsets": written.iter().map(|(p, (a, b))| serde_json::json!({"partition": p, "first": a, "last": b})).collect::<Vec<_>>(),
+                "time": icicle_core::time::iso8601(icicle_core::time::now_epoch()),
+            })
+            .to_string();
+            let key = format!("{}-{}", self.id, self.batches);
+            self.producer
+                .send(FutureRecord::to(audit).key(key.as_bytes()).payload(rec.as_bytes()), timeout)
+                .await
+                .map_err(|(e, _)| self.error(format!("audit record to `{audit}` failed: {e}"), Retry::WithBackoff))?;
+        }
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<(), SinkError> {
+        let p = self.producer.clone();
+        let t = self.timeout;
+        tokio::task::spawn_blocking(move || p.flush(Timeout::After(t)))
+            .await
+            .map_err(|e| self.error(e.to_string(), Retry::NoRetry))?
+            .map_err(|e| self.error(format!("flush: {e}"), Retry::WithBackoff))
+    }
+}

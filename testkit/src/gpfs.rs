@@ -1,0 +1,164 @@
+//! The GPFS stand-in: the same workloads as the Lustre stand-in, written as the clustered watch
+//! folder (`mmwatch`) events GPFS would publish to Kafka — one `WF_JSON` object per line, with
+//! metadata from `lstat` right after each operation — and produced into a real broker.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use icicle_plugins_gpfs::state::meta_of;
+use icicle_plugins_gpfs::{EventKind, GpfsEvent, Meta};
+use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
+use icicle_plugins_lustre::namespace::Namespace;
+
+/// Writes watch-folder events for the changelog records a workload journals.
+pub struct GpfsJournal {
+    out: fs::File,
+    /// The GPFS path of the workload root (event paths are absolute).
+    pub fs_root: String,
+    root: PathBuf,
+    real: bool,
+    next_cookie: u64,
+    /// The last metadata seen per path (removed objects keep their inode).
+    last: HashMap<String, Meta>,
+    /// Write opens per object: their CLOSE is IN_CLOSE_WRITE (after IN_MODIFY).
+    writing: HashMap<Fid, bool>,
+    /// Events written.
+    pub events: u64,
+}
+
+impl GpfsJournal {
+    /// Append events to `file`; paths are `fs_root` + the workload path.
+    pub fn open(file: &Path, root: &Path, fs_root: &str, real: bool) -> std::io::Result<GpfsJournal> {
+        let out = fs::OpenOptions::new().create(true).append(true).open(file)?;
+        let next_cookie = fs::read_to_string(file).map(|s| s.lines().count() as u64 + 1).unwrap_or(1);
+        Ok(GpfsJournal { out, fs_root: fs_root.trim_end_matches('/').to_string(), root: root.to_path_buf(), real, next_cookie, last: HashMap::new(), writing: HashMap::new(), events: 0 })
+    }
+
+    fn meta(&mut self, path: &str, fid: Fid, is_dir: bool) -> Meta {
+        let m = if self.real {
+            fs::symlink_metadata(self.root.join(path.trim_start_matches('/'))).ok().map(|md| meta_of(&md))
+        } else {
+            None
+        };
+        let m = m.unwrap_or_else(|| {
+            let prev = self.last.get(path).copied();
+            prev.unwrap_or(Meta { inode: fid.oid as u64, mode: if is_dir { 0o040755 } else { 0o100644 }, ..Default::default() })
+        });
+        self.last.insert(path.to_string(), m);
+        m
+    }
+
+    fn write(&mut self, kind: EventKind, path: &str, meta: Meta, cookie: u64, raw_event: Option<&str>) -> std::io::Result<()> {
+        let ev = GpfsEvent { kind, path: format!("{}{}", self.fs_root, path), meta, cookie };
+        let mut line = ev.to_json();
+        if let Some(raw) = raw_event {
+            // Events the monitor drops keep their own name (IN_OPEN, IN_CLOSE_NOWRITE, ...).
+            let name = if meta.is_dir() { format!("{raw} IN_ISDIR") } else { raw.to_string() };
+            let mut v: serde_json::Value = serde_json::from_str(&line).map_err(std::io::Error::other)?;
+            v["event"] = serde_json::Value::String(name);
+            line = v.to_string();
+        }
+        line.push('\n');
+        self.events += 1;
+        self.out.write_all(line.as_bytes())
+    }
+
+    /// The events for `rec`, given the namespace before the record is applied.
+    pub fn record(&mut self, rec: &ChangelogRecord, ns: &Namespace) -> std::io::Result<()> {
+        use RecordType::*;
+        let path_of = |f: &Fid| ns.path(f).map(str::to_string);
+        let child = |p: Option<Fid>, n: Option<&str>| -> Option<String> {
+            let pp = ns.path(&p?)?;
+            let n = n?;
+            Some(if pp == "/" { format!("/{n}") } else { format!("{pp}/{n}") })
+        };
+        match &rec.kind {
+            Creat | Mknod | Slink | Mkdir => {
+                let Some(p) = child(rec.parent, rec.name.as_deref()) else { return Ok(()) };
+                let m = self.meta(&p, rec.target, rec.kind == Mkdir);
+                self.write(EventKind::Created, &p, m, 0, None)
+            }
+            Hlink => {
+                let Some(p) = child(rec.parent, rec.name.as_deref()) else { return Ok(()) };
+                let m = self.meta(&p, rec.target, false);
+                self.write(EventKind::Created, &p, m, 0, None)?;
+                if let Some(other) = path_of(&rec.target) {
+                    let m = self.meta(&other, rec.target, false);
+                    self.write(EventKind::Modified, &other, m, 0, Some("IN_ATTRIB"))?;
+                }
+                Ok(())
+            }
+            Unlnk | Rmdir => {
+                let Some(p) = child(rec.parent, rec.name.as_deref()) else { return Ok(()) };
+                let mut m = self.last.remove(&p).unwrap_or(Meta { inode: rec.target.oid as u64, ..Default::default() });
+                m.mode = if rec.kind == Rmdir { 0o040755 } else { m.mode & !0o170000 | 0o100000 };
+                self.write(EventKind::Removed, &p, m, 0, None)?;
+                if rec.kind == Unlnk {
+                    // Other links remain: their link count (and ctime) changed.
+                    if let Some(obj) = ns.by_fid.get(&rec.target) {
+                        for other in obj.paths.iter().filter(|o| **o != p).cloned().collect::<Vec<_>>() {
+                            let m = self.meta(&other, rec.target, false);
+                            self.write(EventKind::Modified, &other, m, 0, Some("IN_ATTRIB"))?;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Renme | Rnmto => {
+                let (Some(old), Some(new)) = (child(rec.source_parent, rec.source_name.as_deref()), child(rec.parent, rec.name.as_deref())) else { return Ok(()) };
+                let src = rec.source.unwrap_or_default();
+                let is_dir = ns.by_fid.get(&src).is_some_and(|o| o.is_dir);
+                self.last.remove(&old);
+                let m = self.meta(&new, src, is_dir);
+                let cookie = self.next_cookie;
+                self.next_cookie += 1;
+                self.write(EventKind::MovedFrom, &old, m, cookie, None)?;
+                self.write(EventKind::MovedTo, &new, m, cookie, None)
+            }
+            Open => {
+                let Some(p) = path_of(&rec.target) else { return Ok(()) };
+                self.writing.insert(rec.target, rec.open_mode.as_deref().is_some_and(|m| m.contains('w')));
+                let m = self.meta(&p, rec.target, false);
+                self.write(EventKind::Ignored, &p, m, 0, Some("IN_OPEN"))
+            }
+            Close => {
+                let Some(p) = path_of(&rec.target) else { return Ok(()) };
+                let m = self.meta(&p, rec.target, false);
+                if self.writing.remove(&rec.target).unwrap_or(false) {
+                    self.write(EventKind::Modified, &p, m, 0, Some("IN_MODIFY"))?;
+                    self.write(EventKind::Modified, &p, m, 0, Some("IN_CLOSE_WRITE"))
+                } else {
+                    self.write(EventKind::Ignored, &p, m, 0, Some("IN_CLOSE_NOWRITE"))
+                }
+            }
+            Trunc => {
+                let Some(p) = path_of(&rec.target) else { return Ok(()) };
+                let m = self.meta(&p, rec.target, false);
+                self.write(EventKind::Modified, &p, m, 0, Some("IN_MODIFY"))
+            }
+            Mark | Nopen | Gxatr | Unknown(..) => Ok(()),
+            _ => {
+                let Some(p) = path_of(&rec.target) else { return Ok(()) };
+                let is_dir = ns.by_fid.get(&rec.target).is_some_and(|o| o.is_dir);
+                let m = self.meta(&p, rec.target, is_dir);
+                self.write(EventKind::Modified, &p, m, 0, Some("IN_ATTRIB"))
+            }
+        }
+    }
+}
+
+/// The `(key, value)` messages of an events file from line `skip` on: keyed by inode, so one
+/// object's events keep their order within a partition.
+pub fn messages(file: &Path, skip: usize) -> std::io::Result<Vec<(String, String)>> {
+    let text = fs::read_to_string(file)?;
+    Ok(text
+        .lines()
+        .skip(skip)
+        .map(|l| {
+            let key = serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["inode"].as_str().map(str::to_string)).unwrap_or_default();
+            (key, l.to_string())
+        })
+        .collect())
+}

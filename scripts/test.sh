@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# Set-up command 2: run the whole test suite. Services the tests need are started on
-# 127.0.0.1 here and stopped on exit (none yet: the Lustre stand-in is a testkit binary).
+# Set-up command 2: run the whole test suite. The services the tests need (a Kafka-protocol
+# broker, tansu) are installed if missing, started on 127.0.0.1 here, and stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
-command -v sqlite3 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3; }
+need=()
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+bash scripts/services.sh install
+trap 'bash scripts/services.sh stop' EXIT
+ICICLE_TEST_KAFKA="$(bash scripts/services.sh start | sed -n 's/^KAFKA=//p')"
+export ICICLE_TEST_KAFKA
+echo "Kafka broker (tansu) on $ICICLE_TEST_KAFKA"
 # The tests drive the real binaries, icicle-testkit's too (the fake `lfs`): build them first.
 cargo build --workspace --bins
 cargo test --workspace --all-targets 2>&1

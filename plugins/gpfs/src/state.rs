@@ -197,7 +197,14 @@ impl GpfsState {
                 v.retain(|p| p != path);
             }
         }
-        self.links.entry(meta.inode).or_default().push(path.to_string());
+        if meta.inode != 0 {
+            self.links.entry(meta.inode).or_default().push(path.to_string());
+        }
+    }
+
+    /// Know an object that existed before monitoring (from the snapshot's index).
+    pub fn seed(&mut self, path: &str, meta: Meta) {
+        self.know(path, meta);
     }
 
     /// Delete `path`'s record, or drop its pending create when it was born in this batch.
@@ -233,6 +240,17 @@ impl GpfsState {
             self.born.remove(path);
         } else {
             self.delete(path, ops);
+        }
+    }
+
+    /// The other names of a hard-linked file share its inode's metadata.
+    fn propagate(&mut self, path: &str, meta: Meta, ops: &mut Ops) {
+        if meta.inode == 0 || meta.is_dir() {
+            return;
+        }
+        let others: Vec<String> = self.links.get(&meta.inode).map(|v| v.iter().filter(|p| *p != path).cloned().collect()).unwrap_or_default();
+        for p in others {
+            self.upsert(&p, meta, ops);
         }
     }
 
@@ -296,16 +314,11 @@ impl GpfsState {
                     self.born.insert(path.to_string());
                 }
                 self.upsert(path, ev.meta, ops);
+                self.propagate(path, ev.meta, ops);
             }
             EventKind::Modified => {
                 self.upsert(path, ev.meta, ops);
-                // The other names of a hard-linked file share its inode's metadata.
-                let others: Vec<String> = self.links.get(&ev.meta.inode).map(|v| v.iter().filter(|p| *p != path).cloned().collect()).unwrap_or_default();
-                for p in others {
-                    if !ev.meta.is_dir() {
-                        self.upsert(&p, ev.meta, ops);
-                    }
-                }
+                self.propagate(path, ev.meta, ops);
             }
             EventKind::Removed => self.remove(path, ev.meta.is_dir(), ops),
             EventKind::MovedFrom => {
@@ -326,7 +339,11 @@ impl GpfsState {
                     },
                 };
                 match old {
-                    Some(old) => self.rename(&old, path, ev.meta, walker, ops),
+                    Some(old) => {
+                        self.rename(&old, path, ev.meta, walker, ops);
+                        // A rename changes the inode's ctime, which its other names share.
+                        self.propagate(path, ev.meta, ops);
+                    }
                     None => {
                         self.counts.unpaired_moves += 1;
                         self.rename(path, path, ev.meta, walker, ops);

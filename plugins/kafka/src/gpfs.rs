@@ -67,6 +67,11 @@ pub struct GpfsConfig {
     pub pair_batches: u32,
     /// Where the state checkpoint is kept.
     pub state_dir: PathBuf,
+    /// The snapshot's index (a `file` sink directory) the monitor starts from: objects that
+    /// predate monitoring are known by path, so renaming a directory moves their records too.
+    /// Read once, when there is no checkpoint yet.
+    #[serde(default)]
+    pub seed_index: Option<PathBuf>,
 }
 
 fn default_group() -> String {
@@ -127,6 +132,19 @@ pub struct GpfsRunCounts {
     pub committed: BTreeMap<i32, i64>,
 }
 
+/// Client callbacks: reaching the end of a partition is news for `--drain`, not an error.
+pub struct QuietEof;
+
+impl rdkafka::ClientContext for QuietEof {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::warn!(message = "librdkafka", error = %error, reason);
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for QuietEof {}
+
 enum Msg {
     Event { consumer: usize, partition: i32, offset: i64, payload: Vec<u8> },
     Eof { partition: i32 },
@@ -143,7 +161,7 @@ impl GpfsSource {
         self.cfg.state_dir.join(format!("gpfs-{}.checkpoint.json", self.cfg.topic))
     }
 
-    fn consumer(&self, eof: bool) -> Result<StreamConsumer, IcicleError> {
+    fn consumer(&self, eof: bool) -> Result<StreamConsumer<QuietEof>, IcicleError> {
         let mut cc = self
             .cfg
             .connection
@@ -154,7 +172,23 @@ impl GpfsSource {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", &self.cfg.start)
             .set("enable.partition.eof", if eof { "true" } else { "false" });
-        cc.create().map_err(|e| external(format!("cannot create a Kafka consumer: {e}")))
+        cc.create_with_context(QuietEof).map_err(|e| external(format!("cannot create a Kafka consumer: {e}")))
+    }
+
+    /// Know every object of the snapshot's index.
+    fn seed(&self, state: &mut GpfsState, dir: &std::path::Path) -> Result<(), IcicleError> {
+        let index = icicle_plugins_sinks::read_index(dir).map_err(|e| external(format!("seed_index: {e}")))?;
+        let prefix = self.cfg.path_prefix.trim_end_matches('/');
+        let root = self.cfg.fs_root.trim_end_matches('/');
+        for (path, c) in &index {
+            let Some(rel) = path.strip_prefix(prefix) else { continue };
+            let int = |k: &str| c["raw"][k].as_i64().unwrap_or(0);
+            let mode = c["raw"]["mode"].as_u64().and_then(|m| u32::from_str_radix(&m.to_string(), 8).ok()).unwrap_or(0o100644);
+            let meta = Meta { inode: 0, mode, uid: c["uid"].as_u64().unwrap_or(0) as u32, gid: c["gid"].as_u64().unwrap_or(0) as u32, size: c["size"].as_u64().unwrap_or(0), atime: int("atime"), ctime: int("ctime"), mtime: int("mtime") };
+            state.seed(&format!("{root}{rel}"), meta);
+        }
+        tracing::info!(message = "seeded from the snapshot index", objects = index.len(), dir = %dir.display());
+        Ok(())
     }
 
     /// The index path of GPFS path `p`, or None when it is outside `fs_root`.
@@ -185,7 +219,13 @@ impl ChangeSource for GpfsSource {
         std::fs::create_dir_all(&cfg.state_dir).map_err(|e| external(format!("{}: {e}", cfg.state_dir.display())))?;
         let mut state = match load_checkpoint(&self.state_file()).map_err(external)? {
             Some(cp) => GpfsState::restore(cp, cfg.pair_batches),
-            None => GpfsState::new(cfg.pair_batches),
+            None => {
+                let mut s = GpfsState::new(cfg.pair_batches);
+                if let Some(dir) = &cfg.seed_index {
+                    self.seed(&mut s, dir)?;
+                }
+                s
+            }
         };
         let mut walker: Box<dyn Walker + Send> = match &cfg.mount {
             Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
@@ -195,7 +235,7 @@ impl ChangeSource for GpfsSource {
 
         // The consumers, each on its own task, into one queue.
         let (tx, mut rx) = mpsc::channel::<Msg>(8192);
-        let mut consumers: Vec<Arc<StreamConsumer>> = Vec::new();
+        let mut consumers: Vec<Arc<StreamConsumer<QuietEof>>> = Vec::new();
         for i in 0..cfg.consumers {
             let c = Arc::new(self.consumer(ctx.drain)?);
             match &cfg.partitions {
@@ -310,7 +350,7 @@ impl GpfsSource {
         batch: Vec<(Position, Vec<u8>)>,
         state: &mut GpfsState,
         walker: &mut (dyn Walker + Send),
-        consumers: &[Arc<StreamConsumer>],
+        consumers: &[Arc<StreamConsumer<QuietEof>>],
         owner: &HashMap<i32, usize>,
         ctx: &MonitorContext,
         enc: &mut PrimaryEncoder,
@@ -353,7 +393,7 @@ impl GpfsSource {
 
     /// Commit, per partition, the offset after the last event processed — or the offset of
     /// the oldest rename half still waiting, which must be read again after a restart.
-    fn commit(&self, positions: &[Position], consumers: &[Arc<StreamConsumer>], owner: &HashMap<i32, usize>, state: &GpfsState, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
+    fn commit(&self, positions: &[Position], consumers: &[Arc<StreamConsumer<QuietEof>>], owner: &HashMap<i32, usize>, state: &GpfsState, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
         let mut next: BTreeMap<i32, i64> = BTreeMap::new();
         for &(p, o) in positions {
             let e = next.entry(p).or_insert(o + 1);

@@ -54,3 +54,68 @@ pub async fn produce(bootstrap: &str, topic: &str, messages: impl IntoIterator<I
     }
     Ok(n)
 }
+
+/// One consumed message: partition, offset, key, value, and the `icicle-op` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumed {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub op: Option<String>,
+}
+
+/// Read `topic` from the beginning to its current end (every partition), without committing.
+pub async fn consume_all(bootstrap: &str, topic: &str) -> Result<Vec<Consumed>, String> {
+    use rdkafka::consumer::{Consumer, StreamConsumer};
+    use rdkafka::message::{Headers, Message};
+    let c: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("icicle-read-{}-{}", std::process::id(), icicle_core::time::now_epoch()))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "true")
+        .create()
+        .map_err(|e| e.to_string())?;
+    let md = c.fetch_metadata(Some(topic), Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    let parts: Vec<i32> = md.topics().iter().flat_map(|t| t.partitions().iter().map(|p| p.id())).collect();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for &p in &parts {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning).map_err(|e| e.to_string())?;
+    }
+    c.assign(&tpl).map_err(|e| e.to_string())?;
+    let mut done = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    while done.len() < parts.len() {
+        match tokio::time::timeout(Duration::from_secs(30), c.recv()).await {
+            Err(_) => return Err(format!("no end of `{topic}` within 30 s")),
+            Ok(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                done.insert(p);
+            }
+            Ok(Err(e)) => return Err(e.to_string()),
+            Ok(Ok(m)) => {
+                let op = m.headers().and_then(|h| h.iter().find(|x| x.key == "icicle-op").and_then(|x| x.value.map(|v| String::from_utf8_lossy(v).into_owned())));
+                out.push(Consumed {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                    value: m.payload().map(|v| String::from_utf8_lossy(v).into_owned()),
+                    op,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The group's committed offset (next to read) per partition of `topic`.
+pub fn committed(bootstrap: &str, topic: &str, group: &str, partitions: &[i32]) -> Result<std::collections::BTreeMap<i32, i64>, String> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).set("enable.auto.commit", "false").create().map_err(|e| e.to_string())?;
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for &p in partitions {
+        tpl.add_partition(topic, p);
+    }
+    let got = c.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    Ok(got.elements().iter().filter_map(|e| if let rdkafka::Offset::Offset(o) = e.offset() { Some((e.partition(), o)) } else { None }).collect())
+}

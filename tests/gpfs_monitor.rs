@@ -1,0 +1,255 @@
+//! Ground truth for the GPFS monitor through a real Kafka-protocol broker (tansu, started by
+//! `scripts/test.sh`): the testkit performs the workloads as real file operations, produces
+//! the watch-folder events GPFS would publish, and the index built by a snapshot plus the
+//! monitor's output must equal a fresh snapshot of the directory — also with several
+//! partitions and consumers, with malformed messages in the stream, and with the monitor
+//! killed and restarted mid-stream. Plus the Kafka sink, read back from its topic.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use icicle_plugins_kafka::produce;
+use icicle_testkit::gpfs::{messages, GpfsJournal};
+use icicle_testkit::lustre::{Kind, Workload};
+use serde_json::Value;
+
+/// The broker: `ICICLE_TEST_KAFKA`, else the one `scripts/services.sh start` runs.
+fn kafka() -> String {
+    if let Ok(k) = std::env::var("ICICLE_TEST_KAFKA") {
+        return k;
+    }
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr");
+    std::fs::read_to_string(&f).map(|s| s.trim().to_string()).unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
+}
+
+fn topic(name: &str) -> String {
+    format!("{name}-{}-{}", std::process::id(), icicle_core::time::now_epoch())
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn produce_events(events: &Path, skip: usize, topic: &str, partitions: i32, extra: Vec<(String, String)>) -> usize {
+    let mut msgs = messages(events, skip).unwrap();
+    let n = msgs.len();
+    msgs.extend(extra);
+    let k = kafka();
+    rt().block_on(async {
+        produce::create_topic(&k, topic, partitions).await.unwrap();
+        produce::produce(&k, topic, msgs).await.unwrap();
+    });
+    n
+}
+
+fn gpfs_config(tmp: &Path, root: &Path, topic: &str, out: &Path, batch: usize, extra: &str) -> PathBuf {
+    config(
+        tmp,
+        "gpfs.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n\
+             [sources.fset1]\ntype = \"gpfs\"\ntopic = \"{topic}\"\ngroup_id = \"icicle-{topic}\"\nfs_root = \"/gpfs/fs1\"\nmount = \"{r}\"\n\
+             batch_size = {batch}\nquiet_period_secs = 0.05\nstate_dir = \"{t}/state\"\nseed_index = \"{t}/before\"\n{extra}\nconnection = {{ bootstrap = \"{k}\" }}\n\
+             [sinks.o]\ntype = \"file\"\ndir = \"{o}\"\nfsync = true\n",
+            k = kafka(),
+            r = root.display(),
+            t = tmp.display(),
+            o = out.display()
+        ),
+    )
+}
+
+/// Objects before monitoring, a snapshot of them, then the workload with its events.
+fn prepare(tmp: &Path, kind: Kind, ops: usize, seed: u64) -> (PathBuf, PathBuf, std::collections::BTreeMap<String, Value>) {
+    let root = tmp.join("fs");
+    let journal = tmp.join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    w.preexisting(60).unwrap();
+    drop(w);
+    let index = walk_snapshot(tmp, &root, "before");
+    let events = tmp.join("events.jsonl");
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
+    w.run(kind, ops, "/work").unwrap();
+    if kind == Kind::Mixed {
+        w.run(Kind::Mixed, ops / 2, "/old0").unwrap();
+    }
+    drop(w);
+    (root, events, index)
+}
+
+fn monitor_drain(cfg: &Path) -> Value {
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    report["fset1"].clone()
+}
+
+fn assert_matches_fresh_snapshot(tmp: &Path, root: &Path, mut index: std::collections::BTreeMap<String, Value>, out: &Path, what: &str, report: &Value) {
+    apply(&mut index, out);
+    let fresh = walk_snapshot(tmp, root, "after");
+    let (missing, extra, differ) = compare(&index, &fresh);
+    let shown: Vec<String> = differ.iter().take(5).map(|p| format!("{p}:\n  monitor {}\n  fresh   {}", comparable(&index)[p], comparable(&fresh)[p])).collect();
+    assert!(differ.is_empty(), "{what}: differ\n{}", shown.join("\n"));
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "{what}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}");
+}
+
+fn ground_truth(kind: Kind, ops: usize, partitions: i32, consumers: usize) {
+    let seed: u64 = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, events, index) = prepare(tmp.path(), kind, ops, seed);
+    let t = topic(&format!("gt-{kind:?}").to_lowercase());
+    let n = produce_events(&events, 0, &t, partitions, vec![]);
+    let out = tmp.path().join("out");
+    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 40, &format!("consumers = {consumers}"));
+    let r = monitor_drain(&cfg);
+    assert_eq!(r["messages"], n as u64, "{r}");
+    assert_eq!(r["rejects"], 0, "{r}");
+    assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, &format!("{kind:?}"), &r);
+    // Every partition was committed to its end.
+    let parts: Vec<i32> = (0..partitions).collect();
+    let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &parts).unwrap();
+    let total: i64 = committed.values().sum();
+    assert_eq!(total, n as i64, "committed {committed:?}");
+}
+
+#[test]
+fn eval_out_ground_truth() {
+    ground_truth(Kind::EvalOut, 300, 1, 1);
+}
+
+#[test]
+fn eval_perf_ground_truth() {
+    ground_truth(Kind::EvalPerf, 300, 1, 1);
+}
+
+#[test]
+fn filebench_ground_truth() {
+    ground_truth(Kind::Filebench, 600, 1, 1);
+}
+
+#[test]
+fn mixed_ground_truth() {
+    ground_truth(Kind::Mixed, 400, 1, 1);
+}
+
+#[test]
+fn four_partitions_two_consumers_ground_truth() {
+    // Events are keyed by inode: one object's events stay in order in one partition.
+    ground_truth(Kind::Filebench, 600, 4, 2);
+}
+
+#[test]
+fn malformed_messages_are_rejected_with_their_position_and_the_rest_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, events, index) = prepare(tmp.path(), Kind::EvalPerf, 150, 3);
+    let t = topic("bad");
+    let bad = vec![("x".to_string(), "not json".to_string()), ("y".to_string(), r#"{"path": "/gpfs/fs1/a", "event": "IN_CREATE"}"#.to_string()), ("z".to_string(), r#"{"inode": 1, "path": "/gpfs/fs1/a", "event": "IN_NONSENSE"}"#.to_string())];
+    let n = produce_events(&events, 0, &t, 1, bad);
+    let out = tmp.path().join("out");
+    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 40, "");
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    let r = &r["fset1"];
+    assert_eq!(r["rejects"], 3, "{r}");
+    assert_eq!(r["messages"], n as u64 + 3, "{r}");
+    let stream = rt().block_on(produce::consume_all(&kafka(), &t)).unwrap();
+    let at = |key: &str| stream.iter().find(|m| m.key.as_deref() == Some(key)).map(|m| m.offset).unwrap();
+    for (off, why) in [(at("x"), "not a WF_JSON object"), (at("y"), "missing `inode`"), (at("z"), "unknown event `IN_NONSENSE`")] {
+        assert!(err.lines().any(|l| l.contains("rejected event") && l.contains("partition=0") && l.contains(&format!("offset={off}")) && l.contains(why)), "offset {off}: {why}\n{err}");
+    }
+    assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "with rejects", r);
+}
+
+#[test]
+fn a_consumer_killed_mid_stream_loses_nothing() {
+    let seed: u64 = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    w.preexisting(40).unwrap();
+    drop(w);
+    let index = walk_snapshot(tmp.path(), &root, "before");
+    let events = tmp.path().join("events.jsonl");
+    let t = topic("kill");
+    let out = tmp.path().join("out");
+    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 15, "");
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut produced = 0usize;
+    let rounds: u32 = std::env::var("ICICLE_TEST_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(6);
+    for round in 0..rounds {
+        // More of the workload arrives while the monitor runs; it is killed at a random point.
+        let mut w = Workload::open(&root, &journal, seed).unwrap();
+        w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
+        w.run(if round % 2 == 0 { Kind::Mixed } else { Kind::EvalOut }, 120, "/work").unwrap();
+        drop(w);
+        produced += produce_events(&events, produced, &t, 1, vec![]);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+            .args(["monitor", "-c", cfg.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        std::thread::sleep(std::time::Duration::from_millis(300 + (x >> 33) % 1200));
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    let r = monitor_drain(&cfg);
+    assert_eq!(r["rejects"], 0, "{r}");
+    assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "after kills", &r);
+    let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &[0]).unwrap();
+    assert_eq!(committed.get(&0).copied(), Some(produced as i64), "{r}");
+}
+
+#[test]
+fn the_kafka_sink_publishes_upserts_and_deletes_keyed_by_subject() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, events, _) = prepare(tmp.path(), Kind::Mixed, 100, 5);
+    let t = topic("src");
+    produce_events(&events, 0, &t, 1, vec![]);
+    let index_topic = topic("index");
+    let audit_topic = topic("audit");
+    let cfg = gpfs_config(tmp.path(), &root, &t, &tmp.path().join("out"), 20, "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "[sinks.o]",
+        &format!("[sinks.msk]\ntype = \"kafka\"\ntopic = \"{index_topic}\"\naudit_topic = \"{audit_topic}\"\nconnection = {{ bootstrap = \"{}\" }}\n[sinks.o]", kafka()),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let r = monitor_drain(&cfg);
+    let got = rt().block_on(produce::consume_all(&kafka(), &index_topic)).unwrap();
+    // The same operations as the file sink, one message each, keyed by subject.
+    let (ups, dels) = (r["updates"].as_u64().unwrap(), r["deletes"].as_u64().unwrap());
+    assert!(ups > 0 && dels > 0, "{r}");
+    assert_eq!(got.len() as u64, ups + dels, "{r}");
+    for m in &got {
+        let v: Value = serde_json::from_str(m.value.as_deref().unwrap()).unwrap();
+        let subject = if v["op"] == "upsert" { v["entry"]["subject"].as_str().unwrap().to_string() } else { v["subject"].as_str().unwrap().to_string() };
+        assert_eq!(m.key.as_deref(), Some(subject.as_str()));
+        assert_eq!(m.op.as_deref(), v["op"].as_str());
+    }
+    assert_eq!(got.iter().filter(|m| m.op.as_deref() == Some("upsert")).count() as u64, ups);
+    let audit = rt().block_on(produce::consume_all(&kafka(), &audit_topic)).unwrap();
+    let audited: u64 = audit.iter().map(|m| serde_json::from_str::<Value>(m.value.as_deref().unwrap()).unwrap()["count"].as_u64().unwrap()).sum();
+    assert_eq!(audited, ups + dels);
+
+    // The snapshot pipeline can publish through it too.
+    let snap_topic = topic("snap");
+    let scfg = config(
+        tmp.path(),
+        "snap.toml",
+        &format!(
+            "[snapshot]\nversion = \"v\"\n[records]\nvisible_to = [\"public\"]\n[sources.w]\ntype = \"walk\"\nroot = \"{}\"\npath_prefix = \"/\"\n[sinks.msk]\ntype = \"kafka\"\ntopic = \"{snap_topic}\"\nconnection = {{ bootstrap = \"{}\" }}\n",
+            root.display(),
+            kafka()
+        ),
+    );
+    let (code, s, err) = snapshot(&scfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    let got = rt().block_on(produce::consume_all(&kafka(), &snap_topic)).unwrap();
+    assert_eq!(got.len() as u64, s["records"].as_u64().unwrap(), "{s}");
+}

@@ -57,10 +57,10 @@ pub enum BenchCommand {
     /// The monitor's whole processing path in one process over a changelog text file:
     /// parse → filter → reduce → directory tree → emit (stat stubbed) to a counting sink.
     Monitor {
-        /// `lustre`.
+        /// `lustre` (changelog text) or `gpfs` (one mmwatch WF_JSON event a line).
         #[arg(long, default_value = "lustre")]
         format: String,
-        /// The changelog text (`lfs changelog` lines).
+        /// The changelog text (`lfs changelog` lines) or the events (JSON lines).
         #[arg(long)]
         input: PathBuf,
         /// `FID<TAB>path` lines answering fid2path (as `lfs fid2path <fsname>` prints).
@@ -72,6 +72,22 @@ pub enum BenchCommand {
         /// Write every emitted operation, in order, as JSON lines.
         #[arg(long)]
         emit: Option<PathBuf>,
+        #[arg(long, default_value_t = 1000)]
+        batch_size: usize,
+    },
+    /// The GPFS monitor through a real broker: the events are produced once into a topic with
+    /// PARTITIONS partitions, then `icicle monitor --drain` reads them with each consumer count.
+    MonitorKafka {
+        /// Events, one WF_JSON object a line (`icicle-testkit workload --gpfs-events`).
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long, default_value_t = 4)]
+        partitions: i32,
+        /// Consumer counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        consumers: Vec<usize>,
         #[arg(long, default_value_t = 1000)]
         batch_size: usize,
     },
@@ -244,10 +260,50 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Monitor { format, input, fid_map, stat, emit, batch_size } => {
-            anyhow::ensure!(format == "lustre", "only --format lustre is implemented");
             anyhow::ensure!(stat == "stub", "only --stat stub is implemented");
-            let v = monitor_bench(&input, fid_map.as_deref(), emit.as_deref(), batch_size)?;
+            let v = match format.as_str() {
+                "lustre" => monitor_bench(&input, fid_map.as_deref(), emit.as_deref(), batch_size)?,
+                "gpfs" => gpfs_bench(&input, emit.as_deref(), batch_size)?,
+                other => anyhow::bail!("--format {other}: give lustre or gpfs"),
+            };
             println!("{v}");
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::MonitorKafka { input, bootstrap, partitions, consumers, batch_size } => {
+            let work = tempfile_dir()?;
+            let topic = format!("bench-gpfs-{}-{}", std::process::id(), icicle_core::time::now_epoch());
+            let msgs = icicle_testkit::gpfs::messages(&input, 0)?;
+            let events = msgs.len() as f64;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let t = Instant::now();
+            rt.block_on(async {
+                icicle_plugins_kafka::produce::create_topic(&bootstrap, &topic, partitions).await.map_err(anyhow::Error::msg)?;
+                icicle_plugins_kafka::produce::produce(&bootstrap, &topic, msgs).await.map_err(anyhow::Error::msg)
+            })?;
+            eprintln!("produced {events} events to {topic} ({partitions} partitions) in {:.2} s", t.elapsed().as_secs_f64());
+            for n in consumers {
+                let cfg = work.join(format!("gpfs-{n}.toml"));
+                std::fs::write(
+                    &cfg,
+                    format!(
+                        "[records]\nvisible_to = [\"public\"]\n[sources.f]\ntype = \"gpfs\"\ntopic = \"{topic}\"\ngroup_id = \"bench-{topic}-{n}\"\nconsumers = {n}\nbatch_size = {batch_size}\nquiet_period_secs = 0.2\nstate_dir = \"{s}\"\nconnection = {{ bootstrap = \"{bootstrap}\" }}\n[sinks.k]\ntype = \"blackhole\"\n",
+                        s = work.join(format!("state-{n}")).display()
+                    ),
+                )?;
+                let t = Instant::now();
+                let out = std::process::Command::new(std::env::current_exe()?).args(["monitor", "--drain", "--json", "-c"]).arg(&cfg).output()?;
+                let secs = t.elapsed().as_secs_f64();
+                anyhow::ensure!(out.status.success(), "monitor failed: {}", String::from_utf8_lossy(&out.stderr));
+                let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+                let got = report["f"]["messages"].as_f64().unwrap_or(0.0);
+                anyhow::ensure!(got == events, "read {got} of {events} events");
+                let reading = report["f"]["reading_seconds"].as_f64().unwrap_or(secs).max(1e-9);
+                let line = serde_json::json!({"bench": "monitor-kafka", "partitions": partitions, "consumers": n, "events": events, "seconds": secs, "reading_seconds": reading,
+                    "events_per_s": events / reading, "events_per_s_with_startup": events / secs,
+                    "updates": report["f"]["updates"], "deletes": report["f"]["deletes"]});
+                println!("{line}");
+            }
+            let _ = std::fs::remove_dir_all(&work);
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::MonitorE2e { journal, root, delay_ms, batch_size, cache } => {
@@ -371,6 +427,89 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
         let start = renames.partition_point(|r| r.index <= after);
         renames[start..].to_vec()
     }
+}
+
+/// The GPFS monitor's processing path in one process: parse → state → encode, in batches.
+pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
+    use icicle_plugins_gpfs::state::NoWalk;
+    use icicle_plugins_gpfs::{GpfsEvent, GpfsState, Op, Ops};
+    let policy = std::sync::Arc::new(icicle_core::gmeta::RecordPolicy {
+        visible_to: vec![icicle_core::gmeta::VisibleTo::Public],
+        fallback: vec![],
+        principals: std::sync::Arc::new(icicle_core::gmeta::PrincipalMap::default()),
+        version: "bench".into(),
+    });
+    let mut enc = icicle_core::gmeta::PrimaryEncoder::new(policy);
+    let mut out = emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
+    let cpu0 = cpu_seconds();
+    let t = Instant::now();
+    let map = icicle_core::text::map_file(input)?;
+    let data: &[u8] = map.as_deref().unwrap_or(&[]);
+    let mut state = GpfsState::new(2);
+    let (mut events, mut rejects, mut updates, mut deletes, mut bytes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut ops = Ops::default();
+    let mut buf = Vec::with_capacity(1024);
+    let mut in_batch = 0usize;
+    let mut flush = |ops: &mut Ops, state: &mut GpfsState| -> anyhow::Result<()> {
+        state.end_batch(ops);
+        for (path, op) in ops.drain(..) {
+            match op {
+                Op::Update(m) => {
+                    buf.clear();
+                    if enc.encode(&icicle_plugins_kafka::gpfs::record_for(&path, &m), &mut buf).is_ok() {
+                        updates += 1;
+                        bytes += buf.len() as u64;
+                    }
+                    if let Some(w) = out.as_mut() {
+                        use std::io::Write;
+                        writeln!(w, "{{\"op\":\"update\",\"path\":{},\"record\":{}}}", serde_json::to_string(&path)?, String::from_utf8_lossy(&buf))?;
+                    }
+                }
+                Op::Delete => {
+                    deletes += 1;
+                    if let Some(w) = out.as_mut() {
+                        use std::io::Write;
+                        writeln!(w, "{{\"op\":\"delete\",\"path\":{}}}", serde_json::to_string(&path)?)?;
+                    }
+                }
+            }
+        }
+        state.begin_batch();
+        Ok(())
+    };
+    let mut rest = data;
+    let mut i = 0usize;
+    while !rest.is_empty() {
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or(&[]);
+        i += 1;
+        if line.is_empty() {
+            continue;
+        }
+        events += 1;
+        match GpfsEvent::parse(line) {
+            Ok(ev) => state.apply(&ev, (0, i as i64), &mut NoWalk, &mut ops),
+            Err(_) => rejects += 1,
+        }
+        in_batch += 1;
+        if in_batch >= batch_size {
+            flush(&mut ops, &mut state)?;
+            in_batch = 0;
+        }
+    }
+    state.finish(&mut ops);
+    flush(&mut ops, &mut state)?;
+    if let Some(mut w) = out.take() {
+        use std::io::Write;
+        w.flush()?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = (cpu_seconds() - cpu0).max(1e-9);
+    Ok(serde_json::json!({
+        "records": events, "seconds": secs, "records_per_s": events as f64 / secs, "records_per_cpu_s": events as f64 / cpu,
+        "updates": updates, "deletes": deletes, "rejects": rejects, "bytes": bytes, "objects": state.len(), "peak_rss_bytes": peak_rss_bytes(),
+    }))
 }
 
 /// Run the monitor bench; returns the JSON line.

@@ -1,7 +1,6 @@
 //! IBM Storage Scale clustered watch folder (`mmwatch`) events, `WF_JSON` (formats.md §4.2):
 //! one JSON object per Kafka message. `event` may carry `IN_ISDIR` as a second token.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 /// What an event means for the index (Icicle's mapping, formats.md §4.3, plus move halves).
@@ -69,84 +68,278 @@ pub struct GpfsEvent {
     pub cookie: u64,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Raw {
-    inode: Option<Value>,
-    path: Option<String>,
-    event: Option<String>,
-    #[serde(default)]
-    cookie: Option<Value>,
-    #[serde(default)]
-    file_size: Option<Value>,
-    #[serde(default)]
-    owner_user_id: Option<Value>,
-    #[serde(default)]
-    owner_group_id: Option<Value>,
-    #[serde(default)]
-    permissions: Option<Value>,
-    #[serde(default)]
-    atime: Option<Value>,
-    #[serde(default)]
-    ctime: Option<Value>,
-    #[serde(default)]
-    mtime: Option<Value>,
+/// One attribute's value as read (borrowed from the message where possible).
+#[derive(Debug, Clone, PartialEq)]
+enum Field<'a> {
+    Absent,
+    Null,
+    Num(&'a str),
+    Str(std::borrow::Cow<'a, str>),
+    Other(String),
+}
+
+impl std::fmt::Display for Field<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Field::Absent => f.write_str("absent"),
+            Field::Null => f.write_str("null"),
+            Field::Num(n) => f.write_str(n),
+            Field::Str(s) => f.write_str(s),
+            Field::Other(o) => f.write_str(o),
+        }
+    }
+}
+
+/// The attributes icicle reads, in WF_JSON's names.
+const KEYS: [&str; 11] = ["inode", "path", "event", "cookie", "fileSize", "ownerUserId", "ownerGroupId", "permissions", "atime", "ctime", "mtime"];
+
+#[derive(Default)]
+struct Fields<'a>([Option<Field<'a>>; 11]);
+
+impl<'a> Fields<'a> {
+    fn get(&self, key: &str) -> &Field<'a> {
+        const ABSENT: Field<'static> = Field::Absent;
+        KEYS.iter().position(|k| *k == key).and_then(|i| self.0[i].as_ref()).unwrap_or(&ABSENT)
+    }
+
+    fn set(&mut self, key: &[u8], v: Field<'a>) {
+        if let Some(i) = KEYS.iter().position(|k| k.as_bytes() == key) {
+            self.0[i] = Some(v);
+        }
+    }
+
+    /// The fast path: a flat JSON object scanned in place. None when the message needs the
+    /// full parser (nested values, escaped keys, malformed JSON).
+    fn scan(b: &'a [u8]) -> Option<Fields<'a>> {
+        let mut f = Fields::default();
+        let mut i = 0usize;
+        let ws = |i: &mut usize| {
+            while *i < b.len() && b[*i].is_ascii_whitespace() {
+                *i += 1;
+            }
+        };
+        ws(&mut i);
+        if b.get(i) != Some(&b'{') {
+            return None;
+        }
+        i += 1;
+        ws(&mut i);
+        if b.get(i) == Some(&b'}') {
+            return Some(f);
+        }
+        loop {
+            ws(&mut i);
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let ks = i + 1;
+            let ke = ks + b[ks..].iter().position(|&c| c == b'"' || c == b'\\')?;
+            if b[ke] != b'"' {
+                return None;
+            }
+            let slot = match &b[ks..ke] {
+                b"inode" => Some(0),
+                b"path" => Some(1),
+                b"event" => Some(2),
+                b"cookie" => Some(3),
+                b"fileSize" => Some(4),
+                b"ownerUserId" => Some(5),
+                b"ownerGroupId" => Some(6),
+                b"permissions" => Some(7),
+                b"atime" => Some(8),
+                b"ctime" => Some(9),
+                b"mtime" => Some(10),
+                _ => None,
+            };
+            debug_assert!(slot.is_none_or(|k| KEYS[k].as_bytes() == &b[ks..ke]));
+            i = ke + 1;
+            ws(&mut i);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i += 1;
+            ws(&mut i);
+            let v = match *b.get(i)? {
+                b'"' => {
+                    let s = i + 1;
+                    let mut j = s;
+                    let mut escaped = false;
+                    loop {
+                        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
+                        if b[j] == b'"' {
+                            break;
+                        }
+                        escaped = true;
+                        j += 2;
+                    }
+                    i = j + 1;
+                    if slot.is_none() {
+                        match continue_after_value(b, &mut i)? {
+                            true => continue,
+                            false => return Some(f),
+                        }
+                    }
+                    if escaped {
+                        Field::Str(std::borrow::Cow::Owned(serde_json::from_slice::<String>(&b[s - 1..=j]).ok()?))
+                    } else {
+                        let raw = &b[s..j];
+                        if raw.iter().any(|&c| c < 0x20) {
+                            return None;
+                        }
+                        Field::Str(std::borrow::Cow::Borrowed(std::str::from_utf8(raw).ok()?))
+                    }
+                }
+                b'-' | b'0'..=b'9' => {
+                    let s = i;
+                    while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                        i += 1;
+                    }
+                    // ASCII by construction.
+                    Field::Num(std::str::from_utf8(&b[s..i]).ok()?)
+                }
+                b'n' if b[i..].starts_with(b"null") => {
+                    i += 4;
+                    Field::Null
+                }
+                b't' if b[i..].starts_with(b"true") => {
+                    i += 4;
+                    Field::Other("true".into())
+                }
+                b'f' if b[i..].starts_with(b"false") => {
+                    i += 5;
+                    Field::Other("false".into())
+                }
+                _ => return None,
+            };
+            if let Some(k) = slot {
+                f.0[k] = Some(v);
+            }
+            match continue_after_value(b, &mut i)? {
+                true => continue,
+                false => return Some(f),
+            }
+        }
+    }
+
+    /// The slow path: any JSON, through serde_json (its errors name what is wrong).
+    fn parse(bytes: &'a [u8]) -> Result<Fields<'a>, String> {
+        if let Some(f) = Fields::scan(bytes) {
+            return Ok(f);
+        }
+        let v: serde_json::Map<String, Value> = serde_json::from_slice(bytes).map_err(|e| format!("not a WF_JSON object: {e}"))?;
+        let mut f = Fields::default();
+        for k in KEYS {
+            if let Some(x) = v.get(k) {
+                let field = match x {
+                    Value::Null => Field::Null,
+                    Value::Number(n) => Field::Other(n.to_string()),
+                    Value::String(s) => Field::Str(std::borrow::Cow::Owned(s.clone())),
+                    other => Field::Other(other.to_string()),
+                };
+                f.set(k.as_bytes(), field);
+            }
+        }
+        // Numbers were rendered to text above: read them back as numbers.
+        for (i, k) in KEYS.iter().enumerate() {
+            if let (Some(Field::Other(t)), Some(Value::Number(_))) = (&f.0[i], v.get(*k)) {
+                f.0[i] = Some(Field::Str(std::borrow::Cow::Owned(format!("#{t}"))));
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// After a value: `,` (true: another member follows) or the closing `}` at the end (false);
+/// None when anything else follows.
+fn continue_after_value(b: &[u8], i: &mut usize) -> Option<bool> {
+    while *i < b.len() && b[*i].is_ascii_whitespace() {
+        *i += 1;
+    }
+    match b.get(*i) {
+        Some(b',') => {
+            *i += 1;
+            Some(true)
+        }
+        Some(b'}') => {
+            *i += 1;
+            while *i < b.len() && b[*i].is_ascii_whitespace() {
+                *i += 1;
+            }
+            (*i == b.len()).then_some(false)
+        }
+        _ => None,
+    }
+}
+
+/// A number's text: `Num` as is, `Str` holding digits, or the slow path's `#`-marked number.
+fn number_text<'b>(v: &'b Field<'_>) -> Option<&'b str> {
+    match v {
+        Field::Num(n) => Some(n),
+        Field::Str(s) => Some(s.strip_prefix('#').unwrap_or(s).trim()),
+        _ => None,
+    }
 }
 
 /// An unsigned integer given as a JSON number or a decimal string.
-fn uint(v: &Option<Value>, what: &str) -> Result<Option<u64>, String> {
+fn uint(v: &Field<'_>, what: &str) -> Result<Option<u64>, String> {
     match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| format!("{what} `{n}` is not a non-negative integer")),
-        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| format!("{what} `{s}` is not a non-negative integer")),
-        Some(other) => Err(format!("{what} is {other}, not an integer")),
+        Field::Absent | Field::Null => Ok(None),
+        Field::Other(o) => Err(format!("{what} is {o}, not an integer")),
+        _ => {
+            let t = number_text(v).unwrap_or("");
+            t.parse().map(Some).map_err(|_| format!("{what} `{t}` is not a non-negative integer"))
+        }
     }
 }
 
 /// A time: epoch seconds (integer, fractional, or as a string) or an ISO 8601 / `YYYY-MM-DD
 /// HH:MM:SS` text in UTC ("The time in UTC format").
-fn time(v: &Option<Value>, what: &str) -> Result<i64, String> {
-    let bad = |s: &dyn std::fmt::Display| format!("{what} `{s}` is not a time");
-    match v {
-        None | Some(Value::Null) => Ok(0),
-        Some(Value::Number(n)) => n.as_i64().or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f.floor() as i64)).ok_or_else(|| bad(n)),
-        Some(Value::String(s)) => {
-            let t = s.trim();
-            if let Ok(i) = t.parse::<i64>() {
-                return Ok(i);
-            }
-            if let Ok(f) = t.parse::<f64>() {
-                if f.is_finite() {
-                    return Ok(f.floor() as i64);
-                }
-            }
-            let t = t.strip_suffix(" UTC").unwrap_or(t);
-            icicle_core::time::parse_iso8601(t).ok_or_else(|| bad(s))
-        }
-        Some(other) => Err(bad(other)),
+fn time(v: &Field<'_>, what: &str) -> Result<i64, String> {
+    let t = match v {
+        Field::Absent | Field::Null => return Ok(0),
+        Field::Other(o) => return Err(format!("{what} `{o}` is not a time")),
+        _ => number_text(v).unwrap_or(""),
+    };
+    if let Ok(i) = t.parse::<i64>() {
+        return Ok(i);
     }
+    if let Ok(f) = t.parse::<f64>() {
+        if f.is_finite() {
+            return Ok(f.floor() as i64);
+        }
+    }
+    let iso = t.strip_suffix(" UTC").unwrap_or(t);
+    icicle_core::time::parse_iso8601(iso).ok_or_else(|| format!("{what} `{t}` is not a time"))
 }
 
 /// `permissions`: an octal string (`"0644"`, or a full `st_mode` such as `"100644"`) or a number
 /// (taken as the mode's value).
-fn permissions(v: &Option<Value>) -> Result<Option<u32>, String> {
+fn permissions(v: &Field<'_>) -> Result<Option<u32>, String> {
     match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n.as_u64().and_then(|m| u32::try_from(m).ok()).map(Some).ok_or_else(|| format!("permissions `{n}` out of range")),
-        Some(Value::String(s)) => {
+        Field::Absent | Field::Null => Ok(None),
+        Field::Num(n) => n.parse::<u32>().map(Some).map_err(|_| format!("permissions `{n}` out of range")),
+        Field::Str(s) if s.starts_with('#') => s[1..].parse::<u32>().map(Some).map_err(|_| format!("permissions `{}` out of range", &s[1..])),
+        Field::Str(s) => {
             let t = s.trim();
             let t = t.strip_prefix("0o").unwrap_or(t);
             u32::from_str_radix(t, 8).map(Some).map_err(|_| format!("permissions `{s}` are not octal"))
         }
-        Some(other) => Err(format!("permissions are {other}")),
+        Field::Other(o) => Err(format!("permissions are {o}")),
+    }
+}
+
+fn text<'b>(v: &'b Field<'_>) -> Option<&'b str> {
+    match v {
+        Field::Str(s) if !s.starts_with('#') => Some(s),
+        _ => None,
     }
 }
 
 impl GpfsEvent {
     /// Parse one message value. Events Icicle drops (IN_OPEN, ...) parse as `Ignored`.
     pub fn parse(bytes: &[u8]) -> Result<GpfsEvent, String> {
-        let raw: Raw = serde_json::from_slice(bytes).map_err(|e| format!("not a WF_JSON object: {e}"))?;
-        let event = raw.event.as_deref().ok_or("missing `event`")?;
+        let raw = Fields::parse(bytes)?;
+        let event = text(raw.get("event")).ok_or("missing `event`")?;
         let mut kind = None;
         let mut is_dir = false;
         for tok in event.split(|c: char| c.is_whitespace() || c == '|' || c == ',').filter(|t| !t.is_empty()) {
@@ -157,31 +350,35 @@ impl GpfsEvent {
             }
         }
         let kind = kind.ok_or_else(|| format!("event `{event}` names no event type"))?;
-        let path = raw.path.ok_or("missing `path`")?;
+        let path = text(raw.get("path")).ok_or("missing `path`")?;
         if !path.starts_with('/') {
             return Err(format!("path `{path}` is not absolute"));
         }
-        let inode = uint(&raw.inode, "inode")?.ok_or("missing `inode`")?;
-        let perm = permissions(&raw.permissions)?;
+        let inode = uint(raw.get("inode"), "inode")?.ok_or("missing `inode`")?;
+        let perm = permissions(raw.get("permissions"))?;
         let mode = match perm {
             Some(m) if m & 0o170000 != 0 => m,
             Some(m) => m | if is_dir { 0o040000 } else { 0o100000 },
             None => if is_dir { 0o040755 } else { 0o100644 },
         };
-        let id = |v: &Option<Value>, what: &str| -> Result<u32, String> {
-            uint(v, what)?.map_or(Ok(0), |n| u32::try_from(n).map_err(|_| format!("{what} `{n}` out of range")))
+        let id = |key: &str| -> Result<u32, String> {
+            uint(raw.get(key), key)?.map_or(Ok(0), |n| u32::try_from(n).map_err(|_| format!("{key} `{n}` out of range")))
         };
+        // The three times are often the same text: parse each distinct one once.
+        let atime = time(raw.get("atime"), "atime")?;
+        let ctime = if raw.get("ctime") == raw.get("atime") { atime } else { time(raw.get("ctime"), "ctime")? };
+        let mtime = if raw.get("mtime") == raw.get("ctime") { ctime } else { time(raw.get("mtime"), "mtime")? };
         let meta = Meta {
             inode,
             mode,
-            uid: id(&raw.owner_user_id, "ownerUserId")?,
-            gid: id(&raw.owner_group_id, "ownerGroupId")?,
-            size: uint(&raw.file_size, "fileSize")?.unwrap_or(0),
-            atime: time(&raw.atime, "atime")?,
-            ctime: time(&raw.ctime, "ctime")?,
-            mtime: time(&raw.mtime, "mtime")?,
+            uid: id("ownerUserId")?,
+            gid: id("ownerGroupId")?,
+            size: uint(raw.get("fileSize"), "fileSize")?.unwrap_or(0),
+            atime,
+            ctime,
+            mtime,
         };
-        Ok(GpfsEvent { kind, path, meta, cookie: uint(&raw.cookie, "cookie")?.unwrap_or(0) })
+        Ok(GpfsEvent { kind, path: path.to_string(), meta, cookie: uint(raw.get("cookie"), "cookie")?.unwrap_or(0) })
     }
 
     /// Render as a WF_JSON message (what the testkit produces).
@@ -228,6 +425,17 @@ mod tests {
     fn round_trip_through_the_testkit_rendering() {
         let e = GpfsEvent { kind: EventKind::MovedFrom, path: "/g/a b".into(), meta: Meta { inode: 9, mode: 0o120777, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 }, cookie: 77 };
         assert_eq!(GpfsEvent::parse(e.to_json().as_bytes()).unwrap(), e);
+    }
+
+    #[test]
+    fn the_in_place_scanner_and_the_full_parser_agree() {
+        let flat = r#"{"inode": "12", "path": "/g/a \"b\"", "event": "IN_MOVED_TO IN_ISDIR", "cookie": 5, "fileSize": 7, "ownerUserId": "1", "ownerGroupId": 2, "permissions": 16877, "atime": 1.5, "ctime": "3", "mtime": "1970-01-01 00:00:04 UTC", "linkCount": true, "x": null}"#;
+        assert!(Fields::scan(flat.as_bytes()).is_some());
+        let nested = flat.replacen('{', r#"{"acls": {"a": [1, 2]}, "#, 1);
+        assert!(Fields::scan(nested.as_bytes()).is_none());
+        let (a, b) = (GpfsEvent::parse(flat.as_bytes()).unwrap(), GpfsEvent::parse(nested.as_bytes()).unwrap());
+        assert_eq!(a, b);
+        assert_eq!((a.path.as_str(), a.cookie, a.meta.mode, a.meta.atime, a.meta.mtime), ("/g/a \"b\"", 5, 0o40755, 1, 4));
     }
 
     #[test]

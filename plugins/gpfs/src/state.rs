@@ -189,6 +189,12 @@ impl GpfsState {
     }
 
     fn know(&mut self, path: &str, meta: Meta) {
+        if let Some(m) = self.objects.get_mut(path) {
+            if m.inode == meta.inode {
+                *m = meta;
+                return;
+            }
+        }
         if let Some(old) = self.objects.insert(path.to_string(), meta) {
             if old.inode == meta.inode {
                 return;

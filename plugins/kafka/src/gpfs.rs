@@ -126,6 +126,8 @@ pub struct GpfsRunCounts {
     pub deletes: u64,
     pub batches: u64,
     pub commits: u64,
+    /// From the first message received to the end (excludes connecting and joining the group).
+    pub reading_seconds: f64,
     pub state: icicle_plugins_gpfs::state::GpfsCounts,
     pub objects: usize,
     /// Next offset to read, per partition, as committed.
@@ -137,7 +139,8 @@ pub struct QuietEof;
 
 impl rdkafka::ClientContext for QuietEof {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        let eof = matches!(error, KafkaError::PartitionEOF(_)) || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF);
+        if !eof {
             tracing::warn!(message = "librdkafka", error = %error, reason);
         }
     }
@@ -172,6 +175,14 @@ impl GpfsSource {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", &self.cfg.start)
             .set("enable.partition.eof", if eof { "true" } else { "false" });
+        // Defaults that can be overridden in `connection.properties`: a short session so a
+        // killed consumer's partitions move on quickly (and groups form fast), and fetches
+        // that return as soon as a little data is there.
+        for (k, v) in [("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "1000"), ("fetch.wait.max.ms", "100")] {
+            if cc.get(k).is_none() {
+                cc.set(k, v);
+            }
+        }
         cc.create_with_context(QuietEof).map_err(|e| external(format!("cannot create a Kafka consumer: {e}")))
     }
 
@@ -287,6 +298,7 @@ impl ChangeSource for GpfsSource {
         let mut enc = PrimaryEncoder::new(ctx.policy.clone());
         let quiet = Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0));
         let mut failures = 0u32;
+        let mut first: Option<std::time::Instant> = None;
         loop {
             let got = if batch.is_empty() && !ctx.drain {
                 rx.recv().await
@@ -306,6 +318,7 @@ impl ChangeSource for GpfsSource {
             };
             match got {
                 Some(Msg::Event { consumer, partition, offset, payload }) => {
+                    first.get_or_insert_with(std::time::Instant::now);
                     at_end.remove(&partition);
                     owner.insert(partition, consumer);
                     counts.messages += 1;
@@ -338,6 +351,7 @@ impl ChangeSource for GpfsSource {
         }
         counts.state = state.counts;
         counts.objects = state.len();
+        counts.reading_seconds = first.map_or(0.0, |t| t.elapsed().as_secs_f64());
         serde_json::to_value(&counts).map_err(|e| IcicleError::Internal(e.to_string()))
     }
 }

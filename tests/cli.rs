@@ -13,6 +13,7 @@ fn plugins_lists_the_expected_set() {
     assert_eq!(
         got,
         vec![
+            "source:gpfs",
             "source:gufi",
             "source:lustre",
             "source:mmapplypolicy",
@@ -26,12 +27,13 @@ fn plugins_lists_the_expected_set() {
             "sketch:tdigest",
             "sink:blackhole",
             "sink:file",
+            "sink:kafka",
             "sink:stdout",
         ]
     );
     let (code, out, _) = icicle(&["plugins"], &[]);
     assert_eq!(code, 0);
-    assert!(out.contains("source:\n  gufi"), "{out}");
+    assert!(out.contains("source:\n  gpfs"), "{out}");
 }
 
 #[test]
@@ -40,7 +42,7 @@ fn unknown_plugin_types_list_the_available_ones() {
     let cfg = config(tmp.path(), "c.toml", "[sources.x]\ntype = \"lustre-nope\"\n[sinks.y]\ntype = \"stdout\"\n");
     let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
-    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: gufi, lustre, mmapplypolicy, tsv, walk"), "{err}");
+    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: gpfs, gufi, lustre, mmapplypolicy, tsv, walk"), "{err}");
     assert!(err.contains("c.toml"), "{err}");
 }
 
@@ -140,4 +142,36 @@ fn the_example_monitor_config_runs_against_the_stand_in() {
     assert!(report["mdt0"]["records"].as_u64().unwrap() > 100, "{report}");
     assert_eq!(report["mdt0"]["rejects"], 0);
     assert!(tmp.path().join("demo-state/lustre/fs0-MDT0000.checkpoint.json").exists());
+}
+
+#[test]
+fn the_example_gpfs_config_runs_against_the_stand_in_and_the_broker() {
+    let kafka = std::env::var("ICICLE_TEST_KAFKA")
+        .or_else(|_| std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr")).map(|s| s.trim().to_string()))
+        .expect("no Kafka broker: run the tests with scripts/test.sh");
+    let tmp = tempfile::tempdir().unwrap();
+    let testkit = std::path::Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
+    let topic = format!("fset1-cli-{}", std::process::id());
+    let st = std::process::Command::new(&testkit)
+        .args(["workload", "--kind", "mixed", "--ops", "100", "--root", "demo-data/gpfs-fs", "--journal", "demo-data/gpfs/journal", "--preexisting", "20"])
+        .args(["--gpfs-root", "/gpfs/fs1", "--gpfs-topic", &topic, "--bootstrap", &kafka])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/monitor-gpfs.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()])
+        .args(["--set", &format!("sources.fset1.topic={topic}"), "--set", &format!("sources.fset1.connection.bootstrap={kafka}")])
+        .args(["--set", &format!("sinks.msk.connection.bootstrap={kafka}"), "--set", &format!("sinks.msk.topic={topic}-index")])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &report["fset1"];
+    assert!(r["messages"].as_u64().unwrap() > 100, "{report}");
+    assert_eq!(r["rejects"], 0);
+    assert!(r["updates"].as_u64().unwrap() > 0, "{report}");
+    assert!(tmp.path().join(format!("demo-state/gpfs/gpfs-{topic}.checkpoint.json")).exists());
 }

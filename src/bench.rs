@@ -429,6 +429,39 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
     }
 }
 
+/// One emitted operation of a monitor bench: an update is encoded (counted in `n` and
+/// `bytes`), a delete counted in `n`; with `--emit`, both are written as a JSON line.
+fn emit_op(
+    enc: &mut icicle_core::gmeta::PrimaryEncoder,
+    buf: &mut Vec<u8>,
+    out: Option<&mut std::io::BufWriter<std::fs::File>>,
+    path: &str,
+    update: Option<&icicle_core::record::FileRecord<'_>>,
+    n: &mut u64,
+    bytes: &mut u64,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    match update {
+        Some(rec) => {
+            buf.clear();
+            if enc.encode(rec, buf).is_ok() {
+                *n += 1;
+                *bytes += buf.len() as u64;
+            }
+            if let Some(w) = out {
+                writeln!(w, "{{\"op\":\"update\",\"path\":{},\"record\":{}}}", serde_json::to_string(path)?, String::from_utf8_lossy(buf))?;
+            }
+        }
+        None => {
+            *n += 1;
+            if let Some(w) = out {
+                writeln!(w, "{{\"op\":\"delete\",\"path\":{}}}", serde_json::to_string(path)?)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The GPFS monitor's processing path in one process: parse → state → encode, in batches.
 pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
     use icicle_plugins_gpfs::state::NoWalk;
@@ -455,23 +488,10 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyho
         for (path, op) in ops.drain(..) {
             match op {
                 Op::Update(m) => {
-                    buf.clear();
-                    if enc.encode(&icicle_plugins_kafka::gpfs::record_for(&path, &m), &mut buf).is_ok() {
-                        updates += 1;
-                        bytes += buf.len() as u64;
-                    }
-                    if let Some(w) = out.as_mut() {
-                        use std::io::Write;
-                        writeln!(w, "{{\"op\":\"update\",\"path\":{},\"record\":{}}}", serde_json::to_string(&path)?, String::from_utf8_lossy(&buf))?;
-                    }
+                    let rec = icicle_plugins_kafka::gpfs::record_for(&path, &m);
+                    emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
                 }
-                Op::Delete => {
-                    deletes += 1;
-                    if let Some(w) = out.as_mut() {
-                        use std::io::Write;
-                        writeln!(w, "{{\"op\":\"delete\",\"path\":{}}}", serde_json::to_string(&path)?)?;
-                    }
-                }
+                Op::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,
             }
         }
         state.begin_batch();
@@ -559,23 +579,9 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
             match op {
                 PathOp::Update => {
                     let rec = icicle_core::record::FileRecord { path: &path, kind: icicle_core::record::FileKind::File, mode: 0o100644, uid: 0, gid: 0, size: path.len() as u64, atime: 0, ctime: 0, mtime: 0 };
-                    buf.clear();
-                    if enc.encode(&rec, &mut buf).is_ok() {
-                        updates += 1;
-                        bytes += buf.len() as u64;
-                    }
-                    if let Some(w) = out.as_mut() {
-                        use std::io::Write;
-                        writeln!(w, "{{\"op\":\"update\",\"path\":{},\"record\":{}}}", serde_json::to_string(&path)?, String::from_utf8_lossy(&buf))?;
-                    }
+                    emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
                 }
-                PathOp::Delete => {
-                    deletes += 1;
-                    if let Some(w) = out.as_mut() {
-                        use std::io::Write;
-                        writeln!(w, "{{\"op\":\"delete\",\"path\":{}}}", serde_json::to_string(&path)?)?;
-                    }
-                }
+                PathOp::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,
             }
         }
         Ok(())

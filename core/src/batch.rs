@@ -56,6 +56,21 @@ impl EntryBatch {
         self.buf.truncate(keep);
     }
 
+    /// Encode `rec` as the next entry; when it cannot be encoded nothing is kept and the
+    /// reason is returned.
+    pub fn encode(&mut self, enc: &mut crate::gmeta::PrimaryEncoder, rec: &crate::record::FileRecord<'_>) -> Result<(), String> {
+        match enc.encode(rec, &mut self.buf) {
+            Ok(()) => {
+                self.commit();
+                Ok(())
+            }
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
+        }
+    }
+
     /// Append a complete entry.
     pub fn push(&mut self, entry: &[u8]) {
         self.buf.extend_from_slice(entry);

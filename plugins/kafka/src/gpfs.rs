@@ -460,14 +460,9 @@ impl GpfsSource {
             match op {
                 Op::Delete => deletes.push(subject_for(&ip).into_owned()),
                 Op::Update(m) => {
-                    let rec = record_for(&ip, &m);
-                    match enc.encode(&rec, chunk.buffer()) {
-                        Ok(()) => {
-                            chunk.commit();
-                            counts.updates += 1;
-                        }
+                    match chunk.encode(enc, &record_for(&ip, &m)) {
+                        Ok(()) => counts.updates += 1,
                         Err(e) => {
-                            chunk.rollback();
                             counts.rejects += 1;
                             tracing::warn!(message = "update not encodable", path = %ip, error = %e);
                         }

@@ -359,14 +359,9 @@ impl LustreSource {
                 PathOp::Update => match self.record_for(&path) {
                     Some((rec, full)) => {
                         let rec = FileRecord { path: &full, ..rec };
-                        let buf = chunk.buffer();
-                        match enc.encode(&rec, buf) {
-                            Ok(()) => {
-                                chunk.commit();
-                                counts.updates += 1;
-                            }
+                        match chunk.encode(enc, &rec) {
+                            Ok(()) => counts.updates += 1,
                             Err(e) => {
-                                chunk.rollback();
                                 counts.rejects += 1;
                                 tracing::warn!(message = "update not encodable", path = %full, error = %e);
                             }

@@ -204,6 +204,39 @@ pub fn delete_batches(subjects: Vec<String>, max_bytes: usize) -> Vec<Vec<String
     out
 }
 
+/// Deliver one emit of a stream monitor to every sink: the entries as GIngest documents of at
+/// most `max_bytes`, then the deleted subjects. `Ok` means every sink delivered everything.
+pub async fn deliver_emit(
+    sinks: &mut crate::traits::NamedSinks,
+    chunk: &EntryBatch,
+    deletes: Vec<String>,
+    max_bytes: usize,
+) -> Result<(), crate::error::SinkError> {
+    let mut batcher = Batcher::new(max_bytes);
+    let (mut full, mut oversized) = (Vec::new(), Vec::new());
+    batcher.push_chunk(chunk, &mut full, &mut oversized);
+    full.extend(batcher.flush());
+    for entry in oversized {
+        // Alone it exceeds the document limit: delivered in a document of its own.
+        let mut b = EntryBatch::default();
+        b.push(&entry);
+        full.push(b);
+    }
+    for doc in full {
+        let b = DocumentBatch::Ingest(doc);
+        for (_, s) in sinks.iter_mut() {
+            s.deliver(&b).await?;
+        }
+    }
+    for subjects in delete_batches(deletes, max_bytes) {
+        let b = DocumentBatch::Delete(subjects);
+        for (_, s) in sinks.iter_mut() {
+            s.deliver(&b).await?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,37 +283,4 @@ mod tests {
             assert!(delete_body(b).len() <= 120, "{}", delete_body(b).len());
         }
     }
-}
-
-/// Deliver one emit of a stream monitor to every sink: the entries as GIngest documents of at
-/// most `max_bytes`, then the deleted subjects. `Ok` means every sink delivered everything.
-pub async fn deliver_emit(
-    sinks: &mut crate::traits::NamedSinks,
-    chunk: &EntryBatch,
-    deletes: Vec<String>,
-    max_bytes: usize,
-) -> Result<(), crate::error::SinkError> {
-    let mut batcher = Batcher::new(max_bytes);
-    let (mut full, mut oversized) = (Vec::new(), Vec::new());
-    batcher.push_chunk(chunk, &mut full, &mut oversized);
-    full.extend(batcher.flush());
-    for entry in oversized {
-        // Alone it exceeds the document limit: delivered in a document of its own.
-        let mut b = EntryBatch::default();
-        b.push(&entry);
-        full.push(b);
-    }
-    for doc in full {
-        let b = DocumentBatch::Ingest(doc);
-        for (_, s) in sinks.iter_mut() {
-            s.deliver(&b).await?;
-        }
-    }
-    for subjects in delete_batches(deletes, max_bytes) {
-        let b = DocumentBatch::Delete(subjects);
-        for (_, s) in sinks.iter_mut() {
-            s.deliver(&b).await?;
-        }
-    }
-    Ok(())
 }

@@ -45,7 +45,7 @@ impl SinkConfig for KafkaSinkConfig {
         if self.topic.trim().is_empty() {
             return Err(ctx.invalid("topic", "give the topic index operations go to"));
         }
-        if !(self.timeout_secs > 0.0) {
+        if self.timeout_secs.is_nan() || self.timeout_secs <= 0.0 {
             return Err(ctx.invalid("timeout_secs", "must be positive"));
         }
         let mut cc = self.connection.client_config(ctx)?;
@@ -85,8 +85,11 @@ struct SubjectOnly {
     subject: String,
 }
 
-/// One message: key and value.
-pub fn messages(batch: &DocumentBatch) -> Result<Vec<(String, Vec<u8>, &'static str)>, String> {
+/// One message: key (the subject), value, and the `icicle-op` header.
+pub type Message = (String, Vec<u8>, &'static str);
+
+/// The messages of one batch.
+pub fn messages(batch: &DocumentBatch) -> Result<Vec<Message>, String> {
     let mut out = Vec::with_capacity(batch.len());
     match batch {
         DocumentBatch::Ingest(entries) => {

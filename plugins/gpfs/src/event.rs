@@ -110,7 +110,11 @@ impl<'a> Fields<'a> {
 
     /// The fast path: a flat JSON object scanned in place. None when the message needs the
     /// full parser (nested values, escaped keys, malformed JSON).
-    fn scan(b: &'a [u8]) -> Option<Fields<'a>> {
+    fn scan(bytes: &'a [u8]) -> Option<Fields<'a>> {
+        // One UTF-8 check for the whole message; every slice below starts and ends at an ASCII
+        // byte, so it is a valid &str.
+        let text = std::str::from_utf8(bytes).ok()?;
+        let b = text.as_bytes();
         let mut f = Fields::default();
         let mut i = 0usize;
         let ws = |i: &mut usize| {
@@ -165,28 +169,24 @@ impl<'a> Fields<'a> {
                     let mut j = s;
                     let mut escaped = false;
                     loop {
-                        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
-                        if b[j] == b'"' {
-                            break;
+                        j += b.get(j..)?.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+                        match b[j] {
+                            b'"' => break,
+                            b'\\' => {
+                                escaped = true;
+                                j += 2;
+                            }
+                            _ => return None,
                         }
-                        escaped = true;
-                        j += 2;
                     }
                     i = j + 1;
-                    if slot.is_none() {
-                        match continue_after_value(b, &mut i)? {
+                    match slot {
+                        None => match continue_after_value(b, &mut i)? {
                             true => continue,
                             false => return Some(f),
-                        }
-                    }
-                    if escaped {
-                        Field::Str(std::borrow::Cow::Owned(serde_json::from_slice::<String>(&b[s - 1..=j]).ok()?))
-                    } else {
-                        let raw = &b[s..j];
-                        if raw.iter().any(|&c| c < 0x20) {
-                            return None;
-                        }
-                        Field::Str(std::borrow::Cow::Borrowed(std::str::from_utf8(raw).ok()?))
+                        },
+                        Some(_) if escaped => Field::Str(std::borrow::Cow::Owned(serde_json::from_str::<String>(&text[s - 1..=j]).ok()?)),
+                        Some(_) => Field::Str(std::borrow::Cow::Borrowed(&text[s..j])),
                     }
                 }
                 b'-' | b'0'..=b'9' => {
@@ -194,8 +194,7 @@ impl<'a> Fields<'a> {
                     while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
                         i += 1;
                     }
-                    // ASCII by construction.
-                    Field::Num(std::str::from_utf8(&b[s..i]).ok()?)
+                    Field::Num(&text[s..i])
                 }
                 b'n' if b[i..].starts_with(b"null") => {
                     i += 4;
@@ -300,16 +299,18 @@ fn time(v: &Field<'_>, what: &str) -> Result<i64, String> {
         Field::Other(o) => return Err(format!("{what} `{o}` is not a time")),
         _ => number_text(v).unwrap_or(""),
     };
+    // Text that looks like a date is a date; anything else a number of seconds.
+    if t.len() >= 19 && t.as_bytes()[4] == b'-' {
+        let iso = t.strip_suffix(" UTC").unwrap_or(t);
+        return icicle_core::time::parse_iso8601(iso).ok_or_else(|| format!("{what} `{t}` is not a time"));
+    }
     if let Ok(i) = t.parse::<i64>() {
         return Ok(i);
     }
-    if let Ok(f) = t.parse::<f64>() {
-        if f.is_finite() {
-            return Ok(f.floor() as i64);
-        }
+    match t.parse::<f64>() {
+        Ok(f) if f.is_finite() => Ok(f.floor() as i64),
+        _ => Err(format!("{what} `{t}` is not a time")),
     }
-    let iso = t.strip_suffix(" UTC").unwrap_or(t);
-    icicle_core::time::parse_iso8601(iso).ok_or_else(|| format!("{what} `{t}` is not a time"))
 }
 
 /// `permissions`: an octal string (`"0644"`, or a full `st_mode` such as `"100644"`) or a number

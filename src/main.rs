@@ -4,6 +4,7 @@ mod bench;
 mod compare;
 mod pipeline;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -42,6 +43,12 @@ enum Command {
         /// Never draw a progress bar.
         #[arg(long)]
         no_progress: bool,
+        /// Show the live dashboard while the run goes on (log lines without a terminal).
+        #[arg(long)]
+        tui: bool,
+        /// Serve Prometheus `/metrics` and a JSON `/status` on this address (e.g. 127.0.0.1:9898).
+        #[arg(long)]
+        metrics_addr: Option<String>,
     },
     /// Run the configured streaming sources (Lustre changelogs) until stopped.
     Monitor {
@@ -51,6 +58,24 @@ enum Command {
         /// Print the final report as JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// Show the live dashboard (log lines without a terminal).
+        #[arg(long)]
+        tui: bool,
+        /// Serve Prometheus `/metrics` and a JSON `/status` on this address (e.g. 127.0.0.1:9898).
+        #[arg(long)]
+        metrics_addr: Option<String>,
+    },
+    /// The live dashboard of a running icicle (started with `--metrics-addr`).
+    Top {
+        /// Its metrics address.
+        #[arg(long)]
+        connect: String,
+        /// Seconds between updates.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// A `sketch-compare` output directory for the sketch view.
+        #[arg(long, default_value = "sketch-compare")]
+        sketches: PathBuf,
     },
     /// Run every sketch over the configured snapshot and measure value and rank error
     /// against exact quantiles for every user and group (CSV, summary table, PNG chart).
@@ -91,9 +116,47 @@ fn init_logging(level: &str) {
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: logs captured by files, pipes and tests stay plain text.
-    use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal();
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).try_init();
+}
+
+/// Serve `/metrics` and `/status` when asked to.
+fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Result<()> {
+    if let Some(a) = addr {
+        let bound = rt.block_on(icicle_core::metrics::serve(a)).with_context(|| format!("--metrics-addr {a}"))?;
+        eprintln!("metrics on http://{bound}/metrics and http://{bound}/status");
+    }
+    Ok(())
+}
+
+/// Run `work` with the live dashboard beside it (on a terminal; log lines otherwise). The
+/// dashboard only reads the metrics registry, so it never slows the pipeline down. Quitting
+/// the dashboard ends the process: everything acknowledged so far was delivered first.
+fn with_dashboard<T: Send>(tui: bool, what: &str, work: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+    if !tui {
+        return Ok(work());
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let h = scope.spawn(|| {
+            let r = work();
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            r
+        });
+        let next = || Some(icicle_core::metrics::Metrics::global().snapshot());
+        let finished = || done.load(std::sync::atomic::Ordering::SeqCst);
+        let interval = std::time::Duration::from_secs(1);
+        if std::io::stdout().is_terminal() {
+            icicle_tui::dashboard::run(icicle_tui::dashboard::App::new(&format!("this {what}")), next, finished, interval)?;
+            if !finished() {
+                // The operator quit while the run went on.
+                std::process::exit(130);
+            }
+        } else {
+            icicle_tui::dashboard::log_lines(next, finished, std::time::Duration::from_secs(10));
+        }
+        h.join().map_err(|_| anyhow::anyhow!("the {what} panicked"))
+    })
 }
 
 fn main() -> ExitCode {
@@ -134,13 +197,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", cfg.to_toml()?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Snapshot { json, no_progress } => {
+        Command::Snapshot { json, no_progress, tui, metrics_addr } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-            let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json));
+            serve_metrics(&rt, metrics_addr.as_deref())?;
+            let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json && !tui));
             let job = pipeline::snapshot_job(&cfg, progress)?;
-            let summary = rt.block_on(icicle_core::snapshot::run(job)).context("snapshot run failed")?;
+            let summary = with_dashboard(tui, "snapshot", || rt.block_on(icicle_core::snapshot::run(job)))?.context("snapshot run failed")?;
             if json {
                 use std::io::Write;
                 // A closed pipe is the reader's choice, not a failure of the run.
@@ -150,7 +214,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(if summary.reject_threshold_exceeded { ExitCode::from(3) } else { ExitCode::SUCCESS })
         }
-        Command::Monitor { drain, json } => {
+        Command::Top { connect, interval, sketches } => {
+            let mut app = icicle_tui::dashboard::App::new(&connect);
+            app.sketches = std::fs::read_to_string(sketches.join("summary.csv")).ok();
+            let interval = std::time::Duration::from_secs_f64(interval.max(0.1));
+            if std::io::stdout().is_terminal() {
+                icicle_tui::dashboard::run(app, || icicle_tui::dashboard::fetch_status(&connect).ok(), || false, interval)?;
+            } else {
+                icicle_tui::dashboard::log_lines(|| icicle_tui::dashboard::fetch_status(&connect).ok(), || false, interval);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Monitor { drain, json, tui, metrics_addr } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
             let c = pipeline::build_all(&cfg)?;
@@ -159,7 +234,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let policy = std::sync::Arc::new(pipeline::record_policy(&cfg)?);
             let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            let reports = rt.block_on(async {
+            serve_metrics(&rt, metrics_addr.as_deref())?;
+            let reports = with_dashboard(tui, "monitor", || rt.block_on(async {
                 let mut tasks = Vec::new();
                 for (name, m) in c.monitors {
                     let ctx = icicle_core::traits::MonitorContext { sinks: sinks.clone(), policy: policy.clone(), max_batch_bytes: cfg.app.snapshot.max_batch_bytes, drain, name: name.clone() };
@@ -175,7 +251,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     k.close().await?;
                 }
                 anyhow::Ok(serde_json::Value::Object(reports))
-            })?;
+            }))??;
             if json {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
             } else {

@@ -204,6 +204,33 @@ pub fn delete_batches(subjects: Vec<String>, max_bytes: usize) -> Vec<Vec<String
     out
 }
 
+/// Deliver one document to every sink in turn, recording per-sink batches, entries, bytes,
+/// errors and latency. `Ok` means every sink delivered it durably.
+pub async fn deliver_all(sinks: &mut crate::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), crate::error::SinkError> {
+    let m = crate::metrics::Metrics::global();
+    let (entries, bytes) = match batch {
+        DocumentBatch::Ingest(b) => (b.len(), b.document_bytes()),
+        DocumentBatch::Delete(s) => (s.len(), s.iter().map(|x| x.len() + 3).sum()),
+    };
+    let kind = match batch {
+        DocumentBatch::Ingest(_) => "ingest",
+        DocumentBatch::Delete(_) => "delete",
+    };
+    for (name, s) in sinks.iter_mut() {
+        let t = std::time::Instant::now();
+        let labels: [(&'static str, &str); 2] = [("sink", name), ("kind", kind)];
+        if let Err(e) = s.deliver(batch).await {
+            m.add("icicle_sink_errors_total", "Deliveries a sink failed.", &labels, 1.0);
+            return Err(e);
+        }
+        m.add("icicle_sink_batches_total", "Documents a sink delivered durably.", &labels, 1.0);
+        m.add("icicle_sink_entries_total", "Entries (upserts) or subjects (deletes) delivered.", &labels, entries as f64);
+        m.add("icicle_sink_bytes_total", "Bytes of documents delivered.", &labels, bytes as f64);
+        m.set("icicle_sink_last_delivery_seconds", "How long the last delivery took.", &[("sink", name)], t.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
 /// Deliver one emit of a stream monitor to every sink: the entries as GIngest documents of at
 /// most `max_bytes`, then the deleted subjects. `Ok` means every sink delivered everything.
 pub async fn deliver_emit(
@@ -223,16 +250,10 @@ pub async fn deliver_emit(
         full.push(b);
     }
     for doc in full {
-        let b = DocumentBatch::Ingest(doc);
-        for (_, s) in sinks.iter_mut() {
-            s.deliver(&b).await?;
-        }
+        deliver_all(sinks, &DocumentBatch::Ingest(doc)).await?;
     }
     for subjects in delete_batches(deletes, max_bytes) {
-        let b = DocumentBatch::Delete(subjects);
-        for (_, s) in sinks.iter_mut() {
-            s.deliver(&b).await?;
-        }
+        deliver_all(sinks, &DocumentBatch::Delete(subjects)).await?;
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod gmeta;
 pub mod manifest;
+pub mod metrics;
 pub mod pipelines;
 pub mod record;
 pub mod registry;

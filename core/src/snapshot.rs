@@ -32,6 +32,60 @@ pub trait Progress: Send + Sync {
     fn finish(&self);
 }
 
+/// Progress that also keeps the metrics registry current: units done and planned, rate and
+/// the estimated time left (`icicle_snapshot_*`), at most every quarter second.
+pub struct MetricsProgress {
+    inner: Arc<dyn Progress>,
+    done: std::sync::atomic::AtomicU64,
+    total: std::sync::atomic::AtomicU64,
+    last_ms: std::sync::atomic::AtomicU64,
+    started: Instant,
+}
+
+impl MetricsProgress {
+    /// Wrap `inner`.
+    pub fn new(inner: Arc<dyn Progress>) -> MetricsProgress {
+        use std::sync::atomic::AtomicU64;
+        MetricsProgress { inner, done: AtomicU64::new(0), total: AtomicU64::new(0), last_ms: AtomicU64::new(0), started: Instant::now() }
+    }
+
+    fn publish(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (done, total) = (self.done.load(Relaxed) as f64, self.total.load(Relaxed) as f64);
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        let m = crate::metrics::Metrics::global();
+        m.set("icicle_snapshot_progress_done", "Snapshot work done (bytes of text inputs, databases, directories).", &[], done);
+        m.set("icicle_snapshot_progress_total", "Snapshot work planned (same units).", &[], total);
+        m.set("icicle_snapshot_progress_rate", "Snapshot work units per second so far.", &[], done / secs);
+        let eta = if done > 0.0 && total >= done { (total - done) * secs / done } else { -1.0 };
+        m.set("icicle_snapshot_eta_seconds", "Estimated seconds left (-1: unknown).", &[], eta);
+    }
+}
+
+impl Progress for MetricsProgress {
+    fn start(&self, total: u64) {
+        self.total.store(total, std::sync::atomic::Ordering::Relaxed);
+        self.publish();
+        self.inner.start(total);
+    }
+
+    fn inc(&self, units: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.done.fetch_add(units, Relaxed);
+        let now = self.started.elapsed().as_millis() as u64;
+        let last = self.last_ms.load(Relaxed);
+        if now >= last + 250 && self.last_ms.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+            self.publish();
+        }
+        self.inner.inc(units);
+    }
+
+    fn finish(&self) {
+        self.publish();
+        self.inner.finish();
+    }
+}
+
 /// Progress that reports nothing.
 pub struct NoProgress;
 
@@ -284,15 +338,14 @@ fn worker_count(settings: &SnapshotSettings) -> usize {
 }
 
 async fn deliver(sinks: &mut crate::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), IcicleError> {
-    for (_, sink) in sinks.iter_mut() {
-        sink.deliver(batch).await?;
-    }
+    crate::batch::deliver_all(sinks, batch).await?;
     Ok(())
 }
 
 /// Run a snapshot job to completion.
 pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let started = Instant::now();
+    job.progress = Arc::new(MetricsProgress::new(job.progress.clone()));
     let settings = job.settings.clone();
     let io = |what: &str, e: std::io::Error| IcicleError::Internal(format!("{what}: {e}"));
 

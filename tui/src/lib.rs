@@ -1,5 +1,7 @@
 //! Terminal presentation: a progress bar for snapshot runs (stderr, only on a terminal)
-//! and the final summary table.
+//! and the final summary table; the live dashboard in [`dashboard`].
+
+pub mod dashboard;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -134,10 +134,26 @@ pub struct GpfsRunCounts {
     pub committed: BTreeMap<i32, i64>,
 }
 
-/// Client callbacks: reaching the end of a partition is news for `--drain`, not an error.
-pub struct QuietEof;
+/// Client callbacks: reaching the end of a partition is news for `--drain`, not an error;
+/// librdkafka's statistics give the consumer lag per partition.
+pub struct QuietEof {
+    component: String,
+}
 
 impl rdkafka::ClientContext for QuietEof {
+    fn stats(&self, stats: rdkafka::Statistics) {
+        let m = icicle_core::metrics::Metrics::global();
+        for (topic, t) in &stats.topics {
+            for (p, part) in &t.partitions {
+                if *p < 0 || part.consumer_lag < 0 {
+                    continue;
+                }
+                let ps = p.to_string();
+                m.set("icicle_kafka_lag", "Messages between the consumer's position and the partition's end.", &[("component", &self.component), ("topic", topic), ("partition", &ps)], part.consumer_lag as f64);
+            }
+        }
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         let eof = matches!(error, KafkaError::PartitionEOF(_)) || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF);
         if !eof {
@@ -164,7 +180,7 @@ impl GpfsSource {
         self.cfg.state_dir.join(format!("gpfs-{}.checkpoint.json", self.cfg.topic))
     }
 
-    fn consumer(&self, eof: bool) -> Result<StreamConsumer<QuietEof>, IcicleError> {
+    fn consumer(&self, eof: bool, component: &str) -> Result<StreamConsumer<QuietEof>, IcicleError> {
         let mut cc = self
             .cfg
             .connection
@@ -178,12 +194,12 @@ impl GpfsSource {
         // Defaults that can be overridden in `connection.properties`: a short session so a
         // killed consumer's partitions move on quickly (and groups form fast), and fetches
         // that return as soon as a little data is there.
-        for (k, v) in [("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "1000"), ("fetch.wait.max.ms", "100")] {
+        for (k, v) in [("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "1000"), ("fetch.wait.max.ms", "100"), ("statistics.interval.ms", "1000")] {
             if cc.get(k).is_none() {
                 cc.set(k, v);
             }
         }
-        cc.create_with_context(QuietEof).map_err(|e| external(format!("cannot create a Kafka consumer: {e}")))
+        cc.create_with_context(QuietEof { component: component.to_string() }).map_err(|e| external(format!("cannot create a Kafka consumer: {e}")))
     }
 
     /// Know every object of the snapshot's index.
@@ -248,7 +264,7 @@ impl ChangeSource for GpfsSource {
         let (tx, mut rx) = mpsc::channel::<Msg>(8192);
         let mut consumers: Vec<Arc<StreamConsumer<QuietEof>>> = Vec::new();
         for i in 0..cfg.consumers {
-            let c = Arc::new(self.consumer(ctx.drain)?);
+            let c = Arc::new(self.consumer(ctx.drain, &ctx.name)?);
             match &cfg.partitions {
                 Some(parts) => {
                     let mut tpl = TopicPartitionList::new();
@@ -316,6 +332,7 @@ impl ChangeSource for GpfsSource {
                     }
                 }
             };
+            icicle_core::metrics::Metrics::global().set("icicle_queue_depth", "Events waiting between the consumers and the reducer.", &[("component", &ctx.name)], rx.len() as f64);
             match got {
                 Some(Msg::Event { consumer, partition, offset, payload }) => {
                     first.get_or_insert_with(std::time::Instant::now);
@@ -370,6 +387,7 @@ impl GpfsSource {
         enc: &mut PrimaryEncoder,
         counts: &mut GpfsRunCounts,
     ) -> Result<(), IcicleError> {
+        let started = std::time::Instant::now();
         let mut ops = Ops::default();
         state.begin_batch();
         for ((partition, offset), payload) in &batch {
@@ -388,6 +406,26 @@ impl GpfsSource {
         let positions: Vec<Position> = batch.iter().map(|b| b.0).collect();
         self.commit(&positions, consumers, owner, state, counts)?;
         counts.batches += 1;
+        let c = &state.counts;
+        icicle_core::metrics::record_batch(&icicle_core::metrics::BatchReport {
+            component: &ctx.name,
+            records_in: counts.messages,
+            filtered: c.ignored,
+            rejects: counts.rejects,
+            outcomes: &[("coalesced", c.coalesced), ("cancelled", c.cancelled), ("renames", c.renames), ("directory_renames", c.directory_renames), ("moved_out", c.moved_out), ("unpaired_moves", c.unpaired_moves)],
+            updates: counts.updates,
+            deletes: counts.deletes,
+            batches: counts.batches,
+            batch_size: batch.len(),
+            batch_seconds: started.elapsed().as_secs_f64(),
+            state_entries: state.len(),
+            state_counts: &[("moved_descendants", c.moved_descendants), ("pending_moves", state.pending().len() as u64)],
+        });
+        let m = icicle_core::metrics::Metrics::global();
+        for (p, o) in &counts.committed {
+            let ps = p.to_string();
+            m.set("icicle_kafka_committed_offset", "Next offset to read, as committed, per partition.", &[("component", &ctx.name), ("topic", &self.cfg.topic), ("partition", &ps)], *o as f64);
+        }
         Ok(())
     }
 

@@ -394,6 +394,8 @@ impl LustreSource {
         counts: &mut MonitorCounts,
     ) -> Result<(), IcicleError> {
         let cfg = &self.cfg;
+        let started = Instant::now();
+        let batch_size = batch.len();
         if !batch.is_empty() {
             let (kept, rc) = reduce(batch);
             counts.reduce.add(&rc);
@@ -425,6 +427,24 @@ impl LustreSource {
             counts.cleared_index = upto;
             counts.clears += 1;
         }
+        let r = &counts.reduce;
+        let t = &tree.counts;
+        icicle_core::metrics::record_batch(&icicle_core::metrics::BatchReport {
+            component: &ctx.name,
+            records_in: counts.records,
+            filtered: counts.filtered,
+            rejects: counts.rejects,
+            outcomes: &[("passed", r.passed), ("coalesced", r.coalesced), ("cancelled", r.cancelled), ("ignored", r.ignored)],
+            updates: counts.updates,
+            deletes: counts.deletes,
+            batches: counts.batches,
+            batch_size,
+            batch_seconds: started.elapsed().as_secs_f64(),
+            state_entries: tree.len(),
+            state_counts: &[("evictions", t.evictions), ("fid2path_calls", t.fid2path_calls), ("fid2path_failures", t.fid2path_failures), ("vanished", counts.vanished)],
+        });
+        let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];
+        icicle_core::metrics::Metrics::global().set("icicle_changelog_cleared", "Last changelog index cleared (acknowledged) per MDT.", &labels, counts.cleared_index as f64);
         Ok(())
     }
 }
@@ -493,6 +513,12 @@ impl ChangeSource for LustreSource {
                         tracing::warn!(message = "rejected changelog record", mdt = %cfg.mdt, line = %line, reason = %e);
                     }
                 }
+            }
+            if let Some(c) = covered {
+                let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];
+                let m = icicle_core::metrics::Metrics::global();
+                m.set("icicle_changelog_index", "Highest changelog index read per MDT.", &labels, c as f64);
+                m.set("icicle_changelog_lag", "Changelog records read or pending but not yet cleared, per MDT.", &labels, c.saturating_sub(counts.cleared_index) as f64);
             }
             if got > 0 {
                 last_new = Instant::now();

@@ -1,0 +1,440 @@
+//! The live dashboard (ratatui + crossterm): overview charts, per-source, state, sinks,
+//! snapshot progress and sketch-comparison views over metrics snapshots — from this process's
+//! registry (`--tui`) or a running process's `/status` (`icicle top --connect`).
+//!
+//! Rendering only reads snapshots; the pipeline only updates the registry. A slow terminal
+//! drops frames, never events.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use icicle_core::metrics::MetricsSnapshot;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::symbols;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Axis, Block, Cell, Chart, Clear, Dataset, Gauge, GraphType, Paragraph, Row, Table, Tabs};
+use ratatui::Frame;
+
+/// The views, in tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Overview,
+    Sources,
+    State,
+    Sinks,
+    Snapshot,
+    Sketches,
+}
+
+/// Every view, in tab order.
+pub const VIEWS: [View; 6] = [View::Overview, View::Sources, View::State, View::Sinks, View::Snapshot, View::Sketches];
+
+impl View {
+    /// The tab title.
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Overview => "Overview",
+            View::Sources => "Sources",
+            View::State => "State",
+            View::Sinks => "Sinks",
+            View::Snapshot => "Snapshot",
+            View::Sketches => "Sketches",
+        }
+    }
+}
+
+/// What a key does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    Next,
+    Previous,
+    Go(usize),
+    Pause,
+    Help,
+}
+
+/// The key table: it drives both dispatch and the help screen.
+pub const KEYS: &[(&str, &str, Action)] = &[
+    ("q", "quit", Action::Quit),
+    ("Esc", "quit (or close help)", Action::Quit),
+    ("Ctrl-C", "quit", Action::Quit),
+    ("Tab", "next view", Action::Next),
+    ("Shift-Tab", "previous view", Action::Previous),
+    ("1..6", "go to view 1..6", Action::Go(0)),
+    ("p", "pause / resume updates", Action::Pause),
+    ("?", "help", Action::Help),
+];
+
+/// The action for a key press, looked up in [`KEYS`].
+pub fn action_for(key: &KeyEvent) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    let name = match key.code {
+        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => "Ctrl-C".to_string(),
+        KeyCode::Char(c @ '1'..='9') => return (c as usize - ('1' as usize) < VIEWS.len()).then_some(Action::Go(c as usize - '1' as usize)),
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::Esc => "Esc".into(),
+        KeyCode::Tab => "Tab".into(),
+        KeyCode::BackTab => "Shift-Tab".into(),
+        _ => return None,
+    };
+    KEYS.iter().find(|(k, _, _)| *k == name).map(|(_, _, a)| *a)
+}
+
+/// Snapshots over the last minutes and what the operator chose to look at.
+pub struct App {
+    pub view: usize,
+    pub paused: bool,
+    pub help: bool,
+    pub quit: bool,
+    /// Recent snapshots, oldest first.
+    pub history: VecDeque<MetricsSnapshot>,
+    /// Where the data comes from (shown in the title).
+    pub source: String,
+    /// The latest `sketch-compare` summary (CSV text), if any.
+    pub sketches: Option<String>,
+    /// Snapshots kept.
+    pub keep: usize,
+}
+
+impl App {
+    /// An empty dashboard.
+    pub fn new(source: &str) -> App {
+        App { view: 0, paused: false, help: false, quit: false, history: VecDeque::new(), source: source.to_string(), sketches: None, keep: 600 }
+    }
+
+    /// A new snapshot (ignored while paused).
+    pub fn push(&mut self, s: MetricsSnapshot) {
+        if self.paused {
+            return;
+        }
+        self.history.push_back(s);
+        while self.history.len() > self.keep {
+            self.history.pop_front();
+        }
+    }
+
+    /// Apply one action.
+    pub fn apply(&mut self, a: Action) {
+        match a {
+            Action::Quit if self.help => self.help = false,
+            Action::Quit => self.quit = true,
+            Action::Next => self.view = (self.view + 1) % VIEWS.len(),
+            Action::Previous => self.view = (self.view + VIEWS.len() - 1) % VIEWS.len(),
+            Action::Go(i) => self.view = i.min(VIEWS.len() - 1),
+            Action::Pause => self.paused = !self.paused,
+            Action::Help => self.help = !self.help,
+        }
+    }
+
+    fn latest(&self) -> MetricsSnapshot {
+        self.history.back().cloned().unwrap_or_default()
+    }
+
+    /// Per-second rate of the sum of counter `name` over the last two snapshots.
+    fn rate(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let n = self.history.len();
+        if n < 2 {
+            return 0.0;
+        }
+        let (a, b) = (&self.history[n - 2], &self.history[n - 1]);
+        let dt = (b.time - a.time).max(1e-9);
+        ((b.sum(name, labels) - a.sum(name, labels)) / dt).max(0.0)
+    }
+
+    /// (seconds before now, per-second rate) of counter `name` over the history.
+    fn series(&self, name: &str, labels: &[(&str, &str)]) -> Vec<(f64, f64)> {
+        let Some(last) = self.history.back() else { return Vec::new() };
+        self.history
+            .iter()
+            .zip(self.history.iter().skip(1))
+            .map(|(a, b)| (b.time - last.time, ((b.sum(name, labels) - a.sum(name, labels)) / (b.time - a.time).max(1e-9)).max(0.0)))
+            .collect()
+    }
+}
+
+/// `1.23 M` style.
+pub fn human(n: f64) -> String {
+    // An empty sum is -0.0: show it as 0.
+    let n = n + 0.0;
+    if n >= 1e9 {
+        format!("{:.2} G", n / 1e9)
+    } else if n >= 1e6 {
+        format!("{:.2} M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1} k", n / 1e3)
+    } else if n.fract() == 0.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    }
+}
+
+/// Draw the whole dashboard.
+pub fn render(f: &mut Frame<'_>, app: &App) {
+    let [tabs, body, footer] = f.area().layout(&Layout::vertical([Constraint::Length(3), Constraint::Min(5), Constraint::Length(1)]));
+    let titles: Vec<Line<'_>> = VIEWS.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
+    let title = format!(" icicle top — {}{} ", app.source, if app.paused { " — PAUSED" } else { "" });
+    f.render_widget(Tabs::new(titles).select(app.view).block(Block::bordered().title(title)).highlight_style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)), tabs);
+    let s = app.latest();
+    match VIEWS[app.view] {
+        View::Overview => overview(f, body, app, &s),
+        View::Sources => sources(f, body, &s, app),
+        View::State => state(f, body, &s),
+        View::Sinks => sinks(f, body, &s, app),
+        View::Snapshot => snapshot(f, body, &s),
+        View::Sketches => sketches(f, body, app),
+    }
+    let up = if s.uptime > 0.0 { format!("up {:.0} s", s.uptime) } else { "waiting for data".into() };
+    f.render_widget(Paragraph::new(format!(" q quit · Tab/1-6 views · p pause · ? help · {up}")).style(Style::new().fg(Color::DarkGray)), footer);
+    if app.help {
+        help(f, f.area());
+    }
+}
+
+fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
+    let [chart, facts] = area.layout(&Layout::vertical([Constraint::Min(6), Constraint::Length(7)]));
+    let inn = app.series("icicle_records_in_total", &[]);
+    let out = app.series("icicle_records_out_total", &[]);
+    let ymax = inn.iter().chain(&out).map(|p| p.1).fold(1.0f64, f64::max);
+    let xmin = inn.first().map_or(-60.0, |p| p.0.min(-1.0));
+    let datasets = vec![
+        Dataset::default().name("records in/s").marker(symbols::Marker::Braille).graph_type(GraphType::Line).style(Style::new().fg(Color::Cyan)).data(&inn),
+        Dataset::default().name("operations out/s").marker(symbols::Marker::Braille).graph_type(GraphType::Line).style(Style::new().fg(Color::Green)).data(&out),
+    ];
+    let c = Chart::new(datasets)
+        .block(Block::bordered().title(" throughput "))
+        .x_axis(Axis::default().bounds([xmin, 0.0]).labels([Line::from(format!("{xmin:.0} s")), Line::from("now")]))
+        .y_axis(Axis::default().bounds([0.0, ymax * 1.1]).labels([Line::from("0"), Line::from(human(ymax))]));
+    f.render_widget(c, chart);
+    let (rin, rout) = (s.sum("icicle_records_in_total", &[]), s.sum("icicle_records_out_total", &[]));
+    let ratio = if rin > 0.0 { format!("{:.1}%", 100.0 * rout / rin) } else { "-".into() };
+    let lines = vec![
+        Line::from(vec![Span::raw("records in      "), Span::styled(format!("{:>10}  ({}/s)", human(rin), human(app.rate("icicle_records_in_total", &[]))), Style::new().fg(Color::Cyan))]),
+        Line::from(vec![Span::raw("operations out  "), Span::styled(format!("{:>10}  ({}/s)", human(rout), human(app.rate("icicle_records_out_total", &[]))), Style::new().fg(Color::Green))]),
+        Line::from(format!("reduction       {:>10}  of records in became index operations", ratio)),
+        Line::from(format!("lag             {:>10}  changelog records · {} Kafka messages", human(s.sum("icicle_changelog_lag", &[])), human(s.sum("icicle_kafka_lag", &[])))),
+        Line::from(format!("errors          {:>10}  rejects · {} sink errors", human(s.sum("icicle_rejects_total", &[])), human(s.sum("icicle_sink_errors_total", &[])))),
+    ];
+    f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" totals ")), facts);
+}
+
+fn table<'a>(header: &'a [&'a str], rows: Vec<Vec<String>>, widths: &'a [Constraint], title: &'a str) -> Table<'a> {
+    Table::new(rows.into_iter().map(|r| Row::new(r.into_iter().map(Cell::from))), widths.to_vec())
+        .header(Row::new(header.iter().map(|h| Cell::from(*h))).style(Style::new().add_modifier(Modifier::BOLD)))
+        .block(Block::bordered().title(title))
+}
+
+fn components(s: &MetricsSnapshot) -> Vec<String> {
+    let mut c = s.label_values("icicle_records_in_total", "component");
+    for x in s.label_values("icicle_state_entries", "component") {
+        if !c.contains(&x) {
+            c.push(x);
+        }
+    }
+    c.sort();
+    c
+}
+
+fn sources(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
+    let [top, bottom] = area.layout(&Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]));
+    let rows = components(s)
+        .into_iter()
+        .map(|c| {
+            let l = [("component", c.as_str())];
+            vec![
+                c.clone(),
+                human(s.sum("icicle_records_in_total", &l)),
+                format!("{}/s", human(app.rate("icicle_records_in_total", &l))),
+                human(s.sum("icicle_records_filtered_total", &l)),
+                human(s.sum("icicle_rejects_total", &l)),
+                human(s.sum("icicle_batches_total", &l)),
+                human(s.sum("icicle_batch_size", &l)),
+                format!("{:.3} s", s.sum("icicle_batch_seconds", &l) + 0.0),
+            ]
+        })
+        .collect();
+    let w = [Constraint::Length(14), Constraint::Length(10), Constraint::Length(11), Constraint::Length(10), Constraint::Length(8), Constraint::Length(9), Constraint::Length(10), Constraint::Length(10)];
+    f.render_widget(table(&["source", "in", "rate", "filtered", "rejects", "batches", "last size", "last time"], rows, &w, " sources "), top);
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for x in s.series.iter().filter(|x| x.name == "icicle_changelog_index") {
+        let (c, m) = (x.labels.get("component").cloned().unwrap_or_default(), x.labels.get("mdt").cloned().unwrap_or_default());
+        let l = [("component", c.as_str()), ("mdt", m.as_str())];
+        rows.push(vec![c.clone(), format!("MDT {m}"), human(x.value), human(s.sum("icicle_changelog_cleared", &l)), human(s.sum("icicle_changelog_lag", &l))]);
+    }
+    for x in s.series.iter().filter(|x| x.name == "icicle_kafka_committed_offset") {
+        let (c, p) = (x.labels.get("component").cloned().unwrap_or_default(), x.labels.get("partition").cloned().unwrap_or_default());
+        let l = [("component", c.as_str()), ("partition", p.as_str())];
+        rows.push(vec![c.clone(), format!("partition {p}"), "-".into(), human(x.value), human(s.sum("icicle_kafka_lag", &l))]);
+    }
+    let w = [Constraint::Length(14), Constraint::Length(22), Constraint::Length(12), Constraint::Length(14), Constraint::Length(10)];
+    f.render_widget(table(&["source", "stream", "read", "acknowledged", "lag"], rows, &w, " changelogs (MDTs) and partitions "), bottom);
+}
+
+fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
+    let rows = components(s)
+        .into_iter()
+        .map(|c| {
+            let l = [("component", c.as_str())];
+            let ev = |e: &str| human(s.sum("icicle_state_events_total", &[("component", c.as_str()), ("event", e)]));
+            vec![
+                c.clone(),
+                human(s.sum("icicle_state_entries", &l)),
+                ev("evictions"),
+                ev("fid2path_calls"),
+                ev("moved_descendants"),
+                ev("pending_moves"),
+                human(s.sum("icicle_queue_depth", &l)),
+                human(s.sum("icicle_reduce_total", &[("component", c.as_str()), ("outcome", "coalesced")])),
+                human(s.sum("icicle_reduce_total", &[("component", c.as_str()), ("outcome", "cancelled")])),
+            ]
+        })
+        .collect();
+    let w = [Constraint::Length(14), Constraint::Length(10), Constraint::Length(10), Constraint::Length(10), Constraint::Length(10), Constraint::Length(9), Constraint::Length(7), Constraint::Length(10), Constraint::Length(10)];
+    let [t, m] = area.layout(&Layout::vertical([Constraint::Min(4), Constraint::Length(3)]));
+    f.render_widget(table(&["source", "entries", "evictions", "fid2path", "moved", "pending", "queue", "coalesced", "cancelled"], rows, &w, " state and memory "), t);
+    let rss = s.sum("icicle_process_resident_bytes", &[]);
+    f.render_widget(Paragraph::new(format!("process resident memory {}B", human(rss))).block(Block::bordered()), m);
+}
+
+fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
+    let mut names = s.label_values("icicle_sink_batches_total", "sink");
+    for n in s.label_values("icicle_sink_errors_total", "sink") {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    let rows = names
+        .into_iter()
+        .map(|n| {
+            let l = [("sink", n.as_str())];
+            vec![
+                n.clone(),
+                human(s.sum("icicle_sink_batches_total", &l)),
+                human(s.sum("icicle_sink_entries_total", &[("sink", n.as_str()), ("kind", "ingest")])),
+                human(s.sum("icicle_sink_entries_total", &[("sink", n.as_str()), ("kind", "delete")])),
+                format!("{}B", human(s.sum("icicle_sink_bytes_total", &l))),
+                format!("{}B/s", human(app.rate("icicle_sink_bytes_total", &l))),
+                human(s.sum("icicle_sink_errors_total", &l)),
+                format!("{:.3} s", s.sum("icicle_sink_last_delivery_seconds", &l) + 0.0),
+            ]
+        })
+        .collect();
+    let w = [Constraint::Length(14), Constraint::Length(9), Constraint::Length(10), Constraint::Length(10), Constraint::Length(11), Constraint::Length(11), Constraint::Length(8), Constraint::Length(10)];
+    f.render_widget(table(&["sink", "batches", "upserts", "deletes", "bytes", "rate", "errors", "last"], rows, &w, " sinks (acknowledged deliveries) "), area);
+}
+
+fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
+    let [g, t] = area.layout(&Layout::vertical([Constraint::Length(3), Constraint::Min(3)]));
+    let (done, total) = (s.sum("icicle_snapshot_progress_done", &[]), s.sum("icicle_snapshot_progress_total", &[]));
+    let ratio = if total > 0.0 { (done / total).clamp(0.0, 1.0) } else { 0.0 };
+    f.render_widget(Gauge::default().block(Block::bordered().title(" snapshot progress ")).gauge_style(Style::new().fg(Color::Green)).ratio(ratio).label(format!("{:.1}%", ratio * 100.0)), g);
+    let eta = s.sum("icicle_snapshot_eta_seconds", &[]);
+    let lines = vec![
+        Line::from(format!("work done       {} of {}", human(done), human(total))),
+        Line::from(format!("rate            {}/s", human(s.sum("icicle_snapshot_progress_rate", &[])))),
+        Line::from(format!("time left       {}", if eta >= 0.0 && total > 0.0 { format!("{eta:.0} s") } else { "-".into() })),
+        Line::from(format!("entries out     {}", human(s.sum("icicle_sink_entries_total", &[("kind", "ingest")])))),
+    ];
+    f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" pipeline ")), t);
+}
+
+fn sketches(f: &mut Frame<'_>, area: Rect, app: &App) {
+    let Some(csv) = &app.sketches else {
+        f.render_widget(Paragraph::new("No sketch comparison yet: run `icicle sketch-compare --out DIR` and start the dashboard with `--sketches DIR`.").block(Block::bordered().title(" sketches ")), area);
+        return;
+    };
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(str::to_string).collect()).collect();
+    let w: Vec<Constraint> = header.iter().map(|h| Constraint::Length((h.len() as u16).max(9) + 1)).collect();
+    let t = Table::new(rows.into_iter().map(|r| Row::new(r.into_iter().map(Cell::from))), w)
+        .header(Row::new(header.iter().map(|h| Cell::from(h.to_string()))).style(Style::new().add_modifier(Modifier::BOLD)))
+        .block(Block::bordered().title(" latest sketch-compare summary "));
+    f.render_widget(t, area);
+}
+
+fn help(f: &mut Frame<'_>, area: Rect) {
+    let w = 50.min(area.width);
+    let h = (KEYS.len() as u16 + 2).min(area.height);
+    let r = Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h };
+    let lines: Vec<Line<'_>> = KEYS.iter().map(|(k, d, _)| Line::from(vec![Span::styled(format!("{k:>10}  "), Style::new().add_modifier(Modifier::BOLD)), Span::raw(*d)])).collect();
+    f.render_widget(Clear, r);
+    f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" keys ")), r);
+}
+
+/// Run the dashboard in this terminal until `q`, polling `next` every `interval`; `done`
+/// says when to stop on its own (the run ended). The terminal is restored on the way out,
+/// also after a panic (ratatui's hook).
+pub fn run(mut app: App, mut next: impl FnMut() -> Option<MetricsSnapshot>, mut done: impl FnMut() -> bool, interval: Duration) -> std::io::Result<()> {
+    let mut terminal = ratatui::init();
+    let result = (|| -> std::io::Result<()> {
+        let mut last = Instant::now() - interval;
+        loop {
+            if last.elapsed() >= interval {
+                last = Instant::now();
+                if let Some(s) = next() {
+                    app.push(s);
+                }
+            }
+            terminal.draw(|f| render(f, &app))?;
+            if event::poll(Duration::from_millis(100))? {
+                if let Event::Key(k) = event::read()? {
+                    if let Some(a) = action_for(&k) {
+                        app.apply(a);
+                    }
+                }
+            }
+            if app.quit || done() {
+                return Ok(());
+            }
+        }
+    })();
+    ratatui::restore();
+    result
+}
+
+/// Without a terminal: the same facts as periodic log lines (every `interval`) until `done`.
+pub fn log_lines(mut next: impl FnMut() -> Option<MetricsSnapshot>, mut done: impl FnMut() -> bool, interval: Duration) {
+    let mut app = App::new("log");
+    app.keep = 2;
+    let mut last = Instant::now();
+    while !done() {
+        std::thread::sleep(Duration::from_millis(200));
+        if last.elapsed() < interval {
+            continue;
+        }
+        last = Instant::now();
+        if let Some(s) = next() {
+            app.push(s);
+            let s = app.latest();
+            eprintln!(
+                "status: in {} ({}/s) · out {} ({}/s) · changelog lag {} · kafka lag {} · rejects {} · sink errors {}",
+                human(s.sum("icicle_records_in_total", &[])),
+                human(app.rate("icicle_records_in_total", &[])),
+                human(s.sum("icicle_records_out_total", &[])),
+                human(app.rate("icicle_records_out_total", &[])),
+                human(s.sum("icicle_changelog_lag", &[])),
+                human(s.sum("icicle_kafka_lag", &[])),
+                human(s.sum("icicle_rejects_total", &[])),
+                human(s.sum("icicle_sink_errors_total", &[])),
+            );
+        }
+    }
+}
+
+/// `/status` of a running icicle, over plain HTTP/1.1.
+pub fn fetch_status(addr: &str) -> std::io::Result<MetricsSnapshot> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(format!("GET /status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp)?;
+    let at = resp.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4).ok_or_else(|| std::io::Error::other("no HTTP body"))?;
+    serde_json::from_slice(&resp[at..]).map_err(std::io::Error::other)
+}

@@ -1,0 +1,130 @@
+//! Every dashboard view drawn on ratatui's `TestBackend` from fixed metrics and compared with
+//! its golden text (`UPDATE_GOLDEN=1 cargo test -p icicle-tui` rewrites them after a deliberate
+//! change; review the diff).
+
+use std::collections::BTreeMap;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use icicle_core::metrics::{MetricsSnapshot, Series};
+use icicle_tui::dashboard::{action_for, render, Action, App, KEYS, VIEWS};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+fn series(name: &str, kind: &str, labels: &[(&str, &str)], value: f64) -> Series {
+    Series { name: name.into(), kind: kind.into(), labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(), value }
+}
+
+/// Two moments one second apart: a Lustre MDT, a GPFS fileset, two sinks, a snapshot run.
+fn fixed(t: f64, k: f64) -> MetricsSnapshot {
+    let c = "counter";
+    let g = "gauge";
+    MetricsSnapshot {
+        time: 1_800_000_000.0 + t,
+        uptime: 60.0 + t,
+        series: vec![
+            series("icicle_records_in_total", c, &[("component", "mdt0")], 100_000.0 * k),
+            series("icicle_records_in_total", c, &[("component", "fset1")], 50_000.0 * k),
+            series("icicle_records_filtered_total", c, &[("component", "mdt0")], 20_000.0 * k),
+            series("icicle_rejects_total", c, &[("component", "fset1")], 3.0),
+            series("icicle_records_out_total", c, &[("component", "mdt0"), ("op", "update")], 30_000.0 * k),
+            series("icicle_records_out_total", c, &[("component", "fset1"), ("op", "delete")], 5_000.0 * k),
+            series("icicle_batches_total", c, &[("component", "mdt0")], 100.0 * k),
+            series("icicle_batch_size", g, &[("component", "mdt0")], 1000.0),
+            series("icicle_batch_seconds", g, &[("component", "mdt0")], 0.012),
+            series("icicle_reduce_total", c, &[("component", "mdt0"), ("outcome", "coalesced")], 40_000.0 * k),
+            series("icicle_reduce_total", c, &[("component", "mdt0"), ("outcome", "cancelled")], 8_000.0 * k),
+            series("icicle_state_entries", g, &[("component", "mdt0")], 123_456.0),
+            series("icicle_state_entries", g, &[("component", "fset1")], 7_890.0),
+            series("icicle_state_events_total", c, &[("component", "mdt0"), ("event", "evictions")], 12.0),
+            series("icicle_state_events_total", c, &[("component", "mdt0"), ("event", "fid2path_calls")], 34.0),
+            series("icicle_queue_depth", g, &[("component", "fset1")], 17.0),
+            series("icicle_changelog_index", g, &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 100_000.0 * k),
+            series("icicle_changelog_cleared", g, &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 99_000.0 * k),
+            series("icicle_changelog_lag", g, &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 1_000.0),
+            series("icicle_kafka_committed_offset", g, &[("component", "fset1"), ("partition", "0"), ("topic", "fset1-topic")], 25_000.0 * k),
+            series("icicle_kafka_lag", g, &[("component", "fset1"), ("partition", "0"), ("topic", "fset1-topic")], 250.0),
+            series("icicle_sink_batches_total", c, &[("kind", "ingest"), ("sink", "out")], 40.0 * k),
+            series("icicle_sink_entries_total", c, &[("kind", "ingest"), ("sink", "out")], 30_000.0 * k),
+            series("icicle_sink_entries_total", c, &[("kind", "delete"), ("sink", "out")], 5_000.0 * k),
+            series("icicle_sink_bytes_total", c, &[("kind", "ingest"), ("sink", "out")], 12_000_000.0 * k),
+            series("icicle_sink_errors_total", c, &[("kind", "ingest"), ("sink", "msk")], 1.0),
+            series("icicle_sink_last_delivery_seconds", g, &[("sink", "out")], 0.004),
+            series("icicle_snapshot_progress_done", g, &[], 600.0 * k),
+            series("icicle_snapshot_progress_total", g, &[], 2000.0),
+            series("icicle_snapshot_progress_rate", g, &[], 600.0),
+            series("icicle_snapshot_eta_seconds", g, &[], 2.0),
+            series("icicle_process_resident_bytes", g, &[], 52_428_800.0),
+        ],
+    }
+}
+
+fn draw(app: &App) -> String {
+    let mut t = Terminal::new(TestBackend::new(100, 28)).unwrap();
+    t.draw(|f| render(f, app)).unwrap();
+    let buf = t.backend().buffer();
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_string()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn app() -> App {
+    let mut a = App::new("127.0.0.1:9898");
+    a.push(fixed(0.0, 1.0));
+    a.push(fixed(1.0, 1.1));
+    a.sketches = Some("sketch,bytes,median rank error,p99 rank error\nddsketch,2048,0.0021,0.0094\nkll,1600,0.0047,0.0102\n".into());
+    a
+}
+
+fn golden(name: &str, got: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.txt"));
+    if std::env::var("UPDATE_GOLDEN").is_ok() {
+        std::fs::write(&path, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{} missing: run with UPDATE_GOLDEN=1 and review it", path.display()));
+    assert_eq!(got, want, "{name} differs from {}:\n{got}", path.display());
+}
+
+#[test]
+fn every_view_matches_its_golden_text() {
+    let mut a = app();
+    for (i, v) in VIEWS.iter().enumerate() {
+        a.apply(Action::Go(i));
+        golden(&v.title().to_lowercase(), &draw(&a));
+    }
+    a.apply(Action::Help);
+    golden("help", &draw(&a));
+}
+
+#[test]
+fn one_key_table_drives_dispatch_and_help() {
+    let key = |c: KeyCode, m: KeyModifiers| action_for(&KeyEvent::new(c, m));
+    assert_eq!(key(KeyCode::Char('q'), KeyModifiers::NONE), Some(Action::Quit));
+    assert_eq!(key(KeyCode::Esc, KeyModifiers::NONE), Some(Action::Quit));
+    assert_eq!(key(KeyCode::Char('c'), KeyModifiers::CONTROL), Some(Action::Quit));
+    assert_eq!(key(KeyCode::Tab, KeyModifiers::NONE), Some(Action::Next));
+    assert_eq!(key(KeyCode::BackTab, KeyModifiers::SHIFT), Some(Action::Previous));
+    assert_eq!(key(KeyCode::Char('3'), KeyModifiers::NONE), Some(Action::Go(2)));
+    assert_eq!(key(KeyCode::Char('9'), KeyModifiers::NONE), None);
+    assert_eq!(key(KeyCode::Char('p'), KeyModifiers::NONE), Some(Action::Pause));
+    assert_eq!(key(KeyCode::Char('?'), KeyModifiers::NONE), Some(Action::Help));
+    assert_eq!(key(KeyCode::Char('x'), KeyModifiers::NONE), None);
+    let mut a = app();
+    a.apply(Action::Help);
+    let screen = draw(&a);
+    for (k, d, _) in KEYS {
+        assert!(screen.contains(k) && screen.contains(d), "help lacks {k} {d}");
+    }
+    // Esc closes help before it quits; Tab wraps; pause freezes the data.
+    a.apply(Action::Quit);
+    assert!(!a.help && !a.quit);
+    a.apply(Action::Previous);
+    assert_eq!(a.view, VIEWS.len() - 1);
+    a.apply(Action::Pause);
+    let n = a.history.len();
+    a.push(fixed(2.0, 1.2));
+    assert_eq!(a.history.len(), n);
+}

@@ -10,6 +10,8 @@ command -v tmux >/dev/null 2>&1 || need+=(tmux)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
+# The reference Prometheus text parser the metrics test checks /metrics with.
+python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install --quiet prometheus_client
 bash scripts/services.sh install
 trap 'bash scripts/services.sh stop' EXIT
 ICICLE_TEST_KAFKA="$(bash scripts/services.sh start | sed -n 's/^KAFKA=//p')"

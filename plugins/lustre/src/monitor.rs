@@ -514,12 +514,6 @@ impl ChangeSource for LustreSource {
                     }
                 }
             }
-            if let Some(c) = covered {
-                let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];
-                let m = icicle_core::metrics::Metrics::global();
-                m.set("icicle_changelog_index", "Highest changelog index read per MDT.", &labels, c as f64);
-                m.set("icicle_changelog_lag", "Changelog records read or pending but not yet cleared, per MDT.", &labels, c.saturating_sub(counts.cleared_index) as f64);
-            }
             if got > 0 {
                 last_new = Instant::now();
             }
@@ -535,6 +529,12 @@ impl ChangeSource for LustreSource {
             if idle && quiet_over && (!pending.is_empty() || covered.is_some_and(|c| c > counts.cleared_index)) {
                 let batch = std::mem::take(&mut pending);
                 self.process(batch, covered.unwrap_or(0), &lfs, &mut tree, &mut lookahead, &mut fsm, &ctx, &mut enc, &mut counts).await?;
+            }
+            if let Some(c) = covered {
+                let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];
+                let m = icicle_core::metrics::Metrics::global();
+                m.set("icicle_changelog_index", "Highest changelog index read per MDT.", &labels, c as f64);
+                m.set("icicle_changelog_lag", "Changelog records read but not yet cleared, per MDT.", &labels, c.saturating_sub(counts.cleared_index) as f64);
             }
             if idle {
                 if ctx.drain && pending.is_empty() {

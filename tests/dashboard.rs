@@ -1,0 +1,185 @@
+//! Metrics endpoints and the dashboard against a real running monitor: `/metrics` checked with
+//! a real Prometheus parser (python `prometheus_client`), `icicle top` in a real terminal under
+//! tmux read back with capture-pane, and log lines when there is no terminal.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use icicle_testkit::lustre::{Kind, Workload};
+
+/// A Lustre monitor on the stand-in serving metrics on a free port; returns it, its address,
+/// and the number of changelog records it will read.
+fn running_monitor(tmp: &Path) -> (Child, String, usize) {
+    let root = tmp.join("fs");
+    let journal = tmp.join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 3).unwrap();
+    w.preexisting(30).unwrap();
+    w.run(Kind::Mixed, 200, "/work").unwrap();
+    drop(w);
+    let records = std::fs::read_to_string(&journal).unwrap().lines().count();
+    let testkit = Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
+    let cfg = common::config(
+        tmp,
+        "m.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
+             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = 100\nquiet_period_secs = 0.0\npoll_interval_secs = 0.1\nstate_dir = \"{t}/state\"\n[sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
+            k = testkit.display(),
+            j = journal.display(),
+            r = root.display(),
+            t = tmp.display()
+        ),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "-c", cfg.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "the monitor ended before serving metrics");
+        if let Some(rest) = line.trim().strip_prefix("metrics on http://") {
+            break rest.split('/').next().unwrap().to_string();
+        }
+    };
+    // Keep draining its stderr so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in err.lines() {});
+    // Wait until everything was read and acknowledged.
+    let t = Instant::now();
+    loop {
+        if let Ok(s) = icicle_tui::dashboard::fetch_status(&addr) {
+            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(records as f64) {
+                break;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(120), "the monitor never caught up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (child, addr, records)
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    r
+}
+
+#[test]
+fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, records) = running_monitor(tmp.path());
+    let resp = http_get(&addr, "/metrics");
+    assert!(resp.starts_with("HTTP/1.1 200 OK\r\n") && resp.contains("Content-Type: text/plain; version=0.0.4"), "{resp}");
+    let body = resp.split("\r\n\r\n").nth(1).unwrap().to_string();
+    let body_file = tmp.path().join("metrics.txt");
+    std::fs::write(&body_file, &body).unwrap();
+    // The reference parser: every family and sample as JSON.
+    let py = "import json,sys\nfrom prometheus_client.parser import text_string_to_metric_families as p\n\
+              fams=[{'name':f.name,'type':f.type,'samples':[[s.name,s.labels,s.value] for s in f.samples]} for f in p(open(sys.argv[1]).read())]\nprint(json.dumps(fams))";
+    let out = Command::new("python3").args(["-c", py, body_file.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "prometheus_client rejected /metrics: {}\n{body}", String::from_utf8_lossy(&out.stderr));
+    let fams: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = fams.as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    for want in ["icicle_records_in", "icicle_records_out", "icicle_reduce", "icicle_batches", "icicle_state_entries", "icicle_changelog_lag", "icicle_sink_batches", "icicle_process_resident_bytes"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let sample = |fam: &str, labels: serde_json::Value| -> f64 {
+        fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap()["samples"].as_array().unwrap().iter().find(|s| s[1] == labels).unwrap()[2].as_f64().unwrap()
+    };
+    assert_eq!(sample("icicle_records_in", serde_json::json!({"component": "mdt0"})), records as f64);
+    assert_eq!(sample("icicle_changelog_lag", serde_json::json!({"component": "mdt0", "mdt": "fs0-MDT0000"})), 0.0);
+    let status = icicle_tui::dashboard::fetch_status(&addr).unwrap();
+    assert_eq!(status.get("icicle_records_in_total", &[("component", "mdt0")]), Some(records as f64));
+    assert!(http_get(&addr, "/nope").starts_with("HTTP/1.1 404"));
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+fn tmux(sock: &str, args: &[&str]) -> std::process::Output {
+    Command::new("tmux").arg("-L").arg(sock).args(args).output().unwrap()
+}
+
+fn wait_for_screen(sock: &str, want: &str) -> String {
+    let t = Instant::now();
+    loop {
+        let screen = String::from_utf8_lossy(&tmux(sock, &["capture-pane", "-p", "-t", "top"]).stdout).into_owned();
+        if screen.contains(want) {
+            return screen;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "`{want}` never appeared:\n{screen}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn icicle_top_in_a_real_terminal_shows_the_running_monitor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, records) = running_monitor(tmp.path());
+    let sock = format!("icicle-test-{}", std::process::id());
+    let top = format!("{} top --connect {addr} --interval 0.3", env!("CARGO_BIN_EXE_icicle"));
+    let st = tmux(&sock, &["new-session", "-d", "-s", "top", "-x", "140", "-y", "40", &top]);
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let screen = wait_for_screen(&sock, "records in");
+    assert!(screen.contains(&format!("icicle top — {addr}")), "{screen}");
+    let shown = icicle_tui::dashboard::human(records as f64);
+    assert!(screen.lines().any(|l| l.contains("records in") && l.contains(&shown)), "{records} records as `{shown}`:\n{screen}");
+    tmux(&sock, &["send-keys", "-t", "top", "2"]);
+    let screen = wait_for_screen(&sock, "MDT fs0-MDT0000");
+    assert!(screen.lines().any(|l| l.contains("MDT fs0-MDT0000") && l.contains(&shown)), "{screen}");
+    tmux(&sock, &["send-keys", "-t", "top", "4"]);
+    wait_for_screen(&sock, "acknowledged deliveries");
+    tmux(&sock, &["send-keys", "-t", "top", "?"]);
+    wait_for_screen(&sock, "pause / resume updates");
+    // Esc closes the help, q quits and the terminal is given back (the session ends).
+    tmux(&sock, &["send-keys", "-t", "top", "Escape"]);
+    std::thread::sleep(Duration::from_millis(500));
+    tmux(&sock, &["send-keys", "-t", "top", "q"]);
+    let t = Instant::now();
+    while tmux(&sock, &["has-session", "-t", "top"]).status.success() {
+        assert!(t.elapsed() < Duration::from_secs(10), "q did not quit");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = tmux(&sock, &["kill-server"]);
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+#[test]
+fn without_a_terminal_the_dashboard_writes_log_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, records) = running_monitor(tmp.path());
+    let mut top = Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["top", "--connect", &addr, "--interval", "0.2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(top.stderr.take().unwrap());
+    let mut line = String::new();
+    let want = format!("status: in {}", icicle_tui::dashboard::human(records as f64));
+    let t = Instant::now();
+    loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no log line");
+        if line.starts_with(&want) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{line}");
+    }
+    assert!(line.contains("changelog lag 0"), "{line}");
+    top.kill().unwrap();
+    let _ = top.wait();
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+

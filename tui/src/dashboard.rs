@@ -349,11 +349,22 @@ fn sketches(f: &mut Frame<'_>, area: Rect, app: &App) {
         return;
     };
     let mut lines = csv.lines();
-    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
-    let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(str::to_string).collect()).collect();
-    let w: Vec<Constraint> = header.iter().map(|h| Constraint::Length((h.len() as u16).max(9) + 1)).collect();
+    let header: Vec<String> = lines.next().unwrap_or("").split(',').map(str::to_string).collect();
+    // Numbers to four significant digits, so that a row fits.
+    let cell = |v: &str| match v.parse::<f64>() {
+        Ok(x) if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e6) => format!("{x:.3e}"),
+        Ok(x) if x.fract() != 0.0 => format!("{x:.4}"),
+        _ => v.to_string(),
+    };
+    let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(cell).collect()).collect();
+    let w: Vec<Constraint> = (0..header.len())
+        .map(|i| {
+            let widest = rows.iter().filter_map(|r| r.get(i)).map(|c| c.len()).chain([header[i].len()]).max().unwrap_or(8);
+            Constraint::Length(widest.min(22) as u16 + 1)
+        })
+        .collect();
     let t = Table::new(rows.into_iter().map(|r| Row::new(r.into_iter().map(Cell::from))), w)
-        .header(Row::new(header.iter().map(|h| Cell::from(h.to_string()))).style(Style::new().add_modifier(Modifier::BOLD)))
+        .header(Row::new(header.into_iter().map(Cell::from)).style(Style::new().add_modifier(Modifier::BOLD)))
         .block(Block::bordered().title(" latest sketch-compare summary "));
     f.render_widget(t, area);
 }

@@ -155,6 +155,27 @@ fn icicle_top_in_a_real_terminal_shows_the_running_monitor() {
 }
 
 #[test]
+fn a_terminated_dashboard_gives_the_terminal_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, _) = running_monitor(tmp.path());
+    let sock = format!("icicle-term-{}", std::process::id());
+    let pidfile = tmp.path().join("top.pid");
+    // The shell records the dashboard's pid, waits for it, then prints on the normal screen.
+    let cmd = format!("{} top --connect {addr} & echo $! > {}; wait; echo TERMINAL-BACK; sleep 30", env!("CARGO_BIN_EXE_icicle"), pidfile.display());
+    let st = tmux(&sock, &["new-session", "-d", "-s", "top", "-x", "120", "-y", "30", &cmd]);
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    wait_for_screen(&sock, "records in");
+    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let screen = wait_for_screen(&sock, "TERMINAL-BACK");
+    // Back on the normal screen: the dashboard's frame is gone.
+    assert!(!screen.contains("icicle top —"), "{screen}");
+    let _ = tmux(&sock, &["kill-server"]);
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+#[test]
 fn without_a_terminal_the_dashboard_writes_log_lines() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut child, addr, records) = running_monitor(tmp.path());

@@ -167,6 +167,9 @@ pub struct SnapshotSummary {
 struct WorkQueue {
     items: VecDeque<(usize, Split)>,
     active: usize,
+    /// Inputs (splits) planned or discovered, and finished.
+    planned: u64,
+    finished: u64,
 }
 
 struct Shared {
@@ -196,9 +199,14 @@ impl Shared {
     fn done(&self, spawned: Vec<Split>, source: usize) {
         if let Ok(mut q) = self.queue.lock() {
             q.active -= 1;
+            q.finished += 1;
+            q.planned += spawned.len() as u64;
             for s in spawned {
                 q.items.push_back((source, s));
             }
+            let m = crate::metrics::Metrics::global();
+            m.set("icicle_snapshot_inputs_done", "Snapshot inputs (files, byte ranges, databases, directories) read.", &[], q.finished as f64);
+            m.set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
         }
         self.ready.notify_all();
     }
@@ -378,6 +386,8 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
             }
         }
         if let Ok(mut q) = shared.queue.lock() {
+            q.planned += planned.len() as u64;
+            crate::metrics::Metrics::global().set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
             q.items.extend(planned);
         }
     }
@@ -414,12 +424,14 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         };
         let shared = shared.clone();
         let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
+        let source_names: Vec<String> = job.sources.iter().map(|(n, _)| n.clone()).collect();
         let handle = std::thread::Builder::new()
             .name(format!("icicle-worker-{w}"))
             .spawn(move || {
                 while let Some((si, split)) = shared.pop() {
                     worker.input = split.name.clone();
                     worker.counts.splits += 1;
+                    let rows_before = worker.counts.rows;
                     if let Err(e) = sources[si].read(&split, &mut worker) {
                         let scope = Some(split.scope.clone().unwrap_or_else(|| "/".to_string()));
                         worker.reject(Reject::whole(&split.name, e.to_string(), scope));
@@ -427,6 +439,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                     // Hand over what this split produced, so that a slow or streaming source
                     // never holds records back from the flush timer.
                     worker.send_chunk();
+                    crate::metrics::Metrics::global().add("icicle_snapshot_rows_total", "Rows read by a snapshot source.", &[("source", &source_names[si])], (worker.counts.rows - rows_before) as f64);
                     let spawned = std::mem::take(&mut worker.spawned);
                     shared.done(spawned, si);
                 }

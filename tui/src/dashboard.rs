@@ -186,7 +186,7 @@ pub fn render(f: &mut Frame<'_>, app: &App) {
         View::Sources => sources(f, body, &s, app),
         View::State => state(f, body, &s),
         View::Sinks => sinks(f, body, &s, app),
-        View::Snapshot => snapshot(f, body, &s),
+        View::Snapshot => snapshot(f, body, &s, app),
         View::Sketches => sketches(f, body, app),
     }
     let up = if s.uptime > 0.0 { format!("up {:.0} s", s.uptime) } else { "waiting for data".into() };
@@ -328,19 +328,30 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
     f.render_widget(table(&["sink", "batches", "upserts", "deletes", "bytes", "rate", "errors", "last"], rows, &w, " sinks (acknowledged deliveries) "), area);
 }
 
-fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
-    let [g, t] = area.layout(&Layout::vertical([Constraint::Length(3), Constraint::Min(3)]));
+fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
+    let [g, t, per] = area.layout(&Layout::vertical([Constraint::Length(3), Constraint::Length(7), Constraint::Min(3)]));
     let (done, total) = (s.sum("icicle_snapshot_progress_done", &[]), s.sum("icicle_snapshot_progress_total", &[]));
     let ratio = if total > 0.0 { (done / total).clamp(0.0, 1.0) } else { 0.0 };
     f.render_widget(Gauge::default().block(Block::bordered().title(" snapshot progress ")).gauge_style(Style::new().fg(Color::Green)).ratio(ratio).label(format!("{:.1}%", ratio * 100.0)), g);
     let eta = s.sum("icicle_snapshot_eta_seconds", &[]);
     let lines = vec![
-        Line::from(format!("work done       {} of {}", human(done), human(total))),
-        Line::from(format!("rate            {}/s", human(s.sum("icicle_snapshot_progress_rate", &[])))),
+        Line::from(format!("inputs          {} of {} read", human(s.sum("icicle_snapshot_inputs_done", &[])), human(s.sum("icicle_snapshot_inputs_total", &[])))),
+        Line::from(format!("work done       {} of {} ({}/s)", human(done), human(total), human(s.sum("icicle_snapshot_progress_rate", &[])))),
         Line::from(format!("time left       {}", if eta >= 0.0 && total > 0.0 { format!("{eta:.0} s") } else { "-".into() })),
         Line::from(format!("entries out     {}", human(s.sum("icicle_sink_entries_total", &[("kind", "ingest")])))),
+        Line::from(format!("deletes out     {}", human(s.sum("icicle_sink_entries_total", &[("kind", "delete")])))),
     ];
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" pipeline ")), t);
+    let rows = s
+        .label_values("icicle_snapshot_rows_total", "source")
+        .into_iter()
+        .map(|src| {
+            let l = [("source", src.as_str())];
+            vec![src.clone(), human(s.sum("icicle_snapshot_rows_total", &l)), format!("{}/s", human(app.rate("icicle_snapshot_rows_total", &l)))]
+        })
+        .collect();
+    let w = [Constraint::Length(16), Constraint::Length(12), Constraint::Length(12)];
+    f.render_widget(table(&["source", "rows", "rate"], rows, &w, " rows per source "), per);
 }
 
 fn sketches(f: &mut Frame<'_>, area: Rect, app: &App) {
@@ -382,6 +393,7 @@ fn help(f: &mut Frame<'_>, area: Rect) {
 /// says when to stop on its own (the run ended). The terminal is restored on the way out,
 /// also after a panic (ratatui's hook).
 pub fn run(mut app: App, mut next: impl FnMut() -> Option<MetricsSnapshot>, mut done: impl FnMut() -> bool, interval: Duration) -> std::io::Result<()> {
+    on_termination_quit();
     let mut terminal = ratatui::init();
     let result = (|| -> std::io::Result<()> {
         let mut last = Instant::now() - interval;
@@ -400,13 +412,29 @@ pub fn run(mut app: App, mut next: impl FnMut() -> Option<MetricsSnapshot>, mut 
                     }
                 }
             }
-            if app.quit || done() {
+            if app.quit || done() || TERMINATED.load(std::sync::atomic::Ordering::SeqCst) {
                 return Ok(());
             }
         }
     })();
     ratatui::restore();
     result
+}
+
+/// Set by SIGTERM, SIGHUP or SIGINT while the dashboard runs: it quits and restores the terminal.
+static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn terminated(_: libc::c_int) {
+    TERMINATED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn on_termination_quit() {
+    for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, terminated as *const () as libc::sighandler_t);
+        }
+    }
 }
 
 /// Without a terminal: the same facts as periodic log lines (every `interval`) until `done`.

@@ -54,6 +54,9 @@ fn fixed(t: f64, k: f64) -> MetricsSnapshot {
             series("icicle_snapshot_progress_rate", g, &[], 600.0),
             series("icicle_snapshot_eta_seconds", g, &[], 2.0),
             series("icicle_process_resident_bytes", g, &[], 52_428_800.0),
+            series("icicle_snapshot_inputs_done", g, &[], 12.0),
+            series("icicle_snapshot_inputs_total", g, &[], 40.0),
+            series("icicle_snapshot_rows_total", c, &[("source", "listing")], 2_000_000.0 * k),
         ],
     }
 }

@@ -429,6 +429,18 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
     }
 }
 
+/// A monitor bench's encoder (public records) and its `--emit` file, if any.
+fn bench_output(emit: Option<&Path>) -> anyhow::Result<(icicle_core::gmeta::PrimaryEncoder, Option<std::io::BufWriter<std::fs::File>>)> {
+    let policy = std::sync::Arc::new(icicle_core::gmeta::RecordPolicy {
+        visible_to: vec![icicle_core::gmeta::VisibleTo::Public],
+        fallback: vec![],
+        principals: std::sync::Arc::new(icicle_core::gmeta::PrincipalMap::default()),
+        version: "bench".into(),
+    });
+    let out = emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
+    Ok((icicle_core::gmeta::PrimaryEncoder::new(policy), out))
+}
+
 /// One emitted operation of a monitor bench: an update is encoded (counted in `n` and
 /// `bytes`), a delete counted in `n`; with `--emit`, both are written as a JSON line.
 fn emit_op(
@@ -466,14 +478,7 @@ fn emit_op(
 pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
     use icicle_plugins_gpfs::state::NoWalk;
     use icicle_plugins_gpfs::{GpfsEvent, GpfsState, Op, Ops};
-    let policy = std::sync::Arc::new(icicle_core::gmeta::RecordPolicy {
-        visible_to: vec![icicle_core::gmeta::VisibleTo::Public],
-        fallback: vec![],
-        principals: std::sync::Arc::new(icicle_core::gmeta::PrincipalMap::default()),
-        version: "bench".into(),
-    });
-    let mut enc = icicle_core::gmeta::PrimaryEncoder::new(policy);
-    let mut out = emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
+    let (mut enc, mut out) = bench_output(emit)?;
     let cpu0 = cpu_seconds();
     let t = Instant::now();
     let map = icicle_core::text::map_file(input)?;
@@ -554,14 +559,7 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
     let map = icicle_core::text::map_file(input)?;
     let text = map.as_deref().map(std::str::from_utf8).transpose().with_context(|| format!("{} is not UTF-8", input.display()))?.unwrap_or("");
     resolver.stream = text;
-    let policy = std::sync::Arc::new(icicle_core::gmeta::RecordPolicy {
-        visible_to: vec![icicle_core::gmeta::VisibleTo::Public],
-        fallback: vec![],
-        principals: std::sync::Arc::new(icicle_core::gmeta::PrincipalMap::default()),
-        version: "bench".into(),
-    });
-    let mut enc = icicle_core::gmeta::PrimaryEncoder::new(policy);
-    let mut out = emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
+    let (mut enc, mut out) = bench_output(emit)?;
     let filter_bits: u32 = ["OPEN", "NOPEN", "GXATR", "MARK"].iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
     let mut tree = DirectoryTree::new(0);
     let (mut records, mut rejects, mut filtered, mut updates, mut deletes, mut bytes) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);

@@ -69,17 +69,7 @@ impl Progress for TerminalProgress {
     }
 }
 
-fn human(n: f64) -> String {
-    if n >= 1e9 {
-        format!("{:.2} G", n / 1e9)
-    } else if n >= 1e6 {
-        format!("{:.2} M", n / 1e6)
-    } else if n >= 1e3 {
-        format!("{:.1} k", n / 1e3)
-    } else {
-        format!("{n:.0}")
-    }
-}
+use dashboard::human;
 
 /// The final summary table of a snapshot run.
 pub fn summary_table(s: &SnapshotSummary) -> String {

@@ -193,8 +193,9 @@ pub struct BatchReport<'a> {
     pub batches: u64,
     pub batch_size: usize,
     pub batch_seconds: f64,
-    /// Objects held by the state.
+    /// Objects held by the state, and their approximate heap bytes.
     pub state_entries: usize,
+    pub state_bytes: usize,
     /// State counters by name (evictions, fid2path_calls, ...).
     pub state_counts: &'a [(&'static str, u64)],
 }
@@ -215,6 +216,7 @@ pub fn record_batch(r: &BatchReport<'_>) {
     m.set("icicle_batch_size", "Records in the last batch.", &c, r.batch_size as f64);
     m.set("icicle_batch_seconds", "Processing and delivery time of the last batch.", &c, r.batch_seconds);
     m.set("icicle_state_entries", "Objects held by the monitor's state.", &c, r.state_entries as f64);
+    m.set("icicle_state_bytes", "Approximate heap bytes of the monitor's state.", &c, r.state_bytes as f64);
     for (what, n) in r.state_counts {
         m.set_counter("icicle_state_events_total", "State events (evictions, fid2path calls, ...).", &[("component", r.component), ("event", what)], *n as f64);
     }

@@ -284,6 +284,7 @@ fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
             vec![
                 c.clone(),
                 human(s.sum("icicle_state_entries", &l)),
+                format!("{}B", human(s.sum("icicle_state_bytes", &l))),
                 ev("evictions"),
                 ev("fid2path_calls"),
                 ev("moved_descendants"),
@@ -294,9 +295,9 @@ fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
             ]
         })
         .collect();
-    let w = [Constraint::Length(14), Constraint::Length(10), Constraint::Length(10), Constraint::Length(10), Constraint::Length(10), Constraint::Length(9), Constraint::Length(7), Constraint::Length(10), Constraint::Length(10)];
+    let w = [Constraint::Length(10), Constraint::Length(9), Constraint::Length(10), Constraint::Length(10), Constraint::Length(9), Constraint::Length(8), Constraint::Length(8), Constraint::Length(6), Constraint::Length(10), Constraint::Length(10)];
     let [t, m] = area.layout(&Layout::vertical([Constraint::Min(4), Constraint::Length(3)]));
-    f.render_widget(table(&["source", "entries", "evictions", "fid2path", "moved", "pending", "queue", "coalesced", "cancelled"], rows, &w, " state and memory "), t);
+    f.render_widget(table(&["source", "entries", "bytes", "evictions", "fid2path", "moved", "pending", "queue", "coalesced", "cancelled"], rows, &w, " state and memory "), t);
     let rss = s.sum("icicle_process_resident_bytes", &[]);
     f.render_widget(Paragraph::new(format!("process resident memory {}B", human(rss))).block(Block::bordered()), m);
 }

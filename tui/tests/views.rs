@@ -35,6 +35,8 @@ fn fixed(t: f64, k: f64) -> MetricsSnapshot {
             series("icicle_reduce_total", c, &[("component", "mdt0"), ("outcome", "cancelled")], 8_000.0 * k),
             series("icicle_state_entries", g, &[("component", "mdt0")], 123_456.0),
             series("icicle_state_entries", g, &[("component", "fset1")], 7_890.0),
+            series("icicle_state_bytes", g, &[("component", "mdt0")], 16_000_000.0),
+            series("icicle_state_bytes", g, &[("component", "fset1")], 1_500_000.0),
             series("icicle_state_events_total", c, &[("component", "mdt0"), ("event", "evictions")], 12.0),
             series("icicle_state_events_total", c, &[("component", "mdt0"), ("event", "fid2path_calls")], 34.0),
             series("icicle_queue_depth", g, &[("component", "fset1")], 17.0),

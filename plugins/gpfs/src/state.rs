@@ -120,6 +120,8 @@ pub struct GpfsState {
     pending: Vec<PendingMove>,
     /// Paths that came into being since the last emit (not in the index yet).
     born: HashSet<String, Fast>,
+    /// Bytes of path text held (objects and the inode index).
+    path_bytes: usize,
     /// A rename half waits this many batch boundaries for its pair.
     pub pair_batches: u32,
     pub counts: GpfsCounts,
@@ -139,8 +141,7 @@ impl GpfsState {
     pub fn restore(cp: Checkpoint, pair_batches: u32) -> GpfsState {
         let mut s = GpfsState::new(pair_batches);
         for (p, m) in cp.objects {
-            s.links.entry(m.inode).or_default().push(p.clone());
-            s.objects.insert(p, m);
+            s.know(&p, m);
         }
         s.pending = cp.pending;
         s
@@ -149,6 +150,12 @@ impl GpfsState {
     /// The state to persist.
     pub fn checkpoint(&self) -> Checkpoint {
         Checkpoint { objects: self.objects.iter().map(|(p, m)| (p.clone(), *m)).collect(), pending: self.pending.clone() }
+    }
+
+    /// Approximate heap bytes: path text twice (object map and inode index) plus per-entry
+    /// map overhead and metadata.
+    pub fn approx_bytes(&self) -> usize {
+        2 * self.path_bytes + self.objects.len() * (std::mem::size_of::<Meta>() + std::mem::size_of::<String>() * 2 + 64)
     }
 
     /// Objects known.
@@ -179,6 +186,7 @@ impl GpfsState {
 
     fn forget(&mut self, path: &str) -> Option<Meta> {
         let m = self.objects.remove(path)?;
+        self.path_bytes = self.path_bytes.saturating_sub(path.len());
         if let Some(v) = self.links.get_mut(&m.inode) {
             v.retain(|p| p != path);
             if v.is_empty() {
@@ -195,7 +203,11 @@ impl GpfsState {
                 return;
             }
         }
-        if let Some(old) = self.objects.insert(path.to_string(), meta) {
+        let old = self.objects.insert(path.to_string(), meta);
+        if old.is_none() {
+            self.path_bytes += path.len();
+        }
+        if let Some(old) = old {
             if old.inode == meta.inode {
                 return;
             }

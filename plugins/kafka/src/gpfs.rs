@@ -419,6 +419,7 @@ impl GpfsSource {
             batch_size: batch.len(),
             batch_seconds: started.elapsed().as_secs_f64(),
             state_entries: state.len(),
+            state_bytes: state.approx_bytes(),
             state_counts: &[("moved_descendants", c.moved_descendants), ("pending_moves", state.pending().len() as u64)],
         });
         let m = icicle_core::metrics::Metrics::global();

@@ -441,6 +441,7 @@ impl LustreSource {
             batch_size,
             batch_seconds: started.elapsed().as_secs_f64(),
             state_entries: tree.len(),
+            state_bytes: tree.approx_bytes(),
             state_counts: &[("evictions", t.evictions), ("fid2path_calls", t.fid2path_calls), ("fid2path_failures", t.fid2path_failures), ("vanished", counts.vanished)],
         });
         let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];

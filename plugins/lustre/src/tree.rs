@@ -150,6 +150,12 @@ impl DirectoryTree {
         self.nodes.len()
     }
 
+    /// Approximate heap bytes of the entries: key, node and the LRU's links and hash slot per
+    /// entry, plus a name's allocation (names are shared `Arc<str>`s; 32 bytes assumed).
+    pub fn approx_bytes(&self) -> usize {
+        self.nodes.len() * (std::mem::size_of::<Fid>() + std::mem::size_of::<Node>() + 48 + 32)
+    }
+
     /// Whether the tree is empty.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()

@@ -4,7 +4,7 @@ mod bench;
 mod compare;
 mod pipeline;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -253,7 +253,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 anyhow::Ok(serde_json::Value::Object(reports))
             }))??;
             if json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
+                let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&reports)?);
             } else {
                 eprintln!("{}", serde_json::to_string_pretty(&reports)?);
             }
@@ -264,7 +264,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             init_logging(&cfg.app.log.level);
             let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             let table = compare::run(&cfg, &out, &names)?;
-            println!("{table}");
+            // A closed pipe (`| head`) is the reader's choice, not a failure.
+            let _ = writeln!(std::io::stdout(), "{table}");
             eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png", out.display());
             Ok(ExitCode::SUCCESS)
         }

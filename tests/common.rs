@@ -132,3 +132,20 @@ pub fn compare(index: &BTreeMap<String, Value>, fresh: &BTreeMap<String, Value>)
     (missing, extra, differ)
 }
 
+/// The workload seed: `ICICLE_TEST_SEED` explores other workloads locally; CI runs seed 7.
+pub fn test_seed() -> u64 {
+    std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7)
+}
+
+/// `files` objects that predate monitoring under `tmp/fs` (journal `tmp/lfs/changelog`), and
+/// the index a snapshot of them gives (written to `tmp/before`): where every monitor test
+/// starts. Returns (root, journal, index).
+pub fn preexisting_fs(tmp: &Path, files: usize, seed: u64) -> (PathBuf, PathBuf, BTreeMap<String, Value>) {
+    let root = tmp.join("fs");
+    let journal = tmp.join("lfs/changelog");
+    let mut w = icicle_testkit::lustre::Workload::open(&root, &journal, seed).unwrap();
+    w.preexisting(files).unwrap();
+    drop(w);
+    let index = walk_snapshot(tmp, &root, "before");
+    (root, journal, index)
+}

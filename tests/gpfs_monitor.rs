@@ -63,12 +63,7 @@ fn gpfs_config(tmp: &Path, root: &Path, topic: &str, out: &Path, batch: usize, e
 
 /// Objects before monitoring, a snapshot of them, then the workload with its events.
 fn prepare(tmp: &Path, kind: Kind, ops: usize, seed: u64) -> (PathBuf, PathBuf, std::collections::BTreeMap<String, Value>) {
-    let root = tmp.join("fs");
-    let journal = tmp.join("lfs/changelog");
-    let mut w = Workload::open(&root, &journal, seed).unwrap();
-    w.preexisting(60).unwrap();
-    drop(w);
-    let index = walk_snapshot(tmp, &root, "before");
+    let (root, journal, index) = preexisting_fs(tmp, 60, seed);
     let events = tmp.join("events.jsonl");
     let mut w = Workload::open(&root, &journal, seed).unwrap();
     w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
@@ -97,7 +92,7 @@ fn assert_matches_fresh_snapshot(tmp: &Path, root: &Path, mut index: std::collec
 }
 
 fn ground_truth(kind: Kind, ops: usize, partitions: i32, consumers: usize) {
-    let seed: u64 = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let seed = test_seed();
     let tmp = tempfile::tempdir().unwrap();
     let (root, events, index) = prepare(tmp.path(), kind, ops, seed);
     let t = topic(&format!("gt-{kind:?}").to_lowercase());
@@ -166,14 +161,9 @@ fn malformed_messages_are_rejected_with_their_position_and_the_rest_goes_on() {
 
 #[test]
 fn a_consumer_killed_mid_stream_loses_nothing() {
-    let seed: u64 = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let seed = test_seed();
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("fs");
-    let journal = tmp.path().join("lfs/changelog");
-    let mut w = Workload::open(&root, &journal, seed).unwrap();
-    w.preexisting(40).unwrap();
-    drop(w);
-    let index = walk_snapshot(tmp.path(), &root, "before");
+    let (root, journal, index) = preexisting_fs(tmp.path(), 40, seed);
     let events = tmp.path().join("events.jsonl");
     let t = topic("kill");
     let out = tmp.path().join("out");

@@ -44,16 +44,10 @@ fn monitor_config(tmp: &Path, root: &Path, journal: &Path, out: &Path, batch: us
 }
 
 fn ground_truth(kind: Kind, ops: usize, lru: usize) {
-    // ICICLE_TEST_SEED explores other workloads locally; CI runs the fixed seed.
-    let seed: u64 = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let seed = test_seed();
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("fs");
-    let journal = tmp.path().join("lfs/changelog");
-    let mut w = Workload::open(&root, &journal, seed).unwrap();
-    w.preexisting(60).unwrap();
-    drop(w);
     // The index starts from a snapshot taken before monitoring.
-    let mut index = walk_snapshot(tmp.path(), &root, "before");
+    let (root, journal, mut index) = preexisting_fs(tmp.path(), 60, seed);
     let mut w = Workload::open(&root, &journal, seed).unwrap();
     w.run(kind, ops, "/work").unwrap();
     if kind == Kind::Mixed {
@@ -112,14 +106,9 @@ fn mixed_ground_truth_with_a_tiny_lru() {
 
 #[test]
 fn a_monitor_killed_at_random_points_loses_nothing() {
-    let seed: u64 = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let seed = test_seed();
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("fs");
-    let journal = tmp.path().join("lfs/changelog");
-    let mut w = Workload::open(&root, &journal, seed).unwrap();
-    w.preexisting(40).unwrap();
-    drop(w);
-    let mut index = walk_snapshot(tmp.path(), &root, "before");
+    let (root, journal, mut index) = preexisting_fs(tmp.path(), 40, seed);
     let out = tmp.path().join("monitor-out");
     let cfg = monitor_config(tmp.path(), &root, &journal, &out, 15, 0);
     let text = std::fs::read_to_string(&cfg).unwrap().replace("\"--delay-ms\", \"0\"", "\"--delay-ms\", \"2\"");

@@ -149,3 +149,23 @@ pub fn preexisting_fs(tmp: &Path, files: usize, seed: u64) -> (PathBuf, PathBuf,
     let index = walk_snapshot(tmp, &root, "before");
     (root, journal, index)
 }
+
+/// How many times the crash tests kill the monitor (`ICICLE_TEST_KILLS`, default 6).
+pub fn test_kills() -> u32 {
+    std::env::var("ICICLE_TEST_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(6)
+}
+
+/// Start `icicle monitor -c cfg`, let it work for `min_ms` plus a random part of `spread_ms`
+/// (from the generator state `rng`), then SIGKILL it: no chance to clean up.
+pub fn run_monitor_then_kill(cfg: &Path, rng: &mut u64, min_ms: u64, spread_ms: u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "-c", cfg.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    *rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    std::thread::sleep(std::time::Duration::from_millis(min_ms + (*rng >> 33) % spread_ms));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -170,7 +170,7 @@ fn a_consumer_killed_mid_stream_loses_nothing() {
     let cfg = gpfs_config(tmp.path(), &root, &t, &out, 15, "");
     let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
     let mut produced = 0usize;
-    let rounds: u32 = std::env::var("ICICLE_TEST_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(6);
+    let rounds = test_kills();
     for round in 0..rounds {
         // More of the workload arrives while the monitor runs; it is killed at a random point.
         let mut w = Workload::open(&root, &journal, seed).unwrap();
@@ -178,16 +178,7 @@ fn a_consumer_killed_mid_stream_loses_nothing() {
         w.run(if round % 2 == 0 { Kind::Mixed } else { Kind::EvalOut }, 120, "/work").unwrap();
         drop(w);
         produced += produce_events(&events, produced, &t, 1, vec![]);
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
-            .args(["monitor", "-c", cfg.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        std::thread::sleep(std::time::Duration::from_millis(300 + (x >> 33) % 1200));
-        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-        let _ = child.wait();
+        run_monitor_then_kill(&cfg, &mut x, 300, 1200);
     }
     let r = monitor_drain(&cfg);
     assert_eq!(r["rejects"], 0, "{r}");

@@ -123,20 +123,9 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
     }
     drop(w);
     let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-    let mut kills = 0;
-    let max_kills: u32 = std::env::var("ICICLE_TEST_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(6);
-    while kills < max_kills {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
-            .args(["monitor", "-c", cfg.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        std::thread::sleep(std::time::Duration::from_millis(20 + (x >> 33) % 250));
-        child.kill().unwrap(); // SIGKILL: no chance to clean up
-        child.wait().unwrap();
-        kills += 1;
+    let kills = test_kills();
+    for _ in 0..kills {
+        run_monitor_then_kill(&cfg, &mut x, 20, 250);
     }
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");

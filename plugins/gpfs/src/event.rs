@@ -74,6 +74,8 @@ enum Field<'a> {
     Absent,
     Null,
     Num(&'a str),
+    /// A number from the full parser.
+    NumOwned(String),
     Str(std::borrow::Cow<'a, str>),
     Other(String),
 }
@@ -84,6 +86,7 @@ impl std::fmt::Display for Field<'_> {
             Field::Absent => f.write_str("absent"),
             Field::Null => f.write_str("null"),
             Field::Num(n) => f.write_str(n),
+            Field::NumOwned(n) => f.write_str(n),
             Field::Str(s) => f.write_str(s),
             Field::Other(o) => f.write_str(o),
         }
@@ -231,17 +234,11 @@ impl<'a> Fields<'a> {
             if let Some(x) = v.get(k) {
                 let field = match x {
                     Value::Null => Field::Null,
-                    Value::Number(n) => Field::Other(n.to_string()),
+                    Value::Number(n) => Field::NumOwned(n.to_string()),
                     Value::String(s) => Field::Str(std::borrow::Cow::Owned(s.clone())),
                     other => Field::Other(other.to_string()),
                 };
                 f.set(k.as_bytes(), field);
-            }
-        }
-        // Numbers were rendered to text above: read them back as numbers.
-        for (i, k) in KEYS.iter().enumerate() {
-            if let (Some(Field::Other(t)), Some(Value::Number(_))) = (&f.0[i], v.get(*k)) {
-                f.0[i] = Some(Field::Str(std::borrow::Cow::Owned(format!("#{t}"))));
             }
         }
         Ok(f)
@@ -292,11 +289,12 @@ fn continue_after_value(b: &[u8], i: &mut usize) -> Option<bool> {
     }
 }
 
-/// A number's text: `Num` as is, `Str` holding digits, or the slow path's `#`-marked number.
+/// A number's text: a JSON number, or a string holding one.
 fn number_text<'b>(v: &'b Field<'_>) -> Option<&'b str> {
     match v {
         Field::Num(n) => Some(n),
-        Field::Str(s) => Some(s.strip_prefix('#').unwrap_or(s).trim()),
+        Field::NumOwned(n) => Some(n),
+        Field::Str(s) => Some(s.trim()),
         _ => None,
     }
 }
@@ -340,8 +338,10 @@ fn time(v: &Field<'_>, what: &str) -> Result<i64, String> {
 fn permissions(v: &Field<'_>) -> Result<Option<u32>, String> {
     match v {
         Field::Absent | Field::Null => Ok(None),
-        Field::Num(n) => n.parse::<u32>().map(Some).map_err(|_| format!("permissions `{n}` out of range")),
-        Field::Str(s) if s.starts_with('#') => s[1..].parse::<u32>().map(Some).map_err(|_| format!("permissions `{}` out of range", &s[1..])),
+        Field::Num(_) | Field::NumOwned(_) => {
+            let n = number_text(v).unwrap_or("");
+            n.parse::<u32>().map(Some).map_err(|_| format!("permissions `{n}` out of range"))
+        }
         Field::Str(s) => {
             let t = s.trim();
             let t = t.strip_prefix("0o").unwrap_or(t);
@@ -353,7 +353,7 @@ fn permissions(v: &Field<'_>) -> Result<Option<u32>, String> {
 
 fn text<'b>(v: &'b Field<'_>) -> Option<&'b str> {
     match v {
-        Field::Str(s) if !s.starts_with('#') => Some(s),
+        Field::Str(s) => Some(s),
         _ => None,
     }
 }

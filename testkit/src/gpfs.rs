@@ -115,7 +115,18 @@ impl GpfsJournal {
                 let cookie = self.next_cookie;
                 self.next_cookie += 1;
                 self.write(EventKind::MovedFrom, &old, m, cookie, None)?;
-                self.write(EventKind::MovedTo, &new, m, cookie, None)
+                self.write(EventKind::MovedTo, &new, m, cookie, None)?;
+                // A replaced file that keeps other links lost one: their link count and ctime
+                // changed (as for an unlink).
+                if !rec.target.is_zero() {
+                    if let Some(obj) = ns.by_fid.get(&rec.target) {
+                        for other in obj.paths.iter().filter(|o| **o != new && **o != old).cloned().collect::<Vec<_>>() {
+                            let m = self.meta(&other, rec.target, false);
+                            self.write(EventKind::Modified, &other, m, 0, Some("IN_ATTRIB"))?;
+                        }
+                    }
+                }
+                Ok(())
             }
             Open => {
                 let Some(p) = path_of(&rec.target) else { return Ok(()) };

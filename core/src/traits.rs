@@ -205,6 +205,17 @@ pub trait SketchFactory: Send + Sync {
 pub trait Sink: Send {
     /// Deliver one batch. `Ok` means durably delivered: the runtime may acknowledge it.
     async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError>;
+    /// What the last successful [`Sink::deliver`] produced that an audit trail should record
+    /// (Globus: `{"task_ids": [...], "index_id": ...}`; Kafka: `{"topic": ..., "offsets": [...]}`).
+    /// `None` when there is nothing worth recording.
+    fn receipt(&self) -> Option<serde_json::Value> {
+        None
+    }
+    /// Called once every sink has delivered `batch`, with every sink's receipt (sink id,
+    /// receipt). An `Err` fails the delivery: nothing is acknowledged upstream.
+    async fn delivered(&mut self, _batch: &DocumentBatch, _receipts: &[(String, serde_json::Value)]) -> Result<(), SinkError> {
+        Ok(())
+    }
     /// Flush and release resources at the end of a run.
     async fn close(&mut self) -> Result<(), SinkError> {
         Ok(())

@@ -4,7 +4,9 @@
 //!
 //! Values: `{"op":"upsert","entry":<GMetaEntry>}` and `{"op":"delete","subject":"..."}`; the
 //! header `icicle-op` says the same. With `audit_topic`, one record per delivered batch (kind,
-//! count, bytes, first and last subject, the partitions and offsets written).
+//! count, bytes, first and last subject, the partitions and offsets written), written once
+//! every sink has the batch, with every sink's receipt (`receipts`: sink id → receipt, e.g.
+//! the Globus sink's task ids).
 
 use std::time::Duration;
 
@@ -54,7 +56,7 @@ impl SinkConfig for KafkaSinkConfig {
         cc.set_if_absent("compression.type", "lz4");
         cc.set_if_absent("linger.ms", "5");
         let producer: FutureProducer = cc.create().map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {e}")))?;
-        Ok(Box::new(KafkaSink { id: ctx.id.clone(), producer, topic: self.topic, audit_topic: self.audit_topic, timeout: Duration::from_secs_f64(self.timeout_secs), batches: 0 }))
+        Ok(Box::new(KafkaSink { id: ctx.id.clone(), producer, topic: self.topic, audit_topic: self.audit_topic, timeout: Duration::from_secs_f64(self.timeout_secs), batches: 0, last: None }))
     }
 }
 
@@ -78,6 +80,18 @@ pub struct KafkaSink {
     audit_topic: Option<String>,
     timeout: Duration,
     batches: u64,
+    /// What the last delivery wrote, for its receipt and audit record.
+    last: Option<Delivered>,
+}
+
+/// One delivered batch, as its audit record describes it.
+struct Delivered {
+    kind: &'static str,
+    count: usize,
+    bytes: usize,
+    first_subject: Option<String>,
+    last_subject: Option<String>,
+    offsets: Vec<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +135,7 @@ impl KafkaSink {
 #[async_trait]
 impl Sink for KafkaSink {
     async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
+        self.last = None;
         let msgs = messages(batch).map_err(|e| self.error(e, Retry::NoRetry))?;
         if msgs.is_empty() {
             return Ok(());
@@ -144,24 +159,44 @@ impl Sink for KafkaSink {
             }
         }
         self.batches += 1;
-        if let Some(audit) = &self.audit_topic {
-            let kind = match batch {
-                DocumentBatch::Ingest(_) => "ingest",
-                DocumentBatch::Delete(_) => "delete",
-            };
-            let rec = serde_json::json!({
-                "sink": self.id, "batch": self.batches, "kind": kind, "count": msgs.len(), "bytes": bytes,
-                "first_subject": msgs.first().map(|m| &m.0), "last_subject": msgs.last().map(|m| &m.0),
-                "topic": self.topic, "offsets": written.iter().map(|(p, (a, b))| serde_json::json!({"partition": p, "first": a, "last": b})).collect::<Vec<_>>(),
-                "time": icicle_core::time::iso8601(icicle_core::time::now_epoch()),
-            })
-            .to_string();
-            let key = format!("{}-{}", self.id, self.batches);
-            self.producer
-                .send(FutureRecord::to(audit).key(key.as_bytes()).payload(rec.as_bytes()), timeout)
-                .await
-                .map_err(|(e, _)| self.error(format!("audit record to `{audit}` failed: {e}"), Retry::WithBackoff))?;
-        }
+        let kind = match batch {
+            DocumentBatch::Ingest(_) => "ingest",
+            DocumentBatch::Delete(_) => "delete",
+        };
+        self.last = Some(Delivered {
+            kind,
+            count: msgs.len(),
+            bytes,
+            first_subject: msgs.first().map(|m| m.0.clone()),
+            last_subject: msgs.last().map(|m| m.0.clone()),
+            offsets: written.iter().map(|(p, (a, b))| serde_json::json!({"partition": p, "first": a, "last": b})).collect(),
+        });
+        Ok(())
+    }
+
+    fn receipt(&self) -> Option<serde_json::Value> {
+        self.last.as_ref().map(|d| serde_json::json!({"topic": self.topic, "offsets": d.offsets}))
+    }
+
+    /// The audit record goes out once every sink has the batch, so it carries every sink's
+    /// receipt (e.g. the Globus sink's task ids).
+    async fn delivered(&mut self, _batch: &DocumentBatch, receipts: &[(String, serde_json::Value)]) -> Result<(), SinkError> {
+        let (Some(audit), Some(d)) = (&self.audit_topic, self.last.take()) else {
+            return Ok(());
+        };
+        let rec = serde_json::json!({
+            "sink": self.id, "batch": self.batches, "kind": d.kind, "count": d.count, "bytes": d.bytes,
+            "first_subject": d.first_subject, "last_subject": d.last_subject,
+            "topic": self.topic, "offsets": d.offsets,
+            "receipts": receipts.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<serde_json::Map<String, serde_json::Value>>(),
+            "time": icicle_core::time::iso8601(icicle_core::time::now_epoch()),
+        })
+        .to_string();
+        let key = format!("{}-{}", self.id, self.batches);
+        self.producer
+            .send(FutureRecord::to(audit.as_str()).key(key.as_bytes()).payload(rec.as_bytes()), Timeout::After(self.timeout))
+            .await
+            .map_err(|(e, _)| self.error(format!("audit record to `{audit}` failed: {e}"), Retry::WithBackoff))?;
         Ok(())
     }
 

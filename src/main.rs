@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use icicle_core::registry;
 
 // Link the plugin crates so their `inventory` registrations are present.
+use icicle_plugins_globus as _;
 use icicle_plugins_kafka as _;
 use icicle_plugins_lustre as _;
 use icicle_plugins_sinks as _;

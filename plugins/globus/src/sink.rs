@@ -1,0 +1,946 @@
+//! The `globus` sink: configuration, authentication, the retrying HTTP client and task waiting.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use icicle_core::batch::{delete_batches, delete_body, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use icicle_core::error::{Retry, SinkError};
+use icicle_core::metrics::Metrics;
+use icicle_core::registry::{BuildContext, SinkConfig};
+use icicle_core::traits::Sink;
+use icicle_core::ConfigError;
+use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Globus Search's HTTP request size limit ("10MB"), read as 10,000,000 bytes (the stricter
+/// reading); larger batches are split into several requests.
+pub const MAX_REQUEST_BYTES: usize = 10_000_000;
+
+/// The default Globus Search API.
+pub const DEFAULT_BASE_URL: &str = "https://search.api.globus.org";
+/// The default Globus Auth token endpoint.
+pub const DEFAULT_AUTH_URL: &str = "https://auth.globus.org/v2/oauth2/token";
+/// The scope client credentials ask for.
+pub const DEFAULT_SCOPE: &str = "urn:globus:auth:scope:search.api.globus.org:all";
+
+/// `[sinks.<id>] type = "globus"`. Holds only where secrets come from, never a secret.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GlobusSinkConfig {
+    /// The Globus Search index (a UUID).
+    pub index_id: String,
+    /// The Search API (default `https://search.api.globus.org`).
+    #[serde(default = "default_base_url")]
+    pub base_url: String,
+    /// A static bearer token from this environment variable...
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// ...or from this file (first line).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Or client credentials: the confidential client's id...
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// ...and its secret from this environment variable...
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// ...or from this file (first line).
+    #[serde(default)]
+    pub client_secret_file: Option<PathBuf>,
+    /// The Globus Auth token endpoint.
+    #[serde(default = "default_auth_url")]
+    pub auth_url: String,
+    /// The scope requested with client credentials.
+    #[serde(default = "default_scope")]
+    pub scope: String,
+    /// Retries of one request (connection errors, 429, 5xx) before the delivery fails.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// The first backoff, doubled on every retry...
+    #[serde(default = "default_retry_initial_ms")]
+    pub retry_initial_ms: u64,
+    /// ...up to this.
+    #[serde(default = "default_retry_max_ms")]
+    pub retry_max_ms: u64,
+    /// Timeout of one HTTP request.
+    #[serde(default = "default_timeout_secs")]
+    pub timeout_secs: f64,
+    /// Return from a delivery only once its tasks are `SUCCESS` (acknowledge only after publication).
+    #[serde(default = "yes")]
+    pub wait_for_tasks: bool,
+    /// Interval between task polls.
+    #[serde(default = "default_task_poll_ms")]
+    pub task_poll_ms: u64,
+    /// A task not finished after this long fails the delivery.
+    #[serde(default = "default_task_timeout_secs")]
+    pub task_timeout_secs: f64,
+}
+
+fn default_base_url() -> String {
+    DEFAULT_BASE_URL.into()
+}
+fn default_auth_url() -> String {
+    DEFAULT_AUTH_URL.into()
+}
+fn default_scope() -> String {
+    DEFAULT_SCOPE.into()
+}
+fn default_max_retries() -> u32 {
+    8
+}
+fn default_retry_initial_ms() -> u64 {
+    500
+}
+fn default_retry_max_ms() -> u64 {
+    30_000
+}
+fn default_timeout_secs() -> f64 {
+    60.0
+}
+fn yes() -> bool {
+    true
+}
+fn default_task_poll_ms() -> u64 {
+    500
+}
+fn default_task_timeout_secs() -> f64 {
+    600.0
+}
+
+impl GlobusSinkConfig {
+    /// A configuration for `index_id` with every default and no authentication chosen yet.
+    pub fn new(index_id: &str) -> GlobusSinkConfig {
+        GlobusSinkConfig {
+            index_id: index_id.into(),
+            base_url: default_base_url(),
+            token_env: None,
+            token_file: None,
+            client_id: None,
+            client_secret_env: None,
+            client_secret_file: None,
+            auth_url: default_auth_url(),
+            scope: default_scope(),
+            max_retries: default_max_retries(),
+            retry_initial_ms: default_retry_initial_ms(),
+            retry_max_ms: default_retry_max_ms(),
+            timeout_secs: default_timeout_secs(),
+            wait_for_tasks: true,
+            task_poll_ms: default_task_poll_ms(),
+            task_timeout_secs: default_task_timeout_secs(),
+        }
+    }
+
+    /// Validate, read the secret, and make the sink `id`. Errors name the key (through
+    /// `invalid`, which gets the key relative to the section and a reason) and never the secret.
+    pub fn connect_with(self, id: &str, invalid: impl Fn(&str, String) -> ConfigError) -> Result<GlobusSink, ConfigError> {
+        if !is_uuid(&self.index_id) {
+            return Err(invalid("index_id", format!("`{}` is not a Globus Search index id (a UUID such as 4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00)", self.index_id)));
+        }
+        let base_url = check_url(&self.base_url).map_err(|e| invalid("base_url", e))?;
+        let auth = match (&self.token_env, &self.token_file, &self.client_id) {
+            (Some(_), Some(_), _) => return Err(invalid("token_env", "give either token_env or token_file, not both".into())),
+            (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
+                return Err(invalid("client_id", "give either a static token (token_env / token_file) or client credentials (client_id), not both".into()))
+            }
+            (Some(var), None, None) => Auth::Static(Secret(read_env(var).map_err(|e| invalid("token_env", e))?)),
+            (None, Some(f), None) => Auth::Static(Secret(read_file(f).map_err(|e| invalid("token_file", e))?)),
+            (None, None, Some(client_id)) => {
+                if client_id.trim().is_empty() {
+                    return Err(invalid("client_id", "must not be empty".into()));
+                }
+                let secret = match (&self.client_secret_env, &self.client_secret_file) {
+                    (Some(_), Some(_)) => return Err(invalid("client_secret_env", "give either client_secret_env or client_secret_file, not both".into())),
+                    (Some(var), None) => read_env(var).map_err(|e| invalid("client_secret_env", e))?,
+                    (None, Some(f)) => read_file(f).map_err(|e| invalid("client_secret_file", e))?,
+                    (None, None) => return Err(invalid("client_secret_env", "client credentials need client_secret_env or client_secret_file".into())),
+                };
+                let auth_url = check_url(&self.auth_url).map_err(|e| invalid("auth_url", e))?;
+                if self.scope.trim().is_empty() {
+                    return Err(invalid("scope", "must not be empty".into()));
+                }
+                Auth::Client { client_id: client_id.clone(), secret: Secret(secret), auth_url, scope: self.scope.clone(), token: None }
+            }
+            (None, None, None) => {
+                return Err(invalid("token_env", "give a static token (token_env or token_file) or client credentials (client_id with client_secret_env or client_secret_file)".into()))
+            }
+        };
+        if !matches!(auth, Auth::Client { .. }) && (self.client_secret_env.is_some() || self.client_secret_file.is_some()) {
+            return Err(invalid("client_secret_env", "a client secret needs client_id".into()));
+        }
+        if self.retry_initial_ms == 0 {
+            return Err(invalid("retry_initial_ms", "must be positive".into()));
+        }
+        if self.retry_max_ms < self.retry_initial_ms {
+            return Err(invalid("retry_max_ms", "must be at least retry_initial_ms".into()));
+        }
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(self.timeout_secs) {
+            return Err(invalid("timeout_secs", "must be positive".into()));
+        }
+        if self.task_poll_ms == 0 {
+            return Err(invalid("task_poll_ms", "must be positive".into()));
+        }
+        if !positive(self.task_timeout_secs) {
+            return Err(invalid("task_timeout_secs", "must be positive".into()));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs_f64(self.timeout_secs))
+            .user_agent(concat!("icicle/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| invalid("base_url", format!("cannot create an HTTP client: {e}")))?;
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1) ^ u64::from(std::process::id()).rotate_left(32);
+        Ok(GlobusSink {
+            id: id.to_string(),
+            index_id: self.index_id,
+            base_url,
+            client,
+            auth,
+            retry: RetryPolicy { max_retries: self.max_retries, initial: Duration::from_millis(self.retry_initial_ms), max: Duration::from_millis(self.retry_max_ms) },
+            wait_for_tasks: self.wait_for_tasks,
+            task_poll: Duration::from_millis(self.task_poll_ms),
+            task_timeout: Duration::from_secs_f64(self.task_timeout_secs),
+            rng: seed | 1,
+            receipt: None,
+            stats: Stats::default(),
+        })
+    }
+}
+
+impl SinkConfig for GlobusSinkConfig {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        Ok(Box::new(self.connect_with(&ctx.id, |key, reason| ctx.invalid(key, reason))?))
+    }
+}
+
+/// Whether `s` is a UUID in its canonical 8-4-4-4-12 hexadecimal form.
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36 && s.char_indices().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { c == '-' } else { c.is_ascii_hexdigit() })
+}
+
+/// An `http(s)://host...` URL without credentials, without its trailing `/`.
+fn check_url(url: &str) -> Result<String, String> {
+    let u = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    if u.scheme() != "https" && u.scheme() != "http" {
+        return Err(format!("`{url}`: only http and https URLs"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err("credentials do not belong in the URL (use token_env, token_file or client credentials)".into());
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+fn read_env(var: &str) -> Result<String, String> {
+    let v = std::env::var(var).map_err(|_| format!("environment variable `{var}` is not set"))?;
+    let v = v.trim().to_string();
+    if v.is_empty() {
+        return Err(format!("environment variable `{var}` is empty"));
+    }
+    Ok(v)
+}
+
+fn read_file(path: &std::path::Path) -> Result<String, String> {
+    let s = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let v = s.lines().next().unwrap_or("").trim().to_string();
+    if v.is_empty() {
+        return Err(format!("`{}` is empty", path.display()));
+    }
+    Ok(v)
+}
+
+/// A secret (token, client secret) that never prints: `Debug` and `Display` show `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a secret value.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// How requests are authorized.
+enum Auth {
+    /// A bearer token given by the operator.
+    Static(Secret),
+    /// Globus Auth client credentials, with the current access token and when to refresh it.
+    Client { client_id: String, secret: Secret, auth_url: String, scope: String, token: Option<(Secret, Instant)> },
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::Static(_) => f.write_str("StaticToken(***)"),
+            Auth::Client { client_id, auth_url, scope, token, .. } => f
+                .debug_struct("ClientCredentials")
+                .field("client_id", client_id)
+                .field("auth_url", auth_url)
+                .field("scope", scope)
+                .field("has_token", &token.is_some())
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// Backoff for transient failures.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Retries before giving up.
+    pub max_retries: u32,
+    /// The first backoff.
+    pub initial: Duration,
+    /// The largest backoff (a longer `Retry-After` is still honoured).
+    pub max: Duration,
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `attempt` (0-based): `initial * 2^attempt` capped at `max`,
+    /// of which the upper half is random (`rand` in `[0, 1)`), and never less than the
+    /// server's `Retry-After`.
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>, rand: f64) -> Duration {
+        let exp = self.initial.saturating_mul(1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX)).min(self.max);
+        let jittered = exp / 2 + exp.mul_f64(rand.clamp(0.0, 1.0) / 2.0);
+        retry_after.map_or(jittered, |r| r.max(jittered))
+    }
+}
+
+/// Parse a `Retry-After` header given in seconds (an HTTP date is not used by Globus).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let s: f64 = v.trim().parse().ok()?;
+    (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(3600.0)))
+}
+
+/// What went wrong talking to Globus. Never carries a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum GlobusError {
+    /// The service answered with an error status.
+    #[error("{what}: HTTP {status}{}: {message}", code.as_deref().map(|c| format!(" {c}")).unwrap_or_default())]
+    Status {
+        /// The request (`ingest into index ...`).
+        what: String,
+        /// The HTTP status.
+        status: u16,
+        /// Globus's error code, when the body had one.
+        code: Option<String>,
+        /// The service's message.
+        message: String,
+        /// The `Retry-After` the service asked for.
+        retry_after: Option<Duration>,
+    },
+    /// The request did not get an answer (connection refused or reset, timeout).
+    #[error("{what}: {reason}")]
+    Connection {
+        /// The request.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// The answer was not what the API documents.
+    #[error("{what}: unexpected answer: {reason}")]
+    Protocol {
+        /// The request.
+        what: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A task ended `FAILED`.
+    #[error("task {task_id} on index {index_id} FAILED: {message}")]
+    TaskFailed {
+        /// The task.
+        task_id: String,
+        /// Its index.
+        index_id: String,
+        /// The task's message or state description.
+        message: String,
+    },
+    /// A task did not finish in time.
+    #[error("task {task_id} on index {index_id} still {state} after {secs:.0} s")]
+    TaskTimeout {
+        /// The task.
+        task_id: String,
+        /// Its index.
+        index_id: String,
+        /// Its last state.
+        state: String,
+        /// How long it was waited for.
+        secs: f64,
+    },
+    /// A transient failure outlasted every retry.
+    #[error("gave up after {retries} retries: {last}")]
+    GaveUp {
+        /// Retries made.
+        retries: u32,
+        /// The last failure.
+        last: Box<GlobusError>,
+    },
+    /// A batch could not be turned into requests.
+    #[error("{0}")]
+    Batch(String),
+}
+
+impl GlobusError {
+    /// Whether retrying the same request may help (connection errors, 429, 5xx).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            GlobusError::Connection { .. } => true,
+            GlobusError::Status { status, .. } => *status == 429 || *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// Whether the service refused the credentials.
+    pub fn is_unauthorized(&self) -> bool {
+        matches!(self, GlobusError::Status { status: 401, .. })
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            GlobusError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    fn reason_label(&self) -> &'static str {
+        match self {
+            GlobusError::Status { status: 429, .. } => "rate_limited",
+            GlobusError::Status { .. } => "server_error",
+            _ => "connection",
+        }
+    }
+
+    /// Whether retrying the whole delivery later may help.
+    fn retry_hint(&self) -> Retry {
+        match self {
+            GlobusError::GaveUp { .. } | GlobusError::Connection { .. } | GlobusError::TaskTimeout { .. } => Retry::WithBackoff,
+            e if e.is_transient() => Retry::WithBackoff,
+            _ => Retry::NoRetry,
+        }
+    }
+}
+
+/// The error message in a Globus (`{"code","message",...}`) or OAuth (`{"error",
+/// "error_description"}`) error body, or the start of the body.
+fn error_message(body: &[u8]) -> (Option<String>, String) {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        if let Some(m) = s("message") {
+            return (s("code"), m);
+        }
+        if let Some(e) = s("error") {
+            return (None, s("error_description").map(|d| format!("{e}: {d}")).unwrap_or(e));
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return (None, "(no message)".into());
+    }
+    (None, text.chars().take(300).collect())
+}
+
+/// `what` plus the error's sources.
+fn describe(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// `application/x-www-form-urlencoded` encoding of one value.
+fn form_encode(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => out.push(b as char),
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// Counters of one sink, logged when it closes.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stats {
+    requests: u64,
+    retries: u64,
+    tasks: u64,
+    token_fetches: u64,
+}
+
+/// The runtime Globus Search sink.
+pub struct GlobusSink {
+    id: String,
+    index_id: String,
+    base_url: String,
+    client: reqwest::Client,
+    auth: Auth,
+    retry: RetryPolicy,
+    wait_for_tasks: bool,
+    task_poll: Duration,
+    task_timeout: Duration,
+    rng: u64,
+    receipt: Option<Value>,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for GlobusSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlobusSink")
+            .field("id", &self.id)
+            .field("index_id", &self.index_id)
+            .field("base_url", &self.base_url)
+            .field("auth", &self.auth)
+            .field("retry", &self.retry)
+            .field("wait_for_tasks", &self.wait_for_tasks)
+            .field("task_poll", &self.task_poll)
+            .field("task_timeout", &self.task_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One request body of a batch.
+enum Request {
+    Ingest(Vec<u8>, usize),
+    Delete(Vec<u8>, usize),
+}
+
+impl GlobusSink {
+    /// The sink's component id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Requests sent, retries made, tasks waited for and tokens fetched so far.
+    pub fn counts(&self) -> (u64, u64, u64, u64) {
+        (self.stats.requests, self.stats.retries, self.stats.tasks, self.stats.token_fetches)
+    }
+
+    fn next_rand(&mut self) -> f64 {
+        // xorshift64*: jitter only, no need for more.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545F4914F6CDD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn sink_error(&self, e: GlobusError) -> SinkError {
+        SinkError::Remote { sink: self.id.clone(), reason: self.redact(e.to_string()), retry: e.retry_hint() }
+    }
+
+    /// Remove any secret that a remote message might have echoed.
+    fn redact(&self, mut s: String) -> String {
+        let mut secrets: Vec<&str> = Vec::new();
+        match &self.auth {
+            Auth::Static(t) => secrets.push(t.expose()),
+            Auth::Client { secret, token, .. } => {
+                secrets.push(secret.expose());
+                if let Some((t, _)) = token {
+                    secrets.push(t.expose());
+                }
+            }
+        }
+        for x in secrets {
+            if !x.is_empty() && s.contains(x) {
+                s = s.replace(x, "***");
+            }
+        }
+        s
+    }
+
+    /// The requests a batch becomes: at most [`MAX_REQUEST_BYTES`] each.
+    fn requests(batch: &DocumentBatch) -> Result<Vec<Request>, GlobusError> {
+        let mut out = Vec::new();
+        match batch {
+            DocumentBatch::Ingest(entries) if entries.document_bytes() <= MAX_REQUEST_BYTES => {
+                let mut body = Vec::with_capacity(entries.document_bytes());
+                entries.write_gingest(&mut body).map_err(|e| GlobusError::Batch(e.to_string()))?;
+                out.push(Request::Ingest(body, entries.len()));
+            }
+            DocumentBatch::Ingest(entries) => {
+                let mut batcher = Batcher::new(MAX_REQUEST_BYTES);
+                let (mut full, mut oversized) = (Vec::new(), Vec::new());
+                batcher.push_chunk(entries, &mut full, &mut oversized);
+                full.extend(batcher.flush());
+                if let Some(big) = oversized.first() {
+                    return Err(GlobusError::Batch(format!(
+                        "an entry of {} bytes does not fit Globus Search's {MAX_REQUEST_BYTES}-byte request limit",
+                        big.len() + GINGEST_HEAD.len() + GINGEST_TAIL.len()
+                    )));
+                }
+                for doc in full {
+                    let mut body = Vec::with_capacity(doc.document_bytes());
+                    doc.write_gingest(&mut body).map_err(|e| GlobusError::Batch(e.to_string()))?;
+                    out.push(Request::Ingest(body, doc.len()));
+                }
+            }
+            DocumentBatch::Delete(subjects) => {
+                let body = delete_body(subjects);
+                if body.len() <= MAX_REQUEST_BYTES {
+                    out.push(Request::Delete(body, subjects.len()));
+                } else {
+                    for part in delete_batches(subjects.clone(), MAX_REQUEST_BYTES) {
+                        let n = part.len();
+                        out.push(Request::Delete(delete_body(&part), n));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The bearer token, fetching one with client credentials when there is none or it is
+    /// about to expire.
+    async fn bearer(&mut self) -> Result<String, GlobusError> {
+        let (client_id, secret, auth_url, scope) = match &self.auth {
+            Auth::Static(t) => return Ok(t.expose().to_string()),
+            Auth::Client { token: Some((t, refresh_at)), .. } if Instant::now() < *refresh_at => return Ok(t.expose().to_string()),
+            Auth::Client { client_id, secret, auth_url, scope, .. } => (client_id.clone(), secret.clone(), auth_url.clone(), scope.clone()),
+        };
+        let what = format!("token request to {auth_url} for client {client_id}");
+        let body = format!("grant_type=client_credentials&scope={}", form_encode(&scope));
+        self.stats.token_fetches += 1;
+        Metrics::global().add("icicle_globus_token_fetches_total", "Access tokens fetched with client credentials.", &[("sink", &self.id)], 1.0);
+        let resp = self
+            .client
+            .post(&auth_url)
+            .basic_auth(&client_id, Some(secret.expose()))
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| GlobusError::Connection { what: what.clone(), reason: describe(&e) })?;
+        let status = resp.status().as_u16();
+        let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
+        let bytes = resp.bytes().await.map_err(|e| GlobusError::Connection { what: what.clone(), reason: describe(&e) })?;
+        if !(200..300).contains(&status) {
+            let (code, message) = error_message(&bytes);
+            // A refused client is a configuration error, not an expired token: never a 401 to refresh on.
+            let status = if status == 401 { 400 } else { status };
+            return Err(GlobusError::Status { what, status, code, message, retry_after });
+        }
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| GlobusError::Protocol { what: what.clone(), reason: e.to_string() })?;
+        let token = v
+            .get("access_token")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| GlobusError::Protocol { what: what.clone(), reason: "no access_token".into() })?
+            .to_string();
+        let expires_in = v.get("expires_in").and_then(Value::as_f64).filter(|s| s.is_finite() && *s > 0.0).unwrap_or(3600.0);
+        // Refresh before it runs out: a tenth of its lifetime early, at most a minute.
+        let margin = (expires_in / 10.0).min(60.0);
+        let refresh_at = Instant::now() + Duration::from_secs_f64((expires_in - margin).max(0.0));
+        tracing::debug!(sink = %self.id, expires_in, "fetched a Globus access token");
+        if let Auth::Client { token: slot, .. } = &mut self.auth {
+            *slot = Some((Secret(token.clone()), refresh_at));
+        }
+        Ok(token)
+    }
+
+    fn invalidate_token(&mut self) {
+        if let Auth::Client { token, .. } = &mut self.auth {
+            *token = None;
+        }
+    }
+
+    /// One attempt of a request to the Search API.
+    async fn once(&mut self, what: &str, endpoint: &'static str, method: &Method, url: &str, body: Option<&[u8]>) -> Result<Value, GlobusError> {
+        let token = self.bearer().await?;
+        self.stats.requests += 1;
+        Metrics::global().add("icicle_globus_requests_total", "Requests sent to the Globus Search API.", &[("sink", &self.id), ("endpoint", endpoint)], 1.0);
+        let mut req = self.client.request(method.clone(), url).bearer_auth(token);
+        if let Some(b) = body {
+            req = req.header(CONTENT_TYPE, "application/json").body(b.to_vec());
+        }
+        let resp = req.send().await.map_err(|e| GlobusError::Connection { what: what.to_string(), reason: describe(&e) })?;
+        let status = resp.status().as_u16();
+        let headers: HeaderMap = resp.headers().clone();
+        let bytes = resp.bytes().await.map_err(|e| GlobusError::Connection { what: what.to_string(), reason: describe(&e) })?;
+        if !(200..300).contains(&status) {
+            let (code, message) = error_message(&bytes);
+            let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
+            return Err(GlobusError::Status { what: what.to_string(), status, code, message, retry_after });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| GlobusError::Protocol { what: what.to_string(), reason: format!("not JSON: {e}") })
+    }
+
+    /// A request with retries: transient failures back off and retry up to `max_retries`
+    /// times; a 401 with client credentials refetches the token once.
+    async fn call(&mut self, what: &str, endpoint: &'static str, method: Method, url: &str, body: Option<&[u8]>) -> Result<Value, GlobusError> {
+        let mut attempt = 0u32;
+        let mut refreshed = false;
+        loop {
+            match self.once(what, endpoint, &method, url, body).await {
+                Ok(v) => return Ok(v),
+                Err(e) if e.is_unauthorized() && !refreshed && matches!(self.auth, Auth::Client { .. }) => {
+                    refreshed = true;
+                    tracing::info!(sink = %self.id, what, "401 from Globus Search: fetching a new access token");
+                    self.invalidate_token();
+                }
+                Err(e) if e.is_transient() => {
+                    if attempt >= self.retry.max_retries {
+                        return Err(GlobusError::GaveUp { retries: attempt, last: Box::new(e) });
+                    }
+                    let r = self.next_rand();
+                    let delay = self.retry.delay(attempt, e.retry_after(), r);
+                    attempt += 1;
+                    self.stats.retries += 1;
+                    Metrics::global().add("icicle_globus_retries_total", "Globus requests retried after a transient failure.", &[("sink", &self.id), ("reason", e.reason_label())], 1.0);
+                    tracing::warn!(sink = %self.id, error = %self.redact(e.to_string()), attempt, delay_ms = delay.as_millis() as u64, "Globus request failed, retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Poll a task until it is `SUCCESS` (`Ok`), `FAILED` or too old (`Err`).
+    async fn wait_task(&mut self, task_id: &str, submitted: Instant) -> Result<(), GlobusError> {
+        let url = format!("{}/v1/task/{task_id}", self.base_url);
+        let what = format!("task {task_id}");
+        loop {
+            let v = self.call(&what, "task", Method::GET, &url, None).await?;
+            let state = v.get("state").and_then(Value::as_str).unwrap_or("").to_string();
+            match state.as_str() {
+                "SUCCESS" => {
+                    self.stats.tasks += 1;
+                    let m = Metrics::global();
+                    m.add("icicle_globus_tasks_total", "Globus Search tasks waited for until SUCCESS.", &[("sink", &self.id)], 1.0);
+                    m.set("icicle_globus_last_task_seconds", "From submission to SUCCESS of the last task.", &[("sink", &self.id)], submitted.elapsed().as_secs_f64());
+                    return Ok(());
+                }
+                "FAILED" => {
+                    Metrics::global().add("icicle_globus_tasks_failed_total", "Globus Search tasks that ended FAILED.", &[("sink", &self.id)], 1.0);
+                    let message = v
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .or_else(|| v.get("state_description").and_then(Value::as_str))
+                        .unwrap_or("no message")
+                        .to_string();
+                    return Err(GlobusError::TaskFailed { task_id: task_id.into(), index_id: self.index_id.clone(), message });
+                }
+                "PENDING" | "PROGRESS" => {}
+                other => return Err(GlobusError::Protocol { what, reason: format!("unknown task state `{other}`") }),
+            }
+            if submitted.elapsed() >= self.task_timeout {
+                return Err(GlobusError::TaskTimeout { task_id: task_id.into(), index_id: self.index_id.clone(), state, secs: submitted.elapsed().as_secs_f64() });
+            }
+            tokio::time::sleep(self.task_poll).await;
+        }
+    }
+
+    /// Send a batch; returns the task ids once accepted (and, with `wait_for_tasks`, succeeded).
+    async fn send_batch(&mut self, batch: &DocumentBatch) -> Result<Vec<String>, GlobusError> {
+        let mut tasks = Vec::new();
+        for req in Self::requests(batch)? {
+            let (endpoint, path, body, n) = match &req {
+                Request::Ingest(b, n) => ("ingest", "ingest", b, *n),
+                Request::Delete(b, n) => ("delete", "batch_delete_by_subject", b, *n),
+            };
+            let url = format!("{}/v1/index/{}/{path}", self.base_url, self.index_id);
+            let what = format!("{path} of {n} {} into index {}", if endpoint == "ingest" { "entries" } else { "subjects" }, self.index_id);
+            let submitted = Instant::now();
+            let v = self.call(&what, endpoint, Method::POST, &url, Some(body)).await?;
+            let task_id = v.get("task_id").and_then(Value::as_str).unwrap_or("").to_string();
+            if task_id.is_empty() || !task_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                return Err(GlobusError::Protocol { what, reason: format!("no usable task_id in {v}") });
+            }
+            tracing::debug!(sink = %self.id, task_id, endpoint, n, "Globus task submitted");
+            tasks.push((task_id, submitted));
+        }
+        if self.wait_for_tasks {
+            for (t, submitted) in &tasks {
+                self.wait_task(t, *submitted).await?;
+            }
+        }
+        Ok(tasks.into_iter().map(|(t, _)| t).collect())
+    }
+}
+
+#[async_trait]
+impl Sink for GlobusSink {
+    async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
+        self.receipt = None;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let task_ids = self.send_batch(batch).await.map_err(|e| self.sink_error(e))?;
+        self.receipt = Some(serde_json::json!({"task_ids": task_ids, "index_id": self.index_id}));
+        Ok(())
+    }
+
+    fn receipt(&self) -> Option<Value> {
+        self.receipt.clone()
+    }
+
+    async fn close(&mut self) -> Result<(), SinkError> {
+        let s = self.stats;
+        tracing::info!(sink = %self.id, index_id = %self.index_id, requests = s.requests, retries = s.retries, tasks = s.tasks, token_fetches = s.token_fetches, "Globus sink closed");
+        Ok(())
+    }
+}
+
+/// An [`EntryBatch`] from complete GMetaEntry JSON objects (tests, tools).
+pub fn entry_batch<'a>(entries: impl IntoIterator<Item = &'a [u8]>) -> EntryBatch {
+    let mut b = EntryBatch::default();
+    for e in entries {
+        b.push(e);
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(key: &str, reason: String) -> ConfigError {
+        ConfigError::InvalidValue { key: format!("sinks.g.{key}"), origin: "test".into(), reason }
+    }
+
+    const INDEX: &str = "4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00";
+
+    #[test]
+    fn exactly_one_auth_mode_and_errors_name_the_key() {
+        std::env::set_var("ICICLE_TEST_GLOBUS_TOKEN_A", "tok-sekrit-a");
+        std::env::set_var("ICICLE_TEST_GLOBUS_SECRET_A", "client-sekrit-a");
+        let mut c = GlobusSinkConfig::new(INDEX);
+        let e = c.clone().connect_with("g", err).unwrap_err().to_string();
+        assert!(e.contains("sinks.g.token_env") && e.contains("client_id"), "{e}");
+        c.token_env = Some("ICICLE_TEST_GLOBUS_TOKEN_A".into());
+        assert!(c.clone().connect_with("g", err).is_ok());
+        let mut both = c.clone();
+        both.client_id = Some("abc".into());
+        both.client_secret_env = Some("ICICLE_TEST_GLOBUS_SECRET_A".into());
+        assert!(both.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.client_id"));
+        let mut two_tokens = c.clone();
+        two_tokens.token_file = Some("/nonexistent".into());
+        assert!(two_tokens.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.token_env"));
+        let mut stray = c.clone();
+        stray.client_secret_env = Some("ICICLE_TEST_GLOBUS_SECRET_A".into());
+        assert!(stray.connect_with("g", err).unwrap_err().to_string().contains("needs client_id"));
+        let mut cc = GlobusSinkConfig::new(INDEX);
+        cc.client_id = Some("abc".into());
+        assert!(cc.clone().connect_with("g", err).unwrap_err().to_string().contains("sinks.g.client_secret_env"));
+        cc.client_secret_env = Some("ICICLE_TEST_GLOBUS_NO_SUCH_VAR".into());
+        let e = cc.clone().connect_with("g", err).unwrap_err().to_string();
+        assert!(e.contains("sinks.g.client_secret_env") && e.contains("ICICLE_TEST_GLOBUS_NO_SUCH_VAR"), "{e}");
+        cc.client_secret_env = Some("ICICLE_TEST_GLOBUS_SECRET_A".into());
+        assert!(cc.clone().connect_with("g", err).is_ok());
+        let mut bad = c.clone();
+        bad.index_id = "my-index".into();
+        assert!(bad.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.index_id"));
+        let mut bad = c.clone();
+        bad.base_url = "https://user:pw@search.example".into();
+        assert!(bad.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.base_url"));
+        let mut bad = c.clone();
+        bad.retry_max_ms = 10;
+        assert!(bad.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.retry_max_ms"));
+        let mut bad = c;
+        bad.timeout_secs = 0.0;
+        assert!(bad.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.timeout_secs"));
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_or_errors() {
+        std::env::set_var("ICICLE_TEST_GLOBUS_TOKEN_B", "tok-sekrit-b");
+        std::env::set_var("ICICLE_TEST_GLOBUS_SECRET_B", "client-sekrit-b");
+        let dir = std::env::temp_dir().join(format!("icicle-globus-secret-{}", std::process::id()));
+        std::fs::write(&dir, "file-sekrit-b\n").unwrap();
+        let mut a = GlobusSinkConfig::new(INDEX);
+        a.token_env = Some("ICICLE_TEST_GLOBUS_TOKEN_B".into());
+        let mut b = GlobusSinkConfig::new(INDEX);
+        b.client_id = Some("cid".into());
+        b.client_secret_env = Some("ICICLE_TEST_GLOBUS_SECRET_B".into());
+        let mut c = GlobusSinkConfig::new(INDEX);
+        c.token_file = Some(dir.clone());
+        for cfg in [a, b, c] {
+            let shown = format!("{cfg:?}");
+            let sink = cfg.connect_with("g", err).unwrap();
+            let shown = format!("{shown} {sink:?}");
+            for s in ["tok-sekrit-b", "client-sekrit-b", "file-sekrit-b"] {
+                assert!(!shown.contains(s), "{shown}");
+            }
+            // An error that echoes a secret is redacted.
+            let e = sink.sink_error(GlobusError::Protocol { what: "x".into(), reason: "echo tok-sekrit-b client-sekrit-b file-sekrit-b".into() }).to_string();
+            let leaked = ["tok-sekrit-b", "client-sekrit-b", "file-sekrit-b"].iter().filter(|s| e.contains(**s)).count();
+            assert_eq!(leaked, 2, "exactly the other two configs' secrets may remain: {e}");
+        }
+        assert_eq!(format!("{:?} {}", Secret::new("x-sekrit"), Secret::new("x-sekrit")), "Secret(***) ***");
+        let _ = std::fs::remove_file(dir);
+    }
+
+    #[test]
+    fn backoff_doubles_is_capped_jittered_and_honours_retry_after() {
+        let p = RetryPolicy { max_retries: 8, initial: Duration::from_millis(500), max: Duration::from_millis(30_000) };
+        assert_eq!(p.delay(0, None, 0.0), Duration::from_millis(250));
+        assert_eq!(p.delay(0, None, 1.0), Duration::from_millis(500));
+        assert_eq!(p.delay(3, None, 1.0), Duration::from_millis(4000));
+        assert_eq!(p.delay(3, None, 0.0), Duration::from_millis(2000));
+        assert_eq!(p.delay(20, None, 1.0), Duration::from_millis(30_000));
+        assert_eq!(p.delay(40, None, 0.0), Duration::from_millis(15_000));
+        assert_eq!(p.delay(0, Some(Duration::from_secs(2)), 0.5), Duration::from_secs(2));
+        assert_eq!(p.delay(10, Some(Duration::from_secs(1)), 1.0), Duration::from_millis(30_000));
+        assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn error_bodies_give_code_and_message() {
+        let (c, m) = error_message(br#"{"code":"NotFound.NoSuchIndex","message":"There is no index x","status":404,"error_data":null}"#);
+        assert_eq!((c.as_deref(), m.as_str()), (Some("NotFound.NoSuchIndex"), "There is no index x"));
+        assert_eq!(error_message(br#"{"error":"invalid_client"}"#).1, "invalid_client");
+        assert_eq!(error_message(b"  ").1, "(no message)");
+        let e = GlobusError::Status { what: "ingest".into(), status: 404, code: Some("NotFound.NoSuchIndex".into()), message: "no".into(), retry_after: None };
+        assert_eq!(e.to_string(), "ingest: HTTP 404 NotFound.NoSuchIndex: no");
+        assert!(!e.is_transient());
+        for s in [429, 500, 503] {
+            assert!(GlobusError::Status { what: String::new(), status: s, code: None, message: String::new(), retry_after: None }.is_transient());
+        }
+        assert_eq!(form_encode("urn:globus:auth:scope:x y/z"), "urn%3Aglobus%3Aauth%3Ascope%3Ax+y%2Fz");
+    }
+
+    #[test]
+    fn large_batches_become_several_requests_within_the_limit() {
+        let pad = "x".repeat(900_000);
+        let entries: Vec<Vec<u8>> = (0..25).map(|i| format!(r#"{{"subject":"/f{i}","visible_to":["public"],"content":{{"p":"{pad}"}}}}"#).into_bytes()).collect();
+        let batch = DocumentBatch::Ingest(entry_batch(entries.iter().map(|e| e.as_slice())));
+        let reqs = GlobusSink::requests(&batch).unwrap();
+        assert_eq!(reqs.len(), 3);
+        let mut n = 0;
+        for r in &reqs {
+            let Request::Ingest(body, k) = r else { panic!("not an ingest") };
+            assert!(body.len() <= MAX_REQUEST_BYTES);
+            let v: Value = serde_json::from_slice(body).unwrap();
+            assert_eq!(v["ingest_data"]["gmeta"].as_array().unwrap().len(), *k);
+            n += k;
+        }
+        assert_eq!(n, 25);
+        let subjects: Vec<String> = (0..600_000).map(|i| format!("/some/long/directory/name/file-{i:08}")).collect();
+        let reqs = GlobusSink::requests(&DocumentBatch::Delete(subjects)).unwrap();
+        assert!(reqs.len() >= 3);
+        assert_eq!(reqs.iter().map(|r| if let Request::Delete(b, n) = r { assert!(b.len() <= MAX_REQUEST_BYTES); *n } else { 0 }).sum::<usize>(), 600_000);
+    }
+}

@@ -1,3 +1,4 @@
 pub mod gen;
+pub mod globus;
 pub mod gpfs;
 pub mod lustre;

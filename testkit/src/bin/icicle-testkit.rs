@@ -90,6 +90,47 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// A Globus Search emulator (HTTP/1.1): ingest, batch_delete_by_subject, tasks, subject,
+    /// scroll and the client-credentials token endpoint, with Search's limits, a rate limit
+    /// and injected failures. Prints `listening on http://ADDR` and runs until killed.
+    GlobusSearch {
+        /// Address to bind (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// An index id that exists (repeatable).
+        #[arg(long = "index", required = true)]
+        indexes: Vec<String>,
+        /// A static bearer token accepted with full access (repeatable).
+        #[arg(long = "token")]
+        tokens: Vec<String>,
+        /// Client id allowed to use client credentials at /v2/oauth2/token...
+        #[arg(long, requires = "client_secret")]
+        client_id: Option<String>,
+        /// ...and its secret.
+        #[arg(long, requires = "client_id")]
+        client_secret: Option<String>,
+        /// Requests per second on /v1 (token bucket); more get 429 with Retry-After.
+        #[arg(long)]
+        rate_limit: Option<f64>,
+        /// Requests that may burst above the rate (default: one second's worth).
+        #[arg(long)]
+        burst: Option<f64>,
+        /// Answer every Nth write request (ingest, deletes) with 503, unapplied.
+        #[arg(long)]
+        fail_every: Option<u64>,
+        /// Let every Nth task end FAILED, unapplied.
+        #[arg(long)]
+        fail_task_every: Option<u64>,
+        /// How long each task stays in PROGRESS before it is applied.
+        #[arg(long, default_value_t = 0)]
+        task_delay_ms: u64,
+        /// `expires_in` of issued access tokens.
+        #[arg(long, default_value_t = 172_800)]
+        token_lifetime_secs: u64,
+        /// Also write the bound address (host:port) to this file.
+        #[arg(long)]
+        addr_file: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -132,6 +173,46 @@ fn main() -> anyhow::Result<()> {
                 })?;
                 eprintln!("produced {n} watch-folder events to `{topic}` on {bootstrap}");
             }
+        }
+        Command::GlobusSearch { listen, indexes, tokens, client_id, client_secret, rate_limit, burst, fail_every, fail_task_every, task_delay_ms, token_lifetime_secs, addr_file } => {
+            use icicle_testkit::globus;
+            let opts = globus::Options {
+                indexes,
+                tokens,
+                client: client_id.zip(client_secret),
+                rate_limit,
+                burst,
+                fail_every,
+                fail_task_every,
+                task_delay: std::time::Duration::from_millis(task_delay_ms),
+                token_lifetime: std::time::Duration::from_secs(token_lifetime_secs),
+            };
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(async {
+                let listener = tokio::net::TcpListener::bind(&listen).await.map_err(|e| anyhow::anyhow!("--listen {listen}: {e}"))?;
+                let addr = listener.local_addr()?;
+                if let Some(f) = &addr_file {
+                    // Written whole, then renamed: a reader never sees half an address.
+                    let tmp = f.with_extension("tmp");
+                    std::fs::write(&tmp, format!("{addr}\n"))?;
+                    std::fs::rename(&tmp, f)?;
+                }
+                {
+                    use std::io::Write;
+                    let mut out = std::io::stdout();
+                    writeln!(out, "listening on http://{addr}")?;
+                    out.flush()?;
+                }
+                let stop = async {
+                    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+                    }
+                };
+                globus::serve(listener, opts, stop).await;
+                anyhow::Ok(())
+            })?;
         }
         Command::Lfs { journal, mount, delay_ms, args } => {
             let (code, out, err) = fake_lfs(&journal, mount.as_deref(), delay_ms, &args);

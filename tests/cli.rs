@@ -27,6 +27,7 @@ fn plugins_lists_the_expected_set() {
             "sketch:tdigest",
             "sink:blackhole",
             "sink:file",
+            "sink:globus",
             "sink:kafka",
             "sink:stdout",
         ]
@@ -97,13 +98,23 @@ fn every_example_config_runs_on_demo_data() {
         if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("monitor-")) {
             continue;
         }
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
-            .args(["snapshot", "--json", "-c", p.to_str().unwrap()])
-            .current_dir(tmp.path())
-            .output()
-            .unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"));
+        cmd.args(["snapshot", "--json", "-c", p.to_str().unwrap()]).current_dir(tmp.path());
+        // The Globus example runs against the testkit's emulator (its index id, a token in the env).
+        let emulator = p.file_name().is_some_and(|n| n == "snapshot-globus.toml").then(|| {
+            let cfg: toml::Table = toml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            let index = cfg["sinks"]["globus"]["index_id"].as_str().unwrap().to_string();
+            let emu = GlobusEmulator::spawn(&index, "example-token");
+            cmd.args(["--set", &format!("sinks.globus.base_url=http://{}", emu.addr)]).env("GLOBUS_SEARCH_TOKEN", "example-token");
+            (emu, index)
+        });
+        let out = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{}: {stderr}", p.display());
+        if let Some((emu, index)) = &emulator {
+            let got = icicle_testkit::globus::block_on(icicle_testkit::globus::Client::new(&format!("http://{}", emu.addr), "example-token").scroll_all(index)).unwrap();
+            assert_eq!(got.len(), 800, "{}", p.display());
+        }
         let stdout = String::from_utf8_lossy(&out.stdout);
         // The summary is the last JSON document on stdout (a stdout sink prints records before it).
         let start = stdout.rfind("\n{\n").map(|i| i + 1).unwrap_or(0);
@@ -116,6 +127,34 @@ fn every_example_config_runs_on_demo_data() {
         n += 1;
     }
     assert!(n >= 6, "expected the example configs, found {n}");
+}
+
+/// `icicle-testkit globus-search` as its own process, stopped when dropped.
+struct GlobusEmulator {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl GlobusEmulator {
+    fn spawn(index: &str, token: &str) -> GlobusEmulator {
+        let testkit = std::path::Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
+        let mut child = std::process::Command::new(testkit)
+            .args(["globus-search", "--listen", "127.0.0.1:0", "--index", index, "--token", token])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening on http://").unwrap_or_else(|| panic!("unexpected first line: {line}")).to_string();
+        GlobusEmulator { child, addr }
+    }
+}
+
+impl Drop for GlobusEmulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 #[test]

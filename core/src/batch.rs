@@ -305,10 +305,13 @@ mod tests {
         assert!(b.flush().is_none());
     }
 
+    /// Every call of `delivered`: the receipts it was given.
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, serde_json::Value)>>>>;
+
     /// A sink that reports a receipt and records what `delivered` was given.
     struct Recording {
         receipt: Option<serde_json::Value>,
-        seen: std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, serde_json::Value)>>>>,
+        seen: Seen,
         fail_delivered: bool,
     }
 
@@ -331,7 +334,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_sink_is_told_every_receipt_after_all_delivered() {
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen: Seen = Default::default();
         let mk = |receipt: Option<serde_json::Value>, fail| -> Box<dyn crate::traits::Sink> { Box::new(Recording { receipt, seen: seen.clone(), fail_delivered: fail }) };
         let mut sinks: crate::traits::NamedSinks =
             vec![("a".into(), mk(Some(serde_json::json!({"task_ids": ["t1"]})), false)), ("b".into(), mk(None, false)), ("c".into(), mk(Some(serde_json::json!({"offsets": [1]})), false))];

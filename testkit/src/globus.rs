@@ -209,6 +209,8 @@ fn now_date() -> String {
 }
 
 type Resp = Response<Full<Bytes>>;
+/// A refusal, answered as is (boxed: responses are large).
+type Refusal = Box<Resp>;
 
 fn json_response(status: u16, v: &Value) -> Resp {
     let mut r = Response::new(Full::new(Bytes::from(v.to_string())));
@@ -291,7 +293,7 @@ fn hex(s: &str) -> String {
 }
 
 fn unhex(s: &str) -> Option<String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
@@ -303,8 +305,8 @@ fn is_json(req_ct: Option<&HeaderValue>) -> bool {
 }
 
 /// Validate one GMetaEntry of an ingest document.
-fn entry(v: &Value, at: &str) -> Result<NewEntry, Resp> {
-    let bad = |m: String| Err(error(400, "BadRequest.ValidationError", m, json!({"location": at})));
+fn entry(v: &Value, at: &str) -> Result<NewEntry, Refusal> {
+    let bad = |m: String| Err(Box::new(error(400, "BadRequest.ValidationError", m, json!({"location": at}))));
     let Some(o) = v.as_object() else { return bad(format!("{at}: a GMetaEntry must be an object")) };
     for k in o.keys() {
         if !matches!(k.as_str(), "subject" | "visible_to" | "content" | "id" | "@datatype" | "@version") {
@@ -342,8 +344,8 @@ fn entry(v: &Value, at: &str) -> Result<NewEntry, Resp> {
 }
 
 /// Validate a GIngest document into its entries.
-fn gingest(doc: &Value) -> Result<Vec<NewEntry>, Resp> {
-    let bad = |m: &str| Err(error(400, "BadRequest.ValidationError", m, Value::Null));
+fn gingest(doc: &Value) -> Result<Vec<NewEntry>, Refusal> {
+    let bad = |m: &str| Err(Box::new(error(400, "BadRequest.ValidationError", m, Value::Null)));
     let Some(o) = doc.as_object() else { return bad("a GIngest document must be an object") };
     if let Some(dt) = o.get("@datatype") {
         if dt != "GIngest" {
@@ -375,7 +377,7 @@ fn gingest(doc: &Value) -> Result<Vec<NewEntry>, Resp> {
             ids.push(e.entry.entry_id.as_deref());
         }
         if ids.len() > MAX_ENTRIES_PER_SUBJECT {
-            return Err(error(400, "BadRequest.ValidationError", format!("subject `{}` has more than {MAX_ENTRIES_PER_SUBJECT} entries", e.subject), Value::Null));
+            return Err(Box::new(error(400, "BadRequest.ValidationError", format!("subject `{}` has more than {MAX_ENTRIES_PER_SUBJECT} entries", e.subject), Value::Null)));
         }
     }
     Ok(entries)
@@ -455,12 +457,12 @@ async fn worker(shared: Arc<Shared>) {
 }
 
 /// The caller's grant, or the 401 to answer.
-fn authorize(shared: &Shared, req: &Request<Incoming>) -> Result<Grant, Resp> {
+fn authorize(shared: &Shared, req: &Request<Incoming>) -> Result<Grant, Refusal> {
     let unauthorized = |m: &str| {
         shared.lock().counters.unauthorized += 1;
         let mut r = error(401, "AuthenticationFailed", m, Value::Null);
         r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
-        r
+        Box::new(r)
     };
     let Some(h) = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return Err(unauthorized("an Authorization: Bearer header is required")) };
     let Some((scheme, token)) = h.split_once(' ') else { return Err(unauthorized("malformed Authorization header")) };
@@ -484,7 +486,7 @@ fn allows(g: &Grant, write: bool) -> bool {
 }
 
 /// Take one request from the bucket, or the 429 to answer.
-fn rate_limit(shared: &Shared) -> Result<(), Resp> {
+fn rate_limit(shared: &Shared) -> Result<(), Refusal> {
     let Some(rate) = shared.opts.rate_limit.filter(|r| *r > 0.0) else { return Ok(()) };
     let burst = shared.opts.burst.unwrap_or(rate).max(1.0);
     let mut st = shared.lock();
@@ -499,19 +501,19 @@ fn rate_limit(shared: &Shared) -> Result<(), Resp> {
     let wait = ((1.0 - st.bucket) / rate).ceil().max(1.0) as u64;
     let mut r = error(429, "TooManyRequests", format!("over the limit of {rate} requests per second"), Value::Null);
     r.headers_mut().insert("retry-after", HeaderValue::from(wait));
-    Err(r)
+    Err(Box::new(r))
 }
 
 /// Read a request body of at most [`MAX_REQUEST_BYTES`].
-async fn body(req: Request<Incoming>) -> Result<Bytes, Resp> {
-    let too_large = || error(413, "RequestTooLarge", format!("requests are limited to {MAX_REQUEST_BYTES} bytes"), Value::Null);
+async fn body(req: Request<Incoming>) -> Result<Bytes, Refusal> {
+    let too_large = || Box::new(error(413, "RequestTooLarge", format!("requests are limited to {MAX_REQUEST_BYTES} bytes"), Value::Null));
     if req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > MAX_REQUEST_BYTES) {
         return Err(too_large());
     }
     match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(error(400, "BadRequest", format!("cannot read the request body: {e}"), Value::Null)),
+        Err(e) => Err(Box::new(error(400, "BadRequest", format!("cannot read the request body: {e}"), Value::Null))),
     }
 }
 
@@ -524,7 +526,7 @@ fn enqueue(shared: &Shared, index: &str, op: Op) -> String {
     let mut st = shared.lock();
     st.counters.tasks_created += 1;
     let n = st.counters.tasks_created;
-    let fail = shared.opts.fail_task_every.is_some_and(|k| k > 0 && n % k == 0);
+    let fail = shared.opts.fail_task_every.is_some_and(|k| k > 0 && n.is_multiple_of(k));
     let task_id = st.uuid();
     st.tasks.insert(
         task_id.clone(),
@@ -563,12 +565,12 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
     let is_post = req.method() == Method::POST;
     let bytes = match body(req).await {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     {
         let mut st = shared.lock();
         st.counters.writes += 1;
-        if shared.opts.fail_every.is_some_and(|k| k > 0 && st.counters.writes % k == 0) {
+        if shared.opts.fail_every.is_some_and(|k| k > 0 && st.counters.writes.is_multiple_of(k)) {
             st.counters.injected_failures += 1;
             return error(503, "ServiceUnavailable", "injected transient failure (--fail-every)", Value::Null);
         }
@@ -576,16 +578,16 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
     if is_post && !json_ct {
         return error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null);
     }
-    let parse = || serde_json::from_slice::<Value>(&bytes).map_err(|e| error(400, "BadRequest.InvalidJSON", format!("the body is not JSON: {e}"), Value::Null));
+    let parse = || serde_json::from_slice::<Value>(&bytes).map_err(|e| Box::new(error(400, "BadRequest.InvalidJSON", format!("the body is not JSON: {e}"), Value::Null)));
     match what {
         "ingest" => {
             let doc = match parse() {
                 Ok(d) => d,
-                Err(r) => return r,
+                Err(r) => return *r,
             };
             let entries = match gingest(&doc) {
                 Ok(e) => e,
-                Err(r) => return r,
+                Err(r) => return *r,
             };
             let n = entries.len();
             let task_id = enqueue(shared, index, Op::Ingest(entries));
@@ -594,7 +596,7 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
         "batch_delete_by_subject" => {
             let doc = match parse() {
                 Ok(d) => d,
-                Err(r) => return r,
+                Err(r) => return *r,
             };
             let subjects: Option<Vec<String>> = doc.get("subjects").and_then(Value::as_array).and_then(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect());
             let Some(subjects) = subjects else { return error(400, "BadRequest.ValidationError", "`subjects` must be a list of strings", Value::Null) };
@@ -615,7 +617,7 @@ async fn token_endpoint(shared: &Shared, req: Request<Incoming>) -> Resp {
     let form_ct = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
     let bytes = match body(req).await {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let ok_client = basic.and_then(|b| String::from_utf8(b).ok()).and_then(|s| s.split_once(':').map(|(a, b)| (a.to_string(), b.to_string()))).is_some_and(|(a, b)| a == id && b == secret);
     if !ok_client {
@@ -680,11 +682,11 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
     }
     shared.lock().counters.requests += 1;
     if let Err(r) = rate_limit(&shared) {
-        return r;
+        return *r;
     }
     let grant = match authorize(&shared, &req) {
         Ok(g) => g,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     match (method.as_str(), &p[1..]) {
         ("POST", ["index", index, what @ ("ingest" | "batch_delete_by_subject")]) => {
@@ -716,7 +718,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
             let json_ct = is_json(req.headers().get(CONTENT_TYPE));
             let bytes = match body(req).await {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(r) => return *r,
             };
             if !json_ct {
                 return error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null);
@@ -893,7 +895,8 @@ pub enum ClientError {
     Shape(String),
 }
 
-/// Reads an emulator (or Search itself) back through the public API shapes.
+/// Reads an emulator (or Search itself) back through the public API shapes, waiting out
+/// 429 and 503 answers.
 #[derive(Debug, Clone)]
 pub struct Client {
     base: String,
@@ -932,9 +935,24 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Shape(e.to_string()))
     }
 
+    /// Send `req`, waiting out 429s (as long as `Retry-After` says) and 503s, up to 30 times.
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Value, ClientError> {
+        for _ in 0..30 {
+            let Some(attempt) = req.try_clone() else { break };
+            let r = attempt.send().await.map_err(|e| ClientError::Http(e.to_string()))?;
+            let status = r.status().as_u16();
+            if status == 429 || status == 503 {
+                let wait = r.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.1);
+                tokio::time::sleep(Duration::from_secs_f64(wait.clamp(0.01, 60.0))).await;
+                continue;
+            }
+            return Self::json(r).await;
+        }
+        Self::json(req.send().await.map_err(|e| ClientError::Http(e.to_string()))?).await
+    }
+
     async fn get(&self, path: &str) -> Result<Value, ClientError> {
-        let r = self.http.get(format!("{}{path}", self.base)).bearer_auth(&self.token).send().await.map_err(|e| ClientError::Http(e.to_string()))?;
-        Self::json(r).await
+        self.send(self.http.get(format!("{}{path}", self.base)).bearer_auth(&self.token)).await
     }
 
     /// Every subject of `index` and its content, read with `POST /v1/index/<id>/scroll`
@@ -945,16 +963,8 @@ impl Client {
         let mut marker = Value::Null;
         loop {
             let body = json!({"q": "*", "limit": 1000, "marker": marker, "bypass_visible_to": true});
-            let r = self
-                .http
-                .post(format!("{}/v1/index/{index}/scroll", self.base))
-                .bearer_auth(&self.token)
-                .header(CONTENT_TYPE.as_str(), "application/json")
-                .body(body.to_string())
-                .send()
-                .await
-                .map_err(|e| ClientError::Http(e.to_string()))?;
-            let page = Self::json(r).await?;
+            let req = self.http.post(format!("{}/v1/index/{index}/scroll", self.base)).bearer_auth(&self.token).header(CONTENT_TYPE.as_str(), "application/json").body(body.to_string());
+            let page = self.send(req).await?;
             let gmeta = page["gmeta"].as_array().ok_or_else(|| ClientError::Shape(format!("no gmeta in {page}")))?;
             for g in gmeta {
                 let subject = g["subject"].as_str().ok_or_else(|| ClientError::Shape(g.to_string()))?;

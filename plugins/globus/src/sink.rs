@@ -774,7 +774,7 @@ impl GlobusSink {
                 Request::Delete(b, n) => ("delete", "batch_delete_by_subject", b, *n),
             };
             let url = format!("{}/v1/index/{}/{path}", self.base_url, self.index_id);
-            let what = format!("{path} of {n} {} into index {}", if endpoint == "ingest" { "entries" } else { "subjects" }, self.index_id);
+            let what = format!("{path} of {n} {} in index {}", if endpoint == "ingest" { "entries" } else { "subjects" }, self.index_id);
             let submitted = Instant::now();
             let v = self.call(&what, endpoint, Method::POST, &url, Some(body)).await?;
             let task_id = v.get("task_id").and_then(Value::as_str).unwrap_or("").to_string();

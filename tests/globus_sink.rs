@@ -448,6 +448,38 @@ fn an_expired_token_is_replaced_once_on_401() {
 }
 
 #[test]
+fn a_token_about_to_expire_is_replaced_before_it_does() {
+    let mut o = Options::new(INDEX, TOKEN);
+    o.client = Some((CLIENT_ID.into(), CLIENT_SECRET.into()));
+    o.token_lifetime = std::time::Duration::from_secs(2);
+    let emu = Emulator::start(o).unwrap();
+    let client = Client::new(&emu.url(), TOKEN);
+    let mut sink = sink_for(&emu, client_credentials);
+    block_on(async {
+        sink.deliver(&batch(&["/a"])).await.unwrap();
+        // Past the emulator's expiry: a sink that kept its token would meet a 401 now.
+        tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+        sink.deliver(&batch(&["/b"])).await.unwrap();
+        assert!(sink.counts().3 >= 2, "{:?}", sink.counts());
+        assert_eq!(client.stats().await.unwrap()["unauthorized"], 0);
+    });
+}
+
+#[test]
+fn connection_errors_are_retried_then_given_up() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    let mut sink = sink_for(&emu, |c| {
+        c.base_url = format!("http://127.0.0.1:{port}");
+        c.max_retries = 3;
+    });
+    let e = block_on(sink.deliver(&batch(&["/a"]))).unwrap_err().to_string();
+    assert!(e.starts_with("g: gave up after 3 retries: ingest of 1 entries"), "{e}");
+    assert_eq!(sink.counts().1, 3);
+}
+
+#[test]
 fn a_failed_task_fails_the_delivery_and_leaves_no_receipt() {
     let mut o = Options::new(INDEX, TOKEN);
     o.fail_task_every = Some(2);

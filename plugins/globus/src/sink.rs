@@ -322,6 +322,13 @@ impl RetryPolicy {
     }
 }
 
+/// How long an access token valid for `expires_in` seconds is used: until a tenth of its
+/// lifetime (at most a minute) is left.
+pub fn refresh_after(expires_in: f64) -> Duration {
+    let margin = (expires_in / 10.0).min(60.0);
+    Duration::from_secs_f64((expires_in - margin).clamp(0.0, 1e9))
+}
+
 /// Parse a `Retry-After` header given in seconds (an HTTP date is not used by Globus).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
     let s: f64 = v.trim().parse().ok()?;
@@ -662,10 +669,8 @@ impl GlobusSink {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| GlobusError::Protocol { what: what.clone(), reason: "no access_token".into() })?
             .to_string();
-        let expires_in = v.get("expires_in").and_then(Value::as_f64).filter(|s| s.is_finite() && *s > 0.0).unwrap_or(3600.0);
-        // Refresh before it runs out: a tenth of its lifetime early, at most a minute.
-        let margin = (expires_in / 10.0).min(60.0);
-        let refresh_at = Instant::now() + Duration::from_secs_f64((expires_in - margin).max(0.0));
+        let expires_in = v.get("expires_in").and_then(Value::as_f64).filter(|s| s.is_finite() && *s >= 0.0).unwrap_or(3600.0);
+        let refresh_at = Instant::now() + refresh_after(expires_in);
         tracing::debug!(sink = %self.id, expires_in, "fetched a Globus access token");
         if let Auth::Client { token: slot, .. } = &mut self.auth {
             *slot = Some((Secret(token.clone()), refresh_at));
@@ -916,6 +921,9 @@ mod tests {
         assert_eq!(p.delay(40, None, 0.0), Duration::from_millis(15_000));
         assert_eq!(p.delay(0, Some(Duration::from_secs(2)), 0.5), Duration::from_secs(2));
         assert_eq!(p.delay(10, Some(Duration::from_secs(1)), 1.0), Duration::from_millis(30_000));
+        assert_eq!(refresh_after(172_800.0), Duration::from_secs(172_740));
+        assert_eq!(refresh_after(100.0), Duration::from_secs(90));
+        assert_eq!(refresh_after(0.0), Duration::ZERO);
         assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);

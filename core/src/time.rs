@@ -66,7 +66,10 @@ pub fn parse_iso8601(s: &str) -> Option<i64> {
     if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b' ') || b[13] != b':' || b[16] != b':' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    // Fixed-width decimal fields: digits only.
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        b.get(r)?.iter().try_fold(0i64, |v, &c| c.is_ascii_digit().then(|| v * 10 + (c - b'0') as i64))
+    };
     let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
         return None;
@@ -74,7 +77,7 @@ pub fn parse_iso8601(s: &str) -> Option<i64> {
     let mut t = days_from_civil(y, mo as u32, d as u32) * 86_400 + h * 3600 + mi * 60 + se;
     let rest = s[19..].trim_start_matches(|c: char| c == '.' || c.is_ascii_digit());
     match rest {
-        "" | "Z" => {}
+        "" | "Z" | "+00:00" => {}
         r if r.len() == 6 && (r.starts_with('+') || r.starts_with('-')) => {
             let oh: i64 = r[1..3].parse().ok()?;
             let om: i64 = r[4..6].parse().ok()?;

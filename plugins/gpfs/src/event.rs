@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::scan::{tag, tag_at, tag_of, QuoteIndex};
+
 /// What an event means for the index (Icicle's mapping, formats.md §4.3, plus move halves).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -22,8 +24,33 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The common tokens, as integer compares (None for the rest).
+    #[inline]
+    fn from_common_token(t: &[u8]) -> Option<EventKind> {
+        const T_CREATE: u128 = tag(b"CREATE");
+        const T_DELETE: u128 = tag(b"DELETE");
+        const T_MODIFY: u128 = tag(b"MODIFY");
+        const T_ATTRIB: u128 = tag(b"ATTRIB");
+        const T_MOVED_FROM: u128 = tag(b"MOVED_FROM");
+        const T_MOVED_TO: u128 = tag(b"MOVED_TO");
+        const T_CLOSE_WRITE: u128 = tag(b"CLOSE_WRITE");
+        const T_OPEN: u128 = tag(b"OPEN");
+        match tag_of(t.strip_prefix(b"IN_")?)? {
+            T_CREATE => Some(EventKind::Created),
+            T_DELETE => Some(EventKind::Removed),
+            T_MODIFY | T_ATTRIB | T_CLOSE_WRITE => Some(EventKind::Modified),
+            T_MOVED_FROM => Some(EventKind::MovedFrom),
+            T_MOVED_TO => Some(EventKind::MovedTo),
+            T_OPEN => Some(EventKind::Ignored),
+            _ => None,
+        }
+    }
+
     /// The kind for an `event` token.
     pub fn from_token(t: &str) -> Option<EventKind> {
+        if let Some(k) = EventKind::from_common_token(t.as_bytes()) {
+            return Some(k);
+        }
         Some(match t {
             "IN_CREATE" => EventKind::Created,
             "IN_DELETE" | "IN_DELETE_SELF" => EventKind::Removed,
@@ -96,24 +123,224 @@ impl std::fmt::Display for Field<'_> {
 /// The attributes icicle reads, in WF_JSON's names.
 const KEYS: [&str; 11] = ["inode", "path", "event", "cookie", "fileSize", "ownerUserId", "ownerGroupId", "permissions", "atime", "ctime", "mtime"];
 
-#[derive(Default)]
-struct Fields<'a>([Option<Field<'a>>; 11]);
+/// Slots of [`KEYS`].
+const INODE: usize = 0;
+const PATH: usize = 1;
+const EVENT: usize = 2;
+const COOKIE: usize = 3;
+const FILE_SIZE: usize = 4;
+const OWNER_USER_ID: usize = 5;
+const OWNER_GROUP_ID: usize = 6;
+const PERMISSIONS: usize = 7;
+const ATIME: usize = 8;
+const CTIME: usize = 9;
+const MTIME: usize = 10;
+
+/// The slot of the key `b[start..end]`: its first eight bytes pick a bucket (the multiplier
+/// gives each of the eleven names its own), and the whole [`tag`] must match.
+#[inline(always)]
+fn slot_of(b: &[u8], start: usize, end: usize) -> Option<usize> {
+    const MUL: u64 = 0x63ca_828d_d5f4_b3b3;
+    const fn bucket(t: u128) -> usize {
+        ((t as u64).wrapping_mul(MUL) >> 59) as usize
+    }
+    const TABLE: [(u128, u8); 32] = {
+        let mut t = [(u128::MAX, 0u8); 32];
+        let mut k = 0;
+        while k < KEYS.len() {
+            let tg = tag(KEYS[k].as_bytes());
+            let h = bucket(tg);
+            assert!(t[h].0 == u128::MAX, "two names share a bucket");
+            t[h] = (tg, k as u8);
+            k += 1;
+        }
+        t
+    };
+    let tg = tag_at(b, start, end)?;
+    let (want, slot) = TABLE[bucket(tg)];
+    (want == tg).then_some(slot as usize)
+}
+
+/// Walk a flat object of plain ASCII without escapes by its quote positions, noting where
+/// each attribute icicle reads sits. None when the message needs the byte scanner.
+fn scan_spans(b: &[u8], mut quotes: QuoteIndex) -> Option<[Span; 11]> {
+    let mut spans = [Span::default(); 11];
+    // Control bytes were refused, so the only whitespace left is the space.
+    let skip = |i: &mut usize| {
+        while b.get(*i) == Some(&b' ') {
+            *i += 1;
+        }
+    };
+    let mut i = 0usize;
+    skip(&mut i);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    skip(&mut i);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+        skip(&mut i);
+        return (i == b.len()).then_some(spans);
+    }
+    loop {
+        // A key: the next two quotes, the first exactly here.
+        if quotes.next_quote()? != i {
+            return None;
+        }
+        let ke = quotes.next_quote()?;
+        let slot = slot_of(b, i + 1, ke);
+        // `":` directly (compact JSON), else with spaces around the colon.
+        i = ke + 1;
+        if b.get(i) == Some(&b':') {
+            i += 1;
+        } else {
+            skip(&mut i);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i += 1;
+        }
+        skip(&mut i);
+        let start = i;
+        let kind = match *b.get(i)? {
+            b'"' => {
+                if quotes.next_quote()? != i {
+                    return None;
+                }
+                i = quotes.next_quote()? + 1;
+                SpanKind::Str
+            }
+            b'-' | b'0'..=b'9' => {
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    i += 1;
+                }
+                SpanKind::Num
+            }
+            b'n' if b[i..].starts_with(b"null") => {
+                i += 4;
+                SpanKind::Null
+            }
+            b't' if b[i..].starts_with(b"true") => {
+                i += 4;
+                SpanKind::True
+            }
+            b'f' if b[i..].starts_with(b"false") => {
+                i += 5;
+                SpanKind::False
+            }
+            _ => return None,
+        };
+        if let Some(k) = slot {
+            // Strings without their quotes. MAX_LEN keeps positions within u16.
+            spans[k] = match kind {
+                SpanKind::Str => Span { start: (start + 1) as u16, end: (i - 1) as u16, kind },
+                _ => Span { start: start as u16, end: i as u16, kind },
+            };
+        }
+        // `,"` directly, else spaces around the comma, or the closing brace.
+        match b.get(i..i + 2) {
+            Some(b",\"") => i += 1,
+            _ => {
+                skip(&mut i);
+                match b.get(i)? {
+                    b',' => {
+                        i += 1;
+                        skip(&mut i);
+                    }
+                    b'}' => {
+                        i += 1;
+                        skip(&mut i);
+                        return (i == b.len()).then_some(spans);
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+}
+
+/// What a value found by the structural path is.
+#[derive(Clone, Copy, Default, PartialEq, Debug)]
+enum SpanKind {
+    #[default]
+    Absent,
+    Str,
+    Num,
+    Null,
+    True,
+    False,
+}
+
+/// Where a value sits in the message (the structural path keeps positions, not values).
+#[derive(Clone, Copy, Default, PartialEq, Debug)]
+struct Span {
+    start: u16,
+    end: u16,
+    kind: SpanKind,
+}
+
+/// The attributes of one message.
+enum Fields<'a> {
+    /// Found by the structural path: positions in the message.
+    Spans(&'a str, [Span; 11]),
+    /// Found by the byte scanner or the full parser.
+    Values(Box<[Option<Field<'a>>; 11]>),
+}
+
+impl Default for Fields<'_> {
+    fn default() -> Self {
+        Fields::Values(Default::default())
+    }
+}
 
 impl<'a> Fields<'a> {
-    fn get(&self, key: &str) -> &Field<'a> {
-        const ABSENT: Field<'static> = Field::Absent;
-        KEYS.iter().position(|k| *k == key).and_then(|i| self.0[i].as_ref()).unwrap_or(&ABSENT)
+    fn get(&self, slot: usize) -> Field<'a> {
+        match self {
+            Fields::Spans(text, spans) => {
+                let sp = spans[slot];
+                let s = text.get(sp.start as usize..sp.end as usize).unwrap_or("");
+                match sp.kind {
+                    SpanKind::Absent => Field::Absent,
+                    SpanKind::Str => Field::Str(std::borrow::Cow::Borrowed(s)),
+                    SpanKind::Num => Field::Num(s),
+                    SpanKind::Null => Field::Null,
+                    SpanKind::True => Field::Other("true".into()),
+                    SpanKind::False => Field::Other("false".into()),
+                }
+            }
+            Fields::Values(v) => v[slot].clone().unwrap_or(Field::Absent),
+        }
     }
 
-    fn set(&mut self, key: &[u8], v: Field<'a>) {
-        if let Some(i) = KEYS.iter().position(|k| k.as_bytes() == key) {
-            self.0[i] = Some(v);
+    /// The fastest path: a flat object of plain ASCII without escapes (`quotes` indexes
+    /// `text`), walked by its quote positions. None when the message needs the byte scanner.
+    fn scan_structural(text: &'a str, quotes: QuoteIndex) -> Option<Fields<'a>> {
+        scan_spans(text.as_bytes(), quotes).map(|spans| Fields::Spans(text, spans))
+    }
+
+    fn set(&mut self, slot: usize, v: Field<'a>) {
+        if let Fields::Values(values) = self {
+            values[slot] = Some(v);
         }
     }
 
     /// The fast path: a flat JSON object scanned in place. None when the message needs the
     /// full parser (nested values, escaped keys, malformed JSON).
     fn scan(bytes: &'a [u8]) -> Option<Fields<'a>> {
+        // Plain ASCII without escapes: valid UTF-8 without a separate check.
+        if let Some(quotes) = QuoteIndex::build(bytes) {
+            // SAFETY: `QuoteIndex::build` refuses any byte >= 0x80, and ASCII is valid UTF-8.
+            let text = unsafe { std::str::from_utf8_unchecked(bytes) };
+            if let Some(f) = Fields::scan_structural(text, quotes) {
+                return Some(f);
+            }
+        }
+        Fields::scan_bytes(bytes)
+    }
+
+    /// The byte scanner: any flat object (escapes, any whitespace, non-ASCII text).
+    fn scan_bytes(bytes: &'a [u8]) -> Option<Fields<'a>> {
         // One UTF-8 check for the whole message; every slice below starts and ends at an ASCII
         // byte, so it is a valid &str.
         let text = std::str::from_utf8(bytes).ok()?;
@@ -144,21 +371,7 @@ impl<'a> Fields<'a> {
             if b[ke] != b'"' {
                 return None;
             }
-            let slot = match &b[ks..ke] {
-                b"inode" => Some(0),
-                b"path" => Some(1),
-                b"event" => Some(2),
-                b"cookie" => Some(3),
-                b"fileSize" => Some(4),
-                b"ownerUserId" => Some(5),
-                b"ownerGroupId" => Some(6),
-                b"permissions" => Some(7),
-                b"atime" => Some(8),
-                b"ctime" => Some(9),
-                b"mtime" => Some(10),
-                _ => None,
-            };
-            debug_assert!(slot.is_none_or(|k| KEYS[k].as_bytes() == &b[ks..ke]));
+            let slot = slot_of(b, ks, ke);
             i = ke + 1;
             ws(&mut i);
             if b.get(i) != Some(&b':') {
@@ -214,7 +427,7 @@ impl<'a> Fields<'a> {
                 _ => return None,
             };
             if let Some(k) = slot {
-                f.0[k] = Some(v);
+                f.set(k, v);
             }
             match continue_after_value(b, &mut i)? {
                 true => continue,
@@ -230,15 +443,15 @@ impl<'a> Fields<'a> {
         }
         let v: serde_json::Map<String, Value> = serde_json::from_slice(bytes).map_err(|e| format!("not a WF_JSON object: {e}"))?;
         let mut f = Fields::default();
-        for k in KEYS {
-            if let Some(x) = v.get(k) {
+        for (slot, k) in KEYS.iter().enumerate() {
+            if let Some(x) = v.get(*k) {
                 let field = match x {
                     Value::Null => Field::Null,
                     Value::Number(n) => Field::NumOwned(n.to_string()),
                     Value::String(s) => Field::Str(std::borrow::Cow::Owned(s.clone())),
                     other => Field::Other(other.to_string()),
                 };
-                f.set(k.as_bytes(), field);
+                f.set(slot, field);
             }
         }
         Ok(f)
@@ -351,7 +564,7 @@ fn permissions(v: &Field<'_>) -> Result<Option<u32>, String> {
     }
 }
 
-fn text<'b>(v: &'b Field<'_>) -> Option<&'b str> {
+fn text(v: Field<'_>) -> Option<std::borrow::Cow<'_, str>> {
     match v {
         Field::Str(s) => Some(s),
         _ => None,
@@ -361,47 +574,156 @@ fn text<'b>(v: &'b Field<'_>) -> Option<&'b str> {
 impl GpfsEvent {
     /// Parse one message value. Events Icicle drops (IN_OPEN, ...) parse as `Ignored`.
     pub fn parse(bytes: &[u8]) -> Result<GpfsEvent, String> {
-        let raw = Fields::parse(bytes)?;
-        let event = text(raw.get("event")).ok_or("missing `event`")?;
-        let mut kind = None;
-        let mut is_dir = false;
-        for tok in event.split(|c: char| c.is_whitespace() || c == '|' || c == ',').filter(|t| !t.is_empty()) {
-            if tok == "IN_ISDIR" {
-                is_dir = true;
-            } else if kind.is_none() {
-                kind = Some(EventKind::from_token(tok).ok_or_else(|| format!("unknown event `{tok}`"))?);
+        if let Some(quotes) = QuoteIndex::build(bytes) {
+            if let Some(spans) = scan_spans(bytes, quotes) {
+                // SAFETY: `QuoteIndex::build` refuses any byte >= 0x80, and ASCII is valid UTF-8.
+                let text = unsafe { std::str::from_utf8_unchecked(bytes) };
+                if let Some(ev) = GpfsEvent::from_spans(text, &spans) {
+                    return Ok(ev);
+                }
+                return GpfsEvent::from_fields(&Fields::Spans(text, spans));
             }
         }
-        let kind = kind.ok_or_else(|| format!("event `{event}` names no event type"))?;
-        let path = text(raw.get("path")).ok_or("missing `path`")?;
-        if !path.starts_with('/') {
-            return Err(format!("path `{path}` is not absolute"));
+        GpfsEvent::from_fields(&Fields::parse(bytes)?)
+    }
+
+    /// The usual message, converted straight from its bytes: decimal digits, octal
+    /// permissions, `YYYY-MM-DDTHH:MM:SS` times, one event token with an optional `IN_ISDIR`.
+    /// None for anything else, which [`GpfsEvent::from_fields`] handles (and explains).
+    fn from_spans(text: &str, spans: &[Span; 11]) -> Option<GpfsEvent> {
+        let string_at = |k: usize| -> &str {
+            let sp = spans[k];
+            text.get(sp.start as usize..sp.end as usize).unwrap_or("")
+        };
+        let bytes = |k: usize| string_at(k).as_bytes();
+        let string = |k: usize| (spans[k].kind == SpanKind::Str).then(|| bytes(k));
+        let digits = |s: &[u8]| -> Option<u64> {
+            if s.is_empty() || s.len() > 19 {
+                return None;
+            }
+            s.iter().try_fold(0u64, |v, &c| c.is_ascii_digit().then(|| v * 10 + (c - b'0') as u64))
+        };
+        // An absent attribute is 0; a number or a string of digits is its value.
+        let uint = |k: usize| -> Option<u64> {
+            match spans[k].kind {
+                SpanKind::Absent => Some(0),
+                SpanKind::Str | SpanKind::Num => digits(bytes(k)),
+                _ => None,
+            }
+        };
+        let time = |k: usize| -> Option<i64> {
+            match spans[k].kind {
+                SpanKind::Absent => Some(0),
+                SpanKind::Str if bytes(k).len() >= 19 && bytes(k)[4] == b'-' => icicle_core::time::parse_iso8601(string_at(k)),
+                SpanKind::Str | SpanKind::Num => digits(bytes(k)).and_then(|v| i64::try_from(v).ok()),
+                _ => None,
+            }
+        };
+        let event = string(EVENT)?;
+        let (token, is_dir) = match event.strip_suffix(b" IN_ISDIR") {
+            Some(t) => (t, true),
+            None => (event, false),
+        };
+        let kind = EventKind::from_common_token(token)?;
+        let path = string(PATH)?;
+        if path.first() != Some(&b'/') {
+            return None;
         }
-        let inode = uint(raw.get("inode"), "inode")?.ok_or("missing `inode`")?;
-        let perm = permissions(raw.get("permissions"))?;
+        let inode = match spans[INODE].kind {
+            SpanKind::Str | SpanKind::Num => digits(bytes(INODE))?,
+            _ => return None,
+        };
+        let perm = match spans[PERMISSIONS].kind {
+            SpanKind::Absent => None,
+            SpanKind::Str => {
+                let p = bytes(PERMISSIONS);
+                if p.is_empty() || p.len() > 10 {
+                    return None;
+                }
+                Some(p.iter().try_fold(0u32, |v, &c| matches!(c, b'0'..=b'7').then(|| v * 8 + (c - b'0') as u32))?)
+            }
+            _ => return None,
+        };
         let mode = match perm {
             Some(m) if m & 0o170000 != 0 => m,
             Some(m) => m | if is_dir { 0o040000 } else { 0o100000 },
             None => if is_dir { 0o040755 } else { 0o100644 },
         };
-        let id = |key: &str| -> Result<u32, String> {
-            uint(raw.get(key), key)?.map_or(Ok(0), |n| u32::try_from(n).map_err(|_| format!("{key} `{n}` out of range")))
-        };
-        // The three times are often the same text: parse each distinct one once.
-        let atime = time(raw.get("atime"), "atime")?;
-        let ctime = if raw.get("ctime") == raw.get("atime") { atime } else { time(raw.get("ctime"), "ctime")? };
-        let mtime = if raw.get("mtime") == raw.get("ctime") { ctime } else { time(raw.get("mtime"), "mtime")? };
+        let same = |x: usize, y: usize| spans[x].kind == spans[y].kind && bytes(x) == bytes(y);
+        let atime = time(ATIME)?;
+        let ctime = if same(CTIME, ATIME) { atime } else { time(CTIME)? };
+        let mtime = if same(MTIME, CTIME) { ctime } else { time(MTIME)? };
         let meta = Meta {
             inode,
             mode,
-            uid: id("ownerUserId")?,
-            gid: id("ownerGroupId")?,
-            size: uint(raw.get("fileSize"), "fileSize")?.unwrap_or(0),
+            uid: u32::try_from(uint(OWNER_USER_ID)?).ok()?,
+            gid: u32::try_from(uint(OWNER_GROUP_ID)?).ok()?,
+            size: uint(FILE_SIZE)?,
             atime,
             ctime,
             mtime,
         };
-        Ok(GpfsEvent { kind, path: path.to_string(), meta, cookie: uint(raw.get("cookie"), "cookie")?.unwrap_or(0) })
+        Some(GpfsEvent { kind, path: string_at(PATH).to_owned(), meta, cookie: uint(COOKIE)? })
+    }
+
+    /// Convert attributes however they were found; errors say what is wrong.
+    fn from_fields(raw: &Fields<'_>) -> Result<GpfsEvent, String> {
+        let event = text(raw.get(EVENT)).ok_or("missing `event`")?;
+        let event: &str = &event;
+        let mut kind = None;
+        let mut is_dir = false;
+        // The usual shapes: one token, or one token and ` IN_ISDIR`.
+        let (first, dir_suffix) = match event.strip_suffix(" IN_ISDIR") {
+            Some(f) => (f, true),
+            None => (event, false),
+        };
+        if !first.contains([' ', '\t', '|', ',', '\n', '\r']) {
+            if let Some(k) = EventKind::from_token(first) {
+                kind = Some(k);
+                is_dir = dir_suffix;
+            }
+        }
+        if kind.is_none() {
+            for tok in event.split(|c: char| c.is_whitespace() || c == '|' || c == ',').filter(|t| !t.is_empty()) {
+                if tok == "IN_ISDIR" {
+                    is_dir = true;
+                } else if kind.is_none() {
+                    kind = Some(EventKind::from_token(tok).ok_or_else(|| format!("unknown event `{tok}`"))?);
+                }
+            }
+        }
+        let kind = kind.ok_or_else(|| format!("event `{event}` names no event type"))?;
+        let path = text(raw.get(PATH)).ok_or("missing `path`")?;
+        let path: &str = &path;
+        if !path.starts_with('/') {
+            return Err(format!("path `{path}` is not absolute"));
+        }
+        let inode = uint(&raw.get(INODE), "inode")?.ok_or("missing `inode`")?;
+        let perm = permissions(&raw.get(PERMISSIONS))?;
+        let mode = match perm {
+            Some(m) if m & 0o170000 != 0 => m,
+            Some(m) => m | if is_dir { 0o040000 } else { 0o100000 },
+            None => if is_dir { 0o040755 } else { 0o100644 },
+        };
+        let id = |slot: usize| -> Result<u32, String> {
+            let key = KEYS[slot];
+            uint(&raw.get(slot), key)?.map_or(Ok(0), |n| u32::try_from(n).map_err(|_| format!("{key} `{n}` out of range")))
+        };
+        // The three times are often the same text: parse each distinct one once.
+        let atime = time(&raw.get(ATIME), "atime")?;
+        let ctime = if raw.get(CTIME) == raw.get(ATIME) { atime } else { time(&raw.get(CTIME), "ctime")? };
+        let mtime = if raw.get(MTIME) == raw.get(CTIME) { ctime } else { time(&raw.get(MTIME), "mtime")? };
+        let meta = Meta {
+            inode,
+            mode,
+            uid: id(OWNER_USER_ID)?,
+            gid: id(OWNER_GROUP_ID)?,
+            size: uint(&raw.get(FILE_SIZE), "fileSize")?.unwrap_or(0),
+            atime,
+            ctime,
+            mtime,
+        };
+        Ok(GpfsEvent { kind, path: path.to_string(), meta, cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0) })
     }
 
     /// Render as a WF_JSON message (what the testkit produces).
@@ -459,6 +781,76 @@ mod tests {
         let (a, b) = (GpfsEvent::parse(flat.as_bytes()).unwrap(), GpfsEvent::parse(nested.as_bytes()).unwrap());
         assert_eq!(a, b);
         assert_eq!((a.path.as_str(), a.cookie, a.meta.mode, a.meta.atime, a.meta.mtime), ("/g/a \"b\"", 5, 0o40755, 1, 4));
+    }
+
+    #[test]
+    fn the_structural_scanner_agrees_with_the_byte_scanner() {
+        let base = GpfsEvent { kind: EventKind::MovedTo, path: "/g/d/a b.txt".into(), meta: Meta { inode: 9, mode: 0o100640, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 }, cookie: 77 };
+        let compact = base.to_json();
+        let spaced = compact.replace("\",\"", "\", \"").replace("\":", "\": ").replacen('{', "{ ", 1).replace('}', " }");
+        let numbers = r#"{"wd": 1, "inode": 12, "path": "/g/x", "event": "IN_CREATE IN_ISDIR", "fileSize": 5, "w": -0.5e3, "x": null, "y": true, "z": false, "atime": 17}"#;
+        for msg in [compact.as_str(), spaced.as_str(), numbers, "{}", " { } "] {
+            let quotes = QuoteIndex::build(msg.as_bytes()).expect("plain ASCII");
+            let fast = Fields::scan_structural(msg, quotes).unwrap_or_else(|| panic!("structural path refused {msg}"));
+            let slow = Fields::scan_bytes(msg.as_bytes()).expect("byte scanner");
+            let all = |f: &Fields<'_>| (0..KEYS.len()).map(|k| f.get(k).to_string()).collect::<Vec<_>>();
+            assert_eq!(all(&fast), all(&slow), "{msg}");
+        }
+        assert_eq!(GpfsEvent::parse(spaced.as_bytes()).unwrap(), base);
+        // Refused by the structural path, taken by the others: trailing bytes, nesting, bad separators.
+        for msg in [r#"{"a": "b"} x"#, r#"{"a": {"b": 1}}"#, r#"{"a" "b"}"#, r#"{"a": "b",}"#, r#"{"a": "b" "c": 1}"#, r#"{"a": tru}"#] {
+            let quotes = QuoteIndex::build(msg.as_bytes()).expect("plain ASCII");
+            assert!(Fields::scan_structural(msg, quotes).is_none(), "{msg}");
+        }
+        assert!(GpfsEvent::parse(numbers.as_bytes()).unwrap().meta.is_dir());
+    }
+
+    #[test]
+    fn the_direct_conversion_agrees_with_the_general_one() {
+        let events = ["IN_CREATE", "IN_CREATE IN_ISDIR", "IN_DELETE", "IN_MOVED_FROM", "IN_MOVED_TO IN_ISDIR", "IN_MODIFY", "IN_ATTRIB", "IN_CLOSE_WRITE", "IN_OPEN", "IN_ACCESS", "IN_ISDIR IN_CREATE", "IN_CREATE|IN_ISDIR", "IN_BOGUS"];
+        let numbers = ["\"0\"", "\"12\"", "7", "\" 7\"", "-1", "1.5", "\"99999999999999999999\"", "\"4294967296\"", "null", "true", "\"x\""];
+        let times = ["\"2026-11-30T03:12:19+00:00\"", "\"2026-11-30T03:12:19Z\"", "\"2026-11-30 03:12:19 UTC\"", "\"2026-11-30T03:12:19+02:00\"", "\"2026-13-30T03:12:19+00:00\"", "1700000000", "\"1700000000\"", "1.5", "\"soon\""];
+        let perms = ["\"100644\"", "\"644\"", "\"40755\"", "\"0o644\"", "\"9\"", "420", "\"\""];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut fast = 0;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Usually a usual value (the first two of each list), else any.
+            let pick = |list: &[&'static str], shift: u32| {
+                let r = x.rotate_right(shift);
+                list[(r >> 2) as usize % if r & 3 != 0 { 2 } else { list.len() }]
+            };
+            let mut members = vec![
+                format!("\"event\":\"{}\"", pick(&events, 0)),
+                format!("\"path\":\"{}\"", if x >> 50 & 7 == 0 { "rel/a" } else { "/gpfs/fs1/d/f" }),
+                format!("\"inode\":{}", pick(&numbers, 5)),
+                format!("\"cookie\":{}", pick(&numbers, 9)),
+                format!("\"fileSize\":{}", pick(&numbers, 13)),
+                format!("\"ownerUserId\":{}", pick(&numbers, 17)),
+                format!("\"permissions\":{}", pick(&perms, 21)),
+                format!("\"atime\":{}", pick(&times, 25)),
+                format!("\"ctime\":{}", pick(&times, 29)),
+                format!("\"mtime\":{}", pick(&times, 33)),
+                "\"wd\":1".to_string(),
+            ];
+            // Now and then an attribute is missing.
+            let mut k = 0;
+            members.retain(|_| {
+                k += 1;
+                !(x >> (k * 5)).is_multiple_of(11)
+            });
+            let msg = format!("{{{}}}", members.join(","));
+            let Some(quotes) = QuoteIndex::build(msg.as_bytes()) else { continue };
+            let spans = scan_spans(msg.as_bytes(), quotes).expect("flat object");
+            let general = GpfsEvent::from_fields(&Fields::Spans(&msg, spans));
+            if let Some(direct) = GpfsEvent::from_spans(&msg, &spans) {
+                fast += 1;
+                assert_eq!(Ok(direct), general, "{msg}");
+            }
+        }
+        assert!(fast > 1_000, "the direct path took only {fast} messages");
     }
 
     #[test]

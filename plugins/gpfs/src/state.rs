@@ -22,8 +22,12 @@ pub enum Op {
     Delete,
 }
 
+/// A path held by the state: one allocation shared by the object map, the inode index, the
+/// born set and the pending operations.
+pub type PathName = std::sync::Arc<str>;
+
 /// Pending index operations by path, in first-touched order.
-pub type Ops = indexmap::IndexMap<String, Op, Fast>;
+pub type Ops = indexmap::IndexMap<PathName, Op, Fast>;
 
 /// Lists what is below a renamed directory where it is now (files only, with metadata), so
 /// that descendants the state never saw (objects that predate monitoring) move too.
@@ -115,16 +119,21 @@ pub struct Checkpoint {
 /// The state of one monitored fileset.
 #[derive(Default)]
 pub struct GpfsState {
-    objects: BTreeMap<String, Meta>,
-    links: HashMap<u64, Vec<String>, Fast>,
+    objects: BTreeMap<PathName, Meta>,
+    links: HashMap<u64, Vec<PathName>, Fast>,
     pending: Vec<PendingMove>,
     /// Paths that came into being since the last emit (not in the index yet).
-    born: HashSet<String, Fast>,
+    born: HashSet<PathName, Fast>,
     /// Bytes of path text held (objects and the inode index).
     path_bytes: usize,
     /// A rename half waits this many batch boundaries for its pair.
     pub pair_batches: u32,
     pub counts: GpfsCounts,
+}
+
+/// Every key from `start` on.
+fn from(start: &str) -> (std::ops::Bound<&str>, std::ops::Bound<&str>) {
+    (std::ops::Bound::Included(start), std::ops::Bound::Unbounded)
 }
 
 fn under<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
@@ -149,7 +158,7 @@ impl GpfsState {
 
     /// The state to persist.
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint { objects: self.objects.iter().map(|(p, m)| (p.clone(), *m)).collect(), pending: self.pending.clone() }
+        Checkpoint { objects: self.objects.iter().map(|(p, m)| (p.to_string(), *m)).collect(), pending: self.pending.clone() }
     }
 
     /// Approximate heap bytes: path text twice (object map and inode index) plus per-entry
@@ -178,7 +187,7 @@ impl GpfsState {
         self.born.clear();
     }
 
-    fn set_op(&mut self, path: String, op: Op, ops: &mut Ops) {
+    fn set_op(&mut self, path: PathName, op: Op, ops: &mut Ops) {
         if ops.insert(path, op).is_some() {
             self.counts.coalesced += 1;
         }
@@ -188,7 +197,7 @@ impl GpfsState {
         let m = self.objects.remove(path)?;
         self.path_bytes = self.path_bytes.saturating_sub(path.len());
         if let Some(v) = self.links.get_mut(&m.inode) {
-            v.retain(|p| p != path);
+            v.retain(|p| &**p != path);
             if v.is_empty() {
                 self.links.remove(&m.inode);
             }
@@ -196,28 +205,34 @@ impl GpfsState {
         Some(m)
     }
 
-    fn know(&mut self, path: &str, meta: Meta) {
-        if let Some(m) = self.objects.get_mut(path) {
-            if m.inode == meta.inode {
-                *m = meta;
-                return;
+    /// Record `path`'s metadata (one walk down the map); returns the shared name and whether
+    /// the path was new to the state.
+    fn know(&mut self, path: &str, meta: Meta) -> (PathName, bool) {
+        use std::collections::btree_map::Entry;
+        let (name, old) = match self.objects.entry(PathName::from(path)) {
+            Entry::Occupied(mut e) => {
+                let old = std::mem::replace(e.get_mut(), meta);
+                (e.key().clone(), Some(old))
             }
-        }
-        let old = self.objects.insert(path.to_string(), meta);
-        if old.is_none() {
-            self.path_bytes += path.len();
-        }
+            Entry::Vacant(e) => {
+                let name = e.key().clone();
+                e.insert(meta);
+                self.path_bytes += path.len();
+                (name, None)
+            }
+        };
         if let Some(old) = old {
             if old.inode == meta.inode {
-                return;
+                return (name, false);
             }
             if let Some(v) = self.links.get_mut(&old.inode) {
-                v.retain(|p| p != path);
+                v.retain(|p| &**p != path);
             }
         }
         if meta.inode != 0 {
-            self.links.entry(meta.inode).or_default().push(path.to_string());
+            self.links.entry(meta.inode).or_default().push(name.clone());
         }
+        (name, old.is_none())
     }
 
     /// Know an object that existed before monitoring (from the snapshot's index).
@@ -233,21 +248,23 @@ impl GpfsState {
             }
             return;
         }
-        self.set_op(path.to_string(), Op::Delete, ops);
+        self.set_op(path.into(), Op::Delete, ops);
     }
 
-    fn upsert(&mut self, path: &str, meta: Meta, ops: &mut Ops) {
-        self.know(path, meta);
+    /// Know `path` and schedule its upsert; returns its name and whether it was new.
+    fn upsert(&mut self, path: &str, meta: Meta, ops: &mut Ops) -> (PathName, bool) {
+        let (name, new) = self.know(path, meta);
         if !meta.is_dir() {
-            self.set_op(path.to_string(), Op::Update(meta), ops);
+            self.set_op(name.clone(), Op::Update(meta), ops);
         }
+        (name, new)
     }
 
     /// Remove `path` and, for a directory, everything still known below it.
     fn remove(&mut self, path: &str, is_dir: bool, ops: &mut Ops) {
         let known = self.forget(path);
         if is_dir || known.is_some_and(|m| m.is_dir()) {
-            let below: Vec<String> = self.objects.range(format!("{path}/")..).take_while(|(p, _)| under(p, path).is_some()).map(|(p, _)| p.clone()).collect();
+            let below: Vec<PathName> = self.objects.range::<str, _>(from(&format!("{path}/"))).take_while(|(p, _)| under(p, path).is_some()).map(|(p, _)| p.clone()).collect();
             for p in below {
                 if let Some(m) = self.forget(&p) {
                     if !m.is_dir() {
@@ -266,7 +283,11 @@ impl GpfsState {
         if meta.inode == 0 || meta.is_dir() {
             return;
         }
-        let others: Vec<String> = self.links.get(&meta.inode).map(|v| v.iter().filter(|p| *p != path).cloned().collect()).unwrap_or_default();
+        let Some(names) = self.links.get(&meta.inode) else { return };
+        if names.len() < 2 {
+            return;
+        }
+        let others: Vec<PathName> = names.iter().filter(|p| &***p != path).cloned().collect();
         for p in others {
             self.upsert(&p, meta, ops);
         }
@@ -283,7 +304,7 @@ impl GpfsState {
         self.forget(old);
         if meta.is_dir() {
             self.counts.directory_renames += 1;
-            let below: Vec<(String, Meta)> = self.objects.range(format!("{old}/")..).take_while(|(p, _)| under(p, old).is_some()).map(|(p, m)| (p.clone(), *m)).collect();
+            let below: Vec<(PathName, Meta)> = self.objects.range::<str, _>(from(&format!("{old}/"))).take_while(|(p, _)| under(p, old).is_some()).map(|(p, m)| (p.clone(), *m)).collect();
             for (p, m) in below {
                 let np = format!("{new}{}", &p[old.len()..]);
                 let born = self.born.contains(&p);
@@ -292,14 +313,14 @@ impl GpfsState {
                 if !m.is_dir() {
                     self.delete(&p, ops);
                     if born {
-                        self.born.insert(np.clone());
+                        self.born.insert(np.as_str().into());
                     }
                 }
                 self.upsert(&np, m, ops);
             }
             // Descendants the state never saw (they predate monitoring): where they are now.
             for (np, m) in walker.walk(new) {
-                if self.objects.contains_key(&np) {
+                if self.objects.contains_key(np.as_str()) {
                     continue;
                 }
                 let op = format!("{old}{}", &np[new.len()..]);
@@ -315,7 +336,7 @@ impl GpfsState {
             // Renamed over an existing object: the new name now means the moved one.
             self.born.remove(new);
         } else if was_born {
-            self.born.insert(new.to_string());
+            self.born.insert(new.into());
         }
         self.upsert(new, meta, ops);
     }
@@ -328,10 +349,10 @@ impl GpfsState {
             EventKind::Ignored => self.counts.ignored += 1,
             EventKind::Created => {
                 // Not in the index yet, unless the state already knew it (a replay).
-                if !self.objects.contains_key(path) {
-                    self.born.insert(path.to_string());
+                let (name, new) = self.upsert(path, ev.meta, ops);
+                if new {
+                    self.born.insert(name);
                 }
-                self.upsert(path, ev.meta, ops);
                 self.propagate(path, ev.meta, ops);
             }
             EventKind::Modified => {
@@ -352,7 +373,7 @@ impl GpfsState {
                     Some(i) => Some(self.pending.remove(i).path),
                     None => match self.links.get(&ev.meta.inode).map(Vec::as_slice) {
                         // The one name the state knows for this inode.
-                        Some([only]) if only != path => Some(only.clone()),
+                        Some([only]) if &**only != path => Some(only.to_string()),
                         _ => None,
                     },
                 };
@@ -423,7 +444,7 @@ mod tests {
             s.apply(e, (0, i as i64), &mut NoWalk, &mut ops);
         }
         s.end_batch(&mut ops);
-        let mut v: Vec<(String, Option<u64>)> = ops.into_iter().map(|(p, o)| (p, if let Op::Update(m) = o { Some(m.size) } else { None })).collect();
+        let mut v: Vec<(String, Option<u64>)> = ops.into_iter().map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.size) } else { None })).collect();
         v.sort();
         v
     }

@@ -68,7 +68,7 @@ pub struct TreeCounts {
 /// the tree works with is the path at the record being applied. A log of this run's
 /// directory renames then translates deletes back to the path the index knows.
 pub struct DirectoryTree {
-    nodes: LruCache<Fid, Node>,
+    nodes: LruCache<Fid, Node, foldhash::fast::RandomState>,
     pub counts: TreeCounts,
     renames: Vec<(u64, String, String)>,
     /// The record being applied.
@@ -110,8 +110,8 @@ impl DirectoryTree {
     /// A tree holding at most `cap` entries (0 = unbounded).
     pub fn new(cap: usize) -> DirectoryTree {
         let nodes = match NonZeroUsize::new(cap) {
-            Some(c) => LruCache::new(c),
-            None => LruCache::unbounded(),
+            Some(c) => LruCache::with_hasher(c, Default::default()),
+            None => LruCache::unbounded_with_hasher(Default::default()),
         };
         DirectoryTree {
             nodes,
@@ -347,8 +347,12 @@ impl DirectoryTree {
         use RecordType::*;
         let name = rec.name.as_deref();
         self.current = rec.index;
-        self.head_memo.clear();
-        self.rename_paths.retain(|i, _| *i > rec.index);
+        if !self.head_memo.is_empty() {
+            self.head_memo.clear();
+        }
+        if !self.rename_paths.is_empty() {
+            self.rename_paths.retain(|i, _| *i > rec.index);
+        }
         match &rec.kind {
             Creat | Mknod | Slink | Mkdir => {
                 let (Some(parent), Some(n)) = (rec.parent, name) else { return };

@@ -80,6 +80,8 @@ pub fn map_file(path: &Path) -> Result<Option<Mmap>, SourceError> {
     // SAFETY: the map is read-only; a concurrent truncation of an input snapshot file is
     // outside what a snapshot reader can defend against (the same holds for read()).
     let m = unsafe { Mmap::map(&f) }.map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+    // Read front to back: let the kernel read ahead further.
+    let _ = m.advise(memmap2::Advice::Sequential);
     Ok(Some(m))
 }
 

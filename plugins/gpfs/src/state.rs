@@ -3,7 +3,7 @@
 //! coalescing (the last event's metadata wins), cancellation (an object created and removed
 //! between two emits produces nothing), and directory renames that move every descendant.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::event::{EventKind, GpfsEvent, Meta};
@@ -119,7 +119,9 @@ pub struct Checkpoint {
 /// The state of one monitored fileset.
 #[derive(Default)]
 pub struct GpfsState {
-    objects: BTreeMap<PathName, Meta>,
+    objects: HashMap<PathName, Meta, Fast>,
+    /// Directory path → the known paths directly in it (for directory removals and renames).
+    children: HashMap<PathName, HashSet<PathName, Fast>, Fast>,
     links: HashMap<u64, Vec<PathName>, Fast>,
     pending: Vec<PendingMove>,
     /// Paths that came into being since the last emit (not in the index yet).
@@ -131,14 +133,14 @@ pub struct GpfsState {
     pub counts: GpfsCounts,
 }
 
-/// Every key from `start` on.
-fn from(start: &str) -> (std::ops::Bound<&str>, std::ops::Bound<&str>) {
-    (std::ops::Bound::Included(start), std::ops::Bound::Unbounded)
+/// The directory a path is in (`/` for a top-level name).
+fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
 }
 
-fn under<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
-    path.strip_prefix(dir).filter(|rest| rest.starts_with('/'))
-}
 
 impl GpfsState {
     /// An empty state; rename halves wait `pair_batches` batch boundaries.
@@ -158,13 +160,15 @@ impl GpfsState {
 
     /// The state to persist.
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint { objects: self.objects.iter().map(|(p, m)| (p.to_string(), *m)).collect(), pending: self.pending.clone() }
+        let mut objects: Vec<(String, Meta)> = self.objects.iter().map(|(p, m)| (p.to_string(), *m)).collect();
+        objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Checkpoint { objects, pending: self.pending.clone() }
     }
 
     /// Approximate heap bytes: path text twice (object map and inode index) plus per-entry
     /// map overhead and metadata.
     pub fn approx_bytes(&self) -> usize {
-        2 * self.path_bytes + self.objects.len() * (std::mem::size_of::<Meta>() + std::mem::size_of::<String>() * 2 + 64)
+        self.path_bytes + self.objects.len() * (std::mem::size_of::<Meta>() + 3 * std::mem::size_of::<PathName>() + 64) + self.children.len() * 96
     }
 
     /// Objects known.
@@ -195,6 +199,13 @@ impl GpfsState {
 
     fn forget(&mut self, path: &str) -> Option<Meta> {
         let m = self.objects.remove(path)?;
+        let dir = parent_of(path);
+        if let Some(set) = self.children.get_mut(dir) {
+            set.remove(path);
+            if set.is_empty() {
+                self.children.remove(dir);
+            }
+        }
         self.path_bytes = self.path_bytes.saturating_sub(path.len());
         if let Some(v) = self.links.get_mut(&m.inode) {
             v.retain(|p| &**p != path);
@@ -208,7 +219,7 @@ impl GpfsState {
     /// Record `path`'s metadata (one walk down the map); returns the shared name and whether
     /// the path was new to the state.
     fn know(&mut self, path: &str, meta: Meta) -> (PathName, bool) {
-        use std::collections::btree_map::Entry;
+        use std::collections::hash_map::Entry;
         let (name, old) = match self.objects.entry(PathName::from(path)) {
             Entry::Occupied(mut e) => {
                 let old = std::mem::replace(e.get_mut(), meta);
@@ -218,6 +229,15 @@ impl GpfsState {
                 let name = e.key().clone();
                 e.insert(meta);
                 self.path_bytes += path.len();
+                let dir = parent_of(path);
+                match self.children.get_mut(dir) {
+                    Some(set) => {
+                        set.insert(name.clone());
+                    }
+                    None => {
+                        self.children.insert(dir.into(), HashSet::from_iter([name.clone()]));
+                    }
+                }
                 (name, None)
             }
         };
@@ -233,6 +253,26 @@ impl GpfsState {
             self.links.entry(meta.inode).or_default().push(name.clone());
         }
         (name, old.is_none())
+    }
+
+    /// Every known path below directory `dir`, with its metadata, in path order.
+    fn descendants(&self, dir: &str) -> Vec<(PathName, Meta)> {
+        let mut out = Vec::new();
+        let mut stack: Vec<&str> = vec![dir];
+        while let Some(d) = stack.pop() {
+            let Some(set) = self.children.get(d) else { continue };
+            for c in set {
+                if &**c == d {
+                    continue;
+                }
+                if let Some(m) = self.objects.get(c) {
+                    out.push((c.clone(), *m));
+                }
+                stack.push(c);
+            }
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// Know an object that existed before monitoring (from the snapshot's index).
@@ -264,7 +304,7 @@ impl GpfsState {
     fn remove(&mut self, path: &str, is_dir: bool, ops: &mut Ops) {
         let known = self.forget(path);
         if is_dir || known.is_some_and(|m| m.is_dir()) {
-            let below: Vec<PathName> = self.objects.range::<str, _>(from(&format!("{path}/"))).take_while(|(p, _)| under(p, path).is_some()).map(|(p, _)| p.clone()).collect();
+            let below: Vec<PathName> = self.descendants(path).into_iter().map(|(p, _)| p).collect();
             for p in below {
                 if let Some(m) = self.forget(&p) {
                     if !m.is_dir() {
@@ -304,7 +344,7 @@ impl GpfsState {
         self.forget(old);
         if meta.is_dir() {
             self.counts.directory_renames += 1;
-            let below: Vec<(PathName, Meta)> = self.objects.range::<str, _>(from(&format!("{old}/"))).take_while(|(p, _)| under(p, old).is_some()).map(|(p, m)| (p.clone(), *m)).collect();
+            let below = self.descendants(old);
             for (p, m) in below {
                 let np = format!("{new}{}", &p[old.len()..]);
                 let born = self.born.contains(&p);

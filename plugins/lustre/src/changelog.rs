@@ -324,9 +324,9 @@ impl fmt::Debug for RecordTime {
 /// The type bit of a changelog line (its second token) without parsing the rest; 0 when the
 /// type is unknown or the line is malformed. Lets filtered types skip the full parse.
 pub fn line_type_bit(line: &[u8]) -> u32 {
-    let Some(sp) = memchr::memchr(b' ', line) else { return 0 };
+    let Some(sp) = find_byte(line, b' ') else { return 0 };
     let rest = &line[sp + 1..];
-    let ty = &rest[..memchr::memchr(b' ', rest).unwrap_or(rest.len())];
+    let ty = &rest[..find_byte(rest, b' ').unwrap_or(rest.len())];
     if ty.len() < 3 || !ty[0].is_ascii_digit() || !ty[1].is_ascii_digit() {
         return 0;
     }

@@ -68,7 +68,7 @@ pub struct TreeCounts {
 /// the tree works with is the path at the record being applied. A log of this run's
 /// directory renames then translates deletes back to the path the index knows.
 pub struct DirectoryTree {
-    nodes: LruCache<Fid, Node, foldhash::fast::RandomState>,
+    nodes: NodeStore,
     pub counts: TreeCounts,
     renames: Vec<(u64, String, String)>,
     /// The record being applied.
@@ -86,6 +86,85 @@ pub struct DirectoryTree {
     dir_paths: std::collections::HashMap<Fid, Arc<str>, foldhash::fast::RandomState>,
     /// Whether entries can be evicted (recency is tracked only then).
     bounded: bool,
+}
+
+/// The tree's entries: an LRU cache when capped, a plain hash map when not (no recency links
+/// to keep, no allocation per entry).
+enum NodeStore {
+    Lru(LruCache<Fid, Node, foldhash::fast::RandomState>),
+    Plain(std::collections::HashMap<Fid, Node, foldhash::fast::RandomState>),
+}
+
+impl NodeStore {
+    /// The entry, marking it recently used.
+    fn get(&mut self, fid: &Fid) -> Option<&Node> {
+        match self {
+            NodeStore::Lru(c) => c.get(fid),
+            NodeStore::Plain(m) => m.get(fid),
+        }
+    }
+
+    /// The entry, recency untouched.
+    fn peek(&self, fid: &Fid) -> Option<&Node> {
+        match self {
+            NodeStore::Lru(c) => c.peek(fid),
+            NodeStore::Plain(m) => m.get(fid),
+        }
+    }
+
+    fn peek_mut(&mut self, fid: &Fid) -> Option<&mut Node> {
+        match self {
+            NodeStore::Lru(c) => c.peek_mut(fid),
+            NodeStore::Plain(m) => m.get_mut(fid),
+        }
+    }
+
+    /// Insert or replace; true when another entry was evicted to make room.
+    fn put(&mut self, fid: Fid, node: Node) -> bool {
+        match self {
+            NodeStore::Lru(c) => {
+                let evicts = c.len() == c.cap().get() && !c.contains(&fid);
+                c.put(fid, node);
+                evicts
+            }
+            NodeStore::Plain(m) => {
+                m.insert(fid, node);
+                false
+            }
+        }
+    }
+
+    fn pop(&mut self, fid: &Fid) -> Option<Node> {
+        match self {
+            NodeStore::Lru(c) => c.pop(fid),
+            NodeStore::Plain(m) => m.remove(fid),
+        }
+    }
+
+    fn promote(&mut self, fid: &Fid) {
+        if let NodeStore::Lru(c) = self {
+            c.promote(fid);
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            NodeStore::Lru(c) => c.len(),
+            NodeStore::Plain(m) => m.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every entry, least recently used first (any order when unbounded).
+    fn oldest_first(&self) -> Box<dyn Iterator<Item = (&Fid, &Node)> + '_> {
+        match self {
+            NodeStore::Lru(c) => Box::new(c.iter().rev()),
+            NodeStore::Plain(m) => Box::new(m.iter()),
+        }
+    }
 }
 
 fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
@@ -110,8 +189,8 @@ impl DirectoryTree {
     /// A tree holding at most `cap` entries (0 = unbounded).
     pub fn new(cap: usize) -> DirectoryTree {
         let nodes = match NonZeroUsize::new(cap) {
-            Some(c) => LruCache::with_hasher(c, Default::default()),
-            None => LruCache::unbounded_with_hasher(Default::default()),
+            Some(c) => NodeStore::Lru(LruCache::with_hasher(c, Default::default())),
+            None => NodeStore::Plain(Default::default()),
         };
         DirectoryTree {
             nodes,
@@ -129,7 +208,7 @@ impl DirectoryTree {
     /// The state as of changelog `index` (everything up to it applied).
     pub fn checkpoint(&self, index: u64) -> Checkpoint {
         // Oldest first, so restoring keeps the LRU order.
-        let nodes = self.nodes.iter().rev().map(|(f, n)| (f.to_string(), n.clone())).collect();
+        let nodes = self.nodes.oldest_first().map(|(f, n)| (f.to_string(), n.clone())).collect();
         Checkpoint { index, nodes, renames: self.renames.clone() }
     }
 
@@ -138,7 +217,7 @@ impl DirectoryTree {
         let mut t = DirectoryTree::new(cap);
         for (f, n) in cp.nodes {
             if let Ok(fid) = Fid::parse(&f) {
-                t.nodes.put(fid, n);
+                let _ = t.nodes.put(fid, n);
             }
         }
         t.renames = cp.renames;
@@ -171,10 +250,9 @@ impl DirectoryTree {
     }
 
     fn insert(&mut self, fid: Fid, node: Node) {
-        if self.nodes.len() == self.nodes.cap().get() && !self.nodes.contains(&fid) {
+        if self.nodes.put(fid, node) {
             self.counts.evictions += 1;
         }
-        self.nodes.put(fid, node);
     }
 
     /// `fid2path` now (memoized for the record being applied).
@@ -423,7 +501,7 @@ impl DirectoryTree {
                         // Anchored entries below the old name move with it.
                         let moved: Vec<(Fid, Arc<str>)> = self
                             .nodes
-                            .iter()
+                            .oldest_first()
                             .filter_map(|(f, n)| match &n.place {
                                 Place::Anchored(p) => under(p, old).map(|rest| (*f, Arc::<str>::from(format!("{new}{rest}")))),
                                 _ => None,

@@ -375,7 +375,7 @@ impl GpfsState {
         if self.objects.contains_key(new) {
             // Renamed over an existing object: the new name now means the moved one.
             self.born.remove(new);
-        } else if was_born {
+        } else if was_born && ops.get(new) != Some(&Op::Delete) {
             self.born.insert(new.into());
         }
         self.upsert(new, meta, ops);
@@ -388,9 +388,11 @@ impl GpfsState {
         match ev.kind {
             EventKind::Ignored => self.counts.ignored += 1,
             EventKind::Created => {
-                // Not in the index yet, unless the state already knew it (a replay).
+                // Not in the index yet, unless the state already knew it (a replay) or the
+                // index still holds an object deleted at this path earlier in the batch.
+                let deleted_here = ops.get(path) == Some(&Op::Delete);
                 let (name, new) = self.upsert(path, ev.meta, ops);
-                if new {
+                if new && !deleted_here {
                     self.born.insert(name);
                 }
                 self.propagate(path, ev.meta, ops);
@@ -499,6 +501,9 @@ mod tests {
         assert_eq!((s.counts.cancelled, s.counts.coalesced), (1, 2));
         // Removed in the next batch: a delete.
         assert_eq!(run(&mut s, &[ev(Removed, "/g/b", 2, false, 0, 0)]), vec![("/g/b".into(), None)]);
+        // An indexed name removed, reused and removed again in one batch: still a delete.
+        run(&mut s, &[ev(Created, "/g/c", 3, false, 0, 0)]);
+        assert_eq!(run(&mut s, &[ev(Removed, "/g/c", 3, false, 0, 0), ev(Created, "/g/c", 4, false, 0, 0), ev(Removed, "/g/c", 4, false, 0, 0)]), vec![("/g/c".into(), None)]);
     }
 
     #[test]

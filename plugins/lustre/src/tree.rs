@@ -71,6 +71,10 @@ pub struct DirectoryTree {
     nodes: NodeStore,
     pub counts: TreeCounts,
     renames: Vec<(u64, String, String)>,
+    /// Per logged rename: hashes of `/rel` for everything its walk found below the directory.
+    /// Their old names were deleted when the rename was applied, so a later delete of such a
+    /// path needs no translation through it (or any earlier rename).
+    walked: Vec<HashSet<u64>>,
     /// The record being applied.
     current: u64,
     /// Time-correct (old, new) paths of not-yet-applied renames, by record index.
@@ -177,6 +181,8 @@ pub struct Checkpoint {
     pub index: u64,
     nodes: Vec<(String, Node)>,
     renames: Vec<(u64, String, String)>,
+    #[serde(default)]
+    walked: Vec<Vec<u64>>,
 }
 
 /// Renames kept in the log.
@@ -196,6 +202,7 @@ impl DirectoryTree {
             nodes,
             counts: TreeCounts::default(),
             renames: Vec::new(),
+            walked: Vec::new(),
             current: 0,
             rename_paths: std::collections::HashMap::new(),
             head_memo: std::collections::HashMap::new(),
@@ -209,7 +216,8 @@ impl DirectoryTree {
     pub fn checkpoint(&self, index: u64) -> Checkpoint {
         // Oldest first, so restoring keeps the LRU order.
         let nodes = self.nodes.oldest_first().map(|(f, n)| (f.to_string(), n.clone())).collect();
-        Checkpoint { index, nodes, renames: self.renames.clone() }
+        let walked = self.walked.iter().map(|w| w.iter().copied().collect()).collect();
+        Checkpoint { index, nodes, renames: self.renames.clone(), walked }
     }
 
     /// Restore a checkpoint into a tree with room for `cap` entries (0 = unbounded).
@@ -221,6 +229,9 @@ impl DirectoryTree {
             }
         }
         t.renames = cp.renames;
+        // Older checkpoints have no walk hashes: every rename then translates (safe, wordier).
+        t.walked = cp.walked.into_iter().map(|w| w.into_iter().collect()).collect();
+        t.walked.resize_with(t.renames.len(), HashSet::default);
         t
     }
 
@@ -397,11 +408,15 @@ impl DirectoryTree {
             return;
         }
         let mut p = path.clone();
-        for (i, old, new) in self.renames.iter().rev() {
+        for ((i, old, new), walked) in self.renames.iter().zip(&self.walked).rev() {
             if *i >= index {
                 continue;
             }
             if let Some(rest) = under(&p, new) {
+                if walked.contains(&rel_hash(rest)) {
+                    // That rename's walk found it and deleted its older names then.
+                    break;
+                }
                 p = format!("{old}{rest}");
                 ops.insert(p.clone(), PathOp::Delete);
             }
@@ -439,7 +454,11 @@ impl DirectoryTree {
                 if !is_dir {
                     match self.path(rec.target, r) {
                         Some(p) => {
-                            self.born.insert(p.clone());
+                            // New to the index, unless the index still holds an object
+                            // deleted at this path earlier in the batch.
+                            if ops.get(&p) != Some(&PathOp::Delete) {
+                                self.born.insert(p.clone());
+                            }
                             ops.insert(p, PathOp::Update);
                         }
                         None => self.counts.unresolved += 1,
@@ -522,24 +541,27 @@ impl DirectoryTree {
                     // directory is now, upsert what is there, delete the old names.
                     let now = self.head(src, r);
                     tracing::debug!(message = "directory rename", index = rec.index, old = ?old, new = %new, now = ?now);
+                    let mut walked = HashSet::default();
                     if let Some(now) = now {
                         for rel in r.walk(&now) {
                             if let Some(old) = &old {
                                 self.delete(rec.index, format!("{old}/{rel}"), ops);
                             }
+                            walked.insert(rel_hash(&format!("/{rel}")));
                             ops.insert(format!("{now}/{rel}"), PathOp::Update);
                         }
                     }
                     if let Some(old) = old {
                         if self.renames.len() < LOG_CAP {
                             self.renames.push((rec.index, old, new.clone()));
+                            self.walked.push(walked);
                         }
                     }
                 } else {
                     if let Some(old) = old {
                         self.delete(rec.index, old, ops);
                     }
-                    if rec.target.is_zero() {
+                    if rec.target.is_zero() && ops.get(&new) != Some(&PathOp::Delete) {
                         // Nothing was at the new name: it is new since the last emit.
                         self.born.insert(new.clone());
                     } else {
@@ -564,6 +586,15 @@ impl DirectoryTree {
             }
         }
     }
+}
+
+/// Walked relative paths, by a hash that is the same in every run (checkpoints keep them).
+type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
+/// The run-independent hash of a relative path `/rel`.
+fn rel_hash(rest: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x1c1c_1e5e_ed00_0001).hash_one(rest)
 }
 
 fn child_of(parent: &str, name: &str) -> String {
@@ -688,6 +719,21 @@ mod tests {
         t.begin_batch();
         t.apply(&line("5 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
         assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/c".to_string(), PathOp::Delete)]);
+    }
+
+    #[test]
+    fn a_name_deleted_then_reused_and_deleted_again_in_one_batch_is_deleted() {
+        let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
+        let mut t = DirectoryTree::new(0);
+        let mut ops = Ops::default();
+        t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        ops.clear();
+        t.begin_batch();
+        // The index holds /a; in one batch it is removed, a new /a is made, then removed.
+        t.apply(&line("2 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        t.apply(&line("4 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/a".to_string(), PathOp::Delete)]);
     }
 
     #[test]

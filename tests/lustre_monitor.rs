@@ -145,6 +145,49 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
 }
 
 #[test]
+fn a_monitor_killed_while_the_workload_runs_loses_nothing() {
+    let seed = test_seed() ^ 0x5eed;
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, mut index) = preexisting_fs(tmp.path(), 40, seed);
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 15, 0);
+    // The workload runs in its own thread while monitors are started and SIGKILLed: the file
+    // system is ahead of the changelog (the stand-in performs each operation, then appends its
+    // records, one write a line), as on Lustre, where a record never precedes its operation.
+    let (r2, j2) = (root.clone(), journal.clone());
+    let workload = std::thread::spawn(move || {
+        let mut w = Workload::open(&r2, &j2, seed).unwrap();
+        for round in 0..24 {
+            let kind = [Kind::Mixed, Kind::EvalOut, Kind::Filebench, Kind::EvalPerf][round % 4];
+            // One round changes objects that existed before monitoring.
+            let base = if round == 5 { "/old0".to_string() } else { format!("/w{round}") };
+            w.run(if round == 5 { Kind::Mixed } else { kind }, 40, &base).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+    });
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(7);
+    let mut kills = 0;
+    while !workload.is_finished() || kills < test_kills() {
+        run_monitor_then_kill(&cfg, &mut x, 20, 200);
+        kills += 1;
+    }
+    workload.join().unwrap();
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    apply(&mut index, &out);
+    let fresh = walk_snapshot(tmp.path(), &root, "after");
+    let (missing, extra, differ) = compare(&index, &fresh);
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "after {kills} kills during the workload: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nindex {:?}\nfresh {:?}\nreport {report}",
+        differ.iter().map(|p| &index[p]).collect::<Vec<_>>(),
+        differ.iter().map(|p| &fresh[p]).collect::<Vec<_>>()
+    );
+    assert_all_cleared(tmp.path(), &journal);
+}
+
+#[test]
 fn several_mdts_in_one_process_each_keep_their_own_state() {
     let tmp = tempfile::tempdir().unwrap();
     let fs_names = ["a", "b"];

@@ -201,19 +201,17 @@ impl Lfs {
 pub struct Lookahead {
     renames: Vec<ChangelogRecord>,
     read_upto: u64,
-    refreshed: bool,
 }
 
 impl Lookahead {
     /// Start at `cleared` (records up to it are applied).
     pub fn new(cleared: u64) -> Lookahead {
-        Lookahead { renames: Vec::new(), read_upto: cleared, refreshed: false }
+        Lookahead { renames: Vec::new(), read_upto: cleared }
     }
 
-    /// A new batch begins at `first`: forget applied renames; re-read the head when asked.
+    /// A new batch begins at `first`: forget applied renames.
     pub fn next_batch(&mut self, first: u64) {
         self.renames.retain(|r| r.index >= first);
-        self.refreshed = false;
     }
 }
 
@@ -270,8 +268,10 @@ impl Resolver for LfsResolver<'_> {
 
     fn future_renames(&mut self, after: u64) -> Vec<ChangelogRecord> {
         let la = &mut *self.lookahead;
-        if !la.refreshed {
-            la.refreshed = true;
+        // Read what was appended since the last read, every time: a `fid2path` answer reflects
+        // every rename made before it, and each of those has its record by now (Lustre writes a
+        // record with its operation). A read made before that answer could miss some.
+        {
             if let Ok(text) = self.lfs.changelog(self.mdt, la.read_upto + 1, None) {
                 if let Some(last) = crate::changelog::lines(text.trim_end()).last().and_then(leading_index) {
                     la.read_upto = la.read_upto.max(last);

@@ -476,8 +476,9 @@ fn emit_op(
 
 /// The GPFS monitor's processing path in one process: parse → state → encode, in batches.
 pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
-    use icicle_plugins_gpfs::state::NoWalk;
-    use icicle_plugins_gpfs::{GpfsEvent, GpfsState, Op, Ops};
+    use icicle_core::traits::{Reducer, StateStore};
+    use icicle_plugins_gpfs::state::{NoWalk, Position};
+    use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Op, Ops};
     let (mut enc, mut out) = bench_output(emit)?;
     let cpu0 = cpu_seconds();
     let t = Instant::now();
@@ -487,8 +488,15 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyho
     let (mut events, mut rejects, mut updates, mut deletes, mut bytes) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut ops = Ops::default();
     let mut buf = Vec::with_capacity(1024);
-    let mut in_batch = 0usize;
-    let mut flush = |ops: &mut Ops, state: &mut GpfsState| -> anyhow::Result<()> {
+    let mut batch: Vec<(GpfsEvent, Position)> = Vec::with_capacity(batch_size);
+    // Parse → reduce → state → emit, a batch at a time, as the monitor does.
+    let mut flush = |batch: &mut Vec<(GpfsEvent, Position)>, ops: &mut Ops, state: &mut GpfsState| -> anyhow::Result<()> {
+        IgnoredEvents.reduce(batch);
+        state.begin_batch();
+        for ev in batch.iter() {
+            state.apply(ev, &mut NoWalk, ops);
+        }
+        batch.clear();
         state.end_batch(ops);
         for (path, op) in ops.drain(..) {
             match op {
@@ -499,7 +507,6 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyho
                 Op::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,
             }
         }
-        state.begin_batch();
         Ok(())
     };
     let mut rest = data;
@@ -514,17 +521,16 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyho
         }
         events += 1;
         match GpfsEvent::parse(line) {
-            Ok(ev) => state.apply(&ev, (0, i as i64), &mut NoWalk, &mut ops),
+            Ok(ev) => batch.push((ev, (0, i as i64))),
             Err(_) => rejects += 1,
         }
-        in_batch += 1;
-        if in_batch >= batch_size {
-            flush(&mut ops, &mut state)?;
-            in_batch = 0;
+        if batch.len() >= batch_size {
+            flush(&mut batch, &mut ops, &mut state)?;
         }
     }
+    flush(&mut batch, &mut ops, &mut state)?;
     state.finish(&mut ops);
-    flush(&mut ops, &mut state)?;
+    flush(&mut batch, &mut ops, &mut state)?;
     if let Some(mut w) = out.take() {
         use std::io::Write;
         w.flush()?;
@@ -540,6 +546,8 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyho
 /// Run the monitor bench; returns the JSON line.
 pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
     use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
+    use icicle_core::traits::{Reducer, StateStore};
+    use icicle_plugins_lustre::reducer::RuleTable;
     use icicle_plugins_lustre::tree::{DirectoryTree, Ops, PathOp};
     // The fid2path stand-in is loaded before the clock starts; reading the stream is timed.
     let mut resolver = MapResolver { paths: Default::default(), all: Default::default(), dirs: Default::default(), stream: "", renames: None };
@@ -566,7 +574,7 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
     let mut batch: Vec<ChangelogRecord> = Vec::with_capacity(batch_size);
     let mut buf = Vec::with_capacity(1024);
     let mut flush = |batch: &mut Vec<ChangelogRecord>, tree: &mut DirectoryTree, resolver: &mut MapResolver| -> anyhow::Result<()> {
-        icicle_plugins_lustre::reducer::reduce_in_place(batch);
+        RuleTable.reduce(batch);
         let mut ops = Ops::default();
         tree.begin_batch();
         for r in batch.iter() {

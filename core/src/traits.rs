@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use crate::batch::DocumentBatch;
 use crate::error::{SinkError, SourceError};
-use crate::record::{FileRecord, OwnedFileRecord, Reject};
+use crate::record::{FileRecord, Reject};
 
 /// One independently readable unit of a source: a file, a byte range of a file, one
 /// `db.db`, one directory, one MDT, one partition.
@@ -95,60 +95,66 @@ pub trait ChangeSource: Send + Sync {
     async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, crate::error::IcicleError>;
 }
 
-/// A unified file-system change, as reducers and state stores see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangeEvent {
-    /// Position in the originating stream (changelog index, Kafka offset).
-    pub seq: u64,
-    /// What happened.
-    pub kind: ChangeKind,
-    /// The object changed (Lustre FID, GPFS inode).
-    pub target: String,
-    /// The object's parent, when the event carries it.
-    pub parent: Option<String>,
-    /// The object's name in `parent`, when the event carries it.
-    pub name: Option<String>,
-    /// For renames: the old parent and name.
-    pub old_parent: Option<String>,
-    pub old_name: Option<String>,
-    /// Whether the object is a directory.
-    pub is_dir: bool,
+/// What a reduction did to one batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReduceCounts {
+    /// Events in.
+    pub input: u64,
+    /// Events kept.
+    pub passed: u64,
+    /// Events folded into a later one for the same object.
+    pub coalesced: u64,
+    /// Events dropped because the object was created and removed within the batch.
+    pub cancelled: u64,
+    /// Events that mean nothing for the index.
+    pub ignored: u64,
 }
 
-/// The four unified kinds of change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ChangeKind {
-    Created,
-    Removed,
-    Renamed,
-    Modified,
+impl ReduceCounts {
+    /// Add another batch's counts.
+    pub fn add(&mut self, o: &ReduceCounts) {
+        self.input += o.input;
+        self.passed += o.passed;
+        self.coalesced += o.coalesced;
+        self.cancelled += o.cancelled;
+        self.ignored += o.ignored;
+    }
 }
 
-/// An operation on the search index.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IndexOp {
-    /// Upsert the primary record of this object.
-    Update(OwnedFileRecord),
-    /// Remove the primary record with this path.
-    Delete { path: String },
-}
-
-/// A stateful, rule-driven stream operator (coalescing, cancellation, rename override).
+/// A stateful, rule-driven stream operator: reduces one batch of a stream's own events in
+/// place (coalescing, cancellation, rename override), keeping stream order. Lustre's rule
+/// table works on changelog records, GPFS's on watch-folder events.
 pub trait Reducer: Send {
-    /// Reduce one batch of events to a minimal, equivalent batch.
-    fn reduce(&mut self, batch: Vec<ChangeEvent>) -> Vec<ChangeEvent>;
+    /// The stream's event type.
+    type Event;
+    /// Reduce `batch` to a minimal equivalent batch.
+    fn reduce(&mut self, batch: &mut Vec<Self::Event>) -> ReduceCounts;
 }
 
-/// Holds the namespace state (directory tree) and turns events into index operations.
+/// Holds a monitored namespace (a FID directory tree, a path map) and turns reduced events
+/// into pending index operations on paths, emitted together at the end of a batch.
 pub trait StateStore: Send {
-    /// Apply reduced events; returns the index operations they imply.
-    fn apply(&mut self, events: &[ChangeEvent]) -> Vec<IndexOp>;
-    /// Number of objects held.
+    /// The stream's event type.
+    type Event;
+    /// What applying needs from outside the state (`fid2path` and the mount for Lustre, a
+    /// directory walker for GPFS).
+    type Env<'e>: ?Sized;
+    /// Pending operations by path (last one per path wins), in first-touched order.
+    type Ops: Default;
+    /// A batch (one emit) begins.
+    fn begin_batch(&mut self);
+    /// Apply one reduced event, adding the index operations it implies to `ops`.
+    fn apply(&mut self, event: &Self::Event, env: &mut Self::Env<'_>, ops: &mut Self::Ops);
+    /// The batch ends: operations that only its end decides (unpaired rename halves).
+    fn end_batch(&mut self, _ops: &mut Self::Ops) {}
+    /// Objects held.
     fn len(&self) -> usize;
-    /// Whether the store is empty.
+    /// Whether nothing is held.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Approximate heap bytes held.
+    fn approx_bytes(&self) -> usize;
 }
 
 /// Why two sketches could not be merged, or a value could not be inserted.

@@ -7,4 +7,4 @@ pub mod scan;
 pub mod state;
 
 pub use event::{EventKind, GpfsEvent, Meta};
-pub use state::{GpfsState, Op, Ops};
+pub use state::{GpfsState, IgnoredEvents, Op, Ops};

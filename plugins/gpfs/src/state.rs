@@ -6,6 +6,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use icicle_core::traits::{ReduceCounts, Reducer, StateStore};
+
 use crate::event::{EventKind, GpfsEvent, Meta};
 
 type Fast = foldhash::fast::RandomState;
@@ -165,31 +167,14 @@ impl GpfsState {
         Checkpoint { objects, pending: self.pending.clone() }
     }
 
-    /// Approximate heap bytes: path text twice (object map and inode index) plus per-entry
-    /// map overhead and metadata.
-    pub fn approx_bytes(&self) -> usize {
-        self.path_bytes + self.objects.len() * (std::mem::size_of::<Meta>() + 3 * std::mem::size_of::<PathName>() + 64) + self.children.len() * 96
-    }
 
-    /// Objects known.
-    pub fn len(&self) -> usize {
-        self.objects.len()
-    }
 
-    /// Whether nothing is known.
-    pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
-    }
 
     /// Rename halves waiting for their pair.
     pub fn pending(&self) -> &[PendingMove] {
         &self.pending
     }
 
-    /// A new batch (one emit) begins.
-    pub fn begin_batch(&mut self) {
-        self.born.clear();
-    }
 
     fn set_op(&mut self, path: PathName, op: Op, ops: &mut Ops) {
         if ops.insert(path, op).is_some() {
@@ -381,8 +366,32 @@ impl GpfsState {
         self.upsert(new, meta, ops);
     }
 
-    /// Apply one event (from `position`), adding the index operations it implies to `ops`.
-    pub fn apply(&mut self, ev: &GpfsEvent, position: Position, walker: &mut dyn Walker, ops: &mut Ops) {
+
+
+    /// Everything that must be given up at the end of the stream (drain): pending halves
+    /// become removals.
+    pub fn finish(&mut self, ops: &mut Ops) {
+        for m in std::mem::take(&mut self.pending) {
+            self.counts.moved_out += 1;
+            self.remove(&m.path, m.meta.is_dir(), ops);
+        }
+    }
+}
+
+/// The path map as the GPFS monitor's [`StateStore`]; events come with their position.
+impl StateStore for GpfsState {
+    type Event = (GpfsEvent, Position);
+    type Env<'e> = dyn Walker + 'e;
+    type Ops = Ops;
+
+    /// A new batch (one emit) begins.
+    fn begin_batch(&mut self) {
+        self.born.clear();
+    }
+
+    /// Apply one event (and where it came from), adding the index operations it implies to `ops`.
+    fn apply(&mut self, event: &(GpfsEvent, Position), walker: &mut (dyn Walker + '_), ops: &mut Ops) {
+        let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
         let path = ev.path.as_str();
         match ev.kind {
@@ -440,7 +449,7 @@ impl GpfsState {
     }
 
     /// A batch ends: rename halves that waited too long were moved out of the fileset.
-    pub fn end_batch(&mut self, ops: &mut Ops) {
+    fn end_batch(&mut self, ops: &mut Ops) {
         for m in &mut self.pending {
             m.age += 1;
         }
@@ -452,13 +461,37 @@ impl GpfsState {
         }
     }
 
-    /// Everything that must be given up at the end of the stream (drain): pending halves
-    /// become removals.
-    pub fn finish(&mut self, ops: &mut Ops) {
-        for m in std::mem::take(&mut self.pending) {
-            self.counts.moved_out += 1;
-            self.remove(&m.path, m.meta.is_dir(), ops);
-        }
+    /// Objects known.
+    fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether nothing is known.
+    fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Approximate heap bytes: path text twice (object map and inode index) plus per-entry
+    /// map overhead and metadata.
+    fn approx_bytes(&self) -> usize {
+        self.path_bytes + self.objects.len() * (std::mem::size_of::<Meta>() + 3 * std::mem::size_of::<PathName>() + 64) + self.children.len() * 96
+    }
+}
+
+/// Drops the events that mean nothing for the index (IN_OPEN, IN_CLOSE_NOWRITE, ...); the
+/// other GPFS rules (coalescing, create/remove cancellation, rename pairing) need the state
+/// and live in [`GpfsState`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IgnoredEvents;
+
+impl Reducer for IgnoredEvents {
+    type Event = (GpfsEvent, Position);
+
+    fn reduce(&mut self, batch: &mut Vec<(GpfsEvent, Position)>) -> ReduceCounts {
+        let input = batch.len() as u64;
+        batch.retain(|(e, _)| e.kind != EventKind::Ignored);
+        let passed = batch.len() as u64;
+        ReduceCounts { input, passed, ignored: input - passed, ..Default::default() }
     }
 }
 
@@ -481,9 +514,11 @@ mod tests {
 
     fn run(s: &mut GpfsState, evs: &[GpfsEvent]) -> Vec<(String, Option<u64>)> {
         let mut ops = Ops::default();
+        let mut batch: Vec<(GpfsEvent, Position)> = evs.iter().enumerate().map(|(i, e)| (e.clone(), (0, i as i64))).collect();
+        IgnoredEvents.reduce(&mut batch);
         s.begin_batch();
-        for (i, e) in evs.iter().enumerate() {
-            s.apply(e, (0, i as i64), &mut NoWalk, &mut ops);
+        for e in &batch {
+            s.apply(e, &mut NoWalk, &mut ops);
         }
         s.end_batch(&mut ops);
         let mut v: Vec<(String, Option<u64>)> = ops.into_iter().map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.size) } else { None })).collect();

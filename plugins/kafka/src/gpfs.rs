@@ -13,10 +13,10 @@ use icicle_core::batch::EntryBatch;
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
-use icicle_core::traits::{ChangeSource, MonitorContext};
+use icicle_core::traits::{ChangeSource, MonitorContext, ReduceCounts, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
 use icicle_plugins_gpfs::state::{load_checkpoint, MountWalker, NoWalk, Position, Walker};
-use icicle_plugins_gpfs::{GpfsEvent, GpfsState, Meta, Op, Ops};
+use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -128,6 +128,8 @@ pub struct GpfsRunCounts {
     pub commits: u64,
     /// From the first message received to the end (excludes connecting and joining the group).
     pub reading_seconds: f64,
+    /// What the reducer did (ignored events dropped).
+    pub reduce: ReduceCounts,
     pub state: icicle_plugins_gpfs::state::GpfsCounts,
     pub objects: usize,
     /// Next offset to read, per partition, as committed.
@@ -388,16 +390,21 @@ impl GpfsSource {
         counts: &mut GpfsRunCounts,
     ) -> Result<(), IcicleError> {
         let started = std::time::Instant::now();
-        let mut ops = Ops::default();
-        state.begin_batch();
+        let mut events = Vec::with_capacity(batch.len());
         for ((partition, offset), payload) in &batch {
             match GpfsEvent::parse(payload) {
-                Ok(ev) => state.apply(&ev, (*partition, *offset), walker, &mut ops),
+                Ok(ev) => events.push((ev, (*partition, *offset))),
                 Err(reason) => {
                     counts.rejects += 1;
                     tracing::warn!(message = "rejected event", topic = %self.cfg.topic, partition, offset, reason = %reason);
                 }
             }
+        }
+        counts.reduce.add(&IgnoredEvents.reduce(&mut events));
+        let mut ops = Ops::default();
+        state.begin_batch();
+        for ev in &events {
+            state.apply(ev, walker, &mut ops);
         }
         state.end_batch(&mut ops);
         self.emit(ops, ctx, enc, counts).await?;
@@ -410,7 +417,7 @@ impl GpfsSource {
         icicle_core::metrics::record_batch(&icicle_core::metrics::BatchReport {
             component: &ctx.name,
             records_in: counts.messages,
-            filtered: c.ignored,
+            filtered: counts.reduce.ignored,
             rejects: counts.rejects,
             outcomes: &[("coalesced", c.coalesced), ("cancelled", c.cancelled), ("renames", c.renames), ("directory_renames", c.directory_renames), ("moved_out", c.moved_out), ("unpaired_moves", c.unpaired_moves)],
             updates: counts.updates,

@@ -12,12 +12,12 @@ use icicle_core::batch::EntryBatch;
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::FileRecord;
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
-use icicle_core::traits::{ChangeSource, MonitorContext};
+use icicle_core::traits::{ChangeSource, MonitorContext, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
 use serde::Deserialize;
 
 use crate::changelog::{ChangelogRecord, Fid};
-use crate::reducer::{reduce, ReduceCounts};
+use crate::reducer::{ReduceCounts, RuleTable};
 use crate::tree::{DirectoryTree, Ops, PathOp, Resolver, TreeCounts};
 
 /// `[sources.<id>] type = "lustre"`.
@@ -397,7 +397,8 @@ impl LustreSource {
         let started = Instant::now();
         let batch_size = batch.len();
         if !batch.is_empty() {
-            let (kept, rc) = reduce(batch);
+            let mut kept = batch;
+            let rc = RuleTable.reduce(&mut kept);
             counts.reduce.add(&rc);
             let mut ops = Ops::default();
             tree.begin_batch();

@@ -4,6 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use icicle_core::traits::Reducer;
+
 use crate::changelog::{ChangelogRecord, Fid, RecordType};
 
 /// What a rule does with a new record, given the earlier kept records of the same FID.
@@ -95,24 +97,17 @@ pub fn rule_for(kind: &RecordType) -> Rule {
     }
 }
 
-/// Counts of one reduction.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ReduceCounts {
-    pub input: u64,
-    pub passed: u64,
-    pub coalesced: u64,
-    pub cancelled: u64,
-    pub ignored: u64,
-}
+pub use icicle_core::traits::ReduceCounts;
 
-impl ReduceCounts {
-    /// Add another batch's counts.
-    pub fn add(&mut self, o: &ReduceCounts) {
-        self.input += o.input;
-        self.passed += o.passed;
-        self.coalesced += o.coalesced;
-        self.cancelled += o.cancelled;
-        self.ignored += o.ignored;
+/// The Robinhood-style rule table as a [`Reducer`] of changelog records.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RuleTable;
+
+impl Reducer for RuleTable {
+    type Event = ChangelogRecord;
+
+    fn reduce(&mut self, batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
+        reduce_in_place(batch)
     }
 }
 

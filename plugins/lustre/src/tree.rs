@@ -7,6 +7,7 @@ use std::num::NonZeroUsize;
 
 use std::sync::Arc;
 
+use icicle_core::traits::StateStore;
 use lru::LruCache;
 
 use crate::changelog::{ChangelogRecord, Fid, RecordType, CLF_LAST};
@@ -92,351 +93,19 @@ pub struct DirectoryTree {
     bounded: bool,
 }
 
-/// The tree's entries: an LRU cache when capped, a plain hash map when not (no recency links
-/// to keep, no allocation per entry).
-enum NodeStore {
-    Lru(LruCache<Fid, Node, foldhash::fast::RandomState>),
-    Plain(std::collections::HashMap<Fid, Node, foldhash::fast::RandomState>),
-}
-
-impl NodeStore {
-    /// The entry, marking it recently used.
-    fn get(&mut self, fid: &Fid) -> Option<&Node> {
-        match self {
-            NodeStore::Lru(c) => c.get(fid),
-            NodeStore::Plain(m) => m.get(fid),
-        }
-    }
-
-    /// The entry, recency untouched.
-    fn peek(&self, fid: &Fid) -> Option<&Node> {
-        match self {
-            NodeStore::Lru(c) => c.peek(fid),
-            NodeStore::Plain(m) => m.get(fid),
-        }
-    }
-
-    fn peek_mut(&mut self, fid: &Fid) -> Option<&mut Node> {
-        match self {
-            NodeStore::Lru(c) => c.peek_mut(fid),
-            NodeStore::Plain(m) => m.get_mut(fid),
-        }
-    }
-
-    /// Insert or replace; true when another entry was evicted to make room.
-    fn put(&mut self, fid: Fid, node: Node) -> bool {
-        match self {
-            NodeStore::Lru(c) => {
-                let evicts = c.len() == c.cap().get() && !c.contains(&fid);
-                c.put(fid, node);
-                evicts
-            }
-            NodeStore::Plain(m) => {
-                m.insert(fid, node);
-                false
-            }
-        }
-    }
-
-    fn pop(&mut self, fid: &Fid) -> Option<Node> {
-        match self {
-            NodeStore::Lru(c) => c.pop(fid),
-            NodeStore::Plain(m) => m.remove(fid),
-        }
-    }
-
-    fn promote(&mut self, fid: &Fid) {
-        if let NodeStore::Lru(c) = self {
-            c.promote(fid);
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            NodeStore::Lru(c) => c.len(),
-            NodeStore::Plain(m) => m.len(),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Every entry, least recently used first (any order when unbounded).
-    fn oldest_first(&self) -> Box<dyn Iterator<Item = (&Fid, &Node)> + '_> {
-        match self {
-            NodeStore::Lru(c) => Box::new(c.iter().rev()),
-            NodeStore::Plain(m) => Box::new(m.iter()),
-        }
-    }
-}
-
-fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
-    path.strip_prefix(prefix).filter(|rest| rest.is_empty() || rest.starts_with('/'))
-}
-
-/// What a checkpoint holds: the tree and its logs as of one changelog index.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub struct Checkpoint {
-    pub index: u64,
-    nodes: Vec<(String, Node)>,
-    renames: Vec<(u64, String, String)>,
-    #[serde(default)]
-    walked: Vec<Vec<u64>>,
-}
-
-/// Renames kept in the log.
-const LOG_CAP: usize = 200_000;
-
-/// Directory paths remembered between directory moves.
-const DIR_PATHS_CAP: usize = 65_536;
-
-impl DirectoryTree {
-    /// A tree holding at most `cap` entries (0 = unbounded).
-    pub fn new(cap: usize) -> DirectoryTree {
-        let nodes = match NonZeroUsize::new(cap) {
-            Some(c) => NodeStore::Lru(LruCache::with_hasher(c, Default::default())),
-            None => NodeStore::Plain(Default::default()),
-        };
-        DirectoryTree {
-            nodes,
-            counts: TreeCounts::default(),
-            renames: Vec::new(),
-            walked: Vec::new(),
-            current: 0,
-            rename_paths: std::collections::HashMap::new(),
-            head_memo: std::collections::HashMap::new(),
-            born: Default::default(),
-            dir_paths: Default::default(),
-            bounded: cap != 0,
-        }
-    }
-
-    /// The state as of changelog `index` (everything up to it applied).
-    pub fn checkpoint(&self, index: u64) -> Checkpoint {
-        // Oldest first, so restoring keeps the LRU order.
-        let nodes = self.nodes.oldest_first().map(|(f, n)| (f.to_string(), n.clone())).collect();
-        let walked = self.walked.iter().map(|w| w.iter().copied().collect()).collect();
-        Checkpoint { index, nodes, renames: self.renames.clone(), walked }
-    }
-
-    /// Restore a checkpoint into a tree with room for `cap` entries (0 = unbounded).
-    pub fn restore(cp: Checkpoint, cap: usize) -> DirectoryTree {
-        let mut t = DirectoryTree::new(cap);
-        for (f, n) in cp.nodes {
-            if let Ok(fid) = Fid::parse(&f) {
-                let _ = t.nodes.put(fid, n);
-            }
-        }
-        t.renames = cp.renames;
-        // Older checkpoints have no walk hashes: every rename then translates (safe, wordier).
-        t.walked = cp.walked.into_iter().map(|w| w.into_iter().collect()).collect();
-        t.walked.resize_with(t.renames.len(), HashSet::default);
-        t
-    }
-
-    /// Number of entries held.
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// Approximate heap bytes of the entries: key, node and the LRU's links and hash slot per
-    /// entry, plus a name's allocation (names are shared `Arc<str>`s; 32 bytes assumed).
-    pub fn approx_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Fid>() + std::mem::size_of::<Node>() + 48 + 32)
-    }
-
-    /// Whether the tree is empty.
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
-    /// The entry of `fid`, marked as recently used when the tree is bounded.
-    fn node(&mut self, fid: Fid) -> Option<&Node> {
-        if self.bounded {
-            self.nodes.get(&fid)
-        } else {
-            self.nodes.peek(&fid)
-        }
-    }
-
-    fn insert(&mut self, fid: Fid, node: Node) {
-        if self.nodes.put(fid, node) {
-            self.counts.evictions += 1;
-        }
-    }
-
-    /// `fid2path` now (memoized for the record being applied).
-    fn head(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
-        if fid == Fid::ROOT {
-            return Some("/".into());
-        }
-        if let Some(p) = self.head_memo.get(&fid) {
-            return p.clone();
-        }
-        self.counts.fid2path_calls += 1;
-        let p = r.fid2path(&fid);
-        if p.is_none() {
-            self.counts.fid2path_failures += 1;
-        }
-        self.head_memo.insert(fid, p.clone());
-        p
-    }
-
-    /// The time-correct (old, new) paths of rename record `rec` (not applied yet).
-    fn rename_paths(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver) -> Option<(String, String)> {
-        if let Some(v) = self.rename_paths.get(&rec.index) {
-            return v.clone();
-        }
-        let at = |t: &mut DirectoryTree, fid: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver| -> Option<String> {
-            let head = t.head(fid?, r)?;
-            let p = t.rewind(head, rec.index, r);
-            Some(child_of(&p, name?))
-        };
-        let old = at(self, rec.source_parent, rec.source_name.as_deref(), r);
-        let new = at(self, rec.parent, rec.name.as_deref(), r);
-        let v = old.zip(new);
-        self.rename_paths.insert(rec.index, v.clone());
-        v
-    }
-
-    /// Undo, newest first, the renames after index `after` that `path` (a `fid2path`
-    /// answer) already reflects.
-    fn rewind(&mut self, mut path: String, after: u64, r: &mut dyn Resolver) -> String {
-        let future = r.future_renames(after);
-        for rec in future.iter().rev() {
-            if rec.index <= after {
-                continue;
-            }
-            if let Some((old, new)) = self.rename_paths(rec, r) {
-                if let Some(rest) = under(&path, &new) {
-                    path = format!("{old}{rest}");
-                }
-            }
-        }
-        path
-    }
-
-    /// The path of `fid` at the record being applied (`/` for the root); unknown objects
-    /// (and ancestors) are resolved once with `fid2path`, rewound, and cached.
-    pub fn path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
-        // Most objects are a name in a directory whose path is already known.
-        if let Some(Node { place: Place::Child { parent, name }, .. }) = self.node(fid) {
-            let (parent, name) = (*parent, name.clone());
-            return self.child_path(Some(parent), Some(&name), r);
-        }
-        self.walk_path(fid, r)
-    }
-
-    /// [`DirectoryTree::path`] by walking up to the root, the first remembered directory,
-    /// or the first object that must be resolved.
-    fn walk_path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
-        let mut parts: Vec<Arc<str>> = Vec::new();
-        let mut cur = fid;
-        for _ in 0..4096 {
-            if cur == Fid::ROOT {
-                return Some(join("", &parts));
-            }
-            if cur != fid {
-                if let Some(p) = self.dir_paths.get(&cur) {
-                    return Some(join(if &**p == "/" { "" } else { p }, &parts));
-                }
-            }
-            // Names are shared (`Arc<str>`): walking up clones no strings.
-            let step = self.node(cur).map(|n| match &n.place {
-                Place::Child { parent, name } => Ok((*parent, name.clone())),
-                Place::Anchored(p) => Err(p.clone()),
-            });
-            let step = match step {
-                Some(s) => s,
-                None => {
-                    let head = self.head(cur, r)?;
-                    // Ancestors are directories; for the object itself ask where it is now.
-                    let is_dir = cur != fid || r.is_dir(&head);
-                    let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
-                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir });
-                    Err(p)
-                }
-            };
-            match step {
-                Err(p) => return Some(join(if &*p == "/" { "" } else { &p }, &parts)),
-                Ok((parent, name)) => {
-                    parts.push(name);
-                    cur = parent;
-                }
-            }
-        }
-        None
-    }
-
-    fn child_path(&mut self, parent: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver) -> Option<String> {
-        let parent = parent?;
-        let p = match self.dir_paths.get(&parent) {
-            Some(p) => {
-                if self.bounded {
-                    self.nodes.promote(&parent);
-                }
-                p.clone()
-            }
-            None => {
-                let p: Arc<str> = Arc::from(self.walk_path(parent, r)?);
-                if self.dir_paths.len() >= DIR_PATHS_CAP {
-                    self.dir_paths.clear();
-                }
-                self.dir_paths.insert(parent, p.clone());
-                p
-            }
-        };
-        Some(child_of(&p, name?))
-    }
-
-    /// Something that can move or remove directories happened: forget computed paths.
-    fn forget_dir_paths(&mut self) {
-        self.dir_paths.clear();
-    }
+/// The FID directory tree as the Lustre monitor's [`StateStore`].
+impl StateStore for DirectoryTree {
+    type Event = ChangelogRecord;
+    type Env<'e> = dyn Resolver + 'e;
+    type Ops = Ops;
 
     /// A new batch (one emit) begins.
-    pub fn begin_batch(&mut self) {
+    fn begin_batch(&mut self) {
         self.born.clear();
     }
 
-    /// Delete `path` as computed for record `index`, plus the paths the index may hold it
-    /// under: translated back through this run's earlier directory renames.
-    fn delete(&mut self, index: u64, path: String, ops: &mut Ops) {
-        if self.born.remove(&path) {
-            ops.shift_remove(&path);
-            return;
-        }
-        let mut p = path.clone();
-        for ((i, old, new), walked) in self.renames.iter().zip(&self.walked).rev() {
-            if *i >= index {
-                continue;
-            }
-            if let Some(rest) = under(&p, new) {
-                if walked.contains(&rel_hash(rest)) {
-                    // That rename's walk found it and deleted its older names then.
-                    break;
-                }
-                p = format!("{old}{rest}");
-                ops.insert(p.clone(), PathOp::Delete);
-            }
-        }
-        ops.insert(path, PathOp::Delete);
-    }
-
-    /// Whether `fid` is a directory: from the tree, else where it is now.
-    fn is_dir(&mut self, fid: Fid, r: &mut dyn Resolver) -> bool {
-        if let Some(n) = self.nodes.peek(&fid) {
-            return n.is_dir;
-        }
-        match self.head(fid, r) {
-            Some(now) => r.is_dir(&now),
-            None => false,
-        }
-    }
-
     /// Apply one (reduced) record, adding the index operations it implies to `ops`.
-    pub fn apply(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver, ops: &mut Ops) {
+    fn apply(&mut self, rec: &ChangelogRecord, r: &mut (dyn Resolver + '_), ops: &mut Ops) {
         use RecordType::*;
         let name = rec.name.as_deref();
         self.current = rec.index;
@@ -586,6 +255,350 @@ impl DirectoryTree {
             }
         }
     }
+
+    /// Number of entries held.
+    fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the tree is empty.
+    fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Approximate heap bytes of the entries: key, node and the LRU's links and hash slot per
+    /// entry, plus a name's allocation (names are shared `Arc<str>`s; 32 bytes assumed).
+    fn approx_bytes(&self) -> usize {
+        self.nodes.len() * (std::mem::size_of::<Fid>() + std::mem::size_of::<Node>() + 48 + 32)
+    }
+}
+
+/// The tree's entries: an LRU cache when capped, a plain hash map when not (no recency links
+/// to keep, no allocation per entry).
+enum NodeStore {
+    Lru(LruCache<Fid, Node, foldhash::fast::RandomState>),
+    Plain(std::collections::HashMap<Fid, Node, foldhash::fast::RandomState>),
+}
+
+impl NodeStore {
+    /// The entry, marking it recently used.
+    fn get(&mut self, fid: &Fid) -> Option<&Node> {
+        match self {
+            NodeStore::Lru(c) => c.get(fid),
+            NodeStore::Plain(m) => m.get(fid),
+        }
+    }
+
+    /// The entry, recency untouched.
+    fn peek(&self, fid: &Fid) -> Option<&Node> {
+        match self {
+            NodeStore::Lru(c) => c.peek(fid),
+            NodeStore::Plain(m) => m.get(fid),
+        }
+    }
+
+    fn peek_mut(&mut self, fid: &Fid) -> Option<&mut Node> {
+        match self {
+            NodeStore::Lru(c) => c.peek_mut(fid),
+            NodeStore::Plain(m) => m.get_mut(fid),
+        }
+    }
+
+    /// Insert or replace; true when another entry was evicted to make room.
+    fn put(&mut self, fid: Fid, node: Node) -> bool {
+        match self {
+            NodeStore::Lru(c) => {
+                let evicts = c.len() == c.cap().get() && !c.contains(&fid);
+                c.put(fid, node);
+                evicts
+            }
+            NodeStore::Plain(m) => {
+                m.insert(fid, node);
+                false
+            }
+        }
+    }
+
+    fn pop(&mut self, fid: &Fid) -> Option<Node> {
+        match self {
+            NodeStore::Lru(c) => c.pop(fid),
+            NodeStore::Plain(m) => m.remove(fid),
+        }
+    }
+
+    fn promote(&mut self, fid: &Fid) {
+        if let NodeStore::Lru(c) = self {
+            c.promote(fid);
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            NodeStore::Lru(c) => c.len(),
+            NodeStore::Plain(m) => m.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every entry, least recently used first (any order when unbounded).
+    fn oldest_first(&self) -> Box<dyn Iterator<Item = (&Fid, &Node)> + '_> {
+        match self {
+            NodeStore::Lru(c) => Box::new(c.iter().rev()),
+            NodeStore::Plain(m) => Box::new(m.iter()),
+        }
+    }
+}
+
+fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    path.strip_prefix(prefix).filter(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// What a checkpoint holds: the tree and its logs as of one changelog index.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    pub index: u64,
+    nodes: Vec<(String, Node)>,
+    renames: Vec<(u64, String, String)>,
+    #[serde(default)]
+    walked: Vec<Vec<u64>>,
+}
+
+/// Renames kept in the log.
+const LOG_CAP: usize = 200_000;
+
+/// Directory paths remembered between directory moves.
+const DIR_PATHS_CAP: usize = 65_536;
+
+impl DirectoryTree {
+    /// A tree holding at most `cap` entries (0 = unbounded).
+    pub fn new(cap: usize) -> DirectoryTree {
+        let nodes = match NonZeroUsize::new(cap) {
+            Some(c) => NodeStore::Lru(LruCache::with_hasher(c, Default::default())),
+            None => NodeStore::Plain(Default::default()),
+        };
+        DirectoryTree {
+            nodes,
+            counts: TreeCounts::default(),
+            renames: Vec::new(),
+            walked: Vec::new(),
+            current: 0,
+            rename_paths: std::collections::HashMap::new(),
+            head_memo: std::collections::HashMap::new(),
+            born: Default::default(),
+            dir_paths: Default::default(),
+            bounded: cap != 0,
+        }
+    }
+
+    /// The state as of changelog `index` (everything up to it applied).
+    pub fn checkpoint(&self, index: u64) -> Checkpoint {
+        // Oldest first, so restoring keeps the LRU order.
+        let nodes = self.nodes.oldest_first().map(|(f, n)| (f.to_string(), n.clone())).collect();
+        let walked = self.walked.iter().map(|w| w.iter().copied().collect()).collect();
+        Checkpoint { index, nodes, renames: self.renames.clone(), walked }
+    }
+
+    /// Restore a checkpoint into a tree with room for `cap` entries (0 = unbounded).
+    pub fn restore(cp: Checkpoint, cap: usize) -> DirectoryTree {
+        let mut t = DirectoryTree::new(cap);
+        for (f, n) in cp.nodes {
+            if let Ok(fid) = Fid::parse(&f) {
+                let _ = t.nodes.put(fid, n);
+            }
+        }
+        t.renames = cp.renames;
+        // Older checkpoints have no walk hashes: every rename then translates (safe, wordier).
+        t.walked = cp.walked.into_iter().map(|w| w.into_iter().collect()).collect();
+        t.walked.resize_with(t.renames.len(), HashSet::default);
+        t
+    }
+
+
+
+
+    /// The entry of `fid`, marked as recently used when the tree is bounded.
+    fn node(&mut self, fid: Fid) -> Option<&Node> {
+        if self.bounded {
+            self.nodes.get(&fid)
+        } else {
+            self.nodes.peek(&fid)
+        }
+    }
+
+    fn insert(&mut self, fid: Fid, node: Node) {
+        if self.nodes.put(fid, node) {
+            self.counts.evictions += 1;
+        }
+    }
+
+    /// `fid2path` now (memoized for the record being applied).
+    fn head(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
+        if fid == Fid::ROOT {
+            return Some("/".into());
+        }
+        if let Some(p) = self.head_memo.get(&fid) {
+            return p.clone();
+        }
+        self.counts.fid2path_calls += 1;
+        let p = r.fid2path(&fid);
+        if p.is_none() {
+            self.counts.fid2path_failures += 1;
+        }
+        self.head_memo.insert(fid, p.clone());
+        p
+    }
+
+    /// The time-correct (old, new) paths of rename record `rec` (not applied yet).
+    fn rename_paths(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver) -> Option<(String, String)> {
+        if let Some(v) = self.rename_paths.get(&rec.index) {
+            return v.clone();
+        }
+        let at = |t: &mut DirectoryTree, fid: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver| -> Option<String> {
+            let head = t.head(fid?, r)?;
+            let p = t.rewind(head, rec.index, r);
+            Some(child_of(&p, name?))
+        };
+        let old = at(self, rec.source_parent, rec.source_name.as_deref(), r);
+        let new = at(self, rec.parent, rec.name.as_deref(), r);
+        let v = old.zip(new);
+        self.rename_paths.insert(rec.index, v.clone());
+        v
+    }
+
+    /// Undo, newest first, the renames after index `after` that `path` (a `fid2path`
+    /// answer) already reflects.
+    fn rewind(&mut self, mut path: String, after: u64, r: &mut dyn Resolver) -> String {
+        let future = r.future_renames(after);
+        for rec in future.iter().rev() {
+            if rec.index <= after {
+                continue;
+            }
+            if let Some((old, new)) = self.rename_paths(rec, r) {
+                if let Some(rest) = under(&path, &new) {
+                    path = format!("{old}{rest}");
+                }
+            }
+        }
+        path
+    }
+
+    /// The path of `fid` at the record being applied (`/` for the root); unknown objects
+    /// (and ancestors) are resolved once with `fid2path`, rewound, and cached.
+    pub fn path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
+        // Most objects are a name in a directory whose path is already known.
+        if let Some(Node { place: Place::Child { parent, name }, .. }) = self.node(fid) {
+            let (parent, name) = (*parent, name.clone());
+            return self.child_path(Some(parent), Some(&name), r);
+        }
+        self.walk_path(fid, r)
+    }
+
+    /// [`DirectoryTree::path`] by walking up to the root, the first remembered directory,
+    /// or the first object that must be resolved.
+    fn walk_path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
+        let mut parts: Vec<Arc<str>> = Vec::new();
+        let mut cur = fid;
+        for _ in 0..4096 {
+            if cur == Fid::ROOT {
+                return Some(join("", &parts));
+            }
+            if cur != fid {
+                if let Some(p) = self.dir_paths.get(&cur) {
+                    return Some(join(if &**p == "/" { "" } else { p }, &parts));
+                }
+            }
+            // Names are shared (`Arc<str>`): walking up clones no strings.
+            let step = self.node(cur).map(|n| match &n.place {
+                Place::Child { parent, name } => Ok((*parent, name.clone())),
+                Place::Anchored(p) => Err(p.clone()),
+            });
+            let step = match step {
+                Some(s) => s,
+                None => {
+                    let head = self.head(cur, r)?;
+                    // Ancestors are directories; for the object itself ask where it is now.
+                    let is_dir = cur != fid || r.is_dir(&head);
+                    let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
+                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir });
+                    Err(p)
+                }
+            };
+            match step {
+                Err(p) => return Some(join(if &*p == "/" { "" } else { &p }, &parts)),
+                Ok((parent, name)) => {
+                    parts.push(name);
+                    cur = parent;
+                }
+            }
+        }
+        None
+    }
+
+    fn child_path(&mut self, parent: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver) -> Option<String> {
+        let parent = parent?;
+        let p = match self.dir_paths.get(&parent) {
+            Some(p) => {
+                if self.bounded {
+                    self.nodes.promote(&parent);
+                }
+                p.clone()
+            }
+            None => {
+                let p: Arc<str> = Arc::from(self.walk_path(parent, r)?);
+                if self.dir_paths.len() >= DIR_PATHS_CAP {
+                    self.dir_paths.clear();
+                }
+                self.dir_paths.insert(parent, p.clone());
+                p
+            }
+        };
+        Some(child_of(&p, name?))
+    }
+
+    /// Something that can move or remove directories happened: forget computed paths.
+    fn forget_dir_paths(&mut self) {
+        self.dir_paths.clear();
+    }
+
+
+    /// Delete `path` as computed for record `index`, plus the paths the index may hold it
+    /// under: translated back through this run's earlier directory renames.
+    fn delete(&mut self, index: u64, path: String, ops: &mut Ops) {
+        if self.born.remove(&path) {
+            ops.shift_remove(&path);
+            return;
+        }
+        let mut p = path.clone();
+        for ((i, old, new), walked) in self.renames.iter().zip(&self.walked).rev() {
+            if *i >= index {
+                continue;
+            }
+            if let Some(rest) = under(&p, new) {
+                if walked.contains(&rel_hash(rest)) {
+                    // That rename's walk found it and deleted its older names then.
+                    break;
+                }
+                p = format!("{old}{rest}");
+                ops.insert(p.clone(), PathOp::Delete);
+            }
+        }
+        ops.insert(path, PathOp::Delete);
+    }
+
+    /// Whether `fid` is a directory: from the tree, else where it is now.
+    fn is_dir(&mut self, fid: Fid, r: &mut dyn Resolver) -> bool {
+        if let Some(n) = self.nodes.peek(&fid) {
+            return n.is_dir;
+        }
+        match self.head(fid, r) {
+            Some(now) => r.is_dir(&now),
+            None => false,
+        }
+    }
+
 }
 
 /// Walked relative paths, by a hash that is the same in every run (checkpoints keep them).

@@ -573,15 +573,16 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
     let (mut records, mut rejects, mut filtered, mut updates, mut deletes, mut bytes) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut batch: Vec<ChangelogRecord> = Vec::with_capacity(batch_size);
     let mut buf = Vec::with_capacity(1024);
+    // One operations map for the whole run: cleared, not freed, between batches.
+    let mut ops = Ops::default();
     let mut flush = |batch: &mut Vec<ChangelogRecord>, tree: &mut DirectoryTree, resolver: &mut MapResolver| -> anyhow::Result<()> {
         RuleTable.reduce(batch);
-        let mut ops = Ops::default();
         tree.begin_batch();
         for r in batch.iter() {
             tree.apply(r, resolver, &mut ops);
         }
         batch.clear();
-        for (path, op) in ops {
+        for (path, op) in ops.drain(..) {
             match op {
                 PathOp::Update => {
                     let rec = icicle_core::record::FileRecord { path: &path, kind: icicle_core::record::FileKind::File, mode: 0o100644, uid: 0, gid: 0, size: path.len() as u64, atime: 0, ctime: 0, mtime: 0 };

@@ -337,10 +337,25 @@ pub fn line_type_bit(line: &[u8]) -> u32 {
     }
 }
 
-/// Position of the first `c` in `b` (a plain loop: tokens here are short, memchr's setup costs more).
+/// Position of the first `c` in `b`, eight bytes at a time (tokens here are short: memchr's
+/// setup costs more than it saves). The lowest flagged byte of a word is exact.
 #[inline]
 fn find_byte(b: &[u8], c: u8) -> Option<usize> {
-    b.iter().position(|&x| x == c)
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pattern = LO * c as u64;
+    let mut i = 0;
+    while i + 8 <= b.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        let x = u64::from_le_bytes(w) ^ pattern;
+        let m = x.wrapping_sub(LO) & !x & HI;
+        if m != 0 {
+            return Some(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b[i..].iter().position(|&x| x == c).map(|k| i + k)
 }
 
 /// Hex digit values; 0xFF for anything else.
@@ -622,6 +637,21 @@ impl ChangelogRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_word_search_finds_the_first_byte() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 40) as usize;
+            let b: Vec<u8> = (0..len).map(|k| [b'a', b' ', 0x20 ^ 0x80, 0x1f, 0x21, 0xff, 0x00, b'0'][((x >> (k % 60)) % 8) as usize]).collect();
+            for c in [b' ', b']', 0x00, 0xff] {
+                assert_eq!(find_byte(&b, c), b.iter().position(|&y| y == c), "{b:?} {c}");
+            }
+        }
+    }
 
     const REAL: &[&str] = &[
         "1 01CREAT 04:24:09.779203918 2024.08.20 0x0 t=[0x2000013a1:0x1:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo p=[0x200000007:0x1:0x0] testfile",

@@ -163,6 +163,7 @@ fn slot_of(b: &[u8], start: usize, end: usize) -> Option<usize> {
 
 /// Walk a flat object of plain ASCII without escapes by its quote positions, noting where
 /// each attribute icicle reads sits. None when the message needs the byte scanner.
+#[inline(always)]
 fn scan_spans(b: &[u8], mut quotes: QuoteIndex) -> Option<[Span; 11]> {
     let mut spans = [Span::default(); 11];
     // Control bytes were refused, so the only whitespace left is the space.
@@ -574,22 +575,47 @@ fn text(v: Field<'_>) -> Option<std::borrow::Cow<'_, str>> {
 impl GpfsEvent {
     /// Parse one message value. Events Icicle drops (IN_OPEN, ...) parse as `Ignored`.
     pub fn parse(bytes: &[u8]) -> Result<GpfsEvent, String> {
-        if let Some(quotes) = QuoteIndex::build(bytes) {
-            if let Some(spans) = scan_spans(bytes, quotes) {
-                // SAFETY: `QuoteIndex::build` refuses any byte >= 0x80, and ASCII is valid UTF-8.
-                let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-                if let Some(ev) = GpfsEvent::from_spans(text, &spans) {
-                    return Ok(ev);
-                }
-                return GpfsEvent::from_fields(&Fields::Spans(text, spans));
+        #[cfg(target_arch = "x86_64")]
+        if crate::scan::has_avx2() {
+            // SAFETY: the CPU has AVX2 and BMI1.
+            if let Some(r) = unsafe { GpfsEvent::parse_structural_avx2(bytes) } {
+                return r;
             }
+            return GpfsEvent::from_fields(&Fields::parse(bytes)?);
+        }
+        if let Some(r) = GpfsEvent::parse_structural::<false>(bytes) {
+            return r;
         }
         GpfsEvent::from_fields(&Fields::parse(bytes)?)
+    }
+
+    /// [`GpfsEvent::parse_structural`] compiled for AVX2 and BMI1 (wider compares, `tzcnt`).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and BMI1.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1")]
+    unsafe fn parse_structural_avx2(bytes: &[u8]) -> Option<Result<GpfsEvent, String>> {
+        GpfsEvent::parse_structural::<true>(bytes)
+    }
+
+    /// The structural path, when the message is plain ASCII without escapes; None otherwise.
+    #[inline(always)]
+    fn parse_structural<const AVX2: bool>(bytes: &[u8]) -> Option<Result<GpfsEvent, String>> {
+        let quotes = QuoteIndex::build_with::<AVX2>(bytes)?;
+        let spans = scan_spans(bytes, quotes)?;
+        // SAFETY: `QuoteIndex::build_with` refuses any byte >= 0x80, and ASCII is valid UTF-8.
+        let text = unsafe { std::str::from_utf8_unchecked(bytes) };
+        Some(match GpfsEvent::from_spans(text, &spans) {
+            Some(ev) => Ok(ev),
+            None => GpfsEvent::from_fields(&Fields::Spans(text, spans)),
+        })
     }
 
     /// The usual message, converted straight from its bytes: decimal digits, octal
     /// permissions, `YYYY-MM-DDTHH:MM:SS` times, one event token with an optional `IN_ISDIR`.
     /// None for anything else, which [`GpfsEvent::from_fields`] handles (and explains).
+    #[inline(always)]
     fn from_spans(text: &str, spans: &[Span; 11]) -> Option<GpfsEvent> {
         let string_at = |k: usize| -> &str {
             let sp = spans[k];

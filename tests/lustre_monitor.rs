@@ -108,7 +108,7 @@ fn mixed_ground_truth_with_a_tiny_lru() {
 fn a_monitor_killed_at_random_points_loses_nothing() {
     let seed = test_seed();
     let tmp = tempfile::tempdir().unwrap();
-    let (root, journal, mut index) = preexisting_fs(tmp.path(), 40, seed);
+    let (root, journal, index) = preexisting_fs(tmp.path(), 40, seed);
     let out = tmp.path().join("monitor-out");
     let cfg = monitor_config(tmp.path(), &root, &journal, &out, 15, 0);
     let text = std::fs::read_to_string(&cfg).unwrap().replace("\"--delay-ms\", \"0\"", "\"--delay-ms\", \"2\"");
@@ -127,28 +127,37 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
     for _ in 0..kills {
         run_monitor_then_kill(&cfg, &mut x, 20, 250);
     }
+    drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, &format!("after {kills} kills"));
+}
+
+/// Drain with a final monitor run, then: the index (snapshot + every delivered update and
+/// delete) equals a fresh snapshot, and every record was cleared. `KEEP=1` keeps a failing
+/// run's files in /tmp/lustre-keep.
+fn drain_and_check(tmp: &Path, cfg: &Path, root: &Path, journal: &Path, out: &Path, mut index: BTreeMap<String, Value>, what: &str) {
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
-    apply(&mut index, &out);
-    let fresh = walk_snapshot(tmp.path(), &root, "after");
+    apply(&mut index, out);
+    let fresh = walk_snapshot(tmp, root, "after");
     let (missing, extra, differ) = compare(&index, &fresh);
     if !(missing.is_empty() && extra.is_empty() && differ.is_empty()) && std::env::var("KEEP").is_ok() {
         let _ = std::fs::remove_dir_all("/tmp/lustre-keep");
-        let _ = std::process::Command::new("cp").arg("-a").arg(tmp.path()).arg("/tmp/lustre-keep").status();
+        let _ = std::process::Command::new("cp").arg("-a").arg(tmp).arg("/tmp/lustre-keep").status();
     }
     assert!(
         missing.is_empty() && extra.is_empty() && differ.is_empty(),
-        "after {kills} kills: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}"
+        "{what}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nindex {:?}\nfresh {:?}\nreport {report}",
+        differ.iter().map(|p| &index[p]).collect::<Vec<_>>(),
+        differ.iter().map(|p| &fresh[p]).collect::<Vec<_>>()
     );
-    assert_all_cleared(tmp.path(), &journal);
+    assert_all_cleared(tmp, journal);
 }
 
 #[test]
 fn a_monitor_killed_while_the_workload_runs_loses_nothing() {
     let seed = test_seed() ^ 0x5eed;
     let tmp = tempfile::tempdir().unwrap();
-    let (root, journal, mut index) = preexisting_fs(tmp.path(), 40, seed);
+    let (root, journal, index) = preexisting_fs(tmp.path(), 40, seed);
     let out = tmp.path().join("monitor-out");
     let cfg = monitor_config(tmp.path(), &root, &journal, &out, 15, 0);
     // The workload runs in its own thread while monitors are started and SIGKILLed: the file
@@ -172,19 +181,7 @@ fn a_monitor_killed_while_the_workload_runs_loses_nothing() {
         kills += 1;
     }
     workload.join().unwrap();
-    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
-    assert_eq!(code, 0, "{err}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    apply(&mut index, &out);
-    let fresh = walk_snapshot(tmp.path(), &root, "after");
-    let (missing, extra, differ) = compare(&index, &fresh);
-    assert!(
-        missing.is_empty() && extra.is_empty() && differ.is_empty(),
-        "after {kills} kills during the workload: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nindex {:?}\nfresh {:?}\nreport {report}",
-        differ.iter().map(|p| &index[p]).collect::<Vec<_>>(),
-        differ.iter().map(|p| &fresh[p]).collect::<Vec<_>>()
-    );
-    assert_all_cleared(tmp.path(), &journal);
+    drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, &format!("after {kills} kills during the workload"));
 }
 
 #[test]

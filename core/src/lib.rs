@@ -13,6 +13,7 @@ pub mod pipelines;
 pub mod record;
 pub mod registry;
 pub mod rejects;
+pub mod secret;
 pub mod snapshot;
 pub mod text;
 pub mod time;

@@ -10,7 +10,8 @@
 
 pub mod sink;
 
-pub use sink::{GlobusError, GlobusSink, GlobusSinkConfig, Secret};
+pub use icicle_core::secret::Secret;
+pub use sink::{GlobusError, GlobusSink, GlobusSinkConfig};
 
 use icicle_core::registry::{build_sink, PluginDescriptor, PluginKind};
 

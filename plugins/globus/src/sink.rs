@@ -8,6 +8,7 @@ use icicle_core::batch::{delete_batches, delete_body, Batcher, DocumentBatch, En
 use icicle_core::error::{Retry, SinkError};
 use icicle_core::metrics::Metrics;
 use icicle_core::registry::{BuildContext, SinkConfig};
+use icicle_core::secret::{self, Secret};
 use icicle_core::traits::Sink;
 use icicle_core::ConfigError;
 use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
@@ -144,23 +145,23 @@ impl GlobusSinkConfig {
             (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
                 return Err(invalid("client_id", "give either a static token (token_env / token_file) or client credentials (client_id), not both".into()))
             }
-            (Some(var), None, None) => Auth::Static(Secret(read_env(var).map_err(|e| invalid("token_env", e))?)),
-            (None, Some(f), None) => Auth::Static(Secret(read_file(f).map_err(|e| invalid("token_file", e))?)),
+            (Some(var), None, None) => Auth::Static(secret::from_env(var).map_err(|e| invalid("token_env", e))?),
+            (None, Some(f), None) => Auth::Static(secret::from_file(f).map_err(|e| invalid("token_file", e))?),
             (None, None, Some(client_id)) => {
                 if client_id.trim().is_empty() {
                     return Err(invalid("client_id", "must not be empty".into()));
                 }
                 let secret = match (&self.client_secret_env, &self.client_secret_file) {
                     (Some(_), Some(_)) => return Err(invalid("client_secret_env", "give either client_secret_env or client_secret_file, not both".into())),
-                    (Some(var), None) => read_env(var).map_err(|e| invalid("client_secret_env", e))?,
-                    (None, Some(f)) => read_file(f).map_err(|e| invalid("client_secret_file", e))?,
+                    (Some(var), None) => secret::from_env(var).map_err(|e| invalid("client_secret_env", e))?,
+                    (None, Some(f)) => secret::from_file(f).map_err(|e| invalid("client_secret_file", e))?,
                     (None, None) => return Err(invalid("client_secret_env", "client credentials need client_secret_env or client_secret_file".into())),
                 };
                 let auth_url = check_url(&self.auth_url).map_err(|e| invalid("auth_url", e))?;
                 if self.scope.trim().is_empty() {
                     return Err(invalid("scope", "must not be empty".into()));
                 }
-                Auth::Client { client_id: client_id.clone(), secret: Secret(secret), auth_url, scope: self.scope.clone(), token: None }
+                Auth::Client { client_id: client_id.clone(), secret, auth_url, scope: self.scope.clone(), token: None }
             }
             (None, None, None) => {
                 return Err(invalid("token_env", "give a static token (token_env or token_file) or client credentials (client_id with client_secret_env or client_secret_file)".into()))
@@ -229,52 +230,6 @@ fn check_url(url: &str) -> Result<String, String> {
         return Err("credentials do not belong in the URL (use token_env, token_file or client credentials)".into());
     }
     Ok(url.trim_end_matches('/').to_string())
-}
-
-fn read_env(var: &str) -> Result<String, String> {
-    let v = std::env::var(var).map_err(|_| format!("environment variable `{var}` is not set"))?;
-    let v = v.trim().to_string();
-    if v.is_empty() {
-        return Err(format!("environment variable `{var}` is empty"));
-    }
-    Ok(v)
-}
-
-fn read_file(path: &std::path::Path) -> Result<String, String> {
-    let s = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let v = s.lines().next().unwrap_or("").trim().to_string();
-    if v.is_empty() {
-        return Err(format!("`{}` is empty", path.display()));
-    }
-    Ok(v)
-}
-
-/// A secret (token, client secret) that never prints: `Debug` and `Display` show `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wrap a secret value.
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    /// The value, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("***")
-    }
 }
 
 /// How requests are authorized.
@@ -673,7 +628,7 @@ impl GlobusSink {
         let refresh_at = Instant::now() + refresh_after(expires_in);
         tracing::debug!(sink = %self.id, expires_in, "fetched a Globus access token");
         if let Auth::Client { token: slot, .. } = &mut self.auth {
-            *slot = Some((Secret(token.clone()), refresh_at));
+            *slot = Some((Secret::new(token.clone()), refresh_at));
         }
         Ok(token)
     }

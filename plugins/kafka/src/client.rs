@@ -62,14 +62,7 @@ fn looks_secret(key: &str) -> bool {
 
 /// Read a secret from `env:VAR` or `file:/path`.
 fn secret(spec: &str) -> Result<String, String> {
-    if let Some(var) = spec.strip_prefix("env:") {
-        std::env::var(var).map_err(|_| format!("environment variable `{var}` is not set"))
-    } else if let Some(path) = spec.strip_prefix("file:") {
-        let s = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        Ok(s.lines().next().unwrap_or("").to_string())
-    } else {
-        Err("give `env:VARIABLE` or `file:/path` (secrets are never written in configuration files)".into())
-    }
+    icicle_core::secret::from_spec(spec).map(|s| s.expose().to_string())
 }
 
 impl KafkaConnection {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set-up command 2: run the whole test suite. The services the tests need (a Kafka-protocol
-# broker, tansu) are installed if missing, started on 127.0.0.1 here, and stopped on exit.
+# broker, tansu; an S3 server, moto) are installed if missing, started on 127.0.0.1 here, and
+# stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -14,9 +15,11 @@ fi
 python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install --quiet prometheus_client
 bash scripts/services.sh install
 trap 'bash scripts/services.sh stop' EXIT
-ICICLE_TEST_KAFKA="$(bash scripts/services.sh start | sed -n 's/^KAFKA=//p')"
-export ICICLE_TEST_KAFKA
-echo "Kafka broker (tansu) on $ICICLE_TEST_KAFKA"
+services="$(bash scripts/services.sh start)"
+ICICLE_TEST_KAFKA="$(echo "$services" | sed -n 's/^KAFKA=//p')"
+ICICLE_TEST_S3="$(echo "$services" | sed -n 's/^S3=//p')"
+export ICICLE_TEST_KAFKA ICICLE_TEST_S3
+echo "Kafka broker (tansu) on $ICICLE_TEST_KAFKA, S3 server (moto) on $ICICLE_TEST_S3"
 # The tests drive the real binaries, icicle-testkit's too (the fake `lfs`): build them first.
 cargo build --workspace --bins
 cargo test --workspace --all-targets 2>&1

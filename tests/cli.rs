@@ -17,6 +17,7 @@ fn plugins_lists_the_expected_set() {
             "source:gufi",
             "source:lustre",
             "source:mmapplypolicy",
+            "source:s3",
             "source:tsv",
             "source:walk",
             "sketch:ddsketch",
@@ -43,7 +44,7 @@ fn unknown_plugin_types_list_the_available_ones() {
     let cfg = config(tmp.path(), "c.toml", "[sources.x]\ntype = \"lustre-nope\"\n[sinks.y]\ntype = \"stdout\"\n");
     let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
-    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: gpfs, gufi, lustre, mmapplypolicy, tsv, walk"), "{err}");
+    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: gpfs, gufi, lustre, mmapplypolicy, s3, tsv, walk"), "{err}");
     assert!(err.contains("c.toml"), "{err}");
 }
 
@@ -108,6 +109,27 @@ fn every_example_config_runs_on_demo_data() {
             cmd.args(["--set", &format!("sinks.globus.base_url=http://{}", emu.addr)]).env("GLOBUS_SEARCH_TOKEN", "example-token");
             (emu, index)
         });
+        // The S3 example reads the demo listing uploaded to a fresh bucket of the test server.
+        if p.file_name().is_some_and(|n| n == "snapshot-s3.toml") {
+            let cfg: toml::Table = toml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            let prefix = cfg["sources"]["listing"]["prefix"].as_str().unwrap().to_string();
+            let url = std::env::var("ICICLE_TEST_S3")
+                .or_else(|_| std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/s3.addr")).map(|s| s.trim().to_string()))
+                .expect("no S3 server: run the tests with scripts/test.sh (or bash scripts/services.sh start)");
+            let store = icicle_plugins_s3::ObjectStore::connect(&url, "test", "test").unwrap();
+            let bucket = format!("icicle-example-{}-{}", std::process::id(), icicle_core::time::now_epoch());
+            store.create_bucket(&bucket).unwrap();
+            for f in std::fs::read_dir(tmp.path().join("demo-data/tsv")).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().is_some_and(|x| x == "csv") {
+                    store.put(&bucket, &format!("{prefix}{}", f.file_name().unwrap().to_string_lossy()), std::fs::read(&f).unwrap()).unwrap();
+                }
+            }
+            cmd.args(["--set", &format!("sources.listing.bucket={bucket}"), "--set", &format!("sources.listing.endpoint_url={url}")])
+                .args(["--set", "sources.listing.force_path_style=true"])
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test");
+        }
         let out = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{}: {stderr}", p.display());

@@ -121,7 +121,11 @@ impl Layout {
         [c.kind.unwrap_or(0), c.mode, c.uid, c.gid, c.size, c.atime, c.ctime, c.mtime, c.path].into_iter().max().unwrap_or(0)
     }
 
-    fn from_config(cfg: &TsvConfig, ctx: &BuildContext<'_>) -> Result<Layout, ConfigError> {
+    /// The layout the layout keys of `cfg` describe (`preset`, `delimiter`, `columns`,
+    /// `mode_format`, `path_last`, `quoted`, `header`, `comment`, `strip_prefix`,
+    /// `path_prefix`; `paths` is not looked at). Errors name the key in `ctx`'s section, so
+    /// other text sources (the `s3` source) reuse it with their own section.
+    pub fn from_config(cfg: &TsvConfig, ctx: &BuildContext<'_>) -> Result<Layout, ConfigError> {
         let mut l = match (cfg.preset, &cfg.columns) {
             (Some(p), _) => Layout::preset(p),
             (None, Some(_)) => Layout::preset(Preset::Icicle9),
@@ -160,6 +164,13 @@ impl Layout {
         l.strip_prefix = cfg.strip_prefix.clone();
         l.path_prefix = cfg.path_prefix.clone();
         Ok(l)
+    }
+
+    /// Whether the line at byte `offset` of its input is not a row: a header (first line,
+    /// with `header` or a preset's header hint) or a comment.
+    pub fn skips(&self, line: &[u8], offset: u64) -> bool {
+        (offset == 0 && (self.header || self.header_hint.is_some_and(|h| line.starts_with(h))))
+            || self.comment.as_ref().is_some_and(|c| line.starts_with(c))
     }
 
     /// Parse one line into a record whose path lives in `scratch.path`.
@@ -304,15 +315,7 @@ impl Source for TsvSource {
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let l = &*self.layout;
         let mut scratch = Scratch::default();
-        read_lines(
-            split,
-            out,
-            |line, offset| {
-                (offset == 0 && (l.header || l.header_hint.is_some_and(|h| line.starts_with(h))))
-                    || l.comment.as_ref().is_some_and(|c| line.starts_with(c))
-            },
-            |line, emit| emit(l.parse(line, &mut scratch)),
-        )
+        read_lines(split, out, |line, offset| l.skips(line, offset), |line, emit| emit(l.parse(line, &mut scratch)))
     }
 }
 

@@ -1,0 +1,61 @@
+//! [`ObjectStore`]: a small blocking S3 client for tests, demos and tools (make a bucket,
+//! upload, delete and list objects), configured like the source.
+
+use std::time::Duration;
+
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::Client;
+
+use crate::config::{Creds, SecretKey};
+use crate::error::S3Error;
+use crate::source::{client, runtime};
+
+/// A blocking S3 client with its own runtime.
+pub struct ObjectStore {
+    client: Client,
+    rt: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for ObjectStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ObjectStore")
+    }
+}
+
+impl ObjectStore {
+    /// A client of the S3-compatible server at `endpoint_url` (path-style URLs, region
+    /// `us-east-1`, one attempt per request).
+    pub fn connect(endpoint_url: &str, access_key_id: &str, secret_access_key: &str) -> Result<ObjectStore, String> {
+        let creds = Creds { access_key_id: access_key_id.to_string(), secret: SecretKey(secret_access_key.to_string()), session_token: None };
+        let client = client(Some(endpoint_url), "us-east-1", true, &creds, 1, Duration::from_secs(60));
+        Ok(ObjectStore { client, rt: runtime("icicle-s3-store")? })
+    }
+
+    /// Create `bucket`.
+    pub fn create_bucket(&self, bucket: &str) -> Result<(), S3Error> {
+        let target = format!("s3://{bucket}");
+        self.rt.block_on(self.client.create_bucket().bucket(bucket).send()).map_err(|e| S3Error::from_sdk("creating", &target, e))?;
+        Ok(())
+    }
+
+    /// Upload `body` as `key`.
+    pub fn put(&self, bucket: &str, key: &str, body: Vec<u8>) -> Result<(), S3Error> {
+        let target = format!("s3://{bucket}/{key}");
+        self.rt.block_on(self.client.put_object().bucket(bucket).key(key).body(ByteStream::from(body)).send()).map_err(|e| S3Error::from_sdk("uploading", &target, e))?;
+        Ok(())
+    }
+
+    /// Delete `key`.
+    pub fn delete(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
+        let target = format!("s3://{bucket}/{key}");
+        self.rt.block_on(self.client.delete_object().bucket(bucket).key(key).send()).map_err(|e| S3Error::from_sdk("deleting", &target, e))?;
+        Ok(())
+    }
+
+    /// The keys under `prefix` (first page, up to 1,000).
+    pub fn keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, S3Error> {
+        let target = format!("s3://{bucket}/{prefix}");
+        let page = self.rt.block_on(self.client.list_objects_v2().bucket(bucket).prefix(prefix).send()).map_err(|e| S3Error::from_sdk("listing", &target, e))?;
+        Ok(page.contents().iter().filter_map(|o| o.key().map(str::to_string)).collect())
+    }
+}

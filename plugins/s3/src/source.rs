@@ -1,0 +1,362 @@
+//! The `s3` source: lists the objects under a prefix, plans one split per object (byte
+//! ranges for big ones) and reads each split with ranged GETs, cutting lines exactly as the
+//! `tsv` source cuts local files and parsing them with the same [`Layout`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::error::DisplayErrorContext;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::Client;
+use icicle_core::record::{FileKind, Reject};
+use icicle_core::traits::{RowSink, Split};
+use icicle_core::{Source, SourceError};
+use icicle_plugins_snapshot::tsv::{Layout, Scratch};
+
+use crate::config::Creds;
+use crate::error::S3Error;
+use crate::lines::RangeLines;
+
+/// Everything a source needs, resolved from its configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The component id (named in errors).
+    pub id: String,
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix.
+    pub prefix: String,
+    /// The glob the rest of each key must match.
+    pub keys: Option<String>,
+    /// A non-AWS endpoint.
+    pub endpoint_url: Option<String>,
+    /// The signing region.
+    pub region: String,
+    /// Path-style URLs.
+    pub force_path_style: bool,
+    pub(crate) creds: Creds,
+    /// Objects larger than this are read in byte ranges.
+    pub split_bytes: u64,
+    /// Attempts of one request.
+    pub max_attempts: u32,
+    /// One attempt's timeout until the answer begins.
+    pub timeout: Duration,
+    /// How lines are parsed.
+    pub layout: Layout,
+}
+
+/// What the listing said about one object; every GET of it must see the same version.
+#[derive(Debug, Clone)]
+struct Listed {
+    size: u64,
+    etag: Option<String>,
+}
+
+/// The `s3` source.
+pub struct S3Source {
+    s: Settings,
+    client: Client,
+    /// The SDK's own runtime: `read` runs on the snapshot's worker threads and blocks on it.
+    rt: Option<tokio::runtime::Runtime>,
+    listed: Mutex<HashMap<String, Listed>>,
+}
+
+impl std::fmt::Debug for S3Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Source").field("settings", &self.s).finish_non_exhaustive()
+    }
+}
+
+/// A range is fetched with up to this much more (a sixteenth of the range, at most this), so
+/// that its last line, which usually runs past the end, rarely needs a second request.
+const LOOKAHEAD_BYTES: u64 = 64 << 10;
+/// When a line runs past the look-ahead, more is fetched in requests doubling up to this.
+const CONTINUATION_MAX: u64 = 16 << 20;
+/// Progress is reported at least every this many bytes.
+const PROGRESS_BYTES: u64 = 1 << 20;
+
+/// An S3 client with the smallest TLS build (rustls with ring), the given retry attempts
+/// (standard mode: throttling, 5xx and connection errors, with backoff) and timeouts.
+pub(crate) fn client(endpoint_url: Option<&str>, region: &str, force_path_style: bool, creds: &Creds, max_attempts: u32, timeout: Duration) -> Client {
+    use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+    let http = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
+    let credentials = Credentials::new(&creds.access_key_id, &creds.secret.0, creds.session_token.as_ref().map(|t| t.0.clone()), None, "icicle-s3-source");
+    let mut b = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region.to_string()))
+        .credentials_provider(credentials)
+        .http_client(http)
+        .retry_config(RetryConfig::standard().with_max_attempts(max_attempts))
+        .timeout_config(TimeoutConfig::builder().connect_timeout(Duration::from_secs(10).min(timeout)).operation_attempt_timeout(timeout).build())
+        .force_path_style(force_path_style);
+    if let Some(u) = endpoint_url {
+        b = b.endpoint_url(u);
+    }
+    Client::from_conf(b.build())
+}
+
+/// A runtime for the SDK's connections, independent of the caller's.
+pub(crate) fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name(name).enable_all().build().map_err(|e| format!("cannot start the S3 client's runtime: {e}"))
+}
+
+impl S3Source {
+    /// A source with `settings` (the client connects lazily, at the first request).
+    pub fn new(settings: Settings) -> Result<S3Source, String> {
+        let client = client(settings.endpoint_url.as_deref(), &settings.region, settings.force_path_style, &settings.creds, settings.max_attempts, settings.timeout);
+        Ok(S3Source { client, rt: Some(runtime("icicle-s3")?), listed: Mutex::new(HashMap::new()), s: settings })
+    }
+
+    fn rt(&self) -> &tokio::runtime::Runtime {
+        // Only `Drop` takes it.
+        self.rt.as_ref().expect("the runtime lives as long as the source")
+    }
+
+    fn object_name(&self, key: &str) -> String {
+        format!("s3://{}/{key}", self.s.bucket)
+    }
+
+    fn fail(&self, e: impl std::fmt::Display) -> SourceError {
+        SourceError::External(format!("s3 source `{}`: {e}", self.s.id))
+    }
+
+    /// Every object under the prefix whose key matches, in key order, with size and ETag.
+    async fn list(client: Client, bucket: String, prefix: String, keys: Option<String>) -> Result<Vec<(String, Listed)>, S3Error> {
+        let target = format!("s3://{bucket}/{prefix}");
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = client
+                .list_objects_v2()
+                .bucket(&bucket)
+                .prefix(&prefix)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| S3Error::from_sdk("listing", &target, e))?;
+            for o in page.contents() {
+                let Some(key) = o.key() else { continue };
+                // Directory markers are not listings.
+                if key.ends_with('/') {
+                    continue;
+                }
+                if keys.as_deref().is_some_and(|g| !glob_match(g.as_bytes(), &key.as_bytes()[prefix.len().min(key.len())..])) {
+                    continue;
+                }
+                let size = u64::try_from(o.size().unwrap_or(0))
+                    .map_err(|_| S3Error::Unexpected { op: "listing", target: target.clone(), reason: format!("negative size for `{key}`") })?;
+                out.push((key.to_string(), Listed { size, etag: o.e_tag().map(str::to_string) }));
+            }
+            match (page.is_truncated(), page.next_continuation_token()) {
+                (Some(true), Some(t)) => token = Some(t.to_string()),
+                (Some(true), None) => {
+                    return Err(S3Error::Unexpected { op: "listing", target, reason: "a truncated page without a continuation token".into() });
+                }
+                _ => break,
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Start a GET of `[from, to)` of `key` (the whole object when that is all of it), pinned
+    /// to the listed version with `If-Match`.
+    fn get(&self, key: &str, from: u64, to: u64, listed: &Listed) -> Result<ByteStream, S3Error> {
+        let mut req = self.client.get_object().bucket(&self.s.bucket).key(key);
+        if from > 0 || to < listed.size {
+            req = req.range(format!("bytes={from}-{}", to - 1));
+        }
+        if let Some(etag) = &listed.etag {
+            req = req.if_match(etag);
+        }
+        let target = self.object_name(key);
+        let ranged = from > 0 || to < listed.size;
+        let o = self.rt().block_on(req.send()).map_err(|e| S3Error::from_sdk("reading", &target, e))?;
+        // A server that ignored the Range header would hand out the wrong bytes.
+        if ranged && !o.content_range().is_some_and(|r| r.starts_with(&format!("bytes {from}-"))) {
+            return Err(S3Error::Unexpected { op: "reading", target, reason: format!("asked for bytes {from}-{}, got Content-Range {:?}", to - 1, o.content_range()) });
+        }
+        Ok(o.body)
+    }
+}
+
+impl Drop for S3Source {
+    fn drop(&mut self) {
+        // The source may be dropped inside the caller's async context, where a runtime
+        // cannot block on its shutdown.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+#[async_trait]
+impl Source for S3Source {
+    async fn plan(&self) -> Result<Vec<Split>, SourceError> {
+        let (client, bucket, prefix, keys) = (self.client.clone(), self.s.bucket.clone(), self.s.prefix.clone(), self.s.keys.clone());
+        let listed = self
+            .rt()
+            .spawn(S3Source::list(client, bucket, prefix, keys))
+            .await
+            .map_err(|e| self.fail(format!("the listing task failed: {e}")))?
+            .map_err(|e| self.fail(e))?;
+        if listed.is_empty() {
+            let filter = self.s.keys.as_deref().map(|k| format!(" matching `{k}`")).unwrap_or_default();
+            return Err(self.fail(format!("no objects under s3://{}/{}{filter}", self.s.bucket, self.s.prefix)));
+        }
+        let mut splits = Vec::new();
+        let total: u64 = listed.iter().map(|(_, l)| l.size).sum();
+        for (key, l) in &listed {
+            let name = self.object_name(key);
+            if l.size <= self.s.split_bytes {
+                splits.push(Split { name, path: PathBuf::from(key), range: None, weight: l.size, scope: None });
+                continue;
+            }
+            let mut start = 0;
+            while start < l.size {
+                let end = (start + self.s.split_bytes).min(l.size);
+                splits.push(Split { name: format!("{name} (bytes {start}..{end})"), path: PathBuf::from(key), range: Some((start, end)), weight: end - start, scope: None });
+                start = end;
+            }
+        }
+        tracing::info!(message = "listed S3 objects", source = %self.s.id, bucket = %self.s.bucket, prefix = %self.s.prefix, objects = listed.len(), bytes = total, splits = splits.len());
+        if let Ok(mut m) = self.listed.lock() {
+            m.extend(listed);
+        }
+        Ok(splits)
+    }
+
+    fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
+        let key = split.path.to_str().ok_or_else(|| self.fail(format!("{}: the key is not UTF-8", split.name)))?;
+        let listed = self.listed.lock().ok().and_then(|m| m.get(key).cloned()).ok_or_else(|| self.fail(format!("{}: not listed by this source", split.name)))?;
+        let (start, end) = split.range.unwrap_or((0, listed.size));
+        let end = end.min(listed.size);
+        if start >= end {
+            return Ok(());
+        }
+        let input = self.object_name(key);
+        let layout = &self.s.layout;
+        let mut scratch = Scratch::default();
+        let mut reported = start;
+        let mut row = |line: &[u8], offset: u64, number: Option<u64>| {
+            if offset >= reported + PROGRESS_BYTES {
+                out.progress(offset - reported);
+                reported = offset;
+            }
+            if line.is_empty() || layout.skips(line, offset) {
+                return;
+            }
+            match layout.parse(line, &mut scratch) {
+                Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
+                Ok(rec) => out.record(&rec),
+                Err(reason) => out.reject(Reject { input: input.clone(), line: number, offset: Some(offset), reason, scope: None }),
+            }
+        };
+        let mut lines = RangeLines::new(start, end);
+        // The next byte to fetch, and where the current request ends.
+        let mut next = RangeLines::fetch_from(start);
+        let lookahead = (end - start).div_ceil(16).min(LOOKAHEAD_BYTES);
+        let mut fetch_end = (end + lookahead).min(listed.size);
+        let mut continuation = lookahead.max(1);
+        let mut interrupted = 0u32;
+        'requests: while !lines.done() {
+            let mut body = self.get(key, next, fetch_end, &listed).map_err(|e| self.fail(e))?;
+            loop {
+                let why = match self.rt().block_on(body.try_next()) {
+                    Ok(Some(bytes)) => {
+                        let take = (bytes.len() as u64).min(fetch_end - next) as usize;
+                        next += take as u64;
+                        lines.push(&bytes[..take], &mut row);
+                        if lines.done() {
+                            // Read the short rest of the answer, so that its connection is reused.
+                            while next < fetch_end {
+                                match self.rt().block_on(body.try_next()) {
+                                    Ok(Some(b)) => next += b.len() as u64,
+                                    _ => break,
+                                }
+                            }
+                            break;
+                        }
+                        if next >= fetch_end {
+                            break;
+                        }
+                        continue;
+                    }
+                    Ok(None) if next >= fetch_end => break,
+                    Ok(None) => format!("the body ended {} bytes early", fetch_end - next),
+                    Err(e) => DisplayErrorContext(&e).to_string(),
+                };
+                // The body broke off: ask again from the next byte (the SDK retries
+                // requests, not bodies already streaming).
+                interrupted += 1;
+                if interrupted >= self.s.max_attempts {
+                    return Err(self.fail(format!("reading {input}: gave up after {interrupted} interrupted downloads, at byte {next}: {why}")));
+                }
+                tracing::warn!(message = "S3 download interrupted; resuming", object = %input, byte = next, error = %why);
+                continue 'requests;
+            }
+            if lines.done() {
+                break;
+            }
+            if next >= listed.size {
+                lines.finish(&mut row);
+                break;
+            }
+            // The range's last line runs past its end: fetch on until it ends.
+            fetch_end = (next + continuation).min(listed.size);
+            continuation = (continuation * 2).min(CONTINUATION_MAX);
+        }
+        out.progress(end - reported);
+        Ok(())
+    }
+}
+
+/// Whether `name` matches `glob` (`*`: any run of bytes, `/` included; `?`: one byte).
+pub fn glob_match(glob: &[u8], name: &[u8]) -> bool {
+    let (mut g, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if g < glob.len() && (glob[g] == b'?' || glob[g] == name[n]) {
+            g += 1;
+            n += 1;
+        } else if g < glob.len() && glob[g] == b'*' {
+            star = Some((g, n));
+            g += 1;
+        } else if let Some((sg, sn)) = star {
+            g = sg + 1;
+            n = sn + 1;
+            star = Some((sg, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    glob[g..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        for (g, n, m) in [
+            ("*.csv", "part-0001.csv", true),
+            ("*.csv", "2026/01/part-0001.csv", true),
+            ("*.csv", "part-0001.csv.gz", false),
+            ("part-????.csv", "part-0001.csv", true),
+            ("part-????.csv", "part-001.csv", false),
+            ("*", "", true),
+            ("a*b*c", "aXXbYYc", true),
+            ("a*b*c", "aXXbYY", false),
+            ("fslist.ne2scan", "fslist.ne2scan", true),
+        ] {
+            assert_eq!(glob_match(g.as_bytes(), n.as_bytes()), m, "{g} {n}");
+        }
+    }
+}

@@ -6,7 +6,9 @@ use std::time::Duration;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 
-use crate::config::{Creds, SecretKey};
+use icicle_core::secret::Secret;
+
+use crate::config::Creds;
 use crate::error::S3Error;
 use crate::source::{client, runtime};
 
@@ -26,7 +28,7 @@ impl ObjectStore {
     /// A client of the S3-compatible server at `endpoint_url` (path-style URLs, region
     /// `us-east-1`, one attempt per request).
     pub fn connect(endpoint_url: &str, access_key_id: &str, secret_access_key: &str) -> Result<ObjectStore, String> {
-        let creds = Creds { access_key_id: access_key_id.to_string(), secret: SecretKey(secret_access_key.to_string()), session_token: None };
+        let creds = Creds { access_key_id: access_key_id.to_string(), secret: Secret::new(secret_access_key), session_token: None };
         let client = client(Some(endpoint_url), "us-east-1", true, &creds, 1, Duration::from_secs(60));
         Ok(ObjectStore { client, rt: runtime("icicle-s3-store")? })
     }

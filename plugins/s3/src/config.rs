@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::secret::{self, Secret};
 use icicle_core::traits::Source;
 use icicle_core::ConfigError;
 use icicle_plugins_snapshot::tsv::{Columns, Layout, ModeFormat, Preset, TsvConfig};
@@ -88,22 +89,12 @@ fn default_timeout_secs() -> f64 {
     60.0
 }
 
-/// A secret access key that never prints: `Debug` shows `***`.
-#[derive(Clone)]
-pub(crate) struct SecretKey(pub(crate) String);
-
-impl std::fmt::Debug for SecretKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecretKey(***)")
-    }
-}
-
 /// Credentials as configured: the key id, the secret, an optional session token.
 #[derive(Debug, Clone)]
 pub(crate) struct Creds {
     pub(crate) access_key_id: String,
-    pub(crate) secret: SecretKey,
-    pub(crate) session_token: Option<SecretKey>,
+    pub(crate) secret: Secret,
+    pub(crate) session_token: Option<Secret>,
 }
 
 impl S3Config {
@@ -157,21 +148,21 @@ impl S3Config {
                 }
                 let secret = match (&self.secret_access_key_env, &self.secret_access_key_file) {
                     (Some(_), Some(_)) => return Err(invalid("secret_access_key_env", "give either secret_access_key_env or secret_access_key_file, not both".into())),
-                    (Some(var), None) => read_env(var).map_err(|e| invalid("secret_access_key_env", e))?,
-                    (None, Some(f)) => read_file(f).map_err(|e| invalid("secret_access_key_file", e))?,
+                    (Some(var), None) => secret::from_env(var).map_err(|e| invalid("secret_access_key_env", e))?,
+                    (None, Some(f)) => secret::from_file(f).map_err(|e| invalid("secret_access_key_file", e))?,
                     (None, None) => return Err(invalid("secret_access_key_env", "access_key_id needs secret_access_key_env or secret_access_key_file".into())),
                 };
-                Ok(Creds { access_key_id: akid.trim().to_string(), secret: SecretKey(secret), session_token: None })
+                Ok(Creds { access_key_id: akid.trim().to_string(), secret, session_token: None })
             }
             None => {
                 if self.secret_access_key_env.is_some() || self.secret_access_key_file.is_some() {
                     return Err(invalid("access_key_id", "a secret access key needs access_key_id".into()));
                 }
                 let hint = "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment, or access_key_id with secret_access_key_env or secret_access_key_file";
-                let akid = read_env("AWS_ACCESS_KEY_ID").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
-                let secret = read_env("AWS_SECRET_ACCESS_KEY").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
-                let session_token = std::env::var("AWS_SESSION_TOKEN").ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).map(SecretKey);
-                Ok(Creds { access_key_id: akid, secret: SecretKey(secret), session_token })
+                let akid = secret::from_env("AWS_ACCESS_KEY_ID").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
+                let secret = secret::from_env("AWS_SECRET_ACCESS_KEY").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
+                let session_token = secret::from_env("AWS_SESSION_TOKEN").ok();
+                Ok(Creds { access_key_id: akid.expose().to_string(), secret, session_token })
             }
         }
     }
@@ -199,7 +190,7 @@ impl SourceConfig for S3Config {
         let layout = Layout::from_config(&self.layout_keys(), ctx)?;
         let split_bytes = ctx.figment.extract_inner::<u64>("snapshot.split_bytes").unwrap_or(64 << 20);
         let settings = self.settings(&ctx.id, split_bytes, |key, reason| ctx.invalid(key, reason), layout)?;
-        let source = S3Source::new(settings).map_err(|e| ctx.invalid("endpoint_url", e))?;
+        let source = S3Source::new(settings).map_err(|e| ConfigError::Parse(format!("{}: {e}", ctx.key)))?;
         Ok(Arc::new(source))
     }
 }
@@ -224,24 +215,6 @@ fn check_endpoint(url: &str) -> Result<(), String> {
         return Err("credentials do not belong in the URL (use access_key_id with secret_access_key_env or secret_access_key_file)".into());
     }
     Ok(())
-}
-
-fn read_env(var: &str) -> Result<String, String> {
-    let v = std::env::var(var).map_err(|_| format!("environment variable `{var}` is not set"))?;
-    let v = v.trim().to_string();
-    if v.is_empty() {
-        return Err(format!("environment variable `{var}` is empty"));
-    }
-    Ok(v)
-}
-
-fn read_file(path: &std::path::Path) -> Result<String, String> {
-    let s = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let v = s.lines().next().unwrap_or("").trim().to_string();
-    if v.is_empty() {
-        return Err(format!("`{}` is empty", path.display()));
-    }
-    Ok(v)
 }
 
 #[cfg(test)]
@@ -288,7 +261,7 @@ mod tests {
         let c = cfg(&format!("access_key_id = \"AKIDEXAMPLE\"\nsecret_access_key_file = \"{}\"", dir.display())).unwrap();
         let s = settings(&c).unwrap();
         std::fs::remove_file(&dir).unwrap();
-        assert_eq!(s.creds.secret.0, "s3cr3t-value-from-file");
+        assert_eq!(s.creds.secret.expose(), "s3cr3t-value-from-file");
         assert_eq!(s.split_bytes, 1 << 20);
         let shown = format!("{s:?}");
         assert!(!shown.contains("s3cr3t") && shown.contains("AKIDEXAMPLE"), "{shown}");

@@ -86,7 +86,7 @@ const PROGRESS_BYTES: u64 = 1 << 20;
 pub(crate) fn client(endpoint_url: Option<&str>, region: &str, force_path_style: bool, creds: &Creds, max_attempts: u32, timeout: Duration) -> Client {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
     let http = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
-    let credentials = Credentials::new(&creds.access_key_id, &creds.secret.0, creds.session_token.as_ref().map(|t| t.0.clone()), None, "icicle-s3-source");
+    let credentials = Credentials::new(&creds.access_key_id, creds.secret.expose(), creds.session_token.as_ref().map(|t| t.expose().to_string()), None, "icicle-s3-source");
     let mut b = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.to_string()))

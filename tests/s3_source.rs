@@ -491,3 +491,139 @@ fn an_object_that_goes_or_changes_after_listing_fails_only_its_split() {
     assert!(e.starts_with(&format!("s3 source `s`: listing s3://{bucket}/: dispatch failure")), "{e}");
     assert!(e.contains("onnection refused"), "{e}");
 }
+
+#[test]
+fn listings_of_more_than_one_page_are_read_whole() {
+    // ListObjectsV2 answers at most 1,000 keys a page.
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("principals.tsv"), "").unwrap();
+    let store = store();
+    let bucket = fresh_bucket(&store, "icicle-pages");
+    const OBJECTS: usize = 1_234;
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            let (store, bucket) = (&store, &bucket);
+            s.spawn(move || {
+                for i in (w..OBJECTS).step_by(4) {
+                    store.put(bucket, &format!("many/part-{i:05}.csv"), format!("f,33188,1,1,{i},1,2,3,/many/f{i:05}\n").into_bytes()).unwrap();
+                }
+            });
+        }
+    });
+    let out = t.join("out");
+    let cfg = run_config(t, "pages", &s3_source(&bucket, "many/", "keys = \"part-*.csv\"\npreset = \"icicle9\"\n"), &out, "");
+    let (code, s, err) = run(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((s["splits"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(OBJECTS as u64), Some(OBJECTS as u64), Some(0)), "{s}");
+    let got = ingested(&out);
+    assert_eq!(got.keys().cloned().collect::<Vec<_>>(), (0..OBJECTS).map(|i| format!("/many/f{i:05}")).collect::<Vec<_>>());
+    assert!((0..OBJECTS).all(|i| got[&format!("/many/f{i:05}")]["content"]["size"] == i as u64));
+}
+
+/// An S3 stand-in that misbehaves as S3 does under load, serving one object: the first
+/// `busy` requests are answered `503 SlowDown`, then the first `cut` GETs send only `cut_at`
+/// bytes of their body and close the connection. It keeps every request's `Range` header.
+struct FlakyS3 {
+    addr: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl FlakyS3 {
+    fn start(object: Vec<u8>, busy: usize, cut: usize, cut_at: usize) -> FlakyS3 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            let (mut busy, mut cut) = (busy, cut);
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                let target = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                let range = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("range: bytes=").map(str::to_string));
+                log.lock().unwrap().push(format!("{} {}", if target.contains("list-type=2") { "LIST" } else { "GET" }, range.clone().unwrap_or_default()));
+                let answer = |status: &str, headers: &str, body: &[u8]| {
+                    let mut a = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n", body.len()).into_bytes();
+                    a.extend_from_slice(body);
+                    a
+                };
+                if busy > 0 {
+                    busy -= 1;
+                    let body = b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                    let _ = conn.write_all(&answer("503 Slow Down", "Content-Type: application/xml\r\n", body));
+                } else if target.contains("list-type=2") {
+                    let body = format!(
+                        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>flaky</Name><Prefix></Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated><Contents><Key>all.csv</Key><LastModified>2026-11-30T00:00:00.000Z</LastModified><ETag>&quot;v1&quot;</ETag><Size>{}</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>",
+                        object.len()
+                    );
+                    let _ = conn.write_all(&answer("200 OK", "Content-Type: application/xml\r\n", body.as_bytes()));
+                } else {
+                    let (from, to) = match &range {
+                        Some(r) => {
+                            let (a, b) = r.trim().split_once('-').unwrap();
+                            (a.parse::<usize>().unwrap(), b.parse::<usize>().map(|b| b + 1).unwrap_or(object.len()).min(object.len()))
+                        }
+                        None => (0, object.len()),
+                    };
+                    let headers = if range.is_some() { format!("ETag: \"v1\"\r\nContent-Range: bytes {from}-{}/{}\r\n", to - 1, object.len()) } else { "ETag: \"v1\"\r\n".to_string() };
+                    let full = answer(if range.is_some() { "206 Partial Content" } else { "200 OK" }, &headers, &object[from..to]);
+                    if cut > 0 {
+                        cut -= 1;
+                        let header_len = full.len() - (to - from);
+                        let _ = conn.write_all(&full[..header_len + cut_at.min(to - from - 1)]);
+                    } else {
+                        let _ = conn.write_all(&full);
+                    }
+                }
+            }
+        });
+        FlakyS3 { addr, seen }
+    }
+}
+
+#[test]
+fn throttling_is_retried_and_broken_downloads_resume_at_the_next_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "test\n").unwrap();
+    let object: Vec<u8> = (0..500).map(|i| format!("f,33188,1,1,{i},1,2,3,/flaky/f{i:04}\n")).collect::<String>().into_bytes();
+    let source = |addr: &str, attempts: u32| {
+        build_source(&format!(
+            "[sources.s]\ntype = \"s3\"\nbucket = \"flaky\"\nendpoint_url = \"http://{addr}\"\nforce_path_style = true\naccess_key_id = \"test\"\nsecret_access_key_file = \"{}\"\npreset = \"icicle9\"\nmax_attempts = {attempts}\n",
+            secret.display()
+        ))
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+
+    // Two 503s, then the listing; two GETs broken off after 1,000 bytes, then the rest.
+    let server = FlakyS3::start(object.clone(), 2, 2, 1_000);
+    let src = source(&server.addr, 5);
+    let splits = rt.block_on(src.plan()).unwrap();
+    assert_eq!(splits.len(), 1);
+    let mut rows = Rows::default();
+    src.read(&splits[0], &mut rows).unwrap();
+    assert_eq!(rows.records, (0..500).map(|i| format!("/flaky/f{i:04}")).collect::<Vec<_>>());
+    assert!(rows.rejects.is_empty(), "{:?}", rows.rejects);
+    assert_eq!(rows.progress, object.len() as u64);
+    let n = object.len() - 1;
+    assert_eq!(*server.seen.lock().unwrap(), ["LIST ", "LIST ", "LIST ", "GET ", &format!("GET 1000-{n}"), &format!("GET 2000-{n}")]);
+
+    // Throttled for good: the listing gives up after max_attempts, naming S3's code.
+    let server = FlakyS3::start(object.clone(), usize::MAX, 0, 0);
+    let e = rt.block_on(source(&server.addr, 3).plan()).unwrap_err().to_string();
+    assert!(e.starts_with("s3 source `s`: listing s3://flaky/: SlowDown (HTTP 503): Please reduce your request rate."), "{e}");
+    assert_eq!(server.seen.lock().unwrap().len(), 3);
+
+    // Every download breaks off: the split fails after max_attempts interruptions.
+    let server = FlakyS3::start(object.clone(), 0, usize::MAX, 100);
+    let src = source(&server.addr, 3);
+    let splits = rt.block_on(src.plan()).unwrap();
+    let e = src.read(&splits[0], &mut Rows::default()).unwrap_err().to_string();
+    assert!(e.starts_with("s3 source `s`: reading s3://flaky/all.csv: gave up after 3 interrupted downloads, at byte 300:"), "{e}");
+}

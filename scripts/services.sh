@@ -4,11 +4,12 @@
 #   scripts/services.sh start [kafka|s3]     # start them on free ports; prints KAFKA=host:port and S3=http://host:port
 #   scripts/services.sh stop [kafka|s3]
 # Without a second argument, both. The broker's address is written to .tools/run/kafka.addr,
-# the S3 server's URL to .tools/run/s3.addr, their pids to .tools/run/{kafka,s3}.pid.
+# the S3 server's URL to .tools/run/s3.addr, their pids to .tools/run/{kafka,s3}.pid
+# (ICICLE_SERVICES_RUN=DIR uses DIR instead, for services of one's own beside those).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS="$PWD/.tools"
-RUN="$TOOLS/run"
+RUN="${ICICLE_SERVICES_RUN:-$TOOLS/run}"
 TANSU="$TOOLS/bin/tansu"
 mkdir -p "$TOOLS/bin" "$RUN"
 

@@ -9,6 +9,8 @@
 //! aws-sdk-s3 lives only in this crate. [`ObjectStore`] is a small blocking client (create
 //! buckets, upload and delete objects) for tests and tools.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod config;
 pub mod error;

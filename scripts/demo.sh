@@ -34,8 +34,8 @@ rm -rf demo-data/lustre demo-data/lustre-fs demo-state/lustre demo-out/monitor
 python3 -c 'import json; r=json.load(open("demo-out/monitor-report.json"))["mdt0"]; print("monitor: %d records, %d filtered, reduce %s, %d updates, %d deletes, cleared up to %d" % (r["records"], r["filtered"], r["reduce"], r["updates"], r["deletes"], r["cleared_index"]))'
 
 echo "== the GPFS monitor through a local Kafka-protocol broker (tansu): mmwatch events, then icicle monitor --drain"
-trap 'bash scripts/services.sh stop' EXIT
-KAFKA="$(bash scripts/services.sh start | sed -n 's/^KAFKA=//p')"
+trap 'bash scripts/services.sh stop kafka' EXIT
+KAFKA="$(bash scripts/services.sh start kafka | sed -n 's/^KAFKA=//p')"
 rm -rf demo-data/gpfs demo-data/gpfs-fs demo-state/gpfs demo-out/gpfs
 "$bin/icicle-testkit" workload --kind mixed --ops 2000 --root demo-data/gpfs-fs --journal demo-data/gpfs/journal --preexisting 200 \
   --gpfs-root /gpfs/fs1 --gpfs-topic fset1-topic --bootstrap "$KAFKA"

@@ -15,5 +15,5 @@ fi
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup toolchain)"; exit 1; }
 
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
-bash scripts/services.sh install >/dev/null || echo "tansu (the Kafka-protocol broker for the GPFS demo and tests) could not be installed"
+bash scripts/services.sh install >/dev/null || echo "tansu or moto (the Kafka-protocol broker and the S3 server for the demo and tests) could not be installed"
 cargo build --release --workspace --bins

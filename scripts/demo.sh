@@ -43,6 +43,24 @@ rm -rf demo-data/gpfs demo-data/gpfs-fs demo-state/gpfs demo-out/gpfs
   --set "sinks.msk.connection.bootstrap=$KAFKA" > demo-out/gpfs-report.json
 python3 -c 'import json; r=json.load(open("demo-out/gpfs-report.json"))["fset1"]; print("gpfs monitor: %d events, %d rejects, %d updates, %d deletes, committed %s" % (r["messages"], r["rejects"], r["updates"], r["deletes"], r["committed"]))'
 
+echo "== the Globus Search sink, against the testkit's Search emulator (icicle-testkit globus-search)"
+rm -rf demo-state/globus demo-data/globus.addr
+"$bin/icicle-testkit" globus-search --index 00000000-0000-4000-8000-000000000000 --token demo-token \
+  --rate-limit 10 --addr-file demo-data/globus.addr > demo-out/globus-emulator.log 2>&1 &
+emulator=$!
+trap 'kill $emulator 2>/dev/null || true; bash scripts/services.sh stop kafka' EXIT
+for _ in $(seq 1 100); do [ -s demo-data/globus.addr ] && break; sleep 0.1; done
+GLOBUS_SEARCH_TOKEN=demo-token "$bin/icicle" snapshot --json --no-progress -c configs/snapshot-globus.toml \
+  --set "sinks.globus.base_url=http://$(cat demo-data/globus.addr)" > demo-out/summary-globus.json
+python3 - "$(cat demo-data/globus.addr)" <<'PY'
+import json, sys, urllib.request
+s = json.load(open("demo-out/summary-globus.json"))
+req = urllib.request.Request("http://%s/v1/task_list/00000000-0000-4000-8000-000000000000" % sys.argv[1], headers={"Authorization": "Bearer demo-token"})
+tasks = json.load(urllib.request.urlopen(req))["tasks"]
+print("globus: %d records published in %d ingest tasks, all %s" % (s["records"], len(tasks), ",".join(sorted({t["state"] for t in tasks}))))
+PY
+kill $emulator 2>/dev/null || true
+
 echo "== the sketch comparison experiment on the demo snapshot (demo-out/sketch-compare/)"
 "$bin/icicle" sketch-compare -c configs/demo.toml --out demo-out/sketch-compare | head -8
 

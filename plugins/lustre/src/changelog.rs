@@ -3,34 +3,7 @@
 //! `IDX TYPE HH:MM:SS.nnnnnnnnn YYYY.MM.DD 0xFLAGS t=[FID] [j=JOB] [ef=0xX] [u=U:G] [nid=NID]
 //! [m=MODE] [x=XATTR] [p=[FID]] [NAME] [s=[FID] sp=[FID] OLDNAME]` — names may contain spaces.
 
-use std::cell::RefCell;
 use std::fmt;
-use std::sync::Arc;
-
-/// The last (job id, NID).
-type Interned = (Option<Arc<str>>, Option<Arc<str>>);
-
-thread_local! {
-    /// The last job id and NID seen: consecutive records mostly repeat them.
-    static INTERNED: RefCell<Interned> = const { RefCell::new((None, None)) };
-}
-
-/// `val` as a shared string, reusing the previous one when it is the same.
-fn intern(val: &str, nid: bool) -> Arc<str> {
-    INTERNED.with(|c| {
-        let mut c = c.borrow_mut();
-        let slot = if nid { &mut c.1 } else { &mut c.0 };
-        match slot {
-            Some(a) if &**a == val => a.clone(),
-            _ => {
-                let a: Arc<str> = Arc::from(val);
-                *slot = Some(a.clone());
-                a
-            }
-        }
-    })
-}
-
 /// A Lustre FID `[seq:oid:ver]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Fid {
@@ -469,10 +442,11 @@ pub struct ChangelogRecord {
     pub flags: u32,
     /// `t=`: the target (for RENME: the overwritten target, zero if none).
     pub target: Fid,
-    pub jobid: Option<Arc<str>>,
+    /// Short values (job ids, NIDs) are stored inline: no allocation, no shared counts.
+    pub jobid: Option<compact_str::CompactString>,
     pub extra_flags: Option<u64>,
     pub uid_gid: Option<(u32, u32)>,
-    pub nid: Option<Arc<str>>,
+    pub nid: Option<compact_str::CompactString>,
     pub open_mode: Option<compact_str::CompactString>,
     pub xattr: Option<compact_str::CompactString>,
     /// `p=`: the parent (for RENME: the new parent).
@@ -560,7 +534,7 @@ impl ChangelogRecord {
             let end = find_byte(after.as_bytes(), b' ').unwrap_or(after.len());
             let val = &after[..end];
             match key {
-                b"j" => rec.jobid = Some(intern(val, false)),
+                b"j" => rec.jobid = Some(val.into()),
                 b"ef" => rec.extra_flags = Some(hex(val).ok_or_else(|| format!("ef `{val}`"))?),
                 b"u" => {
                     let bad = || format!("u `{val}`");
@@ -568,7 +542,7 @@ impl ChangelogRecord {
                     let id = |t: &str| dec(t).and_then(|v| u32::try_from(v).ok());
                     rec.uid_gid = Some((id(&val[..colon]).ok_or_else(bad)?, id(&val[colon + 1..]).ok_or_else(bad)?));
                 }
-                b"nid" => rec.nid = Some(intern(val, true)),
+                b"nid" => rec.nid = Some(val.into()),
                 b"m" => rec.open_mode = Some(val.into()),
                 _ => rec.xattr = Some(val.into()),
             }

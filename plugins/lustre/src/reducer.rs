@@ -107,7 +107,7 @@ impl Reducer for RuleTable {
     type Event = ChangelogRecord;
 
     fn reduce(&mut self, batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
-        reduce_in_place(batch)
+        reduce_batch(batch)
     }
 }
 
@@ -129,14 +129,9 @@ fn chain(prev: &[u32], mut j: u32) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
-/// Reduce one batch; the kept records stay in changelog order.
-pub fn reduce(mut batch: Vec<ChangelogRecord>) -> (Vec<ChangelogRecord>, ReduceCounts) {
-    let counts = reduce_in_place(&mut batch);
-    (batch, counts)
-}
-
-/// [`reduce`] without moving the batch: the dropped records are removed from `batch`.
-pub fn reduce_in_place(batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
+/// Reduce one batch in place: the dropped records are removed, the kept ones stay in
+/// changelog order.
+fn reduce_batch(batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
     type Fast = foldhash::fast::RandomState;
     const NONE: u32 = u32::MAX;
     let mut counts = ReduceCounts { input: batch.len() as u64, ..Default::default() };
@@ -191,6 +186,11 @@ pub fn reduce_in_place(batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reduce(mut batch: Vec<ChangelogRecord>) -> (Vec<ChangelogRecord>, ReduceCounts) {
+        let counts = RuleTable.reduce(&mut batch);
+        (batch, counts)
+    }
 
     fn rec(i: u64, kind: &str, t: u32, p: u32, name: &str) -> ChangelogRecord {
         let fid = |o: u32| Fid { seq: 0x200000401, oid: o, ver: 0 };

@@ -51,7 +51,7 @@ impl GpfsJournal {
     }
 
     fn write(&mut self, kind: EventKind, path: &str, meta: Meta, cookie: u64, raw_event: Option<&str>) -> std::io::Result<()> {
-        let ev = GpfsEvent { kind, path: format!("{}{}", self.fs_root, path), meta, cookie };
+        let ev = GpfsEvent { kind, path: format!("{}{}", self.fs_root, path).into(), meta, cookie };
         let mut line = ev.to_json();
         if let Some(raw) = raw_event {
             // Events the monitor drops keep their own name (IN_OPEN, IN_CLOSE_NOWRITE, ...).

@@ -88,8 +88,8 @@ impl Meta {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpfsEvent {
     pub kind: EventKind,
-    /// The path as reported (absolute, on the GPFS mount).
-    pub path: String,
+    /// The path as reported (absolute, on the GPFS mount); shared with the state that keeps it.
+    pub path: std::sync::Arc<str>,
     pub meta: Meta,
     /// Pairs IN_MOVED_FROM with IN_MOVED_TO (0 when absent).
     pub cookie: u64,
@@ -689,7 +689,7 @@ impl GpfsEvent {
             ctime,
             mtime,
         };
-        Some(GpfsEvent { kind, path: string_at(PATH).to_owned(), meta, cookie: uint(COOKIE)? })
+        Some(GpfsEvent { kind, path: string_at(PATH).into(), meta, cookie: uint(COOKIE)? })
     }
 
     /// Convert attributes however they were found; errors say what is wrong.
@@ -749,7 +749,7 @@ impl GpfsEvent {
             ctime,
             mtime,
         };
-        Ok(GpfsEvent { kind, path: path.to_string(), meta, cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0) })
+        Ok(GpfsEvent { kind, path: path.into(), meta, cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0) })
     }
 
     /// Render as a WF_JSON message (what the testkit produces).
@@ -764,7 +764,7 @@ impl GpfsEvent {
         };
         let event = if self.meta.is_dir() { format!("{ev} IN_ISDIR") } else { ev.to_string() };
         serde_json::json!({
-            "WF_JSON": "0.0.1", "wd": 1, "cookie": self.cookie.to_string(), "mask": "0x0", "event": event, "path": self.path,
+            "WF_JSON": "0.0.1", "wd": 1, "cookie": self.cookie.to_string(), "mask": "0x0", "event": event, "path": &*self.path,
             "clusterName": "icicle-testkit", "nodeName": "node1", "nfsClientIp": "", "fsName": "fs1",
             "inode": self.meta.inode.to_string(), "filesetID": "0", "linkCount": "1", "openFlags": "0", "poolName": "system",
             "fileSize": self.meta.size.to_string(), "ownerUserId": self.meta.uid.to_string(), "ownerGroupId": self.meta.gid.to_string(),
@@ -806,7 +806,7 @@ mod tests {
         assert!(Fields::scan(nested.as_bytes()).is_none());
         let (a, b) = (GpfsEvent::parse(flat.as_bytes()).unwrap(), GpfsEvent::parse(nested.as_bytes()).unwrap());
         assert_eq!(a, b);
-        assert_eq!((a.path.as_str(), a.cookie, a.meta.mode, a.meta.atime, a.meta.mtime), ("/g/a \"b\"", 5, 0o40755, 1, 4));
+        assert_eq!((&*a.path, a.cookie, a.meta.mode, a.meta.atime, a.meta.mtime), ("/g/a \"b\"", 5, 0o40755, 1, 4));
     }
 
     #[test]

@@ -204,8 +204,15 @@ impl GpfsState {
     /// Record `path`'s metadata (one walk down the map); returns the shared name and whether
     /// the path was new to the state.
     fn know(&mut self, path: &str, meta: Meta) -> (PathName, bool) {
+        self.know_name(PathName::from(path), meta)
+    }
+
+    /// [`GpfsState::know`] for a path already shared (an event's): no copy of its text.
+    fn know_name(&mut self, name: PathName, meta: Meta) -> (PathName, bool) {
         use std::collections::hash_map::Entry;
-        let (name, old) = match self.objects.entry(PathName::from(path)) {
+        let path_text = name.clone();
+        let path: &str = &path_text;
+        let (name, old) = match self.objects.entry(name) {
             Entry::Occupied(mut e) => {
                 let old = std::mem::replace(e.get_mut(), meta);
                 (e.key().clone(), Some(old))
@@ -278,7 +285,12 @@ impl GpfsState {
 
     /// Know `path` and schedule its upsert; returns its name and whether it was new.
     fn upsert(&mut self, path: &str, meta: Meta, ops: &mut Ops) -> (PathName, bool) {
-        let (name, new) = self.know(path, meta);
+        self.upsert_name(PathName::from(path), meta, ops)
+    }
+
+    /// [`GpfsState::upsert`] for a path already shared (an event's).
+    fn upsert_name(&mut self, name: PathName, meta: Meta, ops: &mut Ops) -> (PathName, bool) {
+        let (name, new) = self.know_name(name, meta);
         if !meta.is_dir() {
             self.set_op(name.clone(), Op::Update(meta), ops);
         }
@@ -393,26 +405,26 @@ impl StateStore for GpfsState {
     fn apply(&mut self, event: &(GpfsEvent, Position), walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
-        let path = ev.path.as_str();
+        let path: &str = &ev.path;
         match ev.kind {
             EventKind::Ignored => self.counts.ignored += 1,
             EventKind::Created => {
                 // Not in the index yet, unless the state already knew it (a replay) or the
                 // index still holds an object deleted at this path earlier in the batch.
                 let deleted_here = ops.get(path) == Some(&Op::Delete);
-                let (name, new) = self.upsert(path, ev.meta, ops);
+                let (name, new) = self.upsert_name(ev.path.clone(), ev.meta, ops);
                 if new && !deleted_here {
                     self.born.insert(name);
                 }
                 self.propagate(path, ev.meta, ops);
             }
             EventKind::Modified => {
-                self.upsert(path, ev.meta, ops);
+                self.upsert_name(ev.path.clone(), ev.meta, ops);
                 self.propagate(path, ev.meta, ops);
             }
             EventKind::Removed => self.remove(path, ev.meta.is_dir(), ops),
             EventKind::MovedFrom => {
-                self.pending.push(PendingMove { cookie: ev.cookie, path: ev.path.clone(), meta: ev.meta, position, age: 0 });
+                self.pending.push(PendingMove { cookie: ev.cookie, path: ev.path.to_string(), meta: ev.meta, position, age: 0 });
             }
             EventKind::MovedTo => {
                 let pair = self

@@ -96,7 +96,6 @@ pub struct PendingMove {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GpfsCounts {
     pub events: u64,
-    pub ignored: u64,
     /// Operations replaced by a later one for the same path.
     pub coalesced: u64,
     /// Creates whose object was removed before the emit (both dropped).
@@ -407,7 +406,8 @@ impl StateStore for GpfsState {
         self.counts.events += 1;
         let path: &str = &ev.path;
         match ev.kind {
-            EventKind::Ignored => self.counts.ignored += 1,
+            // Dropped by the reducer (`IgnoredEvents`), which counts them.
+            EventKind::Ignored => {}
             EventKind::Created => {
                 // Not in the index yet, unless the state already knew it (a replay) or the
                 // index still holds an object deleted at this path earlier in the batch.

@@ -34,32 +34,36 @@ impl EventKind {
         const T_MOVED_FROM: u128 = tag(b"MOVED_FROM");
         const T_MOVED_TO: u128 = tag(b"MOVED_TO");
         const T_CLOSE_WRITE: u128 = tag(b"CLOSE_WRITE");
+        const T_ACCESS: u128 = tag(b"ACCESS");
+        const T_DELETE_SELF: u128 = tag(b"DELETE_SELF");
         const T_OPEN: u128 = tag(b"OPEN");
+        const T_CLOSE_NOWRITE: u128 = tag(b"CLOSE_NOWRITE");
+        const T_MOVE_SELF: u128 = tag(b"MOVE_SELF");
+        const T_IGNORED: u128 = tag(b"IGNORED");
+        const T_UNMOUNT: u128 = tag(b"UNMOUNT");
         match tag_of(t.strip_prefix(b"IN_")?)? {
             T_CREATE => Some(EventKind::Created),
-            T_DELETE => Some(EventKind::Removed),
-            T_MODIFY | T_ATTRIB | T_CLOSE_WRITE => Some(EventKind::Modified),
+            T_DELETE | T_DELETE_SELF => Some(EventKind::Removed),
+            T_MODIFY | T_ATTRIB | T_CLOSE_WRITE | T_ACCESS => Some(EventKind::Modified),
             T_MOVED_FROM => Some(EventKind::MovedFrom),
             T_MOVED_TO => Some(EventKind::MovedTo),
-            T_OPEN => Some(EventKind::Ignored),
+            T_OPEN | T_CLOSE_NOWRITE | T_MOVE_SELF | T_IGNORED | T_UNMOUNT => Some(EventKind::Ignored),
             _ => None,
         }
     }
 
     /// The kind for an `event` token.
     pub fn from_token(t: &str) -> Option<EventKind> {
-        if let Some(k) = EventKind::from_common_token(t.as_bytes()) {
-            return Some(k);
+        EventKind::from_common_token(t.as_bytes())
+    }
+
+    /// The kind of an `event` value of the usual shape (one token, then ` IN_ISDIR` or not).
+    #[inline]
+    fn of_value(v: &[u8]) -> Option<(EventKind, bool)> {
+        match v.strip_suffix(b" IN_ISDIR") {
+            Some(t) => Some((EventKind::from_common_token(t)?, true)),
+            None => Some((EventKind::from_common_token(v)?, false)),
         }
-        Some(match t {
-            "IN_CREATE" => EventKind::Created,
-            "IN_DELETE" | "IN_DELETE_SELF" => EventKind::Removed,
-            "IN_MOVED_FROM" => EventKind::MovedFrom,
-            "IN_MOVED_TO" => EventKind::MovedTo,
-            "IN_MODIFY" | "IN_ATTRIB" | "IN_CLOSE_WRITE" | "IN_ACCESS" => EventKind::Modified,
-            "IN_OPEN" | "IN_CLOSE_NOWRITE" | "IN_MOVE_SELF" | "IN_IGNORED" | "IN_UNMOUNT" => EventKind::Ignored,
-            _ => return None,
-        })
     }
 }
 
@@ -161,10 +165,20 @@ fn slot_of(b: &[u8], start: usize, end: usize) -> Option<usize> {
     (want == tg).then_some(slot as usize)
 }
 
+/// What a structural walk found.
+enum Walk {
+    /// The whole message is a flat object of plain ASCII without escapes; where each
+    /// attribute icicle reads sits.
+    Whole([Span; 11]),
+    /// The `event` attribute names an event icicle ignores: the walk stopped there.
+    Ignored,
+}
+
 /// Walk a flat object of plain ASCII without escapes by its quote positions, noting where
-/// each attribute icicle reads sits. None when the message needs the byte scanner.
+/// each attribute icicle reads sits, and stopping at an ignored event's `event` (the rest of
+/// such a message is not looked at). None when the message needs the byte scanner.
 #[inline(always)]
-fn scan_spans(b: &[u8], mut quotes: QuoteIndex) -> Option<[Span; 11]> {
+fn scan_spans<const AVX2: bool>(b: &[u8], mut quotes: QuoteIndex<'_, AVX2>) -> Option<Walk> {
     let mut spans = [Span::default(); 11];
     // Control bytes were refused, so the only whitespace left is the space.
     let skip = |i: &mut usize| {
@@ -182,7 +196,7 @@ fn scan_spans(b: &[u8], mut quotes: QuoteIndex) -> Option<[Span; 11]> {
     if b.get(i) == Some(&b'}') {
         i += 1;
         skip(&mut i);
-        return (i == b.len()).then_some(spans);
+        return (i == b.len()).then_some(Walk::Whole(spans));
     }
     loop {
         // A key: the next two quotes, the first exactly here.
@@ -233,6 +247,9 @@ fn scan_spans(b: &[u8], mut quotes: QuoteIndex) -> Option<[Span; 11]> {
             _ => return None,
         };
         if let Some(k) = slot {
+            if k == EVENT && kind == SpanKind::Str && matches!(EventKind::of_value(&b[start + 1..i - 1]), Some((EventKind::Ignored, _))) {
+                return Some(Walk::Ignored);
+            }
             // Strings without their quotes. MAX_LEN keeps positions within u16.
             spans[k] = match kind {
                 SpanKind::Str => Span { start: (start + 1) as u16, end: (i - 1) as u16, kind },
@@ -252,7 +269,7 @@ fn scan_spans(b: &[u8], mut quotes: QuoteIndex) -> Option<[Span; 11]> {
                     b'}' => {
                         i += 1;
                         skip(&mut i);
-                        return (i == b.len()).then_some(spans);
+                        return (i == b.len()).then_some(Walk::Whole(spans));
                     }
                     _ => return None,
                 }
@@ -316,8 +333,12 @@ impl<'a> Fields<'a> {
 
     /// The fastest path: a flat object of plain ASCII without escapes (`quotes` indexes
     /// `text`), walked by its quote positions. None when the message needs the byte scanner.
-    fn scan_structural(text: &'a str, quotes: QuoteIndex) -> Option<Fields<'a>> {
-        scan_spans(text.as_bytes(), quotes).map(|spans| Fields::Spans(text, spans))
+    #[cfg(test)]
+    fn scan_structural(text: &'a str) -> Option<Fields<'a>> {
+        match scan_spans(text.as_bytes(), QuoteIndex::<false>::new(text.as_bytes())?)? {
+            Walk::Whole(spans) => Some(Fields::Spans(text, spans)),
+            Walk::Ignored => None,
+        }
     }
 
     fn set(&mut self, slot: usize, v: Field<'a>) {
@@ -330,12 +351,10 @@ impl<'a> Fields<'a> {
     /// full parser (nested values, escaped keys, malformed JSON).
     fn scan(bytes: &'a [u8]) -> Option<Fields<'a>> {
         // Plain ASCII without escapes: valid UTF-8 without a separate check.
-        if let Some(quotes) = QuoteIndex::build(bytes) {
-            // SAFETY: `QuoteIndex::build` refuses any byte >= 0x80, and ASCII is valid UTF-8.
+        if let Some(Walk::Whole(spans)) = scan_spans(bytes, QuoteIndex::<false>::new(bytes)?) {
+            // SAFETY: a whole walk saw every byte: plain ASCII, which is valid UTF-8.
             let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-            if let Some(f) = Fields::scan_structural(text, quotes) {
-                return Some(f);
-            }
+            return Some(Fields::Spans(text, spans));
         }
         Fields::scan_bytes(bytes)
     }
@@ -573,7 +592,15 @@ fn text(v: Field<'_>) -> Option<std::borrow::Cow<'_, str>> {
 }
 
 impl GpfsEvent {
-    /// Parse one message value. Events Icicle drops (IN_OPEN, ...) parse as `Ignored`.
+    /// An event icicle ignores (IN_OPEN, ...): it carries nothing else (its path is empty, its
+    /// metadata zero), and the structural path does not read its message past `event`.
+    pub fn ignored() -> GpfsEvent {
+        static EMPTY: std::sync::OnceLock<std::sync::Arc<str>> = std::sync::OnceLock::new();
+        GpfsEvent { kind: EventKind::Ignored, path: EMPTY.get_or_init(|| "".into()).clone(), meta: Meta::default(), cookie: 0 }
+    }
+
+    /// Parse one message value. Events Icicle drops (IN_OPEN, ...) parse as `Ignored`
+    /// ([`GpfsEvent::ignored`]).
     pub fn parse(bytes: &[u8]) -> Result<GpfsEvent, String> {
         #[cfg(target_arch = "x86_64")]
         if crate::scan::has_avx2() {
@@ -602,9 +629,11 @@ impl GpfsEvent {
     /// The structural path, when the message is plain ASCII without escapes; None otherwise.
     #[inline(always)]
     fn parse_structural<const AVX2: bool>(bytes: &[u8]) -> Option<Result<GpfsEvent, String>> {
-        let quotes = QuoteIndex::build_with::<AVX2>(bytes)?;
-        let spans = scan_spans(bytes, quotes)?;
-        // SAFETY: `QuoteIndex::build_with` refuses any byte >= 0x80, and ASCII is valid UTF-8.
+        let spans = match scan_spans(bytes, QuoteIndex::<AVX2>::new(bytes)?)? {
+            Walk::Whole(spans) => spans,
+            Walk::Ignored => return Some(Ok(GpfsEvent::ignored())),
+        };
+        // SAFETY: a whole walk saw every byte: plain ASCII, which is valid UTF-8.
         let text = unsafe { std::str::from_utf8_unchecked(bytes) };
         Some(match GpfsEvent::from_spans(text, &spans) {
             Some(ev) => Ok(ev),
@@ -645,12 +674,10 @@ impl GpfsEvent {
                 _ => None,
             }
         };
-        let event = string(EVENT)?;
-        let (token, is_dir) = match event.strip_suffix(b" IN_ISDIR") {
-            Some(t) => (t, true),
-            None => (event, false),
-        };
-        let kind = EventKind::from_common_token(token)?;
+        let (kind, is_dir) = EventKind::of_value(string(EVENT)?)?;
+        if kind == EventKind::Ignored {
+            return Some(GpfsEvent::ignored());
+        }
         let path = string(PATH)?;
         if path.first() != Some(&b'/') {
             return None;
@@ -719,6 +746,9 @@ impl GpfsEvent {
             }
         }
         let kind = kind.ok_or_else(|| format!("event `{event}` names no event type"))?;
+        if kind == EventKind::Ignored {
+            return Ok(GpfsEvent::ignored());
+        }
         let path = text(raw.get(PATH)).ok_or("missing `path`")?;
         let path: &str = &path;
         if !path.starts_with('/') {
@@ -789,7 +819,12 @@ mod tests {
         assert!(d.meta.is_dir());
         let m = GpfsEvent::parse(br#"{"inode": 7, "path": "/gpfs/fs1/d", "event": "IN_MOVED_TO IN_ISDIR", "cookie": 99, "mtime": "2024-03-16T02:10:01Z"}"#).unwrap();
         assert_eq!((m.kind, m.cookie, m.meta.mtime), (EventKind::MovedTo, 99, 1_710_555_001));
-        assert_eq!(GpfsEvent::parse(br#"{"inode": 7, "path": "/x", "event": "IN_OPEN"}"#).unwrap().kind, EventKind::Ignored);
+        assert_eq!(GpfsEvent::parse(br#"{"inode": 7, "path": "/x", "event": "IN_OPEN"}"#), Ok(GpfsEvent::ignored()));
+        // An ignored event's message is not read past its `event`, on every path.
+        for msg in [&br#"{"event": "IN_CLOSE_NOWRITE", "inode": "x", "path": 1, "#[..], br#"{"event": "IN_OPEN IN_ISDIR", "inode": -1}"#, br#"{"event": "IN_ACCESS\u0020", "inode": 1}"#] {
+            let want = if msg.windows(9).any(|w| w == b"IN_ACCESS") { Err(()) } else { Ok(GpfsEvent::ignored()) };
+            assert_eq!(GpfsEvent::parse(msg).map_err(|_| ()), want, "{}", String::from_utf8_lossy(msg));
+        }
     }
 
     #[test]
@@ -816,8 +851,7 @@ mod tests {
         let spaced = compact.replace("\",\"", "\", \"").replace("\":", "\": ").replacen('{', "{ ", 1).replace('}', " }");
         let numbers = r#"{"wd": 1, "inode": 12, "path": "/g/x", "event": "IN_CREATE IN_ISDIR", "fileSize": 5, "w": -0.5e3, "x": null, "y": true, "z": false, "atime": 17}"#;
         for msg in [compact.as_str(), spaced.as_str(), numbers, "{}", " { } "] {
-            let quotes = QuoteIndex::build(msg.as_bytes()).expect("plain ASCII");
-            let fast = Fields::scan_structural(msg, quotes).unwrap_or_else(|| panic!("structural path refused {msg}"));
+            let fast = Fields::scan_structural(msg).unwrap_or_else(|| panic!("structural path refused {msg}"));
             let slow = Fields::scan_bytes(msg.as_bytes()).expect("byte scanner");
             let all = |f: &Fields<'_>| (0..KEYS.len()).map(|k| f.get(k).to_string()).collect::<Vec<_>>();
             assert_eq!(all(&fast), all(&slow), "{msg}");
@@ -825,20 +859,19 @@ mod tests {
         assert_eq!(GpfsEvent::parse(spaced.as_bytes()).unwrap(), base);
         // Refused by the structural path, taken by the others: trailing bytes, nesting, bad separators.
         for msg in [r#"{"a": "b"} x"#, r#"{"a": {"b": 1}}"#, r#"{"a" "b"}"#, r#"{"a": "b",}"#, r#"{"a": "b" "c": 1}"#, r#"{"a": tru}"#] {
-            let quotes = QuoteIndex::build(msg.as_bytes()).expect("plain ASCII");
-            assert!(Fields::scan_structural(msg, quotes).is_none(), "{msg}");
+            assert!(Fields::scan_structural(msg).is_none(), "{msg}");
         }
         assert!(GpfsEvent::parse(numbers.as_bytes()).unwrap().meta.is_dir());
     }
 
     #[test]
     fn the_direct_conversion_agrees_with_the_general_one() {
-        let events = ["IN_CREATE", "IN_CREATE IN_ISDIR", "IN_DELETE", "IN_MOVED_FROM", "IN_MOVED_TO IN_ISDIR", "IN_MODIFY", "IN_ATTRIB", "IN_CLOSE_WRITE", "IN_OPEN", "IN_ACCESS", "IN_ISDIR IN_CREATE", "IN_CREATE|IN_ISDIR", "IN_BOGUS"];
+        let events = ["IN_CREATE", "IN_CREATE IN_ISDIR", "IN_DELETE", "IN_MOVED_FROM", "IN_MOVED_TO IN_ISDIR", "IN_MODIFY", "IN_ATTRIB", "IN_CLOSE_WRITE", "IN_OPEN", "IN_ACCESS", "IN_CLOSE_NOWRITE", "IN_DELETE_SELF", "IN_ISDIR IN_CREATE", "IN_CREATE|IN_ISDIR", "IN_BOGUS"];
         let numbers = ["\"0\"", "\"12\"", "7", "\" 7\"", "-1", "1.5", "\"99999999999999999999\"", "\"4294967296\"", "null", "true", "\"x\""];
         let times = ["\"2026-11-30T03:12:19+00:00\"", "\"2026-11-30T03:12:19Z\"", "\"2026-11-30 03:12:19 UTC\"", "\"2026-11-30T03:12:19+02:00\"", "\"2026-13-30T03:12:19+00:00\"", "1700000000", "\"1700000000\"", "1.5", "\"soon\""];
         let perms = ["\"100644\"", "\"644\"", "\"40755\"", "\"0o644\"", "\"9\"", "420", "\"\""];
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut fast = 0;
+        let (mut fast, mut ignored) = (0, 0);
         for _ in 0..20_000 {
             x ^= x << 13;
             x ^= x >> 7;
@@ -868,8 +901,16 @@ mod tests {
                 !(x >> (k * 5)).is_multiple_of(11)
             });
             let msg = format!("{{{}}}", members.join(","));
-            let Some(quotes) = QuoteIndex::build(msg.as_bytes()) else { continue };
-            let spans = scan_spans(msg.as_bytes(), quotes).expect("flat object");
+            let Some(walk) = scan_spans(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short")) else { continue };
+            let spans = match walk {
+                Walk::Whole(spans) => spans,
+                Walk::Ignored => {
+                    // The general path agrees that there is nothing more to read.
+                    assert_eq!(GpfsEvent::from_fields(&Fields::parse(msg.as_bytes()).expect("flat")), Ok(GpfsEvent::ignored()), "{msg}");
+                    ignored += 1;
+                    continue;
+                }
+            };
             let general = GpfsEvent::from_fields(&Fields::Spans(&msg, spans));
             if let Some(direct) = GpfsEvent::from_spans(&msg, &spans) {
                 fast += 1;
@@ -877,6 +918,7 @@ mod tests {
             }
         }
         assert!(fast > 1_000, "the direct path took only {fast} messages");
+        assert!(ignored > 100, "only {ignored} ignored events");
     }
 
     #[test]

@@ -1,105 +1,107 @@
-//! Structural scanning of flat, plain-ASCII JSON objects (what mmwatch sends): every `"` of a
-//! message is found up front, sixteen bytes at a time, together with any byte that needs the
-//! careful path (a backslash, a control byte, a non-ASCII byte). Walking the quote positions
-//! then visits each key and string value without looking at their bytes again.
+//! Structural scanning of flat, plain-ASCII JSON objects (what mmwatch sends): the `"` of a
+//! message are found a 64-byte block at a time (16 or 32 bytes a compare), together with any
+//! byte that needs the careful path (a backslash, a control byte, a non-ASCII byte). Walking
+//! the quote positions then visits each key and string value without looking at their bytes
+//! again.
 
-/// The longest message the structural path takes (longer ones use the byte scanner).
+/// The longest message the structural path takes (longer ones use the byte scanner); positions
+/// fit in a `u16`.
 pub const MAX_LEN: usize = 64 * 64;
 
-/// The positions of every `"` in a message, one bit per byte.
-pub struct QuoteIndex {
-    masks: [u64; MAX_LEN / 64],
-    words: usize,
-    /// Current word and the bits of it not yet visited.
-    at: usize,
+/// The positions of every `"` in a message, found a 64-byte block at a time as the walk
+/// reaches them (a walk that stops early never scans the rest). A block holding a backslash,
+/// a control byte or a non-ASCII byte ends the walk: [`QuoteIndex::refused`] then says so.
+/// `AVX2` compares 32 bytes at a time (the caller checked the CPU; see [`has_avx2`]).
+pub struct QuoteIndex<'a, const AVX2: bool = false> {
+    b: &'a [u8],
+    /// Offset of the next block to scan.
+    next: usize,
+    /// Offset of the block `bits` came from, and its quotes not yet visited.
+    base: usize,
     bits: u64,
+    refused: bool,
 }
 
-impl QuoteIndex {
-    /// Index `b`; None if it holds a backslash, a control byte or a non-ASCII byte, or is
-    /// longer than [`MAX_LEN`]. A message that passes is valid UTF-8 and has no escapes.
-    pub fn build(b: &[u8]) -> Option<QuoteIndex> {
-        QuoteIndex::build_with::<false>(b)
-    }
-
-    /// [`QuoteIndex::build`], 32 bytes at a time with AVX2 when `AVX2` (the caller checked
-    /// that the CPU has it; see [`has_avx2`]).
+impl<'a, const AVX2: bool> QuoteIndex<'a, AVX2> {
+    /// An index over `b`; None if `b` is longer than [`MAX_LEN`] (or `AVX2` is asked for
+    /// on a CPU without it).
     #[inline(always)]
-    pub fn build_with<const AVX2: bool>(b: &[u8]) -> Option<QuoteIndex> {
-        if b.len() > MAX_LEN {
-            return None;
-        }
-        let words = b.len().div_ceil(64);
-        let mut masks = [0u64; MAX_LEN / 64];
-        let mut special = 0u64;
-        let full = b.len() / 64;
-        let scan = |chunk: &[u8; 64]| {
-            #[cfg(target_arch = "x86_64")]
-            if AVX2 {
-                // SAFETY: only called with AVX2 = true after `has_avx2()` said yes.
-                return unsafe { block_avx2(chunk) };
-            }
-            block(chunk)
-        };
-        for (w, chunk) in b.chunks_exact(64).enumerate() {
-            let (q, s) = scan(chunk.try_into().ok()?);
-            masks[w] = q;
-            special |= s;
-        }
-        if full < words {
-            // The tail, padded with spaces (neither quotes nor special).
-            let mut pad = [b' '; 64];
-            pad[..b.len() - full * 64].copy_from_slice(&b[full * 64..]);
-            let (q, s) = scan(&pad);
-            masks[full] = q;
-            special |= s;
-        }
-        if special != 0 {
-            return None;
-        }
-        let bits = masks[0];
-        Some(QuoteIndex { masks, words, at: 0, bits })
+    pub fn new(b: &'a [u8]) -> Option<QuoteIndex<'a, AVX2>> {
+        (b.len() <= MAX_LEN && (!AVX2 || has_avx2())).then_some(QuoteIndex { b, next: 0, base: 0, bits: 0, refused: false })
     }
 
-    /// The next quote position.
+    /// Whether a scanned block held a byte that needs the careful path. Every byte up to the
+    /// last quote returned was scanned and is plain ASCII other than a backslash.
+    pub fn refused(&self) -> bool {
+        self.refused
+    }
+
+    /// The next quote position; None at the end of the message or at a refused block.
     #[inline(always)]
     pub fn next_quote(&mut self) -> Option<usize> {
         while self.bits == 0 {
-            self.at += 1;
-            if self.at >= self.words {
+            let at = self.next;
+            if at >= self.b.len() {
                 return None;
             }
-            self.bits = self.masks[self.at];
+            let (q, s) = match self.b.get(at..at + 64) {
+                Some(chunk) => scan::<AVX2>(chunk.try_into().ok()?),
+                None => {
+                    // The tail, padded with spaces (neither quotes nor special).
+                    let mut pad = [b' '; 64];
+                    pad[..self.b.len() - at].copy_from_slice(&self.b[at..]);
+                    scan::<AVX2>(&pad)
+                }
+            };
+            if s {
+                self.refused = true;
+                self.next = self.b.len();
+                return None;
+            }
+            self.base = at;
+            self.next = at + 64;
+            self.bits = q;
         }
-        let p = self.at * 64 + self.bits.trailing_zeros() as usize;
+        let p = self.base + self.bits.trailing_zeros() as usize;
         self.bits &= self.bits - 1;
         Some(p)
     }
 }
 
-/// Quote bits and special bits (backslash, byte < 0x20, byte >= 0x80) of 64 bytes.
+/// Quote bits of one block and whether it holds a special byte, with the instruction set chosen.
+#[inline(always)]
+fn scan<const AVX2: bool>(chunk: &[u8; 64]) -> (u64, bool) {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: `QuoteIndex::<true>::new` checked `has_avx2()`.
+        return unsafe { block_avx2(chunk) };
+    }
+    block(chunk)
+}
+
+/// Quote bits of 64 bytes, and whether any of them is special (backslash, byte < 0x20,
+/// byte >= 0x80).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn block(chunk: &[u8; 64]) -> (u64, u64) {
+fn block(chunk: &[u8; 64]) -> (u64, bool) {
     use std::arch::x86_64::*;
-    let (mut quotes, mut special) = (0u64, 0u64);
+    let mut quotes = 0u64;
     // SAFETY: SSE2 is part of the x86_64 baseline; every load reads 16 bytes inside `chunk`.
     unsafe {
         let quote = _mm_set1_epi8(b'"' as i8);
         let backslash = _mm_set1_epi8(b'\\' as i8);
         let space = _mm_set1_epi8(0x20);
+        let mut special = _mm_setzero_si128();
         for k in 0..4 {
             let x = _mm_loadu_si128(chunk.as_ptr().add(16 * k) as *const __m128i);
             let q = _mm_movemask_epi8(_mm_cmpeq_epi8(x, quote)) as u16 as u64;
             // Signed: bytes below 0x20 and bytes from 0x80 up (negative) are both "less than
             // a space": control and non-ASCII bytes in one compare.
-            let s = _mm_or_si128(_mm_cmpeq_epi8(x, backslash), _mm_cmplt_epi8(x, space));
-            let s = _mm_movemask_epi8(s) as u16 as u64;
+            special = _mm_or_si128(special, _mm_or_si128(_mm_cmpeq_epi8(x, backslash), _mm_cmplt_epi8(x, space)));
             quotes |= q << (16 * k);
-            special |= s << (16 * k);
         }
+        (quotes, _mm_movemask_epi8(special) != 0)
     }
-    (quotes, special)
 }
 
 /// Whether this CPU has AVX2 and BMI1 (checked once by std, then cached).
@@ -121,33 +123,32 @@ pub fn has_avx2() -> bool {
 /// The CPU must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn block_avx2(chunk: &[u8; 64]) -> (u64, u64) {
+unsafe fn block_avx2(chunk: &[u8; 64]) -> (u64, bool) {
     use std::arch::x86_64::*;
     let quote = _mm256_set1_epi8(b'"' as i8);
     let backslash = _mm256_set1_epi8(b'\\' as i8);
     let space = _mm256_set1_epi8(0x20);
-    let (mut quotes, mut special) = (0u64, 0u64);
+    let mut quotes = 0u64;
+    let mut special = _mm256_setzero_si256();
     for k in 0..2 {
         // SAFETY: each load reads 32 bytes inside `chunk`.
         let x = unsafe { _mm256_loadu_si256(chunk.as_ptr().add(32 * k) as *const __m256i) };
         let q = _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, quote)) as u32 as u64;
         // Signed compare: control bytes and non-ASCII bytes are both below a space.
-        let s = _mm256_or_si256(_mm256_cmpeq_epi8(x, backslash), _mm256_cmpgt_epi8(space, x));
-        let s = _mm256_movemask_epi8(s) as u32 as u64;
+        special = _mm256_or_si256(special, _mm256_or_si256(_mm256_cmpeq_epi8(x, backslash), _mm256_cmpgt_epi8(space, x)));
         quotes |= q << (32 * k);
-        special |= s << (32 * k);
     }
-    (quotes, special)
+    (quotes, _mm256_movemask_epi8(special) != 0)
 }
 
-/// Quote bits and special bits (backslash, byte < 0x20, byte >= 0x80) of 64 bytes.
+/// Quote bits of 64 bytes, and whether any of them is special.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
-fn block(chunk: &[u8; 64]) -> (u64, u64) {
-    let (mut quotes, mut special) = (0u64, 0u64);
+fn block(chunk: &[u8; 64]) -> (u64, bool) {
+    let (mut quotes, mut special) = (0u64, false);
     for (k, &c) in chunk.iter().enumerate() {
         quotes |= ((c == b'"') as u64) << k;
-        special |= ((c == b'\\' || c < 0x20 || c >= 0x80) as u64) << k;
+        special |= c == b'\\' || c < 0x20 || c >= 0x80;
     }
     (quotes, special)
 }
@@ -224,30 +225,23 @@ mod tests {
             let alphabet: &[u8] = if x & 1 == 0 { b"ab\"{}: ,0" } else { b"ab\"\\\x01\xc3:" };
             let b: Vec<u8> = (0..len).map(|k| alphabet[((x >> (k % 57)) as usize + k) % alphabet.len()]).collect();
             let expect_special = b.iter().any(|&c| c == b'\\' || !(0x20..0x80).contains(&c));
-            match QuoteIndex::build(&b) {
-                None => {
-                    assert!(expect_special, "{b:?}");
-                    if has_avx2() {
-                        assert!(QuoteIndex::build_with::<true>(&b).is_none());
-                    }
-                }
-                Some(mut q) => {
-                    assert!(!expect_special);
-                    let mut got = Vec::new();
-                    while let Some(p) = q.next_quote() {
-                        got.push(p);
-                    }
-                    let want: Vec<usize> = b.iter().enumerate().filter(|(_, &c)| c == b'"').map(|(i, _)| i).collect();
-                    assert_eq!(got, want);
-                    if has_avx2() {
-                        let mut q = QuoteIndex::build_with::<true>(&b).expect("the same verdict");
-                        let got: Vec<usize> = std::iter::from_fn(|| q.next_quote()).collect();
-                        assert_eq!(got, want);
-                    }
-                }
+            let want: Vec<usize> = b.iter().enumerate().filter(|(_, &c)| c == b'"').map(|(i, _)| i).collect();
+            let mut q = QuoteIndex::<false>::new(&b).expect("short enough");
+            let got: Vec<usize> = std::iter::from_fn(|| q.next_quote()).collect();
+            assert_eq!(q.refused(), expect_special, "{b:?}");
+            if !expect_special {
+                assert_eq!(got, want);
+            } else {
+                // Every quote returned before the refusal is a real one, in order.
+                assert_eq!(got[..], want[..got.len()]);
+            }
+            if has_avx2() {
+                let mut q = QuoteIndex::<true>::new(&b).expect("short enough");
+                let got2: Vec<usize> = std::iter::from_fn(|| q.next_quote()).collect();
+                assert_eq!((got2, q.refused()), (got, expect_special));
             }
         }
-        assert!(QuoteIndex::build(&vec![b'a'; MAX_LEN + 1]).is_none());
+        assert!(QuoteIndex::<false>::new(&vec![b'a'; MAX_LEN + 1]).is_none());
     }
 
     #[test]

@@ -349,62 +349,101 @@ const HEX: [u8; 256] = {
 };
 
 /// A decimal number (digits only, no sign), without overflow.
-fn dec(s: &str) -> Option<u64> {
+#[inline]
+fn dec(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }
-    s.bytes().try_fold(0u64, |v, c| if c.is_ascii_digit() { v.checked_mul(10)?.checked_add((c - b'0') as u64) } else { None })
+    if s.len() == 20 {
+        return s.iter().try_fold(0u64, |v, &c| if c.is_ascii_digit() { v.checked_mul(10)?.checked_add((c - b'0') as u64) } else { None });
+    }
+    // Nineteen digits always fit.
+    let mut v = 0u64;
+    for &c in s {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + d as u64;
+    }
+    Some(v)
+}
+
+/// The value of the hex digits at the start of `b` and how many there are (stops at the
+/// first other byte; a count over 16 means the value overflowed).
+#[inline(always)]
+fn hex_run(b: &[u8]) -> (u64, usize) {
+    let mut v = 0u64;
+    let mut n = 0;
+    for &c in b {
+        let d = HEX[c as usize];
+        if d > 15 {
+            break;
+        }
+        v = (v << 4) | d as u64;
+        n += 1;
+    }
+    (v, n)
 }
 
 /// A hex number with an optional `0x`, at most 16 digits.
-fn hex(s: &str) -> Option<u64> {
-    let h = s.strip_prefix("0x").unwrap_or(s).as_bytes();
-    if h.is_empty() || h.len() > 16 {
-        return None;
-    }
-    h.iter().try_fold(0u64, |v, &c| {
-        let d = HEX[c as usize];
-        (d < 16).then_some((v << 4) | d as u64)
-    })
+#[inline]
+fn hex(s: &[u8]) -> Option<u64> {
+    let h = s.strip_prefix(b"0x").unwrap_or(s);
+    let (v, n) = hex_run(h);
+    (n == h.len() && (1..=16).contains(&n)).then_some(v)
 }
 
-/// A bracketed FID at the start of `s` and the length it took (through `]`), in one pass.
-fn bracketed_fid(s: &str, what: &str) -> Result<(Fid, usize), String> {
-    let b = s.as_bytes();
-    let bad = || {
-        let end = find_byte(b, b']').map_or(b.len(), |e| e + 1);
-        Fid::parse(&s[..end]).err().unwrap_or_else(|| format!("{what} is not a bracketed FID"))
-    };
+/// A bracketed FID at the start of `b` and the length it took (through `]`), in one pass.
+#[inline(always)]
+fn bracketed_fid(b: &[u8]) -> Option<(Fid, usize)> {
     if b.first() != Some(&b'[') {
-        return Err(format!("{what} is not a bracketed FID"));
+        return None;
     }
     let mut parts = [0u64; 3];
     let mut i = 1usize;
-    for (n, part) in parts.iter_mut().enumerate() {
+    for (k, part) in parts.iter_mut().enumerate() {
         if b.get(i..i + 2) == Some(b"0x") {
             i += 2;
         }
-        let start = i;
-        let mut v = 0u64;
-        while let Some(&c) = b.get(i) {
-            let d = HEX[c as usize];
-            if d > 15 {
-                break;
-            }
-            v = (v << 4) | d as u64;
-            i += 1;
-        }
-        let sep = if n == 2 { b']' } else { b':' };
-        if i == start || i - start > 16 || b.get(i) != Some(&sep) {
-            return Err(bad());
+        let (v, n) = hex_run(b.get(i..)?);
+        let sep = if k == 2 { b']' } else { b':' };
+        if n == 0 || n > 16 || b.get(i + n) != Some(&sep) {
+            return None;
         }
         *part = v;
-        i += 1;
+        i += n + 1;
     }
     if parts[1] > u32::MAX as u64 || parts[2] > u32::MAX as u64 {
-        return Err(bad());
+        return None;
     }
-    Ok((Fid { seq: parts[0], oid: parts[1] as u32, ver: parts[2] as u32 }, i))
+    Some((Fid { seq: parts[0], oid: parts[1] as u32, ver: parts[2] as u32 }, i))
+}
+
+/// Why the `what` FID at the start of `s` did not parse.
+#[cold]
+fn fid_error(s: &str, what: &str) -> String {
+    let end = find_byte(s.as_bytes(), b']').map_or(s.len(), |e| e + 1);
+    Fid::parse(s.get(..end).unwrap_or(s)).err().unwrap_or_else(|| format!("{what} is not a bracketed FID"))
+}
+
+/// The space-separated tokens of a line's fixed prefix (runs of spaces between them).
+struct Tokens<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Tokens<'_> {
+    /// The next token's range; empty at the end of the line.
+    #[inline(always)]
+    fn next(&mut self) -> (usize, usize) {
+        while self.b.get(self.pos) == Some(&b' ') {
+            self.pos += 1;
+        }
+        let start = self.pos;
+        self.pos = find_byte(&self.b[start..], b' ').map_or(self.b.len(), |i| start + i);
+        (start, self.pos)
+    }
 }
 
 /// The lines of `text` (without their newline), found with memchr.
@@ -464,38 +503,51 @@ impl ChangelogRecord {
     pub fn parse(line: &str) -> Result<ChangelogRecord, String> {
         let line = line.trim_end_matches(['\n', '\r']);
         let b = line.as_bytes();
-        let mut pos = 0usize;
+        // Every range below starts and ends at an ASCII byte (a space, `=`, `]`) or at an end
+        // of the line, so it is a valid &str slice.
+        let text = |start: usize, end: usize| line.get(start..end).unwrap_or("");
         // The fixed prefix: index, type, time, date, flags (separated by runs of spaces).
-        let mut next = |what: &str| -> Result<&str, String> {
-            while pos < b.len() && b[pos] == b' ' {
-                pos += 1;
-            }
-            let start = pos;
-            pos = find_byte(&b[pos..], b' ').map_or(b.len(), |i| pos + i);
-            if pos == start {
-                Err(format!("missing {what}"))
-            } else {
-                Ok(&line[start..pos])
-            }
-        };
-        let index: u64 = dec(next("record index")?).ok_or("record index is not a number")?;
-        let ty = next("record type")?;
-        if ty.len() < 3 || !ty.as_bytes()[..2].iter().all(u8::is_ascii_digit) {
-            return Err(format!("record type `{ty}` is not NNNAME"));
+        let mut tokens = Tokens { b, pos: 0 };
+        let (s, e) = tokens.next();
+        if s == e {
+            return Err("missing record index".into());
         }
-        let n = ((ty.as_bytes()[0] - b'0') * 10 + (ty.as_bytes()[1] - b'0')) as u32;
-        let kind = RecordType::from_parts(n, &ty[2..]);
-        let clock = next("time")?;
-        let date = next("date")?;
-        let flags_tok = next("flags")?;
-        let flags = hex(flags_tok).and_then(|f| u32::try_from(f).ok()).ok_or_else(|| format!("flags `{flags_tok}` are not hex"))?;
-        let time = RecordTime::new(clock, date).ok_or_else(|| format!("time `{clock} {date}` is too long"))?;
+        let index = dec(&b[s..e]).ok_or("record index is not a number")?;
+        let (s, e) = tokens.next();
+        if s == e {
+            return Err("missing record type".into());
+        }
+        let ty = &b[s..e];
+        if ty.len() < 3 || !ty[0].is_ascii_digit() || !ty[1].is_ascii_digit() {
+            return Err(format!("record type `{}` is not NNNAME", text(s, e)));
+        }
+        let kind = RecordType::from_parts(((ty[0] - b'0') * 10 + (ty[1] - b'0')) as u32, text(s + 2, e));
+        let (cs, ce) = tokens.next();
+        if cs == ce {
+            return Err("missing time".into());
+        }
+        let (ds, de) = tokens.next();
+        if ds == de {
+            return Err("missing date".into());
+        }
+        let (fs, fe) = tokens.next();
+        if fs == fe {
+            return Err("missing flags".into());
+        }
+        let flags = hex(&b[fs..fe]).and_then(|f| u32::try_from(f).ok()).ok_or_else(|| format!("flags `{}` are not hex", text(fs, fe)))?;
+        let time = RecordTime::new(text(cs, ce), text(ds, de)).ok_or_else(|| format!("time `{} {}` is too long", text(cs, ce), text(ds, de)))?;
+        let mut i = tokens.pos + (b.get(tokens.pos) == Some(&b' ')) as usize;
+        if b.get(i..i + 2) != Some(b"t=") {
+            return Err("missing t=".into());
+        }
+        i += 2;
+        let (target, n) = bracketed_fid(&b[i..]).ok_or_else(|| fid_error(text(i, b.len()), "t="))?;
         let mut rec = ChangelogRecord {
             index,
             kind,
             time,
             flags,
-            target: Fid::default(),
+            target,
             jobid: None,
             extra_flags: None,
             uid_gid: None,
@@ -508,61 +560,72 @@ impl ChangelogRecord {
             source_parent: None,
             source_name: None,
         };
-        let rest = line[pos..].strip_prefix(' ').unwrap_or(&line[pos..]);
-        let t = rest.strip_prefix("t=").ok_or("missing t=")?;
-        let (target, end) = bracketed_fid(t, "t=")?;
-        rec.target = target;
-        let mut rest = t[end..].strip_prefix(' ').unwrap_or(&t[end..]);
+        i += n;
+        i += (b.get(i) == Some(&b' ')) as usize;
         // Keyed fields, in any order, until the name.
         loop {
-            let rb = rest.as_bytes();
-            let key_len = match rb {
+            let key_len = match &b[i..] {
                 [b'j', b'=', ..] | [b'u', b'=', ..] | [b'm', b'=', ..] | [b'x', b'=', ..] | [b'p', b'=', ..] => 1,
                 [b'e', b'f', b'=', ..] => 2,
                 [b'n', b'i', b'd', b'=', ..] => 3,
                 _ => break,
             };
-            let key = &rb[..key_len];
-            let after = &rest[key_len + 1..];
-            if key == b"p" {
-                let (parent, end) = bracketed_fid(after, "p=")?;
+            let key = b[i];
+            let vs = i + key_len + 1;
+            if key == b'p' {
+                let (parent, n) = bracketed_fid(&b[vs..]).ok_or_else(|| fid_error(text(vs, b.len()), "p="))?;
                 rec.parent = Some(parent);
-                rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
+                i = vs + n;
+                i += (b.get(i) == Some(&b' ')) as usize;
                 // The name runs to the end of the line (or to ` s=[` for renames).
                 break;
             }
-            let end = find_byte(after.as_bytes(), b' ').unwrap_or(after.len());
-            let val = &after[..end];
+            let ve = find_byte(&b[vs..], b' ').map_or(b.len(), |k| vs + k);
+            let val = &b[vs..ve];
             match key {
-                b"j" => rec.jobid = Some(val.into()),
-                b"ef" => rec.extra_flags = Some(hex(val).ok_or_else(|| format!("ef `{val}`"))?),
-                b"u" => {
-                    let bad = || format!("u `{val}`");
-                    let colon = find_byte(val.as_bytes(), b':').ok_or_else(bad)?;
-                    let id = |t: &str| dec(t).and_then(|v| u32::try_from(v).ok());
-                    rec.uid_gid = Some((id(&val[..colon]).ok_or_else(bad)?, id(&val[colon + 1..]).ok_or_else(bad)?));
+                b'j' => rec.jobid = Some(text(vs, ve).into()),
+                b'e' => rec.extra_flags = Some(hex(val).ok_or_else(|| format!("ef `{}`", text(vs, ve)))?),
+                b'u' => {
+                    let id = |t: &[u8]| dec(t).and_then(|v| u32::try_from(v).ok());
+                    let ids = find_byte(val, b':').and_then(|c| Some((id(&val[..c])?, id(&val[c + 1..])?)));
+                    rec.uid_gid = Some(ids.ok_or_else(|| format!("u `{}`", text(vs, ve)))?);
                 }
-                b"nid" => rec.nid = Some(val.into()),
-                b"m" => rec.open_mode = Some(val.into()),
-                _ => rec.xattr = Some(val.into()),
+                b'n' => rec.nid = Some(text(vs, ve).into()),
+                b'm' => rec.open_mode = Some(text(vs, ve).into()),
+                _ => rec.xattr = Some(text(vs, ve).into()),
             }
-            rest = after[end..].strip_prefix(' ').unwrap_or(&after[end..]);
+            i = ve + (ve < b.len()) as usize;
         }
-        if !rest.is_empty() {
-            match rest.as_bytes().windows(4).position(|w| w == b" s=[") {
-                Some(i) => {
-                    let (name, tail) = rest.split_at(i);
-                    rec.name = Some(name.into());
-                    let tail = &tail[3..];
-                    let (source, end) = bracketed_fid(tail, "s=")?;
-                    rec.source = Some(source);
-                    let tail = tail[end..].strip_prefix(" sp=").ok_or("s= without sp=")?;
-                    let (source_parent, end) = bracketed_fid(tail, "sp=")?;
-                    rec.source_parent = Some(source_parent);
-                    let old = tail[end..].strip_prefix(' ').ok_or("rename without the old name")?;
-                    rec.source_name = Some(old.into());
+        if i < b.len() {
+            // A rename's new name ends at the first ` s=[`.
+            let mut from = i;
+            let split = loop {
+                match find_byte(&b[from..], b' ') {
+                    Some(k) if b[from + k..].starts_with(b" s=[") => break Some(from + k),
+                    Some(k) => from += k + 1,
+                    None => break None,
                 }
-                None => rec.name = Some(rest.into()),
+            };
+            match split {
+                Some(at) => {
+                    rec.name = Some(text(i, at).into());
+                    let fs = at + 3;
+                    let (source, n) = bracketed_fid(&b[fs..]).ok_or_else(|| fid_error(text(fs, b.len()), "s="))?;
+                    rec.source = Some(source);
+                    let mut k = fs + n;
+                    if !b[k..].starts_with(b" sp=") {
+                        return Err("s= without sp=".into());
+                    }
+                    k += 4;
+                    let (source_parent, n) = bracketed_fid(&b[k..]).ok_or_else(|| fid_error(text(k, b.len()), "sp="))?;
+                    rec.source_parent = Some(source_parent);
+                    k += n;
+                    if b.get(k) != Some(&b' ') {
+                        return Err("rename without the old name".into());
+                    }
+                    rec.source_name = Some(text(k + 1, b.len()).into());
+                }
+                None => rec.name = Some(text(i, b.len()).into()),
             }
         }
         if rec.kind == RecordType::Renme && rec.source.is_none() {

@@ -16,6 +16,7 @@ use icicle_core::registry;
 use icicle_plugins_globus as _;
 use icicle_plugins_kafka as _;
 use icicle_plugins_lustre as _;
+use icicle_plugins_prism as _;
 use icicle_plugins_s3 as _;
 use icicle_plugins_sinks as _;
 use icicle_plugins_sketches as _;

@@ -55,6 +55,7 @@ pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
                 Built::Sink(s) => sinks.push((id, s)),
                 Built::Monitor(m) => monitors.push((id, m)),
                 Built::Sketch(_) => return Err(ConfigError::Parse(format!("`{ty}` is a sketch, not a {}", kind.as_str()))),
+                Built::Placement(_) => return Err(ConfigError::Parse(format!("`{ty}` is a placement policy, not a {}", kind.as_str()))),
             }
         }
     }

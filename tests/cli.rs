@@ -31,6 +31,8 @@ fn plugins_lists_the_expected_set() {
             "sink:globus",
             "sink:kafka",
             "sink:stdout",
+            "placement:file",
+            "placement:object",
         ]
     );
     let (code, out, _) = icicle(&["plugins"], &[]);

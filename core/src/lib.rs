@@ -21,4 +21,4 @@ pub mod traits;
 
 pub use error::{ConfigError, Domain, IcicleError, Retry, SinkError, SourceError};
 pub use record::{FileKind, FileRecord, Reject};
-pub use traits::{Placement, Reducer, Sink, Sketch, Source, StateStore};
+pub use traits::{LayoutComponent, ObjectLayout, ObjectTask, Placement, Reducer, Sink, Sketch, Source, StateStore};

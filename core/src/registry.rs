@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{extract_component, origin_of};
 use crate::error::ConfigError;
-use crate::traits::{ChangeSource, Sink, SketchFactory, Source};
+use crate::traits::{ChangeSource, Placement, Sink, SketchFactory, Source};
 
 /// The component kinds, one per core trait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -43,6 +43,8 @@ pub enum Built {
     Sketch(Arc<dyn SketchFactory>),
     /// A streaming source, run by `icicle monitor`.
     Monitor(Arc<dyn ChangeSource>),
+    /// A placement policy (binds I/O processes to storage targets).
+    Placement(Arc<dyn Placement>),
 }
 
 /// What a factory is given: the merged configuration and the key of its section.
@@ -131,6 +133,33 @@ pub fn default_sketch(name: &str) -> Result<Arc<dyn SketchFactory>, ConfigError>
     use figment::providers::{Format, Toml};
     let figment = Figment::from(Toml::string(&format!("[sketch]\ntype = \"{name}\"\n")));
     sketch_at(&figment, "sketch")
+}
+
+/// A typed placement configuration.
+pub trait PlacementConfig: DeserializeOwned {
+    /// Build the placement policy.
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError>;
+}
+
+/// The erased factory for a placement configuration type.
+pub fn build_placement<C: PlacementConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
+    Ok(Built::Placement(ctx.extract::<C>()?.build(ctx)?))
+}
+
+/// Build the placement policy configured at `key` (a table with a `type`).
+pub fn placement_at(figment: &Figment, key: &str) -> Result<Arc<dyn Placement>, ConfigError> {
+    let ty_key = format!("{key}.type");
+    let ty = figment
+        .find_value(&ty_key)
+        .ok()
+        .and_then(|v| v.into_string())
+        .ok_or_else(|| ConfigError::MissingKey { key: ty_key.clone(), hint: "name a placement type (see `icicle plugins`)".into() })?;
+    let desc = find(PluginKind::Placement, &ty, &ty_key, &origin_of(figment, &ty_key))?;
+    let ctx = BuildContext { figment, key: key.to_string(), id: ty.clone() };
+    match (desc.build)(&ctx)? {
+        Built::Placement(p) => Ok(p),
+        _ => Err(ConfigError::Parse(format!("plugin `{ty}` is not a placement policy"))),
+    }
 }
 
 /// A typed streaming-source configuration.

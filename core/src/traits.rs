@@ -228,19 +228,64 @@ pub trait Sink: Send {
     }
 }
 
-/// Where a file's data lives: its stripe layout over object storage targets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectLayout {
-    pub path: String,
-    pub size: u64,
-    /// Stripe size in bytes.
+/// One component of a file's layout: the byte extent it covers and how it is striped
+/// (a plain Lustre layout is one component `[0, EOF)`; a PFL layout has several).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LayoutComponent {
+    /// First byte of the extent.
+    pub start: u64,
+    /// End of the extent (exclusive); `u64::MAX` for "to end of file".
+    pub end: u64,
+    /// Stripe size in bytes (never 0 in a valid layout).
     pub stripe_size: u64,
-    /// OST indices in stripe order.
+    /// OST indices in stripe order (the stripe count is their number). Real indices, sparse
+    /// (e.g. 113, 204): nothing may assume they are `0..n`.
     pub osts: Vec<u32>,
+}
+
+/// Where a file's data lives: its stripe layout over object storage targets.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectLayout {
+    /// The file's path.
+    pub path: String,
+    /// The file's size in bytes.
+    pub size: u64,
+    /// Components in file order (instantiated ones only: a component without OST objects
+    /// holds no data yet and ends the list).
+    pub components: Vec<LayoutComponent>,
+}
+
+impl ObjectLayout {
+    /// A plain (single-component) layout: `osts` striped with `stripe_size` over the whole file.
+    pub fn plain(path: impl Into<String>, size: u64, stripe_size: u64, osts: Vec<u32>) -> ObjectLayout {
+        ObjectLayout { path: path.into(), size, components: vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size, osts }] }
+    }
+}
+
+/// The bytes of one file that live on one OST within one layout component: the chunks
+/// `[off, min(off + stripe_size, end))` for `off = start, start + interval, ... < end`
+/// (the SwiftLoad catalog's layout line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ObjectTask {
+    /// Index of the file in the `objects` slice given to [`Placement::place`].
+    pub object: usize,
+    /// The OST holding these chunks.
+    pub ost: u32,
+    /// Offset of the first chunk.
+    pub start: u64,
+    /// End (exclusive) of the component's extent clamped to the file size.
+    pub end: u64,
+    /// Distance between consecutive chunks (stripe count x stripe size).
+    pub interval: u64,
+    /// Chunk length (the stripe size).
+    pub stripe_size: u64,
 }
 
 /// Binds I/O processes to objects so that no storage target is oversubscribed.
 pub trait Placement: Send + Sync {
-    /// Assign each object (by index into `objects`) to one of `processes` ranks.
-    fn place(&self, objects: &[ObjectLayout], processes: usize) -> Vec<Vec<usize>>;
+    /// The policy's name (`object`, `file`).
+    fn name(&self) -> &str;
+    /// Assign the data of `objects` to `processes` ranks: for each rank, the tasks it reads,
+    /// in order. Every byte of every object is in exactly one task of one rank.
+    fn place(&self, objects: &[ObjectLayout], processes: usize) -> Vec<Vec<ObjectTask>>;
 }

@@ -1,0 +1,700 @@
+//! The SwiftLoad metadata catalog: a text file of entries, one per file, each
+//!
+//! ```text
+//! lstat
+//! <path>
+//! st_dev:..; st_ino:..; st_mode:<octal>; st_nlink:..; st_uid:..; st_gid:..; st_rdev:..; st_size:..; st_blksize:..; st_blocks:..; st_atime:..; st_mtime:..; st_ctime:..
+//! stat
+//! <path>                       (or the single line `None` when stat fails: a dangling link)
+//! <the same fields>
+//! layout
+//! <path> <ost_idx> <start> <end> <interval> <stripe_size> <file_size>   (one line per stripe per component)
+//! end
+//! ```
+//!
+//! Non-regular files (directories, links, ...) write `layout` then `None`. The writer
+//! ([`CatalogEntry::write_to`]) and the reader ([`Catalog::parse`]) round-trip; the reader
+//! names the file, line and reason of every bad entry, counts it, and goes on with the next.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use icicle_core::traits::{LayoutComponent, ObjectLayout, ObjectTask};
+use icicle_core::{FileKind, FileRecord};
+
+use crate::tasks;
+
+/// An I/O failure reading or writing a catalog (bad *content* is a [`CatalogReject`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A path the text format cannot hold (a newline in it).
+    #[error("path {0:?} contains a newline: the catalog format cannot hold it")]
+    Unrepresentable(String),
+}
+
+/// The `stat(2)` fields a catalog entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatFields {
+    /// Device.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Full mode, type bits included (written in octal).
+    pub mode: u32,
+    /// Link count.
+    pub nlink: u64,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number of a special file.
+    pub rdev: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Preferred I/O block size.
+    pub blksize: u64,
+    /// 512-byte blocks allocated.
+    pub blocks: u64,
+    /// Access time, epoch seconds.
+    pub atime: i64,
+    /// Modification time, epoch seconds.
+    pub mtime: i64,
+    /// Status-change time, epoch seconds.
+    pub ctime: i64,
+}
+
+impl StatFields {
+    /// The fields of a `std::fs::Metadata`.
+    pub fn from_metadata(md: &std::fs::Metadata) -> StatFields {
+        use std::os::unix::fs::MetadataExt;
+        StatFields {
+            dev: md.dev(),
+            ino: md.ino(),
+            mode: md.mode(),
+            nlink: md.nlink(),
+            uid: md.uid(),
+            gid: md.gid(),
+            rdev: md.rdev(),
+            size: md.size(),
+            blksize: md.blksize(),
+            blocks: md.blocks(),
+            atime: md.atime(),
+            mtime: md.mtime(),
+            ctime: md.ctime(),
+        }
+    }
+
+    /// The fields of a raw `struct stat`.
+    pub fn from_libc(st: &libc::stat) -> StatFields {
+        StatFields {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            mode: st.st_mode,
+            nlink: st.st_nlink,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            rdev: st.st_rdev,
+            size: st.st_size.max(0) as u64,
+            blksize: st.st_blksize.max(0) as u64,
+            blocks: st.st_blocks.max(0) as u64,
+            atime: st.st_atime,
+            mtime: st.st_mtime,
+            ctime: st.st_ctime,
+        }
+    }
+
+    /// The fields icicle's own metadata has (snapshot and monitor records); device, inode,
+    /// rdev are 0, the link count 1, blocks the size rounded up to 512-byte blocks.
+    pub fn from_record(rec: &FileRecord<'_>) -> StatFields {
+        StatFields {
+            mode: rec.mode,
+            nlink: 1,
+            uid: rec.uid,
+            gid: rec.gid,
+            size: rec.size,
+            blksize: 4096,
+            blocks: rec.size.div_ceil(512),
+            atime: rec.atime,
+            mtime: rec.mtime,
+            ctime: rec.ctime,
+            ..StatFields::default()
+        }
+    }
+
+    /// Whether the mode is a regular file's.
+    pub fn is_regular(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+
+    fn write(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "st_dev:{}; st_ino:{}; st_mode:{:o}; st_nlink:{}; st_uid:{}; st_gid:{}; st_rdev:{}; st_size:{}; st_blksize:{}; st_blocks:{}; st_atime:{}; st_mtime:{}; st_ctime:{}",
+            self.dev, self.ino, self.mode, self.nlink, self.uid, self.gid, self.rdev, self.size, self.blksize, self.blocks, self.atime, self.mtime, self.ctime
+        );
+    }
+
+    fn parse(line: &str) -> Result<StatFields, String> {
+        let mut f = StatFields::default();
+        let (mut has_mode, mut has_size) = (false, false);
+        for tok in line.split(';').map(str::trim).filter(|t| !t.is_empty()) {
+            let (k, v) = tok.split_once(':').ok_or_else(|| format!("stat field `{tok}` is not key:value"))?;
+            let (k, v) = (k.trim(), v.trim());
+            let bad = |e: &dyn std::fmt::Display| format!("stat field `{k}`: `{v}`: {e}");
+            match k {
+                "st_dev" => f.dev = v.parse().map_err(|e| bad(&e))?,
+                "st_ino" => f.ino = v.parse().map_err(|e| bad(&e))?,
+                "st_mode" => {
+                    f.mode = u32::from_str_radix(v, 8).map_err(|e| bad(&e))?;
+                    has_mode = true;
+                }
+                "st_nlink" => f.nlink = v.parse().map_err(|e| bad(&e))?,
+                "st_uid" => f.uid = v.parse().map_err(|e| bad(&e))?,
+                "st_gid" => f.gid = v.parse().map_err(|e| bad(&e))?,
+                "st_rdev" => f.rdev = v.parse().map_err(|e| bad(&e))?,
+                "st_size" => {
+                    f.size = v.parse().map_err(|e| bad(&e))?;
+                    has_size = true;
+                }
+                "st_blksize" => f.blksize = v.parse().map_err(|e| bad(&e))?,
+                "st_blocks" => f.blocks = v.parse().map_err(|e| bad(&e))?,
+                "st_atime" => f.atime = v.parse().map_err(|e| bad(&e))?,
+                "st_mtime" => f.mtime = v.parse().map_err(|e| bad(&e))?,
+                "st_ctime" => f.ctime = v.parse().map_err(|e| bad(&e))?,
+                // Unknown fields are kept out of the model but do not make the entry bad.
+                _ => {}
+            }
+        }
+        if !has_mode || !has_size {
+            return Err("stat line lacks st_mode or st_size".into());
+        }
+        Ok(f)
+    }
+}
+
+/// One layout line: the bytes of the file on one OST in one component (an [`ObjectTask`]
+/// plus the file size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayoutLine {
+    /// OST index.
+    pub ost: u32,
+    /// First chunk's offset (`comp_start + i * stripe_size`).
+    pub start: u64,
+    /// Component end clamped to the file size.
+    pub end: u64,
+    /// Stripe count x stripe size.
+    pub interval: u64,
+    /// Stripe size.
+    pub stripe_size: u64,
+    /// The file size when the layout was read.
+    pub file_size: u64,
+}
+
+/// One catalog entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogEntry {
+    /// Absolute path.
+    pub path: String,
+    /// `lstat` fields.
+    pub lstat: StatFields,
+    /// `stat` fields; `None` when `stat` failed (a dangling link).
+    pub stat: Option<StatFields>,
+    /// Layout lines; `None` for non-regular files (`layout\nNone`).
+    pub layout: Option<Vec<LayoutLine>>,
+}
+
+impl CatalogEntry {
+    /// An entry from metadata and a layout (`None` for non-regular files): the layout lines
+    /// are the layout's object tasks.
+    pub fn new(path: impl Into<String>, lstat: StatFields, stat: Option<StatFields>, layout: Option<&[LayoutComponent]>) -> CatalogEntry {
+        let path = path.into();
+        let size = stat.unwrap_or(lstat).size;
+        let layout = layout.map(|comps| {
+            let mut lines = Vec::new();
+            for c in comps {
+                lines.extend(tasks::component_tasks(0, size, c).map(|t| LayoutLine {
+                    ost: t.ost,
+                    start: t.start,
+                    end: t.end,
+                    interval: t.interval,
+                    stripe_size: t.stripe_size,
+                    file_size: size,
+                }));
+                if c.end >= size {
+                    break;
+                }
+            }
+            lines
+        });
+        CatalogEntry { path, lstat, stat, layout }
+    }
+
+    /// An entry from icicle's own metadata (a snapshot or monitor record) and, for regular
+    /// files, a layout. Links get `stat` `None` (icicle records do not follow them).
+    pub fn from_record(rec: &FileRecord<'_>, layout: Option<&[LayoutComponent]>) -> CatalogEntry {
+        let f = StatFields::from_record(rec);
+        let stat = (rec.kind != FileKind::Link).then_some(f);
+        let layout = if rec.kind == FileKind::File && f.is_regular() { layout } else { None };
+        CatalogEntry::new(rec.path, f, stat, layout)
+    }
+
+    /// Append the entry's text to `out`.
+    pub fn write_to(&self, out: &mut String) -> Result<(), CatalogError> {
+        if self.path.contains('\n') || self.path.is_empty() {
+            return Err(CatalogError::Unrepresentable(self.path.clone()));
+        }
+        out.push_str("lstat\n");
+        out.push_str(&self.path);
+        out.push('\n');
+        self.lstat.write(out);
+        out.push_str("stat\n");
+        match &self.stat {
+            Some(s) => {
+                out.push_str(&self.path);
+                out.push('\n');
+                s.write(out);
+            }
+            None => out.push_str("None\n"),
+        }
+        out.push_str("layout\n");
+        match &self.layout {
+            Some(lines) => {
+                for l in lines {
+                    let _ = writeln!(out, "{} {} {} {} {} {} {}", self.path, l.ost, l.start, l.end, l.interval, l.stripe_size, l.file_size);
+                }
+            }
+            None => out.push_str("None\n"),
+        }
+        out.push_str("end\n");
+        Ok(())
+    }
+
+    /// The entry's text.
+    pub fn to_text(&self) -> Result<String, CatalogError> {
+        let mut s = String::new();
+        self.write_to(&mut s)?;
+        Ok(s)
+    }
+
+    /// The file size (from `stat`, else `lstat`).
+    pub fn size(&self) -> u64 {
+        self.stat.unwrap_or(self.lstat).size
+    }
+
+    /// The object tasks of this entry (its layout lines), for the file at index `object`.
+    pub fn tasks(&self, object: usize) -> Vec<ObjectTask> {
+        self.layout
+            .iter()
+            .flatten()
+            .map(|l| ObjectTask { object, ost: l.ost, start: l.start, end: l.end, interval: l.interval, stripe_size: l.stripe_size })
+            .collect()
+    }
+
+    /// The layout rebuilt from the lines (`None` for non-regular files): consecutive lines
+    /// of one component share interval and stripe size and step by one stripe; a component
+    /// has `interval / stripe_size` lines. Component ends are the clamped ends.
+    pub fn object_layout(&self) -> Option<ObjectLayout> {
+        let lines = self.layout.as_ref()?;
+        let mut comps: Vec<LayoutComponent> = Vec::new();
+        let mut want = 0u64;
+        for l in lines {
+            let continues = comps.last().is_some_and(|c| {
+                (c.osts.len() as u64) < want && c.stripe_size == l.stripe_size && c.start + c.osts.len() as u64 * c.stripe_size == l.start
+            });
+            if continues {
+                if let Some(c) = comps.last_mut() {
+                    c.osts.push(l.ost);
+                }
+            } else {
+                want = l.interval / l.stripe_size.max(1);
+                comps.push(LayoutComponent { start: l.start, end: l.end, stripe_size: l.stripe_size, osts: vec![l.ost] });
+            }
+        }
+        // A clamped end equal to the file size means "to the end": keep later components'
+        // starts consistent by ending each component where the next begins.
+        for i in 0..comps.len().saturating_sub(1) {
+            comps[i].end = comps[i + 1].start;
+        }
+        if let Some(last) = comps.last_mut() {
+            last.end = u64::MAX;
+        }
+        Some(ObjectLayout { path: self.path.clone(), size: self.size(), components: comps })
+    }
+}
+
+/// A bad entry: where and why. Reading goes on with the next entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogReject {
+    /// The catalog file.
+    pub file: PathBuf,
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for CatalogReject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.file.display(), self.line, self.reason)
+    }
+}
+
+/// Entries read from one or more catalog files, and the rejected ones.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// Good entries, in file then line order.
+    pub entries: Vec<CatalogEntry>,
+    /// Bad entries.
+    pub rejects: Vec<CatalogReject>,
+    /// Files read.
+    pub files: usize,
+}
+
+impl Catalog {
+    /// Parse the text of one catalog file (`name` is used in rejects). Never panics.
+    pub fn parse(name: &Path, bytes: &[u8]) -> Catalog {
+        let mut cat = Catalog { files: 1, ..Catalog::default() };
+        let mut lines = Lines { bytes, pos: 0, line: 0 };
+        loop {
+            // Skip blank lines between entries.
+            let (n, first) = match lines.next_line() {
+                None => break,
+                Some((n, Ok(l))) if l.trim().is_empty() => {
+                    let _ = n;
+                    continue;
+                }
+                Some(x) => x,
+            };
+            let result = match first {
+                Ok("lstat") => parse_entry(&mut lines),
+                Ok(other) => Err((n, format!("expected `lstat`, found `{}`", clip(other)))),
+                Err(e) => Err((n, e)),
+            };
+            match result {
+                Ok(e) => cat.entries.push(e),
+                Err((line, reason)) => {
+                    cat.rejects.push(CatalogReject { file: name.to_path_buf(), line, reason });
+                    // Resynchronise: skip to the line after the next `end`, or stop before a
+                    // line that starts a new entry.
+                    lines.skip_to_entry();
+                }
+            }
+        }
+        cat
+    }
+
+    /// Read one catalog file.
+    pub fn read_file(path: &Path) -> Result<Catalog, CatalogError> {
+        let bytes = std::fs::read(path).map_err(|source| CatalogError::Io { path: path.to_path_buf(), source })?;
+        Ok(Catalog::parse(path, &bytes))
+    }
+
+    /// Read every catalog file in `dir` (regular files not starting with `.`), in name order.
+    pub fn read_dir(dir: &Path) -> Result<Catalog, CatalogError> {
+        let io = |source| CatalogError::Io { path: dir.to_path_buf(), source };
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(dir).map_err(io)? {
+            let e = e.map_err(io)?;
+            let hidden = e.file_name().to_string_lossy().starts_with('.');
+            if !hidden && e.file_type().map_err(io)?.is_file() {
+                names.push(e.path());
+            }
+        }
+        names.sort();
+        let mut cat = Catalog::default();
+        for p in names {
+            cat.extend(Catalog::read_file(&p)?);
+        }
+        Ok(cat)
+    }
+
+    /// Append another catalog's entries and rejects.
+    pub fn extend(&mut self, other: Catalog) {
+        self.entries.extend(other.entries);
+        self.rejects.extend(other.rejects);
+        self.files += other.files;
+    }
+
+    /// One entry per path: a file closed several times (or by several processes) has
+    /// several entries; the one with the newest `ctime`/`mtime` wins, then the later one read.
+    /// Sorted by path.
+    pub fn latest(&self) -> Vec<&CatalogEntry> {
+        let mut by_path: std::collections::BTreeMap<&str, &CatalogEntry> = std::collections::BTreeMap::new();
+        for e in &self.entries {
+            let key = |e: &CatalogEntry| {
+                let s = e.stat.unwrap_or(e.lstat);
+                (s.ctime, s.mtime)
+            };
+            match by_path.get(e.path.as_str()) {
+                Some(old) if key(old) > key(e) => {}
+                _ => {
+                    by_path.insert(&e.path, e);
+                }
+            }
+        }
+        by_path.into_values().collect()
+    }
+}
+
+fn clip(s: &str) -> String {
+    let mut end = s.len().min(60);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < s.len() {
+        format!("{}...", &s[..end])
+    } else {
+        s.to_string()
+    }
+}
+
+struct Lines<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    line: usize,
+}
+
+impl<'a> Lines<'a> {
+    /// The next line (1-based number, text or a UTF-8 error).
+    fn next_line(&mut self) -> Option<(usize, Result<&'a str, String>)> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let rest = &self.bytes[self.pos..];
+        let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let mut raw = &rest[..len];
+        self.pos += (len + 1).min(rest.len());
+        self.line += 1;
+        if let [head @ .., b'\r'] = raw {
+            raw = head;
+        }
+        Some((self.line, std::str::from_utf8(raw).map_err(|e| format!("line is not UTF-8 ({e})"))))
+    }
+
+    fn peek_line(&self) -> Option<&'a [u8]> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let rest = &self.bytes[self.pos..];
+        let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        Some(&rest[..len])
+    }
+
+    fn skip_to_entry(&mut self) {
+        while let Some(l) = self.peek_line() {
+            if l == b"lstat" {
+                return;
+            }
+            let _ = self.next_line();
+            if l == b"end" {
+                return;
+            }
+        }
+    }
+
+    fn need(&mut self, what: &str) -> Result<(usize, &'a str), (usize, String)> {
+        match self.next_line() {
+            None => Err((self.line, format!("truncated entry: end of file where {what} was expected"))),
+            Some((n, Err(e))) => Err((n, e)),
+            Some((n, Ok(l))) => Ok((n, l)),
+        }
+    }
+
+    fn keyword(&mut self, kw: &str) -> Result<(), (usize, String)> {
+        let (n, l) = self.need(&format!("`{kw}`"))?;
+        if l == kw {
+            Ok(())
+        } else {
+            Err((n, format!("expected `{kw}`, found `{}`", clip(l))))
+        }
+    }
+}
+
+fn parse_entry(lines: &mut Lines<'_>) -> Result<CatalogEntry, (usize, String)> {
+    let (n, path) = lines.need("a path")?;
+    if path.is_empty() {
+        return Err((n, "empty path".into()));
+    }
+    let (n, fields) = lines.need("the lstat fields")?;
+    let lstat = StatFields::parse(fields).map_err(|e| (n, e))?;
+    lines.keyword("stat")?;
+    let (n, l) = lines.need("a path or `None`")?;
+    let stat = if l == "None" {
+        None
+    } else {
+        if l != path {
+            return Err((n, format!("stat path `{}` is not the entry's path", clip(l))));
+        }
+        let (n, fields) = lines.need("the stat fields")?;
+        Some(StatFields::parse(fields).map_err(|e| (n, e))?)
+    };
+    lines.keyword("layout")?;
+    let mut layout: Option<Vec<LayoutLine>> = Some(Vec::new());
+    let mut first = true;
+    loop {
+        let (n, l) = lines.need("a layout line or `end`")?;
+        if l == "end" {
+            break;
+        }
+        if first && l == "None" {
+            layout = None;
+            lines.keyword("end")?;
+            break;
+        }
+        first = false;
+        let line = parse_layout_line(path, l).map_err(|e| (n, e))?;
+        if let Some(v) = layout.as_mut() {
+            v.push(line);
+        }
+    }
+    let entry = CatalogEntry { path: path.to_string(), lstat, stat, layout };
+    Ok(entry)
+}
+
+fn parse_layout_line(path: &str, l: &str) -> Result<LayoutLine, String> {
+    // The path may hold spaces: the six numbers are the last six fields.
+    let mut it = l.rsplitn(7, ' ');
+    let mut nums = [0u64; 6];
+    for (k, slot) in nums.iter_mut().rev().enumerate() {
+        let tok = it.next().ok_or_else(|| format!("layout line has {k} of 6 numbers"))?;
+        *slot = tok.parse().map_err(|e| format!("layout field `{}`: {e}", clip(tok)))?;
+    }
+    let p = it.next().ok_or("layout line has no path")?;
+    if p != path {
+        return Err(format!("layout line names `{}`, not the entry's path", clip(p)));
+    }
+    let [ost, start, end, interval, stripe_size, file_size] = nums;
+    let ost = u32::try_from(ost).map_err(|_| format!("OST index {ost} out of range"))?;
+    if stripe_size == 0 {
+        return Err("layout line has stripe size 0".into());
+    }
+    if interval == 0 || interval % stripe_size != 0 {
+        return Err(format!("interval {interval} is not a multiple of stripe size {stripe_size}"));
+    }
+    Ok(LayoutLine { ost, start, end, interval, stripe_size, file_size })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(mode: u32, size: u64) -> StatFields {
+        StatFields { dev: 2049, ino: 77, mode, nlink: 1, uid: 1000, gid: 100, size, blksize: 4096, blocks: size.div_ceil(512), atime: 1, mtime: 2, ctime: 3, rdev: 0 }
+    }
+
+    fn sample() -> Vec<CatalogEntry> {
+        const M: u64 = 1 << 20;
+        let pfl = [
+            LayoutComponent { start: 0, end: 4 * M, stripe_size: M, osts: vec![113] },
+            LayoutComponent { start: 4 * M, end: u64::MAX, stripe_size: M, osts: vec![167, 204] },
+        ];
+        vec![
+            CatalogEntry::new("/scratch/a file", st(0o100644, 6 * M + 1), Some(st(0o100644, 6 * M + 1)), Some(&pfl)),
+            CatalogEntry::new("/scratch/dir", st(0o040755, 4096), Some(st(0o040755, 4096)), None),
+            CatalogEntry::new("/scratch/dangling", st(0o120777, 7), None, None),
+        ]
+    }
+
+    #[test]
+    fn entries_are_written_in_the_swiftload_format_and_read_back() {
+        let mut text = String::new();
+        for e in sample() {
+            e.write_to(&mut text).unwrap();
+        }
+        let expected = "lstat\n/scratch/a file\nst_dev:2049; st_ino:77; st_mode:100644; st_nlink:1; st_uid:1000; st_gid:100; st_rdev:0; st_size:6291457; st_blksize:4096; st_blocks:12289; st_atime:1; st_mtime:2; st_ctime:3\nstat\n/scratch/a file\nst_dev:2049; st_ino:77; st_mode:100644; st_nlink:1; st_uid:1000; st_gid:100; st_rdev:0; st_size:6291457; st_blksize:4096; st_blocks:12289; st_atime:1; st_mtime:2; st_ctime:3\nlayout\n/scratch/a file 113 0 4194304 1048576 1048576 6291457\n/scratch/a file 167 4194304 6291457 2097152 1048576 6291457\n/scratch/a file 204 5242880 6291457 2097152 1048576 6291457\nend\n";
+        assert!(text.starts_with(expected), "{text}");
+        assert!(text.contains("lstat\n/scratch/dir\n") && text.contains("layout\nNone\nend\n"));
+        assert!(text.contains("stat\nNone\nlayout\nNone\nend\n"));
+        let cat = Catalog::parse(Path::new("c.txt"), text.as_bytes());
+        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+        assert_eq!(cat.entries, sample());
+        let l = cat.entries[0].object_layout().unwrap();
+        assert_eq!(l.components.len(), 2);
+        assert_eq!(l.components[1].osts, vec![167, 204]);
+        assert_eq!(crate::tasks::tasks_of(0, &l).unwrap(), cat.entries[0].tasks(0));
+        assert!(cat.entries[1].object_layout().is_none());
+    }
+
+    #[test]
+    fn bad_entries_name_file_line_and_reason_and_reading_goes_on() {
+        let good = sample()[0].to_text().unwrap();
+        let mut text = String::new();
+        text.push_str(&good); // lines 1-11
+        text.push_str("garbage\n"); // 12
+        text.push_str("lstat\n/x\nst_mode:zz; st_size:1\nstat\nNone\nlayout\nNone\nend\n"); // 13-20, bad mode on 15
+        text.push_str(&good.replace("113 0 4194304", "113 0 4194304 9")); // 21-31: 7 numbers -> path mismatch on 28
+        text.push_str("lstat\n/y\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/y 1 0 1 0 1 1\nend\n"); // 32-39, interval 0 on 38
+        text.push_str(&sample()[1].to_text().unwrap()); // 40-48 good
+        text.push_str("lstat\n/z\nst_mode:100644; st_size:1\nstat\n"); // truncated
+        let cat = Catalog::parse(Path::new("/cat/c1.txt"), text.as_bytes());
+        let got: Vec<String> = cat.rejects.iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            got,
+            vec![
+                "/cat/c1.txt:12: expected `lstat`, found `garbage`",
+                "/cat/c1.txt:15: stat field `st_mode`: `zz`: invalid digit found in string",
+                "/cat/c1.txt:28: layout line names `/scratch/a file 113`, not the entry's path",
+                "/cat/c1.txt:38: interval 0 is not a multiple of stripe size 1",
+                "/cat/c1.txt:52: truncated entry: end of file where a path or `None` was expected",
+            ]
+        );
+        assert_eq!(cat.entries.len(), 2);
+        assert_eq!(cat.entries[1].path, "/scratch/dir");
+        // Not UTF-8 and random bytes: rejects, never a panic.
+        let cat = Catalog::parse(Path::new("b"), b"lstat\n/\xff\xfe\nend\n");
+        assert_eq!(cat.rejects.len(), 1);
+        assert!(cat.rejects[0].reason.contains("not UTF-8"), "{:?}", cat.rejects);
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..500 {
+            let mut b = good.clone().into_bytes();
+            for _ in 0..rng.usize(1..6) {
+                let i = rng.usize(0..b.len());
+                b[i] = rng.u8(..);
+            }
+            let _ = Catalog::parse(Path::new("fuzz"), &b);
+        }
+    }
+
+    #[test]
+    fn latest_keeps_one_entry_per_path_and_records_convert() {
+        let a = CatalogEntry::new("/p", st(0o100644, 5), Some(st(0o100644, 5)), Some(&[]));
+        let mut newer = st(0o100644, 9);
+        newer.ctime = 10;
+        let b = CatalogEntry::new("/p", newer, Some(newer), Some(&[]));
+        let cat = Catalog { entries: vec![b.clone(), a], rejects: vec![], files: 1 };
+        assert_eq!(cat.latest(), vec![&b]);
+
+        let rec = FileRecord { path: "/scratch/r", kind: FileKind::File, mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3 };
+        let comps = [LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1024, osts: vec![204, 113] }];
+        let e = CatalogEntry::from_record(&rec, Some(&comps));
+        let text = e.to_text().unwrap();
+        assert!(text.contains("/scratch/r 204 0 3000 2048 1024 3000\n/scratch/r 113 1024 3000 2048 1024 3000\n"), "{text}");
+        assert_eq!(Catalog::parse(Path::new("r"), text.as_bytes()).entries, vec![e]);
+        let link = FileRecord { kind: FileKind::Link, mode: 0o120777, ..rec };
+        let e = CatalogEntry::from_record(&link, Some(&comps));
+        assert!(e.stat.is_none() && e.layout.is_none());
+        assert!(matches!(CatalogEntry { path: "a\nb".into(), ..e }.to_text(), Err(CatalogError::Unrepresentable(_))));
+    }
+
+    #[test]
+    fn read_dir_merges_per_process_files_in_name_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = sample();
+        std::fs::write(tmp.path().join("catalog.h.2.txt"), s[1].to_text().unwrap()).unwrap();
+        std::fs::write(tmp.path().join("catalog.h.1.txt"), s[0].to_text().unwrap()).unwrap();
+        std::fs::write(tmp.path().join(".hidden"), "junk").unwrap();
+        let cat = Catalog::read_dir(tmp.path()).unwrap();
+        assert_eq!(cat.files, 2);
+        assert_eq!(cat.entries, vec![s[0].clone(), s[1].clone()]);
+        let err = Catalog::read_dir(&tmp.path().join("missing")).unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
+    }
+}

@@ -1,0 +1,125 @@
+//! Test and benchmark data: files of deterministic content with emulated layouts, and the
+//! catalog describing them (what the catalog agent would have written for them).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::catalog::{CatalogEntry, StatFields};
+use crate::layout::{EmulatedLayouts, LayoutProvider};
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct DatasetSpec {
+    /// Number of files.
+    pub files: usize,
+    /// Smallest file size, bytes.
+    pub min_size: u64,
+    /// Largest file size, bytes.
+    pub max_size: u64,
+    /// Seed for sizes and content.
+    pub seed: u64,
+    /// Layouts given to the files.
+    pub layouts: EmulatedLayouts,
+}
+
+/// What was generated.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// The files, in path order (the catalog's order).
+    pub paths: Vec<PathBuf>,
+    /// Their total size.
+    pub bytes: u64,
+    /// CRC-32 of all files' contents concatenated in path order.
+    pub crc32: u32,
+}
+
+fn next(state: &mut u64) -> u64 {
+    // xorshift64*
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// Write the files under `data_dir` and their catalog to `catalog_file`.
+pub fn write_dataset(data_dir: &Path, catalog_file: &Path, spec: &DatasetSpec) -> std::io::Result<Dataset> {
+    std::fs::create_dir_all(data_dir)?;
+    let mut rng = spec.seed | 1;
+    let mut catalog = String::new();
+    let mut paths = Vec::new();
+    for i in 0..spec.files {
+        let span = spec.max_size.saturating_sub(spec.min_size) + 1;
+        let size = spec.min_size + next(&mut rng) % span;
+        let path = data_dir.join(format!("part-{i:05}.bin"));
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
+        let mut left = size;
+        let mut s = next(&mut rng) | 1;
+        while left > 0 {
+            let word = next(&mut s).to_le_bytes();
+            let n = left.min(8) as usize;
+            w.write_all(&word[..n])?;
+            left -= n as u64;
+        }
+        w.flush()?;
+        drop(w);
+        let md = std::fs::symlink_metadata(&path)?;
+        let st = StatFields::from_metadata(&md);
+        let comps = spec.layouts.layout(&path, size).map_err(std::io::Error::other)?;
+        let entry = CatalogEntry::new(path.to_string_lossy(), st, Some(st), Some(&comps));
+        entry.write_to(&mut catalog).map_err(std::io::Error::other)?;
+        paths.push(path);
+    }
+    if let Some(dir) = catalog_file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(catalog_file, catalog)?;
+    paths.sort();
+    let (bytes, crc32) = sequential_checksum(&paths)?;
+    Ok(Dataset { paths, bytes, crc32 })
+}
+
+/// Read `paths` front to back, one after the other: (bytes, CRC-32 of the concatenation).
+pub fn sequential_checksum(paths: &[PathBuf]) -> std::io::Result<(u64, u32)> {
+    use std::io::Read;
+    let mut h = crc32fast::Hasher::new();
+    let mut bytes = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    for p in paths {
+        let mut f = std::fs::File::open(p)?;
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+            bytes += n as u64;
+        }
+    }
+    Ok((bytes, h.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    #[test]
+    fn a_dataset_and_its_catalog_agree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = DatasetSpec { files: 5, min_size: 0, max_size: 3 << 20, seed: 42, layouts: EmulatedLayouts::parse("pool=113,204,7;stripe_size=256K;pfl=1M:1,EOF:2").unwrap() };
+        let ds = write_dataset(&tmp.path().join("data"), &tmp.path().join("cat/catalog.0.txt"), &spec).unwrap();
+        let cat = Catalog::read_dir(&tmp.path().join("cat")).unwrap();
+        assert!(cat.rejects.is_empty());
+        assert_eq!(cat.entries.len(), 5);
+        let sizes: u64 = cat.entries.iter().map(|e| e.size()).sum();
+        assert_eq!(sizes, ds.bytes);
+        for e in &cat.entries {
+            let l = e.object_layout().unwrap();
+            crate::tasks::validate(&l).unwrap();
+            assert!(l.components.iter().flat_map(|c| &c.osts).all(|o| [113, 204, 7].contains(o)));
+        }
+        // Same seed, same bytes.
+        let again = write_dataset(&tmp.path().join("data2"), &tmp.path().join("cat2/c.txt"), &spec).unwrap();
+        assert_eq!((again.bytes, again.crc32), (ds.bytes, ds.crc32));
+    }
+}

@@ -155,7 +155,7 @@ impl Iterator for Chunks {
         }
         let off = self.next;
         let len = self.stripe_size.min(self.end - off);
-        self.next = off.checked_add(self.interval).unwrap_or(u64::MAX);
+        self.next = off.saturating_add(self.interval);
         Some((off, len))
     }
 }

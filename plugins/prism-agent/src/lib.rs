@@ -1,0 +1,480 @@
+//! The PRISM catalog agent, `libicicle_catalog_agent.so`: load it with `LD_PRELOAD` and it
+//! records, in the SwiftLoad catalog format, the metadata and stripe layout of every regular
+//! file the application creates or opens for writing under a root.
+//!
+//! ```text
+//! CATALOG_DIR=./catalog ICICLE_CATALOG_ROOT=/scratch/run42 LD_PRELOAD=libicicle_catalog_agent.so ./app
+//! ```
+//!
+//! - Interposes `open`, `open64`, `openat`, `openat64`, `creat`, `creat64`, `__open_2`,
+//!   `__open64_2` and `close`; the real functions are looked up once (`dlsym(RTLD_NEXT)`).
+//! - An open with `O_CREAT`, `O_WRONLY` or `O_RDWR` that succeeds is tracked when the file's
+//!   absolute path (`/proc/self/fd/N`, so relative paths and `openat` directories resolve)
+//!   is under `ICICLE_CATALOG_ROOT` (default `/`). Read-only opens are not.
+//! - On `close` (at exit for files never closed, or still open through a duplicate
+//!   descriptor such as a shell redirect's `dup2` onto stdout), the file is `lstat`ed and `stat`ed,
+//!   its layout read, and one entry appended with a single `O_APPEND` write to
+//!   `CATALOG_DIR/catalog.<host>.<pid>.txt` (a file per process: no interleaving).
+//! - Layouts: `ICICLE_CATALOG_LAYOUT=lfs` runs `lfs getstripe` (`ICICLE_CATALOG_LFS` names the
+//!   command), `emulate` uses the emulation (`ICICLE_EMULATED_LAYOUT` spec, sidecars), and
+//!   `auto` (the default) uses `lfs` when one is on the PATH, else the emulation.
+//! - The host is never changed: return values and `errno` are the real call's, nothing is
+//!   printed, and any failure of the agent (or a panic) only loses that catalog entry.
+//!   Without `CATALOG_DIR` the agent does nothing but pass calls through.
+//!
+//! Not seen: files written through `fopen` (glibc opens them internally, without the
+//! interposable symbol), `open_by_handle_at`, `io_uring`, or closed with `close_range`.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use icicle_plugins_prism::catalog::{CatalogEntry, StatFields};
+use icicle_plugins_prism::layout::{EmulatedLayouts, LayoutProvider, LfsLayouts, EMULATED_LAYOUT_ENV};
+use libc::mode_t;
+
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, mode_t) -> c_int;
+type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, mode_t) -> c_int;
+type CreatFn = unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
+type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+
+/// The next definitions of the interposed functions, looked up once.
+struct Real {
+    open: Option<OpenFn>,
+    open64: Option<OpenFn>,
+    open_2: Option<Open2Fn>,
+    open64_2: Option<Open2Fn>,
+    openat: Option<OpenatFn>,
+    openat64: Option<OpenatFn>,
+    creat: Option<CreatFn>,
+    creat64: Option<CreatFn>,
+    close: Option<CloseFn>,
+}
+
+fn next_symbol(name: &CStr) -> *mut libc::c_void {
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT is valid inside a shared object.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+macro_rules! lookup {
+    ($name:literal, $ty:ty) => {{
+        let p = next_symbol($name);
+        // SAFETY: the symbol, when present, is libc's function of this signature.
+        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, $ty>(p) })
+    }};
+}
+
+fn real() -> &'static Real {
+    static REAL: OnceLock<Real> = OnceLock::new();
+    REAL.get_or_init(|| Real {
+        open: lookup!(c"open", OpenFn),
+        open64: lookup!(c"open64", OpenFn),
+        open_2: lookup!(c"__open_2", Open2Fn),
+        open64_2: lookup!(c"__open64_2", Open2Fn),
+        openat: lookup!(c"openat", OpenatFn),
+        openat64: lookup!(c"openat64", OpenatFn),
+        creat: lookup!(c"creat", CreatFn),
+        creat64: lookup!(c"creat64", CreatFn),
+        close: lookup!(c"close", CloseFn),
+    })
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() = e };
+}
+
+fn errno() -> c_int {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+fn enosys() -> c_int {
+    set_errno(libc::ENOSYS);
+    -1
+}
+
+thread_local! {
+    /// Set while the agent itself works: calls it makes (or a forked child makes) pass through.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` unless the agent is already busy on this thread; panics are contained.
+fn guarded(f: impl FnOnce()) {
+    let entered = BUSY.try_with(|b| !b.replace(true)).unwrap_or(false);
+    if !entered {
+        return;
+    }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    let _ = BUSY.try_with(|b| b.set(false));
+}
+
+/// The agent's settings, read from the environment once.
+struct Config {
+    catalog_dir: PathBuf,
+    root: Vec<u8>,
+    out_file: Mutex<Option<(u32, CString)>>,
+    provider: Box<dyn LayoutProvider>,
+}
+
+fn config() -> Option<&'static Config> {
+    static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let dir = std::env::var_os("CATALOG_DIR").filter(|d| !d.is_empty())?;
+            let catalog_dir = absolute(Path::new(&dir));
+            let root = match std::env::var_os("ICICLE_CATALOG_ROOT").filter(|r| !r.is_empty()) {
+                Some(r) => {
+                    let r = absolute(Path::new(&r));
+                    std::fs::canonicalize(&r).unwrap_or(r)
+                }
+                None => PathBuf::from("/"),
+            };
+            let mut root = root.as_os_str().as_bytes().to_vec();
+            if root.last() != Some(&b'/') {
+                root.push(b'/');
+            }
+            let emulated = || -> Box<dyn LayoutProvider> {
+                let spec = std::env::var(EMULATED_LAYOUT_ENV).unwrap_or_default();
+                Box::new(EmulatedLayouts::parse(&spec).unwrap_or_default())
+            };
+            let lfs = || std::env::var_os("ICICLE_CATALOG_LFS").map(|c| LfsLayouts { cmd: c.into() }).or_else(LfsLayouts::from_path);
+            let provider: Box<dyn LayoutProvider> = match std::env::var("ICICLE_CATALOG_LAYOUT").as_deref() {
+                Ok("emulate") => emulated(),
+                Ok("lfs") => match lfs() {
+                    Some(l) => Box::new(l),
+                    None => emulated(),
+                },
+                _ => match lfs() {
+                    Some(l) => Box::new(l),
+                    None => emulated(),
+                },
+            };
+            Some(Config { catalog_dir, root, out_file: Mutex::new(None), provider })
+        })
+        .as_ref()
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// fd -> absolute path of the files being tracked.
+fn table() -> &'static Mutex<HashMap<c_int, Vec<u8>>> {
+    static TABLE: OnceLock<Mutex<HashMap<c_int, Vec<u8>>>> = OnceLock::new();
+    TABLE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+static TRACKED: AtomicUsize = AtomicUsize::new(0);
+
+/// Files whose tracked descriptor was closed while a duplicate (`dup2` onto stdout, as a
+/// shell redirect does) kept them open: recorded at exit, when their data is all there.
+fn deferred() -> &'static Mutex<std::collections::BTreeSet<Vec<u8>>> {
+    static DEFERRED: OnceLock<Mutex<std::collections::BTreeSet<Vec<u8>>>> = OnceLock::new();
+    DEFERRED.get_or_init(|| Mutex::new(std::collections::BTreeSet::new()))
+}
+
+static DEFERRED_N: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether some descriptor of this process still refers to the file `path`.
+fn still_open(path: &[u8]) -> bool {
+    let Ok(md) = std::fs::metadata(Path::new(std::ffi::OsStr::from_bytes(path))) else { return false };
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return false };
+    for e in dir.flatten() {
+        let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<c_int>().ok()) else { continue };
+        // SAFETY: fstat into a zeroed struct; a closed fd just fails.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } == 0 && st.st_dev == md.dev() && st.st_ino == md.ino() {
+            return true;
+        }
+    }
+    false
+}
+
+fn wants(flags: c_int) -> bool {
+    flags & (libc::O_CREAT | libc::O_WRONLY | libc::O_RDWR) != 0
+}
+
+/// After a successful open for writing: track `fd` if its file is under the root.
+fn opened(fd: c_int, flags: c_int) {
+    if fd < 0 || !wants(flags) {
+        return;
+    }
+    guarded(|| {
+        let Some(cfg) = config() else { return };
+        let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { return };
+        let bytes = target.as_os_str().as_bytes();
+        if !bytes.starts_with(&cfg.root) && bytes != &cfg.root[..cfg.root.len() - 1] {
+            return;
+        }
+        if target.starts_with(&cfg.catalog_dir) {
+            return;
+        }
+        let old = match table().lock() {
+            Ok(mut t) => {
+                let old = t.insert(fd, bytes.to_vec());
+                if old.is_none() {
+                    TRACKED.fetch_add(1, Ordering::Relaxed);
+                }
+                old
+            }
+            Err(_) => None,
+        };
+        // The fd was closed behind our back (fclose, close_range): that file is done.
+        if let Some(old) = old {
+            record(cfg, &old);
+        }
+    });
+}
+
+/// Append the catalog entry of `path` (a closed file).
+fn record(cfg: &Config, path: &[u8]) {
+    let p = Path::new(std::ffi::OsStr::from_bytes(path));
+    let Ok(lmd) = std::fs::symlink_metadata(p) else { return };
+    if !lmd.file_type().is_file() {
+        return;
+    }
+    let Ok(text) = std::str::from_utf8(path) else { return };
+    let lstat = StatFields::from_metadata(&lmd);
+    let stat = std::fs::metadata(p).ok().map(|m| StatFields::from_metadata(&m));
+    let size = stat.unwrap_or(lstat).size;
+    // A layout that cannot be read leaves an empty layout: the entry is still recorded.
+    let comps = cfg.provider.layout(p, size).unwrap_or_default();
+    let Ok(entry) = CatalogEntry::new(text, lstat, stat, Some(&comps)).to_text() else { return };
+    append(cfg, entry.as_bytes());
+}
+
+fn out_path(cfg: &Config) -> Option<CString> {
+    let pid = std::process::id();
+    let mut slot = cfg.out_file.lock().ok()?;
+    if let Some((p, path)) = slot.as_ref() {
+        if *p == pid {
+            return Some(path.clone());
+        }
+    }
+    // A fork gets a file of its own.
+    let _ = std::fs::create_dir_all(&cfg.catalog_dir);
+    let mut host = [0u8; 256];
+    // SAFETY: a buffer of the given length.
+    let host = if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0 {
+        let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
+        String::from_utf8_lossy(&host[..end]).into_owned()
+    } else {
+        "localhost".into()
+    };
+    let path = cfg.catalog_dir.join(format!("catalog.{host}.{pid}.txt"));
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    *slot = Some((pid, c.clone()));
+    Some(c)
+}
+
+/// One `O_APPEND` write of the whole entry, through the real functions; the file is opened
+/// and closed each time so no descriptor of ours lives in the application's table.
+fn append(cfg: &Config, bytes: &[u8]) {
+    let Some(path) = out_path(cfg) else { return };
+    let r = real();
+    let Some(open) = r.open else { return };
+    // SAFETY: a NUL-terminated path; the real open.
+    let fd = unsafe { open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644) };
+    if fd < 0 {
+        return;
+    }
+    let mut done = 0;
+    while done < bytes.len() {
+        // SAFETY: a valid buffer and length.
+        let n = unsafe { libc::write(fd, bytes[done..].as_ptr().cast(), bytes.len() - done) };
+        if n <= 0 {
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            break;
+        }
+        done += n as usize;
+    }
+    if let Some(close) = r.close {
+        // SAFETY: our own descriptor.
+        unsafe { close(fd) };
+    }
+}
+
+/// Common tail of every open: keep errno as the real call left it.
+fn after(fd: c_int, flags: c_int) -> c_int {
+    if fd >= 0 && wants(flags) {
+        let e = errno();
+        opened(fd, flags);
+        set_errno(e);
+    }
+    fd
+}
+
+/// Interposed `open(2)`.
+///
+/// # Safety
+/// Called by C code with a valid path; `mode` is read only with `O_CREAT`/`O_TMPFILE`, like
+/// the variadic original (on x86-64 and aarch64 Linux the third argument is in the same
+/// register either way).
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    match real().open {
+        Some(f) => after(f(path, flags, mode), flags),
+        None => enosys(),
+    }
+}
+
+/// Interposed `open64(2)`.
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    match real().open64 {
+        Some(f) => after(f(path, flags, mode), flags),
+        None => enosys(),
+    }
+}
+
+/// Interposed `__open_2` (what `_FORTIFY_SOURCE` builds call for a two-argument open).
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    match real().open_2 {
+        Some(f) => after(f(path, flags), flags),
+        None => enosys(),
+    }
+}
+
+/// Interposed `__open64_2`.
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    match real().open64_2 {
+        Some(f) => after(f(path, flags), flags),
+        None => enosys(),
+    }
+}
+
+/// Interposed `openat(2)`.
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    match real().openat {
+        Some(f) => after(f(dirfd, path, flags, mode), flags),
+        None => enosys(),
+    }
+}
+
+/// Interposed `openat64`.
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    match real().openat64 {
+        Some(f) => after(f(dirfd, path, flags, mode), flags),
+        None => enosys(),
+    }
+}
+
+/// Interposed `creat(2)` (`open` with `O_CREAT|O_WRONLY|O_TRUNC`).
+///
+/// # Safety
+/// Called by C code with a valid path.
+#[no_mangle]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
+    match real().creat {
+        Some(f) => after(f(path, mode), libc::O_CREAT | libc::O_WRONLY),
+        None => enosys(),
+    }
+}
+
+/// Interposed `creat64`.
+///
+/// # Safety
+/// As [`creat`].
+#[no_mangle]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
+    match real().creat64 {
+        Some(f) => after(f(path, mode), libc::O_CREAT | libc::O_WRONLY),
+        None => enosys(),
+    }
+}
+
+/// Interposed `close(2)`: a tracked file is recorded once the real close has returned (or,
+/// when a duplicate descriptor still holds it, at a later `close` that finds it gone).
+///
+/// # Safety
+/// Called by C code.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    let Some(real_close) = real().close else { return enosys() };
+    if TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 || BUSY.try_with(Cell::get).unwrap_or(true) {
+        return real_close(fd);
+    }
+    let path = match table().lock() {
+        Ok(mut t) => t.remove(&fd).inspect(|_| {
+            TRACKED.fetch_sub(1, Ordering::Relaxed);
+        }),
+        Err(_) => None,
+    };
+    let rc = real_close(fd);
+    let e = errno();
+    guarded(|| {
+        let Some(cfg) = config() else { return };
+        let Ok(mut d) = deferred().lock() else { return };
+        if let Some(path) = path {
+            d.remove(&path);
+            d.insert(path);
+        }
+        let done: Vec<Vec<u8>> = d.iter().filter(|p| !still_open(p)).cloned().collect();
+        for p in &done {
+            d.remove(p);
+        }
+        DEFERRED_N.store(d.len(), Ordering::Relaxed);
+        drop(d);
+        for p in done {
+            record(cfg, &p);
+        }
+    });
+    set_errno(e);
+    rc
+}
+
+/// At exit: record the files still open (the kernel closes them without a `close` call).
+extern "C" fn at_exit() {
+    let e = errno();
+    guarded(|| {
+        let Some(cfg) = config() else { return };
+        let mut left: std::collections::BTreeSet<Vec<u8>> = match deferred().lock() {
+            Ok(mut d) => std::mem::take(&mut *d),
+            Err(_) => return,
+        };
+        DEFERRED_N.store(0, Ordering::Relaxed);
+        if let Ok(mut t) = table().lock() {
+            left.extend(t.drain().map(|(_, p)| p));
+        }
+        TRACKED.store(0, Ordering::Relaxed);
+        for p in left {
+            record(cfg, &p);
+        }
+    });
+    set_errno(e);
+}
+
+#[used]
+#[link_section = ".fini_array"]
+static AT_EXIT: extern "C" fn() = at_exit;

@@ -1,0 +1,208 @@
+//! The catalog agent for real: a C program (and a shell) run under `LD_PRELOAD`, the
+//! catalog checked against the files on disk and the layouts the provider gives.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use icicle_core::traits::LayoutComponent;
+use icicle_plugins_prism::catalog::{Catalog, CatalogEntry, StatFields};
+use icicle_plugins_prism::layout::{write_sidecar, EmulatedLayouts, LayoutProvider};
+
+const SPEC: &str = "pool=113,167,204,10,60;stripe_size=64K;pfl=128K:1,1M:2,EOF:4";
+
+/// The agent library. `cargo test` does not build a cdylib for its own tests, so it is
+/// built here (a no-op when fresh), with the profile and target dir of this test binary.
+fn agent() -> PathBuf {
+    static SO: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SO.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+        let target = profile_dir.parent().unwrap();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"]).arg(target).current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("cargo");
+        assert!(st.success(), "building the agent failed");
+        let so = profile_dir.join("libicicle_catalog_agent.so");
+        assert!(so.is_file(), "{} not built", so.display());
+        so
+    })
+    .clone()
+}
+
+fn compile_writer(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/writer.c");
+    let out = dir.join("writer");
+    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(&out).arg(&src).status().expect("cc (build-essential) is needed");
+    assert!(st.success());
+    out
+}
+
+fn regular_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let ft = e.file_type().unwrap();
+        if ft.is_dir() {
+            regular_files(&e.path(), out);
+        } else if ft.is_file() && !e.file_name().to_string_lossy().starts_with('.') {
+            out.push(e.path());
+        }
+    }
+}
+
+fn by_path(cat: &Catalog) -> BTreeMap<String, Vec<&CatalogEntry>> {
+    let mut m: BTreeMap<String, Vec<&CatalogEntry>> = BTreeMap::new();
+    for e in &cat.entries {
+        m.entry(e.path.clone()).or_default().push(e);
+    }
+    m
+}
+
+#[test]
+fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let writer = compile_writer(tmp.path());
+    let data = tmp.path().join("data");
+    let outside = tmp.path().join("outside");
+    let catalog = tmp.path().join("catalog");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(data.join("sub")).unwrap();
+    // An explicit layout for one file (the emulation's `lfs setstripe`), set before writing.
+    const K: u64 = 1024;
+    let explicit = vec![
+        LayoutComponent { start: 0, end: 1024 * K, stripe_size: 512 * K, osts: vec![300] },
+        LayoutComponent { start: 1024 * K, end: u64::MAX, stripe_size: 512 * K, osts: vec![301, 302] },
+    ];
+    write_sidecar(&data.join("sub/created.bin"), &explicit).unwrap();
+    let out = Command::new(&writer)
+        .arg(&data)
+        .arg(&outside)
+        .env("LD_PRELOAD", agent())
+        .env("CATALOG_DIR", &catalog)
+        .env("ICICLE_CATALOG_ROOT", &data)
+        .env("ICICLE_CATALOG_LAYOUT", "emulate")
+        .env("ICICLE_EMULATED_LAYOUT", SPEC)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "writer failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+
+    let files: Vec<_> = std::fs::read_dir(&catalog).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(files.len(), 1, "one catalog file per process: {files:?}");
+    assert!(files[0].starts_with("catalog.") && files[0].ends_with(".txt"));
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+
+    // Ground truth: every regular file the writer made under the root, once each.
+    let mut truth = Vec::new();
+    regular_files(&data, &mut truth);
+    truth.sort();
+    let names: Vec<String> = truth.iter().map(|p| p.strip_prefix(&data).unwrap().to_string_lossy().into_owned()).collect();
+    let mut expected_names = vec!["errno.bin", "left-open.bin", "readonly.bin", "rel.bin", "sub/at.bin", "sub/created.bin", "twice.bin"].into_iter().map(String::from).collect::<Vec<_>>();
+    for t in 0..4 {
+        for i in 0..5 {
+            expected_names.push(format!("threads/t{t}-{i}.bin"));
+        }
+    }
+    expected_names.sort();
+    assert_eq!(names, expected_names);
+    let entries = by_path(&cat);
+    let canon = std::fs::canonicalize(&data).unwrap();
+    let provider = EmulatedLayouts::parse(SPEC).unwrap();
+    assert_eq!(entries.len(), truth.len(), "{:?}", entries.keys().collect::<Vec<_>>());
+    for p in &truth {
+        let key = canon.join(p.strip_prefix(&data).unwrap()).to_string_lossy().into_owned();
+        let e = entries.get(&key).unwrap_or_else(|| panic!("{key} not in the catalog"));
+        assert_eq!(e.len(), 1, "{key} recorded {} times", e.len());
+        let e = e[0];
+        let md = std::fs::symlink_metadata(p).unwrap();
+        let st = StatFields::from_metadata(&md);
+        assert_eq!((e.lstat.size, e.lstat.mode, e.lstat.ino, e.lstat.uid, e.lstat.nlink), (st.size, st.mode, st.ino, st.uid, st.nlink), "{key}");
+        assert_eq!(e.stat.map(|s| (s.size, s.mode)), Some((md.size(), md.mode())));
+        let comps = provider.layout(Path::new(&key), md.size()).unwrap();
+        let want = CatalogEntry::new(key.clone(), st, Some(st), Some(&comps));
+        assert_eq!(e.layout, want.layout, "{key}");
+    }
+    // Sizes and modes the program chose.
+    let get = |n: &str| entries[&canon.join(n).to_string_lossy().into_owned()][0];
+    assert_eq!(get("rel.bin").lstat.size, 5000);
+    assert_eq!(get("rel.bin").lstat.mode & 0o777, 0o640 & !umask());
+    assert_eq!(get("sub/at.bin").lstat.size, 70000);
+    assert_eq!(get("threads/t3-4.bin").lstat.size, 3000 + 4 * 37 + 1);
+    assert_eq!(get("left-open.bin").lstat.size, 123);
+    // The explicit layout, line by line: `<path> <ost> <start> <end> <interval> <stripe> <size>`.
+    let created = get("sub/created.bin");
+    let size = 3 * 1024 * K + 1;
+    let lines: Vec<_> = created.layout.as_ref().unwrap().iter().map(|l| (l.ost, l.start, l.end, l.interval, l.stripe_size, l.file_size)).collect();
+    assert_eq!(lines, vec![(300, 0, 1024 * K, 512 * K, 512 * K, size), (301, 1024 * K, size, 1024 * K, 512 * K, size), (302, 1536 * K, size, 1024 * K, 512 * K, size)]);
+    // A 5000-byte file: only the first PFL component is instantiated.
+    assert_eq!(get("rel.bin").layout.as_ref().unwrap().len(), 1);
+    assert_eq!(get("sub/at.bin").layout.as_ref().unwrap().len(), 1);
+    assert!(!cat.entries.iter().any(|e| e.path.contains("outside")));
+}
+
+fn umask() -> u32 {
+    // SAFETY: umask is process-wide; set it back at once.
+    unsafe {
+        let m = libc_umask(0o022);
+        libc_umask(m);
+        m
+    }
+}
+
+extern "C" {
+    #[link_name = "umask"]
+    fn libc_umask(mask: u32) -> u32;
+}
+
+#[test]
+fn a_shell_redirect_is_recorded_and_layouts_can_come_from_lfs_getstripe() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let catalog = tmp.path().join("catalog");
+    std::fs::create_dir_all(&data).unwrap();
+    // A stand-in `lfs` printing captured `lfs getstripe` output for a plain 2-stripe layout.
+    let lfs = tmp.path().join("lfs");
+    std::fs::write(
+        &lfs,
+        "#!/bin/sh\n[ \"$1\" = getstripe ] || exit 1\nprintf '%s\\n' \"$2\" 'lmm_stripe_count:  2' 'lmm_stripe_size:   1048576' 'lmm_pattern:       raid0' 'lmm_layout_gen:    0' 'lmm_stripe_offset: 113' '\tobdidx\t\t objid\t\t objid\t\t group' '\t   113\t       1091894\t     0x10a936\t             0' '\t   204\t       1091895\t     0x10a937\t             0'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&lfs, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("cd \"$1\" && echo hello > viash.txt && cat viash.txt && cat viash.txt > /dev/null")
+        .arg("sh")
+        .arg(&data)
+        .env("LD_PRELOAD", agent())
+        .env("CATALOG_DIR", &catalog)
+        .env("ICICLE_CATALOG_ROOT", &data)
+        .env("ICICLE_CATALOG_LAYOUT", "lfs")
+        .env("ICICLE_CATALOG_LFS", &lfs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+    assert_eq!(cat.entries.len(), 1, "{:?}", cat.entries);
+    let e = &cat.entries[0];
+    assert!(e.path.ends_with("/data/viash.txt"));
+    assert_eq!(e.lstat.size, 6);
+    let lines: Vec<_> = e.layout.as_ref().unwrap().iter().map(|l| (l.ost, l.start, l.end, l.interval)).collect();
+    assert_eq!(lines, vec![(113, 0, 6, 2 << 20), (204, 1 << 20, 6, 2 << 20)]);
+
+    // Without CATALOG_DIR the agent only passes calls through.
+    let quiet = tmp.path().join("quiet");
+    std::fs::create_dir_all(&quiet).unwrap();
+    let st = Command::new("sh").arg("-c").arg("echo x > \"$1/f\"").arg("sh").arg(&quiet).env("LD_PRELOAD", agent()).env_remove("CATALOG_DIR").status().unwrap();
+    assert!(st.success());
+    assert_eq!(std::fs::read_dir(&catalog).unwrap().count(), 1);
+}

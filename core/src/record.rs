@@ -91,11 +91,14 @@ impl<'a> FileRecord<'a> {
 
     /// The last path component.
     pub fn name(&self) -> &str {
-        let trimmed = self.path.trim_end_matches('/');
-        match trimmed.rfind('/') {
-            Some(i) => &trimmed[i + 1..],
-            None => trimmed,
+        let b = self.path.as_bytes();
+        let mut end = b.len();
+        while end > 0 && b[end - 1] == b'/' {
+            end -= 1;
         }
+        let start = memchr::memrchr(b'/', &b[..end]).map_or(0, |i| i + 1);
+        // Both ends are next to a `/` or at an end of the path: char boundaries.
+        self.path.get(start..end).unwrap_or("")
     }
 
     /// An owned copy.

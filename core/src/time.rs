@@ -67,26 +67,31 @@ pub fn parse_iso8601(s: &str) -> Option<i64> {
         return None;
     }
     // Fixed-width decimal fields: digits only.
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        b.get(r)?.iter().try_fold(0i64, |v, &c| c.is_ascii_digit().then(|| v * 10 + (c - b'0') as i64))
-    };
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    let digit = |i: usize| b[i].wrapping_sub(b'0');
+    if [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18].iter().fold(0u8, |bad, &i| bad | (digit(i) > 9) as u8) != 0 {
+        return None;
+    }
+    let two = |i: usize| digit(i) as i64 * 10 + digit(i + 1) as i64;
+    let (y, mo, d, h, mi, se) = (two(0) * 100 + two(2), two(5), two(8), two(11), two(14), two(17));
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
         return None;
     }
-    let mut t = days_from_civil(y, mo as u32, d as u32) * 86_400 + h * 3600 + mi * 60 + se;
+    let t = days_from_civil(y, mo as u32, d as u32) * 86_400 + h * 3600 + mi * 60 + se;
+    match &b[19..] {
+        b"" | b"Z" | b"+00:00" => return Some(t),
+        _ => {}
+    }
     let rest = s[19..].trim_start_matches(|c: char| c == '.' || c.is_ascii_digit());
     match rest {
-        "" | "Z" | "+00:00" => {}
+        "" | "Z" | "+00:00" => Some(t),
         r if r.len() == 6 && (r.starts_with('+') || r.starts_with('-')) => {
             let oh: i64 = r[1..3].parse().ok()?;
             let om: i64 = r[4..6].parse().ok()?;
             let off = oh * 3600 + om * 60;
-            t -= if r.starts_with('+') { off } else { -off };
+            Some(t - if r.starts_with('+') { off } else { -off })
         }
-        _ => return None,
+        _ => None,
     }
-    Some(t)
 }
 
 /// Current time in epoch seconds.

@@ -123,7 +123,7 @@ pub struct GpfsState {
     objects: HashMap<PathName, Meta, Fast>,
     /// Directory path → the known paths directly in it (for directory removals and renames).
     children: HashMap<PathName, HashSet<PathName, Fast>, Fast>,
-    links: HashMap<u64, Vec<PathName>, Fast>,
+    links: HashMap<u64, smallvec::SmallVec<[PathName; 1]>, Fast>,
     pending: Vec<PendingMove>,
     /// Paths that came into being since the last emit (not in the index yet).
     born: HashSet<PathName, Fast>,
@@ -434,7 +434,7 @@ impl StateStore for GpfsState {
                     .or_else(|| self.pending.iter().position(|m| m.meta.inode == ev.meta.inode));
                 let old = match pair {
                     Some(i) => Some(self.pending.remove(i).path),
-                    None => match self.links.get(&ev.meta.inode).map(Vec::as_slice) {
+                    None => match self.links.get(&ev.meta.inode).map(|v| v.as_slice()) {
                         // The one name the state knows for this inode.
                         Some([only]) if &**only != path => Some(only.to_string()),
                         _ => None,

@@ -11,6 +11,8 @@
 //! - An open with `O_CREAT`, `O_WRONLY` or `O_RDWR` that succeeds is tracked when the file's
 //!   absolute path (`/proc/self/fd/N`, so relative paths and `openat` directories resolve)
 //!   is under `ICICLE_CATALOG_ROOT` (default `/`). Read-only opens are not.
+//! - Descriptors inherited open for writing onto such files (a shell's `> out` before it
+//!   exec'd the program) are tracked from the start.
 //! - On `close` (at exit for files never closed, or still open through a duplicate
 //!   descriptor such as a shell redirect's `dup2` onto stdout), the file is `lstat`ed and `stat`ed,
 //!   its layout read, and one entry appended with a single `O_APPEND` write to
@@ -210,31 +212,68 @@ fn opened(fd: c_int, flags: c_int) {
         return;
     }
     guarded(|| {
-        let Some(cfg) = config() else { return };
-        let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { return };
-        let bytes = target.as_os_str().as_bytes();
-        if !bytes.starts_with(&cfg.root) && bytes != &cfg.root[..cfg.root.len() - 1] {
-            return;
-        }
-        if target.starts_with(&cfg.catalog_dir) {
-            return;
-        }
-        let old = match table().lock() {
-            Ok(mut t) => {
-                let old = t.insert(fd, bytes.to_vec());
-                if old.is_none() {
-                    TRACKED.fetch_add(1, Ordering::Relaxed);
-                }
-                old
-            }
-            Err(_) => None,
-        };
-        // The fd was closed behind our back (fclose, close_range): that file is done.
-        if let Some(old) = old {
-            record(cfg, &old);
+        if let Some(cfg) = config() {
+            track(cfg, fd);
         }
     });
 }
+
+/// Track `fd` (open for writing) when it is a regular file under the root.
+fn track(cfg: &Config, fd: c_int) {
+    let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { return };
+    let bytes = target.as_os_str().as_bytes();
+    if !bytes.starts_with(&cfg.root) && bytes != &cfg.root[..cfg.root.len() - 1] {
+        return;
+    }
+    if target.starts_with(&cfg.catalog_dir) {
+        return;
+    }
+    let old = match table().lock() {
+        Ok(mut t) => {
+            let old = t.insert(fd, bytes.to_vec());
+            if old.is_none() {
+                TRACKED.fetch_add(1, Ordering::Relaxed);
+            }
+            old
+        }
+        Err(_) => None,
+    };
+    // The fd was closed behind our back (fclose, close_range): that file is done.
+    if let Some(old) = old {
+        if old != bytes {
+            record(cfg, &old);
+        }
+    }
+}
+
+/// At load: descriptors inherited open for writing onto files under the root (a shell
+/// opened `> out` and exec'd this program) are tracked as if this process had opened them.
+extern "C" fn at_start() {
+    let e = errno();
+    guarded(|| {
+        let Some(cfg) = config() else { return };
+        let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+        let fds: Vec<c_int> = dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect();
+        for fd in fds {
+            // SAFETY: F_GETFL on a descriptor number; a closed one just fails.
+            let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
+                continue;
+            }
+            // SAFETY: fstat into a zeroed struct.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                continue;
+            }
+            track(cfg, fd);
+        }
+    });
+    set_errno(e);
+}
+
+#[used]
+#[link_section = ".init_array"]
+static AT_START: extern "C" fn() = at_start;
 
 /// Append the catalog entry of `path` (a closed file).
 fn record(cfg: &Config, path: &[u8]) {
@@ -468,6 +507,12 @@ extern "C" fn at_exit() {
             left.extend(t.drain().map(|(_, p)| p));
         }
         TRACKED.store(0, Ordering::Relaxed);
+        if !left.is_empty() {
+            // exit() flushes stdio after the fini functions run: flush now so the sizes
+            // recorded include what the program printed into its files.
+            // SAFETY: fflush(NULL) flushes every output stream, as exit is about to.
+            unsafe { libc::fflush(std::ptr::null_mut()) };
+        }
         for p in left {
             record(cfg, &p);
         }

@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 need=()
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+# MPI for plugins/prism-mpi (swiftload): the mpi crate's bindgen needs libclang.
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+for p in libopenmpi-dev libclang-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"

@@ -8,6 +8,11 @@ export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 need=()
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+# MPI for plugins/prism-mpi (swiftload): the mpi crate's bindgen needs libclang.
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+for p in libopenmpi-dev libclang-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi

@@ -197,6 +197,14 @@ mod tests {
     }
 
     #[test]
+    fn the_example_configuration_gives_the_documented_caps() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/prism/loader.toml");
+        let l = LoaderConfig::from_file(&p).unwrap().check(&p).unwrap();
+        let caps: Vec<u32> = [10, 60, 86, 105, 113, 167, 204, 231, 999].map(|o| l.max_processes(o)).to_vec();
+        assert_eq!(caps, vec![4, 3, 4, 2, 5, 4, 1, 8, 4]);
+    }
+
+    #[test]
     fn bad_configurations_name_file_key_and_reason() {
         let err = |t: &str| match LoaderConfig::from_toml(Path::new("/etc/l.toml"), t) {
             Err(e) => e.to_string(),

@@ -298,14 +298,14 @@ impl fmt::Debug for RecordTime {
 /// type is unknown or the line is malformed. Lets filtered types skip the full parse.
 pub fn line_type_bit(line: &[u8]) -> u32 {
     let Some(sp) = find_byte(line, b' ') else { return 0 };
-    let rest = &line[sp + 1..];
-    let ty = &rest[..find_byte(rest, b' ').unwrap_or(rest.len())];
+    let ty = &line[sp + 1..];
     if ty.len() < 3 || !ty[0].is_ascii_digit() || !ty[1].is_ascii_digit() {
         return 0;
     }
     let n = ((ty[0] - b'0') * 10 + (ty[1] - b'0')) as usize;
+    // The name, then a space or the end of the line.
     match NAMES.get(n) {
-        Some(name) if name.as_bytes() == &ty[2..] => 1 << n,
+        Some(name) if ty.get(2..2 + name.len()) == Some(name.as_bytes()) && matches!(ty.get(2 + name.len()), Some(b' ') | None) => 1 << n,
         _ => 0,
     }
 }
@@ -449,7 +449,7 @@ impl<'a> Spaces<'a> {
         while k << 6 < self.b.len() {
             if k != self.block {
                 self.block = k;
-                self.mask = space_mask(self.b, k << 6);
+                self.mask = byte_mask(self.b, k << 6, b' ');
             }
             let m = self.mask & (u64::MAX << from);
             if m != 0 {
@@ -471,9 +471,9 @@ impl<'a> Spaces<'a> {
     }
 }
 
-/// One bit per space among the (up to) 64 bytes of `b` from `at`.
+/// One bit per byte `c` among the (up to) 64 bytes of `b` from `at`.
 #[inline(always)]
-fn space_mask(b: &[u8], at: usize) -> u64 {
+fn byte_mask(b: &[u8], at: usize, c: u8) -> u64 {
     let mut block = [0u8; 64];
     let chunk: &[u8] = match b.get(at..at + 64) {
         Some(c) => c,
@@ -489,17 +489,17 @@ fn space_mask(b: &[u8], at: usize) -> u64 {
         let mut mask = 0u64;
         // SAFETY: SSE2 is part of the x86_64 baseline; each load reads 16 of `chunk`'s 64 bytes.
         unsafe {
-            let space = _mm_set1_epi8(b' ' as i8);
+            let want = _mm_set1_epi8(c as i8);
             for k in 0..4 {
                 let x = _mm_loadu_si128(chunk.as_ptr().add(16 * k) as *const __m128i);
-                mask |= (_mm_movemask_epi8(_mm_cmpeq_epi8(x, space)) as u16 as u64) << (16 * k);
+                mask |= (_mm_movemask_epi8(_mm_cmpeq_epi8(x, want)) as u16 as u64) << (16 * k);
             }
         }
         mask
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        chunk.iter().enumerate().fold(0u64, |m, (k, &c)| m | (((c == b' ') as u64) << k))
+        chunk.iter().enumerate().fold(0u64, |m, (k, &x)| m | (((x == c) as u64) << k))
     }
 }
 
@@ -513,18 +513,48 @@ fn cut(line: &str, start: usize, end: usize) -> &str {
     unsafe { std::str::from_utf8_unchecked(b) }
 }
 
-/// The lines of `text` (without their newline), found with memchr.
-pub fn lines(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
+/// The lines of `text` (without their newline or a `\r` before it), the newlines found 64
+/// bytes at a time.
+pub fn lines(text: &str) -> Lines<'_> {
+    let mask = if text.is_empty() { 0 } else { byte_mask(text.as_bytes(), 0, b'\n') };
+    Lines { text, pos: 0, base: 0, mask }
+}
+
+/// Iterator of [`lines`].
+pub struct Lines<'a> {
+    text: &'a str,
+    /// Where the next line starts.
+    pos: usize,
+    /// The block whose newlines at or after `pos` are the bits of `mask`.
+    base: usize,
+    mask: u64,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        let len = self.text.len();
+        if self.pos >= len {
             return None;
         }
-        let end = memchr::memchr(b'\n', rest.as_bytes()).unwrap_or(rest.len());
-        let line = &rest[..end];
-        rest = rest.get(end + 1..).unwrap_or("");
+        let end = loop {
+            if self.mask != 0 {
+                let nl = self.base + self.mask.trailing_zeros() as usize;
+                self.mask &= self.mask - 1;
+                break nl;
+            }
+            self.base += 64;
+            if self.base >= len {
+                break len;
+            }
+            self.mask = byte_mask(self.text.as_bytes(), self.base, b'\n');
+        };
+        let line = cut(self.text, self.pos, end);
+        self.pos = end + 1;
         Some(line.strip_suffix('\r').unwrap_or(line))
-    })
+    }
 }
 
 /// The RENME lines of `text`, found by one substring scan over the whole text (the rename
@@ -746,6 +776,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lines_split_like_the_standard_library() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 300) as usize;
+            let text: String = (0..len).map(|k| ["a", "\n", "\r", "é", " ", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"][((x >> (k % 59)) as usize + k) % 6]).collect();
+            let want: Vec<&str> = text.split_inclusive('\n').map(|l| l.strip_suffix('\n').unwrap_or(l)).map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+            assert_eq!(lines(&text).collect::<Vec<_>>(), want, "{text:?}");
+        }
+    }
+
+    #[test]
     fn the_space_index_finds_every_space() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..5_000 {
@@ -837,6 +881,10 @@ mod tests {
         for line in REAL {
             let r = ChangelogRecord::parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
             assert_eq!(&r.to_line(), line);
+            assert_eq!(line_type_bit(line.as_bytes()), r.kind.bit(), "{line}");
+        }
+        for (line, bit) in [("1 10OPENX 0", 0), ("1 10OPEN", 1 << 10), ("1 10OPE 0", 0), ("1 99OPEN 0", 0), ("1 1OPEN 0", 0), ("12", 0)] {
+            assert_eq!(line_type_bit(line.as_bytes()), bit, "{line}");
         }
         let r = ChangelogRecord::parse(REAL[1]).unwrap();
         assert_eq!(r.name.as_deref(), Some("file with spaces"));

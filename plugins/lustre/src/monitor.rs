@@ -483,7 +483,7 @@ impl ChangeSource for LustreSource {
             let text = tokio::task::block_in_place(|| lfs.changelog(&cfg.mdt, next, Some(next + cfg.read_size.max(1) - 1)))
                 .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
             let mut got = 0u64;
-            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            for line in crate::changelog::lines(&text).filter(|l| !l.trim().is_empty()) {
                 got += 1;
                 if let Some(i) = leading_index(line) {
                     covered = Some(covered.map_or(i, |c| c.max(i)));

@@ -224,6 +224,7 @@ fn read_tasks(plan: &Plan, mine: &[ObjectTask], throttle: Option<&Throttle>) -> 
                     }
                 },
             };
+            let deadline = throttle.map(|th| th.reserve(t.ost, len));
             buf.resize(len as usize, 0);
             match f.read_exact_at(&mut buf, off) {
                 Ok(()) => {
@@ -235,8 +236,8 @@ fn read_tasks(plan: &Plan, mine: &[ObjectTask], throttle: Option<&Throttle>) -> 
                     out.errors += 1;
                 }
             }
-            if let Some(th) = throttle {
-                th.charge(t.ost, len);
+            if let Some(d) = deadline {
+                contention::sleep_until(d);
             }
         }
     }

@@ -3,11 +3,11 @@
 //! every chunk (all OSTs are one local disk here, so contention has to be emulated).
 //!
 //! The model: OST `o` serves at most `B(o)` MB/s in total, shared by the processes reading
-//! from it; one process pulls at most `p` MB/s. In the simulation `k` concurrent readers of
-//! `o` each get `min(p, B(o)/k)` (fair sharing). The throttle approximates that with a
-//! shared per-OST clock: a chunk of `n` bytes on `o` reserves `n/B(o)` seconds of the OST
-//! after whatever is already reserved, and completes no earlier than that nor earlier than
-//! `n/p` after it was asked for (a token bucket per OST, queueing in arrival order).
+//! from it; one process pulls at most `p` MB/s. A chunk of `n` bytes on `o` reserves
+//! `n/B(o)` seconds of the OST after whatever is already reserved, and completes no earlier
+//! than that nor earlier than `n/p` after it was asked for (a token bucket per OST, queueing
+//! in arrival order). The throttle keeps that clock in shared memory in real time; the
+//! simulation runs the same rule on a virtual clock.
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -42,43 +42,27 @@ impl Simulated {
 }
 
 /// Simulate `plan` (per rank, tasks in read order; each rank reads one chunk at a time)
-/// under the model whose speeds are `model`'s (per-OST MB/s, per-process MB/s).
+/// under the model whose speeds are `model`'s (per-OST MB/s, per-process MB/s), with the
+/// same rule as the real-time [`OstClock`]: a chunk of `n` bytes asked for at `t` on OST `o`
+/// occupies `o` for `n/B(o)` from `max(t, o free)` and completes at
+/// `max(that end, t + n/p)`; requests are served in time order (ties: lower rank first).
 pub fn simulate(plan: &[Vec<ObjectTask>], model: &Loader) -> Simulated {
-    // Per rank: its chunks (ost, bytes), reversed to pop from the back.
-    let mut queues: Vec<Vec<(u32, f64)>> = plan
-        .iter()
-        .map(|ts| {
-            let mut v: Vec<(u32, f64)> = ts.iter().flat_map(|t| tasks::chunks(t).map(move |(_, l)| (t.ost, l as f64))).collect();
-            v.reverse();
-            v
-        })
-        .collect();
+    let chunks: Vec<Vec<(u32, f64)>> = plan.iter().map(|ts| ts.iter().flat_map(|t| tasks::chunks(t).map(move |(_, l)| (t.ost, l as f64))).collect()).collect();
     let bytes: u64 = plan.iter().flatten().map(tasks::task_bytes).sum();
-    let mut current: Vec<Option<(u32, f64)>> = queues.iter_mut().map(|q| q.pop()).collect();
     let p = model.per_process_mb_s() * MB;
-    let mut now = 0.0f64;
-    let mut readers: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
-    loop {
-        readers.clear();
-        for (o, _) in current.iter().flatten() {
-            *readers.entry(*o).or_default() += 1;
-        }
-        if readers.is_empty() {
-            break;
-        }
-        let rate = |o: u32| p.min(model.ost_mb_s(o) * MB / f64::from(readers[&o]));
-        let dt = current.iter().flatten().map(|&(o, left)| left / rate(o)).fold(f64::INFINITY, f64::min);
-        now += dt;
-        for (r, slot) in current.iter_mut().enumerate() {
-            if let Some((o, left)) = slot {
-                *left -= rate(*o) * dt;
-                if *left <= 1e-6 {
-                    *slot = queues[r].pop();
-                }
-            }
-        }
+    let mut next = vec![0usize; chunks.len()];
+    let mut ready = vec![0.0f64; chunks.len()];
+    let mut free: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
+    while let Some(r) = (0..chunks.len()).filter(|&r| next[r] < chunks[r].len()).min_by(|&a, &b| ready[a].total_cmp(&ready[b]).then(a.cmp(&b))) {
+        let (o, n) = chunks[r][next[r]];
+        next[r] += 1;
+        let t = ready[r];
+        let slot = free.entry(o).or_insert(0.0);
+        let end = slot.max(t) + n / (model.ost_mb_s(o) * MB);
+        *slot = end;
+        ready[r] = end.max(t + n / p);
     }
-    Simulated { seconds: now, bytes }
+    Simulated { seconds: ready.iter().copied().fold(0.0, f64::max), bytes }
 }
 
 /// A per-OST clock shared by every process of a run (a small file mapped by all of them):
@@ -162,11 +146,13 @@ impl Throttle {
         Throttle { clock, index, model }
     }
 
-    /// Wait as long as reading `bytes` from `ost` takes in the model (after the real read).
-    pub fn charge(&self, ost: u32, bytes: u64) {
-        if let Some(slot) = self.index.slot(ost) {
-            let done = self.clock.reserve(slot, bytes, self.model.ost_mb_s(ost), self.model.per_process_mb_s());
-            sleep_until(done);
+    /// Ask the model for `bytes` from `ost` now: the monotonic nanosecond at which the
+    /// read completes. Reserve before the real read and [`sleep_until`] the answer after it,
+    /// so the real read overlaps the emulated service time.
+    pub fn reserve(&self, ost: u32, bytes: u64) -> u64 {
+        match self.index.slot(ost) {
+            Some(slot) => self.clock.reserve(slot, bytes, self.model.ost_mb_s(ost), self.model.per_process_mb_s()),
+            None => 0,
         }
     }
 }

@@ -16,10 +16,10 @@ use icicle_plugins_prism::layout::{parse_size, EmulatedLayouts};
 #[command(name = "swiftload-bench", about)]
 struct Args {
     /// MPI processes.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 8)]
     np: usize,
     /// Files in the dataset.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 128)]
     files: usize,
     /// Smallest file (e.g. 1M).
     #[arg(long, default_value = "1M")]
@@ -28,13 +28,13 @@ struct Args {
     #[arg(long, default_value = "8M")]
     max_size: String,
     /// Emulated layout spec (see ICICLE_EMULATED_LAYOUT).
-    #[arg(long, default_value = "pool=10,60,86,105,113,167,204,231;stripe_size=1M;count=2")]
+    #[arg(long, default_value = "pool=113,167,204,231;stripe_size=1M;count=1")]
     layout: String,
     /// Emulated speed of one OST, MB/s.
     #[arg(long, default_value_t = 200.0)]
     ost_mb_s: f64,
     /// Emulated speed of one reading process, MB/s.
-    #[arg(long, default_value_t = 200.0)]
+    #[arg(long, default_value_t = 100.0)]
     proc_mb_s: f64,
     /// The loader's global cap on processes per OST.
     #[arg(long, default_value_t = 8)]

@@ -166,12 +166,64 @@ fn slot_of(b: &[u8], start: usize, end: usize) -> Option<usize> {
 }
 
 /// What a structural walk found.
+#[derive(Debug, PartialEq)]
 enum Walk {
     /// The whole message is a flat object of plain ASCII without escapes; where each
     /// attribute icicle reads sits.
     Whole([Span; 11]),
     /// The `event` attribute names an event icicle ignores: the walk stopped there.
     Ignored,
+}
+
+/// [`scan_spans`] for what mmwatch sends: compact (no spaces), string and number values only.
+/// None as soon as the message is anything else (the caller then tries [`scan_spans`], unless
+/// `quotes` was refused).
+#[inline(always)]
+fn scan_compact<const AVX2: bool>(b: &[u8], quotes: &mut QuoteIndex<'_, AVX2>) -> Option<Walk> {
+    let mut spans = [Span::default(); 11];
+    let n = b.len();
+    if n < 2 || b[0] != b'{' || b[n - 1] != b'}' {
+        return None;
+    }
+    // `i`: where the next key's opening quote must be.
+    let mut i = 1usize;
+    loop {
+        if quotes.next_quote()? != i {
+            return None;
+        }
+        let ke = quotes.next_quote()?;
+        if b.get(ke + 1) != Some(&b':') {
+            return None;
+        }
+        let vs = ke + 2;
+        let (span, after) = if b.get(vs) == Some(&b'"') {
+            if quotes.next_quote()? != vs {
+                return None;
+            }
+            let ve = quotes.next_quote()?;
+            (Span { start: (vs + 1) as u16, end: ve as u16, kind: SpanKind::Str }, ve + 1)
+        } else {
+            let mut j = vs;
+            while j < n && matches!(b[j], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                j += 1;
+            }
+            if j == vs {
+                return None;
+            }
+            (Span { start: vs as u16, end: j as u16, kind: SpanKind::Num }, j)
+        };
+        if let Some(k) = slot_of(b, i + 1, ke) {
+            if k == EVENT && span.kind == SpanKind::Str && matches!(EventKind::of_value(&b[vs + 1..after - 1]), Some((EventKind::Ignored, _))) {
+                return Some(Walk::Ignored);
+            }
+            spans[k] = span;
+        }
+        match b.get(after) {
+            Some(b',') => i = after + 1,
+            Some(b'}') if after == n - 1 => return Some(Walk::Whole(spans)),
+            _ => return None,
+        }
+    }
 }
 
 /// Walk a flat object of plain ASCII without escapes by its quote positions, noting where
@@ -591,6 +643,38 @@ fn text(v: Field<'_>) -> Option<std::borrow::Cow<'_, str>> {
     }
 }
 
+/// The last ISO time parsed on this thread, as text (up to 32 bytes) and seconds.
+#[derive(Clone, Copy)]
+struct LastTime {
+    len: usize,
+    text: [u8; 32],
+    secs: Option<i64>,
+}
+
+thread_local! {
+    static LAST_TIME: std::cell::Cell<LastTime> = const { std::cell::Cell::new(LastTime { len: usize::MAX, text: [0; 32], secs: None }) };
+}
+
+/// [`icicle_core::time::parse_iso8601`], remembering the last answer: a burst of events
+/// usually carries the same second.
+#[inline]
+fn iso_time(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    LAST_TIME.with(|last| {
+        let l = last.get();
+        if l.len == b.len() && l.text.get(..b.len()) == Some(b) {
+            return l.secs;
+        }
+        let secs = icicle_core::time::parse_iso8601(s);
+        if b.len() <= 32 {
+            let mut text = [0u8; 32];
+            text[..b.len()].copy_from_slice(b);
+            last.set(LastTime { len: b.len(), text, secs });
+        }
+        secs
+    })
+}
+
 impl GpfsEvent {
     /// An event icicle ignores (IN_OPEN, ...): it carries nothing else (its path is empty, its
     /// metadata zero), and the structural path does not read its message past `event`.
@@ -629,7 +713,13 @@ impl GpfsEvent {
     /// The structural path, when the message is plain ASCII without escapes; None otherwise.
     #[inline(always)]
     fn parse_structural<const AVX2: bool>(bytes: &[u8]) -> Option<Result<GpfsEvent, String>> {
-        let spans = match scan_spans(bytes, QuoteIndex::<AVX2>::new(bytes)?)? {
+        let mut quotes = QuoteIndex::<AVX2>::new(bytes)?;
+        let walk = match scan_compact(bytes, &mut quotes) {
+            Some(w) => w,
+            None if quotes.refused() => return None,
+            None => scan_spans(bytes, QuoteIndex::<AVX2>::new(bytes)?)?,
+        };
+        let spans = match walk {
             Walk::Whole(spans) => spans,
             Walk::Ignored => return Some(Ok(GpfsEvent::ignored())),
         };
@@ -669,7 +759,7 @@ impl GpfsEvent {
         let time = |k: usize| -> Option<i64> {
             match spans[k].kind {
                 SpanKind::Absent => Some(0),
-                SpanKind::Str if bytes(k).len() >= 19 && bytes(k)[4] == b'-' => icicle_core::time::parse_iso8601(string_at(k)),
+                SpanKind::Str if bytes(k).len() >= 19 && bytes(k)[4] == b'-' => iso_time(string_at(k)),
                 SpanKind::Str | SpanKind::Num => digits(bytes(k)).and_then(|v| i64::try_from(v).ok()),
                 _ => None,
             }
@@ -857,6 +947,14 @@ mod tests {
             assert_eq!(all(&fast), all(&slow), "{msg}");
         }
         assert_eq!(GpfsEvent::parse(spaced.as_bytes()).unwrap(), base);
+        // The compact walk takes the compact message, leaves the spaced ones to the general walk.
+        let walk = |msg: &str| scan_spans(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short"));
+        let compact_walk = |msg: &str| scan_compact(msg.as_bytes(), &mut QuoteIndex::<false>::new(msg.as_bytes()).expect("short"));
+        assert_eq!(compact_walk(&compact), walk(&compact));
+        assert!(compact_walk(&compact).is_some());
+        for msg in [spaced.as_str(), numbers, " { } ", r#"{"a":"b"} "#, r#"{"a":"b",}"#, r#"{"a":"b""c":1}"#, r#"{"a":tru}"#, r#"{"a":null}"#, r#"{"a":{"b":1}}"#] {
+            assert_eq!(compact_walk(msg), None, "{msg}");
+        }
         // Refused by the structural path, taken by the others: trailing bytes, nesting, bad separators.
         for msg in [r#"{"a": "b"} x"#, r#"{"a": {"b": 1}}"#, r#"{"a" "b"}"#, r#"{"a": "b",}"#, r#"{"a": "b" "c": 1}"#, r#"{"a": tru}"#] {
             assert!(Fields::scan_structural(msg).is_none(), "{msg}");
@@ -902,6 +1000,15 @@ mod tests {
             });
             let msg = format!("{{{}}}", members.join(","));
             let Some(walk) = scan_spans(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short")) else { continue };
+            // The compact walk (these messages are compact) finds the same, unless a value is
+            // a literal, which it leaves to the general walk.
+            let mut quotes = QuoteIndex::<false>::new(msg.as_bytes()).expect("short");
+            let compact = scan_compact(msg.as_bytes(), &mut quotes);
+            if [":null", ":true", ":false"].iter().any(|l| msg.contains(l)) {
+                assert!(compact.is_none() || compact.as_ref() == Some(&walk), "{msg}");
+            } else {
+                assert_eq!(compact.as_ref(), Some(&walk), "{msg}");
+            }
             let spans = match walk {
                 Walk::Whole(spans) => spans,
                 Walk::Ignored => {

@@ -602,15 +602,23 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
             filtered += 1;
             continue;
         }
-        match ChangelogRecord::parse(line) {
-            Ok(r) if r.kind.bit() & filter_bits != 0 => filtered += 1,
-            Ok(r) => {
-                batch.push(r);
+        // Parsed in place, as the monitor does.
+        batch.push(ChangelogRecord::empty());
+        let last = batch.len() - 1;
+        match ChangelogRecord::parse_into(line, &mut batch[last]) {
+            Ok(()) if batch[last].kind.bit() & filter_bits != 0 => {
+                batch.pop();
+                filtered += 1;
+            }
+            Ok(()) => {
                 if batch.len() >= batch_size {
                     flush(&mut batch, &mut tree, &mut resolver)?;
                 }
             }
-            Err(_) => rejects += 1,
+            Err(_) => {
+                batch.pop();
+                rejects += 1;
+            }
         }
     }
     flush(&mut batch, &mut tree, &mut resolver)?;

@@ -261,9 +261,16 @@ impl RecordTime {
             return None;
         }
         let mut bytes = [0u8; Self::CAPACITY];
-        bytes[..clock.len()].copy_from_slice(clock.as_bytes());
-        bytes[clock.len()] = b' ';
-        bytes[clock.len() + 1..len].copy_from_slice(date.as_bytes());
+        if let (Ok(c), Ok(d)) = (<&[u8; 18]>::try_from(clock.as_bytes()), <&[u8; 10]>::try_from(date.as_bytes())) {
+            // The usual `HH:MM:SS.nnnnnnnnn YYYY.MM.DD`: fixed-size copies.
+            bytes[..18].copy_from_slice(c);
+            bytes[18] = b' ';
+            bytes[19..29].copy_from_slice(d);
+        } else {
+            bytes[..clock.len()].copy_from_slice(clock.as_bytes());
+            bytes[clock.len()] = b' ';
+            bytes[clock.len() + 1..len].copy_from_slice(date.as_bytes());
+        }
         Some(RecordTime { len: len as u8, bytes })
     }
 
@@ -596,8 +603,38 @@ pub struct ChangelogRecord {
 }
 
 impl ChangelogRecord {
+    /// A record with nothing set (what [`ChangelogRecord::parse_into`] fills).
+    pub fn empty() -> ChangelogRecord {
+        ChangelogRecord {
+            index: 0,
+            kind: RecordType::Mark,
+            time: RecordTime { len: 0, bytes: [0; RecordTime::CAPACITY] },
+            flags: 0,
+            target: Fid::default(),
+            jobid: None,
+            extra_flags: None,
+            uid_gid: None,
+            nid: None,
+            open_mode: None,
+            xattr: None,
+            parent: None,
+            name: None,
+            source: None,
+            source_parent: None,
+            source_name: None,
+        }
+    }
+
     /// Parse one line of `lfs changelog` output.
     pub fn parse(line: &str) -> Result<ChangelogRecord, String> {
+        let mut rec = ChangelogRecord::empty();
+        ChangelogRecord::parse_into(line, &mut rec)?;
+        Ok(rec)
+    }
+
+    /// [`ChangelogRecord::parse`] into `rec` (every field is set; on an error `rec` holds
+    /// part of the line): a batch's records are parsed where they will stay.
+    pub fn parse_into(line: &str, rec: &mut ChangelogRecord) -> Result<(), String> {
         let line = line.trim_end_matches(['\n', '\r']);
         let b = line.as_bytes();
         // Every range below starts and ends at an ASCII byte (a space, `=`, `]`) or at an end
@@ -639,24 +676,22 @@ impl ChangelogRecord {
         }
         i += 2;
         let (target, n) = bracketed_fid(&b[i..]).ok_or_else(|| fid_error(text(i, b.len()), "t="))?;
-        let mut rec = ChangelogRecord {
-            index,
-            kind,
-            time,
-            flags,
-            target,
-            jobid: None,
-            extra_flags: None,
-            uid_gid: None,
-            nid: None,
-            open_mode: None,
-            xattr: None,
-            parent: None,
-            name: None,
-            source: None,
-            source_parent: None,
-            source_name: None,
-        };
+        rec.index = index;
+        rec.kind = kind;
+        rec.time = time;
+        rec.flags = flags;
+        rec.target = target;
+        rec.jobid = None;
+        rec.extra_flags = None;
+        rec.uid_gid = None;
+        rec.nid = None;
+        rec.open_mode = None;
+        rec.xattr = None;
+        rec.parent = None;
+        rec.name = None;
+        rec.source = None;
+        rec.source_parent = None;
+        rec.source_name = None;
         i += n;
         i += (b.get(i) == Some(&b' ')) as usize;
         // Keyed fields, in any order, until the name.
@@ -731,7 +766,7 @@ impl ChangelogRecord {
         if rec.kind == RecordType::Renme && rec.source.is_none() {
             return Err("RENME without s= and sp=".into());
         }
-        Ok(rec)
+        Ok(())
     }
 
     /// Render in `lfs changelog` format (the inverse of [`ChangelogRecord::parse`]).

@@ -494,8 +494,12 @@ impl ChangeSource for LustreSource {
                     counts.filtered += 1;
                     continue;
                 }
-                match ChangelogRecord::parse(line) {
-                    Ok(r) => {
+                // Parsed where it will wait for its batch.
+                pending.push(ChangelogRecord::empty());
+                let last = pending.len() - 1;
+                match ChangelogRecord::parse_into(line, &mut pending[last]) {
+                    Ok(()) => {
+                        let r = &pending[last];
                         counts.records += 1;
                         if matches!(r.kind, crate::changelog::RecordType::Unknown(..)) {
                             counts.unknown_types += 1;
@@ -506,11 +510,11 @@ impl ChangeSource for LustreSource {
                         };
                         if filtered {
                             counts.filtered += 1;
-                        } else {
-                            pending.push(r);
+                            pending.pop();
                         }
                     }
                     Err(e) => {
+                        pending.pop();
                         counts.rejects += 1;
                         tracing::warn!(message = "rejected changelog record", mdt = %cfg.mdt, line = %line, reason = %e);
                     }

@@ -312,14 +312,30 @@ impl PrimaryEncoder {
     pub fn encode(&mut self, rec: &FileRecord<'_>, out: &mut Vec<u8>) -> Result<(), String> {
         let vis = self.visible_to(rec.uid, rec.gid)?;
         out.reserve(400 + 2 * rec.path.len());
+        // A path without bytes to escape (the usual case) is copied as it is, three times
+        // (its name is a part of it), after one scan.
+        let plain = clean_prefix(rec.path.as_bytes()) == rec.path.len();
+        let quoted = |out: &mut Vec<u8>, s: &str| {
+            if plain {
+                out.push(b'"');
+                out.extend_from_slice(s.as_bytes());
+                out.push(b'"');
+            } else {
+                push_json_str(out, s);
+            }
+        };
         out.extend_from_slice(br#"{"subject":"#);
-        push_json_str(out, &subject_for(rec.path));
+        if rec.path.len() <= MAX_SUBJECT_BYTES {
+            quoted(out, rec.path);
+        } else {
+            push_json_str(out, &subject_for(rec.path));
+        }
         out.extend_from_slice(br#","visible_to":"#);
         out.extend_from_slice(&vis);
         out.extend_from_slice(br#","content":{"name":"#);
-        push_json_str(out, rec.name());
+        quoted(out, rec.name());
         out.extend_from_slice(br#","path":"#);
-        push_json_str(out, rec.path);
+        quoted(out, rec.path);
         out.extend_from_slice(br#","type":""#);
         out.extend_from_slice(rec.kind.as_str().as_bytes());
         out.extend_from_slice(br#"","size":"#);

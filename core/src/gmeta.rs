@@ -388,9 +388,7 @@ mod tests {
         let alphabet = ["a", "\"", "\\", "\n", "\u{1}", "\u{1f}", " ", "é", "\u{7f}", "/", "日"];
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..5_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            crate::xorshift(&mut x);
             let len = (x % 70) as usize;
             // Mostly plain text, so that clean prefixes of every length occur.
             let s: String = (0..len).map(|k| alphabet[if (x >> (k % 61)) & 7 == 0 { (x >> (k % 53)) as usize % alphabet.len() } else { 0 }]).collect();

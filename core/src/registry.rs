@@ -112,19 +112,26 @@ pub fn build_sketch<C: SketchConfig>(ctx: &BuildContext<'_>) -> Result<Built, Co
     Ok(Built::Sketch(ctx.extract::<C>()?.build(ctx)?))
 }
 
-/// Build the sketch configured at `key` (a table with a `type`).
-pub fn sketch_at(figment: &Figment, key: &str) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+/// Build the plugin of `kind` configured at `key` (a table with a `type`); `what` names the
+/// kind in messages. Returns the type's name with what it built.
+fn build_at(figment: &Figment, key: &str, kind: PluginKind, what: &str) -> Result<(String, Built), ConfigError> {
     let ty_key = format!("{key}.type");
     let ty = figment
         .find_value(&ty_key)
         .ok()
         .and_then(|v| v.into_string())
-        .ok_or_else(|| ConfigError::MissingKey { key: ty_key.clone(), hint: "name a sketch type (see `icicle plugins`)".into() })?;
-    let desc = find(PluginKind::Sketch, &ty, &ty_key, &origin_of(figment, &ty_key))?;
+        .ok_or_else(|| ConfigError::MissingKey { key: ty_key.clone(), hint: format!("name a {what} type (see `icicle plugins`)") })?;
+    let desc = find(kind, &ty, &ty_key, &origin_of(figment, &ty_key))?;
     let ctx = BuildContext { figment, key: key.to_string(), id: ty.clone() };
-    match (desc.build)(&ctx)? {
-        Built::Sketch(f) => Ok(f),
-        _ => Err(ConfigError::Parse(format!("plugin `{ty}` is not a sketch"))),
+    let built = (desc.build)(&ctx)?;
+    Ok((ty, built))
+}
+
+/// Build the sketch configured at `key` (a table with a `type`).
+pub fn sketch_at(figment: &Figment, key: &str) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+    match build_at(figment, key, PluginKind::Sketch, "sketch")? {
+        (_, Built::Sketch(f)) => Ok(f),
+        (ty, _) => Err(ConfigError::Parse(format!("plugin `{ty}` is not a sketch"))),
     }
 }
 
@@ -148,17 +155,9 @@ pub fn build_placement<C: PlacementConfig>(ctx: &BuildContext<'_>) -> Result<Bui
 
 /// Build the placement policy configured at `key` (a table with a `type`).
 pub fn placement_at(figment: &Figment, key: &str) -> Result<Arc<dyn Placement>, ConfigError> {
-    let ty_key = format!("{key}.type");
-    let ty = figment
-        .find_value(&ty_key)
-        .ok()
-        .and_then(|v| v.into_string())
-        .ok_or_else(|| ConfigError::MissingKey { key: ty_key.clone(), hint: "name a placement type (see `icicle plugins`)".into() })?;
-    let desc = find(PluginKind::Placement, &ty, &ty_key, &origin_of(figment, &ty_key))?;
-    let ctx = BuildContext { figment, key: key.to_string(), id: ty.clone() };
-    match (desc.build)(&ctx)? {
-        Built::Placement(p) => Ok(p),
-        _ => Err(ConfigError::Parse(format!("plugin `{ty}` is not a placement policy"))),
+    match build_at(figment, key, PluginKind::Placement, "placement")? {
+        (_, Built::Placement(p)) => Ok(p),
+        (ty, _) => Err(ConfigError::Parse(format!("plugin `{ty}` is not a placement policy"))),
     }
 }
 

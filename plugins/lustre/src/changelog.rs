@@ -814,9 +814,7 @@ mod tests {
     fn lines_split_like_the_standard_library() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..5_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            icicle_core::xorshift(&mut x);
             let len = (x % 300) as usize;
             let text: String = (0..len).map(|k| ["a", "\n", "\r", "é", " ", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"][((x >> (k % 59)) as usize + k) % 6]).collect();
             let want: Vec<&str> = text.split_inclusive('\n').map(|l| l.strip_suffix('\n').unwrap_or(l)).map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
@@ -828,9 +826,7 @@ mod tests {
     fn the_space_index_finds_every_space() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..5_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            icicle_core::xorshift(&mut x);
             let len = (x % 300) as usize;
             let b: Vec<u8> = (0..len).map(|k| [b'a', b' ', b' ', 0xc3, b'=', 0x00][((x >> (k % 59)) as usize + k) % 6]).collect();
             let mut spaces = Spaces::new(&b);
@@ -845,12 +841,7 @@ mod tests {
     #[test]
     fn generated_records_round_trip() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = || icicle_core::xorshift(&mut x);
         let words = ["a", "file", "f 1", "dir  two", "ünïcode näme", "x=1", "s=[", "tail ", " lead", "long_name_that_crosses_the_sixty_four_byte_block_boundary_of_a_line"];
         let fid = |r: u64| Fid { seq: 0x2_0000_0000 + (r & 0xfff), oid: (r >> 12) as u32 & 0xfffff, ver: (r >> 40) as u32 & 3 };
         for _ in 0..20_000 {
@@ -889,9 +880,7 @@ mod tests {
     fn the_word_search_finds_the_first_byte() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            icicle_core::xorshift(&mut x);
             let len = (x % 40) as usize;
             let b: Vec<u8> = (0..len).map(|k| [b'a', b' ', 0x20 ^ 0x80, 0x1f, 0x21, 0xff, 0x00, b'0'][((x >> (k % 60)) % 8) as usize]).collect();
             for c in [b' ', b']', 0x00, 0xff] {

@@ -9,9 +9,7 @@ fn values(n: usize, seed: u64) -> Vec<f64> {
     let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     (0..n)
         .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            icicle_core::xorshift(&mut x);
             let u = (x >> 11) as f64 / (1u64 << 53) as f64;
             match i % 10 {
                 0 => 0.0,

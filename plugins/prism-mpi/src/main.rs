@@ -141,13 +141,30 @@ fn load(catalog_dir: &Path, input_dir: &Path) -> anyhow::Result<Loaded> {
         if !e.stat.unwrap_or(e.lstat).is_regular() {
             continue;
         }
-        if let Err(err) = tasks::validate(&layout) {
-            tracing::warn!("{}: {err}", catalog_dir.display());
-            rejects += 1;
-            continue;
+        // A file whose size changed since it was catalogued: its layout no longer tiles it.
+        match std::fs::metadata(&e.path) {
+            Ok(m) if m.len() == e.size() => {}
+            Ok(m) => {
+                tracing::warn!("{}: the catalog says {} bytes, the file has {}", e.path, e.size(), m.len());
+                rejects += 1;
+                continue;
+            }
+            Err(err) => {
+                tracing::warn!("{}: {err}", e.path);
+                rejects += 1;
+                continue;
+            }
         }
+        // The tasks come from the validated layout (clamped to the size), never the raw lines.
         let i = paths.len();
-        all.extend(e.tasks(i));
+        match tasks::tasks_of(i, &layout) {
+            Ok(t) => all.extend(t),
+            Err(err) => {
+                tracing::warn!("{}: {err}", catalog_dir.display());
+                rejects += 1;
+                continue;
+            }
+        }
         paths.push(e.path.clone());
         sizes.push(e.size());
     }

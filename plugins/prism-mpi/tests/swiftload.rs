@@ -127,6 +127,55 @@ fn a_missing_catalog_or_a_bad_policy_stops_every_rank_with_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--policy random"));
 }
 
+#[test]
+fn layout_lines_that_disagree_with_the_file_are_rejected_or_clamped_never_walked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let catalog = tmp.path().join("catalog");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::create_dir_all(&catalog).unwrap();
+    let data = std::fs::canonicalize(&data).unwrap();
+    let mut text = String::new();
+    for (name, size, lines) in [
+        // Lines past the entry's size but within their own file_size field: the tasks come
+        // from the rebuilt layout, clamped to the 10 bytes.
+        ("a", 10, vec!["5 0 20 1 1 20"]),
+        // The catalog's size is not the file's: skipped.
+        ("b", 5, vec!["5 0 5 1 1 5"]),
+        // An end of 2^64-1 for a 10-byte file: rejected by the reader (this used to walk
+        // ~2^64 chunks).
+        ("c", 10, vec!["5 0 18446744073709551615 1 1 10"]),
+        // A stripe size of 2^40: rejected by the reader.
+        ("d", 10, vec!["5 0 10 1099511627776 1099511627776 10"]),
+        ("e", 10, vec!["5 0 10 4 2 10", "6 2 10 4 2 10"]),
+    ] {
+        let p = data.join(name);
+        std::fs::write(&p, b"0123456789").unwrap();
+        let p = p.to_str().unwrap();
+        text.push_str(&format!("lstat\n{p}\nst_mode:100644; st_size:{size}\nstat\n{p}\nst_mode:100644; st_size:{size}\nlayout\n"));
+        for l in lines {
+            text.push_str(&format!("{p} {l}\n"));
+        }
+        text.push_str("end\n");
+    }
+    std::fs::write(catalog.join("c.txt"), text).unwrap();
+    let out = Command::new("timeout")
+        .args(["120", "mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"])
+        .arg(env!("CARGO_BIN_EXE_swiftload"))
+        .args(["--catalog", s(&catalog), "--input-dir", s(&data)])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .output()
+        .unwrap();
+    let v = summary(&out);
+    assert_eq!(v["files"], 2, "{v}");
+    assert_eq!(v["rejects"], 3, "{v}");
+    assert_eq!(v["bytes"], 20);
+    assert_eq!(v["errors"], 0);
+    assert_eq!(v["exactly_once"], true);
+}
+
 /// The catalog agent, built for this test (cargo does not build a cdylib for another
 /// package's tests).
 fn agent() -> PathBuf {

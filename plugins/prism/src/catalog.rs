@@ -307,7 +307,9 @@ impl CatalogEntry {
         let mut want = 0u64;
         for l in lines {
             let continues = comps.last().is_some_and(|c| {
-                (c.osts.len() as u64) < want && c.stripe_size == l.stripe_size && c.start + c.osts.len() as u64 * c.stripe_size == l.start
+                (c.osts.len() as u64) < want
+                    && c.stripe_size == l.stripe_size
+                    && (c.osts.len() as u64).checked_mul(c.stripe_size).and_then(|d| c.start.checked_add(d)) == Some(l.start)
             });
             if continues {
                 if let Some(c) = comps.last_mut() {
@@ -559,6 +561,12 @@ fn parse_entry(lines: &mut Lines<'_>) -> Result<CatalogEntry, (usize, String)> {
     Ok(entry)
 }
 
+/// The largest stripe size a layout line may have (Lustre's limit is just under 4 GiB).
+pub const MAX_STRIPE_SIZE: u64 = 1 << 32;
+
+/// The largest stripe count a layout line may imply (Lustre's limit is 2,000).
+pub const MAX_STRIPE_COUNT: u64 = 65_536;
+
 fn parse_layout_line(path: &str, l: &str) -> Result<LayoutLine, String> {
     // The path may hold spaces: the six numbers are the last six fields.
     let mut it = l.rsplitn(7, ' ');
@@ -576,8 +584,21 @@ fn parse_layout_line(path: &str, l: &str) -> Result<LayoutLine, String> {
     if stripe_size == 0 {
         return Err("layout line has stripe size 0".into());
     }
+    if stripe_size > MAX_STRIPE_SIZE {
+        return Err(format!("stripe size {stripe_size} is over {MAX_STRIPE_SIZE}"));
+    }
     if interval == 0 || interval % stripe_size != 0 {
         return Err(format!("interval {interval} is not a multiple of stripe size {stripe_size}"));
+    }
+    if interval / stripe_size > MAX_STRIPE_COUNT {
+        return Err(format!("stripe count {} (interval / stripe size) is over {MAX_STRIPE_COUNT}", interval / stripe_size));
+    }
+    // A stripe that starts past the end of a small file has its end clamped to the size.
+    if start > end && end != file_size {
+        return Err(format!("start {start} is past end {end}"));
+    }
+    if end > file_size {
+        return Err(format!("end {end} is past the file size {file_size}"));
     }
     Ok(LayoutLine { ost, start, end, interval, stripe_size, file_size })
 }
@@ -661,6 +682,37 @@ mod tests {
             }
             let _ = Catalog::parse(Path::new("fuzz"), &b);
         }
+    }
+
+    #[test]
+    fn layout_lines_past_the_file_size_or_with_absurd_stripes_are_rejected() {
+        let entry = |line: &str| format!("lstat\n/d/f\nst_mode:100644; st_size:10\nstat\nNone\nlayout\n{line}\nend\n");
+        let mut text = String::new();
+        text.push_str(&entry("/d/f 5 0 18446744073709551615 1 1 10")); // 1-8, line 7
+        text.push_str(&entry("/d/f 5 4 2 1 1 10")); // 9-16, line 15
+        text.push_str(&entry("/d/f 5 0 10 8589934592 8589934592 10")); // 17-24, line 23
+        text.push_str(&entry("/d/f 5 0 10 18446744073709551615 1 10")); // 25-32, line 31
+        text.push_str(&entry("/d/f 5 0 10 2 1 10\n/d/f 6 1 10 2 1 10")); // 33-41 good
+        let cat = Catalog::parse(Path::new("c"), text.as_bytes());
+        let got: Vec<String> = cat.rejects.iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            got,
+            vec![
+                "c:7: end 18446744073709551615 is past the file size 10",
+                "c:15: start 4 is past end 2",
+                "c:23: stripe size 8589934592 is over 4294967296",
+                "c:31: stripe count 18446744073709551615 (interval / stripe size) is over 65536",
+            ]
+        );
+        assert_eq!(cat.entries.len(), 1);
+        let l = cat.entries[0].object_layout().unwrap();
+        assert_eq!(crate::tasks::tasks_of(0, &l).unwrap().iter().map(crate::tasks::task_bytes).sum::<u64>(), 10);
+        // Offsets near 2^64: rebuilding the layout must not overflow.
+        let max = u64::MAX;
+        let lines = format!("/d/f 1 {} {max} 8 4 {max}\n/d/f 2 {} {max} 8 4 {max}", max - 1, max - 1);
+        let cat = Catalog::parse(Path::new("c"), entry(&lines).as_bytes());
+        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+        assert_eq!(cat.entries[0].object_layout().unwrap().components.len(), 2);
     }
 
     #[test]

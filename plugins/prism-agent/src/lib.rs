@@ -493,6 +493,31 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     rc
 }
 
+extern "C" {
+    static mut stdout: *mut libc::FILE;
+    static mut stderr: *mut libc::FILE;
+    fn ftrylockfile(f: *mut libc::FILE) -> c_int;
+    fn funlockfile(f: *mut libc::FILE);
+}
+
+/// exit() flushes stdio after the fini functions run: flush stdout and stderr now so the
+/// sizes recorded include what the program printed into a redirected file. Never
+/// `fflush(NULL)`: that locks every stream, and another thread may hold one for good (stdin
+/// in `getline`). A stream another thread holds is skipped (its file's entry may then miss
+/// what is still buffered); other `FILE`s are not flushed (the agent does not see `fopen`).
+fn flush_std_streams() {
+    // SAFETY: glibc's stdout/stderr pointers, read once; a stream is flushed only while this
+    // thread holds its lock (recursive, so fflush's own locking succeeds), then released.
+    unsafe {
+        for f in [stdout, stderr] {
+            if !f.is_null() && ftrylockfile(f) == 0 {
+                libc::fflush(f);
+                funlockfile(f);
+            }
+        }
+    }
+}
+
 /// At exit: record the files still open (the kernel closes them without a `close` call).
 extern "C" fn at_exit() {
     let e = errno();
@@ -508,10 +533,7 @@ extern "C" fn at_exit() {
         }
         TRACKED.store(0, Ordering::Relaxed);
         if !left.is_empty() {
-            // exit() flushes stdio after the fini functions run: flush now so the sizes
-            // recorded include what the program printed into its files.
-            // SAFETY: fflush(NULL) flushes every output stream, as exit is about to.
-            unsafe { libc::fflush(std::ptr::null_mut()) };
+            flush_std_streams();
         }
         for p in left {
             record(cfg, &p);

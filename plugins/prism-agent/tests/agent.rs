@@ -206,3 +206,67 @@ fn a_shell_redirect_is_recorded_and_layouts_can_come_from_lfs_getstripe() {
     assert!(st.success());
     assert_eq!(std::fs::read_dir(&catalog).unwrap().count(), 1);
 }
+
+/// Compile a small C program from `src` into `dir/name`.
+fn compile_c(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let out = dir.join(name);
+    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(&out).arg(&c).status().expect("cc (build-essential) is needed");
+    assert!(st.success());
+    out
+}
+
+#[test]
+fn exit_does_not_wait_for_a_thread_that_holds_stdin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let catalog = tmp.path().join("catalog");
+    std::fs::create_dir_all(&data).unwrap();
+    // A host whose reader thread sits in getline (holding stdin's lock) while main exits with
+    // a file still open: a flush of every stream at exit would wait for stdin forever.
+    let prog = compile_c(
+        tmp.path(),
+        "stdin_reader",
+        r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void *reader(void *a) { char *l = NULL; size_t n = 0; (void)a; getline(&l, &n, stdin); return NULL; }
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (argc < 2 || fd < 0 || write(fd, "abc", 3) != 3) return 2;
+    pthread_t t;
+    pthread_create(&t, NULL, reader, NULL);
+    usleep(200000);
+    printf("bye\n");
+    exit(0);
+}
+"#,
+    );
+    let mut child = Command::new("timeout")
+        .arg("20")
+        .arg(&prog)
+        .arg(data.join("open.bin"))
+        .env("LD_PRELOAD", agent())
+        .env("CATALOG_DIR", &catalog)
+        .env("ICICLE_CATALOG_ROOT", &data)
+        .env("ICICLE_CATALOG_LAYOUT", "emulate")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Keep stdin open (and empty) until the program has exited.
+    let stdin = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert!(out.status.success(), "{} {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "bye\n");
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert_eq!(cat.entries.len(), 1, "{:?}", cat.entries);
+    assert_eq!(cat.entries[0].size(), 3);
+}

@@ -17,6 +17,7 @@
 //!   descriptor such as a shell redirect's `dup2` onto stdout), the file is `lstat`ed and `stat`ed,
 //!   its layout read, and one entry appended with a single `O_APPEND` write to
 //!   `CATALOG_DIR/catalog.<host>.<pid>.txt` (a file per process: no interleaving).
+//! - A forked child records nothing until it execs (a `pthread_atfork` child handler).
 //! - Layouts: `ICICLE_CATALOG_LAYOUT=lfs` runs `lfs getstripe` (`ICICLE_CATALOG_LFS` names the
 //!   command), `emulate` uses the emulation (`ICICLE_EMULATED_LAYOUT` spec, sidecars), and
 //!   `auto` (the default) uses `lfs` when one is on the PATH, else the emulation.
@@ -32,7 +33,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use icicle_plugins_prism::catalog::{CatalogEntry, StatFields};
@@ -106,8 +107,25 @@ thread_local! {
     static BUSY: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `f` unless the agent is already busy on this thread; panics are contained.
+/// Set in a forked child (by the `pthread_atfork` child handler) until it execs: the child
+/// inherits the parent's table (files the parent still has open) and possibly a mutex another
+/// parent thread held at the fork, so it never tracks, records or locks anything.
+static FORKED_CHILD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn in_forked_child() {
+    FORKED_CHILD.store(true, Ordering::Relaxed);
+}
+
+fn forked_child() -> bool {
+    FORKED_CHILD.load(Ordering::Relaxed)
+}
+
+/// Runs `f` unless the agent is already busy on this thread (or this is a forked child);
+/// panics are contained.
 fn guarded(f: impl FnOnce()) {
+    if forked_child() {
+        return;
+    }
     let entered = BUSY.try_with(|b| !b.replace(true)).unwrap_or(false);
     if !entered {
         return;
@@ -250,6 +268,8 @@ fn track(cfg: &Config, fd: c_int) {
 /// opened `> out` and exec'd this program) are tracked as if this process had opened them.
 extern "C" fn at_start() {
     let e = errno();
+    // SAFETY: registers a handler that only stores to an atomic (async-signal-safe).
+    unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
     guarded(|| {
         let Some(cfg) = config() else { return };
         let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
@@ -300,7 +320,7 @@ fn out_path(cfg: &Config) -> Option<CString> {
             return Some(path.clone());
         }
     }
-    // A fork gets a file of its own.
+    // Keyed by pid: a file per process (a forked child records nothing until it execs).
     let _ = std::fs::create_dir_all(&cfg.catalog_dir);
     let mut host = [0u8; 256];
     // SAFETY: a buffer of the given length.
@@ -461,7 +481,7 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let Some(real_close) = real().close else { return enosys() };
-    if TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 || BUSY.try_with(Cell::get).unwrap_or(true) {
+    if TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 || forked_child() || BUSY.try_with(Cell::get).unwrap_or(true) {
         return real_close(fd);
     }
     let path = match table().lock() {

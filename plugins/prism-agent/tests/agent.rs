@@ -270,3 +270,60 @@ int main(int argc, char **argv) {
     assert_eq!(cat.entries.len(), 1, "{:?}", cat.entries);
     assert_eq!(cat.entries[0].size(), 3);
 }
+
+#[test]
+fn a_forked_child_records_nothing_until_it_execs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let catalog = tmp.path().join("catalog");
+    std::fs::create_dir_all(&data).unwrap();
+    // The parent keeps parent.bin open across a fork; one child writes child.bin and exits
+    // through exit() (fini functions run), another execs a shell that writes exec.txt.
+    let prog = compile_c(
+        tmp.path(),
+        "forker",
+        r#"#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc < 2 || chdir(argv[1]) != 0) return 2;
+    int fd = open("parent.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "ab", 2) != 2) return 2;
+    pid_t c = fork();
+    if (c == 0) {
+        int g = open("child.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (g < 0 || write(g, "c", 1) != 1) exit(3);
+        close(g);
+        exit(0);
+    }
+    int st = 0;
+    if (c < 0 || waitpid(c, &st, 0) != c || st != 0) return 4;
+    c = fork();
+    if (c == 0) {
+        execl("/bin/sh", "sh", "-c", "echo hi > exec.txt", (char *)0);
+        _exit(5);
+    }
+    if (c < 0 || waitpid(c, &st, 0) != c || st != 0) return 6;
+    if (write(fd, "cdef", 4) != 4) return 7;
+    close(fd);
+    return 0;
+}
+"#,
+    );
+    let out = Command::new(&prog)
+        .arg(&data)
+        .env("LD_PRELOAD", agent())
+        .env("CATALOG_DIR", &catalog)
+        .env("ICICLE_CATALOG_ROOT", &data)
+        .env("ICICLE_CATALOG_LAYOUT", "emulate")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{} {}", out.status, String::from_utf8_lossy(&out.stderr));
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+    let got: BTreeMap<String, u64> = cat.entries.iter().map(|e| (e.path.rsplit('/').next().unwrap().to_string(), e.size())).collect();
+    // No child.bin (written by a forked child), and parent.bin once, with its final size.
+    assert_eq!(got, BTreeMap::from([("exec.txt".to_string(), 3), ("parent.bin".to_string(), 6)]), "{:?}", cat.entries);
+    assert_eq!(cat.entries.len(), 2, "{:?}", cat.entries);
+}

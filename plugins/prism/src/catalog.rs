@@ -426,14 +426,15 @@ impl Catalog {
     }
 
     /// One entry per path: a file closed several times (or by several processes) has
-    /// several entries; the one with the newest `ctime`/`mtime` wins, then the later one read.
+    /// several entries; the one with the newest `ctime` wins; on a tie (timestamps are whole
+    /// seconds) the larger `st_size`, then the later `mtime`, then the later one read.
     /// Sorted by path.
     pub fn latest(&self) -> Vec<&CatalogEntry> {
         let mut by_path: std::collections::BTreeMap<&str, &CatalogEntry> = std::collections::BTreeMap::new();
         for e in &self.entries {
             let key = |e: &CatalogEntry| {
                 let s = e.stat.unwrap_or(e.lstat);
-                (s.ctime, s.mtime)
+                (s.ctime, s.size, s.mtime)
             };
             match by_path.get(e.path.as_str()) {
                 Some(old) if key(old) > key(e) => {}
@@ -721,8 +722,22 @@ mod tests {
         let mut newer = st(0o100644, 9);
         newer.ctime = 10;
         let b = CatalogEntry::new("/p", newer, Some(newer), Some(&[]));
-        let cat = Catalog { entries: vec![b.clone(), a], rejects: vec![], files: 1 };
+        let cat = Catalog { entries: vec![b.clone(), a.clone()], rejects: vec![], files: 1 };
         assert_eq!(cat.latest(), vec![&b]);
+        // Same ctime (whole seconds): the larger size wins whatever the read order, then the
+        // later mtime.
+        let mut bigger = st(0o100644, 7);
+        bigger.mtime = 1;
+        let c = CatalogEntry::new("/p", bigger, Some(bigger), Some(&[]));
+        for entries in [vec![c.clone(), a.clone()], vec![a.clone(), c.clone()]] {
+            assert_eq!(Catalog { entries, rejects: vec![], files: 1 }.latest(), vec![&c]);
+        }
+        let mut later = st(0o100644, 5);
+        later.mtime = 9;
+        let d = CatalogEntry::new("/p", later, Some(later), Some(&[]));
+        for entries in [vec![d.clone(), a.clone()], vec![a.clone(), d.clone()]] {
+            assert_eq!(Catalog { entries, rejects: vec![], files: 1 }.latest(), vec![&d]);
+        }
 
         let rec = FileRecord { path: "/scratch/r", kind: FileKind::File, mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3 };
         let comps = [LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1024, osts: vec![204, 113] }];

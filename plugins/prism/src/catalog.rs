@@ -488,7 +488,10 @@ impl<'a> Lines<'a> {
         }
         let rest = &self.bytes[self.pos..];
         let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-        Some(&rest[..len])
+        match &rest[..len] {
+            [head @ .., b'\r'] => Some(head),
+            l => Some(l),
+        }
     }
 
     fn skip_to_entry(&mut self) {
@@ -503,7 +506,12 @@ impl<'a> Lines<'a> {
         }
     }
 
+    /// The next line of this entry; a line `lstat` starts the next entry (this one was
+    /// cut short) and is left for it.
     fn need(&mut self, what: &str) -> Result<(usize, &'a str), (usize, String)> {
+        if self.peek_line() == Some(b"lstat") {
+            return Err((self.line + 1, format!("truncated entry: a new entry (`lstat`) where {what} was expected")));
+        }
         match self.next_line() {
             None => Err((self.line, format!("truncated entry: end of file where {what} was expected"))),
             Some((n, Err(e))) => Err((n, e)),
@@ -683,6 +691,38 @@ mod tests {
             }
             let _ = Catalog::parse(Path::new("fuzz"), &b);
         }
+    }
+
+    #[test]
+    fn a_truncated_entry_is_one_reject_and_the_next_entry_parses() {
+        let good = sample()[0].to_text().unwrap();
+        // Cut short in its stat, in its layout lines, and before its `end`.
+        for cut in ["lstat\n/z\nst_mode:100644; st_size:1\nstat\n", "lstat\n/z\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/z 1 0 1 1 1 1\n", "lstat\n/z\n"] {
+            let text = format!("{cut}{good}");
+            let cat = Catalog::parse(Path::new("t"), text.as_bytes());
+            let at = cut.lines().count() + 1;
+            assert_eq!(cat.rejects.len(), 1, "{:?}", cat.rejects);
+            assert_eq!(cat.rejects[0].line, at, "{:?}", cat.rejects);
+            assert!(cat.rejects[0].reason.starts_with("truncated entry: a new entry (`lstat`)"), "{:?}", cat.rejects);
+            assert_eq!(cat.entries, vec![sample()[0].clone()]);
+        }
+    }
+
+    #[test]
+    fn a_crlf_catalog_parses() {
+        let mut text = String::new();
+        for e in sample() {
+            e.write_to(&mut text).unwrap();
+        }
+        let crlf = text.replace('\n', "\r\n");
+        let cat = Catalog::parse(Path::new("w"), crlf.as_bytes());
+        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+        assert_eq!(cat.entries, sample());
+        // A bad CRLF entry still resynchronises at the next `end`.
+        let bad = format!("lstat\r\n/x\r\nst_mode:zz\r\nstat\r\nNone\r\nlayout\r\nNone\r\nend\r\n{crlf}");
+        let cat = Catalog::parse(Path::new("w"), bad.as_bytes());
+        assert_eq!(cat.rejects.len(), 1, "{:?}", cat.rejects);
+        assert_eq!(cat.entries, sample());
     }
 
     #[test]

@@ -264,10 +264,18 @@ fn track(cfg: &Config, fd: c_int) {
     }
 }
 
+/// A panic inside the agent prints nothing (the agent never writes to the host's stderr; the
+/// panic is caught in [`guarded`] and only loses that entry). The library carries its own
+/// copy of std, so this hook sees only the agent's panics, never a Rust host's.
+fn quiet_panics() {
+    std::panic::set_hook(Box::new(|_| {}));
+}
+
 /// At load: descriptors inherited open for writing onto files under the root (a shell
 /// opened `> out` and exec'd this program) are tracked as if this process had opened them.
 extern "C" fn at_start() {
     let e = errno();
+    quiet_panics();
     // SAFETY: registers a handler that only stores to an atomic (async-signal-safe).
     unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
     guarded(|| {

@@ -199,12 +199,41 @@ fn a_shell_redirect_is_recorded_and_layouts_can_come_from_lfs_getstripe() {
     let lines: Vec<_> = e.layout.as_ref().unwrap().iter().map(|l| (l.ost, l.start, l.end, l.interval)).collect();
     assert_eq!(lines, vec![(113, 0, 6, 2 << 20), (204, 1 << 20, 6, 2 << 20)]);
 
-    // Without CATALOG_DIR the agent only passes calls through.
+    // Without CATALOG_DIR the agent only passes calls through: no catalog file anywhere it
+    // could go (the working directory, the written file's directory, the temp dir, the old
+    // CATALOG_DIR) and nothing printed.
     let quiet = tmp.path().join("quiet");
+    let cwd = tmp.path().join("cwd");
     std::fs::create_dir_all(&quiet).unwrap();
-    let st = Command::new("sh").arg("-c").arg("echo x > \"$1/f\"").arg("sh").arg(&quiet).env("LD_PRELOAD", agent()).env_remove("CATALOG_DIR").status().unwrap();
-    assert!(st.success());
-    assert_eq!(std::fs::read_dir(&catalog).unwrap().count(), 1);
+    std::fs::create_dir_all(&cwd).unwrap();
+    let before = catalog_files(tmp.path());
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("echo x > \"$1/f\" && echo y > g")
+        .arg("sh")
+        .arg(&quiet)
+        .current_dir(&cwd)
+        .env("LD_PRELOAD", agent())
+        .env_remove("CATALOG_DIR")
+        .env("ICICLE_CATALOG_ROOT", tmp.path())
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    assert_eq!(catalog_files(tmp.path()), before);
+    assert_eq!(before.len(), 1, "{before:?}");
+    let names = |d: &Path| std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect::<Vec<_>>();
+    assert_eq!((names(&quiet), names(&cwd)), (vec!["f".to_string()], vec!["g".to_string()]));
+}
+
+/// Every `catalog.*` file under `dir`.
+fn catalog_files(dir: &Path) -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    regular_files(dir, &mut all);
+    all.retain(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("catalog.")));
+    all.sort();
+    all
 }
 
 /// Compile a small C program from `src` into `dir/name`.

@@ -421,6 +421,10 @@ fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, PlanStats, Op
         Some(c) => c.clone(),
         None => std::env::var_os("SWIFTLOAD_CATALOG_DIR").map(PathBuf::from).context("no --catalog and no SWIFTLOAD_CATALOG_DIR")?,
     };
+    // Checked before any collective work: a failure here reaches every rank with the plan.
+    if let Some(out) = &args.profile_out {
+        check_writable(out)?;
+    }
     let (paths, sizes, all, rejects) = load(&catalog, &args.input_dir)?;
     let loader = match &args.loader_config {
         Some(f) => Some(read_loader(f)?),
@@ -442,6 +446,16 @@ fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, PlanStats, Op
         None => None,
     };
     Ok((Plan { paths, sizes, per_rank, rejects, clock }, stats, loader))
+}
+
+/// Whether `path` can be written (created when missing, and removed again then).
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new().append(true).create(true).open(path).with_context(|| format!("--profile-out {}: cannot be written", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 /// Per OST in turn: every rank reads its share of up to `profile_bytes` of that OST's chunks
@@ -480,6 +494,8 @@ fn profile(world: &SimpleCommunicator, plan: &Plan, index: &OstIndex, throttle: 
     }
     let first = index.osts().first().copied();
     world.barrier();
+    // Rank 0 always reaches the last barrier, even when writing fails: the others wait there.
+    let mut written = Ok(());
     if rank == 0 {
         let chunks = first.map(budget).unwrap_or_default();
         let t0 = mpi::time();
@@ -487,12 +503,14 @@ fn profile(world: &SimpleCommunicator, plan: &Plan, index: &OstIndex, throttle: 
         let dt = mpi::time() - t0;
         let per_process = if dt > 0.0 { r.bytes as f64 / 1e6 / dt } else { 1.0 };
         let cfg = icicle_plugins_prism::loader::from_profile((per_process * 10.0).round() / 10.0, &ost_mb_s, args.profile_cap);
-        std::fs::write(out, cfg.to_toml()).with_context(|| format!("writing {}", out.display()))?;
-        println!("{}", serde_json::json!({"profile": out, "per_process_mb_s": cfg.per_process_mb_s, "ost_mb_s": cfg.ost_mb_s}));
+        written = std::fs::write(out, cfg.to_toml()).with_context(|| format!("writing {}", out.display()));
+        if written.is_ok() {
+            println!("{}", serde_json::json!({"profile": out, "per_process_mb_s": cfg.per_process_mb_s, "ost_mb_s": cfg.ost_mb_s}));
+        }
     }
     world.barrier();
     if let (Some(clock), 0) = (&plan.clock, rank) {
         let _ = std::fs::remove_file(clock);
     }
-    Ok(())
+    written
 }

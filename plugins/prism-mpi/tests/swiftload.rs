@@ -125,6 +125,21 @@ fn a_missing_catalog_or_a_bad_policy_stops_every_rank_with_a_clear_error() {
     let out = mpirun(2, &["--catalog", s(tmp.path()), "--input-dir", "/tmp", "--policy", "random"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--policy random"));
+    // An unwritable --profile-out: every rank stops with the message (rank 0 used to fail
+    // after the profile while the others waited in a barrier).
+    let out = Command::new("timeout")
+        .args(["60", "mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"])
+        .arg(env!("CARGO_BIN_EXE_swiftload"))
+        .args(["--catalog", s(tmp.path()), "--input-dir", "/tmp", "--profile-out", "/nonexistent/dir/loader.toml"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_ne!(out.status.code(), Some(124), "timed out");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--profile-out /nonexistent/dir/loader.toml: cannot be written"), "{err}");
 }
 
 #[test]

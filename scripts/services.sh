@@ -86,12 +86,15 @@ start_tansu() {
   return 1
 }
 
-stop_tansu() {
-  if [ -f "$RUN/kafka.pid" ]; then
-    kill "$(cat "$RUN/kafka.pid")" 2>/dev/null || true
-    rm -f "$RUN/kafka.pid" "$RUN/kafka.addr"
+# Stop the service whose pid and address files are $RUN/NAME.pid and $RUN/NAME.addr.
+stop_service() {
+  if [ -f "$RUN/$1.pid" ]; then
+    kill "$(cat "$RUN/$1.pid")" 2>/dev/null || true
+    rm -f "$RUN/$1.pid" "$RUN/$1.addr"
   fi
 }
+
+stop_tansu() { stop_service kafka; }
 
 start_moto() {
   install_moto >/dev/null
@@ -113,12 +116,7 @@ start_moto() {
   return 1
 }
 
-stop_moto() {
-  if [ -f "$RUN/s3.pid" ]; then
-    kill "$(cat "$RUN/s3.pid")" 2>/dev/null || true
-    rm -f "$RUN/s3.pid" "$RUN/s3.addr"
-  fi
-}
+stop_moto() { stop_service s3; }
 
 what="${2:-all}"
 case "$what" in

@@ -175,6 +175,12 @@ enum Walk {
     Ignored,
 }
 
+/// Whether an `event` value (without its quotes) names an event icicle ignores: the walks stop there.
+#[inline(always)]
+fn names_ignored_event(value: &[u8]) -> bool {
+    matches!(EventKind::of_value(value), Some((EventKind::Ignored, _)))
+}
+
 /// [`scan_spans`] for what mmwatch sends: compact (no spaces), string and number values only.
 /// None as soon as the message is anything else (the caller then tries [`scan_spans`], unless
 /// `quotes` was refused).
@@ -213,7 +219,7 @@ fn scan_compact<const AVX2: bool>(b: &[u8], quotes: &mut QuoteIndex<'_, AVX2>) -
             (Span { start: vs as u16, end: j as u16, kind: SpanKind::Num }, j)
         };
         if let Some(k) = slot_of(b, i + 1, ke) {
-            if k == EVENT && span.kind == SpanKind::Str && matches!(EventKind::of_value(&b[vs + 1..after - 1]), Some((EventKind::Ignored, _))) {
+            if k == EVENT && span.kind == SpanKind::Str && names_ignored_event(&b[vs + 1..after - 1]) {
                 return Some(Walk::Ignored);
             }
             spans[k] = span;
@@ -299,7 +305,7 @@ fn scan_spans<const AVX2: bool>(b: &[u8], mut quotes: QuoteIndex<'_, AVX2>) -> O
             _ => return None,
         };
         if let Some(k) = slot {
-            if k == EVENT && kind == SpanKind::Str && matches!(EventKind::of_value(&b[start + 1..i - 1]), Some((EventKind::Ignored, _))) {
+            if k == EVENT && kind == SpanKind::Str && names_ignored_event(&b[start + 1..i - 1]) {
                 return Some(Walk::Ignored);
             }
             // Strings without their quotes. MAX_LEN keeps positions within u16.

@@ -37,11 +37,28 @@ fn agent() -> PathBuf {
 }
 
 fn compile_writer(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/writer.c");
-    let out = dir.join("writer");
-    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(&out).arg(&src).status().expect("cc (build-essential) is needed");
-    assert!(st.success());
-    out
+    cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/writer.c"), &dir.join("writer"))
+}
+
+/// Compile C source `src` to executable `out`.
+fn cc(src: &Path, out: &Path) -> PathBuf {
+    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(out).arg(src).status().expect("cc (build-essential) is needed");
+    assert!(st.success(), "cc {}", src.display());
+    out.to_path_buf()
+}
+
+/// A scratch directory with `data/` (the tracked root, created) and `catalog/` (not created).
+fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let catalog = tmp.path().join("catalog");
+    (tmp, data, catalog)
+}
+
+/// `cmd` with the agent preloaded, writing to `catalog`, tracking `root`, layouts from `layout`.
+fn under_agent<'c>(cmd: &'c mut Command, catalog: &Path, root: &Path, layout: &str) -> &'c mut Command {
+    cmd.env("LD_PRELOAD", agent()).env("CATALOG_DIR", catalog).env("ICICLE_CATALOG_ROOT", root).env("ICICLE_CATALOG_LAYOUT", layout)
 }
 
 fn regular_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -66,12 +83,9 @@ fn by_path(cat: &Catalog) -> BTreeMap<String, Vec<&CatalogEntry>> {
 
 #[test]
 fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, data, catalog) = scratch();
     let writer = compile_writer(tmp.path());
-    let data = tmp.path().join("data");
     let outside = tmp.path().join("outside");
-    let catalog = tmp.path().join("catalog");
-    std::fs::create_dir_all(&data).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::create_dir_all(data.join("sub")).unwrap();
     // An explicit layout for one file (the emulation's `lfs setstripe`), set before writing.
@@ -81,13 +95,7 @@ fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
         LayoutComponent { start: 1024 * K, end: u64::MAX, stripe_size: 512 * K, osts: vec![301, 302] },
     ];
     write_sidecar(&data.join("sub/created.bin"), &explicit).unwrap();
-    let out = Command::new(&writer)
-        .arg(&data)
-        .arg(&outside)
-        .env("LD_PRELOAD", agent())
-        .env("CATALOG_DIR", &catalog)
-        .env("ICICLE_CATALOG_ROOT", &data)
-        .env("ICICLE_CATALOG_LAYOUT", "emulate")
+    let out = under_agent(Command::new(&writer).arg(&data).arg(&outside), &catalog, &data, "emulate")
         .env("ICICLE_EMULATED_LAYOUT", SPEC)
         .output()
         .unwrap();
@@ -164,10 +172,7 @@ extern "C" {
 
 #[test]
 fn a_shell_redirect_is_recorded_and_layouts_can_come_from_lfs_getstripe() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let catalog = tmp.path().join("catalog");
-    std::fs::create_dir_all(&data).unwrap();
+    let (tmp, data, catalog) = scratch();
     // A stand-in `lfs` printing captured `lfs getstripe` output for a plain 2-stripe layout.
     let lfs = tmp.path().join("lfs");
     std::fs::write(
@@ -176,15 +181,9 @@ fn a_shell_redirect_is_recorded_and_layouts_can_come_from_lfs_getstripe() {
     )
     .unwrap();
     std::fs::set_permissions(&lfs, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg("cd \"$1\" && echo hello > viash.txt && cat viash.txt && cat viash.txt > /dev/null")
-        .arg("sh")
-        .arg(&data)
-        .env("LD_PRELOAD", agent())
-        .env("CATALOG_DIR", &catalog)
-        .env("ICICLE_CATALOG_ROOT", &data)
-        .env("ICICLE_CATALOG_LAYOUT", "lfs")
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg("cd \"$1\" && echo hello > viash.txt && cat viash.txt && cat viash.txt > /dev/null").arg("sh").arg(&data);
+    let out = under_agent(&mut sh, &catalog, &data, "lfs")
         .env("ICICLE_CATALOG_LFS", &lfs)
         .output()
         .unwrap();
@@ -240,18 +239,12 @@ fn catalog_files(dir: &Path) -> Vec<PathBuf> {
 fn compile_c(dir: &Path, name: &str, src: &str) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
-    let out = dir.join(name);
-    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(&out).arg(&c).status().expect("cc (build-essential) is needed");
-    assert!(st.success());
-    out
+    cc(&c, &dir.join(name))
 }
 
 #[test]
 fn exit_does_not_wait_for_a_thread_that_holds_stdin() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let catalog = tmp.path().join("catalog");
-    std::fs::create_dir_all(&data).unwrap();
+    let (tmp, data, catalog) = scratch();
     // A host whose reader thread sits in getline (holding stdin's lock) while main exits with
     // a file still open: a flush of every stream at exit would wait for stdin forever.
     let prog = compile_c(
@@ -275,14 +268,7 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let mut child = Command::new("timeout")
-        .arg("20")
-        .arg(&prog)
-        .arg(data.join("open.bin"))
-        .env("LD_PRELOAD", agent())
-        .env("CATALOG_DIR", &catalog)
-        .env("ICICLE_CATALOG_ROOT", &data)
-        .env("ICICLE_CATALOG_LAYOUT", "emulate")
+    let mut child = under_agent(Command::new("timeout").arg("20").arg(&prog).arg(data.join("open.bin")), &catalog, &data, "emulate")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -302,10 +288,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_forked_child_records_nothing_until_it_execs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let catalog = tmp.path().join("catalog");
-    std::fs::create_dir_all(&data).unwrap();
+    let (tmp, data, catalog) = scratch();
     // The parent keeps parent.bin open across a fork; one child writes child.bin and exits
     // through exit() (fini functions run), another execs a shell that writes exec.txt.
     let prog = compile_c(
@@ -340,12 +323,7 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let out = Command::new(&prog)
-        .arg(&data)
-        .env("LD_PRELOAD", agent())
-        .env("CATALOG_DIR", &catalog)
-        .env("ICICLE_CATALOG_ROOT", &data)
-        .env("ICICLE_CATALOG_LAYOUT", "emulate")
+    let out = under_agent(Command::new(&prog).arg(&data), &catalog, &data, "emulate")
         .output()
         .unwrap();
     assert!(out.status.success(), "{} {}", out.status, String::from_utf8_lossy(&out.stderr));

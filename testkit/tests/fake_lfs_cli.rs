@@ -1,0 +1,72 @@
+//! The `icicle-testkit` binary as the monitor's tests use it: a workload journaled, then the
+//! fake `lfs` answering `changelog`, `changelog_clear`, `fid2path` and `path2fid` from it.
+//! (Having this test also makes `cargo test` build the binary the other tests run.)
+
+use std::path::Path;
+use std::process::Command;
+
+fn testkit(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_icicle-testkit")).args(args).output().expect("run icicle-testkit");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn lfs(journal: &Path, mount: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["lfs", "--journal", journal.to_str().unwrap(), "--mount", mount.to_str().unwrap(), "--delay-ms", "0"];
+    all.extend_from_slice(args);
+    testkit(&all)
+}
+
+#[test]
+fn a_journaled_workload_is_served_by_the_fake_lfs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    std::fs::create_dir_all(&root).unwrap();
+    let journal = tmp.path().join("journal.log");
+    let (code, _, err) = testkit(&[
+        "workload", "--kind", "mixed", "--ops", "300", "--root", root.to_str().unwrap(), "--journal", journal.to_str().unwrap(), "--preexisting", "20",
+    ]);
+    assert_eq!(code, 0, "workload: {err}");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 300, "{} records for 300 operations", lines.len());
+    let indices: Vec<u64> = lines.iter().map(|l| l.split(' ').next().unwrap().parse().unwrap()).collect();
+    assert!(indices.windows(2).all(|w| w[1] == w[0] + 1), "indices are consecutive");
+    let (first, last) = (indices[0], *indices.last().unwrap());
+
+    // changelog: everything, then an inclusive range.
+    let (code, out, _) = lfs(&journal, &root, &["changelog", "lustre-MDT0000"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, text);
+    let (_, out, _) = lfs(&journal, &root, &["changelog", "lustre-MDT0000", &(first + 10).to_string(), &(first + 14).to_string()]);
+    assert_eq!(out.lines().collect::<Vec<_>>(), lines[10..15]);
+
+    // changelog_clear is inclusive and per user; an unknown user and an index past the end fail.
+    let (code, _, _) = lfs(&journal, &root, &["changelog_clear", "lustre-MDT0000", "cl1", &(first + 99).to_string()]);
+    assert_eq!(code, 0);
+    let (_, out, _) = lfs(&journal, &root, &["changelog", "lustre-MDT0000"]);
+    assert_eq!(out.lines().next(), Some(lines[100]));
+    let (code, _, err) = lfs(&journal, &root, &["changelog_clear", "lustre-MDT0000", "cl9", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no changelog user 'cl9'"), "{err}");
+    let (code, _, err) = lfs(&journal, &root, &["changelog_clear", "lustre-MDT0000", "cl1", &(last + 1).to_string()]);
+    assert_eq!(code, 22);
+    assert!(err.contains("out of range"), "{err}");
+
+    // path2fid and fid2path agree with the real files the workload left under the root.
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("work")).unwrap() {
+        let path = entry.unwrap().path();
+        let (code, fid, err) = lfs(&journal, &root, &["path2fid", path.to_str().unwrap()]);
+        assert_eq!(code, 0, "path2fid {}: {err}", path.display());
+        let fid = fid.trim();
+        assert!(fid.starts_with("[0x") && fid.ends_with(']'), "{fid}");
+        let (code, back, err) = lfs(&journal, &root, &["fid2path", root.to_str().unwrap(), fid]);
+        assert_eq!(code, 0, "fid2path {fid}: {err}");
+        assert_eq!(back.trim_end(), path.to_str().unwrap());
+        checked += 1;
+    }
+    assert!(checked > 0, "the workload left files under work/");
+    let (code, _, err) = lfs(&journal, &root, &["fid2path", root.to_str().unwrap(), "[0x200000bad:0x1:0x0]"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("No such file or directory"), "{err}");
+}

@@ -595,19 +595,23 @@ pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[Str
             std::thread::sleep(std::time::Duration::from_millis(delay_ms));
             let Ok(f) = Fid::parse(fid) else { return (22, String::new(), format!("lfs fid2path: invalid FID '{fid}'\n")) };
             let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
-            match ns.path(&f) {
-                Some(p) => {
-                    let rel = p.trim_start_matches('/');
-                    let is_mount = mount.is_some_and(|m| Path::new(root) == m) || root.starts_with('/');
-                    let shown = match (is_mount, rel.is_empty()) {
-                        (false, true) => "/".to_string(),
-                        (false, false) => rel.to_string(),
-                        (true, _) => format!("{}/{rel}", root.trim_end_matches('/')),
-                    };
-                    (0, format!("{shown}\n"), String::new())
-                }
-                None => (2, String::new(), format!("lfs fid2path: cannot find '{fid}': No such file or directory\n")),
+            // One line per hard link, as lfs prints without --link.
+            let paths = ns.by_fid.get(&f).map(|o| o.paths.clone()).unwrap_or_default();
+            if paths.is_empty() {
+                return (2, String::new(), format!("lfs fid2path: cannot find '{fid}': No such file or directory\n"));
             }
+            let is_mount = mount.is_some_and(|m| Path::new(root) == m) || root.starts_with('/');
+            let mut out = String::new();
+            for p in &paths {
+                let rel = p.trim_start_matches('/');
+                match (is_mount, rel.is_empty()) {
+                    (false, true) => out.push('/'),
+                    (false, false) => out.push_str(rel),
+                    (true, _) => out.push_str(&format!("{}/{rel}", root.trim_end_matches('/'))),
+                }
+                out.push('\n');
+            }
+            (0, out, String::new())
         }
         ["path2fid", path] => {
             let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();

@@ -54,7 +54,7 @@ fn a_journaled_workload_is_served_by_the_fake_lfs() {
     assert!(err.contains("out of range"), "{err}");
 
     // path2fid and fid2path agree with the real files the workload left under the root.
-    let mut checked = 0;
+    let (mut checked, mut multi) = (0, 0);
     for entry in std::fs::read_dir(root.join("work")).unwrap() {
         let path = entry.unwrap().path();
         let (code, fid, err) = lfs(&journal, &root, &["path2fid", path.to_str().unwrap()]);
@@ -63,14 +63,20 @@ fn a_journaled_workload_is_served_by_the_fake_lfs() {
         assert!(fid.starts_with("[0x") && fid.ends_with(']'), "{fid}");
         let (code, back, err) = lfs(&journal, &root, &["fid2path", root.to_str().unwrap(), fid]);
         assert_eq!(code, 0, "fid2path {fid}: {err}");
-        // A hard-linked file has several paths; fid2path names one of them.
-        let back = Path::new(back.trim_end());
-        assert!(back.starts_with(&root), "{}", back.display());
-        let (a, b) = (std::fs::symlink_metadata(back).unwrap(), std::fs::symlink_metadata(&path).unwrap());
-        assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()), "fid2path {fid} -> {} for {}", back.display(), path.display());
+        // One line per hard link, each naming the same file, this path among them.
+        let names: Vec<&Path> = back.lines().map(Path::new).collect();
+        assert!(names.contains(&path.as_path()), "fid2path {fid} -> {names:?}, not {}", path.display());
+        let b = std::fs::symlink_metadata(&path).unwrap();
+        for name in &names {
+            let a = std::fs::symlink_metadata(name).unwrap();
+            assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()), "fid2path {fid} -> {} for {}", name.display(), path.display());
+        }
+        assert_eq!(names.len() as u64, if b.is_dir() { 1 } else { b.nlink() }, "{}", path.display());
+        multi += usize::from(names.len() > 1);
         checked += 1;
     }
     assert!(checked > 0, "the workload left files under work/");
+    assert!(multi > 0, "the workload left hard-linked files under work/");
     let (code, _, err) = lfs(&journal, &root, &["fid2path", root.to_str().unwrap(), "[0x200000bad:0x1:0x0]"]);
     assert_eq!(code, 2);
     assert!(err.contains("No such file or directory"), "{err}");

@@ -232,14 +232,21 @@ impl LfsResolver<'_> {
 
 impl Resolver for LfsResolver<'_> {
     fn fid2path(&mut self, fid: &Fid) -> Option<String> {
-        let out = self.lfs.run(&["fid2path", self.fsname, &fid.to_string()]).ok()?;
+        self.fid2path_all(fid).into_iter().next()
+    }
+
+    fn fid2path_all(&mut self, fid: &Fid) -> Vec<String> {
+        let Ok(out) = self.lfs.run(&["fid2path", self.fsname, &fid.to_string()]) else { return Vec::new() };
         if !out.status.success() {
-            return None;
+            return Vec::new();
         }
-        let text = String::from_utf8_lossy(&out.stdout);
-        let first = text.lines().next()?.trim_end();
-        // With an fsname, lfs prints the path relative to the root without a leading slash.
-        Some(if first == "/" || first.is_empty() { "/".to_string() } else { format!("/{}", first.trim_start_matches('/')) })
+        // One line per hard link; with an fsname, each relative to the root without a
+        // leading slash.
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::trim_end)
+            .map(|l| if l == "/" || l.is_empty() { "/".to_string() } else { format!("/{}", l.trim_start_matches('/')) })
+            .collect()
     }
 
     fn is_dir(&mut self, path: &str) -> bool {

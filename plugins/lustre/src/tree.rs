@@ -16,6 +16,11 @@ use crate::changelog::{ChangelogRecord, Fid, RecordType, CLF_LAST};
 pub trait Resolver {
     /// `lfs fid2path`; `None` when the object no longer exists.
     fn fid2path(&mut self, fid: &Fid) -> Option<String>;
+    /// Every path of `fid` (`lfs fid2path` prints one line per hard link), the one
+    /// [`Resolver::fid2path`] gives first; empty when the object no longer exists.
+    fn fid2path_all(&mut self, fid: &Fid) -> Vec<String> {
+        self.fid2path(fid).into_iter().collect()
+    }
     /// Whether `path` is a directory now (lstat on the mount).
     fn is_dir(&mut self, path: &str) -> bool;
     /// The files and links below directory `path`, as paths relative to it.
@@ -80,8 +85,8 @@ pub struct DirectoryTree {
     current: u64,
     /// Time-correct (old, new) paths of not-yet-applied renames, by record index.
     rename_paths: std::collections::HashMap<u64, Option<(String, String)>>,
-    /// `fid2path` answers during one record.
-    head_memo: std::collections::HashMap<Fid, Option<String>>,
+    /// `fid2path` answers (every line) during one record.
+    head_memo: std::collections::HashMap<Fid, Vec<String>>,
     /// Paths that came into being since the last emit: the index cannot hold them yet, so
     /// deleting one needs no delete (an object created and removed between emits produces
     /// nothing).
@@ -91,6 +96,9 @@ pub struct DirectoryTree {
     dir_paths: std::collections::HashMap<Fid, Arc<str>, foldhash::fast::RandomState>,
     /// Whether entries can be evicted (recency is tracked only then).
     bounded: bool,
+    /// The other names of files with several hard links (the node holds one): from HLINK
+    /// records and from `fid2path`'s extra lines. Not evicted (hard links are rare).
+    links: std::collections::HashMap<Fid, Vec<Place>, foldhash::fast::RandomState>,
 }
 
 /// The FID directory tree as the Lustre monitor's [`StateStore`].
@@ -136,10 +144,18 @@ impl StateStore for DirectoryTree {
             }
             Hlink => {
                 // A new name for an existing file; every name's ctime (and nlink) changed.
-                if let Some(p) = self.child_path(rec.parent, name, r) {
-                    ops.insert(p, PathOp::Update);
-                }
-                if let Some(p) = self.path(rec.target, r) {
+                let new = self.child_path(rec.parent, name, r);
+                // Resolve the file first (a file from before monitoring): `fid2path` may
+                // already list the new name.
+                self.update_every_name(rec.target, r, ops);
+                if let (Some(parent), Some(n), Some(p)) = (rec.parent, name, new) {
+                    let known = self.link_paths(rec.target, r).contains(&p) || self.path(rec.target, r).as_ref() == Some(&p);
+                    if !known {
+                        self.links.entry(rec.target).or_default().push(Place::Child { parent, name: Arc::from(n) });
+                    }
+                    if ops.get(&p) != Some(&PathOp::Delete) {
+                        self.born.insert(p.clone());
+                    }
                     ops.insert(p, PathOp::Update);
                 }
             }
@@ -149,19 +165,18 @@ impl StateStore for DirectoryTree {
                 if was_dir {
                     self.forget_dir_paths();
                 }
-                let same_name = matches!(self.nodes.peek(&rec.target), Some(Node { place: Place::Child { parent, name: n }, .. })
-                    if Some(*parent) == rec.parent && Some(&**n) == name);
-                if rec.flags & CLF_LAST != 0 || was_dir || same_name {
+                if rec.flags & CLF_LAST != 0 || was_dir {
                     self.nodes.pop(&rec.target);
+                    self.links.remove(&rec.target);
+                } else {
+                    self.remove_name(rec.target, rec.parent, name, path.as_deref());
                 }
                 match path {
                     Some(p) if !was_dir => {
                         self.delete(rec.index, p, ops);
                         if rec.flags & CLF_LAST == 0 {
                             // Other links remain: their ctime changed.
-                            if let Some(other) = self.path(rec.target, r) {
-                                ops.insert(other, PathOp::Update);
-                            }
+                            self.update_every_name(rec.target, r, ops);
                         }
                     }
                     Some(_) => {}
@@ -173,8 +188,16 @@ impl StateStore for DirectoryTree {
                 let old = self.child_path(Some(sp), rec.source_name.as_deref(), r);
                 let new = self.child_path(rec.parent, name, r);
                 if !rec.target.is_zero() {
-                    // The overwritten target is gone (its path now names the renamed object).
-                    self.nodes.pop(&rec.target);
+                    // The overwritten target's name is gone (it now names the renamed object);
+                    // the target itself only when that was its last link.
+                    if rec.flags & CLF_LAST != 0 {
+                        self.nodes.pop(&rec.target);
+                        self.links.remove(&rec.target);
+                    } else {
+                        self.remove_name(rec.target, rec.parent, name, new.as_deref());
+                        // Its other links remain: their ctime changed.
+                        self.update_every_name(rec.target, r, ops);
+                    }
                     self.forget_dir_paths();
                 }
                 let Some(new) = new else {
@@ -200,10 +223,29 @@ impl StateStore for DirectoryTree {
                                 n.place = Place::Anchored(p);
                             }
                         }
+                        for places in self.links.values_mut() {
+                            for place in places.iter_mut() {
+                                if let Place::Anchored(p) = place {
+                                    if let Some(rest) = under(p, old) {
+                                        *place = Place::Anchored(Arc::from(format!("{new}{rest}")));
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
                 if let (Some(parent), Some(n)) = (rec.parent, name) {
-                    self.insert(src, Node { place: Place::Child { parent, name: Arc::from(n) }, is_dir });
+                    let place = Place::Child { parent, name: Arc::from(n) };
+                    // One name of a hard-linked file moved: that name, not the node's.
+                    let extra = if is_dir { None } else { self.link_index(src, Some(sp), rec.source_name.as_deref(), old.as_deref()) };
+                    match extra {
+                        Some(i) => {
+                            if let Some(l) = self.links.get_mut(&src) {
+                                l[i] = place;
+                            }
+                        }
+                        None => self.insert(src, Node { place, is_dir }),
+                    }
                 }
                 if is_dir {
                     // Every descendant moved, the ones never seen too: walk where the
@@ -246,12 +288,7 @@ impl StateStore for DirectoryTree {
                 if known_dir || rec.target == Fid::ROOT {
                     return;
                 }
-                match self.path(rec.target, r) {
-                    Some(p) => {
-                        ops.insert(p, PathOp::Update);
-                    }
-                    None => self.counts.unresolved += 1,
-                }
+                self.update_every_name(rec.target, r, ops);
             }
         }
     }
@@ -352,6 +389,14 @@ impl NodeStore {
     }
 }
 
+/// Whether `place` is the name (parent, name), or the anchored `path`.
+fn same_place(place: &Place, parent: Option<Fid>, name: Option<&str>, path: Option<&str>) -> bool {
+    match place {
+        Place::Child { parent: p, name: n } => Some(*p) == parent && Some(&**n) == name,
+        Place::Anchored(a) => Some(&**a) == path,
+    }
+}
+
 fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
     path.strip_prefix(prefix).filter(|rest| rest.is_empty() || rest.starts_with('/'))
 }
@@ -364,6 +409,9 @@ pub struct Checkpoint {
     renames: Vec<(u64, String, String)>,
     #[serde(default)]
     walked: Vec<Vec<u64>>,
+    /// Other names of hard-linked files.
+    #[serde(default)]
+    links: Vec<(String, Vec<Place>)>,
 }
 
 /// Renames kept in the log.
@@ -390,6 +438,7 @@ impl DirectoryTree {
             born: Default::default(),
             dir_paths: Default::default(),
             bounded: cap != 0,
+            links: Default::default(),
         }
     }
 
@@ -398,7 +447,9 @@ impl DirectoryTree {
         // Oldest first, so restoring keeps the LRU order.
         let nodes = self.nodes.oldest_first().map(|(f, n)| (f.to_string(), n.clone())).collect();
         let walked = self.walked.iter().map(|w| w.iter().copied().collect()).collect();
-        Checkpoint { index, nodes, renames: self.renames.clone(), walked }
+        let mut links: Vec<(String, Vec<Place>)> = self.links.iter().map(|(f, l)| (f.to_string(), l.clone())).collect();
+        links.sort_by(|a, b| a.0.cmp(&b.0));
+        Checkpoint { index, nodes, renames: self.renames.clone(), walked, links }
     }
 
     /// Restore a checkpoint into a tree with room for `cap` entries (0 = unbounded).
@@ -410,6 +461,7 @@ impl DirectoryTree {
             }
         }
         t.renames = cp.renames;
+        t.links = cp.links.into_iter().filter_map(|(f, l)| Some((Fid::parse(&f).ok()?, l))).collect();
         // Older checkpoints have no walk hashes: every rename then translates (safe, wordier).
         t.walked = cp.walked.into_iter().map(|w| w.into_iter().collect()).collect();
         t.walked.resize_with(t.renames.len(), HashSet::default);
@@ -439,16 +491,81 @@ impl DirectoryTree {
         if fid == Fid::ROOT {
             return Some("/".into());
         }
-        if let Some(p) = self.head_memo.get(&fid) {
-            return p.clone();
+        self.head_all(fid, r).into_iter().next()
+    }
+
+    /// Every `fid2path` line now, one per hard link (memoized for the record being applied).
+    fn head_all(&mut self, fid: Fid, r: &mut dyn Resolver) -> Vec<String> {
+        if fid == Fid::ROOT {
+            return vec!["/".into()];
+        }
+        if let Some(all) = self.head_memo.get(&fid) {
+            return all.clone();
         }
         self.counts.fid2path_calls += 1;
-        let p = r.fid2path(&fid);
-        if p.is_none() {
+        let all = r.fid2path_all(&fid);
+        if all.is_empty() {
             self.counts.fid2path_failures += 1;
         }
-        self.head_memo.insert(fid, p.clone());
-        p
+        self.head_memo.insert(fid, all.clone());
+        all
+    }
+
+    /// The paths of `fid`'s other hard links.
+    fn link_paths(&mut self, fid: Fid, r: &mut dyn Resolver) -> Vec<String> {
+        let Some(places) = self.links.get(&fid).cloned() else { return Vec::new() };
+        places
+            .iter()
+            .filter_map(|place| match place {
+                Place::Child { parent, name } => self.child_path(Some(*parent), Some(name), r),
+                Place::Anchored(p) => Some(p.to_string()),
+            })
+            .collect()
+    }
+
+    /// Upsert every name of file `fid`.
+    fn update_every_name(&mut self, fid: Fid, r: &mut dyn Resolver, ops: &mut Ops) {
+        match self.path(fid, r) {
+            Some(p) => {
+                ops.insert(p, PathOp::Update);
+            }
+            None => self.counts.unresolved += 1,
+        }
+        for p in self.link_paths(fid, r) {
+            ops.insert(p, PathOp::Update);
+        }
+    }
+
+    /// Which of `fid`'s other links is the name (parent, name) at `path`.
+    fn link_index(&self, fid: Fid, parent: Option<Fid>, name: Option<&str>, path: Option<&str>) -> Option<usize> {
+        self.links.get(&fid)?.iter().position(|place| same_place(place, parent, name, path))
+    }
+
+    /// Name (parent, name) at `path` of `fid` went away but `fid` has other links: drop that
+    /// name, and when it was the node's, let another link take its place.
+    fn remove_name(&mut self, fid: Fid, parent: Option<Fid>, name: Option<&str>, path: Option<&str>) {
+        if let Some(i) = self.link_index(fid, parent, name, path) {
+            if let Some(l) = self.links.get_mut(&fid) {
+                l.swap_remove(i);
+                if l.is_empty() {
+                    self.links.remove(&fid);
+                }
+            }
+            return;
+        }
+        let primary = self.nodes.peek(&fid).is_some_and(|n| same_place(&n.place, parent, name, path));
+        if primary {
+            let next = self.links.get_mut(&fid).and_then(|l| l.pop());
+            if self.links.get(&fid).is_some_and(|l| l.is_empty()) {
+                self.links.remove(&fid);
+            }
+            match next {
+                Some(place) => self.insert(fid, Node { place, is_dir: false }),
+                None => {
+                    self.nodes.pop(&fid);
+                }
+            }
+        }
     }
 
     /// The time-correct (old, new) paths of rename record `rec` (not applied yet).
@@ -517,12 +634,28 @@ impl DirectoryTree {
             });
             let step = match step {
                 Some(s) => s,
-                None => {
-                    let head = self.head(cur, r)?;
-                    // Ancestors are directories; for the object itself ask where it is now.
-                    let is_dir = cur != fid || r.is_dir(&head);
+                None if cur == fid => {
+                    // The object itself: `fid2path` lists every hard link.
+                    let mut all = self.head_all(cur, r).into_iter();
+                    let head = all.next()?;
+                    let is_dir = r.is_dir(&head);
                     let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
                     self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir });
+                    if !is_dir {
+                        for other in all {
+                            let other = self.rewind(other, self.current, r);
+                            if *other != *p && !self.link_paths(cur, r).contains(&other) {
+                                self.links.entry(cur).or_default().push(Place::Anchored(Arc::from(other)));
+                            }
+                        }
+                    }
+                    Err(p)
+                }
+                None => {
+                    // An ancestor: a directory.
+                    let head = self.head(cur, r)?;
+                    let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
+                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir: true });
                     Err(p)
                 }
             };
@@ -643,9 +776,13 @@ mod tests {
     }
 
     impl Resolver for MapResolver {
+        /// A file with several links maps to its paths joined by newlines.
         fn fid2path(&mut self, fid: &Fid) -> Option<String> {
+            self.fid2path_all(fid).into_iter().next()
+        }
+        fn fid2path_all(&mut self, fid: &Fid) -> Vec<String> {
             self.calls += 1;
-            self.paths.get(fid).cloned()
+            self.paths.get(fid).map(|p| p.lines().map(String::from).collect()).unwrap_or_default()
         }
         fn is_dir(&mut self, path: &str) -> bool {
             self.dirs.iter().any(|d| d == path)
@@ -763,5 +900,84 @@ mod tests {
         let paths: Vec<String> = ops.keys().cloned().collect();
         assert_eq!(paths, vec!["/d/f4", "/d/f5", "/d/f6", "/d/f7"]);
         assert!(r.calls > 0);
+    }
+
+    fn sorted(ops: &mut Ops) -> Vec<(String, PathOp)> {
+        let mut got: Vec<(String, PathOp)> = ops.drain(..).collect();
+        got.sort();
+        got
+    }
+
+    #[test]
+    fn every_hard_link_of_a_file_is_updated_renamed_and_removed_by_name() {
+        let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
+        for cap in [0, 2] {
+            let mut t = DirectoryTree::new(cap);
+            let mut ops = Ops::default();
+            let up = |p: &str| (p.to_string(), PathOp::Update);
+            let del = |p: &str| (p.to_string(), PathOp::Delete);
+            t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+            t.apply(&line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+            assert_eq!(sorted(&mut ops), vec![up("/a"), up("/b")]);
+            t.begin_batch();
+            // A later write reaches every name.
+            t.apply(&line("3 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
+            assert_eq!(sorted(&mut ops), vec![up("/a"), up("/b")], "cap {cap}");
+            t.begin_batch();
+            // One name renamed: that name moves, the other stays.
+            t.apply(&line("4 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] c s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+            assert_eq!(sorted(&mut ops), vec![del("/b"), up("/c")]);
+            t.begin_batch();
+            t.apply(&line("5 13TRUNC 00:00:00.000000000 2026.01.01 0xe t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
+            assert_eq!(sorted(&mut ops), vec![up("/a"), up("/c")]);
+            t.begin_batch();
+            // The node's own name removed (not the last link): the other name carries on.
+            t.apply(&line("6 06UNLNK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+            assert_eq!(sorted(&mut ops), vec![del("/a"), up("/c")]);
+            t.begin_batch();
+            t.apply(&line("7 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
+            assert_eq!(sorted(&mut ops), vec![up("/c")]);
+            t.begin_batch();
+            t.apply(&line("8 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
+            assert_eq!(sorted(&mut ops), vec![del("/c")]);
+            assert!(t.links.is_empty());
+            assert_eq!(r.calls, 0, "names made while monitoring need no fid2path");
+        }
+    }
+
+    #[test]
+    fn a_hard_linked_file_from_before_monitoring_has_every_name_from_fid2path() {
+        let mut r = MapResolver { paths: HashMap::from([(fid(9), "/d/x\n/e/y".to_string())]), dirs: vec![], calls: 0 };
+        let mut t = DirectoryTree::new(0);
+        let mut ops = Ops::default();
+        t.apply(&line("1 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0]"), &mut r, &mut ops);
+        assert_eq!(sorted(&mut ops), vec![("/d/x".to_string(), PathOp::Update), ("/e/y".to_string(), PathOp::Update)]);
+        assert_eq!(r.calls, 1);
+        // A rename over one of its names (not its last link): that name is gone, the
+        // other one's ctime changed.
+        t.begin_batch();
+        t.apply(&line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0xa:0x0] p=[0x200000007:0x1:0x0] tmp"), &mut r, &mut ops);
+        r.paths.insert(fid(4), "/e".into());
+        r.dirs.push("/e".into());
+        ops.clear();
+        t.begin_batch();
+        t.apply(&line("3 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0] p=[0x200000401:0x4:0x0] y s=[0x200000401:0xa:0x0] sp=[0x200000007:0x1:0x0] tmp"), &mut r, &mut ops);
+        assert_eq!(sorted(&mut ops), vec![("/d/x".to_string(), PathOp::Update), ("/e/y".to_string(), PathOp::Update), ("/tmp".to_string(), PathOp::Delete)]);
+        t.begin_batch();
+        t.apply(&line("4 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0]"), &mut r, &mut ops);
+        assert_eq!(sorted(&mut ops), vec![("/d/x".to_string(), PathOp::Update)], "/e/y is another file now");
+    }
+
+    #[test]
+    fn hard_links_survive_a_checkpoint() {
+        let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
+        let mut t = DirectoryTree::new(0);
+        let mut ops = Ops::default();
+        t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        t.apply(&line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+        let mut t = DirectoryTree::restore(serde_json::from_str(&serde_json::to_string(&t.checkpoint(2)).unwrap()).unwrap(), 0);
+        ops.clear();
+        t.apply(&line("3 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
+        assert_eq!(sorted(&mut ops), vec![("/a".to_string(), PathOp::Update), ("/b".to_string(), PathOp::Update)]);
     }
 }

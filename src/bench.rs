@@ -585,7 +585,7 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
         for (path, op) in ops.drain(..) {
             match op {
                 PathOp::Update => {
-                    let rec = icicle_core::record::FileRecord { path: &path, kind: icicle_core::record::FileKind::File, mode: 0o100644, uid: 0, gid: 0, size: path.len() as u64, atime: 0, ctime: 0, mtime: 0 };
+                    let rec = icicle_core::record::FileRecord { path: &path, kind: icicle_core::record::FileKind::File, mode: 0o100644, uid: 0, gid: 0, size: path.len() as u64, atime: 0, ctime: 0, mtime: 0, inode: 0 };
                     emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
                 }
                 PathOp::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,

@@ -268,3 +268,122 @@ fn nothing_is_acknowledged_when_the_sink_cannot_deliver() {
     assert_eq!(report["mdt0"]["records"], total);
     assert_all_cleared(tmp.path(), &journal);
 }
+
+#[test]
+fn a_write_through_any_hard_link_updates_every_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, index) = preexisting_fs(tmp.path(), 20, 11);
+    let old_file = index.keys().find(|p| p.ends_with(".dat") && !p.contains("link")).unwrap().clone();
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    // Each phase is emitted before the next one changes anything, so a name the monitor does
+    // not update after a change keeps its old metadata in the index.
+    let phase = |f: &dyn Fn(&mut Workload)| {
+        let mut w = Workload::open(&root, &journal, 11).unwrap();
+        f(&mut w);
+        drop(w);
+        let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+        assert_eq!(code, 0, "{err}");
+    };
+    phase(&|w| {
+        w.mkdir("/work").unwrap();
+        w.create("/work/h", 10).unwrap();
+        w.hardlink("/work/h", "/work/h2").unwrap();
+        w.hardlink(&old_file, "/work/old link").unwrap();
+    });
+    phase(&|w| {
+        // Writes through one name, a chmod through another.
+        w.append("/work/h2", 100).unwrap();
+        w.chmod("/work/h", 0o600).unwrap();
+        w.append("/work/old link", 7).unwrap();
+    });
+    phase(&|w| w.rename("/work/h2", "/work/h3").unwrap());
+    let mut w = Workload::open(&root, &journal, 11).unwrap();
+    w.append("/work/h", 5).unwrap();
+    w.truncate(&old_file, 3).unwrap();
+    drop(w);
+    drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, "hard links");
+}
+
+/// Append records of `n` file creates in new directory `dir` to the journal.
+fn more_records(root: &Path, journal: &Path, dir: &str, n: usize, seed: u64) {
+    let mut w = Workload::open(root, journal, seed).unwrap();
+    w.mkdir(dir).unwrap();
+    for i in 0..n {
+        w.create(&format!("{dir}/f{i}"), 1).unwrap();
+    }
+}
+
+fn last_index(journal: &Path) -> u64 {
+    std::fs::read_to_string(journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn records_purged_before_they_were_read_are_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, _) = preexisting_fs(tmp.path(), 10, 5);
+    more_records(&root, &journal, "/more", 20, 5);
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let done = last_index(&journal);
+    // More records, of which someone else purges the first 30 before the monitor reads
+    // them (as a second changelog user's clear with this one deregistered would).
+    more_records(&root, &journal, "/more2", 40, 6);
+    std::fs::write(tmp.path().join("lfs/changelog.users"), format!("cl1 {}\n", done + 30)).unwrap();
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap(), "--set", "sources.mdt0.on_gap=fail"], &[]);
+    assert_ne!(code, 0);
+    let range = format!("changelog records {}..={} of fs0-MDT0000 were purged before they were read", done + 1, done + 30);
+    assert!(err.contains(&range), "{err}");
+    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim(), format!("cl1 {}", done + 30), "nothing acknowledged");
+    // By default: logged, counted, and the rest is processed.
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&range), "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["mdt0"]["lost_records"], 30);
+    assert_eq!(report["mdt0"]["records"], last_index(&journal) - done - 30);
+    assert_all_cleared(tmp.path(), &journal);
+}
+
+#[test]
+fn a_failing_lfs_changelog_is_retried() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, _) = preexisting_fs(tmp.path(), 10, 8);
+    more_records(&root, &journal, "/more", 30, 8);
+    // An lfs whose first two `changelog` and first `changelog_clear` calls fail.
+    let script = tmp.path().join("flaky-lfs");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nop=\"${{9}}\"; n=$(cat {c}.$op 2>/dev/null || echo 0); echo $((n+1)) > {c}.$op\n\
+             case \"$op:$n\" in changelog:0|changelog:1|changelog_clear:0) echo 'lfs: Resource temporarily unavailable' >&2; exit 11;; esac\n\
+             exec \"$@\"\n",
+            c = tmp.path().join("calls").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let k = testkit();
+    let flaky = text.replacen(&format!("lfs = [\"{}\"", k.display()), &format!("lfs = [\"{}\", \"{}\"", script.display(), k.display()), 1);
+    assert_ne!(flaky, text);
+    std::fs::write(&cfg, &flaky).unwrap();
+    // No retries: the first failure stops the monitor with lfs's message.
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap(), "--set", "sources.mdt0.lfs_retries=0"], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("Resource temporarily unavailable"), "{err}");
+    // With retries (the default), the second failure is retried too, and so is the clear.
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("retrying"), "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["mdt0"]["records"], last_index(&journal));
+    let clears = report["mdt0"]["clears"].as_u64().unwrap();
+    assert!(clears > 0);
+    assert_eq!(std::fs::read_to_string(tmp.path().join("calls.changelog_clear")).unwrap().trim(), (clears + 1).to_string());
+    assert_all_cleared(tmp.path(), &journal);
+}

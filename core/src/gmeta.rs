@@ -362,6 +362,10 @@ impl PrimaryEncoder {
         push_int(out, rec.ctime);
         out.extend_from_slice(br#","mtime":"#);
         push_int(out, rec.mtime);
+        if rec.inode != 0 {
+            out.extend_from_slice(br#","inode":"#);
+            push_int(out, rec.inode);
+        }
         out.extend_from_slice(b"}}}");
         Ok(())
     }
@@ -403,7 +407,7 @@ mod tests {
     #[test]
     fn golden_entry() {
         let mut e = PrimaryEncoder::new(policy(&["owner", "group"]));
-        let rec = FileRecord { path: "/a/\"q\"\tb.txt", kind: FileKind::File, mode: 0o100644, uid: 1000, gid: 100, size: 42, atime: 1_710_554_401, ctime: 0, mtime: -1 };
+        let rec = FileRecord { path: "/a/\"q\"\tb.txt", kind: FileKind::File, mode: 0o100644, uid: 1000, gid: 100, size: 42, atime: 1_710_554_401, ctime: 0, mtime: -1, inode: 0 };
         let mut out = Vec::new();
         e.encode(&rec, &mut out).unwrap();
         let s = String::from_utf8(out).unwrap();

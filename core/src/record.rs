@@ -69,6 +69,8 @@ pub struct FileRecord<'a> {
     pub atime: i64,
     pub ctime: i64,
     pub mtime: i64,
+    /// Inode number (0 when the source has none); hard links share it.
+    pub inode: u64,
 }
 
 impl<'a> FileRecord<'a> {
@@ -86,6 +88,7 @@ impl<'a> FileRecord<'a> {
             atime: md.atime(),
             ctime: md.ctime(),
             mtime: md.mtime(),
+            inode: md.ino(),
         }
     }
 
@@ -113,6 +116,7 @@ impl<'a> FileRecord<'a> {
             atime: self.atime,
             ctime: self.ctime,
             mtime: self.mtime,
+            inode: self.inode,
         }
     }
 }
@@ -129,6 +133,8 @@ pub struct OwnedFileRecord {
     pub atime: i64,
     pub ctime: i64,
     pub mtime: i64,
+    #[serde(default)]
+    pub inode: u64,
 }
 
 impl OwnedFileRecord {
@@ -144,6 +150,7 @@ impl OwnedFileRecord {
             atime: self.atime,
             ctime: self.ctime,
             mtime: self.mtime,
+            inode: self.inode,
         }
     }
 }
@@ -300,7 +307,7 @@ mod tests {
 
     #[test]
     fn names() {
-        let r = FileRecord { path: "/a/b c", kind: FileKind::File, mode: 0, uid: 0, gid: 0, size: 0, atime: 0, ctime: 0, mtime: 0 };
+        let r = FileRecord { path: "/a/b c", kind: FileKind::File, mode: 0, uid: 0, gid: 0, size: 0, atime: 0, ctime: 0, mtime: 0, inode: 0 };
         assert_eq!(r.name(), "b c");
     }
 }

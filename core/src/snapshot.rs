@@ -640,7 +640,7 @@ mod tests {
             Ok(vec![Split::whole("slow".into(), 1)])
         }
         fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), crate::SourceError> {
-            let rec = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0 };
+            let rec = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 };
             out.record(&rec);
             // The worker hands its chunk over when the split ends; emulate a streaming
             // source by ending this split and blocking the next one.

@@ -319,6 +319,7 @@ impl GenFs {
                 atime: f.atime,
                 ctime: f.ctime,
                 mtime: f.mtime,
+                inode: 0,
             })
             .collect();
         v.sort();

@@ -174,7 +174,8 @@ impl Workload {
         self.journal.write_all(line.as_bytes())
     }
 
-    /// Objects created before monitoring: real files and directories in the baseline only.
+    /// Objects created before monitoring: real files and directories in the baseline only
+    /// (every ninth file has a second name, a hard link).
     pub fn preexisting(&mut self, files: usize) -> std::io::Result<()> {
         let mut lines = String::new();
         let mut dirs = vec!["/".to_string()];
@@ -199,6 +200,16 @@ impl Workload {
             let fid = self.mint();
             self.ns.add(fid, path.clone(), false);
             lines.push_str(&format!("{fid}\t{path}\tf\n"));
+            if i % 9 == 4 {
+                // Some old files have a second name (a hard link, maybe in another directory).
+                let other = dirs[1 + self.rng.below(dirs.len() as u64 - 1) as usize].clone();
+                let link = join(&other, &format!("pre {i} link.dat"));
+                if self.real {
+                    fs::hard_link(self.real(&path), self.real(&link))?;
+                }
+                self.ns.add(fid, link.clone(), false);
+                lines.push_str(&format!("{fid}\t{link}\tf\n"));
+            }
         }
         let mut f = fs::OpenOptions::new().create(true).append(true).open(side(&self.journal_path, ".baseline"))?;
         f.write_all(lines.as_bytes())

@@ -213,7 +213,8 @@ impl GpfsSource {
             let Some(rel) = path.strip_prefix(prefix) else { continue };
             let int = |k: &str| c["raw"][k].as_i64().unwrap_or(0);
             let mode = c["raw"]["mode"].as_u64().and_then(|m| u32::from_str_radix(&m.to_string(), 8).ok()).unwrap_or(0o100644);
-            let meta = Meta { inode: 0, mode, uid: c["uid"].as_u64().unwrap_or(0) as u32, gid: c["gid"].as_u64().unwrap_or(0) as u32, size: c["size"].as_u64().unwrap_or(0), atime: int("atime"), ctime: int("ctime"), mtime: int("mtime") };
+            // The inode (from sources that have one) joins a file's hard links.
+            let meta = Meta { inode: c["raw"]["inode"].as_u64().unwrap_or(0), mode, uid: c["uid"].as_u64().unwrap_or(0) as u32, gid: c["gid"].as_u64().unwrap_or(0) as u32, size: c["size"].as_u64().unwrap_or(0), atime: int("atime"), ctime: int("ctime"), mtime: int("mtime") };
             state.seed(&format!("{root}{rel}"), meta);
         }
         tracing::info!(message = "seeded from the snapshot index", objects = index.len(), dir = %dir.display());
@@ -238,7 +239,7 @@ fn external(reason: String) -> IcicleError {
 
 /// The record for `meta` at index path `path`.
 pub fn record_for<'a>(path: &'a str, m: &Meta) -> FileRecord<'a> {
-    FileRecord { path, kind: FileKind::from_mode(m.mode), mode: m.mode, uid: m.uid, gid: m.gid, size: m.size, atime: m.atime, ctime: m.ctime, mtime: m.mtime }
+    FileRecord { path, kind: FileKind::from_mode(m.mode), mode: m.mode, uid: m.uid, gid: m.gid, size: m.size, atime: m.atime, ctime: m.ctime, mtime: m.mtime, inode: m.inode }
 }
 
 #[async_trait]

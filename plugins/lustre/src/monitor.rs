@@ -68,6 +68,40 @@ pub struct LustreConfig {
     /// Cache entries in `fsmonitor` resolution.
     #[serde(default = "default_fsmonitor_cache")]
     pub fsmonitor_cache: usize,
+    /// Retries of a failed `lfs changelog` or `changelog_clear` (backing off from 0.2 s to
+    /// 10 s) before the monitor stops with the error.
+    #[serde(default = "default_lfs_retries")]
+    pub lfs_retries: u32,
+    /// Records purged before they were read (another changelog user cleared them, or this
+    /// user was deregistered): `warn` (default) logs and counts them (`lost_records`) and
+    /// goes on; `fail` stops the monitor with the range.
+    #[serde(default = "default_on_gap")]
+    pub on_gap: String,
+}
+
+fn default_lfs_retries() -> u32 {
+    5
+}
+fn default_on_gap() -> String {
+    "warn".into()
+}
+
+/// Run `op` (an `lfs` call), retrying failures `retries` times with a growing pause.
+async fn with_retries<T>(what: &str, mdt: &str, retries: u32, mut op: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let mut pause = Duration::from_millis(200);
+    let mut attempt = 0;
+    loop {
+        match tokio::task::block_in_place(&mut op) {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < retries => {
+                attempt += 1;
+                tracing::warn!(message = "lfs call failed; retrying", what, mdt, attempt, retries, pause_secs = pause.as_secs_f64(), error = %e);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(10));
+            }
+            Err(e) => return Err(format!("{e} (after {attempt} retries)")),
+        }
+    }
 }
 
 fn default_resolution() -> String {
@@ -312,6 +346,8 @@ pub struct MonitorCounts {
     pub batches: u64,
     pub cleared_index: u64,
     pub clears: u64,
+    /// Records purged before this monitor read them (their changes are missing).
+    pub lost_records: u64,
 }
 
 /// The `lustre` change source.
@@ -431,7 +467,9 @@ impl LustreSource {
         // Everything up to `upto` is delivered: checkpoint, then acknowledge upstream.
         if upto > counts.cleared_index {
             self.persist_checkpoint(tree, upto).map_err(|e| IcicleError::Internal(format!("writing the checkpoint: {e}")))?;
-            tokio::task::block_in_place(|| lfs.clear(&cfg.mdt, &cfg.user, upto)).map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
+            with_retries("changelog_clear", &cfg.mdt, cfg.lfs_retries, || lfs.clear(&cfg.mdt, &cfg.user, upto))
+                .await
+                .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
             counts.cleared_index = upto;
             counts.clears += 1;
         }
@@ -450,10 +488,31 @@ impl LustreSource {
             batch_seconds: started.elapsed().as_secs_f64(),
             state_entries: tree.len(),
             state_bytes: tree.approx_bytes(),
-            state_counts: &[("evictions", t.evictions), ("fid2path_calls", t.fid2path_calls), ("fid2path_failures", t.fid2path_failures), ("vanished", counts.vanished)],
+            state_counts: &[("evictions", t.evictions), ("fid2path_calls", t.fid2path_calls), ("fid2path_failures", t.fid2path_failures), ("vanished", counts.vanished), ("lost_records", counts.lost_records)],
         });
         let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];
         icicle_core::metrics::Metrics::global().set("icicle_changelog_cleared", "Last changelog index cleared (acknowledged) per MDT.", &labels, counts.cleared_index as f64);
+        Ok(())
+    }
+}
+
+impl LustreSource {
+    /// Records `first..=last` were purged before they were read.
+    fn on_gap(&self, first: u64, last: u64, counts: &mut MonitorCounts, ctx: &MonitorContext) -> Result<(), IcicleError> {
+        let cfg = &self.cfg;
+        let n = last - first + 1;
+        counts.lost_records += n;
+        let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];
+        icicle_core::metrics::Metrics::global().set("icicle_changelog_lost", "Changelog records purged before they were read, per MDT.", &labels, counts.lost_records as f64);
+        let why = format!(
+            "changelog records {first}..={last} of {} were purged before they were read (another changelog user cleared them, or user {} was deregistered): \
+             the index misses their changes until a snapshot run re-indexes the file system",
+            cfg.mdt, cfg.user
+        );
+        if cfg.on_gap == "fail" {
+            return Err(IcicleError::Source(icicle_core::SourceError::External(format!("{why}; stopping (on_gap = \"fail\")"))));
+        }
+        tracing::error!(message = "lost changelog records", mdt = %cfg.mdt, first, last, records = n, detail = %why);
         Ok(())
     }
 }
@@ -482,17 +541,25 @@ impl ChangeSource for LustreSource {
         let mut lookahead = Lookahead::new(cleared);
         let mut fsm = (cfg.resolution == "fsmonitor").then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
         let mut next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
+        // The index the next record must have; unknown until the first read when starting
+        // from nothing (records before a new user registered are not ours to miss).
+        let mut expect: Option<u64> = (next > 0).then_some(next);
         let mut pending: Vec<ChangelogRecord> = Vec::new();
         let mut covered: Option<u64> = None; // highest index read, delivered or not
         let mut last_new = Instant::now();
         let quiet = Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0));
         loop {
-            let text = tokio::task::block_in_place(|| lfs.changelog(&cfg.mdt, next, Some(next + cfg.read_size.max(1) - 1)))
+            let text = with_retries("changelog", &cfg.mdt, cfg.lfs_retries, || lfs.changelog(&cfg.mdt, next, Some(next + cfg.read_size.max(1) - 1)))
+                .await
                 .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
             let mut got = 0u64;
             for line in crate::changelog::lines(&text).filter(|l| !l.trim().is_empty()) {
                 got += 1;
                 if let Some(i) = leading_index(line) {
+                    if let Some(e) = expect.filter(|e| i > *e) {
+                        self.on_gap(e, i - 1, &mut counts, &ctx)?;
+                    }
+                    expect = Some(expect.map_or(i + 1, |e| e.max(i + 1)));
                     covered = Some(covered.map_or(i, |c| c.max(i)));
                     next = next.max(i + 1);
                 }
@@ -571,6 +638,9 @@ impl ChangeSourceConfig for LustreConfig {
         }
         if self.resolution != "tree" && self.resolution != "fsmonitor" {
             return Err(ctx.invalid("resolution", "must be `tree` or `fsmonitor`"));
+        }
+        if self.on_gap != "warn" && self.on_gap != "fail" {
+            return Err(ctx.invalid("on_gap", "must be `warn` or `fail`"));
         }
         for t in &self.filter {
             if crate::changelog::RecordType::from_name(t).is_none() {

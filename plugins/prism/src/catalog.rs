@@ -779,7 +779,7 @@ mod tests {
             assert_eq!(Catalog { entries, rejects: vec![], files: 1 }.latest(), vec![&d]);
         }
 
-        let rec = FileRecord { path: "/scratch/r", kind: FileKind::File, mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3 };
+        let rec = FileRecord { path: "/scratch/r", kind: FileKind::File, mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3, inode: 0 };
         let comps = [LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1024, osts: vec![204, 113] }];
         let e = CatalogEntry::from_record(&rec, Some(&comps));
         let text = e.to_text().unwrap();

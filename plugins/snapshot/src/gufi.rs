@@ -143,7 +143,7 @@ fn parse_row<'p>(row: &rusqlite::Row<'_>, dir: &str, path: &'p mut String) -> Re
         path.push('/');
     }
     path.push_str(name);
-    Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime })
+    Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode: 0 })
 }
 
 #[async_trait]

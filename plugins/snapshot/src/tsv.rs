@@ -235,7 +235,7 @@ impl Layout {
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime })
+        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode: 0 })
     }
 }
 

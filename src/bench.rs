@@ -74,6 +74,9 @@ pub enum BenchCommand {
         emit: Option<PathBuf>,
         #[arg(long, default_value_t = 1000)]
         batch_size: usize,
+        /// GPFS: events dropped before parsing, as the source's `filter` (e.g. IN_ACCESS).
+        #[arg(long, value_delimiter = ',')]
+        filter: Vec<String>,
     },
     /// The GPFS monitor through a real broker: the events are produced once into a topic with
     /// PARTITIONS partitions, then `icicle monitor --drain` reads them with each consumer count.
@@ -259,11 +262,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Monitor { format, input, fid_map, stat, emit, batch_size } => {
+        BenchCommand::Monitor { format, input, fid_map, stat, emit, batch_size, filter } => {
             anyhow::ensure!(stat == "stub", "only --stat stub is implemented");
             let v = match format.as_str() {
                 "lustre" => monitor_bench(&input, fid_map.as_deref(), emit.as_deref(), batch_size)?,
-                "gpfs" => gpfs_bench(&input, emit.as_deref(), batch_size)?,
+                "gpfs" => gpfs_bench(&input, emit.as_deref(), batch_size, &filter)?,
                 other => anyhow::bail!("--format {other}: give lustre or gpfs"),
             };
             println!("{v}");
@@ -475,7 +478,7 @@ fn emit_op(
 }
 
 /// The GPFS monitor's processing path in one process: parse → state → encode, in batches.
-pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
+pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: &[String]) -> anyhow::Result<serde_json::Value> {
     use icicle_core::traits::{Reducer, StateStore};
     use icicle_plugins_gpfs::state::{NoWalk, Position};
     use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Op, Ops};
@@ -485,7 +488,7 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyho
     let map = icicle_core::text::map_file(input)?;
     let data: &[u8] = map.as_deref().unwrap_or(&[]);
     let mut state = GpfsState::new(2);
-    let (mut events, mut rejects, mut updates, mut deletes, mut bytes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut events, mut rejects, mut updates, mut deletes, mut bytes, mut filtered) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut ops = Ops::default();
     let mut buf = Vec::with_capacity(1024);
     let mut batch: Vec<(GpfsEvent, Position)> = Vec::with_capacity(batch_size);
@@ -520,6 +523,10 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyho
             continue;
         }
         events += 1;
+        if !filter.is_empty() && icicle_plugins_gpfs::event::event_name(line).is_some_and(|n| filter.iter().any(|f| f == n)) {
+            filtered += 1;
+            continue;
+        }
         match GpfsEvent::parse(line) {
             Ok(ev) => batch.push((ev, (0, i as i64))),
             Err(_) => rejects += 1,
@@ -539,7 +546,7 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize) -> anyho
     let cpu = (cpu_seconds() - cpu0).max(1e-9);
     Ok(serde_json::json!({
         "records": events, "seconds": secs, "records_per_s": events as f64 / secs, "records_per_cpu_s": events as f64 / cpu,
-        "updates": updates, "deletes": deletes, "rejects": rejects, "bytes": bytes, "objects": state.len(), "peak_rss_bytes": peak_rss_bytes(),
+        "updates": updates, "deletes": deletes, "rejects": rejects, "filtered": filtered, "bytes": bytes, "objects": state.len(), "peak_rss_bytes": peak_rss_bytes(),
     }))
 }
 

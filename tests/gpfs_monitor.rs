@@ -234,3 +234,30 @@ fn the_kafka_sink_publishes_upserts_and_deletes_keyed_by_subject() {
     let got = rt().block_on(produce::consume_all(&kafka(), &snap_topic)).unwrap();
     assert_eq!(got.len() as u64, s["records"].as_u64().unwrap(), "{s}");
 }
+
+#[test]
+fn an_ingestion_filter_drops_access_events_before_parsing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, events, index) = prepare(tmp.path(), Kind::Filebench, 600, 4);
+    let text = std::fs::read_to_string(&events).unwrap();
+    let accesses = text.lines().filter(|l| l.contains(r#""event":"IN_ACCESS""#)).count() as u64;
+    let nested = text.lines().filter(|l| l.contains(r#""event":"IN_MODIFY IN_ISDIR""#)).count();
+    assert!(accesses > 0 && nested > 0, "the stand-in sends reads' IN_ACCESS and parents' IN_MODIFY");
+    let t = topic("filter");
+    let n = produce_events(&events, 0, &t, 1, vec![]);
+    let out = tmp.path().join("out");
+    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 40, "filter = [\"IN_ACCESS\"]");
+    let r = monitor_drain(&cfg);
+    assert_eq!(r["messages"], n as u64, "{r}");
+    assert_eq!(r["filtered"], accesses, "{r}");
+    assert_eq!(r["rejects"], 0, "{r}");
+    // Only atimes are missing, and the ground truth does not compare them.
+    assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "filtered", &r);
+    let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &[0]).unwrap();
+    assert_eq!(committed.values().sum::<i64>(), n as i64, "filtered messages are committed too");
+    // Creates, removals and moves cannot be filtered.
+    let bad = gpfs_config(tmp.path(), &root, &t, &out, 40, "filter = [\"IN_CREATE\"]");
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", bad.to_str().unwrap()], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("filter") && err.contains("IN_CREATE") && err.contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"), "{err}");
+}

@@ -78,7 +78,15 @@ impl GpfsJournal {
             Creat | Mknod | Slink | Mkdir => {
                 let Some(p) = child(rec.parent, rec.name.as_deref()) else { return Ok(()) };
                 let m = self.meta(&p, rec.target, rec.kind == Mkdir);
-                self.write(EventKind::Created, &p, m, 0, None)
+                self.write(EventKind::Created, &p, m, 0, None)?;
+                // A nested create also modifies its directory (formats.md §4.2).
+                match (rec.parent, rec.parent.as_ref().and_then(|f| path_of(f))) {
+                    (Some(pf), Some(pp)) if pp != "/" => {
+                        let pm = self.meta(&pp, pf, true);
+                        self.write(EventKind::Modified, &pp, pm, 0, Some("IN_MODIFY"))
+                    }
+                    _ => Ok(()),
+                }
             }
             Hlink => {
                 let Some(p) = child(rec.parent, rec.name.as_deref()) else { return Ok(()) };
@@ -141,6 +149,8 @@ impl GpfsJournal {
                     self.write(EventKind::Modified, &p, m, 0, Some("IN_MODIFY"))?;
                     self.write(EventKind::Modified, &p, m, 0, Some("IN_CLOSE_WRITE"))
                 } else {
+                    // A read: the access (its atime), then the close.
+                    self.write(EventKind::Modified, &p, m, 0, Some("IN_ACCESS"))?;
                     self.write(EventKind::Ignored, &p, m, 0, Some("IN_CLOSE_NOWRITE"))
                 }
             }

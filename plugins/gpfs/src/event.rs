@@ -67,6 +67,38 @@ impl EventKind {
     }
 }
 
+/// Event names an ingestion filter may drop: the ones that only modify an object (dropping
+/// creates, removals or moves would corrupt the state).
+pub const FILTERABLE_EVENTS: [&str; 4] = ["IN_ACCESS", "IN_ATTRIB", "IN_MODIFY", "IN_CLOSE_WRITE"];
+
+/// The event name of a message (its `event` value's first token other than `IN_ISDIR`),
+/// found without parsing the message; None when there is no string `event` attribute.
+pub fn event_name(msg: &[u8]) -> Option<&str> {
+    // An unescaped `"event"` only occurs as a key: inside a JSON string a quote is escaped.
+    let mut at = 0;
+    let value = loop {
+        let i = at + memchr::memmem::find(&msg[at..], b"\"event\"")?;
+        let mut j = i + 7;
+        while msg.get(j).is_some_and(u8::is_ascii_whitespace) {
+            j += 1;
+        }
+        if msg.get(j) == Some(&b':') {
+            j += 1;
+            while msg.get(j).is_some_and(u8::is_ascii_whitespace) {
+                j += 1;
+            }
+            if msg.get(j) != Some(&b'"') {
+                return None;
+            }
+            let end = j + 1 + memchr::memchr(b'"', &msg[j + 1..])?;
+            break &msg[j + 1..end];
+        }
+        at = i + 7;
+    };
+    let value = std::str::from_utf8(value).ok()?;
+    value.split(|c: char| c.is_ascii_whitespace() || c == '|').find(|t| !t.is_empty() && *t != "IN_ISDIR")
+}
+
 /// An object's metadata as the event reports it (no stat is taken).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Meta {
@@ -1060,5 +1092,17 @@ mod tests {
             let e = GpfsEvent::parse(msg).unwrap_err();
             assert!(e.contains(why), "{}: {e}", String::from_utf8_lossy(msg));
         }
+    }
+
+    #[test]
+    fn the_event_name_is_found_without_a_parse() {
+        assert_eq!(event_name(br#"{"inode":"1","event":"IN_ACCESS","path":"/a"}"#), Some("IN_ACCESS"));
+        assert_eq!(event_name(br#"{"event" : "IN_ISDIR IN_MODIFY", "path": "/a"}"#), Some("IN_MODIFY"));
+        assert_eq!(event_name(br#"{"event": "IN_CREATE IN_ISDIR"}"#), Some("IN_CREATE"));
+        // A path mentioning "event" (escaped inside a string) is not the attribute.
+        assert_eq!(event_name(br#"{"path":"/x/\"event\":\"IN_ACCESS\"","event":"IN_CLOSE_WRITE"}"#), Some("IN_CLOSE_WRITE"));
+        assert_eq!(event_name(br#"{"path":"/a"}"#), None);
+        assert_eq!(event_name(br#"{"event":7}"#), None);
+        assert_eq!(event_name(b"{\"event\":\"IN_ACC"), None);
     }
 }

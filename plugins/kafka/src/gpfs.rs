@@ -72,6 +72,11 @@ pub struct GpfsConfig {
     /// Read once, when there is no checkpoint yet.
     #[serde(default)]
     pub seed_index: Option<PathBuf>,
+    /// Events dropped at ingestion, before parsing (high volume, little information), from
+    /// IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE. IN_OPEN, IN_CLOSE_NOWRITE,
+    /// IN_MOVE_SELF, IN_IGNORED and IN_UNMOUNT are always dropped.
+    #[serde(default)]
+    pub filter: Vec<String>,
 }
 
 fn default_group() -> String {
@@ -110,6 +115,11 @@ impl ChangeSourceConfig for GpfsConfig {
         if self.partitions.as_ref().is_some_and(|p| p.is_empty() || p.iter().any(|&x| x < 0)) {
             return Err(ctx.invalid("partitions", "list partition numbers (0, 1, ...)"));
         }
+        for e in &self.filter {
+            if !icicle_plugins_gpfs::event::FILTERABLE_EVENTS.contains(&e.as_str()) {
+                return Err(ctx.invalid("filter", format!("`{e}` cannot be filtered (one of {})", icicle_plugins_gpfs::event::FILTERABLE_EVENTS.join(", "))));
+            }
+        }
         // Validate the connection (and read its secrets) now, so errors name the key.
         self.connection.client_config(ctx)?;
         Ok(Arc::new(GpfsSource { cfg: self }))
@@ -120,6 +130,8 @@ impl ChangeSourceConfig for GpfsConfig {
 #[derive(Debug, Default, serde::Serialize)]
 pub struct GpfsRunCounts {
     pub messages: u64,
+    /// Dropped by the ingestion filter.
+    pub filtered: u64,
     pub rejects: u64,
     pub outside_root: u64,
     pub updates: u64,
@@ -393,6 +405,10 @@ impl GpfsSource {
         let started = std::time::Instant::now();
         let mut events = Vec::with_capacity(batch.len());
         for ((partition, offset), payload) in &batch {
+            if !self.cfg.filter.is_empty() && icicle_plugins_gpfs::event::event_name(payload).is_some_and(|n| self.cfg.filter.iter().any(|f| f == n)) {
+                counts.filtered += 1;
+                continue;
+            }
             match GpfsEvent::parse(payload) {
                 Ok(ev) => events.push((ev, (*partition, *offset))),
                 Err(reason) => {
@@ -418,7 +434,7 @@ impl GpfsSource {
         icicle_core::metrics::record_batch(&icicle_core::metrics::BatchReport {
             component: &ctx.name,
             records_in: counts.messages,
-            filtered: counts.reduce.ignored,
+            filtered: counts.reduce.ignored + counts.filtered,
             rejects: counts.rejects,
             outcomes: &[("coalesced", c.coalesced), ("cancelled", c.cancelled), ("renames", c.renames), ("directory_renames", c.directory_renames), ("moved_out", c.moved_out), ("unpaired_moves", c.unpaired_moves)],
             updates: counts.updates,

@@ -2,8 +2,9 @@
 //! one async task assembles bounded documents and delivers them to every sink; the run is
 //! acknowledged (manifest committed, sources told) only after every sink delivered.
 
-use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::collections::{HashSet, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use tokio::sync::mpsc;
 use crate::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
 use crate::config::{EmitMode, SnapshotSettings};
 use crate::error::IcicleError;
-use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
+use crate::gmeta::{push_json_str, subject_for, PrimaryEncoder, RecordPolicy};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
 use crate::record::{FileRecord, Reject};
 use crate::rejects::RejectLog;
@@ -109,6 +110,7 @@ pub trait RowProcessorFactory: Send + Sync {
 }
 
 /// A pipeline that produces its output once every row has been seen (counting, aggregate).
+/// Versioned runs remember the subjects of its entries and delete those that disappear.
 pub trait PipelineFinisher: Send + Sync {
     /// The pipeline's name in the summary.
     fn name(&self) -> &'static str;
@@ -159,6 +161,10 @@ pub struct SnapshotSummary {
     pub rejects_file: Option<PathBuf>,
     /// Aggregate records delivered.
     pub aggregate_records: u64,
+    /// Aggregate subjects of the last delivered run that are gone, sent as deletes.
+    pub aggregates_deleted: u64,
+    /// Aggregate deletes withheld because an input could not be read.
+    pub aggregate_deletes_withheld: u64,
     /// Reports of the counting and aggregate pipelines.
     pub pipelines: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -345,9 +351,97 @@ fn worker_count(settings: &SnapshotSettings) -> usize {
     }
 }
 
+/// The subjects of a pipeline's entries, kept as `manifest/pipeline-<name>.jsonl` (one JSON
+/// string a line) next to the manifest's parts and committed with them.
+fn pipeline_file(manifest_dir: &Path, name: &str) -> PathBuf {
+    manifest_dir.join(format!("pipeline-{name}.jsonl"))
+}
+
+/// The subjects in a pipeline file; none when it does not exist (a manifest from before
+/// aggregates were remembered, or a pipeline that produced nothing).
+fn read_subjects(path: &Path) -> std::io::Result<Vec<String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))))
+        .collect()
+}
+
+fn write_subjects<'a>(path: &Path, subjects: impl Iterator<Item = &'a str>) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut line = Vec::with_capacity(256);
+    for s in subjects {
+        line.clear();
+        push_json_str(&mut line, s);
+        line.push(b'\n');
+        out.write_all(&line)?;
+    }
+    out.flush()?;
+    out.get_ref().sync_all()
+}
+
+/// The subject of a GMetaEntry.
+fn entry_subject(entry: &[u8]) -> Result<String, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        subject: String,
+    }
+    serde_json::from_slice::<Entry>(entry).map(|e| e.subject)
+}
+
+/// Whether the records behind a pipeline subject may lie under an unreadable `scope`:
+/// `dir:<prefix>` when the prefix and the scope overlap, any other subject (a user or group
+/// has files anywhere; a hashed subject hides its prefix) whenever some input was unreadable.
+fn pipeline_subject_in_scope(subject: &str, scope: &str) -> bool {
+    let Some(dir) = subject.strip_prefix("dir:") else { return true };
+    let (d, p) = (dir.trim_end_matches('/'), scope.trim_end_matches('/'));
+    d.is_empty() || p.is_empty() || d == p || d.starts_with(&format!("{p}/")) || p.starts_with(&format!("{d}/"))
+}
+
 async fn deliver(sinks: &mut crate::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), IcicleError> {
     crate::batch::deliver_all(sinks, batch).await?;
     Ok(())
+}
+
+/// Write each pipeline's subjects into the new manifest and return (withheld, deleted): the
+/// subjects of the last delivered run that are gone, less those an unreadable input may hide
+/// (carried forward). A pipeline that did not run this time keeps its previous subjects.
+fn pipeline_deletes(state_dir: &Path, current: &[(&'static str, Vec<String>)], scopes: &[String]) -> std::io::Result<(u64, Vec<String>)> {
+    let (old_dir, new_dir) = (state_dir.join("manifest"), state_dir.join("manifest.new"));
+    let mut withheld = 0u64;
+    let mut deleted = Vec::new();
+    for (name, now) in current {
+        let present: HashSet<&str> = now.iter().map(String::as_str).collect();
+        let mut keep: Vec<&str> = now.iter().map(String::as_str).collect();
+        let before = read_subjects(&pipeline_file(&old_dir, name))?;
+        for s in before.iter().filter(|s| !present.contains(s.as_str())) {
+            if scopes.iter().any(|p| pipeline_subject_in_scope(s, p)) {
+                withheld += 1;
+                keep.push(s);
+            } else {
+                deleted.push(s.clone());
+            }
+        }
+        if !keep.is_empty() {
+            write_subjects(&pipeline_file(&new_dir, name), keep.into_iter())?;
+        }
+    }
+    if old_dir.is_dir() {
+        for e in std::fs::read_dir(&old_dir)? {
+            let path = e?.path();
+            let Some(file) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            let Some(name) = file.strip_prefix("pipeline-").and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+            if !current.iter().any(|(n, _)| *n == name) {
+                let subjects = read_subjects(&path)?;
+                write_subjects(&new_dir.join(file), subjects.iter().map(String::as_str))?;
+            }
+        }
+    }
+    Ok((withheld, deleted))
 }
 
 /// Run a snapshot job to completion.
@@ -540,9 +634,15 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     summary.rejects += planning_rejects;
 
     // Counting and aggregate outputs, delivered after the primary records.
+    let mut pipeline_subjects: Vec<(&'static str, Vec<String>)> = Vec::new();
     for f in &job.finishers {
         let (entries, report) = f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
         summary.pipelines.insert(f.name().to_string(), report);
+        if previous.is_some() {
+            let subjects = entries.iter().map(|e| entry_subject(e)).collect::<Result<Vec<_>, _>>();
+            let subjects = subjects.map_err(|e| IcicleError::Internal(format!("{} pipeline: an entry without a subject: {e}", f.name())))?;
+            pipeline_subjects.push((f.name(), subjects));
+        }
         let mut chunk = EntryBatch::default();
         for e in &entries {
             chunk.push(e);
@@ -581,7 +681,11 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                 }
                 carry.finish().map_err(|e| io("writing the manifest", e))?;
             }
-            let subjects: Vec<String> = deleted.into_iter().map(|(s, _, _)| s).collect();
+            let mut subjects: Vec<String> = deleted.into_iter().map(|(s, _, _)| s).collect();
+            let (withheld, gone) = pipeline_deletes(dir, &pipeline_subjects, &scopes).map_err(|e| io("the pipelines' subjects", e))?;
+            summary.aggregate_deletes_withheld = withheld;
+            summary.aggregates_deleted = gone.len() as u64;
+            subjects.extend(gone);
             for b in delete_batches(subjects, settings.max_batch_bytes) {
                 summary.delete_batches += 1;
                 deliver(&mut job.sinks, &DocumentBatch::Delete(b)).await?;

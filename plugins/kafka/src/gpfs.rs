@@ -77,6 +77,15 @@ pub struct GpfsConfig {
     /// IN_MOVE_SELF, IN_IGNORED and IN_UNMOUNT are always dropped.
     #[serde(default)]
     pub filter: Vec<String>,
+    /// A partition whose first message is past the group's committed offset lost messages
+    /// (retention deleted them before they were read): `warn` (default) logs and counts them
+    /// (`lost_messages`) and goes on; `fail` stops the monitor with the range.
+    #[serde(default = "default_on_gap")]
+    pub on_gap: String,
+}
+
+fn default_on_gap() -> String {
+    "warn".into()
 }
 
 fn default_group() -> String {
@@ -115,6 +124,9 @@ impl ChangeSourceConfig for GpfsConfig {
         if self.partitions.as_ref().is_some_and(|p| p.is_empty() || p.iter().any(|&x| x < 0)) {
             return Err(ctx.invalid("partitions", "list partition numbers (0, 1, ...)"));
         }
+        if self.on_gap != "warn" && self.on_gap != "fail" {
+            return Err(ctx.invalid("on_gap", "must be `warn` or `fail`"));
+        }
         for e in &self.filter {
             if !icicle_plugins_gpfs::event::FILTERABLE_EVENTS.contains(&e.as_str()) {
                 return Err(ctx.invalid("filter", format!("`{e}` cannot be filtered (one of {})", icicle_plugins_gpfs::event::FILTERABLE_EVENTS.join(", "))));
@@ -132,6 +144,8 @@ pub struct GpfsRunCounts {
     pub messages: u64,
     /// Dropped by the ingestion filter.
     pub filtered: u64,
+    /// Messages between the committed offset and the first one read (deleted unread).
+    pub lost_messages: u64,
     pub rejects: u64,
     pub outside_root: u64,
     pub updates: u64,
@@ -330,6 +344,8 @@ impl ChangeSource for GpfsSource {
         let quiet = Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0));
         let mut failures = 0u32;
         let mut first: Option<std::time::Instant> = None;
+        // Partitions whose first message of this run was checked against the committed offset.
+        let mut checked: HashSet<i32> = HashSet::new();
         loop {
             let got = if batch.is_empty() && !ctx.drain {
                 rx.recv().await
@@ -351,6 +367,9 @@ impl ChangeSource for GpfsSource {
             match got {
                 Some(Msg::Event { consumer, partition, offset, payload }) => {
                     first.get_or_insert_with(std::time::Instant::now);
+                    if checked.insert(partition) {
+                        self.check_gap(&consumers[consumer], partition, offset, &ctx, &mut counts).await?;
+                    }
                     at_end.remove(&partition);
                     owner.insert(partition, consumer);
                     counts.messages += 1;
@@ -388,7 +407,68 @@ impl ChangeSource for GpfsSource {
     }
 }
 
+/// Offsets lost unread. A committed offset below the low watermark no longer exists, so the
+/// consumer was reset (to `start`): everything from it to the first offset read was skipped
+/// (with `start = "latest"`, kept messages too). Otherwise skipped offsets are transaction
+/// markers or aborted records, and nothing is lost.
+fn lost_range(committed: i64, low_watermark: i64, first_read: i64) -> Option<(i64, i64)> {
+    (committed >= 0 && low_watermark > committed && first_read > committed).then(|| (committed, first_read - 1))
+}
+
 impl GpfsSource {
+    /// The first message of `partition` read in this run is at `offset`: if the group's
+    /// committed offset is below it and below the partition's first kept offset (the low
+    /// watermark), the messages between were never read (see [`lost_range`]).
+    async fn check_gap(&self, consumer: &Arc<StreamConsumer<QuietEof>>, partition: i32, offset: i64, ctx: &MonitorContext, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
+        let cfg = &self.cfg;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&cfg.topic, partition);
+        let c = consumer.clone();
+        let committed = tokio::task::spawn_blocking(move || c.committed_offsets(tpl, Duration::from_secs(30))).await.map_err(|e| external(e.to_string()))?;
+        let committed = match committed {
+            Ok(tpl) => tpl.find_partition(&cfg.topic, partition).and_then(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            }),
+            Err(e) => {
+                tracing::warn!(message = "cannot read the committed offset; no gap check", topic = %cfg.topic, partition, error = %e);
+                None
+            }
+        };
+        let Some(c) = committed.filter(|c| offset > *c) else { return Ok(()) };
+        // Skipped offsets can also be transaction markers or aborted records: only a committed
+        // offset below the low watermark means messages were lost.
+        let (c2, topic) = (consumer.clone(), cfg.topic.clone());
+        let low = match tokio::task::spawn_blocking(move || c2.fetch_watermarks(&topic, partition, Duration::from_secs(30))).await.map_err(|e| external(e.to_string()))? {
+            Ok((low, _)) => low,
+            Err(e) => {
+                tracing::warn!(message = "cannot read the partition's watermarks; no gap check", topic = %cfg.topic, partition, error = %e);
+                return Ok(());
+            }
+        };
+        let Some((first, last)) = lost_range(c, low, offset) else { return Ok(()) };
+        let n = (last - first + 1) as u64;
+        counts.lost_messages += n;
+        icicle_core::metrics::Metrics::global().set(
+            "icicle_gpfs_lost_messages",
+            "Messages deleted before the monitor read them (committed offset to first read).",
+            &[("component", ctx.name.as_str())],
+            counts.lost_messages as f64,
+        );
+        let why = format!(
+            "offsets {first}..={last} of `{}` partition {partition} were never read: the committed offset {first} was no longer in the topic \
+             (retention deleted messages up to {low}) and the consumer started at `{}` instead; \
+             the index misses their changes until a snapshot run re-indexes the fileset",
+            cfg.topic,
+            cfg.start
+        );
+        if cfg.on_gap == "fail" {
+            return Err(external(format!("{why}; stopping (on_gap = \"fail\")")));
+        }
+        tracing::error!(message = "lost watch-folder events", topic = %cfg.topic, partition, first, last, messages = n, detail = %why);
+        Ok(())
+    }
+
     /// Reduce, apply and deliver one batch; checkpoint; then commit its offsets.
     #[allow(clippy::too_many_arguments)]
     async fn process(
@@ -540,5 +620,22 @@ impl GpfsSource {
         let mut sinks = ctx.sinks.lock().await;
         icicle_core::batch::deliver_emit(&mut sinks, &chunk, deletes, ctx.max_batch_bytes).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod gap_tests {
+    #[test]
+    fn only_offsets_below_the_low_watermark_are_lost() {
+        // Retention deleted 10..=39; the first message read is 40.
+        assert_eq!(super::lost_range(10, 40, 40), Some((10, 39)));
+        // ... and with `start = "latest"` the reset also skipped the kept 40..=99.
+        assert_eq!(super::lost_range(10, 40, 100), Some((10, 99)));
+        // Skipped offsets that still exist (transaction markers, aborted records): nothing lost.
+        assert_eq!(super::lost_range(10, 0, 40), None);
+        assert_eq!(super::lost_range(10, 10, 12), None);
+        // Reading from the committed offset: nothing lost.
+        assert_eq!(super::lost_range(10, 5, 10), None);
+        assert_eq!(super::lost_range(-1, 40, 40), None);
     }
 }

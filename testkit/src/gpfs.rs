@@ -80,7 +80,7 @@ impl GpfsJournal {
                 let m = self.meta(&p, rec.target, rec.kind == Mkdir);
                 self.write(EventKind::Created, &p, m, 0, None)?;
                 // A nested create also modifies its directory (formats.md §4.2).
-                match (rec.parent, rec.parent.as_ref().and_then(|f| path_of(f))) {
+                match (rec.parent, rec.parent.as_ref().and_then(&path_of)) {
                     (Some(pf), Some(pp)) if pp != "/" => {
                         let pm = self.meta(&pp, pf, true);
                         self.write(EventKind::Modified, &pp, pm, 0, Some("IN_MODIFY"))

@@ -6,14 +6,18 @@
 //! CATALOG_DIR=./catalog ICICLE_CATALOG_ROOT=/scratch/run42 LD_PRELOAD=libicicle_catalog_agent.so ./app
 //! ```
 //!
-//! - Interposes `open`, `open64`, `openat`, `openat64`, `creat`, `creat64`, `__open_2`,
-//!   `__open64_2` and `close`; the real functions are looked up once (`dlsym(RTLD_NEXT)`).
+//! - Interposes `open`, `open64`, `openat`, `openat64`, `creat`, `creat64`, the fortified
+//!   `__open_2`, `__open64_2`, `__openat_2`, `__openat64_2`, the `mkstemp` family (`mkstemp`,
+//!   `mkostemp`, `mkstemps`, `mkostemps` and their `64` names), stdio's `fopen`, `fopen64`,
+//!   `_IO_fopen`, `freopen`, `freopen64`, `fclose`, `_IO_fclose`, and `close`; the real
+//!   functions are looked up once (`dlsym(RTLD_NEXT)`).
 //! - An open with `O_CREAT`, `O_WRONLY` or `O_RDWR` that succeeds is tracked when the file's
 //!   absolute path (`/proc/self/fd/N`, so relative paths and `openat` directories resolve)
-//!   is under `ICICLE_CATALOG_ROOT` (default `/`). Read-only opens are not.
+//!   is under `ICICLE_CATALOG_ROOT` (default `/`). Read-only opens are not. For `mkstemp` and
+//!   stdio (whose libc opens internally) the new descriptor's access mode decides.
 //! - Descriptors inherited open for writing onto such files (a shell's `> out` before it
 //!   exec'd the program) are tracked from the start.
-//! - On `close` (at exit for files never closed, or still open through a duplicate
+//! - On `close` or `fclose` (at exit for files never closed, or still open through a duplicate
 //!   descriptor such as a shell redirect's `dup2` onto stdout), the file is `lstat`ed and `stat`ed,
 //!   its layout read, and one entry appended with a single `O_APPEND` write to
 //!   `CATALOG_DIR/catalog.<host>.<pid>.txt` (a file per process: no interleaving).
@@ -25,11 +29,11 @@
 //!   printed, and any failure of the agent (or a panic) only loses that catalog entry.
 //!   Without `CATALOG_DIR` the agent does nothing but pass calls through.
 //!
-//! Not seen: files written through `fopen` (glibc opens them internally, without the
-//! interposable symbol), `open_by_handle_at`, `io_uring`, or closed with `close_range`.
+//! Not seen: files opened by libc internally for its own functions, `open_by_handle_at`,
+//! `io_uring`, or closed with `close_range`; a file renamed after its close keeps its old name.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -38,13 +42,21 @@ use std::sync::{Mutex, OnceLock};
 
 use icicle_plugins_prism::catalog::{CatalogEntry, StatFields};
 use icicle_plugins_prism::layout::{EmulatedLayouts, LayoutProvider, LfsLayouts, EMULATED_LAYOUT_ENV};
-use libc::mode_t;
+use libc::{mode_t, FILE};
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, mode_t) -> c_int;
 type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
 type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, mode_t) -> c_int;
 type CreatFn = unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+type Openat2Fn = unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
+type MkstempFn = unsafe extern "C" fn(*mut c_char) -> c_int;
+/// `mkostemp(template, flags)` and `mkstemps(template, suffixlen)`.
+type MkstempIntFn = unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+type MkostempsFn = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
+type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
+type FreopenFn = unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
+type FcloseFn = unsafe extern "C" fn(*mut FILE) -> c_int;
 
 /// The next definitions of the interposed functions, looked up once.
 struct Real {
@@ -57,6 +69,23 @@ struct Real {
     creat: Option<CreatFn>,
     creat64: Option<CreatFn>,
     close: Option<CloseFn>,
+    openat_2: Option<Openat2Fn>,
+    openat64_2: Option<Openat2Fn>,
+    mkstemp: Option<MkstempFn>,
+    mkstemp64: Option<MkstempFn>,
+    mkostemp: Option<MkstempIntFn>,
+    mkostemp64: Option<MkstempIntFn>,
+    mkstemps: Option<MkstempIntFn>,
+    mkstemps64: Option<MkstempIntFn>,
+    mkostemps: Option<MkostempsFn>,
+    mkostemps64: Option<MkostempsFn>,
+    fopen: Option<FopenFn>,
+    fopen64: Option<FopenFn>,
+    io_fopen: Option<FopenFn>,
+    freopen: Option<FreopenFn>,
+    freopen64: Option<FreopenFn>,
+    fclose: Option<FcloseFn>,
+    io_fclose: Option<FcloseFn>,
 }
 
 fn next_symbol(name: &CStr) -> *mut libc::c_void {
@@ -84,6 +113,23 @@ fn real() -> &'static Real {
         creat: lookup!(c"creat", CreatFn),
         creat64: lookup!(c"creat64", CreatFn),
         close: lookup!(c"close", CloseFn),
+        openat_2: lookup!(c"__openat_2", Openat2Fn),
+        openat64_2: lookup!(c"__openat64_2", Openat2Fn),
+        mkstemp: lookup!(c"mkstemp", MkstempFn),
+        mkstemp64: lookup!(c"mkstemp64", MkstempFn),
+        mkostemp: lookup!(c"mkostemp", MkstempIntFn),
+        mkostemp64: lookup!(c"mkostemp64", MkstempIntFn),
+        mkstemps: lookup!(c"mkstemps", MkstempIntFn),
+        mkstemps64: lookup!(c"mkstemps64", MkstempIntFn),
+        mkostemps: lookup!(c"mkostemps", MkostempsFn),
+        mkostemps64: lookup!(c"mkostemps64", MkostempsFn),
+        fopen: lookup!(c"fopen", FopenFn),
+        fopen64: lookup!(c"fopen64", FopenFn),
+        io_fopen: lookup!(c"_IO_fopen", FopenFn),
+        freopen: lookup!(c"freopen", FreopenFn),
+        freopen64: lookup!(c"freopen64", FreopenFn),
+        fclose: lookup!(c"fclose", FcloseFn),
+        io_fclose: lookup!(c"_IO_fclose", FcloseFn),
     })
 }
 
@@ -102,6 +148,11 @@ fn enosys() -> c_int {
     -1
 }
 
+fn enosys_null() -> *mut FILE {
+    set_errno(libc::ENOSYS);
+    std::ptr::null_mut()
+}
+
 thread_local! {
     /// Set while the agent itself works: calls it makes (or a forked child makes) pass through.
     static BUSY: Cell<bool> = const { Cell::new(false) };
@@ -118,6 +169,11 @@ extern "C" fn in_forked_child() {
 
 fn forked_child() -> bool {
     FORKED_CHILD.load(Ordering::Relaxed)
+}
+
+/// The agent is at work on this thread (or the thread is being torn down).
+fn busy() -> bool {
+    BUSY.try_with(Cell::get).unwrap_or(true)
 }
 
 /// Runs `f` unless the agent is already busy on this thread (or this is a forked child);
@@ -224,27 +280,30 @@ fn wants(flags: c_int) -> bool {
     flags & (libc::O_CREAT | libc::O_WRONLY | libc::O_RDWR) != 0
 }
 
-/// After a successful open for writing: track `fd` if its file is under the root.
-fn opened(fd: c_int, flags: c_int) {
+/// After a successful open for writing: track `fd` if its file is under the root. Returns
+/// whether `fd` is tracked.
+fn opened(fd: c_int, flags: c_int) -> bool {
     if fd < 0 || !wants(flags) {
-        return;
+        return false;
     }
+    let mut tracked = false;
     guarded(|| {
         if let Some(cfg) = config() {
-            track(cfg, fd);
+            tracked = track(cfg, fd);
         }
     });
+    tracked
 }
 
-/// Track `fd` (open for writing) when it is a regular file under the root.
-fn track(cfg: &Config, fd: c_int) {
-    let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { return };
+/// Track `fd` (open for writing) when it is a regular file under the root; returns whether it is.
+fn track(cfg: &Config, fd: c_int) -> bool {
+    let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { return false };
     let bytes = target.as_os_str().as_bytes();
     if !bytes.starts_with(&cfg.root) && bytes != &cfg.root[..cfg.root.len() - 1] {
-        return;
+        return false;
     }
     if target.starts_with(&cfg.catalog_dir) {
-        return;
+        return false;
     }
     let old = match table().lock() {
         Ok(mut t) => {
@@ -256,12 +315,60 @@ fn track(cfg: &Config, fd: c_int) {
         }
         Err(_) => None,
     };
-    // The fd was closed behind our back (fclose, close_range): that file is done.
+    // The fd was closed behind our back (close_range, a libc-internal close): that file is done.
     if let Some(old) = old {
         if old != bytes {
             record(cfg, &old);
         }
     }
+    true
+}
+
+/// Stop tracking `fd`; returns its file's path when it was tracked.
+fn untrack(fd: c_int) -> Option<Vec<u8>> {
+    match table().lock() {
+        Ok(mut t) => t.remove(&fd).inspect(|_| {
+            TRACKED.fetch_sub(1, Ordering::Relaxed);
+        }),
+        Err(_) => None,
+    }
+}
+
+/// After the real close of a descriptor (whose tracked file was `path`): record it, or defer
+/// it while a duplicate still holds it, and record deferred files no longer open.
+fn closed(path: Option<Vec<u8>>) {
+    guarded(|| {
+        let Some(cfg) = config() else { return };
+        let Ok(mut d) = deferred().lock() else { return };
+        if let Some(path) = path {
+            d.remove(&path);
+            d.insert(path);
+        }
+        let done: Vec<Vec<u8>> = d.iter().filter(|p| !still_open(p)).cloned().collect();
+        for p in &done {
+            d.remove(p);
+        }
+        DEFERRED_N.store(d.len(), Ordering::Relaxed);
+        drop(d);
+        for p in done {
+            record(cfg, &p);
+        }
+    });
+}
+
+/// After a call that returned a new descriptor without saying how it was opened (the
+/// `mkstemp` family opens inside libc): track it when its access mode writes.
+fn after_new_fd(fd: c_int) -> c_int {
+    if fd >= 0 && !forked_child() {
+        let e = errno();
+        // SAFETY: F_GETFL on the descriptor just returned.
+        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if fl >= 0 {
+            opened(fd, fl);
+        }
+        set_errno(e);
+    }
+    fd
 }
 
 /// A panic inside the agent prints nothing (the agent never writes to the host's stderr; the
@@ -481,6 +588,58 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     }
 }
 
+/// Interposed `__openat_2` (what `_FORTIFY_SOURCE` builds call for a three-argument `openat`
+/// whose flags are not a constant).
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    match real().openat_2 {
+        Some(f) => after(f(dirfd, path, flags), flags),
+        None => enosys(),
+    }
+}
+
+/// Interposed `__openat64_2`.
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    match real().openat64_2 {
+        Some(f) => after(f(dirfd, path, flags), flags),
+        None => enosys(),
+    }
+}
+
+/// Defines an interposed function of the `mkstemp` family: the real call, then
+/// [`after_new_fd`].
+macro_rules! mkstemp_hook {
+    ($name:ident, $field:ident, ($($arg:ident: $ty:ty),*)) => {
+        #[doc = concat!("Interposed `", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        /// Called by C code with a writable, NUL-terminated template.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            match real().$field {
+                Some(f) => after_new_fd(f($($arg),*)),
+                None => enosys(),
+            }
+        }
+    };
+}
+
+mkstemp_hook!(mkstemp, mkstemp, (template: *mut c_char));
+mkstemp_hook!(mkstemp64, mkstemp64, (template: *mut c_char));
+mkstemp_hook!(mkostemp, mkostemp, (template: *mut c_char, flags: c_int));
+mkstemp_hook!(mkostemp64, mkostemp64, (template: *mut c_char, flags: c_int));
+mkstemp_hook!(mkstemps, mkstemps, (template: *mut c_char, suffixlen: c_int));
+mkstemp_hook!(mkstemps64, mkstemps64, (template: *mut c_char, suffixlen: c_int));
+mkstemp_hook!(mkostemps, mkostemps, (template: *mut c_char, suffixlen: c_int, flags: c_int));
+mkstemp_hook!(mkostemps64, mkostemps64, (template: *mut c_char, suffixlen: c_int, flags: c_int));
+
 /// Interposed `close(2)`: a tracked file is recorded once the real close has returned (or,
 /// when a duplicate descriptor still holds it, at a later `close` that finds it gone).
 ///
@@ -489,36 +648,191 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let Some(real_close) = real().close else { return enosys() };
-    if TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 || forked_child() || BUSY.try_with(Cell::get).unwrap_or(true) {
+    if TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 || forked_child() || busy() {
         return real_close(fd);
     }
-    let path = match table().lock() {
-        Ok(mut t) => t.remove(&fd).inspect(|_| {
-            TRACKED.fetch_sub(1, Ordering::Relaxed);
-        }),
-        Err(_) => None,
-    };
+    let e = errno();
+    let path = untrack(fd);
+    set_errno(e);
     let rc = real_close(fd);
     let e = errno();
-    guarded(|| {
-        let Some(cfg) = config() else { return };
-        let Ok(mut d) = deferred().lock() else { return };
-        if let Some(path) = path {
-            d.remove(&path);
-            d.insert(path);
-        }
-        let done: Vec<Vec<u8>> = d.iter().filter(|p| !still_open(p)).cloned().collect();
-        for p in &done {
-            d.remove(p);
-        }
-        DEFERRED_N.store(d.len(), Ordering::Relaxed);
-        drop(d);
-        for p in done {
-            record(cfg, &p);
-        }
-    });
+    closed(path);
     set_errno(e);
     rc
+}
+
+/// The streams that the interposed `fopen`/`freopen` opened onto tracked files and that are
+/// not closed yet (keys are `FILE *` addresses): at exit their buffers are flushed before
+/// their files are recorded. Held while such a stream is flushed, and taken by `fclose`
+/// before the stream is freed, so a stream is never flushed after its `fclose`.
+fn streams() -> &'static Mutex<HashSet<usize>> {
+    static STREAMS: OnceLock<Mutex<HashSet<usize>>> = OnceLock::new();
+    STREAMS.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+static STREAMS_N: AtomicUsize = AtomicUsize::new(0);
+
+/// Nothing tracked, deferred or remembered: `fclose`/`freopen` only pass through.
+fn idle() -> bool {
+    TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 && STREAMS_N.load(Ordering::Relaxed) == 0
+}
+
+/// After the real `fopen`/`freopen` returned `s`: track its descriptor when it was opened for
+/// writing. The descriptor's access mode (`F_GETFL`) decides: it is what the mode string asked
+/// for (`w`, `a` or a `+` write; `r` does not), without parsing glibc's mode extensions.
+fn opened_stream(s: *mut FILE) {
+    if s.is_null() || forked_child() || busy() {
+        return;
+    }
+    let e = errno();
+    // SAFETY: the stream the real fopen/freopen just returned; fileno only reads it.
+    let fd = unsafe { libc::fileno(s) };
+    // SAFETY: F_GETFL on that stream's descriptor.
+    let fl = if fd >= 0 { unsafe { libc::fcntl(fd, libc::F_GETFL) } } else { -1 };
+    if fl >= 0 && opened(fd, fl) {
+        if let Ok(mut set) = streams().lock() {
+            set.insert(s as usize);
+            STREAMS_N.store(set.len(), Ordering::Relaxed);
+        }
+    }
+    set_errno(e);
+}
+
+/// Forget `s` (about to be closed) as a stream to flush at exit.
+fn drop_stream(s: *mut FILE) {
+    let e = errno();
+    if let Ok(mut set) = streams().lock() {
+        set.remove(&(s as usize));
+        STREAMS_N.store(set.len(), Ordering::Relaxed);
+    }
+    set_errno(e);
+}
+
+/// Before the real `fclose`/`freopen` of `s` closes its descriptor: forget the stream and its
+/// descriptor; returns the tracked file's path. The entry is taken out of the table first, so
+/// a `close` that libc might make inside finds nothing to record (no double entry).
+fn forget_stream(s: *mut FILE) -> Option<Vec<u8>> {
+    drop_stream(s);
+    let e = errno();
+    // SAFETY: the host's open stream, as it passed it to fclose/freopen; fileno only reads it.
+    let fd = unsafe { libc::fileno(s) };
+    let path = if fd >= 0 { untrack(fd) } else { None };
+    set_errno(e);
+    path
+}
+
+unsafe fn fopen_with(real_fopen: Option<FopenFn>, path: *const c_char, mode: *const c_char) -> *mut FILE {
+    let Some(f) = real_fopen else { return enosys_null() };
+    let s = f(path, mode);
+    opened_stream(s);
+    s
+}
+
+/// Interposed `fopen(3)`: glibc opens the file with an internal call the `open` hooks do not
+/// see, so the stream's descriptor is tracked here.
+///
+/// # Safety
+/// Called by C code with a valid path and mode.
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    fopen_with(real().fopen, path, mode)
+}
+
+/// Interposed `fopen64`.
+///
+/// # Safety
+/// As [`fopen`].
+#[no_mangle]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    fopen_with(real().fopen64, path, mode)
+}
+
+/// Interposed `_IO_fopen` (glibc's old name of `fopen`).
+///
+/// # Safety
+/// As [`fopen`].
+#[no_mangle]
+pub unsafe extern "C" fn _IO_fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    fopen_with(real().io_fopen, path, mode)
+}
+
+unsafe fn freopen_with(real_freopen: Option<FreopenFn>, path: *const c_char, mode: *const c_char, s: *mut FILE) -> *mut FILE {
+    let Some(f) = real_freopen else { return enosys_null() };
+    let live = !s.is_null() && !idle() && !forked_child();
+    let watch = live && !busy();
+    let old = if watch { forget_stream(s) } else { None };
+    if live && !watch {
+        drop_stream(s);
+    }
+    let r = f(path, mode, s);
+    let e = errno();
+    // The old descriptor is closed (or, for a standard stream, replaced by `dup3`) by now.
+    if watch {
+        closed(old);
+    }
+    opened_stream(r);
+    set_errno(e);
+    r
+}
+
+/// Interposed `freopen(3)`: the file the stream had open is recorded as closed, the new one
+/// tracked as by [`fopen`].
+///
+/// # Safety
+/// Called by C code with a valid mode, a valid or null path and a valid stream.
+#[no_mangle]
+pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, stream: *mut FILE) -> *mut FILE {
+    freopen_with(real().freopen, path, mode, stream)
+}
+
+/// Interposed `freopen64`.
+///
+/// # Safety
+/// As [`freopen`].
+#[no_mangle]
+pub unsafe extern "C" fn freopen64(path: *const c_char, mode: *const c_char, stream: *mut FILE) -> *mut FILE {
+    freopen_with(real().freopen64, path, mode, stream)
+}
+
+unsafe fn fclose_with(real_fclose: Option<FcloseFn>, s: *mut FILE) -> c_int {
+    let Some(f) = real_fclose else { return enosys() };
+    if s.is_null() || idle() || forked_child() {
+        return f(s);
+    }
+    if busy() {
+        // Nothing is recorded now, but a freed stream must never be flushed at exit.
+        drop_stream(s);
+        return f(s);
+    }
+    // The file is recorded after the real fclose, from the path saved here: fclose writes the
+    // stream's buffer out before it closes the descriptor, so only then is the size on disk
+    // the file's final size (recording first would miss the buffered tail, and an `fflush`
+    // of our own would change when the host's data reaches the file).
+    let path = forget_stream(s);
+    let rc = f(s);
+    let e = errno();
+    closed(path);
+    set_errno(e);
+    rc
+}
+
+/// Interposed `fclose(3)`: glibc closes the descriptor internally, without `close`, so the
+/// stream's tracked file (from `fopen`, `open` + `fdopen`, or inherited) is recorded here.
+///
+/// # Safety
+/// Called by C code with a valid stream.
+#[no_mangle]
+pub unsafe extern "C" fn fclose(stream: *mut FILE) -> c_int {
+    fclose_with(real().fclose, stream)
+}
+
+/// Interposed `_IO_fclose` (glibc's old name of `fclose`).
+///
+/// # Safety
+/// As [`fclose`].
+#[no_mangle]
+pub unsafe extern "C" fn _IO_fclose(stream: *mut FILE) -> c_int {
+    fclose_with(real().io_fclose, stream)
 }
 
 extern "C" {
@@ -528,21 +842,32 @@ extern "C" {
     fn funlockfile(f: *mut libc::FILE);
 }
 
-/// exit() flushes stdio after the fini functions run: flush stdout and stderr now so the
-/// sizes recorded include what the program printed into a redirected file. Never
-/// `fflush(NULL)`: that locks every stream, and another thread may hold one for good (stdin
-/// in `getline`). A stream another thread holds is skipped (its file's entry may then miss
-/// what is still buffered); other `FILE`s are not flushed (the agent does not see `fopen`).
-fn flush_std_streams() {
-    // SAFETY: glibc's stdout/stderr pointers, read once; a stream is flushed only while this
-    // thread holds its lock (recursive, so fflush's own locking succeeds), then released.
-    unsafe {
-        for f in [stdout, stderr] {
-            if !f.is_null() && ftrylockfile(f) == 0 {
-                libc::fflush(f);
-                funlockfile(f);
-            }
+/// exit() flushes stdio after the fini functions run: flush stdout, stderr and the streams
+/// the agent saw opened onto tracked files now, so the sizes recorded include what is still
+/// buffered. Never `fflush(NULL)`: that locks every stream, and another thread may hold one
+/// for good (stdin in `getline`). A stream another thread holds is skipped (its file's entry
+/// may then miss what is still buffered), as are other `FILE`s (`fdopen`).
+fn flush_streams() {
+    // SAFETY: a stream is flushed only while this thread holds its lock (recursive, so
+    // fflush's own locking succeeds), then released.
+    let flush = |f: *mut FILE| unsafe {
+        if !f.is_null() && ftrylockfile(f) == 0 {
+            libc::fflush(f);
+            funlockfile(f);
         }
+    };
+    // SAFETY: glibc's stdout/stderr pointers, read once.
+    unsafe {
+        flush(stdout);
+        flush(stderr);
+    }
+    // Under the lock `fclose` takes before freeing a stream: every one left is still open.
+    if let Ok(mut set) = streams().lock() {
+        for &s in set.iter() {
+            flush(s as *mut FILE);
+        }
+        set.clear();
+        STREAMS_N.store(0, Ordering::Relaxed);
     }
 }
 
@@ -561,7 +886,7 @@ extern "C" fn at_exit() {
         }
         TRACKED.store(0, Ordering::Relaxed);
         if !left.is_empty() {
-            flush_std_streams();
+            flush_streams();
         }
         for p in left {
             record(cfg, &p);

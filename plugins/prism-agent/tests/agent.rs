@@ -334,3 +334,125 @@ int main(int argc, char **argv) {
     assert_eq!(got, BTreeMap::from([("exec.txt".to_string(), 3), ("parent.bin".to_string(), 6)]), "{:?}", cat.entries);
     assert_eq!(cat.entries.len(), 2, "{:?}", cat.entries);
 }
+
+/// `tests/stdio_writer.c` built as a hardened program is (`-O2 -D_FORTIFY_SOURCE=2`).
+fn compile_fortified(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stdio_writer.c");
+    let out = dir.join("stdio_writer");
+    let st = Command::new("cc").args(["-O2", "-Wall", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2", "-o"]).arg(&out).arg(&src).status().expect("cc (build-essential) is needed");
+    assert!(st.success(), "cc {}", src.display());
+    out
+}
+
+/// The dynamic symbols `exe` imports (`nm -D --undefined-only`), without their versions.
+fn imports(exe: &Path) -> std::collections::BTreeSet<String> {
+    let out = Command::new("nm").args(["-D", "--undefined-only"]).arg(exe).output().expect("nm (binutils) is needed");
+    assert!(out.status.success(), "nm {}", exe.display());
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().last()).map(|s| s.split('@').next().unwrap_or(s).to_string()).collect()
+}
+
+/// Runs `stdio_writer DATA CASE` under the agent in a fresh scratch directory whose root holds
+/// `append.txt`, `input.txt`, `fort.bin` and `fort64.bin` beforehand (written here, not through
+/// the agent); returns the scratch dir, the root, the program's imports and the catalog.
+fn run_stdio_writer(case: &str) -> (tempfile::TempDir, PathBuf, std::collections::BTreeSet<String>, Catalog) {
+    let (tmp, data, catalog) = scratch();
+    let prog = compile_fortified(tmp.path());
+    for (name, text) in [("append.txt", "old\n"), ("input.txt", "input data\n"), ("fort.bin", "stale, to be truncated\n"), ("fort64.bin", "stale\n")] {
+        std::fs::write(data.join(name), text).unwrap();
+    }
+    let out = under_agent(Command::new(&prog).arg(&data).arg(case), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    assert!(out.status.success(), "stdio_writer {case}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+    let imports = imports(&prog);
+    (tmp, data, imports, cat)
+}
+
+/// The catalog holds exactly one entry for every regular file under `data` but `not_recorded`,
+/// with the metadata on disk and the provider's layout for the size on disk; returns each
+/// file's name (relative to `data`) and recorded size.
+fn assert_catalog_is_the_disk(data: &Path, cat: &Catalog, not_recorded: &[&str]) -> BTreeMap<String, u64> {
+    let canon = std::fs::canonicalize(data).unwrap();
+    let provider = EmulatedLayouts::parse(SPEC).unwrap();
+    let mut truth = Vec::new();
+    regular_files(data, &mut truth);
+    truth.retain(|p| !not_recorded.iter().any(|n| p.strip_prefix(data).unwrap() == Path::new(n)));
+    let entries = by_path(cat);
+    let mut sizes = BTreeMap::new();
+    for p in &truth {
+        let name = p.strip_prefix(data).unwrap().to_string_lossy().into_owned();
+        let key = canon.join(&name).to_string_lossy().into_owned();
+        let e = entries.get(&key).unwrap_or_else(|| panic!("{key} not in the catalog: {:?}", entries.keys().collect::<Vec<_>>()));
+        assert_eq!(e.len(), 1, "{key} recorded {} times", e.len());
+        let e = e[0];
+        let md = std::fs::symlink_metadata(p).unwrap();
+        let st = StatFields::from_metadata(&md);
+        assert_eq!((e.lstat.size, e.lstat.mode, e.lstat.ino, e.lstat.uid, e.lstat.nlink), (st.size, st.mode, st.ino, st.uid, st.nlink), "{key}");
+        assert_eq!(e.stat.map(|s| (s.size, s.mode)), Some((md.size(), md.mode())), "{key}");
+        let comps = provider.layout(Path::new(&key), md.size()).unwrap();
+        assert_eq!(e.layout, CatalogEntry::new(key.clone(), st, Some(st), Some(&comps)).layout, "{key}");
+        sizes.insert(name, e.size());
+    }
+    assert_eq!(entries.len(), truth.len(), "entries for files not expected: {:?}", entries.keys().collect::<Vec<_>>());
+    sizes
+}
+
+#[test]
+fn files_written_through_stdio_are_recorded_at_fclose_with_their_final_sizes() {
+    let (_tmp, data, imports, cat) = run_stdio_writer("stdio");
+    for sym in ["fopen", "fopen64", "freopen", "fclose", "fdopen"] {
+        assert!(imports.contains(sym), "stdio_writer does not import {sym}: {imports:?}");
+    }
+    // input.txt was only read (fopen "r"): not recorded; the fort files are not opened.
+    let sizes = assert_catalog_is_the_disk(&data, &cat, &["input.txt", "fort.bin", "fort64.bin"]);
+    let want: BTreeMap<String, u64> = [
+        // fwrite'd, its tail still in the buffer when fclose was called.
+        ("stdio.bin", 10_007),
+        // fopen "a" onto the 4-byte file written before the program ran.
+        ("append.txt", 13),
+        // freopen finished first.txt and wrote second.txt through the same FILE.
+        ("first.txt", 4),
+        ("second.txt", 8),
+        ("plus64.txt", 3),
+        // open + fdopen, closed by fclose.
+        ("fdopen.txt", 11),
+        // never fclosed: flushed at exit before it was recorded.
+        ("left-open.txt", 15),
+    ]
+    .into_iter()
+    .map(|(n, s)| (n.to_string(), s))
+    .collect();
+    assert_eq!(sizes, want);
+}
+
+#[test]
+fn a_fortified_openat_through_openat_2_is_recorded() {
+    let (_tmp, data, imports, cat) = run_stdio_writer("fortify");
+    // The hardened build calls the fortified entry points, never plain openat.
+    assert!(imports.contains("__openat_2") && imports.contains("__openat64_2"), "{imports:?}");
+    assert!(!imports.contains("openat") && !imports.contains("openat64"), "{imports:?}");
+    // The files written before the program ran and not opened again are not in the catalog.
+    let sizes = assert_catalog_is_the_disk(&data, &cat, &["input.txt", "append.txt"]);
+    assert_eq!(sizes, BTreeMap::from([("fort.bin".to_string(), 777), ("fort64.bin".to_string(), 1234)]));
+}
+
+#[test]
+fn files_made_by_the_mkstemp_family_are_recorded() {
+    let (_tmp, data, imports, cat) = run_stdio_writer("mkstemp");
+    for sym in ["mkstemp", "mkostemp", "mkstemps", "mkostemps", "mkstemp64"] {
+        assert!(imports.contains(sym), "stdio_writer does not import {sym}: {imports:?}");
+    }
+    let sizes = assert_catalog_is_the_disk(&data, &cat, &["input.txt", "append.txt", "fort.bin", "fort64.bin"]);
+    // One file per call, named from its template: prefix, six random characters, suffix.
+    let got: Vec<(String, u64)> = sizes
+        .iter()
+        .map(|(n, &s)| {
+            let (prefix, rest) = n.split_once('-').unwrap_or_else(|| panic!("{n}"));
+            assert_eq!(rest.len(), 6 + if prefix.ends_with('s') { 4 } else { 0 }, "{n}");
+            (prefix.to_string(), s)
+        })
+        .collect();
+    let want: Vec<(String, u64)> = [("tmp", 100), ("tmp64", 500), ("tmpo", 200), ("tmpos", 400), ("tmps", 300)].into_iter().map(|(p, s)| (p.to_string(), s)).collect();
+    assert_eq!(got, want);
+}

@@ -111,6 +111,10 @@ pub enum BenchCommand {
         /// FSMonitor's cache size.
         #[arg(long, default_value_t = 1000)]
         cache: usize,
+        /// Modes to run, the first compared with each other: `tree`, `fsmonitor`, `naive`
+        /// (fid2path for every record, no cache), `tree-unreduced` (no batch reduction).
+        #[arg(long, value_delimiter = ',', default_value = "tree,fsmonitor")]
+        modes: Vec<String>,
     },
     /// One measured run in a fresh process (used by `bench snapshot`, so that peak memory
     /// covers the pipeline alone, not the generator).
@@ -309,12 +313,17 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let _ = std::fs::remove_dir_all(&work);
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::MonitorE2e { journal, root, delay_ms, batch_size, cache } => {
+        BenchCommand::MonitorE2e { journal, root, delay_ms, batch_size, cache, modes } => {
             let testkit = std::env::current_exe()?.with_file_name("icicle-testkit");
             anyhow::ensure!(testkit.exists(), "{} not found: build the workspace binaries", testkit.display());
             let work = tempfile_dir()?;
             let mut rates = Vec::new();
-            for mode in ["tree", "fsmonitor"] {
+            for mode in &modes {
+                let (resolution, reduction) = match mode.as_str() {
+                    "tree" | "fsmonitor" | "naive" => (mode.as_str(), true),
+                    "tree-unreduced" => ("tree", false),
+                    other => anyhow::bail!("--modes: unknown mode `{other}` (tree, fsmonitor, naive, tree-unreduced)"),
+                };
                 let mut users = journal.as_os_str().to_owned();
                 users.push(".users");
                 std::fs::write(&users, "cl1 0\n")?;
@@ -324,7 +333,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 std::fs::write(
                     &cfg,
                     format!(
-                        "[records]\nvisible_to = [\"public\"]\n[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"{delay_ms}\"]\nmount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = {batch_size}\nquiet_period_secs = 0.0\npoll_interval_secs = 0.01\nstate_dir = \"{s}\"\nresolution = \"{mode}\"\nfsmonitor_cache = {cache}\n[sinks.k]\ntype = \"blackhole\"\n",
+                        "[records]\nvisible_to = [\"public\"]\n[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"{delay_ms}\"]\nmount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = {batch_size}\nquiet_period_secs = 0.0\npoll_interval_secs = 0.01\nstate_dir = \"{s}\"\nresolution = \"{resolution}\"\nreduction = {reduction}\nfsmonitor_cache = {cache}\n[sinks.k]\ntype = \"blackhole\"\n",
                         k = testkit.display(),
                         j = journal.display(),
                         r = root.display(),
@@ -339,11 +348,14 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 let r = &report["mdt0"];
                 let records = r["records"].as_f64().unwrap_or(0.0);
                 let line = serde_json::json!({"bench": "monitor-e2e", "mode": mode, "records": records, "seconds": secs, "records_per_s": records / secs,
-                    "fid2path_calls": r["tree"]["fid2path_calls"], "updates": r["updates"], "deletes": r["deletes"]});
+                    "fid2path_calls": r["tree"]["fid2path_calls"], "updates": r["updates"], "deletes": r["deletes"],
+                    "coalesced": r["reduce"]["coalesced"], "cancelled": r["reduce"]["cancelled"]});
                 println!("{line}");
                 rates.push(records / secs);
             }
-            eprintln!("tree / fsmonitor throughput: {:.1}x", rates[0] / rates[1].max(1e-9));
+            for (mode, rate) in modes.iter().zip(&rates).skip(1) {
+                eprintln!("{} / {mode} throughput: {:.1}x", modes[0], rates[0] / rate.max(1e-9));
+            }
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::SnapshotRun { format, sink, data, out, workers, all_pipelines, aggregate_only } => {

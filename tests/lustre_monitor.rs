@@ -387,3 +387,49 @@ fn a_failing_lfs_changelog_is_retried() {
     assert_eq!(std::fs::read_to_string(tmp.path().join("calls.changelog_clear")).unwrap().trim(), (clears + 1).to_string());
     assert_all_cleared(tmp.path(), &journal);
 }
+
+/// The report of one drain over a fresh mixed workload with `--set` overrides.
+fn drain_with(sets: &[&str], check_ground_truth: bool) -> Value {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, index) = preexisting_fs(tmp.path(), 30, 21);
+    let mut w = Workload::open(&root, &journal, 21).unwrap();
+    w.run(Kind::Mixed, 300, "/work").unwrap();
+    drop(w);
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    let mut args = vec!["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let (code, stdout, err) = icicle(&args, &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    if check_ground_truth {
+        let mut index = index;
+        apply(&mut index, &out);
+        let fresh = walk_snapshot(tmp.path(), &root, "after");
+        let (missing, extra, differ) = compare(&index, &fresh);
+        assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "{sets:?}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    }
+    assert_all_cleared(tmp.path(), &journal);
+    report["mdt0"].clone()
+}
+
+#[test]
+fn ablation_modes_reduction_off_and_naive_resolution() {
+    // Without reduction every record is applied, and the index is still right.
+    let on = drain_with(&[], true);
+    let off = drain_with(&["sources.mdt0.reduction=false"], true);
+    assert!(on["reduce"]["coalesced"].as_u64().unwrap() > 0, "{on}");
+    assert_eq!(off["reduce"]["coalesced"], 0, "{off}");
+    assert_eq!(off["reduce"]["cancelled"], 0, "{off}");
+    let applied = off["records"].as_u64().unwrap() - off["filtered"].as_u64().unwrap() - off["rejects"].as_u64().unwrap();
+    assert_eq!(off["reduce"]["passed"], applied, "{off}");
+    assert_eq!(on["records"], off["records"]);
+    // Naive resolution asks fid2path for every record: more calls than FSMonitor's cache.
+    let fsm = drain_with(&["sources.mdt0.resolution=fsmonitor"], false);
+    let naive = drain_with(&["sources.mdt0.resolution=naive"], false);
+    let calls = |r: &Value| r["tree"]["fid2path_calls"].as_u64().unwrap();
+    assert!(calls(&naive) > calls(&fsm), "naive {} vs fsmonitor {}", calls(&naive), calls(&fsm));
+    assert!(calls(&fsm) > calls(&on), "fsmonitor {} vs tree {}", calls(&fsm), calls(&on));
+}

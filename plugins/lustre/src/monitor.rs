@@ -62,7 +62,8 @@ pub struct LustreConfig {
     /// Where the checkpoint (directory tree and last acknowledged index) is kept, per MDT.
     pub state_dir: PathBuf,
     /// `tree` (default): the directory tree; `fsmonitor`: FSMonitor's method, `fid2path`
-    /// for every record with a small LRU cache (a baseline for comparisons).
+    /// for every record with a small LRU cache (a baseline for comparisons); `naive`: the
+    /// same without the cache (`fid2path` for every record, Icicle's ablation baseline).
     #[serde(default = "default_resolution")]
     pub resolution: String,
     /// Cache entries in `fsmonitor` resolution.
@@ -77,6 +78,14 @@ pub struct LustreConfig {
     /// goes on; `fail` stops the monitor with the range.
     #[serde(default = "default_on_gap")]
     pub on_gap: String,
+    /// Batch reduction (coalescing, cancellation); `false` applies every record, for
+    /// ablation experiments.
+    #[serde(default = "default_reduction")]
+    pub reduction: bool,
+}
+
+fn default_reduction() -> bool {
+    true
 }
 
 fn default_lfs_retries() -> u32 {
@@ -441,7 +450,7 @@ impl LustreSource {
         let batch_size = batch.len();
         if !batch.is_empty() {
             let mut kept = batch;
-            let rc = RuleTable.reduce(&mut kept);
+            let rc = if cfg.reduction { RuleTable.reduce(&mut kept) } else { ReduceCounts { input: kept.len() as u64, passed: kept.len() as u64, ..Default::default() } };
             counts.reduce.add(&rc);
             let mut ops = Ops::default();
             tree.begin_batch();
@@ -450,7 +459,11 @@ impl LustreSource {
                 let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead };
                 match fsm {
                     Some(cache) => {
+                        let naive = cfg.resolution == "naive";
                         for rec in &kept {
+                            if naive {
+                                cache.clear();
+                            }
                             fsmonitor_apply(rec, cache, &mut r, &mut tree.counts, &mut ops);
                         }
                     }
@@ -539,7 +552,7 @@ impl ChangeSource for LustreSource {
         };
         counts.cleared_index = cleared;
         let mut lookahead = Lookahead::new(cleared);
-        let mut fsm = (cfg.resolution == "fsmonitor").then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
+        let mut fsm = (cfg.resolution == "fsmonitor" || cfg.resolution == "naive").then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
         let mut next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
         // The index the next record must have; unknown until the first read when starting
         // from nothing (records before a new user registered are not ours to miss).
@@ -636,8 +649,8 @@ impl ChangeSourceConfig for LustreConfig {
         if self.batch_size == 0 {
             return Err(ctx.invalid("batch_size", "must be at least 1"));
         }
-        if self.resolution != "tree" && self.resolution != "fsmonitor" {
-            return Err(ctx.invalid("resolution", "must be `tree` or `fsmonitor`"));
+        if !["tree", "fsmonitor", "naive"].contains(&self.resolution.as_str()) {
+            return Err(ctx.invalid("resolution", "must be `tree`, `fsmonitor` or `naive`"));
         }
         if self.on_gap != "warn" && self.on_gap != "fail" {
             return Err(ctx.invalid("on_gap", "must be `warn` or `fail`"));

@@ -9,8 +9,8 @@
 //! - Interposes `open`, `open64`, `openat`, `openat64`, `creat`, `creat64`, the fortified
 //!   `__open_2`, `__open64_2`, `__openat_2`, `__openat64_2`, the `mkstemp` family (`mkstemp`,
 //!   `mkostemp`, `mkstemps`, `mkostemps` and their `64` names), stdio's `fopen`, `fopen64`,
-//!   `_IO_fopen`, `freopen`, `freopen64`, `fclose`, `_IO_fclose`, and `close`; the real
-//!   functions are looked up once (`dlsym(RTLD_NEXT)`).
+//!   `_IO_fopen`, `freopen`, `freopen64`, `fclose`, `_IO_fclose`, `close`, and `rename`,
+//!   `renameat`, `renameat2`; the real functions are looked up once (`dlsym(RTLD_NEXT)`).
 //! - An open with `O_CREAT`, `O_WRONLY` or `O_RDWR` that succeeds is tracked when the file's
 //!   absolute path (`/proc/self/fd/N`, so relative paths and `openat` directories resolve)
 //!   is under `ICICLE_CATALOG_ROOT` (default `/`). Read-only opens are not. For `mkstemp` and
@@ -21,6 +21,10 @@
 //!   descriptor such as a shell redirect's `dup2` onto stdout), the file is `lstat`ed and `stat`ed,
 //!   its layout read, and one entry appended with a single `O_APPEND` write to
 //!   `CATALOG_DIR/catalog.<host>.<pid>.txt` (a file per process: no interleaving).
+//! - A successful rename of a file this process recorded (one of the last [`RECORDED_CAP`]) or
+//!   has open for writing, or onto such a path, or of a directory above such files, moves the
+//!   catalog with it: a `gone` record for each old name (and for a file the rename replaced),
+//!   then an entry for each new name under the root (an open file's at its close).
 //! - A forked child records nothing until it execs (a `pthread_atfork` child handler).
 //! - Layouts: `ICICLE_CATALOG_LAYOUT=lfs` runs `lfs getstripe` (`ICICLE_CATALOG_LFS` names the
 //!   command), `emulate` uses the emulation (`ICICLE_EMULATED_LAYOUT` spec, sidecars), and
@@ -30,17 +34,17 @@
 //!   Without `CATALOG_DIR` the agent does nothing but pass calls through.
 //!
 //! Not seen: files opened by libc internally for its own functions, `open_by_handle_at`,
-//! `io_uring`, or closed with `close_range`; a file renamed after its close keeps its old name.
+//! `io_uring`, or closed with `close_range`; renames by another process of files this one wrote.
 
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{c_char, c_int, CStr, CString};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use icicle_plugins_prism::catalog::{CatalogEntry, StatFields};
+use icicle_plugins_prism::catalog::{CatalogEntry, CatalogGone, StatFields};
 use icicle_plugins_prism::layout::{EmulatedLayouts, LayoutProvider, LfsLayouts, EMULATED_LAYOUT_ENV};
 use libc::{mode_t, FILE};
 
@@ -57,6 +61,9 @@ type MkostempsFn = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
 type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
 type FreopenFn = unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
 type FcloseFn = unsafe extern "C" fn(*mut FILE) -> c_int;
+type RenameFn = unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
+type RenameatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char) -> c_int;
+type Renameat2Fn = unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char, libc::c_uint) -> c_int;
 
 /// The next definitions of the interposed functions, looked up once.
 struct Real {
@@ -86,6 +93,9 @@ struct Real {
     freopen64: Option<FreopenFn>,
     fclose: Option<FcloseFn>,
     io_fclose: Option<FcloseFn>,
+    rename: Option<RenameFn>,
+    renameat: Option<RenameatFn>,
+    renameat2: Option<Renameat2Fn>,
 }
 
 fn next_symbol(name: &CStr) -> *mut libc::c_void {
@@ -130,6 +140,9 @@ fn real() -> &'static Real {
         freopen64: lookup!(c"freopen64", FreopenFn),
         fclose: lookup!(c"fclose", FcloseFn),
         io_fclose: lookup!(c"_IO_fclose", FcloseFn),
+        rename: lookup!(c"rename", RenameFn),
+        renameat: lookup!(c"renameat", RenameatFn),
+        renameat2: lookup!(c"renameat2", Renameat2Fn),
     })
 }
 
@@ -295,14 +308,16 @@ fn opened(fd: c_int, flags: c_int) -> bool {
     tracked
 }
 
+/// Whether the absolute path `p` is under the root and not in the catalog directory.
+fn in_scope(cfg: &Config, p: &[u8]) -> bool {
+    (p.starts_with(&cfg.root) || p == &cfg.root[..cfg.root.len() - 1]) && !Path::new(std::ffi::OsStr::from_bytes(p)).starts_with(&cfg.catalog_dir)
+}
+
 /// Track `fd` (open for writing) when it is a regular file under the root; returns whether it is.
 fn track(cfg: &Config, fd: c_int) -> bool {
     let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { return false };
     let bytes = target.as_os_str().as_bytes();
-    if !bytes.starts_with(&cfg.root) && bytes != &cfg.root[..cfg.root.len() - 1] {
-        return false;
-    }
-    if target.starts_with(&cfg.catalog_dir) {
+    if !in_scope(cfg, bytes) {
         return false;
     }
     let old = match table().lock() {
@@ -425,7 +440,58 @@ fn record(cfg: &Config, path: &[u8]) {
     let comps = cfg.provider.layout(p, size).unwrap_or_default();
     let Ok(entry) = CatalogEntry::new(text, lstat, stat, Some(&comps)).to_text() else { return };
     append(cfg, entry.as_bytes());
+    if let Ok(mut r) = recorded().lock() {
+        r.insert(path);
+    }
 }
+
+/// Append a `gone` record: `path` no longer names the file `stat` describes.
+fn record_gone(cfg: &Config, path: &[u8], stat: StatFields) {
+    let Ok(text) = std::str::from_utf8(path) else { return };
+    if let Ok(rec) = (CatalogGone { path: text.to_string(), stat }).to_text() {
+        append(cfg, rec.as_bytes());
+    }
+}
+
+/// How many recorded paths the agent remembers for renames (the most recent ones).
+pub const RECORDED_CAP: usize = 4096;
+
+/// The paths this process recorded most recently, so that renaming one moves its entry.
+#[derive(Default)]
+struct Recorded {
+    /// Path -> generation of its latest insertion.
+    map: HashMap<Vec<u8>, u64>,
+    /// Insertions, oldest first (stale ones are skipped when evicted).
+    order: VecDeque<(u64, Vec<u8>)>,
+    generation: u64,
+}
+
+impl Recorded {
+    fn insert(&mut self, path: &[u8]) {
+        self.generation += 1;
+        self.map.insert(path.to_vec(), self.generation);
+        self.order.push_back((self.generation, path.to_vec()));
+        while self.map.len() > RECORDED_CAP || self.order.len() > 2 * RECORDED_CAP {
+            let Some((g, p)) = self.order.pop_front() else { break };
+            if self.map.get(&p) == Some(&g) {
+                self.map.remove(&p);
+            }
+        }
+        RECORDED_N.store(self.map.len(), Ordering::Relaxed);
+    }
+
+    fn remove(&mut self, path: &[u8]) {
+        self.map.remove(path);
+        RECORDED_N.store(self.map.len(), Ordering::Relaxed);
+    }
+}
+
+fn recorded() -> &'static Mutex<Recorded> {
+    static RECORDED: OnceLock<Mutex<Recorded>> = OnceLock::new();
+    RECORDED.get_or_init(|| Mutex::new(Recorded::default()))
+}
+
+static RECORDED_N: AtomicUsize = AtomicUsize::new(0);
 
 fn out_path(cfg: &Config) -> Option<CString> {
     let pid = std::process::id();
@@ -833,6 +899,265 @@ pub unsafe extern "C" fn fclose(stream: *mut FILE) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn _IO_fclose(stream: *mut FILE) -> c_int {
     fclose_with(real().io_fclose, stream)
+}
+
+/// The absolute path that `path` names relative to `dirfd` (`AT_FDCWD`: the working
+/// directory): its directory canonicalised, its last component kept as it is (a rename acts on
+/// that name, not on what a link there points to).
+fn resolve_at(dirfd: c_int, path: *const c_char) -> Option<Vec<u8>> {
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: the host passed a NUL-terminated path.
+    let raw = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let mut full = match raw.first() {
+        None => return None,
+        Some(b'/') => raw.to_vec(),
+        Some(_) => {
+            let base = if dirfd == libc::AT_FDCWD { std::env::current_dir().ok()? } else { std::fs::read_link(format!("/proc/self/fd/{dirfd}")).ok()? };
+            let mut b = base.into_os_string().into_vec();
+            b.push(b'/');
+            b.extend_from_slice(raw);
+            b
+        }
+    };
+    while full.len() > 1 && full.last() == Some(&b'/') {
+        full.pop();
+    }
+    let cut = full.iter().rposition(|&c| c == b'/')?;
+    let (dir, name) = (&full[..cut.max(1)], &full[cut + 1..]);
+    if name.is_empty() || name == b"." || name == b".." {
+        return None;
+    }
+    let mut out = std::fs::canonicalize(std::ffi::OsStr::from_bytes(dir)).ok()?.into_os_string().into_vec();
+    if out.last() != Some(&b'/') {
+        out.push(b'/');
+    }
+    out.extend_from_slice(name);
+    Some(out)
+}
+
+/// `lstat` of an absolute path, with whether it is a regular file and whether a directory.
+fn lstat_bytes(p: &[u8]) -> Option<(StatFields, bool, bool)> {
+    let md = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(p)).ok()?;
+    Some((StatFields::from_metadata(&md), md.file_type().is_file(), md.file_type().is_dir()))
+}
+
+/// One file that a rename gives a new name.
+struct Move {
+    from: Vec<u8>,
+    to: Vec<u8>,
+    /// Its `lstat` before the rename (used when it cannot be `lstat`ed after).
+    before: Option<StatFields>,
+}
+
+/// What a rename hook found before the real call: the files of this process it moves, and
+/// the file it replaces.
+struct PendingRename {
+    moves: Vec<Move>,
+    replaced: Option<(Vec<u8>, StatFields)>,
+}
+
+/// The paths of this process's files (recorded, or open for writing: tracked or deferred)
+/// that `keep` selects.
+fn our_paths(keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+    let mut all: Vec<Vec<u8>> = Vec::new();
+    if let Ok(r) = recorded().lock() {
+        all.extend(r.map.keys().filter(|p| keep(p)).cloned());
+    }
+    if let Ok(t) = table().lock() {
+        all.extend(t.values().filter(|p| keep(p)).cloned());
+    }
+    if let Ok(d) = deferred().lock() {
+        all.extend(d.iter().filter(|p| keep(p)).cloned());
+    }
+    all
+}
+
+/// Whether `p` is strictly below the directory `dir`.
+fn is_below(p: &[u8], dir: &[u8]) -> bool {
+    p.len() > dir.len() && p.starts_with(dir) && p[dir.len()] == b'/'
+}
+
+/// Before a rename of `from` to `to` (absolute): which of this process's files it moves.
+/// `None` when it moves none of them and replaces none (then nothing is written).
+fn before_rename(from: Vec<u8>, to: Vec<u8>, exchange: bool) -> Option<PendingRename> {
+    let (from_st, from_file, from_dir) = lstat_bytes(&from)?;
+    let target = lstat_bytes(&to);
+    if let Some((t, ..)) = &target {
+        // Two links to one file: rename does nothing.
+        if (t.dev, t.ino) == (from_st.dev, from_st.ino) {
+            return None;
+        }
+    }
+    let mut moves = Vec::new();
+    if from_file {
+        if our_paths(|p| p == from || p == to).is_empty() {
+            return None;
+        }
+        moves.push(Move { from: from.clone(), to: to.clone(), before: Some(from_st) });
+        if let Some((t, true, _)) = target.filter(|_| exchange) {
+            moves.push(Move { from: to.clone(), to: from.clone(), before: Some(t) });
+        }
+    } else if from_dir {
+        // Every file of ours below the directory (and, exchanged, below the other one).
+        let mut below = |dir: &[u8], dest: &[u8]| {
+            for p in our_paths(|p| is_below(p, dir)) {
+                if !moves.iter().any(|m: &Move| m.from == p) {
+                    let mut to = dest.to_vec();
+                    to.extend_from_slice(&p[dir.len()..]);
+                    moves.push(Move { from: p, to, before: None });
+                }
+            }
+        };
+        below(&from, &to);
+        if exchange && target.as_ref().is_some_and(|t| t.2) {
+            below(&to, &from);
+        }
+        if moves.is_empty() {
+            return None;
+        }
+    } else {
+        return None;
+    }
+    let replaced = match target {
+        Some((t, true, _)) if !exchange && from_file => Some((to, t)),
+        _ => None,
+    };
+    Some(PendingRename { moves, replaced })
+}
+
+/// After the rename succeeded: `gone` records for the old names (and the replaced file), the
+/// open descriptors' paths moved (or dropped, when the new name is out of scope), and entries
+/// for the new names under the root that nothing holds open.
+fn after_rename(cfg: &Config, p: PendingRename) {
+    if let Some((path, st)) = &p.replaced {
+        if in_scope(cfg, path) {
+            record_gone(cfg, path, *st);
+        }
+    }
+    for m in &p.moves {
+        let now = lstat_bytes(&m.to).map(|(st, ..)| st).or(m.before);
+        if let (true, Some(st)) = (in_scope(cfg, &m.from), now) {
+            record_gone(cfg, &m.from, st);
+        }
+    }
+    // One pass, so that an exchange swaps the two names.
+    let moved = |path: &[u8]| p.moves.iter().find(|m| m.from == path).map(|m| m.to.clone());
+    // New names some descriptor still holds: recorded at its close, not now.
+    let mut open: HashSet<Vec<u8>> = HashSet::new();
+    let mut held = |path: &[u8]| {
+        if p.moves.iter().any(|m| m.to == path) {
+            open.insert(path.to_vec());
+        }
+    };
+    if let Ok(mut t) = table().lock() {
+        t.retain(|_, path| match moved(path) {
+            Some(to) if in_scope(cfg, &to) => {
+                *path = to;
+                held(path);
+                true
+            }
+            Some(_) => {
+                TRACKED.fetch_sub(1, Ordering::Relaxed);
+                false
+            }
+            None => {
+                held(path);
+                true
+            }
+        });
+    }
+    if let Ok(mut d) = deferred().lock() {
+        let old = std::mem::take(&mut *d);
+        for path in old {
+            match moved(&path) {
+                Some(to) if in_scope(cfg, &to) => {
+                    d.insert(to);
+                }
+                Some(_) => {}
+                None => {
+                    d.insert(path);
+                }
+            }
+        }
+        d.iter().for_each(|path| held(path));
+        DEFERRED_N.store(d.len(), Ordering::Relaxed);
+    }
+    if let Ok(mut r) = recorded().lock() {
+        for m in &p.moves {
+            r.remove(&m.from);
+        }
+    }
+    for m in &p.moves {
+        if in_scope(cfg, &m.to) && !open.contains(&m.to) {
+            record(cfg, &m.to);
+        }
+    }
+}
+
+/// Common body of the rename hooks: `call` is the real rename of `old` (relative to
+/// `olddirfd`) to `new` (relative to `newdirfd`).
+unsafe fn rename_with(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char, flags: libc::c_uint, call: impl FnOnce() -> c_int) -> c_int {
+    let nothing = TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 && RECORDED_N.load(Ordering::Relaxed) == 0;
+    if nothing || forked_child() || busy() {
+        return call();
+    }
+    let e = errno();
+    let mut pending = None;
+    guarded(|| {
+        if config().is_some() {
+            if let (Some(from), Some(to)) = (resolve_at(olddirfd, old), resolve_at(newdirfd, new)) {
+                pending = before_rename(from, to, flags & libc::RENAME_EXCHANGE != 0);
+            }
+        }
+    });
+    set_errno(e);
+    let rc = call();
+    if rc == 0 {
+        if let Some(p) = pending {
+            let e = errno();
+            guarded(|| {
+                if let Some(cfg) = config() {
+                    after_rename(cfg, p);
+                }
+            });
+            set_errno(e);
+        }
+    }
+    rc
+}
+
+/// Interposed `rename(2)`: when it moves a file this process recorded or has open for
+/// writing (or replaces one), the catalog follows: `gone` records and new entries.
+///
+/// # Safety
+/// Called by C code with valid paths.
+#[no_mangle]
+pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    let Some(f) = real().rename else { return enosys() };
+    rename_with(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0, || f(old, new))
+}
+
+/// Interposed `renameat(2)`.
+///
+/// # Safety
+/// As [`rename`].
+#[no_mangle]
+pub unsafe extern "C" fn renameat(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char) -> c_int {
+    let Some(f) = real().renameat else { return enosys() };
+    rename_with(olddirfd, old, newdirfd, new, 0, || f(olddirfd, old, newdirfd, new))
+}
+
+/// Interposed `renameat2(2)`: `RENAME_NOREPLACE` that fails changes nothing;
+/// `RENAME_EXCHANGE` swaps the two names in the catalog.
+///
+/// # Safety
+/// As [`rename`].
+#[no_mangle]
+pub unsafe extern "C" fn renameat2(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char, flags: libc::c_uint) -> c_int {
+    let Some(f) = real().renameat2 else { return enosys() };
+    rename_with(olddirfd, old, newdirfd, new, flags, || f(olddirfd, old, newdirfd, new, flags))
 }
 
 extern "C" {

@@ -456,3 +456,104 @@ fn files_made_by_the_mkstemp_family_are_recorded() {
     let want: Vec<(String, u64)> = [("tmp", 100), ("tmp64", 500), ("tmpo", 200), ("tmpos", 400), ("tmps", 300)].into_iter().map(|(p, s)| (p.to_string(), s)).collect();
     assert_eq!(got, want);
 }
+
+/// Runs `rename_writer DATA OUTSIDE CASE` under the agent in a fresh scratch directory whose
+/// root holds `foreign.txt` (written here, not through the agent); returns the scratch dir,
+/// the root, the directory outside it and the catalog (read with no rejects).
+fn run_rename_writer(case: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Catalog) {
+    let (tmp, data, catalog) = scratch();
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let prog = cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/rename_writer.c"), &tmp.path().join("rename_writer"));
+    std::fs::write(data.join("foreign.txt"), "written before the program ran\n").unwrap();
+    let out = under_agent(Command::new(&prog).arg(&data).arg(&outside).arg(case), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    assert!(out.status.success(), "rename_writer {case}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+    (tmp, data, outside, cat)
+}
+
+/// What swiftload checks of each entry the reader keeps (`Catalog::latest`): the file exists
+/// with the catalogued size.
+fn assert_latest_is_readable(cat: &Catalog) {
+    for e in cat.latest() {
+        let md = std::fs::metadata(&e.path).unwrap_or_else(|err| panic!("{}: {err} (a swiftload reject)", e.path));
+        assert_eq!(md.len(), e.size(), "{}: size differs (a swiftload reject)", e.path);
+    }
+}
+
+fn sizes(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|&(n, s)| (n.to_string(), s)).collect()
+}
+
+#[test]
+fn a_temporary_renamed_after_close_is_catalogued_under_its_final_name_only() {
+    let (_tmp, data, _outside, cat) = run_rename_writer("mkstemp");
+    // Exactly the files on disk (the temporaries are gone), with their layouts.
+    let got = assert_catalog_is_the_disk(&data, &cat, &["foreign.txt"]);
+    assert_eq!(got, sizes(&[("out.bin", 5000), ("sub/final.dat", 1234)]));
+    assert_eq!((cat.gone.len(), cat.superseded), (2, 2), "{:?}", cat.gone);
+    assert_latest_is_readable(&cat);
+}
+
+#[test]
+fn a_file_renamed_while_open_is_recorded_under_its_new_name() {
+    let (_tmp, data, _outside, cat) = run_rename_writer("open");
+    let got = assert_catalog_is_the_disk(&data, &cat, &["foreign.txt"]);
+    // a.bin renamed then written on; b.bin recorded once before (its entry superseded); a
+    // stdio stream renamed before its fclose.
+    assert_eq!(got, sizes(&[("b2.bin", 150), ("renamed-open.bin", 4000), ("s-final.txt", 12)]));
+    assert_eq!(cat.superseded, 1);
+    assert_latest_is_readable(&cat);
+}
+
+#[test]
+fn a_rename_over_a_recorded_file_supersedes_its_entry() {
+    let (_tmp, data, _outside, cat) = run_rename_writer("over");
+    let got = assert_catalog_is_the_disk(&data, &cat, &[]);
+    // The old final.bin (9000 bytes) and target.bin (700 bytes) are replaced.
+    assert_eq!(got, sizes(&[("final.bin", 2000), ("target.bin", 31)]));
+    assert_latest_is_readable(&cat);
+}
+
+#[test]
+fn renameat2_noreplace_that_fails_changes_nothing_and_exchange_swaps_names() {
+    // The program checks that the failed RENAME_NOREPLACE (EEXIST) wrote nothing.
+    let (_tmp, data, _outside, cat) = run_rename_writer("at2");
+    let got = assert_catalog_is_the_disk(&data, &cat, &["foreign.txt"]);
+    // a.bin (100) -> c.bin; c.bin and b.bin (200) exchanged; b.bin -> sub/moved.bin by renameat.
+    assert_eq!(got, sizes(&[("c.bin", 200), ("sub/moved.bin", 100)]));
+    assert_latest_is_readable(&cat);
+}
+
+#[test]
+fn a_directory_rename_moves_the_files_below_it_and_a_rename_out_of_the_root_drops_one() {
+    let (_tmp, data, outside, cat) = run_rename_writer("dir");
+    let got = assert_catalog_is_the_disk(&data, &cat, &["foreign.txt"]);
+    // d/x, d/y recorded and d/z open when d became e; e/x then moved out of the root.
+    assert_eq!(got, sizes(&[("e/y", 20), ("e/z", 35)]));
+    assert_eq!(std::fs::metadata(outside.join("x")).unwrap().len(), 10);
+    assert_latest_is_readable(&cat);
+}
+
+#[test]
+fn sed_in_place_leaves_the_final_name_only() {
+    if !Command::new("sed").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("sed not found: skipped");
+        return;
+    }
+    let (_tmp, data, catalog) = scratch();
+    // The shell records f.txt; sed (its own process and catalog file, unless the shell execs
+    // it) writes a temporary beside it and renames it over f.txt.
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg("cd \"$1\" && printf 'hello world, hello\\n' > f.txt && sed -i 's/hello/goodbye/g' f.txt").arg("sh").arg(&data);
+    let out = under_agent(&mut sh, &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(data.join("f.txt")).unwrap(), "goodbye world, goodbye\n");
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+    let got = assert_catalog_is_the_disk(&data, &cat, &[]);
+    assert_eq!(got, sizes(&[("f.txt", 23)]));
+    assert_latest_is_readable(&cat);
+}

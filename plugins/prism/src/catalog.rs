@@ -15,6 +15,21 @@
 //! Non-regular files (directories, links, ...) write `layout` then `None`. The writer
 //! ([`CatalogEntry::write_to`]) and the reader ([`Catalog::parse`]) round-trip; the reader
 //! names the file, line and reason of every bad entry, counts it, and goes on with the next.
+//!
+//! A `gone` record ([`CatalogGone`]) says that a path no longer names a file (it was renamed
+//! away, replaced by a rename, or moved out of the tracked root):
+//!
+//! ```text
+//! gone
+//! <path>
+//! <the lstat fields of the file that left the path>
+//! end
+//! ```
+//!
+//! It supersedes the entries for that path with the same `st_dev` and `st_ino`: in its own
+//! catalog file those written before it, in other files those whose `st_ctime` is not later
+//! than its own. Catalogs without `gone` records read as before; a reader that does not know
+//! the record rejects it as one bad entry and goes on.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -332,6 +347,49 @@ impl CatalogEntry {
     }
 }
 
+/// A `gone` record: `path` no longer names the file `stat` describes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogGone {
+    /// Absolute path the file left.
+    pub path: String,
+    /// The file's `lstat` fields at (or just after) it left; `st_dev`, `st_ino` and `st_ctime`
+    /// decide which entries it supersedes.
+    pub stat: StatFields,
+}
+
+impl CatalogGone {
+    /// Append the record's text to `out`.
+    pub fn write_to(&self, out: &mut String) -> Result<(), CatalogError> {
+        if self.path.contains('\n') || self.path.is_empty() {
+            return Err(CatalogError::Unrepresentable(self.path.clone()));
+        }
+        out.push_str("gone\n");
+        out.push_str(&self.path);
+        out.push('\n');
+        self.stat.write(out);
+        out.push_str("end\n");
+        Ok(())
+    }
+
+    /// The record's text.
+    pub fn to_text(&self) -> Result<String, CatalogError> {
+        let mut s = String::new();
+        self.write_to(&mut s)?;
+        Ok(s)
+    }
+
+    /// Whether `e` describes the same file at the same path.
+    fn names(&self, e: &CatalogEntry) -> bool {
+        e.path == self.path && e.lstat.dev == self.stat.dev && e.lstat.ino == self.stat.ino
+    }
+
+    /// Whether this record, read from another catalog file, supersedes `e`: the same file at
+    /// the same path, recorded no later than it left (whole seconds: a tie goes to the record).
+    pub fn supersedes(&self, e: &CatalogEntry) -> bool {
+        self.names(e) && e.lstat.ctime <= self.stat.ctime
+    }
+}
+
 /// A bad entry: where and why. Reading goes on with the next entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogReject {
@@ -352,8 +410,12 @@ impl std::fmt::Display for CatalogReject {
 /// Entries read from one or more catalog files, and the rejected ones.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
-    /// Good entries, in file then line order.
+    /// Good entries no `gone` record supersedes, in file then line order.
     pub entries: Vec<CatalogEntry>,
+    /// The `gone` records read.
+    pub gone: Vec<CatalogGone>,
+    /// Entries dropped because a `gone` record supersedes them.
+    pub superseded: usize,
     /// Bad entries.
     pub rejects: Vec<CatalogReject>,
     /// Files read.
@@ -376,12 +438,21 @@ impl Catalog {
                 Some(x) => x,
             };
             let result = match first {
-                Ok("lstat") => parse_entry(&mut lines),
-                Ok(other) => Err((n, format!("expected `lstat`, found `{}`", clip(other)))),
+                Ok("lstat") => parse_entry(&mut lines).map(Record::Entry),
+                Ok("gone") => parse_gone(&mut lines).map(Record::Gone),
+                Ok(other) => Err((n, format!("expected `lstat` or `gone`, found `{}`", clip(other)))),
                 Err(e) => Err((n, e)),
             };
             match result {
-                Ok(e) => cat.entries.push(e),
+                Ok(Record::Entry(e)) => cat.entries.push(e),
+                Ok(Record::Gone(g)) => {
+                    // In one file the order is the order of events: every earlier entry of
+                    // the file at that path goes, whatever its ctime; later ones stay.
+                    let before = cat.entries.len();
+                    cat.entries.retain(|e| !g.names(e));
+                    cat.superseded += before - cat.entries.len();
+                    cat.gone.push(g);
+                }
                 Err((line, reason)) => {
                     cat.rejects.push(CatalogReject { file: name.to_path_buf(), line, reason });
                     // Resynchronise: skip to the line after the next `end`, or stop before a
@@ -418,9 +489,20 @@ impl Catalog {
         Ok(cat)
     }
 
-    /// Append another catalog's entries and rejects.
-    pub fn extend(&mut self, other: Catalog) {
+    /// Append another catalog's entries, `gone` records and rejects (the two must come from
+    /// different files): each side's `gone` records drop the other side's entries they
+    /// supersede ([`CatalogGone::supersedes`]).
+    pub fn extend(&mut self, mut other: Catalog) {
+        let before = self.entries.len() + other.entries.len();
+        if !other.gone.is_empty() {
+            self.entries.retain(|e| !other.gone.iter().any(|g| g.supersedes(e)));
+        }
+        if !self.gone.is_empty() {
+            other.entries.retain(|e| !self.gone.iter().any(|g| g.supersedes(e)));
+        }
+        self.superseded += other.superseded + before - self.entries.len() - other.entries.len();
         self.entries.extend(other.entries);
+        self.gone.extend(other.gone);
         self.rejects.extend(other.rejects);
         self.files += other.files;
     }
@@ -445,6 +527,16 @@ impl Catalog {
         }
         by_path.into_values().collect()
     }
+}
+
+enum Record {
+    Entry(CatalogEntry),
+    Gone(CatalogGone),
+}
+
+/// Whether a line starts a record (`lstat` or `gone`).
+fn starts_record(l: &[u8]) -> bool {
+    l == b"lstat" || l == b"gone"
 }
 
 fn clip(s: &str) -> String {
@@ -496,7 +588,7 @@ impl<'a> Lines<'a> {
 
     fn skip_to_entry(&mut self) {
         while let Some(l) = self.peek_line() {
-            if l == b"lstat" {
+            if starts_record(l) {
                 return;
             }
             let _ = self.next_line();
@@ -506,11 +598,12 @@ impl<'a> Lines<'a> {
         }
     }
 
-    /// The next line of this entry; a line `lstat` starts the next entry (this one was
-    /// cut short) and is left for it.
+    /// The next line of this entry; a line `lstat` or `gone` starts the next record (this
+    /// one was cut short) and is left for it.
     fn need(&mut self, what: &str) -> Result<(usize, &'a str), (usize, String)> {
-        if self.peek_line() == Some(b"lstat") {
-            return Err((self.line + 1, format!("truncated entry: a new entry (`lstat`) where {what} was expected")));
+        if let Some(l) = self.peek_line().filter(|l| starts_record(l)) {
+            let kw = String::from_utf8_lossy(l);
+            return Err((self.line + 1, format!("truncated entry: a new entry (`{kw}`) where {what} was expected")));
         }
         match self.next_line() {
             None => Err((self.line, format!("truncated entry: end of file where {what} was expected"))),
@@ -568,6 +661,17 @@ fn parse_entry(lines: &mut Lines<'_>) -> Result<CatalogEntry, (usize, String)> {
     }
     let entry = CatalogEntry { path: path.to_string(), lstat, stat, layout };
     Ok(entry)
+}
+
+fn parse_gone(lines: &mut Lines<'_>) -> Result<CatalogGone, (usize, String)> {
+    let (n, path) = lines.need("a path")?;
+    if path.is_empty() {
+        return Err((n, "empty path".into()));
+    }
+    let (n, fields) = lines.need("the lstat fields")?;
+    let stat = StatFields::parse(fields).map_err(|e| (n, e))?;
+    lines.keyword("end")?;
+    Ok(CatalogGone { path: path.to_string(), stat })
 }
 
 /// The largest stripe size a layout line may have (Lustre's limit is just under 4 GiB).
@@ -669,7 +773,7 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                "/cat/c1.txt:12: expected `lstat`, found `garbage`",
+                "/cat/c1.txt:12: expected `lstat` or `gone`, found `garbage`",
                 "/cat/c1.txt:15: stat field `st_mode`: `zz`: invalid digit found in string",
                 "/cat/c1.txt:28: layout line names `/scratch/a file 113`, not the entry's path",
                 "/cat/c1.txt:38: interval 0 is not a multiple of stripe size 1",
@@ -762,7 +866,7 @@ mod tests {
         let mut newer = st(0o100644, 9);
         newer.ctime = 10;
         let b = CatalogEntry::new("/p", newer, Some(newer), Some(&[]));
-        let cat = Catalog { entries: vec![b.clone(), a.clone()], rejects: vec![], files: 1 };
+        let cat = Catalog { entries: vec![b.clone(), a.clone()], files: 1, ..Catalog::default() };
         assert_eq!(cat.latest(), vec![&b]);
         // Same ctime (whole seconds): the larger size wins whatever the read order, then the
         // later mtime.
@@ -770,13 +874,13 @@ mod tests {
         bigger.mtime = 1;
         let c = CatalogEntry::new("/p", bigger, Some(bigger), Some(&[]));
         for entries in [vec![c.clone(), a.clone()], vec![a.clone(), c.clone()]] {
-            assert_eq!(Catalog { entries, rejects: vec![], files: 1 }.latest(), vec![&c]);
+            assert_eq!(Catalog { entries, files: 1, ..Catalog::default() }.latest(), vec![&c]);
         }
         let mut later = st(0o100644, 5);
         later.mtime = 9;
         let d = CatalogEntry::new("/p", later, Some(later), Some(&[]));
         for entries in [vec![d.clone(), a.clone()], vec![a.clone(), d.clone()]] {
-            assert_eq!(Catalog { entries, rejects: vec![], files: 1 }.latest(), vec![&d]);
+            assert_eq!(Catalog { entries, files: 1, ..Catalog::default() }.latest(), vec![&d]);
         }
 
         let rec = FileRecord { path: "/scratch/r", kind: FileKind::File, mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3, inode: 0 };
@@ -789,6 +893,61 @@ mod tests {
         let e = CatalogEntry::from_record(&link, Some(&comps));
         assert!(e.stat.is_none() && e.layout.is_none());
         assert!(matches!(CatalogEntry { path: "a\nb".into(), ..e }.to_text(), Err(CatalogError::Unrepresentable(_))));
+    }
+
+    #[test]
+    fn gone_records_supersede_the_entries_of_their_file_before_them_and_older_ones_elsewhere() {
+        let at = |path: &str, ino: u64, ctime: i64, size: u64| {
+            let mut f = st(0o100644, size);
+            (f.ino, f.ctime) = (ino, ctime);
+            CatalogEntry::new(path, f, Some(f), Some(&[]))
+        };
+        let gone = |e: &CatalogEntry| CatalogGone { path: e.path.clone(), stat: e.lstat };
+        // tmp written, renamed over /d/f (whose old file, inode 1, goes too), then renamed back
+        // and forth within one second: in one file the order decides.
+        let (f_old, tmp, f_new) = (at("/d/f", 1, 5, 100), at("/d/tmp", 2, 5, 7), at("/d/f", 2, 5, 7));
+        let (tmp_back, f_back) = (at("/d/tmp", 2, 5, 7), at("/d/f", 2, 5, 7));
+        let mut text = String::new();
+        for r in [f_old.to_text(), tmp.to_text(), gone(&f_old).to_text(), gone(&tmp).to_text(), f_new.to_text(), gone(&f_new).to_text(), tmp_back.to_text(), gone(&tmp_back).to_text(), f_back.to_text()] {
+            text.push_str(&r.unwrap());
+        }
+        assert!(text.contains("end\ngone\n/d/f\nst_dev:2049; st_ino:1; st_mode:100644; "), "{text}");
+        let cat = Catalog::parse(Path::new("c"), text.as_bytes());
+        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+        assert_eq!((cat.entries.clone(), cat.superseded, cat.gone.len()), (vec![f_back.clone()], 4, 4));
+        assert_eq!(cat.latest(), vec![&f_back]);
+
+        // Across files: an entry no later than the record goes, whichever file is read first; a
+        // later entry (the path written again afterwards) and another file's other inode stay.
+        let tmp_dir = tempfile::tempdir().unwrap();
+        let later = at("/d/f", 1, 6, 50);
+        let other = at("/d/g", 1, 5, 9);
+        std::fs::write(tmp_dir.path().join("catalog.h.1.txt"), [gone(&f_old).to_text().unwrap(), gone(&tmp).to_text().unwrap(), f_new.to_text().unwrap()].concat()).unwrap();
+        std::fs::write(tmp_dir.path().join("catalog.h.2.txt"), [f_old.to_text().unwrap(), tmp.to_text().unwrap(), other.to_text().unwrap()].concat()).unwrap();
+        std::fs::write(tmp_dir.path().join("catalog.h.3.txt"), later.to_text().unwrap()).unwrap();
+        let cat = Catalog::read_dir(tmp_dir.path()).unwrap();
+        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+        assert_eq!((cat.entries.clone(), cat.superseded), (vec![f_new.clone(), other.clone(), later.clone()], 2));
+        assert_eq!(cat.latest(), vec![&later, &other]);
+        let mut one = Catalog::read_file(&tmp_dir.path().join("catalog.h.2.txt")).unwrap();
+        one.extend(Catalog::read_file(&tmp_dir.path().join("catalog.h.1.txt")).unwrap());
+        assert_eq!((one.entries, one.superseded), (vec![other, f_new], 2));
+
+        // Bad or cut-short records are rejects like bad entries; the next record still parses.
+        let good = f_old.to_text().unwrap();
+        let text = format!("gone\n/d/f\nst_mode:zz; st_size:1\nend\ngone\n/d/f\n{good}lstat\n/x\n{}", gone(&f_old).to_text().unwrap());
+        let cat = Catalog::parse(Path::new("b"), text.as_bytes());
+        let got: Vec<String> = cat.rejects.iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            got,
+            vec![
+                "b:3: stat field `st_mode`: `zz`: invalid digit found in string",
+                "b:7: truncated entry: a new entry (`lstat`) where the lstat fields was expected",
+                "b:17: truncated entry: a new entry (`gone`) where the lstat fields was expected",
+            ]
+        );
+        assert_eq!((cat.entries.len(), cat.gone.len(), cat.superseded), (0, 1, 1));
+        assert!(matches!(CatalogGone { path: "a\nb".into(), stat: f_old.lstat }.to_text(), Err(CatalogError::Unrepresentable(_))));
     }
 
     #[test]

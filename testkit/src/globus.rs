@@ -1,23 +1,45 @@
 //! A Globus Search emulator (`icicle-testkit globus-search`) and a small client for reading it
 //! back. A real HTTP/1.1 server (hyper, keep-alive) that answers like the Search API of
 //! formats.md §5: GIngest ingest (GMetaEntry and GMetaList), `batch_delete_by_subject`,
-//! subject deletes, tasks run in the order received by a background worker (PENDING →
-//! PROGRESS → SUCCESS or FAILED), `GET /v1/task/<id>`, `GET /v1/task_list/<index>`,
-//! `GET /v1/index/<id>/subject`, `POST /v1/index/<id>/scroll`, and Globus Auth's client
-//! credentials token endpoint. It enforces the documented limits (10 MB requests, 500-byte
-//! subjects, 100 `visible_to` principals, 10 entries per subject, `Content-Type:
-//! application/json`), a token-bucket rate limit answering 429 with `Retry-After`, and can
-//! inject transient 503s and FAILED tasks.
+//! subject, entry and `delete_by_query` deletes, tasks run in the order received by a
+//! background worker (PENDING → PROGRESS → SUCCESS or FAILED), `GET /v1/task/<id>`,
+//! `GET /v1/task_list/<index>`, `GET /v1/index/<id>/subject`, `POST /v1/index/<id>/scroll`,
+//! `GET` and `POST /v1/index/<id>/search` (a subset, see Search below), and Globus
+//! Auth's client credentials token endpoint. It enforces the documented limits (10 MB
+//! requests, 500-byte subjects, 100 `visible_to` principals, 10 entries per subject, 10 MB
+//! entries, 32 KB fields, 20 levels of nesting, 1000 fields per index, 256-character queries,
+//! `offset + limit` ≤ 10,000, `Content-Type: application/json`), a token-bucket rate limit
+//! answering 429 with `Retry-After`, and can inject transient 503s and FAILED tasks.
 //!
-//! Choices where the spec is silent: errors are `{"code","message","status","error_data"}`;
-//! every authenticated caller is treated as the index's owner, so `bypass_visible_to` is
-//! allowed (in the scroll body, or as a query parameter of `GET .../subject`); otherwise
-//! results show entries visible to `public` or to the caller's identity
-//! (`urn:globus:auth:identity:<client_id>` for client-credentials tokens). Endpoints under
-//! `/_emulator/` (no authentication, no rate limit) serve tests: `stats`, `dump/<index>`
-//! (entries with `visible_to`) and `expire_tokens`.
+//! Choices where the spec is silent: errors are `{"code","message","status","error_data"}`,
+//! limit violations 400 `BadRequest.ValidationError` (a request that breaks no limit alone but
+//! would take its index past 1000 fields is accepted and its task FAILS, applying nothing, as
+//! an Elasticsearch mapping limit would); every authenticated caller is treated as the index's
+//! owner, so `bypass_visible_to` is allowed; otherwise results show entries visible to `public`
+//! or to the caller's identity (`urn:globus:auth:identity:<client_id>` for client-credentials
+//! tokens; static tokens and anonymous queries have none, so they see `public` entries only).
+//! Endpoints under `/_emulator/` (no authentication, no rate limit) serve tests: `stats`,
+//! `dump/<index>` (entries with `visible_to`) and `expire_tokens`.
+//!
+//! # Search
+//!
+//! `q` is `*` (everything) or whitespace-separated terms, all required: a term matches an
+//! entry when each of its letter/digit runs (case-insensitive) is a word of some string,
+//! number or boolean in `content`; a trailing `*` makes the last run a prefix. No operators,
+//! quotes or `field:value` (`advanced: true` is answered 400). `filters` and
+//! `post_facet_filters` (all must hold) are `match_any`, `match_all` and `range` on a dotted
+//! `field_name` into `content` (lists are searched element by element); range bounds are
+//! inclusive, `"*"` is open, numbers compare with numbers and dates (the formats Search
+//! detects: `yyyy-MM-dd`, `yyyy-MM-dd HH:mm:ss`, `yyyy/MM/dd HH:mm:ss Z`,
+//! `yyyy-MM-ddTHH:mm:ss[.SSS]Z`) with dates. `facets`: `terms` (`size`, default 10; count
+//! desc, then value), `date_histogram` (`date_interval` `year` … `second`, UTC) and
+//! `numeric_histogram` (`histogram_range` cut into `size` equal buckets, `low` ≤ x < `high`);
+//! they count matching entries before `post_facet_filters`. `sort` by fields (`asc` takes an
+//! entry's smallest value, `desc` its largest, missing last); ties, and unsorted results, go by
+//! subject. Strings over 10,000 characters are left out of facets and sort as missing.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -40,6 +62,22 @@ pub const MAX_VISIBLE_TO: usize = 100;
 pub const MAX_ENTRIES_PER_SUBJECT: usize = 10;
 /// Largest scroll page.
 pub const MAX_SCROLL_LIMIT: u64 = 10_000;
+/// Largest `offset + limit` of a search ("at most 10,000 results"; use scroll for more).
+pub const MAX_SEARCH_RESULTS: u64 = 10_000;
+/// Largest entry as compact JSON ("10MB" after expansion, read as 10,000,000 bytes).
+pub const MAX_ENTRY_BYTES: usize = 10_000_000;
+/// Largest string value in an entry ("32KB", read as 32,000 bytes like 10MB above).
+pub const MAX_FIELD_BYTES: usize = 32_000;
+/// Most distinct fields (dotted key paths, objects included) an index may ever hold.
+pub const MAX_FIELDS_PER_INDEX: usize = 1000;
+/// Deepest key in `content` (a top-level key is at depth 1).
+pub const MAX_FIELD_DEPTH: usize = 20;
+/// Longest query string `q`, in characters.
+pub const MAX_QUERY_CHARS: usize = 256;
+/// Strings longer than this (characters) are left out of facets and sort as missing.
+const MAX_FACET_CHARS: usize = 10_000;
+/// Most buckets a histogram facet may produce.
+const MAX_BUCKETS: usize = 10_000;
 /// The full-access Search scope (client-credentials tokens get it unless they ask for less).
 pub const SCOPE_ALL: &str = "urn:globus:auth:scope:search.api.globus.org:all";
 const SCOPE_INGEST: &str = "urn:globus:auth:scope:search.api.globus.org:ingest";
@@ -98,12 +136,18 @@ struct Entry {
 struct NewEntry {
     subject: String,
     entry: Entry,
+    /// The dotted key paths of its content.
+    fields: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone)]
 enum Op {
     Ingest(Vec<NewEntry>),
     Delete(Vec<String>),
+    /// Delete one entry: (subject, entry id).
+    DeleteEntry(String, Option<String>),
+    /// Delete every entry matching `q` and `filters`, whoever may see it.
+    DeleteByQuery(Box<Query>),
 }
 
 #[derive(Debug, Clone)]
@@ -140,6 +184,8 @@ struct Grant {
     expires: Option<Instant>,
     scopes: Vec<String>,
     identity: Option<String>,
+    /// No `Authorization` header (queries of public data only).
+    anonymous: bool,
 }
 
 #[derive(Default)]
@@ -156,6 +202,8 @@ struct Counters {
 
 struct State {
     indexes: HashMap<String, BTreeMap<String, Vec<Entry>>>,
+    /// Every field an index has held (like a mapping, never forgotten).
+    fields: HashMap<String, BTreeSet<String>>,
     tasks: HashMap<String, Task>,
     /// Task ids in the order received.
     order: Vec<String>,
@@ -340,7 +388,42 @@ fn entry(v: &Value, at: &str) -> Result<NewEntry, Refusal> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return bad(format!("{at}: `id` must be a string or null")),
     };
-    Ok(NewEntry { subject: subject.to_string(), entry: Entry { entry_id, visible_to, content: content.clone() } })
+    let mut fields = BTreeSet::new();
+    if let Err(m) = content_fields(content, "", 1, &mut fields) {
+        return bad(format!("{at}: {m}"));
+    }
+    if fields.len() > MAX_FIELDS_PER_INDEX {
+        return bad(format!("{at}: the entry has {} fields, over the limit of {MAX_FIELDS_PER_INDEX} per index", fields.len()));
+    }
+    let size = serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+    if size > MAX_ENTRY_BYTES {
+        return bad(format!("{at}: the entry is {size} bytes as JSON, over the {MAX_ENTRY_BYTES}-byte limit"));
+    }
+    Ok(NewEntry { subject: subject.to_string(), entry: Entry { entry_id, visible_to, content: content.clone() }, fields })
+}
+
+/// Collect the dotted key paths of `v` (lists are transparent), checking depth and string length.
+fn content_fields(v: &Value, prefix: &str, depth: usize, out: &mut BTreeSet<String>) -> Result<(), String> {
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                if depth > MAX_FIELD_DEPTH {
+                    return Err(format!("field `{path}` is nested {depth} levels deep, over the limit of {MAX_FIELD_DEPTH}"));
+                }
+                content_fields(x, &path, depth + 1, out)?;
+                out.insert(path);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                content_fields(x, prefix, depth, out)?;
+            }
+        }
+        Value::String(s) if s.len() > MAX_FIELD_BYTES => return Err(format!("field `{prefix}` is {} bytes long, over the {MAX_FIELD_BYTES}-byte limit", s.len())),
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Validate a GIngest document into its entries.
@@ -380,13 +463,21 @@ fn gingest(doc: &Value) -> Result<Vec<NewEntry>, Refusal> {
             return Err(Box::new(error(400, "BadRequest.ValidationError", format!("subject `{}` has more than {MAX_ENTRIES_PER_SUBJECT} entries", e.subject), Value::Null)));
         }
     }
+    let fields: BTreeSet<&String> = entries.iter().flat_map(|e| &e.fields).collect();
+    if fields.len() > MAX_FIELDS_PER_INDEX {
+        return bad(&format!("the request has {} distinct fields, over the limit of {MAX_FIELDS_PER_INDEX} per index", fields.len()));
+    }
     Ok(entries)
 }
 
 /// Apply a task's operation to its index; `Err` is why the task fails.
-fn apply(index: &mut BTreeMap<String, Vec<Entry>>, op: &Op) -> Result<(), String> {
+fn apply(index: &mut BTreeMap<String, Vec<Entry>>, fields: &mut BTreeSet<String>, op: &Op) -> Result<(), String> {
     match op {
         Op::Ingest(entries) => {
+            let new: BTreeSet<&String> = entries.iter().flat_map(|e| &e.fields).filter(|f| !fields.contains(*f)).collect();
+            if fields.len() + new.len() > MAX_FIELDS_PER_INDEX {
+                return Err(format!("Limit of total fields [{MAX_FIELDS_PER_INDEX}] has been exceeded: the index has {} fields and the task adds {}", fields.len(), new.len()));
+            }
             // Check the entries-per-subject limit before changing anything.
             let mut after: HashMap<&str, Vec<Option<&str>>> = HashMap::new();
             for e in entries {
@@ -398,6 +489,8 @@ fn apply(index: &mut BTreeMap<String, Vec<Entry>>, op: &Op) -> Result<(), String
                     return Err(format!("subject `{}` would have more than {MAX_ENTRIES_PER_SUBJECT} entries", e.subject));
                 }
             }
+            let new: Vec<String> = new.into_iter().cloned().collect();
+            fields.extend(new);
             for e in entries {
                 let slot = index.entry(e.subject.clone()).or_default();
                 match slot.iter_mut().find(|x| x.entry_id == e.entry.entry_id) {
@@ -410,6 +503,20 @@ fn apply(index: &mut BTreeMap<String, Vec<Entry>>, op: &Op) -> Result<(), String
             for s in subjects {
                 index.remove(s);
             }
+        }
+        Op::DeleteEntry(subject, id) => {
+            if let Some(es) = index.get_mut(subject) {
+                es.retain(|e| e.entry_id != *id);
+                if es.is_empty() {
+                    index.remove(subject);
+                }
+            }
+        }
+        Op::DeleteByQuery(q) => {
+            index.retain(|_, es| {
+                es.retain(|e| !q.matches(e, &q.filters));
+                !es.is_empty()
+            });
         }
     }
     Ok(())
@@ -439,8 +546,8 @@ async fn worker(shared: Arc<Shared>) {
         let result = if task.fail {
             Err(format!("injected failure (--fail-task-every {})", shared.opts.fail_task_every.unwrap_or(0)))
         } else {
-            match (task.op.take(), st.indexes.get_mut(&task.index_id)) {
-                (Some(op), Some(index)) => apply(index, &op),
+            match (task.op.take(), st.indexes.get_mut(&task.index_id), st.fields.get_mut(&task.index_id)) {
+                (Some(op), Some(index), Some(fields)) => apply(index, fields, &op),
                 _ => Err("the index no longer exists".into()),
             }
         };
@@ -456,14 +563,18 @@ async fn worker(shared: Arc<Shared>) {
     }
 }
 
-/// The caller's grant, or the 401 to answer.
-fn authorize(shared: &Shared, req: &Request<Incoming>) -> Result<Grant, Refusal> {
+/// The caller's grant, or the 401 to answer; without an `Authorization` header, queries
+/// (`anonymous_ok`) run as an anonymous caller who sees public entries only.
+fn authorize(shared: &Shared, req: &Request<Incoming>, anonymous_ok: bool) -> Result<Grant, Refusal> {
     let unauthorized = |m: &str| {
         shared.lock().counters.unauthorized += 1;
         let mut r = error(401, "AuthenticationFailed", m, Value::Null);
         r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
         Box::new(r)
     };
+    if anonymous_ok && req.headers().get(AUTHORIZATION).is_none() {
+        return Ok(Grant { expires: None, scopes: vec![SCOPE_SEARCH.into()], identity: None, anonymous: true });
+    }
     let Some(h) = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return Err(unauthorized("an Authorization: Bearer header is required")) };
     let Some((scheme, token)) = h.split_once(' ') else { return Err(unauthorized("malformed Authorization header")) };
     if !scheme.eq_ignore_ascii_case("bearer") {
@@ -471,7 +582,7 @@ fn authorize(shared: &Shared, req: &Request<Incoming>) -> Result<Grant, Refusal>
     }
     let token = token.trim();
     if shared.opts.tokens.iter().any(|t| t == token) {
-        return Ok(Grant { expires: None, scopes: vec![SCOPE_ALL.into()], identity: None });
+        return Ok(Grant { expires: None, scopes: vec![SCOPE_ALL.into()], identity: None, anonymous: false });
     }
     let grant = shared.lock().issued.get(token).cloned();
     match grant {
@@ -561,6 +672,7 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
         return no_index(index);
     }
     let subject_param = query_param(&req, "subject");
+    let entry_id_param = query_param(&req, "entry_id").filter(|id| !id.is_empty());
     let json_ct = is_json(req.headers().get(CONTENT_TYPE));
     let is_post = req.method() == Method::POST;
     let bytes = match body(req).await {
@@ -603,9 +715,22 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
             let task_id = enqueue(shared, index, Op::Delete(subjects));
             json_response(200, &json!({"task_id": task_id}))
         }
+        "delete_by_query" => {
+            let doc = match parse() {
+                Ok(d) => d,
+                Err(r) => return *r,
+            };
+            let q = match Query::from_json(&doc, true) {
+                Ok(q) => q,
+                Err(m) => return bad_query(m),
+            };
+            let task_id = enqueue(shared, index, Op::DeleteByQuery(Box::new(q)));
+            json_response(200, &json!({"task_id": task_id}))
+        }
         _ => {
             let Some(subject) = subject_param else { return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null) };
-            let task_id = enqueue(shared, index, Op::Delete(vec![subject]));
+            let op = if what == "delete_entry" { Op::DeleteEntry(subject, entry_id_param) } else { Op::Delete(vec![subject]) };
+            let task_id = enqueue(shared, index, op);
             json_response(200, &json!({"task_id": task_id}))
         }
     }
@@ -639,7 +764,7 @@ async fn token_endpoint(shared: &Shared, req: Request<Incoming>) -> Resp {
     let mut st = shared.lock();
     let token = st.token();
     st.counters.tokens_issued += 1;
-    st.issued.insert(token.clone(), Grant { expires: Some(Instant::now() + lifetime), scopes, identity: Some(format!("urn:globus:auth:identity:{id}")) });
+    st.issued.insert(token.clone(), Grant { expires: Some(Instant::now() + lifetime), scopes, identity: Some(format!("urn:globus:auth:identity:{id}")), anonymous: false });
     json_response(
         200,
         &json!({"access_token": token, "expires_in": lifetime.as_secs(), "token_type": "Bearer", "scope": scope, "resource_server": "search.api.globus.org", "other_tokens": []}),
@@ -684,18 +809,48 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
     if let Err(r) = rate_limit(&shared) {
         return *r;
     }
-    let grant = match authorize(&shared, &req) {
+    let query_route = matches!((method.as_str(), &p[1..]), ("GET" | "POST", ["index", _, "search"]) | ("POST", ["index", _, "scroll"]) | ("GET", ["index", _, "subject"]));
+    let grant = match authorize(&shared, &req, query_route) {
         Ok(g) => g,
         Err(r) => return *r,
     };
     match (method.as_str(), &p[1..]) {
-        ("POST", ["index", index, what @ ("ingest" | "batch_delete_by_subject")]) => {
+        ("POST", ["index", index, what @ ("ingest" | "batch_delete_by_subject" | "delete_by_query")]) => {
             let (index, what) = (index.to_string(), what.to_string());
             write_request(&shared, req, &index, &grant, &what).await
         }
-        ("DELETE", ["index", index, "subject"]) => {
+        ("DELETE", ["index", index, what @ ("subject" | "entry")]) => {
+            let (index, what) = (index.to_string(), format!("delete_{what}"));
+            write_request(&shared, req, &index, &grant, &what).await
+        }
+        ("GET", ["index", index, "search"]) => {
+            if !allows(&grant, false) {
+                return error(403, "Forbidden.Generic", "the token's scope does not allow searching", Value::Null);
+            }
+            let params = req.uri().query().map(parse_form).unwrap_or_default();
+            match Query::from_params(&params) {
+                Ok(q) => search(&shared, index, &q, &grant),
+                Err(m) => bad_query(m),
+            }
+        }
+        ("POST", ["index", index, "search"]) => {
+            if !allows(&grant, false) {
+                return error(403, "Forbidden.Generic", "the token's scope does not allow searching", Value::Null);
+            }
             let index = index.to_string();
-            write_request(&shared, req, &index, &grant, "delete_subject").await
+            let json_ct = is_json(req.headers().get(CONTENT_TYPE));
+            let bytes = match body(req).await {
+                Ok(b) => b,
+                Err(r) => return *r,
+            };
+            if !json_ct {
+                return error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null);
+            }
+            let Ok(doc) = serde_json::from_slice::<Value>(&bytes) else { return error(400, "BadRequest.InvalidJSON", "the body is not JSON", Value::Null) };
+            match Query::from_json(&doc, false) {
+                Ok(q) => search(&shared, &index, &q, &grant),
+                Err(m) => bad_query(m),
+            }
         }
         ("GET", ["index", index, "subject"]) => {
             if !allows(&grant, false) {
@@ -703,6 +858,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
             }
             let Some(subject) = query_param(&req, "subject") else { return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null) };
             let bypass = query_param(&req, "bypass_visible_to").is_some_and(|v| v == "true");
+            if bypass && grant.anonymous {
+                return no_bypass();
+            }
             let st = shared.lock();
             let Some(ix) = st.indexes.get(*index) else { return no_index(index) };
             match ix.get(&subject).and_then(|es| gmeta_result(&subject, es, &grant, bypass)) {
@@ -741,11 +899,727 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
             let tasks: Vec<Value> = st.order.iter().filter_map(|id| st.tasks.get(id)).filter(|t| t.index_id == *index).map(Task::to_json).collect();
             json_response(200, &json!({"tasks": tasks}))
         }
-        (_, ["index", _, "ingest" | "batch_delete_by_subject" | "subject" | "scroll"]) | (_, ["task" | "task_list", _]) => {
+        (_, ["index", _, "ingest" | "batch_delete_by_subject" | "delete_by_query" | "subject" | "entry" | "scroll" | "search"]) | (_, ["task" | "task_list", _]) => {
             error(405, "MethodNotAllowed", format!("{method} is not allowed here"), Value::Null)
         }
         _ => error(404, "NotFound.Generic", format!("no such resource: {}", p.join("/")), Value::Null),
     }
+}
+
+fn no_bypass() -> Resp {
+    error(403, "Forbidden.Generic", "bypass_visible_to needs an authenticated index admin", Value::Null)
+}
+
+fn bad_query(m: String) -> Resp {
+    error(400, "BadRequest.ValidationError", m, Value::Null)
+}
+
+/// A number from JSON, exact for integers.
+#[derive(Debug, Clone, Copy)]
+enum Num {
+    I(i128),
+    F(f64),
+}
+
+impl Num {
+    fn of(v: &Value) -> Option<Num> {
+        match v {
+            Value::Number(n) => n.as_i64().map(|i| Num::I(i.into())).or_else(|| n.as_u64().map(|u| Num::I(u.into()))).or_else(|| n.as_f64().map(Num::F)),
+            _ => None,
+        }
+    }
+
+    fn parse(s: &str) -> Option<Num> {
+        s.parse::<i128>().ok().map(Num::I).or_else(|| s.parse::<f64>().ok().filter(|f| f.is_finite()).map(Num::F))
+    }
+
+    fn f(self) -> f64 {
+        match self {
+            Num::I(i) => i as f64,
+            Num::F(f) => f,
+        }
+    }
+
+    fn cmp(self, o: Num) -> Ordering {
+        match (self, o) {
+            (Num::I(a), Num::I(b)) => a.cmp(&b),
+            _ => self.f().total_cmp(&o.f()),
+        }
+    }
+
+    fn json(self) -> Value {
+        match self {
+            Num::I(i) => i64::try_from(i).map(Value::from).unwrap_or_else(|_| json!(i as f64)),
+            Num::F(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => json!(f as i64),
+            Num::F(f) => json!(f),
+        }
+    }
+}
+
+/// Milliseconds since the epoch of a date string in a format Search detects as a date.
+fn parse_date(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let t = b.get(from..from + len)?;
+        t.iter().all(u8::is_ascii_digit).then(|| t.iter().fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
+    };
+    let sep = *b.get(4)?;
+    if !(sep == b'-' || sep == b'/') || b.get(7) != Some(&sep) {
+        return None;
+    }
+    let (y, m, d) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days_in = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if !(1..=12).contains(&m) || d < 1 || d > days_in[(m - 1) as usize] {
+        return None;
+    }
+    let day_ms = icicle_core::time::days_from_civil(y, m as u32, d as u32) * 86_400_000;
+    if b.len() == 10 {
+        return (sep == b'-').then_some(day_ms);
+    }
+    let t = b[10];
+    if !(t == b'T' || (t == b' ')) || (t == b'T' && sep == b'/') || b.get(13) != Some(&b':') || b.get(16) != Some(&b':') {
+        return None;
+    }
+    let (h, mi, sec) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    if h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut ms = day_ms + ((h * 60 + mi) * 60 + sec) * 1000;
+    let mut i = 19;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        let frac: String = s[start..i].chars().chain("000".chars()).take(3).collect();
+        ms += frac.parse::<i64>().ok()?;
+    }
+    let zone = &s[i..];
+    let zone = if sep == b'/' {
+        zone.strip_prefix(' ')?
+    } else {
+        zone
+    };
+    let offset_min = match zone.as_bytes() {
+        [] if sep == b'-' && t == b' ' => 0,
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, rest @ ..] => {
+            let mm = match rest {
+                [b':', m1, m2] | [m1, m2] => [*m1, *m2],
+                _ => return None,
+            };
+            let hh = [*h1, *h2];
+            if !hh.iter().chain(mm.iter()).all(u8::is_ascii_digit) {
+                return None;
+            }
+            let v = i64::from(hh[0] - b'0') * 600 + i64::from(hh[1] - b'0') * 60 + i64::from(mm[0] - b'0') * 10 + i64::from(mm[1] - b'0');
+            if *sign == b'-' {
+                -v
+            } else {
+                v
+            }
+        }
+        _ => return None,
+    };
+    Some(ms - offset_min * 60_000)
+}
+
+/// `yyyy-MM-ddTHH:mm:ss.SSSZ` of milliseconds since the epoch.
+fn format_date(ms: i64) -> String {
+    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let (y, m, d) = icicle_core::time::civil_from_days(days);
+    let s = rem / 1000;
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", s / 3600, s / 60 % 60, s % 60, rem % 1000)
+}
+
+/// The values at a dotted path of `content` (lists at any level are searched element by element).
+fn leaves<'a>(content: &'a Value, path: &str) -> Vec<&'a Value> {
+    let mut cur = vec![content];
+    for key in path.split('.') {
+        let mut next = Vec::new();
+        for v in cur {
+            let mut push = |x: &'a Value| match x {
+                Value::Array(a) => next.extend(a.iter()),
+                x => next.push(x),
+            };
+            match v {
+                Value::Object(o) => {
+                    if let Some(x) = o.get(key) {
+                        push(x);
+                    }
+                }
+                Value::Array(a) => {
+                    for x in a.iter().filter_map(|x| x.get(key)) {
+                        push(x);
+                    }
+                }
+                _ => {}
+            }
+        }
+        cur = next;
+    }
+    cur.into_iter().flat_map(|v| if let Value::Array(a) = v { a.iter().collect() } else { vec![v] }).filter(|v| !v.is_null() && !v.is_object()).collect()
+}
+
+/// Whether a stored value equals a filter value (numbers as numbers, dates as instants).
+fn value_eq(field: &Value, want: &Value) -> bool {
+    match (field, want) {
+        (Value::Number(_), Value::Number(_)) => Num::of(field).zip(Num::of(want)).is_some_and(|(a, b)| a.cmp(b).is_eq()),
+        (Value::Number(_), Value::String(w)) => Num::of(field).zip(Num::parse(w)).is_some_and(|(a, b)| a.cmp(b).is_eq()),
+        (Value::String(f), Value::String(w)) => f == w || parse_date(f).zip(parse_date(w)).is_some_and(|(a, b)| a == b),
+        (Value::String(f), Value::Number(n)) => Num::of(want).zip(Num::parse(f)).is_some_and(|(a, b)| a.cmp(b).is_eq()) || *f == n.to_string(),
+        (Value::String(f), Value::Bool(w)) => f == if *w { "true" } else { "false" },
+        (Value::Bool(f), Value::Bool(w)) => f == w,
+        (Value::Bool(f), Value::String(w)) => w == if *f { "true" } else { "false" },
+        _ => false,
+    }
+}
+
+/// One end of a range filter.
+#[derive(Debug, Clone)]
+enum Bound {
+    Open,
+    Num(Num),
+    Date(i64),
+    Str(String),
+}
+
+impl Bound {
+    fn of(v: Option<&Value>) -> Result<Bound, String> {
+        match v {
+            Some(Value::String(s)) if s == "*" => Ok(Bound::Open),
+            Some(Value::String(s)) => Ok(parse_date(s).map(Bound::Date).or_else(|| Num::parse(s).map(Bound::Num)).unwrap_or_else(|| Bound::Str(s.clone()))),
+            Some(v @ Value::Number(_)) => Num::of(v).map(Bound::Num).ok_or_else(|| format!("bad range bound {v}")),
+            Some(v) => Err(format!("a range bound is a number, a string or \"*\", not {v}")),
+            None => Err("a range needs `from` and `to` (\"*\" for open)".into()),
+        }
+    }
+
+    /// How `v` compares with this bound, if they are comparable.
+    fn cmp(&self, v: &Value) -> Option<Ordering> {
+        match (self, v) {
+            (Bound::Num(b), Value::Number(_)) => Num::of(v).map(|n| n.cmp(*b)),
+            (Bound::Date(b), Value::String(s)) => parse_date(s).map(|d| d.cmp(b)),
+            (Bound::Str(b), Value::String(s)) => Some(s.as_str().cmp(b.as_str())),
+            _ => None,
+        }
+    }
+}
+
+/// A GFilter.
+#[derive(Debug, Clone)]
+enum Filter {
+    Any(String, Vec<Value>),
+    All(String, Vec<Value>),
+    Range(String, Vec<(Bound, Bound)>),
+}
+
+impl Filter {
+    fn parse(v: &Value) -> Result<Filter, String> {
+        let Some(o) = v.as_object() else { return Err(format!("a GFilter is an object, not {v}")) };
+        for k in o.keys() {
+            if !matches!(k.as_str(), "type" | "field_name" | "values" | "@datatype" | "@version") {
+                return Err(format!("unknown GFilter field `{k}`"));
+            }
+        }
+        let Some(field) = o.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else { return Err("a GFilter needs a `field_name` string".into()) };
+        let Some(values) = o.get("values").and_then(Value::as_array).filter(|a| !a.is_empty()) else { return Err(format!("the filter on `{field}` needs a non-empty `values` list")) };
+        let field = field.to_string();
+        match o.get("type").map(|t| t.as_str()) {
+            None | Some(Some("match_all")) => Ok(Filter::All(field, values.clone())),
+            Some(Some("match_any")) => Ok(Filter::Any(field, values.clone())),
+            Some(Some("range")) => {
+                let ranges = values.iter().map(|r| match r.as_object() {
+                    Some(r) => {
+                        if let Some(k) = r.keys().find(|k| *k != "from" && *k != "to") {
+                            return Err(format!("unknown range field `{k}`"));
+                        }
+                        Ok((Bound::of(r.get("from"))?, Bound::of(r.get("to"))?))
+                    }
+                    None => Err(format!("a range is {{\"from\", \"to\"}}, not {r}")),
+                });
+                Ok(Filter::Range(field, ranges.collect::<Result<_, _>>()?))
+            }
+            Some(t) => Err(format!("the emulator implements filter types match_all, match_any and range, not {}", t.map_or("a non-string".to_string(), |t| format!("`{t}`")))),
+        }
+    }
+
+    fn holds(&self, content: &Value) -> bool {
+        match self {
+            Filter::Any(f, want) => {
+                let got = leaves(content, f);
+                want.iter().any(|w| got.iter().any(|g| value_eq(g, w)))
+            }
+            Filter::All(f, want) => {
+                let got = leaves(content, f);
+                want.iter().all(|w| got.iter().any(|g| value_eq(g, w)))
+            }
+            Filter::Range(f, ranges) => leaves(content, f).iter().any(|v| {
+                ranges.iter().any(|(from, to)| {
+                    let lo = matches!(from, Bound::Open) || from.cmp(v).is_some_and(Ordering::is_ge);
+                    let hi = matches!(to, Bound::Open) || to.cmp(v).is_some_and(Ordering::is_le);
+                    lo && hi
+                })
+            }),
+        }
+    }
+}
+
+/// A query term: its lower-cased letter/digit runs, the last one a prefix when it ended in `*`.
+#[derive(Debug, Clone)]
+struct Term {
+    words: Vec<String>,
+    prefix: bool,
+}
+
+fn words(s: &str) -> impl Iterator<Item = String> + '_ {
+    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+}
+
+/// The words of every string, number and boolean in `v`.
+fn content_words(v: &Value, out: &mut HashSet<String>) {
+    match v {
+        Value::String(s) => out.extend(words(s)),
+        Value::Number(_) | Value::Bool(_) => out.extend(words(&v.to_string())),
+        Value::Array(a) => a.iter().for_each(|x| content_words(x, out)),
+        Value::Object(o) => o.values().for_each(|x| content_words(x, out)),
+        Value::Null => {}
+    }
+}
+
+#[derive(Debug, Clone)]
+enum FacetKind {
+    Terms(usize),
+    Date(String),
+    Numeric { low: f64, high: f64, size: usize },
+}
+
+#[derive(Debug, Clone)]
+struct Facet {
+    name: String,
+    field: String,
+    kind: FacetKind,
+}
+
+/// A sortable value: numbers, then dates, then strings, then booleans.
+#[derive(Debug, Clone)]
+enum SortVal {
+    Num(Num),
+    Date(i64),
+    Str(String),
+    Bool(bool),
+}
+
+impl SortVal {
+    fn of(v: &Value) -> Option<SortVal> {
+        match v {
+            Value::Number(_) => Num::of(v).map(SortVal::Num),
+            Value::String(s) if s.chars().count() > MAX_FACET_CHARS => None,
+            Value::String(s) => Some(parse_date(s).map_or_else(|| SortVal::Str(s.clone()), SortVal::Date)),
+            Value::Bool(b) => Some(SortVal::Bool(*b)),
+            _ => None,
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            SortVal::Num(_) => 0,
+            SortVal::Date(_) => 1,
+            SortVal::Str(_) => 2,
+            SortVal::Bool(_) => 3,
+        }
+    }
+
+    fn cmp(&self, o: &SortVal) -> Ordering {
+        match (self, o) {
+            (SortVal::Num(a), SortVal::Num(b)) => a.cmp(*b),
+            (SortVal::Date(a), SortVal::Date(b)) => a.cmp(b),
+            (SortVal::Str(a), SortVal::Str(b)) => a.cmp(b),
+            (SortVal::Bool(a), SortVal::Bool(b)) => a.cmp(b),
+            _ => self.rank().cmp(&o.rank()),
+        }
+    }
+}
+
+/// A parsed GSearchRequest (or the restricted one of `delete_by_query`).
+#[derive(Debug, Clone, Default)]
+struct Query {
+    /// Every term must match; none: everything.
+    terms: Vec<Term>,
+    filters: Vec<Filter>,
+    post_filters: Vec<Filter>,
+    facets: Vec<Facet>,
+    /// (field, descending).
+    sort: Vec<(String, bool)>,
+    offset: usize,
+    limit: usize,
+    bypass: bool,
+}
+
+fn parse_terms(q: &str) -> Result<Vec<Term>, String> {
+    if q.chars().count() > MAX_QUERY_CHARS {
+        return Err(format!("the query string is {} characters long, over the limit of {MAX_QUERY_CHARS}", q.chars().count()));
+    }
+    Ok(q.split_whitespace()
+        .filter(|t| t.chars().any(char::is_alphanumeric))
+        .map(|t| Term { words: words(t).collect(), prefix: t.ends_with('*') })
+        .collect())
+}
+
+fn parse_filters(v: Option<&Value>, what: &str) -> Result<Vec<Filter>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a.iter().map(Filter::parse).collect(),
+        Some(_) => Err(format!("`{what}` must be a list of GFilter")),
+    }
+}
+
+fn parse_facet(v: &Value) -> Result<Facet, String> {
+    let Some(o) = v.as_object() else { return Err(format!("a GFacet is an object, not {v}")) };
+    for k in o.keys() {
+        if !matches!(k.as_str(), "name" | "field_name" | "type" | "size" | "date_interval" | "histogram_range" | "@datatype" | "@version") {
+            return Err(format!("unknown GFacet field `{k}`"));
+        }
+    }
+    let Some(field) = o.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else { return Err("a GFacet needs a `field_name` string".into()) };
+    let name = match o.get("name") {
+        None | Some(Value::Null) => field.to_string(),
+        Some(Value::String(n)) => n.clone(),
+        Some(_) => return Err("a GFacet `name` is a string".into()),
+    };
+    let size = match o.get("size") {
+        None | Some(Value::Null) => 10,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=MAX_BUCKETS as u64).contains(&n) => n as usize,
+            _ => return Err(format!("the facet `{name}`: `size` must be 1..{MAX_BUCKETS}")),
+        },
+    };
+    let kind = match o.get("type").map(|t| t.as_str()) {
+        None | Some(Some("terms")) => FacetKind::Terms(size),
+        Some(Some("date_histogram")) => match o.get("date_interval").and_then(Value::as_str) {
+            Some(i @ ("year" | "quarter" | "month" | "week" | "day" | "hour" | "minute" | "second")) => FacetKind::Date(i.to_string()),
+            _ => return Err(format!("the facet `{name}`: `date_interval` must be year, quarter, month, week, day, hour, minute or second")),
+        },
+        Some(Some("numeric_histogram")) => {
+            let r = o.get("histogram_range");
+            let (low, high) = (r.and_then(|r| r.get("low")).and_then(Value::as_f64), r.and_then(|r| r.get("high")).and_then(Value::as_f64));
+            match (low, high) {
+                (Some(low), Some(high)) if low < high => FacetKind::Numeric { low, high, size },
+                _ => return Err(format!("the facet `{name}`: `histogram_range` must be {{\"low\", \"high\"}} numbers with low < high")),
+            }
+        }
+        Some(t) => return Err(format!("the emulator implements facet types terms, date_histogram and numeric_histogram, not {}", t.unwrap_or("a non-string"))),
+    };
+    Ok(Facet { name, field: field.to_string(), kind })
+}
+
+fn parse_count(v: Option<&Value>, what: &str, default: u64) -> Result<u64, String> {
+    match v {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).ok_or_else(|| format!("`{what}` must be a non-negative integer, not {v}")),
+    }
+}
+
+impl Query {
+    /// Validate offset and limit against Search's window of 10,000 results.
+    fn window(&mut self, offset: u64, limit: u64) -> Result<(), String> {
+        if limit > MAX_SEARCH_RESULTS || offset > MAX_SEARCH_RESULTS || offset + limit > MAX_SEARCH_RESULTS {
+            return Err(format!("offset ({offset}) + limit ({limit}) must be at most {MAX_SEARCH_RESULTS}; use the scroll API for more results"));
+        }
+        (self.offset, self.limit) = (offset as usize, limit as usize);
+        Ok(())
+    }
+
+    /// The query parameters of `GET .../search`.
+    fn from_params(p: &HashMap<String, String>) -> Result<Query, String> {
+        for k in p.keys() {
+            if !matches!(k.as_str(), "q" | "offset" | "limit" | "advanced" | "bypass_visible_to" | "query_template") {
+                return Err(format!("unknown query parameter `{k}`"));
+            }
+        }
+        let Some(q) = p.get("q") else { return Err("the `q` query parameter is required".into()) };
+        let yes = |k: &str| p.get(k).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        if yes("advanced") {
+            return Err("the emulator does not implement the advanced query syntax".into());
+        }
+        if p.contains_key("query_template") {
+            return Err("the emulator has no query templates".into());
+        }
+        let mut query = Query { terms: parse_terms(q)?, bypass: yes("bypass_visible_to"), ..Query::default() };
+        let num = |k: &str, d| parse_count(p.get(k).map(|s| Value::String(s.clone())).as_ref(), k, d);
+        query.window(num("offset", 0)?, num("limit", 10)?)?;
+        Ok(query)
+    }
+
+    /// A GSearchRequest; `delete` allows only what `delete_by_query` takes.
+    fn from_json(doc: &Value, delete: bool) -> Result<Query, String> {
+        let Some(o) = doc.as_object() else { return Err("the request must be a JSON object".into()) };
+        for k in o.keys() {
+            let ok = match k.as_str() {
+                "q" | "advanced" | "filters" | "@version" | "@datatype" => true,
+                "limit" | "offset" | "query_template" | "bypass_visible_to" | "result_format_version" | "filter_principal_sets" | "facets" | "post_facet_filters" | "boosts" | "sort" => !delete,
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("unknown or not allowed field `{k}`{}", if delete { " (delete_by_query takes q, advanced and filters)" } else { "" }));
+            }
+        }
+        if o.get("@datatype").is_some_and(|d| d != "GSearchRequest") {
+            return Err("`@datatype` must be \"GSearchRequest\"".into());
+        }
+        if o.get("advanced").and_then(Value::as_bool).unwrap_or(false) {
+            return Err("the emulator does not implement the advanced query syntax".into());
+        }
+        if o.get("query_template").is_some_and(|t| !t.is_null()) {
+            return Err("the emulator has no query templates".into());
+        }
+        match o.get("result_format_version").map(|v| v.as_str()) {
+            None | Some(Some("2019-08-27")) => {}
+            Some(_) => return Err("the emulator answers result_format_version \"2019-08-27\" only".into()),
+        }
+        if o.get("filter_principal_sets").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+            return Err("the emulator does not implement filter_principal_sets".into());
+        }
+        let mut query = Query { filters: parse_filters(o.get("filters"), "filters")?, post_filters: parse_filters(o.get("post_facet_filters"), "post_facet_filters")?, ..Query::default() };
+        match o.get("q") {
+            None | Some(Value::Null) if query.filters.is_empty() => return Err("a GSearchRequest needs `q` or `filters`".into()),
+            None | Some(Value::Null) => {}
+            Some(Value::String(q)) => query.terms = parse_terms(q)?,
+            Some(_) => return Err("`q` must be a string".into()),
+        }
+        query.bypass = o.get("bypass_visible_to").and_then(Value::as_bool).unwrap_or(false);
+        if let Some(f) = o.get("facets").filter(|f| !f.is_null()) {
+            let Some(list) = f.as_array() else { return Err("`facets` must be a list of GFacet".into()) };
+            query.facets = list.iter().map(parse_facet).collect::<Result<_, _>>()?;
+        }
+        if let Some(b) = o.get("boosts").filter(|b| !b.is_null()) {
+            if !b.is_array() {
+                return Err("`boosts` must be a list".into());
+            }
+        }
+        if let Some(s) = o.get("sort").filter(|s| !s.is_null()) {
+            let Some(list) = s.as_array() else { return Err("`sort` must be a list of GSort".into()) };
+            for g in list {
+                let Some(field) = g.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else { return Err("a GSort needs a `field_name` string".into()) };
+                let desc = match g.get("order").map(|o| o.as_str()) {
+                    None | Some(Some("asc")) => false,
+                    Some(Some("desc")) => true,
+                    _ => return Err(format!("the sort on `{field}`: `order` is \"asc\" or \"desc\"")),
+                };
+                query.sort.push((field.to_string(), desc));
+            }
+        }
+        query.window(parse_count(o.get("offset"), "offset", 0)?, parse_count(o.get("limit"), "limit", 10)?)?;
+        Ok(query)
+    }
+
+    /// Whether `e` matches the query string and `filters`.
+    fn matches(&self, e: &Entry, filters: &[Filter]) -> bool {
+        if !filters.iter().all(|f| f.holds(&e.content)) {
+            return false;
+        }
+        if self.terms.is_empty() {
+            return true;
+        }
+        let mut w = HashSet::new();
+        content_words(&e.content, &mut w);
+        self.terms.iter().all(|t| {
+            t.words.iter().enumerate().all(|(i, x)| if t.prefix && i + 1 == t.words.len() { w.iter().any(|y| y.starts_with(x.as_str())) } else { w.contains(x) })
+        })
+    }
+}
+
+/// Bucket start (ms) of `ms` for a calendar `interval`, UTC.
+fn bucket_start(ms: i64, interval: &str) -> i64 {
+    let unit = |u: i64| ms.div_euclid(u) * u;
+    let days = ms.div_euclid(86_400_000);
+    let (y, m, _) = icicle_core::time::civil_from_days(days);
+    let day = |y: i64, m: u32| icicle_core::time::days_from_civil(y, m, 1) * 86_400_000;
+    match interval {
+        "second" => unit(1000),
+        "minute" => unit(60_000),
+        "hour" => unit(3_600_000),
+        "day" => unit(86_400_000),
+        // 1970-01-01 was a Thursday; weeks start on Monday.
+        "week" => (days - (days + 3).rem_euclid(7)) * 86_400_000,
+        "month" => day(y, m),
+        "quarter" => day(y, (m - 1) / 3 * 3 + 1),
+        _ => day(y, 1),
+    }
+}
+
+/// The bucket after the one starting at `start`.
+fn next_bucket(start: i64, interval: &str) -> i64 {
+    let (y, m, _) = icicle_core::time::civil_from_days(start.div_euclid(86_400_000));
+    let add_months = |n: u32| {
+        let k = m - 1 + n;
+        icicle_core::time::days_from_civil(y + i64::from(k / 12), k % 12 + 1, 1) * 86_400_000
+    };
+    match interval {
+        "second" => start + 1000,
+        "minute" => start + 60_000,
+        "hour" => start + 3_600_000,
+        "day" => start + 86_400_000,
+        "week" => start + 7 * 86_400_000,
+        "month" => add_months(1),
+        "quarter" => add_months(3),
+        _ => add_months(12),
+    }
+}
+
+/// A GFacetResult over `entries`.
+fn facet_result(f: &Facet, entries: &[&Entry]) -> Result<Value, String> {
+    let bucket = |value: Value, count: u64| json!({"@datatype": "GBucket", "@version": "2017-09-01", "value": value, "count": count});
+    let facetable = |v: &&Value| !matches!(v, Value::String(s) if s.chars().count() > MAX_FACET_CHARS);
+    let buckets: Vec<Value> = match &f.kind {
+        FacetKind::Terms(size) => {
+            let mut counts: BTreeMap<String, (Value, u64)> = BTreeMap::new();
+            for e in entries {
+                let mut seen = HashSet::new();
+                for v in leaves(&e.content, &f.field).into_iter().filter(facetable) {
+                    let key = match Num::of(v) {
+                        Some(n) => n.json().to_string(),
+                        None => v.to_string(),
+                    };
+                    if seen.insert(key.clone()) {
+                        counts.entry(key).or_insert_with(|| (v.clone(), 0)).1 += 1;
+                    }
+                }
+            }
+            let mut list: Vec<(Value, u64)> = counts.into_values().collect();
+            list.sort_by(|(a, x), (b, y)| y.cmp(x).then_with(|| SortVal::of(a).zip(SortVal::of(b)).map_or(Ordering::Equal, |(a, b)| a.cmp(&b))));
+            list.truncate(*size);
+            list.into_iter().map(|(v, n)| bucket(v, n)).collect()
+        }
+        FacetKind::Date(interval) => {
+            let mut counts: BTreeMap<i64, u64> = BTreeMap::new();
+            for e in entries {
+                let starts: BTreeSet<i64> = leaves(&e.content, &f.field).into_iter().filter_map(|v| v.as_str().and_then(parse_date)).map(|ms| bucket_start(ms, interval)).collect();
+                for s in starts {
+                    *counts.entry(s).or_default() += 1;
+                }
+            }
+            let mut out = Vec::new();
+            if let (Some((&first, _)), Some((&last, _))) = (counts.first_key_value(), counts.last_key_value()) {
+                let mut at = first;
+                while at <= last {
+                    if out.len() >= MAX_BUCKETS {
+                        return Err(format!("the facet `{}` would have more than {MAX_BUCKETS} buckets", f.name));
+                    }
+                    out.push(bucket(Value::String(format_date(at)), counts.get(&at).copied().unwrap_or(0)));
+                    at = next_bucket(at, interval);
+                }
+            }
+            out
+        }
+        FacetKind::Numeric { low, high, size } => {
+            let width = (high - low) / *size as f64;
+            let mut counts = vec![0u64; *size];
+            for e in entries {
+                let idx: BTreeSet<usize> = leaves(&e.content, &f.field)
+                    .into_iter()
+                    .filter_map(|v| Num::of(v).map(Num::f))
+                    .filter(|x| *low <= *x && *x < *high)
+                    .map(|x| (((x - low) / width) as usize).min(size - 1))
+                    .collect();
+                for i in idx {
+                    counts[i] += 1;
+                }
+            }
+            counts.into_iter().enumerate().map(|(i, n)| bucket(Num::F(low + i as f64 * width).json(), n)).collect()
+        }
+    };
+    Ok(json!({"@datatype": "GFacetResult", "@version": "2017-09-01", "name": f.name, "buckets": buckets}))
+}
+
+/// A matching subject and its matching entries.
+type Hit<'a> = (&'a String, Vec<&'a Entry>);
+
+/// Answer a search of `index`.
+fn search(shared: &Shared, index: &str, q: &Query, grant: &Grant) -> Resp {
+    if q.bypass && grant.anonymous {
+        return no_bypass();
+    }
+    let st = shared.lock();
+    let Some(ix) = st.indexes.get(index) else { return no_index(index) };
+    let visible = |e: &&Entry| q.bypass || e.visible_to.iter().any(|p| p == "public" || Some(p) == grant.identity.as_ref());
+    let hits: Vec<Hit> = ix
+        .iter()
+        .filter_map(|(s, es)| {
+            let m: Vec<&Entry> = es.iter().filter(visible).filter(|e| q.matches(e, &q.filters)).collect();
+            (!m.is_empty()).then_some((s, m))
+        })
+        .collect();
+    let mut facet_results = Vec::new();
+    if !q.facets.is_empty() {
+        let all: Vec<&Entry> = hits.iter().flat_map(|(_, es)| es.iter().copied()).collect();
+        for f in &q.facets {
+            match facet_result(f, &all) {
+                Ok(v) => facet_results.push(v),
+                Err(m) => return bad_query(m),
+            }
+        }
+    }
+    let mut hits: Vec<Hit> = hits
+        .into_iter()
+        .filter_map(|(s, es)| {
+            let m: Vec<&Entry> = es.into_iter().filter(|e| q.post_filters.iter().all(|f| f.holds(&e.content))).collect();
+            (!m.is_empty()).then_some((s, m))
+        })
+        .collect();
+    if !q.sort.is_empty() {
+        let key = |es: &[&Entry]| -> Vec<Option<SortVal>> {
+            q.sort
+                .iter()
+                .map(|(field, desc)| {
+                    let vals = es.iter().flat_map(|e| leaves(&e.content, field)).filter_map(SortVal::of);
+                    if *desc {
+                        vals.max_by(|a, b| a.cmp(b))
+                    } else {
+                        vals.min_by(|a, b| a.cmp(b))
+                    }
+                })
+                .collect()
+        };
+        let mut keyed: Vec<(Vec<Option<SortVal>>, Hit)> = hits.into_iter().map(|h| (key(&h.1), h)).collect();
+        keyed.sort_by(|(ka, (sa, _)), (kb, (sb, _))| {
+            for ((a, b), (_, desc)) in ka.iter().zip(kb).zip(&q.sort) {
+                let o = match (a, b) {
+                    (Some(a), Some(b)) if *desc => b.cmp(a),
+                    (Some(a), Some(b)) => a.cmp(b),
+                    (Some(_), None) => Ordering::Less,
+                    (None, Some(_)) => Ordering::Greater,
+                    (None, None) => Ordering::Equal,
+                };
+                if o.is_ne() {
+                    return o;
+                }
+            }
+            sa.cmp(sb)
+        });
+        hits = keyed.into_iter().map(|(_, h)| h).collect();
+    }
+    let total = hits.len();
+    let page: Vec<Value> = hits
+        .into_iter()
+        .skip(q.offset)
+        .take(q.limit)
+        .map(|(s, es)| {
+            let entries: Vec<Value> = es.iter().map(|e| json!({"content": e.content, "entry_id": e.entry_id, "matched_principal_sets": []})).collect();
+            json!({"@datatype": "GMetaResult", "@version": "2019-08-27", "subject": s, "entries": entries})
+        })
+        .collect();
+    let mut out = json!({"@datatype": "GSearchResult", "@version": "2017-09-01", "count": page.len(), "offset": q.offset, "total": total,
+                         "has_next_page": q.offset + page.len() < total, "gmeta": page});
+    if !q.facets.is_empty() {
+        out["facet_results"] = Value::Array(facet_results);
+    }
+    json_response(200, &out)
 }
 
 fn scroll(shared: &Shared, index: &str, q: &Value, grant: &Grant) -> Resp {
@@ -768,6 +1642,9 @@ fn scroll(shared: &Shared, index: &str, q: &Value, grant: &Grant) -> Resp {
         Some(_) => return error(400, "BadRequest.ValidationError", "invalid `marker`", Value::Null),
     };
     let bypass = q.get("bypass_visible_to").and_then(Value::as_bool).unwrap_or(false);
+    if bypass && grant.anonymous {
+        return no_bypass();
+    }
     let st = shared.lock();
     let Some(ix) = st.indexes.get(index) else { return no_index(index) };
     let visible = |(s, es): (&String, &Vec<Entry>)| gmeta_result(s, es, grant, bypass).map(|v| (s.clone(), v));
@@ -792,6 +1669,7 @@ pub async fn serve(listener: tokio::net::TcpListener, opts: Options, shutdown: i
     let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7) ^ u64::from(std::process::id()) << 40;
     let state = State {
         indexes: opts.indexes.iter().map(|i| (i.clone(), BTreeMap::new())).collect(),
+        fields: opts.indexes.iter().map(|i| (i.clone(), BTreeSet::new())).collect(),
         tasks: HashMap::new(),
         order: Vec::new(),
         queue: VecDeque::new(),
@@ -900,14 +1778,85 @@ pub enum ClientError {
 #[derive(Debug, Clone)]
 pub struct Client {
     base: String,
-    token: String,
+    token: Option<String>,
     http: reqwest::Client,
+}
+
+/// Percent-encode a query parameter value.
+fn encode(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
 impl Client {
     /// A client for the API at `base` (e.g. [`Emulator::url`]) with a bearer token.
     pub fn new(base: &str, token: &str) -> Client {
-        Client { base: base.trim_end_matches('/').to_string(), token: token.to_string(), http: reqwest::Client::new() }
+        Client { base: base.trim_end_matches('/').to_string(), token: Some(token.to_string()), http: reqwest::Client::new() }
+    }
+
+    /// A client that sends no `Authorization` header (queries of public data).
+    pub fn anonymous(base: &str) -> Client {
+        Client { base: base.trim_end_matches('/').to_string(), token: None, http: reqwest::Client::new() }
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        let req = self.http.post(format!("{}{path}", self.base)).header(CONTENT_TYPE.as_str(), "application/json").body(body.to_string());
+        self.send(self.auth(req)).await
+    }
+
+    fn task_id(v: Value) -> Result<String, ClientError> {
+        v["task_id"].as_str().map(str::to_string).ok_or_else(|| ClientError::Shape(v.to_string()))
+    }
+
+    /// `POST /v1/index/<id>/search` with a GSearchRequest: the GSearchResult.
+    pub async fn search(&self, index: &str, request: &Value) -> Result<Value, ClientError> {
+        self.post(&format!("/v1/index/{index}/search"), request).await
+    }
+
+    /// `GET /v1/index/<id>/search` with query parameters: the GSearchResult.
+    pub async fn search_get(&self, index: &str, params: &[(&str, &str)]) -> Result<Value, ClientError> {
+        let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
+        self.get(&format!("/v1/index/{index}/search?{}", query.join("&"))).await
+    }
+
+    /// `POST /v1/index/<id>/ingest` of a GIngest document: the task id.
+    pub async fn ingest(&self, index: &str, doc: &Value) -> Result<String, ClientError> {
+        self.ingest_text(index, &doc.to_string()).await
+    }
+
+    /// [`Client::ingest`] of a document given as JSON text, sent as it is.
+    pub async fn ingest_text(&self, index: &str, text: &str) -> Result<String, ClientError> {
+        let req = self.http.post(format!("{}/v1/index/{index}/ingest", self.base)).header(CONTENT_TYPE.as_str(), "application/json").body(text.to_string());
+        Self::task_id(self.send(self.auth(req)).await?)
+    }
+
+    /// `POST /v1/index/<id>/delete_by_query`: the task id.
+    pub async fn delete_by_query(&self, index: &str, request: &Value) -> Result<String, ClientError> {
+        Self::task_id(self.post(&format!("/v1/index/{index}/delete_by_query"), request).await?)
+    }
+
+    /// `DELETE /v1/index/<id>/entry?subject=...[&entry_id=...]`: the task id.
+    pub async fn delete_entry(&self, index: &str, subject: &str, entry_id: Option<&str>) -> Result<String, ClientError> {
+        let id = entry_id.map(|i| format!("&entry_id={}", encode(i))).unwrap_or_default();
+        let req = self.http.delete(format!("{}/v1/index/{index}/entry?subject={}{id}", self.base, encode(subject)));
+        Self::task_id(self.send(self.auth(req)).await?)
+    }
+
+    /// Poll `GET /v1/task/<id>` until the task is `SUCCESS` or `FAILED`; the Task.
+    pub async fn wait_task(&self, task_id: &str) -> Result<Value, ClientError> {
+        loop {
+            let t = self.task(task_id).await?;
+            if t["state"] != "PENDING" && t["state"] != "PROGRESS" {
+                return Ok(t);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// A client whose token comes from client credentials at `base/v2/oauth2/token`.
@@ -952,7 +1901,7 @@ impl Client {
     }
 
     async fn get(&self, path: &str) -> Result<Value, ClientError> {
-        self.send(self.http.get(format!("{}{path}", self.base)).bearer_auth(&self.token)).await
+        self.send(self.auth(self.http.get(format!("{}{path}", self.base)))).await
     }
 
     /// Every subject of `index` and its content, read with `POST /v1/index/<id>/scroll`
@@ -963,8 +1912,7 @@ impl Client {
         let mut marker = Value::Null;
         loop {
             let body = json!({"q": "*", "limit": 1000, "marker": marker, "bypass_visible_to": true});
-            let req = self.http.post(format!("{}/v1/index/{index}/scroll", self.base)).bearer_auth(&self.token).header(CONTENT_TYPE.as_str(), "application/json").body(body.to_string());
-            let page = self.send(req).await?;
+            let page = self.post(&format!("/v1/index/{index}/scroll"), &body).await?;
             let gmeta = page["gmeta"].as_array().ok_or_else(|| ClientError::Shape(format!("no gmeta in {page}")))?;
             for g in gmeta {
                 let subject = g["subject"].as_str().ok_or_else(|| ClientError::Shape(g.to_string()))?;
@@ -982,8 +1930,7 @@ impl Client {
     /// `GET /v1/index/<id>/subject?subject=...` (with `bypass_visible_to`): the GMetaResult,
     /// or `None` on 404.
     pub async fn subject(&self, index: &str, subject: &str) -> Result<Option<Value>, ClientError> {
-        let enc: String = subject.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
-        match self.get(&format!("/v1/index/{index}/subject?subject={enc}&bypass_visible_to=true")).await {
+        match self.get(&format!("/v1/index/{index}/subject?subject={}&bypass_visible_to=true", encode(subject))).await {
             Ok(v) => Ok(Some(v)),
             Err(ClientError::Status { status: 404, .. }) => Ok(None),
             Err(e) => Err(e),

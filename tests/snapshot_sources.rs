@@ -60,6 +60,7 @@ fn all_sources_yield_the_ground_truth() {
         assert_eq!(summary["rows"].as_u64().unwrap(), FILES + summary["directories"].as_u64().unwrap(), "{format:?}");
         let got = ingested(&out);
         assert_eq!(got.len(), truth.len(), "{format:?}");
+        let mut tree_inodes = std::collections::HashSet::new();
         for t in &truth {
             let e = got.get(&t.path).unwrap_or_else(|| panic!("{format:?}: missing {}", t.path));
             let c = &e["content"];
@@ -84,10 +85,46 @@ fn all_sources_yield_the_ground_truth() {
                 // A real tree's ctime is set by the kernel, not by the generator.
                 assert_eq!(c["raw"]["ctime"], t.ctime, "{format:?} {}", t.path);
             }
+            if format.has_inode() {
+                assert_eq!(c["raw"]["inode"], t.inode, "{format:?} {}", t.path);
+            } else if format == Format::Tree {
+                // The kernel's inode, not the generator's: nonzero and one per file.
+                let ino = c["raw"]["inode"].as_u64().unwrap_or(0);
+                assert!(ino != 0 && tree_inodes.insert(ino), "{format:?} {}: inode {ino}", t.path);
+            } else {
+                assert!(c["raw"].get("inode").is_none(), "{format:?} {}: {}", t.path, c["raw"]);
+            }
             assert_eq!(c["version"], "gen-42");
             let vis: Vec<&str> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
             assert_eq!(vis, vec![principals[&format!("uid{}", t.uid)].as_str(), principals[&format!("gid{}", t.gid)].as_str()]);
         }
+    }
+}
+
+#[test]
+fn a_column_map_can_name_the_inode_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = GenFs::generate(&GenSpec::new(500, 4));
+    let data = tmp.path().join("ne2scan");
+    gen::write(&fs, Format::Ne2scan, &data, 0, false).unwrap();
+    let out = tmp.path().join("out");
+    let cfg = config(
+        tmp.path(),
+        "c.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n[sources.s]\ntype = \"tsv\"\npaths = [\"{}/fslist.ne2scan\"]\ndelimiter = \"|\"\n\
+             columns = {{ atime = 0, ctime = 1, mtime = 2, uid = 3, gid = 4, mode = 5, size = 6, inode = 7, path = 8 }}\n\
+             mode_format = \"octal\"\npath_last = true\nquoted = false\ncomment = \"#\"\n[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n",
+            data.display(),
+            out.display()
+        ),
+    );
+    let (code, summary, err) = snapshot(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((summary["records"].as_u64(), summary["rejects"].as_u64()), (Some(500), Some(0)), "{summary}");
+    let got = ingested(&out);
+    for t in fs.records() {
+        assert_eq!(got[&t.path]["content"]["raw"]["inode"], t.inode, "{}", t.path);
     }
 }
 

@@ -304,7 +304,7 @@ impl GenFs {
         format!("{}/{}", self.dirs[f.dir].path, f.name)
     }
 
-    /// The ground-truth records (files and links), sorted by path.
+    /// The ground-truth records (files and links, with their generated inodes), sorted by path.
     pub fn records(&self) -> Vec<OwnedFileRecord> {
         let mut v: Vec<OwnedFileRecord> = self
             .files
@@ -319,7 +319,7 @@ impl GenFs {
                 atime: f.atime,
                 ctime: f.ctime,
                 mtime: f.mtime,
-                inode: 0,
+                inode: f.inode,
             })
             .collect();
         v.sort();
@@ -361,6 +361,14 @@ pub enum Format {
     Ne2scan,
     /// A real directory tree under `tree/` (sparse files, real owners, modes and times).
     Tree,
+}
+
+impl Format {
+    /// Whether the format carries the generated inode numbers (icicle9 has none; a real
+    /// `tree` gets the kernel's).
+    pub fn has_inode(self) -> bool {
+        !matches!(self, Format::Tsv | Format::Tree)
+    }
 }
 
 impl std::str::FromStr for Format {
@@ -632,6 +640,9 @@ mod tests {
         assert!(future > 20, "{future}");
         let uniq: std::collections::HashSet<_> = recs.iter().map(|r| &r.path).collect();
         assert_eq!(uniq.len(), recs.len(), "paths must be unique");
+        let inodes: std::collections::HashSet<u64> = recs.iter().map(|r| r.inode).chain(fs.dirs.iter().map(|d| d.inode)).collect();
+        assert_eq!(inodes.len(), recs.len() + fs.dirs.len(), "inodes must be unique (no hard links)");
+        assert!(!inodes.contains(&0));
         let width = fs.files.len() as f64 / fs.dirs.len() as f64;
         assert!((10.0..=25.0).contains(&width), "{width}");
     }

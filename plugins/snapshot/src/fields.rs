@@ -35,6 +35,25 @@ pub fn parse_u64(b: &[u8], what: &str) -> Result<u64, String> {
     u64::try_from(v).map_err(|_| format!("{what}: `{v}` is negative"))
 }
 
+/// Parse an inode number: the full `u64` range (no sign).
+pub fn parse_inode(b: &[u8], what: &str) -> Result<u64, String> {
+    let bad = |why: &str| format!("{what}: `{}` {why}", String::from_utf8_lossy(b));
+    if b.first() == Some(&b'-') {
+        return Err(bad("is negative"));
+    }
+    if b.is_empty() || b.len() > 20 {
+        return Err(bad("is not an integer"));
+    }
+    let mut v: u64 = 0;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            return Err(bad("is not an integer"));
+        }
+        v = v.checked_mul(10).and_then(|v| v.checked_add((c - b'0') as u64)).ok_or_else(|| bad("is out of range"))?;
+    }
+    Ok(v)
+}
+
 /// Parse an octal integer (`0644`, `100644`, `0o100644`).
 pub fn parse_octal(b: &[u8], what: &str) -> Result<u32, String> {
     let s = std::str::from_utf8(b).map_err(|_| format!("{what}: not UTF-8"))?;
@@ -178,6 +197,11 @@ mod tests {
         assert!(parse_i64(b"99999999999999999999", "x").is_err());
         assert!(parse_u32(b"-1", "uid").is_err());
         assert_eq!(parse_octal(b"0100644", "m").unwrap(), 0o100644);
+        assert_eq!(parse_inode(b"18446744073709551615", "inode").unwrap(), u64::MAX);
+        assert!(parse_inode(b"18446744073709551616", "inode").unwrap_err().contains("out of range"));
+        assert!(parse_inode(b"-5", "inode").unwrap_err().contains("negative"));
+        assert!(parse_inode(b"12a", "inode").unwrap_err().contains("not an integer"));
+        assert!(parse_inode(b"", "inode").is_err());
     }
 
     #[test]

@@ -14,6 +14,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde::Deserialize;
 
+use crate::fields::parse_inode;
+
 /// GUFI's per-directory database name.
 pub const DBNAME: &str = "db.db";
 
@@ -114,6 +116,18 @@ fn int(v: ValueRef<'_>, col: &str) -> Result<i64, String> {
     }
 }
 
+/// `entries.inode`: TEXT since GUFI 0.6.3, INT64 before; NULL is unknown (0).
+fn inode(v: ValueRef<'_>) -> Result<u64, String> {
+    match v {
+        ValueRef::Null => Ok(0),
+        ValueRef::Integer(i) => u64::try_from(i).map_err(|_| format!("inode: `{i}` is negative")),
+        ValueRef::Real(f) if f.fract() == 0.0 && f >= 0.0 => Ok(f as u64),
+        ValueRef::Real(f) => Err(format!("inode: `{f}` is not a non-negative integer")),
+        ValueRef::Text(t) => parse_inode(t.trim_ascii(), "inode"),
+        ValueRef::Blob(_) => Err("inode: unexpected Blob value".into()),
+    }
+}
+
 fn parse_row<'p>(row: &rusqlite::Row<'_>, dir: &str, path: &'p mut String) -> Result<FileRecord<'p>, String> {
     let name = match row.get_ref(0).map_err(|e| e.to_string())? {
         ValueRef::Text(t) | ValueRef::Blob(t) => t,
@@ -137,13 +151,14 @@ fn parse_row<'p>(row: &rusqlite::Row<'_>, dir: &str, path: &'p mut String) -> Re
     let gid = u32::try_from(g(4, "gid")?).map_err(|_| "gid out of range".to_string())?;
     let size = u64::try_from(g(5, "size")?).map_err(|_| "size is negative".to_string())?;
     let (atime, ctime, mtime) = (g(6, "atime")?, g(7, "ctime")?, g(8, "mtime")?);
+    let inode = inode(row.get_ref(9).map_err(|e| e.to_string())?)?;
     path.clear();
     path.push_str(dir);
     if !dir.ends_with('/') {
         path.push('/');
     }
     path.push_str(name);
-    Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode: 0 })
+    Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
 }
 
 #[async_trait]
@@ -191,7 +206,7 @@ impl Source for GufiSource {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
         )
         .map_err(|e| fail(e.to_string()))?;
-        let mut stmt = match conn.prepare(r#"SELECT "name","type","mode","uid","gid","size","atime","ctime","mtime" FROM "entries""#) {
+        let mut stmt = match conn.prepare(r#"SELECT "name","type","mode","uid","gid","size","atime","ctime","mtime","inode" FROM "entries""#) {
             Ok(s) => s,
             Err(e) => {
                 // The empty db.db GUFI places in the index parent has no tables; anything
@@ -236,5 +251,41 @@ impl SourceConfig for GufiConfig {
             return Err(ctx.invalid("path_prefix", "must be an absolute path"));
         }
         Ok(Arc::new(GufiSource::new(self.index, self.path_prefix)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inode_column_text_int_null_and_bad() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE entries(name TEXT, type TEXT, inode TEXT, mode INT64, uid INT64, gid INT64, size INT64, atime INT64, ctime INT64, mtime INT64);
+             INSERT INTO entries VALUES ('t','f','18446744073709551615',33188,1,2,3,4,5,6), ('i','f',NULL,33188,1,2,3,4,5,6),
+               ('n','f','-3',33188,1,2,3,4,5,6), ('x','f','12a',33188,1,2,3,4,5,6);
+             CREATE TABLE old(name TEXT, type TEXT, inode INT64, mode INT64, uid INT64, gid INT64, size INT64, atime INT64, ctime INT64, mtime INT64);
+             INSERT INTO old VALUES ('o','l',77,41471,1,2,3,4,5,6), ('m','l',-1,41471,1,2,3,4,5,6);",
+        )
+        .unwrap();
+        let read = |table: &str| -> Vec<Result<u64, String>> {
+            let mut st = conn.prepare(&format!("SELECT name,type,mode,uid,gid,size,atime,ctime,mtime,inode FROM {table}")).unwrap();
+            let mut rows = st.query([]).unwrap();
+            let mut out = Vec::new();
+            let mut path = String::new();
+            while let Some(r) = rows.next().unwrap() {
+                out.push(parse_row(r, "/d", &mut path).map(|r| r.inode));
+            }
+            out
+        };
+        let got = read("entries");
+        assert_eq!(got[0], Ok(u64::MAX));
+        assert_eq!(got[1], Ok(0), "NULL is unknown");
+        assert!(got[2].as_ref().unwrap_err().contains("inode: `-3` is negative"), "{:?}", got[2]);
+        assert!(got[3].as_ref().unwrap_err().contains("inode: `12a` is not an integer"), "{:?}", got[3]);
+        let got = read("old");
+        assert_eq!(got[0], Ok(77));
+        assert!(got[1].as_ref().unwrap_err().contains("negative"), "{:?}", got[1]);
     }
 }

@@ -12,7 +12,7 @@ use icicle_core::traits::{RowSink, Split};
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
 
-use crate::fields::{parse_i64, parse_octal, parse_u32, parse_u64, percent_decode};
+use crate::fields::{parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, percent_decode};
 use crate::tsv::read_lines;
 
 /// The SHOW fields of Icicle's NERSC `fs-medium` layout (formats.md §2.3), 18 columns in all.
@@ -118,7 +118,7 @@ impl MmapplypolicySource {
             &head[s..e]
         };
         let (is, ie) = fields[0];
-        parse_u64(&head[is..ie], "inode")?;
+        let inode = parse_inode(&head[is..ie], "inode")?;
         let m = f(self.show.mode);
         let mode = if m.len() == 10 && !m[0].is_ascii_digit() {
             parse_mode_string(std::str::from_utf8(m).map_err(|_| "mode is not UTF-8".to_string())?)?
@@ -146,7 +146,7 @@ impl MmapplypolicySource {
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode: 0 })
+        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
     }
 }
 
@@ -206,7 +206,7 @@ mod tests {
         let line = b"37390 999490048 0 FAu 1234 proj 2 1 data 1000 100 -rw-r--r-- 10 20 0 30 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fa%20b%25.txt";
         let r = s.parse(line, &mut sc).unwrap().to_owned_record();
         assert_eq!(r.path, "/projectb/a b%.txt");
-        assert_eq!((r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime), (FileKind::File, 0o100644, 1000, 100, 1234, 10, 20, 30));
+        assert_eq!((r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime, r.inode), (FileKind::File, 0o100644, 1000, 100, 1234, 10, 20, 30, 37390));
         let dir = b"5 1 0 FAu 4096 proj 4 2 data 0 0 drwxr-sr-x 1 2 0 3 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fd";
         assert_eq!(s.parse(dir, &mut sc).unwrap().kind, FileKind::Dir);
     }
@@ -223,5 +223,9 @@ mod tests {
         assert!(s.parse(not_utf8, &mut sc).unwrap_err().contains("UTF-8"));
         let bad_mode = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-x- 1 2 0 3 -- %2Fa";
         assert!(s.parse(bad_mode, &mut sc).is_err());
+        let bad_inode = b"37x90 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa";
+        assert!(s.parse(bad_inode, &mut sc).unwrap_err().contains("inode: `37x90` is not an integer"));
+        let neg_inode = b"-4 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa";
+        assert!(s.parse(neg_inode, &mut sc).unwrap_err().contains("inode: `-4` is negative"));
     }
 }

@@ -12,7 +12,7 @@ use icicle_core::traits::{RowSink, Split};
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
 
-use crate::fields::{parse_i64, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field};
+use crate::fields::{parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field};
 
 /// How the mode column is written.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -26,7 +26,8 @@ pub enum ModeFormat {
     Symbolic,
 }
 
-/// Zero-based column positions. `kind` is optional (derived from the mode's type bits).
+/// Zero-based column positions. `kind` is optional (derived from the mode's type bits), and
+/// so is `inode` (0, unknown, without it).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Columns {
@@ -40,6 +41,8 @@ pub struct Columns {
     pub ctime: usize,
     pub mtime: usize,
     pub path: usize,
+    #[serde(default)]
+    pub inode: Option<usize>,
 }
 
 /// Named layouts.
@@ -102,11 +105,11 @@ impl Layout {
     /// The layout of a preset.
     #[allow(clippy::type_complexity)]
     pub fn preset(p: Preset) -> Layout {
-        let c = |kind, mode, uid, gid, size, atime, ctime, mtime, path| Columns { kind, mode, uid, gid, size, atime, ctime, mtime, path };
+        let c = |kind, mode, uid, gid, size, atime, ctime, mtime, path, inode| Columns { kind, mode, uid, gid, size, atime, ctime, mtime, path, inode };
         let (delim, cols, mode_format, path_last, quoted, header_hint, comment): (u8, Columns, ModeFormat, bool, bool, Option<&'static [u8]>, Option<Vec<u8>>) = match p {
-            Preset::Icicle9 => (b',', c(Some(0), 1, 2, 3, 4, 5, 6, 7, 8), ModeFormat::Decimal, true, true, None, None),
-            Preset::Pwalk => (b',', c(None, 11, 5, 6, 7, 12, 14, 13, 3), ModeFormat::Octal, false, true, Some(b"inode,"), None),
-            Preset::Ne2scan => (b'|', c(None, 5, 3, 4, 6, 0, 1, 2, 8), ModeFormat::Octal, true, false, None, Some(b"#".to_vec())),
+            Preset::Icicle9 => (b',', c(Some(0), 1, 2, 3, 4, 5, 6, 7, 8, None), ModeFormat::Decimal, true, true, None, None),
+            Preset::Pwalk => (b',', c(None, 11, 5, 6, 7, 12, 14, 13, 3, Some(0)), ModeFormat::Octal, false, true, Some(b"inode,"), None),
+            Preset::Ne2scan => (b'|', c(None, 5, 3, 4, 6, 0, 1, 2, 8, Some(7)), ModeFormat::Octal, true, false, None, Some(b"#".to_vec())),
         };
         let mut l = Layout { delim, cols, mode_format, path_last, quoted, header: false, header_hint, comment, strip_prefix: String::new(), path_prefix: String::new(), nfields: 0 };
         l.nfields = l.max_col() + 1;
@@ -118,7 +121,7 @@ impl Layout {
 
     fn max_col(&self) -> usize {
         let c = &self.cols;
-        [c.kind.unwrap_or(0), c.mode, c.uid, c.gid, c.size, c.atime, c.ctime, c.mtime, c.path].into_iter().max().unwrap_or(0)
+        [c.kind.unwrap_or(0), c.mode, c.uid, c.gid, c.size, c.atime, c.ctime, c.mtime, c.path, c.inode.unwrap_or(0)].into_iter().max().unwrap_or(0)
     }
 
     /// The layout the layout keys of `cfg` describe (`preset`, `delimiter`, `columns`,
@@ -229,13 +232,17 @@ impl Layout {
         let atime = parse_i64(f(c.atime), "atime")?;
         let ctime = parse_i64(f(c.ctime), "ctime")?;
         let mtime = parse_i64(f(c.mtime), "mtime")?;
+        let inode = match c.inode {
+            Some(i) => parse_inode(f(i), "inode")?,
+            None => 0,
+        };
         let raw_path = f(c.path);
         let decoded = std::str::from_utf8(raw_path).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(raw_path)))?;
         crate::fields::rewrite_prefix(decoded, &self.strip_prefix, &self.path_prefix, path);
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode: 0 })
+        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
     }
 }
 
@@ -345,7 +352,7 @@ mod tests {
         assert_eq!(r.path, "/a/b,c \"q\".txt");
         assert_eq!((r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime), (FileKind::File, 0o100644, 1000, 100, 42, 1, 2, 3));
         let r = parse_with(&l, "l,41471,0,0,7,1,2,3,/x/link").unwrap();
-        assert_eq!(r.kind, FileKind::Link);
+        assert_eq!((r.kind, r.inode), (FileKind::Link, 0));
         assert!(parse_with(&l, "f,33188,1000,100,42,1,2").unwrap_err().contains("expected 9 fields"));
         assert!(parse_with(&l, "f,33188,-1,100,42,1,2,3,/p").unwrap_err().contains("uid"));
         assert!(parse_with(&l, "x,33188,1,100,42,1,2,3,/p").unwrap_err().contains("type"));
@@ -356,12 +363,14 @@ mod tests {
     fn pwalk_and_ne2scan_rows() {
         let l = Layout::preset(Preset::Pwalk);
         let r = parse_with(&l, r#"12,11,1,"/home/u/a,b.txt","txt",1000,100,42,2049,8,1,"100644",10,30,20,-1,-1"#).unwrap();
-        assert_eq!((r.path.as_str(), r.mode, r.size, r.atime, r.mtime, r.ctime), ("/home/u/a,b.txt", 0o100644, 42, 10, 30, 20));
+        assert_eq!((r.path.as_str(), r.mode, r.size, r.atime, r.mtime, r.ctime, r.inode), ("/home/u/a,b.txt", 0o100644, 42, 10, 30, 20, 12));
         let r = parse_with(&l, r#"11,2,0,"/home/u","",1000,100,4096,2049,8,3,"40755",10,30,20,2,4096"#).unwrap();
         assert_eq!(r.kind, FileKind::Dir);
         let l = Layout::preset(Preset::Ne2scan);
         let r = parse_with(&l, "10|20|30|1000|100|120777|5|77|/p/a|b link").unwrap();
-        assert_eq!((r.path.as_str(), r.kind, r.atime, r.ctime, r.mtime, r.size), ("/p/a|b link", FileKind::Link, 10, 20, 30, 5));
+        assert_eq!((r.path.as_str(), r.kind, r.atime, r.ctime, r.mtime, r.size, r.inode), ("/p/a|b link", FileKind::Link, 10, 20, 30, 5, 77));
+        assert!(parse_with(&l, "10|20|30|1000|100|120777|5|-7|/p/x").unwrap_err().contains("inode: `-7` is negative"));
+        assert!(parse_with(&l, "10|20|30|1000|100|120777|5||/p/x").unwrap_err().contains("inode"));
     }
 
     #[test]

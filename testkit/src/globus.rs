@@ -628,6 +628,16 @@ async fn body(req: Request<Incoming>) -> Result<Bytes, Refusal> {
     }
 }
 
+/// A read request's JSON body: 415 without a JSON content type, 400 when it is not JSON.
+async fn json_body(req: Request<Incoming>) -> Result<Value, Refusal> {
+    let json_ct = is_json(req.headers().get(CONTENT_TYPE));
+    let bytes = body(req).await?;
+    if !json_ct {
+        return Err(Box::new(error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null)));
+    }
+    serde_json::from_slice::<Value>(&bytes).map_err(|_| Box::new(error(400, "BadRequest.InvalidJSON", "the body is not JSON", Value::Null)))
+}
+
 fn query_param(req: &Request<Incoming>, name: &str) -> Option<String> {
     req.uri().query().and_then(|q| parse_form(q).remove(name))
 }
@@ -838,15 +848,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
                 return error(403, "Forbidden.Generic", "the token's scope does not allow searching", Value::Null);
             }
             let index = index.to_string();
-            let json_ct = is_json(req.headers().get(CONTENT_TYPE));
-            let bytes = match body(req).await {
-                Ok(b) => b,
+            let doc = match json_body(req).await {
+                Ok(d) => d,
                 Err(r) => return *r,
             };
-            if !json_ct {
-                return error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null);
-            }
-            let Ok(doc) = serde_json::from_slice::<Value>(&bytes) else { return error(400, "BadRequest.InvalidJSON", "the body is not JSON", Value::Null) };
             match Query::from_json(&doc, false) {
                 Ok(q) => search(&shared, &index, &q, &grant),
                 Err(m) => bad_query(m),
@@ -873,15 +878,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
                 return error(403, "Forbidden.Generic", "the token's scope does not allow searching", Value::Null);
             }
             let index = index.to_string();
-            let json_ct = is_json(req.headers().get(CONTENT_TYPE));
-            let bytes = match body(req).await {
-                Ok(b) => b,
+            let q = match json_body(req).await {
+                Ok(d) => d,
                 Err(r) => return *r,
             };
-            if !json_ct {
-                return error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null);
-            }
-            let Ok(q) = serde_json::from_slice::<Value>(&bytes) else { return error(400, "BadRequest.InvalidJSON", "the body is not JSON", Value::Null) };
             scroll(&shared, &index, &q, &grant)
         }
         ("GET", ["task", task_id]) => {

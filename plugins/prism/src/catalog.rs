@@ -263,12 +263,7 @@ impl CatalogEntry {
 
     /// Append the entry's text to `out`.
     pub fn write_to(&self, out: &mut String) -> Result<(), CatalogError> {
-        if self.path.contains('\n') || self.path.is_empty() {
-            return Err(CatalogError::Unrepresentable(self.path.clone()));
-        }
-        out.push_str("lstat\n");
-        out.push_str(&self.path);
-        out.push('\n');
+        record_head(out, "lstat", &self.path)?;
         self.lstat.write(out);
         out.push_str("stat\n");
         match &self.stat {
@@ -357,15 +352,22 @@ pub struct CatalogGone {
     pub stat: StatFields,
 }
 
+/// A record's first two lines: its kind and the path (which must fit on one line).
+fn record_head(out: &mut String, kind: &str, path: &str) -> Result<(), CatalogError> {
+    if path.contains('\n') || path.is_empty() {
+        return Err(CatalogError::Unrepresentable(path.to_string()));
+    }
+    out.push_str(kind);
+    out.push('\n');
+    out.push_str(path);
+    out.push('\n');
+    Ok(())
+}
+
 impl CatalogGone {
     /// Append the record's text to `out`.
     pub fn write_to(&self, out: &mut String) -> Result<(), CatalogError> {
-        if self.path.contains('\n') || self.path.is_empty() {
-            return Err(CatalogError::Unrepresentable(self.path.clone()));
-        }
-        out.push_str("gone\n");
-        out.push_str(&self.path);
-        out.push('\n');
+        record_head(out, "gone", &self.path)?;
         self.stat.write(out);
         out.push_str("end\n");
         Ok(())

@@ -494,6 +494,7 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: 
     use icicle_core::traits::{Reducer, StateStore};
     use icicle_plugins_gpfs::state::{NoWalk, Position};
     use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Op, Ops};
+    let mask = icicle_plugins_gpfs::event::filter_mask(filter).map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
     let (mut enc, mut out) = bench_output(emit)?;
     let cpu0 = cpu_seconds();
     let t = Instant::now();
@@ -535,11 +536,8 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: 
             continue;
         }
         events += 1;
-        if !filter.is_empty() && icicle_plugins_gpfs::event::event_name(line).is_some_and(|n| filter.iter().any(|f| f == n)) {
-            filtered += 1;
-            continue;
-        }
-        match GpfsEvent::parse(line) {
+        match GpfsEvent::parse_filtered(line, mask) {
+            Ok(ev) if ev.is_filtered() => filtered += 1,
             Ok(ev) => batch.push((ev, (0, i as i64))),
             Err(_) => rejects += 1,
         }

@@ -75,28 +75,34 @@ pub const FILTERABLE_EVENTS: [&str; 4] = ["IN_ACCESS", "IN_ATTRIB", "IN_MODIFY",
 /// found without parsing the message; None when there is no string `event` attribute.
 pub fn event_name(msg: &[u8]) -> Option<&str> {
     // An unescaped `"event"` only occurs as a key: inside a JSON string a quote is escaped.
-    let mut at = 0;
+    // Found by its `v`, a rare byte in these messages (cheaper than a substring search).
+    let mut from = 0;
     let value = loop {
-        let i = at + memchr::memmem::find(&msg[at..], b"\"event\"")?;
-        let mut j = i + 7;
+        let v = from + memchr::memchr(b'v', &msg[from..])?;
+        from = v + 1;
+        if v < 2 || msg.get(v - 2..v + 5) != Some(&b"\"event\""[..]) {
+            continue;
+        }
+        let mut j = v + 5;
         while msg.get(j).is_some_and(u8::is_ascii_whitespace) {
             j += 1;
         }
-        if msg.get(j) == Some(&b':') {
-            j += 1;
-            while msg.get(j).is_some_and(u8::is_ascii_whitespace) {
-                j += 1;
-            }
-            if msg.get(j) != Some(&b'"') {
-                return None;
-            }
-            let end = j + 1 + memchr::memchr(b'"', &msg[j + 1..])?;
-            break &msg[j + 1..end];
+        if msg.get(j) != Some(&b':') {
+            continue;
         }
-        at = i + 7;
+        j += 1;
+        while msg.get(j).is_some_and(u8::is_ascii_whitespace) {
+            j += 1;
+        }
+        if msg.get(j) != Some(&b'"') {
+            return None;
+        }
+        let end = j + 1 + memchr::memchr(b'"', &msg[j + 1..])?;
+        break &msg[j + 1..end];
     };
-    let value = std::str::from_utf8(value).ok()?;
-    value.split(|c: char| c.is_ascii_whitespace() || c == '|').find(|t| !t.is_empty() && *t != "IN_ISDIR")
+    let mut tokens = value.split(|&c| c == b' ' || c == b'|' || c == b'\t').filter(|t| !t.is_empty());
+    let t = tokens.find(|t| *t != b"IN_ISDIR")?;
+    std::str::from_utf8(t).ok()
 }
 
 /// An object's metadata as the event reports it (no stat is taken).
@@ -205,19 +211,51 @@ enum Walk {
     Whole([Span; 11]),
     /// The `event` attribute names an event icicle ignores: the walk stopped there.
     Ignored,
+    /// The `event` attribute names an event the ingestion filter drops: the walk stopped there.
+    Filtered,
 }
 
-/// Whether an `event` value (without its quotes) names an event icicle ignores: the walks stop there.
+/// Whether a walk stops at an `event` value (without its quotes): 1 for an event icicle
+/// ignores, 2 for one in the ingestion filter `mask` ([`filter_mask`]), 0 to read on.
+/// (`FILTER` false compiles the filter out.)
 #[inline(always)]
-fn names_ignored_event(value: &[u8]) -> bool {
-    matches!(EventKind::of_value(value), Some((EventKind::Ignored, _)))
+fn stop_at_event<const FILTER: bool>(value: &[u8], mask: u32) -> u8 {
+    match EventKind::of_value(value) {
+        Some((EventKind::Ignored, _)) => 1,
+        Some((EventKind::Modified, _)) if FILTER && mask != 0 && filter_bit(value.strip_suffix(b" IN_ISDIR").unwrap_or(value)) & mask != 0 => 2,
+        _ => 0,
+    }
+}
+
+/// The walk a non-zero [`stop_at_event`] ends with.
+#[cold]
+fn stopped(stop: u8) -> Walk {
+    if stop == 1 {
+        Walk::Ignored
+    } else {
+        Walk::Filtered
+    }
+}
+
+/// The ingestion-filter bit of an event name (0 for names that cannot be filtered).
+fn filter_bit(name: &[u8]) -> u32 {
+    FILTERABLE_EVENTS.iter().position(|f| f.as_bytes() == name).map_or(0, |i| 1 << i)
+}
+
+/// The mask of filter names, for [`GpfsEvent::parse_filtered`]; an error names one that
+/// cannot be filtered.
+pub fn filter_mask(names: &[String]) -> Result<u32, String> {
+    names.iter().try_fold(0, |m, n| match filter_bit(n.as_bytes()) {
+        0 => Err(format!("`{n}` cannot be filtered (one of {})", FILTERABLE_EVENTS.join(", "))),
+        b => Ok(m | b),
+    })
 }
 
 /// [`scan_spans`] for what mmwatch sends: compact (no spaces), string and number values only.
 /// None as soon as the message is anything else (the caller then tries [`scan_spans`], unless
 /// `quotes` was refused).
 #[inline(always)]
-fn scan_compact<const AVX2: bool>(b: &[u8], quotes: &mut QuoteIndex<'_, AVX2>) -> Option<Walk> {
+fn scan_compact<const AVX2: bool, const FILTER: bool>(b: &[u8], quotes: &mut QuoteIndex<'_, AVX2>, mask: u32) -> Option<Walk> {
     let mut spans = [Span::default(); 11];
     let n = b.len();
     if n < 2 || b[0] != b'{' || b[n - 1] != b'}' {
@@ -251,8 +289,11 @@ fn scan_compact<const AVX2: bool>(b: &[u8], quotes: &mut QuoteIndex<'_, AVX2>) -
             (Span { start: vs as u16, end: j as u16, kind: SpanKind::Num }, j)
         };
         if let Some(k) = slot_of(b, i + 1, ke) {
-            if k == EVENT && span.kind == SpanKind::Str && names_ignored_event(&b[vs + 1..after - 1]) {
-                return Some(Walk::Ignored);
+            if k == EVENT && span.kind == SpanKind::Str {
+                let stop = stop_at_event::<FILTER>(&b[vs + 1..after - 1], mask);
+                if stop != 0 {
+                    return Some(stopped(stop));
+                }
             }
             spans[k] = span;
         }
@@ -268,7 +309,7 @@ fn scan_compact<const AVX2: bool>(b: &[u8], quotes: &mut QuoteIndex<'_, AVX2>) -
 /// each attribute icicle reads sits, and stopping at an ignored event's `event` (the rest of
 /// such a message is not looked at). None when the message needs the byte scanner.
 #[inline(always)]
-fn scan_spans<const AVX2: bool>(b: &[u8], mut quotes: QuoteIndex<'_, AVX2>) -> Option<Walk> {
+fn scan_spans<const AVX2: bool, const FILTER: bool>(b: &[u8], mut quotes: QuoteIndex<'_, AVX2>, mask: u32) -> Option<Walk> {
     let mut spans = [Span::default(); 11];
     // Control bytes were refused, so the only whitespace left is the space.
     let skip = |i: &mut usize| {
@@ -337,8 +378,11 @@ fn scan_spans<const AVX2: bool>(b: &[u8], mut quotes: QuoteIndex<'_, AVX2>) -> O
             _ => return None,
         };
         if let Some(k) = slot {
-            if k == EVENT && kind == SpanKind::Str && names_ignored_event(&b[start + 1..i - 1]) {
-                return Some(Walk::Ignored);
+            if k == EVENT && kind == SpanKind::Str {
+                let stop = stop_at_event::<FILTER>(&b[start + 1..i - 1], mask);
+                if stop != 0 {
+                    return Some(stopped(stop));
+                }
             }
             // Strings without their quotes. MAX_LEN keeps positions within u16.
             spans[k] = match kind {
@@ -425,9 +469,9 @@ impl<'a> Fields<'a> {
     /// `text`), walked by its quote positions. None when the message needs the byte scanner.
     #[cfg(test)]
     fn scan_structural(text: &'a str) -> Option<Fields<'a>> {
-        match scan_spans(text.as_bytes(), QuoteIndex::<false>::new(text.as_bytes())?)? {
+        match scan_spans::<false, false>(text.as_bytes(), QuoteIndex::<false>::new(text.as_bytes())?, 0)? {
             Walk::Whole(spans) => Some(Fields::Spans(text, spans)),
-            Walk::Ignored => None,
+            Walk::Ignored | Walk::Filtered => None,
         }
     }
 
@@ -441,7 +485,7 @@ impl<'a> Fields<'a> {
     /// full parser (nested values, escaped keys, malformed JSON).
     fn scan(bytes: &'a [u8]) -> Option<Fields<'a>> {
         // Plain ASCII without escapes: valid UTF-8 without a separate check.
-        if let Some(Walk::Whole(spans)) = scan_spans(bytes, QuoteIndex::<false>::new(bytes)?) {
+        if let Some(Walk::Whole(spans)) = scan_spans::<false, false>(bytes, QuoteIndex::<false>::new(bytes)?, 0) {
             // SAFETY: a whole walk saw every byte: plain ASCII, which is valid UTF-8.
             let text = unsafe { std::str::from_utf8_unchecked(bytes) };
             return Some(Fields::Spans(text, spans));
@@ -721,21 +765,47 @@ impl GpfsEvent {
         GpfsEvent { kind: EventKind::Ignored, path: EMPTY.get_or_init(|| "".into()).clone(), meta: Meta::default(), cookie: 0 }
     }
 
+    /// An event the ingestion filter dropped: like [`GpfsEvent::ignored`], marked so that
+    /// [`GpfsEvent::is_filtered`] tells it apart.
+    pub fn filtered() -> GpfsEvent {
+        GpfsEvent { cookie: u64::MAX, ..GpfsEvent::ignored() }
+    }
+
+    /// Whether this is [`GpfsEvent::filtered`].
+    pub fn is_filtered(&self) -> bool {
+        self.kind == EventKind::Ignored && self.cookie == u64::MAX
+    }
+
     /// Parse one message value. Events Icicle drops (IN_OPEN, ...) parse as `Ignored`
     /// ([`GpfsEvent::ignored`]).
     pub fn parse(bytes: &[u8]) -> Result<GpfsEvent, String> {
+        GpfsEvent::parse_filtered(bytes, 0)
+    }
+
+    /// [`GpfsEvent::parse`], with the events in the ingestion filter `mask` ([`filter_mask`])
+    /// dropped as [`GpfsEvent::filtered`] (the structural path stops at their `event`).
+    pub fn parse_filtered(bytes: &[u8], mask: u32) -> Result<GpfsEvent, String> {
         #[cfg(target_arch = "x86_64")]
         if crate::scan::has_avx2() {
             // SAFETY: the CPU has AVX2 and BMI1.
-            if let Some(r) = unsafe { GpfsEvent::parse_structural_avx2(bytes) } {
+            if let Some(r) = unsafe { GpfsEvent::parse_structural_avx2(bytes, mask) } {
                 return r;
             }
-            return GpfsEvent::from_fields(&Fields::parse(bytes)?);
+            return GpfsEvent::from_fields(&Fields::parse(bytes)?).map(|ev| GpfsEvent::filter_slow(ev, bytes, mask));
         }
-        if let Some(r) = GpfsEvent::parse_structural::<false>(bytes) {
+        let r = if mask == 0 { GpfsEvent::parse_structural::<false, false>(bytes, 0) } else { GpfsEvent::parse_structural::<false, true>(bytes, mask) };
+        if let Some(r) = r {
             return r;
         }
-        GpfsEvent::from_fields(&Fields::parse(bytes)?)
+        GpfsEvent::from_fields(&Fields::parse(bytes)?).map(|ev| GpfsEvent::filter_slow(ev, bytes, mask))
+    }
+
+    /// The filter for messages the structural path does not take.
+    fn filter_slow(ev: GpfsEvent, bytes: &[u8], mask: u32) -> GpfsEvent {
+        if mask != 0 && ev.kind == EventKind::Modified && event_name(bytes).is_some_and(|n| filter_bit(n.as_bytes()) & mask != 0) {
+            return GpfsEvent::filtered();
+        }
+        ev
     }
 
     /// [`GpfsEvent::parse_structural`] compiled for AVX2 and BMI1 (wider compares, `tzcnt`).
@@ -744,22 +814,27 @@ impl GpfsEvent {
     /// The CPU must have AVX2 and BMI1.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1")]
-    unsafe fn parse_structural_avx2(bytes: &[u8]) -> Option<Result<GpfsEvent, String>> {
-        GpfsEvent::parse_structural::<true>(bytes)
+    unsafe fn parse_structural_avx2(bytes: &[u8], mask: u32) -> Option<Result<GpfsEvent, String>> {
+        if mask == 0 {
+            GpfsEvent::parse_structural::<true, false>(bytes, 0)
+        } else {
+            GpfsEvent::parse_structural::<true, true>(bytes, mask)
+        }
     }
 
     /// The structural path, when the message is plain ASCII without escapes; None otherwise.
     #[inline(always)]
-    fn parse_structural<const AVX2: bool>(bytes: &[u8]) -> Option<Result<GpfsEvent, String>> {
+    fn parse_structural<const AVX2: bool, const FILTER: bool>(bytes: &[u8], mask: u32) -> Option<Result<GpfsEvent, String>> {
         let mut quotes = QuoteIndex::<AVX2>::new(bytes)?;
-        let walk = match scan_compact(bytes, &mut quotes) {
+        let walk = match scan_compact::<AVX2, FILTER>(bytes, &mut quotes, mask) {
             Some(w) => w,
             None if quotes.refused() => return None,
-            None => scan_spans(bytes, QuoteIndex::<AVX2>::new(bytes)?)?,
+            None => scan_spans::<AVX2, FILTER>(bytes, QuoteIndex::<AVX2>::new(bytes)?, mask)?,
         };
         let spans = match walk {
             Walk::Whole(spans) => spans,
             Walk::Ignored => return Some(Ok(GpfsEvent::ignored())),
+            Walk::Filtered => return Some(Ok(GpfsEvent::filtered())),
         };
         // SAFETY: a whole walk saw every byte: plain ASCII, which is valid UTF-8.
         let text = unsafe { std::str::from_utf8_unchecked(bytes) };
@@ -986,8 +1061,8 @@ mod tests {
         }
         assert_eq!(GpfsEvent::parse(spaced.as_bytes()).unwrap(), base);
         // The compact walk takes the compact message, leaves the spaced ones to the general walk.
-        let walk = |msg: &str| scan_spans(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short"));
-        let compact_walk = |msg: &str| scan_compact(msg.as_bytes(), &mut QuoteIndex::<false>::new(msg.as_bytes()).expect("short"));
+        let walk = |msg: &str| scan_spans::<false, false>(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0);
+        let compact_walk = |msg: &str| scan_compact::<false, false>(msg.as_bytes(), &mut QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0);
         assert_eq!(compact_walk(&compact), walk(&compact));
         assert!(compact_walk(&compact).is_some());
         for msg in [spaced.as_str(), numbers, " { } ", r#"{"a":"b"} "#, r#"{"a":"b",}"#, r#"{"a":"b""c":1}"#, r#"{"a":tru}"#, r#"{"a":null}"#, r#"{"a":{"b":1}}"#] {
@@ -1035,11 +1110,11 @@ mod tests {
                 !(x >> (k * 5)).is_multiple_of(11)
             });
             let msg = format!("{{{}}}", members.join(","));
-            let Some(walk) = scan_spans(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short")) else { continue };
+            let Some(walk) = scan_spans::<false, false>(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0) else { continue };
             // The compact walk (these messages are compact) finds the same, unless a value is
             // a literal, which it leaves to the general walk.
             let mut quotes = QuoteIndex::<false>::new(msg.as_bytes()).expect("short");
-            let compact = scan_compact(msg.as_bytes(), &mut quotes);
+            let compact = scan_compact::<false, false>(msg.as_bytes(), &mut quotes, 0);
             if [":null", ":true", ":false"].iter().any(|l| msg.contains(l)) {
                 assert!(compact.is_none() || compact.as_ref() == Some(&walk), "{msg}");
             } else {
@@ -1053,6 +1128,7 @@ mod tests {
                     ignored += 1;
                     continue;
                 }
+                Walk::Filtered => unreachable!("no filter in this test"),
             };
             let general = GpfsEvent::from_fields(&Fields::Spans(&msg, spans));
             if let Some(direct) = GpfsEvent::from_spans(&msg, &spans) {
@@ -1101,8 +1177,34 @@ mod tests {
         assert_eq!(event_name(br#"{"event": "IN_CREATE IN_ISDIR"}"#), Some("IN_CREATE"));
         // A path mentioning "event" (escaped inside a string) is not the attribute.
         assert_eq!(event_name(br#"{"path":"/x/\"event\":\"IN_ACCESS\"","event":"IN_CLOSE_WRITE"}"#), Some("IN_CLOSE_WRITE"));
+        assert_eq!(event_name(br#"{"path":"/v/event/vv","eventTime":"x","event":"IN_ATTRIB"}"#), Some("IN_ATTRIB"));
+        assert_eq!(event_name(br#"{"v":"event","event":"IN_ACCESS"}"#), Some("IN_ACCESS"));
         assert_eq!(event_name(br#"{"path":"/a"}"#), None);
         assert_eq!(event_name(br#"{"event":7}"#), None);
         assert_eq!(event_name(b"{\"event\":\"IN_ACC"), None);
+    }
+
+    #[test]
+    fn the_ingestion_filter_drops_its_events_on_every_path() {
+        let mask = filter_mask(&["IN_ACCESS".to_string()]).unwrap();
+        let compact = br#"{"inode":"7","event":"IN_ACCESS","path":"/g/a","fileSize":"3"}"#;
+        let spaced = br#"{"inode": 7, "event": "IN_ACCESS", "path": "/g/a", "fileSize": 3}"#;
+        let escaped = br#"{"inode": 7, "event": "IN_ACCESS", "path": "/g/\u00e9", "fileSize": 3}"#;
+        let nested = br#"{"inode": 7, "event": "IN_ACCESS IN_ISDIR", "path": "/g/d", "x": {"y": 1}}"#;
+        for msg in [&compact[..], spaced, escaped, nested] {
+            let text = String::from_utf8_lossy(msg);
+            assert!(GpfsEvent::parse_filtered(msg, mask).unwrap().is_filtered(), "{text}");
+            let kept = GpfsEvent::parse(msg).unwrap();
+            assert_eq!(kept.kind, EventKind::Modified, "{text}");
+            assert!(!kept.is_filtered());
+            // Other events pass the filter; ignored ones stay ignored, not filtered.
+            let modify = text.replace("IN_ACCESS", "IN_MODIFY");
+            assert_eq!(GpfsEvent::parse_filtered(modify.as_bytes(), mask).unwrap().kind, EventKind::Modified, "{modify}");
+            let open = text.replace("IN_ACCESS", "IN_OPEN");
+            let ev = GpfsEvent::parse_filtered(open.as_bytes(), mask).unwrap();
+            assert!(ev.kind == EventKind::Ignored && !ev.is_filtered(), "{open}");
+        }
+        assert!(filter_mask(&["IN_CREATE".to_string()]).unwrap_err().contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"));
+        assert_eq!(filter_mask(&["IN_MODIFY".into(), "IN_CLOSE_WRITE".into()]).unwrap(), 4 | 8);
     }
 }

@@ -127,11 +127,7 @@ impl ChangeSourceConfig for GpfsConfig {
         if self.on_gap != "warn" && self.on_gap != "fail" {
             return Err(ctx.invalid("on_gap", "must be `warn` or `fail`"));
         }
-        for e in &self.filter {
-            if !icicle_plugins_gpfs::event::FILTERABLE_EVENTS.contains(&e.as_str()) {
-                return Err(ctx.invalid("filter", format!("`{e}` cannot be filtered (one of {})", icicle_plugins_gpfs::event::FILTERABLE_EVENTS.join(", "))));
-            }
-        }
+        icicle_plugins_gpfs::event::filter_mask(&self.filter).map_err(|e| ctx.invalid("filter", e))?;
         // Validate the connection (and read its secrets) now, so errors name the key.
         self.connection.client_config(ctx)?;
         Ok(Arc::new(GpfsSource { cfg: self }))
@@ -484,12 +480,11 @@ impl GpfsSource {
     ) -> Result<(), IcicleError> {
         let started = std::time::Instant::now();
         let mut events = Vec::with_capacity(batch.len());
+        // Validated when the config was built.
+        let mask = icicle_plugins_gpfs::event::filter_mask(&self.cfg.filter).unwrap_or(0);
         for ((partition, offset), payload) in &batch {
-            if !self.cfg.filter.is_empty() && icicle_plugins_gpfs::event::event_name(payload).is_some_and(|n| self.cfg.filter.iter().any(|f| f == n)) {
-                counts.filtered += 1;
-                continue;
-            }
-            match GpfsEvent::parse(payload) {
+            match GpfsEvent::parse_filtered(payload, mask) {
+                Ok(ev) if ev.is_filtered() => counts.filtered += 1,
                 Ok(ev) => events.push((ev, (*partition, *offset))),
                 Err(reason) => {
                     counts.rejects += 1;

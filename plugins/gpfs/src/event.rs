@@ -221,7 +221,8 @@ enum Walk {
 #[inline(always)]
 fn stop_at_event<const FILTER: bool>(value: &[u8], mask: u32) -> u8 {
     match EventKind::of_value(value) {
-        Some((EventKind::Ignored, _)) => 1,
+        // A directory's own modify/attrib/access/close events: directories have no records.
+        Some((EventKind::Ignored, _)) | Some((EventKind::Modified, true)) => 1,
         Some((EventKind::Modified, _)) if FILTER && mask != 0 && filter_bit(value.strip_suffix(b" IN_ISDIR").unwrap_or(value)) & mask != 0 => 2,
         _ => 0,
     }
@@ -878,7 +879,7 @@ impl GpfsEvent {
             }
         };
         let (kind, is_dir) = EventKind::of_value(string(EVENT)?)?;
-        if kind == EventKind::Ignored {
+        if kind == EventKind::Ignored || (kind == EventKind::Modified && is_dir) {
             return Some(GpfsEvent::ignored());
         }
         let path = string(PATH)?;
@@ -949,7 +950,8 @@ impl GpfsEvent {
             }
         }
         let kind = kind.ok_or_else(|| format!("event `{event}` names no event type"))?;
-        if kind == EventKind::Ignored {
+        // A directory modified (an entry added, its attributes changed): nothing to index.
+        if kind == EventKind::Ignored || (kind == EventKind::Modified && is_dir) {
             return Ok(GpfsEvent::ignored());
         }
         let path = text(raw.get(PATH)).ok_or("missing `path`")?;
@@ -1190,7 +1192,7 @@ mod tests {
         let compact = br#"{"inode":"7","event":"IN_ACCESS","path":"/g/a","fileSize":"3"}"#;
         let spaced = br#"{"inode": 7, "event": "IN_ACCESS", "path": "/g/a", "fileSize": 3}"#;
         let escaped = br#"{"inode": 7, "event": "IN_ACCESS", "path": "/g/\u00e9", "fileSize": 3}"#;
-        let nested = br#"{"inode": 7, "event": "IN_ACCESS IN_ISDIR", "path": "/g/d", "x": {"y": 1}}"#;
+        let nested = br#"{"inode": 7, "event": "IN_ACCESS", "path": "/g/d", "x": {"y": 1}}"#;
         for msg in [&compact[..], spaced, escaped, nested] {
             let text = String::from_utf8_lossy(msg);
             assert!(GpfsEvent::parse_filtered(msg, mask).unwrap().is_filtered(), "{text}");
@@ -1203,6 +1205,10 @@ mod tests {
             let open = text.replace("IN_ACCESS", "IN_OPEN");
             let ev = GpfsEvent::parse_filtered(open.as_bytes(), mask).unwrap();
             assert!(ev.kind == EventKind::Ignored && !ev.is_filtered(), "{open}");
+        }
+        // A directory's own modify events carry nothing for the index, on every path.
+        for msg in [&br#"{"inode":"8","event":"IN_MODIFY IN_ISDIR","path":"/g/d"}"#[..], br#"{"inode": 8, "event": "IN_ISDIR IN_ATTRIB", "path": "/g/d", "x": {}}"#] {
+            assert_eq!(GpfsEvent::parse(msg).unwrap(), GpfsEvent::ignored(), "{}", String::from_utf8_lossy(msg));
         }
         assert!(filter_mask(&["IN_CREATE".to_string()]).unwrap_err().contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"));
         assert_eq!(filter_mask(&["IN_MODIFY".into(), "IN_CLOSE_WRITE".into()]).unwrap(), 4 | 8);

@@ -71,40 +71,6 @@ impl EventKind {
 /// creates, removals or moves would corrupt the state).
 pub const FILTERABLE_EVENTS: [&str; 4] = ["IN_ACCESS", "IN_ATTRIB", "IN_MODIFY", "IN_CLOSE_WRITE"];
 
-/// The event name of a message (its `event` value's first token other than `IN_ISDIR`),
-/// found without parsing the message; None when there is no string `event` attribute.
-pub fn event_name(msg: &[u8]) -> Option<&str> {
-    // An unescaped `"event"` only occurs as a key: inside a JSON string a quote is escaped.
-    // Found by its `v`, a rare byte in these messages (cheaper than a substring search).
-    let mut from = 0;
-    let value = loop {
-        let v = from + memchr::memchr(b'v', &msg[from..])?;
-        from = v + 1;
-        if v < 2 || msg.get(v - 2..v + 5) != Some(&b"\"event\""[..]) {
-            continue;
-        }
-        let mut j = v + 5;
-        while msg.get(j).is_some_and(u8::is_ascii_whitespace) {
-            j += 1;
-        }
-        if msg.get(j) != Some(&b':') {
-            continue;
-        }
-        j += 1;
-        while msg.get(j).is_some_and(u8::is_ascii_whitespace) {
-            j += 1;
-        }
-        if msg.get(j) != Some(&b'"') {
-            return None;
-        }
-        let end = j + 1 + memchr::memchr(b'"', &msg[j + 1..])?;
-        break &msg[j + 1..end];
-    };
-    let mut tokens = value.split(|&c| c == b' ' || c == b'|' || c == b'\t').filter(|t| !t.is_empty());
-    let t = tokens.find(|t| *t != b"IN_ISDIR")?;
-    std::str::from_utf8(t).ok()
-}
-
 /// An object's metadata as the event reports it (no stat is taken).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Meta {
@@ -792,21 +758,28 @@ impl GpfsEvent {
             if let Some(r) = unsafe { GpfsEvent::parse_structural_avx2(bytes, mask) } {
                 return r;
             }
-            return GpfsEvent::from_fields(&Fields::parse(bytes)?).map(|ev| GpfsEvent::filter_slow(ev, bytes, mask));
+            return GpfsEvent::parse_slow(bytes, mask);
         }
         let r = if mask == 0 { GpfsEvent::parse_structural::<false, false>(bytes, 0) } else { GpfsEvent::parse_structural::<false, true>(bytes, mask) };
         if let Some(r) = r {
             return r;
         }
-        GpfsEvent::from_fields(&Fields::parse(bytes)?).map(|ev| GpfsEvent::filter_slow(ev, bytes, mask))
+        GpfsEvent::parse_slow(bytes, mask)
     }
 
-    /// The filter for messages the structural path does not take.
-    fn filter_slow(ev: GpfsEvent, bytes: &[u8], mask: u32) -> GpfsEvent {
-        if mask != 0 && ev.kind == EventKind::Modified && event_name(bytes).is_some_and(|n| filter_bit(n.as_bytes()) & mask != 0) {
-            return GpfsEvent::filtered();
+    /// Messages the structural path does not take, filtered by the `event` value they parsed
+    /// to (its first token other than `IN_ISDIR`, as [`GpfsEvent::from_fields`] reads it).
+    fn parse_slow(bytes: &[u8], mask: u32) -> Result<GpfsEvent, String> {
+        let fields = Fields::parse(bytes)?;
+        let ev = GpfsEvent::from_fields(&fields)?;
+        if mask != 0 && ev.kind == EventKind::Modified {
+            let name = text(fields.get(EVENT));
+            let first = name.as_deref().and_then(|e| e.split(|c: char| c.is_whitespace() || c == '|' || c == ',').find(|t| !t.is_empty() && *t != "IN_ISDIR"));
+            if first.is_some_and(|t| filter_bit(t.as_bytes()) & mask != 0) {
+                return Ok(GpfsEvent::filtered());
+            }
         }
-        ev
+        Ok(ev)
     }
 
     /// [`GpfsEvent::parse_structural`] compiled for AVX2 and BMI1 (wider compares, `tzcnt`).
@@ -1173,20 +1146,6 @@ mod tests {
     }
 
     #[test]
-    fn the_event_name_is_found_without_a_parse() {
-        assert_eq!(event_name(br#"{"inode":"1","event":"IN_ACCESS","path":"/a"}"#), Some("IN_ACCESS"));
-        assert_eq!(event_name(br#"{"event" : "IN_ISDIR IN_MODIFY", "path": "/a"}"#), Some("IN_MODIFY"));
-        assert_eq!(event_name(br#"{"event": "IN_CREATE IN_ISDIR"}"#), Some("IN_CREATE"));
-        // A path mentioning "event" (escaped inside a string) is not the attribute.
-        assert_eq!(event_name(br#"{"path":"/x/\"event\":\"IN_ACCESS\"","event":"IN_CLOSE_WRITE"}"#), Some("IN_CLOSE_WRITE"));
-        assert_eq!(event_name(br#"{"path":"/v/event/vv","eventTime":"x","event":"IN_ATTRIB"}"#), Some("IN_ATTRIB"));
-        assert_eq!(event_name(br#"{"v":"event","event":"IN_ACCESS"}"#), Some("IN_ACCESS"));
-        assert_eq!(event_name(br#"{"path":"/a"}"#), None);
-        assert_eq!(event_name(br#"{"event":7}"#), None);
-        assert_eq!(event_name(b"{\"event\":\"IN_ACC"), None);
-    }
-
-    #[test]
     fn the_ingestion_filter_drops_its_events_on_every_path() {
         let mask = filter_mask(&["IN_ACCESS".to_string()]).unwrap();
         let compact = br#"{"inode":"7","event":"IN_ACCESS","path":"/g/a","fileSize":"3"}"#;
@@ -1206,6 +1165,11 @@ mod tests {
             let ev = GpfsEvent::parse_filtered(open.as_bytes(), mask).unwrap();
             assert!(ev.kind == EventKind::Ignored && !ev.is_filtered(), "{open}");
         }
+        // The slow path decides by the parsed `event` value, not a nested key.
+        let nested_key = br#"{"x": {"event": "IN_ACCESS"}, "inode": 7, "event": "IN_MODIFY", "path": "/g/a"}"#;
+        assert_eq!(GpfsEvent::parse_filtered(nested_key, mask).unwrap().kind, EventKind::Modified);
+        let listed = br#"{"x": {}, "inode": 7, "event": "IN_ACCESS,IN_OPEN", "path": "/g/a"}"#;
+        assert!(GpfsEvent::parse_filtered(listed, mask).unwrap().is_filtered());
         // A directory's own modify events carry nothing for the index, on every path.
         for msg in [&br#"{"inode":"8","event":"IN_MODIFY IN_ISDIR","path":"/g/d"}"#[..], br#"{"inode": 8, "event": "IN_ISDIR IN_ATTRIB", "path": "/g/d", "x": {}}"#] {
             assert_eq!(GpfsEvent::parse(msg).unwrap(), GpfsEvent::ignored(), "{}", String::from_utf8_lossy(msg));

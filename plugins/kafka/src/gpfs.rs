@@ -72,7 +72,8 @@ pub struct GpfsConfig {
     /// Read once, when there is no checkpoint yet.
     #[serde(default)]
     pub seed_index: Option<PathBuf>,
-    /// Events dropped at ingestion, before parsing (high volume, little information), from
+    /// Events dropped at ingestion (the parse stops at their `event` attribute; high volume,
+    /// little information), from
     /// IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE. IN_OPEN, IN_CLOSE_NOWRITE,
     /// IN_MOVE_SELF, IN_IGNORED and IN_UNMOUNT are always dropped.
     #[serde(default)]

@@ -288,6 +288,7 @@ impl Resolver for LfsResolver<'_> {
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::trim_end)
+            .filter(|l| !l.is_empty())
             .map(|l| if l == "/" || l.is_empty() { "/".to_string() } else { format!("/{}", l.trim_start_matches('/')) })
             .collect()
     }

@@ -244,6 +244,13 @@ impl StateStore for DirectoryTree {
                                 l[i] = place;
                             }
                         }
+                        // A name of a hard-linked file that neither the node nor the links
+                        // hold as such: forget the links (resolved again when needed)
+                        // rather than overwrite another name with this one.
+                        None if !is_dir && self.links.contains_key(&src) && !self.nodes.peek(&src).is_some_and(|n| same_place(&n.place, Some(sp), rec.source_name.as_deref(), old.as_deref())) => {
+                            self.links.remove(&src);
+                            self.nodes.pop(&src);
+                        }
                         None => self.insert(src, Node { place, is_dir }),
                     }
                 }
@@ -642,11 +649,21 @@ impl DirectoryTree {
                     let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
                     self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir });
                     if !is_dir {
+                        // The node's name is not also another link (after an eviction the
+                        // links may already hold it).
+                        if let Some(i) = self.link_paths(cur, r).iter().position(|l| **l == *p) {
+                            if let Some(l) = self.links.get_mut(&cur) {
+                                l.remove(i);
+                            }
+                        }
                         for other in all {
                             let other = self.rewind(other, self.current, r);
                             if *other != *p && !self.link_paths(cur, r).contains(&other) {
                                 self.links.entry(cur).or_default().push(Place::Anchored(Arc::from(other)));
                             }
+                        }
+                        if self.links.get(&cur).is_some_and(|l| l.is_empty()) {
+                            self.links.remove(&cur);
                         }
                     }
                     Err(p)
@@ -979,5 +996,26 @@ mod tests {
         ops.clear();
         t.apply(&line("3 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
         assert_eq!(sorted(&mut ops), vec![("/a".to_string(), PathOp::Update), ("/b".to_string(), PathOp::Update)]);
+    }
+
+    #[test]
+    fn a_link_resolved_again_after_eviction_is_not_held_twice() {
+        // fid2path lists /b first: after the node is evicted, /b becomes the node's name,
+        // and the link entry for b must not stay beside it.
+        let mut r = MapResolver { paths: HashMap::from([(fid(5), "/b\n/a".to_string())]), dirs: vec![], calls: 0 };
+        let mut t = DirectoryTree::new(1);
+        let mut ops = Ops::default();
+        t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        t.apply(&line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+        // Another object evicts the file's node.
+        t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
+        ops.clear();
+        t.begin_batch();
+        t.apply(&line("4 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
+        assert_eq!(sorted(&mut ops), vec![("/a".to_string(), PathOp::Update), ("/b".to_string(), PathOp::Update)]);
+        t.begin_batch();
+        r.paths.insert(fid(5), "/a".into());
+        t.apply(&line("5 06UNLNK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+        assert_eq!(sorted(&mut ops), vec![("/a".to_string(), PathOp::Update), ("/b".to_string(), PathOp::Delete)]);
     }
 }

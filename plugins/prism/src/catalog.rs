@@ -289,9 +289,7 @@ impl CatalogEntry {
 
     /// The entry's text.
     pub fn to_text(&self) -> Result<String, CatalogError> {
-        let mut s = String::new();
-        self.write_to(&mut s)?;
-        Ok(s)
+        record_text(|s| self.write_to(s))
     }
 
     /// The file size (from `stat`, else `lstat`).
@@ -352,6 +350,13 @@ pub struct CatalogGone {
     pub stat: StatFields,
 }
 
+/// The text one record's writer appends.
+fn record_text(write: impl FnOnce(&mut String) -> Result<(), CatalogError>) -> Result<String, CatalogError> {
+    let mut s = String::new();
+    write(&mut s)?;
+    Ok(s)
+}
+
 /// A record's first two lines: its kind and the path (which must fit on one line).
 fn record_head(out: &mut String, kind: &str, path: &str) -> Result<(), CatalogError> {
     if path.contains('\n') || path.is_empty() {
@@ -375,9 +380,7 @@ impl CatalogGone {
 
     /// The record's text.
     pub fn to_text(&self) -> Result<String, CatalogError> {
-        let mut s = String::new();
-        self.write_to(&mut s)?;
-        Ok(s)
+        record_text(|s| self.write_to(s))
     }
 
     /// Whether `e` describes the same file at the same path.

@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod config;
+pub mod deletes;
 pub mod error;
 pub mod gmeta;
 pub mod manifest;
@@ -13,6 +14,7 @@ pub mod pipelines;
 pub mod record;
 pub mod registry;
 pub mod rejects;
+pub mod scope;
 pub mod secret;
 pub mod snapshot;
 pub mod text;
@@ -21,7 +23,9 @@ pub mod traits;
 
 pub use error::{ConfigError, Domain, IcicleError, Retry, SinkError, SourceError};
 pub use record::{FileKind, FileRecord, Reject};
-pub use traits::{LayoutComponent, ObjectLayout, ObjectTask, Placement, Reducer, Sink, Sketch, Source, StateStore};
+pub use traits::{
+    LayoutComponent, ObjectLayout, ObjectTask, Placement, Reducer, Sink, Sketch, Source, StateStore,
+};
 
 /// The next number of a xorshift64 sequence (deterministic test and bench data).
 pub fn xorshift(x: &mut u64) -> u64 {

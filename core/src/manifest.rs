@@ -1,9 +1,10 @@
 //! Versioned runs: a manifest of the subjects (and content fingerprints) a delivered run
 //! produced, so the next run can report created / updated / unchanged / deleted.
 //!
-//! Layout of `state_dir`: `manifest/part-N.tsv`, lines `HASH128<TAB>FP64<TAB>"subject"` where
-//! HASH128 is xxh3-128 of the path and FP64 a fingerprint of the record's content. A run
-//! writes `manifest.new/` and renames it over `manifest/` only after every sink delivered.
+//! Layout of `state_dir`: `CURRENT` names the committed `manifest-NNNNNN/` directory, whose
+//! `part-N.tsv` files hold lines `HASH128<TAB>FP64<TAB>"subject"` (HASH128 is xxh3-128 of the
+//! path, FP64 a fingerprint of the record's content). A run writes `manifest.new/`, and only
+//! after every sink delivered renames it to the next generation and replaces `CURRENT`.
 
 use std::collections::HashMap;
 use std::fs;
@@ -22,6 +23,7 @@ pub struct PreviousManifest {
     map: HashMap<u128, (u64, u32)>,
     seen: Vec<AtomicBool>,
     files: Vec<PathBuf>,
+    dir: Option<PathBuf>,
 }
 
 /// What a record is relative to the previous run.
@@ -49,35 +51,59 @@ fn part_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn parse_line(line: &str) -> Option<(u128, u64, &str)> {
-    let mut it = line.splitn(3, '\t');
+/// `HASH128 FP64 "subject" ["path"]`: the path follows when the subject is not the path (a
+/// hashed long path), so a scope check can still place it.
+fn parse_line(line: &str) -> Option<(u128, u64, &str, Option<&str>)> {
+    let mut it = line.splitn(4, '\t');
     let h = u128::from_str_radix(it.next()?, 16).ok()?;
     let fp = u64::from_str_radix(it.next()?, 16).ok()?;
-    Some((h, fp, it.next()?))
+    Some((h, fp, it.next()?, it.next()))
+}
+
+/// A subject of the previous run that this run did not see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gone {
+    pub subject: String,
+    /// The path, when known (manifests of earlier versions lack it for hashed subjects).
+    pub path: Option<String>,
+    pub hash: u128,
+    pub fingerprint: u64,
 }
 
 impl PreviousManifest {
-    /// Load `state_dir/manifest/` (empty when there was no previous run).
+    /// Load the current manifest of `state_dir` (empty when there was no previous run).
     pub fn load(state_dir: &Path) -> std::io::Result<PreviousManifest> {
-        let dir = state_dir.join("manifest");
-        if !dir.is_dir() {
+        let Some(dir) = current_dir(state_dir)? else {
             return Ok(PreviousManifest::default());
-        }
+        };
         let files = part_files(&dir)?;
         let mut map = HashMap::new();
         let mut idx = 0u32;
         for f in &files {
             for line in BufReader::new(fs::File::open(f)?).lines() {
                 let line = line?;
-                let (h, fp, _) = parse_line(&line).ok_or_else(|| {
-                    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: malformed manifest line {}", f.display(), idx + 1))
+                let (h, fp, _, _) = parse_line(&line).ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{}: malformed manifest line {}", f.display(), idx + 1),
+                    )
                 })?;
                 map.insert(h, (fp, idx));
                 idx += 1;
             }
         }
         let seen = (0..idx).map(|_| AtomicBool::new(false)).collect();
-        Ok(PreviousManifest { map, seen, files })
+        Ok(PreviousManifest {
+            map,
+            seen,
+            files,
+            dir: Some(dir),
+        })
+    }
+
+    /// The committed manifest directory this was loaded from.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
     /// Number of subjects in the previous run.
@@ -106,17 +132,27 @@ impl PreviousManifest {
     }
 
     /// The subjects (with hash and fingerprint) of the previous run that this run did not see.
-    pub fn deleted_subjects(&self) -> std::io::Result<Vec<(String, u128, u64)>> {
+    pub fn deleted_subjects(&self) -> std::io::Result<Vec<Gone>> {
         let mut out = Vec::new();
         let mut idx = 0usize;
         for f in &self.files {
             for line in BufReader::new(fs::File::open(f)?).lines() {
                 let line = line?;
                 if !self.seen[idx].load(Ordering::Relaxed) {
-                    if let Some((h, fp, subj)) = parse_line(&line) {
-                        let s: String = serde_json::from_str(subj)
-                            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                        out.push((s, h, fp));
+                    if let Some((hash, fingerprint, subj, path)) = parse_line(&line) {
+                        let bad = |e| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+                        let subject: String = serde_json::from_str(subj).map_err(bad)?;
+                        let path = match path {
+                            Some(p) => Some(serde_json::from_str::<String>(p).map_err(bad)?),
+                            None if subject.starts_with('/') => Some(subject.clone()),
+                            None => None,
+                        };
+                        out.push(Gone {
+                            subject,
+                            path,
+                            hash,
+                            fingerprint,
+                        });
                     }
                 }
                 idx += 1;
@@ -157,14 +193,27 @@ impl ManifestWriter {
         let dir = state_dir.join("manifest.new");
         fs::create_dir_all(&dir)?;
         let f = fs::File::create(dir.join(format!("part-{n:04}.tsv")))?;
-        Ok(ManifestWriter { out: BufWriter::with_capacity(1 << 20, f), line: Vec::with_capacity(256) })
+        Ok(ManifestWriter {
+            out: BufWriter::with_capacity(1 << 20, f),
+            line: Vec::with_capacity(256),
+        })
     }
 
-    /// Append one subject.
-    pub fn push(&mut self, hash: u128, fp: u64, subject: &str) -> std::io::Result<()> {
+    /// Append one subject, with its path when the subject is not the path itself.
+    pub fn push(
+        &mut self,
+        hash: u128,
+        fp: u64,
+        subject: &str,
+        path: Option<&str>,
+    ) -> std::io::Result<()> {
         self.line.clear();
         write!(self.line, "{hash:032x}\t{fp:016x}\t")?;
         push_json_str(&mut self.line, subject);
+        if let Some(p) = path.filter(|p| *p != subject) {
+            self.line.push(b'\t');
+            push_json_str(&mut self.line, p);
+        }
         self.line.push(b'\n');
         self.out.write_all(&self.line)
     }
@@ -176,7 +225,68 @@ impl ManifestWriter {
     }
 }
 
-/// Start a new manifest (removes a leftover `manifest.new/` of a failed run).
+/// The file naming the current manifest directory; replacing it is the commit.
+const CURRENT: &str = "CURRENT";
+
+/// Stop the process here when `ICICLE_FAULT` names `point` (fault injection for the tests
+/// that kill a run at every stage of its commit).
+pub fn fault_point(point: &str) {
+    if std::env::var_os("ICICLE_FAULT").is_some_and(|v| v == point) {
+        eprintln!("icicle: fault injected at {point}");
+        std::process::abort();
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+/// The directory of the last committed manifest, if any: the one `CURRENT` names; else a
+/// manifest of the earlier two-rename layout (`manifest/`, or `manifest.old/` when a run
+/// died between its renames).
+pub fn current_dir(state_dir: &Path) -> std::io::Result<Option<PathBuf>> {
+    match fs::read_to_string(state_dir.join(CURRENT)) {
+        Ok(name) => {
+            let name = name.trim();
+            if name.is_empty() || name.contains('/') || name.starts_with('.') {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: not a manifest name: {name:?}",
+                        state_dir.join(CURRENT).display()
+                    ),
+                ));
+            }
+            let dir = state_dir.join(name);
+            if !dir.is_dir() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "{} names {}, which is missing",
+                        state_dir.join(CURRENT).display(),
+                        dir.display()
+                    ),
+                ));
+            }
+            Ok(Some(dir))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(["manifest", "manifest.old"]
+            .iter()
+            .map(|n| state_dir.join(n))
+            .find(|d| d.is_dir())),
+        Err(e) => Err(e),
+    }
+}
+
+fn generation(dir: &Path) -> u64 {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("manifest-"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Start a new manifest: `manifest.new/`, emptied of what a failed run left there.
 pub fn begin(state_dir: &Path) -> std::io::Result<()> {
     let new = state_dir.join("manifest.new");
     if new.exists() {
@@ -185,19 +295,97 @@ pub fn begin(state_dir: &Path) -> std::io::Result<()> {
     fs::create_dir_all(&new)
 }
 
-/// Make the new manifest current: the acknowledgement of a fully delivered run.
+/// Make the new manifest current: the acknowledgement of a fully delivered run. The
+/// directory is renamed to its generation's name, then `CURRENT` is replaced by one rename:
+/// a crash at any point leaves either the previous manifest or the new one current.
 pub fn commit(state_dir: &Path) -> std::io::Result<()> {
-    let cur = state_dir.join("manifest");
-    let old = state_dir.join("manifest.old");
-    if old.exists() {
-        fs::remove_dir_all(&old)?;
+    fault_point("commit-start");
+    let previous = current_dir(state_dir)?;
+    let gen = previous.as_deref().map(generation).unwrap_or(0) + 1;
+    let name = format!("manifest-{gen:06}");
+    let dir = state_dir.join(&name);
+    if dir.exists() {
+        fs::remove_dir_all(&dir)?;
     }
-    if cur.exists() {
-        fs::rename(&cur, &old)?;
+    let new = state_dir.join("manifest.new");
+    sync_dir(&new)?;
+    fs::rename(&new, &dir)?;
+    sync_dir(state_dir)?;
+    fault_point("commit-renamed");
+    let tmp = state_dir.join("CURRENT.tmp");
+    {
+        let mut f = fs::File::create(&tmp)?;
+        writeln!(f, "{name}")?;
+        f.sync_all()?;
     }
-    fs::rename(state_dir.join("manifest.new"), &cur)?;
-    if old.exists() {
-        fs::remove_dir_all(&old)?;
+    fault_point("commit-pointer-written");
+    fs::rename(&tmp, state_dir.join(CURRENT))?;
+    sync_dir(state_dir)?;
+    fault_point("commit-done");
+    collect_garbage(state_dir, &name)
+}
+
+/// Remove every manifest directory but `keep` (earlier generations, the old layout's).
+fn collect_garbage(state_dir: &Path, keep: &str) -> std::io::Result<()> {
+    for e in fs::read_dir(state_dir)? {
+        let e = e?;
+        let n = e.file_name();
+        let Some(n) = n.to_str() else { continue };
+        let stale =
+            n == "manifest" || n == "manifest.old" || (n.starts_with("manifest-") && n != keep);
+        if stale && e.file_type()?.is_dir() {
+            fs::remove_dir_all(e.path())?;
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(state: &Path, subjects: &[&str]) {
+        begin(state).unwrap();
+        let mut w = ManifestWriter::create(state, 0).unwrap();
+        for s in subjects {
+            w.push(path_hash(s), 1, s, Some(s)).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn commits_replace_the_current_manifest_by_one_rename() {
+        let tmp = tempfile::tempdir().unwrap();
+        let st = tmp.path();
+        assert!(PreviousManifest::load(st).unwrap().is_empty());
+        write(st, &["/a", "/b"]);
+        commit(st).unwrap();
+        assert_eq!(PreviousManifest::load(st).unwrap().len(), 2);
+        write(st, &["/a"]);
+        commit(st).unwrap();
+        let dirs: Vec<String> = fs::read_dir(st)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            dirs.contains(&"manifest-000002".to_string())
+                && !dirs.contains(&"manifest-000001".to_string()),
+            "{dirs:?}"
+        );
+        assert_eq!(PreviousManifest::load(st).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_two_rename_layout_is_still_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let st = tmp.path();
+        write(st, &["/a", "/b", "/c"]);
+        // A run of the earlier layout that died between its two renames.
+        fs::rename(st.join("manifest.new"), st.join("manifest.old")).unwrap();
+        assert_eq!(PreviousManifest::load(st).unwrap().len(), 3);
+        write(st, &["/a"]);
+        commit(st).unwrap();
+        assert!(!st.join("manifest.old").exists());
+        assert_eq!(PreviousManifest::load(st).unwrap().len(), 1);
+    }
 }

@@ -2,8 +2,65 @@
 
 use std::fmt;
 
+use crate::scope::Scope;
+
+/// Earliest time a record may carry: 1900-01-01T00:00:00Z.
+pub const MIN_TIME: i64 = -2_208_988_800;
+/// Latest time a record may carry: 2400-01-01T00:00:00Z.
+pub const MAX_TIME: i64 = 13_569_465_600;
+/// Largest file size POSIX can express (`off_t` is a signed 64-bit integer).
+pub const MAX_SIZE: u64 = i64::MAX as u64;
+/// Longest name of one path component, in bytes (Linux `NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+
+/// Why `path` cannot be a record's path: not absolute, not normalised (empty, `.` or `..`
+/// components, a trailing `/`), a name over [`NAME_MAX`] bytes, or a control character
+/// other than tab (C0, DEL or C1: NUL, newline, terminal escapes). `/` itself passes (the
+/// root directory).
+pub fn check_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("path {path:?} is not absolute"));
+    }
+    if let Some((i, c)) = path
+        .char_indices()
+        .find(|&(_, c)| c.is_control() && c != '\t')
+    {
+        return Err(format!(
+            "path {:?} has a control character (U+{:04X} at byte {i})",
+            path, c as u32
+        ));
+    }
+    if path == "/" {
+        return Ok(());
+    }
+    for name in path[1..].split('/') {
+        match name {
+            "" => {
+                return Err(format!(
+                    "path {path:?} is not normalised (an empty component)"
+                ))
+            }
+            "." | ".." => {
+                return Err(format!(
+                    "path {path:?} is not normalised (a `{name}` component)"
+                ))
+            }
+            n if n.len() > NAME_MAX => {
+                return Err(format!(
+                    "path {path:?} has a name of {} bytes (more than {NAME_MAX})",
+                    n.len()
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// What kind of file-system object a record describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FileKind {
     /// A regular file (or any non-directory, non-link object).
@@ -92,6 +149,42 @@ impl<'a> FileRecord<'a> {
         }
     }
 
+    /// Whether every field is within the documented ranges: the path passes [`check_path`]
+    /// (and is not `/` unless a directory), the size fits `off_t`, times lie within
+    /// [`MIN_TIME`]..=[`MAX_TIME`], the mode within 16 bits. The reason names the field.
+    pub fn check(&self) -> Result<(), String> {
+        check_path(self.path)?;
+        if self.path == "/" && self.kind != FileKind::Dir {
+            return Err("`/` is not a file or link".into());
+        }
+        self.check_fields()
+    }
+
+    /// The non-path part of [`FileRecord::check`].
+    pub fn check_fields(&self) -> Result<(), String> {
+        if self.size > MAX_SIZE {
+            return Err(format!(
+                "size: {} is larger than a file can be ({MAX_SIZE})",
+                self.size
+            ));
+        }
+        if self.mode > 0o177777 {
+            return Err(format!("mode: {:o} has bits beyond st_mode", self.mode));
+        }
+        for (name, t) in [
+            ("atime", self.atime),
+            ("ctime", self.ctime),
+            ("mtime", self.mtime),
+        ] {
+            if !(MIN_TIME..=MAX_TIME).contains(&t) {
+                return Err(format!(
+                    "{name}: {t} is outside 1900-01-01..2400-01-01 ({MIN_TIME}..={MAX_TIME})"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The last path component.
     pub fn name(&self) -> &str {
         let b = self.path.as_bytes();
@@ -122,7 +215,9 @@ impl<'a> FileRecord<'a> {
 }
 
 /// An owned [`FileRecord`], for tests and state.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct OwnedFileRecord {
     pub path: String,
     pub kind: FileKind,
@@ -173,7 +268,11 @@ pub fn mode_string(mode: u32) -> [u8; 10] {
             s[1 + i] = RWX[i % 3];
         }
     }
-    let special = [(0o4000, 3, b's', b'S'), (0o2000, 6, b's', b'S'), (0o1000, 9, b't', b'T')];
+    let special = [
+        (0o4000, 3, b's', b'S'),
+        (0o2000, 6, b's', b'S'),
+        (0o1000, 9, b't', b'T'),
+    ];
     for (bit, pos, with_x, without_x) in special {
         if mode & bit != 0 {
             s[pos] = if s[pos] == b'x' { with_x } else { without_x };
@@ -209,7 +308,13 @@ pub fn parse_mode_string(s: &str) -> Result<u32, String> {
             b'S' if i == 2 || i == 5 => mode |= if i == 2 { 0o4000 } else { 0o2000 },
             b't' if i == 8 => mode |= bit | 0o1000,
             b'T' if i == 8 => mode |= 0o1000,
-            _ => return Err(format!("unexpected `{}` at position {} in mode `{s}`", c as char, i + 1)),
+            _ => {
+                return Err(format!(
+                    "unexpected `{}` at position {} in mode `{s}`",
+                    c as char,
+                    i + 1
+                ))
+            }
         }
     }
     Ok(mode)
@@ -239,26 +344,51 @@ pub struct Reject {
     pub offset: Option<u64>,
     /// Why it was rejected.
     pub reason: String,
-    /// When a whole input failed: the path prefix whose records were not read, so that a
-    /// versioned run does not mistake them for deleted files.
+    /// What this reject leaves unknown (a whole input, a directory, one path), so that a
+    /// versioned run does not mistake the records there for deleted files; `None` when it
+    /// hides nothing (a file that vanished while it was read).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
+    pub scope: Option<Scope>,
 }
 
 impl Reject {
     /// A reject at a byte offset of a text input (the line is filled in later).
     pub fn at_offset(input: &str, offset: u64, reason: impl Into<String>) -> Reject {
-        Reject { input: input.to_string(), line: None, offset: Some(offset), reason: reason.into(), scope: None }
+        Reject {
+            input: input.to_string(),
+            line: None,
+            offset: Some(offset),
+            reason: reason.into(),
+            scope: None,
+        }
     }
 
     /// A reject at a row number of an input.
     pub fn at_row(input: &str, row: u64, reason: impl Into<String>) -> Reject {
-        Reject { input: input.to_string(), line: Some(row), offset: None, reason: reason.into(), scope: None }
+        Reject {
+            input: input.to_string(),
+            line: Some(row),
+            offset: None,
+            reason: reason.into(),
+            scope: None,
+        }
     }
 
     /// A whole input that could not be read, covering the records under `scope`.
-    pub fn whole(input: &str, reason: impl Into<String>, scope: Option<String>) -> Reject {
-        Reject { input: input.to_string(), line: None, offset: None, reason: reason.into(), scope }
+    pub fn whole(input: &str, reason: impl Into<String>, scope: Option<Scope>) -> Reject {
+        Reject {
+            input: input.to_string(),
+            line: None,
+            offset: None,
+            reason: reason.into(),
+            scope,
+        }
+    }
+
+    /// The same reject, leaving `scope` unknown.
+    pub fn scoped(mut self, scope: Scope) -> Reject {
+        self.scope = Some(scope);
+        self
     }
 }
 
@@ -306,8 +436,96 @@ mod tests {
     }
 
     #[test]
+    fn strict_paths_and_fields() {
+        for ok in ["/", "/a", "/a b/c.txt", "/é/日本", "/tab\tname"] {
+            assert!(check_path(ok).is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("a/b", "not absolute"),
+            ("", "not absolute"),
+            ("/a//b", "empty component"),
+            ("/a/", "empty component"),
+            ("/a/../b", "`..`"),
+            ("/a/./b", "`.`"),
+            ("/a\0b", "U+0000"),
+            ("/a\nb", "U+000A"),
+            ("/a\u{1b}[31mred", "U+001B"),
+            ("/a\u{9b}b", "U+009B"),
+        ] {
+            let e = check_path(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        assert!(check_path(&format!("/{}", "x".repeat(256)))
+            .unwrap_err()
+            .contains("256 bytes"));
+        let r = FileRecord {
+            path: "/a",
+            kind: FileKind::File,
+            mode: 0o100644,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            atime: 0,
+            ctime: 0,
+            mtime: 0,
+            inode: 0,
+        };
+        assert!(r.check().is_ok());
+        assert!(FileRecord { path: "/", ..r }
+            .check()
+            .unwrap_err()
+            .contains("not a file"));
+        assert!(FileRecord {
+            path: "/",
+            kind: FileKind::Dir,
+            ..r
+        }
+        .check()
+        .is_ok());
+        assert!(FileRecord {
+            size: MAX_SIZE + 1,
+            ..r
+        }
+        .check()
+        .unwrap_err()
+        .starts_with("size"));
+        assert!(FileRecord {
+            mtime: MAX_TIME + 1,
+            ..r
+        }
+        .check()
+        .unwrap_err()
+        .starts_with("mtime"));
+        assert!(FileRecord {
+            atime: MIN_TIME - 1,
+            ..r
+        }
+        .check()
+        .unwrap_err()
+        .starts_with("atime"));
+        assert!(FileRecord {
+            mode: 0o1177777,
+            ..r
+        }
+        .check()
+        .unwrap_err()
+        .starts_with("mode"));
+    }
+
+    #[test]
     fn names() {
-        let r = FileRecord { path: "/a/b c", kind: FileKind::File, mode: 0, uid: 0, gid: 0, size: 0, atime: 0, ctime: 0, mtime: 0, inode: 0 };
+        let r = FileRecord {
+            path: "/a/b c",
+            kind: FileKind::File,
+            mode: 0,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            atime: 0,
+            ctime: 0,
+            mtime: 0,
+            inode: 0,
+        };
         assert_eq!(r.name(), "b c");
     }
 }

@@ -7,20 +7,45 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::record::Reject;
+use crate::scope::Scope;
 
 /// Rejects kept in memory for the rejects file; beyond this they are only counted.
 pub const MAX_KEPT_REJECTS: usize = 1_000_000;
+
+/// Distinct unknown scopes kept; past this the whole run's scope is unknown.
+pub const MAX_KEPT_SCOPES: usize = 1_000_000;
 
 /// Collects rejects from all workers.
 #[derive(Debug, Default)]
 pub struct RejectLog {
     count: AtomicU64,
+    /// Of which whole inputs (a file, database or directory) that could not be read.
+    inputs: AtomicU64,
     kept: Mutex<Vec<Reject>>,
+    /// Every reject's scope with its input and reason (never dropped: past the limit the
+    /// scope becomes `All`).
+    scopes: Mutex<Vec<(Scope, String, String)>>,
 }
 
 impl RejectLog {
     /// Record one reject.
     pub fn push(&self, r: Reject) {
+        if let Some(scope) = &r.scope {
+            if let Ok(mut s) = self.scopes.lock() {
+                if s.len() < MAX_KEPT_SCOPES {
+                    s.push((scope.clone(), r.input.clone(), r.reason.clone()));
+                } else if s.last().is_none_or(|l| l.0 != Scope::All) {
+                    s.push((
+                        Scope::All,
+                        r.input.clone(),
+                        format!("more than {MAX_KEPT_SCOPES} unknown scopes"),
+                    ));
+                }
+            }
+        }
+        if r.scope.is_some() && r.line.is_none() && r.offset.is_none() {
+            self.inputs.fetch_add(1, Ordering::Relaxed);
+        }
         let n = self.count.fetch_add(1, Ordering::Relaxed);
         if n < 5 {
             tracing::warn!(message = "rejected row", reject = %r);
@@ -32,14 +57,23 @@ impl RejectLog {
         }
     }
 
-    /// The path prefixes of inputs that could not be read at all.
-    pub fn scopes(&self) -> Vec<String> {
-        self.kept.lock().map(|k| k.iter().filter_map(|r| r.scope.clone()).collect()).unwrap_or_default()
+    /// What the rejects left unknown, with the input and reason of each.
+    pub fn scopes(&self) -> Vec<(Scope, String, String)> {
+        self.scopes
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|_| vec![(Scope::All, String::new(), "reject log poisoned".into())])
     }
 
     /// How many rows were rejected.
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
+    }
+
+    /// How many of the rejects were whole inputs that could not be read (their scope is
+    /// carried over; they do not count towards the row reject ratio).
+    pub fn unreadable_inputs(&self) -> u64 {
+        self.inputs.load(Ordering::Relaxed)
     }
 
     /// Fill in line numbers for rejects that only know their byte offset (by counting
@@ -71,7 +105,9 @@ fn resolve_lines(rejects: &mut [Reject]) {
         }
     }
     for (input, mut idx) in by_input {
-        let Ok(data) = std::fs::read(PathBuf::from(&input)) else { continue };
+        let Ok(data) = std::fs::read(PathBuf::from(&input)) else {
+            continue;
+        };
         idx.sort_by_key(|&i| rejects[i].offset);
         let (mut pos, mut line) = (0usize, 1u64);
         for i in idx {

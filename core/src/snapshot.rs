@@ -2,22 +2,24 @@
 //! one async task assembles bounded documents and delivers them to every sink; the run is
 //! acknowledged (manifest committed, sources told) only after every sink delivered.
 
-use std::collections::{HashSet, VecDeque};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use crate::batch::{
+    delete_batches, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL,
+};
 use crate::config::{EmitMode, SnapshotSettings};
 use crate::error::IcicleError;
-use crate::gmeta::{push_json_str, subject_for, PrimaryEncoder, RecordPolicy};
+use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
-use crate::record::{FileRecord, Reject};
+use crate::record::{check_path, FileRecord, Reject};
 use crate::rejects::RejectLog;
+use crate::scope::{Scope, UnknownScope, UnknownScopes};
 use crate::traits::{RowSink, Source, Split};
 
 /// Entries are handed from workers to the batcher in chunks of about this many bytes.
@@ -47,25 +49,59 @@ impl MetricsProgress {
     /// Wrap `inner`.
     pub fn new(inner: Arc<dyn Progress>) -> MetricsProgress {
         use std::sync::atomic::AtomicU64;
-        MetricsProgress { inner, done: AtomicU64::new(0), total: AtomicU64::new(0), last_ms: AtomicU64::new(0), started: Instant::now() }
+        MetricsProgress {
+            inner,
+            done: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            last_ms: AtomicU64::new(0),
+            started: Instant::now(),
+        }
     }
 
     fn publish(&self) {
         use std::sync::atomic::Ordering::Relaxed;
-        let (done, total) = (self.done.load(Relaxed) as f64, self.total.load(Relaxed) as f64);
+        let (done, total) = (
+            self.done.load(Relaxed) as f64,
+            self.total.load(Relaxed) as f64,
+        );
         let secs = self.started.elapsed().as_secs_f64().max(1e-9);
         let m = crate::metrics::Metrics::global();
-        m.set("icicle_snapshot_progress_done", "Snapshot work done (bytes of text inputs, databases, directories).", &[], done);
-        m.set("icicle_snapshot_progress_total", "Snapshot work planned (same units).", &[], total);
-        m.set("icicle_snapshot_progress_rate", "Snapshot work units per second so far.", &[], done / secs);
-        let eta = if done > 0.0 && total >= done { (total - done) * secs / done } else { -1.0 };
-        m.set("icicle_snapshot_eta_seconds", "Estimated seconds left (-1: unknown).", &[], eta);
+        m.set(
+            "icicle_snapshot_progress_done",
+            "Snapshot work done (bytes of text inputs, databases, directories).",
+            &[],
+            done,
+        );
+        m.set(
+            "icicle_snapshot_progress_total",
+            "Snapshot work planned (same units).",
+            &[],
+            total,
+        );
+        m.set(
+            "icicle_snapshot_progress_rate",
+            "Snapshot work units per second so far.",
+            &[],
+            done / secs,
+        );
+        let eta = if done > 0.0 && total >= done {
+            (total - done) * secs / done
+        } else {
+            -1.0
+        };
+        m.set(
+            "icicle_snapshot_eta_seconds",
+            "Estimated seconds left (-1: unknown).",
+            &[],
+            eta,
+        );
     }
 }
 
 impl Progress for MetricsProgress {
     fn start(&self, total: u64) {
-        self.total.store(total, std::sync::atomic::Ordering::Relaxed);
+        self.total
+            .store(total, std::sync::atomic::Ordering::Relaxed);
         self.publish();
         self.inner.start(total);
     }
@@ -75,7 +111,12 @@ impl Progress for MetricsProgress {
         self.done.fetch_add(units, Relaxed);
         let now = self.started.elapsed().as_millis() as u64;
         let last = self.last_ms.load(Relaxed);
-        if now >= last + 250 && self.last_ms.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+        if now >= last + 250
+            && self
+                .last_ms
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
             self.publish();
         }
         self.inner.inc(units);
@@ -115,7 +156,10 @@ pub trait PipelineFinisher: Send + Sync {
     /// The pipeline's name in the summary.
     fn name(&self) -> &'static str;
     /// Produce entries to deliver (GMetaEntry JSON) and a report for the summary.
-    fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String>;
+    fn finish(
+        &self,
+        policy: &Arc<RecordPolicy>,
+    ) -> Result<(Vec<Vec<u8>>, serde_json::Value), String>;
 }
 
 /// Everything a snapshot run needs.
@@ -156,6 +200,8 @@ pub struct SnapshotSummary {
     pub deleted: u64,
     /// Deletes withheld because the input covering them could not be read.
     pub deletes_withheld: u64,
+    /// Of the rejects, whole inputs (files, databases, directories) that could not be read.
+    pub unreadable_inputs: u64,
     /// Whether rejects exceeded the configured threshold.
     pub reject_threshold_exceeded: bool,
     pub rejects_file: Option<PathBuf>,
@@ -167,6 +213,14 @@ pub struct SnapshotSummary {
     pub aggregate_deletes_withheld: u64,
     /// Reports of the counting and aggregate pipelines.
     pub pipelines: std::collections::BTreeMap<String, serde_json::Value>,
+    /// What could not be read (at most 50 lines, broadest first): the previous run's
+    /// subjects there were carried over, not deleted.
+    pub unknown_scopes: Vec<UnknownScope>,
+    /// How many distinct scopes were unknown.
+    pub unknown_scope_count: u64,
+    /// Why the deletion guard stopped the run (nothing deleted, manifest kept), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_guard: Option<String>,
 }
 
 #[derive(Default)]
@@ -211,8 +265,18 @@ impl Shared {
                 q.items.push_back((source, s));
             }
             let m = crate::metrics::Metrics::global();
-            m.set("icicle_snapshot_inputs_done", "Snapshot inputs (files, byte ranges, databases, directories) read.", &[], q.finished as f64);
-            m.set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
+            m.set(
+                "icicle_snapshot_inputs_done",
+                "Snapshot inputs (files, byte ranges, databases, directories) read.",
+                &[],
+                q.finished as f64,
+            );
+            m.set(
+                "icicle_snapshot_inputs_total",
+                "Snapshot inputs planned or discovered so far.",
+                &[],
+                q.planned as f64,
+            );
         }
         self.ready.notify_all();
     }
@@ -254,15 +318,26 @@ impl Worker {
         if self.chunk.is_empty() {
             return;
         }
-        let chunk = std::mem::replace(&mut self.chunk, EntryBatch::with_capacity(CHUNK_BYTES + 4096));
+        let chunk = std::mem::replace(
+            &mut self.chunk,
+            EntryBatch::with_capacity(CHUNK_BYTES + 4096),
+        );
         // A closed channel means the run is being cancelled; the records are not acknowledged.
         let _ = self.tx.blocking_send(chunk);
     }
 
+    /// Reject a row that a source read: its path is carried over when it is a valid one.
     fn reject_here(&mut self, rec: &FileRecord<'_>, reason: String) {
         self.counts.rejects += 1;
         self.counts.records -= 1;
-        self.rejects.push(Reject::whole(&self.input, format!("{}: {reason}", rec.path), None));
+        let scope = check_path(rec.path)
+            .is_ok()
+            .then(|| Scope::Exact(rec.path.to_string()));
+        self.rejects.push(Reject::whole(
+            &self.input,
+            format!("{:?}: {reason}", rec.path),
+            scope,
+        ));
     }
 }
 
@@ -270,6 +345,9 @@ impl RowSink for Worker {
     fn record(&mut self, rec: &FileRecord<'_>) {
         self.counts.rows += 1;
         self.counts.records += 1;
+        if let Err(e) = rec.check() {
+            return self.reject_here(rec, e);
+        }
         for p in &mut self.processors {
             p.record(rec);
         }
@@ -290,8 +368,9 @@ impl RowSink for Worker {
                 Change::Unchanged => self.counts.unchanged += 1,
             }
             if let Some(m) = &mut self.manifest {
-                if let Err(e) = m.push(hash, fp, &subject_for(rec.path)) {
-                    self.io_error.get_or_insert(format!("writing the manifest: {e}"));
+                if let Err(e) = m.push(hash, fp, &subject_for(rec.path), Some(rec.path)) {
+                    self.io_error
+                        .get_or_insert(format!("writing the manifest: {e}"));
                 }
             }
             if change == Change::Unchanged && self.emit == EmitMode::Changed {
@@ -319,9 +398,14 @@ impl RowSink for Worker {
         }
     }
 
-    fn directory(&mut self, _rec: &FileRecord<'_>) {
+    fn directory(&mut self, rec: &FileRecord<'_>) {
         self.counts.rows += 1;
         self.counts.directories += 1;
+        if let Err(e) = rec.check() {
+            self.counts.directories -= 1;
+            self.counts.records += 1;
+            self.reject_here(rec, e);
+        }
     }
 
     fn reject(&mut self, reject: Reject) {
@@ -347,101 +431,18 @@ fn worker_count(settings: &SnapshotSettings) -> usize {
     if settings.workers > 0 {
         settings.workers
     } else {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
     }
 }
 
-/// The subjects of a pipeline's entries, kept as `manifest/pipeline-<name>.jsonl` (one JSON
-/// string a line) next to the manifest's parts and committed with them.
-fn pipeline_file(manifest_dir: &Path, name: &str) -> PathBuf {
-    manifest_dir.join(format!("pipeline-{name}.jsonl"))
-}
-
-/// The subjects in a pipeline file; none when it does not exist (a manifest from before
-/// aggregates were remembered, or a pipeline that produced nothing).
-fn read_subjects(path: &Path) -> std::io::Result<Vec<String>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    text.lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_str(l).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))))
-        .collect()
-}
-
-fn write_subjects<'a>(path: &Path, subjects: impl Iterator<Item = &'a str>) -> std::io::Result<()> {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut line = Vec::with_capacity(256);
-    for s in subjects {
-        line.clear();
-        push_json_str(&mut line, s);
-        line.push(b'\n');
-        out.write_all(&line)?;
-    }
-    out.flush()?;
-    out.get_ref().sync_all()
-}
-
-/// The subject of a GMetaEntry.
-fn entry_subject(entry: &[u8]) -> Result<String, serde_json::Error> {
-    #[derive(serde::Deserialize)]
-    struct Entry {
-        subject: String,
-    }
-    serde_json::from_slice::<Entry>(entry).map(|e| e.subject)
-}
-
-/// Whether the records behind a pipeline subject may lie under an unreadable `scope`:
-/// `dir:<prefix>` when the prefix and the scope overlap, any other subject (a user or group
-/// has files anywhere; a hashed subject hides its prefix) whenever some input was unreadable.
-fn pipeline_subject_in_scope(subject: &str, scope: &str) -> bool {
-    let Some(dir) = subject.strip_prefix("dir:") else { return true };
-    let (d, p) = (dir.trim_end_matches('/'), scope.trim_end_matches('/'));
-    d.is_empty() || p.is_empty() || d == p || d.starts_with(&format!("{p}/")) || p.starts_with(&format!("{d}/"))
-}
-
-async fn deliver(sinks: &mut crate::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), IcicleError> {
+async fn deliver(
+    sinks: &mut crate::traits::NamedSinks,
+    batch: &DocumentBatch,
+) -> Result<(), IcicleError> {
     crate::batch::deliver_all(sinks, batch).await?;
     Ok(())
-}
-
-/// Write each pipeline's subjects into the new manifest and return (withheld, deleted): the
-/// subjects of the last delivered run that are gone, less those an unreadable input may hide
-/// (carried forward). A pipeline that did not run this time keeps its previous subjects.
-fn pipeline_deletes(state_dir: &Path, current: &[(&'static str, Vec<String>)], scopes: &[String]) -> std::io::Result<(u64, Vec<String>)> {
-    let (old_dir, new_dir) = (state_dir.join("manifest"), state_dir.join("manifest.new"));
-    let mut withheld = 0u64;
-    let mut deleted = Vec::new();
-    for (name, now) in current {
-        let present: HashSet<&str> = now.iter().map(String::as_str).collect();
-        let mut keep: Vec<&str> = now.iter().map(String::as_str).collect();
-        let before = read_subjects(&pipeline_file(&old_dir, name))?;
-        for s in before.iter().filter(|s| !present.contains(s.as_str())) {
-            if scopes.iter().any(|p| pipeline_subject_in_scope(s, p)) {
-                withheld += 1;
-                keep.push(s);
-            } else {
-                deleted.push(s.clone());
-            }
-        }
-        if !keep.is_empty() {
-            write_subjects(&pipeline_file(&new_dir, name), keep.into_iter())?;
-        }
-    }
-    if old_dir.is_dir() {
-        for e in std::fs::read_dir(&old_dir)? {
-            let path = e?.path();
-            let Some(file) = path.file_name().and_then(|n| n.to_str()) else { continue };
-            let Some(name) = file.strip_prefix("pipeline-").and_then(|n| n.strip_suffix(".jsonl")) else { continue };
-            if !current.iter().any(|(n, _)| *n == name) {
-                let subjects = read_subjects(&path)?;
-                write_subjects(&new_dir.join(file), subjects.iter().map(String::as_str))?;
-            }
-        }
-    }
-    Ok((withheld, deleted))
 }
 
 /// Run a snapshot job to completion.
@@ -454,15 +455,22 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     // Versioning state.
     let previous = match &settings.state_dir {
         Some(dir) if job.primary => {
-            std::fs::create_dir_all(dir).map_err(|e| io(&format!("creating {}", dir.display()), e))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| io(&format!("creating {}", dir.display()), e))?;
             manifest::begin(dir).map_err(|e| io("starting the manifest", e))?;
-            Some(Arc::new(PreviousManifest::load(dir).map_err(|e| io("loading the previous manifest", e))?))
+            Some(Arc::new(
+                PreviousManifest::load(dir).map_err(|e| io("loading the previous manifest", e))?,
+            ))
         }
         _ => None,
     };
 
     // Plan.
-    let shared = Arc::new(Shared { queue: Mutex::new(WorkQueue::default()), ready: Condvar::new(), cancel: AtomicBool::new(false) });
+    let shared = Arc::new(Shared {
+        queue: Mutex::new(WorkQueue::default()),
+        ready: Condvar::new(),
+        cancel: AtomicBool::new(false),
+    });
     let rejects = Arc::new(RejectLog::default());
     let mut total = 0u64;
     {
@@ -475,13 +483,20 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                 }
                 Err(e) => {
                     tracing::error!(message = "source could not be planned", source = %name, error = %e);
-                    rejects.push(Reject::whole(name, e.to_string(), Some("/".into())));
+                    return Err(IcicleError::Internal(format!(
+                        "source `{name}` could not be planned (nothing was delivered): {e}"
+                    )));
                 }
             }
         }
         if let Ok(mut q) = shared.queue.lock() {
             q.planned += planned.len() as u64;
-            crate::metrics::Metrics::global().set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
+            crate::metrics::Metrics::global().set(
+                "icicle_snapshot_inputs_total",
+                "Snapshot inputs planned or discovered so far.",
+                &[],
+                q.planned as f64,
+            );
             q.items.extend(planned);
         }
     }
@@ -496,7 +511,9 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let mut handles = Vec::new();
     for w in 0..nworkers {
         let manifest_writer = match (&settings.state_dir, &previous) {
-            (Some(dir), Some(_)) => Some(ManifestWriter::create(dir, w).map_err(|e| io("creating the manifest", e))?),
+            (Some(dir), Some(_)) => {
+                Some(ManifestWriter::create(dir, w).map_err(|e| io("creating the manifest", e))?)
+            }
             _ => None,
         };
         let mut worker = Worker {
@@ -527,13 +544,18 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                     worker.counts.splits += 1;
                     let rows_before = worker.counts.rows;
                     if let Err(e) = sources[si].read(&split, &mut worker) {
-                        let scope = Some(split.scope.clone().unwrap_or_else(|| "/".to_string()));
+                        let scope = Some(split.scope.clone().unwrap_or(Scope::All));
                         worker.reject(Reject::whole(&split.name, e.to_string(), scope));
                     }
                     // Hand over what this split produced, so that a slow or streaming source
                     // never holds records back from the flush timer.
                     worker.send_chunk();
-                    crate::metrics::Metrics::global().add("icicle_snapshot_rows_total", "Rows read by a snapshot source.", &[("source", &source_names[si])], (worker.counts.rows - rows_before) as f64);
+                    crate::metrics::Metrics::global().add(
+                        "icicle_snapshot_rows_total",
+                        "Rows read by a snapshot source.",
+                        &[("source", &source_names[si])],
+                        (worker.counts.rows - rows_before) as f64,
+                    );
                     let spawned = std::mem::take(&mut worker.spawned);
                     shared.done(spawned, si);
                 }
@@ -555,7 +577,10 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     drop(tx);
 
     // Batch and deliver.
-    let mut summary = SnapshotSummary { versioned: previous.is_some(), ..Default::default() };
+    let mut summary = SnapshotSummary {
+        versioned: previous.is_some(),
+        ..Default::default()
+    };
     let mut batcher = Batcher::new(settings.max_batch_bytes);
     let flush_after = Duration::from_secs_f64(settings.flush_interval_secs.max(0.05));
     let mut ticker = tokio::time::interval(flush_after / 4);
@@ -628,7 +653,10 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         return Err(IcicleError::Internal(e));
     }
     if !oversized.is_empty() {
-        return Err(IcicleError::Internal(format!("{} entries larger than a document reached the batcher", oversized.len())));
+        return Err(IcicleError::Internal(format!(
+            "{} entries larger than a document reached the batcher",
+            oversized.len()
+        )));
     }
     summary.rows += planning_rejects;
     summary.rejects += planning_rejects;
@@ -636,11 +664,21 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     // Counting and aggregate outputs, delivered after the primary records.
     let mut pipeline_subjects: Vec<(&'static str, Vec<String>)> = Vec::new();
     for f in &job.finishers {
-        let (entries, report) = f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
+        let (entries, report) = f
+            .finish(&job.policy)
+            .map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
         summary.pipelines.insert(f.name().to_string(), report);
         if previous.is_some() {
-            let subjects = entries.iter().map(|e| entry_subject(e)).collect::<Result<Vec<_>, _>>();
-            let subjects = subjects.map_err(|e| IcicleError::Internal(format!("{} pipeline: an entry without a subject: {e}", f.name())))?;
+            let subjects = entries
+                .iter()
+                .map(|e| crate::deletes::entry_subject(e))
+                .collect::<Result<Vec<_>, _>>();
+            let subjects = subjects.map_err(|e| {
+                IcicleError::Internal(format!(
+                    "{} pipeline: an entry without a subject: {e}",
+                    f.name()
+                ))
+            })?;
             pipeline_subjects.push((f.name(), subjects));
         }
         let mut chunk = EntryBatch::default();
@@ -657,48 +695,55 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         }
     }
 
-    // Reject threshold.
-    let ratio = if summary.rows > 0 { summary.rejects as f64 / summary.rows as f64 } else { 0.0 };
+    // Reject threshold: rows that could not be parsed (format drift), not inputs that could
+    // not be read (their scopes are carried over).
+    summary.unreadable_inputs = rejects.unreadable_inputs();
+    let row_rejects = summary.rejects.saturating_sub(summary.unreadable_inputs);
+    let ratio = if summary.rows > 0 {
+        row_rejects as f64 / summary.rows as f64
+    } else {
+        0.0
+    };
     summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m)
         || settings.max_reject_ratio.is_some_and(|r| ratio > r);
 
     // Deletes and the acknowledgement.
+    let scopes = rejects.scopes();
+    let unknown = UnknownScopes::new(scopes.iter().map(|(s, _, _)| s));
+    (summary.unknown_scopes, summary.unknown_scope_count) = crate::scope::summarize(
+        scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())),
+        50,
+    );
+    let mut commit = previous.is_some() && !summary.reject_threshold_exceeded;
     if let (Some(dir), Some(prev)) = (&settings.state_dir, &previous) {
         if summary.reject_threshold_exceeded {
             tracing::warn!(message = "reject threshold exceeded: no deletes emitted and the manifest is not committed");
         } else {
-            let scopes: Vec<String> = rejects.scopes();
-            let gone = prev.deleted_subjects().map_err(|e| io("reading the previous manifest", e))?;
-            type Gone = Vec<(String, u128, u64)>;
-            let (withheld, deleted): (Gone, Gone) =
-                gone.into_iter().partition(|(s, _, _)| scopes.iter().any(|p| p == "/" || s.starts_with(&format!("{}/", p.trim_end_matches('/')))));
-            summary.deletes_withheld = withheld.len() as u64;
-            summary.deleted = deleted.len() as u64;
-            if !withheld.is_empty() {
-                let mut carry = ManifestWriter::create(dir, nworkers + 1).map_err(|e| io("creating the manifest", e))?;
-                for (s, h, fp) in &withheld {
-                    carry.push(*h, *fp, s).map_err(|e| io("writing the manifest", e))?;
+            let d = crate::deletes::plan(dir, prev, &unknown, &pipeline_subjects, nworkers + 1)
+                .map_err(|e| io("planning the deletes", e))?;
+            summary.deletes_withheld = d.withheld;
+            summary.aggregate_deletes_withheld = d.aggregates_withheld;
+            summary.delete_guard = crate::deletes::guard(&settings, d.primary, prev.len() as u64);
+            if let Some(why) = &summary.delete_guard {
+                tracing::error!(message = "deletion guard: nothing deleted and the manifest is kept; rerun with --allow-mass-delete if this is intended", reason = %why);
+                commit = false;
+            } else {
+                summary.deleted = d.primary;
+                summary.aggregates_deleted = d.aggregates;
+                manifest::fault_point("deletes-planned");
+                for b in delete_batches(d.subjects, settings.max_batch_bytes) {
+                    summary.delete_batches += 1;
+                    deliver(&mut job.sinks, &DocumentBatch::Delete(b)).await?;
                 }
-                carry.finish().map_err(|e| io("writing the manifest", e))?;
-            }
-            let mut subjects: Vec<String> = deleted.into_iter().map(|(s, _, _)| s).collect();
-            let (withheld, gone) = pipeline_deletes(dir, &pipeline_subjects, &scopes).map_err(|e| io("the pipelines' subjects", e))?;
-            summary.aggregate_deletes_withheld = withheld;
-            summary.aggregates_deleted = gone.len() as u64;
-            subjects.extend(gone);
-            for b in delete_batches(subjects, settings.max_batch_bytes) {
-                summary.delete_batches += 1;
-                deliver(&mut job.sinks, &DocumentBatch::Delete(b)).await?;
+                manifest::fault_point("deletes-delivered");
             }
         }
     }
     for (_, sink) in job.sinks.iter_mut() {
         sink.close().await?;
     }
-    if let Some(dir) = &settings.state_dir {
-        if previous.is_some() && !summary.reject_threshold_exceeded {
-            manifest::commit(dir).map_err(|e| io("committing the manifest", e))?;
-        }
+    if let (Some(dir), true) = (&settings.state_dir, commit) {
+        manifest::commit(dir).map_err(|e| io("committing the manifest", e))?;
     }
     for (name, src) in &job.sources {
         if let Err(e) = src.acknowledge(summary.rows).await {
@@ -709,15 +754,24 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
 
     // Rejects file.
     if summary.rejects > 0 {
-        let path = settings
-            .rejects_file
-            .clone()
-            .unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
-        rejects.write(&path).map_err(|e| io(&format!("writing {}", path.display()), e))?;
+        let path = settings.rejects_file.clone().unwrap_or_else(|| {
+            settings
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join("rejects.jsonl")
+        });
+        rejects
+            .write(&path)
+            .map_err(|e| io(&format!("writing {}", path.display()), e))?;
         summary.rejects_file = Some(path);
     }
     summary.seconds = started.elapsed().as_secs_f64();
-    summary.rows_per_s = if summary.seconds > 0.0 { summary.rows as f64 / summary.seconds } else { 0.0 };
+    summary.rows_per_s = if summary.seconds > 0.0 {
+        summary.rows as f64 / summary.seconds
+    } else {
+        0.0
+    };
     Ok(summary)
 }
 
@@ -744,7 +798,18 @@ mod tests {
             Ok(vec![Split::whole("slow".into(), 1)])
         }
         fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), crate::SourceError> {
-            let rec = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 };
+            let rec = FileRecord {
+                path: "/a",
+                kind: FileKind::File,
+                mode: 0o100644,
+                uid: 1,
+                gid: 1,
+                size: 1,
+                atime: 0,
+                ctime: 0,
+                mtime: 0,
+                inode: 0,
+            };
             out.record(&rec);
             // The worker hands its chunk over when the split ends; emulate a streaming
             // source by ending this split and blocking the next one.
@@ -764,8 +829,13 @@ mod tests {
         }
         fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), crate::SourceError> {
             if split.name == "wait" {
-                let rx = self.inner.delivered.lock().map_err(|_| crate::SourceError::External("poisoned".into()))?;
-                rx.recv_timeout(Duration::from_secs(120)).map_err(|_| crate::SourceError::External("the timer never flushed".into()))?;
+                let rx = self
+                    .inner
+                    .delivered
+                    .lock()
+                    .map_err(|_| crate::SourceError::External("poisoned".into()))?;
+                rx.recv_timeout(Duration::from_secs(120))
+                    .map_err(|_| crate::SourceError::External("the timer never flushed".into()))?;
                 return Ok(());
             }
             self.inner.read(split, out)
@@ -780,7 +850,13 @@ mod tests {
     #[async_trait]
     impl Sink for SignallingSink {
         async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
-            self.seen.lock().map_err(|_| SinkError::Io { sink: "t".into(), reason: "poisoned".into() })?.push(batch.len());
+            self.seen
+                .lock()
+                .map_err(|_| SinkError::Io {
+                    sink: "t".into(),
+                    reason: "poisoned".into(),
+                })?
+                .push(batch.len());
             let _ = self.tx.send(());
             Ok(())
         }
@@ -791,10 +867,32 @@ mod tests {
         let (tx, rx) = std_mpsc::channel();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let job = SnapshotJob {
-            sources: vec![("s".into(), Arc::new(WaitingSource { inner: SlowSource { delivered: Mutex::new(rx) } }))],
-            sinks: vec![("k".into(), Box::new(SignallingSink { tx, seen: seen.clone() }))],
-            policy: Arc::new(RecordPolicy { visible_to: vec![VisibleTo::Public], fallback: vec![], principals: Arc::new(PrincipalMap::default()), version: "t".into() }),
-            settings: SnapshotSettings { workers: 1, flush_interval_secs: 0.05, ..Default::default() },
+            sources: vec![(
+                "s".into(),
+                Arc::new(WaitingSource {
+                    inner: SlowSource {
+                        delivered: Mutex::new(rx),
+                    },
+                }),
+            )],
+            sinks: vec![(
+                "k".into(),
+                Box::new(SignallingSink {
+                    tx,
+                    seen: seen.clone(),
+                }),
+            )],
+            policy: Arc::new(RecordPolicy {
+                visible_to: vec![VisibleTo::Public],
+                fallback: vec![],
+                principals: Arc::new(PrincipalMap::default()),
+                version: "t".into(),
+            }),
+            settings: SnapshotSettings {
+                workers: 1,
+                flush_interval_secs: 0.05,
+                ..Default::default()
+            },
             progress: Arc::new(NoProgress),
             processors: vec![],
             finishers: vec![],

@@ -9,43 +9,79 @@ use memmap2::Mmap;
 use crate::error::SourceError;
 use crate::traits::Split;
 
-/// Expand `paths` (files, directories, or glob-like `dir/*.ext` patterns) into input files.
+/// Expand `paths` into input files: a file; a directory (its files, sorted); or a glob
+/// pattern (`*`, `?`, `[a-z]`, and `**` for any depth, e.g. `/listings/**/*.csv`), its
+/// matching files sorted. A pattern or directory that yields no file is an error naming
+/// it, as is a path that does not exist: an unmounted or empty input must not read as an
+/// empty file system. A file named twice is read once.
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for p in paths {
-        let s = p.to_string_lossy();
-        if let Some(star) = s.find('*') {
-            let (dir, pat) = match s[..star].rfind('/') {
-                Some(i) => (PathBuf::from(&s[..i.max(1)]), &s[i + 1..]),
-                None => (PathBuf::from("."), &s[..]),
+        let s = p.to_str().ok_or_else(|| SourceError::Io {
+            path: p.clone(),
+            reason: "not valid UTF-8".into(),
+        })?;
+        let mut found: Vec<PathBuf> = if s.contains(['*', '?', '[']) {
+            let opts = glob::MatchOptions {
+                case_sensitive: true,
+                require_literal_separator: true,
+                require_literal_leading_dot: true,
             };
-            let (pre, post) = pat.split_once('*').unwrap_or((pat, ""));
-            let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map_err(|e| SourceError::Io { path: dir.clone(), reason: e.to_string() })?
-                .filter_map(|e| e.ok())
-                .filter(|e| {
-                    let n = e.file_name();
-                    let n = n.to_string_lossy();
-                    n.starts_with(pre) && n.ends_with(post) && n.len() >= pre.len() + post.len()
-                })
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect();
-            found.sort();
-            out.extend(found);
+            let paths = glob::glob_with(s, opts).map_err(|e| SourceError::Io {
+                path: p.clone(),
+                reason: format!("not a valid pattern: {e}"),
+            })?;
+            let mut v = Vec::new();
+            for m in paths {
+                let m = m.map_err(|e| SourceError::Io {
+                    path: e.path().to_path_buf(),
+                    reason: format!("while matching {s}: {}", e.error()),
+                })?;
+                if m.is_file() {
+                    v.push(m);
+                }
+            }
+            if v.is_empty() {
+                return Err(SourceError::Io {
+                    path: p.clone(),
+                    reason: "the pattern matches no file (an empty or unmounted directory?)".into(),
+                });
+            }
+            v
         } else if p.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| SourceError::Io { path: p.clone(), reason: e.to_string() })?
-                .filter_map(|e| e.ok().map(|e| e.path()))
+            let v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| SourceError::Io {
+                    path: p.clone(),
+                    reason: e.to_string(),
+                })?
+                .map(|e| {
+                    e.map(|e| e.path()).map_err(|e| SourceError::Io {
+                        path: p.clone(),
+                        reason: e.to_string(),
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
                 .filter(|p| p.is_file())
                 .collect();
-            found.sort();
-            out.extend(found);
+            if v.is_empty() {
+                return Err(SourceError::Io {
+                    path: p.clone(),
+                    reason: "the directory holds no file (empty or unmounted?)".into(),
+                });
+            }
+            v
         } else if p.is_file() {
-            out.push(p.clone());
+            vec![p.clone()]
         } else {
-            return Err(SourceError::Io { path: p.clone(), reason: "no such file or directory".into() });
-        }
+            return Err(SourceError::Io {
+                path: p.clone(),
+                reason: "no such file or directory".into(),
+            });
+        };
+        found.sort();
+        out.extend(found.into_iter().filter(|f| seen.insert(f.clone())));
     }
     Ok(out)
 }
@@ -55,7 +91,12 @@ pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, So
     let mut out = Vec::new();
     let split_bytes = split_bytes.max(1);
     for f in files {
-        let len = std::fs::metadata(f).map_err(|e| SourceError::Io { path: f.clone(), reason: e.to_string() })?.len();
+        let len = std::fs::metadata(f)
+            .map_err(|e| SourceError::Io {
+                path: f.clone(),
+                reason: e.to_string(),
+            })?
+            .len();
         if len <= split_bytes {
             out.push(Split::whole(f.clone(), len));
             continue;
@@ -63,26 +104,128 @@ pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, So
         let mut start = 0;
         while start < len {
             let end = (start + split_bytes).min(len);
-            out.push(Split { name: f.display().to_string(), path: f.clone(), range: Some((start, end)), weight: end - start, scope: None });
+            out.push(Split {
+                name: f.display().to_string(),
+                path: f.clone(),
+                range: Some((start, end)),
+                weight: end - start,
+                scope: None,
+            });
             start = end;
         }
     }
     Ok(out)
 }
 
-/// Map a file read-only.
+/// Map a file read-only (for benchmark inputs that the process itself wrote; snapshot
+/// inputs are read with [`read_lines`], which a truncated file cannot crash).
 pub fn map_file(path: &Path) -> Result<Option<Mmap>, SourceError> {
-    let f = File::open(path).map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
-    let len = f.metadata().map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?.len();
+    let f = File::open(path).map_err(|e| SourceError::Io {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let len = f
+        .metadata()
+        .map_err(|e| SourceError::Io {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?
+        .len();
     if len == 0 {
         return Ok(None);
     }
-    // SAFETY: the map is read-only; a concurrent truncation of an input snapshot file is
-    // outside what a snapshot reader can defend against (the same holds for read()).
-    let m = unsafe { Mmap::map(&f) }.map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
-    // Read front to back: let the kernel read ahead further.
+    // SAFETY: a read-only map of a file this process made and does not change.
+    let m = unsafe { Mmap::map(&f) }.map_err(|e| SourceError::Io {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     let _ = m.advise(memmap2::Advice::Sequential);
     Ok(Some(m))
+}
+
+/// Bytes read from a text input at a time.
+const READ_BYTES: usize = 4 << 20;
+
+/// Call `f(line, offset)` for every line of `path` that starts inside `range` (the whole
+/// file when `None`), without the trailing `\n` or `\r\n`, reading with `pread` into a
+/// bounded buffer (memory stays flat however large the input). A file that is shorter than
+/// the range, or shrinks while it is read, is an error naming the offsets, never a signal.
+pub fn read_lines(
+    path: &Path,
+    range: Option<(u64, u64)>,
+    mut f: impl FnMut(&[u8], u64),
+) -> Result<(), SourceError> {
+    use std::os::unix::fs::FileExt;
+    let err = |reason: String| SourceError::Io {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let file = File::open(path).map_err(|e| err(e.to_string()))?;
+    let len = file.metadata().map_err(|e| err(e.to_string()))?.len();
+    let (start, end) = range.unwrap_or((0, len));
+    if len < end {
+        return Err(err(format!("the file is {len} bytes, shorter than when it was planned (a split ends at byte {end}): truncated while being read?")));
+    }
+    let mut buf = vec![0u8; READ_BYTES.min((end - start) as usize + 4096)];
+    let mut filled = 0usize;
+    // The file offset of buf[0]; reading starts one byte early to see whether `start` begins
+    // a line (the line it falls inside belongs to the previous split).
+    let mut base = start.saturating_sub(1);
+    let mut at_line_start = start == 0;
+    loop {
+        if filled == buf.len() {
+            // A line longer than the buffer.
+            buf.resize(buf.len() * 2, 0);
+        }
+        let at = base + filled as u64;
+        let n = loop {
+            match file.read_at(&mut buf[filled..], at) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(err(format!("reading at byte {at}: {e}"))),
+            }
+        };
+        let eof = n == 0;
+        if eof && at < end {
+            return Err(err(format!("the file ended at byte {at} while being read (expected {end}): truncated while being read?")));
+        }
+        filled += n;
+        let mut pos = 0usize;
+        if !at_line_start {
+            match memchr::memchr(b'\n', &buf[..filled]) {
+                Some(i) => {
+                    pos = i + 1;
+                    at_line_start = true;
+                }
+                None if eof => return Ok(()),
+                None => {
+                    base += filled as u64;
+                    filled = 0;
+                    continue;
+                }
+            }
+        }
+        loop {
+            let off = base + pos as u64;
+            if off >= end || (eof && pos >= filled) {
+                return Ok(());
+            }
+            let stop = match memchr::memchr(b'\n', &buf[pos..filled]) {
+                Some(i) => pos + i,
+                None if eof => filled,
+                None => break,
+            };
+            let mut line = &buf[pos..stop];
+            if line.last() == Some(&b'\r') {
+                line = &line[..line.len() - 1];
+            }
+            f(line, off);
+            pos = stop + 1;
+        }
+        buf.copy_within(pos..filled, 0);
+        filled -= pos;
+        base += pos as u64;
+    }
 }
 
 /// Call `f(line, offset)` for every line that starts inside `range` of `data` (without the
@@ -101,7 +244,9 @@ pub fn for_each_line(data: &[u8], range: Option<(u64, u64)>, mut f: impl FnMut(&
         }
     };
     while pos < end {
-        let stop = memchr::memchr(b'\n', &data[pos..]).map(|i| pos + i).unwrap_or(data.len());
+        let stop = memchr::memchr(b'\n', &data[pos..])
+            .map(|i| pos + i)
+            .unwrap_or(data.len());
         let mut line = &data[pos..stop];
         if line.last() == Some(&b'\r') {
             line = &line[..line.len() - 1];
@@ -127,7 +272,9 @@ mod tests {
             let mut s = 0;
             while s < text.len() {
                 let e = (s + chunk).min(text.len());
-                for_each_line(&text, Some((s as u64, e as u64)), |l, off| seen.push((off, l.to_vec())));
+                for_each_line(&text, Some((s as u64, e as u64)), |l, off| {
+                    seen.push((off, l.to_vec()))
+                });
                 s = e;
             }
             let mut whole = Vec::new();
@@ -135,5 +282,110 @@ mod tests {
             assert_eq!(seen, whole, "chunk {chunk}");
             assert_eq!(whole.len(), 1001);
         }
+    }
+
+    #[test]
+    fn the_file_reader_agrees_with_the_slice_reader() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut text = Vec::new();
+        let mut x = 7u64;
+        for i in 0..600 {
+            let width = (crate::xorshift(&mut x) % 9000) as usize;
+            text.extend_from_slice(format!("{i} {}\r\n", "y".repeat(width)).as_bytes());
+        }
+        text.extend_from_slice(b"\n\nno newline at the end");
+        let path = tmp.path().join("in.txt");
+        std::fs::write(&path, &text).unwrap();
+        let mut whole = Vec::new();
+        for_each_line(&text, None, |l, off| whole.push((off, l.to_vec())));
+        for chunk in [997u64, 4096, 100_000, 1 << 30] {
+            let mut seen = Vec::new();
+            let mut s = 0u64;
+            while s < text.len() as u64 {
+                let e = (s + chunk).min(text.len() as u64);
+                read_lines(&path, Some((s, e)), |l, off| seen.push((off, l.to_vec()))).unwrap();
+                s = e;
+            }
+            assert_eq!(seen.len(), whole.len(), "chunk {chunk}");
+            assert!(seen == whole, "chunk {chunk}");
+        }
+        let mut all = Vec::new();
+        read_lines(&path, None, |l, off| all.push((off, l.to_vec()))).unwrap();
+        assert!(all == whole);
+    }
+
+    #[test]
+    fn a_truncated_file_is_an_error_not_a_signal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("in.txt");
+        std::fs::write(&path, "a\nb\nc\n").unwrap();
+        let e = read_lines(&path, Some((0, 100)), |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shorter than when it was planned"), "{e}");
+        // Shrinks between two reads of the same split.
+        let mut big = Vec::new();
+        for i in 0..2_000_000 {
+            big.extend_from_slice(format!("{i}\n").as_bytes());
+        }
+        std::fs::write(&path, &big).unwrap();
+        let len = big.len() as u64;
+        let mut n = 0;
+        let e = read_lines(&path, Some((0, len)), |_, _| {
+            n += 1;
+            if n == 10 {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_len(1000)
+                    .unwrap();
+            }
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("ended at byte") && e.contains("truncated"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn globs_and_empty_inputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        std::fs::create_dir(t.join("empty")).unwrap();
+        for f in ["a/x/p1-1.csv", "a/y/p2-2.csv", "a/y/q.csv", "a/top.csv"] {
+            std::fs::create_dir_all(t.join(f).parent().unwrap()).unwrap();
+            std::fs::write(t.join(f), "x").unwrap();
+        }
+        let names = |pats: &[&str]| -> Result<Vec<String>, String> {
+            let paths: Vec<PathBuf> = pats.iter().map(|p| t.join(p)).collect();
+            expand_inputs(&paths)
+                .map(|v| {
+                    v.iter()
+                        .map(|p| p.strip_prefix(t).unwrap().display().to_string())
+                        .collect()
+                })
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            names(&["a/*/p*-*.csv"]).unwrap(),
+            ["a/x/p1-1.csv", "a/y/p2-2.csv"]
+        );
+        assert_eq!(
+            names(&["a/**/*.csv"]).unwrap(),
+            ["a/top.csv", "a/x/p1-1.csv", "a/y/p2-2.csv", "a/y/q.csv"]
+        );
+        assert_eq!(
+            names(&["a/y/?.csv", "a/y/q.csv"]).unwrap(),
+            ["a/y/q.csv"],
+            "named twice, read once"
+        );
+        assert!(names(&["a/*.tsv"]).unwrap_err().contains("matches no file"));
+        assert!(names(&["empty"]).unwrap_err().contains("holds no file"));
+        assert!(names(&["missing.csv"])
+            .unwrap_err()
+            .contains("no such file"));
     }
 }

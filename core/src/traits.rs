@@ -22,16 +22,22 @@ pub struct Split {
     pub range: Option<(u64, u64)>,
     /// Progress units this split accounts for (bytes for text inputs, 1 for a database).
     pub weight: u64,
-    /// The record-path prefix this split covers, when known (a GUFI directory, a walked
-    /// directory). If the split cannot be read, deletes under it are withheld; unknown
-    /// scope withholds every delete of the run.
-    pub scope: Option<String>,
+    /// What this split covers, when known (a GUFI directory's entries, a walked subtree).
+    /// If the split cannot be read, deletes there are withheld; `None` (a listing file, a
+    /// byte range, an object) withholds every delete of the run.
+    pub scope: Option<crate::scope::Scope>,
 }
 
 impl Split {
     /// A whole-file (or whole-directory) split.
     pub fn whole(path: PathBuf, weight: u64) -> Split {
-        Split { name: path.display().to_string(), path, range: None, weight, scope: None }
+        Split {
+            name: path.display().to_string(),
+            path,
+            range: None,
+            weight,
+            scope: None,
+        }
     }
 }
 
@@ -92,7 +98,10 @@ pub struct MonitorContext {
 #[async_trait]
 pub trait ChangeSource: Send + Sync {
     /// Run until the stream ends (drain) or forever; returns a final report.
-    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, crate::error::IcicleError>;
+    async fn run(
+        &self,
+        ctx: MonitorContext,
+    ) -> Result<serde_json::Value, crate::error::IcicleError>;
 }
 
 /// What a reduction did to one batch.
@@ -219,7 +228,11 @@ pub trait Sink: Send {
     }
     /// Called once every sink has delivered `batch`, with every sink's receipt (sink id,
     /// receipt). An `Err` fails the delivery: nothing is acknowledged upstream.
-    async fn delivered(&mut self, _batch: &DocumentBatch, _receipts: &[(String, serde_json::Value)]) -> Result<(), SinkError> {
+    async fn delivered(
+        &mut self,
+        _batch: &DocumentBatch,
+        _receipts: &[(String, serde_json::Value)],
+    ) -> Result<(), SinkError> {
         Ok(())
     }
     /// Flush and release resources at the end of a run.
@@ -257,8 +270,22 @@ pub struct ObjectLayout {
 
 impl ObjectLayout {
     /// A plain (single-component) layout: `osts` striped with `stripe_size` over the whole file.
-    pub fn plain(path: impl Into<String>, size: u64, stripe_size: u64, osts: Vec<u32>) -> ObjectLayout {
-        ObjectLayout { path: path.into(), size, components: vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size, osts }] }
+    pub fn plain(
+        path: impl Into<String>,
+        size: u64,
+        stripe_size: u64,
+        osts: Vec<u32>,
+    ) -> ObjectLayout {
+        ObjectLayout {
+            path: path.into(),
+            size,
+            components: vec![LayoutComponent {
+                start: 0,
+                end: u64::MAX,
+                stripe_size,
+                osts,
+            }],
+        }
     }
 }
 

@@ -88,7 +88,11 @@ pub struct GenSpec {
 impl GenSpec {
     /// `files` files under `/fs` with `seed`.
     pub fn new(files: u64, seed: u64) -> GenSpec {
-        GenSpec { files, seed, root: "/fs".into() }
+        GenSpec {
+            files,
+            seed,
+            root: "/fs".into(),
+        }
     }
 }
 
@@ -146,11 +150,15 @@ fn name_with_quirks(rng: &mut Rng, base: &str, ext: &str) -> String {
         26..=27 => format!("データ-{base}{ext}"),
         28 => format!("{base}\ttab{ext}"),
         29 => format!("{base} | pipe{ext}"),
+        30..=31 => format!("{base}'s{ext}"),
+        32 => format!("'{base}''{ext}"),
         _ => format!("{base}{ext}"),
     }
 }
 
-const EXTS: [&str; 10] = [".dat", ".h5", ".nc", ".txt", ".log", ".py", ".c", ".tar", ".out", ""];
+const EXTS: [&str; 10] = [
+    ".dat", ".h5", ".nc", ".txt", ".log", ".py", ".c", ".tar", ".out", "",
+];
 
 impl GenFs {
     /// Generate the file system described by `spec`.
@@ -159,12 +167,17 @@ impl GenFs {
         let n = spec.files.max(1);
         let nusers = (n / 2_000).clamp(4, 400) as usize;
         let ngroups = (nusers / 5).max(2);
-        let users: Vec<u32> = (0..nusers as u32).map(|i| 1000 + i * 7 % 10_000 + i).collect();
+        let users: Vec<u32> = (0..nusers as u32)
+            .map(|i| 1000 + i * 7 % 10_000 + i)
+            .collect();
         let groups: Vec<u32> = (0..ngroups as u32).map(|i| 100 + i * 3).collect();
         // Zipf(1.1) shares of the files per user.
         let weights: Vec<f64> = (1..=nusers).map(|r| 1.0 / (r as f64).powf(1.1)).collect();
         let wsum: f64 = weights.iter().sum();
-        let mut counts: Vec<u64> = weights.iter().map(|w| (w / wsum * n as f64).floor() as u64).collect();
+        let mut counts: Vec<u64> = weights
+            .iter()
+            .map(|w| (w / wsum * n as f64).floor() as u64)
+            .collect();
         let mut assigned: u64 = counts.iter().sum();
         let mut i = 0;
         while assigned < n {
@@ -183,10 +196,30 @@ impl GenFs {
         };
         let mut dirs = Vec::new();
         let (a, c, m) = time_dir(&mut rng);
-        dirs.push(GenDir { path: spec.root.clone(), uid: 0, gid: 0, mode: S_IFDIR | 0o755, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: usize::MAX });
+        dirs.push(GenDir {
+            path: spec.root.clone(),
+            uid: 0,
+            gid: 0,
+            mode: S_IFDIR | 0o755,
+            atime: a,
+            ctime: c,
+            mtime: m,
+            inode: next_inode(),
+            parent: usize::MAX,
+        });
         for (top, gid) in [("home", 0u32), ("proj", 0)] {
             let (a, c, m) = time_dir(&mut rng);
-            dirs.push(GenDir { path: format!("{}/{top}", spec.root), uid: 0, gid, mode: S_IFDIR | 0o755, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: 0 });
+            dirs.push(GenDir {
+                path: format!("{}/{top}", spec.root),
+                uid: 0,
+                gid,
+                mode: S_IFDIR | 0o755,
+                atime: a,
+                ctime: c,
+                mtime: m,
+                inode: next_inode(),
+                parent: 0,
+            });
         }
         let mut files = Vec::with_capacity(n as usize);
         for (ui, &uid) in users.iter().enumerate() {
@@ -201,7 +234,17 @@ impl GenFs {
             };
             let first = dirs.len();
             let (a, c, m) = time_dir(&mut rng);
-            dirs.push(GenDir { path: home, uid, gid, mode: S_IFDIR | 0o750, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: top });
+            dirs.push(GenDir {
+                path: home,
+                uid,
+                gid,
+                mode: S_IFDIR | 0o750,
+                atime: a,
+                ctime: c,
+                mtime: m,
+                inode: next_inode(),
+                parent: top,
+            });
             let mut depth = vec![1usize];
             for k in 1..ndirs {
                 // Attach to a random earlier directory of this user, preferring shallow ones.
@@ -209,10 +252,28 @@ impl GenFs {
                 if depth[p - first] >= 7 {
                     p = first;
                 }
-                let name = if rng.below(200) == 0 { name_with_quirks(&mut rng, &format!("d{k}"), "") } else { format!("d{k}") };
+                let name = if rng.below(200) == 0 {
+                    name_with_quirks(&mut rng, &format!("d{k}"), "")
+                } else {
+                    format!("d{k}")
+                };
                 let (a, c, m) = time_dir(&mut rng);
-                let mode = if rng.below(10) == 0 { S_IFDIR | 0o2770 } else { S_IFDIR | 0o755 };
-                dirs.push(GenDir { path: format!("{}/{name}", dirs[p].path), uid, gid, mode, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: p });
+                let mode = if rng.below(10) == 0 {
+                    S_IFDIR | 0o2770
+                } else {
+                    S_IFDIR | 0o755
+                };
+                dirs.push(GenDir {
+                    path: format!("{}/{name}", dirs[p].path),
+                    uid,
+                    gid,
+                    mode,
+                    atime: a,
+                    ctime: c,
+                    mtime: m,
+                    inode: next_inode(),
+                    parent: p,
+                });
                 depth.push(depth[p - first] + 1);
             }
             if ui == 0 {
@@ -221,7 +282,17 @@ impl GenFs {
                 for k in 0..5 {
                     let name = format!("long-{k}-{}", "x".repeat(110));
                     let (a, c, m) = time_dir(&mut rng);
-                    dirs.push(GenDir { path: format!("{}/{name}", dirs[p].path), uid, gid, mode: S_IFDIR | 0o755, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: p });
+                    dirs.push(GenDir {
+                        path: format!("{}/{name}", dirs[p].path),
+                        uid,
+                        gid,
+                        mode: S_IFDIR | 0o755,
+                        atime: a,
+                        ctime: c,
+                        mtime: m,
+                        inode: next_inode(),
+                        parent: p,
+                    });
                     p = dirs.len() - 1;
                 }
             }
@@ -245,7 +316,10 @@ impl GenFs {
                 let name = name_with_quirks(&mut rng, &format!("f{uid}-{f}"), ext);
                 let is_link = rng.below(100) < 3;
                 let (fuid, fgid) = if rng.below(10) == 0 {
-                    (users[rng.below(nusers as u64) as usize], groups[rng.below(ngroups as u64) as usize])
+                    (
+                        users[rng.below(nusers as u64) as usize],
+                        groups[rng.below(ngroups as u64) as usize],
+                    )
                 } else {
                     (uid, gid)
                 };
@@ -259,9 +333,17 @@ impl GenFs {
                 };
                 let ctime = mtime + rng.below(if in_burst { 5 } else { 86_400 }) as i64;
                 // Half the files were never read after they were written.
-                let atime = if rng.below(2) == 0 { mtime } else { mtime + (rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64 };
+                let atime = if rng.below(2) == 0 {
+                    mtime
+                } else {
+                    mtime + (rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64
+                };
                 let (kind, mode, size, target) = if is_link {
-                    let t = if rng.below(2) == 0 { format!("../target-{}", rng.below(1000)) } else { format!("{}/shared/data-{}.h5", spec.root, rng.below(100)) };
+                    let t = if rng.below(2) == 0 {
+                        format!("../target-{}", rng.below(1000))
+                    } else {
+                        format!("{}/shared/data-{}.h5", spec.root, rng.below(100))
+                    };
                     (FileKind::Link, 0o120777, t.len() as u64, Some(t))
                 } else {
                     let r = rng.below(100);
@@ -272,7 +354,9 @@ impl GenFs {
                     } else if r < 74 {
                         rng.gamma(1.5, 16_384.0 / 1.5).round() as u64
                     } else {
-                        ((1_048_576f64).ln() + 2.5 * rng.normal()).exp().min((1u64 << 42) as f64) as u64
+                        ((1_048_576f64).ln() + 2.5 * rng.normal())
+                            .exp()
+                            .min((1u64 << 42) as f64) as u64
                     };
                     let mode = match rng.below(100) {
                         0..=69 => 0o100644,
@@ -283,7 +367,20 @@ impl GenFs {
                     };
                     (FileKind::File, mode, size, None)
                 };
-                per_dir[d - first].push(GenFile { dir: d, name, kind, mode, uid: fuid, gid: fgid, size, atime, ctime, mtime, inode: next_inode(), target });
+                per_dir[d - first].push(GenFile {
+                    dir: d,
+                    name,
+                    kind,
+                    mode,
+                    uid: fuid,
+                    gid: fgid,
+                    size,
+                    atime,
+                    ctime,
+                    mtime,
+                    inode: next_inode(),
+                    target,
+                });
             }
             for mut v in per_dir {
                 // Names must be unique within a directory.
@@ -296,7 +393,12 @@ impl GenFs {
                 files.extend(v);
             }
         }
-        GenFs { dirs, files, users, groups }
+        GenFs {
+            dirs,
+            files,
+            users,
+            groups,
+        }
     }
 
     /// The absolute path of a file.
@@ -330,10 +432,18 @@ impl GenFs {
     pub fn principals(&self) -> String {
         let mut s = String::from("# uid|gid  ID  principal URN\n");
         for &u in &self.users {
-            let _ = writeln!(s, "uid {u} urn:globus:auth:identity:{}", fake_uuid(u as u64));
+            let _ = writeln!(
+                s,
+                "uid {u} urn:globus:auth:identity:{}",
+                fake_uuid(u as u64)
+            );
         }
         for &g in &self.groups {
-            let _ = writeln!(s, "gid {g} urn:globus:groups:id:{}", fake_uuid(0x1000_0000 + g as u64));
+            let _ = writeln!(
+                s,
+                "gid {g} urn:globus:groups:id:{}",
+                fake_uuid(0x1000_0000 + g as u64)
+            );
         }
         s
     }
@@ -343,7 +453,14 @@ impl GenFs {
 pub fn fake_uuid(x: u64) -> String {
     let mut r = Rng::new(x);
     let (a, b) = (r.next_u64(), r.next_u64());
-    format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xfff, b >> 52, b & 0xffff_ffff_ffff)
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        b >> 52,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 /// Output formats of `gen-snapshot`.
@@ -381,7 +498,11 @@ impl std::str::FromStr for Format {
             "pwalk" => Format::Pwalk,
             "ne2scan" => Format::Ne2scan,
             "tree" => Format::Tree,
-            _ => return Err(format!("unknown format `{s}` (gufi, mmapplypolicy, tsv, pwalk, ne2scan, tree)")),
+            _ => {
+                return Err(format!(
+                    "unknown format `{s}` (gufi, mmapplypolicy, tsv, pwalk, ne2scan, tree)"
+                ))
+            }
         })
     }
 }
@@ -413,51 +534,147 @@ fn mode_str(m: u32) -> String {
 
 /// Write `fs` in `format` under `out` (plus `principals.tsv`). `rows_per_file` splits
 /// text outputs; `rollup` additionally fills GUFI `pentries_rollup` tables.
-pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup: bool) -> std::io::Result<()> {
+pub fn write(
+    fs: &GenFs,
+    format: Format,
+    out: &Path,
+    rows_per_file: u64,
+    rollup: bool,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("principals.tsv"), fs.principals())?;
     match format {
         Format::Tsv => write_text(fs, out, "part", "csv", rows_per_file, |w, fs, f| {
             let t = if f.kind == FileKind::Link { "l" } else { "f" };
-            writeln!(w, "{t},{},{},{},{},{},{},{},{}", f.mode, f.uid, f.gid, f.size, f.atime, f.ctime, f.mtime, csv_quote(&fs.path(f)))
+            writeln!(
+                w,
+                "{t},{},{},{},{},{},{},{},{}",
+                f.mode,
+                f.uid,
+                f.gid,
+                f.size,
+                f.atime,
+                f.ctime,
+                f.mtime,
+                csv_quote(&fs.path(f))
+            )
         }),
         Format::Mmapplypolicy => {
-            let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("list.allfiles"))?);
+            let mut w = BufWriter::with_capacity(
+                1 << 20,
+                std::fs::File::create(out.join("list.allfiles"))?,
+            );
             let mut fi = 0;
             for (di, d) in fs.dirs.iter().enumerate() {
                 // DIRECTORIES_PLUS: the directory, then its files.
-                writeln!(w, "{} 1 0 FAu {} proj 0 {} data {} {} {} {} {} 0 {} -- {}", d.inode, 4096, 2, d.uid, d.gid, mode_str(d.mode), d.atime, d.ctime, d.mtime, percent_encode(&d.path))?;
+                writeln!(
+                    w,
+                    "{} 1 0 FAu {} proj 0 {} data {} {} {} {} {} 0 {} -- {}",
+                    d.inode,
+                    4096,
+                    2,
+                    d.uid,
+                    d.gid,
+                    mode_str(d.mode),
+                    d.atime,
+                    d.ctime,
+                    d.mtime,
+                    percent_encode(&d.path)
+                )?;
                 while fi < fs.files.len() && fs.files[fi].dir == di {
                     let f = &fs.files[fi];
                     let kb = f.size.div_ceil(1024);
-                    writeln!(w, "{} {} 0 FAu {} proj {} 1 data {} {} {} {} {} 0 {} -- {}", f.inode, f.inode % 997, f.size, kb, f.uid, f.gid, mode_str(f.mode), f.atime, f.ctime, f.mtime, percent_encode(&fs.path(f)))?;
+                    writeln!(
+                        w,
+                        "{} {} 0 FAu {} proj {} 1 data {} {} {} {} {} 0 {} -- {}",
+                        f.inode,
+                        f.inode % 997,
+                        f.size,
+                        kb,
+                        f.uid,
+                        f.gid,
+                        mode_str(f.mode),
+                        f.atime,
+                        f.ctime,
+                        f.mtime,
+                        percent_encode(&fs.path(f))
+                    )?;
                     fi += 1;
                 }
             }
             w.flush()
         }
         Format::Pwalk => {
-            let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("pwalk.csv"))?);
+            let mut w =
+                BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("pwalk.csv"))?);
             writeln!(w, "inode,parent-inode,directory-depth,\"filename\",\"fileExtension\",UID,GID,st_size,st_dev,st_blocks,st_nlink,\"st_mode\",st_atime,st_mtime,st_ctime,pw_fcount,pw_dirsum")?;
             let mut fi = 0;
             for (di, d) in fs.dirs.iter().enumerate() {
-                let pino = if d.parent == usize::MAX { 0 } else { fs.dirs[d.parent].inode };
+                let pino = if d.parent == usize::MAX {
+                    0
+                } else {
+                    fs.dirs[d.parent].inode
+                };
                 let depth = d.path.matches('/').count() as i64 - 2;
-                writeln!(w, "{},{},{},\"{}\",\"\",{},{},4096,2049,8,2,\"{:o}\",{},{},{},0,0", d.inode, pino, depth, d.path.replace('"', "\"\""), d.uid, d.gid, d.mode, d.atime, d.mtime, d.ctime)?;
+                writeln!(
+                    w,
+                    "{},{},{},\"{}\",\"\",{},{},4096,2049,8,2,\"{:o}\",{},{},{},0,0",
+                    d.inode,
+                    pino,
+                    depth,
+                    d.path.replace('"', "\"\""),
+                    d.uid,
+                    d.gid,
+                    d.mode,
+                    d.atime,
+                    d.mtime,
+                    d.ctime
+                )?;
                 while fi < fs.files.len() && fs.files[fi].dir == di {
                     let f = &fs.files[fi];
                     let ext = f.name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-                    writeln!(w, "{},{},{},\"{}\",\"{}\",{},{},{},2049,{},1,\"{:o}\",{},{},{},-1,-1", f.inode, d.inode, depth + 1, fs.path(f).replace('"', "\"\""), ext.replace('"', "\"\""), f.uid, f.gid, f.size, f.size.div_ceil(512), f.mode, f.atime, f.mtime, f.ctime)?;
+                    writeln!(
+                        w,
+                        "{},{},{},\"{}\",\"{}\",{},{},{},2049,{},1,\"{:o}\",{},{},{},-1,-1",
+                        f.inode,
+                        d.inode,
+                        depth + 1,
+                        fs.path(f).replace('"', "\"\""),
+                        ext.replace('"', "\"\""),
+                        f.uid,
+                        f.gid,
+                        f.size,
+                        f.size.div_ceil(512),
+                        f.mode,
+                        f.atime,
+                        f.mtime,
+                        f.ctime
+                    )?;
                     fi += 1;
                 }
             }
             w.flush()
         }
         Format::Ne2scan => {
-            let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("fslist.ne2scan"))?);
+            let mut w = BufWriter::with_capacity(
+                1 << 20,
+                std::fs::File::create(out.join("fslist.ne2scan"))?,
+            );
             writeln!(w, "#IDENT#|1.0|1.47.0|{NOW_REF}|Thu Jan  1 00:00:00 2026|gen|/dev/mdt0|0|0|0|0|fs|generated")?;
             for f in &fs.files {
-                writeln!(w, "{}|{}|{}|{}|{}|{:o}|{}|{}|{}", f.atime, f.ctime, f.mtime, f.uid, f.gid, f.mode, f.size, f.inode, fs.path(f))?;
+                writeln!(
+                    w,
+                    "{}|{}|{}|{}|{}|{:o}|{}|{}|{}",
+                    f.atime,
+                    f.ctime,
+                    f.mtime,
+                    f.uid,
+                    f.gid,
+                    f.mode,
+                    f.size,
+                    f.inode,
+                    fs.path(f)
+                )?;
             }
             writeln!(w, "#complete#{NOW_REF}")?;
             w.flush()
@@ -483,7 +700,10 @@ fn write_text(
                 old.flush()?;
             }
             let name = format!("{stem}-{:04}.{ext}", i as u64 / rows_per_file);
-            w = Some(BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join(name))?));
+            w = Some(BufWriter::with_capacity(
+                1 << 20,
+                std::fs::File::create(out.join(name))?,
+            ));
         }
         if let Some(w) = w.as_mut() {
             row(w, fs, f)?;
@@ -506,6 +726,12 @@ fn index_dir(out: &Path, path: &str) -> std::path::PathBuf {
     out.join(path.trim_start_matches('/'))
 }
 
+/// A name as `gufi_dir2index` stores it: `sqlite3_mprintf("%q")` doubles every `'`, and the
+/// result is bound as it is.
+fn gufi_q(name: &str) -> String {
+    name.replace('\'', "''")
+}
+
 fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
     let io = |e: rusqlite::Error| std::io::Error::other(e.to_string());
     // GUFI places an empty db.db in the index parent.
@@ -518,7 +744,10 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
     let mut rolled: Vec<Option<usize>> = vec![None; fs.dirs.len()];
     if rollup {
         for (i, d) in fs.dirs.iter().enumerate() {
-            if d.parent != usize::MAX && fs.dirs[d.parent].parent != usize::MAX && fs.dirs[fs.dirs[d.parent].parent].parent == usize::MAX {
+            if d.parent != usize::MAX
+                && fs.dirs[d.parent].parent != usize::MAX
+                && fs.dirs[fs.dirs[d.parent].parent].parent == usize::MAX
+            {
                 rolled[i] = Some(i);
             } else if d.parent != usize::MAX {
                 rolled[i] = rolled[d.parent];
@@ -539,9 +768,14 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
         // SQLite refuses paths of 512+ bytes: build deep databases under a short name.
         let target = dir.join("db.db");
         let deep = target.as_os_str().len() >= 500;
-        let build_at = if deep { std::env::temp_dir().join(format!("icicle-gen-{}-{i}.db", std::process::id())) } else { target.clone() };
+        let build_at = if deep {
+            std::env::temp_dir().join(format!("icicle-gen-{}-{i}.db", std::process::id()))
+        } else {
+            target.clone()
+        };
         let mut conn = rusqlite::Connection::open(&build_at).map_err(io)?;
-        conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;").map_err(io)?;
+        conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+            .map_err(io)?;
         conn.execute_batch(GUFI_SCHEMA).map_err(io)?;
         let tx = conn.transaction().map_err(io)?;
         {
@@ -550,28 +784,84 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
                 .map_err(io)?;
             for f in &by_dir[i] {
                 let t = if f.kind == FileKind::Link { "l" } else { "f" };
-                ins.execute(rusqlite::params![f.name, t, f.inode.to_string(), f.mode, f.uid, f.gid, f.size as i64, f.size.div_ceil(512) as i64, f.atime, f.mtime, f.ctime, f.target.clone().unwrap_or_default()])
-                    .map_err(io)?;
+                let link = gufi_q(f.target.as_deref().unwrap_or_default());
+                ins.execute(rusqlite::params![
+                    gufi_q(&f.name),
+                    t,
+                    f.inode.to_string(),
+                    f.mode,
+                    f.uid,
+                    f.gid,
+                    f.size as i64,
+                    f.size.div_ceil(512) as i64,
+                    f.atime,
+                    f.mtime,
+                    f.ctime,
+                    link
+                ])
+                .map_err(io)?;
             }
             let mut rins = tx
                 .prepare("INSERT INTO pentries_rollup(name,type,inode,mode,nlink,uid,gid,size,blksize,blocks,atime,mtime,ctime,linkname,pinode,ppinode) VALUES (?1,?2,?3,?4,1,?5,?6,?7,4096,0,?8,?9,?10,'',?11,'0')")
                 .map_err(io)?;
             for (f, pinode) in &rollup_rows[i] {
                 let t = if f.kind == FileKind::Link { "l" } else { "f" };
-                rins.execute(rusqlite::params![f.name, t, f.inode.to_string(), f.mode, f.uid, f.gid, f.size as i64, f.atime, f.mtime, f.ctime, pinode.to_string()]).map_err(io)?;
+                rins.execute(rusqlite::params![
+                    gufi_q(&f.name),
+                    t,
+                    f.inode.to_string(),
+                    f.mode,
+                    f.uid,
+                    f.gid,
+                    f.size as i64,
+                    f.atime,
+                    f.mtime,
+                    f.ctime,
+                    pinode.to_string()
+                ])
+                .map_err(io)?;
             }
             let files = &by_dir[i];
             let totfiles = files.iter().filter(|f| f.kind == FileKind::File).count() as i64;
             let totlinks = files.len() as i64 - totfiles;
             let totsize: i64 = files.iter().map(|f| f.size as i64).sum();
-            let pinode = if d.parent == usize::MAX { "0".to_string() } else { fs.dirs[d.parent].inode.to_string() };
-            let name = d.path.rsplit('/').next().unwrap_or("");
+            let pinode = if d.parent == usize::MAX {
+                "0".to_string()
+            } else {
+                fs.dirs[d.parent].inode.to_string()
+            };
+            let name = gufi_q(d.path.rsplit('/').next().unwrap_or(""));
             let isrolledup = i64::from(rolled[i] == Some(i));
             tx.execute(
                 "INSERT INTO summary(name,type,inode,mode,nlink,uid,gid,size,blksize,blocks,atime,mtime,ctime,totfiles,totlinks,totsize,depth,rectype,pinode,isroot,canrollup,isrolledup) VALUES (?1,'d',?2,?3,2,?4,?5,4096,4096,8,?6,?7,?8,?9,?10,?11,?12,0,?13,1,0,?14)",
                 rusqlite::params![name, d.inode.to_string(), d.mode, d.uid, d.gid, d.atime, d.mtime, d.ctime, totfiles, totlinks, totsize, d.path.matches('/').count() as i64, pinode, isrolledup],
             )
             .map_err(io)?;
+            // gufi_rollup copies each rolled-up subdirectory's summary into the top one, named
+            // `<top's stored name>/<sub's stored name>` joined in SQL (so still escaped).
+            if rolled[i] == Some(i) {
+                for (_, sub) in fs
+                    .dirs
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i && rolled[*j] == Some(i))
+                {
+                    let rel = sub
+                        .path
+                        .strip_prefix(&d.path)
+                        .unwrap_or(&sub.path)
+                        .trim_start_matches('/');
+                    let sub_name = format!(
+                        "{name}/{}",
+                        rel.split('/').map(gufi_q).collect::<Vec<_>>().join("/")
+                    );
+                    tx.execute(
+                        "INSERT INTO summary(name,type,inode,mode,nlink,uid,gid,size,blksize,blocks,atime,mtime,ctime,totfiles,totlinks,totsize,depth,rectype,pinode,isroot,canrollup,isrolledup) VALUES (?1,'d',?2,?3,2,?4,?5,4096,4096,8,?6,?7,?8,0,0,0,?9,0,?10,0,1,1)",
+                        rusqlite::params![sub_name, sub.inode.to_string(), sub.mode, sub.uid, sub.gid, sub.atime, sub.mtime, sub.ctime, sub.path.matches('/').count() as i64, fs.dirs[sub.parent].inode.to_string()],
+                    )
+                    .map_err(io)?;
+                }
+            }
         }
         tx.commit().map_err(io)?;
         drop(conn);
@@ -630,7 +920,10 @@ mod tests {
     fn realistic_shape() {
         let fs = GenFs::generate(&GenSpec::new(20_000, 1));
         let recs = fs.records();
-        let zero = recs.iter().filter(|r| r.size == 0 && r.kind == FileKind::File).count();
+        let zero = recs
+            .iter()
+            .filter(|r| r.size == 0 && r.kind == FileKind::File)
+            .count();
         let links = recs.iter().filter(|r| r.kind == FileKind::Link).count();
         let long = recs.iter().filter(|r| r.path.len() > 500).count();
         let future = recs.iter().filter(|r| r.mtime > NOW_REF).count();
@@ -640,8 +933,16 @@ mod tests {
         assert!(future > 20, "{future}");
         let uniq: std::collections::HashSet<_> = recs.iter().map(|r| &r.path).collect();
         assert_eq!(uniq.len(), recs.len(), "paths must be unique");
-        let inodes: std::collections::HashSet<u64> = recs.iter().map(|r| r.inode).chain(fs.dirs.iter().map(|d| d.inode)).collect();
-        assert_eq!(inodes.len(), recs.len() + fs.dirs.len(), "inodes must be unique (no hard links)");
+        let inodes: std::collections::HashSet<u64> = recs
+            .iter()
+            .map(|r| r.inode)
+            .chain(fs.dirs.iter().map(|d| d.inode))
+            .collect();
+        assert_eq!(
+            inodes.len(),
+            recs.len() + fs.dirs.len(),
+            "inodes must be unique (no hard links)"
+        );
         assert!(!inodes.contains(&0));
         let width = fs.files.len() as f64 / fs.dirs.len() as f64;
         assert!((10.0..=25.0).contains(&width), "{width}");

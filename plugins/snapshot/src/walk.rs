@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use icicle_core::record::{FileRecord, Reject};
 use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
@@ -34,8 +35,12 @@ impl WalkSource {
     }
 
     fn record_path(&self, p: &std::path::Path) -> Result<String, String> {
-        let rel = p.strip_prefix(&self.root).map_err(|_| "outside the walk root".to_string())?;
-        let rel = rel.to_str().ok_or_else(|| format!("path is not valid UTF-8: {}", p.display()))?;
+        let rel = p
+            .strip_prefix(&self.root)
+            .map_err(|_| "outside the walk root".to_string())?;
+        let rel = rel
+            .to_str()
+            .ok_or_else(|| format!("path is not valid UTF-8: {}", p.display()))?;
         let mut s = self.prefix.trim_end_matches('/').to_string();
         if !rel.is_empty() || s.is_empty() {
             s.push('/');
@@ -52,31 +57,49 @@ fn record_of<'a>(path: &'a str, md: &std::fs::Metadata) -> FileRecord<'a> {
 #[async_trait]
 impl Source for WalkSource {
     async fn plan(&self) -> Result<Vec<Split>, SourceError> {
-        let md = std::fs::symlink_metadata(&self.root).map_err(|e| SourceError::Io { path: self.root.clone(), reason: e.to_string() })?;
+        let md = std::fs::symlink_metadata(&self.root).map_err(|e| SourceError::Io {
+            path: self.root.clone(),
+            reason: e.to_string(),
+        })?;
         if !md.is_dir() {
-            return Err(SourceError::Io { path: self.root.clone(), reason: "not a directory".into() });
+            return Err(SourceError::Io {
+                path: self.root.clone(),
+                reason: "not a directory".into(),
+            });
         }
         let mut split = Split::whole(self.root.clone(), 0);
-        split.scope = Some(self.prefix.clone());
+        split.scope = Some(Scope::subtree(&self.prefix));
         Ok(vec![split])
     }
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let dir = &split.path;
-        let io = |e: std::io::Error| SourceError::Io { path: dir.clone(), reason: e.to_string() };
+        let io = |e: std::io::Error| SourceError::Io {
+            path: dir.clone(),
+            reason: e.to_string(),
+        };
         if dir == &self.root {
             let md = std::fs::symlink_metadata(dir).map_err(io)?;
-            let p = self.record_path(dir).map_err(|r| SourceError::Io { path: dir.clone(), reason: r })?;
+            let p = self.record_path(dir).map_err(|r| SourceError::Io {
+                path: dir.clone(),
+                reason: r,
+            })?;
             out.directory(&record_of(&p, &md));
         }
         let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect();
         entries.sort_by_key(|e| e.as_ref().map(|e| e.file_name()).ok());
         let input = dir.display().to_string();
+        let scope = split.scope.clone().unwrap_or(Scope::All);
         for e in entries {
             let e = match e {
                 Ok(e) => e,
                 Err(err) => {
-                    out.reject(Reject::whole(&input, format!("reading the directory: {err}"), None));
+                    // The rest of the listing is unknown: so is everything below the directory.
+                    out.reject(Reject::whole(
+                        &input,
+                        format!("reading the directory: {err}"),
+                        Some(scope.clone()),
+                    ));
                     continue;
                 }
             };
@@ -84,8 +107,19 @@ impl Source for WalkSource {
             let md = match std::fs::symlink_metadata(&p) {
                 Ok(m) => m,
                 Err(err) => {
-                    // Vanished between readdir and lstat: a live tree changes under us.
-                    out.reject(Reject::whole(&p.display().to_string(), format!("lstat: {err}"), None));
+                    // Vanished between readdir and lstat (a live tree changes under us) is
+                    // gone; anything else (a directory readable but not searchable) leaves
+                    // the entry, and what may lie below it, unknown.
+                    let scope = match (err.kind(), self.record_path(&p)) {
+                        (std::io::ErrorKind::NotFound, _) => None,
+                        (_, Ok(rp)) => Some(Scope::subtree(&rp)),
+                        (_, Err(_)) => Some(scope.clone()),
+                    };
+                    out.reject(Reject::whole(
+                        &p.display().to_string(),
+                        format!("lstat: {err}"),
+                        scope,
+                    ));
                     continue;
                 }
             };
@@ -100,7 +134,7 @@ impl Source for WalkSource {
             if md.is_dir() {
                 out.directory(&rec);
                 let mut sub = Split::whole(p, 0);
-                sub.scope = Some(rp.clone());
+                sub.scope = Some(Scope::subtree(&rp));
                 out.spawn(sub);
             } else {
                 out.record(&rec);
@@ -112,11 +146,15 @@ impl Source for WalkSource {
 
 impl SourceConfig for WalkConfig {
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
-        let root = std::fs::canonicalize(&self.root).map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
+        let root = std::fs::canonicalize(&self.root)
+            .map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
         let prefix = match self.path_prefix {
             Some(p) if p.starts_with('/') => p,
             Some(_) => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
-            None => root.to_str().ok_or_else(|| ctx.invalid("root", "not valid UTF-8"))?.to_string(),
+            None => root
+                .to_str()
+                .ok_or_else(|| ctx.invalid("root", "not valid UTF-8"))?
+                .to_string(),
         };
         Ok(Arc::new(WalkSource::new(root, prefix)))
     }

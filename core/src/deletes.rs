@@ -1,0 +1,208 @@
+//! What a versioned run deletes: the previous run's subjects it did not see, less those in a
+//! scope it could not read (carried over into the new manifest), checked against the
+//! deletion guard before anything is deleted.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::config::SnapshotSettings;
+use crate::gmeta::push_json_str;
+use crate::manifest::{ManifestWriter, PreviousManifest};
+use crate::scope::UnknownScopes;
+
+/// The subjects of a pipeline's entries, kept as `pipeline-<name>.jsonl` (one JSON string a
+/// line) next to the manifest's parts and committed with them.
+fn pipeline_file(manifest_dir: &Path, name: &str) -> PathBuf {
+    manifest_dir.join(format!("pipeline-{name}.jsonl"))
+}
+
+/// The subjects in a pipeline file; none when it does not exist (a manifest from before
+/// aggregates were remembered, or a pipeline that produced nothing).
+fn read_subjects(path: &Path) -> std::io::Result<Vec<String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_str(l).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
+            })
+        })
+        .collect()
+}
+
+fn write_subjects<'a>(path: &Path, subjects: impl Iterator<Item = &'a str>) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut line = Vec::with_capacity(256);
+    for s in subjects {
+        line.clear();
+        push_json_str(&mut line, s);
+        line.push(b'\n');
+        out.write_all(&line)?;
+    }
+    out.flush()?;
+    out.get_ref().sync_all()
+}
+
+/// The subject of a GMetaEntry.
+pub fn entry_subject(entry: &[u8]) -> Result<String, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        subject: String,
+    }
+    serde_json::from_slice::<Entry>(entry).map(|e| e.subject)
+}
+
+/// The deletes a versioned run owes, and what it carries over.
+#[derive(Debug, Default)]
+pub struct Deletes {
+    /// Subjects to delete: primary records first, then pipeline subjects.
+    pub subjects: Vec<String>,
+    /// Of which primary records.
+    pub primary: u64,
+    /// Primary subjects carried over because their scope is unknown.
+    pub withheld: u64,
+    /// Pipeline subjects deleted and carried over.
+    pub aggregates: u64,
+    pub aggregates_withheld: u64,
+}
+
+/// Work out the deletes of a run whose records went into `state_dir/manifest.new/`: the
+/// previous run's subjects not seen, less those `unknown` covers, which are written into the
+/// new manifest so a later run still knows them. Each pipeline's subjects are written too.
+pub fn plan(
+    state_dir: &Path,
+    previous: &PreviousManifest,
+    unknown: &UnknownScopes,
+    pipelines: &[(&'static str, Vec<String>)],
+    part: usize,
+) -> std::io::Result<Deletes> {
+    let mut out = Deletes::default();
+    let gone = previous.deleted_subjects()?;
+    let mut carry: Option<ManifestWriter> = None;
+    for g in gone {
+        // A hashed subject from a manifest without its path cannot be placed: unknown
+        // whenever anything is (`covers` of a non-path).
+        if unknown.covers(g.path.as_deref().unwrap_or(&g.subject)) {
+            out.withheld += 1;
+            if carry.is_none() {
+                carry = Some(ManifestWriter::create(state_dir, part)?);
+            }
+            if let Some(c) = &mut carry {
+                c.push(g.hash, g.fingerprint, &g.subject, g.path.as_deref())?;
+            }
+        } else {
+            out.subjects.push(g.subject);
+        }
+    }
+    if let Some(c) = carry {
+        c.finish()?;
+    }
+    out.primary = out.subjects.len() as u64;
+    let new_dir = state_dir.join("manifest.new");
+    let old_dir = previous.dir();
+    for (name, now) in pipelines {
+        let present: HashSet<&str> = now.iter().map(String::as_str).collect();
+        let mut keep: Vec<&str> = now.iter().map(String::as_str).collect();
+        let before = match old_dir {
+            Some(d) => read_subjects(&pipeline_file(d, name))?,
+            None => Vec::new(),
+        };
+        for s in before.iter().filter(|s| !present.contains(s.as_str())) {
+            if unknown.covers_aggregate(s) {
+                out.aggregates_withheld += 1;
+                keep.push(s);
+            } else {
+                out.aggregates += 1;
+                out.subjects.push(s.clone());
+            }
+        }
+        if !keep.is_empty() {
+            write_subjects(&pipeline_file(&new_dir, name), keep.into_iter())?;
+        }
+    }
+    // A pipeline that did not run this time keeps its previous subjects.
+    if let Some(old_dir) = old_dir {
+        for e in std::fs::read_dir(old_dir)? {
+            let path = e?.path();
+            let Some(file) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let Some(name) = file
+                .strip_prefix("pipeline-")
+                .and_then(|n| n.strip_suffix(".jsonl"))
+            else {
+                continue;
+            };
+            if !pipelines.iter().any(|(n, _)| *n == name) {
+                let subjects = read_subjects(&path)?;
+                write_subjects(&new_dir.join(file), subjects.iter().map(String::as_str))?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Why the deletion guard stops a run that would delete `n` of `previous` subjects, if it
+/// does: more than `max_delete`, or more than `max_delete_ratio` of the previous index.
+pub fn guard(settings: &SnapshotSettings, n: u64, previous: u64) -> Option<String> {
+    if settings.allow_mass_delete || n == 0 {
+        return None;
+    }
+    if let Some(max) = settings.max_delete {
+        if n > max {
+            return Some(format!(
+                "the run would delete {n} subjects, more than snapshot.max_delete = {max}"
+            ));
+        }
+    }
+    let ratio = n as f64 / previous.max(1) as f64;
+    (ratio > settings.max_delete_ratio).then(|| {
+        format!(
+            "the run would delete {n} of the previous run's {previous} subjects ({:.1}%), more than snapshot.max_delete_ratio = {}",
+            ratio * 100.0,
+            settings.max_delete_ratio
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_by_count_and_ratio() {
+        let s = SnapshotSettings::default();
+        assert_eq!(guard(&s, 0, 0), None);
+        assert_eq!(guard(&s, 20, 100), None, "20% is not more than 0.2");
+        assert!(guard(&s, 21, 100)
+            .unwrap()
+            .contains("21 of the previous run's 100 subjects (21.0%)"));
+        let s = SnapshotSettings {
+            max_delete: Some(10),
+            ..s
+        };
+        assert_eq!(guard(&s, 10, 1000), None);
+        assert!(guard(&s, 11, 1000)
+            .unwrap()
+            .contains("more than snapshot.max_delete = 10"));
+        assert_eq!(
+            guard(
+                &SnapshotSettings {
+                    allow_mass_delete: true,
+                    ..s
+                },
+                100,
+                100
+            ),
+            None
+        );
+    }
+}

@@ -1,0 +1,782 @@
+//! A versioned snapshot never deletes what still exists: each ordinary accident, fed to a
+//! run after a good one, with the default guards, deletes no live subject; a later good run
+//! still knows every subject (nothing was dropped from the manifest either).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+const FILES: usize = 1000;
+const PARTS: usize = 4;
+
+fn row(i: usize) -> String {
+    format!(
+        "f,33188,1000,100,{},1700000000,1700000001,1700000002,/fs/d{}/f{i}",
+        i * 7,
+        i % 10
+    )
+}
+
+/// The good listing: `PARTS` files of `FILES / PARTS` rows, except the rows in `skip`.
+fn write_listing(dir: &Path, skip: &BTreeSet<usize>) {
+    std::fs::create_dir_all(dir).unwrap();
+    for p in 0..PARTS {
+        let rows: String = (p * FILES / PARTS..(p + 1) * FILES / PARTS)
+            .filter(|i| !skip.contains(i))
+            .map(|i| row(i) + "\n")
+            .collect();
+        std::fs::write(dir.join(format!("part-{p}.csv")), rows).unwrap();
+    }
+}
+
+fn all_paths() -> BTreeSet<String> {
+    (0..FILES)
+        .map(|i| format!("/fs/d{}/f{i}", i % 10))
+        .collect()
+}
+
+struct Run {
+    code: i32,
+    summary: Value,
+    err: String,
+    out: PathBuf,
+}
+
+/// A versioned run of `source` with `state`, delivering to a fresh `tmp/<name>-out`.
+fn run_with(
+    tmp: &Path,
+    name: &str,
+    source: &str,
+    state: &Path,
+    extra: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> Run {
+    let out = tmp.join(format!("{name}-out"));
+    let cfg = config(
+        tmp,
+        &format!("{name}.toml"),
+        &format!(
+            "[snapshot]\nworkers = 2\nversion = \"v\"\nstate_dir = \"{}\"\nrejects_file = \"{}/{name}-rejects.jsonl\"\n{extra}\n[records]\nvisible_to = [\"public\"]\n[sources.s]\n{source}\n[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n",
+            state.display(),
+            tmp.display(),
+            out.display()
+        ),
+    );
+    let mut a = vec!["snapshot", "--json", "-c", cfg.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let (code, stdout, err) = icicle(&a, envs);
+    Run {
+        code,
+        summary: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        err,
+        out,
+    }
+}
+
+fn run(tmp: &Path, name: &str, source: &str, state: &Path) -> Run {
+    run_with(tmp, name, source, state, "", &[], &[])
+}
+
+fn tsv(paths: &str) -> String {
+    format!("type = \"tsv\"\npaths = [{paths}]\npreset = \"icicle9\"")
+}
+
+/// A copy of the good run's state for one accident.
+fn fork_state(good: &Path, tmp: &Path, name: &str) -> PathBuf {
+    let to = tmp.join(format!("{name}-state"));
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(good)
+        .arg(&to)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    to
+}
+
+/// After an accident: nothing was deleted, and a good run from the same state finds every
+/// subject unchanged (none was dropped from the manifest).
+fn assert_nothing_lost(tmp: &Path, name: &str, r: &Run, state: &Path, good_source: &str) {
+    assert!(
+        deleted(&r.out).is_empty(),
+        "{name}: deleted {:?}",
+        deleted(&r.out)
+    );
+    let after = run(tmp, &format!("{name}-after"), good_source, state);
+    assert_eq!(after.code, 0, "{name}: {}", after.err);
+    let s = &after.summary;
+    assert_eq!(
+        (
+            s["created"].as_u64(),
+            s["unchanged"].as_u64(),
+            s["deleted"].as_u64()
+        ),
+        (Some(0), Some(FILES as u64), Some(0)),
+        "{name}: {s}"
+    );
+    assert!(deleted(&after.out).is_empty(), "{name}");
+}
+
+#[test]
+fn each_accident_after_a_good_run_deletes_no_live_subject() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let listing = t.join("listing");
+    write_listing(&listing, &BTreeSet::new());
+    let good_source = tsv(&format!("\"{}/*.csv\"", listing.display()));
+    let good = t.join("good-state");
+    let r = run(t, "good", &good_source, &good);
+    assert_eq!(
+        (r.code, r.summary["created"].as_u64()),
+        (0, Some(FILES as u64)),
+        "{}",
+        r.err
+    );
+    assert_eq!(
+        ingested(&r.out).keys().cloned().collect::<BTreeSet<_>>(),
+        all_paths()
+    );
+
+    // Inputs that yield nothing: an error naming them, nothing delivered.
+    std::fs::create_dir_all(t.join("empty")).unwrap();
+    for (name, paths, why) in [
+        (
+            "glob-on-empty-dir",
+            format!("\"{}/empty/*.csv\"", t.display()),
+            "matches no file",
+        ),
+        (
+            "unmounted",
+            format!("\"{}/not-mounted/listings\"", t.display()),
+            "no such file or directory",
+        ),
+        (
+            "empty-dir",
+            format!("\"{}/empty\"", t.display()),
+            "holds no file",
+        ),
+        (
+            "glob-matching-nothing",
+            format!("\"{}/*.tsv\"", listing.display()),
+            "matches no file",
+        ),
+    ] {
+        let state = fork_state(&good, t, name);
+        let r = run(t, name, &tsv(&paths), &state);
+        assert_eq!(r.code, 1, "{name}: {}", r.err);
+        assert!(
+            r.err.contains(why) && r.err.contains("could not be planned"),
+            "{name}: {}",
+            r.err
+        );
+        assert!(!r.out.exists(), "{name}: nothing is delivered");
+        assert_nothing_lost(t, name, &r, &state, &good_source);
+    }
+
+    // A producer added or dropped a column: one error at line 1, nothing delivered.
+    for (name, edit) in [("added-column", 0usize), ("dropped-column", 1)] {
+        let drift = t.join(name);
+        std::fs::create_dir_all(&drift).unwrap();
+        for p in 0..PARTS {
+            let text = std::fs::read_to_string(listing.join(format!("part-{p}.csv"))).unwrap();
+            let changed: String = text
+                .lines()
+                .map(|l| {
+                    if edit == 0 {
+                        format!("1756901806,{l}\n")
+                    } else {
+                        l.replacen(",1000,100,", ",1000,", 1) + "\n"
+                    }
+                })
+                .collect();
+            std::fs::write(drift.join(format!("part-{p}.csv")), changed).unwrap();
+        }
+        let state = fork_state(&good, t, name);
+        let r = run(
+            t,
+            name,
+            &tsv(&format!("\"{}/*.csv\"", drift.display())),
+            &state,
+        );
+        assert_eq!(r.code, 1, "{name}: {}", r.err);
+        assert!(
+            r.err
+                .contains("line 1: the file does not match the icicle9 preset"),
+            "{name}: {}",
+            r.err
+        );
+        assert!(!r.out.exists(), "{name}");
+        assert_nothing_lost(t, name, &r, &state, &good_source);
+    }
+
+    // Drift after the first line of one file: a quarter of the rows rejected, past the
+    // default ceiling (1 %): the run fails with no deletes.
+    {
+        let drift = t.join("late-drift");
+        write_listing(&drift, &BTreeSet::new());
+        let p3 = drift.join("part-3.csv");
+        let text = std::fs::read_to_string(&p3).unwrap();
+        let changed: String = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| {
+                if i == 0 {
+                    format!("{l}\n")
+                } else {
+                    format!("1756901806,{l}\n")
+                }
+            })
+            .collect();
+        std::fs::write(&p3, changed).unwrap();
+        let state = fork_state(&good, t, "late-drift");
+        let r = run(
+            t,
+            "late-drift",
+            &tsv(&format!("\"{}/*.csv\"", drift.display())),
+            &state,
+        );
+        assert_eq!(r.code, 3, "{}", r.err);
+        assert_eq!(
+            (
+                r.summary["rejects"].as_u64(),
+                r.summary["reject_threshold_exceeded"].as_bool()
+            ),
+            (Some(249), Some(true))
+        );
+        assert_nothing_lost(t, "late-drift", &r, &state, &good_source);
+    }
+
+    // A listing file missing (a quarter of the index): the deletion guard stops the run;
+    // the override deletes exactly those.
+    {
+        let part = t.join("three-parts");
+        write_listing(&part, &BTreeSet::new());
+        std::fs::remove_file(part.join("part-2.csv")).unwrap();
+        let src = tsv(&format!("\"{}/*.csv\"", part.display()));
+        let state = fork_state(&good, t, "guard");
+        let r = run(t, "guard", &src, &state);
+        assert_eq!(r.code, 4, "{}", r.err);
+        let why = r.summary["delete_guard"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            why.contains("250 of the previous run's 1000 subjects (25.0%)")
+                && why.contains("max_delete_ratio = 0.2"),
+            "{why}"
+        );
+        assert!(deleted(&r.out).is_empty());
+        assert_eq!(r.summary["deleted"], 0);
+        // The same accident again is stopped again (the manifest was kept).
+        let r = run(t, "guard-again", &src, &state);
+        assert_eq!(r.code, 4, "{}", r.err);
+        let r = run_with(
+            t,
+            "guard-override",
+            &src,
+            &state,
+            "",
+            &["--allow-mass-delete"],
+            &[],
+        );
+        assert_eq!(r.code, 0, "{}", r.err);
+        let gone: BTreeSet<String> = (2 * FILES / PARTS..3 * FILES / PARTS)
+            .map(|i| format!("/fs/d{}/f{i}", i % 10))
+            .collect();
+        assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), gone);
+        // A count limit trips too.
+        let state = fork_state(&good, t, "count-guard");
+        let r = run_with(
+            t,
+            "count-guard",
+            &src,
+            &state,
+            "max_delete_ratio = 1.0\nmax_delete = 100",
+            &[],
+            &[],
+        );
+        assert_eq!(r.code, 4, "{}", r.err);
+        assert!(r.summary["delete_guard"]
+            .as_str()
+            .unwrap()
+            .contains("250 subjects, more than snapshot.max_delete = 100"));
+        assert_nothing_lost(t, "count-guard", &r, &state, &good_source);
+    }
+
+    // Rows that fail with their path still readable carry that path over; a row whose path
+    // cannot be found leaves everything unknown, so genuine deletes wait for a clean run.
+    {
+        let gone: BTreeSet<usize> = (0..10).map(|k| k * 97).collect();
+        let bad = t.join("bad-rows");
+        write_listing(&bad, &gone);
+        let p1 = bad.join("part-1.csv");
+        let mut text = std::fs::read_to_string(&p1).unwrap();
+        // Rows of files 300 and 301 with a bad size, and a line that is no row at all.
+        text = text
+            .replace(&row(300), "f,33188,1000,100,big,1,2,3,/fs/d0/f300")
+            .replace(&row(301), "f,33188,1000,100,-1,1,2,3,/fs/d1/f301");
+        std::fs::write(&p1, text + "garbage\n").unwrap();
+        let src = tsv(&format!("\"{}/*.csv\"", bad.display()));
+        let state = fork_state(&good, t, "bad-rows");
+        let r = run(t, "bad-rows", &src, &state);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let s = &r.summary;
+        assert_eq!(
+            (
+                s["rejects"].as_u64(),
+                s["deleted"].as_u64(),
+                s["deletes_withheld"].as_u64()
+            ),
+            (Some(3), Some(0), Some(12)),
+            "{s}"
+        );
+        let scopes: Vec<&str> = s["unknown_scopes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["scope"].as_str().unwrap())
+            .collect();
+        assert_eq!(scopes, ["everything", "/fs/d0/f300", "/fs/d1/f301"], "{s}");
+        assert!(deleted(&r.out).is_empty());
+        // Without the garbage line only the ten really gone files are deleted.
+        std::fs::write(
+            &p1,
+            std::fs::read_to_string(&p1)
+                .unwrap()
+                .replace("garbage\n", ""),
+        )
+        .unwrap();
+        let r = run(t, "bad-rows-2", &src, &state);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let want: BTreeSet<String> = gone
+            .iter()
+            .map(|i| format!("/fs/d{}/f{i}", i % 10))
+            .collect();
+        assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), want);
+        assert_eq!(r.summary["deletes_withheld"], 2, "{}", r.summary);
+    }
+}
+
+#[test]
+fn strict_rows_are_rejected_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let csv = t.join("rows.csv");
+    let rows: [&[u8]; 11] = [
+        b"f,33188,1000,100,1,1,2,3,/ok/a\n",
+        b"f,33188,1000,100,1,1,2,3,/nul/a\x00b\n",
+        b"f,33188,1000,100,1,1,2,3,/esc/\x1b[31mred\n",
+        b"f,33188,1000,100,1,1,2,3,\"/newline/a\nb\"\n",
+        b"f,33188,1000,100,1,1,2,3,/dots/../etc\n",
+        b"f,33188,1000,100,1,1,2,3,/\n",
+        b"f,33188,1000,100,1,1,2,3,relative/x\n",
+        b"f,33188,1000,100,1,1,2,99999999999,/time/far\n",
+        b"f,33188,1000,100,1,-99999999999,2,3,/time/before\n",
+        b"f,33188,1000,100,9223372036854775808,1,2,3,/size/huge\n",
+        b"f,33188,1000,100,1,1,2,3,/ok/b\n",
+    ];
+    std::fs::write(&csv, rows.concat()).unwrap();
+    let state = t.join("state");
+    let r = run_with(
+        t,
+        "strict",
+        &tsv(&format!("\"{}\"", csv.display())),
+        &state,
+        "max_reject_ratio = 1.0",
+        &[],
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(
+        ingested(&r.out).keys().cloned().collect::<Vec<_>>(),
+        ["/ok/a", "/ok/b"]
+    );
+    let rejects: Vec<Value> = std::fs::read_to_string(t.join("strict-rejects.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reasons: Vec<String> = rejects
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap().to_string())
+        .collect();
+    for want in [
+        "control character (U+0000",
+        "control character (U+001B",
+        "unterminated quoted field",
+        "a `..` component",
+        "`/` is not a file or link",
+        "is not absolute",
+        "mtime: 99999999999 is outside",
+        "atime: -99999999999 is outside",
+        "size: `9223372036854775808` is out of range",
+    ] {
+        assert!(
+            reasons.iter().any(|r| r.contains(want)),
+            "no reject with {want:?}: {reasons:#?}"
+        );
+    }
+    // The reasons quote the path escaped: no raw control byte reaches a terminal or log.
+    assert!(
+        reasons
+            .iter()
+            .all(|r| !r.contains('\u{1b}') && !r.contains('\0')),
+        "{reasons:?}"
+    );
+    assert!(!r.err.contains('\u{1b}'), "{}", r.err);
+}
+
+#[test]
+fn a_crash_at_any_stage_of_the_commit_loses_no_delete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let listing = t.join("listing");
+    write_listing(&listing, &BTreeSet::new());
+    let src = tsv(&format!("\"{}/*.csv\"", listing.display()));
+    let good = t.join("good-state");
+    assert_eq!(run(t, "good", &src, &good).code, 0);
+    let gone: BTreeSet<usize> = (0..100).map(|k| k * 10 + 3).collect();
+    let want: BTreeSet<String> = gone
+        .iter()
+        .map(|i| format!("/fs/d{}/f{i}", i % 10))
+        .collect();
+    let fewer = t.join("fewer");
+    write_listing(&fewer, &gone);
+    let src2 = tsv(&format!("\"{}/*.csv\"", fewer.display()));
+    for point in [
+        "deletes-planned",
+        "deletes-delivered",
+        "commit-start",
+        "commit-renamed",
+        "commit-pointer-written",
+        "commit-done",
+    ] {
+        let state = fork_state(&good, t, point);
+        let crashed = run_with(
+            t,
+            &format!("{point}-crash"),
+            &src2,
+            &state,
+            "",
+            &[],
+            &[("ICICLE_FAULT", point)],
+        );
+        assert_ne!(crashed.code, 0, "{point}: the run was meant to die");
+        assert!(
+            crashed.err.contains(&format!("fault injected at {point}")),
+            "{point}: {}",
+            crashed.err
+        );
+        let next = run(t, &format!("{point}-next"), &src2, &state);
+        assert_eq!(next.code, 0, "{point}: {}", next.err);
+        let sent: BTreeSet<String> = deleted(&crashed.out)
+            .into_iter()
+            .chain(deleted(&next.out))
+            .collect();
+        assert_eq!(
+            sent, want,
+            "{point}: every owed delete is sent by the crashed run or the next one"
+        );
+        let last = run(t, &format!("{point}-last"), &src2, &state);
+        let s = &last.summary;
+        assert_eq!(
+            (
+                s["unchanged"].as_u64(),
+                s["deleted"].as_u64(),
+                s["created"].as_u64()
+            ),
+            (Some(900), Some(0), Some(0)),
+            "{point}: {s}"
+        );
+    }
+}
+
+fn sqlite(db: &Path, sql: &str) -> String {
+    let out = std::process::Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("the sqlite3 CLI");
+    assert!(
+        out.status.success(),
+        "sqlite3 {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Every `db.db` under an index directory (but the empty one in the index parent).
+fn db_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            // The sqlite3 CLI cannot open paths of 512 bytes or more.
+            if p.as_os_str().len() < 500 {
+                out.push(p.join("db.db"));
+            }
+            out.extend(db_files(&p));
+        }
+    }
+    out
+}
+
+/// A GUFI index of a generated file system whose busiest directory also holds `extra`
+/// more rows, and the path of that directory's `db.db`.
+fn gufi_index(t: &Path, extra: usize) -> (PathBuf, PathBuf, u64) {
+    use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
+    let fs = GenFs::generate(&GenSpec::new(1_500, 3));
+    let data = t.join("gufi");
+    gen::write(&fs, Format::Gufi, &data, 0, false).unwrap();
+    let mut per_dir = std::collections::BTreeMap::<&str, usize>::new();
+    for f in &fs.files {
+        *per_dir.entry(fs.dirs[f.dir].path.as_str()).or_default() += 1;
+    }
+    let (busiest, _) = per_dir.iter().max_by_key(|(_, n)| **n).unwrap();
+    let db = data.join(busiest.trim_start_matches('/')).join("db.db");
+    sqlite(
+        &db,
+        &format!(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {extra}) \
+             INSERT INTO entries(name, type, inode, mode, nlink, uid, gid, size, blksize, blocks, atime, mtime, ctime) \
+             SELECT 'extra-' || x, 'f', 900000 + x, 33188, 1, 1000, 100, x, 4096, 1, 1700000000, 1700000000, 1700000000 FROM c"
+        ),
+    );
+    let total = fs.files.len() as u64 + extra as u64;
+    (data, db, total)
+}
+
+#[test]
+fn gufi_databases_broken_mid_table_or_missing_a_column_delete_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (data, db, total) = gufi_index(t, 4_000);
+    let src = format!("type = \"gufi\"\nindex = \"{}\"", data.display());
+    let good = t.join("good-state");
+    let r = run(t, "good", &src, &good);
+    assert_eq!(
+        (r.code, r.summary["created"].as_u64()),
+        (0, Some(total)),
+        "{}",
+        r.err
+    );
+    let in_db: u64 = sqlite(&db, "SELECT count(*) FROM entries").parse().unwrap();
+
+    // Overwrite one page in the middle of the file: the scan of `entries` fails part-way.
+    let state = fork_state(&good, t, "corrupt");
+    let saved = std::fs::read(&db).unwrap();
+    let mut bytes = saved.clone();
+    let page = 4096;
+    let mid = bytes.len() / page / 2 * page;
+    bytes[mid..mid + page].fill(0xA5);
+    std::fs::write(&db, &bytes).unwrap();
+    let r = run(t, "corrupt", &src, &state);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let s = &r.summary;
+    let rejects = std::fs::read_to_string(t.join("corrupt-rejects.jsonl")).unwrap();
+    assert!(rejects.contains("database error after"), "{rejects}");
+    let read_before: u64 = rejects
+        .split("database error after ")
+        .nth(1)
+        .and_then(|x| x.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(
+        read_before > 0 && read_before < in_db,
+        "the error came part-way: after {read_before} of {in_db} rows"
+    );
+    assert_eq!(
+        (s["deleted"].as_u64(), s["deletes_withheld"].as_u64()),
+        (Some(0), Some(in_db - read_before)),
+        "{s}"
+    );
+    assert!(deleted(&r.out).is_empty());
+    std::fs::write(&db, &saved).unwrap();
+    let again = run(t, "corrupt-after", &src, &state);
+    assert_eq!(
+        (
+            again.summary["unchanged"].as_u64(),
+            again.summary["deleted"].as_u64()
+        ),
+        (Some(total), Some(0)),
+        "{}",
+        again.summary
+    );
+
+    // A database whose `entries` lacks `inode`: one clear error, its directory unknown.
+    let state = fork_state(&good, t, "no-inode");
+    sqlite(
+        &db,
+        "CREATE TABLE e2 AS SELECT name, type, mode, nlink, uid, gid, size, blksize, blocks, atime, mtime, ctime, linkname, xattr_names, crtime FROM entries; \
+         DROP TABLE entries; ALTER TABLE e2 RENAME TO entries;",
+    );
+    let r = run(t, "no-inode", &src, &state);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let rejects = std::fs::read_to_string(t.join("no-inode-rejects.jsonl")).unwrap();
+    assert_eq!(rejects.lines().count(), 1, "{rejects}");
+    assert!(
+        rejects.contains("reading `entries`: no such column: inode"),
+        "{rejects}"
+    );
+    let s = &r.summary;
+    assert_eq!(
+        (
+            s["rejects"].as_u64(),
+            s["deleted"].as_u64(),
+            s["deletes_withheld"].as_u64()
+        ),
+        (Some(1), Some(0), Some(in_db)),
+        "{s}"
+    );
+    assert!(deleted(&r.out).is_empty());
+}
+
+#[test]
+fn gufi_names_are_the_file_systems_in_plain_and_rolled_up_indexes() {
+    use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let fs = GenFs::generate(&GenSpec::new(3_000, 8));
+    let truth: BTreeSet<String> = fs.records().into_iter().map(|r| r.path).collect();
+    let quoted: Vec<&String> = truth.iter().filter(|p| p.contains('\'')).collect();
+    assert!(
+        quoted.len() >= 3,
+        "the generator makes names with quotes: {quoted:?}"
+    );
+    for rollup in [false, true] {
+        let data = t.join(format!("gufi-{rollup}"));
+        gen::write(&fs, Format::Gufi, &data, 0, rollup).unwrap();
+        // Written as gufi_dir2index writes them: `it's` is stored `it''s`.
+        let dir = quoted[0].rsplit_once('/').unwrap().0;
+        let stored = sqlite(
+            &data.join(dir.trim_start_matches('/')).join("db.db"),
+            "SELECT count(*) FROM entries WHERE name LIKE '%''''%'",
+        );
+        assert_ne!(stored, "0");
+        if rollup {
+            let rolled: u64 = db_files(&data)
+                .iter()
+                .map(|db| {
+                    sqlite(db, "SELECT count(*) FROM summary WHERE isroot = 0")
+                        .parse::<u64>()
+                        .unwrap()
+                })
+                .sum();
+            assert!(rolled > 0, "rolled-up summary rows");
+        }
+        let r = run(
+            t,
+            &format!("names-{rollup}"),
+            &format!("type = \"gufi\"\nindex = \"{}\"", data.display()),
+            &t.join(format!("state-{rollup}")),
+        );
+        assert_eq!(
+            (r.code, r.summary["rejects"].as_u64()),
+            (0, Some(0)),
+            "{}",
+            r.err
+        );
+        let got: BTreeSet<String> = ingested(&r.out).into_keys().collect();
+        assert_eq!(got, truth, "rollup = {rollup}");
+    }
+}
+
+/// Run `icicle` as the unprivileged user `nobody` when the tests run as root, so that
+/// permissions apply (root reads every directory).
+fn icicle_as_nobody(args: &[&str]) -> (i32, String, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"));
+    cmd.args(args).env_remove("RUST_LOG");
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_walk_never_deletes_below_a_directory_it_could_not_search() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let chmod =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    chmod(t, 0o755);
+    let root = t.join("tree");
+    for d in ["a", "b/sub", "c"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    for i in 0..30 {
+        std::fs::write(root.join(format!("a/f{i}")), "x").unwrap();
+    }
+    std::fs::write(root.join("b/g"), "x").unwrap();
+    std::fs::write(root.join("b/sub/h"), "x").unwrap();
+    std::fs::write(root.join("c/k"), "x").unwrap();
+    let work = t.join("work");
+    std::fs::create_dir(&work).unwrap();
+    chmod(&work, 0o777);
+    let go = |n: &str| {
+        let out = work.join(format!("{n}-out"));
+        let cfg = config(
+            &work,
+            &format!("{n}.toml"),
+            &format!(
+                "[snapshot]\nversion = \"v\"\nstate_dir = \"{w}/state\"\nrejects_file = \"{w}/{n}-rejects.jsonl\"\n[records]\nvisible_to = [\"public\"]\n\
+                 [sources.s]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/t\"\n[sinks.out]\ntype = \"file\"\ndir = \"{o}\"\n",
+                w = work.display(),
+                r = root.display(),
+                o = out.display()
+            ),
+        );
+        let (code, stdout, err) =
+            icicle_as_nobody(&["snapshot", "--json", "-c", cfg.to_str().unwrap()]);
+        (
+            code,
+            serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null),
+            err,
+            out,
+        )
+    };
+    let (code, s, err, _) = go("good");
+    assert_eq!((code, s["created"].as_u64()), (0, Some(33)), "{err}");
+    // b readable but not searchable, c not readable, and a/f0 really removed.
+    chmod(&root.join("b"), 0o644);
+    chmod(&root.join("c"), 0o311);
+    std::fs::remove_file(root.join("a/f0")).unwrap();
+    let (code, s, err, out) = go("locked");
+    chmod(&root.join("b"), 0o755);
+    chmod(&root.join("c"), 0o755);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(deleted(&out), ["/t/a/f0"], "{s}");
+    assert_eq!(s["deletes_withheld"], 3, "{s}");
+    let scopes: BTreeSet<&str> = s["unknown_scopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["scope"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        scopes,
+        ["/t/b/g/**", "/t/b/sub/**", "/t/c/**"]
+            .into_iter()
+            .collect(),
+        "{s}"
+    );
+    let (code, s, err, out) = go("unlocked");
+    assert_eq!(
+        (code, s["unchanged"].as_u64(), s["deleted"].as_u64()),
+        (0, Some(32), Some(0)),
+        "{err} {s}"
+    );
+    assert!(deleted(&out).is_empty());
+}

@@ -70,7 +70,7 @@ fn fixture() -> &'static Fixture {
             "s.toml",
             &format!(
                 "[snapshot]\nversion = \"v1\"\nmax_batch_bytes = 100000\nrejects_file = \"{t}/rejects.jsonl\"\n[records]\nvisible_to = [\"owner\", \"group\"]\nprincipals = \"{d}/principals.tsv\"\n\
-                 [sources.s]\ntype = \"tsv\"\npaths = [\"{d}\"]\npreset = \"icicle9\"\n[sinks.out]\ntype = \"file\"\ndir = \"{o}\"\n{}{}{}",
+                 [sources.s]\ntype = \"tsv\"\npaths = [\"{d}/*.csv\"]\npreset = \"icicle9\"\n[sinks.out]\ntype = \"file\"\ndir = \"{o}\"\n{}{}{}",
                 sink("ro", RO),
                 sink("rw", RW),
                 sink("vis", VIS),

@@ -81,14 +81,17 @@ pub fn parse_iso8601(s: &str) -> Option<i64> {
         b"" | b"Z" | b"+00:00" => return Some(t),
         _ => {}
     }
-    let rest = s[19..].trim_start_matches(|c: char| c == '.' || c.is_ascii_digit());
+    // Fractional seconds, then the offset; bytes, so a multi-byte character is just no match.
+    let mut rest = &b[19..];
+    while let [b'.' | b'0'..=b'9', tail @ ..] = rest {
+        rest = tail;
+    }
     match rest {
-        "" | "Z" | "+00:00" => Some(t),
-        r if r.len() == 6 && (r.starts_with('+') || r.starts_with('-')) => {
-            let oh: i64 = r[1..3].parse().ok()?;
-            let om: i64 = r[4..6].parse().ok()?;
-            let off = oh * 3600 + om * 60;
-            Some(t - if r.starts_with('+') { off } else { -off })
+        b"" | b"Z" | b"+00:00" => Some(t),
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let d = |c: &u8| if c.is_ascii_digit() { Some((c - b'0') as i64) } else { None };
+            let off = (d(h1)? * 10 + d(h2)?) * 3600 + (d(m1)? * 10 + d(m2)?) * 60;
+            Some(if *sign == b'+' { t - off } else { t + off })
         }
         _ => None,
     }
@@ -105,6 +108,16 @@ pub fn now_epoch() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offsets_and_hostile_tails() {
+        assert_eq!(parse_iso8601("2024-03-16T02:00:01+01:30"), Some(1_710_554_401 - 5_400));
+        assert_eq!(parse_iso8601("2024-03-16T02:00:01.123-05:00"), Some(1_710_554_401 + 18_000));
+        assert_eq!(parse_iso8601("2024-03-16T02:00:01Z"), Some(1_710_554_401));
+        for bad in ["2024-03-16T02:00:01+0\u{e9}00", "2024-03-16T02:00:01+\u{e9}:00", "2024-03-16T02:00:01\u{e9}", "2024-03-16T02:00:01+01:3x", "2024-03-16T02:00:0\u{e9}"] {
+            assert_eq!(parse_iso8601(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn known_instants() {

@@ -598,7 +598,8 @@ fn find_special(b: &[u8], from: usize) -> Option<usize> {
         }
         i += 8;
     }
-    b[i..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|k| i + k)
+    // `from` may lie past the end (a message cut right after a quote).
+    b.get(i..)?.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|k| i + k)
 }
 
 /// After a value: `,` (true: another member follows) or the closing `}` at the end (false);
@@ -765,6 +766,13 @@ impl GpfsEvent {
             return r;
         }
         GpfsEvent::parse_slow(bytes, mask)
+    }
+
+    /// The structural parser's answer (`None`: it hands the message to the slow path) and the
+    /// slow path's, for the fuzz harness that checks they agree.
+    pub fn parse_both_ways(bytes: &[u8], mask: u32) -> (Option<Result<GpfsEvent, String>>, Result<GpfsEvent, String>) {
+        let fast = if mask == 0 { GpfsEvent::parse_structural::<false, false>(bytes, 0) } else { GpfsEvent::parse_structural::<false, true>(bytes, mask) };
+        (fast, GpfsEvent::parse_slow(bytes, mask))
     }
 
     /// Messages the structural path does not take, filtered by the `event` value they parsed

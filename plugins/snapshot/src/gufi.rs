@@ -186,9 +186,10 @@ fn join(dir: &str, name: &str, path: &mut String) {
 
 /// The columns read from `entries` (and the summary's own row), unquoted so that a missing
 /// one is an error for the database, not a string literal in every row.
-const COLUMNS: &str = "name, type, mode, uid, gid, size, atime, ctime, mtime, inode";
+pub const COLUMNS: &str = "name, type, mode, uid, gid, size, atime, ctime, mtime, inode";
 
-fn parse_row<'p>(
+/// Decode one row of [`COLUMNS`] into a record of directory `dir` (the path in `path`).
+pub fn parse_row<'p>(
     row: &rusqlite::Row<'_>,
     dir: &str,
     path: &'p mut String,

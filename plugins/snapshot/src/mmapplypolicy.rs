@@ -95,6 +95,20 @@ struct Scratch {
 }
 
 impl MmapplypolicySource {
+    /// A source of `paths` in the nersc18 layout (`escaped`: paths written with ESCAPE '%').
+    pub fn nersc18(paths: Vec<PathBuf>, escaped: bool) -> MmapplypolicySource {
+        let names: Vec<String> = NERSC18_SHOW.iter().map(|s| s.to_string()).collect();
+        let show = ShowMap::from_names(&names).unwrap_or_default();
+        MmapplypolicySource {
+            paths,
+            show,
+            escaped,
+            strip_prefix: String::new(),
+            path_prefix: String::new(),
+            split_bytes: 64 << 20,
+        }
+    }
+
     /// The path a line names, when it can be decoded (for the scope of a reject).
     fn path_of(&self, line: &[u8]) -> Option<String> {
         let sep = memchr::memmem::find(line, b" -- ")?;

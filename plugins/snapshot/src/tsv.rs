@@ -111,6 +111,54 @@ pub struct Layout {
 pub const PWALK_HEADER: &str = "inode,parent-inode,directory-depth,\"filename\",\"fileExtension\",UID,GID,st_size,st_dev,st_blocks,st_nlink,\"st_mode\",st_atime,st_mtime,st_ctime,pw_fcount,pw_dirsum";
 
 impl Layout {
+    /// A column-map layout (what `columns = {...}` and the other keys configure).
+    pub fn custom(
+        delim: u8,
+        cols: Columns,
+        mode_format: ModeFormat,
+        path_last: bool,
+        quoted: bool,
+        header: bool,
+    ) -> Layout {
+        let mut l = Layout::preset(Preset::Icicle9);
+        l.nfields = [
+            cols.kind.unwrap_or(0),
+            cols.mode,
+            cols.uid,
+            cols.gid,
+            cols.size,
+            cols.atime,
+            cols.ctime,
+            cols.mtime,
+            cols.path,
+            cols.inode.unwrap_or(0),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+            + 1;
+        (
+            l.delim,
+            l.cols,
+            l.mode_format,
+            l.path_last,
+            l.quoted,
+            l.header,
+            l.header_hint,
+            l.custom,
+        ) = (
+            delim,
+            cols,
+            mode_format,
+            path_last,
+            quoted,
+            header,
+            None,
+            true,
+        );
+        l
+    }
+
     /// The layout of a preset.
     #[allow(clippy::type_complexity)]
     pub fn preset(p: Preset) -> Layout {

@@ -1,0 +1,367 @@
+//! Fuzz harnesses: one function per parser, each taking arbitrary bytes and panicking only
+//! when an invariant breaks. `fuzz/` runs them under libFuzzer (`cargo fuzz`); the test suite
+//! runs them as bounded properties. Invariants: no panic on any input, and for the snapshot
+//! sources every non-empty input line is exactly one of record, directory, reject or skipped
+//! (a header or comment), whether the input is read whole or in two byte ranges.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+
+use icicle_core::record::{check_path, FileRecord, Reject};
+use icicle_core::scope::Scope;
+use icicle_core::text::for_each_line;
+use icicle_core::traits::{RowSink, Split};
+use icicle_core::Source;
+use icicle_plugins_snapshot::mmapplypolicy::MmapplypolicySource;
+use icicle_plugins_snapshot::tsv::{Columns, Layout, ModeFormat, Preset, TsvSource};
+
+/// What a source handed over while reading.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Counts {
+    pub records: u64,
+    pub directories: u64,
+    pub rejects: u64,
+}
+
+impl RowSink for Counts {
+    fn record(&mut self, rec: &FileRecord<'_>) {
+        // What the runtime does next must not panic either.
+        let _ = rec.check();
+        let _ = rec.name();
+        self.records += 1;
+    }
+    fn directory(&mut self, rec: &FileRecord<'_>) {
+        let _ = rec.check();
+        self.directories += 1;
+    }
+    fn reject(&mut self, r: Reject) {
+        if let Some(Scope::Exact(p)) = &r.scope {
+            assert!(
+                check_path(p).is_ok(),
+                "an exact scope must be a valid path: {p:?}"
+            );
+        }
+        self.rejects += 1;
+    }
+    fn progress(&mut self, _: u64) {}
+    fn spawn(&mut self, _: Split) {}
+}
+
+impl Counts {
+    fn rows(&self) -> u64 {
+        self.records + self.directories + self.rejects
+    }
+}
+
+thread_local! {
+    static INPUT: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+}
+
+/// Write `data` to this thread's scratch input file (sources read files) and return it.
+fn scratch_file(data: &[u8]) -> PathBuf {
+    INPUT.with(|p| {
+        let mut p = p.borrow_mut();
+        let path = p.get_or_insert_with(|| {
+            let tid = format!("{:?}", std::thread::current().id())
+                .chars()
+                .filter(char::is_ascii_digit)
+                .collect::<String>();
+            std::env::temp_dir().join(format!("icicle-fuzz-{}-{tid}.txt", std::process::id()))
+        });
+        // A failed write is the machine's problem, not an input's: the harness stops.
+        std::fs::write(&*path, data).expect("writing the fuzz input");
+        path.clone()
+    })
+}
+
+/// Read `data` with `source` whole, then as two byte ranges split at `cut`, and check the
+/// line accounting against `skips`.
+fn check_source(source: &dyn Source, data: &[u8], cut: usize, skips: impl Fn(&[u8], u64) -> bool) {
+    let path = scratch_file(data);
+    let len = data.len() as u64;
+    let mut whole = Counts::default();
+    let split = Split::whole(path.clone(), len);
+    if source.read(&split, &mut whole).is_err() {
+        // A read error is one reject for the runtime; nothing to count.
+        return;
+    }
+    let mut lines = 0u64;
+    let mut skipped = 0u64;
+    for_each_line(data, None, |line, off| {
+        if !line.is_empty() {
+            lines += 1;
+            if skips(line, off) {
+                skipped += 1;
+            }
+        }
+    });
+    assert_eq!(
+        whole.rows() + skipped,
+        lines,
+        "every line is a record, a directory, a reject or skipped: {whole:?}, {skipped} skipped"
+    );
+    let cut = (cut as u64).min(len);
+    let mut halves = Counts::default();
+    for range in [(0, cut), (cut, len)] {
+        let split = Split {
+            range: Some(range),
+            ..Split::whole(path.clone(), range.1 - range.0)
+        };
+        source
+            .read(&split, &mut halves)
+            .expect("a range of a readable file reads");
+    }
+    assert_eq!(
+        halves, whole,
+        "two ranges cut at byte {cut} read the same rows as the whole file"
+    );
+}
+
+/// The tsv source: the first byte picks a preset or a column map, the second where to cut.
+pub fn tsv(data: &[u8]) {
+    let [pick, cut, rest @ ..] = data else { return };
+    let layout = match pick % 6 {
+        0 => Layout::preset(Preset::Icicle9),
+        1 => Layout::preset(Preset::Pwalk),
+        2 => Layout::preset(Preset::Ne2scan),
+        k => {
+            let cols = Columns {
+                kind: None,
+                mode: 0,
+                uid: 1,
+                gid: 2,
+                size: 3,
+                atime: 4,
+                ctime: 5,
+                mtime: 6,
+                path: 7,
+                inode: (k == 4).then_some(8).filter(|_| pick & 0x80 == 0),
+            };
+            let path_last = cols.inode.is_none() && pick & 0x40 != 0;
+            let mode = [ModeFormat::Decimal, ModeFormat::Octal, ModeFormat::Symbolic]
+                [(*pick as usize >> 3) % 3];
+            Layout::custom(
+                if k == 5 { b'\t' } else { b'|' },
+                cols,
+                mode,
+                path_last,
+                pick & 0x20 != 0,
+                pick & 0x10 != 0,
+            )
+        }
+    };
+    let skips = {
+        let l = layout.clone();
+        move |line: &[u8], off: u64| l.skips(line, off)
+    };
+    let source = TsvSource::new(vec![], layout, 1 << 20);
+    check_source(&source, rest, *cut as usize * rest.len() / 256, skips);
+}
+
+/// The mmapplypolicy source (nersc18 layout, escaped or not).
+pub fn mmapplypolicy(data: &[u8]) {
+    let [pick, cut, rest @ ..] = data else { return };
+    let source = MmapplypolicySource::nersc18(vec![], pick & 1 == 0);
+    check_source(&source, rest, *cut as usize * rest.len() / 256, |_, _| {
+        false
+    });
+}
+
+/// GUFI row decoding: a row of ten values whose types and contents come from `data`.
+pub fn gufi_row(data: &[u8]) {
+    use rusqlite::types::Value;
+    let mut values: Vec<Value> = Vec::with_capacity(10);
+    let mut rest = data;
+    for _ in 0..10 {
+        let [tag, len, tail @ ..] = rest else { break };
+        let n = (*len as usize).min(tail.len());
+        let (bytes, after) = tail.split_at(n);
+        rest = after;
+        values.push(match tag % 5 {
+            0 => Value::Null,
+            1 => Value::Integer(i64::from_le_bytes(
+                bytes
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat(0))
+                    .take(8)
+                    .collect::<Vec<_>>()
+                    .try_into()
+                    .unwrap_or([0; 8]),
+            )),
+            2 => Value::Real(f64::from_le_bytes(
+                bytes
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat(0))
+                    .take(8)
+                    .collect::<Vec<_>>()
+                    .try_into()
+                    .unwrap_or([0; 8]),
+            )),
+            3 => Value::Text(String::from_utf8_lossy(bytes).into_owned()),
+            _ => Value::Blob(bytes.to_vec()),
+        });
+    }
+    values.resize(10, Value::Null);
+    let Ok(conn) = rusqlite::Connection::open_in_memory() else {
+        return;
+    };
+    let cols = icicle_plugins_snapshot::gufi::COLUMNS;
+    if conn
+        .execute_batch(&format!("CREATE TABLE entries({cols})"))
+        .is_err()
+    {
+        return;
+    }
+    let ok = conn.execute(
+        "INSERT INTO entries VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        rusqlite::params_from_iter(values.iter()),
+    );
+    if ok.is_err() {
+        return;
+    }
+    let Ok(mut st) = conn.prepare(&format!("SELECT {cols} FROM entries")) else {
+        return;
+    };
+    let Ok(mut rows) = st.query([]) else { return };
+    while let Ok(Some(row)) = rows.next() {
+        let mut path = String::new();
+        if let Ok(rec) = icicle_plugins_snapshot::gufi::parse_row(row, "/d", &mut path) {
+            let name = rec
+                .path
+                .strip_prefix("/d/")
+                .expect("entries are named inside their directory");
+            assert!(!name.is_empty() && !name.contains('/'), "{:?}", rec.path);
+            let _ = rec.check();
+        }
+    }
+}
+
+/// Lustre changelog lines (`lfs changelog` output): parse, and a parsed record prints a line
+/// that parses to the same record.
+pub fn lustre_changelog(data: &[u8]) {
+    use icicle_plugins_lustre::changelog::{line_type_bit, lines, ChangelogRecord};
+    let text = String::from_utf8_lossy(data);
+    for line in lines(&text) {
+        let _ = line_type_bit(line.as_bytes());
+        if let Ok(rec) = ChangelogRecord::parse(line) {
+            let again = ChangelogRecord::parse(&rec.to_line()).expect("a printed record parses");
+            assert_eq!(again.to_line(), rec.to_line());
+        }
+    }
+    let _ = icicle_plugins_lustre::changelog::rename_lines(&text).count();
+}
+
+/// GPFS watch-folder JSON events: whatever the structural parser accepts, the slow
+/// (serde_json) path parses to the same event, with and without an ingestion filter.
+pub fn gpfs_event(data: &[u8]) {
+    use icicle_plugins_gpfs::event::{filter_mask, GpfsEvent};
+    let _ = GpfsEvent::parse(data);
+    let mask = filter_mask(&["IN_ACCESS".to_string(), "IN_OPEN".to_string()]).unwrap_or(0);
+    for m in [0, mask] {
+        let (fast, slow) = GpfsEvent::parse_both_ways(data, m);
+        if let Some(Ok(ev)) = fast {
+            assert_eq!(
+                slow.as_ref().ok(),
+                Some(&ev),
+                "the structural and the slow parser disagree (mask {m:#x})"
+            );
+        }
+    }
+}
+
+/// ISO 8601 and epoch times: a parsed time prints as a time that parses to itself.
+pub fn time(data: &[u8]) {
+    use icicle_core::time::{iso8601, parse_iso8601};
+    let text = String::from_utf8_lossy(data);
+    if let Some(t) = parse_iso8601(&text) {
+        if (-62_135_596_800..=253_402_300_799).contains(&t) {
+            assert_eq!(parse_iso8601(&iso8601(t)), Some(t), "{text:?}");
+        }
+    }
+    let _ = icicle_plugins_snapshot::fields::parse_i64(data, "t");
+    let _ = icicle_plugins_snapshot::fields::parse_inode(data, "t");
+    let _ = icicle_plugins_snapshot::fields::parse_octal(data, "t");
+    let _ = icicle_core::record::parse_mode_string(&text);
+}
+
+/// The PRISM catalog: parse; every good entry prints text that parses to one entry again.
+pub fn prism_catalog(data: &[u8]) {
+    use icicle_plugins_prism::Catalog;
+    let cat = Catalog::parse(std::path::Path::new("fuzz.catalog"), data);
+    let _ = cat.latest();
+    for e in &cat.entries {
+        if let Ok(text) = e.to_text() {
+            let again = Catalog::parse(std::path::Path::new("again"), text.as_bytes());
+            assert_eq!(again.entries.len(), 1, "{text:?}");
+        }
+    }
+}
+
+/// A harness: arbitrary bytes in, a panic only when an invariant breaks.
+pub type Harness = fn(&[u8]);
+
+/// Every harness by name (the fuzz targets and the properties use these names).
+pub const TARGETS: [(&str, Harness); 7] = [
+    ("tsv", tsv),
+    ("mmapplypolicy", mmapplypolicy),
+    ("gufi_row", gufi_row),
+    ("lustre_changelog", lustre_changelog),
+    ("gpfs_event", gpfs_event),
+    ("time", time),
+    ("prism_catalog", prism_catalog),
+];
+
+/// Valid inputs for each harness, the starting points of fuzzing and of the properties (the
+/// committed `fuzz/seeds/<name>/` holds the same, written by the properties' test).
+pub fn seeds(name: &str) -> Vec<Vec<u8>> {
+    let with = |head: &[u8], text: &str| [head, text.as_bytes()].concat();
+    match name {
+        "tsv" => vec![
+            with(&[0, 128], "f,33188,1000,100,42,1,2,3,/a/b\nl,41471,0,0,7,1,2,3,\"/x/li,nk \"\"q\"\"\"\nd,16877,0,0,4096,1,2,3,/x\n"),
+            with(&[1, 90], "inode,parent-inode,directory-depth,\"filename\",\"fileExtension\",UID,GID,st_size,st_dev,st_blocks,st_nlink,\"st_mode\",st_atime,st_mtime,st_ctime,pw_fcount,pw_dirsum\n12,11,1,\"/home/u/a,b.txt\",\"txt\",1000,100,42,2049,8,1,\"100644\",10,30,20,-1,-1\n11,2,0,\"/home/u\",\"\",1000,100,4096,2049,8,3,\"40755\",10,30,20,2,4096\n"),
+            with(&[2, 40], "# fslist\n10|20|30|1000|100|100644|5|77|/p/a|b link\n10|20|30|1000|100|40755|4096|78|/p\n"),
+            with(&[3, 60], "33188|1000|100|42|1|2|3|/c/d\n16877|0|0|4096|1|2|3|/c\n"),
+            with(&[0x0c, 60], "100644|1000|100|42|1|2|3|/c/e\n"),
+            with(&[0x54, 100], "-rw-r--r--|1000|100|42|1|2|3|/c/f|g\n"),
+        ],
+        "mmapplypolicy" => vec![with(
+            &[0, 100],
+            "37390 999490048 0 FAu 1234 proj 2 1 data 1000 100 -rw-r--r-- 10 20 0 30 -- %2Fprojectb%2Fa%20b%25.txt\n5 1 0 FAu 4096 proj 4 2 data 0 0 drwxr-sr-x 1 2 0 3 -- %2Fprojectb%2Fd\n",
+        )],
+        "gufi_row" => {
+            let mut row = Vec::new();
+            let int = |v: i64| [&[1u8, 8][..], &v.to_le_bytes()].concat();
+            let txt = |s: &str| [&[3u8, s.len() as u8][..], s.as_bytes()].concat();
+            for part in [txt("it''s.txt"), txt("f"), int(33188), int(1000), int(100), int(42), int(1), int(2), int(3), txt("18446744073709551615")] {
+                row.extend(part);
+            }
+            vec![row]
+        }
+        "lustre_changelog" => vec![concat!(
+            "12 01CREAT 14:03:01.123456789 2024.03.16 0x0 t=[0x200000401:0x1:0x0] ef=0xf u=1000:1000 nid=192.168.1.1@tcp p=[0x200000007:0x1:0x0] file.txt\n",
+            "13 08RENME 14:03:02.123456789 2024.03.16 0x1 t=[0:0x0:0x0] ef=0xf u=1000:1000 nid=0@lo p=[0x200000007:0x1:0x0] new.txt s=[0x200000401:0x1:0x0] sp=[0x200000007:0x1:0x0] file.txt\n",
+            "14 06UNLNK 14:03:03.000000001 2024.03.16 0x1 t=[0x200000401:0x1:0x0] j=cp.1000 ef=0xf u=0:0 nid=0@lo p=[0x200000007:0x1:0x0] new.txt\n",
+            "15 02MKDIR 14:03:04.5 2024.03.16 0x0 t=[0x200000401:0x2:0x0] p=[0x200000007:0x1:0x0] dir\n",
+            "16 11CLOSE 14:03:05.000000000 2024.03.16 0x42 t=[0x200000401:0x3:0x0] ef=0xf u=1:1 nid=0@lo m=w\n",
+            "17 14SATTR 14:03:06.000000000 2024.03.16 0x14 t=[0x200000401:0x3:0x0] ef=0xf u=1:1 nid=0@lo\n",
+        )
+        .as_bytes()
+        .to_vec()],
+        "gpfs_event" => vec![
+            br#"{"WF_JSON":"0.0.1","wd":1,"cookie":"0","mask":"0x100","event":"IN_CREATE","path":"/gpfs/fs1/file.txt","clusterName":"c","nodeName":"n","nfsClientIp":"","fsName":"fs1","inode":"12345","filesetID":"0","linkCount":"1","openFlags":"0","poolName":"system","fileSize":"1024","ownerUserId":"1000","ownerGroupId":"1000","atime":"2024-03-16T02:00:01+00:00","ctime":"2024-03-16T02:00:01+00:00","mtime":"2024-03-16T02:00:01+00:00","eventTime":"2024-03-16T02:00:01+00:00","clientUserId":"1000","clientGroupId":"1000","processId":"1","permissions":"0644","acls":null,"xattrs":null,"subEvent":"NONE"}"#.to_vec(),
+            br#"{"inode": 12345, "path": "/gpfs/fs1/file.txt", "event": "IN_MODIFY", "fileSize": 1024, "atime": 1700000000, "ctime": 1700000001, "mtime": 1700000002, "ownerUserId": 1000, "ownerGroupId": 1000, "permissions": "0644"}"#.to_vec(),
+            br#"{"event":"IN_MOVED_FROM IN_ISDIR","cookie":"77","path":"/gpfs/fs1/d","inode":"9","permissions":"0755","ownerUserId":"0","ownerGroupId":"0","fileSize":"4096","atime":"2024-03-16T02:00:01.5+01:00","ctime":"2024-03-16T02:00:01Z","mtime":"2024-03-16T02:00:01-02:30"}"#.to_vec(),
+        ],
+        "time" => ["2024-03-16T02:00:01+01:00", "1970-01-01T00:00:00Z", "2000-02-29 23:59:60.999-05:30", "-17"].iter().map(|s| s.as_bytes().to_vec()).collect(),
+        "prism_catalog" => {
+            let rec = FileRecord { path: "/lustre/a b.dat", kind: icicle_core::FileKind::File, mode: 0o100644, uid: 1, gid: 2, size: 4 << 20, atime: 1, ctime: 2, mtime: 3, inode: 9 };
+            let layout = [icicle_core::traits::LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1 << 20, osts: vec![3, 1, 2] }];
+            let mut text = icicle_plugins_prism::CatalogEntry::from_record(&rec, None).to_text().unwrap_or_default();
+            text.push_str(&icicle_plugins_prism::CatalogEntry::from_record(&FileRecord { path: "/lustre/b", ..rec }, Some(&layout)).to_text().unwrap_or_default());
+            vec![text.into_bytes()]
+        }
+        _ => Vec::new(),
+    }
+}

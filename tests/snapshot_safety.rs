@@ -234,6 +234,9 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
             })
             .collect();
         std::fs::write(&p3, changed).unwrap();
+        let p0 = drift.join("part-0.csv");
+        let text0 = std::fs::read_to_string(&p0).unwrap();
+        std::fs::write(&p0, text0.replace(&row(5), &row(5).replace(",35,", ",36,"))).unwrap();
         let state = fork_state(&good, t, "late-drift");
         let r = run(
             t,
@@ -249,6 +252,11 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
             ),
             (Some(249), Some(true))
         );
+        assert!(
+            ingested(&r.out).is_empty(),
+            "the update read before the drift is not delivered either"
+        );
+        assert_eq!(r.summary["batches_withheld"], 1);
         assert_nothing_lost(t, "late-drift", &r, &state, &good_source);
     }
 
@@ -258,6 +266,10 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         let part = t.join("three-parts");
         write_listing(&part, &BTreeSet::new());
         std::fs::remove_file(part.join("part-2.csv")).unwrap();
+        // And one file changed: its update is held back with everything else.
+        let p0 = part.join("part-0.csv");
+        let text0 = std::fs::read_to_string(&p0).unwrap();
+        std::fs::write(&p0, text0.replace(&row(5), &row(5).replace(",35,", ",36,"))).unwrap();
         let src = tsv(&format!("\"{}/*.csv\"", part.display()));
         let state = fork_state(&good, t, "guard");
         let r = run(t, "guard", &src, &state);
@@ -272,7 +284,20 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
             "{why}"
         );
         assert!(deleted(&r.out).is_empty());
-        assert_eq!(r.summary["deleted"], 0);
+        assert!(
+            ingested(&r.out).is_empty(),
+            "nothing is delivered, not even the update"
+        );
+        let s = &r.summary;
+        assert_eq!(
+            (
+                s["deleted"].as_u64(),
+                s["updated"].as_u64(),
+                s["batches_withheld"].as_u64()
+            ),
+            (Some(0), Some(1), Some(1)),
+            "{s}"
+        );
         // The same accident again is stopped again (the manifest was kept).
         let r = run(t, "guard-again", &src, &state);
         assert_eq!(r.code, 4, "{}", r.err);
@@ -290,6 +315,10 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
             .map(|i| format!("/fs/d{}/f{i}", i % 10))
             .collect();
         assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), gone);
+        assert_eq!(
+            ingested(&r.out).keys().cloned().collect::<Vec<_>>(),
+            ["/fs/d5/f5"]
+        );
         // A count limit trips too.
         let state = fork_state(&good, t, "count-guard");
         let r = run_with(

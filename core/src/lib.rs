@@ -17,6 +17,7 @@ pub mod rejects;
 pub mod scope;
 pub mod secret;
 pub mod snapshot;
+pub mod spool;
 pub mod text;
 pub mod time;
 pub mod traits;

@@ -20,6 +20,7 @@ use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
 use crate::record::{check_path, FileRecord, Reject};
 use crate::rejects::RejectLog;
 use crate::scope::{Scope, UnknownScope, UnknownScopes};
+use crate::spool::Outbox;
 use crate::traits::{RowSink, Source, Split};
 
 /// Entries are handed from workers to the batcher in chunks of about this many bytes.
@@ -218,7 +219,9 @@ pub struct SnapshotSummary {
     pub unknown_scopes: Vec<UnknownScope>,
     /// How many distinct scopes were unknown.
     pub unknown_scope_count: u64,
-    /// Why the deletion guard stopped the run (nothing deleted, manifest kept), if it did.
+    /// Documents a versioned run held back and never delivered because a check failed.
+    pub batches_withheld: u64,
+    /// Why the deletion guard stopped the run (nothing delivered or deleted, manifest kept).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delete_guard: Option<String>,
 }
@@ -576,7 +579,14 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     }
     drop(tx);
 
-    // Batch and deliver.
+    // Batch and deliver. A versioned run that may delete holds its documents until its
+    // checks have passed, so one that fails them delivers nothing.
+    let mut outbox = match (&settings.state_dir, &previous) {
+        (Some(dir), Some(prev)) if !prev.is_empty() => {
+            Outbox::held(dir).map_err(|e| io("creating the spool", e))?
+        }
+        _ => Outbox::direct(),
+    };
     let mut summary = SnapshotSummary {
         versioned: previous.is_some(),
         ..Default::default()
@@ -599,7 +609,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                         for doc in full.drain(..) {
                             summary.batches += 1;
                             summary.bytes += doc.document_bytes() as u64;
-                            deliver(&mut job.sinks, &DocumentBatch::Ingest(doc)).await?;
+                            outbox.send(&mut job.sinks, doc).await?;
                             pending_since = batcher.has_pending().then(Instant::now);
                         }
                     }
@@ -610,7 +620,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                         if let Some(doc) = batcher.flush() {
                             summary.batches += 1;
                             summary.bytes += doc.document_bytes() as u64;
-                            deliver(&mut job.sinks, &DocumentBatch::Ingest(doc)).await?;
+                            outbox.send(&mut job.sinks, doc).await?;
                         }
                         pending_since = None;
                     }
@@ -620,7 +630,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         if let Some(doc) = batcher.flush() {
             summary.batches += 1;
             summary.bytes += doc.document_bytes() as u64;
-            deliver(&mut job.sinks, &DocumentBatch::Ingest(doc)).await?;
+            outbox.send(&mut job.sinks, doc).await?;
         }
         Ok(())
     }
@@ -691,7 +701,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         for doc in full.drain(..) {
             summary.batches += 1;
             summary.bytes += doc.document_bytes() as u64;
-            deliver(&mut job.sinks, &DocumentBatch::Ingest(doc)).await?;
+            outbox.send(&mut job.sinks, doc).await?;
         }
     }
 
@@ -715,9 +725,10 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         50,
     );
     let mut commit = previous.is_some() && !summary.reject_threshold_exceeded;
+    let mut deletes = Vec::new();
     if let (Some(dir), Some(prev)) = (&settings.state_dir, &previous) {
         if summary.reject_threshold_exceeded {
-            tracing::warn!(message = "reject threshold exceeded: no deletes emitted and the manifest is not committed");
+            tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
         } else {
             let d = crate::deletes::plan(dir, prev, &unknown, &pipeline_subjects, nworkers + 1)
                 .map_err(|e| io("planning the deletes", e))?;
@@ -725,20 +736,26 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
             summary.aggregate_deletes_withheld = d.aggregates_withheld;
             summary.delete_guard = crate::deletes::guard(&settings, d.primary, prev.len() as u64);
             if let Some(why) = &summary.delete_guard {
-                tracing::error!(message = "deletion guard: nothing deleted and the manifest is kept; rerun with --allow-mass-delete if this is intended", reason = %why);
+                tracing::error!(message = "deletion guard: nothing delivered or deleted and the manifest is kept; rerun with --allow-mass-delete if this is intended", reason = %why);
                 commit = false;
             } else {
                 summary.deleted = d.primary;
                 summary.aggregates_deleted = d.aggregates;
-                manifest::fault_point("deletes-planned");
-                for b in delete_batches(d.subjects, settings.max_batch_bytes) {
-                    summary.delete_batches += 1;
-                    deliver(&mut job.sinks, &DocumentBatch::Delete(b)).await?;
-                }
-                manifest::fault_point("deletes-delivered");
+                deletes = d.subjects;
             }
         }
     }
+    if summary.reject_threshold_exceeded || summary.delete_guard.is_some() {
+        summary.batches_withheld = outbox.discard();
+    } else {
+        outbox.release(&mut job.sinks).await?;
+    }
+    manifest::fault_point("deletes-planned");
+    for b in delete_batches(deletes, settings.max_batch_bytes) {
+        summary.delete_batches += 1;
+        deliver(&mut job.sinks, &DocumentBatch::Delete(b)).await?;
+    }
+    manifest::fault_point("deletes-delivered");
     for (_, sink) in job.sinks.iter_mut() {
         sink.close().await?;
     }

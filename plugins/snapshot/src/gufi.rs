@@ -122,7 +122,7 @@ fn int(v: ValueRef<'_>, col: &str) -> Result<i64, String> {
         ValueRef::Integer(i) => Ok(i),
         // Only integers a double holds exactly (|x| <= 2^53): `1e300` is not a size.
         ValueRef::Real(f) if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 => Ok(f as i64),
-        ValueRef::Real(f) => Err(format!("{col}: `{f}` is not an integer in range")),
+        ValueRef::Real(f) => Err(format!("{col}: `{f:?}` is not an integer in range")),
         ValueRef::Text(t) => std::str::from_utf8(t)
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -415,6 +415,29 @@ impl SourceConfig for GufiConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escaped_names_and_inexact_reals() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE entries({COLUMNS});
+             INSERT INTO entries VALUES ('it''''s', 'f', 33188, 1, 2, 3, 4, 5, 6, 7), ('big', 'f', 33188, 1, 2, 1e300, 4, 5, 6, 7),
+               ('two.0', 'f', 33188, 1, 2, 2.0, 4, 5, 6, 7), ('''''''''', 'l', 41471, 1, 2, 3, 4, 5, 6, 7);"
+        ))
+        .unwrap();
+        let mut st = conn.prepare(&format!("SELECT {COLUMNS} FROM entries")).unwrap();
+        let mut rows = st.query([]).unwrap();
+        let mut got = Vec::new();
+        while let Some(r) = rows.next().unwrap() {
+            let mut path = String::new();
+            got.push(parse_row(r, "/d", &mut path).map(|r| (r.path.to_string(), r.size)));
+        }
+        assert_eq!(got[0], Ok(("/d/it's".to_string(), 3)), "stored `it''s`, as gufi_dir2index writes `it's`");
+        assert!(got[1].as_ref().unwrap_err().contains("size: `1e300` is not an integer in range"), "{:?}", got[1]);
+        assert_eq!(got[2], Ok(("/d/two.0".to_string(), 2)));
+        assert_eq!(got[3], Ok(("/d/''".to_string(), 3)), "stored `''''`");
+        assert_eq!(unescape_name("a''b''''c"), "a'b''c");
+    }
 
     #[test]
     fn inode_column_text_int_null_and_bad() {

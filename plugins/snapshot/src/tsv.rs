@@ -720,4 +720,47 @@ mod tests {
             "/other/x"
         );
     }
+
+    #[derive(Default)]
+    struct Count {
+        records: u64,
+        rejects: u64,
+    }
+
+    impl RowSink for Count {
+        fn record(&mut self, _: &FileRecord<'_>) {
+            self.records += 1;
+        }
+        fn directory(&mut self, _: &FileRecord<'_>) {}
+        fn reject(&mut self, _: Reject) {
+            self.rejects += 1;
+        }
+        fn progress(&mut self, _: u64) {}
+        fn spawn(&mut self, _: Split) {}
+    }
+
+    #[test]
+    fn an_input_truncated_after_planning_is_an_error_for_its_splits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("in.csv");
+        let rows: String = (0..2000).map(|i| format!("f,33188,1,1,{i},1,2,3,/d/f{i}\n")).collect();
+        std::fs::write(&f, &rows).unwrap();
+        let splits = byte_splits(std::slice::from_ref(&f), 4096).unwrap();
+        assert!(splits.len() > 4);
+        // The producer rewrites the listing while the run reads it.
+        std::fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(rows.len() as u64 / 2).unwrap();
+        let source = TsvSource::new(vec![f.clone()], Layout::preset(Preset::Icicle9), 4096);
+        let (mut ok, mut failed) = (Count::default(), 0);
+        for s in &splits {
+            match source.read(s, &mut ok) {
+                Ok(()) => {}
+                Err(e) => {
+                    assert!(e.to_string().contains("truncated while being read"), "{e}");
+                    failed += 1;
+                }
+            }
+        }
+        assert!(failed >= splits.len() / 2 - 1, "{failed} of {} splits", splits.len());
+        assert!(ok.records > 0 && ok.records < 2000, "{}", ok.records);
+    }
 }

@@ -260,6 +260,37 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         assert_nothing_lost(t, "late-drift", &r, &state, &good_source);
     }
 
+    // A producer switched to milliseconds: every row fails the time check, the ceiling
+    // stops the run, nothing is delivered.
+    {
+        let ms = t.join("millis");
+        std::fs::create_dir_all(&ms).unwrap();
+        for p in 0..PARTS {
+            let text = std::fs::read_to_string(listing.join(format!("part-{p}.csv"))).unwrap();
+            std::fs::write(
+                ms.join(format!("part-{p}.csv")),
+                text.replace(",1700000002,", ",1700000002000,"),
+            )
+            .unwrap();
+        }
+        let state = fork_state(&good, t, "millis");
+        let r = run(
+            t,
+            "millis",
+            &tsv(&format!("\"{}/*.csv\"", ms.display())),
+            &state,
+        );
+        assert_eq!(r.code, 3, "{}", r.err);
+        let s = &r.summary;
+        assert_eq!(
+            (s["rejects"].as_u64(), s["unreadable_inputs"].as_u64()),
+            (Some(FILES as u64), Some(0)),
+            "{s}"
+        );
+        assert!(ingested(&r.out).is_empty());
+        assert_nothing_lost(t, "millis", &r, &state, &good_source);
+    }
+
     // A listing file missing (a quarter of the index): the deletion guard stops the run;
     // the override deletes exactly those.
     {
@@ -478,7 +509,19 @@ fn a_crash_at_any_stage_of_the_commit_loses_no_delete() {
     let fewer = t.join("fewer");
     write_listing(&fewer, &gone);
     let src2 = tsv(&format!("\"{}/*.csv\"", fewer.display()));
+    // The crashed run also sees five new files, which are gone again by the next run: if it
+    // indexed them, the next run must delete them.
+    let with_new = t.join("with-new");
+    write_listing(&with_new, &gone);
+    let new: Vec<String> = (0..5)
+        .map(|k| format!("f,33188,1000,100,1,1700000000,1700000001,1700000002,/fs/new/n{k}\n"))
+        .collect();
+    std::fs::write(with_new.join("part-9.csv"), new.concat()).unwrap();
+    let src_new = tsv(&format!("\"{}/*.csv\"", with_new.display()));
+    let mut want_all = want.clone();
+    want_all.extend((0..5).map(|k| format!("/fs/new/n{k}")));
     for point in [
+        "sealed",
         "deletes-planned",
         "deletes-delivered",
         "commit-start",
@@ -490,7 +533,7 @@ fn a_crash_at_any_stage_of_the_commit_loses_no_delete() {
         let crashed = run_with(
             t,
             &format!("{point}-crash"),
-            &src2,
+            &src_new,
             &state,
             "",
             &[],
@@ -509,8 +552,8 @@ fn a_crash_at_any_stage_of_the_commit_loses_no_delete() {
             .chain(deleted(&next.out))
             .collect();
         assert_eq!(
-            sent, want,
-            "{point}: every owed delete is sent by the crashed run or the next one"
+            sent, want_all,
+            "{point}: every owed delete is sent by the crashed run or the next one, and what the crashed run may have indexed is deleted"
         );
         let last = run(t, &format!("{point}-last"), &src2, &state);
         let s = &last.summary;

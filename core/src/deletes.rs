@@ -4,18 +4,12 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::config::SnapshotSettings;
 use crate::gmeta::push_json_str;
 use crate::manifest::{ManifestWriter, PreviousManifest};
 use crate::scope::UnknownScopes;
-
-/// The subjects of a pipeline's entries, kept as `pipeline-<name>.jsonl` (one JSON string a
-/// line) next to the manifest's parts and committed with them.
-fn pipeline_file(manifest_dir: &Path, name: &str) -> PathBuf {
-    manifest_dir.join(format!("pipeline-{name}.jsonl"))
-}
 
 /// The subjects in a pipeline file; none when it does not exist (a manifest from before
 /// aggregates were remembered, or a pipeline that produced nothing).
@@ -60,6 +54,20 @@ pub fn entry_subject(entry: &[u8]) -> Result<String, serde_json::Error> {
     serde_json::from_slice::<Entry>(entry).map(|e| e.subject)
 }
 
+/// The subjects of `file` in every loaded manifest directory (committed, then pending), once.
+fn previous_subjects(previous: &PreviousManifest, file: &str) -> std::io::Result<Vec<String>> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for d in previous.dirs() {
+        for s in read_subjects(&d.join(file))? {
+            if seen.insert(s.clone()) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The deletes a versioned run owes, and what it carries over.
 #[derive(Debug, Default)]
 pub struct Deletes {
@@ -72,6 +80,8 @@ pub struct Deletes {
     /// Pipeline subjects deleted and carried over.
     pub aggregates: u64,
     pub aggregates_withheld: u64,
+    /// Pipeline subjects the previous run had.
+    pub previous_aggregates: u64,
 }
 
 /// Work out the deletes of a run whose records went into `state_dir/manifest.new/`: the
@@ -107,14 +117,11 @@ pub fn plan(
     }
     out.primary = out.subjects.len() as u64;
     let new_dir = state_dir.join("manifest.new");
-    let old_dir = previous.dir();
     for (name, now) in pipelines {
         let present: HashSet<&str> = now.iter().map(String::as_str).collect();
         let mut keep: Vec<&str> = now.iter().map(String::as_str).collect();
-        let before = match old_dir {
-            Some(d) => read_subjects(&pipeline_file(d, name))?,
-            None => Vec::new(),
-        };
+        let before = previous_subjects(previous, &format!("pipeline-{name}.jsonl"))?;
+        out.previous_aggregates += before.len() as u64;
         for s in before.iter().filter(|s| !present.contains(s.as_str())) {
             if unknown.covers_aggregate(s) {
                 out.aggregates_withheld += 1;
@@ -125,12 +132,17 @@ pub fn plan(
             }
         }
         if !keep.is_empty() {
-            write_subjects(&pipeline_file(&new_dir, name), keep.into_iter())?;
+            // The subjects of a pipeline's entries, one JSON string a line, next to the parts.
+            write_subjects(
+                &new_dir.join(format!("pipeline-{name}.jsonl")),
+                keep.into_iter(),
+            )?;
         }
     }
     // A pipeline that did not run this time keeps its previous subjects.
-    if let Some(old_dir) = old_dir {
-        for e in std::fs::read_dir(old_dir)? {
+    let mut files = HashSet::new();
+    for d in previous.dirs() {
+        for e in std::fs::read_dir(d)? {
             let path = e?.path();
             let Some(file) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
@@ -142,16 +154,21 @@ pub fn plan(
                 continue;
             };
             if !pipelines.iter().any(|(n, _)| *n == name) {
-                let subjects = read_subjects(&path)?;
-                write_subjects(&new_dir.join(file), subjects.iter().map(String::as_str))?;
+                files.insert(file.to_string());
             }
         }
+    }
+    for file in files {
+        let subjects = previous_subjects(previous, &file)?;
+        out.previous_aggregates += subjects.len() as u64;
+        write_subjects(&new_dir.join(&file), subjects.iter().map(String::as_str))?;
     }
     Ok(out)
 }
 
-/// Why the deletion guard stops a run that would delete `n` of `previous` subjects, if it
-/// does: more than `max_delete`, or more than `max_delete_ratio` of the previous index.
+/// Why the deletion guard stops a run that would delete `n` of `previous` subjects (primary
+/// and aggregate records), if it does: more than `max_delete`, or more than
+/// `max_delete_ratio` of the previous index.
 pub fn guard(settings: &SnapshotSettings, n: u64, previous: u64) -> Option<String> {
     if settings.allow_mass_delete || n == 0 {
         return None;

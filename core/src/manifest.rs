@@ -24,6 +24,35 @@ pub struct PreviousManifest {
     seen: Vec<AtomicBool>,
     files: Vec<PathBuf>,
     dir: Option<PathBuf>,
+    pending: Vec<PathBuf>,
+}
+
+/// The fingerprint of a subject whose indexed content is not known (a pending manifest's):
+/// it never matches, so the record is sent again.
+const UNCERTAIN: u64 = u64::MAX;
+
+/// Sealed manifests of runs that began delivering are `manifest-pending-N/` until committed.
+const PENDING: &str = "manifest-pending-";
+
+/// Manifests that were sealed but never became current: `manifest-pending-N/`, and a
+/// generation directory newer than the current one (a commit that died before `CURRENT`).
+fn uncommitted(state_dir: &Path, current: Option<&Path>) -> std::io::Result<Vec<PathBuf>> {
+    let gen = current.map(generation).unwrap_or(0);
+    let mut out = Vec::new();
+    for e in fs::read_dir(state_dir)? {
+        let e = e?;
+        let n = e.file_name();
+        let Some(n) = n.to_str() else { continue };
+        let newer = n
+            .strip_prefix("manifest-")
+            .and_then(|g| g.parse::<u64>().ok())
+            .is_some_and(|g| g > gen);
+        if (n.starts_with(PENDING) || newer) && e.file_type()?.is_dir() {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// What a record is relative to the previous run.
@@ -71,15 +100,32 @@ pub struct Gone {
 }
 
 impl PreviousManifest {
-    /// Load the current manifest of `state_dir` (empty when there was no previous run).
+    /// Load the current manifest of `state_dir` (empty when there was no previous run), and
+    /// the pending ones: sealed manifests of runs that began delivering and did not commit.
+    /// Its subjects may or may not be in the index: those it does not share with the current
+    /// manifest (or shares with another fingerprint) are re-sent if seen, deleted if gone.
     pub fn load(state_dir: &Path) -> std::io::Result<PreviousManifest> {
-        let Some(dir) = current_dir(state_dir)? else {
-            return Ok(PreviousManifest::default());
+        let current = current_dir(state_dir)?;
+        let pending = if state_dir.is_dir() {
+            uncommitted(state_dir, current.as_deref())?
+        } else {
+            Vec::new()
         };
-        let files = part_files(&dir)?;
-        let mut map = HashMap::new();
+        let mut files = Vec::new();
+        let mut from_pending = Vec::new();
+        for (d, pend) in current
+            .iter()
+            .map(|d| (d, false))
+            .chain(pending.iter().map(|d| (d, true)))
+        {
+            let f = part_files(d)?;
+            from_pending.extend(std::iter::repeat_n(pend, f.len()));
+            files.extend(f);
+        }
+        let mut map: HashMap<u128, (u64, u32)> = HashMap::new();
+        let mut duplicates = Vec::new();
         let mut idx = 0u32;
-        for f in &files {
+        for (f, &pend) in files.iter().zip(&from_pending) {
             for line in BufReader::new(fs::File::open(f)?).lines() {
                 let line = line?;
                 let (h, fp, _, _) = parse_line(&line).ok_or_else(|| {
@@ -88,22 +134,41 @@ impl PreviousManifest {
                         format!("{}: malformed manifest line {}", f.display(), idx + 1),
                     )
                 })?;
-                map.insert(h, (fp, idx));
+                match map.get_mut(&h) {
+                    // The same subject twice (two rows named one path, or current and pending
+                    // both hold it): one entry decides, the other is never reported gone.
+                    Some(e) => {
+                        if e.0 != fp {
+                            e.0 = UNCERTAIN;
+                        }
+                        duplicates.push(idx);
+                    }
+                    None => {
+                        map.insert(h, (if pend { UNCERTAIN } else { fp }, idx));
+                    }
+                }
                 idx += 1;
             }
         }
-        let seen = (0..idx).map(|_| AtomicBool::new(false)).collect();
+        let seen: Vec<AtomicBool> = (0..idx).map(|_| AtomicBool::new(false)).collect();
+        for d in duplicates {
+            seen[d as usize].store(true, Ordering::Relaxed);
+        }
         Ok(PreviousManifest {
             map,
             seen,
             files,
-            dir: Some(dir),
+            dir: current,
+            pending,
         })
     }
 
-    /// The committed manifest directory this was loaded from.
-    pub fn dir(&self) -> Option<&Path> {
-        self.dir.as_deref()
+    /// The manifest directories loaded: the committed one, then the pending ones.
+    pub fn dirs(&self) -> impl Iterator<Item = &Path> {
+        self.dir
+            .iter()
+            .chain(self.pending.iter())
+            .map(PathBuf::as_path)
     }
 
     /// Number of subjects in the previous run.
@@ -295,21 +360,48 @@ pub fn begin(state_dir: &Path) -> std::io::Result<()> {
     fs::create_dir_all(&new)
 }
 
-/// Make the new manifest current: the acknowledgement of a fully delivered run. The
+/// Seal the new manifest before anything is delivered: `manifest.new/` becomes
+/// `manifest-pending-N/` (earlier pending ones are kept: their owed deletes may not have been
+/// sent yet), so that a run dying between its first delivery and its commit leaves later
+/// runs the list of what it may have indexed. Returns the sealed directory.
+pub fn seal(state_dir: &Path) -> std::io::Result<PathBuf> {
+    let mut n = 0u64;
+    for e in fs::read_dir(state_dir)? {
+        let name = e?.file_name();
+        if let Some(k) = name
+            .to_str()
+            .and_then(|s| s.strip_prefix(PENDING))
+            .and_then(|k| k.parse::<u64>().ok())
+        {
+            n = n.max(k);
+        }
+    }
+    let sealed = state_dir.join(format!("{PENDING}{:06}", n + 1));
+    let new = state_dir.join("manifest.new");
+    sync_dir(&new)?;
+    fs::rename(&new, &sealed)?;
+    sync_dir(state_dir)?;
+    fault_point("sealed");
+    Ok(sealed)
+}
+
+/// Make the `sealed` manifest current: the acknowledgement of a fully delivered run. The
 /// directory is renamed to its generation's name, then `CURRENT` is replaced by one rename:
-/// a crash at any point leaves either the previous manifest or the new one current.
-pub fn commit(state_dir: &Path) -> std::io::Result<()> {
+/// a crash at any point leaves either the previous manifest (and the uncommitted ones) or
+/// the new one current. Every other manifest directory is removed after.
+pub fn commit(state_dir: &Path, sealed: &Path) -> std::io::Result<()> {
     fault_point("commit-start");
     let previous = current_dir(state_dir)?;
     let gen = previous.as_deref().map(generation).unwrap_or(0) + 1;
+    // A generation directory left by a commit that died is one of the uncommitted manifests
+    // this run has read: a newer number, not the same one, keeps it until `CURRENT` moves.
+    let mut gen = gen;
+    while state_dir.join(format!("manifest-{gen:06}")).exists() {
+        gen += 1;
+    }
     let name = format!("manifest-{gen:06}");
     let dir = state_dir.join(&name);
-    if dir.exists() {
-        fs::remove_dir_all(&dir)?;
-    }
-    let new = state_dir.join("manifest.new");
-    sync_dir(&new)?;
-    fs::rename(&new, &dir)?;
+    fs::rename(sealed, &dir)?;
     sync_dir(state_dir)?;
     fault_point("commit-renamed");
     let tmp = state_dir.join("CURRENT.tmp");
@@ -327,6 +419,8 @@ pub fn commit(state_dir: &Path) -> std::io::Result<()> {
 
 /// Remove every manifest directory but `keep` (earlier generations, the old layout's).
 fn collect_garbage(state_dir: &Path, keep: &str) -> std::io::Result<()> {
+    // Every other manifest: earlier generations, uncommitted ones (their subjects were read by
+    // this run and are now deleted, re-sent or carried), the old layout's.
     for e in fs::read_dir(state_dir)? {
         let e = e?;
         let n = e.file_name();
@@ -353,16 +447,52 @@ mod tests {
         w.finish().unwrap();
     }
 
+    fn write_and_commit(state: &Path, subjects: &[&str]) {
+        write(state, subjects);
+        let sealed = seal(state).unwrap();
+        commit(state, &sealed).unwrap();
+    }
+
+    #[test]
+    fn a_pending_manifest_is_re_sent_or_deleted_and_duplicates_are_never_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let st = tmp.path();
+        write_and_commit(st, &["/a", "/b", "/b"]);
+        // A run sealed /a (changed), /c (new) and died before committing.
+        begin(st).unwrap();
+        let mut w = ManifestWriter::create(st, 0).unwrap();
+        w.push(path_hash("/a"), 2, "/a", None).unwrap();
+        w.push(path_hash("/c"), 1, "/c", None).unwrap();
+        w.finish().unwrap();
+        seal(st).unwrap();
+        let prev = PreviousManifest::load(st).unwrap();
+        assert_eq!(prev.classify(path_hash("/b"), 1), Change::Unchanged);
+        assert_eq!(
+            prev.classify(path_hash("/a"), 2),
+            Change::Updated,
+            "current and pending disagree: sent again"
+        );
+        let gone: Vec<String> = prev
+            .deleted_subjects()
+            .unwrap()
+            .into_iter()
+            .map(|g| g.subject)
+            .collect();
+        assert_eq!(
+            gone,
+            ["/c"],
+            "a pending subject not seen is deleted; the duplicate /b is not"
+        );
+    }
+
     #[test]
     fn commits_replace_the_current_manifest_by_one_rename() {
         let tmp = tempfile::tempdir().unwrap();
         let st = tmp.path();
         assert!(PreviousManifest::load(st).unwrap().is_empty());
-        write(st, &["/a", "/b"]);
-        commit(st).unwrap();
+        write_and_commit(st, &["/a", "/b"]);
         assert_eq!(PreviousManifest::load(st).unwrap().len(), 2);
-        write(st, &["/a"]);
-        commit(st).unwrap();
+        write_and_commit(st, &["/a"]);
         let dirs: Vec<String> = fs::read_dir(st)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -383,8 +513,7 @@ mod tests {
         // A run of the earlier layout that died between its two renames.
         fs::rename(st.join("manifest.new"), st.join("manifest.old")).unwrap();
         assert_eq!(PreviousManifest::load(st).unwrap().len(), 3);
-        write(st, &["/a"]);
-        commit(st).unwrap();
+        write_and_commit(st, &["/a"]);
         assert!(!st.join("manifest.old").exists());
         assert_eq!(PreviousManifest::load(st).unwrap().len(), 1);
     }

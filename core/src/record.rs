@@ -349,6 +349,10 @@ pub struct Reject {
     /// hides nothing (a file that vanished while it was read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<Scope>,
+    /// Not a bad row but an input (or the rest of one) that could not be read: its scope is
+    /// carried over, and it does not count towards the row reject ratio.
+    #[serde(skip)]
+    pub unreadable: bool,
 }
 
 impl Reject {
@@ -360,6 +364,7 @@ impl Reject {
             offset: Some(offset),
             reason: reason.into(),
             scope: None,
+            unreadable: false,
         }
     }
 
@@ -371,6 +376,7 @@ impl Reject {
             offset: None,
             reason: reason.into(),
             scope: None,
+            unreadable: false,
         }
     }
 
@@ -382,7 +388,19 @@ impl Reject {
             offset: None,
             reason: reason.into(),
             scope,
+            unreadable: true,
         }
+    }
+
+    /// A row of `input` (where in it unknown) that could not become a record.
+    pub fn row(input: &str, reason: impl Into<String>, scope: Option<Scope>) -> Reject {
+        Reject { unreadable: false, ..Reject::whole(input, reason, scope) }
+    }
+
+    /// The same reject, marking the rest of its input unreadable (not a bad row).
+    pub fn unreadable(mut self) -> Reject {
+        self.unreadable = true;
+        self
     }
 
     /// The same reject, leaving `scope` unknown.

@@ -43,7 +43,7 @@ impl RejectLog {
                 }
             }
         }
-        if r.scope.is_some() && r.line.is_none() && r.offset.is_none() {
+        if r.unreadable {
             self.inputs.fetch_add(1, Ordering::Relaxed);
         }
         let n = self.count.fetch_add(1, Ordering::Relaxed);

@@ -17,7 +17,7 @@ use crate::config::{EmitMode, SnapshotSettings};
 use crate::error::IcicleError;
 use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
-use crate::record::{check_path, FileRecord, Reject};
+use crate::record::{FileRecord, Reject};
 use crate::rejects::RejectLog;
 use crate::scope::{Scope, UnknownScope, UnknownScopes};
 use crate::spool::Outbox;
@@ -329,18 +329,13 @@ impl Worker {
         let _ = self.tx.blocking_send(chunk);
     }
 
-    /// Reject a row that a source read: its path is carried over when it is a valid one.
+    /// Reject a row that a source read: its path is carried over.
     fn reject_here(&mut self, rec: &FileRecord<'_>, reason: String) {
         self.counts.rejects += 1;
         self.counts.records -= 1;
-        let scope = check_path(rec.path)
-            .is_ok()
-            .then(|| Scope::Exact(rec.path.to_string()));
-        self.rejects.push(Reject::whole(
-            &self.input,
-            format!("{:?}: {reason}", rec.path),
-            scope,
-        ));
+        // Even a path that fails the checks may name a subject an earlier version indexed.
+        let scope = Some(Scope::Exact(rec.path.to_string()));
+        self.rejects.push(Reject::row(&self.input, format!("{:?}: {reason}", rec.path), scope));
     }
 }
 
@@ -579,12 +574,10 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     }
     drop(tx);
 
-    // Batch and deliver. A versioned run that may delete holds its documents until its
-    // checks have passed, so one that fails them delivers nothing.
+    // Batch and deliver. A versioned run holds its documents until its checks have passed,
+    // so one that fails them delivers nothing.
     let mut outbox = match (&settings.state_dir, &previous) {
-        (Some(dir), Some(prev)) if !prev.is_empty() => {
-            Outbox::held(dir).map_err(|e| io("creating the spool", e))?
-        }
+        (Some(dir), Some(_)) => Outbox::held(dir).map_err(|e| io("creating the spool", e))?,
         _ => Outbox::direct(),
     };
     let mut summary = SnapshotSummary {
@@ -726,6 +719,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     );
     let mut commit = previous.is_some() && !summary.reject_threshold_exceeded;
     let mut deletes = Vec::new();
+    let mut sealed = None;
     if let (Some(dir), Some(prev)) = (&settings.state_dir, &previous) {
         if summary.reject_threshold_exceeded {
             tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
@@ -734,7 +728,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                 .map_err(|e| io("planning the deletes", e))?;
             summary.deletes_withheld = d.withheld;
             summary.aggregate_deletes_withheld = d.aggregates_withheld;
-            summary.delete_guard = crate::deletes::guard(&settings, d.primary, prev.len() as u64);
+            summary.delete_guard = crate::deletes::guard(&settings, d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates);
             if let Some(why) = &summary.delete_guard {
                 tracing::error!(message = "deletion guard: nothing delivered or deleted and the manifest is kept; rerun with --allow-mass-delete if this is intended", reason = %why);
                 commit = false;
@@ -748,6 +742,11 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     if summary.reject_threshold_exceeded || summary.delete_guard.is_some() {
         summary.batches_withheld = outbox.discard();
     } else {
+        // Sealed before the first delivery: a crash from here on leaves the next run the list
+        // of what this one may have indexed.
+        if let (Some(dir), true) = (&settings.state_dir, commit) {
+            sealed = Some(manifest::seal(dir).map_err(|e| io("sealing the manifest", e))?);
+        }
         outbox.release(&mut job.sinks).await?;
     }
     manifest::fault_point("deletes-planned");
@@ -760,7 +759,8 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         sink.close().await?;
     }
     if let (Some(dir), true) = (&settings.state_dir, commit) {
-        manifest::commit(dir).map_err(|e| io("committing the manifest", e))?;
+        let sealed = sealed.ok_or_else(|| IcicleError::Internal("committing a manifest that was never sealed".into()))?;
+        manifest::commit(dir, &sealed).map_err(|e| io("committing the manifest", e))?;
     }
     for (name, src) in &job.sources {
         if let Err(e) = src.acknowledge(summary.rows).await {

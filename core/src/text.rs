@@ -22,7 +22,8 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
             path: p.clone(),
             reason: "not valid UTF-8".into(),
         })?;
-        let mut found: Vec<PathBuf> = if s.contains(['*', '?', '[']) {
+        // A path that exists is read as it is, even with `?` or `[` in its name.
+        let mut found: Vec<PathBuf> = if s.contains(['*', '?', '[']) && !p.exists() {
             let opts = glob::MatchOptions {
                 case_sensitive: true,
                 require_literal_separator: true,
@@ -145,6 +146,8 @@ pub fn map_file(path: &Path) -> Result<Option<Mmap>, SourceError> {
 
 /// Bytes read from a text input at a time.
 const READ_BYTES: usize = 4 << 20;
+/// The longest line a text input may have.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 /// Call `f(line, offset)` for every line of `path` that starts inside `range` (the whole
 /// file when `None`), without the trailing `\n` or `\r\n`, reading with `pread` into a
@@ -174,8 +177,12 @@ pub fn read_lines(
     let mut at_line_start = start == 0;
     loop {
         if filled == buf.len() {
-            // A line longer than the buffer.
-            buf.resize(buf.len() * 2, 0);
+            // A line longer than the buffer: grow it, up to a bound (a file without newlines
+            // is no listing, and must not be read into memory whole).
+            if buf.len() >= MAX_LINE_BYTES {
+                return Err(err(format!("a line of more than {} MiB at byte {base}: not a text listing?", MAX_LINE_BYTES >> 20)));
+            }
+            buf.resize((buf.len() * 2).min(MAX_LINE_BYTES), 0);
         }
         let at = base + filled as u64;
         let n = loop {
@@ -315,6 +322,15 @@ mod tests {
     }
 
     #[test]
+    fn a_file_without_newlines_is_an_error_not_an_allocation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("zeros");
+        std::fs::File::create(&path).unwrap().set_len(40 << 20).unwrap();
+        let e = read_lines(&path, None, |_, _| {}).unwrap_err().to_string();
+        assert!(e.contains("a line of more than 16 MiB at byte 0"), "{e}");
+    }
+
+    #[test]
     fn a_truncated_file_is_an_error_not_a_signal() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("in.txt");
@@ -387,5 +403,7 @@ mod tests {
         assert!(names(&["missing.csv"])
             .unwrap_err()
             .contains("no such file"));
+        std::fs::write(t.join("run[1].csv"), "x").unwrap();
+        assert_eq!(names(&["run[1].csv"]).unwrap(), ["run[1].csv"], "an existing path is literal");
     }
 }

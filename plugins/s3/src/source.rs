@@ -377,6 +377,7 @@ impl Source for S3Source {
                         offset: Some(offset),
                         reason,
                         scope: Some(scope),
+                        unreadable: false,
                     })
                 }
             }

@@ -250,8 +250,12 @@ impl Source for GufiSource {
                 reason: e.to_string(),
             })?;
             let mut subdirs = Vec::new();
-            for e in rd.flatten() {
-                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            // An entry that cannot be read may be a directory whose databases would then be
+            // missed, and their files deleted: planning fails instead.
+            let fail = |e: std::io::Error| SourceError::Io { path: dir.clone(), reason: format!("listing the index: {e}") };
+            for e in rd {
+                let e = e.map_err(fail)?;
+                if e.file_type().map_err(fail)?.is_dir() {
                     subdirs.push(e.path());
                 }
             }
@@ -332,7 +336,8 @@ impl Source for GufiSource {
                             rowno + 1,
                             format!("database error after {rowno} rows: {e}"),
                         )
-                        .scoped(children.clone()),
+                        .scoped(children.clone())
+                        .unreadable(),
                     );
                     break;
                 }

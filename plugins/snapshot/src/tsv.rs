@@ -536,7 +536,9 @@ pub fn read_lines(
     let start = split.range.map_or(0, |r| r.0);
     let mut last_progress = start;
     let mut end = start;
-    text::read_lines(&split.path, split.range, |line, offset| {
+    // A whole-file split is checked against the length it was planned with.
+    let range = split.range.or(Some((0, split.weight)));
+    text::read_lines(&split.path, range, |line, offset| {
         end = offset + line.len() as u64;
         if line.is_empty() || skip(line, offset) {
             return;
@@ -762,5 +764,13 @@ mod tests {
         }
         assert!(failed >= splits.len() / 2 - 1, "{failed} of {} splits", splits.len());
         assert!(ok.records > 0 && ok.records < 2000, "{}", ok.records);
+        // A file smaller than a split is checked against its planned length too.
+        let small = tmp.path().join("small.csv");
+        std::fs::write(&small, "f,33188,1,1,1,1,2,3,/d/a\nf,33188,1,1,1,1,2,3,/d/b\n").unwrap();
+        let whole = byte_splits(std::slice::from_ref(&small), 1 << 20).unwrap();
+        assert_eq!((whole.len(), whole[0].range), (1, None));
+        std::fs::OpenOptions::new().write(true).open(&small).unwrap().set_len(40).unwrap();
+        let e = source.read(&whole[0], &mut Count::default()).unwrap_err().to_string();
+        assert!(e.contains("shorter than when it was planned"), "{e}");
     }
 }

@@ -12,21 +12,23 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(tsv mmapplypolicy gufi_row lustre_changelog gpfs_event time prism_catalog)
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
-(cd fuzz && cargo fuzz build -O >/dev/null)
+(cd fuzz && cargo fuzz build -O)
+bin=fuzz/target/x86_64-unknown-linux-gnu/release
 mkdir -p fuzz/logs
 status=0
 for t in "${targets[@]}"; do
-  mkdir -p "fuzz/corpus/$t"
+  mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
   log="fuzz/logs/$t.log"
-  if (cd fuzz && cargo fuzz run -O "$t" "corpus/$t" "seeds/$t" -- -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=4096 -timeout=10) >"$log" 2>&1; then
+  # The binaries built above, so that editing the tree meanwhile changes nothing.
+  if "$bin/$t" -artifact_prefix="fuzz/artifacts/$t/" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=4096 -timeout=10 "fuzz/corpus/$t" "fuzz/seeds/$t" >"$log" 2>&1; then
     result="no finding"
   else
     result="FINDING (see $log and fuzz/artifacts/$t)"
     status=1
   fi
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1 || true)
+  cov=$( (grep -o 'cov: [0-9]*' "$log" || true) | tail -1 | cut -d' ' -f2)
   corpus=$(find "fuzz/corpus/$t" -type f | wc -l)
   echo "$t: ${secs}s, ${execs:-?} execs (${rate:-?}/s), coverage ${cov:-?} edges, corpus $corpus, $result"
 done

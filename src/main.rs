@@ -137,6 +137,28 @@ fn init_logging(level: &str) {
         .try_init();
 }
 
+/// On SIGTERM or SIGINT, ask the monitors to stop after their current batch (they deliver,
+/// checkpoint and acknowledge it, then report); a second signal ends the process at once.
+fn stop_on_signals(stop: tokio::sync::watch::Sender<bool>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(tokio::spawn(async move {
+        for n in 0.. {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            if n > 0 {
+                eprintln!("icicle: second signal, stopping now (what was not acknowledged is read again next time)");
+                std::process::exit(130);
+            }
+            eprintln!("icicle: stopping after the current batch (send the signal again to stop now)");
+            let _ = stop.send(true);
+        }
+    }))
+}
+
 /// Serve `/metrics` and `/status` when asked to.
 fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Result<()> {
     if let Some(a) = addr {
@@ -319,7 +341,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             serve_metrics(&rt, metrics_addr.as_deref())?;
             let reports = with_dashboard(tui, "monitor", || {
                 rt.block_on(async {
-                    let mut tasks = Vec::new();
+                    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+                    let signals = stop_on_signals(stop_tx)?;
+                    let mut tasks = tokio::task::JoinSet::new();
                     for (name, m) in c.monitors {
                         let ctx = icicle_core::traits::MonitorContext {
                             sinks: sinks.clone(),
@@ -327,17 +351,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             max_batch_bytes: cfg.app.snapshot.max_batch_bytes,
                             drain,
                             name: name.clone(),
+                            stop: stop.clone(),
                         };
-                        tasks.push((name, tokio::spawn(async move { m.run(ctx).await })));
+                        tasks.spawn(async move { (name, m.run(ctx).await) });
                     }
+                    // The first source to fail stops the process with its name and cause
+                    // (the others are cancelled: nothing they had not delivered is acknowledged).
                     let mut reports = serde_json::Map::new();
-                    for (name, t) in tasks {
-                        let r = t
-                            .await
-                            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?
-                            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+                    while let Some(done) = tasks.join_next().await {
+                        let (name, r) = done.map_err(|e| anyhow::anyhow!("a monitor task: {e}"))?;
+                        let r = r.map_err(|e| anyhow::anyhow!("source `{name}` failed: {e}"))?;
                         reports.insert(name, r);
                     }
+                    signals.abort();
                     let mut s = sinks.lock().await;
                     for (_, k) in s.iter_mut() {
                         k.close().await?;

@@ -142,7 +142,9 @@ fn malformed_messages_are_rejected_with_their_position_and_the_rest_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let (root, events, index) = prepare(tmp.path(), Kind::EvalPerf, 150, 3);
     let t = topic("bad");
-    let bad = vec![("x".to_string(), "not json".to_string()), ("y".to_string(), r#"{"path": "/gpfs/fs1/a", "event": "IN_CREATE"}"#.to_string()), ("z".to_string(), r#"{"inode": 1, "path": "/gpfs/fs1/a", "event": "IN_NONSENSE"}"#.to_string())];
+    let bad = vec![("x".to_string(), "not json".to_string()), ("y".to_string(), r#"{"path": "/gpfs/fs1/a", "event": "IN_CREATE"}"#.to_string()), ("z".to_string(), r#"{"inode": 1, "path": "/gpfs/fs1/a", "event": "IN_NONSENSE"}"#.to_string()),
+        // A time with a multi-byte character once panicked the parser on every restart.
+        ("w".to_string(), r#"{"inode": 7, "path": "/gpfs/fs1/poison", "event": "IN_CREATE", "fileSize": 1, "atime": "2024-03-16T02:00:01+0é00", "ctime": 1700000001, "mtime": 1700000002, "ownerUserId": 1, "ownerGroupId": 1, "permissions": "0644"}"#.to_string())];
     let n = produce_events(&events, 0, &t, 1, bad);
     let out = tmp.path().join("out");
     let cfg = gpfs_config(tmp.path(), &root, &t, &out, 40, "");
@@ -150,14 +152,24 @@ fn malformed_messages_are_rejected_with_their_position_and_the_rest_goes_on() {
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&stdout).unwrap();
     let r = &r["fset1"];
-    assert_eq!(r["rejects"], 3, "{r}");
-    assert_eq!(r["messages"], n as u64 + 3, "{r}");
+    assert_eq!((r["rejects"].as_u64(), r["dead_letters"].as_u64()), (Some(4), Some(4)), "{r}");
+    assert_eq!(r["messages"], n as u64 + 4, "{r}");
     let stream = rt().block_on(produce::consume_all(&kafka(), &t)).unwrap();
     let at = |key: &str| stream.iter().find(|m| m.key.as_deref() == Some(key)).map(|m| m.offset).unwrap();
     for (off, why) in [(at("x"), "not a WF_JSON object"), (at("y"), "missing `inode`"), (at("z"), "unknown event `IN_NONSENSE`")] {
         assert!(err.lines().any(|l| l.contains("rejected event") && l.contains("partition=0") && l.contains(&format!("offset={off}")) && l.contains(why)), "offset {off}: {why}\n{err}");
     }
+    // Each is kept in the dead-letter file with its position and bytes.
+    let letters: Vec<Value> = std::fs::read_to_string(tmp.path().join(format!("state/gpfs-{t}.dead-letters.jsonl"))).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let positions: Vec<String> = letters.iter().map(|l| l["position"].as_str().unwrap().to_string()).collect();
+    assert_eq!(positions, ["x", "y", "z", "w"].map(|k| format!("{t}/0@{}", at(k))), "{letters:?}");
+    assert!(letters[3]["raw"].as_str().unwrap().contains("+0\u{e9}00"), "{}", letters[3]);
     assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "with rejects", r);
+    // The offsets past them were committed: a restart reads nothing again.
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let again: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((again["fset1"]["messages"].as_u64(), again["fset1"]["dead_letters"].as_u64()), (Some(0), Some(0)), "{again}");
 }
 
 #[test]

@@ -433,3 +433,130 @@ fn ablation_modes_reduction_off_and_naive_resolution() {
     assert!(calls(&naive) > calls(&fsm), "naive {} vs fsmonitor {}", calls(&naive), calls(&fsm));
     assert!(calls(&fsm) > calls(&on), "fsmonitor {} vs tree {}", calls(&fsm), calls(&on));
 }
+
+#[test]
+fn a_failing_source_stops_the_monitor_with_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 5).unwrap();
+    w.run(Kind::EvalPerf, 20, "/work").unwrap();
+    drop(w);
+    let out = tmp.path().join("out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    // A second MDT whose lfs always fails; the first keeps polling forever (no --drain).
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "[sources.mdt1]\ntype = \"lustre\"\nmdt = \"fs1-MDT0000\"\nuser = \"cl1\"\nlfs = [\"/bin/sh\", \"-c\", \"echo 'lfs: cannot reach the MDS' >&2; exit 1\", \"lfs\"]\n\
+         mount = \"{r}\"\nfsname = \"fs1\"\npath_prefix = \"/one\"\nlfs_retries = 0\nstate_dir = \"{t}/state\"\n",
+        r = root.display(),
+        t = tmp.path().display()
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "-c", cfg.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Hang detection only: the run is expected to end by itself long before this.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the monitor kept running after a source failed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(err.contains("source `mdt1` failed") && err.contains("cannot reach the MDS"), "{err}");
+}
+
+#[test]
+fn sigterm_delivers_the_batch_in_hand_acknowledges_it_and_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 9).unwrap();
+    w.run(Kind::EvalPerf, 40, "/work").unwrap();
+    drop(w);
+    let last: u64 = std::fs::read_to_string(&journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().parse().unwrap();
+    let out = tmp.path().join("out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 7, 0);
+    // A long quiet period: the records after the last full batch wait for the signal.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("quiet_period_secs = 0.0", "quiet_period_secs = 3600.0");
+    std::fs::write(&cfg, text).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "--json", "-c", cfg.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until full batches were acknowledged (the checkpoint exists), then stop it.
+    let checkpoint = tmp.path().join("state/fs0-MDT0000.checkpoint.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !checkpoint.exists() {
+        assert!(std::time::Instant::now() < deadline, "no batch was ever acknowledged");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let cleared = || std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim().to_string();
+    assert_ne!(cleared(), format!("cl1 {last}"), "the tail waits for the quiet period");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{err}");
+    assert!(err.contains("stopping after the current batch"), "{err}");
+    let report: Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(report["mdt0"]["cleared_index"].as_u64(), Some(last), "{report}");
+    assert_eq!(cleared(), format!("cl1 {last}"), "everything read was delivered and cleared");
+}
+
+#[test]
+fn poison_lines_are_dead_letters_and_acknowledge_nothing_past_the_real_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 4).unwrap();
+    w.run(Kind::EvalPerf, 30, "/work").unwrap();
+    drop(w);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let last: u64 = lines.last().unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(last < 250, "{last} records: the poison index must lie past them");
+    // A record whose body is garbage, a line far past the last record, a non-UTF-8 tail.
+    let victim = lines.len() / 2;
+    let victim_index: u64 = lines[victim].split(' ').next().unwrap().parse().unwrap();
+    let mut poisoned: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    poisoned[victim] = format!("{victim_index} <garbage> \u{e9}\u{1b}[2J");
+    poisoned.push("250 <garbage>".into());
+    std::fs::write(&journal, poisoned.join("\n") + "\n").unwrap();
+    let out = tmp.path().join("out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((report["mdt0"]["dead_letters"].as_u64(), report["mdt0"]["lost_records"].as_u64()), (Some(2), Some(0)), "{report}");
+    assert_eq!(report["mdt0"]["cleared_index"].as_u64(), Some(last), "{report}");
+    let users = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
+    assert_eq!(users.trim(), format!("cl1 {last}"), "cleared up to the last real record, not the poison's index");
+    let letters: Vec<Value> = std::fs::read_to_string(tmp.path().join("state/fs0-MDT0000.dead-letters.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(letters.len(), 2, "{letters:?}");
+    assert_eq!(letters[0]["position"], victim_index.to_string());
+    assert!(letters[0]["raw"].as_str().unwrap().contains("<garbage>"));
+    assert_eq!(letters[1]["position"], "250");
+    assert!(!err.contains('\u{1b}'), "no raw escape reaches the log");
+    // A restart reads nothing again and keeps no letter twice.
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["mdt0"]["dead_letters"].as_u64(), Some(0), "{report}");
+}

@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod config;
+pub mod deadletter;
 pub mod deletes;
 pub mod error;
 pub mod gmeta;

@@ -21,19 +21,22 @@ pub fn check_path(path: &str) -> Result<(), String> {
     if !path.starts_with('/') {
         return Err(format!("path {path:?} is not absolute"));
     }
-    if let Some((i, c)) = path
-        .char_indices()
-        .find(|&(_, c)| c.is_control() && c != '\t')
-    {
-        return Err(format!(
-            "path {:?} has a control character (U+{:04X} at byte {i})",
-            path, c as u32
-        ));
+    // One pass without branches for the usual clean path: C0 (but tab), DEL, and the lead
+    // byte of every C1 character (U+0080..U+009F are 0xC2 0x80..0x9F in UTF-8).
+    let b = path.as_bytes();
+    let suspect = b.iter().fold(false, |acc, &c| acc | ((c < 0x20) & (c != b'\t')) | (c == 0x7f) | (c == 0xc2));
+    if suspect {
+        if let Some((i, c)) = path.char_indices().find(|&(_, c)| c.is_control() && c != '\t') {
+            return Err(format!("path {:?} has a control character (U+{:04X} at byte {i})", path, c as u32));
+        }
     }
     if path == "/" {
         return Ok(());
     }
-    for name in path[1..].split('/') {
+    let mut start = 1;
+    for end in memchr::memchr_iter(b'/', &b[1..]).map(|i| i + 1).chain(std::iter::once(b.len())) {
+        let name = &path[start..end];
+        start = end + 1;
         match name {
             "" => {
                 return Err(format!(

@@ -91,6 +91,9 @@ pub struct MonitorContext {
     pub drain: bool,
     /// The component id.
     pub name: String,
+    /// Becomes true on SIGTERM or SIGINT: deliver the batch in hand, checkpoint, acknowledge
+    /// and return the report (no new records are read).
+    pub stop: tokio::sync::watch::Receiver<bool>,
 }
 
 /// A stream of changes (Lustre changelogs, GPFS events): reads, reduces, applies them to its

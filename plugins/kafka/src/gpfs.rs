@@ -67,6 +67,10 @@ pub struct GpfsConfig {
     pub pair_batches: u32,
     /// Where the state checkpoint is kept.
     pub state_dir: PathBuf,
+    /// Where messages that cannot be parsed are kept (JSON lines with topic, partition and
+    /// offset); default `<state_dir>/gpfs-<topic>.dead-letters.jsonl`.
+    #[serde(default)]
+    pub dead_letter: Option<PathBuf>,
     /// The snapshot's index (a `file` sink directory) the monitor starts from: objects that
     /// predate monitoring are known by path, so renaming a directory moves their records too.
     /// Read once, when there is no checkpoint yet.
@@ -131,7 +135,8 @@ impl ChangeSourceConfig for GpfsConfig {
         icicle_plugins_gpfs::event::filter_mask(&self.filter).map_err(|e| ctx.invalid("filter", e))?;
         // Validate the connection (and read its secrets) now, so errors name the key.
         self.connection.client_config(ctx)?;
-        Ok(Arc::new(GpfsSource { cfg: self }))
+        let path = self.dead_letter.clone().unwrap_or_else(|| self.state_dir.join(format!("gpfs-{}.dead-letters.jsonl", self.topic)));
+        Ok(Arc::new(GpfsSource { cfg: self, dead: std::sync::Mutex::new(icicle_core::deadletter::DeadLetters::new(path)) }))
     }
 }
 
@@ -144,6 +149,8 @@ pub struct GpfsRunCounts {
     /// Messages between the committed offset and the first one read (deleted unread).
     pub lost_messages: u64,
     pub rejects: u64,
+    /// Messages kept in the dead-letter file (they could not be parsed).
+    pub dead_letters: u64,
     pub outside_root: u64,
     pub updates: u64,
     pub deletes: u64,
@@ -198,6 +205,8 @@ enum Msg {
 /// The `gpfs` change source.
 pub struct GpfsSource {
     cfg: GpfsConfig,
+    /// Messages that could not be parsed: kept before their offsets are committed.
+    dead: std::sync::Mutex<icicle_core::deadletter::DeadLetters>,
 }
 
 impl GpfsSource {
@@ -343,9 +352,24 @@ impl ChangeSource for GpfsSource {
         let mut first: Option<std::time::Instant> = None;
         // Partitions whose first message of this run was checked against the committed offset.
         let mut checked: HashSet<i32> = HashSet::new();
+        let mut stop = ctx.stop.clone();
+        let mut stopped = false;
         loop {
+            if *stop.borrow() {
+                // A signal: deliver and commit what was read; unpaired halves wait for the
+                // next run (their pair may still come).
+                if !batch.is_empty() {
+                    self.process(std::mem::take(&mut batch), &mut state, walker.as_mut(), &consumers, &owner, &ctx, &mut enc, &mut counts).await?;
+                }
+                tracing::info!(message = "stopped by a signal after delivering and committing what was read", topic = %cfg.topic);
+                stopped = true;
+                break;
+            }
             let got = if batch.is_empty() && !ctx.drain {
-                rx.recv().await
+                tokio::select! {
+                    m = rx.recv() => m,
+                    _ = stop.changed() => continue,
+                }
             } else {
                 match tokio::time::timeout(quiet.max(Duration::from_millis(10)), rx.recv()).await {
                     Ok(m) => m,
@@ -389,7 +413,7 @@ impl ChangeSource for GpfsSource {
             }
         }
         // End of a drained stream: halves still waiting were moved out of the fileset.
-        if !state.pending().is_empty() {
+        if !stopped && !state.pending().is_empty() {
             let mut ops = Ops::default();
             state.begin_batch();
             state.finish(&mut ops);
@@ -489,7 +513,15 @@ impl GpfsSource {
                 Ok(ev) => events.push((ev, (*partition, *offset))),
                 Err(reason) => {
                     counts.rejects += 1;
-                    tracing::warn!(message = "rejected event", topic = %self.cfg.topic, partition, offset, reason = %reason);
+                    tracing::warn!(message = "rejected event", topic = %self.cfg.topic, partition, offset, reason = %reason.escape_debug());
+                    // On disk before the batch's offsets are committed; a message read again
+                    // after a restart is kept once.
+                    let mut dead = self.dead.lock().map_err(|_| IcicleError::Internal("the dead-letter file's lock is poisoned".into()))?;
+                    let position = format!("{}/{partition}@{offset}", self.cfg.topic);
+                    if dead.first_time(&position, payload) {
+                        dead.write(&ctx.name, &position, payload, &reason).map_err(|e| external(format!("writing the dead-letter file {}: {e}", dead.path().display())))?;
+                        counts.dead_letters += 1;
+                    }
                 }
             }
         }

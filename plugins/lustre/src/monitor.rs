@@ -82,6 +82,10 @@ pub struct LustreConfig {
     /// ablation experiments.
     #[serde(default = "default_reduction")]
     pub reduction: bool,
+    /// Where records that cannot be parsed are kept (JSON lines); default
+    /// `<state_dir>/<mdt>.dead-letters.jsonl`.
+    #[serde(default)]
+    pub dead_letter: Option<PathBuf>,
 }
 
 fn default_reduction() -> bool {
@@ -358,6 +362,8 @@ pub struct MonitorCounts {
     pub clears: u64,
     /// Records purged before this monitor read them (their changes are missing).
     pub lost_records: u64,
+    /// Lines that could not be parsed, kept in the dead-letter file.
+    pub dead_letters: u64,
 }
 
 /// The `lustre` change source.
@@ -368,6 +374,29 @@ pub struct LustreSource {
 impl LustreSource {
     fn state_file(&self) -> PathBuf {
         self.cfg.state_dir.join(format!("{}.checkpoint.json", self.cfg.mdt))
+    }
+
+    /// Record `i` was read: report the records missing before it (a gap) and expect `i + 1`.
+    fn advance_expected(&self, i: u64, expect: &mut Option<u64>, counts: &mut MonitorCounts, ctx: &MonitorContext) -> Result<(), IcicleError> {
+        if let Some(e) = expect.filter(|e| i > *e) {
+            self.on_gap(e, i - 1, counts, ctx)?;
+        }
+        *expect = Some(expect.map_or(i + 1, |e| e.max(i + 1)));
+        Ok(())
+    }
+
+    /// Keep an unparsable line; failing to keep it stops the monitor (nothing past it is
+    /// acknowledged).
+    /// Returns whether the line was new (not kept before).
+    fn dead_letter(&self, dead: &mut icicle_core::deadletter::DeadLetters, position: &str, line: &str, reason: &str, counts: &mut MonitorCounts) -> Result<bool, IcicleError> {
+        // A line not yet acknowledged is read again by the next poll: kept once.
+        if !dead.first_time(position, line.as_bytes()) {
+            return Ok(false);
+        }
+        dead.write(&self.cfg.mdt, position, line.as_bytes(), reason)
+            .map_err(|e| IcicleError::Internal(format!("{}: writing the dead-letter file {}: {e}", self.cfg.mdt, dead.path().display())))?;
+        counts.dead_letters += 1;
+        Ok(true)
     }
 
     /// The last checkpoint: the directory tree as of the last acknowledged index.
@@ -562,24 +591,39 @@ impl ChangeSource for LustreSource {
         let mut covered: Option<u64> = None; // highest index read, delivered or not
         let mut last_new = Instant::now();
         let quiet = Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0));
+        let mut stop = ctx.stop.clone();
+        let mut dead = icicle_core::deadletter::DeadLetters::new(cfg.dead_letter.clone().unwrap_or_else(|| cfg.state_dir.join(format!("{}.dead-letters.jsonl", cfg.mdt))));
         loop {
+            if *stop.borrow() {
+                if !pending.is_empty() || covered.is_some_and(|c| c > counts.cleared_index) {
+                    let batch = std::mem::take(&mut pending);
+                    self.process(batch, covered.unwrap_or(0), &lfs, &mut tree, &mut lookahead, &mut fsm, &ctx, &mut enc, &mut counts).await?;
+                }
+                tracing::info!(message = "stopped by a signal after delivering and acknowledging what was read", mdt = %cfg.mdt, cleared = counts.cleared_index);
+                break;
+            }
             let text = with_retries("changelog", &cfg.mdt, cfg.lfs_retries, || lfs.changelog(&cfg.mdt, next, Some(next + cfg.read_size.max(1) - 1)))
                 .await
                 .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
             let mut got = 0u64;
+            let asked = next..=next + cfg.read_size.max(1) - 1;
+            // `got` counts what is new: a parsed record, or a line kept for the first time (an
+            // unparsable record is read again until a later one moves past it).
             for line in crate::changelog::lines(&text).filter(|l| !l.trim().is_empty()) {
-                got += 1;
-                if let Some(i) = leading_index(line) {
-                    if let Some(e) = expect.filter(|e| i > *e) {
-                        self.on_gap(e, i - 1, &mut counts, &ctx)?;
-                    }
-                    expect = Some(expect.map_or(i + 1, |e| e.max(i + 1)));
-                    covered = Some(covered.map_or(i, |c| c.max(i)));
-                    next = next.max(i + 1);
-                }
+                // A line outside the range asked for is no record of ours: kept as a dead
+                // letter, it moves nothing.
+                let Some(i) = leading_index(line).filter(|i| asked.contains(i)) else {
+                    let reason = format!("not a changelog record of {}..={}", asked.start(), asked.end());
+                    got += u64::from(self.dead_letter(&mut dead, "-", line, &reason, &mut counts)?);
+                    continue;
+                };
                 if crate::changelog::line_type_bit(line.as_bytes()) & filter_bits != 0 {
+                    got += 1;
+                    self.advance_expected(i, &mut expect, &mut counts, &ctx)?;
                     counts.records += 1;
                     counts.filtered += 1;
+                    covered = Some(covered.map_or(i, |c| c.max(i)));
+                    next = next.max(i + 1);
                     continue;
                 }
                 // Parsed where it will wait for its batch.
@@ -587,6 +631,12 @@ impl ChangeSource for LustreSource {
                 let last = pending.len() - 1;
                 match ChangelogRecord::parse_into(line, &mut pending[last]) {
                     Ok(()) => {
+                        // Only a parsed record moves what is read next and what may be
+                        // acknowledged; an unparsable one is acknowledged with a later one.
+                        got += 1;
+                        self.advance_expected(i, &mut expect, &mut counts, &ctx)?;
+                        covered = Some(covered.map_or(i, |c| c.max(i)));
+                        next = next.max(i + 1);
                         let r = &pending[last];
                         counts.records += 1;
                         if matches!(r.kind, crate::changelog::RecordType::Unknown(..)) {
@@ -603,8 +653,15 @@ impl ChangeSource for LustreSource {
                     }
                     Err(e) => {
                         pending.pop();
-                        counts.rejects += 1;
-                        tracing::warn!(message = "rejected changelog record", mdt = %cfg.mdt, line = %line, reason = %e);
+                        // The record in sequence is not a gap; one further ahead moves nothing.
+                        if expect == Some(i) {
+                            expect = Some(i + 1);
+                        }
+                        if self.dead_letter(&mut dead, &i.to_string(), line, &e, &mut counts)? {
+                            got += 1;
+                            counts.rejects += 1;
+                            tracing::warn!(message = "rejected changelog record", mdt = %cfg.mdt, line = %line.escape_debug(), reason = %e);
+                        }
                     }
                 }
             }
@@ -634,7 +691,10 @@ impl ChangeSource for LustreSource {
                 if ctx.drain && pending.is_empty() {
                     break;
                 }
-                tokio::time::sleep(Duration::from_secs_f64(cfg.poll_interval_secs.max(0.01))).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs_f64(cfg.poll_interval_secs.max(0.01))) => {}
+                    _ = stop.changed() => {}
+                }
             }
         }
         counts.tree = tree.counts;

@@ -167,6 +167,14 @@ pub fn mmapplypolicy(data: &[u8]) {
     });
 }
 
+/// The first eight bytes of `b`, zero-padded.
+fn word(b: &[u8]) -> [u8; 8] {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    w
+}
+
 /// GUFI row decoding: a row of ten values whose types and contents come from `data`.
 pub fn gufi_row(data: &[u8]) {
     use rusqlite::types::Value;
@@ -179,26 +187,8 @@ pub fn gufi_row(data: &[u8]) {
         rest = after;
         values.push(match tag % 5 {
             0 => Value::Null,
-            1 => Value::Integer(i64::from_le_bytes(
-                bytes
-                    .iter()
-                    .copied()
-                    .chain(std::iter::repeat(0))
-                    .take(8)
-                    .collect::<Vec<_>>()
-                    .try_into()
-                    .unwrap_or([0; 8]),
-            )),
-            2 => Value::Real(f64::from_le_bytes(
-                bytes
-                    .iter()
-                    .copied()
-                    .chain(std::iter::repeat(0))
-                    .take(8)
-                    .collect::<Vec<_>>()
-                    .try_into()
-                    .unwrap_or([0; 8]),
-            )),
+            1 => Value::Integer(i64::from_le_bytes(word(bytes))),
+            2 => Value::Real(f64::from_le_bytes(word(bytes))),
             3 => Value::Text(String::from_utf8_lossy(bytes).into_owned()),
             _ => Value::Blob(bytes.to_vec()),
         });

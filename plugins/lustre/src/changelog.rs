@@ -790,10 +790,9 @@ impl ChangelogRecord {
                 s.push_str(&format!(" x={x}"));
             }
         }
+        // Even a zero parent: without `p=`, a name such as `ef=0x1` would read as a key.
         if let Some(p) = &self.parent {
-            if !p.is_zero() {
-                s.push_str(&format!(" p={p}"));
-            }
+            s.push_str(&format!(" p={p}"));
         }
         if let Some(n) = &self.name {
             s.push(' ');

@@ -97,6 +97,13 @@ fn property(name: &str) {
     for s in &seeds {
         harness(s);
     }
+    // The committed corpus, findings of earlier fuzzing included (`regression-*`).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(name);
+    for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        harness(&std::fs::read(e.unwrap().path()).unwrap());
+    }
     let mut runner = TestRunner::new(Config {
         cases: cases(),
         failure_persistence: None,

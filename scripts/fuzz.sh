@@ -20,6 +20,7 @@ for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
   log="fuzz/logs/$t.log"
   # The binaries built above, so that editing the tree meanwhile changes nothing.
+  began=$SECONDS
   if "$bin/$t" -artifact_prefix="fuzz/artifacts/$t/" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=4096 -timeout=10 "fuzz/corpus/$t" "fuzz/seeds/$t" >"$log" 2>&1; then
     result="no finding"
   else
@@ -30,6 +31,6 @@ for t in "${targets[@]}"; do
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1 || true)
   cov=$( (grep -o 'cov: [0-9]*' "$log" || true) | tail -1 | cut -d' ' -f2)
   corpus=$(find "fuzz/corpus/$t" -type f | wc -l)
-  echo "$t: ${secs}s, ${execs:-?} execs (${rate:-?}/s), coverage ${cov:-?} edges, corpus $corpus, $result"
+  echo "$t: $((SECONDS - began))s, ${execs:-?} execs (${rate:-?}/s), coverage ${cov:-?} edges, corpus $corpus, $result"
 done
 exit $status

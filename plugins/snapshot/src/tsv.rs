@@ -723,6 +723,30 @@ mod tests {
         );
     }
 
+    #[test]
+    fn drift_is_one_error_at_the_first_row() {
+        let tmp = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let p = tmp.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let pwalk = Layout::preset(Preset::Pwalk);
+        let row = "12,11,1,\"/home/u/a\",\"\",1000,100,42,2049,8,1,\"100644\",10,30,20,-1,-1\n";
+        assert!(pwalk.check_first_row(&write("ok.csv", &format!("{PWALK_HEADER}\n{row}"))).is_ok());
+        assert!(pwalk.check_first_row(&write("bare.csv", row)).is_ok(), "the header is optional");
+        let other = "inode,parent-inode,depth,\"filename\",UID,GID,st_size\n";
+        let e = pwalk.check_first_row(&write("hdr.csv", &format!("{other}{row}"))).unwrap_err().to_string();
+        assert!(e.contains("line 1: the file does not match the pwalk preset: the header is not pwalk's"), "{e}");
+        let e = pwalk.check_first_row(&write("cols.csv", "12,11,1,\"/home/u/a\",1000\n")).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("expected 17 fields"), "{e}");
+        let ne = Layout::preset(Preset::Ne2scan);
+        assert!(ne.check_first_row(&write("ne.txt", "# fslist\n10|20|30|1000|100|100644|5|77|/p/a\n")).is_ok());
+        let e = ne.check_first_row(&write("ne2.txt", "# fslist\n10|20|30|1000|100|5|77|/p/a\n")).unwrap_err().to_string();
+        assert!(e.contains("line 2: the file does not match the ne2scan preset"), "{e}");
+        assert!(ne.check_first_row(&write("empty.txt", "")).is_ok(), "an empty file has no rows to check");
+    }
+
     #[derive(Default)]
     struct Count {
         records: u64,

@@ -560,3 +560,24 @@ fn poison_lines_are_dead_letters_and_acknowledge_nothing_past_the_real_records()
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["mdt0"]["dead_letters"].as_u64(), Some(0), "{report}");
 }
+
+#[test]
+fn renaming_one_hard_link_updates_the_ctime_of_every_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, index) = preexisting_fs(tmp.path(), 5, 13);
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    let mut w = Workload::open(&root, &journal, 13).unwrap();
+    w.mkdir("/work").unwrap();
+    w.create("/work/h", 10).unwrap();
+    w.hardlink("/work/h", "/work/h2").unwrap();
+    drop(w);
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    // ctime has second resolution in the index: let the rename fall in a later second.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let mut w = Workload::open(&root, &journal, 13).unwrap();
+    w.rename("/work/h2", "/work/h3").unwrap();
+    drop(w);
+    drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, "rename of one hard link");
+}

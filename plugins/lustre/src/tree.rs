@@ -286,6 +286,10 @@ impl StateStore for DirectoryTree {
                         self.born.remove(&new);
                     }
                     ops.insert(new, PathOp::Update);
+                    // A rename sets the object's ctime, which its other names show too.
+                    if self.links.contains_key(&src) {
+                        self.update_every_name(src, r, ops);
+                    }
                 }
             }
             Mark | Open | Nopen | Gxatr | Unknown(..) => {}

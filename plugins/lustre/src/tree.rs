@@ -945,9 +945,9 @@ mod tests {
             t.apply(&line("3 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
             assert_eq!(sorted(&mut ops), vec![up("/a"), up("/b")], "cap {cap}");
             t.begin_batch();
-            // One name renamed: that name moves, the other stays.
+            // One name renamed: that name moves, the other stays (and shows the new ctime).
             t.apply(&line("4 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] c s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
-            assert_eq!(sorted(&mut ops), vec![del("/b"), up("/c")]);
+            assert_eq!(sorted(&mut ops), vec![up("/a"), del("/b"), up("/c")]);
             t.begin_batch();
             t.apply(&line("5 13TRUNC 00:00:00.000000000 2026.01.01 0xe t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
             assert_eq!(sorted(&mut ops), vec![up("/a"), up("/c")]);

@@ -420,7 +420,7 @@ struct MapResolver<'a> {
     dirs: std::collections::HashSet<String>,
     /// The whole stream: its renames are read (once, on first need) as the lookahead.
     stream: &'a str,
-    renames: Option<Vec<icicle_plugins_lustre::changelog::ChangelogRecord>>,
+    renames: Option<icicle_plugins_lustre::lookahead::Lookahead>,
 }
 
 impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
@@ -434,13 +434,18 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
         let prefix = format!("{}/", path.trim_end_matches('/'));
         self.all.range(prefix.clone()..).take_while(|p| p.starts_with(&prefix)).filter(|p| !self.dirs.contains(*p)).map(|p| p[prefix.len()..].to_string()).collect()
     }
-    fn future_renames(&mut self, after: u64) -> Vec<icicle_plugins_lustre::changelog::ChangelogRecord> {
+    fn future_renames(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::changelog::ChangelogRecord> {
         let stream = self.stream;
         let renames = self.renames.get_or_insert_with(|| {
-            icicle_plugins_lustre::changelog::rename_lines(stream).filter_map(|l| icicle_plugins_lustre::changelog::ChangelogRecord::parse(l).ok()).collect()
+            let mut la = icicle_plugins_lustre::lookahead::Lookahead::new(0);
+            la.push_text(stream, None);
+            la
         });
-        let start = renames.partition_point(|r| r.index <= after);
-        renames[start..].to_vec()
+        renames.named(name, after)
+    }
+    fn future_namings(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::changelog::ChangelogRecord> {
+        self.future_renames(0, "\u{0}");
+        self.renames.as_mut().map(|la| la.namings(name, after)).unwrap_or_default()
     }
 }
 

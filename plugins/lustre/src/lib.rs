@@ -4,6 +4,7 @@
 pub mod changelog;
 pub mod reducer;
 pub mod tree;
+pub mod lookahead;
 pub mod namespace;
 pub mod monitor;
 

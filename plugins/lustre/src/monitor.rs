@@ -243,24 +243,7 @@ impl Lfs {
     }
 }
 
-/// Rename records read ahead of the monitor's position, for rewinding `fid2path` answers.
-#[derive(Debug, Default)]
-pub struct Lookahead {
-    renames: Vec<ChangelogRecord>,
-    read_upto: u64,
-}
-
-impl Lookahead {
-    /// Start at `cleared` (records up to it are applied).
-    pub fn new(cleared: u64) -> Lookahead {
-        Lookahead { renames: Vec::new(), read_upto: cleared }
-    }
-
-    /// A new batch begins at `first`: forget applied renames.
-    pub fn next_batch(&mut self, first: u64) {
-        self.renames.retain(|r| r.index >= first);
-    }
-}
+pub use crate::lookahead::Lookahead;
 
 /// Resolves through `lfs fid2path <fsname>` and the mounted file system.
 pub struct LfsResolver<'a> {
@@ -269,6 +252,8 @@ pub struct LfsResolver<'a> {
     pub mount: &'a Path,
     pub mdt: &'a str,
     pub lookahead: &'a mut Lookahead,
+    /// Records per `lfs changelog` call when reading ahead.
+    pub chunk: u64,
 }
 
 impl LfsResolver<'_> {
@@ -283,6 +268,8 @@ impl Resolver for LfsResolver<'_> {
     }
 
     fn fid2path_all(&mut self, fid: &Fid) -> Vec<String> {
+        // The answer may include renames appended since the last read-ahead.
+        self.lookahead.stale = true;
         let Ok(out) = self.lfs.run(&["fid2path", self.fsname, &fid.to_string()]) else { return Vec::new() };
         if !out.status.success() {
             return Vec::new();
@@ -302,6 +289,8 @@ impl Resolver for LfsResolver<'_> {
     }
 
     fn walk(&mut self, path: &str) -> Vec<String> {
+        // What the walk finds may include records appended since the last read-ahead.
+        self.lookahead.stale = true;
         let base = self.on_mount(path);
         let mut out = Vec::new();
         let mut stack = vec![(base.clone(), String::new())];
@@ -321,27 +310,38 @@ impl Resolver for LfsResolver<'_> {
         out
     }
 
-    fn future_renames(&mut self, after: u64) -> Vec<ChangelogRecord> {
-        let la = &mut *self.lookahead;
-        // Read what was appended since the last read, every time: a `fid2path` answer reflects
-        // every rename made before it, and each of those has its record by now (Lustre writes a
-        // record with its operation). A read made before that answer could miss some.
-        {
-            if let Ok(text) = self.lfs.changelog(self.mdt, la.read_upto + 1, None) {
-                if let Some(last) = crate::changelog::lines(text.trim_end()).last().and_then(leading_index) {
-                    la.read_upto = la.read_upto.max(last);
-                }
-                for line in crate::changelog::rename_lines(&text) {
-                    if let Ok(r) = ChangelogRecord::parse(line) {
-                        la.read_upto = la.read_upto.max(r.index);
-                        if r.kind == crate::changelog::RecordType::Renme {
-                            la.renames.push(r);
-                        }
-                    }
-                }
+    fn future_renames(&mut self, after: u64, name: &str) -> Vec<ChangelogRecord> {
+        self.read_ahead();
+        self.lookahead.named(name, after)
+    }
+
+    fn future_namings(&mut self, after: u64, name: &str) -> Vec<ChangelogRecord> {
+        self.read_ahead();
+        self.lookahead.namings(name, after)
+    }
+}
+
+impl LfsResolver<'_> {
+    /// Read what was appended since the last read, once after each `fid2path` answer or walk:
+    /// the answer reflects every operation made before it, and each of those has its record
+    /// by now (Lustre writes a record with its operation). A read made before that answer
+    /// could miss some. Read in chunks of `chunk` records, each call with an end.
+    fn read_ahead(&mut self) {
+        if !self.lookahead.stale {
+            return;
+        }
+        self.lookahead.stale = false;
+        let chunk = self.chunk.max(1);
+        loop {
+            let start = self.lookahead.read_upto + 1;
+            let end = start + chunk - 1;
+            let Ok(text) = self.lfs.changelog(self.mdt, start, Some(end)) else { break };
+            let last = crate::changelog::lines(text.trim_end()).last().and_then(leading_index);
+            self.lookahead.push_text(&text, last);
+            if last.is_none_or(|l| l < end) {
+                break;
             }
         }
-        la.renames.iter().filter(|r| r.index > after).cloned().collect()
     }
 }
 
@@ -486,7 +486,7 @@ impl LustreSource {
             tree.begin_batch();
             lookahead.next_batch(kept.first().map(|r| r.index).unwrap_or(0));
             tokio::task::block_in_place(|| {
-                let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead };
+                let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead, chunk: cfg.read_size };
                 match fsm {
                     Some(cache) => {
                         let naive = cfg.resolution == "naive";

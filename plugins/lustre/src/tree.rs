@@ -25,9 +25,16 @@ pub trait Resolver {
     fn is_dir(&mut self, path: &str) -> bool;
     /// The files and links below directory `path`, as paths relative to it.
     fn walk(&mut self, path: &str) -> Vec<String>;
-    /// Rename records after index `after` that the monitor has not applied yet (ascending).
-    /// `fid2path` answers with paths that already include them; the tree undoes them.
-    fn future_renames(&mut self, _after: u64) -> Vec<ChangelogRecord> {
+    /// Rename records after index `after`, not applied yet, whose new name is `name`
+    /// (ascending). `fid2path` answers with paths that already include them; the tree undoes
+    /// them. Called only after a `fid2path` answer, so an answer's renames are all readable.
+    fn future_renames(&mut self, _after: u64, _name: &str) -> Vec<ChangelogRecord> {
+        Vec::new()
+    }
+    /// Records after index `after`, not applied yet, that gave an object the free name
+    /// `name` (creations, hard links, renames onto a free name), ascending. Called after a
+    /// walk: the entries they named were not there at `after`.
+    fn future_namings(&mut self, _after: u64, _name: &str) -> Vec<ChangelogRecord> {
         Vec::new()
     }
 }
@@ -44,6 +51,10 @@ enum Place {
 struct Node {
     place: Place,
     is_dir: bool,
+    /// The record that gave the object this place (0: resolved, or unknown): the index
+    /// cannot hold it under names from before then.
+    #[serde(default)]
+    named_at: u64,
 }
 
 /// What a path needs in the index.
@@ -83,6 +94,8 @@ pub struct DirectoryTree {
     walked: Vec<HashSet<u64>>,
     /// The record being applied.
     current: u64,
+    /// The first record of the batch being applied.
+    batch_first: Option<u64>,
     /// Time-correct (old, new) paths of not-yet-applied renames, by record index.
     rename_paths: std::collections::HashMap<u64, Option<(String, String)>>,
     /// `fid2path` answers (every line) during one record.
@@ -110,6 +123,7 @@ impl StateStore for DirectoryTree {
     /// A new batch (one emit) begins.
     fn begin_batch(&mut self) {
         self.born.clear();
+        self.batch_first = None;
     }
 
     /// Apply one (reduced) record, adding the index operations it implies to `ops`.
@@ -117,6 +131,7 @@ impl StateStore for DirectoryTree {
         use RecordType::*;
         let name = rec.name.as_deref();
         self.current = rec.index;
+        self.batch_first.get_or_insert(rec.index);
         if !self.head_memo.is_empty() {
             self.head_memo.clear();
         }
@@ -127,7 +142,7 @@ impl StateStore for DirectoryTree {
             Creat | Mknod | Slink | Mkdir => {
                 let (Some(parent), Some(n)) = (rec.parent, name) else { return };
                 let is_dir = rec.kind == Mkdir;
-                self.insert(rec.target, Node { place: Place::Child { parent, name: Arc::from(n) }, is_dir });
+                self.insert(rec.target, Node { place: Place::Child { parent, name: Arc::from(n) }, is_dir, named_at: rec.index });
                 if !is_dir {
                     match self.path(rec.target, r) {
                         Some(p) => {
@@ -165,6 +180,7 @@ impl StateStore for DirectoryTree {
                 if was_dir {
                     self.forget_dir_paths();
                 }
+                let since = self.named_at(rec.target, rec.parent, name, path.as_deref());
                 if rec.flags & CLF_LAST != 0 || was_dir {
                     self.nodes.pop(&rec.target);
                     self.links.remove(&rec.target);
@@ -173,7 +189,7 @@ impl StateStore for DirectoryTree {
                 }
                 match path {
                     Some(p) if !was_dir => {
-                        self.delete(rec.index, p, ops);
+                        self.delete(rec.index, p, since, ops);
                         if rec.flags & CLF_LAST == 0 {
                             // Other links remain: their ctime changed.
                             self.update_every_name(rec.target, r, ops);
@@ -187,6 +203,9 @@ impl StateStore for DirectoryTree {
                 let (Some(src), Some(sp)) = (rec.source, rec.source_parent) else { return };
                 let old = self.child_path(Some(sp), rec.source_name.as_deref(), r);
                 let new = self.child_path(rec.parent, name, r);
+                // The new name continues the overwritten target's (the index may hold it
+                // under that one's older names).
+                let named_at = if rec.target.is_zero() { rec.index } else { self.named_at(rec.target, rec.parent, name, new.as_deref()) };
                 if !rec.target.is_zero() {
                     // The overwritten target's name is gone (it now names the renamed object);
                     // the target itself only when that was its last link.
@@ -206,6 +225,8 @@ impl StateStore for DirectoryTree {
                     return;
                 };
                 let is_dir = self.is_dir(src, r);
+                let unseen_file = !is_dir && self.nodes.peek(&src).is_none();
+                let since = self.named_at(src, Some(sp), rec.source_name.as_deref(), old.as_deref());
                 if is_dir {
                     self.forget_dir_paths();
                     if let Some(old) = &old {
@@ -251,7 +272,7 @@ impl StateStore for DirectoryTree {
                             self.links.remove(&src);
                             self.nodes.pop(&src);
                         }
-                        None => self.insert(src, Node { place, is_dir }),
+                        None => self.insert(src, Node { place, is_dir, named_at }),
                     }
                 }
                 if is_dir {
@@ -262,8 +283,12 @@ impl StateStore for DirectoryTree {
                     let mut walked = HashSet::default();
                     if let Some(now) = now {
                         for rel in r.walk(&now) {
+                            if self.named_later(src, &new, &rel, r) {
+                                // Not there yet at this record: its own record indexes it.
+                                continue;
+                            }
                             if let Some(old) = &old {
-                                self.delete(rec.index, format!("{old}/{rel}"), ops);
+                                self.delete(rec.index, format!("{old}/{rel}"), 0, ops);
                             }
                             walked.insert(rel_hash(&format!("/{rel}")));
                             ops.insert(format!("{now}/{rel}"), PathOp::Update);
@@ -277,13 +302,16 @@ impl StateStore for DirectoryTree {
                     }
                 } else {
                     if let Some(old) = old {
-                        self.delete(rec.index, old, ops);
+                        self.delete(rec.index, old, since, ops);
                     }
                     if rec.target.is_zero() && ops.get(&new) != Some(&PathOp::Delete) {
                         // Nothing was at the new name: it is new since the last emit.
                         self.born.insert(new.clone());
                     } else {
                         self.born.remove(&new);
+                    }
+                    if unseen_file {
+                        self.learn_other_names(src, &new, r);
                     }
                     ops.insert(new, PathOp::Update);
                     // A rename sets the object's ctime, which its other names show too.
@@ -444,6 +472,7 @@ impl DirectoryTree {
             renames: Vec::new(),
             walked: Vec::new(),
             current: 0,
+            batch_first: None,
             rename_paths: std::collections::HashMap::new(),
             head_memo: std::collections::HashMap::new(),
             born: Default::default(),
@@ -547,6 +576,62 @@ impl DirectoryTree {
         }
     }
 
+    /// A file first seen in a rename (it predates monitoring, or was evicted): the names
+    /// `fid2path` lists besides `name` (the rename's new one) are its other hard links.
+    fn learn_other_names(&mut self, fid: Fid, name: &str, r: &mut dyn Resolver) {
+        for other in self.head_all(fid, r) {
+            let other = self.rewind(other, self.current, r);
+            if other != name && !self.link_paths(fid, r).contains(&other) {
+                self.links.entry(fid).or_default().push(Place::Anchored(Arc::from(other)));
+            }
+        }
+    }
+
+    /// Whether the walked entry `rel` below directory `dir` (at `at` now, as of the record
+    /// being applied) got its name after that record: a creation or move still to come into
+    /// `dir` or into a directory below it that the tree knows.
+    fn named_later(&mut self, dir: Fid, at: &str, rel: &str, r: &mut dyn Resolver) -> bool {
+        let mut prefix = at.to_string();
+        for (k, c) in rel.split('/').enumerate() {
+            for x in r.future_namings(self.current, c) {
+                let Some(p) = x.parent else { continue };
+                if p == dir || (k > 0 && self.known_path(p).as_deref() == Some(prefix.as_str())) {
+                    return true;
+                }
+            }
+            prefix = child_of(&prefix, c);
+        }
+        false
+    }
+
+    /// The path of `fid` when the tree can tell it without resolving anything.
+    fn known_path(&self, fid: Fid) -> Option<String> {
+        let mut parts: Vec<Arc<str>> = Vec::new();
+        let mut cur = fid;
+        for _ in 0..4096 {
+            if cur == Fid::ROOT {
+                return Some(join("", &parts));
+            }
+            if let Some(p) = self.dir_paths.get(&cur) {
+                return Some(join(if &**p == "/" { "" } else { p }, &parts));
+            }
+            match &self.nodes.peek(&cur)?.place {
+                Place::Child { parent, name } => {
+                    parts.push(name.clone());
+                    cur = *parent;
+                }
+                Place::Anchored(p) => return Some(join(if &**p == "/" { "" } else { p }, &parts)),
+            }
+        }
+        None
+    }
+
+    /// When `fid` got the name (parent, name) at `path`, if the tree holds that name as its
+    /// node's (0 otherwise).
+    fn named_at(&self, fid: Fid, parent: Option<Fid>, name: Option<&str>, path: Option<&str>) -> u64 {
+        self.nodes.peek(&fid).filter(|n| same_place(&n.place, parent, name, path)).map_or(0, |n| n.named_at)
+    }
+
     /// Which of `fid`'s other links is the name (parent, name) at `path`.
     fn link_index(&self, fid: Fid, parent: Option<Fid>, name: Option<&str>, path: Option<&str>) -> Option<usize> {
         self.links.get(&fid)?.iter().position(|place| same_place(place, parent, name, path))
@@ -571,7 +656,7 @@ impl DirectoryTree {
                 self.links.remove(&fid);
             }
             match next {
-                Some(place) => self.insert(fid, Node { place, is_dir: false }),
+                Some(place) => self.insert(fid, Node { place, is_dir: false, named_at: 0 }),
                 None => {
                     self.nodes.pop(&fid);
                 }
@@ -597,20 +682,27 @@ impl DirectoryTree {
     }
 
     /// Undo, newest first, the renames after index `after` that `path` (a `fid2path`
-    /// answer) already reflects.
+    /// answer) already reflects. Only renames whose new name is a component of the path
+    /// (as it is rewound) can have produced it; the others are never resolved.
     fn rewind(&mut self, mut path: String, after: u64, r: &mut dyn Resolver) -> String {
-        let future = r.future_renames(after);
-        for rec in future.iter().rev() {
-            if rec.index <= after {
-                continue;
+        let mut candidates: std::collections::BTreeMap<u64, ChangelogRecord> = Default::default();
+        let mut looked: std::collections::HashSet<String, foldhash::fast::RandomState> = Default::default();
+        let mut before = u64::MAX;
+        loop {
+            for c in path.split('/').filter(|c| !c.is_empty()) {
+                if looked.insert(c.to_string()) {
+                    candidates.extend(r.future_renames(after, c).into_iter().filter(|x| x.index > after).map(|x| (x.index, x)));
+                }
             }
-            if let Some((old, new)) = self.rename_paths(rec, r) {
+            let Some((&index, _)) = candidates.range(..before).next_back() else { return path };
+            before = index;
+            let Some(rec) = candidates.remove(&index) else { return path };
+            if let Some((old, new)) = self.rename_paths(&rec, r) {
                 if let Some(rest) = under(&path, &new) {
                     path = format!("{old}{rest}");
                 }
             }
         }
-        path
     }
 
     /// The path of `fid` at the record being applied (`/` for the root); unknown objects
@@ -651,7 +743,7 @@ impl DirectoryTree {
                     let head = all.next()?;
                     let is_dir = r.is_dir(&head);
                     let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
-                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir });
+                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir, named_at: 0 });
                     if !is_dir {
                         // The node's name is not also another link (after an eviction the
                         // links may already hold it).
@@ -676,7 +768,7 @@ impl DirectoryTree {
                     // An ancestor: a directory.
                     let head = self.head(cur, r)?;
                     let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
-                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir: true });
+                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir: true, named_at: 0 });
                     Err(p)
                 }
             };
@@ -719,27 +811,38 @@ impl DirectoryTree {
 
 
     /// Delete `path` as computed for record `index`, plus the paths the index may hold it
-    /// under: translated back through this run's earlier directory renames.
-    fn delete(&mut self, index: u64, path: String, ops: &mut Ops) {
+    /// under: translated back through this run's earlier directory renames. A name that a
+    /// rename of this batch produced was not in the index when the batch began: only its
+    /// older name is deleted. Renames before `since` (when the object got its name) are
+    /// not translated through.
+    fn delete(&mut self, index: u64, path: String, since: u64, ops: &mut Ops) {
         if self.born.remove(&path) {
             ops.shift_remove(&path);
             return;
         }
-        let mut p = path.clone();
+        let first = self.batch_first.unwrap_or(index);
+        let mut p = path;
         for ((i, old, new), walked) in self.renames.iter().zip(&self.walked).rev() {
             if *i >= index {
                 continue;
             }
-            if let Some(rest) = under(&p, new) {
-                if walked.contains(&rel_hash(rest)) {
-                    // That rename's walk found it and deleted its older names then.
-                    break;
-                }
-                p = format!("{old}{rest}");
-                ops.insert(p.clone(), PathOp::Delete);
+            if *i <= since {
+                break;
+            }
+            let Some(rest) = under(&p, new) else { continue };
+            let found = walked.contains(&rel_hash(rest));
+            let older = format!("{old}{rest}");
+            if *i < first {
+                ops.insert(std::mem::replace(&mut p, older), PathOp::Delete);
+            } else {
+                p = older;
+            }
+            if found {
+                // That rename's walk found it and deleted its older names then.
+                return;
             }
         }
-        ops.insert(path, PathOp::Delete);
+        ops.insert(p, PathOp::Delete);
     }
 
     /// Whether `fid` is a directory: from the tree, else where it is now.

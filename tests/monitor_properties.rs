@@ -88,10 +88,12 @@ fn files(ns: &Namespace) -> HashMap<String, Fid> {
     ns.by_path.iter().filter(|(_, f)| ns.by_fid.get(f).is_some_and(|o| !o.is_dir)).map(|(p, f)| (p.clone(), *f)).collect()
 }
 
-/// Objects whose metadata a record changes (what an update must capture).
-fn touched(r: &ChangelogRecord) -> Vec<Fid> {
+/// Objects whose metadata a record changes (what an update must capture). A read's CLOSE
+/// changes only the access time, which GPFS events do not report (`reads` false).
+fn touched(r: &ChangelogRecord, reads: bool) -> Vec<Fid> {
     use RecordType::*;
     match r.kind {
+        Close if !reads && r.flags == 0 => vec![],
         Mark | Open | Nopen | Gxatr | Unknown(..) => vec![],
         Renme | Rnmto => {
             let mut v: Vec<Fid> = r.source.into_iter().collect();
@@ -180,7 +182,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             let mut changed = HashSet::new();
             for r in chunk {
                 truth.apply(r);
-                for f in touched(r) {
+                for f in touched(r, true) {
                     changed.insert(f);
                     last_change.insert(f, r.index);
                 }
@@ -236,7 +238,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
         let _ = std::fs::create_dir_all(keep);
         let _ = std::fs::copy(&journal, keep.join(format!("{seed}.changelog")));
     }
-    check_index(&index, &files(&w.ns), &last_change, &what)?;
+    check_index(&index, &files(&w.ns), &last_change, true, &what)?;
     let calls = tree.counts.fid2path_calls;
     if out as f64 > ratio_bound(&p) * min as f64 {
         return Err(format!("{what}: {out} operations out, minimal {min} (bound {}x)", ratio_bound(&p)));
@@ -244,15 +246,15 @@ fn lustre_case(seed: u64) -> Result<String, String> {
     Ok(format!("lustre seed {seed}: {what}: {out} operations / {min} minimal, {calls} fid2path calls"))
 }
 
-/// The index equals the file system (same paths, same objects) and no name is older than its
-/// object's last change.
-fn check_index(index: &Index, fs: &HashMap<String, Fid>, last_change: &HashMap<Fid, u64>, what: &str) -> Result<(), String> {
+/// The index equals the file system (same paths, same objects) and, with `fresh`, no name is
+/// older than its object's last change. Returns the stale names when not asked to fail on them.
+fn check_index(index: &Index, fs: &HashMap<String, Fid>, last_change: &HashMap<Fid, u64>, fresh: bool, what: &str) -> Result<usize, String> {
     let missing: Vec<&String> = fs.keys().filter(|p| !index.contains_key(*p)).collect();
     let extra: Vec<&String> = index.keys().filter(|p| !fs.contains_key(*p)).collect();
     let wrong: Vec<&String> = fs.iter().filter(|(p, f)| index.get(*p).is_some_and(|(g, _)| g != *f)).map(|(p, _)| p).collect();
     let stale: Vec<String> = index.iter().filter(|(_, (f, at))| last_change.get(f).is_some_and(|c| c > at)).map(|(p, (f, at))| format!("{p} ({f}: stat'ed at {at}, changed at {})", last_change[f])).collect();
-    if missing.is_empty() && extra.is_empty() && wrong.is_empty() && stale.is_empty() {
-        return Ok(());
+    if missing.is_empty() && extra.is_empty() && wrong.is_empty() && (stale.is_empty() || !fresh) {
+        return Ok(stale.len());
     }
     Err(format!("{what}: missing {missing:?}\nextra (phantoms) {extra:?}\nwrong object {wrong:?}\nstale {stale:?}"))
 }
@@ -260,4 +262,132 @@ fn check_index(index: &Index, fs: &HashMap<String, Fid>, last_change: &HashMap<F
 #[test]
 fn lustre_monitor_index_equals_the_file_system_with_near_minimal_operations() {
     for_seeds(0x1057e, lustre_case);
+}
+
+/// GPFS walks from the stand-in's namespace as it is now (metadata as the events carry it).
+struct NsWalker<'a> {
+    ns: &'a Namespace,
+    fs_root: &'a str,
+}
+
+impl icicle_plugins_gpfs::state::Walker for NsWalker<'_> {
+    fn walk(&mut self, dir: &str) -> Vec<(String, icicle_plugins_gpfs::Meta)> {
+        let Some(rel) = dir.strip_prefix(self.fs_root) else { return Vec::new() };
+        let prefix = format!("{}/", rel.trim_end_matches('/'));
+        let mut v: Vec<(String, icicle_plugins_gpfs::Meta)> = files(self.ns)
+            .into_iter()
+            .filter(|(p, _)| p.starts_with(&prefix))
+            .map(|(p, f)| (format!("{}{p}", self.fs_root), icicle_plugins_gpfs::Meta { inode: f.oid as u64, mode: 0o100644, ..Default::default() }))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+}
+
+fn gpfs_case(seed: u64) -> Result<String, String> {
+    use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Op};
+    let p = plan(seed);
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let journal = tmp.path().join("changelog");
+    let events_file = tmp.path().join("events.jsonl");
+    let fs_root = "/gpfs/fs0";
+    let mut w = Workload::open(&tmp.path().join("fs"), &journal, seed).map_err(|e| e.to_string())?;
+    w.real = false;
+    w.preexisting(60).map_err(|e| e.to_string())?;
+    let old1 = w.ns.by_path.keys().find(|p| p.ends_with("/old1")).cloned().unwrap_or_else(|| "/old1".into());
+    w.gpfs = Some(icicle_testkit::gpfs::GpfsJournal::open(&events_file, &tmp.path().join("fs"), fs_root, false).map_err(|e| e.to_string())?);
+    // The monitor starts from the snapshot's index (`seed_index`), as the truth does.
+    let mut truth = w.ns.clone();
+    let mut index: HashMap<String, (u64, u64)> = files(&truth).into_iter().map(|(p, f)| (p, (f.oid as u64, 0))).collect();
+    let mut state = GpfsState::new(2);
+    for (path, f) in files(&truth) {
+        state.seed(&format!("{fs_root}{path}"), icicle_plugins_gpfs::Meta { inode: f.oid as u64, mode: 0o100644, ..Default::default() });
+    }
+    let mut last_change: HashMap<Fid, u64> = HashMap::new();
+    let mut rng = Rng::new(seed ^ 0x6bf5);
+    let (mut out, mut min, mut read, mut applied) = (0u64, 0u64, 0usize, 0usize);
+    let records_text = |j: &std::path::Path| std::fs::read_to_string(j).map_err(|e| e.to_string());
+    for round in 0..p.rounds {
+        let base = if p.kind == Kind::Filebench && round > 0 { format!("{}/r{round}", p.base) } else { p.base.to_string() };
+        w.run(p.kind, p.ops, &base).map_err(|e| e.to_string())?;
+        if p.kind == Kind::Mixed || round + 1 == p.rounds {
+            w.run(Kind::Mixed, p.ops / 3, &old1).map_err(|e| e.to_string())?;
+        }
+        let records: Vec<ChangelogRecord> = records_text(&journal)?.lines().map(ChangelogRecord::parse).collect::<Result<_, _>>()?;
+        let text = std::fs::read_to_string(&events_file).map_err(|e| e.to_string())?;
+        let lines: Vec<&str> = text.lines().collect();
+        let ends = w.gpfs.as_ref().map(|g| g.ends.clone()).unwrap_or_default();
+        let now = w.ns.last_index.unwrap_or(0);
+        let now_files = files(&w.ns);
+        let mut at = read;
+        while at < lines.len() {
+            let end = (at + p.batch).min(lines.len());
+            // The truth after the record that wrote this batch's last event.
+            let before = files(&truth);
+            let upto = ends.iter().find(|(_, e)| *e as usize >= end).map_or(now, |(i, _)| *i);
+            let mut changed = HashSet::new();
+            while applied < records.len() && records[applied].index <= upto {
+                let r = &records[applied];
+                truth.apply(r);
+                for f in touched(r, false) {
+                    changed.insert(f);
+                    last_change.insert(f, r.index);
+                }
+                applied += 1;
+            }
+            min += minimal(&before, &files(&truth), &changed);
+            let mut batch: Vec<(GpfsEvent, (i32, i64))> = Vec::new();
+            for (k, l) in lines[at..end].iter().enumerate() {
+                batch.push((GpfsEvent::parse(l.as_bytes())?, (0, (at + k) as i64)));
+            }
+            IgnoredEvents.reduce(&mut batch);
+            let mut ops = icicle_plugins_gpfs::Ops::default();
+            state.begin_batch();
+            let mut walker = NsWalker { ns: &w.ns, fs_root };
+            for ev in &batch {
+                state.apply(ev, &mut walker, &mut ops);
+            }
+            state.end_batch(&mut ops);
+            if end == lines.len() && round + 1 == p.rounds {
+                state.finish(&mut ops);
+            }
+            for (path, op) in ops {
+                let path = path.strip_prefix(fs_root).unwrap_or(&path).to_string();
+                match op {
+                    Op::Update(_) => {
+                        if let Some(f) = now_files.get(&path) {
+                            index.insert(path, (f.oid as u64, now));
+                            out += 1;
+                        }
+                    }
+                    Op::Delete => {
+                        index.remove(&path);
+                        out += 1;
+                    }
+                }
+            }
+            if rng.below(4) == 0 {
+                let cp = serde_json::to_string(&state.checkpoint()).map_err(|e| e.to_string())?;
+                state = GpfsState::restore(serde_json::from_str(&cp).map_err(|e| e.to_string())?, 2);
+            }
+            at = end;
+        }
+        read = lines.len();
+    }
+    let what = format!("{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}", p.kind, p.base, p.preexisting_base, if p.live { "live" } else { "backlog" }, p.rounds, p.ops, p.batch);
+    let fs: HashMap<String, Fid> = files(&w.ns);
+    let index: Index = index.into_iter().map(|(p, (ino, at))| (p, (Fid { seq: icicle_testkit::lustre::FID_SEQ, oid: ino as u32, ver: 0 }, at))).collect();
+    // Names are checked for phantoms, losses and objects; freshness of every hard-link name
+    // through GPFS events is reported, not yet asserted (issue 13).
+    let stale = check_index(&index, &fs, &last_change, false, &what)?;
+    let bound = 2.0 * ratio_bound(&p);
+    if out as f64 > bound * min as f64 {
+        return Err(format!("{what}: {out} operations out, minimal {min} (bound {bound}x)"));
+    }
+    Ok(format!("gpfs seed {seed}: {what}: {out} operations / {min} minimal, {stale} stale names"))
+}
+
+#[test]
+fn gpfs_monitor_index_equals_the_file_system_with_near_minimal_operations() {
+    for_seeds(0x6bf5, gpfs_case);
 }

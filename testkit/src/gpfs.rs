@@ -26,6 +26,8 @@ pub struct GpfsJournal {
     writing: HashMap<Fid, bool>,
     /// Events written.
     pub events: u64,
+    /// (record index, events written after it) per record: which record an event came from.
+    pub ends: Vec<(u64, u64)>,
 }
 
 impl GpfsJournal {
@@ -33,7 +35,7 @@ impl GpfsJournal {
     pub fn open(file: &Path, root: &Path, fs_root: &str, real: bool) -> std::io::Result<GpfsJournal> {
         let out = fs::OpenOptions::new().create(true).append(true).open(file)?;
         let next_cookie = fs::read_to_string(file).map(|s| s.lines().count() as u64 + 1).unwrap_or(1);
-        Ok(GpfsJournal { out, fs_root: fs_root.trim_end_matches('/').to_string(), root: root.to_path_buf(), real, next_cookie, last: HashMap::new(), writing: HashMap::new(), events: 0 })
+        Ok(GpfsJournal { out, fs_root: fs_root.trim_end_matches('/').to_string(), root: root.to_path_buf(), real, next_cookie, last: HashMap::new(), writing: HashMap::new(), events: 0, ends: Vec::new() })
     }
 
     fn meta(&mut self, path: &str, fid: Fid, is_dir: bool) -> Meta {
@@ -67,6 +69,12 @@ impl GpfsJournal {
 
     /// The events for `rec`, given the namespace before the record is applied.
     pub fn record(&mut self, rec: &ChangelogRecord, ns: &Namespace) -> std::io::Result<()> {
+        let r = self.events_of(rec, ns);
+        self.ends.push((rec.index, self.events));
+        r
+    }
+
+    fn events_of(&mut self, rec: &ChangelogRecord, ns: &Namespace) -> std::io::Result<()> {
         use RecordType::*;
         let path_of = |f: &Fid| ns.path(f).map(str::to_string);
         let child = |p: Option<Fid>, n: Option<&str>| -> Option<String> {

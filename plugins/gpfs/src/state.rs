@@ -181,14 +181,56 @@ impl GpfsState {
         }
     }
 
+    /// Hang `name` under its directory, and that directory under its own up to the root, so
+    /// that everything known below a directory is reachable from it even when the
+    /// directories between were never seen (objects seeded from a snapshot of files).
+    fn link_up(&mut self, name: PathName) {
+        let mut child = name;
+        loop {
+            let dir = parent_of(&child);
+            if &*child == dir {
+                return;
+            }
+            match self.children.get_mut(dir) {
+                Some(set) => {
+                    set.insert(child);
+                    return;
+                }
+                None => {
+                    let dir: PathName = dir.into();
+                    self.children.insert(dir.clone(), HashSet::from_iter([child]));
+                    child = dir;
+                }
+            }
+        }
+    }
+
+    /// Unhang `path` from its directory; directories left empty that are not objects
+    /// themselves go too.
+    fn unlink_up(&mut self, path: &str) {
+        let mut child: PathName = path.into();
+        loop {
+            let dir = parent_of(&child).to_string();
+            if *child == *dir {
+                return;
+            }
+            let Some(set) = self.children.get_mut(dir.as_str()) else { return };
+            set.remove(&*child);
+            if !set.is_empty() {
+                return;
+            }
+            self.children.remove(dir.as_str());
+            if self.objects.contains_key(dir.as_str()) {
+                return;
+            }
+            child = dir.into();
+        }
+    }
+
     fn forget(&mut self, path: &str) -> Option<Meta> {
         let m = self.objects.remove(path)?;
-        let dir = parent_of(path);
-        if let Some(set) = self.children.get_mut(dir) {
-            set.remove(path);
-            if set.is_empty() {
-                self.children.remove(dir);
-            }
+        if !self.children.contains_key(path) {
+            self.unlink_up(path);
         }
         self.path_bytes = self.path_bytes.saturating_sub(path.len());
         if let Some(v) = self.links.get_mut(&m.inode) {
@@ -220,15 +262,7 @@ impl GpfsState {
                 let name = e.key().clone();
                 e.insert(meta);
                 self.path_bytes += path.len();
-                let dir = parent_of(path);
-                match self.children.get_mut(dir) {
-                    Some(set) => {
-                        set.insert(name.clone());
-                    }
-                    None => {
-                        self.children.insert(dir.into(), HashSet::from_iter([name.clone()]));
-                    }
-                }
+                self.link_up(name.clone());
                 (name, None)
             }
         };
@@ -360,6 +394,7 @@ impl GpfsState {
                     continue;
                 }
                 let op = format!("{old}{}", &np[new.len()..]);
+                self.forget(&op);
                 self.delete(&op, ops);
                 self.counts.moved_descendants += 1;
                 self.upsert(&np, m, ops);

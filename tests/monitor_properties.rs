@@ -305,6 +305,9 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
     }
     let mut last_change: HashMap<Fid, u64> = HashMap::new();
     let mut rng = Rng::new(seed ^ 0x6bf5);
+    // Half the seeds cut batches anywhere (a record's events may straddle two batches, as
+    // Kafka polls do); operations are compared with minimal only on the others.
+    let aligned = rng.below(2) == 0;
     let (mut out, mut min, mut read, mut applied) = (0u64, 0u64, 0usize, 0usize);
     let records_text = |j: &std::path::Path| std::fs::read_to_string(j).map_err(|e| e.to_string());
     for round in 0..p.rounds {
@@ -321,10 +324,15 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
         let now_files = files(&w.ns);
         let mut at = read;
         while at < lines.len() {
-            let end = (at + p.batch).min(lines.len());
+            let mut end = (at + p.batch).min(lines.len());
+            if aligned {
+                // Batches end where a record's events end (a rename's two halves together).
+                end = ends.iter().map(|(_, e)| *e as usize).find(|e| *e >= end).unwrap_or(lines.len()).min(lines.len());
+            }
             // The truth after the record that wrote this batch's last event.
             let before = files(&truth);
-            let upto = ends.iter().find(|(_, e)| *e as usize >= end).map_or(now, |(i, _)| *i);
+            // The truth after the last record whose events are all in the batches so far.
+            let upto = ends.iter().take_while(|(_, e)| *e as usize <= end).last().map_or(0, |(i, _)| *i);
             let mut changed = HashSet::new();
             while applied < records.len() && records[applied].index <= upto {
                 let r = &records[applied];
@@ -351,6 +359,19 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
             if end == lines.len() && round + 1 == p.rounds {
                 state.finish(&mut ops);
             }
+            if std::env::var("ICICLE_PROPERTY_TRACE").is_ok() {
+                let after = files(&truth);
+                for (path, op) in &ops {
+                    let path = path.strip_prefix(fs_root).unwrap_or(path);
+                    let needed = match op {
+                        Op::Delete => before.contains_key(path) && !after.contains_key(path),
+                        Op::Update(_) => after.get(path).is_some_and(|f| before.get(path) != Some(f) || changed.contains(f)),
+                    };
+                    if !needed {
+                        eprintln!("events {at}..{end}: unneeded {op:?} {path}");
+                    }
+                }
+            }
             for (path, op) in ops {
                 let path = path.strip_prefix(fs_root).unwrap_or(&path).to_string();
                 match op {
@@ -375,16 +396,22 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
         read = lines.len();
     }
     let what = format!("{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}", p.kind, p.base, p.preexisting_base, if p.live { "live" } else { "backlog" }, p.rounds, p.ops, p.batch);
+    if std::env::var("ICICLE_PROPERTY_KEEP").is_ok() {
+        let keep = std::path::Path::new("/tmp/property-keep");
+        let _ = std::fs::create_dir_all(keep);
+        let _ = std::fs::copy(&journal, keep.join(format!("{seed}.changelog")));
+        let _ = std::fs::copy(&events_file, keep.join(format!("{seed}.events")));
+    }
     let fs: HashMap<String, Fid> = files(&w.ns);
     let index: Index = index.into_iter().map(|(p, (ino, at))| (p, (Fid { seq: icicle_testkit::lustre::FID_SEQ, oid: ino as u32, ver: 0 }, at))).collect();
     // Names are checked for phantoms, losses and objects; freshness of every hard-link name
     // through GPFS events is reported, not yet asserted (issue 13).
-    let stale = check_index(&index, &fs, &last_change, false, &what)?;
-    let bound = 2.0 * ratio_bound(&p);
-    if out as f64 > bound * min as f64 {
+    let stale = check_index(&index, &fs, &last_change, true, &what)?;
+    let bound = ratio_bound(&p);
+    if aligned && out as f64 > bound * min as f64 {
         return Err(format!("{what}: {out} operations out, minimal {min} (bound {bound}x)"));
     }
-    Ok(format!("gpfs seed {seed}: {what}: {out} operations / {min} minimal, {stale} stale names"))
+    Ok(format!("gpfs seed {seed}: {what}, {}: {out} operations / {min} minimal, {stale} stale names", if aligned { "aligned" } else { "unaligned" }))
 }
 
 #[test]

@@ -28,6 +28,9 @@ pub struct GpfsJournal {
     pub events: u64,
     /// (record index, events written after it) per record: which record an event came from.
     pub ends: Vec<(u64, u64)>,
+    /// Without the file system: the last record that changed each object's metadata, shown as
+    /// its ctime, so that events of a change differ from those before it.
+    changed: HashMap<Fid, i64>,
 }
 
 impl GpfsJournal {
@@ -35,7 +38,7 @@ impl GpfsJournal {
     pub fn open(file: &Path, root: &Path, fs_root: &str, real: bool) -> std::io::Result<GpfsJournal> {
         let out = fs::OpenOptions::new().create(true).append(true).open(file)?;
         let next_cookie = fs::read_to_string(file).map(|s| s.lines().count() as u64 + 1).unwrap_or(1);
-        Ok(GpfsJournal { out, fs_root: fs_root.trim_end_matches('/').to_string(), root: root.to_path_buf(), real, next_cookie, last: HashMap::new(), writing: HashMap::new(), events: 0, ends: Vec::new() })
+        Ok(GpfsJournal { out, fs_root: fs_root.trim_end_matches('/').to_string(), root: root.to_path_buf(), real, next_cookie, last: HashMap::new(), writing: HashMap::new(), events: 0, ends: Vec::new(), changed: HashMap::new() })
     }
 
     fn meta(&mut self, path: &str, fid: Fid, is_dir: bool) -> Meta {
@@ -46,7 +49,11 @@ impl GpfsJournal {
         };
         let m = m.unwrap_or_else(|| {
             let prev = self.last.get(path).copied();
-            prev.unwrap_or(Meta { inode: fid.oid as u64, mode: if is_dir { 0o040755 } else { 0o100644 }, ..Default::default() })
+            let mut m = prev.unwrap_or(Meta { inode: fid.oid as u64, mode: if is_dir { 0o040755 } else { 0o100644 }, ..Default::default() });
+            if let Some(c) = self.changed.get(&fid) {
+                m.ctime = *c;
+            }
+            m
         });
         self.last.insert(path.to_string(), m);
         m
@@ -69,6 +76,18 @@ impl GpfsJournal {
 
     /// The events for `rec`, given the namespace before the record is applied.
     pub fn record(&mut self, rec: &ChangelogRecord, ns: &Namespace) -> std::io::Result<()> {
+        if !self.real {
+            use RecordType::*;
+            let changed: Vec<Fid> = match rec.kind {
+                Mark | Open | Nopen | Gxatr | Unknown(..) => vec![],
+                Close if rec.flags == 0 => vec![],
+                Renme | Rnmto => rec.source.into_iter().chain((!rec.target.is_zero()).then_some(rec.target)).collect(),
+                _ => vec![rec.target],
+            };
+            for f in changed {
+                self.changed.insert(f, rec.index as i64);
+            }
+        }
         let r = self.events_of(rec, ns);
         self.ends.push((rec.index, self.events));
         r
@@ -126,7 +145,13 @@ impl GpfsJournal {
                 let (Some(old), Some(new)) = (child(rec.source_parent, rec.source_name.as_deref()), child(rec.parent, rec.name.as_deref())) else { return Ok(()) };
                 let src = rec.source.unwrap_or_default();
                 let is_dir = ns.by_fid.get(&src).is_some_and(|o| o.is_dir);
-                self.last.remove(&old);
+                // Without the file system, the moved object keeps its own metadata (not that of
+                // a target it replaces).
+                let moved = self.last.remove(&old);
+                self.last.remove(&new);
+                if let Some(m) = moved {
+                    self.last.insert(new.clone(), m);
+                }
                 let m = self.meta(&new, src, is_dir);
                 let cookie = self.next_cookie;
                 self.next_cookie += 1;

@@ -108,6 +108,8 @@ pub struct GpfsCounts {
     pub unpaired_moves: u64,
     /// IN_MOVED_FROM whose pair never came (moved out of the watched fileset: a removal).
     pub moved_out: u64,
+    /// Modifications carrying exactly the metadata already indexed (nothing sent).
+    pub unchanged: u64,
 }
 
 /// What a checkpoint holds.
@@ -115,6 +117,9 @@ pub struct GpfsCounts {
 pub struct Checkpoint {
     pub objects: Vec<(String, Meta)>,
     pub pending: Vec<PendingMove>,
+    /// Whether the state knows every file (seeded from a snapshot's index).
+    #[serde(default)]
+    pub complete: bool,
 }
 
 /// The state of one monitored fileset.
@@ -131,6 +136,9 @@ pub struct GpfsState {
     path_bytes: usize,
     /// A rename half waits this many batch boundaries for its pair.
     pub pair_batches: u32,
+    /// The state knows every file (seeded from a snapshot's index): a name it does not know
+    /// is not in the index either.
+    pub complete: bool,
     pub counts: GpfsCounts,
 }
 
@@ -156,6 +164,7 @@ impl GpfsState {
             s.know(&p, m);
         }
         s.pending = cp.pending;
+        s.complete = cp.complete;
         s
     }
 
@@ -163,7 +172,7 @@ impl GpfsState {
     pub fn checkpoint(&self) -> Checkpoint {
         let mut objects: Vec<(String, Meta)> = self.objects.iter().map(|(p, m)| (p.to_string(), *m)).collect();
         objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Checkpoint { objects, pending: self.pending.clone() }
+        Checkpoint { objects, pending: self.pending.clone(), complete: self.complete }
     }
 
 
@@ -300,8 +309,10 @@ impl GpfsState {
         out
     }
 
-    /// Know an object that existed before monitoring (from the snapshot's index).
+    /// Know an object that existed before monitoring (from the snapshot's index); a state
+    /// seeded so knows every file.
     pub fn seed(&mut self, path: &str, meta: Meta) {
+        self.complete = true;
         self.know(path, meta);
     }
 
@@ -406,7 +417,8 @@ impl GpfsState {
         if self.objects.contains_key(new) {
             // Renamed over an existing object: the new name now means the moved one.
             self.born.remove(new);
-        } else if was_born && ops.get(new) != Some(&Op::Delete) {
+        } else if (was_born || self.complete) && ops.get(new) != Some(&Op::Delete) {
+            // Onto a free name (the state would know a file there): not in the index yet.
             self.born.insert(new.into());
         }
         self.upsert(new, meta, ops);
@@ -454,6 +466,12 @@ impl StateStore for GpfsState {
                 self.propagate(path, ev.meta, ops);
             }
             EventKind::Modified => {
+                // The index already holds exactly this (an IN_MODIFY and the IN_CLOSE_WRITE
+                // after it, emitted in two batches): nothing to send.
+                if !ops.contains_key(path) && self.objects.get(path) == Some(&ev.meta) {
+                    self.counts.unchanged += 1;
+                    return;
+                }
                 self.upsert_name(ev.path.clone(), ev.meta, ops);
                 self.propagate(path, ev.meta, ops);
             }

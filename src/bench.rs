@@ -112,7 +112,7 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         cache: usize,
         /// Modes to run, the first compared with each other: `tree`, `fsmonitor`, `naive`
-        /// (fid2path for every record, no cache), `tree-unreduced` (no batch reduction).
+        /// (fid2path for every record, no cache), `tree-unreduced` (no batch reduction), `fsmonitor-unreduced` (neither tree nor reduction).
         #[arg(long, value_delimiter = ',', default_value = "tree,fsmonitor")]
         modes: Vec<String>,
     },
@@ -322,7 +322,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 let (resolution, reduction) = match mode.as_str() {
                     "tree" | "fsmonitor" | "naive" => (mode.as_str(), true),
                     "tree-unreduced" => ("tree", false),
-                    other => anyhow::bail!("--modes: unknown mode `{other}` (tree, fsmonitor, naive, tree-unreduced)"),
+                    "fsmonitor-unreduced" => ("fsmonitor", false),
+                    other => anyhow::bail!("--modes: unknown mode `{other}` (tree, fsmonitor, naive, tree-unreduced, fsmonitor-unreduced)"),
                 };
                 let mut users = journal.as_os_str().to_owned();
                 users.push(".users");

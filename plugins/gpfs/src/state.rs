@@ -393,14 +393,19 @@ impl GpfsState {
                 self.counts.moved_descendants += 1;
                 if !m.is_dir() {
                     self.delete(&p, ops);
-                    if born {
+                    // Nothing can be below a directory's new name: the index does not hold
+                    // this one (unless a delete of it is still pending).
+                    if born || ops.get(np.as_str()) != Some(&Op::Delete) {
                         self.born.insert(np.as_str().into());
                     }
                 }
                 self.upsert(&np, m, ops);
             }
             // Descendants the state never saw (they predate monitoring): where they are now.
-            for (np, m) in walker.walk(new) {
+            // A complete state knows everything the index holds, and what it does not know
+            // yet will come with its own events: no walk.
+            let unseen = if self.complete { Vec::new() } else { walker.walk(new) };
+            for (np, m) in unseen {
                 if self.objects.contains_key(np.as_str()) {
                     continue;
                 }

@@ -315,6 +315,15 @@ impl Resolver for LfsResolver<'_> {
         self.lookahead.named(name, after)
     }
 
+    fn path2fid(&mut self, path: &str) -> Option<Fid> {
+        let full = self.on_mount(path);
+        let out = self.lfs.run(&["path2fid", &full.to_string_lossy()]).ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        Fid::parse(String::from_utf8_lossy(&out.stdout).trim()).ok()
+    }
+
     fn future_namings(&mut self, after: u64, name: &str) -> Vec<ChangelogRecord> {
         self.read_ahead();
         self.lookahead.namings(name, after)
@@ -432,24 +441,33 @@ impl LustreSource {
     }
 
     /// Emit one batch's operations: stat every update now, skip what vanished.
-    async fn emit(&self, ops: Ops, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
+    async fn emit(&self, ops: Ops, tree: &mut DirectoryTree, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
         for (path, op) in ops {
             match op {
-                PathOp::Delete => deletes.push(subject_for(&format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)).into_owned()),
+                PathOp::Delete => {
+                    tree.unindexed(&path);
+                    deletes.push(subject_for(&format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)).into_owned());
+                }
                 PathOp::Update => match self.record_for(&path) {
                     Some((rec, full)) => {
                         let rec = FileRecord { path: &full, ..rec };
                         match chunk.encode(enc, &rec) {
-                            Ok(()) => counts.updates += 1,
+                            Ok(()) => {
+                                counts.updates += 1;
+                                tree.indexed(&path);
+                            }
                             Err(e) => {
                                 counts.rejects += 1;
                                 tracing::warn!(message = "update not encodable", path = %full, error = %e);
                             }
                         }
                     }
-                    None => counts.vanished += 1,
+                    None => {
+                        counts.vanished += 1;
+                        tree.vanished(&path);
+                    }
                 },
             }
         }
@@ -504,7 +522,7 @@ impl LustreSource {
                     }
                 }
             });
-            self.emit(ops, ctx, enc, counts).await?;
+            self.emit(ops, tree, ctx, enc, counts).await?;
             counts.batches += 1;
         }
         // Everything up to `upto` is delivered: checkpoint, then acknowledge upstream.

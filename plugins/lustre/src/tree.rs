@@ -37,6 +37,10 @@ pub trait Resolver {
     fn future_namings(&mut self, _after: u64, _name: &str) -> Vec<ChangelogRecord> {
         Vec::new()
     }
+    /// `lfs path2fid` of `path` now; `None` when unknown or unsupported.
+    fn path2fid(&mut self, _path: &str) -> Option<Fid> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -74,6 +78,8 @@ pub type Ops = indexmap::IndexMap<String, PathOp, foldhash::fast::RandomState>;
 pub struct TreeCounts {
     pub fid2path_calls: u64,
     pub fid2path_failures: u64,
+    /// `path2fid` calls (only for walked entries a later record may have named).
+    pub path2fid_calls: u64,
     pub evictions: u64,
     pub unresolved: u64,
 }
@@ -104,6 +110,14 @@ pub struct DirectoryTree {
     /// deleting one needs no delete (an object created and removed between emits produces
     /// nothing).
     born: std::collections::HashSet<String, foldhash::fast::RandomState>,
+    /// Paths born in an earlier batch whose update found nothing at emit time (the object
+    /// had gone or moved on): the index never held them, so deleting one needs no delete.
+    unindexed: std::collections::HashSet<String, foldhash::fast::RandomState>,
+    /// Hashes of the paths this monitor sent updates for and has not deleted since: a name
+    /// that one of this run's renames produced is in the index only if it is here.
+    sent: HashSet<u64>,
+    /// Whether `sent` covers the whole run (not after restoring an older checkpoint).
+    sent_known: bool,
     /// Paths of directories computed since the last change that can move a directory
     /// (directory rename, removal, overwrite): siblings share their parent's walk.
     dir_paths: std::collections::HashMap<Fid, Arc<str>, foldhash::fast::RandomState>,
@@ -283,7 +297,7 @@ impl StateStore for DirectoryTree {
                     let mut walked = HashSet::default();
                     if let Some(now) = now {
                         for rel in r.walk(&now) {
-                            if self.named_later(src, &new, &rel, r) {
+                            if self.named_later(src, &new, &now, &rel, r) {
                                 // Not there yet at this record: its own record indexes it.
                                 continue;
                             }
@@ -451,6 +465,9 @@ pub struct Checkpoint {
     /// Other names of hard-linked files.
     #[serde(default)]
     links: Vec<(String, Vec<Place>)>,
+    /// Hashes of the paths sent and not deleted since (absent in older checkpoints).
+    #[serde(default)]
+    sent: Option<Vec<u64>>,
 }
 
 /// Renames kept in the log.
@@ -476,10 +493,42 @@ impl DirectoryTree {
             rename_paths: std::collections::HashMap::new(),
             head_memo: std::collections::HashMap::new(),
             born: Default::default(),
+            unindexed: Default::default(),
+            sent: HashSet::default(),
+            sent_known: true,
             dir_paths: Default::default(),
             bounded: cap != 0,
             links: Default::default(),
         }
+    }
+
+    /// The emit found nothing at `path` for its update (called right after the batch).
+    pub fn vanished(&mut self, path: &str) {
+        if self.born.contains(path) {
+            self.unindexed.insert(path.to_string());
+        }
+    }
+
+    /// The emit sent an update of `path`: the index holds it.
+    pub fn indexed(&mut self, path: &str) {
+        if !self.unindexed.is_empty() {
+            self.unindexed.remove(path);
+        }
+        if !self.renames.is_empty() {
+            self.sent.insert(rel_hash(path));
+        }
+    }
+
+    /// The emit sent a delete of `path`.
+    pub fn unindexed(&mut self, path: &str) {
+        if !self.sent.is_empty() {
+            self.sent.remove(&rel_hash(path));
+        }
+    }
+
+    /// Whether the index may hold `path`, a name one of this run's renames produced.
+    fn may_hold(&self, path: &str) -> bool {
+        !self.sent_known || self.sent.contains(&rel_hash(path))
     }
 
     /// The state as of changelog `index` (everything up to it applied).
@@ -489,7 +538,9 @@ impl DirectoryTree {
         let walked = self.walked.iter().map(|w| w.iter().copied().collect()).collect();
         let mut links: Vec<(String, Vec<Place>)> = self.links.iter().map(|(f, l)| (f.to_string(), l.clone())).collect();
         links.sort_by(|a, b| a.0.cmp(&b.0));
-        Checkpoint { index, nodes, renames: self.renames.clone(), walked, links }
+        let mut sent: Vec<u64> = self.sent.iter().copied().collect();
+        sent.sort_unstable();
+        Checkpoint { index, nodes, renames: self.renames.clone(), walked, links, sent: self.sent_known.then_some(sent) }
     }
 
     /// Restore a checkpoint into a tree with room for `cap` entries (0 = unbounded).
@@ -505,6 +556,10 @@ impl DirectoryTree {
         // Older checkpoints have no walk hashes: every rename then translates (safe, wordier).
         t.walked = cp.walked.into_iter().map(|w| w.into_iter().collect()).collect();
         t.walked.resize_with(t.renames.len(), HashSet::default);
+        match cp.sent {
+            Some(sent) => t.sent = sent.into_iter().collect(),
+            None => t.sent_known = t.renames.is_empty(),
+        }
         t
     }
 
@@ -587,19 +642,31 @@ impl DirectoryTree {
         }
     }
 
-    /// Whether the walked entry `rel` below directory `dir` (at `at` now, as of the record
-    /// being applied) got its name after that record: a creation or move still to come into
-    /// `dir` or into a directory below it that the tree knows.
-    fn named_later(&mut self, dir: Fid, at: &str, rel: &str, r: &mut dyn Resolver) -> bool {
-        let mut prefix = at.to_string();
+    /// Whether the walked entry `rel` below directory `dir` (at `at` as of the record being
+    /// applied, at `now` now) got its name after that record: a creation or move still to
+    /// come into `dir` or a directory below it (known to the tree, or found by `path2fid`).
+    fn named_later(&mut self, dir: Fid, at: &str, now: &str, rel: &str, r: &mut dyn Resolver) -> bool {
+        let (mut prefix, mut now_prefix) = (at.to_string(), now.to_string());
         for (k, c) in rel.split('/').enumerate() {
-            for x in r.future_namings(self.current, c) {
+            let later = r.future_namings(self.current, c);
+            let mut fid_now = None;
+            for x in later {
                 let Some(p) = x.parent else { continue };
                 if p == dir || (k > 0 && self.known_path(p).as_deref() == Some(prefix.as_str())) {
                     return true;
                 }
+                if k > 0 {
+                    let f = *fid_now.get_or_insert_with(|| {
+                        self.counts.path2fid_calls += 1;
+                        r.path2fid(&now_prefix)
+                    });
+                    if f == Some(p) {
+                        return true;
+                    }
+                }
             }
             prefix = child_of(&prefix, c);
+            now_prefix = child_of(&now_prefix, c);
         }
         false
     }
@@ -816,7 +883,7 @@ impl DirectoryTree {
     /// older name is deleted. Renames before `since` (when the object got its name) are
     /// not translated through.
     fn delete(&mut self, index: u64, path: String, since: u64, ops: &mut Ops) {
-        if self.born.remove(&path) {
+        if self.born.remove(&path) || (!self.unindexed.is_empty() && self.unindexed.remove(&path)) {
             ops.shift_remove(&path);
             return;
         }
@@ -832,7 +899,8 @@ impl DirectoryTree {
             let Some(rest) = under(&p, new) else { continue };
             let found = walked.contains(&rel_hash(rest));
             let older = format!("{old}{rest}");
-            if *i < first {
+            // `p` is a name rename `i` produced: in the index only if it was sent since.
+            if *i < first && self.may_hold(&p) {
                 ops.insert(std::mem::replace(&mut p, older), PathOp::Delete);
             } else {
                 p = older;

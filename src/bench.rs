@@ -435,7 +435,7 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
         let prefix = format!("{}/", path.trim_end_matches('/'));
         self.all.range(prefix.clone()..).take_while(|p| p.starts_with(&prefix)).filter(|p| !self.dirs.contains(*p)).map(|p| p[prefix.len()..].to_string()).collect()
     }
-    fn future_renames(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::changelog::ChangelogRecord> {
+    fn future_renames(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::lookahead::FutureRename> {
         let stream = self.stream;
         let renames = self.renames.get_or_insert_with(|| {
             let mut la = icicle_plugins_lustre::lookahead::Lookahead::new(0);
@@ -444,7 +444,7 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
         });
         renames.named(name, after)
     }
-    fn future_namings(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::changelog::ChangelogRecord> {
+    fn future_namings(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::lookahead::FutureNaming> {
         self.future_renames(0, "\u{0}");
         self.renames.as_mut().map(|la| la.namings(name, after)).unwrap_or_default()
     }
@@ -599,6 +599,9 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
     // One operations map for the whole run: cleared, not freed, between batches.
     let mut ops = Ops::default();
     let mut flush = |batch: &mut Vec<ChangelogRecord>, tree: &mut DirectoryTree, resolver: &mut MapResolver| -> anyhow::Result<()> {
+        if let (Some(la), Some(first)) = (resolver.renames.as_mut(), batch.first()) {
+            la.next_batch(first.index);
+        }
         RuleTable.reduce(batch);
         tree.begin_batch();
         for r in batch.iter() {

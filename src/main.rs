@@ -139,6 +139,59 @@ fn init_logging(level: &str) {
 
 /// On SIGTERM or SIGINT, ask the monitors to stop after their current batch (they deliver,
 /// checkpoint and acknowledge it, then report); a second signal ends the process at once.
+/// Run one monitor source; with `on_failure = "restart"`, a failed run starts again from its
+/// checkpoint after a delay that doubles up to `restart_max_secs` (a stop signal ends the
+/// wait), until `max_restarts` is used up.
+async fn run_with_restarts(
+    m: std::sync::Arc<dyn icicle_core::traits::ChangeSource>,
+    ctx: icicle_core::traits::MonitorContext,
+    settings: &icicle_core::config::MonitorSettings,
+) -> Result<serde_json::Value, icicle_core::error::IcicleError> {
+    let restart = settings.on_failure == icicle_core::config::OnSourceFailure::Restart;
+    let mut delay = settings.restart_initial_secs.max(0.0);
+    let mut restarts = 0u32;
+    loop {
+        let mut stop = ctx.stop.clone();
+        let run = icicle_core::traits::MonitorContext {
+            sinks: ctx.sinks.clone(),
+            policy: ctx.policy.clone(),
+            max_batch_bytes: ctx.max_batch_bytes,
+            drain: ctx.drain,
+            name: ctx.name.clone(),
+            stop: ctx.stop.clone(),
+        };
+        let err = match m.run(run).await {
+            Ok(mut report) => {
+                if let Some(o) = report.as_object_mut() {
+                    o.insert("restarts".into(), restarts.into());
+                }
+                return Ok(report);
+            }
+            Err(e) => e,
+        };
+        let exhausted = settings.max_restarts != 0 && restarts >= settings.max_restarts;
+        if !restart || exhausted || *stop.borrow() {
+            if restarts > 0 {
+                return Err(icicle_core::error::IcicleError::Internal(format!("{err} (after {restarts} restarts)")));
+            }
+            return Err(err);
+        }
+        restarts += 1;
+        tracing::error!(message = "source failed; restarting", source = %ctx.name, error = %err, restart = restarts, delay_secs = delay);
+        icicle_core::metrics::Metrics::global().set(
+            "icicle_source_restarts",
+            "Restarts of a monitor source after a failure.",
+            &[("component", ctx.name.as_str())],
+            restarts as f64,
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs_f64(delay)) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        delay = (delay * 2.0).clamp(0.0, settings.restart_max_secs.max(0.0));
+    }
+}
+
 fn stop_on_signals(stop: tokio::sync::watch::Sender<bool>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -353,7 +406,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             name: name.clone(),
                             stop: stop.clone(),
                         };
-                        tasks.spawn(async move { (name, m.run(ctx).await) });
+                        let settings = cfg.app.monitor.clone();
+                        tasks.spawn(async move {
+                            let r = run_with_restarts(m, ctx, &settings).await;
+                            (name, r)
+                        });
                     }
                     // The first source to fail stops the process with its name and cause
                     // (the others are cancelled: nothing they had not delivered is acknowledged).

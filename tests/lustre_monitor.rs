@@ -581,3 +581,78 @@ fn renaming_one_hard_link_updates_the_ctime_of_every_name() {
     drop(w);
     drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, "rename of one hard link");
 }
+
+#[test]
+fn a_source_restarted_after_a_transient_failure_finishes_the_stream() {
+    let seed = test_seed();
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, mut index) = preexisting_fs(tmp.path(), 30, seed);
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    w.run(Kind::Mixed, 150, "/old0").unwrap();
+    drop(w);
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    // The first `lfs changelog` fails (the MDS is unreachable); every later call works.
+    let wrapper = tmp.path().join("flaky-lfs");
+    let marker = tmp.path().join("failed-once");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = changelog ] && [ ! -e '{m}' ]; then touch '{m}'; echo 'lfs: cannot reach the MDS' >&2; exit 1; fi\nexec '{k}' lfs --journal '{j}' --mount '{r}' --delay-ms 0 \"$@\"\n",
+            m = marker.display(),
+            k = testkit().display(),
+            j = journal.display(),
+            r = root.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let start = text.find("lfs = [").unwrap();
+    let end = start + text[start..].find('\n').unwrap();
+    let text = format!(
+        "[monitor]\non_failure = \"restart\"\nrestart_initial_secs = 0.05\nmax_restarts = 3\n{}lfs = [\"{}\"]\nlfs_retries = 0{}",
+        &text[..start],
+        wrapper.display(),
+        &text[end..]
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("restarting") && err.contains("cannot reach the MDS"), "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["mdt0"]["restarts"], 1, "{report}");
+    apply(&mut index, &out);
+    let fresh = walk_snapshot(tmp.path(), &root, "after");
+    let (missing, extra, differ) = compare(&index, &fresh);
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert_all_cleared(tmp.path(), &journal);
+}
+
+#[test]
+fn a_source_that_keeps_failing_stops_after_its_restarts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    std::fs::create_dir_all(&root).unwrap();
+    let cfg = config(
+        tmp.path(),
+        "monitor.toml",
+        &format!(
+            "[monitor]\non_failure = \"restart\"\nrestart_initial_secs = 0.01\nmax_restarts = 2\n[records]\nvisible_to = [\"public\"]\n\
+             [sources.mdt1]\ntype = \"lustre\"\nmdt = \"fs1-MDT0000\"\nlfs = [\"/bin/sh\", \"-c\", \"echo 'lfs: cannot reach the MDS' >&2; exit 1\", \"lfs\"]\n\
+             mount = \"{r}\"\nfsname = \"fs1\"\nlfs_retries = 0\nstate_dir = \"{t}/state\"\n[sinks.o]\ntype = \"blackhole\"\n",
+            r = root.display(),
+            t = tmp.path().display()
+        ),
+    );
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("source `mdt1` failed") && err.contains("after 2 restarts") && err.contains("cannot reach the MDS"), "{err}");
+    assert_eq!(err.matches("restarting").count(), 2, "{err}");
+    // An unknown policy names the key and the choices.
+    let bad = std::fs::read_to_string(&cfg).unwrap().replace("\"restart\"", "\"retry\"");
+    std::fs::write(&cfg, bad).unwrap();
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("on_failure") && err.contains("stop") && err.contains("restart"), "{err}");
+}

@@ -130,10 +130,10 @@ impl Resolver for NsResolver<'_> {
         v.sort();
         v
     }
-    fn future_renames(&mut self, after: u64, name: &str) -> Vec<ChangelogRecord> {
+    fn future_renames(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::lookahead::FutureRename> {
         self.lookahead.named(name, after)
     }
-    fn future_namings(&mut self, after: u64, name: &str) -> Vec<ChangelogRecord> {
+    fn future_namings(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::lookahead::FutureNaming> {
         self.lookahead.namings(name, after)
     }
     fn path2fid(&mut self, path: &str) -> Option<Fid> {
@@ -295,7 +295,10 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
     w.real = false;
     w.preexisting(60).map_err(|e| e.to_string())?;
     let old1 = w.ns.by_path.keys().find(|p| p.ends_with("/old1")).cloned().unwrap_or_else(|| "/old1".into());
-    w.gpfs = Some(icicle_testkit::gpfs::GpfsJournal::open(&events_file, &tmp.path().join("fs"), fs_root, false).map_err(|e| e.to_string())?);
+    let mut events = icicle_testkit::gpfs::GpfsJournal::open(&events_file, &tmp.path().join("fs"), fs_root, false).map_err(|e| e.to_string())?;
+    // Some producers write numeric fields as JSON numbers.
+    events.numbers = seed % 3 == 0;
+    w.gpfs = Some(events);
     // The monitor starts from the snapshot's index (`seed_index`), as the truth does.
     let mut truth = w.ns.clone();
     let mut index: HashMap<String, (u64, u64)> = files(&truth).into_iter().map(|(p, f)| (p, (f.oid as u64, 0))).collect();

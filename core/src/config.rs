@@ -130,6 +130,36 @@ impl Default for LogSettings {
     }
 }
 
+/// What `icicle monitor` does when a source fails (`[monitor] on_failure`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnSourceFailure {
+    /// Stop the whole process, naming the source and the cause.
+    #[default]
+    Stop,
+    /// Start the source again from its checkpoint after a growing delay.
+    Restart,
+}
+
+/// `icicle monitor` settings (`[monitor]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorSettings {
+    pub on_failure: OnSourceFailure,
+    /// The first delay before a restart, doubled after each failure...
+    pub restart_initial_secs: f64,
+    /// ...up to this.
+    pub restart_max_secs: f64,
+    /// Restarts allowed per source before the process stops (0 = no limit).
+    pub max_restarts: u32,
+}
+
+impl Default for MonitorSettings {
+    fn default() -> Self {
+        MonitorSettings { on_failure: OnSourceFailure::Stop, restart_initial_secs: 1.0, restart_max_secs: 300.0, max_restarts: 0 }
+    }
+}
+
 /// The whole configuration. Component sections are kept as raw values and built by plugins.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[serde(default)]
@@ -139,6 +169,7 @@ pub struct AppConfig {
     pub counting: crate::pipelines::CountingSettings,
     pub aggregate: crate::pipelines::AggregateSettings,
     pub log: LogSettings,
+    pub monitor: MonitorSettings,
     /// `[sources.<id>]` sections, each with a `type`.
     pub sources: BTreeMap<String, Value>,
     /// `[sinks.<id>]` sections, each with a `type`.

@@ -31,6 +31,9 @@ pub struct GpfsJournal {
     /// Without the file system: the last record that changed each object's metadata, shown as
     /// its ctime, so that events of a change differ from those before it.
     changed: HashMap<Fid, i64>,
+    /// Write numeric fields as JSON numbers (inode, sizes, ids, cookie; times as epoch
+    /// seconds), as some producers do, instead of strings.
+    pub numbers: bool,
 }
 
 impl GpfsJournal {
@@ -38,7 +41,7 @@ impl GpfsJournal {
     pub fn open(file: &Path, root: &Path, fs_root: &str, real: bool) -> std::io::Result<GpfsJournal> {
         let out = fs::OpenOptions::new().create(true).append(true).open(file)?;
         let next_cookie = fs::read_to_string(file).map(|s| s.lines().count() as u64 + 1).unwrap_or(1);
-        Ok(GpfsJournal { out, fs_root: fs_root.trim_end_matches('/').to_string(), root: root.to_path_buf(), real, next_cookie, last: HashMap::new(), writing: HashMap::new(), events: 0, ends: Vec::new(), changed: HashMap::new() })
+        Ok(GpfsJournal { out, fs_root: fs_root.trim_end_matches('/').to_string(), root: root.to_path_buf(), real, next_cookie, last: HashMap::new(), writing: HashMap::new(), events: 0, ends: Vec::new(), changed: HashMap::new(), numbers: false })
     }
 
     fn meta(&mut self, path: &str, fid: Fid, is_dir: bool) -> Meta {
@@ -62,11 +65,16 @@ impl GpfsJournal {
     fn write(&mut self, kind: EventKind, path: &str, meta: Meta, cookie: u64, raw_event: Option<&str>) -> std::io::Result<()> {
         let ev = GpfsEvent { kind, path: format!("{}{}", self.fs_root, path).into(), meta, cookie };
         let mut line = ev.to_json();
-        if let Some(raw) = raw_event {
-            // Events the monitor drops keep their own name (IN_OPEN, IN_CLOSE_NOWRITE, ...).
-            let name = if meta.is_dir() { format!("{raw} IN_ISDIR") } else { raw.to_string() };
+        if raw_event.is_some() || self.numbers {
             let mut v: serde_json::Value = serde_json::from_str(&line).map_err(std::io::Error::other)?;
-            v["event"] = serde_json::Value::String(name);
+            if let Some(raw) = raw_event {
+                // Events the monitor drops keep their own name (IN_OPEN, IN_CLOSE_NOWRITE, ...).
+                let name = if meta.is_dir() { format!("{raw} IN_ISDIR") } else { raw.to_string() };
+                v["event"] = serde_json::Value::String(name);
+            }
+            if self.numbers {
+                numeric_fields(&mut v, &meta);
+            }
             line = v.to_string();
         }
         line.push('\n');
@@ -201,6 +209,19 @@ impl GpfsJournal {
             }
         }
     }
+}
+
+/// Integers and epoch-second times as JSON numbers instead of strings.
+fn numeric_fields(v: &mut serde_json::Value, meta: &Meta) {
+    for key in ["inode", "fileSize", "ownerUserId", "ownerGroupId", "cookie", "linkCount", "filesetID", "wd"] {
+        if let Some(n) = v.get(key).and_then(|x| x.as_str()).and_then(|x| x.parse::<u64>().ok()) {
+            v[key] = serde_json::json!(n);
+        }
+    }
+    v["atime"] = serde_json::json!(meta.atime);
+    v["ctime"] = serde_json::json!(meta.ctime);
+    v["mtime"] = serde_json::json!(meta.mtime);
+    v["eventTime"] = serde_json::json!(icicle_core::time::now_epoch());
 }
 
 /// The `(key, value)` messages of an events file from line `skip` on: keyed by inode, so one

@@ -6,25 +6,77 @@
 //! Records that give an object a name where none was (creations, links, renames onto a free
 //! name) are indexed the same way: a directory walk made now tells by them which entries were
 //! not there yet when an earlier record was applied.
+//!
+//! Entries are compact (a rename keeps its names, a naming record only its index and parent)
+//! and sit in one queue in changelog order; each name's entries are chained through it, so
+//! applied records leave from the front in constant time each.
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::changelog::{ChangelogRecord, RecordType};
+use compact_str::CompactString;
 
-/// Future renames by new name, ascending by index within each name.
+use crate::changelog::{ChangelogRecord, Fid, RecordType};
+
+/// A rename still to be applied: what rewinding needs of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FutureRename {
+    pub index: u64,
+    /// The new parent and name.
+    pub parent: Option<Fid>,
+    pub name: CompactString,
+    /// The old parent and name.
+    pub source_parent: Option<Fid>,
+    pub source_name: Option<CompactString>,
+}
+
+/// A record still to be applied that gives an object a free name in `parent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FutureNaming {
+    pub index: u64,
+    pub parent: Option<Fid>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    index: u64,
+    parent: Option<Fid>,
+    key: u64,
+    /// The next entry (queue position) with the same name key, or `NONE`.
+    next: u64,
+    /// Gives a free name (a creation, a link, a rename onto a free name).
+    naming: bool,
+    rename: Option<Box<RenameNames>>,
+}
+
+#[derive(Debug)]
+struct RenameNames {
+    name: CompactString,
+    source_parent: Option<Fid>,
+    source_name: Option<CompactString>,
+}
+
+const NONE: u64 = u64::MAX;
+
+/// Future renames and namings by name, in changelog order.
 #[derive(Debug, Default)]
 pub struct Lookahead {
-    by_name: ByName,
-    /// Records naming an object on a free name, by that name.
-    namings: ByName,
+    entries: VecDeque<Entry>,
+    /// Queue position of `entries[0]`.
+    base: u64,
+    /// Name key → (first, last) queue position of its entries.
+    chains: HashMap<u64, (u64, u64), foldhash::fast::RandomState>,
     /// The highest changelog index read.
     pub read_upto: u64,
-    /// Records before this index are applied (their renames are dropped lazily).
+    /// Records before this index are applied.
     applied_before: u64,
-    held: usize,
-    held_at_prune: usize,
-    /// A `fid2path` answer came after the last read: read again before rewinding it.
+    /// A `fid2path` answer or walk came after the last read: read again before using it.
     pub stale: bool,
+}
+
+/// A name's key: the same in every run.
+fn key(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x1c1c_1e10_0ca4_ead5).hash_one(name)
 }
 
 impl Lookahead {
@@ -35,23 +87,31 @@ impl Lookahead {
 
     /// Keep `rec` if it is a rename or a naming record not yet applied (records arrive in
     /// ascending order).
-    pub fn push(&mut self, rec: ChangelogRecord) {
+    pub fn push(&mut self, rec: &ChangelogRecord) {
         use RecordType::*;
         self.read_upto = self.read_upto.max(rec.index);
         if rec.index < self.applied_before {
             return;
         }
         let naming = matches!(rec.kind, Creat | Mknod | Slink | Hlink | Mkdir) || (rec.kind == Renme && rec.target.is_zero());
-        if naming {
-            if let Some(name) = rec.name.as_deref() {
-                push_named(&mut self.namings, name, rec.clone());
-                self.held += 1;
-            }
+        if !naming && rec.kind != Renme {
+            return;
         }
-        if rec.kind == Renme {
-            if let Some(name) = rec.name.clone() {
-                push_named(&mut self.by_name, &name, rec);
-                self.held += 1;
+        let Some(name) = rec.name.as_deref() else { return };
+        let rename = (rec.kind == Renme).then(|| Box::new(RenameNames { name: name.into(), source_parent: rec.source_parent, source_name: rec.source_name.clone() }));
+        let k = key(name);
+        let at = self.base + self.entries.len() as u64;
+        self.entries.push_back(Entry { index: rec.index, parent: rec.parent, key: k, next: NONE, naming, rename });
+        match self.chains.get_mut(&k) {
+            Some((_, last)) => {
+                let prev = (*last - self.base) as usize;
+                if let Some(e) = self.entries.get_mut(prev) {
+                    e.next = at;
+                }
+                *last = at;
+            }
+            None => {
+                self.chains.insert(k, (at, at));
             }
         }
     }
@@ -64,7 +124,7 @@ impl Lookahead {
                 continue;
             }
             if let Ok(r) = ChangelogRecord::parse(line) {
-                self.push(r);
+                self.push(&r);
             }
         }
         if let Some(l) = last {
@@ -72,101 +132,99 @@ impl Lookahead {
         }
     }
 
-    /// A new batch begins at `first`: renames before it are applied. The index is swept
-    /// when it has doubled since the last sweep; lookups drop applied entries on the way.
+    /// A new batch begins at `first`: records before it are applied and leave the queue.
     pub fn next_batch(&mut self, first: u64) {
         self.applied_before = self.applied_before.max(first);
-        if self.held > 2 * self.held_at_prune.max(1024) {
-            let before = self.applied_before;
-            for map in [&mut self.by_name, &mut self.namings] {
-                map.retain(|_, q| {
-                    while q.front().is_some_and(|r| r.index < before) {
-                        q.pop_front();
+        while self.entries.front().is_some_and(|e| e.index < self.applied_before) {
+            let Some(e) = self.entries.pop_front() else { break };
+            let at = self.base;
+            self.base += 1;
+            if let Some((first, _)) = self.chains.get_mut(&e.key) {
+                if *first == at {
+                    if e.next == NONE {
+                        self.chains.remove(&e.key);
+                    } else {
+                        *first = e.next;
                     }
-                    !q.is_empty()
-                });
+                }
             }
-            self.held = self.by_name.values().chain(self.namings.values()).map(VecDeque::len).sum();
-            self.held_at_prune = self.held;
         }
     }
 
+    /// The entries named `name` after index `after`, ascending.
+    fn chain(&self, name: &str, after: u64) -> impl Iterator<Item = &Entry> + '_ {
+        let mut at = self.chains.get(&key(name)).map_or(NONE, |c| c.0);
+        std::iter::from_fn(move || loop {
+            if at == NONE {
+                return None;
+            }
+            let e = self.entries.get(at.checked_sub(self.base)? as usize)?;
+            at = e.next;
+            if e.index > after {
+                return Some(e);
+            }
+        })
+    }
+
     /// Renames after index `after` whose new name is `name`, ascending.
-    pub fn named(&mut self, name: &str, after: u64) -> Vec<ChangelogRecord> {
-        later(&mut self.by_name, &mut self.held, self.applied_before, name, after)
+    pub fn named(&self, name: &str, after: u64) -> Vec<FutureRename> {
+        self.chain(name, after)
+            .filter_map(|e| {
+                let r = e.rename.as_ref().filter(|r| r.name == name)?;
+                Some(FutureRename { index: e.index, parent: e.parent, name: r.name.clone(), source_parent: r.source_parent, source_name: r.source_name.clone() })
+            })
+            .collect()
     }
 
     /// Records after index `after` that gave an object the free name `name`, ascending.
-    pub fn namings(&mut self, name: &str, after: u64) -> Vec<ChangelogRecord> {
-        later(&mut self.namings, &mut self.held, self.applied_before, name, after)
+    pub fn namings(&self, name: &str, after: u64) -> Vec<FutureNaming> {
+        self.chain(name, after).filter(|e| e.naming).map(|e| FutureNaming { index: e.index, parent: e.parent }).collect()
     }
 
     /// Records held (not yet known to be applied).
     pub fn len(&self) -> usize {
-        self.held
+        self.entries.len()
     }
 
-    /// Whether no rename is held.
+    /// Whether no record is held.
     pub fn is_empty(&self) -> bool {
-        self.held == 0
+        self.entries.is_empty()
     }
 }
 
-type ByName = HashMap<Box<str>, VecDeque<ChangelogRecord>, foldhash::fast::RandomState>;
-
-/// The record types the lookahead keeps (a bit per type number, as `line_type_bit` gives).
-const NAMING_BITS: u32 = {
-    let mut m = 0u32;
-    let types = [1u32, 2, 3, 4, 5, 8];
-    let mut i = 0;
-    while i < types.len() {
-        m |= 1 << types[i];
-        i += 1;
-    }
-    m
-};
-
-fn push_named(map: &mut ByName, name: &str, rec: ChangelogRecord) {
-    match map.get_mut(name) {
-        Some(q) => q.push_back(rec),
-        None => {
-            map.insert(name.into(), VecDeque::from([rec]));
-        }
-    }
-}
-
-/// The records of `map[name]` after `after`, dropping applied ones (before `applied`) first.
-fn later(map: &mut ByName, held: &mut usize, applied: u64, name: &str, after: u64) -> Vec<ChangelogRecord> {
-    let Some(q) = map.get_mut(name) else { return Vec::new() };
-    while q.front().is_some_and(|r| r.index < applied) {
-        q.pop_front();
-        *held -= 1;
-    }
-    let start = q.partition_point(|r| r.index <= after);
-    q.range(start..).cloned().collect()
-}
+/// The record types the lookahead keeps (a bit per type number, as `line_type_bit` gives):
+/// CREAT, MKDIR, HLINK, SLINK, MKNOD, RENME.
+const NAMING_BITS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 8);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn rename(index: u64, name: &str) -> ChangelogRecord {
-        let line = format!("{index} 08RENME 10:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000401:0x1:0x0] {name} s=[0x200000401:0x2:0x0] sp=[0x200000401:0x1:0x0] before");
+    fn rename(index: u64, name: &str, over: bool) -> ChangelogRecord {
+        let t = if over { "[0x200000401:0x9:0x0]" } else { "[0:0x0:0x0]" };
+        let line = format!("{index} 08RENME 10:00:00.000000000 2026.01.01 0x0 t={t} p=[0x200000401:0x1:0x0] {name} s=[0x200000401:0x2:0x0] sp=[0x200000401:0x1:0x0] before");
         ChangelogRecord::parse(&line).expect("a rename line")
     }
 
     #[test]
-    fn lookups_see_only_later_renames_of_that_name() {
+    fn lookups_see_only_later_records_of_that_name() {
         let mut la = Lookahead::new(0);
-        for (i, n) in [(3, "a"), (5, "b"), (7, "a"), (9, "a")] {
-            la.push(rename(i, n));
+        for (i, n, over) in [(3, "a", false), (5, "b", false), (7, "a", true), (9, "a", false)] {
+            la.push(&rename(i, n, over));
         }
-        let idx = |v: Vec<ChangelogRecord>| v.iter().map(|r| r.index).collect::<Vec<_>>();
+        let idx = |v: Vec<FutureRename>| v.iter().map(|r| r.index).collect::<Vec<_>>();
         assert_eq!(idx(la.named("a", 3)), vec![7, 9]);
         assert_eq!(idx(la.named("b", 0)), vec![5]);
         assert!(la.named("c", 0).is_empty());
+        // A rename over an existing target gives no free name.
+        assert_eq!(la.namings("a", 0).iter().map(|n| n.index).collect::<Vec<_>>(), vec![3, 9]);
         la.next_batch(8);
         assert_eq!(idx(la.named("a", 0)), vec![9]);
-        assert_eq!(la.read_upto, 9);
+        assert_eq!(la.len(), 1);
+        la.next_batch(10);
+        assert!(la.is_empty() && la.named("a", 0).is_empty());
+        la.push(&rename(11, "a", false));
+        assert_eq!(idx(la.named("a", 0)), vec![11]);
+        assert_eq!(la.read_upto, 11);
     }
 }

@@ -310,7 +310,7 @@ impl Resolver for LfsResolver<'_> {
         out
     }
 
-    fn future_renames(&mut self, after: u64, name: &str) -> Vec<ChangelogRecord> {
+    fn future_renames(&mut self, after: u64, name: &str) -> Vec<crate::lookahead::FutureRename> {
         self.read_ahead();
         self.lookahead.named(name, after)
     }
@@ -324,7 +324,7 @@ impl Resolver for LfsResolver<'_> {
         Fid::parse(String::from_utf8_lossy(&out.stdout).trim()).ok()
     }
 
-    fn future_namings(&mut self, after: u64, name: &str) -> Vec<ChangelogRecord> {
+    fn future_namings(&mut self, after: u64, name: &str) -> Vec<crate::lookahead::FutureNaming> {
         self.read_ahead();
         self.lookahead.namings(name, after)
     }

@@ -11,6 +11,7 @@ use icicle_core::traits::StateStore;
 use lru::LruCache;
 
 use crate::changelog::{ChangelogRecord, Fid, RecordType, CLF_LAST};
+use crate::lookahead::{FutureNaming, FutureRename};
 
 /// Resolves a FID to its current path (relative to the file-system root, starting with `/`).
 pub trait Resolver {
@@ -28,13 +29,13 @@ pub trait Resolver {
     /// Rename records after index `after`, not applied yet, whose new name is `name`
     /// (ascending). `fid2path` answers with paths that already include them; the tree undoes
     /// them. Called only after a `fid2path` answer, so an answer's renames are all readable.
-    fn future_renames(&mut self, _after: u64, _name: &str) -> Vec<ChangelogRecord> {
+    fn future_renames(&mut self, _after: u64, _name: &str) -> Vec<FutureRename> {
         Vec::new()
     }
     /// Records after index `after`, not applied yet, that gave an object the free name
     /// `name` (creations, hard links, renames onto a free name), ascending. Called after a
     /// walk: the entries they named were not there at `after`.
-    fn future_namings(&mut self, _after: u64, _name: &str) -> Vec<ChangelogRecord> {
+    fn future_namings(&mut self, _after: u64, _name: &str) -> Vec<FutureNaming> {
         Vec::new()
     }
     /// `lfs path2fid` of `path` now; `None` when unknown or unsupported.
@@ -732,7 +733,7 @@ impl DirectoryTree {
     }
 
     /// The time-correct (old, new) paths of rename record `rec` (not applied yet).
-    fn rename_paths(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver) -> Option<(String, String)> {
+    fn rename_paths(&mut self, rec: &FutureRename, r: &mut dyn Resolver) -> Option<(String, String)> {
         if let Some(v) = self.rename_paths.get(&rec.index) {
             return v.clone();
         }
@@ -742,7 +743,7 @@ impl DirectoryTree {
             Some(child_of(&p, name?))
         };
         let old = at(self, rec.source_parent, rec.source_name.as_deref(), r);
-        let new = at(self, rec.parent, rec.name.as_deref(), r);
+        let new = at(self, rec.parent, Some(&rec.name), r);
         let v = old.zip(new);
         self.rename_paths.insert(rec.index, v.clone());
         v
@@ -752,7 +753,7 @@ impl DirectoryTree {
     /// answer) already reflects. Only renames whose new name is a component of the path
     /// (as it is rewound) can have produced it; the others are never resolved.
     fn rewind(&mut self, mut path: String, after: u64, r: &mut dyn Resolver) -> String {
-        let mut candidates: std::collections::BTreeMap<u64, ChangelogRecord> = Default::default();
+        let mut candidates: std::collections::BTreeMap<u64, FutureRename> = Default::default();
         let mut looked: std::collections::HashSet<String, foldhash::fast::RandomState> = Default::default();
         let mut before = u64::MAX;
         loop {

@@ -67,6 +67,9 @@ enum Command {
         /// The GPFS path of ROOT in the events (default: ROOT itself).
         #[arg(long)]
         gpfs_root: Option<String>,
+        /// Numeric event fields as JSON numbers (times as epoch seconds), not strings.
+        #[arg(long)]
+        gpfs_numbers: bool,
         /// Produce the new events into this Kafka topic (keyed by inode)...
         #[arg(long)]
         gpfs_topic: Option<String>,
@@ -152,7 +155,7 @@ fn main() -> anyhow::Result<()> {
             }
             eprintln!("wrote {} files in {} directories as {format:?} to {}", fs.files.len(), fs.dirs.len(), out.display());
         }
-        Command::Workload { kind, ops, root, journal, seed, preexisting, base, no_fs, gpfs_events, gpfs_root, gpfs_topic, bootstrap, partitions } => {
+        Command::Workload { kind, ops, root, journal, seed, preexisting, base, no_fs, gpfs_events, gpfs_root, gpfs_numbers, gpfs_topic, bootstrap, partitions } => {
             let mut w = Workload::open(&root, &journal, seed)?;
             w.real = !no_fs;
             let events = gpfs_events.or_else(|| gpfs_topic.as_ref().map(|_| icicle_testkit::lustre::side(&journal, ".gpfs.jsonl")));
@@ -160,7 +163,9 @@ fn main() -> anyhow::Result<()> {
             if let Some(f) = &events {
                 let abs = std::fs::canonicalize(&root)?;
                 let fs_root = gpfs_root.unwrap_or_else(|| abs.display().to_string());
-                w.gpfs = Some(icicle_testkit::gpfs::GpfsJournal::open(f, &root, &fs_root, !no_fs)?);
+                let mut g = icicle_testkit::gpfs::GpfsJournal::open(f, &root, &fs_root, !no_fs)?;
+                g.numbers = gpfs_numbers;
+                w.gpfs = Some(g);
             }
             if preexisting > 0 {
                 w.preexisting(preexisting)?;

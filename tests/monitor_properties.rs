@@ -232,7 +232,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             }
         }
     }
-    let what = format!("{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}, lru {}", p.kind, p.base, p.preexisting_base, if p.live { "live" } else { "backlog" }, p.rounds, p.ops, p.batch, p.lru);
+    let what = format!("{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}", p.kind, p.base, p.preexisting_base, if p.live { "live" } else { "backlog" }, p.rounds, p.ops, p.batch);
     if std::env::var("ICICLE_PROPERTY_KEEP").is_ok() {
         let keep = std::path::Path::new("/tmp/property-keep");
         let _ = std::fs::create_dir_all(keep);
@@ -393,7 +393,7 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
             if rng.below(4) == 0 {
                 let cp = serde_json::to_string(&state.checkpoint()).map_err(|e| e.to_string())?;
                 state = GpfsState::restore(serde_json::from_str(&cp).map_err(|e| e.to_string())?, 2);
-            }
+                        }
             at = end;
         }
         read = lines.len();

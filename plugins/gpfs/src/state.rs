@@ -117,6 +117,9 @@ pub struct GpfsCounts {
 pub struct Checkpoint {
     pub objects: Vec<(String, Meta)>,
     pub pending: Vec<PendingMove>,
+    /// Directory renames of the run (oldest first).
+    #[serde(default)]
+    pub renames: Vec<(String, String)>,
     /// Whether the state knows every file (seeded from a snapshot's index).
     #[serde(default)]
     pub complete: bool,
@@ -136,11 +139,18 @@ pub struct GpfsState {
     path_bytes: usize,
     /// A rename half waits this many batch boundaries for its pair.
     pub pair_batches: u32,
-    /// The state knows every file (seeded from a snapshot's index): a name it does not know
-    /// is not in the index either.
+    /// The state knows every file (seeded from a snapshot's index): a name
+    /// it does not know is not in the index either.
     pub complete: bool,
+    /// This run's directory renames (old, new), oldest first: a path the state does not know
+    /// may be in the index under the name it had before them.
+    renames: Vec<(String, String)>,
+
     pub counts: GpfsCounts,
 }
+
+/// Directory renames kept in the log.
+const RENAME_LOG_CAP: usize = 200_000;
 
 /// The directory a path is in (`/` for a top-level name).
 fn parent_of(path: &str) -> &str {
@@ -165,6 +175,7 @@ impl GpfsState {
         }
         s.pending = cp.pending;
         s.complete = cp.complete;
+        s.renames = cp.renames;
         s
     }
 
@@ -172,7 +183,7 @@ impl GpfsState {
     pub fn checkpoint(&self) -> Checkpoint {
         let mut objects: Vec<(String, Meta)> = self.objects.iter().map(|(p, m)| (p.to_string(), *m)).collect();
         objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Checkpoint { objects, pending: self.pending.clone(), complete: self.complete }
+        Checkpoint { objects, pending: self.pending.clone(), complete: self.complete, renames: self.renames.clone() }
     }
 
 
@@ -354,8 +365,36 @@ impl GpfsState {
                 }
             }
             self.born.remove(path);
-        } else {
+        } else if known.is_some() {
             self.delete(path, ops);
+        } else {
+            self.delete_unknown(path, ops);
+        }
+    }
+
+    /// Delete `path`, which the state does not know: unless the state knows every indexed
+    /// file, the index may also hold it under its names before this run's directory renames.
+    fn delete_unknown(&mut self, path: &str, ops: &mut Ops) {
+        self.delete(path, ops);
+        self.delete_older_names(path, ops);
+    }
+
+    /// The names the index may hold for `path` (not known to the state) from before this
+    /// run's directory renames: delete them, unless the state knows every indexed file.
+    fn delete_older_names(&mut self, path: &str, ops: &mut Ops) {
+        if self.complete {
+            return;
+        }
+        let mut p = path.to_string();
+        let mut older = Vec::new();
+        for (old, new) in self.renames.iter().rev() {
+            if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
+                p = format!("{old}{rest}");
+                older.push(p.clone());
+            }
+        }
+        for o in older {
+            self.delete(&o, ops);
         }
     }
 
@@ -382,9 +421,12 @@ impl GpfsState {
             return;
         }
         let was_born = self.born.contains(old);
-        self.forget(old);
+        let known = self.forget(old).is_some();
         if meta.is_dir() {
             self.counts.directory_renames += 1;
+            if self.renames.len() < RENAME_LOG_CAP {
+                self.renames.push((old.to_string(), new.to_string()));
+            }
             let below = self.descendants(old);
             for (p, m) in below {
                 let np = format!("{new}{}", &p[old.len()..]);
@@ -406,18 +448,25 @@ impl GpfsState {
             // yet will come with its own events: no walk.
             let unseen = if self.complete { Vec::new() } else { walker.walk(new) };
             for (np, m) in unseen {
+                let op = format!("{old}{}", &np[new.len()..]);
                 if self.objects.contains_key(np.as_str()) {
+                    // Known where it is now (moved above, or seen by an earlier walk that ran
+                    // ahead of its events): its old name may still be in the index.
+                    if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
+                        self.delete_unknown(&op, ops);
+                    }
                     continue;
                 }
-                let op = format!("{old}{}", &np[new.len()..]);
                 self.forget(&op);
-                self.delete(&op, ops);
+                self.delete_unknown(&op, ops);
                 self.counts.moved_descendants += 1;
                 self.upsert(&np, m, ops);
             }
             self.born.remove(old);
-        } else {
+        } else if known {
             self.delete(old, ops);
+        } else {
+            self.delete_unknown(old, ops);
         }
         if self.objects.contains_key(new) {
             // Renamed over an existing object: the new name now means the moved one.
@@ -476,6 +525,9 @@ impl StateStore for GpfsState {
                 if !ops.contains_key(path) && self.objects.get(path) == Some(&ev.meta) {
                     self.counts.unchanged += 1;
                     return;
+                }
+                if !self.objects.contains_key(path) {
+                    self.delete_older_names(path, ops);
                 }
                 self.upsert_name(ev.path.clone(), ev.meta, ops);
                 self.propagate(path, ev.meta, ops);
@@ -646,5 +698,49 @@ mod tests {
         let mut r = GpfsState::restore(serde_json::from_slice(&serde_json::to_vec(&s.checkpoint()).unwrap()).unwrap(), 1);
         assert_eq!(r.len(), 2);
         assert_eq!(run(&mut r, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Removed, "/g/a", 1, false, 0, 0)]), vec![("/g/a".into(), None), ("/g/b".into(), Some(1))], "a replayed create of a known object is not new (its other name is refreshed)");
+    }
+}
+
+#[cfg(test)]
+mod tree_tests {
+    use super::*;
+    use EventKind::*;
+
+    fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64) -> (GpfsEvent, Position) {
+        (GpfsEvent { kind, path: path.into(), meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, ctime: 7, ..Default::default() }, cookie }, (0, 0))
+    }
+
+    fn apply(s: &mut GpfsState, evs: &[(GpfsEvent, Position)]) -> Vec<(String, bool)> {
+        let mut ops = Ops::default();
+        s.begin_batch();
+        for e in evs {
+            s.apply(e, &mut NoWalk, &mut ops);
+        }
+        s.end_batch(&mut ops);
+        let mut v: Vec<(String, bool)> = ops.into_iter().map(|(p, o)| (p.to_string(), matches!(o, Op::Update(_)))).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_seeded_file_moves_with_a_directory_the_state_never_saw() {
+        let mut s = GpfsState::new(1);
+        s.seed("/g/a/sub/f", Meta { inode: 9, mode: 0o100644, ..Default::default() });
+        let got = apply(&mut s, &[ev(MovedFrom, "/g/a", 2, true, 1), ev(MovedTo, "/g/b", 2, true, 1)]);
+        assert_eq!(got, vec![("/g/a/sub/f".into(), false), ("/g/b/sub/f".into(), true)]);
+        // A rename onto a free name of a seeded state is new to the index: removed in the same
+        // batch, it produces nothing.
+        let got = apply(&mut s, &[ev(MovedFrom, "/g/b/sub/f", 9, false, 2), ev(MovedTo, "/g/c", 9, false, 2), ev(Removed, "/g/c", 9, false, 0)]);
+        assert_eq!(got, vec![("/g/b/sub/f".into(), false)]);
+    }
+
+    #[test]
+    fn an_unseeded_state_deletes_the_names_a_file_had_before_a_directory_rename() {
+        let mut s = GpfsState::new(1);
+        apply(&mut s, &[ev(MovedFrom, "/g/a", 2, true, 1), ev(MovedTo, "/g/b", 2, true, 1)]);
+        // A file the state never saw (from before monitoring), gone before a walk could find it.
+        assert_eq!(apply(&mut s, &[ev(Removed, "/g/b/f", 9, false, 0)]), vec![("/g/a/f".into(), false), ("/g/b/f".into(), false)]);
+        // One seen only now, through a modification: its old name goes too.
+        assert_eq!(apply(&mut s, &[ev(Modified, "/g/b/h", 10, false, 0)]), vec![("/g/a/h".into(), false), ("/g/b/h".into(), true)]);
     }
 }

@@ -276,3 +276,61 @@ fn an_ingestion_filter_drops_access_events_before_parsing() {
     assert_ne!(code, 0);
     assert!(err.contains("filter") && err.contains("IN_CREATE") && err.contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"), "{err}");
 }
+
+/// What a commit up to offset `committed` promises, on the index delivered so far (no final
+/// drain): a file no uncommitted event names (by its path or a directory above it) is indexed
+/// exactly as the file system has it, and no indexed name is gone unless an uncommitted event
+/// names it or a directory above it.
+fn assert_committed_is_delivered(events: &Path, committed: usize, index: &std::collections::BTreeMap<String, Value>, fresh: &std::collections::BTreeMap<String, Value>, what: &str) {
+    let text = std::fs::read_to_string(events).unwrap();
+    let pending: Vec<String> = text
+        .lines()
+        .skip(committed)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["path"].as_str().and_then(|p| p.strip_prefix("/gpfs/fs1")).map(str::to_string))
+        .collect();
+    let named = |p: &str| pending.iter().any(|e| e == p || p.starts_with(&format!("{e}/")));
+    let (got, want) = (comparable(index), comparable(fresh));
+    for (p, w) in &want {
+        if !named(p) {
+            assert_eq!(got.get(p), Some(w), "{what}: {p} (no event after the commit at {committed}) is not delivered as it is");
+        }
+    }
+    for p in got.keys() {
+        assert!(want.contains_key(p) || named(p), "{what}: {p} is gone, no event after the commit at {committed} names it, and it is still indexed");
+    }
+}
+
+#[test]
+fn every_kill_point_has_delivered_what_it_committed() {
+    let seed = test_seed() ^ 0xc0;
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, index) = preexisting_fs(tmp.path(), 40, seed);
+    let events = tmp.path().join("events.jsonl");
+    let t = topic("ack");
+    let out = tmp.path().join("out");
+    // One event per batch (a commit each): reading takes long enough to be killed inside.
+    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 1, "");
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(9);
+    let (mut produced, mut inside) = (0usize, 0);
+    for round in 0..3 {
+        // More of the workload arrives, then a monitor runs and is killed at a random point:
+        // joining the group again takes several seconds (the killed member must time out).
+        let mut w = Workload::open(&root, &journal, seed).unwrap();
+        w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
+        w.run(if round % 2 == 0 { Kind::Mixed } else { Kind::EvalOut }, 400, if round == 1 { "/old0" } else { "/work" }).unwrap();
+        drop(w);
+        produced += produce_events(&events, produced, &t, 1, vec![]);
+        let fresh = walk_snapshot(tmp.path(), &root, &format!("fresh-{round}"));
+        run_monitor_then_kill(&cfg, &mut x, 7000, 7000);
+        let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &[0]).unwrap().get(&0).copied().unwrap_or(0).max(0) as usize;
+        inside += usize::from(committed > 0 && committed < produced);
+        eprintln!("round {round}: committed {committed} of {produced}");
+        let mut delivered = index.clone();
+        apply(&mut delivered, &out);
+        assert_committed_is_delivered(&events, committed, &delivered, &fresh, &format!("round {round}, committed {committed} of {produced}"));
+    }
+    let r = monitor_drain(&cfg);
+    assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "after the kills", &r);
+    eprintln!("kill points inside the stream: {inside} of 3");
+}

@@ -120,6 +120,9 @@ pub struct Checkpoint {
     /// Directory renames of the run (oldest first).
     #[serde(default)]
     pub renames: Vec<(String, String)>,
+    /// Hashes of the paths sent and not deleted since (absent in older checkpoints).
+    #[serde(default)]
+    pub sent: Option<Vec<u64>>,
     /// Whether the state knows every file (seeded from a snapshot's index).
     #[serde(default)]
     pub complete: bool,
@@ -145,8 +148,19 @@ pub struct GpfsState {
     /// This run's directory renames (old, new), oldest first: a path the state does not know
     /// may be in the index under the name it had before them.
     renames: Vec<(String, String)>,
+    /// Hashes of the paths sent as updates (once a directory was renamed) and not deleted
+    /// since: a name one of this run's renames produced is in the index only if it is here.
+    sent: HashSet<u64, Fast>,
+    /// Whether `sent` covers the whole run (not after restoring an older checkpoint).
+    sent_unknown: bool,
 
     pub counts: GpfsCounts,
+}
+
+/// A path's key in `sent`: the same in every run (checkpoints keep them).
+fn path_key(path: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x9f5e_4e17_a11c_0de5).hash_one(path)
 }
 
 /// Directory renames kept in the log.
@@ -176,6 +190,10 @@ impl GpfsState {
         s.pending = cp.pending;
         s.complete = cp.complete;
         s.renames = cp.renames;
+        match cp.sent {
+            Some(sent) => s.sent = sent.into_iter().collect(),
+            None => s.sent_unknown = !s.renames.is_empty(),
+        }
         s
     }
 
@@ -183,7 +201,9 @@ impl GpfsState {
     pub fn checkpoint(&self) -> Checkpoint {
         let mut objects: Vec<(String, Meta)> = self.objects.iter().map(|(p, m)| (p.to_string(), *m)).collect();
         objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Checkpoint { objects, pending: self.pending.clone(), complete: self.complete, renames: self.renames.clone() }
+        let mut sent: Vec<u64> = self.sent.iter().copied().collect();
+        sent.sort_unstable();
+        Checkpoint { objects, pending: self.pending.clone(), complete: self.complete, renames: self.renames.clone(), sent: (!self.sent_unknown).then_some(sent) }
     }
 
 
@@ -375,8 +395,20 @@ impl GpfsState {
     /// Delete `path`, which the state does not know: unless the state knows every indexed
     /// file, the index may also hold it under its names before this run's directory renames.
     fn delete_unknown(&mut self, path: &str, ops: &mut Ops) {
-        self.delete(path, ops);
+        if self.complete || !self.produced(path) || self.may_hold(path) {
+            self.delete(path, ops);
+        }
         self.delete_older_names(path, ops);
+    }
+
+    /// Whether one of this run's directory renames produced `path` (it is below a new name).
+    fn produced(&self, path: &str) -> bool {
+        self.renames.iter().any(|(_, new)| path.strip_prefix(new.as_str()).is_some_and(|r| r.starts_with('/')))
+    }
+
+    /// Whether the index may hold `path`, a name one of this run's renames produced.
+    fn may_hold(&self, path: &str) -> bool {
+        self.sent_unknown || self.sent.contains(&path_key(path))
     }
 
     /// The names the index may hold for `path` (not known to the state) from before this
@@ -393,8 +425,13 @@ impl GpfsState {
                 older.push(p.clone());
             }
         }
-        for o in older {
-            self.delete(&o, ops);
+        // The oldest name may be from before monitoring; the ones between were produced by
+        // this run's renames, in the index only if sent.
+        let last = older.len().saturating_sub(1);
+        for (i, o) in older.into_iter().enumerate() {
+            if i == last || self.may_hold(&o) {
+                self.delete(&o, ops);
+            }
         }
     }
 
@@ -420,7 +457,6 @@ impl GpfsState {
             self.upsert(new, meta, ops);
             return;
         }
-        let was_born = self.born.contains(old);
         let known = self.forget(old).is_some();
         if meta.is_dir() {
             self.counts.directory_renames += 1;
@@ -468,11 +504,18 @@ impl GpfsState {
         } else {
             self.delete_unknown(old, ops);
         }
+        if !self.complete && !self.objects.contains_key(new) {
+            // Maybe onto an object the state never saw: the index may hold that one under the
+            // names it had before this run's directory renames.
+            self.delete_older_names(new, ops);
+        }
         if self.objects.contains_key(new) {
             // Renamed over an existing object: the new name now means the moved one.
             self.born.remove(new);
-        } else if (was_born || self.complete) && ops.get(new) != Some(&Op::Delete) {
-            // Onto a free name (the state would know a file there): not in the index yet.
+        } else if self.complete && ops.get(new) != Some(&Op::Delete) {
+            // Onto a free name (a complete state would know a file there): not in the index
+            // yet. A state that does not know every file cannot tell: the name may have held
+            // an indexed object it never saw.
             self.born.insert(new.into());
         }
         self.upsert(new, meta, ops);
@@ -486,6 +529,25 @@ impl GpfsState {
         for m in std::mem::take(&mut self.pending) {
             self.counts.moved_out += 1;
             self.remove(&m.path, m.meta.is_dir(), ops);
+        }
+        self.note_sent(ops);
+    }
+
+    /// The batch's operations are final (they are sent next): remember what the index holds.
+    fn note_sent(&mut self, ops: &Ops) {
+        if self.renames.is_empty() {
+            return;
+        }
+        for (p, op) in ops {
+            match op {
+                Op::Update(m) if !m.is_dir() => {
+                    self.sent.insert(path_key(p));
+                }
+                Op::Update(_) => {}
+                Op::Delete => {
+                    self.sent.remove(&path_key(p));
+                }
+            }
         }
     }
 }
@@ -581,6 +643,7 @@ impl StateStore for GpfsState {
             self.counts.moved_out += 1;
             self.remove(&m.path, m.meta.is_dir(), ops);
         }
+        self.note_sent(ops);
     }
 
     /// Objects known.
@@ -739,7 +802,8 @@ mod tree_tests {
         let mut s = GpfsState::new(1);
         apply(&mut s, &[ev(MovedFrom, "/g/a", 2, true, 1), ev(MovedTo, "/g/b", 2, true, 1)]);
         // A file the state never saw (from before monitoring), gone before a walk could find it.
-        assert_eq!(apply(&mut s, &[ev(Removed, "/g/b/f", 9, false, 0)]), vec![("/g/a/f".into(), false), ("/g/b/f".into(), false)]);
+        // Its new name was never sent, so only the old one can be in the index.
+        assert_eq!(apply(&mut s, &[ev(Removed, "/g/b/f", 9, false, 0)]), vec![("/g/a/f".into(), false)]);
         // One seen only now, through a modification: its old name goes too.
         assert_eq!(apply(&mut s, &[ev(Modified, "/g/b/h", 10, false, 0)]), vec![("/g/a/h".into(), false), ("/g/b/h".into(), true)]);
     }

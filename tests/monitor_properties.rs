@@ -64,11 +64,11 @@ struct Plan {
 fn plan(seed: u64) -> Plan {
     let mut rng = Rng::new(seed);
     let kind = [Kind::EvalOut, Kind::EvalPerf, Kind::Filebench, Kind::Mixed][(seed % 4) as usize];
-    let preexisting_base = (seed / 4) % 2 == 0;
+    let preexisting_base = (seed / 4).is_multiple_of(2);
     let lru = if rng.below(3) == 0 { 4 + rng.below(60) as usize } else { 0 };
     // Live: the monitor keeps up (a few operations between reads). Backlog: it starts
     // behind, so every answer from the file system is ahead of the record applied.
-    let live = (seed / 8) % 2 == 0;
+    let live = (seed / 8).is_multiple_of(2);
     let (rounds, ops) = if live { (10 + rng.below(10) as usize, 4 + rng.below(12) as usize) } else { (1 + rng.below(3) as usize, 60 + rng.below(240) as usize) };
     let span = if rng.below(2) == 0 { 12 } else { 300 };
     Plan { kind, base: if preexisting_base { "/old0" } else { "/work" }, preexisting_base, live, rounds, ops, batch: 1 + rng.below(span) as usize, lru }
@@ -301,14 +301,14 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
     let old1 = w.ns.by_path.keys().find(|p| p.ends_with("/old1")).cloned().unwrap_or_else(|| "/old1".into());
     let mut events = icicle_testkit::gpfs::GpfsJournal::open(&events_file, &tmp.path().join("fs"), fs_root, false).map_err(|e| e.to_string())?;
     // Some producers write numeric fields as JSON numbers.
-    events.numbers = seed % 3 == 0;
+    events.numbers = seed.is_multiple_of(3);
     w.gpfs = Some(events);
     // The monitor starts from the snapshot's index (`seed_index`), as the truth does.
     let mut truth = w.ns.clone();
     let mut index: HashMap<String, (u64, u64)> = files(&truth).into_iter().map(|(p, f)| (p, (f.oid as u64, 0))).collect();
     let mut state = GpfsState::new(2);
     // Most runs start from the snapshot's index (`seed_index`); some know nothing at first.
-    let seeded = seed % 5 != 0;
+    let seeded = !seed.is_multiple_of(5);
     if seeded {
         for (path, f) in files(&truth) {
             state.seed(&format!("{fs_root}{path}"), icicle_plugins_gpfs::Meta { inode: f.oid as u64, mode: 0o100644, ..Default::default() });

@@ -3,6 +3,7 @@
 //!
 //! Data flows one way, source → reducer → state → sink; acknowledgements flow back.
 
+pub mod access;
 pub mod batch;
 pub mod config;
 pub mod deadletter;

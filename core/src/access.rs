@@ -1,0 +1,130 @@
+//! Who may see a file's record, from POSIX permissions along its path, evaluated class by
+//! class as the kernel does: owner bits apply to the owner even where group or other bits are
+//! wider, group bits to members of the object's group, other bits to everyone else.
+//!
+//! - [`AccessPolicy::Posix`] (what `ls -l` needs): search (`x`) on every ancestor directory
+//!   and read (`r`) on the parent; the file's own mode does not matter.
+//! - [`AccessPolicy::PosixRead`]: the same, and read on the file itself.
+
+/// The permission-relevant part of one object on a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Perm {
+    /// `st_mode` (only the 0o777 bits are read).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Which rule decides visibility.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AccessPolicy {
+    /// Search on every ancestor and read on the parent (listing the name).
+    Posix,
+    /// [`AccessPolicy::Posix`] and read on the file (never wider than it).
+    PosixRead,
+}
+
+/// Whom a record could be shown to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asker<'a> {
+    /// A user with its primary and supplementary groups; uid 0 sees everything.
+    User { uid: u32, groups: &'a [u32] },
+    /// The members of a group, as a group: judged by the group class where an object's group
+    /// is this one, by the other class elsewhere.
+    Group(u32),
+    /// Everyone (`public`): the other class along the whole chain.
+    Everyone,
+}
+
+const R: u32 = 4;
+const X: u32 = 1;
+
+/// The `rwx` bits of `p` that apply to `who`.
+fn class_bits(p: &Perm, who: &Asker<'_>) -> u32 {
+    let (owner, group, other) = ((p.mode >> 6) & 7, (p.mode >> 3) & 7, p.mode & 7);
+    match who {
+        Asker::User { uid, groups } => {
+            if *uid == p.uid {
+                owner
+            } else if groups.contains(&p.gid) {
+                group
+            } else {
+                other
+            }
+        }
+        Asker::Group(g) => {
+            if *g == p.gid {
+                group
+            } else {
+                other
+            }
+        }
+        Asker::Everyone => other,
+    }
+}
+
+/// Whether `who` may see the record of the file `file` whose directories from the root down
+/// are `dirs` (the last one is its parent), under `policy`.
+pub fn can_see(policy: AccessPolicy, dirs: &[Perm], file: &Perm, who: &Asker<'_>) -> bool {
+    if matches!(who, Asker::User { uid: 0, .. }) {
+        return true;
+    }
+    let Some((parent, above)) = dirs.split_last() else { return false };
+    if !above.iter().all(|d| class_bits(d, who) & X != 0) {
+        return false;
+    }
+    let p = class_bits(parent, who);
+    if p & X == 0 || p & R == 0 {
+        return false;
+    }
+    match policy {
+        AccessPolicy::Posix => true,
+        AccessPolicy::PosixRead => class_bits(file, who) & R != 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(mode: u32, uid: u32, gid: u32) -> Perm {
+        Perm { mode, uid, gid }
+    }
+
+    #[test]
+    fn a_home_directory_hides_what_is_in_it() {
+        let root = p(0o755, 0, 0);
+        let home = p(0o755, 0, 0);
+        let alice = p(0o700, 1000, 100);
+        let dirs = [root, home, alice];
+        let (open, private) = (p(0o644, 1000, 100), p(0o600, 1000, 100));
+        for policy in [AccessPolicy::Posix, AccessPolicy::PosixRead] {
+            assert!(can_see(policy, &dirs, &open, &Asker::User { uid: 1000, groups: &[100] }));
+            assert!(!can_see(policy, &dirs, &open, &Asker::Group(100)), "{policy:?}: alice's group is kept out by 0700");
+            assert!(!can_see(policy, &dirs, &open, &Asker::Everyone));
+            assert!(!can_see(policy, &dirs, &private, &Asker::User { uid: 1001, groups: &[100] }));
+            assert!(can_see(policy, &dirs, &private, &Asker::User { uid: 0, groups: &[] }));
+        }
+    }
+
+    #[test]
+    fn a_private_file_in_a_group_project_is_not_public() {
+        let dirs = [p(0o755, 0, 0), p(0o750, 1000, 200)];
+        let file = p(0o600, 1000, 200);
+        for policy in [AccessPolicy::Posix, AccessPolicy::PosixRead] {
+            assert!(!can_see(policy, &dirs, &file, &Asker::Everyone), "{policy:?}");
+        }
+        // The group may list it, but not read it.
+        assert!(can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Group(200)));
+        assert!(!can_see(AccessPolicy::PosixRead, &dirs, &file, &Asker::Group(200)));
+    }
+
+    #[test]
+    fn owner_bits_apply_to_the_owner_even_when_narrower() {
+        let dirs = [p(0o755, 0, 0), p(0o077, 1000, 100)];
+        let file = p(0o644, 1000, 100);
+        assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::User { uid: 1000, groups: &[100] }));
+        assert!(can_see(AccessPolicy::Posix, &dirs, &file, &Asker::User { uid: 1001, groups: &[100] }));
+    }
+}

@@ -1,0 +1,139 @@
+//! The POSIX visibility rule (`icicle_core::access`) against the kernel: random trees of
+//! directories and files with random modes, owners and groups are built on disk, and for every
+//! file and every test principal the rule's answer equals what the kernel answers to that user
+//! (a child process running as it: `stat` and `access(R_OK)` on the parent for `posix`, and
+//! `access(R_OK)` on the file for `posix-read`). Needs root (CI runs as root); skipped
+//! otherwise, saying so. `ICICLE_ACCESS_SEED=N` replays one tree.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use icicle_core::access::{can_see, AccessPolicy, Asker, Perm};
+use icicle_testkit::gen::Rng;
+
+const UIDS: [u32; 4] = [41001, 41002, 41003, 41004];
+const GIDS: [u32; 3] = [42001, 42002, 42003];
+
+fn perm(p: &Path) -> Perm {
+    let m = std::fs::symlink_metadata(p).unwrap();
+    Perm { mode: m.mode(), uid: m.uid(), gid: m.gid() }
+}
+
+/// Directories from `/` down to `file`'s parent.
+fn chain(file: &Path) -> Vec<Perm> {
+    let mut dirs: Vec<PathBuf> = file.ancestors().skip(1).map(Path::to_path_buf).collect();
+    dirs.reverse();
+    dirs.iter().map(|d| perm(d)).collect()
+}
+
+/// A random tree under `root`: (files).
+fn build(root: &Path, rng: &mut Rng, files: usize) -> Vec<PathBuf> {
+    let pick = |rng: &mut Rng, v: &[u32]| v[rng.below(v.len() as u64) as usize];
+    let modes = [0o700, 0o750, 0o755, 0o711, 0o705, 0o770, 0o775, 0o751, 0o500, 0o055, 0o005, 0o000];
+    let fmodes = [0o600, 0o640, 0o644, 0o604, 0o400, 0o440, 0o444, 0o060, 0o006, 0o000, 0o666];
+    let mut dirs = vec![root.to_path_buf()];
+    for i in 0..files / 15 {
+        let parent = dirs[rng.below(dirs.len() as u64) as usize].clone();
+        let d = parent.join(format!("d{i}"));
+        std::fs::create_dir(&d).unwrap();
+        dirs.push(d);
+    }
+    let mut out = Vec::new();
+    for i in 0..files {
+        let d = &dirs[rng.below(dirs.len() as u64) as usize];
+        let f = d.join(format!("f{i}"));
+        std::fs::write(&f, b"x").unwrap();
+        std::os::unix::fs::chown(&f, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS))).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(fmodes[rng.below(fmodes.len() as u64) as usize])).unwrap();
+        out.push(f);
+    }
+    // Modes last, deepest first, so building did not need them.
+    for d in dirs.iter().skip(1).rev() {
+        std::os::unix::fs::chown(d, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS))).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(modes[rng.below(modes.len() as u64) as usize])).unwrap();
+    }
+    out
+}
+
+/// What the kernel lets `uid` (with `groups`, the first its primary) do: per file, (posix,
+/// posix-read).
+fn kernel(files: &[PathBuf], uid: u32, groups: &[u32]) -> Vec<(bool, bool)> {
+    let script = "import os, sys\nfor p in sys.stdin.read().split('\\0')[:-1]:\n    d = os.path.dirname(p)\n    try:\n        os.stat(p); seen = os.access(d, os.R_OK)\n    except OSError:\n        seen = False\n    print('%d %d' % (seen, seen and os.access(p, os.R_OK)))\n";
+    let gs: Vec<libc::gid_t> = groups.to_vec();
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-c", script]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    let primary = groups.first().copied().unwrap_or(uid);
+    // Groups, then the group, then the user (std would set the ids before this closure runs,
+    // after which setgroups is refused). SAFETY: only system calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(gs.len(), gs.as_ptr()) != 0 || libc::setresgid(primary, primary, primary) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut input = Vec::new();
+    for f in files {
+        input.extend_from_slice(f.as_os_str().as_encoded_bytes());
+        input.push(0);
+    }
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "python3 as uid {uid}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| (l.starts_with('1'), l.ends_with('1'))).collect()
+}
+
+#[test]
+fn the_rule_matches_the_kernel_for_every_file_and_principal() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to build trees owned by other users and to ask as them");
+        return;
+    }
+    let seed = std::env::var("ICICLE_ACCESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1));
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut rng = Rng::new(seed);
+    let files = build(tmp.path(), &mut rng, 1200);
+    let chains: Vec<(Vec<Perm>, Perm)> = files.iter().map(|f| (chain(f), perm(f))).collect();
+    // Users owning files, members of some groups; one member of a single group owning nothing
+    // (the group as a principal); one that owns nothing and is in no group (everyone).
+    let mut askers: Vec<(String, u32, Vec<u32>)> = Vec::new();
+    for &u in &UIDS {
+        let n = 1 + rng.below(GIDS.len() as u64) as usize;
+        let gs: Vec<u32> = GIDS.iter().copied().filter(|_| rng.below(2) == 0).take(n).collect();
+        askers.push((format!("user {u}"), u, if gs.is_empty() { vec![GIDS[0]] } else { gs }));
+    }
+    for &g in &GIDS {
+        askers.push((format!("group {g}"), 41900 + g % 100, vec![g]));
+    }
+    askers.push(("everyone".into(), 41999, vec![41999]));
+    let mut disagreements: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, uid, groups) in &askers {
+        let truth = kernel(&files, *uid, groups);
+        assert_eq!(truth.len(), files.len());
+        let who = if name.starts_with("group") {
+            Asker::Group(groups[0])
+        } else if name == "everyone" {
+            Asker::Everyone
+        } else {
+            Asker::User { uid: *uid, groups }
+        };
+        for ((f, (dirs, p)), (posix, posix_read)) in files.iter().zip(&chains).zip(truth) {
+            for (policy, want) in [(AccessPolicy::Posix, posix), (AccessPolicy::PosixRead, posix_read)] {
+                if can_see(policy, dirs, p, &who) != want {
+                    disagreements.entry(format!("{name} {policy:?}")).or_default().push(format!("{} (kernel: {want})", f.display()));
+                }
+            }
+        }
+    }
+    // Leave the tree removable.
+    let _ = std::process::Command::new("chmod").args(["-R", "u+rwx"]).arg(tmp.path()).status();
+    let shown: Vec<String> = disagreements.iter().map(|(k, v)| format!("{k}: {} files, e.g. {}", v.len(), v[0])).collect();
+    assert!(disagreements.is_empty(), "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): the rule and the kernel disagree:\n{}", shown.join("\n"));
+    eprintln!("seed {seed}: {} files x {} principals x 2 policies agree with the kernel", files.len(), askers.len());
+}

@@ -20,6 +20,21 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
         .map(|v| VisibleTo::parse(v))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|reason| ConfigError::InvalidValue { key: "records.visible_to".into(), origin: origin("records.visible_to"), reason })?;
+    // Literal principals: a misspelt one must stop the run here, not widen or drop later.
+    for (i, f) in r.fallback.iter().enumerate() {
+        if !matches!(VisibleTo::parse(f), Ok(VisibleTo::Public | VisibleTo::Principal(_))) {
+            return Err(ConfigError::InvalidValue {
+                key: format!("records.fallback[{i}]"),
+                origin: origin("records.fallback"),
+                reason: format!("`{f}` is not `public` or a `urn:` principal"),
+            });
+        }
+    }
+    for (i, d) in cfg.app.aggregate.dir_visible_to.iter().enumerate() {
+        if let Err(reason) = VisibleTo::parse(d) {
+            return Err(ConfigError::InvalidValue { key: format!("aggregate.dir_visible_to[{i}]"), origin: origin("aggregate.dir_visible_to"), reason });
+        }
+    }
     let principals = match &r.principals {
         Some(p) => PrincipalMap::load(p).map_err(|reason| ConfigError::InvalidValue { key: "records.principals".into(), origin: origin("records.principals"), reason })?,
         None => PrincipalMap::default(),

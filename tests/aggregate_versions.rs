@@ -386,3 +386,49 @@ fn unreadable_inputs_withhold_aggregate_deletes() {
     let (_, out) = run_max(tmp.path(), &source, 4, true, MAX);
     assert!(deleted(&out).is_empty());
 }
+
+#[test]
+fn misspelt_principals_stop_the_run_and_directory_aggregates_are_never_public_by_fallback() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.csv");
+    write_rows(&input, &[0, 1, 2, 3, 4, 5, 6]);
+    let out = tmp.path().join("out");
+    let body = |records: &str, aggregate: &str| {
+        format!(
+            "[snapshot]\nversion = \"v1\"\n[records]\n{records}\n[aggregate]\nenabled = true\ndirectory_min = 1\ndirectory_max = 2\nreference_time = 1767225600\n{aggregate}\n\
+             [sources.s]\ntype = \"tsv\"\npaths = [\"{i}\"]\npreset = \"icicle9\"\n[sinks.out]\ntype = \"file\"\ndir = \"{o}\"\n",
+            i = input.display(),
+            o = out.display()
+        )
+    };
+    // A typo in a literal principal is a configuration error naming the key and the file.
+    let cfg = config(tmp.path(), "typo.toml", &body("visible_to = [\"owner\"]\nfallback = [\"pubic\"]", ""));
+    let (code, _, err) = snapshot(&cfg, &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("records.fallback[0]") && err.contains("pubic") && err.contains("typo.toml"), "{err}");
+    let cfg = config(tmp.path(), "dirs.toml", &body("visible_to = [\"owner\"]\nfallback = [\"public\"]", "dir_visible_to = [\"admins\"]"));
+    let (code, _, err) = snapshot(&cfg, &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("aggregate.dir_visible_to[0]") && err.contains("admins") && err.contains("dirs.toml"), "{err}");
+    // With a public fallback for unmapped owners, primary records fall back to public; a
+    // directory aggregate with no principal of its own is held back, never made public.
+    let cfg = config(tmp.path(), "ok.toml", &body("visible_to = [\"owner\"]\nfallback = [\"public\"]", ""));
+    let (code, s, err) = snapshot(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    let mut primaries = 0;
+    for (_, doc) in documents(&out, "ingest-") {
+        for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
+            let subject = e["subject"].as_str().unwrap();
+            let vis: Vec<&str> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            match e["content"]["principal"].as_str() {
+                Some(p) => assert!(!(p.starts_with("dir:") && vis.contains(&"public")), "{subject} is public: {vis:?}"),
+                None => {
+                    primaries += 1;
+                    assert_eq!(vis, vec!["public"], "{subject}");
+                }
+            }
+        }
+    }
+    assert_eq!(primaries, 7);
+    assert!(s["pipelines"]["aggregate"]["without_visible_to"].as_u64().unwrap() > 0, "{s}");
+}

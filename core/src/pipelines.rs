@@ -546,6 +546,8 @@ impl Aggregate {
         let mut dir_policy = (**policy).clone();
         dir_policy.visible_to = self.settings.dir_visible_to.iter().filter_map(|s| crate::gmeta::VisibleTo::parse(s).ok()).collect();
         dir_policy.visible_to.extend(policy.visible_to.iter().filter(|v| matches!(v, crate::gmeta::VisibleTo::Public | crate::gmeta::VisibleTo::Principal(_))).cloned());
+        // A directory's aggregate is never made public by the fallback.
+        dir_policy.fallback.retain(|f| f != "public");
         let mut dir_enc = PrimaryEncoder::new(Arc::new(dir_policy));
         let mut out = Vec::with_capacity(keys.len());
         let mut without = 0u64;

@@ -436,17 +436,22 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
         self.all.range(prefix.clone()..).take_while(|p| p.starts_with(&prefix)).filter(|p| !self.dirs.contains(*p)).map(|p| p[prefix.len()..].to_string()).collect()
     }
     fn future_renames(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::lookahead::FutureRename> {
+        self.lookahead().named(name, after)
+    }
+    fn future_namings(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::lookahead::FutureNaming> {
+        self.lookahead().namings(name, after)
+    }
+}
+
+impl MapResolver<'_> {
+    /// The whole stream's renames and namings, indexed on first need.
+    fn lookahead(&mut self) -> &mut icicle_plugins_lustre::lookahead::Lookahead {
         let stream = self.stream;
-        let renames = self.renames.get_or_insert_with(|| {
+        self.renames.get_or_insert_with(|| {
             let mut la = icicle_plugins_lustre::lookahead::Lookahead::new(0);
             la.push_text(stream, None);
             la
-        });
-        renames.named(name, after)
-    }
-    fn future_namings(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::lookahead::FutureNaming> {
-        self.future_renames(0, "\u{0}");
-        self.renames.as_mut().map(|la| la.namings(name, after)).unwrap_or_default()
+        })
     }
 }
 

@@ -152,15 +152,7 @@ async fn run_with_restarts(
     let mut restarts = 0u32;
     loop {
         let mut stop = ctx.stop.clone();
-        let run = icicle_core::traits::MonitorContext {
-            sinks: ctx.sinks.clone(),
-            policy: ctx.policy.clone(),
-            max_batch_bytes: ctx.max_batch_bytes,
-            drain: ctx.drain,
-            name: ctx.name.clone(),
-            stop: ctx.stop.clone(),
-        };
-        let err = match m.run(run).await {
+        let err = match m.run(ctx.clone()).await {
             Ok(mut report) => {
                 if let Some(o) = report.as_object_mut() {
                     o.insert("restarts".into(), restarts.into());

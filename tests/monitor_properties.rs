@@ -8,7 +8,9 @@
 //! GPFS on batches cut at record boundaries).
 //!
 //! `ICICLE_PROPERTY_SEED=N` replays one seed; `ICICLE_PROPERTY_CASES` sets how many run
-//! (default 64 per monitor, from a random first seed printed with any failure).
+//! (default 64 per monitor, from a random first seed printed with any failure);
+//! `ICICLE_PROPERTY_TRACE=1` prints every operation a batch did not need, and
+//! `ICICLE_PROPERTY_KEEP=1` keeps each seed's changelog (and events) in /tmp/property-keep.
 
 use std::collections::{HashMap, HashSet};
 

@@ -80,6 +80,7 @@ pub type NamedSources = Vec<(String, std::sync::Arc<dyn Source>)>;
 pub type NamedSinks = Vec<(String, Box<dyn Sink>)>;
 
 /// What a streaming (monitor) source is given to run.
+#[derive(Clone)]
 pub struct MonitorContext {
     /// The configured sinks, shared by every monitored MDT or topic.
     pub sinks: std::sync::Arc<tokio::sync::Mutex<NamedSinks>>,

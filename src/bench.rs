@@ -462,6 +462,7 @@ fn bench_output(emit: Option<&Path>) -> anyhow::Result<(icicle_core::gmeta::Prim
         fallback: vec![],
         principals: std::sync::Arc::new(icicle_core::gmeta::PrincipalMap::default()),
         version: "bench".into(),
+        ..Default::default()
     });
     let out = emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
     Ok((icicle_core::gmeta::PrimaryEncoder::new(policy), out))

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use icicle_core::config::LoadedConfig;
+use icicle_core::access::AccessPolicy;
+use icicle_core::config::{LoadedConfig, VisibleToSetting};
 use icicle_core::error::ConfigError;
 use icicle_core::gmeta::{PrincipalMap, RecordPolicy, VisibleTo};
 use icicle_core::registry::{self, BuildContext, Built, PluginKind};
@@ -14,12 +15,36 @@ use icicle_core::traits::{ChangeSource, NamedSinks, NamedSources};
 pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
     let r = &cfg.app.records;
     let origin = |k: &str| icicle_core::config::origin_of(&cfg.figment, k);
-    let visible_to = r
-        .visible_to
-        .iter()
-        .map(|v| VisibleTo::parse(v))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|reason| ConfigError::InvalidValue { key: "records.visible_to".into(), origin: origin("records.visible_to"), reason })?;
+    let invalid = |key: String, reason: String| ConfigError::InvalidValue { origin: origin(key.split('[').next().unwrap_or(&key)), key, reason };
+    let (visible_to, access) = match &r.visible_to {
+        VisibleToSetting::Rule(rule) => match rule.as_str() {
+            "posix-read" => (Vec::new(), Some(AccessPolicy::PosixRead)),
+            "posix" => (Vec::new(), Some(AccessPolicy::Posix)),
+            other => {
+                return Err(invalid(
+                    "records.visible_to".into(),
+                    format!("unknown rule `{other}` (known: `posix-read`, `posix`, or a list of `owner`, `group`, `public`, `urn:` principals)"),
+                ))
+            }
+        },
+        VisibleToSetting::List(list) => {
+            let v = list.iter().map(|v| VisibleTo::parse(v)).collect::<Result<Vec<_>, _>>().map_err(|reason| invalid("records.visible_to".into(), reason))?;
+            (v, None)
+        }
+    };
+    if access.is_some() && !r.fallback.is_empty() {
+        return Err(invalid("records.fallback".into(), "a fallback would widen the POSIX rule: name principals that see everything in records.admins".into()));
+    }
+    for (i, a) in r.admins.iter().enumerate() {
+        if !a.starts_with("urn:") {
+            return Err(invalid(format!("records.admins[{i}]"), format!("`{a}` is not a `urn:` principal")));
+        }
+    }
+    if let Some(e) = &r.everyone {
+        if e != "public" && !e.starts_with("urn:") {
+            return Err(invalid("records.everyone".into(), format!("`{e}` is not `public` or a `urn:` principal")));
+        }
+    }
     // Literal principals: a misspelt one must stop the run here, not widen or drop later.
     for (i, f) in r.fallback.iter().enumerate() {
         if !matches!(VisibleTo::parse(f), Ok(VisibleTo::Public | VisibleTo::Principal(_))) {
@@ -40,7 +65,17 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
         None => PrincipalMap::default(),
     };
     let version = cfg.app.snapshot.version.clone().unwrap_or_else(|| icicle_core::time::iso8601(icicle_core::time::now_epoch()));
-    Ok(RecordPolicy { visible_to, fallback: r.fallback.clone(), principals: Arc::new(principals), version })
+    Ok(RecordPolicy {
+        visible_to,
+        access,
+        admins: r.admins.clone(),
+        everyone: r.everyone.clone(),
+        unknown_directories: r.unknown_directories,
+        fallback: r.fallback.clone(),
+        principals: Arc::new(principals),
+        version,
+        ..Default::default()
+    })
 }
 
 /// Snapshot sources, streaming sources and sinks built from a configuration.

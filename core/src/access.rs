@@ -84,6 +84,95 @@ pub fn can_see(policy: AccessPolicy, dirs: &[Perm], file: &Perm, who: &Asker<'_>
     }
 }
 
+/// What is done with a file whose directories' permissions the source cannot know.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnknownDirectories {
+    /// Only the owner (and the admins) may see it: never wider than the rule.
+    #[default]
+    OwnerOnly,
+    /// The record is rejected.
+    Reject,
+}
+
+/// Path depth: `/` is 0, `/a` is 1, `/a/b` is 2.
+fn depth(path: &str) -> usize {
+    if path == "/" {
+        0
+    } else {
+        path.bytes().filter(|&b| b == b'/').count()
+    }
+}
+
+/// The directory a path is in (`/` for a top-level name).
+pub fn parent_dir(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// Directory permissions by path, filled from a snapshot's directory rows. The shallowest
+/// directory seen is the top: directories above it are outside what the source covers and
+/// are not judged; every directory from the top down to a file's parent must be known.
+#[derive(Debug)]
+pub struct DirectoryTable {
+    map: std::sync::RwLock<std::collections::HashMap<Box<str>, Perm>>,
+    top: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for DirectoryTable {
+    fn default() -> Self {
+        DirectoryTable { map: Default::default(), top: std::sync::atomic::AtomicUsize::new(usize::MAX) }
+    }
+}
+
+impl DirectoryTable {
+    /// Record directory `path`'s permissions.
+    pub fn insert(&self, path: &str, perm: Perm) {
+        self.top.fetch_min(depth(path), std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut m) = self.map.write() {
+            m.insert(path.into(), perm);
+        }
+    }
+
+    /// Directory `path`'s permissions, when known.
+    pub fn get(&self, path: &str) -> Option<Perm> {
+        self.map.read().ok()?.get(path).copied()
+    }
+
+    /// The permissions of the directories from the top down to `dir` (inclusive); `None`
+    /// when `dir` is above the top or one of them is unknown.
+    pub fn chain(&self, dir: &str) -> Option<std::sync::Arc<[Perm]>> {
+        let top = self.top.load(std::sync::atomic::Ordering::Relaxed);
+        if depth(dir) < top {
+            return None;
+        }
+        let m = self.map.read().ok()?;
+        let mut out = Vec::with_capacity(depth(dir) + 1 - top);
+        let mut p = dir;
+        loop {
+            out.push(*m.get(p)?);
+            if depth(p) <= top {
+                break;
+            }
+            p = parent_dir(p);
+        }
+        out.reverse();
+        Some(out.into())
+    }
+
+    /// Directories known.
+    pub fn len(&self) -> usize {
+        self.map.read().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether no directory is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +215,20 @@ mod tests {
         let file = p(0o644, 1000, 100);
         assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::User { uid: 1000, groups: &[100] }));
         assert!(can_see(AccessPolicy::Posix, &dirs, &file, &Asker::User { uid: 1001, groups: &[100] }));
+    }
+
+    #[test]
+    fn the_table_judges_from_its_top_down_and_knows_no_gaps() {
+        let t = DirectoryTable::default();
+        t.insert("/fs/home", p(0o755, 0, 0));
+        t.insert("/fs/home/alice", p(0o700, 1000, 100));
+        t.insert("/fs/home/alice/a/b", p(0o755, 1000, 100));
+        assert_eq!(t.chain("/fs/home/alice").as_deref(), Some(&[p(0o755, 0, 0), p(0o700, 1000, 100)][..]));
+        assert_eq!(t.chain("/fs/home").as_deref(), Some(&[p(0o755, 0, 0)][..]));
+        assert!(t.chain("/fs").is_none(), "above the top");
+        assert!(t.chain("/fs/home/bob").is_none(), "unknown parent");
+        assert!(t.chain("/fs/home/alice/a/b").is_none(), "a gap (/fs/home/alice/a)");
+        t.insert("/", p(0o755, 0, 0));
+        assert!(t.chain("/fs/home").is_none(), "the top is now `/`, and /fs is unknown");
     }
 }

@@ -91,25 +91,47 @@ pub enum EmitMode {
     All,
 }
 
+/// `records.visible_to`: a rule (`"posix-read"`, `"posix"`) or an explicit list.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum VisibleToSetting {
+    /// Visibility from POSIX permissions along the path.
+    Rule(String),
+    /// `owner`, `group`, `public` and/or literal `urn:` principals.
+    List(Vec<String>),
+}
+
 /// How primary records are built (`[records]`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RecordSettings {
-    /// `owner`, `group`, `public` and/or literal `urn:` principals.
-    pub visible_to: Vec<String>,
+    /// `"posix-read"` (default), `"posix"`, or a list of `owner`, `group`, `public`, `urn:...`.
+    pub visible_to: VisibleToSetting,
     /// uid/gid → principal URN file (`uid 1000 urn:globus:auth:identity:...`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub principals: Option<PathBuf>,
-    /// Principals used when `visible_to` resolves to nothing for a record.
+    /// Principals used when a `visible_to` list resolves to nothing for a record.
     pub fallback: Vec<String>,
+    /// Principals (`urn:`) that see every record, with root's mapped principal.
+    pub admins: Vec<String>,
+    /// Under the POSIX rules, the principal that stands for every user (`public` or a `urn:`
+    /// group of all users): given what the other class allows along the whole path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub everyone: Option<String>,
+    /// Under the POSIX rules, a file whose directories' permissions the source cannot know:
+    /// `owner-only` (default) or `reject`.
+    pub unknown_directories: crate::access::UnknownDirectories,
 }
 
 impl Default for RecordSettings {
     fn default() -> Self {
         RecordSettings {
-            visible_to: vec!["owner".into(), "group".into()],
+            visible_to: VisibleToSetting::Rule("posix-read".into()),
             principals: None,
             fallback: vec![],
+            admins: vec![],
+            everyone: None,
+            unknown_directories: Default::default(),
         }
     }
 }

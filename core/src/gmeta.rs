@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use crate::access::{can_see, AccessPolicy, Asker, DirectoryTable, Perm, UnknownDirectories};
 use crate::record::{mode_octal_as_int, mode_string, FileRecord};
 
 /// Globus Search's subject length limit, in UTF-8 bytes.
@@ -178,6 +179,16 @@ impl PrincipalMap {
         PrincipalMap::parse(&text, &path.display().to_string())
     }
 
+    /// The principal of `uid`.
+    pub fn user(&self, uid: u32) -> Option<&str> {
+        self.users.get(&uid).map(String::as_str)
+    }
+
+    /// The principal of `gid`.
+    pub fn group(&self, gid: u32) -> Option<&str> {
+        self.groups.get(&gid).map(String::as_str)
+    }
+
     /// Add a user mapping.
     pub fn insert_user(&mut self, uid: u32, urn: String) {
         self.users.insert(uid, urn);
@@ -216,14 +227,112 @@ impl VisibleTo {
 }
 
 /// How primary records are built.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RecordPolicy {
+    /// The explicit lists (`owner`, `group`, principals): used when `access` is `None`.
     pub visible_to: Vec<VisibleTo>,
+    /// Visibility from POSIX permissions along the path (`posix` / `posix-read`).
+    pub access: Option<AccessPolicy>,
+    /// Principals that see every record (with root's mapped principal).
+    pub admins: Vec<String>,
+    /// The principal that stands for every user (the other class), if any.
+    pub everyone: Option<String>,
+    /// What is done when the directories' permissions are unknown.
+    pub unknown_directories: UnknownDirectories,
+    /// Directory permissions read in this run.
+    pub dirs: Arc<DirectoryTable>,
     /// Principals used when the policy resolves to nothing for a record.
     pub fallback: Vec<String>,
     pub principals: Arc<PrincipalMap>,
     /// The snapshot version written into every record.
     pub version: String,
+}
+
+/// The principals that may see a file with permissions `file` whose directories from the top
+/// down are `dirs` (`None`: unknown), under `access`; encoded as a `visible_to` array.
+pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&[Perm]>, file: &Perm) -> Result<Vec<u8>, String> {
+    let map = &policy.principals;
+    let mut principals: Vec<&str> = Vec::new();
+    fn add<'p>(p: &'p str, v: &mut Vec<&'p str>) {
+        if !v.contains(&p) {
+            v.push(p);
+        }
+    }
+    match dirs {
+        None if policy.unknown_directories == UnknownDirectories::Reject => {
+            return Err(format!("the permissions of its directories are unknown (uid {} / gid {}; records.unknown_directories = \"reject\")", file.uid, file.gid));
+        }
+        None => {
+            if let Some(u) = map.users.get(&file.uid) {
+                add(u, &mut principals);
+            }
+        }
+        Some(dirs) => {
+            if let Some(u) = map.users.get(&file.uid) {
+                if can_see(access, dirs, file, &Asker::User { uid: file.uid, groups: &[] }) {
+                    add(u, &mut principals);
+                }
+            }
+            let mut gids: Vec<u32> = Vec::with_capacity(dirs.len() + 1);
+            for g in std::iter::once(file.gid).chain(dirs.iter().map(|d| d.gid)) {
+                if !gids.contains(&g) {
+                    gids.push(g);
+                }
+            }
+            for g in gids {
+                if let Some(name) = map.groups.get(&g) {
+                    if can_see(access, dirs, file, &Asker::Group(g)) {
+                        add(name, &mut principals);
+                    }
+                }
+            }
+            if let Some(e) = &policy.everyone {
+                if can_see(access, dirs, file, &Asker::Everyone) {
+                    add(e, &mut principals);
+                }
+            }
+        }
+    }
+    if let Some(root) = map.users.get(&0) {
+        add(root, &mut principals);
+    }
+    for a in &policy.admins {
+        add(a, &mut principals);
+    }
+    if principals.is_empty() {
+        return Err(format!(
+            "no mapped principal may see it (uid {} / gid {}, mode {:o}): map them in the principals file or set records.admins",
+            file.uid,
+            file.gid,
+            file.mode & 0o7777
+        ));
+    }
+    Ok(encode_principals(&principals))
+}
+
+/// `visible_to` of an aggregate under the POSIX rules: `principal` (the user's or group's
+/// own, or those who may see the directory), root's and the admins'.
+pub fn aggregate_principals(policy: &RecordPolicy, own: &[&str]) -> Option<Vec<u8>> {
+    let mut v: Vec<&str> = Vec::new();
+    for p in own.iter().copied().chain(policy.principals.users.get(&0).map(String::as_str)).chain(policy.admins.iter().map(String::as_str)) {
+        if !v.contains(&p) {
+            v.push(p);
+        }
+    }
+    (!v.is_empty()).then(|| encode_principals(&v))
+}
+
+/// `["p1","p2",...]`.
+fn encode_principals(principals: &[&str]) -> Vec<u8> {
+    let mut out = vec![b'['];
+    for (i, p) in principals.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_json_str(&mut out, p);
+    }
+    out.push(b']');
+    out
 }
 
 /// The encoded `visible_to` array for an owner and group under `policy` (`owner` applies only
@@ -249,15 +358,7 @@ fn resolve_visible_to(policy: &RecordPolicy, uid: Option<u32>, gid: Option<u32>)
     if principals.is_empty() {
         return None;
     }
-    let mut out = vec![b'['];
-    for (i, p) in principals.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        push_json_str(&mut out, p);
-    }
-    out.push(b']');
-    Some(out)
+    Some(encode_principals(&principals))
 }
 
 /// A `visible_to` array, encoded.
@@ -270,6 +371,9 @@ pub struct PrimaryEncoder {
     version_json: Vec<u8>,
     cache: HashMap<(u32, u32), Option<EncodedPrincipals>>,
     last: Option<((u32, u32), EncodedPrincipals)>,
+    /// The directory chain `posix_cache` was computed for (held so its address stays unique).
+    posix_chain: Option<Arc<[Perm]>>,
+    posix_cache: HashMap<(u32, u32, u32), EncodedPrincipals>,
     iso: IsoCache,
 }
 
@@ -278,7 +382,7 @@ impl PrimaryEncoder {
     pub fn new(policy: Arc<RecordPolicy>) -> PrimaryEncoder {
         let mut version_json = Vec::new();
         push_json_str(&mut version_json, &policy.version);
-        PrimaryEncoder { policy, version_json, cache: HashMap::new(), last: None, iso: IsoCache::default() }
+        PrimaryEncoder { policy, version_json, cache: HashMap::new(), last: None, posix_chain: None, posix_cache: HashMap::new(), iso: IsoCache::default() }
     }
 
     /// The encoded `visible_to` array for (uid, gid), or an error naming what is unmapped.
@@ -303,6 +407,30 @@ impl PrimaryEncoder {
         })
     }
 
+    /// The encoded `visible_to` array for `rec` whose directories from the top down are
+    /// `dirs` (`None`: unknown): by POSIX permissions when the policy says so, otherwise by
+    /// the owner/group lists.
+    pub fn visible_to_in(&mut self, rec: &FileRecord<'_>, dirs: Option<&Arc<[Perm]>>) -> Result<Arc<[u8]>, String> {
+        let Some(access) = self.policy.access else { return self.visible_to(rec.uid, rec.gid) };
+        let same = match (&self.posix_chain, dirs) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            self.posix_chain = dirs.cloned();
+            self.posix_cache.clear();
+        }
+        let key = (rec.mode & 0o777, rec.uid, rec.gid);
+        if let Some(v) = self.posix_cache.get(&key) {
+            return Ok(v.clone());
+        }
+        let file = Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid };
+        let v: EncodedPrincipals = resolve_posix(&self.policy, access, dirs.map(|d| &**d), &file)?.into();
+        self.posix_cache.insert(key, v.clone());
+        Ok(v)
+    }
+
     /// `visible_to` for an aggregate: `owner` applies only with a uid, `group` only with a gid.
     pub fn visible_to_parts(&mut self, uid: Option<u32>, gid: Option<u32>) -> Result<Vec<u8>, String> {
         resolve_visible_to(&self.policy, uid, gid).ok_or_else(|| "no visible_to principal".to_string())
@@ -311,6 +439,12 @@ impl PrimaryEncoder {
     /// Append the GMetaEntry for `rec` to `out`.
     pub fn encode(&mut self, rec: &FileRecord<'_>, out: &mut Vec<u8>) -> Result<(), String> {
         let vis = self.visible_to(rec.uid, rec.gid)?;
+        self.encode_with(rec, &vis, out);
+        Ok(())
+    }
+
+    /// Append the GMetaEntry for `rec`, visible to `vis` (an encoded array), to `out`.
+    pub fn encode_with(&mut self, rec: &FileRecord<'_>, vis: &[u8], out: &mut Vec<u8>) {
         out.reserve(400 + 2 * rec.path.len());
         // A path without bytes to escape (the usual case) is copied as it is, three times
         // (its name is a part of it), after one scan.
@@ -331,7 +465,7 @@ impl PrimaryEncoder {
             push_json_str(out, &subject_for(rec.path));
         }
         out.extend_from_slice(br#","visible_to":"#);
-        out.extend_from_slice(&vis);
+        out.extend_from_slice(vis);
         out.extend_from_slice(br#","content":{"name":"#);
         quoted(out, rec.name());
         out.extend_from_slice(br#","path":"#);
@@ -367,7 +501,6 @@ impl PrimaryEncoder {
             push_int(out, rec.inode);
         }
         out.extend_from_slice(b"}}}");
-        Ok(())
     }
 }
 
@@ -384,6 +517,7 @@ mod tests {
             fallback: vec![],
             principals: Arc::new(p),
             version: "v1".into(),
+            ..Default::default()
         })
     }
 

@@ -8,6 +8,7 @@ pub mod batch;
 pub mod config;
 pub mod deadletter;
 pub mod deletes;
+pub mod dirpass;
 pub mod error;
 pub mod gmeta;
 pub mod manifest;

@@ -555,7 +555,9 @@ impl Aggregate {
         for k in keys {
             let s = &map[k];
             memory += s.memory_bytes();
-            let vis = if let Some(uid) = k.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
+            let vis = if policy.access.is_some() {
+                self.posix_visible_to(k, policy)
+            } else if let Some(uid) = k.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
                 enc.visible_to_parts(Some(uid), None)
             } else if let Some(gid) = k.strip_prefix("group:").and_then(|g| g.parse::<u32>().ok()) {
                 enc.visible_to_parts(None, Some(gid))
@@ -579,6 +581,39 @@ impl Aggregate {
             "errors": errors,
         });
         (out, report)
+    }
+
+    /// Under the POSIX rules: `user:U` to U, `group:G` to G, `dir:/a/b` to whoever may see
+    /// `/a/b` itself (and `dir_visible_to`); root's principal and the admins always.
+    fn posix_visible_to(&self, subject: &str, policy: &RecordPolicy) -> Result<Vec<u8>, String> {
+        let map = &policy.principals;
+        let none = || "no visible_to principal".to_string();
+        if let Some(uid) = subject.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
+            let own: Vec<&str> = map.user(uid).into_iter().collect();
+            return crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
+        }
+        if let Some(gid) = subject.strip_prefix("group:").and_then(|g| g.parse::<u32>().ok()) {
+            let own: Vec<&str> = map.group(gid).into_iter().collect();
+            return crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
+        }
+        let dir = subject.strip_prefix("dir:").unwrap_or(subject);
+        let mut own: Vec<String> = self.settings.dir_visible_to.iter().filter(|p| p.starts_with("urn:")).cloned().collect();
+        let (Some(access), Some(perm)) = (policy.access, policy.dirs.get(dir)) else {
+            let own: Vec<&str> = own.iter().map(String::as_str).collect();
+            return crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
+        };
+        let chain = if dir == "/" { None } else { policy.dirs.chain(crate::access::parent_dir(dir)) };
+        // The directory itself is judged as a file in its parent: unknown parents leave only
+        // the configured principals (a directory has no owner-only fallback).
+        if let Some(chain) = chain {
+            if let Ok(v) = crate::gmeta::resolve_posix(policy, access, Some(&chain), &perm) {
+                if let Ok(list) = serde_json::from_slice::<Vec<String>>(&v) {
+                    own.extend(list);
+                }
+            }
+        }
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none)
     }
 
     fn encode(&self, subject: &str, s: &PrincipalStats, vis: &[u8], version: &str) -> Vec<u8> {

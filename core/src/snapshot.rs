@@ -15,6 +15,7 @@ use crate::batch::{
 };
 use crate::config::{EmitMode, SnapshotSettings};
 use crate::error::IcicleError;
+use crate::access::{parent_dir, DirectoryTable, Perm};
 use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
 use crate::record::{FileRecord, Reject};
@@ -314,9 +315,27 @@ struct Worker {
     spawned: Vec<Split>,
     input: String,
     io_error: Option<String>,
+    /// Directory permissions decide visibility (the policy's table is filled and read).
+    dirs: Option<Arc<DirectoryTable>>,
+    /// The last parent directory looked up in `dirs`, and its chain.
+    last_parent: Option<(String, Option<Arc<[Perm]>>)>,
 }
 
 impl Worker {
+    /// The chain of directories above `path` from the table, cached for its siblings.
+    fn chain_of(&mut self, path: &str) -> Option<Arc<[Perm]>> {
+        let table = self.dirs.as_ref()?;
+        let parent = parent_dir(path);
+        if let Some((p, c)) = &self.last_parent {
+            if p == parent {
+                return c.clone();
+            }
+        }
+        let c = table.chain(parent);
+        self.last_parent = Some((parent.to_string(), c.clone()));
+        c
+    }
+
     fn send_chunk(&mut self) {
         if self.chunk.is_empty() {
             return;
@@ -352,7 +371,8 @@ impl RowSink for Worker {
         if !self.primary {
             return;
         }
-        let vis = match self.encoder.visible_to(rec.uid, rec.gid) {
+        let chain = self.chain_of(rec.path);
+        let vis = match self.encoder.visible_to_in(rec, chain.as_ref()) {
             Ok(v) => v,
             Err(e) => return self.reject_here(rec, e),
         };
@@ -377,19 +397,13 @@ impl RowSink for Worker {
         }
         let buf = self.chunk.buffer();
         let before = buf.len();
-        match self.encoder.encode(rec, buf) {
-            Ok(()) if buf.len() - before <= self.max_entry => {
-                self.chunk.commit();
-                self.counts.emitted += 1;
-            }
-            Ok(()) => {
-                self.chunk.rollback();
-                self.reject_here(rec, "entry exceeds the maximum document size".into());
-            }
-            Err(e) => {
-                self.chunk.rollback();
-                self.reject_here(rec, e);
-            }
+        self.encoder.encode_with(rec, &vis, buf);
+        if buf.len() - before <= self.max_entry {
+            self.chunk.commit();
+            self.counts.emitted += 1;
+        } else {
+            self.chunk.rollback();
+            self.reject_here(rec, "entry exceeds the maximum document size".into());
         }
         if self.chunk.content_bytes() >= CHUNK_BYTES {
             self.send_chunk();
@@ -402,7 +416,10 @@ impl RowSink for Worker {
         if let Err(e) = rec.check() {
             self.counts.directories -= 1;
             self.counts.records += 1;
-            self.reject_here(rec, e);
+            return self.reject_here(rec, e);
+        }
+        if let Some(t) = &self.dirs {
+            t.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid });
         }
     }
 
@@ -487,6 +504,15 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                 }
             }
         }
+        if job.policy.access.is_some() {
+            // Visibility follows directory permissions: directories are known before files.
+            let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
+            let (splits, table, n) = (planned.clone(), job.policy.dirs.clone(), worker_count(&settings));
+            let c = tokio::task::spawn_blocking(move || crate::dirpass::collect_directories(&sources, splits, &table, n))
+                .await
+                .map_err(|e| IcicleError::Internal(format!("the directory pre-pass: {e}")))?;
+            tracing::info!(message = "directory permissions read", splits = c.splits, directories = job.policy.dirs.len(), unreadable = c.failed);
+        }
         if let Ok(mut q) = shared.queue.lock() {
             q.planned += planned.len() as u64;
             crate::metrics::Metrics::global().set(
@@ -530,6 +556,8 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
             spawned: Vec::new(),
             input: String::new(),
             io_error: None,
+            dirs: job.policy.access.map(|_| job.policy.dirs.clone()),
+            last_parent: None,
         };
         let shared = shared.clone();
         let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
@@ -904,6 +932,7 @@ mod tests {
                 fallback: vec![],
                 principals: Arc::new(PrincipalMap::default()),
                 version: "t".into(),
+                ..Default::default()
             }),
             settings: SnapshotSettings {
                 workers: 1,

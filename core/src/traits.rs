@@ -72,6 +72,18 @@ pub trait Source: Send + Sync {
     async fn acknowledge(&self, _checkpoint: u64) -> Result<(), SourceError> {
         Ok(())
     }
+
+    /// Whether every directory's row is read before anything below it (a walk): a run whose
+    /// visibility follows directory permissions then needs no directory pre-pass.
+    fn parents_first(&self) -> bool {
+        false
+    }
+
+    /// Read only `split`'s directory rows (the pre-pass of a run whose visibility follows
+    /// directory permissions); the default reads the whole split.
+    fn read_directories(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
+        self.read(split, out)
+    }
 }
 
 /// Sources by component id.

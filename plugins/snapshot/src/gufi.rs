@@ -289,17 +289,7 @@ impl Source for GufiSource {
             // without one lost its metadata: that is a reject, not an empty directory.
             return Err(fail("missing db.db".into()));
         }
-        let local =
-            ShortPath::for_db(&db).map_err(|e| fail(format!("copying a deep db.db: {e}")))?;
-        // `immutable=1`: a snapshot index does not change while it is read, so SQLite can
-        // skip locking and journal checks.
-        let conn = Connection::open_with_flags(
-            sqlite_uri(local.path()),
-            OpenFlags::SQLITE_OPEN_READ_ONLY
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX
-                | OpenFlags::SQLITE_OPEN_URI,
-        )
-        .map_err(|e| fail(e.to_string()))?;
+        let (_local, conn) = open_db(&db).map_err(fail)?;
         let mut stmt = match conn.prepare(&format!("SELECT {COLUMNS} FROM entries")) {
             Ok(s) => s,
             Err(e) => {
@@ -366,6 +356,33 @@ impl Source for GufiSource {
         out.progress(1);
         Ok(())
     }
+
+    /// The directory's own summary row only (each directory has one database).
+    fn read_directories(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
+        let db = split.path.join(DBNAME);
+        let fail = |reason: String| SourceError::Io { path: db.clone(), reason };
+        let dir = self.source_dir(&split.path).map_err(fail)?;
+        if !db.is_file() {
+            return Ok(());
+        }
+        let (_local, conn) = open_db(&db).map_err(fail)?;
+        self.read_summary(&conn, &db.display().to_string(), &dir, split.path == self.index, out);
+        Ok(())
+    }
+}
+
+/// Open `db` read-only (through a short path when it is deep); the guard must outlive the
+/// connection.
+fn open_db(db: &Path) -> Result<(ShortPath, Connection), String> {
+    let local = ShortPath::for_db(db).map_err(|e| format!("copying a deep db.db: {e}"))?;
+    // `immutable=1`: a snapshot index does not change while it is read, so SQLite can
+    // skip locking and journal checks.
+    let conn = Connection::open_with_flags(
+        sqlite_uri(local.path()),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((local, conn))
 }
 
 impl GufiSource {

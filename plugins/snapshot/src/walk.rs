@@ -72,6 +72,10 @@ impl Source for WalkSource {
         Ok(vec![split])
     }
 
+    fn parents_first(&self) -> bool {
+        true
+    }
+
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let dir = &split.path;
         let io = |e: std::io::Error| SourceError::Io {

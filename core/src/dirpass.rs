@@ -1,0 +1,94 @@
+//! The directory pre-pass of a run whose visibility follows directory permissions: sources
+//! that may list a file before its directories (listings, GUFI's per-directory databases)
+//! have their directory rows read first, into the policy's [`DirectoryTable`].
+
+use std::sync::{Arc, Mutex};
+
+use crate::access::{DirectoryTable, Perm};
+use crate::record::{FileRecord, Reject};
+use crate::traits::{RowSink, Split};
+use crate::Source;
+
+/// Takes directory rows into the table; everything else is read again by the main pass.
+struct DirectoryCollector<'t> {
+    table: &'t DirectoryTable,
+    spawned: Vec<Split>,
+    rows: u64,
+}
+
+impl RowSink for DirectoryCollector<'_> {
+    fn record(&mut self, _rec: &FileRecord<'_>) {}
+
+    fn directory(&mut self, rec: &FileRecord<'_>) {
+        if rec.check().is_ok() {
+            self.rows += 1;
+            self.table.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid });
+        }
+    }
+
+    fn reject(&mut self, _reject: Reject) {}
+
+    fn progress(&mut self, _units: u64) {}
+
+    fn spawn(&mut self, split: Split) {
+        self.spawned.push(split);
+    }
+}
+
+/// What the pre-pass read.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PrepassCounts {
+    pub splits: u64,
+    pub directories: u64,
+    /// Splits that could not be read (their directories stay unknown; the main pass reports them).
+    pub failed: u64,
+}
+
+/// Read the directory rows of `splits` (source index, split) on `workers` threads. Sources
+/// that read parents first are skipped: their directories arrive before their files.
+pub fn collect_directories(sources: &[Arc<dyn Source>], splits: Vec<(usize, Split)>, table: &DirectoryTable, workers: usize) -> PrepassCounts {
+    // The splits still to read, and how many are being read (they may spawn more).
+    let queue: Mutex<(Vec<(usize, Split)>, usize)> = Mutex::new((splits.into_iter().filter(|(i, _)| !sources[*i].parents_first()).rev().collect(), 0));
+    let counts = Mutex::new(PrepassCounts::default());
+    std::thread::scope(|scope| {
+        for _ in 0..workers.max(1) {
+            scope.spawn(|| {
+                let mut mine = PrepassCounts::default();
+                loop {
+                    let next = match queue.lock() {
+                        Ok(mut q) => match q.0.pop() {
+                            Some(item) => {
+                                q.1 += 1;
+                                Some(item)
+                            }
+                            None if q.1 == 0 => break,
+                            None => None,
+                        },
+                        Err(_) => break,
+                    };
+                    let Some((si, split)) = next else {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        continue;
+                    };
+                    let mut c = DirectoryCollector { table, spawned: Vec::new(), rows: 0 };
+                    mine.splits += 1;
+                    if let Err(e) = sources[si].read_directories(&split, &mut c) {
+                        tracing::debug!(message = "directory pre-pass could not read a split", split = %split.name, error = %e);
+                        mine.failed += 1;
+                    }
+                    mine.directories += c.rows;
+                    if let Ok(mut q) = queue.lock() {
+                        q.0.extend(c.spawned.into_iter().map(|s| (si, s)));
+                        q.1 -= 1;
+                    }
+                }
+                if let Ok(mut c) = counts.lock() {
+                    c.splits += mine.splits;
+                    c.directories += mine.directories;
+                    c.failed += mine.failed;
+                }
+            });
+        }
+    });
+    counts.into_inner().unwrap_or_default()
+}

@@ -137,3 +137,126 @@ fn the_rule_matches_the_kernel_for_every_file_and_principal() {
     assert!(disagreements.is_empty(), "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): the rule and the kernel disagree:\n{}", shown.join("\n"));
     eprintln!("seed {seed}: {} files x {} principals x 2 policies agree with the kernel", files.len(), askers.len());
 }
+
+mod common;
+
+/// The tree under `root` (named `/t` in records) as a generated file system, so that the
+/// testkit writes it in GUFI's, pwalk's and mmapplypolicy's layouts.
+fn as_gen_fs(root: &Path) -> icicle_testkit::gen::GenFs {
+    use icicle_testkit::gen::{GenDir, GenFile, GenFs};
+    let name = |p: &Path| format!("/t{}", p.strip_prefix(root).unwrap().to_str().map(|s| if s.is_empty() { String::new() } else { format!("/{s}") }).unwrap());
+    let mut fs = GenFs { dirs: Vec::new(), files: Vec::new(), users: UIDS.to_vec(), groups: GIDS.to_vec() };
+    let mut stack = vec![(root.to_path_buf(), usize::MAX)];
+    while let Some((d, parent)) = stack.pop() {
+        let m = std::fs::symlink_metadata(&d).unwrap();
+        let i = fs.dirs.len();
+        fs.dirs.push(GenDir { path: name(&d), uid: m.uid(), gid: m.gid(), mode: m.mode(), atime: m.atime(), ctime: m.ctime(), mtime: m.mtime(), inode: m.ino(), parent });
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for p in entries {
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                stack.push((p, i));
+            } else {
+                let kind = icicle_core::record::FileKind::from_mode(m.mode());
+                let file = p.file_name().unwrap().to_str().unwrap().to_string();
+                fs.files.push(GenFile { dir: i, name: file, kind, mode: m.mode(), uid: m.uid(), gid: m.gid(), size: m.size(), atime: m.atime(), ctime: m.ctime(), mtime: m.mtime(), inode: m.ino(), target: None });
+            }
+        }
+    }
+    fs.files.sort_by_key(|f| f.dir);
+    fs
+}
+
+#[test]
+fn every_source_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it() {
+    use std::collections::{BTreeSet, HashMap};
+    use icicle_testkit::gen::{self, Format};
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to build trees owned by other users and to ask as them");
+        return;
+    }
+    let seed = std::env::var("ICICLE_ACCESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1));
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = tmp.path().join("t");
+    std::fs::create_dir(&root).unwrap();
+    let mut rng = Rng::new(seed);
+    let files = build(&root, &mut rng, 1000);
+    let gfs = as_gen_fs(&root);
+    let record_path = |f: &Path| format!("/t/{}", f.strip_prefix(&root).unwrap().display());
+    // What the kernel lets each principal do: an owner on its own (no groups), a member of one
+    // group only, anyone else.
+    const NOBODY: u32 = 41999;
+    let owner: HashMap<u32, Vec<(bool, bool)>> = UIDS.iter().map(|&u| (u, kernel(&files, u, &[NOBODY]))).collect();
+    let member: HashMap<u32, Vec<(bool, bool)>> = GIDS.iter().map(|&g| (g, kernel(&files, NOBODY, &[g]))).collect();
+    let anyone = kernel(&files, NOBODY, &[NOBODY]);
+    // The groups the rule judges: the file's and those of its directories from the top (/t).
+    let chain_gids: Vec<BTreeSet<u32>> = files
+        .iter()
+        .map(|f| f.ancestors().skip(1).take_while(|d| d.starts_with(&root)).map(|d| perm(d).gid).chain([perm(f).gid]).collect())
+        .collect();
+
+    let mut principals = String::new();
+    for u in UIDS {
+        principals.push_str(&format!("uid\t{u}\turn:u:{u}\n"));
+    }
+    for g in GIDS {
+        principals.push_str(&format!("gid\t{g}\turn:g:{g}\n"));
+    }
+    std::fs::write(tmp.path().join("principals.tsv"), &principals).unwrap();
+    let mut sources = vec![("walk", format!("type = \"walk\"\nroot = \"{}\"\npath_prefix = \"/t\"\n", root.display()))];
+    for (fmt, name, section) in [(Format::Gufi, "gufi", "type = \"gufi\"\nindex = \"{d}\"\n"), (Format::Pwalk, "pwalk", "type = \"tsv\"\npaths = [\"{d}/pwalk.csv\"]\npreset = \"pwalk\"\n"), (Format::Mmapplypolicy, "mmapplypolicy", "type = \"mmapplypolicy\"\npaths = [\"{d}/list.allfiles\"]\n")] {
+        let d = tmp.path().join(format!("data-{name}"));
+        gen::write(&gfs, fmt, &d, u64::MAX, false).unwrap();
+        sources.push((name, section.replace("{d}", &d.display().to_string())));
+    }
+    let mut failures = Vec::new();
+    for (name, section) in &sources {
+        for (policy, pick) in [("posix", 0usize), ("posix-read", 1)] {
+            let out = tmp.path().join(format!("out-{name}-{policy}"));
+            let cfg = common::config(
+                tmp.path(),
+                &format!("{name}-{policy}.toml"),
+                &format!(
+                    "[snapshot]\nversion = \"v\"\nmax_reject_ratio = 1.0\nrejects_file = \"{t}/{name}-{policy}-rejects.jsonl\"\n[records]\nvisible_to = \"{policy}\"\nprincipals = \"{t}/principals.tsv\"\neveryone = \"public\"\nadmins = [\"urn:admins\"]\n[sources.s]\n{section}[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+                    t = tmp.path().display(),
+                    o = out.display()
+                ),
+            );
+            let (code, summary, err) = common::snapshot(&cfg, &[]);
+            assert_eq!(code, 0, "{name} {policy}: {err}");
+            assert_eq!(summary["rejects"], 0, "{name} {policy}: {summary}");
+            let got = common::ingested(&out);
+            for (i, f) in files.iter().enumerate() {
+                let p = record_path(f);
+                let Some(e) = got.get(&p) else {
+                    failures.push(format!("{name} {policy}: no record for {p}"));
+                    continue;
+                };
+                let vis: BTreeSet<String> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+                let file_uid = perm(f).uid;
+                let mut check = |who: String, listed: bool, kernel: bool| {
+                    if listed != kernel {
+                        failures.push(format!("{name} {policy}: {p} {who}: in visible_to {listed}, kernel {kernel} ({vis:?})"));
+                    }
+                };
+                check("admins".into(), vis.contains("urn:admins"), true);
+                for u in UIDS {
+                    let k = u == file_uid && if pick == 0 { owner[&u][i].0 } else { owner[&u][i].1 };
+                    check(format!("uid {u}"), vis.contains(&format!("urn:u:{u}")), k);
+                }
+                let public = vis.contains("public");
+                for g in GIDS {
+                    let listed = vis.contains(&format!("urn:g:{g}")) || (!chain_gids[i].contains(&g) && public);
+                    check(format!("gid {g}"), listed, if pick == 0 { member[&g][i].0 } else { member[&g][i].1 });
+                }
+                check("public".into(), public, if pick == 0 { anyone[i].0 } else { anyone[i].1 });
+            }
+        }
+    }
+    let _ = std::process::Command::new("chmod").args(["-R", "u+rwx"]).arg(&root).status();
+    let shown: Vec<&String> = failures.iter().take(12).collect();
+    assert!(failures.is_empty(), "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): {} disagreements, e.g.\n{shown:#?}", failures.len());
+    eprintln!("seed {seed}: {} files x {} sources x 2 policies: visible_to equals the kernel's answer for 8 principals", files.len(), sources.len());
+}

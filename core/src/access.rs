@@ -173,6 +173,55 @@ impl DirectoryTable {
     }
 }
 
+/// Directory chains built on demand from a lookup (a mounted file system, a monitor's
+/// state) and cached until cleared; `top` is the shallowest directory judged.
+#[derive(Debug, Default)]
+pub struct ChainCache {
+    top: String,
+    cache: std::collections::HashMap<String, Option<std::sync::Arc<[Perm]>>>,
+}
+
+impl ChainCache {
+    /// Chains from `top` down.
+    pub fn new(top: &str) -> ChainCache {
+        let top = if top.len() > 1 { top.trim_end_matches('/') } else { top };
+        ChainCache { top: top.to_string(), cache: Default::default() }
+    }
+
+    /// Forget every cached chain (directories may have changed).
+    pub fn clear(&mut self) {
+        self.cache.clear();
+    }
+
+    /// The permissions of the directories from the top down to `dir`, each from `lookup`;
+    /// `None` when `dir` is not below the top or one of them is unknown.
+    pub fn chain(&mut self, dir: &str, lookup: &mut dyn FnMut(&str) -> Option<Perm>) -> Option<std::sync::Arc<[Perm]>> {
+        if let Some(c) = self.cache.get(dir) {
+            return c.clone();
+        }
+        let below_top = dir == self.top || self.top == "/" || dir.strip_prefix(self.top.as_str()).is_some_and(|r| r.starts_with('/'));
+        if !below_top {
+            return None;
+        }
+        let above = if dir == self.top { Some(std::sync::Arc::from(Vec::new())) } else { self.chain(parent_dir(dir), lookup) };
+        let c = above.and_then(|a| {
+            let me = lookup(dir)?;
+            let mut v = a.to_vec();
+            v.push(me);
+            Some(std::sync::Arc::from(v))
+        });
+        self.cache.insert(dir.to_string(), c.clone());
+        c
+    }
+}
+
+/// A directory's permissions by `lstat` of `path` (`None` if it is not a directory).
+pub fn lstat_dir(path: &std::path::Path) -> Option<Perm> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::symlink_metadata(path).ok()?;
+    md.is_dir().then(|| Perm { mode: md.mode(), uid: md.uid(), gid: md.gid() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +279,20 @@ mod tests {
         assert!(t.chain("/fs/home/alice/a/b").is_none(), "a gap (/fs/home/alice/a)");
         t.insert("/", p(0o755, 0, 0));
         assert!(t.chain("/fs/home").is_none(), "the top is now `/`, and /fs is unknown");
+    }
+
+    #[test]
+    fn chains_are_built_from_the_top_and_cached() {
+        let mut c = ChainCache::new("/gpfs/fs1/");
+        let mut calls = 0;
+        let mut look = |d: &str| {
+            calls += 1;
+            (d != "/gpfs/fs1/gone").then_some(p(0o755, d.len() as u32, 0))
+        };
+        assert_eq!(c.chain("/gpfs/fs1/a/b", &mut look).map(|v| v.len()), Some(3));
+        assert_eq!(c.chain("/gpfs/fs1/a", &mut look).map(|v| v.len()), Some(2));
+        assert!(c.chain("/gpfs/other", &mut look).is_none());
+        assert!(c.chain("/gpfs/fs1/gone/x", &mut look).is_none());
+        assert_eq!(calls, 4, "each directory looked up once");
     }
 }

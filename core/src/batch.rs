@@ -71,6 +71,15 @@ impl EntryBatch {
         }
     }
 
+    /// [`EntryBatch::encode`] with visibility judged along `dirs` (the directories from the
+    /// top down to the record's parent; `None`: unknown) when the policy follows permissions.
+    pub fn encode_in(&mut self, enc: &mut crate::gmeta::PrimaryEncoder, rec: &crate::record::FileRecord<'_>, dirs: Option<&std::sync::Arc<[crate::access::Perm]>>) -> Result<(), String> {
+        let vis = enc.visible_to_in(rec, dirs)?;
+        enc.encode_with(rec, &vis, &mut self.buf);
+        self.commit();
+        Ok(())
+    }
+
     /// Append a complete entry.
     pub fn push(&mut self, entry: &[u8]) {
         self.buf.extend_from_slice(entry);

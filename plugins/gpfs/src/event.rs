@@ -19,6 +19,9 @@ pub enum EventKind {
     MovedTo,
     /// IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_ACCESS.
     Modified,
+    /// A directory's IN_ATTRIB: its permissions or owner may have changed (what is below it
+    /// may be visible to others now).
+    DirAttrib,
     /// IN_OPEN, IN_CLOSE_NOWRITE, IN_MOVE_SELF, IN_IGNORED, IN_UNMOUNT: nothing to index.
     Ignored,
 }
@@ -61,6 +64,7 @@ impl EventKind {
     #[inline]
     fn of_value(v: &[u8]) -> Option<(EventKind, bool)> {
         match v.strip_suffix(b" IN_ISDIR") {
+            Some(b"IN_ATTRIB") => Some((EventKind::DirAttrib, true)),
             Some(t) => Some((EventKind::from_common_token(t)?, true)),
             None => Some((EventKind::from_common_token(v)?, false)),
         }
@@ -189,7 +193,7 @@ fn stop_at_event<const FILTER: bool>(value: &[u8], mask: u32) -> u8 {
     match EventKind::of_value(value) {
         // A directory's own modify/attrib/access/close events: directories have no records.
         Some((EventKind::Ignored, _)) | Some((EventKind::Modified, true)) => 1,
-        Some((EventKind::Modified, _)) if FILTER && mask != 0 && filter_bit(value.strip_suffix(b" IN_ISDIR").unwrap_or(value)) & mask != 0 => 2,
+        Some((EventKind::Modified | EventKind::DirAttrib, _)) if FILTER && mask != 0 && filter_bit(value.strip_suffix(b" IN_ISDIR").unwrap_or(value)) & mask != 0 => 2,
         _ => 0,
     }
 }
@@ -780,7 +784,7 @@ impl GpfsEvent {
     fn parse_slow(bytes: &[u8], mask: u32) -> Result<GpfsEvent, String> {
         let fields = Fields::parse(bytes)?;
         let ev = GpfsEvent::from_fields(&fields)?;
-        if mask != 0 && ev.kind == EventKind::Modified {
+        if mask != 0 && matches!(ev.kind, EventKind::Modified | EventKind::DirAttrib) {
             let name = text(fields.get(EVENT));
             let first = name.as_deref().and_then(|e| e.split(|c: char| c.is_whitespace() || c == '|' || c == ',').find(|t| !t.is_empty() && *t != "IN_ISDIR"));
             if first.is_some_and(|t| filter_bit(t.as_bytes()) & mask != 0) {
@@ -930,8 +934,11 @@ impl GpfsEvent {
                 }
             }
         }
-        let kind = kind.ok_or_else(|| format!("event `{event}` names no event type"))?;
-        // A directory modified (an entry added, its attributes changed): nothing to index.
+        let mut kind = kind.ok_or_else(|| format!("event `{event}` names no event type"))?;
+        if kind == EventKind::Modified && is_dir && event.split(|c: char| c.is_whitespace() || c == '|' || c == ',').any(|t| t == "IN_ATTRIB") {
+            kind = EventKind::DirAttrib;
+        }
+        // A directory modified (an entry added, read, written): nothing to index.
         if kind == EventKind::Ignored || (kind == EventKind::Modified && is_dir) {
             return Ok(GpfsEvent::ignored());
         }
@@ -976,6 +983,7 @@ impl GpfsEvent {
             EventKind::MovedFrom => "IN_MOVED_FROM",
             EventKind::MovedTo => "IN_MOVED_TO",
             EventKind::Modified => "IN_MODIFY",
+            EventKind::DirAttrib => "IN_ATTRIB",
             EventKind::Ignored => "IN_OPEN",
         };
         let event = if self.meta.is_dir() { format!("{ev} IN_ISDIR") } else { ev.to_string() };
@@ -1178,9 +1186,16 @@ mod tests {
         assert_eq!(GpfsEvent::parse_filtered(nested_key, mask).unwrap().kind, EventKind::Modified);
         let listed = br#"{"x": {}, "inode": 7, "event": "IN_ACCESS,IN_OPEN", "path": "/g/a"}"#;
         assert!(GpfsEvent::parse_filtered(listed, mask).unwrap().is_filtered());
-        // A directory's own modify events carry nothing for the index, on every path.
-        for msg in [&br#"{"inode":"8","event":"IN_MODIFY IN_ISDIR","path":"/g/d"}"#[..], br#"{"inode": 8, "event": "IN_ISDIR IN_ATTRIB", "path": "/g/d", "x": {}}"#] {
+        // A directory's own modify events carry nothing for the index, on every path; its
+        // IN_ATTRIB carries its permissions (who may see what is below it).
+        for msg in [&br#"{"inode":"8","event":"IN_MODIFY IN_ISDIR","path":"/g/d"}"#[..], br#"{"inode": 8, "event": "IN_ISDIR IN_CLOSE_WRITE", "path": "/g/d", "x": {}}"#] {
             assert_eq!(GpfsEvent::parse(msg).unwrap(), GpfsEvent::ignored(), "{}", String::from_utf8_lossy(msg));
+        }
+        let attrib_mask = filter_mask(&["IN_ATTRIB".to_string()]).unwrap();
+        for msg in [&br#"{"inode":"8","event":"IN_ATTRIB IN_ISDIR","path":"/g/d","permissions":"40700"}"#[..], br#"{"inode": 8, "event": "IN_ISDIR IN_ATTRIB", "path": "/g/d", "permissions": "40700", "x": {}}"#] {
+            let ev = GpfsEvent::parse(msg).unwrap();
+            assert_eq!((ev.kind, ev.meta.mode), (EventKind::DirAttrib, 0o40700), "{}", String::from_utf8_lossy(msg));
+            assert!(GpfsEvent::parse_filtered(msg, attrib_mask).unwrap().is_filtered(), "{}", String::from_utf8_lossy(msg));
         }
         assert!(filter_mask(&["IN_CREATE".to_string()]).unwrap_err().contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"));
         assert_eq!(filter_mask(&["IN_MODIFY".into(), "IN_CLOSE_WRITE".into()]).unwrap(), 4 | 8);

@@ -110,6 +110,8 @@ pub struct GpfsCounts {
     pub moved_out: u64,
     /// Modifications carrying exactly the metadata already indexed (nothing sent).
     pub unchanged: u64,
+    /// Files published again because a directory above them changed permissions.
+    pub reevaluated: u64,
 }
 
 /// What a checkpoint holds.
@@ -153,6 +155,9 @@ pub struct GpfsState {
     sent: HashSet<u64, Fast>,
     /// Whether `sent` covers the whole run (not after restoring an older checkpoint).
     sent_unknown: bool,
+    /// A directory's attribute change publishes what is below it again (visibility follows
+    /// directory permissions).
+    pub dir_attributes: bool,
 
     pub counts: GpfsCounts,
 }
@@ -523,6 +528,36 @@ impl GpfsState {
 
 
 
+    /// A directory's attributes changed: know its permissions; when visibility follows
+    /// them and they changed, everything below it is published again.
+    fn dir_attrib(&mut self, path: &str, meta: Meta, walker: &mut dyn Walker, ops: &mut Ops) {
+        let before = self.objects.get(path).copied();
+        self.know(path, meta);
+        let perm = |m: &Meta| (m.mode & 0o7777, m.uid, m.gid);
+        if !self.dir_attributes || before.is_some_and(|b| perm(&b) == perm(&meta)) {
+            return;
+        }
+        for (p, m) in self.descendants(path) {
+            if !m.is_dir() && ops.get(&p) != Some(&Op::Delete) {
+                self.counts.reevaluated += 1;
+                ops.insert(p, Op::Update(m));
+            }
+        }
+        if !self.complete {
+            for (p, m) in walker.walk(path) {
+                if !self.objects.contains_key(p.as_str()) {
+                    self.counts.reevaluated += 1;
+                    self.upsert(&p, m, ops);
+                }
+            }
+        }
+    }
+
+    /// The permissions of directory `path`, when the state knows it.
+    pub fn dir_perm(&self, path: &str) -> Option<icicle_core::access::Perm> {
+        self.objects.get(path).filter(|m| m.is_dir()).map(|m| icicle_core::access::Perm { mode: m.mode, uid: m.uid, gid: m.gid })
+    }
+
     /// Everything that must be given up at the end of the stream (drain): pending halves
     /// become removals.
     pub fn finish(&mut self, ops: &mut Ops) {
@@ -595,6 +630,7 @@ impl StateStore for GpfsState {
                 self.propagate(path, ev.meta, ops);
             }
             EventKind::Removed => self.remove(path, ev.meta.is_dir(), ops),
+            EventKind::DirAttrib => self.dir_attrib(path, ev.meta, walker, ops),
             EventKind::MovedFrom => {
                 self.pending.push(PendingMove { cookie: ev.cookie, path: ev.path.to_string(), meta: ev.meta, position, age: 0 });
             }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use icicle_core::batch::EntryBatch;
+use icicle_core::access::{lstat_dir, parent_dir, ChainCache};
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
@@ -289,6 +290,7 @@ impl ChangeSource for GpfsSource {
                 s
             }
         };
+        state.dir_attributes = ctx.policy.access.is_some();
         let mut walker: Box<dyn Walker + Send> = match &cfg.mount {
             Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
             None => Box::new(NoWalk),
@@ -417,7 +419,7 @@ impl ChangeSource for GpfsSource {
             let mut ops = Ops::default();
             state.begin_batch();
             state.finish(&mut ops);
-            self.emit(ops, &ctx, &mut enc, &mut counts).await?;
+            self.emit(ops, &state, &ctx, &mut enc, &mut counts).await?;
             self.checkpoint(&state)?;
             self.commit(&[], &consumers, &owner, &state, &mut counts)?;
         }
@@ -532,7 +534,7 @@ impl GpfsSource {
             state.apply(ev, walker, &mut ops);
         }
         state.end_batch(&mut ops);
-        self.emit(ops, ctx, enc, counts).await?;
+        self.emit(ops, state, ctx, enc, counts).await?;
         // The state first: a replay over a newer state is harmless, the reverse is not.
         self.checkpoint(state)?;
         let positions: Vec<Position> = batch.iter().map(|b| b.0).collect();
@@ -620,9 +622,21 @@ impl GpfsSource {
     }
 
     /// Encode and deliver one batch's operations.
-    async fn emit(&self, ops: Ops, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
+    /// When visibility follows directory permissions, each record is judged along its
+    /// directories from the fileset root: as the events reported them, else as the mount
+    /// shows them now (with `mount`), else unknown.
+    async fn emit(&self, ops: Ops, state: &GpfsState, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
+        let posix = ctx.policy.access.is_some();
+        let mut chains = ChainCache::new(&self.cfg.fs_root);
+        let root = self.cfg.fs_root.trim_end_matches('/');
+        let mut lookup = |d: &str| {
+            state.dir_perm(d).or_else(|| {
+                let mount = self.cfg.mount.as_ref()?;
+                lstat_dir(&mount.join(d.strip_prefix(root)?.trim_start_matches('/')))
+            })
+        };
         for (path, op) in ops {
             let Some(ip) = self.index_path(&path) else {
                 counts.outside_root += 1;
@@ -631,7 +645,8 @@ impl GpfsSource {
             match op {
                 Op::Delete => deletes.push(subject_for(&ip).into_owned()),
                 Op::Update(m) => {
-                    match chunk.encode(enc, &record_for(&ip, &m)) {
+                    let dirs = if posix { chains.chain(parent_dir(&path), &mut lookup) } else { None };
+                    match chunk.encode_in(enc, &record_for(&ip, &m), dirs.as_ref()) {
                         Ok(()) => counts.updates += 1,
                         Err(e) => {
                             counts.rejects += 1;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use icicle_core::batch::EntryBatch;
+use icicle_core::access::{lstat_dir, parent_dir, ChainCache};
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::FileRecord;
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
@@ -366,6 +367,8 @@ pub struct MonitorCounts {
     pub updates: u64,
     pub deletes: u64,
     pub vanished: u64,
+    /// Files published again because a directory above them changed permissions.
+    pub reevaluated: u64,
     pub batches: u64,
     pub cleared_index: u64,
     pub clears: u64,
@@ -431,44 +434,61 @@ impl LustreSource {
         std::fs::rename(&tmp, self.state_file())
     }
 
-    fn record_for<'a>(&self, path: &'a str) -> Option<(FileRecord<'a>, String)> {
-        let md = std::fs::symlink_metadata(self.cfg.mount.join(path.trim_start_matches('/'))).ok()?;
-        if md.is_dir() {
-            return None;
-        }
-        let rec = FileRecord::from_metadata(path, &md);
-        Some((rec, format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)))
-    }
-
-    /// Emit one batch's operations: stat every update now, skip what vanished.
+    /// Emit one batch's operations: stat every update now, skip what vanished. When
+    /// visibility follows directory permissions, each record is judged along its
+    /// directories as they are now, and a directory whose permissions changed has everything
+    /// below it published again.
     async fn emit(&self, ops: Ops, tree: &mut DirectoryTree, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
-        for (path, op) in ops {
+        let posix = ctx.policy.access.is_some();
+        let mut chains = ChainCache::new("/");
+        let mut changed_dirs = Vec::new();
+        let mut files = Vec::with_capacity(ops.len());
+        for (path, op) in &ops {
             match op {
                 PathOp::Delete => {
-                    tree.unindexed(&path);
-                    deletes.push(subject_for(&format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)).into_owned());
+                    tree.unindexed(path);
+                    deletes.push(subject_for(&self.full_path(path)).into_owned());
                 }
-                PathOp::Update => match self.record_for(&path) {
-                    Some((rec, full)) => {
-                        let rec = FileRecord { path: &full, ..rec };
-                        match chunk.encode(enc, &rec) {
-                            Ok(()) => {
-                                counts.updates += 1;
-                                tree.indexed(&path);
-                            }
-                            Err(e) => {
-                                counts.rejects += 1;
-                                tracing::warn!(message = "update not encodable", path = %full, error = %e);
+                PathOp::Update => {
+                    let Ok(md) = std::fs::symlink_metadata(self.on_mount(path)) else {
+                        counts.vanished += 1;
+                        tree.vanished(path);
+                        continue;
+                    };
+                    if !md.is_dir() {
+                        files.push((path, md));
+                        continue;
+                    }
+                    // A directory's attributes changed: compared before any chain reads it.
+                    match lstat_dir(&self.on_mount(path)) {
+                        Some(now) if posix => {
+                            if tree.dir_perms.insert(path.clone(), now) != Some(now) {
+                                changed_dirs.push(path.clone());
                             }
                         }
+                        _ => {
+                            counts.vanished += 1;
+                            tree.vanished(path);
+                        }
                     }
-                    None => {
-                        counts.vanished += 1;
-                        tree.vanished(&path);
-                    }
-                },
+                }
+            }
+        }
+        for (path, md) in files {
+            self.encode_update(path, &md, posix, &mut chains, &mut chunk, tree, enc, counts);
+        }
+        for dir in changed_dirs {
+            for rel in walk_files(&self.on_mount(&dir)) {
+                let path = if dir == "/" { format!("/{rel}") } else { format!("{dir}/{rel}") };
+                if ops.contains_key(&path) {
+                    continue;
+                }
+                if let Ok(md) = std::fs::symlink_metadata(self.on_mount(&path)) {
+                    counts.reevaluated += 1;
+                    self.encode_update(&path, &md, posix, &mut chains, &mut chunk, tree, enc, counts);
+                }
             }
         }
         counts.deletes += deletes.len() as u64;
@@ -476,6 +496,63 @@ impl LustreSource {
         icicle_core::batch::deliver_emit(&mut sinks, &chunk, deletes, ctx.max_batch_bytes).await?;
         Ok(())
     }
+
+    /// `path` (relative to the file system) where the file system is mounted.
+    fn on_mount(&self, path: &str) -> std::path::PathBuf {
+        self.cfg.mount.join(path.trim_start_matches('/'))
+    }
+
+    /// `path` as records name it.
+    fn full_path(&self, path: &str) -> String {
+        format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)
+    }
+
+    /// Encode the update of file `path` (metadata `md`) into `chunk`.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_update(&self, path: &str, md: &std::fs::Metadata, posix: bool, chains: &mut ChainCache, chunk: &mut EntryBatch, tree: &mut DirectoryTree, enc: &mut PrimaryEncoder, counts: &mut MonitorCounts) {
+        let full = self.full_path(path);
+        let rec = FileRecord::from_metadata(&full, md);
+        let dirs = if posix {
+            let perms = &mut tree.dir_perms;
+            chains.chain(parent_dir(path), &mut |d| {
+                let p = lstat_dir(&self.on_mount(d))?;
+                perms.insert(d.to_string(), p);
+                Some(p)
+            })
+        } else {
+            None
+        };
+        match chunk.encode_in(enc, &rec, dirs.as_ref()) {
+            Ok(()) => {
+                counts.updates += 1;
+                tree.indexed(path);
+            }
+            Err(e) => {
+                counts.rejects += 1;
+                tracing::warn!(message = "update not encodable", path = %full, error = %e);
+            }
+        }
+    }
+}
+
+/// Every file and link below `dir` (relative paths, sorted); directories are descended.
+fn walk_files(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, rel)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push((e.path(), r)),
+                Ok(_) => out.push(r),
+                Err(_) => {}
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 impl LustreSource {
@@ -598,6 +675,7 @@ impl ChangeSource for LustreSource {
             }
             None => (DirectoryTree::new(cfg.lru_capacity), 0),
         };
+        tree.dir_attributes = ctx.policy.access.is_some();
         counts.cleared_index = cleared;
         let mut lookahead = Lookahead::new(cleared);
         let mut fsm = (cfg.resolution == "fsmonitor" || cfg.resolution == "naive").then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));

@@ -127,6 +127,11 @@ pub struct DirectoryTree {
     /// The other names of files with several hard links (the node holds one): from HLINK
     /// records and from `fid2path`'s extra lines. Not evicted (hard links are rare).
     links: std::collections::HashMap<Fid, Vec<Place>, foldhash::fast::RandomState>,
+    /// A directory's attribute change is an update of its path (visibility follows
+    /// directory permissions: what is below it is judged again at emit).
+    pub dir_attributes: bool,
+    /// Directory permissions last seen at emit, by path (not checkpointed).
+    pub dir_perms: std::collections::HashMap<String, icicle_core::access::Perm>,
 }
 
 /// The FID directory tree as the Lustre monitor's [`StateStore`].
@@ -340,6 +345,11 @@ impl StateStore for DirectoryTree {
             _ => {
                 let known_dir = self.nodes.peek(&rec.target).is_some_and(|n| n.is_dir);
                 if known_dir || rec.target == Fid::ROOT {
+                    if self.dir_attributes && matches!(rec.kind, Sattr | Xattr) {
+                        if let Some(p) = if rec.target == Fid::ROOT { Some("/".to_string()) } else { self.path(rec.target, r) } {
+                            ops.insert(p, PathOp::Update);
+                        }
+                    }
                     return;
                 }
                 self.update_every_name(rec.target, r, ops);
@@ -500,6 +510,8 @@ impl DirectoryTree {
             dir_paths: Default::default(),
             bounded: cap != 0,
             links: Default::default(),
+            dir_attributes: false,
+            dir_perms: Default::default(),
         }
     }
 

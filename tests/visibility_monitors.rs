@@ -1,0 +1,399 @@
+//! `visible_to` from POSIX permissions through both monitors: on a tree that predates
+//! monitoring (random owners and modes), random `chmod`/`chown` of directories and files and a
+//! mixed workload, the index (a snapshot plus the monitor's output) has the same records *and
+//! the same visible_to* as a fresh snapshot under the same rule; and the named cases (a home
+//! directory closed with `chmod 700`, a private file in a group project) for both rules.
+//! Seeds: `ICICLE_PROPERTY_SEED` replays one; otherwise `ICICLE_VISIBILITY_CASES` random
+//! seeds (default 16 for Lustre, 6 for GPFS), each printed on failure. Needs root (CI runs as root) for other owners.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use icicle_plugins_kafka::produce;
+use icicle_testkit::gen::Rng;
+use icicle_testkit::gpfs::{messages, GpfsJournal};
+use icicle_testkit::lustre::{Kind, Workload};
+use serde_json::Value;
+
+const UIDS: [u32; 3] = [1000, 1001, 1002];
+const GIDS: [u32; 3] = [100, 200, 300];
+const DIR_MODES: [u32; 8] = [0o755, 0o750, 0o700, 0o711, 0o775, 0o705, 0o770, 0o751];
+const FILE_MODES: [u32; 6] = [0o644, 0o640, 0o600, 0o604, 0o444, 0o660];
+
+fn is_root() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipped: needs root to give files other owners");
+    }
+    root
+}
+
+fn testkit() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit")
+}
+
+fn kafka() -> String {
+    if let Ok(k) = std::env::var("ICICLE_TEST_KAFKA") {
+        return k;
+    }
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr");
+    std::fs::read_to_string(&f).map(|s| s.trim().to_string()).unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
+}
+
+/// `[records]` for `rule`, with principals for the test users and groups.
+fn records(tmp: &Path, rule: &str) -> String {
+    let mut p = String::new();
+    for u in UIDS {
+        p.push_str(&format!("uid\t{u}\turn:u:{u}\n"));
+    }
+    for g in GIDS {
+        p.push_str(&format!("gid\t{g}\turn:g:{g}\n"));
+    }
+    std::fs::write(tmp.join("principals.tsv"), p).unwrap();
+    format!("[records]\nvisible_to = \"{rule}\"\nprincipals = \"{}/principals.tsv\"\neveryone = \"public\"\nadmins = [\"urn:admins\"]\n", tmp.display())
+}
+
+/// A walk snapshot of `root` under `rule`, written to `tmp/name`, as an index.
+fn snapshot_under(tmp: &Path, root: &Path, name: &str, rule: &str) -> BTreeMap<String, Value> {
+    let out = tmp.join(name);
+    let _ = std::fs::remove_dir_all(&out);
+    let cfg = config(
+        tmp,
+        &format!("{name}.toml"),
+        &format!(
+            "[snapshot]\nversion = \"v\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n{rec}[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+            t = tmp.display(),
+            rec = records(tmp, rule),
+            r = root.display(),
+            o = out.display()
+        ),
+    );
+    let (code, s, err) = snapshot(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["rejects"], 0, "{s}");
+    ingested(&out)
+}
+
+fn visible(index: &BTreeMap<String, Value>) -> BTreeMap<String, Vec<String>> {
+    index
+        .iter()
+        .map(|(p, e)| {
+            let mut v: Vec<String> = e["visible_to"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+            v.sort();
+            (p.clone(), v)
+        })
+        .collect()
+}
+
+/// Every directory and file below `root` (not `root` itself), as paths relative to it.
+fn entries(root: &Path) -> (Vec<String>, Vec<String>) {
+    let (mut dirs, mut files) = (Vec::new(), Vec::new());
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let mut rd: Vec<PathBuf> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
+        rd.sort();
+        for p in rd {
+            let rel = format!("/{}", p.strip_prefix(root).unwrap().display());
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            if md.is_dir() {
+                dirs.push(rel);
+                stack.push(p);
+            } else if md.is_file() {
+                files.push(rel);
+            }
+        }
+    }
+    (dirs, files)
+}
+
+fn pick<T: Copy>(rng: &mut Rng, v: &[T]) -> T {
+    v[rng.below(v.len() as u64) as usize]
+}
+
+/// Owners and modes of a tree that predates monitoring (set directly: no events).
+fn shuffle_permissions(root: &Path, rng: &mut Rng) {
+    let (dirs, files) = entries(root);
+    for (rel, modes) in files.iter().map(|f| (f, &FILE_MODES[..])).chain(dirs.iter().map(|d| (d, &DIR_MODES[..]))) {
+        let p = root.join(rel.trim_start_matches('/'));
+        std::os::unix::fs::chown(&p, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS))).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(pick(rng, modes))).unwrap();
+    }
+}
+
+/// Random `chmod`/`chown` of `n` directories and files, through the workload (so they are
+/// journaled and sent as events).
+fn change_permissions(w: &mut Workload, root: &Path, rng: &mut Rng, n: usize) {
+    let (dirs, files) = entries(root);
+    for _ in 0..n {
+        let dir = rng.below(2) == 0 && !dirs.is_empty();
+        let (path, modes) = if dir || files.is_empty() { (dirs[rng.below(dirs.len() as u64) as usize].clone(), &DIR_MODES[..]) } else { (files[rng.below(files.len() as u64) as usize].clone(), &FILE_MODES[..]) };
+        if rng.below(3) == 0 {
+            w.chown(&path, pick(rng, &UIDS), pick(rng, &GIDS)).unwrap();
+        } else {
+            w.chmod(&path, pick(rng, modes)).unwrap();
+        }
+    }
+}
+
+fn seeds(default: u64) -> Vec<u64> {
+    if let Some(s) = std::env::var("ICICLE_PROPERTY_SEED").ok().and_then(|s| s.parse().ok()) {
+        return vec![s];
+    }
+    let n: u64 = std::env::var("ICICLE_VISIBILITY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    let base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1);
+    (0..n).map(|i| base + i).collect()
+}
+
+/// A tree that predates monitoring, its snapshot under `rule`, then journaled permission
+/// changes around a mixed workload (GPFS events too when `gpfs`). Returns (root, journal,
+/// events, index before).
+fn scenario(tmp: &Path, seed: u64, rule: &str, gpfs: bool) -> (PathBuf, PathBuf, PathBuf, BTreeMap<String, Value>) {
+    let mut rng = Rng::new(seed);
+    let (root, journal, _) = preexisting_fs(tmp, 60, seed);
+    shuffle_permissions(&root, &mut rng);
+    let index = snapshot_under(tmp, &root, "before", rule);
+    let events = tmp.join("events.jsonl");
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    if gpfs {
+        w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
+    }
+    change_permissions(&mut w, &root, &mut rng, 30);
+    w.run(Kind::Mixed, 150, "/work").unwrap();
+    change_permissions(&mut w, &root, &mut rng, 20);
+    drop(w);
+    (root, journal, events, index)
+}
+
+fn lustre_config(tmp: &Path, root: &Path, journal: &Path, out: &Path, rule: &str) -> PathBuf {
+    config(
+        tmp,
+        "lustre.toml",
+        &format!(
+            "{rec}[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nuser = \"cl1\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
+             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = 40\nquiet_period_secs = 0.0\npoll_interval_secs = 0.02\nstate_dir = \"{t}/state\"\n\
+             [sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+            rec = records(tmp, rule),
+            k = testkit().display(),
+            j = journal.display(),
+            r = root.display(),
+            t = tmp.display(),
+            o = out.display()
+        ),
+    )
+}
+
+fn gpfs_config(tmp: &Path, root: &Path, topic: &str, out: &Path, rule: &str) -> PathBuf {
+    config(
+        tmp,
+        "gpfs.toml",
+        &format!(
+            "{rec}[sources.fset1]\ntype = \"gpfs\"\ntopic = \"{topic}\"\ngroup_id = \"icicle-{topic}\"\nfs_root = \"/gpfs/fs1\"\nmount = \"{r}\"\n\
+             batch_size = 40\nquiet_period_secs = 0.05\nstate_dir = \"{t}/state\"\nseed_index = \"{t}/before\"\nconnection = {{ bootstrap = \"{k}\" }}\n\
+             [sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+            rec = records(tmp, rule),
+            k = kafka(),
+            r = root.display(),
+            t = tmp.display(),
+            o = out.display()
+        ),
+    )
+}
+
+fn drain(cfg: &Path, id: &str) -> Value {
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    report[id].clone()
+}
+
+fn produce_all(events: &Path, topic: &str) -> usize {
+    let msgs = messages(events, 0).unwrap();
+    let n = msgs.len();
+    let k = kafka();
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+        produce::create_topic(&k, topic, 1).await.unwrap();
+        produce::produce(&k, topic, msgs).await.unwrap();
+    });
+    n
+}
+
+/// The index after the monitor's output against a fresh snapshot: records and visible_to.
+fn differences(tmp: &Path, root: &Path, mut index: BTreeMap<String, Value>, out: &Path, rule: &str) -> Vec<String> {
+    apply(&mut index, out);
+    let fresh = snapshot_under(tmp, root, "after", rule);
+    let (missing, extra, differ) = compare(&index, &fresh);
+    let mut problems: Vec<String> = missing.iter().map(|p| format!("missing {p}")).chain(extra.iter().map(|p| format!("extra {p}"))).chain(differ.iter().map(|p| format!("metadata differs {p}"))).collect();
+    let (got, want) = (visible(&index), visible(&fresh));
+    for (p, v) in &want {
+        if let Some(g) = got.get(p).filter(|g| *g != v) {
+            problems.push(format!("visible_to of {p}: index {g:?}, fresh {v:?}"));
+        }
+    }
+    problems
+}
+
+fn property(gpfs: bool) {
+    if !is_root() {
+        return;
+    }
+    // The GPFS cases wait for a consumer group each (seconds): fewer by default.
+    for seed in seeds(if gpfs { 6 } else { 16 }) {
+        for rule in ["posix-read", "posix"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (root, journal, events, index) = scenario(tmp.path(), seed, rule, gpfs);
+            let out = tmp.path().join("out");
+            let report = if gpfs {
+                let topic = format!("vis-{}-{seed}-{rule}", std::process::id());
+                let n = produce_all(&events, &topic);
+                let r = drain(&gpfs_config(tmp.path(), &root, &topic, &out, rule), "fset1");
+                assert_eq!(r["messages"], n as u64, "seed {seed}: {r}");
+                r
+            } else {
+                drain(&lustre_config(tmp.path(), &root, &journal, &out, rule), "mdt0")
+            };
+            assert_eq!(report["rejects"], 0, "seed {seed} {rule}: {report}");
+            let problems = differences(tmp.path(), &root, index, &out, rule);
+            let shown: Vec<&String> = problems.iter().take(8).collect();
+            assert!(problems.is_empty(), "seed {seed} (ICICLE_PROPERTY_SEED={seed} replays) {rule}: {} differences, e.g. {shown:#?}\nreport {report}", problems.len());
+        }
+    }
+}
+
+#[test]
+fn lustre_visible_to_follows_permission_changes_on_an_existing_tree() {
+    property(false);
+}
+
+#[test]
+fn gpfs_visible_to_follows_permission_changes_on_an_existing_tree() {
+    property(true);
+}
+
+/// alice's home (`0755`, then `chmod 700`) with a `0644` and a `0600` file; a `0600` and a
+/// `0640` file in a `0750` group project. Returns the visible_to of each file after each phase.
+fn named_cases(gpfs: bool, rule: &str) -> Vec<BTreeMap<String, Vec<String>>> {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let events = tmp.path().join("events.jsonl");
+    let mut w = Workload::open(&root, &journal, 1).unwrap();
+    if gpfs {
+        w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
+    }
+    for (dir, uid, gid, mode) in [("/home", 0, 0, 0o755), ("/home/alice", 1000, 100, 0o755), ("/proj", 1000, 200, 0o750)] {
+        w.mkdir(dir).unwrap();
+        w.chown(dir, uid, gid).unwrap();
+        w.chmod(dir, mode).unwrap();
+    }
+    for (file, gid, mode) in [("/home/alice/open", 100, 0o644), ("/home/alice/private", 100, 0o600), ("/proj/secret", 200, 0o600), ("/proj/shared", 200, 0o640)] {
+        w.create(file, 10).unwrap();
+        w.chown(file, 1000, gid).unwrap();
+        w.chmod(file, mode).unwrap();
+    }
+    drop(w);
+    // The index starts empty: everything above came through the monitor.
+    std::fs::create_dir_all(tmp.path().join("before")).unwrap();
+    let topic = format!("vis-named-{}-{}-{rule}", std::process::id(), gpfs);
+    let out = tmp.path().join("out");
+    let cfg = if gpfs { gpfs_config(tmp.path(), &root, &topic, &out, rule) } else { lustre_config(tmp.path(), &root, &journal, &out, rule) };
+    let id = if gpfs { "fset1" } else { "mdt0" };
+    let mut index = BTreeMap::new();
+    let mut phases = Vec::new();
+    let mut produced = 0;
+    for phase in 0..2 {
+        if phase == 1 {
+            let mut w = Workload::open(&root, &journal, 1).unwrap();
+            if gpfs {
+                w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
+            }
+            w.chmod("/home/alice", 0o700).unwrap();
+        }
+        if gpfs {
+            let msgs = messages(&events, produced).unwrap();
+            produced += msgs.len();
+            let k = kafka();
+            tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+                produce::create_topic(&k, &topic, 1).await.unwrap();
+                produce::produce(&k, &topic, msgs).await.unwrap();
+            });
+        }
+        let r = drain(&cfg, id);
+        assert_eq!(r["rejects"], 0, "{r}");
+        apply(&mut index, &out);
+        phases.push(visible(&index));
+    }
+    phases
+}
+
+fn v(list: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+fn assert_named_cases(gpfs: bool) {
+    if !is_root() {
+        return;
+    }
+    let (alice, users, proj, admins) = ("urn:u:1000", "urn:g:100", "urn:g:200", "urn:admins");
+    for rule in ["posix-read", "posix"] {
+        let phases = named_cases(gpfs, rule);
+        let (open, closed) = (&phases[0], &phases[1]);
+        let read = rule == "posix-read";
+        assert_eq!(open["/home/alice/open"], v(&[alice, users, "public", admins]), "{rule}");
+        let private = if read { v(&[alice, admins]) } else { v(&[alice, users, "public", admins]) };
+        assert_eq!(open["/home/alice/private"], private, "{rule}: a 0600 file in an open home");
+        // A 0600 file in a 0750 project is never public; the group may list it (posix), not read it.
+        let secret = if read { v(&[alice, admins]) } else { v(&[alice, proj, admins]) };
+        assert_eq!(open["/proj/secret"], secret, "{rule}: a 0600 file in a 0750 project");
+        assert_eq!(open["/proj/shared"], v(&[alice, proj, admins]), "{rule}: a 0640 file in a 0750 project");
+        // chmod 700 of the home hides both files from the group and from everyone.
+        for f in ["/home/alice/open", "/home/alice/private"] {
+            assert_eq!(closed[f], v(&[alice, admins]), "{rule}: {f} after chmod 700 /home/alice");
+        }
+        assert_eq!(closed["/proj/secret"], secret, "{rule}: untouched");
+    }
+}
+
+#[test]
+fn lustre_named_cases_home_closed_and_private_project_file() {
+    assert_named_cases(false);
+}
+
+#[test]
+fn gpfs_named_cases_home_closed_and_private_project_file() {
+    assert_named_cases(true);
+}
+
+#[test]
+fn snapshot_named_cases_home_closed_and_private_project_file() {
+    if !is_root() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    for (dir, uid, gid, mode) in [("home", 0, 0, 0o755), ("home/alice", 1000, 100, 0o700), ("proj", 1000, 200, 0o750)] {
+        let p = root.join(dir);
+        std::fs::create_dir_all(&p).unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    for (file, gid, mode) in [("home/alice/open", 100, 0o644), ("home/alice/private", 100, 0o600), ("proj/secret", 200, 0o600)] {
+        let p = root.join(file);
+        std::fs::write(&p, b"x").unwrap();
+        std::os::unix::fs::chown(&p, Some(1000), Some(gid)).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let (alice, proj, admins) = ("urn:u:1000", "urn:g:200", "urn:admins");
+    for rule in ["posix-read", "posix"] {
+        let vis = visible(&snapshot_under(tmp.path(), &root, &format!("snap-{rule}"), rule));
+        assert_eq!(vis["/home/alice/open"], v(&[alice, admins]), "{rule}: alice's group is kept out by 0700");
+        assert_eq!(vis["/home/alice/private"], v(&[alice, admins]), "{rule}");
+        let secret = if rule == "posix" { v(&[alice, proj, admins]) } else { v(&[alice, admins]) };
+        assert_eq!(vis["/proj/secret"], secret, "{rule}: never public with `public` allowed");
+    }
+}

@@ -11,7 +11,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-use icicle_core::access::{can_see, AccessPolicy, Asker, Perm};
+use icicle_core::access::{can_see, AccessPolicy, Acl, Asker, Named, Perm};
 use icicle_testkit::gen::Rng;
 
 const UIDS: [u32; 4] = [41001, 41002, 41003, 41004];
@@ -19,7 +19,38 @@ const GIDS: [u32; 3] = [42001, 42002, 42003];
 
 fn perm(p: &Path) -> Perm {
     let m = std::fs::symlink_metadata(p).unwrap();
-    Perm { mode: m.mode(), uid: m.uid(), gid: m.gid() }
+    Perm { mode: m.mode(), uid: m.uid(), gid: m.gid(), acl: Acl::read(p).map(std::sync::Arc::new) }
+}
+
+/// Give `p` a random POSIX access ACL (named test users and groups, a mask), written as the
+/// kernel's xattr; the kernel sets the mode's group bits to the mask.
+fn set_random_acl(p: &Path, rng: &mut Rng) {
+    let mode = std::fs::symlink_metadata(p).unwrap().mode();
+    let bits = |rng: &mut Rng| rng.below(8) as u16;
+    let mut entries: Vec<(u16, u16, u32)> = vec![(0x01, ((mode >> 6) & 7) as u16, u32::MAX)];
+    for &u in &UIDS {
+        if rng.below(3) == 0 {
+            entries.push((0x02, bits(rng), u));
+        }
+    }
+    entries.push((0x04, bits(rng), u32::MAX));
+    for &g in &GIDS {
+        if rng.below(3) == 0 {
+            entries.push((0x08, bits(rng), g));
+        }
+    }
+    entries.push((0x10, bits(rng), u32::MAX));
+    entries.push((0x20, (mode & 7) as u16, u32::MAX));
+    let mut xattr = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        xattr.extend_from_slice(&tag.to_le_bytes());
+        xattr.extend_from_slice(&perm.to_le_bytes());
+        xattr.extend_from_slice(&id.to_le_bytes());
+    }
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: NUL-terminated strings and a buffer of the length passed.
+    let r = unsafe { libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0) };
+    assert_eq!(r, 0, "setxattr {}: {}", p.display(), std::io::Error::last_os_error());
 }
 
 /// Directories from `/` down to `file`'s parent.
@@ -29,8 +60,8 @@ fn chain(file: &Path) -> Vec<Perm> {
     dirs.iter().map(|d| perm(d)).collect()
 }
 
-/// A random tree under `root`: (files).
-fn build(root: &Path, rng: &mut Rng, files: usize) -> Vec<PathBuf> {
+/// A random tree under `root`: (files); one object in `acl_one_in` gets a random ACL (0: none).
+fn build(root: &Path, rng: &mut Rng, files: usize, acl_one_in: u64) -> Vec<PathBuf> {
     let pick = |rng: &mut Rng, v: &[u32]| v[rng.below(v.len() as u64) as usize];
     let modes = [0o700, 0o750, 0o755, 0o711, 0o705, 0o770, 0o775, 0o751, 0o500, 0o055, 0o005, 0o000];
     let fmodes = [0o600, 0o640, 0o644, 0o604, 0o400, 0o440, 0o444, 0o060, 0o006, 0o000, 0o666];
@@ -54,6 +85,13 @@ fn build(root: &Path, rng: &mut Rng, files: usize) -> Vec<PathBuf> {
     for d in dirs.iter().skip(1).rev() {
         std::os::unix::fs::chown(d, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS))).unwrap();
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(modes[rng.below(modes.len() as u64) as usize])).unwrap();
+    }
+    if acl_one_in > 0 {
+        for p in dirs.iter().skip(1).chain(&out) {
+            if rng.below(acl_one_in) == 0 {
+                set_random_acl(p, rng);
+            }
+        }
     }
     out
 }
@@ -98,7 +136,8 @@ fn the_rule_matches_the_kernel_for_every_file_and_principal() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut rng = Rng::new(seed);
-    let files = build(tmp.path(), &mut rng, 1200);
+    // One object in four with an ACL.
+    let files = build(tmp.path(), &mut rng, 1200, 4);
     let chains: Vec<(Vec<Perm>, Perm)> = files.iter().map(|f| (chain(f), perm(f))).collect();
     // Users owning files, members of some groups; one member of a single group owning nothing
     // (the group as a principal); one that owns nothing and is in no group (everyone).
@@ -170,6 +209,17 @@ fn as_gen_fs(root: &Path) -> icicle_testkit::gen::GenFs {
 
 #[test]
 fn every_source_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it() {
+    sources_against_the_kernel(false);
+}
+
+#[test]
+fn the_walk_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it_with_acls() {
+    sources_against_the_kernel(true);
+}
+
+/// Every source (only the walk reads ACLs: with `acls`, the walk alone on a tree where one
+/// object in three has an ACL) against the kernel, both rules.
+fn sources_against_the_kernel(acls: bool) {
     use std::collections::{BTreeSet, HashMap};
     use icicle_testkit::gen::{self, Format};
     if unsafe { libc::geteuid() } != 0 {
@@ -182,8 +232,7 @@ fn every_source_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it() {
     let root = tmp.path().join("t");
     std::fs::create_dir(&root).unwrap();
     let mut rng = Rng::new(seed);
-    let files = build(&root, &mut rng, 1000);
-    let gfs = as_gen_fs(&root);
+    let files = build(&root, &mut rng, 1000, if acls { 3 } else { 0 });
     let record_path = |f: &Path| format!("/t/{}", f.strip_prefix(&root).unwrap().display());
     // What the kernel lets each principal do: an owner on its own (no groups), a member of one
     // group only, anyone else.
@@ -191,11 +240,21 @@ fn every_source_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it() {
     let owner: HashMap<u32, Vec<(bool, bool)>> = UIDS.iter().map(|&u| (u, kernel(&files, u, &[NOBODY]))).collect();
     let member: HashMap<u32, Vec<(bool, bool)>> = GIDS.iter().map(|&g| (g, kernel(&files, NOBODY, &[g]))).collect();
     let anyone = kernel(&files, NOBODY, &[NOBODY]);
-    // The groups the rule judges: the file's and those of its directories from the top (/t).
-    let chain_gids: Vec<BTreeSet<u32>> = files
-        .iter()
-        .map(|f| f.ancestors().skip(1).take_while(|d| d.starts_with(&root)).map(|d| perm(d).gid).chain([perm(f).gid]).collect())
-        .collect();
+    // The users and groups the rule judges: the owners and groups of the file and of its
+    // directories from the top (/t), and whom ACLs there name.
+    let mut candidates: Vec<(BTreeSet<u32>, BTreeSet<u32>)> = Vec::new();
+    for f in &files {
+        let perms: Vec<Perm> = f.ancestors().skip(1).take_while(|d| d.starts_with(&root)).map(perm).chain([perm(f)]).collect();
+        let mut users: BTreeSet<u32> = perms.iter().map(|p| p.uid).collect();
+        let mut groups: BTreeSet<u32> = perms.iter().map(|p| p.gid).collect();
+        for n in perms.iter().filter_map(|p| p.acl.as_deref()).flat_map(|a| a.named().collect::<Vec<_>>()) {
+            match n {
+                Named::User(u) => users.insert(u),
+                Named::Group(g) => groups.insert(g),
+            };
+        }
+        candidates.push((users, groups));
+    }
 
     let mut principals = String::new();
     for u in UIDS {
@@ -206,7 +265,9 @@ fn every_source_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it() {
     }
     std::fs::write(tmp.path().join("principals.tsv"), &principals).unwrap();
     let mut sources = vec![("walk", format!("type = \"walk\"\nroot = \"{}\"\npath_prefix = \"/t\"\n", root.display()))];
-    for (fmt, name, section) in [(Format::Gufi, "gufi", "type = \"gufi\"\nindex = \"{d}\"\n"), (Format::Pwalk, "pwalk", "type = \"tsv\"\npaths = [\"{d}/pwalk.csv\"]\npreset = \"pwalk\"\n"), (Format::Mmapplypolicy, "mmapplypolicy", "type = \"mmapplypolicy\"\npaths = [\"{d}/list.allfiles\"]\n")] {
+    let layouts = if acls { Vec::new() } else { vec![(Format::Gufi, "gufi", "type = \"gufi\"\nindex = \"{d}\"\n"), (Format::Pwalk, "pwalk", "type = \"tsv\"\npaths = [\"{d}/pwalk.csv\"]\npreset = \"pwalk\"\n"), (Format::Mmapplypolicy, "mmapplypolicy", "type = \"mmapplypolicy\"\npaths = [\"{d}/list.allfiles\"]\n")] };
+    let gfs = as_gen_fs(&root);
+    for (fmt, name, section) in layouts {
         let d = tmp.path().join(format!("data-{name}"));
         gen::write(&gfs, fmt, &d, u64::MAX, false).unwrap();
         sources.push((name, section.replace("{d}", &d.display().to_string())));
@@ -235,20 +296,21 @@ fn every_source_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it() {
                     continue;
                 };
                 let vis: BTreeSet<String> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
-                let file_uid = perm(f).uid;
+                let (users, groups) = &candidates[i];
                 let mut check = |who: String, listed: bool, kernel: bool| {
                     if listed != kernel {
                         failures.push(format!("{name} {policy}: {p} {who}: in visible_to {listed}, kernel {kernel} ({vis:?})"));
                     }
                 };
                 check("admins".into(), vis.contains("urn:admins"), true);
-                for u in UIDS {
-                    let k = u == file_uid && if pick == 0 { owner[&u][i].0 } else { owner[&u][i].1 };
-                    check(format!("uid {u}"), vis.contains(&format!("urn:u:{u}")), k);
-                }
+                // A principal the rule does not judge sees what everyone sees.
                 let public = vis.contains("public");
+                for u in UIDS {
+                    let listed = vis.contains(&format!("urn:u:{u}")) || (!users.contains(&u) && public);
+                    check(format!("uid {u}"), listed, if pick == 0 { owner[&u][i].0 } else { owner[&u][i].1 });
+                }
                 for g in GIDS {
-                    let listed = vis.contains(&format!("urn:g:{g}")) || (!chain_gids[i].contains(&g) && public);
+                    let listed = vis.contains(&format!("urn:g:{g}")) || (!groups.contains(&g) && public);
                     check(format!("gid {g}"), listed, if pick == 0 { member[&g][i].0 } else { member[&g][i].1 });
                 }
                 check("public".into(), public, if pick == 0 { anyone[i].0 } else { anyone[i].1 });
@@ -256,7 +318,12 @@ fn every_source_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it() {
         }
     }
     let _ = std::process::Command::new("chmod").args(["-R", "u+rwx"]).arg(&root).status();
-    let shown: Vec<&String> = failures.iter().take(12).collect();
+    if let Some(first) = failures.first() {
+        let f = first.split(' ').nth(2).unwrap_or_default().trim_start_matches("/t/");
+        let perms: Vec<Perm> = root.join(f).ancestors().take_while(|d| d.starts_with(&root)).map(perm).collect();
+        failures.push(format!("the first one's permissions, file first: {perms:?}"));
+    }
+    let shown: Vec<&String> = failures.iter().take(12).chain(failures.last()).collect();
     assert!(failures.is_empty(), "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): {} disagreements, e.g.\n{shown:#?}", failures.len());
-    eprintln!("seed {seed}: {} files x {} sources x 2 policies: visible_to equals the kernel's answer for 8 principals", files.len(), sources.len());
+    eprintln!("seed {seed}: {} files x {} sources x 2 policies (ACLs: {acls}): visible_to equals the kernel's answer for 8 principals", files.len(), sources.len());
 }

@@ -7,12 +7,93 @@
 //! - [`AccessPolicy::PosixRead`]: the same, and read on the file itself.
 
 /// The permission-relevant part of one object on a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Perm {
     /// `st_mode` (only the 0o777 bits are read).
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
+    /// Its POSIX access ACL, when it has one beyond the mode bits.
+    pub acl: Option<std::sync::Arc<Acl>>,
+}
+
+impl Perm {
+    /// Mode bits and owners, no ACL.
+    pub fn new(mode: u32, uid: u32, gid: u32) -> Perm {
+        Perm { mode, uid, gid, acl: None }
+    }
+}
+
+/// A POSIX access ACL (`system.posix_acl_access`): `rwx` bits per entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Acl {
+    pub user_obj: u32,
+    /// Named users (uid, bits).
+    pub users: Vec<(u32, u32)>,
+    pub group_obj: u32,
+    /// Named groups (gid, bits).
+    pub groups: Vec<(u32, u32)>,
+    /// The mask (the most named entries and the owning group may have); absent in a
+    /// minimal ACL.
+    pub mask: Option<u32>,
+    pub other: u32,
+}
+
+impl Acl {
+    /// Parse the kernel's xattr form: a little-endian `u32` version (2), then entries of
+    /// `u16` tag, `u16` permissions, `u32` id.
+    pub fn from_xattr(b: &[u8]) -> Result<Acl, String> {
+        let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        if b.len() < 4 || (b.len() - 4) % 8 != 0 {
+            return Err(format!("an ACL of {} bytes (want 4 + 8n)", b.len()));
+        }
+        if word(0) != 2 {
+            return Err(format!("ACL version {} (want 2)", word(0)));
+        }
+        let mut acl = Acl::default();
+        for e in b[4..].chunks_exact(8) {
+            let tag = u16::from_le_bytes([e[0], e[1]]);
+            let bits = u16::from_le_bytes([e[2], e[3]]) as u32 & 7;
+            let id = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+            match tag {
+                0x01 => acl.user_obj = bits,
+                0x02 => acl.users.push((id, bits)),
+                0x04 => acl.group_obj = bits,
+                0x08 => acl.groups.push((id, bits)),
+                0x10 => acl.mask = Some(bits),
+                0x20 => acl.other = bits,
+                t => return Err(format!("unknown ACL tag {t:#x}")),
+            }
+        }
+        Ok(acl)
+    }
+
+    /// The access ACL of `path` (not following a link); `None` when it has none or it cannot
+    /// be read.
+    pub fn read(path: &std::path::Path) -> Option<Acl> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let name = c"system.posix_acl_access";
+        let mut buf = [0u8; 1024];
+        // SAFETY: both strings are NUL-terminated; the kernel writes at most `buf.len()` bytes.
+        let n = unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return None;
+        }
+        Acl::from_xattr(&buf[..n as usize]).ok()
+    }
+
+    /// The principals it names: (users, groups).
+    pub fn named(&self) -> impl Iterator<Item = Named> + '_ {
+        self.users.iter().map(|&(u, _)| Named::User(u)).chain(self.groups.iter().map(|&(g, _)| Named::Group(g)))
+    }
+}
+
+/// A principal an ACL entry names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    User(u32),
+    Group(u32),
 }
 
 /// Which rule decides visibility.
@@ -39,6 +120,38 @@ pub enum Asker<'a> {
 
 const R: u32 = 4;
 const X: u32 = 1;
+
+/// Whether `who` has every bit of `want` on `p`: by its ACL when it has one (the owner by the
+/// owner entry; a named user by its entry and the mask; a member of the owning or a named
+/// group when one of those entries, masked, grants it, and denied when none does; anyone
+/// else by the other entry), otherwise by the mode's class bits. As the kernel does.
+fn allows(p: &Perm, who: &Asker<'_>, want: u32) -> bool {
+    // Linux consults the ACL only when the group class (the mask) grants something; with a
+    // mask of 0 named users and groups are judged by the mode, as everyone else.
+    let Some(acl) = p.acl.as_ref().filter(|_| p.mode & 0o070 != 0) else { return class_bits(p, who) & want == want };
+    let mask = acl.mask.unwrap_or(7);
+    let (uid, groups): (Option<u32>, &[u32]) = match who {
+        Asker::User { uid, groups } => (Some(*uid), groups),
+        Asker::Group(g) => (None, std::slice::from_ref(g)),
+        Asker::Everyone => return acl.other & want == want,
+    };
+    if uid == Some(p.uid) {
+        return acl.user_obj & want == want;
+    }
+    if let Some(&(_, bits)) = acl.users.iter().find(|(u, _)| Some(*u) == uid) {
+        return bits & mask & want == want;
+    }
+    let mut matched = false;
+    for (g, bits) in std::iter::once((p.gid, acl.group_obj)).chain(acl.groups.iter().copied()) {
+        if groups.contains(&g) {
+            matched = true;
+            if bits & mask & want == want {
+                return true;
+            }
+        }
+    }
+    !matched && acl.other & want == want
+}
 
 /// The `rwx` bits of `p` that apply to `who`.
 fn class_bits(p: &Perm, who: &Asker<'_>) -> u32 {
@@ -71,16 +184,16 @@ pub fn can_see(policy: AccessPolicy, dirs: &[Perm], file: &Perm, who: &Asker<'_>
         return true;
     }
     let Some((parent, above)) = dirs.split_last() else { return false };
-    if !above.iter().all(|d| class_bits(d, who) & X != 0) {
+    if !above.iter().all(|d| allows(d, who, X)) {
         return false;
     }
-    let p = class_bits(parent, who);
-    if p & X == 0 || p & R == 0 {
+    // Separately: with ACLs, different group entries may grant each.
+    if !allows(parent, who, X) || !allows(parent, who, R) {
         return false;
     }
     match policy {
         AccessPolicy::Posix => true,
-        AccessPolicy::PosixRead => class_bits(file, who) & R != 0,
+        AccessPolicy::PosixRead => allows(file, who, R),
     }
 }
 
@@ -138,7 +251,7 @@ impl DirectoryTable {
 
     /// Directory `path`'s permissions, when known.
     pub fn get(&self, path: &str) -> Option<Perm> {
-        self.map.read().ok()?.get(path).copied()
+        self.map.read().ok()?.get(path).cloned()
     }
 
     /// The permissions of the directories from the top down to `dir` (inclusive); `None`
@@ -152,7 +265,7 @@ impl DirectoryTable {
         let mut out = Vec::with_capacity(depth(dir) + 1 - top);
         let mut p = dir;
         loop {
-            out.push(*m.get(p)?);
+            out.push(m.get(p)?.clone());
             if depth(p) <= top {
                 break;
             }
@@ -219,7 +332,7 @@ impl ChainCache {
 pub fn lstat_dir(path: &std::path::Path) -> Option<Perm> {
     use std::os::unix::fs::MetadataExt;
     let md = std::fs::symlink_metadata(path).ok()?;
-    md.is_dir().then(|| Perm { mode: md.mode(), uid: md.uid(), gid: md.gid() })
+    md.is_dir().then(|| Perm { mode: md.mode(), uid: md.uid(), gid: md.gid(), acl: Acl::read(path).map(std::sync::Arc::new) })
 }
 
 #[cfg(test)]
@@ -227,7 +340,7 @@ mod tests {
     use super::*;
 
     fn p(mode: u32, uid: u32, gid: u32) -> Perm {
-        Perm { mode, uid, gid }
+        Perm::new(mode, uid, gid)
     }
 
     #[test]

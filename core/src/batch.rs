@@ -71,10 +71,11 @@ impl EntryBatch {
         }
     }
 
-    /// [`EntryBatch::encode`] with visibility judged along `dirs` (the directories from the
-    /// top down to the record's parent; `None`: unknown) when the policy follows permissions.
-    pub fn encode_in(&mut self, enc: &mut crate::gmeta::PrimaryEncoder, rec: &crate::record::FileRecord<'_>, dirs: Option<&std::sync::Arc<[crate::access::Perm]>>) -> Result<(), String> {
-        let vis = enc.visible_to_in(rec, dirs)?;
+    /// [`EntryBatch::encode`] with visibility judged by the file's ACL and along `dirs` (the
+    /// directories from the top down to the record's parent; `None`: unknown) when the policy
+    /// follows permissions.
+    pub fn encode_in(&mut self, enc: &mut crate::gmeta::PrimaryEncoder, rec: &crate::record::FileRecord<'_>, acl: Option<std::sync::Arc<crate::access::Acl>>, dirs: Option<&std::sync::Arc<[crate::access::Perm]>>) -> Result<(), String> {
+        let vis = enc.visible_to_in(rec, acl, dirs)?;
         enc.encode_with(rec, &vis, &mut self.buf);
         self.commit();
         Ok(())

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::access::{DirectoryTable, Perm};
+use crate::access::{Acl, DirectoryTable, Perm};
 use crate::record::{FileRecord, Reject};
 use crate::traits::{RowSink, Split};
 use crate::Source;
@@ -20,10 +20,18 @@ impl RowSink for DirectoryCollector<'_> {
     fn record(&mut self, _rec: &FileRecord<'_>) {}
 
     fn directory(&mut self, rec: &FileRecord<'_>) {
+        self.directory_with_acl(rec, None)
+    }
+
+    fn directory_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
         if rec.check().is_ok() {
             self.rows += 1;
-            self.table.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid });
+            self.table.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid, acl: acl.map(Arc::new) });
         }
+    }
+
+    fn wants_acls(&self) -> bool {
+        true
     }
 
     fn reject(&mut self, _reject: Reject) {}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::access::{can_see, AccessPolicy, Asker, DirectoryTable, Perm, UnknownDirectories};
+use crate::access::{can_see, AccessPolicy, Acl, Asker, DirectoryTable, Named, Perm, UnknownDirectories};
 use crate::record::{mode_octal_as_int, mode_string, FileRecord};
 
 /// Globus Search's subject length limit, in UTF-8 bytes.
@@ -268,9 +268,18 @@ pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&
             }
         }
         Some(dirs) => {
-            if let Some(u) = map.users.get(&file.uid) {
-                if can_see(access, dirs, file, &Asker::User { uid: file.uid, groups: &[] }) {
-                    add(u, &mut principals);
+            // The file's owner, and the owners of its directories (their owner bits apply).
+            let mut uids: Vec<u32> = Vec::with_capacity(dirs.len() + 1);
+            for u in std::iter::once(file.uid).chain(dirs.iter().map(|d| d.uid)) {
+                if !uids.contains(&u) {
+                    uids.push(u);
+                }
+            }
+            for uid in uids {
+                if let Some(u) = map.users.get(&uid) {
+                    if can_see(access, dirs, file, &Asker::User { uid, groups: &[] }) {
+                        add(u, &mut principals);
+                    }
                 }
             }
             let mut gids: Vec<u32> = Vec::with_capacity(dirs.len() + 1);
@@ -283,6 +292,25 @@ pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&
                 if let Some(name) = map.groups.get(&g) {
                     if can_see(access, dirs, file, &Asker::Group(g)) {
                         add(name, &mut principals);
+                    }
+                }
+            }
+            // Users and groups that ACLs along the path name.
+            for named in dirs.iter().chain(std::iter::once(file)).filter_map(|p| p.acl.as_deref()).flat_map(|a| a.named()) {
+                match named {
+                    Named::User(u) => {
+                        if let Some(name) = map.users.get(&u) {
+                            if !principals.contains(&name.as_str()) && can_see(access, dirs, file, &Asker::User { uid: u, groups: &[] }) {
+                                add(name, &mut principals);
+                            }
+                        }
+                    }
+                    Named::Group(g) => {
+                        if let Some(name) = map.groups.get(&g) {
+                            if !principals.contains(&name.as_str()) && can_see(access, dirs, file, &Asker::Group(g)) {
+                                add(name, &mut principals);
+                            }
+                        }
                     }
                 }
             }
@@ -410,8 +438,12 @@ impl PrimaryEncoder {
     /// The encoded `visible_to` array for `rec` whose directories from the top down are
     /// `dirs` (`None`: unknown): by POSIX permissions when the policy says so, otherwise by
     /// the owner/group lists.
-    pub fn visible_to_in(&mut self, rec: &FileRecord<'_>, dirs: Option<&Arc<[Perm]>>) -> Result<Arc<[u8]>, String> {
+    pub fn visible_to_in(&mut self, rec: &FileRecord<'_>, acl: Option<Arc<Acl>>, dirs: Option<&Arc<[Perm]>>) -> Result<Arc<[u8]>, String> {
         let Some(access) = self.policy.access else { return self.visible_to(rec.uid, rec.gid) };
+        if acl.is_some() {
+            let file = Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid, acl };
+            return resolve_posix(&self.policy, access, dirs.map(|d| &**d), &file).map(Arc::from);
+        }
         let same = match (&self.posix_chain, dirs) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             (None, None) => true,
@@ -425,7 +457,7 @@ impl PrimaryEncoder {
         if let Some(v) = self.posix_cache.get(&key) {
             return Ok(v.clone());
         }
-        let file = Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid };
+        let file = Perm::new(rec.mode, rec.uid, rec.gid);
         let v: EncodedPrincipals = resolve_posix(&self.policy, access, dirs.map(|d| &**d), &file)?.into();
         self.posix_cache.insert(key, v.clone());
         Ok(v)

@@ -15,7 +15,7 @@ use crate::batch::{
 };
 use crate::config::{EmitMode, SnapshotSettings};
 use crate::error::IcicleError;
-use crate::access::{parent_dir, DirectoryTable, Perm};
+use crate::access::{parent_dir, Acl, DirectoryTable, Perm};
 use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
 use crate::record::{FileRecord, Reject};
@@ -360,6 +360,14 @@ impl Worker {
 
 impl RowSink for Worker {
     fn record(&mut self, rec: &FileRecord<'_>) {
+        self.record_with_acl(rec, None)
+    }
+
+    fn wants_acls(&self) -> bool {
+        self.dirs.is_some()
+    }
+
+    fn record_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
         self.counts.rows += 1;
         self.counts.records += 1;
         if let Err(e) = rec.check() {
@@ -372,7 +380,7 @@ impl RowSink for Worker {
             return;
         }
         let chain = self.chain_of(rec.path);
-        let vis = match self.encoder.visible_to_in(rec, chain.as_ref()) {
+        let vis = match self.encoder.visible_to_in(rec, acl.map(Arc::new), chain.as_ref()) {
             Ok(v) => v,
             Err(e) => return self.reject_here(rec, e),
         };
@@ -411,6 +419,10 @@ impl RowSink for Worker {
     }
 
     fn directory(&mut self, rec: &FileRecord<'_>) {
+        self.directory_with_acl(rec, None)
+    }
+
+    fn directory_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
         self.counts.rows += 1;
         self.counts.directories += 1;
         if let Err(e) = rec.check() {
@@ -419,7 +431,7 @@ impl RowSink for Worker {
             return self.reject_here(rec, e);
         }
         if let Some(t) = &self.dirs {
-            t.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid });
+            t.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid, acl: acl.map(Arc::new) });
         }
     }
 

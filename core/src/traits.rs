@@ -55,6 +55,18 @@ pub trait RowSink {
     fn spawn(&mut self, split: Split);
     /// Hand over buffered records now; a streaming source calls this before it blocks.
     fn flush(&mut self) {}
+    /// Whether visibility follows permissions (a source that can read POSIX ACLs should).
+    fn wants_acls(&self) -> bool {
+        false
+    }
+    /// [`RowSink::record`] with the file's POSIX access ACL.
+    fn record_with_acl(&mut self, rec: &FileRecord<'_>, _acl: Option<crate::access::Acl>) {
+        self.record(rec)
+    }
+    /// [`RowSink::directory`] with the directory's POSIX access ACL.
+    fn directory_with_acl(&mut self, rec: &FileRecord<'_>, _acl: Option<crate::access::Acl>) {
+        self.directory(rec)
+    }
 }
 
 /// A source of metadata: snapshot readers today, event streams in the monitor.

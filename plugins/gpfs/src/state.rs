@@ -555,7 +555,7 @@ impl GpfsState {
 
     /// The permissions of directory `path`, when the state knows it.
     pub fn dir_perm(&self, path: &str) -> Option<icicle_core::access::Perm> {
-        self.objects.get(path).filter(|m| m.is_dir()).map(|m| icicle_core::access::Perm { mode: m.mode, uid: m.uid, gid: m.gid })
+        self.objects.get(path).filter(|m| m.is_dir()).map(|m| icicle_core::access::Perm::new(m.mode, m.uid, m.gid))
     }
 
     /// Everything that must be given up at the end of the stream (drain): pending halves

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use icicle_core::batch::EntryBatch;
-use icicle_core::access::{lstat_dir, parent_dir, ChainCache};
+use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
@@ -623,20 +623,17 @@ impl GpfsSource {
 
     /// Encode and deliver one batch's operations.
     /// When visibility follows directory permissions, each record is judged along its
-    /// directories from the fileset root: as the events reported them, else as the mount
-    /// shows them now (with `mount`), else unknown.
+    /// directories from the fileset root: as the mount shows them now (with `mount`: ACLs
+    /// too), else as the events reported them, else unknown.
     async fn emit(&self, ops: Ops, state: &GpfsState, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
         let posix = ctx.policy.access.is_some();
         let mut chains = ChainCache::new(&self.cfg.fs_root);
         let root = self.cfg.fs_root.trim_end_matches('/');
-        let mut lookup = |d: &str| {
-            state.dir_perm(d).or_else(|| {
-                let mount = self.cfg.mount.as_ref()?;
-                lstat_dir(&mount.join(d.strip_prefix(root)?.trim_start_matches('/')))
-            })
-        };
+        // The mount first: it shows ACLs, which events do not carry.
+        let on_mount = |p: &str| Some(self.cfg.mount.as_ref()?.join(p.strip_prefix(root)?.trim_start_matches('/')));
+        let mut lookup = |d: &str| on_mount(d).and_then(|m| lstat_dir(&m)).or_else(|| state.dir_perm(d));
         for (path, op) in ops {
             let Some(ip) = self.index_path(&path) else {
                 counts.outside_root += 1;
@@ -646,7 +643,8 @@ impl GpfsSource {
                 Op::Delete => deletes.push(subject_for(&ip).into_owned()),
                 Op::Update(m) => {
                     let dirs = if posix { chains.chain(parent_dir(&path), &mut lookup) } else { None };
-                    match chunk.encode_in(enc, &record_for(&ip, &m), dirs.as_ref()) {
+                    let acl = if posix { on_mount(&path).and_then(|m| Acl::read(&m)).map(Arc::new) } else { None };
+                    match chunk.encode_in(enc, &record_for(&ip, &m), acl, dirs.as_ref()) {
                         Ok(()) => counts.updates += 1,
                         Err(e) => {
                             counts.rejects += 1;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use icicle_core::batch::EntryBatch;
-use icicle_core::access::{lstat_dir, parent_dir, ChainCache};
+use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::FileRecord;
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
@@ -464,7 +464,7 @@ impl LustreSource {
                     // A directory's attributes changed: compared before any chain reads it.
                     match lstat_dir(&self.on_mount(path)) {
                         Some(now) if posix => {
-                            if tree.dir_perms.insert(path.clone(), now) != Some(now) {
+                            if tree.dir_perms.insert(path.clone(), now.clone()) != Some(now) {
                                 changed_dirs.push(path.clone());
                             }
                         }
@@ -516,13 +516,14 @@ impl LustreSource {
             let perms = &mut tree.dir_perms;
             chains.chain(parent_dir(path), &mut |d| {
                 let p = lstat_dir(&self.on_mount(d))?;
-                perms.insert(d.to_string(), p);
+                perms.insert(d.to_string(), p.clone());
                 Some(p)
             })
         } else {
             None
         };
-        match chunk.encode_in(enc, &rec, dirs.as_ref()) {
+        let acl = if posix { Acl::read(&self.on_mount(path)).map(std::sync::Arc::new) } else { None };
+        match chunk.encode_in(enc, &rec, acl, dirs.as_ref()) {
             Ok(()) => {
                 counts.updates += 1;
                 tree.indexed(path);

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use icicle_core::access::Acl;
 use icicle_core::record::{FileRecord, Reject};
 use icicle_core::registry::{BuildContext, SourceConfig};
 use icicle_core::scope::Scope;
@@ -88,8 +89,10 @@ impl Source for WalkSource {
                 path: dir.clone(),
                 reason: r,
             })?;
-            out.directory(&record_of(&p, &md));
+            let acl = if out.wants_acls() { Acl::read(dir) } else { None };
+            out.directory_with_acl(&record_of(&p, &md), acl);
         }
+        let acls = out.wants_acls();
         let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect();
         entries.sort_by_key(|e| e.as_ref().map(|e| e.file_name()).ok());
         let input = dir.display().to_string();
@@ -135,13 +138,14 @@ impl Source for WalkSource {
                 }
             };
             let rec = record_of(&rp, &md);
+            let acl = if acls { Acl::read(&p) } else { None };
             if md.is_dir() {
-                out.directory(&rec);
+                out.directory_with_acl(&rec, acl);
                 let mut sub = Split::whole(p, 0);
                 sub.scope = Some(Scope::subtree(&rp));
                 out.spawn(sub);
             } else {
-                out.record(&rec);
+                out.record_with_acl(&rec, acl);
             }
         }
         Ok(())

@@ -1,4 +1,5 @@
-//! `visible_to` from POSIX permissions through both monitors: on a tree that predates
+//! `visible_to` from POSIX permissions: the configuration checks, aggregates, and both
+//! monitors: on a tree that predates
 //! monitoring (random owners and modes), random `chmod`/`chown` of directories and files and a
 //! mixed workload, the index (a snapshot plus the monitor's output) has the same records *and
 //! the same visible_to* as a fresh snapshot under the same rule; and the named cases (a home
@@ -396,4 +397,83 @@ fn snapshot_named_cases_home_closed_and_private_project_file() {
         let secret = if rule == "posix" { v(&[alice, proj, admins]) } else { v(&[alice, admins]) };
         assert_eq!(vis["/proj/secret"], secret, "{rule}: never public with `public` allowed");
     }
+}
+
+#[test]
+fn rules_and_principals_are_checked_at_start_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    std::fs::create_dir_all(&root).unwrap();
+    let run = |name: &str, records: &str| {
+        let cfg = config(
+            tmp.path(),
+            name,
+            &format!("[records]\n{records}\n[sources.w]\ntype = \"walk\"\nroot = \"{}\"\n[sinks.o]\ntype = \"file\"\ndir = \"{}/out\"\n", root.display(), tmp.path().display()),
+        );
+        snapshot(&cfg, &[])
+    };
+    for (name, records, key, says) in [
+        ("rule.toml", "visible_to = \"posx\"", "records.visible_to", "posix-read"),
+        ("admins.toml", "admins = [\"admins\"]", "records.admins[0]", "urn:"),
+        ("everyone.toml", "everyone = \"all\"", "records.everyone", "public"),
+        ("fallback.toml", "fallback = [\"public\"]", "records.fallback", "widen"),
+        ("unknown.toml", "unknown_directories = \"open\"", "unknown_directories", "owner-only"),
+    ] {
+        let (code, _, err) = run(name, records);
+        assert_ne!(code, 0, "{name}");
+        assert!(err.contains(key) && err.contains(says) && err.contains(name), "{name}: {err}");
+    }
+    let (code, _, err) = run("ok.toml", "visible_to = \"posix\"\neveryone = \"urn:globus:groups:id:all-users\"\nadmins = [\"urn:admins\"]");
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn aggregates_follow_the_rule() {
+    if !is_root() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    for (dir, uid, gid, mode) in [("home", 0, 0, 0o755), ("home/alice", 1000, 100, 0o700), ("proj", 1000, 200, 0o750), ("pub", 1001, 300, 0o755)] {
+        let p = root.join(dir);
+        std::fs::create_dir_all(&p).unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (file, uid, gid) in [("home/alice/a", 1000, 100), ("proj/b", 1000, 200), ("pub/c", 1001, 300)] {
+        std::fs::write(root.join(file), b"x").unwrap();
+        std::os::unix::fs::chown(root.join(file), Some(uid), Some(gid)).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let cfg = config(
+        tmp.path(),
+        "agg.toml",
+        &format!(
+            "[snapshot]\nversion = \"v\"\n{rec}[aggregate]\nenabled = true\ndirectory_min = 1\ndirectory_max = 2\nreference_time = 1767225600\n\
+             [sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+            rec = records(tmp.path(), "posix-read"),
+            r = root.display(),
+            o = out.display()
+        ),
+    );
+    let (code, s, err) = snapshot(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (_, doc) in documents(&out, "ingest-") {
+        for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
+            if let Some(p) = e["content"]["principal"].as_str() {
+                let mut vis: Vec<String> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+                vis.sort();
+                got.insert(p.to_string(), vis);
+            }
+        }
+    }
+    let (alice, bob, admins) = ("urn:u:1000", "urn:u:1001", "urn:admins");
+    assert_eq!(got["user:1000"], v(&[alice, admins]), "{s}");
+    assert_eq!(got["group:200"], v(&["urn:g:200", admins]));
+    // A directory's record: whoever may see the directory itself (read on it, search above).
+    assert_eq!(got["dir:/home/alice"], v(&[alice, admins]), "0700: not the group, not public");
+    assert_eq!(got["dir:/proj"], v(&[alice, "urn:g:200", admins]), "0750: the group, not public");
+    assert_eq!(got["dir:/pub"], v(&[bob, "urn:g:300", "public", admins]), "0755");
 }

@@ -224,10 +224,15 @@ pub fn test_kills() -> u32 {
 /// Start `icicle monitor -c cfg`, let it work for `min_ms` plus a random part of `spread_ms`
 /// (from the generator state `rng`), then SIGKILL it: no chance to clean up.
 pub fn run_monitor_then_kill(cfg: &Path, rng: &mut u64, min_ms: u64, spread_ms: u64) {
+    // `ICICLE_TEST_MONITOR_LOG=FILE` appends each run's log there (with `RUST_LOG`).
+    let stderr = match std::env::var("ICICLE_TEST_MONITOR_LOG") {
+        Ok(f) => std::fs::OpenOptions::new().create(true).append(true).open(f).unwrap().into(),
+        Err(_) => std::process::Stdio::null(),
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_icicle"))
         .args(["monitor", "-c", cfg.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     *rng = rng

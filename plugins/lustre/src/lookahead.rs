@@ -34,6 +34,8 @@ pub struct FutureRename {
 pub struct FutureNaming {
     pub index: u64,
     pub parent: Option<Fid>,
+    /// For a hard link (HLINK): the file it is a new name of.
+    pub link_of: Option<Fid>,
 }
 
 #[derive(Debug)]
@@ -46,6 +48,8 @@ struct Entry {
     /// Gives a free name (a creation, a link, a rename onto a free name).
     naming: bool,
     rename: Option<Box<RenameNames>>,
+    /// A hard link's file (rare: boxed to keep entries small).
+    link_of: Option<Box<Fid>>,
 }
 
 #[derive(Debug)]
@@ -101,7 +105,8 @@ impl Lookahead {
         let rename = (rec.kind == Renme).then(|| Box::new(RenameNames { name: name.into(), source_parent: rec.source_parent, source_name: rec.source_name.clone() }));
         let k = key(name);
         let at = self.base + self.entries.len() as u64;
-        self.entries.push_back(Entry { index: rec.index, parent: rec.parent, key: k, next: NONE, naming, rename });
+        let link_of = (rec.kind == Hlink).then(|| Box::new(rec.target));
+        self.entries.push_back(Entry { index: rec.index, parent: rec.parent, key: k, next: NONE, naming, rename, link_of });
         match self.chains.get_mut(&k) {
             Some((_, last)) => {
                 let prev = (*last - self.base) as usize;
@@ -178,7 +183,7 @@ impl Lookahead {
 
     /// Records after index `after` that gave an object the free name `name`, ascending.
     pub fn namings(&self, name: &str, after: u64) -> Vec<FutureNaming> {
-        self.chain(name, after).filter(|e| e.naming).map(|e| FutureNaming { index: e.index, parent: e.parent }).collect()
+        self.chain(name, after).filter(|e| e.naming).map(|e| FutureNaming { index: e.index, parent: e.parent, link_of: e.link_of.as_deref().copied() }).collect()
     }
 
     /// Records held (not yet known to be applied).

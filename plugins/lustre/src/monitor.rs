@@ -388,6 +388,28 @@ impl LustreSource {
         self.cfg.state_dir.join(format!("{}.checkpoint.json", self.cfg.mdt))
     }
 
+    /// Hashes of the paths updates were sent for since the last checkpoint, written before
+    /// each delivery (8 bytes each, little-endian).
+    fn sent_journal(&self) -> PathBuf {
+        self.cfg.state_dir.join(format!("{}.sent-ahead", self.cfg.mdt))
+    }
+
+    /// Write `hashes` down durably before the delivery that sends them.
+    fn write_sent_ahead(&self, hashes: &[u64]) -> std::io::Result<()> {
+        use std::io::Write;
+        std::fs::create_dir_all(&self.cfg.state_dir)?;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(self.sent_journal())?;
+        let bytes: Vec<u8> = hashes.iter().flat_map(|h| h.to_le_bytes()).collect();
+        f.write_all(&bytes)?;
+        f.sync_all()
+    }
+
+    /// What deliveries since the last checkpoint sent (a run killed before acknowledging).
+    fn read_sent_ahead(&self) -> Vec<u64> {
+        let data = std::fs::read(self.sent_journal()).unwrap_or_default();
+        data.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()
+    }
+
     /// Record `i` was read: report the records missing before it (a gap) and expect `i + 1`.
     fn advance_expected(&self, i: u64, expect: &mut Option<u64>, counts: &mut MonitorCounts, ctx: &MonitorContext) -> Result<(), IcicleError> {
         if let Some(e) = expect.filter(|e| i > *e) {
@@ -492,6 +514,12 @@ impl LustreSource {
             }
         }
         counts.deletes += deletes.len() as u64;
+        // A restart that replays this batch may resolve other paths (the file system moved
+        // on): it must still know that the index may hold these.
+        let fresh = tree.take_fresh_sent();
+        if !fresh.is_empty() {
+            self.write_sent_ahead(&fresh).map_err(|e| IcicleError::Internal(format!("writing {}: {e}", self.sent_journal().display())))?;
+        }
         let mut sinks = ctx.sinks.lock().await;
         icicle_core::batch::deliver_emit(&mut sinks, &chunk, deletes, ctx.max_batch_bytes).await?;
         Ok(())
@@ -606,6 +634,12 @@ impl LustreSource {
         // Everything up to `upto` is delivered: checkpoint, then acknowledge upstream.
         if upto > counts.cleared_index {
             self.persist_checkpoint(tree, upto).map_err(|e| IcicleError::Internal(format!("writing the checkpoint: {e}")))?;
+            // The checkpoint holds what was sent.
+            if let Err(e) = std::fs::remove_file(self.sent_journal()) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(message = "could not remove the sent-ahead journal", file = %self.sent_journal().display(), error = %e);
+                }
+            }
             with_retries("changelog_clear", &cfg.mdt, cfg.lfs_retries, || lfs.clear(&cfg.mdt, &cfg.user, upto))
                 .await
                 .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
@@ -677,6 +711,7 @@ impl ChangeSource for LustreSource {
             None => (DirectoryTree::new(cfg.lru_capacity), 0),
         };
         tree.dir_attributes = ctx.policy.access.is_some();
+        tree.maybe_sent(self.read_sent_ahead());
         counts.cleared_index = cleared;
         let mut lookahead = Lookahead::new(cleared);
         let mut fsm = (cfg.resolution == "fsmonitor" || cfg.resolution == "naive").then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));

@@ -119,6 +119,11 @@ pub struct DirectoryTree {
     sent: HashSet<u64>,
     /// Whether `sent` covers the whole run (not after restoring an older checkpoint).
     sent_known: bool,
+    /// Hashes of the paths updated since they were last taken (written ahead of delivery).
+    fresh_sent: Vec<u64>,
+    /// Hashes of the paths a run before the last restart may have delivered without
+    /// acknowledging: a replay cannot know them unindexed, nor cancel their creation.
+    replayed: HashSet<u64>,
     /// Paths of directories computed since the last change that can move a directory
     /// (directory rename, removal, overwrite): siblings share their parent's walk.
     dir_paths: std::collections::HashMap<Fid, Arc<str>, foldhash::fast::RandomState>,
@@ -511,15 +516,22 @@ impl DirectoryTree {
             bounded: cap != 0,
             links: Default::default(),
             dir_attributes: false,
+            fresh_sent: Vec::new(),
+            replayed: Default::default(),
             dir_perms: Default::default(),
         }
     }
 
     /// The emit found nothing at `path` for its update (called right after the batch).
     pub fn vanished(&mut self, path: &str) {
-        if self.born.contains(path) {
+        if self.born.contains(path) && !self.maybe_delivered(path) {
             self.unindexed.insert(path.to_string());
         }
+    }
+
+    /// Whether a run before the last restart may have delivered `path` unacknowledged.
+    fn maybe_delivered(&self, path: &str) -> bool {
+        !self.replayed.is_empty() && self.replayed.contains(&rel_hash(path))
     }
 
     /// The emit sent an update of `path`: the index holds it.
@@ -527,8 +539,24 @@ impl DirectoryTree {
         if !self.unindexed.is_empty() {
             self.unindexed.remove(path);
         }
+        let h = rel_hash(path);
+        self.fresh_sent.push(h);
         if !self.renames.is_empty() {
-            self.sent.insert(rel_hash(path));
+            self.sent.insert(h);
+        }
+    }
+
+    /// The hashes of the paths sent since the last call: the monitor writes them down before
+    /// delivering, so that a restart that replays the batch knows the index may hold them.
+    pub fn take_fresh_sent(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.fresh_sent)
+    }
+
+    /// Paths a delivery before the last restart may have sent (by hash).
+    pub fn maybe_sent(&mut self, hashes: impl IntoIterator<Item = u64>) {
+        for h in hashes {
+            self.sent.insert(h);
+            self.replayed.insert(h);
         }
     }
 
@@ -648,10 +676,30 @@ impl DirectoryTree {
     /// `fid2path` lists besides `name` (the rename's new one) are its other hard links.
     fn learn_other_names(&mut self, fid: Fid, name: &str, r: &mut dyn Resolver) {
         for other in self.head_all(fid, r) {
+            if self.linked_later(fid, &other, r) {
+                continue;
+            }
             let other = self.rewind(other, self.current, r);
             if other != name && !self.link_paths(fid, r).contains(&other) {
                 self.links.entry(fid).or_default().push(Place::Anchored(Arc::from(other)));
             }
+        }
+    }
+
+    /// Whether `line`, a name of `fid` now (a `fid2path` line), is one a hard link still to
+    /// come gives it (an HLINK of `fid` with that name, after the record being applied).
+    fn linked_later(&mut self, fid: Fid, line: &str, r: &mut dyn Resolver) -> bool {
+        let name = line.rsplit('/').next().unwrap_or(line);
+        let parents: Vec<Option<Fid>> = r.future_namings(self.current, name).iter().filter(|n| n.link_of == Some(fid)).map(|n| n.parent).collect();
+        if parents.is_empty() {
+            return false;
+        }
+        // The same name may also be a link made earlier in another directory: tell by the
+        // directory the line is in now.
+        self.counts.path2fid_calls += 1;
+        match r.path2fid(icicle_core::access::parent_dir(line)) {
+            Some(dir) => parents.contains(&Some(dir)),
+            None => true,
         }
     }
 
@@ -818,8 +866,11 @@ impl DirectoryTree {
             let step = match step {
                 Some(s) => s,
                 None if cur == fid => {
-                    // The object itself: `fid2path` lists every hard link.
-                    let mut all = self.head_all(cur, r).into_iter();
+                    // The object itself: `fid2path` lists every hard link, also those that
+                    // records still to come create (their own records name them then).
+                    let lines = self.head_all(cur, r);
+                    let (present, future): (Vec<String>, Vec<String>) = lines.into_iter().partition(|l| !self.linked_later(cur, l, r));
+                    let mut all = if present.is_empty() { future.into_iter() } else { present.into_iter() };
                     let head = all.next()?;
                     let is_dir = r.is_dir(&head);
                     let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
@@ -896,7 +947,8 @@ impl DirectoryTree {
     /// older name is deleted. Renames before `since` (when the object got its name) are
     /// not translated through.
     fn delete(&mut self, index: u64, path: String, since: u64, ops: &mut Ops) {
-        if self.born.remove(&path) || (!self.unindexed.is_empty() && self.unindexed.remove(&path)) {
+        let never_indexed = self.born.remove(&path) | (!self.unindexed.is_empty() && self.unindexed.remove(&path));
+        if never_indexed && !self.maybe_delivered(&path) {
             ops.shift_remove(&path);
             return;
         }

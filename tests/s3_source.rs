@@ -81,7 +81,7 @@ fn run_config(tmp: &Path, name: &str, source: &str, out: &Path, snapshot_extra: 
         tmp,
         &format!("{name}.toml"),
         &format!(
-            "[snapshot]\nworkers = 3\nversion = \"gen-42\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n{snapshot_extra}\n[records]\nprincipals = \"{t}/principals.tsv\"\nfallback = [\"public\"]\n[sources.s]\n{source}\n[sinks.out]\ntype = \"file\"\ndir = \"{o}\"\n",
+            "[snapshot]\nworkers = 3\nversion = \"gen-42\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n{snapshot_extra}\n[records]\nvisible_to = [\"owner\", \"group\"]\nprincipals = \"{t}/principals.tsv\"\nfallback = [\"public\"]\n[sources.s]\n{source}\n[sinks.out]\ntype = \"file\"\ndir = \"{o}\"\n",
             t = tmp.display(),
             o = out.display()
         ),

@@ -47,7 +47,7 @@ fn all_sources_yield_the_ground_truth() {
             tmp.path(),
             &format!("{format:?}.toml"),
             &format!(
-                "[snapshot]\nworkers = 3\nsplit_bytes = 65536\nversion = \"gen-42\"\n[records]\nprincipals = \"{}/principals.tsv\"\n[sources.s]\n{}[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n",
+                "[snapshot]\nworkers = 3\nsplit_bytes = 65536\nversion = \"gen-42\"\n[records]\nvisible_to = [\"owner\", \"group\"]\nprincipals = \"{}/principals.tsv\"\n[sources.s]\n{}[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n",
                 data.display(),
                 source_section(format, &data),
                 out.display()

@@ -158,12 +158,15 @@ pub struct GpfsState {
     /// A directory's attribute change publishes what is below it again (visibility follows
     /// directory permissions).
     pub dir_attributes: bool,
+    /// Keys of the paths a run before the last restart may have delivered without
+    /// committing: a replay (whose batches may be cut elsewhere) never cancels their creation.
+    replayed: HashSet<u64, Fast>,
 
     pub counts: GpfsCounts,
 }
 
-/// A path's key in `sent`: the same in every run (checkpoints keep them).
-fn path_key(path: &str) -> u64 {
+/// A path's key in `sent` and in the sent-ahead journal: the same in every run.
+pub fn path_key(path: &str) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(0x9f5e_4e17_a11c_0de5).hash_one(path)
 }
@@ -352,9 +355,17 @@ impl GpfsState {
         self.know(path, meta);
     }
 
+    /// Paths (by [`path_key`]) a delivery before the last restart may have sent.
+    pub fn maybe_delivered(&mut self, keys: impl IntoIterator<Item = u64>) {
+        for k in keys {
+            self.replayed.insert(k);
+            self.sent.insert(k);
+        }
+    }
+
     /// Delete `path`'s record, or drop its pending create when it was born in this batch.
     fn delete(&mut self, path: &str, ops: &mut Ops) {
-        if self.born.remove(path) {
+        if self.born.remove(path) && (self.replayed.is_empty() || !self.replayed.contains(&path_key(path))) {
             if ops.shift_remove(path).is_some() {
                 self.counts.cancelled += 1;
             }
@@ -760,6 +771,16 @@ mod tests {
         // An indexed name removed, reused and removed again in one batch: still a delete.
         run(&mut s, &[ev(Created, "/g/c", 3, false, 0, 0)]);
         assert_eq!(run(&mut s, &[ev(Removed, "/g/c", 3, false, 0, 0), ev(Created, "/g/c", 4, false, 0, 0), ev(Removed, "/g/c", 4, false, 0, 0)]), vec![("/g/c".into(), None)]);
+    }
+
+    #[test]
+    fn a_replay_never_cancels_a_creation_a_stopped_run_may_have_delivered() {
+        // A run delivered the create of /g/x and was killed before committing; the replay's
+        // batch also holds the removal.
+        let mut s = GpfsState::new(1);
+        s.maybe_delivered([path_key("/g/x")]);
+        let got = run(&mut s, &[ev(Created, "/g/x", 1, false, 0, 0), ev(Removed, "/g/x", 1, false, 0, 0), ev(Created, "/g/y", 2, false, 0, 0), ev(Removed, "/g/y", 2, false, 0, 0)]);
+        assert_eq!(got, vec![("/g/x".into(), None)], "the delivered one is deleted, the other still cancels");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
 use icicle_core::traits::{ChangeSource, MonitorContext, ReduceCounts, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
-use icicle_plugins_gpfs::state::{load_checkpoint, MountWalker, NoWalk, Position, Walker};
+use icicle_plugins_gpfs::state::{load_checkpoint, path_key, MountWalker, NoWalk, Position, Walker};
 use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
@@ -215,6 +215,29 @@ impl GpfsSource {
         self.cfg.state_dir.join(format!("gpfs-{}.checkpoint.json", self.cfg.topic))
     }
 
+    /// Keys of the paths updated since the last checkpoint, written before each delivery.
+    fn sent_journal(&self) -> PathBuf {
+        self.cfg.state_dir.join(format!("gpfs-{}.sent-ahead", self.cfg.topic))
+    }
+
+    /// Write `keys` down durably before the delivery that sends them.
+    fn write_sent_ahead(&self, keys: &[u64]) -> Result<(), IcicleError> {
+        use std::io::Write;
+        let f = self.sent_journal();
+        let write = || -> std::io::Result<()> {
+            let mut w = std::fs::OpenOptions::new().create(true).append(true).open(&f)?;
+            w.write_all(&keys.iter().flat_map(|k| k.to_le_bytes()).collect::<Vec<u8>>())?;
+            w.sync_all()
+        };
+        write().map_err(|e| external(format!("writing {}: {e}", f.display())))
+    }
+
+    /// What deliveries after the last checkpoint sent (a run stopped before committing).
+    fn read_sent_ahead(&self) -> Vec<u64> {
+        let data = std::fs::read(self.sent_journal()).unwrap_or_default();
+        data.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()
+    }
+
     fn consumer(&self, eof: bool, component: &str) -> Result<StreamConsumer<QuietEof>, IcicleError> {
         let mut cc = self
             .cfg
@@ -291,6 +314,7 @@ impl ChangeSource for GpfsSource {
             }
         };
         state.dir_attributes = ctx.policy.access.is_some();
+        state.maybe_delivered(self.read_sent_ahead());
         let mut walker: Box<dyn Walker + Send> = match &cfg.mount {
             Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
             None => Box::new(NoWalk),
@@ -575,7 +599,14 @@ impl GpfsSource {
             w.sync_all()?;
             std::fs::rename(&tmp, &f)
         };
-        write().map_err(|e| external(format!("checkpoint {}: {e}", f.display())))
+        write().map_err(|e| external(format!("checkpoint {}: {e}", f.display())))?;
+        // The checkpoint holds what was sent.
+        if let Err(e) = std::fs::remove_file(self.sent_journal()) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(message = "could not remove the sent-ahead journal", file = %self.sent_journal().display(), error = %e);
+            }
+        }
+        Ok(())
     }
 
     /// Commit, per partition, the offset after the last event processed — or the offset of
@@ -629,6 +660,7 @@ impl GpfsSource {
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
         let posix = ctx.policy.access.is_some();
+        let mut updated = Vec::new();
         let mut chains = ChainCache::new(&self.cfg.fs_root);
         let root = self.cfg.fs_root.trim_end_matches('/');
         // The mount first: it shows ACLs, which events do not carry.
@@ -642,6 +674,7 @@ impl GpfsSource {
             match op {
                 Op::Delete => deletes.push(subject_for(&ip).into_owned()),
                 Op::Update(m) => {
+                    updated.push(path_key(&path));
                     let dirs = if posix { chains.chain(parent_dir(&path), &mut lookup) } else { None };
                     let acl = if posix { on_mount(&path).and_then(|m| Acl::read(&m)).map(Arc::new) } else { None };
                     match chunk.encode_in(enc, &record_for(&ip, &m), acl, dirs.as_ref()) {
@@ -657,6 +690,9 @@ impl GpfsSource {
         counts.deletes += deletes.len() as u64;
         if chunk.is_empty() && deletes.is_empty() {
             return Ok(());
+        }
+        if !updated.is_empty() {
+            self.write_sent_ahead(&updated)?;
         }
         let mut sinks = ctx.sinks.lock().await;
         icicle_core::batch::deliver_emit(&mut sinks, &chunk, deletes, ctx.max_batch_bytes).await?;

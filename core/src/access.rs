@@ -44,7 +44,7 @@ impl Acl {
     /// `u16` tag, `u16` permissions, `u32` id.
     pub fn from_xattr(b: &[u8]) -> Result<Acl, String> {
         let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        if b.len() < 4 || (b.len() - 4) % 8 != 0 {
+        if b.len() < 4 || !(b.len() - 4).is_multiple_of(8) {
             return Err(format!("an ACL of {} bytes (want 4 + 8n)", b.len()));
         }
         if word(0) != 2 {

@@ -1077,3 +1077,40 @@ fn throttling_is_retried_and_broken_downloads_resume_at_the_next_byte() {
         .to_string();
     assert!(e.starts_with("s3 source `s`: reading s3://flaky/all.csv: gave up after 3 interrupted downloads, at byte 300:"), "{e}");
 }
+
+/// Under `visible_to = "posix-read"` a pwalk listing in S3 (directory rows included, the
+/// directory pre-pass reading each object once more) publishes exactly what the same listing
+/// on disk does, and the rule is in force: some records are narrower than owner + group.
+#[test]
+fn the_posix_rule_reads_directory_rows_from_objects_as_from_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let fs = generated(t);
+    gen::write(&fs, Format::Pwalk, &t.join("pwalk"), 700, false).unwrap();
+    let store = store();
+    let bucket = fresh_bucket(&store, "icicle-posix");
+    upload_dir(&store, &bucket, &t.join("pwalk"), "snap/", "csv");
+    let cfg = |name: &str, rule: &str, source: String| {
+        config(
+            t,
+            &format!("{name}.toml"),
+            &format!(
+                "[snapshot]\nversion = \"v\"\nsplit_bytes = 65536\nmax_reject_ratio = 1.0\nrejects_file = \"{d}/{name}-rejects.jsonl\"\n[records]\nvisible_to = {rule}\nprincipals = \"{d}/principals.tsv\"\n[sources.s]\n{source}\n[sinks.out]\ntype = \"file\"\ndir = \"{d}/{name}\"\n",
+                d = t.display()
+            ),
+        )
+    };
+    let local = format!("type = \"tsv\"\npaths = [\"{}/pwalk/*.csv\"]\npreset = \"pwalk\"\n", t.display());
+    let remote = s3_source(&bucket, "snap/", "keys = \"*.csv\"\npreset = \"pwalk\"\nsplit_bytes = 65536\n");
+    let mut got = Vec::new();
+    for (name, rule, source) in [("s3-rule", "\"posix-read\"", remote), ("disk-rule", "\"posix-read\"", local.clone()), ("disk-lists", "[\"owner\", \"group\"]", local)] {
+        let (code, s, err) = run(&cfg(name, rule, source), &[]);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(s["directories"].as_u64().unwrap() > 0, "{name}: {s}");
+        let vis: std::collections::BTreeMap<String, Value> = ingested(&t.join(name)).into_iter().map(|(p, e)| (p, e["visible_to"].clone())).collect();
+        got.push((s["rejects"].clone(), vis));
+    }
+    assert_eq!(got[0], got[1], "S3 and disk under the rule");
+    let narrower = got[1].1.iter().filter(|(p, v)| got[2].1.get(*p).is_some_and(|l| l != *v)).count();
+    assert!(narrower > 0, "the rule changed nothing: it is not in force");
+}

@@ -477,3 +477,50 @@ fn aggregates_follow_the_rule() {
     assert_eq!(got["dir:/proj"], v(&[alice, "urn:g:200", admins]), "0750: the group, not public");
     assert_eq!(got["dir:/pub"], v(&[bob, "urn:g:300", "public", admins]), "0755");
 }
+
+#[test]
+fn a_versioned_run_republishes_what_a_directory_chmod_hid() {
+    if !is_root() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let home = root.join("home/alice");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&home, Some(1000), Some(100)).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for f in ["a", "b", "c"] {
+        std::fs::write(home.join(f), b"x").unwrap();
+        std::os::unix::fs::chown(home.join(f), Some(1000), Some(100)).unwrap();
+        std::fs::set_permissions(home.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    std::fs::write(root.join("home/other"), b"x").unwrap();
+    let run = |n: u32| {
+        let out = tmp.path().join(format!("out{n}"));
+        let cfg = config(
+            tmp.path(),
+            "versioned.toml",
+            &format!(
+                "[snapshot]\nversion = \"v{n}\"\nstate_dir = \"{t}/state\"\nmax_delete_ratio = 1.0\n{rec}[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+                t = tmp.path().display(),
+                rec = records(tmp.path(), "posix-read"),
+                r = root.display(),
+                o = out.display()
+            ),
+        );
+        let (code, s, err) = snapshot(&cfg, &[]);
+        assert_eq!(code, 0, "{err}");
+        (s, visible(&ingested(&out)))
+    };
+    let (s1, v1) = run(1);
+    assert_eq!(s1["created"], 4, "{s1}");
+    assert_eq!(v1["/home/alice/a"], v(&["urn:u:1000", "urn:g:100", "public", "urn:admins"]));
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (s2, v2) = run(2);
+    // Only the three files below the directory changed: their visible_to.
+    assert_eq!((s2["updated"].as_u64(), s2["unchanged"].as_u64()), (Some(3), Some(1)), "{s2}");
+    for f in ["a", "b", "c"] {
+        assert_eq!(v2[&format!("/home/alice/{f}")], v(&["urn:u:1000", "urn:admins"]), "{f}");
+    }
+}

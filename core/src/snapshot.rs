@@ -523,7 +523,9 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
             let c = tokio::task::spawn_blocking(move || crate::dirpass::collect_directories(&sources, splits, &table, n))
                 .await
                 .map_err(|e| IcicleError::Internal(format!("the directory pre-pass: {e}")))?;
-            tracing::info!(message = "directory permissions read", splits = c.splits, directories = job.policy.dirs.len(), unreadable = c.failed);
+            if c.splits > 0 {
+                tracing::info!(message = "directory permissions read", splits = c.splits, directories = job.policy.dirs.len(), unreadable = c.failed);
+            }
         }
         if let Ok(mut q) = shared.queue.lock() {
             q.planned += planned.len() as u64;

@@ -126,13 +126,18 @@ fn kernel(files: &[PathBuf], uid: u32, groups: &[u32]) -> Vec<(bool, bool)> {
     String::from_utf8_lossy(&out.stdout).lines().map(|l| (l.starts_with('1'), l.ends_with('1'))).collect()
 }
 
-#[test]
-fn the_rule_matches_the_kernel_for_every_file_and_principal() {
+/// The tree's seed (`ICICLE_ACCESS_SEED`, else random), or `None` (skipped) without root.
+fn root_and_seed() -> Option<u64> {
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root to build trees owned by other users and to ask as them");
-        return;
+        return None;
     }
-    let seed = std::env::var("ICICLE_ACCESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1));
+    Some(std::env::var("ICICLE_ACCESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1)))
+}
+
+#[test]
+fn the_rule_matches_the_kernel_for_every_file_and_principal() {
+    let Some(seed) = root_and_seed() else { return };
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut rng = Rng::new(seed);
@@ -222,11 +227,7 @@ fn the_walk_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it_with_ac
 fn sources_against_the_kernel(acls: bool) {
     use std::collections::{BTreeSet, HashMap};
     use icicle_testkit::gen::{self, Format};
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to build trees owned by other users and to ask as them");
-        return;
-    }
-    let seed = std::env::var("ICICLE_ACCESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1));
+    let Some(seed) = root_and_seed() else { return };
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let root = tmp.path().join("t");

@@ -99,12 +99,18 @@ pub fn deleted(dir: &Path) -> Vec<String> {
 
 /// A `walk` snapshot of `root` (paths relative to it) through a file sink, as an index.
 pub fn walk_snapshot(tmp: &Path, root: &Path, name: &str) -> BTreeMap<String, Value> {
+    walk_snapshot_with(tmp, root, name, "[records]\nvisible_to = [\"public\"]\n")
+}
+
+/// [`walk_snapshot`] with its own `[records]` section.
+pub fn walk_snapshot_with(tmp: &Path, root: &Path, name: &str, records: &str) -> BTreeMap<String, Value> {
     let out = tmp.join(name);
+    let _ = std::fs::remove_dir_all(&out);
     let cfg = config(
         tmp,
         &format!("{name}.toml"),
         &format!(
-            "[snapshot]\nversion = \"v\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n[records]\nvisible_to = [\"public\"]\n[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+            "[snapshot]\nversion = \"v\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n{records}[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
             t = tmp.display(),
             r = root.display(),
             o = out.display()
@@ -243,4 +249,13 @@ pub fn run_monitor_then_kill(cfg: &Path, rng: &mut u64, min_ms: u64, spread_ms: 
     ));
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// The Kafka broker: `ICICLE_TEST_KAFKA`, else the one `scripts/services.sh start` runs.
+pub fn kafka() -> String {
+    if let Ok(k) = std::env::var("ICICLE_TEST_KAFKA") {
+        return k;
+    }
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr");
+    std::fs::read_to_string(&f).map(|s| s.trim().to_string()).unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
 }

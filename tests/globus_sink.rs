@@ -36,14 +36,6 @@ fn testkit() -> PathBuf {
 }
 
 /// The broker: `ICICLE_TEST_KAFKA`, else the one `scripts/services.sh start` runs.
-fn kafka() -> String {
-    if let Ok(k) = std::env::var("ICICLE_TEST_KAFKA") {
-        return k;
-    }
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr");
-    std::fs::read_to_string(&f).map(|s| s.trim().to_string()).unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
-}
-
 /// A `[sinks.globus]` section for the emulator with a static token from `ICICLE_TEST_GLOBUS_TOKEN`.
 fn token_sink(emu: &Emulator, index: &str) -> String {
     format!(

@@ -16,14 +16,6 @@ use icicle_testkit::lustre::{Kind, Workload};
 use serde_json::Value;
 
 /// The broker: `ICICLE_TEST_KAFKA`, else the one `scripts/services.sh start` runs.
-fn kafka() -> String {
-    if let Ok(k) = std::env::var("ICICLE_TEST_KAFKA") {
-        return k;
-    }
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr");
-    std::fs::read_to_string(&f).map(|s| s.trim().to_string()).unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
-}
-
 fn topic(name: &str) -> String {
     format!("{name}-{}-{}", std::process::id(), icicle_core::time::now_epoch())
 }

@@ -37,14 +37,6 @@ fn testkit() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit")
 }
 
-fn kafka() -> String {
-    if let Ok(k) = std::env::var("ICICLE_TEST_KAFKA") {
-        return k;
-    }
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr");
-    std::fs::read_to_string(&f).map(|s| s.trim().to_string()).unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
-}
-
 /// `[records]` for `rule`, with principals for the test users and groups.
 fn records(tmp: &Path, rule: &str) -> String {
     let mut p = String::new();
@@ -60,23 +52,7 @@ fn records(tmp: &Path, rule: &str) -> String {
 
 /// A walk snapshot of `root` under `rule`, written to `tmp/name`, as an index.
 fn snapshot_under(tmp: &Path, root: &Path, name: &str, rule: &str) -> BTreeMap<String, Value> {
-    let out = tmp.join(name);
-    let _ = std::fs::remove_dir_all(&out);
-    let cfg = config(
-        tmp,
-        &format!("{name}.toml"),
-        &format!(
-            "[snapshot]\nversion = \"v\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n{rec}[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
-            t = tmp.display(),
-            rec = records(tmp, rule),
-            r = root.display(),
-            o = out.display()
-        ),
-    );
-    let (code, s, err) = snapshot(&cfg, &[]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(s["rejects"], 0, "{s}");
-    ingested(&out)
+    walk_snapshot_with(tmp, root, name, &records(tmp, rule))
 }
 
 fn visible(index: &BTreeMap<String, Value>) -> BTreeMap<String, Vec<String>> {
@@ -258,6 +234,10 @@ fn property(gpfs: bool) {
             };
             assert_eq!(report["rejects"], 0, "seed {seed} {rule}: {report}");
             let problems = differences(tmp.path(), &root, index, &out, rule);
+            if !problems.is_empty() && std::env::var("KEEP").is_ok() {
+                let _ = std::fs::remove_dir_all("/tmp/visibility-keep");
+                let _ = std::process::Command::new("cp").arg("-a").arg(tmp.path()).arg("/tmp/visibility-keep").status();
+            }
             let shown: Vec<&String> = problems.iter().take(8).collect();
             assert!(problems.is_empty(), "seed {seed} (ICICLE_PROPERTY_SEED={seed} replays) {rule}: {} differences, e.g. {shown:#?}\nreport {report}", problems.len());
         }
@@ -523,4 +503,40 @@ fn a_versioned_run_republishes_what_a_directory_chmod_hid() {
     for f in ["a", "b", "c"] {
         assert_eq!(v2[&format!("/home/alice/{f}")], v(&["urn:u:1000", "urn:admins"]), "{f}");
     }
+}
+
+#[test]
+fn a_record_nobody_mapped_may_see_is_rejected_with_its_owner_never_widened() {
+    if !is_root() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let private = root.join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // An unmapped owner's 0700 directory: nobody mapped may see what is in it.
+    std::os::unix::fs::chown(&private, Some(4242), Some(4243)).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(private.join("f"), b"x").unwrap();
+    std::os::unix::fs::chown(private.join("f"), Some(4242), Some(4243)).unwrap();
+    std::fs::write(root.join("open"), b"x").unwrap();
+    let records = records(tmp.path(), "posix-read").replace("admins = [\"urn:admins\"]\n", "");
+    let cfg = config(
+        tmp.path(),
+        "nobody.toml",
+        &format!(
+            "[snapshot]\nversion = \"v\"\nmax_reject_ratio = 1.0\nrejects_file = \"{t}/rejects.jsonl\"\n{records}[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
+            t = tmp.path().display(),
+            r = root.display()
+        ),
+    );
+    let (code, s, err) = snapshot(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((s["records"].as_u64(), s["rejects"].as_u64()), (Some(1), Some(1)), "{s}");
+    let rejects = std::fs::read_to_string(tmp.path().join("rejects.jsonl")).unwrap();
+    assert!(rejects.contains("/private/f") && rejects.contains("uid 4242") && rejects.contains("gid 4243"), "{rejects}");
+    let got = visible(&ingested(&tmp.path().join("out")));
+    assert_eq!(got.keys().collect::<Vec<_>>(), vec!["/open"], "never widened to anyone");
+    assert_eq!(got["/open"], v(&["public"]));
 }

@@ -292,23 +292,7 @@ impl Resolver for LfsResolver<'_> {
     fn walk(&mut self, path: &str) -> Vec<String> {
         // What the walk finds may include records appended since the last read-ahead.
         self.lookahead.stale = true;
-        let base = self.on_mount(path);
-        let mut out = Vec::new();
-        let mut stack = vec![(base.clone(), String::new())];
-        while let Some((dir, rel)) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let r = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
-                match e.file_type() {
-                    Ok(t) if t.is_dir() => stack.push((e.path(), r)),
-                    Ok(_) => out.push(r),
-                    Err(_) => {}
-                }
-            }
-        }
-        out.sort();
-        out
+        walk_files(&self.on_mount(path))
     }
 
     fn future_renames(&mut self, after: u64, name: &str) -> Vec<crate::lookahead::FutureRename> {
@@ -458,7 +442,7 @@ impl LustreSource {
 
     /// Emit one batch's operations: stat every update now, skip what vanished. When
     /// visibility follows directory permissions, each record is judged along its
-    /// directories as they are now, and a directory whose permissions changed has everything
+    /// directories as they are now, and a directory whose attributes changed has everything
     /// below it published again.
     async fn emit(&self, ops: Ops, tree: &mut DirectoryTree, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
         let mut chunk = EntryBatch::default();
@@ -483,17 +467,13 @@ impl LustreSource {
                         files.push((path, md));
                         continue;
                     }
-                    // A directory's attributes changed: compared before any chain reads it.
-                    match lstat_dir(&self.on_mount(path)) {
-                        Some(now) if posix => {
-                            if tree.dir_perms.insert(path.clone(), now.clone()) != Some(now) {
-                                changed_dirs.push(path.clone());
-                            }
-                        }
-                        _ => {
-                            counts.vanished += 1;
-                            tree.vanished(path);
-                        }
+                    // A directory's attributes changed (a SATTR carries no mode: what is
+                    // below was published with permissions that may differ from these).
+                    if posix {
+                        changed_dirs.push(path.clone());
+                    } else {
+                        counts.vanished += 1;
+                        tree.vanished(path);
                     }
                 }
             }
@@ -541,12 +521,7 @@ impl LustreSource {
         let full = self.full_path(path);
         let rec = FileRecord::from_metadata(&full, md);
         let dirs = if posix {
-            let perms = &mut tree.dir_perms;
-            chains.chain(parent_dir(path), &mut |d| {
-                let p = lstat_dir(&self.on_mount(d))?;
-                perms.insert(d.to_string(), p.clone());
-                Some(p)
-            })
+            chains.chain(parent_dir(path), &mut |d| lstat_dir(&self.on_mount(d)))
         } else {
             None
         };

@@ -135,8 +135,6 @@ pub struct DirectoryTree {
     /// A directory's attribute change is an update of its path (visibility follows
     /// directory permissions: what is below it is judged again at emit).
     pub dir_attributes: bool,
-    /// Directory permissions last seen at emit, by path (not checkpointed).
-    pub dir_perms: std::collections::HashMap<String, icicle_core::access::Perm>,
 }
 
 /// The FID directory tree as the Lustre monitor's [`StateStore`].
@@ -518,7 +516,6 @@ impl DirectoryTree {
             dir_attributes: false,
             fresh_sent: Vec::new(),
             replayed: Default::default(),
-            dir_perms: Default::default(),
         }
     }
 

@@ -53,31 +53,17 @@ pub struct PrepassCounts {
 }
 
 /// Read the directory rows of `splits` (source index, split) on `workers` threads. Sources
-/// that read parents first are skipped: their directories arrive before their files.
+/// that read parents first are skipped: their directories arrive before their files. A split
+/// a read discovers is read by the same thread.
 pub fn collect_directories(sources: &[Arc<dyn Source>], splits: Vec<(usize, Split)>, table: &DirectoryTable, workers: usize) -> PrepassCounts {
-    // The splits still to read, and how many are being read (they may spawn more).
-    let queue: Mutex<(Vec<(usize, Split)>, usize)> = Mutex::new((splits.into_iter().filter(|(i, _)| !sources[*i].parents_first()).rev().collect(), 0));
+    let queue: Mutex<Vec<(usize, Split)>> = Mutex::new(splits.into_iter().filter(|(i, _)| !sources[*i].parents_first()).rev().collect());
     let counts = Mutex::new(PrepassCounts::default());
     std::thread::scope(|scope| {
         for _ in 0..workers.max(1) {
             scope.spawn(|| {
                 let mut mine = PrepassCounts::default();
-                loop {
-                    let next = match queue.lock() {
-                        Ok(mut q) => match q.0.pop() {
-                            Some(item) => {
-                                q.1 += 1;
-                                Some(item)
-                            }
-                            None if q.1 == 0 => break,
-                            None => None,
-                        },
-                        Err(_) => break,
-                    };
-                    let Some((si, split)) = next else {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                        continue;
-                    };
+                let mut local: Vec<(usize, Split)> = Vec::new();
+                while let Some((si, split)) = local.pop().or_else(|| queue.lock().ok()?.pop()) {
                     let mut c = DirectoryCollector { table, spawned: Vec::new(), rows: 0 };
                     mine.splits += 1;
                     if let Err(e) = sources[si].read_directories(&split, &mut c) {
@@ -85,10 +71,7 @@ pub fn collect_directories(sources: &[Arc<dyn Source>], splits: Vec<(usize, Spli
                         mine.failed += 1;
                     }
                     mine.directories += c.rows;
-                    if let Ok(mut q) = queue.lock() {
-                        q.0.extend(c.spawned.into_iter().map(|s| (si, s)));
-                        q.1 -= 1;
-                    }
+                    local.extend(c.spawned.into_iter().map(|s| (si, s)));
                 }
                 if let Ok(mut c) = counts.lock() {
                     c.splits += mine.splits;

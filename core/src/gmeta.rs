@@ -251,6 +251,20 @@ pub struct RecordPolicy {
 /// The principals that may see a file with permissions `file` whose directories from the top
 /// down are `dirs` (`None`: unknown), under `access`; encoded as a `visible_to` array.
 pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&[Perm]>, file: &Perm) -> Result<Vec<u8>, String> {
+    let principals = posix_principals(policy, access, dirs, file)?;
+    if principals.is_empty() {
+        return Err(format!(
+            "no mapped principal may see it (uid {} / gid {}, mode {:o}): map them in the principals file or set records.admins",
+            file.uid,
+            file.gid,
+            file.mode & 0o7777
+        ));
+    }
+    Ok(encode_principals(&principals))
+}
+
+/// [`resolve_posix`]'s principals, in order, without duplicates (possibly none).
+pub fn posix_principals<'p>(policy: &'p RecordPolicy, access: AccessPolicy, dirs: Option<&[Perm]>, file: &Perm) -> Result<Vec<&'p str>, String> {
     let map = &policy.principals;
     let mut principals: Vec<&str> = Vec::new();
     fn add<'p>(p: &'p str, v: &mut Vec<&'p str>) {
@@ -268,49 +282,30 @@ pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&
             }
         }
         Some(dirs) => {
-            // The file's owner, and the owners of its directories (their owner bits apply).
-            let mut uids: Vec<u32> = Vec::with_capacity(dirs.len() + 1);
-            for u in std::iter::once(file.uid).chain(dirs.iter().map(|d| d.uid)) {
-                if !uids.contains(&u) {
-                    uids.push(u);
+            // Candidates: the owners and groups of the file and its directories (their owner
+            // and group bits apply), and the users and groups their ACLs name.
+            let (mut uids, mut gids): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+            for p in std::iter::once(file).chain(dirs) {
+                uids.push(p.uid);
+                gids.push(p.gid);
+                for n in p.acl.iter().flat_map(|a| a.named()) {
+                    match n {
+                        Named::User(u) => uids.push(u),
+                        Named::Group(g) => gids.push(g),
+                    }
                 }
             }
             for uid in uids {
                 if let Some(u) = map.users.get(&uid) {
-                    if can_see(access, dirs, file, &Asker::User { uid, groups: &[] }) {
+                    if !principals.contains(&u.as_str()) && can_see(access, dirs, file, &Asker::User { uid, groups: &[] }) {
                         add(u, &mut principals);
                     }
                 }
             }
-            let mut gids: Vec<u32> = Vec::with_capacity(dirs.len() + 1);
-            for g in std::iter::once(file.gid).chain(dirs.iter().map(|d| d.gid)) {
-                if !gids.contains(&g) {
-                    gids.push(g);
-                }
-            }
-            for g in gids {
-                if let Some(name) = map.groups.get(&g) {
-                    if can_see(access, dirs, file, &Asker::Group(g)) {
-                        add(name, &mut principals);
-                    }
-                }
-            }
-            // Users and groups that ACLs along the path name.
-            for named in dirs.iter().chain(std::iter::once(file)).filter_map(|p| p.acl.as_deref()).flat_map(|a| a.named()) {
-                match named {
-                    Named::User(u) => {
-                        if let Some(name) = map.users.get(&u) {
-                            if !principals.contains(&name.as_str()) && can_see(access, dirs, file, &Asker::User { uid: u, groups: &[] }) {
-                                add(name, &mut principals);
-                            }
-                        }
-                    }
-                    Named::Group(g) => {
-                        if let Some(name) = map.groups.get(&g) {
-                            if !principals.contains(&name.as_str()) && can_see(access, dirs, file, &Asker::Group(g)) {
-                                add(name, &mut principals);
-                            }
-                        }
+            for gid in gids {
+                if let Some(g) = map.groups.get(&gid) {
+                    if !principals.contains(&g.as_str()) && can_see(access, dirs, file, &Asker::Group(gid)) {
+                        add(g, &mut principals);
                     }
                 }
             }
@@ -327,15 +322,7 @@ pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&
     for a in &policy.admins {
         add(a, &mut principals);
     }
-    if principals.is_empty() {
-        return Err(format!(
-            "no mapped principal may see it (uid {} / gid {}, mode {:o}): map them in the principals file or set records.admins",
-            file.uid,
-            file.gid,
-            file.mode & 0o7777
-        ));
-    }
-    Ok(encode_principals(&principals))
+    Ok(principals)
 }
 
 /// `visible_to` of an aggregate under the POSIX rules: `principal` (the user's or group's

@@ -19,6 +19,7 @@ pub mod registry;
 pub mod rejects;
 pub mod scope;
 pub mod secret;
+pub mod sent_ahead;
 pub mod snapshot;
 pub mod spool;
 pub mod text;

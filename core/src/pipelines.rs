@@ -597,22 +597,16 @@ impl Aggregate {
             return crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
         }
         let dir = subject.strip_prefix("dir:").unwrap_or(subject);
-        let mut own: Vec<String> = self.settings.dir_visible_to.iter().filter(|p| p.starts_with("urn:")).cloned().collect();
-        let (Some(access), Some(perm)) = (policy.access, policy.dirs.get(dir)) else {
-            let own: Vec<&str> = own.iter().map(String::as_str).collect();
-            return crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
-        };
+        let mut own: Vec<&str> = self.settings.dir_visible_to.iter().filter(|p| p.starts_with("urn:")).map(String::as_str).collect();
+        // The directory itself is judged as a file in its parent: an unknown directory or
+        // parent leaves only the configured principals (a directory has no owner-only fallback).
+        let perm = policy.dirs.get(dir);
         let chain = if dir == "/" { None } else { policy.dirs.chain(crate::access::parent_dir(dir)) };
-        // The directory itself is judged as a file in its parent: unknown parents leave only
-        // the configured principals (a directory has no owner-only fallback).
-        if let Some(chain) = chain {
-            if let Ok(v) = crate::gmeta::resolve_posix(policy, access, Some(&chain), &perm) {
-                if let Ok(list) = serde_json::from_slice::<Vec<String>>(&v) {
-                    own.extend(list);
-                }
-            }
-        }
-        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let judged = match (policy.access, perm, chain) {
+            (Some(access), Some(perm), Some(chain)) => crate::gmeta::posix_principals(policy, access, Some(&chain), &perm).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        own.extend(judged);
         crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none)
     }
 

@@ -539,13 +539,16 @@ impl GpfsState {
 
 
 
-    /// A directory's attributes changed: know its permissions; when visibility follows
-    /// them and they changed, everything below it is published again.
+    /// A directory's attributes changed: when visibility follows permissions, know them, and
+    /// when they changed, publish everything below it again.
     fn dir_attrib(&mut self, path: &str, meta: Meta, walker: &mut dyn Walker, ops: &mut Ops) {
+        if !self.dir_attributes {
+            return;
+        }
         let before = self.objects.get(path).copied();
         self.know(path, meta);
         let perm = |m: &Meta| (m.mode & 0o7777, m.uid, m.gid);
-        if !self.dir_attributes || before.is_some_and(|b| perm(&b) == perm(&meta)) {
+        if before.is_some_and(|b| perm(&b) == perm(&meta)) {
             return;
         }
         for (p, m) in self.descendants(path) {

@@ -14,6 +14,7 @@ use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
+use icicle_core::sent_ahead::SentAhead;
 use icicle_core::traits::{ChangeSource, MonitorContext, ReduceCounts, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
 use icicle_plugins_gpfs::state::{load_checkpoint, path_key, MountWalker, NoWalk, Position, Walker};
@@ -216,26 +217,8 @@ impl GpfsSource {
     }
 
     /// Keys of the paths updated since the last checkpoint, written before each delivery.
-    fn sent_journal(&self) -> PathBuf {
-        self.cfg.state_dir.join(format!("gpfs-{}.sent-ahead", self.cfg.topic))
-    }
-
-    /// Write `keys` down durably before the delivery that sends them.
-    fn write_sent_ahead(&self, keys: &[u64]) -> Result<(), IcicleError> {
-        use std::io::Write;
-        let f = self.sent_journal();
-        let write = || -> std::io::Result<()> {
-            let mut w = std::fs::OpenOptions::new().create(true).append(true).open(&f)?;
-            w.write_all(&keys.iter().flat_map(|k| k.to_le_bytes()).collect::<Vec<u8>>())?;
-            w.sync_all()
-        };
-        write().map_err(|e| external(format!("writing {}: {e}", f.display())))
-    }
-
-    /// What deliveries after the last checkpoint sent (a run stopped before committing).
-    fn read_sent_ahead(&self) -> Vec<u64> {
-        let data = std::fs::read(self.sent_journal()).unwrap_or_default();
-        data.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()
+    fn sent_ahead(&self) -> SentAhead {
+        SentAhead::new(self.cfg.state_dir.join(format!("gpfs-{}.sent-ahead", self.cfg.topic)))
     }
 
     fn consumer(&self, eof: bool, component: &str) -> Result<StreamConsumer<QuietEof>, IcicleError> {
@@ -314,7 +297,7 @@ impl ChangeSource for GpfsSource {
             }
         };
         state.dir_attributes = ctx.policy.access.is_some();
-        state.maybe_delivered(self.read_sent_ahead());
+        state.maybe_delivered(self.sent_ahead().read());
         let mut walker: Box<dyn Walker + Send> = match &cfg.mount {
             Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
             None => Box::new(NoWalk),
@@ -600,12 +583,7 @@ impl GpfsSource {
             std::fs::rename(&tmp, &f)
         };
         write().map_err(|e| external(format!("checkpoint {}: {e}", f.display())))?;
-        // The checkpoint holds what was sent.
-        if let Err(e) = std::fs::remove_file(self.sent_journal()) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(message = "could not remove the sent-ahead journal", file = %self.sent_journal().display(), error = %e);
-            }
-        }
+        self.sent_ahead().clear();
         Ok(())
     }
 
@@ -692,7 +670,8 @@ impl GpfsSource {
             return Ok(());
         }
         if !updated.is_empty() {
-            self.write_sent_ahead(&updated)?;
+            let j = self.sent_ahead();
+            j.append(&updated).map_err(|e| external(format!("writing {}: {e}", j.path().display())))?;
         }
         let mut sinks = ctx.sinks.lock().await;
         icicle_core::batch::deliver_emit(&mut sinks, &chunk, deletes, ctx.max_batch_bytes).await?;

@@ -12,6 +12,7 @@ use icicle_core::batch::EntryBatch;
 use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::FileRecord;
+use icicle_core::sent_ahead::SentAhead;
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
 use icicle_core::traits::{ChangeSource, MonitorContext, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
@@ -372,26 +373,9 @@ impl LustreSource {
         self.cfg.state_dir.join(format!("{}.checkpoint.json", self.cfg.mdt))
     }
 
-    /// Hashes of the paths updates were sent for since the last checkpoint, written before
-    /// each delivery (8 bytes each, little-endian).
-    fn sent_journal(&self) -> PathBuf {
-        self.cfg.state_dir.join(format!("{}.sent-ahead", self.cfg.mdt))
-    }
-
-    /// Write `hashes` down durably before the delivery that sends them.
-    fn write_sent_ahead(&self, hashes: &[u64]) -> std::io::Result<()> {
-        use std::io::Write;
-        std::fs::create_dir_all(&self.cfg.state_dir)?;
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(self.sent_journal())?;
-        let bytes: Vec<u8> = hashes.iter().flat_map(|h| h.to_le_bytes()).collect();
-        f.write_all(&bytes)?;
-        f.sync_all()
-    }
-
-    /// What deliveries since the last checkpoint sent (a run killed before acknowledging).
-    fn read_sent_ahead(&self) -> Vec<u64> {
-        let data = std::fs::read(self.sent_journal()).unwrap_or_default();
-        data.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()
+    /// Hashes of the paths updated since the last checkpoint, written before each delivery.
+    fn sent_ahead(&self) -> SentAhead {
+        SentAhead::new(self.cfg.state_dir.join(format!("{}.sent-ahead", self.cfg.mdt)))
     }
 
     /// Record `i` was read: report the records missing before it (a gap) and expect `i + 1`.
@@ -498,7 +482,8 @@ impl LustreSource {
         // on): it must still know that the index may hold these.
         let fresh = tree.take_fresh_sent();
         if !fresh.is_empty() {
-            self.write_sent_ahead(&fresh).map_err(|e| IcicleError::Internal(format!("writing {}: {e}", self.sent_journal().display())))?;
+            let j = self.sent_ahead();
+            j.append(&fresh).map_err(|e| IcicleError::Internal(format!("writing {}: {e}", j.path().display())))?;
         }
         let mut sinks = ctx.sinks.lock().await;
         icicle_core::batch::deliver_emit(&mut sinks, &chunk, deletes, ctx.max_batch_bytes).await?;
@@ -609,12 +594,7 @@ impl LustreSource {
         // Everything up to `upto` is delivered: checkpoint, then acknowledge upstream.
         if upto > counts.cleared_index {
             self.persist_checkpoint(tree, upto).map_err(|e| IcicleError::Internal(format!("writing the checkpoint: {e}")))?;
-            // The checkpoint holds what was sent.
-            if let Err(e) = std::fs::remove_file(self.sent_journal()) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(message = "could not remove the sent-ahead journal", file = %self.sent_journal().display(), error = %e);
-                }
-            }
+            self.sent_ahead().clear();
             with_retries("changelog_clear", &cfg.mdt, cfg.lfs_retries, || lfs.clear(&cfg.mdt, &cfg.user, upto))
                 .await
                 .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
@@ -686,7 +666,7 @@ impl ChangeSource for LustreSource {
             None => (DirectoryTree::new(cfg.lru_capacity), 0),
         };
         tree.dir_attributes = ctx.policy.access.is_some();
-        tree.maybe_sent(self.read_sent_ahead());
+        tree.maybe_sent(self.sent_ahead().read());
         counts.cleared_index = cleared;
         let mut lookahead = Lookahead::new(cleared);
         let mut fsm = (cfg.resolution == "fsmonitor" || cfg.resolution == "naive").then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));

@@ -944,28 +944,35 @@ impl DirectoryTree {
     /// older name is deleted. Renames before `since` (when the object got its name) are
     /// not translated through.
     fn delete(&mut self, index: u64, path: String, since: u64, ops: &mut Ops) {
-        let never_indexed = self.born.remove(&path) | (!self.unindexed.is_empty() && self.unindexed.remove(&path));
-        if never_indexed && !self.maybe_delivered(&path) {
+        if self.never_indexed(&path) {
             ops.shift_remove(&path);
             return;
         }
         let first = self.batch_first.unwrap_or(index);
         let mut p = path;
-        for ((i, old, new), walked) in self.renames.iter().zip(&self.walked).rev() {
-            if *i >= index {
+        for k in (0..self.renames.len().min(self.walked.len())).rev() {
+            let (i, old, new) = &self.renames[k];
+            let i = *i;
+            if i >= index {
                 continue;
             }
-            if *i <= since {
+            if i <= since {
                 break;
             }
             let Some(rest) = under(&p, new) else { continue };
-            let found = walked.contains(&rel_hash(rest));
+            let found = self.walked[k].contains(&rel_hash(rest));
             let older = format!("{old}{rest}");
             // `p` is a name rename `i` produced: in the index only if it was sent since.
-            if *i < first && self.may_hold(&p) {
+            if i < first && self.may_hold(&p) {
                 ops.insert(std::mem::replace(&mut p, older), PathOp::Delete);
             } else {
                 p = older;
+            }
+            if self.never_indexed(&p) {
+                // Born at that older name this batch (the rename's walk did not find it
+                // there any more): never in the index under any name.
+                ops.shift_remove(&p);
+                return;
             }
             if found {
                 // That rename's walk found it and deleted its older names then.
@@ -973,6 +980,13 @@ impl DirectoryTree {
             }
         }
         ops.insert(p, PathOp::Delete);
+    }
+
+    /// Whether `path` was never in the index (born since the last emit, or born earlier and
+    /// found by nothing at emit) and no earlier run may have sent it; forgets it as such.
+    fn never_indexed(&mut self, path: &str) -> bool {
+        let never = self.born.remove(path) | (!self.unindexed.is_empty() && self.unindexed.remove(path));
+        never && !self.maybe_delivered(path)
     }
 
     /// Whether `fid` is a directory: from the tree, else where it is now.

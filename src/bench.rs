@@ -77,6 +77,9 @@ pub enum BenchCommand {
         /// GPFS: events dropped before parsing, as the source's `filter` (e.g. IN_ACCESS).
         #[arg(long, value_delimiter = ',')]
         filter: Vec<String>,
+        /// GPFS: files the state keeps (`lru_capacity`; 0 = unbounded).
+        #[arg(long, default_value_t = 0)]
+        lru: usize,
     },
     /// The GPFS monitor through a real broker: the events are produced once into a topic with
     /// PARTITIONS partitions, then `icicle monitor --drain` reads them with each consumer count.
@@ -266,11 +269,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Monitor { format, input, fid_map, stat, emit, batch_size, filter } => {
+        BenchCommand::Monitor { format, input, fid_map, stat, emit, batch_size, filter, lru } => {
             anyhow::ensure!(stat == "stub", "only --stat stub is implemented");
             let v = match format.as_str() {
                 "lustre" => monitor_bench(&input, fid_map.as_deref(), emit.as_deref(), batch_size)?,
-                "gpfs" => gpfs_bench(&input, emit.as_deref(), batch_size, &filter)?,
+                "gpfs" => gpfs_bench(&input, emit.as_deref(), batch_size, &filter, lru)?,
                 other => anyhow::bail!("--format {other}: give lustre or gpfs"),
             };
             println!("{v}");
@@ -502,7 +505,7 @@ fn emit_op(
 }
 
 /// The GPFS monitor's processing path in one process: parse → state → encode, in batches.
-pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: &[String]) -> anyhow::Result<serde_json::Value> {
+pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: &[String], lru: usize) -> anyhow::Result<serde_json::Value> {
     use icicle_core::traits::{Reducer, StateStore};
     use icicle_plugins_gpfs::state::{NoWalk, Position};
     use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Op, Ops};
@@ -513,6 +516,7 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: 
     let map = icicle_core::text::map_file(input)?;
     let data: &[u8] = map.as_deref().unwrap_or(&[]);
     let mut state = GpfsState::new(2);
+    state.set_lru_capacity(lru);
     let (mut events, mut rejects, mut updates, mut deletes, mut bytes, mut filtered) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut ops = Ops::default();
     let mut buf = Vec::with_capacity(1024);
@@ -569,6 +573,7 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: 
     Ok(serde_json::json!({
         "records": events, "seconds": secs, "records_per_s": events as f64 / secs, "records_per_cpu_s": events as f64 / cpu,
         "updates": updates, "deletes": deletes, "rejects": rejects, "filtered": filtered, "bytes": bytes, "objects": state.len(), "peak_rss_bytes": peak_rss_bytes(),
+        "state_bytes": state.approx_bytes(), "evicted": state.counts.evicted, "evicted_files": state.evicted_files(),
     }))
 }
 

@@ -194,12 +194,21 @@ pub fn compare(
     (missing, extra, differ)
 }
 
-/// The workload seed: `ICICLE_TEST_SEED` explores other workloads locally; CI runs seed 7.
+/// The workload seed: random in every run (printed, so a failing test's output names it);
+/// `ICICLE_TEST_SEED=N` replays one.
 pub fn test_seed() -> u64 {
-    std::env::var("ICICLE_TEST_SEED")
+    let seed = std::env::var("ICICLE_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(7)
+        .unwrap_or_else(|| {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos() as u64 ^ d.as_secs())
+                .unwrap_or(7);
+            nanos % 1_000_000
+        });
+    eprintln!("workload seed {seed} (replay with ICICLE_TEST_SEED={seed})");
+    seed
 }
 
 /// `files` objects that predate monitoring under `tmp/fs` (journal `tmp/lfs/changelog`), and

@@ -3,6 +3,7 @@
 //! `icicle-plugins-kafka` (which keeps rdkafka out of everything else).
 
 pub mod event;
+pub mod evict;
 pub mod scan;
 pub mod state;
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use icicle_core::traits::{ReduceCounts, Reducer, StateStore};
 
 use crate::event::{EventKind, GpfsEvent, Meta};
+use crate::evict::{Evicted, EvictedCheckpoint};
 
 type Fast = foldhash::fast::RandomState;
 
@@ -112,6 +113,14 @@ pub struct GpfsCounts {
     pub unchanged: u64,
     /// Files published again because a directory above them changed permissions.
     pub reevaluated: u64,
+    /// Files let go of to stay within `lru_capacity` (still indexed).
+    pub evicted: u64,
+    /// Evicted files known again (an event named them, or a directory rename found them):
+    /// each may cost one operation a state that kept them would not send.
+    pub evicted_found: u64,
+    /// Directories moved out of the fileset with evicted files below: their records cannot
+    /// be named for deletion.
+    pub evicted_unreachable: u64,
 }
 
 /// What a checkpoint holds.
@@ -128,6 +137,9 @@ pub struct Checkpoint {
     /// Whether the state knows every file (seeded from a snapshot's index).
     #[serde(default)]
     pub complete: bool,
+    /// Files let go of under `lru_capacity` that the index still holds.
+    #[serde(default)]
+    pub evicted: EvictedCheckpoint,
 }
 
 /// The state of one monitored fileset.
@@ -161,6 +173,12 @@ pub struct GpfsState {
     /// Keys of the paths a run before the last restart may have delivered without
     /// committing: a replay (whose batches may be cut elsewhere) never cancels their creation.
     replayed: HashSet<u64, Fast>,
+    /// Files kept at most (0: no bound); files with several known names always stay.
+    lru_capacity: usize,
+    /// Files in least-recently-touched order, when bounded.
+    recency: Option<lru::LruCache<PathName, ()>>,
+    /// Files let go of that the index still holds.
+    evicted: Evicted,
 
     pub counts: GpfsCounts,
 }
@@ -197,6 +215,7 @@ impl GpfsState {
         }
         s.pending = cp.pending;
         s.complete = cp.complete;
+        s.evicted = Evicted::restore(cp.evicted);
         s.renames = cp.renames;
         match cp.sent {
             Some(sent) => s.sent = sent.into_iter().collect(),
@@ -211,7 +230,102 @@ impl GpfsState {
         objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut sent: Vec<u64> = self.sent.iter().copied().collect();
         sent.sort_unstable();
-        Checkpoint { objects, pending: self.pending.clone(), complete: self.complete, renames: self.renames.clone(), sent: (!self.sent_unknown).then_some(sent) }
+        Checkpoint { objects, pending: self.pending.clone(), complete: self.complete, renames: self.renames.clone(), sent: (!self.sent_unknown).then_some(sent), evicted: self.evicted.checkpoint() }
+    }
+
+    /// Keep at most `cap` files (0: no bound), evicting the least recently touched at the end
+    /// of a batch. An evicted file's record stays in the index; the state remembers its path
+    /// by hash and finds it again where a directory rename or a permission change needs it.
+    pub fn set_lru_capacity(&mut self, cap: usize) {
+        self.lru_capacity = cap;
+        self.recency = (cap > 0).then(|| {
+            let mut r = lru::LruCache::unbounded();
+            for (p, m) in &self.objects {
+                if !m.is_dir() {
+                    r.put(p.clone(), ());
+                }
+            }
+            r
+        });
+    }
+
+    /// Files let go of that the index still holds.
+    pub fn evicted_files(&self) -> usize {
+        self.evicted.len()
+    }
+
+    /// Evict the least recently touched files down to the capacity; files with several
+    /// known names (hard links) are not tracked and stay.
+    fn evict(&mut self) {
+        let Some(recency) = self.recency.as_mut() else { return };
+        let mut out = Vec::new();
+        while recency.len() > self.lru_capacity {
+            let Some((p, ())) = recency.pop_lru() else { break };
+            out.push(p);
+        }
+        for p in out {
+            let Some(m) = self.objects.get(&*p).copied() else { continue };
+            if self.links.get(&m.inode).is_some_and(|v| v.len() > 1) {
+                continue;
+            }
+            self.forget(&p);
+            self.evicted.insert(&p);
+            self.counts.evicted += 1;
+        }
+    }
+
+    /// Whether a file the state let go of may be below directory `dir`: counted under `dir`,
+    /// under a name `dir` had before this run's directory renames, or under an older name of
+    /// a directory that a rename moved below it.
+    fn evicted_below(&self, dir: &str) -> bool {
+        if self.evicted.is_empty() {
+            return false;
+        }
+        let under = |p: &str, d: &str| p.strip_prefix(d).is_some_and(|r| r.is_empty() || r.starts_with('/'));
+        let mut names = vec![dir.to_string()];
+        if self.evicted.any_below(dir) {
+            return true;
+        }
+        for (old, new) in self.renames.iter().rev() {
+            let mut found = Vec::new();
+            for q in &names {
+                if under(q, new) {
+                    found.push(format!("{old}{}", &q[new.len()..]));
+                } else if under(new, q) {
+                    found.push(old.clone());
+                }
+            }
+            for p in found {
+                if self.evicted.any_below(&p) {
+                    return true;
+                }
+                if !names.contains(&p) {
+                    names.push(p);
+                }
+            }
+        }
+        false
+    }
+
+    /// The name the index holds for `path` (unknown to the state) if the state evicted it:
+    /// `path` itself or a name it had before this run's directory renames.
+    fn evicted_name(&self, path: &str) -> Option<String> {
+        if self.evicted.is_empty() {
+            return None;
+        }
+        if self.evicted.contains(path) {
+            return Some(path.to_string());
+        }
+        let mut p = path.to_string();
+        for (old, new) in self.renames.iter().rev() {
+            if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
+                p = format!("{old}{rest}");
+                if self.evicted.contains(&p) {
+                    return Some(p);
+                }
+            }
+        }
+        None
     }
 
 
@@ -277,6 +391,9 @@ impl GpfsState {
 
     fn forget(&mut self, path: &str) -> Option<Meta> {
         let m = self.objects.remove(path)?;
+        if let Some(r) = self.recency.as_mut() {
+            r.pop(path);
+        }
         if !self.children.contains_key(path) {
             self.unlink_up(path);
         }
@@ -311,9 +428,17 @@ impl GpfsState {
                 e.insert(meta);
                 self.path_bytes += path.len();
                 self.link_up(name.clone());
+                if self.evicted.remove(path) {
+                    self.counts.evicted_found += 1;
+                }
                 (name, None)
             }
         };
+        if let Some(r) = self.recency.as_mut() {
+            if !meta.is_dir() {
+                r.put(name.clone(), ());
+            }
+        }
         if let Some(old) = old {
             if old.inode == meta.inode {
                 return (name, false);
@@ -371,6 +496,7 @@ impl GpfsState {
             }
             return;
         }
+        self.evicted.remove(path);
         self.set_op(path.into(), Op::Delete, ops);
     }
 
@@ -391,6 +517,10 @@ impl GpfsState {
     /// Remove `path` and, for a directory, everything still known below it.
     fn remove(&mut self, path: &str, is_dir: bool, ops: &mut Ops) {
         let known = self.forget(path);
+        if (is_dir || known.is_some_and(|m| m.is_dir())) && self.evicted.any_below(path) {
+            self.counts.evicted_unreachable += 1;
+            tracing::warn!(message = "directory removed or moved out with evicted files below: their records stay", path = %path);
+        }
         if is_dir || known.is_some_and(|m| m.is_dir()) {
             let below: Vec<PathName> = self.descendants(path).into_iter().map(|(p, _)| p).collect();
             for p in below {
@@ -431,6 +561,10 @@ impl GpfsState {
     /// run's directory renames: delete them, unless the state knows every indexed file.
     fn delete_older_names(&mut self, path: &str, ops: &mut Ops) {
         if self.complete {
+            // Only a file the state let go of can be indexed under a name it does not know.
+            if let Some(name) = self.evicted_name(path).filter(|n| n != path) {
+                self.delete(&name, ops);
+            }
             return;
         }
         let mut p = path.to_string();
@@ -498,9 +632,20 @@ impl GpfsState {
             // Descendants the state never saw (they predate monitoring): where they are now.
             // A complete state knows everything the index holds, and what it does not know
             // yet will come with its own events: no walk.
-            let unseen = if self.complete { Vec::new() } else { walker.walk(new) };
+            // Files it let go of below are found where they are now.
+            let unseen = if self.complete && !self.evicted_below(old) { Vec::new() } else { walker.walk(new) };
             for (np, m) in unseen {
                 let op = format!("{old}{}", &np[new.len()..]);
+                if self.complete {
+                    if !self.objects.contains_key(np.as_str()) {
+                        if let Some(name) = self.evicted_name(&op) {
+                            self.delete(&name, ops);
+                            self.counts.evicted_found += 1;
+                            self.upsert(&np, m, ops);
+                        }
+                    }
+                    continue;
+                }
                 if self.objects.contains_key(np.as_str()) {
                     // Known where it is now (moved above, or seen by an earlier walk that ran
                     // ahead of its events): its old name may still be in the index.
@@ -520,7 +665,7 @@ impl GpfsState {
         } else {
             self.delete_unknown(old, ops);
         }
-        if !self.complete && !self.objects.contains_key(new) {
+        if (!self.complete || !self.evicted.is_empty()) && !self.objects.contains_key(new) {
             // Maybe onto an object the state never saw: the index may hold that one under the
             // names it had before this run's directory renames.
             self.delete_older_names(new, ops);
@@ -528,7 +673,7 @@ impl GpfsState {
         if self.objects.contains_key(new) {
             // Renamed over an existing object: the new name now means the moved one.
             self.born.remove(new);
-        } else if self.complete && ops.get(new) != Some(&Op::Delete) {
+        } else if self.complete && ops.get(new) != Some(&Op::Delete) && !self.evicted.contains(new) {
             // Onto a free name (a complete state would know a file there): not in the index
             // yet. A state that does not know every file cannot tell: the name may have held
             // an indexed object it never saw.
@@ -557,9 +702,9 @@ impl GpfsState {
                 ops.insert(p, Op::Update(m));
             }
         }
-        if !self.complete {
+        if !self.complete || self.evicted_below(path) {
             for (p, m) in walker.walk(path) {
-                if !self.objects.contains_key(p.as_str()) {
+                if !self.objects.contains_key(p.as_str()) && (!self.complete || self.evicted_name(&p).is_some()) {
                     self.counts.reevaluated += 1;
                     self.upsert(&p, m, ops);
                 }
@@ -623,7 +768,7 @@ impl StateStore for GpfsState {
             EventKind::Created => {
                 // Not in the index yet, unless the state already knew it (a replay) or the
                 // index still holds an object deleted at this path earlier in the batch.
-                let deleted_here = ops.get(path) == Some(&Op::Delete);
+                let deleted_here = ops.get(path) == Some(&Op::Delete) || self.evicted.contains(path);
                 let (name, new) = self.upsert_name(ev.path.clone(), ev.meta, ops);
                 if new && !deleted_here {
                     self.born.insert(name);
@@ -694,6 +839,7 @@ impl StateStore for GpfsState {
             self.remove(&m.path, m.meta.is_dir(), ops);
         }
         self.note_sent(ops);
+        self.evict();
     }
 
     /// Objects known.
@@ -709,7 +855,11 @@ impl StateStore for GpfsState {
     /// Approximate heap bytes: path text twice (object map and inode index) plus per-entry
     /// map overhead and metadata.
     fn approx_bytes(&self) -> usize {
-        self.path_bytes + self.objects.len() * (std::mem::size_of::<Meta>() + 3 * std::mem::size_of::<PathName>() + 64) + self.children.len() * 96
+        self.path_bytes
+            + self.objects.len() * (std::mem::size_of::<Meta>() + 3 * std::mem::size_of::<PathName>() + 64)
+            + self.children.len() * 96
+            + self.recency.as_ref().map_or(0, |r| r.len() * 64)
+            + self.evicted.approx_bytes()
     }
 }
 

@@ -67,6 +67,10 @@ pub struct GpfsConfig {
     /// move out of the fileset.
     #[serde(default = "default_pair_batches")]
     pub pair_batches: u32,
+    /// Files the state keeps at most (0 = unbounded): the least recently touched are let go
+    /// of at the end of a batch, their records kept, their paths remembered by hash.
+    #[serde(default)]
+    pub lru_capacity: usize,
     /// Where the state checkpoint is kept.
     pub state_dir: PathBuf,
     /// Where messages that cannot be parsed are kept (JSON lines with topic, partition and
@@ -297,6 +301,7 @@ impl ChangeSource for GpfsSource {
             }
         };
         state.dir_attributes = ctx.policy.access.is_some();
+        state.set_lru_capacity(cfg.lru_capacity);
         state.maybe_delivered(self.sent_ahead().read());
         let mut walker: Box<dyn Walker + Send> = match &cfg.mount {
             Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),

@@ -270,18 +270,18 @@ fn an_ingestion_filter_drops_access_events_before_parsing() {
 }
 
 /// What a commit up to offset `committed` promises, on the index delivered so far (no final
-/// drain): a file no uncommitted event names (by its path or a directory above it) is indexed
-/// exactly as the file system has it, and no indexed name is gone unless an uncommitted event
-/// names it or a directory above it.
+/// drain): a file no uncommitted event names (by its path, a directory above it, or another
+/// hard link of its inode) is indexed exactly as the file system has it, and no indexed name
+/// is gone unless an uncommitted event names it or a directory above it.
 fn assert_committed_is_delivered(events: &Path, committed: usize, index: &std::collections::BTreeMap<String, Value>, fresh: &std::collections::BTreeMap<String, Value>, what: &str) {
     let text = std::fs::read_to_string(events).unwrap();
-    let pending: Vec<String> = text
-        .lines()
-        .skip(committed)
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| v["path"].as_str().and_then(|p| p.strip_prefix("/gpfs/fs1")).map(str::to_string))
-        .collect();
-    let named = |p: &str| pending.iter().any(|e| e == p || p.starts_with(&format!("{e}/")));
+    let pending_events: Vec<Value> = text.lines().skip(committed).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    let pending: Vec<String> = pending_events.iter().filter_map(|v| v["path"].as_str().and_then(|p| p.strip_prefix("/gpfs/fs1")).map(str::to_string)).collect();
+    let inode = |v: &Value| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
+    let pending_inodes: std::collections::HashSet<u64> = pending_events.iter().filter_map(|v| inode(&v["inode"])).collect();
+    let named = |p: &str| {
+        pending.iter().any(|e| e == p || p.starts_with(&format!("{e}/"))) || fresh.get(p).and_then(|e| inode(&e["content"]["raw"]["inode"])).is_some_and(|i| pending_inodes.contains(&i))
+    };
     let (got, want) = (comparable(index), comparable(fresh));
     for (p, w) in &want {
         if !named(p) {

@@ -326,3 +326,24 @@ fn every_kill_point_has_delivered_what_it_committed() {
     assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "after the kills", &r);
     eprintln!("kill points inside the stream: {inside} of 3");
 }
+
+#[test]
+fn a_bounded_state_evicts_files_and_still_matches_a_fresh_snapshot() {
+    let seed = test_seed() ^ 0x1e0;
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, events, index) = prepare(tmp.path(), Kind::Mixed, 400, seed);
+    let t = topic("lru");
+    let n = produce_events(&events, 0, &t, 1, vec![]);
+    let out = tmp.path().join("out");
+    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 40, "lru_capacity = 12");
+    let r = monitor_drain(&cfg);
+    assert_eq!(r["messages"], n as u64, "{r}");
+    assert!(r["state"]["evicted"].as_u64().unwrap_or(0) > 0, "the cap evicted files: {r}");
+    assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "lru_capacity = 12", &r);
+    // Without a mount, evicted files below a renamed directory could not be found.
+    let no_mount = std::fs::read_to_string(&cfg).unwrap().lines().filter(|l| !l.starts_with("mount =")).collect::<Vec<_>>().join("\n");
+    let bad = config(tmp.path(), "bad.toml", &no_mount);
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", bad.to_str().unwrap()], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("lru_capacity") && err.contains("mount") && err.contains("bad.toml"), "{err}");
+}

@@ -76,7 +76,7 @@ impl EventKind {
 pub const FILTERABLE_EVENTS: [&str; 4] = ["IN_ACCESS", "IN_ATTRIB", "IN_MODIFY", "IN_CLOSE_WRITE"];
 
 /// An object's metadata as the event reports it (no stat is taken).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Meta {
     pub inode: u64,
     /// Full `st_mode` (type bits from `permissions` when present, else from `IN_ISDIR`).

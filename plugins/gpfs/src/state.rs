@@ -118,6 +118,8 @@ pub struct GpfsCounts {
     /// Evicted files known again (an event named them, or a directory rename found them):
     /// each may cost one operation a state that kept them would not send.
     pub evicted_found: u64,
+    /// Hard links made to a file one of whose names was evicted (see `Created`).
+    pub evicted_links: u64,
     /// Directories moved out of the fileset with evicted files below: their records cannot
     /// be named for deletion.
     pub evicted_unreachable: u64,
@@ -269,7 +271,7 @@ impl GpfsState {
                 continue;
             }
             self.forget(&p);
-            self.evicted.insert(&p);
+            self.evicted.insert(&p, &m, m.inode);
             self.counts.evicted += 1;
         }
     }
@@ -769,6 +771,12 @@ impl StateStore for GpfsState {
                 // Not in the index yet, unless the state already knew it (a replay) or the
                 // index still holds an object deleted at this path earlier in the batch.
                 let deleted_here = ops.get(path) == Some(&Op::Delete) || self.evicted.contains(path);
+                if ev.meta.inode != 0 && !ev.meta.is_dir() && self.evicted.has_inode(ev.meta.inode) {
+                    // A new link of a file whose other name was let go of: that name joins it
+                    // when an event next names it (IN_ATTRIB on the linked file does).
+                    self.counts.evicted_links += 1;
+                    tracing::debug!(message = "hard link to an evicted file", path = %path, inode = ev.meta.inode);
+                }
                 let (name, new) = self.upsert_name(ev.path.clone(), ev.meta, ops);
                 if new && !deleted_here {
                     self.born.insert(name);
@@ -778,8 +786,10 @@ impl StateStore for GpfsState {
             EventKind::Modified => {
                 // The index already holds exactly this (an IN_MODIFY and the IN_CLOSE_WRITE
                 // after it, emitted in two batches): nothing to send.
-                if !ops.contains_key(path) && self.objects.get(path) == Some(&ev.meta) {
+                if !ops.contains_key(path) && (self.objects.get(path) == Some(&ev.meta) || self.evicted.holds(path, &ev.meta)) {
                     self.counts.unchanged += 1;
+                    // Known again all the same: it may be a link of a name known now.
+                    self.know_name(ev.path.clone(), ev.meta);
                     return;
                 }
                 if !self.objects.contains_key(path) {

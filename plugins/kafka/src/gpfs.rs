@@ -139,6 +139,9 @@ impl ChangeSourceConfig for GpfsConfig {
             return Err(ctx.invalid("on_gap", "must be `warn` or `fail`"));
         }
         icicle_plugins_gpfs::event::filter_mask(&self.filter).map_err(|e| ctx.invalid("filter", e))?;
+        if self.lru_capacity > 0 && self.mount.is_none() {
+            return Err(ctx.invalid("lru_capacity", "needs `mount`: evicted files below a renamed directory are found there"));
+        }
         // Validate the connection (and read its secrets) now, so errors name the key.
         self.connection.client_config(ctx)?;
         let path = self.dead_letter.clone().unwrap_or_else(|| self.state_dir.join(format!("gpfs-{}.dead-letters.jsonl", self.topic)));

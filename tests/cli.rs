@@ -65,6 +65,23 @@ fn unknown_keys_in_plugin_sections_name_key_and_file() {
 }
 
 #[test]
+fn unknown_enum_values_list_the_known_ones_with_key_and_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sink = "[sinks.y]\ntype = \"stdout\"\n";
+    let cases = [
+        ("lustre.toml", "[sources.m]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nmount = \"/mnt\"\nstate_dir = \"s\"\nresolution = \"fast\"\n", "sources.m.resolution", "unknown variant: found `fast`, expected one of `tree`, `fsmonitor`, `naive`"),
+        ("gap.toml", "[sources.m]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nmount = \"/mnt\"\nstate_dir = \"s\"\non_gap = \"ignore\"\n", "sources.m.on_gap", "unknown variant: found `ignore`, expected `warn` or `fail`"),
+        ("gpfs.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nstart = \"newest\"\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.start", "unknown variant: found `newest`, expected `earliest` or `latest`"),
+    ];
+    for (file, text, key, known) in cases {
+        let cfg = config(tmp.path(), file, &format!("{text}{sink}"));
+        let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+        assert_ne!(code, 0, "{file}");
+        assert!(err.contains(key) && err.contains(known) && err.contains(file), "{file}: {err}");
+    }
+}
+
+#[test]
 fn layers_defaults_files_env_and_set() {
     let tmp = tempfile::tempdir().unwrap();
     let a = config(tmp.path(), "a.toml", "[snapshot]\nworkers = 3\nmax_batch_bytes = 5000\nsplit_bytes = 1000\n");

@@ -194,6 +194,16 @@ pub fn compare(
     (missing, extra, differ)
 }
 
+/// A test's scratch directory; `ICICLE_TEST_KEEP=1` keeps it (its path is printed).
+pub fn test_dir() -> tempfile::TempDir {
+    let keep = std::env::var("ICICLE_TEST_KEEP").is_ok();
+    let dir = tempfile::Builder::new().disable_cleanup(keep).tempdir().unwrap();
+    if keep {
+        eprintln!("kept: {}", dir.path().display());
+    }
+    dir
+}
+
 /// The workload seed: random in every run (printed, so a failing test's output names it);
 /// `ICICLE_TEST_SEED=N` replays one.
 pub fn test_seed() -> u64 {

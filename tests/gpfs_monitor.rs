@@ -296,7 +296,7 @@ fn assert_committed_is_delivered(events: &Path, committed: usize, index: &std::c
 #[test]
 fn every_kill_point_has_delivered_what_it_committed() {
     let seed = test_seed() ^ 0xc0;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = test_dir();
     let (root, journal, index) = preexisting_fs(tmp.path(), 40, seed);
     let events = tmp.path().join("events.jsonl");
     let t = topic("ack");

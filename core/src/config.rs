@@ -287,7 +287,8 @@ fn figment_error(err: figment::Error, figment: &Figment, base: &str) -> ConfigEr
     ConfigError::InvalidValue {
         key,
         origin,
-        reason: err.kind.to_string(),
+        // figment quotes serde's list of expected values a second time.
+        reason: err.kind.to_string().replace("``", "`").replace("expected `one of ", "expected one of "),
     }
 }
 

@@ -103,6 +103,17 @@ pub type NamedSources = Vec<(String, std::sync::Arc<dyn Source>)>;
 /// Sinks by component id.
 pub type NamedSinks = Vec<(String, Box<dyn Sink>)>;
 
+/// What a monitor does when records or messages were purged before it read them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnGap {
+    /// Log and count them, and go on.
+    #[default]
+    Warn,
+    /// Stop the monitor with the range.
+    Fail,
+}
+
 /// What a streaming (monitor) source is given to run.
 #[derive(Clone)]
 pub struct MonitorContext {

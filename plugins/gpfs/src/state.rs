@@ -449,7 +449,9 @@ impl GpfsState {
                 v.retain(|p| &**p != path);
             }
         }
-        if meta.inode != 0 {
+        // Only files join names by inode: a directory may reuse a removed file's inode, and
+        // a replay of that file's events must not reach it.
+        if meta.inode != 0 && !meta.is_dir() {
             self.links.entry(meta.inode).or_default().push(name.clone());
         }
         (name, old.is_none())

@@ -15,7 +15,7 @@ use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
 use icicle_core::sent_ahead::SentAhead;
-use icicle_core::traits::{ChangeSource, MonitorContext, ReduceCounts, Reducer, StateStore};
+use icicle_core::traits::{ChangeSource, MonitorContext, OnGap, ReduceCounts, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
 use icicle_plugins_gpfs::state::{load_checkpoint, path_key, MountWalker, NoWalk, Position, Walker};
 use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops};
@@ -45,8 +45,8 @@ pub struct GpfsConfig {
     #[serde(default)]
     pub partitions: Option<Vec<i32>>,
     /// Where to start when the group has no committed offset: `earliest` or `latest`.
-    #[serde(default = "default_start")]
-    pub start: String,
+    #[serde(default)]
+    pub start: Start,
     /// The GPFS path prefix removed from event paths (e.g. `/gpfs/fs1`).
     #[serde(default)]
     pub fs_root: String,
@@ -91,13 +91,10 @@ pub struct GpfsConfig {
     /// A partition whose first message is past the group's committed offset lost messages
     /// (retention deleted them before they were read): `warn` (default) logs and counts them
     /// (`lost_messages`) and goes on; `fail` stops the monitor with the range.
-    #[serde(default = "default_on_gap")]
-    pub on_gap: String,
+    #[serde(default)]
+    pub on_gap: OnGap,
 }
 
-fn default_on_gap() -> String {
-    "warn".into()
-}
 
 fn default_group() -> String {
     "icicle-gpfs".into()
@@ -105,8 +102,25 @@ fn default_group() -> String {
 fn default_consumers() -> usize {
     1
 }
-fn default_start() -> String {
-    "earliest".into()
+/// Where a consumer group without a committed offset starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Start {
+    /// The oldest message the topic keeps.
+    #[default]
+    Earliest,
+    /// Only messages produced from now on.
+    Latest,
+}
+
+impl Start {
+    /// librdkafka's `auto.offset.reset` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Start::Earliest => "earliest",
+            Start::Latest => "latest",
+        }
+    }
 }
 fn default_batch() -> usize {
     1000
@@ -129,14 +143,8 @@ impl ChangeSourceConfig for GpfsConfig {
         if self.batch_size == 0 {
             return Err(ctx.invalid("batch_size", "must be at least 1"));
         }
-        if self.start != "earliest" && self.start != "latest" {
-            return Err(ctx.invalid("start", "must be `earliest` or `latest`"));
-        }
         if self.partitions.as_ref().is_some_and(|p| p.is_empty() || p.iter().any(|&x| x < 0)) {
             return Err(ctx.invalid("partitions", "list partition numbers (0, 1, ...)"));
-        }
-        if self.on_gap != "warn" && self.on_gap != "fail" {
-            return Err(ctx.invalid("on_gap", "must be `warn` or `fail`"));
         }
         icicle_plugins_gpfs::event::filter_mask(&self.filter).map_err(|e| ctx.invalid("filter", e))?;
         if self.lru_capacity > 0 && self.mount.is_none() {
@@ -237,7 +245,7 @@ impl GpfsSource {
         cc.set("group.id", &self.cfg.group_id)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", &self.cfg.start)
+            .set("auto.offset.reset", self.cfg.start.as_str())
             .set("enable.partition.eof", if eof { "true" } else { "false" });
         // Defaults that can be overridden in `connection.properties`: a short session so a
         // killed consumer's partitions move on quickly (and groups form fast), and fetches
@@ -498,9 +506,9 @@ impl GpfsSource {
              (retention deleted messages up to {low}) and the consumer started at `{}` instead; \
              the index misses their changes until a snapshot run re-indexes the fileset",
             cfg.topic,
-            cfg.start
+            cfg.start.as_str()
         );
-        if cfg.on_gap == "fail" {
+        if cfg.on_gap == OnGap::Fail {
             return Err(external(format!("{why}; stopping (on_gap = \"fail\")")));
         }
         tracing::error!(message = "lost watch-folder events", topic = %cfg.topic, partition, first, last, messages = n, detail = %why);

@@ -14,7 +14,7 @@ use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::FileRecord;
 use icicle_core::sent_ahead::SentAhead;
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
-use icicle_core::traits::{ChangeSource, MonitorContext, Reducer, StateStore};
+use icicle_core::traits::{ChangeSource, MonitorContext, OnGap, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
 use serde::Deserialize;
 
@@ -66,8 +66,8 @@ pub struct LustreConfig {
     /// `tree` (default): the directory tree; `fsmonitor`: FSMonitor's method, `fid2path`
     /// for every record with a small LRU cache (a baseline for comparisons); `naive`: the
     /// same without the cache (`fid2path` for every record, Icicle's ablation baseline).
-    #[serde(default = "default_resolution")]
-    pub resolution: String,
+    #[serde(default)]
+    pub resolution: Resolution,
     /// Cache entries in `fsmonitor` resolution.
     #[serde(default = "default_fsmonitor_cache")]
     pub fsmonitor_cache: usize,
@@ -78,8 +78,8 @@ pub struct LustreConfig {
     /// Records purged before they were read (another changelog user cleared them, or this
     /// user was deregistered): `warn` (default) logs and counts them (`lost_records`) and
     /// goes on; `fail` stops the monitor with the range.
-    #[serde(default = "default_on_gap")]
-    pub on_gap: String,
+    #[serde(default)]
+    pub on_gap: OnGap,
     /// Batch reduction (coalescing, cancellation); `false` applies every record, for
     /// ablation experiments.
     #[serde(default = "default_reduction")]
@@ -96,9 +96,6 @@ fn default_reduction() -> bool {
 
 fn default_lfs_retries() -> u32 {
     5
-}
-fn default_on_gap() -> String {
-    "warn".into()
 }
 
 /// Run `op` (an `lfs` call), retrying failures `retries` times with a growing pause.
@@ -119,8 +116,17 @@ async fn with_retries<T>(what: &str, mdt: &str, retries: u32, mut op: impl FnMut
     }
 }
 
-fn default_resolution() -> String {
-    "tree".into()
+/// How the monitor turns a record's FIDs into paths.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resolution {
+    /// The directory tree (`fid2path` once per object that predates monitoring).
+    #[default]
+    Tree,
+    /// FSMonitor's method: `fid2path` for every record, with a small LRU cache.
+    Fsmonitor,
+    /// `fid2path` for every record, no cache.
+    Naive,
 }
 fn default_fsmonitor_cache() -> usize {
     1000
@@ -573,7 +579,7 @@ impl LustreSource {
                 let mut r = LfsResolver { lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead, chunk: cfg.read_size };
                 match fsm {
                     Some(cache) => {
-                        let naive = cfg.resolution == "naive";
+                        let naive = cfg.resolution == Resolution::Naive;
                         for rec in &kept {
                             if naive {
                                 cache.clear();
@@ -637,7 +643,7 @@ impl LustreSource {
              the index misses their changes until a snapshot run re-indexes the file system",
             cfg.mdt, cfg.user
         );
-        if cfg.on_gap == "fail" {
+        if cfg.on_gap == OnGap::Fail {
             return Err(IcicleError::Source(icicle_core::SourceError::External(format!("{why}; stopping (on_gap = \"fail\")"))));
         }
         tracing::error!(message = "lost changelog records", mdt = %cfg.mdt, first, last, records = n, detail = %why);
@@ -669,7 +675,7 @@ impl ChangeSource for LustreSource {
         tree.maybe_sent(self.sent_ahead().read());
         counts.cleared_index = cleared;
         let mut lookahead = Lookahead::new(cleared);
-        let mut fsm = (cfg.resolution == "fsmonitor" || cfg.resolution == "naive").then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
+        let mut fsm = (cfg.resolution != Resolution::Tree).then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
         let mut next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
         // The index the next record must have; unknown until the first read when starting
         // from nothing (records before a new user registered are not ours to miss).
@@ -796,12 +802,6 @@ impl ChangeSourceConfig for LustreConfig {
         }
         if self.batch_size == 0 {
             return Err(ctx.invalid("batch_size", "must be at least 1"));
-        }
-        if !["tree", "fsmonitor", "naive"].contains(&self.resolution.as_str()) {
-            return Err(ctx.invalid("resolution", "must be `tree`, `fsmonitor` or `naive`"));
-        }
-        if self.on_gap != "warn" && self.on_gap != "fail" {
-            return Err(ctx.invalid("on_gap", "must be `warn` or `fail`"));
         }
         for t in &self.filter {
             if crate::changelog::RecordType::from_name(t).is_none() {

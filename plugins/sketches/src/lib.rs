@@ -260,12 +260,32 @@ impl SketchConfig for KllConfig {
 pub struct ReqConfig {
     pub k: u16,
     /// `high` (accurate near rank 1) or `low`.
-    pub rank_accuracy: String,
+    pub rank_accuracy: Tail,
+}
+
+/// Which tail a REQ sketch is most accurate at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tail {
+    /// Near rank 1 (the large values).
+    #[default]
+    High,
+    /// Near rank 0.
+    Low,
+}
+
+impl std::fmt::Display for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tail::High => "high",
+            Tail::Low => "low",
+        })
+    }
 }
 
 impl Default for ReqConfig {
     fn default() -> Self {
-        ReqConfig { k: 12, rank_accuracy: "high".into() }
+        ReqConfig { k: 12, rank_accuracy: Tail::High }
     }
 }
 
@@ -306,10 +326,9 @@ impl SketchFactory for ReqFactory {
 
 impl SketchConfig for ReqConfig {
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
-        let acc = match self.rank_accuracy.as_str() {
-            "high" => RankAccuracy::HighRank,
-            "low" => RankAccuracy::LowRank,
-            _ => return Err(ctx.invalid("rank_accuracy", "must be `high` or `low`")),
+        let acc = match self.rank_accuracy {
+            Tail::High => RankAccuracy::HighRank,
+            Tail::Low => RankAccuracy::LowRank,
         };
         ReqSketch::<ReqFloat<f64>>::new(self.k, acc).map_err(|e| ctx.invalid("k", e.to_string()))?;
         Ok(Arc::new(ReqFactory(self, acc)))

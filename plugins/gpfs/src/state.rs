@@ -318,16 +318,20 @@ impl GpfsState {
         if self.evicted.contains(path) {
             return Some(path.to_string());
         }
+        self.older_names(path).into_iter().find(|p| self.evicted.contains(p))
+    }
+
+    /// The names `path` had before this run's directory renames, newest first.
+    fn older_names(&self, path: &str) -> Vec<String> {
         let mut p = path.to_string();
+        let mut older = Vec::new();
         for (old, new) in self.renames.iter().rev() {
             if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
                 p = format!("{old}{rest}");
-                if self.evicted.contains(&p) {
-                    return Some(p);
-                }
+                older.push(p.clone());
             }
         }
-        None
+        older
     }
 
 
@@ -571,14 +575,7 @@ impl GpfsState {
             }
             return;
         }
-        let mut p = path.to_string();
-        let mut older = Vec::new();
-        for (old, new) in self.renames.iter().rev() {
-            if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
-                p = format!("{old}{rest}");
-                older.push(p.clone());
-            }
-        }
+        let older = self.older_names(path);
         // The oldest name may be from before monitoring; the ones between were produced by
         // this run's renames, in the index only if sent.
         let last = older.len().saturating_sub(1);

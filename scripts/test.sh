@@ -30,4 +30,8 @@ echo "Kafka broker (tansu) on $ICICLE_TEST_KAFKA, S3 server (moto) on $ICICLE_TE
 # The tests drive the real binaries; `cargo test` builds them (icicle-testkit's too, for its
 # own tests), so there is no separate `cargo build` with other features to store twice.
 df -h . | tail -1 | awk '{print "disk free before the build: " $4}'
+# Formatting (seconds) and lints before the tests; either fails the run.
+cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1 || rustup component add rustfmt clippy
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --all-targets 2>&1

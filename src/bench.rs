@@ -237,9 +237,12 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let our_secs = ours["seconds"].as_f64().unwrap_or(0.0);
             eprintln!(
                 "icicle: {} rows, primary + counting + aggregate ({sketch}) in {:.2} s = {:.0} rows/s, {:.0} rows/CPU-s, peak RSS {} MiB, {} aggregate records",
-                ours["rows"], our_secs, ours["rows_per_s"].as_f64().unwrap_or(0.0),
+                ours["rows"],
+                our_secs,
+                ours["rows_per_s"].as_f64().unwrap_or(0.0),
                 ours["rows"].as_f64().unwrap_or(0.0) / ours["cpu_seconds"].as_f64().unwrap_or(1.0).max(1e-9),
-                ours["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20, ours["aggregate_records"]
+                ours["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20,
+                ours["aggregate_records"]
             );
             if !no_duckdb {
                 let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_duckdb.py");
@@ -253,7 +256,10 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                         // The like-for-like run: aggregates only (no primary records, no counting).
                         let agg = measured_run("tsv", "blackhole", workers, &data, &out, &["--all-pipelines", &sketch, "--aggregate-only"])?;
                         let agg_secs = agg["seconds"].as_f64().unwrap_or(0.0);
-                        eprintln!("icicle aggregate only (users, groups and directory prefixes): {agg_secs:.2} s, peak RSS {} MiB", agg["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20);
+                        eprintln!(
+                            "icicle aggregate only (users, groups and directory prefixes): {agg_secs:.2} s, peak RSS {} MiB",
+                            agg["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20
+                        );
                         eprintln!(
                             "duckdb (users and groups only): approx_quantile {approx:.2} s, quantile_cont {exact:.2} s, peak RSS {} MiB; icicle aggregate-only is {:.2}x / {:.2}x faster, all three pipelines {:.2}x / {:.2}x",
                             v["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20,
@@ -436,7 +442,12 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
     }
     fn walk(&mut self, path: &str) -> Vec<String> {
         let prefix = format!("{}/", path.trim_end_matches('/'));
-        self.all.range(prefix.clone()..).take_while(|p| p.starts_with(&prefix)).filter(|p| !self.dirs.contains(*p)).map(|p| p[prefix.len()..].to_string()).collect()
+        self.all
+            .range(prefix.clone()..)
+            .take_while(|p| p.starts_with(&prefix))
+            .filter(|p| !self.dirs.contains(*p))
+            .map(|p| p[prefix.len()..].to_string())
+            .collect()
     }
     fn future_renames(&mut self, after: u64, name: &str) -> Vec<icicle_plugins_lustre::lookahead::FutureRename> {
         self.lookahead().named(name, after)
@@ -579,8 +590,8 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: 
 
 /// Run the monitor bench; returns the JSON line.
 pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
-    use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
     use icicle_core::traits::{Reducer, StateStore};
+    use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
     use icicle_plugins_lustre::reducer::RuleTable;
     use icicle_plugins_lustre::tree::{DirectoryTree, Ops, PathOp};
     // The fid2path stand-in is loaded before the clock starts; reading the stream is timed.
@@ -593,7 +604,8 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
             resolver.paths.insert(fid, p.clone());
             resolver.all.insert(p);
         }
-        let parents: Vec<String> = resolver.all.iter().filter_map(|p| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/".to_string() } else { d.to_string() })).collect();
+        let parents: Vec<String> =
+            resolver.all.iter().filter_map(|p| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/".to_string() } else { d.to_string() })).collect();
         resolver.dirs.extend(parents);
     }
     let cpu0 = cpu_seconds();
@@ -622,7 +634,18 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
         for (path, op) in ops.drain(..) {
             match op {
                 PathOp::Update => {
-                    let rec = icicle_core::record::FileRecord { path: &path, kind: icicle_core::record::FileKind::File, mode: 0o100644, uid: 0, gid: 0, size: path.len() as u64, atime: 0, ctime: 0, mtime: 0, inode: 0 };
+                    let rec = icicle_core::record::FileRecord {
+                        path: &path,
+                        kind: icicle_core::record::FileKind::File,
+                        mode: 0o100644,
+                        uid: 0,
+                        gid: 0,
+                        size: path.len() as u64,
+                        atime: 0,
+                        ctime: 0,
+                        mtime: 0,
+                        inode: 0,
+                    };
                     emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
                 }
                 PathOp::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,

@@ -212,7 +212,11 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Resul
     let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("measurements.csv"))?);
     writeln!(w, "sketch,principal,attribute,quantile,n,exact,estimate,value_error,rank_error")?;
     for m in &ms {
-        writeln!(w, "{},{},{},{},{},{},{},{:.6e},{:.6e}", m.sketch, m.principal, m.attribute, m.quantile, m.n, m.exact, m.estimate, m.value_error, m.rank_error)?;
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{:.6e},{:.6e}",
+            m.sketch, m.principal, m.attribute, m.quantile, m.n, m.exact, m.estimate, m.value_error, m.rank_error
+        )?;
     }
     w.flush()?;
     let rows = summarize(&ms);

@@ -129,12 +129,7 @@ fn init_logging(level: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: logs captured by files, pipes and tests stay plain text.
     let ansi = std::io::stderr().is_terminal();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .with_target(false)
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).try_init();
 }
 
 /// On SIGTERM or SIGINT, ask the monitors to stop after their current batch (they deliver,
@@ -207,9 +202,7 @@ fn stop_on_signals(stop: tokio::sync::watch::Sender<bool>) -> anyhow::Result<tok
 /// Serve `/metrics` and `/status` when asked to.
 fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Result<()> {
     if let Some(a) = addr {
-        let bound = rt
-            .block_on(icicle_core::metrics::serve(a))
-            .with_context(|| format!("--metrics-addr {a}"))?;
+        let bound = rt.block_on(icicle_core::metrics::serve(a)).with_context(|| format!("--metrics-addr {a}"))?;
         eprintln!("metrics on http://{bound}/metrics and http://{bound}/status");
     }
     Ok(())
@@ -218,11 +211,7 @@ fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Re
 /// Run `work` with the live dashboard beside it (on a terminal; log lines otherwise). The
 /// dashboard only reads the metrics registry, so it never slows the pipeline down. Quitting
 /// the dashboard ends the process: everything acknowledged so far was delivered first.
-fn with_dashboard<T: Send>(
-    tui: bool,
-    what: &str,
-    work: impl FnOnce() -> T + Send,
-) -> anyhow::Result<T> {
+fn with_dashboard<T: Send>(tui: bool, what: &str, work: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
     if !tui {
         return Ok(work());
     }
@@ -237,12 +226,7 @@ fn with_dashboard<T: Send>(
         let finished = || done.load(std::sync::atomic::Ordering::SeqCst);
         let interval = std::time::Duration::from_secs(1);
         if std::io::stdout().is_terminal() {
-            icicle_tui::dashboard::run(
-                icicle_tui::dashboard::App::new(&format!("this {what}")),
-                next,
-                finished,
-                interval,
-            )?;
+            icicle_tui::dashboard::run(icicle_tui::dashboard::App::new(&format!("this {what}")), next, finished, interval)?;
             if !finished() {
                 // The operator quit while the run went on.
                 std::process::exit(130);
@@ -287,47 +271,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Config {
-            command: ConfigCommand::Show,
-        } => {
+        Command::Config { command: ConfigCommand::Show } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             print!("{}", cfg.to_toml()?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Snapshot {
-            json,
-            no_progress,
-            tui,
-            metrics_addr,
-            allow_mass_delete,
-        } => {
+        Command::Snapshot { json, no_progress, tui, metrics_addr, allow_mass_delete } => {
             let mut set = cli.set.clone();
             if allow_mass_delete {
                 set.push("snapshot.allow_mass_delete=true".into());
             }
             let cfg = icicle_core::config::load(&cli.config, &set)?;
             init_logging(&cfg.app.log.level);
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()?;
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
             serve_metrics(&rt, metrics_addr.as_deref())?;
-            let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(
-                !no_progress && !json && !tui,
-            ));
+            let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json && !tui));
             let job = pipeline::snapshot_job(&cfg, progress)?;
-            let summary = with_dashboard(tui, "snapshot", || {
-                rt.block_on(icicle_core::snapshot::run(job))
-            })?
-            .context("snapshot run failed")?;
+            let summary = with_dashboard(tui, "snapshot", || rt.block_on(icicle_core::snapshot::run(job)))?.context("snapshot run failed")?;
             if json {
                 use std::io::Write;
                 // A closed pipe is the reader's choice, not a failure of the run.
-                let _ = writeln!(
-                    std::io::stdout(),
-                    "{}",
-                    serde_json::to_string_pretty(&summary)?
-                );
+                let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&summary)?);
             } else {
                 eprint!("{}", icicle_tui::summary_table(&summary));
             }
@@ -339,50 +303,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        Command::Top {
-            connect,
-            interval,
-            sketches,
-        } => {
+        Command::Top { connect, interval, sketches } => {
             let mut app = icicle_tui::dashboard::App::new(&connect);
             app.sketches = std::fs::read_to_string(sketches.join("summary.csv")).ok();
             let interval = std::time::Duration::from_secs_f64(interval.max(0.1));
             if std::io::stdout().is_terminal() {
-                icicle_tui::dashboard::run(
-                    app,
-                    || icicle_tui::dashboard::fetch_status(&connect).ok(),
-                    || false,
-                    interval,
-                )?;
+                icicle_tui::dashboard::run(app, || icicle_tui::dashboard::fetch_status(&connect).ok(), || false, interval)?;
             } else {
-                icicle_tui::dashboard::log_lines(
-                    || icicle_tui::dashboard::fetch_status(&connect).ok(),
-                    || false,
-                    interval,
-                );
+                icicle_tui::dashboard::log_lines(|| icicle_tui::dashboard::fetch_status(&connect).ok(), || false, interval);
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Monitor {
-            drain,
-            json,
-            tui,
-            metrics_addr,
-        } => {
+        Command::Monitor { drain, json, tui, metrics_addr } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
             let c = pipeline::build_all(&cfg)?;
-            anyhow::ensure!(
-                !c.monitors.is_empty(),
-                "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")"
-            );
+            anyhow::ensure!(!c.monitors.is_empty(), "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")");
             anyhow::ensure!(!c.sinks.is_empty(), "no sink configured");
             let policy = std::sync::Arc::new(pipeline::record_policy(&cfg)?);
             let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             serve_metrics(&rt, metrics_addr.as_deref())?;
             let reports = with_dashboard(tui, "monitor", || {
                 rt.block_on(async {
@@ -421,11 +361,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 })
             })??;
             if json {
-                let _ = writeln!(
-                    std::io::stdout(),
-                    "{}",
-                    serde_json::to_string_pretty(&reports)?
-                );
+                let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&reports)?);
             } else {
                 eprintln!("{}", serde_json::to_string_pretty(&reports)?);
             }
@@ -434,11 +370,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::SketchCompare { out, sketches } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
-            let names: Vec<String> = sketches
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect();
+            let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             let table = compare::run(&cfg, &out, &names)?;
             // A closed pipe (`| head`) is the reader's choice, not a failure.
             let _ = writeln!(std::io::stdout(), "{table}");

@@ -6,8 +6,8 @@ use icicle_core::access::AccessPolicy;
 use icicle_core::config::{LoadedConfig, VisibleToSetting};
 use icicle_core::error::ConfigError;
 use icicle_core::gmeta::{PrincipalMap, RecordPolicy, VisibleTo};
-use icicle_core::registry::{self, BuildContext, Built, PluginKind};
 use icicle_core::pipelines::{Aggregate, Counting};
+use icicle_core::registry::{self, BuildContext, Built, PluginKind};
 use icicle_core::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJob};
 use icicle_core::traits::{ChangeSource, NamedSinks, NamedSources};
 
@@ -61,7 +61,11 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
         }
     }
     let principals = match &r.principals {
-        Some(p) => PrincipalMap::load(p).map_err(|reason| ConfigError::InvalidValue { key: "records.principals".into(), origin: origin("records.principals"), reason })?,
+        Some(p) => PrincipalMap::load(p).map_err(|reason| ConfigError::InvalidValue {
+            key: "records.principals".into(),
+            origin: origin("records.principals"),
+            reason,
+        })?,
         None => PrincipalMap::default(),
     };
     let version = cfg.app.snapshot.version.clone().unwrap_or_else(|| icicle_core::time::iso8601(icicle_core::time::now_epoch()));

@@ -132,7 +132,12 @@ fn root_and_seed() -> Option<u64> {
         eprintln!("skipped: needs root to build trees owned by other users and to ask as them");
         return None;
     }
-    Some(std::env::var("ICICLE_ACCESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1)))
+    Some(
+        std::env::var("ICICLE_ACCESS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1)),
+    )
 }
 
 #[test]
@@ -194,7 +199,17 @@ fn as_gen_fs(root: &Path) -> icicle_testkit::gen::GenFs {
     while let Some((d, parent)) = stack.pop() {
         let m = std::fs::symlink_metadata(&d).unwrap();
         let i = fs.dirs.len();
-        fs.dirs.push(GenDir { path: name(&d), uid: m.uid(), gid: m.gid(), mode: m.mode(), atime: m.atime(), ctime: m.ctime(), mtime: m.mtime(), inode: m.ino(), parent });
+        fs.dirs.push(GenDir {
+            path: name(&d),
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode(),
+            atime: m.atime(),
+            ctime: m.ctime(),
+            mtime: m.mtime(),
+            inode: m.ino(),
+            parent,
+        });
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
         entries.sort();
         for p in entries {
@@ -204,7 +219,20 @@ fn as_gen_fs(root: &Path) -> icicle_testkit::gen::GenFs {
             } else {
                 let kind = icicle_core::record::FileKind::from_mode(m.mode());
                 let file = p.file_name().unwrap().to_str().unwrap().to_string();
-                fs.files.push(GenFile { dir: i, name: file, kind, mode: m.mode(), uid: m.uid(), gid: m.gid(), size: m.size(), atime: m.atime(), ctime: m.ctime(), mtime: m.mtime(), inode: m.ino(), target: None });
+                fs.files.push(GenFile {
+                    dir: i,
+                    name: file,
+                    kind,
+                    mode: m.mode(),
+                    uid: m.uid(),
+                    gid: m.gid(),
+                    size: m.size(),
+                    atime: m.atime(),
+                    ctime: m.ctime(),
+                    mtime: m.mtime(),
+                    inode: m.ino(),
+                    target: None,
+                });
             }
         }
     }
@@ -225,8 +253,8 @@ fn the_walk_publishes_each_record_to_exactly_whom_the_kernel_lets_see_it_with_ac
 /// Every source (only the walk reads ACLs: with `acls`, the walk alone on a tree where one
 /// object in three has an ACL) against the kernel, both rules.
 fn sources_against_the_kernel(acls: bool) {
-    use std::collections::{BTreeSet, HashMap};
     use icicle_testkit::gen::{self, Format};
+    use std::collections::{BTreeSet, HashMap};
     let Some(seed) = root_and_seed() else { return };
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -266,7 +294,15 @@ fn sources_against_the_kernel(acls: bool) {
     }
     std::fs::write(tmp.path().join("principals.tsv"), &principals).unwrap();
     let mut sources = vec![("walk", format!("type = \"walk\"\nroot = \"{}\"\npath_prefix = \"/t\"\n", root.display()))];
-    let layouts = if acls { Vec::new() } else { vec![(Format::Gufi, "gufi", "type = \"gufi\"\nindex = \"{d}\"\n"), (Format::Pwalk, "pwalk", "type = \"tsv\"\npaths = [\"{d}/pwalk.csv\"]\npreset = \"pwalk\"\n"), (Format::Mmapplypolicy, "mmapplypolicy", "type = \"mmapplypolicy\"\npaths = [\"{d}/list.allfiles\"]\n")] };
+    let layouts = if acls {
+        Vec::new()
+    } else {
+        vec![
+            (Format::Gufi, "gufi", "type = \"gufi\"\nindex = \"{d}\"\n"),
+            (Format::Pwalk, "pwalk", "type = \"tsv\"\npaths = [\"{d}/pwalk.csv\"]\npreset = \"pwalk\"\n"),
+            (Format::Mmapplypolicy, "mmapplypolicy", "type = \"mmapplypolicy\"\npaths = [\"{d}/list.allfiles\"]\n"),
+        ]
+    };
     let gfs = as_gen_fs(&root);
     for (fmt, name, section) in layouts {
         let d = tmp.path().join(format!("data-{name}"));
@@ -326,5 +362,9 @@ fn sources_against_the_kernel(acls: bool) {
     }
     let shown: Vec<&String> = failures.iter().take(12).chain(failures.last()).collect();
     assert!(failures.is_empty(), "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): {} disagreements, e.g.\n{shown:#?}", failures.len());
-    eprintln!("seed {seed}: {} files x {} sources x 2 policies (ACLs: {acls}): visible_to equals the kernel's answer for 8 principals", files.len(), sources.len());
+    eprintln!(
+        "seed {seed}: {} files x {} sources x 2 policies (ACLs: {acls}): visible_to equals the kernel's answer for 8 principals",
+        files.len(),
+        sources.len()
+    );
 }

@@ -16,13 +16,7 @@ fn run(tmp: &Path, source: &str, n: u32, aggregate: bool) -> (serde_json::Value,
     run_max(tmp, source, n, aggregate, 3)
 }
 
-fn run_max(
-    tmp: &Path,
-    source: &str,
-    n: u32,
-    aggregate: bool,
-    max: usize,
-) -> (serde_json::Value, PathBuf) {
+fn run_max(tmp: &Path, source: &str, n: u32, aggregate: bool, max: usize) -> (serde_json::Value, PathBuf) {
     let out = tmp.join(format!("out{n}"));
     let cfg = config(
         tmp,
@@ -79,10 +73,7 @@ fn write_rows(input: &Path, rows: &[usize]) {
 }
 
 fn tsv(input: &Path) -> String {
-    format!(
-        "type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"",
-        input.display()
-    )
+    format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", input.display())
 }
 
 #[test]
@@ -91,11 +82,7 @@ fn vanished_users_groups_and_prefixes_are_deleted_once() {
     let input = tmp.path().join("in.csv");
     write_rows(&input, &[0, 1, 2, 3, 4, 5, 6]);
     let (s, out) = run(tmp.path(), &tsv(&input), 1, true);
-    assert_eq!(
-        (s["created"].as_u64(), s["aggregates_deleted"].as_u64()),
-        (Some(7), Some(0)),
-        "{s}"
-    );
+    assert_eq!((s["created"].as_u64(), s["aggregates_deleted"].as_u64()), (Some(7), Some(0)), "{s}");
     let all = [
         "dir:/fs",
         "dir:/fs/a",
@@ -110,63 +97,21 @@ fn vanished_users_groups_and_prefixes_are_deleted_once() {
         "user:1001",
         "user:1002",
     ];
-    assert_eq!(
-        aggregate_subjects(&out),
-        all.iter().map(|s| s.to_string()).collect()
-    );
+    assert_eq!(aggregate_subjects(&out), all.iter().map(|s| s.to_string()).collect());
     assert!(deleted(&out).is_empty());
 
     write_rows(&input, &KEPT);
     let (s, out) = run(tmp.path(), &tsv(&input), 2, true);
-    assert_eq!(
-        deleted(&out),
-        sorted([
-            "/fs/a/x/f3",
-            "/fs/b/f4",
-            "/fs/c/z/f5",
-            "/fs/c/f6",
-            "user:1002",
-            "group:300",
-            "dir:/fs/c",
-            "dir:/fs/c/z"
-        ])
-    );
-    assert_eq!(
-        (
-            s["deleted"].as_u64(),
-            s["aggregates_deleted"].as_u64(),
-            s["aggregate_deletes_withheld"].as_u64()
-        ),
-        (Some(4), Some(4), Some(0)),
-        "{s}"
-    );
+    assert_eq!(deleted(&out), sorted(["/fs/a/x/f3", "/fs/b/f4", "/fs/c/z/f5", "/fs/c/f6", "user:1002", "group:300", "dir:/fs/c", "dir:/fs/c/z"]));
+    assert_eq!((s["deleted"].as_u64(), s["aggregates_deleted"].as_u64(), s["aggregate_deletes_withheld"].as_u64()), (Some(4), Some(4), Some(0)), "{s}");
     // The aggregates that still exist are re-sent (recomputed), the vanished ones are not.
-    let left = [
-        "dir:/fs",
-        "dir:/fs/a",
-        "dir:/fs/a/x",
-        "dir:/fs/a/y",
-        "dir:/fs/b",
-        "group:100",
-        "user:1000",
-        "user:1001",
-    ];
-    assert_eq!(
-        aggregate_subjects(&out),
-        left.iter().map(|s| s.to_string()).collect()
-    );
+    let left = ["dir:/fs", "dir:/fs/a", "dir:/fs/a/x", "dir:/fs/a/y", "dir:/fs/b", "group:100", "user:1000", "user:1001"];
+    assert_eq!(aggregate_subjects(&out), left.iter().map(|s| s.to_string()).collect());
 
     let (s, out) = run(tmp.path(), &tsv(&input), 3, true);
     assert!(deleted(&out).is_empty(), "{:?}", deleted(&out));
-    assert_eq!(
-        (s["deleted"].as_u64(), s["aggregates_deleted"].as_u64()),
-        (Some(0), Some(0)),
-        "{s}"
-    );
-    assert_eq!(
-        aggregate_subjects(&out),
-        left.iter().map(|s| s.to_string()).collect()
-    );
+    assert_eq!((s["deleted"].as_u64(), s["aggregates_deleted"].as_u64()), (Some(0), Some(0)), "{s}");
+    assert_eq!(aggregate_subjects(&out), left.iter().map(|s| s.to_string()).collect());
 }
 
 #[test]
@@ -177,25 +122,14 @@ fn a_manifest_without_aggregate_subjects_deletes_no_aggregates() {
     run(tmp.path(), &tsv(&input), 1, true);
     // A manifest written before aggregate subjects were remembered has only its parts.
     let manifest = current_manifest(&tmp.path().join("state"));
-    let extra: Vec<PathBuf> = std::fs::read_dir(&manifest)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_none_or(|e| e != "tsv"))
-        .collect();
+    let extra: Vec<PathBuf> = std::fs::read_dir(&manifest).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_none_or(|e| e != "tsv")).collect();
     assert_eq!(extra, vec![manifest.join("pipeline-aggregate.jsonl")]);
     std::fs::remove_file(&extra[0]).unwrap();
 
     write_rows(&input, &KEPT);
     let (s, out) = run(tmp.path(), &tsv(&input), 2, true);
-    assert_eq!(
-        deleted(&out),
-        sorted(["/fs/a/x/f3", "/fs/b/f4", "/fs/c/z/f5", "/fs/c/f6"])
-    );
-    assert_eq!(
-        (s["unchanged"].as_u64(), s["aggregates_deleted"].as_u64()),
-        (Some(3), Some(0)),
-        "{s}"
-    );
+    assert_eq!(deleted(&out), sorted(["/fs/a/x/f3", "/fs/b/f4", "/fs/c/z/f5", "/fs/c/f6"]));
+    assert_eq!((s["unchanged"].as_u64(), s["aggregates_deleted"].as_u64()), (Some(3), Some(0)), "{s}");
     // From now on the aggregates are remembered: /fs/b goes next.
     write_rows(&input, &[0, 1]);
     let (_, out) = run(tmp.path(), &tsv(&input), 3, true);
@@ -211,22 +145,12 @@ fn a_run_without_the_aggregate_pipeline_keeps_its_subjects() {
     write_rows(&input, &KEPT);
     // Aggregates off: only the primary records are compared.
     let (s, out) = run(tmp.path(), &tsv(&input), 2, false);
-    assert_eq!(
-        deleted(&out),
-        sorted(["/fs/a/x/f3", "/fs/b/f4", "/fs/c/z/f5", "/fs/c/f6"])
-    );
+    assert_eq!(deleted(&out), sorted(["/fs/a/x/f3", "/fs/b/f4", "/fs/c/z/f5", "/fs/c/f6"]));
     assert_eq!(s["aggregates_deleted"], 0, "{s}");
     // On again: the aggregates of the last run that had them are compared.
     let (s, out) = run(tmp.path(), &tsv(&input), 3, true);
-    assert_eq!(
-        deleted(&out),
-        sorted(["user:1002", "group:300", "dir:/fs/c", "dir:/fs/c/z"])
-    );
-    assert_eq!(
-        (s["deleted"].as_u64(), s["aggregates_deleted"].as_u64()),
-        (Some(0), Some(4)),
-        "{s}"
-    );
+    assert_eq!(deleted(&out), sorted(["user:1002", "group:300", "dir:/fs/c", "dir:/fs/c/z"]));
+    assert_eq!((s["deleted"].as_u64(), s["aggregates_deleted"].as_u64()), (Some(0), Some(4)), "{s}");
 }
 
 /// Aggregates of prefixes down to this depth in the generated tree (home directories are at 3).
@@ -275,62 +199,26 @@ fn unreadable_inputs_withhold_aggregate_deletes() {
     // exists only through D's own database. P: a prefix of depth 2 away from D, removed entirely.
     // U: a user, all of whose files are removed.
     let depth = |d: &str| d.split('/').filter(|c| !c.is_empty()).count();
-    let dirs_with_files: BTreeSet<&str> = fs
-        .files
-        .iter()
-        .map(|f| fs.dirs[f.dir].path.as_str())
-        .collect();
+    let dirs_with_files: BTreeSet<&str> = fs.files.iter().map(|f| fs.dirs[f.dir].path.as_str()).collect();
     let d = dirs_with_files
         .iter()
         .copied()
-        .find(|d| {
-            depth(d) >= 3
-                && depth(d) <= MAX
-                && dirs_with_files.iter().all(|o| o == d || !under(o, d))
-        })
+        .find(|d| depth(d) >= 3 && depth(d) <= MAX && dirs_with_files.iter().all(|o| o == d || !under(o, d)))
         .expect("a leaf directory of depth 3 to MAX")
         .to_string();
     let p = dirs_with_files
         .iter()
         .filter(|o| depth(o) >= 2)
-        .map(|o| {
-            format!(
-                "/{}",
-                o.split('/')
-                    .filter(|c| !c.is_empty())
-                    .take(2)
-                    .collect::<Vec<_>>()
-                    .join("/")
-            )
-        })
+        .map(|o| format!("/{}", o.split('/').filter(|c| !c.is_empty()).take(2).collect::<Vec<_>>().join("/")))
         .find(|p| !under(&d, p))
         .expect("a prefix of depth 2 away from D");
-    let u = fs
-        .files
-        .iter()
-        .map(|f| f.uid)
-        .find(|u| {
-            fs.files
-                .iter()
-                .any(|f| f.uid == *u && under(&fs.dirs[f.dir].path, &d))
-        })
-        .unwrap();
+    let u = fs.files.iter().map(|f| f.uid).find(|u| fs.files.iter().any(|f| f.uid == *u && under(&fs.dirs[f.dir].path, &d))).unwrap();
     let mut fs2 = fs.clone();
-    fs2.files
-        .retain(|f| f.uid != u && !under(&fs.dirs[f.dir].path, &p));
-    let removed: Vec<String> = fs
-        .files
-        .iter()
-        .filter(|f| f.uid == u || under(&fs.dirs[f.dir].path, &p))
-        .map(|f| fs.path(f))
-        .collect();
+    fs2.files.retain(|f| f.uid != u && !under(&fs.dirs[f.dir].path, &p));
+    let removed: Vec<String> = fs.files.iter().filter(|f| f.uid == u || under(&fs.dirs[f.dir].path, &p)).map(|f| fs.path(f)).collect();
     assert!(!removed.is_empty());
     write(&fs2);
-    std::fs::write(
-        data.join(d.trim_start_matches('/')).join("db.db"),
-        "garbage",
-    )
-    .unwrap();
+    std::fs::write(data.join(d.trim_start_matches('/')).join("db.db"), "garbage").unwrap();
 
     let (s, out) = run_max(tmp.path(), &source, 2, true, MAX);
     assert_eq!(s["rejects"], 1, "{s}");
@@ -338,29 +226,14 @@ fn unreadable_inputs_withhold_aggregate_deletes() {
     assert_eq!(aggregate_subjects(&out), present);
     let gone: BTreeSet<&String> = first.difference(&present).collect();
     // Users and groups may have files anywhere; prefixes only where they meet D.
-    let (withheld, deleted_aggs): (Vec<&String>, Vec<&String>) = gone.iter().partition(|s| {
-        s.strip_prefix("dir:")
-            .is_none_or(|x| under(x, &d) || under(&d, x))
-    });
+    let (withheld, deleted_aggs): (Vec<&String>, Vec<&String>) = gone.iter().partition(|s| s.strip_prefix("dir:").is_none_or(|x| under(x, &d) || under(&d, x)));
     assert!(withheld.contains(&&format!("user:{u}")), "{withheld:?}");
     assert!(withheld.contains(&&format!("dir:{d}")), "{withheld:?}");
-    assert!(
-        deleted_aggs.contains(&&format!("dir:{p}")),
-        "{deleted_aggs:?}"
-    );
-    let primary = removed
-        .iter()
-        .filter(|r| !under(r, &d))
-        .map(|r| subject_for(r).into_owned());
+    assert!(deleted_aggs.contains(&&format!("dir:{p}")), "{deleted_aggs:?}");
+    let primary = removed.iter().filter(|r| !under(r, &d)).map(|r| subject_for(r).into_owned());
+    assert_eq!(deleted(&out), sorted(primary.chain(deleted_aggs.iter().map(|s| s.to_string()))));
     assert_eq!(
-        deleted(&out),
-        sorted(primary.chain(deleted_aggs.iter().map(|s| s.to_string())))
-    );
-    assert_eq!(
-        (
-            s["aggregates_deleted"].as_u64(),
-            s["aggregate_deletes_withheld"].as_u64()
-        ),
+        (s["aggregates_deleted"].as_u64(), s["aggregate_deletes_withheld"].as_u64()),
         (Some(deleted_aggs.len() as u64), Some(withheld.len() as u64)),
         "{s}"
     );
@@ -371,15 +244,8 @@ fn unreadable_inputs_withhold_aggregate_deletes() {
     assert_eq!(s["rejects"], 0, "{s}");
     let now = expected_subjects(&fs2, None);
     assert_eq!(aggregate_subjects(&out), now);
-    let hidden = removed
-        .iter()
-        .filter(|r| under(r, &d))
-        .map(|r| subject_for(r).into_owned());
-    let really_gone: Vec<String> = withheld
-        .iter()
-        .filter(|s| !now.contains(**s))
-        .map(|s| s.to_string())
-        .collect();
+    let hidden = removed.iter().filter(|r| under(r, &d)).map(|r| subject_for(r).into_owned());
+    let really_gone: Vec<String> = withheld.iter().filter(|s| !now.contains(**s)).map(|s| s.to_string()).collect();
     assert!(really_gone.contains(&format!("user:{u}")));
     assert_eq!(deleted(&out), sorted(hidden.chain(really_gone)));
 

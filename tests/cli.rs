@@ -153,7 +153,8 @@ fn every_example_config_runs_on_demo_data() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{}: {stderr}", p.display());
         if let Some((emu, index)) = &emulator {
-            let got = icicle_testkit::globus::block_on(icicle_testkit::globus::Client::new(&format!("http://{}", emu.addr), "example-token").scroll_all(index)).unwrap();
+            let got = icicle_testkit::globus::block_on(icicle_testkit::globus::Client::new(&format!("http://{}", emu.addr), "example-token").scroll_all(index))
+                .unwrap();
             assert_eq!(got.len(), 800, "{}", p.display());
         }
         let stdout = String::from_utf8_lossy(&out.stdout);

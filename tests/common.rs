@@ -16,11 +16,7 @@ pub fn icicle(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
         cmd.env(k, v);
     }
     let out = cmd.output().expect("run icicle");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// Write a config file.
@@ -46,10 +42,7 @@ pub fn ingested(dir: &Path) -> BTreeMap<String, Value> {
         assert_eq!(doc["ingest_type"], "GMetaList");
         for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
             let path = e["content"]["path"].as_str().unwrap().to_string();
-            assert!(
-                out.insert(path.clone(), e.clone()).is_none(),
-                "duplicate record {path}"
-            );
+            assert!(out.insert(path.clone(), e.clone()).is_none(), "duplicate record {path}");
         }
     }
     out
@@ -58,10 +51,7 @@ pub fn ingested(dir: &Path) -> BTreeMap<String, Value> {
 /// The documents with `prefix` in a file sink directory, in file-name order, with sizes.
 pub fn documents(dir: &Path, prefix: &str) -> Vec<(u64, Value)> {
     let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
-            .collect(),
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix)).collect(),
         Err(_) => Vec::new(),
     };
     files.sort();
@@ -84,14 +74,7 @@ pub fn current_manifest(state: &Path) -> PathBuf {
 pub fn deleted(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = documents(dir, "delete-")
         .into_iter()
-        .flat_map(|(_, d)| {
-            d["subjects"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_str().unwrap().to_string())
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|(_, d)| d["subjects"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>())
         .collect();
     v.sort();
     v
@@ -124,19 +107,9 @@ pub fn walk_snapshot_with(tmp: &Path, root: &Path, name: &str, records: &str) ->
 
 /// Apply a file sink's documents, in their sequence order, to `index`.
 pub fn apply(index: &mut BTreeMap<String, Value>, dir: &Path) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|e| e == "json"));
-    files.sort_by_key(|p| {
-        p.file_name()
-            .unwrap()
-            .to_string_lossy()
-            .split('-')
-            .nth(1)
-            .unwrap_or("")
-            .to_string()
-    });
+    files.sort_by_key(|p| p.file_name().unwrap().to_string_lossy().split('-').nth(1).unwrap_or("").to_string());
     for f in files {
         let doc: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
         if let Some(subjects) = doc["subjects"].as_array() {
@@ -145,10 +118,7 @@ pub fn apply(index: &mut BTreeMap<String, Value>, dir: &Path) {
             }
         } else {
             for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
-                index.insert(
-                    e["content"]["path"].as_str().unwrap().to_string(),
-                    e.clone(),
-                );
+                index.insert(e["content"]["path"].as_str().unwrap().to_string(), e.clone());
             }
         }
     }
@@ -160,37 +130,17 @@ pub fn comparable(index: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
         .iter()
         .map(|(p, e)| {
             let c = &e["content"];
-            (
-                p.clone(),
-                serde_json::json!([
-                    c["type"], c["size"], c["uid"], c["gid"], c["mode"], c["mtime"], c["ctime"]
-                ]),
-            )
+            (p.clone(), serde_json::json!([c["type"], c["size"], c["uid"], c["gid"], c["mode"], c["mtime"], c["ctime"]]))
         })
         .collect()
 }
 
 /// Paths missing from, extra in, and different in the index compared with the fresh snapshot.
-pub fn compare(
-    index: &BTreeMap<String, Value>,
-    fresh: &BTreeMap<String, Value>,
-) -> (Vec<String>, Vec<String>, Vec<String>) {
+pub fn compare(index: &BTreeMap<String, Value>, fresh: &BTreeMap<String, Value>) -> (Vec<String>, Vec<String>, Vec<String>) {
     let (got, want) = (comparable(index), comparable(fresh));
-    let missing = want
-        .keys()
-        .filter(|k| !got.contains_key(*k))
-        .cloned()
-        .collect();
-    let extra = got
-        .keys()
-        .filter(|k| !want.contains_key(*k))
-        .cloned()
-        .collect();
-    let differ = want
-        .keys()
-        .filter(|k| got.get(*k).is_some_and(|g| g != &want[*k]))
-        .cloned()
-        .collect();
+    let missing = want.keys().filter(|k| !got.contains_key(*k)).cloned().collect();
+    let extra = got.keys().filter(|k| !want.contains_key(*k)).cloned().collect();
+    let differ = want.keys().filter(|k| got.get(*k).is_some_and(|g| g != &want[*k])).cloned().collect();
     (missing, extra, differ)
 }
 
@@ -207,16 +157,10 @@ pub fn test_dir() -> tempfile::TempDir {
 /// The workload seed: random in every run (printed, so a failing test's output names it);
 /// `ICICLE_TEST_SEED=N` replays one.
 pub fn test_seed() -> u64 {
-    let seed = std::env::var("ICICLE_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos() as u64 ^ d.as_secs())
-                .unwrap_or(7);
-            nanos % 1_000_000
-        });
+    let seed = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64 ^ d.as_secs()).unwrap_or(7);
+        nanos % 1_000_000
+    });
     eprintln!("workload seed {seed} (replay with ICICLE_TEST_SEED={seed})");
     seed
 }
@@ -224,11 +168,7 @@ pub fn test_seed() -> u64 {
 /// `files` objects that predate monitoring under `tmp/fs` (journal `tmp/lfs/changelog`), and
 /// the index a snapshot of them gives (written to `tmp/before`): where every monitor test
 /// starts. Returns (root, journal, index).
-pub fn preexisting_fs(
-    tmp: &Path,
-    files: usize,
-    seed: u64,
-) -> (PathBuf, PathBuf, BTreeMap<String, Value>) {
+pub fn preexisting_fs(tmp: &Path, files: usize, seed: u64) -> (PathBuf, PathBuf, BTreeMap<String, Value>) {
     let root = tmp.join("fs");
     let journal = tmp.join("lfs/changelog");
     let mut w = icicle_testkit::lustre::Workload::open(&root, &journal, seed).unwrap();
@@ -240,10 +180,7 @@ pub fn preexisting_fs(
 
 /// How many times the crash tests kill the monitor (`ICICLE_TEST_KILLS`, default 6).
 pub fn test_kills() -> u32 {
-    std::env::var("ICICLE_TEST_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(6)
+    std::env::var("ICICLE_TEST_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(6)
 }
 
 /// Start `icicle monitor -c cfg`, let it work for `min_ms` plus a random part of `spread_ms`
@@ -260,12 +197,8 @@ pub fn run_monitor_then_kill(cfg: &Path, rng: &mut u64, min_ms: u64, spread_ms: 
         .stderr(stderr)
         .spawn()
         .unwrap();
-    *rng = rng
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    std::thread::sleep(std::time::Duration::from_millis(
-        min_ms + (*rng >> 33) % spread_ms,
-    ));
+    *rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    std::thread::sleep(std::time::Duration::from_millis(min_ms + (*rng >> 33) % spread_ms));
     child.kill().unwrap();
     child.wait().unwrap();
 }
@@ -276,5 +209,7 @@ pub fn kafka() -> String {
         return k;
     }
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr");
-    std::fs::read_to_string(&f).map(|s| s.trim().to_string()).unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
+    std::fs::read_to_string(&f)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
 }

@@ -90,11 +90,22 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
     assert!(out.status.success(), "prometheus_client rejected /metrics: {}\n{body}", String::from_utf8_lossy(&out.stderr));
     let fams: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = fams.as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-    for want in ["icicle_records_in", "icicle_records_out", "icicle_reduce", "icicle_batches", "icicle_state_entries", "icicle_changelog_lag", "icicle_sink_batches", "icicle_process_resident_bytes"] {
+    for want in [
+        "icicle_records_in",
+        "icicle_records_out",
+        "icicle_reduce",
+        "icicle_batches",
+        "icicle_state_entries",
+        "icicle_changelog_lag",
+        "icicle_sink_batches",
+        "icicle_process_resident_bytes",
+    ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
     let sample = |fam: &str, labels: serde_json::Value| -> f64 {
-        fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap()["samples"].as_array().unwrap().iter().find(|s| s[1] == labels).unwrap()[2].as_f64().unwrap()
+        fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap()["samples"].as_array().unwrap().iter().find(|s| s[1] == labels).unwrap()[2]
+            .as_f64()
+            .unwrap()
     };
     assert_eq!(sample("icicle_records_in", serde_json::json!({"component": "mdt0"})), records as f64);
     assert_eq!(sample("icicle_changelog_lag", serde_json::json!({"component": "mdt0", "mdt": "fs0-MDT0000"})), 0.0);
@@ -203,4 +214,3 @@ fn without_a_terminal_the_dashboard_writes_log_lines() {
     child.kill().unwrap();
     let _ = child.wait();
 }
-

@@ -203,10 +203,12 @@ fn terms(values: impl Iterator<Item = Value>) -> Vec<(Value, u64)> {
         m.entry(v.to_string()).or_insert_with(|| (v.clone(), 0)).1 += 1;
     }
     let mut l: Vec<(Value, u64)> = m.into_values().collect();
-    l.sort_by(|(a, x), (b, y)| y.cmp(x).then_with(|| match (a.as_i64(), b.as_i64()) {
-        (Some(a), Some(b)) => a.cmp(&b),
-        _ => a.as_str().cmp(&b.as_str()),
-    }));
+    l.sort_by(|(a, x), (b, y)| {
+        y.cmp(x).then_with(|| match (a.as_i64(), b.as_i64()) {
+            (Some(a), Some(b)) => a.cmp(&b),
+            _ => a.as_str().cmp(&b.as_str()),
+        })
+    });
     l
 }
 
@@ -266,7 +268,10 @@ fn facets_count_exactly() {
     let high = *sizes.iter().filter(|s| **s > 0 && **s % 4 == 0).min_by_key(|s| (**s - q1).abs()).unwrap();
     let w = high / 4;
     let want: Vec<(Value, u64)> = (0..4).map(|i| (json!(i * w), sizes.iter().filter(|s| (i * w..(i + 1) * w).contains(*s)).count() as u64)).collect();
-    let res = search(RO, all(json!({"limit": 0, "facets": [{"field_name": "size", "type": "numeric_histogram", "size": 4, "histogram_range": {"low": 0, "high": high}}]})));
+    let res = search(
+        RO,
+        all(json!({"limit": 0, "facets": [{"field_name": "size", "type": "numeric_histogram", "size": 4, "histogram_range": {"low": 0, "high": high}}]})),
+    );
     assert_eq!(buckets(&res, 0), want);
     assert!(want.iter().filter(|(_, n)| *n > 0).count() >= 2, "{want:?}");
 }
@@ -390,7 +395,8 @@ fn results_show_entries_visible_to_the_caller() {
     let f = fixture();
     let admin = client();
     // Public entries next to the snapshot's owner/group-visible records.
-    let public: Vec<Value> = (0..3).map(|i| json!({"subject": format!("/public/p{i}"), "visible_to": ["public"], "content": {"name": format!("p{i}"), "size": i}})).collect();
+    let public: Vec<Value> =
+        (0..3).map(|i| json!({"subject": format!("/public/p{i}"), "visible_to": ["public"], "content": {"name": format!("p{i}"), "size": i}})).collect();
     let task = block_on(admin.ingest(VIS, &json!({"ingest_type": "GMetaList", "ingest_data": {"gmeta": public}}))).unwrap();
     assert_eq!(block_on(admin.wait_task(&task)).unwrap()["state"], "SUCCESS");
     let public: Vec<String> = (0..3).map(|i| format!("/public/p{i}")).collect();
@@ -437,7 +443,8 @@ fn delete_by_query_and_entry_deletes_apply_to_matching_entries() {
     let (status, _) = refused(block_on(c.delete_by_query(RW, &json!({"q": "*", "sort": [{"field_name": "size"}]}))));
     assert_eq!(status, 400);
     let before = block_on(c.stats()).unwrap()["tasks_created"].as_u64().unwrap();
-    let task = block_on(c.delete_by_query(RW, &json!({"q": "*", "filters": [{"type": "range", "field_name": "size", "values": [{"from": "*", "to": cut}]}]}))).unwrap();
+    let task = block_on(c.delete_by_query(RW, &json!({"q": "*", "filters": [{"type": "range", "field_name": "size", "values": [{"from": "*", "to": cut}]}]})))
+        .unwrap();
     assert_eq!(block_on(c.stats()).unwrap()["tasks_created"].as_u64(), Some(before + 1));
     assert_eq!(block_on(c.wait_task(&task)).unwrap()["state"], "SUCCESS");
     let mut want = expected(|c| int(c, "size") > cut);
@@ -538,4 +545,3 @@ fn each_limit_is_refused_with_nothing_applied() {
     assert_eq!(accepted(&c, &list(vec![entry("/new", json!({"brand_new": 1}))]))["state"], "FAILED");
     assert_eq!(accepted(&c, &list(vec![entry("/old", json!({"f7": 1, "a": 5}))]))["state"], "SUCCESS");
 }
-

@@ -28,10 +28,7 @@ const CLIENT_SECRET: &str = "csec-Hj7Lm2Qp9Ws4Xz6V";
 
 fn testkit() -> PathBuf {
     let p = Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
-    assert!(
-        p.exists(),
-        "build icicle-testkit first (cargo build --workspace)"
-    );
+    assert!(p.exists(), "build icicle-testkit first (cargo build --workspace)");
     p
 }
 
@@ -53,11 +50,7 @@ fn client_sink(emu: &Emulator) -> String {
     )
 }
 
-const ENV: [(&str, &str); 3] = [
-    ("ICICLE_TEST_GLOBUS_TOKEN", TOKEN),
-    ("ICICLE_TEST_GLOBUS_SECRET", CLIENT_SECRET),
-    ("RUST_LOG", "debug"),
-];
+const ENV: [(&str, &str); 3] = [("ICICLE_TEST_GLOBUS_TOKEN", TOKEN), ("ICICLE_TEST_GLOBUS_SECRET", CLIENT_SECRET), ("RUST_LOG", "debug")];
 
 fn run_snapshot(cfg: &Path) -> (i32, Value, String) {
     let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &ENV);
@@ -73,21 +66,9 @@ fn assert_no_secrets(text: &str) {
 
 /// The `key=value` field of the sink's closing log line.
 fn logged(err: &str, key: &str) -> u64 {
-    let line = err
-        .lines()
-        .find(|l| l.contains("Globus sink closed"))
-        .unwrap_or_else(|| panic!("no closing line in\n{err}"));
-    let at = line
-        .find(&format!(" {key}="))
-        .unwrap_or_else(|| panic!("no {key} in {line}"))
-        + key.len()
-        + 2;
-    line[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let line = err.lines().find(|l| l.contains("Globus sink closed")).unwrap_or_else(|| panic!("no closing line in\n{err}"));
+    let at = line.find(&format!(" {key}=")).unwrap_or_else(|| panic!("no {key} in {line}")) + key.len() + 2;
+    line[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
 
 /// A file sink directory's index keyed by subject: (visible_to, content).
@@ -95,10 +76,7 @@ fn file_index(dir: &Path) -> BTreeMap<String, (Value, Value)> {
     let mut out = BTreeMap::new();
     for (_, doc) in documents(dir, "ingest-") {
         for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
-            out.insert(
-                e["subject"].as_str().unwrap().to_string(),
-                (e["visible_to"].clone(), e["content"].clone()),
-            );
+            out.insert(e["subject"].as_str().unwrap().to_string(), (e["visible_to"].clone(), e["content"].clone()));
         }
     }
     for s in deleted(dir) {
@@ -146,50 +124,27 @@ fn snapshot_index_equals_the_file_sink_with_client_credentials_rate_limit_and_fa
     );
     let (code, summary, err) = run_snapshot(&cfg);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        summary["records"].as_u64(),
-        Some(fs.files.len() as u64),
-        "{summary}"
-    );
+    assert_eq!(summary["records"].as_u64(), Some(fs.files.len() as u64), "{summary}");
     assert!(summary["batches"].as_u64().unwrap() >= 5, "{summary}");
     let stats = block_on(Client::new(&emu.url(), TOKEN).stats()).unwrap();
     // Every 429 and 503 the emulator answered was retried, and the sink counted each.
-    let (limited, injected) = (
-        stats["rate_limited"].as_u64().unwrap(),
-        stats["injected_failures"].as_u64().unwrap(),
-    );
+    let (limited, injected) = (stats["rate_limited"].as_u64().unwrap(), stats["injected_failures"].as_u64().unwrap());
     assert!(limited > 0 && injected > 0, "{stats}");
-    assert_eq!(
-        logged(&err, "retries"),
-        limited + injected,
-        "{stats}\n{err}"
-    );
+    assert_eq!(logged(&err, "retries"), limited + injected, "{stats}\n{err}");
     assert_eq!(logged(&err, "token_fetches"), 1);
     assert_eq!(stats["tokens_issued"], 1);
-    assert_eq!(
-        logged(&err, "tasks"),
-        stats["tasks_created"].as_u64().unwrap()
-    );
+    assert_eq!(logged(&err, "tasks"), stats["tasks_created"].as_u64().unwrap());
     assert_eq!(stats["tasks_created"].as_u64(), summary["batches"].as_u64());
     // Read back through the public API: exactly the file sink's subjects and contents.
     let want = file_index(&out);
     assert_eq!(want.len(), fs.files.len());
     let scrolled = block_on(Client::new(&emu.url(), TOKEN).scroll_all(INDEX)).unwrap();
     assert_eq!(scrolled.len(), fs.files.len());
-    let want_content: BTreeMap<String, Value> = want
-        .iter()
-        .map(|(s, (_, c))| (s.clone(), c.clone()))
-        .collect();
-    assert!(
-        scrolled == want_content,
-        "the index differs from the file sink's documents"
-    );
+    let want_content: BTreeMap<String, Value> = want.iter().map(|(s, (_, c))| (s.clone(), c.clone())).collect();
+    assert!(scrolled == want_content, "the index differs from the file sink's documents");
     // ... and the same visible_to (the emulator's dump shows it).
     assert!(emulator_index(&emu) == want);
-    assert!(
-        want.keys().any(|s| s.starts_with("icicle:sha256:")),
-        "the generator's long paths give hashed subjects"
-    );
+    assert!(want.keys().any(|s| s.starts_with("icicle:sha256:")), "the generator's long paths give hashed subjects");
 }
 
 #[test]
@@ -206,10 +161,7 @@ fn a_versioned_second_run_deletes_the_removed_files_from_the_index() {
     let token_file = tmp.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let out = tmp.path().join("out");
-    let sink = token_sink(&emu, INDEX).replace(
-        "token_env = \"ICICLE_TEST_GLOBUS_TOKEN\"",
-        &format!("token_file = \"{}\"", token_file.display()),
-    );
+    let sink = token_sink(&emu, INDEX).replace("token_env = \"ICICLE_TEST_GLOBUS_TOKEN\"", &format!("token_file = \"{}\"", token_file.display()));
     let cfg = config(
         tmp.path(),
         "v.toml",
@@ -233,40 +185,20 @@ fn a_versioned_second_run_deletes_the_removed_files_from_the_index() {
     std::fs::write(root.join("d0/f0.txt"), b"now longer").unwrap();
     let (code, s2, err) = run_snapshot(&cfg);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        (
-            s2["deleted"].as_u64(),
-            s2["updated"].as_u64(),
-            s2["delete_batches"].as_u64()
-        ),
-        (Some(10), Some(1), Some(1)),
-        "{s2}"
-    );
+    assert_eq!((s2["deleted"].as_u64(), s2["updated"].as_u64(), s2["delete_batches"].as_u64()), (Some(10), Some(1), Some(1)), "{s2}");
     let got = block_on(client.scroll_all(INDEX)).unwrap();
     assert_eq!(got.len(), 30);
     for f in 0..10 {
         let subject = format!("/proj/d2/f{f}.txt");
         assert!(!got.contains_key(&subject));
-        assert!(
-            block_on(client.subject(INDEX, &subject)).unwrap().is_none(),
-            "{subject} still answers"
-        );
+        assert!(block_on(client.subject(INDEX, &subject)).unwrap().is_none(), "{subject} still answers");
     }
     assert_eq!(got["/proj/d0/f0.txt"]["size"], 10);
-    let want: BTreeMap<String, Value> = file_index(&out)
-        .into_iter()
-        .map(|(s, (_, c))| (s, c))
-        .collect();
-    assert!(
-        got == want,
-        "the index differs from the file sink's documents"
-    );
+    let want: BTreeMap<String, Value> = file_index(&out).into_iter().map(|(s, (_, c))| (s, c)).collect();
+    assert!(got == want, "the index differs from the file sink's documents");
     // The delete went out as one batch_delete_by_subject task.
     let tasks = block_on(client.task_list(INDEX)).unwrap();
-    assert_eq!(
-        tasks.len() as u64,
-        s1["batches"].as_u64().unwrap() + s2["batches"].as_u64().unwrap() + 1
-    );
+    assert_eq!(tasks.len() as u64, s1["batches"].as_u64().unwrap() + s2["batches"].as_u64().unwrap() + 1);
     assert!(tasks.iter().all(|t| t["state"] == "SUCCESS"));
 }
 
@@ -286,54 +218,25 @@ fn permanent_failures_name_the_sink_and_the_status() {
     );
     // An index that does not exist.
     let other = "0f5c3a52-7d6e-4a8b-9c1d-000000000000";
-    let cfg = config(
-        tmp.path(),
-        "a.toml",
-        &format!("{base}{}", token_sink(&emu, other)),
-    );
+    let cfg = config(tmp.path(), "a.toml", &format!("{base}{}", token_sink(&emu, other)));
     let (code, _, err) = run_snapshot(&cfg);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("globus:") && err.contains("HTTP 404") && err.contains(other),
-        "{err}"
-    );
+    assert!(err.contains("globus:") && err.contains("HTTP 404") && err.contains(other), "{err}");
     // A token the service refuses.
-    let cfg = config(
-        tmp.path(),
-        "b.toml",
-        &format!("{base}{}", token_sink(&emu, INDEX)),
-    );
-    let (code, _, err) = icicle(
-        &["snapshot", "-c", cfg.to_str().unwrap()],
-        &[
-            ("ICICLE_TEST_GLOBUS_TOKEN", "not-the-token"),
-            ("RUST_LOG", "debug"),
-        ],
-    );
+    let cfg = config(tmp.path(), "b.toml", &format!("{base}{}", token_sink(&emu, INDEX)));
+    let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_GLOBUS_TOKEN", "not-the-token"), ("RUST_LOG", "debug")]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("globus:") && err.contains("HTTP 401"), "{err}");
     assert!(!err.contains("not-the-token"), "{err}");
     // Client credentials Globus Auth refuses (the emulator knows another secret).
-    let cfg = config(
-        tmp.path(),
-        "c.toml",
-        &format!("{base}{}", client_sink(&emu)),
-    );
+    let cfg = config(tmp.path(), "c.toml", &format!("{base}{}", client_sink(&emu)));
     let (code, _, err) = run_snapshot(&cfg);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("globus:")
-            && err.contains("HTTP 401: invalid_client")
-            && err.contains(CLIENT_ID),
-        "{err}"
-    );
+    assert!(err.contains("globus:") && err.contains("HTTP 401: invalid_client") && err.contains(CLIENT_ID), "{err}");
     // A missing secret names the key and the variable.
     let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
-    assert!(
-        err.contains("sinks.globus.client_secret_env") && err.contains("ICICLE_TEST_GLOBUS_SECRET"),
-        "{err}"
-    );
+    assert!(err.contains("sinks.globus.client_secret_env") && err.contains("ICICLE_TEST_GLOBUS_SECRET"), "{err}");
     // Nothing was ingested.
     let stats = block_on(Client::new(&emu.url(), TOKEN).stats()).unwrap();
     assert_eq!(stats["tasks_created"], 0, "{stats}");
@@ -356,13 +259,7 @@ fn monitor_config(tmp: &Path, root: &Path, journal: &Path, sinks: &str) -> PathB
 }
 
 fn cleared(tmp: &Path) -> u64 {
-    std::fs::read_to_string(tmp.join("lfs/changelog.users"))
-        .unwrap()
-        .trim()
-        .strip_prefix("cl1 ")
-        .unwrap()
-        .parse()
-        .unwrap()
+    std::fs::read_to_string(tmp.join("lfs/changelog.users")).unwrap().trim().strip_prefix("cl1 ").unwrap().parse().unwrap()
 }
 
 #[test]
@@ -374,70 +271,40 @@ fn the_lustre_monitor_acknowledges_only_what_globus_published() {
     w.run(Kind::Filebench, 100, "/fb").unwrap();
     w.run(Kind::EvalPerf, 60, "/work").unwrap();
     drop(w);
-    let last: u64 = std::fs::read_to_string(&journal)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let last: u64 = std::fs::read_to_string(&journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().parse().unwrap();
     let mut o = Options::new(INDEX, TOKEN);
     o.fail_task_every = Some(3);
     let emu = Emulator::start(o).unwrap();
 
     // A refused token: nothing delivered, nothing acknowledged, no checkpoint.
     let cfg = monitor_config(tmp.path(), &root, &journal, &token_sink(&emu, INDEX));
-    let (code, _, err) = icicle(
-        &["monitor", "--drain", "-c", cfg.to_str().unwrap()],
-        &[
-            ("ICICLE_TEST_GLOBUS_TOKEN", "wrong-token-value"),
-            ("RUST_LOG", "debug"),
-        ],
-    );
+    let (code, _, err) =
+        icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_GLOBUS_TOKEN", "wrong-token-value"), ("RUST_LOG", "debug")]);
     assert_ne!(code, 0);
     assert!(err.contains("globus:") && err.contains("HTTP 401"), "{err}");
     assert!(!err.contains("wrong-token-value"), "{err}");
     assert_eq!(cleared(tmp.path()), 0);
-    assert!(!tmp
-        .path()
-        .join("state/fs0-MDT0000.checkpoint.json")
-        .exists());
+    assert!(!tmp.path().join("state/fs0-MDT0000.checkpoint.json").exists());
 
     // Every third task FAILS: each run stops at one, having acknowledged exactly the batches
     // before it; runs go on until everything is published.
     let out = tmp.path().join("out");
-    let sinks = format!(
-        "{}[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n",
-        token_sink(&emu, INDEX),
-        out.display()
-    );
+    let sinks = format!("{}[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n", token_sink(&emu, INDEX), out.display());
     let cfg = monitor_config(tmp.path(), &root, &journal, &sinks);
     let mut failed_runs = 0;
     let mut before = 0;
     loop {
-        let (code, _, err) = icicle(
-            &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()],
-            &ENV,
-        );
+        let (code, _, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &ENV);
         assert_no_secrets(&err);
         let now = cleared(tmp.path());
         if code == 0 {
             break;
         }
         failed_runs += 1;
-        assert!(
-            err.contains("globus:") && err.contains("FAILED") && err.contains("injected failure"),
-            "{err}"
-        );
+        assert!(err.contains("globus:") && err.contains("FAILED") && err.contains("injected failure"), "{err}");
         // Every batch is at most two tasks (an ingest and a delete) and only every third task
         // fails, so each run publishes and acknowledges at least one batch before it stops.
-        assert!(
-            now > before && now < last,
-            "cleared {now} of {last} (before: {before})"
-        );
+        assert!(now > before && now < last, "cleared {now} of {last} (before: {before})");
         // Nothing past the failed batch: every acknowledged record's batch was published, and
         // the failed task is the last one.
         let tasks = block_on(Client::new(&emu.url(), TOKEN).task_list(INDEX)).unwrap();
@@ -449,16 +316,10 @@ fn the_lustre_monitor_acknowledges_only_what_globus_published() {
     assert_eq!(cleared(tmp.path()), last);
     // The index is the directory as it is now, and what the file sink saw.
     let got = block_on(Client::new(&emu.url(), TOKEN).scroll_all(INDEX)).unwrap();
-    let as_index: BTreeMap<String, Value> = got
-        .iter()
-        .map(|(s, c)| (s.clone(), serde_json::json!({ "content": c })))
-        .collect();
+    let as_index: BTreeMap<String, Value> = got.iter().map(|(s, c)| (s.clone(), serde_json::json!({ "content": c }))).collect();
     let fresh = walk_snapshot(tmp.path(), &root, "after");
     let (missing, extra, differ) = compare(&as_index, &fresh);
-    assert!(
-        missing.is_empty() && extra.is_empty() && differ.is_empty(),
-        "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
-    );
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
     let from_file: BTreeMap<String, Value> = icicle_plugins_sinks::read_index(&out).unwrap();
     assert_eq!(got.len(), from_file.len());
 }
@@ -475,10 +336,7 @@ fn the_kafka_audit_names_every_globus_task() {
     }
     let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
     let stamp = format!("{}-{}", std::process::id(), icicle_core::time::now_epoch());
-    let (index_topic, audit_topic) = (
-        format!("globus-index-{stamp}"),
-        format!("globus-audit-{stamp}"),
-    );
+    let (index_topic, audit_topic) = (format!("globus-index-{stamp}"), format!("globus-audit-{stamp}"));
     let cfg = config(
         tmp.path(),
         "k.toml",
@@ -500,48 +358,22 @@ fn the_kafka_audit_names_every_globus_task() {
     let (code, s2, err) = run_snapshot(&cfg);
     assert_eq!(code, 0, "{err}");
     assert_eq!(s2["deleted"], 30);
-    let batches = s1["batches"].as_u64().unwrap()
-        + s2["batches"].as_u64().unwrap()
-        + s1["delete_batches"].as_u64().unwrap()
-        + s2["delete_batches"].as_u64().unwrap();
+    let batches =
+        s1["batches"].as_u64().unwrap() + s2["batches"].as_u64().unwrap() + s1["delete_batches"].as_u64().unwrap() + s2["delete_batches"].as_u64().unwrap();
     assert!(batches >= 4, "{s1} {s2}");
 
-    let audit = block_on(icicle_plugins_kafka::produce::consume_all(
-        &kafka(),
-        &audit_topic,
-    ))
-    .unwrap();
+    let audit = block_on(icicle_plugins_kafka::produce::consume_all(&kafka(), &audit_topic)).unwrap();
     assert_eq!(audit.len() as u64, batches);
     let tasks = block_on(Client::new(&emu.url(), TOKEN).task_list(INDEX)).unwrap();
-    let state: BTreeMap<String, String> = tasks
-        .iter()
-        .map(|t| {
-            (
-                t["task_id"].as_str().unwrap().to_string(),
-                t["state"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let state: BTreeMap<String, String> =
+        tasks.iter().map(|t| (t["task_id"].as_str().unwrap().to_string(), t["state"].as_str().unwrap().to_string())).collect();
     let mut audited = Vec::new();
     let mut kinds = BTreeMap::new();
     for m in &audit {
         let r: Value = serde_json::from_str(m.value.as_deref().unwrap()).unwrap();
-        *kinds
-            .entry(r["kind"].as_str().unwrap().to_string())
-            .or_insert(0) += 1;
+        *kinds.entry(r["kind"].as_str().unwrap().to_string()).or_insert(0) += 1;
         // The existing audit fields are still there.
-        for k in [
-            "sink",
-            "batch",
-            "kind",
-            "count",
-            "bytes",
-            "first_subject",
-            "last_subject",
-            "topic",
-            "offsets",
-            "time",
-        ] {
+        for k in ["sink", "batch", "kind", "count", "bytes", "first_subject", "last_subject", "topic", "offsets", "time"] {
             assert!(r.get(k).is_some(), "{k} missing in {r}");
         }
         let g = &r["receipts"]["globus"];
@@ -550,11 +382,7 @@ fn the_kafka_audit_names_every_globus_task() {
         assert!(!ids.is_empty(), "{r}");
         for id in ids {
             let id = id.as_str().unwrap();
-            assert_eq!(
-                state.get(id).map(String::as_str),
-                Some("SUCCESS"),
-                "{id} in {r}"
-            );
+            assert_eq!(state.get(id).map(String::as_str), Some("SUCCESS"), "{id} in {r}");
             audited.push(id.to_string());
         }
         assert_eq!(r["receipts"]["msk"]["topic"], index_topic.as_str(), "{r}");
@@ -579,26 +407,13 @@ fn sink_for(emu: &Emulator, f: impl FnOnce(&mut GlobusSinkConfig)) -> GlobusSink
     c.retry_max_ms = 20;
     c.task_poll_ms = 5;
     f(&mut c);
-    c.connect_with("g", |k, r| ConfigError::InvalidValue {
-        key: k.into(),
-        origin: "test".into(),
-        reason: r,
-    })
-    .unwrap()
+    c.connect_with("g", |k, r| ConfigError::InvalidValue { key: k.into(), origin: "test".into(), reason: r }).unwrap()
 }
 
 fn batch(subjects: &[&str]) -> DocumentBatch {
-    let entries: Vec<Vec<u8>> = subjects
-        .iter()
-        .map(|s| {
-            serde_json::json!({"subject": s, "visible_to": ["public"], "content": {"path": s}})
-                .to_string()
-                .into_bytes()
-        })
-        .collect();
-    DocumentBatch::Ingest(icicle_plugins_globus::sink::entry_batch(
-        entries.iter().map(|e| e.as_slice()),
-    ))
+    let entries: Vec<Vec<u8>> =
+        subjects.iter().map(|s| serde_json::json!({"subject": s, "visible_to": ["public"], "content": {"path": s}}).to_string().into_bytes()).collect();
+    DocumentBatch::Ingest(icicle_plugins_globus::sink::entry_batch(entries.iter().map(|e| e.as_slice())))
 }
 
 fn client_credentials(c: &mut GlobusSinkConfig) {
@@ -649,23 +464,14 @@ fn a_token_about_to_expire_is_replaced_before_it_does() {
 #[test]
 fn connection_errors_are_retried_then_given_up() {
     // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
     let mut sink = sink_for(&emu, |c| {
         c.base_url = format!("http://127.0.0.1:{port}");
         c.max_retries = 3;
     });
-    let e = block_on(sink.deliver(&batch(&["/a"])))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.starts_with("g: gave up after 3 retries: ingest of 1 entries"),
-        "{e}"
-    );
+    let e = block_on(sink.deliver(&batch(&["/a"]))).unwrap_err().to_string();
+    assert!(e.starts_with("g: gave up after 3 retries: ingest of 1 entries"), "{e}");
     assert_eq!(sink.counts().1, 3);
 }
 
@@ -677,22 +483,11 @@ fn a_failed_task_fails_the_delivery_and_leaves_no_receipt() {
     let mut sink = sink_for(&emu, |_| {});
     block_on(async {
         sink.deliver(&batch(&["/a"])).await.unwrap();
-        let e = sink
-            .deliver(&DocumentBatch::Delete(vec!["/a".into()]))
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("g: task ") && e.contains("FAILED") && e.contains(INDEX),
-            "{e}"
-        );
+        let e = sink.deliver(&DocumentBatch::Delete(vec!["/a".into()])).await.unwrap_err().to_string();
+        assert!(e.starts_with("g: task ") && e.contains("FAILED") && e.contains(INDEX), "{e}");
         assert!(sink.receipt().is_none());
         // The delete was not applied: /a is still there.
-        assert!(Client::new(&emu.url(), TOKEN)
-            .subject(INDEX, "/a")
-            .await
-            .unwrap()
-            .is_some());
+        assert!(Client::new(&emu.url(), TOKEN).subject(INDEX, "/a").await.unwrap().is_some());
     });
 }
 
@@ -705,10 +500,7 @@ fn validation_errors_are_permanent_and_transient_ones_give_up_after_max_retries(
     let mut sink = sink_for(&emu, |c| c.max_retries = 2);
     block_on(async {
         let e = sink.deliver(&batch(&["/a"])).await.unwrap_err().to_string();
-        assert!(
-            e.contains("gave up after 2 retries") && e.contains("HTTP 503"),
-            "{e}"
-        );
+        assert!(e.contains("gave up after 2 retries") && e.contains("HTTP 503"), "{e}");
         assert_eq!(client.stats().await.unwrap()["writes"], 3);
     });
     drop(emu);
@@ -717,20 +509,9 @@ fn validation_errors_are_permanent_and_transient_ones_give_up_after_max_retries(
     let mut sink = sink_for(&emu, |_| {});
     let long = format!("/{}", "x".repeat(500));
     block_on(async {
-        let e = sink
-            .deliver(&batch(&[&long]))
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("HTTP 400 BadRequest.ValidationError") && e.contains("501 bytes"),
-            "{e}"
-        );
-        assert_eq!(
-            client.stats().await.unwrap()["writes"],
-            1,
-            "a 400 is not retried"
-        );
+        let e = sink.deliver(&batch(&[&long])).await.unwrap_err().to_string();
+        assert!(e.contains("HTTP 400 BadRequest.ValidationError") && e.contains("501 bytes"), "{e}");
+        assert_eq!(client.stats().await.unwrap()["writes"], 1, "a 400 is not retried");
         assert_eq!(sink.counts().1, 0);
     });
 }
@@ -744,10 +525,7 @@ fn without_wait_for_tasks_a_delivery_returns_once_the_task_is_accepted() {
     let mut sink = sink_for(&emu, |c| c.wait_for_tasks = false);
     block_on(async {
         sink.deliver(&batch(&["/a", "/b"])).await.unwrap();
-        let id = sink.receipt().unwrap()["task_ids"][0]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let id = sink.receipt().unwrap()["task_ids"][0].as_str().unwrap().to_string();
         let t = client.task(&id).await.unwrap();
         assert!(t["state"] == "PENDING" || t["state"] == "PROGRESS", "{t}");
         assert_eq!(sink.counts().2, 0, "no task was waited for");

@@ -149,10 +149,17 @@ fn malformed_messages_are_rejected_with_their_position_and_the_rest_goes_on() {
     let stream = rt().block_on(produce::consume_all(&kafka(), &t)).unwrap();
     let at = |key: &str| stream.iter().find(|m| m.key.as_deref() == Some(key)).map(|m| m.offset).unwrap();
     for (off, why) in [(at("x"), "not a WF_JSON object"), (at("y"), "missing `inode`"), (at("z"), "unknown event `IN_NONSENSE`")] {
-        assert!(err.lines().any(|l| l.contains("rejected event") && l.contains("partition=0") && l.contains(&format!("offset={off}")) && l.contains(why)), "offset {off}: {why}\n{err}");
+        assert!(
+            err.lines().any(|l| l.contains("rejected event") && l.contains("partition=0") && l.contains(&format!("offset={off}")) && l.contains(why)),
+            "offset {off}: {why}\n{err}"
+        );
     }
     // Each is kept in the dead-letter file with its position and bytes.
-    let letters: Vec<Value> = std::fs::read_to_string(tmp.path().join(format!("state/gpfs-{t}.dead-letters.jsonl"))).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let letters: Vec<Value> = std::fs::read_to_string(tmp.path().join(format!("state/gpfs-{t}.dead-letters.jsonl")))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let positions: Vec<String> = letters.iter().map(|l| l["position"].as_str().unwrap().to_string()).collect();
     assert_eq!(positions, ["x", "y", "z", "w"].map(|k| format!("{t}/0@{}", at(k))), "{letters:?}");
     assert!(letters[3]["raw"].as_str().unwrap().contains("+0\u{e9}00"), "{}", letters[3]);
@@ -205,7 +212,10 @@ fn the_kafka_sink_publishes_upserts_and_deletes_keyed_by_subject() {
     let cfg = gpfs_config(tmp.path(), &root, &t, &tmp.path().join("out"), 20, "");
     let text = std::fs::read_to_string(&cfg).unwrap().replace(
         "[sinks.o]",
-        &format!("[sinks.msk]\ntype = \"kafka\"\ntopic = \"{index_topic}\"\naudit_topic = \"{audit_topic}\"\nconnection = {{ bootstrap = \"{}\" }}\n[sinks.o]", kafka()),
+        &format!(
+            "[sinks.msk]\ntype = \"kafka\"\ntopic = \"{index_topic}\"\naudit_topic = \"{audit_topic}\"\nconnection = {{ bootstrap = \"{}\" }}\n[sinks.o]",
+            kafka()
+        ),
     );
     std::fs::write(&cfg, text).unwrap();
     let r = monitor_drain(&cfg);
@@ -273,14 +283,21 @@ fn an_ingestion_filter_drops_access_events_before_parsing() {
 /// drain): a file no uncommitted event names (by its path, a directory above it, or another
 /// hard link of its inode) is indexed exactly as the file system has it, and no indexed name
 /// is gone unless an uncommitted event names it or a directory above it.
-fn assert_committed_is_delivered(events: &Path, committed: usize, index: &std::collections::BTreeMap<String, Value>, fresh: &std::collections::BTreeMap<String, Value>, what: &str) {
+fn assert_committed_is_delivered(
+    events: &Path,
+    committed: usize,
+    index: &std::collections::BTreeMap<String, Value>,
+    fresh: &std::collections::BTreeMap<String, Value>,
+    what: &str,
+) {
     let text = std::fs::read_to_string(events).unwrap();
     let pending_events: Vec<Value> = text.lines().skip(committed).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
     let pending: Vec<String> = pending_events.iter().filter_map(|v| v["path"].as_str().and_then(|p| p.strip_prefix("/gpfs/fs1")).map(str::to_string)).collect();
     let inode = |v: &Value| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
     let pending_inodes: std::collections::HashSet<u64> = pending_events.iter().filter_map(|v| inode(&v["inode"])).collect();
     let named = |p: &str| {
-        pending.iter().any(|e| e == p || p.starts_with(&format!("{e}/"))) || fresh.get(p).and_then(|e| inode(&e["content"]["raw"]["inode"])).is_some_and(|i| pending_inodes.contains(&i))
+        pending.iter().any(|e| e == p || p.starts_with(&format!("{e}/")))
+            || fresh.get(p).and_then(|e| inode(&e["content"]["raw"]["inode"])).is_some_and(|i| pending_inodes.contains(&i))
     };
     let (got, want) = (comparable(index), comparable(fresh));
     for (p, w) in &want {

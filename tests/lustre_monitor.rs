@@ -233,7 +233,8 @@ fn several_mdts_in_one_process_each_keep_their_own_state() {
     for n in fs_names {
         assert!(tmp.path().join(format!("state/fs{n}-MDT0000.checkpoint.json")).exists());
         let users = std::fs::read_to_string(tmp.path().join(format!("lfs-{n}/changelog.users"))).unwrap();
-        let last = std::fs::read_to_string(tmp.path().join(format!("lfs-{n}/changelog"))).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
+        let last =
+            std::fs::read_to_string(tmp.path().join(format!("lfs-{n}/changelog"))).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
         assert_eq!(users.trim(), format!("cl1 {last}"));
     }
 }
@@ -544,11 +545,8 @@ fn poison_lines_are_dead_letters_and_acknowledge_nothing_past_the_real_records()
     assert_eq!(report["mdt0"]["cleared_index"].as_u64(), Some(last), "{report}");
     let users = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
     assert_eq!(users.trim(), format!("cl1 {last}"), "cleared up to the last real record, not the poison's index");
-    let letters: Vec<Value> = std::fs::read_to_string(tmp.path().join("state/fs0-MDT0000.dead-letters.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let letters: Vec<Value> =
+        std::fs::read_to_string(tmp.path().join("state/fs0-MDT0000.dead-letters.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(letters.len(), 2, "{letters:?}");
     assert_eq!(letters[0]["position"], victim_index.to_string());
     assert!(letters[0]["raw"].as_str().unwrap().contains("<garbage>"));
@@ -660,13 +658,23 @@ fn a_source_that_keeps_failing_stops_after_its_restarts() {
 /// What a clear up to `cleared` promises, checked on the index delivered so far (no final
 /// drain, nothing re-stat'ed): every file whose object no record after `cleared` touches has
 /// its record, with the file system's content; no file gone by `cleared` is still indexed.
-fn assert_acknowledged_is_delivered(tmp: &Path, root: &Path, journal: &Path, out: &Path, seed_index: &BTreeMap<String, Value>, fresh: &BTreeMap<String, Value>, what: &str) {
+fn assert_acknowledged_is_delivered(
+    tmp: &Path,
+    root: &Path,
+    journal: &Path,
+    out: &Path,
+    seed_index: &BTreeMap<String, Value>,
+    fresh: &BTreeMap<String, Value>,
+    what: &str,
+) {
     use icicle_plugins_lustre::changelog::ChangelogRecord;
     use icicle_plugins_lustre::namespace::Namespace;
     let users = std::fs::read_to_string(tmp.join("lfs/changelog.users")).unwrap();
     let cleared: u64 = users.split_whitespace().nth(1).unwrap().parse().unwrap();
     let records: Vec<ChangelogRecord> = std::fs::read_to_string(journal).unwrap().lines().map(|l| ChangelogRecord::parse(l).unwrap()).collect();
-    let files = |ns: &Namespace| -> BTreeMap<String, _> { ns.by_path.iter().filter(|(_, f)| ns.by_fid.get(f).is_some_and(|o| !o.is_dir)).map(|(p, f)| (p.clone(), *f)).collect() };
+    let files = |ns: &Namespace| -> BTreeMap<String, _> {
+        ns.by_path.iter().filter(|(_, f)| ns.by_fid.get(f).is_some_and(|o| !o.is_dir)).map(|(p, f)| (p.clone(), *f)).collect()
+    };
     let mut at_clear = Namespace::load(&tmp.join("lfs/changelog.baseline"), Path::new("/nonexistent")).unwrap();
     // Every object (file or directory) each name has had up to the clear.
     let mut ever: BTreeMap<String, std::collections::HashSet<_>> = BTreeMap::new();
@@ -680,7 +688,8 @@ fn assert_acknowledged_is_delivered(tmp: &Path, root: &Path, journal: &Path, out
         at_clear.apply(r);
         note(&at_clear);
     }
-    let later: std::collections::HashSet<_> = records.iter().filter(|r| r.index > cleared).flat_map(|r| [Some(r.target), r.source, r.parent, r.source_parent]).flatten().collect();
+    let later: std::collections::HashSet<_> =
+        records.iter().filter(|r| r.index > cleared).flat_map(|r| [Some(r.target), r.source, r.parent, r.source_parent]).flatten().collect();
     let fin = Namespace::load(&tmp.join("lfs/changelog.baseline"), journal).unwrap();
     let (then, now) = (files(&at_clear), files(&fin));
     let mut index = seed_index.clone();

@@ -44,13 +44,21 @@ fn for_seeds(salt: u64, case: fn(u64) -> Result<String, String>) {
         match std::panic::catch_unwind(|| case(seed)) {
             Ok(Ok(line)) => summary.push(line),
             Ok(Err(e)) => failures.push(format!("seed {seed}: {e}")),
-            Err(p) => failures.push(format!("seed {seed}: panicked: {:?}", p.downcast_ref::<String>().map(String::as_str).or(p.downcast_ref::<&str>().copied()))),
+            Err(p) => {
+                failures.push(format!("seed {seed}: panicked: {:?}", p.downcast_ref::<String>().map(String::as_str).or(p.downcast_ref::<&str>().copied())))
+            }
         }
     }
     for l in &summary {
         eprintln!("{l}");
     }
-    assert!(failures.is_empty(), "{} of {} seeds failed (replay one with ICICLE_PROPERTY_SEED=N):\n{}", failures.len(), failures.len() + summary.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} seeds failed (replay one with ICICLE_PROPERTY_SEED=N):\n{}",
+        failures.len(),
+        failures.len() + summary.len(),
+        failures.join("\n")
+    );
 }
 
 /// What one seed runs.
@@ -73,7 +81,8 @@ fn plan(seed: u64) -> Plan {
     // Live: the monitor keeps up (a few operations between reads). Backlog: it starts
     // behind, so every answer from the file system is ahead of the record applied.
     let live = (seed / 8).is_multiple_of(2);
-    let (rounds, ops) = if live { (10 + rng.below(10) as usize, 4 + rng.below(12) as usize) } else { (1 + rng.below(3) as usize, 60 + rng.below(240) as usize) };
+    let (rounds, ops) =
+        if live { (10 + rng.below(10) as usize, 4 + rng.below(12) as usize) } else { (1 + rng.below(3) as usize, 60 + rng.below(240) as usize) };
     let span = if rng.below(2) == 0 { 12 } else { 300 };
     Plan { kind, base: if preexisting_base { "/old0" } else { "/work" }, preexisting_base, live, rounds, ops, batch: 1 + rng.below(span) as usize, lru }
 }
@@ -192,7 +201,8 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             let (u, d) = minimal(&before, &files(&truth), &changed);
             min += u + d;
             // The monitor: ingestion filter, reduction, tree, emit (stat now).
-            let mut kept: Vec<ChangelogRecord> = chunk.iter().filter(|r| !matches!(r.kind, RecordType::Open | RecordType::Nopen | RecordType::Gxatr | RecordType::Mark)).cloned().collect();
+            let mut kept: Vec<ChangelogRecord> =
+                chunk.iter().filter(|r| !matches!(r.kind, RecordType::Open | RecordType::Nopen | RecordType::Gxatr | RecordType::Mark)).cloned().collect();
             RuleTable.reduce(&mut kept);
             lookahead.next_batch(chunk[0].index);
             let mut ops = Ops::default();
@@ -238,7 +248,16 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             }
         }
     }
-    let what = format!("{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}", p.kind, p.base, p.preexisting_base, if p.live { "live" } else { "backlog" }, p.rounds, p.ops, p.batch);
+    let what = format!(
+        "{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}",
+        p.kind,
+        p.base,
+        p.preexisting_base,
+        if p.live { "live" } else { "backlog" },
+        p.rounds,
+        p.ops,
+        p.batch
+    );
     if std::env::var("ICICLE_PROPERTY_KEEP").is_ok() {
         let keep = std::path::Path::new("/tmp/property-keep");
         let _ = std::fs::create_dir_all(keep);
@@ -259,7 +278,11 @@ fn check_index(index: &Index, fs: &HashMap<String, Fid>, last_change: &HashMap<F
     let missing: Vec<&String> = fs.keys().filter(|p| !index.contains_key(*p)).collect();
     let extra: Vec<&String> = index.keys().filter(|p| !fs.contains_key(*p)).collect();
     let wrong: Vec<&String> = fs.iter().filter(|(p, f)| index.get(*p).is_some_and(|(g, _)| g != *f)).map(|(p, _)| p).collect();
-    let stale: Vec<String> = index.iter().filter(|(_, (f, at))| last_change.get(f).is_some_and(|c| c > at)).map(|(p, (f, at))| format!("{p} ({f}: stat'ed at {at}, changed at {})", last_change[f])).collect();
+    let stale: Vec<String> = index
+        .iter()
+        .filter(|(_, (f, at))| last_change.get(f).is_some_and(|c| c > at))
+        .map(|(p, (f, at))| format!("{p} ({f}: stat'ed at {at}, changed at {})", last_change[f]))
+        .collect();
     // Not `fresh`: only the names of objects with several names may be stale.
     let names = |f: &Fid| fs.values().filter(|g| *g == f).count();
     let single_stale = index.iter().filter(|(_, (f, at))| last_change.get(f).is_some_and(|c| c > at) && names(f) < 2).count();
@@ -425,12 +448,21 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
                 (evicted, found) = (evicted + state.counts.evicted, found + state.counts.evicted_found);
                 state = GpfsState::restore(serde_json::from_str(&cp).map_err(|e| e.to_string())?, 2);
                 state.set_lru_capacity(p.lru);
-                        }
+            }
             at = end;
         }
         read = lines.len();
     }
-    let what = format!("{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}", p.kind, p.base, p.preexisting_base, if p.live { "live" } else { "backlog" }, p.rounds, p.ops, p.batch);
+    let what = format!(
+        "{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}",
+        p.kind,
+        p.base,
+        p.preexisting_base,
+        if p.live { "live" } else { "backlog" },
+        p.rounds,
+        p.ops,
+        p.batch
+    );
     if std::env::var("ICICLE_PROPERTY_KEEP").is_ok() {
         let keep = std::path::Path::new("/tmp/property-keep");
         let _ = std::fs::create_dir_all(keep);
@@ -443,7 +475,12 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
     // known (events name one path): those go stale, counted; everything else is asserted.
     let stale = check_index(&index, &fs, &last_change, seeded, &what)?;
     let (evicted, found) = (evicted + state.counts.evicted, found + state.counts.evicted_found);
-    let how = format!("{}, {}, lru {}: {evicted} evicted, {found} found again", if seeded { "seeded" } else { "unseeded" }, if aligned { "aligned" } else { "batches cut anywhere" }, p.lru);
+    let how = format!(
+        "{}, {}, lru {}: {evicted} evicted, {found} found again",
+        if seeded { "seeded" } else { "unseeded" },
+        if aligned { "aligned" } else { "batches cut anywhere" },
+        p.lru
+    );
     if seeded && out as f64 > RATIO_BOUND * min as f64 {
         return Err(format!("{what}, {how}: {out} operations out, minimal {min} (bound {RATIO_BOUND}x)"));
     }
@@ -452,7 +489,9 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
     // cannot tell it unchanged). Updates beyond that are bounded as in seeded runs.
     let first_sight = if seeded { 0.0 } else { old_touched.len() as f64 };
     if out_updates as f64 > RATIO_BOUND * min_updates as f64 + first_sight {
-        return Err(format!("{what}, {how}: {out_updates} updates out, minimal {min_updates} + {first_sight} objects from before monitoring (bound {RATIO_BOUND}x)"));
+        return Err(format!(
+            "{what}, {how}: {out_updates} updates out, minimal {min_updates} + {first_sight} objects from before monitoring (bound {RATIO_BOUND}x)"
+        ));
     }
     Ok(format!("gpfs seed {seed}: {what}, {how}: {out} operations / {min} minimal ({out_updates} / {min_updates} updates), {stale} stale names"))
 }

@@ -20,11 +20,7 @@ fn prefix(parts: &[&str], level: usize) -> String {
     format!("/{}", parts[..level].join("/"))
 }
 
-fn run_all(
-    tmp: &std::path::Path,
-    sketch: &str,
-    files: u64,
-) -> (Vec<OwnedFileRecord>, serde_json::Value, std::path::PathBuf) {
+fn run_all(tmp: &std::path::Path, sketch: &str, files: u64) -> (Vec<OwnedFileRecord>, serde_json::Value, std::path::PathBuf) {
     let fs = GenFs::generate(&GenSpec::new(files, 77));
     let data = tmp.join("tsv");
     gen::write(&fs, Format::Tsv, &data, 1_000, false).unwrap();
@@ -59,10 +55,7 @@ fn counting_matches_independent_counts() {
     for line in csv.lines().skip(1) {
         let (rest, rec) = line.rsplit_once(',').unwrap();
         let (p, c) = rest.rsplit_once(',').unwrap();
-        got.insert(
-            p.trim_matches('"').to_string(),
-            (c.parse().unwrap(), rec.parse().unwrap()),
-        );
+        got.insert(p.trim_matches('"').to_string(), (c.parse().unwrap(), rec.parse().unwrap()));
     }
     let mut want: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for r in &truth {
@@ -79,12 +72,7 @@ fn counting_matches_independent_counts() {
         }
     }
     assert_eq!(got, want);
-    assert_eq!(
-        summary["pipelines"]["counting"]["principals"]
-            .as_u64()
-            .unwrap() as usize,
-        want.len()
-    );
+    assert_eq!(summary["pipelines"]["counting"]["principals"].as_u64().unwrap() as usize, want.len());
 }
 
 fn exact_q(sorted: &[i64], q: f64) -> i64 {
@@ -126,14 +114,8 @@ fn aggregates_with_the_exact_sketch_equal_the_ground_truth() {
             groups.entry(p).or_default().push(r);
         }
     }
-    assert_eq!(
-        got.keys().cloned().collect::<Vec<_>>(),
-        groups.keys().cloned().collect::<Vec<_>>()
-    );
-    assert_eq!(
-        summary["aggregate_records"].as_u64().unwrap() as usize,
-        groups.len()
-    );
+    assert_eq!(got.keys().cloned().collect::<Vec<_>>(), groups.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(summary["aggregate_records"].as_u64().unwrap() as usize, groups.len());
     for (p, rs) in &groups {
         let c = &got[p]["content"];
         assert_eq!(c["file_count"], rs.len(), "{p}");
@@ -142,35 +124,16 @@ fn aggregates_with_the_exact_sketch_equal_the_ground_truth() {
         assert_eq!(c["size"]["total"], sizes.iter().sum::<i64>(), "{p}");
         assert_eq!(c["size"]["min"], sizes[0], "{p}");
         assert_eq!(c["size"]["max"], *sizes.last().unwrap(), "{p}");
-        for (q, name) in [
-            (0.1, "p10"),
-            (0.25, "p25"),
-            (0.5, "p50"),
-            (0.75, "p75"),
-            (0.9, "p90"),
-            (0.99, "p99"),
-        ] {
+        for (q, name) in [(0.1, "p10"), (0.25, "p25"), (0.5, "p50"), (0.75, "p75"), (0.9, "p90"), (0.99, "p99")] {
             assert_eq!(c["size"][name], exact_q(&sizes, q), "{p} size {name}");
             let mut ages: Vec<i64> = rs.iter().map(|r| REF - r.mtime).collect();
             ages.sort();
             let want = REF - exact_q(&ages, 1.0 - q);
             assert_eq!(c["raw"]["mtime"][name], want, "{p} mtime {name}");
-            assert_eq!(
-                c["mtime"][name],
-                icicle_core::time::iso8601(want),
-                "{p} mtime {name}"
-            );
+            assert_eq!(c["mtime"][name], icicle_core::time::iso8601(want), "{p} mtime {name}");
         }
-        assert_eq!(
-            c["raw"]["atime"]["min"],
-            rs.iter().map(|r| r.atime).min().unwrap(),
-            "{p}"
-        );
-        assert_eq!(
-            c["raw"]["ctime"]["max"],
-            rs.iter().map(|r| r.ctime).max().unwrap(),
-            "{p}"
-        );
+        assert_eq!(c["raw"]["atime"]["min"], rs.iter().map(|r| r.atime).min().unwrap(), "{p}");
+        assert_eq!(c["raw"]["ctime"]["max"], rs.iter().map(|r| r.ctime).max().unwrap(), "{p}");
         let vis = got[p]["visible_to"].as_array().unwrap();
         assert_eq!(vis.len(), 1, "{p}: {vis:?}");
         if p.starts_with("dir:") {
@@ -182,14 +145,7 @@ fn aggregates_with_the_exact_sketch_equal_the_ground_truth() {
 fn ingested_primary(out: &std::path::Path) -> usize {
     documents(out, "ingest-")
         .iter()
-        .map(|(_, d)| {
-            d["ingest_data"]["gmeta"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|e| e["content"]["path"].is_string())
-                .count()
-        })
+        .map(|(_, d)| d["ingest_data"]["gmeta"].as_array().unwrap().iter().filter(|e| e["content"]["path"].is_string()).count())
         .sum()
 }
 
@@ -212,22 +168,11 @@ fn ddsketch_aggregates_are_within_one_percent() {
         ages.sort();
         for (q, name) in [(0.1, "p10"), (0.5, "p50"), (0.9, "p90"), (0.99, "p99")] {
             let (want, est) = (exact_q(&sizes, q) as f64, c["size"][name].as_f64().unwrap());
-            assert!(
-                (est - want).abs() <= want * 0.0101 + 0.5,
-                "{p} size {name}: {est} vs {want}"
-            );
+            assert!((est - want).abs() <= want * 0.0101 + 0.5, "{p} size {name}: {est} vs {want}");
             let want_age = exact_q(&ages, 1.0 - q) as f64;
             let est_age = (REF - c["raw"]["atime"][name].as_i64().unwrap()) as f64;
-            assert!(
-                (est_age - want_age).abs() <= want_age.abs() * 0.0101 + 0.5,
-                "{p} atime {name}: age {est_age} vs {want_age}"
-            );
+            assert!((est_age - want_age).abs() <= want_age.abs() * 0.0101 + 0.5, "{p} atime {name}: age {est_age} vs {want_age}");
         }
     }
-    assert!(
-        summary["pipelines"]["aggregate"]["sketch_memory_bytes"]
-            .as_u64()
-            .unwrap()
-            > 0
-    );
+    assert!(summary["pipelines"]["aggregate"]["sketch_memory_bytes"].as_u64().unwrap() > 0);
 }

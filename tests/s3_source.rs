@@ -16,10 +16,7 @@ use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
 use serde_json::Value;
 
 const FILES: u64 = 3_000;
-const CREDS: [(&str, &str); 2] = [
-    ("AWS_ACCESS_KEY_ID", "test"),
-    ("AWS_SECRET_ACCESS_KEY", "test"),
-];
+const CREDS: [(&str, &str); 2] = [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")];
 
 /// The S3 server's URL.
 fn s3() -> String {
@@ -38,28 +35,15 @@ fn store() -> ObjectStore {
 
 /// A bucket of its own for each test (the server is shared by every test and run).
 fn fresh_bucket(store: &ObjectStore, name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
     let b = format!("{name}-{}-{nanos}", std::process::id());
     store.create_bucket(&b).unwrap();
     b
 }
 
-fn upload_dir(
-    store: &ObjectStore,
-    bucket: &str,
-    dir: &Path,
-    prefix: &str,
-    ext: &str,
-) -> Vec<String> {
+fn upload_dir(store: &ObjectStore, bucket: &str, dir: &Path, prefix: &str, ext: &str) -> Vec<String> {
     let mut keys = Vec::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect();
     files.sort();
     for f in files {
         let key = format!("{prefix}{}", f.file_name().unwrap().to_string_lossy());
@@ -97,25 +81,12 @@ fn run(cfg: &Path, envs: &[(&str, &str)]) -> (i32, Value, String) {
 }
 
 fn rejects(tmp: &Path, name: &str) -> Vec<Value> {
-    std::fs::read_to_string(tmp.join(format!("{name}-rejects.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    std::fs::read_to_string(tmp.join(format!("{name}-rejects.jsonl"))).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 /// Splits a source plans for objects of `sizes` with `split_bytes`.
 fn splits_for(sizes: &[u64], split_bytes: u64) -> u64 {
-    sizes
-        .iter()
-        .map(|&s| {
-            if s <= split_bytes {
-                1
-            } else {
-                s.div_ceil(split_bytes)
-            }
-        })
-        .sum()
+    sizes.iter().map(|&s| if s <= split_bytes { 1 } else { s.div_ceil(split_bytes) }).sum()
 }
 
 fn generated(tmp: &Path) -> GenFs {
@@ -132,67 +103,26 @@ fn objects_give_the_records_of_the_tsv_source_and_the_ground_truth() {
     let truth: Vec<String> = fs.records().into_iter().map(|r| r.path).collect();
     let store = store();
     let bucket = fresh_bucket(&store, "icicle-formats");
-    for (format, dir) in [
-        (Format::Tsv, "tsv"),
-        (Format::Pwalk, "pwalk"),
-        (Format::Ne2scan, "ne2scan"),
-    ] {
+    for (format, dir) in [(Format::Tsv, "tsv"), (Format::Pwalk, "pwalk"), (Format::Ne2scan, "ne2scan")] {
         gen::write(&fs, format, &t.join(dir), 700, false).unwrap();
     }
     let csv = upload_dir(&store, &bucket, &t.join("tsv"), "snap/tsv/", "csv");
     assert_eq!(csv.len(), 5);
     // Not a listing: the `keys` filter leaves it out (it would be rejected row by row).
-    store
-        .put(
-            &bucket,
-            "snap/tsv/README.txt",
-            b"these are icicle9 listings\n".to_vec(),
-        )
-        .unwrap();
+    store.put(&bucket, "snap/tsv/README.txt", b"these are icicle9 listings\n".to_vec()).unwrap();
     upload_dir(&store, &bucket, &t.join("pwalk"), "snap/pwalk/", "csv");
-    upload_dir(
-        &store,
-        &bucket,
-        &t.join("ne2scan"),
-        "snap/ne2scan/",
-        "ne2scan",
-    );
+    upload_dir(&store, &bucket, &t.join("ne2scan"), "snap/ne2scan/", "ne2scan");
     let split_bytes = 65_536u64;
     for (name, prefix, keys, preset, local, ext) in [
-        (
-            "icicle9",
-            "snap/tsv/",
-            "*.csv",
-            "icicle9",
-            format!("{}/tsv/*.csv", t.display()),
-            "csv",
-        ),
-        (
-            "pwalk",
-            "snap/pwalk/",
-            "*.csv",
-            "pwalk",
-            format!("{}/pwalk/pwalk.csv", t.display()),
-            "csv",
-        ),
-        (
-            "ne2scan",
-            "snap/ne2scan/",
-            "fslist.*",
-            "ne2scan",
-            format!("{}/ne2scan/fslist.ne2scan", t.display()),
-            "ne2scan",
-        ),
+        ("icicle9", "snap/tsv/", "*.csv", "icicle9", format!("{}/tsv/*.csv", t.display()), "csv"),
+        ("pwalk", "snap/pwalk/", "*.csv", "pwalk", format!("{}/pwalk/pwalk.csv", t.display()), "csv"),
+        ("ne2scan", "snap/ne2scan/", "fslist.*", "ne2scan", format!("{}/ne2scan/fslist.ne2scan", t.display()), "ne2scan"),
     ] {
         let s3_out = t.join(format!("{name}-s3"));
         let cfg = run_config(
             t,
             &format!("{name}-s3"),
-            &s3_source(
-                &bucket,
-                prefix,
-                &format!("keys = \"{keys}\"\npreset = \"{preset}\"\n"),
-            ),
+            &s3_source(&bucket, prefix, &format!("keys = \"{keys}\"\npreset = \"{preset}\"\n")),
             &s3_out,
             &format!("split_bytes = {split_bytes}"),
         );
@@ -200,11 +130,7 @@ fn objects_give_the_records_of_the_tsv_source_and_the_ground_truth() {
         assert_eq!(code, 0, "{name}: {err}");
         assert_eq!(s["records"], FILES, "{name}: {s}");
         assert_eq!(s["rejects"], 0, "{name}: {s}");
-        assert_eq!(
-            s["rows"].as_u64().unwrap(),
-            FILES + s["directories"].as_u64().unwrap(),
-            "{name}: {s}"
-        );
+        assert_eq!(s["rows"].as_u64().unwrap(), FILES + s["directories"].as_u64().unwrap(), "{name}: {s}");
         let dir = t.join(if name == "icicle9" { "tsv" } else { name });
         let sizes: Vec<u64> = std::fs::read_dir(&dir)
             .unwrap()
@@ -212,32 +138,14 @@ fn objects_give_the_records_of_the_tsv_source_and_the_ground_truth() {
             .filter(|p| p.extension().is_some_and(|e| e == ext))
             .map(|p| std::fs::metadata(p).unwrap().len())
             .collect();
-        assert_eq!(
-            s["splits"].as_u64().unwrap(),
-            splits_for(&sizes, split_bytes),
-            "{name}: {s}"
-        );
+        assert_eq!(s["splits"].as_u64().unwrap(), splits_for(&sizes, split_bytes), "{name}: {s}");
 
         let local_out = t.join(format!("{name}-local"));
-        let cfg = run_config(
-            t,
-            &format!("{name}-local"),
-            &format!("type = \"tsv\"\npaths = [\"{local}\"]\npreset = \"{preset}\"\n"),
-            &local_out,
-            "",
-        );
+        let cfg = run_config(t, &format!("{name}-local"), &format!("type = \"tsv\"\npaths = [\"{local}\"]\npreset = \"{preset}\"\n"), &local_out, "");
         let (code, s, err) = run(&cfg, &[]);
-        assert_eq!(
-            (code, s["records"].as_u64()),
-            (0, Some(FILES)),
-            "{name}: {err}"
-        );
+        assert_eq!((code, s["records"].as_u64()), (0, Some(FILES)), "{name}: {err}");
         let (got, want) = (ingested(&s3_out), ingested(&local_out));
-        assert_eq!(
-            got.keys().cloned().collect::<Vec<_>>(),
-            truth,
-            "{name}: the ground truth's paths"
-        );
+        assert_eq!(got.keys().cloned().collect::<Vec<_>>(), truth, "{name}: the ground truth's paths");
         // Subjects, content and visible_to, entry for entry.
         assert!(got == want, "{name}: S3 and local records differ");
     }
@@ -250,11 +158,8 @@ fn big_objects_are_read_in_byte_ranges_losing_and_duplicating_nothing() {
     let fs = generated(t);
     gen::write(&fs, Format::Tsv, &t.join("tsv"), 0, false).unwrap();
     let mut big = Vec::new();
-    let mut parts: Vec<PathBuf> = std::fs::read_dir(t.join("tsv"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
-        .collect();
+    let mut parts: Vec<PathBuf> =
+        std::fs::read_dir(t.join("tsv")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "csv")).collect();
     parts.sort();
     for p in parts {
         big.extend(std::fs::read(p).unwrap());
@@ -273,59 +178,26 @@ fn big_objects_are_read_in_byte_ranges_losing_and_duplicating_nothing() {
     store.put(&bucket, "crlf/all.csv", crlf.clone()).unwrap();
 
     let whole_out = t.join("whole");
-    let cfg = run_config(
-        t,
-        "whole",
-        &s3_source(&bucket, "lf/", "preset = \"icicle9\"\n"),
-        &whole_out,
-        "",
-    );
+    let cfg = run_config(t, "whole", &s3_source(&bucket, "lf/", "preset = \"icicle9\"\n"), &whole_out, "");
     let (code, s, err) = run(&cfg, &[]);
-    assert_eq!(
-        (code, s["records"].as_u64(), s["splits"].as_u64()),
-        (0, Some(FILES), Some(1)),
-        "{err}"
-    );
+    assert_eq!((code, s["records"].as_u64(), s["splits"].as_u64()), (0, Some(FILES), Some(1)), "{err}");
     let whole = ingested(&whole_out);
     assert_eq!(whole.len() as u64, FILES);
 
     // Range sizes of the source's own, overriding [snapshot] split_bytes; 251-byte ranges are
     // shorter than the generator's >500-byte paths, so some lines span several ranges.
     assert!(longest > 2 * 251, "{longest}");
-    for (name, prefix, split_bytes, size) in [
-        ("lf-1021", "lf/", 1021u64, big.len()),
-        ("crlf-997", "crlf/", 997, crlf.len()),
-        ("lf-251", "lf/", 251, big.len()),
-    ] {
+    for (name, prefix, split_bytes, size) in [("lf-1021", "lf/", 1021u64, big.len()), ("crlf-997", "crlf/", 997, crlf.len()), ("lf-251", "lf/", 251, big.len())]
+    {
         let out = t.join(name);
-        let cfg = run_config(
-            t,
-            name,
-            &s3_source(
-                &bucket,
-                prefix,
-                &format!("preset = \"icicle9\"\nsplit_bytes = {split_bytes}\n"),
-            ),
-            &out,
-            "split_bytes = 1000000000",
-        );
+        let cfg =
+            run_config(t, name, &s3_source(&bucket, prefix, &format!("preset = \"icicle9\"\nsplit_bytes = {split_bytes}\n")), &out, "split_bytes = 1000000000");
         let (code, s, err) = run(&cfg, &[]);
         assert_eq!(code, 0, "{name}: {err}");
-        assert_eq!(
-            s["splits"].as_u64().unwrap(),
-            (size as u64).div_ceil(split_bytes),
-            "{name}: {s}"
-        );
-        assert_eq!(
-            (s["records"].as_u64(), s["rejects"].as_u64()),
-            (Some(FILES), Some(0)),
-            "{name}: {s}"
-        );
+        assert_eq!(s["splits"].as_u64().unwrap(), (size as u64).div_ceil(split_bytes), "{name}: {s}");
+        assert_eq!((s["records"].as_u64(), s["rejects"].as_u64()), (Some(FILES), Some(0)), "{name}: {s}");
         // `ingested` fails on a duplicate subject; equality finds a lost or altered line.
-        assert!(
-            ingested(&out) == whole,
-            "{name}: ranged records differ from the whole object's"
-        );
+        assert!(ingested(&out) == whole, "{name}: ranged records differ from the whole object's");
     }
 }
 
@@ -359,41 +231,15 @@ fn malformed_rows_are_rejected_with_object_line_offset_and_reason() {
     let input = format!("s3://{bucket}/in/bad.csv");
 
     let out = t.join("whole");
-    let cfg = run_config(
-        t,
-        "whole",
-        &s3_source(&bucket, "in/", "preset = \"icicle9\"\n"),
-        &out,
-        "max_reject_ratio = 1.0",
-    );
+    let cfg = run_config(t, "whole", &s3_source(&bucket, "in/", "preset = \"icicle9\"\n"), &out, "max_reject_ratio = 1.0");
     let (code, s, err) = run(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        (
-            s["rows"].as_u64(),
-            s["records"].as_u64(),
-            s["rejects"].as_u64()
-        ),
-        (Some(8), Some(3), Some(5)),
-        "{s}"
-    );
-    assert_eq!(
-        ingested(&out).keys().cloned().collect::<Vec<_>>(),
-        vec!["/ok/a", "/ok/b", "/ok/link"]
-    );
+    assert_eq!((s["rows"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(8), Some(3), Some(5)), "{s}");
+    assert_eq!(ingested(&out).keys().cloned().collect::<Vec<_>>(), vec!["/ok/a", "/ok/b", "/ok/link"]);
     let r = rejects(t, "whole");
     assert!(r.iter().all(|r| r["input"] == input.as_str()), "{r:?}");
-    let at: Vec<(u64, u64)> = r
-        .iter()
-        .map(|r| (r["line"].as_u64().unwrap(), r["offset"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(
-        at,
-        [2usize, 3, 4, 6, 8]
-            .iter()
-            .map(|&l| (l as u64, offsets[l - 1]))
-            .collect::<Vec<_>>()
-    );
+    let at: Vec<(u64, u64)> = r.iter().map(|r| (r["line"].as_u64().unwrap(), r["offset"].as_u64().unwrap())).collect();
+    assert_eq!(at, [2usize, 3, 4, 6, 8].iter().map(|&l| (l as u64, offsets[l - 1])).collect::<Vec<_>>());
     let reasons: Vec<&str> = r.iter().map(|r| r["reason"].as_str().unwrap()).collect();
     assert!(reasons[0].contains("size"), "{}", reasons[0]);
     assert!(reasons[1].contains("UTF-8"), "{}", reasons[1]);
@@ -404,50 +250,21 @@ fn malformed_rows_are_rejected_with_object_line_offset_and_reason() {
     // In 16-byte ranges: the same rows and rejects; a range that does not begin the object
     // knows the offset but not the line number.
     let out = t.join("ranged");
-    let cfg = run_config(
-        t,
-        "ranged",
-        &s3_source(&bucket, "in/", "preset = \"icicle9\"\nsplit_bytes = 16\n"),
-        &out,
-        "max_reject_ratio = 1.0",
-    );
+    let cfg = run_config(t, "ranged", &s3_source(&bucket, "in/", "preset = \"icicle9\"\nsplit_bytes = 16\n"), &out, "max_reject_ratio = 1.0");
     let (code, s, err) = run(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        (
-            s["rows"].as_u64(),
-            s["records"].as_u64(),
-            s["rejects"].as_u64()
-        ),
-        (Some(8), Some(3), Some(5)),
-        "{s}"
-    );
+    assert_eq!((s["rows"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(8), Some(3), Some(5)), "{s}");
     let ranged = rejects(t, "ranged");
-    let key = |r: &Value| {
-        (
-            r["input"].clone(),
-            r["offset"].as_u64(),
-            r["reason"].clone(),
-        )
-    };
+    let key = |r: &Value| (r["input"].clone(), r["offset"].as_u64(), r["reason"].clone());
     let mut got: Vec<_> = ranged.iter().map(key).collect();
     got.sort_by_key(|k| k.1);
     assert_eq!(got, r.iter().map(key).collect::<Vec<_>>());
     assert!(ranged.iter().all(|r| r["line"].is_null()), "{ranged:?}");
 
     // A threshold turns them into a failed run, as for local files.
-    let strict = run_config(
-        t,
-        "strict",
-        &s3_source(&bucket, "in/", "preset = \"icicle9\"\n"),
-        &t.join("strict"),
-        "max_rejects = 4",
-    );
+    let strict = run_config(t, "strict", &s3_source(&bucket, "in/", "preset = \"icicle9\"\n"), &t.join("strict"), "max_rejects = 4");
     let (code, s, _) = run(&strict, &[]);
-    assert_eq!(
-        (code, &s["reject_threshold_exceeded"]),
-        (3, &Value::Bool(true))
-    );
+    assert_eq!((code, &s["reject_threshold_exceeded"]), (3, &Value::Bool(true)));
 }
 
 #[test]
@@ -457,32 +274,14 @@ fn versioned_runs_emit_changes_and_deletes_and_withhold_them_when_s3_fails() {
     std::fs::write(t.join("principals.tsv"), "").unwrap();
     let store = store();
     let bucket = fresh_bucket(&store, "icicle-versions");
-    let rows = |rows: &[(&str, u64)]| {
-        rows.iter()
-            .map(|(p, size)| format!("f,33188,1000,100,{size},1,2,3,{p}\n"))
-            .collect::<String>()
-            .into_bytes()
-    };
-    store
-        .put(&bucket, "fs/a.csv", rows(&[("/fs/a", 1), ("/fs/b", 2)]))
-        .unwrap();
-    store
-        .put(&bucket, "fs/c.csv", rows(&[("/fs/c", 3), ("/fs/d", 4)]))
-        .unwrap();
+    let rows = |rows: &[(&str, u64)]| rows.iter().map(|(p, size)| format!("f,33188,1000,100,{size},1,2,3,{p}\n")).collect::<String>().into_bytes();
+    store.put(&bucket, "fs/a.csv", rows(&[("/fs/a", 1), ("/fs/b", 2)])).unwrap();
+    store.put(&bucket, "fs/c.csv", rows(&[("/fs/c", 3), ("/fs/d", 4)])).unwrap();
     let state = t.join("state");
-    let snapshot_extra = format!(
-        "state_dir = \"{}\"\nmax_delete_ratio = 1.0",
-        state.display()
-    );
+    let snapshot_extra = format!("state_dir = \"{}\"\nmax_delete_ratio = 1.0", state.display());
     let go_code = |n: u32, bucket: &str| {
         let out = t.join(format!("out{n}"));
-        let cfg = run_config(
-            t,
-            &format!("run{n}"),
-            &s3_source(bucket, "fs/", "keys = \"*.csv\"\npreset = \"icicle9\"\n"),
-            &out,
-            &snapshot_extra,
-        );
+        let cfg = run_config(t, &format!("run{n}"), &s3_source(bucket, "fs/", "keys = \"*.csv\"\npreset = \"icicle9\"\n"), &out, &snapshot_extra);
         let (code, s, err) = run(&cfg, &[]);
         (code, s, err, out)
     };
@@ -491,16 +290,7 @@ fn versioned_runs_emit_changes_and_deletes_and_withhold_them_when_s3_fails() {
         assert_eq!(code, 0, "{err}");
         (s, out)
     };
-    let counts = |s: &Value| {
-        [
-            "created",
-            "updated",
-            "unchanged",
-            "deleted",
-            "deletes_withheld",
-        ]
-        .map(|k| s[k].as_u64().unwrap())
-    };
+    let counts = |s: &Value| ["created", "updated", "unchanged", "deleted", "deletes_withheld"].map(|k| s[k].as_u64().unwrap());
     let (s, out) = go(1, &bucket);
     assert_eq!(counts(&s), [4, 0, 0, 0, 0], "{s}");
     assert_eq!(ingested(&out).len(), 4);
@@ -508,28 +298,16 @@ fn versioned_runs_emit_changes_and_deletes_and_withhold_them_when_s3_fails() {
     assert_eq!(counts(&s), [0, 0, 4, 0, 0], "{s}");
     assert!(ingested(&out).is_empty() && deleted(&out).is_empty());
     // b changes, the whole of c.csv goes, e arrives.
-    store
-        .put(
-            &bucket,
-            "fs/a.csv",
-            rows(&[("/fs/a", 1), ("/fs/b", 20), ("/fs/e", 5)]),
-        )
-        .unwrap();
+    store.put(&bucket, "fs/a.csv", rows(&[("/fs/a", 1), ("/fs/b", 20), ("/fs/e", 5)])).unwrap();
     store.delete(&bucket, "fs/c.csv").unwrap();
     let (s, out) = go(3, &bucket);
     assert_eq!(counts(&s), [1, 1, 1, 2, 0], "{s}");
-    assert_eq!(
-        ingested(&out).keys().cloned().collect::<Vec<_>>(),
-        vec!["/fs/b", "/fs/e"]
-    );
+    assert_eq!(ingested(&out).keys().cloned().collect::<Vec<_>>(), vec!["/fs/b", "/fs/e"]);
     assert_eq!(deleted(&out), vec!["/fs/c", "/fs/d"]);
     // The bucket cannot be listed: the run fails, nothing is delivered, the manifest is kept.
     let (code, _, err, out) = go_code(4, &format!("{bucket}-gone"));
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("NoSuchBucket") && err.contains("could not be planned"),
-        "{err}"
-    );
+    assert!(err.contains("NoSuchBucket") && err.contains("could not be planned"), "{err}");
     assert!(ingested(&out).is_empty() && deleted(&out).is_empty());
     let (s, _) = go(5, &bucket);
     assert_eq!(counts(&s), [0, 0, 3, 0, 0], "{s}");
@@ -541,35 +319,21 @@ fn a_missing_bucket_fails_naming_the_source_and_the_s3_error() {
     let t = tmp.path();
     std::fs::write(t.join("principals.tsv"), "").unwrap();
     let bucket = format!("icicle-missing-{}", std::process::id());
-    let cfg = run_config(
-        t,
-        "missing",
-        &s3_source(&bucket, "fs/", "preset = \"icicle9\"\n"),
-        &t.join("out"),
-        "max_rejects = 0",
-    );
+    let cfg = run_config(t, "missing", &s3_source(&bucket, "fs/", "preset = \"icicle9\"\n"), &t.join("out"), "max_rejects = 0");
     let (code, _, err) = run(&cfg, &[]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains(&format!("source `s` could not be planned (nothing was delivered): s3 source `s`: listing s3://{bucket}/fs/: NoSuchBucket (HTTP 404)")), "{err}");
+    assert!(
+        err.contains(&format!("source `s` could not be planned (nothing was delivered): s3 source `s`: listing s3://{bucket}/fs/: NoSuchBucket (HTTP 404)")),
+        "{err}"
+    );
     assert!(!t.join("out").exists(), "nothing delivered");
     // An empty listing is an error too (a versioned run would otherwise delete everything).
     let store = store();
     let empty = fresh_bucket(&store, "icicle-empty");
-    let cfg = run_config(
-        t,
-        "empty",
-        &s3_source(&empty, "fs/", "keys = \"*.csv\"\npreset = \"icicle9\"\n"),
-        &t.join("out2"),
-        "max_rejects = 0",
-    );
+    let cfg = run_config(t, "empty", &s3_source(&empty, "fs/", "keys = \"*.csv\"\npreset = \"icicle9\"\n"), &t.join("out2"), "max_rejects = 0");
     let (code, _, err) = run(&cfg, &[]);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains(&format!(
-            "s3 source `s`: no objects under s3://{empty}/fs/ matching `*.csv`"
-        )),
-        "{err}"
-    );
+    assert!(err.contains(&format!("s3 source `s`: no objects under s3://{empty}/fs/ matching `*.csv`")), "{err}");
 }
 
 /// A moto server of its own that checks signatures and permissions (after the first two
@@ -584,34 +348,16 @@ struct AuthServer {
 impl AuthServer {
     fn start() -> AuthServer {
         let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/moto_server");
-        let moto = if tools.exists() {
-            tools
-        } else {
-            PathBuf::from("moto_server")
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let moto = if tools.exists() { tools } else { PathBuf::from("moto_server") };
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = std::process::Command::new(&moto)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .env("INITIAL_NO_AUTH_ACTION_COUNT", "2")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e} (run `bash scripts/services.sh install`)",
-                    moto.display()
-                )
-            });
-        let mut server = AuthServer {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            key_id: String::new(),
-            secret: String::new(),
-        };
+            .unwrap_or_else(|e| panic!("{}: {e} (run `bash scripts/services.sh install`)", moto.display()));
+        let mut server = AuthServer { child, url: format!("http://127.0.0.1:{port}"), key_id: String::new(), secret: String::new() };
         // Ready once it accepts connections (no request: the first two are counted).
         let mut tries = 0;
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -620,17 +366,9 @@ impl AuthServer {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         iam(port, "Action=CreateUser&UserName=reader&Version=2010-05-08");
-        let answer = iam(
-            port,
-            "Action=CreateAccessKey&UserName=reader&Version=2010-05-08",
-        );
+        let answer = iam(port, "Action=CreateAccessKey&UserName=reader&Version=2010-05-08");
         let field = |tag: &str| {
-            answer
-                .split(&format!("<{tag}>"))
-                .nth(1)
-                .and_then(|r| r.split(&format!("</{tag}>")).next())
-                .unwrap_or_else(|| panic!("{answer}"))
-                .to_string()
+            answer.split(&format!("<{tag}>")).nth(1).and_then(|r| r.split(&format!("</{tag}>")).next()).unwrap_or_else(|| panic!("{answer}")).to_string()
         };
         server.key_id = field("AccessKeyId");
         server.secret = field("SecretAccessKey");
@@ -668,24 +406,9 @@ fn refused_credentials_fail_naming_the_source_and_the_s3_error_and_never_print_s
     let server = AuthServer::start();
     let wrong = "wrongSecretKeyThatMustNotPrint0123456789/+";
     let cases = [
-        (
-            "unknown-key",
-            "AKIAIOSFODNN7EXAMPLE",
-            wrong,
-            "InvalidAccessKeyId (HTTP 403)",
-        ),
-        (
-            "wrong-secret",
-            server.key_id.as_str(),
-            wrong,
-            "SignatureDoesNotMatch (HTTP 403)",
-        ),
-        (
-            "no-permission",
-            server.key_id.as_str(),
-            server.secret.as_str(),
-            "AccessDenied (HTTP 403)",
-        ),
+        ("unknown-key", "AKIAIOSFODNN7EXAMPLE", wrong, "InvalidAccessKeyId (HTTP 403)"),
+        ("wrong-secret", server.key_id.as_str(), wrong, "SignatureDoesNotMatch (HTTP 403)"),
+        ("no-permission", server.key_id.as_str(), server.secret.as_str(), "AccessDenied (HTTP 403)"),
     ];
     std::fs::write(t.join("secret"), format!("{wrong}\n")).unwrap();
     for (name, key_id, secret, error) in cases {
@@ -700,17 +423,9 @@ fn refused_credentials_fail_naming_the_source_and_the_s3_error_and_never_print_s
             server.url
         );
         let cfg = run_config(t, name, &source, &t.join(name), "max_rejects = 0");
-        let (code, out, err) = icicle(
-            &["snapshot", "--json", "-c", cfg.to_str().unwrap()],
-            &[("ICICLE_TEST_S3_SECRET", secret), ("RUST_LOG", "debug")],
-        );
+        let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_S3_SECRET", secret), ("RUST_LOG", "debug")]);
         assert_eq!(code, 1, "{name}: {err}");
-        assert!(
-            err.contains(&format!(
-                "s3 source `s`: listing s3://icicle-private/: {error}"
-            )),
-            "{name}: {err}"
-        );
+        assert!(err.contains(&format!("s3 source `s`: listing s3://icicle-private/: {error}")), "{name}: {err}");
         for text in [&out, &err] {
             assert!(!text.contains(secret), "{name}: the secret was printed");
         }
@@ -742,18 +457,8 @@ impl icicle_core::traits::RowSink for Rows {
 fn build_source(toml: &str) -> std::sync::Arc<dyn icicle_core::Source> {
     use figment::providers::{Format as _, Toml};
     let figment = figment::Figment::from(Toml::string(toml));
-    let ctx = icicle_core::registry::BuildContext {
-        figment: &figment,
-        key: "sources.s".into(),
-        id: "s".into(),
-    };
-    let desc = icicle_core::registry::find(
-        icicle_core::registry::PluginKind::Source,
-        "s3",
-        "sources.s.type",
-        "test",
-    )
-    .unwrap();
+    let ctx = icicle_core::registry::BuildContext { figment: &figment, key: "sources.s".into(), id: "s".into() };
+    let desc = icicle_core::registry::find(icicle_core::registry::PluginKind::Source, "s3", "sources.s.type", "test").unwrap();
     match (desc.build)(&ctx) {
         Ok(icicle_core::registry::Built::Source(s)) => s,
         Ok(_) => panic!("not a source"),
@@ -770,75 +475,38 @@ fn an_object_that_goes_or_changes_after_listing_fails_only_its_split() {
     let store = store();
     let bucket = fresh_bucket(&store, "icicle-splits");
     for (key, path) in [("a.csv", "/a"), ("b.csv", "/b"), ("c.csv", "/c")] {
-        store
-            .put(
-                &bucket,
-                key,
-                format!("f,33188,1,1,1,1,1,1,{path}\n").into_bytes(),
-            )
-            .unwrap();
+        store.put(&bucket, key, format!("f,33188,1,1,1,1,1,1,{path}\n").into_bytes()).unwrap();
     }
     let source = build_source(&format!(
         "[sources.s]\ntype = \"s3\"\nbucket = \"{bucket}\"\nendpoint_url = \"{}\"\nforce_path_style = true\naccess_key_id = \"test\"\nsecret_access_key_file = \"{}\"\npreset = \"icicle9\"\nmax_attempts = 2\n",
         s3(),
         secret.display()
     ));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let splits = rt.block_on(source.plan()).unwrap();
     let names: Vec<&str> = splits.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["a.csv", "b.csv", "c.csv"].map(|k| format!("s3://{bucket}/{k}"))
-    );
+    assert_eq!(names, ["a.csv", "b.csv", "c.csv"].map(|k| format!("s3://{bucket}/{k}")));
     store.delete(&bucket, "a.csv").unwrap();
-    store
-        .put(
-            &bucket,
-            "b.csv",
-            b"f,33188,1,1,1,1,1,1,/b-changed\n".to_vec(),
-        )
-        .unwrap();
+    store.put(&bucket, "b.csv", b"f,33188,1,1,1,1,1,1,/b-changed\n".to_vec()).unwrap();
     let mut rows = Rows::default();
     let e = source.read(&splits[0], &mut rows).unwrap_err().to_string();
-    assert!(
-        e.starts_with(&format!(
-            "s3 source `s`: reading s3://{bucket}/a.csv: NoSuchKey (HTTP 404)"
-        )),
-        "{e}"
-    );
+    assert!(e.starts_with(&format!("s3 source `s`: reading s3://{bucket}/a.csv: NoSuchKey (HTTP 404)")), "{e}");
     let e = source.read(&splits[1], &mut rows).unwrap_err().to_string();
     assert!(
-        e.starts_with(&format!(
-            "s3 source `s`: reading s3://{bucket}/b.csv: PreconditionFailed (HTTP 412)"
-        )) && e.contains("changed after it was listed"),
+        e.starts_with(&format!("s3 source `s`: reading s3://{bucket}/b.csv: PreconditionFailed (HTTP 412)")) && e.contains("changed after it was listed"),
         "{e}"
     );
     source.read(&splits[2], &mut rows).unwrap();
-    assert_eq!(
-        (rows.records, rows.rejects, rows.progress),
-        (vec!["/c".to_string()], vec![], splits[2].weight)
-    );
+    assert_eq!((rows.records, rows.rejects, rows.progress), (vec!["/c".to_string()], vec![], splits[2].weight));
 
     // Nothing listens: the connection error names the listing, after the configured attempts.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let closed = build_source(&format!(
         "[sources.s]\ntype = \"s3\"\nbucket = \"{bucket}\"\nendpoint_url = \"http://127.0.0.1:{port}\"\nforce_path_style = true\naccess_key_id = \"test\"\nsecret_access_key_file = \"{}\"\npreset = \"icicle9\"\nmax_attempts = 2\n",
         secret.display()
     ));
     let e = rt.block_on(closed.plan()).unwrap_err().to_string();
-    assert!(
-        e.starts_with(&format!(
-            "s3 source `s`: listing s3://{bucket}/: dispatch failure"
-        )),
-        "{e}"
-    );
+    assert!(e.starts_with(&format!("s3 source `s`: listing s3://{bucket}/: dispatch failure")), "{e}");
     assert!(e.contains("onnection refused"), "{e}");
 }
 
@@ -856,47 +524,18 @@ fn listings_of_more_than_one_page_are_read_whole() {
             let (store, bucket) = (&store, &bucket);
             s.spawn(move || {
                 for i in (w..OBJECTS).step_by(4) {
-                    store
-                        .put(
-                            bucket,
-                            &format!("many/part-{i:05}.csv"),
-                            format!("f,33188,1,1,{i},1,2,3,/many/f{i:05}\n").into_bytes(),
-                        )
-                        .unwrap();
+                    store.put(bucket, &format!("many/part-{i:05}.csv"), format!("f,33188,1,1,{i},1,2,3,/many/f{i:05}\n").into_bytes()).unwrap();
                 }
             });
         }
     });
     let out = t.join("out");
-    let cfg = run_config(
-        t,
-        "pages",
-        &s3_source(
-            &bucket,
-            "many/",
-            "keys = \"part-*.csv\"\npreset = \"icicle9\"\n",
-        ),
-        &out,
-        "",
-    );
+    let cfg = run_config(t, "pages", &s3_source(&bucket, "many/", "keys = \"part-*.csv\"\npreset = \"icicle9\"\n"), &out, "");
     let (code, s, err) = run(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        (
-            s["splits"].as_u64(),
-            s["records"].as_u64(),
-            s["rejects"].as_u64()
-        ),
-        (Some(OBJECTS as u64), Some(OBJECTS as u64), Some(0)),
-        "{s}"
-    );
+    assert_eq!((s["splits"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(OBJECTS as u64), Some(OBJECTS as u64), Some(0)), "{s}");
     let got = ingested(&out);
-    assert_eq!(
-        got.keys().cloned().collect::<Vec<_>>(),
-        (0..OBJECTS)
-            .map(|i| format!("/many/f{i:05}"))
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(got.keys().cloned().collect::<Vec<_>>(), (0..OBJECTS).map(|i| format!("/many/f{i:05}")).collect::<Vec<_>>());
     assert!((0..OBJECTS).all(|i| got[&format!("/many/f{i:05}")]["content"]["size"] == i as u64));
 }
 
@@ -920,27 +559,13 @@ impl FlakyS3 {
                 let Ok(mut conn) = conn else { return };
                 let mut head = Vec::new();
                 let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n")
-                    && conn.read(&mut byte).map(|n| n == 1).unwrap_or(false)
-                {
+                while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
                     head.push(byte[0]);
                 }
                 let head = String::from_utf8_lossy(&head).to_string();
                 let target = head.split_whitespace().nth(1).unwrap_or("").to_string();
-                let range = head.lines().find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("range: bytes=")
-                        .map(str::to_string)
-                });
-                log.lock().unwrap().push(format!(
-                    "{} {}",
-                    if target.contains("list-type=2") {
-                        "LIST"
-                    } else {
-                        "GET"
-                    },
-                    range.clone().unwrap_or_default()
-                ));
+                let range = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("range: bytes=").map(str::to_string));
+                log.lock().unwrap().push(format!("{} {}", if target.contains("list-type=2") { "LIST" } else { "GET" }, range.clone().unwrap_or_default()));
                 let answer = |status: &str, headers: &str, body: &[u8]| {
                     let mut a = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n", body.len()).into_bytes();
                     a.extend_from_slice(body);
@@ -948,54 +573,29 @@ impl FlakyS3 {
                 };
                 if busy > 0 {
                     busy -= 1;
-                    let body = b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
-                    let _ = conn.write_all(&answer(
-                        "503 Slow Down",
-                        "Content-Type: application/xml\r\n",
-                        body,
-                    ));
+                    let body =
+                        b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                    let _ = conn.write_all(&answer("503 Slow Down", "Content-Type: application/xml\r\n", body));
                 } else if target.contains("list-type=2") {
                     let body = format!(
                         "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>flaky</Name><Prefix></Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated><Contents><Key>all.csv</Key><LastModified>2026-11-30T00:00:00.000Z</LastModified><ETag>&quot;v1&quot;</ETag><Size>{}</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>",
                         object.len()
                     );
-                    let _ = conn.write_all(&answer(
-                        "200 OK",
-                        "Content-Type: application/xml\r\n",
-                        body.as_bytes(),
-                    ));
+                    let _ = conn.write_all(&answer("200 OK", "Content-Type: application/xml\r\n", body.as_bytes()));
                 } else {
                     let (from, to) = match &range {
                         Some(r) => {
                             let (a, b) = r.trim().split_once('-').unwrap();
-                            (
-                                a.parse::<usize>().unwrap(),
-                                b.parse::<usize>()
-                                    .map(|b| b + 1)
-                                    .unwrap_or(object.len())
-                                    .min(object.len()),
-                            )
+                            (a.parse::<usize>().unwrap(), b.parse::<usize>().map(|b| b + 1).unwrap_or(object.len()).min(object.len()))
                         }
                         None => (0, object.len()),
                     };
                     let headers = if range.is_some() {
-                        format!(
-                            "ETag: \"v1\"\r\nContent-Range: bytes {from}-{}/{}\r\n",
-                            to - 1,
-                            object.len()
-                        )
+                        format!("ETag: \"v1\"\r\nContent-Range: bytes {from}-{}/{}\r\n", to - 1, object.len())
                     } else {
                         "ETag: \"v1\"\r\n".to_string()
                     };
-                    let full = answer(
-                        if range.is_some() {
-                            "206 Partial Content"
-                        } else {
-                            "200 OK"
-                        },
-                        &headers,
-                        &object[from..to],
-                    );
+                    let full = answer(if range.is_some() { "206 Partial Content" } else { "200 OK" }, &headers, &object[from..to]);
                     if cut > 0 {
                         cut -= 1;
                         let header_len = full.len() - (to - from);
@@ -1015,20 +615,14 @@ fn throttling_is_retried_and_broken_downloads_resume_at_the_next_byte() {
     let tmp = tempfile::tempdir().unwrap();
     let secret = tmp.path().join("secret");
     std::fs::write(&secret, "test\n").unwrap();
-    let object: Vec<u8> = (0..500)
-        .map(|i| format!("f,33188,1,1,{i},1,2,3,/flaky/f{i:04}\n"))
-        .collect::<String>()
-        .into_bytes();
+    let object: Vec<u8> = (0..500).map(|i| format!("f,33188,1,1,{i},1,2,3,/flaky/f{i:04}\n")).collect::<String>().into_bytes();
     let source = |addr: &str, attempts: u32| {
         build_source(&format!(
             "[sources.s]\ntype = \"s3\"\nbucket = \"flaky\"\nendpoint_url = \"http://{addr}\"\nforce_path_style = true\naccess_key_id = \"test\"\nsecret_access_key_file = \"{}\"\npreset = \"icicle9\"\nmax_attempts = {attempts}\n",
             secret.display()
         ))
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 
     // Two 503s, then the listing; two GETs broken off after 1,000 bytes, then the rest.
     let server = FlakyS3::start(object.clone(), 2, 2, 1_000);
@@ -1037,33 +631,15 @@ fn throttling_is_retried_and_broken_downloads_resume_at_the_next_byte() {
     assert_eq!(splits.len(), 1);
     let mut rows = Rows::default();
     src.read(&splits[0], &mut rows).unwrap();
-    assert_eq!(
-        rows.records,
-        (0..500)
-            .map(|i| format!("/flaky/f{i:04}"))
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(rows.records, (0..500).map(|i| format!("/flaky/f{i:04}")).collect::<Vec<_>>());
     assert!(rows.rejects.is_empty(), "{:?}", rows.rejects);
     assert_eq!(rows.progress, object.len() as u64);
     let n = object.len() - 1;
-    assert_eq!(
-        *server.seen.lock().unwrap(),
-        [
-            "LIST ",
-            "LIST ",
-            "LIST ",
-            "GET ",
-            &format!("GET 1000-{n}"),
-            &format!("GET 2000-{n}")
-        ]
-    );
+    assert_eq!(*server.seen.lock().unwrap(), ["LIST ", "LIST ", "LIST ", "GET ", &format!("GET 1000-{n}"), &format!("GET 2000-{n}")]);
 
     // Throttled for good: the listing gives up after max_attempts, naming S3's code.
     let server = FlakyS3::start(object.clone(), usize::MAX, 0, 0);
-    let e = rt
-        .block_on(source(&server.addr, 3).plan())
-        .unwrap_err()
-        .to_string();
+    let e = rt.block_on(source(&server.addr, 3).plan()).unwrap_err().to_string();
     assert!(e.starts_with("s3 source `s`: listing s3://flaky/: SlowDown (HTTP 503): Please reduce your request rate."), "{e}");
     assert_eq!(server.seen.lock().unwrap().len(), 3);
 
@@ -1071,10 +647,7 @@ fn throttling_is_retried_and_broken_downloads_resume_at_the_next_byte() {
     let server = FlakyS3::start(object.clone(), 0, usize::MAX, 100);
     let src = source(&server.addr, 3);
     let splits = rt.block_on(src.plan()).unwrap();
-    let e = src
-        .read(&splits[0], &mut Rows::default())
-        .unwrap_err()
-        .to_string();
+    let e = src.read(&splits[0], &mut Rows::default()).unwrap_err().to_string();
     assert!(e.starts_with("s3 source `s`: reading s3://flaky/all.csv: gave up after 3 interrupted downloads, at byte 300:"), "{e}");
 }
 
@@ -1103,7 +676,9 @@ fn the_posix_rule_reads_directory_rows_from_objects_as_from_files() {
     let local = format!("type = \"tsv\"\npaths = [\"{}/pwalk/*.csv\"]\npreset = \"pwalk\"\n", t.display());
     let remote = s3_source(&bucket, "snap/", "keys = \"*.csv\"\npreset = \"pwalk\"\nsplit_bytes = 65536\n");
     let mut got = Vec::new();
-    for (name, rule, source) in [("s3-rule", "\"posix-read\"", remote), ("disk-rule", "\"posix-read\"", local.clone()), ("disk-lists", "[\"owner\", \"group\"]", local)] {
+    for (name, rule, source) in
+        [("s3-rule", "\"posix-read\"", remote), ("disk-rule", "\"posix-read\"", local.clone()), ("disk-lists", "[\"owner\", \"group\"]", local)]
+    {
         let (code, s, err) = run(&cfg(name, rule, source), &[]);
         assert_eq!(code, 0, "{name}: {err}");
         assert!(s["directories"].as_u64().unwrap() > 0, "{name}: {s}");

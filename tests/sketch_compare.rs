@@ -14,7 +14,10 @@ fn sketch_compare_reproduces_the_value_vs_rank_tradeoff() {
     let cfg = config(
         tmp.path(),
         "c.toml",
-        &format!("[aggregate]\nreference_time = 1767225600\n[sources.s]\ntype = \"tsv\"\npaths = [\"{}/data/*.csv\"]\npreset = \"icicle9\"\n", tmp.path().display()),
+        &format!(
+            "[aggregate]\nreference_time = 1767225600\n[sources.s]\ntype = \"tsv\"\npaths = [\"{}/data/*.csv\"]\npreset = \"icicle9\"\n",
+            tmp.path().display()
+        ),
     );
     let out = tmp.path().join("cmp");
     let (code, stdout, err) = icicle(&["sketch-compare", "-c", cfg.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);

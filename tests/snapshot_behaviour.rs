@@ -7,12 +7,7 @@ use std::io::Write;
 use common::*;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
 
-fn base(
-    tmp: &std::path::Path,
-    source: &str,
-    out: &std::path::Path,
-    extra: &str,
-) -> std::path::PathBuf {
+fn base(tmp: &std::path::Path, source: &str, out: &std::path::Path, extra: &str) -> std::path::PathBuf {
     config(
         tmp,
         "run.toml",
@@ -25,11 +20,7 @@ fn base(
 }
 
 fn rejects(tmp: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(tmp.join("rejects.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    std::fs::read_to_string(tmp.join("rejects.jsonl")).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 #[test]
@@ -38,79 +29,31 @@ fn bad_text_rows_are_rejected_with_file_line_and_reason() {
     let csv = tmp.path().join("in.csv");
     let mut f = std::fs::File::create(&csv).unwrap();
     f.write_all(b"f,33188,1000,100,42,1,2,3,/ok/a\n").unwrap();
-    f.write_all(b"f,33188,1000,100,forty,1,2,3,/bad/size\n")
-        .unwrap();
-    f.write_all(b"f,33188,1000,100,42,1,2,3,/bad/\xff\xfe\n")
-        .unwrap();
+    f.write_all(b"f,33188,1000,100,forty,1,2,3,/bad/size\n").unwrap();
+    f.write_all(b"f,33188,1000,100,42,1,2,3,/bad/\xff\xfe\n").unwrap();
     f.write_all(b"f,33188,1000\n").unwrap();
     f.write_all(b"f,33188,1000,100,42,1,2,3,/ok/b\n").unwrap();
-    f.write_all(b"f,33188,1000,100,42,1,2,3,\"/bad/unterminated\n")
-        .unwrap();
+    f.write_all(b"f,33188,1000,100,42,1,2,3,\"/bad/unterminated\n").unwrap();
     f.write_all(b"l,41471,1000,100,5,1,2,3,/ok/link\n").unwrap();
     f.write_all(b"f,33188,1000,100,42,1,2").unwrap(); // truncated last line
     drop(f);
     let out = tmp.path().join("out");
-    let cfg = base(
-        tmp.path(),
-        &format!(
-            "type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"",
-            csv.display()
-        ),
-        &out,
-        "",
-    );
+    let cfg = base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", csv.display()), &out, "");
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        (
-            s["rows"].as_u64(),
-            s["records"].as_u64(),
-            s["rejects"].as_u64()
-        ),
-        (Some(8), Some(3), Some(5)),
-        "{s}"
-    );
+    assert_eq!((s["rows"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(8), Some(3), Some(5)), "{s}");
     let got = ingested(&out);
-    assert_eq!(
-        got.keys().cloned().collect::<Vec<_>>(),
-        vec!["/ok/a", "/ok/b", "/ok/link"]
-    );
+    assert_eq!(got.keys().cloned().collect::<Vec<_>>(), vec!["/ok/a", "/ok/b", "/ok/link"]);
     let r = rejects(tmp.path());
     let lines: Vec<u64> = r.iter().map(|r| r["line"].as_u64().unwrap()).collect();
     assert_eq!(lines, vec![2, 3, 4, 6, 8]);
     let input = csv.display().to_string();
     assert!(r.iter().all(|r| r["input"] == input.as_str()));
-    assert!(
-        r[0]["reason"].as_str().unwrap().contains("size"),
-        "{}",
-        r[0]
-    );
-    assert!(
-        r[1]["reason"].as_str().unwrap().contains("UTF-8"),
-        "{}",
-        r[1]
-    );
-    assert!(
-        r[2]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("expected 9 fields"),
-        "{}",
-        r[2]
-    );
-    assert!(
-        r[3]["reason"].as_str().unwrap().contains("unterminated"),
-        "{}",
-        r[3]
-    );
-    assert!(
-        r[4]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("expected 9 fields"),
-        "{}",
-        r[4]
-    );
+    assert!(r[0]["reason"].as_str().unwrap().contains("size"), "{}", r[0]);
+    assert!(r[1]["reason"].as_str().unwrap().contains("UTF-8"), "{}", r[1]);
+    assert!(r[2]["reason"].as_str().unwrap().contains("expected 9 fields"), "{}", r[2]);
+    assert!(r[3]["reason"].as_str().unwrap().contains("unterminated"), "{}", r[3]);
+    assert!(r[4]["reason"].as_str().unwrap().contains("expected 9 fields"), "{}", r[4]);
 
     // The same input with a threshold of 4 rejects fails the run.
     let (code, s, _) = snapshot(&cfg, &["--set", "snapshot.max_rejects=4"]);
@@ -135,38 +78,13 @@ fn bad_mmapplypolicy_lines_are_rejected() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let cfg = base(
-        tmp.path(),
-        &format!("type = \"mmapplypolicy\"\npaths = [\"{}\"]", list.display()),
-        &out,
-        "",
-    );
+    let cfg = base(tmp.path(), &format!("type = \"mmapplypolicy\"\npaths = [\"{}\"]", list.display()), &out, "");
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        (
-            s["rows"].as_u64(),
-            s["records"].as_u64(),
-            s["directories"].as_u64(),
-            s["rejects"].as_u64()
-        ),
-        (Some(6), Some(1), Some(1), Some(4))
-    );
+    assert_eq!((s["rows"].as_u64(), s["records"].as_u64(), s["directories"].as_u64(), s["rejects"].as_u64()), (Some(6), Some(1), Some(1), Some(4)));
     let r = rejects(tmp.path());
-    assert_eq!(
-        r.iter()
-            .map(|r| r["line"].as_u64().unwrap())
-            .collect::<Vec<_>>(),
-        vec![2, 3, 4, 6]
-    );
-    assert!(
-        r[0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("undecodable escape `%zz`"),
-        "{}",
-        r[0]
-    );
+    assert_eq!(r.iter().map(|r| r["line"].as_u64().unwrap()).collect::<Vec<_>>(), vec![2, 3, 4, 6]);
+    assert!(r[0]["reason"].as_str().unwrap().contains("undecodable escape `%zz`"), "{}", r[0]);
 }
 
 #[test]
@@ -176,70 +94,29 @@ fn broken_gufi_databases_are_rejected_and_the_rest_is_read() {
     let data = tmp.path().join("gufi");
     gen::write(&fs, Format::Gufi, &data, 0, false).unwrap();
     // Corrupt one database, delete another, and put a NULL size in a third.
-    let dirs: Vec<&gen::GenDir> = fs
-        .dirs
-        .iter()
-        .filter(|d| fs.files.iter().any(|f| fs.dirs[f.dir].path == d.path))
-        .collect();
+    let dirs: Vec<&gen::GenDir> = fs.dirs.iter().filter(|d| fs.files.iter().any(|f| fs.dirs[f.dir].path == d.path)).collect();
     let db = |d: &gen::GenDir| data.join(d.path.trim_start_matches('/')).join("db.db");
     std::fs::write(db(dirs[0]), b"this is not a database").unwrap();
     std::fs::remove_file(db(dirs[1])).unwrap();
-    let conn = rusqlite_exec(
-        &db(dirs[2]),
-        "UPDATE entries SET size = NULL WHERE rowid = 1",
-    );
+    let conn = rusqlite_exec(&db(dirs[2]), "UPDATE entries SET size = NULL WHERE rowid = 1");
     assert!(conn, "sqlite3 CLI needed");
-    let lost: usize = [0, 1]
-        .iter()
-        .map(|&i| {
-            fs.files
-                .iter()
-                .filter(|f| fs.dirs[f.dir].path == dirs[i].path)
-                .count()
-        })
-        .sum();
+    let lost: usize = [0, 1].iter().map(|&i| fs.files.iter().filter(|f| fs.dirs[f.dir].path == dirs[i].path).count()).sum();
     let out = tmp.path().join("out");
-    let cfg = base(
-        tmp.path(),
-        &format!("type = \"gufi\"\nindex = \"{}\"", data.display()),
-        &out,
-        "",
-    );
+    let cfg = base(tmp.path(), &format!("type = \"gufi\"\nindex = \"{}\"", data.display()), &out, "");
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        s["records"].as_u64().unwrap() as usize,
-        600 - lost - 1,
-        "{s}"
-    );
+    assert_eq!(s["records"].as_u64().unwrap() as usize, 600 - lost - 1, "{s}");
     assert_eq!(s["rejects"], 3);
     let r = rejects(tmp.path());
-    let reasons: Vec<String> = r
-        .iter()
-        .map(|r| format!("{} {}", r["input"], r["reason"]))
-        .collect();
-    assert!(
-        reasons.iter().any(|x| x.contains("missing db.db")),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons.iter().any(|x| x.contains("not a database")),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons.iter().any(|x| x.contains("size is NULL")),
-        "{reasons:?}"
-    );
+    let reasons: Vec<String> = r.iter().map(|r| format!("{} {}", r["input"], r["reason"])).collect();
+    assert!(reasons.iter().any(|x| x.contains("missing db.db")), "{reasons:?}");
+    assert!(reasons.iter().any(|x| x.contains("not a database")), "{reasons:?}");
+    assert!(reasons.iter().any(|x| x.contains("size is NULL")), "{reasons:?}");
     assert!(r.iter().any(|r| r["line"] == 1));
 }
 
 fn rusqlite_exec(db: &std::path::Path, sql: &str) -> bool {
-    std::process::Command::new("sqlite3")
-        .arg(db)
-        .arg(sql)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    std::process::Command::new("sqlite3").arg(db).arg(sql).status().map(|s| s.success()).unwrap_or(false)
 }
 
 #[test]
@@ -260,10 +137,7 @@ fn versioned_runs_report_changes_and_emit_deletes() {
         let out = tmp.path().join(format!("out{n}"));
         let cfg = base(
             tmp.path(),
-            &format!(
-                "type = \"tsv\"\npaths = [\"{}/a.csv\"]\npreset = \"icicle9\"",
-                input.display()
-            ),
+            &format!("type = \"tsv\"\npaths = [\"{}/a.csv\"]\npreset = \"icicle9\"", input.display()),
             &out,
             &format!("state_dir = \"{}\"", state.display()),
         );
@@ -272,52 +146,22 @@ fn versioned_runs_report_changes_and_emit_deletes() {
         (s, out)
     };
     let (s, out) = run(1);
-    assert_eq!(
-        (
-            s["created"].as_u64(),
-            s["unchanged"].as_u64(),
-            s["deleted"].as_u64()
-        ),
-        (Some(4), Some(0), Some(0))
-    );
+    assert_eq!((s["created"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()), (Some(4), Some(0), Some(0)));
     assert_eq!(ingested(&out).len(), 4);
     // The same snapshot again changes nothing.
     let (s, out) = run(2);
-    assert_eq!(
-        (
-            s["created"].as_u64(),
-            s["updated"].as_u64(),
-            s["unchanged"].as_u64(),
-            s["deleted"].as_u64()
-        ),
-        (Some(0), Some(0), Some(4), Some(0))
-    );
+    assert_eq!((s["created"].as_u64(), s["updated"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()), (Some(0), Some(0), Some(4), Some(0)));
     assert!(ingested(&out).is_empty());
     assert!(deleted(&out).is_empty());
     // b changes, c and d go, e arrives.
     write(&[("/fs/a", 1), ("/fs/b", 20), ("/fs/e", 5)]);
     let (s, out) = run(3);
-    assert_eq!(
-        (
-            s["created"].as_u64(),
-            s["updated"].as_u64(),
-            s["unchanged"].as_u64(),
-            s["deleted"].as_u64()
-        ),
-        (Some(1), Some(1), Some(1), Some(2)),
-        "{s}"
-    );
-    assert_eq!(
-        ingested(&out).keys().cloned().collect::<Vec<_>>(),
-        vec!["/fs/b", "/fs/e"]
-    );
+    assert_eq!((s["created"].as_u64(), s["updated"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()), (Some(1), Some(1), Some(1), Some(2)), "{s}");
+    assert_eq!(ingested(&out).keys().cloned().collect::<Vec<_>>(), vec!["/fs/b", "/fs/e"]);
     assert_eq!(deleted(&out), vec!["/fs/c", "/fs/d"]);
     // And the new state is current.
     let (s, _) = run(4);
-    assert_eq!(
-        (s["unchanged"].as_u64(), s["deleted"].as_u64()),
-        (Some(3), Some(0))
-    );
+    assert_eq!((s["unchanged"].as_u64(), s["deleted"].as_u64()), (Some(3), Some(0)));
 }
 
 #[test]
@@ -331,29 +175,20 @@ fn failed_delivery_is_not_acknowledged() {
     std::fs::write(&blocker, "").unwrap();
     let cfg = base(
         tmp.path(),
-        &format!(
-            "type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"",
-            input.display()
-        ),
+        &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", input.display()),
         &blocker.join("out"),
         &format!("state_dir = \"{}\"", state.display()),
     );
     let (code, _, err) = snapshot(&cfg, &[]);
     assert_ne!(code, 0);
     assert!(err.contains("blocker"), "{err}");
-    assert!(
-        !state.join("CURRENT").exists(),
-        "a failed run must not commit its manifest"
-    );
+    assert!(!state.join("CURRENT").exists(), "a failed run must not commit its manifest");
     // A good sink afterwards gets the file: the failed run may have indexed it (its manifest
     // was sealed before delivering), so it counts as updated and is sent again.
     let out = tmp.path().join("out");
     let cfg = base(
         tmp.path(),
-        &format!(
-            "type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"",
-            input.display()
-        ),
+        &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", input.display()),
         &out,
         &format!("state_dir = \"{}\"", state.display()),
     );
@@ -382,23 +217,11 @@ fn unreadable_inputs_withhold_their_deletes() {
     assert_eq!((code, s["created"].as_u64()), (0, Some(400)));
     // One directory's database becomes unreadable: its files are not deleted from the index.
     let d = fs.files.iter().map(|f| &fs.dirs[f.dir]).next().unwrap();
-    let in_dir = fs
-        .files
-        .iter()
-        .filter(|f| fs.dirs[f.dir].path == d.path)
-        .count() as u64;
-    std::fs::write(
-        data.join(d.path.trim_start_matches('/')).join("db.db"),
-        "garbage",
-    )
-    .unwrap();
+    let in_dir = fs.files.iter().filter(|f| fs.dirs[f.dir].path == d.path).count() as u64;
+    std::fs::write(data.join(d.path.trim_start_matches('/')).join("db.db"), "garbage").unwrap();
     let (code, s, _) = snapshot(&cfg(2), &[]);
     assert_eq!(code, 0);
-    assert_eq!(
-        (s["deleted"].as_u64(), s["deletes_withheld"].as_u64()),
-        (Some(0), Some(in_dir)),
-        "{s}"
-    );
+    assert_eq!((s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(0), Some(in_dir)), "{s}");
     assert!(deleted(&tmp.path().join("out2")).is_empty());
 }
 
@@ -409,62 +232,29 @@ fn documents_respect_the_size_limit() {
     let data = tmp.path().join("tsv");
     gen::write(&fs, Format::Tsv, &data, 700, false).unwrap();
     let out = tmp.path().join("out");
-    let cfg = base(
-        tmp.path(),
-        &format!(
-            "type = \"tsv\"\npaths = [\"{}/*.csv\"]\npreset = \"icicle9\"",
-            data.display()
-        ),
-        &out,
-        "max_batch_bytes = 20000",
-    );
+    let cfg = base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}/*.csv\"]\npreset = \"icicle9\"", data.display()), &out, "max_batch_bytes = 20000");
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
     let docs = documents(&out, "ingest-");
     assert!(docs.len() > 30, "{}", docs.len());
     assert!(docs.iter().all(|(bytes, _)| *bytes <= 20_000));
-    assert_eq!(
-        docs.iter()
-            .map(|(_, d)| d["ingest_data"]["gmeta"].as_array().unwrap().len())
-            .sum::<usize>(),
-        2_000
-    );
+    assert_eq!(docs.iter().map(|(_, d)| d["ingest_data"]["gmeta"].as_array().unwrap().len()).sum::<usize>(), 2_000);
     assert_eq!(s["batches"].as_u64().unwrap() as usize, docs.len());
-    assert_eq!(
-        s["bytes"].as_u64().unwrap(),
-        docs.iter().map(|(b, _)| b).sum::<u64>()
-    );
+    assert_eq!(s["bytes"].as_u64().unwrap(), docs.iter().map(|(b, _)| b).sum::<u64>());
 }
 
 #[test]
 fn a_second_run_never_overwrites_undelivered_documents() {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("a.csv");
-    std::fs::write(
-        &input,
-        "f,33188,1000,100,1,1,2,3,/fs/a\nf,33188,1000,100,1,1,2,3,/fs/b\n",
-    )
-    .unwrap();
+    std::fs::write(&input, "f,33188,1000,100,1,1,2,3,/fs/a\nf,33188,1000,100,1,1,2,3,/fs/b\n").unwrap();
     let out = tmp.path().join("out");
-    let cfg = base(
-        tmp.path(),
-        &format!(
-            "type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"",
-            input.display()
-        ),
-        &out,
-        "max_batch_bytes = 500",
-    );
+    let cfg = base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", input.display()), &out, "max_batch_bytes = 500");
     for _ in 0..2 {
         let (code, _, err) = snapshot(&cfg, &[]);
         assert_eq!(code, 0, "{err}");
     }
     let docs = documents(&out, "ingest-");
     assert_eq!(docs.len(), 4, "two runs of two documents each");
-    assert_eq!(
-        docs.iter()
-            .map(|(_, d)| d["ingest_data"]["gmeta"].as_array().unwrap().len())
-            .sum::<usize>(),
-        4
-    );
+    assert_eq!(docs.iter().map(|(_, d)| d["ingest_data"]["gmeta"].as_array().unwrap().len()).sum::<usize>(), 4);
 }

@@ -14,29 +14,20 @@ const FILES: usize = 1000;
 const PARTS: usize = 4;
 
 fn row(i: usize) -> String {
-    format!(
-        "f,33188,1000,100,{},1700000000,1700000001,1700000002,/fs/d{}/f{i}",
-        i * 7,
-        i % 10
-    )
+    format!("f,33188,1000,100,{},1700000000,1700000001,1700000002,/fs/d{}/f{i}", i * 7, i % 10)
 }
 
 /// The good listing: `PARTS` files of `FILES / PARTS` rows, except the rows in `skip`.
 fn write_listing(dir: &Path, skip: &BTreeSet<usize>) {
     std::fs::create_dir_all(dir).unwrap();
     for p in 0..PARTS {
-        let rows: String = (p * FILES / PARTS..(p + 1) * FILES / PARTS)
-            .filter(|i| !skip.contains(i))
-            .map(|i| row(i) + "\n")
-            .collect();
+        let rows: String = (p * FILES / PARTS..(p + 1) * FILES / PARTS).filter(|i| !skip.contains(i)).map(|i| row(i) + "\n").collect();
         std::fs::write(dir.join(format!("part-{p}.csv")), rows).unwrap();
     }
 }
 
 fn all_paths() -> BTreeSet<String> {
-    (0..FILES)
-        .map(|i| format!("/fs/d{}/f{i}", i % 10))
-        .collect()
+    (0..FILES).map(|i| format!("/fs/d{}/f{i}", i % 10)).collect()
 }
 
 struct Run {
@@ -47,15 +38,7 @@ struct Run {
 }
 
 /// A versioned run of `source` with `state`, delivering to a fresh `tmp/<name>-out`.
-fn run_with(
-    tmp: &Path,
-    name: &str,
-    source: &str,
-    state: &Path,
-    extra: &str,
-    args: &[&str],
-    envs: &[(&str, &str)],
-) -> Run {
+fn run_with(tmp: &Path, name: &str, source: &str, state: &Path, extra: &str, args: &[&str], envs: &[(&str, &str)]) -> Run {
     let out = tmp.join(format!("{name}-out"));
     let cfg = config(
         tmp,
@@ -70,12 +53,7 @@ fn run_with(
     let mut a = vec!["snapshot", "--json", "-c", cfg.to_str().unwrap()];
     a.extend_from_slice(args);
     let (code, stdout, err) = icicle(&a, envs);
-    Run {
-        code,
-        summary: serde_json::from_str(&stdout).unwrap_or(Value::Null),
-        err,
-        out,
-    }
+    Run { code, summary: serde_json::from_str(&stdout).unwrap_or(Value::Null), err, out }
 }
 
 fn run(tmp: &Path, name: &str, source: &str, state: &Path) -> Run {
@@ -89,13 +67,7 @@ fn tsv(paths: &str) -> String {
 /// A copy of the good run's state for one accident.
 fn fork_state(good: &Path, tmp: &Path, name: &str) -> PathBuf {
     let to = tmp.join(format!("{name}-state"));
-    let ok = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(good)
-        .arg(&to)
-        .status()
-        .unwrap()
-        .success();
+    let ok = std::process::Command::new("cp").arg("-a").arg(good).arg(&to).status().unwrap().success();
     assert!(ok);
     to
 }
@@ -103,23 +75,11 @@ fn fork_state(good: &Path, tmp: &Path, name: &str) -> PathBuf {
 /// After an accident: nothing was deleted, and a good run from the same state finds every
 /// subject unchanged (none was dropped from the manifest).
 fn assert_nothing_lost(tmp: &Path, name: &str, r: &Run, state: &Path, good_source: &str) {
-    assert!(
-        deleted(&r.out).is_empty(),
-        "{name}: deleted {:?}",
-        deleted(&r.out)
-    );
+    assert!(deleted(&r.out).is_empty(), "{name}: deleted {:?}", deleted(&r.out));
     let after = run(tmp, &format!("{name}-after"), good_source, state);
     assert_eq!(after.code, 0, "{name}: {}", after.err);
     let s = &after.summary;
-    assert_eq!(
-        (
-            s["created"].as_u64(),
-            s["unchanged"].as_u64(),
-            s["deleted"].as_u64()
-        ),
-        (Some(0), Some(FILES as u64), Some(0)),
-        "{name}: {s}"
-    );
+    assert_eq!((s["created"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()), (Some(0), Some(FILES as u64), Some(0)), "{name}: {s}");
     assert!(deleted(&after.out).is_empty(), "{name}");
 }
 
@@ -132,49 +92,21 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
     let good_source = tsv(&format!("\"{}/*.csv\"", listing.display()));
     let good = t.join("good-state");
     let r = run(t, "good", &good_source, &good);
-    assert_eq!(
-        (r.code, r.summary["created"].as_u64()),
-        (0, Some(FILES as u64)),
-        "{}",
-        r.err
-    );
-    assert_eq!(
-        ingested(&r.out).keys().cloned().collect::<BTreeSet<_>>(),
-        all_paths()
-    );
+    assert_eq!((r.code, r.summary["created"].as_u64()), (0, Some(FILES as u64)), "{}", r.err);
+    assert_eq!(ingested(&r.out).keys().cloned().collect::<BTreeSet<_>>(), all_paths());
 
     // Inputs that yield nothing: an error naming them, nothing delivered.
     std::fs::create_dir_all(t.join("empty")).unwrap();
     for (name, paths, why) in [
-        (
-            "glob-on-empty-dir",
-            format!("\"{}/empty/*.csv\"", t.display()),
-            "matches no file",
-        ),
-        (
-            "unmounted",
-            format!("\"{}/not-mounted/listings\"", t.display()),
-            "no such file or directory",
-        ),
-        (
-            "empty-dir",
-            format!("\"{}/empty\"", t.display()),
-            "holds no file",
-        ),
-        (
-            "glob-matching-nothing",
-            format!("\"{}/*.tsv\"", listing.display()),
-            "matches no file",
-        ),
+        ("glob-on-empty-dir", format!("\"{}/empty/*.csv\"", t.display()), "matches no file"),
+        ("unmounted", format!("\"{}/not-mounted/listings\"", t.display()), "no such file or directory"),
+        ("empty-dir", format!("\"{}/empty\"", t.display()), "holds no file"),
+        ("glob-matching-nothing", format!("\"{}/*.tsv\"", listing.display()), "matches no file"),
     ] {
         let state = fork_state(&good, t, name);
         let r = run(t, name, &tsv(&paths), &state);
         assert_eq!(r.code, 1, "{name}: {}", r.err);
-        assert!(
-            r.err.contains(why) && r.err.contains("could not be planned"),
-            "{name}: {}",
-            r.err
-        );
+        assert!(r.err.contains(why) && r.err.contains("could not be planned"), "{name}: {}", r.err);
         assert!(!r.out.exists(), "{name}: nothing is delivered");
         assert_nothing_lost(t, name, &r, &state, &good_source);
     }
@@ -185,32 +117,14 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         std::fs::create_dir_all(&drift).unwrap();
         for p in 0..PARTS {
             let text = std::fs::read_to_string(listing.join(format!("part-{p}.csv"))).unwrap();
-            let changed: String = text
-                .lines()
-                .map(|l| {
-                    if edit == 0 {
-                        format!("1756901806,{l}\n")
-                    } else {
-                        l.replacen(",1000,100,", ",1000,", 1) + "\n"
-                    }
-                })
-                .collect();
+            let changed: String =
+                text.lines().map(|l| if edit == 0 { format!("1756901806,{l}\n") } else { l.replacen(",1000,100,", ",1000,", 1) + "\n" }).collect();
             std::fs::write(drift.join(format!("part-{p}.csv")), changed).unwrap();
         }
         let state = fork_state(&good, t, name);
-        let r = run(
-            t,
-            name,
-            &tsv(&format!("\"{}/*.csv\"", drift.display())),
-            &state,
-        );
+        let r = run(t, name, &tsv(&format!("\"{}/*.csv\"", drift.display())), &state);
         assert_eq!(r.code, 1, "{name}: {}", r.err);
-        assert!(
-            r.err
-                .contains("line 1: the file does not match the icicle9 preset"),
-            "{name}: {}",
-            r.err
-        );
+        assert!(r.err.contains("line 1: the file does not match the icicle9 preset"), "{name}: {}", r.err);
         assert!(!r.out.exists(), "{name}");
         assert_nothing_lost(t, name, &r, &state, &good_source);
     }
@@ -222,40 +136,16 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         write_listing(&drift, &BTreeSet::new());
         let p3 = drift.join("part-3.csv");
         let text = std::fs::read_to_string(&p3).unwrap();
-        let changed: String = text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| {
-                if i == 0 {
-                    format!("{l}\n")
-                } else {
-                    format!("1756901806,{l}\n")
-                }
-            })
-            .collect();
+        let changed: String = text.lines().enumerate().map(|(i, l)| if i == 0 { format!("{l}\n") } else { format!("1756901806,{l}\n") }).collect();
         std::fs::write(&p3, changed).unwrap();
         let p0 = drift.join("part-0.csv");
         let text0 = std::fs::read_to_string(&p0).unwrap();
         std::fs::write(&p0, text0.replace(&row(5), &row(5).replace(",35,", ",36,"))).unwrap();
         let state = fork_state(&good, t, "late-drift");
-        let r = run(
-            t,
-            "late-drift",
-            &tsv(&format!("\"{}/*.csv\"", drift.display())),
-            &state,
-        );
+        let r = run(t, "late-drift", &tsv(&format!("\"{}/*.csv\"", drift.display())), &state);
         assert_eq!(r.code, 3, "{}", r.err);
-        assert_eq!(
-            (
-                r.summary["rejects"].as_u64(),
-                r.summary["reject_threshold_exceeded"].as_bool()
-            ),
-            (Some(249), Some(true))
-        );
-        assert!(
-            ingested(&r.out).is_empty(),
-            "the update read before the drift is not delivered either"
-        );
+        assert_eq!((r.summary["rejects"].as_u64(), r.summary["reject_threshold_exceeded"].as_bool()), (Some(249), Some(true)));
+        assert!(ingested(&r.out).is_empty(), "the update read before the drift is not delivered either");
         assert_eq!(r.summary["batches_withheld"], 1);
         assert_nothing_lost(t, "late-drift", &r, &state, &good_source);
     }
@@ -267,26 +157,13 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         std::fs::create_dir_all(&ms).unwrap();
         for p in 0..PARTS {
             let text = std::fs::read_to_string(listing.join(format!("part-{p}.csv"))).unwrap();
-            std::fs::write(
-                ms.join(format!("part-{p}.csv")),
-                text.replace(",1700000002,", ",1700000002000,"),
-            )
-            .unwrap();
+            std::fs::write(ms.join(format!("part-{p}.csv")), text.replace(",1700000002,", ",1700000002000,")).unwrap();
         }
         let state = fork_state(&good, t, "millis");
-        let r = run(
-            t,
-            "millis",
-            &tsv(&format!("\"{}/*.csv\"", ms.display())),
-            &state,
-        );
+        let r = run(t, "millis", &tsv(&format!("\"{}/*.csv\"", ms.display())), &state);
         assert_eq!(r.code, 3, "{}", r.err);
         let s = &r.summary;
-        assert_eq!(
-            (s["rejects"].as_u64(), s["unreadable_inputs"].as_u64()),
-            (Some(FILES as u64), Some(0)),
-            "{s}"
-        );
+        assert_eq!((s["rejects"].as_u64(), s["unreadable_inputs"].as_u64()), (Some(FILES as u64), Some(0)), "{s}");
         assert!(ingested(&r.out).is_empty());
         assert_nothing_lost(t, "millis", &r, &state, &good_source);
     }
@@ -305,67 +182,25 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         let state = fork_state(&good, t, "guard");
         let r = run(t, "guard", &src, &state);
         assert_eq!(r.code, 4, "{}", r.err);
-        let why = r.summary["delete_guard"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        assert!(
-            why.contains("250 of the previous run's 1000 subjects (25.0%)")
-                && why.contains("max_delete_ratio = 0.2"),
-            "{why}"
-        );
+        let why = r.summary["delete_guard"].as_str().unwrap_or_default().to_string();
+        assert!(why.contains("250 of the previous run's 1000 subjects (25.0%)") && why.contains("max_delete_ratio = 0.2"), "{why}");
         assert!(deleted(&r.out).is_empty());
-        assert!(
-            ingested(&r.out).is_empty(),
-            "nothing is delivered, not even the update"
-        );
+        assert!(ingested(&r.out).is_empty(), "nothing is delivered, not even the update");
         let s = &r.summary;
-        assert_eq!(
-            (
-                s["deleted"].as_u64(),
-                s["updated"].as_u64(),
-                s["batches_withheld"].as_u64()
-            ),
-            (Some(0), Some(1), Some(1)),
-            "{s}"
-        );
+        assert_eq!((s["deleted"].as_u64(), s["updated"].as_u64(), s["batches_withheld"].as_u64()), (Some(0), Some(1), Some(1)), "{s}");
         // The same accident again is stopped again (the manifest was kept).
         let r = run(t, "guard-again", &src, &state);
         assert_eq!(r.code, 4, "{}", r.err);
-        let r = run_with(
-            t,
-            "guard-override",
-            &src,
-            &state,
-            "",
-            &["--allow-mass-delete"],
-            &[],
-        );
+        let r = run_with(t, "guard-override", &src, &state, "", &["--allow-mass-delete"], &[]);
         assert_eq!(r.code, 0, "{}", r.err);
-        let gone: BTreeSet<String> = (2 * FILES / PARTS..3 * FILES / PARTS)
-            .map(|i| format!("/fs/d{}/f{i}", i % 10))
-            .collect();
+        let gone: BTreeSet<String> = (2 * FILES / PARTS..3 * FILES / PARTS).map(|i| format!("/fs/d{}/f{i}", i % 10)).collect();
         assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), gone);
-        assert_eq!(
-            ingested(&r.out).keys().cloned().collect::<Vec<_>>(),
-            ["/fs/d5/f5"]
-        );
+        assert_eq!(ingested(&r.out).keys().cloned().collect::<Vec<_>>(), ["/fs/d5/f5"]);
         // A count limit trips too.
         let state = fork_state(&good, t, "count-guard");
-        let r = run_with(
-            t,
-            "count-guard",
-            &src,
-            &state,
-            "max_delete_ratio = 1.0\nmax_delete = 100",
-            &[],
-            &[],
-        );
+        let r = run_with(t, "count-guard", &src, &state, "max_delete_ratio = 1.0\nmax_delete = 100", &[], &[]);
         assert_eq!(r.code, 4, "{}", r.err);
-        assert!(r.summary["delete_guard"]
-            .as_str()
-            .unwrap()
-            .contains("250 subjects, more than snapshot.max_delete = 100"));
+        assert!(r.summary["delete_guard"].as_str().unwrap().contains("250 subjects, more than snapshot.max_delete = 100"));
         assert_nothing_lost(t, "count-guard", &r, &state, &good_source);
     }
 
@@ -378,46 +213,22 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         let p1 = bad.join("part-1.csv");
         let mut text = std::fs::read_to_string(&p1).unwrap();
         // Rows of files 300 and 301 with a bad size, and a line that is no row at all.
-        text = text
-            .replace(&row(300), "f,33188,1000,100,big,1,2,3,/fs/d0/f300")
-            .replace(&row(301), "f,33188,1000,100,-1,1,2,3,/fs/d1/f301");
+        text = text.replace(&row(300), "f,33188,1000,100,big,1,2,3,/fs/d0/f300").replace(&row(301), "f,33188,1000,100,-1,1,2,3,/fs/d1/f301");
         std::fs::write(&p1, text + "garbage\n").unwrap();
         let src = tsv(&format!("\"{}/*.csv\"", bad.display()));
         let state = fork_state(&good, t, "bad-rows");
         let r = run(t, "bad-rows", &src, &state);
         assert_eq!(r.code, 0, "{}", r.err);
         let s = &r.summary;
-        assert_eq!(
-            (
-                s["rejects"].as_u64(),
-                s["deleted"].as_u64(),
-                s["deletes_withheld"].as_u64()
-            ),
-            (Some(3), Some(0), Some(12)),
-            "{s}"
-        );
-        let scopes: Vec<&str> = s["unknown_scopes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|u| u["scope"].as_str().unwrap())
-            .collect();
+        assert_eq!((s["rejects"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(3), Some(0), Some(12)), "{s}");
+        let scopes: Vec<&str> = s["unknown_scopes"].as_array().unwrap().iter().map(|u| u["scope"].as_str().unwrap()).collect();
         assert_eq!(scopes, ["everything", "/fs/d0/f300", "/fs/d1/f301"], "{s}");
         assert!(deleted(&r.out).is_empty());
         // Without the garbage line only the ten really gone files are deleted.
-        std::fs::write(
-            &p1,
-            std::fs::read_to_string(&p1)
-                .unwrap()
-                .replace("garbage\n", ""),
-        )
-        .unwrap();
+        std::fs::write(&p1, std::fs::read_to_string(&p1).unwrap().replace("garbage\n", "")).unwrap();
         let r = run(t, "bad-rows-2", &src, &state);
         assert_eq!(r.code, 0, "{}", r.err);
-        let want: BTreeSet<String> = gone
-            .iter()
-            .map(|i| format!("/fs/d{}/f{i}", i % 10))
-            .collect();
+        let want: BTreeSet<String> = gone.iter().map(|i| format!("/fs/d{}/f{i}", i % 10)).collect();
         assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), want);
         assert_eq!(r.summary["deletes_withheld"], 2, "{}", r.summary);
     }
@@ -443,29 +254,11 @@ fn strict_rows_are_rejected_naming_the_field() {
     ];
     std::fs::write(&csv, rows.concat()).unwrap();
     let state = t.join("state");
-    let r = run_with(
-        t,
-        "strict",
-        &tsv(&format!("\"{}\"", csv.display())),
-        &state,
-        "max_reject_ratio = 1.0",
-        &[],
-        &[],
-    );
+    let r = run_with(t, "strict", &tsv(&format!("\"{}\"", csv.display())), &state, "max_reject_ratio = 1.0", &[], &[]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert_eq!(
-        ingested(&r.out).keys().cloned().collect::<Vec<_>>(),
-        ["/ok/a", "/ok/b"]
-    );
-    let rejects: Vec<Value> = std::fs::read_to_string(t.join("strict-rejects.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let reasons: Vec<String> = rejects
-        .iter()
-        .map(|r| r["reason"].as_str().unwrap().to_string())
-        .collect();
+    assert_eq!(ingested(&r.out).keys().cloned().collect::<Vec<_>>(), ["/ok/a", "/ok/b"]);
+    let rejects: Vec<Value> = std::fs::read_to_string(t.join("strict-rejects.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let reasons: Vec<String> = rejects.iter().map(|r| r["reason"].as_str().unwrap().to_string()).collect();
     for want in [
         "control character (U+0000",
         "control character (U+001B",
@@ -477,18 +270,10 @@ fn strict_rows_are_rejected_naming_the_field() {
         "atime: -99999999999 is outside",
         "size: `9223372036854775808` is out of range",
     ] {
-        assert!(
-            reasons.iter().any(|r| r.contains(want)),
-            "no reject with {want:?}: {reasons:#?}"
-        );
+        assert!(reasons.iter().any(|r| r.contains(want)), "no reject with {want:?}: {reasons:#?}");
     }
     // The reasons quote the path escaped: no raw control byte reaches a terminal or log.
-    assert!(
-        reasons
-            .iter()
-            .all(|r| !r.contains('\u{1b}') && !r.contains('\0')),
-        "{reasons:?}"
-    );
+    assert!(reasons.iter().all(|r| !r.contains('\u{1b}') && !r.contains('\0')), "{reasons:?}");
     assert!(!r.err.contains('\u{1b}'), "{}", r.err);
 }
 
@@ -502,10 +287,7 @@ fn a_crash_at_any_stage_of_the_commit_loses_no_delete() {
     let good = t.join("good-state");
     assert_eq!(run(t, "good", &src, &good).code, 0);
     let gone: BTreeSet<usize> = (0..100).map(|k| k * 10 + 3).collect();
-    let want: BTreeSet<String> = gone
-        .iter()
-        .map(|i| format!("/fs/d{}/f{i}", i % 10))
-        .collect();
+    let want: BTreeSet<String> = gone.iter().map(|i| format!("/fs/d{}/f{i}", i % 10)).collect();
     let fewer = t.join("fewer");
     write_listing(&fewer, &gone);
     let src2 = tsv(&format!("\"{}/*.csv\"", fewer.display()));
@@ -513,73 +295,32 @@ fn a_crash_at_any_stage_of_the_commit_loses_no_delete() {
     // indexed them, the next run must delete them.
     let with_new = t.join("with-new");
     write_listing(&with_new, &gone);
-    let new: Vec<String> = (0..5)
-        .map(|k| format!("f,33188,1000,100,1,1700000000,1700000001,1700000002,/fs/new/n{k}\n"))
-        .collect();
+    let new: Vec<String> = (0..5).map(|k| format!("f,33188,1000,100,1,1700000000,1700000001,1700000002,/fs/new/n{k}\n")).collect();
     std::fs::write(with_new.join("part-9.csv"), new.concat()).unwrap();
     let src_new = tsv(&format!("\"{}/*.csv\"", with_new.display()));
     let mut want_all = want.clone();
     want_all.extend((0..5).map(|k| format!("/fs/new/n{k}")));
-    for point in [
-        "sealed",
-        "deletes-planned",
-        "deletes-delivered",
-        "commit-start",
-        "commit-renamed",
-        "commit-pointer-written",
-        "commit-done",
-    ] {
+    for point in ["sealed", "deletes-planned", "deletes-delivered", "commit-start", "commit-renamed", "commit-pointer-written", "commit-done"] {
         let state = fork_state(&good, t, point);
-        let crashed = run_with(
-            t,
-            &format!("{point}-crash"),
-            &src_new,
-            &state,
-            "",
-            &[],
-            &[("ICICLE_FAULT", point)],
-        );
+        let crashed = run_with(t, &format!("{point}-crash"), &src_new, &state, "", &[], &[("ICICLE_FAULT", point)]);
         assert_ne!(crashed.code, 0, "{point}: the run was meant to die");
-        assert!(
-            crashed.err.contains(&format!("fault injected at {point}")),
-            "{point}: {}",
-            crashed.err
-        );
+        assert!(crashed.err.contains(&format!("fault injected at {point}")), "{point}: {}", crashed.err);
         let next = run(t, &format!("{point}-next"), &src2, &state);
         assert_eq!(next.code, 0, "{point}: {}", next.err);
-        let sent: BTreeSet<String> = deleted(&crashed.out)
-            .into_iter()
-            .chain(deleted(&next.out))
-            .collect();
+        let sent: BTreeSet<String> = deleted(&crashed.out).into_iter().chain(deleted(&next.out)).collect();
         assert_eq!(
             sent, want_all,
             "{point}: every owed delete is sent by the crashed run or the next one, and what the crashed run may have indexed is deleted"
         );
         let last = run(t, &format!("{point}-last"), &src2, &state);
         let s = &last.summary;
-        assert_eq!(
-            (
-                s["unchanged"].as_u64(),
-                s["deleted"].as_u64(),
-                s["created"].as_u64()
-            ),
-            (Some(900), Some(0), Some(0)),
-            "{point}: {s}"
-        );
+        assert_eq!((s["unchanged"].as_u64(), s["deleted"].as_u64(), s["created"].as_u64()), (Some(900), Some(0), Some(0)), "{point}: {s}");
     }
 }
 
 fn sqlite(db: &Path, sql: &str) -> String {
-    let out = std::process::Command::new("sqlite3")
-        .arg(db)
-        .arg(sql)
-        .output()
-        .expect("the sqlite3 CLI");
-    assert!(
-        out.status.success(),
-        "sqlite3 {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = std::process::Command::new("sqlite3").arg(db).arg(sql).output().expect("the sqlite3 CLI");
+    assert!(out.status.success(), "sqlite3 {sql}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -632,12 +373,7 @@ fn gufi_databases_broken_mid_table_or_missing_a_column_delete_nothing() {
     let src = format!("type = \"gufi\"\nindex = \"{}\"", data.display());
     let good = t.join("good-state");
     let r = run(t, "good", &src, &good);
-    assert_eq!(
-        (r.code, r.summary["created"].as_u64()),
-        (0, Some(total)),
-        "{}",
-        r.err
-    );
+    assert_eq!((r.code, r.summary["created"].as_u64()), (0, Some(total)), "{}", r.err);
     let in_db: u64 = sqlite(&db, "SELECT count(*) FROM entries").parse().unwrap();
 
     // Overwrite one page in the middle of the file: the scan of `entries` fails part-way.
@@ -653,33 +389,13 @@ fn gufi_databases_broken_mid_table_or_missing_a_column_delete_nothing() {
     let s = &r.summary;
     let rejects = std::fs::read_to_string(t.join("corrupt-rejects.jsonl")).unwrap();
     assert!(rejects.contains("database error after"), "{rejects}");
-    let read_before: u64 = rejects
-        .split("database error after ")
-        .nth(1)
-        .and_then(|x| x.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    assert!(
-        read_before > 0 && read_before < in_db,
-        "the error came part-way: after {read_before} of {in_db} rows"
-    );
-    assert_eq!(
-        (s["deleted"].as_u64(), s["deletes_withheld"].as_u64()),
-        (Some(0), Some(in_db - read_before)),
-        "{s}"
-    );
+    let read_before: u64 = rejects.split("database error after ").nth(1).and_then(|x| x.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+    assert!(read_before > 0 && read_before < in_db, "the error came part-way: after {read_before} of {in_db} rows");
+    assert_eq!((s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(0), Some(in_db - read_before)), "{s}");
     assert!(deleted(&r.out).is_empty());
     std::fs::write(&db, &saved).unwrap();
     let again = run(t, "corrupt-after", &src, &state);
-    assert_eq!(
-        (
-            again.summary["unchanged"].as_u64(),
-            again.summary["deleted"].as_u64()
-        ),
-        (Some(total), Some(0)),
-        "{}",
-        again.summary
-    );
+    assert_eq!((again.summary["unchanged"].as_u64(), again.summary["deleted"].as_u64()), (Some(total), Some(0)), "{}", again.summary);
 
     // A database whose `entries` lacks `inode`: one clear error, its directory unknown.
     let state = fork_state(&good, t, "no-inode");
@@ -692,20 +408,9 @@ fn gufi_databases_broken_mid_table_or_missing_a_column_delete_nothing() {
     assert_eq!(r.code, 0, "{}", r.err);
     let rejects = std::fs::read_to_string(t.join("no-inode-rejects.jsonl")).unwrap();
     assert_eq!(rejects.lines().count(), 1, "{rejects}");
-    assert!(
-        rejects.contains("reading `entries`: no such column: inode"),
-        "{rejects}"
-    );
+    assert!(rejects.contains("reading `entries`: no such column: inode"), "{rejects}");
     let s = &r.summary;
-    assert_eq!(
-        (
-            s["rejects"].as_u64(),
-            s["deleted"].as_u64(),
-            s["deletes_withheld"].as_u64()
-        ),
-        (Some(1), Some(0), Some(in_db)),
-        "{s}"
-    );
+    assert_eq!((s["rejects"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(1), Some(0), Some(in_db)), "{s}");
     assert!(deleted(&r.out).is_empty());
 }
 
@@ -717,43 +422,20 @@ fn gufi_names_are_the_file_systems_in_plain_and_rolled_up_indexes() {
     let fs = GenFs::generate(&GenSpec::new(3_000, 8));
     let truth: BTreeSet<String> = fs.records().into_iter().map(|r| r.path).collect();
     let quoted: Vec<&String> = truth.iter().filter(|p| p.contains('\'')).collect();
-    assert!(
-        quoted.len() >= 3,
-        "the generator makes names with quotes: {quoted:?}"
-    );
+    assert!(quoted.len() >= 3, "the generator makes names with quotes: {quoted:?}");
     for rollup in [false, true] {
         let data = t.join(format!("gufi-{rollup}"));
         gen::write(&fs, Format::Gufi, &data, 0, rollup).unwrap();
         // Written as gufi_dir2index writes them: `it's` is stored `it''s`.
         let dir = quoted[0].rsplit_once('/').unwrap().0;
-        let stored = sqlite(
-            &data.join(dir.trim_start_matches('/')).join("db.db"),
-            "SELECT count(*) FROM entries WHERE name LIKE '%''''%'",
-        );
+        let stored = sqlite(&data.join(dir.trim_start_matches('/')).join("db.db"), "SELECT count(*) FROM entries WHERE name LIKE '%''''%'");
         assert_ne!(stored, "0");
         if rollup {
-            let rolled: u64 = db_files(&data)
-                .iter()
-                .map(|db| {
-                    sqlite(db, "SELECT count(*) FROM summary WHERE isroot = 0")
-                        .parse::<u64>()
-                        .unwrap()
-                })
-                .sum();
+            let rolled: u64 = db_files(&data).iter().map(|db| sqlite(db, "SELECT count(*) FROM summary WHERE isroot = 0").parse::<u64>().unwrap()).sum();
             assert!(rolled > 0, "rolled-up summary rows");
         }
-        let r = run(
-            t,
-            &format!("names-{rollup}"),
-            &format!("type = \"gufi\"\nindex = \"{}\"", data.display()),
-            &t.join(format!("state-{rollup}")),
-        );
-        assert_eq!(
-            (r.code, r.summary["rejects"].as_u64()),
-            (0, Some(0)),
-            "{}",
-            r.err
-        );
+        let r = run(t, &format!("names-{rollup}"), &format!("type = \"gufi\"\nindex = \"{}\"", data.display()), &t.join(format!("state-{rollup}")));
+        assert_eq!((r.code, r.summary["rejects"].as_u64()), (0, Some(0)), "{}", r.err);
         let got: BTreeSet<String> = ingested(&r.out).into_keys().collect();
         assert_eq!(got, truth, "rollup = {rollup}");
     }
@@ -769,11 +451,7 @@ fn icicle_as_nobody(args: &[&str]) -> (i32, String, String) {
         cmd.uid(65534).gid(65534);
     }
     let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
@@ -781,8 +459,7 @@ fn a_walk_never_deletes_below_a_directory_it_could_not_search() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let chmod =
-        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let chmod = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
     chmod(t, 0o755);
     let root = t.join("tree");
     for d in ["a", "b/sub", "c"] {
@@ -810,14 +487,8 @@ fn a_walk_never_deletes_below_a_directory_it_could_not_search() {
                 o = out.display()
             ),
         );
-        let (code, stdout, err) =
-            icicle_as_nobody(&["snapshot", "--json", "-c", cfg.to_str().unwrap()]);
-        (
-            code,
-            serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null),
-            err,
-            out,
-        )
+        let (code, stdout, err) = icicle_as_nobody(&["snapshot", "--json", "-c", cfg.to_str().unwrap()]);
+        (code, serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null), err, out)
     };
     let (code, s, err, _) = go("good");
     assert_eq!((code, s["created"].as_u64()), (0, Some(33)), "{err}");
@@ -831,24 +502,9 @@ fn a_walk_never_deletes_below_a_directory_it_could_not_search() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(deleted(&out), ["/t/a/f0"], "{s}");
     assert_eq!(s["deletes_withheld"], 3, "{s}");
-    let scopes: BTreeSet<&str> = s["unknown_scopes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u["scope"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        scopes,
-        ["/t/b/g/**", "/t/b/sub/**", "/t/c/**"]
-            .into_iter()
-            .collect(),
-        "{s}"
-    );
+    let scopes: BTreeSet<&str> = s["unknown_scopes"].as_array().unwrap().iter().map(|u| u["scope"].as_str().unwrap()).collect();
+    assert_eq!(scopes, ["/t/b/g/**", "/t/b/sub/**", "/t/c/**"].into_iter().collect(), "{s}");
     let (code, s, err, out) = go("unlocked");
-    assert_eq!(
-        (code, s["unchanged"].as_u64(), s["deleted"].as_u64()),
-        (0, Some(32), Some(0)),
-        "{err} {s}"
-    );
+    assert_eq!((code, s["unchanged"].as_u64(), s["deleted"].as_u64()), (0, Some(32), Some(0)), "{err} {s}");
     assert!(deleted(&out).is_empty());
 }

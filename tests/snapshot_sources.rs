@@ -134,20 +134,17 @@ fn rolled_up_gufi_index_is_not_double_counted() {
     let fs = GenFs::generate(&GenSpec::new(1_500, 3));
     let data = tmp.path().join("gufi");
     gen::write(&fs, Format::Gufi, &data, 0, true).unwrap();
-    let rolled: i64 = std::fs::read_dir(data.join("fs/home"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| {
-            
-            rusqlite_count(&e.path().join("db.db"))
-        })
-        .sum();
+    let rolled: i64 = std::fs::read_dir(data.join("fs/home")).unwrap().filter_map(|e| e.ok()).map(|e| rusqlite_count(&e.path().join("db.db"))).sum();
     assert!(rolled > 0, "the generator should have filled pentries_rollup");
     let out = tmp.path().join("out");
     let cfg = config(
         tmp.path(),
         "g.toml",
-        &format!("[records]\nvisible_to = [\"public\"]\n[sources.g]\ntype = \"gufi\"\nindex = \"{}\"\n[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n", data.display(), out.display()),
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n[sources.g]\ntype = \"gufi\"\nindex = \"{}\"\n[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n",
+            data.display(),
+            out.display()
+        ),
     );
     let (code, summary, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");

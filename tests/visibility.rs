@@ -107,7 +107,11 @@ fn change_permissions(w: &mut Workload, root: &Path, rng: &mut Rng, n: usize) {
     let (dirs, files) = entries(root);
     for _ in 0..n {
         let dir = rng.below(2) == 0 && !dirs.is_empty();
-        let (path, modes) = if dir || files.is_empty() { (dirs[rng.below(dirs.len() as u64) as usize].clone(), &DIR_MODES[..]) } else { (files[rng.below(files.len() as u64) as usize].clone(), &FILE_MODES[..]) };
+        let (path, modes) = if dir || files.is_empty() {
+            (dirs[rng.below(dirs.len() as u64) as usize].clone(), &DIR_MODES[..])
+        } else {
+            (files[rng.below(files.len() as u64) as usize].clone(), &FILE_MODES[..])
+        };
         if rng.below(3) == 0 {
             w.chown(&path, pick(rng, &UIDS), pick(rng, &GIDS)).unwrap();
         } else {
@@ -203,7 +207,12 @@ fn differences(tmp: &Path, root: &Path, mut index: BTreeMap<String, Value>, out:
     apply(&mut index, out);
     let fresh = snapshot_under(tmp, root, "after", rule);
     let (missing, extra, differ) = compare(&index, &fresh);
-    let mut problems: Vec<String> = missing.iter().map(|p| format!("missing {p}")).chain(extra.iter().map(|p| format!("extra {p}"))).chain(differ.iter().map(|p| format!("metadata differs {p}"))).collect();
+    let mut problems: Vec<String> = missing
+        .iter()
+        .map(|p| format!("missing {p}"))
+        .chain(extra.iter().map(|p| format!("extra {p}")))
+        .chain(differ.iter().map(|p| format!("metadata differs {p}")))
+        .collect();
     let (got, want) = (visible(&index), visible(&fresh));
     for (p, v) in &want {
         if let Some(g) = got.get(p).filter(|g| *g != v) {
@@ -239,7 +248,11 @@ fn property(gpfs: bool) {
                 let _ = std::process::Command::new("cp").arg("-a").arg(tmp.path()).arg("/tmp/visibility-keep").status();
             }
             let shown: Vec<&String> = problems.iter().take(8).collect();
-            assert!(problems.is_empty(), "seed {seed} (ICICLE_PROPERTY_SEED={seed} replays) {rule}: {} differences, e.g. {shown:#?}\nreport {report}", problems.len());
+            assert!(
+                problems.is_empty(),
+                "seed {seed} (ICICLE_PROPERTY_SEED={seed} replays) {rule}: {} differences, e.g. {shown:#?}\nreport {report}",
+                problems.len()
+            );
         }
     }
 }
@@ -270,7 +283,8 @@ fn named_cases(gpfs: bool, rule: &str) -> Vec<BTreeMap<String, Vec<String>>> {
         w.chown(dir, uid, gid).unwrap();
         w.chmod(dir, mode).unwrap();
     }
-    for (file, gid, mode) in [("/home/alice/open", 100, 0o644), ("/home/alice/private", 100, 0o600), ("/proj/secret", 200, 0o600), ("/proj/shared", 200, 0o640)] {
+    for (file, gid, mode) in [("/home/alice/open", 100, 0o644), ("/home/alice/private", 100, 0o600), ("/proj/secret", 200, 0o600), ("/proj/shared", 200, 0o640)]
+    {
         w.create(file, 10).unwrap();
         w.chown(file, 1000, gid).unwrap();
         w.chmod(file, mode).unwrap();
@@ -388,7 +402,11 @@ fn rules_and_principals_are_checked_at_start_up() {
         let cfg = config(
             tmp.path(),
             name,
-            &format!("[records]\n{records}\n[sources.w]\ntype = \"walk\"\nroot = \"{}\"\n[sinks.o]\ntype = \"file\"\ndir = \"{}/out\"\n", root.display(), tmp.path().display()),
+            &format!(
+                "[records]\n{records}\n[sources.w]\ntype = \"walk\"\nroot = \"{}\"\n[sinks.o]\ntype = \"file\"\ndir = \"{}/out\"\n",
+                root.display(),
+                tmp.path().display()
+            ),
         );
         snapshot(&cfg, &[])
     };

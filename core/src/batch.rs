@@ -74,7 +74,13 @@ impl EntryBatch {
     /// [`EntryBatch::encode`] with visibility judged by the file's ACL and along `dirs` (the
     /// directories from the top down to the record's parent; `None`: unknown) when the policy
     /// follows permissions.
-    pub fn encode_in(&mut self, enc: &mut crate::gmeta::PrimaryEncoder, rec: &crate::record::FileRecord<'_>, acl: Option<std::sync::Arc<crate::access::Acl>>, dirs: Option<&std::sync::Arc<[crate::access::Perm]>>) -> Result<(), String> {
+    pub fn encode_in(
+        &mut self,
+        enc: &mut crate::gmeta::PrimaryEncoder,
+        rec: &crate::record::FileRecord<'_>,
+        acl: Option<std::sync::Arc<crate::access::Acl>>,
+        dirs: Option<&std::sync::Arc<[crate::access::Perm]>>,
+    ) -> Result<(), String> {
         let vis = enc.visible_to_in(rec, acl, dirs)?;
         enc.encode_with(rec, &vis, &mut self.buf);
         self.commit();
@@ -345,9 +351,14 @@ mod tests {
     #[tokio::test]
     async fn every_sink_is_told_every_receipt_after_all_delivered() {
         let seen: Seen = Default::default();
-        let mk = |receipt: Option<serde_json::Value>, fail| -> Box<dyn crate::traits::Sink> { Box::new(Recording { receipt, seen: seen.clone(), fail_delivered: fail }) };
-        let mut sinks: crate::traits::NamedSinks =
-            vec![("a".into(), mk(Some(serde_json::json!({"task_ids": ["t1"]})), false)), ("b".into(), mk(None, false)), ("c".into(), mk(Some(serde_json::json!({"offsets": [1]})), false))];
+        let mk = |receipt: Option<serde_json::Value>, fail| -> Box<dyn crate::traits::Sink> {
+            Box::new(Recording { receipt, seen: seen.clone(), fail_delivered: fail })
+        };
+        let mut sinks: crate::traits::NamedSinks = vec![
+            ("a".into(), mk(Some(serde_json::json!({"task_ids": ["t1"]})), false)),
+            ("b".into(), mk(None, false)),
+            ("c".into(), mk(Some(serde_json::json!({"offsets": [1]})), false)),
+        ];
         deliver_all(&mut sinks, &DocumentBatch::Delete(vec!["/x".into()])).await.unwrap();
         let seen_now = seen.lock().unwrap().clone();
         assert_eq!(seen_now.len(), 3);

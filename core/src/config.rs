@@ -146,9 +146,7 @@ pub struct LogSettings {
 
 impl Default for LogSettings {
     fn default() -> Self {
-        LogSettings {
-            level: "info".into(),
-        }
+        LogSettings { level: "info".into() }
     }
 }
 
@@ -221,27 +219,14 @@ impl Provider for SetOverrides {
 }
 
 fn set_to_toml(set: &str) -> Result<String, ConfigError> {
-    let (key, value) = set
-        .split_once('=')
-        .ok_or_else(|| ConfigError::Parse(format!("--set `{set}`: expected KEY=VALUE")))?;
+    let (key, value) = set.split_once('=').ok_or_else(|| ConfigError::Parse(format!("--set `{set}`: expected KEY=VALUE")))?;
     let key = key.trim();
-    if key.is_empty()
-        || !key.split('.').all(|p| {
-            !p.is_empty()
-                && p.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        })
-    {
-        return Err(ConfigError::Parse(format!(
-            "--set `{set}`: `{key}` is not a dotted key"
-        )));
+    if key.is_empty() || !key.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+        return Err(ConfigError::Parse(format!("--set `{set}`: `{key}` is not a dotted key")));
     }
     let value = value.trim();
-    let literal = if toml::from_str::<toml::Table>(&format!("v = {value}")).is_ok() {
-        value.to_string()
-    } else {
-        serde_json::to_string(value).unwrap_or_default()
-    };
+    let literal =
+        if toml::from_str::<toml::Table>(&format!("v = {value}")).is_ok() { value.to_string() } else { serde_json::to_string(value).unwrap_or_default() };
     Ok(format!("{key} = {literal}\n"))
 }
 
@@ -258,11 +243,7 @@ pub fn origin_of(figment: &Figment, key: &str) -> String {
 
 fn figment_error(err: figment::Error, figment: &Figment, base: &str) -> ConfigError {
     // figment reports extract_inner paths with the focus key appended or prepended.
-    let base_parts: Vec<&str> = if base.is_empty() {
-        Vec::new()
-    } else {
-        base.split('.').collect()
-    };
+    let base_parts: Vec<&str> = if base.is_empty() { Vec::new() } else { base.split('.').collect() };
     let mut rel: Vec<&str> = err.path.iter().map(String::as_str).collect();
     if !base_parts.is_empty() {
         if rel.ends_with(&base_parts) {
@@ -293,25 +274,14 @@ fn figment_error(err: figment::Error, figment: &Figment, base: &str) -> ConfigEr
 }
 
 /// Deserialize the section at `key` into `T`; keys `T` does not know are errors, except `allowed`.
-pub fn extract_component<T: DeserializeOwned>(
-    figment: &Figment,
-    key: &str,
-    allowed: &[&str],
-) -> Result<T, ConfigError> {
-    let value: T = figment
-        .extract_inner(key)
-        .map_err(|e| figment_error(e, figment, key))?;
-    let raw = figment
-        .find_value(key)
-        .map_err(|e| figment_error(e, figment, key))?;
+pub fn extract_component<T: DeserializeOwned>(figment: &Figment, key: &str, allowed: &[&str]) -> Result<T, ConfigError> {
+    let value: T = figment.extract_inner(key).map_err(|e| figment_error(e, figment, key))?;
+    let raw = figment.find_value(key).map_err(|e| figment_error(e, figment, key))?;
     let mut unknown = Vec::new();
     let _: Result<T, _> = serde_ignored::deserialize(&raw, |path| unknown.push(path.to_string()));
     if let Some(u) = unknown.into_iter().find(|u| !allowed.contains(&u.as_str())) {
         let full = format!("{key}.{u}");
-        return Err(ConfigError::UnknownKey {
-            origin: origin_of(figment, &full),
-            key: full,
-        });
+        return Err(ConfigError::UnknownKey { origin: origin_of(figment, &full), key: full });
     }
     Ok(value)
 }
@@ -321,48 +291,31 @@ pub fn load(files: &[PathBuf], sets: &[String]) -> Result<LoadedConfig, ConfigEr
     let mut figment = Figment::from(Serialized::defaults(AppConfig::default()));
     for f in files {
         if !f.is_file() {
-            return Err(ConfigError::Parse(format!(
-                "config file {} does not exist",
-                f.display()
-            )));
+            return Err(ConfigError::Parse(format!("config file {} does not exist", f.display())));
         }
         figment = figment.merge(Toml::file_exact(f));
     }
     figment = figment.merge(Env::prefixed("ICICLE__").split("__"));
     for s in sets {
-        figment = figment.merge(SetOverrides {
-            toml: set_to_toml(s)?,
-        });
+        figment = figment.merge(SetOverrides { toml: set_to_toml(s)? });
     }
     from_figment(figment)
 }
 
 /// Validate and type a merged figment.
 pub fn from_figment(figment: Figment) -> Result<LoadedConfig, ConfigError> {
-    let app: AppConfig = figment
-        .extract()
-        .map_err(|e| figment_error(e, &figment, ""))?;
-    let raw: Value = figment
-        .extract()
-        .map_err(|e| figment_error(e, &figment, ""))?;
+    let app: AppConfig = figment.extract().map_err(|e| figment_error(e, &figment, ""))?;
+    let raw: Value = figment.extract().map_err(|e| figment_error(e, &figment, ""))?;
     let mut unknown = Vec::new();
-    let _: Result<AppConfig, _> =
-        serde_ignored::deserialize(&raw, |path| unknown.push(path.to_string()));
+    let _: Result<AppConfig, _> = serde_ignored::deserialize(&raw, |path| unknown.push(path.to_string()));
     if let Some(key) = unknown.into_iter().next() {
-        return Err(ConfigError::UnknownKey {
-            origin: origin_of(&figment, &key),
-            key,
-        });
+        return Err(ConfigError::UnknownKey { origin: origin_of(&figment, &key), key });
     }
     for (section, map) in [("sources", &app.sources), ("sinks", &app.sinks)] {
         for (id, v) in map {
             if v.as_dict().is_none() {
                 let key = format!("{section}.{id}");
-                return Err(ConfigError::InvalidValue {
-                    origin: origin_of(&figment, &key),
-                    key,
-                    reason: "expected a table".into(),
-                });
+                return Err(ConfigError::InvalidValue { origin: origin_of(&figment, &key), key, reason: "expected a table".into() });
             }
         }
     }
@@ -372,10 +325,7 @@ pub fn from_figment(figment: Figment) -> Result<LoadedConfig, ConfigError> {
 impl LoadedConfig {
     /// The merged configuration as TOML (`icicle config show`).
     pub fn to_toml(&self) -> Result<String, ConfigError> {
-        let v: Value = self
-            .figment
-            .extract()
-            .map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let v: Value = self.figment.extract().map_err(|e| ConfigError::Parse(e.to_string()))?;
         toml::to_string_pretty(&v).map_err(|e| ConfigError::Parse(e.to_string()))
     }
 
@@ -386,10 +336,7 @@ impl LoadedConfig {
             .find_value(&format!("{key}.type"))
             .ok()
             .and_then(|v| v.into_string())
-            .ok_or_else(|| ConfigError::MissingKey {
-                key: format!("{key}.type"),
-                hint: format!("every [{key}] needs a `type`"),
-            })
+            .ok_or_else(|| ConfigError::MissingKey { key: format!("{key}.type"), hint: format!("every [{key}] needs a `type`") })
     }
 }
 
@@ -407,32 +354,16 @@ mod tests {
     #[test]
     fn layers_merge_in_order_and_unknown_keys_name_the_file() {
         let d = tempfile::tempdir().unwrap();
-        let a = write(
-            d.path(),
-            "a.toml",
-            "[snapshot]\nworkers = 3\nmax_batch_bytes = 1000\n",
-        );
+        let a = write(d.path(), "a.toml", "[snapshot]\nworkers = 3\nmax_batch_bytes = 1000\n");
         let b = write(d.path(), "b.toml", "[snapshot]\nworkers = 5\n");
-        let c = load(
-            &[a.clone(), b.clone()],
-            &["snapshot.max_batch_bytes=2000".into()],
-        )
-        .unwrap();
+        let c = load(&[a.clone(), b.clone()], &["snapshot.max_batch_bytes=2000".into()]).unwrap();
         assert_eq!(c.app.snapshot.workers, 5);
         assert_eq!(c.app.snapshot.max_batch_bytes, 2000);
         let bad = write(d.path(), "bad.toml", "[snapshot]\nworkerz = 3\n");
         let err = load(&[a, bad.clone()], &[]).unwrap_err().to_string();
-        assert!(
-            err.contains("snapshot.workerz") && err.contains(&bad.display().to_string()),
-            "{err}"
-        );
-        let err = load(&[], &["snapshot.nope=1".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("snapshot.nope") && err.contains("--set"),
-            "{err}"
-        );
+        assert!(err.contains("snapshot.workerz") && err.contains(&bad.display().to_string()), "{err}");
+        let err = load(&[], &["snapshot.nope=1".into()]).unwrap_err().to_string();
+        assert!(err.contains("snapshot.nope") && err.contains("--set"), "{err}");
     }
 
     #[test]
@@ -440,19 +371,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let a = write(d.path(), "a.toml", "[snapshot]\nworkers = \"many\"\n");
         let err = load(std::slice::from_ref(&a), &[]).unwrap_err().to_string();
-        assert!(
-            err.contains("snapshot.workers") && err.contains(&a.display().to_string()),
-            "{err}"
-        );
+        assert!(err.contains("snapshot.workers") && err.contains(&a.display().to_string()), "{err}");
     }
 
     #[test]
     fn set_values_parse_as_toml_or_strings() {
         assert_eq!(set_to_toml("a.b=3").unwrap(), "a.b = 3\n");
-        assert_eq!(
-            set_to_toml("a.b=hello world").unwrap(),
-            "a.b = \"hello world\"\n"
-        );
+        assert_eq!(set_to_toml("a.b=hello world").unwrap(), "a.b = \"hello world\"\n");
         assert_eq!(set_to_toml("a.b=[\"x\"]").unwrap(), "a.b = [\"x\"]\n");
         assert!(set_to_toml("novalue").is_err());
         assert!(set_to_toml("a b=1").is_err());

@@ -20,22 +20,12 @@ impl DeadLetters {
     /// Letters go to `path` (created, with its directory, at the first letter). Letters
     /// already there count as kept, so a restart that reads a record again keeps it once.
     pub fn new(path: PathBuf) -> DeadLetters {
-        let mut d = DeadLetters {
-            path,
-            file: None,
-            written: 0,
-            kept: Default::default(),
-        };
+        let mut d = DeadLetters { path, file: None, written: 0, kept: Default::default() };
         if let Ok(text) = std::fs::read_to_string(&d.path) {
-            for letter in text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            {
+            for letter in text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) {
                 let raw = match (letter["raw"].as_str(), letter["raw_hex"].as_str()) {
                     (Some(t), _) => t.as_bytes().to_vec(),
-                    (None, Some(h)) => (0..h.len() / 2)
-                        .filter_map(|i| u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok())
-                        .collect(),
+                    (None, Some(h)) => (0..h.len() / 2).filter_map(|i| u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()).collect(),
                     _ => continue,
                 };
                 d.first_time(letter["position"].as_str().unwrap_or(""), &raw);
@@ -68,24 +58,11 @@ impl DeadLetters {
 
     /// Write one letter durably: `source` (component id), `position` (an index, an offset,
     /// `topic/partition@offset`), the raw bytes and the reason.
-    pub fn write(
-        &mut self,
-        source: &str,
-        position: &str,
-        raw: &[u8],
-        reason: &str,
-    ) -> std::io::Result<()> {
-        let mut letter =
-            serde_json::json!({"source": source, "position": position, "reason": reason});
+    pub fn write(&mut self, source: &str, position: &str, raw: &[u8], reason: &str) -> std::io::Result<()> {
+        let mut letter = serde_json::json!({"source": source, "position": position, "reason": reason});
         match std::str::from_utf8(raw) {
             Ok(text) => letter["raw"] = text.into(),
-            Err(_) => {
-                letter["raw_hex"] = raw
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<String>()
-                    .into()
-            }
+            Err(_) => letter["raw_hex"] = raw.iter().map(|b| format!("{b:02x}")).collect::<String>().into(),
         }
         let mut line = serde_json::to_vec(&letter).map_err(std::io::Error::other)?;
         line.push(b'\n');
@@ -93,17 +70,9 @@ impl DeadLetters {
             if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
             }
-            self.file = Some(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.path)?,
-            );
+            self.file = Some(OpenOptions::new().create(true).append(true).open(&self.path)?);
         }
-        let f = self
-            .file
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("dead-letter file not open"))?;
+        let f = self.file.as_mut().ok_or_else(|| std::io::Error::other("dead-letter file not open"))?;
         f.write_all(&line)?;
         f.sync_data()?;
         self.written += 1;
@@ -125,30 +94,16 @@ mod tests {
     fn letters_are_json_lines_with_text_or_hex() {
         let tmp = tempfile::tempdir().unwrap();
         let mut d = DeadLetters::new(tmp.path().join("dl/x.jsonl"));
-        d.write("mdt0", "5000", b"5000 garbage", "no record type")
-            .unwrap();
-        d.write("gpfs", "t/0@7", &[0xff, 0x00], "not UTF-8")
-            .unwrap();
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(d.path())
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        d.write("mdt0", "5000", b"5000 garbage", "no record type").unwrap();
+        d.write("gpfs", "t/0@7", &[0xff, 0x00], "not UTF-8").unwrap();
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(d.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(lines[0]["raw"], "5000 garbage");
         assert_eq!(lines[1]["raw_hex"], "ff00");
-        assert_eq!(
-            (lines[1]["source"].as_str(), lines[1]["position"].as_str()),
-            (Some("gpfs"), Some("t/0@7"))
-        );
+        assert_eq!((lines[1]["source"].as_str(), lines[1]["position"].as_str()), (Some("gpfs"), Some("t/0@7")));
         assert_eq!(d.written(), 2);
         // Reopened: what is there was kept already.
         let mut again = DeadLetters::new(tmp.path().join("dl/x.jsonl"));
-        assert!(
-            !again.first_time("5000", b"5000 garbage") && !again.first_time("t/0@7", &[0xff, 0x00])
-        );
-        assert!(
-            again.first_time("t/0@8", &[0xff, 0x00]),
-            "the same bytes elsewhere are another letter"
-        );
+        assert!(!again.first_time("5000", b"5000 garbage") && !again.first_time("t/0@7", &[0xff, 0x00]));
+        assert!(again.first_time("t/0@8", &[0xff, 0x00]), "the same bytes elsewhere are another letter");
     }
 }

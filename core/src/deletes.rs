@@ -21,14 +21,7 @@ fn read_subjects(path: &Path) -> std::io::Result<Vec<String>> {
     };
     text.lines()
         .filter(|l| !l.is_empty())
-        .map(|l| {
-            serde_json::from_str(l).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })
-        })
+        .map(|l| serde_json::from_str(l).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))))
         .collect()
 }
 
@@ -133,10 +126,7 @@ pub fn plan(
         }
         if !keep.is_empty() {
             // The subjects of a pipeline's entries, one JSON string a line, next to the parts.
-            write_subjects(
-                &new_dir.join(format!("pipeline-{name}.jsonl")),
-                keep.into_iter(),
-            )?;
+            write_subjects(&new_dir.join(format!("pipeline-{name}.jsonl")), keep.into_iter())?;
         }
     }
     // A pipeline that did not run this time keeps its previous subjects.
@@ -147,10 +137,7 @@ pub fn plan(
             let Some(file) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            let Some(name) = file
-                .strip_prefix("pipeline-")
-                .and_then(|n| n.strip_suffix(".jsonl"))
-            else {
+            let Some(name) = file.strip_prefix("pipeline-").and_then(|n| n.strip_suffix(".jsonl")) else {
                 continue;
             };
             if !pipelines.iter().any(|(n, _)| *n == name) {
@@ -175,9 +162,7 @@ pub fn guard(settings: &SnapshotSettings, n: u64, previous: u64) -> Option<Strin
     }
     if let Some(max) = settings.max_delete {
         if n > max {
-            return Some(format!(
-                "the run would delete {n} subjects, more than snapshot.max_delete = {max}"
-            ));
+            return Some(format!("the run would delete {n} subjects, more than snapshot.max_delete = {max}"));
         }
     }
     let ratio = n as f64 / previous.max(1) as f64;
@@ -199,27 +184,10 @@ mod tests {
         let s = SnapshotSettings::default();
         assert_eq!(guard(&s, 0, 0), None);
         assert_eq!(guard(&s, 20, 100), None, "20% is not more than 0.2");
-        assert!(guard(&s, 21, 100)
-            .unwrap()
-            .contains("21 of the previous run's 100 subjects (21.0%)"));
-        let s = SnapshotSettings {
-            max_delete: Some(10),
-            ..s
-        };
+        assert!(guard(&s, 21, 100).unwrap().contains("21 of the previous run's 100 subjects (21.0%)"));
+        let s = SnapshotSettings { max_delete: Some(10), ..s };
         assert_eq!(guard(&s, 10, 1000), None);
-        assert!(guard(&s, 11, 1000)
-            .unwrap()
-            .contains("more than snapshot.max_delete = 10"));
-        assert_eq!(
-            guard(
-                &SnapshotSettings {
-                    allow_mass_delete: true,
-                    ..s
-                },
-                100,
-                100
-            ),
-            None
-        );
+        assert!(guard(&s, 11, 1000).unwrap().contains("more than snapshot.max_delete = 10"));
+        assert_eq!(guard(&SnapshotSettings { allow_mass_delete: true, ..s }, 100, 100), None);
     }
 }

@@ -274,7 +274,10 @@ pub fn posix_principals<'p>(policy: &'p RecordPolicy, access: AccessPolicy, dirs
     }
     match dirs {
         None if policy.unknown_directories == UnknownDirectories::Reject => {
-            return Err(format!("the permissions of its directories are unknown (uid {} / gid {}; records.unknown_directories = \"reject\")", file.uid, file.gid));
+            return Err(format!(
+                "the permissions of its directories are unknown (uid {} / gid {}; records.unknown_directories = \"reject\")",
+                file.uid, file.gid
+            ));
         }
         None => {
             if let Some(u) = map.users.get(&file.uid) {
@@ -417,9 +420,7 @@ impl PrimaryEncoder {
     fn visible_to_uncached(&mut self, uid: u32, gid: u32) -> Result<Arc<[u8]>, String> {
         let policy = &self.policy;
         let entry = self.cache.entry((uid, gid)).or_insert_with(|| resolve_visible_to(policy, Some(uid), Some(gid)).map(Arc::from));
-        entry.clone().ok_or_else(|| {
-            format!("no visible_to principal for uid {uid} / gid {gid} (map them in the principals file or set records.fallback)")
-        })
+        entry.clone().ok_or_else(|| format!("no visible_to principal for uid {uid} / gid {gid} (map them in the principals file or set records.fallback)"))
     }
 
     /// The encoded `visible_to` array for `rec` whose directories from the top down are
@@ -560,7 +561,18 @@ mod tests {
     #[test]
     fn golden_entry() {
         let mut e = PrimaryEncoder::new(policy(&["owner", "group"]));
-        let rec = FileRecord { path: "/a/\"q\"\tb.txt", kind: FileKind::File, mode: 0o100644, uid: 1000, gid: 100, size: 42, atime: 1_710_554_401, ctime: 0, mtime: -1, inode: 0 };
+        let rec = FileRecord {
+            path: "/a/\"q\"\tb.txt",
+            kind: FileKind::File,
+            mode: 0o100644,
+            uid: 1000,
+            gid: 100,
+            size: 42,
+            atime: 1_710_554_401,
+            ctime: 0,
+            mtime: -1,
+            inode: 0,
+        };
         let mut out = Vec::new();
         e.encode(&rec, &mut out).unwrap();
         let s = String::from_utf8(out).unwrap();

@@ -28,9 +28,7 @@ pub mod traits;
 
 pub use error::{ConfigError, Domain, IcicleError, Retry, SinkError, SourceError};
 pub use record::{FileKind, FileRecord, Reject};
-pub use traits::{
-    LayoutComponent, ObjectLayout, ObjectTask, Placement, Reducer, Sink, Sketch, Source, StateStore,
-};
+pub use traits::{LayoutComponent, ObjectLayout, ObjectTask, Placement, Reducer, Sink, Sketch, Source, StateStore};
 
 /// The next number of a xorshift64 sequence (deterministic test and bench data).
 pub fn xorshift(x: &mut u64) -> u64 {

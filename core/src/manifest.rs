@@ -43,10 +43,7 @@ fn uncommitted(state_dir: &Path, current: Option<&Path>) -> std::io::Result<Vec<
         let e = e?;
         let n = e.file_name();
         let Some(n) = n.to_str() else { continue };
-        let newer = n
-            .strip_prefix("manifest-")
-            .and_then(|g| g.parse::<u64>().ok())
-            .is_some_and(|g| g > gen);
+        let newer = n.strip_prefix("manifest-").and_then(|g| g.parse::<u64>().ok()).is_some_and(|g| g > gen);
         if (n.starts_with(PENDING) || newer) && e.file_type()?.is_dir() {
             out.push(e.path());
         }
@@ -72,10 +69,7 @@ pub struct ChangeCounts {
 }
 
 fn part_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "tsv"))
-        .collect();
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "tsv")).collect();
     files.sort();
     Ok(files)
 }
@@ -106,18 +100,10 @@ impl PreviousManifest {
     /// manifest (or shares with another fingerprint) are re-sent if seen, deleted if gone.
     pub fn load(state_dir: &Path) -> std::io::Result<PreviousManifest> {
         let current = current_dir(state_dir)?;
-        let pending = if state_dir.is_dir() {
-            uncommitted(state_dir, current.as_deref())?
-        } else {
-            Vec::new()
-        };
+        let pending = if state_dir.is_dir() { uncommitted(state_dir, current.as_deref())? } else { Vec::new() };
         let mut files = Vec::new();
         let mut from_pending = Vec::new();
-        for (d, pend) in current
-            .iter()
-            .map(|d| (d, false))
-            .chain(pending.iter().map(|d| (d, true)))
-        {
+        for (d, pend) in current.iter().map(|d| (d, false)).chain(pending.iter().map(|d| (d, true))) {
             let f = part_files(d)?;
             from_pending.extend(std::iter::repeat_n(pend, f.len()));
             files.extend(f);
@@ -128,12 +114,8 @@ impl PreviousManifest {
         for (f, &pend) in files.iter().zip(&from_pending) {
             for line in BufReader::new(fs::File::open(f)?).lines() {
                 let line = line?;
-                let (h, fp, _, _) = parse_line(&line).ok_or_else(|| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("{}: malformed manifest line {}", f.display(), idx + 1),
-                    )
-                })?;
+                let (h, fp, _, _) = parse_line(&line)
+                    .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: malformed manifest line {}", f.display(), idx + 1)))?;
                 match map.get_mut(&h) {
                     // The same subject twice (two rows named one path, or current and pending
                     // both hold it): one entry decides, the other is never reported gone.
@@ -154,21 +136,12 @@ impl PreviousManifest {
         for d in duplicates {
             seen[d as usize].store(true, Ordering::Relaxed);
         }
-        Ok(PreviousManifest {
-            map,
-            seen,
-            files,
-            dir: current,
-            pending,
-        })
+        Ok(PreviousManifest { map, seen, files, dir: current, pending })
     }
 
     /// The manifest directories loaded: the committed one, then the pending ones.
     pub fn dirs(&self) -> impl Iterator<Item = &Path> {
-        self.dir
-            .iter()
-            .chain(self.pending.iter())
-            .map(PathBuf::as_path)
+        self.dir.iter().chain(self.pending.iter()).map(PathBuf::as_path)
     }
 
     /// Number of subjects in the previous run.
@@ -212,12 +185,7 @@ impl PreviousManifest {
                             None if subject.starts_with('/') => Some(subject.clone()),
                             None => None,
                         };
-                        out.push(Gone {
-                            subject,
-                            path,
-                            hash,
-                            fingerprint,
-                        });
+                        out.push(Gone { subject, path, hash, fingerprint });
                     }
                 }
                 idx += 1;
@@ -258,20 +226,11 @@ impl ManifestWriter {
         let dir = state_dir.join("manifest.new");
         fs::create_dir_all(&dir)?;
         let f = fs::File::create(dir.join(format!("part-{n:04}.tsv")))?;
-        Ok(ManifestWriter {
-            out: BufWriter::with_capacity(1 << 20, f),
-            line: Vec::with_capacity(256),
-        })
+        Ok(ManifestWriter { out: BufWriter::with_capacity(1 << 20, f), line: Vec::with_capacity(256) })
     }
 
     /// Append one subject, with its path when the subject is not the path itself.
-    pub fn push(
-        &mut self,
-        hash: u128,
-        fp: u64,
-        subject: &str,
-        path: Option<&str>,
-    ) -> std::io::Result<()> {
+    pub fn push(&mut self, hash: u128, fp: u64, subject: &str, path: Option<&str>) -> std::io::Result<()> {
         self.line.clear();
         write!(self.line, "{hash:032x}\t{fp:016x}\t")?;
         push_json_str(&mut self.line, subject);
@@ -316,39 +275,25 @@ pub fn current_dir(state_dir: &Path) -> std::io::Result<Option<PathBuf>> {
             if name.is_empty() || name.contains('/') || name.starts_with('.') {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: not a manifest name: {name:?}",
-                        state_dir.join(CURRENT).display()
-                    ),
+                    format!("{}: not a manifest name: {name:?}", state_dir.join(CURRENT).display()),
                 ));
             }
             let dir = state_dir.join(name);
             if !dir.is_dir() {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::NotFound,
-                    format!(
-                        "{} names {}, which is missing",
-                        state_dir.join(CURRENT).display(),
-                        dir.display()
-                    ),
+                    format!("{} names {}, which is missing", state_dir.join(CURRENT).display(), dir.display()),
                 ));
             }
             Ok(Some(dir))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(["manifest", "manifest.old"]
-            .iter()
-            .map(|n| state_dir.join(n))
-            .find(|d| d.is_dir())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(["manifest", "manifest.old"].iter().map(|n| state_dir.join(n)).find(|d| d.is_dir())),
         Err(e) => Err(e),
     }
 }
 
 fn generation(dir: &Path) -> u64 {
-    dir.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("manifest-"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix("manifest-")).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
 /// Start a new manifest: `manifest.new/`, emptied of what a failed run left there.
@@ -368,11 +313,7 @@ pub fn seal(state_dir: &Path) -> std::io::Result<PathBuf> {
     let mut n = 0u64;
     for e in fs::read_dir(state_dir)? {
         let name = e?.file_name();
-        if let Some(k) = name
-            .to_str()
-            .and_then(|s| s.strip_prefix(PENDING))
-            .and_then(|k| k.parse::<u64>().ok())
-        {
+        if let Some(k) = name.to_str().and_then(|s| s.strip_prefix(PENDING)).and_then(|k| k.parse::<u64>().ok()) {
             n = n.max(k);
         }
     }
@@ -425,8 +366,7 @@ fn collect_garbage(state_dir: &Path, keep: &str) -> std::io::Result<()> {
         let e = e?;
         let n = e.file_name();
         let Some(n) = n.to_str() else { continue };
-        let stale =
-            n == "manifest" || n == "manifest.old" || (n.starts_with("manifest-") && n != keep);
+        let stale = n == "manifest" || n == "manifest.old" || (n.starts_with("manifest-") && n != keep);
         if stale && e.file_type()?.is_dir() {
             fs::remove_dir_all(e.path())?;
         }
@@ -467,22 +407,9 @@ mod tests {
         seal(st).unwrap();
         let prev = PreviousManifest::load(st).unwrap();
         assert_eq!(prev.classify(path_hash("/b"), 1), Change::Unchanged);
-        assert_eq!(
-            prev.classify(path_hash("/a"), 2),
-            Change::Updated,
-            "current and pending disagree: sent again"
-        );
-        let gone: Vec<String> = prev
-            .deleted_subjects()
-            .unwrap()
-            .into_iter()
-            .map(|g| g.subject)
-            .collect();
-        assert_eq!(
-            gone,
-            ["/c"],
-            "a pending subject not seen is deleted; the duplicate /b is not"
-        );
+        assert_eq!(prev.classify(path_hash("/a"), 2), Change::Updated, "current and pending disagree: sent again");
+        let gone: Vec<String> = prev.deleted_subjects().unwrap().into_iter().map(|g| g.subject).collect();
+        assert_eq!(gone, ["/c"], "a pending subject not seen is deleted; the duplicate /b is not");
     }
 
     #[test]
@@ -493,15 +420,8 @@ mod tests {
         write_and_commit(st, &["/a", "/b"]);
         assert_eq!(PreviousManifest::load(st).unwrap().len(), 2);
         write_and_commit(st, &["/a"]);
-        let dirs: Vec<String> = fs::read_dir(st)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert!(
-            dirs.contains(&"manifest-000002".to_string())
-                && !dirs.contains(&"manifest-000001".to_string()),
-            "{dirs:?}"
-        );
+        let dirs: Vec<String> = fs::read_dir(st).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(dirs.contains(&"manifest-000002".to_string()) && !dirs.contains(&"manifest-000001".to_string()), "{dirs:?}");
         assert_eq!(PreviousManifest::load(st).unwrap().len(), 1);
     }
 

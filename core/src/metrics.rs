@@ -42,7 +42,10 @@ pub struct MetricsSnapshot {
 impl MetricsSnapshot {
     /// The value of `name` with exactly these labels.
     pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        self.series.iter().find(|s| s.name == name && s.labels.len() == labels.len() && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))).map(|s| s.value)
+        self.series
+            .iter()
+            .find(|s| s.name == name && s.labels.len() == labels.len() && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+            .map(|s| s.value)
     }
 
     /// Sum of `name` over every series whose labels include these.

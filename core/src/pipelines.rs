@@ -186,7 +186,13 @@ struct CountingHandle(Arc<Counting>);
 
 impl RowProcessorFactory for CountingHandle {
     fn make(&self, _worker: usize) -> Box<dyn RowProcessor> {
-        Box::new(CountingWorker { maps: CountMaps::default(), max: self.0.settings.directory_max, last_parent: "\0".into(), last_dir: String::new(), parent: self.0.clone() })
+        Box::new(CountingWorker {
+            maps: CountMaps::default(),
+            max: self.0.settings.directory_max,
+            last_parent: "\0".into(),
+            last_dir: String::new(),
+            parent: self.0.clone(),
+        })
     }
 }
 
@@ -256,7 +262,8 @@ impl Counting {
         let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
         writeln!(w, "principal,count,recursive_count")?;
         for r in &rows {
-            let p = if r.principal.contains(',') || r.principal.contains('"') { format!("\"{}\"", r.principal.replace('"', "\"\"")) } else { r.principal.clone() };
+            let p =
+                if r.principal.contains(',') || r.principal.contains('"') { format!("\"{}\"", r.principal.replace('"', "\"\"")) } else { r.principal.clone() };
             writeln!(w, "{p},{},{}", r.count, r.recursive_count)?;
         }
         w.flush()?;
@@ -394,7 +401,11 @@ impl AggregateWorker {
             Some(i) => i,
             None => {
                 let i = self.slot(format!("{}:{id}", if group { "group" } else { "user" }));
-                if group { self.groups.insert(id, i) } else { self.users.insert(id, i) };
+                if group {
+                    self.groups.insert(id, i)
+                } else {
+                    self.users.insert(id, i)
+                };
                 i
             }
         };
@@ -545,7 +556,9 @@ impl Aggregate {
         let mut enc = PrimaryEncoder::new(policy.clone());
         let mut dir_policy = (**policy).clone();
         dir_policy.visible_to = self.settings.dir_visible_to.iter().filter_map(|s| crate::gmeta::VisibleTo::parse(s).ok()).collect();
-        dir_policy.visible_to.extend(policy.visible_to.iter().filter(|v| matches!(v, crate::gmeta::VisibleTo::Public | crate::gmeta::VisibleTo::Principal(_))).cloned());
+        dir_policy
+            .visible_to
+            .extend(policy.visible_to.iter().filter(|v| matches!(v, crate::gmeta::VisibleTo::Public | crate::gmeta::VisibleTo::Principal(_))).cloned());
         // A directory's aggregate is never made public by the fallback.
         dir_policy.fallback.retain(|f| f != "public");
         let mut dir_enc = PrimaryEncoder::new(Arc::new(dir_policy));

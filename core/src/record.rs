@@ -87,9 +87,7 @@ fn surely_clean(b: &[u8]) -> bool {
 }
 
 /// What kind of file-system object a record describes.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FileKind {
     /// A regular file (or any non-directory, non-link object).
@@ -192,23 +190,14 @@ impl<'a> FileRecord<'a> {
     /// The non-path part of [`FileRecord::check`].
     pub fn check_fields(&self) -> Result<(), String> {
         if self.size > MAX_SIZE {
-            return Err(format!(
-                "size: {} is larger than a file can be ({MAX_SIZE})",
-                self.size
-            ));
+            return Err(format!("size: {} is larger than a file can be ({MAX_SIZE})", self.size));
         }
         if self.mode > 0o177777 {
             return Err(format!("mode: {:o} has bits beyond st_mode", self.mode));
         }
-        for (name, t) in [
-            ("atime", self.atime),
-            ("ctime", self.ctime),
-            ("mtime", self.mtime),
-        ] {
+        for (name, t) in [("atime", self.atime), ("ctime", self.ctime), ("mtime", self.mtime)] {
             if !(MIN_TIME..=MAX_TIME).contains(&t) {
-                return Err(format!(
-                    "{name}: {t} is outside 1900-01-01..2400-01-01 ({MIN_TIME}..={MAX_TIME})"
-                ));
+                return Err(format!("{name}: {t} is outside 1900-01-01..2400-01-01 ({MIN_TIME}..={MAX_TIME})"));
             }
         }
         Ok(())
@@ -244,9 +233,7 @@ impl<'a> FileRecord<'a> {
 }
 
 /// An owned [`FileRecord`], for tests and state.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct OwnedFileRecord {
     pub path: String,
     pub kind: FileKind,
@@ -297,11 +284,7 @@ pub fn mode_string(mode: u32) -> [u8; 10] {
             s[1 + i] = RWX[i % 3];
         }
     }
-    let special = [
-        (0o4000, 3, b's', b'S'),
-        (0o2000, 6, b's', b'S'),
-        (0o1000, 9, b't', b'T'),
-    ];
+    let special = [(0o4000, 3, b's', b'S'), (0o2000, 6, b's', b'S'), (0o1000, 9, b't', b'T')];
     for (bit, pos, with_x, without_x) in special {
         if mode & bit != 0 {
             s[pos] = if s[pos] == b'x' { with_x } else { without_x };
@@ -337,13 +320,7 @@ pub fn parse_mode_string(s: &str) -> Result<u32, String> {
             b'S' if i == 2 || i == 5 => mode |= if i == 2 { 0o4000 } else { 0o2000 },
             b't' if i == 8 => mode |= bit | 0o1000,
             b'T' if i == 8 => mode |= 0o1000,
-            _ => {
-                return Err(format!(
-                    "unexpected `{}` at position {} in mode `{s}`",
-                    c as char,
-                    i + 1
-                ))
-            }
+            _ => return Err(format!("unexpected `{}` at position {} in mode `{s}`", c as char, i + 1)),
         }
     }
     Ok(mode)
@@ -387,38 +364,17 @@ pub struct Reject {
 impl Reject {
     /// A reject at a byte offset of a text input (the line is filled in later).
     pub fn at_offset(input: &str, offset: u64, reason: impl Into<String>) -> Reject {
-        Reject {
-            input: input.to_string(),
-            line: None,
-            offset: Some(offset),
-            reason: reason.into(),
-            scope: None,
-            unreadable: false,
-        }
+        Reject { input: input.to_string(), line: None, offset: Some(offset), reason: reason.into(), scope: None, unreadable: false }
     }
 
     /// A reject at a row number of an input.
     pub fn at_row(input: &str, row: u64, reason: impl Into<String>) -> Reject {
-        Reject {
-            input: input.to_string(),
-            line: Some(row),
-            offset: None,
-            reason: reason.into(),
-            scope: None,
-            unreadable: false,
-        }
+        Reject { input: input.to_string(), line: Some(row), offset: None, reason: reason.into(), scope: None, unreadable: false }
     }
 
     /// A whole input that could not be read, covering the records under `scope`.
     pub fn whole(input: &str, reason: impl Into<String>, scope: Option<Scope>) -> Reject {
-        Reject {
-            input: input.to_string(),
-            line: None,
-            offset: None,
-            reason: reason.into(),
-            scope,
-            unreadable: true,
-        }
+        Reject { input: input.to_string(), line: None, offset: None, reason: reason.into(), scope, unreadable: true }
     }
 
     /// A row of `input` (where in it unknown) that could not become a record.
@@ -502,77 +458,20 @@ mod tests {
             let e = check_path(bad).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
-        assert!(check_path(&format!("/{}", "x".repeat(256)))
-            .unwrap_err()
-            .contains("256 bytes"));
-        let r = FileRecord {
-            path: "/a",
-            kind: FileKind::File,
-            mode: 0o100644,
-            uid: 0,
-            gid: 0,
-            size: 0,
-            atime: 0,
-            ctime: 0,
-            mtime: 0,
-            inode: 0,
-        };
+        assert!(check_path(&format!("/{}", "x".repeat(256))).unwrap_err().contains("256 bytes"));
+        let r = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 0, gid: 0, size: 0, atime: 0, ctime: 0, mtime: 0, inode: 0 };
         assert!(r.check().is_ok());
-        assert!(FileRecord { path: "/", ..r }
-            .check()
-            .unwrap_err()
-            .contains("not a file"));
-        assert!(FileRecord {
-            path: "/",
-            kind: FileKind::Dir,
-            ..r
-        }
-        .check()
-        .is_ok());
-        assert!(FileRecord {
-            size: MAX_SIZE + 1,
-            ..r
-        }
-        .check()
-        .unwrap_err()
-        .starts_with("size"));
-        assert!(FileRecord {
-            mtime: MAX_TIME + 1,
-            ..r
-        }
-        .check()
-        .unwrap_err()
-        .starts_with("mtime"));
-        assert!(FileRecord {
-            atime: MIN_TIME - 1,
-            ..r
-        }
-        .check()
-        .unwrap_err()
-        .starts_with("atime"));
-        assert!(FileRecord {
-            mode: 0o1177777,
-            ..r
-        }
-        .check()
-        .unwrap_err()
-        .starts_with("mode"));
+        assert!(FileRecord { path: "/", ..r }.check().unwrap_err().contains("not a file"));
+        assert!(FileRecord { path: "/", kind: FileKind::Dir, ..r }.check().is_ok());
+        assert!(FileRecord { size: MAX_SIZE + 1, ..r }.check().unwrap_err().starts_with("size"));
+        assert!(FileRecord { mtime: MAX_TIME + 1, ..r }.check().unwrap_err().starts_with("mtime"));
+        assert!(FileRecord { atime: MIN_TIME - 1, ..r }.check().unwrap_err().starts_with("atime"));
+        assert!(FileRecord { mode: 0o1177777, ..r }.check().unwrap_err().starts_with("mode"));
     }
 
     #[test]
     fn names() {
-        let r = FileRecord {
-            path: "/a/b c",
-            kind: FileKind::File,
-            mode: 0,
-            uid: 0,
-            gid: 0,
-            size: 0,
-            atime: 0,
-            ctime: 0,
-            mtime: 0,
-            inode: 0,
-        };
+        let r = FileRecord { path: "/a/b c", kind: FileKind::File, mode: 0, uid: 0, gid: 0, size: 0, atime: 0, ctime: 0, mtime: 0, inode: 0 };
         assert_eq!(r.name(), "b c");
     }
 }

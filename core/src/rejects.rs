@@ -35,11 +35,7 @@ impl RejectLog {
                 if s.len() < MAX_KEPT_SCOPES {
                     s.push((scope.clone(), r.input.clone(), r.reason.clone()));
                 } else if s.last().is_none_or(|l| l.0 != Scope::All) {
-                    s.push((
-                        Scope::All,
-                        r.input.clone(),
-                        format!("more than {MAX_KEPT_SCOPES} unknown scopes"),
-                    ));
+                    s.push((Scope::All, r.input.clone(), format!("more than {MAX_KEPT_SCOPES} unknown scopes")));
                 }
             }
         }
@@ -59,10 +55,7 @@ impl RejectLog {
 
     /// What the rejects left unknown, with the input and reason of each.
     pub fn scopes(&self) -> Vec<(Scope, String, String)> {
-        self.scopes
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or_else(|_| vec![(Scope::All, String::new(), "reject log poisoned".into())])
+        self.scopes.lock().map(|s| s.clone()).unwrap_or_else(|_| vec![(Scope::All, String::new(), "reject log poisoned".into())])
     }
 
     /// How many rows were rejected.

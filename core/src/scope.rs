@@ -127,13 +127,8 @@ impl UnknownScopes {
         if self.all || d.is_empty() || self.covers(d) {
             return true;
         }
-        let inside =
-            |p: &str| p == d || p.starts_with(d) && p.as_bytes().get(d.len()) == Some(&b'/');
-        self.subtrees
-            .iter()
-            .chain(&self.children)
-            .chain(&self.exact)
-            .any(|p| inside(p))
+        let inside = |p: &str| p == d || p.starts_with(d) && p.as_bytes().get(d.len()) == Some(&b'/');
+        self.subtrees.iter().chain(&self.children).chain(&self.exact).any(|p| inside(p))
     }
 }
 
@@ -152,20 +147,15 @@ pub struct UnknownScope {
 
 /// The summary list: one line per scope (first reason kept), at most `limit` lines, the
 /// broadest scopes first.
-pub fn summarize<'a>(
-    rejects: impl IntoIterator<Item = (&'a Scope, &'a str, &'a str)>,
-    limit: usize,
-) -> (Vec<UnknownScope>, u64) {
+pub fn summarize<'a>(rejects: impl IntoIterator<Item = (&'a Scope, &'a str, &'a str)>, limit: usize) -> (Vec<UnknownScope>, u64) {
     let mut by: BTreeMap<Scope, UnknownScope> = BTreeMap::new();
     for (scope, input, reason) in rejects {
-        by.entry(scope.clone())
-            .and_modify(|u| u.count += 1)
-            .or_insert_with(|| UnknownScope {
-                scope: scope.clone(),
-                input: input.to_string(),
-                reason: reason.to_string(),
-                count: 1,
-            });
+        by.entry(scope.clone()).and_modify(|u| u.count += 1).or_insert_with(|| UnknownScope {
+            scope: scope.clone(),
+            input: input.to_string(),
+            reason: reason.to_string(),
+            count: 1,
+        });
     }
     let total = by.len() as u64;
     (by.into_values().take(limit).collect(), total)
@@ -177,12 +167,7 @@ mod tests {
 
     #[test]
     fn coverage_by_kind() {
-        let scopes = [
-            Scope::Subtree("/a/b".into()),
-            Scope::Children("/c".into()),
-            Scope::Exact("/d/e".into()),
-            Scope::Children("/".into()),
-        ];
+        let scopes = [Scope::Subtree("/a/b".into()), Scope::Children("/c".into()), Scope::Exact("/d/e".into()), Scope::Children("/".into())];
         let u = UnknownScopes::new(&scopes);
         for s in ["/a/b", "/a/b/c", "/a/b/c/d", "/c/x", "/d/e", "/top"] {
             assert!(u.covers(s), "{s}");
@@ -190,10 +175,7 @@ mod tests {
         for s in ["/a/bc", "/a/x", "/c/x/y", "/d/e/f", "/d/f", "/x/y"] {
             assert!(!u.covers(s), "{s}");
         }
-        assert!(
-            u.covers("sha256:abc"),
-            "a hashed subject is unknown whenever anything is"
-        );
+        assert!(u.covers("sha256:abc"), "a hashed subject is unknown whenever anything is");
         assert!(!UnknownScopes::default().covers("sha256:abc"));
         assert!(UnknownScopes::new(&[Scope::All]).covers("/x"));
         assert_eq!(Scope::subtree("/"), Scope::All);
@@ -213,14 +195,7 @@ mod tests {
     #[test]
     fn summary_lines() {
         let (a, b) = (Scope::All, Scope::Exact("/p".into()));
-        let (lines, total) = summarize(
-            [
-                (&b, "in", "bad size"),
-                (&a, "f.csv", "truncated"),
-                (&b, "in", "again"),
-            ],
-            10,
-        );
+        let (lines, total) = summarize([(&b, "in", "bad size"), (&a, "f.csv", "truncated"), (&b, "in", "again")], 10);
         assert_eq!(total, 2);
         assert_eq!(lines[0].scope, Scope::All);
         assert_eq!((lines[1].count, lines[1].reason.as_str()), (2, "bad size"));

@@ -10,12 +10,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::batch::{
-    delete_batches, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL,
-};
+use crate::access::{parent_dir, Acl, DirectoryTable, Perm};
+use crate::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
 use crate::config::{EmitMode, SnapshotSettings};
 use crate::error::IcicleError;
-use crate::access::{parent_dir, Acl, DirectoryTable, Perm};
 use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
 use crate::record::{FileRecord, Reject};
@@ -51,59 +49,25 @@ impl MetricsProgress {
     /// Wrap `inner`.
     pub fn new(inner: Arc<dyn Progress>) -> MetricsProgress {
         use std::sync::atomic::AtomicU64;
-        MetricsProgress {
-            inner,
-            done: AtomicU64::new(0),
-            total: AtomicU64::new(0),
-            last_ms: AtomicU64::new(0),
-            started: Instant::now(),
-        }
+        MetricsProgress { inner, done: AtomicU64::new(0), total: AtomicU64::new(0), last_ms: AtomicU64::new(0), started: Instant::now() }
     }
 
     fn publish(&self) {
         use std::sync::atomic::Ordering::Relaxed;
-        let (done, total) = (
-            self.done.load(Relaxed) as f64,
-            self.total.load(Relaxed) as f64,
-        );
+        let (done, total) = (self.done.load(Relaxed) as f64, self.total.load(Relaxed) as f64);
         let secs = self.started.elapsed().as_secs_f64().max(1e-9);
         let m = crate::metrics::Metrics::global();
-        m.set(
-            "icicle_snapshot_progress_done",
-            "Snapshot work done (bytes of text inputs, databases, directories).",
-            &[],
-            done,
-        );
-        m.set(
-            "icicle_snapshot_progress_total",
-            "Snapshot work planned (same units).",
-            &[],
-            total,
-        );
-        m.set(
-            "icicle_snapshot_progress_rate",
-            "Snapshot work units per second so far.",
-            &[],
-            done / secs,
-        );
-        let eta = if done > 0.0 && total >= done {
-            (total - done) * secs / done
-        } else {
-            -1.0
-        };
-        m.set(
-            "icicle_snapshot_eta_seconds",
-            "Estimated seconds left (-1: unknown).",
-            &[],
-            eta,
-        );
+        m.set("icicle_snapshot_progress_done", "Snapshot work done (bytes of text inputs, databases, directories).", &[], done);
+        m.set("icicle_snapshot_progress_total", "Snapshot work planned (same units).", &[], total);
+        m.set("icicle_snapshot_progress_rate", "Snapshot work units per second so far.", &[], done / secs);
+        let eta = if done > 0.0 && total >= done { (total - done) * secs / done } else { -1.0 };
+        m.set("icicle_snapshot_eta_seconds", "Estimated seconds left (-1: unknown).", &[], eta);
     }
 }
 
 impl Progress for MetricsProgress {
     fn start(&self, total: u64) {
-        self.total
-            .store(total, std::sync::atomic::Ordering::Relaxed);
+        self.total.store(total, std::sync::atomic::Ordering::Relaxed);
         self.publish();
         self.inner.start(total);
     }
@@ -113,12 +77,7 @@ impl Progress for MetricsProgress {
         self.done.fetch_add(units, Relaxed);
         let now = self.started.elapsed().as_millis() as u64;
         let last = self.last_ms.load(Relaxed);
-        if now >= last + 250
-            && self
-                .last_ms
-                .compare_exchange(last, now, Relaxed, Relaxed)
-                .is_ok()
-        {
+        if now >= last + 250 && self.last_ms.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
             self.publish();
         }
         self.inner.inc(units);
@@ -158,10 +117,7 @@ pub trait PipelineFinisher: Send + Sync {
     /// The pipeline's name in the summary.
     fn name(&self) -> &'static str;
     /// Produce entries to deliver (GMetaEntry JSON) and a report for the summary.
-    fn finish(
-        &self,
-        policy: &Arc<RecordPolicy>,
-    ) -> Result<(Vec<Vec<u8>>, serde_json::Value), String>;
+    fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String>;
 }
 
 /// Everything a snapshot run needs.
@@ -269,18 +225,8 @@ impl Shared {
                 q.items.push_back((source, s));
             }
             let m = crate::metrics::Metrics::global();
-            m.set(
-                "icicle_snapshot_inputs_done",
-                "Snapshot inputs (files, byte ranges, databases, directories) read.",
-                &[],
-                q.finished as f64,
-            );
-            m.set(
-                "icicle_snapshot_inputs_total",
-                "Snapshot inputs planned or discovered so far.",
-                &[],
-                q.planned as f64,
-            );
+            m.set("icicle_snapshot_inputs_done", "Snapshot inputs (files, byte ranges, databases, directories) read.", &[], q.finished as f64);
+            m.set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
         }
         self.ready.notify_all();
     }
@@ -340,10 +286,7 @@ impl Worker {
         if self.chunk.is_empty() {
             return;
         }
-        let chunk = std::mem::replace(
-            &mut self.chunk,
-            EntryBatch::with_capacity(CHUNK_BYTES + 4096),
-        );
+        let chunk = std::mem::replace(&mut self.chunk, EntryBatch::with_capacity(CHUNK_BYTES + 4096));
         // A closed channel means the run is being cancelled; the records are not acknowledged.
         let _ = self.tx.blocking_send(chunk);
     }
@@ -395,8 +338,7 @@ impl RowSink for Worker {
             }
             if let Some(m) = &mut self.manifest {
                 if let Err(e) = m.push(hash, fp, &subject_for(rec.path), Some(rec.path)) {
-                    self.io_error
-                        .get_or_insert(format!("writing the manifest: {e}"));
+                    self.io_error.get_or_insert(format!("writing the manifest: {e}"));
                 }
             }
             if change == Change::Unchanged && self.emit == EmitMode::Changed {
@@ -458,16 +400,11 @@ fn worker_count(settings: &SnapshotSettings) -> usize {
     if settings.workers > 0 {
         settings.workers
     } else {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
     }
 }
 
-async fn deliver(
-    sinks: &mut crate::traits::NamedSinks,
-    batch: &DocumentBatch,
-) -> Result<(), IcicleError> {
+async fn deliver(sinks: &mut crate::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), IcicleError> {
     crate::batch::deliver_all(sinks, batch).await?;
     Ok(())
 }
@@ -482,22 +419,15 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     // Versioning state.
     let previous = match &settings.state_dir {
         Some(dir) if job.primary => {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| io(&format!("creating {}", dir.display()), e))?;
+            std::fs::create_dir_all(dir).map_err(|e| io(&format!("creating {}", dir.display()), e))?;
             manifest::begin(dir).map_err(|e| io("starting the manifest", e))?;
-            Some(Arc::new(
-                PreviousManifest::load(dir).map_err(|e| io("loading the previous manifest", e))?,
-            ))
+            Some(Arc::new(PreviousManifest::load(dir).map_err(|e| io("loading the previous manifest", e))?))
         }
         _ => None,
     };
 
     // Plan.
-    let shared = Arc::new(Shared {
-        queue: Mutex::new(WorkQueue::default()),
-        ready: Condvar::new(),
-        cancel: AtomicBool::new(false),
-    });
+    let shared = Arc::new(Shared { queue: Mutex::new(WorkQueue::default()), ready: Condvar::new(), cancel: AtomicBool::new(false) });
     let rejects = Arc::new(RejectLog::default());
     let mut total = 0u64;
     {
@@ -510,9 +440,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                 }
                 Err(e) => {
                     tracing::error!(message = "source could not be planned", source = %name, error = %e);
-                    return Err(IcicleError::Internal(format!(
-                        "source `{name}` could not be planned (nothing was delivered): {e}"
-                    )));
+                    return Err(IcicleError::Internal(format!("source `{name}` could not be planned (nothing was delivered): {e}")));
                 }
             }
         }
@@ -529,12 +457,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         }
         if let Ok(mut q) = shared.queue.lock() {
             q.planned += planned.len() as u64;
-            crate::metrics::Metrics::global().set(
-                "icicle_snapshot_inputs_total",
-                "Snapshot inputs planned or discovered so far.",
-                &[],
-                q.planned as f64,
-            );
+            crate::metrics::Metrics::global().set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
             q.items.extend(planned);
         }
     }
@@ -549,9 +472,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let mut handles = Vec::new();
     for w in 0..nworkers {
         let manifest_writer = match (&settings.state_dir, &previous) {
-            (Some(dir), Some(_)) => {
-                Some(ManifestWriter::create(dir, w).map_err(|e| io("creating the manifest", e))?)
-            }
+            (Some(dir), Some(_)) => Some(ManifestWriter::create(dir, w).map_err(|e| io("creating the manifest", e))?),
             _ => None,
         };
         let mut worker = Worker {
@@ -622,10 +543,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         (Some(dir), Some(_)) => Outbox::held(dir).map_err(|e| io("creating the spool", e))?,
         _ => Outbox::direct(),
     };
-    let mut summary = SnapshotSummary {
-        versioned: previous.is_some(),
-        ..Default::default()
-    };
+    let mut summary = SnapshotSummary { versioned: previous.is_some(), ..Default::default() };
     let mut batcher = Batcher::new(settings.max_batch_bytes);
     let flush_after = Duration::from_secs_f64(settings.flush_interval_secs.max(0.05));
     let mut ticker = tokio::time::interval(flush_after / 4);
@@ -698,10 +616,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         return Err(IcicleError::Internal(e));
     }
     if !oversized.is_empty() {
-        return Err(IcicleError::Internal(format!(
-            "{} entries larger than a document reached the batcher",
-            oversized.len()
-        )));
+        return Err(IcicleError::Internal(format!("{} entries larger than a document reached the batcher", oversized.len())));
     }
     summary.rows += planning_rejects;
     summary.rejects += planning_rejects;
@@ -709,21 +624,11 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     // Counting and aggregate outputs, delivered after the primary records.
     let mut pipeline_subjects: Vec<(&'static str, Vec<String>)> = Vec::new();
     for f in &job.finishers {
-        let (entries, report) = f
-            .finish(&job.policy)
-            .map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
+        let (entries, report) = f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
         summary.pipelines.insert(f.name().to_string(), report);
         if previous.is_some() {
-            let subjects = entries
-                .iter()
-                .map(|e| crate::deletes::entry_subject(e))
-                .collect::<Result<Vec<_>, _>>();
-            let subjects = subjects.map_err(|e| {
-                IcicleError::Internal(format!(
-                    "{} pipeline: an entry without a subject: {e}",
-                    f.name()
-                ))
-            })?;
+            let subjects = entries.iter().map(|e| crate::deletes::entry_subject(e)).collect::<Result<Vec<_>, _>>();
+            let subjects = subjects.map_err(|e| IcicleError::Internal(format!("{} pipeline: an entry without a subject: {e}", f.name())))?;
             pipeline_subjects.push((f.name(), subjects));
         }
         let mut chunk = EntryBatch::default();
@@ -744,21 +649,13 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     // not be read (their scopes are carried over).
     summary.unreadable_inputs = rejects.unreadable_inputs();
     let row_rejects = summary.rejects.saturating_sub(summary.unreadable_inputs);
-    let ratio = if summary.rows > 0 {
-        row_rejects as f64 / summary.rows as f64
-    } else {
-        0.0
-    };
-    summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m)
-        || settings.max_reject_ratio.is_some_and(|r| ratio > r);
+    let ratio = if summary.rows > 0 { row_rejects as f64 / summary.rows as f64 } else { 0.0 };
+    summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m) || settings.max_reject_ratio.is_some_and(|r| ratio > r);
 
     // Deletes and the acknowledgement.
     let scopes = rejects.scopes();
     let unknown = UnknownScopes::new(scopes.iter().map(|(s, _, _)| s));
-    (summary.unknown_scopes, summary.unknown_scope_count) = crate::scope::summarize(
-        scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())),
-        50,
-    );
+    (summary.unknown_scopes, summary.unknown_scope_count) = crate::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
     let mut commit = previous.is_some() && !summary.reject_threshold_exceeded;
     let mut deletes = Vec::new();
     let mut sealed = None;
@@ -766,8 +663,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         if summary.reject_threshold_exceeded {
             tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
         } else {
-            let d = crate::deletes::plan(dir, prev, &unknown, &pipeline_subjects, nworkers + 1)
-                .map_err(|e| io("planning the deletes", e))?;
+            let d = crate::deletes::plan(dir, prev, &unknown, &pipeline_subjects, nworkers + 1).map_err(|e| io("planning the deletes", e))?;
             summary.deletes_withheld = d.withheld;
             summary.aggregate_deletes_withheld = d.aggregates_withheld;
             summary.delete_guard = crate::deletes::guard(&settings, d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates);
@@ -813,24 +709,12 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
 
     // Rejects file.
     if summary.rejects > 0 {
-        let path = settings.rejects_file.clone().unwrap_or_else(|| {
-            settings
-                .state_dir
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("."))
-                .join("rejects.jsonl")
-        });
-        rejects
-            .write(&path)
-            .map_err(|e| io(&format!("writing {}", path.display()), e))?;
+        let path = settings.rejects_file.clone().unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
+        rejects.write(&path).map_err(|e| io(&format!("writing {}", path.display()), e))?;
         summary.rejects_file = Some(path);
     }
     summary.seconds = started.elapsed().as_secs_f64();
-    summary.rows_per_s = if summary.seconds > 0.0 {
-        summary.rows as f64 / summary.seconds
-    } else {
-        0.0
-    };
+    summary.rows_per_s = if summary.seconds > 0.0 { summary.rows as f64 / summary.seconds } else { 0.0 };
     Ok(summary)
 }
 
@@ -857,18 +741,7 @@ mod tests {
             Ok(vec![Split::whole("slow".into(), 1)])
         }
         fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), crate::SourceError> {
-            let rec = FileRecord {
-                path: "/a",
-                kind: FileKind::File,
-                mode: 0o100644,
-                uid: 1,
-                gid: 1,
-                size: 1,
-                atime: 0,
-                ctime: 0,
-                mtime: 0,
-                inode: 0,
-            };
+            let rec = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 };
             out.record(&rec);
             // The worker hands its chunk over when the split ends; emulate a streaming
             // source by ending this split and blocking the next one.
@@ -888,13 +761,8 @@ mod tests {
         }
         fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), crate::SourceError> {
             if split.name == "wait" {
-                let rx = self
-                    .inner
-                    .delivered
-                    .lock()
-                    .map_err(|_| crate::SourceError::External("poisoned".into()))?;
-                rx.recv_timeout(Duration::from_secs(120))
-                    .map_err(|_| crate::SourceError::External("the timer never flushed".into()))?;
+                let rx = self.inner.delivered.lock().map_err(|_| crate::SourceError::External("poisoned".into()))?;
+                rx.recv_timeout(Duration::from_secs(120)).map_err(|_| crate::SourceError::External("the timer never flushed".into()))?;
                 return Ok(());
             }
             self.inner.read(split, out)
@@ -909,13 +777,7 @@ mod tests {
     #[async_trait]
     impl Sink for SignallingSink {
         async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
-            self.seen
-                .lock()
-                .map_err(|_| SinkError::Io {
-                    sink: "t".into(),
-                    reason: "poisoned".into(),
-                })?
-                .push(batch.len());
+            self.seen.lock().map_err(|_| SinkError::Io { sink: "t".into(), reason: "poisoned".into() })?.push(batch.len());
             let _ = self.tx.send(());
             Ok(())
         }
@@ -926,21 +788,8 @@ mod tests {
         let (tx, rx) = std_mpsc::channel();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let job = SnapshotJob {
-            sources: vec![(
-                "s".into(),
-                Arc::new(WaitingSource {
-                    inner: SlowSource {
-                        delivered: Mutex::new(rx),
-                    },
-                }),
-            )],
-            sinks: vec![(
-                "k".into(),
-                Box::new(SignallingSink {
-                    tx,
-                    seen: seen.clone(),
-                }),
-            )],
+            sources: vec![("s".into(), Arc::new(WaitingSource { inner: SlowSource { delivered: Mutex::new(rx) } }))],
+            sinks: vec![("k".into(), Box::new(SignallingSink { tx, seen: seen.clone() }))],
             policy: Arc::new(RecordPolicy {
                 visible_to: vec![VisibleTo::Public],
                 fallback: vec![],
@@ -948,11 +797,7 @@ mod tests {
                 version: "t".into(),
                 ..Default::default()
             }),
-            settings: SnapshotSettings {
-                workers: 1,
-                flush_interval_secs: 0.05,
-                ..Default::default()
-            },
+            settings: SnapshotSettings { workers: 1, flush_interval_secs: 0.05, ..Default::default() },
             progress: Arc::new(NoProgress),
             processors: vec![],
             finishers: vec![],

@@ -18,9 +18,7 @@ pub struct Spool {
 }
 
 fn le32(v: usize) -> std::io::Result<[u8; 4]> {
-    u32::try_from(v)
-        .map(u32::to_le_bytes)
-        .map_err(|_| std::io::Error::other("a spooled document over 4 GiB"))
+    u32::try_from(v).map(u32::to_le_bytes).map_err(|_| std::io::Error::other("a spooled document over 4 GiB"))
 }
 
 impl Spool {
@@ -29,11 +27,7 @@ impl Spool {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("spool.bin");
         let out = BufWriter::with_capacity(1 << 20, File::create(&path)?);
-        Ok(Spool {
-            path,
-            out,
-            documents: 0,
-        })
+        Ok(Spool { path, out, documents: 0 })
     }
 
     /// Append one document: entry count, entry end offsets, then the entry bytes.
@@ -70,11 +64,7 @@ impl Spool {
     pub fn finish(mut self) -> std::io::Result<SpoolReader> {
         self.out.flush()?;
         let file = File::open(&self.path)?;
-        Ok(SpoolReader {
-            path: self.path,
-            input: BufReader::with_capacity(1 << 20, file),
-            left: self.documents,
-        })
+        Ok(SpoolReader { path: self.path, input: BufReader::with_capacity(1 << 20, file), left: self.documents })
     }
 }
 
@@ -105,9 +95,7 @@ impl SpoolReader {
         let mut doc = EntryBatch::with_capacity(buf.len());
         let mut start = 0;
         for end in ends {
-            let entry = buf
-                .get(start..end)
-                .ok_or_else(|| std::io::Error::other("a corrupt spool"))?;
+            let entry = buf.get(start..end).ok_or_else(|| std::io::Error::other("a corrupt spool"))?;
             doc.push(entry);
             start = end;
         }
@@ -135,24 +123,14 @@ impl Outbox {
 
     /// Hold documents in `dir` until [`Outbox::release`].
     pub fn held(dir: &Path) -> std::io::Result<Outbox> {
-        Ok(Outbox {
-            spool: Some(Spool::create(dir)?),
-        })
+        Ok(Outbox { spool: Some(Spool::create(dir)?) })
     }
 
     /// Send one document (or hold it).
-    pub async fn send(
-        &mut self,
-        sinks: &mut NamedSinks,
-        doc: EntryBatch,
-    ) -> Result<(), IcicleError> {
+    pub async fn send(&mut self, sinks: &mut NamedSinks, doc: EntryBatch) -> Result<(), IcicleError> {
         match &mut self.spool {
-            Some(s) => s
-                .push(&doc)
-                .map_err(|e| IcicleError::Internal(format!("spooling a document: {e}"))),
-            None => deliver_all(sinks, &DocumentBatch::Ingest(doc))
-                .await
-                .map_err(Into::into),
+            Some(s) => s.push(&doc).map_err(|e| IcicleError::Internal(format!("spooling a document: {e}"))),
+            None => deliver_all(sinks, &DocumentBatch::Ingest(doc)).await.map_err(Into::into),
         }
     }
 

@@ -18,68 +18,38 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for p in paths {
-        let s = p.to_str().ok_or_else(|| SourceError::Io {
-            path: p.clone(),
-            reason: "not valid UTF-8".into(),
-        })?;
+        let s = p.to_str().ok_or_else(|| SourceError::Io { path: p.clone(), reason: "not valid UTF-8".into() })?;
         // A path that exists is read as it is, even with `?` or `[` in its name.
         let mut found: Vec<PathBuf> = if s.contains(['*', '?', '[']) && !p.exists() {
-            let opts = glob::MatchOptions {
-                case_sensitive: true,
-                require_literal_separator: true,
-                require_literal_leading_dot: true,
-            };
-            let paths = glob::glob_with(s, opts).map_err(|e| SourceError::Io {
-                path: p.clone(),
-                reason: format!("not a valid pattern: {e}"),
-            })?;
+            let opts = glob::MatchOptions { case_sensitive: true, require_literal_separator: true, require_literal_leading_dot: true };
+            let paths = glob::glob_with(s, opts).map_err(|e| SourceError::Io { path: p.clone(), reason: format!("not a valid pattern: {e}") })?;
             let mut v = Vec::new();
             for m in paths {
-                let m = m.map_err(|e| SourceError::Io {
-                    path: e.path().to_path_buf(),
-                    reason: format!("while matching {s}: {}", e.error()),
-                })?;
+                let m = m.map_err(|e| SourceError::Io { path: e.path().to_path_buf(), reason: format!("while matching {s}: {}", e.error()) })?;
                 if m.is_file() {
                     v.push(m);
                 }
             }
             if v.is_empty() {
-                return Err(SourceError::Io {
-                    path: p.clone(),
-                    reason: "the pattern matches no file (an empty or unmounted directory?)".into(),
-                });
+                return Err(SourceError::Io { path: p.clone(), reason: "the pattern matches no file (an empty or unmounted directory?)".into() });
             }
             v
         } else if p.is_dir() {
             let v: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| SourceError::Io {
-                    path: p.clone(),
-                    reason: e.to_string(),
-                })?
-                .map(|e| {
-                    e.map(|e| e.path()).map_err(|e| SourceError::Io {
-                        path: p.clone(),
-                        reason: e.to_string(),
-                    })
-                })
+                .map_err(|e| SourceError::Io { path: p.clone(), reason: e.to_string() })?
+                .map(|e| e.map(|e| e.path()).map_err(|e| SourceError::Io { path: p.clone(), reason: e.to_string() }))
                 .collect::<Result<Vec<_>, _>>()?
                 .into_iter()
                 .filter(|p| p.is_file())
                 .collect();
             if v.is_empty() {
-                return Err(SourceError::Io {
-                    path: p.clone(),
-                    reason: "the directory holds no file (empty or unmounted?)".into(),
-                });
+                return Err(SourceError::Io { path: p.clone(), reason: "the directory holds no file (empty or unmounted?)".into() });
             }
             v
         } else if p.is_file() {
             vec![p.clone()]
         } else {
-            return Err(SourceError::Io {
-                path: p.clone(),
-                reason: "no such file or directory".into(),
-            });
+            return Err(SourceError::Io { path: p.clone(), reason: "no such file or directory".into() });
         };
         found.sort();
         out.extend(found.into_iter().filter(|f| seen.insert(f.clone())));
@@ -92,12 +62,7 @@ pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, So
     let mut out = Vec::new();
     let split_bytes = split_bytes.max(1);
     for f in files {
-        let len = std::fs::metadata(f)
-            .map_err(|e| SourceError::Io {
-                path: f.clone(),
-                reason: e.to_string(),
-            })?
-            .len();
+        let len = std::fs::metadata(f).map_err(|e| SourceError::Io { path: f.clone(), reason: e.to_string() })?.len();
         if len <= split_bytes {
             out.push(Split::whole(f.clone(), len));
             continue;
@@ -105,13 +70,7 @@ pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, So
         let mut start = 0;
         while start < len {
             let end = (start + split_bytes).min(len);
-            out.push(Split {
-                name: f.display().to_string(),
-                path: f.clone(),
-                range: Some((start, end)),
-                weight: end - start,
-                scope: None,
-            });
+            out.push(Split { name: f.display().to_string(), path: f.clone(), range: Some((start, end)), weight: end - start, scope: None });
             start = end;
         }
     }
@@ -121,25 +80,13 @@ pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, So
 /// Map a file read-only (for benchmark inputs that the process itself wrote; snapshot
 /// inputs are read with [`read_lines`], which a truncated file cannot crash).
 pub fn map_file(path: &Path) -> Result<Option<Mmap>, SourceError> {
-    let f = File::open(path).map_err(|e| SourceError::Io {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let len = f
-        .metadata()
-        .map_err(|e| SourceError::Io {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?
-        .len();
+    let f = File::open(path).map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+    let len = f.metadata().map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?.len();
     if len == 0 {
         return Ok(None);
     }
     // SAFETY: a read-only map of a file this process made and does not change.
-    let m = unsafe { Mmap::map(&f) }.map_err(|e| SourceError::Io {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    let m = unsafe { Mmap::map(&f) }.map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
     let _ = m.advise(memmap2::Advice::Sequential);
     Ok(Some(m))
 }
@@ -153,16 +100,9 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 /// file when `None`), without the trailing `\n` or `\r\n`, reading with `pread` into a
 /// bounded buffer (memory stays flat however large the input). A file that is shorter than
 /// the range, or shrinks while it is read, is an error naming the offsets, never a signal.
-pub fn read_lines(
-    path: &Path,
-    range: Option<(u64, u64)>,
-    mut f: impl FnMut(&[u8], u64),
-) -> Result<(), SourceError> {
+pub fn read_lines(path: &Path, range: Option<(u64, u64)>, mut f: impl FnMut(&[u8], u64)) -> Result<(), SourceError> {
     use std::os::unix::fs::FileExt;
-    let err = |reason: String| SourceError::Io {
-        path: path.to_path_buf(),
-        reason,
-    };
+    let err = |reason: String| SourceError::Io { path: path.to_path_buf(), reason };
     let file = File::open(path).map_err(|e| err(e.to_string()))?;
     let len = file.metadata().map_err(|e| err(e.to_string()))?.len();
     let (start, end) = range.unwrap_or((0, len));
@@ -251,9 +191,7 @@ pub fn for_each_line(data: &[u8], range: Option<(u64, u64)>, mut f: impl FnMut(&
         }
     };
     while pos < end {
-        let stop = memchr::memchr(b'\n', &data[pos..])
-            .map(|i| pos + i)
-            .unwrap_or(data.len());
+        let stop = memchr::memchr(b'\n', &data[pos..]).map(|i| pos + i).unwrap_or(data.len());
         let mut line = &data[pos..stop];
         if line.last() == Some(&b'\r') {
             line = &line[..line.len() - 1];
@@ -279,9 +217,7 @@ mod tests {
             let mut s = 0;
             while s < text.len() {
                 let e = (s + chunk).min(text.len());
-                for_each_line(&text, Some((s as u64, e as u64)), |l, off| {
-                    seen.push((off, l.to_vec()))
-                });
+                for_each_line(&text, Some((s as u64, e as u64)), |l, off| seen.push((off, l.to_vec())));
                 s = e;
             }
             let mut whole = Vec::new();
@@ -335,9 +271,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("in.txt");
         std::fs::write(&path, "a\nb\nc\n").unwrap();
-        let e = read_lines(&path, Some((0, 100)), |_, _| {})
-            .unwrap_err()
-            .to_string();
+        let e = read_lines(&path, Some((0, 100)), |_, _| {}).unwrap_err().to_string();
         assert!(e.contains("shorter than when it was planned"), "{e}");
         // Shrinks between two reads of the same split.
         let mut big = Vec::new();
@@ -350,20 +284,12 @@ mod tests {
         let e = read_lines(&path, Some((0, len)), |_, _| {
             n += 1;
             if n == 10 {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .unwrap()
-                    .set_len(1000)
-                    .unwrap();
+                std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(1000).unwrap();
             }
         })
         .unwrap_err()
         .to_string();
-        assert!(
-            e.contains("ended at byte") && e.contains("truncated"),
-            "{e}"
-        );
+        assert!(e.contains("ended at byte") && e.contains("truncated"), "{e}");
     }
 
     #[test]
@@ -377,32 +303,14 @@ mod tests {
         }
         let names = |pats: &[&str]| -> Result<Vec<String>, String> {
             let paths: Vec<PathBuf> = pats.iter().map(|p| t.join(p)).collect();
-            expand_inputs(&paths)
-                .map(|v| {
-                    v.iter()
-                        .map(|p| p.strip_prefix(t).unwrap().display().to_string())
-                        .collect()
-                })
-                .map_err(|e| e.to_string())
+            expand_inputs(&paths).map(|v| v.iter().map(|p| p.strip_prefix(t).unwrap().display().to_string()).collect()).map_err(|e| e.to_string())
         };
-        assert_eq!(
-            names(&["a/*/p*-*.csv"]).unwrap(),
-            ["a/x/p1-1.csv", "a/y/p2-2.csv"]
-        );
-        assert_eq!(
-            names(&["a/**/*.csv"]).unwrap(),
-            ["a/top.csv", "a/x/p1-1.csv", "a/y/p2-2.csv", "a/y/q.csv"]
-        );
-        assert_eq!(
-            names(&["a/y/?.csv", "a/y/q.csv"]).unwrap(),
-            ["a/y/q.csv"],
-            "named twice, read once"
-        );
+        assert_eq!(names(&["a/*/p*-*.csv"]).unwrap(), ["a/x/p1-1.csv", "a/y/p2-2.csv"]);
+        assert_eq!(names(&["a/**/*.csv"]).unwrap(), ["a/top.csv", "a/x/p1-1.csv", "a/y/p2-2.csv", "a/y/q.csv"]);
+        assert_eq!(names(&["a/y/?.csv", "a/y/q.csv"]).unwrap(), ["a/y/q.csv"], "named twice, read once");
         assert!(names(&["a/*.tsv"]).unwrap_err().contains("matches no file"));
         assert!(names(&["empty"]).unwrap_err().contains("holds no file"));
-        assert!(names(&["missing.csv"])
-            .unwrap_err()
-            .contains("no such file"));
+        assert!(names(&["missing.csv"]).unwrap_err().contains("no such file"));
         std::fs::write(t.join("run[1].csv"), "x").unwrap();
         assert_eq!(names(&["run[1].csv"]).unwrap(), ["run[1].csv"], "an existing path is literal");
     }

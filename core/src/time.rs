@@ -99,10 +99,7 @@ pub fn parse_iso8601(s: &str) -> Option<i64> {
 
 /// Current time in epoch seconds.
 pub fn now_epoch() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -114,7 +111,13 @@ mod tests {
         assert_eq!(parse_iso8601("2024-03-16T02:00:01+01:30"), Some(1_710_554_401 - 5_400));
         assert_eq!(parse_iso8601("2024-03-16T02:00:01.123-05:00"), Some(1_710_554_401 + 18_000));
         assert_eq!(parse_iso8601("2024-03-16T02:00:01Z"), Some(1_710_554_401));
-        for bad in ["2024-03-16T02:00:01+0\u{e9}00", "2024-03-16T02:00:01+\u{e9}:00", "2024-03-16T02:00:01\u{e9}", "2024-03-16T02:00:01+01:3x", "2024-03-16T02:00:0\u{e9}"] {
+        for bad in [
+            "2024-03-16T02:00:01+0\u{e9}00",
+            "2024-03-16T02:00:01+\u{e9}:00",
+            "2024-03-16T02:00:01\u{e9}",
+            "2024-03-16T02:00:01+01:3x",
+            "2024-03-16T02:00:0\u{e9}",
+        ] {
             assert_eq!(parse_iso8601(bad), None, "{bad}");
         }
     }

@@ -31,13 +31,7 @@ pub struct Split {
 impl Split {
     /// A whole-file (or whole-directory) split.
     pub fn whole(path: PathBuf, weight: u64) -> Split {
-        Split {
-            name: path.display().to_string(),
-            path,
-            range: None,
-            weight,
-            scope: None,
-        }
+        Split { name: path.display().to_string(), path, range: None, weight, scope: None }
     }
 }
 
@@ -137,10 +131,7 @@ pub struct MonitorContext {
 #[async_trait]
 pub trait ChangeSource: Send + Sync {
     /// Run until the stream ends (drain) or forever; returns a final report.
-    async fn run(
-        &self,
-        ctx: MonitorContext,
-    ) -> Result<serde_json::Value, crate::error::IcicleError>;
+    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, crate::error::IcicleError>;
 }
 
 /// What a reduction did to one batch.
@@ -267,11 +258,7 @@ pub trait Sink: Send {
     }
     /// Called once every sink has delivered `batch`, with every sink's receipt (sink id,
     /// receipt). An `Err` fails the delivery: nothing is acknowledged upstream.
-    async fn delivered(
-        &mut self,
-        _batch: &DocumentBatch,
-        _receipts: &[(String, serde_json::Value)],
-    ) -> Result<(), SinkError> {
+    async fn delivered(&mut self, _batch: &DocumentBatch, _receipts: &[(String, serde_json::Value)]) -> Result<(), SinkError> {
         Ok(())
     }
     /// Flush and release resources at the end of a run.
@@ -309,22 +296,8 @@ pub struct ObjectLayout {
 
 impl ObjectLayout {
     /// A plain (single-component) layout: `osts` striped with `stripe_size` over the whole file.
-    pub fn plain(
-        path: impl Into<String>,
-        size: u64,
-        stripe_size: u64,
-        osts: Vec<u32>,
-    ) -> ObjectLayout {
-        ObjectLayout {
-            path: path.into(),
-            size,
-            components: vec![LayoutComponent {
-                start: 0,
-                end: u64::MAX,
-                stripe_size,
-                osts,
-            }],
-        }
+    pub fn plain(path: impl Into<String>, size: u64, stripe_size: u64, osts: Vec<u32>) -> ObjectLayout {
+        ObjectLayout { path: path.into(), size, components: vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size, osts }] }
     }
 }
 

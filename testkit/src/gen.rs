@@ -88,11 +88,7 @@ pub struct GenSpec {
 impl GenSpec {
     /// `files` files under `/fs` with `seed`.
     pub fn new(files: u64, seed: u64) -> GenSpec {
-        GenSpec {
-            files,
-            seed,
-            root: "/fs".into(),
-        }
+        GenSpec { files, seed, root: "/fs".into() }
     }
 }
 
@@ -156,9 +152,7 @@ fn name_with_quirks(rng: &mut Rng, base: &str, ext: &str) -> String {
     }
 }
 
-const EXTS: [&str; 10] = [
-    ".dat", ".h5", ".nc", ".txt", ".log", ".py", ".c", ".tar", ".out", "",
-];
+const EXTS: [&str; 10] = [".dat", ".h5", ".nc", ".txt", ".log", ".py", ".c", ".tar", ".out", ""];
 
 impl GenFs {
     /// Generate the file system described by `spec`.
@@ -167,17 +161,12 @@ impl GenFs {
         let n = spec.files.max(1);
         let nusers = (n / 2_000).clamp(4, 400) as usize;
         let ngroups = (nusers / 5).max(2);
-        let users: Vec<u32> = (0..nusers as u32)
-            .map(|i| 1000 + i * 7 % 10_000 + i)
-            .collect();
+        let users: Vec<u32> = (0..nusers as u32).map(|i| 1000 + i * 7 % 10_000 + i).collect();
         let groups: Vec<u32> = (0..ngroups as u32).map(|i| 100 + i * 3).collect();
         // Zipf(1.1) shares of the files per user.
         let weights: Vec<f64> = (1..=nusers).map(|r| 1.0 / (r as f64).powf(1.1)).collect();
         let wsum: f64 = weights.iter().sum();
-        let mut counts: Vec<u64> = weights
-            .iter()
-            .map(|w| (w / wsum * n as f64).floor() as u64)
-            .collect();
+        let mut counts: Vec<u64> = weights.iter().map(|w| (w / wsum * n as f64).floor() as u64).collect();
         let mut assigned: u64 = counts.iter().sum();
         let mut i = 0;
         while assigned < n {
@@ -227,24 +216,10 @@ impl GenFs {
             let nfiles = counts[ui];
             let ndirs = (nfiles / 20).max(1) as usize;
             let top = if ui % 3 == 2 { 2 } else { 1 };
-            let home = if top == 1 {
-                format!("{}/home/user{uid}", spec.root)
-            } else {
-                format!("{}/proj/grp{gid}-user{uid}", spec.root)
-            };
+            let home = if top == 1 { format!("{}/home/user{uid}", spec.root) } else { format!("{}/proj/grp{gid}-user{uid}", spec.root) };
             let first = dirs.len();
             let (a, c, m) = time_dir(&mut rng);
-            dirs.push(GenDir {
-                path: home,
-                uid,
-                gid,
-                mode: S_IFDIR | 0o750,
-                atime: a,
-                ctime: c,
-                mtime: m,
-                inode: next_inode(),
-                parent: top,
-            });
+            dirs.push(GenDir { path: home, uid, gid, mode: S_IFDIR | 0o750, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: top });
             let mut depth = vec![1usize];
             for k in 1..ndirs {
                 // Attach to a random earlier directory of this user, preferring shallow ones.
@@ -252,28 +227,10 @@ impl GenFs {
                 if depth[p - first] >= 7 {
                     p = first;
                 }
-                let name = if rng.below(200) == 0 {
-                    name_with_quirks(&mut rng, &format!("d{k}"), "")
-                } else {
-                    format!("d{k}")
-                };
+                let name = if rng.below(200) == 0 { name_with_quirks(&mut rng, &format!("d{k}"), "") } else { format!("d{k}") };
                 let (a, c, m) = time_dir(&mut rng);
-                let mode = if rng.below(10) == 0 {
-                    S_IFDIR | 0o2770
-                } else {
-                    S_IFDIR | 0o755
-                };
-                dirs.push(GenDir {
-                    path: format!("{}/{name}", dirs[p].path),
-                    uid,
-                    gid,
-                    mode,
-                    atime: a,
-                    ctime: c,
-                    mtime: m,
-                    inode: next_inode(),
-                    parent: p,
-                });
+                let mode = if rng.below(10) == 0 { S_IFDIR | 0o2770 } else { S_IFDIR | 0o755 };
+                dirs.push(GenDir { path: format!("{}/{name}", dirs[p].path), uid, gid, mode, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: p });
                 depth.push(depth[p - first] + 1);
             }
             if ui == 0 {
@@ -315,14 +272,8 @@ impl GenFs {
                 let ext = EXTS[rng.below(EXTS.len() as u64) as usize];
                 let name = name_with_quirks(&mut rng, &format!("f{uid}-{f}"), ext);
                 let is_link = rng.below(100) < 3;
-                let (fuid, fgid) = if rng.below(10) == 0 {
-                    (
-                        users[rng.below(nusers as u64) as usize],
-                        groups[rng.below(ngroups as u64) as usize],
-                    )
-                } else {
-                    (uid, gid)
-                };
+                let (fuid, fgid) =
+                    if rng.below(10) == 0 { (users[rng.below(nusers as u64) as usize], groups[rng.below(ngroups as u64) as usize]) } else { (uid, gid) };
                 let future = rng.below(200) == 0;
                 let mtime = if future {
                     NOW_REF + rng.below(YEAR as u64) as i64
@@ -333,17 +284,10 @@ impl GenFs {
                 };
                 let ctime = mtime + rng.below(if in_burst { 5 } else { 86_400 }) as i64;
                 // Half the files were never read after they were written.
-                let atime = if rng.below(2) == 0 {
-                    mtime
-                } else {
-                    mtime + (rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64
-                };
+                let atime = if rng.below(2) == 0 { mtime } else { mtime + (rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64 };
                 let (kind, mode, size, target) = if is_link {
-                    let t = if rng.below(2) == 0 {
-                        format!("../target-{}", rng.below(1000))
-                    } else {
-                        format!("{}/shared/data-{}.h5", spec.root, rng.below(100))
-                    };
+                    let t =
+                        if rng.below(2) == 0 { format!("../target-{}", rng.below(1000)) } else { format!("{}/shared/data-{}.h5", spec.root, rng.below(100)) };
                     (FileKind::Link, 0o120777, t.len() as u64, Some(t))
                 } else {
                     let r = rng.below(100);
@@ -354,9 +298,7 @@ impl GenFs {
                     } else if r < 74 {
                         rng.gamma(1.5, 16_384.0 / 1.5).round() as u64
                     } else {
-                        ((1_048_576f64).ln() + 2.5 * rng.normal())
-                            .exp()
-                            .min((1u64 << 42) as f64) as u64
+                        ((1_048_576f64).ln() + 2.5 * rng.normal()).exp().min((1u64 << 42) as f64) as u64
                     };
                     let mode = match rng.below(100) {
                         0..=69 => 0o100644,
@@ -367,20 +309,7 @@ impl GenFs {
                     };
                     (FileKind::File, mode, size, None)
                 };
-                per_dir[d - first].push(GenFile {
-                    dir: d,
-                    name,
-                    kind,
-                    mode,
-                    uid: fuid,
-                    gid: fgid,
-                    size,
-                    atime,
-                    ctime,
-                    mtime,
-                    inode: next_inode(),
-                    target,
-                });
+                per_dir[d - first].push(GenFile { dir: d, name, kind, mode, uid: fuid, gid: fgid, size, atime, ctime, mtime, inode: next_inode(), target });
             }
             for mut v in per_dir {
                 // Names must be unique within a directory.
@@ -393,12 +322,7 @@ impl GenFs {
                 files.extend(v);
             }
         }
-        GenFs {
-            dirs,
-            files,
-            users,
-            groups,
-        }
+        GenFs { dirs, files, users, groups }
     }
 
     /// The absolute path of a file.
@@ -432,18 +356,10 @@ impl GenFs {
     pub fn principals(&self) -> String {
         let mut s = String::from("# uid|gid  ID  principal URN\n");
         for &u in &self.users {
-            let _ = writeln!(
-                s,
-                "uid {u} urn:globus:auth:identity:{}",
-                fake_uuid(u as u64)
-            );
+            let _ = writeln!(s, "uid {u} urn:globus:auth:identity:{}", fake_uuid(u as u64));
         }
         for &g in &self.groups {
-            let _ = writeln!(
-                s,
-                "gid {g} urn:globus:groups:id:{}",
-                fake_uuid(0x1000_0000 + g as u64)
-            );
+            let _ = writeln!(s, "gid {g} urn:globus:groups:id:{}", fake_uuid(0x1000_0000 + g as u64));
         }
         s
     }
@@ -453,14 +369,7 @@ impl GenFs {
 pub fn fake_uuid(x: u64) -> String {
     let mut r = Rng::new(x);
     let (a, b) = (r.next_u64(), r.next_u64());
-    format!(
-        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        b >> 52,
-        b & 0xffff_ffff_ffff
-    )
+    format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xfff, b >> 52, b & 0xffff_ffff_ffff)
 }
 
 /// Output formats of `gen-snapshot`.
@@ -498,11 +407,7 @@ impl std::str::FromStr for Format {
             "pwalk" => Format::Pwalk,
             "ne2scan" => Format::Ne2scan,
             "tree" => Format::Tree,
-            _ => {
-                return Err(format!(
-                    "unknown format `{s}` (gufi, mmapplypolicy, tsv, pwalk, ne2scan, tree)"
-                ))
-            }
+            _ => return Err(format!("unknown format `{s}` (gufi, mmapplypolicy, tsv, pwalk, ne2scan, tree)")),
         })
     }
 }
@@ -534,36 +439,16 @@ fn mode_str(m: u32) -> String {
 
 /// Write `fs` in `format` under `out` (plus `principals.tsv`). `rows_per_file` splits
 /// text outputs; `rollup` additionally fills GUFI `pentries_rollup` tables.
-pub fn write(
-    fs: &GenFs,
-    format: Format,
-    out: &Path,
-    rows_per_file: u64,
-    rollup: bool,
-) -> std::io::Result<()> {
+pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup: bool) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("principals.tsv"), fs.principals())?;
     match format {
         Format::Tsv => write_text(fs, out, "part", "csv", rows_per_file, |w, fs, f| {
             let t = if f.kind == FileKind::Link { "l" } else { "f" };
-            writeln!(
-                w,
-                "{t},{},{},{},{},{},{},{},{}",
-                f.mode,
-                f.uid,
-                f.gid,
-                f.size,
-                f.atime,
-                f.ctime,
-                f.mtime,
-                csv_quote(&fs.path(f))
-            )
+            writeln!(w, "{t},{},{},{},{},{},{},{},{}", f.mode, f.uid, f.gid, f.size, f.atime, f.ctime, f.mtime, csv_quote(&fs.path(f)))
         }),
         Format::Mmapplypolicy => {
-            let mut w = BufWriter::with_capacity(
-                1 << 20,
-                std::fs::File::create(out.join("list.allfiles"))?,
-            );
+            let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("list.allfiles"))?);
             let mut fi = 0;
             for (di, d) in fs.dirs.iter().enumerate() {
                 // DIRECTORIES_PLUS: the directory, then its files.
@@ -605,16 +490,11 @@ pub fn write(
             w.flush()
         }
         Format::Pwalk => {
-            let mut w =
-                BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("pwalk.csv"))?);
+            let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("pwalk.csv"))?);
             writeln!(w, "inode,parent-inode,directory-depth,\"filename\",\"fileExtension\",UID,GID,st_size,st_dev,st_blocks,st_nlink,\"st_mode\",st_atime,st_mtime,st_ctime,pw_fcount,pw_dirsum")?;
             let mut fi = 0;
             for (di, d) in fs.dirs.iter().enumerate() {
-                let pino = if d.parent == usize::MAX {
-                    0
-                } else {
-                    fs.dirs[d.parent].inode
-                };
+                let pino = if d.parent == usize::MAX { 0 } else { fs.dirs[d.parent].inode };
                 let depth = d.path.matches('/').count() as i64 - 2;
                 writeln!(
                     w,
@@ -656,25 +536,10 @@ pub fn write(
             w.flush()
         }
         Format::Ne2scan => {
-            let mut w = BufWriter::with_capacity(
-                1 << 20,
-                std::fs::File::create(out.join("fslist.ne2scan"))?,
-            );
+            let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("fslist.ne2scan"))?);
             writeln!(w, "#IDENT#|1.0|1.47.0|{NOW_REF}|Thu Jan  1 00:00:00 2026|gen|/dev/mdt0|0|0|0|0|fs|generated")?;
             for f in &fs.files {
-                writeln!(
-                    w,
-                    "{}|{}|{}|{}|{}|{:o}|{}|{}|{}",
-                    f.atime,
-                    f.ctime,
-                    f.mtime,
-                    f.uid,
-                    f.gid,
-                    f.mode,
-                    f.size,
-                    f.inode,
-                    fs.path(f)
-                )?;
+                writeln!(w, "{}|{}|{}|{}|{}|{:o}|{}|{}|{}", f.atime, f.ctime, f.mtime, f.uid, f.gid, f.mode, f.size, f.inode, fs.path(f))?;
             }
             writeln!(w, "#complete#{NOW_REF}")?;
             w.flush()
@@ -700,10 +565,7 @@ fn write_text(
                 old.flush()?;
             }
             let name = format!("{stem}-{:04}.{ext}", i as u64 / rows_per_file);
-            w = Some(BufWriter::with_capacity(
-                1 << 20,
-                std::fs::File::create(out.join(name))?,
-            ));
+            w = Some(BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join(name))?));
         }
         if let Some(w) = w.as_mut() {
             row(w, fs, f)?;
@@ -744,10 +606,7 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
     let mut rolled: Vec<Option<usize>> = vec![None; fs.dirs.len()];
     if rollup {
         for (i, d) in fs.dirs.iter().enumerate() {
-            if d.parent != usize::MAX
-                && fs.dirs[d.parent].parent != usize::MAX
-                && fs.dirs[fs.dirs[d.parent].parent].parent == usize::MAX
-            {
+            if d.parent != usize::MAX && fs.dirs[d.parent].parent != usize::MAX && fs.dirs[fs.dirs[d.parent].parent].parent == usize::MAX {
                 rolled[i] = Some(i);
             } else if d.parent != usize::MAX {
                 rolled[i] = rolled[d.parent];
@@ -768,14 +627,9 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
         // SQLite refuses paths of 512+ bytes: build deep databases under a short name.
         let target = dir.join("db.db");
         let deep = target.as_os_str().len() >= 500;
-        let build_at = if deep {
-            std::env::temp_dir().join(format!("icicle-gen-{}-{i}.db", std::process::id()))
-        } else {
-            target.clone()
-        };
+        let build_at = if deep { std::env::temp_dir().join(format!("icicle-gen-{}-{i}.db", std::process::id())) } else { target.clone() };
         let mut conn = rusqlite::Connection::open(&build_at).map_err(io)?;
-        conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
-            .map_err(io)?;
+        conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;").map_err(io)?;
         conn.execute_batch(GUFI_SCHEMA).map_err(io)?;
         let tx = conn.transaction().map_err(io)?;
         {
@@ -825,11 +679,7 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
             let totfiles = files.iter().filter(|f| f.kind == FileKind::File).count() as i64;
             let totlinks = files.len() as i64 - totfiles;
             let totsize: i64 = files.iter().map(|f| f.size as i64).sum();
-            let pinode = if d.parent == usize::MAX {
-                "0".to_string()
-            } else {
-                fs.dirs[d.parent].inode.to_string()
-            };
+            let pinode = if d.parent == usize::MAX { "0".to_string() } else { fs.dirs[d.parent].inode.to_string() };
             let name = gufi_q(d.path.rsplit('/').next().unwrap_or(""));
             let isrolledup = i64::from(rolled[i] == Some(i));
             tx.execute(
@@ -840,21 +690,9 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
             // gufi_rollup copies each rolled-up subdirectory's summary into the top one, named
             // `<top's stored name>/<sub's stored name>` joined in SQL (so still escaped).
             if rolled[i] == Some(i) {
-                for (_, sub) in fs
-                    .dirs
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i && rolled[*j] == Some(i))
-                {
-                    let rel = sub
-                        .path
-                        .strip_prefix(&d.path)
-                        .unwrap_or(&sub.path)
-                        .trim_start_matches('/');
-                    let sub_name = format!(
-                        "{name}/{}",
-                        rel.split('/').map(gufi_q).collect::<Vec<_>>().join("/")
-                    );
+                for (_, sub) in fs.dirs.iter().enumerate().filter(|(j, _)| *j != i && rolled[*j] == Some(i)) {
+                    let rel = sub.path.strip_prefix(&d.path).unwrap_or(&sub.path).trim_start_matches('/');
+                    let sub_name = format!("{name}/{}", rel.split('/').map(gufi_q).collect::<Vec<_>>().join("/"));
                     tx.execute(
                         "INSERT INTO summary(name,type,inode,mode,nlink,uid,gid,size,blksize,blocks,atime,mtime,ctime,totfiles,totlinks,totsize,depth,rectype,pinode,isroot,canrollup,isrolledup) VALUES (?1,'d',?2,?3,2,?4,?5,4096,4096,8,?6,?7,?8,0,0,0,?9,0,?10,0,1,1)",
                         rusqlite::params![sub_name, sub.inode.to_string(), sub.mode, sub.uid, sub.gid, sub.atime, sub.mtime, sub.ctime, sub.path.matches('/').count() as i64, fs.dirs[sub.parent].inode.to_string()],
@@ -920,10 +758,7 @@ mod tests {
     fn realistic_shape() {
         let fs = GenFs::generate(&GenSpec::new(20_000, 1));
         let recs = fs.records();
-        let zero = recs
-            .iter()
-            .filter(|r| r.size == 0 && r.kind == FileKind::File)
-            .count();
+        let zero = recs.iter().filter(|r| r.size == 0 && r.kind == FileKind::File).count();
         let links = recs.iter().filter(|r| r.kind == FileKind::Link).count();
         let long = recs.iter().filter(|r| r.path.len() > 500).count();
         let future = recs.iter().filter(|r| r.mtime > NOW_REF).count();
@@ -933,16 +768,8 @@ mod tests {
         assert!(future > 20, "{future}");
         let uniq: std::collections::HashSet<_> = recs.iter().map(|r| &r.path).collect();
         assert_eq!(uniq.len(), recs.len(), "paths must be unique");
-        let inodes: std::collections::HashSet<u64> = recs
-            .iter()
-            .map(|r| r.inode)
-            .chain(fs.dirs.iter().map(|d| d.inode))
-            .collect();
-        assert_eq!(
-            inodes.len(),
-            recs.len() + fs.dirs.len(),
-            "inodes must be unique (no hard links)"
-        );
+        let inodes: std::collections::HashSet<u64> = recs.iter().map(|r| r.inode).chain(fs.dirs.iter().map(|d| d.inode)).collect();
+        assert_eq!(inodes.len(), recs.len() + fs.dirs.len(), "inodes must be unique (no hard links)");
         assert!(!inodes.contains(&0));
         let width = fs.files.len() as f64 / fs.dirs.len() as f64;
         assert!((10.0..=25.0).contains(&width), "{width}");

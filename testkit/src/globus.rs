@@ -420,7 +420,9 @@ fn content_fields(v: &Value, prefix: &str, depth: usize, out: &mut BTreeSet<Stri
                 content_fields(x, prefix, depth, out)?;
             }
         }
-        Value::String(s) if s.len() > MAX_FIELD_BYTES => return Err(format!("field `{prefix}` is {} bytes long, over the {MAX_FIELD_BYTES}-byte limit", s.len())),
+        Value::String(s) if s.len() > MAX_FIELD_BYTES => {
+            return Err(format!("field `{prefix}` is {} bytes long, over the {MAX_FIELD_BYTES}-byte limit", s.len()))
+        }
         _ => {}
     }
     Ok(())
@@ -460,7 +462,12 @@ fn gingest(doc: &Value) -> Result<Vec<NewEntry>, Refusal> {
             ids.push(e.entry.entry_id.as_deref());
         }
         if ids.len() > MAX_ENTRIES_PER_SUBJECT {
-            return Err(Box::new(error(400, "BadRequest.ValidationError", format!("subject `{}` has more than {MAX_ENTRIES_PER_SUBJECT} entries", e.subject), Value::Null)));
+            return Err(Box::new(error(
+                400,
+                "BadRequest.ValidationError",
+                format!("subject `{}` has more than {MAX_ENTRIES_PER_SUBJECT} entries", e.subject),
+                Value::Null,
+            )));
         }
     }
     let fields: BTreeSet<&String> = entries.iter().flat_map(|e| &e.fields).collect();
@@ -476,12 +483,18 @@ fn apply(index: &mut BTreeMap<String, Vec<Entry>>, fields: &mut BTreeSet<String>
         Op::Ingest(entries) => {
             let new: BTreeSet<&String> = entries.iter().flat_map(|e| &e.fields).filter(|f| !fields.contains(*f)).collect();
             if fields.len() + new.len() > MAX_FIELDS_PER_INDEX {
-                return Err(format!("Limit of total fields [{MAX_FIELDS_PER_INDEX}] has been exceeded: the index has {} fields and the task adds {}", fields.len(), new.len()));
+                return Err(format!(
+                    "Limit of total fields [{MAX_FIELDS_PER_INDEX}] has been exceeded: the index has {} fields and the task adds {}",
+                    fields.len(),
+                    new.len()
+                ));
             }
             // Check the entries-per-subject limit before changing anything.
             let mut after: HashMap<&str, Vec<Option<&str>>> = HashMap::new();
             for e in entries {
-                let ids = after.entry(&e.subject).or_insert_with(|| index.get(&e.subject).map(|v| v.iter().map(|x| x.entry_id.as_deref()).collect()).unwrap_or_default());
+                let ids = after
+                    .entry(&e.subject)
+                    .or_insert_with(|| index.get(&e.subject).map(|v| v.iter().map(|x| x.entry_id.as_deref()).collect()).unwrap_or_default());
                 if !ids.contains(&e.entry.entry_id.as_deref()) {
                     ids.push(e.entry.entry_id.as_deref());
                 }
@@ -575,7 +588,9 @@ fn authorize(shared: &Shared, req: &Request<Incoming>, anonymous_ok: bool) -> Re
     if anonymous_ok && req.headers().get(AUTHORIZATION).is_none() {
         return Ok(Grant { expires: None, scopes: vec![SCOPE_SEARCH.into()], identity: None, anonymous: true });
     }
-    let Some(h) = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return Err(unauthorized("an Authorization: Bearer header is required")) };
+    let Some(h) = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        return Err(unauthorized("an Authorization: Bearer header is required"));
+    };
     let Some((scheme, token)) = h.split_once(' ') else { return Err(unauthorized("malformed Authorization header")) };
     if !scheme.eq_ignore_ascii_case("bearer") {
         return Err(unauthorized("the Authorization header must carry a Bearer token"));
@@ -651,7 +666,16 @@ fn enqueue(shared: &Shared, index: &str, op: Op) -> String {
     let task_id = st.uuid();
     st.tasks.insert(
         task_id.clone(),
-        Task { task_id: task_id.clone(), index_id: index.to_string(), state: "PENDING", message: None, creation_date: now_date(), completion_date: None, op: Some(op), fail },
+        Task {
+            task_id: task_id.clone(),
+            index_id: index.to_string(),
+            state: "PENDING",
+            message: None,
+            creation_date: now_date(),
+            completion_date: None,
+            op: Some(op),
+            fail,
+        },
     );
     st.order.push(task_id.clone());
     st.queue.push_back(task_id.clone());
@@ -700,7 +724,9 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
     if is_post && !json_ct {
         return error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null);
     }
-    let parse = || serde_json::from_slice::<Value>(&bytes).map_err(|e| Box::new(error(400, "BadRequest.InvalidJSON", format!("the body is not JSON: {e}"), Value::Null)));
+    let parse = || {
+        serde_json::from_slice::<Value>(&bytes).map_err(|e| Box::new(error(400, "BadRequest.InvalidJSON", format!("the body is not JSON: {e}"), Value::Null)))
+    };
     match what {
         "ingest" => {
             let doc = match parse() {
@@ -720,7 +746,8 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
                 Ok(d) => d,
                 Err(r) => return *r,
             };
-            let subjects: Option<Vec<String>> = doc.get("subjects").and_then(Value::as_array).and_then(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect());
+            let subjects: Option<Vec<String>> =
+                doc.get("subjects").and_then(Value::as_array).and_then(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect());
             let Some(subjects) = subjects else { return error(400, "BadRequest.ValidationError", "`subjects` must be a list of strings", Value::Null) };
             let task_id = enqueue(shared, index, Op::Delete(subjects));
             json_response(200, &json!({"task_id": task_id}))
@@ -738,7 +765,9 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
             json_response(200, &json!({"task_id": task_id}))
         }
         _ => {
-            let Some(subject) = subject_param else { return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null) };
+            let Some(subject) = subject_param else {
+                return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null);
+            };
             let op = if what == "delete_entry" { Op::DeleteEntry(subject, entry_id_param) } else { Op::Delete(vec![subject]) };
             let task_id = enqueue(shared, index, op);
             json_response(200, &json!({"task_id": task_id}))
@@ -748,13 +777,21 @@ async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, gra
 
 async fn token_endpoint(shared: &Shared, req: Request<Incoming>) -> Resp {
     let Some((id, secret)) = shared.opts.client.clone() else { return oauth_error(401, "invalid_client") };
-    let basic = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|h| h.strip_prefix("Basic ").or_else(|| h.strip_prefix("basic "))).and_then(base64_decode);
+    let basic = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.strip_prefix("Basic ").or_else(|| h.strip_prefix("basic ")))
+        .and_then(base64_decode);
     let form_ct = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
     let bytes = match body(req).await {
         Ok(b) => b,
         Err(r) => return *r,
     };
-    let ok_client = basic.and_then(|b| String::from_utf8(b).ok()).and_then(|s| s.split_once(':').map(|(a, b)| (a.to_string(), b.to_string()))).is_some_and(|(a, b)| a == id && b == secret);
+    let ok_client = basic
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.split_once(':').map(|(a, b)| (a.to_string(), b.to_string())))
+        .is_some_and(|(a, b)| a == id && b == secret);
     if !ok_client {
         return oauth_error(401, "invalid_client");
     }
@@ -774,7 +811,10 @@ async fn token_endpoint(shared: &Shared, req: Request<Incoming>) -> Resp {
     let mut st = shared.lock();
     let token = st.token();
     st.counters.tokens_issued += 1;
-    st.issued.insert(token.clone(), Grant { expires: Some(Instant::now() + lifetime), scopes, identity: Some(format!("urn:globus:auth:identity:{id}")), anonymous: false });
+    st.issued.insert(
+        token.clone(),
+        Grant { expires: Some(Instant::now() + lifetime), scopes, identity: Some(format!("urn:globus:auth:identity:{id}")), anonymous: false },
+    );
     json_response(
         200,
         &json!({"access_token": token, "expires_in": lifetime.as_secs(), "token_type": "Bearer", "scope": scope, "resource_server": "search.api.globus.org", "other_tokens": []}),
@@ -808,7 +848,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
             let Some(ix) = st.indexes.get(*index) else { return no_index(index) };
             let subjects: serde_json::Map<String, Value> = ix
                 .iter()
-                .map(|(s, es)| (s.clone(), Value::Array(es.iter().map(|e| json!({"entry_id": e.entry_id, "visible_to": e.visible_to, "content": e.content})).collect())))
+                .map(|(s, es)| {
+                    (s.clone(), Value::Array(es.iter().map(|e| json!({"entry_id": e.entry_id, "visible_to": e.visible_to, "content": e.content})).collect()))
+                })
                 .collect();
             return json_response(200, &json!({"index_id": index, "subjects": subjects}));
         }
@@ -819,7 +861,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
     if let Err(r) = rate_limit(&shared) {
         return *r;
     }
-    let query_route = matches!((method.as_str(), &p[1..]), ("GET" | "POST", ["index", _, "search"]) | ("POST", ["index", _, "scroll"]) | ("GET", ["index", _, "subject"]));
+    let query_route =
+        matches!((method.as_str(), &p[1..]), ("GET" | "POST", ["index", _, "search"]) | ("POST", ["index", _, "scroll"]) | ("GET", ["index", _, "subject"]));
     let grant = match authorize(&shared, &req, query_route) {
         Ok(g) => g,
         Err(r) => return *r,
@@ -861,7 +904,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
             if !allows(&grant, false) {
                 return error(403, "Forbidden.Generic", "the token's scope does not allow searching", Value::Null);
             }
-            let Some(subject) = query_param(&req, "subject") else { return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null) };
+            let Some(subject) = query_param(&req, "subject") else {
+                return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null);
+            };
             let bypass = query_param(&req, "bypass_visible_to").is_some_and(|v| v == "true");
             if bypass && grant.anonymous {
                 return no_bypass();
@@ -899,9 +944,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
             let tasks: Vec<Value> = st.order.iter().filter_map(|id| st.tasks.get(id)).filter(|t| t.index_id == *index).map(Task::to_json).collect();
             json_response(200, &json!({"tasks": tasks}))
         }
-        (_, ["index", _, "ingest" | "batch_delete_by_subject" | "delete_by_query" | "subject" | "entry" | "scroll" | "search"]) | (_, ["task" | "task_list", _]) => {
-            error(405, "MethodNotAllowed", format!("{method} is not allowed here"), Value::Null)
-        }
+        (_, ["index", _, "ingest" | "batch_delete_by_subject" | "delete_by_query" | "subject" | "entry" | "scroll" | "search"])
+        | (_, ["task" | "task_list", _]) => error(405, "MethodNotAllowed", format!("{method} is not allowed here"), Value::Null),
         _ => error(404, "NotFound.Generic", format!("no such resource: {}", p.join("/")), Value::Null),
     }
 }
@@ -1000,11 +1044,7 @@ fn parse_date(s: &str) -> Option<i64> {
         ms += frac.parse::<i64>().ok()?;
     }
     let zone = &s[i..];
-    let zone = if sep == b'/' {
-        zone.strip_prefix(' ')?
-    } else {
-        zone
-    };
+    let zone = if sep == b'/' { zone.strip_prefix(' ')? } else { zone };
     let offset_min = match zone.as_bytes() {
         [] if sep == b'-' && t == b' ' => 0,
         [b'Z'] => 0,
@@ -1127,8 +1167,12 @@ impl Filter {
                 return Err(format!("unknown GFilter field `{k}`"));
             }
         }
-        let Some(field) = o.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else { return Err("a GFilter needs a `field_name` string".into()) };
-        let Some(values) = o.get("values").and_then(Value::as_array).filter(|a| !a.is_empty()) else { return Err(format!("the filter on `{field}` needs a non-empty `values` list")) };
+        let Some(field) = o.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else {
+            return Err("a GFilter needs a `field_name` string".into());
+        };
+        let Some(values) = o.get("values").and_then(Value::as_array).filter(|a| !a.is_empty()) else {
+            return Err(format!("the filter on `{field}` needs a non-empty `values` list"));
+        };
         let field = field.to_string();
         match o.get("type").map(|t| t.as_str()) {
             None | Some(Some("match_all")) => Ok(Filter::All(field, values.clone())),
@@ -1145,7 +1189,10 @@ impl Filter {
                 });
                 Ok(Filter::Range(field, ranges.collect::<Result<_, _>>()?))
             }
-            Some(t) => Err(format!("the emulator implements filter types match_all, match_any and range, not {}", t.map_or("a non-string".to_string(), |t| format!("`{t}`")))),
+            Some(t) => Err(format!(
+                "the emulator implements filter types match_all, match_any and range, not {}",
+                t.map_or("a non-string".to_string(), |t| format!("`{t}`"))
+            )),
         }
     }
 
@@ -1265,10 +1312,7 @@ fn parse_terms(q: &str) -> Result<Vec<Term>, String> {
     if q.chars().count() > MAX_QUERY_CHARS {
         return Err(format!("the query string is {} characters long, over the limit of {MAX_QUERY_CHARS}", q.chars().count()));
     }
-    Ok(q.split_whitespace()
-        .filter(|t| t.chars().any(char::is_alphanumeric))
-        .map(|t| Term { words: words(t).collect(), prefix: t.ends_with('*') })
-        .collect())
+    Ok(q.split_whitespace().filter(|t| t.chars().any(char::is_alphanumeric)).map(|t| Term { words: words(t).collect(), prefix: t.ends_with('*') }).collect())
 }
 
 fn parse_filters(v: Option<&Value>, what: &str) -> Result<Vec<Filter>, String> {
@@ -1362,7 +1406,16 @@ impl Query {
         for k in o.keys() {
             let ok = match k.as_str() {
                 "q" | "advanced" | "filters" | "@version" | "@datatype" => true,
-                "limit" | "offset" | "query_template" | "bypass_visible_to" | "result_format_version" | "filter_principal_sets" | "facets" | "post_facet_filters" | "boosts" | "sort" => !delete,
+                "limit"
+                | "offset"
+                | "query_template"
+                | "bypass_visible_to"
+                | "result_format_version"
+                | "filter_principal_sets"
+                | "facets"
+                | "post_facet_filters"
+                | "boosts"
+                | "sort" => !delete,
                 _ => false,
             };
             if !ok {
@@ -1385,7 +1438,11 @@ impl Query {
         if o.get("filter_principal_sets").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
             return Err("the emulator does not implement filter_principal_sets".into());
         }
-        let mut query = Query { filters: parse_filters(o.get("filters"), "filters")?, post_filters: parse_filters(o.get("post_facet_filters"), "post_facet_filters")?, ..Query::default() };
+        let mut query = Query {
+            filters: parse_filters(o.get("filters"), "filters")?,
+            post_filters: parse_filters(o.get("post_facet_filters"), "post_facet_filters")?,
+            ..Query::default()
+        };
         match o.get("q") {
             None | Some(Value::Null) if query.filters.is_empty() => return Err("a GSearchRequest needs `q` or `filters`".into()),
             None | Some(Value::Null) => {}
@@ -1405,7 +1462,9 @@ impl Query {
         if let Some(s) = o.get("sort").filter(|s| !s.is_null()) {
             let Some(list) = s.as_array() else { return Err("`sort` must be a list of GSort".into()) };
             for g in list {
-                let Some(field) = g.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else { return Err("a GSort needs a `field_name` string".into()) };
+                let Some(field) = g.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else {
+                    return Err("a GSort needs a `field_name` string".into());
+                };
                 let desc = match g.get("order").map(|o| o.as_str()) {
                     None | Some(Some("asc")) => false,
                     Some(Some("desc")) => true,
@@ -1429,7 +1488,10 @@ impl Query {
         let mut w = HashSet::new();
         content_words(&e.content, &mut w);
         self.terms.iter().all(|t| {
-            t.words.iter().enumerate().all(|(i, x)| if t.prefix && i + 1 == t.words.len() { w.iter().any(|y| y.starts_with(x.as_str())) } else { w.contains(x) })
+            t.words
+                .iter()
+                .enumerate()
+                .all(|(i, x)| if t.prefix && i + 1 == t.words.len() { w.iter().any(|y| y.starts_with(x.as_str())) } else { w.contains(x) })
         })
     }
 }
@@ -1499,7 +1561,8 @@ fn facet_result(f: &Facet, entries: &[&Entry]) -> Result<Value, String> {
         FacetKind::Date(interval) => {
             let mut counts: BTreeMap<i64, u64> = BTreeMap::new();
             for e in entries {
-                let starts: BTreeSet<i64> = leaves(&e.content, &f.field).into_iter().filter_map(|v| v.as_str().and_then(parse_date)).map(|ms| bucket_start(ms, interval)).collect();
+                let starts: BTreeSet<i64> =
+                    leaves(&e.content, &f.field).into_iter().filter_map(|v| v.as_str().and_then(parse_date)).map(|ms| bucket_start(ms, interval)).collect();
                 for s in starts {
                     *counts.entry(s).or_default() += 1;
                 }

@@ -41,15 +41,23 @@ impl GpfsJournal {
     pub fn open(file: &Path, root: &Path, fs_root: &str, real: bool) -> std::io::Result<GpfsJournal> {
         let out = fs::OpenOptions::new().create(true).append(true).open(file)?;
         let next_cookie = fs::read_to_string(file).map(|s| s.lines().count() as u64 + 1).unwrap_or(1);
-        Ok(GpfsJournal { out, fs_root: fs_root.trim_end_matches('/').to_string(), root: root.to_path_buf(), real, next_cookie, last: HashMap::new(), writing: HashMap::new(), events: 0, ends: Vec::new(), changed: HashMap::new(), numbers: false })
+        Ok(GpfsJournal {
+            out,
+            fs_root: fs_root.trim_end_matches('/').to_string(),
+            root: root.to_path_buf(),
+            real,
+            next_cookie,
+            last: HashMap::new(),
+            writing: HashMap::new(),
+            events: 0,
+            ends: Vec::new(),
+            changed: HashMap::new(),
+            numbers: false,
+        })
     }
 
     fn meta(&mut self, path: &str, fid: Fid, is_dir: bool) -> Meta {
-        let m = if self.real {
-            fs::symlink_metadata(self.root.join(path.trim_start_matches('/'))).ok().map(|md| meta_of(&md))
-        } else {
-            None
-        };
+        let m = if self.real { fs::symlink_metadata(self.root.join(path.trim_start_matches('/'))).ok().map(|md| meta_of(&md)) } else { None };
         let m = m.unwrap_or_else(|| {
             let prev = self.last.get(path).copied();
             let mut m = prev.unwrap_or(Meta { inode: fid.oid as u64, mode: if is_dir { 0o040755 } else { 0o100644 }, ..Default::default() });
@@ -150,7 +158,9 @@ impl GpfsJournal {
                 Ok(())
             }
             Renme | Rnmto => {
-                let (Some(old), Some(new)) = (child(rec.source_parent, rec.source_name.as_deref()), child(rec.parent, rec.name.as_deref())) else { return Ok(()) };
+                let (Some(old), Some(new)) = (child(rec.source_parent, rec.source_name.as_deref()), child(rec.parent, rec.name.as_deref())) else {
+                    return Ok(());
+                };
                 let src = rec.source.unwrap_or_default();
                 let is_dir = ns.by_fid.get(&src).is_some_and(|o| o.is_dir);
                 // Without the file system, the moved object keeps its own metadata (not that of

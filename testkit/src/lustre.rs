@@ -143,7 +143,16 @@ impl Workload {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn record(&mut self, kind: &str, flags: u32, target: Fid, parent: Option<Fid>, name: Option<&str>, rename: Option<(Fid, Fid, String)>, mode: Option<&str>) -> std::io::Result<()> {
+    fn record(
+        &mut self,
+        kind: &str,
+        flags: u32,
+        target: Fid,
+        parent: Option<Fid>,
+        name: Option<&str>,
+        rename: Option<(Fid, Fid, String)>,
+        mode: Option<&str>,
+    ) -> std::io::Result<()> {
         let jobid = (self.rng.below(3) == 0).then(|| "bench.0".into());
         let rec = ChangelogRecord {
             index: self.next_index,

@@ -24,7 +24,17 @@ fn a_journaled_workload_is_served_by_the_fake_lfs() {
     std::fs::create_dir_all(&root).unwrap();
     let journal = tmp.path().join("journal.log");
     let (code, _, err) = testkit(&[
-        "workload", "--kind", "mixed", "--ops", "300", "--root", root.to_str().unwrap(), "--journal", journal.to_str().unwrap(), "--preexisting", "20",
+        "workload",
+        "--kind",
+        "mixed",
+        "--ops",
+        "300",
+        "--root",
+        root.to_str().unwrap(),
+        "--journal",
+        journal.to_str().unwrap(),
+        "--preexisting",
+        "20",
     ]);
     assert_eq!(code, 0, "workload: {err}");
     let text = std::fs::read_to_string(&journal).unwrap();

@@ -179,7 +179,13 @@ pub fn render(f: &mut Frame<'_>, app: &App) {
     let [tabs, body, footer] = f.area().layout(&Layout::vertical([Constraint::Length(3), Constraint::Min(5), Constraint::Length(1)]));
     let titles: Vec<Line<'_>> = VIEWS.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
     let title = format!(" icicle top — {}{} ", app.source, if app.paused { " — PAUSED" } else { "" });
-    f.render_widget(Tabs::new(titles).select(app.view).block(Block::bordered().title(title)).highlight_style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)), tabs);
+    f.render_widget(
+        Tabs::new(titles)
+            .select(app.view)
+            .block(Block::bordered().title(title))
+            .highlight_style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)),
+        tabs,
+    );
     let s = app.latest();
     match VIEWS[app.view] {
         View::Overview => overview(f, body, app, &s),
@@ -204,7 +210,12 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
     let xmin = inn.first().map_or(-60.0, |p| p.0.min(-1.0));
     let datasets = vec![
         Dataset::default().name("records in/s").marker(symbols::Marker::Braille).graph_type(GraphType::Line).style(Style::new().fg(Color::Cyan)).data(&inn),
-        Dataset::default().name("operations out/s").marker(symbols::Marker::Braille).graph_type(GraphType::Line).style(Style::new().fg(Color::Green)).data(&out),
+        Dataset::default()
+            .name("operations out/s")
+            .marker(symbols::Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(Style::new().fg(Color::Green))
+            .data(&out),
     ];
     let c = Chart::new(datasets)
         .block(Block::bordered().title(" throughput "))
@@ -214,11 +225,25 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
     let (rin, rout) = (s.sum("icicle_records_in_total", &[]), s.sum("icicle_records_out_total", &[]));
     let ratio = if rin > 0.0 { format!("{:.1}%", 100.0 * rout / rin) } else { "-".into() };
     let lines = vec![
-        Line::from(vec![Span::raw("records in      "), Span::styled(format!("{:>10}  ({}/s)", human(rin), human(app.rate("icicle_records_in_total", &[]))), Style::new().fg(Color::Cyan))]),
-        Line::from(vec![Span::raw("operations out  "), Span::styled(format!("{:>10}  ({}/s)", human(rout), human(app.rate("icicle_records_out_total", &[]))), Style::new().fg(Color::Green))]),
+        Line::from(vec![
+            Span::raw("records in      "),
+            Span::styled(format!("{:>10}  ({}/s)", human(rin), human(app.rate("icicle_records_in_total", &[]))), Style::new().fg(Color::Cyan)),
+        ]),
+        Line::from(vec![
+            Span::raw("operations out  "),
+            Span::styled(format!("{:>10}  ({}/s)", human(rout), human(app.rate("icicle_records_out_total", &[]))), Style::new().fg(Color::Green)),
+        ]),
         Line::from(format!("reduction       {:>10}  of records in became index operations", ratio)),
-        Line::from(format!("lag             {:>10}  changelog records · {} Kafka messages", human(s.sum("icicle_changelog_lag", &[])), human(s.sum("icicle_kafka_lag", &[])))),
-        Line::from(format!("errors          {:>10}  rejects · {} sink errors", human(s.sum("icicle_rejects_total", &[])), human(s.sum("icicle_sink_errors_total", &[])))),
+        Line::from(format!(
+            "lag             {:>10}  changelog records · {} Kafka messages",
+            human(s.sum("icicle_changelog_lag", &[])),
+            human(s.sum("icicle_kafka_lag", &[]))
+        )),
+        Line::from(format!(
+            "errors          {:>10}  rejects · {} sink errors",
+            human(s.sum("icicle_rejects_total", &[])),
+            human(s.sum("icicle_sink_errors_total", &[]))
+        )),
     ];
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" totals ")), facts);
 }
@@ -258,7 +283,16 @@ fn sources(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             ]
         })
         .collect();
-    let w = [Constraint::Length(14), Constraint::Length(10), Constraint::Length(11), Constraint::Length(10), Constraint::Length(8), Constraint::Length(9), Constraint::Length(10), Constraint::Length(10)];
+    let w = [
+        Constraint::Length(14),
+        Constraint::Length(10),
+        Constraint::Length(11),
+        Constraint::Length(10),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(10),
+        Constraint::Length(10),
+    ];
     f.render_widget(table(&["source", "in", "rate", "filtered", "rejects", "batches", "last size", "last time"], rows, &w, " sources "), top);
     let mut rows: Vec<Vec<String>> = Vec::new();
     for x in s.series.iter().filter(|x| x.name == "icicle_changelog_index") {
@@ -295,9 +329,23 @@ fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
             ]
         })
         .collect();
-    let w = [Constraint::Length(10), Constraint::Length(9), Constraint::Length(10), Constraint::Length(10), Constraint::Length(9), Constraint::Length(8), Constraint::Length(8), Constraint::Length(6), Constraint::Length(10), Constraint::Length(10)];
+    let w = [
+        Constraint::Length(10),
+        Constraint::Length(9),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(9),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(6),
+        Constraint::Length(10),
+        Constraint::Length(10),
+    ];
     let [t, m] = area.layout(&Layout::vertical([Constraint::Min(4), Constraint::Length(3)]));
-    f.render_widget(table(&["source", "entries", "bytes", "evictions", "fid2path", "moved", "pending", "queue", "coalesced", "cancelled"], rows, &w, " state and memory "), t);
+    f.render_widget(
+        table(&["source", "entries", "bytes", "evictions", "fid2path", "moved", "pending", "queue", "coalesced", "cancelled"], rows, &w, " state and memory "),
+        t,
+    );
     let rss = s.sum("icicle_process_resident_bytes", &[]);
     f.render_widget(Paragraph::new(format!("process resident memory {}B", human(rss))).block(Block::bordered()), m);
 }
@@ -325,7 +373,16 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             ]
         })
         .collect();
-    let w = [Constraint::Length(14), Constraint::Length(9), Constraint::Length(10), Constraint::Length(10), Constraint::Length(11), Constraint::Length(11), Constraint::Length(8), Constraint::Length(10)];
+    let w = [
+        Constraint::Length(14),
+        Constraint::Length(9),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(11),
+        Constraint::Length(11),
+        Constraint::Length(8),
+        Constraint::Length(10),
+    ];
     f.render_widget(table(&["sink", "batches", "upserts", "deletes", "bytes", "rate", "errors", "last"], rows, &w, " sinks (acknowledged deliveries) "), area);
 }
 
@@ -333,10 +390,21 @@ fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
     let [g, t, per] = area.layout(&Layout::vertical([Constraint::Length(3), Constraint::Length(7), Constraint::Min(3)]));
     let (done, total) = (s.sum("icicle_snapshot_progress_done", &[]), s.sum("icicle_snapshot_progress_total", &[]));
     let ratio = if total > 0.0 { (done / total).clamp(0.0, 1.0) } else { 0.0 };
-    f.render_widget(Gauge::default().block(Block::bordered().title(" snapshot progress ")).gauge_style(Style::new().fg(Color::Green)).ratio(ratio).label(format!("{:.1}%", ratio * 100.0)), g);
+    f.render_widget(
+        Gauge::default()
+            .block(Block::bordered().title(" snapshot progress "))
+            .gauge_style(Style::new().fg(Color::Green))
+            .ratio(ratio)
+            .label(format!("{:.1}%", ratio * 100.0)),
+        g,
+    );
     let eta = s.sum("icicle_snapshot_eta_seconds", &[]);
     let lines = vec![
-        Line::from(format!("inputs          {} of {} read", human(s.sum("icicle_snapshot_inputs_done", &[])), human(s.sum("icicle_snapshot_inputs_total", &[])))),
+        Line::from(format!(
+            "inputs          {} of {} read",
+            human(s.sum("icicle_snapshot_inputs_done", &[])),
+            human(s.sum("icicle_snapshot_inputs_total", &[]))
+        )),
         Line::from(format!("work done       {} of {} ({}/s)", human(done), human(total), human(s.sum("icicle_snapshot_progress_rate", &[])))),
         Line::from(format!("time left       {}", if eta >= 0.0 && total > 0.0 { format!("{eta:.0} s") } else { "-".into() })),
         Line::from(format!("entries out     {}", human(s.sum("icicle_sink_entries_total", &[("kind", "ingest")])))),
@@ -357,7 +425,11 @@ fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
 
 fn sketches(f: &mut Frame<'_>, area: Rect, app: &App) {
     let Some(csv) = &app.sketches else {
-        f.render_widget(Paragraph::new("No sketch comparison yet: run `icicle sketch-compare --out DIR` and start the dashboard with `--sketches DIR`.").block(Block::bordered().title(" sketches ")), area);
+        f.render_widget(
+            Paragraph::new("No sketch comparison yet: run `icicle sketch-compare --out DIR` and start the dashboard with `--sketches DIR`.")
+                .block(Block::bordered().title(" sketches ")),
+            area,
+        );
         return;
     };
     let mut lines = csv.lines();
@@ -385,7 +457,8 @@ fn help(f: &mut Frame<'_>, area: Rect) {
     let w = 50.min(area.width);
     let h = (KEYS.len() as u16 + 2).min(area.height);
     let r = Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h };
-    let lines: Vec<Line<'_>> = KEYS.iter().map(|(k, d, _)| Line::from(vec![Span::styled(format!("{k:>10}  "), Style::new().add_modifier(Modifier::BOLD)), Span::raw(*d)])).collect();
+    let lines: Vec<Line<'_>> =
+        KEYS.iter().map(|(k, d, _)| Line::from(vec![Span::styled(format!("{k:>10}  "), Style::new().add_modifier(Modifier::BOLD)), Span::raw(*d)])).collect();
     f.render_widget(Clear, r);
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" keys ")), r);
 }

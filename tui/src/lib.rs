@@ -26,20 +26,12 @@ impl TerminalProgress {
         let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(4));
             b.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] [{wide_bar}] {percent}% ({eta} left) {msg}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{wide_bar}] {percent}% ({eta} left) {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             b
         });
-        TerminalProgress {
-            bar,
-            done: AtomicU64::new(0),
-            total: AtomicU64::new(0),
-            last_line: Mutex::new(Instant::now()),
-            started: Instant::now(),
-        }
+        TerminalProgress { bar, done: AtomicU64::new(0), total: AtomicU64::new(0), last_line: Mutex::new(Instant::now()), started: Instant::now() }
     }
 }
 
@@ -48,10 +40,7 @@ impl Progress for TerminalProgress {
         self.total.store(total, Ordering::Relaxed);
         if let Some(b) = &self.bar {
             if total == 0 {
-                b.set_style(
-                    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
+                b.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
             }
             b.set_length(total);
         }
@@ -67,15 +56,8 @@ impl Progress for TerminalProgress {
             if last.elapsed().as_secs() >= 10 {
                 *last = Instant::now();
                 let total = self.total.load(Ordering::Relaxed);
-                let pct = if total > 0 {
-                    format!(" ({:.1}%)", 100.0 * done as f64 / total as f64)
-                } else {
-                    String::new()
-                };
-                eprintln!(
-                    "progress: {done}/{total}{pct} after {:.0} s",
-                    self.started.elapsed().as_secs_f64()
-                );
+                let pct = if total > 0 { format!(" ({:.1}%)", 100.0 * done as f64 / total as f64) } else { String::new() };
+                eprintln!("progress: {done}/{total}{pct} after {:.0} s", self.started.elapsed().as_secs_f64());
             }
         }
     }
@@ -115,11 +97,7 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
     }
     for (name, report) in &s.pipelines {
         let line = match name.as_str() {
-            "counting" => format!(
-                "{} principals → {}",
-                report["principals"],
-                report["output"].as_str().unwrap_or("")
-            ),
+            "counting" => format!("{} principals → {}", report["principals"], report["output"].as_str().unwrap_or("")),
             "aggregate" => format!(
                 "{} principals, {} sketch ({}), {} B of sketches",
                 report["principals"],
@@ -129,14 +107,7 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
             ),
             _ => report.to_string(),
         };
-        rows.push((
-            if name == "counting" {
-                "counting"
-            } else {
-                "aggregate"
-            },
-            line,
-        ));
+        rows.push((if name == "counting" { "counting" } else { "aggregate" }, line));
     }
     rows.push(("seconds", format!("{:.3}", s.seconds)));
     rows.push(("rows/s", human(s.rows_per_s)));
@@ -154,39 +125,27 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
         s.records,
         s.directories,
         s.rejects,
-        if s.rows == s.records + s.directories + s.rejects {
-            ""
-        } else {
-            "  (MISMATCH)"
-        }
+        if s.rows == s.records + s.directories + s.rejects { "" } else { "  (MISMATCH)" }
     ));
     if s.unknown_scope_count > 0 {
-        out.push_str(&format!(
-            "not read ({} scopes; what the last run indexed there is kept, not deleted):\n",
-            s.unknown_scope_count
-        ));
+        out.push_str(&format!("not read ({} scopes; what the last run indexed there is kept, not deleted):\n", s.unknown_scope_count));
         for u in &s.unknown_scopes {
             out.push_str(&format!(
                 "  {}  ({}: {}{})\n",
                 u.scope,
                 u.input,
                 u.reason,
-                if u.count > 1 {
-                    format!("; {} rejects", u.count)
-                } else {
-                    String::new()
-                }
+                if u.count > 1 { format!("; {} rejects", u.count) } else { String::new() }
             ));
         }
         if s.unknown_scope_count > s.unknown_scopes.len() as u64 {
-            out.push_str(&format!(
-                "  ... {} more in the rejects file\n",
-                s.unknown_scope_count - s.unknown_scopes.len() as u64
-            ));
+            out.push_str(&format!("  ... {} more in the rejects file\n", s.unknown_scope_count - s.unknown_scopes.len() as u64));
         }
     }
     if s.reject_threshold_exceeded {
-        out.push_str("FAILED: rejects exceed the configured threshold (snapshot.max_rejects, snapshot.max_reject_ratio): nothing deleted, the manifest is kept\n");
+        out.push_str(
+            "FAILED: rejects exceed the configured threshold (snapshot.max_rejects, snapshot.max_reject_ratio): nothing deleted, the manifest is kept\n",
+        );
     }
     if let Some(why) = &s.delete_guard {
         out.push_str(&format!("FAILED: deletion guard: {why}: nothing deleted, the manifest is kept (rerun with --allow-mass-delete if this is intended)\n"));

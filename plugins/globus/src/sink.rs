@@ -137,7 +137,10 @@ impl GlobusSinkConfig {
     /// `invalid`, which gets the key relative to the section and a reason) and never the secret.
     pub fn connect_with(self, id: &str, invalid: impl Fn(&str, String) -> ConfigError) -> Result<GlobusSink, ConfigError> {
         if !is_uuid(&self.index_id) {
-            return Err(invalid("index_id", format!("`{}` is not a Globus Search index id (a UUID such as 4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00)", self.index_id)));
+            return Err(invalid(
+                "index_id",
+                format!("`{}` is not a Globus Search index id (a UUID such as 4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00)", self.index_id),
+            ));
         }
         let base_url = check_url(&self.base_url).map_err(|e| invalid("base_url", e))?;
         let auth = match (&self.token_env, &self.token_file, &self.client_id) {
@@ -164,7 +167,10 @@ impl GlobusSinkConfig {
                 Auth::Client { client_id: client_id.clone(), secret, auth_url, scope: self.scope.clone(), token: None }
             }
             (None, None, None) => {
-                return Err(invalid("token_env", "give a static token (token_env or token_file) or client credentials (client_id with client_secret_env or client_secret_file)".into()))
+                return Err(invalid(
+                    "token_env",
+                    "give a static token (token_env or token_file) or client credentials (client_id with client_secret_env or client_secret_file)".into(),
+                ))
             }
         };
         if !matches!(auth, Auth::Client { .. }) && (self.client_secret_env.is_some() || self.client_secret_file.is_some()) {
@@ -191,14 +197,19 @@ impl GlobusSinkConfig {
             .user_agent(concat!("icicle/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| invalid("base_url", format!("cannot create an HTTP client: {e}")))?;
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1) ^ u64::from(std::process::id()).rotate_left(32);
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+            ^ u64::from(std::process::id()).rotate_left(32);
         Ok(GlobusSink {
             id: id.to_string(),
             index_id: self.index_id,
             base_url,
             client,
             auth,
-            retry: RetryPolicy { max_retries: self.max_retries, initial: Duration::from_millis(self.retry_initial_ms), max: Duration::from_millis(self.retry_max_ms) },
+            retry: RetryPolicy {
+                max_retries: self.max_retries,
+                initial: Duration::from_millis(self.retry_initial_ms),
+                max: Duration::from_millis(self.retry_max_ms),
+            },
             wait_for_tasks: self.wait_for_tasks,
             task_poll: Duration::from_millis(self.task_poll_ms),
             task_timeout: Duration::from_secs_f64(self.task_timeout_secs),
@@ -681,7 +692,12 @@ impl GlobusSink {
                     let delay = self.retry.delay(attempt, e.retry_after(), r);
                     attempt += 1;
                     self.stats.retries += 1;
-                    Metrics::global().add("icicle_globus_retries_total", "Globus requests retried after a transient failure.", &[("sink", &self.id), ("reason", e.reason_label())], 1.0);
+                    Metrics::global().add(
+                        "icicle_globus_retries_total",
+                        "Globus requests retried after a transient failure.",
+                        &[("sink", &self.id), ("reason", e.reason_label())],
+                        1.0,
+                    );
                     tracing::warn!(sink = %self.id, error = %self.redact(e.to_string()), attempt, delay_ms = delay.as_millis() as u64, "Globus request failed, retrying");
                     tokio::time::sleep(delay).await;
                 }
@@ -702,7 +718,12 @@ impl GlobusSink {
                     self.stats.tasks += 1;
                     let m = Metrics::global();
                     m.add("icicle_globus_tasks_total", "Globus Search tasks waited for until SUCCESS.", &[("sink", &self.id)], 1.0);
-                    m.set("icicle_globus_last_task_seconds", "From submission to SUCCESS of the last task.", &[("sink", &self.id)], submitted.elapsed().as_secs_f64());
+                    m.set(
+                        "icicle_globus_last_task_seconds",
+                        "From submission to SUCCESS of the last task.",
+                        &[("sink", &self.id)],
+                        submitted.elapsed().as_secs_f64(),
+                    );
                     return Ok(());
                 }
                 "FAILED" => {
@@ -719,7 +740,12 @@ impl GlobusSink {
                 other => return Err(GlobusError::Protocol { what, reason: format!("unknown task state `{other}`") }),
             }
             if submitted.elapsed() >= self.task_timeout {
-                return Err(GlobusError::TaskTimeout { task_id: task_id.into(), index_id: self.index_id.clone(), state, secs: submitted.elapsed().as_secs_f64() });
+                return Err(GlobusError::TaskTimeout {
+                    task_id: task_id.into(),
+                    index_id: self.index_id.clone(),
+                    state,
+                    secs: submitted.elapsed().as_secs_f64(),
+                });
             }
             tokio::time::sleep(self.task_poll).await;
         }
@@ -902,7 +928,8 @@ mod tests {
     #[test]
     fn large_batches_become_several_requests_within_the_limit() {
         let pad = "x".repeat(900_000);
-        let entries: Vec<Vec<u8>> = (0..25).map(|i| format!(r#"{{"subject":"/f{i}","visible_to":["public"],"content":{{"p":"{pad}"}}}}"#).into_bytes()).collect();
+        let entries: Vec<Vec<u8>> =
+            (0..25).map(|i| format!(r#"{{"subject":"/f{i}","visible_to":["public"],"content":{{"p":"{pad}"}}}}"#).into_bytes()).collect();
         let batch = DocumentBatch::Ingest(entry_batch(entries.iter().map(|e| e.as_slice())));
         let reqs = GlobusSink::requests(&batch).unwrap();
         assert_eq!(reqs.len(), 3);
@@ -918,6 +945,16 @@ mod tests {
         let subjects: Vec<String> = (0..600_000).map(|i| format!("/some/long/directory/name/file-{i:08}")).collect();
         let reqs = GlobusSink::requests(&DocumentBatch::Delete(subjects)).unwrap();
         assert!(reqs.len() >= 3);
-        assert_eq!(reqs.iter().map(|r| if let Request::Delete(b, n) = r { assert!(b.len() <= MAX_REQUEST_BYTES); *n } else { 0 }).sum::<usize>(), 600_000);
+        assert_eq!(
+            reqs.iter()
+                .map(|r| if let Request::Delete(b, n) = r {
+                    assert!(b.len() <= MAX_REQUEST_BYTES);
+                    *n
+                } else {
+                    0
+                })
+                .sum::<usize>(),
+            600_000
+        );
     }
 }

@@ -193,7 +193,11 @@ fn stop_at_event<const FILTER: bool>(value: &[u8], mask: u32) -> u8 {
     match EventKind::of_value(value) {
         // A directory's own modify/attrib/access/close events: directories have no records.
         Some((EventKind::Ignored, _)) | Some((EventKind::Modified, true)) => 1,
-        Some((EventKind::Modified | EventKind::DirAttrib, _)) if FILTER && mask != 0 && filter_bit(value.strip_suffix(b" IN_ISDIR").unwrap_or(value)) & mask != 0 => 2,
+        Some((EventKind::Modified | EventKind::DirAttrib, _))
+            if FILTER && mask != 0 && filter_bit(value.strip_suffix(b" IN_ISDIR").unwrap_or(value)) & mask != 0 =>
+        {
+            2
+        }
         _ => 0,
     }
 }
@@ -889,7 +893,13 @@ impl GpfsEvent {
         let mode = match perm {
             Some(m) if m & 0o170000 != 0 => m,
             Some(m) => m | if is_dir { 0o040000 } else { 0o100000 },
-            None => if is_dir { 0o040755 } else { 0o100644 },
+            None => {
+                if is_dir {
+                    0o040755
+                } else {
+                    0o100644
+                }
+            }
         };
         let same = |x: usize, y: usize| spans[x].kind == spans[y].kind && bytes(x) == bytes(y);
         let atime = time(ATIME)?;
@@ -952,7 +962,13 @@ impl GpfsEvent {
         let mode = match perm {
             Some(m) if m & 0o170000 != 0 => m,
             Some(m) => m | if is_dir { 0o040000 } else { 0o100000 },
-            None => if is_dir { 0o040755 } else { 0o100644 },
+            None => {
+                if is_dir {
+                    0o040755
+                } else {
+                    0o100644
+                }
+            }
         };
         let id = |slot: usize| -> Result<u32, String> {
             let key = KEYS[slot];
@@ -1008,14 +1024,22 @@ mod tests {
     fn icicles_synthetic_message_and_directory_flag() {
         let e = GpfsEvent::parse(br#"{"inode": 12345, "path": "/gpfs/fs1/file.txt", "event": "IN_CREATE", "fileSize": 1024, "atime": 1700000000, "ctime": 1700000001, "mtime": 1700000002, "ownerUserId": 1000, "ownerGroupId": 1000, "permissions": "0644"}"#).unwrap();
         assert_eq!(e.kind, EventKind::Created);
-        assert_eq!(e.meta, Meta { inode: 12345, mode: 0o100644, uid: 1000, gid: 1000, size: 1024, atime: 1_700_000_000, ctime: 1_700_000_001, mtime: 1_700_000_002 });
+        assert_eq!(
+            e.meta,
+            Meta { inode: 12345, mode: 0o100644, uid: 1000, gid: 1000, size: 1024, atime: 1_700_000_000, ctime: 1_700_000_001, mtime: 1_700_000_002 }
+        );
         let d = GpfsEvent::parse(br#"{"inode": "7", "path": "/gpfs/fs1/d", "event": "IN_CREATE IN_ISDIR", "cookie": "0"}"#).unwrap();
         assert!(d.meta.is_dir());
-        let m = GpfsEvent::parse(br#"{"inode": 7, "path": "/gpfs/fs1/d", "event": "IN_MOVED_TO IN_ISDIR", "cookie": 99, "mtime": "2024-03-16T02:10:01Z"}"#).unwrap();
+        let m = GpfsEvent::parse(br#"{"inode": 7, "path": "/gpfs/fs1/d", "event": "IN_MOVED_TO IN_ISDIR", "cookie": 99, "mtime": "2024-03-16T02:10:01Z"}"#)
+            .unwrap();
         assert_eq!((m.kind, m.cookie, m.meta.mtime), (EventKind::MovedTo, 99, 1_710_555_001));
         assert_eq!(GpfsEvent::parse(br#"{"inode": 7, "path": "/x", "event": "IN_OPEN"}"#), Ok(GpfsEvent::ignored()));
         // An ignored event's message is not read past its `event`, on every path.
-        for msg in [&br#"{"event": "IN_CLOSE_NOWRITE", "inode": "x", "path": 1, "#[..], br#"{"event": "IN_OPEN IN_ISDIR", "inode": -1}"#, br#"{"event": "IN_ACCESS\u0020", "inode": 1}"#] {
+        for msg in [
+            &br#"{"event": "IN_CLOSE_NOWRITE", "inode": "x", "path": 1, "#[..],
+            br#"{"event": "IN_OPEN IN_ISDIR", "inode": -1}"#,
+            br#"{"event": "IN_ACCESS\u0020", "inode": 1}"#,
+        ] {
             let want = if msg.windows(9).any(|w| w == b"IN_ACCESS") { Err(()) } else { Ok(GpfsEvent::ignored()) };
             assert_eq!(GpfsEvent::parse(msg).map_err(|_| ()), want, "{}", String::from_utf8_lossy(msg));
         }
@@ -1023,7 +1047,12 @@ mod tests {
 
     #[test]
     fn round_trip_through_the_testkit_rendering() {
-        let e = GpfsEvent { kind: EventKind::MovedFrom, path: "/g/a b".into(), meta: Meta { inode: 9, mode: 0o120777, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 }, cookie: 77 };
+        let e = GpfsEvent {
+            kind: EventKind::MovedFrom,
+            path: "/g/a b".into(),
+            meta: Meta { inode: 9, mode: 0o120777, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 },
+            cookie: 77,
+        };
         assert_eq!(GpfsEvent::parse(e.to_json().as_bytes()).unwrap(), e);
     }
 
@@ -1040,7 +1069,12 @@ mod tests {
 
     #[test]
     fn the_structural_scanner_agrees_with_the_byte_scanner() {
-        let base = GpfsEvent { kind: EventKind::MovedTo, path: "/g/d/a b.txt".into(), meta: Meta { inode: 9, mode: 0o100640, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 }, cookie: 77 };
+        let base = GpfsEvent {
+            kind: EventKind::MovedTo,
+            path: "/g/d/a b.txt".into(),
+            meta: Meta { inode: 9, mode: 0o100640, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 },
+            cookie: 77,
+        };
         let compact = base.to_json();
         let spaced = compact.replace("\",\"", "\", \"").replace("\":", "\": ").replacen('{', "{ ", 1).replace('}', " }");
         let numbers = r#"{"wd": 1, "inode": 12, "path": "/g/x", "event": "IN_CREATE IN_ISDIR", "fileSize": 5, "w": -0.5e3, "x": null, "y": true, "z": false, "atime": 17}"#;
@@ -1056,7 +1090,9 @@ mod tests {
         let compact_walk = |msg: &str| scan_compact::<false, false>(msg.as_bytes(), &mut QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0);
         assert_eq!(compact_walk(&compact), walk(&compact));
         assert!(compact_walk(&compact).is_some());
-        for msg in [spaced.as_str(), numbers, " { } ", r#"{"a":"b"} "#, r#"{"a":"b",}"#, r#"{"a":"b""c":1}"#, r#"{"a":tru}"#, r#"{"a":null}"#, r#"{"a":{"b":1}}"#] {
+        for msg in
+            [spaced.as_str(), numbers, " { } ", r#"{"a":"b"} "#, r#"{"a":"b",}"#, r#"{"a":"b""c":1}"#, r#"{"a":tru}"#, r#"{"a":null}"#, r#"{"a":{"b":1}}"#]
+        {
             assert_eq!(compact_walk(msg), None, "{msg}");
         }
         // Refused by the structural path, taken by the others: trailing bytes, nesting, bad separators.
@@ -1068,9 +1104,35 @@ mod tests {
 
     #[test]
     fn the_direct_conversion_agrees_with_the_general_one() {
-        let events = ["IN_CREATE", "IN_CREATE IN_ISDIR", "IN_DELETE", "IN_MOVED_FROM", "IN_MOVED_TO IN_ISDIR", "IN_MODIFY", "IN_ATTRIB", "IN_CLOSE_WRITE", "IN_OPEN", "IN_ACCESS", "IN_CLOSE_NOWRITE", "IN_DELETE_SELF", "IN_ISDIR IN_CREATE", "IN_CREATE|IN_ISDIR", "IN_BOGUS"];
+        let events = [
+            "IN_CREATE",
+            "IN_CREATE IN_ISDIR",
+            "IN_DELETE",
+            "IN_MOVED_FROM",
+            "IN_MOVED_TO IN_ISDIR",
+            "IN_MODIFY",
+            "IN_ATTRIB",
+            "IN_CLOSE_WRITE",
+            "IN_OPEN",
+            "IN_ACCESS",
+            "IN_CLOSE_NOWRITE",
+            "IN_DELETE_SELF",
+            "IN_ISDIR IN_CREATE",
+            "IN_CREATE|IN_ISDIR",
+            "IN_BOGUS",
+        ];
         let numbers = ["\"0\"", "\"12\"", "7", "\" 7\"", "-1", "1.5", "\"99999999999999999999\"", "\"4294967296\"", "null", "true", "\"x\""];
-        let times = ["\"2026-11-30T03:12:19+00:00\"", "\"2026-11-30T03:12:19Z\"", "\"2026-11-30 03:12:19 UTC\"", "\"2026-11-30T03:12:19+02:00\"", "\"2026-13-30T03:12:19+00:00\"", "1700000000", "\"1700000000\"", "1.5", "\"soon\""];
+        let times = [
+            "\"2026-11-30T03:12:19+00:00\"",
+            "\"2026-11-30T03:12:19Z\"",
+            "\"2026-11-30 03:12:19 UTC\"",
+            "\"2026-11-30T03:12:19+02:00\"",
+            "\"2026-13-30T03:12:19+00:00\"",
+            "1700000000",
+            "\"1700000000\"",
+            "1.5",
+            "\"soon\"",
+        ];
         let perms = ["\"100644\"", "\"644\"", "\"40755\"", "\"0o644\"", "\"9\"", "420", "\"\""];
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let (mut fast, mut ignored) = (0, 0);
@@ -1188,11 +1250,17 @@ mod tests {
         assert!(GpfsEvent::parse_filtered(listed, mask).unwrap().is_filtered());
         // A directory's own modify events carry nothing for the index, on every path; its
         // IN_ATTRIB carries its permissions (who may see what is below it).
-        for msg in [&br#"{"inode":"8","event":"IN_MODIFY IN_ISDIR","path":"/g/d"}"#[..], br#"{"inode": 8, "event": "IN_ISDIR IN_CLOSE_WRITE", "path": "/g/d", "x": {}}"#] {
+        for msg in [
+            &br#"{"inode":"8","event":"IN_MODIFY IN_ISDIR","path":"/g/d"}"#[..],
+            br#"{"inode": 8, "event": "IN_ISDIR IN_CLOSE_WRITE", "path": "/g/d", "x": {}}"#,
+        ] {
             assert_eq!(GpfsEvent::parse(msg).unwrap(), GpfsEvent::ignored(), "{}", String::from_utf8_lossy(msg));
         }
         let attrib_mask = filter_mask(&["IN_ATTRIB".to_string()]).unwrap();
-        for msg in [&br#"{"inode":"8","event":"IN_ATTRIB IN_ISDIR","path":"/g/d","permissions":"40700"}"#[..], br#"{"inode": 8, "event": "IN_ISDIR IN_ATTRIB", "path": "/g/d", "permissions": "40700", "x": {}}"#] {
+        for msg in [
+            &br#"{"inode":"8","event":"IN_ATTRIB IN_ISDIR","path":"/g/d","permissions":"40700"}"#[..],
+            br#"{"inode": 8, "event": "IN_ISDIR IN_ATTRIB", "path": "/g/d", "permissions": "40700", "x": {}}"#,
+        ] {
             let ev = GpfsEvent::parse(msg).unwrap();
             assert_eq!((ev.kind, ev.meta.mode), (EventKind::DirAttrib, 0o40700), "{}", String::from_utf8_lossy(msg));
             assert!(GpfsEvent::parse_filtered(msg, attrib_mask).unwrap().is_filtered(), "{}", String::from_utf8_lossy(msg));

@@ -202,7 +202,6 @@ fn parent_of(path: &str) -> &str {
     }
 }
 
-
 impl GpfsState {
     /// An empty state; rename halves wait `pair_batches` batch boundaries.
     pub fn new(pair_batches: u32) -> GpfsState {
@@ -232,7 +231,14 @@ impl GpfsState {
         objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut sent: Vec<u64> = self.sent.iter().copied().collect();
         sent.sort_unstable();
-        Checkpoint { objects, pending: self.pending.clone(), complete: self.complete, renames: self.renames.clone(), sent: (!self.sent_unknown).then_some(sent), evicted: self.evicted.checkpoint() }
+        Checkpoint {
+            objects,
+            pending: self.pending.clone(),
+            complete: self.complete,
+            renames: self.renames.clone(),
+            sent: (!self.sent_unknown).then_some(sent),
+            evicted: self.evicted.checkpoint(),
+        }
     }
 
     /// Keep at most `cap` files (0: no bound), evicting the least recently touched at the end
@@ -334,14 +340,10 @@ impl GpfsState {
         older
     }
 
-
-
-
     /// Rename halves waiting for their pair.
     pub fn pending(&self) -> &[PendingMove] {
         &self.pending
     }
-
 
     fn set_op(&mut self, path: PathName, op: Op, ops: &mut Ops) {
         if ops.insert(path, op).is_some() {
@@ -683,8 +685,6 @@ impl GpfsState {
         self.upsert(new, meta, ops);
     }
 
-
-
     /// A directory's attributes changed: when visibility follows permissions, know them, and
     /// when they changed, publish everything below it again.
     fn dir_attrib(&mut self, path: &str, meta: Meta, walker: &mut dyn Walker, ops: &mut Ops) {
@@ -915,7 +915,8 @@ mod tests {
             s.apply(e, &mut NoWalk, &mut ops);
         }
         s.end_batch(&mut ops);
-        let mut v: Vec<(String, Option<u64>)> = ops.into_iter().map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.size) } else { None })).collect();
+        let mut v: Vec<(String, Option<u64>)> =
+            ops.into_iter().map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.size) } else { None })).collect();
         v.sort();
         v
     }
@@ -925,14 +926,26 @@ mod tests {
     #[test]
     fn create_then_remove_in_one_batch_is_nothing_and_modifications_coalesce() {
         let mut s = GpfsState::new(1);
-        let got = run(&mut s, &[ev(Created, "/g/a", 1, false, 0, 0), ev(Modified, "/g/a", 1, false, 0, 5), ev(Removed, "/g/a", 1, false, 0, 0), ev(Created, "/g/b", 2, false, 0, 0), ev(Modified, "/g/b", 2, false, 0, 9)]);
+        let got = run(
+            &mut s,
+            &[
+                ev(Created, "/g/a", 1, false, 0, 0),
+                ev(Modified, "/g/a", 1, false, 0, 5),
+                ev(Removed, "/g/a", 1, false, 0, 0),
+                ev(Created, "/g/b", 2, false, 0, 0),
+                ev(Modified, "/g/b", 2, false, 0, 9),
+            ],
+        );
         assert_eq!(got, vec![("/g/b".into(), Some(9))]);
         assert_eq!((s.counts.cancelled, s.counts.coalesced), (1, 2));
         // Removed in the next batch: a delete.
         assert_eq!(run(&mut s, &[ev(Removed, "/g/b", 2, false, 0, 0)]), vec![("/g/b".into(), None)]);
         // An indexed name removed, reused and removed again in one batch: still a delete.
         run(&mut s, &[ev(Created, "/g/c", 3, false, 0, 0)]);
-        assert_eq!(run(&mut s, &[ev(Removed, "/g/c", 3, false, 0, 0), ev(Created, "/g/c", 4, false, 0, 0), ev(Removed, "/g/c", 4, false, 0, 0)]), vec![("/g/c".into(), None)]);
+        assert_eq!(
+            run(&mut s, &[ev(Removed, "/g/c", 3, false, 0, 0), ev(Created, "/g/c", 4, false, 0, 0), ev(Removed, "/g/c", 4, false, 0, 0)]),
+            vec![("/g/c".into(), None)]
+        );
     }
 
     #[test]
@@ -941,7 +954,15 @@ mod tests {
         // batch also holds the removal.
         let mut s = GpfsState::new(1);
         s.maybe_delivered([path_key("/g/x")]);
-        let got = run(&mut s, &[ev(Created, "/g/x", 1, false, 0, 0), ev(Removed, "/g/x", 1, false, 0, 0), ev(Created, "/g/y", 2, false, 0, 0), ev(Removed, "/g/y", 2, false, 0, 0)]);
+        let got = run(
+            &mut s,
+            &[
+                ev(Created, "/g/x", 1, false, 0, 0),
+                ev(Removed, "/g/x", 1, false, 0, 0),
+                ev(Created, "/g/y", 2, false, 0, 0),
+                ev(Removed, "/g/y", 2, false, 0, 0),
+            ],
+        );
         assert_eq!(got, vec![("/g/x".into(), None)], "the delivered one is deleted, the other still cancels");
     }
 
@@ -955,7 +976,15 @@ mod tests {
     #[test]
     fn directory_renames_move_known_descendants_and_pairs_split_across_batches() {
         let mut s = GpfsState::new(1);
-        run(&mut s, &[ev(Created, "/g/d", 1, true, 0, 0), ev(Created, "/g/d/f", 2, false, 0, 1), ev(Created, "/g/d/e", 3, true, 0, 0), ev(Created, "/g/d/e/h", 4, false, 0, 2)]);
+        run(
+            &mut s,
+            &[
+                ev(Created, "/g/d", 1, true, 0, 0),
+                ev(Created, "/g/d/f", 2, false, 0, 1),
+                ev(Created, "/g/d/e", 3, true, 0, 0),
+                ev(Created, "/g/d/e/h", 4, false, 0, 2),
+            ],
+        );
         assert_eq!(run(&mut s, &[ev(MovedFrom, "/g/d", 1, true, 7, 0)]), vec![]);
         assert_eq!(s.pending().len(), 1);
         let got = run(&mut s, &[ev(MovedTo, "/g/n", 1, true, 7, 0)]);
@@ -979,7 +1008,11 @@ mod tests {
         assert_eq!(run(&mut s, &[ev(Modified, "/g/a", 1, false, 0, 8)]), vec![("/g/a".into(), Some(8)), ("/g/b".into(), Some(8))]);
         let mut r = GpfsState::restore(serde_json::from_slice(&serde_json::to_vec(&s.checkpoint()).unwrap()).unwrap(), 1);
         assert_eq!(r.len(), 2);
-        assert_eq!(run(&mut r, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Removed, "/g/a", 1, false, 0, 0)]), vec![("/g/a".into(), None), ("/g/b".into(), Some(1))], "a replayed create of a known object is not new (its other name is refreshed)");
+        assert_eq!(
+            run(&mut r, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Removed, "/g/a", 1, false, 0, 0)]),
+            vec![("/g/a".into(), None), ("/g/b".into(), Some(1))],
+            "a replayed create of a known object is not new (its other name is refreshed)"
+        );
     }
 }
 
@@ -989,7 +1022,10 @@ mod tree_tests {
     use EventKind::*;
 
     fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64) -> (GpfsEvent, Position) {
-        (GpfsEvent { kind, path: path.into(), meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, ctime: 7, ..Default::default() }, cookie }, (0, 0))
+        (
+            GpfsEvent { kind, path: path.into(), meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, ctime: 7, ..Default::default() }, cookie },
+            (0, 0),
+        )
     }
 
     fn apply(s: &mut GpfsState, evs: &[(GpfsEvent, Position)]) -> Vec<(String, bool)> {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use icicle_core::batch::EntryBatch;
 use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
+use icicle_core::batch::EntryBatch;
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
@@ -94,7 +94,6 @@ pub struct GpfsConfig {
     #[serde(default)]
     pub on_gap: OnGap,
 }
-
 
 fn default_group() -> String {
     "icicle-gpfs".into()
@@ -198,7 +197,12 @@ impl rdkafka::ClientContext for QuietEof {
                     continue;
                 }
                 let ps = p.to_string();
-                m.set("icicle_kafka_lag", "Messages between the consumer's position and the partition's end.", &[("component", &self.component), ("topic", topic), ("partition", &ps)], part.consumer_lag as f64);
+                m.set(
+                    "icicle_kafka_lag",
+                    "Messages between the consumer's position and the partition's end.",
+                    &[("component", &self.component), ("topic", topic), ("partition", &ps)],
+                    part.consumer_lag as f64,
+                );
             }
         }
     }
@@ -268,7 +272,16 @@ impl GpfsSource {
             let int = |k: &str| c["raw"][k].as_i64().unwrap_or(0);
             let mode = c["raw"]["mode"].as_u64().and_then(|m| u32::from_str_radix(&m.to_string(), 8).ok()).unwrap_or(0o100644);
             // The inode (from sources that have one) joins a file's hard links.
-            let meta = Meta { inode: c["raw"]["inode"].as_u64().unwrap_or(0), mode, uid: c["uid"].as_u64().unwrap_or(0) as u32, gid: c["gid"].as_u64().unwrap_or(0) as u32, size: c["size"].as_u64().unwrap_or(0), atime: int("atime"), ctime: int("ctime"), mtime: int("mtime") };
+            let meta = Meta {
+                inode: c["raw"]["inode"].as_u64().unwrap_or(0),
+                mode,
+                uid: c["uid"].as_u64().unwrap_or(0) as u32,
+                gid: c["gid"].as_u64().unwrap_or(0) as u32,
+                size: c["size"].as_u64().unwrap_or(0),
+                atime: int("atime"),
+                ctime: int("ctime"),
+                mtime: int("mtime"),
+            };
             state.seed(&format!("{root}{rel}"), meta);
         }
         tracing::info!(message = "seeded from the snapshot index", objects = index.len(), dir = %dir.display());
@@ -293,7 +306,18 @@ fn external(reason: String) -> IcicleError {
 
 /// The record for `meta` at index path `path`.
 pub fn record_for<'a>(path: &'a str, m: &Meta) -> FileRecord<'a> {
-    FileRecord { path, kind: FileKind::from_mode(m.mode), mode: m.mode, uid: m.uid, gid: m.gid, size: m.size, atime: m.atime, ctime: m.ctime, mtime: m.mtime, inode: m.inode }
+    FileRecord {
+        path,
+        kind: FileKind::from_mode(m.mode),
+        mode: m.mode,
+        uid: m.uid,
+        gid: m.gid,
+        size: m.size,
+        atime: m.atime,
+        ctime: m.ctime,
+        mtime: m.mtime,
+        inode: m.inode,
+    }
 }
 
 #[async_trait]
@@ -409,7 +433,12 @@ impl ChangeSource for GpfsSource {
                     }
                 }
             };
-            icicle_core::metrics::Metrics::global().set("icicle_queue_depth", "Events waiting between the consumers and the reducer.", &[("component", &ctx.name)], rx.len() as f64);
+            icicle_core::metrics::Metrics::global().set(
+                "icicle_queue_depth",
+                "Events waiting between the consumers and the reducer.",
+                &[("component", &ctx.name)],
+                rx.len() as f64,
+            );
             match got {
                 Some(Msg::Event { consumer, partition, offset, payload }) => {
                     first.get_or_insert_with(std::time::Instant::now);
@@ -465,7 +494,14 @@ impl GpfsSource {
     /// The first message of `partition` read in this run is at `offset`: if the group's
     /// committed offset is below it and below the partition's first kept offset (the low
     /// watermark), the messages between were never read (see [`lost_range`]).
-    async fn check_gap(&self, consumer: &Arc<StreamConsumer<QuietEof>>, partition: i32, offset: i64, ctx: &MonitorContext, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
+    async fn check_gap(
+        &self,
+        consumer: &Arc<StreamConsumer<QuietEof>>,
+        partition: i32,
+        offset: i64,
+        ctx: &MonitorContext,
+        counts: &mut GpfsRunCounts,
+    ) -> Result<(), IcicleError> {
         let cfg = &self.cfg;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(&cfg.topic, partition);
@@ -485,7 +521,10 @@ impl GpfsSource {
         // Skipped offsets can also be transaction markers or aborted records: only a committed
         // offset below the low watermark means messages were lost.
         let (c2, topic) = (consumer.clone(), cfg.topic.clone());
-        let low = match tokio::task::spawn_blocking(move || c2.fetch_watermarks(&topic, partition, Duration::from_secs(30))).await.map_err(|e| external(e.to_string()))? {
+        let low = match tokio::task::spawn_blocking(move || c2.fetch_watermarks(&topic, partition, Duration::from_secs(30)))
+            .await
+            .map_err(|e| external(e.to_string()))?
+        {
             Ok((low, _)) => low,
             Err(e) => {
                 tracing::warn!(message = "cannot read the partition's watermarks; no gap check", topic = %cfg.topic, partition, error = %e);
@@ -544,7 +583,8 @@ impl GpfsSource {
                     let mut dead = self.dead.lock().map_err(|_| IcicleError::Internal("the dead-letter file's lock is poisoned".into()))?;
                     let position = format!("{}/{partition}@{offset}", self.cfg.topic);
                     if dead.first_time(&position, payload) {
-                        dead.write(&ctx.name, &position, payload, &reason).map_err(|e| external(format!("writing the dead-letter file {}: {e}", dead.path().display())))?;
+                        dead.write(&ctx.name, &position, payload, &reason)
+                            .map_err(|e| external(format!("writing the dead-letter file {}: {e}", dead.path().display())))?;
                         counts.dead_letters += 1;
                     }
                 }
@@ -569,7 +609,14 @@ impl GpfsSource {
             records_in: counts.messages,
             filtered: counts.reduce.ignored + counts.filtered,
             rejects: counts.rejects,
-            outcomes: &[("coalesced", c.coalesced), ("cancelled", c.cancelled), ("renames", c.renames), ("directory_renames", c.directory_renames), ("moved_out", c.moved_out), ("unpaired_moves", c.unpaired_moves)],
+            outcomes: &[
+                ("coalesced", c.coalesced),
+                ("cancelled", c.cancelled),
+                ("renames", c.renames),
+                ("directory_renames", c.directory_renames),
+                ("moved_out", c.moved_out),
+                ("unpaired_moves", c.unpaired_moves),
+            ],
             updates: counts.updates,
             deletes: counts.deletes,
             batches: counts.batches,
@@ -582,7 +629,12 @@ impl GpfsSource {
         let m = icicle_core::metrics::Metrics::global();
         for (p, o) in &counts.committed {
             let ps = p.to_string();
-            m.set("icicle_kafka_committed_offset", "Next offset to read, as committed, per partition.", &[("component", &ctx.name), ("topic", &self.cfg.topic), ("partition", &ps)], *o as f64);
+            m.set(
+                "icicle_kafka_committed_offset",
+                "Next offset to read, as committed, per partition.",
+                &[("component", &ctx.name), ("topic", &self.cfg.topic), ("partition", &ps)],
+                *o as f64,
+            );
         }
         Ok(())
     }
@@ -605,7 +657,14 @@ impl GpfsSource {
 
     /// Commit, per partition, the offset after the last event processed — or the offset of
     /// the oldest rename half still waiting, which must be read again after a restart.
-    fn commit(&self, positions: &[Position], consumers: &[Arc<StreamConsumer<QuietEof>>], owner: &HashMap<i32, usize>, state: &GpfsState, counts: &mut GpfsRunCounts) -> Result<(), IcicleError> {
+    fn commit(
+        &self,
+        positions: &[Position],
+        consumers: &[Arc<StreamConsumer<QuietEof>>],
+        owner: &HashMap<i32, usize>,
+        state: &GpfsState,
+        counts: &mut GpfsRunCounts,
+    ) -> Result<(), IcicleError> {
         let mut next: BTreeMap<i32, i64> = BTreeMap::new();
         for &(p, o) in positions {
             let e = next.entry(p).or_insert(o + 1);
@@ -622,11 +681,7 @@ impl GpfsSource {
                 continue;
             }
             let Some(&c) = owner.get(&p) else { continue };
-            by_consumer
-                .entry(c)
-                .or_default()
-                .add_partition_offset(&self.cfg.topic, p, Offset::Offset(o))
-                .map_err(|e| external(e.to_string()))?;
+            by_consumer.entry(c).or_default().add_partition_offset(&self.cfg.topic, p, Offset::Offset(o)).map_err(|e| external(e.to_string()))?;
         }
         for (c, tpl) in by_consumer {
             match consumers[c].commit(&tpl, CommitMode::Sync) {

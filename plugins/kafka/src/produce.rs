@@ -40,7 +40,12 @@ pub async fn produce(bootstrap: &str, topic: &str, messages: impl IntoIterator<I
     for (k, v) in messages {
         let p = producer.clone();
         let topic = topic.to_string();
-        pending.push(tokio::spawn(async move { p.send(FutureRecord::to(&topic).key(k.as_bytes()).payload(v.as_bytes()), Timeout::After(Duration::from_secs(60))).await.map(|_| ()).map_err(|(e, _)| e.to_string()) }));
+        pending.push(tokio::spawn(async move {
+            p.send(FutureRecord::to(&topic).key(k.as_bytes()).payload(v.as_bytes()), Timeout::After(Duration::from_secs(60)))
+                .await
+                .map(|_| ())
+                .map_err(|(e, _)| e.to_string())
+        }));
         if pending.len() >= 10_000 {
             for h in pending.drain(..) {
                 h.await.map_err(|e| e.to_string())??;
@@ -94,7 +99,8 @@ pub async fn consume_all(bootstrap: &str, topic: &str) -> Result<Vec<Consumed>, 
             }
             Ok(Err(e)) => return Err(e.to_string()),
             Ok(Ok(m)) => {
-                let op = m.headers().and_then(|h| h.iter().find(|x| x.key == "icicle-op").and_then(|x| x.value.map(|v| String::from_utf8_lossy(v).into_owned())));
+                let op =
+                    m.headers().and_then(|h| h.iter().find(|x| x.key == "icicle-op").and_then(|x| x.value.map(|v| String::from_utf8_lossy(v).into_owned())));
                 out.push(Consumed {
                     partition: m.partition(),
                     offset: m.offset(),
@@ -111,7 +117,12 @@ pub async fn consume_all(bootstrap: &str, topic: &str) -> Result<Vec<Consumed>, 
 /// The group's committed offset (next to read) per partition of `topic`.
 pub fn committed(bootstrap: &str, topic: &str, group: &str, partitions: &[i32]) -> Result<std::collections::BTreeMap<i32, i64>, String> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).set("enable.auto.commit", "false").create().map_err(|e| e.to_string())?;
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .map_err(|e| e.to_string())?;
     let mut tpl = rdkafka::TopicPartitionList::new();
     for &p in partitions {
         tpl.add_partition(topic, p);

@@ -56,7 +56,15 @@ impl SinkConfig for KafkaSinkConfig {
         cc.set_if_absent("compression.type", "lz4");
         cc.set_if_absent("linger.ms", "5");
         let producer: FutureProducer = cc.create().map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {e}")))?;
-        Ok(Box::new(KafkaSink { id: ctx.id.clone(), producer, topic: self.topic, audit_topic: self.audit_topic, timeout: Duration::from_secs_f64(self.timeout_secs), batches: 0, last: None }))
+        Ok(Box::new(KafkaSink {
+            id: ctx.id.clone(),
+            producer,
+            topic: self.topic,
+            audit_topic: self.audit_topic,
+            timeout: Duration::from_secs_f64(self.timeout_secs),
+            batches: 0,
+            last: None,
+        }))
     }
 }
 
@@ -143,7 +151,10 @@ impl Sink for KafkaSink {
         let bytes: usize = msgs.iter().map(|m| m.1.len()).sum();
         let timeout = Timeout::After(self.timeout);
         let sends = msgs.iter().map(|(key, value, op)| {
-            let rec = FutureRecord::to(&self.topic).key(key.as_bytes()).payload(value).headers(OwnedHeaders::new().insert(Header { key: "icicle-op", value: Some(*op) }));
+            let rec = FutureRecord::to(&self.topic)
+                .key(key.as_bytes())
+                .payload(value)
+                .headers(OwnedHeaders::new().insert(Header { key: "icicle-op", value: Some(*op) }));
             self.producer.send(rec, timeout)
         });
         let results = join_all(sends).await;

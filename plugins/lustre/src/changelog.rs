@@ -841,11 +841,25 @@ mod tests {
     fn generated_records_round_trip() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || icicle_core::xorshift(&mut x);
-        let words = ["a", "file", "f 1", "dir  two", "ünïcode näme", "x=1", "s=[", "tail ", " lead", "long_name_that_crosses_the_sixty_four_byte_block_boundary_of_a_line"];
+        let words = [
+            "a",
+            "file",
+            "f 1",
+            "dir  two",
+            "ünïcode näme",
+            "x=1",
+            "s=[",
+            "tail ",
+            " lead",
+            "long_name_that_crosses_the_sixty_four_byte_block_boundary_of_a_line",
+        ];
         let fid = |r: u64| Fid { seq: 0x2_0000_0000 + (r & 0xfff), oid: (r >> 12) as u32 & 0xfffff, ver: (r >> 40) as u32 & 3 };
         for _ in 0..20_000 {
             let r = next();
-            let kind = RecordType::from_parts([1u32, 2, 6, 8, 11, 14, 17][(r % 7) as usize], ["CREAT", "MKDIR", "UNLNK", "RENME", "CLOSE", "SATTR", "MTIME"][(r % 7) as usize]);
+            let kind = RecordType::from_parts(
+                [1u32, 2, 6, 8, 11, 14, 17][(r % 7) as usize],
+                ["CREAT", "MKDIR", "UNLNK", "RENME", "CLOSE", "SATTR", "MTIME"][(r % 7) as usize],
+            );
             let renme = kind == RecordType::Renme;
             let has_name = renme || matches!(kind, RecordType::Creat | RecordType::Mkdir | RecordType::Unlnk);
             let rec = ChangelogRecord {

@@ -2,11 +2,11 @@
 //! a FID-keyed directory tree that builds paths without `fid2path`.
 
 pub mod changelog;
+pub mod lookahead;
+pub mod monitor;
+pub mod namespace;
 pub mod reducer;
 pub mod tree;
-pub mod lookahead;
-pub mod namespace;
-pub mod monitor;
 
 use icicle_core::registry::{build_change_source, PluginDescriptor, PluginKind};
 

@@ -102,7 +102,8 @@ impl Lookahead {
             return;
         }
         let Some(name) = rec.name.as_deref() else { return };
-        let rename = (rec.kind == Renme).then(|| Box::new(RenameNames { name: name.into(), source_parent: rec.source_parent, source_name: rec.source_name.clone() }));
+        let rename =
+            (rec.kind == Renme).then(|| Box::new(RenameNames { name: name.into(), source_parent: rec.source_parent, source_name: rec.source_name.clone() }));
         let k = key(name);
         let at = self.base + self.entries.len() as u64;
         let link_of = (rec.kind == Hlink).then(|| Box::new(rec.target));
@@ -176,14 +177,23 @@ impl Lookahead {
         self.chain(name, after)
             .filter_map(|e| {
                 let r = e.rename.as_ref().filter(|r| r.name == name)?;
-                Some(FutureRename { index: e.index, parent: e.parent, name: r.name.clone(), source_parent: r.source_parent, source_name: r.source_name.clone() })
+                Some(FutureRename {
+                    index: e.index,
+                    parent: e.parent,
+                    name: r.name.clone(),
+                    source_parent: r.source_parent,
+                    source_name: r.source_name.clone(),
+                })
             })
             .collect()
     }
 
     /// Records after index `after` that gave an object the free name `name`, ascending.
     pub fn namings(&self, name: &str, after: u64) -> Vec<FutureNaming> {
-        self.chain(name, after).filter(|e| e.naming).map(|e| FutureNaming { index: e.index, parent: e.parent, link_of: e.link_of.as_deref().copied() }).collect()
+        self.chain(name, after)
+            .filter(|e| e.naming)
+            .map(|e| FutureNaming { index: e.index, parent: e.parent, link_of: e.link_of.as_deref().copied() })
+            .collect()
     }
 
     /// Records held (not yet known to be applied).
@@ -207,7 +217,9 @@ mod tests {
 
     fn rename(index: u64, name: &str, over: bool) -> ChangelogRecord {
         let t = if over { "[0x200000401:0x9:0x0]" } else { "[0:0x0:0x0]" };
-        let line = format!("{index} 08RENME 10:00:00.000000000 2026.01.01 0x0 t={t} p=[0x200000401:0x1:0x0] {name} s=[0x200000401:0x2:0x0] sp=[0x200000401:0x1:0x0] before");
+        let line = format!(
+            "{index} 08RENME 10:00:00.000000000 2026.01.01 0x0 t={t} p=[0x200000401:0x1:0x0] {name} s=[0x200000401:0x2:0x0] sp=[0x200000401:0x1:0x0] before"
+        );
         ChangelogRecord::parse(&line).expect("a rename line")
     }
 

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use icicle_core::batch::EntryBatch;
 use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
+use icicle_core::batch::EntryBatch;
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::FileRecord;
-use icicle_core::sent_ahead::SentAhead;
 use icicle_core::registry::{BuildContext, ChangeSourceConfig};
+use icicle_core::sent_ahead::SentAhead;
 use icicle_core::traits::{ChangeSource, MonitorContext, OnGap, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
 use serde::Deserialize;
@@ -396,7 +396,14 @@ impl LustreSource {
     /// Keep an unparsable line; failing to keep it stops the monitor (nothing past it is
     /// acknowledged).
     /// Returns whether the line was new (not kept before).
-    fn dead_letter(&self, dead: &mut icicle_core::deadletter::DeadLetters, position: &str, line: &str, reason: &str, counts: &mut MonitorCounts) -> Result<bool, IcicleError> {
+    fn dead_letter(
+        &self,
+        dead: &mut icicle_core::deadletter::DeadLetters,
+        position: &str,
+        line: &str,
+        reason: &str,
+        counts: &mut MonitorCounts,
+    ) -> Result<bool, IcicleError> {
         // A line not yet acknowledged is read again by the next poll: kept once.
         if !dead.first_time(position, line.as_bytes()) {
             return Ok(false);
@@ -434,7 +441,14 @@ impl LustreSource {
     /// visibility follows directory permissions, each record is judged along its
     /// directories as they are now, and a directory whose attributes changed has everything
     /// below it published again.
-    async fn emit(&self, ops: Ops, tree: &mut DirectoryTree, ctx: &MonitorContext, enc: &mut PrimaryEncoder, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
+    async fn emit(
+        &self,
+        ops: Ops,
+        tree: &mut DirectoryTree,
+        ctx: &MonitorContext,
+        enc: &mut PrimaryEncoder,
+        counts: &mut MonitorCounts,
+    ) -> Result<(), IcicleError> {
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
         let posix = ctx.policy.access.is_some();
@@ -508,14 +522,20 @@ impl LustreSource {
 
     /// Encode the update of file `path` (metadata `md`) into `chunk`.
     #[allow(clippy::too_many_arguments)]
-    fn encode_update(&self, path: &str, md: &std::fs::Metadata, posix: bool, chains: &mut ChainCache, chunk: &mut EntryBatch, tree: &mut DirectoryTree, enc: &mut PrimaryEncoder, counts: &mut MonitorCounts) {
+    fn encode_update(
+        &self,
+        path: &str,
+        md: &std::fs::Metadata,
+        posix: bool,
+        chains: &mut ChainCache,
+        chunk: &mut EntryBatch,
+        tree: &mut DirectoryTree,
+        enc: &mut PrimaryEncoder,
+        counts: &mut MonitorCounts,
+    ) {
         let full = self.full_path(path);
         let rec = FileRecord::from_metadata(&full, md);
-        let dirs = if posix {
-            chains.chain(parent_dir(path), &mut |d| lstat_dir(&self.on_mount(d)))
-        } else {
-            None
-        };
+        let dirs = if posix { chains.chain(parent_dir(path), &mut |d| lstat_dir(&self.on_mount(d))) } else { None };
         let acl = if posix { Acl::read(&self.on_mount(path)).map(std::sync::Arc::new) } else { None };
         match chunk.encode_in(enc, &rec, acl, dirs.as_ref()) {
             Ok(()) => {
@@ -570,7 +590,11 @@ impl LustreSource {
         let batch_size = batch.len();
         if !batch.is_empty() {
             let mut kept = batch;
-            let rc = if cfg.reduction { RuleTable.reduce(&mut kept) } else { ReduceCounts { input: kept.len() as u64, passed: kept.len() as u64, ..Default::default() } };
+            let rc = if cfg.reduction {
+                RuleTable.reduce(&mut kept)
+            } else {
+                ReduceCounts { input: kept.len() as u64, passed: kept.len() as u64, ..Default::default() }
+            };
             counts.reduce.add(&rc);
             let mut ops = Ops::default();
             tree.begin_batch();
@@ -622,10 +646,21 @@ impl LustreSource {
             batch_seconds: started.elapsed().as_secs_f64(),
             state_entries: tree.len(),
             state_bytes: tree.approx_bytes(),
-            state_counts: &[("evictions", t.evictions), ("fid2path_calls", t.fid2path_calls), ("fid2path_failures", t.fid2path_failures), ("vanished", counts.vanished), ("lost_records", counts.lost_records)],
+            state_counts: &[
+                ("evictions", t.evictions),
+                ("fid2path_calls", t.fid2path_calls),
+                ("fid2path_failures", t.fid2path_failures),
+                ("vanished", counts.vanished),
+                ("lost_records", counts.lost_records),
+            ],
         });
         let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];
-        icicle_core::metrics::Metrics::global().set("icicle_changelog_cleared", "Last changelog index cleared (acknowledged) per MDT.", &labels, counts.cleared_index as f64);
+        icicle_core::metrics::Metrics::global().set(
+            "icicle_changelog_cleared",
+            "Last changelog index cleared (acknowledged) per MDT.",
+            &labels,
+            counts.cleared_index as f64,
+        );
         Ok(())
     }
 }
@@ -637,7 +672,12 @@ impl LustreSource {
         let n = last - first + 1;
         counts.lost_records += n;
         let labels = [("component", ctx.name.as_str()), ("mdt", cfg.mdt.as_str())];
-        icicle_core::metrics::Metrics::global().set("icicle_changelog_lost", "Changelog records purged before they were read, per MDT.", &labels, counts.lost_records as f64);
+        icicle_core::metrics::Metrics::global().set(
+            "icicle_changelog_lost",
+            "Changelog records purged before they were read, per MDT.",
+            &labels,
+            counts.lost_records as f64,
+        );
         let why = format!(
             "changelog records {first}..={last} of {} were purged before they were read (another changelog user cleared them, or user {} was deregistered): \
              the index misses their changes until a snapshot run re-indexes the file system",
@@ -675,7 +715,8 @@ impl ChangeSource for LustreSource {
         tree.maybe_sent(self.sent_ahead().read());
         counts.cleared_index = cleared;
         let mut lookahead = Lookahead::new(cleared);
-        let mut fsm = (cfg.resolution != Resolution::Tree).then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
+        let mut fsm = (cfg.resolution != Resolution::Tree)
+            .then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
         let mut next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
         // The index the next record must have; unknown until the first read when starting
         // from nothing (records before a new user registered are not ours to miss).
@@ -685,7 +726,8 @@ impl ChangeSource for LustreSource {
         let mut last_new = Instant::now();
         let quiet = Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0));
         let mut stop = ctx.stop.clone();
-        let mut dead = icicle_core::deadletter::DeadLetters::new(cfg.dead_letter.clone().unwrap_or_else(|| cfg.state_dir.join(format!("{}.dead-letters.jsonl", cfg.mdt))));
+        let mut dead =
+            icicle_core::deadletter::DeadLetters::new(cfg.dead_letter.clone().unwrap_or_else(|| cfg.state_dir.join(format!("{}.dead-letters.jsonl", cfg.mdt))));
         loop {
             if *stop.borrow() {
                 if !pending.is_empty() || covered.is_some_and(|c| c > counts.cleared_index) {

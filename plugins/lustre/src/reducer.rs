@@ -137,12 +137,7 @@ fn reduce_batch(batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
     let mut counts = ReduceCounts { input: batch.len() as u64, ..Default::default() };
     // Directories that renames move things into or out of: their MKDIR/RMDIR never cancel
     // (rename override), since the rename needs their paths.
-    let rename_parents: HashSet<Fid, Fast> = batch
-        .iter()
-        .filter(|r| r.kind == RecordType::Renme)
-        .flat_map(|r| [r.parent, r.source_parent])
-        .flatten()
-        .collect();
+    let rename_parents: HashSet<Fid, Fast> = batch.iter().filter(|r| r.kind == RecordType::Renme).flat_map(|r| [r.parent, r.source_parent]).flatten().collect();
     // Per FID, the newest kept record; each kept record links to the previous one of its FID.
     let mut newest: HashMap<Fid, u32, Fast> = HashMap::with_capacity_and_hasher(batch.len(), Fast::default());
     let mut prev = vec![NONE; batch.len()];

@@ -291,7 +291,10 @@ impl StateStore for DirectoryTree {
                         // A name of a hard-linked file that neither the node nor the links
                         // hold as such: forget the links (resolved again when needed)
                         // rather than overwrite another name with this one.
-                        None if !is_dir && self.links.contains_key(&src) && !self.nodes.peek(&src).is_some_and(|n| same_place(&n.place, Some(sp), rec.source_name.as_deref(), old.as_deref())) => {
+                        None if !is_dir
+                            && self.links.contains_key(&src)
+                            && !self.nodes.peek(&src).is_some_and(|n| same_place(&n.place, Some(sp), rec.source_name.as_deref(), old.as_deref())) =>
+                        {
                             self.links.remove(&src);
                             self.nodes.pop(&src);
                         }
@@ -600,9 +603,6 @@ impl DirectoryTree {
         }
         t
     }
-
-
-
 
     /// The entry of `fid`, marked as recently used when the tree is bounded.
     fn node(&mut self, fid: Fid) -> Option<&Node> {
@@ -937,7 +937,6 @@ impl DirectoryTree {
         self.dir_paths.clear();
     }
 
-
     /// Delete `path` as computed for record `index`, plus the paths the index may hold it
     /// under: translated back through this run's earlier directory renames. A name that a
     /// rename of this batch produced was not in the index when the batch began: only its
@@ -999,7 +998,6 @@ impl DirectoryTree {
             None => false,
         }
     }
-
 }
 
 /// Walked relative paths, by a hash that is the same in every run (checkpoints keep them).
@@ -1104,7 +1102,11 @@ mod tests {
         // Emitted: the next batch begins.
         ops.clear();
         t.begin_batch();
-        t.apply(&line("4 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x3:0x0] sp=[0x200000007:0x1:0x0] old"), &mut r, &mut ops);
+        t.apply(
+            &line("4 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x3:0x0] sp=[0x200000007:0x1:0x0] old"),
+            &mut r,
+            &mut ops,
+        );
         let mut got: Vec<(String, PathOp)> = ops.into_iter().collect();
         got.sort();
         assert_eq!(
@@ -1128,7 +1130,11 @@ mod tests {
         let mut t = DirectoryTree::new(0);
         let mut ops = Ops::default();
         t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
-        t.apply(&line("2 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] b s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        t.apply(
+            &line("2 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] b s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] a"),
+            &mut r,
+            &mut ops,
+        );
         t.apply(&line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
         assert!(ops.is_empty(), "{ops:?}");
         // Across an emit, the delete is needed.
@@ -1161,7 +1167,11 @@ mod tests {
         let mut ops = Ops::default();
         t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"), &mut r, &mut ops);
         for i in 4..8 {
-            t.apply(&line(&format!("{i} 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x{i:x}:0x0] p=[0x200000401:0x3:0x0] f{i}")), &mut r, &mut ops);
+            t.apply(
+                &line(&format!("{i} 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x{i:x}:0x0] p=[0x200000401:0x3:0x0] f{i}")),
+                &mut r,
+                &mut ops,
+            );
         }
         assert!(t.len() <= 1);
         assert!(t.counts.evictions > 0);
@@ -1193,7 +1203,11 @@ mod tests {
             assert_eq!(sorted(&mut ops), vec![up("/a"), up("/b")], "cap {cap}");
             t.begin_batch();
             // One name renamed: that name moves, the other stays (and shows the new ctime).
-            t.apply(&line("4 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] c s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+            t.apply(
+                &line("4 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] c s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] b"),
+                &mut r,
+                &mut ops,
+            );
             assert_eq!(sorted(&mut ops), vec![up("/a"), del("/b"), up("/c")]);
             t.begin_batch();
             t.apply(&line("5 13TRUNC 00:00:00.000000000 2026.01.01 0xe t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);

@@ -95,10 +95,7 @@ fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
         LayoutComponent { start: 1024 * K, end: u64::MAX, stripe_size: 512 * K, osts: vec![301, 302] },
     ];
     write_sidecar(&data.join("sub/created.bin"), &explicit).unwrap();
-    let out = under_agent(Command::new(&writer).arg(&data).arg(&outside), &catalog, &data, "emulate")
-        .env("ICICLE_EMULATED_LAYOUT", SPEC)
-        .output()
-        .unwrap();
+    let out = under_agent(Command::new(&writer).arg(&data).arg(&outside), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
     assert!(out.status.success(), "writer failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
 
@@ -113,7 +110,10 @@ fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
     regular_files(&data, &mut truth);
     truth.sort();
     let names: Vec<String> = truth.iter().map(|p| p.strip_prefix(&data).unwrap().to_string_lossy().into_owned()).collect();
-    let mut expected_names = vec!["errno.bin", "left-open.bin", "readonly.bin", "rel.bin", "sub/at.bin", "sub/created.bin", "twice.bin"].into_iter().map(String::from).collect::<Vec<_>>();
+    let mut expected_names = vec!["errno.bin", "left-open.bin", "readonly.bin", "rel.bin", "sub/at.bin", "sub/created.bin", "twice.bin"]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
     for t in 0..4 {
         for i in 0..5 {
             expected_names.push(format!("threads/t{t}-{i}.bin"));
@@ -149,7 +149,10 @@ fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
     let created = get("sub/created.bin");
     let size = 3 * 1024 * K + 1;
     let lines: Vec<_> = created.layout.as_ref().unwrap().iter().map(|l| (l.ost, l.start, l.end, l.interval, l.stripe_size, l.file_size)).collect();
-    assert_eq!(lines, vec![(300, 0, 1024 * K, 512 * K, 512 * K, size), (301, 1024 * K, size, 1024 * K, 512 * K, size), (302, 1536 * K, size, 1024 * K, 512 * K, size)]);
+    assert_eq!(
+        lines,
+        vec![(300, 0, 1024 * K, 512 * K, 512 * K, size), (301, 1024 * K, size, 1024 * K, 512 * K, size), (302, 1536 * K, size, 1024 * K, 512 * K, size)]
+    );
     // A 5000-byte file: only the first PFL component is instantiated.
     assert_eq!(get("rel.bin").layout.as_ref().unwrap().len(), 1);
     assert_eq!(get("sub/at.bin").layout.as_ref().unwrap().len(), 1);
@@ -183,10 +186,7 @@ fn a_shell_redirect_is_recorded_and_layouts_can_come_from_lfs_getstripe() {
     std::fs::set_permissions(&lfs, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut sh = Command::new("sh");
     sh.arg("-c").arg("cd \"$1\" && echo hello > viash.txt && cat viash.txt && cat viash.txt > /dev/null").arg("sh").arg(&data);
-    let out = under_agent(&mut sh, &catalog, &data, "lfs")
-        .env("ICICLE_CATALOG_LFS", &lfs)
-        .output()
-        .unwrap();
+    let out = under_agent(&mut sh, &catalog, &data, "lfs").env("ICICLE_CATALOG_LFS", &lfs).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
     let cat = Catalog::read_dir(&catalog).unwrap();
@@ -323,9 +323,7 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let out = under_agent(Command::new(&prog).arg(&data), &catalog, &data, "emulate")
-        .output()
-        .unwrap();
+    let out = under_agent(Command::new(&prog).arg(&data), &catalog, &data, "emulate").output().unwrap();
     assert!(out.status.success(), "{} {}", out.status, String::from_utf8_lossy(&out.stderr));
     let cat = Catalog::read_dir(&catalog).unwrap();
     assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
@@ -339,7 +337,12 @@ int main(int argc, char **argv) {
 fn compile_fortified(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stdio_writer.c");
     let out = dir.join("stdio_writer");
-    let st = Command::new("cc").args(["-O2", "-Wall", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2", "-o"]).arg(&out).arg(&src).status().expect("cc (build-essential) is needed");
+    let st = Command::new("cc")
+        .args(["-O2", "-Wall", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("cc (build-essential) is needed");
     assert!(st.success(), "cc {}", src.display());
     out
 }
@@ -453,7 +456,8 @@ fn files_made_by_the_mkstemp_family_are_recorded() {
             (prefix.to_string(), s)
         })
         .collect();
-    let want: Vec<(String, u64)> = [("tmp", 100), ("tmp64", 500), ("tmpo", 200), ("tmpos", 400), ("tmps", 300)].into_iter().map(|(p, s)| (p.to_string(), s)).collect();
+    let want: Vec<(String, u64)> =
+        [("tmp", 100), ("tmp64", 500), ("tmpo", 200), ("tmpos", 400), ("tmps", 300)].into_iter().map(|(p, s)| (p.to_string(), s)).collect();
     assert_eq!(got, want);
 }
 
@@ -466,7 +470,8 @@ fn run_rename_writer(case: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Catalo
     std::fs::create_dir_all(&outside).unwrap();
     let prog = cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/rename_writer.c"), &tmp.path().join("rename_writer"));
     std::fs::write(data.join("foreign.txt"), "written before the program ran\n").unwrap();
-    let out = under_agent(Command::new(&prog).arg(&data).arg(&outside).arg(case), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    let out =
+        under_agent(Command::new(&prog).arg(&data).arg(&outside).arg(case), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
     assert!(out.status.success(), "rename_writer {case}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
     let cat = Catalog::read_dir(&catalog).unwrap();

@@ -192,12 +192,14 @@ fn gather_words(world: &SimpleCommunicator, mine: &[u64]) -> Vec<Vec<u64>> {
     if world.rank() == 0 {
         let mut counts = vec![0 as Count; world.size() as usize];
         root.gather_into_root(&n, &mut counts[..]);
-        let displs: Vec<Count> = counts.iter().scan(0, |acc, &c| {
-            let d = *acc;
-            *acc += c;
-            Some(d)
-        })
-        .collect();
+        let displs: Vec<Count> = counts
+            .iter()
+            .scan(0, |acc, &c| {
+                let d = *acc;
+                *acc += c;
+                Some(d)
+            })
+            .collect();
         let mut buf = vec![0u64; counts.iter().map(|&c| c as usize).sum()];
         {
             let mut part = PartitionMut::new(&mut buf[..], counts.clone(), &displs[..]);
@@ -303,7 +305,10 @@ fn peak_rss_kib() -> u64 {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into())).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .init();
     let args = Args::parse();
     let Some(universe) = mpi::initialize() else {
         eprintln!("swiftload: MPI could not be initialised");

@@ -48,10 +48,18 @@ fn both_policies_read_every_byte_once_and_the_object_policy_holds_the_loader_cap
     let catalog = tmp.path().join("catalog");
     let ds = write_dataset(&data, &catalog.join("catalog.a.1.txt"), &spec).unwrap();
     // A second catalog file with one bad entry and a file outside the input dir.
-    std::fs::write(catalog.join("catalog.a.2.txt"), "lstat\n/elsewhere/x\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/elsewhere/x 7 0 1 1 1 1\nend\nlstat\n/bad\nst_mode:100644; st_size:oops\n").unwrap();
+    std::fs::write(
+        catalog.join("catalog.a.2.txt"),
+        "lstat\n/elsewhere/x\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/elsewhere/x 7 0 1 1 1 1\nend\nlstat\n/bad\nst_mode:100644; st_size:oops\n",
+    )
+    .unwrap();
     let loader = tmp.path().join("loader.toml");
     // Caps: 113 -> 1, 4000 -> 4, others (default 200) -> 2.
-    std::fs::write(&loader, "[loader]\nper_process_mb_s = 100.0\nmax_processes_per_ost = 8\ndefault_ost_mb_s = 200.0\n[loader.ost_mb_s]\n113 = 100.0\n4000 = 400.0\n").unwrap();
+    std::fs::write(
+        &loader,
+        "[loader]\nper_process_mb_s = 100.0\nmax_processes_per_ost = 8\ndefault_ost_mb_s = 200.0\n[loader.ost_mb_s]\n113 = 100.0\n4000 = 400.0\n",
+    )
+    .unwrap();
     let (c, d, l) = (s(&catalog), s(&data), s(&loader));
 
     let obj = summary(&mpirun(8, &["--catalog", c, "--input-dir", d, "--policy", "object", "--loader-config", l]));
@@ -72,7 +80,10 @@ fn both_policies_read_every_byte_once_and_the_object_policy_holds_the_loader_cap
     assert_eq!(obj["over_cap"], 0);
 
     let file = summary(&mpirun(8, &["--catalog", c, "--input-dir", d, "--policy", "file", "--loader-config", l]));
-    assert_eq!((file["bytes"].clone(), file["crc32"].clone(), file["exactly_once"].clone()), (obj["bytes"].clone(), obj["crc32"].clone(), serde_json::json!(true)));
+    assert_eq!(
+        (file["bytes"].clone(), file["crc32"].clone(), file["exactly_once"].clone()),
+        (obj["bytes"].clone(), obj["crc32"].clone(), serde_json::json!(true))
+    );
     // Whole files round-robin ignore the caps: some OST has more readers than it should.
     assert!(file["over_cap"].as_u64().unwrap() > 0, "{file}");
     assert!(file["max_processes_on_an_ost"].as_u64().unwrap() > obj["max_processes_on_an_ost"].as_u64().unwrap());
@@ -90,7 +101,8 @@ fn under_the_contention_emulator_the_object_policy_wins_and_profiling_writes_a_l
     let model = tmp.path().join("model.toml");
     std::fs::write(&model, "[loader]\nper_process_mb_s = 100.0\ndefault_ost_mb_s = 200.0\n").unwrap();
     let (c, d, m, t) = (s(&catalog), s(&data), s(&model), s(tmp.path()));
-    let run = |policy: &str| summary(&mpirun(8, &["--catalog", c, "--input-dir", d, "--policy", policy, "--loader-config", m, "--emulate", m, "--clock-dir", t]));
+    let run =
+        |policy: &str| summary(&mpirun(8, &["--catalog", c, "--input-dir", d, "--policy", policy, "--loader-config", m, "--emulate", m, "--clock-dir", t]));
     let obj = run("object");
     let file = run("file");
     for v in [&obj, &file] {

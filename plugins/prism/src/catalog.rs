@@ -726,7 +726,21 @@ mod tests {
     use super::*;
 
     fn st(mode: u32, size: u64) -> StatFields {
-        StatFields { dev: 2049, ino: 77, mode, nlink: 1, uid: 1000, gid: 100, size, blksize: 4096, blocks: size.div_ceil(512), atime: 1, mtime: 2, ctime: 3, rdev: 0 }
+        StatFields {
+            dev: 2049,
+            ino: 77,
+            mode,
+            nlink: 1,
+            uid: 1000,
+            gid: 100,
+            size,
+            blksize: 4096,
+            blocks: size.div_ceil(512),
+            atime: 1,
+            mtime: 2,
+            ctime: 3,
+            rdev: 0,
+        }
     }
 
     fn sample() -> Vec<CatalogEntry> {
@@ -806,7 +820,8 @@ mod tests {
     fn a_truncated_entry_is_one_reject_and_the_next_entry_parses() {
         let good = sample()[0].to_text().unwrap();
         // Cut short in its stat, in its layout lines, and before its `end`.
-        for cut in ["lstat\n/z\nst_mode:100644; st_size:1\nstat\n", "lstat\n/z\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/z 1 0 1 1 1 1\n", "lstat\n/z\n"] {
+        for cut in ["lstat\n/z\nst_mode:100644; st_size:1\nstat\n", "lstat\n/z\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/z 1 0 1 1 1 1\n", "lstat\n/z\n"]
+        {
             let text = format!("{cut}{good}");
             let cat = Catalog::parse(Path::new("t"), text.as_bytes());
             let at = cut.lines().count() + 1;
@@ -913,7 +928,17 @@ mod tests {
         let (f_old, tmp, f_new) = (at("/d/f", 1, 5, 100), at("/d/tmp", 2, 5, 7), at("/d/f", 2, 5, 7));
         let (tmp_back, f_back) = (at("/d/tmp", 2, 5, 7), at("/d/f", 2, 5, 7));
         let mut text = String::new();
-        for r in [f_old.to_text(), tmp.to_text(), gone(&f_old).to_text(), gone(&tmp).to_text(), f_new.to_text(), gone(&f_new).to_text(), tmp_back.to_text(), gone(&tmp_back).to_text(), f_back.to_text()] {
+        for r in [
+            f_old.to_text(),
+            tmp.to_text(),
+            gone(&f_old).to_text(),
+            gone(&tmp).to_text(),
+            f_new.to_text(),
+            gone(&f_new).to_text(),
+            tmp_back.to_text(),
+            gone(&tmp_back).to_text(),
+            f_back.to_text(),
+        ] {
             text.push_str(&r.unwrap());
         }
         assert!(text.contains("end\ngone\n/d/f\nst_dev:2049; st_ino:1; st_mode:100644; "), "{text}");
@@ -927,7 +952,11 @@ mod tests {
         let tmp_dir = tempfile::tempdir().unwrap();
         let later = at("/d/f", 1, 6, 50);
         let other = at("/d/g", 1, 5, 9);
-        std::fs::write(tmp_dir.path().join("catalog.h.1.txt"), [gone(&f_old).to_text().unwrap(), gone(&tmp).to_text().unwrap(), f_new.to_text().unwrap()].concat()).unwrap();
+        std::fs::write(
+            tmp_dir.path().join("catalog.h.1.txt"),
+            [gone(&f_old).to_text().unwrap(), gone(&tmp).to_text().unwrap(), f_new.to_text().unwrap()].concat(),
+        )
+        .unwrap();
         std::fs::write(tmp_dir.path().join("catalog.h.2.txt"), [f_old.to_text().unwrap(), tmp.to_text().unwrap(), other.to_text().unwrap()].concat()).unwrap();
         std::fs::write(tmp_dir.path().join("catalog.h.3.txt"), later.to_text().unwrap()).unwrap();
         let cat = Catalog::read_dir(tmp_dir.path()).unwrap();

@@ -108,7 +108,13 @@ mod tests {
     #[test]
     fn a_dataset_and_its_catalog_agree() {
         let tmp = tempfile::tempdir().unwrap();
-        let spec = DatasetSpec { files: 5, min_size: 0, max_size: 3 << 20, seed: 42, layouts: EmulatedLayouts::parse("pool=113,204,7;stripe_size=256K;pfl=1M:1,EOF:2").unwrap() };
+        let spec = DatasetSpec {
+            files: 5,
+            min_size: 0,
+            max_size: 3 << 20,
+            seed: 42,
+            layouts: EmulatedLayouts::parse("pool=113,204,7;stripe_size=256K;pfl=1M:1,EOF:2").unwrap(),
+        };
         let ds = write_dataset(&tmp.path().join("data"), &tmp.path().join("cat/catalog.0.txt"), &spec).unwrap();
         let cat = Catalog::read_dir(&tmp.path().join("cat")).unwrap();
         assert!(cat.rejects.is_empty());

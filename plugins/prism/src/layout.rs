@@ -409,14 +409,20 @@ mod tests {
         assert_eq!(e.assign(Path::new("/d/a"), 65 * M), big);
         assert_eq!(e.assign(Path::new("/d/a"), 5 * M).len(), 2);
         let p = EmulatedLayouts::parse("pool=113, 204 ,7;stripe_size=64K;count=2").unwrap();
-        assert_eq!(p.assign(Path::new("/x"), 1 << 30), vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: 65536, osts: p.assign(Path::new("/x"), 1)[0].osts.clone() }]);
+        assert_eq!(
+            p.assign(Path::new("/x"), 1 << 30),
+            vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: 65536, osts: p.assign(Path::new("/x"), 1)[0].osts.clone() }]
+        );
         assert!(EmulatedLayouts::parse("pfl=4M:1,2M:2,EOF:1").unwrap_err().contains("increase"));
         assert!(EmulatedLayouts::parse("pool=").is_err());
         assert!(EmulatedLayouts::parse("stripes=3").unwrap_err().contains("unknown key"));
 
         let tmp = tempfile::tempdir().unwrap();
         let f = tmp.path().join("explicit");
-        let comps = vec![LayoutComponent { start: 0, end: 2 * M, stripe_size: M, osts: vec![300] }, LayoutComponent { start: 2 * M, end: u64::MAX, stripe_size: M, osts: vec![301, 302] }];
+        let comps = vec![
+            LayoutComponent { start: 0, end: 2 * M, stripe_size: M, osts: vec![300] },
+            LayoutComponent { start: 2 * M, end: u64::MAX, stripe_size: M, osts: vec![301, 302] },
+        ];
         write_sidecar(&f, &comps).unwrap();
         assert_eq!(e.layout(&f, 3 * M).unwrap(), comps);
         assert_eq!(e.layout(&f, M).unwrap(), comps[..1].to_vec());

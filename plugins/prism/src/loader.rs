@@ -192,7 +192,10 @@ mod tests {
         let again = LoaderConfig::from_toml(Path::new("x"), &LoaderConfig::from_toml(Path::new("l"), text).unwrap().to_toml()).unwrap();
         assert_eq!(again.check(Path::new("x")).unwrap(), l);
         // No default: the slowest profiled OST.
-        let l = LoaderConfig::from_toml(Path::new("l"), "[loader]\nper_process_mb_s = 50.0\n[loader.ost_mb_s]\n1 = 100.0\n2 = 400.0\n").unwrap().check(Path::new("l")).unwrap();
+        let l = LoaderConfig::from_toml(Path::new("l"), "[loader]\nper_process_mb_s = 50.0\n[loader.ost_mb_s]\n1 = 100.0\n2 = 400.0\n")
+            .unwrap()
+            .check(Path::new("l"))
+            .unwrap();
         assert_eq!((l.max_processes(1), l.max_processes(2), l.max_processes(99), l.cap()), (2, 8, 2, 8));
     }
 

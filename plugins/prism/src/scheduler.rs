@@ -408,7 +408,16 @@ mod tests {
         let r0: Vec<_> = plan[0].iter().map(|t| (t.object, t.ost, t.start, t.end)).collect();
         assert_eq!(
             r0,
-            vec![(0, 7, 0, M), (0, 7, M, 2 * M), (0, 300, 2 * M, 3 * M), (0, 9, 3 * M, 4 * M), (0, 300, 4 * M, 5 * M), (0, 9, 5 * M, 6 * M), (0, 300, 6 * M, 6 * M + 3), (2, 300, 0, M)]
+            vec![
+                (0, 7, 0, M),
+                (0, 7, M, 2 * M),
+                (0, 300, 2 * M, 3 * M),
+                (0, 9, 3 * M, 4 * M),
+                (0, 300, 4 * M, 5 * M),
+                (0, 9, 5 * M, 6 * M),
+                (0, 300, 6 * M, 6 * M + 3),
+                (2, 300, 0, M)
+            ]
         );
         assert!(plan[1].iter().all(|t| t.object == 1));
         assert_eq!(PlanStats::of(&plan).per_ost_processes, BTreeMap::from([(7, 1), (9, 2), (300, 1)]));
@@ -429,7 +438,8 @@ mod tests {
                 .collect();
             let w = rng.usize(1..20);
             let loader = Loader::uniform(rng.f64() * 500.0 + 50.0, 100.0, rng.u32(1..5));
-            for plan in [ObjectScheduler::new(Some(loader.clone())).place(&objs, w), ObjectScheduler::default().place(&objs, w), FileScheduler.place(&objs, w)] {
+            for plan in [ObjectScheduler::new(Some(loader.clone())).place(&objs, w), ObjectScheduler::default().place(&objs, w), FileScheduler.place(&objs, w)]
+            {
                 assert_eq!(plan.len(), w, "case {case}");
                 assert_tiles_bytes(&objs, &plan);
             }

@@ -43,7 +43,9 @@ impl ObjectStore {
     /// Upload `body` as `key`.
     pub fn put(&self, bucket: &str, key: &str, body: Vec<u8>) -> Result<(), S3Error> {
         let target = format!("s3://{bucket}/{key}");
-        self.rt.block_on(self.client.put_object().bucket(bucket).key(key).body(ByteStream::from(body)).send()).map_err(|e| S3Error::from_sdk("uploading", &target, e))?;
+        self.rt
+            .block_on(self.client.put_object().bucket(bucket).key(key).body(ByteStream::from(body)).send())
+            .map_err(|e| S3Error::from_sdk("uploading", &target, e))?;
         Ok(())
     }
 
@@ -57,7 +59,8 @@ impl ObjectStore {
     /// The keys under `prefix` (first page, up to 1,000).
     pub fn keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, S3Error> {
         let target = format!("s3://{bucket}/{prefix}");
-        let page = self.rt.block_on(self.client.list_objects_v2().bucket(bucket).prefix(prefix).send()).map_err(|e| S3Error::from_sdk("listing", &target, e))?;
+        let page =
+            self.rt.block_on(self.client.list_objects_v2().bucket(bucket).prefix(prefix).send()).map_err(|e| S3Error::from_sdk("listing", &target, e))?;
         Ok(page.contents().iter().filter_map(|o| o.key().map(str::to_string)).collect())
     }
 }

@@ -147,7 +147,9 @@ impl S3Config {
                     return Err(invalid("access_key_id", "must not be empty".into()));
                 }
                 let secret = match (&self.secret_access_key_env, &self.secret_access_key_file) {
-                    (Some(_), Some(_)) => return Err(invalid("secret_access_key_env", "give either secret_access_key_env or secret_access_key_file, not both".into())),
+                    (Some(_), Some(_)) => {
+                        return Err(invalid("secret_access_key_env", "give either secret_access_key_env or secret_access_key_file, not both".into()))
+                    }
                     (Some(var), None) => secret::from_env(var).map_err(|e| invalid("secret_access_key_env", e))?,
                     (None, Some(f)) => secret::from_file(f).map_err(|e| invalid("secret_access_key_file", e))?,
                     (None, None) => return Err(invalid("secret_access_key_env", "access_key_id needs secret_access_key_env or secret_access_key_file".into())),
@@ -226,8 +228,13 @@ mod tests {
     }
 
     fn settings(c: &S3Config) -> Result<Settings, String> {
-        c.settings("s", 1 << 20, |k, r| ConfigError::InvalidValue { key: format!("sources.s.{k}"), origin: "test".into(), reason: r }, Layout::preset(Preset::Icicle9))
-            .map_err(|e| e.to_string())
+        c.settings(
+            "s",
+            1 << 20,
+            |k, r| ConfigError::InvalidValue { key: format!("sources.s.{k}"), origin: "test".into(), reason: r },
+            Layout::preset(Preset::Icicle9),
+        )
+        .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -241,7 +248,8 @@ mod tests {
         assert!(e.contains("sources.s.access_key_id"), "{e}");
         let e = settings(&cfg("access_key_id = \"A\"\nsecret_access_key_env = \"X\"\nsecret_access_key_file = \"/f\"").unwrap()).unwrap_err();
         assert!(e.contains("not both"), "{e}");
-        let e = settings(&cfg("endpoint_url = \"http://user:pw@127.0.0.1:9000\"\naccess_key_id = \"A\"\nsecret_access_key_file = \"/nonexistent\"").unwrap()).unwrap_err();
+        let e = settings(&cfg("endpoint_url = \"http://user:pw@127.0.0.1:9000\"\naccess_key_id = \"A\"\nsecret_access_key_file = \"/nonexistent\"").unwrap())
+            .unwrap_err();
         assert!(e.contains("sources.s.endpoint_url") && !e.contains("pw"), "{e}");
         let e = settings(&cfg("endpoint_url = \"127.0.0.1:9000\"").unwrap()).unwrap_err();
         assert!(e.contains("sources.s.endpoint_url"), "{e}");

@@ -70,9 +70,7 @@ pub struct S3Source {
 
 impl std::fmt::Debug for S3Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("S3Source")
-            .field("settings", &self.s)
-            .finish_non_exhaustive()
+        f.debug_struct("S3Source").field("settings", &self.s).finish_non_exhaustive()
     }
 }
 
@@ -86,37 +84,18 @@ const PROGRESS_BYTES: u64 = 1 << 20;
 
 /// An S3 client with the smallest TLS build (rustls with ring), the given retry attempts
 /// (standard mode: throttling, 5xx and connection errors, with backoff) and timeouts.
-pub(crate) fn client(
-    endpoint_url: Option<&str>,
-    region: &str,
-    force_path_style: bool,
-    creds: &Creds,
-    max_attempts: u32,
-    timeout: Duration,
-) -> Client {
+pub(crate) fn client(endpoint_url: Option<&str>, region: &str, force_path_style: bool, creds: &Creds, max_attempts: u32, timeout: Duration) -> Client {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(Provider::Rustls(CryptoMode::Ring))
-        .build_https();
-    let credentials = Credentials::new(
-        &creds.access_key_id,
-        creds.secret.expose(),
-        creds.session_token.as_ref().map(|t| t.expose().to_string()),
-        None,
-        "icicle-s3-source",
-    );
+    let http = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
+    let credentials =
+        Credentials::new(&creds.access_key_id, creds.secret.expose(), creds.session_token.as_ref().map(|t| t.expose().to_string()), None, "icicle-s3-source");
     let mut b = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.to_string()))
         .credentials_provider(credentials)
         .http_client(http)
         .retry_config(RetryConfig::standard().with_max_attempts(max_attempts))
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(10).min(timeout))
-                .operation_attempt_timeout(timeout)
-                .build(),
-        )
+        .timeout_config(TimeoutConfig::builder().connect_timeout(Duration::from_secs(10).min(timeout)).operation_attempt_timeout(timeout).build())
         .force_path_style(force_path_style);
     if let Some(u) = endpoint_url {
         b = b.endpoint_url(u);
@@ -137,27 +116,14 @@ pub(crate) fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
 impl S3Source {
     /// A source with `settings` (the client connects lazily, at the first request).
     pub fn new(settings: Settings) -> Result<S3Source, String> {
-        let client = client(
-            settings.endpoint_url.as_deref(),
-            &settings.region,
-            settings.force_path_style,
-            &settings.creds,
-            settings.max_attempts,
-            settings.timeout,
-        );
-        Ok(S3Source {
-            client,
-            rt: Some(runtime("icicle-s3")?),
-            listed: Mutex::new(HashMap::new()),
-            s: settings,
-        })
+        let client =
+            client(settings.endpoint_url.as_deref(), &settings.region, settings.force_path_style, &settings.creds, settings.max_attempts, settings.timeout);
+        Ok(S3Source { client, rt: Some(runtime("icicle-s3")?), listed: Mutex::new(HashMap::new()), s: settings })
     }
 
     fn rt(&self) -> &tokio::runtime::Runtime {
         // Only `Drop` takes it.
-        self.rt
-            .as_ref()
-            .expect("the runtime lives as long as the source")
+        self.rt.as_ref().expect("the runtime lives as long as the source")
     }
 
     fn object_name(&self, key: &str) -> String {
@@ -169,12 +135,7 @@ impl S3Source {
     }
 
     /// Every object under the prefix whose key matches, in key order, with size and ETag.
-    async fn list(
-        client: Client,
-        bucket: String,
-        prefix: String,
-        keys: Option<String>,
-    ) -> Result<Vec<(String, Listed)>, S3Error> {
+    async fn list(client: Client, bucket: String, prefix: String, keys: Option<String>) -> Result<Vec<(String, Listed)>, S3Error> {
         let target = format!("s3://{bucket}/{prefix}");
         let mut out = Vec::new();
         let mut token: Option<String> = None;
@@ -193,33 +154,20 @@ impl S3Source {
                 if key.ends_with('/') {
                     continue;
                 }
-                if keys.as_deref().is_some_and(|g| {
-                    !glob_match(g.as_bytes(), &key.as_bytes()[prefix.len().min(key.len())..])
-                }) {
+                if keys.as_deref().is_some_and(|g| !glob_match(g.as_bytes(), &key.as_bytes()[prefix.len().min(key.len())..])) {
                     continue;
                 }
-                let size =
-                    u64::try_from(o.size().unwrap_or(0)).map_err(|_| S3Error::Unexpected {
-                        op: "listing",
-                        target: target.clone(),
-                        reason: format!("negative size for `{key}`"),
-                    })?;
-                out.push((
-                    key.to_string(),
-                    Listed {
-                        size,
-                        etag: o.e_tag().map(str::to_string),
-                    },
-                ));
+                let size = u64::try_from(o.size().unwrap_or(0)).map_err(|_| S3Error::Unexpected {
+                    op: "listing",
+                    target: target.clone(),
+                    reason: format!("negative size for `{key}`"),
+                })?;
+                out.push((key.to_string(), Listed { size, etag: o.e_tag().map(str::to_string) }));
             }
             match (page.is_truncated(), page.next_continuation_token()) {
                 (Some(true), Some(t)) => token = Some(t.to_string()),
                 (Some(true), None) => {
-                    return Err(S3Error::Unexpected {
-                        op: "listing",
-                        target,
-                        reason: "a truncated page without a continuation token".into(),
-                    });
+                    return Err(S3Error::Unexpected { op: "listing", target, reason: "a truncated page without a continuation token".into() });
                 }
                 _ => break,
             }
@@ -240,24 +188,13 @@ impl S3Source {
         }
         let target = self.object_name(key);
         let ranged = from > 0 || to < listed.size;
-        let o = self
-            .rt()
-            .block_on(req.send())
-            .map_err(|e| S3Error::from_sdk("reading", &target, e))?;
+        let o = self.rt().block_on(req.send()).map_err(|e| S3Error::from_sdk("reading", &target, e))?;
         // A server that ignored the Range header would hand out the wrong bytes.
-        if ranged
-            && !o
-                .content_range()
-                .is_some_and(|r| r.starts_with(&format!("bytes {from}-")))
-        {
+        if ranged && !o.content_range().is_some_and(|r| r.starts_with(&format!("bytes {from}-"))) {
             return Err(S3Error::Unexpected {
                 op: "reading",
                 target,
-                reason: format!(
-                    "asked for bytes {from}-{}, got Content-Range {:?}",
-                    to - 1,
-                    o.content_range()
-                ),
+                reason: format!("asked for bytes {from}-{}, got Content-Range {:?}", to - 1, o.content_range()),
             });
         }
         Ok(o.body)
@@ -277,12 +214,7 @@ impl Drop for S3Source {
 #[async_trait]
 impl Source for S3Source {
     async fn plan(&self) -> Result<Vec<Split>, SourceError> {
-        let (client, bucket, prefix, keys) = (
-            self.client.clone(),
-            self.s.bucket.clone(),
-            self.s.prefix.clone(),
-            self.s.keys.clone(),
-        );
+        let (client, bucket, prefix, keys) = (self.client.clone(), self.s.bucket.clone(), self.s.prefix.clone(), self.s.keys.clone());
         let listed = self
             .rt()
             .spawn(S3Source::list(client, bucket, prefix, keys))
@@ -290,29 +222,15 @@ impl Source for S3Source {
             .map_err(|e| self.fail(format!("the listing task failed: {e}")))?
             .map_err(|e| self.fail(e))?;
         if listed.is_empty() {
-            let filter = self
-                .s
-                .keys
-                .as_deref()
-                .map(|k| format!(" matching `{k}`"))
-                .unwrap_or_default();
-            return Err(self.fail(format!(
-                "no objects under s3://{}/{}{filter}",
-                self.s.bucket, self.s.prefix
-            )));
+            let filter = self.s.keys.as_deref().map(|k| format!(" matching `{k}`")).unwrap_or_default();
+            return Err(self.fail(format!("no objects under s3://{}/{}{filter}", self.s.bucket, self.s.prefix)));
         }
         let mut splits = Vec::new();
         let total: u64 = listed.iter().map(|(_, l)| l.size).sum();
         for (key, l) in &listed {
             let name = self.object_name(key);
             if l.size <= self.s.split_bytes {
-                splits.push(Split {
-                    name,
-                    path: PathBuf::from(key),
-                    range: None,
-                    weight: l.size,
-                    scope: None,
-                });
+                splits.push(Split { name, path: PathBuf::from(key), range: None, weight: l.size, scope: None });
                 continue;
             }
             let mut start = 0;
@@ -336,16 +254,9 @@ impl Source for S3Source {
     }
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
-        let key = split
-            .path
-            .to_str()
-            .ok_or_else(|| self.fail(format!("{}: the key is not UTF-8", split.name)))?;
-        let listed = self
-            .listed
-            .lock()
-            .ok()
-            .and_then(|m| m.get(key).cloned())
-            .ok_or_else(|| self.fail(format!("{}: not listed by this source", split.name)))?;
+        let key = split.path.to_str().ok_or_else(|| self.fail(format!("{}: the key is not UTF-8", split.name)))?;
+        let listed =
+            self.listed.lock().ok().and_then(|m| m.get(key).cloned()).ok_or_else(|| self.fail(format!("{}: not listed by this source", split.name)))?;
         let (start, end) = split.range.unwrap_or((0, listed.size));
         let end = end.min(listed.size);
         if start >= end {
@@ -367,18 +278,8 @@ impl Source for S3Source {
                 Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
                 Ok(rec) => out.record(&rec),
                 Err(reason) => {
-                    let scope = layout
-                        .path_of(line)
-                        .filter(|p| check_path(p).is_ok())
-                        .map_or(Scope::All, Scope::Exact);
-                    out.reject(Reject {
-                        input: input.clone(),
-                        line: number,
-                        offset: Some(offset),
-                        reason,
-                        scope: Some(scope),
-                        unreadable: false,
-                    })
+                    let scope = layout.path_of(line).filter(|p| check_path(p).is_ok()).map_or(Scope::All, Scope::Exact);
+                    out.reject(Reject { input: input.clone(), line: number, offset: Some(offset), reason, scope: Some(scope), unreadable: false })
                 }
             }
         };
@@ -390,9 +291,7 @@ impl Source for S3Source {
         let mut continuation = lookahead.max(1);
         let mut interrupted = 0u32;
         'requests: while !lines.done() {
-            let mut body = self
-                .get(key, next, fetch_end, &listed)
-                .map_err(|e| self.fail(e))?;
+            let mut body = self.get(key, next, fetch_end, &listed).map_err(|e| self.fail(e))?;
             loop {
                 let why = match self.rt().block_on(body.try_next()) {
                     Ok(Some(bytes)) => {

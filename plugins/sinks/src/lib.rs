@@ -41,7 +41,8 @@ pub fn read_index(dir: &std::path::Path) -> Result<std::collections::BTreeMap<St
     let mut index = std::collections::BTreeMap::new();
     let mut subject_path: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for (_, f) in docs {
-        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).map_err(|e| format!("{}: {e}", f.display()))?).map_err(|e| format!("{}: {e}", f.display()))?;
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&f).map_err(|e| format!("{}: {e}", f.display()))?).map_err(|e| format!("{}: {e}", f.display()))?;
         if let Some(subjects) = doc["subjects"].as_array() {
             for s in subjects.iter().filter_map(|s| s.as_str()) {
                 if let Some(p) = subject_path.remove(s) {

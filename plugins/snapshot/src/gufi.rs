@@ -47,12 +47,8 @@ impl GufiSource {
     }
 
     fn source_dir(&self, dir: &Path) -> Result<String, String> {
-        let rel = dir
-            .strip_prefix(&self.index)
-            .map_err(|_| "directory outside the index".to_string())?;
-        let rel = rel
-            .to_str()
-            .ok_or_else(|| format!("directory name is not valid UTF-8: {}", rel.display()))?;
+        let rel = dir.strip_prefix(&self.index).map_err(|_| "directory outside the index".to_string())?;
+        let rel = rel.to_str().ok_or_else(|| format!("directory name is not valid UTF-8: {}", rel.display()))?;
         let mut s = self.path_prefix.trim_end_matches('/').to_string();
         if !rel.is_empty() {
             s.push('/');
@@ -75,19 +71,13 @@ struct ShortPath {
 impl ShortPath {
     fn for_db(db: &Path) -> std::io::Result<ShortPath> {
         if db.as_os_str().len() < 500 {
-            return Ok(ShortPath {
-                original: db.to_path_buf(),
-                copy: None,
-            });
+            return Ok(ShortPath { original: db.to_path_buf(), copy: None });
         }
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let copy = std::env::temp_dir().join(format!("icicle-gufi-{}-{n}.db", std::process::id()));
         std::fs::copy(db, &copy)?;
-        Ok(ShortPath {
-            original: db.to_path_buf(),
-            copy: Some(copy),
-        })
+        Ok(ShortPath { original: db.to_path_buf(), copy: Some(copy) })
     }
 
     fn path(&self) -> &Path {
@@ -123,10 +113,9 @@ fn int(v: ValueRef<'_>, col: &str) -> Result<i64, String> {
         // Only integers a double holds exactly (|x| <= 2^53): `1e300` is not a size.
         ValueRef::Real(f) if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 => Ok(f as i64),
         ValueRef::Real(f) => Err(format!("{col}: `{f:?}` is not an integer in range")),
-        ValueRef::Text(t) => std::str::from_utf8(t)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| format!("{col}: `{}` is not an integer", String::from_utf8_lossy(t))),
+        ValueRef::Text(t) => {
+            std::str::from_utf8(t).ok().and_then(|s| s.trim().parse().ok()).ok_or_else(|| format!("{col}: `{}` is not an integer", String::from_utf8_lossy(t)))
+        }
         ValueRef::Null => Err(format!("{col} is NULL")),
         other => Err(format!("{col}: unexpected {:?} value", other.data_type())),
     }
@@ -162,12 +151,7 @@ fn row_name(row: &rusqlite::Row<'_>) -> Result<String, String> {
         ValueRef::Null => return Err("name is NULL".into()),
         _ => return Err("name is not text".into()),
     };
-    let name = std::str::from_utf8(name).map_err(|_| {
-        format!(
-            "name is not valid UTF-8: {:?}",
-            String::from_utf8_lossy(name)
-        )
-    })?;
+    let name = std::str::from_utf8(name).map_err(|_| format!("name is not valid UTF-8: {:?}", String::from_utf8_lossy(name)))?;
     if name.is_empty() || name.contains('/') {
         return Err(format!("invalid name {name:?}"));
     }
@@ -189,29 +173,16 @@ fn join(dir: &str, name: &str, path: &mut String) {
 pub const COLUMNS: &str = "name, type, mode, uid, gid, size, atime, ctime, mtime, inode";
 
 /// Decode one row of [`COLUMNS`] into a record of directory `dir` (the path in `path`).
-pub fn parse_row<'p>(
-    row: &rusqlite::Row<'_>,
-    dir: &str,
-    path: &'p mut String,
-) -> Result<FileRecord<'p>, String> {
+pub fn parse_row<'p>(row: &rusqlite::Row<'_>, dir: &str, path: &'p mut String) -> Result<FileRecord<'p>, String> {
     let name = row_name(row)?;
     let kind = match row.get_ref(1).map_err(|e| e.to_string())? {
         ValueRef::Text(b"f") => FileKind::File,
         ValueRef::Text(b"l") => FileKind::Link,
         ValueRef::Text(b"d") => FileKind::Dir,
-        ValueRef::Text(t) => {
-            return Err(format!(
-                "type `{}` is not f, l or d",
-                String::from_utf8_lossy(t)
-            ))
-        }
+        ValueRef::Text(t) => return Err(format!("type `{}` is not f, l or d", String::from_utf8_lossy(t))),
         _ => return Err("type is not text".into()),
     };
-    let g = |i: usize, c: &str| {
-        row.get_ref(i)
-            .map_err(|e| e.to_string())
-            .and_then(|v| int(v, c))
-    };
+    let g = |i: usize, c: &str| row.get_ref(i).map_err(|e| e.to_string()).and_then(|v| int(v, c));
     let mode = u32::try_from(g(2, "mode")?).map_err(|_| "mode out of range".to_string())?;
     let uid = u32::try_from(g(3, "uid")?).map_err(|_| "uid out of range".to_string())?;
     let gid = u32::try_from(g(4, "gid")?).map_err(|_| "gid out of range".to_string())?;
@@ -219,36 +190,19 @@ pub fn parse_row<'p>(
     let (atime, ctime, mtime) = (g(6, "atime")?, g(7, "ctime")?, g(8, "mtime")?);
     let inode = inode(row.get_ref(9).map_err(|e| e.to_string())?)?;
     join(dir, &name, path);
-    Ok(FileRecord {
-        path: path.as_str(),
-        kind,
-        mode,
-        uid,
-        gid,
-        size,
-        atime,
-        ctime,
-        mtime,
-        inode,
-    })
+    Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
 }
 
 #[async_trait]
 impl Source for GufiSource {
     async fn plan(&self) -> Result<Vec<Split>, SourceError> {
         if !self.index.is_dir() {
-            return Err(SourceError::Io {
-                path: self.index.clone(),
-                reason: "not a directory".into(),
-            });
+            return Err(SourceError::Io { path: self.index.clone(), reason: "not a directory".into() });
         }
         let mut out = Vec::new();
         let mut stack = vec![self.index.clone()];
         while let Some(dir) = stack.pop() {
-            let rd = std::fs::read_dir(&dir).map_err(|e| SourceError::Io {
-                path: dir.clone(),
-                reason: e.to_string(),
-            })?;
+            let rd = std::fs::read_dir(&dir).map_err(|e| SourceError::Io { path: dir.clone(), reason: e.to_string() })?;
             let mut subdirs = Vec::new();
             // An entry that cannot be read may be a directory whose databases would then be
             // missed, and their files deleted: planning fails instead.
@@ -262,23 +216,14 @@ impl Source for GufiSource {
             subdirs.sort();
             stack.extend(subdirs.into_iter().rev());
             let scope = self.source_dir(&dir).ok().map(Scope::Children);
-            out.push(Split {
-                name: dir.join(DBNAME).display().to_string(),
-                path: dir,
-                range: None,
-                weight: 1,
-                scope,
-            });
+            out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1, scope });
         }
         Ok(out)
     }
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let db = split.path.join(DBNAME);
-        let fail = |reason: String| SourceError::Io {
-            path: db.clone(),
-            reason,
-        };
+        let fail = |reason: String| SourceError::Io { path: db.clone(), reason };
         let dir = self.source_dir(&split.path).map_err(fail)?;
         if !db.is_file() && split.path == self.index {
             out.progress(1);
@@ -295,18 +240,12 @@ impl Source for GufiSource {
             Err(e) => {
                 // The empty db.db GUFI places in the index parent has no tables; anything
                 // else without an `entries` table is not a GUFI database.
-                let tables: i64 = conn
-                    .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-                    .map_err(|e| fail(e.to_string()))?;
+                let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(|e| fail(e.to_string()))?;
                 if tables == 0 && split.path == self.index {
                     out.progress(1);
                     return Ok(());
                 }
-                return Err(fail(if tables == 0 {
-                    "no `entries` table (not a GUFI index database)".to_string()
-                } else {
-                    format!("reading `entries`: {e}")
-                }));
+                return Err(fail(if tables == 0 { "no `entries` table (not a GUFI index database)".to_string() } else { format!("reading `entries`: {e}") }));
             }
         };
         let mut rows = stmt.query([]).map_err(|e| fail(e.to_string()))?;
@@ -320,15 +259,7 @@ impl Source for GufiSource {
                 Ok(None) => break,
                 Err(e) => {
                     // The rest of the table is unreadable: the directory's entries are unknown.
-                    out.reject(
-                        Reject::at_row(
-                            &input,
-                            rowno + 1,
-                            format!("database error after {rowno} rows: {e}"),
-                        )
-                        .scoped(children.clone())
-                        .unreadable(),
-                    );
+                    out.reject(Reject::at_row(&input, rowno + 1, format!("database error after {rowno} rows: {e}")).scoped(children.clone()).unreadable());
                     break;
                 }
             };
@@ -377,25 +308,16 @@ fn open_db(db: &Path) -> Result<(ShortPath, Connection), String> {
     let local = ShortPath::for_db(db).map_err(|e| format!("copying a deep db.db: {e}"))?;
     // `immutable=1`: a snapshot index does not change while it is read, so SQLite can
     // skip locking and journal checks.
-    let conn = Connection::open_with_flags(
-        sqlite_uri(local.path()),
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
-    )
-    .map_err(|e| e.to_string())?;
+    let conn =
+        Connection::open_with_flags(sqlite_uri(local.path()), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI)
+            .map_err(|e| e.to_string())?;
     Ok((local, conn))
 }
 
 impl GufiSource {
     /// The directory's own row of `summary` (`isroot = 1`) as a directory record; rolled-up
     /// rows (`isroot = 0`) describe subdirectories, which have their own `db.db`.
-    fn read_summary(
-        &self,
-        conn: &Connection,
-        input: &str,
-        dir: &str,
-        is_index_root: bool,
-        out: &mut dyn RowSink,
-    ) {
+    fn read_summary(&self, conn: &Connection, input: &str, dir: &str, is_index_root: bool, out: &mut dyn RowSink) {
         // The path comes from the index tree on disk (real names): the row's name is unused.
         let sql = "SELECT 'd' AS name, 'd' AS type, mode, uid, gid, size, atime, ctime, mtime, inode FROM summary WHERE isroot = 1 LIMIT 1";
         let res = conn.prepare(sql).and_then(|mut st| {
@@ -404,9 +326,7 @@ impl GufiSource {
                 return Ok(None);
             };
             let mut path = String::new();
-            Ok(Some(
-                parse_row(row, "/", &mut path).map(|r| r.to_owned_record()),
-            ))
+            Ok(Some(parse_row(row, "/", &mut path).map(|r| r.to_owned_record())))
         });
         match res {
             Ok(Some(Ok(mut rec))) => {
@@ -414,9 +334,7 @@ impl GufiSource {
                 rec.kind = FileKind::Dir;
                 out.directory(&rec.as_record());
             }
-            Ok(Some(Err(reason))) => {
-                out.reject(Reject::whole(input, format!("summary: {reason}"), None))
-            }
+            Ok(Some(Err(reason))) => out.reject(Reject::whole(input, format!("summary: {reason}"), None)),
             // An index without summaries (or the index parent's empty db.db) has no row.
             Ok(None) | Err(_) if is_index_root => {}
             Ok(None) => {}
@@ -473,11 +391,7 @@ mod tests {
         )
         .unwrap();
         let read = |table: &str| -> Vec<Result<u64, String>> {
-            let mut st = conn
-                .prepare(&format!(
-                    "SELECT name,type,mode,uid,gid,size,atime,ctime,mtime,inode FROM {table}"
-                ))
-                .unwrap();
+            let mut st = conn.prepare(&format!("SELECT name,type,mode,uid,gid,size,atime,ctime,mtime,inode FROM {table}")).unwrap();
             let mut rows = st.query([]).unwrap();
             let mut out = Vec::new();
             let mut path = String::new();
@@ -489,28 +403,10 @@ mod tests {
         let got = read("entries");
         assert_eq!(got[0], Ok(u64::MAX));
         assert_eq!(got[1], Ok(0), "NULL is unknown");
-        assert!(
-            got[2]
-                .as_ref()
-                .unwrap_err()
-                .contains("inode: `-3` is negative"),
-            "{:?}",
-            got[2]
-        );
-        assert!(
-            got[3]
-                .as_ref()
-                .unwrap_err()
-                .contains("inode: `12a` is not an integer"),
-            "{:?}",
-            got[3]
-        );
+        assert!(got[2].as_ref().unwrap_err().contains("inode: `-3` is negative"), "{:?}", got[2]);
+        assert!(got[3].as_ref().unwrap_err().contains("inode: `12a` is not an integer"), "{:?}", got[3]);
         let got = read("old");
         assert_eq!(got[0], Ok(77));
-        assert!(
-            got[1].as_ref().unwrap_err().contains("negative"),
-            "{:?}",
-            got[1]
-        );
+        assert!(got[1].as_ref().unwrap_err().contains("negative"), "{:?}", got[1]);
     }
 }

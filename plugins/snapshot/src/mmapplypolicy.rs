@@ -16,9 +16,7 @@ use crate::fields::{parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, p
 use crate::tsv::{first_row, read_lines};
 
 /// The SHOW fields of Icicle's NERSC `fs-medium` layout (formats.md §2.3), 18 columns in all.
-pub const NERSC18_SHOW: [&str; 13] = [
-    "-", "size", "fileset", "-", "-", "-", "uid", "gid", "mode", "atime", "ctime", "-", "mtime",
-];
+pub const NERSC18_SHOW: [&str; 13] = ["-", "size", "fileset", "-", "-", "-", "uid", "gid", "mode", "atime", "ctime", "-", "mtime"];
 
 /// `[sources.<id>] type = "mmapplypolicy"`.
 #[derive(Debug, Deserialize)]
@@ -58,12 +56,7 @@ struct ShowMap {
 
 impl ShowMap {
     fn from_names(names: &[String]) -> Result<ShowMap, String> {
-        let find = |n: &str| {
-            names
-                .iter()
-                .position(|x| x == n)
-                .ok_or_else(|| format!("`show` lacks `{n}`"))
-        };
+        let find = |n: &str| names.iter().position(|x| x == n).ok_or_else(|| format!("`show` lacks `{n}`"));
         Ok(ShowMap {
             size: find("size")?,
             uid: find("uid")?,
@@ -99,38 +92,21 @@ impl MmapplypolicySource {
     pub fn nersc18(paths: Vec<PathBuf>, escaped: bool) -> MmapplypolicySource {
         let names: Vec<String> = NERSC18_SHOW.iter().map(|s| s.to_string()).collect();
         let show = ShowMap::from_names(&names).unwrap_or_default();
-        MmapplypolicySource {
-            paths,
-            show,
-            escaped,
-            strip_prefix: String::new(),
-            path_prefix: String::new(),
-            split_bytes: 64 << 20,
-        }
+        MmapplypolicySource { paths, show, escaped, strip_prefix: String::new(), path_prefix: String::new(), split_bytes: 64 << 20 }
     }
 
     /// The path a line names, when it can be decoded (for the scope of a reject).
     fn path_of(&self, line: &[u8]) -> Option<String> {
         let sep = memchr::memmem::find(line, b" -- ")?;
         let raw = &line[sep + 4..];
-        let bytes = if self.escaped {
-            percent_decode(raw).ok()?
-        } else {
-            raw.to_vec()
-        };
+        let bytes = if self.escaped { percent_decode(raw).ok()? } else { raw.to_vec() };
         let mut out = String::new();
-        crate::fields::rewrite_prefix(
-            std::str::from_utf8(&bytes).ok()?,
-            &self.strip_prefix,
-            &self.path_prefix,
-            &mut out,
-        );
+        crate::fields::rewrite_prefix(std::str::from_utf8(&bytes).ok()?, &self.strip_prefix, &self.path_prefix, &mut out);
         Some(out)
     }
 
     fn parse<'p>(&self, line: &[u8], scratch: &'p mut Scratch) -> Result<FileRecord<'p>, String> {
-        let sep =
-            memchr::memmem::find(line, b" -- ").ok_or("no ` -- ` separator before the path")?;
+        let sep = memchr::memmem::find(line, b" -- ").ok_or("no ` -- ` separator before the path")?;
         let head = &line[..sep];
         let raw_path = &line[sep + 4..];
         let fields = &mut scratch.fields;
@@ -183,29 +159,13 @@ impl MmapplypolicySource {
         } else {
             raw_path
         };
-        let p = std::str::from_utf8(bytes).map_err(|_| {
-            format!(
-                "path is not valid UTF-8: {}",
-                String::from_utf8_lossy(bytes)
-            )
-        })?;
+        let p = std::str::from_utf8(bytes).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(bytes)))?;
         let path = &mut scratch.path;
         crate::fields::rewrite_prefix(p, &self.strip_prefix, &self.path_prefix, path);
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord {
-            path: path.as_str(),
-            kind,
-            mode,
-            uid,
-            gid,
-            size,
-            atime,
-            ctime,
-            mtime,
-            inode,
-        })
+        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
     }
 }
 
@@ -227,13 +187,7 @@ impl Source for MmapplypolicySource {
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let mut scratch = Scratch::default();
-        read_lines(
-            split,
-            out,
-            |_, _| false,
-            |line, emit| emit(self.parse(line, &mut scratch)),
-            |line| self.path_of(line),
-        )
+        read_lines(split, out, |_, _| false, |line, emit| emit(self.parse(line, &mut scratch)), |line| self.path_of(line))
     }
 }
 
@@ -242,12 +196,7 @@ impl SourceConfig for MmapplypolicyConfig {
         let names: Vec<String> = match (self.preset.as_deref(), &self.show) {
             (_, Some(show)) => show.clone(),
             (None | Some("nersc18"), None) => NERSC18_SHOW.iter().map(|s| s.to_string()).collect(),
-            (Some(other), None) => {
-                return Err(ctx.invalid(
-                    "preset",
-                    format!("unknown preset `{other}` (available: nersc18; or give `show`)"),
-                ))
-            }
+            (Some(other), None) => return Err(ctx.invalid("preset", format!("unknown preset `{other}` (available: nersc18; or give `show`)"))),
         };
         let show = ShowMap::from_names(&names).map_err(|e| ctx.invalid("show", e))?;
         if self.paths.is_empty() {
@@ -271,13 +220,7 @@ mod tests {
     fn src() -> MmapplypolicySource {
         MmapplypolicySource {
             paths: vec![],
-            show: ShowMap::from_names(
-                &NERSC18_SHOW
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect::<Vec<_>>(),
-            )
-            .unwrap(),
+            show: ShowMap::from_names(&NERSC18_SHOW.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap(),
             escaped: true,
             strip_prefix: "/projectb/.snapshots/2016-04-15".into(),
             path_prefix: "/projectb".into(),
@@ -292,10 +235,7 @@ mod tests {
         let line = b"37390 999490048 0 FAu 1234 proj 2 1 data 1000 100 -rw-r--r-- 10 20 0 30 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fa%20b%25.txt";
         let r = s.parse(line, &mut sc).unwrap().to_owned_record();
         assert_eq!(r.path, "/projectb/a b%.txt");
-        assert_eq!(
-            (r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime, r.inode),
-            (FileKind::File, 0o100644, 1000, 100, 1234, 10, 20, 30, 37390)
-        );
+        assert_eq!((r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime, r.inode), (FileKind::File, 0o100644, 1000, 100, 1234, 10, 20, 30, 37390));
         let dir = b"5 1 0 FAu 4096 proj 4 2 data 0 0 drwxr-sr-x 1 2 0 3 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fd";
         assert_eq!(s.parse(dir, &mut sc).unwrap().kind, FileKind::Dir);
     }
@@ -304,32 +244,17 @@ mod tests {
     fn bad_lines_give_reasons() {
         let s = src();
         let mut sc = Scratch::default();
-        assert!(s
-            .parse(b"1 2 0 -- /x", &mut sc)
-            .unwrap_err()
-            .contains("expected 16 fields"));
-        assert!(s
-            .parse(b"1 2 0 FAu 1", &mut sc)
-            .unwrap_err()
-            .contains("` -- `"));
+        assert!(s.parse(b"1 2 0 -- /x", &mut sc).unwrap_err().contains("expected 16 fields"));
+        assert!(s.parse(b"1 2 0 FAu 1", &mut sc).unwrap_err().contains("` -- `"));
         let bad_escape = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa%zz";
-        assert!(s
-            .parse(bad_escape, &mut sc)
-            .unwrap_err()
-            .contains("undecodable escape"));
+        assert!(s.parse(bad_escape, &mut sc).unwrap_err().contains("undecodable escape"));
         let not_utf8 = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa%FF";
         assert!(s.parse(not_utf8, &mut sc).unwrap_err().contains("UTF-8"));
         let bad_mode = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-x- 1 2 0 3 -- %2Fa";
         assert!(s.parse(bad_mode, &mut sc).is_err());
         let bad_inode = b"37x90 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa";
-        assert!(s
-            .parse(bad_inode, &mut sc)
-            .unwrap_err()
-            .contains("inode: `37x90` is not an integer"));
+        assert!(s.parse(bad_inode, &mut sc).unwrap_err().contains("inode: `37x90` is not an integer"));
         let neg_inode = b"-4 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa";
-        assert!(s
-            .parse(neg_inode, &mut sc)
-            .unwrap_err()
-            .contains("inode: `-4` is negative"));
+        assert!(s.parse(neg_inode, &mut sc).unwrap_err().contains("inode: `-4` is negative"));
     }
 }

@@ -13,9 +13,7 @@ use icicle_core::traits::{RowSink, Split};
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
 
-use crate::fields::{
-    parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field,
-};
+use crate::fields::{parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field};
 
 /// How the mode column is written.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -112,105 +110,28 @@ pub const PWALK_HEADER: &str = "inode,parent-inode,directory-depth,\"filename\",
 
 impl Layout {
     /// A column-map layout (what `columns = {...}` and the other keys configure).
-    pub fn custom(
-        delim: u8,
-        cols: Columns,
-        mode_format: ModeFormat,
-        path_last: bool,
-        quoted: bool,
-        header: bool,
-    ) -> Layout {
+    pub fn custom(delim: u8, cols: Columns, mode_format: ModeFormat, path_last: bool, quoted: bool, header: bool) -> Layout {
         let mut l = Layout::preset(Preset::Icicle9);
-        l.nfields = [
-            cols.kind.unwrap_or(0),
-            cols.mode,
-            cols.uid,
-            cols.gid,
-            cols.size,
-            cols.atime,
-            cols.ctime,
-            cols.mtime,
-            cols.path,
-            cols.inode.unwrap_or(0),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
+        l.nfields = [cols.kind.unwrap_or(0), cols.mode, cols.uid, cols.gid, cols.size, cols.atime, cols.ctime, cols.mtime, cols.path, cols.inode.unwrap_or(0)]
+            .into_iter()
+            .max()
+            .unwrap_or(0)
             + 1;
-        (
-            l.delim,
-            l.cols,
-            l.mode_format,
-            l.path_last,
-            l.quoted,
-            l.header,
-            l.header_hint,
-            l.custom,
-        ) = (
-            delim,
-            cols,
-            mode_format,
-            path_last,
-            quoted,
-            header,
-            None,
-            true,
-        );
+        (l.delim, l.cols, l.mode_format, l.path_last, l.quoted, l.header, l.header_hint, l.custom) =
+            (delim, cols, mode_format, path_last, quoted, header, None, true);
         l
     }
 
     /// The layout of a preset.
     #[allow(clippy::type_complexity)]
     pub fn preset(p: Preset) -> Layout {
-        let c = |kind, mode, uid, gid, size, atime, ctime, mtime, path, inode| Columns {
-            kind,
-            mode,
-            uid,
-            gid,
-            size,
-            atime,
-            ctime,
-            mtime,
-            path,
-            inode,
-        };
-        let (delim, cols, mode_format, path_last, quoted, header_hint, comment): (
-            u8,
-            Columns,
-            ModeFormat,
-            bool,
-            bool,
-            Option<&'static [u8]>,
-            Option<Vec<u8>>,
-        ) = match p {
-            Preset::Icicle9 => (
-                b',',
-                c(Some(0), 1, 2, 3, 4, 5, 6, 7, 8, None),
-                ModeFormat::Decimal,
-                true,
-                true,
-                None,
-                None,
-            ),
-            Preset::Pwalk => (
-                b',',
-                c(None, 11, 5, 6, 7, 12, 14, 13, 3, Some(0)),
-                ModeFormat::Octal,
-                false,
-                true,
-                Some(b"inode,"),
-                None,
-            ),
-            Preset::Ne2scan => (
-                b'|',
-                c(None, 5, 3, 4, 6, 0, 1, 2, 8, Some(7)),
-                ModeFormat::Octal,
-                true,
-                false,
-                None,
-                Some(b"#".to_vec()),
-            ),
-        };
+        let c = |kind, mode, uid, gid, size, atime, ctime, mtime, path, inode| Columns { kind, mode, uid, gid, size, atime, ctime, mtime, path, inode };
+        let (delim, cols, mode_format, path_last, quoted, header_hint, comment): (u8, Columns, ModeFormat, bool, bool, Option<&'static [u8]>, Option<Vec<u8>>) =
+            match p {
+                Preset::Icicle9 => (b',', c(Some(0), 1, 2, 3, 4, 5, 6, 7, 8, None), ModeFormat::Decimal, true, true, None, None),
+                Preset::Pwalk => (b',', c(None, 11, 5, 6, 7, 12, 14, 13, 3, Some(0)), ModeFormat::Octal, false, true, Some(b"inode,"), None),
+                Preset::Ne2scan => (b'|', c(None, 5, 3, 4, 6, 0, 1, 2, 8, Some(7)), ModeFormat::Octal, true, false, None, Some(b"#".to_vec())),
+            };
         let mut l = Layout {
             delim,
             cols,
@@ -235,21 +156,7 @@ impl Layout {
 
     fn max_col(&self) -> usize {
         let c = &self.cols;
-        [
-            c.kind.unwrap_or(0),
-            c.mode,
-            c.uid,
-            c.gid,
-            c.size,
-            c.atime,
-            c.ctime,
-            c.mtime,
-            c.path,
-            c.inode.unwrap_or(0),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
+        [c.kind.unwrap_or(0), c.mode, c.uid, c.gid, c.size, c.atime, c.ctime, c.mtime, c.path, c.inode.unwrap_or(0)].into_iter().max().unwrap_or(0)
     }
 
     /// The layout the layout keys of `cfg` describe (`preset`, `delimiter`, `columns`,
@@ -260,12 +167,7 @@ impl Layout {
         let mut l = match (cfg.preset, &cfg.columns) {
             (Some(p), _) => Layout::preset(p),
             (None, Some(_)) => Layout::preset(Preset::Icicle9),
-            (None, None) => {
-                return Err(ctx.invalid(
-                    "preset",
-                    "set `preset` (icicle9, pwalk, ne2scan) or `columns`",
-                ))
-            }
+            (None, None) => return Err(ctx.invalid("preset", "set `preset` (icicle9, pwalk, ne2scan) or `columns`")),
         };
         if let Some(d) = &cfg.delimiter {
             let d = d.as_bytes();
@@ -296,10 +198,7 @@ impl Layout {
             l.comment = (!c.is_empty()).then(|| c.as_bytes().to_vec());
         }
         if l.path_last && l.cols.path != l.max_col() {
-            return Err(ctx.invalid(
-                "columns.path",
-                "with path_last the path must be the last column",
-            ));
+            return Err(ctx.invalid("columns.path", "with path_last the path must be the last column"));
         }
         l.strip_prefix = cfg.strip_prefix.clone();
         l.path_prefix = cfg.path_prefix.clone();
@@ -309,8 +208,7 @@ impl Layout {
     /// Whether the line at byte `offset` of its input is not a row: a header (first line,
     /// with `header` or a preset's header hint) or a comment.
     pub fn skips(&self, line: &[u8], offset: u64) -> bool {
-        (offset == 0 && (self.header || self.header_hint.is_some_and(|h| line.starts_with(h))))
-            || self.comment.as_ref().is_some_and(|c| line.starts_with(c))
+        (offset == 0 && (self.header || self.header_hint.is_some_and(|h| line.starts_with(h)))) || self.comment.as_ref().is_some_and(|c| line.starts_with(c))
     }
 
     /// The layout's name in messages.
@@ -324,28 +222,21 @@ impl Layout {
     /// Format drift is one error at the first row of a file, not a reject per row: the
     /// first row (after a header or comments) must parse, and a pwalk header must be pwalk's.
     pub fn check_first_row(&self, path: &std::path::Path) -> Result<(), SourceError> {
-        let fail = |line: u64, reason: String| {
-            SourceError::Io {
+        let fail = |line: u64, reason: String| SourceError::Io {
             path: path.to_path_buf(),
             reason: format!("line {line}: the file does not match the {}: {reason} (a producer that changed its columns?)", self.describe()),
-        }
         };
         if self.preset == Some(Preset::Pwalk) && !self.custom {
             if let Some((line, 1)) = first_row(path, |_, _| false)? {
                 if line.starts_with(b"inode,") && line != PWALK_HEADER.as_bytes() {
-                    return Err(fail(
-                        1,
-                        format!("the header is not pwalk's `{PWALK_HEADER}`"),
-                    ));
+                    return Err(fail(1, format!("the header is not pwalk's `{PWALK_HEADER}`")));
                 }
             }
         }
         let Some((line, n)) = first_row(path, |l, o| self.skips(l, o))? else {
             return Ok(());
         };
-        self.parse(&line, &mut Scratch::default())
-            .map(|_| ())
-            .map_err(|e| fail(n, e))
+        self.parse(&line, &mut Scratch::default()).map(|_| ()).map_err(|e| fail(n, e))
     }
 
     /// The path a row names, when its path field can be found (for the scope of a reject).
@@ -382,16 +273,8 @@ impl Layout {
     }
 
     /// Parse one line into a record whose path lives in `scratch.path`.
-    pub fn parse<'p>(
-        &self,
-        line: &[u8],
-        scratch: &'p mut Scratch,
-    ) -> Result<FileRecord<'p>, String> {
-        let Scratch {
-            fields,
-            bytes,
-            path,
-        } = scratch;
+    pub fn parse<'p>(&self, line: &[u8], scratch: &'p mut Scratch) -> Result<FileRecord<'p>, String> {
+        let Scratch { fields, bytes, path } = scratch;
         fields.clear();
         bytes.clear();
         if self.path_last {
@@ -402,20 +285,10 @@ impl Layout {
                         fields.push(Field::Line(pos, pos + i));
                         pos += i + 1;
                     }
-                    None => {
-                        return Err(format!(
-                            "expected {} fields, found {}",
-                            self.cols.path + 1,
-                            fields.len() + 1
-                        ))
-                    }
+                    None => return Err(format!("expected {} fields, found {}", self.cols.path + 1, fields.len() + 1)),
                 }
             }
-            fields.push(if self.quoted {
-                unquote(line, pos, line.len(), bytes)?
-            } else {
-                Field::Line(pos, line.len())
-            });
+            fields.push(if self.quoted { unquote(line, pos, line.len(), bytes)? } else { Field::Line(pos, line.len()) });
         } else {
             if self.quoted {
                 split_quoted(line, self.delim, fields, bytes)?;
@@ -427,11 +300,7 @@ impl Layout {
                 }
             }
             if fields.len() != self.nfields {
-                return Err(format!(
-                    "expected {} fields, found {}",
-                    self.nfields,
-                    fields.len()
-                ));
+                return Err(format!("expected {} fields, found {}", self.nfields, fields.len()));
             }
         }
         let c = &self.cols;
@@ -439,21 +308,14 @@ impl Layout {
         let mut mode = match self.mode_format {
             ModeFormat::Decimal => parse_u32(f(c.mode), "mode")?,
             ModeFormat::Octal => parse_octal(f(c.mode), "mode")?,
-            ModeFormat::Symbolic => parse_mode_string(
-                std::str::from_utf8(f(c.mode)).map_err(|_| "mode is not UTF-8".to_string())?,
-            )?,
+            ModeFormat::Symbolic => parse_mode_string(std::str::from_utf8(f(c.mode)).map_err(|_| "mode is not UTF-8".to_string())?)?,
         };
         let kind = match c.kind {
             Some(k) => match f(k) {
                 b"f" | b"F" => FileKind::File,
                 b"l" | b"L" => FileKind::Link,
                 b"d" | b"D" => FileKind::Dir,
-                other => {
-                    return Err(format!(
-                        "type: `{}` is not f, l or d",
-                        String::from_utf8_lossy(other)
-                    ))
-                }
+                other => return Err(format!("type: `{}` is not f, l or d", String::from_utf8_lossy(other))),
             },
             None => FileKind::from_mode(mode),
         };
@@ -471,28 +333,12 @@ impl Layout {
             None => 0,
         };
         let raw_path = f(c.path);
-        let decoded = std::str::from_utf8(raw_path).map_err(|_| {
-            format!(
-                "path is not valid UTF-8: {}",
-                String::from_utf8_lossy(raw_path)
-            )
-        })?;
+        let decoded = std::str::from_utf8(raw_path).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(raw_path)))?;
         crate::fields::rewrite_prefix(decoded, &self.strip_prefix, &self.path_prefix, path);
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord {
-            path: path.as_str(),
-            kind,
-            mode,
-            uid,
-            gid,
-            size,
-            atime,
-            ctime,
-            mtime,
-            inode,
-        })
+        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
     }
 }
 
@@ -514,11 +360,7 @@ pub struct TsvSource {
 impl TsvSource {
     /// A source over `paths` with `layout`.
     pub fn new(paths: Vec<PathBuf>, layout: Layout, split_bytes: u64) -> TsvSource {
-        TsvSource {
-            paths,
-            layout: Arc::new(layout),
-            split_bytes,
-        }
+        TsvSource { paths, layout: Arc::new(layout), split_bytes }
     }
 }
 
@@ -547,9 +389,7 @@ pub fn read_lines(
             Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
             Ok(rec) => out.record(&rec),
             Err(reason) => {
-                let scope = path_of(line)
-                    .filter(|p| check_path(p).is_ok())
-                    .map_or(Scope::All, Scope::Exact);
+                let scope = path_of(line).filter(|p| check_path(p).is_ok()).map_or(Scope::All, Scope::Exact);
                 out.reject(Reject::at_offset(input, offset, reason).scoped(scope))
             }
         });
@@ -565,18 +405,10 @@ pub fn read_lines(
 
 /// The first row of `path` that `skip` does not skip, with its 1-based line number, read
 /// from at most the first 1 MiB.
-pub fn first_row(
-    path: &std::path::Path,
-    skip: impl Fn(&[u8], u64) -> bool,
-) -> Result<Option<(Vec<u8>, u64)>, SourceError> {
+pub fn first_row(path: &std::path::Path, skip: impl Fn(&[u8], u64) -> bool) -> Result<Option<(Vec<u8>, u64)>, SourceError> {
     let mut found = None;
     let mut lineno = 0u64;
-    let len = std::fs::metadata(path)
-        .map_err(|e| SourceError::Io {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?
-        .len();
+    let len = std::fs::metadata(path).map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?.len();
     text::read_lines(path, Some((0, len.min(1 << 20))), |line, offset| {
         lineno += 1;
         if found.is_none() && !line.is_empty() && !skip(line, offset) {
@@ -599,13 +431,7 @@ impl Source for TsvSource {
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let l = &*self.layout;
         let mut scratch = Scratch::default();
-        read_lines(
-            split,
-            out,
-            |line, offset| l.skips(line, offset),
-            |line, emit| emit(l.parse(line, &mut scratch)),
-            |line| l.path_of(line),
-        )
+        read_lines(split, out, |line, offset| l.skips(line, offset), |line, emit| emit(l.parse(line, &mut scratch)), |line| l.path_of(line))
     }
 }
 
@@ -615,11 +441,7 @@ impl SourceConfig for TsvConfig {
         if self.paths.is_empty() {
             return Err(ctx.invalid("paths", "list at least one input file"));
         }
-        Ok(Arc::new(TsvSource::new(
-            self.paths,
-            layout,
-            crate::split_bytes(ctx),
-        )))
+        Ok(Arc::new(TsvSource::new(self.paths, layout, crate::split_bytes(ctx))))
     }
 }
 
@@ -629,8 +451,7 @@ mod tests {
 
     fn parse_with(l: &Layout, line: &str) -> Result<icicle_core::record::OwnedFileRecord, String> {
         let mut s = Scratch::default();
-        l.parse(line.as_bytes(), &mut s)
-            .map(|r| r.to_owned_record())
+        l.parse(line.as_bytes(), &mut s).map(|r| r.to_owned_record())
     }
 
     #[test]
@@ -638,72 +459,27 @@ mod tests {
         let l = Layout::preset(Preset::Icicle9);
         let r = parse_with(&l, r#"f,33188,1000,100,42,1,2,3,"/a/b,c ""q"".txt""#).unwrap();
         assert_eq!(r.path, "/a/b,c \"q\".txt");
-        assert_eq!(
-            (r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime),
-            (FileKind::File, 0o100644, 1000, 100, 42, 1, 2, 3)
-        );
+        assert_eq!((r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime), (FileKind::File, 0o100644, 1000, 100, 42, 1, 2, 3));
         let r = parse_with(&l, "l,41471,0,0,7,1,2,3,/x/link").unwrap();
         assert_eq!((r.kind, r.inode), (FileKind::Link, 0));
-        assert!(parse_with(&l, "f,33188,1000,100,42,1,2")
-            .unwrap_err()
-            .contains("expected 9 fields"));
-        assert!(parse_with(&l, "f,33188,-1,100,42,1,2,3,/p")
-            .unwrap_err()
-            .contains("uid"));
-        assert!(parse_with(&l, "x,33188,1,100,42,1,2,3,/p")
-            .unwrap_err()
-            .contains("type"));
-        assert!(parse_with(&l, "f,33188,1,100,42,1,2,3,")
-            .unwrap_err()
-            .contains("empty path"));
+        assert!(parse_with(&l, "f,33188,1000,100,42,1,2").unwrap_err().contains("expected 9 fields"));
+        assert!(parse_with(&l, "f,33188,-1,100,42,1,2,3,/p").unwrap_err().contains("uid"));
+        assert!(parse_with(&l, "x,33188,1,100,42,1,2,3,/p").unwrap_err().contains("type"));
+        assert!(parse_with(&l, "f,33188,1,100,42,1,2,3,").unwrap_err().contains("empty path"));
     }
 
     #[test]
     fn pwalk_and_ne2scan_rows() {
         let l = Layout::preset(Preset::Pwalk);
-        let r = parse_with(
-            &l,
-            r#"12,11,1,"/home/u/a,b.txt","txt",1000,100,42,2049,8,1,"100644",10,30,20,-1,-1"#,
-        )
-        .unwrap();
-        assert_eq!(
-            (
-                r.path.as_str(),
-                r.mode,
-                r.size,
-                r.atime,
-                r.mtime,
-                r.ctime,
-                r.inode
-            ),
-            ("/home/u/a,b.txt", 0o100644, 42, 10, 30, 20, 12)
-        );
-        let r = parse_with(
-            &l,
-            r#"11,2,0,"/home/u","",1000,100,4096,2049,8,3,"40755",10,30,20,2,4096"#,
-        )
-        .unwrap();
+        let r = parse_with(&l, r#"12,11,1,"/home/u/a,b.txt","txt",1000,100,42,2049,8,1,"100644",10,30,20,-1,-1"#).unwrap();
+        assert_eq!((r.path.as_str(), r.mode, r.size, r.atime, r.mtime, r.ctime, r.inode), ("/home/u/a,b.txt", 0o100644, 42, 10, 30, 20, 12));
+        let r = parse_with(&l, r#"11,2,0,"/home/u","",1000,100,4096,2049,8,3,"40755",10,30,20,2,4096"#).unwrap();
         assert_eq!(r.kind, FileKind::Dir);
         let l = Layout::preset(Preset::Ne2scan);
         let r = parse_with(&l, "10|20|30|1000|100|120777|5|77|/p/a|b link").unwrap();
-        assert_eq!(
-            (
-                r.path.as_str(),
-                r.kind,
-                r.atime,
-                r.ctime,
-                r.mtime,
-                r.size,
-                r.inode
-            ),
-            ("/p/a|b link", FileKind::Link, 10, 20, 30, 5, 77)
-        );
-        assert!(parse_with(&l, "10|20|30|1000|100|120777|5|-7|/p/x")
-            .unwrap_err()
-            .contains("inode: `-7` is negative"));
-        assert!(parse_with(&l, "10|20|30|1000|100|120777|5||/p/x")
-            .unwrap_err()
-            .contains("inode"));
+        assert_eq!((r.path.as_str(), r.kind, r.atime, r.ctime, r.mtime, r.size, r.inode), ("/p/a|b link", FileKind::Link, 10, 20, 30, 5, 77));
+        assert!(parse_with(&l, "10|20|30|1000|100|120777|5|-7|/p/x").unwrap_err().contains("inode: `-7` is negative"));
+        assert!(parse_with(&l, "10|20|30|1000|100|120777|5||/p/x").unwrap_err().contains("inode"));
     }
 
     #[test]
@@ -711,16 +487,8 @@ mod tests {
         let mut l = Layout::preset(Preset::Icicle9);
         l.strip_prefix = "/snap/2016".into();
         l.path_prefix = "/projectb".into();
-        assert_eq!(
-            parse_with(&l, "f,33188,1,1,1,1,1,1,/snap/2016/x")
-                .unwrap()
-                .path,
-            "/projectb/x"
-        );
-        assert_eq!(
-            parse_with(&l, "f,33188,1,1,1,1,1,1,/other/x").unwrap().path,
-            "/other/x"
-        );
+        assert_eq!(parse_with(&l, "f,33188,1,1,1,1,1,1,/snap/2016/x").unwrap().path, "/projectb/x");
+        assert_eq!(parse_with(&l, "f,33188,1,1,1,1,1,1,/other/x").unwrap().path, "/other/x");
     }
 
     #[test]

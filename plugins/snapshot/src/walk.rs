@@ -36,12 +36,8 @@ impl WalkSource {
     }
 
     fn record_path(&self, p: &std::path::Path) -> Result<String, String> {
-        let rel = p
-            .strip_prefix(&self.root)
-            .map_err(|_| "outside the walk root".to_string())?;
-        let rel = rel
-            .to_str()
-            .ok_or_else(|| format!("path is not valid UTF-8: {}", p.display()))?;
+        let rel = p.strip_prefix(&self.root).map_err(|_| "outside the walk root".to_string())?;
+        let rel = rel.to_str().ok_or_else(|| format!("path is not valid UTF-8: {}", p.display()))?;
         let mut s = self.prefix.trim_end_matches('/').to_string();
         if !rel.is_empty() || s.is_empty() {
             s.push('/');
@@ -58,15 +54,9 @@ fn record_of<'a>(path: &'a str, md: &std::fs::Metadata) -> FileRecord<'a> {
 #[async_trait]
 impl Source for WalkSource {
     async fn plan(&self) -> Result<Vec<Split>, SourceError> {
-        let md = std::fs::symlink_metadata(&self.root).map_err(|e| SourceError::Io {
-            path: self.root.clone(),
-            reason: e.to_string(),
-        })?;
+        let md = std::fs::symlink_metadata(&self.root).map_err(|e| SourceError::Io { path: self.root.clone(), reason: e.to_string() })?;
         if !md.is_dir() {
-            return Err(SourceError::Io {
-                path: self.root.clone(),
-                reason: "not a directory".into(),
-            });
+            return Err(SourceError::Io { path: self.root.clone(), reason: "not a directory".into() });
         }
         let mut split = Split::whole(self.root.clone(), 0);
         split.scope = Some(Scope::subtree(&self.prefix));
@@ -79,16 +69,10 @@ impl Source for WalkSource {
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let dir = &split.path;
-        let io = |e: std::io::Error| SourceError::Io {
-            path: dir.clone(),
-            reason: e.to_string(),
-        };
+        let io = |e: std::io::Error| SourceError::Io { path: dir.clone(), reason: e.to_string() };
         if dir == &self.root {
             let md = std::fs::symlink_metadata(dir).map_err(io)?;
-            let p = self.record_path(dir).map_err(|r| SourceError::Io {
-                path: dir.clone(),
-                reason: r,
-            })?;
+            let p = self.record_path(dir).map_err(|r| SourceError::Io { path: dir.clone(), reason: r })?;
             let acl = if out.wants_acls() { Acl::read(dir) } else { None };
             out.directory_with_acl(&record_of(&p, &md), acl);
         }
@@ -102,11 +86,7 @@ impl Source for WalkSource {
                 Ok(e) => e,
                 Err(err) => {
                     // The rest of the listing is unknown: so is everything below the directory.
-                    out.reject(Reject::whole(
-                        &input,
-                        format!("reading the directory: {err}"),
-                        Some(scope.clone()),
-                    ));
+                    out.reject(Reject::whole(&input, format!("reading the directory: {err}"), Some(scope.clone())));
                     continue;
                 }
             };
@@ -122,11 +102,7 @@ impl Source for WalkSource {
                         (_, Ok(rp)) => Some(Scope::subtree(&rp)),
                         (_, Err(_)) => Some(scope.clone()),
                     };
-                    out.reject(Reject::whole(
-                        &p.display().to_string(),
-                        format!("lstat: {err}"),
-                        scope,
-                    ));
+                    out.reject(Reject::whole(&p.display().to_string(), format!("lstat: {err}"), scope));
                     continue;
                 }
             };
@@ -154,15 +130,11 @@ impl Source for WalkSource {
 
 impl SourceConfig for WalkConfig {
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
-        let root = std::fs::canonicalize(&self.root)
-            .map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
+        let root = std::fs::canonicalize(&self.root).map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
         let prefix = match self.path_prefix {
             Some(p) if p.starts_with('/') => p,
             Some(_) => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
-            None => root
-                .to_str()
-                .ok_or_else(|| ctx.invalid("root", "not valid UTF-8"))?
-                .to_string(),
+            None => root.to_str().ok_or_else(|| ctx.invalid("root", "not valid UTF-8"))?.to_string(),
         };
         Ok(Arc::new(WalkSource::new(root, prefix)))
     }

@@ -36,10 +36,7 @@ impl RowSink for Counts {
     }
     fn reject(&mut self, r: Reject) {
         if let Some(Scope::Exact(p)) = &r.scope {
-            assert!(
-                check_path(p).is_ok(),
-                "an exact scope must be a valid path: {p:?}"
-            );
+            assert!(check_path(p).is_ok(), "an exact scope must be a valid path: {p:?}");
         }
         self.rejects += 1;
     }
@@ -62,10 +59,7 @@ fn scratch_file(data: &[u8]) -> PathBuf {
     INPUT.with(|p| {
         let mut p = p.borrow_mut();
         let path = p.get_or_insert_with(|| {
-            let tid = format!("{:?}", std::thread::current().id())
-                .chars()
-                .filter(char::is_ascii_digit)
-                .collect::<String>();
+            let tid = format!("{:?}", std::thread::current().id()).chars().filter(char::is_ascii_digit).collect::<String>();
             std::env::temp_dir().join(format!("icicle-fuzz-{}-{tid}.txt", std::process::id()))
         });
         // A failed write is the machine's problem, not an input's: the harness stops.
@@ -95,26 +89,14 @@ fn check_source(source: &dyn Source, data: &[u8], cut: usize, skips: impl Fn(&[u
             }
         }
     });
-    assert_eq!(
-        whole.rows() + skipped,
-        lines,
-        "every line is a record, a directory, a reject or skipped: {whole:?}, {skipped} skipped"
-    );
+    assert_eq!(whole.rows() + skipped, lines, "every line is a record, a directory, a reject or skipped: {whole:?}, {skipped} skipped");
     let cut = (cut as u64).min(len);
     let mut halves = Counts::default();
     for range in [(0, cut), (cut, len)] {
-        let split = Split {
-            range: Some(range),
-            ..Split::whole(path.clone(), range.1 - range.0)
-        };
-        source
-            .read(&split, &mut halves)
-            .expect("a range of a readable file reads");
+        let split = Split { range: Some(range), ..Split::whole(path.clone(), range.1 - range.0) };
+        source.read(&split, &mut halves).expect("a range of a readable file reads");
     }
-    assert_eq!(
-        halves, whole,
-        "two ranges cut at byte {cut} read the same rows as the whole file"
-    );
+    assert_eq!(halves, whole, "two ranges cut at byte {cut} read the same rows as the whole file");
 }
 
 /// The tsv source: the first byte picks a preset or a column map, the second where to cut.
@@ -138,16 +120,8 @@ pub fn tsv(data: &[u8]) {
                 inode: (k == 4).then_some(8).filter(|_| pick & 0x80 == 0),
             };
             let path_last = cols.inode.is_none() && pick & 0x40 != 0;
-            let mode = [ModeFormat::Decimal, ModeFormat::Octal, ModeFormat::Symbolic]
-                [(*pick as usize >> 3) % 3];
-            Layout::custom(
-                if k == 5 { b'\t' } else { b'|' },
-                cols,
-                mode,
-                path_last,
-                pick & 0x20 != 0,
-                pick & 0x10 != 0,
-            )
+            let mode = [ModeFormat::Decimal, ModeFormat::Octal, ModeFormat::Symbolic][(*pick as usize >> 3) % 3];
+            Layout::custom(if k == 5 { b'\t' } else { b'|' }, cols, mode, path_last, pick & 0x20 != 0, pick & 0x10 != 0)
         }
     };
     let skips = {
@@ -162,9 +136,7 @@ pub fn tsv(data: &[u8]) {
 pub fn mmapplypolicy(data: &[u8]) {
     let [pick, cut, rest @ ..] = data else { return };
     let source = MmapplypolicySource::nersc18(vec![], pick & 1 == 0);
-    check_source(&source, rest, *cut as usize * rest.len() / 256, |_, _| {
-        false
-    });
+    check_source(&source, rest, *cut as usize * rest.len() / 256, |_, _| false);
 }
 
 /// The first eight bytes of `b`, zero-padded.
@@ -198,16 +170,10 @@ pub fn gufi_row(data: &[u8]) {
         return;
     };
     let cols = icicle_plugins_snapshot::gufi::COLUMNS;
-    if conn
-        .execute_batch(&format!("CREATE TABLE entries({cols})"))
-        .is_err()
-    {
+    if conn.execute_batch(&format!("CREATE TABLE entries({cols})")).is_err() {
         return;
     }
-    let ok = conn.execute(
-        "INSERT INTO entries VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        rusqlite::params_from_iter(values.iter()),
-    );
+    let ok = conn.execute("INSERT INTO entries VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)", rusqlite::params_from_iter(values.iter()));
     if ok.is_err() {
         return;
     }
@@ -218,10 +184,7 @@ pub fn gufi_row(data: &[u8]) {
     while let Ok(Some(row)) = rows.next() {
         let mut path = String::new();
         if let Ok(rec) = icicle_plugins_snapshot::gufi::parse_row(row, "/d", &mut path) {
-            let name = rec
-                .path
-                .strip_prefix("/d/")
-                .expect("entries are named inside their directory");
+            let name = rec.path.strip_prefix("/d/").expect("entries are named inside their directory");
             assert!(!name.is_empty() && !name.contains('/'), "{:?}", rec.path);
             let _ = rec.check();
         }
@@ -260,31 +223,13 @@ pub fn gpfs_event(data: &[u8]) {
     // A key given twice means what each parser makes of it (the structural one stops at the
     // first `event`, serde_json keeps the last): no agreement to check (found by fuzzing).
     let text = String::from_utf8_lossy(data);
-    let keys = [
-        "inode",
-        "path",
-        "event",
-        "cookie",
-        "fileSize",
-        "ownerUserId",
-        "ownerGroupId",
-        "permissions",
-        "atime",
-        "ctime",
-        "mtime",
-    ];
-    if keys
-        .iter()
-        .any(|k| text.matches(&format!("\"{k}\"")).count() > 1)
-    {
+    let keys = ["inode", "path", "event", "cookie", "fileSize", "ownerUserId", "ownerGroupId", "permissions", "atime", "ctime", "mtime"];
+    if keys.iter().any(|k| text.matches(&format!("\"{k}\"")).count() > 1) {
         return;
     }
     for m in [0, mask] {
         if let (Some(Ok(fast)), Ok(slow)) = GpfsEvent::parse_both_ways(data, m) {
-            assert_eq!(
-                fast, slow,
-                "the structural and the slow parser disagree (mask {m:#x})"
-            );
+            assert_eq!(fast, slow, "the structural and the slow parser disagree (mask {m:#x})");
         }
     }
 }

@@ -80,40 +80,23 @@ fn apply(mut v: Vec<u8>, edits: &[Edit]) -> Vec<u8> {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(1_500)
+    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(1_500)
 }
 
 fn property(name: &str) {
-    let harness = TARGETS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, f)| *f)
-        .expect("a harness");
+    let harness = TARGETS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f).expect("a harness");
     let seeds = seeds(name);
     assert!(!seeds.is_empty(), "{name}: no seeds");
     for s in &seeds {
         harness(s);
     }
     // The committed corpus, findings of earlier fuzzing included (`regression-*`).
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/seeds")
-        .join(name);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds").join(name);
     for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         harness(&std::fs::read(e.unwrap().path()).unwrap());
     }
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let strategy = (
-        0..seeds.len(),
-        prop::collection::vec(edit(), 0..12),
-        prop::collection::vec(any::<u8>(), 0..64),
-    );
+    let mut runner = TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
+    let strategy = (0..seeds.len(), prop::collection::vec(edit(), 0..12), prop::collection::vec(any::<u8>(), 0..64));
     runner
         .run(&strategy, |(i, edits, noise)| {
             harness(&apply(seeds[i].clone(), &edits));
@@ -167,16 +150,11 @@ fn seeds_are_valid_and_can_be_written_as_the_corpus() {
         assert!(!seeds(name).is_empty(), "{name}");
     }
     // Seeds that are meant to parse do.
-    for line in String::from_utf8(seeds("lustre_changelog")[0].clone())
-        .unwrap()
-        .lines()
-    {
-        icicle_plugins_lustre::changelog::ChangelogRecord::parse(line)
-            .unwrap_or_else(|e| panic!("{line}: {e}"));
+    for line in String::from_utf8(seeds("lustre_changelog")[0].clone()).unwrap().lines() {
+        icicle_plugins_lustre::changelog::ChangelogRecord::parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
     }
     for ev in seeds("gpfs_event") {
-        icicle_plugins_gpfs::GpfsEvent::parse(&ev)
-            .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(&ev)));
+        icicle_plugins_gpfs::GpfsEvent::parse(&ev).unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(&ev)));
     }
     let Some(dir) = std::env::var_os("ICICLE_WRITE_FUZZ_CORPUS") else {
         return;

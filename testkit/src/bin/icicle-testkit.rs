@@ -155,7 +155,22 @@ fn main() -> anyhow::Result<()> {
             }
             eprintln!("wrote {} files in {} directories as {format:?} to {}", fs.files.len(), fs.dirs.len(), out.display());
         }
-        Command::Workload { kind, ops, root, journal, seed, preexisting, base, no_fs, gpfs_events, gpfs_root, gpfs_numbers, gpfs_topic, bootstrap, partitions } => {
+        Command::Workload {
+            kind,
+            ops,
+            root,
+            journal,
+            seed,
+            preexisting,
+            base,
+            no_fs,
+            gpfs_events,
+            gpfs_root,
+            gpfs_numbers,
+            gpfs_topic,
+            bootstrap,
+            partitions,
+        } => {
             let mut w = Workload::open(&root, &journal, seed)?;
             w.real = !no_fs;
             let events = gpfs_events.or_else(|| gpfs_topic.as_ref().map(|_| icicle_testkit::lustre::side(&journal, ".gpfs.jsonl")));
@@ -183,7 +198,20 @@ fn main() -> anyhow::Result<()> {
                 eprintln!("produced {n} watch-folder events to `{topic}` on {bootstrap}");
             }
         }
-        Command::GlobusSearch { listen, indexes, tokens, client_id, client_secret, rate_limit, burst, fail_every, fail_task_every, task_delay_ms, token_lifetime_secs, addr_file } => {
+        Command::GlobusSearch {
+            listen,
+            indexes,
+            tokens,
+            client_id,
+            client_secret,
+            rate_limit,
+            burst,
+            fail_every,
+            fail_task_every,
+            task_delay_ms,
+            token_lifetime_secs,
+            addr_file,
+        } => {
             use icicle_testkit::globus;
             let opts = globus::Options {
                 indexes,

@@ -26,7 +26,8 @@ fn raw(conn: &mut std::net::TcpStream, method: &str, path: &str, headers: &[(&st
     let head = String::from_utf8(buf).unwrap();
     let mut lines = head.split("\r\n");
     let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers: Vec<(String, String)> = lines.filter(|l| !l.is_empty()).map(|l| l.split_once(':').unwrap()).map(|(k, v)| (k.to_ascii_lowercase(), v.trim().to_string())).collect();
+    let headers: Vec<(String, String)> =
+        lines.filter(|l| !l.is_empty()).map(|l| l.split_once(':').unwrap()).map(|(k, v)| (k.to_ascii_lowercase(), v.trim().to_string())).collect();
     let len: usize = headers.iter().find(|(k, _)| k == "content-length").map(|(_, v)| v.parse().unwrap()).unwrap();
     let mut body = vec![0u8; len];
     conn.read_exact(&mut body).unwrap();
@@ -72,7 +73,8 @@ fn finished(conn: &mut std::net::TcpStream, task_id: &str) -> Value {
 fn keep_alive_ingest_task_and_subject_on_one_connection() {
     let emu = Emulator::start(Options::new(IX, TOKEN)).unwrap();
     let mut c = std::net::TcpStream::connect(emu.addr()).unwrap();
-    let (s, h, b) = raw(&mut c, "POST", &format!("/v1/index/{IX}/ingest"), &[auth(), JSON], &list(vec![entry("/a", json!({"n": 1})), entry("/b", json!({"n": 2}))]));
+    let (s, h, b) =
+        raw(&mut c, "POST", &format!("/v1/index/{IX}/ingest"), &[auth(), JSON], &list(vec![entry("/a", json!({"n": 1})), entry("/b", json!({"n": 2}))]));
     assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
     assert_eq!(header(&h, "content-type"), Some("application/json"));
     let r = v(&b);
@@ -92,7 +94,10 @@ fn keep_alive_ingest_task_and_subject_on_one_connection() {
     // Same connection, still open.
     let (s, _, b) = raw(&mut c, "GET", &format!("/v1/index/{IX}/subject?subject=%2Fa"), &[auth()], b"");
     assert_eq!(s, 200);
-    assert_eq!(v(&b), json!({"@datatype": "GMetaResult", "@version": "2019-08-27", "subject": "/a", "entries": [{"content": {"n": 1}, "entry_id": null, "matched_principal_sets": []}]}));
+    assert_eq!(
+        v(&b),
+        json!({"@datatype": "GMetaResult", "@version": "2019-08-27", "subject": "/a", "entries": [{"content": {"n": 1}, "entry_id": null, "matched_principal_sets": []}]})
+    );
     let (s, _, b) = raw(&mut c, "GET", &format!("/v1/index/{IX}/subject?subject=%2Fnope"), &[auth()], b"");
     assert_eq!(s, 404);
     assert_eq!(v(&b)["status"], 404);
@@ -204,7 +209,10 @@ fn ingest_enforces_the_documented_limits() {
     // Over 10 MB: 413 (the length is refused before the body is read; send it on a new connection).
     let big = list(vec![entry("/big", json!({"p": "x".repeat(MAX_REQUEST_BYTES)}))]);
     let mut c2 = std::net::TcpStream::connect(emu.addr()).unwrap();
-    let head = format!("POST {ingest} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\r\n", big.len());
+    let head = format!(
+        "POST {ingest} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\r\n",
+        big.len()
+    );
     c2.write_all(head.as_bytes()).unwrap();
     let mut resp = Vec::new();
     let _ = c2.read_to_end(&mut resp);
@@ -224,8 +232,14 @@ fn tasks_run_in_order_received() {
     o.task_delay = Duration::from_secs(3600);
     let emu = Emulator::start(o).unwrap();
     let mut c = std::net::TcpStream::connect(emu.addr()).unwrap();
-    let t1 = v(&raw(&mut c, "POST", &format!("/v1/index/{IX}/ingest"), &[auth(), JSON], &list(vec![entry("/a", json!({}))])).2)["task_id"].as_str().unwrap().to_string();
-    let t2 = v(&raw(&mut c, "POST", &format!("/v1/index/{IX}/batch_delete_by_subject"), &[auth(), JSON], br#"{"subjects":["/a"]}"#).2)["task_id"].as_str().unwrap().to_string();
+    let t1 = v(&raw(&mut c, "POST", &format!("/v1/index/{IX}/ingest"), &[auth(), JSON], &list(vec![entry("/a", json!({}))])).2)["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let t2 = v(&raw(&mut c, "POST", &format!("/v1/index/{IX}/batch_delete_by_subject"), &[auth(), JSON], br#"{"subjects":["/a"]}"#).2)["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let s1 = v(&raw(&mut c, "GET", &format!("/v1/task/{t1}"), &[auth()], b"").2);
     let s2 = v(&raw(&mut c, "GET", &format!("/v1/task/{t2}"), &[auth()], b"").2);
     assert!(s1["state"] == "PENDING" || s1["state"] == "PROGRESS", "{s1}");

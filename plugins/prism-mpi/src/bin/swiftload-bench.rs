@@ -82,12 +82,21 @@ fn main() -> anyhow::Result<()> {
         }
     };
     let layouts = EmulatedLayouts::parse(&args.layout).map_err(anyhow::Error::msg)?;
-    let spec = DatasetSpec { files: args.files, min_size: parse_size(&args.min_size).map_err(anyhow::Error::msg)?, max_size: parse_size(&args.max_size).map_err(anyhow::Error::msg)?, seed: 20250325, layouts };
+    let spec = DatasetSpec {
+        files: args.files,
+        min_size: parse_size(&args.min_size).map_err(anyhow::Error::msg)?,
+        max_size: parse_size(&args.max_size).map_err(anyhow::Error::msg)?,
+        seed: 20250325,
+        layouts,
+    };
     let data = dir.join("data");
     let catalog = dir.join("catalog");
     let ds = write_dataset(&data, &catalog.join("catalog.bench.0.txt"), &spec)?;
     let loader = dir.join("loader.toml");
-    std::fs::write(&loader, format!("[loader]\nper_process_mb_s = {}\nmax_processes_per_ost = {}\ndefault_ost_mb_s = {}\n", args.proc_mb_s, args.cap, args.ost_mb_s))?;
+    std::fs::write(
+        &loader,
+        format!("[loader]\nper_process_mb_s = {}\nmax_processes_per_ost = {}\ndefault_ost_mb_s = {}\n", args.proc_mb_s, args.cap, args.ost_mb_s),
+    )?;
     let (c, d, l) = (catalog.to_string_lossy(), data.to_string_lossy(), loader.to_string_lossy());
     let mut rows = Vec::new();
     for emulate in [false, true] {
@@ -103,7 +112,14 @@ fn main() -> anyhow::Result<()> {
             rows.push((policy, emulate, v));
         }
     }
-    eprintln!("{} files, {:.1} MB, {} processes; emulated OST {} MB/s, process {} MB/s", args.files, ds.bytes as f64 / 1e6, args.np, args.ost_mb_s, args.proc_mb_s);
+    eprintln!(
+        "{} files, {:.1} MB, {} processes; emulated OST {} MB/s, process {} MB/s",
+        args.files,
+        ds.bytes as f64 / 1e6,
+        args.np,
+        args.ost_mb_s,
+        args.proc_mb_s
+    );
     eprintln!("{:<8} {:<9} {:>9} {:>10} {:>12} {:>13} {:>14}", "policy", "emulated", "seconds", "MB/s", "max procs/OST", "model seconds", "peak RSS KiB");
     for (p, e, v) in &rows {
         eprintln!(
@@ -117,7 +133,8 @@ fn main() -> anyhow::Result<()> {
             v["peak_rss_kib_max"]
         );
     }
-    let secs = |policy: &str, emulated: bool| rows.iter().find(|(p, e, _)| *p == policy && *e == emulated).and_then(|(_, _, v)| v["seconds"].as_f64()).unwrap_or(0.0);
+    let secs =
+        |policy: &str, emulated: bool| rows.iter().find(|(p, e, _)| *p == policy && *e == emulated).and_then(|(_, _, v)| v["seconds"].as_f64()).unwrap_or(0.0);
     let model = |policy: &str| rows.iter().find(|(p, e, _)| *p == policy && *e).and_then(|(_, _, v)| v["model_seconds"].as_f64()).unwrap_or(0.0);
     let ratio = secs("file", true) / secs("object", true).max(1e-9);
     let model_ratio = model("file") / model("object").max(1e-9);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DuckDB baseline for `icicle bench pipelines`: per-user and per-group count, total size,
+"""DuckDB baseline for `icicle-bench pipelines`: per-user and per-group count, total size,
 min, max, average and p10..p99 of size, atime, ctime and mtime over the same headerless
 9-column CSV snapshot. Prints one JSON line with the seconds for approximate (t-digest)
 and exact quantiles, and DuckDB's peak RSS."""

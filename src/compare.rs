@@ -12,8 +12,8 @@ use anyhow::Context;
 use icicle_core::config::LoadedConfig;
 use icicle_core::record::FileRecord;
 use icicle_core::registry;
-use icicle_core::snapshot::{NoProgress, RowProcessor, RowProcessorFactory, SnapshotJob};
 use icicle_core::traits::SketchFactory;
+use icicle_runtime::snapshot::{NoProgress, RowProcessor, RowProcessorFactory, SnapshotJob};
 
 /// The quantiles measured.
 pub const QS: [(f64, &str); 6] = [(0.10, "p10"), (0.25, "p25"), (0.50, "p50"), (0.75, "p75"), (0.90, "p90"), (0.99, "p99")];
@@ -189,7 +189,7 @@ pub fn summarize(ms: &[Measurement]) -> Vec<SummaryRow> {
 /// Run the experiment over the snapshot configured in `cfg`.
 pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Result<String> {
     let factories: Vec<Arc<dyn SketchFactory>> = sketches.iter().map(|s| registry::default_sketch(s)).collect::<Result<_, _>>()?;
-    let (sources, _) = crate::pipeline::components_allow_no_sinks(cfg)?;
+    let (sources, _) = icicle_runtime::compose::components_allow_no_sinks(cfg)?;
     let reference = cfg.app.aggregate.reference_time.unwrap_or_else(icicle_core::time::now_epoch);
     let values = Arc::new(Mutex::new(Values::new()));
     let mut settings = cfg.app.snapshot.clone();
@@ -197,7 +197,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Resul
     let job = SnapshotJob {
         sources,
         sinks: vec![("null".into(), Box::new(icicle_plugins_sinks::BlackholeSink::default()))],
-        policy: Arc::new(crate::pipeline::record_policy(cfg)?),
+        policy: Arc::new(icicle_runtime::compose::record_policy(cfg)?),
         settings,
         progress: Arc::new(NoProgress),
         processors: vec![Arc::new(CollectorFactory { reference, out: values.clone() })],
@@ -205,7 +205,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Resul
         primary: false,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    let summary = rt.block_on(icicle_core::snapshot::run(job))?;
+    let summary = rt.block_on(icicle_runtime::snapshot::run(job))?;
     let values = std::mem::take(&mut *values.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
     let (ms, costs) = measure(&values, &factories)?;
     std::fs::create_dir_all(out)?;

@@ -1,8 +1,6 @@
 //! `icicle`: the command-line edge. Builds pipelines from layered configuration and runs them.
 
-mod bench;
 mod compare;
-mod pipeline;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -109,11 +107,6 @@ enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
-    },
-    /// Benchmarks that print throughput and peak memory.
-    Bench {
-        #[command(subcommand)]
-        command: bench::BenchCommand,
     },
 }
 
@@ -286,8 +279,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
             serve_metrics(&rt, metrics_addr.as_deref())?;
             let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json && !tui));
-            let job = pipeline::snapshot_job(&cfg, progress)?;
-            let summary = with_dashboard(tui, "snapshot", || rt.block_on(icicle_core::snapshot::run(job)))?.context("snapshot run failed")?;
+            let job = icicle_runtime::compose::snapshot_job(&cfg, progress)?;
+            let summary = with_dashboard(tui, "snapshot", || rt.block_on(icicle_runtime::snapshot::run(job)))?.context("snapshot run failed")?;
             if json {
                 use std::io::Write;
                 // A closed pipe is the reader's choice, not a failure of the run.
@@ -317,10 +310,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Monitor { drain, json, tui, metrics_addr } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
-            let c = pipeline::build_all(&cfg)?;
+            let c = icicle_runtime::compose::build_all(&cfg)?;
             anyhow::ensure!(!c.monitors.is_empty(), "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")");
             anyhow::ensure!(!c.sinks.is_empty(), "no sink configured");
-            let policy = std::sync::Arc::new(pipeline::record_policy(&cfg)?);
+            let policy = std::sync::Arc::new(icicle_runtime::compose::record_policy(&cfg)?);
             let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             serve_metrics(&rt, metrics_addr.as_deref())?;
@@ -376,10 +369,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let _ = writeln!(std::io::stdout(), "{table}");
             eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png", out.display());
             Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench { command } => {
-            init_logging("warn");
-            bench::run(command)
         }
     }
 }

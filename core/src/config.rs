@@ -186,8 +186,8 @@ impl Default for MonitorSettings {
 pub struct AppConfig {
     pub snapshot: SnapshotSettings,
     pub records: RecordSettings,
-    pub counting: crate::pipelines::CountingSettings,
-    pub aggregate: crate::pipelines::AggregateSettings,
+    pub counting: CountingSettings,
+    pub aggregate: AggregateSettings,
     pub log: LogSettings,
     pub monitor: MonitorSettings,
     /// `[sources.<id>]` sections, each with a `type`.
@@ -337,6 +337,56 @@ impl LoadedConfig {
             .ok()
             .and_then(|v| v.into_string())
             .ok_or_else(|| ConfigError::MissingKey { key: format!("{key}.type"), hint: format!("every [{key}] needs a `type`") })
+    }
+}
+
+/// Settings of the counting pipeline (`[counting]`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CountingSettings {
+    pub enabled: bool,
+    /// Directories deeper than this are counted at their ancestor of this depth.
+    pub directory_max: usize,
+    /// Where the `principal,count,recursive_count` CSV goes.
+    pub output: PathBuf,
+}
+
+impl Default for CountingSettings {
+    fn default() -> Self {
+        CountingSettings { enabled: false, directory_max: 3, output: PathBuf::from("counts.csv") }
+    }
+}
+
+/// Settings of the aggregate pipeline (`[aggregate]`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AggregateSettings {
+    pub enabled: bool,
+    /// Directory prefixes from this depth...
+    pub directory_min: usize,
+    /// ...to this depth (inclusive) get aggregate records.
+    pub directory_max: usize,
+    /// Epoch seconds ages are measured from; default the run's start time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_time: Option<i64>,
+    /// Principals that may see directory aggregates (directories have no single owner).
+    pub dir_visible_to: Vec<String>,
+    /// The sketch, e.g. `{ type = "ddsketch", alpha = 0.01 }`.
+    pub sketch: figment::value::Value,
+}
+
+impl Default for AggregateSettings {
+    fn default() -> Self {
+        let mut d = figment::value::Dict::new();
+        d.insert("type".into(), figment::value::Value::from("ddsketch"));
+        AggregateSettings {
+            enabled: false,
+            directory_min: 1,
+            directory_max: 3,
+            reference_time: None,
+            dir_visible_to: Vec::new(),
+            sketch: figment::value::Value::from(d),
+        }
     }
 }
 

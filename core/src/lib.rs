@@ -1,5 +1,5 @@
-//! icicle core: the record model, the six component traits, the plugin registry,
-//! layered configuration, Globus Search document encoding and the snapshot runtime.
+//! icicle core: the record model, the component traits, the plugin registry, layered
+//! configuration and Globus Search document encoding; the engines are in `icicle-runtime`.
 //!
 //! Data flows one way, source → reducer → state → sink; acknowledgements flow back.
 
@@ -7,21 +7,14 @@ pub mod access;
 pub mod batch;
 pub mod config;
 pub mod deadletter;
-pub mod deletes;
-pub mod dirpass;
 pub mod error;
 pub mod gmeta;
-pub mod manifest;
 pub mod metrics;
-pub mod pipelines;
 pub mod record;
 pub mod registry;
-pub mod rejects;
 pub mod scope;
 pub mod secret;
 pub mod sent_ahead;
-pub mod snapshot;
-pub mod spool;
 pub mod text;
 pub mod time;
 pub mod traits;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use icicle_core::snapshot::{Progress, SnapshotSummary};
+use icicle_runtime::snapshot::{Progress, SnapshotSummary};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A progress bar on stderr when it is a terminal; periodic log lines otherwise.

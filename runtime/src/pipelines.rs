@@ -13,14 +13,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::gmeta::{push_json_str, PrimaryEncoder, RecordPolicy};
-use crate::record::{FileKind, FileRecord};
 use crate::snapshot::{PipelineFinisher, RowProcessor, RowProcessorFactory};
-use crate::time::push_iso8601;
-use crate::traits::{Sketch, SketchFactory};
+pub use icicle_core::config::{AggregateSettings, CountingSettings};
+use icicle_core::gmeta::{push_json_str, PrimaryEncoder, RecordPolicy};
+use icicle_core::record::{FileKind, FileRecord};
+use icicle_core::time::push_iso8601;
+use icicle_core::traits::{Sketch, SketchFactory};
 
 /// Number of shards rows are spread over.
 pub const SHARDS: usize = 64;
@@ -88,23 +88,6 @@ pub fn shard_of(rec: &FileRecord<'_>) -> usize {
 
 // ---------------------------------------------------------------------------------------
 // Counting
-
-/// Settings of the counting pipeline (`[counting]`).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
-#[serde(default)]
-pub struct CountingSettings {
-    pub enabled: bool,
-    /// Directories deeper than this are counted at their ancestor of this depth.
-    pub directory_max: usize,
-    /// Where the `principal,count,recursive_count` CSV goes.
-    pub output: PathBuf,
-}
-
-impl Default for CountingSettings {
-    fn default() -> Self {
-        CountingSettings { enabled: false, directory_max: 3, output: PathBuf::from("counts.csv") }
-    }
-}
 
 type ShardCounts = Box<[u64; SHARDS]>;
 
@@ -273,39 +256,6 @@ impl Counting {
 
 // ---------------------------------------------------------------------------------------
 // Aggregate
-
-/// Settings of the aggregate pipeline (`[aggregate]`).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
-#[serde(default)]
-pub struct AggregateSettings {
-    pub enabled: bool,
-    /// Directory prefixes from this depth...
-    pub directory_min: usize,
-    /// ...to this depth (inclusive) get aggregate records.
-    pub directory_max: usize,
-    /// Epoch seconds ages are measured from; default the run's start time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reference_time: Option<i64>,
-    /// Principals that may see directory aggregates (directories have no single owner).
-    pub dir_visible_to: Vec<String>,
-    /// The sketch, e.g. `{ type = "ddsketch", alpha = 0.01 }`.
-    pub sketch: figment::value::Value,
-}
-
-impl Default for AggregateSettings {
-    fn default() -> Self {
-        let mut d = figment::value::Dict::new();
-        d.insert("type".into(), figment::value::Value::from("ddsketch"));
-        AggregateSettings {
-            enabled: false,
-            directory_min: 1,
-            directory_max: 3,
-            reference_time: None,
-            dir_visible_to: Vec::new(),
-            sketch: figment::value::Value::from(d),
-        }
-    }
-}
 
 /// The statistics of one principal.
 pub struct PrincipalStats {
@@ -555,10 +505,10 @@ impl Aggregate {
         keys.sort();
         let mut enc = PrimaryEncoder::new(policy.clone());
         let mut dir_policy = (**policy).clone();
-        dir_policy.visible_to = self.settings.dir_visible_to.iter().filter_map(|s| crate::gmeta::VisibleTo::parse(s).ok()).collect();
-        dir_policy
-            .visible_to
-            .extend(policy.visible_to.iter().filter(|v| matches!(v, crate::gmeta::VisibleTo::Public | crate::gmeta::VisibleTo::Principal(_))).cloned());
+        dir_policy.visible_to = self.settings.dir_visible_to.iter().filter_map(|s| icicle_core::gmeta::VisibleTo::parse(s).ok()).collect();
+        dir_policy.visible_to.extend(
+            policy.visible_to.iter().filter(|v| matches!(v, icicle_core::gmeta::VisibleTo::Public | icicle_core::gmeta::VisibleTo::Principal(_))).cloned(),
+        );
         // A directory's aggregate is never made public by the fallback.
         dir_policy.fallback.retain(|f| f != "public");
         let mut dir_enc = PrimaryEncoder::new(Arc::new(dir_policy));
@@ -603,30 +553,30 @@ impl Aggregate {
         let none = || "no visible_to principal".to_string();
         if let Some(uid) = subject.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
             let own: Vec<&str> = map.user(uid).into_iter().collect();
-            return crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
+            return icicle_core::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
         }
         if let Some(gid) = subject.strip_prefix("group:").and_then(|g| g.parse::<u32>().ok()) {
             let own: Vec<&str> = map.group(gid).into_iter().collect();
-            return crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
+            return icicle_core::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
         }
         let dir = subject.strip_prefix("dir:").unwrap_or(subject);
         let mut own: Vec<&str> = self.settings.dir_visible_to.iter().filter(|p| p.starts_with("urn:")).map(String::as_str).collect();
         // The directory itself is judged as a file in its parent: an unknown directory or
         // parent leaves only the configured principals (a directory has no owner-only fallback).
         let perm = policy.dirs.get(dir);
-        let chain = if dir == "/" { None } else { policy.dirs.chain(crate::access::parent_dir(dir)) };
+        let chain = if dir == "/" { None } else { policy.dirs.chain(icicle_core::access::parent_dir(dir)) };
         let judged = match (policy.access, perm, chain) {
-            (Some(access), Some(perm), Some(chain)) => crate::gmeta::posix_principals(policy, access, Some(&chain), &perm).unwrap_or_default(),
+            (Some(access), Some(perm), Some(chain)) => icicle_core::gmeta::posix_principals(policy, access, Some(&chain), &perm).unwrap_or_default(),
             _ => Vec::new(),
         };
         own.extend(judged);
-        crate::gmeta::aggregate_principals(policy, &own).ok_or_else(none)
+        icicle_core::gmeta::aggregate_principals(policy, &own).ok_or_else(none)
     }
 
     fn encode(&self, subject: &str, s: &PrincipalStats, vis: &[u8], version: &str) -> Vec<u8> {
         let mut o = Vec::with_capacity(1024);
         o.extend_from_slice(br#"{"subject":"#);
-        push_json_str(&mut o, &crate::gmeta::subject_for(subject));
+        push_json_str(&mut o, &icicle_core::gmeta::subject_for(subject));
         o.extend_from_slice(br#","visible_to":"#);
         o.extend_from_slice(vis);
         let (kind, id) = subject.split_once(':').unwrap_or(("dir", subject));

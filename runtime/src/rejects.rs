@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::record::Reject;
-use crate::scope::Scope;
+use icicle_core::record::Reject;
+use icicle_core::scope::Scope;
 
 /// Rejects kept in memory for the rejects file; beyond this they are only counted.
 pub const MAX_KEPT_REJECTS: usize = 1_000_000;

@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::access::{Acl, DirectoryTable, Perm};
-use crate::record::{FileRecord, Reject};
-use crate::traits::{RowSink, Split};
-use crate::Source;
+use icicle_core::access::{Acl, DirectoryTable, Perm};
+use icicle_core::record::{FileRecord, Reject};
+use icicle_core::traits::{RowSink, Split};
+use icicle_core::Source;
 
 /// Takes directory rows into the table; everything else is read again by the main pass.
 struct DirectoryCollector<'t> {

@@ -10,17 +10,17 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::access::{parent_dir, Acl, DirectoryTable, Perm};
-use crate::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
-use crate::config::{EmitMode, SnapshotSettings};
-use crate::error::IcicleError;
-use crate::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
-use crate::record::{FileRecord, Reject};
 use crate::rejects::RejectLog;
-use crate::scope::{Scope, UnknownScope, UnknownScopes};
 use crate::spool::Outbox;
-use crate::traits::{RowSink, Source, Split};
+use icicle_core::access::{parent_dir, Acl, DirectoryTable, Perm};
+use icicle_core::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use icicle_core::config::{EmitMode, SnapshotSettings};
+use icicle_core::error::IcicleError;
+use icicle_core::gmeta::{subject_for, PrimaryEncoder, RecordPolicy};
+use icicle_core::record::{FileRecord, Reject};
+use icicle_core::scope::{Scope, UnknownScope, UnknownScopes};
+use icicle_core::traits::{RowSink, Source, Split};
 
 /// Entries are handed from workers to the batcher in chunks of about this many bytes.
 const CHUNK_BYTES: usize = 256 << 10;
@@ -56,7 +56,7 @@ impl MetricsProgress {
         use std::sync::atomic::Ordering::Relaxed;
         let (done, total) = (self.done.load(Relaxed) as f64, self.total.load(Relaxed) as f64);
         let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-        let m = crate::metrics::Metrics::global();
+        let m = icicle_core::metrics::Metrics::global();
         m.set("icicle_snapshot_progress_done", "Snapshot work done (bytes of text inputs, databases, directories).", &[], done);
         m.set("icicle_snapshot_progress_total", "Snapshot work planned (same units).", &[], total);
         m.set("icicle_snapshot_progress_rate", "Snapshot work units per second so far.", &[], done / secs);
@@ -122,8 +122,8 @@ pub trait PipelineFinisher: Send + Sync {
 
 /// Everything a snapshot run needs.
 pub struct SnapshotJob {
-    pub sources: crate::traits::NamedSources,
-    pub sinks: crate::traits::NamedSinks,
+    pub sources: icicle_core::traits::NamedSources,
+    pub sinks: icicle_core::traits::NamedSinks,
     pub policy: Arc<RecordPolicy>,
     pub settings: SnapshotSettings,
     pub progress: Arc<dyn Progress>,
@@ -224,7 +224,7 @@ impl Shared {
             for s in spawned {
                 q.items.push_back((source, s));
             }
-            let m = crate::metrics::Metrics::global();
+            let m = icicle_core::metrics::Metrics::global();
             m.set("icicle_snapshot_inputs_done", "Snapshot inputs (files, byte ranges, databases, directories) read.", &[], q.finished as f64);
             m.set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
         }
@@ -404,8 +404,8 @@ fn worker_count(settings: &SnapshotSettings) -> usize {
     }
 }
 
-async fn deliver(sinks: &mut crate::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), IcicleError> {
-    crate::batch::deliver_all(sinks, batch).await?;
+async fn deliver(sinks: &mut icicle_core::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), IcicleError> {
+    icicle_core::batch::deliver_all(sinks, batch).await?;
     Ok(())
 }
 
@@ -457,7 +457,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         }
         if let Ok(mut q) = shared.queue.lock() {
             q.planned += planned.len() as u64;
-            crate::metrics::Metrics::global().set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
+            icicle_core::metrics::Metrics::global().set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
             q.items.extend(planned);
         }
     }
@@ -511,7 +511,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
                     // Hand over what this split produced, so that a slow or streaming source
                     // never holds records back from the flush timer.
                     worker.send_chunk();
-                    crate::metrics::Metrics::global().add(
+                    icicle_core::metrics::Metrics::global().add(
                         "icicle_snapshot_rows_total",
                         "Rows read by a snapshot source.",
                         &[("source", &source_names[si])],
@@ -655,7 +655,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     // Deletes and the acknowledgement.
     let scopes = rejects.scopes();
     let unknown = UnknownScopes::new(scopes.iter().map(|(s, _, _)| s));
-    (summary.unknown_scopes, summary.unknown_scope_count) = crate::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
+    (summary.unknown_scopes, summary.unknown_scope_count) = icicle_core::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
     let mut commit = previous.is_some() && !summary.reject_threshold_exceeded;
     let mut deletes = Vec::new();
     let mut sealed = None;
@@ -721,12 +721,12 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::SnapshotSettings;
-    use crate::gmeta::{PrincipalMap, VisibleTo};
-    use crate::record::FileKind;
-    use crate::traits::{RowSink, Sink, Split};
-    use crate::SinkError;
     use async_trait::async_trait;
+    use icicle_core::config::SnapshotSettings;
+    use icicle_core::gmeta::{PrincipalMap, VisibleTo};
+    use icicle_core::record::FileKind;
+    use icicle_core::traits::{RowSink, Sink, Split};
+    use icicle_core::SinkError;
     use std::sync::mpsc as std_mpsc;
 
     /// Emits one record, then waits until the sink has delivered it before finishing:
@@ -737,10 +737,10 @@ mod tests {
 
     #[async_trait]
     impl Source for SlowSource {
-        async fn plan(&self) -> Result<Vec<Split>, crate::SourceError> {
+        async fn plan(&self) -> Result<Vec<Split>, icicle_core::SourceError> {
             Ok(vec![Split::whole("slow".into(), 1)])
         }
-        fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), crate::SourceError> {
+        fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
             let rec = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 };
             out.record(&rec);
             // The worker hands its chunk over when the split ends; emulate a streaming
@@ -756,13 +756,13 @@ mod tests {
 
     #[async_trait]
     impl Source for WaitingSource {
-        async fn plan(&self) -> Result<Vec<Split>, crate::SourceError> {
+        async fn plan(&self) -> Result<Vec<Split>, icicle_core::SourceError> {
             self.inner.plan().await
         }
-        fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), crate::SourceError> {
+        fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
             if split.name == "wait" {
-                let rx = self.inner.delivered.lock().map_err(|_| crate::SourceError::External("poisoned".into()))?;
-                rx.recv_timeout(Duration::from_secs(120)).map_err(|_| crate::SourceError::External("the timer never flushed".into()))?;
+                let rx = self.inner.delivered.lock().map_err(|_| icicle_core::SourceError::External("poisoned".into()))?;
+                rx.recv_timeout(Duration::from_secs(120)).map_err(|_| icicle_core::SourceError::External("the timer never flushed".into()))?;
                 return Ok(());
             }
             self.inner.read(split, out)

@@ -6,10 +6,10 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 
-use crate::config::SnapshotSettings;
-use crate::gmeta::push_json_str;
 use crate::manifest::{ManifestWriter, PreviousManifest};
-use crate::scope::UnknownScopes;
+use icicle_core::config::SnapshotSettings;
+use icicle_core::gmeta::push_json_str;
+use icicle_core::scope::UnknownScopes;
 
 /// The subjects in a pipeline file; none when it does not exist (a manifest from before
 /// aggregates were remembered, or a pipeline that produced nothing).

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
+use crate::pipelines::{Aggregate, Counting};
+use crate::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJob};
 use icicle_core::access::AccessPolicy;
 use icicle_core::config::{LoadedConfig, VisibleToSetting};
 use icicle_core::error::ConfigError;
 use icicle_core::gmeta::{PrincipalMap, RecordPolicy, VisibleTo};
-use icicle_core::pipelines::{Aggregate, Counting};
 use icicle_core::registry::{self, BuildContext, Built, PluginKind};
-use icicle_core::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJob};
 use icicle_core::traits::{ChangeSource, NamedSinks, NamedSources};
 
 /// The record policy from `[records]` and `[snapshot] version`.

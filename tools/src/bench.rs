@@ -1,4 +1,4 @@
-//! `icicle bench`: throughput and peak-memory benchmarks on generated data.
+//! The benchmarks: throughput and peak memory on generated data.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use figment::providers::{Format as _, Toml};
 use figment::Figment;
-use icicle_core::snapshot::NoProgress;
+use icicle_runtime::snapshot::NoProgress;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
 
 /// Benchmarks.
@@ -119,7 +119,7 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "tree,fsmonitor")]
         modes: Vec<String>,
     },
-    /// One measured run in a fresh process (used by `bench snapshot`, so that peak memory
+    /// One measured run in a fresh process (used by `icicle-bench snapshot`, so that peak memory
     /// covers the pipeline alone, not the generator).
     #[command(hide = true)]
     SnapshotRun {
@@ -142,11 +142,11 @@ pub enum BenchCommand {
     },
 }
 
-/// One `bench snapshot-run` in a fresh process (so peak memory covers that run alone);
+/// One `icicle-bench snapshot-run` in a fresh process (so peak memory covers that run alone);
 /// prints and returns its JSON line.
 fn measured_run(format: &str, sink: &str, workers: usize, data: &Path, out: &Path, extra: &[&str]) -> anyhow::Result<serde_json::Value> {
     let child = std::process::Command::new(std::env::current_exe()?)
-        .args(["bench", "snapshot-run", "--format", format, "--sink", sink, "--workers", &workers.to_string()])
+        .args(["snapshot-run", "--format", format, "--sink", sink, "--workers", &workers.to_string()])
         .args(extra)
         .arg("--data")
         .arg(data)
@@ -158,6 +158,13 @@ fn measured_run(format: &str, sink: &str, workers: usize, data: &Path, out: &Pat
     let text = String::from_utf8_lossy(&child.stdout).trim().to_string();
     println!("{text}");
     Ok(serde_json::from_str(&text)?)
+}
+
+/// The `icicle` binary beside this one (the monitor benchmarks run it as users do).
+fn icicle_binary() -> anyhow::Result<PathBuf> {
+    let p = std::env::current_exe()?.with_file_name("icicle");
+    anyhow::ensure!(p.exists(), "{} not found: build the workspace binaries", p.display());
+    Ok(p)
 }
 
 /// Peak resident set size of this process, in bytes (VmHWM).
@@ -307,7 +314,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                     ),
                 )?;
                 let t = Instant::now();
-                let out = std::process::Command::new(std::env::current_exe()?).args(["monitor", "--drain", "--json", "-c"]).arg(&cfg).output()?;
+                let out = std::process::Command::new(icicle_binary()?).args(["monitor", "--drain", "--json", "-c"]).arg(&cfg).output()?;
                 let secs = t.elapsed().as_secs_f64();
                 anyhow::ensure!(out.status.success(), "monitor failed: {}", String::from_utf8_lossy(&out.stderr));
                 let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
@@ -351,7 +358,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                     ),
                 )?;
                 let t = Instant::now();
-                let out = std::process::Command::new(std::env::current_exe()?).args(["monitor", "--drain", "--json", "-c"]).arg(&cfg).output()?;
+                let out = std::process::Command::new(icicle_binary()?).args(["monitor", "--drain", "--json", "-c"]).arg(&cfg).output()?;
                 let secs = t.elapsed().as_secs_f64();
                 anyhow::ensure!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
                 let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
@@ -393,11 +400,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 source_toml(fmt, &data)
             );
             let cfg = icicle_core::config::from_figment(Figment::from(Toml::string(&toml)))?;
-            let job = crate::pipeline::snapshot_job(&cfg, Arc::new(NoProgress))?;
+            let job = icicle_runtime::compose::snapshot_job(&cfg, Arc::new(NoProgress))?;
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
             let t = Instant::now();
             let cpu0 = cpu_seconds();
-            let summary = rt.block_on(icicle_core::snapshot::run(job))?;
+            let summary = rt.block_on(icicle_runtime::snapshot::run(job))?;
             let secs = t.elapsed().as_secs_f64();
             let line = serde_json::json!({
                 "bench": "snapshot", "format": format, "sink": sink, "rows": summary.rows, "records": summary.records,

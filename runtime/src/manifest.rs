@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
-use crate::gmeta::push_json_str;
-use crate::record::FileRecord;
+use icicle_core::gmeta::push_json_str;
+use icicle_core::record::FileRecord;
 
 /// The previous run's manifest, loaded for lookups.
 #[derive(Debug, Default)]

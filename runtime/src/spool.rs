@@ -6,9 +6,9 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::batch::{deliver_all, DocumentBatch, EntryBatch};
-use crate::error::IcicleError;
-use crate::traits::NamedSinks;
+use icicle_core::batch::{deliver_all, DocumentBatch, EntryBatch};
+use icicle_core::error::IcicleError;
+use icicle_core::traits::NamedSinks;
 
 /// Documents written in order, read back in the same order.
 pub struct Spool {

@@ -1,0 +1,12 @@
+//! icicle runtime: the snapshot engine (plan, read, encode, deliver, version), the counting
+//! and aggregate pipelines that run beside it over the same read, and the composition of
+//! configured components into a runnable job.
+
+pub mod compose;
+pub mod deletes;
+pub mod dirpass;
+pub mod manifest;
+pub mod pipelines;
+pub mod rejects;
+pub mod snapshot;
+pub mod spool;

@@ -6,6 +6,7 @@ pub mod compose;
 pub mod deletes;
 pub mod dirpass;
 pub mod manifest;
+pub mod monitor;
 pub mod pipelines;
 pub mod rejects;
 pub mod snapshot;

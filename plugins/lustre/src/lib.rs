@@ -1,11 +1,13 @@
 //! The Lustre monitor: changelog records parsed by key, reduced by a rule table, applied to
 //! a FID-keyed directory tree that builds paths without `fid2path`.
 
+mod apply;
 pub mod changelog;
 pub mod lookahead;
 pub mod monitor;
 pub mod namespace;
 pub mod reducer;
+mod stream;
 pub mod tree;
 
 use icicle_core::registry::{build_change_source, PluginDescriptor, PluginKind};

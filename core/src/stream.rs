@@ -1,0 +1,98 @@
+//! The two halves of a monitor, which the runtime's driver runs: a [`ChangeStream`] (reading
+//! and acknowledging upstream: `lfs changelog` and `changelog_clear`, Kafka fetches and offset
+//! commits) and a [`ChangeState`] (the plugin's rules and namespace state: reduce, apply, encode,
+//! checkpoint).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::batch::EntryBatch;
+use crate::error::IcicleError;
+
+/// What one [`ChangeStream::poll`] brought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Polled {
+    /// Something new was read (events, or records acknowledged without one, e.g. filtered).
+    New,
+    /// Nothing new yet.
+    Idle,
+    /// Draining, and the stream has nothing more to give.
+    End,
+}
+
+/// A stream of changes read in batches and acknowledged (truncated) at a position.
+#[async_trait]
+pub trait ChangeStream: Send {
+    /// One record as the state applies it (parsed, or raw when the state parses it).
+    type Event: Send;
+    /// How far an acknowledgement reaches (a changelog index; next offsets per partition).
+    type Position: Send;
+    /// Append what can be read now to `out`, in stream order, waiting at most `wait` (`None`:
+    /// until something comes) when nothing is there; returns early when `stop` changes.
+    async fn poll(&mut self, out: &mut Vec<Self::Event>, wait: Option<Duration>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<Polled, IcicleError>;
+    /// The position that acknowledging `batch` reaches; `rest_empty`: no read event waits
+    /// after it, so everything read is covered (filtered records too). `None`: nothing new.
+    fn position(&self, batch: &[Self::Event], rest_empty: bool) -> Option<Self::Position>;
+    /// Acknowledge upstream everything up to `to`: its batches are delivered and checkpointed.
+    async fn truncate(&mut self, to: &Self::Position) -> Result<(), IcicleError>;
+}
+
+/// One batch's index operations, encoded.
+#[derive(Default)]
+pub struct Emit {
+    /// The updates, as primary records.
+    pub chunk: EntryBatch,
+    /// The deletes, as subjects.
+    pub deletes: Vec<String>,
+    /// Keys of paths updated for the first time since the last checkpoint: written to the
+    /// sent-ahead journal before delivery, so a replay after a kill knows the index may hold them.
+    pub sent: Vec<u64>,
+}
+
+/// What the batch metrics report, after a batch.
+pub struct BatchCounts {
+    /// Records read so far.
+    pub records_in: u64,
+    /// Records dropped by filters so far.
+    pub filtered: u64,
+    /// Records rejected so far.
+    pub rejects: u64,
+    /// The state's outcome counters (coalesced, cancelled, renames, ...).
+    pub outcomes: Vec<(&'static str, u64)>,
+    /// Updates and deletes emitted so far.
+    pub updates: u64,
+    pub deletes: u64,
+    /// Batches applied so far.
+    pub batches: u64,
+    /// Objects the state holds, and its approximate heap bytes.
+    pub state_entries: usize,
+    pub state_bytes: usize,
+    /// Other state gauges (evictions, fid2path calls, pending moves, ...).
+    pub state_counts: Vec<(&'static str, u64)>,
+}
+
+/// A monitor's rules and state: turns batches of a stream's events into index operations.
+#[async_trait]
+pub trait ChangeState: Send {
+    /// The stream's event type.
+    type Event: Send;
+    /// The stream's position type.
+    type Position: Send + Sync;
+    /// Reduce `batch` (the plugin's [`crate::Reducer`]), apply it to the state (its
+    /// [`crate::StateStore`]) and encode the operations it implies.
+    async fn apply(&mut self, batch: Vec<Self::Event>) -> Result<Emit, IcicleError>;
+    /// The stream was drained: operations only its end decides (rename halves never paired).
+    async fn finish(&mut self) -> Result<Option<Emit>, IcicleError> {
+        Ok(None)
+    }
+    /// Move `to` back before anything the state still waits on (a rename half whose pair
+    /// may come after a restart must be read again).
+    fn hold_back(&self, _to: &mut Self::Position) {}
+    /// The state as of `at`, serialized for the checkpoint file.
+    fn checkpoint(&self, at: &Self::Position) -> Result<Vec<u8>, IcicleError>;
+    /// Counters for the batch metrics.
+    fn batch_counts(&self) -> BatchCounts;
+    /// The final report of the run.
+    fn report(&self) -> serde_json::Value;
+}

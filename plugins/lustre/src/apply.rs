@@ -1,0 +1,209 @@
+//! The Lustre monitor's [`ChangeState`]: the rule table reduces a batch, the directory tree
+//! (or FSMonitor-style resolution) turns it into path operations, and each update is stat'ed
+//! through the mount at emit.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
+use icicle_core::batch::EntryBatch;
+use icicle_core::gmeta::{subject_for, PrimaryEncoder};
+use icicle_core::record::FileRecord;
+use icicle_core::stream::{BatchCounts, ChangeState, Emit};
+use icicle_core::traits::{Reducer, StateStore};
+use icicle_core::IcicleError;
+
+use crate::changelog::{ChangelogRecord, Fid};
+use crate::monitor::{fsmonitor_apply, walk_files, Lfs, LfsResolver, Lookahead, LustreConfig, MonitorCounts, Resolution};
+use crate::reducer::{ReduceCounts, RuleTable};
+use crate::tree::{DirectoryTree, Ops, PathOp};
+
+/// One MDT's directory tree and what applying records to it needs.
+pub(crate) struct TreeState {
+    pub cfg: Arc<LustreConfig>,
+    pub lfs: Lfs,
+    pub tree: DirectoryTree,
+    pub lookahead: Lookahead,
+    /// FSMonitor-style resolution's cache (`resolution` other than `tree`).
+    pub fsm: Option<lru::LruCache<Fid, String>>,
+    pub enc: PrimaryEncoder,
+    /// Visibility follows directory permissions.
+    pub posix: bool,
+    pub counts: Arc<Mutex<MonitorCounts>>,
+}
+
+fn poisoned() -> IcicleError {
+    IcicleError::Internal("the monitor's counters are poisoned".into())
+}
+
+impl TreeState {
+    /// `path` (relative to the file system) where the file system is mounted.
+    fn on_mount(&self, path: &str) -> std::path::PathBuf {
+        self.cfg.mount.join(path.trim_start_matches('/'))
+    }
+
+    /// `path` as records name it.
+    fn full_path(&self, path: &str) -> String {
+        format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)
+    }
+
+    /// Path operations for a reduced batch.
+    fn resolve(&mut self, kept: &[ChangelogRecord]) -> Ops {
+        let cfg = &self.cfg;
+        let mut ops = Ops::default();
+        self.tree.begin_batch();
+        self.lookahead.next_batch(kept.first().map(|r| r.index).unwrap_or(0));
+        let (tree, fsm) = (&mut self.tree, &mut self.fsm);
+        tokio::task::block_in_place(|| {
+            let mut r =
+                LfsResolver { lfs: &self.lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead: &mut self.lookahead, chunk: cfg.read_size };
+            match fsm {
+                Some(cache) => {
+                    let naive = cfg.resolution == Resolution::Naive;
+                    for rec in kept {
+                        if naive {
+                            cache.clear();
+                        }
+                        fsmonitor_apply(rec, cache, &mut r, &mut tree.counts, &mut ops);
+                    }
+                }
+                None => {
+                    for rec in kept {
+                        tree.apply(rec, &mut r, &mut ops);
+                    }
+                }
+            }
+        });
+        ops
+    }
+
+    /// Encode one batch's operations: stat every update now, skip what vanished. When
+    /// visibility follows directory permissions, each record is judged along its
+    /// directories as they are now, and a directory whose attributes changed has everything
+    /// below it published again.
+    fn emit(&mut self, ops: Ops, counts: &mut MonitorCounts) -> Emit {
+        let mut chunk = EntryBatch::default();
+        let mut deletes = Vec::new();
+        let mut chains = ChainCache::new("/");
+        let mut changed_dirs = Vec::new();
+        let mut files = Vec::with_capacity(ops.len());
+        for (path, op) in &ops {
+            match op {
+                PathOp::Delete => {
+                    self.tree.unindexed(path);
+                    deletes.push(subject_for(&self.full_path(path)).into_owned());
+                }
+                PathOp::Update => {
+                    let Ok(md) = std::fs::symlink_metadata(self.on_mount(path)) else {
+                        counts.vanished += 1;
+                        self.tree.vanished(path);
+                        continue;
+                    };
+                    if !md.is_dir() {
+                        files.push((path, md));
+                        continue;
+                    }
+                    // A directory's attributes changed (a SATTR carries no mode: what is
+                    // below was published with permissions that may differ from these).
+                    if self.posix {
+                        changed_dirs.push(path.clone());
+                    } else {
+                        counts.vanished += 1;
+                        self.tree.vanished(path);
+                    }
+                }
+            }
+        }
+        for (path, md) in files {
+            self.encode_update(path, &md, &mut chains, &mut chunk, counts);
+        }
+        for dir in changed_dirs {
+            for rel in walk_files(&self.on_mount(&dir)) {
+                let path = if dir == "/" { format!("/{rel}") } else { format!("{dir}/{rel}") };
+                if ops.contains_key(&path) {
+                    continue;
+                }
+                if let Ok(md) = std::fs::symlink_metadata(self.on_mount(&path)) {
+                    counts.reevaluated += 1;
+                    self.encode_update(&path, &md, &mut chains, &mut chunk, counts);
+                }
+            }
+        }
+        counts.deletes += deletes.len() as u64;
+        // A restart that replays this batch may resolve other paths (the file system moved
+        // on): it must still know that the index may hold these.
+        Emit { chunk, deletes, sent: self.tree.take_fresh_sent() }
+    }
+
+    /// Encode the update of file `path` (metadata `md`) into `chunk`.
+    fn encode_update(&mut self, path: &str, md: &std::fs::Metadata, chains: &mut ChainCache, chunk: &mut EntryBatch, counts: &mut MonitorCounts) {
+        let full = self.full_path(path);
+        let rec = FileRecord::from_metadata(&full, md);
+        let dirs = if self.posix { chains.chain(parent_dir(path), &mut |d| lstat_dir(&self.on_mount(d))) } else { None };
+        let acl = if self.posix { Acl::read(&self.on_mount(path)).map(std::sync::Arc::new) } else { None };
+        match chunk.encode_in(&mut self.enc, &rec, acl, dirs.as_ref()) {
+            Ok(()) => {
+                counts.updates += 1;
+                self.tree.indexed(path);
+            }
+            Err(e) => {
+                counts.rejects += 1;
+                tracing::warn!(message = "update not encodable", path = %full, error = %e);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ChangeState for TreeState {
+    type Event = ChangelogRecord;
+    type Position = u64;
+
+    async fn apply(&mut self, mut batch: Vec<ChangelogRecord>) -> Result<Emit, IcicleError> {
+        let rc = if self.cfg.reduction {
+            RuleTable.reduce(&mut batch)
+        } else {
+            ReduceCounts { input: batch.len() as u64, passed: batch.len() as u64, ..Default::default() }
+        };
+        let ops = self.resolve(&batch);
+        let counts = self.counts.clone();
+        let mut counts = counts.lock().map_err(|_| poisoned())?;
+        counts.reduce.add(&rc);
+        let emit = self.emit(ops, &mut counts);
+        counts.batches += 1;
+        Ok(emit)
+    }
+
+    fn checkpoint(&self, at: &u64) -> Result<Vec<u8>, IcicleError> {
+        serde_json::to_vec(&self.tree.checkpoint(*at)).map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
+    }
+
+    fn batch_counts(&self) -> BatchCounts {
+        let c = self.counts.lock().map(|c| c.clone()).unwrap_or_default();
+        let (r, t) = (&c.reduce, &self.tree.counts);
+        BatchCounts {
+            records_in: c.records,
+            filtered: c.filtered,
+            rejects: c.rejects,
+            outcomes: vec![("passed", r.passed), ("coalesced", r.coalesced), ("cancelled", r.cancelled), ("ignored", r.ignored)],
+            updates: c.updates,
+            deletes: c.deletes,
+            batches: c.batches,
+            state_entries: self.tree.len(),
+            state_bytes: self.tree.approx_bytes(),
+            state_counts: vec![
+                ("evictions", t.evictions),
+                ("fid2path_calls", t.fid2path_calls),
+                ("fid2path_failures", t.fid2path_failures),
+                ("vanished", c.vanished),
+                ("lost_records", c.lost_records),
+            ],
+        }
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let mut c = self.counts.lock().map(|c| c.clone()).unwrap_or_default();
+        c.tree = self.tree.counts;
+        serde_json::to_value(&c).unwrap_or_default()
+    }
+}

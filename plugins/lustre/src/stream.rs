@@ -1,0 +1,245 @@
+//! One MDT's changelog as a [`ChangeStream`]: `lfs changelog` in ranges of `read_size`
+//! records, parsed where they wait for their batch; gaps (records purged unread) and lines
+//! that cannot be parsed are reported; `lfs changelog_clear` acknowledges.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use icicle_core::deadletter::DeadLetters;
+use icicle_core::stream::{ChangeStream, Polled};
+use icicle_core::traits::OnGap;
+use icicle_core::IcicleError;
+
+use crate::changelog::{ChangelogRecord, RecordType};
+use crate::monitor::{with_retries, Lfs, LustreConfig, MonitorCounts};
+
+/// Reads one MDT's changelog and clears what was delivered.
+pub(crate) struct ChangelogStream {
+    pub cfg: Arc<LustreConfig>,
+    pub lfs: Lfs,
+    /// The component id (metrics labels).
+    pub name: String,
+    pub drain: bool,
+    pub counts: Arc<Mutex<MonitorCounts>>,
+    filter: HashSet<String>,
+    filter_bits: u32,
+    /// The next index to ask for.
+    next: u64,
+    /// The index the next record must have; unknown until the first read when starting from
+    /// nothing (records before a new user registered are not ours to miss).
+    expect: Option<u64>,
+    /// The highest index read, delivered or not.
+    covered: Option<u64>,
+    /// The last index cleared.
+    cleared: u64,
+    dead: DeadLetters,
+}
+
+fn internal(e: impl std::fmt::Display) -> IcicleError {
+    IcicleError::Internal(e.to_string())
+}
+
+pub(crate) fn leading_index(line: &str) -> Option<u64> {
+    line.split_whitespace().next()?.parse().ok()
+}
+
+impl ChangelogStream {
+    /// The stream after index `cleared` (0: nothing cleared yet).
+    pub fn new(cfg: Arc<LustreConfig>, name: String, drain: bool, counts: Arc<Mutex<MonitorCounts>>, cleared: u64) -> ChangelogStream {
+        let filter: HashSet<String> = cfg.filter.iter().cloned().collect();
+        let filter_bits = cfg.filter.iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
+        let next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
+        let dead = DeadLetters::new(cfg.dead_letter.clone().unwrap_or_else(|| cfg.state_dir.join(format!("{}.dead-letters.jsonl", cfg.mdt))));
+        let lfs = Lfs { cmd: cfg.lfs.clone() };
+        let labels = [("component", name.as_str()), ("mdt", cfg.mdt.as_str())];
+        icicle_core::metrics::Metrics::global().set(
+            "icicle_changelog_cleared",
+            "Last changelog index cleared (acknowledged) per MDT.",
+            &labels,
+            cleared as f64,
+        );
+        ChangelogStream { cfg, lfs, name, drain, counts, filter, filter_bits, next, expect: (next > 0).then_some(next), covered: None, cleared, dead }
+    }
+
+    /// Record `i` was read: report the records missing before it (a gap) and expect `i + 1`.
+    fn advance_expected(&mut self, i: u64, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
+        if let Some(e) = self.expect.filter(|e| i > *e) {
+            self.on_gap(e, i - 1, counts)?;
+        }
+        self.expect = Some(self.expect.map_or(i + 1, |e| e.max(i + 1)));
+        Ok(())
+    }
+
+    /// Record `i` is read: what may be acknowledged and what is asked for next move past it.
+    fn cover(&mut self, i: u64) {
+        self.covered = Some(self.covered.map_or(i, |c| c.max(i)));
+        self.next = self.next.max(i + 1);
+    }
+
+    /// Records `first..=last` were purged before they were read.
+    fn on_gap(&self, first: u64, last: u64, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
+        let cfg = &self.cfg;
+        let n = last - first + 1;
+        counts.lost_records += n;
+        let labels = [("component", self.name.as_str()), ("mdt", cfg.mdt.as_str())];
+        icicle_core::metrics::Metrics::global().set(
+            "icicle_changelog_lost",
+            "Changelog records purged before they were read, per MDT.",
+            &labels,
+            counts.lost_records as f64,
+        );
+        let why = format!(
+            "changelog records {first}..={last} of {} were purged before they were read (another changelog user cleared them, or user {} was deregistered): \
+             the index misses their changes until a snapshot run re-indexes the file system",
+            cfg.mdt, cfg.user
+        );
+        if cfg.on_gap == OnGap::Fail {
+            return Err(IcicleError::Source(icicle_core::SourceError::External(format!("{why}; stopping (on_gap = \"fail\")"))));
+        }
+        tracing::error!(message = "lost changelog records", mdt = %cfg.mdt, first, last, records = n, detail = %why);
+        Ok(())
+    }
+
+    /// Keep an unparsable line; failing to keep it stops the monitor (nothing past it is
+    /// acknowledged). Returns whether the line was new (not kept before).
+    fn dead_letter(&mut self, position: &str, line: &str, reason: &str, counts: &mut MonitorCounts) -> Result<bool, IcicleError> {
+        // A line not yet acknowledged is read again by the next poll: kept once.
+        if !self.dead.first_time(position, line.as_bytes()) {
+            return Ok(false);
+        }
+        self.dead
+            .write(&self.cfg.mdt, position, line.as_bytes(), reason)
+            .map_err(|e| internal(format!("{}: writing the dead-letter file {}: {e}", self.cfg.mdt, self.dead.path().display())))?;
+        counts.dead_letters += 1;
+        Ok(true)
+    }
+
+    /// Parse one range's text into `out`; returns how many lines were new (a parsed record,
+    /// or a line kept for the first time: an unparsable record is read again until a later
+    /// one moves past it).
+    fn take_lines(
+        &mut self,
+        text: &str,
+        asked: std::ops::RangeInclusive<u64>,
+        out: &mut Vec<ChangelogRecord>,
+        counts: &mut MonitorCounts,
+    ) -> Result<u64, IcicleError> {
+        let mut got = 0u64;
+        for line in crate::changelog::lines(text).filter(|l| !l.trim().is_empty()) {
+            // A line outside the range asked for is no record of ours: kept as a dead
+            // letter, it moves nothing.
+            let Some(i) = leading_index(line).filter(|i| asked.contains(i)) else {
+                let reason = format!("not a changelog record of {}..={}", asked.start(), asked.end());
+                got += u64::from(self.dead_letter("-", line, &reason, counts)?);
+                continue;
+            };
+            if crate::changelog::line_type_bit(line.as_bytes()) & self.filter_bits != 0 {
+                got += 1;
+                self.advance_expected(i, counts)?;
+                counts.records += 1;
+                counts.filtered += 1;
+                self.cover(i);
+                continue;
+            }
+            // Parsed where it will wait for its batch.
+            out.push(ChangelogRecord::empty());
+            let last = out.len() - 1;
+            match ChangelogRecord::parse_into(line, &mut out[last]) {
+                Ok(()) => {
+                    // Only a parsed record moves what is read next and what may be
+                    // acknowledged; an unparsable one is acknowledged with a later one.
+                    got += 1;
+                    self.advance_expected(i, counts)?;
+                    self.cover(i);
+                    counts.records += 1;
+                    let filtered = match &out[last].kind {
+                        RecordType::Unknown(_, name) => {
+                            counts.unknown_types += 1;
+                            self.filter.contains(name.as_str())
+                        }
+                        k => k.bit() & self.filter_bits != 0,
+                    };
+                    if filtered {
+                        counts.filtered += 1;
+                        out.pop();
+                    }
+                }
+                Err(e) => {
+                    out.pop();
+                    // The record in sequence is not a gap; one further ahead moves nothing.
+                    if self.expect == Some(i) {
+                        self.expect = Some(i + 1);
+                    }
+                    if self.dead_letter(&i.to_string(), line, &e, counts)? {
+                        got += 1;
+                        counts.rejects += 1;
+                        tracing::warn!(message = "rejected changelog record", mdt = %self.cfg.mdt, line = %line.escape_debug(), reason = %e);
+                    }
+                }
+            }
+        }
+        Ok(got)
+    }
+}
+
+#[async_trait]
+impl ChangeStream for ChangelogStream {
+    type Event = ChangelogRecord;
+    type Position = u64;
+
+    async fn poll(
+        &mut self,
+        out: &mut Vec<ChangelogRecord>,
+        _wait: Option<Duration>,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Polled, IcicleError> {
+        let (mdt, read) = (self.cfg.mdt.clone(), self.cfg.read_size.max(1));
+        let (next, lfs) = (self.next, &self.lfs);
+        let text = with_retries("changelog", &mdt, self.cfg.lfs_retries, || lfs.changelog(&mdt, next, Some(next + read - 1)))
+            .await
+            .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
+        let got = {
+            let counts = self.counts.clone();
+            let mut counts = counts.lock().map_err(|_| internal("the monitor's counters are poisoned"))?;
+            self.take_lines(&text, next..=next + read - 1, out, &mut counts)?
+        };
+        if let Some(c) = self.covered {
+            let labels = [("component", self.name.as_str()), ("mdt", mdt.as_str())];
+            let m = icicle_core::metrics::Metrics::global();
+            m.set("icicle_changelog_index", "Highest changelog index read per MDT.", &labels, c as f64);
+            m.set("icicle_changelog_lag", "Changelog records read but not yet cleared, per MDT.", &labels, c.saturating_sub(self.cleared) as f64);
+        }
+        if got > 0 {
+            return Ok(Polled::New);
+        }
+        if self.drain {
+            return Ok(Polled::End);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs_f64(self.cfg.poll_interval_secs.max(0.01))) => {}
+            _ = stop.changed() => {}
+        }
+        Ok(Polled::Idle)
+    }
+
+    fn position(&self, batch: &[ChangelogRecord], rest_empty: bool) -> Option<u64> {
+        let upto = if rest_empty { self.covered.unwrap_or(0) } else { batch.last().map_or(0, |r| r.index) };
+        (upto > self.cleared).then_some(upto)
+    }
+
+    async fn truncate(&mut self, to: &u64) -> Result<(), IcicleError> {
+        let (to, mdt, user, lfs) = (*to, &self.cfg.mdt, &self.cfg.user, &self.lfs);
+        with_retries("changelog_clear", mdt, self.cfg.lfs_retries, || lfs.clear(mdt, user, to))
+            .await
+            .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
+        self.cleared = to;
+        let mut counts = self.counts.lock().map_err(|_| internal("the monitor's counters are poisoned"))?;
+        counts.cleared_index = to;
+        counts.clears += 1;
+        let labels = [("component", self.name.as_str()), ("mdt", mdt.as_str())];
+        icicle_core::metrics::Metrics::global().set("icicle_changelog_cleared", "Last changelog index cleared (acknowledged) per MDT.", &labels, to as f64);
+        Ok(())
+    }
+}

@@ -89,27 +89,49 @@ pub struct PluginDescriptor {
 
 inventory::collect!(PluginDescriptor);
 
-/// A typed source configuration.
-pub trait SourceConfig: DeserializeOwned {
-    /// Build the runtime source.
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError>;
+/// A component's typed configuration: its section deserialized into `Self` (unknown keys
+/// rejected by name and file), then built into the runtime component.
+pub trait ComponentConfig: DeserializeOwned {
+    /// What it builds: `Arc<dyn Source>`, `Box<dyn Sink>`, `Arc<dyn SketchFactory>`,
+    /// `Arc<dyn ChangeSource>` or `Arc<dyn Placement>`.
+    type Component: Into<Built>;
+    /// Check the settings and build the component; errors name the key and the file.
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Self::Component, ConfigError>;
 }
 
-/// A typed sink configuration.
-pub trait SinkConfig: DeserializeOwned {
-    /// Build the runtime sink.
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError>;
+/// The erased factory for a component configuration type (a [`PluginDescriptor`]'s `build`).
+pub fn build_component<C: ComponentConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
+    Ok(ctx.extract::<C>()?.build(ctx)?.into())
 }
 
-/// A typed sketch configuration.
-pub trait SketchConfig: DeserializeOwned {
-    /// Build the sketch factory.
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError>;
+impl From<Arc<dyn Source>> for Built {
+    fn from(c: Arc<dyn Source>) -> Built {
+        Built::Source(c)
+    }
 }
 
-/// The erased factory for a sketch configuration type.
-pub fn build_sketch<C: SketchConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
-    Ok(Built::Sketch(ctx.extract::<C>()?.build(ctx)?))
+impl From<Box<dyn Sink>> for Built {
+    fn from(c: Box<dyn Sink>) -> Built {
+        Built::Sink(c)
+    }
+}
+
+impl From<Arc<dyn SketchFactory>> for Built {
+    fn from(c: Arc<dyn SketchFactory>) -> Built {
+        Built::Sketch(c)
+    }
+}
+
+impl From<Arc<dyn ChangeSource>> for Built {
+    fn from(c: Arc<dyn ChangeSource>) -> Built {
+        Built::Monitor(c)
+    }
+}
+
+impl From<Arc<dyn Placement>> for Built {
+    fn from(c: Arc<dyn Placement>) -> Built {
+        Built::Placement(c)
+    }
 }
 
 /// Build the plugin of `kind` configured at `key` (a table with a `type`); `what` names the
@@ -142,44 +164,12 @@ pub fn default_sketch(name: &str) -> Result<Arc<dyn SketchFactory>, ConfigError>
     sketch_at(&figment, "sketch")
 }
 
-/// A typed placement configuration.
-pub trait PlacementConfig: DeserializeOwned {
-    /// Build the placement policy.
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError>;
-}
-
-/// The erased factory for a placement configuration type.
-pub fn build_placement<C: PlacementConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
-    Ok(Built::Placement(ctx.extract::<C>()?.build(ctx)?))
-}
-
 /// Build the placement policy configured at `key` (a table with a `type`).
 pub fn placement_at(figment: &Figment, key: &str) -> Result<Arc<dyn Placement>, ConfigError> {
     match build_at(figment, key, PluginKind::Placement, "placement")? {
         (_, Built::Placement(p)) => Ok(p),
         (ty, _) => Err(ConfigError::Parse(format!("plugin `{ty}` is not a placement policy"))),
     }
-}
-
-/// A typed streaming-source configuration.
-pub trait ChangeSourceConfig: DeserializeOwned {
-    /// Build the runtime source.
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError>;
-}
-
-/// The erased factory for a streaming-source configuration type.
-pub fn build_change_source<C: ChangeSourceConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
-    Ok(Built::Monitor(ctx.extract::<C>()?.build(ctx)?))
-}
-
-/// The erased factory for a source configuration type.
-pub fn build_source<C: SourceConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
-    Ok(Built::Source(ctx.extract::<C>()?.build(ctx)?))
-}
-
-/// The erased factory for a sink configuration type.
-pub fn build_sink<C: SinkConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
-    Ok(Built::Sink(ctx.extract::<C>()?.build(ctx)?))
 }
 
 /// Every registered plugin, sorted by kind then name.

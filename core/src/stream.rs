@@ -26,8 +26,9 @@ pub enum Polled {
 pub trait ChangeStream: Send {
     /// One record as the state applies it (parsed, or raw when the state parses it).
     type Event: Send;
-    /// How far an acknowledgement reaches (a changelog index; next offsets per partition).
-    type Position: Send;
+    /// How far an acknowledgement reaches (a changelog index; next offsets per partition);
+    /// the default reaches nothing new.
+    type Position: Send + Default;
     /// Append what can be read now to `out`, in stream order, waiting at most `wait` (`None`:
     /// until something comes) when nothing is there; returns early when `stop` changes.
     async fn poll(&mut self, out: &mut Vec<Self::Event>, wait: Option<Duration>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<Polled, IcicleError>;
@@ -83,6 +84,7 @@ pub trait ChangeState: Send {
     /// [`crate::StateStore`]) and encode the operations it implies.
     async fn apply(&mut self, batch: Vec<Self::Event>) -> Result<Emit, IcicleError>;
     /// The stream was drained: operations only its end decides (rename halves never paired).
+    /// After them the state is checkpointed and the stream truncated at its position.
     async fn finish(&mut self) -> Result<Option<Emit>, IcicleError> {
         Ok(None)
     }

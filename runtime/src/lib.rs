@@ -4,6 +4,7 @@
 
 pub mod compose;
 pub mod deletes;
+pub mod deliver;
 pub mod dirpass;
 pub mod manifest;
 pub mod monitor;

@@ -68,7 +68,8 @@ where
     // Drained: what only the end of the stream decides.
     if let Some(emit) = d.state.finish().await? {
         d.deliver(emit).await?;
-        d.checkpoint_and_truncate(d.stream.position(&[], true)).await?;
+        let to = d.stream.position(&[], true).unwrap_or_default();
+        d.checkpoint_and_truncate(Some(to)).await?;
     }
     Ok(d.state.report())
 }
@@ -124,7 +125,7 @@ where
             j.append(&emit.sent).map_err(|e| IcicleError::Internal(format!("writing {}: {e}", j.path().display())))?;
         }
         let mut sinks = self.ctx.sinks.lock().await;
-        icicle_core::batch::deliver_emit(&mut sinks, &emit.chunk, emit.deletes, self.ctx.max_batch_bytes).await?;
+        crate::deliver::deliver_emit(&mut sinks, &emit.chunk, emit.deletes, self.ctx.max_batch_bytes).await?;
         Ok(())
     }
 

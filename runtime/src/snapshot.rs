@@ -405,7 +405,7 @@ fn worker_count(settings: &SnapshotSettings) -> usize {
 }
 
 async fn deliver(sinks: &mut icicle_core::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), IcicleError> {
-    icicle_core::batch::deliver_all(sinks, batch).await?;
+    crate::deliver::deliver_all(sinks, batch).await?;
     Ok(())
 }
 

@@ -6,9 +6,11 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use icicle_core::batch::{deliver_all, DocumentBatch, EntryBatch};
+use icicle_core::batch::{DocumentBatch, EntryBatch};
 use icicle_core::error::IcicleError;
 use icicle_core::traits::NamedSinks;
+
+use crate::deliver::deliver_all;
 
 /// Documents written in order, read back in the same order.
 pub struct Spool {

@@ -551,7 +551,7 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: 
         for (path, op) in ops.drain(..) {
             match op {
                 Op::Update(m) => {
-                    let rec = icicle_plugins_kafka::gpfs::record_for(&path, &m);
+                    let rec = icicle_plugins_gpfs::source::record_for(&path, &m);
                     emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
                 }
                 Op::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,

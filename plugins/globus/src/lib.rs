@@ -13,7 +13,7 @@ pub mod sink;
 pub use icicle_core::secret::Secret;
 pub use sink::{GlobusError, GlobusSink, GlobusSinkConfig};
 
-use icicle_core::registry::{build_sink, PluginDescriptor, PluginKind};
+use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
 
 inventory::submit! {
     PluginDescriptor {
@@ -21,6 +21,6 @@ inventory::submit! {
         name: "globus",
         description: "Globus Search ingest and batch_delete_by_subject (retries, waits for tasks to succeed before acknowledging)",
         example: "[sinks.globus]\ntype = \"globus\"\nindex_id = \"00000000-0000-0000-0000-000000000000\"\ntoken_env = \"GLOBUS_SEARCH_TOKEN\"\n",
-        build: build_sink::<GlobusSinkConfig>,
+        build: build_component::<GlobusSinkConfig>,
     }
 }

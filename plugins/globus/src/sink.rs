@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use icicle_core::batch::{delete_batches, delete_body, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
 use icicle_core::error::{Retry, SinkError};
 use icicle_core::metrics::Metrics;
-use icicle_core::registry::{BuildContext, SinkConfig};
+use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::secret::{self, Secret};
 use icicle_core::traits::Sink;
 use icicle_core::ConfigError;
@@ -220,7 +220,9 @@ impl GlobusSinkConfig {
     }
 }
 
-impl SinkConfig for GlobusSinkConfig {
+impl ComponentConfig for GlobusSinkConfig {
+    type Component = Box<dyn Sink>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
         Ok(Box::new(self.connect_with(&ctx.id, |key, reason| ctx.invalid(key, reason))?))
     }

@@ -6,7 +6,12 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
-use crate::state::path_key;
+/// A path's key in `sent`, in the sent-ahead journal and among evicted files: the same in
+/// every run.
+pub fn path_key(path: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x9f5e_4e17_a11c_0de5).hash_one(path)
+}
 
 type Fast = foldhash::fast::RandomState;
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use icicle_core::traits::{ReduceCounts, Reducer, StateStore};
 
 use crate::event::{EventKind, GpfsEvent, Meta};
+pub use crate::evict::path_key;
 use crate::evict::{Evicted, EvictedCheckpoint};
 
 type Fast = foldhash::fast::RandomState;
@@ -183,12 +184,6 @@ pub struct GpfsState {
     evicted: Evicted,
 
     pub counts: GpfsCounts,
-}
-
-/// A path's key in `sent` and in the sent-ahead journal: the same in every run.
-pub fn path_key(path: &str) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x9f5e_4e17_a11c_0de5).hash_one(path)
 }
 
 /// Directory renames kept in the log.

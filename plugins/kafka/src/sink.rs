@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use futures::future::join_all;
 use icicle_core::batch::DocumentBatch;
 use icicle_core::error::{Retry, SinkError};
-use icicle_core::registry::{BuildContext, SinkConfig};
+use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::traits::Sink;
 use icicle_core::ConfigError;
 use rdkafka::message::{Header, OwnedHeaders};
@@ -42,7 +42,9 @@ fn default_timeout() -> f64 {
     60.0
 }
 
-impl SinkConfig for KafkaSinkConfig {
+impl ComponentConfig for KafkaSinkConfig {
+    type Component = Box<dyn Sink>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
         if self.topic.trim().is_empty() {
             return Err(ctx.invalid("topic", "give the topic index operations go to"));

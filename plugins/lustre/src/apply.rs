@@ -14,8 +14,10 @@ use icicle_core::traits::{Reducer, StateStore};
 use icicle_core::IcicleError;
 
 use crate::changelog::{ChangelogRecord, Fid};
-use crate::monitor::{fsmonitor_apply, walk_files, Lfs, LfsResolver, Lookahead, LustreConfig, MonitorCounts, Resolution};
+use crate::config::{LustreConfig, MonitorCounts, Resolution};
+use crate::lookahead::Lookahead;
 use crate::reducer::{ReduceCounts, RuleTable};
+use crate::resolve::{fsmonitor_apply, walk_files, Lfs, LfsResolver};
 use crate::tree::{DirectoryTree, Ops, PathOp};
 
 /// One MDT's directory tree and what applying records to it needs.

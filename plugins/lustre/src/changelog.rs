@@ -805,6 +805,11 @@ impl ChangelogRecord {
     }
 }
 
+/// The index a changelog line starts with, if it starts with one.
+pub fn leading_index(line: &str) -> Option<u64> {
+    line.split_whitespace().next()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

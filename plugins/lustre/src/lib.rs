@@ -3,14 +3,16 @@
 
 mod apply;
 pub mod changelog;
+mod config;
 pub mod lookahead;
 pub mod monitor;
 pub mod namespace;
 pub mod reducer;
+mod resolve;
 mod stream;
 pub mod tree;
 
-use icicle_core::registry::{build_change_source, PluginDescriptor, PluginKind};
+use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
 
 inventory::submit! {
     PluginDescriptor {
@@ -18,6 +20,6 @@ inventory::submit! {
         name: "lustre",
         description: "Lustre changelogs via `lfs changelog` (one per MDT), reduced and applied to a FID directory tree; `icicle monitor`",
         example: "[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nuser = \"cl1\"\nmount = \"/mnt/fs0\"\nfsname = \"fs0\"\nstate_dir = \"/var/lib/icicle/lustre\"\n",
-        build: build_change_source::<monitor::LustreConfig>,
+        build: build_component::<monitor::LustreConfig>,
     }
 }

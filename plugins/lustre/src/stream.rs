@@ -12,8 +12,9 @@ use icicle_core::stream::{ChangeStream, Polled};
 use icicle_core::traits::OnGap;
 use icicle_core::IcicleError;
 
-use crate::changelog::{ChangelogRecord, RecordType};
-use crate::monitor::{with_retries, Lfs, LustreConfig, MonitorCounts};
+use crate::changelog::{leading_index, ChangelogRecord, RecordType};
+use crate::config::{LustreConfig, MonitorCounts};
+use crate::resolve::{with_retries, Lfs};
 
 /// Reads one MDT's changelog and clears what was delivered.
 pub(crate) struct ChangelogStream {
@@ -39,10 +40,6 @@ pub(crate) struct ChangelogStream {
 
 fn internal(e: impl std::fmt::Display) -> IcicleError {
     IcicleError::Internal(e.to_string())
-}
-
-pub(crate) fn leading_index(line: &str) -> Option<u64> {
-    line.split_whitespace().next()?.parse().ok()
 }
 
 impl ChangelogStream {

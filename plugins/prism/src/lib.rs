@@ -15,7 +15,7 @@ pub mod tasks;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use icicle_core::registry::{build_placement, BuildContext, PlacementConfig, PluginDescriptor, PluginKind};
+use icicle_core::registry::{build_component, BuildContext, ComponentConfig, PluginDescriptor, PluginKind};
 use icicle_core::traits::Placement;
 use icicle_core::ConfigError;
 use serde::Deserialize;
@@ -37,7 +37,9 @@ pub struct ObjectPlacementConfig {
     pub loader_file: Option<PathBuf>,
 }
 
-impl PlacementConfig for ObjectPlacementConfig {
+impl ComponentConfig for ObjectPlacementConfig {
+    type Component = Arc<dyn Placement>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError> {
         let loader = match (self.loader, self.loader_file) {
             (Some(_), Some(_)) => return Err(ctx.invalid("loader_file", "give `loader` or `loader_file`, not both")),
@@ -56,17 +58,19 @@ impl PlacementConfig for ObjectPlacementConfig {
 #[derive(Debug, Deserialize)]
 pub struct FilePlacementConfig {}
 
-impl PlacementConfig for FilePlacementConfig {
+impl ComponentConfig for FilePlacementConfig {
+    type Component = Arc<dyn Placement>;
+
     fn build(self, _ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError> {
         Ok(Arc::new(FileScheduler))
     }
 }
 
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Placement, name: "object", description: "PRISM/SwiftLoad object scheduler: I/O processes bound to OSTs, capped per OST by the loader configuration", example: "[placement]\ntype = \"object\"\n[placement.loader]\nper_process_mb_s = 100.0\nmax_processes_per_ost = 8\n[placement.loader.ost_mb_s]\n113 = 400.0\n204 = 200.0\n", build: build_placement::<ObjectPlacementConfig> }
+    PluginDescriptor { kind: PluginKind::Placement, name: "object", description: "PRISM/SwiftLoad object scheduler: I/O processes bound to OSTs, capped per OST by the loader configuration", example: "[placement]\ntype = \"object\"\n[placement.loader]\nper_process_mb_s = 100.0\nmax_processes_per_ost = 8\n[placement.loader.ost_mb_s]\n113 = 400.0\n204 = 200.0\n", build: build_component::<ObjectPlacementConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Placement, name: "file", description: "file-level baseline: whole files dealt round-robin to I/O processes", example: "[placement]\ntype = \"file\"\n", build: build_placement::<FilePlacementConfig> }
+    PluginDescriptor { kind: PluginKind::Placement, name: "file", description: "file-level baseline: whole files dealt round-robin to I/O processes", example: "[placement]\ntype = \"file\"\n", build: build_component::<FilePlacementConfig> }
 }
 
 #[cfg(test)]

@@ -8,9 +8,8 @@ use aws_sdk_s3::Client;
 
 use icicle_core::secret::Secret;
 
-use crate::config::Creds;
 use crate::error::S3Error;
-use crate::source::{client, runtime};
+use crate::source::{client, runtime, Creds};
 
 /// A blocking S3 client with its own runtime.
 pub struct ObjectStore {

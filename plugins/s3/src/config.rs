@@ -4,14 +4,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use icicle_core::registry::{BuildContext, SourceConfig};
-use icicle_core::secret::{self, Secret};
+use icicle_core::registry::{BuildContext, ComponentConfig};
+use icicle_core::secret;
 use icicle_core::traits::Source;
 use icicle_core::ConfigError;
 use icicle_plugins_snapshot::tsv::{Columns, Layout, ModeFormat, Preset, TsvConfig};
 use serde::Deserialize;
 
-use crate::source::{S3Source, Settings};
+use crate::source::{Creds, S3Source, Settings};
 
 /// The configuration of an `s3` source. Holds only where secrets come from, never a secret.
 #[derive(Debug, Clone, Deserialize)]
@@ -87,14 +87,6 @@ fn default_max_attempts() -> u32 {
 }
 fn default_timeout_secs() -> f64 {
     60.0
-}
-
-/// Credentials as configured: the key id, the secret, an optional session token.
-#[derive(Debug, Clone)]
-pub(crate) struct Creds {
-    pub(crate) access_key_id: String,
-    pub(crate) secret: Secret,
-    pub(crate) session_token: Option<Secret>,
 }
 
 impl S3Config {
@@ -187,7 +179,9 @@ impl S3Config {
     }
 }
 
-impl SourceConfig for S3Config {
+impl ComponentConfig for S3Config {
+    type Component = Arc<dyn Source>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
         let layout = Layout::from_config(&self.layout_keys(), ctx)?;
         let split_bytes = ctx.figment.extract_inner::<u64>("snapshot.split_bytes").unwrap_or(64 << 20);

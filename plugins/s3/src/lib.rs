@@ -22,7 +22,7 @@ pub use config::S3Config;
 pub use error::S3Error;
 pub use source::S3Source;
 
-use icicle_core::registry::{build_source, PluginDescriptor, PluginKind};
+use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
 
 inventory::submit! {
     PluginDescriptor {
@@ -30,6 +30,6 @@ inventory::submit! {
         name: "s3",
         description: "delimited listings (icicle9, pwalk, ne2scan or a column map) in S3 objects; big objects read in byte ranges",
         example: "[sources.listing]\ntype = \"s3\"\nbucket = \"icicle-snapshots\"\nprefix = \"fs1/2026-11-30/\"\nkeys = \"*.csv\"\npreset = \"icicle9\"\n",
-        build: build_source::<S3Config>,
+        build: build_component::<S3Config>,
     }
 }

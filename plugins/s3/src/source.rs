@@ -20,7 +20,6 @@ use icicle_core::traits::{RowSink, Split};
 use icicle_core::{Source, SourceError};
 use icicle_plugins_snapshot::tsv::{Layout, Scratch};
 
-use crate::config::Creds;
 use crate::error::S3Error;
 use crate::lines::RangeLines;
 
@@ -83,6 +82,14 @@ const CONTINUATION_MAX: u64 = 16 << 20;
 const PROGRESS_BYTES: u64 = 1 << 20;
 
 /// An S3 client with the smallest TLS build (rustls with ring), the given retry attempts
+/// Credentials as configured: the key id, the secret, an optional session token.
+#[derive(Debug, Clone)]
+pub(crate) struct Creds {
+    pub(crate) access_key_id: String,
+    pub(crate) secret: icicle_core::secret::Secret,
+    pub(crate) session_token: Option<icicle_core::secret::Secret>,
+}
+
 /// (standard mode: throttling, 5xx and connection errors, with backoff) and timeouts.
 pub(crate) fn client(endpoint_url: Option<&str>, region: &str, force_path_style: bool, creds: &Creds, max_attempts: u32, timeout: Duration) -> Client {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};

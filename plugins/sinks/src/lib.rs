@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use icicle_core::batch::{delete_body, DocumentBatch};
-use icicle_core::registry::{build_sink, BuildContext, PluginDescriptor, PluginKind, SinkConfig};
+use icicle_core::registry::{build_component, BuildContext, ComponentConfig, PluginDescriptor, PluginKind};
 use icicle_core::{ConfigError, Sink, SinkError};
 use serde::Deserialize;
 
@@ -141,7 +141,9 @@ impl Sink for FileSink {
     }
 }
 
-impl SinkConfig for FileSinkConfig {
+impl ComponentConfig for FileSinkConfig {
+    type Component = Box<dyn Sink>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
         if self.dir.exists() && !self.dir.is_dir() {
             return Err(ctx.invalid("dir", format!("{} exists and is not a directory", self.dir.display())));
@@ -182,7 +184,9 @@ impl Sink for StdoutSink {
     }
 }
 
-impl SinkConfig for StdoutSinkConfig {
+impl ComponentConfig for StdoutSinkConfig {
+    type Component = Box<dyn Sink>;
+
     fn build(self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
         Ok(Box::new(StdoutSink))
     }
@@ -220,7 +224,9 @@ impl Sink for BlackholeSink {
     }
 }
 
-impl SinkConfig for BlackholeSinkConfig {
+impl ComponentConfig for BlackholeSinkConfig {
+    type Component = Box<dyn Sink>;
+
     fn build(self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
         Ok(Box::new(BlackholeSink::default()))
     }
@@ -232,7 +238,7 @@ inventory::submit! {
         name: "file",
         description: "one GIngest JSON document per batch (and delete bodies), ready for `globus search ingest`",
         example: "[sinks.out]\ntype = \"file\"\ndir = \"out/\"\nfsync = true\n",
-        build: build_sink::<FileSinkConfig>,
+        build: build_component::<FileSinkConfig>,
     }
 }
 
@@ -242,7 +248,7 @@ inventory::submit! {
         name: "stdout",
         description: "one JSON line per GMetaEntry and per deleted subject",
         example: "[sinks.print]\ntype = \"stdout\"\n",
-        build: build_sink::<StdoutSinkConfig>,
+        build: build_component::<StdoutSinkConfig>,
     }
 }
 
@@ -252,6 +258,6 @@ inventory::submit! {
         name: "blackhole",
         description: "counts documents, entries and bytes and drops them (benchmarks)",
         example: "[sinks.null]\ntype = \"blackhole\"\n",
-        build: build_sink::<BlackholeSinkConfig>,
+        build: build_component::<BlackholeSinkConfig>,
     }
 }

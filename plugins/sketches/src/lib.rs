@@ -9,7 +9,7 @@ use datasketches::common::SearchCriteria;
 use datasketches::kll::{KllFloat, KllSketch};
 use datasketches::req::{RankAccuracy, ReqFloat, ReqSketch};
 use datasketches::tdigest::TDigestMut;
-use icicle_core::registry::{build_sketch, BuildContext, PluginDescriptor, PluginKind, SketchConfig};
+use icicle_core::registry::{build_component, BuildContext, ComponentConfig, PluginDescriptor, PluginKind};
 use icicle_core::traits::{Sketch, SketchError, SketchFactory};
 use icicle_core::ConfigError;
 use serde::Deserialize;
@@ -131,7 +131,9 @@ impl SketchFactory for DdFactory {
     }
 }
 
-impl SketchConfig for DdSketchConfig {
+impl ComponentConfig for DdSketchConfig {
+    type Component = Arc<dyn SketchFactory>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
             return Err(ctx.invalid("alpha", "must be in (0, 1)"));
@@ -244,7 +246,9 @@ impl SketchFactory for KllFactory {
     }
 }
 
-impl SketchConfig for KllConfig {
+impl ComponentConfig for KllConfig {
+    type Component = Arc<dyn SketchFactory>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
         KllSketch::<KllFloat<f64>>::new(self.k).map_err(|e| ctx.invalid("k", e.to_string()))?;
         Ok(Arc::new(KllFactory(self)))
@@ -324,7 +328,9 @@ impl SketchFactory for ReqFactory {
     }
 }
 
-impl SketchConfig for ReqConfig {
+impl ComponentConfig for ReqConfig {
+    type Component = Arc<dyn SketchFactory>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
         let acc = match self.rank_accuracy {
             Tail::High => RankAccuracy::HighRank,
@@ -435,7 +441,9 @@ impl SketchFactory for TDigestFactory {
     }
 }
 
-impl SketchConfig for TDigestConfig {
+impl ComponentConfig for TDigestConfig {
+    type Component = Arc<dyn SketchFactory>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
         TDigestMut::new(self.k).map_err(|e| ctx.invalid("k", e.to_string()))?;
         Ok(Arc::new(TDigestFactory(self)))
@@ -571,7 +579,9 @@ impl SketchFactory for ExactFactory {
     }
 }
 
-impl SketchConfig for ExactConfig {
+impl ComponentConfig for ExactConfig {
+    type Component = Arc<dyn SketchFactory>;
+
     fn build(self, _ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
         Ok(Arc::new(ExactFactory(self)))
     }
@@ -729,7 +739,9 @@ impl SketchFactory for HybridFactory {
     }
 }
 
-impl SketchConfig for HybridConfig {
+impl ComponentConfig for HybridConfig {
+    type Component = Arc<dyn SketchFactory>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
             return Err(ctx.invalid("alpha", "must be in (0, 1)"));
@@ -739,22 +751,22 @@ impl SketchConfig for HybridConfig {
 }
 
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "ddsketch", description: "DDSketch: every quantile within relative value error alpha (default 0.01)", example: "[aggregate.sketch]\ntype = \"ddsketch\"\nalpha = 0.01\nmax_bins = 2048\n", build: build_sketch::<DdSketchConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "ddsketch", description: "DDSketch: every quantile within relative value error alpha (default 0.01)", example: "[aggregate.sketch]\ntype = \"ddsketch\"\nalpha = 0.01\nmax_bins = 2048\n", build: build_component::<DdSketchConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "kll", description: "KLL (Apache DataSketches): normalized rank error ~1.65% at k=200", example: "[aggregate.sketch]\ntype = \"kll\"\nk = 200\n", build: build_sketch::<KllConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "kll", description: "KLL (Apache DataSketches): normalized rank error ~1.65% at k=200", example: "[aggregate.sketch]\ntype = \"kll\"\nk = 200\n", build: build_component::<KllConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "req", description: "REQ (Apache DataSketches): relative rank error, accurate at the high (or low) tail", example: "[aggregate.sketch]\ntype = \"req\"\nk = 12\nrank_accuracy = \"high\"\n", build: build_sketch::<ReqConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "req", description: "REQ (Apache DataSketches): relative rank error, accurate at the high (or low) tail", example: "[aggregate.sketch]\ntype = \"req\"\nk = 12\nrank_accuracy = \"high\"\n", build: build_component::<ReqConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "tdigest", description: "t-digest (Apache DataSketches): accurate tails, compressed middle", example: "[aggregate.sketch]\ntype = \"tdigest\"\nk = 100\n", build: build_sketch::<TDigestConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "tdigest", description: "t-digest (Apache DataSketches): accurate tails, compressed middle", example: "[aggregate.sketch]\ntype = \"tdigest\"\nk = 100\n", build: build_component::<TDigestConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "exact", description: "every value (ground truth); refuses to grow past max_bytes", example: "[aggregate.sketch]\ntype = \"exact\"\nmax_bytes = 1073741824\n", build: build_sketch::<ExactConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "exact", description: "every value (ground truth); refuses to grow past max_bytes", example: "[aggregate.sketch]\ntype = \"exact\"\nmax_bytes = 1073741824\n", build: build_component::<ExactConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "hybrid", description: "exact up to `threshold` values, then DDSketch: exact answers for small principals, bounded memory", example: "[aggregate.sketch]\ntype = \"hybrid\"\nthreshold = 256\nalpha = 0.01\n", build: build_sketch::<HybridConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "hybrid", description: "exact up to `threshold` values, then DDSketch: exact answers for small principals, bounded memory", example: "[aggregate.sketch]\ntype = \"hybrid\"\nthreshold = 256\nalpha = 0.01\n", build: build_component::<HybridConfig> }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use icicle_core::record::{FileKind, FileRecord, Reject};
-use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::{ConfigError, Source, SourceError};
@@ -343,7 +343,9 @@ impl GufiSource {
     }
 }
 
-impl SourceConfig for GufiConfig {
+impl ComponentConfig for GufiConfig {
+    type Component = Arc<dyn Source>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
         if !self.path_prefix.starts_with('/') {
             return Err(ctx.invalid("path_prefix", "must be an absolute path"));

@@ -6,7 +6,7 @@ pub mod mmapplypolicy;
 pub mod tsv;
 pub mod walk;
 
-use icicle_core::registry::{build_source, BuildContext, PluginDescriptor, PluginKind};
+use icicle_core::registry::{build_component, BuildContext, PluginDescriptor, PluginKind};
 
 /// The `[snapshot] split_bytes` setting, for text sources that cut big files into splits.
 pub(crate) fn split_bytes(ctx: &BuildContext<'_>) -> u64 {
@@ -19,7 +19,7 @@ inventory::submit! {
         name: "gufi",
         description: "a GUFI index read directly with SQLite (db.db per directory; rolled-up indexes without double counting)",
         example: "[sources.index]\ntype = \"gufi\"\nindex = \"/gufi/index\"\npath_prefix = \"/\"\n",
-        build: build_source::<gufi::GufiConfig>,
+        build: build_component::<gufi::GufiConfig>,
     }
 }
 
@@ -29,7 +29,7 @@ inventory::submit! {
         name: "mmapplypolicy",
         description: "GPFS mmapplypolicy LIST files (inode gen snapid SHOW... -- path), ESCAPE '%' decoding",
         example: "[sources.gpfs]\ntype = \"mmapplypolicy\"\npaths = [\"/policy/list.allfiles\"]\npreset = \"nersc18\"\nescaped = true\n",
-        build: build_source::<mmapplypolicy::MmapplypolicyConfig>,
+        build: build_component::<mmapplypolicy::MmapplypolicyConfig>,
     }
 }
 
@@ -39,7 +39,7 @@ inventory::submit! {
         name: "tsv",
         description: "delimited listings: presets icicle9 (type,mode,uid,gid,size,atime,ctime,mtime,path), pwalk, ne2scan; or a column map",
         example: "[sources.listing]\ntype = \"tsv\"\npaths = [\"/snapshots/*.csv\"]\npreset = \"icicle9\"\n",
-        build: build_source::<tsv::TsvConfig>,
+        build: build_component::<tsv::TsvConfig>,
     }
 }
 
@@ -49,6 +49,6 @@ inventory::submit! {
         name: "walk",
         description: "a parallel lstat walk of a live directory tree (links never followed)",
         example: "[sources.home]\ntype = \"walk\"\nroot = \"/home\"\n",
-        build: build_source::<walk::WalkConfig>,
+        build: build_component::<walk::WalkConfig>,
     }
 }

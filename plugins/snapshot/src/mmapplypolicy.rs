@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use icicle_core::record::{parse_mode_string, FileKind, FileRecord, S_IFMT};
-use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::text::{byte_splits, expand_inputs};
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::{ConfigError, Source, SourceError};
@@ -191,7 +191,9 @@ impl Source for MmapplypolicySource {
     }
 }
 
-impl SourceConfig for MmapplypolicyConfig {
+impl ComponentConfig for MmapplypolicyConfig {
+    type Component = Arc<dyn Source>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
         let names: Vec<String> = match (self.preset.as_deref(), &self.show) {
             (_, Some(show)) => show.clone(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use icicle_core::record::{check_path, parse_mode_string, FileKind, FileRecord, Reject};
-use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::scope::Scope;
 use icicle_core::text::{self, byte_splits, expand_inputs};
 use icicle_core::traits::{RowSink, Split};
@@ -435,7 +435,9 @@ impl Source for TsvSource {
     }
 }
 
-impl SourceConfig for TsvConfig {
+impl ComponentConfig for TsvConfig {
+    type Component = Arc<dyn Source>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
         let layout = Layout::from_config(&self, ctx)?;
         if self.paths.is_empty() {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use icicle_core::access::Acl;
 use icicle_core::record::{FileRecord, Reject};
-use icicle_core::registry::{BuildContext, SourceConfig};
+use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::{ConfigError, Source, SourceError};
@@ -128,7 +128,9 @@ impl Source for WalkSource {
     }
 }
 
-impl SourceConfig for WalkConfig {
+impl ComponentConfig for WalkConfig {
+    type Component = Arc<dyn Source>;
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
         let root = std::fs::canonicalize(&self.root).map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
         let prefix = match self.path_prefix {

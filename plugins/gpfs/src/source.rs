@@ -1,0 +1,453 @@
+//! The `gpfs` change source: `mmwatch` events from a Kafka topic (the transport is
+//! `icicle-plugins-kafka`'s [`TopicStream`]) applied to the fileset's path and inode state,
+//! run by the runtime's monitor driver. Offsets are committed only after delivery, held back
+//! before any rename half still waiting for its pair.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
+use icicle_core::batch::EntryBatch;
+use icicle_core::deadletter::DeadLetters;
+use icicle_core::gmeta::{subject_for, PrimaryEncoder};
+use icicle_core::record::{FileKind, FileRecord};
+use icicle_core::registry::{BuildContext, ComponentConfig};
+use icicle_core::sent_ahead::SentAhead;
+use icicle_core::stream::{BatchCounts, ChangeState, Emit};
+use icicle_core::traits::{ChangeSource, MonitorContext, OnGap, ReduceCounts, Reducer, StateStore};
+use icicle_core::{ConfigError, IcicleError};
+use icicle_plugins_kafka::client::KafkaConnection;
+use icicle_plugins_kafka::stream::{Offsets, Start, TopicCounts, TopicMessage, TopicSettings, TopicStream};
+use icicle_runtime::monitor::DriverSettings;
+use serde::Deserialize;
+
+use crate::state::{load_checkpoint, path_key, MountWalker, NoWalk, Walker};
+use crate::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops};
+
+/// `[sources.<id>] type = "gpfs"`.
+#[derive(Deserialize, Debug, Clone)]
+pub struct GpfsConfig {
+    pub connection: KafkaConnection,
+    /// The topic `mmwatch --sink-topic` writes (one per fileset).
+    pub topic: String,
+    /// The consumer group (offsets are committed under it).
+    #[serde(default = "default_group")]
+    pub group_id: String,
+    /// Consumer tasks; in group mode they share the topic's partitions.
+    #[serde(default = "default_consumers")]
+    pub consumers: usize,
+    /// Read exactly these partitions (round-robin over the consumers) instead of joining
+    /// the group's assignment.
+    #[serde(default)]
+    pub partitions: Option<Vec<i32>>,
+    /// Where to start when the group has no committed offset: `earliest` or `latest`.
+    #[serde(default)]
+    pub start: Start,
+    /// The GPFS path prefix removed from event paths (e.g. `/gpfs/fs1`).
+    #[serde(default)]
+    pub fs_root: String,
+    /// Prepended to record paths.
+    #[serde(default)]
+    pub path_prefix: String,
+    /// Where the file system is mounted here: renamed directories are walked there so that
+    /// descendants the state never saw move too (no other stat is taken).
+    #[serde(default)]
+    pub mount: Option<PathBuf>,
+    /// A batch closes at this many events...
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+    /// ...or after this long without new events.
+    #[serde(default = "default_quiet")]
+    pub quiet_period_secs: f64,
+    /// Batch boundaries an IN_MOVED_FROM waits for its IN_MOVED_TO before it counts as a
+    /// move out of the fileset.
+    #[serde(default = "default_pair_batches")]
+    pub pair_batches: u32,
+    /// Files the state keeps at most (0 = unbounded): the least recently touched are let go
+    /// of at the end of a batch, their records kept, their paths remembered by hash.
+    #[serde(default)]
+    pub lru_capacity: usize,
+    /// Where the state checkpoint is kept.
+    pub state_dir: PathBuf,
+    /// Where messages that cannot be parsed are kept (JSON lines with topic, partition and
+    /// offset); default `<state_dir>/gpfs-<topic>.dead-letters.jsonl`.
+    #[serde(default)]
+    pub dead_letter: Option<PathBuf>,
+    /// The snapshot's index (a `file` sink directory) the monitor starts from: objects that
+    /// predate monitoring are known by path, so renaming a directory moves their records too.
+    /// Read once, when there is no checkpoint yet.
+    #[serde(default)]
+    pub seed_index: Option<PathBuf>,
+    /// Events dropped at ingestion (the parse stops at their `event` attribute; high volume,
+    /// little information), from
+    /// IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE. IN_OPEN, IN_CLOSE_NOWRITE,
+    /// IN_MOVE_SELF, IN_IGNORED and IN_UNMOUNT are always dropped.
+    #[serde(default)]
+    pub filter: Vec<String>,
+    /// A partition whose first message is past the group's committed offset lost messages
+    /// (retention deleted them before they were read): `warn` (default) logs and counts them
+    /// (`lost_messages`) and goes on; `fail` stops the monitor with the range.
+    #[serde(default)]
+    pub on_gap: OnGap,
+}
+
+fn default_group() -> String {
+    "icicle-gpfs".into()
+}
+fn default_consumers() -> usize {
+    1
+}
+fn default_batch() -> usize {
+    1000
+}
+fn default_quiet() -> f64 {
+    5.0
+}
+fn default_pair_batches() -> u32 {
+    2
+}
+
+impl ComponentConfig for GpfsConfig {
+    type Component = Arc<dyn ChangeSource>;
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        if self.topic.trim().is_empty() {
+            return Err(ctx.invalid("topic", "give the mmwatch topic"));
+        }
+        if self.consumers == 0 {
+            return Err(ctx.invalid("consumers", "must be at least 1"));
+        }
+        if self.batch_size == 0 {
+            return Err(ctx.invalid("batch_size", "must be at least 1"));
+        }
+        if self.partitions.as_ref().is_some_and(|p| p.is_empty() || p.iter().any(|&x| x < 0)) {
+            return Err(ctx.invalid("partitions", "list partition numbers (0, 1, ...)"));
+        }
+        crate::event::filter_mask(&self.filter).map_err(|e| ctx.invalid("filter", e))?;
+        if self.lru_capacity > 0 && self.mount.is_none() {
+            return Err(ctx.invalid("lru_capacity", "needs `mount`: evicted files below a renamed directory are found there"));
+        }
+        // Validate the connection (and read its secrets) now, so errors name the key.
+        self.connection.client_config(ctx)?;
+        let path = self.dead_letter.clone().unwrap_or_else(|| self.state_dir.join(format!("gpfs-{}.dead-letters.jsonl", self.topic)));
+        Ok(Arc::new(GpfsSource { cfg: Arc::new(self), dead: Arc::new(Mutex::new(DeadLetters::new(path))) }))
+    }
+}
+
+/// Counters of one GPFS monitor run.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct GpfsRunCounts {
+    pub messages: u64,
+    /// Dropped by the ingestion filter.
+    pub filtered: u64,
+    /// Messages between the committed offset and the first one read (deleted unread).
+    pub lost_messages: u64,
+    pub rejects: u64,
+    /// Messages kept in the dead-letter file (they could not be parsed).
+    pub dead_letters: u64,
+    pub outside_root: u64,
+    pub updates: u64,
+    pub deletes: u64,
+    pub batches: u64,
+    pub commits: u64,
+    /// From the first message received to the end (excludes connecting and joining the group).
+    pub reading_seconds: f64,
+    /// What the reducer did (ignored events dropped).
+    pub reduce: ReduceCounts,
+    pub state: crate::state::GpfsCounts,
+    pub objects: usize,
+    /// Next offset to read, per partition, as committed.
+    pub committed: Offsets,
+}
+
+/// The `gpfs` change source.
+pub struct GpfsSource {
+    cfg: Arc<GpfsConfig>,
+    /// Messages that could not be parsed, kept before their offsets are committed (shared by
+    /// the runs of a restarted source, so a message read again is kept once).
+    dead: Arc<Mutex<DeadLetters>>,
+}
+
+impl GpfsSource {
+    fn state_file(&self) -> PathBuf {
+        self.cfg.state_dir.join(format!("gpfs-{}.checkpoint.json", self.cfg.topic))
+    }
+
+    /// Know every object of the snapshot's index.
+    fn seed(&self, state: &mut GpfsState, dir: &std::path::Path) -> Result<(), IcicleError> {
+        let index = icicle_plugins_sinks::read_index(dir).map_err(|e| external(format!("seed_index: {e}")))?;
+        let prefix = self.cfg.path_prefix.trim_end_matches('/');
+        let root = self.cfg.fs_root.trim_end_matches('/');
+        for (path, c) in &index {
+            let Some(rel) = path.strip_prefix(prefix) else { continue };
+            let int = |k: &str| c["raw"][k].as_i64().unwrap_or(0);
+            let mode = c["raw"]["mode"].as_u64().and_then(|m| u32::from_str_radix(&m.to_string(), 8).ok()).unwrap_or(0o100644);
+            // The inode (from sources that have one) joins a file's hard links.
+            let meta = Meta {
+                inode: c["raw"]["inode"].as_u64().unwrap_or(0),
+                mode,
+                uid: c["uid"].as_u64().unwrap_or(0) as u32,
+                gid: c["gid"].as_u64().unwrap_or(0) as u32,
+                size: c["size"].as_u64().unwrap_or(0),
+                atime: int("atime"),
+                ctime: int("ctime"),
+                mtime: int("mtime"),
+            };
+            state.seed(&format!("{root}{rel}"), meta);
+        }
+        tracing::info!(message = "seeded from the snapshot index", objects = index.len(), dir = %dir.display());
+        Ok(())
+    }
+}
+
+/// The index path of GPFS path `p`, or None when it is outside `fs_root`.
+fn index_path(cfg: &GpfsConfig, p: &str) -> Option<String> {
+    let root = cfg.fs_root.trim_end_matches('/');
+    let rel = p.strip_prefix(root)?;
+    if !(rel.is_empty() || rel.starts_with('/')) {
+        return None;
+    }
+    let rel = if rel.is_empty() { "/" } else { rel };
+    Some(format!("{}{}", cfg.path_prefix.trim_end_matches('/'), rel))
+}
+
+fn external(reason: String) -> IcicleError {
+    IcicleError::Source(icicle_core::SourceError::External(reason))
+}
+
+/// The record for `meta` at index path `path`.
+pub fn record_for<'a>(path: &'a str, m: &Meta) -> FileRecord<'a> {
+    FileRecord {
+        path,
+        kind: FileKind::from_mode(m.mode),
+        mode: m.mode,
+        uid: m.uid,
+        gid: m.gid,
+        size: m.size,
+        atime: m.atime,
+        ctime: m.ctime,
+        mtime: m.mtime,
+        inode: m.inode,
+    }
+}
+
+#[async_trait]
+impl ChangeSource for GpfsSource {
+    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
+        let cfg = &self.cfg;
+        std::fs::create_dir_all(&cfg.state_dir).map_err(|e| external(format!("{}: {e}", cfg.state_dir.display())))?;
+        let mut state = match load_checkpoint(&self.state_file()).map_err(external)? {
+            Some(cp) => GpfsState::restore(cp, cfg.pair_batches),
+            None => {
+                let mut s = GpfsState::new(cfg.pair_batches);
+                if let Some(dir) = &cfg.seed_index {
+                    self.seed(&mut s, dir)?;
+                }
+                s
+            }
+        };
+        let sent_ahead = SentAhead::new(cfg.state_dir.join(format!("gpfs-{}.sent-ahead", cfg.topic)));
+        state.dir_attributes = ctx.policy.access.is_some();
+        state.set_lru_capacity(cfg.lru_capacity);
+        state.maybe_delivered(sent_ahead.read());
+        let walker: Box<dyn Walker + Send> = match &cfg.mount {
+            Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
+            None => Box::new(NoWalk),
+        };
+        let topic = Arc::new(Mutex::new(TopicCounts::default()));
+        let settings = TopicSettings {
+            connection: cfg.connection.clone(),
+            topic: cfg.topic.clone(),
+            group_id: cfg.group_id.clone(),
+            consumers: cfg.consumers,
+            partitions: cfg.partitions.clone(),
+            start: cfg.start,
+            on_gap: cfg.on_gap,
+            what: "fileset",
+        };
+        let mut stream = TopicStream::connect(settings, &ctx.name, ctx.drain, topic.clone()).await?;
+        let mut engine = GpfsEngine {
+            cfg: cfg.clone(),
+            state,
+            walker,
+            enc: PrimaryEncoder::new(ctx.policy.clone()),
+            posix: ctx.policy.access.is_some(),
+            component: ctx.name.clone(),
+            dead: self.dead.clone(),
+            counts: GpfsRunCounts::default(),
+            topic,
+        };
+        let driver = DriverSettings {
+            batch_size: cfg.batch_size,
+            quiet: Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0)),
+            state_file: self.state_file(),
+            sent_ahead,
+            what: format!("topic {}", cfg.topic),
+        };
+        icicle_runtime::monitor::drive(&mut stream, &mut engine, &ctx, &driver).await
+    }
+}
+
+/// The fileset's state and what applying events to it needs.
+struct GpfsEngine {
+    cfg: Arc<GpfsConfig>,
+    state: GpfsState,
+    walker: Box<dyn Walker + Send>,
+    enc: PrimaryEncoder,
+    /// Visibility follows directory permissions.
+    posix: bool,
+    component: String,
+    dead: Arc<Mutex<DeadLetters>>,
+    counts: GpfsRunCounts,
+    topic: Arc<Mutex<TopicCounts>>,
+}
+
+impl GpfsEngine {
+    /// Parse a batch of messages; what cannot be parsed is kept as a dead letter.
+    fn parse(&mut self, batch: &[TopicMessage]) -> Result<Vec<(GpfsEvent, crate::state::Position)>, IcicleError> {
+        let mut events = Vec::with_capacity(batch.len());
+        // Validated when the config was built.
+        let mask = crate::event::filter_mask(&self.cfg.filter).unwrap_or(0);
+        for TopicMessage { partition, offset, payload } in batch {
+            match GpfsEvent::parse_filtered(payload, mask) {
+                Ok(ev) if ev.is_filtered() => self.counts.filtered += 1,
+                Ok(ev) => events.push((ev, (*partition, *offset))),
+                Err(reason) => {
+                    self.counts.rejects += 1;
+                    tracing::warn!(message = "rejected event", topic = %self.cfg.topic, partition, offset, reason = %reason.escape_debug());
+                    // On disk before the batch's offsets are committed; a message read again
+                    // after a restart is kept once.
+                    let position = format!("{}/{partition}@{offset}", self.cfg.topic);
+                    let mut dead = self.dead.lock().map_err(|_| IcicleError::Internal("the dead-letter file's lock is poisoned".into()))?;
+                    if dead.first_time(&position, payload) {
+                        dead.write(&self.component, &position, payload, &reason)
+                            .map_err(|e| external(format!("writing the dead-letter file {}: {e}", dead.path().display())))?;
+                        self.counts.dead_letters += 1;
+                    }
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    /// Encode one batch's operations.
+    /// When visibility follows directory permissions, each record is judged along its
+    /// directories from the fileset root: as the mount shows them now (with `mount`: ACLs
+    /// too), else as the events reported them, else unknown.
+    fn emit(&mut self, ops: Ops) -> Emit {
+        let (cfg, state, enc, counts, posix) = (&*self.cfg, &self.state, &mut self.enc, &mut self.counts, self.posix);
+        let mut chunk = EntryBatch::default();
+        let mut deletes = Vec::new();
+        let mut updated = Vec::new();
+        let mut chains = ChainCache::new(&cfg.fs_root);
+        let root = cfg.fs_root.trim_end_matches('/');
+        // The mount first: it shows ACLs, which events do not carry.
+        let on_mount = |p: &str| Some(cfg.mount.as_ref()?.join(p.strip_prefix(root)?.trim_start_matches('/')));
+        let mut lookup = |d: &str| on_mount(d).and_then(|m| lstat_dir(&m)).or_else(|| state.dir_perm(d));
+        for (path, op) in ops {
+            let Some(ip) = index_path(cfg, &path) else {
+                counts.outside_root += 1;
+                continue;
+            };
+            match op {
+                Op::Delete => deletes.push(subject_for(&ip).into_owned()),
+                Op::Update(m) => {
+                    updated.push(path_key(&path));
+                    let dirs = if posix { chains.chain(parent_dir(&path), &mut lookup) } else { None };
+                    let acl = if posix { on_mount(&path).and_then(|m| Acl::read(&m)).map(Arc::new) } else { None };
+                    match chunk.encode_in(enc, &record_for(&ip, &m), acl, dirs.as_ref()) {
+                        Ok(()) => counts.updates += 1,
+                        Err(e) => {
+                            counts.rejects += 1;
+                            tracing::warn!(message = "update not encodable", path = %ip, error = %e);
+                        }
+                    }
+                }
+            }
+        }
+        counts.deletes += deletes.len() as u64;
+        Emit { chunk, deletes, sent: updated }
+    }
+}
+
+#[async_trait]
+impl ChangeState for GpfsEngine {
+    type Event = TopicMessage;
+    type Position = Offsets;
+
+    async fn apply(&mut self, batch: Vec<TopicMessage>) -> Result<Emit, IcicleError> {
+        let mut events = self.parse(&batch)?;
+        self.counts.reduce.add(&IgnoredEvents.reduce(&mut events));
+        let mut ops = Ops::default();
+        self.state.begin_batch();
+        for ev in &events {
+            self.state.apply(ev, self.walker.as_mut(), &mut ops);
+        }
+        self.state.end_batch(&mut ops);
+        self.counts.batches += 1;
+        Ok(self.emit(ops))
+    }
+
+    async fn finish(&mut self) -> Result<Option<Emit>, IcicleError> {
+        // Halves still waiting at the end of a drained stream were moved out of the fileset.
+        if self.state.pending().is_empty() {
+            return Ok(None);
+        }
+        let mut ops = Ops::default();
+        self.state.begin_batch();
+        self.state.finish(&mut ops);
+        Ok(Some(self.emit(ops)))
+    }
+
+    fn hold_back(&self, to: &mut Offsets) {
+        for m in self.state.pending() {
+            let (p, o) = m.position;
+            let e = to.entry(p).or_insert(o);
+            *e = (*e).min(o);
+        }
+    }
+
+    fn checkpoint(&self, _at: &Offsets) -> Result<Vec<u8>, IcicleError> {
+        serde_json::to_vec(&self.state.checkpoint()).map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
+    }
+
+    fn batch_counts(&self) -> BatchCounts {
+        let (counts, c) = (&self.counts, &self.state.counts);
+        let messages = self.topic.lock().map(|t| t.messages).unwrap_or(0);
+        BatchCounts {
+            records_in: messages,
+            filtered: counts.reduce.ignored + counts.filtered,
+            rejects: counts.rejects,
+            outcomes: vec![
+                ("coalesced", c.coalesced),
+                ("cancelled", c.cancelled),
+                ("renames", c.renames),
+                ("directory_renames", c.directory_renames),
+                ("moved_out", c.moved_out),
+                ("unpaired_moves", c.unpaired_moves),
+            ],
+            updates: counts.updates,
+            deletes: counts.deletes,
+            batches: counts.batches,
+            state_entries: self.state.len(),
+            state_bytes: self.state.approx_bytes(),
+            state_counts: vec![("moved_descendants", c.moved_descendants), ("pending_moves", self.state.pending().len() as u64)],
+        }
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let mut c = self.counts.clone();
+        if let Ok(t) = self.topic.lock() {
+            c.messages = t.messages;
+            c.lost_messages = t.lost_messages;
+            c.commits = t.commits;
+            c.committed = t.committed.clone();
+            c.reading_seconds = t.first.map_or(0.0, |f| f.elapsed().as_secs_f64());
+        }
+        c.state = self.state.counts;
+        c.objects = self.state.len();
+        serde_json::to_value(&c).unwrap_or_default()
+    }
+}

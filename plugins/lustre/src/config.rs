@@ -1,0 +1,146 @@
+//! The `lustre` source's configuration and the counters of a monitor run.
+
+use std::path::PathBuf;
+
+use icicle_core::traits::OnGap;
+use serde::Deserialize;
+
+use crate::reducer::ReduceCounts;
+use crate::tree::TreeCounts;
+
+/// `[sources.<id>] type = "lustre"`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LustreConfig {
+    /// The MDT device, e.g. `fs0-MDT0000`.
+    pub mdt: String,
+    /// The registered changelog user, e.g. `cl1`.
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// The `lfs` command (and any leading arguments).
+    #[serde(default = "default_lfs")]
+    pub lfs: Vec<String>,
+    /// Where the file system is mounted (stat and directory walks happen here).
+    pub mount: PathBuf,
+    /// The file-system name given to `lfs fid2path`.
+    pub fsname: String,
+    /// Prefix of record paths (`/` + path within the file system is appended).
+    #[serde(default)]
+    pub path_prefix: String,
+    /// First record to read when no cleared index was persisted.
+    #[serde(default)]
+    pub startrec: u64,
+    /// Record types dropped at ingestion (high-volume, low-information).
+    #[serde(default = "default_filter")]
+    pub filter: Vec<String>,
+    /// A batch closes at this many records...
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+    /// ...or after this long without new records.
+    #[serde(default = "default_quiet")]
+    pub quiet_period_secs: f64,
+    /// How often an idle changelog is polled.
+    #[serde(default = "default_poll")]
+    pub poll_interval_secs: f64,
+    /// Records requested per `lfs changelog` call.
+    #[serde(default = "default_read")]
+    pub read_size: u64,
+    /// Directory-tree entries kept (0 = unbounded); evicted entries are resolved again.
+    #[serde(default)]
+    pub lru_capacity: usize,
+    /// Where the checkpoint (directory tree and last acknowledged index) is kept, per MDT.
+    pub state_dir: PathBuf,
+    /// `tree` (default): the directory tree; `fsmonitor`: FSMonitor's method, `fid2path`
+    /// for every record with a small LRU cache (a baseline for comparisons); `naive`: the
+    /// same without the cache (`fid2path` for every record, Icicle's ablation baseline).
+    #[serde(default)]
+    pub resolution: Resolution,
+    /// Cache entries in `fsmonitor` resolution.
+    #[serde(default = "default_fsmonitor_cache")]
+    pub fsmonitor_cache: usize,
+    /// Retries of a failed `lfs changelog` or `changelog_clear` (backing off from 0.2 s to
+    /// 10 s) before the monitor stops with the error.
+    #[serde(default = "default_lfs_retries")]
+    pub lfs_retries: u32,
+    /// Records purged before they were read (another changelog user cleared them, or this
+    /// user was deregistered): `warn` (default) logs and counts them (`lost_records`) and
+    /// goes on; `fail` stops the monitor with the range.
+    #[serde(default)]
+    pub on_gap: OnGap,
+    /// Batch reduction (coalescing, cancellation); `false` applies every record, for
+    /// ablation experiments.
+    #[serde(default = "default_reduction")]
+    pub reduction: bool,
+    /// Where records that cannot be parsed are kept (JSON lines); default
+    /// `<state_dir>/<mdt>.dead-letters.jsonl`.
+    #[serde(default)]
+    pub dead_letter: Option<PathBuf>,
+}
+
+fn default_reduction() -> bool {
+    true
+}
+
+fn default_lfs_retries() -> u32 {
+    5
+}
+
+/// How the monitor turns a record's FIDs into paths.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resolution {
+    /// The directory tree (`fid2path` once per object that predates monitoring).
+    #[default]
+    Tree,
+    /// FSMonitor's method: `fid2path` for every record, with a small LRU cache.
+    Fsmonitor,
+    /// `fid2path` for every record, no cache.
+    Naive,
+}
+fn default_fsmonitor_cache() -> usize {
+    1000
+}
+
+fn default_user() -> String {
+    "cl1".into()
+}
+fn default_lfs() -> Vec<String> {
+    vec!["lfs".into()]
+}
+fn default_filter() -> Vec<String> {
+    ["OPEN", "NOPEN", "GXATR", "MARK"].iter().map(|s| s.to_string()).collect()
+}
+fn default_batch() -> usize {
+    1000
+}
+fn default_quiet() -> f64 {
+    5.0
+}
+fn default_poll() -> f64 {
+    1.0
+}
+fn default_read() -> u64 {
+    10_000
+}
+
+/// Counters of one monitor run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MonitorCounts {
+    pub records: u64,
+    pub filtered: u64,
+    pub rejects: u64,
+    pub unknown_types: u64,
+    pub reduce: ReduceCounts,
+    pub tree: TreeCounts,
+    pub updates: u64,
+    pub deletes: u64,
+    pub vanished: u64,
+    /// Files published again because a directory above them changed permissions.
+    pub reevaluated: u64,
+    pub batches: u64,
+    pub cleared_index: u64,
+    pub clears: u64,
+    /// Records purged before this monitor read them (their changes are missing).
+    pub lost_records: u64,
+    /// Lines that could not be parsed, kept in the dead-letter file.
+    pub dead_letters: u64,
+}

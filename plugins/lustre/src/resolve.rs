@@ -1,0 +1,238 @@
+//! `lfs` commands (with retries), and resolution of FIDs to paths through `lfs fid2path` and
+//! the mount: the directory tree's resolver, and FSMonitor-style resolution for comparisons.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::changelog::{ChangelogRecord, Fid};
+use crate::tree::{Ops, PathOp, Resolver, TreeCounts};
+
+/// Run `op` (an `lfs` call), retrying failures `retries` times with a growing pause.
+pub(crate) async fn with_retries<T>(what: &str, mdt: &str, retries: u32, mut op: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let mut pause = Duration::from_millis(200);
+    let mut attempt = 0;
+    loop {
+        match tokio::task::block_in_place(&mut op) {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < retries => {
+                attempt += 1;
+                tracing::warn!(message = "lfs call failed; retrying", what, mdt, attempt, retries, pause_secs = pause.as_secs_f64(), error = %e);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(10));
+            }
+            Err(e) => return Err(format!("{e} (after {attempt} retries)")),
+        }
+    }
+}
+
+/// FSMonitor-style resolution: every record's path from an LRU of FID → path, else
+/// `fid2path`; no directory tree, no rename propagation.
+pub(crate) fn fsmonitor_apply(rec: &ChangelogRecord, cache: &mut lru::LruCache<Fid, String>, r: &mut LfsResolver<'_>, counts: &mut TreeCounts, ops: &mut Ops) {
+    use crate::changelog::RecordType::*;
+    let mut resolve = |fid: Fid, cache: &mut lru::LruCache<Fid, String>| -> Option<String> {
+        if fid == Fid::ROOT {
+            return Some("/".into());
+        }
+        if let Some(p) = cache.get(&fid) {
+            return Some(p.clone());
+        }
+        counts.fid2path_calls += 1;
+        let p = r.fid2path(&fid);
+        match &p {
+            Some(p) => {
+                cache.put(fid, p.clone());
+            }
+            None => counts.fid2path_failures += 1,
+        }
+        p
+    };
+    let child = |p: &str, n: &str| if p == "/" { format!("/{n}") } else { format!("{p}/{n}") };
+    match rec.kind {
+        Unlnk | Rmdir => {
+            let path = cache.pop(&rec.target).or_else(|| match (rec.parent, rec.name.as_deref()) {
+                (Some(p), Some(n)) => resolve(p, cache).map(|pp| child(&pp, n)),
+                _ => None,
+            });
+            match path {
+                Some(p) if rec.kind == Unlnk => {
+                    ops.insert(p, PathOp::Delete);
+                }
+                Some(_) => {}
+                None => counts.unresolved += 1,
+            }
+        }
+        Renme => {
+            let (Some(s), Some(sp), Some(sn)) = (rec.source, rec.source_parent, rec.source_name.as_deref()) else { return };
+            cache.pop(&s);
+            let old = resolve(sp, cache).map(|pp| child(&pp, sn));
+            let new = resolve(s, cache);
+            if let Some(o) = old {
+                ops.insert(o, PathOp::Delete);
+            }
+            match new {
+                Some(n) => {
+                    ops.insert(n, PathOp::Update);
+                }
+                None => counts.unresolved += 1,
+            }
+        }
+        Mark | Open | Nopen | Gxatr | Mkdir | Unknown(..) => {}
+        _ => match resolve(rec.target, cache) {
+            Some(p) => {
+                ops.insert(p, PathOp::Update);
+            }
+            None => counts.unresolved += 1,
+        },
+    }
+}
+
+/// `lfs` subprocess calls.
+pub struct Lfs {
+    pub cmd: Vec<String>,
+}
+
+impl Lfs {
+    fn run(&self, args: &[&str]) -> Result<std::process::Output, String> {
+        let (prog, pre) = self.cmd.split_first().ok_or("empty lfs command")?;
+        std::process::Command::new(prog).args(pre).args(args).output().map_err(|e| format!("running {prog}: {e}"))
+    }
+
+    /// `lfs changelog MDT START [END]` (without END: everything up to the head).
+    pub fn changelog(&self, mdt: &str, start: u64, end: Option<u64>) -> Result<String, String> {
+        let (start, end) = (start.to_string(), end.map(|e| e.to_string()));
+        let mut args = vec!["changelog", mdt, &start];
+        args.extend(end.as_deref());
+        let out = self.run(&args)?;
+        if !out.status.success() {
+            return Err(format!("lfs changelog {mdt}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `lfs changelog_clear MDT USER ENDREC` (inclusive; never called with 0).
+    pub fn clear(&self, mdt: &str, user: &str, endrec: u64) -> Result<(), String> {
+        if endrec == 0 {
+            return Ok(());
+        }
+        let out = self.run(&["changelog_clear", mdt, user, &endrec.to_string()])?;
+        if !out.status.success() {
+            return Err(format!("lfs changelog_clear {mdt} {user} {endrec}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(())
+    }
+}
+
+pub use crate::lookahead::Lookahead;
+
+/// Resolves through `lfs fid2path <fsname>` and the mounted file system.
+pub struct LfsResolver<'a> {
+    pub lfs: &'a Lfs,
+    pub fsname: &'a str,
+    pub mount: &'a Path,
+    pub mdt: &'a str,
+    pub lookahead: &'a mut Lookahead,
+    /// Records per `lfs changelog` call when reading ahead.
+    pub chunk: u64,
+}
+
+impl LfsResolver<'_> {
+    fn on_mount(&self, path: &str) -> PathBuf {
+        self.mount.join(path.trim_start_matches('/'))
+    }
+}
+
+impl Resolver for LfsResolver<'_> {
+    fn fid2path(&mut self, fid: &Fid) -> Option<String> {
+        self.fid2path_all(fid).into_iter().next()
+    }
+
+    fn fid2path_all(&mut self, fid: &Fid) -> Vec<String> {
+        // The answer may include renames appended since the last read-ahead.
+        self.lookahead.stale = true;
+        let Ok(out) = self.lfs.run(&["fid2path", self.fsname, &fid.to_string()]) else { return Vec::new() };
+        if !out.status.success() {
+            return Vec::new();
+        }
+        // One line per hard link; with an fsname, each relative to the root without a
+        // leading slash.
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty())
+            .map(|l| if l == "/" || l.is_empty() { "/".to_string() } else { format!("/{}", l.trim_start_matches('/')) })
+            .collect()
+    }
+
+    fn is_dir(&mut self, path: &str) -> bool {
+        std::fs::symlink_metadata(self.on_mount(path)).map(|m| m.is_dir()).unwrap_or(false)
+    }
+
+    fn walk(&mut self, path: &str) -> Vec<String> {
+        // What the walk finds may include records appended since the last read-ahead.
+        self.lookahead.stale = true;
+        walk_files(&self.on_mount(path))
+    }
+
+    fn future_renames(&mut self, after: u64, name: &str) -> Vec<crate::lookahead::FutureRename> {
+        self.read_ahead();
+        self.lookahead.named(name, after)
+    }
+
+    fn path2fid(&mut self, path: &str) -> Option<Fid> {
+        let full = self.on_mount(path);
+        let out = self.lfs.run(&["path2fid", &full.to_string_lossy()]).ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        Fid::parse(String::from_utf8_lossy(&out.stdout).trim()).ok()
+    }
+
+    fn future_namings(&mut self, after: u64, name: &str) -> Vec<crate::lookahead::FutureNaming> {
+        self.read_ahead();
+        self.lookahead.namings(name, after)
+    }
+}
+
+impl LfsResolver<'_> {
+    /// Read what was appended since the last read, once after each `fid2path` answer or walk:
+    /// the answer reflects every operation made before it, and each of those has its record
+    /// by now (Lustre writes a record with its operation). A read made before that answer
+    /// could miss some. Read in chunks of `chunk` records, each call with an end.
+    fn read_ahead(&mut self) {
+        if !self.lookahead.stale {
+            return;
+        }
+        self.lookahead.stale = false;
+        let chunk = self.chunk.max(1);
+        loop {
+            let start = self.lookahead.read_upto + 1;
+            let end = start + chunk - 1;
+            let Ok(text) = self.lfs.changelog(self.mdt, start, Some(end)) else { break };
+            let last = crate::changelog::lines(text.trim_end()).last().and_then(crate::changelog::leading_index);
+            self.lookahead.push_text(&text, last);
+            if last.is_none_or(|l| l < end) {
+                break;
+            }
+        }
+    }
+}
+
+/// Every file and link below `dir` (relative paths, sorted); directories are descended.
+pub(crate) fn walk_files(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, rel)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push((e.path(), r)),
+                Ok(_) => out.push(r),
+                Err(_) => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}

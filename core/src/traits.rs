@@ -74,8 +74,10 @@ pub trait Source: Send + Sync {
     /// could not be read and is itself reported as a reject by the runtime.
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError>;
 
-    /// Everything read up to `checkpoint` has been durably delivered by every sink.
-    async fn acknowledge(&self, _checkpoint: u64) -> Result<(), SourceError> {
+    /// Everything this run read was durably delivered by every sink and the manifest (if any)
+    /// committed: a source that consumes its input (a queue, a spool) may release it now.
+    /// Never called after a failed run.
+    async fn acknowledge(&self) -> Result<(), SourceError> {
         Ok(())
     }
 

@@ -701,7 +701,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         manifest::commit(dir, &sealed).map_err(|e| io("committing the manifest", e))?;
     }
     for (name, src) in &job.sources {
-        if let Err(e) = src.acknowledge(summary.rows).await {
+        if let Err(e) = src.acknowledge().await {
             tracing::warn!(message = "source acknowledgement failed", source = %name, error = %e);
         }
     }
@@ -809,5 +809,58 @@ mod tests {
         assert_eq!(summary.rejects, 0);
         assert_eq!(summary.emitted, 1);
         assert_eq!(*seen.lock().unwrap(), vec![1]);
+    }
+
+    /// One record; counts its acknowledgements.
+    struct AckCounting {
+        acks: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    #[async_trait]
+    impl Source for AckCounting {
+        async fn plan(&self) -> Result<Vec<Split>, icicle_core::SourceError> {
+            Ok(vec![Split::whole("one".into(), 1)])
+        }
+        fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
+            out.record(&FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 });
+            Ok(())
+        }
+        async fn acknowledge(&self) -> Result<(), icicle_core::SourceError> {
+            self.acks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// Fails every delivery, or none.
+    struct MaybeFailing(bool);
+
+    #[async_trait]
+    impl Sink for MaybeFailing {
+        async fn deliver(&mut self, _batch: &DocumentBatch) -> Result<(), SinkError> {
+            if self.0 {
+                return Err(SinkError::Io { sink: "t".into(), reason: "disk full".into() });
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn sources_are_acknowledged_only_after_every_sink_delivered() {
+        for fail in [true, false] {
+            let acks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let job = SnapshotJob {
+                sources: vec![("s".into(), Arc::new(AckCounting { acks: acks.clone() }))],
+                sinks: vec![("ok".into(), Box::new(MaybeFailing(false))), ("k".into(), Box::new(MaybeFailing(fail)))],
+                policy: Arc::new(RecordPolicy { visible_to: vec![VisibleTo::Public], version: "t".into(), ..Default::default() }),
+                settings: SnapshotSettings { workers: 1, ..Default::default() },
+                progress: Arc::new(NoProgress),
+                processors: vec![],
+                finishers: vec![],
+                primary: true,
+            };
+            let result = run(job).await;
+            assert_eq!(result.is_err(), fail);
+            assert_eq!(acks.load(std::sync::atomic::Ordering::SeqCst), usize::from(!fail), "failing sink: {fail}");
+        }
     }
 }

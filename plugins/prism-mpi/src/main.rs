@@ -1,7 +1,7 @@
 //! `swiftload`: read the files of a SwiftLoad catalog with MPI I/O processes bound to OSTs.
 //!
 //! ```text
-//! mpirun -np N swiftload --catalog DIR --input-dir D [--loader-config F] [--policy object|file]
+//! mpirun -np N swiftload --catalog DIR --input-dir D [--loader-config F] [--policy PLACEMENT]
 //!                        [--emulate F] [--profile-out F]
 //! ```
 //!
@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use icicle_core::traits::ObjectTask;
+use icicle_core::traits::{ObjectLayout, ObjectTask, Placement};
 use icicle_plugins_prism::contention::{self, OstClock, Throttle};
-use icicle_plugins_prism::scheduler::{FileScheduler, ObjectScheduler, OstIndex, PlanStats};
+use icicle_plugins_prism::scheduler::{OstIndex, PlanStats};
 use icicle_plugins_prism::{tasks, Catalog, Loader, LoaderConfig};
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
@@ -45,7 +45,8 @@ struct Args {
     /// Loader configuration (a `[loader]` TOML): caps processes per OST (object policy).
     #[arg(long, alias = "loader_config")]
     loader_config: Option<PathBuf>,
-    /// `object` (processes bound to OSTs) or `file` (whole files round-robin).
+    /// A registered placement policy (`icicle plugins`): `object` (processes bound to OSTs,
+    /// capped by the loader) or `file` (whole files round-robin).
     #[arg(long, default_value = "object")]
     policy: String,
     /// Emulate OST contention with the speeds of this `[loader]` TOML.
@@ -123,7 +124,7 @@ impl Plan {
 }
 
 /// The files (paths, sizes) and tasks of the catalog under `input_dir`, and the rejected entries.
-type Loaded = (Vec<String>, Vec<u64>, Vec<ObjectTask>, usize);
+type Loaded = (Vec<String>, Vec<u64>, Vec<ObjectTask>, Vec<ObjectLayout>, usize);
 
 fn load(catalog_dir: &Path, input_dir: &Path) -> anyhow::Result<Loaded> {
     let cat = Catalog::read_dir(catalog_dir).with_context(|| format!("reading the catalog in {}", catalog_dir.display()))?;
@@ -132,7 +133,7 @@ fn load(catalog_dir: &Path, input_dir: &Path) -> anyhow::Result<Loaded> {
         tracing::warn!("{r}");
     }
     let root = std::fs::canonicalize(input_dir).unwrap_or_else(|_| input_dir.to_path_buf());
-    let (mut paths, mut sizes, mut all) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut paths, mut sizes, mut all, mut layouts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for e in cat.latest() {
         if !Path::new(&e.path).starts_with(&root) && !Path::new(&e.path).starts_with(input_dir) {
             continue;
@@ -167,8 +168,22 @@ fn load(catalog_dir: &Path, input_dir: &Path) -> anyhow::Result<Loaded> {
         }
         paths.push(e.path.clone());
         sizes.push(e.size());
+        layouts.push(layout);
     }
-    Ok((paths, sizes, all, rejects))
+    Ok((paths, sizes, all, layouts, rejects))
+}
+
+/// The registered placement policy `policy`, given the loader configuration if there is one.
+fn placement(policy: &str, loader: Option<&Path>) -> anyhow::Result<std::sync::Arc<dyn Placement>> {
+    let mut section = toml::Table::new();
+    section.insert("type".into(), toml::Value::String(policy.to_string()));
+    if let Some(l) = loader {
+        section.insert("loader_file".into(), toml::Value::String(l.to_string_lossy().into_owned()));
+    }
+    let mut doc = toml::Table::new();
+    doc.insert("placement".into(), toml::Value::Table(section));
+    let figment = figment::Figment::from(figment::providers::Serialized::defaults(doc));
+    icicle_core::registry::placement_at(&figment, "placement").map_err(|e| anyhow::anyhow!("--policy {policy}: {e}"))
 }
 
 fn read_loader(path: &Path) -> anyhow::Result<Loader> {
@@ -430,16 +445,12 @@ fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, PlanStats, Op
     if let Some(out) = &args.profile_out {
         check_writable(out)?;
     }
-    let (paths, sizes, all, rejects) = load(&catalog, &args.input_dir)?;
+    let (paths, sizes, all, layouts, rejects) = load(&catalog, &args.input_dir)?;
     let loader = match &args.loader_config {
         Some(f) => Some(read_loader(f)?),
         None => None,
     };
-    let per_rank = match args.policy.as_str() {
-        "object" => ObjectScheduler::new(loader.clone()).assign(&all, size),
-        "file" => FileScheduler.assign(&all, size),
-        other => bail!("--policy {other}: expected `object` or `file`"),
-    };
+    let per_rank = placement(&args.policy, args.loader_config.as_deref())?.place(&layouts, size);
     let stats = PlanStats::of(&per_rank);
     let clock = match &args.emulate {
         Some(_) => {

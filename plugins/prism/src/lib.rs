@@ -54,9 +54,15 @@ impl ComponentConfig for ObjectPlacementConfig {
     }
 }
 
-/// `type = "file"`: whole files round-robin (the baseline).
+/// `type = "file"`: whole files round-robin (the baseline). It binds nothing to OSTs, so a
+/// loader configuration, accepted for symmetry with `object`, changes nothing.
 #[derive(Debug, Deserialize)]
-pub struct FilePlacementConfig {}
+pub struct FilePlacementConfig {
+    #[serde(default)]
+    pub loader: Option<LoaderConfig>,
+    #[serde(default)]
+    pub loader_file: Option<PathBuf>,
+}
 
 impl ComponentConfig for FilePlacementConfig {
     type Component = Arc<dyn Placement>;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub use icicle_core::rng::Rng;
 use serde_json::Value;
 
 /// Run `icicle` with `args`; returns (exit code, stdout, stderr).
@@ -184,8 +185,8 @@ pub fn test_kills() -> u32 {
 }
 
 /// Start `icicle monitor -c cfg`, let it work for `min_ms` plus a random part of `spread_ms`
-/// (from the generator state `rng`), then SIGKILL it: no chance to clean up.
-pub fn run_monitor_then_kill(cfg: &Path, rng: &mut u64, min_ms: u64, spread_ms: u64) {
+/// (from `rng`), then SIGKILL it: no chance to clean up.
+pub fn run_monitor_then_kill(cfg: &Path, rng: &mut Rng, min_ms: u64, spread_ms: u64) {
     // `ICICLE_TEST_MONITOR_LOG=FILE` appends each run's log there (with `RUST_LOG`).
     let stderr = match std::env::var("ICICLE_TEST_MONITOR_LOG") {
         Ok(f) => std::fs::OpenOptions::new().create(true).append(true).open(f).unwrap().into(),
@@ -197,8 +198,7 @@ pub fn run_monitor_then_kill(cfg: &Path, rng: &mut u64, min_ms: u64, spread_ms: 
         .stderr(stderr)
         .spawn()
         .unwrap();
-    *rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    std::thread::sleep(std::time::Duration::from_millis(min_ms + (*rng >> 33) % spread_ms));
+    std::thread::sleep(std::time::Duration::from_millis(min_ms + rng.below(spread_ms)));
     child.kill().unwrap();
     child.wait().unwrap();
 }

@@ -180,7 +180,7 @@ fn a_consumer_killed_mid_stream_loses_nothing() {
     let t = topic("kill");
     let out = tmp.path().join("out");
     let cfg = gpfs_config(tmp.path(), &root, &t, &out, 15, "");
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut x = Rng::new(seed ^ 1);
     let mut produced = 0usize;
     let rounds = test_kills();
     for round in 0..rounds {
@@ -320,7 +320,7 @@ fn every_kill_point_has_delivered_what_it_committed() {
     let out = tmp.path().join("out");
     // One event per batch (a commit each): reading takes long enough to be killed inside.
     let cfg = gpfs_config(tmp.path(), &root, &t, &out, 1, "");
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(9);
+    let mut x = Rng::new(seed ^ 9);
     let (mut produced, mut inside) = (0usize, 0);
     for round in 0..3 {
         // More of the workload arrives, then a monitor runs and is killed at a random point:

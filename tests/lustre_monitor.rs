@@ -122,7 +122,7 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
         w.run(if round % 2 == 0 { Kind::Mixed } else { Kind::EvalOut }, 150, "/work").unwrap();
     }
     drop(w);
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut x = Rng::new(seed ^ 1);
     let kills = test_kills();
     for _ in 0..kills {
         run_monitor_then_kill(&cfg, &mut x, 20, 250);
@@ -174,7 +174,7 @@ fn a_monitor_killed_while_the_workload_runs_loses_nothing() {
             std::thread::sleep(std::time::Duration::from_millis(30));
         }
     });
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(7);
+    let mut x = Rng::new(seed ^ 7);
     let mut kills = 0;
     while !workload.is_finished() || kills < test_kills() {
         run_monitor_then_kill(&cfg, &mut x, 20, 200);
@@ -727,7 +727,7 @@ fn every_kill_point_has_delivered_what_it_acknowledged() {
     let cfg = monitor_config(tmp.path(), &root, &journal, &out, 15, 0);
     let text = std::fs::read_to_string(&cfg).unwrap().replace("\"--delay-ms\", \"0\"", "\"--delay-ms\", \"2\"");
     std::fs::write(&cfg, text).unwrap();
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(3);
+    let mut x = Rng::new(seed ^ 3);
     // Kill points spread over a whole run (start-up and resolution take a good part of it).
     for kill in 0..test_kills() {
         run_monitor_then_kill(&cfg, &mut x, 100, 1200);

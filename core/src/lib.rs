@@ -13,6 +13,7 @@ pub mod gmeta;
 pub mod metrics;
 pub mod record;
 pub mod registry;
+pub mod rng;
 pub mod scope;
 pub mod secret;
 pub mod sent_ahead;
@@ -24,11 +25,3 @@ pub mod traits;
 pub use error::{ConfigError, Domain, IcicleError, Retry, SinkError, SourceError};
 pub use record::{FileKind, FileRecord, Reject};
 pub use traits::{LayoutComponent, ObjectLayout, ObjectTask, Placement, Reducer, Sink, Sketch, Source, StateStore};
-
-/// The next number of a xorshift64 sequence (deterministic test and bench data).
-pub fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}

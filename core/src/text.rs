@@ -231,9 +231,9 @@ mod tests {
     fn the_file_reader_agrees_with_the_slice_reader() {
         let tmp = tempfile::tempdir().unwrap();
         let mut text = Vec::new();
-        let mut x = 7u64;
+        let mut rng = crate::rng::Rng::new(7);
         for i in 0..600 {
-            let width = (crate::xorshift(&mut x) % 9000) as usize;
+            let width = (rng.next_u64() % 9000) as usize;
             text.extend_from_slice(format!("{i} {}\r\n", "y".repeat(width)).as_bytes());
         }
         text.extend_from_slice(b"\n\nno newline at the end");

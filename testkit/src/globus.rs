@@ -212,7 +212,7 @@ struct State {
     bucket: f64,
     refilled: Instant,
     counters: Counters,
-    rng: u64,
+    rng: icicle_core::rng::Rng,
 }
 
 struct Shared {
@@ -229,10 +229,7 @@ impl Shared {
 
 impl State {
     fn rand(&mut self) -> u64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545F4914F6CDD1D)
+        self.rng.next_u64()
     }
 
     fn uuid(&mut self) -> String {
@@ -1740,7 +1737,7 @@ pub async fn serve(listener: tokio::net::TcpListener, opts: Options, shutdown: i
         bucket: opts.burst.or(opts.rate_limit).unwrap_or(0.0).max(1.0),
         refilled: Instant::now(),
         counters: Counters::default(),
-        rng: seed | 1,
+        rng: icicle_core::rng::Rng::new(seed),
     };
     let shared = Arc::new(Shared { opts, state: Mutex::new(state), wake: tokio::sync::Notify::new() });
     let w = tokio::spawn(worker(shared.clone()));

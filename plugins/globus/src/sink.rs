@@ -213,7 +213,7 @@ impl GlobusSinkConfig {
             wait_for_tasks: self.wait_for_tasks,
             task_poll: Duration::from_millis(self.task_poll_ms),
             task_timeout: Duration::from_secs_f64(self.task_timeout_secs),
-            rng: seed | 1,
+            rng: icicle_core::rng::Rng::new(seed),
             receipt: None,
             stats: Stats::default(),
         })
@@ -486,7 +486,7 @@ pub struct GlobusSink {
     wait_for_tasks: bool,
     task_poll: Duration,
     task_timeout: Duration,
-    rng: u64,
+    rng: icicle_core::rng::Rng,
     receipt: Option<Value>,
     stats: Stats,
 }
@@ -524,11 +524,7 @@ impl GlobusSink {
     }
 
     fn next_rand(&mut self) -> f64 {
-        // xorshift64*: jitter only, no need for more.
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545F4914F6CDD1D) >> 11) as f64 / (1u64 << 53) as f64
+        self.rng.f64()
     }
 
     fn sink_error(&self, e: GlobusError) -> SinkError {

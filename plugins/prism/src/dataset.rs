@@ -33,29 +33,21 @@ pub struct Dataset {
     pub crc32: u32,
 }
 
-fn next(state: &mut u64) -> u64 {
-    // xorshift64*
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-}
-
 /// Write the files under `data_dir` and their catalog to `catalog_file`.
 pub fn write_dataset(data_dir: &Path, catalog_file: &Path, spec: &DatasetSpec) -> std::io::Result<Dataset> {
     std::fs::create_dir_all(data_dir)?;
-    let mut rng = spec.seed | 1;
+    let mut rng = icicle_core::rng::Rng::new(spec.seed);
     let mut catalog = String::new();
     let mut paths = Vec::new();
     for i in 0..spec.files {
         let span = spec.max_size.saturating_sub(spec.min_size) + 1;
-        let size = spec.min_size + next(&mut rng) % span;
+        let size = spec.min_size + rng.below(span);
         let path = data_dir.join(format!("part-{i:05}.bin"));
         let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
         let mut left = size;
-        let mut s = next(&mut rng) | 1;
+        let mut s = icicle_core::rng::Rng::new(rng.next_u64());
         while left > 0 {
-            let word = next(&mut s).to_le_bytes();
+            let word = s.next_u64().to_le_bytes();
             let n = left.min(8) as usize;
             w.write_all(&word[..n])?;
             left -= n as u64;

@@ -6,11 +6,10 @@ use icicle_core::registry::default_sketch;
 /// Deterministic values: a mix of zeros, small and heavy-tailed values, and negatives
 /// (future timestamps become negative ages).
 fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut rng = icicle_core::rng::Rng::new(seed);
     (0..n)
         .map(|i| {
-            icicle_core::xorshift(&mut x);
-            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            let u = rng.f64();
             match i % 10 {
                 0 => 0.0,
                 1 => -(u * 1e6).floor(),

@@ -1,0 +1,607 @@
+//! The snapshot runtime: worker threads read splits in parallel and encode primary records;
+//! one async task assembles bounded documents and delivers them to every sink; the run is
+//! acknowledged (manifest committed, sources told) only after every sink delivered.
+
+mod worker;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::manifest::{self, PreviousManifest};
+use crate::rejects::RejectLog;
+use crate::spool::Outbox;
+use icicle_core::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch};
+use icicle_core::config::SnapshotSettings;
+use icicle_core::error::IcicleError;
+use icicle_core::gmeta::RecordPolicy;
+use icicle_core::record::FileRecord;
+use icicle_core::scope::{UnknownScope, UnknownScopes};
+use icicle_core::traits::Source;
+
+use worker::{worker_count, Shared, WorkQueue};
+
+/// Entries are handed from workers to the batcher in chunks of about this many bytes.
+pub(super) const CHUNK_BYTES: usize = 256 << 10;
+
+/// Progress reporting for snapshot runs (a terminal progress bar, log lines, or nothing).
+pub trait Progress: Send + Sync {
+    /// Total units planned (0 when unknown).
+    fn start(&self, total: u64);
+    /// Units completed.
+    fn inc(&self, units: u64);
+    /// The run is over.
+    fn finish(&self);
+}
+
+/// Progress that also keeps the metrics registry current: units done and planned, rate and
+/// the estimated time left (`icicle_snapshot_*`), at most every quarter second.
+pub struct MetricsProgress {
+    inner: Arc<dyn Progress>,
+    done: std::sync::atomic::AtomicU64,
+    total: std::sync::atomic::AtomicU64,
+    last_ms: std::sync::atomic::AtomicU64,
+    started: Instant,
+}
+
+impl MetricsProgress {
+    /// Wrap `inner`.
+    pub fn new(inner: Arc<dyn Progress>) -> MetricsProgress {
+        use std::sync::atomic::AtomicU64;
+        MetricsProgress { inner, done: AtomicU64::new(0), total: AtomicU64::new(0), last_ms: AtomicU64::new(0), started: Instant::now() }
+    }
+
+    fn publish(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (done, total) = (self.done.load(Relaxed) as f64, self.total.load(Relaxed) as f64);
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        let m = icicle_core::metrics::Metrics::global();
+        m.set("icicle_snapshot_progress_done", "Snapshot work done (bytes of text inputs, databases, directories).", &[], done);
+        m.set("icicle_snapshot_progress_total", "Snapshot work planned (same units).", &[], total);
+        m.set("icicle_snapshot_progress_rate", "Snapshot work units per second so far.", &[], done / secs);
+        let eta = if done > 0.0 && total >= done { (total - done) * secs / done } else { -1.0 };
+        m.set("icicle_snapshot_eta_seconds", "Estimated seconds left (-1: unknown).", &[], eta);
+    }
+}
+
+impl Progress for MetricsProgress {
+    fn start(&self, total: u64) {
+        self.total.store(total, std::sync::atomic::Ordering::Relaxed);
+        self.publish();
+        self.inner.start(total);
+    }
+
+    fn inc(&self, units: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.done.fetch_add(units, Relaxed);
+        let now = self.started.elapsed().as_millis() as u64;
+        let last = self.last_ms.load(Relaxed);
+        if now >= last + 250 && self.last_ms.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+            self.publish();
+        }
+        self.inner.inc(units);
+    }
+
+    fn finish(&self) {
+        self.publish();
+        self.inner.finish();
+    }
+}
+
+/// Progress that reports nothing.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&self, _: u64) {}
+    fn inc(&self, _: u64) {}
+    fn finish(&self) {}
+}
+
+/// Extra per-row work run by each worker next to the primary records (counting, aggregates).
+pub trait RowProcessor: Send {
+    /// See one file or link record.
+    fn record(&mut self, rec: &FileRecord<'_>);
+    /// Called once when the worker is done.
+    fn finish(self: Box<Self>);
+}
+
+/// Makes one [`RowProcessor`] per worker.
+pub trait RowProcessorFactory: Send + Sync {
+    fn make(&self, worker: usize) -> Box<dyn RowProcessor>;
+}
+
+/// A pipeline that produces its output once every row has been seen (counting, aggregate).
+/// Versioned runs remember the subjects of its entries and delete those that disappear.
+pub trait PipelineFinisher: Send + Sync {
+    /// The pipeline's name in the summary.
+    fn name(&self) -> &'static str;
+    /// Produce entries to deliver (GMetaEntry JSON) and a report for the summary.
+    fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String>;
+}
+
+/// Everything a snapshot run needs.
+pub struct SnapshotJob {
+    pub sources: icicle_core::traits::NamedSources,
+    pub sinks: icicle_core::traits::NamedSinks,
+    pub policy: Arc<RecordPolicy>,
+    pub settings: SnapshotSettings,
+    pub progress: Arc<dyn Progress>,
+    pub processors: Vec<Arc<dyn RowProcessorFactory>>,
+    /// Run after all rows were read; their entries are delivered after the primary records.
+    pub finishers: Vec<Arc<dyn PipelineFinisher>>,
+    /// Whether primary records are produced at all.
+    pub primary: bool,
+}
+
+/// The outcome of a snapshot run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SnapshotSummary {
+    /// Rows read: records + directories + rejects.
+    pub rows: u64,
+    pub records: u64,
+    pub directories: u64,
+    pub rejects: u64,
+    /// Records sent to the sinks.
+    pub emitted: u64,
+    pub splits: u64,
+    pub batches: u64,
+    pub bytes: u64,
+    pub delete_batches: u64,
+    pub seconds: f64,
+    pub rows_per_s: f64,
+    /// Versioning counts (absent without `state_dir`).
+    pub versioned: bool,
+    pub created: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+    pub deleted: u64,
+    /// Deletes withheld because the input covering them could not be read.
+    pub deletes_withheld: u64,
+    /// Of the rejects, whole inputs (files, databases, directories) that could not be read.
+    pub unreadable_inputs: u64,
+    /// Whether rejects exceeded the configured threshold.
+    pub reject_threshold_exceeded: bool,
+    pub rejects_file: Option<PathBuf>,
+    /// Aggregate records delivered.
+    pub aggregate_records: u64,
+    /// Aggregate subjects of the last delivered run that are gone, sent as deletes.
+    pub aggregates_deleted: u64,
+    /// Aggregate deletes withheld because an input could not be read.
+    pub aggregate_deletes_withheld: u64,
+    /// Reports of the counting and aggregate pipelines.
+    pub pipelines: std::collections::BTreeMap<String, serde_json::Value>,
+    /// What could not be read (at most 50 lines, broadest first): the previous run's
+    /// subjects there were carried over, not deleted.
+    pub unknown_scopes: Vec<UnknownScope>,
+    /// How many distinct scopes were unknown.
+    pub unknown_scope_count: u64,
+    /// Documents a versioned run held back and never delivered because a check failed.
+    pub batches_withheld: u64,
+    /// Why the deletion guard stopped the run (nothing delivered or deleted, manifest kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_guard: Option<String>,
+}
+
+/// An I/O failure of the run itself (state files, threads), with what was being done.
+fn io(what: &str, e: std::io::Error) -> IcicleError {
+    IcicleError::Internal(format!("{what}: {e}"))
+}
+
+/// Run a snapshot job to completion.
+pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
+    let started = Instant::now();
+    job.progress = Arc::new(MetricsProgress::new(job.progress.clone()));
+    let settings = job.settings.clone();
+    let previous = open_previous(&settings, job.primary)?;
+    let shared = Arc::new(Shared { queue: Mutex::new(WorkQueue::default()), ready: std::sync::Condvar::new(), cancel: Default::default() });
+    let rejects = Arc::new(RejectLog::default());
+    let total = plan(&job, &settings, &shared).await?;
+    let planning_rejects = rejects.count();
+    job.progress.start(total);
+
+    let (tx, rx) = mpsc::channel::<EntryBatch>(16);
+    let nworkers = worker_count(&settings);
+    let handles = worker::spawn(&job, &settings, nworkers, &shared, &previous, &rejects, tx)?;
+
+    // A versioned run holds its documents until its checks have passed, so one that fails
+    // them delivers nothing.
+    let outbox = match (&settings.state_dir, &previous) {
+        (Some(dir), Some(_)) => Outbox::held(dir).map_err(|e| io("creating the spool", e))?,
+        _ => Outbox::direct(),
+    };
+    let mut out = Documents { outbox, batcher: Batcher::new(settings.max_batch_bytes), full: Vec::new(), oversized: Vec::new() };
+    let mut summary = SnapshotSummary { versioned: previous.is_some(), ..Default::default() };
+    let delivery = out.primary(rx, &mut job.sinks, &settings, &mut summary).await;
+    if delivery.is_err() {
+        shared.cancel.store(true, Ordering::Relaxed);
+        shared.ready.notify_all();
+    }
+    let io_errors = worker::join(handles, &mut summary);
+    delivery?;
+    if let Some(e) = io_errors.into_iter().next() {
+        return Err(IcicleError::Internal(e));
+    }
+    if !out.oversized.is_empty() {
+        return Err(IcicleError::Internal(format!("{} entries larger than a document reached the batcher", out.oversized.len())));
+    }
+    summary.rows += planning_rejects;
+    summary.rejects += planning_rejects;
+    let pipeline_subjects = out.pipelines(&mut job, previous.is_some(), &mut summary).await?;
+    check_rejects(&settings, &rejects, &mut summary);
+    finish(&mut job, &settings, previous.as_deref(), &rejects, out.outbox, &pipeline_subjects, nworkers, &mut summary).await?;
+    job.progress.finish();
+
+    if summary.rejects > 0 {
+        let path = settings.rejects_file.clone().unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
+        rejects.write(&path).map_err(|e| io(&format!("writing {}", path.display()), e))?;
+        summary.rejects_file = Some(path);
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    summary.rows_per_s = if summary.seconds > 0.0 { summary.rows as f64 / summary.seconds } else { 0.0 };
+    Ok(summary)
+}
+
+/// The previous manifest of a versioned run (a primary run with `state_dir`), after starting
+/// this run's.
+fn open_previous(settings: &SnapshotSettings, primary: bool) -> Result<Option<Arc<PreviousManifest>>, IcicleError> {
+    match &settings.state_dir {
+        Some(dir) if primary => {
+            std::fs::create_dir_all(dir).map_err(|e| io(&format!("creating {}", dir.display()), e))?;
+            manifest::begin(dir).map_err(|e| io("starting the manifest", e))?;
+            Ok(Some(Arc::new(PreviousManifest::load(dir).map_err(|e| io("loading the previous manifest", e))?)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Plan every source's splits into the work queue (after the directory pre-pass when
+/// visibility follows directory permissions); returns their total weight.
+async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -> Result<u64, IcicleError> {
+    let mut total = 0u64;
+    let mut planned = Vec::new();
+    for (i, (name, src)) in job.sources.iter().enumerate() {
+        match src.plan().await {
+            Ok(splits) => {
+                total += splits.iter().map(|s| s.weight).sum::<u64>();
+                planned.extend(splits.into_iter().map(|s| (i, s)));
+            }
+            Err(e) => {
+                tracing::error!(message = "source could not be planned", source = %name, error = %e);
+                return Err(IcicleError::Internal(format!("source `{name}` could not be planned (nothing was delivered): {e}")));
+            }
+        }
+    }
+    if job.policy.access.is_some() {
+        // Visibility follows directory permissions: directories are known before files.
+        let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
+        let (splits, table, n) = (planned.clone(), job.policy.dirs.clone(), worker_count(settings));
+        let c = tokio::task::spawn_blocking(move || crate::dirpass::collect_directories(&sources, splits, &table, n))
+            .await
+            .map_err(|e| IcicleError::Internal(format!("the directory pre-pass: {e}")))?;
+        if c.splits > 0 {
+            tracing::info!(message = "directory permissions read", splits = c.splits, directories = job.policy.dirs.len(), unreadable = c.failed);
+        }
+    }
+    if let Ok(mut q) = shared.queue.lock() {
+        q.planned += planned.len() as u64;
+        icicle_core::metrics::Metrics::global().set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
+        q.items.extend(planned);
+    }
+    Ok(total)
+}
+
+/// Documents on their way to the sinks.
+struct Documents {
+    outbox: Outbox,
+    batcher: Batcher,
+    full: Vec<EntryBatch>,
+    oversized: Vec<Vec<u8>>,
+}
+
+impl Documents {
+    /// Send the full documents, counting them.
+    async fn send_full(&mut self, sinks: &mut icicle_core::traits::NamedSinks, summary: &mut SnapshotSummary) -> Result<(), IcicleError> {
+        for doc in self.full.drain(..) {
+            summary.batches += 1;
+            summary.bytes += doc.document_bytes() as u64;
+            self.outbox.send(sinks, doc).await?;
+        }
+        Ok(())
+    }
+
+    /// Pack the workers' chunks into documents and send them; a partial document goes after
+    /// `flush_interval_secs` without filling.
+    async fn primary(
+        &mut self,
+        mut rx: mpsc::Receiver<EntryBatch>,
+        sinks: &mut icicle_core::traits::NamedSinks,
+        settings: &SnapshotSettings,
+        summary: &mut SnapshotSummary,
+    ) -> Result<(), IcicleError> {
+        let flush_after = Duration::from_secs_f64(settings.flush_interval_secs.max(0.05));
+        let mut ticker = tokio::time::interval(flush_after / 4);
+        let mut pending_since: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(chunk) => {
+                        self.batcher.push_chunk(&chunk, &mut self.full, &mut self.oversized);
+                        if self.batcher.has_pending() && pending_since.is_none() {
+                            pending_since = Some(Instant::now());
+                        }
+                        if !self.full.is_empty() {
+                            self.send_full(sinks, summary).await?;
+                            pending_since = self.batcher.has_pending().then(Instant::now);
+                        }
+                    }
+                    None => break,
+                },
+                _ = ticker.tick() => {
+                    if pending_since.is_some_and(|t| t.elapsed() >= flush_after) {
+                        self.full.extend(self.batcher.flush());
+                        self.send_full(sinks, summary).await?;
+                        pending_since = None;
+                    }
+                }
+            }
+        }
+        self.full.extend(self.batcher.flush());
+        self.send_full(sinks, summary).await
+    }
+
+    /// The counting and aggregate outputs, after the primary records; returns each
+    /// pipeline's subjects (for a versioned run's deletes).
+    async fn pipelines(
+        &mut self,
+        job: &mut SnapshotJob,
+        versioned: bool,
+        summary: &mut SnapshotSummary,
+    ) -> Result<Vec<(&'static str, Vec<String>)>, IcicleError> {
+        let mut pipeline_subjects = Vec::new();
+        for f in &job.finishers {
+            let (entries, report) = f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
+            summary.pipelines.insert(f.name().to_string(), report);
+            if versioned {
+                let subjects = entries.iter().map(|e| crate::deletes::entry_subject(e)).collect::<Result<Vec<_>, _>>();
+                let subjects = subjects.map_err(|e| IcicleError::Internal(format!("{} pipeline: an entry without a subject: {e}", f.name())))?;
+                pipeline_subjects.push((f.name(), subjects));
+            }
+            let mut chunk = EntryBatch::default();
+            for e in &entries {
+                chunk.push(e);
+            }
+            summary.aggregate_records += entries.len() as u64;
+            self.batcher.push_chunk(&chunk, &mut self.full, &mut self.oversized);
+            self.full.extend(self.batcher.flush());
+            self.send_full(&mut job.sinks, summary).await?;
+        }
+        Ok(pipeline_subjects)
+    }
+}
+
+/// Reject threshold: rows that could not be parsed (format drift), not inputs that could not
+/// be read (their scopes are carried over).
+fn check_rejects(settings: &SnapshotSettings, rejects: &RejectLog, summary: &mut SnapshotSummary) {
+    summary.unreadable_inputs = rejects.unreadable_inputs();
+    let row_rejects = summary.rejects.saturating_sub(summary.unreadable_inputs);
+    let ratio = if summary.rows > 0 { row_rejects as f64 / summary.rows as f64 } else { 0.0 };
+    summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m) || settings.max_reject_ratio.is_some_and(|r| ratio > r);
+}
+
+/// Deletes, the held documents, the manifest commit and the acknowledgement: a versioned run
+/// that failed its checks (reject threshold, deletion guard) delivers and deletes nothing.
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    job: &mut SnapshotJob,
+    settings: &SnapshotSettings,
+    previous: Option<&PreviousManifest>,
+    rejects: &RejectLog,
+    outbox: Outbox,
+    pipeline_subjects: &[(&'static str, Vec<String>)],
+    nworkers: usize,
+    summary: &mut SnapshotSummary,
+) -> Result<(), IcicleError> {
+    let scopes = rejects.scopes();
+    let unknown = UnknownScopes::new(scopes.iter().map(|(s, _, _)| s));
+    (summary.unknown_scopes, summary.unknown_scope_count) = icicle_core::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
+    let mut commit = previous.is_some() && !summary.reject_threshold_exceeded;
+    let mut deletes = Vec::new();
+    let mut sealed = None;
+    if let (Some(dir), Some(prev)) = (&settings.state_dir, previous) {
+        if summary.reject_threshold_exceeded {
+            tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
+        } else {
+            let d = crate::deletes::plan(dir, prev, &unknown, pipeline_subjects, nworkers + 1).map_err(|e| io("planning the deletes", e))?;
+            summary.deletes_withheld = d.withheld;
+            summary.aggregate_deletes_withheld = d.aggregates_withheld;
+            summary.delete_guard = crate::deletes::guard(settings, d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates);
+            if let Some(why) = &summary.delete_guard {
+                tracing::error!(message = "deletion guard: nothing delivered or deleted and the manifest is kept; rerun with --allow-mass-delete if this is intended", reason = %why);
+                commit = false;
+            } else {
+                summary.deleted = d.primary;
+                summary.aggregates_deleted = d.aggregates;
+                deletes = d.subjects;
+            }
+        }
+    }
+    if summary.reject_threshold_exceeded || summary.delete_guard.is_some() {
+        summary.batches_withheld = outbox.discard();
+    } else {
+        // Sealed before the first delivery: a crash from here on leaves the next run the list
+        // of what this one may have indexed.
+        if let (Some(dir), true) = (&settings.state_dir, commit) {
+            sealed = Some(manifest::seal(dir).map_err(|e| io("sealing the manifest", e))?);
+        }
+        outbox.release(&mut job.sinks).await?;
+    }
+    manifest::fault_point("deletes-planned");
+    for b in delete_batches(deletes, settings.max_batch_bytes) {
+        summary.delete_batches += 1;
+        crate::deliver::deliver_all(&mut job.sinks, &DocumentBatch::Delete(b)).await?;
+    }
+    manifest::fault_point("deletes-delivered");
+    for (_, sink) in job.sinks.iter_mut() {
+        sink.close().await?;
+    }
+    if let (Some(dir), true) = (&settings.state_dir, commit) {
+        let sealed = sealed.ok_or_else(|| IcicleError::Internal("committing a manifest that was never sealed".into()))?;
+        manifest::commit(dir, &sealed).map_err(|e| io("committing the manifest", e))?;
+    }
+    for (name, src) in &job.sources {
+        if let Err(e) = src.acknowledge().await {
+            tracing::warn!(message = "source acknowledgement failed", source = %name, error = %e);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use icicle_core::config::SnapshotSettings;
+    use icicle_core::gmeta::{PrincipalMap, VisibleTo};
+    use icicle_core::record::FileKind;
+    use icicle_core::traits::{RowSink, Sink, Split};
+    use icicle_core::SinkError;
+    use std::sync::mpsc as std_mpsc;
+
+    /// Emits one record, then waits until the sink has delivered it before finishing:
+    /// only the flush timer can deliver a partial document while the source is still open.
+    struct SlowSource {
+        delivered: Mutex<std_mpsc::Receiver<()>>,
+    }
+
+    #[async_trait]
+    impl Source for SlowSource {
+        async fn plan(&self) -> Result<Vec<Split>, icicle_core::SourceError> {
+            Ok(vec![Split::whole("slow".into(), 1)])
+        }
+        fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
+            let rec = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 };
+            out.record(&rec);
+            // The worker hands its chunk over when the split ends; emulate a streaming
+            // source by ending this split and blocking the next one.
+            out.spawn(Split::whole("wait".into(), 0));
+            Ok(())
+        }
+    }
+
+    struct WaitingSource {
+        inner: SlowSource,
+    }
+
+    #[async_trait]
+    impl Source for WaitingSource {
+        async fn plan(&self) -> Result<Vec<Split>, icicle_core::SourceError> {
+            self.inner.plan().await
+        }
+        fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
+            if split.name == "wait" {
+                let rx = self.inner.delivered.lock().map_err(|_| icicle_core::SourceError::External("poisoned".into()))?;
+                rx.recv_timeout(Duration::from_secs(120)).map_err(|_| icicle_core::SourceError::External("the timer never flushed".into()))?;
+                return Ok(());
+            }
+            self.inner.read(split, out)
+        }
+    }
+
+    struct SignallingSink {
+        tx: std_mpsc::Sender<()>,
+        seen: Arc<Mutex<Vec<usize>>>,
+    }
+
+    #[async_trait]
+    impl Sink for SignallingSink {
+        async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
+            self.seen.lock().map_err(|_| SinkError::Io { sink: "t".into(), reason: "poisoned".into() })?.push(batch.len());
+            let _ = self.tx.send(());
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn partial_documents_are_flushed_by_the_timer() {
+        let (tx, rx) = std_mpsc::channel();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let job = SnapshotJob {
+            sources: vec![("s".into(), Arc::new(WaitingSource { inner: SlowSource { delivered: Mutex::new(rx) } }))],
+            sinks: vec![("k".into(), Box::new(SignallingSink { tx, seen: seen.clone() }))],
+            policy: Arc::new(RecordPolicy {
+                visible_to: vec![VisibleTo::Public],
+                fallback: vec![],
+                principals: Arc::new(PrincipalMap::default()),
+                version: "t".into(),
+                ..Default::default()
+            }),
+            settings: SnapshotSettings { workers: 1, flush_interval_secs: 0.05, ..Default::default() },
+            progress: Arc::new(NoProgress),
+            processors: vec![],
+            finishers: vec![],
+            primary: true,
+        };
+        let summary = run(job).await.unwrap();
+        // Delivered while the source was still running (otherwise `read` would have failed
+        // with a reject), and nothing was lost or duplicated.
+        assert_eq!(summary.rejects, 0);
+        assert_eq!(summary.emitted, 1);
+        assert_eq!(*seen.lock().unwrap(), vec![1]);
+    }
+
+    /// One record; counts its acknowledgements.
+    struct AckCounting {
+        acks: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    #[async_trait]
+    impl Source for AckCounting {
+        async fn plan(&self) -> Result<Vec<Split>, icicle_core::SourceError> {
+            Ok(vec![Split::whole("one".into(), 1)])
+        }
+        fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
+            out.record(&FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 });
+            Ok(())
+        }
+        async fn acknowledge(&self) -> Result<(), icicle_core::SourceError> {
+            self.acks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// Fails every delivery, or none.
+    struct MaybeFailing(bool);
+
+    #[async_trait]
+    impl Sink for MaybeFailing {
+        async fn deliver(&mut self, _batch: &DocumentBatch) -> Result<(), SinkError> {
+            if self.0 {
+                return Err(SinkError::Io { sink: "t".into(), reason: "disk full".into() });
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn sources_are_acknowledged_only_after_every_sink_delivered() {
+        for fail in [true, false] {
+            let acks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let job = SnapshotJob {
+                sources: vec![("s".into(), Arc::new(AckCounting { acks: acks.clone() }))],
+                sinks: vec![("ok".into(), Box::new(MaybeFailing(false))), ("k".into(), Box::new(MaybeFailing(fail)))],
+                policy: Arc::new(RecordPolicy { visible_to: vec![VisibleTo::Public], version: "t".into(), ..Default::default() }),
+                settings: SnapshotSettings { workers: 1, ..Default::default() },
+                progress: Arc::new(NoProgress),
+                processors: vec![],
+                finishers: vec![],
+                primary: true,
+            };
+            let result = run(job).await;
+            assert_eq!(result.is_err(), fail);
+            assert_eq!(acks.load(std::sync::atomic::Ordering::SeqCst), usize::from(!fail), "failing sink: {fail}");
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! Snapshot workers: threads that pop splits from a shared queue, read them through their
+//! source into borrowed records, check and classify each, and encode it into chunks sent to
+//! the delivery task.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use tokio::sync::mpsc;
+
+use icicle_core::access::{parent_dir, Acl, DirectoryTable, Perm};
+use icicle_core::batch::{EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use icicle_core::config::{EmitMode, SnapshotSettings};
+use icicle_core::error::IcicleError;
+use icicle_core::gmeta::{subject_for, PrimaryEncoder};
+use icicle_core::record::{FileRecord, Reject};
+use icicle_core::scope::Scope;
+use icicle_core::traits::{RowSink, Source, Split};
+
+use super::{Progress, RowProcessor, SnapshotJob, SnapshotSummary, CHUNK_BYTES};
+use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
+use crate::rejects::RejectLog;
+
+#[derive(Default)]
+pub(super) struct WorkQueue {
+    pub(super) items: VecDeque<(usize, Split)>,
+    pub(super) active: usize,
+    /// Inputs (splits) planned or discovered, and finished.
+    pub(super) planned: u64,
+    pub(super) finished: u64,
+}
+
+pub(super) struct Shared {
+    pub(super) queue: Mutex<WorkQueue>,
+    pub(super) ready: Condvar,
+    pub(super) cancel: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn pop(&self) -> Option<(usize, Split)> {
+        let mut q = self.queue.lock().ok()?;
+        loop {
+            if self.cancel.load(Ordering::Relaxed) {
+                return None;
+            }
+            if let Some(item) = q.items.pop_front() {
+                q.active += 1;
+                return Some(item);
+            }
+            if q.active == 0 {
+                return None;
+            }
+            q = self.ready.wait(q).ok()?;
+        }
+    }
+
+    pub(super) fn done(&self, spawned: Vec<Split>, source: usize) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.active -= 1;
+            q.finished += 1;
+            q.planned += spawned.len() as u64;
+            for s in spawned {
+                q.items.push_back((source, s));
+            }
+            let m = icicle_core::metrics::Metrics::global();
+            m.set("icicle_snapshot_inputs_done", "Snapshot inputs (files, byte ranges, databases, directories) read.", &[], q.finished as f64);
+            m.set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
+        }
+        self.ready.notify_all();
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+pub(super) struct WorkerCounts {
+    pub(super) rows: u64,
+    pub(super) records: u64,
+    pub(super) directories: u64,
+    pub(super) rejects: u64,
+    pub(super) emitted: u64,
+    pub(super) created: u64,
+    pub(super) updated: u64,
+    pub(super) unchanged: u64,
+    pub(super) splits: u64,
+}
+
+pub(super) struct Worker {
+    encoder: PrimaryEncoder,
+    primary: bool,
+    max_entry: usize,
+    chunk: EntryBatch,
+    tx: mpsc::Sender<EntryBatch>,
+    rejects: Arc<RejectLog>,
+    progress: Arc<dyn Progress>,
+    previous: Option<Arc<PreviousManifest>>,
+    manifest: Option<ManifestWriter>,
+    emit: EmitMode,
+    processors: Vec<Box<dyn RowProcessor>>,
+    counts: WorkerCounts,
+    spawned: Vec<Split>,
+    input: String,
+    io_error: Option<String>,
+    /// Directory permissions decide visibility (the policy's table is filled and read).
+    dirs: Option<Arc<DirectoryTable>>,
+    /// The last parent directory looked up in `dirs`, and its chain.
+    last_parent: Option<(String, Option<Arc<[Perm]>>)>,
+}
+
+impl Worker {
+    /// The chain of directories above `path` from the table, cached for its siblings.
+    fn chain_of(&mut self, path: &str) -> Option<Arc<[Perm]>> {
+        let table = self.dirs.as_ref()?;
+        let parent = parent_dir(path);
+        if let Some((p, c)) = &self.last_parent {
+            if p == parent {
+                return c.clone();
+            }
+        }
+        let c = table.chain(parent);
+        self.last_parent = Some((parent.to_string(), c.clone()));
+        c
+    }
+
+    pub(super) fn send_chunk(&mut self) {
+        if self.chunk.is_empty() {
+            return;
+        }
+        let chunk = std::mem::replace(&mut self.chunk, EntryBatch::with_capacity(CHUNK_BYTES + 4096));
+        // A closed channel means the run is being cancelled; the records are not acknowledged.
+        let _ = self.tx.blocking_send(chunk);
+    }
+
+    /// Reject a row that a source read: its path is carried over.
+    fn reject_here(&mut self, rec: &FileRecord<'_>, reason: String) {
+        self.counts.rejects += 1;
+        self.counts.records -= 1;
+        // Even a path that fails the checks may name a subject an earlier version indexed.
+        let scope = Some(Scope::Exact(rec.path.to_string()));
+        self.rejects.push(Reject::row(&self.input, format!("{:?}: {reason}", rec.path), scope));
+    }
+}
+
+impl RowSink for Worker {
+    fn record(&mut self, rec: &FileRecord<'_>) {
+        self.record_with_acl(rec, None)
+    }
+
+    fn wants_acls(&self) -> bool {
+        self.dirs.is_some()
+    }
+
+    fn record_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
+        self.counts.rows += 1;
+        self.counts.records += 1;
+        if let Err(e) = rec.check() {
+            return self.reject_here(rec, e);
+        }
+        for p in &mut self.processors {
+            p.record(rec);
+        }
+        if !self.primary {
+            return;
+        }
+        let chain = self.chain_of(rec.path);
+        let vis = match self.encoder.visible_to_in(rec, acl.map(Arc::new), chain.as_ref()) {
+            Ok(v) => v,
+            Err(e) => return self.reject_here(rec, e),
+        };
+        if let (Some(prev), Some(_)) = (&self.previous, &self.manifest) {
+            let hash = manifest::path_hash(rec.path);
+            let fp = manifest::fingerprint(rec, &vis);
+            let change = prev.classify(hash, fp);
+            match change {
+                Change::Created => self.counts.created += 1,
+                Change::Updated => self.counts.updated += 1,
+                Change::Unchanged => self.counts.unchanged += 1,
+            }
+            if let Some(m) = &mut self.manifest {
+                if let Err(e) = m.push(hash, fp, &subject_for(rec.path), Some(rec.path)) {
+                    self.io_error.get_or_insert(format!("writing the manifest: {e}"));
+                }
+            }
+            if change == Change::Unchanged && self.emit == EmitMode::Changed {
+                return;
+            }
+        }
+        let buf = self.chunk.buffer();
+        let before = buf.len();
+        self.encoder.encode_with(rec, &vis, buf);
+        if buf.len() - before <= self.max_entry {
+            self.chunk.commit();
+            self.counts.emitted += 1;
+        } else {
+            self.chunk.rollback();
+            self.reject_here(rec, "entry exceeds the maximum document size".into());
+        }
+        if self.chunk.content_bytes() >= CHUNK_BYTES {
+            self.send_chunk();
+        }
+    }
+
+    fn directory(&mut self, rec: &FileRecord<'_>) {
+        self.directory_with_acl(rec, None)
+    }
+
+    fn directory_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
+        self.counts.rows += 1;
+        self.counts.directories += 1;
+        if let Err(e) = rec.check() {
+            self.counts.directories -= 1;
+            self.counts.records += 1;
+            return self.reject_here(rec, e);
+        }
+        if let Some(t) = &self.dirs {
+            t.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid, acl: acl.map(Arc::new) });
+        }
+    }
+
+    fn reject(&mut self, reject: Reject) {
+        self.counts.rows += 1;
+        self.counts.rejects += 1;
+        self.rejects.push(reject);
+    }
+
+    fn progress(&mut self, units: u64) {
+        self.progress.inc(units);
+    }
+
+    fn spawn(&mut self, split: Split) {
+        self.spawned.push(split);
+    }
+
+    fn flush(&mut self) {
+        self.send_chunk();
+    }
+}
+
+pub(super) fn worker_count(settings: &SnapshotSettings) -> usize {
+    if settings.workers > 0 {
+        settings.workers
+    } else {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+    }
+}
+
+/// What a worker thread returns: its counts and the first I/O error it met.
+pub(super) type WorkerResult = (WorkerCounts, Option<String>);
+
+/// Start `nworkers` worker threads reading splits from `shared` and sending chunks on `tx`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn spawn(
+    job: &SnapshotJob,
+    settings: &SnapshotSettings,
+    nworkers: usize,
+    shared: &Arc<Shared>,
+    previous: &Option<Arc<PreviousManifest>>,
+    rejects: &Arc<RejectLog>,
+    tx: mpsc::Sender<EntryBatch>,
+) -> Result<Vec<std::thread::JoinHandle<WorkerResult>>, IcicleError> {
+    let overhead = GINGEST_HEAD.len() + GINGEST_TAIL.len();
+    let max_entry = settings.max_batch_bytes.saturating_sub(overhead);
+    let mut handles = Vec::new();
+    for w in 0..nworkers {
+        let manifest_writer = match (&settings.state_dir, &previous) {
+            (Some(dir), Some(_)) => Some(ManifestWriter::create(dir, w).map_err(|e| super::io("creating the manifest", e))?),
+            _ => None,
+        };
+        let mut worker = Worker {
+            encoder: PrimaryEncoder::new(job.policy.clone()),
+            primary: job.primary,
+            max_entry,
+            chunk: EntryBatch::with_capacity(CHUNK_BYTES + 4096),
+            tx: tx.clone(),
+            rejects: rejects.clone(),
+            progress: job.progress.clone(),
+            previous: previous.clone(),
+            manifest: manifest_writer,
+            emit: settings.emit,
+            processors: job.processors.iter().map(|f| f.make(w)).collect(),
+            counts: WorkerCounts::default(),
+            spawned: Vec::new(),
+            input: String::new(),
+            io_error: None,
+            dirs: job.policy.access.map(|_| job.policy.dirs.clone()),
+            last_parent: None,
+        };
+        let shared = shared.clone();
+        let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
+        let source_names: Vec<String> = job.sources.iter().map(|(n, _)| n.clone()).collect();
+        let handle = std::thread::Builder::new()
+            .name(format!("icicle-worker-{w}"))
+            .spawn(move || {
+                while let Some((si, split)) = shared.pop() {
+                    worker.input = split.name.clone();
+                    worker.counts.splits += 1;
+                    let rows_before = worker.counts.rows;
+                    if let Err(e) = sources[si].read(&split, &mut worker) {
+                        let scope = Some(split.scope.clone().unwrap_or(Scope::All));
+                        worker.reject(Reject::whole(&split.name, e.to_string(), scope));
+                    }
+                    // Hand over what this split produced, so that a slow or streaming source
+                    // never holds records back from the flush timer.
+                    worker.send_chunk();
+                    icicle_core::metrics::Metrics::global().add(
+                        "icicle_snapshot_rows_total",
+                        "Rows read by a snapshot source.",
+                        &[("source", &source_names[si])],
+                        (worker.counts.rows - rows_before) as f64,
+                    );
+                    let spawned = std::mem::take(&mut worker.spawned);
+                    shared.done(spawned, si);
+                }
+                worker.send_chunk();
+                let mut io_error = worker.io_error.take();
+                if let Some(m) = worker.manifest.take() {
+                    if let Err(e) = m.finish() {
+                        io_error.get_or_insert(format!("writing the manifest: {e}"));
+                    }
+                }
+                for p in worker.processors.drain(..) {
+                    p.finish();
+                }
+                (worker.counts, io_error)
+            })
+            .map_err(|e| super::io("starting a worker", e))?;
+        handles.push(handle);
+    }
+    Ok(handles)
+}
+
+/// Wait for every worker; add their counts to `summary`; returns their I/O errors.
+pub(super) fn join(handles: Vec<std::thread::JoinHandle<WorkerResult>>, summary: &mut SnapshotSummary) -> Vec<String> {
+    let mut io_errors = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok((c, e)) => {
+                summary.rows += c.rows;
+                summary.records += c.records;
+                summary.directories += c.directories;
+                summary.rejects += c.rejects;
+                summary.emitted += c.emitted;
+                summary.created += c.created;
+                summary.updated += c.updated;
+                summary.unchanged += c.unchanged;
+                summary.splits += c.splits;
+                io_errors.extend(e);
+            }
+            Err(_) => io_errors.push("a worker thread panicked".to_string()),
+        }
+    }
+    io_errors
+}

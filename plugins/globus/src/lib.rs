@@ -8,6 +8,7 @@
 //! client credentials (fetched, refreshed before expiry and once on a 401). Secrets are held
 //! in [`Secret`], which never prints.
 
+mod error;
 pub mod sink;
 
 pub use icicle_core::secret::Secret;

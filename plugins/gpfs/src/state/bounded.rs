@@ -1,0 +1,106 @@
+//! A bounded state: the least recently touched files let go of at a batch end (their records
+//! stay in the index, their paths remembered by hash), and found again by name or below a
+//! renamed directory.
+
+use super::*;
+
+impl GpfsState {
+    /// Keep at most `cap` files (0: no bound), evicting the least recently touched at the end
+    /// of a batch. An evicted file's record stays in the index; the state remembers its path
+    /// by hash and finds it again where a directory rename or a permission change needs it.
+    pub fn set_lru_capacity(&mut self, cap: usize) {
+        self.lru_capacity = cap;
+        self.recency = (cap > 0).then(|| {
+            let mut r = lru::LruCache::unbounded();
+            for (p, m) in &self.objects {
+                if !m.is_dir() {
+                    r.put(p.clone(), ());
+                }
+            }
+            r
+        });
+    }
+
+    /// Files let go of that the index still holds.
+    pub fn evicted_files(&self) -> usize {
+        self.evicted.len()
+    }
+
+    /// Evict the least recently touched files down to the capacity; files with several
+    /// known names (hard links) are not tracked and stay.
+    pub(super) fn evict(&mut self) {
+        let Some(recency) = self.recency.as_mut() else { return };
+        let mut out = Vec::new();
+        while recency.len() > self.lru_capacity {
+            let Some((p, ())) = recency.pop_lru() else { break };
+            out.push(p);
+        }
+        for p in out {
+            let Some(m) = self.objects.get(&*p).copied() else { continue };
+            if self.links.get(&m.inode).is_some_and(|v| v.len() > 1) {
+                continue;
+            }
+            self.forget(&p);
+            self.evicted.insert(&p, &m, m.inode);
+            self.counts.evicted += 1;
+        }
+    }
+
+    /// Whether a file the state let go of may be below directory `dir`: counted under `dir`,
+    /// under a name `dir` had before this run's directory renames, or under an older name of
+    /// a directory that a rename moved below it.
+    pub(super) fn evicted_below(&self, dir: &str) -> bool {
+        if self.evicted.is_empty() {
+            return false;
+        }
+        let under = |p: &str, d: &str| p.strip_prefix(d).is_some_and(|r| r.is_empty() || r.starts_with('/'));
+        let mut names = vec![dir.to_string()];
+        if self.evicted.any_below(dir) {
+            return true;
+        }
+        for (old, new) in self.renames.iter().rev() {
+            let mut found = Vec::new();
+            for q in &names {
+                if under(q, new) {
+                    found.push(format!("{old}{}", &q[new.len()..]));
+                } else if under(new, q) {
+                    found.push(old.clone());
+                }
+            }
+            for p in found {
+                if self.evicted.any_below(&p) {
+                    return true;
+                }
+                if !names.contains(&p) {
+                    names.push(p);
+                }
+            }
+        }
+        false
+    }
+
+    /// The name the index holds for `path` (unknown to the state) if the state evicted it:
+    /// `path` itself or a name it had before this run's directory renames.
+    pub(super) fn evicted_name(&self, path: &str) -> Option<String> {
+        if self.evicted.is_empty() {
+            return None;
+        }
+        if self.evicted.contains(path) {
+            return Some(path.to_string());
+        }
+        self.older_names(path).into_iter().find(|p| self.evicted.contains(p))
+    }
+
+    /// The names `path` had before this run's directory renames, newest first.
+    pub(super) fn older_names(&self, path: &str) -> Vec<String> {
+        let mut p = path.to_string();
+        let mut older = Vec::new();
+        for (old, new) in self.renames.iter().rev() {
+            if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
+                p = format!("{old}{rest}");
+                older.push(p.clone());
+            }
+        }
+        older
+    }
+}

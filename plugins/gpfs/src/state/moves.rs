@@ -1,0 +1,131 @@
+//! Renames (paired halves, directory renames that move every descendant, the mount walked for
+//! what the state never saw), directory permission changes, and hard-link propagation.
+
+use super::*;
+
+impl GpfsState {
+    /// The other names of a hard-linked file share its inode's metadata.
+    pub(super) fn propagate(&mut self, path: &str, meta: Meta, ops: &mut Ops) {
+        if meta.inode == 0 || meta.is_dir() {
+            return;
+        }
+        let Some(names) = self.links.get(&meta.inode) else { return };
+        if names.len() < 2 {
+            return;
+        }
+        let others: Vec<PathName> = names.iter().filter(|p| &***p != path).cloned().collect();
+        for p in others {
+            self.upsert(&p, meta, ops);
+        }
+    }
+
+    /// Move `old` to `new` (metadata `meta`, from IN_MOVED_TO).
+    pub(super) fn rename(&mut self, old: &str, new: &str, meta: Meta, walker: &mut dyn Walker, ops: &mut Ops) {
+        self.counts.renames += 1;
+        if old == new {
+            self.upsert(new, meta, ops);
+            return;
+        }
+        let known = self.forget(old).is_some();
+        if meta.is_dir() {
+            self.counts.directory_renames += 1;
+            if self.renames.len() < RENAME_LOG_CAP {
+                self.renames.push((old.to_string(), new.to_string()));
+            }
+            let below = self.descendants(old);
+            for (p, m) in below {
+                let np = format!("{new}{}", &p[old.len()..]);
+                let born = self.born.contains(&p);
+                self.forget(&p);
+                self.counts.moved_descendants += 1;
+                if !m.is_dir() {
+                    self.delete(&p, ops);
+                    // Nothing can be below a directory's new name: the index does not hold
+                    // this one (unless a delete of it is still pending).
+                    if born || ops.get(np.as_str()) != Some(&Op::Delete) {
+                        self.born.insert(np.as_str().into());
+                    }
+                }
+                self.upsert(&np, m, ops);
+            }
+            // Descendants the state never saw (they predate monitoring): where they are now.
+            // A complete state knows everything the index holds, and what it does not know
+            // yet will come with its own events: no walk.
+            // Files it let go of below are found where they are now.
+            let unseen = if self.complete && !self.evicted_below(old) { Vec::new() } else { walker.walk(new) };
+            for (np, m) in unseen {
+                let op = format!("{old}{}", &np[new.len()..]);
+                if self.complete {
+                    if !self.objects.contains_key(np.as_str()) {
+                        if let Some(name) = self.evicted_name(&op) {
+                            self.delete(&name, ops);
+                            self.counts.evicted_found += 1;
+                            self.upsert(&np, m, ops);
+                        }
+                    }
+                    continue;
+                }
+                if self.objects.contains_key(np.as_str()) {
+                    // Known where it is now (moved above, or seen by an earlier walk that ran
+                    // ahead of its events): its old name may still be in the index.
+                    if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
+                        self.delete_unknown(&op, ops);
+                    }
+                    continue;
+                }
+                self.forget(&op);
+                self.delete_unknown(&op, ops);
+                self.counts.moved_descendants += 1;
+                self.upsert(&np, m, ops);
+            }
+            self.born.remove(old);
+        } else if known {
+            self.delete(old, ops);
+        } else {
+            self.delete_unknown(old, ops);
+        }
+        if (!self.complete || !self.evicted.is_empty()) && !self.objects.contains_key(new) {
+            // Maybe onto an object the state never saw: the index may hold that one under the
+            // names it had before this run's directory renames.
+            self.delete_older_names(new, ops);
+        }
+        if self.objects.contains_key(new) {
+            // Renamed over an existing object: the new name now means the moved one.
+            self.born.remove(new);
+        } else if self.complete && ops.get(new) != Some(&Op::Delete) && !self.evicted.contains(new) {
+            // Onto a free name (a complete state would know a file there): not in the index
+            // yet. A state that does not know every file cannot tell: the name may have held
+            // an indexed object it never saw.
+            self.born.insert(new.into());
+        }
+        self.upsert(new, meta, ops);
+    }
+
+    /// A directory's attributes changed: when visibility follows permissions, know them, and
+    /// when they changed, publish everything below it again.
+    pub(super) fn dir_attrib(&mut self, path: &str, meta: Meta, walker: &mut dyn Walker, ops: &mut Ops) {
+        if !self.dir_attributes {
+            return;
+        }
+        let before = self.objects.get(path).copied();
+        self.know(path, meta);
+        let perm = |m: &Meta| (m.mode & 0o7777, m.uid, m.gid);
+        if before.is_some_and(|b| perm(&b) == perm(&meta)) {
+            return;
+        }
+        for (p, m) in self.descendants(path) {
+            if !m.is_dir() && ops.get(&p) != Some(&Op::Delete) {
+                self.counts.reevaluated += 1;
+                ops.insert(p, Op::Update(m));
+            }
+        }
+        if !self.complete || self.evicted_below(path) {
+            for (p, m) in walker.walk(path) {
+                if !self.objects.contains_key(p.as_str()) && (!self.complete || self.evicted_name(&p).is_some()) {
+                    self.counts.reevaluated += 1;
+                    self.upsert(&p, m, ops);
+                }
+            }
+        }
+    }
+}

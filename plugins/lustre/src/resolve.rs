@@ -164,7 +164,11 @@ impl Resolver for LfsResolver<'_> {
     }
 
     fn is_dir(&mut self, path: &str) -> bool {
-        std::fs::symlink_metadata(self.on_mount(path)).map(|m| m.is_dir()).unwrap_or(false)
+        self.kind(path).unwrap_or(false)
+    }
+
+    fn kind(&mut self, path: &str) -> Option<bool> {
+        std::fs::symlink_metadata(self.on_mount(path)).ok().map(|m| m.is_dir())
     }
 
     fn walk(&mut self, path: &str) -> Vec<String> {

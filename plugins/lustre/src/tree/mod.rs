@@ -27,6 +27,11 @@ pub trait Resolver {
     }
     /// Whether `path` is a directory now (lstat on the mount).
     fn is_dir(&mut self, path: &str) -> bool;
+    /// Whether `path` is a directory now; `None` when nothing is there (it may have been
+    /// renamed since `fid2path` named it).
+    fn kind(&mut self, path: &str) -> Option<bool> {
+        Some(self.is_dir(path))
+    }
     /// The files and links below directory `path`, as paths relative to it.
     fn walk(&mut self, path: &str) -> Vec<String>;
     /// Rename records after index `after`, not applied yet, whose new name is `name`
@@ -86,6 +91,8 @@ pub struct TreeCounts {
     pub path2fid_calls: u64,
     pub evictions: u64,
     pub unresolved: u64,
+    /// Objects not where `fid2path` said by the time they were looked at (moved since).
+    pub moved_while_resolved: u64,
 }
 
 /// The directory tree of one MDT.
@@ -519,6 +526,61 @@ mod tests {
         assert_eq!(
             got,
             vec![("/d/a b".into(), PathOp::Update), ("/old/f".into(), PathOp::Delete), ("/old/x".into(), PathOp::Update), ("/old/y".into(), PathOp::Update)]
+        );
+    }
+
+    /// The file system ahead of the records: nothing is where `fid2path` said any more.
+    struct MovedOn {
+        paths: HashMap<Fid, String>,
+        walked: HashMap<String, Vec<String>>,
+    }
+
+    impl Resolver for MovedOn {
+        fn fid2path(&mut self, fid: &Fid) -> Option<String> {
+            self.paths.get(fid).cloned()
+        }
+        fn is_dir(&mut self, _path: &str) -> bool {
+            false
+        }
+        fn kind(&mut self, _path: &str) -> Option<bool> {
+            None
+        }
+        fn walk(&mut self, path: &str) -> Vec<String> {
+            self.walked.get(path).cloned().unwrap_or_default()
+        }
+    }
+
+    #[test]
+    fn a_directory_first_seen_as_a_parent_is_a_directory_even_when_it_has_moved_on() {
+        // /old3 predates monitoring; by the time a creation in it is applied, the file system
+        // has renamed it already, so nothing is at the path `fid2path` gives.
+        let mut r = MovedOn { paths: HashMap::from([(fid(4), "/old3".to_string())]), walked: HashMap::new() };
+        let mut t = DirectoryTree::new(0);
+        let mut ops = Ops::default();
+        t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6d:0x0] p=[0x200000401:0x4:0x0] m file"), &mut r, &mut ops);
+        assert_eq!(ops.keys().collect::<Vec<_>>(), vec!["/old3/m file"]);
+        ops.clear();
+        t.begin_batch();
+        // Its rename is a directory rename: what is below moves with it.
+        r.paths.insert(fid(4), "/rdir".into());
+        r.walked.insert("/rdir".into(), vec!["m file".into(), "pre 17.dat".into()]);
+        t.apply(
+            &line(
+                "2 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] rdir s=[0x200000401:0x4:0x0] sp=[0x200000007:0x1:0x0] old3",
+            ),
+            &mut r,
+            &mut ops,
+        );
+        let mut got: Vec<(String, PathOp)> = ops.into_iter().collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("/old3/m file".into(), PathOp::Delete),
+                ("/old3/pre 17.dat".into(), PathOp::Delete),
+                ("/rdir/m file".into(), PathOp::Update),
+                ("/rdir/pre 17.dat".into(), PathOp::Update)
+            ]
         );
     }
 

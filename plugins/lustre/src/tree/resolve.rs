@@ -227,12 +227,13 @@ impl DirectoryTree {
             let (parent, name) = (*parent, name.clone());
             return self.child_path(Some(parent), Some(&name), r);
         }
-        self.walk_path(fid, r)
+        self.walk_path(fid, None, r)
     }
 
     /// [`DirectoryTree::path`] by walking up to the root, the first remembered directory,
-    /// or the first object that must be resolved.
-    pub(super) fn walk_path(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
+    /// or the first object that must be resolved; `is_dir` when the caller knows the type
+    /// (a parent is a directory).
+    pub(super) fn walk_path(&mut self, fid: Fid, is_dir: Option<bool>, r: &mut dyn Resolver) -> Option<String> {
         let mut parts: Vec<Arc<str>> = Vec::new();
         let mut cur = fid;
         for _ in 0..4096 {
@@ -257,8 +258,11 @@ impl DirectoryTree {
                     let lines = self.head_all(cur, r);
                     let (present, future): (Vec<String>, Vec<String>) = lines.into_iter().partition(|l| !self.linked_later(cur, l, r));
                     let mut all = if present.is_empty() { future.into_iter() } else { present.into_iter() };
-                    let head = all.next()?;
-                    let is_dir = r.is_dir(&head);
+                    let mut head = all.next()?;
+                    let is_dir = match is_dir {
+                        Some(d) => d,
+                        None => self.kind_now(cur, &mut head, r),
+                    };
                     let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
                     self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir, named_at: 0 });
                     if !is_dir {
@@ -310,7 +314,7 @@ impl DirectoryTree {
                 p.clone()
             }
             None => {
-                let p: Arc<str> = Arc::from(self.walk_path(parent, r)?);
+                let p: Arc<str> = Arc::from(self.walk_path(parent, Some(true), r)?);
                 if self.dir_paths.len() >= DIR_PATHS_CAP {
                     self.dir_paths.clear();
                 }
@@ -383,8 +387,26 @@ impl DirectoryTree {
             return n.is_dir;
         }
         match self.head(fid, r) {
-            Some(now) => r.is_dir(&now),
+            Some(mut now) => self.kind_now(fid, &mut now, r),
             None => false,
         }
+    }
+
+    /// Whether `fid`, which `fid2path` put at `head`, is a directory. Nothing at `head` means
+    /// it moved after the answer (the file system runs ahead of the records): `fid2path` is
+    /// asked again, and `head` follows, a few times; still nothing reads as "not a directory".
+    pub(super) fn kind_now(&mut self, fid: Fid, head: &mut String, r: &mut dyn Resolver) -> bool {
+        for _ in 0..4 {
+            if let Some(d) = r.kind(head) {
+                return d;
+            }
+            self.counts.moved_while_resolved += 1;
+            self.head_memo.remove(&fid);
+            match self.head(fid, r) {
+                Some(again) => *head = again,
+                None => return false,
+            }
+        }
+        false
     }
 }

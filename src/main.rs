@@ -244,132 +244,141 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
-        Command::Plugins { json } => {
-            let plugins = registry::plugins();
-            if json {
-                let v: Vec<_> = plugins
-                    .iter()
-                    .map(|p| serde_json::json!({"kind": p.kind.as_str(), "type": p.name, "description": p.description, "example": p.example}))
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                let mut last = None;
-                for p in plugins {
-                    if last != Some(p.kind) {
-                        println!("{}:", p.kind.as_str());
-                        last = Some(p.kind);
-                    }
-                    println!("  {:<15} {}", p.name, p.description);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+    match &cli.command {
+        Command::Plugins { json } => plugins(*json),
         Command::Config { command: ConfigCommand::Show } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             print!("{}", cfg.to_toml()?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Snapshot { json, no_progress, tui, metrics_addr, allow_mass_delete } => {
-            let mut set = cli.set.clone();
-            if allow_mass_delete {
-                set.push("snapshot.allow_mass_delete=true".into());
-            }
-            let cfg = icicle_core::config::load(&cli.config, &set)?;
-            init_logging(&cfg.app.log.level);
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-            serve_metrics(&rt, metrics_addr.as_deref())?;
-            let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json && !tui));
-            let job = icicle_runtime::compose::snapshot_job(&cfg, progress)?;
-            let summary = with_dashboard(tui, "snapshot", || rt.block_on(icicle_runtime::snapshot::run(job)))?.context("snapshot run failed")?;
-            if json {
-                use std::io::Write;
-                // A closed pipe is the reader's choice, not a failure of the run.
-                let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&summary)?);
-            } else {
-                eprint!("{}", icicle_tui::summary_table(&summary));
-            }
-            Ok(if summary.reject_threshold_exceeded {
-                ExitCode::from(3)
-            } else if summary.delete_guard.is_some() {
-                ExitCode::from(4)
-            } else {
-                ExitCode::SUCCESS
-            })
+            snapshot(&cli, *json, *no_progress, *tui, metrics_addr.clone(), *allow_mass_delete)
         }
         Command::Top { connect, interval, sketches } => {
-            let mut app = icicle_tui::dashboard::App::new(&connect);
+            let mut app = icicle_tui::dashboard::App::new(connect);
             app.sketches = std::fs::read_to_string(sketches.join("summary.csv")).ok();
             let interval = std::time::Duration::from_secs_f64(interval.max(0.1));
             if std::io::stdout().is_terminal() {
-                icicle_tui::dashboard::run(app, || icicle_tui::dashboard::fetch_status(&connect).ok(), || false, interval)?;
+                icicle_tui::dashboard::run(app, || icicle_tui::dashboard::fetch_status(connect).ok(), || false, interval)?;
             } else {
-                icicle_tui::dashboard::log_lines(|| icicle_tui::dashboard::fetch_status(&connect).ok(), || false, interval);
+                icicle_tui::dashboard::log_lines(|| icicle_tui::dashboard::fetch_status(connect).ok(), || false, interval);
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Monitor { drain, json, tui, metrics_addr } => {
-            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
-            init_logging(&cfg.app.log.level);
-            let c = icicle_runtime::compose::build_all(&cfg)?;
-            anyhow::ensure!(!c.monitors.is_empty(), "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")");
-            anyhow::ensure!(!c.sinks.is_empty(), "no sink configured");
-            let policy = std::sync::Arc::new(icicle_runtime::compose::record_policy(&cfg)?);
-            let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            serve_metrics(&rt, metrics_addr.as_deref())?;
-            let reports = with_dashboard(tui, "monitor", || {
-                rt.block_on(async {
-                    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-                    let signals = stop_on_signals(stop_tx)?;
-                    let mut tasks = tokio::task::JoinSet::new();
-                    for (name, m) in c.monitors {
-                        let ctx = icicle_core::traits::MonitorContext {
-                            sinks: sinks.clone(),
-                            policy: policy.clone(),
-                            max_batch_bytes: cfg.app.snapshot.max_batch_bytes,
-                            drain,
-                            name: name.clone(),
-                            stop: stop.clone(),
-                        };
-                        let settings = cfg.app.monitor.clone();
-                        tasks.spawn(async move {
-                            let r = run_with_restarts(m, ctx, &settings).await;
-                            (name, r)
-                        });
-                    }
-                    // The first source to fail stops the process with its name and cause
-                    // (the others are cancelled: nothing they had not delivered is acknowledged).
-                    let mut reports = serde_json::Map::new();
-                    while let Some(done) = tasks.join_next().await {
-                        let (name, r) = done.map_err(|e| anyhow::anyhow!("a monitor task: {e}"))?;
-                        let r = r.map_err(|e| anyhow::anyhow!("source `{name}` failed: {e}"))?;
-                        reports.insert(name, r);
-                    }
-                    signals.abort();
-                    let mut s = sinks.lock().await;
-                    for (_, k) in s.iter_mut() {
-                        k.close().await?;
-                    }
-                    anyhow::Ok(serde_json::Value::Object(reports))
-                })
-            })??;
-            if json {
-                let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&reports)?);
-            } else {
-                eprintln!("{}", serde_json::to_string_pretty(&reports)?);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Monitor { drain, json, tui, metrics_addr } => monitor(&cli, *drain, *json, *tui, metrics_addr.clone()),
         Command::SketchCompare { out, sketches } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
             let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-            let table = compare::run(&cfg, &out, &names)?;
+            let table = compare::run(&cfg, out, &names)?;
             // A closed pipe (`| head`) is the reader's choice, not a failure.
             let _ = writeln!(std::io::stdout(), "{table}");
             eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png", out.display());
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `icicle plugins`: every registered plugin, by kind.
+fn plugins(json: bool) -> anyhow::Result<ExitCode> {
+    let plugins = registry::plugins();
+    if json {
+        let v: Vec<_> =
+            plugins.iter().map(|p| serde_json::json!({"kind": p.kind.as_str(), "type": p.name, "description": p.description, "example": p.example})).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let mut last = None;
+        for p in plugins {
+            if last != Some(p.kind) {
+                println!("{}:", p.kind.as_str());
+                last = Some(p.kind);
+            }
+            println!("  {:<15} {}", p.name, p.description);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `icicle snapshot`: one run of the configured snapshot pipeline.
+fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: Option<String>, allow_mass_delete: bool) -> anyhow::Result<ExitCode> {
+    let mut set = cli.set.clone();
+    if allow_mass_delete {
+        set.push("snapshot.allow_mass_delete=true".into());
+    }
+    let cfg = icicle_core::config::load(&cli.config, &set)?;
+    init_logging(&cfg.app.log.level);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    serve_metrics(&rt, metrics_addr.as_deref())?;
+    let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json && !tui));
+    let job = icicle_runtime::compose::snapshot_job(&cfg, progress)?;
+    let summary = with_dashboard(tui, "snapshot", || rt.block_on(icicle_runtime::snapshot::run(job)))?.context("snapshot run failed")?;
+    if json {
+        use std::io::Write;
+        // A closed pipe is the reader's choice, not a failure of the run.
+        let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        eprint!("{}", icicle_tui::summary_table(&summary));
+    }
+    Ok(if summary.reject_threshold_exceeded {
+        ExitCode::from(3)
+    } else if summary.delete_guard.is_some() {
+        ExitCode::from(4)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `icicle monitor`: every configured change source until drained or stopped.
+fn monitor(cli: &Cli, drain: bool, json: bool, tui: bool, metrics_addr: Option<String>) -> anyhow::Result<ExitCode> {
+    let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+    init_logging(&cfg.app.log.level);
+    let c = icicle_runtime::compose::build_all(&cfg)?;
+    anyhow::ensure!(!c.monitors.is_empty(), "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")");
+    anyhow::ensure!(!c.sinks.is_empty(), "no sink configured");
+    let policy = std::sync::Arc::new(icicle_runtime::compose::record_policy(&cfg)?);
+    let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    serve_metrics(&rt, metrics_addr.as_deref())?;
+    let reports = with_dashboard(tui, "monitor", || {
+        rt.block_on(async {
+            let (stop_tx, stop) = tokio::sync::watch::channel(false);
+            let signals = stop_on_signals(stop_tx)?;
+            let mut tasks = tokio::task::JoinSet::new();
+            for (name, m) in c.monitors {
+                let ctx = icicle_core::traits::MonitorContext {
+                    sinks: sinks.clone(),
+                    policy: policy.clone(),
+                    max_batch_bytes: cfg.app.snapshot.max_batch_bytes,
+                    drain,
+                    name: name.clone(),
+                    stop: stop.clone(),
+                };
+                let settings = cfg.app.monitor.clone();
+                tasks.spawn(async move {
+                    let r = run_with_restarts(m, ctx, &settings).await;
+                    (name, r)
+                });
+            }
+            // The first source to fail stops the process with its name and cause
+            // (the others are cancelled: nothing they had not delivered is acknowledged).
+            let mut reports = serde_json::Map::new();
+            while let Some(done) = tasks.join_next().await {
+                let (name, r) = done.map_err(|e| anyhow::anyhow!("a monitor task: {e}"))?;
+                let r = r.map_err(|e| anyhow::anyhow!("source `{name}` failed: {e}"))?;
+                reports.insert(name, r);
+            }
+            signals.abort();
+            let mut s = sinks.lock().await;
+            for (_, k) in s.iter_mut() {
+                k.close().await?;
+            }
+            anyhow::Ok(serde_json::Value::Object(reports))
+        })
+    })??;
+    if json {
+        let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        eprintln!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -460,42 +460,52 @@ impl ChangelogRecord {
             i = ve + (ve < b.len()) as usize;
         }
         if i < b.len() {
-            // A rename's new name ends at the first ` s=[`.
-            let mut from = i;
-            let split = loop {
-                let sp = spaces.next(from);
-                if sp == b.len() {
-                    break None;
-                }
-                if b[sp..].starts_with(b" s=[") {
-                    break Some(sp);
-                }
-                from = sp + 1;
-            };
-            match split {
-                Some(at) => {
-                    rec.name = Some(text(i, at).into());
-                    let fs = at + 3;
-                    let (source, n) = bracketed_fid(&b[fs..]).ok_or_else(|| fid_error(text(fs, b.len()), "s="))?;
-                    rec.source = Some(source);
-                    let mut k = fs + n;
-                    if !b[k..].starts_with(b" sp=") {
-                        return Err("s= without sp=".into());
-                    }
-                    k += 4;
-                    let (source_parent, n) = bracketed_fid(&b[k..]).ok_or_else(|| fid_error(text(k, b.len()), "sp="))?;
-                    rec.source_parent = Some(source_parent);
-                    k += n;
-                    if b.get(k) != Some(&b' ') {
-                        return Err("rename without the old name".into());
-                    }
-                    rec.source_name = Some(text(k + 1, b.len()).into());
-                }
-                None => rec.name = Some(text(i, b.len()).into()),
-            }
+            Self::parse_names(line, &mut spaces, i, rec)?;
         }
         if rec.kind == RecordType::Renme && rec.source.is_none() {
             return Err("RENME without s= and sp=".into());
+        }
+        Ok(())
+    }
+
+    /// The names at byte `i` of `line` to its end: the name, or a rename's new name, ` s=[FID]
+    /// sp=[FID] ` and the old name.
+    #[inline]
+    fn parse_names(line: &str, spaces: &mut Spaces<'_>, i: usize, rec: &mut ChangelogRecord) -> Result<(), String> {
+        let b = line.as_bytes();
+        let text = |start: usize, end: usize| cut(line, start, end);
+        // A rename's new name ends at the first ` s=[`.
+        let mut from = i;
+        let split = loop {
+            let sp = spaces.next(from);
+            if sp == b.len() {
+                break None;
+            }
+            if b[sp..].starts_with(b" s=[") {
+                break Some(sp);
+            }
+            from = sp + 1;
+        };
+        match split {
+            Some(at) => {
+                rec.name = Some(text(i, at).into());
+                let fs = at + 3;
+                let (source, n) = bracketed_fid(&b[fs..]).ok_or_else(|| fid_error(text(fs, b.len()), "s="))?;
+                rec.source = Some(source);
+                let mut k = fs + n;
+                if !b[k..].starts_with(b" sp=") {
+                    return Err("s= without sp=".into());
+                }
+                k += 4;
+                let (source_parent, n) = bracketed_fid(&b[k..]).ok_or_else(|| fid_error(text(k, b.len()), "sp="))?;
+                rec.source_parent = Some(source_parent);
+                k += n;
+                if b.get(k) != Some(&b' ') {
+                    return Err("rename without the old name".into());
+                }
+                rec.source_name = Some(text(k + 1, b.len()).into());
+            }
+            None => rec.name = Some(text(i, b.len()).into()),
         }
         Ok(())
     }

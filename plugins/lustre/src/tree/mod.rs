@@ -584,6 +584,46 @@ mod tests {
         );
     }
 
+    /// The file system ahead of the records: a file from before monitoring whose only name
+    /// now is a hard link a later record makes.
+    struct LinkedLater;
+
+    impl Resolver for LinkedLater {
+        fn fid2path(&mut self, f: &Fid) -> Option<String> {
+            (*f == fid(0x1e)).then(|| "/w1/hard 63".to_string())
+        }
+        fn is_dir(&mut self, path: &str) -> bool {
+            path == "/w1"
+        }
+        fn walk(&mut self, _path: &str) -> Vec<String> {
+            Vec::new()
+        }
+        fn future_namings(&mut self, after: u64, name: &str) -> Vec<crate::lookahead::FutureNaming> {
+            let link = crate::lookahead::FutureNaming { index: 329, parent: Some(fid(0x39)), link_of: Some(fid(0x1e)) };
+            if after < 329 && name == "hard 63" {
+                vec![link]
+            } else {
+                Vec::new()
+            }
+        }
+        fn path2fid(&mut self, path: &str) -> Option<Fid> {
+            (path == "/w1").then(|| fid(0x39))
+        }
+    }
+
+    #[test]
+    fn a_name_only_a_later_link_makes_is_not_updated_before_that_link() {
+        let mut r = LinkedLater;
+        let mut t = DirectoryTree::new(0);
+        let mut ops = Ops::default();
+        // A change to the file at record 4: its names then are gone, its name now comes at 329.
+        t.apply(&line("4 14SATTR 00:00:00.000000000 2026.01.01 0x64 t=[0x200000401:0x1e:0x0]"), &mut r, &mut ops);
+        assert!(ops.is_empty(), "{ops:?}");
+        t.apply(&line("61 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x39:0x0] p=[0x200000007:0x1:0x0] w1"), &mut r, &mut ops);
+        t.apply(&line("329 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x1e:0x0] p=[0x200000401:0x39:0x0] hard 63"), &mut r, &mut ops);
+        assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/w1/hard 63".to_string(), PathOp::Update)]);
+    }
+
     #[test]
     fn directory_renames_move_every_descendant() {
         let mut r = MapResolver { paths: HashMap::from([(fid(3), "/new".to_string())]), dirs: vec!["/new".into()], calls: 0 };

@@ -256,8 +256,11 @@ impl DirectoryTree {
                     // The object itself: `fid2path` lists every hard link, also those that
                     // records still to come create (their own records name them then).
                     let lines = self.head_all(cur, r);
-                    let (present, future): (Vec<String>, Vec<String>) = lines.into_iter().partition(|l| !self.linked_later(cur, l, r));
-                    let mut all = if present.is_empty() { future.into_iter() } else { present.into_iter() };
+                    let present: Vec<String> = lines.into_iter().filter(|l| !self.linked_later(cur, l, r)).collect();
+                    // Nothing but links still to come: the names it had at this record were
+                    // all removed since, and later records speak for its names (a later link
+                    // rewound through directory renames is a name that did not exist yet).
+                    let mut all = present.into_iter();
                     let mut head = all.next()?;
                     let is_dir = match is_dir {
                         Some(d) => d,

@@ -625,6 +625,36 @@ mod tests {
     }
 
     #[test]
+    fn renaming_a_name_the_tree_never_saw_keeps_the_name_it_knows() {
+        // A file from before monitoring, resolved when `fid2path` showed one name (its other
+        // name is removed later, so the answer no longer listed it).
+        let mut r = MapResolver {
+            paths: HashMap::from([(fid(0xb), "/d/link".to_string()), (fid(6), "/x".to_string())]),
+            dirs: vec!["/x".into(), "/d".into()],
+            calls: 0,
+        };
+        let mut t = DirectoryTree::new(0);
+        let mut ops = Ops::default();
+        t.apply(&line("81 14SATTR 00:00:00.000000000 2026.01.01 0x14 t=[0x200000401:0xb:0x0]"), &mut r, &mut ops);
+        assert_eq!(ops.keys().collect::<Vec<_>>(), vec!["/d/link"]);
+        ops.clear();
+        t.begin_batch();
+        // Its other name is renamed: both names now.
+        r.paths.insert(fid(0xb), "/d/link\n/x/moved".into());
+        t.apply(
+            &line("159 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000401:0x6:0x0] moved s=[0x200000401:0xb:0x0] sp=[0x200000401:0x6:0x0] orig"),
+            &mut r,
+            &mut ops,
+        );
+        ops.clear();
+        t.begin_batch();
+        t.apply(&line("375 14SATTR 00:00:00.000000000 2026.01.01 0x14 t=[0x200000401:0xb:0x0]"), &mut r, &mut ops);
+        let mut got: Vec<&String> = ops.keys().collect();
+        got.sort();
+        assert_eq!(got, vec!["/d/link", "/x/moved"], "a change reaches every name");
+    }
+
+    #[test]
     fn directory_renames_move_every_descendant() {
         let mut r = MapResolver { paths: HashMap::from([(fid(3), "/new".to_string())]), dirs: vec!["/new".into()], calls: 0 };
         let mut t = DirectoryTree::new(0);

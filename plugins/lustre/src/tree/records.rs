@@ -122,10 +122,11 @@ impl DirectoryTree {
                     }
                 }
                 // A name of a hard-linked file that neither the node nor the links
-                // hold as such: forget the links (resolved again when needed)
-                // rather than overwrite another name with this one.
+                // hold as such (a name `fid2path` no longer showed when the file was
+                // resolved, being removed since, is one): forget the node and the links
+                // (resolved again when needed) rather than overwrite another name with this one.
                 None if !is_dir
-                    && self.links.contains_key(&src)
+                    && (self.links.contains_key(&src) || self.nodes.peek(&src).is_some())
                     && !self.nodes.peek(&src).is_some_and(|n| same_place(&n.place, Some(sp), rec.source_name.as_deref(), old.as_deref())) =>
                 {
                     self.links.remove(&src);

@@ -1,18 +1,25 @@
 //! `icicle-bench` runs: the in-process monitor benchmarks on a small generated stream print
 //! one JSON line with their throughput, peak memory and exact record counts.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
-
-/// A binary of the workspace beside `icicle` (`cargo test --workspace` builds them all).
+/// `icicle-bench`, or a binary of the workspace beside it (`cargo test --workspace` builds
+/// `icicle-testkit` for its own tests).
 fn binary(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name(name);
+    let p = Path::new(env!("CARGO_BIN_EXE_icicle-bench")).with_file_name(name);
     assert!(p.exists(), "build {name} first (cargo build --workspace)");
     p
+}
+
+/// A random seed per run, printed (`ICICLE_TEST_SEED` replays one).
+fn test_seed() -> u64 {
+    let seed = std::env::var("ICICLE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(7) % 1_000_000);
+    println!("workload seed {seed} (replay with ICICLE_TEST_SEED={seed})");
+    seed
 }
 
 fn run(bin: &Path, args: &[&str]) -> String {
@@ -23,7 +30,7 @@ fn run(bin: &Path, args: &[&str]) -> String {
 
 #[test]
 fn the_monitor_benchmarks_report_throughput_memory_and_counts() {
-    let tmp = test_dir();
+    let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let (fs, cl, ev) = (t.join("fs"), t.join("j/cl"), t.join("j/ev.jsonl"));
     std::fs::create_dir_all(t.join("j")).unwrap();

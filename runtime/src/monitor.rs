@@ -26,6 +26,20 @@ pub struct DriverSettings {
     pub what: String,
 }
 
+impl DriverSettings {
+    /// Settings whose files live in `state_dir`: `<stem>.checkpoint.json` and
+    /// `<stem>.sent-ahead`; a batch closes at `batch_size` events or `quiet_period_secs`.
+    pub fn in_state_dir(batch_size: usize, quiet_period_secs: f64, state_dir: &std::path::Path, stem: &str, what: String) -> DriverSettings {
+        DriverSettings {
+            batch_size,
+            quiet: Duration::from_secs_f64(quiet_period_secs.max(0.0)),
+            state_file: state_dir.join(format!("{stem}.checkpoint.json")),
+            sent_ahead: SentAhead::new(state_dir.join(format!("{stem}.sent-ahead"))),
+            what,
+        }
+    }
+}
+
 /// Run `stream` through `state` until it is drained (`ctx.drain`) or a stop signal; returns
 /// the state's final report.
 pub async fn drive<S, T>(stream: &mut S, state: &mut T, ctx: &MonitorContext, settings: &DriverSettings) -> Result<serde_json::Value, IcicleError>

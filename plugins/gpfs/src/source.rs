@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
@@ -14,7 +13,6 @@ use icicle_core::deadletter::DeadLetters;
 use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ComponentConfig};
-use icicle_core::sent_ahead::SentAhead;
 use icicle_core::stream::{BatchCounts, ChangeState, Emit};
 use icicle_core::traits::{ChangeSource, MonitorContext, OnGap, ReduceCounts, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
@@ -171,10 +169,6 @@ pub struct GpfsSource {
 }
 
 impl GpfsSource {
-    fn state_file(&self) -> PathBuf {
-        self.cfg.state_dir.join(format!("gpfs-{}.checkpoint.json", self.cfg.topic))
-    }
-
     /// Know every object of the snapshot's index.
     fn seed(&self, state: &mut GpfsState, dir: &std::path::Path) -> Result<(), IcicleError> {
         let index = icicle_plugins_sinks::read_index(dir).map_err(|e| external(format!("seed_index: {e}")))?;
@@ -238,7 +232,9 @@ impl ChangeSource for GpfsSource {
     async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
         let cfg = &self.cfg;
         std::fs::create_dir_all(&cfg.state_dir).map_err(|e| external(format!("{}: {e}", cfg.state_dir.display())))?;
-        let mut state = match load_checkpoint(&self.state_file()).map_err(external)? {
+        let driver =
+            DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &format!("gpfs-{}", cfg.topic), format!("topic {}", cfg.topic));
+        let mut state = match load_checkpoint(&driver.state_file).map_err(external)? {
             Some(cp) => GpfsState::restore(cp, cfg.pair_batches),
             None => {
                 let mut s = GpfsState::new(cfg.pair_batches);
@@ -248,10 +244,9 @@ impl ChangeSource for GpfsSource {
                 s
             }
         };
-        let sent_ahead = SentAhead::new(cfg.state_dir.join(format!("gpfs-{}.sent-ahead", cfg.topic)));
         state.dir_attributes = ctx.policy.access.is_some();
         state.set_lru_capacity(cfg.lru_capacity);
-        state.maybe_delivered(sent_ahead.read());
+        state.maybe_delivered(driver.sent_ahead.read());
         let walker: Box<dyn Walker + Send> = match &cfg.mount {
             Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
             None => Box::new(NoWalk),
@@ -278,13 +273,6 @@ impl ChangeSource for GpfsSource {
             dead: self.dead.clone(),
             counts: GpfsRunCounts::default(),
             topic,
-        };
-        let driver = DriverSettings {
-            batch_size: cfg.batch_size,
-            quiet: Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0)),
-            state_file: self.state_file(),
-            sent_ahead,
-            what: format!("topic {}", cfg.topic),
         };
         icicle_runtime::monitor::drive(&mut stream, &mut engine, &ctx, &driver).await
     }

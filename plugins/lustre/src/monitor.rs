@@ -1,14 +1,12 @@
 //! The `lustre` change source: the changelog stream ([`crate::stream`]) and the directory-tree
 //! state ([`crate::apply`]) of one MDT, run by the runtime's monitor driver.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use icicle_core::gmeta::PrimaryEncoder;
 use icicle_core::registry::{BuildContext, ComponentConfig};
-use icicle_core::sent_ahead::SentAhead;
 use icicle_core::traits::{ChangeSource, MonitorContext};
 use icicle_core::{ConfigError, IcicleError};
 use icicle_runtime::monitor::DriverSettings;
@@ -25,20 +23,14 @@ pub struct LustreSource {
     cfg: Arc<LustreConfig>,
 }
 
-impl LustreSource {
-    fn state_file(&self) -> PathBuf {
-        self.cfg.state_dir.join(format!("{}.checkpoint.json", self.cfg.mdt))
-    }
-
-    /// The last checkpoint: the directory tree as of the last acknowledged index.
-    fn load_checkpoint(&self) -> Option<crate::tree::Checkpoint> {
-        let data = std::fs::read(self.state_file()).ok()?;
-        match serde_json::from_slice(&data) {
-            Ok(cp) => Some(cp),
-            Err(e) => {
-                tracing::warn!(message = "ignoring an unreadable checkpoint", file = %self.state_file().display(), error = %e);
-                None
-            }
+/// The last checkpoint in `file`: the directory tree as of the last acknowledged index.
+fn load_checkpoint(file: &Path) -> Option<crate::tree::Checkpoint> {
+    let data = std::fs::read(file).ok()?;
+    match serde_json::from_slice(&data) {
+        Ok(cp) => Some(cp),
+        Err(e) => {
+            tracing::warn!(message = "ignoring an unreadable checkpoint", file = %file.display(), error = %e);
+            None
         }
     }
 }
@@ -47,16 +39,16 @@ impl LustreSource {
 impl ChangeSource for LustreSource {
     async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
         let cfg = &self.cfg;
-        let (mut tree, cleared) = match self.load_checkpoint() {
+        let settings = DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &cfg.mdt, format!("MDT {}", cfg.mdt));
+        let (mut tree, cleared) = match load_checkpoint(&settings.state_file) {
             Some(cp) => {
                 let idx = cp.index;
                 (DirectoryTree::restore(cp, cfg.lru_capacity), idx)
             }
             None => (DirectoryTree::new(cfg.lru_capacity), 0),
         };
-        let sent_ahead = SentAhead::new(cfg.state_dir.join(format!("{}.sent-ahead", cfg.mdt)));
         tree.dir_attributes = ctx.policy.access.is_some();
-        tree.maybe_sent(sent_ahead.read());
+        tree.maybe_sent(settings.sent_ahead.read());
         let counts = Arc::new(Mutex::new(MonitorCounts { cleared_index: cleared, ..Default::default() }));
         let fsm = (cfg.resolution != Resolution::Tree)
             .then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
@@ -71,13 +63,6 @@ impl ChangeSource for LustreSource {
             counts: counts.clone(),
         };
         let mut stream = ChangelogStream::new(cfg.clone(), ctx.name.clone(), ctx.drain, counts, cleared);
-        let settings = DriverSettings {
-            batch_size: cfg.batch_size,
-            quiet: Duration::from_secs_f64(cfg.quiet_period_secs.max(0.0)),
-            state_file: self.state_file(),
-            sent_ahead,
-            what: format!("MDT {}", cfg.mdt),
-        };
         icicle_runtime::monitor::drive(&mut stream, &mut state, &ctx, &settings).await
     }
 }

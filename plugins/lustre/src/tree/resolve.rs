@@ -405,8 +405,16 @@ impl DirectoryTree {
             }
             self.counts.moved_while_resolved += 1;
             self.head_memo.remove(&fid);
-            match self.head(fid, r) {
-                Some(again) => *head = again,
+            // As in the first answer, a line a later link makes is no name yet.
+            let mut again = None;
+            for l in self.head_all(fid, r) {
+                if !self.linked_later(fid, &l, r) {
+                    again = Some(l);
+                    break;
+                }
+            }
+            match again {
+                Some(l) => *head = l,
                 None => return false,
             }
         }

@@ -30,8 +30,13 @@ struct Collector {
 
 impl RowProcessor for Collector {
     fn record(&mut self, rec: &FileRecord<'_>) {
-        let v = [rec.size as f64, (self.reference - rec.atime) as f64, (self.reference - rec.ctime) as f64, (self.reference - rec.mtime) as f64];
-        for key in [format!("user:{}", rec.uid), format!("group:{}", rec.gid)] {
+        let v = [
+            rec.attrs.size as f64,
+            (self.reference - rec.attrs.atime) as f64,
+            (self.reference - rec.attrs.ctime) as f64,
+            (self.reference - rec.attrs.mtime) as f64,
+        ];
+        for key in [format!("user:{}", rec.attrs.uid), format!("group:{}", rec.attrs.gid)] {
             let e = self.values.entry(key).or_default();
             for i in 0..4 {
                 e[i].push(v[i]);

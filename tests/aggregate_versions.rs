@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use icicle_core::gmeta::subject_for;
+use icicle_gmeta::subject_for;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
 
 /// A versioned snapshot of `source` with aggregates for prefixes of depth 1 to 3 (unless

@@ -59,7 +59,7 @@ fn counting_matches_independent_counts() {
     }
     let mut want: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for r in &truth {
-        for k in [format!("u{}", r.uid), format!("g{}", r.gid)] {
+        for k in [format!("u{}", r.attrs.uid), format!("g{}", r.attrs.gid)] {
             let e = want.entry(k).or_default();
             e.0 += 1;
             e.1 += 1;
@@ -93,7 +93,7 @@ fn aggregates(out: &std::path::Path) -> BTreeMap<String, serde_json::Value> {
 
 fn principals_of(r: &OwnedFileRecord) -> Vec<String> {
     let parts = parent_parts(&r.path);
-    let mut v = vec![format!("user:{}", r.uid), format!("group:{}", r.gid)];
+    let mut v = vec![format!("user:{}", r.attrs.uid), format!("group:{}", r.attrs.gid)];
     for level in 1..=parts.len().min(3) {
         v.push(format!("dir:{}", prefix(&parts, level)));
     }
@@ -119,21 +119,21 @@ fn aggregates_with_the_exact_sketch_equal_the_ground_truth() {
     for (p, rs) in &groups {
         let c = &got[p]["content"];
         assert_eq!(c["file_count"], rs.len(), "{p}");
-        let mut sizes: Vec<i64> = rs.iter().map(|r| r.size as i64).collect();
+        let mut sizes: Vec<i64> = rs.iter().map(|r| r.attrs.size as i64).collect();
         sizes.sort();
         assert_eq!(c["size"]["total"], sizes.iter().sum::<i64>(), "{p}");
         assert_eq!(c["size"]["min"], sizes[0], "{p}");
         assert_eq!(c["size"]["max"], *sizes.last().unwrap(), "{p}");
         for (q, name) in [(0.1, "p10"), (0.25, "p25"), (0.5, "p50"), (0.75, "p75"), (0.9, "p90"), (0.99, "p99")] {
             assert_eq!(c["size"][name], exact_q(&sizes, q), "{p} size {name}");
-            let mut ages: Vec<i64> = rs.iter().map(|r| REF - r.mtime).collect();
+            let mut ages: Vec<i64> = rs.iter().map(|r| REF - r.attrs.mtime).collect();
             ages.sort();
             let want = REF - exact_q(&ages, 1.0 - q);
             assert_eq!(c["raw"]["mtime"][name], want, "{p} mtime {name}");
             assert_eq!(c["mtime"][name], icicle_core::time::iso8601(want), "{p} mtime {name}");
         }
-        assert_eq!(c["raw"]["atime"]["min"], rs.iter().map(|r| r.atime).min().unwrap(), "{p}");
-        assert_eq!(c["raw"]["ctime"]["max"], rs.iter().map(|r| r.ctime).max().unwrap(), "{p}");
+        assert_eq!(c["raw"]["atime"]["min"], rs.iter().map(|r| r.attrs.atime).min().unwrap(), "{p}");
+        assert_eq!(c["raw"]["ctime"]["max"], rs.iter().map(|r| r.attrs.ctime).max().unwrap(), "{p}");
         let vis = got[p]["visible_to"].as_array().unwrap();
         assert_eq!(vis.len(), 1, "{p}: {vis:?}");
         if p.starts_with("dir:") {
@@ -162,9 +162,9 @@ fn ddsketch_aggregates_are_within_one_percent() {
     }
     for (p, rs) in &groups {
         let c = &got[p]["content"];
-        let mut sizes: Vec<i64> = rs.iter().map(|r| r.size as i64).collect();
+        let mut sizes: Vec<i64> = rs.iter().map(|r| r.attrs.size as i64).collect();
         sizes.sort();
-        let mut ages: Vec<i64> = rs.iter().map(|r| REF - r.atime).collect();
+        let mut ages: Vec<i64> = rs.iter().map(|r| REF - r.attrs.atime).collect();
         ages.sort();
         for (q, name) in [(0.1, "p10"), (0.5, "p50"), (0.9, "p90"), (0.99, "p99")] {
             let (want, est) = (exact_q(&sizes, q) as f64, c["size"][name].as_f64().unwrap());

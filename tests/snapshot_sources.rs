@@ -72,21 +72,21 @@ fn all_sources_yield_the_ground_truth() {
             }
             assert_eq!(c["name"], t.path.rsplit('/').next().unwrap(), "{format:?}");
             assert_eq!(c["type"], if t.kind == FileKind::Link { "link" } else { "file" }, "{format:?} {}", t.path);
-            assert_eq!(c["size"], t.size, "{format:?} {}", t.path);
-            assert_eq!(c["uid"], t.uid, "{format:?} {}", t.path);
-            assert_eq!(c["gid"], t.gid, "{format:?} {}", t.path);
-            assert_eq!(c["mode"], String::from_utf8_lossy(&mode_string(t.mode)).as_ref(), "{format:?} {}", t.path);
-            assert_eq!(c["raw"]["mode"], mode_octal_as_int(t.mode), "{format:?} {}", t.path);
-            assert_eq!(c["mtime"], iso8601(t.mtime), "{format:?} {}", t.path);
-            assert_eq!(c["raw"]["mtime"], t.mtime, "{format:?} {}", t.path);
-            assert_eq!(c["raw"]["atime"], t.atime, "{format:?} {}", t.path);
-            assert_eq!(c["atime"], iso8601(t.atime), "{format:?} {}", t.path);
+            assert_eq!(c["size"], t.attrs.size, "{format:?} {}", t.path);
+            assert_eq!(c["uid"], t.attrs.uid, "{format:?} {}", t.path);
+            assert_eq!(c["gid"], t.attrs.gid, "{format:?} {}", t.path);
+            assert_eq!(c["mode"], String::from_utf8_lossy(&mode_string(t.attrs.mode)).as_ref(), "{format:?} {}", t.path);
+            assert_eq!(c["raw"]["mode"], mode_octal_as_int(t.attrs.mode), "{format:?} {}", t.path);
+            assert_eq!(c["mtime"], iso8601(t.attrs.mtime), "{format:?} {}", t.path);
+            assert_eq!(c["raw"]["mtime"], t.attrs.mtime, "{format:?} {}", t.path);
+            assert_eq!(c["raw"]["atime"], t.attrs.atime, "{format:?} {}", t.path);
+            assert_eq!(c["atime"], iso8601(t.attrs.atime), "{format:?} {}", t.path);
             if format != Format::Tree {
                 // A real tree's ctime is set by the kernel, not by the generator.
-                assert_eq!(c["raw"]["ctime"], t.ctime, "{format:?} {}", t.path);
+                assert_eq!(c["raw"]["ctime"], t.attrs.ctime, "{format:?} {}", t.path);
             }
             if format.has_inode() {
-                assert_eq!(c["raw"]["inode"], t.inode, "{format:?} {}", t.path);
+                assert_eq!(c["raw"]["inode"], t.attrs.inode, "{format:?} {}", t.path);
             } else if format == Format::Tree {
                 // The kernel's inode, not the generator's: nonzero and one per file.
                 let ino = c["raw"]["inode"].as_u64().unwrap_or(0);
@@ -96,7 +96,7 @@ fn all_sources_yield_the_ground_truth() {
             }
             assert_eq!(c["version"], "gen-42");
             let vis: Vec<&str> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-            assert_eq!(vis, vec![principals[&format!("uid{}", t.uid)].as_str(), principals[&format!("gid{}", t.gid)].as_str()]);
+            assert_eq!(vis, vec![principals[&format!("uid{}", t.attrs.uid)].as_str(), principals[&format!("gid{}", t.attrs.gid)].as_str()]);
         }
     }
 }
@@ -124,7 +124,7 @@ fn a_column_map_can_name_the_inode_column() {
     assert_eq!((summary["records"].as_u64(), summary["rejects"].as_u64()), (Some(500), Some(0)), "{summary}");
     let got = ingested(&out);
     for t in fs.records() {
-        assert_eq!(got[&t.path]["content"]["raw"]["inode"], t.inode, "{}", t.path);
+        assert_eq!(got[&t.path]["content"]["raw"]["inode"], t.attrs.inode, "{}", t.path);
     }
 }
 

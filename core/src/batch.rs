@@ -1,4 +1,5 @@
-//! Index document batches: GMetaList ingest documents and subject deletes, bounded in bytes.
+//! What sinks receive: GMetaList ingest documents (encoded entries back to back) and subject
+//! deletes. Encoding records into entries and bounding documents in bytes is `icicle-gmeta`'s.
 
 use std::io::{self, Write};
 
@@ -54,37 +55,6 @@ impl EntryBatch {
     pub fn rollback(&mut self) {
         let keep = self.ends.last().copied().unwrap_or(0) as usize;
         self.buf.truncate(keep);
-    }
-
-    /// Encode `rec` as the next entry; when it cannot be encoded nothing is kept and the
-    /// reason is returned.
-    pub fn encode(&mut self, enc: &mut crate::gmeta::PrimaryEncoder, rec: &crate::record::FileRecord<'_>) -> Result<(), String> {
-        match enc.encode(rec, &mut self.buf) {
-            Ok(()) => {
-                self.commit();
-                Ok(())
-            }
-            Err(e) => {
-                self.rollback();
-                Err(e)
-            }
-        }
-    }
-
-    /// [`EntryBatch::encode`] with visibility judged by the file's ACL and along `dirs` (the
-    /// directories from the top down to the record's parent; `None`: unknown) when the policy
-    /// follows permissions.
-    pub fn encode_in(
-        &mut self,
-        enc: &mut crate::gmeta::PrimaryEncoder,
-        rec: &crate::record::FileRecord<'_>,
-        acl: Option<std::sync::Arc<crate::access::Acl>>,
-        dirs: Option<&std::sync::Arc<[crate::access::Perm]>>,
-    ) -> Result<(), String> {
-        let vis = enc.visible_to_in(rec, acl, dirs)?;
-        enc.encode_with(rec, &vis, &mut self.buf);
-        self.commit();
-        Ok(())
     }
 
     /// Append a complete entry.
@@ -157,113 +127,4 @@ impl DocumentBatch {
 /// The `batch_delete_by_subject` body for `subjects`.
 pub fn delete_body(subjects: &[String]) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({ "subjects": subjects })).unwrap_or_default()
-}
-
-/// Assembles entries into documents of at most `max_bytes`.
-#[derive(Debug)]
-pub struct Batcher {
-    max_bytes: usize,
-    current: EntryBatch,
-}
-
-impl Batcher {
-    /// A batcher producing documents of at most `max_bytes` bytes.
-    pub fn new(max_bytes: usize) -> Batcher {
-        Batcher { max_bytes, current: EntryBatch::default() }
-    }
-
-    /// Add every entry of `chunk`, returning the documents that filled up.
-    /// An entry too large for any document is returned in `oversized`.
-    pub fn push_chunk(&mut self, chunk: &EntryBatch, full: &mut Vec<EntryBatch>, oversized: &mut Vec<Vec<u8>>) {
-        let overhead = GINGEST_HEAD.len() + GINGEST_TAIL.len();
-        for e in chunk.entries() {
-            if e.len() + overhead > self.max_bytes {
-                oversized.push(e.to_vec());
-                continue;
-            }
-            let sep = usize::from(!self.current.is_empty());
-            if self.current.document_bytes() + sep + e.len() > self.max_bytes {
-                full.push(std::mem::take(&mut self.current));
-            }
-            self.current.push(e);
-        }
-    }
-
-    /// Whether a partial document is pending.
-    pub fn has_pending(&self) -> bool {
-        !self.current.is_empty()
-    }
-
-    /// Take the pending partial document, if any.
-    pub fn flush(&mut self) -> Option<EntryBatch> {
-        (!self.current.is_empty()).then(|| std::mem::take(&mut self.current))
-    }
-}
-
-/// Split `subjects` into delete bodies of at most `max_bytes` each.
-pub fn delete_batches(subjects: Vec<String>, max_bytes: usize) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut cur: Vec<String> = Vec::new();
-    let mut cur_bytes = br#"{"subjects":[]}"#.len();
-    for s in subjects {
-        let b = serde_json::to_string(&s).map(|j| j.len()).unwrap_or(s.len() + 2) + 1;
-        if !cur.is_empty() && cur_bytes + b > max_bytes {
-            out.push(std::mem::take(&mut cur));
-            cur_bytes = br#"{"subjects":[]}"#.len();
-        }
-        cur_bytes += b;
-        cur.push(s);
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn documents_never_exceed_the_limit() {
-        let mut chunk = EntryBatch::default();
-        for i in 0..1000 {
-            chunk.push(format!("{{\"subject\":\"/f{i}\"}}").as_bytes());
-        }
-        let mut b = Batcher::new(500);
-        let (mut full, mut big) = (Vec::new(), Vec::new());
-        b.push_chunk(&chunk, &mut full, &mut big);
-        full.extend(b.flush());
-        assert!(big.is_empty());
-        assert_eq!(full.iter().map(|d| d.len()).sum::<usize>(), 1000);
-        for d in &full {
-            let mut out = Vec::new();
-            d.write_gingest(&mut out).unwrap();
-            assert_eq!(out.len(), d.document_bytes());
-            assert!(out.len() <= 500, "{}", out.len());
-            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-            assert_eq!(v["ingest_data"]["gmeta"].as_array().unwrap().len(), d.len());
-        }
-    }
-
-    #[test]
-    fn oversized_entries_are_reported() {
-        let mut chunk = EntryBatch::default();
-        chunk.push(&[b'x'; 600]);
-        let mut b = Batcher::new(500);
-        let (mut full, mut big) = (Vec::new(), Vec::new());
-        b.push_chunk(&chunk, &mut full, &mut big);
-        assert_eq!(big.len(), 1);
-        assert!(b.flush().is_none());
-    }
-
-    #[test]
-    fn delete_bodies_are_bounded() {
-        let subjects: Vec<String> = (0..100).map(|i| format!("/dir/file-{i}")).collect();
-        let batches = delete_batches(subjects, 120);
-        assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 100);
-        for b in &batches {
-            assert!(delete_body(b).len() <= 120, "{}", delete_body(b).len());
-        }
-    }
 }

@@ -1,27 +1,82 @@
 //! Durable file replacement: readers see the old file or the new one, never a torn one.
+//!
+//! [`stage`] writes the new content to a hidden temporary beside the file (fsync'ed when asked);
+//! [`Staged::commit`] renames it into place (and fsyncs the directory when asked).
+//! [`write_atomic`] does both, fully durable.
 
-use std::io::Write;
-use std::path::Path;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// New content for a file, written beside it and not yet in place.
+#[derive(Debug)]
+#[must_use = "a staged file is not in place until it is committed"]
+pub struct Staged {
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+/// The directory `path` is in (`.` for a bare name).
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Write the new content of `path` through `body` into `.<name>.tmp` beside it (creating the
+/// directory if needed), fsync'ed when `fsync`. A failed write removes the temporary.
+pub fn stage(path: &Path, fsync: bool, body: impl FnOnce(&mut BufWriter<&std::fs::File>) -> std::io::Result<()>) -> std::io::Result<Staged> {
+    let dir = dir_of(path);
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let written = (|| {
+        let f = std::fs::File::create(&tmp)?;
+        let mut w = BufWriter::with_capacity(1 << 20, &f);
+        body(&mut w)?;
+        w.flush()?;
+        drop(w);
+        if fsync {
+            f.sync_all()?;
+        }
+        Ok(())
+    })();
+    match written {
+        Ok(()) => Ok(Staged { tmp, path: path.to_path_buf() }),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+impl Staged {
+    /// Rename the new content over the file; fsync the directory when `sync_dir`.
+    pub fn commit(self, sync_dir: bool) -> std::io::Result<()> {
+        std::fs::rename(&self.tmp, &self.path)?;
+        if sync_dir {
+            std::fs::File::open(dir_of(&self.path))?.sync_all()?;
+        }
+        Ok(())
+    }
+}
 
 /// Replace `path` with `bytes` atomically and durably: write a temporary file beside it,
 /// fsync it, rename it over `path`, fsync the directory. Creates the directory if needed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    stage(path, true, |w| w.write_all(bytes))?.commit(true)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
+    fn names(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+        let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    }
+
     #[test]
     fn replaces_the_file_and_leaves_no_temporary() {
         let tmp = tempfile::tempdir().unwrap();
@@ -29,7 +84,24 @@ mod tests {
         super::write_atomic(&p, b"one").unwrap();
         super::write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("x.checkpoint.json")]);
+        assert_eq!(names(p.parent().unwrap()), vec![std::ffi::OsString::from("x.checkpoint.json")]);
+    }
+
+    #[test]
+    fn a_staged_file_is_not_in_place_until_committed_and_a_failed_one_leaves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("CURRENT");
+        super::write_atomic(&p, b"old\n").unwrap();
+        let staged = super::stage(&p, false, |w| w.write_all(b"new\n")).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"old\n");
+        staged.commit(false).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new\n");
+        let failed = super::stage(&p, true, |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("disk full"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(std::fs::read(&p).unwrap(), b"new\n");
+        assert_eq!(names(tmp.path()), vec![std::ffi::OsString::from("CURRENT")]);
     }
 }

@@ -1,5 +1,6 @@
 //! icicle core: the record model, the component traits, the plugin registry, layered
-//! configuration and Globus Search document encoding; the engines are in `icicle-runtime`.
+//! configuration and the sinks' document payload; Globus Search encoding is in
+//! `icicle-gmeta`, the engines in `icicle-runtime`.
 //!
 //! Data flows one way, source → reducer → state → sink; acknowledgements flow back.
 
@@ -9,8 +10,8 @@ pub mod config;
 pub mod deadletter;
 pub mod durable;
 pub mod error;
-pub mod gmeta;
 pub mod metrics;
+pub mod policy;
 pub mod record;
 pub mod registry;
 pub mod rng;
@@ -23,5 +24,5 @@ pub mod time;
 pub mod traits;
 
 pub use error::{ConfigError, Domain, IcicleError, Retry, SinkError, SourceError};
-pub use record::{FileKind, FileRecord, Reject};
+pub use record::{Attrs, FileKind, FileRecord, Reject};
 pub use traits::{LayoutComponent, ObjectLayout, ObjectTask, Placement, Reducer, Sink, Sketch, Source, StateStore};

@@ -136,13 +136,9 @@ pub const S_IFDIR: u32 = 0o040000;
 /// Symbolic link type bits.
 pub const S_IFLNK: u32 = 0o120000;
 
-/// Metadata of one file, link or directory, borrowed from the reader's buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileRecord<'a> {
-    /// Absolute path, UTF-8.
-    pub path: &'a str,
-    /// Object kind.
-    pub kind: FileKind,
+/// The metadata every source reports of an object, as `lstat` gives it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Attrs {
     /// Full `st_mode` including the type bits.
     pub mode: u32,
     pub uid: u32,
@@ -154,26 +150,38 @@ pub struct FileRecord<'a> {
     pub ctime: i64,
     pub mtime: i64,
     /// Inode number (0 when the source has none); hard links share it.
+    #[serde(default)]
     pub inode: u64,
+}
+
+impl Attrs {
+    /// The attributes in `lstat` metadata.
+    pub fn from_metadata(md: &std::fs::Metadata) -> Attrs {
+        use std::os::unix::fs::MetadataExt;
+        Attrs { mode: md.mode(), uid: md.uid(), gid: md.gid(), size: md.size(), atime: md.atime(), ctime: md.ctime(), mtime: md.mtime(), inode: md.ino() }
+    }
+
+    /// Whether the type bits say directory.
+    pub fn is_dir(&self) -> bool {
+        self.mode & S_IFMT == S_IFDIR
+    }
+}
+
+/// Metadata of one file, link or directory, borrowed from the reader's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileRecord<'a> {
+    /// Absolute path, UTF-8.
+    pub path: &'a str,
+    /// Object kind.
+    pub kind: FileKind,
+    pub attrs: Attrs,
 }
 
 impl<'a> FileRecord<'a> {
     /// The record of `path` from its `lstat` metadata.
     pub fn from_metadata(path: &'a str, md: &std::fs::Metadata) -> FileRecord<'a> {
-        use std::os::unix::fs::MetadataExt;
-        let mode = md.mode();
-        FileRecord {
-            path,
-            kind: FileKind::from_mode(mode),
-            mode,
-            uid: md.uid(),
-            gid: md.gid(),
-            size: md.size(),
-            atime: md.atime(),
-            ctime: md.ctime(),
-            mtime: md.mtime(),
-            inode: md.ino(),
-        }
+        let attrs = Attrs::from_metadata(md);
+        FileRecord { path, kind: FileKind::from_mode(attrs.mode), attrs }
     }
 
     /// Whether every field is within the documented ranges: the path passes [`check_path`]
@@ -189,13 +197,14 @@ impl<'a> FileRecord<'a> {
 
     /// The non-path part of [`FileRecord::check`].
     pub fn check_fields(&self) -> Result<(), String> {
-        if self.size > MAX_SIZE {
-            return Err(format!("size: {} is larger than a file can be ({MAX_SIZE})", self.size));
+        let a = &self.attrs;
+        if a.size > MAX_SIZE {
+            return Err(format!("size: {} is larger than a file can be ({MAX_SIZE})", a.size));
         }
-        if self.mode > 0o177777 {
-            return Err(format!("mode: {:o} has bits beyond st_mode", self.mode));
+        if a.mode > 0o177777 {
+            return Err(format!("mode: {:o} has bits beyond st_mode", a.mode));
         }
-        for (name, t) in [("atime", self.atime), ("ctime", self.ctime), ("mtime", self.mtime)] {
+        for (name, t) in [("atime", a.atime), ("ctime", a.ctime), ("mtime", a.mtime)] {
             if !(MIN_TIME..=MAX_TIME).contains(&t) {
                 return Err(format!("{name}: {t} is outside 1900-01-01..2400-01-01 ({MIN_TIME}..={MAX_TIME})"));
             }
@@ -217,18 +226,7 @@ impl<'a> FileRecord<'a> {
 
     /// An owned copy.
     pub fn to_owned_record(&self) -> OwnedFileRecord {
-        OwnedFileRecord {
-            path: self.path.to_string(),
-            kind: self.kind,
-            mode: self.mode,
-            uid: self.uid,
-            gid: self.gid,
-            size: self.size,
-            atime: self.atime,
-            ctime: self.ctime,
-            mtime: self.mtime,
-            inode: self.inode,
-        }
+        OwnedFileRecord { path: self.path.to_string(), kind: self.kind, attrs: self.attrs }
     }
 }
 
@@ -237,32 +235,14 @@ impl<'a> FileRecord<'a> {
 pub struct OwnedFileRecord {
     pub path: String,
     pub kind: FileKind,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub size: u64,
-    pub atime: i64,
-    pub ctime: i64,
-    pub mtime: i64,
-    #[serde(default)]
-    pub inode: u64,
+    #[serde(flatten)]
+    pub attrs: Attrs,
 }
 
 impl OwnedFileRecord {
     /// Borrow as a [`FileRecord`].
     pub fn as_record(&self) -> FileRecord<'_> {
-        FileRecord {
-            path: &self.path,
-            kind: self.kind,
-            mode: self.mode,
-            uid: self.uid,
-            gid: self.gid,
-            size: self.size,
-            atime: self.atime,
-            ctime: self.ctime,
-            mtime: self.mtime,
-            inode: self.inode,
-        }
+        FileRecord { path: &self.path, kind: self.kind, attrs: self.attrs }
     }
 }
 
@@ -459,19 +439,19 @@ mod tests {
             assert!(e.contains(why), "{bad:?}: {e}");
         }
         assert!(check_path(&format!("/{}", "x".repeat(256))).unwrap_err().contains("256 bytes"));
-        let r = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 0, gid: 0, size: 0, atime: 0, ctime: 0, mtime: 0, inode: 0 };
+        let r = FileRecord { path: "/a", kind: FileKind::File, attrs: Attrs { mode: 0o100644, ..Attrs::default() } };
         assert!(r.check().is_ok());
         assert!(FileRecord { path: "/", ..r }.check().unwrap_err().contains("not a file"));
         assert!(FileRecord { path: "/", kind: FileKind::Dir, ..r }.check().is_ok());
-        assert!(FileRecord { size: MAX_SIZE + 1, ..r }.check().unwrap_err().starts_with("size"));
-        assert!(FileRecord { mtime: MAX_TIME + 1, ..r }.check().unwrap_err().starts_with("mtime"));
-        assert!(FileRecord { atime: MIN_TIME - 1, ..r }.check().unwrap_err().starts_with("atime"));
-        assert!(FileRecord { mode: 0o1177777, ..r }.check().unwrap_err().starts_with("mode"));
+        assert!(FileRecord { attrs: Attrs { size: MAX_SIZE + 1, ..r.attrs }, ..r }.check().unwrap_err().starts_with("size"));
+        assert!(FileRecord { attrs: Attrs { mtime: MAX_TIME + 1, ..r.attrs }, ..r }.check().unwrap_err().starts_with("mtime"));
+        assert!(FileRecord { attrs: Attrs { atime: MIN_TIME - 1, ..r.attrs }, ..r }.check().unwrap_err().starts_with("atime"));
+        assert!(FileRecord { attrs: Attrs { mode: 0o1177777, ..r.attrs }, ..r }.check().unwrap_err().starts_with("mode"));
     }
 
     #[test]
     fn names() {
-        let r = FileRecord { path: "/a/b c", kind: FileKind::File, mode: 0, uid: 0, gid: 0, size: 0, atime: 0, ctime: 0, mtime: 0, inode: 0 };
+        let r = FileRecord { path: "/a/b c", kind: FileKind::File, attrs: Attrs::default() };
         assert_eq!(r.name(), "b c");
     }
 }

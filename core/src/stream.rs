@@ -80,6 +80,12 @@ pub trait ChangeState: Send {
     type Event: Send;
     /// The stream's position type.
     type Position: Send + Sync;
+    /// Take up the last checkpoint (the bytes [`ChangeState::checkpoint`] wrote; `None`: the
+    /// first start) and the keys of the sent-ahead journal (paths a delivery after that
+    /// checkpoint may have indexed). Returns the position the checkpoint reached when the
+    /// stream resumes after it (a changelog index), `None` when the stream keeps its own
+    /// (committed offsets) or there was no checkpoint.
+    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, sent_ahead: Vec<u64>) -> Result<Option<Self::Position>, IcicleError>;
     /// Reduce `batch` (the plugin's [`crate::Reducer`]), apply it to the state (its
     /// [`crate::StateStore`]) and encode the operations it implies.
     async fn apply(&mut self, batch: Vec<Self::Event>) -> Result<Emit, IcicleError>;

@@ -116,7 +116,7 @@ pub struct MonitorContext {
     /// The configured sinks, shared by every monitored MDT or topic.
     pub sinks: std::sync::Arc<tokio::sync::Mutex<NamedSinks>>,
     /// How primary records are built (the snapshot pipeline's schema).
-    pub policy: std::sync::Arc<crate::gmeta::RecordPolicy>,
+    pub policy: std::sync::Arc<crate::policy::RecordPolicy>,
     /// Largest document delivered.
     pub max_batch_bytes: usize,
     /// Stop once the stream is exhausted (instead of polling forever).

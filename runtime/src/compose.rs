@@ -7,7 +7,7 @@ use crate::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJ
 use icicle_core::access::AccessPolicy;
 use icicle_core::config::{LoadedConfig, VisibleToSetting};
 use icicle_core::error::ConfigError;
-use icicle_core::gmeta::{PrincipalMap, RecordPolicy, VisibleTo};
+use icicle_core::policy::{PrincipalMap, RecordPolicy, VisibleTo};
 use icicle_core::registry::{self, BuildContext, Built, PluginKind};
 use icicle_core::traits::{ChangeSource, NamedSinks, NamedSources};
 

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use crate::manifest::{ManifestWriter, PreviousManifest};
 use icicle_core::config::SnapshotSettings;
-use icicle_core::gmeta::push_json_str;
 use icicle_core::scope::UnknownScopes;
+use icicle_gmeta::push_json_str;
 
 /// The subjects in a pipeline file; none when it does not exist (a manifest from before
 /// aggregates were remembered, or a pipeline that produced nothing).

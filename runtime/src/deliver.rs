@@ -1,7 +1,8 @@
 //! Delivery to every configured sink: one document to each in turn, then every sink is told
 //! every receipt; a monitor's emit as bounded documents of entries, then of deleted subjects.
 
-use icicle_core::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch};
+use icicle_core::batch::{DocumentBatch, EntryBatch};
+use icicle_gmeta::{delete_batches, Batcher};
 
 /// Deliver one document to every sink in turn, recording per-sink batches, entries, bytes,
 /// errors and latency; then call [`Sink::delivered`](icicle_core::traits::Sink::delivered) on every sink with all

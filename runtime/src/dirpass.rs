@@ -26,7 +26,7 @@ impl RowSink for DirectoryCollector<'_> {
     fn directory_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
         if rec.check().is_ok() {
             self.rows += 1;
-            self.table.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid, acl: acl.map(Arc::new) });
+            self.table.insert(rec.path, Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) });
         }
     }
 

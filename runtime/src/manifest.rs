@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
-use icicle_core::gmeta::push_json_str;
 use icicle_core::record::FileRecord;
+use icicle_gmeta::push_json_str;
 
 /// The previous run's manifest, loaded for lookups.
 #[derive(Debug, Default)]
@@ -204,10 +204,10 @@ pub fn path_hash(path: &str) -> u128 {
 pub fn fingerprint(rec: &FileRecord<'_>, visible_to: &[u8]) -> u64 {
     let mut h = Xxh3::new();
     h.update(&[rec.kind as u8]);
-    for v in [rec.mode as u64, rec.uid as u64, rec.gid as u64, rec.size] {
+    for v in [rec.attrs.mode as u64, rec.attrs.uid as u64, rec.attrs.gid as u64, rec.attrs.size] {
         h.update(&v.to_le_bytes());
     }
-    for v in [rec.atime, rec.ctime, rec.mtime] {
+    for v in [rec.attrs.atime, rec.attrs.ctime, rec.attrs.mtime] {
         h.update(&v.to_le_bytes());
     }
     h.update(visible_to);
@@ -345,15 +345,9 @@ pub fn commit(state_dir: &Path, sealed: &Path) -> std::io::Result<()> {
     fs::rename(sealed, &dir)?;
     sync_dir(state_dir)?;
     fault_point("commit-renamed");
-    let tmp = state_dir.join("CURRENT.tmp");
-    {
-        let mut f = fs::File::create(&tmp)?;
-        writeln!(f, "{name}")?;
-        f.sync_all()?;
-    }
+    let pointer = icicle_core::durable::stage(&state_dir.join(CURRENT), true, |w| writeln!(w, "{name}"))?;
     fault_point("commit-pointer-written");
-    fs::rename(&tmp, state_dir.join(CURRENT))?;
-    sync_dir(state_dir)?;
+    pointer.commit(true)?;
     fault_point("commit-done");
     collect_garbage(state_dir, &name)
 }

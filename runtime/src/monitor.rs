@@ -1,4 +1,5 @@
-//! The monitor driver: one loop for every change stream. Read into a batch until it is full or
+//! The monitor driver: one loop for every change stream. Restore the state from its
+//! checkpoint; then read into a batch until it is full or
 //! the stream is quiet; apply it to the state (reduce, apply, encode); write the sent-ahead
 //! journal; deliver to every sink; checkpoint the state durably; only then acknowledge
 //! upstream. A stop signal delivers and acknowledges the batch in hand, then returns the report.
@@ -38,6 +39,20 @@ impl DriverSettings {
             what,
         }
     }
+}
+
+/// Restore `state` from the checkpoint and the sent-ahead journal that `settings` name (a
+/// missing checkpoint is a first start; an unreadable one an error); returns the position the
+/// stream resumes after, when the state's checkpoint holds one. Sources call it before they
+/// open their stream, so that slow restores (a seed snapshot) keep no consumer waiting.
+pub async fn restore<T: ChangeState>(state: &mut T, settings: &DriverSettings) -> Result<Option<T::Position>, IcicleError> {
+    let file = &settings.state_file;
+    let checkpoint = match std::fs::read(file) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(IcicleError::Internal(format!("reading the checkpoint {}: {e}", file.display()))),
+    };
+    state.restore(checkpoint, settings.sent_ahead.read()).await
 }
 
 /// Run `stream` through `state` until it is drained (`ctx.drain`) or a stop signal; returns

@@ -17,10 +17,11 @@ use std::sync::{Arc, Mutex};
 
 use crate::snapshot::{PipelineFinisher, RowProcessor, RowProcessorFactory};
 pub use icicle_core::config::{AggregateSettings, CountingSettings};
-use icicle_core::gmeta::{push_json_str, PrimaryEncoder, RecordPolicy};
+use icicle_core::policy::RecordPolicy;
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::time::push_iso8601;
 use icicle_core::traits::{Sketch, SketchFactory};
+use icicle_gmeta::{push_json_str, PrimaryEncoder};
 
 /// Number of shards rows are spread over.
 pub const SHARDS: usize = 64;
@@ -64,13 +65,13 @@ pub fn shard_of(rec: &FileRecord<'_>) -> usize {
         line.clear();
         line.push(if rec.kind == FileKind::Link { b'l' } else { b'f' });
         let mut b = itoa::Buffer::new();
-        for v in [rec.mode as i64, rec.uid as i64, rec.gid as i64] {
+        for v in [rec.attrs.mode as i64, rec.attrs.uid as i64, rec.attrs.gid as i64] {
             line.push(b',');
             line.extend_from_slice(b.format(v).as_bytes());
         }
         line.push(b',');
-        line.extend_from_slice(b.format(rec.size).as_bytes());
-        for v in [rec.atime, rec.ctime, rec.mtime] {
+        line.extend_from_slice(b.format(rec.attrs.size).as_bytes());
+        for v in [rec.attrs.atime, rec.attrs.ctime, rec.attrs.mtime] {
             line.push(b',');
             line.extend_from_slice(b.format(v).as_bytes());
         }
@@ -143,8 +144,8 @@ struct CountingWorker {
 impl RowProcessor for CountingWorker {
     fn record(&mut self, rec: &FileRecord<'_>) {
         let shard = shard_of(rec);
-        bump(&mut self.maps.users, rec.uid, shard);
-        bump(&mut self.maps.groups, rec.gid, shard);
+        bump(&mut self.maps.users, rec.attrs.uid, shard);
+        bump(&mut self.maps.groups, rec.attrs.gid, shard);
         let parent = rec.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
         if parent != self.last_parent {
             self.last_parent.clear();
@@ -370,9 +371,9 @@ impl AggregateWorker {
 
 impl RowProcessor for AggregateWorker {
     fn record(&mut self, rec: &FileRecord<'_>) {
-        let v = [rec.size.min(i64::MAX as u64) as i64, rec.atime, rec.ctime, rec.mtime];
-        let u = self.id_slot(false, rec.uid);
-        let g = self.id_slot(true, rec.gid);
+        let v = [rec.attrs.size.min(i64::MAX as u64) as i64, rec.attrs.atime, rec.attrs.ctime, rec.attrs.mtime];
+        let u = self.id_slot(false, rec.attrs.uid);
+        let g = self.id_slot(true, rec.attrs.gid);
         let parent = rec.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
         if parent != self.last_parent {
             self.last_parent.clear();
@@ -505,9 +506,9 @@ impl Aggregate {
         keys.sort();
         let mut enc = PrimaryEncoder::new(policy.clone());
         let mut dir_policy = (**policy).clone();
-        dir_policy.visible_to = self.settings.dir_visible_to.iter().filter_map(|s| icicle_core::gmeta::VisibleTo::parse(s).ok()).collect();
+        dir_policy.visible_to = self.settings.dir_visible_to.iter().filter_map(|s| icicle_core::policy::VisibleTo::parse(s).ok()).collect();
         dir_policy.visible_to.extend(
-            policy.visible_to.iter().filter(|v| matches!(v, icicle_core::gmeta::VisibleTo::Public | icicle_core::gmeta::VisibleTo::Principal(_))).cloned(),
+            policy.visible_to.iter().filter(|v| matches!(v, icicle_core::policy::VisibleTo::Public | icicle_core::policy::VisibleTo::Principal(_))).cloned(),
         );
         // A directory's aggregate is never made public by the fallback.
         dir_policy.fallback.retain(|f| f != "public");
@@ -553,11 +554,11 @@ impl Aggregate {
         let none = || "no visible_to principal".to_string();
         if let Some(uid) = subject.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
             let own: Vec<&str> = map.user(uid).into_iter().collect();
-            return icicle_core::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
+            return icicle_gmeta::aggregate_principals(policy, &own).ok_or_else(none);
         }
         if let Some(gid) = subject.strip_prefix("group:").and_then(|g| g.parse::<u32>().ok()) {
             let own: Vec<&str> = map.group(gid).into_iter().collect();
-            return icicle_core::gmeta::aggregate_principals(policy, &own).ok_or_else(none);
+            return icicle_gmeta::aggregate_principals(policy, &own).ok_or_else(none);
         }
         let dir = subject.strip_prefix("dir:").unwrap_or(subject);
         let mut own: Vec<&str> = self.settings.dir_visible_to.iter().filter(|p| p.starts_with("urn:")).map(String::as_str).collect();
@@ -566,17 +567,17 @@ impl Aggregate {
         let perm = policy.dirs.get(dir);
         let chain = if dir == "/" { None } else { policy.dirs.chain(icicle_core::access::parent_dir(dir)) };
         let judged = match (policy.access, perm, chain) {
-            (Some(access), Some(perm), Some(chain)) => icicle_core::gmeta::posix_principals(policy, access, Some(&chain), &perm).unwrap_or_default(),
+            (Some(access), Some(perm), Some(chain)) => icicle_gmeta::posix_principals(policy, access, Some(&chain), &perm).unwrap_or_default(),
             _ => Vec::new(),
         };
         own.extend(judged);
-        icicle_core::gmeta::aggregate_principals(policy, &own).ok_or_else(none)
+        icicle_gmeta::aggregate_principals(policy, &own).ok_or_else(none)
     }
 
     fn encode(&self, subject: &str, s: &PrincipalStats, vis: &[u8], version: &str) -> Vec<u8> {
         let mut o = Vec::with_capacity(1024);
         o.extend_from_slice(br#"{"subject":"#);
-        push_json_str(&mut o, &icicle_core::gmeta::subject_for(subject));
+        push_json_str(&mut o, &icicle_gmeta::subject_for(subject));
         o.extend_from_slice(br#","visible_to":"#);
         o.extend_from_slice(vis);
         let (kind, id) = subject.split_once(':').unwrap_or(("dir", subject));
@@ -673,7 +674,11 @@ mod tests {
 
     #[test]
     fn shard_is_crc32_of_the_csv_line() {
-        let rec = FileRecord { path: "/a,b/c", kind: FileKind::File, mode: 33188, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6, inode: 0 };
+        let rec = FileRecord {
+            path: "/a, b/c",
+            kind: FileKind::File,
+            attrs: icicle_core::Attrs { mode: 33188, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6, inode: 0 },
+        };
         let line = "f,33188,1,2,3,4,5,6,\"/a,b/c\"";
         assert_eq!(shard_of(&rec), crc32fast::hash(line.as_bytes()) as usize % 64);
     }

@@ -4,13 +4,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use icicle_core::batch::{delete_batches, delete_body, Batcher, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use icicle_core::batch::{delete_body, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
 use icicle_core::error::SinkError;
 use icicle_core::metrics::Metrics;
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::secret::{self, Secret};
 use icicle_core::traits::Sink;
 use icicle_core::ConfigError;
+use icicle_gmeta::{delete_batches, Batcher};
 use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::Method;
 use serde::Deserialize;

@@ -75,26 +75,9 @@ impl EventKind {
 /// creates, removals or moves would corrupt the state).
 pub const FILTERABLE_EVENTS: [&str; 4] = ["IN_ACCESS", "IN_ATTRIB", "IN_MODIFY", "IN_CLOSE_WRITE"];
 
-/// An object's metadata as the event reports it (no stat is taken).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
-pub struct Meta {
-    pub inode: u64,
-    /// Full `st_mode` (type bits from `permissions` when present, else from `IN_ISDIR`).
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub size: u64,
-    pub atime: i64,
-    pub ctime: i64,
-    pub mtime: i64,
-}
-
-impl Meta {
-    /// Whether the object is a directory.
-    pub fn is_dir(&self) -> bool {
-        self.mode & 0o170000 == 0o040000
-    }
-}
+/// An object's metadata as the event reports it (no stat is taken); `mode` is the full
+/// `st_mode` (type bits from `permissions` when present, else from `IN_ISDIR`).
+pub use icicle_core::record::Attrs as Meta;
 
 /// One parsed watch-folder event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,18 +10,18 @@ use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
 use icicle_core::batch::EntryBatch;
 use icicle_core::deadletter::DeadLetters;
-use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::stream::{BatchCounts, ChangeState, Emit};
 use icicle_core::traits::{ChangeSource, MonitorContext, OnGap, ReduceCounts, Reducer, StateStore};
 use icicle_core::{ConfigError, IcicleError};
+use icicle_gmeta::{subject_for, PrimaryEncoder};
 use icicle_plugins_kafka::client::KafkaConnection;
 use icicle_plugins_kafka::stream::{Offsets, Start, TopicCounts, TopicMessage, TopicSettings, TopicStream};
 use icicle_runtime::monitor::DriverSettings;
 use serde::Deserialize;
 
-use crate::state::{load_checkpoint, path_key, MountWalker, NoWalk, Walker};
+use crate::state::{path_key, MountWalker, NoWalk, Walker};
 use crate::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops};
 
 /// `[sources.<id>] type = "gpfs"`.
@@ -170,10 +170,10 @@ pub struct GpfsSource {
 
 impl GpfsSource {
     /// Know every object of the snapshot's index.
-    fn seed(&self, state: &mut GpfsState, dir: &std::path::Path) -> Result<(), IcicleError> {
+    fn seed(cfg: &GpfsConfig, state: &mut GpfsState, dir: &std::path::Path) -> Result<(), IcicleError> {
         let index = icicle_plugins_sinks::read_index(dir).map_err(|e| external(format!("seed_index: {e}")))?;
-        let prefix = self.cfg.path_prefix.trim_end_matches('/');
-        let root = self.cfg.fs_root.trim_end_matches('/');
+        let prefix = cfg.path_prefix.trim_end_matches('/');
+        let root = cfg.fs_root.trim_end_matches('/');
         for (path, c) in &index {
             let Some(rel) = path.strip_prefix(prefix) else { continue };
             let int = |k: &str| c["raw"][k].as_i64().unwrap_or(0);
@@ -213,18 +213,7 @@ fn external(reason: String) -> IcicleError {
 
 /// The record for `meta` at index path `path`.
 pub fn record_for<'a>(path: &'a str, m: &Meta) -> FileRecord<'a> {
-    FileRecord {
-        path,
-        kind: FileKind::from_mode(m.mode),
-        mode: m.mode,
-        uid: m.uid,
-        gid: m.gid,
-        size: m.size,
-        atime: m.atime,
-        ctime: m.ctime,
-        mtime: m.mtime,
-        inode: m.inode,
-    }
+    FileRecord { path, kind: FileKind::from_mode(m.mode), attrs: *m }
 }
 
 #[async_trait]
@@ -234,19 +223,6 @@ impl ChangeSource for GpfsSource {
         std::fs::create_dir_all(&cfg.state_dir).map_err(|e| external(format!("{}: {e}", cfg.state_dir.display())))?;
         let driver =
             DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &format!("gpfs-{}", cfg.topic), format!("topic {}", cfg.topic));
-        let mut state = match load_checkpoint(&driver.state_file).map_err(external)? {
-            Some(cp) => GpfsState::restore(cp, cfg.pair_batches),
-            None => {
-                let mut s = GpfsState::new(cfg.pair_batches);
-                if let Some(dir) = &cfg.seed_index {
-                    self.seed(&mut s, dir)?;
-                }
-                s
-            }
-        };
-        state.dir_attributes = ctx.policy.access.is_some();
-        state.set_lru_capacity(cfg.lru_capacity);
-        state.maybe_delivered(driver.sent_ahead.read());
         let walker: Box<dyn Walker + Send> = match &cfg.mount {
             Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
             None => Box::new(NoWalk),
@@ -262,18 +238,20 @@ impl ChangeSource for GpfsSource {
             on_gap: cfg.on_gap,
             what: "fileset",
         };
-        let mut stream = TopicStream::connect(settings, &ctx.name, ctx.drain, topic.clone()).await?;
         let mut engine = GpfsEngine {
             cfg: cfg.clone(),
-            state,
+            state: GpfsState::new(cfg.pair_batches),
             walker,
             enc: PrimaryEncoder::new(ctx.policy.clone()),
             posix: ctx.policy.access.is_some(),
             component: ctx.name.clone(),
             dead: self.dead.clone(),
             counts: GpfsRunCounts::default(),
-            topic,
+            topic: topic.clone(),
+            checkpoint_file: driver.state_file.clone(),
         };
+        icicle_runtime::monitor::restore(&mut engine, &driver).await?;
+        let mut stream = TopicStream::connect(settings, &ctx.name, ctx.drain, topic).await?;
         icicle_runtime::monitor::drive(&mut stream, &mut engine, &ctx, &driver).await
     }
 }
@@ -290,6 +268,8 @@ struct GpfsEngine {
     dead: Arc<Mutex<DeadLetters>>,
     counts: GpfsRunCounts,
     topic: Arc<Mutex<TopicCounts>>,
+    /// Where the driver keeps the checkpoint (for messages).
+    checkpoint_file: PathBuf,
 }
 
 impl GpfsEngine {
@@ -345,7 +325,7 @@ impl GpfsEngine {
                     updated.push(path_key(&path));
                     let dirs = if posix { chains.chain(parent_dir(&path), &mut lookup) } else { None };
                     let acl = if posix { on_mount(&path).and_then(|m| Acl::read(&m)).map(Arc::new) } else { None };
-                    match chunk.encode_in(enc, &record_for(&ip, &m), acl, dirs.as_ref()) {
+                    match enc.encode_entry_in(&mut chunk, &record_for(&ip, &m), acl, dirs.as_ref()) {
                         Ok(()) => counts.updates += 1,
                         Err(e) => {
                             counts.rejects += 1;
@@ -364,6 +344,29 @@ impl GpfsEngine {
 impl ChangeState for GpfsEngine {
     type Event = TopicMessage;
     type Position = Offsets;
+
+    /// The path and inode state of the last checkpoint, or on a first start the seed snapshot
+    /// (`seed_index`) when there is one. Offsets are Kafka's committed ones: no position.
+    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, sent_ahead: Vec<u64>) -> Result<Option<Offsets>, IcicleError> {
+        let cfg = self.cfg.clone();
+        self.state = match checkpoint {
+            Some(bytes) => {
+                let cp = serde_json::from_slice(&bytes).map_err(|e| external(format!("{}: {e}", self.checkpoint_file.display())))?;
+                GpfsState::restore(cp, cfg.pair_batches)
+            }
+            None => {
+                let mut s = GpfsState::new(cfg.pair_batches);
+                if let Some(dir) = &cfg.seed_index {
+                    GpfsSource::seed(&cfg, &mut s, dir)?;
+                }
+                s
+            }
+        };
+        self.state.dir_attributes = self.posix;
+        self.state.set_lru_capacity(cfg.lru_capacity);
+        self.state.maybe_delivered(sent_ahead);
+        Ok(None)
+    }
 
     async fn apply(&mut self, batch: Vec<TopicMessage>) -> Result<Emit, IcicleError> {
         let mut events = self.parse(&batch)?;

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
 use icicle_core::batch::EntryBatch;
-use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::FileRecord;
 use icicle_core::stream::{BatchCounts, ChangeState, Emit};
 use icicle_core::traits::{Reducer, StateStore};
 use icicle_core::IcicleError;
+use icicle_gmeta::{subject_for, PrimaryEncoder};
 
 use crate::changelog::{ChangelogRecord, Fid};
 use crate::config::{LustreConfig, MonitorCounts, Resolution};
@@ -143,7 +143,7 @@ impl TreeState {
         let rec = FileRecord::from_metadata(&full, md);
         let dirs = if self.posix { chains.chain(parent_dir(path), &mut |d| lstat_dir(&self.on_mount(d))) } else { None };
         let acl = if self.posix { Acl::read(&self.on_mount(path)).map(std::sync::Arc::new) } else { None };
-        match chunk.encode_in(&mut self.enc, &rec, acl, dirs.as_ref()) {
+        match self.enc.encode_entry_in(chunk, &rec, acl, dirs.as_ref()) {
             Ok(()) => {
                 counts.updates += 1;
                 self.tree.indexed(path);
@@ -160,6 +160,27 @@ impl TreeState {
 impl ChangeState for TreeState {
     type Event = ChangelogRecord;
     type Position = u64;
+
+    /// The directory tree as of the last cleared index; a checkpoint that cannot be parsed is
+    /// logged and the tree starts empty (it resolves what it meets through fid2path).
+    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, sent_ahead: Vec<u64>) -> Result<Option<u64>, IcicleError> {
+        let parsed = checkpoint.and_then(|bytes| match serde_json::from_slice::<crate::tree::Checkpoint>(&bytes) {
+            Ok(cp) => Some(cp),
+            Err(e) => {
+                tracing::warn!(message = "ignoring an unreadable checkpoint", mdt = %self.cfg.mdt, error = %e);
+                None
+            }
+        });
+        let cleared = parsed.as_ref().map(|cp| cp.index);
+        if let Some(cp) = parsed {
+            self.tree = DirectoryTree::restore(cp, self.cfg.lru_capacity);
+        }
+        self.lookahead = Lookahead::new(cleared.unwrap_or(0));
+        self.tree.dir_attributes = self.posix;
+        self.tree.maybe_sent(sent_ahead);
+        self.counts.lock().map_err(|_| poisoned())?.cleared_index = cleared.unwrap_or(0);
+        Ok(cleared)
+    }
 
     async fn apply(&mut self, mut batch: Vec<ChangelogRecord>) -> Result<Emit, IcicleError> {
         let rc = if self.cfg.reduction {

@@ -1,14 +1,13 @@
 //! The `lustre` change source: the changelog stream ([`crate::stream`]) and the directory-tree
 //! state ([`crate::apply`]) of one MDT, run by the runtime's monitor driver.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use icicle_core::gmeta::PrimaryEncoder;
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::traits::{ChangeSource, MonitorContext};
 use icicle_core::{ConfigError, IcicleError};
+use icicle_gmeta::PrimaryEncoder;
 use icicle_runtime::monitor::DriverSettings;
 
 use crate::apply::TreeState;
@@ -23,45 +22,25 @@ pub struct LustreSource {
     cfg: Arc<LustreConfig>,
 }
 
-/// The last checkpoint in `file`: the directory tree as of the last acknowledged index.
-fn load_checkpoint(file: &Path) -> Option<crate::tree::Checkpoint> {
-    let data = std::fs::read(file).ok()?;
-    match serde_json::from_slice(&data) {
-        Ok(cp) => Some(cp),
-        Err(e) => {
-            tracing::warn!(message = "ignoring an unreadable checkpoint", file = %file.display(), error = %e);
-            None
-        }
-    }
-}
-
 #[async_trait]
 impl ChangeSource for LustreSource {
     async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
         let cfg = &self.cfg;
         let settings = DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &cfg.mdt, format!("MDT {}", cfg.mdt));
-        let (mut tree, cleared) = match load_checkpoint(&settings.state_file) {
-            Some(cp) => {
-                let idx = cp.index;
-                (DirectoryTree::restore(cp, cfg.lru_capacity), idx)
-            }
-            None => (DirectoryTree::new(cfg.lru_capacity), 0),
-        };
-        tree.dir_attributes = ctx.policy.access.is_some();
-        tree.maybe_sent(settings.sent_ahead.read());
-        let counts = Arc::new(Mutex::new(MonitorCounts { cleared_index: cleared, ..Default::default() }));
+        let counts = Arc::new(Mutex::new(MonitorCounts::default()));
         let fsm = (cfg.resolution != Resolution::Tree)
             .then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
         let mut state = TreeState {
             cfg: cfg.clone(),
             lfs: Lfs { cmd: cfg.lfs.clone() },
-            tree,
-            lookahead: Lookahead::new(cleared),
+            tree: DirectoryTree::new(cfg.lru_capacity),
+            lookahead: Lookahead::new(0),
             fsm,
             enc: PrimaryEncoder::new(ctx.policy.clone()),
             posix: ctx.policy.access.is_some(),
             counts: counts.clone(),
         };
+        let cleared = icicle_runtime::monitor::restore(&mut state, &settings).await?.unwrap_or(0);
         let mut stream = ChangelogStream::new(cfg.clone(), ctx.name.clone(), ctx.drain, counts, cleared);
         icicle_runtime::monitor::drive(&mut stream, &mut state, &ctx, &settings).await
     }

@@ -98,18 +98,8 @@ impl FileSink {
 
     fn write(&self, file: &str, body: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>) -> Result<(), SinkError> {
         let err = |e: std::io::Error| SinkError::Io { sink: self.name.clone(), reason: format!("{}: {e}", self.dir.join(file).display()) };
-        std::fs::create_dir_all(&self.dir).map_err(err)?;
-        let tmp = self.dir.join(format!(".{file}.tmp"));
-        let f = std::fs::File::create(&tmp).map_err(err)?;
-        {
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, &f);
-            body(&mut w).map_err(err)?;
-            w.flush().map_err(err)?;
-        }
-        if self.fsync {
-            f.sync_all().map_err(err)?;
-        }
-        std::fs::rename(&tmp, self.dir.join(file)).map_err(err)
+        // The directory is fsync'ed once, at close.
+        icicle_core::durable::stage(&self.dir.join(file), self.fsync, body).and_then(|staged| staged.commit(false)).map_err(err)
     }
 }
 

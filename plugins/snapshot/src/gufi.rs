@@ -10,6 +10,7 @@ use icicle_core::record::{FileKind, FileRecord, Reject};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Split};
+use icicle_core::Attrs;
 use icicle_core::{ConfigError, Source, SourceError};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
@@ -190,7 +191,7 @@ pub fn parse_row<'p>(row: &rusqlite::Row<'_>, dir: &str, path: &'p mut String) -
     let (atime, ctime, mtime) = (g(6, "atime")?, g(7, "ctime")?, g(8, "mtime")?);
     let inode = inode(row.get_ref(9).map_err(|e| e.to_string())?)?;
     join(dir, &name, path);
-    Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
+    Ok(FileRecord { path: path.as_str(), kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
 }
 
 #[async_trait]
@@ -372,7 +373,7 @@ mod tests {
         let mut got = Vec::new();
         while let Some(r) = rows.next().unwrap() {
             let mut path = String::new();
-            got.push(parse_row(r, "/d", &mut path).map(|r| (r.path.to_string(), r.size)));
+            got.push(parse_row(r, "/d", &mut path).map(|r| (r.path.to_string(), r.attrs.size)));
         }
         assert_eq!(got[0], Ok(("/d/it's".to_string(), 3)), "stored `it''s`, as gufi_dir2index writes `it's`");
         assert!(got[1].as_ref().unwrap_err().contains("size: `1e300` is not an integer in range"), "{:?}", got[1]);
@@ -398,7 +399,7 @@ mod tests {
             let mut out = Vec::new();
             let mut path = String::new();
             while let Some(r) = rows.next().unwrap() {
-                out.push(parse_row(r, "/d", &mut path).map(|r| r.inode));
+                out.push(parse_row(r, "/d", &mut path).map(|r| r.attrs.inode));
             }
             out
         };

@@ -9,6 +9,7 @@ use icicle_core::record::{parse_mode_string, FileKind, FileRecord, S_IFMT};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::text::{byte_splits, expand_inputs};
 use icicle_core::traits::{RowSink, Split};
+use icicle_core::Attrs;
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
 
@@ -165,7 +166,7 @@ impl MmapplypolicySource {
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
+        Ok(FileRecord { path: path.as_str(), kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
     }
 }
 
@@ -237,7 +238,10 @@ mod tests {
         let line = b"37390 999490048 0 FAu 1234 proj 2 1 data 1000 100 -rw-r--r-- 10 20 0 30 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fa%20b%25.txt";
         let r = s.parse(line, &mut sc).unwrap().to_owned_record();
         assert_eq!(r.path, "/projectb/a b%.txt");
-        assert_eq!((r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime, r.inode), (FileKind::File, 0o100644, 1000, 100, 1234, 10, 20, 30, 37390));
+        assert_eq!(
+            (r.kind, r.attrs.mode, r.attrs.uid, r.attrs.gid, r.attrs.size, r.attrs.atime, r.attrs.ctime, r.attrs.mtime, r.attrs.inode),
+            (FileKind::File, 0o100644, 1000, 100, 1234, 10, 20, 30, 37390)
+        );
         let dir = b"5 1 0 FAu 4096 proj 4 2 data 0 0 drwxr-sr-x 1 2 0 3 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fd";
         assert_eq!(s.parse(dir, &mut sc).unwrap().kind, FileKind::Dir);
     }

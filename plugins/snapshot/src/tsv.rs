@@ -10,6 +10,7 @@ use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::scope::Scope;
 use icicle_core::text::{self, byte_splits, expand_inputs};
 use icicle_core::traits::{RowSink, Split};
+use icicle_core::Attrs;
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
 
@@ -338,7 +339,7 @@ impl Layout {
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord { path: path.as_str(), kind, mode, uid, gid, size, atime, ctime, mtime, inode })
+        Ok(FileRecord { path: path.as_str(), kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
     }
 }
 
@@ -461,9 +462,12 @@ mod tests {
         let l = Layout::preset(Preset::Icicle9);
         let r = parse_with(&l, r#"f,33188,1000,100,42,1,2,3,"/a/b,c ""q"".txt""#).unwrap();
         assert_eq!(r.path, "/a/b,c \"q\".txt");
-        assert_eq!((r.kind, r.mode, r.uid, r.gid, r.size, r.atime, r.ctime, r.mtime), (FileKind::File, 0o100644, 1000, 100, 42, 1, 2, 3));
+        assert_eq!(
+            (r.kind, r.attrs.mode, r.attrs.uid, r.attrs.gid, r.attrs.size, r.attrs.atime, r.attrs.ctime, r.attrs.mtime),
+            (FileKind::File, 0o100644, 1000, 100, 42, 1, 2, 3)
+        );
         let r = parse_with(&l, "l,41471,0,0,7,1,2,3,/x/link").unwrap();
-        assert_eq!((r.kind, r.inode), (FileKind::Link, 0));
+        assert_eq!((r.kind, r.attrs.inode), (FileKind::Link, 0));
         assert!(parse_with(&l, "f,33188,1000,100,42,1,2").unwrap_err().contains("expected 9 fields"));
         assert!(parse_with(&l, "f,33188,-1,100,42,1,2,3,/p").unwrap_err().contains("uid"));
         assert!(parse_with(&l, "x,33188,1,100,42,1,2,3,/p").unwrap_err().contains("type"));
@@ -474,12 +478,18 @@ mod tests {
     fn pwalk_and_ne2scan_rows() {
         let l = Layout::preset(Preset::Pwalk);
         let r = parse_with(&l, r#"12,11,1,"/home/u/a,b.txt","txt",1000,100,42,2049,8,1,"100644",10,30,20,-1,-1"#).unwrap();
-        assert_eq!((r.path.as_str(), r.mode, r.size, r.atime, r.mtime, r.ctime, r.inode), ("/home/u/a,b.txt", 0o100644, 42, 10, 30, 20, 12));
+        assert_eq!(
+            (r.path.as_str(), r.attrs.mode, r.attrs.size, r.attrs.atime, r.attrs.mtime, r.attrs.ctime, r.attrs.inode),
+            ("/home/u/a,b.txt", 0o100644, 42, 10, 30, 20, 12)
+        );
         let r = parse_with(&l, r#"11,2,0,"/home/u","",1000,100,4096,2049,8,3,"40755",10,30,20,2,4096"#).unwrap();
         assert_eq!(r.kind, FileKind::Dir);
         let l = Layout::preset(Preset::Ne2scan);
         let r = parse_with(&l, "10|20|30|1000|100|120777|5|77|/p/a|b link").unwrap();
-        assert_eq!((r.path.as_str(), r.kind, r.atime, r.ctime, r.mtime, r.size, r.inode), ("/p/a|b link", FileKind::Link, 10, 20, 30, 5, 77));
+        assert_eq!(
+            (r.path.as_str(), r.kind, r.attrs.atime, r.attrs.ctime, r.attrs.mtime, r.attrs.size, r.attrs.inode),
+            ("/p/a|b link", FileKind::Link, 10, 20, 30, 5, 77)
+        );
         assert!(parse_with(&l, "10|20|30|1000|100|120777|5|-7|/p/x").unwrap_err().contains("inode: `-7` is negative"));
         assert!(parse_with(&l, "10|20|30|1000|100|120777|5||/p/x").unwrap_err().contains("inode"));
     }

@@ -14,13 +14,14 @@ use tokio::sync::mpsc;
 use crate::manifest::{self, PreviousManifest};
 use crate::rejects::RejectLog;
 use crate::spool::Outbox;
-use icicle_core::batch::{delete_batches, Batcher, DocumentBatch, EntryBatch};
+use icicle_core::batch::{DocumentBatch, EntryBatch};
 use icicle_core::config::SnapshotSettings;
 use icicle_core::error::IcicleError;
-use icicle_core::gmeta::RecordPolicy;
+use icicle_core::policy::RecordPolicy;
 use icicle_core::record::FileRecord;
 use icicle_core::scope::{UnknownScope, UnknownScopes};
 use icicle_core::traits::Source;
+use icicle_gmeta::{delete_batches, Batcher};
 
 use worker::{worker_count, Shared, WorkQueue};
 
@@ -464,7 +465,7 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use icicle_core::config::SnapshotSettings;
-    use icicle_core::gmeta::{PrincipalMap, VisibleTo};
+    use icicle_core::policy::{PrincipalMap, VisibleTo};
     use icicle_core::record::FileKind;
     use icicle_core::traits::{RowSink, Sink, Split};
     use icicle_core::SinkError;
@@ -482,7 +483,11 @@ mod tests {
             Ok(vec![Split::whole("slow".into(), 1)])
         }
         fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
-            let rec = FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 };
+            let rec = FileRecord {
+                path: "/a",
+                kind: FileKind::File,
+                attrs: icicle_core::Attrs { mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 },
+            };
             out.record(&rec);
             // The worker hands its chunk over when the split ends; emulate a streaming
             // source by ending this split and blocking the next one.
@@ -563,7 +568,11 @@ mod tests {
             Ok(vec![Split::whole("one".into(), 1)])
         }
         fn read(&self, _split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
-            out.record(&FileRecord { path: "/a", kind: FileKind::File, mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 });
+            out.record(&FileRecord {
+                path: "/a",
+                kind: FileKind::File,
+                attrs: icicle_core::Attrs { mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 },
+            });
             Ok(())
         }
         async fn acknowledge(&self) -> Result<(), icicle_core::SourceError> {

@@ -12,10 +12,10 @@ use icicle_core::access::{parent_dir, Acl, DirectoryTable, Perm};
 use icicle_core::batch::{EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
 use icicle_core::config::{EmitMode, SnapshotSettings};
 use icicle_core::error::IcicleError;
-use icicle_core::gmeta::{subject_for, PrimaryEncoder};
 use icicle_core::record::{FileRecord, Reject};
 use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Source, Split};
+use icicle_gmeta::{subject_for, PrimaryEncoder};
 
 use super::{Progress, RowProcessor, SnapshotJob, SnapshotSummary, CHUNK_BYTES};
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
@@ -211,7 +211,7 @@ impl RowSink for Worker {
             return self.reject_here(rec, e);
         }
         if let Some(t) = &self.dirs {
-            t.insert(rec.path, Perm { mode: rec.mode, uid: rec.uid, gid: rec.gid, acl: acl.map(Arc::new) });
+            t.insert(rec.path, Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) });
         }
     }
 

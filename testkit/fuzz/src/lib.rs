@@ -11,6 +11,7 @@ use icicle_core::record::{check_path, FileRecord, Reject};
 use icicle_core::scope::Scope;
 use icicle_core::text::for_each_line;
 use icicle_core::traits::{RowSink, Split};
+use icicle_core::Attrs;
 use icicle_core::Source;
 use icicle_plugins_snapshot::mmapplypolicy::MmapplypolicySource;
 use icicle_plugins_snapshot::tsv::{Columns, Layout, ModeFormat, Preset, TsvSource};
@@ -319,7 +320,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         ],
         "time" => ["2024-03-16T02:00:01+01:00", "1970-01-01T00:00:00Z", "2000-02-29 23:59:60.999-05:30", "-17"].iter().map(|s| s.as_bytes().to_vec()).collect(),
         "prism_catalog" => {
-            let rec = FileRecord { path: "/lustre/a b.dat", kind: icicle_core::FileKind::File, mode: 0o100644, uid: 1, gid: 2, size: 4 << 20, atime: 1, ctime: 2, mtime: 3, inode: 9 };
+            let rec = FileRecord { path: "/lustre/a b.dat", kind: icicle_core::FileKind::File, attrs: Attrs { mode: 0o100644, uid: 1, gid: 2, size: 4 << 20, atime: 1, ctime: 2, mtime: 3, inode: 9 } };
             let layout = [icicle_core::traits::LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1 << 20, osts: vec![3, 1, 2] }];
             let mut text = icicle_plugins_prism::CatalogEntry::from_record(&rec, None).to_text().unwrap_or_default();
             text.push_str(&icicle_plugins_prism::CatalogEntry::from_record(&FileRecord { path: "/lustre/b", ..rec }, Some(&layout)).to_text().unwrap_or_default());

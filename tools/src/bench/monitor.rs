@@ -156,22 +156,22 @@ impl MapResolver<'_> {
 }
 
 /// A monitor bench's encoder (public records) and its `--emit` file, if any.
-fn bench_output(emit: Option<&Path>) -> anyhow::Result<(icicle_core::gmeta::PrimaryEncoder, Option<std::io::BufWriter<std::fs::File>>)> {
-    let policy = std::sync::Arc::new(icicle_core::gmeta::RecordPolicy {
-        visible_to: vec![icicle_core::gmeta::VisibleTo::Public],
+fn bench_output(emit: Option<&Path>) -> anyhow::Result<(icicle_gmeta::PrimaryEncoder, Option<std::io::BufWriter<std::fs::File>>)> {
+    let policy = std::sync::Arc::new(icicle_core::policy::RecordPolicy {
+        visible_to: vec![icicle_core::policy::VisibleTo::Public],
         fallback: vec![],
-        principals: std::sync::Arc::new(icicle_core::gmeta::PrincipalMap::default()),
+        principals: std::sync::Arc::new(icicle_core::policy::PrincipalMap::default()),
         version: "bench".into(),
         ..Default::default()
     });
     let out = emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
-    Ok((icicle_core::gmeta::PrimaryEncoder::new(policy), out))
+    Ok((icicle_gmeta::PrimaryEncoder::new(policy), out))
 }
 
 /// One emitted operation of a monitor bench: an update is encoded (counted in `n` and
 /// `bytes`), a delete counted in `n`; with `--emit`, both are written as a JSON line.
 fn emit_op(
-    enc: &mut icicle_core::gmeta::PrimaryEncoder,
+    enc: &mut icicle_gmeta::PrimaryEncoder,
     buf: &mut Vec<u8>,
     out: Option<&mut std::io::BufWriter<std::fs::File>>,
     path: &str,
@@ -323,14 +323,7 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
                     let rec = icicle_core::record::FileRecord {
                         path: &path,
                         kind: icicle_core::record::FileKind::File,
-                        mode: 0o100644,
-                        uid: 0,
-                        gid: 0,
-                        size: path.len() as u64,
-                        atime: 0,
-                        ctime: 0,
-                        mtime: 0,
-                        inode: 0,
+                        attrs: icicle_core::Attrs { mode: 0o100644, uid: 0, gid: 0, size: path.len() as u64, atime: 0, ctime: 0, mtime: 0, inode: 0 },
                     };
                     emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
                 }

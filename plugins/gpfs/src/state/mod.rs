@@ -4,7 +4,7 @@
 //! between two emits produces nothing), and directory renames that move every descendant.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use icicle_core::traits::{ReduceCounts, Reducer, StateStore};
 
@@ -660,15 +660,6 @@ impl Reducer for IgnoredEvents {
         batch.retain(|(e, _)| e.kind != EventKind::Ignored);
         let passed = batch.len() as u64;
         ReduceCounts { input, passed, ignored: input - passed, ..Default::default() }
-    }
-}
-
-/// Read a checkpoint file, if any.
-pub fn load_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
-    match std::fs::read(path) {
-        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| format!("{}: {e}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
 

@@ -134,16 +134,16 @@ impl StatFields {
     /// rdev are 0, the link count 1, blocks the size rounded up to 512-byte blocks.
     pub fn from_record(rec: &FileRecord<'_>) -> StatFields {
         StatFields {
-            mode: rec.mode,
+            mode: rec.attrs.mode,
             nlink: 1,
-            uid: rec.uid,
-            gid: rec.gid,
-            size: rec.size,
+            uid: rec.attrs.uid,
+            gid: rec.attrs.gid,
+            size: rec.attrs.size,
             blksize: 4096,
-            blocks: rec.size.div_ceil(512),
-            atime: rec.atime,
-            mtime: rec.mtime,
-            ctime: rec.ctime,
+            blocks: rec.attrs.size.div_ceil(512),
+            atime: rec.attrs.atime,
+            mtime: rec.attrs.mtime,
+            ctime: rec.attrs.ctime,
             ..StatFields::default()
         }
     }
@@ -720,13 +720,17 @@ mod tests {
             assert_eq!(Catalog { entries, files: 1, ..Catalog::default() }.latest(), vec![&d]);
         }
 
-        let rec = FileRecord { path: "/scratch/r", kind: FileKind::File, mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3, inode: 0 };
+        let rec = FileRecord {
+            path: "/scratch/r",
+            kind: FileKind::File,
+            attrs: icicle_core::Attrs { mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3, inode: 0 },
+        };
         let comps = [LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1024, osts: vec![204, 113] }];
         let e = CatalogEntry::from_record(&rec, Some(&comps));
         let text = e.to_text().unwrap();
         assert!(text.contains("/scratch/r 204 0 3000 2048 1024 3000\n/scratch/r 113 1024 3000 2048 1024 3000\n"), "{text}");
         assert_eq!(Catalog::parse(Path::new("r"), text.as_bytes()).entries, vec![e]);
-        let link = FileRecord { kind: FileKind::Link, mode: 0o120777, ..rec };
+        let link = FileRecord { kind: FileKind::Link, attrs: icicle_core::Attrs { mode: 0o120777, ..icicle_core::Attrs::default() }, ..rec };
         let e = CatalogEntry::from_record(&link, Some(&comps));
         assert!(e.stat.is_none() && e.layout.is_none());
         assert!(matches!(CatalogEntry { path: "a\nb".into(), ..e }.to_text(), Err(CatalogError::Unrepresentable(_))));

@@ -199,17 +199,7 @@ fn as_gen_fs(root: &Path) -> icicle_testkit::gen::GenFs {
     while let Some((d, parent)) = stack.pop() {
         let m = std::fs::symlink_metadata(&d).unwrap();
         let i = fs.dirs.len();
-        fs.dirs.push(GenDir {
-            path: name(&d),
-            uid: m.uid(),
-            gid: m.gid(),
-            mode: m.mode(),
-            atime: m.atime(),
-            ctime: m.ctime(),
-            mtime: m.mtime(),
-            inode: m.ino(),
-            parent,
-        });
+        fs.dirs.push(GenDir { path: name(&d), parent, attrs: icicle_core::Attrs::from_metadata(&m) });
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
         entries.sort();
         for p in entries {
@@ -219,20 +209,7 @@ fn as_gen_fs(root: &Path) -> icicle_testkit::gen::GenFs {
             } else {
                 let kind = icicle_core::record::FileKind::from_mode(m.mode());
                 let file = p.file_name().unwrap().to_str().unwrap().to_string();
-                fs.files.push(GenFile {
-                    dir: i,
-                    name: file,
-                    kind,
-                    mode: m.mode(),
-                    uid: m.uid(),
-                    gid: m.gid(),
-                    size: m.size(),
-                    atime: m.atime(),
-                    ctime: m.ctime(),
-                    mtime: m.mtime(),
-                    inode: m.ino(),
-                    target: None,
-                });
+                fs.files.push(GenFile { dir: i, name: file, kind, target: None, attrs: icicle_core::Attrs::from_metadata(&m) });
             }
         }
     }

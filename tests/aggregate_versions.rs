@@ -165,8 +165,8 @@ fn expected_subjects(fs: &GenFs, skip: Option<&str>) -> BTreeSet<String> {
         if skip.is_some_and(|d| dir == d) {
             continue;
         }
-        v.insert(format!("user:{}", f.uid));
-        v.insert(format!("group:{}", f.gid));
+        v.insert(format!("user:{}", f.attrs.uid));
+        v.insert(format!("group:{}", f.attrs.gid));
         let parts: Vec<&str> = dir.split('/').filter(|c| !c.is_empty()).collect();
         for level in 1..=parts.len().min(MAX) {
             v.insert(subject_for(&format!("dir:/{}", parts[..level].join("/"))).into_owned());
@@ -212,10 +212,10 @@ fn unreadable_inputs_withhold_aggregate_deletes() {
         .map(|o| format!("/{}", o.split('/').filter(|c| !c.is_empty()).take(2).collect::<Vec<_>>().join("/")))
         .find(|p| !under(&d, p))
         .expect("a prefix of depth 2 away from D");
-    let u = fs.files.iter().map(|f| f.uid).find(|u| fs.files.iter().any(|f| f.uid == *u && under(&fs.dirs[f.dir].path, &d))).unwrap();
+    let u = fs.files.iter().map(|f| f.attrs.uid).find(|u| fs.files.iter().any(|f| f.attrs.uid == *u && under(&fs.dirs[f.dir].path, &d))).unwrap();
     let mut fs2 = fs.clone();
-    fs2.files.retain(|f| f.uid != u && !under(&fs.dirs[f.dir].path, &p));
-    let removed: Vec<String> = fs.files.iter().filter(|f| f.uid == u || under(&fs.dirs[f.dir].path, &p)).map(|f| fs.path(f)).collect();
+    fs2.files.retain(|f| f.attrs.uid != u && !under(&fs.dirs[f.dir].path, &p));
+    let removed: Vec<String> = fs.files.iter().filter(|f| f.attrs.uid == u || under(&fs.dirs[f.dir].path, &p)).map(|f| fs.path(f)).collect();
     assert!(!removed.is_empty());
     write(&fs2);
     std::fs::write(data.join(d.trim_start_matches('/')).join("db.db"), "garbage").unwrap();

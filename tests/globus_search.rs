@@ -50,7 +50,7 @@ fn fixture() -> &'static Fixture {
         // The owner with most files is the client-credentials caller.
         let mut per_uid: BTreeMap<u32, usize> = BTreeMap::new();
         for f in &fs.files {
-            *per_uid.entry(f.uid).or_default() += 1;
+            *per_uid.entry(f.attrs.uid).or_default() += 1;
         }
         let uid = per_uid.iter().max_by_key(|(u, n)| (**n, std::cmp::Reverse(**u))).map(|(u, _)| *u).unwrap();
         let viewer_client_id = gen::fake_uuid(uid as u64);

@@ -457,7 +457,7 @@ impl icicle_core::traits::RowSink for Rows {
 fn build_source(toml: &str) -> std::sync::Arc<dyn icicle_core::Source> {
     use figment::providers::{Format as _, Toml};
     let figment = figment::Figment::from(Toml::string(toml));
-    let ctx = icicle_core::registry::BuildContext { figment: &figment, key: "sources.s".into(), id: "s".into() };
+    let ctx = icicle_core::registry::BuildContext::for_test(&figment, "sources.s");
     let desc = icicle_core::registry::find(icicle_core::registry::PluginKind::Source, "s3", "sources.s.type", "test").unwrap();
     match (desc.build)(&ctx) {
         Ok(icicle_core::registry::Built::Source(s)) => s,

@@ -74,6 +74,14 @@ impl BuildContext<'_> {
     }
 }
 
+#[cfg(any(test, feature = "test-util"))]
+impl<'a> BuildContext<'a> {
+    /// The context of section `key` (`sources.s`) of `figment`, its id the key's last part.
+    pub fn for_test(figment: &'a Figment, key: &str) -> BuildContext<'a> {
+        BuildContext { figment, key: key.to_string(), id: key.rsplit('.').next().unwrap_or(key).to_string() }
+    }
+}
+
 /// One registered plugin.
 pub struct PluginDescriptor {
     pub kind: PluginKind,

@@ -675,7 +675,7 @@ mod tests {
     #[test]
     fn shard_is_crc32_of_the_csv_line() {
         let rec = FileRecord {
-            path: "/a, b/c",
+            path: "/a,b/c",
             kind: FileKind::File,
             attrs: icicle_core::Attrs { mode: 33188, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6, inode: 0 },
         };

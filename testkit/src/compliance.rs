@@ -59,8 +59,7 @@ pub fn build(kind: PluginKind, key: &str, body: &str) -> Result<Built, String> {
     let ty_key = format!("{key}.type");
     let ty = figment.find_value(&ty_key).ok().and_then(|v| v.into_string()).ok_or_else(|| format!("{key}: no `type`"))?;
     let desc = registry::find(kind, &ty, &ty_key, "the compliance harness").map_err(|e| e.to_string())?;
-    let id = key.rsplit('.').next().unwrap_or(key).to_string();
-    (desc.build)(&BuildContext { figment: &figment, key: key.to_string(), id }).map_err(|e| e.to_string())
+    (desc.build)(&BuildContext::for_test(&figment, key)).map_err(|e| e.to_string())
 }
 
 /// The snapshot source configured by `body`.

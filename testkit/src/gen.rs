@@ -6,20 +6,31 @@
 
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
+use std::ops::Range;
 use std::path::Path;
 
-use icicle_core::record::{FileKind, OwnedFileRecord, S_IFDIR};
+use icicle_core::record::{Attrs, FileKind, OwnedFileRecord, S_IFDIR};
 
 /// The reference "now" of generated snapshots (2026-01-01T00:00:00Z).
 pub const NOW_REF: i64 = 1_767_225_600;
 const YEAR: i64 = 365 * 86_400;
 
+/// The deterministic random-number generator of the generators.
 pub use icicle_core::rng::Rng;
+
+mod formats;
+#[cfg(test)]
+mod tests;
+
+use formats::{csv_quote, gufi_q, mode_str};
+pub use formats::{percent_encode, Format, GUFI_SCHEMA};
 
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct GenSpec {
+    /// Files and links to generate.
     pub files: u64,
+    /// The seed of the random stream.
     pub seed: u64,
     /// The file-system root, e.g. `/fs`.
     pub root: String,
@@ -36,14 +47,8 @@ impl GenSpec {
 #[derive(Debug, Clone)]
 pub struct GenDir {
     pub path: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub mode: u32,
-    pub atime: i64,
-    pub ctime: i64,
-    pub mtime: i64,
-    /// Stable inode number.
-    pub inode: u64,
+    /// Its metadata (`size` 0; `inode` stable).
+    pub attrs: Attrs,
     /// Index of the parent directory (`usize::MAX` for the root).
     pub parent: usize,
 }
@@ -54,14 +59,7 @@ pub struct GenFile {
     pub dir: usize,
     pub name: String,
     pub kind: FileKind,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub size: u64,
-    pub atime: i64,
-    pub ctime: i64,
-    pub mtime: i64,
-    pub inode: u64,
+    pub attrs: Attrs,
     /// For links: the target (its length is the link's size).
     pub target: Option<String>,
 }
@@ -69,12 +67,17 @@ pub struct GenFile {
 /// A whole generated file system; `files` are grouped by directory, in directory order.
 #[derive(Debug, Clone)]
 pub struct GenFs {
+    /// Directories, each after its parent.
     pub dirs: Vec<GenDir>,
+    /// Files and links.
     pub files: Vec<GenFile>,
+    /// The uids that own files.
     pub users: Vec<u32>,
+    /// The gids that own files.
     pub groups: Vec<u32>,
 }
 
+/// `base` + `ext`, now and then with spaces, commas, quotes, `%`, tabs or UTF-8 in it.
 fn name_with_quirks(rng: &mut Rng, base: &str, ext: &str) -> String {
     let r = rng.below(1000);
     match r {
@@ -92,177 +95,222 @@ fn name_with_quirks(rng: &mut Rng, base: &str, ext: &str) -> String {
     }
 }
 
+/// File extensions, drawn uniformly.
 const EXTS: [&str; 10] = [".dat", ".h5", ".nc", ".txt", ".log", ".py", ".c", ".tar", ".out", ""];
+
+/// A file's kind, mode, size and link target.
+type Body = (FileKind, u32, u64, Option<String>);
+
+/// Zipf(1.1) shares of `n` files among `nusers` users, rounded down, the rest dealt one by one.
+fn zipf_counts(n: u64, nusers: usize) -> Vec<u64> {
+    let weights: Vec<f64> = (1..=nusers).map(|r| 1.0 / (r as f64).powf(1.1)).collect();
+    let wsum: f64 = weights.iter().sum();
+    let mut counts: Vec<u64> = weights.iter().map(|w| (w / wsum * n as f64).floor() as u64).collect();
+    let mut assigned: u64 = counts.iter().sum();
+    let mut i = 0;
+    while assigned < n {
+        counts[i % nusers] += 1;
+        assigned += 1;
+        i += 1;
+    }
+    counts
+}
+
+/// A time in the six years before [`NOW_REF`], recent ones likelier.
+fn past_time(rng: &mut Rng) -> i64 {
+    NOW_REF - (rng.f64().powf(1.5) * 6.0 * YEAR as f64) as i64
+}
+
+/// A directory's (atime, ctime, mtime).
+fn dir_times(rng: &mut Rng) -> (i64, i64, i64) {
+    let m = past_time(rng);
+    (m + rng.below(86_400) as i64, m + rng.below(3_600) as i64, m)
+}
+
+/// A generation under way: the random stream, the inode counter and what is built so far.
+struct Builder<'a> {
+    spec: &'a GenSpec,
+    rng: Rng,
+    /// The last inode number handed out.
+    inode: u64,
+    users: Vec<u32>,
+    groups: Vec<u32>,
+    dirs: Vec<GenDir>,
+    files: Vec<GenFile>,
+}
+
+impl Builder<'_> {
+    fn next_inode(&mut self) -> u64 {
+        self.inode += 1;
+        self.inode
+    }
+
+    /// Add a directory owned by (uid, gid) with its times drawn; returns its index.
+    fn push_dir(&mut self, path: String, (uid, gid): (u32, u32), mode: u32, (atime, ctime, mtime): (i64, i64, i64), parent: usize) -> usize {
+        let inode = self.next_inode();
+        self.dirs.push(GenDir { path, parent, attrs: Attrs { uid, gid, mode, atime, ctime, mtime, inode, ..Attrs::default() } });
+        self.dirs.len() - 1
+    }
+
+    /// The root and its `home` and `proj` directories.
+    fn top_dirs(&mut self) {
+        let times = dir_times(&mut self.rng);
+        self.push_dir(self.spec.root.clone(), (0, 0), S_IFDIR | 0o755, times, usize::MAX);
+        for (top, gid) in [("home", 0u32), ("proj", 0)] {
+            let times = dir_times(&mut self.rng);
+            self.push_dir(format!("{}/{top}", self.spec.root), (0, gid), S_IFDIR | 0o755, times, 0);
+        }
+    }
+
+    /// The `ui`th user's directories: its home, one per 20 files below it and, for the first
+    /// user, a chain of long names. Returns their indexes.
+    fn user_dirs(&mut self, ui: usize, (uid, gid): (u32, u32), nfiles: u64) -> Range<usize> {
+        let ndirs = (nfiles / 20).max(1) as usize;
+        let top = if ui % 3 == 2 { 2 } else { 1 };
+        let home = if top == 1 { format!("{}/home/user{uid}", self.spec.root) } else { format!("{}/proj/grp{gid}-user{uid}", self.spec.root) };
+        let times = dir_times(&mut self.rng);
+        let first = self.push_dir(home, (uid, gid), S_IFDIR | 0o750, times, top);
+        let mut depth = vec![1usize];
+        for k in 1..ndirs {
+            // Attach to a random earlier directory of this user, preferring shallow ones.
+            let mut p = first + self.rng.below(k as u64) as usize;
+            if depth[p - first] >= 7 {
+                p = first;
+            }
+            let name = if self.rng.below(200) == 0 { name_with_quirks(&mut self.rng, &format!("d{k}"), "") } else { format!("d{k}") };
+            let times = dir_times(&mut self.rng);
+            let mode = if self.rng.below(10) == 0 { S_IFDIR | 0o2770 } else { S_IFDIR | 0o755 };
+            let path = format!("{}/{name}", self.dirs[p].path);
+            self.push_dir(path, (uid, gid), mode, times, p);
+            depth.push(depth[p - first] + 1);
+        }
+        if ui == 0 {
+            // A chain of long names so some paths exceed 500 bytes.
+            let mut p = first;
+            for k in 0..5 {
+                let name = format!("long-{k}-{}", "x".repeat(110));
+                let times = dir_times(&mut self.rng);
+                let path = format!("{}/{name}", self.dirs[p].path);
+                p = self.push_dir(path, (uid, gid), S_IFDIR | 0o755, times, p);
+            }
+        }
+        first..self.dirs.len()
+    }
+
+    /// A user's `nfiles` files in its directories `dirs`, added grouped by directory.
+    fn user_files(&mut self, (uid, gid): (u32, u32), nfiles: u64, dirs: Range<usize>) {
+        let (first, last) = (dirs.start, dirs.end);
+        let mut per_dir: Vec<Vec<GenFile>> = vec![Vec::new(); last - first];
+        // Jobs write many files at once: each directory has a burst time and a common
+        // file size that a share of its files take (value clusters, as on real systems).
+        let bursts: Vec<(i64, u64)> = (first..last)
+            .map(|_| {
+                let t = past_time(&mut self.rng);
+                let size = self.rng.gamma(1.5, 1_048_576.0 / 1.5).round() as u64;
+                (t, size)
+            })
+            .collect();
+        for f in 0..nfiles {
+            let d = first + self.rng.below((last - first) as u64) as usize;
+            let file = self.file(d, &format!("f{uid}-{f}"), (uid, gid), bursts[d - first]);
+            per_dir[d - first].push(file);
+        }
+        for mut v in per_dir {
+            // Names must be unique within a directory.
+            let mut seen = std::collections::HashSet::new();
+            for f in v.iter_mut() {
+                while !seen.insert(f.name.clone()) {
+                    f.name.push('_');
+                }
+            }
+            self.files.extend(v);
+        }
+    }
+
+    /// A file or link named after `stem` in directory `d`, usually owned by `owner`, written
+    /// at its directory's burst (time, size) or at other times.
+    fn file(&mut self, d: usize, stem: &str, owner: (u32, u32), (burst_time, burst_size): (i64, u64)) -> GenFile {
+        let in_burst = self.rng.below(100) < 60;
+        let same_size = self.rng.below(100) < 30;
+        let ext = EXTS[self.rng.below(EXTS.len() as u64) as usize];
+        let name = name_with_quirks(&mut self.rng, stem, ext);
+        let is_link = self.rng.below(100) < 3;
+        let (uid, gid) = if self.rng.below(10) == 0 {
+            (self.users[self.rng.below(self.users.len() as u64) as usize], self.groups[self.rng.below(self.groups.len() as u64) as usize])
+        } else {
+            owner
+        };
+        let (atime, ctime, mtime) = self.file_times(in_burst, burst_time);
+        let (kind, mode, size, target) = if is_link { self.link() } else { self.regular(same_size, burst_size) };
+        GenFile { dir: d, name, kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode: self.next_inode() }, target }
+    }
+
+    /// A file's (atime, ctime, mtime): a few in the future, most at its burst or in the past.
+    fn file_times(&mut self, in_burst: bool, burst_time: i64) -> (i64, i64, i64) {
+        let future = self.rng.below(200) == 0;
+        let mtime = if future {
+            NOW_REF + self.rng.below(YEAR as u64) as i64
+        } else if in_burst {
+            burst_time + self.rng.below(600) as i64
+        } else {
+            past_time(&mut self.rng)
+        };
+        let ctime = mtime + self.rng.below(if in_burst { 5 } else { 86_400 }) as i64;
+        // Half the files were never read after they were written.
+        let atime = if self.rng.below(2) == 0 { mtime } else { mtime + (self.rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64 };
+        (atime, ctime, mtime)
+    }
+
+    /// A symbolic link: its size is its target's length.
+    fn link(&mut self) -> Body {
+        let t = if self.rng.below(2) == 0 {
+            format!("../target-{}", self.rng.below(1000))
+        } else {
+            format!("{}/shared/data-{}.h5", self.spec.root, self.rng.below(100))
+        };
+        (FileKind::Link, 0o120777, t.len() as u64, Some(t))
+    }
+
+    /// A regular file: some empty, some of its burst's size, most gamma-sized, a tail log-normal.
+    fn regular(&mut self, same_size: bool, burst_size: u64) -> Body {
+        let r = self.rng.below(100);
+        let size = if r < 4 {
+            0
+        } else if same_size {
+            burst_size
+        } else if r < 74 {
+            self.rng.gamma(1.5, 16_384.0 / 1.5).round() as u64
+        } else {
+            ((1_048_576f64).ln() + 2.5 * self.rng.normal()).exp().min((1u64 << 42) as f64) as u64
+        };
+        let mode = match self.rng.below(100) {
+            0..=69 => 0o100644,
+            70..=79 => 0o100600,
+            80..=93 => 0o100755,
+            94..=98 => 0o100664,
+            _ => 0o104755,
+        };
+        (FileKind::File, mode, size, None)
+    }
+}
 
 impl GenFs {
     /// Generate the file system described by `spec`.
     pub fn generate(spec: &GenSpec) -> GenFs {
-        let mut rng = Rng::new(spec.seed);
         let n = spec.files.max(1);
         let nusers = (n / 2_000).clamp(4, 400) as usize;
         let ngroups = (nusers / 5).max(2);
         let users: Vec<u32> = (0..nusers as u32).map(|i| 1000 + i * 7 % 10_000 + i).collect();
         let groups: Vec<u32> = (0..ngroups as u32).map(|i| 100 + i * 3).collect();
-        // Zipf(1.1) shares of the files per user.
-        let weights: Vec<f64> = (1..=nusers).map(|r| 1.0 / (r as f64).powf(1.1)).collect();
-        let wsum: f64 = weights.iter().sum();
-        let mut counts: Vec<u64> = weights.iter().map(|w| (w / wsum * n as f64).floor() as u64).collect();
-        let mut assigned: u64 = counts.iter().sum();
-        let mut i = 0;
-        while assigned < n {
-            counts[i % nusers] += 1;
-            assigned += 1;
-            i += 1;
+        let counts = zipf_counts(n, nusers);
+        let mut b = Builder { spec, rng: Rng::new(spec.seed), inode: 2, users, groups, dirs: Vec::new(), files: Vec::with_capacity(n as usize) };
+        b.top_dirs();
+        for (ui, &nfiles) in counts.iter().enumerate() {
+            let owner = (b.users[ui], b.groups[ui % ngroups]);
+            let dirs = b.user_dirs(ui, owner, nfiles);
+            b.user_files(owner, nfiles, dirs);
         }
-        let mut inode = 2u64;
-        let mut next_inode = || {
-            inode += 1;
-            inode
-        };
-        let time_dir = |rng: &mut Rng| {
-            let m = NOW_REF - (rng.f64().powf(1.5) * 6.0 * YEAR as f64) as i64;
-            (m + rng.below(86_400) as i64, m + rng.below(3_600) as i64, m)
-        };
-        let mut dirs = Vec::new();
-        let (a, c, m) = time_dir(&mut rng);
-        dirs.push(GenDir {
-            path: spec.root.clone(),
-            uid: 0,
-            gid: 0,
-            mode: S_IFDIR | 0o755,
-            atime: a,
-            ctime: c,
-            mtime: m,
-            inode: next_inode(),
-            parent: usize::MAX,
-        });
-        for (top, gid) in [("home", 0u32), ("proj", 0)] {
-            let (a, c, m) = time_dir(&mut rng);
-            dirs.push(GenDir {
-                path: format!("{}/{top}", spec.root),
-                uid: 0,
-                gid,
-                mode: S_IFDIR | 0o755,
-                atime: a,
-                ctime: c,
-                mtime: m,
-                inode: next_inode(),
-                parent: 0,
-            });
-        }
-        let mut files = Vec::with_capacity(n as usize);
-        for (ui, &uid) in users.iter().enumerate() {
-            let gid = groups[ui % ngroups];
-            let nfiles = counts[ui];
-            let ndirs = (nfiles / 20).max(1) as usize;
-            let top = if ui % 3 == 2 { 2 } else { 1 };
-            let home = if top == 1 { format!("{}/home/user{uid}", spec.root) } else { format!("{}/proj/grp{gid}-user{uid}", spec.root) };
-            let first = dirs.len();
-            let (a, c, m) = time_dir(&mut rng);
-            dirs.push(GenDir { path: home, uid, gid, mode: S_IFDIR | 0o750, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: top });
-            let mut depth = vec![1usize];
-            for k in 1..ndirs {
-                // Attach to a random earlier directory of this user, preferring shallow ones.
-                let mut p = first + rng.below(k as u64) as usize;
-                if depth[p - first] >= 7 {
-                    p = first;
-                }
-                let name = if rng.below(200) == 0 { name_with_quirks(&mut rng, &format!("d{k}"), "") } else { format!("d{k}") };
-                let (a, c, m) = time_dir(&mut rng);
-                let mode = if rng.below(10) == 0 { S_IFDIR | 0o2770 } else { S_IFDIR | 0o755 };
-                dirs.push(GenDir { path: format!("{}/{name}", dirs[p].path), uid, gid, mode, atime: a, ctime: c, mtime: m, inode: next_inode(), parent: p });
-                depth.push(depth[p - first] + 1);
-            }
-            if ui == 0 {
-                // A chain of long names so some paths exceed 500 bytes.
-                let mut p = first;
-                for k in 0..5 {
-                    let name = format!("long-{k}-{}", "x".repeat(110));
-                    let (a, c, m) = time_dir(&mut rng);
-                    dirs.push(GenDir {
-                        path: format!("{}/{name}", dirs[p].path),
-                        uid,
-                        gid,
-                        mode: S_IFDIR | 0o755,
-                        atime: a,
-                        ctime: c,
-                        mtime: m,
-                        inode: next_inode(),
-                        parent: p,
-                    });
-                    p = dirs.len() - 1;
-                }
-            }
-            let last = dirs.len();
-            let mut per_dir: Vec<Vec<GenFile>> = vec![Vec::new(); last - first];
-            // Jobs write many files at once: each directory has a burst time and a common
-            // file size that a share of its files take (value clusters, as on real systems).
-            let bursts: Vec<(i64, u64)> = (first..last)
-                .map(|_| {
-                    let t = NOW_REF - (rng.f64().powf(1.5) * 6.0 * YEAR as f64) as i64;
-                    let size = rng.gamma(1.5, 1_048_576.0 / 1.5).round() as u64;
-                    (t, size)
-                })
-                .collect();
-            for f in 0..nfiles {
-                let d = first + rng.below((last - first) as u64) as usize;
-                let (burst_time, burst_size) = bursts[d - first];
-                let in_burst = rng.below(100) < 60;
-                let same_size = rng.below(100) < 30;
-                let ext = EXTS[rng.below(EXTS.len() as u64) as usize];
-                let name = name_with_quirks(&mut rng, &format!("f{uid}-{f}"), ext);
-                let is_link = rng.below(100) < 3;
-                let (fuid, fgid) =
-                    if rng.below(10) == 0 { (users[rng.below(nusers as u64) as usize], groups[rng.below(ngroups as u64) as usize]) } else { (uid, gid) };
-                let future = rng.below(200) == 0;
-                let mtime = if future {
-                    NOW_REF + rng.below(YEAR as u64) as i64
-                } else if in_burst {
-                    burst_time + rng.below(600) as i64
-                } else {
-                    NOW_REF - (rng.f64().powf(1.5) * 6.0 * YEAR as f64) as i64
-                };
-                let ctime = mtime + rng.below(if in_burst { 5 } else { 86_400 }) as i64;
-                // Half the files were never read after they were written.
-                let atime = if rng.below(2) == 0 { mtime } else { mtime + (rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64 };
-                let (kind, mode, size, target) = if is_link {
-                    let t =
-                        if rng.below(2) == 0 { format!("../target-{}", rng.below(1000)) } else { format!("{}/shared/data-{}.h5", spec.root, rng.below(100)) };
-                    (FileKind::Link, 0o120777, t.len() as u64, Some(t))
-                } else {
-                    let r = rng.below(100);
-                    let size = if r < 4 {
-                        0
-                    } else if same_size {
-                        burst_size
-                    } else if r < 74 {
-                        rng.gamma(1.5, 16_384.0 / 1.5).round() as u64
-                    } else {
-                        ((1_048_576f64).ln() + 2.5 * rng.normal()).exp().min((1u64 << 42) as f64) as u64
-                    };
-                    let mode = match rng.below(100) {
-                        0..=69 => 0o100644,
-                        70..=79 => 0o100600,
-                        80..=93 => 0o100755,
-                        94..=98 => 0o100664,
-                        _ => 0o104755,
-                    };
-                    (FileKind::File, mode, size, None)
-                };
-                per_dir[d - first].push(GenFile { dir: d, name, kind, mode, uid: fuid, gid: fgid, size, atime, ctime, mtime, inode: next_inode(), target });
-            }
-            for mut v in per_dir {
-                // Names must be unique within a directory.
-                let mut seen = std::collections::HashSet::new();
-                for f in v.iter_mut() {
-                    while !seen.insert(f.name.clone()) {
-                        f.name.push('_');
-                    }
-                }
-                files.extend(v);
-            }
-        }
-        GenFs { dirs, files, users, groups }
+        GenFs { dirs: b.dirs, files: b.files, users: b.users, groups: b.groups }
     }
 
     /// The absolute path of a file.
@@ -272,22 +320,7 @@ impl GenFs {
 
     /// The ground-truth records (files and links, with their generated inodes), sorted by path.
     pub fn records(&self) -> Vec<OwnedFileRecord> {
-        let mut v: Vec<OwnedFileRecord> = self
-            .files
-            .iter()
-            .map(|f| OwnedFileRecord {
-                path: self.path(f),
-                kind: f.kind,
-                mode: f.mode,
-                uid: f.uid,
-                gid: f.gid,
-                size: f.size,
-                atime: f.atime,
-                ctime: f.ctime,
-                mtime: f.mtime,
-                inode: f.inode,
-            })
-            .collect();
+        let mut v: Vec<OwnedFileRecord> = self.files.iter().map(|f| OwnedFileRecord { path: self.path(f), kind: f.kind, attrs: f.attrs }).collect();
         v.sort();
         v
     }
@@ -312,71 +345,6 @@ pub fn fake_uuid(x: u64) -> String {
     format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xfff, b >> 52, b & 0xffff_ffff_ffff)
 }
 
-/// Output formats of `gen-snapshot`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// GUFI index: `db.db` per directory (entries + summary).
-    Gufi,
-    /// GPFS `mmapplypolicy` LIST file, NERSC 18-column layout, `ESCAPE '%'`.
-    Mmapplypolicy,
-    /// Icicle's 9-column CSV.
-    Tsv,
-    /// pwalk CSV with header (directories included).
-    Pwalk,
-    /// lester ne2scan.
-    Ne2scan,
-    /// A real directory tree under `tree/` (sparse files, real owners, modes and times).
-    Tree,
-}
-
-impl Format {
-    /// Whether the format carries the generated inode numbers (icicle9 has none; a real
-    /// `tree` gets the kernel's).
-    pub fn has_inode(self) -> bool {
-        !matches!(self, Format::Tsv | Format::Tree)
-    }
-}
-
-impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Format, String> {
-        Ok(match s {
-            "gufi" => Format::Gufi,
-            "mmapplypolicy" => Format::Mmapplypolicy,
-            "tsv" => Format::Tsv,
-            "pwalk" => Format::Pwalk,
-            "ne2scan" => Format::Ne2scan,
-            "tree" => Format::Tree,
-            _ => return Err(format!("unknown format `{s}` (gufi, mmapplypolicy, tsv, pwalk, ne2scan, tree)")),
-        })
-    }
-}
-
-fn csv_quote(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains(',') || s.contains('"') {
-        std::borrow::Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
-    } else {
-        std::borrow::Cow::Borrowed(s)
-    }
-}
-
-/// Percent-encode everything except RFC 3986 unreserved characters (mmapplypolicy `ESCAPE '%'`).
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    for &b in s.as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
-fn mode_str(m: u32) -> String {
-    String::from_utf8_lossy(&icicle_core::record::mode_string(m)).into_owned()
-}
-
 /// Write `fs` in `format` under `out` (plus `principals.tsv`). `rows_per_file` splits
 /// text outputs; `rollup` additionally fills GUFI `pentries_rollup` tables.
 pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup: bool) -> std::io::Result<()> {
@@ -385,7 +353,18 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
     match format {
         Format::Tsv => write_text(fs, out, "part", "csv", rows_per_file, |w, fs, f| {
             let t = if f.kind == FileKind::Link { "l" } else { "f" };
-            writeln!(w, "{t},{},{},{},{},{},{},{},{}", f.mode, f.uid, f.gid, f.size, f.atime, f.ctime, f.mtime, csv_quote(&fs.path(f)))
+            writeln!(
+                w,
+                "{t},{},{},{},{},{},{},{},{}",
+                f.attrs.mode,
+                f.attrs.uid,
+                f.attrs.gid,
+                f.attrs.size,
+                f.attrs.atime,
+                f.attrs.ctime,
+                f.attrs.mtime,
+                csv_quote(&fs.path(f))
+            )
         }),
         Format::Mmapplypolicy => {
             let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("list.allfiles"))?);
@@ -395,33 +374,33 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
                 writeln!(
                     w,
                     "{} 1 0 FAu {} proj 0 {} data {} {} {} {} {} 0 {} -- {}",
-                    d.inode,
+                    d.attrs.inode,
                     4096,
                     2,
-                    d.uid,
-                    d.gid,
-                    mode_str(d.mode),
-                    d.atime,
-                    d.ctime,
-                    d.mtime,
+                    d.attrs.uid,
+                    d.attrs.gid,
+                    mode_str(d.attrs.mode),
+                    d.attrs.atime,
+                    d.attrs.ctime,
+                    d.attrs.mtime,
                     percent_encode(&d.path)
                 )?;
                 while fi < fs.files.len() && fs.files[fi].dir == di {
                     let f = &fs.files[fi];
-                    let kb = f.size.div_ceil(1024);
+                    let kb = f.attrs.size.div_ceil(1024);
                     writeln!(
                         w,
                         "{} {} 0 FAu {} proj {} 1 data {} {} {} {} {} 0 {} -- {}",
-                        f.inode,
-                        f.inode % 997,
-                        f.size,
+                        f.attrs.inode,
+                        f.attrs.inode % 997,
+                        f.attrs.size,
                         kb,
-                        f.uid,
-                        f.gid,
-                        mode_str(f.mode),
-                        f.atime,
-                        f.ctime,
-                        f.mtime,
+                        f.attrs.uid,
+                        f.attrs.gid,
+                        mode_str(f.attrs.mode),
+                        f.attrs.atime,
+                        f.attrs.ctime,
+                        f.attrs.mtime,
                         percent_encode(&fs.path(f))
                     )?;
                     fi += 1;
@@ -434,21 +413,21 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
             writeln!(w, "inode,parent-inode,directory-depth,\"filename\",\"fileExtension\",UID,GID,st_size,st_dev,st_blocks,st_nlink,\"st_mode\",st_atime,st_mtime,st_ctime,pw_fcount,pw_dirsum")?;
             let mut fi = 0;
             for (di, d) in fs.dirs.iter().enumerate() {
-                let pino = if d.parent == usize::MAX { 0 } else { fs.dirs[d.parent].inode };
+                let pino = if d.parent == usize::MAX { 0 } else { fs.dirs[d.parent].attrs.inode };
                 let depth = d.path.matches('/').count() as i64 - 2;
                 writeln!(
                     w,
                     "{},{},{},\"{}\",\"\",{},{},4096,2049,8,2,\"{:o}\",{},{},{},0,0",
-                    d.inode,
+                    d.attrs.inode,
                     pino,
                     depth,
                     d.path.replace('"', "\"\""),
-                    d.uid,
-                    d.gid,
-                    d.mode,
-                    d.atime,
-                    d.mtime,
-                    d.ctime
+                    d.attrs.uid,
+                    d.attrs.gid,
+                    d.attrs.mode,
+                    d.attrs.atime,
+                    d.attrs.mtime,
+                    d.attrs.ctime
                 )?;
                 while fi < fs.files.len() && fs.files[fi].dir == di {
                     let f = &fs.files[fi];
@@ -456,19 +435,19 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
                     writeln!(
                         w,
                         "{},{},{},\"{}\",\"{}\",{},{},{},2049,{},1,\"{:o}\",{},{},{},-1,-1",
-                        f.inode,
-                        d.inode,
+                        f.attrs.inode,
+                        d.attrs.inode,
                         depth + 1,
                         fs.path(f).replace('"', "\"\""),
                         ext.replace('"', "\"\""),
-                        f.uid,
-                        f.gid,
-                        f.size,
-                        f.size.div_ceil(512),
-                        f.mode,
-                        f.atime,
-                        f.mtime,
-                        f.ctime
+                        f.attrs.uid,
+                        f.attrs.gid,
+                        f.attrs.size,
+                        f.attrs.size.div_ceil(512),
+                        f.attrs.mode,
+                        f.attrs.atime,
+                        f.attrs.mtime,
+                        f.attrs.ctime
                     )?;
                     fi += 1;
                 }
@@ -479,7 +458,19 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
             let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("fslist.ne2scan"))?);
             writeln!(w, "#IDENT#|1.0|1.47.0|{NOW_REF}|Thu Jan  1 00:00:00 2026|gen|/dev/mdt0|0|0|0|0|fs|generated")?;
             for f in &fs.files {
-                writeln!(w, "{}|{}|{}|{}|{}|{:o}|{}|{}|{}", f.atime, f.ctime, f.mtime, f.uid, f.gid, f.mode, f.size, f.inode, fs.path(f))?;
+                writeln!(
+                    w,
+                    "{}|{}|{}|{}|{}|{:o}|{}|{}|{}",
+                    f.attrs.atime,
+                    f.attrs.ctime,
+                    f.attrs.mtime,
+                    f.attrs.uid,
+                    f.attrs.gid,
+                    f.attrs.mode,
+                    f.attrs.size,
+                    f.attrs.inode,
+                    fs.path(f)
+                )?;
             }
             writeln!(w, "#complete#{NOW_REF}")?;
             w.flush()
@@ -517,21 +508,9 @@ fn write_text(
     Ok(())
 }
 
-/// GUFI's `entries` and `summary` schema (formats.md §1.2), plus `pentries_rollup`.
-pub const GUFI_SCHEMA: &str = "
-CREATE TABLE entries(name TEXT, type TEXT, inode TEXT, mode INT64, nlink INT64, uid INT64, gid INT64, size INT64, blksize INT64, blocks INT64, atime INT64, mtime INT64, ctime INT64, linkname TEXT, xattr_names BLOB, crtime INT64, ossint1 INT64, ossint2 INT64, ossint3 INT64, ossint4 INT64, osstext1 TEXT, osstext2 TEXT);
-CREATE TABLE summary(name TEXT, type TEXT, inode TEXT, mode INT64, nlink INT64, uid INT64, gid INT64, size INT64, blksize INT64, blocks INT64, atime INT64, mtime INT64, ctime INT64, linkname TEXT, xattr_names BLOB, crtime INT64, totfiles INT64, totlinks INT64, minuid INT64, maxuid INT64, mingid INT64, maxgid INT64, minsize INT64, maxsize INT64, totzero INT64, totltk INT64, totmtk INT64, totltm INT64, totmtm INT64, totmtg INT64, totmtt INT64, totsize INT64, minctime INT64, maxctime INT64, totctime INT64, minmtime INT64, maxmtime INT64, totmtime INT64, minatime INT64, maxatime INT64, totatime INT64, minblocks INT64, maxblocks INT64, totblocks INT16, totxattr INT64, depth INT64, mincrtime INT64, maxcrtime INT64, totcrtime INT64, minossint1 INT64, maxossint1 INT64, totossint1 INT64, minossint2 INT64, maxossint2 INT64, totossint2 INT64, minossint3 INT64, maxossint3 INT64, totossint3 INT64, minossint4 INT64, maxossint4 INT64, totossint4 INT64, rectype INT64, pinode TEXT, isroot INT64, canrollup INT64, isrolledup INT64);
-CREATE TABLE pentries_rollup(name TEXT, type TEXT, inode TEXT, mode INT64, nlink INT64, uid INT64, gid INT64, size INT64, blksize INT64, blocks INT64, atime INT64, mtime INT64, ctime INT64, linkname TEXT, xattr_names BLOB, crtime INT64, ossint1 INT64, ossint2 INT64, ossint3 INT64, ossint4 INT64, osstext1 TEXT, osstext2 TEXT, pinode TEXT, ppinode TEXT);
-";
-
+/// Where `path` of the generated file system goes under `out`.
 fn index_dir(out: &Path, path: &str) -> std::path::PathBuf {
     out.join(path.trim_start_matches('/'))
-}
-
-/// A name as `gufi_dir2index` stores it: `sqlite3_mprintf("%q")` doubles every `'`, and the
-/// result is bound as it is.
-fn gufi_q(name: &str) -> String {
-    name.replace('\'', "''")
 }
 
 fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
@@ -557,7 +536,7 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
     for (i, files) in by_dir.iter().enumerate() {
         if let Some(top) = rolled[i] {
             if top != i {
-                rollup_rows[top].extend(files.iter().map(|f| (*f, fs.dirs[i].inode)));
+                rollup_rows[top].extend(files.iter().map(|f| (*f, fs.dirs[i].attrs.inode)));
             }
         }
     }
@@ -582,15 +561,15 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
                 ins.execute(rusqlite::params![
                     gufi_q(&f.name),
                     t,
-                    f.inode.to_string(),
-                    f.mode,
-                    f.uid,
-                    f.gid,
-                    f.size as i64,
-                    f.size.div_ceil(512) as i64,
-                    f.atime,
-                    f.mtime,
-                    f.ctime,
+                    f.attrs.inode.to_string(),
+                    f.attrs.mode,
+                    f.attrs.uid,
+                    f.attrs.gid,
+                    f.attrs.size as i64,
+                    f.attrs.size.div_ceil(512) as i64,
+                    f.attrs.atime,
+                    f.attrs.mtime,
+                    f.attrs.ctime,
                     link
                 ])
                 .map_err(io)?;
@@ -603,14 +582,14 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
                 rins.execute(rusqlite::params![
                     gufi_q(&f.name),
                     t,
-                    f.inode.to_string(),
-                    f.mode,
-                    f.uid,
-                    f.gid,
-                    f.size as i64,
-                    f.atime,
-                    f.mtime,
-                    f.ctime,
+                    f.attrs.inode.to_string(),
+                    f.attrs.mode,
+                    f.attrs.uid,
+                    f.attrs.gid,
+                    f.attrs.size as i64,
+                    f.attrs.atime,
+                    f.attrs.mtime,
+                    f.attrs.ctime,
                     pinode.to_string()
                 ])
                 .map_err(io)?;
@@ -618,13 +597,13 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
             let files = &by_dir[i];
             let totfiles = files.iter().filter(|f| f.kind == FileKind::File).count() as i64;
             let totlinks = files.len() as i64 - totfiles;
-            let totsize: i64 = files.iter().map(|f| f.size as i64).sum();
-            let pinode = if d.parent == usize::MAX { "0".to_string() } else { fs.dirs[d.parent].inode.to_string() };
+            let totsize: i64 = files.iter().map(|f| f.attrs.size as i64).sum();
+            let pinode = if d.parent == usize::MAX { "0".to_string() } else { fs.dirs[d.parent].attrs.inode.to_string() };
             let name = gufi_q(d.path.rsplit('/').next().unwrap_or(""));
             let isrolledup = i64::from(rolled[i] == Some(i));
             tx.execute(
                 "INSERT INTO summary(name,type,inode,mode,nlink,uid,gid,size,blksize,blocks,atime,mtime,ctime,totfiles,totlinks,totsize,depth,rectype,pinode,isroot,canrollup,isrolledup) VALUES (?1,'d',?2,?3,2,?4,?5,4096,4096,8,?6,?7,?8,?9,?10,?11,?12,0,?13,1,0,?14)",
-                rusqlite::params![name, d.inode.to_string(), d.mode, d.uid, d.gid, d.atime, d.mtime, d.ctime, totfiles, totlinks, totsize, d.path.matches('/').count() as i64, pinode, isrolledup],
+                rusqlite::params![name, d.attrs.inode.to_string(), d.attrs.mode, d.attrs.uid, d.attrs.gid, d.attrs.atime, d.attrs.mtime, d.attrs.ctime, totfiles, totlinks, totsize, d.path.matches('/').count() as i64, pinode, isrolledup],
             )
             .map_err(io)?;
             // gufi_rollup copies each rolled-up subdirectory's summary into the top one, named
@@ -635,7 +614,7 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
                     let sub_name = format!("{name}/{}", rel.split('/').map(gufi_q).collect::<Vec<_>>().join("/"));
                     tx.execute(
                         "INSERT INTO summary(name,type,inode,mode,nlink,uid,gid,size,blksize,blocks,atime,mtime,ctime,totfiles,totlinks,totsize,depth,rectype,pinode,isroot,canrollup,isrolledup) VALUES (?1,'d',?2,?3,2,?4,?5,4096,4096,8,?6,?7,?8,0,0,0,?9,0,?10,0,1,1)",
-                        rusqlite::params![sub_name, sub.inode.to_string(), sub.mode, sub.uid, sub.gid, sub.atime, sub.mtime, sub.ctime, sub.path.matches('/').count() as i64, fs.dirs[sub.parent].inode.to_string()],
+                        rusqlite::params![sub_name, sub.attrs.inode.to_string(), sub.attrs.mode, sub.attrs.uid, sub.attrs.gid, sub.attrs.atime, sub.attrs.mtime, sub.attrs.ctime, sub.path.matches('/').count() as i64, fs.dirs[sub.parent].attrs.inode.to_string()],
                     )
                     .map_err(io)?;
                 }
@@ -662,56 +641,20 @@ fn write_tree(fs: &GenFs, out: &Path) -> std::io::Result<()> {
             Some(t) => std::os::unix::fs::symlink(t, &p)?,
             None => {
                 let file = std::fs::File::create(&p)?;
-                file.set_len(f.size)?;
+                file.set_len(f.attrs.size)?;
                 drop(file);
-                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(f.mode & 0o7777))?;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(f.attrs.mode & 0o7777))?;
             }
         }
         // Owners need privileges; without them the tree keeps the caller's ids.
-        let _ = std::os::unix::fs::lchown(&p, Some(f.uid), Some(f.gid));
-        if f.target.is_none() && f.mode & 0o6000 != 0 {
+        let _ = std::os::unix::fs::lchown(&p, Some(f.attrs.uid), Some(f.attrs.gid));
+        if f.target.is_none() && f.attrs.mode & 0o6000 != 0 {
             // chown clears set-id bits: restore them.
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(f.mode & 0o7777))?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(f.attrs.mode & 0o7777))?;
         }
-        let at = filetime::FileTime::from_unix_time(f.atime, 0);
-        let mt = filetime::FileTime::from_unix_time(f.mtime, 0);
+        let at = filetime::FileTime::from_unix_time(f.attrs.atime, 0);
+        let mt = filetime::FileTime::from_unix_time(f.attrs.mtime, 0);
         filetime::set_symlink_file_times(&p, at, mt)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn same_seed_same_fs() {
-        let a = GenFs::generate(&GenSpec::new(5_000, 7)).records();
-        let b = GenFs::generate(&GenSpec::new(5_000, 7)).records();
-        assert_eq!(a, b);
-        assert_eq!(a.len(), 5_000);
-        let c = GenFs::generate(&GenSpec::new(5_000, 8)).records();
-        assert_ne!(a, c);
-    }
-
-    #[test]
-    fn realistic_shape() {
-        let fs = GenFs::generate(&GenSpec::new(20_000, 1));
-        let recs = fs.records();
-        let zero = recs.iter().filter(|r| r.size == 0 && r.kind == FileKind::File).count();
-        let links = recs.iter().filter(|r| r.kind == FileKind::Link).count();
-        let long = recs.iter().filter(|r| r.path.len() > 500).count();
-        let future = recs.iter().filter(|r| r.mtime > NOW_REF).count();
-        assert!(zero > 200 && zero < 1500, "{zero}");
-        assert!(links > 300 && links < 1000, "{links}");
-        assert!(long > 0, "no long paths");
-        assert!(future > 20, "{future}");
-        let uniq: std::collections::HashSet<_> = recs.iter().map(|r| &r.path).collect();
-        assert_eq!(uniq.len(), recs.len(), "paths must be unique");
-        let inodes: std::collections::HashSet<u64> = recs.iter().map(|r| r.inode).chain(fs.dirs.iter().map(|d| d.inode)).collect();
-        assert_eq!(inodes.len(), recs.len() + fs.dirs.len(), "inodes must be unique (no hard links)");
-        assert!(!inodes.contains(&0));
-        let width = fs.files.len() as f64 / fs.dirs.len() as f64;
-        assert!((10.0..=25.0).contains(&width), "{width}");
-    }
 }

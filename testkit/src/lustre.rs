@@ -32,6 +32,7 @@ pub struct Workload {
     root: PathBuf,
     journal_path: PathBuf,
     journal: fs::File,
+    /// The objects and their paths as the journal (and the baseline) leave them.
     pub ns: Namespace,
     next_index: u64,
     next_oid: u32,
@@ -64,6 +65,11 @@ fn join(parent: &str, name: &str) -> String {
     } else {
         format!("{parent}/{name}")
     }
+}
+
+/// A random element of `v`.
+fn pick(rng: &mut Rng, v: &[String]) -> String {
+    v[rng.below(v.len() as u64) as usize].clone()
 }
 
 /// The workload kinds of the seed, plus `mixed`.
@@ -397,145 +403,165 @@ impl Workload {
             self.mkdir(base)?;
         }
         match kind {
-            Kind::EvalOut => {
-                for _ in 0..ops.div_ceil(6) {
-                    let f = join(base, &self.unique("out-"));
-                    self.create(&f, 100)?;
-                    self.append(&f, 50)?;
-                    let g = format!("{f}.renamed");
-                    self.rename(&f, &g)?;
-                    let d = join(base, &self.unique("dir-"));
-                    self.mkdir(&d)?;
-                    let inside = join(&d, "moved file");
-                    self.rename(&g, &inside)?;
-                    self.remove_tree(&d)?;
-                }
-            }
-            Kind::EvalPerf => {
-                for _ in 0..ops.div_ceil(3) {
-                    let f = join(base, &self.unique("perf-"));
-                    self.create(&f, 64)?;
-                    self.append(&f, 64)?;
-                    self.unlink(&f)?;
-                }
-            }
-            Kind::Filebench => {
-                // Pre-populate (width 20, mean depth ~3.6), then open-read-close.
-                let nfiles = (ops / 4).max(20);
-                let mut dirs = vec![base.to_string()];
-                let ndirs = (nfiles / 20).max(1);
-                for i in 0..ndirs {
-                    let parent = dirs[self.rng.below(dirs.len() as u64) as usize].clone();
-                    let d = join(&parent, &format!("fb{i}"));
-                    self.mkdir(&d)?;
-                    dirs.push(d);
-                }
-                let mut files = Vec::new();
-                for i in 0..nfiles {
-                    let d = dirs[self.rng.below(dirs.len() as u64) as usize].clone();
-                    let f = join(&d, &format!("file{i}"));
-                    let size = self.rng.gamma(1.5, 16_384.0 / 1.5) as usize;
-                    self.create(&f, size.min(1 << 20))?;
-                    files.push(f);
-                }
-                for _ in 0..ops.saturating_sub(nfiles * 3) / 2 {
-                    let f = files[self.rng.below(files.len() as u64) as usize].clone();
-                    self.read(&f)?;
-                }
-            }
-            Kind::Mixed => {
-                let mut done = 0;
-                while done < ops {
-                    let files = self.files();
-                    let dirs = self.dirs();
-                    let pick = |rng: &mut Rng, v: &Vec<String>| v[rng.below(v.len() as u64) as usize].clone();
-                    let choice = self.rng.below(14);
-                    let r = match choice {
-                        0 | 1 => {
-                            let d = pick(&mut self.rng, &dirs);
-                            let f = join(&d, &self.unique("m file "));
-                            let n = 10 + self.rng.below(3000) as usize;
-                            self.create(&f, n)
-                        }
-                        2 => {
-                            let d = pick(&mut self.rng, &dirs);
-                            let n = join(&d, &self.unique("mdir"));
-                            self.mkdir(&n)
-                        }
-                        3 if !files.is_empty() => {
-                            let f = pick(&mut self.rng, &files);
-                            self.append(&f, 100)
-                        }
-                        4 if !files.is_empty() => {
-                            let f = pick(&mut self.rng, &files);
-                            let m = [0o600, 0o640, 0o755, 0o644][self.rng.below(4) as usize];
-                            self.chmod(&f, m)
-                        }
-                        5 if !files.is_empty() => {
-                            let f = pick(&mut self.rng, &files);
-                            let (u, g) = (1000 + self.rng.below(3) as u32, 100 + self.rng.below(2) as u32);
-                            self.chown(&f, u, g)
-                        }
-                        6 if !files.is_empty() => {
-                            let f = pick(&mut self.rng, &files);
-                            let n = self.rng.below(100);
-                            self.truncate(&f, n)
-                        }
-                        7 if !files.is_empty() => {
-                            let f = pick(&mut self.rng, &files);
-                            self.unlink(&f)
-                        }
-                        8 if !files.is_empty() => {
-                            // Rename to a new name in another directory.
-                            let f = pick(&mut self.rng, &files);
-                            let d = pick(&mut self.rng, &dirs);
-                            let to = join(&d, &self.unique("moved "));
-                            self.rename(&f, &to)
-                        }
-                        9 if files.len() >= 2 => {
-                            // Rename over an existing file.
-                            let a = pick(&mut self.rng, &files);
-                            let b = pick(&mut self.rng, &files);
-                            if a != b {
-                                self.rename(&a, &b)
-                            } else {
-                                Ok(())
-                            }
-                        }
-                        10 if !files.is_empty() => {
-                            let f = pick(&mut self.rng, &files);
-                            let d = pick(&mut self.rng, &dirs);
-                            let to = join(&d, &self.unique("hard "));
-                            self.hardlink(&f, &to)
-                        }
-                        11 => {
-                            let d = pick(&mut self.rng, &dirs);
-                            let to = join(&d, &self.unique("sym "));
-                            self.symlink("../somewhere/else", &to)
-                        }
-                        12 if dirs.len() > 2 => {
-                            // Rename a directory (with everything below it) into another one.
-                            let d = pick(&mut self.rng, &dirs);
-                            let to_parent = pick(&mut self.rng, &dirs);
-                            if d == "/" || d == base || to_parent.starts_with(&format!("{d}/")) || to_parent == d {
-                                Ok(())
-                            } else {
-                                let to = join(&to_parent, &self.unique("rdir "));
-                                self.rename(&d, &to)
-                            }
-                        }
-                        13 if !files.is_empty() => {
-                            let f = pick(&mut self.rng, &files);
-                            self.read(&f)
-                        }
-                        _ => Ok(()),
-                    };
-                    r?;
-                    done += 1;
-                }
-            }
+            Kind::EvalOut => self.eval_out(ops, base)?,
+            Kind::EvalPerf => self.eval_perf(ops, base)?,
+            Kind::Filebench => self.filebench(ops, base)?,
+            Kind::Mixed => self.mixed(ops, base)?,
         }
         self.journal.flush()
+    }
+
+    /// [`Kind::EvalOut`], in rounds of six operations.
+    fn eval_out(&mut self, ops: usize, base: &str) -> std::io::Result<()> {
+        for _ in 0..ops.div_ceil(6) {
+            let f = join(base, &self.unique("out-"));
+            self.create(&f, 100)?;
+            self.append(&f, 50)?;
+            let g = format!("{f}.renamed");
+            self.rename(&f, &g)?;
+            let d = join(base, &self.unique("dir-"));
+            self.mkdir(&d)?;
+            let inside = join(&d, "moved file");
+            self.rename(&g, &inside)?;
+            self.remove_tree(&d)?;
+        }
+        Ok(())
+    }
+
+    /// [`Kind::EvalPerf`], in rounds of three operations.
+    fn eval_perf(&mut self, ops: usize, base: &str) -> std::io::Result<()> {
+        for _ in 0..ops.div_ceil(3) {
+            let f = join(base, &self.unique("perf-"));
+            self.create(&f, 64)?;
+            self.append(&f, 64)?;
+            self.unlink(&f)?;
+        }
+        Ok(())
+    }
+
+    /// [`Kind::Filebench`].
+    fn filebench(&mut self, ops: usize, base: &str) -> std::io::Result<()> {
+        // Pre-populate (width 20, mean depth ~3.6), then open-read-close.
+        let nfiles = (ops / 4).max(20);
+        let mut dirs = vec![base.to_string()];
+        let ndirs = (nfiles / 20).max(1);
+        for i in 0..ndirs {
+            let parent = dirs[self.rng.below(dirs.len() as u64) as usize].clone();
+            let d = join(&parent, &format!("fb{i}"));
+            self.mkdir(&d)?;
+            dirs.push(d);
+        }
+        let mut files = Vec::new();
+        for i in 0..nfiles {
+            let d = dirs[self.rng.below(dirs.len() as u64) as usize].clone();
+            let f = join(&d, &format!("file{i}"));
+            let size = self.rng.gamma(1.5, 16_384.0 / 1.5) as usize;
+            self.create(&f, size.min(1 << 20))?;
+            files.push(f);
+        }
+        for _ in 0..ops.saturating_sub(nfiles * 3) / 2 {
+            let f = files[self.rng.below(files.len() as u64) as usize].clone();
+            self.read(&f)?;
+        }
+        Ok(())
+    }
+
+    /// [`Kind::Mixed`]: `ops` operations, each drawn against the current files and directories.
+    fn mixed(&mut self, ops: usize, base: &str) -> std::io::Result<()> {
+        let mut done = 0;
+        while done < ops {
+            let files = self.files();
+            let dirs = self.dirs();
+            let choice = self.rng.below(14);
+            self.mixed_op(choice, base, &files, &dirs)?;
+            done += 1;
+        }
+        Ok(())
+    }
+
+    /// Operation `choice` (0..14) of a mixed workload on `files` and `dirs`; one that does not
+    /// apply to them does nothing.
+    fn mixed_op(&mut self, choice: u64, base: &str, files: &[String], dirs: &[String]) -> std::io::Result<()> {
+        match choice {
+            0 | 1 => {
+                let d = pick(&mut self.rng, dirs);
+                let f = join(&d, &self.unique("m file "));
+                let n = 10 + self.rng.below(3000) as usize;
+                self.create(&f, n)
+            }
+            2 => {
+                let d = pick(&mut self.rng, dirs);
+                let n = join(&d, &self.unique("mdir"));
+                self.mkdir(&n)
+            }
+            3 if !files.is_empty() => {
+                let f = pick(&mut self.rng, files);
+                self.append(&f, 100)
+            }
+            4 if !files.is_empty() => {
+                let f = pick(&mut self.rng, files);
+                let m = [0o600, 0o640, 0o755, 0o644][self.rng.below(4) as usize];
+                self.chmod(&f, m)
+            }
+            5 if !files.is_empty() => {
+                let f = pick(&mut self.rng, files);
+                let (u, g) = (1000 + self.rng.below(3) as u32, 100 + self.rng.below(2) as u32);
+                self.chown(&f, u, g)
+            }
+            6 if !files.is_empty() => {
+                let f = pick(&mut self.rng, files);
+                let n = self.rng.below(100);
+                self.truncate(&f, n)
+            }
+            7 if !files.is_empty() => {
+                let f = pick(&mut self.rng, files);
+                self.unlink(&f)
+            }
+            8 if !files.is_empty() => {
+                // Rename to a new name in another directory.
+                let f = pick(&mut self.rng, files);
+                let d = pick(&mut self.rng, dirs);
+                let to = join(&d, &self.unique("moved "));
+                self.rename(&f, &to)
+            }
+            9 if files.len() >= 2 => {
+                // Rename over an existing file.
+                let a = pick(&mut self.rng, files);
+                let b = pick(&mut self.rng, files);
+                if a != b {
+                    self.rename(&a, &b)
+                } else {
+                    Ok(())
+                }
+            }
+            10 if !files.is_empty() => {
+                let f = pick(&mut self.rng, files);
+                let d = pick(&mut self.rng, dirs);
+                let to = join(&d, &self.unique("hard "));
+                self.hardlink(&f, &to)
+            }
+            11 => {
+                let d = pick(&mut self.rng, dirs);
+                let to = join(&d, &self.unique("sym "));
+                self.symlink("../somewhere/else", &to)
+            }
+            12 if dirs.len() > 2 => {
+                // Rename a directory (with everything below it) into another one.
+                let d = pick(&mut self.rng, dirs);
+                let to_parent = pick(&mut self.rng, dirs);
+                if d == "/" || d == base || to_parent.starts_with(&format!("{d}/")) || to_parent == d {
+                    Ok(())
+                } else {
+                    let to = join(&to_parent, &self.unique("rdir "));
+                    self.rename(&d, &to)
+                }
+            }
+            13 if !files.is_empty() => {
+                let f = pick(&mut self.rng, files);
+                self.read(&f)
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 //! `icicle-testkit`: generators and emulators for tests, demos and benchmarks.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
+use icicle_testkit::globus;
 use icicle_testkit::lustre::{fake_lfs, Kind, Workload};
 
 #[derive(Parser)]
@@ -142,16 +143,7 @@ fn main() -> anyhow::Result<()> {
             let fs = GenFs::generate(&GenSpec::new(files, seed));
             gen::write(&fs, format, &out, rows_per_file, rollup)?;
             if truth {
-                let mut s = String::new();
-                for mut r in fs.records() {
-                    // Formats without inodes (icicle9 text; real files get the disk's).
-                    if !format.has_inode() {
-                        r.inode = 0;
-                    }
-                    s.push_str(&serde_json::to_string(&r)?);
-                    s.push('\n');
-                }
-                std::fs::write(out.join("truth.jsonl"), s)?;
+                write_truth(&fs, format, &out)?;
             }
             eprintln!("wrote {} files in {} directories as {format:?} to {}", fs.files.len(), fs.dirs.len(), out.display());
         }
@@ -189,13 +181,7 @@ fn main() -> anyhow::Result<()> {
             w.write_fid_map()?;
             eprintln!("{kind:?}: {ops} operations, {} changelog records in {}", w.records, journal.display());
             if let (Some(f), Some(topic)) = (&events, &gpfs_topic) {
-                let msgs = icicle_testkit::gpfs::messages(f, already)?;
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-                let n = rt.block_on(async {
-                    icicle_plugins_kafka::produce::create_topic(&bootstrap, topic, partitions).await.map_err(anyhow::Error::msg)?;
-                    icicle_plugins_kafka::produce::produce(&bootstrap, topic, msgs).await.map_err(anyhow::Error::msg)
-                })?;
-                eprintln!("produced {n} watch-folder events to `{topic}` on {bootstrap}");
+                produce_events(f, already, &bootstrap, topic, partitions)?;
             }
         }
         Command::GlobusSearch {
@@ -212,7 +198,6 @@ fn main() -> anyhow::Result<()> {
             token_lifetime_secs,
             addr_file,
         } => {
-            use icicle_testkit::globus;
             let opts = globus::Options {
                 indexes,
                 tokens,
@@ -224,32 +209,7 @@ fn main() -> anyhow::Result<()> {
                 task_delay: std::time::Duration::from_millis(task_delay_ms),
                 token_lifetime: std::time::Duration::from_secs(token_lifetime_secs),
             };
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            rt.block_on(async {
-                let listener = tokio::net::TcpListener::bind(&listen).await.map_err(|e| anyhow::anyhow!("--listen {listen}: {e}"))?;
-                let addr = listener.local_addr()?;
-                if let Some(f) = &addr_file {
-                    // Written whole, then renamed: a reader never sees half an address.
-                    let tmp = f.with_extension("tmp");
-                    std::fs::write(&tmp, format!("{addr}\n"))?;
-                    std::fs::rename(&tmp, f)?;
-                }
-                {
-                    use std::io::Write;
-                    let mut out = std::io::stdout();
-                    writeln!(out, "listening on http://{addr}")?;
-                    out.flush()?;
-                }
-                let stop = async {
-                    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-                    tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {}
-                        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-                    }
-                };
-                globus::serve(listener, opts, stop).await;
-                anyhow::Ok(())
-            })?;
+            globus_search(&listen, opts, addr_file.as_deref())?;
         }
         Command::Lfs { journal, mount, delay_ms, args } => {
             let (code, out, err) = fake_lfs(&journal, mount.as_deref(), delay_ms, &args);
@@ -260,4 +220,63 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Write the ground truth of `fs` to `out/truth.jsonl`, one record a line.
+fn write_truth(fs: &GenFs, format: Format, out: &Path) -> anyhow::Result<()> {
+    let mut s = String::new();
+    for mut r in fs.records() {
+        // Formats without inodes (icicle9 text; real files get the disk's).
+        if !format.has_inode() {
+            r.attrs.inode = 0;
+        }
+        s.push_str(&serde_json::to_string(&r)?);
+        s.push('\n');
+    }
+    std::fs::write(out.join("truth.jsonl"), s)?;
+    Ok(())
+}
+
+/// Produce the watch-folder events of `events` after its first `already` lines into `topic`
+/// (created with `partitions` partitions) on the broker at `bootstrap`.
+fn produce_events(events: &Path, already: usize, bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Result<()> {
+    let msgs = icicle_testkit::gpfs::messages(events, already)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let n = rt.block_on(async {
+        icicle_plugins_kafka::produce::create_topic(bootstrap, topic, partitions).await.map_err(anyhow::Error::msg)?;
+        icicle_plugins_kafka::produce::produce(bootstrap, topic, msgs).await.map_err(anyhow::Error::msg)
+    })?;
+    eprintln!("produced {n} watch-folder events to `{topic}` on {bootstrap}");
+    Ok(())
+}
+
+/// Serve the Globus Search emulator on `listen` until SIGINT or SIGTERM, after printing the
+/// bound address (and writing it to `addr_file`).
+fn globus_search(listen: &str, opts: globus::Options, addr_file: Option<&Path>) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("--listen {listen}: {e}"))?;
+        let addr = listener.local_addr()?;
+        if let Some(f) = addr_file {
+            // Written whole, then renamed: a reader never sees half an address.
+            let tmp = f.with_extension("tmp");
+            std::fs::write(&tmp, format!("{addr}\n"))?;
+            std::fs::rename(&tmp, f)?;
+        }
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout();
+            writeln!(out, "listening on http://{addr}")?;
+            out.flush()?;
+        }
+        let stop = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        globus::serve(listener, opts, stop).await;
+        anyhow::Ok(())
+    })
 }

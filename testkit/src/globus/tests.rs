@@ -1,8 +1,12 @@
 //! The emulator's answers, checked through raw HTTP/1.1 and through reqwest.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::time::Duration;
 
-use super::*;
+use serde_json::{json, Value};
+
+use super::{block_on, Client, Emulator, Options, MAX_REQUEST_BYTES, SCOPE_ALL};
 
 const IX: &str = "11111111-2222-4333-8444-555555555555";
 const TOKEN: &str = "static-token";

@@ -366,94 +366,8 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
                 csv_quote(&fs.path(f))
             )
         }),
-        Format::Mmapplypolicy => {
-            let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("list.allfiles"))?);
-            let mut fi = 0;
-            for (di, d) in fs.dirs.iter().enumerate() {
-                // DIRECTORIES_PLUS: the directory, then its files.
-                writeln!(
-                    w,
-                    "{} 1 0 FAu {} proj 0 {} data {} {} {} {} {} 0 {} -- {}",
-                    d.attrs.inode,
-                    4096,
-                    2,
-                    d.attrs.uid,
-                    d.attrs.gid,
-                    mode_str(d.attrs.mode),
-                    d.attrs.atime,
-                    d.attrs.ctime,
-                    d.attrs.mtime,
-                    percent_encode(&d.path)
-                )?;
-                while fi < fs.files.len() && fs.files[fi].dir == di {
-                    let f = &fs.files[fi];
-                    let kb = f.attrs.size.div_ceil(1024);
-                    writeln!(
-                        w,
-                        "{} {} 0 FAu {} proj {} 1 data {} {} {} {} {} 0 {} -- {}",
-                        f.attrs.inode,
-                        f.attrs.inode % 997,
-                        f.attrs.size,
-                        kb,
-                        f.attrs.uid,
-                        f.attrs.gid,
-                        mode_str(f.attrs.mode),
-                        f.attrs.atime,
-                        f.attrs.ctime,
-                        f.attrs.mtime,
-                        percent_encode(&fs.path(f))
-                    )?;
-                    fi += 1;
-                }
-            }
-            w.flush()
-        }
-        Format::Pwalk => {
-            let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("pwalk.csv"))?);
-            writeln!(w, "inode,parent-inode,directory-depth,\"filename\",\"fileExtension\",UID,GID,st_size,st_dev,st_blocks,st_nlink,\"st_mode\",st_atime,st_mtime,st_ctime,pw_fcount,pw_dirsum")?;
-            let mut fi = 0;
-            for (di, d) in fs.dirs.iter().enumerate() {
-                let pino = if d.parent == usize::MAX { 0 } else { fs.dirs[d.parent].attrs.inode };
-                let depth = d.path.matches('/').count() as i64 - 2;
-                writeln!(
-                    w,
-                    "{},{},{},\"{}\",\"\",{},{},4096,2049,8,2,\"{:o}\",{},{},{},0,0",
-                    d.attrs.inode,
-                    pino,
-                    depth,
-                    d.path.replace('"', "\"\""),
-                    d.attrs.uid,
-                    d.attrs.gid,
-                    d.attrs.mode,
-                    d.attrs.atime,
-                    d.attrs.mtime,
-                    d.attrs.ctime
-                )?;
-                while fi < fs.files.len() && fs.files[fi].dir == di {
-                    let f = &fs.files[fi];
-                    let ext = f.name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-                    writeln!(
-                        w,
-                        "{},{},{},\"{}\",\"{}\",{},{},{},2049,{},1,\"{:o}\",{},{},{},-1,-1",
-                        f.attrs.inode,
-                        d.attrs.inode,
-                        depth + 1,
-                        fs.path(f).replace('"', "\"\""),
-                        ext.replace('"', "\"\""),
-                        f.attrs.uid,
-                        f.attrs.gid,
-                        f.attrs.size,
-                        f.attrs.size.div_ceil(512),
-                        f.attrs.mode,
-                        f.attrs.atime,
-                        f.attrs.mtime,
-                        f.attrs.ctime
-                    )?;
-                    fi += 1;
-                }
-            }
-            w.flush()
-        }
+        Format::Mmapplypolicy => write_mmapplypolicy(fs, out),
+        Format::Pwalk => write_pwalk(fs, out),
         Format::Ne2scan => {
             let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("fslist.ne2scan"))?);
             writeln!(w, "#IDENT#|1.0|1.47.0|{NOW_REF}|Thu Jan  1 00:00:00 2026|gen|/dev/mdt0|0|0|0|0|fs|generated")?;
@@ -478,6 +392,98 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
         Format::Gufi => write_gufi(fs, out, rollup),
         Format::Tree => write_tree(fs, &out.join("tree")),
     }
+}
+
+/// `list.allfiles` in the DIRECTORIES_PLUS layout: each directory, then its files.
+fn write_mmapplypolicy(fs: &GenFs, out: &Path) -> std::io::Result<()> {
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("list.allfiles"))?);
+    let mut fi = 0;
+    for (di, d) in fs.dirs.iter().enumerate() {
+        // DIRECTORIES_PLUS: the directory, then its files.
+        writeln!(
+            w,
+            "{} 1 0 FAu {} proj 0 {} data {} {} {} {} {} 0 {} -- {}",
+            d.attrs.inode,
+            4096,
+            2,
+            d.attrs.uid,
+            d.attrs.gid,
+            mode_str(d.attrs.mode),
+            d.attrs.atime,
+            d.attrs.ctime,
+            d.attrs.mtime,
+            percent_encode(&d.path)
+        )?;
+        while fi < fs.files.len() && fs.files[fi].dir == di {
+            let f = &fs.files[fi];
+            let kb = f.attrs.size.div_ceil(1024);
+            writeln!(
+                w,
+                "{} {} 0 FAu {} proj {} 1 data {} {} {} {} {} 0 {} -- {}",
+                f.attrs.inode,
+                f.attrs.inode % 997,
+                f.attrs.size,
+                kb,
+                f.attrs.uid,
+                f.attrs.gid,
+                mode_str(f.attrs.mode),
+                f.attrs.atime,
+                f.attrs.ctime,
+                f.attrs.mtime,
+                percent_encode(&fs.path(f))
+            )?;
+            fi += 1;
+        }
+    }
+    w.flush()
+}
+
+/// `pwalk.csv`: a header, then each directory and its files.
+fn write_pwalk(fs: &GenFs, out: &Path) -> std::io::Result<()> {
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("pwalk.csv"))?);
+    writeln!(w, "inode,parent-inode,directory-depth,\"filename\",\"fileExtension\",UID,GID,st_size,st_dev,st_blocks,st_nlink,\"st_mode\",st_atime,st_mtime,st_ctime,pw_fcount,pw_dirsum")?;
+    let mut fi = 0;
+    for (di, d) in fs.dirs.iter().enumerate() {
+        let pino = if d.parent == usize::MAX { 0 } else { fs.dirs[d.parent].attrs.inode };
+        let depth = d.path.matches('/').count() as i64 - 2;
+        writeln!(
+            w,
+            "{},{},{},\"{}\",\"\",{},{},4096,2049,8,2,\"{:o}\",{},{},{},0,0",
+            d.attrs.inode,
+            pino,
+            depth,
+            d.path.replace('"', "\"\""),
+            d.attrs.uid,
+            d.attrs.gid,
+            d.attrs.mode,
+            d.attrs.atime,
+            d.attrs.mtime,
+            d.attrs.ctime
+        )?;
+        while fi < fs.files.len() && fs.files[fi].dir == di {
+            let f = &fs.files[fi];
+            let ext = f.name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+            writeln!(
+                w,
+                "{},{},{},\"{}\",\"{}\",{},{},{},2049,{},1,\"{:o}\",{},{},{},-1,-1",
+                f.attrs.inode,
+                d.attrs.inode,
+                depth + 1,
+                fs.path(f).replace('"', "\"\""),
+                ext.replace('"', "\"\""),
+                f.attrs.uid,
+                f.attrs.gid,
+                f.attrs.size,
+                f.attrs.size.div_ceil(512),
+                f.attrs.mode,
+                f.attrs.atime,
+                f.attrs.mtime,
+                f.attrs.ctime
+            )?;
+            fi += 1;
+        }
+    }
+    w.flush()
 }
 
 fn write_text(

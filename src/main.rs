@@ -87,6 +87,12 @@ enum Command {
         /// A `sketch-compare` output directory for the sketch view.
         #[arg(long, default_value = "sketch-compare")]
         sketches: PathBuf,
+        /// Fetch the status once, print it and exit (exit 1 when it cannot be read).
+        #[arg(long)]
+        once: bool,
+        /// With --once: the status document as JSON on stdout, for scripts.
+        #[arg(long, requires = "once")]
+        json: bool,
     },
     /// Run every sketch over the configured snapshot and measure value and rank error
     /// against exact quantiles for every user and group (CSV, summary table, PNG chart).
@@ -173,15 +179,18 @@ async fn run_with_restarts(
     }
 }
 
-fn stop_on_signals(stop: tokio::sync::watch::Sender<bool>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+fn stop_on_signals(stop: std::sync::Arc<tokio::sync::watch::Sender<bool>>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    // The terminal went away (SSH dropped, tmux killed): stop as cleanly as on SIGTERM.
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     Ok(tokio::spawn(async move {
         for n in 0.. {
             tokio::select! {
                 _ = term.recv() => {}
                 _ = int.recv() => {}
+                _ = hup.recv() => {}
             }
             if n > 0 {
                 eprintln!("icicle: second signal, stopping now (what was not acknowledged is read again next time)");
@@ -203,9 +212,12 @@ fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Re
 }
 
 /// Run `work` with the live dashboard beside it (on a terminal; log lines otherwise). The
-/// dashboard only reads the metrics registry, so it never slows the pipeline down. Quitting
-/// the dashboard ends the process: everything acknowledged so far was delivered first.
-fn with_dashboard<T: Send>(tui: bool, what: &str, work: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+/// dashboard only reads the metrics registry, so it never slows the pipeline down. When the
+/// dashboard ends before the work (the operator quit, a signal, the terminal went away),
+/// `stop` is called and the work is still waited for: a monitor delivers, checkpoints and
+/// acknowledges what it read before the process exits.
+fn with_dashboard<T: Send>(tui: bool, what: &str, stop: impl FnOnce(), work: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+    use icicle_tui::session;
     if !tui {
         return Ok(work());
     }
@@ -216,17 +228,17 @@ fn with_dashboard<T: Send>(tui: bool, what: &str, work: impl FnOnce() -> T + Sen
             done.store(true, std::sync::atomic::Ordering::SeqCst);
             r
         });
-        let next = || Some(icicle_core::metrics::Metrics::global().snapshot());
+        let next = || Ok(icicle_core::metrics::Metrics::global().snapshot());
         let finished = || done.load(std::sync::atomic::Ordering::SeqCst);
-        let interval = std::time::Duration::from_secs(1);
-        if std::io::stdout().is_terminal() {
-            icicle_tui::dashboard::run(icicle_tui::dashboard::App::new(&format!("this {what}")), next, finished, interval)?;
-            if !finished() {
-                // The operator quit while the run went on.
-                std::process::exit(130);
-            }
+        let ended = if std::io::stdout().is_terminal() {
+            let app = icicle_tui::dashboard::App::new(&format!("this {what}"));
+            session::run(app, next, finished, std::time::Duration::from_secs(1))?
         } else {
-            icicle_tui::dashboard::log_lines(next, finished, std::time::Duration::from_secs(10));
+            session::log_lines(next, finished, std::time::Duration::from_secs(10))?
+        };
+        if ended != session::Ended::Done {
+            tracing::info!(message = "the dashboard ended before the run; stopping it", how = ?ended);
+            stop();
         }
         h.join().map_err(|_| anyhow::anyhow!("the {what} panicked"))
     })
@@ -234,12 +246,26 @@ fn with_dashboard<T: Send>(tui: bool, what: &str, work: impl FnOnce() -> T + Sen
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let json = matches!(cli.command, Command::Snapshot { json: true, .. } | Command::Plugins { json: true });
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
+            if json {
+                // Scripts reading stdout get the failure too, not an empty document.
+                let _ = print_stdout(&format!("{}\n", serde_json::json!({ "ok": false, "error": format!("{e:#}") })));
+            }
             ExitCode::from(1)
         }
+    }
+}
+
+/// Write `text` to stdout; a closed pipe (`| head`) is the reader's choice, not a failure.
+fn print_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
     }
 }
 
@@ -248,54 +274,70 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugins { json } => plugins(*json),
         Command::Config { command: ConfigCommand::Show } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
-            print!("{}", cfg.to_toml()?);
+            print_stdout(&cfg.to_toml()?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Snapshot { json, no_progress, tui, metrics_addr, allow_mass_delete } => {
             snapshot(&cli, *json, *no_progress, *tui, metrics_addr.clone(), *allow_mass_delete)
         }
-        Command::Top { connect, interval, sketches } => {
-            let mut app = icicle_tui::dashboard::App::new(connect);
-            app.sketches = std::fs::read_to_string(sketches.join("summary.csv")).ok();
-            let interval = std::time::Duration::from_secs_f64(interval.max(0.1));
-            if std::io::stdout().is_terminal() {
-                icicle_tui::dashboard::run(app, || icicle_tui::dashboard::fetch_status(connect).ok(), || false, interval)?;
-            } else {
-                icicle_tui::dashboard::log_lines(|| icicle_tui::dashboard::fetch_status(connect).ok(), || false, interval);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Top { connect, interval, sketches, once, json } => top(connect, *interval, sketches, *once, *json),
         Command::Monitor { drain, json, tui, metrics_addr } => monitor(&cli, *drain, *json, *tui, metrics_addr.clone()),
         Command::SketchCompare { out, sketches } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
             let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             let table = compare::run(&cfg, out, &names)?;
-            // A closed pipe (`| head`) is the reader's choice, not a failure.
-            let _ = writeln!(std::io::stdout(), "{table}");
+            print_stdout(&format!("{table}\n"))?;
             eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png", out.display());
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
+/// `icicle top`: the dashboard of a running icicle (log lines without a terminal), or its
+/// status once.
+fn top(connect: &str, interval: f64, sketches: &std::path::Path, once: bool, json: bool) -> anyhow::Result<ExitCode> {
+    use icicle_tui::dashboard::{fetch_status, status_line, App};
+    use icicle_tui::session;
+    let fetch = || fetch_status(connect).map_err(|e| format!("{connect}: {e}"));
+    if once {
+        let s = fetch().map_err(anyhow::Error::msg)?;
+        if json {
+            print_stdout(&format!("{}\n", serde_json::to_string_pretty(&s)?))?;
+        } else {
+            let mut app = App::new(connect);
+            app.push(s);
+            print_stdout(&format!("{}\n", status_line(&app)))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut app = App::new(connect);
+    app.sketches = std::fs::read_to_string(sketches.join("summary.csv")).ok();
+    let interval = std::time::Duration::from_secs_f64(interval.max(0.1));
+    let ended = if std::io::stdout().is_terminal() { session::run(app, fetch, || false, interval)? } else { session::log_lines(fetch, || false, interval)? };
+    tracing::debug!(message = "dashboard ended", how = ?ended);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `icicle plugins`: every registered plugin, by kind.
 fn plugins(json: bool) -> anyhow::Result<ExitCode> {
     let plugins = registry::plugins();
+    let mut text = String::new();
     if json {
         let v: Vec<_> =
             plugins.iter().map(|p| serde_json::json!({"kind": p.kind.as_str(), "type": p.name, "description": p.description, "example": p.example})).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        text = serde_json::to_string_pretty(&v)? + "\n";
     } else {
         let mut last = None;
         for p in plugins {
             if last != Some(p.kind) {
-                println!("{}:", p.kind.as_str());
+                text.push_str(&format!("{}:\n", p.kind.as_str()));
                 last = Some(p.kind);
             }
-            println!("  {:<15} {}", p.name, p.description);
+            text.push_str(&format!("  {:<15} {}\n", p.name, p.description));
         }
     }
+    print_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -311,11 +353,11 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
     serve_metrics(&rt, metrics_addr.as_deref())?;
     let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json && !tui));
     let job = icicle_runtime::compose::snapshot_job(&cfg, progress)?;
-    let summary = with_dashboard(tui, "snapshot", || rt.block_on(icicle_runtime::snapshot::run(job)))?.context("snapshot run failed")?;
+    // A snapshot stopped midway commits nothing: the previous manifest stays in force.
+    let stop = || std::process::exit(130);
+    let summary = with_dashboard(tui, "snapshot", stop, || rt.block_on(icicle_runtime::snapshot::run(job)))?.context("snapshot run failed")?;
     if json {
-        use std::io::Write;
-        // A closed pipe is the reader's choice, not a failure of the run.
-        let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&summary)?);
+        print_stdout(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
     } else {
         eprint!("{}", icicle_tui::summary_table(&summary));
     }
@@ -339,9 +381,16 @@ fn monitor(cli: &Cli, drain: bool, json: bool, tui: bool, metrics_addr: Option<S
     let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     serve_metrics(&rt, metrics_addr.as_deref())?;
-    let reports = with_dashboard(tui, "monitor", || {
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let stop_tx = std::sync::Arc::new(stop_tx);
+    let stop_all = {
+        let tx = stop_tx.clone();
+        move || {
+            let _ = tx.send(true);
+        }
+    };
+    let reports = with_dashboard(tui, "monitor", stop_all, || {
         rt.block_on(async {
-            let (stop_tx, stop) = tokio::sync::watch::channel(false);
             let signals = stop_on_signals(stop_tx)?;
             let mut tasks = tokio::task::JoinSet::new();
             for (name, m) in c.monitors {

@@ -256,3 +256,40 @@ fn the_example_gpfs_config_runs_against_the_stand_in_and_the_broker() {
     assert!(r["updates"].as_u64().unwrap() > 0, "{report}");
     assert!(tmp.path().join(format!("demo-state/gpfs/gpfs-{topic}.checkpoint.json")).exists());
 }
+
+#[test]
+fn output_into_a_closed_pipe_is_not_a_failure() {
+    // The reader goes away before icicle writes (`icicle plugins --json | head -0`).
+    for args in [&["plugins", "--json"][..], &["plugins"][..], &["config", "show"][..]] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_failed_run_with_json_still_prints_a_json_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("no-such-listing.csv");
+    let cfg = config(
+        tmp.path(),
+        "c.toml",
+        &format!("[sources.s]\ntype = \"tsv\"\npreset = \"icicle9\"\npaths = [\"{}\"]\n[sinks.o]\ntype = \"blackhole\"\n", missing.display()),
+    );
+    let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {out:?}"));
+    assert_eq!(v["ok"], false);
+    let msg = v["error"].as_str().unwrap();
+    assert!(msg.contains("no-such-listing.csv"), "{msg}");
+    assert!(err.contains("no-such-listing.csv"), "{err}");
+}

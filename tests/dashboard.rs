@@ -214,3 +214,167 @@ fn without_a_terminal_the_dashboard_writes_log_lines() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// Wait for process `pid` to end (a liveness bound, not a speed check); returns how long it took.
+fn wait_gone(pid: i32, what: &str) -> Duration {
+    let t = Instant::now();
+    // SAFETY: signal 0 only asks whether the process exists.
+    while unsafe { libc::kill(pid, 0) } == 0 && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ") {
+        assert!(t.elapsed() < Duration::from_secs(60), "{what} still runs a minute after its terminal went away");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.elapsed()
+}
+
+/// A shell in a tmux pane that ignores the hangup itself, runs `cmd` with stderr to `err`
+/// and records `cmd`'s pid and exit code beside it.
+fn in_pane_recording_exit(tmp: &Path, cmd: &str, err: &Path) -> (String, std::path::PathBuf, std::path::PathBuf) {
+    let (pid, code) = (tmp.join("pane.pid"), tmp.join("pane.code"));
+    let script = tmp.join("pane.sh");
+    std::fs::write(
+        &script,
+        format!("trap '' HUP\n{cmd} 2>{e} &\necho $! > {p}\nwait $!\necho $? > {c}\n", e = err.display(), p = pid.display(), c = code.display()),
+    )
+    .unwrap();
+    (format!("sh {}", script.display()), pid, code)
+}
+
+fn read_number(file: &Path) -> i32 {
+    let t = Instant::now();
+    loop {
+        if let Ok(Ok(n)) = std::fs::read_to_string(file).map(|s| s.trim().parse::<i32>()) {
+            return n;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no number in {}", file.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn icicle_top_ends_when_its_terminal_goes_away() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, _) = running_monitor(tmp.path());
+    let sock = format!("icicle-lost-{}", std::process::id());
+    let err = tmp.path().join("top.err");
+    // `</dev/tty`: a background job of a script reads /dev/null otherwise.
+    let top = format!("{} top --connect {addr} --interval 0.2 </dev/tty", env!("CARGO_BIN_EXE_icicle"));
+    let (pane, pid_file, code_file) = in_pane_recording_exit(tmp.path(), &top, &err);
+    assert!(tmux(&sock, &["new-session", "-d", "-s", "top", "-x", "120", "-y", "30", &pane]).status.success());
+    wait_for_screen(&sock, "records in");
+    let pid = read_number(&pid_file);
+    let cpu_before = cpu_ticks(pid);
+    // The server goes and takes the terminal with it (as when an SSH session drops).
+    tmux(&sock, &["kill-server"]);
+    let took = wait_gone(pid, "icicle top");
+    eprintln!("icicle top ended {} ms after its terminal went away (CPU ticks before: {cpu_before})", took.as_millis());
+    assert_eq!(read_number(&code_file), 0, "{}", std::fs::read_to_string(&err).unwrap_or_default());
+    let err = std::fs::read_to_string(&err).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+/// CPU time (user + system ticks) of process `pid` so far.
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+}
+
+#[test]
+fn a_monitor_with_a_dashboard_stops_cleanly_when_its_terminal_goes_away() {
+    monitor_with_dashboard_stops_cleanly(false);
+}
+
+#[test]
+fn a_monitor_with_a_dashboard_stops_cleanly_on_sigterm() {
+    monitor_with_dashboard_stops_cleanly(true);
+}
+
+/// A `monitor --tui` in tmux, stopped by SIGTERM (`sigterm`) or by its terminal going away:
+/// it exits 0 after delivering, checkpointing and acknowledging what it read.
+fn monitor_with_dashboard_stops_cleanly(sigterm: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 5).unwrap();
+    w.preexisting(30).unwrap();
+    w.run(Kind::Mixed, 300, "/work").unwrap();
+    drop(w);
+    let records = std::fs::read_to_string(&journal).unwrap().lines().count();
+    let testkit = Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
+    let cfg = common::config(
+        tmp.path(),
+        "m.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
+             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = 50\nquiet_period_secs = 0.0\npoll_interval_secs = 0.1\nstate_dir = \"{t}/state\"\n[sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
+            k = testkit.display(),
+            j = journal.display(),
+            r = root.display(),
+            t = tmp.path().display()
+        ),
+    );
+    let sock = format!("icicle-lost-tui-{}-{sigterm}", std::process::id());
+    let err = tmp.path().join("monitor.err");
+    let monitor = format!("{} monitor --tui -c {} </dev/tty", env!("CARGO_BIN_EXE_icicle"), cfg.display());
+    let (pane, pid_file, code_file) = in_pane_recording_exit(tmp.path(), &monitor, &err);
+    assert!(tmux(&sock, &["new-session", "-d", "-s", "top", "-x", "120", "-y", "30", &pane]).status.success());
+    wait_for_screen(&sock, "records in");
+    let pid = read_number(&pid_file);
+    if sigterm {
+        // SAFETY: plain kill(2) of the child's pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    } else {
+        tmux(&sock, &["kill-server"]);
+    }
+    let took = wait_gone(pid, "icicle monitor --tui");
+    eprintln!("the monitor ended {} ms after {}", took.as_millis(), if sigterm { "SIGTERM" } else { "its terminal went away" });
+    let _ = tmux(&sock, &["kill-server"]);
+    let err = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(read_number(&code_file), 0, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // It stopped as on SIGTERM: what it read was delivered, checkpointed and acknowledged,
+    // and the final report (on stderr without --json) came out.
+    let report_start = err.find("{\n").unwrap_or_else(|| panic!("no report:\n{err}"));
+    let report: serde_json::Value = serde_json::from_str(&err[report_start..]).unwrap_or_else(|e| panic!("{e}:\n{err}"));
+    let read = report["mdt0"]["records"].as_u64().unwrap();
+    assert!(read as usize <= records, "{report}");
+    let cp: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("state/fs0-MDT0000.checkpoint.json")).unwrap()).unwrap();
+    assert_eq!(cp["index"].as_u64(), report["mdt0"]["cleared_index"].as_u64(), "the checkpoint is the last acknowledged index: {report}");
+}
+
+#[test]
+fn top_once_prints_the_status_for_scripts_and_says_when_it_cannot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, records) = running_monitor(tmp.path());
+    let (code, out, err) = common::icicle(&["top", "--connect", &addr, "--once", "--json"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let s: icicle_core::metrics::MetricsSnapshot = serde_json::from_str(&out).unwrap();
+    assert_eq!(s.get("icicle_records_in_total", &[("component", "mdt0")]), Some(records as f64));
+    let (code, out, _) = common::icicle(&["top", "--connect", &addr, "--once"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with(&format!("status: in {}", icicle_tui::dashboard::human(records as f64))), "{out}");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let (code, out, err) = common::icicle(&["top", "--connect", &addr, "--once", "--json"], &[]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains(&addr) && err.contains("refused"), "{err}");
+}
+
+#[test]
+fn the_dashboard_says_when_its_source_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, _) = running_monitor(tmp.path());
+    let sock = format!("icicle-gone-{}", std::process::id());
+    let top = format!("{} top --connect {addr} --interval 0.2", env!("CARGO_BIN_EXE_icicle"));
+    assert!(tmux(&sock, &["new-session", "-d", "-s", "top", "-x", "120", "-y", "30", &top]).status.success());
+    wait_for_screen(&sock, "records in");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let screen = wait_for_screen(&sock, "DISCONNECTED");
+    assert!(screen.contains("last data") && screen.contains("UTC") && screen.contains(&addr), "{screen}");
+    let _ = tmux(&sock, &["kill-server"]);
+}

@@ -6,9 +6,9 @@
 //! drops frames, never events.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use icicle_core::metrics::MetricsSnapshot;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -99,16 +99,34 @@ pub struct App {
     pub sketches: Option<String>,
     /// Snapshots kept.
     pub keep: usize,
+    /// Why the last fetch failed, while the source cannot be read.
+    pub disconnected: Option<String>,
 }
 
 impl App {
     /// An empty dashboard.
     pub fn new(source: &str) -> App {
-        App { view: 0, paused: false, help: false, quit: false, history: VecDeque::new(), source: source.to_string(), sketches: None, keep: 600 }
+        App {
+            view: 0,
+            paused: false,
+            help: false,
+            quit: false,
+            history: VecDeque::new(),
+            source: source.to_string(),
+            sketches: None,
+            keep: 600,
+            disconnected: None,
+        }
+    }
+
+    /// The source could not be read (`reason`): the screen says so until data comes again.
+    pub fn disconnected(&mut self, reason: String) {
+        self.disconnected = Some(reason);
     }
 
     /// A new snapshot (ignored while paused).
     pub fn push(&mut self, s: MetricsSnapshot) {
+        self.disconnected = None;
         if self.paused {
             return;
         }
@@ -131,12 +149,12 @@ impl App {
         }
     }
 
-    fn latest(&self) -> MetricsSnapshot {
+    pub(crate) fn latest(&self) -> MetricsSnapshot {
         self.history.back().cloned().unwrap_or_default()
     }
 
     /// Per-second rate of the sum of counter `name` over the last two snapshots.
-    fn rate(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn rate(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         let n = self.history.len();
         if n < 2 {
             return 0.0;
@@ -179,13 +197,11 @@ pub fn render(f: &mut Frame<'_>, app: &App) {
     let [tabs, body, footer] = f.area().layout(&Layout::vertical([Constraint::Length(3), Constraint::Min(5), Constraint::Length(1)]));
     let titles: Vec<Line<'_>> = VIEWS.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
     let title = format!(" icicle top — {}{} ", app.source, if app.paused { " — PAUSED" } else { "" });
-    f.render_widget(
-        Tabs::new(titles)
-            .select(app.view)
-            .block(Block::bordered().title(title))
-            .highlight_style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)),
-        tabs,
-    );
+    let mut block = Block::bordered().title(title);
+    if app.disconnected.is_some() {
+        block = block.border_style(Style::new().fg(Color::Red));
+    }
+    f.render_widget(Tabs::new(titles).select(app.view).block(block).highlight_style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)), tabs);
     let s = app.latest();
     match VIEWS[app.view] {
         View::Overview => overview(f, body, app, &s),
@@ -195,10 +211,26 @@ pub fn render(f: &mut Frame<'_>, app: &App) {
         View::Snapshot => snapshot(f, body, &s, app),
         View::Sketches => sketches(f, body, app),
     }
-    let up = if s.uptime > 0.0 { format!("up {:.0} s", s.uptime) } else { "waiting for data".into() };
-    f.render_widget(Paragraph::new(format!(" q quit · Tab/1-6 views · p pause · ? help · {up}")).style(Style::new().fg(Color::DarkGray)), footer);
+    if let Some(reason) = &app.disconnected {
+        let text = format!(" DISCONNECTED — last data {} — {reason} · q quit", last_seen(app));
+        f.render_widget(Paragraph::new(text).style(Style::new().fg(Color::White).bg(Color::Red).add_modifier(Modifier::BOLD)), footer);
+    } else {
+        let up = if s.uptime > 0.0 { format!("up {:.0} s", s.uptime) } else { "waiting for data".into() };
+        f.render_widget(Paragraph::new(format!(" q quit · Tab/1-6 views · p pause · ? help · {up}")).style(Style::new().fg(Color::DarkGray)), footer);
+    }
     if app.help {
         help(f, f.area());
+    }
+}
+
+/// When data last came, as UTC time of day (`never` before the first).
+fn last_seen(app: &App) -> String {
+    match app.history.back() {
+        Some(s) if s.time > 0.0 => {
+            let t = s.time as i64;
+            format!("{:02}:{:02}:{:02} UTC", t.rem_euclid(86_400) / 3600, t.rem_euclid(3600) / 60, t.rem_euclid(60))
+        }
+        _ => "never".into(),
     }
 }
 
@@ -463,81 +495,20 @@ fn help(f: &mut Frame<'_>, area: Rect) {
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" keys ")), r);
 }
 
-/// Run the dashboard in this terminal until `q`, polling `next` every `interval`; `done`
-/// says when to stop on its own (the run ended). The terminal is restored on the way out,
-/// also after a panic (ratatui's hook).
-pub fn run(mut app: App, mut next: impl FnMut() -> Option<MetricsSnapshot>, mut done: impl FnMut() -> bool, interval: Duration) -> std::io::Result<()> {
-    on_termination_quit();
-    let mut terminal = ratatui::init();
-    let result = (|| -> std::io::Result<()> {
-        let mut last = Instant::now() - interval;
-        loop {
-            if last.elapsed() >= interval {
-                last = Instant::now();
-                if let Some(s) = next() {
-                    app.push(s);
-                }
-            }
-            terminal.draw(|f| render(f, &app))?;
-            if event::poll(Duration::from_millis(100))? {
-                if let Event::Key(k) = event::read()? {
-                    if let Some(a) = action_for(&k) {
-                        app.apply(a);
-                    }
-                }
-            }
-            if app.quit || done() || TERMINATED.load(std::sync::atomic::Ordering::SeqCst) {
-                return Ok(());
-            }
-        }
-    })();
-    ratatui::restore();
-    result
-}
-
-/// Set by SIGTERM, SIGHUP or SIGINT while the dashboard runs: it quits and restores the terminal.
-static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn terminated(_: libc::c_int) {
-    TERMINATED.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-
-fn on_termination_quit() {
-    for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, terminated as *const () as libc::sighandler_t);
-        }
-    }
-}
-
-/// Without a terminal: the same facts as periodic log lines (every `interval`) until `done`.
-pub fn log_lines(mut next: impl FnMut() -> Option<MetricsSnapshot>, mut done: impl FnMut() -> bool, interval: Duration) {
-    let mut app = App::new("log");
-    app.keep = 2;
-    let mut last = Instant::now();
-    while !done() {
-        std::thread::sleep(Duration::from_millis(200));
-        if last.elapsed() < interval {
-            continue;
-        }
-        last = Instant::now();
-        if let Some(s) = next() {
-            app.push(s);
-            let s = app.latest();
-            eprintln!(
-                "status: in {} ({}/s) · out {} ({}/s) · changelog lag {} · kafka lag {} · rejects {} · sink errors {}",
-                human(s.sum("icicle_records_in_total", &[])),
-                human(app.rate("icicle_records_in_total", &[])),
-                human(s.sum("icicle_records_out_total", &[])),
-                human(app.rate("icicle_records_out_total", &[])),
-                human(s.sum("icicle_changelog_lag", &[])),
-                human(s.sum("icicle_kafka_lag", &[])),
-                human(s.sum("icicle_rejects_total", &[])),
-                human(s.sum("icicle_sink_errors_total", &[])),
-            );
-        }
-    }
+/// The facts of the latest snapshot on one line (the log form of the overview).
+pub fn status_line(app: &App) -> String {
+    let s = app.latest();
+    format!(
+        "status: in {} ({}/s) · out {} ({}/s) · changelog lag {} · kafka lag {} · rejects {} · sink errors {}",
+        human(s.sum("icicle_records_in_total", &[])),
+        human(app.rate("icicle_records_in_total", &[])),
+        human(s.sum("icicle_records_out_total", &[])),
+        human(app.rate("icicle_records_out_total", &[])),
+        human(s.sum("icicle_changelog_lag", &[])),
+        human(s.sum("icicle_kafka_lag", &[])),
+        human(s.sum("icicle_rejects_total", &[])),
+        human(s.sum("icicle_sink_errors_total", &[])),
+    )
 }
 
 /// `/status` of a running icicle, over plain HTTP/1.1.

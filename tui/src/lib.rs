@@ -1,7 +1,9 @@
 //! Terminal presentation: a progress bar for snapshot runs (stderr, only on a terminal)
-//! and the final summary table; the live dashboard in [`dashboard`].
+//! and the final summary table; the live dashboard in [`dashboard`], run on a terminal (or as
+//! log lines) by [`session`].
 
 pub mod dashboard;
+pub mod session;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};

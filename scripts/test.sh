@@ -20,6 +20,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # The reference Prometheus text parser the metrics test checks /metrics with.
 python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install --quiet prometheus_client
+# Stock globus-sdk, which the file sink's documents must suit (tests/globus_sdk.rs).
+python3 -c 'import globus_sdk' 2>/dev/null || python3 -m pip install --quiet globus-sdk
 bash scripts/services.sh install
 trap 'bash scripts/services.sh stop' EXIT
 services="$(bash scripts/services.sh start)"

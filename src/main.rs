@@ -397,7 +397,7 @@ fn monitor(cli: &Cli, drain: bool, json: bool, tui: bool, metrics_addr: Option<S
                 let ctx = icicle_core::traits::MonitorContext {
                     sinks: sinks.clone(),
                     policy: policy.clone(),
-                    max_batch_bytes: cfg.app.snapshot.max_batch_bytes,
+                    document_limit: cfg.app.snapshot.document_limit(),
                     drain,
                     name: name.clone(),
                     stop: stop.clone(),

@@ -3,6 +3,34 @@
 
 use std::io::{self, Write};
 
+/// How a document's bytes are counted against its bound (`snapshot.document_size`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DocumentSize {
+    /// As Python's `json.dumps` writes the document again (globus-sdk and the globus CLI
+    /// without orjson): `", "` and `": "` separators, non-ASCII as `\u` escapes. A document
+    /// within the bound stays within it when a stock tool ingests it.
+    #[default]
+    Sdk,
+    /// The compact bytes icicle writes (most entries per document when only icicle's own
+    /// sinks send them).
+    Compact,
+}
+
+/// A document bound: at most `max_bytes`, counted as `size` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocumentLimit {
+    pub max_bytes: usize,
+    pub size: DocumentSize,
+}
+
+impl DocumentLimit {
+    /// At most `max_bytes` compact bytes.
+    pub fn compact(max_bytes: usize) -> DocumentLimit {
+        DocumentLimit { max_bytes, size: DocumentSize::Compact }
+    }
+}
+
 /// The GIngest envelope written before the first entry.
 pub const GINGEST_HEAD: &[u8] = br#"{"ingest_type":"GMetaList","ingest_data":{"gmeta":["#;
 /// The GIngest envelope written after the last entry.

@@ -29,6 +29,9 @@ pub struct SnapshotSettings {
     pub workers: usize,
     /// Largest ingest or delete document, in bytes (Globus Search accepts 10 MB).
     pub max_batch_bytes: usize,
+    /// How those bytes are counted: `sdk` (as globus-sdk or the globus CLI send the document
+    /// again) or `compact` (as icicle writes it).
+    pub document_size: crate::batch::DocumentSize,
     /// A partial document is flushed after this many seconds without filling up.
     pub flush_interval_secs: f64,
     /// Text inputs larger than this are read as several splits in parallel.
@@ -60,12 +63,20 @@ pub struct SnapshotSettings {
     pub version: Option<String>,
 }
 
+impl SnapshotSettings {
+    /// The bound of every document.
+    pub fn document_limit(&self) -> crate::batch::DocumentLimit {
+        crate::batch::DocumentLimit { max_bytes: self.max_batch_bytes, size: self.document_size }
+    }
+}
+
 impl Default for SnapshotSettings {
     fn default() -> Self {
         SnapshotSettings {
             primary: true,
             workers: 0,
             max_batch_bytes: 10_000_000,
+            document_size: crate::batch::DocumentSize::Sdk,
             flush_interval_secs: 5.0,
             split_bytes: 64 << 20,
             rejects_file: None,

@@ -117,8 +117,8 @@ pub struct MonitorContext {
     pub sinks: std::sync::Arc<tokio::sync::Mutex<NamedSinks>>,
     /// How primary records are built (the snapshot pipeline's schema).
     pub policy: std::sync::Arc<crate::policy::RecordPolicy>,
-    /// Largest document delivered.
-    pub max_batch_bytes: usize,
+    /// The bound of every document delivered.
+    pub document_limit: crate::batch::DocumentLimit,
     /// Stop once the stream is exhausted (instead of polling forever).
     pub drain: bool,
     /// The component id.

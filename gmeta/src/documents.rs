@@ -1,34 +1,84 @@
 //! Entries and deletes cut into documents bounded in bytes.
 
-use icicle_core::batch::{EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use icicle_core::batch::{DocumentLimit, DocumentSize, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
 
-/// Assembles entries into documents of at most `max_bytes`.
+/// An upper bound of the bytes the JSON text `json` (as icicle writes it: compact, UTF-8)
+/// takes once Python's `json.dumps` writes it again with its defaults (what globus-sdk and the
+/// globus CLI send without orjson): one more byte per `,` and `:` (counted inside strings too),
+/// non-ASCII characters as `\u` escapes (6 bytes each, 12 beyond the BMP), and 2 bytes for an
+/// exponent that gains a sign or a digit. Counts over plain byte slices, so it vectorizes.
+pub fn reserialized_len(json: &[u8]) -> usize {
+    let separators = json.iter().filter(|&&b| b == b',' || b == b':').count();
+    let escaped = if json.is_ascii() {
+        0
+    } else {
+        // Per character: its lead byte stands for the growth from its UTF-8 length.
+        json.iter().map(|&b| usize::from(b >= 0xC0) * 4 - usize::from(b >= 0xE0) + usize::from(b >= 0xF0) * 5).sum()
+    };
+    json.len() + separators + escaped + 2
+}
+
+/// The size of `json` as `limit` counts it.
+pub fn measured_len(limit: &DocumentLimit, json: &[u8]) -> usize {
+    match limit.size {
+        DocumentSize::Compact => json.len(),
+        DocumentSize::Sdk => reserialized_len(json),
+    }
+}
+
+/// Whether `entry` fits a document of its own under `limit`.
+pub fn entry_fits(limit: &DocumentLimit, entry: &[u8]) -> bool {
+    let envelope = GINGEST_HEAD.len() + GINGEST_TAIL.len();
+    // Cheap first: no entry grows past three times its compact size.
+    if limit.size == DocumentSize::Compact || 3 * entry.len() + 8 + 2 * envelope <= limit.max_bytes {
+        return entry.len() + envelope <= limit.max_bytes;
+    }
+    measured_len(limit, entry) + measured_len(limit, GINGEST_HEAD) + measured_len(limit, GINGEST_TAIL) <= limit.max_bytes
+}
+
+/// Assembles entries into documents within a [`DocumentLimit`].
 #[derive(Debug)]
 pub struct Batcher {
-    max_bytes: usize,
+    limit: DocumentLimit,
     current: EntryBatch,
+    /// The current document's size as the limit counts it.
+    current_size: usize,
 }
 
 impl Batcher {
-    /// A batcher producing documents of at most `max_bytes` bytes.
+    /// A batcher producing documents of at most `max_bytes` compact bytes.
     pub fn new(max_bytes: usize) -> Batcher {
-        Batcher { max_bytes, current: EntryBatch::default() }
+        Batcher::within(DocumentLimit::compact(max_bytes))
+    }
+
+    /// A batcher producing documents within `limit`.
+    pub fn within(limit: DocumentLimit) -> Batcher {
+        Batcher { limit, current: EntryBatch::default(), current_size: 0 }
     }
 
     /// Add every entry of `chunk`, returning the documents that filled up.
     /// An entry too large for any document is returned in `oversized`.
     pub fn push_chunk(&mut self, chunk: &EntryBatch, full: &mut Vec<EntryBatch>, oversized: &mut Vec<Vec<u8>>) {
-        let overhead = GINGEST_HEAD.len() + GINGEST_TAIL.len();
+        let limit = self.limit;
+        let envelope = measured_len(&limit, GINGEST_HEAD) + measured_len(&limit, GINGEST_TAIL);
+        // `,` between entries, `, ` once re-serialised.
+        let sep = if limit.size == DocumentSize::Sdk { 2 } else { 1 };
         for e in chunk.entries() {
-            if e.len() + overhead > self.max_bytes {
+            let size = measured_len(&limit, e);
+            if size + envelope > limit.max_bytes {
                 oversized.push(e.to_vec());
                 continue;
             }
-            let sep = usize::from(!self.current.is_empty());
-            if self.current.document_bytes() + sep + e.len() > self.max_bytes {
+            if self.current.is_empty() {
+                self.current_size = envelope;
+            } else if self.current_size + sep + size > limit.max_bytes {
                 full.push(std::mem::take(&mut self.current));
+                self.current_size = envelope;
+            } else {
+                self.current_size += sep;
             }
             self.current.push(e);
+            self.current_size += size;
         }
     }
 
@@ -43,16 +93,19 @@ impl Batcher {
     }
 }
 
-/// Split `subjects` into delete bodies of at most `max_bytes` each.
-pub fn delete_batches(subjects: Vec<String>, max_bytes: usize) -> Vec<Vec<String>> {
+/// Split `subjects` into delete bodies within `limit` each.
+pub fn delete_batches(subjects: Vec<String>, limit: DocumentLimit) -> Vec<Vec<String>> {
+    let empty = measured_len(&limit, br#"{"subjects":[]}"#);
+    let sep = if limit.size == DocumentSize::Sdk { 2 } else { 1 };
     let mut out = Vec::new();
     let mut cur: Vec<String> = Vec::new();
-    let mut cur_bytes = br#"{"subjects":[]}"#.len();
+    let mut cur_bytes = empty;
     for s in subjects {
-        let b = serde_json::to_string(&s).map(|j| j.len()).unwrap_or(s.len() + 2) + 1;
-        if !cur.is_empty() && cur_bytes + b > max_bytes {
+        let json = serde_json::to_string(&s).unwrap_or_else(|_| format!("{s:?}"));
+        let b = measured_len(&limit, json.as_bytes()) + sep;
+        if !cur.is_empty() && cur_bytes + b > limit.max_bytes {
             out.push(std::mem::take(&mut cur));
-            cur_bytes = br#"{"subjects":[]}"#.len();
+            cur_bytes = empty;
         }
         cur_bytes += b;
         cur.push(s);
@@ -104,10 +157,81 @@ mod tests {
     #[test]
     fn delete_bodies_are_bounded() {
         let subjects: Vec<String> = (0..100).map(|i| format!("/dir/file-{i}")).collect();
-        let batches = delete_batches(subjects, 120);
+        let batches = delete_batches(subjects, DocumentLimit::compact(120));
         assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 100);
         for b in &batches {
             assert!(delete_body(b).len() <= 120, "{}", delete_body(b).len());
+        }
+    }
+
+    /// The exact length of `v` as Python's `json.dumps(v)` writes it (defaults).
+    fn python_len(v: &serde_json::Value) -> usize {
+        use serde_json::Value;
+        let string = |s: &str| {
+            2 + s
+                .chars()
+                .map(|c| match c {
+                    '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+                    c if (c as u32) < 0x20 => 6,
+                    c if (c as u32) < 0x80 => 1,
+                    c if (c as u32) < 0x10000 => 6,
+                    _ => 12,
+                })
+                .sum::<usize>()
+        };
+        match v {
+            Value::String(s) => string(s),
+            Value::Array(a) => 2 + a.iter().map(python_len).sum::<usize>() + 2 * a.len().saturating_sub(1),
+            Value::Object(o) => 2 + o.iter().map(|(k, v)| string(k) + 2 + python_len(v)).sum::<usize>() + 2 * o.len().saturating_sub(1),
+            other => other.to_string().len(),
+        }
+    }
+
+    #[test]
+    fn the_reserialized_length_bounds_what_python_writes() {
+        let mut rng = icicle_core::rng::Rng::new(0x5eed_0001);
+        let words = ["a", "résumé", "データ", "😀", "x,y", "k:v", "\"q\"", "tab\t", "\u{1}", "/p/q"];
+        for _ in 0..2_000 {
+            let n = 1 + rng.below(6) as usize;
+            let mut m = serde_json::Map::new();
+            for k in 0..n {
+                let w = words[rng.below(words.len() as u64) as usize];
+                let v = match rng.below(3) {
+                    0 => serde_json::json!(w),
+                    1 => serde_json::json!(rng.below(1 << 40)),
+                    _ => serde_json::json!([w, {"n": w, "t": rng.below(10)}]),
+                };
+                m.insert(format!("{w}{k}"), v);
+            }
+            let v = serde_json::Value::Object(m);
+            let compact = serde_json::to_vec(&v).unwrap();
+            let want = python_len(&v);
+            let got = reserialized_len(&compact);
+            assert!(got >= want, "{} -> python {want}, estimate {got}", String::from_utf8_lossy(&compact));
+        }
+    }
+
+    #[test]
+    fn sdk_documents_stay_within_the_limit_once_reserialized() {
+        let mut chunk = EntryBatch::default();
+        for i in 0..500 {
+            chunk.push(format!("{{\"subject\":\"/データ/f{i}\",\"visible_to\":[\"public\"],\"content\":{{\"t\":\"12:00:00\"}}}}").as_bytes());
+        }
+        let limit = DocumentLimit { max_bytes: 2_000, size: DocumentSize::Sdk };
+        let mut b = Batcher::within(limit);
+        let (mut full, mut big) = (Vec::new(), Vec::new());
+        b.push_chunk(&chunk, &mut full, &mut big);
+        full.extend(b.flush());
+        assert!(big.is_empty());
+        assert_eq!(full.iter().map(|d| d.len()).sum::<usize>(), 500);
+        for (i, d) in full.iter().enumerate() {
+            let mut out = Vec::new();
+            d.write_gingest(&mut out).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert!(python_len(&v) <= 2_000, "{}", python_len(&v));
+            if i + 1 < full.len() {
+                assert!(python_len(&v) > 1_600, "documents are filled: {}", python_len(&v));
+            }
         }
     }
 }

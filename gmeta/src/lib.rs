@@ -9,7 +9,7 @@ pub mod json;
 pub mod subject;
 pub mod visible;
 
-pub use documents::{delete_batches, Batcher};
+pub use documents::{delete_batches, entry_fits, measured_len, reserialized_len, Batcher};
 pub use encoder::PrimaryEncoder;
 pub use json::push_json_str;
 pub use subject::{subject_for, HASHED_SUBJECT_PREFIX, MAX_SUBJECT_BYTES};

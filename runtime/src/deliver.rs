@@ -41,15 +41,15 @@ pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &Do
     Ok(())
 }
 
-/// Deliver one emit of a stream monitor to every sink: the entries as GIngest documents of at
-/// most `max_bytes`, then the deleted subjects. `Ok` means every sink delivered everything.
+/// Deliver one emit of a stream monitor to every sink: the entries as GIngest documents within
+/// `limit`, then the deleted subjects. `Ok` means every sink delivered everything.
 pub async fn deliver_emit(
     sinks: &mut icicle_core::traits::NamedSinks,
     chunk: &EntryBatch,
     deletes: Vec<String>,
-    max_bytes: usize,
+    limit: icicle_core::batch::DocumentLimit,
 ) -> Result<(), icicle_core::error::SinkError> {
-    let mut batcher = Batcher::new(max_bytes);
+    let mut batcher = Batcher::within(limit);
     let (mut full, mut oversized) = (Vec::new(), Vec::new());
     batcher.push_chunk(chunk, &mut full, &mut oversized);
     full.extend(batcher.flush());
@@ -62,7 +62,7 @@ pub async fn deliver_emit(
     for doc in full {
         deliver_all(sinks, &DocumentBatch::Ingest(doc)).await?;
     }
-    for subjects in delete_batches(deletes, max_bytes) {
+    for subjects in delete_batches(deletes, limit) {
         deliver_all(sinks, &DocumentBatch::Delete(subjects)).await?;
     }
     Ok(())

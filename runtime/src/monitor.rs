@@ -154,7 +154,7 @@ where
             j.append(&emit.sent).map_err(|e| IcicleError::Internal(format!("writing {}: {e}", j.path().display())))?;
         }
         let mut sinks = self.ctx.sinks.lock().await;
-        crate::deliver::deliver_emit(&mut sinks, &emit.chunk, emit.deletes, self.ctx.max_batch_bytes).await?;
+        crate::deliver::deliver_emit(&mut sinks, &emit.chunk, emit.deletes, self.ctx.document_limit).await?;
         Ok(())
     }
 

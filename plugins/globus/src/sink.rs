@@ -402,7 +402,7 @@ impl GlobusSink {
                 if body.len() <= MAX_REQUEST_BYTES {
                     out.push(Request::Delete(body, subjects.len()));
                 } else {
-                    for part in delete_batches(subjects.clone(), MAX_REQUEST_BYTES) {
+                    for part in delete_batches(subjects.clone(), icicle_core::batch::DocumentLimit::compact(MAX_REQUEST_BYTES)) {
                         let n = part.len();
                         out.push(Request::Delete(delete_body(&part), n));
                     }

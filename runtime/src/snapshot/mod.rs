@@ -213,7 +213,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         (Some(dir), Some(_)) => Outbox::held(dir).map_err(|e| io("creating the spool", e))?,
         _ => Outbox::direct(),
     };
-    let mut out = Documents { outbox, batcher: Batcher::new(settings.max_batch_bytes), full: Vec::new(), oversized: Vec::new() };
+    let mut out = Documents { outbox, batcher: Batcher::within(settings.document_limit()), full: Vec::new(), oversized: Vec::new() };
     let mut summary = SnapshotSummary { versioned: previous.is_some(), ..Default::default() };
     let delivery = out.primary(rx, &mut job.sinks, &settings, &mut summary).await;
     if delivery.is_err() {
@@ -440,7 +440,7 @@ async fn finish(
         outbox.release(&mut job.sinks).await?;
     }
     manifest::fault_point("deletes-planned");
-    for b in delete_batches(deletes, settings.max_batch_bytes) {
+    for b in delete_batches(deletes, settings.document_limit()) {
         summary.delete_batches += 1;
         crate::deliver::deliver_all(&mut job.sinks, &DocumentBatch::Delete(b)).await?;
     }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::mpsc;
 
 use icicle_core::access::{parent_dir, Acl, DirectoryTable, Perm};
-use icicle_core::batch::{EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use icicle_core::batch::{DocumentLimit, EntryBatch};
 use icicle_core::config::{EmitMode, SnapshotSettings};
 use icicle_core::error::IcicleError;
 use icicle_core::record::{FileRecord, Reject};
@@ -86,7 +86,8 @@ pub(super) struct WorkerCounts {
 pub(super) struct Worker {
     encoder: PrimaryEncoder,
     primary: bool,
-    max_entry: usize,
+    /// Every entry must fit a document of its own.
+    limit: DocumentLimit,
     chunk: EntryBatch,
     tx: mpsc::Sender<EntryBatch>,
     rejects: Arc<RejectLog>,
@@ -186,7 +187,7 @@ impl RowSink for Worker {
         let buf = self.chunk.buffer();
         let before = buf.len();
         self.encoder.encode_with(rec, &vis, buf);
-        if buf.len() - before <= self.max_entry {
+        if icicle_gmeta::entry_fits(&self.limit, &buf[before..]) {
             self.chunk.commit();
             self.counts.emitted += 1;
         } else {
@@ -256,8 +257,6 @@ pub(super) fn spawn(
     rejects: &Arc<RejectLog>,
     tx: mpsc::Sender<EntryBatch>,
 ) -> Result<Vec<std::thread::JoinHandle<WorkerResult>>, IcicleError> {
-    let overhead = GINGEST_HEAD.len() + GINGEST_TAIL.len();
-    let max_entry = settings.max_batch_bytes.saturating_sub(overhead);
     let mut handles = Vec::new();
     for w in 0..nworkers {
         let manifest_writer = match (&settings.state_dir, &previous) {
@@ -267,7 +266,7 @@ pub(super) fn spawn(
         let mut worker = Worker {
             encoder: PrimaryEncoder::new(job.policy.clone()),
             primary: job.primary,
-            max_entry,
+            limit: settings.document_limit(),
             chunk: EntryBatch::with_capacity(CHUNK_BYTES + 4096),
             tx: tx.clone(),
             rejects: rejects.clone(),

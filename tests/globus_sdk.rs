@@ -1,0 +1,112 @@
+//! The file sink's documents as a stock tool sends them: globus-sdk (PyPI, without orjson, so
+//! it re-serialises each document with Python's `json.dumps`) ingests every document into the
+//! Search emulator. With `snapshot.document_size = "sdk"` (the default) each stays within
+//! 10,000,000 bytes once re-serialised and is accepted; with `"compact"` (the control) a full
+//! document grows past it and the emulator answers 413.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
+use icicle_testkit::globus::{Emulator, Options};
+
+const INDEX: &str = "3f1a0c1e-0000-4000-8000-000000000001";
+const TOKEN: &str = "sdk-test-token";
+
+/// Ingest every `ingest-*.json` under `out` with globus-sdk; prints one JSON line per document
+/// (`file`, re-serialised `bytes`, `status`, `task_id`), then waits for the tasks.
+const INGEST: &str = r#"
+import glob, json, sys, time
+sys.modules["orjson"] = None  # the stock path: requests' json.dumps
+import globus_sdk
+base, index, token, out = sys.argv[1:5]
+sc = globus_sdk.SearchClient(base_url=base, authorizer=globus_sdk.AccessTokenAuthorizer(token))
+tasks = []
+for f in sorted(glob.glob(out + "/ingest-*.json")):
+    doc = json.load(open(f))
+    size = len(json.dumps(doc).encode())
+    try:
+        r = sc.ingest(index, doc)
+        tasks.append(r["task_id"])
+        print(json.dumps({"file": f, "bytes": size, "status": 200, "task_id": r["task_id"]}))
+    except globus_sdk.SearchAPIError as e:
+        print(json.dumps({"file": f, "bytes": size, "status": e.http_status}))
+for t in tasks:
+    for _ in range(600):
+        state = sc.get_task(t)["state"]
+        if state in ("SUCCESS", "FAILED"):
+            break
+        time.sleep(0.05)
+    print(json.dumps({"task": t, "state": state}))
+"#;
+
+fn python_has_globus_sdk() -> bool {
+    Command::new("python3").args(["-c", "import globus_sdk"]).status().map(|s| s.success()).unwrap_or(false)
+}
+
+/// Snapshot `data` to a file sink with `document_size`; returns the sink's directory.
+fn file_sink_documents(tmp: &Path, data: &Path, document_size: &str) -> std::path::PathBuf {
+    let out = tmp.join(format!("out-{document_size}"));
+    let cfg = config(
+        tmp,
+        &format!("{document_size}.toml"),
+        &format!(
+            "[snapshot]\ndocument_size = \"{document_size}\"\n[records]\nvisible_to = [\"public\"]\n\
+             [sources.s]\ntype = \"tsv\"\npreset = \"icicle9\"\npaths = [\"{d}/*.csv\"]\n[sinks.f]\ntype = \"file\"\ndir = \"{o}\"\n",
+            d = data.display(),
+            o = out.display()
+        ),
+    );
+    let (code, summary, err) = snapshot(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(summary["rejects"], 0, "{summary}");
+    out
+}
+
+/// What globus-sdk reported per document, and the tasks' final states.
+fn ingest_with_sdk(emu: &Emulator, out: &Path) -> (Vec<serde_json::Value>, Vec<String>) {
+    let run = Command::new("python3").args(["-c", INGEST, &emu.url(), INDEX, TOKEN, out.to_str().unwrap()]).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&run.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let docs = lines.iter().filter(|l| l.get("file").is_some()).cloned().collect();
+    let states = lines.iter().filter_map(|l| l["state"].as_str().map(String::from)).collect();
+    (docs, states)
+}
+
+#[test]
+fn stock_globus_sdk_ingests_every_file_sink_document() {
+    if !python_has_globus_sdk() {
+        panic!("python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)");
+    }
+    let tmp = test_dir();
+    let seed = test_seed();
+    // About three full documents, with the generator's non-ASCII and quoted names.
+    let fs = GenFs::generate(&GenSpec::new(60_000, seed));
+    let data = tmp.path().join("data");
+    gen::write(&fs, Format::Tsv, &data, 20_000, false).unwrap();
+    let records = fs.records().len();
+
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    let (docs, states) = ingest_with_sdk(&emu, &file_sink_documents(tmp.path(), &data, "sdk"));
+    assert!(docs.len() >= 2, "{docs:?}");
+    for d in &docs {
+        let bytes = d["bytes"].as_u64().unwrap();
+        assert!(bytes <= 10_000_000, "re-serialised to {bytes} bytes: {d}");
+        assert_eq!(d["status"], 200, "{d}");
+    }
+    // Close to the bound, not merely small: the estimate counts every `,` and `:` (those in
+    // strings too) and 2 bytes of slack an entry, so a full document is ~97 % of it.
+    assert!(docs[0]["bytes"].as_u64().unwrap() > 9_500_000, "{docs:?}");
+    assert!(states.iter().all(|s| s == "SUCCESS"), "{states:?}");
+    let c = icicle_testkit::globus::Client::new(&emu.url(), TOKEN);
+    let total = icicle_testkit::globus::block_on(c.search(INDEX, &serde_json::json!({"q": "*", "limit": 1}))).unwrap()["total"].as_u64();
+    assert_eq!(total, Some(records as u64));
+
+    // The control: compact sizing fills documents that stock tools cannot send.
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    let (docs, _) = ingest_with_sdk(&emu, &file_sink_documents(tmp.path(), &data, "compact"));
+    assert!(docs.iter().any(|d| d["bytes"].as_u64().unwrap() > 10_000_000 && d["status"] == 413), "{docs:?}");
+}

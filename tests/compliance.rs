@@ -185,7 +185,7 @@ fn every_sink_acknowledges_only_durable_deliveries_and_closes_twice() {
     let messages = || rt_messages(&bootstrap, &topic);
     rt.block_on(check_sink(
         &format!("type = \"kafka\"\ntopic = \"{topic}\"\nconnection = {{ bootstrap = \"{bootstrap}\" }}\n"),
-        Some(&format!("type = \"kafka\"\ntopic = \"{topic}\"\ntimeout_secs = 2\nconnection = {{ bootstrap = \"127.0.0.1:9\", properties = {{ \"message.timeout.ms\" = \"2000\" }} }}\n")),
+        Some(&format!("type = \"kafka\"\ntopic = \"{topic}\"\ntimeout_secs = 2\nconnection = {{ bootstrap = \"127.0.0.1:9\" }}\n")),
         Some(&messages),
     ))
     .unwrap_or_else(|e| panic!("kafka: {e}"));
@@ -212,4 +212,18 @@ fn every_sketch_follows_the_sketch_contract() {
     for name in names {
         check_sketch(name).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
+}
+
+#[test]
+fn the_kafka_sink_gives_up_after_its_own_timeout() {
+    // Nothing listens on port 9: only the delivery timeout ends the wait. `timeout_secs = 2`
+    // must be what decides, not librdkafka's 300 s default message timeout.
+    let mut sink =
+        icicle_testkit::compliance::sink("type = \"kafka\"\ntopic = \"t\"\ntimeout_secs = 2\nconnection = { bootstrap = \"127.0.0.1:9\" }\n").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let started = std::time::Instant::now();
+    let r = rt.block_on(sink.deliver(&icicle_core::batch::DocumentBatch::Delete(vec!["/x".into()])));
+    let took = started.elapsed();
+    assert!(r.is_err(), "a delivery to nowhere said Ok");
+    assert!(took < std::time::Duration::from_secs(150), "waited {took:?}: the 300 s default decided");
 }

@@ -389,6 +389,9 @@ fn the_kafka_audit_names_every_globus_task() {
         assert_eq!(r["receipts"]["msk"]["offsets"], r["offsets"], "{r}");
     }
     assert_eq!(kinds.get("delete"), Some(&1));
+    // Keys stay unique across the two runs (a compacted audit topic keeps both runs).
+    let keys: std::collections::BTreeSet<&str> = audit.iter().map(|m| m.key.as_deref().unwrap()).collect();
+    assert_eq!(keys.len(), audit.len(), "{keys:?}");
     // Every task the sink created was audited, once.
     audited.sort();
     assert_eq!(audited, state.keys().cloned().collect::<Vec<_>>());

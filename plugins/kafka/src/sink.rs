@@ -55,6 +55,11 @@ impl ComponentConfig for KafkaSinkConfig {
         let mut cc = self.connection.client_config(ctx)?;
         // Exactly-once per partition, in order: the idempotent producer (acks=all).
         cc.set("enable.idempotence", "true");
+        // `timeout_secs` bounds a batch's delivery: librdkafka's own message timeout (300 s by
+        // default) must not outlast it, unless `connection.properties` sets one.
+        if cc.get("message.timeout.ms").or_else(|| cc.get("delivery.timeout.ms")).is_none() {
+            cc.set("message.timeout.ms", ((self.timeout_secs * 1000.0).ceil() as u64).max(1).to_string());
+        }
         cc.set_if_absent("compression.type", "lz4");
         cc.set_if_absent("linger.ms", "5");
         let producer: FutureProducer = cc.create().map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {e}")))?;
@@ -64,10 +69,17 @@ impl ComponentConfig for KafkaSinkConfig {
             topic: self.topic,
             audit_topic: self.audit_topic,
             timeout: Duration::from_secs_f64(self.timeout_secs),
+            run: run_id(),
             batches: 0,
             last: None,
         }))
     }
+}
+
+/// A run id: the start time in nanoseconds and the process id, in hex.
+fn run_id() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{nanos:x}-{:x}", std::process::id())
 }
 
 trait SetIfAbsent {
@@ -89,6 +101,8 @@ pub struct KafkaSink {
     topic: String,
     audit_topic: Option<String>,
     timeout: Duration,
+    /// This process's run, in audit keys: a compacted audit topic keeps every run's records.
+    run: String,
     batches: u64,
     /// What the last delivery wrote, for its receipt and audit record.
     last: Option<Delivered>,
@@ -198,14 +212,14 @@ impl Sink for KafkaSink {
             return Ok(());
         };
         let rec = serde_json::json!({
-            "sink": self.id, "batch": self.batches, "kind": d.kind, "count": d.count, "bytes": d.bytes,
+            "sink": self.id, "run": self.run, "batch": self.batches, "kind": d.kind, "count": d.count, "bytes": d.bytes,
             "first_subject": d.first_subject, "last_subject": d.last_subject,
             "topic": self.topic, "offsets": d.offsets,
             "receipts": receipts.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<serde_json::Map<String, serde_json::Value>>(),
             "time": icicle_core::time::iso8601(icicle_core::time::now_epoch()),
         })
         .to_string();
-        let key = format!("{}-{}", self.id, self.batches);
+        let key = format!("{}-{}-{}", self.id, self.run, self.batches);
         self.producer
             .send(FutureRecord::to(audit.as_str()).key(key.as_bytes()).payload(rec.as_bytes()), Timeout::After(self.timeout))
             .await

@@ -66,9 +66,13 @@ fn running_monitor(tmp: &Path) -> (Child, String, usize) {
 }
 
 fn http_get(addr: &str, path: &str) -> String {
+    http_request(addr, "GET", path)
+}
+
+fn http_request(addr: &str, method: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    s.write_all(format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").as_bytes()).unwrap();
     let mut r = String::new();
     s.read_to_string(&mut r).unwrap();
     r
@@ -112,6 +116,12 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
     let status = icicle_tui::dashboard::fetch_status(&addr).unwrap();
     assert_eq!(status.get("icicle_records_in_total", &[("component", "mdt0")]), Some(records as f64));
     assert!(http_get(&addr, "/nope").starts_with("HTTP/1.1 404"));
+    // A query string changes nothing; only GET (and HEAD) read the endpoints.
+    assert!(http_get(&addr, "/metrics?x=1").starts_with("HTTP/1.1 200 OK"));
+    for method in ["POST", "DELETE", "PUT"] {
+        let r = http_request(&addr, method, "/metrics");
+        assert!(r.starts_with("HTTP/1.1 405") && r.contains("Allow: GET, HEAD"), "{method}: {r}");
+    }
     child.kill().unwrap();
     let _ = child.wait();
 }

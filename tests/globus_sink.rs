@@ -222,6 +222,9 @@ fn permanent_failures_name_the_sink_and_the_status() {
     let (code, _, err) = run_snapshot(&cfg);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("globus:") && err.contains("HTTP 404") && err.contains(other), "{err}");
+    // Said once: the error line does not repeat its cause.
+    let line = err.lines().find(|l| l.starts_with("error:")).unwrap_or_else(|| panic!("no error line: {err}"));
+    assert_eq!(line.matches("HTTP 404").count(), 1, "{line}");
     // A token the service refuses.
     let cfg = config(tmp.path(), "b.toml", &format!("{base}{}", token_sink(&emu, INDEX)));
     let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_GLOBUS_TOKEN", "not-the-token"), ("RUST_LOG", "debug")]);

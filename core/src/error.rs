@@ -64,17 +64,36 @@ pub enum SinkError {
     Remote { sink: String, reason: String, retry: Retry },
 }
 
-/// The umbrella error used by runtimes.
+/// The umbrella error used by runtimes. Its message includes the inner error's, which is
+/// therefore not also its `source` (a chain printed with `{:#}` would say it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum IcicleError {
     #[error("configuration: {0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
     #[error("source: {0}")]
-    Source(#[from] SourceError),
+    Source(SourceError),
     #[error("sink: {0}")]
-    Sink(#[from] SinkError),
+    Sink(SinkError),
     #[error("{0}")]
     Internal(String),
+}
+
+impl From<ConfigError> for IcicleError {
+    fn from(e: ConfigError) -> Self {
+        IcicleError::Config(e)
+    }
+}
+
+impl From<SourceError> for IcicleError {
+    fn from(e: SourceError) -> Self {
+        IcicleError::Source(e)
+    }
+}
+
+impl From<SinkError> for IcicleError {
+    fn from(e: SinkError) -> Self {
+        IcicleError::Sink(e)
+    }
 }
 
 impl IcicleError {

@@ -248,12 +248,19 @@ pub async fn serve(addr: &str) -> std::io::Result<std::net::SocketAddr> {
                     }
                 }
                 let head = String::from_utf8_lossy(&buf[..n]);
-                let path = head.split_whitespace().nth(1).unwrap_or("/");
-                let (status, ctype, body) = match path {
-                    "/metrics" => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", Metrics::global().prometheus()),
-                    "/status" => ("200 OK", "application/json", serde_json::to_string(&Metrics::global().snapshot()).unwrap_or_else(|_| "{}".into())),
+                let mut words = head.split_whitespace();
+                let method = words.next().unwrap_or("");
+                // The query string does not change what is served.
+                let path = words.next().unwrap_or("/").split('?').next().unwrap_or("/");
+                let (status, ctype, body) = match (method, path) {
+                    ("GET" | "HEAD", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", Metrics::global().prometheus()),
+                    ("GET" | "HEAD", "/status") => {
+                        ("200 OK", "application/json", serde_json::to_string(&Metrics::global().snapshot()).unwrap_or_else(|_| "{}".into()))
+                    }
+                    (_, "/metrics" | "/status") => ("405 Method Not Allowed\r\nAllow: GET, HEAD", "text/plain", "GET or HEAD only\n".to_string()),
                     _ => ("404 Not Found", "text/plain", "try /metrics or /status\n".to_string()),
                 };
+                let body = if method == "HEAD" { String::new() } else { body };
                 let resp = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
                 let _ = sock.write_all(resp.as_bytes()).await;
                 let _ = sock.shutdown().await;

@@ -207,7 +207,7 @@ pub struct BatchReport<'a> {
 pub fn record_batch(r: &BatchReport<'_>) {
     let m = Metrics::global();
     let c = [("component", r.component)];
-    m.set_counter("icicle_records_in_total", "Records or events read by a stream source.", &c, r.records_in as f64);
+    m.set_counter("icicle_records_in_total", "Records or events read by a source.", &c, r.records_in as f64);
     m.set_counter("icicle_records_filtered_total", "Records dropped by type at ingestion.", &c, r.filtered as f64);
     m.set_counter("icicle_rejects_total", "Input that could not be used (reported with its position).", &c, r.rejects as f64);
     for (outcome, n) in r.outcomes {

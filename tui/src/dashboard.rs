@@ -401,21 +401,27 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
                 format!("{}B", human(s.sum("icicle_sink_bytes_total", &l))),
                 format!("{}B/s", human(app.rate("icicle_sink_bytes_total", &l))),
                 human(s.sum("icicle_sink_errors_total", &l)),
+                human(s.sum("icicle_globus_retries_total", &l)),
                 format!("{:.3} s", s.sum("icicle_sink_last_delivery_seconds", &l) + 0.0),
+                // Globus Search: from submission to SUCCESS of the last task.
+                s.get("icicle_globus_last_task_seconds", &l).map_or_else(|| "-".into(), |t| format!("{t:.2} s")),
             ]
         })
         .collect();
     let w = [
-        Constraint::Length(14),
+        Constraint::Length(12),
+        Constraint::Length(8),
         Constraint::Length(9),
-        Constraint::Length(10),
-        Constraint::Length(10),
-        Constraint::Length(11),
-        Constraint::Length(11),
         Constraint::Length(8),
         Constraint::Length(10),
+        Constraint::Length(11),
+        Constraint::Length(7),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
     ];
-    f.render_widget(table(&["sink", "batches", "upserts", "deletes", "bytes", "rate", "errors", "last"], rows, &w, " sinks (acknowledged deliveries) "), area);
+    let header = ["sink", "batches", "upserts", "deletes", "bytes", "rate", "errors", "retries", "last", "task"];
+    f.render_widget(table(&header, rows, &w, " sinks (acknowledged deliveries; retries and task: Globus) "), area);
 }
 
 fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {

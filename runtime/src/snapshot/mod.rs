@@ -534,7 +534,7 @@ mod tests {
         let (tx, rx) = std_mpsc::channel();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let job = SnapshotJob {
-            sources: vec![("s".into(), Arc::new(WaitingSource { inner: SlowSource { delivered: Mutex::new(rx) } }))],
+            sources: vec![("flush-timer".into(), Arc::new(WaitingSource { inner: SlowSource { delivered: Mutex::new(rx) } }))],
             sinks: vec![("k".into(), Box::new(SignallingSink { tx, seen: seen.clone() }))],
             policy: Arc::new(RecordPolicy {
                 visible_to: vec![VisibleTo::Public],
@@ -555,6 +555,10 @@ mod tests {
         assert_eq!(summary.rejects, 0);
         assert_eq!(summary.emitted, 1);
         assert_eq!(*seen.lock().unwrap(), vec![1]);
+        // The dashboard's overview counts a snapshot's rows in and records out.
+        let m = icicle_core::metrics::Metrics::global().snapshot();
+        assert_eq!(m.get("icicle_records_in_total", &[("component", "flush-timer")]), Some(1.0));
+        assert_eq!(m.get("icicle_records_out_total", &[("component", "flush-timer"), ("op", "update")]), Some(1.0));
     }
 
     /// One record; counts its acknowledgements.

@@ -291,7 +291,7 @@ pub(super) fn spawn(
                 while let Some((si, split)) = shared.pop() {
                     worker.input = split.name.clone();
                     worker.counts.splits += 1;
-                    let rows_before = worker.counts.rows;
+                    let (rows_before, emitted_before) = (worker.counts.rows, worker.counts.emitted);
                     if let Err(e) = sources[si].read(&split, &mut worker) {
                         let scope = Some(split.scope.clone().unwrap_or(Scope::All));
                         worker.reject(Reject::whole(&split.name, e.to_string(), scope));
@@ -299,12 +299,12 @@ pub(super) fn spawn(
                     // Hand over what this split produced, so that a slow or streaming source
                     // never holds records back from the flush timer.
                     worker.send_chunk();
-                    icicle_core::metrics::Metrics::global().add(
-                        "icicle_snapshot_rows_total",
-                        "Rows read by a snapshot source.",
-                        &[("source", &source_names[si])],
-                        (worker.counts.rows - rows_before) as f64,
-                    );
+                    let m = icicle_core::metrics::Metrics::global();
+                    let (rows, emitted) = ((worker.counts.rows - rows_before) as f64, (worker.counts.emitted - emitted_before) as f64);
+                    m.add("icicle_snapshot_rows_total", "Rows read by a snapshot source.", &[("source", &source_names[si])], rows);
+                    // The overview's in and out, as a monitor's are counted.
+                    m.add("icicle_records_in_total", "Records or events read by a source.", &[("component", &source_names[si])], rows);
+                    m.add("icicle_records_out_total", "Index operations emitted.", &[("component", &source_names[si]), ("op", "update")], emitted);
                     let spawned = std::mem::take(&mut worker.spawned);
                     shared.done(spawned, si);
                 }

@@ -289,10 +289,12 @@ fn the_lustre_monitor_acknowledges_only_what_globus_published() {
     assert_eq!(cleared(tmp.path()), 0);
     assert!(!tmp.path().join("state/fs0-MDT0000.checkpoint.json").exists());
 
-    // Every third task FAILS: each run stops at one, having acknowledged exactly the batches
-    // before it; runs go on until everything is published.
+    // Every third task FAILS, and the sink neither sends it again nor isolates records: each
+    // run stops at one, having acknowledged exactly the batches before it; runs go on until
+    // everything is published.
     let out = tmp.path().join("out");
-    let sinks = format!("{}[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n", token_sink(&emu, INDEX), out.display());
+    let strict = format!("{}task_retries = 0\nmax_dead_letters = 0\n", token_sink(&emu, INDEX));
+    let sinks = format!("{strict}[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n", out.display());
     let cfg = monitor_config(tmp.path(), &root, &journal, &sinks);
     let mut failed_runs = 0;
     let mut before = 0;
@@ -512,14 +514,154 @@ fn validation_errors_are_permanent_and_transient_ones_give_up_after_max_retries(
     drop(emu);
     let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
     let client = Client::new(&emu.url(), TOKEN);
-    let mut sink = sink_for(&emu, |_| {});
+    let tmp = tempfile::tempdir().unwrap();
+    let letters = tmp.path().join("g.dead-letters.jsonl");
+    let mut sink = sink_for(&emu, |c| c.dead_letter_file = Some(letters.clone()));
     let long = format!("/{}", "x".repeat(500));
     block_on(async {
-        let e = sink.deliver(&batch(&[&long])).await.unwrap_err().to_string();
-        assert!(e.contains("HTTP 400 BadRequest.ValidationError") && e.contains("501 bytes"), "{e}");
+        // Refused on its own: set aside as a dead letter, not retried, not a failure.
+        sink.deliver(&batch(&[&long])).await.unwrap();
         assert_eq!(client.stats().await.unwrap()["writes"], 1, "a 400 is not retried");
         assert_eq!(sink.counts().1, 0);
+        assert_eq!(sink.dead_lettered(), 1);
     });
+    let letter: Value = serde_json::from_str(std::fs::read_to_string(&letters).unwrap().trim()).unwrap();
+    assert_eq!(letter["position"], long.as_str());
+    let reason = letter["reason"].as_str().unwrap();
+    assert!(reason.contains("HTTP 400 BadRequest.ValidationError") && reason.contains("501 bytes"), "{reason}");
+}
+
+/// `n` subjects, `/d/f0000`.., with `bad` inserted at `at`.
+fn subjects_with(n: usize, bad: &str, at: usize) -> Vec<String> {
+    let mut v: Vec<String> = (0..n).map(|i| format!("/d/f{i:04}")).collect();
+    v.insert(at, bad.to_string());
+    v
+}
+
+#[test]
+fn one_refused_entry_is_isolated_and_the_rest_published() {
+    let seed = common::test_seed();
+    let mut rng = icicle_core::rng::Rng::new(seed);
+    let mut o = Options::new(INDEX, TOKEN);
+    o.refuse_subjects = vec!["/poison".into()];
+    let emu = Emulator::start(o).unwrap();
+    let client = Client::new(&emu.url(), TOKEN);
+    let tmp = tempfile::tempdir().unwrap();
+    let letters = tmp.path().join("dl.jsonl");
+    let mut sink = sink_for(&emu, |c| c.dead_letter_file = Some(letters.clone()));
+    let n = 20 + rng.below(200) as usize;
+    let subjects = subjects_with(n, "/poison/x", rng.below(n as u64 + 1) as usize);
+    let refs: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    block_on(async {
+        sink.deliver(&batch(&refs)).await.unwrap();
+        assert_eq!(sink.dead_lettered(), 1);
+        let receipt = sink.receipt().unwrap();
+        assert!(!receipt["task_ids"].as_array().unwrap().is_empty(), "{receipt}");
+        for s in &subjects {
+            let present = client.subject(INDEX, s).await.unwrap().is_some();
+            assert_eq!(present, s != "/poison/x", "{s} (seed {seed})");
+        }
+        // Halving finds it in about 2 log2(n) requests, not n.
+        let writes = client.stats().await.unwrap()["writes"].as_u64().unwrap();
+        assert!(writes <= 2 * (usize::BITS - n.leading_zeros()) as u64 + 2, "{writes} requests for {n} entries");
+    });
+    let lines = std::fs::read_to_string(&letters).unwrap();
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    assert!(lines.contains("/poison/x") && lines.contains("injected refusal"), "{lines}");
+}
+
+#[test]
+fn failed_tasks_are_sent_again_and_a_record_that_always_fails_is_set_aside() {
+    // Every other task fails once: the documents are sent again and all is published.
+    let mut o = Options::new(INDEX, TOKEN);
+    o.fail_task_every = Some(2);
+    let emu = Emulator::start(o).unwrap();
+    let client = Client::new(&emu.url(), TOKEN);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sink = sink_for(&emu, |c| c.dead_letter_file = Some(tmp.path().join("a.jsonl")));
+    let subjects: Vec<String> = (0..30).map(|i| format!("/d/f{i:04}")).collect();
+    let refs: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    block_on(async {
+        for chunk in refs.chunks(5) {
+            sink.deliver(&batch(chunk)).await.unwrap();
+        }
+        assert_eq!(sink.dead_lettered(), 0);
+        for s in &subjects {
+            assert!(client.subject(INDEX, s).await.unwrap().is_some(), "{s}");
+        }
+    });
+    drop(emu);
+    // A task holding one record always fails: after task_retries it is isolated.
+    let mut o = Options::new(INDEX, TOKEN);
+    o.fail_task_subjects = vec!["/always-fails".into()];
+    let emu = Emulator::start(o).unwrap();
+    let client = Client::new(&emu.url(), TOKEN);
+    let letters = tmp.path().join("b.jsonl");
+    let mut sink = sink_for(&emu, |c| {
+        c.dead_letter_file = Some(letters.clone());
+        c.task_retries = 1;
+    });
+    let subjects = subjects_with(12, "/always-fails", 7);
+    let refs: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    block_on(async {
+        sink.deliver(&batch(&refs)).await.unwrap();
+        assert_eq!(sink.dead_lettered(), 1);
+        for s in &subjects {
+            assert_eq!(client.subject(INDEX, s).await.unwrap().is_some(), s != "/always-fails", "{s}");
+        }
+    });
+    let lines = std::fs::read_to_string(&letters).unwrap();
+    assert!(lines.contains("/always-fails") && lines.contains("FAILED"), "{lines}");
+}
+
+#[test]
+fn a_systematic_refusal_fails_the_delivery_instead_of_dead_lettering_everything() {
+    let mut o = Options::new(INDEX, TOKEN);
+    o.refuse_subjects = vec!["/".into()];
+    let emu = Emulator::start(o).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sink = sink_for(&emu, |c| {
+        c.dead_letter_file = Some(tmp.path().join("dl.jsonl"));
+        c.max_dead_letters = 5;
+    });
+    let subjects: Vec<String> = (0..40).map(|i| format!("/d/f{i:04}")).collect();
+    let refs: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    block_on(async {
+        let e = sink.deliver(&batch(&refs)).await.unwrap_err().to_string();
+        assert!(e.contains("max_dead_letters") && e.contains("injected refusal"), "{e}");
+        assert!(sink.receipt().is_none());
+    });
+}
+
+#[test]
+fn the_snapshot_summary_counts_dead_letters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("tree");
+    std::fs::create_dir_all(root.join("poison")).unwrap();
+    for f in 0..20 {
+        std::fs::write(root.join(format!("f{f}")), b"x").unwrap();
+    }
+    std::fs::write(root.join("poison/p"), b"x").unwrap();
+    let mut o = Options::new(INDEX, TOKEN);
+    o.refuse_subjects = vec!["/poison/p".into()];
+    let emu = Emulator::start(o).unwrap();
+    let letters = tmp.path().join("letters.jsonl");
+    let cfg = config(
+        tmp.path(),
+        "d.toml",
+        &format!(
+            "[snapshot]\nrejects_file = \"{t}/rejects.jsonl\"\n[records]\nvisible_to = [\"public\"]\n[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\n{g}dead_letter_file = \"{l}\"\n",
+            t = tmp.path().display(),
+            r = root.display(),
+            g = token_sink(&emu, INDEX),
+            l = letters.display()
+        ),
+    );
+    let (code, summary, err) = run_snapshot(&cfg);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(summary["dead_lettered"], 1, "{summary}");
+    assert_eq!(summary["emitted"], 21, "{summary}");
+    assert!(std::fs::read_to_string(&letters).unwrap().contains("/poison/p"));
 }
 
 #[test]

@@ -81,6 +81,7 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
         ("  directories", s.directories.to_string()),
         ("  rejects", s.rejects.to_string()),
         ("records emitted", s.emitted.to_string()),
+        ("  dead-lettered", s.dead_lettered.to_string()),
         ("inputs (splits)", s.splits.to_string()),
         ("batches", s.batches.to_string()),
         ("bytes", format!("{} ({}B)", s.bytes, human(s.bytes as f64))),

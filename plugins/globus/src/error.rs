@@ -128,6 +128,12 @@ impl GlobusError {
         }
     }
 
+    /// Whether the service refused the request for what it holds (HTTP 400): sending it
+    /// again unchanged fails the same way.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, GlobusError::Status { status: 400, .. })
+    }
+
     /// Whether the service refused the credentials.
     pub fn is_unauthorized(&self) -> bool {
         matches!(self, GlobusError::Status { status: 401, .. })

@@ -145,6 +145,8 @@ pub struct SnapshotSummary {
     pub records: u64,
     pub directories: u64,
     pub rejects: u64,
+    /// Entries the sinks set aside in their dead-letter files (refused on their own).
+    pub dead_lettered: u64,
     /// Records sent to the sinks.
     pub emitted: u64,
     pub splits: u64,
@@ -234,6 +236,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     check_rejects(&settings, &rejects, &mut summary);
     finish(&mut job, &settings, previous.as_deref(), &rejects, out.outbox, &pipeline_subjects, nworkers, &mut summary).await?;
     job.progress.finish();
+    summary.dead_lettered = job.sinks.iter().map(|(_, k)| k.dead_lettered()).sum();
 
     if summary.rejects > 0 {
         let path = settings.rejects_file.clone().unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));

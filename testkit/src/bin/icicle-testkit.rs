@@ -206,6 +206,8 @@ fn main() -> anyhow::Result<()> {
                 burst,
                 fail_every,
                 fail_task_every,
+                refuse_subjects: Vec::new(),
+                fail_task_subjects: Vec::new(),
                 task_delay: std::time::Duration::from_millis(task_delay_ms),
                 token_lifetime: std::time::Duration::from_secs(token_lifetime_secs),
             };

@@ -52,6 +52,11 @@ pub struct Options {
     pub fail_every: Option<u64>,
     /// Let every Nth task end FAILED without applying it.
     pub fail_task_every: Option<u64>,
+    /// Refuse (400, a validation error) every ingest holding an entry whose subject contains
+    /// one of these: a record Search will never take.
+    pub refuse_subjects: Vec<String>,
+    /// Let every task holding an entry whose subject contains one of these end FAILED.
+    pub fail_task_subjects: Vec<String>,
     /// How long a task stays in PROGRESS before it is applied.
     pub task_delay: Duration,
     /// `expires_in` of issued access tokens.
@@ -69,6 +74,8 @@ impl Options {
             burst: None,
             fail_every: None,
             fail_task_every: None,
+            refuse_subjects: Vec::new(),
+            fail_task_subjects: Vec::new(),
             task_delay: Duration::ZERO,
             token_lifetime: Duration::from_secs(172_800),
         }

@@ -164,7 +164,11 @@ pub(super) fn enqueue(shared: &Shared, index: &str, op: Op) -> String {
     let mut st = shared.lock();
     st.counters.tasks_created += 1;
     let n = st.counters.tasks_created;
-    let fail = shared.opts.fail_task_every.is_some_and(|k| k > 0 && n.is_multiple_of(k));
+    let poisoned = match &op {
+        Op::Ingest(entries) => entries.iter().any(|e| shared.opts.fail_task_subjects.iter().any(|s| e.subject.contains(s.as_str()))),
+        _ => false,
+    };
+    let fail = poisoned || shared.opts.fail_task_every.is_some_and(|k| k > 0 && n.is_multiple_of(k));
     let task_id = st.uuid();
     st.tasks.insert(
         task_id.clone(),

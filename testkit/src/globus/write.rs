@@ -53,6 +53,9 @@ pub(super) async fn write_request(shared: &Shared, req: Request<Incoming>, index
                 Ok(e) => e,
                 Err(r) => return *r,
             };
+            if let Some(e) = entries.iter().find(|e| shared.opts.refuse_subjects.iter().any(|s| e.subject.contains(s.as_str()))) {
+                return error(400, "BadRequest.ValidationError", format!("injected refusal of subject {}", e.subject), Value::Null);
+            }
             let n = entries.len();
             let task_id = enqueue(shared, index, Op::Ingest(entries));
             json_response(200, &json!({"acknowledged": true, "task_id": task_id, "success": true, "num_documents_ingested": n}))

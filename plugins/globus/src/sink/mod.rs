@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use icicle_core::batch::{delete_body, DocumentBatch, EntryBatch, GINGEST_HEAD, GINGEST_TAIL};
+use icicle_core::deadletter::DeadLetters;
 use icicle_core::error::SinkError;
 use icicle_core::metrics::Metrics;
 use icicle_core::registry::{BuildContext, ComponentConfig};
@@ -81,6 +82,26 @@ pub struct GlobusSinkConfig {
     /// A task not finished after this long fails the delivery.
     #[serde(default = "default_task_timeout_secs")]
     pub task_timeout_secs: f64,
+    /// A document whose task ends FAILED is sent again this many times before it is cut in
+    /// halves to find the entry that fails it.
+    #[serde(default = "default_task_retries")]
+    pub task_retries: u32,
+    /// Where entries Search refuses on their own go (JSON lines with the reason); default
+    /// `<sink id>.dead-letters.jsonl` in the working directory.
+    #[serde(default)]
+    pub dead_letter_file: Option<PathBuf>,
+    /// More refused entries than this in one delivery fail it (something systematic); 0 turns
+    /// isolation off.
+    #[serde(default = "default_max_dead_letters")]
+    pub max_dead_letters: u32,
+}
+
+fn default_task_retries() -> u32 {
+    2
+}
+
+fn default_max_dead_letters() -> u32 {
+    100
 }
 
 fn default_base_url() -> String {
@@ -134,6 +155,9 @@ impl GlobusSinkConfig {
             wait_for_tasks: true,
             task_poll_ms: default_task_poll_ms(),
             task_timeout_secs: default_task_timeout_secs(),
+            task_retries: default_task_retries(),
+            dead_letter_file: None,
+            max_dead_letters: default_max_dead_letters(),
         }
     }
 
@@ -220,6 +244,10 @@ impl GlobusSinkConfig {
             rng: icicle_core::rng::Rng::new(seed),
             receipt: None,
             stats: Stats::default(),
+            task_retries: self.task_retries,
+            max_dead_letters: self.max_dead_letters,
+            dead: DeadLetters::new(self.dead_letter_file.unwrap_or_else(|| PathBuf::from(format!("{id}.dead-letters.jsonl")))),
+            dead_lettered: 0,
         })
     }
 }
@@ -308,6 +336,11 @@ pub struct GlobusSink {
     rng: icicle_core::rng::Rng,
     receipt: Option<Value>,
     stats: Stats,
+    task_retries: u32,
+    max_dead_letters: u32,
+    /// Entries refused on their own.
+    dead: DeadLetters,
+    dead_lettered: u64,
 }
 
 impl std::fmt::Debug for GlobusSink {
@@ -325,9 +358,9 @@ impl std::fmt::Debug for GlobusSink {
     }
 }
 
-/// One request body of a batch.
+/// One request of a batch.
 enum Request {
-    Ingest(Vec<u8>, usize),
+    Ingest(EntryBatch),
     Delete(Vec<u8>, usize),
 }
 
@@ -375,11 +408,7 @@ impl GlobusSink {
     fn requests(batch: &DocumentBatch) -> Result<Vec<Request>, GlobusError> {
         let mut out = Vec::new();
         match batch {
-            DocumentBatch::Ingest(entries) if entries.document_bytes() <= MAX_REQUEST_BYTES => {
-                let mut body = Vec::with_capacity(entries.document_bytes());
-                entries.write_gingest(&mut body).map_err(|e| GlobusError::Batch(e.to_string()))?;
-                out.push(Request::Ingest(body, entries.len()));
-            }
+            DocumentBatch::Ingest(entries) if entries.document_bytes() <= MAX_REQUEST_BYTES => out.push(Request::Ingest(entries.clone())),
             DocumentBatch::Ingest(entries) => {
                 let mut batcher = Batcher::new(MAX_REQUEST_BYTES);
                 let (mut full, mut oversized) = (Vec::new(), Vec::new());
@@ -391,11 +420,7 @@ impl GlobusSink {
                         big.len() + GINGEST_HEAD.len() + GINGEST_TAIL.len()
                     )));
                 }
-                for doc in full {
-                    let mut body = Vec::with_capacity(doc.document_bytes());
-                    doc.write_gingest(&mut body).map_err(|e| GlobusError::Batch(e.to_string()))?;
-                    out.push(Request::Ingest(body, doc.len()));
-                }
+                out.extend(full.into_iter().map(Request::Ingest));
             }
             DocumentBatch::Delete(subjects) => {
                 let body = delete_body(subjects);
@@ -570,31 +595,46 @@ impl GlobusSink {
 
     /// Send a batch; returns the task ids once accepted (and, with `wait_for_tasks`, succeeded).
     async fn send_batch(&mut self, batch: &DocumentBatch) -> Result<Vec<String>, GlobusError> {
+        let mut docs = Vec::new();
         let mut tasks = Vec::new();
         for req in Self::requests(batch)? {
-            let (endpoint, path, body, n) = match &req {
-                Request::Ingest(b, n) => ("ingest", "ingest", b, *n),
-                Request::Delete(b, n) => ("delete", "batch_delete_by_subject", b, *n),
-            };
-            let url = format!("{}/v1/index/{}/{path}", self.base_url, self.index_id);
-            let what = format!("{path} of {n} {} in index {}", if endpoint == "ingest" { "entries" } else { "subjects" }, self.index_id);
-            let submitted = Instant::now();
-            let v = self.call(&what, endpoint, Method::POST, &url, Some(body)).await?;
-            let task_id = v.get("task_id").and_then(Value::as_str).unwrap_or("").to_string();
-            if task_id.is_empty() || !task_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-                return Err(GlobusError::Protocol { what, reason: format!("no usable task_id in {v}") });
+            match req {
+                Request::Ingest(doc) => docs.push(doc),
+                Request::Delete(body, n) => {
+                    let submitted = Instant::now();
+                    let t = self.submit("delete", "batch_delete_by_subject", &body, n).await?;
+                    tasks.push((t, submitted));
+                }
             }
-            tracing::debug!(sink = %self.id, task_id, endpoint, n, "Globus task submitted");
-            tasks.push((task_id, submitted));
+        }
+        let mut ids = Vec::new();
+        if !docs.is_empty() {
+            ids.extend(self.ingest_isolating(docs).await?);
         }
         if self.wait_for_tasks {
             for (t, submitted) in &tasks {
                 self.wait_task(t, *submitted).await?;
             }
         }
-        Ok(tasks.into_iter().map(|(t, _)| t).collect())
+        ids.extend(tasks.into_iter().map(|(t, _)| t));
+        Ok(ids)
+    }
+
+    /// POST one request body to `path` of the index; its task id once accepted.
+    async fn submit(&mut self, endpoint: &'static str, path: &str, body: &[u8], n: usize) -> Result<String, GlobusError> {
+        let url = format!("{}/v1/index/{}/{path}", self.base_url, self.index_id);
+        let what = format!("{path} of {n} {} in index {}", if endpoint == "ingest" { "entries" } else { "subjects" }, self.index_id);
+        let v = self.call(&what, endpoint, Method::POST, &url, Some(body)).await?;
+        let task_id = v.get("task_id").and_then(Value::as_str).unwrap_or("").to_string();
+        if task_id.is_empty() || !task_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(GlobusError::Protocol { what, reason: format!("no usable task_id in {v}") });
+        }
+        tracing::debug!(sink = %self.id, task_id, endpoint, n, "Globus task submitted");
+        Ok(task_id)
     }
 }
+
+mod ingest;
 
 #[async_trait]
 impl Sink for GlobusSink {
@@ -610,6 +650,10 @@ impl Sink for GlobusSink {
 
     fn receipt(&self) -> Option<Value> {
         self.receipt.clone()
+    }
+
+    fn dead_lettered(&self) -> u64 {
+        self.dead_lettered
     }
 
     async fn close(&mut self) -> Result<(), SinkError> {
@@ -752,11 +796,13 @@ mod tests {
         assert_eq!(reqs.len(), 3);
         let mut n = 0;
         for r in &reqs {
-            let Request::Ingest(body, k) = r else { panic!("not an ingest") };
+            let Request::Ingest(doc) = r else { panic!("not an ingest") };
+            let mut body = Vec::new();
+            doc.write_gingest(&mut body).unwrap();
             assert!(body.len() <= MAX_REQUEST_BYTES);
-            let v: Value = serde_json::from_slice(body).unwrap();
-            assert_eq!(v["ingest_data"]["gmeta"].as_array().unwrap().len(), *k);
-            n += k;
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["ingest_data"]["gmeta"].as_array().unwrap().len(), doc.len());
+            n += doc.len();
         }
         assert_eq!(n, 25);
         let subjects: Vec<String> = (0..600_000).map(|i| format!("/some/long/directory/name/file-{i:08}")).collect();

@@ -1,0 +1,90 @@
+//! Ingest with per-record isolation. A document Search refuses (HTTP 400), or whose task ends
+//! FAILED again after `task_retries` new tries, is cut in halves and sent again, down to the
+//! one entry that causes it; that entry goes to the dead-letter file (written durably before
+//! the delivery returns) and the rest is published. More dead letters than
+//! `max_dead_letters` in one delivery mean something systematic: the delivery fails instead;
+//! `max_dead_letters = 0` turns isolation off (a refused document fails the delivery).
+
+use std::time::Instant;
+
+use icicle_core::batch::EntryBatch;
+
+use super::{entry_batch, GlobusSink};
+use crate::error::GlobusError;
+
+/// A document still to publish, and how many times its task ended FAILED.
+type Pending = (EntryBatch, u32);
+
+impl GlobusSink {
+    /// Publish `docs`; returns the task ids of what was published (accepted, and `SUCCESS`
+    /// when waiting for tasks). Isolated entries are dead-lettered.
+    pub(super) async fn ingest_isolating(&mut self, docs: Vec<EntryBatch>) -> Result<Vec<String>, GlobusError> {
+        let mut pending: Vec<Pending> = docs.into_iter().map(|d| (d, 0)).collect();
+        let mut published = Vec::new();
+        let mut letters = 0u32;
+        while !pending.is_empty() {
+            let mut next = Vec::new();
+            let mut submitted = Vec::new();
+            for (doc, failures) in pending {
+                let at = Instant::now();
+                match self.submit_ingest(&doc).await {
+                    Ok(task) => submitted.push((task, at, doc, failures)),
+                    Err(e) if e.is_refusal() && self.max_dead_letters > 0 => self.isolate(doc, &e, &mut next, &mut letters)?,
+                    Err(e) => return Err(e),
+                }
+            }
+            for (task, at, doc, failures) in submitted {
+                if !self.wait_for_tasks {
+                    published.push(task);
+                    continue;
+                }
+                match self.wait_task(&task, at).await {
+                    Ok(()) => published.push(task),
+                    Err(e @ GlobusError::TaskFailed { .. }) if failures < self.task_retries => {
+                        tracing::warn!(sink = %self.id, error = %self.redact(e.to_string()), entries = doc.len(), "Globus task FAILED; sending its document again");
+                        next.push((doc, failures + 1));
+                    }
+                    Err(e @ GlobusError::TaskFailed { .. }) if self.max_dead_letters > 0 => self.isolate(doc, &e, &mut next, &mut letters)?,
+                    Err(e) => return Err(e),
+                }
+            }
+            pending = next;
+        }
+        Ok(published)
+    }
+
+    /// Cut a refused document in halves (into `next`), or dead-letter its one entry.
+    fn isolate(&mut self, doc: EntryBatch, e: &GlobusError, next: &mut Vec<Pending>, letters: &mut u32) -> Result<(), GlobusError> {
+        let entries: Vec<&[u8]> = doc.entries().collect();
+        if entries.len() > 1 {
+            let half = entries.len() / 2;
+            next.push((entry_batch(entries[..half].iter().copied()), 0));
+            next.push((entry_batch(entries[half..].iter().copied()), 0));
+            return Ok(());
+        }
+        let Some(entry) = entries.first() else { return Ok(()) };
+        *letters += 1;
+        if *letters > self.max_dead_letters {
+            return Err(GlobusError::Batch(format!(
+                "more than {} entries of one delivery refused (max_dead_letters); the last: {}",
+                self.max_dead_letters,
+                self.redact(e.to_string())
+            )));
+        }
+        let subject = serde_json::from_slice::<serde_json::Value>(entry).ok().and_then(|v| v["subject"].as_str().map(String::from)).unwrap_or_default();
+        let reason = self.redact(e.to_string());
+        self.dead
+            .write(&self.id, &subject, entry, &reason)
+            .map_err(|io| GlobusError::Batch(format!("writing the dead-letter file {}: {io}", self.dead.path().display())))?;
+        self.dead_lettered += 1;
+        tracing::warn!(sink = %self.id, subject, reason, file = %self.dead.path().display(), "Globus Search refused one entry; kept as a dead letter");
+        Ok(())
+    }
+
+    /// POST one GIngest document; its task id once accepted.
+    async fn submit_ingest(&mut self, doc: &EntryBatch) -> Result<String, GlobusError> {
+        let mut body = Vec::with_capacity(doc.document_bytes());
+        doc.write_gingest(&mut body).map_err(|e| GlobusError::Batch(e.to_string()))?;
+        self.submit("ingest", "ingest", &body, doc.len()).await
+    }
+}

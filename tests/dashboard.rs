@@ -106,6 +106,32 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
+    // Prometheus naming over every family: `_total` only on counters, units as suffixes, no
+    // precomputed rates.
+    for f in fams.as_array().unwrap() {
+        let (name, ty) = (f["name"].as_str().unwrap(), f["type"].as_str().unwrap());
+        assert!(!name.ends_with("_total"), "{name}: a {ty} named _total");
+        assert!(!name.ends_with("_rate"), "{name}: a precomputed rate");
+        for unit in ["seconds", "bytes"] {
+            assert!(!name.contains(unit) || name.ends_with(unit), "{name}: the unit is not the suffix");
+        }
+        for s in f["samples"].as_array().unwrap() {
+            let sample = s[0].as_str().unwrap();
+            match ty {
+                "counter" => assert!(sample == format!("{name}_total") || sample == format!("{name}_created"), "{sample} of counter {name}"),
+                _ => assert_eq!(sample, name),
+            }
+        }
+    }
+    // Error series are there from the start, at 0.
+    let zero = |fam: &str, labels: serde_json::Value| {
+        let f = fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap_or_else(|| panic!("{fam} missing"));
+        assert!(f["samples"].as_array().unwrap().iter().any(|s| s[1] == labels && s[2] == 0.0), "{fam} {labels} not 0: {f}");
+    };
+    zero("icicle_sink_errors", serde_json::json!({"sink": "o", "kind": "ingest"}));
+    zero("icicle_sink_errors", serde_json::json!({"sink": "o", "kind": "delete"}));
+    zero("icicle_rejects", serde_json::json!({"component": "mdt0"}));
+    zero("icicle_dead_letters", serde_json::json!({"source": "mdt0"}));
     let sample = |fam: &str, labels: serde_json::Value| -> f64 {
         fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap()["samples"].as_array().unwrap().iter().find(|s| s[1] == labels).unwrap()[2]
             .as_f64()

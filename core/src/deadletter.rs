@@ -78,7 +78,7 @@ impl DeadLetters {
         self.written += 1;
         crate::metrics::Metrics::global().add(
             "icicle_dead_letters_total",
-            "Stream records that could not be parsed or applied, kept in a dead-letter file.",
+            "Records that could not be parsed, applied or published, kept in a dead-letter file.",
             &[("source", source)],
             1.0,
         );

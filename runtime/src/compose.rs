@@ -106,8 +106,26 @@ pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
             let ctx = BuildContext { figment: &cfg.figment, key, id: id.clone() };
             match (desc.build)(&ctx)? {
                 Built::Source(s) => sources.push((id, s)),
-                Built::Sink(s) => sinks.push((id, s)),
-                Built::Monitor(m) => monitors.push((id, m)),
+                Built::Sink(s) => {
+                    // Error series exist from the start, at 0, so alerts and rates need no first failure.
+                    let m = icicle_core::metrics::Metrics::global();
+                    for kind in ["ingest", "delete"] {
+                        m.add("icicle_sink_errors_total", "Deliveries a sink failed.", &[("sink", &id), ("kind", kind)], 0.0);
+                    }
+                    sinks.push((id, s))
+                }
+                Built::Monitor(mon) => {
+                    let m = icicle_core::metrics::Metrics::global();
+                    let c = [("component", id.as_str())];
+                    m.set_counter("icicle_rejects_total", "Input that could not be used (reported with its position).", &c, 0.0);
+                    m.add(
+                        "icicle_dead_letters_total",
+                        "Records that could not be parsed, applied or published, kept in a dead-letter file.",
+                        &[("source", &id)],
+                        0.0,
+                    );
+                    monitors.push((id, mon))
+                }
                 Built::Sketch(_) => return Err(ConfigError::Parse(format!("`{ty}` is a sketch, not a {}", kind.as_str()))),
                 Built::Placement(_) => return Err(ConfigError::Parse(format!("`{ty}` is a placement policy, not a {}", kind.as_str()))),
             }

@@ -426,7 +426,7 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
 
 fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
     let [g, t, per] = area.layout(&Layout::vertical([Constraint::Length(3), Constraint::Length(7), Constraint::Min(3)]));
-    let (done, total) = (s.sum("icicle_snapshot_progress_done", &[]), s.sum("icicle_snapshot_progress_total", &[]));
+    let (done, total) = (s.sum("icicle_snapshot_work_done_units", &[]), s.sum("icicle_snapshot_work_planned_units", &[]));
     let ratio = if total > 0.0 { (done / total).clamp(0.0, 1.0) } else { 0.0 };
     f.render_widget(
         Gauge::default()
@@ -441,9 +441,14 @@ fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
         Line::from(format!(
             "inputs          {} of {} read",
             human(s.sum("icicle_snapshot_inputs_done", &[])),
-            human(s.sum("icicle_snapshot_inputs_total", &[]))
+            human(s.sum("icicle_snapshot_inputs_planned", &[]))
         )),
-        Line::from(format!("work done       {} of {} ({}/s)", human(done), human(total), human(s.sum("icicle_snapshot_progress_rate", &[])))),
+        Line::from(format!(
+            "work done       {} of {} ({}/s; bytes of text inputs, one per database)",
+            human(done),
+            human(total),
+            human(app.rate("icicle_snapshot_work_done_units", &[]))
+        )),
         Line::from(format!("time left       {}", if eta >= 0.0 && total > 0.0 { format!("{eta:.0} s") } else { "-".into() })),
         Line::from(format!("entries out     {}", human(s.sum("icicle_sink_entries_total", &[("kind", "ingest")])))),
         Line::from(format!("deletes out     {}", human(s.sum("icicle_sink_entries_total", &[("kind", "delete")])))),

@@ -288,8 +288,8 @@ impl TopicStream {
             counts.lost_messages += n;
             counts.lost_messages
         };
-        icicle_core::metrics::Metrics::global().set(
-            "icicle_gpfs_lost_messages",
+        icicle_core::metrics::Metrics::global().set_counter(
+            "icicle_kafka_lost_messages_total",
             "Messages deleted before the monitor read them (committed offset to first read).",
             &[("component", self.component.as_str())],
             lost as f64,

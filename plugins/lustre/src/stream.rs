@@ -81,8 +81,8 @@ impl ChangelogStream {
         let n = last - first + 1;
         counts.lost_records += n;
         let labels = [("component", self.name.as_str()), ("mdt", cfg.mdt.as_str())];
-        icicle_core::metrics::Metrics::global().set(
-            "icicle_changelog_lost",
+        icicle_core::metrics::Metrics::global().set_counter(
+            "icicle_changelog_lost_records_total",
             "Changelog records purged before they were read, per MDT.",
             &labels,
             counts.lost_records as f64,

@@ -64,7 +64,7 @@ impl Shared {
             }
             let m = icicle_core::metrics::Metrics::global();
             m.set("icicle_snapshot_inputs_done", "Snapshot inputs (files, byte ranges, databases, directories) read.", &[], q.finished as f64);
-            m.set("icicle_snapshot_inputs_total", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
+            m.set("icicle_snapshot_inputs_planned", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
         }
         self.ready.notify_all();
     }

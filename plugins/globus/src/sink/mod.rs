@@ -227,6 +227,11 @@ impl GlobusSinkConfig {
             .map_err(|e| invalid("base_url", format!("cannot create an HTTP client: {e}")))?;
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
             ^ u64::from(std::process::id()).rotate_left(32);
+        let m = Metrics::global();
+        for reason in ["rate_limited", "server_error", "connection"] {
+            m.add("icicle_globus_retries_total", "Globus requests retried after a transient failure.", &[("sink", id), ("reason", reason)], 0.0);
+        }
+        m.add("icicle_dead_letters_total", "Records that could not be parsed, applied or published, kept in a dead-letter file.", &[("source", id)], 0.0);
         Ok(GlobusSink {
             id: id.to_string(),
             index_id: self.index_id,

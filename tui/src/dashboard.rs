@@ -54,6 +54,8 @@ pub enum Action {
     Go(usize),
     Pause,
     Help,
+    /// Scroll the view's table by this many rows (negative: up).
+    Scroll(i32),
 }
 
 /// The key table: it drives both dispatch and the help screen.
@@ -65,6 +67,10 @@ pub const KEYS: &[(&str, &str, Action)] = &[
     ("Shift-Tab", "previous view", Action::Previous),
     ("1..6", "go to view 1..6", Action::Go(0)),
     ("p", "pause / resume updates", Action::Pause),
+    ("j", "scroll down (also Down)", Action::Scroll(1)),
+    ("k", "scroll up (also Up)", Action::Scroll(-1)),
+    ("PgDn", "scroll a page down", Action::Scroll(10)),
+    ("PgUp", "scroll a page up", Action::Scroll(-10)),
     ("?", "help", Action::Help),
 ];
 
@@ -80,6 +86,10 @@ pub fn action_for(key: &KeyEvent) -> Option<Action> {
         KeyCode::Esc => "Esc".into(),
         KeyCode::Tab => "Tab".into(),
         KeyCode::BackTab => "Shift-Tab".into(),
+        KeyCode::Down => "j".into(),
+        KeyCode::Up => "k".into(),
+        KeyCode::PageDown => "PgDn".into(),
+        KeyCode::PageUp => "PgUp".into(),
         _ => return None,
     };
     KEYS.iter().find(|(k, _, _)| *k == name).map(|(_, _, a)| *a)
@@ -101,6 +111,8 @@ pub struct App {
     pub keep: usize,
     /// Why the last fetch failed, while the source cannot be read.
     pub disconnected: Option<String>,
+    /// Rows scrolled past in the current view's table.
+    pub scroll: usize,
 }
 
 impl App {
@@ -116,6 +128,7 @@ impl App {
             sketches: None,
             keep: 600,
             disconnected: None,
+            scroll: 0,
         }
     }
 
@@ -141,9 +154,10 @@ impl App {
         match a {
             Action::Quit if self.help => self.help = false,
             Action::Quit => self.quit = true,
-            Action::Next => self.view = (self.view + 1) % VIEWS.len(),
-            Action::Previous => self.view = (self.view + VIEWS.len() - 1) % VIEWS.len(),
-            Action::Go(i) => self.view = i.min(VIEWS.len() - 1),
+            Action::Next => (self.view, self.scroll) = ((self.view + 1) % VIEWS.len(), 0),
+            Action::Previous => (self.view, self.scroll) = ((self.view + VIEWS.len() - 1) % VIEWS.len(), 0),
+            Action::Go(i) => (self.view, self.scroll) = (i.min(VIEWS.len() - 1), 0),
+            Action::Scroll(n) => self.scroll = self.scroll.saturating_add_signed(n as isize),
             Action::Pause => self.paused = !self.paused,
             Action::Help => self.help = !self.help,
         }
@@ -250,6 +264,8 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
             .data(&out),
     ];
     let c = Chart::new(datasets)
+        // The legend stays at 80 columns (by default it hides below a quarter of the area).
+        .hidden_legend_constraints((Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)))
         .block(Block::bordered().title(" throughput "))
         .x_axis(Axis::default().bounds([xmin, 0.0]).labels([Line::from(format!("{xmin:.0} s")), Line::from("now")]))
         .y_axis(Axis::default().bounds([0.0, ymax * 1.1]).labels([Line::from("0"), Line::from(human(ymax))]));
@@ -280,8 +296,13 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" totals ")), facts);
 }
 
-fn table<'a>(header: &'a [&'a str], rows: Vec<Vec<String>>, widths: &'a [Constraint], title: &'a str) -> Table<'a> {
-    Table::new(rows.into_iter().map(|r| Row::new(r.into_iter().map(Cell::from))), widths.to_vec())
+/// A table whose columns are as wide as their header or widest cell, so that nothing is cut
+/// while the row fits; `_widths` are the widest a column may take.
+fn table<'a>(header: &'a [&'a str], rows: Vec<Vec<String>>, _widths: &'a [Constraint], title: &'a str) -> Table<'a> {
+    let widths: Vec<Constraint> = (0..header.len())
+        .map(|i| Constraint::Length(rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).chain([header[i].len()]).max().unwrap_or(4) as u16))
+        .collect();
+    Table::new(rows.into_iter().map(|r| Row::new(r.into_iter().map(Cell::from))), widths)
         .header(Row::new(header.iter().map(|h| Cell::from(*h))).style(Style::new().add_modifier(Modifier::BOLD)))
         .block(Block::bordered().title(title))
 }
@@ -325,7 +346,7 @@ fn sources(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
         Constraint::Length(10),
         Constraint::Length(10),
     ];
-    f.render_widget(table(&["source", "in", "rate", "filtered", "rejects", "batches", "last size", "last time"], rows, &w, " sources "), top);
+    f.render_widget(table(&["source", "in", "rate", "filtered", "rejects", "batches", "batch", "took"], rows, &w, " sources (last batch: size, took) "), top);
     let mut rows: Vec<Vec<String>> = Vec::new();
     for x in s.series.iter().filter(|x| x.name == "icicle_changelog_index") {
         let (c, m) = (x.labels.get("component").cloned().unwrap_or_default(), x.labels.get("mdt").cloned().unwrap_or_default());
@@ -375,7 +396,12 @@ fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
     ];
     let [t, m] = area.layout(&Layout::vertical([Constraint::Min(4), Constraint::Length(3)]));
     f.render_widget(
-        table(&["source", "entries", "bytes", "evictions", "fid2path", "moved", "pending", "queue", "coalesced", "cancelled"], rows, &w, " state and memory "),
+        table(
+            &["source", "entries", "bytes", "evicted", "fid2path", "moved", "pending", "queue", "merged", "cancel"],
+            rows,
+            &w,
+            " state and memory (merged, cancel: reduction) ",
+        ),
         t,
     );
     let rss = s.sum("icicle_process_resident_bytes", &[]);
@@ -420,8 +446,8 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
         Constraint::Length(8),
         Constraint::Length(8),
     ];
-    let header = ["sink", "batches", "upserts", "deletes", "bytes", "rate", "errors", "retries", "last", "task"];
-    f.render_widget(table(&header, rows, &w, " sinks (acknowledged deliveries; retries and task: Globus) "), area);
+    let header = ["sink", "batches", "upserts", "deletes", "bytes", "rate", "errors", "retry", "last", "task"];
+    f.render_widget(table(&header, rows, &w, " sinks (acknowledged deliveries; retry and task: Globus) "), area);
 }
 
 fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
@@ -483,7 +509,16 @@ fn sketches(f: &mut Frame<'_>, area: Rect, app: &App) {
         Ok(x) if x.fract() != 0.0 => format!("{x:.4}"),
         _ => v.to_string(),
     };
-    let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(cell).collect()).collect();
+    let all: Vec<Vec<String>> = lines.map(|l| l.split(',').map(cell).collect()).collect();
+    // The rows that fit below the header, from the scroll position (kept within the table).
+    let visible = area.height.saturating_sub(3).max(1) as usize;
+    let first = app.scroll.min(all.len().saturating_sub(visible));
+    let title = if all.len() > visible {
+        format!(" latest sketch-compare summary — rows {}-{} of {} (j/k, PgDn/PgUp) ", first + 1, (first + visible).min(all.len()), all.len())
+    } else {
+        " latest sketch-compare summary ".to_string()
+    };
+    let rows: Vec<Vec<String>> = all.iter().skip(first).take(visible).cloned().collect();
     let w: Vec<Constraint> = (0..header.len())
         .map(|i| {
             let widest = rows.iter().filter_map(|r| r.get(i)).map(|c| c.len()).chain([header[i].len()]).max().unwrap_or(8);
@@ -492,7 +527,7 @@ fn sketches(f: &mut Frame<'_>, area: Rect, app: &App) {
         .collect();
     let t = Table::new(rows.into_iter().map(|r| Row::new(r.into_iter().map(Cell::from))), w)
         .header(Row::new(header.into_iter().map(Cell::from)).style(Style::new().add_modifier(Modifier::BOLD)))
-        .block(Block::bordered().title(" latest sketch-compare summary "));
+        .block(Block::bordered().title(title));
     f.render_widget(t, area);
 }
 

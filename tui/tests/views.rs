@@ -66,7 +66,11 @@ fn fixed(t: f64, k: f64) -> MetricsSnapshot {
 }
 
 fn draw(app: &App) -> String {
-    let mut t = Terminal::new(TestBackend::new(100, 28)).unwrap();
+    draw_at(app, 100, 28)
+}
+
+fn draw_at(app: &App, width: u16, height: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
     t.draw(|f| render(f, app)).unwrap();
     let buf = t.backend().buffer();
     let mut out = String::new();
@@ -107,6 +111,40 @@ fn every_view_matches_its_golden_text() {
 }
 
 #[test]
+fn the_sketches_view_scrolls_through_every_row() {
+    let mut a = app();
+    let mut csv = String::from("sketch,attribute,rank error\n");
+    for i in 0..40 {
+        csv.push_str(&format!("s{i:02},size,0.00{i}\n"));
+    }
+    a.sketches = Some(csv);
+    a.apply(Action::Go(5));
+    let first = draw_at(&a, 80, 24);
+    assert!(first.contains("s00") && !first.contains("s39") && first.contains("rows 1-"), "{first}");
+    for _ in 0..100 {
+        a.apply(Action::Scroll(10));
+    }
+    let last = draw_at(&a, 80, 24);
+    assert!(last.contains("s39") && !last.contains("s00") && last.contains("of 40"), "{last}");
+    a.apply(Action::Scroll(-1000));
+    assert_eq!(draw_at(&a, 80, 24), first);
+}
+
+#[test]
+fn every_view_fits_80_columns() {
+    let mut a = app();
+    for (i, v) in VIEWS.iter().enumerate() {
+        a.apply(Action::Go(i));
+        let got = draw_at(&a, 80, 24);
+        // Nothing cut: every header of the view's tables is whole.
+        for h in ["last siz", "evictio", "fid2pat"] {
+            assert!(!got.contains(&format!("{h}│")), "{}: a header is cut:\n{got}", v.title());
+        }
+        golden(&format!("{}-80x24", v.title().to_lowercase()), &got);
+    }
+}
+
+#[test]
 fn one_key_table_drives_dispatch_and_help() {
     let key = |c: KeyCode, m: KeyModifiers| action_for(&KeyEvent::new(c, m));
     assert_eq!(key(KeyCode::Char('q'), KeyModifiers::NONE), Some(Action::Quit));
@@ -119,6 +157,8 @@ fn one_key_table_drives_dispatch_and_help() {
     assert_eq!(key(KeyCode::Char('p'), KeyModifiers::NONE), Some(Action::Pause));
     assert_eq!(key(KeyCode::Char('?'), KeyModifiers::NONE), Some(Action::Help));
     assert_eq!(key(KeyCode::Char('x'), KeyModifiers::NONE), None);
+    assert_eq!(key(KeyCode::Down, KeyModifiers::NONE), Some(Action::Scroll(1)));
+    assert_eq!(key(KeyCode::PageUp, KeyModifiers::NONE), Some(Action::Scroll(-10)));
     let mut a = app();
     a.apply(Action::Help);
     let screen = draw(&a);

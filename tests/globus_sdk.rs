@@ -110,3 +110,77 @@ fn stock_globus_sdk_ingests_every_file_sink_document() {
     let (docs, _) = ingest_with_sdk(&emu, &file_sink_documents(tmp.path(), &data, "compact"));
     assert!(docs.iter().any(|d| d["bytes"].as_u64().unwrap() > 10_000_000 && d["status"] == 413), "{docs:?}");
 }
+
+/// The emulator's fidelity through globus-sdk's own SearchClient: every call the project
+/// relies on, answered in the shapes the SDK and Search's reference give.
+const FIDELITY: &str = r#"
+import json, sys, time
+sys.modules["orjson"] = None
+import globus_sdk
+base, index, token = sys.argv[1:4]
+sc = globus_sdk.SearchClient(base_url=base, authorizer=globus_sdk.AccessTokenAuthorizer(token))
+out = {}
+def wait(t):
+    for _ in range(600):
+        d = sc.get_task(t)
+        if d["state"] in ("SUCCESS", "FAILED"):
+            return d
+        time.sleep(0.02)
+docs = [{"subject": f"/p/{n}", "visible_to": ["public"] if n != "gamma" else ["urn:globus:auth:identity:x"],
+         "content": {"name": n, "size": s, "kind": k}} for n, s, k in
+        [("alpha", 10, "f"), ("beta", 20, "f"), ("gamma", 30, "d"), ("alphabet", 40, "f")]]
+t = sc.ingest(index, {"ingest_type": "GMetaList", "ingest_data": {"gmeta": docs}})["task_id"]
+d = wait(t)
+out["ingest_task"] = {"state": d["state"], "task_type": d["task_type"]}
+out["task_list"] = len(sc.get_task_list(index)["tasks"])
+r = sc.post_search(index, {"q": "*", "filters": [{"type": "range", "field_name": "size", "values": [{"from": 15, "to": "*"}]}]})
+out["filtered"] = sorted(g["subject"] for g in r["gmeta"])
+out["get_search"] = sorted(g["subject"] for g in sc.search(index, "alpha*")["gmeta"])
+seen, marker = [], None
+while True:
+    kw = {"marker": marker} if marker else {}
+    page = sc.scroll(index, {"q": "*", "limit": 1, "filters": [{"type": "match_any", "field_name": "kind", "values": ["f"]}]}, **kw)
+    seen += [g["subject"] for g in page["gmeta"]]
+    if not page["has_next_page"]:
+        break
+    marker = page["marker"]
+out["scrolled"] = seen
+out["scroll_q"] = [g["subject"] for g in sc.scroll(index, {"q": "beta"})["gmeta"]]
+out["bypass_subject"] = sc.get_subject(index, "/p/gamma", query_params={"bypass_visible_to": True})["subject"]
+e = sc.get_entry(index, "/p/alpha")
+out["entry"] = e["entries"][0]["content"]["name"]
+legacy = sc.post_search(index, {"q": "beta", "result_format_version": "2017-09-01"})
+out["legacy"] = legacy["gmeta"][0]["content"][0]["name"]
+t = sc.batch_delete_by_subject(index, ["/p/beta"])["task_id"]
+out["delete_task"] = wait(t)["task_type"]
+t = sc.delete_by_query(index, {"q": "alphabet"})["task_id"]
+out["delete_by_query_task"] = wait(t)["task_type"]
+out["left"] = sorted(g["subject"] for g in sc.post_search(index, {"q": "*", "bypass_visible_to": True})["gmeta"])
+print(json.dumps(out))
+"#;
+
+#[test]
+fn the_search_emulator_answers_globus_sdk_as_search_does() {
+    if !python_has_globus_sdk() {
+        panic!("python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)");
+    }
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    let run = Command::new("python3").args(["-c", FIDELITY, &emu.url(), INDEX, TOKEN]).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let out: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let want = serde_json::json!({
+        "ingest_task": {"state": "SUCCESS", "task_type": "INGEST"},
+        "task_list": 1,
+        "filtered": ["/p/alphabet", "/p/beta"],
+        "get_search": ["/p/alpha", "/p/alphabet"],
+        "scrolled": ["/p/alpha", "/p/alphabet", "/p/beta"],
+        "scroll_q": ["/p/beta"],
+        "bypass_subject": "/p/gamma",
+        "entry": "alpha",
+        "legacy": "beta",
+        "delete_task": "DELETE_BY_SUBJECT",
+        "delete_by_query_task": "DELETE_BY_QUERY",
+        "left": ["/p/alpha", "/p/gamma"],
+    });
+    assert_eq!(out, want);
+}

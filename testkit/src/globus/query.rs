@@ -135,6 +135,8 @@ pub(super) struct Query {
     pub(super) limit: usize,
     /// `bypass_visible_to`.
     pub(super) bypass: bool,
+    /// `result_format_version = "2017-09-01"`: results carry `content` lists, not entries.
+    pub(super) legacy_results: bool,
 }
 
 fn parse_terms(q: &str) -> Result<Vec<Term>, String> {
@@ -149,6 +151,15 @@ fn parse_filters(v: Option<&Value>, what: &str) -> Result<Vec<Filter>, String> {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(a)) => a.iter().map(Filter::parse).collect(),
         Some(_) => Err(format!("`{what}` must be a list of GFilter")),
+    }
+}
+
+/// A JSON flag: `true`, or the strings clients send for it (`"true"`, `"True"`).
+pub(super) fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+        _ => false,
     }
 }
 
@@ -221,14 +232,16 @@ impl Query {
         if o.get("query_template").is_some_and(|t| !t.is_null()) {
             return Err("the emulator has no query templates".into());
         }
-        match o.get("result_format_version").map(|v| v.as_str()) {
-            None | Some(Some("2019-08-27")) => {}
-            Some(_) => return Err("the emulator answers result_format_version \"2019-08-27\" only".into()),
-        }
+        let legacy_results = match o.get("result_format_version").map(|v| v.as_str()) {
+            None | Some(Some("2019-08-27")) => false,
+            Some(Some("2017-09-01")) => true,
+            Some(_) => return Err("result_format_version is \"2019-08-27\" or \"2017-09-01\"".into()),
+        };
         if o.get("filter_principal_sets").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
             return Err("the emulator does not implement filter_principal_sets".into());
         }
         let mut query = Query {
+            legacy_results,
             filters: parse_filters(o.get("filters"), "filters")?,
             post_filters: parse_filters(o.get("post_facet_filters"), "post_facet_filters")?,
             ..Query::default()
@@ -239,7 +252,7 @@ impl Query {
             Some(Value::String(q)) => query.terms = parse_terms(q)?,
             Some(_) => return Err("`q` must be a string".into()),
         }
-        query.bypass = o.get("bypass_visible_to").and_then(Value::as_bool).unwrap_or(false);
+        query.bypass = truthy(o.get("bypass_visible_to"));
         if let Some(f) = o.get("facets").filter(|f| !f.is_null()) {
             let Some(list) = f.as_array() else { return Err("`facets` must be a list of GFacet".into()) };
             query.facets = list.iter().map(parse_facet).collect::<Result<_, _>>()?;

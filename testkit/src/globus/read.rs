@@ -11,7 +11,7 @@ use super::config::MAX_SCROLL_LIMIT;
 use super::entry::Entry;
 use super::facets::facet_result;
 use super::http::{bad_query, error, hex, json_body, json_response, no_bypass, no_index, parse_form, query_param, unhex, Resp};
-use super::query::Query;
+use super::query::{truthy, Query};
 use super::state::{Grant, Shared};
 use super::task::Task;
 use super::values::{leaves, SortVal};
@@ -99,6 +99,10 @@ fn search(shared: &Shared, index: &str, q: &Query, grant: &Grant) -> Resp {
         .skip(q.offset)
         .take(q.limit)
         .map(|(s, es)| {
+            if q.legacy_results {
+                let content: Vec<&Value> = es.iter().map(|e| &e.content).collect();
+                return json!({"@datatype": "GMetaResult", "@version": "2017-09-01", "subject": s, "content": content});
+            }
             let entries: Vec<Value> = es.iter().map(|e| json!({"content": e.content, "entry_id": e.entry_id, "matched_principal_sets": []})).collect();
             json!({"@datatype": "GMetaResult", "@version": "2019-08-27", "subject": s, "entries": entries})
         })
@@ -111,11 +115,20 @@ fn search(shared: &Shared, index: &str, q: &Query, grant: &Grant) -> Resp {
     json_response(200, &out)
 }
 
-/// Answer a scroll of `index`: subjects after `marker`, in subject order.
+/// Answer a scroll of `index`: subjects after `marker`, in subject order, whose entries match
+/// `q` and `filters`.
 fn scroll(shared: &Shared, index: &str, q: &Value, grant: &Grant) -> Resp {
-    if q.get("q").and_then(Value::as_str) != Some("*") {
-        return error(400, "BadRequest.ValidationError", "the emulator answers only q = \"*\"", Value::Null);
+    let Some(o) = q.as_object() else { return bad_query("a scroll request is a JSON object".into()) };
+    if let Some(k) =
+        o.keys().find(|k| !matches!(k.as_str(), "q" | "advanced" | "filters" | "limit" | "marker" | "bypass_visible_to" | "@datatype" | "@version"))
+    {
+        return bad_query(format!("unknown scroll field `{k}`"));
     }
+    let matching = json!({"q": o.get("q").cloned().unwrap_or(Value::Null), "advanced": o.get("advanced").cloned().unwrap_or(Value::Bool(false)), "filters": o.get("filters").cloned().unwrap_or(Value::Null)});
+    let query = match Query::from_json(&matching, true) {
+        Ok(query) => query,
+        Err(m) => return bad_query(m),
+    };
     let limit = match q.get("limit") {
         None | Some(Value::Null) => 10,
         Some(v) => match v.as_u64() {
@@ -131,13 +144,16 @@ fn scroll(shared: &Shared, index: &str, q: &Value, grant: &Grant) -> Resp {
         },
         Some(_) => return error(400, "BadRequest.ValidationError", "invalid `marker`", Value::Null),
     };
-    let bypass = q.get("bypass_visible_to").and_then(Value::as_bool).unwrap_or(false);
+    let bypass = truthy(q.get("bypass_visible_to"));
     if bypass && grant.anonymous {
         return no_bypass();
     }
     let st = shared.lock();
     let Some(ix) = st.indexes.get(index) else { return no_index(index) };
-    let visible = |(s, es): (&String, &Vec<Entry>)| gmeta_result(s, es, grant, bypass).map(|v| (s.clone(), v));
+    let visible = |(s, es): (&String, &Vec<Entry>)| {
+        let matched: Vec<Entry> = es.iter().filter(|e| query.matches(e, &query.filters)).cloned().collect();
+        gmeta_result(s, &matched, grant, bypass).map(|v| (s.clone(), v))
+    };
     let total = ix.iter().filter_map(visible).count();
     let range = match &after {
         Some(a) => ix.range::<String, _>((std::ops::Bound::Excluded(a.clone()), std::ops::Bound::Unbounded)),
@@ -194,7 +210,7 @@ pub(super) fn subject(shared: &Shared, req: &Request<Incoming>, index: &str, gra
     let Some(subject) = query_param(req, "subject") else {
         return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null);
     };
-    let bypass = query_param(req, "bypass_visible_to").is_some_and(|v| v == "true");
+    let bypass = query_param(req, "bypass_visible_to").is_some_and(|v| v.eq_ignore_ascii_case("true"));
     if bypass && grant.anonymous {
         return no_bypass();
     }
@@ -203,6 +219,28 @@ pub(super) fn subject(shared: &Shared, req: &Request<Incoming>, index: &str, gra
     match ix.get(&subject).and_then(|es| gmeta_result(&subject, es, grant, bypass)) {
         Some(v) => json_response(200, &v),
         None => error(404, "NotFound.Generic", format!("No subject named \"{subject}\" is visible in index {index}"), Value::Null),
+    }
+}
+
+/// `GET /v1/index/<id>/entry?subject=...[&entry_id=...]`: one entry the caller may see.
+pub(super) fn entry(shared: &Shared, req: &Request<Incoming>, index: &str, grant: &Grant) -> Resp {
+    if !allows(grant, false) {
+        return cannot_search();
+    }
+    let Some(subject) = query_param(req, "subject") else {
+        return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null);
+    };
+    let entry_id = query_param(req, "entry_id").filter(|id| !id.is_empty());
+    let bypass = query_param(req, "bypass_visible_to").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if bypass && grant.anonymous {
+        return no_bypass();
+    }
+    let st = shared.lock();
+    let Some(ix) = st.indexes.get(index) else { return no_index(index) };
+    let one: Vec<Entry> = ix.get(&subject).into_iter().flatten().filter(|e| e.entry_id == entry_id).cloned().collect();
+    match gmeta_result(&subject, &one, grant, bypass) {
+        Some(v) => json_response(200, &v),
+        None => error(404, "NotFound.Generic", format!("No entry {entry_id:?} of subject \"{subject}\" is visible in index {index}"), Value::Null),
     }
 }
 

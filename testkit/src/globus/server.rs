@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::auth::{authorize, rate_limit, token_endpoint};
 use super::config::Options;
 use super::http::{error, json_response, no_index, no_resource, percent_decode, Resp};
-use super::read::{scroll_request, search_get, search_post, subject, task, task_list};
+use super::read::{entry, scroll_request, search_get, search_post, subject, task, task_list};
 use super::state::{worker, Shared};
 use super::write::write_request;
 
@@ -76,8 +76,10 @@ async fn v1(shared: &Shared, req: Request<Incoming>, method: &Method, api: &[&st
     if let Err(r) = rate_limit(shared) {
         return *r;
     }
-    let query_route =
-        matches!((method.as_str(), api), ("GET" | "POST", ["index", _, "search"]) | ("POST", ["index", _, "scroll"]) | ("GET", ["index", _, "subject"]));
+    let query_route = matches!(
+        (method.as_str(), api),
+        ("GET" | "POST", ["index", _, "search"]) | ("POST", ["index", _, "scroll"]) | ("GET", ["index", _, "subject" | "entry"])
+    );
     let grant = match authorize(shared, &req, query_route) {
         Ok(g) => g,
         Err(r) => return *r,
@@ -88,6 +90,7 @@ async fn v1(shared: &Shared, req: Request<Incoming>, method: &Method, api: &[&st
         ("GET", ["index", index, "search"]) => search_get(shared, &req, index, &grant),
         ("POST", ["index", index, "search"]) => search_post(shared, req, index, &grant).await,
         ("GET", ["index", index, "subject"]) => subject(shared, &req, index, &grant),
+        ("GET", ["index", index, "entry"]) => entry(shared, &req, index, &grant),
         ("POST", ["index", index, "scroll"]) => scroll_request(shared, req, index, &grant).await,
         ("GET", ["task", task_id]) => task(shared, task_id),
         ("GET", ["task_list", index]) => task_list(shared, index),

@@ -179,6 +179,7 @@ pub(super) fn enqueue(shared: &Shared, index: &str, op: Op) -> String {
             message: None,
             creation_date: now_date(),
             completion_date: None,
+            task_type: op.task_type(),
             op: Some(op),
             fail,
         },

@@ -41,6 +41,20 @@ pub(super) struct Task {
     pub(super) op: Option<Op>,
     /// End FAILED without applying anything (an injected failure).
     pub(super) fail: bool,
+    /// What kind of write it is, as Search names it (`INGEST`, `DELETE_BY_SUBJECT`, ...).
+    pub(super) task_type: &'static str,
+}
+
+impl Op {
+    /// The task type Search reports for this operation.
+    pub(super) fn task_type(&self) -> &'static str {
+        match self {
+            Op::Ingest(_) => "INGEST",
+            Op::Delete(_) => "DELETE_BY_SUBJECT",
+            Op::DeleteEntry(..) => "DELETE_ENTRY",
+            Op::DeleteByQuery(_) => "DELETE_BY_QUERY",
+        }
+    }
 }
 
 impl Task {
@@ -53,7 +67,7 @@ impl Task {
             _ => "Task failed",
         };
         json!({
-            "task_id": self.task_id, "state": self.state, "state_description": desc, "index_id": self.index_id,
+            "task_id": self.task_id, "task_type": self.task_type, "state": self.state, "state_description": desc, "index_id": self.index_id,
             "message": self.message, "creation_date": self.creation_date, "completion_date": self.completion_date,
             "additional_details": null,
         })

@@ -93,7 +93,8 @@ fn keep_alive_ingest_task_and_subject_on_one_connection() {
     assert_eq!(t["index_id"], IX);
     let mut keys: Vec<&String> = t.as_object().unwrap().keys().collect();
     keys.sort();
-    assert_eq!(keys, ["additional_details", "completion_date", "creation_date", "index_id", "message", "state", "state_description", "task_id"]);
+    assert_eq!(keys, ["additional_details", "completion_date", "creation_date", "index_id", "message", "state", "state_description", "task_id", "task_type"]);
+    assert_eq!(t["task_type"], "INGEST");
     assert_eq!(t["creation_date"].as_str().unwrap().len(), "2018-12-13T18:08:42.746911".len());
     // Same connection, still open.
     let (s, _, b) = raw(&mut c, "GET", &format!("/v1/index/{IX}/subject?subject=%2Fa"), &[auth()], b"");
@@ -351,6 +352,7 @@ fn scroll_pages_with_markers_and_respects_visibility() {
     let all = block_on(Client::new(&emu.url(), TOKEN).scroll_all(IX)).unwrap();
     assert_eq!(all.len(), 26);
     assert_eq!(all["/private"], json!({"secret": true}));
-    assert_eq!(raw(&mut c, "POST", &scroll, &[auth(), JSON], br#"{"q":"name:x"}"#).0, 400);
+    // A scroll takes q, advanced, filters, limit, marker and bypass_visible_to only.
+    assert_eq!(raw(&mut c, "POST", &scroll, &[auth(), JSON], br#"{"q":"*","sort":[]}"#).0, 400);
     assert_eq!(raw(&mut c, "POST", &scroll, &[auth(), JSON], br#"{"q":"*","limit":10001}"#).0, 400);
 }

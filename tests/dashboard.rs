@@ -119,6 +119,9 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
             let sample = s[0].as_str().unwrap();
             match ty {
                 "counter" => assert!(sample == format!("{name}_total") || sample == format!("{name}_created"), "{sample} of counter {name}"),
+                "histogram" => {
+                    assert!(["_bucket", "_sum", "_count", "_created"].iter().any(|x| sample == format!("{name}{x}")), "{sample} of histogram {name}")
+                }
                 _ => assert_eq!(sample, name),
             }
         }
@@ -132,12 +135,26 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
     zero("icicle_sink_errors", serde_json::json!({"sink": "o", "kind": "delete"}));
     zero("icicle_rejects", serde_json::json!({"component": "mdt0"}));
     zero("icicle_dead_letters", serde_json::json!({"source": "mdt0"}));
+    // Latency histograms: a batch's, a delivery's and fid2path's.
+    for h in ["icicle_batch_duration_seconds", "icicle_sink_delivery_duration_seconds", "icicle_fid2path_duration_seconds"] {
+        let f = fams.as_array().unwrap().iter().find(|f| f["name"] == h).unwrap_or_else(|| panic!("{h} missing from {names:?}"));
+        assert_eq!(f["type"], "histogram", "{f}");
+    }
+    let hist_count = |fam: &str, labels: serde_json::Value| -> f64 {
+        let f = fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap();
+        f["samples"].as_array().unwrap().iter().find(|s| s[0] == format!("{fam}_count") && s[1] == labels).unwrap()[2].as_f64().unwrap()
+    };
     let sample = |fam: &str, labels: serde_json::Value| -> f64 {
         fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap()["samples"].as_array().unwrap().iter().find(|s| s[1] == labels).unwrap()[2]
             .as_f64()
             .unwrap()
     };
     assert_eq!(sample("icicle_records_in", serde_json::json!({"component": "mdt0"})), records as f64);
+    // Every batch was observed once.
+    assert_eq!(
+        hist_count("icicle_batch_duration_seconds", serde_json::json!({"component": "mdt0"})),
+        sample("icicle_batches", serde_json::json!({"component": "mdt0"}))
+    );
     assert_eq!(sample("icicle_changelog_lag", serde_json::json!({"component": "mdt0", "mdt": "fs0-MDT0000"})), 0.0);
     let status = icicle_tui::dashboard::fetch_status(&addr).unwrap();
     assert_eq!(status.get("icicle_records_in_total", &[("component", "mdt0")]), Some(records as f64));

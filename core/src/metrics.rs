@@ -1,4 +1,4 @@
-//! Process-wide metrics: counters and gauges with small, bounded label sets (component ids,
+//! Process-wide metrics: counters, gauges and latency histograms with small, bounded label sets (component ids,
 //! MDTs, partitions, sinks, outcomes — never users or paths), updated per batch, rendered as
 //! Prometheus text (`/metrics`) and as a JSON snapshot (`/status`, `icicle top`).
 
@@ -62,15 +62,33 @@ impl MetricsSnapshot {
     }
 }
 
+/// Upper bounds (seconds) of the latency histograms' buckets: 1 ms to 2 min.
+pub const LATENCY_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 10.0, 120.0];
+
+/// One histogram series: counts per bucket (not cumulative), sum and count.
+#[derive(Debug, Clone, Default)]
+struct Histogram {
+    buckets: [u64; LATENCY_BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+#[derive(Debug, Clone)]
+struct HistogramFamily {
+    help: &'static str,
+    series: BTreeMap<Vec<(&'static str, String)>, Histogram>,
+}
+
 /// The registry.
 pub struct Metrics {
     families: Mutex<BTreeMap<&'static str, Family>>,
+    histograms: Mutex<BTreeMap<&'static str, HistogramFamily>>,
     start: std::time::Instant,
 }
 
 impl Default for Metrics {
     fn default() -> Metrics {
-        Metrics { families: Mutex::new(BTreeMap::new()), start: std::time::Instant::now() }
+        Metrics { families: Mutex::new(BTreeMap::new()), histograms: Mutex::new(BTreeMap::new()), start: std::time::Instant::now() }
     }
 }
 
@@ -101,6 +119,17 @@ impl Metrics {
     /// Set counter `name` to a running total `v` (a component's own cumulative count).
     pub fn set_counter(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
         self.update(name, help, MetricKind::Counter, labels, |x| *x = x.max(v));
+    }
+
+    /// Count one observation `v` (seconds) in latency histogram `name` ([`LATENCY_BUCKETS`]).
+    pub fn observe(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
+        let mut hs = self.histograms.lock().unwrap_or_else(|p| p.into_inner());
+        let h = hs.entry(name).or_insert_with(|| HistogramFamily { help, series: BTreeMap::new() }).series.entry(key(labels)).or_default();
+        if let Some(i) = LATENCY_BUCKETS.iter().position(|b| v <= *b) {
+            h.buckets[i] += 1;
+        }
+        h.sum += v;
+        h.count += 1;
     }
 
     /// Set gauge `name` to `v`.
@@ -136,6 +165,15 @@ impl Metrics {
                     labels: labels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
                     value: *v,
                 });
+            }
+        }
+        // Histograms as their count and sum (the dashboard's averages).
+        for (name, f) in self.histograms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            for (labels, h) in &f.series {
+                let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+                for (suffix, value) in [("count", h.count as f64), ("sum", h.sum)] {
+                    series.push(Series { name: format!("{name}_{suffix}"), kind: "histogram".into(), labels: labels.clone(), value });
+                }
             }
         }
         MetricsSnapshot { time, uptime: self.start.elapsed().as_secs_f64(), series }
@@ -178,6 +216,28 @@ impl Metrics {
                 out.push('\n');
             }
         }
+        for (name, f) in self.histograms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            out.push_str(&format!("# HELP {name} {}\n# TYPE {name} histogram\n", f.help.replace('\\', "\\\\").replace('\n', "\\n")));
+            for (labels, h) in &f.series {
+                let with = |extra: Option<String>| {
+                    let mut parts: Vec<String> =
+                        labels.iter().map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))).collect();
+                    parts.extend(extra);
+                    if parts.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{{{}}}", parts.join(","))
+                    }
+                };
+                let mut cumulative = 0;
+                for (b, n) in LATENCY_BUCKETS.iter().zip(h.buckets) {
+                    cumulative += n;
+                    out.push_str(&format!("{name}_bucket{} {cumulative}\n", with(Some(format!("le=\"{b}\"")))));
+                }
+                out.push_str(&format!("{name}_bucket{} {}\n", with(Some("le=\"+Inf\"".into())), h.count));
+                out.push_str(&format!("{name}_sum{} {}\n{name}_count{} {}\n", with(None), h.sum, with(None), h.count));
+            }
+        }
         out
     }
 }
@@ -218,6 +278,7 @@ pub fn record_batch(r: &BatchReport<'_>) {
     m.set_counter("icicle_batches_total", "Batches processed and acknowledged.", &c, r.batches as f64);
     m.set("icicle_batch_size", "Records in the last batch.", &c, r.batch_size as f64);
     m.set("icicle_batch_seconds", "Processing and delivery time of the last batch.", &c, r.batch_seconds);
+    m.observe("icicle_batch_duration_seconds", "Processing and delivery time of a batch.", &c, r.batch_seconds);
     m.set("icicle_state_entries", "Objects held by the monitor's state.", &c, r.state_entries as f64);
     m.set("icicle_state_bytes", "Approximate heap bytes of the monitor's state.", &c, r.state_bytes as f64);
     for (what, n) in r.state_counts {
@@ -273,6 +334,24 @@ pub async fn serve(addr: &str) -> std::io::Result<std::net::SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_buckets_sum_and_count() {
+        let m = Metrics::default();
+        for v in [0.0005, 0.003, 0.003, 7.0, 500.0] {
+            m.observe("icicle_x_duration_seconds", "X.", &[("sink", "a")], v);
+        }
+        let text = m.prometheus();
+        assert!(text.contains("# TYPE icicle_x_duration_seconds histogram\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_bucket{sink=\"a\",le=\"0.001\"} 1\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_bucket{sink=\"a\",le=\"0.005\"} 3\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_bucket{sink=\"a\",le=\"10\"} 4\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_bucket{sink=\"a\",le=\"+Inf\"} 5\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_count{sink=\"a\"} 5\n"), "{text}");
+        let s = m.snapshot();
+        assert_eq!(s.get("icicle_x_duration_seconds_count", &[("sink", "a")]), Some(5.0));
+        assert_eq!(s.get("icicle_x_duration_seconds_sum", &[("sink", "a")]), Some(0.0005 + 0.006 + 7.0 + 500.0));
+    }
 
     #[test]
     fn counters_gauges_and_the_exposition_format() {

@@ -27,7 +27,9 @@ pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &Do
         m.add("icicle_sink_batches_total", "Documents a sink delivered durably.", &labels, 1.0);
         m.add("icicle_sink_entries_total", "Entries (upserts) or subjects (deletes) delivered.", &labels, entries as f64);
         m.add("icicle_sink_bytes_total", "Bytes of documents delivered.", &labels, bytes as f64);
-        m.set("icicle_sink_last_delivery_seconds", "How long the last delivery took.", &[("sink", name)], t.elapsed().as_secs_f64());
+        let took = t.elapsed().as_secs_f64();
+        m.set("icicle_sink_last_delivery_seconds", "How long the last delivery took.", &[("sink", name)], took);
+        m.observe("icicle_sink_delivery_duration_seconds", "How long a delivery took, until durable.", &[("sink", name)], took);
     }
     // Every sink has the batch: tell each of them, with every sink's receipt (audit trails).
     let receipts: Vec<(String, serde_json::Value)> = sinks.iter().filter_map(|(name, s)| s.receipt().map(|r| (name.clone(), r))).collect();

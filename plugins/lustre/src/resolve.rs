@@ -149,7 +149,15 @@ impl Resolver for LfsResolver<'_> {
     fn fid2path_all(&mut self, fid: &Fid) -> Vec<String> {
         // The answer may include renames appended since the last read-ahead.
         self.lookahead.stale = true;
-        let Ok(out) = self.lfs.run(&["fid2path", self.fsname, &fid.to_string()]) else { return Vec::new() };
+        let asked = std::time::Instant::now();
+        let answer = self.lfs.run(&["fid2path", self.fsname, &fid.to_string()]);
+        icicle_core::metrics::Metrics::global().observe(
+            "icicle_fid2path_duration_seconds",
+            "How long one `lfs fid2path` took.",
+            &[("mdt", self.mdt)],
+            asked.elapsed().as_secs_f64(),
+        );
+        let Ok(out) = answer else { return Vec::new() };
         if !out.status.success() {
             return Vec::new();
         }

@@ -184,3 +184,64 @@ fn the_search_emulator_answers_globus_sdk_as_search_does() {
     });
     assert_eq!(out, want);
 }
+
+/// Index administration and a trial index's quota, through globus-sdk.
+const INDEXES: &str = r#"
+import json, sys
+sys.modules["orjson"] = None
+import globus_sdk
+base, configured, token = sys.argv[1:4]
+sc = globus_sdk.SearchClient(base_url=base, authorizer=globus_sdk.AccessTokenAuthorizer(token))
+out = {}
+new = sc.create_index("icicle trial", "a trial index")
+ix = new["id"]
+out["created"] = {k: new[k] for k in ("is_trial", "max_size_in_mb", "status", "num_entries")}
+out["listed"] = sorted(i["id"] == ix for i in sc.index_list()["index_list"])
+out["configured_trial"] = sc.get_index(configured)["is_trial"]
+role = sc.create_role(ix, {"role_name": "writer", "principal": "urn:globus:auth:identity:46bd0f56-e24f-11e5-a510-131bef46955c"})
+out["roles"] = sorted(r["role_name"] for r in sc.get_role_list(ix)["role_list"])
+out["role_deleted"] = sc.delete_role(ix, role["id"])["success"]
+def doc(n, pad):
+    return {"ingest_type": "GMetaList", "ingest_data": {"gmeta": [
+        {"subject": f"/q/{i}", "visible_to": ["public"], "content": {"pad": "x" * pad}} for i in range(n)]}}
+try:
+    sc.ingest(ix, doc(60, 20000))
+    out["quota"] = 200
+except globus_sdk.SearchAPIError as e:
+    out["quota"] = e.http_status
+out["small"] = sc.ingest(ix, doc(10, 100))["acknowledged"]
+out["deleted"] = sc.delete_index(ix)["acknowledged"]
+out["status"] = sc.get_index(ix)["status"]
+try:
+    sc.ingest(ix, doc(1, 10))
+    out["write_when_pending"] = 200
+except globus_sdk.SearchAPIError as e:
+    out["write_when_pending"] = e.http_status
+out["reopened"] = sc.reopen_index(ix)["acknowledged"]
+print(json.dumps(out))
+"#;
+
+#[test]
+fn index_endpoints_and_the_trial_quota_answer_globus_sdk() {
+    if !python_has_globus_sdk() {
+        panic!("python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)");
+    }
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    let run = Command::new("python3").args(["-c", INDEXES, &emu.url(), INDEX, TOKEN]).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let out: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let want = serde_json::json!({
+        "created": {"is_trial": true, "max_size_in_mb": 1, "status": "open", "num_entries": 0},
+        "listed": [false, true],
+        "configured_trial": false,
+        "roles": ["owner", "writer"],
+        "role_deleted": true,
+        "quota": 413,
+        "small": true,
+        "deleted": true,
+        "status": "delete_pending",
+        "write_when_pending": 409,
+        "reopened": true,
+    });
+    assert_eq!(out, want);
+}

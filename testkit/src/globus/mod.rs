@@ -4,8 +4,9 @@
 //! subject, entry and `delete_by_query` deletes, tasks run in the order received by a
 //! background worker (PENDING → PROGRESS → SUCCESS or FAILED), `GET /v1/task/<id>`,
 //! `GET /v1/task_list/<index>`, `GET /v1/index/<id>/subject`, `POST /v1/index/<id>/scroll`,
-//! `GET` and `POST /v1/index/<id>/search` (a subset, see Search below), and Globus
-//! Auth's client credentials token endpoint. It enforces the documented limits (10 MB
+//! `GET` and `POST /v1/index/<id>/search` (a subset, see Search below), `GET .../entry`,
+//! index administration and roles (trial indexes of 1 MB), and Globus Auth's client
+//! credentials token endpoint. It enforces the documented limits (10 MB
 //! requests, 500-byte subjects, 100 `visible_to` principals, 10 entries per subject, 10 MB
 //! entries, 32 KB fields, 20 levels of nesting, 1000 fields per index, 256-character queries,
 //! `offset + limit` ≤ 10,000, `Content-Type: application/json`), a token-bucket rate limit
@@ -45,6 +46,7 @@
 //! and the task worker; `auth`, `write` and `read` the request handlers; `server` the routing
 //! and the listener; `client` reads it all back. Each module uses only those listed before it.
 
+mod admin;
 mod auth;
 mod client;
 mod config;

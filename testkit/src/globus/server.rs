@@ -9,6 +9,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request};
 use serde_json::{json, Value};
 
+use super::admin::{admin, is_admin_route};
 use super::auth::{authorize, rate_limit, token_endpoint};
 use super::config::Options;
 use super::http::{error, json_response, no_index, no_resource, percent_decode, Resp};
@@ -84,6 +85,9 @@ async fn v1(shared: &Shared, req: Request<Incoming>, method: &Method, api: &[&st
         Ok(g) => g,
         Err(r) => return *r,
     };
+    if is_admin_route(method.as_str(), api) {
+        return admin(shared, req, method.as_str(), api, &grant).await;
+    }
     match (method.as_str(), api) {
         ("POST", ["index", index, what @ ("ingest" | "batch_delete_by_subject" | "delete_by_query")]) => write_request(shared, req, index, &grant, what).await,
         ("DELETE", ["index", index, what @ ("subject" | "entry")]) => write_request(shared, req, index, &grant, &format!("delete_{what}")).await,

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use super::admin::IndexMeta;
 use super::config::Options;
 use super::entry::Entry;
 use super::task::{apply, now_date, Op, Task};
@@ -47,6 +48,8 @@ pub(super) struct Counters {
 pub(super) struct State {
     /// Index id → subject → entries.
     pub(super) indexes: HashMap<String, BTreeMap<String, Vec<Entry>>>,
+    /// Index id → its description and roles.
+    pub(super) meta: HashMap<String, IndexMeta>,
     /// Every field an index has held (like a mapping, never forgotten).
     pub(super) fields: HashMap<String, BTreeSet<String>>,
     /// Task id → task.
@@ -81,6 +84,7 @@ impl Shared {
         let state = State {
             indexes: opts.indexes.iter().map(|i| (i.clone(), BTreeMap::new())).collect(),
             fields: opts.indexes.iter().map(|i| (i.clone(), BTreeSet::new())).collect(),
+            meta: opts.indexes.iter().map(|i| (i.clone(), IndexMeta::configured(i))).collect(),
             tasks: HashMap::new(),
             order: Vec::new(),
             queue: VecDeque::new(),

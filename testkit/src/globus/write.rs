@@ -5,8 +5,9 @@ use hyper::header::CONTENT_TYPE;
 use hyper::{Method, Request};
 use serde_json::{json, Value};
 
+use super::admin::index_bytes;
 use super::auth::allows;
-use super::entry::gingest;
+use super::entry::{gingest, NewEntry};
 use super::http::{bad_query, body, error, is_json, json_response, no_index, query_param, Resp};
 use super::query::Query;
 use super::state::{enqueue, Grant, Shared};
@@ -14,12 +15,41 @@ use super::task::Op;
 
 /// A write request (`what`: `ingest`, `batch_delete_by_subject`, `delete_by_query`,
 /// `delete_subject` or `delete_entry`): checked, then enqueued as a task.
+/// The 413 of an ingest that would take its index past its size (1 MB for a trial index).
+fn over_quota(shared: &Shared, index: &str, entries: &[NewEntry]) -> Option<Resp> {
+    let st = shared.lock();
+    let (meta, ix) = (st.meta.get(index)?, st.indexes.get(index)?);
+    let adding: u64 = entries.iter().map(|e| serde_json::to_vec(&e.entry.content).map_or(0, |v| v.len() as u64)).sum();
+    let held = index_bytes(ix);
+    (held + adding > meta.max_bytes()).then(|| {
+        error(
+            413,
+            "RequestTooLarge.IndexSizeLimit",
+            format!(
+                "the index holds {held} bytes and may hold {} ({} MB{})",
+                meta.max_bytes(),
+                meta.max_bytes() >> 20,
+                if meta.trial { ", a trial index" } else { "" }
+            ),
+            Value::Null,
+        )
+    })
+}
+
 pub(super) async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, grant: &Grant, what: &str) -> Resp {
     if !allows(grant, true) {
         return error(403, "Forbidden.Generic", "the token's scope does not allow writing to the index", Value::Null);
     }
     if !shared.lock().indexes.contains_key(index) {
         return no_index(index);
+    }
+    if let Some(status) = shared.lock().meta.get(index).map(|m| m.status).filter(|s| *s != "open") {
+        return error(
+            409,
+            "Conflict.IncompatibleIndexStatus",
+            format!("Index status ({status}) did not match required status for this operation: open"),
+            Value::Null,
+        );
     }
     let subject_param = query_param(&req, "subject");
     let entry_id_param = query_param(&req, "entry_id").filter(|id| !id.is_empty());
@@ -55,6 +85,9 @@ pub(super) async fn write_request(shared: &Shared, req: Request<Incoming>, index
             };
             if let Some(e) = entries.iter().find(|e| shared.opts.refuse_subjects.iter().any(|s| e.subject.contains(s.as_str()))) {
                 return error(400, "BadRequest.ValidationError", format!("injected refusal of subject {}", e.subject), Value::Null);
+            }
+            if let Some(r) = over_quota(shared, index, &entries) {
+                return r;
             }
             let n = entries.len();
             let task_id = enqueue(shared, index, Op::Ingest(entries));

@@ -151,6 +151,13 @@ e = sc.get_entry(index, "/p/alpha")
 out["entry"] = e["entries"][0]["content"]["name"]
 legacy = sc.post_search(index, {"q": "beta", "result_format_version": "2017-09-01"})
 out["legacy"] = legacy["gmeta"][0]["content"][0]["name"]
+adv = sc.post_search(index, {"q": "size:>=20 AND NOT kind:d", "advanced": True, "bypass_visible_to": True})
+out["advanced_post"] = sorted(g["subject"] for g in adv["gmeta"])
+out["advanced_get"] = sorted(g["subject"] for g in sc.search(index, "name:alpha OR name:beta", advanced=True)["gmeta"])
+grouped = sc.post_search(index, {"q": "(kind:f AND size:[10 TO 15]) OR name:alphabet", "advanced": True})
+out["advanced_grouped"] = sorted(g["subject"] for g in grouped["gmeta"])
+strict = sc.post_search(index, {"q": "size:>20", "advanced": True})
+out["advanced_strict"] = sorted(g["subject"] for g in strict["gmeta"])
 t = sc.batch_delete_by_subject(index, ["/p/beta"])["task_id"]
 out["delete_task"] = wait(t)["task_type"]
 t = sc.delete_by_query(index, {"q": "alphabet"})["task_id"]
@@ -178,6 +185,10 @@ fn the_search_emulator_answers_globus_sdk_as_search_does() {
         "bypass_subject": "/p/gamma",
         "entry": "alpha",
         "legacy": "beta",
+        "advanced_post": ["/p/alphabet", "/p/beta"],
+        "advanced_get": ["/p/alpha", "/p/beta"],
+        "advanced_grouped": ["/p/alpha", "/p/alphabet"],
+        "advanced_strict": ["/p/alphabet"],
         "delete_task": "DELETE_BY_SUBJECT",
         "delete_by_query_task": "DELETE_BY_QUERY",
         "left": ["/p/alpha", "/p/gamma"],

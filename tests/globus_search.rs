@@ -380,12 +380,13 @@ fn query_strings_match_words_of_the_content() {
     assert_eq!(subjects(&search(RO, all(json!({"q": format!("{prefix}*")})))), want);
     // A word nothing contains.
     assert_eq!(search(RO, all(json!({"q": "zzqqxxnotthere"})))["total"], 0);
-    // Refused: a query over 256 characters, the advanced syntax, unknown filter types.
+    // Refused: a query over 256 characters, a malformed advanced query, unknown filter types.
     let c = client();
     let (status, e) = refused(block_on(c.search(RO, &json!({"q": "a".repeat(257)}))));
     assert_eq!((status, e["code"].as_str()), (400, Some("BadRequest.ValidationError")), "{e}");
     assert!(search(RO, json!({"q": "a".repeat(256)}))["total"].is_u64());
-    assert_eq!(refused(block_on(c.search(RO, &json!({"q": "size:1", "advanced": true})))).0, 400);
+    assert_eq!(refused(block_on(c.search(RO, &json!({"q": "size:[1 TO", "advanced": true})))).0, 400);
+    assert_eq!(refused(block_on(c.search(RO, &json!({"q": "(size:1", "advanced": true})))).0, 400);
     assert_eq!(refused(block_on(c.search(RO, &json!({"q": "*", "filters": [{"type": "geo_shape", "field_name": "x", "values": [1]}]})))).0, 400);
     assert_eq!(refused(block_on(c.search(RO, &json!({"limit": 5})))).0, 400, "q or filters is required");
 }

@@ -27,7 +27,8 @@
 //! `q` is `*` (everything) or whitespace-separated terms, all required: a term matches an
 //! entry when each of its letter/digit runs (case-insensitive) is a word of some string,
 //! number or boolean in `content`; a trailing `*` makes the last run a prefix. No operators,
-//! quotes or `field:value` (`advanced: true` is answered 400). `filters` and
+//! quotes or `field:value` unless `advanced: true` (a subset of the advanced syntax: see
+//! `advanced.rs`). `filters` and
 //! `post_facet_filters` (all must hold) are `match_any`, `match_all` and `range` on a dotted
 //! `field_name` into `content` (lists are searched element by element); range bounds are
 //! inclusive, `"*"` is open, numbers compare with numbers and dates (the formats Search
@@ -47,6 +48,7 @@
 //! and the listener; `client` reads it all back. Each module uses only those listed before it.
 
 mod admin;
+mod advanced;
 mod auth;
 mod client;
 mod config;

@@ -21,7 +21,7 @@ pub(super) enum Bound {
 }
 
 impl Bound {
-    fn of(v: Option<&Value>) -> Result<Bound, String> {
+    pub(super) fn of(v: Option<&Value>) -> Result<Bound, String> {
         match v {
             Some(Value::String(s)) if s == "*" => Ok(Bound::Open),
             Some(Value::String(s)) => Ok(parse_date(s).map(Bound::Date).or_else(|| Num::parse(s).map(Bound::Num)).unwrap_or_else(|| Bound::Str(s.clone()))),
@@ -32,7 +32,7 @@ impl Bound {
     }
 
     /// How `v` compares with this bound, if they are comparable.
-    fn cmp(&self, v: &Value) -> Option<Ordering> {
+    pub(super) fn compare(&self, v: &Value) -> Option<Ordering> {
         match (self, v) {
             (Bound::Num(b), Value::Number(_)) => Num::of(v).map(|n| n.cmp(*b)),
             (Bound::Date(b), Value::String(s)) => parse_date(s).map(|d| d.cmp(b)),
@@ -100,8 +100,8 @@ impl Filter {
             }
             Filter::Range(f, ranges) => leaves(content, f).iter().any(|v| {
                 ranges.iter().any(|(from, to)| {
-                    let lo = matches!(from, Bound::Open) || from.cmp(v).is_some_and(Ordering::is_ge);
-                    let hi = matches!(to, Bound::Open) || to.cmp(v).is_some_and(Ordering::is_le);
+                    let lo = matches!(from, Bound::Open) || from.compare(v).is_some_and(Ordering::is_ge);
+                    let hi = matches!(to, Bound::Open) || to.compare(v).is_some_and(Ordering::is_le);
                     lo && hi
                 })
             }),
@@ -137,6 +137,8 @@ pub(super) struct Query {
     pub(super) bypass: bool,
     /// `result_format_version = "2017-09-01"`: results carry `content` lists, not entries.
     pub(super) legacy_results: bool,
+    /// `advanced: true`: `q` in the advanced syntax (then `terms` is empty).
+    advanced: Option<super::advanced::Expr>,
 }
 
 fn parse_terms(q: &str) -> Result<Vec<Term>, String> {
@@ -189,13 +191,11 @@ impl Query {
         }
         let Some(q) = p.get("q") else { return Err("the `q` query parameter is required".into()) };
         let yes = |k: &str| p.get(k).is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        if yes("advanced") {
-            return Err("the emulator does not implement the advanced query syntax".into());
-        }
         if p.contains_key("query_template") {
             return Err("the emulator has no query templates".into());
         }
-        let mut query = Query { terms: parse_terms(q)?, bypass: yes("bypass_visible_to"), ..Query::default() };
+        let mut query = Query { bypass: yes("bypass_visible_to"), ..Query::default() };
+        query.set_q(q, yes("advanced"))?;
         let num = |k: &str, d| parse_count(p.get(k).map(|s| Value::String(s.clone())).as_ref(), k, d);
         query.window(num("offset", 0)?, num("limit", 10)?)?;
         Ok(query)
@@ -226,9 +226,6 @@ impl Query {
         if o.get("@datatype").is_some_and(|d| d != "GSearchRequest") {
             return Err("`@datatype` must be \"GSearchRequest\"".into());
         }
-        if o.get("advanced").and_then(Value::as_bool).unwrap_or(false) {
-            return Err("the emulator does not implement the advanced query syntax".into());
-        }
         if o.get("query_template").is_some_and(|t| !t.is_null()) {
             return Err("the emulator has no query templates".into());
         }
@@ -249,7 +246,7 @@ impl Query {
         match o.get("q") {
             None | Some(Value::Null) if query.filters.is_empty() => return Err("a GSearchRequest needs `q` or `filters`".into()),
             None | Some(Value::Null) => {}
-            Some(Value::String(q)) => query.terms = parse_terms(q)?,
+            Some(Value::String(q)) => query.set_q(q, truthy(o.get("advanced")))?,
             Some(_) => return Err("`q` must be a string".into()),
         }
         query.bypass = truthy(o.get("bypass_visible_to"));
@@ -280,10 +277,26 @@ impl Query {
         Ok(query)
     }
 
+    /// Take `q`, in the advanced syntax when `advanced`.
+    fn set_q(&mut self, q: &str, advanced: bool) -> Result<(), String> {
+        if advanced {
+            if q.chars().count() > MAX_QUERY_CHARS {
+                return Err(format!("the query string is {} characters long, over the limit of {MAX_QUERY_CHARS}", q.chars().count()));
+            }
+            self.advanced = Some(super::advanced::parse(q)?);
+        } else {
+            self.terms = parse_terms(q)?;
+        }
+        Ok(())
+    }
+
     /// Whether `e` matches the query string and `filters`.
     pub(super) fn matches(&self, e: &Entry, filters: &[Filter]) -> bool {
         if !filters.iter().all(|f| f.holds(&e.content)) {
             return false;
+        }
+        if let Some(x) = &self.advanced {
+            return x.holds(&e.content);
         }
         if self.terms.is_empty() {
             return true;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -237,9 +237,10 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Resul
         writeln!(w, "{s},{:.0},{:.1}", c.bytes as f64 / c.sketches.max(1) as f64, c.insert_ns / c.inserts.max(1) as f64)?;
     }
     w.flush()?;
-    let chart = out.join("value-vs-rank-error.png");
-    if let Err(e) = plot(&rows, &chart) {
-        tracing::warn!(message = "could not draw the chart", error = %e);
+    if let Err(e) =
+        crate::chart::scatter(&rows, &out.join("value-vs-rank-error.png")).and_then(|()| crate::chart::ecdf(&ms, &rows, &out.join("error-distributions.png")))
+    {
+        tracing::warn!(message = "could not draw the charts", error = %e);
     }
     // The table printed for people (and read by the dashboard's sketch view).
     let mut t = String::new();
@@ -281,46 +282,4 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Resul
     }
     std::fs::write(out.join("summary.md"), &t)?;
     Ok(t)
-}
-
-fn plot(rows: &[SummaryRow], path: &PathBuf) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    let font = ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf"]
-        .iter()
-        .find_map(|p| std::fs::read(p).ok());
-    let has_font = match font {
-        Some(bytes) => plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(bytes.into_boxed_slice())).is_ok(),
-        None => false,
-    };
-    let root = BitMapBackend::new(path, (1000, 700)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let points: Vec<(&str, f64, f64)> = rows.iter().filter(|r| r.1 != "all").map(|r| (r.0.as_str(), r.3[3].max(1e-6), r.3[0].max(1e-6))).collect();
-    let mut chart = ChartBuilder::on(&root);
-    chart.margin(20);
-    if has_font {
-        chart.caption("mean value error vs mean rank error (per attribute and quantile)", ("sans-serif", 22)).x_label_area_size(50).y_label_area_size(70);
-    }
-    let mut chart = chart.build_cartesian_2d((1e-6f64..1.0f64).log_scale(), (1e-6f64..10.0f64).log_scale())?;
-    if has_font {
-        chart.configure_mesh().x_desc("normalized rank error |r̂ − r*| / N").y_desc("relative value error |q̂ − q| / |q|").draw()?;
-    } else {
-        chart.configure_mesh().disable_x_mesh().disable_y_mesh().x_labels(0).y_labels(0).draw()?;
-    }
-    let colors = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];
-    let mut names: Vec<&str> = points.iter().map(|p| p.0).collect();
-    names.dedup();
-    names.sort();
-    names.dedup();
-    for (i, name) in names.iter().enumerate() {
-        let c = colors[i % colors.len()];
-        let series = chart.draw_series(points.iter().filter(|p| p.0 == *name).map(|p| Circle::new((p.1, p.2), 5, c.filled())))?;
-        if has_font {
-            series.label(*name).legend(move |(x, y)| Circle::new((x + 10, y), 5, c.filled()));
-        }
-    }
-    if has_font {
-        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
-    }
-    root.present()?;
-    Ok(())
 }

@@ -1,5 +1,6 @@
 //! `icicle`: the command-line edge. Builds pipelines from layered configuration and runs them.
 
+mod chart;
 mod compare;
 
 use std::io::{IsTerminal, Write};
@@ -288,7 +289,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             let table = compare::run(&cfg, out, &names)?;
             print_stdout(&format!("{table}\n"))?;
-            eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png", out.display());
+            eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png and error-distributions.png", out.display());
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -26,8 +26,12 @@ fn sketch_compare_reproduces_the_value_vs_rank_tradeoff() {
     let principals = fs.users.len() + fs.groups.len();
     let measurements = std::fs::read_to_string(out.join("measurements.csv")).unwrap();
     assert_eq!(measurements.lines().count(), 1 + principals * 4 * 6 * 4);
-    let png = std::fs::read(out.join("value-vs-rank-error.png")).unwrap();
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // Both charts, 1200 px wide (PNG: width in the IHDR chunk, bytes 16..20).
+    for chart in ["value-vs-rank-error.png", "error-distributions.png"] {
+        let png = std::fs::read(out.join(chart)).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{chart}");
+        assert_eq!(u32::from_be_bytes([png[16], png[17], png[18], png[19]]), 1200, "{chart}");
+    }
     let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     let overall = |sketch: &str| -> (f64, f64) {
         let line = summary.lines().find(|l| l.starts_with(&format!("{sketch},all,all,"))).unwrap();

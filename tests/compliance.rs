@@ -227,3 +227,32 @@ fn the_kafka_sink_gives_up_after_its_own_timeout() {
     assert!(r.is_err(), "a delivery to nowhere said Ok");
     assert!(took < std::time::Duration::from_secs(150), "waited {took:?}: the 300 s default decided");
 }
+
+#[test]
+fn the_kafka_sink_sets_aside_a_message_the_broker_refuses_and_delivers_the_rest() {
+    let bootstrap = kafka();
+    let topic = format!("dead-letters-{}", test_seed());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(icicle_plugins_kafka::produce::create_topic(&bootstrap, &topic, 1)).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let letters = tmp.path().join("dl.jsonl");
+    // The client refuses messages over 2,000 bytes: one entry is far larger.
+    let mut sink = icicle_testkit::compliance::sink(&format!(
+        "type = \"kafka\"\ntopic = \"{topic}\"\ndead_letter_file = \"{}\"\nconnection = {{ bootstrap = \"{bootstrap}\", properties = {{ \"message.max.bytes\" = \"2000\" }} }}\n",
+        letters.display()
+    ))
+    .unwrap();
+    let mut batch = icicle_core::batch::EntryBatch::default();
+    for i in 0..6 {
+        let pad = if i == 3 { "x".repeat(5_000) } else { String::new() };
+        batch.push(format!(r#"{{"subject":"/f{i}","visible_to":["public"],"content":{{"pad":"{pad}"}}}}"#).as_bytes());
+    }
+    rt.block_on(sink.deliver(&icicle_core::batch::DocumentBatch::Ingest(batch))).unwrap();
+    assert_eq!(sink.dead_lettered(), 1);
+    let got = rt.block_on(icicle_plugins_kafka::produce::consume_all(&bootstrap, &topic)).unwrap();
+    let keys: Vec<&str> = got.iter().filter_map(|m| m.key.as_deref()).collect();
+    assert_eq!(keys, ["/f0", "/f1", "/f2", "/f4", "/f5"]);
+    let letter: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&letters).unwrap().trim()).unwrap();
+    assert_eq!(letter["position"], "/f3");
+    assert!(letter["reason"].as_str().unwrap().contains("too large"), "{letter}");
+}

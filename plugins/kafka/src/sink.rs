@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::join_all;
 use icicle_core::batch::DocumentBatch;
+use icicle_core::deadletter::DeadLetters;
 use icicle_core::error::{Retry, SinkError};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::traits::Sink;
@@ -36,6 +37,17 @@ pub struct KafkaSinkConfig {
     /// How long one batch may wait for its delivery reports.
     #[serde(default = "default_timeout")]
     pub timeout_secs: f64,
+    /// Where messages the broker refuses on their own (too large, invalid) go, as JSON lines
+    /// with the reason; default `<sink id>.dead-letters.jsonl` in the working directory.
+    #[serde(default)]
+    pub dead_letter_file: Option<std::path::PathBuf>,
+    /// More refused messages than this in one delivery fail it; 0: every refusal fails it.
+    #[serde(default = "default_max_dead_letters")]
+    pub max_dead_letters: u32,
+}
+
+fn default_max_dead_letters() -> u32 {
+    100
 }
 
 fn default_timeout() -> f64 {
@@ -70,6 +82,9 @@ impl ComponentConfig for KafkaSinkConfig {
             audit_topic: self.audit_topic,
             timeout: Duration::from_secs_f64(self.timeout_secs),
             run: run_id(),
+            dead: DeadLetters::new(self.dead_letter_file.unwrap_or_else(|| std::path::PathBuf::from(format!("{}.dead-letters.jsonl", ctx.id)))),
+            max_dead_letters: self.max_dead_letters,
+            dead_lettered: 0,
             batches: 0,
             last: None,
         }))
@@ -103,6 +118,10 @@ pub struct KafkaSink {
     timeout: Duration,
     /// This process's run, in audit keys: a compacted audit topic keeps every run's records.
     run: String,
+    /// Messages the broker refused on their own.
+    dead: DeadLetters,
+    max_dead_letters: u32,
+    dead_lettered: u64,
     batches: u64,
     /// What the last delivery wrote, for its receipt and audit record.
     last: Option<Delivered>,
@@ -154,6 +173,24 @@ impl KafkaSink {
     fn error(&self, reason: String, retry: Retry) -> SinkError {
         SinkError::Remote { sink: self.id.clone(), reason, retry }
     }
+
+    /// Keep one refused message durably, with the reason.
+    fn dead_letter(&mut self, key: &str, value: &[u8], e: &rdkafka::error::KafkaError) -> Result<(), SinkError> {
+        let reason = format!("refused by `{}`: {e}", self.topic);
+        self.dead
+            .write(&self.id, key, value, &reason)
+            .map_err(|io| SinkError::Io { sink: self.id.clone(), reason: format!("{}: {io}", self.dead.path().display()) })?;
+        self.dead_lettered += 1;
+        tracing::warn!(sink = %self.id, subject = key, reason, file = %self.dead.path().display(), "a message was refused on its own; kept as a dead letter");
+        Ok(())
+    }
+}
+
+/// Whether the broker or client refused this message for what it is (sending it again fails
+/// the same way), not for a broker or network state.
+fn refused_alone(e: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(e.rdkafka_error_code(), Some(C::MessageSizeTooLarge | C::InvalidMessage | C::InvalidMessageSize | C::InvalidRecord))
 }
 
 #[async_trait]
@@ -175,12 +212,17 @@ impl Sink for KafkaSink {
         });
         let results = join_all(sends).await;
         let mut written: std::collections::BTreeMap<i32, (i64, i64)> = Default::default();
-        for r in results {
+        let mut refused = 0u32;
+        for (r, (key, value, _)) in results.into_iter().zip(&msgs) {
             match r {
                 Ok(d) => {
                     let e = written.entry(d.partition).or_insert((d.offset, d.offset));
                     e.0 = e.0.min(d.offset);
                     e.1 = e.1.max(d.offset);
+                }
+                Err((e, _)) if refused_alone(&e) && refused < self.max_dead_letters => {
+                    refused += 1;
+                    self.dead_letter(key, value, &e)?;
                 }
                 Err((e, _)) => return Err(self.error(format!("delivery to `{}` failed: {e}", self.topic), Retry::WithBackoff)),
             }
@@ -199,6 +241,10 @@ impl Sink for KafkaSink {
             offsets: written.iter().map(|(p, (a, b))| serde_json::json!({"partition": p, "first": a, "last": b})).collect(),
         });
         Ok(())
+    }
+
+    fn dead_lettered(&self) -> u64 {
+        self.dead_lettered
     }
 
     fn receipt(&self) -> Option<serde_json::Value> {

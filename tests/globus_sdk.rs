@@ -43,6 +43,16 @@ for t in tasks:
     print(json.dumps({"task": t, "state": state}))
 "#;
 
+/// Run a globus-sdk script against a fresh emulator (base URL, index and token as its
+/// arguments); what it printed, as JSON.
+fn sdk_script(script: &str) -> serde_json::Value {
+    assert!(python_has_globus_sdk(), "python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)");
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    let run = Command::new("python3").args(["-c", script, &emu.url(), INDEX, TOKEN]).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
 fn python_has_globus_sdk() -> bool {
     Command::new("python3").args(["-c", "import globus_sdk"]).status().map(|s| s.success()).unwrap_or(false)
 }
@@ -168,13 +178,7 @@ print(json.dumps(out))
 
 #[test]
 fn the_search_emulator_answers_globus_sdk_as_search_does() {
-    if !python_has_globus_sdk() {
-        panic!("python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)");
-    }
-    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
-    let run = Command::new("python3").args(["-c", FIDELITY, &emu.url(), INDEX, TOKEN]).output().unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let out: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let out = sdk_script(FIDELITY);
     let want = serde_json::json!({
         "ingest_task": {"state": "SUCCESS", "task_type": "INGEST"},
         "task_list": 1,
@@ -234,13 +238,7 @@ print(json.dumps(out))
 
 #[test]
 fn index_endpoints_and_the_trial_quota_answer_globus_sdk() {
-    if !python_has_globus_sdk() {
-        panic!("python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)");
-    }
-    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
-    let run = Command::new("python3").args(["-c", INDEXES, &emu.url(), INDEX, TOKEN]).output().unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let out: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let out = sdk_script(INDEXES);
     let want = serde_json::json!({
         "created": {"is_trial": true, "max_size_in_mb": 1, "status": "open", "num_entries": 0},
         "listed": [false, true],

@@ -158,6 +158,14 @@ async fn run_with_restarts(
             Err(e) => e,
         };
         let exhausted = settings.max_restarts != 0 && restarts >= settings.max_restarts;
+        // The error's own word: a configuration error, or a sink's refusal that retrying
+        // cannot change (an index that does not exist), fails the same way after a restart.
+        let hopeless = err.domain() == icicle_core::Domain::User
+            || (matches!(err, icicle_core::error::IcicleError::Sink(_)) && err.retry() == icicle_core::Retry::NoRetry);
+        if restart && hopeless && !*stop.borrow() {
+            tracing::error!(message = "source failed; not restarted: retrying cannot help", source = %ctx.name, error = %err, domain = ?err.domain());
+            return Err(icicle_core::error::IcicleError::Internal(format!("{err} (not restarted: retrying cannot help)")));
+        }
         if !restart || exhausted || *stop.borrow() {
             if restarts > 0 {
                 return Err(icicle_core::error::IcicleError::Internal(format!("{err} (after {restarts} restarts)")));

@@ -634,6 +634,28 @@ fn a_systematic_refusal_fails_the_delivery_instead_of_dead_lettering_everything(
 }
 
 #[test]
+fn a_monitor_is_not_restarted_after_a_refusal_retrying_cannot_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 4).unwrap();
+    w.preexisting(10).unwrap();
+    w.run(Kind::Filebench, 50, "/fb").unwrap();
+    drop(w);
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    // An index that does not exist: 404, the same after any number of restarts.
+    let other = "0f5c3a52-7d6e-4a8b-9c1d-000000000000";
+    let cfg = monitor_config(tmp.path(), &root, &journal, &token_sink(&emu, other));
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("[monitor]\non_failure = \"restart\"\nrestart_initial_secs = 0.01\nmax_restarts = 5\n{text}")).unwrap();
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &ENV);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("HTTP 404") && err.contains("not restarted"), "{err}");
+    assert_eq!(err.matches("source failed; restarting").count(), 0, "{err}");
+    assert_eq!(cleared(tmp.path()), 0);
+}
+
+#[test]
 fn the_snapshot_summary_counts_dead_letters() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("tree");

@@ -201,12 +201,14 @@ fn stop_on_signals(stop: std::sync::Arc<tokio::sync::watch::Sender<bool>>) -> an
                 _ = int.recv() => {}
                 _ = hup.recv() => {}
             }
+            // The stop first, then the word: after a hangup stderr may be a dead terminal, and
+            // a failed write must not keep the monitor from stopping.
             if n > 0 {
-                eprintln!("icicle: second signal, stopping now (what was not acknowledged is read again next time)");
+                let _ = writeln!(std::io::stderr(), "icicle: second signal, stopping now (what was not acknowledged is read again next time)");
                 std::process::exit(130);
             }
-            eprintln!("icicle: stopping after the current batch (send the signal again to stop now)");
             let _ = stop.send(true);
+            let _ = writeln!(std::io::stderr(), "icicle: stopping after the current batch (send the signal again to stop now)");
         }
     }))
 }
@@ -241,15 +243,26 @@ fn with_dashboard<T: Send>(tui: bool, what: &str, stop: impl FnOnce(), work: imp
         let finished = || done.load(std::sync::atomic::Ordering::SeqCst);
         let ended = if std::io::stdout().is_terminal() {
             let app = icicle_tui::dashboard::App::new(&format!("this {what}"));
-            session::run(app, next, finished, std::time::Duration::from_secs(1))?
+            session::run(app, next, finished, std::time::Duration::from_secs(1))
         } else {
-            session::log_lines(next, finished, std::time::Duration::from_secs(10))?
+            session::log_lines(next, finished, std::time::Duration::from_secs(10))
         };
-        if ended != session::Ended::Done {
-            tracing::info!(message = "the dashboard ended before the run; stopping it", how = ?ended);
-            stop();
+        // Whatever ended the dashboard (a failure of its own included), the run is stopped
+        // cleanly and waited for: nothing is left running without a way to stop it.
+        match &ended {
+            Ok(session::Ended::Done) => {}
+            Ok(how) => {
+                tracing::info!(message = "the dashboard ended before the run; stopping it", how = ?how);
+                stop();
+            }
+            Err(e) => {
+                tracing::error!(message = "the dashboard failed; stopping the run", error = %e);
+                stop();
+            }
         }
-        h.join().map_err(|_| anyhow::anyhow!("the {what} panicked"))
+        let r = h.join().map_err(|_| anyhow::anyhow!("the {what} panicked"))?;
+        ended?;
+        Ok(r)
     })
 }
 
@@ -436,7 +449,7 @@ fn monitor(cli: &Cli, drain: bool, json: bool, tui: bool, metrics_addr: Option<S
     if json {
         let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&reports)?);
     } else {
-        eprintln!("{}", serde_json::to_string_pretty(&reports)?);
+        let _ = writeln!(std::io::stderr(), "{}", serde_json::to_string_pretty(&reports)?);
     }
     Ok(ExitCode::SUCCESS)
 }

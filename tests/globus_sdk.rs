@@ -168,6 +168,8 @@ grouped = sc.post_search(index, {"q": "(kind:f AND size:[10 TO 15]) OR name:alph
 out["advanced_grouped"] = sorted(g["subject"] for g in grouped["gmeta"])
 strict = sc.post_search(index, {"q": "size:>20", "advanced": True})
 out["advanced_strict"] = sorted(g["subject"] for g in strict["gmeta"])
+negated = sc.post_search(index, {"q": "kind:f -(name:alpha OR name:beta)", "advanced": True})
+out["advanced_negated_group"] = sorted(g["subject"] for g in negated["gmeta"])
 t = sc.batch_delete_by_subject(index, ["/p/beta"])["task_id"]
 out["delete_task"] = wait(t)["task_type"]
 t = sc.delete_by_query(index, {"q": "alphabet"})["task_id"]
@@ -193,6 +195,7 @@ fn the_search_emulator_answers_globus_sdk_as_search_does() {
         "advanced_get": ["/p/alpha", "/p/beta"],
         "advanced_grouped": ["/p/alpha", "/p/alphabet"],
         "advanced_strict": ["/p/alphabet"],
+        "advanced_negated_group": ["/p/alphabet"],
         "delete_task": "DELETE_BY_SUBJECT",
         "delete_by_query_task": "DELETE_BY_QUERY",
         "left": ["/p/alpha", "/p/gamma"],

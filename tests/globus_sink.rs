@@ -656,6 +656,31 @@ fn a_monitor_is_not_restarted_after_a_refusal_retrying_cannot_change() {
 }
 
 #[test]
+fn a_document_whose_every_entry_is_refused_fails_the_delivery() {
+    // Six entries, every one refused (a service-side cause, not six bad records): the
+    // delivery fails and nothing is set aside as if it were the records' fault.
+    let mut o = Options::new(INDEX, TOKEN);
+    o.refuse_subjects = vec!["/d/".into()];
+    let emu = Emulator::start(o).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let letters = tmp.path().join("dl.jsonl");
+    let mut sink = sink_for(&emu, |c| c.dead_letter_file = Some(letters.clone()));
+    let subjects: Vec<String> = (0..6).map(|i| format!("/d/f{i}")).collect();
+    let refs: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    block_on(async {
+        let e = sink.deliver(&batch(&refs)).await.unwrap_err().to_string();
+        assert!(e.contains("every entry of a document of 6 was refused"), "{e}");
+        assert!(sink.receipt().is_none());
+    });
+    // What was set aside on the way is kept once, also when the delivery is sent again.
+    let first = std::fs::read_to_string(&letters).unwrap_or_default().lines().count();
+    block_on(async {
+        let _ = sink.deliver(&batch(&refs)).await;
+    });
+    assert_eq!(std::fs::read_to_string(&letters).unwrap_or_default().lines().count(), first);
+}
+
+#[test]
 fn the_snapshot_summary_counts_dead_letters() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("tree");

@@ -5,15 +5,21 @@ use icicle_core::batch::{DocumentLimit, DocumentSize, EntryBatch, GINGEST_HEAD, 
 /// An upper bound of the bytes the JSON text `json` (as icicle writes it: compact, UTF-8)
 /// takes once Python's `json.dumps` writes it again with its defaults (what globus-sdk and the
 /// globus CLI send without orjson): one more byte per `,` and `:` (counted inside strings too),
-/// non-ASCII characters as `\u` escapes (6 bytes each, 12 beyond the BMP), and 2 bytes for an
-/// exponent that gains a sign or a digit. Counts over plain byte slices, so it vectorizes.
+/// non-ASCII characters as `\u` escapes (6 bytes each, 12 beyond the BMP), DEL (0x7f, which
+/// icicle writes raw) as `\u007f`, and 2 bytes for an exponent that gains a sign or a digit.
+/// Counts over plain byte slices, so it vectorizes.
 pub fn reserialized_len(json: &[u8]) -> usize {
     let separators = count_separators(json);
     let escaped = if json.is_ascii() {
-        0
+        // DEL is ASCII but escaped; it is rare, so one more pass only looks for it.
+        if memchr::memchr(0x7f, json).is_some() {
+            5 * json.iter().filter(|&&b| b == 0x7f).count()
+        } else {
+            0
+        }
     } else {
         // Per character: its lead byte stands for the growth from its UTF-8 length.
-        json.iter().map(|&b| usize::from(b >= 0xC0) * 4 - usize::from(b >= 0xE0) + usize::from(b >= 0xF0) * 5).sum()
+        json.iter().map(|&b| usize::from(b >= 0xC0) * 4 - usize::from(b >= 0xE0) + usize::from(b >= 0xF0) * 5 + usize::from(b == 0x7f) * 5).sum()
     };
     json.len() + separators + escaped + 2
 }
@@ -65,8 +71,8 @@ pub fn measured_len(limit: &DocumentLimit, json: &[u8]) -> usize {
 /// Whether `entry` fits a document of its own under `limit`.
 pub fn entry_fits(limit: &DocumentLimit, entry: &[u8]) -> bool {
     let envelope = GINGEST_HEAD.len() + GINGEST_TAIL.len();
-    // Cheap first: no entry grows past three times its compact size.
-    if limit.size == DocumentSize::Compact || 3 * entry.len() + 8 + 2 * envelope <= limit.max_bytes {
+    // Cheap first: no entry grows past six times its compact size (DEL: 1 byte to 6).
+    if limit.size == DocumentSize::Compact || 6 * entry.len() + 8 + 2 * envelope <= limit.max_bytes {
         return entry.len() + envelope <= limit.max_bytes;
     }
     measured_len(limit, entry) + measured_len(limit, GINGEST_HEAD) + measured_len(limit, GINGEST_TAIL) <= limit.max_bytes
@@ -208,7 +214,7 @@ mod tests {
                 .chars()
                 .map(|c| match c {
                     '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
-                    c if (c as u32) < 0x20 => 6,
+                    c if (c as u32) < 0x20 || c == '\u{7f}' => 6,
                     c if (c as u32) < 0x80 => 1,
                     c if (c as u32) < 0x10000 => 6,
                     _ => 12,
@@ -235,7 +241,7 @@ mod tests {
     #[test]
     fn the_reserialized_length_bounds_what_python_writes() {
         let mut rng = icicle_core::rng::Rng::new(0x5eed_0001);
-        let words = ["a", "résumé", "データ", "😀", "x,y", "k:v", "\"q\"", "tab\t", "\u{1}", "/p/q"];
+        let words = ["a", "résumé", "データ", "😀", "x,y", "k:v", "\"q\"", "tab\t", "\u{1}", "/p/q", "del\u{7f}"];
         for _ in 0..2_000 {
             let n = 1 + rng.below(6) as usize;
             let mut m = serde_json::Map::new();

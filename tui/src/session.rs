@@ -4,7 +4,7 @@
 //! or read that fails, stdout no longer a terminal). A lost terminal ends the session at once
 //! instead of spinning on a dead descriptor.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,7 +164,8 @@ pub fn run(
             break Ended::Done;
         }
     };
-    if ended == Ended::TerminalLost {
+    // A SIGHUP sent by hand leaves the terminal working: it is restored like any other end.
+    if ended == Ended::TerminalLost && !std::io::stdout().is_terminal() {
         // Writes to a hung-up terminal fail (and `eprintln!` panics on that): the rest of the
         // run (a monitor's final checkpoint, its report, the logs) writes to /dev/null instead.
         detach_lost_terminal();
@@ -209,11 +210,14 @@ pub fn log_lines(mut next: impl FnMut() -> Result<MetricsSnapshot, String>, mut 
         if last.is_none_or(|t| t.elapsed() >= interval) {
             last = Some(Instant::now());
             match next() {
+                // A log line that cannot be written (a closed pipe) is dropped, not fatal.
                 Ok(s) => {
                     app.push(s);
-                    eprintln!("{}", crate::dashboard::status_line(&app));
+                    let _ = writeln!(std::io::stderr(), "{}", crate::dashboard::status_line(&app));
                 }
-                Err(reason) => eprintln!("status: disconnected: {reason}"),
+                Err(reason) => {
+                    let _ = writeln!(std::io::stderr(), "status: disconnected: {reason}");
+                }
             }
         }
         std::thread::sleep(Duration::from_millis(100));

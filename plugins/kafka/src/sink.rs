@@ -61,8 +61,9 @@ impl ComponentConfig for KafkaSinkConfig {
         if self.topic.trim().is_empty() {
             return Err(ctx.invalid("topic", "give the topic index operations go to"));
         }
-        if self.timeout_secs.is_nan() || self.timeout_secs <= 0.0 {
-            return Err(ctx.invalid("timeout_secs", "must be positive"));
+        // librdkafka's message.timeout.ms is a 32-bit count of milliseconds.
+        if !(self.timeout_secs.is_finite() && self.timeout_secs > 0.0 && self.timeout_secs <= 2_147_483.0) {
+            return Err(ctx.invalid("timeout_secs", "must be positive and at most 2147483 (about 24 days)"));
         }
         let mut cc = self.connection.client_config(ctx)?;
         // Exactly-once per partition, in order: the idempotent producer (acks=all).

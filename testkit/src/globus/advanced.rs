@@ -22,8 +22,8 @@ pub(super) enum Expr {
     Words(Vec<String>, bool),
     /// `field:value`.
     Field(String, String),
-    /// `field:[from TO to]` and the comparisons.
-    Range(String, Bound, Bound),
+    /// `field:[from TO to]` and the comparisons; the flag: the bounds themselves are out (`>`, `<`).
+    Range(String, Bound, Bound, bool),
 }
 
 /// Split into tokens: parentheses, quoted phrases (kept with their quotes) and words.
@@ -93,7 +93,7 @@ impl Parser {
 
     fn unary(&mut self) -> Result<Expr, String> {
         match self.peek() {
-            Some("NOT") => {
+            Some("NOT" | "-") => {
                 self.at += 1;
                 Ok(Expr::Not(Box::new(self.unary()?)))
             }
@@ -132,14 +132,13 @@ fn primary(t: &str) -> Result<Expr, String> {
     let field = field.to_string();
     if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
         let (a, b) = inner.split_once(" TO ").ok_or_else(|| format!("a range is [from TO to], not `{value}`"))?;
-        return Ok(Expr::Range(field, bound(a)?, bound(b)?));
+        return Ok(Expr::Range(field, bound(a)?, bound(b)?, false));
     }
-    // `>=` and `<=` before `>` and `<`; a strict comparison is the range without the value.
+    // `>=` and `<=` before `>` and `<`.
     for (op, lower) in [(">=", true), ("<=", false), (">", true), ("<", false)] {
         if let Some(v) = value.strip_prefix(op) {
-            let b = bound(v)?;
-            let range = if lower { Expr::Range(field.clone(), b, Bound::Open) } else { Expr::Range(field.clone(), Bound::Open, b) };
-            return Ok(if op.len() == 1 { Expr::And(vec![range, Expr::Not(Box::new(Expr::Field(field, v.to_string())))]) } else { range });
+            let (b, strict) = (bound(v)?, op.len() == 1);
+            return Ok(if lower { Expr::Range(field, b, Bound::Open, strict) } else { Expr::Range(field, Bound::Open, b, strict) });
         }
     }
     Ok(Expr::Field(field, unquote(value)))
@@ -181,9 +180,10 @@ impl Expr {
                     (_, leaf) => value_eq(leaf, &Value::String(v.clone())),
                 })
             }
-            Expr::Range(f, from, to) => leaves(content, f).iter().any(|v| {
-                let lo = matches!(from, Bound::Open) || from.compare(v).is_some_and(Ordering::is_ge);
-                let hi = matches!(to, Bound::Open) || to.compare(v).is_some_and(Ordering::is_le);
+            Expr::Range(f, from, to, strict) => leaves(content, f).iter().any(|v| {
+                let inside = |o: Option<Ordering>, want: Ordering| o.is_some_and(|o| o == want || (!strict && o == Ordering::Equal));
+                let lo = matches!(from, Bound::Open) || inside(from.compare(v), Ordering::Greater);
+                let hi = matches!(to, Bound::Open) || inside(to.compare(v), Ordering::Less);
                 lo && hi
             }),
         }

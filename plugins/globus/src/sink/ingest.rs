@@ -12,28 +12,39 @@ use icicle_core::batch::EntryBatch;
 use super::{entry_batch, GlobusSink};
 use crate::error::GlobusError;
 
-/// A document still to publish, and how many times its task ended FAILED.
-type Pending = (EntryBatch, u32);
+/// A document still to publish, how many times its task ended FAILED, and which document of
+/// the delivery it came from.
+type Pending = (EntryBatch, u32, usize);
+
+/// What isolation has found so far in one delivery.
+struct Isolation {
+    /// Entries of each original document, and how many of them were refused on their own.
+    entries: Vec<usize>,
+    refused: Vec<usize>,
+    letters: u32,
+    /// The last refusal, for the message when isolation gives up.
+    last: String,
+}
 
 impl GlobusSink {
     /// Publish `docs`; returns the task ids of what was published (accepted, and `SUCCESS`
     /// when waiting for tasks). Isolated entries are dead-lettered.
     pub(super) async fn ingest_isolating(&mut self, docs: Vec<EntryBatch>) -> Result<Vec<String>, GlobusError> {
-        let mut pending: Vec<Pending> = docs.into_iter().map(|d| (d, 0)).collect();
+        let mut iso = Isolation { entries: docs.iter().map(EntryBatch::len).collect(), refused: vec![0; docs.len()], letters: 0, last: String::new() };
+        let mut pending: Vec<Pending> = docs.into_iter().enumerate().map(|(i, d)| (d, 0, i)).collect();
         let mut published = Vec::new();
-        let mut letters = 0u32;
         while !pending.is_empty() {
             let mut next = Vec::new();
             let mut submitted = Vec::new();
-            for (doc, failures) in pending {
+            for (doc, failures, origin) in pending {
                 let at = Instant::now();
                 match self.submit_ingest(&doc).await {
-                    Ok(task) => submitted.push((task, at, doc, failures)),
-                    Err(e) if e.is_refusal() && self.max_dead_letters > 0 => self.isolate(doc, &e, &mut next, &mut letters)?,
+                    Ok(task) => submitted.push((task, at, doc, failures, origin)),
+                    Err(e) if e.is_refusal() && self.max_dead_letters > 0 => self.isolate(doc, origin, &e, &mut next, &mut iso)?,
                     Err(e) => return Err(e),
                 }
             }
-            for (task, at, doc, failures) in submitted {
+            for (task, at, doc, failures, origin) in submitted {
                 if !self.wait_for_tasks {
                     published.push(task);
                     continue;
@@ -42,29 +53,48 @@ impl GlobusSink {
                     Ok(()) => published.push(task),
                     Err(e @ GlobusError::TaskFailed { .. }) if failures < self.task_retries => {
                         tracing::warn!(sink = %self.id, error = %self.redact(e.to_string()), entries = doc.len(), "Globus task FAILED; sending its document again");
-                        next.push((doc, failures + 1));
+                        next.push((doc, failures + 1, origin));
                     }
-                    Err(e @ GlobusError::TaskFailed { .. }) if self.max_dead_letters > 0 => self.isolate(doc, &e, &mut next, &mut letters)?,
+                    Err(e @ GlobusError::TaskFailed { .. }) if self.max_dead_letters > 0 => self.isolate(doc, origin, &e, &mut next, &mut iso)?,
                     Err(e) => return Err(e),
                 }
+            }
+            // Halving that leaves more refused pieces than letters allowed is no longer
+            // looking for a few bad entries: stop before sending the whole delivery again.
+            if next.iter().filter(|(_, failures, _)| *failures == 0).count() > self.max_dead_letters as usize {
+                return Err(GlobusError::Batch(format!(
+                    "more than {} pieces of one delivery refused (max_dead_letters): something refuses them all; the last: {}",
+                    self.max_dead_letters, iso.last
+                )));
             }
             pending = next;
         }
         Ok(published)
     }
 
-    /// Cut a refused document in halves (into `next`), or dead-letter its one entry.
-    fn isolate(&mut self, doc: EntryBatch, e: &GlobusError, next: &mut Vec<Pending>, letters: &mut u32) -> Result<(), GlobusError> {
+    /// Cut a refused document in halves (into `next`), or dead-letter its one entry. When
+    /// every entry of a document of several is refused, nothing in it is at fault: the
+    /// delivery fails instead.
+    fn isolate(&mut self, doc: EntryBatch, origin: usize, e: &GlobusError, next: &mut Vec<Pending>, iso: &mut Isolation) -> Result<(), GlobusError> {
+        iso.last = self.redact(e.to_string());
         let entries: Vec<&[u8]> = doc.entries().collect();
         if entries.len() > 1 {
             let half = entries.len() / 2;
-            next.push((entry_batch(entries[..half].iter().copied()), 0));
-            next.push((entry_batch(entries[half..].iter().copied()), 0));
+            next.push((entry_batch(entries[..half].iter().copied()), 0, origin));
+            next.push((entry_batch(entries[half..].iter().copied()), 0, origin));
             return Ok(());
         }
         let Some(entry) = entries.first() else { return Ok(()) };
-        *letters += 1;
-        if *letters > self.max_dead_letters {
+        iso.refused[origin] += 1;
+        if iso.entries[origin] > 1 && iso.refused[origin] == iso.entries[origin] {
+            return Err(GlobusError::Batch(format!(
+                "every entry of a document of {} was refused: not a bad record; the last: {}",
+                iso.entries[origin],
+                self.redact(e.to_string())
+            )));
+        }
+        iso.letters += 1;
+        if iso.letters > self.max_dead_letters {
             return Err(GlobusError::Batch(format!(
                 "more than {} entries of one delivery refused (max_dead_letters); the last: {}",
                 self.max_dead_letters,
@@ -72,6 +102,10 @@ impl GlobusSink {
             )));
         }
         let subject = serde_json::from_slice::<serde_json::Value>(entry).ok().and_then(|v| v["subject"].as_str().map(String::from)).unwrap_or_default();
+        // A delivery that failed later is sent again: a letter already kept is not kept twice.
+        if !self.dead.first_time(&subject, entry) {
+            return Ok(());
+        }
         let reason = self.redact(e.to_string());
         self.dead
             .write(&self.id, &subject, entry, &reason)

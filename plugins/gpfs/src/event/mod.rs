@@ -188,17 +188,7 @@ impl GpfsEvent {
             }
             _ => return None,
         };
-        let mode = match perm {
-            Some(m) if m & 0o170000 != 0 => m,
-            Some(m) => m | if is_dir { 0o040000 } else { 0o100000 },
-            None => {
-                if is_dir {
-                    0o040755
-                } else {
-                    0o100644
-                }
-            }
-        };
+        let mode = full_mode(perm, is_dir);
         let same = |x: usize, y: usize| spans[x].kind == spans[y].kind && bytes(x) == bytes(y);
         let atime = time(ATIME)?;
         let ctime = if same(CTIME, ATIME) { atime } else { time(CTIME)? };
@@ -257,17 +247,7 @@ impl GpfsEvent {
         }
         let inode = uint(&raw.get(INODE), "inode")?.ok_or("missing `inode`")?;
         let perm = permissions(&raw.get(PERMISSIONS))?;
-        let mode = match perm {
-            Some(m) if m & 0o170000 != 0 => m,
-            Some(m) => m | if is_dir { 0o040000 } else { 0o100000 },
-            None => {
-                if is_dir {
-                    0o040755
-                } else {
-                    0o100644
-                }
-            }
-        };
+        let mode = full_mode(perm, is_dir);
         let id = |slot: usize| -> Result<u32, String> {
             let key = KEYS[slot];
             uint(&raw.get(slot), key)?.map_or(Ok(0), |n| u32::try_from(n).map_err(|_| format!("{key} `{n}` out of range")))
@@ -311,6 +291,18 @@ impl GpfsEvent {
             "clientUserId": "0", "clientGroupId": "0", "permissions": format!("{:o}", self.meta.mode),
         })
         .to_string()
+    }
+}
+
+/// The full `st_mode` of an event: `permissions` with its type bits (added from `IN_ISDIR` when
+/// it has none), or the usual defaults when the event has no permissions.
+#[inline]
+fn full_mode(perm: Option<u32>, is_dir: bool) -> u32 {
+    match perm {
+        Some(m) if m & 0o170000 != 0 => m,
+        Some(m) => m | if is_dir { 0o040000 } else { 0o100000 },
+        None if is_dir => 0o040755,
+        None => 0o100644,
     }
 }
 

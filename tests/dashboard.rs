@@ -70,9 +70,13 @@ fn http_get(addr: &str, path: &str) -> String {
 }
 
 fn http_request(addr: &str, method: &str, path: &str) -> String {
+    http_request_with(addr, method, path, "")
+}
+
+fn http_request_with(addr: &str, method: &str, path: &str, headers: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").as_bytes()).unwrap();
+    s.write_all(format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\nContent-Length: 0\r\n\r\n").as_bytes()).unwrap();
     let mut r = String::new();
     s.read_to_string(&mut r).unwrap();
     r
@@ -87,12 +91,34 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
     let body = resp.split("\r\n\r\n").nth(1).unwrap().to_string();
     let body_file = tmp.path().join("metrics.txt");
     std::fs::write(&body_file, &body).unwrap();
-    // The reference parser: every family and sample as JSON.
-    let py = "import json,sys\nfrom prometheus_client.parser import text_string_to_metric_families as p\n\
-              fams=[{'name':f.name,'type':f.type,'samples':[[s.name,s.labels,s.value] for s in f.samples]} for f in p(open(sys.argv[1]).read())]\nprint(json.dumps(fams))";
-    let out = Command::new("python3").args(["-c", py, body_file.to_str().unwrap()]).output().unwrap();
-    assert!(out.status.success(), "prometheus_client rejected /metrics: {}\n{body}", String::from_utf8_lossy(&out.stderr));
-    let fams: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The reference parsers: every family and sample as JSON.
+    let parse = |module: &str, file: &std::path::Path, body: &str| -> serde_json::Value {
+        let py = format!(
+            "import json,sys\nfrom prometheus_client.{module} import text_string_to_metric_families as p\n\
+             fams=[{{'name':f.name,'type':f.type,'samples':[[s.name,s.labels,s.value] for s in f.samples]}} for f in p(open(sys.argv[1]).read())]\n\
+             print(json.dumps(fams))"
+        );
+        let out = Command::new("python3").args(["-c", &py, file.to_str().unwrap()]).output().unwrap();
+        assert!(out.status.success(), "prometheus_client.{module} rejected /metrics: {}\n{body}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let fams = parse("parser", &body_file, &body);
+    // A scraper that asks for OpenMetrics gets it, and the strict OpenMetrics parser reads the
+    // same families.
+    let resp = http_request_with(&addr, "GET", "/metrics", "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n");
+    assert!(resp.contains("Content-Type: application/openmetrics-text; version=1.0.0"), "{resp}");
+    let om_body = resp.split("\r\n\r\n").nth(1).unwrap().to_string();
+    assert!(om_body.ends_with("# EOF\n"), "{om_body}");
+    let om_file = tmp.path().join("openmetrics.txt");
+    std::fs::write(&om_file, &om_body).unwrap();
+    let om = parse("openmetrics.parser", &om_file, &om_body);
+    let family_names = |v: &serde_json::Value| {
+        let mut n: Vec<(String, String)> =
+            v.as_array().unwrap().iter().map(|f| (f["name"].as_str().unwrap().to_string(), f["type"].as_str().unwrap().to_string())).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(family_names(&fams), family_names(&om));
     let names: Vec<&str> = fams.as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     for want in [
         "icicle_records_in",

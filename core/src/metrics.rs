@@ -1,24 +1,17 @@
 //! Process-wide metrics: counters, gauges and latency histograms with small, bounded label sets (component ids,
-//! MDTs, partitions, sinks, outcomes — never users or paths), updated per batch, rendered as
-//! Prometheus text (`/metrics`) and as a JSON snapshot (`/status`, `icicle top`).
+//! MDTs, partitions, sinks, outcomes — never users or paths), updated per batch, kept in a
+//! `prometheus-client` registry and rendered as OpenMetrics text (`/metrics`) and as a JSON snapshot
+//! (`/status`, `icicle top`).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
 
-/// Counter (only grows) or gauge (set to the latest value).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MetricKind {
-    Counter,
-    Gauge,
-}
-
-#[derive(Debug, Clone)]
-struct Family {
-    kind: MetricKind,
-    help: &'static str,
-    series: BTreeMap<Vec<(&'static str, String)>, f64>,
-}
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 /// One series in a [`MetricsSnapshot`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -65,35 +58,71 @@ impl MetricsSnapshot {
 /// Upper bounds (seconds) of the latency histograms' buckets: 1 ms to 2 min.
 pub const LATENCY_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 10.0, 120.0];
 
-/// One histogram series: counts per bucket (not cumulative), sum and count.
-#[derive(Debug, Clone, Default)]
-struct Histogram {
-    buckets: [u64; LATENCY_BUCKETS.len()],
-    sum: f64,
-    count: u64,
+/// A label value, escaped as the exposition format requires when encoded.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct LabelValue(String);
+
+impl prometheus_client::encoding::EncodeLabelValue for LabelValue {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
 }
 
-#[derive(Debug, Clone)]
-struct HistogramFamily {
-    help: &'static str,
-    series: BTreeMap<Vec<(&'static str, String)>, Histogram>,
+/// A series' labels, sorted by key.
+type Labels = Vec<(&'static str, LabelValue)>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// A family registered in the exposition registry, kept here too so the JSON snapshot can read it.
+enum Handle {
+    Counter(Family<Labels, Counter<f64, AtomicU64>>),
+    Gauge(Family<Labels, Gauge<f64, AtomicU64>>),
+    /// The histogram, and each series' sum and count (the crate does not read them back).
+    Histogram(Family<Labels, Histogram, fn() -> Histogram>, BTreeMap<Labels, (f64, u64)>),
+}
+
+impl Handle {
+    fn kind(&self) -> &'static str {
+        match self {
+            Handle::Counter(_) => "counter",
+            Handle::Gauge(_) => "gauge",
+            Handle::Histogram(..) => "histogram",
+        }
+    }
+}
+
+/// A family's handle and the label sets seen on it.
+struct Tracked {
+    handle: Handle,
+    series: std::collections::BTreeSet<Labels>,
 }
 
 /// The registry.
 pub struct Metrics {
-    families: Mutex<BTreeMap<&'static str, Family>>,
-    histograms: Mutex<BTreeMap<&'static str, HistogramFamily>>,
+    registry: Mutex<Registry>,
+    tracked: Mutex<BTreeMap<&'static str, Tracked>>,
     start: std::time::Instant,
 }
 
 impl Default for Metrics {
     fn default() -> Metrics {
-        Metrics { families: Mutex::new(BTreeMap::new()), histograms: Mutex::new(BTreeMap::new()), start: std::time::Instant::now() }
+        Metrics { registry: Mutex::new(Registry::default()), tracked: Mutex::new(BTreeMap::new()), start: std::time::Instant::now() }
     }
 }
 
-fn key(labels: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-    let mut k: Vec<(&'static str, String)> = labels.iter().map(|(a, b)| (*a, b.to_string())).collect();
+fn key(labels: &[(&'static str, &str)]) -> Labels {
+    let mut k: Labels = labels.iter().map(|(a, b)| (*a, LabelValue(b.to_string()))).collect();
     k.sort();
     k
 }
@@ -105,36 +134,78 @@ impl Metrics {
         M.get_or_init(Metrics::default)
     }
 
-    fn update(&self, name: &'static str, help: &'static str, kind: MetricKind, labels: &[(&'static str, &str)], f: impl FnOnce(&mut f64)) {
-        let mut fams = self.families.lock().unwrap_or_else(|p| p.into_inner());
-        let fam = fams.entry(name).or_insert_with(|| Family { kind, help, series: BTreeMap::new() });
-        f(fam.series.entry(key(labels)).or_insert(0.0));
+    /// The family `name`, registered on first use as a `kind`; `f` runs on it with the
+    /// series' labels, under the lock. A name already registered with another kind is left alone.
+    fn with(&self, name: &'static str, help: &'static str, kind: &'static str, labels: &[(&'static str, &str)], f: impl FnOnce(&mut Handle, &Labels)) {
+        let mut tracked = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
+        let t = tracked.entry(name).or_insert_with(|| {
+            let handle = match kind {
+                "counter" => Handle::Counter(Family::default()),
+                "gauge" => Handle::Gauge(Family::default()),
+                _ => Handle::Histogram(Family::new_with_constructor(latency_histogram as fn() -> Histogram), BTreeMap::new()),
+            };
+            let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+            // The exposition ends HELP with a full stop.
+            let help = help.strip_suffix('.').unwrap_or(help);
+            match &handle {
+                // The exposition appends `_total` to a counter's name.
+                Handle::Counter(fam) => registry.register(name.strip_suffix("_total").unwrap_or(name), help, fam.clone()),
+                Handle::Gauge(fam) => registry.register(name, help, fam.clone()),
+                Handle::Histogram(fam, _) => registry.register(name, help, fam.clone()),
+            }
+            Tracked { handle, series: Default::default() }
+        });
+        if t.handle.kind() != kind {
+            tracing::debug!(message = "metric used with two kinds", name, first = t.handle.kind(), now = kind);
+            return;
+        }
+        let labels = key(labels);
+        f(&mut t.handle, &labels);
+        t.series.insert(labels);
     }
 
     /// Add `v` to counter `name`.
     pub fn add(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        self.update(name, help, MetricKind::Counter, labels, |x| *x += v);
+        self.with(name, help, "counter", labels, |h, l| {
+            if let Handle::Counter(fam) = h {
+                fam.get_or_create(l).inc_by(v.max(0.0));
+            }
+        });
     }
 
-    /// Set counter `name` to a running total `v` (a component's own cumulative count).
+    /// Set counter `name` to a running total `v` (a component's own cumulative count); it never goes down.
     pub fn set_counter(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        self.update(name, help, MetricKind::Counter, labels, |x| *x = x.max(v));
+        self.with(name, help, "counter", labels, |h, l| {
+            if let Handle::Counter(fam) = h {
+                let c = fam.get_or_create(l);
+                let now = c.get();
+                if v > now {
+                    c.inc_by(v - now);
+                }
+            }
+        });
     }
 
     /// Count one observation `v` (seconds) in latency histogram `name` ([`LATENCY_BUCKETS`]).
     pub fn observe(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        let mut hs = self.histograms.lock().unwrap_or_else(|p| p.into_inner());
-        let h = hs.entry(name).or_insert_with(|| HistogramFamily { help, series: BTreeMap::new() }).series.entry(key(labels)).or_default();
-        if let Some(i) = LATENCY_BUCKETS.iter().position(|b| v <= *b) {
-            h.buckets[i] += 1;
-        }
-        h.sum += v;
-        h.count += 1;
+        self.with(name, help, "histogram", labels, |h, l| {
+            if let Handle::Histogram(fam, totals) = h {
+                fam.get_or_create(l).observe(v);
+                let t = totals.entry(l.clone()).or_default();
+                t.0 += v;
+                t.1 += 1;
+            }
+        });
     }
 
     /// Set gauge `name` to `v`.
     pub fn set(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        self.update(name, help, MetricKind::Gauge, labels, |x| *x = v);
+        self.with(name, help, "gauge", labels, |h, l| {
+            if let Handle::Gauge(fam) = h {
+                // The encoder has no spelling for infinities.
+                fam.get_or_create(l).set(if v.is_finite() { v } else { f64::NAN });
+            }
+        });
     }
 
     /// Process-level gauges, read when asked for.
@@ -148,98 +219,70 @@ impl Metrics {
         }
     }
 
-    /// Everything now.
+    /// Everything now (counters under the names they were recorded with, histograms as their
+    /// `_count` and `_sum`).
     pub fn snapshot(&self) -> MetricsSnapshot {
         self.refresh_process();
-        let fams = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        let tracked = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
         let time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         let mut series = Vec::new();
-        for (name, f) in fams.iter() {
-            for (labels, v) in &f.series {
-                series.push(Series {
-                    name: name.to_string(),
-                    kind: match f.kind {
-                        MetricKind::Counter => "counter".into(),
-                        MetricKind::Gauge => "gauge".into(),
-                    },
-                    labels: labels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-                    value: *v,
-                });
-            }
-        }
-        // Histograms as their count and sum (the dashboard's averages).
-        for (name, f) in self.histograms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            for (labels, h) in &f.series {
-                let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-                for (suffix, value) in [("count", h.count as f64), ("sum", h.sum)] {
-                    series.push(Series { name: format!("{name}_{suffix}"), kind: "histogram".into(), labels: labels.clone(), value });
+        let named = |labels: &Labels| labels.iter().map(|(k, v)| (k.to_string(), v.0.clone())).collect::<BTreeMap<String, String>>();
+        for (name, t) in tracked.iter() {
+            for labels in &t.series {
+                let mut push = |name: String, value: f64| series.push(Series { name, kind: t.handle.kind().into(), labels: named(labels), value });
+                match &t.handle {
+                    Handle::Counter(fam) => push(name.to_string(), fam.get_or_create(labels).get()),
+                    Handle::Gauge(fam) => push(name.to_string(), fam.get_or_create(labels).get()),
+                    Handle::Histogram(_, totals) => {
+                        let (sum, count) = totals.get(labels).copied().unwrap_or_default();
+                        push(format!("{name}_count"), count as f64);
+                        push(format!("{name}_sum"), sum);
+                    }
                 }
             }
         }
         MetricsSnapshot { time, uptime: self.start.elapsed().as_secs_f64(), series }
     }
 
-    /// Prometheus text exposition format (version 0.0.4).
-    pub fn prometheus(&self) -> String {
+    /// OpenMetrics text exposition (1.0.0).
+    pub fn openmetrics(&self) -> String {
         self.refresh_process();
-        let fams = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
-        for (name, f) in fams.iter() {
-            let kind = match f.kind {
-                MetricKind::Counter => "counter",
-                MetricKind::Gauge => "gauge",
-            };
-            out.push_str(&format!("# HELP {name} {}\n# TYPE {name} {kind}\n", f.help.replace('\\', "\\\\").replace('\n', "\\n")));
-            for (labels, v) in &f.series {
-                out.push_str(name);
-                if !labels.is_empty() {
-                    out.push('{');
-                    for (i, (k, val)) in labels.iter().enumerate() {
-                        if i > 0 {
-                            out.push(',');
-                        }
-                        let esc = val.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
-                        out.push_str(&format!("{k}=\"{esc}\""));
-                    }
-                    out.push('}');
-                }
-                out.push(' ');
-                if v.is_finite() {
-                    out.push_str(&format!("{v}"));
-                } else if v.is_nan() {
-                    out.push_str("NaN");
-                } else if *v > 0.0 {
-                    out.push_str("+Inf");
-                } else {
-                    out.push_str("-Inf");
-                }
-                out.push('\n');
-            }
-        }
-        for (name, f) in self.histograms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            out.push_str(&format!("# HELP {name} {}\n# TYPE {name} histogram\n", f.help.replace('\\', "\\\\").replace('\n', "\\n")));
-            for (labels, h) in &f.series {
-                let with = |extra: Option<String>| {
-                    let mut parts: Vec<String> =
-                        labels.iter().map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))).collect();
-                    parts.extend(extra);
-                    if parts.is_empty() {
-                        String::new()
-                    } else {
-                        format!("{{{}}}", parts.join(","))
-                    }
-                };
-                let mut cumulative = 0;
-                for (b, n) in LATENCY_BUCKETS.iter().zip(h.buckets) {
-                    cumulative += n;
-                    out.push_str(&format!("{name}_bucket{} {cumulative}\n", with(Some(format!("le=\"{b}\"")))));
-                }
-                out.push_str(&format!("{name}_bucket{} {}\n", with(Some("le=\"+Inf\"".into())), h.count));
-                out.push_str(&format!("{name}_sum{} {}\n{name}_count{} {}\n", with(None), h.sum, with(None), h.count));
-            }
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+            tracing::warn!(message = "could not encode the metrics", error = %e);
         }
         out
     }
+
+    /// Prometheus text exposition (0.0.4), for scrapers that do not ask for OpenMetrics.
+    pub fn prometheus(&self) -> String {
+        prometheus_from_openmetrics(&self.openmetrics())
+    }
+}
+
+/// The 0.0.4 spelling of an OpenMetrics text: a counter family is named with its `_total`, and
+/// there is no `# EOF`.
+fn prometheus_from_openmetrics(text: &str) -> String {
+    let counters: std::collections::HashSet<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.strip_suffix(" counter")).collect();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let family = ["# HELP ", "# TYPE "].iter().find_map(|p| line.strip_prefix(p).map(|rest| (*p, rest)));
+        match family {
+            Some((prefix, rest)) if rest.split(' ').next().is_some_and(|n| counters.contains(n)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(&format!("{prefix}{name}_total {tail}\n"));
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// What a stream monitor reports after each batch (running totals and the batch's own size).
@@ -286,7 +329,12 @@ pub fn record_batch(r: &BatchReport<'_>) {
     }
 }
 
-/// Serve `/metrics` (Prometheus text) and `/status` (JSON snapshot) on `addr` until the
+/// The content type of [`Metrics::openmetrics`].
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of [`Metrics::prometheus`].
+pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serve `/metrics` (OpenMetrics text) and `/status` (JSON snapshot) on `addr` until the
 /// process ends. Returns the bound address (port 0 picks a free one).
 pub async fn serve(addr: &str) -> std::io::Result<std::net::SocketAddr> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -313,8 +361,14 @@ pub async fn serve(addr: &str) -> std::io::Result<std::net::SocketAddr> {
                 let method = words.next().unwrap_or("");
                 // The query string does not change what is served.
                 let path = words.next().unwrap_or("/").split('?').next().unwrap_or("/");
+                // OpenMetrics when the scraper asks for it (Prometheus does), else the 0.0.4 text.
+                let openmetrics = head
+                    .lines()
+                    .filter_map(|l| l.split_once(':'))
+                    .any(|(k, v)| k.trim().eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text"));
                 let (status, ctype, body) = match (method, path) {
-                    ("GET" | "HEAD", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", Metrics::global().prometheus()),
+                    ("GET" | "HEAD", "/metrics") if openmetrics => ("200 OK", OPENMETRICS, Metrics::global().openmetrics()),
+                    ("GET" | "HEAD", "/metrics") => ("200 OK", PROMETHEUS_TEXT, Metrics::global().prometheus()),
                     ("GET" | "HEAD", "/status") => {
                         ("200 OK", "application/json", serde_json::to_string(&Metrics::global().snapshot()).unwrap_or_else(|_| "{}".into()))
                     }
@@ -341,13 +395,15 @@ mod tests {
         for v in [0.0005, 0.003, 0.003, 7.0, 500.0] {
             m.observe("icicle_x_duration_seconds", "X.", &[("sink", "a")], v);
         }
-        let text = m.prometheus();
-        assert!(text.contains("# TYPE icicle_x_duration_seconds histogram\n"), "{text}");
-        assert!(text.contains("icicle_x_duration_seconds_bucket{sink=\"a\",le=\"0.001\"} 1\n"), "{text}");
-        assert!(text.contains("icicle_x_duration_seconds_bucket{sink=\"a\",le=\"0.005\"} 3\n"), "{text}");
-        assert!(text.contains("icicle_x_duration_seconds_bucket{sink=\"a\",le=\"10\"} 4\n"), "{text}");
-        assert!(text.contains("icicle_x_duration_seconds_bucket{sink=\"a\",le=\"+Inf\"} 5\n"), "{text}");
+        let text = m.openmetrics();
+        assert!(text.starts_with("# HELP icicle_x_duration_seconds X.\n# TYPE icicle_x_duration_seconds histogram\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_sum{sink=\"a\"} 507.0065\n"), "{text}");
         assert!(text.contains("icicle_x_duration_seconds_count{sink=\"a\"} 5\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_bucket{le=\"0.001\",sink=\"a\"} 1\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_bucket{le=\"0.005\",sink=\"a\"} 3\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_bucket{le=\"10.0\",sink=\"a\"} 4\n"), "{text}");
+        assert!(text.contains("icicle_x_duration_seconds_bucket{le=\"+Inf\",sink=\"a\"} 5\n"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
         let s = m.snapshot();
         assert_eq!(s.get("icicle_x_duration_seconds_count", &[("sink", "a")]), Some(5.0));
         assert_eq!(s.get("icicle_x_duration_seconds_sum", &[("sink", "a")]), Some(0.0005 + 0.006 + 7.0 + 500.0));
@@ -358,19 +414,34 @@ mod tests {
         let m = Metrics::default();
         m.add("icicle_records_in_total", "Records read.", &[("component", "mdt0")], 5.0);
         m.add("icicle_records_in_total", "Records read.", &[("component", "mdt0")], 2.0);
+        m.set_counter("icicle_records_in_total", "Records read.", &[("component", "mdt0")], 3.0);
+        m.set_counter("icicle_rejects_total", "Rejected.", &[("component", "mdt0")], 4.0);
+        m.set_counter("icicle_rejects_total", "Rejected.", &[("component", "mdt0")], 2.0);
         m.set("icicle_changelog_lag", "Records not yet cleared.", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 3.0);
-        m.set("icicle_changelog_lag", "Records not yet cleared.", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 1.0);
-        m.set("icicle_weird", "A \"quoted\" label.", &[("component", "a\"b")], f64::INFINITY);
-        let text = m.prometheus();
+        m.set("icicle_changelog_lag", "Records not yet cleared.", &[("mdt", "fs0-MDT0000"), ("component", "mdt0")], 1.0);
+        m.set("icicle_weird", "A \"quoted\" label.", &[("component", "a\"b\\c\nd")], f64::INFINITY);
+        // A name keeps its first kind.
+        m.set("icicle_rejects_total", "Rejected.", &[("component", "mdt0")], 9.0);
+        let text = m.openmetrics();
         assert_eq!(
             text,
-            "# HELP icicle_changelog_lag Records not yet cleared.\n# TYPE icicle_changelog_lag gauge\nicicle_changelog_lag{component=\"mdt0\",mdt=\"fs0-MDT0000\"} 1\n\
-             # HELP icicle_records_in_total Records read.\n# TYPE icicle_records_in_total counter\nicicle_records_in_total{component=\"mdt0\"} 7\n\
-             # HELP icicle_weird A \"quoted\" label.\n# TYPE icicle_weird gauge\nicicle_weird{component=\"a\\\"b\"} +Inf\n"
+            "# HELP icicle_records_in Records read.\n# TYPE icicle_records_in counter\nicicle_records_in_total{component=\"mdt0\"} 7.0\n\
+             # HELP icicle_rejects Rejected.\n# TYPE icicle_rejects counter\nicicle_rejects_total{component=\"mdt0\"} 4.0\n\
+             # HELP icicle_changelog_lag Records not yet cleared.\n# TYPE icicle_changelog_lag gauge\nicicle_changelog_lag{component=\"mdt0\",mdt=\"fs0-MDT0000\"} 1.0\n\
+             # HELP icicle_weird A \"quoted\" label.\n# TYPE icicle_weird gauge\nicicle_weird{component=\"a\\\"b\\\\c\\nd\"} NaN\n# EOF\n"
+        );
+        assert_eq!(
+            m.prometheus(),
+            "# HELP icicle_records_in_total Records read.\n# TYPE icicle_records_in_total counter\nicicle_records_in_total{component=\"mdt0\"} 7.0\n\
+             # HELP icicle_rejects_total Rejected.\n# TYPE icicle_rejects_total counter\nicicle_rejects_total{component=\"mdt0\"} 4.0\n\
+             # HELP icicle_changelog_lag Records not yet cleared.\n# TYPE icicle_changelog_lag gauge\nicicle_changelog_lag{component=\"mdt0\",mdt=\"fs0-MDT0000\"} 1.0\n\
+             # HELP icicle_weird A \"quoted\" label.\n# TYPE icicle_weird gauge\nicicle_weird{component=\"a\\\"b\\\\c\\nd\"} NaN\n"
         );
         let s = m.snapshot();
         assert_eq!(s.get("icicle_records_in_total", &[("component", "mdt0")]), Some(7.0));
+        assert_eq!(s.get("icicle_rejects_total", &[("component", "mdt0")]), Some(4.0));
         assert_eq!(s.sum("icicle_changelog_lag", &[]), 1.0);
         assert_eq!(s.label_values("icicle_changelog_lag", "mdt"), vec!["fs0-MDT0000".to_string()]);
+        assert_eq!(s.label_values("icicle_weird", "component"), vec!["a\"b\\c\nd".to_string()]);
     }
 }

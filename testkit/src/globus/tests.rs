@@ -231,6 +231,33 @@ fn ingest_enforces_the_documented_limits() {
 }
 
 #[test]
+fn a_trial_index_counts_replaced_and_queued_entries_once() {
+    // Tasks wait (one is taken and never finishes), so every ingest is still queued.
+    let mut o = Options::new(IX, TOKEN);
+    o.task_delay = Duration::from_secs(3600);
+    let emu = Emulator::start(o).unwrap();
+    let mut c = std::net::TcpStream::connect(emu.addr()).unwrap();
+    let (s, _, b) = raw(&mut c, "POST", "/v1/index", &[auth(), JSON], br#"{"display_name":"trial","description":"quota"}"#);
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+    let trial = v(&b)["id"].as_str().unwrap().to_string();
+    let ingest = format!("/v1/index/{trial}/ingest");
+    // 400 KB of content in 20 KB fields (a field may hold 32,000 bytes).
+    let content: serde_json::Map<String, Value> = (0..20).map(|i| (format!("f{i}"), json!("x".repeat(20_000)))).collect();
+    let body = |subject: &str| list(vec![entry(subject, Value::Object(content.clone()))]);
+    // 400 KB, then the same entry again (replaces it: still 400 KB), then another (800 KB).
+    for subject in ["/a", "/a", "/b"] {
+        let (s, _, b) = raw(&mut c, "POST", &ingest, &[auth(), JSON], &body(subject));
+        assert_eq!(s, 200, "{subject}: {}", String::from_utf8_lossy(&b));
+    }
+    // A third 400 KB entry would make 1.2 MB, over the trial's 1 MB, queued or not.
+    let (s, _, b) = raw(&mut c, "POST", &ingest, &[auth(), JSON], &body("/c"));
+    assert_eq!(s, 413, "{}", String::from_utf8_lossy(&b));
+    assert_eq!(v(&b)["code"], "RequestTooLarge.IndexSizeLimit");
+    // Replacing one that is there still fits.
+    assert_eq!(raw(&mut c, "POST", &ingest, &[auth(), JSON], &body("/b")).0, 200);
+}
+
+#[test]
 fn tasks_run_in_order_received() {
     // A worker that never finishes: the first task is taken (PROGRESS), the rest wait.
     let mut o = Options::new(IX, TOKEN);

@@ -1,5 +1,7 @@
 //! Write requests: ingest and the deletes, each validated and answered with a task id.
 
+use std::collections::HashMap;
+
 use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::{Method, Request};
@@ -13,20 +15,33 @@ use super::query::Query;
 use super::state::{enqueue, Grant, Shared};
 use super::task::Op;
 
-/// A write request (`what`: `ingest`, `batch_delete_by_subject`, `delete_by_query`,
-/// `delete_subject` or `delete_entry`): checked, then enqueued as a task.
-/// The 413 of an ingest that would take its index past its size (1 MB for a trial index).
+/// The 413 of an ingest that would take its index past its size (1 MB for a trial index): the
+/// index as it will be once its queued ingests and this one are applied (an entry that replaces
+/// one counts once; deletes still queued are not counted).
 fn over_quota(shared: &Shared, index: &str, entries: &[NewEntry]) -> Option<Resp> {
     let st = shared.lock();
     let (meta, ix) = (st.meta.get(index)?, st.indexes.get(index)?);
-    let adding: u64 = entries.iter().map(|e| serde_json::to_vec(&e.entry.content).map_or(0, |v| v.len() as u64)).sum();
-    let held = index_bytes(ix);
-    (held + adding > meta.max_bytes()).then(|| {
+    let size = |e: &super::entry::Entry| serde_json::to_vec(&e.content).map_or(0, |v| v.len() as u64);
+    let mut replaced: HashMap<(&str, Option<&str>), u64> = HashMap::new();
+    let mut held = index_bytes(ix);
+    // Tasks not yet applied (waiting or taken), in the order received.
+    let queued = st.order.iter().filter_map(|id| st.tasks.get(id)).filter(|t| t.index_id == index);
+    let queued = queued.filter_map(|t| match &t.op {
+        Some(Op::Ingest(es)) => Some(es.as_slice()),
+        _ => None,
+    });
+    for e in queued.flatten().chain(entries) {
+        let key = (e.subject.as_str(), e.entry.entry_id.as_deref());
+        let before = *replaced.entry(key).or_insert_with(|| ix.get(&e.subject).and_then(|v| v.iter().find(|x| x.entry_id.as_deref() == key.1)).map_or(0, size));
+        held = held - before + size(&e.entry);
+        replaced.insert(key, size(&e.entry));
+    }
+    (held > meta.max_bytes()).then(|| {
         error(
             413,
             "RequestTooLarge.IndexSizeLimit",
             format!(
-                "the index holds {held} bytes and may hold {} ({} MB{})",
+                "the index would hold {held} bytes and may hold {} ({} MB{})",
                 meta.max_bytes(),
                 meta.max_bytes() >> 20,
                 if meta.trial { ", a trial index" } else { "" }
@@ -36,6 +51,8 @@ fn over_quota(shared: &Shared, index: &str, entries: &[NewEntry]) -> Option<Resp
     })
 }
 
+/// A write request (`what`: `ingest`, `batch_delete_by_subject`, `delete_by_query`,
+/// `delete_subject` or `delete_entry`): checked, then enqueued as a task.
 pub(super) async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, grant: &Grant, what: &str) -> Resp {
     if !allows(grant, true) {
         return error(403, "Forbidden.Generic", "the token's scope does not allow writing to the index", Value::Null);

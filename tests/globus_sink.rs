@@ -523,7 +523,7 @@ fn validation_errors_are_permanent_and_transient_ones_give_up_after_max_retries(
         sink.deliver(&batch(&[&long])).await.unwrap();
         assert_eq!(client.stats().await.unwrap()["writes"], 1, "a 400 is not retried");
         assert_eq!(sink.counts().1, 0);
-        assert_eq!(sink.dead_lettered(), 1);
+        assert_eq!(sink.dead_lettered().len(), 1);
     });
     let letter: Value = serde_json::from_str(std::fs::read_to_string(&letters).unwrap().trim()).unwrap();
     assert_eq!(letter["position"], long.as_str());
@@ -554,7 +554,7 @@ fn one_refused_entry_is_isolated_and_the_rest_published() {
     let refs: Vec<&str> = subjects.iter().map(String::as_str).collect();
     block_on(async {
         sink.deliver(&batch(&refs)).await.unwrap();
-        assert_eq!(sink.dead_lettered(), 1);
+        assert_eq!(sink.dead_lettered().len(), 1);
         let receipt = sink.receipt().unwrap();
         assert!(!receipt["task_ids"].as_array().unwrap().is_empty(), "{receipt}");
         for s in &subjects {
@@ -585,7 +585,7 @@ fn failed_tasks_are_sent_again_and_a_record_that_always_fails_is_set_aside() {
         for chunk in refs.chunks(5) {
             sink.deliver(&batch(chunk)).await.unwrap();
         }
-        assert_eq!(sink.dead_lettered(), 0);
+        assert_eq!(sink.dead_lettered().len(), 0);
         for s in &subjects {
             assert!(client.subject(INDEX, s).await.unwrap().is_some(), "{s}");
         }
@@ -605,7 +605,7 @@ fn failed_tasks_are_sent_again_and_a_record_that_always_fails_is_set_aside() {
     let refs: Vec<&str> = subjects.iter().map(String::as_str).collect();
     block_on(async {
         sink.deliver(&batch(&refs)).await.unwrap();
-        assert_eq!(sink.dead_lettered(), 1);
+        assert_eq!(sink.dead_lettered().len(), 1);
         for s in &subjects {
             assert_eq!(client.subject(INDEX, s).await.unwrap().is_some(), s != "/always-fails", "{s}");
         }
@@ -681,7 +681,7 @@ fn a_document_whose_every_entry_is_refused_fails_the_delivery() {
 }
 
 #[test]
-fn the_snapshot_summary_counts_dead_letters() {
+fn the_snapshot_summary_counts_dead_letters_and_the_next_run_sends_them_again() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("tree");
     std::fs::create_dir_all(root.join("poison")).unwrap();
@@ -689,26 +689,46 @@ fn the_snapshot_summary_counts_dead_letters() {
         std::fs::write(root.join(format!("f{f}")), b"x").unwrap();
     }
     std::fs::write(root.join("poison/p"), b"x").unwrap();
+    let letters = tmp.path().join("letters.jsonl");
+    let run = |emu: &Emulator| {
+        let cfg = config(
+            tmp.path(),
+            "d.toml",
+            &format!(
+                "[snapshot]\nrejects_file = \"{t}/rejects.jsonl\"\nstate_dir = \"{t}/state\"\n[records]\nvisible_to = [\"public\"]\n\
+                 [sources.w]\ntype = \"walk\"\nroot = \"{r}\"\n{g}dead_letter_file = \"{l}\"\n",
+                t = tmp.path().display(),
+                r = root.display(),
+                g = token_sink(emu, INDEX),
+                l = letters.display()
+            ),
+        );
+        let (code, summary, err) = run_snapshot(&cfg);
+        assert_eq!(code, 0, "{err}");
+        summary
+    };
     let mut o = Options::new(INDEX, TOKEN);
     o.refuse_subjects = vec!["/poison/p".into()];
     let emu = Emulator::start(o).unwrap();
-    let letters = tmp.path().join("letters.jsonl");
-    let cfg = config(
-        tmp.path(),
-        "d.toml",
-        &format!(
-            "[snapshot]\nrejects_file = \"{t}/rejects.jsonl\"\n[records]\nvisible_to = [\"public\"]\n[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\n{g}dead_letter_file = \"{l}\"\n",
-            t = tmp.path().display(),
-            r = root.display(),
-            g = token_sink(&emu, INDEX),
-            l = letters.display()
-        ),
-    );
-    let (code, summary, err) = run_snapshot(&cfg);
-    assert_eq!(code, 0, "{err}");
+    let summary = run(&emu);
     assert_eq!(summary["dead_lettered"], 1, "{summary}");
     assert_eq!(summary["emitted"], 21, "{summary}");
     assert!(std::fs::read_to_string(&letters).unwrap().contains("/poison/p"));
+    let first = block_on(Client::new(&emu.url(), TOKEN).scroll_all(INDEX)).unwrap();
+    assert!(!first.contains_key(&format!("{}", root.join("poison/p").display())));
+    drop(emu);
+    // The next run (nothing changed on disk, Search now accepts it) sends the dead letter
+    // again and only it; the others are unchanged.
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    let summary = run(&emu);
+    assert_eq!(summary["dead_lettered"], 0, "{summary}");
+    assert_eq!((summary["updated"].as_u64(), summary["unchanged"].as_u64(), summary["created"].as_u64()), (Some(1), Some(20), Some(0)), "{summary}");
+    let second = block_on(Client::new(&emu.url(), TOKEN).scroll_all(INDEX)).unwrap();
+    let primaries: Vec<&String> = second.keys().filter(|k| k.starts_with('/')).collect();
+    assert_eq!(primaries, vec![&format!("{}", root.join("poison/p").display())], "{second:?}");
+    // And the run after that: nothing to send.
+    let summary = run(&emu);
+    assert_eq!((summary["updated"].as_u64(), summary["unchanged"].as_u64()), (Some(0), Some(21)), "{summary}");
 }
 
 #[test]

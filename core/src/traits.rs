@@ -258,10 +258,11 @@ pub trait Sink: Send {
     fn receipt(&self) -> Option<serde_json::Value> {
         None
     }
-    /// Entries this sink set aside so far (refused on their own, kept in a dead-letter file)
-    /// instead of failing a delivery; `Ok` from `deliver` covers them.
-    fn dead_lettered(&self) -> u64 {
-        0
+    /// The subjects of the entries this sink set aside so far (refused on their own, kept in a
+    /// dead-letter file) instead of failing a delivery; `Ok` from `deliver` covers them. A
+    /// versioned snapshot sends them again on its next run.
+    fn dead_lettered(&self) -> &[String] {
+        &[]
     }
     /// Called once every sink has delivered `batch`, with every sink's receipt (sink id,
     /// receipt). An `Err` fails the delivery: nothing is acknowledged upstream.

@@ -3,8 +3,9 @@
 //!
 //! Layout of `state_dir`: `CURRENT` names the committed `manifest-NNNNNN/` directory, whose
 //! `part-N.tsv` files hold lines `HASH128<TAB>FP64<TAB>"subject"` (HASH128 is xxh3-128 of the
-//! path, FP64 a fingerprint of the record's content). A run writes `manifest.new/`, and only
-//! after every sink delivered renames it to the next generation and replaces `CURRENT`.
+//! path, FP64 a fingerprint of the record's content), and `resend.jsonl` the subjects a sink
+//! set aside as dead letters (sent again by the next run). A run writes `manifest.new/`, and
+//! only after every sink delivered renames it to the next generation and replaces `CURRENT`.
 
 use std::collections::HashMap;
 use std::fs;
@@ -108,14 +109,20 @@ impl PreviousManifest {
             from_pending.extend(std::iter::repeat_n(pend, f.len()));
             files.extend(f);
         }
+        let resend = match &current {
+            Some(d) => resend_subjects(d)?,
+            None => Default::default(),
+        };
         let mut map: HashMap<u128, (u64, u32)> = HashMap::new();
         let mut duplicates = Vec::new();
         let mut idx = 0u32;
         for (f, &pend) in files.iter().zip(&from_pending) {
             for line in BufReader::new(fs::File::open(f)?).lines() {
                 let line = line?;
-                let (h, fp, _, _) = parse_line(&line)
+                let (h, fp, subject, _) = parse_line(&line)
                     .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: malformed manifest line {}", f.display(), idx + 1)))?;
+                // A dead letter's content is not in the index: it never matches.
+                let fp = if resend.contains(subject) { UNCERTAIN } else { fp };
                 match map.get_mut(&h) {
                     // The same subject twice (two rows named one path, or current and pending
                     // both hold it): one entry decides, the other is never reported gone.
@@ -193,6 +200,32 @@ impl PreviousManifest {
         }
         Ok(out)
     }
+}
+
+/// The file of a manifest directory listing subjects to send again.
+const RESEND: &str = "resend.jsonl";
+
+/// The subjects `dir` lists to send again, as the JSON strings its lines hold.
+fn resend_subjects(dir: &Path) -> std::io::Result<std::collections::HashSet<String>> {
+    match fs::read_to_string(dir.join(RESEND)) {
+        Ok(text) => Ok(text.lines().map(str::to_string).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
+        Err(e) => Err(e),
+    }
+}
+
+/// List in the `sealed` manifest the subjects a sink set aside as dead letters, so the next
+/// run classifies them as changed and sends them again (written and synced before the commit).
+pub fn mark_resend(sealed: &Path, subjects: &[&str]) -> std::io::Result<()> {
+    if subjects.is_empty() {
+        return Ok(());
+    }
+    let mut text = Vec::new();
+    for s in subjects {
+        push_json_str(&mut text, s);
+        text.push(b'\n');
+    }
+    icicle_core::durable::write_atomic(&sealed.join(RESEND), &text)
 }
 
 /// The hash identifying a path across runs.

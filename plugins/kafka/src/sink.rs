@@ -85,7 +85,7 @@ impl ComponentConfig for KafkaSinkConfig {
             run: run_id(),
             dead: DeadLetters::new(self.dead_letter_file.unwrap_or_else(|| std::path::PathBuf::from(format!("{}.dead-letters.jsonl", ctx.id)))),
             max_dead_letters: self.max_dead_letters,
-            dead_lettered: 0,
+            dead_lettered: Vec::new(),
             batches: 0,
             last: None,
         }))
@@ -122,7 +122,8 @@ pub struct KafkaSink {
     /// Messages the broker refused on their own.
     dead: DeadLetters,
     max_dead_letters: u32,
-    dead_lettered: u64,
+    /// Subjects kept as dead letters.
+    dead_lettered: Vec<String>,
     batches: u64,
     /// What the last delivery wrote, for its receipt and audit record.
     last: Option<Delivered>,
@@ -181,7 +182,7 @@ impl KafkaSink {
         self.dead
             .write(&self.id, key, value, &reason)
             .map_err(|io| SinkError::Io { sink: self.id.clone(), reason: format!("{}: {io}", self.dead.path().display()) })?;
-        self.dead_lettered += 1;
+        self.dead_lettered.push(key.to_string());
         tracing::warn!(sink = %self.id, subject = key, reason, file = %self.dead.path().display(), "a message was refused on its own; kept as a dead letter");
         Ok(())
     }
@@ -244,8 +245,8 @@ impl Sink for KafkaSink {
         Ok(())
     }
 
-    fn dead_lettered(&self) -> u64 {
-        self.dead_lettered
+    fn dead_lettered(&self) -> &[String] {
+        &self.dead_lettered
     }
 
     fn receipt(&self) -> Option<serde_json::Value> {

@@ -235,7 +235,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     check_rejects(&settings, &rejects, &mut summary);
     finish(&mut job, &settings, previous.as_deref(), &rejects, out.outbox, &pipeline_subjects, nworkers, &mut summary).await?;
     job.progress.finish();
-    summary.dead_lettered = job.sinks.iter().map(|(_, k)| k.dead_lettered()).sum();
+    summary.dead_lettered = job.sinks.iter().map(|(_, k)| k.dead_lettered().len() as u64).sum();
 
     if summary.rejects > 0 {
         let path = settings.rejects_file.clone().unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
@@ -452,6 +452,8 @@ async fn finish(
     }
     if let (Some(dir), true) = (&settings.state_dir, commit) {
         let sealed = sealed.ok_or_else(|| IcicleError::Internal("committing a manifest that was never sealed".into()))?;
+        let resend: Vec<&str> = job.sinks.iter().flat_map(|(_, k)| k.dead_lettered()).map(String::as_str).collect();
+        manifest::mark_resend(&sealed, &resend).map_err(|e| io("listing the dead-lettered subjects in the manifest", e))?;
         manifest::commit(dir, &sealed).map_err(|e| io("committing the manifest", e))?;
     }
     for (name, src) in &job.sources {

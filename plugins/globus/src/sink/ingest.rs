@@ -110,7 +110,7 @@ impl GlobusSink {
         self.dead
             .write(&self.id, &subject, entry, &reason)
             .map_err(|io| GlobusError::Batch(format!("writing the dead-letter file {}: {io}", self.dead.path().display())))?;
-        self.dead_lettered += 1;
+        self.dead_lettered.push(subject.clone());
         tracing::warn!(sink = %self.id, subject, reason, file = %self.dead.path().display(), "Globus Search refused one entry; kept as a dead letter");
         Ok(())
     }

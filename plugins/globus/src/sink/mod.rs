@@ -252,7 +252,7 @@ impl GlobusSinkConfig {
             task_retries: self.task_retries,
             max_dead_letters: self.max_dead_letters,
             dead: DeadLetters::new(self.dead_letter_file.unwrap_or_else(|| PathBuf::from(format!("{id}.dead-letters.jsonl")))),
-            dead_lettered: 0,
+            dead_lettered: Vec::new(),
         })
     }
 }
@@ -345,7 +345,8 @@ pub struct GlobusSink {
     max_dead_letters: u32,
     /// Entries refused on their own.
     dead: DeadLetters,
-    dead_lettered: u64,
+    /// Subjects kept as dead letters.
+    dead_lettered: Vec<String>,
 }
 
 impl std::fmt::Debug for GlobusSink {
@@ -657,8 +658,8 @@ impl Sink for GlobusSink {
         self.receipt.clone()
     }
 
-    fn dead_lettered(&self) -> u64 {
-        self.dead_lettered
+    fn dead_lettered(&self) -> &[String] {
+        &self.dead_lettered
     }
 
     async fn close(&mut self) -> Result<(), SinkError> {

@@ -105,8 +105,26 @@ pub fn rank_error(sorted: &[f64], q: f64, est: f64) -> f64 {
 /// Costs per sketch type.
 pub type Costs = Vec<(String, SketchCost)>;
 
-/// Measure every sketch on every principal and attribute.
-pub fn measure(values: &Values, factories: &[Arc<dyn SketchFactory>]) -> anyhow::Result<(Vec<Measurement>, Costs)> {
+/// The seed of the sketch of `kind` over `principal`'s `attribute` in a run seeded with `seed`:
+/// FNV-1a over the four (stable everywhere, unlike std's hasher), then SplitMix64's mixer, so
+/// each sketch's seed depends on what it measures, not on the order sketches are made in.
+pub fn sketch_seed(seed: u64, principal: &str, attribute: &str, kind: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [&seed.to_le_bytes()[..], principal.as_bytes(), attribute.as_bytes(), kind.as_bytes()] {
+        // Each part ends with a byte no UTF-8 text contains, so parts cannot run together.
+        for &b in part.iter().chain(&[0xff]) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
+}
+
+/// Measure every sketch on every principal and attribute. With `seed`, every sketch is made
+/// with [`SketchFactory::create_seeded`] and a seed from [`sketch_seed`]: the same seed gives
+/// the same measurements.
+pub fn measure(values: &Values, factories: &[Arc<dyn SketchFactory>], seed: Option<u64>) -> anyhow::Result<(Vec<Measurement>, Costs)> {
     let mut keys: Vec<&String> = values.keys().collect();
     keys.sort();
     let mut out = Vec::new();
@@ -120,7 +138,10 @@ pub fn measure(values: &Values, factories: &[Arc<dyn SketchFactory>]) -> anyhow:
             let mut sorted = vals.clone();
             sorted.sort_by(|a, b| a.total_cmp(b));
             for (fi, f) in factories.iter().enumerate() {
-                let mut s = f.create();
+                let mut s = match seed {
+                    Some(seed) => f.create_seeded(sketch_seed(seed, key, attr, f.kind())),
+                    None => f.create(),
+                };
                 let t = Instant::now();
                 for &v in vals {
                     s.insert(v).with_context(|| format!("{} on {key} {attr}", f.kind()))?;
@@ -191,14 +212,19 @@ pub fn summarize(ms: &[Measurement]) -> Vec<SummaryRow> {
         .collect()
 }
 
-/// Run the experiment over the snapshot configured in `cfg`.
-pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Result<String> {
+/// Run the experiment over the snapshot configured in `cfg`; `seed` makes it reproducible
+/// (see [`measure`]; the snapshot is then read by one worker, so every principal's values
+/// arrive in the same order).
+pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64>) -> anyhow::Result<String> {
     let factories: Vec<Arc<dyn SketchFactory>> = sketches.iter().map(|s| registry::default_sketch(s)).collect::<Result<_, _>>()?;
     let (sources, _) = icicle_runtime::compose::components_allow_no_sinks(cfg)?;
     let reference = cfg.app.aggregate.reference_time.unwrap_or_else(icicle_core::time::now_epoch);
     let values = Arc::new(Mutex::new(Values::new()));
     let mut settings = cfg.app.snapshot.clone();
     settings.state_dir = None;
+    if seed.is_some() {
+        settings.workers = 1;
+    }
     let job = SnapshotJob {
         sources,
         sinks: vec![("null".into(), Box::new(icicle_plugins_sinks::BlackholeSink::default()))],
@@ -208,11 +234,12 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String]) -> anyhow::Resul
         processors: vec![Arc::new(CollectorFactory { reference, out: values.clone() })],
         finishers: vec![],
         primary: false,
+        cluster: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let summary = rt.block_on(icicle_runtime::snapshot::run(job))?;
     let values = std::mem::take(&mut *values.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
-    let (ms, costs) = measure(&values, &factories)?;
+    let (ms, costs) = measure(&values, &factories, seed)?;
     std::fs::create_dir_all(out)?;
     let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("measurements.csv"))?);
     writeln!(w, "sketch,principal,attribute,quantile,n,exact,estimate,value_error,rank_error")?;

@@ -2,6 +2,7 @@
 
 mod chart;
 mod compare;
+mod preprocess;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -104,7 +105,14 @@ enum Command {
         /// Comma-separated sketch types.
         #[arg(long, default_value = "ddsketch,kll,req,tdigest")]
         sketches: String,
+        /// Seed the randomized sketches (kll, req): the same seed gives the same
+        /// measurements.csv and summary.csv. Without it every run draws new seeds.
+        #[arg(long, value_name = "N")]
+        seed: Option<u64>,
     },
+    /// Read every configured snapshot source into Icicle's 9-column CSV (`icicle9`), in parts
+    /// of at most --rows-per-file rows, in a directory or under an S3 prefix.
+    Preprocess(preprocess::Args),
     /// List the registered plugins by kind.
     Plugins {
         /// Machine-readable output.
@@ -268,7 +276,10 @@ fn with_dashboard<T: Send>(tui: bool, what: &str, stop: impl FnOnce(), work: imp
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let json = matches!(cli.command, Command::Snapshot { json: true, .. } | Command::Plugins { json: true });
+    let json = matches!(
+        cli.command,
+        Command::Snapshot { json: true, .. } | Command::Plugins { json: true } | Command::Preprocess(preprocess::Args { json: true, .. })
+    );
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -302,13 +313,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Snapshot { json, no_progress, tui, metrics_addr, allow_mass_delete } => {
             snapshot(&cli, *json, *no_progress, *tui, metrics_addr.clone(), *allow_mass_delete)
         }
+        Command::Preprocess(args) => preprocess::main(&cli.config, &cli.set, args),
         Command::Top { connect, interval, sketches, once, json } => top(connect, *interval, sketches, *once, *json),
         Command::Monitor { drain, json, tui, metrics_addr } => monitor(&cli, *drain, *json, *tui, metrics_addr.clone()),
-        Command::SketchCompare { out, sketches } => {
+        Command::SketchCompare { out, sketches, seed } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
             let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-            let table = compare::run(&cfg, out, &names)?;
+            let table = compare::run(&cfg, out, &names, *seed)?;
             print_stdout(&format!("{table}\n"))?;
             eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png and error-distributions.png", out.display());
             Ok(ExitCode::SUCCESS)

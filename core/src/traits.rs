@@ -243,6 +243,12 @@ pub trait SketchFactory: Send + Sync {
     fn describe(&self) -> String;
     /// A new, empty sketch.
     fn create(&self) -> Box<dyn Sketch>;
+    /// A new, empty sketch whose randomness (if it has any) starts from `seed`: the same seed
+    /// and the same values give the same sketch. Sketches without randomness ignore the seed.
+    fn create_seeded(&self, seed: u64) -> Box<dyn Sketch> {
+        let _ = seed;
+        self.create()
+    }
     /// Decode bytes produced by [`Sketch::to_bytes`].
     fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError>;
 }

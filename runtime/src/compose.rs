@@ -194,5 +194,6 @@ pub fn snapshot_job(cfg: &LoadedConfig, progress: Arc<dyn Progress>) -> Result<S
         processors,
         finishers,
         primary: cfg.app.snapshot.primary,
+        cluster: None,
     })
 }

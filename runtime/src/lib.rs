@@ -2,6 +2,7 @@
 //! and aggregate pipelines that run beside it over the same read, and the composition of
 //! configured components into a runnable job.
 
+pub mod cluster;
 pub mod compose;
 pub mod deletes;
 pub mod deliver;

@@ -1,5 +1,5 @@
 //! [`ObjectStore`]: a small blocking S3 client for tests, demos and tools (make a bucket,
-//! upload, delete and list objects), configured like the source.
+//! upload, read, delete and list objects and unfinished uploads), configured like the source.
 
 use std::time::Duration;
 
@@ -46,6 +46,23 @@ impl ObjectStore {
             .block_on(self.client.put_object().bucket(bucket).key(key).body(ByteStream::from(body)).send())
             .map_err(|e| S3Error::from_sdk("uploading", &target, e))?;
         Ok(())
+    }
+
+    /// The object `key`: its bytes and its ETag (a multipart upload's ends in `-<parts>`).
+    pub fn get(&self, bucket: &str, key: &str) -> Result<(Vec<u8>, Option<String>), S3Error> {
+        let target = format!("s3://{bucket}/{key}");
+        let o = self.rt.block_on(self.client.get_object().bucket(bucket).key(key).send()).map_err(|e| S3Error::from_sdk("reading", &target, e))?;
+        let etag = o.e_tag().map(str::to_string);
+        let body = self.rt.block_on(o.body.collect()).map_err(|e| S3Error::Transport { op: "reading", target, reason: e.to_string() })?;
+        Ok((body.into_bytes().to_vec(), etag))
+    }
+
+    /// The keys of the multipart uploads in `bucket` that were neither completed nor aborted.
+    pub fn unfinished_uploads(&self, bucket: &str) -> Result<Vec<String>, S3Error> {
+        let target = format!("s3://{bucket}");
+        let out =
+            self.rt.block_on(self.client.list_multipart_uploads().bucket(bucket).send()).map_err(|e| S3Error::from_sdk("listing uploads in", &target, e))?;
+        Ok(out.uploads().iter().filter_map(|u| u.key().map(str::to_string)).collect())
     }
 
     /// Delete `key`.

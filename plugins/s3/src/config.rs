@@ -1,7 +1,7 @@
 //! `[sources.<id>] type = "s3"`: the bucket and prefix, the endpoint, credentials, and the
 //! same layout keys as the `tsv` source.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use icicle_core::registry::{BuildContext, ComponentConfig};
@@ -133,32 +133,7 @@ impl S3Config {
     }
 
     fn credentials(&self, invalid: &impl Fn(&str, String) -> ConfigError) -> Result<Creds, ConfigError> {
-        match &self.access_key_id {
-            Some(akid) => {
-                if akid.trim().is_empty() {
-                    return Err(invalid("access_key_id", "must not be empty".into()));
-                }
-                let secret = match (&self.secret_access_key_env, &self.secret_access_key_file) {
-                    (Some(_), Some(_)) => {
-                        return Err(invalid("secret_access_key_env", "give either secret_access_key_env or secret_access_key_file, not both".into()))
-                    }
-                    (Some(var), None) => secret::from_env(var).map_err(|e| invalid("secret_access_key_env", e))?,
-                    (None, Some(f)) => secret::from_file(f).map_err(|e| invalid("secret_access_key_file", e))?,
-                    (None, None) => return Err(invalid("secret_access_key_env", "access_key_id needs secret_access_key_env or secret_access_key_file".into())),
-                };
-                Ok(Creds { access_key_id: akid.trim().to_string(), secret, session_token: None })
-            }
-            None => {
-                if self.secret_access_key_env.is_some() || self.secret_access_key_file.is_some() {
-                    return Err(invalid("access_key_id", "a secret access key needs access_key_id".into()));
-                }
-                let hint = "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment, or access_key_id with secret_access_key_env or secret_access_key_file";
-                let akid = secret::from_env("AWS_ACCESS_KEY_ID").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
-                let secret = secret::from_env("AWS_SECRET_ACCESS_KEY").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
-                let session_token = secret::from_env("AWS_SESSION_TOKEN").ok();
-                Ok(Creds { access_key_id: akid.expose().to_string(), secret, session_token })
-            }
-        }
+        credentials(self.access_key_id.as_deref(), self.secret_access_key_env.as_deref(), self.secret_access_key_file.as_deref(), invalid)
     }
 
     /// The `tsv` source's view of the layout keys, for [`Layout::from_config`].
@@ -191,9 +166,47 @@ impl ComponentConfig for S3Config {
     }
 }
 
+/// Credentials as the `s3` source takes them: `access_key_id` with its secret from the
+/// environment variable `secret_env` or the file `secret_file`, else `AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`) from the environment. Errors name the
+/// key through `invalid` and never a secret.
+pub(crate) fn credentials(
+    access_key_id: Option<&str>,
+    secret_env: Option<&str>,
+    secret_file: Option<&Path>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Creds, ConfigError> {
+    match access_key_id {
+        Some(akid) => {
+            if akid.trim().is_empty() {
+                return Err(invalid("access_key_id", "must not be empty".into()));
+            }
+            let secret = match (secret_env, secret_file) {
+                (Some(_), Some(_)) => {
+                    return Err(invalid("secret_access_key_env", "give either secret_access_key_env or secret_access_key_file, not both".into()))
+                }
+                (Some(var), None) => secret::from_env(var).map_err(|e| invalid("secret_access_key_env", e))?,
+                (None, Some(f)) => secret::from_file(f).map_err(|e| invalid("secret_access_key_file", e))?,
+                (None, None) => return Err(invalid("secret_access_key_env", "access_key_id needs secret_access_key_env or secret_access_key_file".into())),
+            };
+            Ok(Creds { access_key_id: akid.trim().to_string(), secret, session_token: None })
+        }
+        None => {
+            if secret_env.is_some() || secret_file.is_some() {
+                return Err(invalid("access_key_id", "a secret access key needs access_key_id".into()));
+            }
+            let hint = "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment, or access_key_id with secret_access_key_env or secret_access_key_file";
+            let akid = secret::from_env("AWS_ACCESS_KEY_ID").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
+            let secret = secret::from_env("AWS_SECRET_ACCESS_KEY").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
+            let session_token = secret::from_env("AWS_SESSION_TOKEN").ok();
+            Ok(Creds { access_key_id: akid.expose().to_string(), secret, session_token })
+        }
+    }
+}
+
 /// S3's bucket naming rules (3-63 characters of `a-z 0-9 . -`, starting and ending with a
 /// letter or digit).
-fn valid_bucket(b: &str) -> bool {
+pub(crate) fn valid_bucket(b: &str) -> bool {
     (3..=63).contains(&b.len())
         && b.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
         && b.as_bytes()[0].is_ascii_alphanumeric()
@@ -201,7 +214,7 @@ fn valid_bucket(b: &str) -> bool {
 }
 
 /// An `http(s)://host[:port]` URL without credentials in it.
-fn check_endpoint(url: &str) -> Result<(), String> {
+pub(crate) fn check_endpoint(url: &str) -> Result<(), String> {
     let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")).ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
     let authority = rest.split('/').next().unwrap_or("");
     if authority.is_empty() {

@@ -6,8 +6,10 @@
 //! that starts in its range to the layout. Requests are retried by the SDK (standard mode:
 //! throttling, 5xx and connection errors); a body that breaks off is resumed at the next byte.
 //!
-//! aws-sdk-s3 lives only in this crate. [`ObjectStore`] is a small blocking client (create
-//! buckets, upload and delete objects) for tests and tools.
+//! aws-sdk-s3 lives only in this crate. [`Uploader`] writes objects row by row for
+//! `icicle preprocess` (PutObject, or a multipart upload above a threshold), and
+//! [`ObjectStore`] is a small blocking client (create buckets, upload, read and delete
+//! objects) for tests and tools.
 
 #![warn(missing_docs)]
 
@@ -16,11 +18,13 @@ pub mod config;
 pub mod error;
 pub mod lines;
 pub mod source;
+pub mod upload;
 
 pub use client::ObjectStore;
 pub use config::S3Config;
 pub use error::S3Error;
 pub use source::S3Source;
+pub use upload::{ObjectUpload, UploadConfig, Uploaded, Uploader};
 
 use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
 

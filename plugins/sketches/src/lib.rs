@@ -1,13 +1,11 @@
-//! Quantile sketches behind the `Sketch` trait: `ddsketch` (relative value error),
-//! `kll`, `req`, `tdigest` (rank error, Apache DataSketches), `exact` (ground truth with a
-//! memory cap) and `hybrid` (exact until a threshold, then DDSketch).
+//! Quantile sketches behind the `Sketch` trait: `ddsketch` (relative value error), `kll` and
+//! `req` (rank error; our implementations of the published algorithms, seedable), `tdigest`
+//! (rank error, Apache DataSketches), `exact` (ground truth with a memory cap) and `hybrid`
+//! (exact until a threshold, then DDSketch).
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use datasketches::common::SearchCriteria;
-use datasketches::kll::{KllFloat, KllSketch};
-use datasketches::req::{RankAccuracy, ReqFloat, ReqSketch};
 use datasketches::tdigest::TDigestMut;
 use icicle_core::registry::{build_component, BuildContext, ComponentConfig, PluginDescriptor, PluginKind};
 use icicle_core::traits::{Sketch, SketchError, SketchFactory};
@@ -16,8 +14,16 @@ use serde::Deserialize;
 use sketches_ddsketch::{Config as DdConfig, DDSketch};
 
 mod exact;
+pub mod kll;
+mod rank;
+pub mod req;
+mod rng;
+mod wire;
 
 pub use exact::{exact_quantile, Exact, ExactConfig, Hybrid, HybridConfig};
+pub use kll::Kll;
+pub use req::Req;
+use rng::Seeds;
 
 fn wrong_type(ours: &'static str, other: &dyn Sketch) -> SketchError {
     SketchError::WrongType { ours: ours.into(), theirs: other.kind().into() }
@@ -146,58 +152,6 @@ impl ComponentConfig for DdSketchConfig {
     }
 }
 
-/// The `Sketch` impl shared by the DataSketches rank sketches (KLL, REQ): `$ty` has
-/// `inner` (the sketch over `$wrap<f64>`), `sum`, and a `config()` string for merge checks.
-macro_rules! rank_sketch {
-    ($ty:ident, $name:literal, $wrap:ident) => {
-        impl Sketch for $ty {
-            fn kind(&self) -> &'static str {
-                $name
-            }
-            fn insert(&mut self, v: f64) -> Result<(), SketchError> {
-                self.inner.update($wrap::<f64>::new(v).map_err(|_| SketchError::NotANumber(v))?);
-                self.sum += v;
-                Ok(())
-            }
-            fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
-                let o = other.as_any().downcast_ref::<$ty>().ok_or_else(|| wrong_type($name, other))?;
-                if o.config() != self.config() {
-                    return Err(SketchError::MismatchedConfig(format!("{} vs {}", self.config(), o.config())));
-                }
-                self.inner.merge(&o.inner).map_err(|e| SketchError::MismatchedConfig(e.to_string()))?;
-                self.sum += o.sum;
-                Ok(())
-            }
-            fn quantile(&self, q: f64) -> Option<f64> {
-                self.inner.quantile(q.clamp(0.0, 1.0), SearchCriteria::Inclusive).ok().flatten().map(|v| *v)
-            }
-            fn count(&self) -> u64 {
-                self.inner.n()
-            }
-            fn min(&self) -> Option<f64> {
-                self.inner.min_item().map(|v| **v)
-            }
-            fn max(&self) -> Option<f64> {
-                self.inner.max_item().map(|v| **v)
-            }
-            fn sum(&self) -> f64 {
-                self.sum
-            }
-            fn to_bytes(&self) -> Vec<u8> {
-                let mut out = self.sum.to_le_bytes().to_vec();
-                out.extend(self.inner.serialize());
-                out
-            }
-            fn memory_bytes(&self) -> usize {
-                std::mem::size_of::<Self>() + self.inner.num_retained() as usize * 8
-            }
-            fn as_any(&self) -> &dyn Any {
-                self
-            }
-        }
-    };
-}
-
 // ---------------------------------------------------------------------------------------
 // KLL
 
@@ -205,48 +159,42 @@ macro_rules! rank_sketch {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct KllConfig {
+    /// Level capacity parameter: rank error about 1.65% at 200, shrinking as 1/k.
     pub k: u16,
+    /// Seed of the compactions' coin flips: sketches made by this factory get seeds derived
+    /// from it and their creation order. Without it, each sketch's seed comes from the OS.
+    pub seed: Option<u64>,
 }
 
 impl Default for KllConfig {
     fn default() -> Self {
-        KllConfig { k: 200 }
+        KllConfig { k: kll::DEFAULT_K, seed: None }
     }
 }
 
-/// KLL (Apache DataSketches): rank error about 1.65% at k = 200.
-#[derive(Clone)]
-pub struct Kll {
-    inner: KllSketch<KllFloat<f64>>,
-    sum: f64,
+struct KllFactory {
+    cfg: KllConfig,
+    seeds: Seeds,
 }
-
-impl Kll {
-    fn config(&self) -> String {
-        format!("k={}", self.inner.k())
-    }
-}
-
-rank_sketch!(Kll, "kll", KllFloat);
-
-struct KllFactory(KllConfig);
 
 impl SketchFactory for KllFactory {
     fn kind(&self) -> &'static str {
         "kll"
     }
     fn describe(&self) -> String {
-        format!("k={}", self.0.k)
+        match self.cfg.seed {
+            Some(seed) => format!("k={} seed={seed}", self.cfg.k),
+            None => format!("k={}", self.cfg.k),
+        }
     }
     fn create(&self) -> Box<dyn Sketch> {
-        // The configuration was validated when the factory was built.
-        let inner = KllSketch::new(self.0.k).unwrap_or_default();
-        Box::new(Kll { inner, sum: 0.0 })
+        self.create_seeded(self.seeds.next())
+    }
+    fn create_seeded(&self, seed: u64) -> Box<dyn Sketch> {
+        Box::new(Kll::new(self.cfg.k, seed))
     }
     fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
-        let (sum, rest) = split_sum(bytes)?;
-        let inner = KllSketch::deserialize(rest).map_err(|e| SketchError::Decode(e.to_string()))?;
-        Ok(Box::new(Kll { inner, sum }))
+        Ok(Box::new(Kll::decode(bytes)?))
     }
 }
 
@@ -254,8 +202,8 @@ impl ComponentConfig for KllConfig {
     type Component = Arc<dyn SketchFactory>;
 
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
-        KllSketch::<KllFloat<f64>>::new(self.k).map_err(|e| ctx.invalid("k", e.to_string()))?;
-        Ok(Arc::new(KllFactory(self)))
+        kll::check_k(self.k).map_err(|e| ctx.invalid("k", e))?;
+        Ok(Arc::new(KllFactory { seeds: Seeds::new(self.seed), cfg: self }))
     }
 }
 
@@ -266,9 +214,12 @@ impl ComponentConfig for KllConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct ReqConfig {
+    /// Section size (even, 4..=1024): relative rank error shrinking as 1/k.
     pub k: u16,
     /// `high` (accurate near rank 1) or `low`.
     pub rank_accuracy: Tail,
+    /// Seed of the compactions' coin flips, as for `kll`.
+    pub seed: Option<u64>,
 }
 
 /// Which tail a REQ sketch is most accurate at.
@@ -293,42 +244,33 @@ impl std::fmt::Display for Tail {
 
 impl Default for ReqConfig {
     fn default() -> Self {
-        ReqConfig { k: 12, rank_accuracy: Tail::High }
+        ReqConfig { k: req::DEFAULT_K, rank_accuracy: Tail::High, seed: None }
     }
 }
 
-/// REQ (Apache DataSketches): relative rank error, most accurate at one tail.
-#[derive(Clone)]
-pub struct Req {
-    inner: ReqSketch<ReqFloat<f64>>,
-    sum: f64,
+struct ReqFactory {
+    cfg: ReqConfig,
+    seeds: Seeds,
 }
-
-impl Req {
-    fn config(&self) -> String {
-        format!("k={} rank_accuracy={:?}", self.inner.k(), self.inner.rank_accuracy())
-    }
-}
-
-rank_sketch!(Req, "req", ReqFloat);
-
-struct ReqFactory(ReqConfig, RankAccuracy);
 
 impl SketchFactory for ReqFactory {
     fn kind(&self) -> &'static str {
         "req"
     }
     fn describe(&self) -> String {
-        format!("k={} rank_accuracy={}", self.0.k, self.0.rank_accuracy)
+        match self.cfg.seed {
+            Some(seed) => format!("k={} rank_accuracy={} seed={seed}", self.cfg.k, self.cfg.rank_accuracy),
+            None => format!("k={} rank_accuracy={}", self.cfg.k, self.cfg.rank_accuracy),
+        }
     }
     fn create(&self) -> Box<dyn Sketch> {
-        let inner = ReqSketch::new(self.0.k, self.1).unwrap_or_default();
-        Box::new(Req { inner, sum: 0.0 })
+        self.create_seeded(self.seeds.next())
+    }
+    fn create_seeded(&self, seed: u64) -> Box<dyn Sketch> {
+        Box::new(Req::new(self.cfg.k, self.cfg.rank_accuracy == Tail::High, seed))
     }
     fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Sketch>, SketchError> {
-        let (sum, rest) = split_sum(bytes)?;
-        let inner = ReqSketch::deserialize(rest).map_err(|e| SketchError::Decode(e.to_string()))?;
-        Ok(Box::new(Req { inner, sum }))
+        Ok(Box::new(Req::decode(bytes)?))
     }
 }
 
@@ -336,12 +278,8 @@ impl ComponentConfig for ReqConfig {
     type Component = Arc<dyn SketchFactory>;
 
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
-        let acc = match self.rank_accuracy {
-            Tail::High => RankAccuracy::HighRank,
-            Tail::Low => RankAccuracy::LowRank,
-        };
-        ReqSketch::<ReqFloat<f64>>::new(self.k, acc).map_err(|e| ctx.invalid("k", e.to_string()))?;
-        Ok(Arc::new(ReqFactory(self, acc)))
+        req::check_k(self.k).map_err(|e| ctx.invalid("k", e))?;
+        Ok(Arc::new(ReqFactory { seeds: Seeds::new(self.seed), cfg: self }))
     }
 }
 
@@ -458,10 +396,10 @@ inventory::submit! {
     PluginDescriptor { kind: PluginKind::Sketch, name: "ddsketch", description: "DDSketch: every quantile within relative value error alpha (default 0.01)", example: "[aggregate.sketch]\ntype = \"ddsketch\"\nalpha = 0.01\nmax_bins = 2048\n", build: build_component::<DdSketchConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "kll", description: "KLL (Apache DataSketches): normalized rank error ~1.65% at k=200", example: "[aggregate.sketch]\ntype = \"kll\"\nk = 200\n", build: build_component::<KllConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "kll", description: "KLL: normalized rank error ~1.65% at k=200; optional `seed` for reproducible compactions", example: "[aggregate.sketch]\ntype = \"kll\"\nk = 200\n", build: build_component::<KllConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "req", description: "REQ (Apache DataSketches): relative rank error, accurate at the high (or low) tail", example: "[aggregate.sketch]\ntype = \"req\"\nk = 12\nrank_accuracy = \"high\"\n", build: build_component::<ReqConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "req", description: "REQ: relative rank error, accurate at the high (or low) tail; optional `seed`", example: "[aggregate.sketch]\ntype = \"req\"\nk = 12\nrank_accuracy = \"high\"\n", build: build_component::<ReqConfig> }
 }
 inventory::submit! {
     PluginDescriptor { kind: PluginKind::Sketch, name: "tdigest", description: "t-digest (Apache DataSketches): accurate tails, compressed middle", example: "[aggregate.sketch]\ntype = \"tdigest\"\nk = 100\n", build: build_component::<TDigestConfig> }

@@ -1,7 +1,8 @@
-//! Snapshot sources: `gufi`, `mmapplypolicy`, `tsv` and `walk`.
+//! Snapshot sources: `gufi`, `mmapplypolicy`, `tsv` and `walk`; and the `icicle9` row writer.
 
 pub mod fields;
 pub mod gufi;
+pub mod icicle9;
 pub mod mmapplypolicy;
 pub mod tsv;
 pub mod walk;

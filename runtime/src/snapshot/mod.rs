@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use crate::cluster::Cluster;
 use crate::manifest::{self, PreviousManifest};
 use crate::rejects::RejectLog;
 use crate::spool::Outbox;
@@ -120,6 +121,11 @@ pub trait PipelineFinisher: Send + Sync {
     fn name(&self) -> &'static str;
     /// Produce entries to deliver (GMetaEntry JSON) and a report for the summary.
     fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String>;
+    /// In a distributed run, before [`PipelineFinisher::finish`] (collective, every rank):
+    /// move partial state so that each principal's is on one rank.
+    fn distribute(&self, _cluster: &dyn Cluster) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Everything a snapshot run needs.
@@ -134,6 +140,9 @@ pub struct SnapshotJob {
     pub finishers: Vec<Arc<dyn PipelineFinisher>>,
     /// Whether primary records are produced at all.
     pub primary: bool,
+    /// The other ranks when the run is spread over several processes (MPI): rank 0 plans and
+    /// hands out splits, each rank delivers what it read, the pipelines shuffle by principal.
+    pub cluster: Option<Arc<dyn Cluster>>,
 }
 
 /// The outcome of a snapshot run.
@@ -198,14 +207,21 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     job.progress = Arc::new(MetricsProgress::new(job.progress.clone()));
     let settings = job.settings.clone();
     let previous = open_previous(&settings, job.primary)?;
-    let shared = Arc::new(Shared { queue: Mutex::new(WorkQueue::default()), ready: std::sync::Condvar::new(), cancel: Default::default() });
+    check_cluster(&job)?;
+    let shared = Arc::new(Shared {
+        queue: Mutex::new(WorkQueue::default()),
+        ready: std::sync::Condvar::new(),
+        cancel: Default::default(),
+        cluster: job.cluster.clone(),
+    });
     let rejects = Arc::new(RejectLog::default());
     let total = plan(&job, &settings, &shared).await?;
     let planning_rejects = rejects.count();
     job.progress.start(total);
 
     let (tx, rx) = mpsc::channel::<EntryBatch>(16);
-    let nworkers = worker_count(&settings);
+    // A rank reads with one thread (more ranks per node instead).
+    let nworkers = if job.cluster.is_some() { 1 } else { worker_count(&settings) };
     let handles = worker::spawn(&job, &settings, nworkers, &shared, &previous, &rejects, tx)?;
 
     // A versioned run holds its documents until its checks have passed, so one that fails
@@ -247,6 +263,23 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     Ok(summary)
 }
 
+/// What a distributed run does not do yet, refused before anything is read.
+fn check_cluster(job: &SnapshotJob) -> Result<(), IcicleError> {
+    if job.cluster.is_none() {
+        return Ok(());
+    }
+    let refuse = |key: &str, reason: &str| {
+        Err(IcicleError::Config(icicle_core::error::ConfigError::InvalidValue { key: key.into(), origin: "an MPI run".into(), reason: reason.into() }))
+    };
+    if job.settings.state_dir.is_some() && job.primary {
+        return refuse("snapshot.state_dir", "versioned runs are not supported across MPI ranks yet; run them in one process");
+    }
+    if job.policy.access.is_some() {
+        return refuse("records.visible_to", "visibility from directory permissions is not supported across MPI ranks yet");
+    }
+    Ok(())
+}
+
 /// The previous manifest of a versioned run (a primary run with `state_dir`), after starting
 /// this run's.
 fn open_previous(settings: &SnapshotSettings, primary: bool) -> Result<Option<Arc<PreviousManifest>>, IcicleError> {
@@ -264,6 +297,10 @@ fn open_previous(settings: &SnapshotSettings, primary: bool) -> Result<Option<Ar
 /// visibility follows directory permissions); returns their total weight.
 async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -> Result<u64, IcicleError> {
     let mut total = 0u64;
+    // Under a cluster only rank 0 plans; the others take splits from it.
+    if shared.cluster.as_ref().is_some_and(|c| c.rank() != 0) {
+        return Ok(0);
+    }
     let mut planned = Vec::new();
     for (i, (name, src)) in job.sources.iter().enumerate() {
         match src.plan().await {
@@ -287,6 +324,10 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
         if c.splits > 0 {
             tracing::info!(message = "directory permissions read", splits = c.splits, directories = job.policy.dirs.len(), unreadable = c.failed);
         }
+    }
+    if let Some(c) = &shared.cluster {
+        c.seed(planned);
+        return Ok(total);
     }
     if let Ok(mut q) = shared.queue.lock() {
         q.planned += planned.len() as u64;
@@ -365,6 +406,9 @@ impl Documents {
     ) -> Result<Vec<(&'static str, Vec<String>)>, IcicleError> {
         let mut pipeline_subjects = Vec::new();
         for f in &job.finishers {
+            if let Some(c) = &job.cluster {
+                f.distribute(c.as_ref()).map_err(|e| IcicleError::Internal(format!("{} pipeline across ranks: {e}", f.name())))?;
+            }
             let (entries, report) = f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
             summary.pipelines.insert(f.name().to_string(), report);
             if versioned {
@@ -552,6 +596,7 @@ mod tests {
             processors: vec![],
             finishers: vec![],
             primary: true,
+            cluster: None,
         };
         let summary = run(job).await.unwrap();
         // Delivered while the source was still running (otherwise `read` would have failed
@@ -615,6 +660,7 @@ mod tests {
                 processors: vec![],
                 finishers: vec![],
                 primary: true,
+                cluster: None,
             };
             let result = run(job).await;
             assert_eq!(result.is_err(), fail);

@@ -18,6 +18,7 @@ use icicle_core::traits::{RowSink, Source, Split};
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 
 use super::{Progress, RowProcessor, SnapshotJob, SnapshotSummary, CHUNK_BYTES};
+use crate::cluster::Cluster;
 use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
 use crate::rejects::RejectLog;
 
@@ -34,6 +35,8 @@ pub(super) struct Shared {
     pub(super) queue: Mutex<WorkQueue>,
     pub(super) ready: Condvar,
     pub(super) cancel: AtomicBool,
+    /// The other ranks of a distributed run: splits come from rank 0's queue instead.
+    pub(super) cluster: Option<Arc<dyn Cluster>>,
 }
 
 impl Shared {
@@ -54,7 +57,27 @@ impl Shared {
         }
     }
 
-    pub(super) fn done(&self, spawned: Vec<Split>, source: usize) {
+    /// The first split of a worker.
+    pub(super) fn first(&self) -> Option<(usize, Split)> {
+        match &self.cluster {
+            Some(c) => c.next_split(false, Vec::new()),
+            None => self.pop(),
+        }
+    }
+
+    /// The split after one of `source` that spawned `spawned`.
+    pub(super) fn next(&self, spawned: Vec<Split>, source: usize) -> Option<(usize, Split)> {
+        match &self.cluster {
+            Some(_) if self.cancel.load(Ordering::Relaxed) => None,
+            Some(c) => c.next_split(true, spawned.into_iter().map(|s| (source, s)).collect()),
+            None => {
+                self.done(spawned, source);
+                self.pop()
+            }
+        }
+    }
+
+    fn done(&self, spawned: Vec<Split>, source: usize) {
         if let Ok(mut q) = self.queue.lock() {
             q.active -= 1;
             q.finished += 1;
@@ -288,7 +311,8 @@ pub(super) fn spawn(
         let handle = std::thread::Builder::new()
             .name(format!("icicle-worker-{w}"))
             .spawn(move || {
-                while let Some((si, split)) = shared.pop() {
+                let mut next = shared.first();
+                while let Some((si, split)) = next {
                     worker.input = split.name.clone();
                     worker.counts.splits += 1;
                     let (rows_before, emitted_before) = (worker.counts.rows, worker.counts.emitted);
@@ -306,7 +330,7 @@ pub(super) fn spawn(
                     m.add("icicle_records_in_total", "Records or events read by a source.", &[("component", &source_names[si])], rows);
                     m.add("icicle_records_out_total", "Index operations emitted.", &[("component", &source_names[si]), ("op", "update")], emitted);
                     let spawned = std::mem::take(&mut worker.spawned);
-                    shared.done(spawned, si);
+                    next = shared.next(spawned, si);
                 }
                 worker.send_chunk();
                 let mut io_error = worker.io_error.take();

@@ -13,6 +13,7 @@ use icicle_runtime::snapshot::NoProgress;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
 
 mod monitor;
+mod ranks;
 
 /// Benchmarks.
 #[derive(Subcommand, Debug)]
@@ -100,6 +101,9 @@ pub struct PipelinesArgs {
     /// Skip the DuckDB comparison.
     #[arg(long)]
     pub no_duckdb: bool,
+    /// Instead: run over MPI ranks (`icicle-mpi` under `mpirun`), e.g. `1,2`.
+    #[arg(long, value_delimiter = ',')]
+    pub ranks: Vec<usize>,
 }
 
 /// The monitor's whole processing path in one process over a changelog text file:
@@ -279,11 +283,15 @@ fn snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
 
 /// `icicle-bench pipelines`.
 fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
-    let PipelinesArgs { files, seed, dir, sketch, workers, no_duckdb } = args;
+    let PipelinesArgs { files, seed, dir, sketch, workers, no_duckdb, ranks } = args;
     std::fs::create_dir_all(&dir)?;
     let mut fs = None;
     let data = ensure_data(&dir, Format::Tsv, files, seed, &mut fs)?;
     drop(fs);
+    if !ranks.is_empty() {
+        ranks::run(&ranks, &data, &dir.join("out-ranks"), &sketch)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let out = dir.join("out-pipelines");
     let ours = measured_run("tsv", "blackhole", workers, &data, &out, &["--all-pipelines", &sketch])?;
     let our_secs = ours["seconds"].as_f64().unwrap_or(0.0);

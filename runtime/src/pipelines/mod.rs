@@ -10,11 +10,18 @@
 //! `directory_min` and `directory_max`; per principal, sketches of size and of the ages of
 //! atime/ctime/mtime (relative to one reference time per run) plus exact count, total, min
 //! and max. Shards (workers) are merged with `Sketch::merge`.
+//!
+//! Across MPI ranks ([`shuffle`]): aggregates are rolled up on each rank and then moved to the
+//! rank owning each principal, which merges and emits them; counts are gathered on rank 0,
+//! which writes the CSV.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+mod shuffle;
+
+use crate::cluster::Cluster;
 use crate::snapshot::{PipelineFinisher, RowProcessor, RowProcessorFactory};
 pub use icicle_core::config::{AggregateSettings, CountingSettings};
 use icicle_core::policy::RecordPolicy;
@@ -131,6 +138,8 @@ pub struct CountRow {
 pub struct Counting {
     settings: CountingSettings,
     merged: Mutex<CountMaps>,
+    /// Another rank writes the counts of a distributed run.
+    elsewhere: std::sync::atomic::AtomicBool,
 }
 
 struct CountingWorker {
@@ -183,7 +192,7 @@ impl RowProcessorFactory for CountingHandle {
 impl Counting {
     /// A counting pipeline and the factory to hand to the snapshot runtime.
     pub fn new(settings: CountingSettings) -> (Arc<Counting>, Arc<dyn RowProcessorFactory>) {
-        let c = Arc::new(Counting { settings, merged: Mutex::new(CountMaps::default()) });
+        let c = Arc::new(Counting { settings, merged: Mutex::new(CountMaps::default()), elsewhere: Default::default() });
         (c.clone(), Arc::new(CountingHandle(c)))
     }
 
@@ -313,6 +322,10 @@ pub struct Aggregate {
     factory: Arc<dyn SketchFactory>,
     reference: i64,
     merged: Mutex<(HashMap<String, PrincipalStats>, Vec<String>)>,
+    /// Directory prefixes were already rolled up (before a shuffle across ranks).
+    rolled: std::sync::atomic::AtomicBool,
+    /// Bytes this rank sent to other ranks in the shuffle.
+    shuffled: std::sync::atomic::AtomicU64,
 }
 
 struct AggregateWorker {
@@ -450,7 +463,14 @@ fn push_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
 impl Aggregate {
     /// An aggregate pipeline over sketches from `factory`, ages measured from `reference`.
     pub fn new(settings: AggregateSettings, factory: Arc<dyn SketchFactory>, reference: i64) -> (Arc<Aggregate>, Arc<dyn RowProcessorFactory>) {
-        let a = Arc::new(Aggregate { settings, factory, reference, merged: Mutex::new((HashMap::new(), Vec::new())) });
+        let a = Arc::new(Aggregate {
+            settings,
+            factory,
+            reference,
+            merged: Mutex::new((HashMap::new(), Vec::new())),
+            rolled: Default::default(),
+            shuffled: Default::default(),
+        });
         (a.clone(), Arc::new(AggregateHandle(a)))
     }
 
@@ -500,7 +520,9 @@ impl Aggregate {
     pub fn entries(&self, policy: &Arc<RecordPolicy>) -> (Vec<Vec<u8>>, serde_json::Value) {
         let Ok(mut m) = self.merged.lock() else { return (Vec::new(), serde_json::Value::Null) };
         let (map, errors) = &mut *m;
-        self.roll_up(map, errors);
+        if !self.rolled.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            self.roll_up(map, errors);
+        }
         let (map, errors) = (&*map, &*errors);
         let mut keys: Vec<&String> = map.keys().collect();
         keys.sort();
@@ -542,6 +564,7 @@ impl Aggregate {
             "sketch_config": self.factory.describe(),
             "sketch_memory_bytes": memory,
             "reference_time": self.reference,
+            "shuffled_bytes": self.shuffled.load(std::sync::atomic::Ordering::Relaxed),
             "errors": errors,
         });
         (out, report)
@@ -643,7 +666,13 @@ impl PipelineFinisher for Counting {
     fn name(&self) -> &'static str {
         "counting"
     }
+    fn distribute(&self, cluster: &dyn Cluster) -> Result<(), String> {
+        self.gather_counts(cluster)
+    }
     fn finish(&self, _policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
+        if self.elsewhere.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok((Vec::new(), serde_json::json!({"written_by_rank": 0})));
+        }
         let report = self.write().map_err(|e| format!("writing {}: {e}", self.settings.output.display()))?;
         Ok((Vec::new(), report))
     }
@@ -652,6 +681,9 @@ impl PipelineFinisher for Counting {
 impl PipelineFinisher for Aggregate {
     fn name(&self) -> &'static str {
         "aggregate"
+    }
+    fn distribute(&self, cluster: &dyn Cluster) -> Result<(), String> {
+        self.shuffle(cluster)
     }
     fn finish(&self, policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
         Ok(self.entries(policy))

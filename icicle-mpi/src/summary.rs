@@ -1,0 +1,138 @@
+//! The summary of a distributed run: every rank's snapshot summary combined on rank 0.
+
+use serde_json::{json, Map, Value};
+
+/// Counts that add up over ranks.
+const SUMMED: [&str; 22] = [
+    "rows",
+    "records",
+    "directories",
+    "rejects",
+    "dead_lettered",
+    "emitted",
+    "splits",
+    "batches",
+    "bytes",
+    "delete_batches",
+    "created",
+    "updated",
+    "unchanged",
+    "deleted",
+    "deletes_withheld",
+    "unreadable_inputs",
+    "aggregate_records",
+    "aggregates_deleted",
+    "aggregate_deletes_withheld",
+    "unknown_scope_count",
+    "batches_withheld",
+    "peak_rss_bytes",
+];
+
+/// This process's peak resident memory (`VmHWM`), 0 when unknown.
+pub fn peak_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).map_or(0, |kib| kib * 1024)
+}
+
+/// CPU seconds (user + system) this process used so far.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes into the struct passed.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+fn sum(ranks: &[Value], pick: impl Fn(&Value) -> &Value) -> u64 {
+    ranks.iter().map(|r| pick(r).as_u64().unwrap_or(0)).sum()
+}
+
+/// Rank 0's summary with the counts of every rank added up, the aggregate pipeline's report
+/// combined, and one line per rank (`ranks`).
+pub fn combine(ranks: &[Value]) -> Value {
+    let Some(first) = ranks.first() else { return Value::Null };
+    let mut all = first.clone();
+    for key in SUMMED {
+        all[key] = Value::from(sum(ranks, |r| &r[key]));
+    }
+    let seconds = ranks.iter().filter_map(|r| r["seconds"].as_f64()).fold(0.0, f64::max);
+    all["seconds"] = Value::from(seconds);
+    all["rows_per_s"] = Value::from(if seconds > 0.0 { sum(ranks, |r| &r["rows"]) as f64 / seconds } else { 0.0 });
+    all["reject_threshold_exceeded"] = Value::from(ranks.iter().any(|r| r["reject_threshold_exceeded"] == true));
+    all["unknown_scopes"] = Value::from(ranks.iter().flat_map(|r| r["unknown_scopes"].as_array().cloned().unwrap_or_default()).collect::<Vec<_>>());
+    if let Some(agg) = all["pipelines"].get_mut("aggregate").and_then(Value::as_object_mut) {
+        for key in ["principals", "records", "without_visible_to", "sketch_memory_bytes", "shuffled_bytes"] {
+            agg.insert(key.into(), Value::from(sum(ranks, |r| &r["pipelines"]["aggregate"][key])));
+        }
+        let errors: Vec<Value> = ranks.iter().flat_map(|r| r["pipelines"]["aggregate"]["errors"].as_array().cloned().unwrap_or_default()).collect();
+        agg.insert("errors".into(), Value::from(errors));
+    }
+    let per_rank: Vec<Value> = ranks
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            json!({"rank": i, "rows": r["rows"], "emitted": r["emitted"], "splits": r["splits"], "seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"],
+                   "peak_rss_bytes": r["peak_rss_bytes"], "aggregate_principals": r["pipelines"]["aggregate"]["principals"],
+                   "shuffled_bytes": r["pipelines"]["aggregate"]["shuffled_bytes"]})
+        })
+        .collect();
+    all["ranks"] = Value::from(per_rank);
+    all
+}
+
+/// A short human-readable summary.
+pub fn table(all: &Value) -> String {
+    let mut out = String::new();
+    let n = |k: &str| all[k].as_u64().unwrap_or(0);
+    out.push_str(&format!(
+        "{} rows read ({} records, {} directories, {} rejects) in {:.2} s over {} ranks; {} records emitted in {} documents\n",
+        n("rows"),
+        n("records"),
+        n("directories"),
+        n("rejects"),
+        all["seconds"].as_f64().unwrap_or(0.0),
+        all["ranks"].as_array().map_or(0, Vec::len),
+        n("emitted"),
+        n("batches"),
+    ));
+    if let Some(p) = all["pipelines"].as_object() {
+        let p: &Map<String, Value> = p;
+        for (name, report) in p {
+            out.push_str(&format!("{name}: {report}\n"));
+        }
+    }
+    for r in all["ranks"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "rank {}: {} rows, {} splits, {:.2} s, peak RSS {} MiB\n",
+            r["rank"],
+            r["rows"],
+            r["splits"],
+            r["seconds"].as_f64().unwrap_or(0.0),
+            r["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_add_up_and_rank_zero_gives_the_rest() {
+        let a = json!({"rows": 3, "emitted": 2, "seconds": 1.0, "pipelines": {"aggregate": {"principals": 2, "records": 2, "sketch": "ddsketch", "errors": ["x"]}}});
+        let b =
+            json!({"rows": 5, "emitted": 5, "seconds": 2.0, "pipelines": {"aggregate": {"principals": 3, "records": 1, "sketch": "ddsketch", "errors": []}}});
+        let all = combine(&[a, b]);
+        assert_eq!((all["rows"].as_u64(), all["emitted"].as_u64()), (Some(8), Some(7)));
+        assert_eq!(all["seconds"], 2.0);
+        assert_eq!(all["rows_per_s"], 4.0);
+        assert_eq!(all["pipelines"]["aggregate"]["principals"], 5);
+        assert_eq!(all["pipelines"]["aggregate"]["sketch"], "ddsketch");
+        assert_eq!(all["pipelines"]["aggregate"]["errors"], json!(["x"]));
+        assert_eq!(all["ranks"].as_array().unwrap().len(), 2);
+    }
+}

@@ -116,8 +116,7 @@ fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<Ex
 
     let bar: Arc<dyn Progress> = Arc::new(icicle_tui::TerminalProgress::new(rank == 0 && !no_progress && !json));
     let job_progress: Arc<dyn Progress> = if rank == 0 { Arc::new(QueueDrivenProgress(bar.clone())) } else { Arc::new(NoProgress) };
-    let cluster = Arc::new(MpiCluster::new(world.duplicate(), bar));
-    cluster.start();
+    let cluster = MpiCluster::new(world.duplicate(), bar);
     let mut job = icicle_runtime::compose::snapshot_job(&cfg, job_progress)?;
     job.cluster = Some(cluster.clone());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;

@@ -61,6 +61,8 @@ pub struct MpiCluster {
     size: usize,
     root: Option<Arc<QueueHost>>,
     server: Mutex<Option<std::thread::JoinHandle<Result<(), String>>>>,
+    /// This cluster, for the server thread started when rank 0 has planned.
+    me: std::sync::Weak<MpiCluster>,
 }
 
 fn encode_answer(a: &Answer) -> Vec<u8> {
@@ -91,7 +93,7 @@ fn decode_answer(buf: &[u8]) -> Result<Answer, String> {
 impl MpiCluster {
     /// The transport over `world` (MPI must provide `MPI_THREAD_MULTIPLE`); rank 0's progress
     /// bar is `progress`.
-    pub fn new(world: SimpleCommunicator, progress: Arc<dyn Progress>) -> MpiCluster {
+    pub fn new(world: SimpleCommunicator, progress: Arc<dyn Progress>) -> Arc<MpiCluster> {
         let (rank, size) = (world.rank() as usize, world.size() as usize);
         let root = (rank == 0).then(|| {
             Arc::new(QueueHost {
@@ -101,15 +103,16 @@ impl MpiCluster {
                 progress,
             })
         });
-        MpiCluster { world: World(world), rank, size, root, server: Mutex::new(None) }
+        Arc::new_cyclic(|me| MpiCluster { world: World(world), rank, size, root, server: Mutex::new(None), me: me.clone() })
     }
 
-    /// Start rank 0's server thread (after [`MpiCluster::new`], before any rank asks).
-    pub fn start(self: &Arc<Self>) {
+    /// Start rank 0's server thread (when rank 0 has planned: collectives before that, such
+    /// as starting a versioned run's manifest, need no server).
+    fn start(&self) {
         if self.rank != 0 || self.size == 1 {
             return;
         }
-        let me = self.clone();
+        let Some(me) = self.me.upgrade() else { return };
         let handle = std::thread::Builder::new().name("icicle-mpi-queue".into()).spawn(move || me.serve());
         match handle {
             Ok(h) => *self.server.lock().unwrap_or_else(|p| p.into_inner()) = Some(h),
@@ -217,6 +220,7 @@ impl Cluster for MpiCluster {
     fn seed(&self, splits: Vec<(usize, Split)>) {
         if let Some(root) = &self.root {
             root.queue.lock().unwrap_or_else(|p| p.into_inner()).queue.extend(splits);
+            self.start();
         }
     }
 
@@ -263,6 +267,29 @@ impl Cluster for MpiCluster {
             self.world.all_to_all_varcount_into(&send, &mut into);
         }
         Ok(rdispls.iter().zip(&rcounts).map(|(d, c)| recv[*d as usize..(*d + *c) as usize].to_vec()).collect())
+    }
+
+    fn broadcast(&self, bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+        self.join_server()?;
+        let root = self.world.process_at_rank(0);
+        let mut n = bytes.len() as u64;
+        root.broadcast_into(&mut n);
+        let mut buf = if self.rank == 0 { bytes } else { vec![0u8; n as usize] };
+        buf.push(0);
+        root.broadcast_into(&mut buf[..]);
+        buf.pop();
+        Ok(buf)
+    }
+
+    fn all_sum(&self, values: &[u64]) -> Result<Vec<u64>, String> {
+        self.join_server()?;
+        let mut out = vec![0u64; values.len()];
+        let mut send = values.to_vec();
+        send.push(0);
+        out.push(0);
+        self.world.all_reduce_into(&send[..], &mut out[..], mpi::collective::SystemOperation::sum());
+        out.pop();
+        Ok(out)
     }
 
     fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, String> {

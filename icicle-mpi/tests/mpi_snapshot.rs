@@ -162,17 +162,136 @@ fn objects_on_s3_give_the_same_output_on_any_number_of_ranks() {
     same_everywhere(t, "s3", &source, "ddsketch");
 }
 
+/// Every subject of every delete document under `dir` (any depth), sorted.
+fn deleted(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().unwrap().to_string_lossy().starts_with("delete-") {
+                let doc: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+                out.extend(doc["subjects"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The second version of the listings: one file gone (half its paths renamed: created), the
+/// sizes of another file's records changed (updated), the rest as they were.
+fn second_version(t: &Path) -> PathBuf {
+    let (a, b) = (t.join("tsv"), t.join("tsv2"));
+    std::fs::create_dir_all(&b).unwrap();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&a).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "csv")).collect();
+    files.sort();
+    for (i, f) in files.iter().enumerate() {
+        let text = std::fs::read_to_string(f).unwrap();
+        let name = f.file_name().unwrap();
+        match i {
+            1 => {
+                // A quoted path gets its suffix inside the quotes.
+                let moved: String =
+                    text.lines().step_by(2).map(|l| if let Some(q) = l.strip_suffix('"') { format!("{q}.new\"\n") } else { format!("{l}.new\n") }).collect();
+                std::fs::write(b.join("moved.csv"), moved).unwrap();
+            }
+            2 => {
+                let grown: String = text
+                    .lines()
+                    .map(|l| {
+                        let mut cols: Vec<String> = l.splitn(9, ',').map(str::to_string).collect();
+                        cols[4] = format!("{}", cols[4].parse::<u64>().unwrap() + 1);
+                        format!("{}\n", cols.join(","))
+                    })
+                    .collect();
+                std::fs::write(b.join(name), grown).unwrap();
+            }
+            _ => {
+                std::fs::copy(f, b.join(name)).unwrap();
+            }
+        }
+    }
+    b
+}
+
 #[test]
-fn a_versioned_run_is_refused_and_a_failing_rank_ends_the_run_naming_it() {
+fn a_second_versioned_run_deletes_the_same_subjects_on_any_number_of_ranks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let fs = generated(t);
+    gen::write(&fs, Format::Tsv, &t.join("tsv"), 900, false).unwrap();
+    let v2 = second_version(t);
+    let source = |dir: &Path| format!("type = \"tsv\"\npaths = [\"{}/*.csv\"]\npreset = \"icicle9\"", dir.display());
+    let extra = |name: &str| format!("state_dir = \"{}/{name}-state\"\nmax_delete_ratio = 0.9", t.display());
+    // One process: the reference.
+    plain(&config(t, "v-plain-1", &source(&t.join("tsv")), "ddsketch", &extra("v-plain")));
+    let want_summary = plain(&config(t, "v-plain-2", &source(&v2), "ddsketch", &extra("v-plain")));
+    let want = deleted(&t.join("v-plain-2"));
+    let want_entries = entries(&t.join("v-plain-2/primary"));
+    let counts = |s: &Value| ["created", "updated", "unchanged", "deleted", "emitted", "aggregates_deleted"].map(|k| s[k].as_u64().unwrap_or(u64::MAX));
+    assert!(counts(&want_summary)[..4].iter().all(|c| *c > 0), "every kind of change: {want_summary}");
+    assert!(!want.is_empty());
+    for np in [1, 2, 4] {
+        let name = format!("v-np{np}");
+        let (ok, s1, err) = mpirun(np, &config(t, &format!("{name}-1"), &source(&t.join("tsv")), "ddsketch", &extra(&name)));
+        assert!(ok, "-np {np} first run: {err}");
+        assert_eq!(s1["created"].as_u64(), Some(FILES), "-np {np}: {s1}");
+        let (ok, s2, err) = mpirun(np, &config(t, &format!("{name}-2"), &source(&v2), "ddsketch", &extra(&name)));
+        assert!(ok, "-np {np} second run: {err}");
+        assert_eq!(counts(&s2), counts(&want_summary), "-np {np}: {s2}");
+        assert_eq!(deleted(&t.join(format!("{name}-2"))), want, "-np {np}: the deletes");
+        assert_eq!(entries(&t.join(format!("{name}-2/primary"))), want_entries, "-np {np}: what the second run sent");
+    }
+}
+
+#[test]
+fn a_rank_killed_before_the_commit_leaves_the_previous_manifest_in_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let fs = generated(t);
+    gen::write(&fs, Format::Tsv, &t.join("tsv"), 900, false).unwrap();
+    let v2 = second_version(t);
+    let source = |dir: &Path| format!("type = \"tsv\"\npaths = [\"{}/*.csv\"]\npreset = \"icicle9\"", dir.display());
+    let extra = format!("state_dir = \"{}/state\"\nmax_delete_ratio = 0.9", t.display());
+    let (ok, _, err) = mpirun(2, &config(t, "k-1", &source(&t.join("tsv")), "ddsketch", &extra));
+    assert!(ok, "{err}");
+    let current = std::fs::read_to_string(t.join("state/CURRENT")).unwrap();
+    // Rank 1 dies after delivering its deletes, before the commit.
+    let cfg = config(t, "k-2", &source(&v2), "ddsketch", &extra);
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", mpi_bin(), "snapshot", "-c"])
+        .arg(&cfg)
+        .args(["--json", "--no-progress"])
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("ICICLE_FAULT", "deletes-delivered")
+        .env("ICICLE_FAULT_RANK", "1")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_to_string(t.join("state/CURRENT")).unwrap(), current, "the previous manifest stays current");
+    // The next run finishes the job: the same deletes as one process would owe.
+    let (ok, s, err) = mpirun(2, &config(t, "k-3", &source(&v2), "ddsketch", &extra));
+    assert!(ok, "{err}");
+    assert!(s["deleted"].as_u64().unwrap() > 0, "{s}");
+    assert_ne!(std::fs::read_to_string(t.join("state/CURRENT")).unwrap(), current);
+}
+
+#[test]
+fn posix_read_is_refused_and_a_failing_rank_ends_the_run_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let fs = generated(t);
     gen::write(&fs, Format::Tsv, &t.join("tsv"), 900, false).unwrap();
     let tsv = format!("type = \"tsv\"\npaths = [\"{}/tsv/*.csv\"]\npreset = \"icicle9\"", t.display());
-    let cfg = config(t, "versioned", &tsv, "ddsketch", &format!("state_dir = \"{}/state\"", t.display()));
+    let cfg = config(t, "posix", &tsv, "ddsketch", "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("visible_to = [\"owner\", \"group\"]", "visible_to = \"posix-read\"");
+    std::fs::write(&cfg, text).unwrap();
     let (ok, _, err) = mpirun(2, &cfg);
     assert!(!ok);
-    assert!(err.contains("snapshot.state_dir") && err.contains("not supported across MPI ranks"), "{err}");
+    assert!(err.contains("records.visible_to") && err.contains("not supported across MPI ranks"), "{err}");
     // Rank 1's file sink cannot make its directory: the run fails, naming rank 1.
     let cfg = config(t, "failing", &tsv, "ddsketch", "");
     std::fs::create_dir_all(t.join("failing/primary")).unwrap();

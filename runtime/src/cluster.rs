@@ -27,6 +27,15 @@ pub trait Cluster: Send + Sync {
     fn exchange(&self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String>;
     /// Collective gather: every rank's `bytes` at rank 0 (in rank order), `None` elsewhere.
     fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, String>;
+    /// Collective: rank 0's `bytes` on every rank (the others pass anything).
+    fn broadcast(&self, bytes: Vec<u8>) -> Result<Vec<u8>, String>;
+    /// Collective: the element-wise sums of every rank's `values` (same length everywhere).
+    fn all_sum(&self, values: &[u64]) -> Result<Vec<u64>, String>;
+}
+
+/// The rank that owns a path hash (a manifest line) in a shuffle over `size` ranks.
+pub fn hash_owner(hash: u128, size: usize) -> usize {
+    (hash % size.max(1) as u128) as usize
 }
 
 /// The rank that owns `key` in a shuffle over `size` ranks (stable across runs and ranks).

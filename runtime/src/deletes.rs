@@ -47,14 +47,45 @@ pub fn entry_subject(entry: &[u8]) -> Result<String, serde_json::Error> {
     serde_json::from_slice::<Entry>(entry).map(|e| e.subject)
 }
 
-/// The subjects of `file` in every loaded manifest directory (committed, then pending), once.
-fn previous_subjects(previous: &PreviousManifest, file: &str) -> std::io::Result<Vec<String>> {
+/// The pipeline named by a subjects file: `pipeline-<name>.jsonl`, or
+/// `pipeline-<name>.rank-<R>.jsonl` from a run across ranks.
+fn pipeline_of(file: &str) -> Option<&str> {
+    let stem = file.strip_prefix("pipeline-")?.strip_suffix(".jsonl")?;
+    Some(match stem.rsplit_once(".rank-") {
+        Some((name, rank)) if rank.parse::<usize>().is_ok() => name,
+        _ => stem,
+    })
+}
+
+/// The pipelines' subject files of `dir`, with their pipeline's name.
+fn pipeline_files(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let path = e?.path();
+        if let Some(name) = path.file_name().and_then(|n| n.to_str()).and_then(pipeline_of) {
+            out.push((name.to_string(), path.clone()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Whether this rank owns `subject` (always, in one process).
+fn owns(share: Option<(usize, usize)>, subject: &str) -> bool {
+    share.is_none_or(|(rank, n)| crate::cluster::owner(subject, n) == rank)
+}
+
+/// The subjects of pipeline `name` in every loaded manifest directory (committed, then
+/// pending), once, that this rank owns.
+fn previous_subjects(previous: &PreviousManifest, name: &str, share: Option<(usize, usize)>) -> std::io::Result<Vec<String>> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for d in previous.dirs() {
-        for s in read_subjects(&d.join(file))? {
-            if seen.insert(s.clone()) {
-                out.push(s);
+        for (_, f) in pipeline_files(d)?.into_iter().filter(|(n, _)| n == name) {
+            for s in read_subjects(&f)? {
+                if owns(share, &s) && seen.insert(s.clone()) {
+                    out.push(s);
+                }
             }
         }
     }
@@ -87,6 +118,24 @@ pub fn plan(
     pipelines: &[(&'static str, Vec<String>)],
     part: usize,
 ) -> std::io::Result<Deletes> {
+    plan_share(state_dir, previous, unknown, pipelines, part, None)
+}
+
+/// [`plan`] for one rank of a run across ranks (`share`: rank, ranks): the previous manifest
+/// holds this rank's share, `pipelines` the subjects this rank emitted, and only the
+/// previous pipeline subjects it owns are considered; its files carry its rank.
+pub fn plan_share(
+    state_dir: &Path,
+    previous: &PreviousManifest,
+    unknown: &UnknownScopes,
+    pipelines: &[(&'static str, Vec<String>)],
+    part: usize,
+    share: Option<(usize, usize)>,
+) -> std::io::Result<Deletes> {
+    let file_of = |name: &str| match share {
+        Some((rank, _)) => format!("pipeline-{name}.rank-{rank}.jsonl"),
+        None => format!("pipeline-{name}.jsonl"),
+    };
     let mut out = Deletes::default();
     let gone = previous.deleted_subjects()?;
     let mut carry: Option<ManifestWriter> = None;
@@ -113,7 +162,7 @@ pub fn plan(
     for (name, now) in pipelines {
         let present: HashSet<&str> = now.iter().map(String::as_str).collect();
         let mut keep: Vec<&str> = now.iter().map(String::as_str).collect();
-        let before = previous_subjects(previous, &format!("pipeline-{name}.jsonl"))?;
+        let before = previous_subjects(previous, name, share)?;
         out.previous_aggregates += before.len() as u64;
         for s in before.iter().filter(|s| !present.contains(s.as_str())) {
             if unknown.covers_aggregate(s) {
@@ -126,29 +175,24 @@ pub fn plan(
         }
         if !keep.is_empty() {
             // The subjects of a pipeline's entries, one JSON string a line, next to the parts.
-            write_subjects(&new_dir.join(format!("pipeline-{name}.jsonl")), keep.into_iter())?;
+            write_subjects(&new_dir.join(file_of(name)), keep.into_iter())?;
         }
     }
     // A pipeline that did not run this time keeps its previous subjects.
-    let mut files = HashSet::new();
+    let mut others = std::collections::BTreeSet::new();
     for d in previous.dirs() {
-        for e in std::fs::read_dir(d)? {
-            let path = e?.path();
-            let Some(file) = path.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            let Some(name) = file.strip_prefix("pipeline-").and_then(|n| n.strip_suffix(".jsonl")) else {
-                continue;
-            };
+        for (name, _) in pipeline_files(d)? {
             if !pipelines.iter().any(|(n, _)| *n == name) {
-                files.insert(file.to_string());
+                others.insert(name);
             }
         }
     }
-    for file in files {
-        let subjects = previous_subjects(previous, &file)?;
+    for name in others {
+        let subjects = previous_subjects(previous, &name, share)?;
         out.previous_aggregates += subjects.len() as u64;
-        write_subjects(&new_dir.join(&file), subjects.iter().map(String::as_str))?;
+        if !subjects.is_empty() {
+            write_subjects(&new_dir.join(file_of(&name)), subjects.iter().map(String::as_str))?;
+        }
     }
     Ok(out)
 }

@@ -26,6 +26,8 @@ pub struct PreviousManifest {
     files: Vec<PathBuf>,
     dir: Option<PathBuf>,
     pending: Vec<PathBuf>,
+    /// Across ranks: only the lines whose hash this rank owns (rank, ranks).
+    share: Option<(usize, usize)>,
 }
 
 /// The fingerprint of a subject whose indexed content is not known (a pending manifest's):
@@ -100,6 +102,13 @@ impl PreviousManifest {
     /// Its subjects may or may not be in the index: those it does not share with the current
     /// manifest (or shares with another fingerprint) are re-sent if seen, deleted if gone.
     pub fn load(state_dir: &Path) -> std::io::Result<PreviousManifest> {
+        PreviousManifest::load_share(state_dir, None)
+    }
+
+    /// [`PreviousManifest::load`], keeping only the subjects whose path hash `share` (rank,
+    /// ranks) owns: a run across ranks holds a share of the previous manifest on each.
+    pub fn load_share(state_dir: &Path, share: Option<(usize, usize)>) -> std::io::Result<PreviousManifest> {
+        let owned = |h: u128| share.is_none_or(|(rank, n)| crate::cluster::hash_owner(h, n) == rank);
         let current = current_dir(state_dir)?;
         let pending = if state_dir.is_dir() { uncommitted(state_dir, current.as_deref())? } else { Vec::new() };
         let mut files = Vec::new();
@@ -121,6 +130,9 @@ impl PreviousManifest {
                 let line = line?;
                 let (h, fp, subject, _) = parse_line(&line)
                     .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: malformed manifest line {}", f.display(), idx + 1)))?;
+                if !owned(h) {
+                    continue;
+                }
                 // A dead letter's content is not in the index: it never matches.
                 let fp = if resend.contains(subject) { UNCERTAIN } else { fp };
                 match map.get_mut(&h) {
@@ -143,7 +155,7 @@ impl PreviousManifest {
         for d in duplicates {
             seen[d as usize].store(true, Ordering::Relaxed);
         }
-        Ok(PreviousManifest { map, seen, files, dir: current, pending })
+        Ok(PreviousManifest { map, seen, files, dir: current, pending, share })
     }
 
     /// The manifest directories loaded: the committed one, then the pending ones.
@@ -183,8 +195,14 @@ impl PreviousManifest {
         for f in &self.files {
             for line in BufReader::new(fs::File::open(f)?).lines() {
                 let line = line?;
+                let parsed = parse_line(&line);
+                if let (Some((rank, n)), Some((h, ..))) = (self.share, parsed) {
+                    if crate::cluster::hash_owner(h, n) != rank {
+                        continue;
+                    }
+                }
                 if !self.seen[idx].load(Ordering::Relaxed) {
-                    if let Some((hash, fingerprint, subj, path)) = parse_line(&line) {
+                    if let Some((hash, fingerprint, subj, path)) = parsed {
                         let bad = |e| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
                         let subject: String = serde_json::from_str(subj).map_err(bad)?;
                         let path = match path {
@@ -205,18 +223,28 @@ impl PreviousManifest {
 /// The file of a manifest directory listing subjects to send again.
 const RESEND: &str = "resend.jsonl";
 
-/// The subjects `dir` lists to send again, as the JSON strings its lines hold.
+/// The subjects `dir` lists to send again (`resend.jsonl`, and `resend.rank-<R>.jsonl` from
+/// a run across ranks), as the JSON strings their lines hold.
 fn resend_subjects(dir: &Path) -> std::io::Result<std::collections::HashSet<String>> {
-    match fs::read_to_string(dir.join(RESEND)) {
-        Ok(text) => Ok(text.lines().map(str::to_string).collect()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
-        Err(e) => Err(e),
+    let mut out = std::collections::HashSet::new();
+    for e in fs::read_dir(dir)? {
+        let name = e?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("resend") && name.ends_with(".jsonl") {
+            out.extend(fs::read_to_string(dir.join(name))?.lines().map(str::to_string));
+        }
     }
+    Ok(out)
 }
 
 /// List in the `sealed` manifest the subjects a sink set aside as dead letters, so the next
 /// run classifies them as changed and sends them again (written and synced before the commit).
 pub fn mark_resend(sealed: &Path, subjects: &[&str]) -> std::io::Result<()> {
+    mark_resend_as(sealed, RESEND, subjects)
+}
+
+/// [`mark_resend`] into the file `name` (one per rank of a run across ranks).
+pub fn mark_resend_as(sealed: &Path, name: &str, subjects: &[&str]) -> std::io::Result<()> {
     if subjects.is_empty() {
         return Ok(());
     }
@@ -225,7 +253,7 @@ pub fn mark_resend(sealed: &Path, subjects: &[&str]) -> std::io::Result<()> {
         push_json_str(&mut text, s);
         text.push(b'\n');
     }
-    icicle_core::durable::write_atomic(&sealed.join(RESEND), &text)
+    icicle_core::durable::write_atomic(&sealed.join(name), &text)
 }
 
 /// The hash identifying a path across runs.
@@ -287,7 +315,12 @@ const CURRENT: &str = "CURRENT";
 
 /// Stop the process here when `ICICLE_FAULT` names `point` (fault injection for the tests
 /// that kill a run at every stage of its commit).
+/// With `ICICLE_FAULT_RANK` set, only that MPI rank stops (Open MPI's `OMPI_COMM_WORLD_RANK`).
 pub fn fault_point(point: &str) {
+    let rank = std::env::var("ICICLE_FAULT_RANK").ok();
+    if rank.is_some_and(|r| std::env::var("OMPI_COMM_WORLD_RANK").ok() != Some(r)) {
+        return;
+    }
     if std::env::var_os("ICICLE_FAULT").is_some_and(|v| v == point) {
         eprintln!("icicle: fault injected at {point}");
         std::process::abort();

@@ -149,6 +149,40 @@ impl Outbox {
         Ok(())
     }
 
+    /// Across ranks: deliver what was held, in order, leaving out the first `send.len()`
+    /// entries (this rank's primary records) whose flag is false (unchanged since the previous
+    /// run), re-cut into documents within `limit`.
+    pub async fn release_filtered(self, sinks: &mut NamedSinks, limit: icicle_core::batch::DocumentLimit, send: &[bool]) -> Result<(), IcicleError> {
+        let Some(spool) = self.spool else {
+            return Ok(());
+        };
+        let io = |e: std::io::Error| IcicleError::Internal(format!("reading the spool: {e}"));
+        let mut reader = spool.finish().map_err(io)?;
+        let mut batcher = icicle_gmeta::Batcher::within(limit);
+        let (mut full, mut oversized) = (Vec::new(), Vec::new());
+        let mut i = 0usize;
+        while let Some(doc) = reader.next_document().map_err(io)? {
+            let mut kept = EntryBatch::default();
+            for entry in doc.entries() {
+                if send.get(i).copied().unwrap_or(true) {
+                    kept.push(entry);
+                }
+                i += 1;
+            }
+            batcher.push_chunk(&kept, &mut full, &mut oversized);
+            for d in full.drain(..) {
+                deliver_all(sinks, &DocumentBatch::Ingest(d)).await?;
+            }
+        }
+        if let Some(d) = batcher.flush() {
+            deliver_all(sinks, &DocumentBatch::Ingest(d)).await?;
+        }
+        if !oversized.is_empty() {
+            return Err(IcicleError::Internal(format!("{} spooled entries no longer fit a document", oversized.len())));
+        }
+        Ok(())
+    }
+
     /// A check failed: drop what was held; returns how many documents were never delivered.
     pub fn discard(self) -> u64 {
         let Some(spool) = self.spool else { return 0 };

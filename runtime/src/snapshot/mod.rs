@@ -2,6 +2,7 @@
 //! one async task assembles bounded documents and delivers them to every sink; the run is
 //! acknowledged (manifest committed, sources told) only after every sink delivered.
 
+mod distributed;
 mod worker;
 
 use std::path::PathBuf;
@@ -206,7 +207,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let started = Instant::now();
     job.progress = Arc::new(MetricsProgress::new(job.progress.clone()));
     let settings = job.settings.clone();
-    let previous = open_previous(&settings, job.primary)?;
+    let previous = open_previous(&settings, job.primary, job.cluster.as_deref())?;
     check_cluster(&job)?;
     let shared = Arc::new(Shared {
         queue: Mutex::new(WorkQueue::default()),
@@ -226,8 +227,9 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
 
     // A versioned run holds its documents until its checks have passed, so one that fails
     // them delivers nothing.
-    let outbox = match (&settings.state_dir, &previous) {
-        (Some(dir), Some(_)) => Outbox::held(dir).map_err(|e| io("creating the spool", e))?,
+    let outbox = match (&settings.state_dir, &previous, &job.cluster) {
+        (Some(dir), Some(_), Some(c)) => Outbox::held(&dir.join(format!("spool-rank-{}", c.rank()))).map_err(|e| io("creating the spool", e))?,
+        (Some(dir), Some(_), None) => Outbox::held(dir).map_err(|e| io("creating the spool", e))?,
         _ => Outbox::direct(),
     };
     let mut out = Documents { outbox, batcher: Batcher::within(settings.document_limit()), full: Vec::new(), oversized: Vec::new() };
@@ -237,7 +239,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         shared.cancel.store(true, Ordering::Relaxed);
         shared.ready.notify_all();
     }
-    let io_errors = worker::join(handles, &mut summary);
+    let (io_errors, keys) = worker::join(handles, &mut summary);
     delivery?;
     if let Some(e) = io_errors.into_iter().next() {
         return Err(IcicleError::Internal(e));
@@ -248,8 +250,17 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     summary.rows += planning_rejects;
     summary.rejects += planning_rejects;
     let pipeline_subjects = out.pipelines(&mut job, previous.is_some(), &mut summary).await?;
-    check_rejects(&settings, &rejects, &mut summary);
-    finish(&mut job, &settings, previous.as_deref(), &rejects, out.outbox, &pipeline_subjects, nworkers, &mut summary).await?;
+    match (job.cluster.clone(), &settings.state_dir, previous.as_deref()) {
+        (Some(c), Some(dir), Some(prev)) => {
+            distributed::check_rejects(c.as_ref(), &settings, &rejects, &mut summary)?;
+            let send = distributed::classify(c.as_ref(), prev, &keys, settings.emit, &mut summary)?;
+            distributed::finish(&mut job, c.as_ref(), dir, prev, &rejects, out.outbox, &pipeline_subjects, &send, &mut summary).await?;
+        }
+        _ => {
+            check_rejects(&settings, &rejects, &mut summary);
+            finish(&mut job, &settings, previous.as_deref(), &rejects, out.outbox, &pipeline_subjects, nworkers, &mut summary).await?;
+        }
+    }
     job.progress.finish();
     summary.dead_lettered = job.sinks.iter().map(|(_, k)| k.dead_lettered().len() as u64).sum();
 
@@ -271,9 +282,6 @@ fn check_cluster(job: &SnapshotJob) -> Result<(), IcicleError> {
     let refuse = |key: &str, reason: &str| {
         Err(IcicleError::Config(icicle_core::error::ConfigError::InvalidValue { key: key.into(), origin: "an MPI run".into(), reason: reason.into() }))
     };
-    if job.settings.state_dir.is_some() && job.primary {
-        return refuse("snapshot.state_dir", "versioned runs are not supported across MPI ranks yet; run them in one process");
-    }
     if job.policy.access.is_some() {
         return refuse("records.visible_to", "visibility from directory permissions is not supported across MPI ranks yet");
     }
@@ -282,23 +290,33 @@ fn check_cluster(job: &SnapshotJob) -> Result<(), IcicleError> {
 
 /// The previous manifest of a versioned run (a primary run with `state_dir`), after starting
 /// this run's.
-fn open_previous(settings: &SnapshotSettings, primary: bool) -> Result<Option<Arc<PreviousManifest>>, IcicleError> {
-    match &settings.state_dir {
-        Some(dir) if primary => {
-            std::fs::create_dir_all(dir).map_err(|e| io(&format!("creating {}", dir.display()), e))?;
-            manifest::begin(dir).map_err(|e| io("starting the manifest", e))?;
-            Ok(Some(Arc::new(PreviousManifest::load(dir).map_err(|e| io("loading the previous manifest", e))?)))
-        }
-        _ => Ok(None),
+/// Across ranks rank 0 starts the manifest and each rank loads its share.
+fn open_previous(settings: &SnapshotSettings, primary: bool, cluster: Option<&dyn Cluster>) -> Result<Option<Arc<PreviousManifest>>, IcicleError> {
+    let Some(dir) = settings.state_dir.as_ref().filter(|_| primary) else { return Ok(None) };
+    if cluster.is_none_or(|c| c.rank() == 0) {
+        std::fs::create_dir_all(dir).map_err(|e| io(&format!("creating {}", dir.display()), e))?;
+        manifest::begin(dir).map_err(|e| io("starting the manifest", e))?;
     }
+    let share = match cluster {
+        Some(c) => {
+            c.all_sum(&[]).map_err(|e| IcicleError::Internal(format!("waiting for rank 0 to start the manifest: {e}")))?;
+            Some((c.rank(), c.size()))
+        }
+        None => None,
+    };
+    Ok(Some(Arc::new(PreviousManifest::load_share(dir, share).map_err(|e| io("loading the previous manifest", e))?)))
 }
 
 /// Plan every source's splits into the work queue (after the directory pre-pass when
 /// visibility follows directory permissions); returns their total weight.
 async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -> Result<u64, IcicleError> {
     let mut total = 0u64;
-    // Under a cluster only rank 0 plans; the others take splits from it.
+    // Under a cluster rank 0's plan is the run's; the others plan too (a source may keep what
+    // its plan found, as the s3 source keeps object sizes and ETags) and take splits from it.
     if shared.cluster.as_ref().is_some_and(|c| c.rank() != 0) {
+        for (name, src) in &job.sources {
+            src.plan().await.map_err(|e| IcicleError::Internal(format!("source `{name}` could not be planned (nothing was delivered): {e}")))?;
+        }
         return Ok(0);
     }
     let mut planned = Vec::new();

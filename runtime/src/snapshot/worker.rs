@@ -127,7 +127,13 @@ pub(super) struct Worker {
     dirs: Option<Arc<DirectoryTable>>,
     /// The last parent directory looked up in `dirs`, and its chain.
     last_parent: Option<(String, Option<Arc<[Perm]>>)>,
+    /// Across ranks, a versioned run classifies later, on the rank owning each path: every
+    /// record's (path hash, fingerprint, whether its entry was encoded), in order.
+    keys: Option<Vec<RecordKey>>,
 }
+
+/// A record of a versioned run across ranks: path hash, fingerprint, entry encoded.
+pub(super) type RecordKey = (u128, u64, bool);
 
 impl Worker {
     /// The chain of directories above `path` from the table, cached for its siblings.
@@ -189,7 +195,14 @@ impl RowSink for Worker {
             Ok(v) => v,
             Err(e) => return self.reject_here(rec, e),
         };
-        if let (Some(prev), Some(_)) = (&self.previous, &self.manifest) {
+        if let (Some(keys), Some(m)) = (&mut self.keys, &mut self.manifest) {
+            let hash = manifest::path_hash(rec.path);
+            let fp = manifest::fingerprint(rec, &vis);
+            keys.push((hash, fp, false));
+            if let Err(e) = m.push(hash, fp, &subject_for(rec.path), Some(rec.path)) {
+                self.io_error.get_or_insert(format!("writing the manifest: {e}"));
+            }
+        } else if let (Some(prev), Some(_)) = (&self.previous, &self.manifest) {
             let hash = manifest::path_hash(rec.path);
             let fp = manifest::fingerprint(rec, &vis);
             let change = prev.classify(hash, fp);
@@ -213,6 +226,9 @@ impl RowSink for Worker {
         if icicle_gmeta::entry_fits(&self.limit, &buf[before..]) {
             self.chunk.commit();
             self.counts.emitted += 1;
+            if let Some(k) = self.keys.as_mut().and_then(|k| k.last_mut()) {
+                k.2 = true;
+            }
         } else {
             self.chunk.rollback();
             self.reject_here(rec, "entry exceeds the maximum document size".into());
@@ -266,8 +282,9 @@ pub(super) fn worker_count(settings: &SnapshotSettings) -> usize {
     }
 }
 
-/// What a worker thread returns: its counts and the first I/O error it met.
-pub(super) type WorkerResult = (WorkerCounts, Option<String>);
+/// What a worker thread returns: its counts, the first I/O error it met, and the record keys
+/// of a versioned run across ranks.
+pub(super) type WorkerResult = (WorkerCounts, Option<String>, Vec<RecordKey>);
 
 /// Start `nworkers` worker threads reading splits from `shared` and sending chunks on `tx`.
 #[allow(clippy::too_many_arguments)]
@@ -282,8 +299,10 @@ pub(super) fn spawn(
 ) -> Result<Vec<std::thread::JoinHandle<WorkerResult>>, IcicleError> {
     let mut handles = Vec::new();
     for w in 0..nworkers {
+        // Across ranks every rank writes its own parts into the shared manifest directory.
+        let part = shared.cluster.as_ref().map_or(w, |c| (c.rank() + 1) * 1000 + w);
         let manifest_writer = match (&settings.state_dir, &previous) {
-            (Some(dir), Some(_)) => Some(ManifestWriter::create(dir, w).map_err(|e| super::io("creating the manifest", e))?),
+            (Some(dir), Some(_)) => Some(ManifestWriter::create(dir, part).map_err(|e| super::io("creating the manifest", e))?),
             _ => None,
         };
         let mut worker = Worker {
@@ -304,6 +323,7 @@ pub(super) fn spawn(
             io_error: None,
             dirs: job.policy.access.map(|_| job.policy.dirs.clone()),
             last_parent: None,
+            keys: (shared.cluster.is_some() && previous.is_some()).then(Vec::new),
         };
         let shared = shared.clone();
         let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
@@ -342,7 +362,7 @@ pub(super) fn spawn(
                 for p in worker.processors.drain(..) {
                     p.finish();
                 }
-                (worker.counts, io_error)
+                (worker.counts, io_error, worker.keys.take().unwrap_or_default())
             })
             .map_err(|e| super::io("starting a worker", e))?;
         handles.push(handle);
@@ -350,12 +370,15 @@ pub(super) fn spawn(
     Ok(handles)
 }
 
-/// Wait for every worker; add their counts to `summary`; returns their I/O errors.
-pub(super) fn join(handles: Vec<std::thread::JoinHandle<WorkerResult>>, summary: &mut SnapshotSummary) -> Vec<String> {
+/// Wait for every worker; add their counts to `summary`; returns their I/O errors and the
+/// record keys of a versioned run across ranks.
+pub(super) fn join(handles: Vec<std::thread::JoinHandle<WorkerResult>>, summary: &mut SnapshotSummary) -> (Vec<String>, Vec<RecordKey>) {
     let mut io_errors = Vec::new();
+    let mut keys = Vec::new();
     for h in handles {
         match h.join() {
-            Ok((c, e)) => {
+            Ok((c, e, k)) => {
+                keys.extend(k);
                 summary.rows += c.rows;
                 summary.records += c.records;
                 summary.directories += c.directories;
@@ -370,5 +393,5 @@ pub(super) fn join(handles: Vec<std::thread::JoinHandle<WorkerResult>>, summary:
             Err(_) => io_errors.push("a worker thread panicked".to_string()),
         }
     }
-    io_errors
+    (io_errors, keys)
 }

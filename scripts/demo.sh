@@ -21,6 +21,14 @@ echo "== snapshot run 1 (every record is new)"
 echo "== snapshot run 2 (same snapshot: nothing changes, nothing is emitted)"
 "$bin/icicle" snapshot -c configs/demo.toml
 
+echo "== the same pipelines on 2 MPI ranks (icicle-mpi): the same counts and aggregate records"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+  mpirun --oversubscribe --bind-to none -np 2 "$bin/icicle-mpi" snapshot -c configs/demo.toml --no-progress \
+  --set 'snapshot.state_dir="demo-out/mpi/state"' --set 'sinks.globus_files.dir="demo-out/mpi/primary"' \
+  --set 'counting.output="demo-out/mpi/counts.csv"' --set 'snapshot.rejects_file="demo-out/mpi/rejects.jsonl"' \
+  --set snapshot.split_bytes=1000000
+cmp demo-out/counts.csv demo-out/mpi/counts.csv && echo "counts: identical to the one-process run"
+
 echo "== the same file system from a GUFI index, a GPFS policy list and a live tree walk"
 for c in gufi mmapplypolicy walk; do
   "$bin/icicle" snapshot --json --no-progress -c "configs/snapshot-$c.toml" > "demo-out/summary-$c.json"

@@ -48,6 +48,9 @@ enum Command {
         /// No progress bar.
         #[arg(long)]
         no_progress: bool,
+        /// Serve each rank's `/metrics` and `/status` at HOST:PORT+rank (port 0: any free port).
+        #[arg(long)]
+        metrics_addr: Option<String>,
     },
 }
 
@@ -105,7 +108,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<ExitCode> {
-    let Command::Snapshot { config, set, json, no_progress } = &cli.command;
+    let Command::Snapshot { config, set, json, no_progress, metrics_addr } = &cli.command;
     let rank = world.rank() as usize;
     let base = icicle_core::config::load(config, set)?;
     let mut sets = set.clone();
@@ -120,6 +123,13 @@ fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<Ex
     let mut job = icicle_runtime::compose::snapshot_job(&cfg, job_progress)?;
     job.cluster = Some(cluster.clone());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    if let Some(addr) = metrics_addr {
+        let (host, port) = addr.rsplit_once(':').ok_or_else(|| anyhow::anyhow!("--metrics-addr {addr}: expected HOST:PORT"))?;
+        let port: u16 = port.parse().map_err(|e| anyhow::anyhow!("--metrics-addr {addr}: {e}"))?;
+        let port = if port == 0 { 0 } else { port.checked_add(rank as u16).ok_or_else(|| anyhow::anyhow!("--metrics-addr {addr}: port + rank over 65535"))? };
+        let bound = rt.block_on(icicle_core::metrics::serve(&format!("{host}:{port}")))?;
+        eprintln!("icicle-mpi: rank {rank}: metrics on http://{bound}/metrics");
+    }
     let summary = rt.block_on(icicle_runtime::snapshot::run(job)).map_err(|e| anyhow::anyhow!("snapshot run failed: {e}"))?;
     let mut mine = serde_json::to_value(&summary)?;
     mine["peak_rss_bytes"] = serde_json::Value::from(summary::peak_rss_bytes());

@@ -1,3 +1,4 @@
+pub mod cifar;
 pub mod compliance;
 pub mod gen;
 pub mod globus;

@@ -4,6 +4,7 @@
 //! the OST contention model. No MPI here: the `swiftload` tool (plugins/prism-mpi) and the
 //! LD_PRELOAD catalog agent (plugins/prism-agent) build on this crate.
 
+pub mod augment;
 pub mod catalog;
 pub mod contention;
 pub mod dataset;

@@ -36,4 +36,4 @@ df -h . | tail -1 | awk '{print "disk free before the build: " $4}'
 cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1 || rustup component add rustfmt clippy
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-cargo test --workspace --all-targets 2>&1
+cargo test --workspace --all-targets --no-fail-fast 2>&1

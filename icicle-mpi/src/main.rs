@@ -101,7 +101,7 @@ fn main() -> ExitCode {
     match run(&cli, world) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("icicle-mpi: rank {rank}: {e:#}");
+            say(&format!("icicle-mpi: rank {rank}: {e:#}"));
             universe.world().abort(2)
         }
     }
@@ -128,7 +128,7 @@ fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<Ex
         let port: u16 = port.parse().map_err(|e| anyhow::anyhow!("--metrics-addr {addr}: {e}"))?;
         let port = if port == 0 { 0 } else { port.checked_add(rank as u16).ok_or_else(|| anyhow::anyhow!("--metrics-addr {addr}: port + rank over 65535"))? };
         let bound = rt.block_on(icicle_core::metrics::serve(&format!("{host}:{port}")))?;
-        eprintln!("icicle-mpi: rank {rank}: metrics on http://{bound}/metrics");
+        say(&format!("icicle-mpi: rank {rank}: metrics on http://{bound}/metrics"));
     }
     let summary = rt.block_on(icicle_runtime::snapshot::run(job)).map_err(|e| anyhow::anyhow!("snapshot run failed: {e}"))?;
     let mut mine = serde_json::to_value(&summary)?;
@@ -144,4 +144,11 @@ fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<Ex
         eprint!("{}", summary::table(&all));
     }
     Ok(if all["reject_threshold_exceeded"] == true { ExitCode::from(3) } else { ExitCode::SUCCESS })
+}
+
+/// Print one line on stderr with a single write, so that lines of other ranks and of
+/// `mpirun` (which share the stream) never land inside it.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(format!("{line}\n").as_bytes());
 }

@@ -27,10 +27,14 @@ use icicle_core::traits::{ObjectLayout, ObjectTask, Placement};
 use icicle_plugins_prism::contention::{self, OstClock, Throttle};
 use icicle_plugins_prism::scheduler::{OstIndex, PlanStats};
 use icicle_plugins_prism::{tasks, Catalog, Loader, LoaderConfig};
-use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use mpi::Count;
+
+mod augment;
+mod comm;
+mod dedup;
+
+use comm::{broadcast_bytes, gather_words};
 
 /// Read a catalog's files with I/O processes bound to OSTs.
 #[derive(Parser, Debug)]
@@ -64,6 +68,34 @@ struct Args {
     /// The cap written into a profiled loader configuration.
     #[arg(long, default_value_t = 8)]
     profile_cap: u32,
+    /// What to do with the data: `read` (checksum every byte), `dedup` (count duplicate
+    /// chunks) or `augment` (write augmented CIFAR-10 batches to --output-dir).
+    #[arg(long, value_enum, default_value = "read")]
+    app: App,
+    /// dedup: chunkings, e.g. `fixed:4K,fixed:64K,cdc:8K` (the default).
+    #[arg(long, value_delimiter = ',')]
+    chunking: Vec<String>,
+    /// augment: the seed of the random transforms.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// augment: where the augmented batches are written (same names as the inputs).
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+    /// Also time a walk of --input-dir with lstat and stat of every entry (rank 0), to
+    /// compare with the catalog's load time.
+    #[arg(long)]
+    compare_walk: bool,
+}
+
+/// What swiftload does with the bytes it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum App {
+    /// Checksum every byte and check each was read exactly once.
+    Read,
+    /// The deduplication profiler.
+    Dedup,
+    /// The CIFAR-10 data augmentation tool.
+    Augment,
 }
 
 /// What rank 0 sends every rank: the files and each rank's tasks.
@@ -190,50 +222,6 @@ fn read_loader(path: &Path) -> anyhow::Result<Loader> {
     Ok(LoaderConfig::from_file(path)?.check(path)?)
 }
 
-/// Broadcast a byte buffer from rank 0.
-fn broadcast_bytes(world: &SimpleCommunicator, mine: Vec<u8>) -> Vec<u8> {
-    let root = world.process_at_rank(0);
-    let mut len = mine.len() as u64;
-    root.broadcast_into(&mut len);
-    let mut buf = if world.rank() == 0 { mine } else { vec![0u8; len as usize] };
-    root.broadcast_into(&mut buf[..]);
-    buf
-}
-
-/// Gather a variable number of u64 words per rank onto rank 0 (others get an empty vector).
-fn gather_words(world: &SimpleCommunicator, mine: &[u64]) -> Vec<Vec<u64>> {
-    let root = world.process_at_rank(0);
-    let n = mine.len() as Count;
-    if world.rank() == 0 {
-        let mut counts = vec![0 as Count; world.size() as usize];
-        root.gather_into_root(&n, &mut counts[..]);
-        let displs: Vec<Count> = counts
-            .iter()
-            .scan(0, |acc, &c| {
-                let d = *acc;
-                *acc += c;
-                Some(d)
-            })
-            .collect();
-        let mut buf = vec![0u64; counts.iter().map(|&c| c as usize).sum()];
-        {
-            let mut part = PartitionMut::new(&mut buf[..], counts.clone(), &displs[..]);
-            root.gather_varcount_into_root(mine, &mut part);
-        }
-        let mut out = Vec::new();
-        let mut off = 0;
-        for c in counts {
-            out.push(buf[off..off + c as usize].to_vec());
-            off += c as usize;
-        }
-        out
-    } else {
-        root.gather_into(&n);
-        root.gather_varcount_into(mine);
-        Vec::new()
-    }
-}
-
 /// What one rank read: per chunk `[object, offset, len, crc]`, and its counters.
 struct Read {
     chunks: Vec<u64>,
@@ -341,17 +329,23 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// What only rank 0 knows after planning.
+struct RootInfo {
+    stats: PlanStats,
+    loader: Option<Loader>,
+    /// `catalog_load_seconds`, `plan_seconds` and (with --compare-walk) `walk_stat_seconds`.
+    metadata: serde_json::Map<String, serde_json::Value>,
+}
+
 fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
     let rank = world.rank();
     let size = world.size() as usize;
     // Rank 0 plans; a failure there is broadcast so every rank stops.
-    let mut stats = None;
-    let mut loader = None;
+    let mut root = None;
     let encoded = if rank == 0 {
         match plan_on_root(args, size) {
-            Ok((plan, st, l)) => {
-                stats = Some(st);
-                loader = l;
+            Ok((plan, info)) => {
+                root = Some(info);
                 let mut b = vec![1u8];
                 b.extend(plan.encode());
                 b
@@ -384,59 +378,87 @@ fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
         return profile(world, &plan, &index, throttle.as_ref(), args, out);
     }
     let mine = plan.per_rank.get(rank as usize).cloned().unwrap_or_default();
-    world.barrier();
-    let t0 = mpi::time();
-    let read = read_tasks(&plan, &mine, throttle.as_ref());
-    world.barrier();
-    let seconds = mpi::time() - t0;
-    let gathered = gather_words(world, &read.chunks);
-    let counters = gather_words(world, &[read.bytes, read.errors, peak_rss_kib()]);
+    let outcome = match args.app {
+        App::Read => read_app(world, &plan, &mine, throttle.as_ref()),
+        App::Dedup => dedup::schemes(&args.chunking)
+            .and_then(|schemes| dedup::run(world, &plan.paths, &plan.sizes, &mine, &schemes, throttle.as_ref()))
+            .map(|v| v.map(|v| (v, Ok(())))),
+        App::Augment => {
+            augment::run(world, &plan.paths, &plan.sizes, &mine, args.seed, args.output_dir.as_deref(), throttle.as_ref()).map(|v| v.map(|v| (v, Ok(()))))
+        }
+    };
+    let rss = gather_words(world, &[peak_rss_kib()])?;
     if let Some(clock) = &plan.clock {
         world.barrier();
         if rank == 0 {
             let _ = std::fs::remove_file(clock);
         }
     }
-    if rank != 0 {
-        return Ok(());
+    let Some((app_summary, verdict)) = outcome? else { return Ok(()) };
+    let info = root.context("no plan on rank 0")?;
+    let (stats, loader) = (&info.stats, &info.loader);
+    let caps: Option<BTreeMap<String, u32>> = loader.as_ref().map(|l| stats.per_ost_processes.keys().map(|&o| (o.to_string(), l.max_processes(o))).collect());
+    let model_seconds = model.as_ref().map(|m| contention::simulate(&plan.per_rank, m).seconds);
+    let mut summary = serde_json::json!({
+        "app": format!("{:?}", args.app).to_lowercase(),
+        "policy": args.policy,
+        "ranks": size,
+        "files": plan.paths.len(),
+        "rejects": plan.rejects,
+        "per_ost_processes": stats.per_ost_processes.iter().map(|(o, n)| (o.to_string(), n)).collect::<BTreeMap<_, _>>(),
+        "max_processes_on_an_ost": stats.max_processes_on_an_ost,
+        "caps": caps,
+        "over_cap": loader.as_ref().map(|l| stats.over_cap(l).len()),
+        "emulated": throttle.is_some(),
+        "model_seconds": model_seconds,
+        "peak_rss_kib_max": rss.iter().filter_map(|c| c.first()).max().copied().unwrap_or(0),
+    });
+    if let (Some(obj), serde_json::Value::Object(extra)) = (summary.as_object_mut(), app_summary) {
+        obj.extend(info.metadata);
+        obj.extend(extra);
     }
-    let stats = stats.context("no plan stats")?;
-    let (exactly_once, crc, problems) = verify(&plan, &gathered);
+    println!("{summary}");
+    verdict
+}
+
+/// `--app read`: every byte read and checksummed; on rank 0 the summary's part and whether
+/// every byte was read exactly once without error.
+fn read_app(
+    world: &SimpleCommunicator,
+    plan: &Plan,
+    mine: &[ObjectTask],
+    throttle: Option<&Throttle>,
+) -> anyhow::Result<Option<(serde_json::Value, anyhow::Result<()>)>> {
+    world.barrier();
+    let t0 = mpi::time();
+    let read = read_tasks(plan, mine, throttle);
+    world.barrier();
+    let seconds = mpi::time() - t0;
+    let gathered = gather_words(world, &read.chunks)?;
+    let counters = gather_words(world, &[read.bytes, read.errors])?;
+    if world.rank() != 0 {
+        return Ok(None);
+    }
+    let (exactly_once, crc, problems) = verify(plan, &gathered);
     for p in problems.iter().take(10) {
         tracing::error!("{p}");
     }
     let bytes: u64 = counters.iter().map(|c| c[0]).sum();
     let errors: u64 = counters.iter().map(|c| c[1]).sum();
-    let caps: Option<BTreeMap<String, u32>> = loader.as_ref().map(|l| stats.per_ost_processes.keys().map(|&o| (o.to_string(), l.max_processes(o))).collect());
-    let model_seconds = model.as_ref().map(|m| contention::simulate(&plan.per_rank, m).seconds);
-    let summary = serde_json::json!({
-        "policy": args.policy,
-        "ranks": size,
-        "files": plan.paths.len(),
-        "rejects": plan.rejects,
+    let part = serde_json::json!({
         "bytes": bytes,
         "seconds": seconds,
         "mb_s": if seconds > 0.0 { bytes as f64 / 1e6 / seconds } else { 0.0 },
         "per_rank_bytes": counters.iter().map(|c| c[0]).collect::<Vec<_>>(),
-        "per_ost_processes": stats.per_ost_processes.iter().map(|(o, n)| (o.to_string(), n)).collect::<BTreeMap<_, _>>(),
-        "max_processes_on_an_ost": stats.max_processes_on_an_ost,
-        "caps": caps,
-        "over_cap": loader.as_ref().map(|l| stats.over_cap(l).len()),
         "exactly_once": exactly_once,
         "crc32": format!("{crc:08x}"),
         "errors": errors,
-        "emulated": throttle.is_some(),
-        "model_seconds": model_seconds,
-        "peak_rss_kib_max": counters.iter().map(|c| c[2]).max().unwrap_or(0),
     });
-    println!("{summary}");
-    if !exactly_once || errors > 0 {
-        bail!("{} problems, {errors} read errors", problems.len());
-    }
-    Ok(())
+    let verdict = if !exactly_once || errors > 0 { Err(anyhow::anyhow!("{} problems, {errors} read errors", problems.len())) } else { Ok(()) };
+    Ok(Some((part, verdict)))
 }
 
-fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, PlanStats, Option<Loader>)> {
+fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, RootInfo)> {
     let catalog = match &args.catalog {
         Some(c) => c.clone(),
         None => std::env::var_os("SWIFTLOAD_CATALOG_DIR").map(PathBuf::from).context("no --catalog and no SWIFTLOAD_CATALOG_DIR")?,
@@ -445,13 +467,27 @@ fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, PlanStats, Op
     if let Some(out) = &args.profile_out {
         check_writable(out)?;
     }
+    let mut metadata = serde_json::Map::new();
+    let t0 = std::time::Instant::now();
     let (paths, sizes, all, layouts, rejects) = load(&catalog, &args.input_dir)?;
+    metadata.insert("catalog_load_seconds".into(), t0.elapsed().as_secs_f64().into());
+    if args.compare_walk {
+        let t = std::time::Instant::now();
+        let entries = walk_and_stat(&args.input_dir);
+        metadata.insert("walk_stat_seconds".into(), t.elapsed().as_secs_f64().into());
+        metadata.insert("walk_entries".into(), entries.into());
+    }
+    let t1 = std::time::Instant::now();
     let loader = match &args.loader_config {
         Some(f) => Some(read_loader(f)?),
         None => None,
     };
     let per_rank = placement(&args.policy, args.loader_config.as_deref())?.place(&layouts, size);
     let stats = PlanStats::of(&per_rank);
+    if args.app == App::Augment {
+        augment::prepare(&paths, &sizes, args.output_dir.as_deref())?;
+    }
+    metadata.insert("plan_seconds".into(), t1.elapsed().as_secs_f64().into());
     let clock = match &args.emulate {
         Some(_) => {
             let dir = args.clock_dir.clone().unwrap_or_else(std::env::temp_dir);
@@ -461,7 +497,28 @@ fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, PlanStats, Op
         }
         None => None,
     };
-    Ok((Plan { paths, sizes, per_rank, rejects, clock }, stats, loader))
+    Ok((Plan { paths, sizes, per_rank, rejects, clock }, RootInfo { stats, loader, metadata }))
+}
+
+/// Walk `dir` as a file-level loader does (`readdir`, then `lstat` and `stat` of every
+/// entry); returns the entries seen.
+fn walk_and_stat(dir: &Path) -> u64 {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut n = 0;
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            n += 1;
+            if let Ok(m) = std::fs::symlink_metadata(&p) {
+                let _ = std::fs::metadata(&p);
+                if m.is_dir() {
+                    stack.push(p);
+                }
+            }
+        }
+    }
+    n
 }
 
 /// Whether `path` can be written (created when missing, and removed again then).
@@ -503,7 +560,7 @@ fn profile(world: &SimpleCommunicator, plan: &Plan, index: &OstIndex, throttle: 
         let r = read_tasks(plan, &mine, throttle);
         world.barrier();
         let dt = mpi::time() - t0;
-        let total: u64 = gather_words(world, &[r.bytes]).iter().map(|c| c[0]).sum();
+        let total: u64 = gather_words(world, &[r.bytes])?.iter().map(|c| c[0]).sum();
         if rank == 0 && dt > 0.0 {
             ost_mb_s.insert(ost, total as f64 / 1e6 / dt);
         }

@@ -35,6 +35,54 @@ pub struct Dataset {
 
 /// Write the files under `data_dir` and their catalog to `catalog_file`.
 pub fn write_dataset(data_dir: &Path, catalog_file: &Path, spec: &DatasetSpec) -> std::io::Result<Dataset> {
+    write_files(data_dir, catalog_file, spec, |s, size, w| {
+        let mut left = size;
+        while left > 0 {
+            let word = s.next_u64().to_le_bytes();
+            let n = left.min(8) as usize;
+            w.write_all(&word[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    })
+}
+
+/// [`write_dataset`] with content that repeats itself: each file is a run of pieces, most
+/// of them copies of one of `blocks` shared blocks (1 KiB to 96 KiB, cut short at the end of
+/// the file), the rest fresh random bytes (up to 20 KiB); the copies start at any byte, so
+/// duplicates straddle chunk and stripe boundaries.
+pub fn write_duplicated_dataset(data_dir: &Path, catalog_file: &Path, spec: &DatasetSpec, blocks: usize) -> std::io::Result<Dataset> {
+    let mut pool_rng = icicle_core::rng::Rng::new(spec.seed ^ 0xd0_0b1e);
+    let pool: Vec<Vec<u8>> = (0..blocks.max(1))
+        .map(|_| {
+            let n = 1024 + pool_rng.below(95 * 1024) as usize;
+            (0..n).map(|_| pool_rng.next_u64() as u8).collect()
+        })
+        .collect();
+    write_files(data_dir, catalog_file, spec, |s, size, w| {
+        let mut left = size;
+        while left > 0 {
+            let piece: Vec<u8> = if s.below(10) < 7 {
+                pool[s.below(pool.len() as u64) as usize].clone()
+            } else {
+                (0..1 + s.below(20 * 1024)).map(|_| s.next_u64() as u8).collect()
+            };
+            let n = (piece.len() as u64).min(left) as usize;
+            w.write_all(&piece[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    })
+}
+
+/// The files (`size` bytes each, contents from `content` given a per-file generator) and
+/// their catalog.
+fn write_files(
+    data_dir: &Path,
+    catalog_file: &Path,
+    spec: &DatasetSpec,
+    mut content: impl FnMut(&mut icicle_core::rng::Rng, u64, &mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<Dataset> {
     std::fs::create_dir_all(data_dir)?;
     let mut rng = icicle_core::rng::Rng::new(spec.seed);
     let mut catalog = String::new();
@@ -44,14 +92,8 @@ pub fn write_dataset(data_dir: &Path, catalog_file: &Path, spec: &DatasetSpec) -
         let size = spec.min_size + rng.below(span);
         let path = data_dir.join(format!("part-{i:05}.bin"));
         let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
-        let mut left = size;
         let mut s = icicle_core::rng::Rng::new(rng.next_u64());
-        while left > 0 {
-            let word = s.next_u64().to_le_bytes();
-            let n = left.min(8) as usize;
-            w.write_all(&word[..n])?;
-            left -= n as u64;
-        }
+        content(&mut s, size, &mut w)?;
         w.flush()?;
         drop(w);
         let md = std::fs::symlink_metadata(&path)?;

@@ -1,0 +1,117 @@
+//! `swiftload-sweep`: the seed's experiments' shape on the OST contention model: the time of
+//! the dedup profiler and the augmentation tool against 24, 48, 96 and 192 I/O loaders, with
+//! object-level and file-level scheduling. Loaders are virtual ranks on the model's clock
+//! ([`contention::simulate`]); what each loader does with its bytes is measured here (one
+//! core: BLAKE3 fingerprints of the default chunkings, or the CIFAR-10 transforms) and
+//! enters the model as a per-loader speed in series with its I/O (`1 / (1/io + 1/compute)`).
+//! Every figure it prints is emulated; the per-core compute speeds are measured.
+
+use std::path::Path;
+use std::time::Instant;
+
+use clap::Parser;
+use icicle_core::traits::{ObjectLayout, Placement};
+use icicle_plugins_prism::augment::{augment_batch, RECORD_BYTES};
+use icicle_plugins_prism::contention;
+use icicle_plugins_prism::layout::EmulatedLayouts;
+use icicle_plugins_prism::{FileScheduler, Loader, ObjectScheduler};
+
+/// Model the apps' time against the number of I/O loaders.
+#[derive(Parser, Debug)]
+#[command(name = "swiftload-sweep", about)]
+struct Args {
+    /// Loader counts.
+    #[arg(long, value_delimiter = ',', default_value = "24,48,96,192")]
+    loaders: Vec<usize>,
+    /// Emulated speed of one OST, MB/s.
+    #[arg(long, default_value_t = 500.0)]
+    ost_mb_s: f64,
+    /// Emulated I/O speed of one loader, MB/s.
+    #[arg(long, default_value_t = 200.0)]
+    io_mb_s: f64,
+    /// The loader's cap on processes per OST.
+    #[arg(long, default_value_t = 8)]
+    cap: u32,
+    /// OSTs in the pool.
+    #[arg(long, default_value_t = 24)]
+    osts: u32,
+    /// Use this per-loader compute speed (MB/s) for both apps instead of the measured ones
+    /// (e.g. a Python augmentation pipeline's).
+    #[arg(long)]
+    compute_mb_s: Option<f64>,
+}
+
+/// MB/s of `f` over `bytes` bytes on this core (best of three).
+fn speed(bytes: usize, mut f: impl FnMut()) -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            bytes as f64 / 1e6 / t.elapsed().as_secs_f64().max(1e-9)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The datasets: CIFAR-10 (5 training batches and the test batch, 30,730,000 bytes each,
+/// striped over 4 OSTs), and an application-output tree for dedup (2,000 files, 1 MB to
+/// 256 MB, log-uniform, 1 to 4 stripes).
+fn datasets(osts: u32) -> Vec<(&'static str, Vec<ObjectLayout>)> {
+    let pool: Vec<String> = (0..osts).map(|o| o.to_string()).collect();
+    let spec = |extra: &str| EmulatedLayouts::parse(&format!("pool={};stripe_size=1M;{extra}", pool.join(","))).unwrap_or_else(|e| panic!("{e}"));
+    let layout = |l: &EmulatedLayouts, name: String, size: u64| ObjectLayout { components: l.assign(Path::new(&name), size), path: name, size };
+    let cifar = spec("count=4");
+    let cifar: Vec<ObjectLayout> = (1..=6).map(|b| layout(&cifar, format!("data_batch_{b}.bin"), 30_730_000)).collect();
+    let tree = spec("pfl=4M:1,64M:2,EOF:4");
+    let mut rng = icicle_core::rng::Rng::new(5_630);
+    let files: Vec<ObjectLayout> = (0..2000)
+        .map(|i| {
+            let size = (1e6 * 256f64.powf(rng.below(1_000_000) as f64 / 1e6)) as u64;
+            layout(&tree, format!("run/out-{i:04}.dat"), size)
+        })
+        .collect();
+    vec![("augment (CIFAR-10)", cifar), ("dedup (app outputs)", files)]
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let data: Vec<u8> = {
+        let mut r = icicle_core::rng::Rng::new(1);
+        (0..RECORD_BYTES * 2000).map(|_| r.next_u64() as u8).collect()
+    };
+    let mut out = vec![0u8; data.len()];
+    let augment_mb_s = speed(data.len(), || {
+        let _ = augment_batch(1, 2, 0, &data, &mut out);
+    });
+    let dedup_mb_s = speed(data.len(), || {
+        for n in [4096, 65536] {
+            for c in data.chunks(n) {
+                std::hint::black_box(blake3::hash(c));
+            }
+        }
+        for c in fastcdc::v2020::FastCDC::new(&data, 2048, 8192, 32768) {
+            std::hint::black_box(blake3::hash(&data[c.offset..c.offset + c.length]));
+        }
+    });
+    eprintln!(
+        "model: {} OSTs at {} MB/s, loader I/O {} MB/s, cap {} per OST; measured compute per core: augment {augment_mb_s:.0} MB/s, dedup (fixed:4K, fixed:64K, cdc:8K) {dedup_mb_s:.0} MB/s",
+        args.osts, args.ost_mb_s, args.io_mb_s, args.cap
+    );
+    let mut rows = Vec::new();
+    for (name, objects) in datasets(args.osts) {
+        let measured = if name.starts_with("augment") { augment_mb_s } else { dedup_mb_s };
+        let compute = args.compute_mb_s.unwrap_or(measured);
+        let per_loader = 1.0 / (1.0 / args.io_mb_s + 1.0 / compute);
+        let model = Loader::uniform(args.ost_mb_s, per_loader, args.cap);
+        let bytes: u64 = objects.iter().map(|o| o.size).sum();
+        eprintln!("{name}: {} files, {:.1} GB; per loader {per_loader:.0} MB/s", objects.len(), bytes as f64 / 1e9);
+        eprintln!("  {:>7} {:>12} {:>12} {:>8}", "loaders", "object s", "file s", "speed-up");
+        for &n in &args.loaders {
+            let object = contention::simulate(&ObjectScheduler::new(Some(model.clone())).place(&objects, n), &model).seconds;
+            let file = contention::simulate(&FileScheduler.place(&objects, n), &model).seconds;
+            eprintln!("  {n:>7} {object:>12.2} {file:>12.2} {:>7.2}x", file / object.max(1e-9));
+            rows.push(serde_json::json!({"app": name, "loaders": n, "object_seconds": object, "file_seconds": file}));
+        }
+    }
+    println!("{}", serde_json::json!({"emulated": true, "augment_mb_s_per_core": augment_mb_s, "dedup_mb_s_per_core": dedup_mb_s, "rows": rows}));
+    Ok(())
+}

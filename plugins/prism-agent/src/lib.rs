@@ -19,41 +19,60 @@
 //!   exec'd the program) are tracked from the start.
 //! - On `close` or `fclose` (at exit for files never closed, or still open through a duplicate
 //!   descriptor such as a shell redirect's `dup2` onto stdout), the file is `lstat`ed and `stat`ed,
-//!   its layout read, and one entry appended with a single `O_APPEND` write to
-//!   `CATALOG_DIR/catalog.<host>.<pid>.txt` (a file per process: no interleaving).
+//!   its layout read, and one entry appended to `CATALOG_DIR/catalog.<host>.<pid>.txt` (a file
+//!   per process: no interleaving) with one `write` of the whole entry.
 //! - A successful rename of a file this process recorded (one of the last [`RECORDED_CAP`]) or
 //!   has open for writing, or onto such a path, or of a directory above such files, moves the
 //!   catalog with it: a `gone` record for each old name (and for a file the rename replaced),
 //!   then an entry for each new name under the root (an open file's at its close).
-//! - A forked child records nothing until it execs (a `pthread_atfork` child handler).
+//! - Signals: the agent's work (tracking, recording, every lock it takes) runs in sections
+//!   with all signals blocked on the thread, restored after; the host's own calls run with its
+//!   mask. A handler therefore never runs while its thread is inside the agent, so one that
+//!   opens and closes files is tracked and recorded like any other code, and a call the agent
+//!   makes itself passes straight through to libc. A signal that arrives during a section is
+//!   delivered when it ends (at most one entry's work, including an `lfs getstripe` run).
+//! - A child forked without exec records what it opens for writing itself, in its own catalog
+//!   file (`catalog.<host>.<childpid>.txt`): at `close` or `fclose`, and at `exit` for files
+//!   still open (not at `_exit`, which runs no exit handlers). Descriptors it inherited are its
+//!   parent's to record, even if the child closes them; renames of files the parent recorded
+//!   are not followed in the child. The `pthread_atfork` child handler abandons the inherited state
+//!   (another parent thread may have held a lock at the fork) rather than lock it.
+//! - A catalog directory that cannot be created or written (full, read-only, not a
+//!   directory): the first failure is reported in one line on stderr, naming the directory
+//!   and the errno; every record not written is counted in [`icicle_catalog_agent_lost`]. A
+//!   write cut short is cut back off the file (`ftruncate`), so the catalog only ever holds
+//!   whole entries (and a reader rejects, with file and line, any entry without its `end`).
 //! - Layouts: `ICICLE_CATALOG_LAYOUT=lfs` runs `lfs getstripe` (`ICICLE_CATALOG_LFS` names the
 //!   command), `emulate` uses the emulation (`ICICLE_EMULATED_LAYOUT` spec, sidecars), and
 //!   `auto` (the default) uses `lfs` when one is on the PATH, else the emulation.
 //! - The host is never changed: return values and `errno` are the real call's, nothing is
-//!   printed, and any failure of the agent (or a panic) only loses that catalog entry.
-//!   Without `CATALOG_DIR` the agent does nothing but pass calls through.
+//!   printed but that one line, and any failure of the agent (or a panic) only loses that
+//!   catalog entry. Without `CATALOG_DIR` the agent does nothing but pass calls through.
 //!
 //! Not seen: files opened by libc internally for its own functions, `open_by_handle_at`,
-//! `io_uring`, or closed with `close_range`; renames by another process of files this one wrote.
+//! `io_uring`, or closed with `close_range`; renames by another process of files this one
+//! wrote. A handler that opens files for writing while its thread is inside `malloc` may
+//! deadlock in `malloc` when the agent records them (as any handler that allocates would).
 
-use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::ffi::{c_char, c_int, CStr};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use icicle_plugins_prism::catalog::{CatalogEntry, CatalogGone, StatFields};
 use icicle_plugins_prism::layout::{EmulatedLayouts, LayoutProvider, LfsLayouts, EMULATED_LAYOUT_ENV};
 use libc::{mode_t, FILE};
 
-mod record;
+pub mod open;
+pub mod record;
 pub mod rename;
+mod section;
 pub mod stdio;
 
 use record::*;
-
+use section::{busy, guarded, Shared};
 use stdio::*;
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, mode_t) -> c_int;
@@ -174,48 +193,10 @@ fn enosys_null() -> *mut FILE {
     std::ptr::null_mut()
 }
 
-thread_local! {
-    /// Set while the agent itself works: calls it makes (or a forked child makes) pass through.
-    static BUSY: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Set in a forked child (by the `pthread_atfork` child handler) until it execs: the child
-/// inherits the parent's table (files the parent still has open) and possibly a mutex another
-/// parent thread held at the fork, so it never tracks, records or locks anything.
-static FORKED_CHILD: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn in_forked_child() {
-    FORKED_CHILD.store(true, Ordering::Relaxed);
-}
-
-fn forked_child() -> bool {
-    FORKED_CHILD.load(Ordering::Relaxed)
-}
-
-/// The agent is at work on this thread (or the thread is being torn down).
-fn busy() -> bool {
-    BUSY.try_with(Cell::get).unwrap_or(true)
-}
-
-/// Runs `f` unless the agent is already busy on this thread (or this is a forked child);
-/// panics are contained.
-fn guarded(f: impl FnOnce()) {
-    if forked_child() {
-        return;
-    }
-    let entered = BUSY.try_with(|b| !b.replace(true)).unwrap_or(false);
-    if !entered {
-        return;
-    }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    let _ = BUSY.try_with(|b| b.set(false));
-}
-
 /// The agent's settings, read from the environment once.
 struct Config {
     catalog_dir: PathBuf,
     root: Vec<u8>,
-    out_file: Mutex<Option<(u32, CString)>>,
     provider: Box<dyn LayoutProvider>,
 }
 
@@ -252,7 +233,7 @@ fn config() -> Option<&'static Config> {
                     None => emulated(),
                 },
             };
-            Some(Config { catalog_dir, root, out_file: Mutex::new(None), provider })
+            Some(Config { catalog_dir, root, provider })
         })
         .as_ref()
 }
@@ -266,17 +247,17 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 /// fd -> absolute path of the files being tracked.
-fn table() -> &'static Mutex<HashMap<c_int, Vec<u8>>> {
-    static TABLE: OnceLock<Mutex<HashMap<c_int, Vec<u8>>>> = OnceLock::new();
-    TABLE.get_or_init(|| Mutex::new(HashMap::new()))
+fn table() -> &'static Shared<HashMap<c_int, Vec<u8>>> {
+    static TABLE: Shared<HashMap<c_int, Vec<u8>>> = Shared::new();
+    &TABLE
 }
 static TRACKED: AtomicUsize = AtomicUsize::new(0);
 
 /// Files whose tracked descriptor was closed while a duplicate (`dup2` onto stdout, as a
 /// shell redirect does) kept them open: recorded at exit, when their data is all there.
-fn deferred() -> &'static Mutex<std::collections::BTreeSet<Vec<u8>>> {
-    static DEFERRED: OnceLock<Mutex<std::collections::BTreeSet<Vec<u8>>>> = OnceLock::new();
-    DEFERRED.get_or_init(|| Mutex::new(std::collections::BTreeSet::new()))
+fn deferred() -> &'static Shared<BTreeSet<Vec<u8>>> {
+    static DEFERRED: Shared<BTreeSet<Vec<u8>>> = Shared::new();
+    &DEFERRED
 }
 
 static DEFERRED_N: AtomicUsize = AtomicUsize::new(0);
@@ -307,13 +288,7 @@ fn opened(fd: c_int, flags: c_int) -> bool {
     if fd < 0 || !wants(flags) {
         return false;
     }
-    let mut tracked = false;
-    guarded(|| {
-        if let Some(cfg) = config() {
-            tracked = track(cfg, fd);
-        }
-    });
-    tracked
+    guarded(|| config().is_some_and(|cfg| track(cfg, fd))).unwrap_or(false)
 }
 
 /// Whether the absolute path `p` is under the root and not in the catalog directory.
@@ -321,22 +296,21 @@ fn in_scope(cfg: &Config, p: &[u8]) -> bool {
     (p.starts_with(&cfg.root) || p == &cfg.root[..cfg.root.len() - 1]) && !Path::new(std::ffi::OsStr::from_bytes(p)).starts_with(&cfg.catalog_dir)
 }
 
-/// Track `fd` (open for writing) when it is a regular file under the root; returns whether it is.
+/// Track `fd` (open for writing) when it is a regular file under the root; returns whether it
+/// is. Inside a section.
 fn track(cfg: &Config, fd: c_int) -> bool {
     let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { return false };
     let bytes = target.as_os_str().as_bytes();
     if !in_scope(cfg, bytes) {
         return false;
     }
-    let old = match table().lock() {
-        Ok(mut t) => {
-            let old = t.insert(fd, bytes.to_vec());
-            if old.is_none() {
-                TRACKED.fetch_add(1, Ordering::Relaxed);
-            }
-            old
+    let old = {
+        let mut t = table().lock();
+        let old = t.insert(fd, bytes.to_vec());
+        if old.is_none() {
+            TRACKED.fetch_add(1, Ordering::Relaxed);
         }
-        Err(_) => None,
+        old
     };
     // The fd was closed behind our back (close_range, a libc-internal close): that file is done.
     if let Some(old) = old {
@@ -347,14 +321,11 @@ fn track(cfg: &Config, fd: c_int) -> bool {
     true
 }
 
-/// Stop tracking `fd`; returns its file's path when it was tracked.
+/// Stop tracking `fd`; returns its file's path when it was tracked. Inside a section.
 fn untrack(fd: c_int) -> Option<Vec<u8>> {
-    match table().lock() {
-        Ok(mut t) => t.remove(&fd).inspect(|_| {
-            TRACKED.fetch_sub(1, Ordering::Relaxed);
-        }),
-        Err(_) => None,
-    }
+    table().lock().remove(&fd).inspect(|_| {
+        TRACKED.fetch_sub(1, Ordering::Relaxed);
+    })
 }
 
 /// After the real close of a descriptor (whose tracked file was `path`): record it, or defer
@@ -362,52 +333,58 @@ fn untrack(fd: c_int) -> Option<Vec<u8>> {
 fn closed(path: Option<Vec<u8>>) {
     guarded(|| {
         let Some(cfg) = config() else { return };
-        let Ok(mut d) = deferred().lock() else { return };
-        if let Some(path) = path {
-            d.remove(&path);
-            d.insert(path);
-        }
-        let done: Vec<Vec<u8>> = d.iter().filter(|p| !still_open(p)).cloned().collect();
-        for p in &done {
-            d.remove(p);
-        }
-        DEFERRED_N.store(d.len(), Ordering::Relaxed);
-        drop(d);
+        let done: Vec<Vec<u8>> = {
+            let mut d = deferred().lock();
+            if let Some(path) = path {
+                d.insert(path);
+            }
+            let done: Vec<Vec<u8>> = d.iter().filter(|p| !still_open(p)).cloned().collect();
+            for p in &done {
+                d.remove(p);
+            }
+            DEFERRED_N.store(d.len(), Ordering::Relaxed);
+            done
+        };
         for p in done {
             record(cfg, &p);
         }
     });
 }
 
-/// After a call that returned a new descriptor without saying how it was opened (the
-/// `mkstemp` family opens inside libc): track it when its access mode writes.
-fn after_new_fd(fd: c_int) -> c_int {
-    if fd >= 0 && !forked_child() {
-        let e = errno();
-        // SAFETY: F_GETFL on the descriptor just returned.
-        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        if fl >= 0 {
-            opened(fd, fl);
-        }
-        set_errno(e);
-    }
-    fd
-}
-
-/// A panic inside the agent prints nothing (the agent never writes to the host's stderr; the
-/// panic is caught in [`guarded`] and only loses that entry). The library carries its own
-/// copy of std, so this hook sees only the agent's panics, never a Rust host's.
+/// A panic inside the agent prints nothing (the panic is caught in [`guarded`] and only loses
+/// that entry). The library carries its own copy of std, so this hook sees only the agent's
+/// panics, never a Rust host's.
 fn quiet_panics() {
     std::panic::set_hook(Box::new(|_| {}));
 }
 
-/// At load: descriptors inherited open for writing onto files under the root (a shell
-/// opened `> out` and exec'd this program) are tracked as if this process had opened them.
+/// The `pthread_atfork` child handler: the child of a fork without exec records the files it
+/// writes itself, in its own catalog file. It starts with nothing tracked, deferred, or
+/// remembered for renames: what it inherited open is the parent's to record, and the
+/// parent's state (with any lock another parent thread held at the fork) is abandoned, not
+/// locked. Only atomic stores: async-signal-safe.
+extern "C" fn after_fork_in_child() {
+    table().reset();
+    deferred().reset();
+    streams().reset();
+    recorded().reset();
+    TRACKED.store(0, Ordering::Relaxed);
+    DEFERRED_N.store(0, Ordering::Relaxed);
+    STREAMS_N.store(0, Ordering::Relaxed);
+    RECORDED_N.store(0, Ordering::Relaxed);
+    record::reset_after_fork();
+}
+
+/// At load: the real functions and the settings are looked up (so a fork never finds them
+/// half-initialised), and descriptors inherited open for writing onto files under the root
+/// (a shell opened `> out` and exec'd this program) are tracked as if this process had
+/// opened them.
 extern "C" fn at_start() {
     let e = errno();
     quiet_panics();
-    // SAFETY: registers a handler that only stores to an atomic (async-signal-safe).
-    unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
+    real();
+    // SAFETY: registers a handler that only makes atomic stores (async-signal-safe).
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     guarded(|| {
         let Some(cfg) = config() else { return };
         let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
@@ -433,166 +410,6 @@ extern "C" fn at_start() {
 #[link_section = ".init_array"]
 static AT_START: extern "C" fn() = at_start;
 
-/// Common tail of every open: keep errno as the real call left it.
-fn after(fd: c_int, flags: c_int) -> c_int {
-    if fd >= 0 && wants(flags) {
-        let e = errno();
-        opened(fd, flags);
-        set_errno(e);
-    }
-    fd
-}
-
-/// Interposed `open(2)`.
-///
-/// # Safety
-/// Called by C code with a valid path; `mode` is read only with `O_CREAT`/`O_TMPFILE`, like
-/// the variadic original (on x86-64 and aarch64 Linux the third argument is in the same
-/// register either way).
-#[no_mangle]
-pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
-    match real().open {
-        Some(f) => after(f(path, flags, mode), flags),
-        None => enosys(),
-    }
-}
-
-/// Interposed `open64(2)`.
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
-    match real().open64 {
-        Some(f) => after(f(path, flags, mode), flags),
-        None => enosys(),
-    }
-}
-
-/// Interposed `__open_2` (what `_FORTIFY_SOURCE` builds call for a two-argument open).
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    match real().open_2 {
-        Some(f) => after(f(path, flags), flags),
-        None => enosys(),
-    }
-}
-
-/// Interposed `__open64_2`.
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    match real().open64_2 {
-        Some(f) => after(f(path, flags), flags),
-        None => enosys(),
-    }
-}
-
-/// Interposed `openat(2)`.
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
-    match real().openat {
-        Some(f) => after(f(dirfd, path, flags, mode), flags),
-        None => enosys(),
-    }
-}
-
-/// Interposed `openat64`.
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
-    match real().openat64 {
-        Some(f) => after(f(dirfd, path, flags, mode), flags),
-        None => enosys(),
-    }
-}
-
-/// Interposed `creat(2)` (`open` with `O_CREAT|O_WRONLY|O_TRUNC`).
-///
-/// # Safety
-/// Called by C code with a valid path.
-#[no_mangle]
-pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
-    match real().creat {
-        Some(f) => after(f(path, mode), libc::O_CREAT | libc::O_WRONLY),
-        None => enosys(),
-    }
-}
-
-/// Interposed `creat64`.
-///
-/// # Safety
-/// As [`creat`].
-#[no_mangle]
-pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
-    match real().creat64 {
-        Some(f) => after(f(path, mode), libc::O_CREAT | libc::O_WRONLY),
-        None => enosys(),
-    }
-}
-
-/// Interposed `__openat_2` (what `_FORTIFY_SOURCE` builds call for a three-argument `openat`
-/// whose flags are not a constant).
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    match real().openat_2 {
-        Some(f) => after(f(dirfd, path, flags), flags),
-        None => enosys(),
-    }
-}
-
-/// Interposed `__openat64_2`.
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    match real().openat64_2 {
-        Some(f) => after(f(dirfd, path, flags), flags),
-        None => enosys(),
-    }
-}
-
-/// Defines an interposed function of the `mkstemp` family: the real call, then
-/// [`after_new_fd`].
-macro_rules! mkstemp_hook {
-    ($name:ident, $field:ident, ($($arg:ident: $ty:ty),*)) => {
-        #[doc = concat!("Interposed `", stringify!($name), "`.")]
-        ///
-        /// # Safety
-        /// Called by C code with a writable, NUL-terminated template.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-            match real().$field {
-                Some(f) => after_new_fd(f($($arg),*)),
-                None => enosys(),
-            }
-        }
-    };
-}
-
-mkstemp_hook!(mkstemp, mkstemp, (template: *mut c_char));
-mkstemp_hook!(mkstemp64, mkstemp64, (template: *mut c_char));
-mkstemp_hook!(mkostemp, mkostemp, (template: *mut c_char, flags: c_int));
-mkstemp_hook!(mkostemp64, mkostemp64, (template: *mut c_char, flags: c_int));
-mkstemp_hook!(mkstemps, mkstemps, (template: *mut c_char, suffixlen: c_int));
-mkstemp_hook!(mkstemps64, mkstemps64, (template: *mut c_char, suffixlen: c_int));
-mkstemp_hook!(mkostemps, mkostemps, (template: *mut c_char, suffixlen: c_int, flags: c_int));
-mkstemp_hook!(mkostemps64, mkostemps64, (template: *mut c_char, suffixlen: c_int, flags: c_int));
-
 /// Interposed `close(2)`: a tracked file is recorded once the real close has returned (or,
 /// when a duplicate descriptor still holds it, at a later `close` that finds it gone).
 ///
@@ -601,11 +418,11 @@ mkstemp_hook!(mkostemps64, mkostemps64, (template: *mut c_char, suffixlen: c_int
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let Some(real_close) = real().close else { return enosys() };
-    if TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 || forked_child() || busy() {
+    if TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 || busy() {
         return real_close(fd);
     }
     let e = errno();
-    let path = untrack(fd);
+    let path = guarded(|| untrack(fd)).flatten();
     set_errno(e);
     let rc = real_close(fd);
     let e = errno();
@@ -625,7 +442,7 @@ extern "C" {
 /// the agent saw opened onto tracked files now, so the sizes recorded include what is still
 /// buffered. Never `fflush(NULL)`: that locks every stream, and another thread may hold one
 /// for good (stdin in `getline`). A stream another thread holds is skipped (its file's entry
-/// may then miss what is still buffered), as are other `FILE`s (`fdopen`).
+/// may then miss what is still buffered), as are other `FILE`s (`fdopen`). Inside a section.
 fn flush_streams() {
     // SAFETY: a stream is flushed only while this thread holds its lock (recursive, so
     // fflush's own locking succeeds), then released.
@@ -641,28 +458,23 @@ fn flush_streams() {
         flush(stderr);
     }
     // Under the lock `fclose` takes before freeing a stream: every one left is still open.
-    if let Ok(mut set) = streams().lock() {
-        for &s in set.iter() {
-            flush(s as *mut FILE);
-        }
-        set.clear();
-        STREAMS_N.store(0, Ordering::Relaxed);
+    let mut set = streams().lock();
+    for &s in set.iter() {
+        flush(s as *mut FILE);
     }
+    set.clear();
+    STREAMS_N.store(0, Ordering::Relaxed);
 }
 
-/// At exit: record the files still open (the kernel closes them without a `close` call).
+/// At exit (also of a forked child that calls `exit`): record the files still open (the
+/// kernel closes them without a `close` call).
 extern "C" fn at_exit() {
     let e = errno();
     guarded(|| {
         let Some(cfg) = config() else { return };
-        let mut left: std::collections::BTreeSet<Vec<u8>> = match deferred().lock() {
-            Ok(mut d) => std::mem::take(&mut *d),
-            Err(_) => return,
-        };
+        let mut left: BTreeSet<Vec<u8>> = std::mem::take(&mut *deferred().lock());
         DEFERRED_N.store(0, Ordering::Relaxed);
-        if let Ok(mut t) = table().lock() {
-            left.extend(t.drain().map(|(_, p)| p));
-        }
+        left.extend(table().lock().drain().map(|(_, p)| p));
         TRACKED.store(0, Ordering::Relaxed);
         if !left.is_empty() {
             flush_streams();

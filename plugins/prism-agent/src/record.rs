@@ -1,15 +1,15 @@
-//! Catalog entries appended to this process's own catalog file, one `O_APPEND` write each, and
-//! the files recorded lately (a rename of one moves its entry).
+//! Catalog records appended to this process's own catalog file, one `write` each, never left
+//! cut short; the one report of a catalog directory that cannot be written; and the files
+//! recorded lately (a rename of one moves its entry).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::*;
 
-/// Append the catalog entry of `path` (a closed file).
+/// Append the catalog entry of `path` (a closed file). Inside a section.
 pub(crate) fn record(cfg: &Config, path: &[u8]) {
     let p = Path::new(std::ffi::OsStr::from_bytes(path));
     let Ok(lmd) = std::fs::symlink_metadata(p) else { return };
@@ -24,9 +24,7 @@ pub(crate) fn record(cfg: &Config, path: &[u8]) {
     let comps = cfg.provider.layout(p, size).unwrap_or_default();
     let Ok(entry) = CatalogEntry::new(text, lstat, stat, Some(&comps)).to_text() else { return };
     append(cfg, entry.as_bytes());
-    if let Ok(mut r) = recorded().lock() {
-        r.insert(path);
-    }
+    recorded().lock().insert(path);
 }
 
 /// Append a `gone` record: `path` no longer names the file `stat` describes.
@@ -70,22 +68,57 @@ impl Recorded {
     }
 }
 
-pub(crate) fn recorded() -> &'static Mutex<Recorded> {
-    static RECORDED: OnceLock<Mutex<Recorded>> = OnceLock::new();
-    RECORDED.get_or_init(|| Mutex::new(Recorded::default()))
+pub(crate) fn recorded() -> &'static Shared<Recorded> {
+    static RECORDED: Shared<Recorded> = Shared::new();
+    &RECORDED
 }
 
 pub(crate) static RECORDED_N: AtomicUsize = AtomicUsize::new(0);
 
-pub(crate) fn out_path(cfg: &Config) -> Option<CString> {
+/// Catalog records (entries and `gone` records) this process could not write to its catalog
+/// file: the directory could not be created, the file opened, or the whole record written.
+/// Readable by the host or a debugger (`dlsym(RTLD_DEFAULT, "icicle_catalog_agent_lost")`,
+/// a `uint64_t`); a forked child counts its own from zero.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static icicle_catalog_agent_lost: AtomicU64 = AtomicU64::new(0);
+
+/// Whether this process (or the parent it was forked from) has printed the line about a
+/// catalog directory it cannot write.
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// This process's catalog file.
+#[derive(Default)]
+pub(crate) struct OutFile {
+    /// The pid it is named after, and its path.
+    file: Option<(u32, CString)>,
+    /// A short write could not be cut back off the file: the next record starts with a
+    /// newline, so the cut one ends at a line break and reads as one reject.
+    ragged: bool,
+}
+
+/// Held while a record is appended: one writer at a time, so a short write's tail is cut
+/// back without touching another thread's record.
+fn out_file() -> &'static Shared<OutFile> {
+    static OUT: Shared<OutFile> = Shared::new();
+    &OUT
+}
+
+/// In a forked child (the `pthread_atfork` handler): a catalog file of its own, and its own
+/// count of lost records.
+pub(crate) fn reset_after_fork() {
+    out_file().reset();
+    icicle_catalog_agent_lost.store(0, Ordering::Relaxed);
+}
+
+/// `CATALOG_DIR/catalog.<host>.<pid>.txt`, the directory created when the pid is new.
+fn out_path(cfg: &Config, out: &mut OutFile) -> Option<CString> {
     let pid = std::process::id();
-    let mut slot = cfg.out_file.lock().ok()?;
-    if let Some((p, path)) = slot.as_ref() {
+    if let Some((p, path)) = out.file.as_ref() {
         if *p == pid {
             return Some(path.clone());
         }
     }
-    // Keyed by pid: a file per process (a forked child records nothing until it execs).
     let _ = std::fs::create_dir_all(&cfg.catalog_dir);
     let mut host = [0u8; 256];
     // SAFETY: a buffer of the given length.
@@ -97,35 +130,89 @@ pub(crate) fn out_path(cfg: &Config) -> Option<CString> {
     };
     let path = cfg.catalog_dir.join(format!("catalog.{host}.{pid}.txt"));
     let c = CString::new(path.as_os_str().as_bytes()).ok()?;
-    *slot = Some((pid, c.clone()));
+    *out = OutFile { file: Some((pid, c.clone())), ragged: false };
     Some(c)
 }
 
-/// One `O_APPEND` write of the whole entry, through the real functions; the file is opened
-/// and closed each time so no descriptor of ours lives in the application's table.
+/// Append one record with a single `write` of the whole record through the real functions
+/// (the file opened and closed each time, so no descriptor of ours lives in the application's
+/// table). A write that stops short (a full file system) is tried once more for the rest,
+/// which succeeds or tells why; if it fails, the file is cut back (`ftruncate`) to where the
+/// record began, so a reader never sees part of one. A record that cannot be written is
+/// counted in [`icicle_catalog_agent_lost`], and the first one of the process reported.
 pub(crate) fn append(cfg: &Config, bytes: &[u8]) {
-    let Some(path) = out_path(cfg) else { return };
+    let mut out = out_file().lock();
+    let Some(path) = out_path(cfg, &mut out) else { return };
     let r = real();
-    let Some(open) = r.open else { return };
+    let (Some(open), Some(close)) = (r.open, r.close) else { return };
     // SAFETY: a NUL-terminated path; the real open.
     let fd = unsafe { open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644) };
     if fd < 0 {
-        return;
+        return lost(cfg, errno());
     }
-    let mut done = 0;
-    while done < bytes.len() {
-        // SAFETY: a valid buffer and length.
-        let n = unsafe { libc::write(fd, bytes[done..].as_ptr().cast(), bytes.len() - done) };
-        if n <= 0 {
-            if n < 0 && errno() == libc::EINTR {
-                continue;
-            }
+    let failed = write_record(fd, bytes, &mut out);
+    // SAFETY: our own descriptor.
+    unsafe { close(fd) };
+    if let Some(e) = failed {
+        lost(cfg, e);
+    }
+}
+
+/// Write `bytes` at the end of the catalog file `fd` (appends serialised by the caller);
+/// returns the errno when it could not be written whole, after cutting off any part written.
+fn write_record(fd: c_int, bytes: &[u8], out: &mut OutFile) -> Option<c_int> {
+    // SAFETY: our own descriptor.
+    let start = unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
+    if start < 0 {
+        return Some(errno());
+    }
+    let record: std::borrow::Cow<[u8]> = if out.ragged && start > 0 { [&b"\n"[..], bytes].concat().into() } else { bytes.into() };
+    let mut done = 0usize;
+    let mut err = libc::EIO;
+    for _ in 0..2 {
+        let rest = &record[done..];
+        // SAFETY: a valid buffer and length; signals are blocked in a section, so no EINTR.
+        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+        if n < 0 {
+            err = errno();
             break;
         }
         done += n as usize;
+        if done == record.len() {
+            out.ragged = false;
+            return None;
+        }
     }
-    if let Some(close) = r.close {
-        // SAFETY: our own descriptor.
-        unsafe { close(fd) };
+    // SAFETY: our own descriptor, cut back to its length before this record.
+    if done > 0 && unsafe { libc::ftruncate(fd, start) } != 0 {
+        out.ragged = true;
     }
+    Some(err)
+}
+
+/// Count a record that could not be written (`errno` `e`) and, the first time, say so on
+/// stderr in one line: the only thing the agent ever prints.
+fn lost(cfg: &Config, e: c_int) {
+    icicle_catalog_agent_lost.fetch_add(1, Ordering::Relaxed);
+    if REPORTED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let line = format!(
+        "icicle catalog agent: cannot write the catalog in {}: {} (errno {e}); records not written are lost and counted in icicle_catalog_agent_lost\n",
+        cfg.catalog_dir.display(),
+        strerror(e),
+    );
+    // SAFETY: one write of a valid buffer to the host's stderr; its result does not matter.
+    unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len()) };
+}
+
+/// The text of errno `e` ("No space left on device").
+fn strerror(e: c_int) -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the XSI strerror_r into a buffer of the given length, NUL-terminated on success.
+    if unsafe { libc::strerror_r(e, buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return format!("error {e}");
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }

@@ -68,15 +68,9 @@ pub(crate) struct PendingRename {
 /// that `keep` selects.
 pub(crate) fn our_paths(keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
     let mut all: Vec<Vec<u8>> = Vec::new();
-    if let Ok(r) = recorded().lock() {
-        all.extend(r.map.keys().filter(|p| keep(p)).cloned());
-    }
-    if let Ok(t) = table().lock() {
-        all.extend(t.values().filter(|p| keep(p)).cloned());
-    }
-    if let Ok(d) = deferred().lock() {
-        all.extend(d.iter().filter(|p| keep(p)).cloned());
-    }
+    all.extend(recorded().lock().map.keys().filter(|p| keep(p)).cloned());
+    all.extend(table().lock().values().filter(|p| keep(p)).cloned());
+    all.extend(deferred().lock().iter().filter(|p| keep(p)).cloned());
     all
 }
 
@@ -157,8 +151,8 @@ pub(crate) fn after_rename(cfg: &Config, p: PendingRename) {
             open.insert(path.to_vec());
         }
     };
-    if let Ok(mut t) = table().lock() {
-        t.retain(|_, path| match moved(path) {
+    {
+        table().lock().retain(|_, path| match moved(path) {
             Some(to) if in_scope(cfg, &to) => {
                 *path = to;
                 held(path);
@@ -174,7 +168,8 @@ pub(crate) fn after_rename(cfg: &Config, p: PendingRename) {
             }
         });
     }
-    if let Ok(mut d) = deferred().lock() {
+    {
+        let mut d = deferred().lock();
         let old = std::mem::take(&mut *d);
         for path in old {
             match moved(&path) {
@@ -190,7 +185,8 @@ pub(crate) fn after_rename(cfg: &Config, p: PendingRename) {
         d.iter().for_each(|path| held(path));
         DEFERRED_N.store(d.len(), Ordering::Relaxed);
     }
-    if let Ok(mut r) = recorded().lock() {
+    {
+        let mut r = recorded().lock();
         for m in &p.moves {
             r.remove(&m.from);
         }
@@ -206,7 +202,7 @@ pub(crate) fn after_rename(cfg: &Config, p: PendingRename) {
 /// `olddirfd`) to `new` (relative to `newdirfd`).
 unsafe fn rename_with(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char, flags: libc::c_uint, call: impl FnOnce() -> c_int) -> c_int {
     let nothing = TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 && RECORDED_N.load(Ordering::Relaxed) == 0;
-    if nothing || forked_child() || busy() {
+    if nothing || busy() {
         return call();
     }
     let e = errno();

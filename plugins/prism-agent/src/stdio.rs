@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 use libc::FILE;
 
@@ -14,9 +13,9 @@ use crate::*;
 /// not closed yet (keys are `FILE *` addresses): at exit their buffers are flushed before
 /// their files are recorded. Held while such a stream is flushed, and taken by `fclose`
 /// before the stream is freed, so a stream is never flushed after its `fclose`.
-pub(crate) fn streams() -> &'static Mutex<HashSet<usize>> {
-    static STREAMS: OnceLock<Mutex<HashSet<usize>>> = OnceLock::new();
-    STREAMS.get_or_init(|| Mutex::new(HashSet::new()))
+pub(crate) fn streams() -> &'static Shared<HashSet<usize>> {
+    static STREAMS: Shared<HashSet<usize>> = Shared::new();
+    &STREAMS
 }
 
 pub(crate) static STREAMS_N: AtomicUsize = AtomicUsize::new(0);
@@ -30,7 +29,7 @@ pub(crate) fn idle() -> bool {
 /// writing. The descriptor's access mode (`F_GETFL`) decides: it is what the mode string asked
 /// for (`w`, `a` or a `+` write; `r` does not), without parsing glibc's mode extensions.
 pub(crate) fn opened_stream(s: *mut FILE) {
-    if s.is_null() || forked_child() || busy() {
+    if s.is_null() || busy() {
         return;
     }
     let e = errno();
@@ -38,36 +37,42 @@ pub(crate) fn opened_stream(s: *mut FILE) {
     let fd = unsafe { libc::fileno(s) };
     // SAFETY: F_GETFL on that stream's descriptor.
     let fl = if fd >= 0 { unsafe { libc::fcntl(fd, libc::F_GETFL) } } else { -1 };
-    if fl >= 0 && opened(fd, fl) {
-        if let Ok(mut set) = streams().lock() {
-            set.insert(s as usize);
-            STREAMS_N.store(set.len(), Ordering::Relaxed);
-        }
+    if fl >= 0 && wants(fl) {
+        guarded(|| {
+            if config().is_some_and(|cfg| track(cfg, fd)) {
+                let mut set = streams().lock();
+                set.insert(s as usize);
+                STREAMS_N.store(set.len(), Ordering::Relaxed);
+            }
+        });
     }
     set_errno(e);
 }
 
-/// Forget `s` (about to be closed) as a stream to flush at exit.
-pub(crate) fn drop_stream(s: *mut FILE) {
-    let e = errno();
-    if let Ok(mut set) = streams().lock() {
-        set.remove(&(s as usize));
-        STREAMS_N.store(set.len(), Ordering::Relaxed);
-    }
-    set_errno(e);
+/// Forget `s` (about to be closed) as a stream to flush at exit. Inside a section.
+fn drop_stream(s: *mut FILE) {
+    let mut set = streams().lock();
+    set.remove(&(s as usize));
+    STREAMS_N.store(set.len(), Ordering::Relaxed);
 }
 
 /// Before the real `fclose`/`freopen` of `s` closes its descriptor: forget the stream and its
 /// descriptor; returns the tracked file's path. The entry is taken out of the table first, so
 /// a `close` that libc might make inside finds nothing to record (no double entry).
-pub(crate) fn forget_stream(s: *mut FILE) -> Option<Vec<u8>> {
-    drop_stream(s);
+fn forget_stream(s: *mut FILE) -> Option<Vec<u8>> {
     let e = errno();
-    // SAFETY: the host's open stream, as it passed it to fclose/freopen; fileno only reads it.
-    let fd = unsafe { libc::fileno(s) };
-    let path = if fd >= 0 { untrack(fd) } else { None };
+    let path = guarded(|| {
+        drop_stream(s);
+        // SAFETY: the host's open stream, as it passed it to fclose/freopen; fileno only reads it.
+        let fd = unsafe { libc::fileno(s) };
+        if fd >= 0 {
+            untrack(fd)
+        } else {
+            None
+        }
+    });
     set_errno(e);
-    path
+    path.flatten()
 }
 
 unsafe fn fopen_with(real_fopen: Option<FopenFn>, path: *const c_char, mode: *const c_char) -> *mut FILE {
@@ -107,12 +112,10 @@ pub unsafe extern "C" fn _IO_fopen(path: *const c_char, mode: *const c_char) -> 
 
 unsafe fn freopen_with(real_freopen: Option<FreopenFn>, path: *const c_char, mode: *const c_char, s: *mut FILE) -> *mut FILE {
     let Some(f) = real_freopen else { return enosys_null() };
-    let live = !s.is_null() && !idle() && !forked_child();
-    let watch = live && !busy();
+    // Inside a section (the agent's own call) the stream passes through: the agent never
+    // reopens or closes a stream of the host's there.
+    let watch = !s.is_null() && !idle() && !busy();
     let old = if watch { forget_stream(s) } else { None };
-    if live && !watch {
-        drop_stream(s);
-    }
     let r = f(path, mode, s);
     let e = errno();
     // The old descriptor is closed (or, for a standard stream, replaced by `dup3`) by now.
@@ -145,12 +148,8 @@ pub unsafe extern "C" fn freopen64(path: *const c_char, mode: *const c_char, str
 
 unsafe fn fclose_with(real_fclose: Option<FcloseFn>, s: *mut FILE) -> c_int {
     let Some(f) = real_fclose else { return enosys() };
-    if s.is_null() || idle() || forked_child() {
-        return f(s);
-    }
-    if busy() {
-        // Nothing is recorded now, but a freed stream must never be flushed at exit.
-        drop_stream(s);
+    // Busy: a call from inside a section, where the agent never closes a host's stream.
+    if s.is_null() || idle() || busy() {
         return f(s);
     }
     // The file is recorded after the real fclose, from the path saved here: fclose writes the

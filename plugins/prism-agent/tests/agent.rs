@@ -1,4 +1,4 @@
-//! The catalog agent for real: a C program (and a shell) run under `LD_PRELOAD`, the
+//! The catalog agent for real: C programs, shells and Python run under `LD_PRELOAD`, the
 //! catalog checked against the files on disk and the layouts the provider gives.
 
 use std::collections::BTreeMap;
@@ -9,6 +9,13 @@ use std::process::Command;
 use icicle_core::traits::LayoutComponent;
 use icicle_plugins_prism::catalog::{Catalog, CatalogEntry, StatFields};
 use icicle_plugins_prism::layout::{write_sidecar, EmulatedLayouts, LayoutProvider};
+
+/// Signal handlers and forked children.
+#[path = "agent/concurrency.rs"]
+mod concurrency;
+/// A catalog directory that is full or cannot be written.
+#[path = "agent/failing_dir.rs"]
+mod failing_dir;
 
 const SPEC: &str = "pool=113,167,204,10,60;stripe_size=64K;pfl=128K:1,1M:2,EOF:4";
 
@@ -284,53 +291,6 @@ int main(int argc, char **argv) {
     let cat = Catalog::read_dir(&catalog).unwrap();
     assert_eq!(cat.entries.len(), 1, "{:?}", cat.entries);
     assert_eq!(cat.entries[0].size(), 3);
-}
-
-#[test]
-fn a_forked_child_records_nothing_until_it_execs() {
-    let (tmp, data, catalog) = scratch();
-    // The parent keeps parent.bin open across a fork; one child writes child.bin and exits
-    // through exit() (fini functions run), another execs a shell that writes exec.txt.
-    let prog = compile_c(
-        tmp.path(),
-        "forker",
-        r#"#include <fcntl.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    if (argc < 2 || chdir(argv[1]) != 0) return 2;
-    int fd = open("parent.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || write(fd, "ab", 2) != 2) return 2;
-    pid_t c = fork();
-    if (c == 0) {
-        int g = open("child.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (g < 0 || write(g, "c", 1) != 1) exit(3);
-        close(g);
-        exit(0);
-    }
-    int st = 0;
-    if (c < 0 || waitpid(c, &st, 0) != c || st != 0) return 4;
-    c = fork();
-    if (c == 0) {
-        execl("/bin/sh", "sh", "-c", "echo hi > exec.txt", (char *)0);
-        _exit(5);
-    }
-    if (c < 0 || waitpid(c, &st, 0) != c || st != 0) return 6;
-    if (write(fd, "cdef", 4) != 4) return 7;
-    close(fd);
-    return 0;
-}
-"#,
-    );
-    let out = under_agent(Command::new(&prog).arg(&data), &catalog, &data, "emulate").output().unwrap();
-    assert!(out.status.success(), "{} {}", out.status, String::from_utf8_lossy(&out.stderr));
-    let cat = Catalog::read_dir(&catalog).unwrap();
-    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
-    let got: BTreeMap<String, u64> = cat.entries.iter().map(|e| (e.path.rsplit('/').next().unwrap().to_string(), e.size())).collect();
-    // No child.bin (written by a forked child), and parent.bin once, with its final size.
-    assert_eq!(got, BTreeMap::from([("exec.txt".to_string(), 3), ("parent.bin".to_string(), 6)]), "{:?}", cat.entries);
-    assert_eq!(cat.entries.len(), 2, "{:?}", cat.entries);
 }
 
 /// `tests/stdio_writer.c` built as a hardened program is (`-O2 -D_FORTIFY_SOURCE=2`).

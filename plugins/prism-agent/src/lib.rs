@@ -21,6 +21,15 @@
 //!   descriptor such as a shell redirect's `dup2` onto stdout), the file is `lstat`ed and `stat`ed,
 //!   its layout read, and one entry appended to `CATALOG_DIR/catalog.<host>.<pid>.txt` (a file
 //!   per process: no interleaving) with one `write` of the whole entry.
+//! - The node's collector: when a socket is there (`ICICLE_CATALOG_SOCKET`, else
+//!   `CATALOG_DIR/.collector.sock`, where `icicle-catalogd start --dir CATALOG_DIR` listens),
+//!   each record is handed to it instead, as one `SOCK_SEQPACKET` message over a connection
+//!   the process opens at its first record (a forked child opens its own), and the collector
+//!   appends it to `catalog.<host>.collector.txt` and acknowledges it once written. A record
+//!   handed over at close survives the host being killed after it. Any failure (no collector,
+//!   the send or the acknowledgement taking over a second, the collector gone) puts that record
+//!   in the per-process file instead, and leaves the collector alone for two seconds
+//!   ([`collector`]).
 //! - A successful rename of a file this process recorded (one of the last [`RECORDED_CAP`]) or
 //!   has open for writing, or onto such a path, or of a directory above such files, moves the
 //!   catalog with it: a `gone` record for each old name (and for a file the rename replaced),
@@ -65,6 +74,7 @@ use icicle_plugins_prism::catalog::{CatalogEntry, CatalogGone, StatFields};
 use icicle_plugins_prism::layout::{EmulatedLayouts, LayoutProvider, LfsLayouts, EMULATED_LAYOUT_ENV};
 use libc::{mode_t, FILE};
 
+pub mod collector;
 pub mod open;
 pub mod record;
 pub mod rename;
@@ -198,6 +208,9 @@ struct Config {
     catalog_dir: PathBuf,
     root: Vec<u8>,
     provider: Box<dyn LayoutProvider>,
+    /// Where the node's collector listens (`ICICLE_CATALOG_SOCKET`, else
+    /// `CATALOG_DIR/.collector.sock`); used only while a socket is there.
+    socket: Option<std::ffi::CString>,
 }
 
 fn config() -> Option<&'static Config> {
@@ -233,7 +246,12 @@ fn config() -> Option<&'static Config> {
                     None => emulated(),
                 },
             };
-            Some(Config { catalog_dir, root, provider })
+            let socket = match std::env::var_os("ICICLE_CATALOG_SOCKET").filter(|s| !s.is_empty()) {
+                Some(s) => absolute(Path::new(&s)),
+                None => catalog_dir.join(".collector.sock"),
+            };
+            let socket = std::ffi::CString::new(socket.into_os_string().into_vec()).ok();
+            Some(Config { catalog_dir, root, provider, socket })
         })
         .as_ref()
 }
@@ -373,6 +391,7 @@ extern "C" fn after_fork_in_child() {
     STREAMS_N.store(0, Ordering::Relaxed);
     RECORDED_N.store(0, Ordering::Relaxed);
     record::reset_after_fork();
+    collector::reset_after_fork();
 }
 
 /// At load: the real functions and the settings are looked up (so a fork never finds them

@@ -134,13 +134,17 @@ fn out_path(cfg: &Config, out: &mut OutFile) -> Option<CString> {
     Some(c)
 }
 
-/// Append one record with a single `write` of the whole record through the real functions
+/// Hand one record to the node's collector when one listens ([`crate::collector`]), else (or
+/// when it does not take it) append it with a single `write` of the whole record through the real functions
 /// (the file opened and closed each time, so no descriptor of ours lives in the application's
 /// table). A write that stops short (a full file system) is tried once more for the rest,
 /// which succeeds or tells why; if it fails, the file is cut back (`ftruncate`) to where the
 /// record began, so a reader never sees part of one. A record that cannot be written is
 /// counted in [`icicle_catalog_agent_lost`], and the first one of the process reported.
 pub(crate) fn append(cfg: &Config, bytes: &[u8]) {
+    if cfg.socket.as_ref().is_some_and(|s| crate::collector::hand_over(s, bytes)) {
+        return;
+    }
     let mut out = out_file().lock();
     let Some(path) = out_path(cfg, &mut out) else { return };
     let r = real();

@@ -1,0 +1,185 @@
+//! `icicle-catalogd`: the node's catalog collector. Catalog agents (`libicicle_catalog_agent.so`)
+//! hand it each record as one message over a Unix socket; it appends them to one merged
+//! catalog file, `CATALOG_DIR/catalog.<host>.collector.txt`, and acknowledges each once written.
+//!
+//! ```text
+//! icicle-catalogd start --dir CATALOG_DIR [--socket PATH]   # in the background; prints the socket
+//! icicle-catalogd stop --dir CATALOG_DIR                    # SIGTERM, waits until flushed and gone
+//! icicle-catalogd run --dir CATALOG_DIR [--socket PATH]     # in the foreground (Ctrl-C stops it)
+//! ```
+//!
+//! `--dir` defaults to `$CATALOG_DIR`; the socket to `CATALOG_DIR/.collector.sock` (agents find
+//! it there, or through `ICICLE_CATALOG_SOCKET`). The pid file is `CATALOG_DIR/.collector.pid`,
+//! the background server's stderr `CATALOG_DIR/.collector.log` (hidden names: catalog readers
+//! skip them).
+
+mod server;
+
+use std::ffi::OsString;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: icicle-catalogd start|stop|run [--dir CATALOG_DIR] [--socket PATH]";
+/// How long `stop` waits for the server to finish.
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
+/// The command line: a command, the catalog directory and the socket.
+struct Opts {
+    cmd: String,
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+fn parse(args: Vec<OsString>) -> Result<Opts, String> {
+    let mut it = args.into_iter();
+    let cmd = it.next().and_then(|c| c.into_string().ok()).ok_or(USAGE)?;
+    let (mut dir, mut socket) = (std::env::var_os("CATALOG_DIR").filter(|d| !d.is_empty()).map(PathBuf::from), None);
+    while let Some(a) = it.next() {
+        let value = it.next().map(PathBuf::from);
+        match (a.to_str(), value) {
+            (Some("--dir"), Some(v)) => dir = Some(v),
+            (Some("--socket"), Some(v)) => socket = Some(v),
+            _ => return Err(format!("bad argument {}\n{USAGE}", a.to_string_lossy())),
+        }
+    }
+    let dir = dir.ok_or_else(|| format!("no catalog directory (--dir or CATALOG_DIR)\n{USAGE}"))?;
+    let dir = std::path::absolute(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let socket = match socket {
+        Some(s) => std::path::absolute(&s).map_err(|e| format!("{}: {e}", s.display()))?,
+        None => dir.join(".collector.sock"),
+    };
+    Ok(Opts { cmd, dir, socket })
+}
+
+fn main() -> ExitCode {
+    let result = parse(std::env::args_os().skip(1).collect()).and_then(|o| match o.cmd.as_str() {
+        "run" => run(&o),
+        "start" => start(&o),
+        "stop" => stop(&o.dir),
+        _ => Err(USAGE.to_string()),
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("icicle-catalogd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn pid_file(dir: &Path) -> PathBuf {
+    dir.join(".collector.pid")
+}
+
+fn host_name() -> String {
+    let mut host = [0u8; 256];
+    // SAFETY: a buffer of the given length.
+    if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } != 0 {
+        return "localhost".into();
+    }
+    let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
+    String::from_utf8_lossy(&host[..end]).into_owned()
+}
+
+/// The server in the foreground: listens, writes the pid file, prints the socket path (one
+/// line: `start` waits for it), serves until `SIGTERM`/`SIGINT`/`SIGHUP`, then finishes and
+/// removes the pid file last.
+fn run(o: &Opts) -> Result<(), String> {
+    std::fs::create_dir_all(&o.dir).map_err(|e| format!("{}: {e}", o.dir.display()))?;
+    let out = o.dir.join(format!("catalog.{}.collector.txt", host_name()));
+    let mut server = server::Server::bind(&out, &o.socket)?;
+    let pid = pid_file(&o.dir);
+    let tmp = o.dir.join(format!(".collector.pid.{}", std::process::id()));
+    std::fs::write(&tmp, format!("{}\n{}\n", std::process::id(), o.socket.display()))
+        .and_then(|()| std::fs::rename(&tmp, &pid))
+        .map_err(|e| format!("{}: {e}", pid.display()))?;
+    println!("{}", o.socket.display());
+    let served = server.serve();
+    eprintln!("icicle-catalogd: stopped after {} records into {}", server.records, out.display());
+    let _ = std::fs::remove_file(&pid);
+    served
+}
+
+/// `run` in the background (its own session, stdin and stdout closed, stderr to the log),
+/// once it listens: prints the socket path.
+fn start(o: &Opts) -> Result<(), String> {
+    if let Some(pid) = running(&o.dir) {
+        return Err(format!("a collector already runs for {} (pid {pid})", o.dir.display()));
+    }
+    std::fs::create_dir_all(&o.dir).map_err(|e| format!("{}: {e}", o.dir.display()))?;
+    let log_path = o.dir.join(".collector.log");
+    let log = std::fs::OpenOptions::new().append(true).create(true).open(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("run").arg("--dir").arg(&o.dir).arg("--socket").arg(&o.socket);
+    // The collector itself is not catalogued.
+    cmd.env_remove("LD_PRELOAD").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the server from the caller's terminal.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::setsid();
+            Ok(())
+        })
+    };
+    let mut child = cmd.spawn().map_err(|e| format!("starting the server: {e}"))?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+    }
+    if line.trim().is_empty() {
+        let status = child.wait().map_err(|e| e.to_string())?;
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let last = log.lines().last().unwrap_or("");
+        return Err(format!("the server did not start ({status}): {last}"));
+    }
+    print!("{line}");
+    Ok(())
+}
+
+/// The pid of the collector serving `dir`, when its pid file names a live `icicle-catalogd`.
+fn running(dir: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(pid_file(dir)).ok()?;
+    let pid: i32 = text.lines().next()?.trim().parse().ok().filter(|&p| p > 0)?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    (comm.trim() == "icicle-catalogd" && !zombie(pid)).then_some(pid)
+}
+
+/// Whether `pid` has exited but not been reaped (its parent, a test, has yet to wait).
+fn zombie(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    // `pid (comm) S ...`: the state follows the last `)`.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_none_or(|s| s == "Z" || s == "X")
+}
+
+/// Stop the collector of `dir`: `SIGTERM`, then wait until it has removed its pid file (after
+/// its last sync) and exited.
+fn stop(dir: &Path) -> Result<(), String> {
+    let Some(pid) = running(dir) else {
+        let stale = pid_file(dir);
+        if stale.exists() {
+            let _ = std::fs::remove_file(&stale);
+            println!("no collector was running for {} (stale pid file removed)", dir.display());
+        } else {
+            println!("no collector running for {}", dir.display());
+        }
+        return Ok(());
+    };
+    // SAFETY: a signal to the process the pid file names, checked to be icicle-catalogd.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        return Err(format!("kill {pid}: {}", std::io::Error::last_os_error()));
+    }
+    let t0 = Instant::now();
+    while pid_file(dir).exists() || !zombie(pid) {
+        if t0.elapsed() > STOP_WAIT {
+            return Err(format!("the collector (pid {pid}) did not stop within {} s", STOP_WAIT.as_secs()));
+        }
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!("stopped the collector (pid {pid})");
+    Ok(())
+}

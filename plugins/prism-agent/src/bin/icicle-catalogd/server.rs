@@ -1,0 +1,253 @@
+//! The collector's server: one thread, one `poll` loop over the listening `SOCK_SEQPACKET`
+//! socket, the connected agents and a `signalfd` for `SIGTERM`/`SIGINT`/`SIGHUP`.
+//!
+//! Each message is one record; it is appended to the merged catalog file with one `write`
+//! (cut back off the file if it cannot be written whole) and answered with `K`, or `E` when it
+//! was not written (too large, not ending in a newline, the file failing): the agent then
+//! writes it to its own file. The file is `fdatasync`ed at most [`SYNC_MS`] after a write and
+//! at stop. At stop, the listening socket is closed and removed, every connection is shut for
+//! reading (an agent's later send fails at once and goes to its file) and the records already
+//! queued are written and answered, then the file is synced.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a written record may wait for its `fdatasync`.
+pub const SYNC_MS: u64 = 200;
+/// The largest record taken (an entry with a very long layout is a few hundred KiB).
+pub const MAX_RECORD: usize = 4 << 20;
+/// Records taken from one connection before the others get their turn.
+const BATCH: usize = 64;
+
+/// A running collector.
+pub struct Server {
+    listen: OwnedFd,
+    signals: OwnedFd,
+    conns: Vec<OwnedFd>,
+    out: File,
+    /// The merged catalog file's length after the last whole record.
+    len: u64,
+    /// Written since the last sync, and when the first such write was.
+    dirty: Option<Instant>,
+    buf: Vec<u8>,
+    /// The socket path (removed at stop).
+    socket: PathBuf,
+    /// Records written.
+    pub records: u64,
+}
+
+fn os_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// `sockaddr_un` for `path`, and its length.
+fn address(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t), String> {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: a zeroed sockaddr_un, its path filled below within bounds.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(format!("socket path {} is too long (at most {} bytes) or has a NUL", path.display(), addr.sun_path.len() - 1));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, &s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = s as libc::c_char;
+    }
+    Ok((addr, (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t))
+}
+
+fn seqpacket(flags: libc::c_int) -> Result<OwnedFd, String> {
+    // SAFETY: a new socket, owned at once.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | flags, 0) };
+    if fd < 0 {
+        return Err(os_err("socket"));
+    }
+    // SAFETY: a descriptor just opened and not owned elsewhere.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether a collector accepts connections on `path`.
+pub fn listening(path: &Path) -> bool {
+    let (Ok((addr, len)), Ok(fd)) = (address(path), seqpacket(0)) else { return false };
+    // SAFETY: our socket and a valid address of the given length.
+    unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) == 0 }
+}
+
+/// Block the stop signals on this (the only) thread and take them from a `signalfd`.
+fn stop_signals() -> Result<OwnedFd, String> {
+    // SAFETY: a sigset filled before use; masks only this thread; a new signalfd, owned at once.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return Err("pthread_sigmask failed".into());
+        }
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if fd < 0 {
+            return Err(os_err("signalfd"));
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+impl Server {
+    /// Open (append to) the merged catalog `out`, and listen on `socket` (a stale socket file
+    /// no collector answers on is replaced; a live one is an error).
+    pub fn bind(out: &Path, socket: &Path) -> Result<Server, String> {
+        let signals = stop_signals()?;
+        let file = std::fs::OpenOptions::new().append(true).create(true).open(out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let len = file.metadata().map_err(|e| format!("{}: {e}", out.display()))?.len();
+        if socket.exists() {
+            if listening(socket) {
+                return Err(format!("a collector already listens on {}", socket.display()));
+            }
+            std::fs::remove_file(socket).map_err(|e| format!("removing the stale socket {}: {e}", socket.display()))?;
+        }
+        let (addr, alen) = address(socket)?;
+        let listen = seqpacket(libc::SOCK_NONBLOCK)?;
+        // SAFETY: our socket and a valid address of the given length.
+        if unsafe { libc::bind(listen.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), alen) } != 0 {
+            return Err(os_err(&format!("bind {}", socket.display())));
+        }
+        // SAFETY: our bound socket.
+        if unsafe { libc::listen(listen.as_raw_fd(), 512) } != 0 {
+            let _ = std::fs::remove_file(socket);
+            return Err(os_err("listen"));
+        }
+        Ok(Server { listen, signals, conns: Vec::new(), out: file, len, dirty: None, buf: vec![0; MAX_RECORD], socket: socket.to_path_buf(), records: 0 })
+    }
+
+    /// Serve until a stop signal, then finish: every record queued written and answered, the
+    /// socket removed, the file synced.
+    pub fn serve(&mut self) -> Result<(), String> {
+        loop {
+            let mut fds: Vec<libc::pollfd> = [self.signals.as_raw_fd(), self.listen.as_raw_fd()]
+                .into_iter()
+                .chain(self.conns.iter().map(AsRawFd::as_raw_fd))
+                .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+                .collect();
+            let timeout = match self.dirty {
+                Some(t) => SYNC_MS.saturating_sub(t.elapsed().as_millis() as u64) as libc::c_int,
+                None => -1,
+            };
+            // SAFETY: a valid array of pollfd of the given length.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return Err(os_err("poll"));
+            }
+            if n > 0 && fds[0].revents != 0 {
+                break;
+            }
+            if n > 0 && fds[1].revents != 0 {
+                self.accept();
+            }
+            if n > 0 {
+                let ready: Vec<RawFd> = fds[2..].iter().filter(|p| p.revents != 0).map(|p| p.fd).collect();
+                let conns = std::mem::take(&mut self.conns);
+                for c in conns {
+                    // A connection that ended or failed is closed (dropped) here.
+                    if !ready.contains(&c.as_raw_fd()) || self.take(&c, BATCH) {
+                        self.conns.push(c);
+                    }
+                }
+            }
+            if self.dirty.is_some_and(|t| t.elapsed() >= Duration::from_millis(SYNC_MS)) {
+                self.sync();
+            }
+        }
+        self.finish();
+        Ok(())
+    }
+
+    /// Accept every pending connection (non-blocking).
+    fn accept(&mut self) {
+        loop {
+            // SAFETY: our listening socket; the new descriptor is owned at once.
+            let fd = unsafe { libc::accept4(self.listen.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) };
+            if fd < 0 {
+                return;
+            }
+            // SAFETY: just accepted, not owned elsewhere.
+            self.conns.push(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
+
+    /// Take up to `max` queued records from `conn`, each written and answered; returns whether
+    /// the connection stays open (false at its end or an error).
+    fn take(&mut self, conn: &OwnedFd, max: usize) -> bool {
+        for _ in 0..max {
+            // SAFETY: our buffer and its length; MSG_TRUNC returns the message's real length.
+            let n = unsafe { libc::recv(conn.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len(), libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+            if n < 0 {
+                return std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
+            }
+            if n == 0 {
+                return false;
+            }
+            let n = n as usize;
+            let written = n <= self.buf.len() && self.write_record(n);
+            let answer: &[u8] = if written { b"K" } else { b"E" };
+            // SAFETY: a one-byte buffer; a peer gone raises no SIGPIPE.
+            unsafe { libc::send(conn.as_raw_fd(), answer.as_ptr().cast(), 1, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        }
+        true
+    }
+
+    /// Append the record in `buf[..n]` whole, or not at all; returns whether it was written.
+    fn write_record(&mut self, n: usize) -> bool {
+        let Some(record) = self.buf.get(..n) else { return false };
+        if !record.ends_with(b"\n") {
+            return false;
+        }
+        match self.out.write_all(record) {
+            Ok(()) => {
+                self.len += n as u64;
+                self.records += 1;
+                self.dirty.get_or_insert_with(Instant::now);
+                true
+            }
+            Err(_) => {
+                // Cut a partial record back off; if even that fails, the reader rejects it.
+                let _ = self.out.set_len(self.len);
+                false
+            }
+        }
+    }
+
+    fn sync(&mut self) {
+        let _ = self.out.sync_data();
+        self.dirty = None;
+    }
+
+    /// Stop: no new connections, every queued record written and answered, the file synced.
+    fn finish(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        // Replace the listening socket by a placeholder, closing it (pending connections
+        // are refused; their agents fall back to their files).
+        if let Ok(placeholder) = seqpacket(0) {
+            self.listen = placeholder;
+        }
+        let conns = std::mem::take(&mut self.conns);
+        for c in &conns {
+            // SAFETY: our connection; later sends by the agent fail (EPIPE) at once.
+            unsafe { libc::shutdown(c.as_raw_fd(), libc::SHUT_RD) };
+        }
+        for c in &conns {
+            while self.take(c, BATCH) {
+                // SAFETY: a zeroed pollfd for our connection; returns at once.
+                let mut p = libc::pollfd { fd: c.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                if unsafe { libc::poll(&mut p, 1, 0) } <= 0 {
+                    break;
+                }
+            }
+        }
+        drop(conns);
+        self.sync();
+    }
+}

@@ -1,0 +1,270 @@
+//! The node's catalog collector (`icicle-catalogd`) with real hosts under the agent: records
+//! handed over at close survive a killed host, a collector killed mid-run leaves the rest to
+//! the per-process files, and without one everything is as before.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use icicle_plugins_prism::catalog::Catalog;
+
+const CATALOGD: &str = env!("CARGO_BIN_EXE_icicle-catalogd");
+
+/// The agent library, built here as `tests/agent.rs` does (`cargo test` builds no cdylib for
+/// its tests), with the profile and target dir of this test binary.
+fn agent() -> PathBuf {
+    static SO: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SO.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+        let target = profile_dir.parent().unwrap();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"]).arg(target).current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        assert!(cmd.status().expect("cargo").success(), "building the agent failed");
+        let so = profile_dir.join("libicicle_catalog_agent.so");
+        assert!(so.is_file(), "{} not built", so.display());
+        so
+    })
+    .clone()
+}
+
+/// A scratch dir with `data/` (the root, created), `catalog/` (not created) and the host
+/// program compiled from `tests/collector_host.c`.
+fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/collector_host.c");
+    let host = tmp.path().join("collector_host");
+    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(&host).arg(&src).status().expect("cc (build-essential) is needed");
+    assert!(st.success(), "cc {}", src.display());
+    let catalog = tmp.path().join("catalog");
+    (tmp, data, catalog, host)
+}
+
+/// `collector_host DATA MODE N` under the agent, writing its catalog to `catalog`.
+fn host_cmd(host: &Path, data: &Path, catalog: &Path, mode: &str, n: usize) -> Command {
+    let mut cmd = Command::new(host);
+    cmd.arg(data).arg(mode).arg(n.to_string());
+    cmd.env("LD_PRELOAD", agent()).env("CATALOG_DIR", catalog).env("ICICLE_CATALOG_ROOT", data).env("ICICLE_CATALOG_LAYOUT", "emulate");
+    cmd.env_remove("ICICLE_CATALOG_SOCKET");
+    cmd
+}
+
+/// `icicle-catalogd run --dir catalog` in the foreground, once it has printed its socket.
+struct Collector {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Collector {
+    fn run(dir: &Path) -> Collector {
+        let mut child = Command::new(CATALOGD).arg("run").arg("--dir").arg(dir).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), dir.join(".collector.sock").to_str().unwrap());
+        Collector { child, dir: dir.to_path_buf() }
+    }
+
+    /// `icicle-catalogd stop`, then reap the server.
+    fn stop(mut self) {
+        catalogd(&["stop", "--dir"], &self.dir);
+        let st = self.child.wait().unwrap();
+        assert!(st.success(), "{st}");
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `icicle-catalogd ARGS DIR`; returns its stdout.
+fn catalogd(args: &[&str], dir: &Path) -> String {
+    let out = Command::new(CATALOGD).args(args).arg(dir).output().unwrap();
+    assert!(out.status.success(), "icicle-catalogd {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Stops a collector started with `icicle-catalogd start` if a test fails before it does.
+struct Started(PathBuf);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let _ = Command::new(CATALOGD).arg("stop").arg("--dir").arg(&self.0).output();
+    }
+}
+
+/// The names of the catalog files (non-hidden) in `dir`.
+fn catalog_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| !n.starts_with('.')).collect();
+    v.sort();
+    v
+}
+
+fn collector_file(dir: &Path) -> PathBuf {
+    let names: Vec<String> = catalog_names(dir).into_iter().filter(|n| n.ends_with(".collector.txt")).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    dir.join(&names[0])
+}
+
+/// The file names (relative to the root) of a catalog's entries, checking sizes on the way.
+fn names(cat: &Catalog) -> Vec<String> {
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+    let mut v: Vec<String> = cat
+        .entries
+        .iter()
+        .map(|e| {
+            let name = Path::new(&e.path).file_name().unwrap().to_string_lossy().into_owned();
+            let i: u64 = name.rsplit('-').next().unwrap().parse().unwrap();
+            assert_eq!(e.size(), i + 1, "{name}");
+            name
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn series(prefix: &str, n: usize) -> Vec<String> {
+    let mut v: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn without_a_collector_each_process_keeps_its_own_file() {
+    let (_tmp, data, catalog, host) = scratch();
+    let out = host_cmd(&host, &data, &catalog, "fork", 5).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let files = catalog_names(&catalog);
+    assert_eq!(files.len(), 2, "parent and child, one file each: {files:?}");
+    assert!(!files.iter().any(|f| f.contains("collector")), "{files:?}");
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    let mut want = series("child", 5);
+    want.extend(series("parent", 5));
+    want.sort();
+    assert_eq!(names(&cat), want);
+}
+
+#[test]
+fn a_host_killed_after_its_closes_loses_none_of_them() {
+    let (_tmp, data, catalog, host) = scratch();
+    let _guard = Started(catalog.clone());
+    let printed = catalogd(&["start", "--dir"], &catalog);
+    assert_eq!(printed.trim(), catalog.join(".collector.sock").to_str().unwrap());
+    let pid: i32 = std::fs::read_to_string(catalog.join(".collector.pid")).unwrap().lines().next().unwrap().parse().unwrap();
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    // A second start is refused while the first runs.
+    let again = Command::new(CATALOGD).arg("start").arg("--dir").arg(&catalog).output().unwrap();
+    assert!(!again.status.success());
+
+    let mut child = host_cmd(&host, &data, &catalog, "kill", 50).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Every closed file is in the collector's file already (written before acknowledged);
+    // the three still open when the host was killed are not recorded anywhere.
+    let merged = collector_file(&catalog);
+    assert_eq!(names(&Catalog::read_file(&merged).unwrap()), series("f", 50));
+    assert_eq!(catalog_names(&catalog), vec![merged.file_name().unwrap().to_string_lossy().into_owned()], "no per-process file");
+
+    let stopped = catalogd(&["stop", "--dir"], &catalog);
+    assert!(stopped.contains(&format!("pid {pid}")), "{stopped}");
+    // Gone, or a zombie its new parent has yet to reap.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim().chars().next()));
+    assert!(matches!(state, None | Some(Some('Z' | 'X'))), "{state:?}");
+    assert!(!catalog.join(".collector.pid").exists() && !catalog.join(".collector.sock").exists());
+    assert_eq!(names(&Catalog::read_dir(&catalog).unwrap()), series("f", 50));
+    // Stopping again finds nothing to stop.
+    assert!(catalogd(&["stop", "--dir"], &catalog).contains("no collector"));
+}
+
+#[test]
+fn forked_children_hand_over_their_own_records() {
+    let (_tmp, data, catalog, host) = scratch();
+    let collector = Collector::run(&catalog);
+    let out = host_cmd(&host, &data, &catalog, "fork", 20).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    collector.stop();
+    let merged = collector_file(&catalog);
+    assert_eq!(catalog_names(&catalog).len(), 1, "{:?}", catalog_names(&catalog));
+    let mut want = series("child", 20);
+    want.extend(series("parent", 20));
+    want.sort();
+    assert_eq!(names(&Catalog::read_file(&merged).unwrap()), want);
+}
+
+#[test]
+fn a_collector_killed_mid_run_leaves_the_rest_to_the_per_process_file() {
+    let (_tmp, data, catalog, host) = scratch();
+    let mut collector = Collector::run(&catalog);
+    let mut child = host_cmd(&host, &data, &catalog, "pause", 30).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "half\n");
+    // SIGKILL: no chance to finish; the stale socket stays behind.
+    collector.child.kill().unwrap();
+    collector.child.wait().unwrap();
+    assert!(catalog.join(".collector.sock").exists());
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    let merged = collector_file(&catalog);
+    assert_eq!(names(&Catalog::read_file(&merged).unwrap()), series("a", 30));
+    let files = catalog_names(&catalog);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let own = files.iter().find(|f| !f.contains("collector")).unwrap();
+    assert_eq!(names(&Catalog::read_file(&catalog.join(own)).unwrap()), series("b", 30));
+    let mut all = series("a", 30);
+    all.extend(series("b", 30));
+    all.sort();
+    assert_eq!(names(&Catalog::read_dir(&catalog).unwrap()), all);
+
+    // A new collector replaces the stale socket and appends to the same merged file.
+    let collector = Collector::run(&catalog);
+    let out = host_cmd(&host, &data, &catalog, "fork", 3).output().unwrap();
+    assert!(out.status.success());
+    collector.stop();
+    let mut merged_now = series("a", 30);
+    merged_now.extend(series("child", 3));
+    merged_now.extend(series("parent", 3));
+    merged_now.sort();
+    assert_eq!(names(&Catalog::read_file(&merged).unwrap()), merged_now);
+}
+
+#[test]
+fn a_collector_killed_while_threads_write_loses_nothing() {
+    let (_tmp, data, catalog, host) = scratch();
+    let mut collector = Collector::run(&catalog);
+    let n = 150;
+    let mut child = host_cmd(&host, &data, &catalog, "threads", n).spawn().unwrap();
+    // Kill the collector once some records have reached it, while the threads still write.
+    let merged = catalog.join(catalog_names(&catalog).into_iter().find(|f| f.ends_with(".collector.txt")).unwrap());
+    let t0 = Instant::now();
+    while std::fs::metadata(&merged).map(|m| m.len()).unwrap_or(0) < 4096 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no record reached the collector");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    collector.child.kill().unwrap();
+    collector.child.wait().unwrap();
+    assert!(child.wait().unwrap().success());
+    let in_collector = names(&Catalog::read_file(&merged).unwrap());
+    assert!(!in_collector.is_empty());
+    // Every file written is in one file or the other (a record written but not acknowledged
+    // in time would be in both: readers keep one entry per path).
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    let got: BTreeSet<String> = names(&cat).into_iter().collect();
+    let want: BTreeSet<String> = (0..4).flat_map(|t| series(&format!("t{t}"), n)).collect();
+    assert_eq!(got, want);
+    assert!(catalog_names(&catalog).len() == 2, "{:?}", catalog_names(&catalog));
+}

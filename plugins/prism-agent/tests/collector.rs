@@ -268,3 +268,119 @@ fn a_collector_killed_while_threads_write_loses_nothing() {
     assert_eq!(got, want);
     assert!(catalog_names(&catalog).len() == 2, "{:?}", catalog_names(&catalog));
 }
+
+/// The pid of a collector run here.
+fn pid_of(c: &Collector) -> i32 {
+    c.child.id() as i32
+}
+
+#[test]
+fn a_hung_collector_never_blocks_the_host_for_long_and_loses_nothing() {
+    let (_tmp, data, catalog, host) = scratch();
+    let collector = Collector::run(&catalog);
+    // SAFETY: stops our own child; continued below.
+    assert_eq!(unsafe { libc::kill(pid_of(&collector), libc::SIGSTOP) }, 0);
+    let t0 = Instant::now();
+    let mut child = host_cmd(&host, &data, &catalog, "fork", 10).spawn().unwrap();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the host hung on a stopped collector");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = t0.elapsed();
+    assert!(status.success(), "{status}");
+    // Each process waits once for the answer (1 s), then writes to its own file for 2 s.
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    // SAFETY: continues our own child.
+    assert_eq!(unsafe { libc::kill(pid_of(&collector), libc::SIGCONT) }, 0);
+    collector.stop();
+    // The record each process sent first may be in both files (written once the collector
+    // went on, never acknowledged); every file is somewhere.
+    let got: BTreeSet<String> = names(&Catalog::read_dir(&catalog).unwrap()).into_iter().collect();
+    let want: BTreeSet<String> = series("child", 10).into_iter().chain(series("parent", 10)).collect();
+    assert_eq!(got, want);
+    assert_eq!(catalog_names(&catalog).len(), 3, "{:?}", catalog_names(&catalog));
+}
+
+#[test]
+fn a_socket_elsewhere_is_found_through_icicle_catalog_socket() {
+    let (tmp, data, catalog, host) = scratch();
+    let socket = tmp.path().join("elsewhere.sock");
+    let _guard = Started(catalog.clone());
+    let out = Command::new(CATALOGD).arg("start").arg("--dir").arg(&catalog).arg("--socket").arg(&socket).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), socket.to_str().unwrap());
+    let out = host_cmd(&host, &data, &catalog, "fork", 4).env("ICICLE_CATALOG_SOCKET", &socket).output().unwrap();
+    assert!(out.status.success());
+    catalogd(&["stop", "--dir"], &catalog);
+    assert!(!socket.exists());
+    let files = catalog_names(&catalog);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(names(&Catalog::read_dir(&catalog).unwrap()).len(), 8);
+}
+
+#[test]
+fn renames_through_the_collector_leave_the_final_names_only() {
+    let (tmp, data, catalog, _host) = scratch();
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let prog = tmp.path().join("rename_writer");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/rename_writer.c");
+    assert!(Command::new("cc").args(["-O1", "-Wall", "-o"]).arg(&prog).arg(&src).status().unwrap().success());
+    std::fs::write(data.join("foreign.txt"), "written before the program ran\n").unwrap();
+    let collector = Collector::run(&catalog);
+    let mut cmd = Command::new(&prog);
+    cmd.arg(&data).arg(&outside).arg("mkstemp");
+    cmd.env("LD_PRELOAD", agent()).env("CATALOG_DIR", &catalog).env("ICICLE_CATALOG_ROOT", &data).env("ICICLE_CATALOG_LAYOUT", "emulate");
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    collector.stop();
+    assert_eq!(catalog_names(&catalog).len(), 1, "{:?}", catalog_names(&catalog));
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+    let canon = std::fs::canonicalize(&data).unwrap();
+    let mut got: Vec<(String, u64)> =
+        cat.latest().iter().map(|e| (Path::new(&e.path).strip_prefix(&canon).unwrap().to_string_lossy().into_owned(), e.size())).collect();
+    got.sort();
+    assert_eq!(got, vec![("out.bin".to_string(), 5000), ("sub/final.dat".to_string(), 1234)]);
+    assert_eq!((cat.gone.len(), cat.superseded), (2, 2), "{:?}", cat.gone);
+}
+
+/// A raw client: one message on a new connection to `socket`; returns the collector's answer.
+fn send_raw(socket: &Path, msg: &[u8]) -> u8 {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: a zeroed sockaddr_un filled within bounds; our own socket, closed at the end.
+    unsafe {
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, &s) in addr.sun_path.iter_mut().zip(socket.as_os_str().as_bytes()) {
+            *d = s as libc::c_char;
+        }
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
+        assert!(fd >= 0);
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        assert_eq!(libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len), 0);
+        assert_eq!(libc::send(fd, msg.as_ptr().cast(), msg.len(), 0), msg.len() as isize);
+        let mut a = [0u8; 1];
+        assert_eq!(libc::recv(fd, a.as_mut_ptr().cast(), 1, 0), 1);
+        libc::close(fd);
+        a[0]
+    }
+}
+
+#[test]
+fn the_collector_refuses_a_record_cut_short() {
+    let tmp = tempfile::tempdir().unwrap();
+    let catalog = tmp.path().join("catalog");
+    let collector = Collector::run(&catalog);
+    let socket = catalog.join(".collector.sock");
+    assert_eq!(send_raw(&socket, b"lstat\n/x"), b'E');
+    assert_eq!(send_raw(&socket, b"\n"), b'K');
+    collector.stop();
+    assert_eq!(std::fs::read(collector_file(&catalog)).unwrap(), b"\n");
+}

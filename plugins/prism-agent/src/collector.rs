@@ -6,7 +6,7 @@
 //! whole record or nothing, whatever happens to the host; the collector answers each message
 //! with one byte, `K` once the record is written to its merged catalog file (so it survives the
 //! host's or the collector's death), anything else when it could not write it. The send and
-//! the answer each wait at most [`TIMEOUT_MS`]; a record not acknowledged in time (or any
+//! the answer each wait at most [`TIMEOUT_MS`] (`ICICLE_CATALOG_TIMEOUT_MS`); a record not acknowledged in time (or any
 //! failure) drops the connection, is written to the per-process file instead, and the collector
 //! is left alone for [`RETRY_MS`]. A record the collector wrote but could not acknowledge is
 //! then in both files (readers keep one entry per path).
@@ -22,7 +22,8 @@ use libc::c_int;
 
 use crate::section::Shared;
 
-/// How long a send, or the wait for the collector's answer, may block the host.
+/// How long a send, or the wait for the collector's answer, may block the host, unless
+/// `ICICLE_CATALOG_TIMEOUT_MS` says otherwise.
 pub const TIMEOUT_MS: i64 = 1000;
 /// After a failure, how long records go to the per-process file without trying the collector.
 pub const RETRY_MS: u64 = 2000;
@@ -74,10 +75,10 @@ fn monotonic_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
-/// Hand `bytes` (one whole record) to the collector listening on `socket`; returns whether it
-/// acknowledged the record (otherwise the caller writes it to the per-process file). Inside a
-/// section.
-pub(crate) fn hand_over(socket: &CString, bytes: &[u8]) -> bool {
+/// Hand `bytes` (one whole record) to the collector listening on `socket`, waiting at most
+/// `timeout_ms` for the send and again for the answer; returns whether it acknowledged the
+/// record (otherwise the caller writes it to the per-process file). Inside a section.
+pub(crate) fn hand_over(socket: &CString, timeout_ms: i64, bytes: &[u8]) -> bool {
     let mut l = link().lock();
     let pid = std::process::id();
     if let Some(c) = l.conn.as_ref() {
@@ -96,7 +97,7 @@ pub(crate) fn hand_over(socket: &CString, bytes: &[u8]) -> bool {
         if now < l.quiet_until {
             return false;
         }
-        match connect(socket, pid) {
+        match connect(socket, pid, timeout_ms) {
             Some(c) => {
                 LINK_FD.store(c.fd, Ordering::Relaxed);
                 l.conn = Some(c);
@@ -128,7 +129,7 @@ fn still_ours(c: &Conn) -> bool {
 
 /// Connect to the collector at `socket` when a socket is there: close-on-exec, send and
 /// receive timeouts set, moved up to [`HIGH_FD`] when it can be.
-fn connect(socket: &CString, pid: u32) -> Option<Conn> {
+fn connect(socket: &CString, pid: u32, timeout_ms: i64) -> Option<Conn> {
     // SAFETY: stat of a NUL-terminated path into a zeroed struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     if unsafe { libc::stat(socket.as_ptr(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
@@ -149,7 +150,7 @@ fn connect(socket: &CString, pid: u32) -> Option<Conn> {
     if fd < 0 {
         return None;
     }
-    let tv = libc::timeval { tv_sec: TIMEOUT_MS / 1000, tv_usec: (TIMEOUT_MS % 1000 * 1000) as libc::suseconds_t };
+    let tv = libc::timeval { tv_sec: timeout_ms / 1000, tv_usec: (timeout_ms % 1000 * 1000) as libc::suseconds_t };
     let tvp = (&tv as *const libc::timeval).cast();
     let tvlen = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
     let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;

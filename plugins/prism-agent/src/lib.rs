@@ -27,9 +27,9 @@
 //!   the process opens at its first record (a forked child opens its own), and the collector
 //!   appends it to `catalog.<host>.collector.txt` and acknowledges it once written. A record
 //!   handed over at close survives the host being killed after it. Any failure (no collector,
-//!   the send or the acknowledgement taking over a second, the collector gone) puts that record
-//!   in the per-process file instead, and leaves the collector alone for two seconds
-//!   ([`collector`]).
+//!   the send or the acknowledgement taking over a second, `ICICLE_CATALOG_TIMEOUT_MS`, the
+//!   collector gone) puts that record in the per-process file instead, and leaves the
+//!   collector alone for two seconds ([`collector`]).
 //! - A successful rename of a file this process recorded (one of the last [`RECORDED_CAP`]) or
 //!   has open for writing, or onto such a path, or of a directory above such files, moves the
 //!   catalog with it: a `gone` record for each old name (and for a file the rename replaced),
@@ -211,6 +211,8 @@ struct Config {
     /// Where the node's collector listens (`ICICLE_CATALOG_SOCKET`, else
     /// `CATALOG_DIR/.collector.sock`); used only while a socket is there.
     socket: Option<std::ffi::CString>,
+    /// How long a hand-over may wait, each way (`ICICLE_CATALOG_TIMEOUT_MS`, default 1 s).
+    timeout_ms: i64,
 }
 
 fn config() -> Option<&'static Config> {
@@ -251,7 +253,9 @@ fn config() -> Option<&'static Config> {
                 None => catalog_dir.join(".collector.sock"),
             };
             let socket = std::ffi::CString::new(socket.into_os_string().into_vec()).ok();
-            Some(Config { catalog_dir, root, provider, socket })
+            let timeout_ms =
+                std::env::var("ICICLE_CATALOG_TIMEOUT_MS").ok().and_then(|t| t.parse().ok()).filter(|&t: &i64| t > 0).unwrap_or(collector::TIMEOUT_MS);
+            Some(Config { catalog_dir, root, provider, socket, timeout_ms })
         })
         .as_ref()
 }

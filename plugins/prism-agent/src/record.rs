@@ -142,7 +142,7 @@ fn out_path(cfg: &Config, out: &mut OutFile) -> Option<CString> {
 /// record began, so a reader never sees part of one. A record that cannot be written is
 /// counted in [`icicle_catalog_agent_lost`], and the first one of the process reported.
 pub(crate) fn append(cfg: &Config, bytes: &[u8]) {
-    if cfg.socket.as_ref().is_some_and(|s| crate::collector::hand_over(s, bytes)) {
+    if cfg.socket.as_ref().is_some_and(|s| crate::collector::hand_over(s, cfg.timeout_ms, bytes)) {
         return;
     }
     let mut out = out_file().lock();

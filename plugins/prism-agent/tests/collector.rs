@@ -384,3 +384,45 @@ fn the_collector_refuses_a_record_cut_short() {
     collector.stop();
     assert_eq!(std::fs::read(collector_file(&catalog)).unwrap(), b"\n");
 }
+
+/// Whether process `pid` holds a descriptor numbered 900 or above (where the agent moves its
+/// connection to the collector).
+fn connected(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.flatten().any(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()).is_some_and(|fd| fd >= 900)))
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_stopped_collector_first_writes_and_answers_the_records_queued() {
+    let (_tmp, data, catalog, host) = scratch();
+    let mut collector = Collector::run(&catalog);
+    let cpid = pid_of(&collector);
+    // SAFETY: stops our own child; continued below.
+    assert_eq!(unsafe { libc::kill(cpid, libc::SIGSTOP) }, 0);
+    // The host's first record waits for its answer (20 s allowed) on a connection the stopped
+    // collector has not even accepted yet.
+    let mut child = host_cmd(&host, &data, &catalog, "kill", 3).env("ICICLE_CATALOG_TIMEOUT_MS", "20000").stdout(Stdio::piped()).spawn().unwrap();
+    let t0 = Instant::now();
+    while !connected(child.id()) {
+        assert!(t0.elapsed() < Duration::from_secs(15), "the host never connected");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: signals to our own child.
+    unsafe {
+        assert_eq!(libc::kill(cpid, libc::SIGTERM), 0);
+        assert_eq!(libc::kill(cpid, libc::SIGCONT), 0);
+    }
+    // The queued record is written and answered; the next ones find the collector gone.
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(collector.child.wait().unwrap().success());
+    assert!(!catalog.join(".collector.pid").exists() && !catalog.join(".collector.sock").exists());
+    assert_eq!(names(&Catalog::read_file(&collector_file(&catalog)).unwrap()), series("f", 1));
+    assert_eq!(names(&Catalog::read_dir(&catalog).unwrap()), series("f", 3));
+}

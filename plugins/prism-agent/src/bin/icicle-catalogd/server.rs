@@ -7,7 +7,8 @@
 //! writes it to its own file. The file is `fdatasync`ed at most [`SYNC_MS`] after a write and
 //! at stop. At stop, the listening socket is closed and removed, every connection is shut for
 //! reading (an agent's later send fails at once and goes to its file) and the records already
-//! queued are written and answered, then the file is synced.
+//! queued (also on connections not yet accepted) are written and answered, then the file is
+//! synced.
 
 use std::fs::File;
 use std::io::Write;
@@ -228,8 +229,10 @@ impl Server {
     /// Stop: no new connections, every queued record written and answered, the file synced.
     fn finish(&mut self) {
         let _ = std::fs::remove_file(&self.socket);
-        // Replace the listening socket by a placeholder, closing it (pending connections
-        // are refused; their agents fall back to their files).
+        // Connections made but not yet accepted are served too; then the listening socket is
+        // closed (replaced by a placeholder): a connection made after that is reset, and its
+        // agent, never answered, writes the record to its own file.
+        self.accept();
         if let Ok(placeholder) = seqpacket(0) {
             self.listen = placeholder;
         }

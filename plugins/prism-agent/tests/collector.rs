@@ -426,3 +426,67 @@ fn a_stopped_collector_first_writes_and_answers_the_records_queued() {
     assert_eq!(names(&Catalog::read_file(&collector_file(&catalog)).unwrap()), series("f", 1));
     assert_eq!(names(&Catalog::read_dir(&catalog).unwrap()), series("f", 3));
 }
+
+/// CPU seconds (user + system) process `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    // After the `)`: state is field 3, utime 14, stime 15 (1-based in proc(5)).
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+#[test]
+fn a_collector_out_of_descriptors_neither_spins_nor_loses_records() {
+    let (_tmp, data, catalog, host) = scratch();
+    // 16 descriptors (hard limit too): room for a few connections only.
+    let mut server =
+        Command::new("sh").arg("-c").arg("ulimit -n 16 && exec \"$0\" run --dir \"$1\"").arg(CATALOGD).arg(&catalog).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.ends_with(".collector.sock\n"), "{line}");
+    let collector = Collector { child: server, dir: catalog.clone() };
+    // Hosts that keep their connections (they wait to be killed), more than fit.
+    let mut hosts: Vec<(PathBuf, Child)> = (0..20)
+        .map(|k| {
+            let d = data.join(format!("h{k}"));
+            std::fs::create_dir_all(&d).unwrap();
+            let child = host_cmd(&host, &d, &catalog, "kill", 2)
+                .env("ICICLE_CATALOG_ROOT", &data)
+                .env("ICICLE_CATALOG_TIMEOUT_MS", "300")
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (d, child)
+        })
+        .collect();
+    let mut want = BTreeSet::new();
+    // Every host is ready (its records handed over or in its file) before any is killed.
+    for (d, child) in &mut hosts {
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        let d = std::fs::canonicalize(d).unwrap();
+        want.extend((0..2).map(|i| d.join(format!("f-{i}")).to_string_lossy().into_owned()));
+    }
+    // The connections that did not fit wait in the backlog while the hosts hold theirs: the
+    // collector must wait for descriptors, not retry `accept` in a loop.
+    let cpu0 = cpu_seconds(collector.child.id());
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(collector.child.id()) - cpu0;
+    for (_, child) in &mut hosts {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    assert!(cpu < 0.3 * wall, "the collector spun: {cpu:.2} s CPU in {wall:.2} s");
+    collector.stop();
+    let cat = Catalog::read_dir(&catalog).unwrap();
+    assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
+    let got: BTreeSet<String> = cat.entries.iter().map(|e| e.path.clone()).collect();
+    assert_eq!(got, want);
+    let files = catalog_names(&catalog);
+    assert!(files.len() > 1, "some hosts fell back to their own files: {files:?}");
+}

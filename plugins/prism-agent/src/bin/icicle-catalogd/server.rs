@@ -15,6 +15,8 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a written record may wait for its `fdatasync`.
@@ -23,6 +25,8 @@ pub const SYNC_MS: u64 = 200;
 pub const MAX_RECORD: usize = 4 << 20;
 /// Records taken from one connection before the others get their turn.
 const BATCH: usize = 64;
+/// How long accepting pauses when the collector is out of descriptors.
+const ACCEPT_PAUSE_MS: u64 = 100;
 
 /// A running collector.
 pub struct Server {
@@ -34,6 +38,10 @@ pub struct Server {
     len: u64,
     /// Written since the last sync, and when the first such write was.
     dirty: Option<Instant>,
+    /// Wakes the thread that syncs the file (so a slow `fdatasync` never delays an answer).
+    syncer: Option<(mpsc::SyncSender<()>, JoinHandle<()>)>,
+    /// Out of descriptors: connections are left in the backlog until then.
+    accept_paused: Option<Instant>,
     buf: Vec<u8>,
     /// The socket path (removed at stop).
     socket: PathBuf,
@@ -97,6 +105,34 @@ fn stop_signals() -> Result<OwnedFd, String> {
     }
 }
 
+/// A thread that `fdatasync`s (a second handle of) `file` each time it is asked, until the
+/// sender is dropped.
+fn spawn_syncer(file: &File, path: &Path) -> Result<(mpsc::SyncSender<()>, JoinHandle<()>), String> {
+    let file = file.try_clone().map_err(|e| format!("{}: {e}", path.display()))?;
+    let (tx, rx) = mpsc::sync_channel::<()>(1);
+    let thread = std::thread::Builder::new()
+        .name("sync".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                let _ = file.sync_data();
+            }
+        })
+        .map_err(|e| format!("sync thread: {e}"))?;
+    Ok((tx, thread))
+}
+
+/// One connection per agent process: raise the soft descriptor limit to the hard one.
+fn raise_fd_limit() {
+    // SAFETY: get/setrlimit on a zeroed struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 impl Server {
     /// Open (append to) the merged catalog `out`, and listen on `socket` (a stale socket file
     /// no collector answers on is replaced; a live one is an error).
@@ -121,21 +157,42 @@ impl Server {
             let _ = std::fs::remove_file(socket);
             return Err(os_err("listen"));
         }
-        Ok(Server { listen, signals, conns: Vec::new(), out: file, len, dirty: None, buf: vec![0; MAX_RECORD], socket: socket.to_path_buf(), records: 0 })
+        raise_fd_limit();
+        let syncer = spawn_syncer(&file, out)?;
+        Ok(Server {
+            listen,
+            signals,
+            conns: Vec::new(),
+            out: file,
+            len,
+            dirty: None,
+            syncer: Some(syncer),
+            accept_paused: None,
+            buf: vec![0; MAX_RECORD],
+            socket: socket.to_path_buf(),
+            records: 0,
+        })
     }
 
     /// Serve until a stop signal, then finish: every record queued written and answered, the
     /// socket removed, the file synced.
     pub fn serve(&mut self) -> Result<(), String> {
         loop {
+            self.accept_paused = self.accept_paused.filter(|&t| t > Instant::now());
             let mut fds: Vec<libc::pollfd> = [self.signals.as_raw_fd(), self.listen.as_raw_fd()]
                 .into_iter()
                 .chain(self.conns.iter().map(AsRawFd::as_raw_fd))
                 .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
                 .collect();
-            let timeout = match self.dirty {
-                Some(t) => SYNC_MS.saturating_sub(t.elapsed().as_millis() as u64) as libc::c_int,
-                None => -1,
+            if self.accept_paused.is_some() {
+                fds[1].events = 0;
+            }
+            let sync_in = self.dirty.map(|t| Duration::from_millis(SYNC_MS).saturating_sub(t.elapsed()));
+            let resume_in = self.accept_paused.map(|t| t.saturating_duration_since(Instant::now()));
+            let timeout = match (sync_in, resume_in) {
+                (Some(a), Some(b)) => a.min(b).as_millis() as libc::c_int,
+                (Some(a), None) | (None, Some(a)) => a.as_millis() as libc::c_int,
+                (None, None) => -1,
             };
             // SAFETY: a valid array of pollfd of the given length.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
@@ -172,6 +229,9 @@ impl Server {
             // SAFETY: our listening socket; the new descriptor is owned at once.
             let fd = unsafe { libc::accept4(self.listen.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) };
             if fd < 0 {
+                if matches!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    self.accept_paused = Some(Instant::now() + Duration::from_millis(ACCEPT_PAUSE_MS));
+                }
                 return;
             }
             // SAFETY: just accepted, not owned elsewhere.
@@ -221,8 +281,11 @@ impl Server {
         }
     }
 
+    /// Have the sync thread `fdatasync` the file (one request pending is enough).
     fn sync(&mut self) {
-        let _ = self.out.sync_data();
+        if let Some((tx, _)) = self.syncer.as_ref() {
+            let _ = tx.try_send(());
+        }
         self.dirty = None;
     }
 
@@ -251,6 +314,11 @@ impl Server {
             }
         }
         drop(conns);
-        self.sync();
+        if let Some((tx, thread)) = self.syncer.take() {
+            drop(tx);
+            let _ = thread.join();
+        }
+        let _ = self.out.sync_data();
+        self.dirty = None;
     }
 }

@@ -246,7 +246,7 @@ fn a_collector_killed_mid_run_leaves_the_rest_to_the_per_process_file() {
 fn a_collector_killed_while_threads_write_loses_nothing() {
     let (_tmp, data, catalog, host) = scratch();
     let mut collector = Collector::run(&catalog);
-    let n = 150;
+    let n = 300;
     let mut child = host_cmd(&host, &data, &catalog, "threads", n).spawn().unwrap();
     // Kill the collector once some records have reached it, while the threads still write.
     let merged = catalog.join(catalog_names(&catalog).into_iter().find(|f| f.ends_with(".collector.txt")).unwrap());

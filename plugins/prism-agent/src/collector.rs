@@ -109,8 +109,11 @@ pub(crate) fn hand_over(socket: &CString, timeout_ms: i64, bytes: &[u8]) -> bool
         }
     }
     let Some(c) = l.conn.as_ref() else { return false };
-    if exchange(c.fd, bytes) {
-        return true;
+    match exchange(c.fd, bytes) {
+        Exchange::Taken => return true,
+        // Larger than a message can be (hundreds of KiB): that record goes to the file alone.
+        Exchange::TooBig => return false,
+        Exchange::Failed => {}
     }
     // SAFETY: our own socket, checked above.
     unsafe { libc::close(c.fd) };
@@ -184,17 +187,34 @@ fn connect(socket: &CString, pid: u32, timeout_ms: i64) -> Option<Conn> {
     Some(Conn { pid, fd, dev: st.st_dev, ino: st.st_ino })
 }
 
-/// Send one record as one message and wait for the collector's answer; true when it wrote
-/// the record. `MSG_NOSIGNAL`: a collector gone raises no `SIGPIPE` (it would stay pending in
-/// the section and kill the host after it).
-fn exchange(fd: c_int, bytes: &[u8]) -> bool {
+/// What became of a record sent to the collector.
+enum Exchange {
+    /// Written by the collector.
+    Taken,
+    /// Too large for one message: not sent; the connection is still good.
+    TooBig,
+    /// Not acknowledged in time, refused, or the collector is gone: drop the connection.
+    Failed,
+}
+
+/// Send one record as one message and wait for the collector's answer. `MSG_NOSIGNAL`: a
+/// collector gone raises no `SIGPIPE` (it would stay pending in the section and kill the host
+/// after it).
+fn exchange(fd: c_int, bytes: &[u8]) -> Exchange {
     // SAFETY: a valid buffer and length on our socket; signals are blocked (no EINTR).
     let n = unsafe { libc::send(fd, bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) };
+    if n < 0 && crate::errno() == libc::EMSGSIZE {
+        return Exchange::TooBig;
+    }
     if n < 0 || n as usize != bytes.len() {
-        return false;
+        return Exchange::Failed;
     }
     let mut answer = [0u8; 1];
     // SAFETY: a one-byte buffer on our socket.
     let n = unsafe { libc::recv(fd, answer.as_mut_ptr().cast(), 1, 0) };
-    n == 1 && answer[0] == b'K'
+    if n == 1 && answer[0] == b'K' {
+        Exchange::Taken
+    } else {
+        Exchange::Failed
+    }
 }

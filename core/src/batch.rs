@@ -37,15 +37,53 @@ pub const GINGEST_HEAD: &[u8] = br#"{"ingest_type":"GMetaList","ingest_data":{"g
 pub const GINGEST_TAIL: &[u8] = b"]}}";
 
 /// Encoded GMetaEntry JSON objects stored back to back, with their end offsets.
+///
+/// The buffers of large batches are kept when a batch is dropped (up to [`SPARE_BYTES`] in
+/// the process) and handed to the next [`EntryBatch::with_capacity`] of about their size: a
+/// snapshot makes and drops its chunks and documents at a steady rate, and reusing their
+/// memory spares faulting in (and zeroing) fresh pages for every one of them.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct EntryBatch {
     buf: Vec<u8>,
     ends: Vec<u32>,
 }
 
+/// Buffers smaller than this are left to the allocator.
+const SPARE_MIN: usize = 64 << 10;
+/// The most buffer capacity kept for reuse, in bytes.
+pub const SPARE_BYTES: usize = 24 << 20;
+
+/// Emptied buffers of dropped batches.
+static SPARE: std::sync::Mutex<Vec<(Vec<u8>, Vec<u32>)>> = std::sync::Mutex::new(Vec::new());
+
+impl Drop for EntryBatch {
+    fn drop(&mut self) {
+        let cap = self.buf.capacity();
+        if cap < SPARE_MIN {
+            return;
+        }
+        // Never wait: a buffer that cannot be kept at once is freed.
+        let Ok(mut spare) = SPARE.try_lock() else { return };
+        if spare.iter().map(|(b, _)| b.capacity()).sum::<usize>() + cap <= SPARE_BYTES {
+            self.buf.clear();
+            self.ends.clear();
+            spare.push((std::mem::take(&mut self.buf), std::mem::take(&mut self.ends)));
+        }
+    }
+}
+
 impl EntryBatch {
-    /// An empty batch with room for `bytes`.
+    /// An empty batch with room for `bytes` (a kept buffer of at least that and at most twice
+    /// that capacity, when there is one).
     pub fn with_capacity(bytes: usize) -> EntryBatch {
+        if bytes >= SPARE_MIN {
+            if let Ok(mut spare) = SPARE.lock() {
+                if let Some(i) = spare.iter().position(|(b, _)| b.capacity() >= bytes && b.capacity() / 2 <= bytes) {
+                    let (buf, ends) = spare.swap_remove(i);
+                    return EntryBatch { buf, ends };
+                }
+            }
+        }
         EntryBatch { buf: Vec::with_capacity(bytes), ends: Vec::new() }
     }
 
@@ -155,4 +193,29 @@ impl DocumentBatch {
 /// The `batch_delete_by_subject` body for `subjects`.
 pub fn delete_body(subjects: &[String]) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({ "subjects": subjects })).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reused_buffers_come_back_empty_and_the_kept_bytes_are_bounded() {
+        for round in 0..4 {
+            let batches: Vec<EntryBatch> = (0..40)
+                .map(|i| {
+                    let mut b = EntryBatch::with_capacity(SPARE_MIN << (i % 3));
+                    assert!(b.is_empty() && b.content_bytes() == 0 && b.entries().next().is_none(), "round {round}");
+                    b.push(format!("{{\"subject\":\"/r{round}/{i}\"}}").as_bytes());
+                    b
+                })
+                .collect();
+            assert!(batches.iter().enumerate().all(|(i, b)| b.entries().eq([format!("{{\"subject\":\"/r{round}/{i}\"}}").as_bytes()])));
+            drop(batches);
+            let kept: usize = SPARE.lock().unwrap().iter().map(|(b, _)| b.capacity()).sum();
+            assert!(kept <= SPARE_BYTES, "{kept}");
+        }
+        // A small request is not handed a large buffer.
+        assert!(EntryBatch::with_capacity(SPARE_MIN).buf.capacity() < 2 * SPARE_MIN + 1);
+    }
 }

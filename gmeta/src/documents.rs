@@ -7,16 +7,12 @@ use icicle_core::batch::{DocumentLimit, DocumentSize, EntryBatch, GINGEST_HEAD, 
 /// globus CLI send without orjson): one more byte per `,` and `:` (counted inside strings too),
 /// non-ASCII characters as `\u` escapes (6 bytes each, 12 beyond the BMP), DEL (0x7f, which
 /// icicle writes raw) as `\u007f`, and 2 bytes for an exponent that gains a sign or a digit.
-/// Counts over plain byte slices, so it vectorizes.
+/// One pass over plain byte slices counts the separators and notes whether any byte is
+/// DEL or beyond ASCII; only then is a second pass made.
 pub fn reserialized_len(json: &[u8]) -> usize {
-    let separators = count_separators(json);
-    let escaped = if json.is_ascii() {
-        // DEL is ASCII but escaped; it is rare, so one more pass only looks for it.
-        if memchr::memchr(0x7f, json).is_some() {
-            5 * json.iter().filter(|&&b| b == 0x7f).count()
-        } else {
-            0
-        }
+    let (separators, unusual) = scan(json);
+    let escaped = if !unusual {
+        0
     } else {
         // Per character: its lead byte stands for the growth from its UTF-8 length.
         json.iter().map(|&b| usize::from(b >= 0xC0) * 4 - usize::from(b >= 0xE0) + usize::from(b >= 0xF0) * 5 + usize::from(b == 0x7f) * 5).sum()
@@ -24,27 +20,33 @@ pub fn reserialized_len(json: &[u8]) -> usize {
     json.len() + separators + escaped + 2
 }
 
-/// How many `,` and `:` bytes `json` holds: 16 bytes a step, counted in byte lanes (the
-/// delivery task measures every entry, so this is on the hot path).
-fn count_separators(json: &[u8]) -> usize {
+/// How many `,` and `:` bytes `json` holds, and whether a byte is DEL or above 0x7f: 16
+/// bytes a step, counted in byte lanes (the delivery task measures every entry, so this is
+/// on the hot path).
+fn scan(json: &[u8]) -> (usize, bool) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
         let mut chunks = json.chunks_exact(16);
         let mut total = 0usize;
+        let mut unusual = 0i32;
         // SAFETY: SSE2 is part of the x86_64 baseline; each load reads one 16-byte chunk.
         unsafe {
-            let (comma, colon, zero) = (_mm_set1_epi8(b',' as i8), _mm_set1_epi8(b':' as i8), _mm_setzero_si128());
+            let (comma, colon, del, zero) = (_mm_set1_epi8(b',' as i8), _mm_set1_epi8(b':' as i8), _mm_set1_epi8(0x7f), _mm_setzero_si128());
             loop {
                 // At most 255 steps per lane sum, so no byte lane overflows.
                 let mut lanes = zero;
+                let mut high = zero;
                 let mut steps = 0;
                 for c in chunks.by_ref().take(255) {
                     let x = _mm_loadu_si128(c.as_ptr() as *const __m128i);
                     let hit = _mm_or_si128(_mm_cmpeq_epi8(x, comma), _mm_cmpeq_epi8(x, colon));
                     lanes = _mm_sub_epi8(lanes, hit);
+                    // The top bit of a byte at or above 0x80, or of DEL's match.
+                    high = _mm_or_si128(high, _mm_or_si128(x, _mm_cmpeq_epi8(x, del)));
                     steps += 1;
                 }
+                unusual |= _mm_movemask_epi8(high);
                 let sums = _mm_sad_epu8(lanes, zero);
                 total += (_mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums))) as usize;
                 if steps < 255 {
@@ -52,11 +54,13 @@ fn count_separators(json: &[u8]) -> usize {
                 }
             }
         }
-        total + chunks.remainder().iter().filter(|&&b| b == b',' || b == b':').count()
+        let rest = chunks.remainder();
+        let rest_unusual = rest.iter().any(|&b| b >= 0x7f);
+        (total + rest.iter().filter(|&&b| b == b',' || b == b':').count(), unusual != 0 || rest_unusual)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        json.iter().filter(|&&b| b == b',' || b == b':').count()
+        (json.iter().filter(|&&b| b == b',' || b == b':').count(), json.iter().any(|&b| b >= 0x7f))
     }
 }
 
@@ -77,6 +81,9 @@ pub fn entry_fits(limit: &DocumentLimit, entry: &[u8]) -> bool {
     }
     measured_len(limit, entry) + measured_len(limit, GINGEST_HEAD) + measured_len(limit, GINGEST_TAIL) <= limit.max_bytes
 }
+
+/// The most a document's buffer is given up front (its bound, when smaller).
+const PREALLOCATE_MAX: usize = 64 << 20;
 
 /// Assembles entries into documents within a [`DocumentLimit`].
 #[derive(Debug)]
@@ -112,9 +119,11 @@ impl Batcher {
                 continue;
             }
             if self.current.is_empty() {
+                self.current = self.fresh();
                 self.current_size = envelope;
             } else if self.current_size + sep + size > limit.max_bytes {
-                full.push(std::mem::take(&mut self.current));
+                let next = self.fresh();
+                full.push(std::mem::replace(&mut self.current, next));
                 self.current_size = envelope;
             } else {
                 self.current_size += sep;
@@ -122,6 +131,12 @@ impl Batcher {
             self.current.push(e);
             self.current_size += size;
         }
+    }
+
+    /// An empty document with room for as many entry bytes as the bound allows (never more
+    /// than the bound in compact bytes), so that filling it copies every entry once.
+    fn fresh(&self) -> EntryBatch {
+        EntryBatch::with_capacity(self.limit.max_bytes.min(PREALLOCATE_MAX))
     }
 
     /// Whether a partial document is pending.
@@ -232,9 +247,18 @@ mod tests {
     #[test]
     fn separators_are_counted_at_every_length() {
         let mut rng = icicle_core::rng::Rng::new(0x5eed_0002);
-        for len in (0..300).chain([4_079, 4_080, 4_081, 8_200, 70_000]) {
+        for len in (0..300usize).chain([4_079, 4_080, 4_081, 8_200, 70_000]) {
             let b: Vec<u8> = (0..len).map(|_| b"a,:\"x"[rng.below(5) as usize]).collect();
-            assert_eq!(count_separators(&b), b.iter().filter(|&&c| c == b',' || c == b':').count(), "{len}");
+            assert_eq!(scan(&b), (b.iter().filter(|&&c| c == b',' || c == b':').count(), false), "{len}");
+            for odd in [0x7f, 0x80, 0xc3, 0xff] {
+                for at in [0, len / 2, len.saturating_sub(1)] {
+                    let mut b = b.clone();
+                    if at < len {
+                        b[at] = odd;
+                        assert!(scan(&b).1, "{len} {at} {odd:#x}");
+                    }
+                }
+            }
         }
     }
 

@@ -8,26 +8,52 @@ use icicle_core::batch::EntryBatch;
 use icicle_core::policy::RecordPolicy;
 use icicle_core::record::{mode_octal_as_int, mode_string, FileRecord};
 
-use crate::json::{clean_prefix, push_int, push_json_str};
+use crate::iso::DayCache;
+use crate::json::{clean_prefix, push_i64, push_int, push_json_str, push_u64};
 use crate::subject::{subject_for, MAX_SUBJECT_BYTES};
 use crate::visible::{resolve_posix, resolve_visible_to};
 
-/// The last timestamp written and its text: a file's three times are often equal, and
-/// neighbouring files were often touched in the same second.
+/// Text that repeats from one record to the next (files of one owner with one mode come in
+/// runs), kept by the values it was made from.
 #[derive(Debug, Default)]
-struct IsoCache {
-    secs: Option<i64>,
-    text: Vec<u8>,
+struct Repeats {
+    /// `,"uid":U,"gid":G,"mode":"MODE","atime":"` and its (uid, gid, mode).
+    owner: Option<(u32, u32, u32)>,
+    owner_text: Vec<u8>,
+    /// `","version":V,"raw":{"mode":N,"atime":` and its mode.
+    raw_mode: Option<u32>,
+    raw_text: Vec<u8>,
 }
 
-impl IsoCache {
-    fn push(&mut self, out: &mut Vec<u8>, secs: i64) {
-        if self.secs != Some(secs) {
-            self.text.clear();
-            icicle_core::time::push_iso8601(&mut self.text, secs);
-            self.secs = Some(secs);
+impl Repeats {
+    fn push_owner(&mut self, out: &mut Vec<u8>, uid: u32, gid: u32, mode: u32) {
+        if self.owner != Some((uid, gid, mode)) {
+            let t = &mut self.owner_text;
+            t.clear();
+            t.extend_from_slice(br#","uid":"#);
+            push_int(t, uid);
+            t.extend_from_slice(br#","gid":"#);
+            push_int(t, gid);
+            t.extend_from_slice(br#","mode":""#);
+            t.extend_from_slice(&mode_string(mode));
+            t.extend_from_slice(br#"","atime":""#);
+            self.owner = Some((uid, gid, mode));
         }
-        out.extend_from_slice(&self.text);
+        out.extend_from_slice(&self.owner_text);
+    }
+
+    fn push_raw_mode(&mut self, out: &mut Vec<u8>, version_json: &[u8], mode: u32) {
+        if self.raw_mode != Some(mode) {
+            let t = &mut self.raw_text;
+            t.clear();
+            t.extend_from_slice(br#"","version":"#);
+            t.extend_from_slice(version_json);
+            t.extend_from_slice(br#","raw":{"mode":"#);
+            push_int(t, mode_octal_as_int(mode));
+            t.extend_from_slice(br#","atime":"#);
+            self.raw_mode = Some(mode);
+        }
+        out.extend_from_slice(&self.raw_text);
     }
 }
 
@@ -44,7 +70,10 @@ pub struct PrimaryEncoder {
     /// The directory chain `posix_cache` was computed for (held so its address stays unique).
     posix_chain: Option<Arc<[Perm]>>,
     posix_cache: HashMap<(u32, u32, u32), EncodedPrincipals>,
-    iso: IsoCache,
+    /// The last (permission bits, uid, gid) looked up in `posix_cache`, and its answer.
+    posix_last: Option<((u32, u32, u32), EncodedPrincipals)>,
+    iso: DayCache,
+    repeats: Repeats,
 }
 
 impl PrimaryEncoder {
@@ -52,7 +81,17 @@ impl PrimaryEncoder {
     pub fn new(policy: Arc<RecordPolicy>) -> PrimaryEncoder {
         let mut version_json = Vec::new();
         push_json_str(&mut version_json, &policy.version);
-        PrimaryEncoder { policy, version_json, cache: HashMap::new(), last: None, posix_chain: None, posix_cache: HashMap::new(), iso: IsoCache::default() }
+        PrimaryEncoder {
+            policy,
+            version_json,
+            cache: HashMap::new(),
+            last: None,
+            posix_chain: None,
+            posix_cache: HashMap::new(),
+            posix_last: None,
+            iso: DayCache::default(),
+            repeats: Repeats::default(),
+        }
     }
 
     /// The encoded `visible_to` array for (uid, gid), or an error naming what is unmapped.
@@ -92,14 +131,25 @@ impl PrimaryEncoder {
         if !same {
             self.posix_chain = dirs.cloned();
             self.posix_cache.clear();
+            self.posix_last = None;
         }
         let key = (rec.attrs.mode & 0o777, rec.attrs.uid, rec.attrs.gid);
-        if let Some(v) = self.posix_cache.get(&key) {
-            return Ok(v.clone());
+        // Siblings mostly share their owner and mode: the last answer first.
+        if let Some((k, v)) = &self.posix_last {
+            if *k == key {
+                return Ok(v.clone());
+            }
         }
-        let file = Perm::new(rec.attrs.mode, rec.attrs.uid, rec.attrs.gid);
-        let v: EncodedPrincipals = resolve_posix(&self.policy, access, dirs.map(|d| &**d), &file)?.into();
-        self.posix_cache.insert(key, v.clone());
+        let v = match self.posix_cache.get(&key) {
+            Some(v) => v.clone(),
+            None => {
+                let file = Perm::new(rec.attrs.mode, rec.attrs.uid, rec.attrs.gid);
+                let v: EncodedPrincipals = resolve_posix(&self.policy, access, dirs.map(|d| &**d), &file)?.into();
+                self.posix_cache.insert(key, v.clone());
+                v
+            }
+        };
+        self.posix_last = Some((key, v.clone()));
         Ok(v)
     }
 
@@ -145,32 +195,24 @@ impl PrimaryEncoder {
         out.extend_from_slice(br#","type":""#);
         out.extend_from_slice(rec.kind.as_str().as_bytes());
         out.extend_from_slice(br#"","size":"#);
-        push_int(out, rec.attrs.size);
-        out.extend_from_slice(br#","uid":"#);
-        push_int(out, rec.attrs.uid);
-        out.extend_from_slice(br#","gid":"#);
-        push_int(out, rec.attrs.gid);
-        out.extend_from_slice(br#","mode":""#);
-        out.extend_from_slice(&mode_string(rec.attrs.mode));
-        out.extend_from_slice(br#"","atime":""#);
+        push_u64(out, rec.attrs.size);
+        // `,"uid":…,"gid":…,"mode":"…","atime":"`
+        self.repeats.push_owner(out, rec.attrs.uid, rec.attrs.gid, rec.attrs.mode);
         self.iso.push(out, rec.attrs.atime);
         out.extend_from_slice(br#"","ctime":""#);
         self.iso.push(out, rec.attrs.ctime);
         out.extend_from_slice(br#"","mtime":""#);
         self.iso.push(out, rec.attrs.mtime);
-        out.extend_from_slice(br#"","version":"#);
-        out.extend_from_slice(&self.version_json);
-        out.extend_from_slice(br#","raw":{"mode":"#);
-        push_int(out, mode_octal_as_int(rec.attrs.mode));
-        out.extend_from_slice(br#","atime":"#);
-        push_int(out, rec.attrs.atime);
+        // `","version":…,"raw":{"mode":…,"atime":`
+        self.repeats.push_raw_mode(out, &self.version_json, rec.attrs.mode);
+        push_i64(out, rec.attrs.atime);
         out.extend_from_slice(br#","ctime":"#);
-        push_int(out, rec.attrs.ctime);
+        push_i64(out, rec.attrs.ctime);
         out.extend_from_slice(br#","mtime":"#);
-        push_int(out, rec.attrs.mtime);
+        push_i64(out, rec.attrs.mtime);
         if rec.attrs.inode != 0 {
             out.extend_from_slice(br#","inode":"#);
-            push_int(out, rec.attrs.inode);
+            push_u64(out, rec.attrs.inode);
         }
         out.extend_from_slice(b"}}}");
     }

@@ -93,3 +93,74 @@ pub(crate) fn push_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
     let mut b = itoa::Buffer::new();
     out.extend_from_slice(b.format(v).as_bytes());
 }
+
+/// `"00"` to `"99"`.
+const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
+5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
+/// Append the decimal text of `v` (what [`push_int`] appends), written in place: the hot
+/// path's numbers without a copy through a buffer.
+#[inline]
+pub(crate) fn push_u64(out: &mut Vec<u8>, v: u64) {
+    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
+    out.reserve(n);
+    let start = out.len();
+    // SAFETY: `reserve` made room for `n` more bytes; the loop writes each of the `n` bytes
+    // after `start` exactly once (from the last digit back, `n` being the digit count)
+    // before the length is set to cover them.
+    unsafe {
+        let p = out.as_mut_ptr().add(start);
+        let (mut v, mut i) = (v, n);
+        while v >= 100 {
+            let r = (v % 100) as usize * 2;
+            v /= 100;
+            i -= 2;
+            *p.add(i) = DIGITS2[r];
+            *p.add(i + 1) = DIGITS2[r + 1];
+        }
+        if v >= 10 {
+            let r = v as usize * 2;
+            *p.add(i - 2) = DIGITS2[r];
+            *p.add(i - 1) = DIGITS2[r + 1];
+        } else {
+            *p.add(i - 1) = b'0' + v as u8;
+        }
+        out.set_len(start + n);
+    }
+}
+
+/// [`push_u64`] for a signed value.
+#[inline]
+pub(crate) fn push_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    push_u64(out, v.unsigned_abs());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_in_place_are_itoas() {
+        let mut rng = icicle_core::rng::Rng::new(0x1_70a);
+        let mut values: Vec<i64> = vec![0, 1, -1, 9, 10, 99, 100, 101, 999, 1000, i64::MAX, i64::MIN, i64::MIN + 1];
+        for p in 0..19 {
+            let t = 10i64.pow(p);
+            values.extend([t - 1, t, t + 1, -t, 1 - t]);
+        }
+        values.extend((0..100_000).map(|_| (rng.next_u64() >> (rng.next_u64() % 64)) as i64));
+        for v in values {
+            let (mut want, mut got) = (b"x".to_vec(), b"x".to_vec());
+            push_int(&mut want, v);
+            push_i64(&mut got, v);
+            assert_eq!(got, want, "{v}");
+            let u = v as u64;
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            push_int(&mut want, u);
+            push_u64(&mut got, u);
+            assert_eq!(got, want, "{u}");
+        }
+    }
+}

@@ -5,6 +5,7 @@
 
 pub mod documents;
 pub mod encoder;
+mod iso;
 pub mod json;
 pub mod subject;
 pub mod visible;

@@ -14,7 +14,7 @@ use icicle_core::Attrs;
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
 
-use crate::fields::{parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field};
+use crate::fields::{delimiter_mask, parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field};
 
 /// How the mode column is written.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -273,44 +273,15 @@ impl Layout {
         Some(s.path)
     }
 
-    /// Parse one line into a record whose path lives in `scratch.path`.
-    pub fn parse<'p>(&self, line: &[u8], scratch: &'p mut Scratch) -> Result<FileRecord<'p>, String> {
+    /// Parse one line into a record whose path is borrowed from `line`, or from `scratch`
+    /// when it was quoted or its prefix is rewritten.
+    pub fn parse<'p>(&self, line: &'p [u8], scratch: &'p mut Scratch) -> Result<FileRecord<'p>, String> {
         let Scratch { fields, bytes, path } = scratch;
-        fields.clear();
-        bytes.clear();
-        if self.path_last {
-            let mut pos = 0;
-            for _ in 0..self.cols.path {
-                match memchr::memchr(self.delim, &line[pos..]) {
-                    Some(i) => {
-                        fields.push(Field::Line(pos, pos + i));
-                        pos += i + 1;
-                    }
-                    None => return Err(format!("expected {} fields, found {}", self.cols.path + 1, fields.len() + 1)),
-                }
-            }
-            fields.push(if self.quoted { unquote(line, pos, line.len(), bytes)? } else { Field::Line(pos, line.len()) });
-        } else {
-            if self.quoted {
-                split_quoted(line, self.delim, fields, bytes)?;
-            } else {
-                let mut pos = 0;
-                for part in line.split(|&b| b == self.delim) {
-                    fields.push(Field::Line(pos, pos + part.len()));
-                    pos += part.len() + 1;
-                }
-            }
-            if fields.len() != self.nfields {
-                return Err(format!("expected {} fields, found {}", self.nfields, fields.len()));
-            }
-        }
+        self.split_fields(line, fields, bytes)?;
+        let (fields, bytes): (&Vec<Field>, &'p Vec<u8>) = (fields, bytes);
         let c = &self.cols;
-        let f = |i: usize| -> &[u8] { fields[i].get(line, bytes) };
-        let mut mode = match self.mode_format {
-            ModeFormat::Decimal => parse_u32(f(c.mode), "mode")?,
-            ModeFormat::Octal => parse_octal(f(c.mode), "mode")?,
-            ModeFormat::Symbolic => parse_mode_string(std::str::from_utf8(f(c.mode)).map_err(|_| "mode is not UTF-8".to_string())?)?,
-        };
+        let f = |i: usize| -> &'p [u8] { fields[i].get(line, bytes) };
+        let mut mode = self.parse_mode(f(c.mode))?;
         let kind = match c.kind {
             Some(k) => match f(k) {
                 b"f" | b"F" => FileKind::File,
@@ -335,11 +306,92 @@ impl Layout {
         };
         let raw_path = f(c.path);
         let decoded = std::str::from_utf8(raw_path).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(raw_path)))?;
-        crate::fields::rewrite_prefix(decoded, &self.strip_prefix, &self.path_prefix, path);
+        let path: &'p str = if self.strip_prefix.is_empty() && self.path_prefix.is_empty() {
+            decoded
+        } else {
+            crate::fields::rewrite_prefix(decoded, &self.strip_prefix, &self.path_prefix, path);
+            let path: &'p String = path;
+            path
+        };
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord { path: path.as_str(), kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
+        Ok(FileRecord { path, kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
+    }
+
+    /// Where `line`'s fields are (`fields`), unquoted into `bytes` where they were quoted.
+    fn split_fields(&self, line: &[u8], fields: &mut Vec<Field>, bytes: &mut Vec<u8>) -> Result<(), String> {
+        fields.clear();
+        bytes.clear();
+        if self.path_last {
+            // The delimiters of the short leading fields from one mask, the rest (if any)
+            // found one after the other.
+            let mut pos = 0;
+            let mut mask = delimiter_mask(line, self.delim);
+            while fields.len() < self.cols.path && mask != 0 {
+                let i = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                fields.push(Field::Line(pos, i));
+                pos = i + 1;
+            }
+            while fields.len() < self.cols.path {
+                match memchr::memchr(self.delim, &line[pos..]) {
+                    Some(i) => {
+                        fields.push(Field::Line(pos, pos + i));
+                        pos += i + 1;
+                    }
+                    None => return Err(format!("expected {} fields, found {}", self.cols.path + 1, fields.len() + 1)),
+                }
+            }
+            fields.push(if self.quoted { unquote(line, pos, line.len(), bytes)? } else { Field::Line(pos, line.len()) });
+            return Ok(());
+        }
+        if self.quoted {
+            split_quoted(line, self.delim, fields, bytes)?;
+        } else {
+            let mut pos = 0;
+            for part in line.split(|&b| b == self.delim) {
+                fields.push(Field::Line(pos, pos + part.len()));
+                pos += part.len() + 1;
+            }
+        }
+        if fields.len() != self.nfields {
+            return Err(format!("expected {} fields, found {}", self.nfields, fields.len()));
+        }
+        Ok(())
+    }
+
+    /// The mode column's value, as `mode_format` writes it.
+    fn parse_mode(&self, field: &[u8]) -> Result<u32, String> {
+        match self.mode_format {
+            ModeFormat::Decimal => parse_u32(field, "mode"),
+            ModeFormat::Octal => parse_octal(field, "mode"),
+            ModeFormat::Symbolic => parse_mode_string(std::str::from_utf8(field).map_err(|_| "mode is not UTF-8".to_string())?),
+        }
+    }
+
+    /// Whether [`Layout::parse`] would certainly not return a directory for `line` (the
+    /// directory pre-pass skips such rows unparsed). Only layouts with the path last are
+    /// judged: the type column (or, without one, the mode) is found as `parse` finds it; a
+    /// row too short to have it is rejected by `parse`, which is not a directory either.
+    fn surely_not_directory(&self, line: &[u8]) -> bool {
+        let col = self.cols.kind.unwrap_or(self.cols.mode);
+        if !self.path_last || col >= self.cols.path {
+            return false;
+        }
+        let mut pos = 0;
+        for _ in 0..col {
+            match memchr::memchr(self.delim, &line[pos..]) {
+                Some(i) => pos += i + 1,
+                None => return true,
+            }
+        }
+        let Some(len) = memchr::memchr(self.delim, &line[pos..]) else { return true };
+        let field = &line[pos..pos + len];
+        match self.cols.kind {
+            Some(_) => !matches!(field, b"d" | b"D"),
+            None => self.parse_mode(field).map_or(true, |m| FileKind::from_mode(m) != FileKind::Dir),
+        }
     }
 }
 
@@ -434,6 +486,19 @@ impl Source for TsvSource {
         let mut scratch = Scratch::default();
         read_lines(split, out, |line, offset| l.skips(line, offset), |line, emit| emit(l.parse(line, &mut scratch)), |line| l.path_of(line))
     }
+
+    /// Only rows that may be directories are parsed: the pre-pass ignores every other row
+    /// (files, links and rejects alike).
+    fn read_directories(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
+        let l = &*self.layout;
+        let mut scratch = Scratch::default();
+        let parse = |line: &[u8], emit: &mut dyn FnMut(Result<FileRecord<'_>, String>)| {
+            if !l.surely_not_directory(line) {
+                emit(l.parse(line, &mut scratch))
+            }
+        };
+        read_lines(split, out, |line, offset| l.skips(line, offset), parse, |line| l.path_of(line))
+    }
 }
 
 impl ComponentConfig for TsvConfig {
@@ -492,6 +557,44 @@ mod tests {
         );
         assert!(parse_with(&l, "10|20|30|1000|100|120777|5|-7|/p/x").unwrap_err().contains("inode: `-7` is negative"));
         assert!(parse_with(&l, "10|20|30|1000|100|120777|5||/p/x").unwrap_err().contains("inode"));
+    }
+
+    #[test]
+    fn rows_skipped_by_the_directory_pass_are_never_directories() {
+        let mut rng = icicle_core::rng::Rng::new(0xd1c5);
+        let cols = Columns { kind: None, mode: 0, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6, path: 7, inode: None };
+        let layouts = [
+            Layout::preset(Preset::Icicle9),
+            Layout::preset(Preset::Ne2scan),
+            Layout::preset(Preset::Pwalk),
+            Layout::custom(b'|', cols.clone(), ModeFormat::Symbolic, true, false, false),
+            Layout::custom(b'\t', cols, ModeFormat::Decimal, true, true, false),
+        ];
+        let tokens = ["d", "f", "l", "D", "x", "16877", "33188", "40755", "100644", "drwxr-xr-x", "-rw-r--r--", "1000", "-1", "", "\"", "/a/b", "/a,\"b\""];
+        let mut skipped = 0;
+        for _ in 0..20_000 {
+            let l = &layouts[rng.below(layouts.len() as u64) as usize];
+            let n = rng.below(20) as usize;
+            let line: Vec<u8> = (0..n)
+                .flat_map(|i| {
+                    let t = tokens[rng.below(tokens.len() as u64) as usize].as_bytes().to_vec();
+                    if i > 0 { [vec![l.delim], t].concat() } else { t }
+                })
+                .collect();
+            let mut s = Scratch::default();
+            if l.surely_not_directory(&line) {
+                skipped += 1;
+                let parsed = l.parse(&line, &mut s);
+                assert!(!matches!(parsed, Ok(ref r) if r.kind == FileKind::Dir), "{}", String::from_utf8_lossy(&line));
+            }
+        }
+        assert!(skipped > 1000, "{skipped}");
+        let l = Layout::preset(Preset::Icicle9);
+        assert!(!l.surely_not_directory(b"d,16877,1,1,4096,1,2,3,/a"));
+        assert!(l.surely_not_directory(b"f,33188,1,1,4096,1,2,3,/a"));
+        let l = Layout::preset(Preset::Ne2scan);
+        assert!(!l.surely_not_directory(b"1|2|3|1000|100|40755|4096|7|/a"));
+        assert!(l.surely_not_directory(b"1|2|3|1000|100|100644|4096|7|/a"));
     }
 
     #[test]

@@ -58,6 +58,14 @@ pub struct SnapshotRunArgs {
     /// With --all-pipelines: only the aggregate pipeline.
     #[arg(long)]
     pub aggregate_only: bool,
+    /// Leave the file sink's documents (and the counts) in `--out` instead of removing them,
+    /// to compare the output of two builds.
+    #[arg(long)]
+    pub keep_out: bool,
+    /// With --all-pipelines: the deepest directory prefix counted and aggregated
+    /// (`directory_max`; the configuration's default, 3, without it).
+    #[arg(long)]
+    pub directory_max: Option<usize>,
 }
 
 /// The snapshot pipeline per source format and sink, on a generated snapshot.
@@ -101,6 +109,9 @@ pub struct PipelinesArgs {
     /// Skip the DuckDB comparison.
     #[arg(long)]
     pub no_duckdb: bool,
+    /// The deepest directory prefix counted and aggregated (`directory_max`, default 3).
+    #[arg(long)]
+    pub directory_max: Option<usize>,
     /// Instead: run over MPI ranks (`icicle-mpi` under `mpirun`), e.g. `1,2`.
     #[arg(long, value_delimiter = ',')]
     pub ranks: Vec<usize>,
@@ -283,7 +294,9 @@ fn snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
 
 /// `icicle-bench pipelines`.
 fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
-    let PipelinesArgs { files, seed, dir, sketch, workers, no_duckdb, ranks } = args;
+    let PipelinesArgs { files, seed, dir, sketch, workers, no_duckdb, directory_max, ranks } = args;
+    let depth = directory_max.map(|d| d.to_string());
+    let depth_args: Vec<&str> = depth.as_deref().map(|d| vec!["--directory-max", d]).unwrap_or_default();
     std::fs::create_dir_all(&dir)?;
     let mut fs = None;
     let data = ensure_data(&dir, Format::Tsv, files, seed, &mut fs)?;
@@ -293,7 +306,7 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let out = dir.join("out-pipelines");
-    let ours = measured_run("tsv", "blackhole", workers, &data, &out, &["--all-pipelines", &sketch])?;
+    let ours = measured_run("tsv", "blackhole", workers, &data, &out, &[&["--all-pipelines", &sketch][..], &depth_args].concat())?;
     let our_secs = ours["seconds"].as_f64().unwrap_or(0.0);
     eprintln!(
         "icicle: {} rows, primary + counting + aggregate ({sketch}) in {:.2} s = {:.0} rows/s, {:.0} rows/CPU-s, peak RSS {} MiB, {} aggregate records",
@@ -314,7 +327,8 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
                 let exact = v["quantile_cont_seconds"].as_f64().unwrap_or(0.0);
                 println!("{v}");
                 // The like-for-like run: aggregates only (no primary records, no counting).
-                let agg = measured_run("tsv", "blackhole", workers, &data, &out, &["--all-pipelines", &sketch, "--aggregate-only"])?;
+                let agg =
+                    measured_run("tsv", "blackhole", workers, &data, &out, &[&["--all-pipelines", &sketch, "--aggregate-only"][..], &depth_args].concat())?;
                 let agg_secs = agg["seconds"].as_f64().unwrap_or(0.0);
                 eprintln!(
                     "icicle aggregate only (users, groups and directory prefixes): {agg_secs:.2} s, peak RSS {} MiB",
@@ -338,7 +352,8 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
 
 /// `icicle-bench snapshot-run`.
 fn snapshot_run(args: SnapshotRunArgs) -> anyhow::Result<ExitCode> {
-    let SnapshotRunArgs { format, sink, data, out, workers, all_pipelines, aggregate_only } = args;
+    let SnapshotRunArgs { format, sink, data, out, workers, all_pipelines, aggregate_only, keep_out, directory_max } = args;
+    let depth = directory_max.map(|d| format!("directory_max = {d}\n")).unwrap_or_default();
     let fmt: Format = format.parse().map_err(anyhow::Error::msg)?;
     let _ = std::fs::remove_dir_all(&out);
     let sink_toml = match sink.as_str() {
@@ -348,10 +363,10 @@ fn snapshot_run(args: SnapshotRunArgs) -> anyhow::Result<ExitCode> {
     };
     let extra = match &all_pipelines {
         Some(sketch) if aggregate_only => format!(
-            "[aggregate]\nenabled = true\ndir_visible_to = [\"urn:globus:groups:id:admins\"]\n[aggregate.sketch]\ntype = \"{sketch}\"\n"
+            "[aggregate]\nenabled = true\n{depth}dir_visible_to = [\"urn:globus:groups:id:admins\"]\n[aggregate.sketch]\ntype = \"{sketch}\"\n"
         ),
         Some(sketch) => format!(
-            "[counting]\nenabled = true\noutput = \"{}/counts.csv\"\n[aggregate]\nenabled = true\ndir_visible_to = [\"urn:globus:groups:id:admins\"]\n[aggregate.sketch]\ntype = \"{sketch}\"\n",
+            "[counting]\nenabled = true\n{depth}output = \"{}/counts.csv\"\n[aggregate]\nenabled = true\n{depth}dir_visible_to = [\"urn:globus:groups:id:admins\"]\n[aggregate.sketch]\ntype = \"{sketch}\"\n",
             out.display()
         ),
         None => String::new(),
@@ -376,7 +391,9 @@ fn snapshot_run(args: SnapshotRunArgs) -> anyhow::Result<ExitCode> {
         "aggregate_records": summary.aggregate_records, "pipelines": summary.pipelines,
     });
     println!("{line}");
-    let _ = std::fs::remove_dir_all(&out);
+    if !keep_out {
+        let _ = std::fs::remove_dir_all(&out);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

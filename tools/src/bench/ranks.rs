@@ -15,7 +15,7 @@ pub fn run(ranks: &[usize], data: &Path, out: &Path, sketch: &str) -> anyhow::Re
     std::fs::write(
         &cfg,
         format!(
-            "[snapshot]\nversion = \"bench\"\nrejects_file = \"{o}/rejects.jsonl\"\n[records]\nprincipals = \"{d}/principals.tsv\"\n\
+            "[snapshot]\nversion = \"bench\"\nrejects_file = \"{o}/rejects.jsonl\"\n[records]\nvisible_to = [\"owner\", \"group\"]\nprincipals = \"{d}/principals.tsv\"\n\
              [counting]\nenabled = true\noutput = \"{o}/counts.csv\"\n[aggregate]\nenabled = true\ndir_visible_to = [\"urn:globus:groups:id:admins\"]\n\
              [aggregate.sketch]\ntype = \"{sketch}\"\n[sources.s]\ntype = \"tsv\"\npaths = [\"{d}/*.csv\"]\npreset = \"icicle9\"\n[sinks.k]\ntype = \"blackhole\"\n",
             o = out.display(),

@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
@@ -123,8 +124,17 @@ impl MpiCluster {
     /// Rank 0: answer asks until every other rank was told `Done`.
     fn serve(&self) -> Result<(), String> {
         let Some(root) = &self.root else { return Ok(()) };
+        // A blocking receive would spin a core inside the MPI library the whole run, the core
+        // rank 0's worker needs: probe, and sleep a little (at most 1 ms) while nothing came.
+        let mut idle = Duration::from_micros(20);
         while root.remote_done.load(Ordering::SeqCst) < self.size - 1 {
-            let (msg, status) = self.world.any_process().receive_vec_with_tag::<u8>(TAG_ASK);
+            let Some(probed) = self.world.any_process().immediate_matched_probe_with_tag(TAG_ASK) else {
+                std::thread::sleep(idle);
+                idle = (idle * 2).min(Duration::from_millis(1));
+                continue;
+            };
+            idle = Duration::from_micros(20);
+            let (msg, status) = mpi::point_to_point::MatchedReceiveVec::matched_receive_vec::<u8>(probed);
             let from = status.source_rank() as usize;
             if from == 0 {
                 continue; // a wake-up from rank 0's own worker

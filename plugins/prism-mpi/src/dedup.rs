@@ -124,6 +124,10 @@ pub struct PieceCuts {
     pub chunks: Vec<(u64, u64, Fingerprint)>,
 }
 
+/// Per piece `(file, a)`: where its kept chunks start; and the chunks `(file, start, len)`
+/// rank 0 cuts itself.
+pub type Stitched = (BTreeMap<(u64, u64), u64>, Vec<(u64, u64, u64)>);
+
 /// Where, per piece (by `(file, a)`), the whole-file chunking's chunks start among the
 /// piece's own cuts (`u64::MAX`: none of them), and the chunks `(file, start, len)` that
 /// rank 0 must cut itself; `pieces` are every rank's, in any order; `sizes` per file.
@@ -132,7 +136,7 @@ pub fn stitch(
     sizes: &[u64],
     scheme: &Scheme,
     read: &mut dyn FnMut(u64, u64, u64) -> anyhow::Result<Vec<u8>>,
-) -> anyhow::Result<(BTreeMap<(u64, u64), u64>, Vec<(u64, u64, u64)>)> {
+) -> anyhow::Result<Stitched> {
     let mut by_file: BTreeMap<u64, Vec<&PieceCuts>> = BTreeMap::new();
     for p in pieces {
         by_file.entry(p.file).or_default().push(p);
@@ -341,6 +345,7 @@ pub fn run(
         "stitch_seconds": t_stitch - t_io,
         "shuffle_seconds": t_end - t_stitch,
         "seconds": t_end - t0,
+        "mb_s": if t_end > t0 { t.bytes as f64 / 1e6 / (t_end - t0) } else { 0.0 },
         "schemes": per_scheme,
     })))
 }

@@ -65,7 +65,7 @@ fn reference(files: &[PathBuf], chunking: &str) -> [u64; 4] {
 #[test]
 fn dedup_counts_equal_a_sequential_reference_for_any_ranks_and_policy() {
     let chunkings = ["fixed:4096", "fixed:100000", "cdc:4096", "cdc:16384"];
-    let seeds: Vec<u64> = (0..6).map(|i| 0xdeD0 + i * 7919).collect();
+    let seeds: Vec<u64> = (0..6).map(|i| 0xded0 + i * 7919).collect();
     for seed in seeds {
         let tmp = tempfile::tempdir().unwrap();
         let (data, catalog) = (tmp.path().join("data"), tmp.path().join("catalog"));

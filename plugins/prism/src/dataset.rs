@@ -75,6 +75,27 @@ pub fn write_duplicated_dataset(data_dir: &Path, catalog_file: &Path, spec: &Dat
     })
 }
 
+/// [`write_dataset`] whose files are CIFAR-10-format batches: `spec.min_size` is rounded down
+/// to whole 3,073-byte records (a label byte 0-9, then 3,072 pixel bytes) and every file has
+/// that size (`max_size` is ignored).
+pub fn write_cifar_like_dataset(data_dir: &Path, catalog_file: &Path, spec: &DatasetSpec) -> std::io::Result<Dataset> {
+    let record = crate::augment::RECORD_BYTES as u64;
+    let size = spec.min_size / record * record;
+    let spec = DatasetSpec { min_size: size, max_size: size, ..spec.clone() };
+    write_files(data_dir, catalog_file, &spec, |s, size, w| {
+        let mut rec = [0u8; crate::augment::RECORD_BYTES];
+        for _ in 0..size / record {
+            rec[0] = s.below(10) as u8;
+            for c in rec[1..].chunks_mut(8) {
+                let word = s.next_u64().to_le_bytes();
+                c.copy_from_slice(&word[..c.len()]);
+            }
+            w.write_all(&rec)?;
+        }
+        Ok(())
+    })
+}
+
 /// The files (`size` bytes each, contents from `content` given a per-file generator) and
 /// their catalog.
 fn write_files(

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use icicle_plugins_prism::dataset::{write_dataset, DatasetSpec};
+use icicle_plugins_prism::dataset::{write_cifar_like_dataset, write_dataset, write_duplicated_dataset, DatasetSpec};
 use icicle_plugins_prism::layout::{parse_size, EmulatedLayouts};
 
 /// Benchmark swiftload's object scheduler against file-level scheduling.
@@ -39,6 +39,10 @@ struct Args {
     /// The loader's global cap on processes per OST.
     #[arg(long, default_value_t = 8)]
     cap: u32,
+    /// What swiftload does: `read` (checksums), `dedup` (a dataset with repeated blocks) or
+    /// `augment` (CIFAR-10-format batches of --min-size bytes each).
+    #[arg(long, default_value = "read")]
+    app: String,
     /// Work directory (default: a fresh temporary one, removed afterwards).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -91,7 +95,15 @@ fn main() -> anyhow::Result<()> {
     };
     let data = dir.join("data");
     let catalog = dir.join("catalog");
-    let ds = write_dataset(&data, &catalog.join("catalog.bench.0.txt"), &spec)?;
+    let cat_file = catalog.join("catalog.bench.0.txt");
+    let ds = match args.app.as_str() {
+        "read" => write_dataset(&data, &cat_file, &spec)?,
+        "dedup" => write_duplicated_dataset(&data, &cat_file, &spec, 64)?,
+        "augment" => write_cifar_like_dataset(&data, &cat_file, &spec)?,
+        other => bail!("--app {other}: known: read, dedup, augment"),
+    };
+    let out_dir = dir.join("augmented");
+    let o = out_dir.to_string_lossy();
     let loader = dir.join("loader.toml");
     std::fs::write(
         &loader,
@@ -101,12 +113,15 @@ fn main() -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for emulate in [false, true] {
         for policy in ["object", "file"] {
-            let mut a = vec!["--catalog", &c, "--input-dir", &d, "--policy", policy, "--loader-config", &l];
+            let mut a = vec!["--app", &args.app, "--catalog", &c, "--input-dir", &d, "--policy", policy, "--loader-config", &l];
+            if args.app == "augment" {
+                a.extend(["--output-dir", &o]);
+            }
             if emulate {
                 a.extend(["--emulate", &l]);
             }
             let v = run(args.np, &a)?;
-            if v["crc32"] != format!("{:08x}", ds.crc32) || v["bytes"] != ds.bytes {
+            if args.app == "read" && (v["crc32"] != format!("{:08x}", ds.crc32) || v["bytes"] != ds.bytes) {
                 bail!("{policy}: read {} bytes crc {}, expected {} crc {:08x}", v["bytes"], v["crc32"], ds.bytes, ds.crc32);
             }
             rows.push((policy, emulate, v));
@@ -133,6 +148,12 @@ fn main() -> anyhow::Result<()> {
             v["peak_rss_kib_max"]
         );
     }
+    if let Some(schemes) = rows[0].2["schemes"].as_array() {
+        let ratios: Vec<String> =
+            schemes.iter().map(|s| format!("{} {:.2}x", s["chunking"].as_str().unwrap_or("?"), s["ratio"].as_f64().unwrap_or(0.0))).collect();
+        eprintln!("dedup ratios: {}", ratios.join(", "));
+    }
+    eprintln!("catalog load {:.3} s", rows[0].2["catalog_load_seconds"].as_f64().unwrap_or(0.0));
     let secs =
         |policy: &str, emulated: bool| rows.iter().find(|(p, e, _)| *p == policy && *e == emulated).and_then(|(_, _, v)| v["seconds"].as_f64()).unwrap_or(0.0);
     let model = |policy: &str| rows.iter().find(|(p, e, _)| *p == policy && *e).and_then(|(_, _, v)| v["model_seconds"].as_f64()).unwrap_or(0.0);

@@ -72,18 +72,22 @@ kill $emulator 2>/dev/null || true
 echo "== the sketch comparison experiment on the demo snapshot (demo-out/sketch-compare/)"
 "$bin/icicle" sketch-compare -c configs/demo.toml --out demo-out/sketch-compare | head -8
 
-echo "== PRISM: files written under the LD_PRELOAD catalog agent, read back by swiftload on 4 MPI ranks (object, then file scheduling; emulated OSTs)"
+echo "== PRISM: files written under the LD_PRELOAD catalog agent (every fourth a copy of the one before, shifted by 777 bytes), read back by swiftload on 4 MPI ranks (object, then file scheduling; emulated OSTs)"
 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}" cargo build --release --quiet -p icicle-prism-agent
 rm -rf demo-data/prism demo-out/prism-catalog && mkdir -p demo-data/prism
 CATALOG_DIR=demo-out/prism-catalog ICICLE_CATALOG_ROOT=demo-data/prism ICICLE_CATALOG_LAYOUT=emulate \
   LD_PRELOAD="$PWD/$bin/libicicle_catalog_agent.so" \
-  sh -c 'i=0; while [ $i -lt 32 ]; do head -c $(( (i % 8 + 1) * 400000 )) /dev/urandom > demo-data/prism/out.$i; i=$((i+1)); done'
+  sh -c 'i=0; while [ $i -lt 32 ]; do if [ $((i % 4)) -eq 3 ]; then { head -c 777 /dev/urandom; cat demo-data/prism/out.$((i-1)); } > demo-data/prism/out.$i; else head -c $(( (i % 8 + 1) * 400000 )) /dev/urandom > demo-data/prism/out.$i; fi; i=$((i+1)); done'
 echo "catalog: $(cat demo-out/prism-catalog/*.txt | grep -c '^lstat$') entries for $(cat demo-out/prism-catalog/*.txt | grep -A1 '^lstat$' | grep -v '^lstat$\|^--$' | sort -u | wc -l) files in demo-out/prism-catalog/ (a redirect's file may be recorded by the shell and by the program)"
 for policy in object file; do
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 4 "$bin/swiftload" \
     --catalog demo-out/prism-catalog --input-dir demo-data/prism --policy "$policy" \
     --loader-config configs/prism/loader.toml --emulate configs/prism/loader.toml
 done
+echo "== PRISM apps: the dedup profiler and the emulated loader sweep (every sweep figure is the model's)"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 4 "$bin/swiftload" \
+  --app dedup --catalog demo-out/prism-catalog --input-dir demo-data/prism --chunking fixed:4K,cdc:8K --compare-walk
+"$bin/swiftload-sweep" >/dev/null
 
 echo "== counts (demo-out/counts.csv, first lines)"
 head -5 demo-out/counts.csv

@@ -5,36 +5,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod common;
+use common::{mpirun, s, summary_of as summary};
 
 use icicle_plugins_prism::augment::{augment_batch, file_key, RECORD_BYTES};
 use icicle_plugins_prism::catalog::{CatalogEntry, StatFields};
 use icicle_plugins_prism::dataset::{write_duplicated_dataset, DatasetSpec};
 use icicle_plugins_prism::layout::EmulatedLayouts;
-
-fn mpirun(np: usize, args: &[&str]) -> Output {
-    Command::new("mpirun")
-        .args(["--oversubscribe", "--bind-to", "none", "-np", &np.to_string()])
-        .arg(env!("CARGO_BIN_EXE_swiftload"))
-        .args(args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-        .output()
-        .expect("mpirun (openmpi-bin) is needed: scripts/test.sh installs it")
-}
-
-fn summary(out: &Output, what: &str) -> serde_json::Value {
-    assert!(out.status.success(), "{what}: swiftload failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
-    assert_eq!(lines.len(), 1, "{what}: one JSON line from rank 0: {stdout}");
-    serde_json::from_str(lines[0]).unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// `[chunks, bytes, distinct chunks, distinct bytes]` of `files` cut whole, one after another.
 fn reference(files: &[PathBuf], chunking: &str) -> [u64; 4] {

@@ -3,36 +3,18 @@
 //! contention model, profiling, errors, and the catalog agent's catalog end to end.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
+
+mod common;
+use common::{mpirun, s, summary_of};
 
 use icicle_plugins_prism::dataset::{sequential_checksum, write_dataset, DatasetSpec};
 use icicle_plugins_prism::layout::EmulatedLayouts;
 use icicle_plugins_prism::LoaderConfig;
 
-fn mpirun(np: usize, args: &[&str]) -> Output {
-    Command::new("mpirun")
-        .args(["--oversubscribe", "--bind-to", "none", "-np", &np.to_string()])
-        .arg(env!("CARGO_BIN_EXE_swiftload"))
-        .args(args)
-        // The tests run as root in CI.
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-        .output()
-        .expect("mpirun (openmpi-bin) is needed: scripts/test.sh installs it")
-}
-
 fn summary(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "swiftload failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
-    assert_eq!(lines.len(), 1, "one JSON line from rank 0: {stdout}");
-    serde_json::from_str(lines[0]).unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    summary_of(out, "swiftload")
 }
 
 fn counts(v: &serde_json::Value) -> BTreeMap<String, u64> {

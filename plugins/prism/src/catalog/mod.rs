@@ -31,6 +31,7 @@
 //! than its own. Catalogs without `gone` records read as before; a reader that does not know
 //! the record rejects it as one bad entry and goes on.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -39,8 +40,15 @@ use icicle_core::{FileKind, FileRecord};
 
 use crate::tasks;
 
+pub mod compact;
+mod compact_check;
+mod compact_write;
+mod load;
 mod parse;
+pub mod synth;
 
+pub use compact::{CompactCatalog, CompactCounts, CompactEntry};
+pub use load::{load_dir, load_files, EntryRef, LineIter, LoadedCatalog};
 use parse::{clip, parse_entry, parse_gone, Lines, Record};
 
 /// An I/O failure reading or writing a catalog (bad *content* is a [`CatalogReject`]).
@@ -54,9 +62,26 @@ pub enum CatalogError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A path the text format cannot hold (a newline in it).
-    #[error("path {0:?} contains a newline: the catalog format cannot hold it")]
+    /// A path the catalog formats cannot hold (empty, or a newline in it).
+    #[error("path {0:?} is empty or contains a newline: the catalog format cannot hold it")]
     Unrepresentable(String),
+    /// An entry the compact form cannot hold (a layout line the reader would reject, or more
+    /// records than its 32-bit counts allow).
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// The entry's path ("" for the whole catalog).
+        path: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A compact catalog that is truncated, corrupt, or not one.
+    #[error("{path}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 /// The `stat(2)` fields a catalog entry records.
@@ -162,6 +187,15 @@ impl StatFields {
     }
 
     fn parse(line: &str) -> Result<StatFields, String> {
+        match parse::parse_stat_canonical(line) {
+            Some(f) => Ok(f),
+            None => StatFields::parse_general(line),
+        }
+    }
+
+    /// Any `key:value; ...` line (spaces, order, unknown keys); `parse` tries the writer's
+    /// exact form first.
+    fn parse_general(line: &str) -> Result<StatFields, String> {
         let mut f = StatFields::default();
         let (mut has_mode, mut has_size) = (false, false);
         for tok in line.split(';').map(str::trim).filter(|t| !t.is_empty()) {
@@ -315,33 +349,42 @@ impl CatalogEntry {
     /// has `interval / stripe_size` lines. Component ends are the clamped ends.
     pub fn object_layout(&self) -> Option<ObjectLayout> {
         let lines = self.layout.as_ref()?;
-        let mut comps: Vec<LayoutComponent> = Vec::new();
-        let mut want = 0u64;
-        for l in lines {
-            let continues = comps.last().is_some_and(|c| {
-                (c.osts.len() as u64) < want
-                    && c.stripe_size == l.stripe_size
-                    && (c.osts.len() as u64).checked_mul(c.stripe_size).and_then(|d| c.start.checked_add(d)) == Some(l.start)
-            });
-            if continues {
-                if let Some(c) = comps.last_mut() {
-                    c.osts.push(l.ost);
-                }
-            } else {
-                want = l.interval / l.stripe_size.max(1);
-                comps.push(LayoutComponent { start: l.start, end: l.end, stripe_size: l.stripe_size, osts: vec![l.ost] });
-            }
-        }
-        // A clamped end equal to the file size means "to the end": keep later components'
-        // starts consistent by ending each component where the next begins.
-        for i in 0..comps.len().saturating_sub(1) {
-            comps[i].end = comps[i + 1].start;
-        }
-        if let Some(last) = comps.last_mut() {
-            last.end = u64::MAX;
-        }
-        Some(ObjectLayout { path: self.path.clone(), size: self.size(), components: comps })
+        Some(layout_from_lines(&self.path, self.size(), lines.iter().copied()))
     }
+}
+
+/// The layout of a file of `size` bytes rebuilt from its layout lines (see
+/// [`CatalogEntry::object_layout`]): text and compact entries share it, so both give the
+/// same layout.
+pub(crate) fn layout_from_lines(path: &str, size: u64, lines: impl Iterator<Item = LayoutLine>) -> ObjectLayout {
+    let mut comps: Vec<LayoutComponent> = Vec::new();
+    let mut want = 0u64;
+    for l in lines {
+        let continues = comps.last().is_some_and(|c| {
+            (c.osts.len() as u64) < want
+                && c.stripe_size == l.stripe_size
+                && (c.osts.len() as u64).checked_mul(c.stripe_size).and_then(|d| c.start.checked_add(d)) == Some(l.start)
+        });
+        if continues {
+            if let Some(c) = comps.last_mut() {
+                c.osts.push(l.ost);
+            }
+        } else {
+            want = l.interval / l.stripe_size.max(1);
+            let mut osts = Vec::with_capacity(want.clamp(1, 64) as usize);
+            osts.push(l.ost);
+            comps.push(LayoutComponent { start: l.start, end: l.end, stripe_size: l.stripe_size, osts });
+        }
+    }
+    // A clamped end equal to the file size means "to the end": keep later components'
+    // starts consistent by ending each component where the next begins.
+    for i in 0..comps.len().saturating_sub(1) {
+        comps[i].end = comps[i + 1].start;
+    }
+    if let Some(last) = comps.last_mut() {
+        last.end = u64::MAX;
+    }
+    ObjectLayout { path: path.to_string(), size, components: comps }
 }
 
 /// A `gone` record: `path` no longer names the file `stat` describes.
@@ -399,6 +442,33 @@ impl CatalogGone {
     }
 }
 
+/// Drop the entries that `gone` records from another file supersede.
+fn supersede(entries: &mut Vec<CatalogEntry>, gone: &[CatalogGone]) {
+    if gone.is_empty() {
+        return;
+    }
+    let mut by_file: HashMap<(u64, u64), Vec<&CatalogGone>> = HashMap::new();
+    for g in gone {
+        by_file.entry((g.stat.dev, g.stat.ino)).or_default().push(g);
+    }
+    entries.retain(|e| !by_file.get(&(e.lstat.dev, e.lstat.ino)).is_some_and(|v| v.iter().any(|g| g.supersedes(e))));
+}
+
+/// The catalog files of `dir`: regular files whose names do not start with `.`, in name order.
+pub fn catalog_files(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
+    let io = |source| CatalogError::Io { path: dir.to_path_buf(), source };
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io)? {
+        let e = e.map_err(io)?;
+        let hidden = e.file_name().to_string_lossy().starts_with('.');
+        if !hidden && e.file_type().map_err(io)?.is_file() {
+            names.push(e.path());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 /// A bad entry: where and why. Reading goes on with the next entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogReject {
@@ -436,14 +506,14 @@ impl Catalog {
     pub fn parse(name: &Path, bytes: &[u8]) -> Catalog {
         let mut cat = Catalog { files: 1, ..Catalog::default() };
         let mut lines = Lines { bytes, pos: 0, line: 0 };
+        // Entries by (dev, ino), built at the first `gone` record; superseded entries' indices.
+        let mut index: Option<HashMap<(u64, u64), Vec<usize>>> = None;
+        let mut dead: Vec<usize> = Vec::new();
         loop {
             // Skip blank lines between entries.
             let (n, first) = match lines.next_line() {
                 None => break,
-                Some((n, Ok(l))) if l.trim().is_empty() => {
-                    let _ = n;
-                    continue;
-                }
+                Some((_, Ok(l))) if l.trim().is_empty() => continue,
                 Some(x) => x,
             };
             let result = match first {
@@ -453,13 +523,31 @@ impl Catalog {
                 Err(e) => Err((n, e)),
             };
             match result {
-                Ok(Record::Entry(e)) => cat.entries.push(e),
+                Ok(Record::Entry(e)) => {
+                    if let Some(ix) = index.as_mut() {
+                        ix.entry((e.lstat.dev, e.lstat.ino)).or_default().push(cat.entries.len());
+                    }
+                    cat.entries.push(e);
+                }
                 Ok(Record::Gone(g)) => {
                     // In one file the order is the order of events: every earlier entry of
                     // the file at that path goes, whatever its ctime; later ones stay.
-                    let before = cat.entries.len();
-                    cat.entries.retain(|e| !g.names(e));
-                    cat.superseded += before - cat.entries.len();
+                    let ix = index.get_or_insert_with(|| {
+                        let mut ix: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
+                        for (i, e) in cat.entries.iter().enumerate() {
+                            ix.entry((e.lstat.dev, e.lstat.ino)).or_default().push(i);
+                        }
+                        ix
+                    });
+                    if let Some(v) = ix.get_mut(&(g.stat.dev, g.stat.ino)) {
+                        v.retain(|&i| match cat.entries.get(i) {
+                            Some(e) if e.path == g.path => {
+                                dead.push(i);
+                                false
+                            }
+                            _ => true,
+                        });
+                    }
                     cat.gone.push(g);
                 }
                 Err((line, reason)) => {
@@ -470,29 +558,35 @@ impl Catalog {
                 }
             }
         }
+        if !dead.is_empty() {
+            let mut keep = vec![true; cat.entries.len()];
+            for &i in &dead {
+                if let Some(k) = keep.get_mut(i) {
+                    *k = false;
+                }
+            }
+            let mut k = keep.iter();
+            cat.entries.retain(|_| k.next().copied().unwrap_or(true));
+            cat.superseded = dead.len();
+        }
         cat
     }
 
-    /// Read one catalog file.
+    /// Read one catalog file, text or compact ([`compact`]; a corrupt compact file is an
+    /// error, bad text entries are rejects).
     pub fn read_file(path: &Path) -> Result<Catalog, CatalogError> {
         let bytes = std::fs::read(path).map_err(|source| CatalogError::Io { path: path.to_path_buf(), source })?;
+        if compact::is_compact(&bytes) {
+            return Ok(CompactCatalog::from_bytes(path, bytes)?.to_catalog());
+        }
         Ok(Catalog::parse(path, &bytes))
     }
 
-    /// Read every catalog file in `dir` (regular files not starting with `.`), in name order.
+    /// Read every catalog file in `dir` (regular files not starting with `.`, text or
+    /// compact), in name order. [`load_dir`] reads the same files faster.
     pub fn read_dir(dir: &Path) -> Result<Catalog, CatalogError> {
-        let io = |source| CatalogError::Io { path: dir.to_path_buf(), source };
-        let mut names = Vec::new();
-        for e in std::fs::read_dir(dir).map_err(io)? {
-            let e = e.map_err(io)?;
-            let hidden = e.file_name().to_string_lossy().starts_with('.');
-            if !hidden && e.file_type().map_err(io)?.is_file() {
-                names.push(e.path());
-            }
-        }
-        names.sort();
         let mut cat = Catalog::default();
-        for p in names {
+        for p in catalog_files(dir)? {
             cat.extend(Catalog::read_file(&p)?);
         }
         Ok(cat)
@@ -503,12 +597,8 @@ impl Catalog {
     /// supersede ([`CatalogGone::supersedes`]).
     pub fn extend(&mut self, mut other: Catalog) {
         let before = self.entries.len() + other.entries.len();
-        if !other.gone.is_empty() {
-            self.entries.retain(|e| !other.gone.iter().any(|g| g.supersedes(e)));
-        }
-        if !self.gone.is_empty() {
-            other.entries.retain(|e| !self.gone.iter().any(|g| g.supersedes(e)));
-        }
+        supersede(&mut self.entries, &other.gone);
+        supersede(&mut other.entries, &self.gone);
         self.superseded += other.superseded + before - self.entries.len() - other.entries.len();
         self.entries.extend(other.entries);
         self.gone.extend(other.gone);
@@ -539,283 +629,6 @@ impl Catalog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn st(mode: u32, size: u64) -> StatFields {
-        StatFields {
-            dev: 2049,
-            ino: 77,
-            mode,
-            nlink: 1,
-            uid: 1000,
-            gid: 100,
-            size,
-            blksize: 4096,
-            blocks: size.div_ceil(512),
-            atime: 1,
-            mtime: 2,
-            ctime: 3,
-            rdev: 0,
-        }
-    }
-
-    fn sample() -> Vec<CatalogEntry> {
-        const M: u64 = 1 << 20;
-        let pfl = [
-            LayoutComponent { start: 0, end: 4 * M, stripe_size: M, osts: vec![113] },
-            LayoutComponent { start: 4 * M, end: u64::MAX, stripe_size: M, osts: vec![167, 204] },
-        ];
-        vec![
-            CatalogEntry::new("/scratch/a file", st(0o100644, 6 * M + 1), Some(st(0o100644, 6 * M + 1)), Some(&pfl)),
-            CatalogEntry::new("/scratch/dir", st(0o040755, 4096), Some(st(0o040755, 4096)), None),
-            CatalogEntry::new("/scratch/dangling", st(0o120777, 7), None, None),
-        ]
-    }
-
-    #[test]
-    fn entries_are_written_in_the_swiftload_format_and_read_back() {
-        let mut text = String::new();
-        for e in sample() {
-            e.write_to(&mut text).unwrap();
-        }
-        let expected = "lstat\n/scratch/a file\nst_dev:2049; st_ino:77; st_mode:100644; st_nlink:1; st_uid:1000; st_gid:100; st_rdev:0; st_size:6291457; st_blksize:4096; st_blocks:12289; st_atime:1; st_mtime:2; st_ctime:3\nstat\n/scratch/a file\nst_dev:2049; st_ino:77; st_mode:100644; st_nlink:1; st_uid:1000; st_gid:100; st_rdev:0; st_size:6291457; st_blksize:4096; st_blocks:12289; st_atime:1; st_mtime:2; st_ctime:3\nlayout\n/scratch/a file 113 0 4194304 1048576 1048576 6291457\n/scratch/a file 167 4194304 6291457 2097152 1048576 6291457\n/scratch/a file 204 5242880 6291457 2097152 1048576 6291457\nend\n";
-        assert!(text.starts_with(expected), "{text}");
-        assert!(text.contains("lstat\n/scratch/dir\n") && text.contains("layout\nNone\nend\n"));
-        assert!(text.contains("stat\nNone\nlayout\nNone\nend\n"));
-        let cat = Catalog::parse(Path::new("c.txt"), text.as_bytes());
-        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
-        assert_eq!(cat.entries, sample());
-        let l = cat.entries[0].object_layout().unwrap();
-        assert_eq!(l.components.len(), 2);
-        assert_eq!(l.components[1].osts, vec![167, 204]);
-        assert_eq!(crate::tasks::tasks_of(0, &l).unwrap(), cat.entries[0].tasks(0));
-        assert!(cat.entries[1].object_layout().is_none());
-    }
-
-    #[test]
-    fn bad_entries_name_file_line_and_reason_and_reading_goes_on() {
-        let good = sample()[0].to_text().unwrap();
-        let mut text = String::new();
-        text.push_str(&good); // lines 1-11
-        text.push_str("garbage\n"); // 12
-        text.push_str("lstat\n/x\nst_mode:zz; st_size:1\nstat\nNone\nlayout\nNone\nend\n"); // 13-20, bad mode on 15
-        text.push_str(&good.replace("113 0 4194304", "113 0 4194304 9")); // 21-31: 7 numbers -> path mismatch on 28
-        text.push_str("lstat\n/y\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/y 1 0 1 0 1 1\nend\n"); // 32-39, interval 0 on 38
-        text.push_str(&sample()[1].to_text().unwrap()); // 40-48 good
-        text.push_str("lstat\n/z\nst_mode:100644; st_size:1\nstat\n"); // truncated
-        let cat = Catalog::parse(Path::new("/cat/c1.txt"), text.as_bytes());
-        let got: Vec<String> = cat.rejects.iter().map(|r| r.to_string()).collect();
-        assert_eq!(
-            got,
-            vec![
-                "/cat/c1.txt:12: expected `lstat` or `gone`, found `garbage`",
-                "/cat/c1.txt:15: stat field `st_mode`: `zz`: invalid digit found in string",
-                "/cat/c1.txt:28: layout line names `/scratch/a file 113`, not the entry's path",
-                "/cat/c1.txt:38: interval 0 is not a multiple of stripe size 1",
-                "/cat/c1.txt:52: truncated entry: end of file where a path or `None` was expected",
-            ]
-        );
-        assert_eq!(cat.entries.len(), 2);
-        assert_eq!(cat.entries[1].path, "/scratch/dir");
-        // Not UTF-8 and random bytes: rejects, never a panic.
-        let cat = Catalog::parse(Path::new("b"), b"lstat\n/\xff\xfe\nend\n");
-        assert_eq!(cat.rejects.len(), 1);
-        assert!(cat.rejects[0].reason.contains("not UTF-8"), "{:?}", cat.rejects);
-        let mut rng = fastrand::Rng::with_seed(7);
-        for _ in 0..500 {
-            let mut b = good.clone().into_bytes();
-            for _ in 0..rng.usize(1..6) {
-                let i = rng.usize(0..b.len());
-                b[i] = rng.u8(..);
-            }
-            let _ = Catalog::parse(Path::new("fuzz"), &b);
-        }
-    }
-
-    #[test]
-    fn a_truncated_entry_is_one_reject_and_the_next_entry_parses() {
-        let good = sample()[0].to_text().unwrap();
-        // Cut short in its stat, in its layout lines, and before its `end`.
-        for cut in ["lstat\n/z\nst_mode:100644; st_size:1\nstat\n", "lstat\n/z\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/z 1 0 1 1 1 1\n", "lstat\n/z\n"]
-        {
-            let text = format!("{cut}{good}");
-            let cat = Catalog::parse(Path::new("t"), text.as_bytes());
-            let at = cut.lines().count() + 1;
-            assert_eq!(cat.rejects.len(), 1, "{:?}", cat.rejects);
-            assert_eq!(cat.rejects[0].line, at, "{:?}", cat.rejects);
-            assert!(cat.rejects[0].reason.starts_with("truncated entry: a new entry (`lstat`)"), "{:?}", cat.rejects);
-            assert_eq!(cat.entries, vec![sample()[0].clone()]);
-        }
-    }
-
-    #[test]
-    fn a_crlf_catalog_parses() {
-        let mut text = String::new();
-        for e in sample() {
-            e.write_to(&mut text).unwrap();
-        }
-        let crlf = text.replace('\n', "\r\n");
-        let cat = Catalog::parse(Path::new("w"), crlf.as_bytes());
-        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
-        assert_eq!(cat.entries, sample());
-        // A bad CRLF entry still resynchronises at the next `end`.
-        let bad = format!("lstat\r\n/x\r\nst_mode:zz\r\nstat\r\nNone\r\nlayout\r\nNone\r\nend\r\n{crlf}");
-        let cat = Catalog::parse(Path::new("w"), bad.as_bytes());
-        assert_eq!(cat.rejects.len(), 1, "{:?}", cat.rejects);
-        assert_eq!(cat.entries, sample());
-    }
-
-    #[test]
-    fn layout_lines_past_the_file_size_or_with_absurd_stripes_are_rejected() {
-        let entry = |line: &str| format!("lstat\n/d/f\nst_mode:100644; st_size:10\nstat\nNone\nlayout\n{line}\nend\n");
-        let mut text = String::new();
-        text.push_str(&entry("/d/f 5 0 18446744073709551615 1 1 10")); // 1-8, line 7
-        text.push_str(&entry("/d/f 5 4 2 1 1 10")); // 9-16, line 15
-        text.push_str(&entry("/d/f 5 0 10 8589934592 8589934592 10")); // 17-24, line 23
-        text.push_str(&entry("/d/f 5 0 10 18446744073709551615 1 10")); // 25-32, line 31
-        text.push_str(&entry("/d/f 5 0 10 2 1 10\n/d/f 6 1 10 2 1 10")); // 33-41 good
-        let cat = Catalog::parse(Path::new("c"), text.as_bytes());
-        let got: Vec<String> = cat.rejects.iter().map(|r| r.to_string()).collect();
-        assert_eq!(
-            got,
-            vec![
-                "c:7: end 18446744073709551615 is past the file size 10",
-                "c:15: start 4 is past end 2",
-                "c:23: stripe size 8589934592 is over 4294967296",
-                "c:31: stripe count 18446744073709551615 (interval / stripe size) is over 65536",
-            ]
-        );
-        assert_eq!(cat.entries.len(), 1);
-        let l = cat.entries[0].object_layout().unwrap();
-        assert_eq!(crate::tasks::tasks_of(0, &l).unwrap().iter().map(crate::tasks::task_bytes).sum::<u64>(), 10);
-        // Offsets near 2^64: rebuilding the layout must not overflow.
-        let max = u64::MAX;
-        let lines = format!("/d/f 1 {} {max} 8 4 {max}\n/d/f 2 {} {max} 8 4 {max}", max - 1, max - 1);
-        let cat = Catalog::parse(Path::new("c"), entry(&lines).as_bytes());
-        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
-        assert_eq!(cat.entries[0].object_layout().unwrap().components.len(), 2);
-    }
-
-    #[test]
-    fn latest_keeps_one_entry_per_path_and_records_convert() {
-        let a = CatalogEntry::new("/p", st(0o100644, 5), Some(st(0o100644, 5)), Some(&[]));
-        let mut newer = st(0o100644, 9);
-        newer.ctime = 10;
-        let b = CatalogEntry::new("/p", newer, Some(newer), Some(&[]));
-        let cat = Catalog { entries: vec![b.clone(), a.clone()], files: 1, ..Catalog::default() };
-        assert_eq!(cat.latest(), vec![&b]);
-        // Same ctime (whole seconds): the larger size wins whatever the read order, then the
-        // later mtime.
-        let mut bigger = st(0o100644, 7);
-        bigger.mtime = 1;
-        let c = CatalogEntry::new("/p", bigger, Some(bigger), Some(&[]));
-        for entries in [vec![c.clone(), a.clone()], vec![a.clone(), c.clone()]] {
-            assert_eq!(Catalog { entries, files: 1, ..Catalog::default() }.latest(), vec![&c]);
-        }
-        let mut later = st(0o100644, 5);
-        later.mtime = 9;
-        let d = CatalogEntry::new("/p", later, Some(later), Some(&[]));
-        for entries in [vec![d.clone(), a.clone()], vec![a.clone(), d.clone()]] {
-            assert_eq!(Catalog { entries, files: 1, ..Catalog::default() }.latest(), vec![&d]);
-        }
-
-        let rec = FileRecord {
-            path: "/scratch/r",
-            kind: FileKind::File,
-            attrs: icicle_core::Attrs { mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3, inode: 0 },
-        };
-        let comps = [LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1024, osts: vec![204, 113] }];
-        let e = CatalogEntry::from_record(&rec, Some(&comps));
-        let text = e.to_text().unwrap();
-        assert!(text.contains("/scratch/r 204 0 3000 2048 1024 3000\n/scratch/r 113 1024 3000 2048 1024 3000\n"), "{text}");
-        assert_eq!(Catalog::parse(Path::new("r"), text.as_bytes()).entries, vec![e]);
-        let link = FileRecord { kind: FileKind::Link, attrs: icicle_core::Attrs { mode: 0o120777, ..icicle_core::Attrs::default() }, ..rec };
-        let e = CatalogEntry::from_record(&link, Some(&comps));
-        assert!(e.stat.is_none() && e.layout.is_none());
-        assert!(matches!(CatalogEntry { path: "a\nb".into(), ..e }.to_text(), Err(CatalogError::Unrepresentable(_))));
-    }
-
-    #[test]
-    fn gone_records_supersede_the_entries_of_their_file_before_them_and_older_ones_elsewhere() {
-        let at = |path: &str, ino: u64, ctime: i64, size: u64| {
-            let mut f = st(0o100644, size);
-            (f.ino, f.ctime) = (ino, ctime);
-            CatalogEntry::new(path, f, Some(f), Some(&[]))
-        };
-        let gone = |e: &CatalogEntry| CatalogGone { path: e.path.clone(), stat: e.lstat };
-        // tmp written, renamed over /d/f (whose old file, inode 1, goes too), then renamed back
-        // and forth within one second: in one file the order decides.
-        let (f_old, tmp, f_new) = (at("/d/f", 1, 5, 100), at("/d/tmp", 2, 5, 7), at("/d/f", 2, 5, 7));
-        let (tmp_back, f_back) = (at("/d/tmp", 2, 5, 7), at("/d/f", 2, 5, 7));
-        let mut text = String::new();
-        for r in [
-            f_old.to_text(),
-            tmp.to_text(),
-            gone(&f_old).to_text(),
-            gone(&tmp).to_text(),
-            f_new.to_text(),
-            gone(&f_new).to_text(),
-            tmp_back.to_text(),
-            gone(&tmp_back).to_text(),
-            f_back.to_text(),
-        ] {
-            text.push_str(&r.unwrap());
-        }
-        assert!(text.contains("end\ngone\n/d/f\nst_dev:2049; st_ino:1; st_mode:100644; "), "{text}");
-        let cat = Catalog::parse(Path::new("c"), text.as_bytes());
-        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
-        assert_eq!((cat.entries.clone(), cat.superseded, cat.gone.len()), (vec![f_back.clone()], 4, 4));
-        assert_eq!(cat.latest(), vec![&f_back]);
-
-        // Across files: an entry no later than the record goes, whichever file is read first; a
-        // later entry (the path written again afterwards) and another file's other inode stay.
-        let tmp_dir = tempfile::tempdir().unwrap();
-        let later = at("/d/f", 1, 6, 50);
-        let other = at("/d/g", 1, 5, 9);
-        std::fs::write(
-            tmp_dir.path().join("catalog.h.1.txt"),
-            [gone(&f_old).to_text().unwrap(), gone(&tmp).to_text().unwrap(), f_new.to_text().unwrap()].concat(),
-        )
-        .unwrap();
-        std::fs::write(tmp_dir.path().join("catalog.h.2.txt"), [f_old.to_text().unwrap(), tmp.to_text().unwrap(), other.to_text().unwrap()].concat()).unwrap();
-        std::fs::write(tmp_dir.path().join("catalog.h.3.txt"), later.to_text().unwrap()).unwrap();
-        let cat = Catalog::read_dir(tmp_dir.path()).unwrap();
-        assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
-        assert_eq!((cat.entries.clone(), cat.superseded), (vec![f_new.clone(), other.clone(), later.clone()], 2));
-        assert_eq!(cat.latest(), vec![&later, &other]);
-        let mut one = Catalog::read_file(&tmp_dir.path().join("catalog.h.2.txt")).unwrap();
-        one.extend(Catalog::read_file(&tmp_dir.path().join("catalog.h.1.txt")).unwrap());
-        assert_eq!((one.entries, one.superseded), (vec![other, f_new], 2));
-
-        // Bad or cut-short records are rejects like bad entries; the next record still parses.
-        let good = f_old.to_text().unwrap();
-        let text = format!("gone\n/d/f\nst_mode:zz; st_size:1\nend\ngone\n/d/f\n{good}lstat\n/x\n{}", gone(&f_old).to_text().unwrap());
-        let cat = Catalog::parse(Path::new("b"), text.as_bytes());
-        let got: Vec<String> = cat.rejects.iter().map(|r| r.to_string()).collect();
-        assert_eq!(
-            got,
-            vec![
-                "b:3: stat field `st_mode`: `zz`: invalid digit found in string",
-                "b:7: truncated entry: a new entry (`lstat`) where the lstat fields was expected",
-                "b:17: truncated entry: a new entry (`gone`) where the lstat fields was expected",
-            ]
-        );
-        assert_eq!((cat.entries.len(), cat.gone.len(), cat.superseded), (0, 1, 1));
-        assert!(matches!(CatalogGone { path: "a\nb".into(), stat: f_old.lstat }.to_text(), Err(CatalogError::Unrepresentable(_))));
-    }
-
-    #[test]
-    fn read_dir_merges_per_process_files_in_name_order() {
-        let tmp = tempfile::tempdir().unwrap();
-        let s = sample();
-        std::fs::write(tmp.path().join("catalog.h.2.txt"), s[1].to_text().unwrap()).unwrap();
-        std::fs::write(tmp.path().join("catalog.h.1.txt"), s[0].to_text().unwrap()).unwrap();
-        std::fs::write(tmp.path().join(".hidden"), "junk").unwrap();
-        let cat = Catalog::read_dir(tmp.path()).unwrap();
-        assert_eq!(cat.files, 2);
-        assert_eq!(cat.entries, vec![s[0].clone(), s[1].clone()]);
-        let err = Catalog::read_dir(&tmp.path().join("missing")).unwrap_err();
-        assert!(err.to_string().contains("missing"), "{err}");
-    }
-}
+mod compact_tests;
+#[cfg(test)]
+mod tests;

@@ -31,33 +31,50 @@ pub(super) struct Lines<'a> {
     pub(super) line: usize,
 }
 
+/// The index of the first newline in `b` (eight bytes at a time).
+pub(super) fn find_newline(b: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut words = b.chunks_exact(8);
+    let mut at = 0;
+    for w in &mut words {
+        let x = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]) ^ (LO * u64::from(b'\n'));
+        if x.wrapping_sub(LO) & !x & HI != 0 {
+            return w.iter().position(|&c| c == b'\n').map(|i| at + i);
+        }
+        at += 8;
+    }
+    words.remainder().iter().position(|&c| c == b'\n').map(|i| at + i)
+}
+
 impl<'a> Lines<'a> {
+    /// The line at the current position (without its `\r\n` or `\n`) and the bytes it spans.
+    fn current(&self) -> Option<(&'a [u8], usize)> {
+        let rest = self.bytes.get(self.pos..).filter(|r| !r.is_empty())?;
+        let (raw, used) = match find_newline(rest) {
+            Some(len) => (&rest[..len], len + 1),
+            None => (rest, rest.len()),
+        };
+        match raw {
+            [head @ .., b'\r'] => Some((head, used)),
+            l => Some((l, used)),
+        }
+    }
+
+    fn take(&mut self, raw: &'a [u8], used: usize) -> (usize, Result<&'a str, String>) {
+        self.pos += used;
+        self.line += 1;
+        (self.line, std::str::from_utf8(raw).map_err(|e| format!("line is not UTF-8 ({e})")))
+    }
+
     /// The next line (1-based number, text or a UTF-8 error).
     pub(super) fn next_line(&mut self) -> Option<(usize, Result<&'a str, String>)> {
-        if self.pos >= self.bytes.len() {
-            return None;
-        }
-        let rest = &self.bytes[self.pos..];
-        let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-        let mut raw = &rest[..len];
-        self.pos += (len + 1).min(rest.len());
-        self.line += 1;
-        if let [head @ .., b'\r'] = raw {
-            raw = head;
-        }
-        Some((self.line, std::str::from_utf8(raw).map_err(|e| format!("line is not UTF-8 ({e})"))))
+        let (raw, used) = self.current()?;
+        Some(self.take(raw, used))
     }
 
     pub(super) fn peek_line(&self) -> Option<&'a [u8]> {
-        if self.pos >= self.bytes.len() {
-            return None;
-        }
-        let rest = &self.bytes[self.pos..];
-        let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-        match &rest[..len] {
-            [head @ .., b'\r'] => Some(head),
-            l => Some(l),
-        }
+        self.current().map(|(l, _)| l)
     }
 
     pub(super) fn skip_to_entry(&mut self) {
@@ -75,25 +92,68 @@ impl<'a> Lines<'a> {
     /// The next line of this entry; a line `lstat` or `gone` starts the next record (this
     /// one was cut short) and is left for it.
     pub(super) fn need(&mut self, what: &str) -> Result<(usize, &'a str), (usize, String)> {
-        if let Some(l) = self.peek_line().filter(|l| starts_record(l)) {
-            let kw = String::from_utf8_lossy(l);
-            return Err((self.line + 1, format!("truncated entry: a new entry (`{kw}`) where {what} was expected")));
+        self.need_lazy(&|| what.to_string())
+    }
+
+    fn need_lazy(&mut self, what: &dyn Fn() -> String) -> Result<(usize, &'a str), (usize, String)> {
+        let Some((raw, used)) = self.current() else {
+            return Err((self.line, format!("truncated entry: end of file where {} was expected", what())));
+        };
+        if starts_record(raw) {
+            let kw = String::from_utf8_lossy(raw);
+            return Err((self.line + 1, format!("truncated entry: a new entry (`{kw}`) where {} was expected", what())));
         }
-        match self.next_line() {
-            None => Err((self.line, format!("truncated entry: end of file where {what} was expected"))),
-            Some((n, Err(e))) => Err((n, e)),
-            Some((n, Ok(l))) => Ok((n, l)),
+        match self.take(raw, used) {
+            (n, Err(e)) => Err((n, e)),
+            (n, Ok(l)) => Ok((n, l)),
         }
     }
 
     pub(super) fn keyword(&mut self, kw: &str) -> Result<(), (usize, String)> {
-        let (n, l) = self.need(&format!("`{kw}`"))?;
+        let (n, l) = self.need_lazy(&|| format!("`{kw}`"))?;
         if l == kw {
             Ok(())
         } else {
             Err((n, format!("expected `{kw}`, found `{}`", clip(l))))
         }
     }
+}
+
+/// The stat fields of a line exactly as [`StatFields`]' writer formats it (`st_dev:N; ...`,
+/// all thirteen in order); `None` for anything else, which the general parser then reads.
+pub(super) fn parse_stat_canonical(line: &str) -> Option<StatFields> {
+    fn field<'a>(rest: &mut &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+        let r = rest.strip_prefix(key)?;
+        let len = r.iter().position(|&c| c == b';').unwrap_or(r.len());
+        let (v, tail) = r.split_at(len);
+        *rest = tail.strip_prefix(b"; ").unwrap_or(tail);
+        (!v.is_empty()).then_some(v)
+    }
+    fn num(v: &[u8], radix: u64) -> Option<u64> {
+        v.iter().try_fold(0u64, |acc, &c| {
+            let d = u64::from(c.wrapping_sub(b'0'));
+            (d < radix).then_some(())?;
+            acc.checked_mul(radix)?.checked_add(d)
+        })
+    }
+    fn signed(v: &[u8]) -> Option<i64> {
+        match v.strip_prefix(b"-") {
+            Some(m) => num(m, 10).and_then(|n| 0i64.checked_sub_unsigned(n)),
+            None => num(v, 10).and_then(|n| i64::try_from(n).ok()),
+        }
+    }
+    let mut r = line.as_bytes();
+    let mut u = |key: &[u8]| field(&mut r, key).and_then(|v| num(v, 10));
+    let (dev, ino) = (u(b"st_dev:")?, u(b"st_ino:")?);
+    let mode = field(&mut r, b"st_mode:").and_then(|v| num(v, 8)).and_then(|m| u32::try_from(m).ok())?;
+    let mut u = |key: &[u8]| field(&mut r, key).and_then(|v| num(v, 10));
+    let nlink = u(b"st_nlink:")?;
+    let uid = u32::try_from(u(b"st_uid:")?).ok()?;
+    let gid = u32::try_from(u(b"st_gid:")?).ok()?;
+    let (rdev, size, blksize, blocks) = (u(b"st_rdev:")?, u(b"st_size:")?, u(b"st_blksize:")?, u(b"st_blocks:")?);
+    let mut t = |key: &[u8]| field(&mut r, key).and_then(signed);
+    let (atime, mtime, ctime) = (t(b"st_atime:")?, t(b"st_mtime:")?, t(b"st_ctime:")?);
+    r.is_empty().then_some(StatFields { dev, ino, mode, nlink, uid, gid, rdev, size, blksize, blocks, atime, mtime, ctime })
 }
 
 pub(super) fn parse_entry(lines: &mut Lines<'_>) -> Result<CatalogEntry, (usize, String)> {
@@ -168,6 +228,14 @@ pub(super) fn parse_layout_line(path: &str, l: &str) -> Result<LayoutLine, Strin
     }
     let [ost, start, end, interval, stripe_size, file_size] = nums;
     let ost = u32::try_from(ost).map_err(|_| format!("OST index {ost} out of range"))?;
+    let line = LayoutLine { ost, start, end, interval, stripe_size, file_size };
+    check_line(&line)?;
+    Ok(line)
+}
+
+/// The rules every layout line obeys (the text reader's, the compact writer's and reader's).
+pub(super) fn check_line(l: &LayoutLine) -> Result<(), String> {
+    let LayoutLine { start, end, interval, stripe_size, file_size, .. } = *l;
     if stripe_size == 0 {
         return Err("layout line has stripe size 0".into());
     }
@@ -187,5 +255,5 @@ pub(super) fn parse_layout_line(path: &str, l: &str) -> Result<LayoutLine, Strin
     if end > file_size {
         return Err(format!("end {end} is past the file size {file_size}"));
     }
-    Ok(LayoutLine { ost, start, end, interval, stripe_size, file_size })
+    Ok(())
 }

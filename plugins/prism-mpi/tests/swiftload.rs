@@ -230,3 +230,23 @@ fn files_written_under_the_agent_are_read_back_by_swiftload() {
     assert_eq!((v["bytes"].as_u64(), v["crc32"].as_str()), (Some(bytes), Some(format!("{crc:08x}").as_str())));
     assert_eq!(v["exactly_once"], true);
 }
+
+#[test]
+fn a_compact_catalog_reads_the_same_bytes_as_its_text_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layouts = EmulatedLayouts::parse("pool=113,204,7;stripe_size=256K;pfl=512K:1,EOF:2").unwrap();
+    let spec = DatasetSpec { files: 12, min_size: 0, max_size: 1_500_000, seed: 23, layouts };
+    let (data, text, compact) = (tmp.path().join("data"), tmp.path().join("text"), tmp.path().join("compact"));
+    let ds = write_dataset(&data, &text.join("catalog.t.1.txt"), &spec).unwrap();
+    std::fs::create_dir_all(&compact).unwrap();
+    let cat = icicle_plugins_prism::Catalog::read_dir(&text).unwrap();
+    icicle_plugins_prism::catalog::compact::write_compact(&cat, &compact.join("catalog.all.icat")).unwrap();
+    let want = format!("{:08x}", ds.crc32);
+    for (dir, extra) in [(&text, None), (&compact, None), (&compact, Some("--trust-catalog"))] {
+        let mut args = vec!["--catalog", s(dir), "--input-dir", s(&data)];
+        args.extend(extra);
+        let v = summary(&mpirun(3, &args));
+        assert_eq!((v["crc32"].as_str(), v["bytes"].as_u64(), v["files"].as_u64()), (Some(want.as_str()), Some(ds.bytes), Some(12)), "{args:?}");
+        assert!(v["catalog_load_seconds"].as_f64().is_some() && v["size_check_seconds"].as_f64().is_some(), "{v}");
+    }
+}

@@ -746,3 +746,28 @@ fn without_wait_for_tasks_a_delivery_returns_once_the_task_is_accepted() {
         assert_eq!(sink.counts().2, 0, "no task was waited for");
     });
 }
+
+#[test]
+fn max_requests_per_s_paces_every_request_and_bad_rates_are_refused() {
+    let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
+    let mut sink = sink_for(&emu, |c| c.max_requests_per_s = Some(20.0));
+    let t0 = std::time::Instant::now();
+    block_on(async {
+        for i in 0..6 {
+            sink.deliver(&batch(&[&format!("/p{i}")])).await.unwrap();
+        }
+    });
+    let (requests, _, tasks, _) = sink.counts();
+    assert_eq!(tasks, 6);
+    assert!(requests >= 12, "an ingest and at least one task poll each: {requests}");
+    // A lower bound only: a slow machine takes longer, never shorter.
+    let least = (requests - 1) as f64 / 20.0;
+    assert!(t0.elapsed().as_secs_f64() >= least, "{requests} requests in {:?}, under {least} s", t0.elapsed());
+    for bad in [0.0, -1.0, f64::NAN] {
+        let mut c = GlobusSinkConfig::new(INDEX);
+        c.token_env = Some("ICICLE_TEST_GLOBUS_DIRECT_TOKEN".into());
+        c.max_requests_per_s = Some(bad);
+        let e = c.connect_with("g", |k, r| ConfigError::InvalidValue { key: k.into(), origin: "test".into(), reason: r }).unwrap_err().to_string();
+        assert!(e.contains("max_requests_per_s"), "{e}");
+    }
+}

@@ -68,11 +68,15 @@ impl Progress for QueueDrivenProgress {
     }
 }
 
-/// The per-rank overrides: a file sink's directory and the rejects file get the rank.
-fn rank_overrides(cfg: &LoadedConfig, rank: usize) -> Vec<String> {
+/// The per-rank overrides: a file sink's directory and the rejects file get the rank; a
+/// Globus sink's `max_requests_per_s` is shared equally by the `size` ranks.
+fn rank_overrides(cfg: &LoadedConfig, rank: usize, size: usize) -> Vec<String> {
     let mut sets = Vec::new();
     if let Ok(sinks) = cfg.figment.extract_inner::<serde_json::Map<String, serde_json::Value>>("sinks") {
         for (id, sink) in sinks {
+            if let (true, Some(rate)) = (sink["type"] == "globus", sink["max_requests_per_s"].as_f64()) {
+                sets.push(format!("sinks.{id}.max_requests_per_s={}", serde_json::Value::from(rate / size.max(1) as f64)));
+            }
             if sink["type"] == "file" {
                 if let Some(dir) = sink["dir"].as_str() {
                     let dir = std::path::Path::new(dir).join(format!("rank-{rank}"));
@@ -112,7 +116,7 @@ fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<Ex
     let rank = world.rank() as usize;
     let base = icicle_core::config::load(config, set)?;
     let mut sets = set.clone();
-    sets.extend(rank_overrides(&base, rank));
+    sets.extend(rank_overrides(&base, rank, world.size() as usize));
     let cfg = icicle_core::config::load(config, &sets)?;
     let level = if rank == 0 { cfg.app.log.level.clone() } else { "warn".to_string() };
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(tracing_subscriber::EnvFilter::new(level)).init();
@@ -151,4 +155,26 @@ fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<Ex
 fn say(line: &str) {
     use std::io::Write;
     let _ = std::io::stderr().lock().write_all(format!("{line}\n").as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rank_gets_its_directory_its_rejects_and_a_share_of_the_request_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg_file = dir.path().join("p.toml");
+        std::fs::write(
+            &cfg_file,
+            "[snapshot]\nrejects_file = \"r.jsonl\"\n[sources.s]\ntype = \"tsv\"\npaths = [\"x\"]\npreset = \"icicle9\"\n\
+             [sinks.f]\ntype = \"file\"\ndir = \"out\"\n[sinks.g]\ntype = \"globus\"\nindex_id = \"00000000-0000-0000-0000-000000000000\"\n\
+             token_env = \"T\"\nmax_requests_per_s = 10.0\n[sinks.h]\ntype = \"globus\"\nindex_id = \"00000000-0000-0000-0000-000000000000\"\ntoken_env = \"T\"\n",
+        )
+        .unwrap();
+        let cfg = icicle_core::config::load(&[cfg_file], &[]).unwrap();
+        let mut sets = rank_overrides(&cfg, 3, 4);
+        sets.sort();
+        assert_eq!(sets, ["sinks.f.dir=\"out/rank-3\"", "sinks.g.max_requests_per_s=2.5", "snapshot.rejects_file=\"r.jsonl.rank-3\""]);
+    }
 }

@@ -94,6 +94,10 @@ pub struct GlobusSinkConfig {
     /// isolation off.
     #[serde(default = "default_max_dead_letters")]
     pub max_dead_letters: u32,
+    /// At most this many requests a second to the Search API (a token bucket, no burst); under
+    /// `icicle-mpi` each rank gets an equal share. Default: no limit (429s are retried).
+    #[serde(default)]
+    pub max_requests_per_s: Option<f64>,
 }
 
 fn default_task_retries() -> u32 {
@@ -158,6 +162,7 @@ impl GlobusSinkConfig {
             task_retries: default_task_retries(),
             dead_letter_file: None,
             max_dead_letters: default_max_dead_letters(),
+            max_requests_per_s: None,
         }
     }
 
@@ -220,6 +225,13 @@ impl GlobusSinkConfig {
         if !positive(self.task_timeout_secs) {
             return Err(invalid("task_timeout_secs", "must be positive".into()));
         }
+        let pace = match self.max_requests_per_s {
+            None => None,
+            Some(r) if positive(r) && r <= 1e6 => Some(governor::RateLimiter::direct(
+                governor::Quota::with_period(Duration::from_secs_f64(1.0 / r)).ok_or_else(|| invalid("max_requests_per_s", "too high".into()))?,
+            )),
+            Some(r) => return Err(invalid("max_requests_per_s", format!("{r}: must be positive and at most 1000000"))),
+        };
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs_f64(self.timeout_secs))
             .user_agent(concat!("icicle/", env!("CARGO_PKG_VERSION")))
@@ -253,6 +265,7 @@ impl GlobusSinkConfig {
             max_dead_letters: self.max_dead_letters,
             dead: DeadLetters::new(self.dead_letter_file.unwrap_or_else(|| PathBuf::from(format!("{id}.dead-letters.jsonl")))),
             dead_lettered: Vec::new(),
+            pace,
         })
     }
 }
@@ -347,6 +360,8 @@ pub struct GlobusSink {
     dead: DeadLetters,
     /// Subjects kept as dead letters.
     dead_lettered: Vec<String>,
+    /// Paces requests to `max_requests_per_s`.
+    pace: Option<governor::DefaultDirectRateLimiter>,
 }
 
 impl std::fmt::Debug for GlobusSink {
@@ -500,6 +515,9 @@ impl GlobusSink {
 
     /// One attempt of a request to the Search API.
     async fn once(&mut self, what: &str, endpoint: &'static str, method: &Method, url: &str, body: Option<&[u8]>) -> Result<Value, GlobusError> {
+        if let Some(p) = &self.pace {
+            p.until_ready().await;
+        }
         let token = self.bearer().await?;
         self.stats.requests += 1;
         Metrics::global().add("icicle_globus_requests_total", "Requests sent to the Globus Search API.", &[("sink", &self.id), ("endpoint", endpoint)], 1.0);

@@ -578,7 +578,11 @@ mod tests {
             let line: Vec<u8> = (0..n)
                 .flat_map(|i| {
                     let t = tokens[rng.below(tokens.len() as u64) as usize].as_bytes().to_vec();
-                    if i > 0 { [vec![l.delim], t].concat() } else { t }
+                    if i > 0 {
+                        [vec![l.delim], t].concat()
+                    } else {
+                        t
+                    }
                 })
                 .collect();
             let mut s = Scratch::default();

@@ -16,6 +16,7 @@ use icicle_core::registry;
 use icicle_plugins_globus as _;
 use icicle_plugins_gpfs as _;
 use icicle_plugins_kafka as _;
+use icicle_plugins_local as _;
 use icicle_plugins_lustre as _;
 use icicle_plugins_prism as _;
 use icicle_plugins_s3 as _;
@@ -68,6 +69,10 @@ enum Command {
         /// Stop once every stream is exhausted and acknowledged (tests, catch-up runs).
         #[arg(long)]
         drain: bool,
+        /// Like `--drain`, for live file systems (fanotify, inotify): stop once SECS passed
+        /// without a new event and everything read is delivered.
+        #[arg(long, value_name = "SECS")]
+        until_idle: Option<f64>,
         /// Print the final report as JSON on stdout.
         #[arg(long)]
         json: bool,
@@ -315,7 +320,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Preprocess(args) => preprocess::main(&cli.config, &cli.set, args),
         Command::Top { connect, interval, sketches, once, json } => top(connect, *interval, sketches, *once, *json),
-        Command::Monitor { drain, json, tui, metrics_addr } => monitor(&cli, *drain, *json, *tui, metrics_addr.clone()),
+        Command::Monitor { drain, until_idle, json, tui, metrics_addr } => monitor(&cli, *drain, *until_idle, *json, *tui, metrics_addr.clone()),
         Command::SketchCompare { out, sketches, seed } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
@@ -405,7 +410,9 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
 }
 
 /// `icicle monitor`: every configured change source until drained or stopped.
-fn monitor(cli: &Cli, drain: bool, json: bool, tui: bool, metrics_addr: Option<String>) -> anyhow::Result<ExitCode> {
+fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: bool, metrics_addr: Option<String>) -> anyhow::Result<ExitCode> {
+    let until_idle = until_idle.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
+    let drain = drain || until_idle.is_some();
     let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
     init_logging(&cfg.app.log.level);
     let c = icicle_runtime::compose::build_all(&cfg)?;
@@ -433,6 +440,7 @@ fn monitor(cli: &Cli, drain: bool, json: bool, tui: bool, metrics_addr: Option<S
                     policy: policy.clone(),
                     document_limit: cfg.app.snapshot.document_limit(),
                     drain,
+                    until_idle,
                     name: name.clone(),
                     stop: stop.clone(),
                 };

@@ -13,8 +13,10 @@ fn plugins_lists_the_expected_set() {
     assert_eq!(
         got,
         vec![
+            "source:fanotify",
             "source:gpfs",
             "source:gufi",
+            "source:inotify",
             "source:lustre",
             "source:mmapplypolicy",
             "source:s3",
@@ -37,7 +39,7 @@ fn plugins_lists_the_expected_set() {
     );
     let (code, out, _) = icicle(&["plugins"], &[]);
     assert_eq!(code, 0);
-    assert!(out.contains("source:\n  gpfs"), "{out}");
+    assert!(out.contains("source:\n  fanotify"), "{out}");
 }
 
 #[test]
@@ -46,7 +48,7 @@ fn unknown_plugin_types_list_the_available_ones() {
     let cfg = config(tmp.path(), "c.toml", "[sources.x]\ntype = \"lustre-nope\"\n[sinks.y]\ntype = \"stdout\"\n");
     let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
-    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: gpfs, gufi, lustre, mmapplypolicy, s3, tsv, walk"), "{err}");
+    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: fanotify, gpfs, gufi, inotify, lustre, mmapplypolicy, s3, tsv, walk"), "{err}");
     assert!(err.contains("c.toml"), "{err}");
 }
 

@@ -26,7 +26,7 @@ use icicle_plugins_snapshot as _;
 const INDEX: &str = "4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00";
 
 /// Change sources: run by the monitor driver, tested by their kill and property tests.
-const MONITORS: [&str; 2] = ["gpfs", "lustre"];
+const MONITORS: [&str; 4] = ["fanotify", "gpfs", "inotify", "lustre"];
 
 fn registered(kind: PluginKind) -> Vec<&'static str> {
     let mut v: Vec<_> = plugins().into_iter().filter(|p| p.kind == kind && !MONITORS.contains(&p.name)).map(|p| p.name).collect();

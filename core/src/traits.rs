@@ -121,6 +121,9 @@ pub struct MonitorContext {
     pub document_limit: crate::batch::DocumentLimit,
     /// Stop once the stream is exhausted (instead of polling forever).
     pub drain: bool,
+    /// Stop after this long without a new event (`--until-idle`; streams with no end of their
+    /// own, such as fanotify, use it; `None`: only `drain` decides).
+    pub until_idle: Option<std::time::Duration>,
     /// The component id.
     pub name: String,
     /// Becomes true on SIGTERM or SIGINT: deliver the batch in hand, checkpoint, acknowledge

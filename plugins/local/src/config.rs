@@ -1,0 +1,109 @@
+//! `[sources.<id>] type = "fanotify"` and `type = "inotify"`: one configuration, two backends.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use icicle_core::registry::{BuildContext, ComponentConfig};
+use icicle_core::traits::ChangeSource;
+use icicle_core::ConfigError;
+use serde::Deserialize;
+
+/// Which kernel interface reports the changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A fanotify filesystem mark (needs CAP_SYS_ADMIN).
+    Fanotify,
+    /// An inotify watch on every directory under the root.
+    Inotify,
+}
+
+/// The settings both backends share.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LocalConfig {
+    /// The directory watched; events outside it are dropped.
+    pub root: PathBuf,
+    /// Record paths = prefix + path below the root (default: the root itself, as the walk
+    /// source names them).
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Where the checkpoint (what the index holds) is kept.
+    pub state_dir: PathBuf,
+    /// A batch closes at this many events...
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+    /// ...or after this long without new events.
+    #[serde(default = "default_quiet")]
+    pub quiet_period_secs: f64,
+    /// `fanotify` only: use inotify when fanotify is not permitted (EPERM) or not supported.
+    #[serde(default = "default_true")]
+    pub fallback: bool,
+    /// Publish what the seed walk finds at the first start (`false`: the index already holds
+    /// it, e.g. from a snapshot, and the walk only learns it).
+    #[serde(default = "default_true")]
+    pub seed_emit: bool,
+}
+
+fn default_batch() -> usize {
+    1000
+}
+fn default_quiet() -> f64 {
+    1.0
+}
+fn default_true() -> bool {
+    true
+}
+
+/// `type = "fanotify"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(transparent)]
+pub struct FanotifyConfig(pub LocalConfig);
+
+/// `type = "inotify"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(transparent)]
+pub struct InotifyConfig(pub LocalConfig);
+
+impl LocalConfig {
+    /// Check values; resolve the root and the prefix.
+    fn checked(mut self, ctx: &BuildContext<'_>) -> Result<LocalConfig, ConfigError> {
+        let root = std::fs::canonicalize(&self.root).map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
+        if !root.is_dir() {
+            return Err(ctx.invalid("root", format!("{} is not a directory", root.display())));
+        }
+        if root.to_str().is_none() {
+            return Err(ctx.invalid("root", "not valid UTF-8"));
+        }
+        match &self.path_prefix {
+            Some(p) if !p.starts_with('/') => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
+            _ => {}
+        }
+        if self.batch_size == 0 {
+            return Err(ctx.invalid("batch_size", "must be at least 1"));
+        }
+        self.root = root;
+        Ok(self)
+    }
+
+    /// The prefix records carry, without a trailing `/`.
+    pub fn prefix(&self) -> String {
+        let p = self.path_prefix.clone().unwrap_or_else(|| self.root.to_string_lossy().into_owned());
+        p.trim_end_matches('/').to_string()
+    }
+}
+
+impl ComponentConfig for FanotifyConfig {
+    type Component = Arc<dyn ChangeSource>;
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        Ok(Arc::new(crate::source::LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Fanotify }))
+    }
+}
+
+impl ComponentConfig for InotifyConfig {
+    type Component = Arc<dyn ChangeSource>;
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        Ok(Arc::new(crate::source::LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Inotify }))
+    }
+}

@@ -1,0 +1,32 @@
+//! The local monitor's errors.
+
+use icicle_core::IcicleError;
+
+/// What can go wrong while watching a local file system.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// A system call failed (`what` names it and its object).
+    #[error("{what}: {source}")]
+    Io {
+        /// The call and its object.
+        what: String,
+        /// The error the kernel gave.
+        source: std::io::Error,
+    },
+    /// The checkpoint could not be written or read.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+}
+
+impl LocalError {
+    /// An [`LocalError::Io`] from the last OS error.
+    pub fn last_os(what: impl Into<String>) -> LocalError {
+        LocalError::Io { what: what.into(), source: std::io::Error::last_os_error() }
+    }
+}
+
+impl From<LocalError> for IcicleError {
+    fn from(e: LocalError) -> IcicleError {
+        IcicleError::Internal(e.to_string())
+    }
+}

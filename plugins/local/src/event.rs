@@ -1,0 +1,28 @@
+//! What a backend hands the state: a path (relative to the root) that may have changed, or a
+//! subtree to compare with the file system again.
+
+/// Why a subtree is rescanned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RescanReason {
+    /// The first start: the seed walk (files that predate monitoring).
+    Seed,
+    /// A restart: the checkpoint holds no stream position, so the root is compared again.
+    Restart,
+    /// The kernel queue overflowed (`FAN_Q_OVERFLOW`, `IN_Q_OVERFLOW`): events were lost.
+    Overflow,
+    /// A directory appeared (created or moved in): what it holds was never reported.
+    NewDirectory,
+    /// A watch could not be added (inotify): the directory is compared now, once.
+    WatchFailed,
+}
+
+/// One event, as the state applies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalEvent {
+    /// The entry at this path (relative to the root, `/`-separated, empty for the root) may have
+    /// been created, changed, renamed away or deleted.
+    Changed(String),
+    /// Everything below this directory (relative path) is compared with the file system.
+    Rescan(String, RescanReason),
+}

@@ -1,0 +1,194 @@
+//! The inotify backend: a watch on every directory under the root (the `inotify` crate). A new
+//! directory (created or moved in) gets watches for its whole subtree before the state walks it,
+//! so files created before the watch are found by the walk and later ones by the watch. A
+//! directory moved away loses its watches (its new place, if under the root, gets new ones). An
+//! overflow (`IN_Q_OVERFLOW`) re-adds watches everywhere and rescans the root; a watch that
+//! cannot be added (`max_user_watches`) has its directory rescanned, and is counted.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
+use tokio::io::unix::AsyncFd;
+
+use crate::event::{LocalEvent, RescanReason};
+use crate::LocalError;
+
+/// Counters of the inotify reader.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct InotifyCounts {
+    /// Events read from the kernel.
+    pub read: u64,
+    /// Watches added, and those that failed.
+    pub watches_added: u64,
+    pub watches_failed: u64,
+    /// Queue overflows (`IN_Q_OVERFLOW`).
+    pub overflows: u64,
+}
+
+/// An inotify instance watching every directory under the root.
+pub struct InotifyWatch {
+    fd: AsyncFd<Inotify>,
+    watches: Watches,
+    root: PathBuf,
+    by_wd: HashMap<WatchDescriptor, String>,
+    by_path: HashMap<String, WatchDescriptor>,
+    buf: Vec<u8>,
+    /// What was read, added and lost.
+    pub counts: InotifyCounts,
+}
+
+fn mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::ATTRIB
+        | WatchMask::MODIFY
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+        | WatchMask::ONLYDIR
+        | WatchMask::DONT_FOLLOW
+}
+
+impl InotifyWatch {
+    /// Watch the root and every directory below it (before any walk of it).
+    pub fn open(root: &Path, out: &mut Vec<LocalEvent>) -> Result<InotifyWatch, LocalError> {
+        let ino = Inotify::init().map_err(|e| LocalError::Io { what: "inotify_init".into(), source: e })?;
+        let watches = ino.watches();
+        // SAFETY: the Inotify owns its descriptor and keeps it open until dropped.
+        let fd = unsafe { AsyncFd::register(ino) }
+            .map_err(|e| LocalError::Io { what: "registering the inotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
+        let mut w = InotifyWatch {
+            fd,
+            watches,
+            root: root.to_path_buf(),
+            by_wd: HashMap::new(),
+            by_path: HashMap::new(),
+            buf: vec![0u8; 256 * 1024],
+            counts: InotifyCounts::default(),
+        };
+        if !w.watch_tree("", out) {
+            return Err(LocalError::Io { what: format!("inotify_add_watch {}", root.display()), source: std::io::Error::last_os_error() });
+        }
+        Ok(w)
+    }
+
+    /// Add watches for `dir` and every directory below it; a failure is a rescan of its
+    /// directory. Returns whether `dir` itself is watched.
+    fn watch_tree(&mut self, dir: &str, out: &mut Vec<LocalEvent>) -> bool {
+        let mut ok = true;
+        let mut stack = vec![dir.to_string()];
+        while let Some(d) = stack.pop() {
+            match self.watches.add(self.root.join(&d), mask()) {
+                Ok(wd) => {
+                    self.counts.watches_added += 1;
+                    if let Some(old) = self.by_wd.insert(wd.clone(), d.clone()) {
+                        self.by_path.remove(&old);
+                    }
+                    self.by_path.insert(d.clone(), wd);
+                }
+                Err(e) => {
+                    if e.kind() != std::io::ErrorKind::NotFound && e.raw_os_error() != Some(libc::ENOTDIR) {
+                        self.counts.watches_failed += 1;
+                        tracing::warn!(message = "inotify watch not added; the directory is rescanned instead", dir = %d, error = %e);
+                        out.push(LocalEvent::Rescan(d.clone(), RescanReason::WatchFailed));
+                    }
+                    if d == dir {
+                        ok = false;
+                    }
+                    continue;
+                }
+            }
+            let Ok(rd) = std::fs::read_dir(self.root.join(&d)) else { continue };
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(join(&d, &e.file_name().to_string_lossy()));
+                }
+            }
+        }
+        ok
+    }
+
+    /// Forget the watches of `dir` and everything below it (it moved away or was deleted).
+    fn unwatch_tree(&mut self, dir: &str) {
+        let below = format!("{dir}/");
+        let gone: Vec<String> = self.by_path.keys().filter(|p| p.as_str() == dir || p.starts_with(&below)).cloned().collect();
+        for p in gone {
+            if let Some(wd) = self.by_path.remove(&p) {
+                self.by_wd.remove(&wd);
+                let _ = self.watches.remove(wd);
+            }
+        }
+    }
+
+    /// Wait until events can be read.
+    pub async fn readable(&self) -> Result<(), LocalError> {
+        let mut g = self.fd.readable().await.map_err(|e| LocalError::Io { what: "waiting for inotify".into(), source: e })?;
+        g.clear_ready();
+        Ok(())
+    }
+
+    /// Read what is queued now (without waiting) into `out`; returns the events read.
+    pub fn read(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
+        let mut total = 0;
+        loop {
+            let mut buf = std::mem::take(&mut self.buf);
+            let events: Vec<(WatchDescriptor, EventMask, Option<String>)> = match self.fd.get_mut().read_events(&mut buf) {
+                Ok(evs) => evs.map(|e| (e.wd, e.mask, e.name.map(|n| n.to_string_lossy().into_owned()))).collect(),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => Vec::new(),
+                Err(e) => {
+                    self.buf = buf;
+                    return Err(LocalError::Io { what: "reading inotify events".into(), source: e });
+                }
+            };
+            self.buf = buf;
+            if events.is_empty() {
+                return Ok(total);
+            }
+            total += events.len();
+            for (wd, m, name) in events {
+                self.one(wd, m, name, out);
+            }
+        }
+    }
+
+    fn one(&mut self, wd: WatchDescriptor, m: EventMask, name: Option<String>, out: &mut Vec<LocalEvent>) {
+        self.counts.read += 1;
+        if m.contains(EventMask::Q_OVERFLOW) {
+            self.counts.overflows += 1;
+            tracing::warn!(message = "inotify queue overflow: events were lost; re-adding watches and rescanning the root", root = %self.root.display());
+            self.watch_tree("", out);
+            out.push(LocalEvent::Rescan(String::new(), RescanReason::Overflow));
+            return;
+        }
+        if m.contains(EventMask::IGNORED) {
+            if let Some(p) = self.by_wd.remove(&wd) {
+                self.by_path.remove(&p);
+            }
+            return;
+        }
+        let Some(dir) = self.by_wd.get(&wd).cloned() else { return };
+        let path = match &name {
+            Some(n) => join(&dir, n),
+            None => dir.clone(),
+        };
+        if m.contains(EventMask::ISDIR) && name.is_some() {
+            if m.intersects(EventMask::MOVED_FROM | EventMask::DELETE) {
+                self.unwatch_tree(&path);
+            } else if m.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
+                self.watch_tree(&path, out);
+            }
+        }
+        out.push(LocalEvent::Changed(path));
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}

@@ -1,0 +1,40 @@
+//! A monitor for any Linux file system: `type = "fanotify"` (a filesystem mark reporting
+//! directory file handle plus name, `FAN_REPORT_DFID_NAME`) or `type = "inotify"` (a watch on
+//! every directory), run by the runtime's monitor driver. Both backends turn kernel events into
+//! paths that may have changed; the state reconciles them with the file system at emit time
+//! (lstat, compared with what the index holds), so a lost ordering or an overflow costs a
+//! rescan, never a silent gap.
+
+mod config;
+mod error;
+pub mod event;
+mod fanotify;
+mod inotify_backend;
+mod source;
+pub mod state;
+mod stream;
+
+use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
+
+pub use config::{Backend, FanotifyConfig, InotifyConfig, LocalConfig};
+pub use error::LocalError;
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Source,
+        name: "fanotify",
+        description: "Any Linux file system via fanotify (filesystem mark, FAN_REPORT_DFID_NAME; inotify when not permitted); `icicle monitor`",
+        example: "[sources.home]\ntype = \"fanotify\"\nroot = \"/home\"\nstate_dir = \"/var/lib/icicle/local\"\n",
+        build: build_component::<FanotifyConfig>,
+    }
+}
+
+inventory::submit! {
+    PluginDescriptor {
+        kind: PluginKind::Source,
+        name: "inotify",
+        description: "Any Linux file system via inotify (a watch on every directory under the root); `icicle monitor`",
+        example: "[sources.home]\ntype = \"inotify\"\nroot = \"/home\"\nstate_dir = \"/var/lib/icicle/local\"\n",
+        build: build_component::<InotifyConfig>,
+    }
+}

@@ -1,0 +1,83 @@
+//! The `fanotify` and `inotify` change sources: open the backend (marks and watches first),
+//! then the runtime's monitor driver runs the stream through the state.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use icicle_core::traits::{ChangeSource, MonitorContext};
+use icicle_core::IcicleError;
+use icicle_gmeta::PrimaryEncoder;
+use icicle_runtime::monitor::DriverSettings;
+
+use crate::config::{Backend, LocalConfig};
+use crate::event::RescanReason;
+use crate::fanotify::Fanotify;
+use crate::inotify_backend::InotifyWatch;
+use crate::state::LocalState;
+use crate::stream::{LocalStream, Reader, ReaderCounts};
+use crate::LocalError;
+
+/// A local file-system change source.
+pub struct LocalSource {
+    /// Its configuration.
+    pub cfg: Arc<LocalConfig>,
+    /// The backend asked for (`fanotify` falls back to inotify when not permitted).
+    pub backend: Backend,
+}
+
+impl LocalSource {
+    /// Open the backend: fanotify, or inotify when fanotify is refused and `fallback` is set.
+    fn open(&self) -> Result<(Reader, Backend, Vec<crate::event::LocalEvent>), LocalError> {
+        let root = &self.cfg.root;
+        let mut found = Vec::new();
+        if self.backend == Backend::Fanotify {
+            match Fanotify::open(root) {
+                Ok(f) => return Ok((Reader::Fanotify(Box::new(f)), Backend::Fanotify, found)),
+                Err(LocalError::Io { what, source }) if self.cfg.fallback && fallback_errno(&source) => {
+                    tracing::warn!(message = "fanotify not available; using inotify", root = %root.display(), call = %what, error = %source);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let w = InotifyWatch::open(root, &mut found)?;
+        Ok((Reader::Inotify(Box::new(w)), Backend::Inotify, found))
+    }
+}
+
+fn fallback_errno(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) | Some(libc::EXDEV) | Some(libc::ENODEV))
+}
+
+#[async_trait]
+impl ChangeSource for LocalSource {
+    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
+        let cfg = &self.cfg;
+        let stem = ctx.name.clone();
+        let settings = DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &stem, format!("root {}", cfg.root.display()));
+        std::fs::create_dir_all(&cfg.state_dir).map_err(|e| LocalError::Io { what: format!("creating {}", cfg.state_dir.display()), source: e })?;
+        let mut state = LocalState::new(cfg.root.clone(), cfg.prefix(), PrimaryEncoder::new(ctx.policy.clone()), cfg.seed_emit);
+        icicle_runtime::monitor::restore(&mut state, &settings).await?;
+        // Marks and watches first, then the walk (the stream's first event): nothing between
+        // them is lost, and events for what the walk already saw are idempotent.
+        let (reader, backend, found) = self.open()?;
+        let why = if state.restored {
+            tracing::info!(message = "restarted: fanotify and inotify keep no position, so the root is rescanned against the checkpoint", root = %cfg.root.display());
+            RescanReason::Restart
+        } else {
+            RescanReason::Seed
+        };
+        tracing::info!(message = "watching", root = %cfg.root.display(), backend = ?backend);
+        let idle = ctx.until_idle.or_else(|| ctx.drain.then(|| Duration::from_secs_f64(cfg.quiet_period_secs.max(0.5))));
+        let counts = Arc::new(Mutex::new(ReaderCounts::default()));
+        let mut stream = LocalStream::new(reader, why, found, idle, counts.clone());
+        let mut report = icicle_runtime::monitor::drive(&mut stream, &mut state, &ctx, &settings).await?;
+        if let Some(o) = report.as_object_mut() {
+            o.insert("backend".into(), serde_json::to_value(backend).unwrap_or_default());
+            if let Ok(c) = counts.lock() {
+                o.insert("reader".into(), serde_json::to_value(&*c).unwrap_or_default());
+            }
+        }
+        Ok(report)
+    }
+}

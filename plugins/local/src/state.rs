@@ -1,0 +1,357 @@
+//! What the index holds, by path, and the reconciliation of changed paths with the file system.
+//!
+//! A backend reports paths that may have changed (a directory handle or watch plus a name,
+//! resolved to a path) and subtrees to compare again. At emit time every such path is
+//! `lstat`ed and compared with its fingerprint (inode, size, mtime, ctime): a new or changed
+//! non-directory is an update, a path that is gone a delete (with everything the index holds
+//! below it), a directory that is new at its path (created, moved in, replaced) is walked. The
+//! other names of a hard-linked file are compared too (a link or unlink changes their ctime).
+//! So the result depends only on the file system at emit time and on which paths were
+//! reported, never on event order: events for things the seed walk already saw are idempotent.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use icicle_core::batch::EntryBatch;
+use icicle_core::record::FileRecord;
+use icicle_core::stream::{BatchCounts, ChangeState, Emit};
+use icicle_core::IcicleError;
+use icicle_gmeta::{subject_for, PrimaryEncoder};
+use serde::{Deserialize, Serialize};
+
+use crate::event::{LocalEvent, RescanReason};
+use crate::LocalError;
+
+/// What the index holds for one path: enough to tell whether it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Print {
+    /// Inode number.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds.
+    pub mtime: i64,
+    /// Change time, nanoseconds (covers mode, owner and link-count changes).
+    pub ctime: i64,
+    /// A directory (tracked for walks and subtree deletes, never published).
+    pub dir: bool,
+}
+
+impl Print {
+    fn of(md: &std::fs::Metadata) -> Print {
+        Print {
+            ino: md.ino(),
+            size: md.size(),
+            mtime: md.mtime().saturating_mul(1_000_000_000).saturating_add(md.mtime_nsec()),
+            ctime: md.ctime().saturating_mul(1_000_000_000).saturating_add(md.ctime_nsec()),
+            dir: md.is_dir(),
+        }
+    }
+}
+
+/// Counters of one monitor run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LocalCounts {
+    /// Events applied (after the stream dropped those outside the root).
+    pub events: u64,
+    /// Paths compared with the file system.
+    pub compared: u64,
+    /// Compared paths found as the index holds them (nothing sent).
+    pub unchanged: u64,
+    /// Updates and deletes sent.
+    pub updates: u64,
+    pub deletes: u64,
+    /// Updates that could not be encoded.
+    pub rejects: u64,
+    /// Subtree rescans, by reason.
+    pub rescans: BTreeMap<String, u64>,
+    /// Batches applied.
+    pub batches: u64,
+}
+
+/// The `ChangeState` of a local monitor.
+pub struct LocalState {
+    root: PathBuf,
+    prefix: String,
+    entries: BTreeMap<String, Print>,
+    by_ino: HashMap<u64, Vec<String>>,
+    enc: PrimaryEncoder,
+    seed_emit: bool,
+    /// Counters, shared with the stream (which adds its own to the report).
+    pub counts: LocalCounts,
+    /// Whether a checkpoint was restored (the first event is then a restart rescan).
+    pub restored: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Checkpoint {
+    root: String,
+    entries: Vec<(String, Print)>,
+}
+
+/// One batch's work: paths to compare, in order, each once.
+#[derive(Default)]
+struct Work {
+    queue: VecDeque<String>,
+    seen: HashSet<String>,
+}
+
+impl Work {
+    fn push(&mut self, p: String) {
+        if !self.seen.contains(&p) {
+            self.seen.insert(p.clone());
+            self.queue.push_back(p);
+        }
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// Every path below `dir` (relative to `root`), directories included, with its metadata.
+pub fn walk(root: &Path, dir: &str) -> Vec<(String, std::fs::Metadata)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_string()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(root.join(&d)) else { continue };
+        for e in rd.flatten() {
+            let rel = join(&d, &e.file_name().to_string_lossy());
+            let Ok(md) = std::fs::symlink_metadata(e.path()) else { continue };
+            if md.is_dir() {
+                stack.push(rel.clone());
+            }
+            out.push((rel, md));
+        }
+    }
+    out
+}
+
+impl LocalState {
+    /// An empty state for `root`, publishing records as `prefix` + `/` + relative path.
+    pub fn new(root: PathBuf, prefix: String, enc: PrimaryEncoder, seed_emit: bool) -> LocalState {
+        LocalState { root, prefix, entries: BTreeMap::new(), by_ino: HashMap::new(), enc, seed_emit, counts: LocalCounts::default(), restored: false }
+    }
+
+    /// Paths the index holds (directories included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the index holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn full(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.prefix)
+    }
+
+    fn insert(&mut self, rel: &str, p: Print) {
+        if let Some(old) = self.entries.insert(rel.to_string(), p) {
+            self.unlink_name(rel, old);
+        }
+        if !p.dir {
+            self.by_ino.entry(p.ino).or_default().push(rel.to_string());
+        }
+    }
+
+    fn unlink_name(&mut self, rel: &str, old: Print) {
+        if old.dir {
+            return;
+        }
+        if let Some(v) = self.by_ino.get_mut(&old.ino) {
+            v.retain(|n| n != rel);
+            if v.is_empty() {
+                self.by_ino.remove(&old.ino);
+            }
+        }
+    }
+
+    /// The other names of inode `ino` go back on the work list.
+    fn other_names(&self, ino: u64, rel: &str, work: &mut Work) {
+        if let Some(v) = self.by_ino.get(&ino) {
+            for n in v.iter().filter(|n| n.as_str() != rel) {
+                work.push(n.clone());
+            }
+        }
+    }
+
+    /// Forget `rel` and everything below it; deletes for what was published.
+    fn remove_subtree(&mut self, rel: &str, deletes: &mut Vec<String>, work: &mut Work) {
+        let below = format!("{rel}/");
+        let mut gone: Vec<String> = self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).map(|(k, _)| k.clone()).collect();
+        gone.push(rel.to_string());
+        for k in gone {
+            let Some(old) = self.entries.remove(&k) else { continue };
+            self.unlink_name(&k, old);
+            if !old.dir {
+                deletes.push(subject_for(&self.full(&k)).into_owned());
+                self.other_names(old.ino, &k, work);
+            }
+        }
+    }
+
+    /// Every path below `dir` that the file system or the index holds goes on the work list.
+    fn rescan(&mut self, dir: &str, reason: RescanReason, work: &mut Work) {
+        *self.counts.rescans.entry(format!("{reason:?}").to_lowercase()).or_default() += 1;
+        if reason != RescanReason::NewDirectory {
+            tracing::info!(message = "rescanning", root = %self.root.display(), dir = %dir, reason = ?reason);
+        }
+        if reason == RescanReason::Seed && !self.seed_emit {
+            for (rel, md) in walk(&self.root, dir) {
+                self.insert(&rel, Print::of(&md));
+            }
+            return;
+        }
+        let below = format!("{dir}/");
+        let known: Vec<String> = if dir.is_empty() {
+            self.entries.keys().cloned().collect()
+        } else {
+            self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).map(|(k, _)| k.clone()).collect()
+        };
+        for k in known {
+            work.push(k);
+        }
+        for (rel, _) in walk(&self.root, dir) {
+            work.push(rel);
+        }
+    }
+
+    /// Compare one path with the file system.
+    fn compare(&mut self, rel: &str, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
+        if rel.is_empty() {
+            return;
+        }
+        self.counts.compared += 1;
+        let old = self.entries.get(rel).copied();
+        let md = match std::fs::symlink_metadata(self.root.join(rel)) {
+            Ok(md) => md,
+            Err(_) => {
+                if old.is_some() {
+                    self.remove_subtree(rel, deletes, work);
+                } else {
+                    self.counts.unchanged += 1;
+                }
+                return;
+            }
+        };
+        let new = Print::of(&md);
+        if old == Some(new) {
+            self.counts.unchanged += 1;
+            return;
+        }
+        if let Some(o) = old {
+            if o.dir && !new.dir {
+                self.remove_subtree(rel, deletes, work);
+            } else if !o.dir && new.dir {
+                deletes.push(subject_for(&self.full(rel)).into_owned());
+            }
+            if !o.dir {
+                self.other_names(o.ino, rel, work);
+            }
+        }
+        self.insert(rel, new);
+        if new.dir {
+            // New at this path (created, moved in, replaced): what it holds was never reported.
+            if old.is_none_or(|o| !o.dir || o.ino != new.ino) {
+                self.rescan(rel, RescanReason::NewDirectory, work);
+            }
+            return;
+        }
+        self.other_names(new.ino, rel, work);
+        let full = self.full(rel);
+        match self.enc.encode_entry(chunk, &FileRecord::from_metadata(&full, &md)) {
+            Ok(()) => self.counts.updates += 1,
+            Err(e) => {
+                self.counts.rejects += 1;
+                tracing::warn!(message = "update not encodable", path = %full, error = %e);
+            }
+        }
+    }
+
+    /// Apply a batch of events: the index operations that make the index match the file system
+    /// at every path they name.
+    pub fn apply_events(&mut self, batch: Vec<LocalEvent>) -> Emit {
+        self.counts.batches += 1;
+        self.counts.events += batch.len() as u64;
+        let mut work = Work::default();
+        for ev in batch {
+            match ev {
+                LocalEvent::Changed(p) => work.push(p),
+                LocalEvent::Rescan(d, why) => self.rescan(&d, why, &mut work),
+            }
+        }
+        let mut chunk = EntryBatch::default();
+        let mut deletes = Vec::new();
+        while let Some(p) = work.queue.pop_front() {
+            self.compare(&p, &mut chunk, &mut deletes, &mut work);
+        }
+        self.counts.deletes += deletes.len() as u64;
+        Emit { chunk, deletes, sent: Vec::new() }
+    }
+}
+
+#[async_trait]
+impl ChangeState for LocalState {
+    type Event = LocalEvent;
+    type Position = u64;
+
+    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, _sent_ahead: Vec<u64>) -> Result<Option<u64>, IcicleError> {
+        let Some(bytes) = checkpoint else { return Ok(None) };
+        let cp: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
+        if cp.root != self.root.to_string_lossy() {
+            return Err(LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into());
+        }
+        for (rel, p) in cp.entries {
+            self.insert(&rel, p);
+        }
+        self.restored = true;
+        Ok(None)
+    }
+
+    async fn apply(&mut self, batch: Vec<LocalEvent>) -> Result<Emit, IcicleError> {
+        Ok(self.apply_events(batch))
+    }
+
+    fn checkpoint(&self, _at: &u64) -> Result<Vec<u8>, IcicleError> {
+        let cp = Checkpoint { root: self.root.to_string_lossy().into_owned(), entries: self.entries.iter().map(|(k, v)| (k.clone(), *v)).collect() };
+        Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)
+    }
+
+    fn batch_counts(&self) -> BatchCounts {
+        let c = &self.counts;
+        BatchCounts {
+            records_in: c.events,
+            filtered: 0,
+            rejects: c.rejects,
+            outcomes: vec![("compared", c.compared), ("unchanged", c.unchanged)],
+            updates: c.updates,
+            deletes: c.deletes,
+            batches: c.batches,
+            state_entries: self.entries.len(),
+            state_bytes: self.entries.keys().map(|k| k.len() + 64).sum(),
+            state_counts: c.rescans.iter().map(|(k, v)| (rescan_label(k), *v)).collect(),
+        }
+    }
+
+    fn report(&self) -> serde_json::Value {
+        serde_json::to_value(&self.counts).unwrap_or_default()
+    }
+}
+
+fn rescan_label(k: &str) -> &'static str {
+    match k {
+        "seed" => "rescans_seed",
+        "restart" => "rescans_restart",
+        "overflow" => "rescans_overflow",
+        "newdirectory" => "rescans_new_directory",
+        _ => "rescans_watch_failed",
+    }
+}

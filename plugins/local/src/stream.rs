@@ -1,0 +1,138 @@
+//! The local monitor's [`ChangeStream`]: the first event is a rescan of the root (the seed walk,
+//! or the restart rescan: there is no position to resume), then what the backend reads. The
+//! kernel keeps no position, so acknowledging is only bookkeeping. With `--until-idle SECS` (or
+//! `--drain`, after the quiet period) the stream ends after that long without an event under the
+//! root.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use icicle_core::stream::{ChangeStream, Polled};
+use icicle_core::IcicleError;
+
+use crate::event::{LocalEvent, RescanReason};
+use crate::fanotify::{Fanotify, FanotifyCounts};
+use crate::inotify_backend::{InotifyCounts, InotifyWatch};
+
+/// The open kernel interface.
+pub enum Reader {
+    /// A fanotify group.
+    Fanotify(Box<Fanotify>),
+    /// An inotify instance.
+    Inotify(Box<InotifyWatch>),
+}
+
+/// What the readers counted, for the report.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReaderCounts {
+    /// The fanotify reader's counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fanotify: Option<FanotifyCounts>,
+    /// The inotify reader's counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inotify: Option<InotifyCounts>,
+}
+
+/// The change stream of one root.
+pub struct LocalStream {
+    reader: Reader,
+    /// Events found while opening (watches that could not be added) and the first rescan.
+    queued: Vec<LocalEvent>,
+    idle: Option<Duration>,
+    last_event: Instant,
+    read: u64,
+    acked: u64,
+    counts: Arc<Mutex<ReaderCounts>>,
+}
+
+impl LocalStream {
+    /// A stream over `reader` whose first event rescans the root for `why`; `queued` holds what
+    /// opening the reader found. `idle`: end after this long without events.
+    pub fn new(reader: Reader, why: RescanReason, queued: Vec<LocalEvent>, idle: Option<Duration>, counts: Arc<Mutex<ReaderCounts>>) -> LocalStream {
+        let mut q = vec![LocalEvent::Rescan(String::new(), why)];
+        q.extend(queued);
+        LocalStream { reader, queued: q, idle, last_event: Instant::now(), read: 0, acked: 0, counts }
+    }
+
+    fn read_now(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, IcicleError> {
+        let before = out.len();
+        match &mut self.reader {
+            Reader::Fanotify(f) => {
+                f.read(out)?;
+                if let Ok(mut c) = self.counts.lock() {
+                    c.fanotify = Some(f.counts.clone());
+                }
+            }
+            Reader::Inotify(i) => {
+                i.read(out)?;
+                if let Ok(mut c) = self.counts.lock() {
+                    c.inotify = Some(i.counts.clone());
+                }
+            }
+        }
+        Ok(out.len() - before)
+    }
+
+    async fn readable(&self) -> Result<(), IcicleError> {
+        match &self.reader {
+            Reader::Fanotify(f) => f.readable().await?,
+            Reader::Inotify(i) => i.readable().await?,
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ChangeStream for LocalStream {
+    type Event = LocalEvent;
+    type Position = u64;
+
+    async fn poll(&mut self, out: &mut Vec<LocalEvent>, wait: Option<Duration>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<Polled, IcicleError> {
+        if !self.queued.is_empty() {
+            self.read += self.queued.len() as u64;
+            out.append(&mut self.queued);
+            self.last_event = Instant::now();
+            return Ok(Polled::New);
+        }
+        let deadline = match (wait, self.idle) {
+            (w, Some(idle)) => {
+                let left = idle.saturating_sub(self.last_event.elapsed());
+                Some(w.map_or(left, |w| w.min(left)))
+            }
+            (w, None) => w,
+        };
+        let n = self.read_now(out)?;
+        if n == 0 {
+            let ready = async {
+                match deadline {
+                    Some(d) => tokio::time::timeout(d, self.readable()).await.unwrap_or(Ok(())),
+                    None => self.readable().await,
+                }
+            };
+            tokio::select! {
+                r = ready => r?,
+                _ = stop.changed() => {}
+            }
+        }
+        let n = n + self.read_now(out)?;
+        if n > 0 {
+            self.read += n as u64;
+            self.last_event = Instant::now();
+            return Ok(Polled::New);
+        }
+        if self.idle.is_some_and(|idle| self.last_event.elapsed() >= idle) {
+            return Ok(Polled::End);
+        }
+        Ok(Polled::Idle)
+    }
+
+    fn position(&self, batch: &[LocalEvent], _rest_empty: bool) -> Option<u64> {
+        (!batch.is_empty() || self.read > self.acked).then_some(self.read)
+    }
+
+    async fn truncate(&mut self, to: &u64) -> Result<(), IcicleError> {
+        self.acked = self.acked.max(*to);
+        Ok(())
+    }
+}

@@ -1,0 +1,197 @@
+//! Ground truth for the local monitor with real kernel events (run as root): a workload runs
+//! in a directory while `icicle monitor` watches it (fanotify or inotify) with a file sink;
+//! after `--until-idle`, the index the monitor built from nothing (its seed walk, then its
+//! updates and deletes) equals a fresh walk snapshot of the directory, 0 differences, over
+//! random seeds. Overflow: the monitor is stopped (SIGSTOP) while a burst larger than its queue
+//! happens, and still converges through its rescan.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use icicle_testkit::lustre::{Kind, Workload};
+use serde_json::Value;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn monitor_config(tmp: &Path, backend: &str, batch: usize) -> PathBuf {
+    config(
+        tmp,
+        "monitor.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n\
+             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = {batch}\nquiet_period_secs = 0.05\nfallback = false\n\
+             [sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
+            r = tmp.join("fs").display(),
+            t = tmp.display(),
+        ),
+    )
+}
+
+/// Start `icicle monitor --until-idle IDLE`; wait until its seed walk is delivered.
+fn start_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
+    let log = std::fs::File::create(tmp.join("monitor.log")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "--json", "--until-idle", &idle.to_string(), "-c", cfg.to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("run icicle");
+    let ready = tmp.join("state/local.checkpoint.json");
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the monitor never checkpointed its seed walk: {}", log_of(tmp));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn log_of(tmp: &Path) -> String {
+    std::fs::read_to_string(tmp.join("monitor.log")).unwrap_or_default()
+}
+
+/// Wait for the monitor to exit on its own (idle); its JSON report.
+fn finish(tmp: &Path, child: Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "monitor failed: {}", log_of(tmp));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("report: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The index the monitor built against a fresh walk: (missing, extra, different).
+fn differences(tmp: &Path) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut index = BTreeMap::new();
+    apply(&mut index, &tmp.join("out"));
+    let fresh = walk_snapshot(tmp, &tmp.join("fs"), "after");
+    assert!(fresh.len() > 10, "the workload left almost nothing: {}", fresh.len());
+    compare(&index, &fresh)
+}
+
+/// One seed: files that predate monitoring, the monitor, a workload of `kind`, idle, compare.
+fn one_seed(backend: &str, kind: Kind, ops: usize, seed: u64) {
+    let tmp = test_dir();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    w.preexisting(60).unwrap();
+    let mut rng = Rng::new(seed);
+    let batch = 1 + rng.below(300) as usize;
+    let cfg = monitor_config(tmp.path(), backend, batch);
+    let child = start_monitor(tmp.path(), &cfg, 2.0);
+    w.run(kind, ops, "/work").unwrap();
+    if kind == Kind::Mixed {
+        // Changes to objects that existed before monitoring.
+        w.run(Kind::Mixed, ops / 2, "/old0").unwrap();
+    }
+    drop(w);
+    let report = finish(tmp.path(), child);
+    let r = &report["local"];
+    assert_eq!(r["backend"], backend, "{r}");
+    assert_eq!(r["rejects"], 0, "{r}");
+    let (missing, extra, differ) = differences(tmp.path());
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "{backend} seed {seed} ({kind:?}, batch {batch}; replay with ICICLE_TEST_SEED={seed}): missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
+    );
+    eprintln!("{backend} seed {seed} {kind:?} batch {batch}: 0 differences; updates {} deletes {}", r["updates"], r["deletes"]);
+}
+
+/// Seeds per backend (`ICICLE_LOCAL_SEEDS`, default 10).
+fn seeds() -> u64 {
+    std::env::var("ICICLE_LOCAL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10)
+}
+
+fn many_seeds(backend: &str) {
+    if !is_root() {
+        eprintln!("skipped: needs root (fanotify filesystem marks, lowering inotify limits)");
+        return;
+    }
+    let base = test_seed();
+    let kinds = [Kind::Mixed, Kind::EvalOut, Kind::Mixed, Kind::EvalPerf, Kind::Mixed, Kind::Filebench];
+    for i in 0..seeds() {
+        one_seed(backend, kinds[i as usize % kinds.len()], 300, base + i);
+    }
+}
+
+#[test]
+fn fanotify_index_equals_a_fresh_walk() {
+    many_seeds("fanotify");
+}
+
+#[test]
+fn inotify_index_equals_a_fresh_walk() {
+    many_seeds("inotify");
+}
+
+/// Restores a sysctl when dropped.
+struct Sysctl(PathBuf, String);
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, &self.1);
+    }
+}
+
+/// The monitor is frozen while `burst` files are created and a workload runs, so its queue
+/// overflows; it reports the overflow, rescans, and the index still equals a fresh walk.
+fn overflow(backend: &str, burst: usize) {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let seed = test_seed();
+    let tmp = test_dir();
+    let root = tmp.path().join("fs");
+    let mut w = Workload::open(&root, &tmp.path().join("lfs/changelog"), seed).unwrap();
+    w.preexisting(60).unwrap();
+    let cfg = monitor_config(tmp.path(), backend, 500);
+    let guard = (backend == "inotify").then(|| {
+        // A tiny queue, for the instance the monitor opens (read at inotify_init), restored after.
+        let p = PathBuf::from("/proc/sys/fs/inotify/max_queued_events");
+        let old = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, "64").unwrap();
+        Sysctl(p, old)
+    });
+    let child = start_monitor(tmp.path(), &cfg, 3.0);
+    drop(guard);
+    let pid = child.id() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::fs::create_dir_all(root.join("burst/deep")).unwrap();
+    for i in 0..burst {
+        std::fs::write(root.join(format!("burst/deep/f{i}")), b"x").unwrap();
+    }
+    w.run(Kind::Mixed, 200, "/work").unwrap();
+    drop(w);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let report = finish(tmp.path(), child);
+    let r = &report["local"];
+    let overflows = &r["reader"][backend]["overflows"];
+    assert!(overflows.as_u64().unwrap_or(0) >= 1, "no overflow (seed {seed}): {r}");
+    assert!(r["rescans"]["overflow"].as_u64().unwrap_or(0) >= 1, "{r}");
+    let (missing, extra, differ) = differences(tmp.path());
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "{backend} overflow seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
+    );
+    eprintln!("{backend} overflow seed {seed}: {overflows} overflows, 0 differences; updates {} deletes {}", r["updates"], r["deletes"]);
+}
+
+#[test]
+fn inotify_overflow_converges() {
+    overflow("inotify", 500);
+}
+
+#[test]
+fn fanotify_overflow_converges() {
+    // Above fanotify's default queue of 16384 events (distinct objects: events on one object merge).
+    overflow("fanotify", 17_000);
+}

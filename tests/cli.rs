@@ -48,7 +48,10 @@ fn unknown_plugin_types_list_the_available_ones() {
     let cfg = config(tmp.path(), "c.toml", "[sources.x]\ntype = \"lustre-nope\"\n[sinks.y]\ntype = \"stdout\"\n");
     let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
-    assert!(err.contains("unknown source type `lustre-nope`") && err.contains("available: fanotify, gpfs, gufi, inotify, lustre, mmapplypolicy, s3, tsv, walk"), "{err}");
+    assert!(
+        err.contains("unknown source type `lustre-nope`") && err.contains("available: fanotify, gpfs, gufi, inotify, lustre, mmapplypolicy, s3, tsv, walk"),
+        "{err}"
+    );
     assert!(err.contains("c.toml"), "{err}");
 }
 

@@ -195,3 +195,60 @@ fn fanotify_overflow_converges() {
     // Above fanotify's default queue of 16384 events (distinct objects: events on one object merge).
     overflow("fanotify", 17_000);
 }
+
+/// The monitor is SIGKILLed at random points while a workload runs (and restarted, so events
+/// are also missed while none runs); the last run rescans against its checkpoint and the index
+/// still equals a fresh walk.
+fn killed(backend: &str) {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let seed = test_seed();
+    let tmp = test_dir();
+    let root = tmp.path().join("fs");
+    let mut w = Workload::open(&root, &tmp.path().join("lfs/changelog"), seed).unwrap();
+    w.preexisting(60).unwrap();
+    let mut rng = Rng::new(seed);
+    let cfg = monitor_config(tmp.path(), backend, 1 + rng.below(100) as usize);
+    let mut child = start_monitor(tmp.path(), &cfg, 60.0);
+    let work = std::thread::spawn(move || {
+        for round in 0..12 {
+            w.run(Kind::Mixed, 100, if round == 5 { "/old0" } else { "/work" }).unwrap();
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    });
+    let mut kills = 0;
+    while !work.is_finished() {
+        std::thread::sleep(Duration::from_millis(20 + rng.below(200)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        if rng.below(3) == 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(100)));
+        }
+        child = start_monitor(tmp.path(), &cfg, 60.0);
+    }
+    work.join().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let report = finish(tmp.path(), start_monitor(tmp.path(), &cfg, 1.0));
+    let r = &report["local"];
+    assert!(r["rescans"]["restart"].as_u64().unwrap_or(0) >= 1, "{r}");
+    let (missing, extra, differ) = differences(tmp.path());
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "{backend} killed {kills} times, seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
+    );
+    eprintln!("{backend} seed {seed}: killed {kills} times, 0 differences");
+}
+
+#[test]
+fn fanotify_killed_and_restarted_converges() {
+    killed("fanotify");
+}
+
+#[test]
+fn inotify_killed_and_restarted_converges() {
+    killed("inotify");
+}

@@ -83,6 +83,14 @@ pub struct LocalState {
     pub counts: LocalCounts,
     /// Whether a checkpoint was restored (the first event is then a restart rescan).
     pub restored: bool,
+    /// Paths first published since the last checkpoint (JSON array, replaced every batch): a
+    /// restart after a kill between delivery and checkpoint compares them too, so a path the
+    /// index may hold but the checkpoint does not is deleted if it is gone by then.
+    journal: Option<PathBuf>,
+    fresh: Vec<String>,
+    /// The restored journal's paths stay in it until the first batch after the restart is
+    /// checkpointed.
+    carry: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -136,7 +144,25 @@ pub fn walk(root: &Path, dir: &str) -> Vec<(String, std::fs::Metadata)> {
 impl LocalState {
     /// An empty state for `root`, publishing records as `prefix` + `/` + relative path.
     pub fn new(root: PathBuf, prefix: String, enc: PrimaryEncoder, seed_emit: bool) -> LocalState {
-        LocalState { root, prefix, entries: BTreeMap::new(), by_ino: HashMap::new(), enc, seed_emit, counts: LocalCounts::default(), restored: false }
+        LocalState {
+            root,
+            prefix,
+            entries: BTreeMap::new(),
+            by_ino: HashMap::new(),
+            enc,
+            seed_emit,
+            counts: LocalCounts::default(),
+            restored: false,
+            journal: None,
+            fresh: Vec::new(),
+            carry: false,
+        }
+    }
+
+    /// Keep the sent-ahead journal of paths in `file`.
+    pub fn with_journal(mut self, file: PathBuf) -> LocalState {
+        self.journal = Some(file);
+        self
     }
 
     /// Paths the index holds (directories included).
@@ -266,6 +292,9 @@ impl LocalState {
             return;
         }
         self.other_names(new.ino, rel, work);
+        if old.is_none_or(|o| o.dir) {
+            self.fresh.push(rel.to_string());
+        }
         let full = self.full(rel);
         match self.enc.encode_entry(chunk, &FileRecord::from_metadata(&full, &md)) {
             Ok(()) => self.counts.updates += 1,
@@ -278,8 +307,12 @@ impl LocalState {
 
     /// Apply a batch of events: the index operations that make the index match the file system
     /// at every path they name.
-    pub fn apply_events(&mut self, batch: Vec<LocalEvent>) -> Emit {
+    pub fn apply_events(&mut self, batch: Vec<LocalEvent>) -> Result<Emit, LocalError> {
         self.counts.batches += 1;
+        // The previous batch is checkpointed by now: its fresh paths are in the checkpoint.
+        if !std::mem::take(&mut self.carry) {
+            self.fresh.clear();
+        }
         self.counts.events += batch.len() as u64;
         let mut work = Work::default();
         for ev in batch {
@@ -294,7 +327,11 @@ impl LocalState {
             self.compare(&p, &mut chunk, &mut deletes, &mut work);
         }
         self.counts.deletes += deletes.len() as u64;
-        Emit { chunk, deletes, sent: Vec::new() }
+        if let Some(j) = &self.journal {
+            let bytes = serde_json::to_vec(&self.fresh).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
+            icicle_core::durable::write_atomic(j, &bytes).map_err(|e| LocalError::Io { what: format!("writing {}", j.display()), source: e })?;
+        }
+        Ok(Emit { chunk, deletes, sent: Vec::new() })
     }
 }
 
@@ -313,11 +350,24 @@ impl ChangeState for LocalState {
             self.insert(&rel, p);
         }
         self.restored = true;
+        // Published after the checkpoint, perhaps: a print nothing matches, so the restart
+        // rescan compares them (an update if there, a delete if gone).
+        let ahead: Vec<String> = match self.journal.as_ref().map(std::fs::read) {
+            Some(Ok(b)) => serde_json::from_slice(&b).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        for rel in ahead {
+            if !self.entries.contains_key(&rel) {
+                self.insert(&rel, Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false });
+                self.fresh.push(rel);
+            }
+        }
+        self.carry = true;
         Ok(None)
     }
 
     async fn apply(&mut self, batch: Vec<LocalEvent>) -> Result<Emit, IcicleError> {
-        Ok(self.apply_events(batch))
+        Ok(self.apply_events(batch)?)
     }
 
     fn checkpoint(&self, _at: &u64) -> Result<Vec<u8>, IcicleError> {

@@ -252,3 +252,36 @@ fn fanotify_killed_and_restarted_converges() {
 fn inotify_killed_and_restarted_converges() {
     killed("inotify");
 }
+
+/// SIGTERM delivers what was read, checkpoints and reports (exit 0); the next start says it
+/// rescans (no position to resume) and converges.
+#[test]
+fn sigterm_stops_gracefully_and_a_restart_rescans() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let seed = test_seed();
+    let tmp = test_dir();
+    let root = tmp.path().join("fs");
+    let mut w = Workload::open(&root, &tmp.path().join("lfs/changelog"), seed).unwrap();
+    w.preexisting(60).unwrap();
+    let cfg = monitor_config(tmp.path(), "fanotify", 50);
+    let child = start_monitor(tmp.path(), &cfg, 600.0);
+    w.run(Kind::Mixed, 200, "/work").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let report = finish(tmp.path(), child);
+    assert!(started.elapsed() < Duration::from_secs(10), "SIGTERM took {:?}", started.elapsed());
+    assert!(report["local"]["updates"].as_u64().unwrap_or(0) > 0, "{report}");
+    assert!(log_of(tmp.path()).contains("stopped by a signal"), "{}", log_of(tmp.path()));
+    w.run(Kind::Mixed, 100, "/work").unwrap();
+    drop(w);
+    let report = finish(tmp.path(), start_monitor(tmp.path(), &cfg, 1.0));
+    assert_eq!(report["local"]["rescans"]["restart"], 1, "{report}");
+    assert!(log_of(tmp.path()).contains("restarted"), "{}", log_of(tmp.path()));
+    let (missing, extra, differ) = differences(tmp.path());
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+}

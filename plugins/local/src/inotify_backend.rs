@@ -165,7 +165,9 @@ impl InotifyWatch {
         }
         if m.contains(EventMask::IGNORED) {
             if let Some(p) = self.by_wd.remove(&wd) {
-                self.by_path.remove(&p);
+                if self.by_path.get(&p) == Some(&wd) {
+                    self.by_path.remove(&p);
+                }
             }
             return;
         }
@@ -174,14 +176,19 @@ impl InotifyWatch {
             Some(n) => join(&dir, n),
             None => dir.clone(),
         };
-        if m.contains(EventMask::ISDIR) && name.is_some() {
-            if m.intersects(EventMask::MOVED_FROM | EventMask::DELETE) {
-                self.unwatch_tree(&path);
-            } else if m.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
-                self.watch_tree(&path, out);
-            }
+        let new_dir = m.contains(EventMask::ISDIR) && name.is_some() && m.intersects(EventMask::CREATE | EventMask::MOVED_TO);
+        if m.contains(EventMask::ISDIR) && name.is_some() && m.intersects(EventMask::MOVED_FROM | EventMask::DELETE) {
+            self.unwatch_tree(&path);
+        } else if new_dir {
+            self.watch_tree(&path, out);
         }
-        out.push(LocalEvent::Changed(path));
+        out.push(LocalEvent::Changed(path.clone()));
+        if new_dir {
+            // Walked after its watches exist: what was created in it before they did is found
+            // (the state may already know the directory, from a walk of its parent that ran
+            // before this watch, and would not walk it again).
+            out.push(LocalEvent::Rescan(path, RescanReason::NewDirectory));
+        }
     }
 }
 

@@ -12,8 +12,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
 use icicle_core::batch::EntryBatch;
 use icicle_core::record::FileRecord;
 use icicle_core::stream::{BatchCounts, ChangeState, Emit};
@@ -37,6 +39,13 @@ pub struct Print {
     pub ctime: i64,
     /// A directory (tracked for walks and subtree deletes, never published).
     pub dir: bool,
+    /// Mode, owner and group (a directory's decide who may see what is below it).
+    #[serde(default)]
+    pub mode: u32,
+    #[serde(default)]
+    pub uid: u32,
+    #[serde(default)]
+    pub gid: u32,
 }
 
 impl Print {
@@ -47,7 +56,14 @@ impl Print {
             mtime: md.mtime().saturating_mul(1_000_000_000).saturating_add(md.mtime_nsec()),
             ctime: md.ctime().saturating_mul(1_000_000_000).saturating_add(md.ctime_nsec()),
             dir: md.is_dir(),
+            mode: md.mode(),
+            uid: md.uid(),
+            gid: md.gid(),
         }
+    }
+
+    fn same_access(&self, o: &Print) -> bool {
+        (self.mode, self.uid, self.gid) == (o.mode, o.uid, o.gid)
     }
 }
 
@@ -65,6 +81,8 @@ pub struct LocalCounts {
     pub deletes: u64,
     /// Updates that could not be encoded.
     pub rejects: u64,
+    /// Files published again because a directory above them changed mode or owner.
+    pub reevaluated: u64,
     /// Subtree rescans, by reason.
     pub rescans: BTreeMap<String, u64>,
     /// Batches applied.
@@ -91,6 +109,8 @@ pub struct LocalState {
     /// The restored journal's paths stay in it until the first batch after the restart is
     /// checkpointed.
     carry: bool,
+    /// Visibility follows POSIX permissions: judged along the directories at emit time.
+    posix: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -100,13 +120,22 @@ struct Checkpoint {
 }
 
 /// One batch's work: paths to compare, in order, each once.
-#[derive(Default)]
 struct Work {
     queue: VecDeque<String>,
     seen: HashSet<String>,
+    /// Published again even when unchanged (a directory above changed permissions).
+    force: HashSet<String>,
+    /// Published in this batch (judged with the directories as they are now).
+    sent: HashSet<String>,
+    /// Directory permissions, as the file system has them during this emit.
+    chains: ChainCache,
 }
 
 impl Work {
+    fn new() -> Work {
+        Work { queue: VecDeque::new(), seen: HashSet::new(), force: HashSet::new(), sent: HashSet::new(), chains: ChainCache::new("/") }
+    }
+
     fn push(&mut self, p: String) {
         if !self.seen.contains(&p) {
             self.seen.insert(p.clone());
@@ -156,12 +185,19 @@ impl LocalState {
             journal: None,
             fresh: Vec::new(),
             carry: false,
+            posix: false,
         }
     }
 
     /// Keep the sent-ahead journal of paths in `file`.
     pub fn with_journal(mut self, file: PathBuf) -> LocalState {
         self.journal = Some(file);
+        self
+    }
+
+    /// Judge visibility along the directories (`records.visible_to = "posix"`).
+    pub fn with_posix(mut self, posix: bool) -> LocalState {
+        self.posix = posix;
         self
     }
 
@@ -200,10 +236,12 @@ impl LocalState {
         }
     }
 
-    /// The other names of inode `ino` go back on the work list.
+    /// The other names of inode `ino` go back on the work list, even those compared earlier
+    /// in this batch (before this change: the event that reported it named another path).
     fn other_names(&self, ino: u64, rel: &str, work: &mut Work) {
         if let Some(v) = self.by_ino.get(&ino) {
             for n in v.iter().filter(|n| n.as_str() != rel) {
+                work.seen.remove(n);
                 work.push(n.clone());
             }
         }
@@ -250,6 +288,24 @@ impl LocalState {
         }
     }
 
+    /// Every file the index holds below `dir` is published again (its visibility may differ).
+    fn republish_below(&mut self, dir: &str, work: &mut Work) {
+        work.chains.clear();
+        let below = format!("{dir}/");
+        let files: Vec<String> =
+            self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).filter(|(_, p)| !p.dir).map(|(k, _)| k.clone()).collect();
+        for f in files {
+            if work.sent.contains(&f) {
+                continue;
+            }
+            self.counts.reevaluated += 1;
+            work.force.insert(f.clone());
+            // Perhaps compared (unchanged) earlier in this batch: compare again.
+            work.seen.remove(&f);
+            work.push(f);
+        }
+    }
+
     /// Compare one path with the file system.
     fn compare(&mut self, rel: &str, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
         if rel.is_empty() {
@@ -269,7 +325,7 @@ impl LocalState {
             }
         };
         let new = Print::of(&md);
-        if old == Some(new) {
+        if old == Some(new) && !work.force.contains(rel) {
             self.counts.unchanged += 1;
             return;
         }
@@ -288,6 +344,8 @@ impl LocalState {
             // New at this path (created, moved in, replaced): what it holds was never reported.
             if old.is_none_or(|o| !o.dir || o.ino != new.ino) {
                 self.rescan(rel, RescanReason::NewDirectory, work);
+            } else if self.posix && old.is_some_and(|o| !o.same_access(&new)) {
+                self.republish_below(rel, work);
             }
             return;
         }
@@ -296,8 +354,21 @@ impl LocalState {
             self.fresh.push(rel.to_string());
         }
         let full = self.full(rel);
-        match self.enc.encode_entry(chunk, &FileRecord::from_metadata(&full, &md)) {
-            Ok(()) => self.counts.updates += 1,
+        let rec = FileRecord::from_metadata(&full, &md);
+        let encoded = if self.posix {
+            let p = format!("/{rel}");
+            let root = &self.root;
+            let dirs = work.chains.chain(parent_dir(&p), &mut |d| lstat_dir(&root.join(d.trim_start_matches('/'))));
+            let acl = Acl::read(&root.join(rel)).map(Arc::new);
+            self.enc.encode_entry_in(chunk, &rec, acl, dirs.as_ref())
+        } else {
+            self.enc.encode_entry(chunk, &rec)
+        };
+        match encoded {
+            Ok(()) => {
+                self.counts.updates += 1;
+                work.sent.insert(rel.to_string());
+            }
             Err(e) => {
                 self.counts.rejects += 1;
                 tracing::warn!(message = "update not encodable", path = %full, error = %e);
@@ -314,7 +385,7 @@ impl LocalState {
             self.fresh.clear();
         }
         self.counts.events += batch.len() as u64;
-        let mut work = Work::default();
+        let mut work = Work::new();
         for ev in batch {
             match ev {
                 LocalEvent::Changed(p) => work.push(p),
@@ -358,7 +429,7 @@ impl ChangeState for LocalState {
         };
         for rel in ahead {
             if !self.entries.contains_key(&rel) {
-                self.insert(&rel, Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false });
+                self.insert(&rel, Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0 });
                 self.fresh.push(rel);
             }
         }
@@ -381,7 +452,7 @@ impl ChangeState for LocalState {
             records_in: c.events,
             filtered: 0,
             rejects: c.rejects,
-            outcomes: vec![("compared", c.compared), ("unchanged", c.unchanged)],
+            outcomes: vec![("compared", c.compared), ("unchanged", c.unchanged), ("reevaluated", c.reevaluated)],
             updates: c.updates,
             deletes: c.deletes,
             batches: c.batches,
@@ -405,3 +476,7 @@ fn rescan_label(k: &str) -> &'static str {
         _ => "rescans_watch_failed",
     }
 }
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

@@ -1,0 +1,130 @@
+//! The reconciliation on a real directory, without kernel events (no privileges needed).
+
+use std::sync::Arc;
+
+use icicle_core::policy::{RecordPolicy, VisibleTo};
+
+use super::*;
+
+fn state(root: &Path, seed_emit: bool) -> LocalState {
+    let policy = RecordPolicy { visible_to: vec![VisibleTo::Public], version: "t".into(), ..Default::default() };
+    LocalState::new(root.to_path_buf(), String::new(), PrimaryEncoder::new(Arc::new(policy)), seed_emit)
+}
+
+fn seed() -> Vec<LocalEvent> {
+    vec![LocalEvent::Rescan(String::new(), RescanReason::Seed)]
+}
+
+fn changed(p: &str) -> LocalEvent {
+    LocalEvent::Changed(p.to_string())
+}
+
+#[test]
+fn the_seed_publishes_files_not_directories_and_events_are_idempotent() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("a/b")).unwrap();
+    std::fs::write(t.path().join("a/b/f"), b"1").unwrap();
+    std::fs::write(t.path().join("g"), b"2").unwrap();
+    let mut s = state(t.path(), true);
+    let e = s.apply_events(seed()).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes.len()), (2, 0));
+    // The same paths again: nothing changed, nothing sent.
+    let e = s.apply_events(vec![changed("a/b/f"), changed("g"), changed("a")]).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes.len()), (0, 0));
+    assert_eq!(s.counts.unchanged, 3);
+}
+
+#[test]
+fn a_directory_rename_deletes_the_old_names_and_publishes_the_new() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("a/b/c")).unwrap();
+    std::fs::write(t.path().join("a/b/c/f"), b"1").unwrap();
+    std::fs::write(t.path().join("a/x"), b"1").unwrap();
+    let mut s = state(t.path(), true);
+    s.apply_events(seed()).unwrap();
+    std::fs::rename(t.path().join("a"), t.path().join("z")).unwrap();
+    let e = s.apply_events(vec![changed("a"), changed("z")]).unwrap();
+    let mut d = e.deletes.clone();
+    d.sort();
+    assert_eq!(d, vec!["/a/b/c/f", "/a/x"]);
+    assert_eq!(e.chunk.len(), 2);
+    assert!(s.entries.contains_key("z/b/c/f") && !s.entries.contains_key("a"));
+}
+
+#[test]
+fn a_new_link_updates_the_other_names() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("f"), b"1").unwrap();
+    let mut s = state(t.path(), true);
+    s.apply_events(seed()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::hard_link(t.path().join("f"), t.path().join("g")).unwrap();
+    // Only the new name is reported; the old one's ctime changed too.
+    let e = s.apply_events(vec![changed("g")]).unwrap();
+    assert_eq!(e.chunk.len(), 2);
+    std::fs::remove_file(t.path().join("g")).unwrap();
+    let e = s.apply_events(vec![changed("g")]).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes.len()), (1, 1));
+}
+
+#[test]
+fn a_quiet_seed_learns_without_publishing() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("f"), b"1").unwrap();
+    let mut s = state(t.path(), false);
+    let e = s.apply_events(seed()).unwrap();
+    assert_eq!(e.chunk.len(), 0);
+    std::fs::remove_file(t.path().join("f")).unwrap();
+    let e = s.apply_events(vec![changed("f")]).unwrap();
+    assert_eq!(e.deletes, vec!["/f"]);
+}
+
+#[tokio::test]
+async fn a_restart_compares_the_checkpoint_and_the_fresh_paths() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("fs");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("old"), b"1").unwrap();
+    std::fs::write(root.join("same"), b"1").unwrap();
+    let journal = t.path().join("fresh.json");
+    let mut s = state(&root, true).with_journal(journal.clone());
+    s.apply_events(seed()).unwrap();
+    let cp = s.checkpoint(&0).unwrap();
+    // Published after the checkpoint, then the process died before checkpointing again.
+    std::fs::write(root.join("new"), b"1").unwrap();
+    s.apply_events(vec![changed("new")]).unwrap();
+    std::fs::remove_file(root.join("new")).unwrap();
+    std::fs::remove_file(root.join("old")).unwrap();
+    let mut r = state(&root, true).with_journal(journal);
+    r.restore(Some(cp), Vec::new()).await.unwrap();
+    assert!(r.restored);
+    let e = r.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Restart)]).unwrap();
+    let mut d = e.deletes.clone();
+    d.sort();
+    assert_eq!(d, vec!["/new", "/old"]);
+    assert_eq!(e.chunk.len(), 0, "`same` is unchanged");
+}
+
+#[test]
+fn a_directory_mode_change_republishes_what_is_below_under_posix_visibility() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("d/e")).unwrap();
+    std::fs::write(t.path().join("d/e/f"), b"1").unwrap();
+    std::fs::write(t.path().join("d/g"), b"1").unwrap();
+    let policy = RecordPolicy {
+        visible_to: vec![VisibleTo::Public],
+        access: Some(icicle_core::access::AccessPolicy::Posix),
+        everyone: Some("public".into()),
+        admins: vec!["urn:admin".into()],
+        version: "t".into(),
+        ..Default::default()
+    };
+    let mut s = LocalState::new(t.path().to_path_buf(), String::new(), PrimaryEncoder::new(Arc::new(policy)), true).with_posix(true);
+    let e = s.apply_events(seed()).unwrap();
+    assert_eq!(e.chunk.len(), 2);
+    std::fs::set_permissions(t.path().join("d"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let e = s.apply_events(vec![changed("d")]).unwrap();
+    assert_eq!(e.chunk.len(), 2, "both files below are judged again: {:?}", s.counts);
+    assert_eq!(s.counts.reevaluated, 2);
+}

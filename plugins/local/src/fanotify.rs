@@ -140,7 +140,7 @@ impl Fanotify {
                 None => self.counts.unresolved += 1,
             }
             let moved = libc::FAN_MOVED_FROM | libc::FAN_MOVED_TO | libc::FAN_MOVE_SELF | libc::FAN_DELETE_SELF;
-            if m.mask & libc::FAN_ONDIR != 0 && m.mask & moved != 0 || self.cache.len() > 100_000 {
+            if (m.mask & libc::FAN_ONDIR != 0 && m.mask & moved != 0) || self.cache.len() > 100_000 {
                 // A directory moved: cached paths below it are stale.
                 self.cache.clear();
             }

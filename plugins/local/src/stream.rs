@@ -102,24 +102,30 @@ impl ChangeStream for LocalStream {
             }
             (w, None) => w,
         };
-        let n = self.read_now(out)?;
-        if n == 0 {
+        // Events outside the root (a filesystem mark sees the whole file system) are read and
+        // dropped without ending the wait: only events under the root make a poll `New`.
+        let started = Instant::now();
+        loop {
+            let n = self.read_now(out)?;
+            if n > 0 {
+                self.read += n as u64;
+                self.last_event = Instant::now();
+                return Ok(Polled::New);
+            }
+            let left = deadline.map(|d| d.saturating_sub(started.elapsed()));
+            if left == Some(Duration::ZERO) || *stop.borrow() {
+                break;
+            }
             let ready = async {
-                match deadline {
+                match left {
                     Some(d) => tokio::time::timeout(d, self.readable()).await.unwrap_or(Ok(())),
                     None => self.readable().await,
                 }
             };
             tokio::select! {
                 r = ready => r?,
-                _ = stop.changed() => {}
+                _ = stop.changed() => break,
             }
-        }
-        let n = n + self.read_now(out)?;
-        if n > 0 {
-            self.read += n as u64;
-            self.last_event = Instant::now();
-            return Ok(Polled::New);
         }
         if self.idle.is_some_and(|idle| self.last_event.elapsed() >= idle) {
             return Ok(Polled::End);

@@ -116,7 +116,15 @@ pub struct LocalState {
 #[derive(Serialize, Deserialize)]
 struct Checkpoint {
     root: String,
-    entries: Vec<(String, Print)>,
+    /// Path, inode, size, mtime, ctime, directory, mode, uid, gid: arrays, not objects (the
+    /// checkpoint is rewritten after every batch, so its size is most of a batch's cost).
+    entries: Vec<Row>,
+}
+
+type Row = (String, u64, u64, i64, i64, bool, u32, u32, u32);
+
+fn row(k: &str, p: &Print) -> Row {
+    (k.to_string(), p.ino, p.size, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid)
 }
 
 /// One batch's work: paths to compare, in order, each once.
@@ -417,8 +425,8 @@ impl ChangeState for LocalState {
         if cp.root != self.root.to_string_lossy() {
             return Err(LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into());
         }
-        for (rel, p) in cp.entries {
-            self.insert(&rel, p);
+        for (rel, ino, size, mtime, ctime, dir, mode, uid, gid) in cp.entries {
+            self.insert(&rel, Print { ino, size, mtime, ctime, dir, mode, uid, gid });
         }
         self.restored = true;
         // Published after the checkpoint, perhaps: a print nothing matches, so the restart
@@ -442,7 +450,7 @@ impl ChangeState for LocalState {
     }
 
     fn checkpoint(&self, _at: &u64) -> Result<Vec<u8>, IcicleError> {
-        let cp = Checkpoint { root: self.root.to_string_lossy().into_owned(), entries: self.entries.iter().map(|(k, v)| (k.clone(), *v)).collect() };
+        let cp = Checkpoint { root: self.root.to_string_lossy().into_owned(), entries: self.entries.iter().map(|(k, v)| row(k, v)).collect() };
         Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)
     }
 

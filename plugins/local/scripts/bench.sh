@@ -1,0 +1,42 @@
+#!/bin/bash
+# Events per CPU-second of the local monitor on the filebench workload (real file operations).
+# usage: plugins/local/scripts/bench.sh fanotify|inotify [OPS]   (as root; build first:
+#   cargo build --release --bin icicle && cargo build --bin icicle-testkit)
+# Prints one JSON line: kernel events read (fanotify: the whole file system's, outside_root
+# included), events applied, updates, batches, the monitor's user and system CPU seconds.
+set -euo pipefail
+B=$1
+OPS=${2:-100000}
+TOP=$(cd "$(dirname "$0")/../../.." && pwd)
+ICICLE=${ICICLE:-$TOP/target/release/icicle}
+TESTKIT=${TESTKIT:-$TOP/target/debug/icicle-testkit}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+mkdir -p "$T/fs"
+cat > "$T/c.toml" <<EOT
+[records]
+visible_to = ["public"]
+[sources.local]
+type = "$B"
+root = "$T/fs"
+path_prefix = "/"
+state_dir = "$T/state"
+batch_size = 10000
+quiet_period_secs = 0.5
+fallback = false
+[sinks.o]
+type = "blackhole"
+EOT
+/usr/bin/time -f "%U %S" -o "$T/time" "$ICICLE" monitor --json --until-idle 2 -c "$T/c.toml" > "$T/report.json" 2> "$T/log" &
+while [ ! -f "$T/state/local.checkpoint.json" ]; do sleep 0.05; done
+"$TESTKIT" workload --kind filebench --ops "$OPS" --root "$T/fs" --journal "$T/j/changelog" > /dev/null 2>&1
+wait
+python3 - "$T" <<'PY'
+import json, sys
+t = sys.argv[1]
+r = json.load(open(t + '/report.json'))['local']
+u, s = map(float, open(t + '/time').read().split()[-2:])
+rd = r['reader'].get('fanotify') or r['reader'].get('inotify')
+print(json.dumps({'backend': r['backend'], 'kernel_events': rd['read'], 'outside_root': rd.get('outside_root', 0), 'applied': r['events'],
+                  'updates': r['updates'], 'batches': r['batches'], 'user_s': u, 'sys_s': s, 'events_per_cpu_s': round(rd['read'] / (u + s))}))
+PY

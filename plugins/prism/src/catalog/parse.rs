@@ -130,6 +130,10 @@ pub(super) fn parse_stat_canonical(line: &str) -> Option<StatFields> {
         (!v.is_empty()).then_some(v)
     }
     fn num(v: &[u8], radix: u64) -> Option<u64> {
+        // `-` alone is no number (the empty field is refused by `field`).
+        if v.is_empty() {
+            return None;
+        }
         v.iter().try_fold(0u64, |acc, &c| {
             let d = u64::from(c.wrapping_sub(b'0'));
             (d < radix).then_some(())?;

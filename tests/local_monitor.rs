@@ -285,3 +285,53 @@ fn sigterm_stops_gracefully_and_a_restart_rescans() {
     let (missing, extra, differ) = differences(tmp.path());
     assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
 }
+
+/// Without CAP_SYS_ADMIN (an unprivileged user), `type = "fanotify"` falls back to inotify,
+/// says so, and still converges.
+#[test]
+fn fanotify_falls_back_to_inotify_without_privileges() {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root and setpriv");
+        return;
+    }
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    std::fs::set_permissions(t, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = t.join("fs");
+    let mut w = Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
+    w.preexisting(30).unwrap();
+    let cfg = std::fs::read_to_string(monitor_config(t, "fanotify", 50)).unwrap().replace("fallback = false", "fallback = true");
+    let cfg = config(t, "fallback.toml", &cfg);
+    for d in ["state", "out"] {
+        std::fs::create_dir_all(t.join(d)).unwrap();
+    }
+    // The user `nobody` owns the output and state, and may read (not write) the tree.
+    let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(t.join("state")).arg(t.join("out")).status().unwrap();
+    assert!(chown.success());
+    let log = std::fs::File::create(t.join("monitor.log")).unwrap();
+    let child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
+        .arg(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "--json", "--until-idle", "2", "-c", cfg.to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let ready = t.join("state/local.checkpoint.json");
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "{}", log_of(t));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Root works in the tree; nobody only reads it.
+    w.run(Kind::EvalOut, 200, "/work").unwrap();
+    drop(w);
+    let report = finish(t, child);
+    assert_eq!(report["local"]["backend"], "inotify", "{report}");
+    assert!(log_of(t).contains("fanotify not available; using inotify"), "{}", log_of(t));
+    let (missing, extra, differ) = differences(t);
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+}

@@ -69,6 +69,27 @@ print("globus: %d records published in %d ingest tasks, all %s" % (s["records"],
 PY
 kill $emulator 2>/dev/null || true
 
+echo "== the local monitor (fanotify, else inotify) on demo-data/watched while a shell script works in it"
+rm -rf demo-data/watched demo-state/local demo-out/watched && mkdir -p demo-data/watched/old demo-out
+for i in 1 2 3; do echo "before monitoring $i" > demo-data/watched/old/f$i; done
+"$bin/icicle" monitor -c configs/monitor-local.toml --until-idle 2 --json > demo-out/watched-report.json 2> demo-out/watched.log &
+monitor=$!
+sleep 1
+(cd demo-data/watched && mkdir -p src/deep && echo a > src/deep/a.c && echo b > src/b.c && ln src/b.c hard.c \
+  && ln -s src/b.c link.c && mv src renamed && rm old/f1 && chmod 600 old/f2 && echo more >> old/f3)
+wait "$monitor"
+python3 - <<'PY'
+import glob, json
+r = json.load(open("demo-out/watched-report.json"))["watched"]
+print(f"backend {r['backend']}: {r['events']} events, {r['updates']} updates, {r['deletes']} deletes")
+for f in sorted(glob.glob("demo-out/watched/*.json")):
+    d = json.load(open(f))
+    if "subjects" in d:
+        print(f"  {f.split('/')[-1]}: delete {', '.join(d['subjects'])}")
+    else:
+        print(f"  {f.split('/')[-1]}: ingest {', '.join(e['subject'] for e in d['ingest_data']['gmeta'])}")
+PY
+
 echo "== the sketch comparison experiment on the demo snapshot (demo-out/sketch-compare/)"
 "$bin/icicle" sketch-compare -c configs/demo.toml --out demo-out/sketch-compare | head -8
 

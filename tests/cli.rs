@@ -231,6 +231,38 @@ fn the_example_monitor_config_runs_against_the_stand_in() {
 }
 
 #[test]
+fn the_example_local_config_indexes_a_directory_and_catches_up_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("demo-data/watched");
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    for f in ["one", "a/two", "a/b/three"] {
+        std::fs::write(root.join(f), f).unwrap();
+    }
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/monitor-local.toml");
+    let run = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+            .args(["monitor", "--until-idle", "1", "--json", "-c", cfg.to_str().unwrap()])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["watched"].clone()
+    };
+    let r = run();
+    assert_eq!((r["updates"].as_u64(), r["deletes"].as_u64(), r["rejects"].as_u64()), (Some(3), Some(0), Some(0)), "{r}");
+    // Changed while no monitor ran: the restart rescans and sends exactly the difference.
+    std::fs::remove_file(root.join("a/two")).unwrap();
+    std::fs::write(root.join("four"), "four").unwrap();
+    let r = run();
+    assert_eq!((r["updates"].as_u64(), r["deletes"].as_u64()), (Some(1), Some(1)), "{r}");
+    assert!(r["rescans"]["restart"].as_u64().unwrap_or(0) >= 1, "{r}");
+    let docs: String = std::fs::read_dir(tmp.path().join("demo-out/watched")).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    for s in ["/watched/one", "/watched/a/two", "/watched/a/b/three", "/watched/four"] {
+        assert!(docs.contains(&format!("\"{s}\"")), "{s} in {docs}");
+    }
+}
+
+#[test]
 fn the_example_gpfs_config_runs_against_the_stand_in_and_the_broker() {
     let kafka = std::env::var("ICICLE_TEST_KAFKA")
         .or_else(|_| std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr")).map(|s| s.trim().to_string()))

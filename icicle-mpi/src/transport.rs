@@ -7,10 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use mpi::Count;
 
 use icicle_core::traits::Split;
 use icicle_runtime::cluster::{decode_split, decode_splits, encode_split, encode_splits, Answer, Cluster, Fields, SplitQueue};
@@ -203,20 +201,8 @@ impl MpiCluster {
     }
 }
 
-fn counts_and_displs(lens: &[usize]) -> Result<(Vec<Count>, Vec<Count>), String> {
-    let mut displs = Vec::with_capacity(lens.len());
-    let mut at: usize = 0;
-    for l in lens {
-        displs.push(Count::try_from(at).map_err(|_| "more than 2 GiB in one shuffle on one rank".to_string())?);
-        at += l;
-    }
-    Count::try_from(at).map_err(|_| "more than 2 GiB in one shuffle on one rank".to_string())?;
-    let counts = lens.iter().map(|l| *l as Count).collect();
-    Ok((counts, displs))
-}
-
-// Every buffer handed to MPI below has one byte more than its partition uses: an empty Rust
-// slice points at address 1, which Open MPI reads as MPI_IN_PLACE.
+// The collectives are icicle_mpi_comm's (one spare byte per buffer: Open MPI reads an empty
+// Rust slice's address, 1, as MPI_IN_PLACE).
 
 impl Cluster for MpiCluster {
     fn rank(&self) -> usize {
@@ -259,68 +245,21 @@ impl Cluster for MpiCluster {
 
     fn exchange(&self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
         self.join_server()?;
-        if out.len() != self.size {
-            return Err(format!("{} parts for {} ranks", out.len(), self.size));
-        }
-        let send_lens: Vec<Count> =
-            out.iter().map(|b| Count::try_from(b.len()).map_err(|_| "a shuffle part over 2 GiB".to_string())).collect::<Result<_, _>>()?;
-        let mut recv_lens = vec![0 as Count; self.size];
-        self.world.all_to_all_into(&send_lens[..], &mut recv_lens[..]);
-        let (scounts, sdispls) = counts_and_displs(&out.iter().map(Vec::len).collect::<Vec<_>>())?;
-        let (rcounts, rdispls) = counts_and_displs(&recv_lens.iter().map(|c| *c as usize).collect::<Vec<_>>())?;
-        let mut flat: Vec<u8> = out.concat();
-        flat.push(0);
-        let mut recv = vec![0u8; recv_lens.iter().map(|c| *c as usize).sum::<usize>() + 1];
-        {
-            let send = Partition::new(&flat[..], scounts, &sdispls[..]);
-            let mut into = PartitionMut::new(&mut recv[..], rcounts.clone(), &rdispls[..]);
-            self.world.all_to_all_varcount_into(&send, &mut into);
-        }
-        Ok(rdispls.iter().zip(&rcounts).map(|(d, c)| recv[*d as usize..(*d + *c) as usize].to_vec()).collect())
+        icicle_mpi_comm::exchange(&self.world, out).map_err(|e| e.to_string())
     }
 
     fn broadcast(&self, bytes: Vec<u8>) -> Result<Vec<u8>, String> {
         self.join_server()?;
-        let root = self.world.process_at_rank(0);
-        let mut n = bytes.len() as u64;
-        root.broadcast_into(&mut n);
-        let mut buf = if self.rank == 0 { bytes } else { vec![0u8; n as usize] };
-        buf.push(0);
-        root.broadcast_into(&mut buf[..]);
-        buf.pop();
-        Ok(buf)
+        Ok(icicle_mpi_comm::broadcast_bytes(&self.world, bytes))
     }
 
     fn all_sum(&self, values: &[u64]) -> Result<Vec<u64>, String> {
         self.join_server()?;
-        let mut out = vec![0u64; values.len()];
-        let mut send = values.to_vec();
-        send.push(0);
-        out.push(0);
-        self.world.all_reduce_into(&send[..], &mut out[..], mpi::collective::SystemOperation::sum());
-        out.pop();
-        Ok(out)
+        Ok(icicle_mpi_comm::all_sum(&self.world, values))
     }
 
     fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, String> {
         self.join_server()?;
-        let root = self.world.process_at_rank(0);
-        let n = Count::try_from(bytes.len()).map_err(|_| "a gathered part over 2 GiB".to_string())?;
-        let mut bytes = bytes;
-        bytes.push(0);
-        if self.rank != 0 {
-            root.gather_into(&n);
-            root.gather_varcount_into(&bytes[..n as usize]);
-            return Ok(None);
-        }
-        let mut lens = vec![0 as Count; self.size];
-        root.gather_into_root(&n, &mut lens[..]);
-        let (counts, displs) = counts_and_displs(&lens.iter().map(|c| *c as usize).collect::<Vec<_>>())?;
-        let mut buf = vec![0u8; lens.iter().map(|c| *c as usize).sum::<usize>() + 1];
-        {
-            let mut into = PartitionMut::new(&mut buf[..], counts.clone(), &displs[..]);
-            root.gather_varcount_into_root(&bytes[..n as usize], &mut into);
-        }
-        Ok(Some(displs.iter().zip(&counts).map(|(d, c)| buf[*d as usize..(*d + *c) as usize].to_vec()).collect()))
+        icicle_mpi_comm::gather_bytes(&self.world, bytes).map_err(|e| e.to_string())
     }
 }

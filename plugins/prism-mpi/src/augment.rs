@@ -19,7 +19,7 @@ use icicle_plugins_prism::tasks;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use crate::comm;
+use icicle_mpi_comm as comm;
 
 const R: u64 = RECORD_BYTES as u64;
 

@@ -30,7 +30,7 @@ use icicle_plugins_prism::tasks;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use crate::comm;
+use icicle_mpi_comm as comm;
 
 /// A chunk's fingerprint: the first 16 bytes of its BLAKE3 hash.
 pub type Fingerprint = [u8; 16];

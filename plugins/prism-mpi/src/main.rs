@@ -31,10 +31,9 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 mod augment;
-mod comm;
 mod dedup;
 
-use comm::{broadcast_bytes, gather_words};
+use icicle_mpi_comm::{broadcast_bytes, gather_words};
 
 /// Read a catalog's files with I/O processes bound to OSTs.
 #[derive(Parser, Debug)]

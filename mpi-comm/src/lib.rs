@@ -1,25 +1,37 @@
-//! Byte-buffer collectives over the MPI world.
+//! Byte-buffer collectives over an MPI communicator (icicle-mpi's snapshot shuffle and
+//! swiftload's plans, gathers and fingerprint shuffle).
 //!
 //! Every buffer handed to MPI is given one spare byte of capacity: Open MPI reads the
 //! dangling pointer of an empty Rust slice (`0x1`) as `MPI_IN_PLACE`, so an empty part must
 //! still point into an allocation.
 
-use anyhow::Context;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Count;
 
-/// Counts and displacements of parts of these lengths (each below 2 GiB, as MPI counts are).
-fn counts_and_displs(lens: &[usize]) -> anyhow::Result<(Vec<Count>, Vec<Count>)> {
+/// What a collective refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum CommError {
+    /// MPI counts are 32-bit: one rank's parts must stay under 2 GiB in all.
+    #[error("more than 2 GiB in one collective on one rank")]
+    TooLarge,
+    /// `exchange` needs one part per rank.
+    #[error("{parts} parts for {ranks} ranks")]
+    Parts { parts: usize, ranks: usize },
+}
+
+/// Counts and displacements of parts of these lengths (under 2 GiB in all, as MPI counts are).
+fn counts_and_displs(lens: &[usize]) -> Result<(Vec<Count>, Vec<Count>), CommError> {
     let mut counts = Vec::with_capacity(lens.len());
     let mut displs = Vec::with_capacity(lens.len());
     let mut at: usize = 0;
     for &l in lens {
-        counts.push(Count::try_from(l).context("an MPI part over 2 GiB")?);
-        displs.push(Count::try_from(at).context("MPI parts over 2 GiB in all")?);
+        counts.push(Count::try_from(l).map_err(|_| CommError::TooLarge)?);
+        displs.push(Count::try_from(at).map_err(|_| CommError::TooLarge)?);
         at += l;
     }
+    Count::try_from(at).map_err(|_| CommError::TooLarge)?;
     Ok((counts, displs))
 }
 
@@ -36,9 +48,9 @@ pub fn broadcast_bytes(world: &SimpleCommunicator, mine: Vec<u8>) -> Vec<u8> {
 }
 
 /// Gather every rank's bytes onto rank 0 (in rank order); other ranks get `None`.
-pub fn gather_bytes(world: &SimpleCommunicator, mine: Vec<u8>) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
+pub fn gather_bytes(world: &SimpleCommunicator, mine: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, CommError> {
     let root = world.process_at_rank(0);
-    let n = Count::try_from(mine.len()).context("a gathered part over 2 GiB")?;
+    let n = Count::try_from(mine.len()).map_err(|_| CommError::TooLarge)?;
     let mut mine = mine;
     mine.push(0);
     if world.rank() != 0 {
@@ -58,7 +70,7 @@ pub fn gather_bytes(world: &SimpleCommunicator, mine: Vec<u8>) -> anyhow::Result
 }
 
 /// Gather a variable number of u64 words per rank onto rank 0 (others get an empty vector).
-pub fn gather_words(world: &SimpleCommunicator, mine: &[u64]) -> anyhow::Result<Vec<Vec<u64>>> {
+pub fn gather_words(world: &SimpleCommunicator, mine: &[u64]) -> Result<Vec<Vec<u64>>, CommError> {
     let bytes: Vec<u8> = mine.iter().flat_map(|w| w.to_le_bytes()).collect();
     Ok(gather_bytes(world, bytes)?.unwrap_or_default().iter().map(|b| words(b)).collect())
 }
@@ -69,10 +81,12 @@ pub fn words(b: &[u8]) -> Vec<u64> {
 }
 
 /// Send `parts[r]` to rank `r` and receive what every rank sent here (`MPI_Alltoallv`).
-pub fn exchange(world: &SimpleCommunicator, parts: Vec<Vec<u8>>) -> anyhow::Result<Vec<Vec<u8>>> {
+pub fn exchange(world: &SimpleCommunicator, parts: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError> {
     let size = world.size() as usize;
-    anyhow::ensure!(parts.len() == size, "{} parts for {size} ranks", parts.len());
-    let send_lens: Vec<Count> = parts.iter().map(|b| Count::try_from(b.len())).collect::<Result<_, _>>().context("a shuffle part over 2 GiB")?;
+    if parts.len() != size {
+        return Err(CommError::Parts { parts: parts.len(), ranks: size });
+    }
+    let send_lens: Vec<Count> = parts.iter().map(|b| Count::try_from(b.len())).collect::<Result<_, _>>().map_err(|_| CommError::TooLarge)?;
     let mut recv_lens = vec![0 as Count; size];
     world.all_to_all_into(&send_lens[..], &mut recv_lens[..]);
     let (scounts, sdispls) = counts_and_displs(&parts.iter().map(Vec::len).collect::<Vec<_>>())?;

@@ -124,9 +124,9 @@ pub struct PieceCuts {
     pub chunks: Vec<(u64, u64, Fingerprint)>,
 }
 
-/// Per piece `(file, a)`: where its kept chunks start; and the chunks `(file, start, len)`
-/// rank 0 cuts itself.
-pub type Stitched = (BTreeMap<(u64, u64), u64>, Vec<(u64, u64, u64)>);
+/// Per piece `(file, a)`: where its kept chunks start; and the chunks `(file, start, len,
+/// fingerprint)` rank 0 cuts itself.
+pub type Stitched = (BTreeMap<(u64, u64), u64>, Vec<(u64, u64, u64, Fingerprint)>);
 
 /// Where, per piece (by `(file, a)`), the whole-file chunking's chunks start among the
 /// piece's own cuts (`u64::MAX`: none of them), and the chunks `(file, start, len)` that
@@ -154,7 +154,7 @@ pub fn stitch(
             while pos < p.b && !p.chunks.iter().any(|c| c.0 == pos) {
                 let data = read(file, pos, scheme.max_len().min(size - pos))?;
                 let len = scheme.cut_all(&data).first().map(|c| c.1).context("an empty cut")?;
-                own.push((file, pos, len));
+                own.push((file, pos, len, fingerprint(data.get(..len as usize).context("a cut past the data")?)));
                 pos += len;
             }
             if pos < p.b {
@@ -280,6 +280,11 @@ pub fn run(
     let mut cut = read_and_cut(paths, sizes, mine, schemes, throttle);
     world.barrier();
     let t_io = mpi::time();
+    // Every rank stops together on a read error, before any stitching waits on the others.
+    let errors = comm::all_sum(world, &[cut.errors])[0];
+    if errors > 0 {
+        bail!("{errors} read errors (each rank's log names the file and offset)");
+    }
     let mut fixups = 0u64;
     for (i, s) in schemes.iter().enumerate() {
         if matches!(s, Scheme::Cdc { .. }) {
@@ -372,9 +377,13 @@ fn settle_cdc(world: &SimpleCommunicator, paths: &[String], sizes: &[u64], schem
                 all.push(PieceCuts { file, a, b, chunks });
             }
         }
+        let mut files: HashMap<u64, std::fs::File> = HashMap::new();
         let mut read = |file: u64, at: u64, len: u64| -> anyhow::Result<Vec<u8>> {
-            let path = &paths[file as usize];
-            let f = std::fs::File::open(path).with_context(|| path.clone())?;
+            let path = paths.get(file as usize).context("a piece of an unknown file")?;
+            let f = match files.entry(file) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => v.insert(std::fs::File::open(path).with_context(|| path.clone())?),
+            };
             let mut b = vec![0u8; len as usize];
             f.read_exact_at(&mut b, at).with_context(|| format!("{path} at {at}+{len}"))?;
             Ok(b)
@@ -384,9 +393,7 @@ fn settle_cdc(world: &SimpleCommunicator, paths: &[String], sizes: &[u64], schem
                 for ((file, a), v) in valid {
                     reply.extend([file, a, v]);
                 }
-                for (file, at, len) in mine {
-                    own.push((fingerprint(&read(file, at, len)?), len));
-                }
+                own.extend(mine.into_iter().map(|(_, _, len, f)| (f, len)));
             }
             Err(e) => {
                 tracing::error!("{}: {e:#}", scheme.name());
@@ -397,7 +404,7 @@ fn settle_cdc(world: &SimpleCommunicator, paths: &[String], sizes: &[u64], schem
     let bytes = comm::broadcast_bytes(world, reply.iter().flat_map(|w| w.to_le_bytes()).collect());
     let reply = comm::words(&bytes);
     if reply.first() == Some(&u64::MAX) {
-        bail!("{}: the pieces do not tile the files", scheme.name());
+        bail!("{}: the pieces do not tile the files, or rank 0 could not read a boundary (its log says which)", scheme.name());
     }
     let valid: HashMap<(u64, u64), u64> = reply.chunks_exact(3).map(|w| ((w[0], w[1]), w[2])).collect();
     let fixups = own.len() as u64;

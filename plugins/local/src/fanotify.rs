@@ -50,6 +50,8 @@ pub struct Fanotify {
     buf: Vec<u8>,
     /// What was read and dropped.
     pub counts: FanotifyCounts,
+    /// The last `read` stopped at its bound with events still queued.
+    pub more: bool,
 }
 
 impl Fanotify {
@@ -75,7 +77,15 @@ impl Fanotify {
         // SAFETY: the OwnedFd stays open, unchanged, for as long as the AsyncFd owns it.
         let fd = unsafe { AsyncFd::register(fd) }
             .map_err(|e| LocalError::Io { what: "registering the fanotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
-        Ok(Fanotify { fd, mount_fd, root: root.to_path_buf(), cache: HashMap::new(), buf: vec![0u8; 256 * 1024], counts: FanotifyCounts::default() })
+        Ok(Fanotify {
+            fd,
+            mount_fd,
+            root: root.to_path_buf(),
+            cache: HashMap::new(),
+            buf: vec![0u8; 256 * 1024],
+            counts: FanotifyCounts::default(),
+            more: false,
+        })
     }
 
     /// Wait until events can be read.
@@ -88,7 +98,13 @@ impl Fanotify {
     /// Read what is queued now (without waiting) into `out`; returns the events read.
     pub fn read(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
         let mut total = 0;
-        loop {
+        self.more = false;
+        for reads in 0.. {
+            // Under a steady stream the queue never drains: hand back a bounded amount.
+            if reads == crate::MAX_READS_PER_POLL {
+                self.more = true;
+                return Ok(total);
+            }
             // SAFETY: buf is a valid writable buffer of its length.
             let n = unsafe { libc::read(self.fd.get_ref().as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len()) };
             if n < 0 {
@@ -105,6 +121,7 @@ impl Fanotify {
             total += self.parse(&buf[..n as usize], out);
             self.buf = buf;
         }
+        Ok(total)
     }
 
     /// Parse the events in `data` (whole events, as one read returns them).

@@ -36,6 +36,8 @@ pub struct InotifyWatch {
     buf: Vec<u8>,
     /// What was read, added and lost.
     pub counts: InotifyCounts,
+    /// The last `read` stopped at its bound with events still queued.
+    pub more: bool,
 }
 
 fn mask() -> WatchMask {
@@ -68,6 +70,7 @@ impl InotifyWatch {
             by_path: HashMap::new(),
             buf: vec![0u8; 256 * 1024],
             counts: InotifyCounts::default(),
+            more: false,
         };
         if !w.watch_tree("", out) {
             return Err(LocalError::Io { what: format!("inotify_add_watch {}", root.display()), source: std::io::Error::last_os_error() });
@@ -133,7 +136,13 @@ impl InotifyWatch {
     /// Read what is queued now (without waiting) into `out`; returns the events read.
     pub fn read(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
         let mut total = 0;
-        loop {
+        self.more = false;
+        for reads in 0.. {
+            // Under a steady stream the queue never drains: hand back a bounded amount.
+            if reads == crate::MAX_READS_PER_POLL {
+                self.more = true;
+                return Ok(total);
+            }
             let mut buf = std::mem::take(&mut self.buf);
             let events: Vec<(WatchDescriptor, EventMask, Option<String>)> = match self.fd.get_mut().read_events(&mut buf) {
                 Ok(evs) => evs.map(|e| (e.wd, e.mask, e.name.map(|n| n.to_string_lossy().into_owned()))).collect(),
@@ -152,6 +161,7 @@ impl InotifyWatch {
                 self.one(wd, m, name, out);
             }
         }
+        Ok(total)
     }
 
     fn one(&mut self, wd: WatchDescriptor, m: EventMask, name: Option<String>, out: &mut Vec<LocalEvent>) {

@@ -16,6 +16,10 @@ mod stream;
 
 use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
 
+/// Kernel reads per poll at most (each up to 256 KiB): a steady stream of events, under a
+/// filesystem mark perhaps none of them under the root, still ends a poll.
+pub(crate) const MAX_READS_PER_POLL: usize = 64;
+
 pub use config::{Backend, FanotifyConfig, InotifyConfig, LocalConfig};
 pub use error::LocalError;
 

@@ -137,11 +137,18 @@ struct Work {
     sent: HashSet<String>,
     /// Directory permissions, as the file system has them during this emit.
     chains: ChainCache,
+    /// Directories walked in this emit: everything below them is already queued.
+    walked: HashSet<String>,
 }
 
 impl Work {
     fn new() -> Work {
-        Work { queue: VecDeque::new(), seen: HashSet::new(), force: HashSet::new(), sent: HashSet::new(), chains: ChainCache::new("/") }
+        Work { queue: VecDeque::new(), seen: HashSet::new(), force: HashSet::new(), sent: HashSet::new(), chains: ChainCache::new("/"), walked: HashSet::new() }
+    }
+
+    /// Whether `dir` is, or is below, a directory walked in this emit.
+    fn walked_over(&self, dir: &str) -> bool {
+        self.walked.contains("") || self.walked.contains(dir) || dir.match_indices('/').any(|(i, _)| self.walked.contains(&dir[..i]))
     }
 
     fn push(&mut self, p: String) {
@@ -272,6 +279,11 @@ impl LocalState {
 
     /// Every path below `dir` that the file system or the index holds goes on the work list.
     fn rescan(&mut self, dir: &str, reason: RescanReason, work: &mut Work) {
+        // A new directory inside a tree walked in this emit: its entries are queued already
+        // (walking it again would make a new tree cost its size times its depth).
+        if reason == RescanReason::NewDirectory && work.walked_over(dir) {
+            return;
+        }
         *self.counts.rescans.entry(format!("{reason:?}").to_lowercase()).or_default() += 1;
         if reason != RescanReason::NewDirectory {
             tracing::info!(message = "rescanning", root = %self.root.display(), dir = %dir, reason = ?reason);
@@ -294,6 +306,7 @@ impl LocalState {
         for (rel, _) in walk(&self.root, dir) {
             work.push(rel);
         }
+        work.walked.insert(dir.to_string());
     }
 
     /// Every file the index holds below `dir` is published again (its visibility may differ).
@@ -431,9 +444,13 @@ impl ChangeState for LocalState {
         self.restored = true;
         // Published after the checkpoint, perhaps: a print nothing matches, so the restart
         // rescan compares them (an update if there, a delete if gone).
-        let ahead: Vec<String> = match self.journal.as_ref().map(std::fs::read) {
-            Some(Ok(b)) => serde_json::from_slice(&b).unwrap_or_default(),
-            _ => Vec::new(),
+        // Written atomically, so one that does not read is damage: stop rather than forget
+        // paths whose deletes may be owed.
+        let ahead: Vec<String> = match self.journal.as_ref().map(|j| (j, std::fs::read(j))) {
+            Some((j, Ok(b))) => serde_json::from_slice(&b).map_err(|e| LocalError::Checkpoint(format!("{}: {e}", j.display())))?,
+            Some((_, Err(e))) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Some((j, Err(e))) => return Err(LocalError::Io { what: format!("reading {}", j.display()), source: e }.into()),
+            None => Vec::new(),
         };
         for rel in ahead {
             if !self.entries.contains_key(&rel) {

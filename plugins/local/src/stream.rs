@@ -116,6 +116,16 @@ impl ChangeStream for LocalStream {
             if left == Some(Duration::ZERO) || *stop.borrow() {
                 break;
             }
+            // Still queued (only events outside the root so far): read on, do not wait for
+            // a readiness edge that already came.
+            let more = match &self.reader {
+                Reader::Fanotify(f) => f.more,
+                Reader::Inotify(i) => i.more,
+            };
+            if more {
+                tokio::task::yield_now().await;
+                continue;
+            }
             let ready = async {
                 match left {
                     Some(d) => tokio::time::timeout(d, self.readable()).await.unwrap_or(Ok(())),

@@ -51,6 +51,11 @@ pub fn stage(path: &Path, fsync: bool, body: impl FnOnce(&mut BufWriter<&std::fs
 }
 
 impl Staged {
+    /// Where the new content waits.
+    pub fn temporary(&self) -> &Path {
+        &self.tmp
+    }
+
     /// Rename the new content over the file; fsync the directory when `sync_dir`.
     pub fn commit(self, sync_dir: bool) -> std::io::Result<()> {
         std::fs::rename(&self.tmp, &self.path)?;

@@ -259,8 +259,15 @@ pub trait SketchFactory: Send + Sync {
 /// A delivery target for index documents.
 #[async_trait]
 pub trait Sink: Send {
-    /// Deliver one batch. `Ok` means durably delivered: the runtime may acknowledge it.
+    /// Deliver one batch. `Ok` means accepted, in order; it is durable once [`Sink::sync`]
+    /// (or [`Sink::close`]) has returned `Ok`.
     async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError>;
+    /// Make every batch delivered so far durable. The runtime calls it before it acknowledges
+    /// anything delivered (a monitor's position, a manifest commit); a sink that is durable
+    /// at `deliver` has nothing to do.
+    async fn sync(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
     /// What the last successful [`Sink::deliver`] produced that an audit trail should record
     /// (Globus: `{"task_ids": [...], "index_id": ...}`; Kafka: `{"topic": ..., "offsets": [...]}`).
     /// `None` when there is nothing worth recording.
@@ -278,7 +285,8 @@ pub trait Sink: Send {
     async fn delivered(&mut self, _batch: &DocumentBatch, _receipts: &[(String, serde_json::Value)]) -> Result<(), SinkError> {
         Ok(())
     }
-    /// Flush and release resources at the end of a run.
+    /// Make everything delivered durable (as [`Sink::sync`]) and release resources at the end
+    /// of a run.
     async fn close(&mut self) -> Result<(), SinkError> {
         Ok(())
     }

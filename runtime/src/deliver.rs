@@ -6,7 +6,7 @@ use icicle_gmeta::{delete_batches, Batcher};
 
 /// Deliver one document to every sink in turn, recording per-sink batches, entries, bytes,
 /// errors and latency; then call [`Sink::delivered`](icicle_core::traits::Sink::delivered) on every sink with all
-/// sinks' receipts. `Ok` means every sink delivered it durably.
+/// sinks' receipts. `Ok` means every sink has it; it is durable after [`sync_all`].
 pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), icicle_core::error::SinkError> {
     let m = icicle_core::metrics::Metrics::global();
     let (entries, bytes) = match batch {
@@ -43,8 +43,20 @@ pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &Do
     Ok(())
 }
 
+/// Make everything delivered to every sink durable ([`Sink::sync`](icicle_core::traits::Sink::sync)),
+/// before anything is acknowledged.
+pub async fn sync_all(sinks: &mut icicle_core::traits::NamedSinks) -> Result<(), icicle_core::error::SinkError> {
+    for (name, s) in sinks.iter_mut() {
+        if let Err(e) = s.sync().await {
+            icicle_core::metrics::Metrics::global().add("icicle_sink_errors_total", "Deliveries a sink failed.", &[("sink", name), ("kind", "sync")], 1.0);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// Deliver one emit of a stream monitor to every sink: the entries as GIngest documents within
-/// `limit`, then the deleted subjects. `Ok` means every sink delivered everything.
+/// `limit`, then the deleted subjects. `Ok` means every sink delivered everything durably.
 pub async fn deliver_emit(
     sinks: &mut icicle_core::traits::NamedSinks,
     chunk: &EntryBatch,
@@ -67,7 +79,7 @@ pub async fn deliver_emit(
     for subjects in delete_batches(deletes, limit) {
         deliver_all(sinks, &DocumentBatch::Delete(subjects)).await?;
     }
-    Ok(())
+    sync_all(sinks).await
 }
 
 #[cfg(test)]
@@ -121,5 +133,20 @@ mod tests {
         let mut sinks: icicle_core::traits::NamedSinks = vec![("a".into(), mk(None, false)), ("b".into(), mk(None, true))];
         let e = deliver_all(&mut sinks, &DocumentBatch::Delete(vec!["/x".into()])).await.unwrap_err();
         assert!(e.to_string().contains("audit failed"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_monitor_emit_is_durable_and_in_place_when_delivered() {
+        let dir = tempfile::tempdir().unwrap();
+        // A group far larger than the emit: only the sync at the end of the emit puts it in place.
+        let sink = icicle_plugins_sinks::FileSink::grouped("f", dir.path().to_path_buf(), true, 1 << 30);
+        let mut sinks: icicle_core::traits::NamedSinks = vec![("f".into(), Box::new(sink))];
+        let mut chunk = EntryBatch::default();
+        for p in ["/a", "/b"] {
+            chunk.push(format!("{{\"subject\":\"{p}\",\"content\":{{\"path\":\"{p}\"}}}}").as_bytes());
+        }
+        deliver_emit(&mut sinks, &chunk, vec!["/a".into()], icicle_core::batch::DocumentLimit::compact(10 << 20)).await.unwrap();
+        let index = icicle_plugins_sinks::read_index(dir.path()).unwrap();
+        assert_eq!(index.keys().collect::<Vec<_>>(), ["/b"]);
     }
 }

@@ -250,7 +250,7 @@ impl Cluster for MpiCluster {
 
     fn broadcast(&self, bytes: Vec<u8>) -> Result<Vec<u8>, String> {
         self.join_server()?;
-        Ok(icicle_mpi_comm::broadcast_bytes(&self.world, bytes))
+        icicle_mpi_comm::broadcast_bytes(&self.world, bytes).map_err(|e| e.to_string())
     }
 
     fn all_sum(&self, values: &[u64]) -> Result<Vec<u64>, String> {

@@ -401,7 +401,7 @@ fn settle_cdc(world: &SimpleCommunicator, paths: &[String], sizes: &[u64], schem
             }
         }
     }
-    let bytes = comm::broadcast_bytes(world, reply.iter().flat_map(|w| w.to_le_bytes()).collect());
+    let bytes = comm::broadcast_bytes(world, reply.iter().flat_map(|w| w.to_le_bytes()).collect())?;
     let reply = comm::words(&bytes);
     if reply.first() == Some(&u64::MAX) {
         bail!("{}: the pieces do not tile the files, or rank 0 could not read a boundary (its log says which)", scheme.name());

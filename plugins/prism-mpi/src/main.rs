@@ -375,7 +375,7 @@ fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let encoded = broadcast_bytes(world, encoded);
+    let encoded = broadcast_bytes(world, encoded)?;
     if encoded.first() != Some(&1) {
         bail!("{}", String::from_utf8_lossy(encoded.get(1..).unwrap_or_default()));
     }

@@ -22,8 +22,9 @@ pub enum CommError {
     Parts { parts: usize, ranks: usize },
 }
 
-/// The most bytes one rank may move in one collective: MPI counts are 32-bit.
-pub const MAX_BYTES: usize = i32::MAX as usize;
+/// The most bytes one rank may move in one collective: MPI counts are 32-bit (less the spare
+/// byte every buffer carries).
+pub const MAX_BYTES: usize = i32::MAX as usize - 1;
 
 /// Counts and displacements of parts of these lengths (checked by [`fits`] first).
 fn counts_and_displs(lens: &[usize]) -> (Vec<Count>, Vec<Count>) {

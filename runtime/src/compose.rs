@@ -109,7 +109,7 @@ pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
                 Built::Sink(s) => {
                     // Error series exist from the start, at 0, so alerts and rates need no first failure.
                     let m = icicle_core::metrics::Metrics::global();
-                    for kind in ["ingest", "delete"] {
+                    for kind in ["ingest", "delete", "sync"] {
                         m.add("icicle_sink_errors_total", "Deliveries a sink failed.", &[("sink", &id), ("kind", kind)], 0.0);
                     }
                     sinks.push((id, s))

@@ -129,7 +129,8 @@ fn entry(subject: &str) -> Vec<u8> {
 /// A sink: `ok` delivers to a working destination, and `durable()` counts the documents that
 /// are durably there (`None`: nothing to observe, e.g. stdout); `broken` (if any) points at a
 /// destination that cannot take anything. Ingest and delete documents are delivered; `Ok`
-/// must mean durable; a broken destination must fail; close twice must be fine.
+/// from `sync` after `deliver` must mean durable; a broken destination must fail; close twice
+/// must be fine.
 pub async fn check_sink(ok: &str, broken: Option<&str>, durable: Option<&(dyn Fn() -> usize + Sync)>) -> Result<(), String> {
     let mut s = sink(ok)?;
     let mut batch = EntryBatch::default();
@@ -137,6 +138,7 @@ pub async fn check_sink(ok: &str, broken: Option<&str>, durable: Option<&(dyn Fn
     batch.push(&entry("/compliance/b"));
     let before = durable.map(|d| d());
     s.deliver(&DocumentBatch::Ingest(batch)).await.map_err(|e| format!("ingest: {e}"))?;
+    s.sync().await.map_err(|e| format!("sync after ingest: {e}"))?;
     if let (Some(d), Some(b)) = (durable, before) {
         if d() <= b {
             return Err("the sink said Ok before the ingest document was durable".into());
@@ -144,6 +146,7 @@ pub async fn check_sink(ok: &str, broken: Option<&str>, durable: Option<&(dyn Fn
     }
     let before = durable.map(|d| d());
     s.deliver(&DocumentBatch::Delete(vec!["/compliance/a".into()])).await.map_err(|e| format!("delete: {e}"))?;
+    s.sync().await.map_err(|e| format!("sync after delete: {e}"))?;
     if let (Some(d), Some(b)) = (durable, before) {
         if d() <= b {
             return Err("the sink said Ok before the delete document was durable".into());

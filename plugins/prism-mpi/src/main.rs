@@ -382,13 +382,25 @@ fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
     let plan = Plan::decode(&encoded[1..])?;
     let all: Vec<ObjectTask> = plan.per_rank.iter().flatten().copied().collect();
     let index = OstIndex::of(&all);
-    let model = match &args.emulate {
-        Some(f) => Some(read_loader(f)?),
-        None => None,
-    };
-    let throttle = match (&model, &plan.clock) {
-        (Some(m), Some(clock)) => Some(Throttle::new(OstClock::open(clock, index.len())?, index.clone(), m.clone())),
-        _ => None,
+    // Opened on every rank: one that fails must not leave the others in the app's collectives.
+    let opened = (|| -> anyhow::Result<_> {
+        let model = match &args.emulate {
+            Some(f) => Some(read_loader(f)?),
+            None => None,
+        };
+        let throttle = match (&model, &plan.clock) {
+            (Some(m), Some(clock)) => Some(Throttle::new(OstClock::open(clock, index.len())?, index.clone(), m.clone())),
+            _ => None,
+        };
+        Ok((model, throttle))
+    })();
+    if let Err(e) = &opened {
+        eprintln!("swiftload: rank {rank}: {e:#}");
+    }
+    let failed = icicle_mpi_comm::all_sum(world, &[u64::from(opened.is_err())]).first().copied().unwrap_or(0);
+    let (model, throttle) = match opened {
+        Ok(o) if failed == 0 => o,
+        _ => bail!("{failed} rank(s) could not open the emulation's loader model or OST clock (each printed why)"),
     };
     if let Some(out) = &args.profile_out {
         return profile(world, &plan, &index, throttle.as_ref(), args, out);

@@ -91,7 +91,18 @@ pub struct FileSink {
     /// Documents written and not yet durable, in sequence order, with their sizes.
     pending: Vec<(icicle_core::durable::Staged, u64)>,
     pending_bytes: u64,
+    /// When the oldest waiting document was written.
+    oldest: Option<std::time::Instant>,
+    /// A group that could not be made durable: its documents are gone, and so is every later
+    /// call's `Ok` (nothing after them may be acknowledged).
+    failed: Option<String>,
+    /// Held while the sink lives: one sink per directory.
+    _lock: Option<std::fs::File>,
 }
+
+/// A waiting document is made durable at the next delivery after this long, so a slow source
+/// still shows its documents as it goes.
+const SYNC_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl FileSink {
     /// A file sink writing into `dir`. Numbering continues after documents already there,
@@ -102,22 +113,12 @@ impl FileSink {
 
     /// [`FileSink::new`], making documents durable when `group_bytes` wait.
     pub fn grouped(name: &str, dir: PathBuf, fsync: bool, group_bytes: u64) -> FileSink {
-        let highest = |prefix: &str| -> u64 {
-            std::fs::read_dir(&dir)
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok())
-                        .filter_map(|e| {
-                            let n = e.file_name().to_string_lossy().into_owned();
-                            n.strip_prefix(prefix)?.strip_suffix(".json")?.parse::<u64>().ok()
-                        })
-                        .max()
-                        .unwrap_or(0)
-                })
-                .unwrap_or(0)
-        };
-        let seq = highest("ingest-").max(highest("delete-"));
-        remove_unsynced(&dir);
-        FileSink { name: name.to_string(), dir, fsync, group_bytes, seq, pending: Vec::new(), pending_bytes: 0 }
+        let lock = lock_dir(&dir);
+        if lock.is_some() {
+            remove_unsynced(&dir);
+        }
+        let seq = highest_sequence(&dir);
+        FileSink { name: name.to_string(), dir, fsync, group_bytes, seq, pending: Vec::new(), pending_bytes: 0, oldest: None, failed: None, _lock: lock }
     }
 
     fn io_error(&self, what: &std::path::Path, e: std::io::Error) -> SinkError {
@@ -125,6 +126,7 @@ impl FileSink {
     }
 
     fn write(&mut self, file: &str, bytes: u64, body: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>) -> Result<(), SinkError> {
+        self.check()?;
         let path = self.dir.join(file);
         let staged = icicle_core::durable::stage(&path, false, body).map_err(|e| self.io_error(&path, e))?;
         if !self.fsync {
@@ -132,28 +134,101 @@ impl FileSink {
         }
         self.pending.push((staged, bytes));
         self.pending_bytes += bytes;
-        if self.pending_bytes >= self.group_bytes {
+        let oldest = *self.oldest.get_or_insert_with(std::time::Instant::now);
+        if self.pending_bytes >= self.group_bytes || oldest.elapsed() >= SYNC_AFTER {
             self.make_durable()?;
         }
         Ok(())
     }
 
+    /// `Err` once a group could not be made durable.
+    fn check(&self) -> Result<(), SinkError> {
+        match &self.failed {
+            Some(reason) => Err(SinkError::Io { sink: self.name.clone(), reason: format!("an earlier group of documents was lost: {reason}") }),
+            None => Ok(()),
+        }
+    }
+
     /// fsync every waiting document, rename them into place in order, fsync the directory.
+    /// On any failure the waiting documents are removed (nothing acknowledged them) and the
+    /// sink fails from then on.
     fn make_durable(&mut self) -> Result<(), SinkError> {
+        self.check()?;
         if self.pending.is_empty() {
             return Ok(());
         }
+        let mut result = Ok(());
         for (staged, _) in &self.pending {
             let tmp = staged.temporary();
-            std::fs::File::open(tmp).and_then(|f| f.sync_all()).map_err(|e| self.io_error(tmp, e))?;
+            if let Err(e) = std::fs::File::open(tmp).and_then(|f| f.sync_all()) {
+                result = Err(self.io_error(tmp, e));
+                break;
+            }
         }
-        for (staged, _) in std::mem::take(&mut self.pending) {
-            let tmp = staged.temporary().to_path_buf();
-            staged.commit(false).map_err(|e| self.io_error(&tmp, e))?;
+        let pending = std::mem::take(&mut self.pending);
+        (self.pending_bytes, self.oldest) = (0, None);
+        let mut left = pending.into_iter();
+        if result.is_ok() {
+            for (staged, _) in left.by_ref() {
+                let tmp = staged.temporary().to_path_buf();
+                if let Err(e) = staged.commit(false) {
+                    result = Err(self.io_error(&tmp, e));
+                    break;
+                }
+            }
         }
-        self.pending_bytes = 0;
-        std::fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| self.io_error(&self.dir, e))
+        if result.is_ok() {
+            result = std::fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| self.io_error(&self.dir, e));
+        }
+        if let Err(e) = &result {
+            for (staged, _) in left {
+                let _ = std::fs::remove_file(staged.temporary());
+            }
+            self.failed = Some(e.to_string());
+        }
+        result
     }
+}
+
+impl Drop for FileSink {
+    /// Documents still waiting were never acknowledged: removed, not left hidden.
+    fn drop(&mut self) {
+        for (staged, _) in self.pending.drain(..) {
+            let _ = std::fs::remove_file(staged.temporary());
+        }
+    }
+}
+
+/// An exclusive lock on `dir/.file-sink.lock` (creating `dir`); `None` (with a warning) when
+/// another sink holds it or it cannot be taken.
+fn lock_dir(dir: &std::path::Path) -> Option<std::fs::File> {
+    let path = dir.join(".file-sink.lock");
+    let file = std::fs::create_dir_all(dir).and_then(|()| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path));
+    match file.map(|f| f.try_lock().map(|()| f)) {
+        Ok(Ok(f)) => Some(f),
+        Ok(Err(e)) => {
+            tracing::warn!(message = "another file sink writes to this directory: documents may collide", dir = %dir.display(), error = %e);
+            None
+        }
+        Err(e) => {
+            tracing::warn!(message = "could not lock the file sink's directory", path = %path.display(), error = %e);
+            None
+        }
+    }
+}
+
+/// The highest sequence number of the documents in `dir`, waiting ones included.
+fn highest_sequence(dir: &std::path::Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let n = n.strip_prefix('.').and_then(|r| r.strip_suffix(".tmp")).unwrap_or(&n).to_string();
+            let rest = n.strip_prefix("ingest-").or_else(|| n.strip_prefix("delete-"))?;
+            rest.strip_suffix(".json")?.parse::<u64>().ok()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 #[async_trait]
@@ -386,7 +461,8 @@ mod tests {
     }
 
     fn names(dir: &std::path::Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n != ".file-sink.lock").collect();
         v.sort();
         v
     }
@@ -425,5 +501,32 @@ mod tests {
         assert!(names(dir.path()).contains(&"ingest-000004.json".to_string()));
         plain.close().await.unwrap();
         assert!(!names(dir.path()).iter().any(|n| n.ends_with(".json.tmp")));
+    }
+
+    #[tokio::test]
+    async fn a_group_that_cannot_be_made_durable_fails_the_sink_and_leaves_nothing_hidden() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = FileSink::grouped("f", dir.path().to_path_buf(), true, 1 << 20);
+        sink.deliver(&doc(1)).await.unwrap();
+        sink.deliver(&doc(2)).await.unwrap();
+        // Something else removes a waiting document.
+        std::fs::remove_file(dir.path().join(".ingest-000001.json.tmp")).unwrap();
+        let e = sink.sync().await.unwrap_err().to_string();
+        assert!(e.contains(".ingest-000001.json.tmp"), "{e}");
+        assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+        // Nothing after a lost group may be acknowledged.
+        assert!(sink.sync().await.is_err());
+        assert!(sink.deliver(&doc(1)).await.unwrap_err().to_string().contains("lost"));
+        // A sink dropped with documents waiting removes them.
+        drop(sink);
+        let mut sink = FileSink::grouped("f", dir.path().to_path_buf(), true, 1 << 20);
+        sink.deliver(&doc(1)).await.unwrap();
+        assert_eq!(names(dir.path()), [".ingest-000001.json.tmp"]);
+        // A second sink on the same directory numbers after the waiting document and leaves it.
+        let second = FileSink::grouped("g", dir.path().to_path_buf(), true, 1 << 20);
+        assert_eq!((second.seq, names(dir.path()).len()), (1, 1));
+        drop(second);
+        drop(sink);
+        assert!(names(dir.path()).is_empty());
     }
 }

@@ -88,6 +88,11 @@ pub fn walk_snapshot(tmp: &Path, root: &Path, name: &str) -> BTreeMap<String, Va
 
 /// [`walk_snapshot`] with its own `[records]` section.
 pub fn walk_snapshot_with(tmp: &Path, root: &Path, name: &str, records: &str) -> BTreeMap<String, Value> {
+    walk_snapshot_rejecting(tmp, root, name, records, 0)
+}
+
+/// [`walk_snapshot_with`] that must reject exactly `allowed_rejects` entries.
+pub fn walk_snapshot_rejecting(tmp: &Path, root: &Path, name: &str, records: &str, allowed_rejects: u64) -> BTreeMap<String, Value> {
     let out = tmp.join(name);
     let _ = std::fs::remove_dir_all(&out);
     let cfg = config(
@@ -102,7 +107,7 @@ pub fn walk_snapshot_with(tmp: &Path, root: &Path, name: &str, records: &str) ->
     );
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(s["rejects"], 0, "{s}");
+    assert_eq!(s["rejects"].as_u64(), Some(allowed_rejects), "{s}");
     ingested(&out)
 }
 

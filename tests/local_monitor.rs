@@ -277,6 +277,11 @@ fn sigterm_stops_gracefully_and_a_restart_rescans() {
     assert!(started.elapsed() < Duration::from_secs(10), "SIGTERM took {:?}", started.elapsed());
     assert!(report["local"]["updates"].as_u64().unwrap_or(0) > 0, "{report}");
     assert!(log_of(tmp.path()).contains("stopped by a signal"), "{}", log_of(tmp.path()));
+    // The checkpoint names the entries files (written in proportion to what changed).
+    let cp: Value = serde_json::from_slice(&std::fs::read(tmp.path().join("state/local.checkpoint.json")).unwrap()).unwrap();
+    let g = cp["entries_log"][0].as_u64().unwrap_or_else(|| panic!("{cp}"));
+    assert!(cp.get("entries").is_none(), "{cp}");
+    assert!(tmp.path().join(format!("state/local.entries-{g}.json")).exists() && tmp.path().join(format!("state/local.entries-{g}.log")).exists());
     w.run(Kind::Mixed, 100, "/work").unwrap();
     drop(w);
     let report = finish(tmp.path(), start_monitor(tmp.path(), &cfg, 1.0));
@@ -334,4 +339,57 @@ fn fanotify_falls_back_to_inotify_without_privileges() {
     assert!(log_of(t).contains("fanotify not available; using inotify"), "{}", log_of(t));
     let (missing, extra, differ) = differences(t);
     assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+}
+
+/// Names that are not UTF-8 (a file, a directory and what is below it, a rename onto such a
+/// name, some before monitoring and some during it) are left out, counted and logged, as the
+/// `walk` snapshot source rejects them; everything else converges.
+fn not_utf8(backend: &str) {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let tmp = test_dir();
+    let t = tmp.path();
+    let fs = t.join("fs");
+    let bad = |s: &[u8]| fs.join(OsStr::from_bytes(s));
+    std::fs::create_dir_all(bad(b"old\xff/sub")).unwrap();
+    std::fs::write(bad(b"old\xff/sub/f"), b"1").unwrap();
+    std::fs::write(bad(b"caf\xe9.txt"), b"1").unwrap();
+    std::fs::write(fs.join("plain.txt"), b"1").unwrap();
+    std::fs::write(fs.join("renamed-away.txt"), b"1").unwrap();
+    let cfg = monitor_config(t, backend, 20);
+    let child = start_monitor(t, &cfg, 1.5);
+    std::fs::create_dir_all(bad(b"new\xfe/deep")).unwrap();
+    std::fs::write(bad(b"new\xfe/deep/g"), b"2").unwrap();
+    std::fs::write(bad(b"x\xc3"), b"2").unwrap();
+    std::fs::write(fs.join("later.txt"), b"2").unwrap();
+    std::fs::write(bad(b"old\xff/sub/f"), b"22").unwrap();
+    std::fs::rename(fs.join("renamed-away.txt"), bad(b"away\xfa")).unwrap();
+    let report = finish(t, child);
+    let r = &report["local"];
+    assert_eq!(r["rejects"], 0, "{r}");
+    let mut index = BTreeMap::new();
+    apply(&mut index, &t.join("out"));
+    // The walk rejects each of the 5 names that are not UTF-8 (and does not enter such a
+    // directory).
+    let fresh = walk_snapshot_rejecting(t, &fs, "after", "[records]\nvisible_to = [\"public\"]\n", 5);
+    assert_eq!(index.keys().collect::<Vec<_>>(), ["/later.txt", "/plain.txt"], "{r}");
+    let (missing, extra, differ) = compare(&index, &fresh);
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    let counted = r["not_utf8"].as_u64().unwrap_or(0) + r["reader"][backend]["not_utf8"].as_u64().unwrap_or(0);
+    assert!(counted > 0, "{r}");
+    assert!(log_of(t).contains("not valid UTF-8"), "{}", log_of(t));
+}
+
+#[test]
+fn fanotify_leaves_out_names_that_are_not_utf8() {
+    not_utf8("fanotify");
+}
+
+#[test]
+fn inotify_leaves_out_names_that_are_not_utf8() {
+    not_utf8("inotify");
 }

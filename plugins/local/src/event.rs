@@ -26,3 +26,16 @@ pub enum LocalEvent {
     /// Everything below this directory (relative path) is compared with the file system.
     Rescan(String, RescanReason),
 }
+
+/// `name` as UTF-8, or `None` after a warning naming where it is (the index's paths are
+/// UTF-8, as the `walk` snapshot source requires: such an entry and what is below it are left
+/// out and counted, never published under a substituted name).
+pub fn utf8_name<'a>(name: &'a [u8], dir: &str) -> Option<&'a str> {
+    match std::str::from_utf8(name) {
+        Ok(n) => Some(n),
+        Err(_) => {
+            tracing::warn!(message = "a name that is not valid UTF-8 is left out", dir = %dir, name = %name.escape_ascii());
+            None
+        }
+    }
+}

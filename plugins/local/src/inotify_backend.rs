@@ -6,6 +6,7 @@
 //! cannot be added (`max_user_watches`) has its directory rescanned, and is counted.
 
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
@@ -24,6 +25,8 @@ pub struct InotifyCounts {
     pub watches_failed: u64,
     /// Queue overflows (`IN_Q_OVERFLOW`).
     pub overflows: u64,
+    /// Events left out because the name is not UTF-8.
+    pub not_utf8: u64,
 }
 
 /// An inotify instance watching every directory under the root.
@@ -107,7 +110,10 @@ impl InotifyWatch {
             let Ok(rd) = std::fs::read_dir(self.root.join(&d)) else { continue };
             for e in rd.flatten() {
                 if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push(join(&d, &e.file_name().to_string_lossy()));
+                    // A name that is not UTF-8 is left out (the state's walk counts it).
+                    if let Some(name) = e.file_name().to_str() {
+                        stack.push(join(&d, name));
+                    }
                 }
             }
         }
@@ -144,8 +150,8 @@ impl InotifyWatch {
                 return Ok(total);
             }
             let mut buf = std::mem::take(&mut self.buf);
-            let events: Vec<(WatchDescriptor, EventMask, Option<String>)> = match self.fd.get_mut().read_events(&mut buf) {
-                Ok(evs) => evs.map(|e| (e.wd, e.mask, e.name.map(|n| n.to_string_lossy().into_owned()))).collect(),
+            let events: Vec<(WatchDescriptor, EventMask, Option<Vec<u8>>)> = match self.fd.get_mut().read_events(&mut buf) {
+                Ok(evs) => evs.map(|e| (e.wd, e.mask, e.name.map(|n| n.as_bytes().to_vec()))).collect(),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => Vec::new(),
                 Err(e) => {
                     self.buf = buf;
@@ -164,7 +170,7 @@ impl InotifyWatch {
         Ok(total)
     }
 
-    fn one(&mut self, wd: WatchDescriptor, m: EventMask, name: Option<String>, out: &mut Vec<LocalEvent>) {
+    fn one(&mut self, wd: WatchDescriptor, m: EventMask, name: Option<Vec<u8>>, out: &mut Vec<LocalEvent>) {
         self.counts.read += 1;
         if m.contains(EventMask::Q_OVERFLOW) {
             self.counts.overflows += 1;
@@ -183,7 +189,13 @@ impl InotifyWatch {
         }
         let Some(dir) = self.by_wd.get(&wd).cloned() else { return };
         let path = match &name {
-            Some(n) => join(&dir, n),
+            Some(n) => match crate::event::utf8_name(n, &dir) {
+                Some(n) => join(&dir, n),
+                None => {
+                    self.counts.not_utf8 += 1;
+                    return;
+                }
+            },
             None => dir.clone(),
         };
         let new_dir = m.contains(EventMask::ISDIR) && name.is_some() && m.intersects(EventMask::CREATE | EventMask::MOVED_TO);

@@ -6,9 +6,11 @@
 //! rescan, never a silent gap.
 
 mod config;
+mod entries_log;
 mod error;
 pub mod event;
 mod fanotify;
+mod fanotify_events;
 mod inotify_backend;
 mod source;
 pub mod state;

@@ -58,6 +58,7 @@ impl ChangeSource for LocalSource {
         std::fs::create_dir_all(&cfg.state_dir).map_err(|e| LocalError::Io { what: format!("creating {}", cfg.state_dir.display()), source: e })?;
         let mut state = LocalState::new(cfg.root.clone(), cfg.prefix(), PrimaryEncoder::new(ctx.policy.clone()), cfg.seed_emit)
             .with_journal(cfg.state_dir.join(format!("{stem}.fresh-paths.json")))
+            .with_entries_files(&cfg.state_dir, &stem)
             .with_posix(ctx.policy.access.is_some());
         icicle_runtime::monitor::restore(&mut state, &settings).await?;
         // Marks and watches first, then the walk (the stream's first event): nothing between

@@ -23,6 +23,7 @@ use icicle_core::IcicleError;
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 use serde::{Deserialize, Serialize};
 
+use crate::entries_log::{EntriesLog, Fields};
 use crate::event::{LocalEvent, RescanReason};
 use crate::LocalError;
 
@@ -85,6 +86,8 @@ pub struct LocalCounts {
     pub reevaluated: u64,
     /// Subtree rescans, by reason.
     pub rescans: BTreeMap<String, u64>,
+    /// Entries left out by walks because their names are not UTF-8.
+    pub not_utf8: u64,
     /// Batches applied.
     pub batches: u64,
 }
@@ -111,14 +114,33 @@ pub struct LocalState {
     carry: bool,
     /// Visibility follows POSIX permissions: judged along the directories at emit time.
     posix: bool,
+    /// The entries on disk, written in proportion to what changed (none: the checkpoint holds
+    /// every entry).
+    log: Option<EntriesLog>,
+    /// Paths whose entry changed in this batch.
+    changed: HashSet<String>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct Checkpoint {
     root: String,
-    /// Path, inode, size, mtime, ctime, directory, mode, uid, gid: arrays, not objects (the
-    /// checkpoint is rewritten after every batch, so its size is most of a batch's cost).
+    /// Every entry (path, inode, size, mtime, ctime, directory, mode, uid, gid), when the state
+    /// keeps no entries files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     entries: Vec<Row>,
+    /// The entries files' generation and the bytes of its log this checkpoint covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    entries_log: Option<(u64, u64)>,
+}
+
+impl From<Print> for Fields {
+    fn from(p: Print) -> Fields {
+        (p.ino, p.size, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid)
+    }
+}
+
+fn print_of((ino, size, mtime, ctime, dir, mode, uid, gid): Fields) -> Print {
+    Print { ino, size, mtime, ctime, dir, mode, uid, gid }
 }
 
 type Row = (String, u64, u64, i64, i64, bool, u32, u32, u32);
@@ -139,11 +161,22 @@ struct Work {
     chains: ChainCache,
     /// Directories walked in this emit: everything below them is already queued.
     walked: HashSet<String>,
+    /// What this emit's walks found at each path: a path found as the index holds it needs
+    /// no second `lstat`.
+    walked_prints: HashMap<String, Print>,
 }
 
 impl Work {
     fn new() -> Work {
-        Work { queue: VecDeque::new(), seen: HashSet::new(), force: HashSet::new(), sent: HashSet::new(), chains: ChainCache::new("/"), walked: HashSet::new() }
+        Work {
+            queue: VecDeque::new(),
+            seen: HashSet::new(),
+            force: HashSet::new(),
+            sent: HashSet::new(),
+            chains: ChainCache::new("/"),
+            walked: HashSet::new(),
+            walked_prints: HashMap::new(),
+        }
     }
 
     /// Whether `dir` is, or is below, a directory walked in this emit.
@@ -167,14 +200,21 @@ fn join(dir: &str, name: &str) -> String {
     }
 }
 
-/// Every path below `dir` (relative to `root`), directories included, with its metadata.
-pub fn walk(root: &Path, dir: &str) -> Vec<(String, std::fs::Metadata)> {
+/// Every path below `dir` (relative to `root`), directories included, with its metadata;
+/// names that are not UTF-8 (and what is below them) are left out and counted in `not_utf8`.
+pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64) -> Vec<(String, std::fs::Metadata)> {
+    use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
     let mut stack = vec![dir.to_string()];
     while let Some(d) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(root.join(&d)) else { continue };
         for e in rd.flatten() {
-            let rel = join(&d, &e.file_name().to_string_lossy());
+            let name = e.file_name();
+            let Some(name) = crate::event::utf8_name(name.as_bytes(), &d) else {
+                *not_utf8 += 1;
+                continue;
+            };
+            let rel = join(&d, name);
             let Ok(md) = std::fs::symlink_metadata(e.path()) else { continue };
             if md.is_dir() {
                 stack.push(rel.clone());
@@ -201,7 +241,15 @@ impl LocalState {
             fresh: Vec::new(),
             carry: false,
             posix: false,
+            log: None,
+            changed: HashSet::new(),
         }
+    }
+
+    /// Keep the entries in `dir/<stem>.entries-*` files, written in proportion to what changed.
+    pub fn with_entries_files(mut self, dir: &Path, stem: &str) -> LocalState {
+        self.log = Some(EntriesLog::new(dir, stem));
+        self
     }
 
     /// Keep the sent-ahead journal of paths in `file`.
@@ -231,6 +279,7 @@ impl LocalState {
     }
 
     fn insert(&mut self, rel: &str, p: Print) {
+        self.changed.insert(rel.to_string());
         if let Some(old) = self.entries.insert(rel.to_string(), p) {
             self.unlink_name(rel, old);
         }
@@ -269,6 +318,7 @@ impl LocalState {
         gone.push(rel.to_string());
         for k in gone {
             let Some(old) = self.entries.remove(&k) else { continue };
+            self.changed.insert(k.clone());
             self.unlink_name(&k, old);
             if !old.dir {
                 deletes.push(subject_for(&self.full(&k)).into_owned());
@@ -289,7 +339,7 @@ impl LocalState {
             tracing::info!(message = "rescanning", root = %self.root.display(), dir = %dir, reason = ?reason);
         }
         if reason == RescanReason::Seed && !self.seed_emit {
-            for (rel, md) in walk(&self.root, dir) {
+            for (rel, md) in walk(&self.root, dir, &mut self.counts.not_utf8) {
                 self.insert(&rel, Print::of(&md));
             }
             return;
@@ -303,7 +353,8 @@ impl LocalState {
         for k in known {
             work.push(k);
         }
-        for (rel, _) in walk(&self.root, dir) {
+        for (rel, md) in walk(&self.root, dir, &mut self.counts.not_utf8) {
+            work.walked_prints.insert(rel.clone(), Print::of(&md));
             work.push(rel);
         }
         work.walked.insert(dir.to_string());
@@ -334,6 +385,14 @@ impl LocalState {
         }
         self.counts.compared += 1;
         let old = self.entries.get(rel).copied();
+        // Found by a walk of this emit as the index holds it: unchanged (a change since the
+        // walk is an event of a later batch).
+        if let Some(walked) = work.walked_prints.remove(rel) {
+            if old == Some(walked) && !work.force.contains(rel) {
+                self.counts.unchanged += 1;
+                return;
+            }
+        }
         let md = match std::fs::symlink_metadata(self.root.join(rel)) {
             Ok(md) => md,
             Err(_) => {
@@ -419,6 +478,10 @@ impl LocalState {
             self.compare(&p, &mut chunk, &mut deletes, &mut work);
         }
         self.counts.deletes += deletes.len() as u64;
+        if let Some(log) = self.log.as_mut() {
+            log.record(self.changed.iter(), &self.entries)?;
+        }
+        self.changed.clear();
         if let Some(j) = &self.journal {
             let bytes = serde_json::to_vec(&self.fresh).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
             icicle_core::durable::write_atomic(j, &bytes).map_err(|e| LocalError::Io { what: format!("writing {}", j.display()), source: e })?;
@@ -441,6 +504,14 @@ impl ChangeState for LocalState {
         for (rel, ino, size, mtime, ctime, dir, mode, uid, gid) in cp.entries {
             self.insert(&rel, Print { ino, size, mtime, ctime, dir, mode, uid, gid });
         }
+        if let Some((generation, log_bytes)) = cp.entries_log {
+            let log = self.log.as_mut().ok_or_else(|| LocalError::Checkpoint("it names entries files, and this state keeps none".into()))?;
+            for (rel, fields) in log.restore(generation, log_bytes)? {
+                self.insert(&rel, print_of(fields));
+            }
+        }
+        // As on disk already.
+        self.changed.clear();
         self.restored = true;
         // Published after the checkpoint, perhaps: a print nothing matches, so the restart
         // rescan compares them (an update if there, a delete if gone).
@@ -467,7 +538,14 @@ impl ChangeState for LocalState {
     }
 
     fn checkpoint(&self, _at: &u64) -> Result<Vec<u8>, IcicleError> {
-        let cp = Checkpoint { root: self.root.to_string_lossy().into_owned(), entries: self.entries.iter().map(|(k, v)| row(k, v)).collect() };
+        let root = self.root.to_string_lossy().into_owned();
+        let cp = match &self.log {
+            Some(log) => {
+                log.sync()?;
+                Checkpoint { root, entries: Vec::new(), entries_log: Some(log.position()) }
+            }
+            None => Checkpoint { root, entries: self.entries.iter().map(|(k, v)| row(k, v)).collect(), entries_log: None },
+        };
         Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)
     }
 

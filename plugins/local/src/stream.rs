@@ -61,7 +61,7 @@ impl LocalStream {
             Reader::Fanotify(f) => {
                 f.read(out)?;
                 if let Ok(mut c) = self.counts.lock() {
-                    c.fanotify = Some(f.counts.clone());
+                    c.fanotify = Some(f.parser.counts.clone());
                 }
             }
             Reader::Inotify(i) => {

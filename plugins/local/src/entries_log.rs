@@ -1,0 +1,240 @@
+//! The local monitor's entries on disk, written in proportion to what changed: per generation a
+//! base file with every row (`<stem>.entries-<G>.json`) and a log of the rows changed since,
+//! one JSON line per path, appended after every batch (`<stem>.entries-<G>.log`). The
+//! checkpoint names the generation and how many bytes of its log it covers; the log is fsync'ed
+//! before the checkpoint is written, and bytes past that length (a batch not checkpointed) are
+//! cut off at restore. When the log has grown past the base, the next batch starts a new
+//! generation; a generation's files are removed once a checkpoint names a newer one.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use crate::LocalError;
+
+/// One entry: inode, size, mtime, ctime, directory, mode, uid, gid (see `state::Print`).
+pub type Fields = (u64, u64, i64, i64, bool, u32, u32, u32);
+
+/// A log line: the path and its fields, or `null` when the path left the index.
+type Line = (String, Option<Fields>);
+
+/// Log rows at least, before a generation is compacted (however small its base).
+const MIN_LOG_ROWS: u64 = 10_000;
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> LocalError {
+    move |source| LocalError::Io { what, source }
+}
+
+/// The entries' files of one monitor.
+pub struct EntriesLog {
+    dir: PathBuf,
+    stem: String,
+    /// The generation being appended to (0: none yet; the first batch starts one).
+    generation: u64,
+    log: Option<File>,
+    log_bytes: u64,
+    base_rows: u64,
+    log_rows: u64,
+}
+
+impl EntriesLog {
+    /// No generation yet, for files `dir/<stem>.entries-*`.
+    pub fn new(dir: &Path, stem: &str) -> EntriesLog {
+        EntriesLog { dir: dir.to_path_buf(), stem: stem.to_string(), generation: 0, log: None, log_bytes: 0, base_rows: 0, log_rows: 0 }
+    }
+
+    fn base_path(&self, g: u64) -> PathBuf {
+        self.dir.join(format!("{}.entries-{g}.json", self.stem))
+    }
+
+    fn log_path(&self, g: u64) -> PathBuf {
+        self.dir.join(format!("{}.entries-{g}.log", self.stem))
+    }
+
+    /// What a checkpoint records: (generation, log bytes covered).
+    pub fn position(&self) -> (u64, u64) {
+        (self.generation, self.log_bytes)
+    }
+
+    /// Make the log durable up to [`EntriesLog::position`] (before a checkpoint names it).
+    pub fn sync(&self) -> Result<(), LocalError> {
+        match &self.log {
+            Some(f) => f.sync_data().map_err(io(format!("fsync {}", self.log_path(self.generation).display()))),
+            None => Ok(()),
+        }
+    }
+
+    /// The entries of generation `g` with the first `log_bytes` of its log applied; the log
+    /// is cut back to that length and appended to from there.
+    pub fn restore(&mut self, g: u64, log_bytes: u64) -> Result<BTreeMap<String, Fields>, LocalError> {
+        let base = self.base_path(g);
+        let bytes = std::fs::read(&base).map_err(io(format!("reading {}", base.display())))?;
+        let rows: Vec<(String, Fields)> = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(format!("{}: {e}", base.display())))?;
+        let mut entries: BTreeMap<String, Fields> = rows.into_iter().collect();
+        self.base_rows = entries.len() as u64;
+        let log_path = self.log_path(g);
+        let log = OpenOptions::new().read(true).write(true).open(&log_path).map_err(io(format!("opening {}", log_path.display())))?;
+        let mut read = std::io::BufReader::new(&log);
+        let (mut at, mut line, mut rows) = (0u64, Vec::new(), 0u64);
+        while at < log_bytes {
+            line.clear();
+            let n = read.read_until(b'\n', &mut line).map_err(io(format!("reading {}", log_path.display())))?;
+            if n == 0 || at + n as u64 > log_bytes {
+                return Err(LocalError::Checkpoint(format!("{}: shorter than the {log_bytes} bytes the checkpoint covers", log_path.display())));
+            }
+            let (path, fields): Line =
+                serde_json::from_slice(&line).map_err(|e| LocalError::Checkpoint(format!("{} at byte {at}: {e}", log_path.display())))?;
+            match fields {
+                Some(f) => entries.insert(path, f),
+                None => entries.remove(&path),
+            };
+            at += n as u64;
+            rows += 1;
+        }
+        drop(read);
+        log.set_len(log_bytes).map_err(io(format!("cutting {} back", log_path.display())))?;
+        let mut log = log;
+        std::io::Seek::seek(&mut log, std::io::SeekFrom::Start(log_bytes)).map_err(io(format!("seeking {}", log_path.display())))?;
+        (self.generation, self.log, self.log_bytes, self.log_rows) = (g, Some(log), log_bytes, rows);
+        Ok(entries)
+    }
+
+    /// Record one batch: the rows of `changed` paths as `entries` holds them now (absent: a
+    /// removal), or, when the log outgrew its base (or there is none), a new generation of
+    /// every entry. Removes the generations before the one the last checkpoint names.
+    pub fn record<'a>(
+        &mut self,
+        changed: impl ExactSizeIterator<Item = &'a String>,
+        entries: &BTreeMap<String, impl Copy + Into<Fields>>,
+    ) -> Result<(), LocalError> {
+        self.remove_older();
+        if self.log.is_none() || self.log_rows + changed.len() as u64 > self.base_rows.max(MIN_LOG_ROWS) {
+            return self.start_generation(entries);
+        }
+        let mut buf = Vec::with_capacity(changed.len() * 96);
+        for path in changed {
+            let line: (&str, Option<Fields>) = (path, entries.get(path).map(|p| (*p).into()));
+            serde_json::to_writer(&mut buf, &line).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
+            buf.push(b'\n');
+            self.log_rows += 1;
+        }
+        let path = self.log_path(self.generation);
+        if let Some(f) = self.log.as_mut() {
+            f.write_all(&buf).map_err(io(format!("appending to {}", path.display())))?;
+        }
+        self.log_bytes += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Every entry into the base of a new generation, with an empty log.
+    fn start_generation(&mut self, entries: &BTreeMap<String, impl Copy + Into<Fields>>) -> Result<(), LocalError> {
+        let g = self.generation + 1;
+        if self.generation == 0 {
+            self.remove_older();
+        }
+        let rows: Vec<(&str, Fields)> = entries.iter().map(|(k, v)| (k.as_str(), (*v).into())).collect();
+        let bytes = serde_json::to_vec(&rows).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
+        let base = self.base_path(g);
+        icicle_core::durable::write_atomic(&base, &bytes).map_err(io(format!("writing {}", base.display())))?;
+        let log_path = self.log_path(g);
+        let log = File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io(format!("fsync {}", self.dir.display())))?;
+        (self.generation, self.log, self.log_bytes, self.base_rows, self.log_rows) = (g, Some(log), 0, rows.len() as u64, 0);
+        Ok(())
+    }
+
+    /// Remove the files of every generation but the current one (the last checkpoint names it:
+    /// it was written after the batch that started it; with none yet, no checkpoint names any,
+    /// and what is there was left by an earlier state).
+    fn remove_older(&self) {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else { return };
+        let prefix = format!("{}.entries-", self.stem);
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else { continue };
+            let g = rest.strip_suffix(".json").or_else(|| rest.strip_suffix(".log")).and_then(|n| n.parse::<u64>().ok());
+            if g.is_some_and(|g| g != self.generation) {
+                if let Err(err) = std::fs::remove_file(e.path()) {
+                    tracing::warn!(message = "could not remove an old generation of the entries", path = %e.path().display(), error = %err);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(n: u64) -> Fields {
+        (n, n * 10, n as i64, n as i64, n.is_multiple_of(3), 0o644, 0, 0)
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    /// Random batches of changes, each recorded and "checkpointed"; a restore at any
+    /// checkpoint gives the entries as they were then, whatever was appended after it.
+    #[test]
+    fn a_restore_gives_the_entries_of_the_checkpoint_it_names() {
+        let seed = std::env::var("ICICLE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| icicle_core::rng::Rng::new(std::process::id() as u64).next_u64());
+        eprintln!("seed {seed} (ICICLE_TEST_SEED replays)");
+        let mut rng = icicle_core::rng::Rng::new(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = EntriesLog::new(dir.path(), "m");
+        let mut entries: BTreeMap<String, Fields> = BTreeMap::new();
+        let mut generations = std::collections::BTreeSet::new();
+        for batch in 0..300 {
+            let mut changed = std::collections::HashSet::new();
+            for _ in 0..rng.below(400) {
+                let k = format!("d{}/f{}", rng.below(20), rng.below(3000));
+                if rng.below(4) == 0 {
+                    entries.remove(&k);
+                } else {
+                    entries.insert(k.clone(), f(rng.below(1_000_000)));
+                }
+                changed.insert(k);
+            }
+            log.record(changed.iter(), &entries).unwrap();
+            log.sync().unwrap();
+            let (g, bytes) = log.position();
+            generations.insert(g);
+            // Not checkpointed: a batch appended past the position.
+            let mut after = entries.clone();
+            let extra: Vec<String> = (0..5).map(|i| format!("after/{batch}/{i}")).collect();
+            for k in &extra {
+                after.insert(k.clone(), f(1));
+            }
+            let mut probe = EntriesLog::new(dir.path(), "m");
+            if batch % 37 == 0 {
+                log.record(extra.iter(), &after).unwrap();
+                assert_eq!(probe.restore(g, bytes).unwrap(), entries, "seed {seed} batch {batch}");
+                // Cut back: the restored log continues from the checkpoint's length.
+                assert_eq!(std::fs::metadata(dir.path().join(format!("m.entries-{g}.log"))).unwrap().len(), bytes);
+                log = probe;
+            }
+        }
+        assert!(generations.len() > 2, "generations {generations:?} (seed {seed})");
+        // Only the current generation's files are kept.
+        let (g, _) = log.position();
+        log.record(std::iter::empty::<&String>(), &entries).unwrap();
+        assert_eq!(names(dir.path()), [format!("m.entries-{g}.json"), format!("m.entries-{g}.log")]);
+    }
+
+    #[test]
+    fn a_log_shorter_than_the_checkpoint_says_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = EntriesLog::new(dir.path(), "m");
+        let entries: BTreeMap<String, Fields> = [("a".to_string(), f(1))].into();
+        log.record(std::iter::empty::<&String>(), &entries).unwrap();
+        let e = EntriesLog::new(dir.path(), "m").restore(1, 10).unwrap_err().to_string();
+        assert!(e.contains("m.entries-1.log") && e.contains("shorter"), "{e}");
+    }
+}

@@ -1,0 +1,210 @@
+//! Parsing what a fanotify group reports with `FAN_REPORT_DFID_NAME | FAN_REPORT_FID`: each
+//! event's metadata, then info records (a directory handle plus a name, or the object's own
+//! handle) turned into paths below the root. Handles are resolved through a caller's lookup
+//! (`open_by_handle_at` in the monitor) and cached; a directory's move prunes the cached paths
+//! below its old name.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::event::{LocalEvent, RescanReason};
+
+/// Counters of the fanotify reader.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FanotifyCounts {
+    /// Events read from the kernel.
+    pub read: u64,
+    /// Events about objects outside the root (the mark covers the whole file system).
+    pub outside_root: u64,
+    /// Events whose handle could not be resolved (the directory was deleted since).
+    pub unresolved: u64,
+    /// Handles resolved with `open_by_handle_at`.
+    pub handle_lookups: u64,
+    /// Queue overflows (`FAN_Q_OVERFLOW`).
+    pub overflows: u64,
+    /// Events left out because a name on their path is not UTF-8.
+    pub not_utf8: u64,
+    /// Records cut short or malformed (the rest of the read is skipped).
+    pub malformed: u64,
+}
+
+/// Where a handle or an event's name is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    /// Below the root (relative, `""` for the root itself).
+    Inside(String),
+    /// Outside the root.
+    Outside,
+    /// Below the root, but a name on the way is not UTF-8.
+    NotUtf8,
+}
+
+/// Cached paths at most, before the cache starts again.
+const CACHE_CAP: usize = 100_000;
+
+/// Turns a read's bytes into [`LocalEvent`]s.
+pub struct EventParser {
+    root: PathBuf,
+    /// Handle bytes (fsid + file handle) to where the directory is.
+    cache: HashMap<Vec<u8>, Place>,
+    /// What was read and dropped.
+    pub counts: FanotifyCounts,
+}
+
+/// Resolves handle bytes (the kernel's `struct file_handle`, without the fsid) to the object's
+/// current absolute path; `None` when it no longer exists.
+pub type Lookup<'a> = dyn FnMut(&[u8]) -> Option<PathBuf> + 'a;
+
+impl EventParser {
+    /// A parser for events under `root`.
+    pub fn new(root: &Path) -> EventParser {
+        EventParser { root: root.to_path_buf(), cache: HashMap::new(), counts: FanotifyCounts::default() }
+    }
+
+    /// Parse the events in `data` (whole events, as one read returns them) into `out`;
+    /// returns how many were read.
+    pub fn parse(&mut self, data: &[u8], out: &mut Vec<LocalEvent>, lookup: &mut Lookup<'_>) -> usize {
+        let meta_len = std::mem::size_of::<libc::fanotify_event_metadata>();
+        let mut off = 0;
+        let mut n = 0;
+        while off < data.len() {
+            if off + meta_len > data.len() {
+                self.counts.malformed += 1;
+                break;
+            }
+            // SAFETY: at least meta_len bytes remain; read_unaligned copes with alignment.
+            let m: libc::fanotify_event_metadata = unsafe { std::ptr::read_unaligned(data[off..].as_ptr().cast()) };
+            let len = m.event_len as usize;
+            if len < meta_len || off + len > data.len() {
+                self.counts.malformed += 1;
+                break;
+            }
+            if m.fd >= 0 {
+                // SAFETY: the kernel gave us this descriptor (not expected with FID reporting).
+                drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(m.fd) });
+            }
+            n += 1;
+            self.counts.read += 1;
+            let event = &data[off..off + len];
+            off += len;
+            if m.mask & libc::FAN_Q_OVERFLOW != 0 {
+                self.counts.overflows += 1;
+                tracing::warn!(message = "fanotify queue overflow: events were lost; rescanning the root", root = %self.root.display());
+                out.push(LocalEvent::Rescan(String::new(), RescanReason::Overflow));
+                continue;
+            }
+            let infos = &event[(m.metadata_len as usize).min(event.len())..];
+            let place = self.event_place(infos, lookup);
+            match &place {
+                Some(Place::Inside(p)) => out.push(LocalEvent::Changed(p.clone())),
+                Some(Place::Outside) => self.counts.outside_root += 1,
+                Some(Place::NotUtf8) => self.counts.not_utf8 += 1,
+                None => self.counts.unresolved += 1,
+            }
+            if m.mask & libc::FAN_ONDIR != 0 && m.mask & (libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0 {
+                self.forget_below(place.as_ref());
+            }
+            if self.cache.len() > CACHE_CAP {
+                self.cache.clear();
+            }
+        }
+        n
+    }
+
+    /// A directory left the name `place` (moved away or removed): cached paths at or below it
+    /// are stale. When the old name is not known inside the root (moved in from outside, or
+    /// unresolvable), every cached place may be stale.
+    fn forget_below(&mut self, place: Option<&Place>) {
+        match place {
+            Some(Place::Inside(dir)) if !dir.is_empty() => {
+                let below = format!("{dir}/");
+                self.cache.retain(|_, p| !matches!(p, Place::Inside(q) if q == dir || q.starts_with(&below)));
+            }
+            _ => self.cache.clear(),
+        }
+    }
+
+    /// Where an event's info records name: `None` when its handle no longer resolves.
+    fn event_place(&mut self, mut infos: &[u8], lookup: &mut Lookup<'_>) -> Option<Place> {
+        let mut object: Option<&[u8]> = None;
+        while infos.len() >= 4 {
+            let (kind, len) = (infos[0], u16::from_ne_bytes([infos[2], infos[3]]) as usize);
+            if len < 4 || len > infos.len() {
+                self.counts.malformed += 1;
+                break;
+            }
+            let rec = &infos[..len];
+            infos = &infos[len..];
+            // header (4) + fsid (8) + file_handle { handle_bytes: u32, handle_type: i32, f_handle }
+            if rec.len() < 20 {
+                continue;
+            }
+            let hb = u32::from_ne_bytes([rec[12], rec[13], rec[14], rec[15]]) as usize;
+            let Some(handle) = rec.get(4..20 + hb) else {
+                self.counts.malformed += 1;
+                continue;
+            };
+            match kind {
+                libc::FAN_EVENT_INFO_TYPE_DFID_NAME => {
+                    let tail = &rec[20 + hb..];
+                    let name = &tail[..tail.iter().position(|b| *b == 0).unwrap_or(tail.len())];
+                    return Some(match self.resolve(handle, lookup)? {
+                        Place::Inside(d) => match name {
+                            b"" | b"." => Place::Inside(d),
+                            _ => match crate::event::utf8_name(name, &d) {
+                                Some(name) => Place::Inside(join(&d, name)),
+                                None => Place::NotUtf8,
+                            },
+                        },
+                        other => other,
+                    });
+                }
+                libc::FAN_EVENT_INFO_TYPE_DFID => return self.resolve(handle, lookup),
+                libc::FAN_EVENT_INFO_TYPE_FID => object = Some(handle),
+                _ => {}
+            }
+        }
+        // Only the object (a self event, a link count change): one of its names.
+        let object = object?;
+        self.lookup(object, lookup)
+    }
+
+    /// A directory handle's place, cached.
+    fn resolve(&mut self, handle: &[u8], lookup: &mut Lookup<'_>) -> Option<Place> {
+        if let Some(p) = self.cache.get(handle) {
+            return Some(p.clone());
+        }
+        let p = self.lookup(handle, lookup)?;
+        self.cache.insert(handle.to_vec(), p.clone());
+        Some(p)
+    }
+
+    /// The object's place now (`None`: deleted or gone).
+    fn lookup(&mut self, handle: &[u8], lookup: &mut Lookup<'_>) -> Option<Place> {
+        self.counts.handle_lookups += 1;
+        let target = lookup(handle.get(8..)?)?;
+        let rel = match target.strip_prefix(&self.root) {
+            Ok(rel) => rel,
+            Err(_) => return Some(Place::Outside),
+        };
+        Some(match rel.to_str() {
+            Some(r) => Place::Inside(r.to_string()),
+            None => {
+                tracing::warn!(message = "a path that is not valid UTF-8 is left out", path = %target.display());
+                Place::NotUtf8
+            }
+        })
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+#[cfg(test)]
+#[path = "fanotify_events_tests.rs"]
+mod tests;

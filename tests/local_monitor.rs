@@ -16,9 +16,13 @@ use common::*;
 use icicle_testkit::lustre::{Kind, Workload};
 use serde_json::Value;
 
+/// Whether these tests can run (as root); under CI (`CI` set), not being root is a failure,
+/// not a skip.
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    let root = unsafe { libc::geteuid() == 0 };
+    assert!(root || std::env::var_os("CI").is_none(), "CI must run the local monitor's tests as root (real fanotify marks)");
+    root
 }
 
 fn monitor_config(tmp: &Path, backend: &str, batch: usize) -> PathBuf {
@@ -140,13 +144,20 @@ impl Drop for Sysctl {
 }
 
 /// The monitor is frozen while `burst` files are created and a workload runs, so its queue
-/// overflows; it reports the overflow, rescans, and the index still equals a fresh walk.
+/// overflows; it reports the overflow, rescans, and the index still equals a fresh walk
+/// (two seeds).
 fn overflow(backend: &str, burst: usize) {
     if !is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let seed = test_seed();
+    let base = test_seed();
+    for seed in base..base + 2 {
+        overflow_seed(backend, burst, seed);
+    }
+}
+
+fn overflow_seed(backend: &str, burst: usize, seed: u64) {
     let tmp = test_dir();
     let root = tmp.path().join("fs");
     let mut w = Workload::open(&root, &tmp.path().join("lfs/changelog"), seed).unwrap();
@@ -198,13 +209,19 @@ fn fanotify_overflow_converges() {
 
 /// The monitor is SIGKILLed at random points while a workload runs (and restarted, so events
 /// are also missed while none runs); the last run rescans against its checkpoint and the index
-/// still equals a fresh walk.
+/// still equals a fresh walk (three seeds).
 fn killed(backend: &str) {
     if !is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let seed = test_seed();
+    let base = test_seed();
+    for seed in base..base + 3 {
+        killed_seed(backend, seed);
+    }
+}
+
+fn killed_seed(backend: &str, seed: u64) {
     let tmp = test_dir();
     let root = tmp.path().join("fs");
     let mut w = Workload::open(&root, &tmp.path().join("lfs/changelog"), seed).unwrap();

@@ -113,17 +113,21 @@ impl EntriesLog {
             return self.start_generation(entries);
         }
         let mut buf = Vec::with_capacity(changed.len() * 96);
+        let rows = changed.len() as u64;
         for path in changed {
             let line: (&str, Option<Fields>) = (path, entries.get(path).map(|p| (*p).into()));
             serde_json::to_writer(&mut buf, &line).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
             buf.push(b'\n');
-            self.log_rows += 1;
         }
         let path = self.log_path(self.generation);
         if let Some(f) = self.log.as_mut() {
-            f.write_all(&buf).map_err(io(format!("appending to {}", path.display())))?;
+            if let Err(e) = f.write_all(&buf) {
+                // Perhaps written in part: the next batch starts a new generation.
+                self.log = None;
+                return Err(io(format!("appending to {}", path.display()))(e));
+            }
         }
-        self.log_bytes += buf.len() as u64;
+        (self.log_bytes, self.log_rows) = (self.log_bytes + buf.len() as u64, self.log_rows + rows);
         Ok(())
     }
 

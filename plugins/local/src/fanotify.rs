@@ -102,7 +102,13 @@ impl Fanotify {
     /// Parse one read's events, resolving handles with `open_by_handle_at`.
     fn parse(&mut self, data: &[u8], out: &mut Vec<LocalEvent>) -> usize {
         let mount_fd = self.mount_fd.as_raw_fd();
-        self.parser.parse(data, out, &mut |fh| open_by_handle(mount_fd, fh))
+        let mut fds = Vec::new();
+        let n = self.parser.parse(data, out, &mut fds, &mut |fh| open_by_handle(mount_fd, fh));
+        for fd in fds {
+            // SAFETY: the kernel gave us this descriptor (not expected with FID reporting).
+            drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+        n
     }
 }
 

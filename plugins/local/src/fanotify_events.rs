@@ -62,8 +62,9 @@ impl EventParser {
     }
 
     /// Parse the events in `data` (whole events, as one read returns them) into `out`;
-    /// returns how many were read.
-    pub fn parse(&mut self, data: &[u8], out: &mut Vec<LocalEvent>, lookup: &mut Lookup<'_>) -> usize {
+    /// returns how many were read. A descriptor an event carries goes to `fds` (the caller
+    /// closes it: only the kernel's are real).
+    pub fn parse(&mut self, data: &[u8], out: &mut Vec<LocalEvent>, fds: &mut Vec<i32>, lookup: &mut Lookup<'_>) -> usize {
         let meta_len = std::mem::size_of::<libc::fanotify_event_metadata>();
         let mut off = 0;
         let mut n = 0;
@@ -80,8 +81,7 @@ impl EventParser {
                 break;
             }
             if m.fd >= 0 {
-                // SAFETY: the kernel gave us this descriptor (not expected with FID reporting).
-                drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(m.fd) });
+                fds.push(m.fd);
             }
             n += 1;
             self.counts.read += 1;
@@ -90,6 +90,8 @@ impl EventParser {
             if m.mask & libc::FAN_Q_OVERFLOW != 0 {
                 self.counts.overflows += 1;
                 tracing::warn!(message = "fanotify queue overflow: events were lost; rescanning the root", root = %self.root.display());
+                // A directory move among the lost events would leave cached names stale.
+                self.cache.clear();
                 out.push(LocalEvent::Rescan(String::new(), RescanReason::Overflow));
                 continue;
             }
@@ -111,15 +113,18 @@ impl EventParser {
         n
     }
 
-    /// A directory left the name `place` (moved away or removed): cached paths at or below it
-    /// are stale. When the old name is not known inside the root (moved in from outside, or
-    /// unresolvable), every cached place may be stale.
+    /// A directory left the name `place` (moved away or removed): cached places at or below
+    /// it are stale. One that left from outside the root (or from below a name that is not
+    /// UTF-8) may be inside now: such cached places go; when the old name is not known at all,
+    /// every cached place may be stale.
     fn forget_below(&mut self, place: Option<&Place>) {
         match place {
             Some(Place::Inside(dir)) if !dir.is_empty() => {
                 let below = format!("{dir}/");
                 self.cache.retain(|_, p| !matches!(p, Place::Inside(q) if q == dir || q.starts_with(&below)));
             }
+            Some(Place::Outside) => self.cache.retain(|_, p| *p != Place::Outside),
+            Some(Place::NotUtf8) => self.cache.retain(|_, p| *p != Place::NotUtf8),
             _ => self.cache.clear(),
         }
     }

@@ -305,6 +305,8 @@ impl LocalState {
     fn other_names(&self, ino: u64, rel: &str, work: &mut Work) {
         if let Some(v) = self.by_ino.get(&ino) {
             for n in v.iter().filter(|n| n.as_str() != rel) {
+                // Look again: a walk's print of it may predate this change.
+                work.walked_prints.remove(n);
                 work.seen.remove(n);
                 work.push(n.clone());
             }
@@ -373,6 +375,7 @@ impl LocalState {
             self.counts.reevaluated += 1;
             work.force.insert(f.clone());
             // Perhaps compared (unchanged) earlier in this batch: compare again.
+            work.walked_prints.remove(&f);
             work.seen.remove(&f);
             work.push(f);
         }
@@ -539,11 +542,12 @@ impl ChangeState for LocalState {
 
     fn checkpoint(&self, _at: &u64) -> Result<Vec<u8>, IcicleError> {
         let root = self.root.to_string_lossy().into_owned();
-        let cp = match &self.log {
+        let cp = match self.log.as_ref().filter(|l| l.position().0 > 0) {
             Some(log) => {
                 log.sync()?;
                 Checkpoint { root, entries: Vec::new(), entries_log: Some(log.position()) }
             }
+            // No entries files (or none written yet): every entry inline.
             None => Checkpoint { root, entries: self.entries.iter().map(|(k, v)| row(k, v)).collect(), entries_log: None },
         };
         Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)

@@ -96,8 +96,8 @@ pub struct FileSink {
     /// A group that could not be made durable: its documents are gone, and so is every later
     /// call's `Ok` (nothing after them may be acknowledged).
     failed: Option<String>,
-    /// Held while the sink lives: one sink per directory.
-    _lock: Option<std::fs::File>,
+    /// Held while the sink lives, from its first delivery: one sink per directory.
+    lock: Option<Option<std::fs::File>>,
 }
 
 /// A waiting document is made durable at the next delivery after this long, so a slow source
@@ -113,12 +113,8 @@ impl FileSink {
 
     /// [`FileSink::new`], making documents durable when `group_bytes` wait.
     pub fn grouped(name: &str, dir: PathBuf, fsync: bool, group_bytes: u64) -> FileSink {
-        let lock = lock_dir(&dir);
-        if lock.is_some() {
-            remove_unsynced(&dir);
-        }
         let seq = highest_sequence(&dir);
-        FileSink { name: name.to_string(), dir, fsync, group_bytes, seq, pending: Vec::new(), pending_bytes: 0, oldest: None, failed: None, _lock: lock }
+        FileSink { name: name.to_string(), dir, fsync, group_bytes, seq, pending: Vec::new(), pending_bytes: 0, oldest: None, failed: None, lock: None }
     }
 
     fn io_error(&self, what: &std::path::Path, e: std::io::Error) -> SinkError {
@@ -127,6 +123,14 @@ impl FileSink {
 
     fn write(&mut self, file: &str, bytes: u64, body: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>) -> Result<(), SinkError> {
         self.check()?;
+        if self.lock.is_none() {
+            // The directory appears with the first document (nothing delivered, no directory).
+            let lock = lock_dir(&self.dir);
+            if lock.is_some() {
+                remove_unsynced(&self.dir);
+            }
+            self.lock = Some(lock);
+        }
         let path = self.dir.join(file);
         let staged = icicle_core::durable::stage(&path, false, body).map_err(|e| self.io_error(&path, e))?;
         if !self.fsync {
@@ -482,23 +486,23 @@ mod tests {
         std::fs::write(dir.path().join(".ingest-000001.json.tmp"), b"torn").unwrap();
         std::fs::write(dir.path().join("other.tmp"), b"not ours").unwrap();
         let mut sink = FileSink::grouped("f", dir.path().to_path_buf(), true, 1 << 20);
-        assert_eq!(names(dir.path()), ["other.tmp"]);
+        // Numbered after it, and it is removed at the first delivery.
         sink.deliver(&doc(3)).await.unwrap();
         sink.deliver(&DocumentBatch::Delete(vec!["/f1".into()])).await.unwrap();
         // Waiting, under temporary names: an ingester sees nothing yet.
-        assert_eq!(names(dir.path()), [".delete-000002.json.tmp", ".ingest-000001.json.tmp", "other.tmp"]);
+        assert_eq!(names(dir.path()), [".delete-000003.json.tmp", ".ingest-000002.json.tmp", "other.tmp"]);
         sink.sync().await.unwrap();
-        assert_eq!(names(dir.path()), ["delete-000002.json", "ingest-000001.json", "other.tmp"]);
+        assert_eq!(names(dir.path()), ["delete-000003.json", "ingest-000002.json", "other.tmp"]);
         let index = read_index(dir.path()).unwrap();
         assert_eq!(index.keys().collect::<Vec<_>>(), ["/f0", "/f2"], "applied in order");
         // Past the group size a delivery makes the group durable by itself.
         let mut small = FileSink::grouped("f", dir.path().to_path_buf(), true, 10);
         small.deliver(&doc(2)).await.unwrap();
-        assert!(names(dir.path()).contains(&"ingest-000003.json".to_string()));
+        assert!(names(dir.path()).contains(&"ingest-000004.json".to_string()));
         // Without fsync every document is in place at once.
         let mut plain = FileSink::grouped("f", dir.path().to_path_buf(), false, 1 << 20);
         plain.deliver(&doc(1)).await.unwrap();
-        assert!(names(dir.path()).contains(&"ingest-000004.json".to_string()));
+        assert!(names(dir.path()).contains(&"ingest-000005.json".to_string()));
         plain.close().await.unwrap();
         assert!(!names(dir.path()).iter().any(|n| n.ends_with(".json.tmp")));
     }

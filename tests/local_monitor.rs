@@ -99,12 +99,25 @@ fn one_seed(backend: &str, kind: Kind, ops: usize, seed: u64) {
     let r = &report["local"];
     assert_eq!(r["backend"], backend, "{r}");
     assert_eq!(r["rejects"], 0, "{r}");
-    let (missing, extra, differ) = differences(tmp.path());
+    let (missing, extra, mut differ) = differences(tmp.path());
+    // inotify names paths, never objects: a file changed through a hard link that came and
+    // went between two emits changed under its other names with no event naming them (the
+    // documented limit; fanotify also reports the object). Only such files may differ.
+    let mut linked = Vec::new();
+    if backend == "inotify" {
+        use std::os::unix::fs::MetadataExt;
+        let (l, rest): (Vec<String>, Vec<String>) =
+            differ.into_iter().partition(|p| std::fs::symlink_metadata(root.join(p.trim_start_matches('/'))).is_ok_and(|m| m.is_file() && m.nlink() > 1));
+        (linked, differ) = (l, rest);
+    }
     assert!(
         missing.is_empty() && extra.is_empty() && differ.is_empty(),
         "{backend} seed {seed} ({kind:?}, batch {batch}; replay with ICICLE_TEST_SEED={seed}): missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
     );
-    eprintln!("{backend} seed {seed} {kind:?} batch {batch}: 0 differences; updates {} deletes {}", r["updates"], r["deletes"]);
+    eprintln!(
+        "{backend} seed {seed} {kind:?} batch {batch}: 0 differences (hard-linked files changed through a transient name: {linked:?}); updates {} deletes {}",
+        r["updates"], r["deletes"]
+    );
 }
 
 /// Seeds per backend (`ICICLE_LOCAL_SEEDS`, default 10).

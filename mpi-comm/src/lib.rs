@@ -44,11 +44,10 @@ fn fits(lens: impl IntoIterator<Item = usize>, limit: usize) -> bool {
     lens.into_iter().try_fold(0usize, |sum, l| sum.checked_add(l).filter(|s| *s <= limit.min(MAX_BYTES))).is_some()
 }
 
-/// Whether every rank says `ok` (a collective: every rank must call it).
-fn all_agree(world: &SimpleCommunicator, ok: bool) -> bool {
-    let mut refused = 0u64;
-    world.all_reduce_into(&u64::from(!ok), &mut refused, mpi::collective::SystemOperation::max());
-    refused == 0
+/// How many ranks say `ok` is false (0: every rank agrees). A collective: every rank must
+/// call it.
+pub fn refusals(world: &SimpleCommunicator, ok: bool) -> u64 {
+    all_sum(world, &[u64::from(!ok)]).first().copied().unwrap_or(0)
 }
 
 /// Broadcast rank 0's bytes to every rank.
@@ -137,7 +136,7 @@ pub fn exchange_within(world: &SimpleCommunicator, parts: Vec<Vec<u8>>, limit: u
     world.all_to_all_into(&send_lens[..], &mut recv_lens[..]);
     let recv_lens: Vec<usize> = recv_lens.iter().map(|&l| usize::try_from(l).unwrap_or(usize::MAX)).collect();
     let send_lens: Vec<usize> = parts.iter().map(Vec::len).collect();
-    if !all_agree(world, fits(send_lens.iter().copied(), limit) && fits(recv_lens.iter().copied(), limit)) {
+    if refusals(world, fits(send_lens.iter().copied(), limit) && fits(recv_lens.iter().copied(), limit)) > 0 {
         return Err(CommError::TooLarge);
     }
     let (scounts, sdispls) = counts_and_displs(&send_lens);

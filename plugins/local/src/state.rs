@@ -161,22 +161,11 @@ struct Work {
     chains: ChainCache,
     /// Directories walked in this emit: everything below them is already queued.
     walked: HashSet<String>,
-    /// What this emit's walks found at each path: a path found as the index holds it needs
-    /// no second `lstat`.
-    walked_prints: HashMap<String, Print>,
 }
 
 impl Work {
     fn new() -> Work {
-        Work {
-            queue: VecDeque::new(),
-            seen: HashSet::new(),
-            force: HashSet::new(),
-            sent: HashSet::new(),
-            chains: ChainCache::new("/"),
-            walked: HashSet::new(),
-            walked_prints: HashMap::new(),
-        }
+        Work { queue: VecDeque::new(), seen: HashSet::new(), force: HashSet::new(), sent: HashSet::new(), chains: ChainCache::new("/"), walked: HashSet::new() }
     }
 
     /// Whether `dir` is, or is below, a directory walked in this emit.
@@ -305,8 +294,6 @@ impl LocalState {
     fn other_names(&self, ino: u64, rel: &str, work: &mut Work) {
         if let Some(v) = self.by_ino.get(&ino) {
             for n in v.iter().filter(|n| n.as_str() != rel) {
-                // Look again: a walk's print of it may predate this change.
-                work.walked_prints.remove(n);
                 work.seen.remove(n);
                 work.push(n.clone());
             }
@@ -355,8 +342,7 @@ impl LocalState {
         for k in known {
             work.push(k);
         }
-        for (rel, md) in walk(&self.root, dir, &mut self.counts.not_utf8) {
-            work.walked_prints.insert(rel.clone(), Print::of(&md));
+        for (rel, _) in walk(&self.root, dir, &mut self.counts.not_utf8) {
             work.push(rel);
         }
         work.walked.insert(dir.to_string());
@@ -375,7 +361,6 @@ impl LocalState {
             self.counts.reevaluated += 1;
             work.force.insert(f.clone());
             // Perhaps compared (unchanged) earlier in this batch: compare again.
-            work.walked_prints.remove(&f);
             work.seen.remove(&f);
             work.push(f);
         }
@@ -388,14 +373,6 @@ impl LocalState {
         }
         self.counts.compared += 1;
         let old = self.entries.get(rel).copied();
-        // Found by a walk of this emit as the index holds it: unchanged (a change since the
-        // walk is an event of a later batch).
-        if let Some(walked) = work.walked_prints.remove(rel) {
-            if old == Some(walked) && !work.force.contains(rel) {
-                self.counts.unchanged += 1;
-                return;
-            }
-        }
         let md = match std::fs::symlink_metadata(self.root.join(rel)) {
             Ok(md) => md,
             Err(_) => {

@@ -397,7 +397,7 @@ fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
     if let Err(e) = &opened {
         eprintln!("swiftload: rank {rank}: {e:#}");
     }
-    let failed = icicle_mpi_comm::all_sum(world, &[u64::from(opened.is_err())]).first().copied().unwrap_or(0);
+    let failed = icicle_mpi_comm::refusals(world, opened.is_ok());
     let (model, throttle) = match opened {
         Ok(o) if failed == 0 => o,
         _ => bail!("{failed} rank(s) could not open the emulation's loader model or OST clock (each printed why)"),

@@ -221,18 +221,21 @@ fn lock_dir(dir: &std::path::Path) -> Option<std::fs::File> {
     }
 }
 
+/// A document's sequence number from its file name (`ingest-N.json`, `delete-N.json`), and
+/// whether it is still waiting under its temporary name (`.ingest-N.json.tmp`).
+fn document_sequence(name: &str) -> Option<(u64, bool)> {
+    let (name, waiting) = match name.strip_prefix('.').and_then(|r| r.strip_suffix(".tmp")) {
+        Some(n) => (n, true),
+        None => (name, false),
+    };
+    let rest = name.strip_prefix("ingest-").or_else(|| name.strip_prefix("delete-"))?;
+    Some((rest.strip_suffix(".json")?.parse().ok()?, waiting))
+}
+
 /// The highest sequence number of the documents in `dir`, waiting ones included.
 fn highest_sequence(dir: &std::path::Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
-    rd.filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            let n = n.strip_prefix('.').and_then(|r| r.strip_suffix(".tmp")).unwrap_or(&n).to_string();
-            let rest = n.strip_prefix("ingest-").or_else(|| n.strip_prefix("delete-"))?;
-            rest.strip_suffix(".json")?.parse::<u64>().ok()
-        })
-        .max()
-        .unwrap_or(0)
+    rd.filter_map(|e| e.ok()).filter_map(|e| document_sequence(&e.file_name().to_string_lossy()).map(|(n, _)| n)).max().unwrap_or(0)
 }
 
 #[async_trait]
@@ -269,9 +272,7 @@ fn remove_unsynced(dir: &std::path::Path) {
         return;
     };
     for e in rd.flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        let ours = n.strip_prefix('.').and_then(|r| r.strip_suffix(".json.tmp")).is_some_and(|r| r.starts_with("ingest-") || r.starts_with("delete-"));
-        if ours {
+        if document_sequence(&e.file_name().to_string_lossy()).is_some_and(|(_, waiting)| waiting) {
             if let Err(err) = std::fs::remove_file(e.path()) {
                 tracing::warn!(message = "could not remove an unsynced document", path = %e.path().display(), error = %err);
             }

@@ -44,7 +44,7 @@ fn start_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
     let log = std::fs::File::create(tmp.join("monitor.log")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_icicle"))
         .args(["monitor", "--json", "--until-idle", &idle.to_string(), "-c", cfg.to_str().unwrap()])
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", std::env::var("ICICLE_TEST_MONITOR_RUST_LOG").unwrap_or_else(|_| "info".into()))
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
@@ -350,7 +350,7 @@ fn fanotify_falls_back_to_inotify_without_privileges() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
         .arg(env!("CARGO_BIN_EXE_icicle"))
         .args(["monitor", "--json", "--until-idle", "2", "-c", cfg.to_str().unwrap()])
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", std::env::var("ICICLE_TEST_MONITOR_RUST_LOG").unwrap_or_else(|_| "info".into()))
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()

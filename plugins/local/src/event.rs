@@ -23,6 +23,12 @@ pub enum LocalEvent {
     /// The entry at this path (relative to the root, `/`-separated, empty for the root) may have
     /// been created, changed, renamed away or deleted.
     Changed(String),
+    /// A directory arrived at or left this name (created, moved in or away, removed). Whatever
+    /// is there now is compared as a new directory, with everything the index holds below the
+    /// name, even when the index already knows it: an event the kernel merged into an earlier
+    /// one may have named a change below it by a path it no longer has, and an inode number
+    /// may be reused.
+    Directory(String),
     /// Everything below this directory (relative path) is compared with the file system.
     Rescan(String, RescanReason),
 }

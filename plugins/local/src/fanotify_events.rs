@@ -97,13 +97,16 @@ impl EventParser {
             }
             let infos = &event[(m.metadata_len as usize).min(event.len())..];
             let place = self.event_place(infos, lookup);
+            tracing::trace!(message = "fanotify event", mask = format_args!("{:#x}", m.mask), place = ?place);
+            let dir_entry = m.mask & libc::FAN_ONDIR != 0 && m.mask & (libc::FAN_CREATE | libc::FAN_MOVED_TO | libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0;
             match &place {
+                Some(Place::Inside(p)) if dir_entry => out.push(LocalEvent::Directory(p.clone())),
                 Some(Place::Inside(p)) => out.push(LocalEvent::Changed(p.clone())),
                 Some(Place::Outside) => self.counts.outside_root += 1,
                 Some(Place::NotUtf8) => self.counts.not_utf8 += 1,
                 None => self.counts.unresolved += 1,
             }
-            if m.mask & libc::FAN_ONDIR != 0 && m.mask & (libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0 {
+            if dir_entry && m.mask & (libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0 {
                 self.forget_below(place.as_ref());
             }
             if self.cache.len() > CACHE_CAP {

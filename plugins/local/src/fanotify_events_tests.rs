@@ -134,7 +134,9 @@ fn a_directory_move_forgets_only_what_was_below_its_old_name() {
         &mut fs,
         &[dfid_name(libc::FAN_MOVED_FROM | libc::FAN_ONDIR, 1, b"a"), dfid_name(libc::FAN_MODIFY, 3, b"f"), dfid_name(libc::FAN_MODIFY, 4, b"f")].concat(),
     );
-    assert_eq!(out, changed(&["a", "z/b/f", "d/f"]));
+    let mut want = vec![LocalEvent::Directory("a".into())];
+    want.extend(changed(&["z/b/f", "d/f"]));
+    assert_eq!(out, want);
     assert_eq!((fs.lookups[&3], fs.lookups[&4]), (2, 1), "below the old name looked up again, the rest kept");
     // A directory leaving a place outside the root may arrive inside: what was cached as
     // outside goes, what is inside stays.
@@ -172,4 +174,24 @@ fn cut_short_or_random_bytes_never_panic() {
         let mut p = EventParser::new(std::path::Path::new("/r"));
         parse(&mut p, &mut fs, &data);
     }
+}
+
+#[test]
+fn a_directory_arriving_or_leaving_is_a_directory_event() {
+    let mut fs = Fs::new(&[(1, "/r"), (2, "/r/a")]);
+    let mut p = EventParser::new(std::path::Path::new("/r"));
+    let data = [
+        dfid_name(libc::FAN_CREATE | libc::FAN_ONDIR, 1, b"n"),
+        dfid_name(libc::FAN_MOVED_TO | libc::FAN_ONDIR, 2, b"m"),
+        dfid_name(libc::FAN_DELETE | libc::FAN_ONDIR, 2, b"k"),
+        // Merged by the kernel (the same directory handle, name and object).
+        dfid_name(libc::FAN_ATTRIB | libc::FAN_MOVED_FROM | libc::FAN_ONDIR, 1, b"a"),
+        // A directory's own attributes, and a file's creation: plain changes.
+        dfid_name(libc::FAN_ATTRIB | libc::FAN_ONDIR, 1, b"n"),
+        dfid_name(libc::FAN_CREATE, 1, b"f"),
+    ]
+    .concat();
+    let dir = |s: &str| LocalEvent::Directory(s.into());
+    let want = vec![dir("n"), dir("a/m"), dir("a/k"), dir("a"), LocalEvent::Changed("n".into()), LocalEvent::Changed("f".into())];
+    assert_eq!(parse(&mut p, &mut fs, &data), want);
 }

@@ -187,6 +187,7 @@ impl InotifyWatch {
             }
             return;
         }
+        tracing::trace!(message = "inotify event", wd = ?wd, mask = ?m, name = ?name.as_deref().map(<[u8]>::escape_ascii), dir = ?self.by_wd.get(&wd));
         let Some(dir) = self.by_wd.get(&wd).cloned() else { return };
         let path = match &name {
             Some(n) => match crate::event::utf8_name(n, &dir) {
@@ -198,18 +199,18 @@ impl InotifyWatch {
             },
             None => dir.clone(),
         };
-        let new_dir = m.contains(EventMask::ISDIR) && name.is_some() && m.intersects(EventMask::CREATE | EventMask::MOVED_TO);
-        if m.contains(EventMask::ISDIR) && name.is_some() && m.intersects(EventMask::MOVED_FROM | EventMask::DELETE) {
+        let dir_entry = m.contains(EventMask::ISDIR) && name.is_some();
+        if dir_entry && m.intersects(EventMask::MOVED_FROM | EventMask::DELETE) {
             self.unwatch_tree(&path);
-        } else if new_dir {
+            out.push(LocalEvent::Directory(path));
+        } else if dir_entry && m.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
+            // Watched before the state walks it (at the emit, as a new directory): what was
+            // created in it before the watches existed is found by the walk, later changes by
+            // the watches.
             self.watch_tree(&path, out);
-        }
-        out.push(LocalEvent::Changed(path.clone()));
-        if new_dir {
-            // Walked after its watches exist: what was created in it before they did is found
-            // (the state may already know the directory, from a walk of its parent that ran
-            // before this watch, and would not walk it again).
-            out.push(LocalEvent::Rescan(path, RescanReason::NewDirectory));
+            out.push(LocalEvent::Directory(path));
+        } else {
+            out.push(LocalEvent::Changed(path));
         }
     }
 }

@@ -4,7 +4,8 @@
 //! resolved to a path) and subtrees to compare again. At emit time every such path is
 //! `lstat`ed and compared with its fingerprint (inode, size, mtime, ctime): a new or changed
 //! non-directory is an update, a path that is gone a delete (with everything the index holds
-//! below it), a directory that is new at its path (created, moved in, replaced) is walked. The
+//! below it), a directory that is new at its path (created, moved in, replaced) or named by a
+//! directory event (it arrived or left) is walked, with what the index holds below it. The
 //! other names of a hard-linked file are compared too (a link or unlink changes their ctime).
 //! So the result depends only on the file system at emit time and on which paths were
 //! reported, never on event order: events for things the seed walk already saw are idempotent.
@@ -161,11 +162,21 @@ struct Work {
     chains: ChainCache,
     /// Directories walked in this emit: everything below them is already queued.
     walked: HashSet<String>,
+    /// Names a directory arrived at or left (compared as new directories whatever the index holds).
+    directories: HashSet<String>,
 }
 
 impl Work {
     fn new() -> Work {
-        Work { queue: VecDeque::new(), seen: HashSet::new(), force: HashSet::new(), sent: HashSet::new(), chains: ChainCache::new("/"), walked: HashSet::new() }
+        Work {
+            queue: VecDeque::new(),
+            seen: HashSet::new(),
+            force: HashSet::new(),
+            sent: HashSet::new(),
+            chains: ChainCache::new("/"),
+            walked: HashSet::new(),
+            directories: HashSet::new(),
+        }
     }
 
     /// Whether `dir` is, or is below, a directory walked in this emit.
@@ -318,8 +329,9 @@ impl LocalState {
 
     /// Every path below `dir` that the file system or the index holds goes on the work list.
     fn rescan(&mut self, dir: &str, reason: RescanReason, work: &mut Work) {
-        // A new directory inside a tree walked in this emit: its entries are queued already
-        // (walking it again would make a new tree cost its size times its depth).
+        // A new directory inside a tree walked in this emit (after the events were read): its
+        // entries are queued already (walking it again would make a new tree cost its size
+        // times its depth). One that arrived after that walk has its own `Directory` event.
         if reason == RescanReason::NewDirectory && work.walked_over(dir) {
             return;
         }
@@ -376,6 +388,7 @@ impl LocalState {
         let md = match std::fs::symlink_metadata(self.root.join(rel)) {
             Ok(md) => md,
             Err(_) => {
+                tracing::trace!(message = "compared: gone", path = %rel, old = ?old);
                 if old.is_some() {
                     self.remove_subtree(rel, deletes, work);
                 } else {
@@ -385,7 +398,9 @@ impl LocalState {
             }
         };
         let new = Print::of(&md);
-        if old == Some(new) && !work.force.contains(rel) {
+        tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
+        let arrived = work.directories.contains(rel);
+        if old == Some(new) && !work.force.contains(rel) && !(arrived && new.dir) {
             self.counts.unchanged += 1;
             return;
         }
@@ -402,7 +417,7 @@ impl LocalState {
         self.insert(rel, new);
         if new.dir {
             // New at this path (created, moved in, replaced): what it holds was never reported.
-            if old.is_none_or(|o| !o.dir || o.ino != new.ino) {
+            if arrived || old.is_none_or(|o| !o.dir || o.ino != new.ino) {
                 self.rescan(rel, RescanReason::NewDirectory, work);
             } else if self.posix && old.is_some_and(|o| !o.same_access(&new)) {
                 self.republish_below(rel, work);
@@ -447,8 +462,13 @@ impl LocalState {
         self.counts.events += batch.len() as u64;
         let mut work = Work::new();
         for ev in batch {
+            tracing::trace!(message = "event", event = ?ev);
             match ev {
                 LocalEvent::Changed(p) => work.push(p),
+                LocalEvent::Directory(p) => {
+                    work.directories.insert(p.clone());
+                    work.push(p);
+                }
                 LocalEvent::Rescan(d, why) => self.rescan(&d, why, &mut work),
             }
         }

@@ -128,3 +128,52 @@ fn a_directory_mode_change_republishes_what_is_below_under_posix_visibility() {
     assert_eq!(e.chunk.len(), 2, "both files below are judged again: {:?}", s.counts);
     assert_eq!(s.counts.reevaluated, 2);
 }
+
+fn directory(p: &str) -> LocalEvent {
+    LocalEvent::Directory(p.to_string())
+}
+
+/// fanotify merges a change into an earlier queued event on the same file (same directory
+/// handle and name): reported before its directory's move, it names the old path. The move's
+/// arrival event compares the new place whole, although a walk already put it in the index.
+#[test]
+fn a_change_reported_under_a_directory_s_old_name_is_found_at_its_new_one() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("a/d")).unwrap();
+    std::fs::write(r.join("a/d/f"), vec![b'x'; 100]).unwrap();
+    let mut s = state(r, true);
+    s.apply_events(seed()).unwrap();
+    std::fs::create_dir(r.join("new")).unwrap();
+    std::fs::rename(r.join("a/d"), r.join("new/d")).unwrap();
+    std::fs::File::options().write(true).open(r.join("new/d/f")).unwrap().set_len(87).unwrap();
+    // The mkdir's emit walks `new` (the move has happened by then); the file's other name is
+    // compared as another name of its inode.
+    let e = s.apply_events(vec![directory("new")]).unwrap();
+    assert_eq!(s.entries["new/d/f"].size, 87);
+    assert_eq!(e.deletes, vec!["/a/d/f".to_string()]);
+    // Truncated again, merged into the queued event that names `a/d/f`; then the move.
+    std::fs::File::options().write(true).open(r.join("new/d/f")).unwrap().set_len(74).unwrap();
+    let e = s.apply_events(vec![changed("a/d/f"), directory("a/d"), directory("new/d")]).unwrap();
+    assert_eq!(s.entries["new/d/f"].size, 74);
+    assert_eq!((e.chunk.len(), e.deletes.len()), (1, 0));
+}
+
+/// A directory that left and came back (the same inode at the same name) had what is below it
+/// changed under another name: the index's entries below it are compared again.
+#[test]
+fn a_directory_back_at_its_name_has_its_entries_compared() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("a/n")).unwrap();
+    std::fs::write(r.join("a/n/c"), b"1").unwrap();
+    std::fs::write(r.join("a/n/k"), b"1").unwrap();
+    let mut s = state(r, true);
+    s.apply_events(seed()).unwrap();
+    std::fs::rename(r.join("a/n"), r.join("a/m")).unwrap();
+    std::fs::remove_file(r.join("a/m/c")).unwrap();
+    std::fs::rename(r.join("a/m"), r.join("a/n")).unwrap();
+    let e = s.apply_events(vec![directory("a/n"), directory("a/m"), changed("a/m/c"), directory("a/m"), directory("a/n")]).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes), (0, vec!["/a/n/c".to_string()]));
+    assert!(s.entries.contains_key("a/n/k") && !s.entries.contains_key("a/n/c"));
+}

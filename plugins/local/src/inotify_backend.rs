@@ -187,7 +187,7 @@ impl InotifyWatch {
             }
             return;
         }
-        tracing::trace!(message = "inotify event", wd = ?wd, mask = ?m, name = ?name.as_deref().map(<[u8]>::escape_ascii), dir = ?self.by_wd.get(&wd));
+        tracing::trace!(message = "inotify event", wd = ?wd, mask = ?m, name = %name.as_deref().map(|n| n.escape_ascii().to_string()).unwrap_or_default(), dir = ?self.by_wd.get(&wd));
         let Some(dir) = self.by_wd.get(&wd).cloned() else { return };
         let path = match &name {
             Some(n) => match crate::event::utf8_name(n, &dir) {

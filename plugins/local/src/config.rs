@@ -42,6 +42,10 @@ pub struct LocalConfig {
     /// it, e.g. from a snapshot, and the walk only learns it).
     #[serde(default = "default_true")]
     pub seed_emit: bool,
+    /// `fanotify`: directory handles whose paths are kept (least recently used evicted; a
+    /// handle not kept is resolved again with `open_by_handle_at`).
+    #[serde(default = "default_lru_capacity")]
+    pub lru_capacity: usize,
 }
 
 fn default_batch() -> usize {
@@ -49,6 +53,9 @@ fn default_batch() -> usize {
 }
 fn default_quiet() -> f64 {
     1.0
+}
+fn default_lru_capacity() -> usize {
+    crate::fanotify_events::DEFAULT_LRU_CAPACITY
 }
 fn default_true() -> bool {
     true
@@ -80,6 +87,9 @@ impl LocalConfig {
         }
         if self.batch_size == 0 {
             return Err(ctx.invalid("batch_size", "must be at least 1"));
+        }
+        if self.lru_capacity == 0 {
+            return Err(ctx.invalid("lru_capacity", "must be at least 1"));
         }
         self.root = root;
         Ok(self)

@@ -2,7 +2,8 @@
 //! events reported as a directory file handle plus a name (`FAN_REPORT_DFID_NAME`, with
 //! `FAN_REPORT_FID` for events that carry only the object). A directory handle is resolved once
 //! (`open_by_handle_at`, then the descriptor's `/proc/self/fd` link, the counterpart of
-//! `fid2path`) and cached until a directory moves; events outside the root are dropped.
+//! `fid2path`) and cached (least recently used evicted) until a directory moves; events outside
+//! the root are dropped.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -40,7 +41,8 @@ pub struct Fanotify {
 impl Fanotify {
     /// Initialise the group and mark the file system (before any walk, so nothing after the
     /// walk starts is missed). Errors keep the kernel's code: EPERM means no CAP_SYS_ADMIN.
-    pub fn open(root: &Path) -> Result<Fanotify, LocalError> {
+    /// `lru_capacity`: directory handles whose paths are cached.
+    pub fn open(root: &Path, lru_capacity: usize) -> Result<Fanotify, LocalError> {
         let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID;
         // SAFETY: a plain system call; the returned descriptor is owned below.
         let fd = unsafe { libc::fanotify_init(flags, (libc::O_RDONLY | libc::O_CLOEXEC) as u32) };
@@ -60,7 +62,7 @@ impl Fanotify {
         // SAFETY: the OwnedFd stays open, unchanged, for as long as the AsyncFd owns it.
         let fd = unsafe { AsyncFd::register(fd) }
             .map_err(|e| LocalError::Io { what: "registering the fanotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
-        Ok(Fanotify { fd, mount_fd, buf: vec![0u8; 256 * 1024], parser: EventParser::new(root), more: false })
+        Ok(Fanotify { fd, mount_fd, buf: vec![0u8; 256 * 1024], parser: EventParser::new(root, lru_capacity), more: false })
     }
 
     /// Wait until events can be read.

@@ -4,8 +4,10 @@
 //! (`open_by_handle_at` in the monitor) and cached; a directory's move prunes the cached paths
 //! below its old name.
 
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+
+use lru::LruCache;
 
 use crate::event::{LocalEvent, RescanReason};
 
@@ -26,6 +28,8 @@ pub struct FanotifyCounts {
     pub not_utf8: u64,
     /// Records cut short or malformed (the rest of the read is skipped).
     pub malformed: u64,
+    /// Cached directory paths evicted (least recently used) to stay within the capacity.
+    pub evicted: u64,
 }
 
 /// Where a handle or an event's name is.
@@ -39,14 +43,15 @@ enum Place {
     NotUtf8,
 }
 
-/// Cached paths at most, before the cache starts again.
-const CACHE_CAP: usize = 100_000;
+/// Directory handles whose places are cached, by default.
+pub const DEFAULT_LRU_CAPACITY: usize = 100_000;
 
 /// Turns a read's bytes into [`LocalEvent`]s.
 pub struct EventParser {
     root: PathBuf,
-    /// Handle bytes (fsid + file handle) to where the directory is.
-    cache: HashMap<Vec<u8>, Place>,
+    /// Handle bytes (fsid + file handle) to where the directory is, least recently used
+    /// evicted.
+    cache: LruCache<Vec<u8>, Place>,
     /// What was read and dropped.
     pub counts: FanotifyCounts,
 }
@@ -56,9 +61,11 @@ pub struct EventParser {
 pub type Lookup<'a> = dyn FnMut(&[u8]) -> Option<PathBuf> + 'a;
 
 impl EventParser {
-    /// A parser for events under `root`.
-    pub fn new(root: &Path) -> EventParser {
-        EventParser { root: root.to_path_buf(), cache: HashMap::new(), counts: FanotifyCounts::default() }
+    /// A parser for events under `root`, caching the places of at most `lru_capacity`
+    /// directory handles.
+    pub fn new(root: &Path, lru_capacity: usize) -> EventParser {
+        let cap = NonZeroUsize::new(lru_capacity).unwrap_or(NonZeroUsize::MIN);
+        EventParser { root: root.to_path_buf(), cache: LruCache::new(cap), counts: FanotifyCounts::default() }
     }
 
     /// Parse the events in `data` (whole events, as one read returns them) into `out`;
@@ -109,9 +116,6 @@ impl EventParser {
             if dir_entry && m.mask & (libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0 {
                 self.forget_below(place.as_ref());
             }
-            if self.cache.len() > CACHE_CAP {
-                self.cache.clear();
-            }
         }
         n
     }
@@ -124,11 +128,19 @@ impl EventParser {
         match place {
             Some(Place::Inside(dir)) if !dir.is_empty() => {
                 let below = format!("{dir}/");
-                self.cache.retain(|_, p| !matches!(p, Place::Inside(q) if q == dir || q.starts_with(&below)));
+                self.forget(|p| matches!(p, Place::Inside(q) if q == dir || q.starts_with(&below)));
             }
-            Some(Place::Outside) => self.cache.retain(|_, p| *p != Place::Outside),
-            Some(Place::NotUtf8) => self.cache.retain(|_, p| *p != Place::NotUtf8),
+            Some(Place::Outside) => self.forget(|p| *p == Place::Outside),
+            Some(Place::NotUtf8) => self.forget(|p| *p == Place::NotUtf8),
             _ => self.cache.clear(),
+        }
+    }
+
+    /// Drop the cached places `stale` picks.
+    fn forget(&mut self, stale: impl Fn(&Place) -> bool) {
+        let gone: Vec<Vec<u8>> = self.cache.iter().filter(|(_, p)| stale(p)).map(|(k, _)| k.clone()).collect();
+        for k in gone {
+            self.cache.pop(&k);
         }
     }
 
@@ -183,7 +195,9 @@ impl EventParser {
             return Some(p.clone());
         }
         let p = self.lookup(handle, lookup)?;
-        self.cache.insert(handle.to_vec(), p.clone());
+        if self.cache.push(handle.to_vec(), p.clone()).is_some() {
+            self.counts.evicted += 1;
+        }
         Some(p)
     }
 

@@ -85,7 +85,7 @@ fn changed(paths: &[&str]) -> Vec<LocalEvent> {
 #[test]
 fn names_below_the_root_and_handles_resolved_once() {
     let mut fs = Fs::new(&[(1, "/r"), (2, "/r/a/b"), (3, "/elsewhere"), (4, "/r/a/b/f")]);
-    let mut p = EventParser::new(std::path::Path::new("/r"));
+    let mut p = EventParser::new(std::path::Path::new("/r"), DEFAULT_LRU_CAPACITY);
     let data = [
         dfid_name(libc::FAN_CREATE, 2, b"x"),
         dfid_name(libc::FAN_MODIFY, 2, b"y"),
@@ -110,7 +110,7 @@ fn names_below_the_root_and_handles_resolved_once() {
 #[test]
 fn names_that_are_not_utf8_are_left_out_and_counted() {
     let mut fs = Fs::new(&[(1, "/r"), (5, "/r/caf\u{e9}")]);
-    let mut p = EventParser::new(std::path::Path::new("/r"));
+    let mut p = EventParser::new(std::path::Path::new("/r"), DEFAULT_LRU_CAPACITY);
     let bad_dir = {
         use std::os::unix::ffi::OsStrExt;
         PathBuf::from(std::ffi::OsStr::from_bytes(b"/r/caf\xe9"))
@@ -124,7 +124,7 @@ fn names_that_are_not_utf8_are_left_out_and_counted() {
 #[test]
 fn a_directory_move_forgets_only_what_was_below_its_old_name() {
     let mut fs = Fs::new(&[(1, "/r"), (2, "/r/a"), (3, "/r/a/b"), (4, "/r/d"), (5, "/outside")]);
-    let mut p = EventParser::new(std::path::Path::new("/r"));
+    let mut p = EventParser::new(std::path::Path::new("/r"), DEFAULT_LRU_CAPACITY);
     parse(&mut p, &mut fs, &[dfid_name(libc::FAN_CREATE, 2, b"f"), dfid_name(libc::FAN_CREATE, 3, b"f"), dfid_name(libc::FAN_CREATE, 4, b"f")].concat());
     // /r/a moves to /r/z: the event names the old place.
     fs.at.insert(2, "/r/z".into());
@@ -154,7 +154,7 @@ fn cut_short_or_random_bytes_never_panic() {
     let mut fs = Fs::new(&[(1, "/r"), (2, "/r/a")]);
     let whole = [dfid_name(libc::FAN_CREATE, 2, b"x"), dfid_name(libc::FAN_CREATE, 2, b"y")].concat();
     for cut in 0..whole.len() {
-        let mut p = EventParser::new(std::path::Path::new("/r"));
+        let mut p = EventParser::new(std::path::Path::new("/r"), DEFAULT_LRU_CAPACITY);
         let out = parse(&mut p, &mut fs, &whole[..cut]);
         let first = whole.len() / 2;
         assert_eq!(out.len(), usize::from(cut >= first), "cut at {cut}");
@@ -171,7 +171,7 @@ fn cut_short_or_random_bytes_never_panic() {
             data[i] = rng.next_u64() as u8;
         }
         data.truncate(rng.below(data.len() as u64 + 1) as usize);
-        let mut p = EventParser::new(std::path::Path::new("/r"));
+        let mut p = EventParser::new(std::path::Path::new("/r"), DEFAULT_LRU_CAPACITY);
         parse(&mut p, &mut fs, &data);
     }
 }
@@ -179,7 +179,7 @@ fn cut_short_or_random_bytes_never_panic() {
 #[test]
 fn a_directory_arriving_or_leaving_is_a_directory_event() {
     let mut fs = Fs::new(&[(1, "/r"), (2, "/r/a")]);
-    let mut p = EventParser::new(std::path::Path::new("/r"));
+    let mut p = EventParser::new(std::path::Path::new("/r"), DEFAULT_LRU_CAPACITY);
     let data = [
         dfid_name(libc::FAN_CREATE | libc::FAN_ONDIR, 1, b"n"),
         dfid_name(libc::FAN_MOVED_TO | libc::FAN_ONDIR, 2, b"m"),
@@ -194,4 +194,17 @@ fn a_directory_arriving_or_leaving_is_a_directory_event() {
     let dir = |s: &str| LocalEvent::Directory(s.into());
     let want = vec![dir("n"), dir("a/m"), dir("a/k"), dir("a"), LocalEvent::Changed("n".into()), LocalEvent::Changed("f".into())];
     assert_eq!(parse(&mut p, &mut fs, &data), want);
+}
+
+#[test]
+fn the_handle_cache_evicts_the_least_recently_used() {
+    let mut fs = Fs::new(&[(1, "/r"), (2, "/r/a"), (3, "/r/b")]);
+    let mut p = EventParser::new(std::path::Path::new("/r"), 2);
+    let ev = |dir: u8| dfid_name(libc::FAN_MODIFY, dir, b"f");
+    parse(&mut p, &mut fs, &[ev(1), ev(2), ev(1), ev(3)].concat());
+    // 2 was used least recently: evicted by 3, looked up again; 1 and 3 stay cached.
+    assert_eq!(p.counts.evicted, 1);
+    let out = parse(&mut p, &mut fs, &[ev(1), ev(3), ev(2)].concat());
+    assert_eq!(out, changed(&["f", "b/f", "a/f"]));
+    assert_eq!((fs.lookups[&1], fs.lookups[&2], fs.lookups[&3]), (1, 2, 1));
 }

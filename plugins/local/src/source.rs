@@ -32,7 +32,7 @@ impl LocalSource {
         let root = &self.cfg.root;
         let mut found = Vec::new();
         if self.backend == Backend::Fanotify {
-            match Fanotify::open(root) {
+            match Fanotify::open(root, self.cfg.lru_capacity) {
                 Ok(f) => return Ok((Reader::Fanotify(Box::new(f)), Backend::Fanotify, found)),
                 Err(LocalError::Io { what, source }) if self.cfg.fallback && fallback_errno(&source) => {
                     tracing::warn!(message = "fanotify not available; using inotify", root = %root.display(), call = %what, error = %source);

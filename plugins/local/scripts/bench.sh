@@ -2,6 +2,8 @@
 # Events per CPU-second of the local monitor on the filebench workload (real file operations).
 # usage: plugins/local/scripts/bench.sh fanotify|inotify [OPS]   (as root; build first:
 #   cargo build --release --bin icicle && cargo build --bin icicle-testkit)
+# KIND=rmtree: instead, OPS directories (100 per parent) with a file each are created and then
+# removed with `rm -rf` (every directory removal forgets the cached handles below it).
 # Prints one JSON line: kernel events read (fanotify: the whole file system's, outside_root
 # included), events applied, updates, batches, the monitor's user and system CPU seconds.
 set -euo pipefail
@@ -29,7 +31,20 @@ type = "blackhole"
 EOT
 /usr/bin/time -f "%U %S" -o "$T/time" "$ICICLE" monitor --json --until-idle 2 -c "$T/c.toml" > "$T/report.json" 2> "$T/log" &
 while [ ! -f "$T/state/local.checkpoint.json" ]; do sleep 0.05; done
-"$TESTKIT" workload --kind filebench --ops "$OPS" --root "$T/fs" --journal "$T/j/changelog" > /dev/null 2>&1
+if [ "${KIND:-filebench}" = rmtree ]; then
+    python3 - "$T/fs/tree" "$OPS" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, f"p{i // 100}", f"d{i}")
+    os.makedirs(d)
+    open(os.path.join(d, "f"), "w").write("x")
+PY
+    sleep 1
+    rm -rf "$T/fs/tree"
+else
+    "$TESTKIT" workload --kind filebench --ops "$OPS" --root "$T/fs" --journal "$T/j/changelog" > /dev/null 2>&1
+fi
 wait
 python3 - "$T" <<'PY'
 import json, sys

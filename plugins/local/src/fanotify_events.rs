@@ -4,12 +4,10 @@
 //! (`open_by_handle_at` in the monitor) and cached; a directory's move prunes the cached paths
 //! below its old name.
 
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
-use lru::LruCache;
-
 use crate::event::{LocalEvent, RescanReason};
+use crate::handle_cache::{HandleCache, Place};
 
 /// Counters of the fanotify reader.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -32,17 +30,6 @@ pub struct FanotifyCounts {
     pub evicted: u64,
 }
 
-/// Where a handle or an event's name is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Place {
-    /// Below the root (relative, `""` for the root itself).
-    Inside(String),
-    /// Outside the root.
-    Outside,
-    /// Below the root, but a name on the way is not UTF-8.
-    NotUtf8,
-}
-
 /// Directory handles whose places are cached, by default.
 pub const DEFAULT_LRU_CAPACITY: usize = 100_000;
 
@@ -51,7 +38,7 @@ pub struct EventParser {
     root: PathBuf,
     /// Handle bytes (fsid + file handle) to where the directory is, least recently used
     /// evicted.
-    cache: LruCache<Vec<u8>, Place>,
+    cache: HandleCache,
     /// What was read and dropped.
     pub counts: FanotifyCounts,
 }
@@ -64,8 +51,7 @@ impl EventParser {
     /// A parser for events under `root`, caching the places of at most `lru_capacity`
     /// directory handles.
     pub fn new(root: &Path, lru_capacity: usize) -> EventParser {
-        let cap = NonZeroUsize::new(lru_capacity).unwrap_or(NonZeroUsize::MIN);
-        EventParser { root: root.to_path_buf(), cache: LruCache::new(cap), counts: FanotifyCounts::default() }
+        EventParser { root: root.to_path_buf(), cache: HandleCache::new(lru_capacity), counts: FanotifyCounts::default() }
     }
 
     /// Parse the events in `data` (whole events, as one read returns them) into `out`;
@@ -126,21 +112,9 @@ impl EventParser {
     /// every cached place may be stale.
     fn forget_below(&mut self, place: Option<&Place>) {
         match place {
-            Some(Place::Inside(dir)) if !dir.is_empty() => {
-                let below = format!("{dir}/");
-                self.forget(|p| matches!(p, Place::Inside(q) if q == dir || q.starts_with(&below)));
-            }
-            Some(Place::Outside) => self.forget(|p| *p == Place::Outside),
-            Some(Place::NotUtf8) => self.forget(|p| *p == Place::NotUtf8),
+            Some(Place::Inside(dir)) if !dir.is_empty() => self.cache.forget_below(dir),
+            Some(p @ (Place::Outside | Place::NotUtf8)) => self.cache.forget_place(p),
             _ => self.cache.clear(),
-        }
-    }
-
-    /// Drop the cached places `stale` picks.
-    fn forget(&mut self, stale: impl Fn(&Place) -> bool) {
-        let gone: Vec<Vec<u8>> = self.cache.iter().filter(|(_, p)| stale(p)).map(|(k, _)| k.clone()).collect();
-        for k in gone {
-            self.cache.pop(&k);
         }
     }
 
@@ -192,10 +166,10 @@ impl EventParser {
     /// A directory handle's place, cached.
     fn resolve(&mut self, handle: &[u8], lookup: &mut Lookup<'_>) -> Option<Place> {
         if let Some(p) = self.cache.get(handle) {
-            return Some(p.clone());
+            return Some(p);
         }
         let p = self.lookup(handle, lookup)?;
-        if self.cache.push(handle.to_vec(), p.clone()).is_some() {
+        if self.cache.insert(handle.to_vec(), p.clone()) {
             self.counts.evicted += 1;
         }
         Some(p)

@@ -11,6 +11,7 @@ mod error;
 pub mod event;
 mod fanotify;
 mod fanotify_events;
+mod handle_cache;
 mod inotify_backend;
 mod source;
 pub mod state;

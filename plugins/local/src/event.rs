@@ -1,6 +1,8 @@
 //! What a backend hands the state: a path (relative to the root) that may have changed, or a
 //! subtree to compare with the file system again.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// Why a subtree is rescanned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -33,6 +35,21 @@ pub enum LocalEvent {
     Rescan(String, RescanReason),
 }
 
+/// Names and paths that are not UTF-8 met by this process.
+static NOT_UTF8: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the `n`th name that is not UTF-8 is logged: the first 20, then one in 10,000 (a
+/// tree of many such names would otherwise flood the log; all are counted in the report).
+fn logged(n: u64) -> bool {
+    n <= 20 || n.is_multiple_of(10_000)
+}
+
+/// Count one more name that is not UTF-8; its number when it is to be logged.
+pub(crate) fn not_utf8_to_log() -> Option<u64> {
+    let n = NOT_UTF8.fetch_add(1, Ordering::Relaxed) + 1;
+    logged(n).then_some(n)
+}
+
 /// `name` as UTF-8, or `None` after a warning naming where it is (the index's paths are
 /// UTF-8, as the `walk` snapshot source requires: such an entry and what is below it are left
 /// out and counted, never published under a substituted name).
@@ -40,8 +57,21 @@ pub fn utf8_name<'a>(name: &'a [u8], dir: &str) -> Option<&'a str> {
     match std::str::from_utf8(name) {
         Ok(n) => Some(n),
         Err(_) => {
-            tracing::warn!(message = "a name that is not valid UTF-8 is left out", dir = %dir, name = %name.escape_ascii());
+            if let Some(n) = not_utf8_to_log() {
+                tracing::warn!(message = "a name that is not valid UTF-8 is left out (the first 20 are logged, then one in 10,000)", dir = %dir, name = %name.escape_ascii(), seen = n);
+            }
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warnings_about_names_that_are_not_utf8_are_rate_limited() {
+        let logged: Vec<u64> = (1..=50_000).filter(|n| super::logged(*n)).collect();
+        let mut want: Vec<u64> = (1..=20).collect();
+        want.extend([10_000, 20_000, 30_000, 40_000, 50_000]);
+        assert_eq!(logged, want);
     }
 }

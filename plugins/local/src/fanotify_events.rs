@@ -186,7 +186,9 @@ impl EventParser {
         Some(match rel.to_str() {
             Some(r) => Place::Inside(r.to_string()),
             None => {
-                tracing::warn!(message = "a path that is not valid UTF-8 is left out", path = %target.display());
+                if let Some(n) = crate::event::not_utf8_to_log() {
+                    tracing::warn!(message = "a path that is not valid UTF-8 is left out (the first 20 are logged, then one in 10,000)", path = %target.display(), seen = n);
+                }
                 Place::NotUtf8
             }
         })

@@ -433,3 +433,66 @@ fn fanotify_leaves_out_names_that_are_not_utf8() {
 fn inotify_leaves_out_names_that_are_not_utf8() {
     not_utf8("inotify");
 }
+
+/// Unmounts when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn mount_tmpfs(at: &Path) -> Mounted {
+    let ok = Command::new("mount").args(["-t", "tmpfs", "icicle-test"]).arg(at).status().is_ok_and(|s| s.success());
+    assert!(ok, "mount -t tmpfs at {}", at.display());
+    Mounted(at.to_path_buf())
+}
+
+/// fanotify marks each file system: a tmpfs mounted below the root before the start, and one
+/// mounted while the monitor runs (found, marked and its directory rescanned), report their
+/// changes like the root's; the index equals a fresh walk across all three.
+#[test]
+fn fanotify_reports_file_systems_mounted_below_the_root() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    let root = t.join("fs");
+    let mut w = Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
+    w.preexisting(30).unwrap();
+    w.mkdir("/early").unwrap();
+    w.mkdir("/late").unwrap();
+    let _early = mount_tmpfs(&root.join("early"));
+    w.run(Kind::Filebench, 60, "/early/before").unwrap();
+    let cfg = monitor_config(t, "fanotify", 50);
+    let child = start_monitor(t, &cfg, 4.0);
+    w.run(Kind::EvalOut, 120, "/early/work").unwrap();
+    w.run(Kind::Filebench, 60, "/early/fb").unwrap();
+    let _late = mount_tmpfs(&root.join("late"));
+    std::fs::write(root.join("late/right-after-mount.txt"), b"2").unwrap();
+    // The mount is found (within the monitor's check period); what follows is reported by
+    // events on the newly marked file system, not by a rescan.
+    let started = Instant::now();
+    while !log_of(t).contains("a mount below the root came or went") {
+        assert!(started.elapsed() < Duration::from_secs(60), "the new mount was never found: {}", log_of(t));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    w.run(Kind::Filebench, 120, "/late/work").unwrap();
+    drop(w);
+    let report = finish(t, child);
+    let r = &report["local"];
+    assert_eq!(r["reader"]["fanotify"]["marked_file_systems"], 3, "{r}");
+    assert_eq!(r["reader"]["fanotify"]["unmarked_mounts"], 0, "{r}");
+    assert!(r["rescans"]["mount"].as_u64().unwrap_or(0) >= 1, "{r}");
+    let (missing, extra, differ) = differences(t);
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}");
+    let mut index = BTreeMap::new();
+    apply(&mut index, &t.join("out"));
+    for p in ["/early/before/", "/early/fb/", "/late/right-after-mount.txt", "/late/work/"] {
+        assert!(index.keys().any(|k: &String| k.starts_with(p)), "nothing indexed under {p}: {r}");
+    }
+}

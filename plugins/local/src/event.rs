@@ -17,6 +17,9 @@ pub enum RescanReason {
     NewDirectory,
     /// A watch could not be added (inotify): the directory is compared now, once.
     WatchFailed,
+    /// A file system was mounted or unmounted at or below the root (fanotify marks each file
+    /// system, a new one when it is found): its directory is compared again.
+    Mount,
 }
 
 /// One event, as the state applies it.

@@ -5,13 +5,15 @@
 //! `fid2path`) and cached (least recently used evicted) until a directory moves; events outside
 //! the root are dropped.
 
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
-use crate::event::LocalEvent;
+use crate::event::{LocalEvent, RescanReason};
 use crate::fanotify_events::EventParser;
 pub use crate::fanotify_events::FanotifyCounts;
 use crate::LocalError;
@@ -27,10 +29,19 @@ const MASK: u64 = libc::FAN_CREATE
     | libc::FAN_MOVE_SELF
     | libc::FAN_ONDIR;
 
-/// A fanotify group with a filesystem mark on the root's file system.
+/// How often the mounts at or below the root are read again.
+pub const MOUNT_CHECK: Duration = Duration::from_secs(2);
+
+/// A fanotify group with a filesystem mark on the root's file system and on each file system
+/// mounted below the root.
 pub struct Fanotify {
     fd: AsyncFd<OwnedFd>,
-    mount_fd: OwnedFd,
+    root: PathBuf,
+    /// A descriptor on each marked file system, by fsid (for `open_by_handle_at`).
+    mount_fds: HashMap<[u8; 8], OwnedFd>,
+    /// The mount points at or below the root when last read.
+    mounts: Vec<PathBuf>,
+    mounts_read: Instant,
     buf: Vec<u8>,
     /// Turns what is read into events, and counts what it drops.
     pub parser: EventParser,
@@ -51,18 +62,68 @@ impl Fanotify {
         }
         // SAFETY: fd is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let croot = std::ffi::CString::new(root.as_os_str().as_bytes())
-            .map_err(|e| LocalError::Io { what: format!("{}", root.display()), source: std::io::Error::other(e) })?;
-        // SAFETY: fd is a valid fanotify descriptor and croot a NUL-terminated path.
-        let r = unsafe { libc::fanotify_mark(fd.as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, MASK, libc::AT_FDCWD, croot.as_ptr()) };
-        if r < 0 {
-            return Err(LocalError::last_os(format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", root.display())));
-        }
-        let mount_fd: OwnedFd = std::fs::File::open(root).map_err(|e| LocalError::Io { what: format!("open {}", root.display()), source: e })?.into();
         // SAFETY: the OwnedFd stays open, unchanged, for as long as the AsyncFd owns it.
         let fd = unsafe { AsyncFd::register(fd) }
             .map_err(|e| LocalError::Io { what: "registering the fanotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
-        Ok(Fanotify { fd, mount_fd, buf: vec![0u8; 256 * 1024], parser: EventParser::new(root, lru_capacity), more: false })
+        let mut f = Fanotify {
+            fd,
+            root: root.to_path_buf(),
+            mount_fds: HashMap::new(),
+            mounts: Vec::new(),
+            mounts_read: Instant::now(),
+            buf: vec![0u8; 256 * 1024],
+            parser: EventParser::new(root, lru_capacity),
+            more: false,
+        };
+        f.mark(root)?;
+        // What is mounted below the root now is walked with it: marked, not rescanned.
+        f.check_mounts(&mut Vec::new(), false);
+        Ok(f)
+    }
+
+    /// Put a filesystem mark on the file system at `path` (once per file system).
+    fn mark(&mut self, path: &Path) -> Result<(), LocalError> {
+        let fsid = crate::mounts::fsid(path).ok_or_else(|| LocalError::last_os(format!("statfs {}", path.display())))?;
+        if self.mount_fds.contains_key(&fsid) {
+            return Ok(());
+        }
+        let cpath = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| LocalError::Io { what: format!("{}", path.display()), source: std::io::Error::other(e) })?;
+        // SAFETY: fd is a valid fanotify descriptor and cpath a NUL-terminated path.
+        let r =
+            unsafe { libc::fanotify_mark(self.fd.get_ref().as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, MASK, libc::AT_FDCWD, cpath.as_ptr()) };
+        if r < 0 {
+            return Err(LocalError::last_os(format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display())));
+        }
+        let mount_fd: OwnedFd = std::fs::File::open(path).map_err(|e| LocalError::Io { what: format!("open {}", path.display()), source: e })?.into();
+        self.mount_fds.insert(fsid, mount_fd);
+        self.parser.counts.marked_file_systems += 1;
+        Ok(())
+    }
+
+    /// Read the mounts at or below the root again: a file system mounted since is marked, and
+    /// (`rescan`) the directories of mounts that came or went are compared again.
+    fn check_mounts(&mut self, out: &mut Vec<LocalEvent>, rescan: bool) {
+        self.mounts_read = Instant::now();
+        let now = crate::mounts::current(&self.root);
+        let new: Vec<PathBuf> = now.iter().filter(|m| !self.mounts.contains(m)).cloned().collect();
+        for m in &new {
+            if let Err(e) = self.mark(m) {
+                self.parser.counts.unmarked_mounts += 1;
+                tracing::warn!(message = "a file system mounted below the root cannot be marked: its changes are not reported (it is rescanned when mounts change)", mount = %m.display(), error = %e);
+            }
+        }
+        if rescan {
+            for m in new.iter().chain(self.mounts.iter().filter(|m| !now.contains(m))) {
+                if let Ok(rel) = m.strip_prefix(&self.root) {
+                    if let Some(rel) = rel.to_str() {
+                        tracing::info!(message = "a mount below the root came or went; rescanning its directory", mount = %m.display());
+                        out.push(LocalEvent::Rescan(rel.to_string(), RescanReason::Mount));
+                    }
+                }
+            }
+        }
+        self.mounts = now;
     }
 
     /// Wait until events can be read.
@@ -76,6 +137,11 @@ impl Fanotify {
     pub fn read(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
         let mut total = 0;
         self.more = false;
+        if self.mounts_read.elapsed() >= MOUNT_CHECK {
+            let before = out.len();
+            self.check_mounts(out, true);
+            total += out.len() - before;
+        }
         for reads in 0.. {
             // Under a steady stream the queue never drains: hand back a bounded amount.
             if reads == crate::MAX_READS_PER_POLL {
@@ -103,9 +169,12 @@ impl Fanotify {
 
     /// Parse one read's events, resolving handles with `open_by_handle_at`.
     fn parse(&mut self, data: &[u8], out: &mut Vec<LocalEvent>) -> usize {
-        let mount_fd = self.mount_fd.as_raw_fd();
+        let mount_fds = &self.mount_fds;
         let mut fds = Vec::new();
-        let n = self.parser.parse(data, out, &mut fds, &mut |fh| open_by_handle(mount_fd, fh));
+        let n = self.parser.parse(data, out, &mut fds, &mut |handle| {
+            let (fsid, fh) = handle.split_first_chunk::<8>()?;
+            open_by_handle(mount_fds.get(fsid)?.as_raw_fd(), fh)
+        });
         for fd in fds {
             // SAFETY: the kernel gave us this descriptor (not expected with FID reporting).
             drop(unsafe { OwnedFd::from_raw_fd(fd) });

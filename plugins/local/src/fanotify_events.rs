@@ -28,6 +28,11 @@ pub struct FanotifyCounts {
     pub malformed: u64,
     /// Cached directory paths evicted (least recently used) to stay within the capacity.
     pub evicted: u64,
+    /// File systems marked (the root's, and those mounted below it).
+    pub marked_file_systems: u64,
+    /// File systems mounted below the root that could not be marked (their changes are not
+    /// reported).
+    pub unmarked_mounts: u64,
 }
 
 /// Directory handles whose places are cached, by default.
@@ -43,8 +48,9 @@ pub struct EventParser {
     pub counts: FanotifyCounts,
 }
 
-/// Resolves handle bytes (the kernel's `struct file_handle`, without the fsid) to the object's
-/// current absolute path; `None` when it no longer exists.
+/// Resolves handle bytes (the 8-byte fsid, then the kernel's `struct file_handle`) to the
+/// object's current absolute path; `None` when it no longer exists or its file system is not
+/// marked.
 pub type Lookup<'a> = dyn FnMut(&[u8]) -> Option<PathBuf> + 'a;
 
 impl EventParser {
@@ -178,7 +184,7 @@ impl EventParser {
     /// The object's place now (`None`: deleted or gone).
     fn lookup(&mut self, handle: &[u8], lookup: &mut Lookup<'_>) -> Option<Place> {
         self.counts.handle_lookups += 1;
-        let target = lookup(handle.get(8..)?)?;
+        let target = lookup(handle)?;
         let rel = match target.strip_prefix(&self.root) {
             Ok(rel) => rel,
             Err(_) => return Some(Place::Outside),

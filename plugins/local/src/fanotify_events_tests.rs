@@ -70,8 +70,8 @@ impl Fs {
 fn parse(p: &mut EventParser, fs: &mut Fs, data: &[u8]) -> Vec<LocalEvent> {
     let (mut out, mut fds) = (Vec::new(), Vec::new());
     p.parse(data, &mut out, &mut fds, &mut |handle| {
-        // handle_bytes and handle_type, then f_handle (the fsid is not passed on).
-        let id = handle.get(8).copied().unwrap_or(0);
+        // The fsid, handle_bytes and handle_type, then f_handle.
+        let id = handle.get(16).copied().unwrap_or(0);
         *fs.lookups.entry(id).or_default() += 1;
         fs.at.get(&id).cloned()
     });

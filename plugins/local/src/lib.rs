@@ -13,6 +13,7 @@ mod fanotify;
 mod fanotify_events;
 mod handle_cache;
 mod inotify_backend;
+mod mounts;
 mod source;
 pub mod state;
 mod stream;

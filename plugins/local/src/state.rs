@@ -577,6 +577,7 @@ fn rescan_label(k: &str) -> &'static str {
         "restart" => "rescans_restart",
         "overflow" => "rescans_overflow",
         "newdirectory" => "rescans_new_directory",
+        "mount" => "rescans_mount",
         _ => "rescans_watch_failed",
     }
 }

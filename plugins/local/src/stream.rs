@@ -126,6 +126,11 @@ impl ChangeStream for LocalStream {
                 tokio::task::yield_now().await;
                 continue;
             }
+            // fanotify reads the mounts below the root again every MOUNT_CHECK, idle or not.
+            let left = match &self.reader {
+                Reader::Fanotify(_) => Some(left.map_or(crate::fanotify::MOUNT_CHECK, |l| l.min(crate::fanotify::MOUNT_CHECK))),
+                Reader::Inotify(_) => left,
+            };
             let ready = async {
                 match left {
                     Some(d) => tokio::time::timeout(d, self.readable()).await.unwrap_or(Ok(())),

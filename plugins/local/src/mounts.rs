@@ -1,0 +1,77 @@
+//! The file systems mounted at or below a root (`/proc/self/mountinfo`), and a file system's id
+//! as fanotify reports it (`statfs`'s `f_fsid`).
+
+use std::ffi::CString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// Undo mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
+fn unescape(field: &str) -> PathBuf {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b.get(i + 1..i + 4).filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// Mount points at or below `root` in `mountinfo` text, sorted, each once.
+pub fn mount_points_below(mountinfo: &str, root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = mountinfo.lines().filter_map(|l| l.split(' ').nth(4)).map(unescape).filter(|m| m.starts_with(root)).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The mount points at or below `root` now (none when mountinfo cannot be read).
+pub fn current(root: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string("/proc/self/mountinfo").map(|m| mount_points_below(&m, root)).unwrap_or_default()
+}
+
+/// The id of the file system at `path` (the 8 bytes fanotify puts before each file handle).
+pub fn fsid(path: &Path) -> Option<[u8; 8]> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs is plain old data; zeroed is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is NUL-terminated and st is a valid statfs to fill.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // SAFETY: fsid_t is two 32-bit integers (8 bytes), read as the kernel laid them out.
+    Some(unsafe { std::ptr::read_unaligned(std::ptr::addr_of!(st.f_fsid).cast::<[u8; 8]>()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_below_the_root_are_read_and_unescaped() {
+        let info = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                    40 22 0:35 / /data rw - xfs /dev/sdb rw\n\
+                    41 40 0:36 / /data/proj\\040one rw - tmpfs none rw\n\
+                    42 40 0:37 / /data/scratch rw shared:3 - tmpfs none rw\n\
+                    43 22 0:38 / /database rw - tmpfs none rw\n\
+                    44 40 0:36 / /data/proj\\040one rw - tmpfs none rw\n";
+        let got = mount_points_below(info, Path::new("/data"));
+        assert_eq!(got, [PathBuf::from("/data"), PathBuf::from("/data/proj one"), PathBuf::from("/data/scratch")]);
+        assert!(mount_points_below("garbage\n\n", Path::new("/data")).is_empty());
+    }
+
+    #[test]
+    fn the_root_file_system_has_an_id() {
+        assert!(fsid(Path::new("/")).is_some());
+        assert!(fsid(Path::new("/no/such/path")).is_none());
+    }
+}

@@ -94,6 +94,12 @@ pub trait ChangeState: Send {
     async fn finish(&mut self) -> Result<Option<Emit>, IcicleError> {
         Ok(None)
     }
+    /// Work left over from the last [`ChangeState::apply`] (a rescan larger than one emit):
+    /// the driver applies an empty batch again, delivering each emit, before it checkpoints
+    /// and reads on.
+    fn more(&self) -> bool {
+        false
+    }
     /// Move `to` back before anything the state still waits on (a rename half whose pair
     /// may come after a restart must be read again).
     fn hold_back(&self, _to: &mut Self::Position) {}

@@ -123,6 +123,12 @@ where
         if !batch.is_empty() {
             let emit = self.state.apply(batch).await?;
             self.deliver(emit).await?;
+            // A rescan larger than one emit is delivered in parts, then checkpointed once (a
+            // stop in between leaves the rest to the restart's rescan).
+            while self.state.more() && !*self.ctx.stop.borrow() {
+                let emit = self.state.apply(Vec::new()).await?;
+                self.deliver(emit).await?;
+            }
         }
         self.checkpoint_and_truncate(to).await?;
         let c = self.state.batch_counts();

@@ -46,6 +46,10 @@ pub struct LocalConfig {
     /// handle not kept is resolved again with `open_by_handle_at`).
     #[serde(default = "default_lru_capacity")]
     pub lru_capacity: usize,
+    /// Updates and deletes at most per emit: a larger rescan (the seed walk of a big root) is
+    /// delivered in parts of this size, so memory stays bounded.
+    #[serde(default = "default_max_emit_records")]
+    pub max_emit_records: usize,
 }
 
 fn default_batch() -> usize {
@@ -53,6 +57,9 @@ fn default_batch() -> usize {
 }
 fn default_quiet() -> f64 {
     1.0
+}
+fn default_max_emit_records() -> usize {
+    crate::state::DEFAULT_EMIT_LIMIT
 }
 fn default_lru_capacity() -> usize {
     crate::fanotify_events::DEFAULT_LRU_CAPACITY
@@ -87,6 +94,9 @@ impl LocalConfig {
         }
         if self.batch_size == 0 {
             return Err(ctx.invalid("batch_size", "must be at least 1"));
+        }
+        if self.max_emit_records == 0 {
+            return Err(ctx.invalid("max_emit_records", "must be at least 1"));
         }
         if self.lru_capacity == 0 {
             return Err(ctx.invalid("lru_capacity", "must be at least 1"));

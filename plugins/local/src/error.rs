@@ -21,7 +21,9 @@ pub enum LocalError {
 impl LocalError {
     /// An [`LocalError::Io`] from the last OS error.
     pub fn last_os(what: impl Into<String>) -> LocalError {
-        LocalError::Io { what: what.into(), source: std::io::Error::last_os_error() }
+        // The error code first: building the message may allocate, and allocation may set errno.
+        let source = std::io::Error::last_os_error();
+        LocalError::Io { what: what.into(), source }
     }
 }
 

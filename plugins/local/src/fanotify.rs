@@ -37,10 +37,14 @@ pub const MOUNT_CHECK: Duration = Duration::from_secs(2);
 pub struct Fanotify {
     fd: AsyncFd<OwnedFd>,
     root: PathBuf,
-    /// A descriptor on each marked file system, by fsid (for `open_by_handle_at`).
-    mount_fds: HashMap<[u8; 8], OwnedFd>,
-    /// The mount points at or below the root when last read.
-    mounts: Vec<PathBuf>,
+    /// The root's file system: its id and a descriptor on it (for `open_by_handle_at`).
+    root_fsid: [u8; 8],
+    root_fd: OwnedFd,
+    /// The other file systems marked, by id: device and a mount point below the root (opened
+    /// only to resolve a handle, so the monitor never keeps a mount busy).
+    marked: HashMap<[u8; 8], (u64, PathBuf)>,
+    /// The mounts at or below the root when last read (mount id, mount point).
+    mounts: Vec<(u64, PathBuf)>,
     mounts_read: Instant,
     buf: Vec<u8>,
     /// Turns what is read into events, and counts what it drops.
@@ -65,27 +69,54 @@ impl Fanotify {
         // SAFETY: the OwnedFd stays open, unchanged, for as long as the AsyncFd owns it.
         let fd = unsafe { AsyncFd::register(fd) }
             .map_err(|e| LocalError::Io { what: "registering the fanotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
+        let croot = std::ffi::CString::new(root.as_os_str().as_bytes())
+            .map_err(|e| LocalError::Io { what: format!("{}", root.display()), source: std::io::Error::other(e) })?;
+        // SAFETY: fd is a valid fanotify descriptor and croot a NUL-terminated path.
+        let r = unsafe { libc::fanotify_mark(fd.get_ref().as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, MASK, libc::AT_FDCWD, croot.as_ptr()) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(LocalError::Io { what: format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", root.display()), source: e });
+        }
+        let root_fsid =
+            crate::mounts::fsid(root).ok_or_else(|| LocalError::Io { what: format!("statfs {}", root.display()), source: std::io::Error::last_os_error() })?;
+        let root_fd: OwnedFd = std::fs::File::open(root).map_err(|e| LocalError::Io { what: format!("open {}", root.display()), source: e })?.into();
         let mut f = Fanotify {
             fd,
             root: root.to_path_buf(),
-            mount_fds: HashMap::new(),
+            root_fsid,
+            root_fd,
+            marked: HashMap::new(),
             mounts: Vec::new(),
             mounts_read: Instant::now(),
             buf: vec![0u8; 256 * 1024],
             parser: EventParser::new(root, lru_capacity),
             more: false,
         };
-        f.mark(root)?;
+        f.parser.counts.marked_file_systems = 1;
         // What is mounted below the root now is walked with it: marked, not rescanned.
         f.check_mounts(&mut Vec::new(), false);
         Ok(f)
     }
 
-    /// Put a filesystem mark on the file system at `path` (once per file system).
+    /// Put a filesystem mark on the file system mounted at `path` (once per file system).
     fn mark(&mut self, path: &Path) -> Result<(), LocalError> {
-        let fsid = crate::mounts::fsid(path).ok_or_else(|| LocalError::last_os(format!("statfs {}", path.display())))?;
-        if self.mount_fds.contains_key(&fsid) {
+        use std::os::unix::fs::MetadataExt;
+        let fsid =
+            crate::mounts::fsid(path).ok_or_else(|| LocalError::Io { what: format!("statfs {}", path.display()), source: std::io::Error::last_os_error() })?;
+        let dev = std::fs::metadata(path).map_err(|e| LocalError::Io { what: format!("stat {}", path.display()), source: e })?.dev();
+        if fsid == self.root_fsid {
             return Ok(());
+        }
+        match self.marked.get_mut(&fsid) {
+            Some((d, at)) if *d == dev => {
+                *at = path.to_path_buf();
+                return Ok(());
+            }
+            Some(_) => {
+                let e = std::io::Error::other("another file system already marked has the same fsid (a cloned file system?)");
+                return Err(LocalError::Io { what: format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display()), source: e });
+            }
+            None => {}
         }
         let cpath = std::ffi::CString::new(path.as_os_str().as_bytes())
             .map_err(|e| LocalError::Io { what: format!("{}", path.display()), source: std::io::Error::other(e) })?;
@@ -93,10 +124,10 @@ impl Fanotify {
         let r =
             unsafe { libc::fanotify_mark(self.fd.get_ref().as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, MASK, libc::AT_FDCWD, cpath.as_ptr()) };
         if r < 0 {
-            return Err(LocalError::last_os(format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display())));
+            let e = std::io::Error::last_os_error();
+            return Err(LocalError::Io { what: format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display()), source: e });
         }
-        let mount_fd: OwnedFd = std::fs::File::open(path).map_err(|e| LocalError::Io { what: format!("open {}", path.display()), source: e })?.into();
-        self.mount_fds.insert(fsid, mount_fd);
+        self.marked.insert(fsid, (dev, path.to_path_buf()));
         self.parser.counts.marked_file_systems += 1;
         Ok(())
     }
@@ -106,20 +137,23 @@ impl Fanotify {
     fn check_mounts(&mut self, out: &mut Vec<LocalEvent>, rescan: bool) {
         self.mounts_read = Instant::now();
         let now = crate::mounts::current(&self.root);
-        let new: Vec<PathBuf> = now.iter().filter(|m| !self.mounts.contains(m)).cloned().collect();
-        for m in &new {
+        let new: Vec<(u64, PathBuf)> = now.iter().filter(|m| !self.mounts.contains(m)).cloned().collect();
+        for (_, m) in &new {
+            if *m == self.root {
+                continue;
+            }
             if let Err(e) = self.mark(m) {
                 self.parser.counts.unmarked_mounts += 1;
-                tracing::warn!(message = "a file system mounted below the root cannot be marked: its changes are not reported (it is rescanned when mounts change)", mount = %m.display(), error = %e);
+                tracing::warn!(message = "a file system mounted below the root cannot be marked: its changes are not reported until a restart or an overflow rescans the root", mount = %m.display(), error = %e);
             }
         }
+        // A file system no longer mounted below the root is resolved no more.
+        self.marked.retain(|_, (_, at)| now.iter().any(|(_, m)| m == at));
         if rescan {
-            for m in new.iter().chain(self.mounts.iter().filter(|m| !now.contains(m))) {
-                if let Ok(rel) = m.strip_prefix(&self.root) {
-                    if let Some(rel) = rel.to_str() {
-                        tracing::info!(message = "a mount below the root came or went; rescanning its directory", mount = %m.display());
-                        out.push(LocalEvent::Rescan(rel.to_string(), RescanReason::Mount));
-                    }
+            for (_, m) in new.iter().chain(self.mounts.iter().filter(|m| !now.contains(m))) {
+                if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()) {
+                    tracing::info!(message = "a mount below the root came or went; rescanning its directory", mount = %m.display());
+                    out.push(LocalEvent::Rescan(rel.to_string(), RescanReason::Mount));
                 }
             }
         }
@@ -169,11 +203,15 @@ impl Fanotify {
 
     /// Parse one read's events, resolving handles with `open_by_handle_at`.
     fn parse(&mut self, data: &[u8], out: &mut Vec<LocalEvent>) -> usize {
-        let mount_fds = &self.mount_fds;
+        let (root_fsid, root_fd, marked) = (self.root_fsid, self.root_fd.as_raw_fd(), &self.marked);
         let mut fds = Vec::new();
         let n = self.parser.parse(data, out, &mut fds, &mut |handle| {
             let (fsid, fh) = handle.split_first_chunk::<8>()?;
-            open_by_handle(mount_fds.get(fsid)?.as_raw_fd(), fh)
+            if *fsid == root_fsid {
+                return open_by_handle(root_fd, fh);
+            }
+            let dir = std::fs::File::open(&marked.get(fsid)?.1).ok()?;
+            open_by_handle(dir.as_raw_fd(), fh)
         });
         for fd in fds {
             // SAFETY: the kernel gave us this descriptor (not expected with FID reporting).

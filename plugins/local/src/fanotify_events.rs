@@ -105,7 +105,10 @@ impl EventParser {
                 Some(Place::NotUtf8) => self.counts.not_utf8 += 1,
                 None => self.counts.unresolved += 1,
             }
-            if dir_entry && m.mask & (libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0 {
+            // A directory that left (moved away or removed) leaves stale cached places below
+            // its name; one removed outside the root cannot come back inside.
+            let outside = matches!(place, Some(Place::Outside | Place::NotUtf8));
+            if dir_entry && (m.mask & libc::FAN_MOVED_FROM != 0 || (m.mask & libc::FAN_DELETE != 0 && !outside)) {
                 self.forget_below(place.as_ref());
             }
         }

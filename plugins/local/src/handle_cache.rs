@@ -2,7 +2,7 @@
 //! directory leaving a name forgets what was cached at and below it in time proportional to
 //! that, not to the whole cache.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::num::NonZeroUsize;
 
 use lru::LruCache;
@@ -23,12 +23,14 @@ pub(crate) struct HandleCache {
     lru: LruCache<Vec<u8>, Place>,
     /// The cached places below the root, by path, with their handles.
     by_path: BTreeSet<(String, Vec<u8>)>,
+    /// The handles cached as outside the root or below a name that is not UTF-8.
+    others: HashSet<Vec<u8>>,
 }
 
 impl HandleCache {
     /// A cache of at most `capacity` handles (at least one).
     pub fn new(capacity: usize) -> HandleCache {
-        HandleCache { lru: LruCache::new(NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN)), by_path: BTreeSet::new() }
+        HandleCache { lru: LruCache::new(NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN)), by_path: BTreeSet::new(), others: HashSet::new() }
     }
 
     /// The place of `handle`, if cached (now the most recently used).
@@ -40,16 +42,18 @@ impl HandleCache {
     pub fn insert(&mut self, handle: Vec<u8>, place: Place) -> bool {
         let evicted = match self.lru.push(handle.clone(), place.clone()) {
             Some((old_handle, old)) => {
-                if let Place::Inside(p) = old {
-                    self.by_path.remove(&(p, old_handle.clone()));
-                }
+                match old {
+                    Place::Inside(p) => self.by_path.remove(&(p, old_handle.clone())),
+                    _ => self.others.remove(&old_handle),
+                };
                 old_handle != handle
             }
             None => false,
         };
-        if let Place::Inside(p) = place {
-            self.by_path.insert((p, handle));
-        }
+        match place {
+            Place::Inside(p) => self.by_path.insert((p, handle)),
+            _ => self.others.insert(handle),
+        };
         evicted
     }
 
@@ -67,9 +71,10 @@ impl HandleCache {
 
     /// Forget the handles whose place is `place` (outside the root, or not UTF-8).
     pub fn forget_place(&mut self, place: &Place) {
-        let gone: Vec<Vec<u8>> = self.lru.iter().filter(|(_, p)| *p == place).map(|(h, _)| h.clone()).collect();
+        let gone: Vec<Vec<u8>> = self.others.iter().filter(|h| self.lru.peek(*h) == Some(place)).cloned().collect();
         for h in gone {
             self.lru.pop(&h);
+            self.others.remove(&h);
         }
     }
 
@@ -77,6 +82,7 @@ impl HandleCache {
     pub fn clear(&mut self) {
         self.lru.clear();
         self.by_path.clear();
+        self.others.clear();
     }
 
     /// Handles cached.
@@ -104,8 +110,13 @@ mod tests {
         c.forget_below("a");
         let left: Vec<u8> = (1..=9).filter(|h| c.get(&[*h]).is_some()).collect();
         assert_eq!(left, [4, 5, 6, 7, 8, 9]);
+        c.insert(vec![10], Place::NotUtf8);
         c.forget_place(&Place::Outside);
-        assert!(c.get(&[9]).is_none() && c.len() == 5);
+        assert!(c.get(&[9]).is_none() && c.get(&[10]).is_some() && c.len() == 6);
+        // Cached as outside, then inside: the outside set lets go of it.
+        c.insert(vec![11], Place::Outside);
+        c.insert(vec![11], inside("q"));
+        assert_eq!(c.others.len(), 1);
     }
 
     #[test]

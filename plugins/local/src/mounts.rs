@@ -26,16 +26,25 @@ fn unescape(field: &str) -> PathBuf {
     PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
-/// Mount points at or below `root` in `mountinfo` text, sorted, each once.
-pub fn mount_points_below(mountinfo: &str, root: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = mountinfo.lines().filter_map(|l| l.split(' ').nth(4)).map(unescape).filter(|m| m.starts_with(root)).collect();
+/// Mounts at or below `root` in `mountinfo` text: (mount id, mount point), sorted, each once.
+/// The id tells a file system mounted again at the same point from the one that was there.
+pub fn mount_points_below(mountinfo: &str, root: &Path) -> Vec<(u64, PathBuf)> {
+    let mut v: Vec<(u64, PathBuf)> = mountinfo
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let id = f.next()?.parse().ok()?;
+            Some((id, unescape(f.nth(3)?)))
+        })
+        .filter(|(_, m)| m.starts_with(root))
+        .collect();
     v.sort();
     v.dedup();
     v
 }
 
-/// The mount points at or below `root` now (none when mountinfo cannot be read).
-pub fn current(root: &Path) -> Vec<PathBuf> {
+/// The mounts at or below `root` now (none when mountinfo cannot be read).
+pub fn current(root: &Path) -> Vec<(u64, PathBuf)> {
     std::fs::read_to_string("/proc/self/mountinfo").map(|m| mount_points_below(&m, root)).unwrap_or_default()
 }
 
@@ -65,7 +74,8 @@ mod tests {
                     43 22 0:38 / /database rw - tmpfs none rw\n\
                     44 40 0:36 / /data/proj\\040one rw - tmpfs none rw\n";
         let got = mount_points_below(info, Path::new("/data"));
-        assert_eq!(got, [PathBuf::from("/data"), PathBuf::from("/data/proj one"), PathBuf::from("/data/scratch")]);
+        let want = [(40, "/data"), (41, "/data/proj one"), (42, "/data/scratch"), (44, "/data/proj one")];
+        assert_eq!(got, want.map(|(i, p)| (i, PathBuf::from(p))));
         assert!(mount_points_below("garbage\n\n", Path::new("/data")).is_empty());
     }
 

@@ -91,6 +91,8 @@ pub struct LocalCounts {
     pub not_utf8: u64,
     /// Batches applied.
     pub batches: u64,
+    /// Emits that continued a rescan past the emit limit (`max_emit_records`).
+    pub continued: u64,
 }
 
 /// The `ChangeState` of a local monitor.
@@ -120,6 +122,10 @@ pub struct LocalState {
     log: Option<EntriesLog>,
     /// Paths whose entry changed in this batch.
     changed: HashSet<String>,
+    /// Updates and deletes at most in one emit.
+    emit_limit: usize,
+    /// What the last emit left to compare (its limit was reached).
+    pending: Option<Work>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -200,11 +206,11 @@ fn join(dir: &str, name: &str) -> String {
     }
 }
 
-/// Every path below `dir` (relative to `root`), directories included, with its metadata;
-/// names that are not UTF-8 (and what is below them) are left out and counted in `not_utf8`.
-pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64) -> Vec<(String, std::fs::Metadata)> {
+/// Every path below `dir` (relative to `root`), directories included, with its metadata, to
+/// `visit`; names that are not UTF-8 (and what is below them) are left out and counted in
+/// `not_utf8`.
+pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, visit: &mut dyn FnMut(String, &std::fs::Metadata)) {
     use std::os::unix::ffi::OsStrExt;
-    let mut out = Vec::new();
     let mut stack = vec![dir.to_string()];
     while let Some(d) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(root.join(&d)) else { continue };
@@ -219,11 +225,13 @@ pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64) -> Vec<(String, std::fs:
             if md.is_dir() {
                 stack.push(rel.clone());
             }
-            out.push((rel, md));
+            visit(rel, &md);
         }
     }
-    out
 }
+
+/// Updates and deletes at most in one emit, by default (a larger rescan is delivered in parts).
+pub const DEFAULT_EMIT_LIMIT: usize = 10_000;
 
 impl LocalState {
     /// An empty state for `root`, publishing records as `prefix` + `/` + relative path.
@@ -243,6 +251,8 @@ impl LocalState {
             posix: false,
             log: None,
             changed: HashSet::new(),
+            emit_limit: DEFAULT_EMIT_LIMIT,
+            pending: None,
         }
     }
 
@@ -255,6 +265,13 @@ impl LocalState {
     /// Keep the sent-ahead journal of paths in `file`.
     pub fn with_journal(mut self, file: PathBuf) -> LocalState {
         self.journal = Some(file);
+        self
+    }
+
+    /// Emit at most `n` updates and deletes per batch; the rest of a larger rescan follows in
+    /// further emits ([`ChangeState::more`]).
+    pub fn with_emit_limit(mut self, n: usize) -> LocalState {
+        self.emit_limit = n.max(1);
         self
     }
 
@@ -311,6 +328,12 @@ impl LocalState {
         }
     }
 
+    /// Whether the index holds anything below `rel`.
+    fn holds_below(&self, rel: &str) -> bool {
+        let below = format!("{rel}/");
+        self.entries.range(below.clone()..).next().is_some_and(|(k, _)| k.starts_with(&below))
+    }
+
     /// Forget `rel` and everything below it; deletes for what was published.
     fn remove_subtree(&mut self, rel: &str, deletes: &mut Vec<String>, work: &mut Work) {
         let below = format!("{rel}/");
@@ -340,9 +363,9 @@ impl LocalState {
             tracing::info!(message = "rescanning", root = %self.root.display(), dir = %dir, reason = ?reason);
         }
         if reason == RescanReason::Seed && !self.seed_emit {
-            for (rel, md) in walk(&self.root, dir, &mut self.counts.not_utf8) {
-                self.insert(&rel, Print::of(&md));
-            }
+            let (root, mut not_utf8) = (self.root.clone(), 0);
+            walk(&root, dir, &mut not_utf8, &mut |rel, md| self.insert(&rel, Print::of(md)));
+            self.counts.not_utf8 += not_utf8;
             return;
         }
         let below = format!("{dir}/");
@@ -354,9 +377,7 @@ impl LocalState {
         for k in known {
             work.push(k);
         }
-        for (rel, _) in walk(&self.root, dir, &mut self.counts.not_utf8) {
-            work.push(rel);
-        }
+        walk(&self.root, dir, &mut self.counts.not_utf8, &mut |rel, _| work.push(rel));
         work.walked.insert(dir.to_string());
     }
 
@@ -389,7 +410,10 @@ impl LocalState {
             Ok(md) => md,
             Err(_) => {
                 tracing::trace!(message = "compared: gone", path = %rel, old = ?old);
-                if old.is_some() {
+                // What the index holds at and below it goes, even when it never held the name
+                // itself: a file an event reported is compared before the walk that finds its
+                // directory, which may be gone by then.
+                if old.is_some() || self.holds_below(rel) {
                     self.remove_subtree(rel, deletes, work);
                 } else {
                     self.counts.unchanged += 1;
@@ -403,6 +427,10 @@ impl LocalState {
         if old == Some(new) && !work.force.contains(rel) && !(arrived && new.dir) {
             self.counts.unchanged += 1;
             return;
+        }
+        if old.is_none_or(|o| !o.dir) && !new.dir && self.holds_below(rel) {
+            // Not a directory (any more): nothing can be below it.
+            self.remove_subtree(rel, deletes, work);
         }
         if let Some(o) = old {
             if o.dir && !new.dir {
@@ -419,7 +447,9 @@ impl LocalState {
             // New at this path (created, moved in, replaced): what it holds was never reported.
             if arrived || old.is_none_or(|o| !o.dir || o.ino != new.ino) {
                 self.rescan(rel, RescanReason::NewDirectory, work);
-            } else if self.posix && old.is_some_and(|o| !o.same_access(&new)) {
+            }
+            // Who may see what is below it changed (also for one that left and came back).
+            if self.posix && old.is_some_and(|o| o.dir && !o.same_access(&new)) {
                 self.republish_below(rel, work);
             }
             return;
@@ -455,12 +485,17 @@ impl LocalState {
     /// at every path they name.
     pub fn apply_events(&mut self, batch: Vec<LocalEvent>) -> Result<Emit, LocalError> {
         self.counts.batches += 1;
-        // The previous batch is checkpointed by now: its fresh paths are in the checkpoint.
-        if !std::mem::take(&mut self.carry) {
+        // The previous batch is checkpointed by now: its fresh paths are in the checkpoint (not
+        // so when this continues a rescan: the checkpoint comes after its last part).
+        let carried = std::mem::take(&mut self.carry);
+        if !carried && self.pending.is_none() {
             self.fresh.clear();
         }
         self.counts.events += batch.len() as u64;
-        let mut work = Work::new();
+        if self.pending.is_some() {
+            self.counts.continued += 1;
+        }
+        let mut work = self.pending.take().unwrap_or_else(Work::new);
         for ev in batch {
             tracing::trace!(message = "event", event = ?ev);
             match ev {
@@ -476,6 +511,10 @@ impl LocalState {
         let mut deletes = Vec::new();
         while let Some(p) = work.queue.pop_front() {
             self.compare(&p, &mut chunk, &mut deletes, &mut work);
+            if chunk.len() + deletes.len() >= self.emit_limit && !work.queue.is_empty() {
+                self.pending = Some(work);
+                break;
+            }
         }
         self.counts.deletes += deletes.len() as u64;
         if let Some(log) = self.log.as_mut() {
@@ -535,6 +574,10 @@ impl ChangeState for LocalState {
 
     async fn apply(&mut self, batch: Vec<LocalEvent>) -> Result<Emit, IcicleError> {
         Ok(self.apply_events(batch)?)
+    }
+
+    fn more(&self) -> bool {
+        self.pending.is_some()
     }
 
     fn checkpoint(&self, _at: &u64) -> Result<Vec<u8>, IcicleError> {

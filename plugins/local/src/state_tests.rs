@@ -177,3 +177,58 @@ fn a_directory_back_at_its_name_has_its_entries_compared() {
     assert_eq!((e.chunk.len(), e.deletes), (0, vec!["/a/n/c".to_string()]));
     assert!(s.entries.contains_key("a/n/k") && !s.entries.contains_key("a/n/c"));
 }
+
+/// A rescan larger than the emit limit comes out in parts, each within the limit, the state
+/// asking for more until the rescan is done; deletes count against the limit too.
+#[test]
+fn a_rescan_larger_than_one_emit_is_delivered_in_parts() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    for d in ["a", "b/c"] {
+        std::fs::create_dir_all(r.join(d)).unwrap();
+    }
+    for i in 0..25 {
+        std::fs::write(r.join(if i % 2 == 0 { "a" } else { "b/c" }).join(format!("f{i}")), b"1").unwrap();
+    }
+    let mut s = state(r, true).with_emit_limit(10);
+    let mut sizes = vec![s.apply_events(seed()).unwrap().chunk.len()];
+    while s.more() {
+        sizes.push(s.apply_events(Vec::new()).unwrap().chunk.len());
+    }
+    assert_eq!(sizes, [10, 10, 5]);
+    assert_eq!(s.entries.values().filter(|p| !p.dir).count(), 25);
+    for i in 0..12 {
+        std::fs::remove_file(r.join(if i % 2 == 0 { "a" } else { "b/c" }).join(format!("f{i}"))).unwrap();
+    }
+    let mut deletes = vec![s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Overflow)]).unwrap().deletes.len()];
+    while s.more() {
+        deletes.push(s.apply_events(Vec::new()).unwrap().deletes.len());
+    }
+    assert_eq!(deletes, [10, 2]);
+    assert!(!s.more());
+}
+
+/// A file an event reports is compared (and indexed) before anything compares its directory;
+/// when that directory is then gone, what the index holds below its name goes, although the
+/// index never held the name itself. A name that turns into a file drops what was below it.
+#[test]
+fn a_gone_name_drops_what_is_below_it_even_if_never_compared() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let mut s = state(r, true);
+    s.apply_events(seed()).unwrap();
+    std::fs::create_dir_all(r.join("x/y")).unwrap();
+    std::fs::write(r.join("x/y/f"), b"1").unwrap();
+    s.apply_events(vec![changed("x/y/f")]).unwrap();
+    assert!(s.entries.contains_key("x/y/f") && !s.entries.contains_key("x"));
+    std::fs::rename(r.join("x"), r.join("z")).unwrap();
+    let e = s.apply_events(vec![directory("x")]).unwrap();
+    assert_eq!(e.deletes, vec!["/x/y/f".to_string()]);
+    std::fs::create_dir_all(r.join("w/v")).unwrap();
+    std::fs::write(r.join("w/v/g"), b"1").unwrap();
+    s.apply_events(vec![changed("w/v/g")]).unwrap();
+    std::fs::remove_dir_all(r.join("w")).unwrap();
+    std::fs::write(r.join("w"), b"now a file").unwrap();
+    let e = s.apply_events(vec![changed("w")]).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes), (1, vec!["/w/v/g".to_string()]));
+}

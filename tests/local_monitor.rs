@@ -41,12 +41,18 @@ fn monitor_config(tmp: &Path, backend: &str, batch: usize) -> PathBuf {
     )
 }
 
+/// The monitor's `RUST_LOG` (`ICICLE_TEST_MONITOR_RUST_LOG`, e.g.
+/// `icicle_plugins_local=trace,info` to trace every event and compare).
+fn monitor_log_filter() -> String {
+    std::env::var("ICICLE_TEST_MONITOR_RUST_LOG").unwrap_or_else(|_| "info".into())
+}
+
 /// Start `icicle monitor --until-idle IDLE`; wait until its seed walk is delivered.
 fn start_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
     let log = std::fs::File::create(tmp.join("monitor.log")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_icicle"))
         .args(["monitor", "--json", "--until-idle", &idle.to_string(), "-c", cfg.to_str().unwrap()])
-        .env("RUST_LOG", std::env::var("ICICLE_TEST_MONITOR_RUST_LOG").unwrap_or_else(|_| "info".into()))
+        .env("RUST_LOG", monitor_log_filter())
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
@@ -112,8 +118,8 @@ fn one_seed(backend: &str, kind: Kind, ops: usize, seed: u64) {
     // with inotify.
     let mut linked = Vec::new();
     if backend == "inotify" {
+        let baseline = std::fs::read_to_string(icicle_testkit::lustre::side(&journal, ".baseline")).unwrap();
         let journal = std::fs::read_to_string(&journal).unwrap();
-        let baseline = std::fs::read_to_string(icicle_testkit::lustre::side(tmp.path().join("lfs/changelog").as_path(), ".baseline")).unwrap();
         let had_link = |p: &String| {
             ns.by_path.get(p).is_some_and(|fid| {
                 let fid = fid.to_string();
@@ -364,7 +370,7 @@ fn fanotify_falls_back_to_inotify_without_privileges() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
         .arg(env!("CARGO_BIN_EXE_icicle"))
         .args(["monitor", "--json", "--until-idle", "2", "-c", cfg.to_str().unwrap()])
-        .env("RUST_LOG", std::env::var("ICICLE_TEST_MONITOR_RUST_LOG").unwrap_or_else(|_| "info".into()))
+        .env("RUST_LOG", monitor_log_filter())
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
@@ -443,7 +449,8 @@ struct Mounted(PathBuf);
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        // Already unmounted by the test, perhaps.
+        let _ = Command::new("umount").arg("-l").arg(&self.0).stderr(Stdio::null()).status();
     }
 }
 

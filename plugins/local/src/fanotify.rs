@@ -69,14 +69,7 @@ impl Fanotify {
         // SAFETY: the OwnedFd stays open, unchanged, for as long as the AsyncFd owns it.
         let fd = unsafe { AsyncFd::register(fd) }
             .map_err(|e| LocalError::Io { what: "registering the fanotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
-        let croot = std::ffi::CString::new(root.as_os_str().as_bytes())
-            .map_err(|e| LocalError::Io { what: format!("{}", root.display()), source: std::io::Error::other(e) })?;
-        // SAFETY: fd is a valid fanotify descriptor and croot a NUL-terminated path.
-        let r = unsafe { libc::fanotify_mark(fd.get_ref().as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, MASK, libc::AT_FDCWD, croot.as_ptr()) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(LocalError::Io { what: format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", root.display()), source: e });
-        }
+        mark_file_system(&fd, root)?;
         let root_fsid =
             crate::mounts::fsid(root).ok_or_else(|| LocalError::Io { what: format!("statfs {}", root.display()), source: std::io::Error::last_os_error() })?;
         let root_fd: OwnedFd = std::fs::File::open(root).map_err(|e| LocalError::Io { what: format!("open {}", root.display()), source: e })?.into();
@@ -118,15 +111,7 @@ impl Fanotify {
             }
             None => {}
         }
-        let cpath = std::ffi::CString::new(path.as_os_str().as_bytes())
-            .map_err(|e| LocalError::Io { what: format!("{}", path.display()), source: std::io::Error::other(e) })?;
-        // SAFETY: fd is a valid fanotify descriptor and cpath a NUL-terminated path.
-        let r =
-            unsafe { libc::fanotify_mark(self.fd.get_ref().as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, MASK, libc::AT_FDCWD, cpath.as_ptr()) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(LocalError::Io { what: format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display()), source: e });
-        }
+        mark_file_system(&self.fd, path)?;
         self.marked.insert(fsid, (dev, path.to_path_buf()));
         self.parser.counts.marked_file_systems += 1;
         Ok(())
@@ -219,6 +204,20 @@ impl Fanotify {
         }
         n
     }
+}
+
+/// Add a filesystem mark for the file system at `path` to the group `fd` (the error keeps the
+/// kernel's code).
+fn mark_file_system(fd: &AsyncFd<OwnedFd>, path: &Path) -> Result<(), LocalError> {
+    let what = || format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display());
+    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| LocalError::Io { what: what(), source: std::io::Error::other(e) })?;
+    // SAFETY: fd is a valid fanotify descriptor and cpath a NUL-terminated path.
+    let r = unsafe { libc::fanotify_mark(fd.get_ref().as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, MASK, libc::AT_FDCWD, cpath.as_ptr()) };
+    if r < 0 {
+        let source = std::io::Error::last_os_error();
+        return Err(LocalError::Io { what: what(), source });
+    }
+    Ok(())
 }
 
 /// `open_by_handle_at` of the `struct file_handle` bytes `fh`, and the descriptor's path

@@ -336,18 +336,28 @@ impl LocalState {
 
     /// Forget `rel` and everything below it; deletes for what was published.
     fn remove_subtree(&mut self, rel: &str, deletes: &mut Vec<String>, work: &mut Work) {
+        self.remove_below(rel, deletes, work);
+        self.forget(rel.to_string(), deletes, work);
+    }
+
+    /// Forget everything below `rel` (not `rel` itself); deletes for what was published.
+    fn remove_below(&mut self, rel: &str, deletes: &mut Vec<String>, work: &mut Work) {
         let below = format!("{rel}/");
-        let mut gone: Vec<String> = self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).map(|(k, _)| k.clone()).collect();
-        gone.push(rel.to_string());
+        let gone: Vec<String> = self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).map(|(k, _)| k.clone()).collect();
         for k in gone {
-            let Some(old) = self.entries.remove(&k) else { continue };
-            self.changed.insert(k.clone());
-            self.unlink_name(&k, old);
-            if !old.dir {
-                deletes.push(subject_for(&self.full(&k)).into_owned());
-                self.other_names(old.ino, &k, work);
-            }
+            self.forget(k, deletes, work);
         }
+    }
+
+    /// Forget the entry at `k`: a delete if it was published, its inode's other names compared.
+    fn forget(&mut self, k: String, deletes: &mut Vec<String>, work: &mut Work) {
+        let Some(old) = self.entries.remove(&k) else { return };
+        self.unlink_name(&k, old);
+        if !old.dir {
+            deletes.push(subject_for(&self.full(&k)).into_owned());
+            self.other_names(old.ino, &k, work);
+        }
+        self.changed.insert(k);
     }
 
     /// Every path below `dir` that the file system or the index holds goes on the work list.
@@ -428,14 +438,14 @@ impl LocalState {
             self.counts.unchanged += 1;
             return;
         }
-        if old.is_none_or(|o| !o.dir) && !new.dir && self.holds_below(rel) {
-            // Not a directory (any more): nothing can be below it.
-            self.remove_subtree(rel, deletes, work);
+        if !new.dir && old.is_none_or(|o| o.dir) {
+            // Not a directory (any more): nothing can be below it, though the index may hold
+            // paths there (a directory's, or ones events reported before anything compared
+            // this name). Its own entry is replaced below.
+            self.remove_below(rel, deletes, work);
         }
         if let Some(o) = old {
-            if o.dir && !new.dir {
-                self.remove_subtree(rel, deletes, work);
-            } else if !o.dir && new.dir {
+            if !o.dir && new.dir {
                 deletes.push(subject_for(&self.full(rel)).into_owned());
             }
             if !o.dir {

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub use icicle_core::rng::Rng;
 use serde_json::Value;
@@ -217,4 +218,73 @@ pub fn kafka() -> String {
     std::fs::read_to_string(&f)
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
+}
+
+/// The monitor's `RUST_LOG` (`ICICLE_TEST_MONITOR_RUST_LOG`, e.g.
+/// `icicle_plugins_local=trace,info` to trace every event and compare).
+pub fn monitor_log_filter() -> String {
+    std::env::var("ICICLE_TEST_MONITOR_RUST_LOG").unwrap_or_else(|_| "info".into())
+}
+
+/// Start `icicle monitor --until-idle IDLE` on the local monitor `cfg` (state in `tmp/state`,
+/// log in `tmp/monitor.log`); wait until its seed walk is delivered.
+pub fn start_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
+    let log = std::fs::File::create(tmp.join("monitor.log")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "--json", "--until-idle", &idle.to_string(), "-c", cfg.to_str().unwrap()])
+        .env("RUST_LOG", monitor_log_filter())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("run icicle");
+    let ready = tmp.join("state/local.checkpoint.json");
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the monitor never checkpointed its seed walk: {}", log_of(tmp));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+pub fn log_of(tmp: &Path) -> String {
+    std::fs::read_to_string(tmp.join("monitor.log")).unwrap_or_default()
+}
+
+/// Wait for the monitor to exit on its own (idle); its JSON report.
+pub fn finish(tmp: &Path, child: Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "monitor failed: {}", log_of(tmp));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("report: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Give `p` a random POSIX access ACL (some of `uids` and `gids` named, a mask), written as
+/// the kernel's xattr; the kernel sets the mode's group bits to the mask.
+pub fn set_random_acl(p: &Path, rng: &mut Rng, uids: &[u32], gids: &[u32]) {
+    use std::os::unix::fs::MetadataExt;
+    let mode = std::fs::symlink_metadata(p).unwrap().mode();
+    let bits = |rng: &mut Rng| rng.below(8) as u16;
+    let mut entries: Vec<(u16, u16, u32)> = vec![(0x01, ((mode >> 6) & 7) as u16, u32::MAX)];
+    for &u in uids {
+        if rng.below(3) == 0 {
+            entries.push((0x02, bits(rng), u));
+        }
+    }
+    entries.push((0x04, bits(rng), u32::MAX));
+    for &g in gids {
+        if rng.below(3) == 0 {
+            entries.push((0x08, bits(rng), g));
+        }
+    }
+    entries.push((0x10, bits(rng), u32::MAX));
+    entries.push((0x20, (mode & 7) as u16, u32::MAX));
+    let mut xattr = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        xattr.extend_from_slice(&tag.to_le_bytes());
+        xattr.extend_from_slice(&perm.to_le_bytes());
+        xattr.extend_from_slice(&id.to_le_bytes());
+    }
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: NUL-terminated strings and a buffer of the length passed.
+    let r = unsafe { libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0) };
+    assert_eq!(r, 0, "setxattr {}: {}", p.display(), std::io::Error::last_os_error());
 }

@@ -9,13 +9,13 @@ use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
-use crate::event::{LocalEvent, RescanReason};
+use crate::event::LocalEvent;
 use crate::fanotify_events::EventParser;
 pub use crate::fanotify_events::FanotifyCounts;
+use crate::mounts::{Mount, MountTable};
 use crate::LocalError;
 
 const MASK: u64 = libc::FAN_CREATE
@@ -29,9 +29,6 @@ const MASK: u64 = libc::FAN_CREATE
     | libc::FAN_MOVE_SELF
     | libc::FAN_ONDIR;
 
-/// How often the mounts at or below the root are read again.
-pub const MOUNT_CHECK: Duration = Duration::from_secs(2);
-
 /// A fanotify group with a filesystem mark on the root's file system and on each file system
 /// mounted below the root.
 pub struct Fanotify {
@@ -43,9 +40,8 @@ pub struct Fanotify {
     /// The other file systems marked, by id: device and a mount point below the root (opened
     /// only to resolve a handle, so the monitor never keeps a mount busy).
     marked: HashMap<[u8; 8], (u64, PathBuf)>,
-    /// The mounts at or below the root when last read (mount id, mount point).
-    mounts: Vec<(u64, PathBuf)>,
-    mounts_read: Instant,
+    /// The mounts at or below the root.
+    mounts: MountTable,
     buf: Vec<u8>,
     /// Turns what is read into events, and counts what it drops.
     pub parser: EventParser,
@@ -79,15 +75,15 @@ impl Fanotify {
             root_fsid,
             root_fd,
             marked: HashMap::new(),
-            mounts: Vec::new(),
-            mounts_read: Instant::now(),
+            mounts: MountTable::new(root),
             buf: vec![0u8; 256 * 1024],
             parser: EventParser::new(root, lru_capacity),
             more: false,
         };
         f.parser.counts.marked_file_systems = 1;
         // What is mounted below the root now is walked with it: marked, not rescanned.
-        f.check_mounts(&mut Vec::new(), false);
+        let known = f.mounts.known().to_vec();
+        f.mark_mounts(&known);
         Ok(f)
     }
 
@@ -117,13 +113,10 @@ impl Fanotify {
         Ok(())
     }
 
-    /// Read the mounts at or below the root again: a file system mounted since is marked, and
-    /// (`rescan`) the directories of mounts that came or went are compared again.
-    fn check_mounts(&mut self, out: &mut Vec<LocalEvent>, rescan: bool) {
-        self.mounts_read = Instant::now();
-        let now = crate::mounts::current(&self.root);
-        let new: Vec<(u64, PathBuf)> = now.iter().filter(|m| !self.mounts.contains(m)).cloned().collect();
-        for (_, m) in &new {
+    /// Mark the file systems of `mounts` (those below the root); a failure is logged and
+    /// counted.
+    fn mark_mounts(&mut self, mounts: &[Mount]) {
+        for (_, m) in mounts {
             if *m == self.root {
                 continue;
             }
@@ -132,17 +125,6 @@ impl Fanotify {
                 tracing::warn!(message = "a file system mounted below the root cannot be marked: its changes are not reported until a restart or an overflow rescans the root", mount = %m.display(), error = %e);
             }
         }
-        // A file system no longer mounted below the root is resolved no more.
-        self.marked.retain(|_, (_, at)| now.iter().any(|(_, m)| m == at));
-        if rescan {
-            for (_, m) in new.iter().chain(self.mounts.iter().filter(|m| !now.contains(m))) {
-                if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()) {
-                    tracing::info!(message = "a mount below the root came or went; rescanning its directory", mount = %m.display());
-                    out.push(LocalEvent::Rescan(rel.to_string(), RescanReason::Mount));
-                }
-            }
-        }
-        self.mounts = now;
     }
 
     /// Wait until events can be read.
@@ -156,9 +138,13 @@ impl Fanotify {
     pub fn read(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
         let mut total = 0;
         self.more = false;
-        if self.mounts_read.elapsed() >= MOUNT_CHECK {
+        if let Some(changes) = self.mounts.changes(false) {
+            self.mark_mounts(&changes.came);
+            // A file system no longer mounted below the root is resolved no more.
+            let now = self.mounts.known();
+            self.marked.retain(|_, (_, at)| now.iter().any(|(_, m)| m == at));
             let before = out.len();
-            self.check_mounts(out, true);
+            self.mounts.rescans(&changes, out);
             total += out.len() - before;
         }
         for reads in 0.. {

@@ -3,7 +3,10 @@
 //! so files created before the watch are found by the walk and later ones by the watch. A
 //! directory moved away loses its watches (its new place, if under the root, gets new ones). An
 //! overflow (`IN_Q_OVERFLOW`) re-adds watches everywhere and rescans the root; a watch that
-//! cannot be added (`max_user_watches`) has its directory rescanned, and is counted.
+//! cannot be added (`max_user_watches`) has its directory rescanned, and is counted. A file
+//! system mounted below the root while it runs (found in the mount table, read every
+//! [`MOUNT_CHECK`](crate::mounts::MOUNT_CHECK) and at once on `IN_UNMOUNT`) gets watches and
+//! its directory rescanned; an unmount rescans what it uncovered.
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
@@ -13,6 +16,7 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use tokio::io::unix::AsyncFd;
 
 use crate::event::{LocalEvent, RescanReason};
+use crate::mounts::MountTable;
 use crate::LocalError;
 
 /// Counters of the inotify reader.
@@ -37,6 +41,10 @@ pub struct InotifyWatch {
     by_wd: HashMap<WatchDescriptor, String>,
     by_path: HashMap<String, WatchDescriptor>,
     buf: Vec<u8>,
+    /// The mounts at or below the root.
+    mounts: MountTable,
+    /// A watched file system was unmounted (`IN_UNMOUNT`): read the mount table now.
+    unmounted: bool,
     /// What was read, added and lost.
     pub counts: InotifyCounts,
     /// The last `read` stopped at its bound with events still queued.
@@ -72,6 +80,8 @@ impl InotifyWatch {
             by_wd: HashMap::new(),
             by_path: HashMap::new(),
             buf: vec![0u8; 256 * 1024],
+            mounts: MountTable::new(root),
+            unmounted: false,
             counts: InotifyCounts::default(),
             more: false,
         };
@@ -143,6 +153,18 @@ impl InotifyWatch {
     pub fn read(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
         let mut total = 0;
         self.more = false;
+        if let Some(changes) = self.mounts.changes(std::mem::take(&mut self.unmounted)) {
+            let before = out.len();
+            // A new mount's directories (or those an unmount uncovered) are watched before
+            // the state walks them.
+            for (_, m) in changes.came.iter().chain(&changes.went) {
+                if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()).map(str::to_string) {
+                    self.watch_tree(&rel, out);
+                }
+            }
+            self.mounts.rescans(&changes, out);
+            total += out.len() - before;
+        }
         for reads in 0.. {
             // Under a steady stream the queue never drains: hand back a bounded amount.
             if reads == crate::MAX_READS_PER_POLL {
@@ -177,6 +199,10 @@ impl InotifyWatch {
             tracing::warn!(message = "inotify queue overflow: events were lost; re-adding watches and rescanning the root", root = %self.root.display());
             self.watch_tree("", out);
             out.push(LocalEvent::Rescan(String::new(), RescanReason::Overflow));
+            return;
+        }
+        if m.contains(EventMask::UNMOUNT) {
+            self.unmounted = true;
             return;
         }
         if m.contains(EventMask::IGNORED) {

@@ -1,9 +1,72 @@
-//! The file systems mounted at or below a root (`/proc/self/mountinfo`), and a file system's id
-//! as fanotify reports it (`statfs`'s `f_fsid`).
+//! The file systems mounted at or below a root (`/proc/self/mountinfo`), read again every
+//! [`MOUNT_CHECK`] by both backends, and a file system's id as fanotify reports it (`statfs`'s
+//! `f_fsid`).
 
 use std::ffi::CString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::event::{LocalEvent, RescanReason};
+
+/// How often the mounts at or below the root are read again.
+pub const MOUNT_CHECK: Duration = Duration::from_secs(2);
+
+/// A mount: its id (telling a file system mounted again at the same point from the one that
+/// was there) and its mount point.
+pub type Mount = (u64, PathBuf);
+
+/// The mounts at or below a root as last read.
+pub struct MountTable {
+    root: PathBuf,
+    known: Vec<Mount>,
+    read_at: Instant,
+}
+
+/// What changed between two reads of the mount table.
+pub struct MountChanges {
+    /// Mounted since the last read.
+    pub came: Vec<Mount>,
+    /// Unmounted since the last read.
+    pub went: Vec<Mount>,
+}
+
+impl MountTable {
+    /// The mounts at or below `root` now.
+    pub fn new(root: &Path) -> MountTable {
+        MountTable { root: root.to_path_buf(), known: current(root), read_at: Instant::now() }
+    }
+
+    /// The mounts as last read.
+    pub fn known(&self) -> &[Mount] {
+        &self.known
+    }
+
+    /// When [`MOUNT_CHECK`] has passed since the last read (or `now`), read again and say
+    /// what came and went.
+    pub fn changes(&mut self, now: bool) -> Option<MountChanges> {
+        if !now && self.read_at.elapsed() < MOUNT_CHECK {
+            return None;
+        }
+        self.read_at = Instant::now();
+        let fresh = current(&self.root);
+        let came = fresh.iter().filter(|m| !self.known.contains(m)).cloned().collect();
+        let went = self.known.iter().filter(|m| !fresh.contains(m)).cloned().collect();
+        self.known = fresh;
+        Some(MountChanges { came, went })
+    }
+
+    /// The directory (relative to the root) of each mount that came or went, rescanned: what
+    /// the index holds there was hidden or uncovered.
+    pub fn rescans(&self, changes: &MountChanges, out: &mut Vec<LocalEvent>) {
+        for (_, m) in changes.came.iter().chain(&changes.went) {
+            if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()) {
+                tracing::info!(message = "a mount below the root came or went; rescanning its directory", mount = %m.display());
+                out.push(LocalEvent::Rescan(rel.to_string(), RescanReason::Mount));
+            }
+        }
+    }
+}
 
 /// Undo mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
 fn unescape(field: &str) -> PathBuf {
@@ -28,8 +91,8 @@ fn unescape(field: &str) -> PathBuf {
 
 /// Mounts at or below `root` in `mountinfo` text: (mount id, mount point), sorted, each once.
 /// The id tells a file system mounted again at the same point from the one that was there.
-pub fn mount_points_below(mountinfo: &str, root: &Path) -> Vec<(u64, PathBuf)> {
-    let mut v: Vec<(u64, PathBuf)> = mountinfo
+pub fn mount_points_below(mountinfo: &str, root: &Path) -> Vec<Mount> {
+    let mut v: Vec<Mount> = mountinfo
         .lines()
         .filter_map(|l| {
             let mut f = l.split(' ');
@@ -44,7 +107,7 @@ pub fn mount_points_below(mountinfo: &str, root: &Path) -> Vec<(u64, PathBuf)> {
 }
 
 /// The mounts at or below `root` now (none when mountinfo cannot be read).
-pub fn current(root: &Path) -> Vec<(u64, PathBuf)> {
+fn current(root: &Path) -> Vec<Mount> {
     std::fs::read_to_string("/proc/self/mountinfo").map(|m| mount_points_below(&m, root)).unwrap_or_default()
 }
 

@@ -14,6 +14,7 @@ use icicle_core::IcicleError;
 use crate::event::{LocalEvent, RescanReason};
 use crate::fanotify::{Fanotify, FanotifyCounts};
 use crate::inotify_backend::{InotifyCounts, InotifyWatch};
+use crate::mounts::MOUNT_CHECK;
 
 /// The open kernel interface.
 pub enum Reader {
@@ -126,11 +127,8 @@ impl ChangeStream for LocalStream {
                 tokio::task::yield_now().await;
                 continue;
             }
-            // fanotify reads the mounts below the root again every MOUNT_CHECK, idle or not.
-            let left = match &self.reader {
-                Reader::Fanotify(_) => Some(left.map_or(crate::fanotify::MOUNT_CHECK, |l| l.min(crate::fanotify::MOUNT_CHECK))),
-                Reader::Inotify(_) => left,
-            };
+            // Both backends read the mounts below the root again every MOUNT_CHECK, idle or not.
+            let left = Some(left.map_or(MOUNT_CHECK, |l| l.min(MOUNT_CHECK)));
             let ready = async {
                 match left {
                     Some(d) => tokio::time::timeout(d, self.readable()).await.unwrap_or(Ok(())),

@@ -11,6 +11,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
+use common::set_random_acl;
 use icicle_core::access::{can_see, AccessPolicy, Acl, Asker, Named, Perm};
 use icicle_testkit::gen::Rng;
 
@@ -20,37 +21,6 @@ const GIDS: [u32; 3] = [42001, 42002, 42003];
 fn perm(p: &Path) -> Perm {
     let m = std::fs::symlink_metadata(p).unwrap();
     Perm { mode: m.mode(), uid: m.uid(), gid: m.gid(), acl: Acl::read(p).map(std::sync::Arc::new) }
-}
-
-/// Give `p` a random POSIX access ACL (named test users and groups, a mask), written as the
-/// kernel's xattr; the kernel sets the mode's group bits to the mask.
-fn set_random_acl(p: &Path, rng: &mut Rng) {
-    let mode = std::fs::symlink_metadata(p).unwrap().mode();
-    let bits = |rng: &mut Rng| rng.below(8) as u16;
-    let mut entries: Vec<(u16, u16, u32)> = vec![(0x01, ((mode >> 6) & 7) as u16, u32::MAX)];
-    for &u in &UIDS {
-        if rng.below(3) == 0 {
-            entries.push((0x02, bits(rng), u));
-        }
-    }
-    entries.push((0x04, bits(rng), u32::MAX));
-    for &g in &GIDS {
-        if rng.below(3) == 0 {
-            entries.push((0x08, bits(rng), g));
-        }
-    }
-    entries.push((0x10, bits(rng), u32::MAX));
-    entries.push((0x20, (mode & 7) as u16, u32::MAX));
-    let mut xattr = 2u32.to_le_bytes().to_vec();
-    for (tag, perm, id) in entries {
-        xattr.extend_from_slice(&tag.to_le_bytes());
-        xattr.extend_from_slice(&perm.to_le_bytes());
-        xattr.extend_from_slice(&id.to_le_bytes());
-    }
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: NUL-terminated strings and a buffer of the length passed.
-    let r = unsafe { libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0) };
-    assert_eq!(r, 0, "setxattr {}: {}", p.display(), std::io::Error::last_os_error());
 }
 
 /// Directories from `/` down to `file`'s parent.
@@ -89,7 +59,7 @@ fn build(root: &Path, rng: &mut Rng, files: usize, acl_one_in: u64) -> Vec<PathB
     if acl_one_in > 0 {
         for p in dirs.iter().skip(1).chain(&out) {
             if rng.below(acl_one_in) == 0 {
-                set_random_acl(p, rng);
+                set_random_acl(p, rng, &UIDS, &GIDS);
             }
         }
     }

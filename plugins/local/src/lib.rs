@@ -6,6 +6,7 @@
 //! rescan, never a silent gap.
 
 mod config;
+mod dir_access;
 mod entries_log;
 mod error;
 pub mod event;

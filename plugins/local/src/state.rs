@@ -24,6 +24,7 @@ use icicle_core::IcicleError;
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 use serde::{Deserialize, Serialize};
 
+use crate::dir_access::DirAccess;
 use crate::entries_log::{EntriesLog, Fields};
 use crate::event::{LocalEvent, RescanReason};
 use crate::LocalError;
@@ -117,6 +118,8 @@ pub struct LocalState {
     carry: bool,
     /// Visibility follows POSIX permissions: judged along the directories at emit time.
     posix: bool,
+    /// The directories' ACLs and the root's access (under `posix` only).
+    access: DirAccess,
     /// The entries on disk, written in proportion to what changed (none: the checkpoint holds
     /// every entry).
     log: Option<EntriesLog>,
@@ -138,6 +141,9 @@ struct Checkpoint {
     /// The entries files' generation and the bytes of its log this checkpoint covers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     entries_log: Option<(u64, u64)>,
+    /// The directories' ACLs and the root's access (posix visibility).
+    #[serde(default, skip_serializing_if = "DirAccess::is_empty")]
+    access: DirAccess,
 }
 
 impl From<Print> for Fields {
@@ -249,6 +255,7 @@ impl LocalState {
             fresh: Vec::new(),
             carry: false,
             posix: false,
+            access: DirAccess::default(),
             log: None,
             changed: HashSet::new(),
             emit_limit: DEFAULT_EMIT_LIMIT,
@@ -353,7 +360,9 @@ impl LocalState {
     fn forget(&mut self, k: String, deletes: &mut Vec<String>, work: &mut Work) {
         let Some(old) = self.entries.remove(&k) else { return };
         self.unlink_name(&k, old);
-        if !old.dir {
+        if old.dir {
+            self.access.forget(&k);
+        } else {
             deletes.push(subject_for(&self.full(&k)).into_owned());
             self.other_names(old.ino, &k, work);
         }
@@ -372,9 +381,18 @@ impl LocalState {
         if reason != RescanReason::NewDirectory {
             tracing::info!(message = "rescanning", root = %self.root.display(), dir = %dir, reason = ?reason);
         }
+        // The root's mode, owners or ACL changed while the monitor was not running.
+        if dir.is_empty() && self.posix && self.access.note_root(&self.root) {
+            self.republish_below(dir, work);
+        }
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
-            walk(&root, dir, &mut not_utf8, &mut |rel, md| self.insert(&rel, Print::of(md)));
+            walk(&root, dir, &mut not_utf8, &mut |rel, md| {
+                self.insert(&rel, Print::of(md));
+                if self.posix && md.is_dir() {
+                    self.access.note(&root, &rel);
+                }
+            });
             self.counts.not_utf8 += not_utf8;
             return;
         }
@@ -394,7 +412,7 @@ impl LocalState {
     /// Every file the index holds below `dir` is published again (its visibility may differ).
     fn republish_below(&mut self, dir: &str, work: &mut Work) {
         work.chains.clear();
-        let below = format!("{dir}/");
+        let below = if dir.is_empty() { String::new() } else { format!("{dir}/") };
         let files: Vec<String> =
             self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).filter(|(_, p)| !p.dir).map(|(k, _)| k.clone()).collect();
         for f in files {
@@ -412,6 +430,11 @@ impl LocalState {
     /// Compare one path with the file system.
     fn compare(&mut self, rel: &str, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
         if rel.is_empty() {
+            // The root is no entry; under posix its mode, owners and ACL decide who sees
+            // everything.
+            if self.posix && self.access.note_root(&self.root) {
+                self.republish_below(rel, work);
+            }
             return;
         }
         self.counts.compared += 1;
@@ -434,7 +457,9 @@ impl LocalState {
         let new = Print::of(&md);
         tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
         let arrived = work.directories.contains(rel);
-        if old == Some(new) && !work.force.contains(rel) && !(arrived && new.dir) {
+        // Forced (a directory above changed) only once: it may be queued twice.
+        let forced = work.force.contains(rel) && !work.sent.contains(rel);
+        if old == Some(new) && !forced && !(arrived && new.dir) {
             self.counts.unchanged += 1;
             return;
         }
@@ -458,8 +483,10 @@ impl LocalState {
             if arrived || old.is_none_or(|o| !o.dir || o.ino != new.ino) {
                 self.rescan(rel, RescanReason::NewDirectory, work);
             }
-            // Who may see what is below it changed (also for one that left and came back).
-            if self.posix && old.is_some_and(|o| o.dir && !o.same_access(&new)) {
+            // Who may see what is below it changed (also for one that left and came back): its
+            // mode, owners or ACL (an ACL-only change shows as a ctime change).
+            let acl_changed = self.posix && self.access.note(&self.root, rel);
+            if self.posix && old.is_some_and(|o| o.dir && (!o.same_access(&new) || acl_changed)) {
                 self.republish_below(rel, work);
             }
             return;
@@ -559,6 +586,7 @@ impl ChangeState for LocalState {
                 self.insert(&rel, print_of(fields));
             }
         }
+        self.access = cp.access;
         // As on disk already.
         self.changed.clear();
         self.restored = true;
@@ -595,10 +623,10 @@ impl ChangeState for LocalState {
         let cp = match self.log.as_ref().filter(|l| l.position().0 > 0) {
             Some(log) => {
                 log.sync()?;
-                Checkpoint { root, entries: Vec::new(), entries_log: Some(log.position()) }
+                Checkpoint { root, entries: Vec::new(), entries_log: Some(log.position()), access: self.access.clone() }
             }
             // No entries files (or none written yet): every entry inline.
-            None => Checkpoint { root, entries: self.entries.iter().map(|(k, v)| row(k, v)).collect(), entries_log: None },
+            None => Checkpoint { root, entries: self.entries.iter().map(|(k, v)| row(k, v)).collect(), entries_log: None, access: self.access.clone() },
         };
         Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)
     }

@@ -105,13 +105,7 @@ async fn a_restart_compares_the_checkpoint_and_the_fresh_paths() {
     assert_eq!(e.chunk.len(), 0, "`same` is unchanged");
 }
 
-#[test]
-fn a_directory_mode_change_republishes_what_is_below_under_posix_visibility() {
-    use std::os::unix::fs::PermissionsExt;
-    let t = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(t.path().join("d/e")).unwrap();
-    std::fs::write(t.path().join("d/e/f"), b"1").unwrap();
-    std::fs::write(t.path().join("d/g"), b"1").unwrap();
+fn posix_state(root: &Path, seed_emit: bool) -> LocalState {
     let policy = RecordPolicy {
         visible_to: vec![VisibleTo::Public],
         access: Some(icicle_core::access::AccessPolicy::Posix),
@@ -120,13 +114,99 @@ fn a_directory_mode_change_republishes_what_is_below_under_posix_visibility() {
         version: "t".into(),
         ..Default::default()
     };
-    let mut s = LocalState::new(t.path().to_path_buf(), String::new(), PrimaryEncoder::new(Arc::new(policy)), true).with_posix(true);
+    LocalState::new(root.to_path_buf(), String::new(), PrimaryEncoder::new(Arc::new(policy)), seed_emit).with_posix(true)
+}
+
+#[test]
+fn a_directory_mode_change_republishes_what_is_below_under_posix_visibility() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("d/e")).unwrap();
+    std::fs::write(t.path().join("d/e/f"), b"1").unwrap();
+    std::fs::write(t.path().join("d/g"), b"1").unwrap();
+    let mut s = posix_state(t.path(), true);
     let e = s.apply_events(seed()).unwrap();
     assert_eq!(e.chunk.len(), 2);
     std::fs::set_permissions(t.path().join("d"), std::fs::Permissions::from_mode(0o700)).unwrap();
     let e = s.apply_events(vec![changed("d")]).unwrap();
     assert_eq!(e.chunk.len(), 2, "both files below are judged again: {:?}", s.counts);
     assert_eq!(s.counts.reevaluated, 2);
+}
+
+/// Give `path` an access ACL naming user 4321 (`None`: remove it).
+fn set_acl(path: &Path, user_bits: Option<u16>) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    let name = c"system.posix_acl_access";
+    let Some(bits) = user_bits else {
+        // SAFETY: both strings are NUL-terminated.
+        assert_eq!(unsafe { libc::removexattr(c.as_ptr(), name.as_ptr()) }, 0, "{}", std::io::Error::last_os_error());
+        return;
+    };
+    let mut x = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in [(1u16, 7u16, u32::MAX), (2, bits, 4321), (4, 5, u32::MAX), (0x10, 7, u32::MAX), (0x20, 5, u32::MAX)] {
+        x.extend(tag.to_le_bytes());
+        x.extend(perm.to_le_bytes());
+        x.extend(id.to_le_bytes());
+    }
+    // SAFETY: both strings are NUL-terminated; x is a valid buffer of its length.
+    let r = unsafe { libc::setxattr(c.as_ptr(), name.as_ptr(), x.as_ptr().cast(), x.len(), 0) };
+    assert_eq!(r, 0, "setxattr {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// An ACL-only change of a directory (its mode and owners unchanged) republishes what is below
+/// it; a change of what it holds does not; an ACL that was there at a checkpoint and is
+/// removed while the monitor is down is noticed after the restart.
+#[tokio::test]
+async fn a_directory_acl_change_republishes_what_is_below_under_posix_visibility() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("d/e")).unwrap();
+    std::fs::write(r.join("d/e/f"), b"1").unwrap();
+    std::fs::write(r.join("d/g"), b"1").unwrap();
+    std::fs::write(r.join("h"), b"1").unwrap();
+    let mut s = posix_state(r, false);
+    s.apply_events(seed()).unwrap();
+    set_acl(&r.join("d"), Some(5));
+    let e = s.apply_events(vec![changed("d")]).unwrap();
+    assert_eq!((e.chunk.len(), s.counts.reevaluated), (2, 2), "{:?}", s.counts);
+    std::fs::write(r.join("d/new"), b"1").unwrap();
+    let e = s.apply_events(vec![changed("d"), changed("d/new")]).unwrap();
+    assert_eq!((e.chunk.len(), s.counts.reevaluated), (1, 2), "only the new file: {:?}", s.counts);
+    set_acl(&r.join("d"), Some(0));
+    let e = s.apply_events(vec![changed("d")]).unwrap();
+    assert_eq!((e.chunk.len(), s.counts.reevaluated), (3, 5), "{:?}", s.counts);
+    let cp = s.checkpoint(&0).unwrap();
+    set_acl(&r.join("d"), None);
+    let mut again = posix_state(r, false);
+    again.restore(Some(cp), Vec::new()).await.unwrap();
+    let e = again.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Restart)]).unwrap();
+    assert_eq!((e.chunk.len(), again.counts.reevaluated), (3, 3), "{:?}", again.counts);
+}
+
+/// The root is no entry: a change of its own mode republishes everything, at once and after
+/// a restart.
+#[tokio::test]
+async fn a_change_of_the_root_s_mode_republishes_everything_under_posix_visibility() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("root");
+    std::fs::create_dir_all(r.join("d")).unwrap();
+    std::fs::write(r.join("d/f"), b"1").unwrap();
+    std::fs::write(r.join("g"), b"1").unwrap();
+    let mut s = posix_state(&r, false);
+    s.apply_events(seed()).unwrap();
+    let e = s.apply_events(vec![changed("")]).unwrap();
+    assert_eq!(e.chunk.len(), 0, "unchanged");
+    std::fs::set_permissions(&r, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let e = s.apply_events(vec![changed("")]).unwrap();
+    assert_eq!((e.chunk.len(), s.counts.reevaluated), (2, 2), "{:?}", s.counts);
+    let cp = s.checkpoint(&0).unwrap();
+    std::fs::set_permissions(&r, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut again = posix_state(&r, false);
+    again.restore(Some(cp), Vec::new()).await.unwrap();
+    let e = again.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Restart)]).unwrap();
+    assert_eq!((e.chunk.len(), again.counts.reevaluated), (2, 2), "{:?}", again.counts);
 }
 
 fn directory(p: &str) -> LocalEvent {

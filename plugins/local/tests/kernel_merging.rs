@@ -1,0 +1,84 @@
+//! What the kernel's fanotify queue does to event order, with real events (as root): an event
+//! joins an earlier queued one with the same directory and name, so "create then delete" and
+//! "delete then create" of one name arrive as the same single event. This is why the local
+//! monitor reconciles each reported name with the file system instead of replaying events in
+//! order through a rule table (docs/local-monitor.md, "Why not the Lustre rule table").
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Whether this can run (as root); under CI not being root is a failure, not a skip.
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() == 0 };
+    assert!(root || std::env::var_os("CI").is_none(), "CI must run this as root (a fanotify filesystem mark)");
+    root
+}
+
+/// A fanotify group reporting directory handles and names, marking the file system of `dir`.
+fn group(dir: &Path) -> OwnedFd {
+    let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID;
+    // SAFETY: plain system calls; the descriptor is owned at once.
+    let fd = unsafe { libc::fanotify_init(flags, libc::O_RDONLY as u32) };
+    assert!(fd >= 0, "fanotify_init: {}", std::io::Error::last_os_error());
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    let mask = libc::FAN_CREATE | libc::FAN_DELETE | libc::FAN_MOVED_FROM | libc::FAN_MOVED_TO | libc::FAN_ONDIR;
+    // SAFETY: c is NUL-terminated; fd is a fanotify group.
+    let r = unsafe { libc::fanotify_mark(fd.as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, mask, libc::AT_FDCWD, c.as_ptr()) };
+    assert_eq!(r, 0, "fanotify_mark: {}", std::io::Error::last_os_error());
+    fd
+}
+
+/// The masks of the events queued now whose name is `name` (the info record's name is the
+/// last bytes of each event, NUL-padded).
+fn masks_for(fd: &OwnedFd, name: &str) -> Vec<u64> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut masks = Vec::new();
+    loop {
+        // SAFETY: buf is a valid writable buffer of its length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return masks;
+        }
+        let data = &buf[..n as usize];
+        let meta = std::mem::size_of::<libc::fanotify_event_metadata>();
+        let mut off = 0;
+        while off + meta <= data.len() {
+            // SAFETY: at least `meta` bytes remain; read_unaligned copes with alignment.
+            let m: libc::fanotify_event_metadata = unsafe { std::ptr::read_unaligned(data[off..].as_ptr().cast()) };
+            let len = (m.event_len as usize).max(meta);
+            let event = &data[off..(off + len).min(data.len())];
+            let trimmed = event.iter().rposition(|b| *b != 0).map_or(&event[..0], |i| &event[..=i]);
+            if trimmed.ends_with(format!("\0{name}").as_bytes()) || trimmed.ends_with(name.as_bytes()) {
+                masks.push(m.mask);
+            }
+            off += len;
+        }
+    }
+}
+
+#[test]
+fn create_then_delete_and_delete_then_create_arrive_as_the_same_single_event() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let fd = group(t.path());
+    // Created, then removed: nothing is left to index.
+    std::fs::write(t.path().join("transient"), b"1").unwrap();
+    std::fs::remove_file(t.path().join("transient")).unwrap();
+    let create_delete = masks_for(&fd, "transient");
+    // An existing file removed, then a new one created at the name: the new one must be indexed.
+    std::fs::write(t.path().join("replaced"), b"1").unwrap();
+    let _ = masks_for(&fd, "replaced");
+    std::fs::remove_file(t.path().join("replaced")).unwrap();
+    std::fs::write(t.path().join("replaced"), b"2").unwrap();
+    let delete_create = masks_for(&fd, "replaced");
+    let both = libc::FAN_CREATE | libc::FAN_DELETE;
+    assert_eq!(create_delete, vec![both], "create, delete: one merged event");
+    assert_eq!(delete_create, vec![both], "delete, create: the same one merged event");
+}

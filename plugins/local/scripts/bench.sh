@@ -4,6 +4,8 @@
 #   cargo build --release --bin icicle && cargo build --bin icicle-testkit)
 # KIND=rmtree: instead, OPS directories (100 per parent) with a file each are created and then
 # removed with `rm -rf` (every directory removal forgets the cached handles below it).
+# KIND=seed: OPS empty files (100 per directory) exist before the start; the monitor's seed walk
+# publishes them (peak_rss_mb is the point of this one).
 # Prints one JSON line: kernel events read (fanotify: the whole file system's, outside_root
 # included), events applied, updates, batches, the monitor's user and system CPU seconds.
 set -euo pipefail
@@ -15,6 +17,17 @@ TESTKIT=${TESTKIT:-$TOP/target/debug/icicle-testkit}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/fs"
+if [ "${KIND:-filebench}" = seed ]; then
+    python3 - "$T/fs/tree" "$OPS" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(0, n, 100):
+    d = os.path.join(root, f"d{i // 100}")
+    os.makedirs(d)
+    for j in range(i, min(i + 100, n)):
+        open(os.path.join(d, f"f{j}"), "w").close()
+PY
+fi
 cat > "$T/c.toml" <<EOT
 [records]
 visible_to = ["public"]
@@ -29,9 +42,11 @@ fallback = false
 [sinks.o]
 type = "blackhole"
 EOT
-/usr/bin/time -f "%U %S" -o "$T/time" "$ICICLE" monitor --json --until-idle 2 -c "$T/c.toml" > "$T/report.json" 2> "$T/log" &
+/usr/bin/time -f "%U %S %M" -o "$T/time" "$ICICLE" monitor --json --until-idle 2 -c "$T/c.toml" > "$T/report.json" 2> "$T/log" &
 while [ ! -f "$T/state/local.checkpoint.json" ]; do sleep 0.05; done
-if [ "${KIND:-filebench}" = rmtree ]; then
+if [ "${KIND:-filebench}" = seed ]; then
+    :
+elif [ "${KIND:-filebench}" = rmtree ]; then
     python3 - "$T/fs/tree" "$OPS" <<'PY'
 import os, sys
 root, n = sys.argv[1], int(sys.argv[2])
@@ -50,8 +65,8 @@ python3 - "$T" <<'PY'
 import json, sys
 t = sys.argv[1]
 r = json.load(open(t + '/report.json'))['local']
-u, s = map(float, open(t + '/time').read().split()[-2:])
+u, s, kb = map(float, open(t + '/time').read().split()[-3:])
 rd = r['reader'].get('fanotify') or r['reader'].get('inotify')
 print(json.dumps({'backend': r['backend'], 'kernel_events': rd['read'], 'outside_root': rd.get('outside_root', 0), 'applied': r['events'],
-                  'updates': r['updates'], 'batches': r['batches'], 'user_s': u, 'sys_s': s, 'events_per_cpu_s': round(rd['read'] / (u + s))}))
+                  'updates': r['updates'], 'batches': r['batches'], 'user_s': u, 'sys_s': s, 'events_per_cpu_s': round(rd['read'] / (u + s)), 'peak_rss_mb': round(kb / 1024)}))
 PY

@@ -11,6 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
+use crate::names::Name;
 use crate::LocalError;
 
 /// One entry: inode, size, mtime, ctime, directory, mode, uid, gid (see `state::Print`).
@@ -105,8 +106,8 @@ impl EntriesLog {
     /// every entry. Removes the generations before the one the last checkpoint names.
     pub fn record<'a>(
         &mut self,
-        changed: impl ExactSizeIterator<Item = &'a String>,
-        entries: &BTreeMap<String, impl Copy + Into<Fields>>,
+        changed: impl ExactSizeIterator<Item = &'a Name>,
+        entries: &BTreeMap<Name, impl Copy + Into<Fields>>,
     ) -> Result<(), LocalError> {
         self.remove_older();
         if self.log.is_none() || self.log_rows + changed.len() as u64 > self.base_rows.max(MIN_LOG_ROWS) {
@@ -132,19 +133,29 @@ impl EntriesLog {
     }
 
     /// Every entry into the base of a new generation, with an empty log.
-    fn start_generation(&mut self, entries: &BTreeMap<String, impl Copy + Into<Fields>>) -> Result<(), LocalError> {
+    fn start_generation(&mut self, entries: &BTreeMap<Name, impl Copy + Into<Fields>>) -> Result<(), LocalError> {
         let g = self.generation + 1;
         if self.generation == 0 {
             self.remove_older();
         }
-        let rows: Vec<(&str, Fields)> = entries.iter().map(|(k, v)| (k.as_str(), (*v).into())).collect();
-        let bytes = serde_json::to_vec(&rows).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
         let base = self.base_path(g);
-        icicle_core::durable::write_atomic(&base, &bytes).map_err(io(format!("writing {}", base.display())))?;
+        // Streamed row by row: a copy of every entry at once would be the state's peak.
+        let rows = |w: &mut std::io::BufWriter<&File>| -> std::io::Result<()> {
+            w.write_all(b"[")?;
+            for (i, (k, v)) in entries.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                let row: (&str, Fields) = (k, (*v).into());
+                serde_json::to_writer(&mut *w, &row)?;
+            }
+            w.write_all(b"]")
+        };
+        icicle_core::durable::stage(&base, true, rows).and_then(|s| s.commit(true)).map_err(io(format!("writing {}", base.display())))?;
         let log_path = self.log_path(g);
         let log = File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
         File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io(format!("fsync {}", self.dir.display())))?;
-        (self.generation, self.log, self.log_bytes, self.base_rows, self.log_rows) = (g, Some(log), 0, rows.len() as u64, 0);
+        (self.generation, self.log, self.log_bytes, self.base_rows, self.log_rows) = (g, Some(log), 0, entries.len() as u64, 0);
         Ok(())
     }
 
@@ -193,12 +204,12 @@ mod tests {
         let mut rng = icicle_core::rng::Rng::new(seed);
         let dir = tempfile::tempdir().unwrap();
         let mut log = EntriesLog::new(dir.path(), "m");
-        let mut entries: BTreeMap<String, Fields> = BTreeMap::new();
+        let mut entries: BTreeMap<Name, Fields> = BTreeMap::new();
         let mut generations = std::collections::BTreeSet::new();
         for batch in 0..300 {
             let mut changed = std::collections::HashSet::new();
             for _ in 0..rng.below(400) {
-                let k = format!("d{}/f{}", rng.below(20), rng.below(3000));
+                let k: Name = format!("d{}/f{}", rng.below(20), rng.below(3000)).into();
                 if rng.below(4) == 0 {
                     entries.remove(&k);
                 } else {
@@ -212,14 +223,15 @@ mod tests {
             generations.insert(g);
             // Not checkpointed: a batch appended past the position.
             let mut after = entries.clone();
-            let extra: Vec<String> = (0..5).map(|i| format!("after/{batch}/{i}")).collect();
+            let extra: Vec<Name> = (0..5).map(|i| format!("after/{batch}/{i}").into()).collect();
             for k in &extra {
                 after.insert(k.clone(), f(1));
             }
             let mut probe = EntriesLog::new(dir.path(), "m");
             if batch % 37 == 0 {
                 log.record(extra.iter(), &after).unwrap();
-                assert_eq!(probe.restore(g, bytes).unwrap(), entries, "seed {seed} batch {batch}");
+                let want: BTreeMap<String, Fields> = entries.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+                assert_eq!(probe.restore(g, bytes).unwrap(), want, "seed {seed} batch {batch}");
                 // Cut back: the restored log continues from the checkpoint's length.
                 assert_eq!(std::fs::metadata(dir.path().join(format!("m.entries-{g}.log"))).unwrap().len(), bytes);
                 log = probe;
@@ -228,7 +240,7 @@ mod tests {
         assert!(generations.len() > 2, "generations {generations:?} (seed {seed})");
         // Only the current generation's files are kept.
         let (g, _) = log.position();
-        log.record(std::iter::empty::<&String>(), &entries).unwrap();
+        log.record(std::iter::empty::<&Name>(), &entries).unwrap();
         assert_eq!(names(dir.path()), [format!("m.entries-{g}.json"), format!("m.entries-{g}.log")]);
     }
 
@@ -236,8 +248,8 @@ mod tests {
     fn a_log_shorter_than_the_checkpoint_says_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = EntriesLog::new(dir.path(), "m");
-        let entries: BTreeMap<String, Fields> = [("a".to_string(), f(1))].into();
-        log.record(std::iter::empty::<&String>(), &entries).unwrap();
+        let entries: BTreeMap<Name, Fields> = [("a".into(), f(1))].into();
+        log.record(std::iter::empty::<&Name>(), &entries).unwrap();
         let e = EntriesLog::new(dir.path(), "m").restore(1, 10).unwrap_err().to_string();
         assert!(e.contains("m.entries-1.log") && e.contains("shorter"), "{e}");
     }

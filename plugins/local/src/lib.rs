@@ -15,6 +15,7 @@ mod fanotify_events;
 mod handle_cache;
 mod inotify_backend;
 mod mounts;
+mod names;
 mod source;
 pub mod state;
 mod stream;

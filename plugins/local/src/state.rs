@@ -10,7 +10,8 @@
 //! So the result depends only on the file system at emit time and on which paths were
 //! reported, never on event order: events for things the seed walk already saw are idempotent.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::ops::Bound;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::dir_access::DirAccess;
 use crate::entries_log::{EntriesLog, Fields};
 use crate::event::{LocalEvent, RescanReason};
+use crate::names::{InodeNames, Name};
 use crate::LocalError;
 
 /// What the index holds for one path: enough to tell whether it changed.
@@ -100,8 +102,8 @@ pub struct LocalCounts {
 pub struct LocalState {
     root: PathBuf,
     prefix: String,
-    entries: BTreeMap<String, Print>,
-    by_ino: HashMap<u64, Vec<String>>,
+    entries: BTreeMap<Name, Print>,
+    by_ino: InodeNames,
     enc: PrimaryEncoder,
     seed_emit: bool,
     /// Counters, shared with the stream (which adds its own to the report).
@@ -112,7 +114,7 @@ pub struct LocalState {
     /// restart after a kill between delivery and checkpoint compares them too, so a path the
     /// index may hold but the checkpoint does not is deleted if it is gone by then.
     journal: Option<PathBuf>,
-    fresh: Vec<String>,
+    fresh: Vec<Name>,
     /// The restored journal's paths stay in it until the first batch after the restart is
     /// checkpointed.
     carry: bool,
@@ -124,7 +126,7 @@ pub struct LocalState {
     /// every entry).
     log: Option<EntriesLog>,
     /// Paths whose entry changed in this batch.
-    changed: HashSet<String>,
+    changed: HashSet<Name>,
     /// Updates and deletes at most in one emit.
     emit_limit: usize,
     /// What the last emit left to compare (its limit was reached).
@@ -164,12 +166,12 @@ fn row(k: &str, p: &Print) -> Row {
 
 /// One batch's work: paths to compare, in order, each once.
 struct Work {
-    queue: VecDeque<String>,
-    seen: HashSet<String>,
+    queue: VecDeque<Name>,
+    seen: HashSet<Name>,
     /// Published again even when unchanged (a directory above changed permissions).
-    force: HashSet<String>,
+    force: HashSet<Name>,
     /// Published in this batch (judged with the directories as they are now).
-    sent: HashSet<String>,
+    sent: HashSet<Name>,
     /// Directory permissions, as the file system has them during this emit.
     chains: ChainCache,
     /// Directories walked in this emit: everything below them is already queued.
@@ -196,7 +198,7 @@ impl Work {
         self.walked.contains("") || self.walked.contains(dir) || dir.match_indices('/').any(|(i, _)| self.walked.contains(&dir[..i]))
     }
 
-    fn push(&mut self, p: String) {
+    fn push(&mut self, p: Name) {
         if !self.seen.contains(&p) {
             self.seen.insert(p.clone());
             self.queue.push_back(p);
@@ -246,7 +248,7 @@ impl LocalState {
             root,
             prefix,
             entries: BTreeMap::new(),
-            by_ino: HashMap::new(),
+            by_ino: InodeNames::default(),
             enc,
             seed_emit,
             counts: LocalCounts::default(),
@@ -302,63 +304,61 @@ impl LocalState {
         format!("{}/{rel}", self.prefix)
     }
 
-    fn insert(&mut self, rel: &str, p: Print) {
-        self.changed.insert(rel.to_string());
-        if let Some(old) = self.entries.insert(rel.to_string(), p) {
-            self.unlink_name(rel, old);
+    /// The index holds `p` at `rel` (sharing the key the entries already have for it).
+    fn insert(&mut self, rel: Name, p: Print) {
+        let key = self.entries.get_key_value(&*rel).map_or(rel, |(k, _)| k.clone());
+        self.changed.insert(key.clone());
+        if let Some(old) = self.entries.insert(key.clone(), p) {
+            self.unlink_name(&key, old);
         }
         if !p.dir {
-            self.by_ino.entry(p.ino).or_default().push(rel.to_string());
+            self.by_ino.add(p.ino, key);
         }
     }
 
     fn unlink_name(&mut self, rel: &str, old: Print) {
-        if old.dir {
-            return;
+        if !old.dir {
+            self.by_ino.remove(old.ino, rel);
         }
-        if let Some(v) = self.by_ino.get_mut(&old.ino) {
-            v.retain(|n| n != rel);
-            if v.is_empty() {
-                self.by_ino.remove(&old.ino);
-            }
-        }
+    }
+
+    /// What the index holds strictly below `dir` (everything, for the root), in path order.
+    fn below(&self, dir: &str) -> impl Iterator<Item = (&Name, &Print)> {
+        let below = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        self.entries.range::<str, _>((Bound::Included(below.as_str()), Bound::Unbounded)).take_while(move |(k, _)| k.starts_with(&below))
     }
 
     /// The other names of inode `ino` go back on the work list, even those compared earlier
     /// in this batch (before this change: the event that reported it named another path).
     fn other_names(&self, ino: u64, rel: &str, work: &mut Work) {
-        if let Some(v) = self.by_ino.get(&ino) {
-            for n in v.iter().filter(|n| n.as_str() != rel) {
-                work.seen.remove(n);
-                work.push(n.clone());
-            }
+        for n in self.by_ino.get(ino).iter().filter(|n| &***n != rel) {
+            work.seen.remove(n);
+            work.push(n.clone());
         }
     }
 
     /// Whether the index holds anything below `rel`.
     fn holds_below(&self, rel: &str) -> bool {
-        let below = format!("{rel}/");
-        self.entries.range(below.clone()..).next().is_some_and(|(k, _)| k.starts_with(&below))
+        self.below(rel).next().is_some()
     }
 
     /// Forget `rel` and everything below it; deletes for what was published.
-    fn remove_subtree(&mut self, rel: &str, deletes: &mut Vec<String>, work: &mut Work) {
+    fn remove_subtree(&mut self, rel: &Name, deletes: &mut Vec<String>, work: &mut Work) {
         self.remove_below(rel, deletes, work);
-        self.forget(rel.to_string(), deletes, work);
+        self.forget(rel.clone(), deletes, work);
     }
 
     /// Forget everything below `rel` (not `rel` itself); deletes for what was published.
     fn remove_below(&mut self, rel: &str, deletes: &mut Vec<String>, work: &mut Work) {
-        let below = format!("{rel}/");
-        let gone: Vec<String> = self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).map(|(k, _)| k.clone()).collect();
+        let gone: Vec<Name> = self.below(rel).map(|(k, _)| k.clone()).collect();
         for k in gone {
             self.forget(k, deletes, work);
         }
     }
 
     /// Forget the entry at `k`: a delete if it was published, its inode's other names compared.
-    fn forget(&mut self, k: String, deletes: &mut Vec<String>, work: &mut Work) {
-        let Some(old) = self.entries.remove(&k) else { return };
+    fn forget(&mut self, k: Name, deletes: &mut Vec<String>, work: &mut Work) {
+        let Some(old) = self.entries.remove(&*k) else { return };
         self.unlink_name(&k, old);
         if old.dir {
             self.access.forget(&k);
@@ -388,33 +388,25 @@ impl LocalState {
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
             walk(&root, dir, &mut not_utf8, &mut |rel, md| {
-                self.insert(&rel, Print::of(md));
                 if self.posix && md.is_dir() {
                     self.access.note(&root, &rel);
                 }
+                self.insert(rel.into(), Print::of(md));
             });
             self.counts.not_utf8 += not_utf8;
             return;
         }
-        let below = format!("{dir}/");
-        let known: Vec<String> = if dir.is_empty() {
-            self.entries.keys().cloned().collect()
-        } else {
-            self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).map(|(k, _)| k.clone()).collect()
-        };
-        for k in known {
-            work.push(k);
+        for (k, _) in self.below(dir) {
+            work.push(k.clone());
         }
-        walk(&self.root, dir, &mut self.counts.not_utf8, &mut |rel, _| work.push(rel));
+        walk(&self.root, dir, &mut self.counts.not_utf8, &mut |rel, _| work.push(rel.into()));
         work.walked.insert(dir.to_string());
     }
 
     /// Every file the index holds below `dir` is published again (its visibility may differ).
     fn republish_below(&mut self, dir: &str, work: &mut Work) {
         work.chains.clear();
-        let below = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-        let files: Vec<String> =
-            self.entries.range(below.clone()..).take_while(|(k, _)| k.starts_with(&below)).filter(|(_, p)| !p.dir).map(|(k, _)| k.clone()).collect();
+        let files: Vec<Name> = self.below(dir).filter(|(_, p)| !p.dir).map(|(k, _)| k.clone()).collect();
         for f in files {
             if work.sent.contains(&f) {
                 continue;
@@ -428,7 +420,7 @@ impl LocalState {
     }
 
     /// Compare one path with the file system.
-    fn compare(&mut self, rel: &str, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
+    fn compare(&mut self, rel: &Name, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
         if rel.is_empty() {
             // The root is no entry; under posix its mode, owners and ACL decide who sees
             // everything.
@@ -439,7 +431,7 @@ impl LocalState {
         }
         self.counts.compared += 1;
         let old = self.entries.get(rel).copied();
-        let md = match std::fs::symlink_metadata(self.root.join(rel)) {
+        let md = match std::fs::symlink_metadata(self.root.join(&**rel)) {
             Ok(md) => md,
             Err(_) => {
                 tracing::trace!(message = "compared: gone", path = %rel, old = ?old);
@@ -456,7 +448,7 @@ impl LocalState {
         };
         let new = Print::of(&md);
         tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
-        let arrived = work.directories.contains(rel);
+        let arrived = work.directories.contains(&**rel);
         // Forced (a directory above changed) only once: it may be queued twice.
         let forced = work.force.contains(rel) && !work.sent.contains(rel);
         if old == Some(new) && !forced && !(arrived && new.dir) {
@@ -477,7 +469,7 @@ impl LocalState {
                 self.other_names(o.ino, rel, work);
             }
         }
-        self.insert(rel, new);
+        self.insert(rel.clone(), new);
         if new.dir {
             // New at this path (created, moved in, replaced): what it holds was never reported.
             if arrived || old.is_none_or(|o| !o.dir || o.ino != new.ino) {
@@ -493,7 +485,7 @@ impl LocalState {
         }
         self.other_names(new.ino, rel, work);
         if old.is_none_or(|o| o.dir) {
-            self.fresh.push(rel.to_string());
+            self.fresh.push(rel.clone());
         }
         let full = self.full(rel);
         let rec = FileRecord::from_metadata(&full, &md);
@@ -501,7 +493,7 @@ impl LocalState {
             let p = format!("/{rel}");
             let root = &self.root;
             let dirs = work.chains.chain(parent_dir(&p), &mut |d| lstat_dir(&root.join(d.trim_start_matches('/'))));
-            let acl = Acl::read(&root.join(rel)).map(Arc::new);
+            let acl = Acl::read(&root.join(&**rel)).map(Arc::new);
             self.enc.encode_entry_in(chunk, &rec, acl, dirs.as_ref())
         } else {
             self.enc.encode_entry(chunk, &rec)
@@ -509,7 +501,7 @@ impl LocalState {
         match encoded {
             Ok(()) => {
                 self.counts.updates += 1;
-                work.sent.insert(rel.to_string());
+                work.sent.insert(rel.clone());
             }
             Err(e) => {
                 self.counts.rejects += 1;
@@ -536,10 +528,10 @@ impl LocalState {
         for ev in batch {
             tracing::trace!(message = "event", event = ?ev);
             match ev {
-                LocalEvent::Changed(p) => work.push(p),
+                LocalEvent::Changed(p) => work.push(p.into()),
                 LocalEvent::Directory(p) => {
-                    work.directories.insert(p.clone());
-                    work.push(p);
+                    work.push(p.as_str().into());
+                    work.directories.insert(p);
                 }
                 LocalEvent::Rescan(d, why) => self.rescan(&d, why, &mut work),
             }
@@ -559,7 +551,8 @@ impl LocalState {
         }
         self.changed.clear();
         if let Some(j) = &self.journal {
-            let bytes = serde_json::to_vec(&self.fresh).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
+            let paths: Vec<&str> = self.fresh.iter().map(|p| &**p).collect();
+            let bytes = serde_json::to_vec(&paths).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
             icicle_core::durable::write_atomic(j, &bytes).map_err(|e| LocalError::Io { what: format!("writing {}", j.display()), source: e })?;
         }
         Ok(Emit { chunk, deletes, sent: Vec::new() })
@@ -578,12 +571,12 @@ impl ChangeState for LocalState {
             return Err(LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into());
         }
         for (rel, ino, size, mtime, ctime, dir, mode, uid, gid) in cp.entries {
-            self.insert(&rel, Print { ino, size, mtime, ctime, dir, mode, uid, gid });
+            self.insert(rel.into(), Print { ino, size, mtime, ctime, dir, mode, uid, gid });
         }
         if let Some((generation, log_bytes)) = cp.entries_log {
             let log = self.log.as_mut().ok_or_else(|| LocalError::Checkpoint("it names entries files, and this state keeps none".into()))?;
             for (rel, fields) in log.restore(generation, log_bytes)? {
-                self.insert(&rel, print_of(fields));
+                self.insert(rel.into(), print_of(fields));
             }
         }
         self.access = cp.access;
@@ -601,8 +594,9 @@ impl ChangeState for LocalState {
             None => Vec::new(),
         };
         for rel in ahead {
-            if !self.entries.contains_key(&rel) {
-                self.insert(&rel, Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0 });
+            if !self.entries.contains_key(rel.as_str()) {
+                let rel: Name = rel.into();
+                self.insert(rel.clone(), Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0 });
                 self.fresh.push(rel);
             }
         }

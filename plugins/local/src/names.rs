@@ -73,7 +73,7 @@ mod tests {
         let mut n = InodeNames::default();
         let (a, b, c): (Name, Name, Name) = ("a".into(), "b".into(), "c".into());
         n.add(1, a.clone());
-        assert_eq!(n.get(1), [a.clone()]);
+        assert_eq!(n.get(1), std::slice::from_ref(&a));
         n.add(1, b.clone());
         n.add(1, c.clone());
         assert_eq!(n.get(1), [a.clone(), b.clone(), c.clone()]);
@@ -81,7 +81,7 @@ mod tests {
         n.remove(1, "x");
         assert_eq!(n.get(1), [a.clone(), c.clone()]);
         n.remove(1, "a");
-        assert_eq!(n.get(1), [c.clone()]);
+        assert_eq!(n.get(1), std::slice::from_ref(&c));
         n.remove(1, "a");
         assert_eq!(n.get(1), [c]);
         n.remove(1, "c");

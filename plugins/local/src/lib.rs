@@ -12,6 +12,7 @@ mod error;
 pub mod event;
 mod fanotify;
 mod fanotify_events;
+mod fresh_journal;
 mod handle_cache;
 mod inotify_backend;
 mod mounts;

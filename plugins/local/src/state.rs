@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::dir_access::DirAccess;
 use crate::entries_log::{EntriesLog, Fields};
 use crate::event::{LocalEvent, RescanReason};
+use crate::fresh_journal::FreshJournal;
 use crate::names::{InodeNames, Name};
 use crate::LocalError;
 
@@ -113,7 +114,7 @@ pub struct LocalState {
     /// Paths first published since the last checkpoint (JSON array, replaced every batch): a
     /// restart after a kill between delivery and checkpoint compares them too, so a path the
     /// index may hold but the checkpoint does not is deleted if it is gone by then.
-    journal: Option<PathBuf>,
+    journal: Option<FreshJournal>,
     fresh: Vec<Name>,
     /// The restored journal's paths stay in it until the first batch after the restart is
     /// checkpointed.
@@ -273,7 +274,7 @@ impl LocalState {
 
     /// Keep the sent-ahead journal of paths in `file`.
     pub fn with_journal(mut self, file: PathBuf) -> LocalState {
-        self.journal = Some(file);
+        self.journal = Some(FreshJournal::new(file));
         self
     }
 
@@ -519,6 +520,9 @@ impl LocalState {
         let carried = std::mem::take(&mut self.carry);
         if !carried && self.pending.is_none() {
             self.fresh.clear();
+            if let Some(j) = self.journal.as_mut() {
+                j.reset();
+            }
         }
         self.counts.events += batch.len() as u64;
         if self.pending.is_some() {
@@ -550,10 +554,8 @@ impl LocalState {
             log.record(self.changed.iter(), &self.entries)?;
         }
         self.changed.clear();
-        if let Some(j) = &self.journal {
-            let paths: Vec<&str> = self.fresh.iter().map(|p| &**p).collect();
-            let bytes = serde_json::to_vec(&paths).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
-            icicle_core::durable::write_atomic(j, &bytes).map_err(|e| LocalError::Io { what: format!("writing {}", j.display()), source: e })?;
+        if let Some(j) = self.journal.as_mut() {
+            j.sync(&self.fresh)?;
         }
         Ok(Emit { chunk, deletes, sent: Vec::new() })
     }
@@ -585,12 +587,10 @@ impl ChangeState for LocalState {
         self.restored = true;
         // Published after the checkpoint, perhaps: a print nothing matches, so the restart
         // rescan compares them (an update if there, a delete if gone).
-        // Written atomically, so one that does not read is damage: stop rather than forget
-        // paths whose deletes may be owed.
-        let ahead: Vec<String> = match self.journal.as_ref().map(|j| (j, std::fs::read(j))) {
-            Some((j, Ok(b))) => serde_json::from_slice(&b).map_err(|e| LocalError::Checkpoint(format!("{}: {e}", j.display())))?,
-            Some((_, Err(e))) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Some((j, Err(e))) => return Err(LocalError::Io { what: format!("reading {}", j.display()), source: e }.into()),
+        // One that does not read (but for a last line cut short) is damage: stop rather than
+        // forget paths whose deletes may be owed.
+        let ahead: Vec<String> = match &self.journal {
+            Some(j) => j.read()?,
             None => Vec::new(),
         };
         for rel in ahead {

@@ -14,11 +14,29 @@ use std::path::{Path, PathBuf};
 use crate::names::Name;
 use crate::LocalError;
 
-/// One entry: inode, size, mtime, ctime, directory, mode, uid, gid (see `state::Print`).
-pub type Fields = (u64, u64, i64, i64, bool, u32, u32, u32);
+/// One entry: inode, size, mtime, ctime, directory, mode, uid, gid, ACL digest (see
+/// `state::Print`).
+pub type Fields = (u64, u64, i64, i64, bool, u32, u32, u32, u64);
+
+/// Fields as read: an older release wrote them without the ACL digest.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum FieldsRead {
+    Now(Fields),
+    Before(u64, u64, i64, i64, bool, u32, u32, u32),
+}
+
+impl From<FieldsRead> for Fields {
+    fn from(f: FieldsRead) -> Fields {
+        match f {
+            FieldsRead::Now(f) => f,
+            FieldsRead::Before(ino, size, mtime, ctime, dir, mode, uid, gid) => (ino, size, mtime, ctime, dir, mode, uid, gid, 0),
+        }
+    }
+}
 
 /// A log line: the path and its fields, or `null` when the path left the index.
-type Line = (String, Option<Fields>);
+type Line = (String, Option<FieldsRead>);
 
 /// Log rows at least, before a generation is compacted (however small its base).
 const MIN_LOG_ROWS: u64 = 10_000;
@@ -71,8 +89,8 @@ impl EntriesLog {
     pub fn restore(&mut self, g: u64, log_bytes: u64) -> Result<BTreeMap<String, Fields>, LocalError> {
         let base = self.base_path(g);
         let bytes = std::fs::read(&base).map_err(io(format!("reading {}", base.display())))?;
-        let rows: Vec<(String, Fields)> = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(format!("{}: {e}", base.display())))?;
-        let mut entries: BTreeMap<String, Fields> = rows.into_iter().collect();
+        let rows: Vec<(String, FieldsRead)> = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(format!("{}: {e}", base.display())))?;
+        let mut entries: BTreeMap<String, Fields> = rows.into_iter().map(|(k, f)| (k, f.into())).collect();
         self.base_rows = entries.len() as u64;
         let log_path = self.log_path(g);
         let log = OpenOptions::new().read(true).write(true).open(&log_path).map_err(io(format!("opening {}", log_path.display())))?;
@@ -87,7 +105,7 @@ impl EntriesLog {
             let (path, fields): Line =
                 serde_json::from_slice(&line).map_err(|e| LocalError::Checkpoint(format!("{} at byte {at}: {e}", log_path.display())))?;
             match fields {
-                Some(f) => entries.insert(path, f),
+                Some(f) => entries.insert(path, f.into()),
                 None => entries.remove(&path),
             };
             at += n as u64;
@@ -183,7 +201,7 @@ mod tests {
     use super::*;
 
     fn f(n: u64) -> Fields {
-        (n, n * 10, n as i64, n as i64, n.is_multiple_of(3), 0o644, 0, 0)
+        (n, n * 10, n as i64, n as i64, n.is_multiple_of(3), 0o644, 0, 0, n % 2)
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -242,6 +260,22 @@ mod tests {
         let (g, _) = log.position();
         log.record(std::iter::empty::<&Name>(), &entries).unwrap();
         assert_eq!(names(dir.path()), [format!("m.entries-{g}.json"), format!("m.entries-{g}.log")]);
+    }
+
+    #[test]
+    fn entries_an_older_release_wrote_without_the_acl_digest_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.entries-3.json"), r#"[["a",[1,10,1,1,false,420,0,0]],["d",[2,0,2,2,true,16877,0,0,7]]]"#).unwrap();
+        let line = "[\"b\",[3,30,3,3,false,420,5,6]]\n";
+        std::fs::write(dir.path().join("m.entries-3.log"), line).unwrap();
+        let got = EntriesLog::new(dir.path(), "m").restore(3, line.len() as u64).unwrap();
+        let want: BTreeMap<String, Fields> = [
+            ("a".to_string(), (1, 10, 1, 1, false, 420, 0, 0, 0)),
+            ("b".to_string(), (3, 30, 3, 3, false, 420, 5, 6, 0)),
+            ("d".to_string(), (2, 0, 2, 2, true, 16877, 0, 0, 7)),
+        ]
+        .into();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -149,22 +149,35 @@ impl InotifyWatch {
         Ok(())
     }
 
-    /// Read what is queued now (without waiting) into `out`; returns the events read.
+    /// Read what is queued now (without waiting) into `out`; returns the events read. The
+    /// mount table is read when its period has passed, and again at once after `IN_UNMOUNT`.
     pub fn read(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
+        let mut total = self.check_mounts(false, out);
+        total += self.read_queued(out)?;
+        if std::mem::take(&mut self.unmounted) {
+            total += self.check_mounts(true, out);
+        }
+        Ok(total)
+    }
+
+    /// Mounts that came or went (read when due, or `now`): their directories are watched before
+    /// the state walks them, then rescanned. Returns the events added.
+    fn check_mounts(&mut self, now: bool, out: &mut Vec<LocalEvent>) -> usize {
+        let Some(changes) = self.mounts.changes(now) else { return 0 };
+        let before = out.len();
+        for (_, m) in changes.came.iter().chain(&changes.went) {
+            if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()).map(str::to_string) {
+                self.watch_tree(&rel, out);
+            }
+        }
+        self.mounts.rescans(&changes, out);
+        out.len() - before
+    }
+
+    /// Read the queued events.
+    fn read_queued(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
         let mut total = 0;
         self.more = false;
-        if let Some(changes) = self.mounts.changes(std::mem::take(&mut self.unmounted)) {
-            let before = out.len();
-            // A new mount's directories (or those an unmount uncovered) are watched before
-            // the state walks them.
-            for (_, m) in changes.came.iter().chain(&changes.went) {
-                if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()).map(str::to_string) {
-                    self.watch_tree(&rel, out);
-                }
-            }
-            self.mounts.rescans(&changes, out);
-            total += out.len() - before;
-        }
         for reads in 0.. {
             // Under a steady stream the queue never drains: hand back a bounded amount.
             if reads == crate::MAX_READS_PER_POLL {

@@ -25,7 +25,7 @@ use icicle_core::IcicleError;
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 use serde::{Deserialize, Serialize};
 
-use crate::dir_access::DirAccess;
+use crate::dir_access::{root_changed, RootAccess};
 use crate::entries_log::{EntriesLog, Fields};
 use crate::event::{LocalEvent, RescanReason};
 use crate::fresh_journal::FreshJournal;
@@ -52,6 +52,9 @@ pub struct Print {
     pub uid: u32,
     #[serde(default)]
     pub gid: u32,
+    /// A directory's access ACL as a digest, under posix visibility (0: none, or not tracked).
+    #[serde(default)]
+    pub acl: u64,
 }
 
 impl Print {
@@ -65,11 +68,22 @@ impl Print {
             mode: md.mode(),
             uid: md.uid(),
             gid: md.gid(),
+            acl: 0,
         }
     }
 
+    /// The print of `rel` below `root`; a directory's with its ACL digest under `posix` (an
+    /// ACL-only change is then a change of the entry, whatever its ctime shows).
+    fn at(root: &Path, rel: &str, md: &std::fs::Metadata, posix: bool) -> Print {
+        let mut p = Print::of(md);
+        if posix && p.dir {
+            p.acl = crate::dir_access::acl_digest(&root.join(rel));
+        }
+        p
+    }
+
     fn same_access(&self, o: &Print) -> bool {
-        (self.mode, self.uid, self.gid) == (o.mode, o.uid, o.gid)
+        (self.mode, self.uid, self.gid, self.acl) == (o.mode, o.uid, o.gid, o.acl)
     }
 }
 
@@ -121,8 +135,8 @@ pub struct LocalState {
     carry: bool,
     /// Visibility follows POSIX permissions: judged along the directories at emit time.
     posix: bool,
-    /// The directories' ACLs and the root's access (under `posix` only).
-    access: DirAccess,
+    /// The root's own mode, owners and ACL (under `posix` only; the root is no entry).
+    root_access: Option<RootAccess>,
     /// The entries on disk, written in proportion to what changed (none: the checkpoint holds
     /// every entry).
     log: Option<EntriesLog>,
@@ -137,32 +151,32 @@ pub struct LocalState {
 #[derive(Serialize, Deserialize)]
 struct Checkpoint {
     root: String,
-    /// Every entry (path, inode, size, mtime, ctime, directory, mode, uid, gid), when the state
-    /// keeps no entries files.
+    /// Every entry (path, inode, size, mtime, ctime, directory, mode, uid, gid, ACL digest),
+    /// when the state keeps no entries files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     entries: Vec<Row>,
     /// The entries files' generation and the bytes of its log this checkpoint covers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     entries_log: Option<(u64, u64)>,
-    /// The directories' ACLs and the root's access (posix visibility).
-    #[serde(default, skip_serializing_if = "DirAccess::is_empty")]
-    access: DirAccess,
+    /// The root's own mode, owners and ACL (posix visibility).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    root_access: Option<RootAccess>,
 }
 
 impl From<Print> for Fields {
     fn from(p: Print) -> Fields {
-        (p.ino, p.size, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid)
+        (p.ino, p.size, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid, p.acl)
     }
 }
 
-fn print_of((ino, size, mtime, ctime, dir, mode, uid, gid): Fields) -> Print {
-    Print { ino, size, mtime, ctime, dir, mode, uid, gid }
+fn print_of((ino, size, mtime, ctime, dir, mode, uid, gid, acl): Fields) -> Print {
+    Print { ino, size, mtime, ctime, dir, mode, uid, gid, acl }
 }
 
-type Row = (String, u64, u64, i64, i64, bool, u32, u32, u32);
+type Row = (String, Fields);
 
 fn row(k: &str, p: &Print) -> Row {
-    (k.to_string(), p.ino, p.size, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid)
+    (k.to_string(), (*p).into())
 }
 
 /// One batch's work: paths to compare, in order, each once.
@@ -258,7 +272,7 @@ impl LocalState {
             fresh: Vec::new(),
             carry: false,
             posix: false,
-            access: DirAccess::default(),
+            root_access: None,
             log: None,
             changed: HashSet::new(),
             emit_limit: DEFAULT_EMIT_LIMIT,
@@ -361,9 +375,7 @@ impl LocalState {
     fn forget(&mut self, k: Name, deletes: &mut Vec<String>, work: &mut Work) {
         let Some(old) = self.entries.remove(&*k) else { return };
         self.unlink_name(&k, old);
-        if old.dir {
-            self.access.forget(&k);
-        } else {
+        if !old.dir {
             deletes.push(subject_for(&self.full(&k)).into_owned());
             self.other_names(old.ino, &k, work);
         }
@@ -383,16 +395,15 @@ impl LocalState {
             tracing::info!(message = "rescanning", root = %self.root.display(), dir = %dir, reason = ?reason);
         }
         // The root's mode, owners or ACL changed while the monitor was not running.
-        if dir.is_empty() && self.posix && self.access.note_root(&self.root) {
+        if dir.is_empty() && self.posix && root_changed(&mut self.root_access, &self.root) {
             self.republish_below(dir, work);
         }
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
+            let posix = self.posix;
             walk(&root, dir, &mut not_utf8, &mut |rel, md| {
-                if self.posix && md.is_dir() {
-                    self.access.note(&root, &rel);
-                }
-                self.insert(rel.into(), Print::of(md));
+                let p = Print::at(&root, &rel, md, posix);
+                self.insert(rel.into(), p);
             });
             self.counts.not_utf8 += not_utf8;
             return;
@@ -425,7 +436,7 @@ impl LocalState {
         if rel.is_empty() {
             // The root is no entry; under posix its mode, owners and ACL decide who sees
             // everything.
-            if self.posix && self.access.note_root(&self.root) {
+            if self.posix && root_changed(&mut self.root_access, &self.root) {
                 self.republish_below(rel, work);
             }
             return;
@@ -447,7 +458,7 @@ impl LocalState {
                 return;
             }
         };
-        let new = Print::of(&md);
+        let new = Print::at(&self.root, rel, &md, self.posix);
         tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
         let arrived = work.directories.contains(&**rel);
         // Forced (a directory above changed) only once: it may be queued twice.
@@ -477,9 +488,8 @@ impl LocalState {
                 self.rescan(rel, RescanReason::NewDirectory, work);
             }
             // Who may see what is below it changed (also for one that left and came back): its
-            // mode, owners or ACL (an ACL-only change shows as a ctime change).
-            let acl_changed = self.posix && self.access.note(&self.root, rel);
-            if self.posix && old.is_some_and(|o| o.dir && (!o.same_access(&new) || acl_changed)) {
+            // mode, owners or ACL.
+            if self.posix && old.is_some_and(|o| o.dir && !o.same_access(&new)) {
                 self.republish_below(rel, work);
             }
             return;
@@ -572,8 +582,8 @@ impl ChangeState for LocalState {
         if cp.root != self.root.to_string_lossy() {
             return Err(LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into());
         }
-        for (rel, ino, size, mtime, ctime, dir, mode, uid, gid) in cp.entries {
-            self.insert(rel.into(), Print { ino, size, mtime, ctime, dir, mode, uid, gid });
+        for (rel, fields) in cp.entries {
+            self.insert(rel.into(), print_of(fields));
         }
         if let Some((generation, log_bytes)) = cp.entries_log {
             let log = self.log.as_mut().ok_or_else(|| LocalError::Checkpoint("it names entries files, and this state keeps none".into()))?;
@@ -581,7 +591,7 @@ impl ChangeState for LocalState {
                 self.insert(rel.into(), print_of(fields));
             }
         }
-        self.access = cp.access;
+        self.root_access = cp.root_access;
         // As on disk already.
         self.changed.clear();
         self.restored = true;
@@ -596,7 +606,7 @@ impl ChangeState for LocalState {
         for rel in ahead {
             if !self.entries.contains_key(rel.as_str()) {
                 let rel: Name = rel.into();
-                self.insert(rel.clone(), Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0 });
+                self.insert(rel.clone(), Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0, acl: 0 });
                 self.fresh.push(rel);
             }
         }
@@ -617,10 +627,12 @@ impl ChangeState for LocalState {
         let cp = match self.log.as_ref().filter(|l| l.position().0 > 0) {
             Some(log) => {
                 log.sync()?;
-                Checkpoint { root, entries: Vec::new(), entries_log: Some(log.position()), access: self.access.clone() }
+                Checkpoint { root, entries: Vec::new(), entries_log: Some(log.position()), root_access: self.root_access.clone() }
             }
             // No entries files (or none written yet): every entry inline.
-            None => Checkpoint { root, entries: self.entries.iter().map(|(k, v)| row(k, v)).collect(), entries_log: None, access: self.access.clone() },
+            None => {
+                Checkpoint { root, entries: self.entries.iter().map(|(k, v)| row(k, v)).collect(), entries_log: None, root_access: self.root_access.clone() }
+            }
         };
         Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)
     }

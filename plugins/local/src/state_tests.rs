@@ -133,6 +133,22 @@ fn a_directory_mode_change_republishes_what_is_below_under_posix_visibility() {
     assert_eq!(s.counts.reevaluated, 2);
 }
 
+/// Two directories on one path change mode in one batch: each file below is published once.
+#[test]
+fn a_file_below_two_changed_directories_is_published_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("d/e")).unwrap();
+    std::fs::write(t.path().join("d/e/f"), b"1").unwrap();
+    std::fs::write(t.path().join("d/g"), b"1").unwrap();
+    let mut s = posix_state(t.path(), false);
+    s.apply_events(seed()).unwrap();
+    std::fs::set_permissions(t.path().join("d"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    std::fs::set_permissions(t.path().join("d/e"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let e = s.apply_events(vec![changed("d"), changed("d/e")]).unwrap();
+    assert_eq!(e.chunk.len(), 2, "{:?}", s.counts);
+}
+
 /// Give `path` an access ACL naming user 4321 (`None`: remove it).
 fn set_acl(path: &Path, user_bits: Option<u16>) {
     use std::os::unix::ffi::OsStrExt;

@@ -32,8 +32,24 @@ fn group(dir: &Path) -> OwnedFd {
     fd
 }
 
-/// The masks of the events queued now whose name is `name` (the info record's name is the
-/// last bytes of each event, NUL-padded).
+/// The name in an event's directory-handle-and-name record (`FAN_EVENT_INFO_TYPE_DFID_NAME`:
+/// a 4-byte header, the 8-byte fsid, the file handle's 8-byte header and bytes, then the name).
+fn name_of(event: &[u8], meta: usize) -> Option<&[u8]> {
+    let mut at = meta;
+    while at + 4 <= event.len() {
+        let (kind, len) = (event[at], u16::from_ne_bytes([event[at + 2], event[at + 3]]) as usize);
+        let record = event.get(at..at + len.max(4))?;
+        if kind == libc::FAN_EVENT_INFO_TYPE_DFID_NAME {
+            let handle_bytes = u32::from_ne_bytes(record.get(12..16)?.try_into().ok()?) as usize;
+            let name = record.get(20 + handle_bytes..)?;
+            return Some(&name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())]);
+        }
+        at += len.max(4);
+    }
+    None
+}
+
+/// The masks of the events queued now whose name is `name`.
 fn masks_for(fd: &OwnedFd, name: &str) -> Vec<u64> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut masks = Vec::new();
@@ -51,8 +67,7 @@ fn masks_for(fd: &OwnedFd, name: &str) -> Vec<u64> {
             let m: libc::fanotify_event_metadata = unsafe { std::ptr::read_unaligned(data[off..].as_ptr().cast()) };
             let len = (m.event_len as usize).max(meta);
             let event = &data[off..(off + len).min(data.len())];
-            let trimmed = event.iter().rposition(|b| *b != 0).map_or(&event[..0], |i| &event[..=i]);
-            if trimmed.ends_with(format!("\0{name}").as_bytes()) || trimmed.ends_with(name.as_bytes()) {
+            if name_of(event, meta) == Some(name.as_bytes()) {
                 masks.push(m.mask);
             }
             off += len;

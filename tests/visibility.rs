@@ -225,6 +225,21 @@ fn differences(tmp: &Path, root: &Path, mut index: BTreeMap<String, Value>, out:
     problems
 }
 
+/// No differences, or a failure naming the seed that replays it (`KEEP` set: the test's
+/// directory is copied to /tmp/visibility-keep first).
+fn assert_converged(tmp: &Path, what: &str, seed: u64, rule: &str, problems: &[String], report: &Value) {
+    if !problems.is_empty() && std::env::var("KEEP").is_ok() {
+        let _ = std::fs::remove_dir_all("/tmp/visibility-keep");
+        let _ = std::process::Command::new("cp").arg("-a").arg(tmp).arg("/tmp/visibility-keep").status();
+    }
+    let shown: Vec<&String> = problems.iter().take(8).collect();
+    assert!(
+        problems.is_empty(),
+        "{what} seed {seed} (ICICLE_PROPERTY_SEED={seed} replays) {rule}: {} differences, e.g. {shown:#?}\nreport {report}",
+        problems.len()
+    );
+}
+
 fn property(gpfs: bool) {
     if !is_root() {
         return;
@@ -246,16 +261,7 @@ fn property(gpfs: bool) {
             };
             assert_eq!(report["rejects"], 0, "seed {seed} {rule}: {report}");
             let problems = differences(tmp.path(), &root, index, &out, rule);
-            if !problems.is_empty() && std::env::var("KEEP").is_ok() {
-                let _ = std::fs::remove_dir_all("/tmp/visibility-keep");
-                let _ = std::process::Command::new("cp").arg("-a").arg(tmp.path()).arg("/tmp/visibility-keep").status();
-            }
-            let shown: Vec<&String> = problems.iter().take(8).collect();
-            assert!(
-                problems.is_empty(),
-                "seed {seed} (ICICLE_PROPERTY_SEED={seed} replays) {rule}: {} differences, e.g. {shown:#?}\nreport {report}",
-                problems.len()
-            );
+            assert_converged(tmp.path(), if gpfs { "gpfs" } else { "lustre" }, seed, rule, &problems, &report);
         }
     }
 }
@@ -329,12 +335,7 @@ fn local_property(backend: &str) {
         let report = finish(t, child);
         assert_eq!(report["local"]["rejects"], 0, "seed {seed} {rule}: {report}");
         let problems = differences(t, &root, BTreeMap::new(), &out, rule);
-        let shown: Vec<&String> = problems.iter().take(8).collect();
-        assert!(
-            problems.is_empty(),
-            "{backend} seed {seed} (ICICLE_PROPERTY_SEED={seed} replays) {rule}: {} differences, e.g. {shown:#?}\nreport {report}",
-            problems.len()
-        );
+        assert_converged(t, backend, seed, rule, &problems, &report);
     }
 }
 

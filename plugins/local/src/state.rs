@@ -229,10 +229,11 @@ fn join(dir: &str, name: &str) -> String {
     }
 }
 
-/// Every path below `dir` (relative to `root`), directories included, with its metadata, to
-/// `visit`; names that are not UTF-8 (and what is below them) are left out and counted in
-/// `not_utf8`.
-pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, visit: &mut dyn FnMut(String, &std::fs::Metadata)) {
+/// Every path below `dir` (relative to `root`), directories included, to `visit`, with its
+/// metadata when `stat` (else `None`: the listing's entry type is enough to descend, and the
+/// compare `lstat`s each path anyway); names that are not UTF-8 (and what is below them) are
+/// left out and counted in `not_utf8`.
+pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, stat: bool, visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>)) {
     use std::os::unix::ffi::OsStrExt;
     let mut stack = vec![dir.to_string()];
     while let Some(d) = stack.pop() {
@@ -244,11 +245,23 @@ pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, visit: &mut dyn FnMut(St
                 continue;
             };
             let rel = join(&d, name);
-            let Ok(md) = std::fs::symlink_metadata(e.path()) else { continue };
-            if md.is_dir() {
+            let md = if stat {
+                match std::fs::symlink_metadata(e.path()) {
+                    Ok(md) => Some(md),
+                    Err(_) => continue,
+                }
+            } else {
+                None
+            };
+            // Without `stat`, the type from the listing (std `lstat`s only where it is unknown).
+            let is_dir = match &md {
+                Some(md) => md.is_dir(),
+                None => e.file_type().is_ok_and(|t| t.is_dir()),
+            };
+            if is_dir {
                 stack.push(rel.clone());
             }
-            visit(rel, &md);
+            visit(rel, md.as_ref());
         }
     }
 }
@@ -401,9 +414,11 @@ impl LocalState {
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
             let posix = self.posix;
-            walk(&root, dir, &mut not_utf8, &mut |rel, md| {
-                let p = Print::at(&root, &rel, md, posix);
-                self.insert(rel.into(), p);
+            walk(&root, dir, &mut not_utf8, true, &mut |rel, md| {
+                if let Some(md) = md {
+                    let p = Print::at(&root, &rel, md, posix);
+                    self.insert(rel.into(), p);
+                }
             });
             self.counts.not_utf8 += not_utf8;
             return;
@@ -411,7 +426,7 @@ impl LocalState {
         for (k, _) in self.below(dir) {
             work.push(k.clone());
         }
-        walk(&self.root, dir, &mut self.counts.not_utf8, &mut |rel, _| work.push(rel.into()));
+        walk(&self.root, dir, &mut self.counts.not_utf8, false, &mut |rel, _| work.push(rel.into()));
         work.walked.insert(dir.to_string());
     }
 

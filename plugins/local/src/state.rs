@@ -435,10 +435,10 @@ impl LocalState {
         work.chains.clear();
         let files: Vec<Name> = self.below(dir).filter(|(_, p)| !p.dir).map(|(k, _)| k.clone()).collect();
         for f in files {
-            if work.sent.contains(&f) {
-                continue;
-            }
             self.counts.reevaluated += 1;
+            // Published earlier in this emit, perhaps judged with the directory as it was
+            // before (it may change between two parts of one emit): published again.
+            work.sent.remove(&f);
             work.force.insert(f.clone());
             // Perhaps compared (unchanged) earlier in this batch: compare again.
             work.seen.remove(&f);

@@ -185,7 +185,7 @@ struct Work {
     seen: HashSet<Name>,
     /// Published again even when unchanged (a directory above changed permissions).
     force: HashSet<Name>,
-    /// Published in this batch (judged with the directories as they are now).
+    /// Published in this part of the emit (judged with the directories as they are now).
     sent: HashSet<Name>,
     /// Directory permissions, as the file system has them during this emit.
     chains: ChainCache,
@@ -339,7 +339,8 @@ impl LocalState {
         if let Some(old) = self.entries.insert(key.clone(), p) {
             self.unlink_name(&key, old);
         }
-        if !p.dir {
+        // Inode 0: a placeholder for a journaled path (no inode known), nobody's other name.
+        if !p.dir && p.ino != 0 {
             self.by_ino.add(p.ino, key);
         }
     }
@@ -359,6 +360,9 @@ impl LocalState {
     /// The other names of inode `ino` go back on the work list, even those compared earlier
     /// in this batch (before this change: the event that reported it named another path).
     fn other_names(&self, ino: u64, rel: &str, work: &mut Work) {
+        if ino == 0 {
+            return;
+        }
         for n in self.by_ino.get(ino).iter().filter(|n| &***n != rel) {
             work.seen.remove(n);
             work.push(n.clone());
@@ -435,10 +439,11 @@ impl LocalState {
         work.chains.clear();
         let files: Vec<Name> = self.below(dir).filter(|(_, p)| !p.dir).map(|(k, _)| k.clone()).collect();
         for f in files {
+            // Published in this part, judged with the directories as they are now.
+            if work.sent.contains(&f) {
+                continue;
+            }
             self.counts.reevaluated += 1;
-            // Published earlier in this emit, perhaps judged with the directory as it was
-            // before (it may change between two parts of one emit): published again.
-            work.sent.remove(&f);
             work.force.insert(f.clone());
             // Perhaps compared (unchanged) earlier in this batch: compare again.
             work.seen.remove(&f);
@@ -476,8 +481,9 @@ impl LocalState {
         let new = Print::at(&self.root, rel, &md, self.posix);
         tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
         let arrived = work.directories.contains(&**rel);
-        // Forced (a directory above changed) only once: it may be queued twice.
-        let forced = work.force.contains(rel) && !work.sent.contains(rel);
+        // Forced by a directory above that changed; once published, no longer (the file may be
+        // queued twice).
+        let forced = work.force.contains(rel);
         if old == Some(new) && !forced && !(arrived && new.dir) {
             self.counts.unchanged += 1;
             return;
@@ -527,6 +533,7 @@ impl LocalState {
         match encoded {
             Ok(()) => {
                 self.counts.updates += 1;
+                work.force.remove(rel);
                 work.sent.insert(rel.clone());
             }
             Err(e) => {
@@ -554,6 +561,10 @@ impl LocalState {
             self.counts.continued += 1;
         }
         let mut work = self.pending.take().unwrap_or_else(Work::new);
+        // A new part of a larger emit: the file system went on in between (the earlier parts
+        // were delivered), so directories are read again and what they outdated is sent again.
+        work.sent.clear();
+        work.chains.clear();
         for ev in batch {
             tracing::trace!(message = "event", event = ?ev);
             match ev {

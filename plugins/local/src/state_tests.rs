@@ -51,6 +51,25 @@ fn a_directory_rename_deletes_the_old_names_and_publishes_the_new() {
     assert!(s.entries.contains_key("z/b/c/f") && !s.entries.contains_key("a"));
 }
 
+/// Paths carried over a restart (journaled, not in the checkpoint) are compared once each,
+/// however many there are.
+#[tokio::test]
+async fn many_carried_paths_are_compared_once_each() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("fs");
+    std::fs::create_dir_all(&root).unwrap();
+    let journal = t.path().join("fresh.json");
+    let mut s = state(&root, true).with_journal(journal.clone());
+    s.apply_events(seed()).unwrap();
+    let cp = s.checkpoint(&0).unwrap();
+    let lines: String = (0..2000).map(|i| format!("\"gone{i}\"\n")).collect();
+    std::fs::write(&journal, lines).unwrap();
+    let mut r = state(&root, true).with_journal(journal);
+    r.restore(Some(cp), Vec::new()).await.unwrap();
+    let e = r.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Restart)]).unwrap();
+    assert_eq!((e.deletes.len(), r.counts.compared), (2000, 2000));
+}
+
 #[test]
 fn a_new_link_updates_the_other_names() {
     let t = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::names::Name;
 use crate::LocalError;
@@ -17,8 +17,11 @@ pub struct FreshJournal {
     file: Option<File>,
     /// How many of the state's fresh paths are in the file.
     written: usize,
-    /// The file holds paths a checkpoint covers (or lines of an earlier run): empty it first.
+    /// The file holds only paths a checkpoint covers: empty it first.
     reset: bool,
+    /// Replace the file whole (atomically): the first write of a run (the file may hold paths
+    /// no checkpoint covers, carried over a restart) and the one after a failed write.
+    rewrite: bool,
 }
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> LocalError {
@@ -28,7 +31,7 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> LocalError {
 impl FreshJournal {
     /// The journal at `path` (read by [`FreshJournal::read`], rewritten by the first sync).
     pub fn new(path: PathBuf) -> FreshJournal {
-        FreshJournal { path, file: None, written: 0, reset: true }
+        FreshJournal { path, file: None, written: 0, reset: false, rewrite: true }
     }
 
     /// The paths an earlier run journaled (none without a file). A last line cut short (a kill
@@ -65,38 +68,50 @@ impl FreshJournal {
         self.written = 0;
     }
 
-    /// Make the file hold `fresh`: emptied after a reset, then the paths not yet in it appended
-    /// and synced. Nothing is written when nothing changed.
+    /// Make the file hold `fresh`: replaced whole on a run's first write (and after a failed
+    /// one), emptied after a reset, then the paths not yet in it appended and synced. Nothing is
+    /// written when nothing changed.
     pub fn sync(&mut self, fresh: &[Name]) -> Result<(), LocalError> {
+        if self.rewrite {
+            return self.rewrite(fresh);
+        }
         if !self.reset && self.written == fresh.len() {
             return Ok(());
         }
         let what = || format!("writing {}", self.path.display());
-        let file = match self.file.take() {
-            Some(f) => f,
-            None => {
-                let f = OpenOptions::new().create(true).append(true).open(&self.path).map_err(io(what()))?;
-                // The file's name is durable too.
-                let dir = self.path.parent().unwrap_or(Path::new("."));
-                File::open(dir).and_then(|d| d.sync_all()).map_err(io(format!("fsync {}", dir.display())))?;
-                f
-            }
-        };
-        if self.reset {
-            file.set_len(0).map_err(io(what()))?;
-            self.written = 0;
-        }
-        let mut buf = Vec::with_capacity((fresh.len() - self.written.min(fresh.len())) * 48);
-        for p in &fresh[self.written.min(fresh.len())..] {
-            serde_json::to_writer(&mut buf, &**p).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
-            buf.push(b'\n');
-        }
-        // On an error the file is opened again and emptied by the next sync.
+        let Some(file) = self.file.take() else { return self.rewrite(fresh) };
+        let start = if self.reset { 0 } else { self.written.min(fresh.len()) };
+        let lines = lines(&fresh[start..])?;
         let mut f = &file;
-        f.write_all(&buf).and_then(|()| file.sync_data()).map_err(io(what()))?;
+        let written = if self.reset { file.set_len(0) } else { Ok(()) }.and_then(|()| f.write_all(&lines)).and_then(|()| file.sync_data());
+        if let Err(e) = written {
+            // Perhaps written in part: the next write replaces the file whole.
+            self.rewrite = true;
+            return Err(io(what())(e));
+        }
         (self.file, self.written, self.reset) = (Some(file), fresh.len(), false);
         Ok(())
     }
+
+    /// Replace the file with `fresh` atomically, then keep it open for appending.
+    fn rewrite(&mut self, fresh: &[Name]) -> Result<(), LocalError> {
+        let what = || format!("writing {}", self.path.display());
+        let lines = lines(fresh)?;
+        icicle_core::durable::stage(&self.path, true, |w| w.write_all(&lines)).and_then(|s| s.commit(true)).map_err(io(what()))?;
+        let file = OpenOptions::new().append(true).open(&self.path).map_err(io(what()))?;
+        (self.file, self.written, self.reset, self.rewrite) = (Some(file), fresh.len(), false, false);
+        Ok(())
+    }
+}
+
+/// One JSON string per path, a line each.
+fn lines(paths: &[Name]) -> Result<Vec<u8>, LocalError> {
+    let mut buf = Vec::with_capacity(paths.len() * 48);
+    for p in paths {
+        serde_json::to_writer(&mut buf, &**p).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
+        buf.push(b'\n');
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]
@@ -124,7 +139,7 @@ mod tests {
         fresh.push("d".into());
         j.sync(&fresh).unwrap();
         assert_eq!(j.read().unwrap(), ["d"]);
-        // A restart rewrites what it carries.
+        // A restart's first write replaces the file whole (never empties it in place).
         let mut again = FreshJournal::new(p.clone());
         let carried: Vec<Name> = again.read().unwrap().into_iter().map(Name::from).collect();
         again.sync(&carried).unwrap();

@@ -5,7 +5,8 @@
 //! overflow (`IN_Q_OVERFLOW`) re-adds watches everywhere and rescans the root; a watch that
 //! cannot be added (`max_user_watches`) has its directory rescanned, and is counted. A file
 //! system mounted below the root while it runs (found in the mount table, read every
-//! [`MOUNT_CHECK`](crate::mounts::MOUNT_CHECK) and at once on `IN_UNMOUNT`) gets watches and
+//! [`MOUNT_CHECK`](crate::mounts::MOUNT_CHECK), and again right after a read that saw
+//! `IN_UNMOUNT`) gets watches and
 //! its directory rescanned; an unmount rescans what it uncovered.
 
 use std::collections::HashMap;

@@ -20,6 +20,7 @@ mod names;
 mod source;
 pub mod state;
 mod stream;
+mod walk;
 
 use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
 

@@ -30,6 +30,7 @@ use crate::entries_log::{EntriesLog, Fields};
 use crate::event::{LocalEvent, RescanReason};
 use crate::fresh_journal::FreshJournal;
 use crate::names::{InodeNames, Name};
+use crate::walk::walk;
 use crate::LocalError;
 
 /// What the index holds for one path: enough to tell whether it changed.
@@ -125,9 +126,9 @@ pub struct LocalState {
     pub counts: LocalCounts,
     /// Whether a checkpoint was restored (the first event is then a restart rescan).
     pub restored: bool,
-    /// Paths first published since the last checkpoint (JSON array, replaced every batch): a
-    /// restart after a kill between delivery and checkpoint compares them too, so a path the
-    /// index may hold but the checkpoint does not is deleted if it is gone by then.
+    /// Paths first published since the last checkpoint, journaled before delivery: a restart
+    /// after a kill between delivery and checkpoint compares them too, so a path the index may
+    /// hold but the checkpoint does not is deleted if it is gone by then.
     journal: Option<FreshJournal>,
     fresh: Vec<Name>,
     /// The restored journal's paths stay in it until the first batch after the restart is
@@ -173,10 +174,17 @@ fn print_of((ino, size, mtime, ctime, dir, mode, uid, gid, acl): Fields) -> Prin
     Print { ino, size, mtime, ctime, dir, mode, uid, gid, acl }
 }
 
-type Row = (String, Fields);
+/// A checkpoint's inline entry: the path and its fields, or (an older release's) the path
+/// followed by the fields without the ACL digest.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Row {
+    Now(String, Fields),
+    Before(String, u64, u64, i64, i64, bool, u32, u32, u32),
+}
 
 fn row(k: &str, p: &Print) -> Row {
-    (k.to_string(), (*p).into())
+    Row::Now(k.to_string(), (*p).into())
 }
 
 /// One batch's work: paths to compare, in order, each once.
@@ -217,51 +225,6 @@ impl Work {
         if !self.seen.contains(&p) {
             self.seen.insert(p.clone());
             self.queue.push_back(p);
-        }
-    }
-}
-
-fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
-}
-
-/// Every path below `dir` (relative to `root`), directories included, to `visit`, with its
-/// metadata when `stat` (else `None`: the listing's entry type is enough to descend, and the
-/// compare `lstat`s each path anyway); names that are not UTF-8 (and what is below them) are
-/// left out and counted in `not_utf8`.
-pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, stat: bool, visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>)) {
-    use std::os::unix::ffi::OsStrExt;
-    let mut stack = vec![dir.to_string()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&d)) else { continue };
-        for e in rd.flatten() {
-            let name = e.file_name();
-            let Some(name) = crate::event::utf8_name(name.as_bytes(), &d) else {
-                *not_utf8 += 1;
-                continue;
-            };
-            let rel = join(&d, name);
-            let md = if stat {
-                match std::fs::symlink_metadata(e.path()) {
-                    Ok(md) => Some(md),
-                    Err(_) => continue,
-                }
-            } else {
-                None
-            };
-            // Without `stat`, the type from the listing (std `lstat`s only where it is unknown).
-            let is_dir = match &md {
-                Some(md) => md.is_dir(),
-                None => e.file_type().is_ok_and(|t| t.is_dir()),
-            };
-            if is_dir {
-                stack.push(rel.clone());
-            }
-            visit(rel, md.as_ref());
         }
     }
 }
@@ -316,6 +279,26 @@ impl LocalState {
     pub fn with_posix(mut self, posix: bool) -> LocalState {
         self.posix = posix;
         self
+    }
+
+    /// The journal's paths (published after the last checkpoint, perhaps) the entries do not
+    /// hold become placeholders (inode 0: a print nothing matches), so the first rescan compares
+    /// them: an update if there, a delete if gone. One that does not read (but for a last line
+    /// cut short) is damage: the start stops rather than forget paths whose deletes may be owed.
+    fn carry_journal(&mut self) -> Result<(), LocalError> {
+        let ahead: Vec<String> = match &self.journal {
+            Some(j) => j.read()?,
+            None => Vec::new(),
+        };
+        for rel in ahead {
+            if !self.entries.contains_key(rel.as_str()) {
+                let rel: Name = rel.into();
+                self.insert(rel.clone(), Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0, acl: 0 });
+                self.fresh.push(rel);
+            }
+        }
+        self.carry = true;
+        Ok(())
     }
 
     /// Paths the index holds (directories included).
@@ -417,14 +400,19 @@ impl LocalState {
         }
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
-            let posix = self.posix;
+            let (posix, carried) = (self.posix, !self.fresh.is_empty());
             walk(&root, dir, &mut not_utf8, true, &mut |rel, md| {
-                if let Some(md) = md {
+                // A placeholder (a path a killed run published) stays one, to be compared.
+                let placeholder = carried && self.entries.get(rel.as_str()).is_some_and(|p| p.ino == 0 && !p.dir);
+                if let Some(md) = md.filter(|_| !placeholder) {
                     let p = Print::at(&root, &rel, md, posix);
                     self.insert(rel.into(), p);
                 }
             });
             self.counts.not_utf8 += not_utf8;
+            for f in self.fresh.clone() {
+                work.push(f);
+            }
             return;
         }
         for (k, _) in self.below(dir) {
@@ -603,12 +591,20 @@ impl ChangeState for LocalState {
     type Position = u64;
 
     async fn restore(&mut self, checkpoint: Option<Vec<u8>>, _sent_ahead: Vec<u64>) -> Result<Option<u64>, IcicleError> {
-        let Some(bytes) = checkpoint else { return Ok(None) };
+        let Some(bytes) = checkpoint else {
+            // Killed before its first checkpoint, a run may have published part of its seed.
+            self.carry_journal()?;
+            return Ok(None);
+        };
         let cp: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
         if cp.root != self.root.to_string_lossy() {
             return Err(LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into());
         }
-        for (rel, fields) in cp.entries {
+        for r in cp.entries {
+            let (rel, fields) = match r {
+                Row::Now(rel, f) => (rel, f),
+                Row::Before(rel, ino, size, mtime, ctime, dir, mode, uid, gid) => (rel, (ino, size, mtime, ctime, dir, mode, uid, gid, 0)),
+            };
             self.insert(rel.into(), print_of(fields));
         }
         if let Some((generation, log_bytes)) = cp.entries_log {
@@ -621,22 +617,7 @@ impl ChangeState for LocalState {
         // As on disk already.
         self.changed.clear();
         self.restored = true;
-        // Published after the checkpoint, perhaps: a print nothing matches, so the restart
-        // rescan compares them (an update if there, a delete if gone).
-        // One that does not read (but for a last line cut short) is damage: stop rather than
-        // forget paths whose deletes may be owed.
-        let ahead: Vec<String> = match &self.journal {
-            Some(j) => j.read()?,
-            None => Vec::new(),
-        };
-        for rel in ahead {
-            if !self.entries.contains_key(rel.as_str()) {
-                let rel: Name = rel.into();
-                self.insert(rel.clone(), Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0, acl: 0 });
-                self.fresh.push(rel);
-            }
-        }
-        self.carry = true;
+        self.carry_journal()?;
         Ok(None)
     }
 

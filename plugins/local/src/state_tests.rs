@@ -70,6 +70,41 @@ async fn many_carried_paths_are_compared_once_each() {
     assert_eq!((e.deletes.len(), r.counts.compared), (2000, 2000));
 }
 
+/// A first run killed after delivering part of its seed (no checkpoint yet): the next start
+/// compares what the journal says it published, so what was deleted meanwhile is deleted and
+/// what changed is published again, whether its seed publishes or not.
+#[tokio::test]
+async fn the_journal_of_a_run_killed_before_its_first_checkpoint_is_compared() {
+    for seed_emit in [true, false] {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("fs");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("kept"), b"changed since").unwrap();
+        std::fs::write(root.join("other"), b"1").unwrap();
+        let journal = t.path().join("fresh.json");
+        std::fs::write(&journal, "\"gone\"\n\"kept\"\n").unwrap();
+        let mut s = state(&root, seed_emit).with_journal(journal);
+        s.restore(None, Vec::new()).await.unwrap();
+        assert!(!s.restored);
+        let e = s.apply_events(seed()).unwrap();
+        assert_eq!(e.deletes, ["/gone"], "seed_emit {seed_emit}");
+        assert_eq!(e.chunk.len(), if seed_emit { 2 } else { 1 }, "seed_emit {seed_emit}");
+    }
+}
+
+/// A checkpoint with inline entries written by an older release (flat rows, no ACL digest).
+#[tokio::test]
+async fn inline_entries_of_an_older_release_restore() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("f"), b"1").unwrap();
+    let cp = format!(r#"{{"root":"{}","entries":[["f",1,1,0,0,false,420,0,0]]}}"#, t.path().display());
+    let mut s = state(t.path(), true);
+    s.restore(Some(cp.into_bytes()), Vec::new()).await.unwrap();
+    assert_eq!(s.entries["f"].ino, 1);
+    let e = s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Restart)]).unwrap();
+    assert_eq!(e.chunk.len(), 1, "its print differs from the file's: published again");
+}
+
 #[test]
 fn a_new_link_updates_the_other_names() {
     let t = tempfile::tempdir().unwrap();

@@ -1,0 +1,49 @@
+//! A walk of a directory below the root: every path, directories included, names that are not
+//! UTF-8 left out and counted.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// Every path below `dir` (relative to `root`), directories included, to `visit`, with its
+/// metadata when `stat` (else `None`: the listing's entry type is enough to descend, and the
+/// compare `lstat`s each path anyway); names that are not UTF-8 (and what is below them) are
+/// left out and counted in `not_utf8`.
+pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, stat: bool, visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>)) {
+    let mut stack = vec![dir.to_string()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(root.join(&d)) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(name) = crate::event::utf8_name(name.as_bytes(), &d) else {
+                *not_utf8 += 1;
+                continue;
+            };
+            let rel = join(&d, name);
+            let md = if stat {
+                match std::fs::symlink_metadata(e.path()) {
+                    Ok(md) => Some(md),
+                    Err(_) => continue,
+                }
+            } else {
+                None
+            };
+            // Without `stat`, the type from the listing (std `lstat`s only where it is unknown).
+            let is_dir = match &md {
+                Some(md) => md.is_dir(),
+                None => e.file_type().is_ok_and(|t| t.is_dir()),
+            };
+            if is_dir {
+                stack.push(rel.clone());
+            }
+            visit(rel, md.as_ref());
+        }
+    }
+}

@@ -229,14 +229,7 @@ pub fn monitor_log_filter() -> String {
 /// Start `icicle monitor --until-idle IDLE` on the local monitor `cfg` (state in `tmp/state`,
 /// log in `tmp/monitor.log`); wait until its seed walk is delivered.
 pub fn start_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
-    let log = std::fs::File::create(tmp.join("monitor.log")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_icicle"))
-        .args(["monitor", "--json", "--until-idle", &idle.to_string(), "-c", cfg.to_str().unwrap()])
-        .env("RUST_LOG", monitor_log_filter())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("run icicle");
+    let child = spawn_monitor(tmp, cfg, idle);
     let ready = tmp.join("state/local.checkpoint.json");
     let started = Instant::now();
     while !ready.exists() {
@@ -244,6 +237,18 @@ pub fn start_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
         std::thread::sleep(Duration::from_millis(20));
     }
     child
+}
+
+/// Start `icicle monitor --until-idle IDLE` on `cfg` (log in `tmp/monitor.log`), not waiting.
+pub fn spawn_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
+    let log = std::fs::File::create(tmp.join("monitor.log")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "--json", "--until-idle", &idle.to_string(), "-c", cfg.to_str().unwrap()])
+        .env("RUST_LOG", monitor_log_filter())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("run icicle")
 }
 
 pub fn log_of(tmp: &Path) -> String {

@@ -326,14 +326,7 @@ fn a_stop_in_the_middle_of_the_seed_converges() {
     }
     // 17 records per part: about 700 parts.
     let cfg = monitor_config(t, "fanotify", 50);
-    let log = std::fs::File::create(t.join("monitor.log")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_icicle"))
-        .args(["monitor", "--json", "--until-idle", "600", "-c", cfg.to_str().unwrap()])
-        .env("RUST_LOG", monitor_log_filter())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let child = spawn_monitor(t, &cfg, 600.0);
     let started = Instant::now();
     while std::fs::read_dir(t.join("out")).map_or(0, |d| d.count()) < 3 {
         assert!(started.elapsed() < Duration::from_secs(60), "nothing delivered: {}", log_of(t));

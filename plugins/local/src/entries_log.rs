@@ -21,7 +21,7 @@ pub type Fields = (u64, u64, i64, i64, bool, u32, u32, u32, u64);
 /// Fields as read: an older release wrote them without the ACL digest.
 #[derive(serde::Deserialize)]
 #[serde(untagged)]
-enum FieldsRead {
+pub enum FieldsRead {
     Now(Fields),
     Before(u64, u64, i64, i64, bool, u32, u32, u32),
 }

@@ -18,6 +18,7 @@ use tokio::io::unix::AsyncFd;
 
 use crate::event::{LocalEvent, RescanReason};
 use crate::mounts::MountTable;
+use crate::walk::join;
 use crate::LocalError;
 
 /// Counters of the inotify reader.
@@ -252,13 +253,5 @@ impl InotifyWatch {
         } else {
             out.push(LocalEvent::Changed(path));
         }
-    }
-}
-
-fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
     }
 }

@@ -26,7 +26,7 @@ use icicle_gmeta::{subject_for, PrimaryEncoder};
 use serde::{Deserialize, Serialize};
 
 use crate::dir_access::{root_changed, RootAccess};
-use crate::entries_log::{EntriesLog, Fields};
+use crate::entries_log::{EntriesLog, Fields, FieldsRead};
 use crate::event::{LocalEvent, RescanReason};
 use crate::fresh_journal::FreshJournal;
 use crate::names::{InodeNames, Name};
@@ -603,7 +603,9 @@ impl ChangeState for LocalState {
         for r in cp.entries {
             let (rel, fields) = match r {
                 Row::Now(rel, f) => (rel, f),
-                Row::Before(rel, ino, size, mtime, ctime, dir, mode, uid, gid) => (rel, (ino, size, mtime, ctime, dir, mode, uid, gid, 0)),
+                Row::Before(rel, ino, size, mtime, ctime, dir, mode, uid, gid) => {
+                    (rel, FieldsRead::Before(ino, size, mtime, ctime, dir, mode, uid, gid).into())
+                }
             };
             self.insert(rel.into(), print_of(fields));
         }

@@ -4,7 +4,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-fn join(dir: &str, name: &str) -> String {
+/// `name` in directory `dir` (relative to the root; empty for the root itself).
+pub fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() {
         name.to_string()
     } else {

@@ -51,6 +51,9 @@ pub struct EntriesLog {
     stem: String,
     /// The generation being appended to (0: none yet; the first batch starts one).
     generation: u64,
+    /// The generation the last checkpoint names (0: none): kept until a checkpoint names a
+    /// newer one, however many generations an emit delivered in parts starts meanwhile.
+    checkpointed: u64,
     log: Option<File>,
     log_bytes: u64,
     base_rows: u64,
@@ -60,7 +63,7 @@ pub struct EntriesLog {
 impl EntriesLog {
     /// No generation yet, for files `dir/<stem>.entries-*`.
     pub fn new(dir: &Path, stem: &str) -> EntriesLog {
-        EntriesLog { dir: dir.to_path_buf(), stem: stem.to_string(), generation: 0, log: None, log_bytes: 0, base_rows: 0, log_rows: 0 }
+        EntriesLog { dir: dir.to_path_buf(), stem: stem.to_string(), generation: 0, checkpointed: 0, log: None, log_bytes: 0, base_rows: 0, log_rows: 0 }
     }
 
     fn base_path(&self, g: u64) -> PathBuf {
@@ -74,6 +77,11 @@ impl EntriesLog {
     /// What a checkpoint records: (generation, log bytes covered).
     pub fn position(&self) -> (u64, u64) {
         (self.generation, self.log_bytes)
+    }
+
+    /// The last checkpoint names the current generation (the batch after it has begun).
+    pub fn checkpointed(&mut self) {
+        self.checkpointed = self.generation;
     }
 
     /// Make the log durable up to [`EntriesLog::position`] (before a checkpoint names it).
@@ -115,13 +123,13 @@ impl EntriesLog {
         log.set_len(log_bytes).map_err(io(format!("cutting {} back", log_path.display())))?;
         let mut log = log;
         std::io::Seek::seek(&mut log, std::io::SeekFrom::Start(log_bytes)).map_err(io(format!("seeking {}", log_path.display())))?;
-        (self.generation, self.log, self.log_bytes, self.log_rows) = (g, Some(log), log_bytes, rows);
+        (self.generation, self.checkpointed, self.log, self.log_bytes, self.log_rows) = (g, g, Some(log), log_bytes, rows);
         Ok(entries)
     }
 
     /// Record one batch: the rows of `changed` paths as `entries` holds them now (absent: a
     /// removal), or, when the log outgrew its base (or there is none), a new generation of
-    /// every entry. Removes the generations before the one the last checkpoint names.
+    /// every entry. Removes the generations neither current nor named by the last checkpoint.
     pub fn record<'a>(
         &mut self,
         changed: impl ExactSizeIterator<Item = &'a Name>,
@@ -177,9 +185,8 @@ impl EntriesLog {
         Ok(())
     }
 
-    /// Remove the files of every generation but the current one (the last checkpoint names it:
-    /// it was written after the batch that started it; with none yet, no checkpoint names any,
-    /// and what is there was left by an earlier state).
+    /// Remove the files of every generation but the current one and the one the last
+    /// checkpoint names (with none yet, what is there was left by an earlier state).
     fn remove_older(&self) {
         let Ok(rd) = std::fs::read_dir(&self.dir) else { return };
         let prefix = format!("{}.entries-", self.stem);
@@ -187,7 +194,7 @@ impl EntriesLog {
             let name = e.file_name();
             let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else { continue };
             let g = rest.strip_suffix(".json").or_else(|| rest.strip_suffix(".log")).and_then(|n| n.parse::<u64>().ok());
-            if g.is_some_and(|g| g != self.generation) {
+            if g.is_some_and(|g| g != self.generation && g != self.checkpointed) {
                 if let Err(err) = std::fs::remove_file(e.path()) {
                     tracing::warn!(message = "could not remove an old generation of the entries", path = %e.path().display(), error = %err);
                 }
@@ -239,6 +246,7 @@ mod tests {
             log.sync().unwrap();
             let (g, bytes) = log.position();
             generations.insert(g);
+            log.checkpointed();
             // Not checkpointed: a batch appended past the position.
             let mut after = entries.clone();
             let extra: Vec<Name> = (0..5).map(|i| format!("after/{batch}/{i}").into()).collect();
@@ -259,6 +267,35 @@ mod tests {
         // Only the current generation's files are kept.
         let (g, _) = log.position();
         log.record(std::iter::empty::<&Name>(), &entries).unwrap();
+        assert_eq!(names(dir.path()), [format!("m.entries-{g}.json"), format!("m.entries-{g}.log")]);
+    }
+
+    /// An emit delivered in parts records once per part, and may start new generations before
+    /// its checkpoint: the generation the last checkpoint names stays until one names a newer.
+    #[test]
+    fn the_checkpointed_generation_outlives_the_parts_of_an_emit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = EntriesLog::new(dir.path(), "m");
+        let mut entries: BTreeMap<Name, Fields> = (0..10u64).map(|i| (Name::from(format!("a{i}")), f(i))).collect();
+        log.record(std::iter::empty::<&Name>(), &entries).unwrap();
+        log.sync().unwrap();
+        let (g, bytes) = log.position();
+        log.checkpointed();
+        let want: BTreeMap<String, Fields> = entries.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        // Parts that outgrow the log: new generations start before the checkpoint.
+        for part in 0..3 {
+            let changed: Vec<Name> = (0..MIN_LOG_ROWS + 1).map(|i| Name::from(format!("p{part}/{i}"))).collect();
+            for k in &changed {
+                entries.insert(k.clone(), f(part));
+            }
+            log.record(changed.iter(), &entries).unwrap();
+        }
+        assert!(log.position().0 >= g + 2, "generations started: {}", log.position().0 - g);
+        // A stop before the emit's checkpoint: the restart restores the checkpoint's generation.
+        assert_eq!(EntriesLog::new(dir.path(), "m").restore(g, bytes).unwrap(), want);
+        log.checkpointed();
+        log.record(std::iter::empty::<&Name>(), &entries).unwrap();
+        let g = log.position().0;
         assert_eq!(names(dir.path()), [format!("m.entries-{g}.json"), format!("m.entries-{g}.log")]);
     }
 

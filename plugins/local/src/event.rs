@@ -41,6 +41,9 @@ pub enum LocalEvent {
 /// Names and paths that are not UTF-8 met by this process.
 static NOT_UTF8: AtomicU64 = AtomicU64::new(0);
 
+/// Paths a compare could not read, met by this process.
+static UNREADABLE: AtomicU64 = AtomicU64::new(0);
+
 /// Whether the `n`th name that is not UTF-8 is logged: the first 20, then one in 10,000 (a
 /// tree of many such names would otherwise flood the log; all are counted in the report).
 fn logged(n: u64) -> bool {
@@ -50,6 +53,12 @@ fn logged(n: u64) -> bool {
 /// Count one more name that is not UTF-8; its number when it is to be logged.
 pub(crate) fn not_utf8_to_log() -> Option<u64> {
     let n = NOT_UTF8.fetch_add(1, Ordering::Relaxed) + 1;
+    logged(n).then_some(n)
+}
+
+/// Count one more path a compare could not read; its number when it is to be logged.
+pub(crate) fn unreadable_to_log() -> Option<u64> {
+    let n = UNREADABLE.fetch_add(1, Ordering::Relaxed) + 1;
     logged(n).then_some(n)
 }
 

@@ -21,6 +21,7 @@ mod source;
 pub mod state;
 mod stream;
 mod walk;
+mod work;
 
 use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
 

@@ -10,14 +10,14 @@
 //! So the result depends only on the file system at emit time and on which paths were
 //! reported, never on event order: events for things the seed walk already saw are idempotent.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
+use icicle_core::access::{lstat_dir, parent_dir, Acl};
 use icicle_core::batch::EntryBatch;
 use icicle_core::record::FileRecord;
 use icicle_core::stream::{BatchCounts, ChangeState, Emit};
@@ -31,6 +31,7 @@ use crate::event::{LocalEvent, RescanReason};
 use crate::fresh_journal::FreshJournal;
 use crate::names::{InodeNames, Name};
 use crate::walk::walk;
+use crate::work::Work;
 use crate::LocalError;
 
 /// What the index holds for one path: enough to tell whether it changed.
@@ -108,6 +109,8 @@ pub struct LocalCounts {
     pub rescans: BTreeMap<String, u64>,
     /// Entries left out by walks because their names are not UTF-8.
     pub not_utf8: u64,
+    /// Compares that could not read a path (EACCES, EIO): the index kept what it held.
+    pub unreadable: u64,
     /// Batches applied.
     pub batches: u64,
     /// Emits that continued a rescan past the emit limit (`max_emit_records`).
@@ -185,48 +188,6 @@ enum Row {
 
 fn row(k: &str, p: &Print) -> Row {
     Row::Now(k.to_string(), (*p).into())
-}
-
-/// One batch's work: paths to compare, in order, each once.
-struct Work {
-    queue: VecDeque<Name>,
-    seen: HashSet<Name>,
-    /// Published again even when unchanged (a directory above changed permissions).
-    force: HashSet<Name>,
-    /// Published in this part of the emit (judged with the directories as they are now).
-    sent: HashSet<Name>,
-    /// Directory permissions, as the file system has them during this emit.
-    chains: ChainCache,
-    /// Directories walked in this emit: everything below them is already queued.
-    walked: HashSet<String>,
-    /// Names a directory arrived at or left (compared as new directories whatever the index holds).
-    directories: HashSet<String>,
-}
-
-impl Work {
-    fn new() -> Work {
-        Work {
-            queue: VecDeque::new(),
-            seen: HashSet::new(),
-            force: HashSet::new(),
-            sent: HashSet::new(),
-            chains: ChainCache::new("/"),
-            walked: HashSet::new(),
-            directories: HashSet::new(),
-        }
-    }
-
-    /// Whether `dir` is, or is below, a directory walked in this emit.
-    fn walked_over(&self, dir: &str) -> bool {
-        self.walked.contains("") || self.walked.contains(dir) || dir.match_indices('/').any(|(i, _)| self.walked.contains(&dir[..i]))
-    }
-
-    fn push(&mut self, p: Name) {
-        if !self.seen.contains(&p) {
-            self.seen.insert(p.clone());
-            self.queue.push_back(p);
-        }
-    }
 }
 
 /// Updates and deletes at most in one emit, by default (a larger rescan is delivered in parts).
@@ -376,7 +337,7 @@ impl LocalState {
         let Some(old) = self.entries.remove(&*k) else { return };
         self.unlink_name(&k, old);
         if !old.dir {
-            deletes.push(subject_for(&self.full(&k)).into_owned());
+            work.delete(subject_for(&self.full(&k)).into_owned(), deletes);
             self.other_names(old.ino, &k, work);
         }
         self.changed.insert(k);
@@ -439,6 +400,23 @@ impl LocalState {
         }
     }
 
+    /// `lstat` of `rel`, when the nearest ancestor the index knows is a directory; one it knows
+    /// as something else (a directory replaced by a symlink: `lstat` would follow it) makes
+    /// `rel` not there (`ENOTDIR`).
+    fn lstat(&self, rel: &str) -> std::io::Result<std::fs::Metadata> {
+        let mut at = rel;
+        while let Some(i) = at.rfind('/') {
+            at = &rel[..i];
+            if let Some(p) = self.entries.get(at) {
+                if !p.dir {
+                    return Err(std::io::Error::from_raw_os_error(libc::ENOTDIR));
+                }
+                break;
+            }
+        }
+        std::fs::symlink_metadata(self.root.join(rel))
+    }
+
     /// Compare one path with the file system.
     fn compare(&mut self, rel: &Name, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
         if rel.is_empty() {
@@ -451,8 +429,16 @@ impl LocalState {
         }
         self.counts.compared += 1;
         let old = self.entries.get(rel).copied();
-        let md = match std::fs::symlink_metadata(self.root.join(&**rel)) {
+        let md = match self.lstat(rel) {
             Ok(md) => md,
+            Err(e) if !is_gone(&e) => {
+                // Not read (EACCES, EIO, a path too long): what the index holds stays.
+                self.counts.unreadable += 1;
+                if let Some(n) = crate::event::unreadable_to_log() {
+                    tracing::warn!(message = "could not compare a path; the index keeps what it holds (the first 20 are logged, then one in 10,000)", path = %rel, error = %e, seen = n);
+                }
+                return;
+            }
             Err(_) => {
                 tracing::trace!(message = "compared: gone", path = %rel, old = ?old);
                 // What the index holds at and below it goes, even when it never held the name
@@ -484,7 +470,7 @@ impl LocalState {
         }
         if let Some(o) = old {
             if !o.dir && new.dir {
-                deletes.push(subject_for(&self.full(rel)).into_owned());
+                work.delete(subject_for(&self.full(rel)).into_owned(), deletes);
             }
             if !o.dir {
                 self.other_names(o.ino, rel, work);
@@ -523,6 +509,7 @@ impl LocalState {
                 self.counts.updates += 1;
                 work.force.remove(rel);
                 work.sent.insert(rel.clone());
+                work.published(&subject_for(&full));
             }
             Err(e) => {
                 self.counts.rejects += 1;
@@ -542,6 +529,9 @@ impl LocalState {
             self.fresh.clear();
             if let Some(j) = self.journal.as_mut() {
                 j.reset();
+            }
+            if let Some(log) = self.log.as_mut() {
+                log.checkpointed();
             }
         }
         self.counts.events += batch.len() as u64;
@@ -569,9 +559,12 @@ impl LocalState {
         while let Some(p) = work.queue.pop_front() {
             self.compare(&p, &mut chunk, &mut deletes, &mut work);
             if chunk.len() + deletes.len() >= self.emit_limit && !work.queue.is_empty() {
-                self.pending = Some(work);
                 break;
             }
+        }
+        work.settle(&mut deletes);
+        if !work.queue.is_empty() {
+            self.pending = Some(work);
         }
         self.counts.deletes += deletes.len() as u64;
         if let Some(log) = self.log.as_mut() {
@@ -652,7 +645,7 @@ impl ChangeState for LocalState {
             records_in: c.events,
             filtered: 0,
             rejects: c.rejects,
-            outcomes: vec![("compared", c.compared), ("unchanged", c.unchanged), ("reevaluated", c.reevaluated)],
+            outcomes: vec![("compared", c.compared), ("unchanged", c.unchanged), ("reevaluated", c.reevaluated), ("unreadable", c.unreadable)],
             updates: c.updates,
             deletes: c.deletes,
             batches: c.batches,
@@ -665,6 +658,12 @@ impl ChangeState for LocalState {
     fn report(&self) -> serde_json::Value {
         serde_json::to_value(&self.counts).unwrap_or_default()
     }
+}
+
+/// Whether an `lstat` error means the path is not there: nothing at the name, a component
+/// that is no directory, or one reached through a symlink loop (no path of the tree itself).
+fn is_gone(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP))
 }
 
 fn rescan_label(k: &str) -> &'static str {

@@ -407,3 +407,110 @@ fn a_gone_name_drops_what_is_below_it_even_if_never_compared() {
     let e = s.apply_events(vec![changed("w")]).unwrap();
     assert_eq!((e.chunk.len(), e.deletes), (1, vec!["/w/v/g".to_string()]));
 }
+
+/// A directory replaced by a symlink to it (`mv a a.old; ln -s a.old a`): `lstat` of `a/f`
+/// would follow the link; nothing below `a` stays in the state to be published again later.
+#[test]
+fn nothing_is_reached_through_a_symlink_that_replaced_a_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("a/b")).unwrap();
+    std::fs::write(r.join("a/f"), b"1").unwrap();
+    std::fs::write(r.join("a/b/g"), b"1").unwrap();
+    let mut s = state(r, true);
+    s.apply_events(seed()).unwrap();
+    std::fs::rename(r.join("a"), r.join("a.old")).unwrap();
+    std::os::unix::fs::symlink("a.old", r.join("a")).unwrap();
+    let e = s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Restart)]).unwrap();
+    let mut d = e.deletes.clone();
+    d.sort();
+    assert_eq!(d, vec!["/a/b/g", "/a/f"]);
+    let mut held: Vec<&str> = s.entries.keys().map(|k| &**k).collect();
+    held.sort();
+    assert_eq!(held, vec!["a", "a.old", "a.old/b", "a.old/b/g", "a.old/f"]);
+    // A change to the file reaches its other name only if it has one: none here.
+    std::fs::write(r.join("a.old/f"), b"22").unwrap();
+    let e = s.apply_events(vec![changed("a.old/f"), changed("a/f"), changed("a/b/g")]).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes.len()), (1, 0));
+    assert!(!s.entries.contains_key("a/f"));
+}
+
+/// A path that cannot be read (its directory closed to this process) is not gone: the index
+/// keeps what it holds, and the compare is counted as unreadable.
+#[test]
+fn a_path_that_cannot_be_read_keeps_what_the_index_holds() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(r.join("a")).unwrap();
+    std::fs::write(r.join("a/f"), b"1").unwrap();
+    let mut s = state(r, true);
+    s.apply_events(seed()).unwrap();
+    std::fs::set_permissions(r.join("a"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    // As root, file-system checks as `nobody` on this thread (root passes any mode).
+    // SAFETY: geteuid and setfsuid have no memory preconditions; setfsuid is per thread.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        unsafe { libc::setfsuid(65534) };
+    }
+    let e = s.apply_events(vec![changed("a/f"), LocalEvent::Rescan(String::new(), RescanReason::Overflow)]);
+    if root {
+        // SAFETY: as above.
+        unsafe { libc::setfsuid(0) };
+    }
+    std::fs::set_permissions(r.join("a"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = e.unwrap();
+    assert_eq!((e.chunk.len(), e.deletes.len()), (0, 0));
+    assert!(s.entries.contains_key("a/f"));
+    assert_eq!(s.counts.unreadable, 1);
+}
+
+/// A sink applies a part's updates before its deletes: a delete that a later update of the
+/// same subject undid in the part is dropped; one that came after the update stays.
+#[test]
+fn a_delete_undone_later_in_the_same_part_is_dropped() {
+    let mut w = Work::new();
+    let mut deletes = Vec::new();
+    w.delete("/a".into(), &mut deletes);
+    w.published("/a");
+    w.delete("/b".into(), &mut deletes);
+    w.published("/c");
+    w.published("/d");
+    w.delete("/d".into(), &mut deletes);
+    w.delete("/e".into(), &mut deletes);
+    w.published("/e");
+    w.delete("/e".into(), &mut deletes);
+    w.settle(&mut deletes);
+    assert_eq!(deletes, vec!["/b", "/d", "/e", "/e"]);
+    w.delete("/a".into(), &mut deletes);
+    w.settle(&mut deletes);
+    assert_eq!(deletes, vec!["/b", "/d", "/e", "/e", "/a"], "a new part starts afresh");
+}
+
+/// An emit delivered in parts that starts new generations of the entries files, stopped before
+/// its checkpoint: the restart restores from the last checkpoint, whose files are still there.
+#[tokio::test]
+async fn a_stop_between_parts_that_started_generations_restarts_from_the_checkpoint() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("fs");
+    std::fs::create_dir_all(root.join("many")).unwrap();
+    std::fs::write(root.join("old"), b"1").unwrap();
+    let files = |root: &Path| state(root, true).with_entries_files(&t.path().join("st"), "m").with_emit_limit(2_500);
+    std::fs::create_dir_all(t.path().join("st")).unwrap();
+    let mut s = files(&root);
+    s.apply_events(seed()).unwrap();
+    let cp = s.checkpoint(&0).unwrap();
+    for i in 0..13_000 {
+        std::fs::write(root.join(format!("many/f{i}")), b"").unwrap();
+    }
+    s.apply_events(vec![directory("many")]).unwrap();
+    for _ in 0..4 {
+        assert!(s.more());
+        s.apply_events(Vec::new()).unwrap();
+    }
+    assert!(s.more(), "stopped between two parts");
+    let mut r = files(&root);
+    r.restore(Some(cp), Vec::new()).await.unwrap();
+    assert_eq!(r.len(), 2, "the root's entries as checkpointed: many/ and old");
+}

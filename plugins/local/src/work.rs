@@ -1,0 +1,79 @@
+//! One batch's work list: the paths to compare in order, each once, and what the part of the
+//! emit being built has published and deleted.
+
+use std::collections::{HashSet, VecDeque};
+
+use icicle_core::access::ChainCache;
+
+use crate::names::Name;
+
+/// One batch's work: paths to compare, in order, each once.
+pub(crate) struct Work {
+    pub(crate) queue: VecDeque<Name>,
+    pub(crate) seen: HashSet<Name>,
+    /// Published again even when unchanged (a directory above changed permissions).
+    pub(crate) force: HashSet<Name>,
+    /// Published in this part of the emit (judged with the directories as they are now).
+    pub(crate) sent: HashSet<Name>,
+    /// Directory permissions, as the file system has them during this emit.
+    pub(crate) chains: ChainCache,
+    /// Directories walked in this emit: everything below them is already queued.
+    pub(crate) walked: HashSet<String>,
+    /// Names a directory arrived at or left (compared as new directories whatever the index holds).
+    pub(crate) directories: HashSet<String>,
+    /// Subjects deleted in this part, and those of them published again after their delete
+    /// (a sink applies a part's updates before its deletes: such a delete is dropped).
+    pub(crate) deleted: HashSet<String>,
+    pub(crate) revived: HashSet<String>,
+}
+
+impl Work {
+    pub(crate) fn new() -> Work {
+        Work {
+            queue: VecDeque::new(),
+            seen: HashSet::new(),
+            force: HashSet::new(),
+            sent: HashSet::new(),
+            chains: ChainCache::new("/"),
+            walked: HashSet::new(),
+            directories: HashSet::new(),
+            deleted: HashSet::new(),
+            revived: HashSet::new(),
+        }
+    }
+
+    /// Whether `dir` is, or is below, a directory walked in this emit.
+    pub(crate) fn walked_over(&self, dir: &str) -> bool {
+        self.walked.contains("") || self.walked.contains(dir) || dir.match_indices('/').any(|(i, _)| self.walked.contains(&dir[..i]))
+    }
+
+    /// A delete of `subject` in this part.
+    pub(crate) fn delete(&mut self, subject: String, deletes: &mut Vec<String>) {
+        self.revived.remove(&subject);
+        self.deleted.insert(subject.clone());
+        deletes.push(subject);
+    }
+
+    /// `subject` published in this part: a delete of it earlier in the part no longer holds.
+    pub(crate) fn published(&mut self, subject: &str) {
+        if self.deleted.contains(subject) {
+            self.revived.insert(subject.to_string());
+        }
+    }
+
+    /// The part is complete: drop the deletes that a later update of the same subject undid.
+    pub(crate) fn settle(&mut self, deletes: &mut Vec<String>) {
+        if !self.revived.is_empty() {
+            deletes.retain(|d| !self.revived.contains(d));
+        }
+        self.deleted.clear();
+        self.revived.clear();
+    }
+
+    pub(crate) fn push(&mut self, p: Name) {
+        if !self.seen.contains(&p) {
+            self.seen.insert(p.clone());
+            self.queue.push_back(p);
+        }
+    }
+}

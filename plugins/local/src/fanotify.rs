@@ -69,6 +69,7 @@ impl Fanotify {
         let root_fsid =
             crate::mounts::fsid(root).ok_or_else(|| LocalError::Io { what: format!("statfs {}", root.display()), source: std::io::Error::last_os_error() })?;
         let root_fd: OwnedFd = std::fs::File::open(root).map_err(|e| LocalError::Io { what: format!("open {}", root.display()), source: e })?.into();
+        check_resolvable(root, &root_fd)?;
         let mut f = Fanotify {
             fd,
             root: root.to_path_buf(),
@@ -206,6 +207,35 @@ fn mark_file_system(fd: &AsyncFd<OwnedFd>, path: &Path) -> Result<(), LocalError
     Ok(())
 }
 
+/// Resolve the root's own handle once: `open_by_handle_at` needs CAP_DAC_READ_SEARCH, which a
+/// process may lack while holding CAP_SYS_ADMIN (enough to mark). Refused then (EPERM), so the
+/// source falls back or says why, instead of marking and resolving no event.
+fn check_resolvable(root: &Path, root_fd: &OwnedFd) -> Result<(), LocalError> {
+    let what = || format!("open_by_handle_at of {} (resolving fanotify's handles needs CAP_DAC_READ_SEARCH)", root.display());
+    let fail = || LocalError::Io { what: what(), source: std::io::Error::last_os_error() };
+    let cpath = std::ffi::CString::new(root.as_os_str().as_bytes()).map_err(|e| LocalError::Io { what: what(), source: std::io::Error::other(e) })?;
+    // A struct file_handle: its 8-byte header, then up to MAX_HANDLE_SZ (128) bytes.
+    let mut words = [0u64; 1 + 128 / 8];
+    let fh = words.as_mut_ptr().cast::<libc::file_handle>();
+    let mut mount_id = 0;
+    // SAFETY: fh points to a zeroed buffer with room for 128 handle bytes, which the header says.
+    let r = unsafe {
+        (*fh).handle_bytes = 128;
+        libc::name_to_handle_at(libc::AT_FDCWD, cpath.as_ptr(), fh, &mut mount_id, 0)
+    };
+    if r < 0 {
+        return Err(fail());
+    }
+    // SAFETY: fh holds the handle the kernel just wrote; the descriptor is owned at once.
+    let fd = unsafe { libc::open_by_handle_at(root_fd.as_raw_fd(), fh, libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(fail());
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(())
+}
+
 /// `open_by_handle_at` of the `struct file_handle` bytes `fh`, and the descriptor's path
 /// (`None`: deleted or gone).
 fn open_by_handle(mount_fd: std::os::fd::RawFd, fh: &[u8]) -> Option<PathBuf> {
@@ -219,9 +249,12 @@ fn open_by_handle(mount_fd: std::os::fd::RawFd, fh: &[u8]) -> Option<PathBuf> {
     }
     // SAFETY: fd is a fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let target = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
-    if target.as_os_str().as_bytes().ends_with(b" (deleted)") {
+    // Removed since (the link would read "<path> (deleted)"; a real name may end so too).
+    // SAFETY: fd is open; st is plain data the kernel fills.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || st.st_nlink == 0 {
         return None;
     }
-    Some(target)
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
 }

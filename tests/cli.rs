@@ -86,6 +86,27 @@ fn unknown_enum_values_list_the_known_ones_with_key_and_file() {
     }
 }
 
+/// The local monitor refuses a state directory inside its root (its own writes would be events
+/// without end) and a quiet period that is no number of seconds, naming the key and the file.
+#[test]
+fn local_monitor_settings_that_cannot_work_name_key_and_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = tmp.path().join("fs");
+    std::fs::create_dir_all(&fs).unwrap();
+    let sink = "[sinks.y]\ntype = \"stdout\"\n";
+    let cases = [
+        ("inside.toml", format!("state_dir = \"{}/.icicle/state\"\n", fs.display()), "sources.m.state_dir", "is inside the root"),
+        ("quiet.toml", format!("state_dir = \"{}/s\"\nquiet_period_secs = 1e30\n", tmp.path().display()), "sources.m.quiet_period_secs", "from 0 to 86400"),
+    ];
+    for (file, extra, key, why) in cases {
+        let text = format!("[sources.m]\ntype = \"inotify\"\nroot = \"{}\"\n{extra}{sink}", fs.display());
+        let cfg = config(tmp.path(), file, &text);
+        let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+        assert_ne!(code, 0, "{file}");
+        assert!(err.contains(key) && err.contains(why) && err.contains(file), "{file}: {err}");
+    }
+}
+
 #[test]
 fn layers_defaults_files_env_and_set() {
     let tmp = tempfile::tempdir().unwrap();

@@ -68,6 +68,24 @@ fn default_true() -> bool {
     true
 }
 
+/// `path` made absolute through its nearest existing ancestor (it may not exist yet).
+fn resolved(path: &std::path::Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&at) {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (at.parent().map(std::path::Path::to_path_buf), at.file_name().map(|n| n.to_os_string())) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                at = parent;
+            }
+            _ => return at,
+        }
+    }
+}
+
 /// `type = "fanotify"`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(transparent)]
@@ -100,6 +118,16 @@ impl LocalConfig {
         }
         if self.lru_capacity == 0 {
             return Err(ctx.invalid("lru_capacity", "must be at least 1"));
+        }
+        if !(0.0..=86_400.0).contains(&self.quiet_period_secs) {
+            return Err(ctx.invalid("quiet_period_secs", "must be a number of seconds from 0 to 86400"));
+        }
+        // The monitor's own writes there would be events under the root: batches without end.
+        if resolved(&self.state_dir).starts_with(&root) {
+            return Err(ctx.invalid(
+                "state_dir",
+                format!("{} is inside the root {}: the monitor's own writes would be changes to watch", self.state_dir.display(), root.display()),
+            ));
         }
         self.root = root;
         Ok(self)

@@ -74,13 +74,24 @@ impl Acl {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
         let name = c"system.posix_acl_access";
-        let mut buf = [0u8; 1024];
-        // SAFETY: both strings are NUL-terminated; the kernel writes at most `buf.len()` bytes.
-        let n = unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
+        let mut buf = vec![0u8; 1024];
+        loop {
+            // SAFETY: both strings are NUL-terminated; the kernel writes at most `buf.len()` bytes.
+            let n = unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                return Acl::from_xattr(&buf[..n as usize]).ok();
+            }
+            // Larger than the buffer (over about 120 entries): ask its size, then read again.
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE) && buf.len() < 1 << 20 {
+                // SAFETY: a size query writes nothing.
+                let size = unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+                if size > 0 {
+                    buf.resize((size as usize).max(buf.len() * 2), 0);
+                    continue;
+                }
+            }
             return None;
         }
-        Acl::from_xattr(&buf[..n as usize]).ok()
     }
 
     /// The principals it names: (users, groups).
@@ -341,6 +352,36 @@ mod tests {
 
     fn p(mode: u32, uid: u32, gid: u32) -> Perm {
         Perm::new(mode, uid, gid)
+    }
+
+    /// An ACL larger than the first read's buffer (200 named users: 1,636 bytes) reads whole.
+    #[test]
+    fn an_acl_of_many_entries_reads_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        std::fs::write(&f, b"x").unwrap();
+        let mut entries: Vec<(u16, u16, u32)> = vec![(0x01, 6, u32::MAX)];
+        entries.extend((0..200).map(|u| (0x02, (u % 8) as u16, 1000 + u)));
+        entries.extend([(0x04, 4, u32::MAX), (0x10, 7, u32::MAX), (0x20, 4, u32::MAX)]);
+        let mut xattr = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in &entries {
+            xattr.extend_from_slice(&tag.to_le_bytes());
+            xattr.extend_from_slice(&perm.to_le_bytes());
+            xattr.extend_from_slice(&id.to_le_bytes());
+        }
+        let c = std::ffi::CString::new(f.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: NUL-terminated strings and a buffer of the length passed.
+        let r = unsafe { libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            assert!(std::env::var_os("CI").is_none(), "CI's temporary directory must take ACLs: {e}");
+            eprintln!("skipped: no ACLs here: {e}");
+            return;
+        }
+        let acl = Acl::read(&f).expect("the ACL reads");
+        assert_eq!(acl.users.len(), 200);
+        assert_eq!(acl.users[199], (1199, 7));
+        assert_eq!(acl.mask, Some(7));
     }
 
     #[test]

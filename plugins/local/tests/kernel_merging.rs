@@ -2,7 +2,9 @@
 //! joins an earlier queued one with the same directory and name, so "create then delete" and
 //! "delete then create" of one name arrive as the same single event. This is why the local
 //! monitor reconciles each reported name with the file system instead of replaying events in
-//! order through a rule table (docs/local-monitor.md, "Why not the Lustre rule table").
+//! order through a rule table (docs/local-monitor.md, "State and reduction"). With
+//! the object's own handle reported too (`FAN_REPORT_TARGET_FID`), events of different objects
+//! stop merging, but one object's link and unlink at a name still arrive alike in either order.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -18,7 +20,12 @@ fn is_root() -> bool {
 
 /// A fanotify group reporting directory handles and names, marking the file system of `dir`.
 fn group(dir: &Path) -> OwnedFd {
-    let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID;
+    group_with(dir, libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID)
+}
+
+/// A fanotify group with these `FAN_REPORT_*` flags, marking the file system of `dir`.
+fn group_with(dir: &Path, report: u32) -> OwnedFd {
+    let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | report;
     // SAFETY: plain system calls; the descriptor is owned at once.
     let fd = unsafe { libc::fanotify_init(flags, libc::O_RDONLY as u32) };
     assert!(fd >= 0, "fanotify_init: {}", std::io::Error::last_os_error());
@@ -49,15 +56,34 @@ fn name_of(event: &[u8], meta: usize) -> Option<&[u8]> {
     None
 }
 
+/// The object's own handle in an event (`FAN_EVENT_INFO_TYPE_FID`: the fsid and file handle,
+/// after the 4-byte header), when the group reports it.
+fn object_of(event: &[u8], meta: usize) -> Option<Vec<u8>> {
+    let mut at = meta;
+    while at + 4 <= event.len() {
+        let (kind, len) = (event[at], u16::from_ne_bytes([event[at + 2], event[at + 3]]) as usize);
+        if kind == libc::FAN_EVENT_INFO_TYPE_FID {
+            return event.get(at + 4..at + len).map(<[u8]>::to_vec);
+        }
+        at += len.max(4);
+    }
+    None
+}
+
 /// The masks of the events queued now whose name is `name`.
 fn masks_for(fd: &OwnedFd, name: &str) -> Vec<u64> {
+    events_for(fd, name).into_iter().map(|(mask, _)| mask).collect()
+}
+
+/// The events queued now whose name is `name`: each one's mask and object handle.
+fn events_for(fd: &OwnedFd, name: &str) -> Vec<(u64, Option<Vec<u8>>)> {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut masks = Vec::new();
+    let mut events = Vec::new();
     loop {
         // SAFETY: buf is a valid writable buffer of its length.
         let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n <= 0 {
-            return masks;
+            return events;
         }
         let data = &buf[..n as usize];
         let meta = std::mem::size_of::<libc::fanotify_event_metadata>();
@@ -68,7 +94,7 @@ fn masks_for(fd: &OwnedFd, name: &str) -> Vec<u64> {
             let len = (m.event_len as usize).max(meta);
             let event = &data[off..(off + len).min(data.len())];
             if name_of(event, meta) == Some(name.as_bytes()) {
-                masks.push(m.mask);
+                events.push((m.mask, object_of(event, meta)));
             }
             off += len;
         }
@@ -96,4 +122,40 @@ fn create_then_delete_and_delete_then_create_arrive_as_the_same_single_event() {
     let both = libc::FAN_CREATE | libc::FAN_DELETE;
     assert_eq!(create_delete, vec![both], "create, delete: one merged event");
     assert_eq!(delete_create, vec![both], "delete, create: the same one merged event");
+}
+
+#[test]
+fn with_the_objects_handle_a_link_then_unlink_and_an_unlink_then_link_still_arrive_alike() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    // The object's handle on every directory-entry event (Linux 5.17): a FID-keyed rule table's
+    // best case. Events of different objects at one name no longer merge...
+    let fd = group_with(t.path(), libc::FAN_REPORT_DFID_NAME_TARGET);
+    std::fs::write(t.path().join("swapped"), b"1").unwrap();
+    let _ = events_for(&fd, "swapped");
+    std::fs::remove_file(t.path().join("swapped")).unwrap();
+    std::fs::write(t.path().join("swapped"), b"2").unwrap();
+    let replaced = events_for(&fd, "swapped");
+    assert_eq!(replaced.iter().map(|e| e.0).collect::<Vec<_>>(), vec![libc::FAN_DELETE, libc::FAN_CREATE], "two objects: two events");
+    assert_ne!(replaced[0].1, replaced[1].1, "each with its own object");
+    // ...but one object's second name, linked then unlinked (nothing to index at `second`)
+    // and unlinked then linked again (`second` must be indexed), arrives as one identical event.
+    let g = t.path().join("target");
+    std::fs::write(&g, b"x").unwrap();
+    let _ = events_for(&fd, "target");
+    std::fs::hard_link(&g, t.path().join("second")).unwrap();
+    std::fs::remove_file(t.path().join("second")).unwrap();
+    let link_unlink = events_for(&fd, "second");
+    std::fs::hard_link(&g, t.path().join("second")).unwrap();
+    let _ = events_for(&fd, "second");
+    std::fs::remove_file(t.path().join("second")).unwrap();
+    std::fs::hard_link(&g, t.path().join("second")).unwrap();
+    let unlink_link = events_for(&fd, "second");
+    let both = libc::FAN_CREATE | libc::FAN_DELETE;
+    assert_eq!(link_unlink.iter().map(|e| e.0).collect::<Vec<_>>(), vec![both], "link, unlink: one merged event");
+    assert_eq!(link_unlink, unlink_link, "unlink, link: the same event, same object");
+    assert!(link_unlink[0].1.is_some(), "the object's handle is reported");
 }

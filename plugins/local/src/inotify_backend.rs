@@ -9,7 +9,7 @@
 //! `IN_UNMOUNT`) gets watches and
 //! its directory rescanned; an unmount rescans what it uncovered.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -41,7 +41,7 @@ pub struct InotifyWatch {
     watches: Watches,
     root: PathBuf,
     by_wd: HashMap<WatchDescriptor, String>,
-    by_path: HashMap<String, WatchDescriptor>,
+    by_path: BTreeMap<String, WatchDescriptor>,
     buf: Vec<u8>,
     /// The mounts at or below the root.
     mounts: MountTable,
@@ -80,7 +80,7 @@ impl InotifyWatch {
             watches,
             root: root.to_path_buf(),
             by_wd: HashMap::new(),
-            by_path: HashMap::new(),
+            by_path: BTreeMap::new(),
             buf: vec![0u8; 256 * 1024],
             mounts: MountTable::new(root),
             unmounted: false,
@@ -134,8 +134,16 @@ impl InotifyWatch {
 
     /// Forget the watches of `dir` and everything below it (it moved away or was deleted).
     fn unwatch_tree(&mut self, dir: &str) {
-        let below = format!("{dir}/");
-        let gone: Vec<String> = self.by_path.keys().filter(|p| p.as_str() == dir || p.starts_with(&below)).cloned().collect();
+        // A range of the index by path: `rm -r` of many directories costs each one its subtree,
+        // not a scan of every watch.
+        let below = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let mut gone: Vec<String> = self
+            .by_path
+            .range::<str, _>((std::ops::Bound::Included(below.as_str()), std::ops::Bound::Unbounded))
+            .take_while(|(p, _)| p.starts_with(&below))
+            .map(|(p, _)| p.clone())
+            .collect();
+        gone.push(dir.to_string());
         for p in gone {
             if let Some(wd) = self.by_path.remove(&p) {
                 self.by_wd.remove(&wd);
@@ -253,5 +261,24 @@ impl InotifyWatch {
         } else {
             out.push(LocalEvent::Changed(path));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A directory's watches go with it, and no sibling's whose name only starts the same.
+    #[tokio::test]
+    async fn unwatching_a_tree_leaves_its_siblings() {
+        let t = tempfile::tempdir().unwrap();
+        for d in ["a/b/c", "a-x/b", "a.y", "ab", "z"] {
+            std::fs::create_dir_all(t.path().join(d)).unwrap();
+        }
+        let mut w = super::InotifyWatch::open(t.path(), &mut Vec::new()).unwrap();
+        w.unwatch_tree("a");
+        let left: Vec<&str> = w.by_path.keys().map(String::as_str).collect();
+        assert_eq!(left, ["", "a-x", "a-x/b", "a.y", "ab", "z"]);
+        assert_eq!(w.by_wd.len(), left.len());
+        w.unwatch_tree("");
+        assert!(w.by_path.is_empty() && w.by_wd.is_empty());
     }
 }

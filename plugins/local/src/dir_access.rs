@@ -13,6 +13,11 @@ pub fn acl_digest(path: &Path) -> u64 {
     Acl::read(path).map_or(0, |acl| digest(&acl))
 }
 
+/// The digest of `acl` (0: none), as [`acl_digest`] reads it.
+pub fn digest_of(acl: Option<&Acl>) -> u64 {
+    acl.map_or(0, digest)
+}
+
 fn digest(acl: &Acl) -> u64 {
     let mut words = vec![acl.user_obj, acl.group_obj, acl.mask.unwrap_or(8), acl.other, acl.users.len() as u32];
     words.extend(acl.users.iter().flat_map(|&(id, bits)| [id, bits]));

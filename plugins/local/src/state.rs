@@ -357,7 +357,7 @@ impl LocalState {
         }
         // The root's mode, owners or ACL changed while the monitor was not running.
         if dir.is_empty() && self.posix && root_changed(&mut self.root_access, &self.root) {
-            self.republish_below(dir, work);
+            self.republish_below(dir, true, work);
         }
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
@@ -383,13 +383,13 @@ impl LocalState {
         work.walked.insert(dir.to_string());
     }
 
-    /// Every file the index holds below `dir` is published again (its visibility may differ).
-    fn republish_below(&mut self, dir: &str, work: &mut Work) {
+    /// Every file the index holds below `dir` is published again (its visibility may differ);
+    /// with `judged`, not those published in this part (judged with `dir` as it is now).
+    fn republish_below(&mut self, dir: &str, judged: bool, work: &mut Work) {
         work.chains.clear();
         let files: Vec<Name> = self.below(dir).filter(|(_, p)| !p.dir).map(|(k, _)| k.clone()).collect();
         for f in files {
-            // Published in this part, judged with the directories as they are now.
-            if work.sent.contains(&f) {
+            if judged && work.sent.contains(&f) {
                 continue;
             }
             self.counts.reevaluated += 1;
@@ -423,7 +423,7 @@ impl LocalState {
             // The root is no entry; under posix its mode, owners and ACL decide who sees
             // everything.
             if self.posix && root_changed(&mut self.root_access, &self.root) {
-                self.republish_below(rel, work);
+                self.republish_below(rel, true, work);
             }
             return;
         }
@@ -485,7 +485,12 @@ impl LocalState {
             // Who may see what is below it changed (also for one that left and came back): its
             // mode, owners or ACL.
             if self.posix && old.is_some_and(|o| o.dir && !o.same_access(&new)) {
-                self.republish_below(rel, work);
+                // Files published in this part were judged with the directory as cached then:
+                // as it is now, or changed since (published again).
+                let cached = work.chains.cached(&format!("/{rel}"));
+                let judged =
+                    cached.is_some_and(|p| (p.mode, p.uid, p.gid, crate::dir_access::digest_of(p.acl.as_deref())) == (new.mode, new.uid, new.gid, new.acl));
+                self.republish_below(rel, judged, work);
             }
             return;
         }

@@ -514,3 +514,33 @@ async fn a_stop_between_parts_that_started_generations_restarts_from_the_checkpo
     r.restore(Some(cp), Vec::new()).await.unwrap();
     assert_eq!(r.len(), 2, "the root's entries as checkpointed: many/ and old");
 }
+
+/// A file published in a part, then its directory's mode changed before the directory's own
+/// compare in the same part: the file is queued again (it was judged with the old mode); a
+/// file published after the change is not.
+#[test]
+fn a_file_judged_before_its_directory_changed_in_the_same_part_is_queued_again() {
+    use std::os::unix::fs::PermissionsExt;
+    for change_between in [true, false] {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("d")).unwrap();
+        std::fs::write(r.join("d/f"), b"1").unwrap();
+        let mut s = posix_state(r, false);
+        s.apply_events(seed()).unwrap();
+        std::fs::write(r.join("d/f"), b"22").unwrap();
+        if !change_between {
+            std::fs::set_permissions(r.join("d"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let (mut w, mut chunk, mut deletes) = (Work::new(), EntryBatch::default(), Vec::new());
+        s.compare(&Name::from("d/f"), &mut chunk, &mut deletes, &mut w);
+        assert_eq!(chunk.len(), 1);
+        if change_between {
+            std::fs::set_permissions(r.join("d"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        s.compare(&Name::from("d"), &mut chunk, &mut deletes, &mut w);
+        let queued: Vec<&str> = w.queue.iter().map(|n| &**n).collect();
+        let want: &[&str] = if change_between { &["d/f"] } else { &[] };
+        assert_eq!(queued, want, "changed between: {change_between}");
+    }
+}

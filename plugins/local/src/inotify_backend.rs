@@ -87,16 +87,16 @@ impl InotifyWatch {
             counts: InotifyCounts::default(),
             more: false,
         };
-        if !w.watch_tree("", out) {
-            return Err(LocalError::Io { what: format!("inotify_add_watch {}", root.display()), source: std::io::Error::last_os_error() });
+        if let Err(source) = w.watch_tree("", out) {
+            return Err(LocalError::Io { what: format!("inotify_add_watch {}", root.display()), source });
         }
         Ok(w)
     }
 
     /// Add watches for `dir` and every directory below it; a failure is a rescan of its
-    /// directory. Returns whether `dir` itself is watched.
-    fn watch_tree(&mut self, dir: &str, out: &mut Vec<LocalEvent>) -> bool {
-        let mut ok = true;
+    /// directory. Returns why `dir` itself is not watched, if it is not.
+    fn watch_tree(&mut self, dir: &str, out: &mut Vec<LocalEvent>) -> Result<(), std::io::Error> {
+        let mut ok = Ok(());
         let mut stack = vec![dir.to_string()];
         while let Some(d) = stack.pop() {
             match self.watches.add(self.root.join(&d), mask()) {
@@ -114,7 +114,7 @@ impl InotifyWatch {
                         out.push(LocalEvent::Rescan(d.clone(), RescanReason::WatchFailed));
                     }
                     if d == dir {
-                        ok = false;
+                        ok = Err(e);
                     }
                     continue;
                 }
@@ -177,7 +177,7 @@ impl InotifyWatch {
         let before = out.len();
         for (_, m) in changes.came.iter().chain(&changes.went) {
             if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()).map(str::to_string) {
-                self.watch_tree(&rel, out);
+                let _ = self.watch_tree(&rel, out);
             }
         }
         self.mounts.rescans(&changes, out);
@@ -220,7 +220,7 @@ impl InotifyWatch {
         if m.contains(EventMask::Q_OVERFLOW) {
             self.counts.overflows += 1;
             tracing::warn!(message = "inotify queue overflow: events were lost; re-adding watches and rescanning the root", root = %self.root.display());
-            self.watch_tree("", out);
+            let _ = self.watch_tree("", out);
             out.push(LocalEvent::Rescan(String::new(), RescanReason::Overflow));
             return;
         }
@@ -256,7 +256,7 @@ impl InotifyWatch {
             // Watched before the state walks it (at the emit, as a new directory): what was
             // created in it before the watches existed is found by the walk, later changes by
             // the watches.
-            self.watch_tree(&path, out);
+            let _ = self.watch_tree(&path, out);
             out.push(LocalEvent::Directory(path));
         } else {
             out.push(LocalEvent::Changed(path));

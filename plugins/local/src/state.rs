@@ -514,7 +514,9 @@ impl LocalState {
                 self.counts.updates += 1;
                 work.force.remove(rel);
                 work.sent.insert(rel.clone());
-                work.published(&subject_for(&full));
+                if work.deleted_any() {
+                    work.published(&subject_for(&full));
+                }
             }
             Err(e) => {
                 self.counts.rejects += 1;

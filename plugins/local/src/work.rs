@@ -54,6 +54,11 @@ impl Work {
         deletes.push(subject);
     }
 
+    /// Whether this part deleted anything yet.
+    pub(crate) fn deleted_any(&self) -> bool {
+        !self.deleted.is_empty()
+    }
+
     /// `subject` published in this part: a delete of it earlier in the part no longer holds.
     pub(crate) fn published(&mut self, subject: &str) {
         if self.deleted.contains(subject) {

@@ -194,7 +194,7 @@ async fn run_with_restarts(
             restarts as f64,
         );
         tokio::select! {
-            _ = tokio::time::sleep(std::time::Duration::from_secs_f64(delay)) => {}
+            _ = tokio::time::sleep(icicle_core::time::secs(delay)) => {}
             _ = stop.wait_for(|s| *s) => {}
         }
         delay = (delay * 2.0).clamp(0.0, settings.restart_max_secs.max(0.0));
@@ -352,7 +352,7 @@ fn top(connect: &str, interval: f64, sketches: &std::path::Path, once: bool, jso
     }
     let mut app = App::new(connect);
     app.sketches = std::fs::read_to_string(sketches.join("summary.csv")).ok();
-    let interval = std::time::Duration::from_secs_f64(interval.max(0.1));
+    let interval = icicle_core::time::secs(interval.max(0.1));
     let ended = if std::io::stdout().is_terminal() { session::run(app, fetch, || false, interval)? } else { session::log_lines(fetch, || false, interval)? };
     tracing::debug!(message = "dashboard ended", how = ?ended);
     Ok(ExitCode::SUCCESS)
@@ -411,7 +411,7 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
 
 /// `icicle monitor`: every configured change source until drained or stopped.
 fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: bool, metrics_addr: Option<String>) -> anyhow::Result<ExitCode> {
-    let until_idle = until_idle.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
+    let until_idle = until_idle.map(icicle_core::time::secs);
     let drain = drain || until_idle.is_some();
     let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
     init_logging(&cfg.app.log.level);

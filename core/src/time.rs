@@ -1,4 +1,12 @@
-//! Fast, allocation-free ISO 8601 formatting of epoch seconds (UTC, `+00:00`).
+//! Fast, allocation-free ISO 8601 formatting of epoch seconds (UTC, `+00:00`), and seconds
+//! from settings as durations.
+
+/// A setting's seconds as a duration, never a panic: NaN and negative values are 0, infinite
+/// and larger values a day (the longest wait or timeout any setting means).
+pub fn secs(value: f64) -> std::time::Duration {
+    const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
+    std::time::Duration::try_from_secs_f64(value.max(0.0)).map_or(DAY, |d| d.min(DAY))
+}
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
 pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -105,6 +113,16 @@ pub fn now_epoch() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_from_settings_never_panic() {
+        use std::time::Duration;
+        assert_eq!(secs(1.5), Duration::from_millis(1500));
+        assert_eq!(secs(-3.0), Duration::ZERO);
+        assert_eq!(secs(f64::NAN), Duration::ZERO);
+        assert_eq!(secs(f64::INFINITY), Duration::from_secs(86_400));
+        assert_eq!(secs(1e30), Duration::from_secs(86_400));
+    }
 
     #[test]
     fn offsets_and_hostile_tails() {

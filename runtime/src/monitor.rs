@@ -33,7 +33,7 @@ impl DriverSettings {
     pub fn in_state_dir(batch_size: usize, quiet_period_secs: f64, state_dir: &std::path::Path, stem: &str, what: String) -> DriverSettings {
         DriverSettings {
             batch_size,
-            quiet: Duration::try_from_secs_f64(quiet_period_secs.max(0.0)).unwrap_or(Duration::from_secs(86_400)),
+            quiet: icicle_core::time::secs(quiet_period_secs),
             state_file: state_dir.join(format!("{stem}.checkpoint.json")),
             sent_ahead: SentAhead::new(state_dir.join(format!("{stem}.sent-ahead"))),
             what,

@@ -2,7 +2,6 @@
 //! then the runtime's monitor driver runs the stream through the state.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use icicle_core::traits::{ChangeSource, MonitorContext};
@@ -72,7 +71,7 @@ impl ChangeSource for LocalSource {
             RescanReason::Seed
         };
         tracing::info!(message = "watching", root = %cfg.root.display(), backend = ?backend);
-        let idle = ctx.until_idle.or_else(|| ctx.drain.then(|| Duration::from_secs_f64(cfg.quiet_period_secs.max(0.5))));
+        let idle = ctx.until_idle.or_else(|| ctx.drain.then(|| icicle_core::time::secs(cfg.quiet_period_secs.max(0.5))));
         let counts = Arc::new(Mutex::new(ReaderCounts::default()));
         let mut stream = LocalStream::new(reader, why, found, idle, counts.clone());
         let mut report = icicle_runtime::monitor::drive(&mut stream, &mut state, &ctx, &settings).await?;

@@ -215,7 +215,7 @@ impl ChangeStream for ChangelogStream {
             return Ok(Polled::End);
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs_f64(self.cfg.poll_interval_secs.max(0.01))) => {}
+            _ = tokio::time::sleep(icicle_core::time::secs(self.cfg.poll_interval_secs.max(0.01))) => {}
             _ = stop.changed() => {}
         }
         Ok(Polled::Idle)

@@ -127,7 +127,7 @@ impl S3Config {
             creds,
             split_bytes,
             max_attempts: self.max_attempts,
-            timeout: std::time::Duration::from_secs_f64(self.timeout_secs),
+            timeout: icicle_core::time::secs(self.timeout_secs),
             layout,
         })
     }

@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
@@ -138,7 +137,7 @@ impl Uploader {
         }
         let creds = credentials(cfg.access_key_id.as_deref(), cfg.secret_access_key_env.as_deref(), cfg.secret_access_key_file.as_deref(), &invalid)?;
         let endpoint = cfg.endpoint_url.as_deref().map(|u| u.trim_end_matches('/'));
-        let timeout = Duration::from_secs_f64(cfg.timeout_secs);
+        let timeout = icicle_core::time::secs(cfg.timeout_secs);
         let client = client(endpoint, &cfg.region, cfg.force_path_style, &creds, cfg.max_attempts, timeout);
         Ok(Arc::new(Uploader {
             client,

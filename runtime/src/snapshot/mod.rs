@@ -8,7 +8,7 @@ mod worker;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::mpsc;
 
@@ -383,7 +383,7 @@ impl Documents {
         settings: &SnapshotSettings,
         summary: &mut SnapshotSummary,
     ) -> Result<(), IcicleError> {
-        let flush_after = Duration::from_secs_f64(settings.flush_interval_secs.max(0.05));
+        let flush_after = icicle_core::time::secs(settings.flush_interval_secs.max(0.05));
         let mut ticker = tokio::time::interval(flush_after / 4);
         let mut pending_since: Option<Instant> = None;
         loop {
@@ -574,7 +574,7 @@ mod tests {
         fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
             if split.name == "wait" {
                 let rx = self.inner.delivered.lock().map_err(|_| icicle_core::SourceError::External("poisoned".into()))?;
-                rx.recv_timeout(Duration::from_secs(120)).map_err(|_| icicle_core::SourceError::External("the timer never flushed".into()))?;
+                rx.recv_timeout(std::time::Duration::from_secs(120)).map_err(|_| icicle_core::SourceError::External("the timer never flushed".into()))?;
                 return Ok(());
             }
             self.inner.read(split, out)

@@ -233,7 +233,7 @@ impl GlobusSinkConfig {
             Some(r) => return Err(invalid("max_requests_per_s", format!("{r}: must be positive and at most 1000000"))),
         };
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs_f64(self.timeout_secs))
+            .timeout(icicle_core::time::secs(self.timeout_secs))
             .user_agent(concat!("icicle/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| invalid("base_url", format!("cannot create an HTTP client: {e}")))?;
@@ -257,7 +257,7 @@ impl GlobusSinkConfig {
             },
             wait_for_tasks: self.wait_for_tasks,
             task_poll: Duration::from_millis(self.task_poll_ms),
-            task_timeout: Duration::from_secs_f64(self.task_timeout_secs),
+            task_timeout: icicle_core::time::secs(self.task_timeout_secs),
             rng: icicle_core::rng::Rng::new(seed),
             receipt: None,
             stats: Stats::default(),

@@ -81,17 +81,27 @@ fn one_seed(backend: &str, kind: Kind, ops: usize, seed: u64) {
     // with no event naming them (the documented limit; fanotify also reports the object).
     // Only such files may differ, and only with inotify: one of their names was removed
     // (UNLNK) or replaced (RENME over it) while another name remained (not CLF_LAST), or
-    // renamed away.
+    // renamed away while they had a second name.
     let mut linked = Vec::new();
     if backend == "inotify" {
-        let journal = std::fs::read_to_string(&journal).unwrap();
-        let lost_a_name: std::collections::HashSet<String> = journal
-            .lines()
-            .map(|l| ChangelogRecord::parse(l).unwrap())
+        let baseline = std::fs::read_to_string(icicle_testkit::lustre::side(&journal, ".baseline")).unwrap();
+        let records: Vec<ChangelogRecord> = std::fs::read_to_string(&journal).unwrap().lines().map(|l| ChangelogRecord::parse(l).unwrap()).collect();
+        let mut names: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for l in baseline.lines() {
+            *names.entry(l.split('\t').next().unwrap_or_default().to_string()).or_default() += 1;
+        }
+        let two_names: std::collections::HashSet<String> = names
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(f, _)| f)
+            .chain(records.iter().filter(|r| r.kind == RecordType::Hlink).map(|r| r.target.to_string()))
+            .collect();
+        let lost_a_name: std::collections::HashSet<String> = records
+            .iter()
             .flat_map(|r| {
                 let replaced = matches!(r.kind, RecordType::Unlnk | RecordType::Renme) && r.flags & CLF_LAST == 0 && !r.target.is_zero();
-                let moved_away = if r.kind == RecordType::Renme { r.source } else { None };
-                replaced.then_some(r.target).into_iter().chain(moved_away).map(|f| f.to_string())
+                let moved_away = if r.kind == RecordType::Renme { r.source.map(|f| f.to_string()).filter(|f| two_names.contains(f)) } else { None };
+                replaced.then(|| r.target.to_string()).into_iter().chain(moved_away)
             })
             .collect();
         let excused = |p: &String| ns.by_path.get(p).is_some_and(|fid| lost_a_name.contains(&fid.to_string()));

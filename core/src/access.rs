@@ -317,11 +317,6 @@ impl ChainCache {
         self.cache.clear();
     }
 
-    /// The permissions of `dir` as last cached (`None`: not cached since the last clear).
-    pub fn cached(&self, dir: &str) -> Option<&Perm> {
-        self.cache.get(dir)?.as_ref()?.last()
-    }
-
     /// The permissions of the directories from the top down to `dir`, each from `lookup`;
     /// `None` when `dir` is not below the top or one of them is unknown.
     pub fn chain(&mut self, dir: &str, lookup: &mut dyn FnMut(&str) -> Option<Perm>) -> Option<std::sync::Arc<[Perm]>> {

@@ -68,20 +68,34 @@ fn default_true() -> bool {
     true
 }
 
-/// `path` made absolute through its nearest existing ancestor (it may not exist yet).
+/// `path` as the file system will resolve it, though it may not exist yet: each existing
+/// prefix through `canonicalize` (symlinks, `..` after a symlink), the rest lexically.
 fn resolved(path: &std::path::Path) -> PathBuf {
+    use std::path::Component;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut at = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                at = std::fs::canonicalize(&at).unwrap_or(at);
+                at.pop();
+            }
+            Component::CurDir => {}
+            c => at.push(c),
+        }
+    }
+    // The nearest existing ancestor resolved, the rest appended.
     let mut rest = Vec::new();
-    let mut at = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     loop {
         if let Ok(real) = std::fs::canonicalize(&at) {
-            return rest.iter().rev().fold(real, |p, c| p.join(c));
+            return rest.iter().rev().fold(real, |p, c: &std::ffi::OsString| p.join(c));
         }
         match (at.parent().map(std::path::Path::to_path_buf), at.file_name().map(|n| n.to_os_string())) {
             (Some(parent), Some(name)) => {
                 rest.push(name);
                 at = parent;
             }
-            _ => return at,
+            _ => return rest.iter().rev().fold(at, |p, c| p.join(c)),
         }
     }
 }
@@ -153,5 +167,22 @@ impl ComponentConfig for InotifyConfig {
 
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
         Ok(Arc::new(crate::source::LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Inotify }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolved;
+
+    #[test]
+    fn a_state_dir_resolves_as_the_file_system_will() {
+        let t = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(base.join("data/fs")).unwrap();
+        std::os::unix::fs::symlink(base.join("data/fs"), base.join("link")).unwrap();
+        assert_eq!(resolved(&base.join("link/new/state")), base.join("data/fs/new/state"));
+        assert_eq!(resolved(&base.join("data/fs/missing/../../state")), base.join("data/state"));
+        assert_eq!(resolved(&base.join("x/../data/fs/s")), base.join("data/fs/s"));
+        assert_eq!(resolved(&base.join("link/../s")), base.join("data/s"), "`..` after a symlink goes up from its target");
     }
 }

@@ -15,7 +15,7 @@ use crate::names::Name;
 use crate::LocalError;
 
 /// One entry: inode, size, mtime, ctime, directory, mode, uid, gid, ACL digest (see
-/// `state::Print`).
+/// `print::Print`).
 pub type Fields = (u64, u64, i64, i64, bool, u32, u32, u32, u64);
 
 /// Fields as read: an older release wrote them without the ACL digest.

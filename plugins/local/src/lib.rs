@@ -17,6 +17,7 @@ mod handle_cache;
 mod inotify_backend;
 mod mounts;
 mod names;
+mod print;
 mod source;
 pub mod state;
 mod stream;

@@ -10,9 +10,8 @@
 //! So the result depends only on the file system at emit time and on which paths were
 //! reported, never on event order: events for things the seed walk already saw are idempotent.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::Bound;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,64 +29,11 @@ use crate::entries_log::{EntriesLog, Fields, FieldsRead};
 use crate::event::{LocalEvent, RescanReason};
 use crate::fresh_journal::FreshJournal;
 use crate::names::{InodeNames, Name};
+use crate::print::print_of;
+pub use crate::print::Print;
 use crate::walk::walk;
 use crate::work::Work;
 use crate::LocalError;
-
-/// What the index holds for one path: enough to tell whether it changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Print {
-    /// Inode number.
-    pub ino: u64,
-    /// Size in bytes.
-    pub size: u64,
-    /// Modification time, nanoseconds.
-    pub mtime: i64,
-    /// Change time, nanoseconds (covers mode, owner and link-count changes).
-    pub ctime: i64,
-    /// A directory (tracked for walks and subtree deletes, never published).
-    pub dir: bool,
-    /// Mode, owner and group (a directory's decide who may see what is below it).
-    #[serde(default)]
-    pub mode: u32,
-    #[serde(default)]
-    pub uid: u32,
-    #[serde(default)]
-    pub gid: u32,
-    /// A directory's access ACL as a digest, under posix visibility (0: none, or not tracked).
-    #[serde(default)]
-    pub acl: u64,
-}
-
-impl Print {
-    fn of(md: &std::fs::Metadata) -> Print {
-        Print {
-            ino: md.ino(),
-            size: md.size(),
-            mtime: md.mtime().saturating_mul(1_000_000_000).saturating_add(md.mtime_nsec()),
-            ctime: md.ctime().saturating_mul(1_000_000_000).saturating_add(md.ctime_nsec()),
-            dir: md.is_dir(),
-            mode: md.mode(),
-            uid: md.uid(),
-            gid: md.gid(),
-            acl: 0,
-        }
-    }
-
-    /// The print of `rel` below `root`; a directory's with its ACL digest under `posix` (an
-    /// ACL-only change is then a change of the entry, whatever its ctime shows).
-    fn at(root: &Path, rel: &str, md: &std::fs::Metadata, posix: bool) -> Print {
-        let mut p = Print::of(md);
-        if posix && p.dir {
-            p.acl = crate::dir_access::acl_digest(&root.join(rel));
-        }
-        p
-    }
-
-    fn same_access(&self, o: &Print) -> bool {
-        (self.mode, self.uid, self.gid, self.acl) == (o.mode, o.uid, o.gid, o.acl)
-    }
-}
 
 /// Counters of one monitor run.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -150,6 +96,9 @@ pub struct LocalState {
     emit_limit: usize,
     /// What the last emit left to compare (its limit was reached).
     pending: Option<Work>,
+    /// Paths a compare could not read (kept as they were): compared again when a directory
+    /// above them changes (its permissions perhaps let them be read now).
+    unreadable: BTreeSet<Name>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -165,16 +114,6 @@ struct Checkpoint {
     /// The root's own mode, owners and ACL (posix visibility).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     root_access: Option<RootAccess>,
-}
-
-impl From<Print> for Fields {
-    fn from(p: Print) -> Fields {
-        (p.ino, p.size, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid, p.acl)
-    }
-}
-
-fn print_of((ino, size, mtime, ctime, dir, mode, uid, gid, acl): Fields) -> Print {
-    Print { ino, size, mtime, ctime, dir, mode, uid, gid, acl }
 }
 
 /// A checkpoint's inline entry: the path and its fields, or (an older release's) the path
@@ -214,6 +153,7 @@ impl LocalState {
             changed: HashSet::new(),
             emit_limit: DEFAULT_EMIT_LIMIT,
             pending: None,
+            unreadable: BTreeSet::new(),
         }
     }
 
@@ -357,7 +297,8 @@ impl LocalState {
         }
         // The root's mode, owners or ACL changed while the monitor was not running.
         if dir.is_empty() && self.posix && root_changed(&mut self.root_access, &self.root) {
-            self.republish_below(dir, true, work);
+            let judged = self.root_access.as_ref().is_some_and(|a| work.judged_as("/", (a.mode, a.uid, a.gid, a.acl)));
+            self.republish_below(dir, judged, work);
         }
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
@@ -400,6 +341,21 @@ impl LocalState {
         }
     }
 
+    /// The paths below `dir` that could not be read go back on the work list.
+    fn requeue_unreadable_below(&mut self, dir: &str, work: &mut Work) {
+        if self.unreadable.is_empty() {
+            return;
+        }
+        let below = format!("{dir}/");
+        let again: Vec<Name> =
+            self.unreadable.range::<str, _>((Bound::Included(below.as_str()), Bound::Unbounded)).take_while(|k| k.starts_with(&below)).cloned().collect();
+        for p in again {
+            self.unreadable.remove(&p);
+            work.seen.remove(&p);
+            work.push(p);
+        }
+    }
+
     /// `lstat` of `rel`, when the nearest ancestor the index knows is a directory; one it knows
     /// as something else (a directory replaced by a symlink: `lstat` would follow it) makes
     /// `rel` not there (`ENOTDIR`).
@@ -407,7 +363,8 @@ impl LocalState {
         let mut at = rel;
         while let Some(i) = at.rfind('/') {
             at = &rel[..i];
-            if let Some(p) = self.entries.get(at) {
+            // A placeholder (a journaled path, no inode known) tells nothing of what is there.
+            if let Some(p) = self.entries.get(at).filter(|p| p.dir || p.ino != 0) {
                 if !p.dir {
                     return Err(std::io::Error::from_raw_os_error(libc::ENOTDIR));
                 }
@@ -423,7 +380,8 @@ impl LocalState {
             // The root is no entry; under posix its mode, owners and ACL decide who sees
             // everything.
             if self.posix && root_changed(&mut self.root_access, &self.root) {
-                self.republish_below(rel, true, work);
+                let judged = self.root_access.as_ref().is_some_and(|a| work.judged_as("/", (a.mode, a.uid, a.gid, a.acl)));
+                self.republish_below(rel, judged, work);
             }
             return;
         }
@@ -432,8 +390,10 @@ impl LocalState {
         let md = match self.lstat(rel) {
             Ok(md) => md,
             Err(e) if !is_gone(&e) => {
-                // Not read (EACCES, EIO, a path too long): what the index holds stays.
+                // Not read (EACCES, EIO, a path too long): what the index holds stays, and the
+                // path is compared again when a directory above it changes.
                 self.counts.unreadable += 1;
+                self.unreadable.insert(rel.clone());
                 if let Some(n) = crate::event::unreadable_to_log() {
                     tracing::warn!(message = "could not compare a path; the index keeps what it holds (the first 20 are logged, then one in 10,000)", path = %rel, error = %e, seen = n);
                 }
@@ -441,6 +401,9 @@ impl LocalState {
             }
             Err(_) => {
                 tracing::trace!(message = "compared: gone", path = %rel, old = ?old);
+                if !self.unreadable.is_empty() {
+                    self.unreadable.remove(&**rel);
+                }
                 // What the index holds at and below it goes, even when it never held the name
                 // itself: a file an event reported is compared before the walk that finds its
                 // directory, which may be gone by then.
@@ -452,6 +415,9 @@ impl LocalState {
                 return;
             }
         };
+        if !self.unreadable.is_empty() {
+            self.unreadable.remove(&**rel);
+        }
         let new = Print::at(&self.root, rel, &md, self.posix);
         tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
         let arrived = work.directories.contains(&**rel);
@@ -478,6 +444,7 @@ impl LocalState {
         }
         self.insert(rel.clone(), new);
         if new.dir {
+            self.requeue_unreadable_below(rel, work);
             // New at this path (created, moved in, replaced): what it holds was never reported.
             if arrived || old.is_none_or(|o| !o.dir || o.ino != new.ino) {
                 self.rescan(rel, RescanReason::NewDirectory, work);
@@ -487,9 +454,7 @@ impl LocalState {
             if self.posix && old.is_some_and(|o| o.dir && !o.same_access(&new)) {
                 // Files published in this part were judged with the directory as cached then:
                 // as it is now, or changed since (published again).
-                let cached = work.chains.cached(&format!("/{rel}"));
-                let judged =
-                    cached.is_some_and(|p| (p.mode, p.uid, p.gid, crate::dir_access::digest_of(p.acl.as_deref())) == (new.mode, new.uid, new.gid, new.acl));
+                let judged = work.judged_as(&format!("/{rel}"), (new.mode, new.uid, new.gid, new.acl));
                 self.republish_below(rel, judged, work);
             }
             return;
@@ -503,7 +468,14 @@ impl LocalState {
         let encoded = if self.posix {
             let p = format!("/{rel}");
             let root = &self.root;
-            let dirs = work.chains.chain(parent_dir(&p), &mut |d| lstat_dir(&root.join(d.trim_start_matches('/'))));
+            let (chains, judged_with) = (&mut work.chains, &mut work.judged_with);
+            let dirs = chains.chain(parent_dir(&p), &mut |d| {
+                let perm = lstat_dir(&root.join(d.trim_start_matches('/')));
+                if let Some(perm) = &perm {
+                    crate::work::judging_with(judged_with, d, perm);
+                }
+                perm
+            });
             let acl = Acl::read(&root.join(&**rel)).map(Arc::new);
             self.enc.encode_entry_in(chunk, &rec, acl, dirs.as_ref())
         } else {
@@ -548,8 +520,7 @@ impl LocalState {
         let mut work = self.pending.take().unwrap_or_else(Work::new);
         // A new part of a larger emit: the file system went on in between (the earlier parts
         // were delivered), so directories are read again and what they outdated is sent again.
-        work.sent.clear();
-        work.chains.clear();
+        work.new_part();
         for ev in batch {
             tracing::trace!(message = "event", event = ?ev);
             match ev {

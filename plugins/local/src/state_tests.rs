@@ -436,7 +436,8 @@ fn nothing_is_reached_through_a_symlink_that_replaced_a_directory() {
 }
 
 /// A path that cannot be read (its directory closed to this process) is not gone: the index
-/// keeps what it holds, and the compare is counted as unreadable.
+/// keeps what it holds, and the compare is counted as unreadable. Once the directory changes
+/// (opened again), the path is compared again: removed meanwhile, it is deleted then.
 #[test]
 fn a_path_that_cannot_be_read_keeps_what_the_index_holds() {
     use std::os::unix::fs::PermissionsExt;
@@ -445,25 +446,83 @@ fn a_path_that_cannot_be_read_keeps_what_the_index_holds() {
     std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir_all(r.join("a")).unwrap();
     std::fs::write(r.join("a/f"), b"1").unwrap();
+    std::fs::write(r.join("a/g"), b"1").unwrap();
     let mut s = state(r, true);
     s.apply_events(seed()).unwrap();
     std::fs::set_permissions(r.join("a"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    std::fs::remove_file(r.join("a/g")).unwrap();
     // As root, file-system checks as `nobody` on this thread (root passes any mode).
     // SAFETY: geteuid and setfsuid have no memory preconditions; setfsuid is per thread.
     let root = unsafe { libc::geteuid() } == 0;
     if root {
         unsafe { libc::setfsuid(65534) };
     }
-    let e = s.apply_events(vec![changed("a/f"), LocalEvent::Rescan(String::new(), RescanReason::Overflow)]);
+    let e = s.apply_events(vec![changed("a/f"), changed("a/g"), LocalEvent::Rescan(String::new(), RescanReason::Overflow)]);
     if root {
         // SAFETY: as above.
         unsafe { libc::setfsuid(0) };
     }
-    std::fs::set_permissions(r.join("a"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let e = e.unwrap();
     assert_eq!((e.chunk.len(), e.deletes.len()), (0, 0));
-    assert!(s.entries.contains_key("a/f"));
-    assert_eq!(s.counts.unreadable, 1);
+    assert!(s.entries.contains_key("a/f") && s.entries.contains_key("a/g"));
+    // Each twice: the rescan then finds `a` changed (its mode), which compares them again.
+    assert_eq!(s.counts.unreadable, 4);
+    std::fs::set_permissions(r.join("a"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = s.apply_events(vec![changed("a")]).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes), (0, vec!["/a/g".to_string()]));
+}
+
+/// A first run killed before its first checkpoint journaled `x/y` (published while `x` was a
+/// directory) and `x` (published after it became a file); `x` is a directory holding `y` again.
+/// Placeholders say nothing of what is there: `x/y` is published, not taken as gone.
+#[tokio::test]
+async fn a_placeholder_above_a_path_does_not_make_it_gone() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("fs");
+    std::fs::create_dir_all(root.join("x")).unwrap();
+    std::fs::write(root.join("x/y"), b"1").unwrap();
+    let journal = t.path().join("fresh.json");
+    std::fs::write(&journal, "\"x/y\"\n\"x\"\n").unwrap();
+    let mut s = state(&root, false).with_journal(journal);
+    s.restore(None, Vec::new()).await.unwrap();
+    let e = s.apply_events(seed()).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes), (1, vec!["/x".to_string()]));
+    assert!(s.entries.get("x/y").is_some_and(|p| p.ino != 0) && s.entries.get("x").is_some_and(|p| p.dir));
+}
+
+/// Files published below the root, then the root's own mode changed before its compare in the
+/// same part: they are queued again.
+#[test]
+fn a_file_judged_before_the_root_changed_in_the_same_part_is_queued_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(r.join("f"), b"1").unwrap();
+    let mut s = posix_state(r, false);
+    s.apply_events(seed()).unwrap();
+    std::fs::write(r.join("f"), b"22").unwrap();
+    let (mut w, mut chunk, mut deletes) = (Work::new(), EntryBatch::default(), Vec::new());
+    s.compare(&Name::from("f"), &mut chunk, &mut deletes, &mut w);
+    std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o700)).unwrap();
+    s.compare(&Name::from(""), &mut chunk, &mut deletes, &mut w);
+    let queued: Vec<&str> = w.queue.iter().map(|n| &**n).collect();
+    assert_eq!(queued, ["f"]);
+}
+
+/// A directory read with two different accesses in one part judged nothing as it is now.
+#[test]
+fn a_directory_read_twice_differently_in_a_part_judged_nothing() {
+    use icicle_core::access::Perm;
+    let mut w = Work::new();
+    let map = &mut w.judged_with;
+    crate::work::judging_with(map, "/d", &Perm::new(0o40755, 1, 1));
+    crate::work::judging_with(map, "/e", &Perm::new(0o40700, 1, 1));
+    crate::work::judging_with(map, "/d", &Perm::new(0o40700, 1, 1));
+    assert!(!w.judged_as("/d", (0o40700, 1, 1, 0)));
+    assert!(w.judged_as("/e", (0o40700, 1, 1, 0)));
+    assert!(!w.judged_as("/e", (0o40755, 1, 1, 0)));
+    assert!(w.judged_as("/never", (0, 0, 0, 0)));
 }
 
 /// A sink applies a part's updates before its deletes: a delete that a later update of the

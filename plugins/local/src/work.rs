@@ -1,11 +1,31 @@
 //! One batch's work list: the paths to compare in order, each once, and what the part of the
 //! emit being built has published and deleted.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
-use icicle_core::access::ChainCache;
+use icicle_core::access::{ChainCache, Perm};
 
 use crate::names::Name;
+
+/// A directory's mode, owner, group and ACL digest.
+pub(crate) type Access = (u32, u32, u32, u64);
+
+/// The access `perm` gives.
+pub(crate) fn access_of(perm: &Perm) -> Access {
+    (perm.mode, perm.uid, perm.gid, crate::dir_access::digest_of(perm.acl.as_deref()))
+}
+
+/// Directory `dir` (`/`-rooted) read as `perm` to judge a file published in this part (kept in
+/// [`Work::judged_with`]).
+pub(crate) fn judging_with(judged_with: &mut HashMap<String, (Access, bool)>, dir: &str, perm: &Perm) {
+    let a = access_of(perm);
+    match judged_with.get_mut(dir) {
+        Some((first, mixed)) => *mixed |= *first != a,
+        None => {
+            judged_with.insert(dir.to_string(), (a, false));
+        }
+    }
+}
 
 /// One batch's work: paths to compare, in order, each once.
 pub(crate) struct Work {
@@ -17,6 +37,9 @@ pub(crate) struct Work {
     pub(crate) sent: HashSet<Name>,
     /// Directory permissions, as the file system has them during this emit.
     pub(crate) chains: ChainCache,
+    /// Each directory's access (mode, owner, group, ACL digest) as the files published in this
+    /// part were judged with it: the first one read, and whether another was read later.
+    pub(crate) judged_with: HashMap<String, (Access, bool)>,
     /// Directories walked in this emit: everything below them is already queued.
     pub(crate) walked: HashSet<String>,
     /// Names a directory arrived at or left (compared as new directories whatever the index holds).
@@ -35,6 +58,7 @@ impl Work {
             force: HashSet::new(),
             sent: HashSet::new(),
             chains: ChainCache::new("/"),
+            judged_with: HashMap::new(),
             walked: HashSet::new(),
             directories: HashSet::new(),
             deleted: HashSet::new(),
@@ -52,6 +76,19 @@ impl Work {
         self.revived.remove(&subject);
         self.deleted.insert(subject.clone());
         deletes.push(subject);
+    }
+
+    /// Whether every file published in this part below `dir` was judged with `dir` as `now`
+    /// (none was: trivially).
+    pub(crate) fn judged_as(&self, dir: &str, now: Access) -> bool {
+        self.judged_with.get(dir).is_none_or(|(first, mixed)| !mixed && *first == now)
+    }
+
+    /// A new part: directories are read again.
+    pub(crate) fn new_part(&mut self) {
+        self.sent.clear();
+        self.chains.clear();
+        self.judged_with.clear();
     }
 
     /// Whether this part deleted anything yet.

@@ -346,7 +346,7 @@ impl LocalState {
         if self.unreadable.is_empty() {
             return;
         }
-        let below = format!("{dir}/");
+        let below = if dir.is_empty() { String::new() } else { format!("{dir}/") };
         let again: Vec<Name> =
             self.unreadable.range::<str, _>((Bound::Included(below.as_str()), Bound::Unbounded)).take_while(|k| k.starts_with(&below)).cloned().collect();
         for p in again {
@@ -382,6 +382,7 @@ impl LocalState {
             if self.posix && root_changed(&mut self.root_access, &self.root) {
                 let judged = self.root_access.as_ref().is_some_and(|a| work.judged_as("/", (a.mode, a.uid, a.gid, a.acl)));
                 self.republish_below(rel, judged, work);
+                self.requeue_unreadable_below(rel, work);
             }
             return;
         }

@@ -603,3 +603,42 @@ fn a_file_judged_before_its_directory_changed_in_the_same_part_is_queued_again()
         assert_eq!(queued, want, "changed between: {change_between}");
     }
 }
+
+/// Paths the root's own mode kept from being read, held or not, are compared again when the
+/// root's mode changes (posix visibility watches the root's access).
+#[test]
+fn paths_the_root_kept_unreadable_are_compared_again_when_it_changes() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (setfsuid)");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("fs");
+    std::fs::create_dir_all(&r).unwrap();
+    std::fs::write(r.join("f"), b"1").unwrap();
+    std::fs::write(r.join("g"), b"1").unwrap();
+    let mut s = posix_state(&r, false);
+    s.apply_events(seed()).unwrap();
+    std::fs::set_permissions(&r, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::remove_file(r.join("g")).unwrap();
+    std::fs::write(r.join("h"), b"new").unwrap();
+    let as_nobody = |s: &mut LocalState, events: Vec<LocalEvent>| {
+        // SAFETY: setfsuid has no memory preconditions and is per thread.
+        unsafe { libc::setfsuid(65534) };
+        let e = s.apply_events(events);
+        // SAFETY: as above.
+        unsafe { libc::setfsuid(0) };
+        e.unwrap()
+    };
+    let e = as_nobody(&mut s, vec![changed(""), changed("f"), changed("g"), changed("h")]);
+    assert_eq!((e.chunk.len(), e.deletes.len()), (0, 0));
+    assert!(s.counts.unreadable >= 2, "{:?}", s.counts);
+    std::fs::set_permissions(&r, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = as_nobody(&mut s, vec![changed("")]);
+    assert_eq!(e.deletes, vec!["/g".to_string()]);
+    // `h`, created while the root was closed, was never held: only its compare again finds it.
+    assert_eq!(e.chunk.len(), 2, "f republished, h new");
+    assert!(!s.entries.contains_key("g") && s.entries.contains_key("f") && s.entries.contains_key("h"));
+}

@@ -464,8 +464,14 @@ impl LocalState {
         if old.is_none_or(|o| o.dir) {
             self.fresh.push(rel.clone());
         }
+        self.publish(rel, &md, chunk, work);
+    }
+
+    /// Publish the file at `rel` (metadata `md`): under posix judged along its directories as
+    /// they are now.
+    fn publish(&mut self, rel: &Name, md: &std::fs::Metadata, chunk: &mut EntryBatch, work: &mut Work) {
         let full = self.full(rel);
-        let rec = FileRecord::from_metadata(&full, &md);
+        let rec = FileRecord::from_metadata(&full, md);
         let encoded = if self.posix {
             let p = format!("/{rel}");
             let root = &self.root;

@@ -36,6 +36,11 @@ pub struct RootAccess {
 }
 
 impl RootAccess {
+    /// Its mode, owner, group and ACL digest.
+    pub(crate) fn access(&self) -> crate::work::Access {
+        (self.mode, self.uid, self.gid, self.acl)
+    }
+
     /// The root's access now (`None` if it cannot be read).
     pub fn of(root: &Path) -> Option<RootAccess> {
         let md = std::fs::symlink_metadata(root).ok()?;

@@ -50,16 +50,20 @@ fn logged(n: u64) -> bool {
     n <= 20 || n.is_multiple_of(10_000)
 }
 
+/// Count one more in `counter`; its number when it is to be logged.
+fn count_to_log(counter: &AtomicU64) -> Option<u64> {
+    let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+    logged(n).then_some(n)
+}
+
 /// Count one more name that is not UTF-8; its number when it is to be logged.
 pub(crate) fn not_utf8_to_log() -> Option<u64> {
-    let n = NOT_UTF8.fetch_add(1, Ordering::Relaxed) + 1;
-    logged(n).then_some(n)
+    count_to_log(&NOT_UTF8)
 }
 
 /// Count one more path a compare could not read; its number when it is to be logged.
 pub(crate) fn unreadable_to_log() -> Option<u64> {
-    let n = UNREADABLE.fetch_add(1, Ordering::Relaxed) + 1;
-    logged(n).then_some(n)
+    count_to_log(&UNREADABLE)
 }
 
 /// `name` as UTF-8, or `None` after a warning naming where it is (the index's paths are

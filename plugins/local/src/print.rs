@@ -58,7 +58,12 @@ impl Print {
     }
 
     pub(crate) fn same_access(&self, o: &Print) -> bool {
-        (self.mode, self.uid, self.gid, self.acl) == (o.mode, o.uid, o.gid, o.acl)
+        self.access() == o.access()
+    }
+
+    /// Its mode, owner, group and ACL digest.
+    pub(crate) fn access(&self) -> crate::work::Access {
+        (self.mode, self.uid, self.gid, self.acl)
     }
 }
 

@@ -277,7 +277,7 @@ impl LocalState {
         let Some(old) = self.entries.remove(&*k) else { return };
         self.unlink_name(&k, old);
         if !old.dir {
-            work.delete(subject_for(&self.full(&k)).into_owned(), deletes);
+            work.delete(&k, subject_for(&self.full(&k)).into_owned(), deletes);
             self.other_names(old.ino, &k, work);
         }
         self.changed.insert(k);
@@ -297,7 +297,7 @@ impl LocalState {
         }
         // The root's mode, owners or ACL changed while the monitor was not running.
         if dir.is_empty() && self.posix && root_changed(&mut self.root_access, &self.root) {
-            let judged = self.root_access.as_ref().is_some_and(|a| work.judged_as("/", (a.mode, a.uid, a.gid, a.acl)));
+            let judged = self.root_access.as_ref().is_some_and(|a| work.judged_as("/", a.access()));
             self.republish_below(dir, judged, work);
         }
         if reason == RescanReason::Seed && !self.seed_emit {
@@ -380,7 +380,7 @@ impl LocalState {
             // The root is no entry; under posix its mode, owners and ACL decide who sees
             // everything.
             if self.posix && root_changed(&mut self.root_access, &self.root) {
-                let judged = self.root_access.as_ref().is_some_and(|a| work.judged_as("/", (a.mode, a.uid, a.gid, a.acl)));
+                let judged = self.root_access.as_ref().is_some_and(|a| work.judged_as("/", a.access()));
                 self.republish_below(rel, judged, work);
                 self.requeue_unreadable_below(rel, work);
             }
@@ -437,7 +437,7 @@ impl LocalState {
         }
         if let Some(o) = old {
             if !o.dir && new.dir {
-                work.delete(subject_for(&self.full(rel)).into_owned(), deletes);
+                work.delete(rel, subject_for(&self.full(rel)).into_owned(), deletes);
             }
             if !o.dir {
                 self.other_names(o.ino, rel, work);
@@ -455,7 +455,7 @@ impl LocalState {
             if self.posix && old.is_some_and(|o| o.dir && !o.same_access(&new)) {
                 // Files published in this part were judged with the directory as cached then:
                 // as it is now, or changed since (published again).
-                let judged = work.judged_as(&format!("/{rel}"), (new.mode, new.uid, new.gid, new.acl));
+                let judged = work.judged_as(&format!("/{rel}"), new.access());
                 self.republish_below(rel, judged, work);
             }
             return;
@@ -493,9 +493,7 @@ impl LocalState {
                 self.counts.updates += 1;
                 work.force.remove(rel);
                 work.sent.insert(rel.clone());
-                if work.deleted_any() {
-                    work.published(&subject_for(&full));
-                }
+                work.published(rel);
             }
             Err(e) => {
                 self.counts.rejects += 1;
@@ -547,7 +545,8 @@ impl LocalState {
                 break;
             }
         }
-        work.settle(&mut deletes);
+        let prefix = &self.prefix;
+        work.settle(&mut deletes, |p| subject_for(&format!("{prefix}/{p}")).into_owned());
         if !work.queue.is_empty() {
             self.pending = Some(work);
         }

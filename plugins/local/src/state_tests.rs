@@ -531,19 +531,21 @@ fn a_directory_read_twice_differently_in_a_part_judged_nothing() {
 fn a_delete_undone_later_in_the_same_part_is_dropped() {
     let mut w = Work::new();
     let mut deletes = Vec::new();
-    w.delete("/a".into(), &mut deletes);
-    w.published("/a");
-    w.delete("/b".into(), &mut deletes);
-    w.published("/c");
-    w.published("/d");
-    w.delete("/d".into(), &mut deletes);
-    w.delete("/e".into(), &mut deletes);
-    w.published("/e");
-    w.delete("/e".into(), &mut deletes);
-    w.settle(&mut deletes);
+    let subject = |p: &str| format!("/{p}");
+    let delete = |w: &mut Work, p: &str, deletes: &mut Vec<String>| w.delete(&Name::from(p), subject(p), deletes);
+    delete(&mut w, "a", &mut deletes);
+    w.published(&Name::from("a"));
+    delete(&mut w, "b", &mut deletes);
+    w.published(&Name::from("c"));
+    w.published(&Name::from("d"));
+    delete(&mut w, "d", &mut deletes);
+    delete(&mut w, "e", &mut deletes);
+    w.published(&Name::from("e"));
+    delete(&mut w, "e", &mut deletes);
+    w.settle(&mut deletes, subject);
     assert_eq!(deletes, vec!["/b", "/d", "/e", "/e"]);
-    w.delete("/a".into(), &mut deletes);
-    w.settle(&mut deletes);
+    delete(&mut w, "a", &mut deletes);
+    w.settle(&mut deletes, subject);
     assert_eq!(deletes, vec!["/b", "/d", "/e", "/e", "/a"], "a new part starts afresh");
 }
 

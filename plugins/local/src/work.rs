@@ -11,7 +11,7 @@ use crate::names::Name;
 pub(crate) type Access = (u32, u32, u32, u64);
 
 /// The access `perm` gives.
-pub(crate) fn access_of(perm: &Perm) -> Access {
+fn access_of(perm: &Perm) -> Access {
     (perm.mode, perm.uid, perm.gid, crate::dir_access::digest_of(perm.acl.as_deref()))
 }
 
@@ -44,10 +44,10 @@ pub(crate) struct Work {
     pub(crate) walked: HashSet<String>,
     /// Names a directory arrived at or left (compared as new directories whatever the index holds).
     pub(crate) directories: HashSet<String>,
-    /// Subjects deleted in this part, and those of them published again after their delete
-    /// (a sink applies a part's updates before its deletes: such a delete is dropped).
-    pub(crate) deleted: HashSet<String>,
-    pub(crate) revived: HashSet<String>,
+    /// Paths deleted in this part, and those of them published again after their delete (a
+    /// sink applies a part's updates before its deletes: such a delete is dropped).
+    pub(crate) deleted: HashSet<Name>,
+    pub(crate) revived: HashSet<Name>,
 }
 
 impl Work {
@@ -71,10 +71,10 @@ impl Work {
         self.walked.contains("") || self.walked.contains(dir) || dir.match_indices('/').any(|(i, _)| self.walked.contains(&dir[..i]))
     }
 
-    /// A delete of `subject` in this part.
-    pub(crate) fn delete(&mut self, subject: String, deletes: &mut Vec<String>) {
-        self.revived.remove(&subject);
-        self.deleted.insert(subject.clone());
+    /// A delete of `path` (its record's `subject`) in this part.
+    pub(crate) fn delete(&mut self, path: &Name, subject: String, deletes: &mut Vec<String>) {
+        self.revived.remove(path);
+        self.deleted.insert(path.clone());
         deletes.push(subject);
     }
 
@@ -91,22 +91,19 @@ impl Work {
         self.judged_with.clear();
     }
 
-    /// Whether this part deleted anything yet.
-    pub(crate) fn deleted_any(&self) -> bool {
-        !self.deleted.is_empty()
-    }
-
-    /// `subject` published in this part: a delete of it earlier in the part no longer holds.
-    pub(crate) fn published(&mut self, subject: &str) {
-        if self.deleted.contains(subject) {
-            self.revived.insert(subject.to_string());
+    /// `path` published in this part: a delete of it earlier in the part no longer holds.
+    pub(crate) fn published(&mut self, path: &Name) {
+        if self.deleted.contains(path) {
+            self.revived.insert(path.clone());
         }
     }
 
-    /// The part is complete: drop the deletes that a later update of the same subject undid.
-    pub(crate) fn settle(&mut self, deletes: &mut Vec<String>) {
+    /// The part is complete: drop the deletes that a later update of the same path undid
+    /// (`subject`: a path's record subject).
+    pub(crate) fn settle(&mut self, deletes: &mut Vec<String>, subject: impl Fn(&str) -> String) {
         if !self.revived.is_empty() {
-            deletes.retain(|d| !self.revived.contains(d));
+            let undone: HashSet<String> = self.revived.iter().map(|p| subject(p)).collect();
+            deletes.retain(|d| !undone.contains(d));
         }
         self.deleted.clear();
         self.revived.clear();

@@ -218,6 +218,102 @@ fn fanotify_overflow_converges() {
     overflow("fanotify", 17_000);
 }
 
+/// A shell script of `ops` random changes among a few names in four directories: writes,
+/// removals, renames (over files and directories), symbolic and hard links, subdirectories made,
+/// removed and moved, mode and time changes. Each external command is its own process.
+fn shell_changes(rng: &mut Rng, ops: usize, hard_links: bool) -> String {
+    let mut script = String::from("cd \"$1\" || exit 1\nexec 2>/dev/null\n");
+    let name = |rng: &mut Rng, stem: &str, n: u64| format!("d{}/{stem}{}", rng.below(4), rng.below(n));
+    for _ in 0..ops {
+        let (a, b, sub, to) = (name(rng, "n", 8), name(rng, "n", 8), name(rng, "s", 3), name(rng, "s", 3));
+        let line = match rng.below(if hard_links { 12 } else { 11 }) {
+            0 | 1 => format!("printf '%{}s' x > {a}", 1 + rng.below(5000)),
+            2 => format!("rm -f {a}"),
+            3 | 4 => format!("mv -f {a} {b}"),
+            5 => format!("ln -sfn n{} {a}", rng.below(8)),
+            6 => format!("mkdir -p {sub} && printf x > {sub}/f{}", rng.below(3)),
+            7 => format!("rm -rf {sub}"),
+            8 => format!("mv -T {sub} {to}"),
+            9 => format!("chmod {} {a}", ["600", "644", "755"][rng.below(3) as usize]),
+            10 => format!("touch {a}"),
+            _ => format!("ln -f {a} {b}"),
+        };
+        script.push_str(&line);
+        script.push('\n');
+    }
+    script
+}
+
+/// Several shells change the same names at once, so the kernel's events of different
+/// processes interleave (events of one process merge, those of two never do: a later change
+/// can arrive before an earlier one), also on a link whose removal arrives after its re-creation.
+/// The index still equals a fresh walk. inotify runs without hard links (its documented limit).
+fn many_processes(backend: &str) {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let base = test_seed();
+    for seed in base..base + seeds().div_ceil(2) {
+        let tmp = test_dir();
+        let root = tmp.path().join("fs");
+        let mut rng = Rng::new(seed);
+        std::fs::create_dir_all(root.join("solo")).unwrap();
+        for d in 0..4 {
+            std::fs::create_dir_all(root.join(format!("d{d}/s0"))).unwrap();
+            for n in 0..6 {
+                std::fs::write(root.join(format!("d{d}/n{n}")), vec![b'o'; n * 100]).unwrap();
+            }
+        }
+        let cfg = monitor_config(tmp.path(), backend, 1 + rng.below(300) as usize);
+        let child = start_monitor(tmp.path(), &cfg, 2.0);
+        // Every other seed the monitor is stopped while the shells work: its queue holds all
+        // their events, so the kernel merges every change it can.
+        let frozen = seed % 2 == 0;
+        if frozen {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+        }
+        // This process makes a link, another removes it, this one makes it again: the last
+        // change joins the first one's queued event, so the removal arrives last.
+        std::os::unix::fs::symlink("a", root.join("solo/kept")).unwrap();
+        assert!(Command::new("rm").arg(root.join("solo/kept")).status().unwrap().success());
+        std::os::unix::fs::symlink("bb", root.join("solo/kept")).unwrap();
+        let shells: Vec<_> = (0..3)
+            .map(|i| {
+                let script = tmp.path().join(format!("shell{i}.sh"));
+                std::fs::write(&script, shell_changes(&mut rng, 200, backend == "fanotify")).unwrap();
+                Command::new("sh").arg(&script).arg(&root).spawn().unwrap()
+            })
+            .collect();
+        for mut s in shells {
+            s.wait().unwrap();
+        }
+        if frozen {
+            // SAFETY: as above.
+            unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+        }
+        let report = finish(tmp.path(), child);
+        let r = &report["local"];
+        let (missing, extra, differ) = differences(tmp.path());
+        assert!(
+            missing.is_empty() && extra.is_empty() && differ.is_empty(),
+            "{backend} processes seed {seed} (replay with ICICLE_TEST_SEED={seed}): missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
+        );
+        eprintln!("{backend} processes seed {seed} (frozen: {frozen}): 0 differences; updates {} deletes {}", r["updates"], r["deletes"]);
+    }
+}
+
+#[test]
+fn fanotify_many_processes_converge() {
+    many_processes("fanotify");
+}
+
+#[test]
+fn inotify_many_processes_converge() {
+    many_processes("inotify");
+}
+
 /// The monitor is SIGKILLed at random points while a workload runs (and restarted, so events
 /// are also missed while none runs); the last run rescans against its checkpoint and the index
 /// still equals a fresh walk (three seeds).

@@ -5,6 +5,9 @@
 //! order through a rule table (docs/local-monitor.md, "State and reduction"). With
 //! the object's own handle reported too (`FAN_REPORT_TARGET_FID`), events of different objects
 //! stop merging, but one object's link and unlink at a name still arrive alike in either order.
+//! And events of different processes never merge, so a later change can join an earlier
+//! event and arrive before one that happened first: single-kind events in an order a rule
+//! table reads as "nothing left", for a link that exists.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -23,9 +26,17 @@ fn group(dir: &Path) -> OwnedFd {
     group_with(dir, libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID).unwrap_or_else(|e| panic!("fanotify_init: {e}"))
 }
 
+/// Directory-entry events: creates, deletes and moves.
+const DIR_ENTRY_EVENTS: u64 = libc::FAN_CREATE | libc::FAN_DELETE | libc::FAN_MOVED_FROM | libc::FAN_MOVED_TO | libc::FAN_ONDIR;
+
 /// A fanotify group with these `FAN_REPORT_*` flags, marking the file system of `dir`; the
 /// error of `fanotify_init` (EINVAL: a flag this kernel does not know).
 fn group_with(dir: &Path, report: u32) -> std::io::Result<OwnedFd> {
+    group_with_mask(dir, report, DIR_ENTRY_EVENTS)
+}
+
+/// [`group_with`], marking these events.
+fn group_with_mask(dir: &Path, report: u32, mask: u64) -> std::io::Result<OwnedFd> {
     let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | report;
     // SAFETY: plain system calls; the descriptor is owned at once.
     let fd = unsafe { libc::fanotify_init(flags, libc::O_RDONLY as u32) };
@@ -35,7 +46,6 @@ fn group_with(dir: &Path, report: u32) -> std::io::Result<OwnedFd> {
     // SAFETY: fd is a fresh descriptor nobody else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
-    let mask = libc::FAN_CREATE | libc::FAN_DELETE | libc::FAN_MOVED_FROM | libc::FAN_MOVED_TO | libc::FAN_ONDIR;
     // SAFETY: c is NUL-terminated; fd is a fanotify group.
     let r = unsafe { libc::fanotify_mark(fd.as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, mask, libc::AT_FDCWD, c.as_ptr()) };
     assert_eq!(r, 0, "fanotify_mark: {}", std::io::Error::last_os_error());
@@ -168,4 +178,37 @@ fn with_the_objects_handle_a_link_then_unlink_and_an_unlink_then_link_still_arri
     assert_eq!(link_unlink.iter().map(|e| e.0).collect::<Vec<_>>(), vec![both], "link, unlink: one merged event");
     assert_eq!(link_unlink, unlink_link, "unlink, link: the same event, same object");
     assert!(link_unlink[0].1.is_some(), "the object's handle is reported");
+}
+
+#[test]
+fn events_of_two_processes_arrive_in_an_order_the_rule_table_cancels_for_a_link_that_exists() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    // The events the local monitor marks.
+    let monitored = DIR_ENTRY_EVENTS | libc::FAN_ATTRIB | libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE | libc::FAN_DELETE_SELF | libc::FAN_MOVE_SELF;
+    let fd = group_with_mask(t.path(), libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID, monitored).unwrap_or_else(|e| panic!("fanotify_init: {e}"));
+    let kept = t.path().join("kept");
+    // This process makes the symbolic link `kept`, another removes it, this one makes it
+    // again: the third change joins this process's queued create, so the delete arrives last.
+    // (Nothing else names it: a link is not opened, written or closed.)
+    std::os::unix::fs::symlink("target", &kept).unwrap();
+    let rm = std::process::Command::new("rm").arg(&kept).status().unwrap();
+    assert!(rm.success());
+    std::os::unix::fs::symlink("target", &kept).unwrap();
+    let masks = masks_for(&fd, "kept");
+    assert_eq!(masks, vec![libc::FAN_CREATE, libc::FAN_DELETE], "create, then delete, each alone");
+    assert!(kept.symlink_metadata().is_ok(), "yet the link exists");
+    // The Lustre monitor's rule table, given them as changelog records of one object (these
+    // events name a directory and a name, not the link), drops both: nothing would be indexed.
+    let record = |i: u64, kind: &str| {
+        let line = format!("{i} {kind} 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x1:0x0] kept");
+        icicle_plugins_lustre::changelog::ChangelogRecord::parse(&line).unwrap()
+    };
+    let mut batch = vec![record(1, "04SLINK"), record(2, "06UNLNK")];
+    let counts = icicle_core::traits::Reducer::reduce(&mut icicle_plugins_lustre::reducer::RuleTable, &mut batch);
+    assert!(batch.is_empty(), "the rule table cancels the pair: {batch:?}");
+    assert_eq!(counts.cancelled, 2);
 }

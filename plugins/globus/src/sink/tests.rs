@@ -1,0 +1,146 @@
+
+use super::*;
+
+fn err(key: &str, reason: String) -> ConfigError {
+    ConfigError::InvalidValue { key: format!("sinks.g.{key}"), origin: "test".into(), reason }
+}
+
+const INDEX: &str = "4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00";
+
+#[test]
+fn exactly_one_auth_mode_and_errors_name_the_key() {
+    std::env::set_var("ICICLE_TEST_GLOBUS_TOKEN_A", "tok-sekrit-a");
+    std::env::set_var("ICICLE_TEST_GLOBUS_SECRET_A", "client-sekrit-a");
+    let mut c = GlobusSinkConfig::new(INDEX);
+    let e = c.clone().connect_with("g", err).unwrap_err().to_string();
+    assert!(e.contains("sinks.g.token_env") && e.contains("client_id"), "{e}");
+    c.token_env = Some("ICICLE_TEST_GLOBUS_TOKEN_A".into());
+    assert!(c.clone().connect_with("g", err).is_ok());
+    let mut both = c.clone();
+    both.client_id = Some("abc".into());
+    both.client_secret_env = Some("ICICLE_TEST_GLOBUS_SECRET_A".into());
+    assert!(both.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.client_id"));
+    let mut two_tokens = c.clone();
+    two_tokens.token_file = Some("/nonexistent".into());
+    assert!(two_tokens.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.token_env"));
+    let mut stray = c.clone();
+    stray.client_secret_env = Some("ICICLE_TEST_GLOBUS_SECRET_A".into());
+    assert!(stray.connect_with("g", err).unwrap_err().to_string().contains("needs client_id"));
+    let mut cc = GlobusSinkConfig::new(INDEX);
+    cc.client_id = Some("abc".into());
+    assert!(cc.clone().connect_with("g", err).unwrap_err().to_string().contains("sinks.g.client_secret_env"));
+    cc.client_secret_env = Some("ICICLE_TEST_GLOBUS_NO_SUCH_VAR".into());
+    let e = cc.clone().connect_with("g", err).unwrap_err().to_string();
+    assert!(e.contains("sinks.g.client_secret_env") && e.contains("ICICLE_TEST_GLOBUS_NO_SUCH_VAR"), "{e}");
+    cc.client_secret_env = Some("ICICLE_TEST_GLOBUS_SECRET_A".into());
+    assert!(cc.clone().connect_with("g", err).is_ok());
+    let mut bad = c.clone();
+    bad.index_id = "my-index".into();
+    assert!(bad.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.index_id"));
+    let mut bad = c.clone();
+    bad.base_url = "https://user:pw@search.example".into();
+    assert!(bad.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.base_url"));
+    let mut bad = c.clone();
+    bad.retry_max_ms = 10;
+    assert!(bad.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.retry_max_ms"));
+    let mut bad = c;
+    bad.timeout_secs = 0.0;
+    assert!(bad.connect_with("g", err).unwrap_err().to_string().contains("sinks.g.timeout_secs"));
+}
+
+#[test]
+fn secrets_never_show_in_debug_or_errors() {
+    std::env::set_var("ICICLE_TEST_GLOBUS_TOKEN_B", "tok-sekrit-b");
+    std::env::set_var("ICICLE_TEST_GLOBUS_SECRET_B", "client-sekrit-b");
+    let dir = std::env::temp_dir().join(format!("icicle-globus-secret-{}", std::process::id()));
+    std::fs::write(&dir, "file-sekrit-b\n").unwrap();
+    let mut a = GlobusSinkConfig::new(INDEX);
+    a.token_env = Some("ICICLE_TEST_GLOBUS_TOKEN_B".into());
+    let mut b = GlobusSinkConfig::new(INDEX);
+    b.client_id = Some("cid".into());
+    b.client_secret_env = Some("ICICLE_TEST_GLOBUS_SECRET_B".into());
+    let mut c = GlobusSinkConfig::new(INDEX);
+    c.token_file = Some(dir.clone());
+    for cfg in [a, b, c] {
+        let shown = format!("{cfg:?}");
+        let sink = cfg.connect_with("g", err).unwrap();
+        let shown = format!("{shown} {sink:?}");
+        for s in ["tok-sekrit-b", "client-sekrit-b", "file-sekrit-b"] {
+            assert!(!shown.contains(s), "{shown}");
+        }
+        // An error that echoes a secret is redacted.
+        let e = sink.sink_error(GlobusError::Protocol { what: "x".into(), reason: "echo tok-sekrit-b client-sekrit-b file-sekrit-b".into() }).to_string();
+        let leaked = ["tok-sekrit-b", "client-sekrit-b", "file-sekrit-b"].iter().filter(|s| e.contains(**s)).count();
+        assert_eq!(leaked, 2, "exactly the other two configs' secrets may remain: {e}");
+    }
+    assert_eq!(format!("{:?} {}", Secret::new("x-sekrit"), Secret::new("x-sekrit")), "Secret(***) ***");
+    let _ = std::fs::remove_file(dir);
+}
+
+#[test]
+fn backoff_doubles_is_capped_jittered_and_honours_retry_after() {
+    let p = RetryPolicy { max_retries: 8, initial: Duration::from_millis(500), max: Duration::from_millis(30_000) };
+    assert_eq!(p.delay(0, None, 0.0), Duration::from_millis(250));
+    assert_eq!(p.delay(0, None, 1.0), Duration::from_millis(500));
+    assert_eq!(p.delay(3, None, 1.0), Duration::from_millis(4000));
+    assert_eq!(p.delay(3, None, 0.0), Duration::from_millis(2000));
+    assert_eq!(p.delay(20, None, 1.0), Duration::from_millis(30_000));
+    assert_eq!(p.delay(40, None, 0.0), Duration::from_millis(15_000));
+    assert_eq!(p.delay(0, Some(Duration::from_secs(2)), 0.5), Duration::from_secs(2));
+    assert_eq!(p.delay(10, Some(Duration::from_secs(1)), 1.0), Duration::from_millis(30_000));
+    assert_eq!(refresh_after(172_800.0), Duration::from_secs(172_740));
+    assert_eq!(refresh_after(100.0), Duration::from_secs(90));
+    assert_eq!(refresh_after(0.0), Duration::ZERO);
+    assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
+    assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+    assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+}
+
+#[test]
+fn error_bodies_give_code_and_message() {
+    let (c, m) = error_message(br#"{"code":"NotFound.NoSuchIndex","message":"There is no index x","status":404,"error_data":null}"#);
+    assert_eq!((c.as_deref(), m.as_str()), (Some("NotFound.NoSuchIndex"), "There is no index x"));
+    assert_eq!(error_message(br#"{"error":"invalid_client"}"#).1, "invalid_client");
+    assert_eq!(error_message(b"  ").1, "(no message)");
+    let e = GlobusError::Status { what: "ingest".into(), status: 404, code: Some("NotFound.NoSuchIndex".into()), message: "no".into(), retry_after: None };
+    assert_eq!(e.to_string(), "ingest: HTTP 404 NotFound.NoSuchIndex: no");
+    assert!(!e.is_transient());
+    for s in [429, 500, 503] {
+        assert!(GlobusError::Status { what: String::new(), status: s, code: None, message: String::new(), retry_after: None }.is_transient());
+    }
+    assert_eq!(form_encode("urn:globus:auth:scope:x y/z"), "urn%3Aglobus%3Aauth%3Ascope%3Ax+y%2Fz");
+}
+
+#[test]
+fn large_batches_become_several_requests_within_the_limit() {
+    let pad = "x".repeat(900_000);
+    let entries: Vec<Vec<u8>> = (0..25).map(|i| format!(r#"{{"subject":"/f{i}","visible_to":["public"],"content":{{"p":"{pad}"}}}}"#).into_bytes()).collect();
+    let batch = DocumentBatch::Ingest(entry_batch(entries.iter().map(|e| e.as_slice())));
+    let reqs = GlobusSink::requests(&batch).unwrap();
+    assert_eq!(reqs.len(), 3);
+    let mut n = 0;
+    for r in &reqs {
+        let Request::Ingest(doc) = r else { panic!("not an ingest") };
+        let mut body = Vec::new();
+        doc.write_gingest(&mut body).unwrap();
+        assert!(body.len() <= MAX_REQUEST_BYTES);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["ingest_data"]["gmeta"].as_array().unwrap().len(), doc.len());
+        n += doc.len();
+    }
+    assert_eq!(n, 25);
+    let subjects: Vec<String> = (0..600_000).map(|i| format!("/some/long/directory/name/file-{i:08}")).collect();
+    let reqs = GlobusSink::requests(&DocumentBatch::Delete(subjects)).unwrap();
+    assert!(reqs.len() >= 3);
+    assert_eq!(
+        reqs.iter()
+            .map(|r| if let Request::Delete(b, n) = r {
+                assert!(b.len() <= MAX_REQUEST_BYTES);
+                *n
+            } else {
+                0
+            })
+            .sum::<usize>(),
+        600_000
+    );
+}

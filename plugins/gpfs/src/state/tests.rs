@@ -1,0 +1,109 @@
+
+use super::*;
+
+fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64, size: u64) -> GpfsEvent {
+    GpfsEvent { kind, path: path.into(), meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, size, ..Default::default() }, cookie }
+}
+
+fn run(s: &mut GpfsState, evs: &[GpfsEvent]) -> Vec<(String, Option<u64>)> {
+    let mut ops = Ops::default();
+    let mut batch: Vec<(GpfsEvent, Position)> = evs.iter().enumerate().map(|(i, e)| (e.clone(), (0, i as i64))).collect();
+    IgnoredEvents.reduce(&mut batch);
+    s.begin_batch();
+    for e in &batch {
+        s.apply(e, &mut NoWalk, &mut ops);
+    }
+    s.end_batch(&mut ops);
+    let mut v: Vec<(String, Option<u64>)> = ops.into_iter().map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.size) } else { None })).collect();
+    v.sort();
+    v
+}
+
+use EventKind::*;
+
+#[test]
+fn create_then_remove_in_one_batch_is_nothing_and_modifications_coalesce() {
+    let mut s = GpfsState::new(1);
+    let got = run(
+        &mut s,
+        &[
+            ev(Created, "/g/a", 1, false, 0, 0),
+            ev(Modified, "/g/a", 1, false, 0, 5),
+            ev(Removed, "/g/a", 1, false, 0, 0),
+            ev(Created, "/g/b", 2, false, 0, 0),
+            ev(Modified, "/g/b", 2, false, 0, 9),
+        ],
+    );
+    assert_eq!(got, vec![("/g/b".into(), Some(9))]);
+    assert_eq!((s.counts.cancelled, s.counts.coalesced), (1, 2));
+    // Removed in the next batch: a delete.
+    assert_eq!(run(&mut s, &[ev(Removed, "/g/b", 2, false, 0, 0)]), vec![("/g/b".into(), None)]);
+    // An indexed name removed, reused and removed again in one batch: still a delete.
+    run(&mut s, &[ev(Created, "/g/c", 3, false, 0, 0)]);
+    assert_eq!(
+        run(&mut s, &[ev(Removed, "/g/c", 3, false, 0, 0), ev(Created, "/g/c", 4, false, 0, 0), ev(Removed, "/g/c", 4, false, 0, 0)]),
+        vec![("/g/c".into(), None)]
+    );
+}
+
+#[test]
+fn a_replay_never_cancels_a_creation_a_stopped_run_may_have_delivered() {
+    // A run delivered the create of /g/x and was killed before committing; the replay's
+    // batch also holds the removal.
+    let mut s = GpfsState::new(1);
+    s.maybe_delivered([path_key("/g/x")]);
+    let got = run(
+        &mut s,
+        &[ev(Created, "/g/x", 1, false, 0, 0), ev(Removed, "/g/x", 1, false, 0, 0), ev(Created, "/g/y", 2, false, 0, 0), ev(Removed, "/g/y", 2, false, 0, 0)],
+    );
+    assert_eq!(got, vec![("/g/x".into(), None)], "the delivered one is deleted, the other still cancels");
+}
+
+#[test]
+fn preexisting_objects_are_deleted_and_renamed() {
+    let mut s = GpfsState::new(1);
+    let got = run(&mut s, &[ev(Removed, "/g/old", 5, false, 0, 0), ev(MovedFrom, "/g/x", 6, false, 42, 3), ev(MovedTo, "/g/y", 6, false, 42, 3)]);
+    assert_eq!(got, vec![("/g/old".into(), None), ("/g/x".into(), None), ("/g/y".into(), Some(3))]);
+}
+
+#[test]
+fn directory_renames_move_known_descendants_and_pairs_split_across_batches() {
+    let mut s = GpfsState::new(1);
+    run(
+        &mut s,
+        &[
+            ev(Created, "/g/d", 1, true, 0, 0),
+            ev(Created, "/g/d/f", 2, false, 0, 1),
+            ev(Created, "/g/d/e", 3, true, 0, 0),
+            ev(Created, "/g/d/e/h", 4, false, 0, 2),
+        ],
+    );
+    assert_eq!(run(&mut s, &[ev(MovedFrom, "/g/d", 1, true, 7, 0)]), vec![]);
+    assert_eq!(s.pending().len(), 1);
+    let got = run(&mut s, &[ev(MovedTo, "/g/n", 1, true, 7, 0)]);
+    assert_eq!(got, vec![("/g/d/e/h".into(), None), ("/g/d/f".into(), None), ("/g/n/e/h".into(), Some(2)), ("/g/n/f".into(), Some(1))]);
+    assert_eq!(s.counts.moved_descendants, 3);
+}
+
+#[test]
+fn an_unpaired_half_is_a_move_out_of_the_fileset() {
+    let mut s = GpfsState::new(1);
+    run(&mut s, &[ev(Created, "/g/f", 1, false, 0, 0)]);
+    assert_eq!(run(&mut s, &[ev(MovedFrom, "/g/f", 1, false, 9, 0)]), vec![]);
+    assert_eq!(run(&mut s, &[]), vec![("/g/f".into(), None)]);
+    assert_eq!(s.counts.moved_out, 1);
+}
+
+#[test]
+fn hard_links_share_metadata_and_checkpoints_restore() {
+    let mut s = GpfsState::new(1);
+    run(&mut s, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Created, "/g/b", 1, false, 0, 1)]);
+    assert_eq!(run(&mut s, &[ev(Modified, "/g/a", 1, false, 0, 8)]), vec![("/g/a".into(), Some(8)), ("/g/b".into(), Some(8))]);
+    let mut r = GpfsState::restore(serde_json::from_slice(&serde_json::to_vec(&s.checkpoint()).unwrap()).unwrap(), 1);
+    assert_eq!(r.len(), 2);
+    assert_eq!(
+        run(&mut r, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Removed, "/g/a", 1, false, 0, 0)]),
+        vec![("/g/a".into(), None), ("/g/b".into(), Some(1))],
+        "a replayed create of a known object is not new (its other name is refreshed)"
+    );
+}

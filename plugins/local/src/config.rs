@@ -46,8 +46,8 @@ pub struct LocalConfig {
     /// handle not kept is resolved again with `open_by_handle_at`).
     #[serde(default = "default_lru_capacity")]
     pub lru_capacity: usize,
-    /// Updates and deletes at most per emit: a larger rescan (the seed walk of a big root) is
-    /// delivered in parts of this size, so memory stays bounded.
+    /// Updates and deletes at most per emit: a larger rescan (the seed walk of a big root) or
+    /// removed tree is delivered in parts of this size, so memory stays bounded.
     #[serde(default = "default_max_emit_records")]
     pub max_emit_records: usize,
 }

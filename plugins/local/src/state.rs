@@ -258,18 +258,30 @@ impl LocalState {
         self.below(rel).next().is_some()
     }
 
-    /// Forget `rel` and everything below it; deletes for what was published.
-    fn remove_subtree(&mut self, rel: &Name, deletes: &mut Vec<String>, work: &mut Work) {
-        self.remove_below(rel, deletes, work);
+    /// Forget `rel` and everything below it; deletes for what was published. At most `room`
+    /// entries go in this part: `false` when more are left below (`rel` is compared first in
+    /// the next part, which goes on).
+    fn remove_subtree(&mut self, rel: &Name, room: usize, deletes: &mut Vec<String>, work: &mut Work) -> bool {
+        if !self.remove_below(rel, room, deletes, work) {
+            return false;
+        }
         self.forget(rel.clone(), deletes, work);
+        true
     }
 
-    /// Forget everything below `rel` (not `rel` itself); deletes for what was published.
-    fn remove_below(&mut self, rel: &str, deletes: &mut Vec<String>, work: &mut Work) {
-        let gone: Vec<Name> = self.below(rel).map(|(k, _)| k.clone()).collect();
-        for k in gone {
+    /// Forget everything below `rel` (not `rel` itself), at most `room` entries in this part;
+    /// deletes for what was published. `false` when more are left below: `rel` goes to the
+    /// front of the work list, so one removed tree is delivered in parts like any other work.
+    fn remove_below(&mut self, rel: &Name, room: usize, deletes: &mut Vec<String>, work: &mut Work) -> bool {
+        let gone: Vec<Name> = self.below(rel).take(room.max(1) + 1).map(|(k, _)| k.clone()).collect();
+        let left = gone.len() > room.max(1);
+        for k in gone.into_iter().take(room.max(1)) {
             self.forget(k, deletes, work);
         }
+        if left {
+            work.queue.push_front(rel.clone());
+        }
+        !left
     }
 
     /// Forget the entry at `k`: a delete if it was published, its inode's other names compared.
@@ -409,7 +421,8 @@ impl LocalState {
                 // itself: a file an event reported is compared before the walk that finds its
                 // directory, which may be gone by then.
                 if old.is_some() || self.holds_below(rel) {
-                    self.remove_subtree(rel, deletes, work);
+                    let room = self.emit_limit.saturating_sub(chunk.len() + deletes.len());
+                    self.remove_subtree(rel, room, deletes, work);
                 } else {
                     self.counts.unchanged += 1;
                 }
@@ -432,8 +445,11 @@ impl LocalState {
         if !new.dir && old.is_none_or(|o| o.dir) {
             // Not a directory (any more): nothing can be below it, though the index may hold
             // paths there (a directory's, or ones events reported before anything compared
-            // this name). Its own entry is replaced below.
-            self.remove_below(rel, deletes, work);
+            // this name). Its own entry is replaced below, once nothing is left there.
+            let room = self.emit_limit.saturating_sub(chunk.len() + deletes.len());
+            if !self.remove_below(rel, room, deletes, work) {
+                return;
+            }
         }
         if let Some(o) = old {
             if !o.dir && new.dir {

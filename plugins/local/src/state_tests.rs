@@ -383,6 +383,44 @@ fn a_rescan_larger_than_one_emit_is_delivered_in_parts() {
     assert!(!s.more());
 }
 
+/// A removed tree larger than the emit limit is deleted over several emits, none above the
+/// limit; so is one a file replaced, which is published once nothing is left below it.
+#[test]
+fn a_removed_tree_is_deleted_in_parts() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let tree = |top: &str| {
+        for d in 0..3 {
+            std::fs::create_dir_all(r.join(format!("{top}/d{d}/e"))).unwrap();
+            for i in 0..10 {
+                std::fs::write(r.join(format!("{top}/d{d}/e/f{i}")), b"1").unwrap();
+            }
+        }
+    };
+    tree("gone");
+    tree("replaced");
+    std::fs::write(r.join("kept"), b"1").unwrap();
+    let mut s = state(r, true).with_emit_limit(7);
+    s.apply_events(seed()).unwrap();
+    while s.more() {
+        s.apply_events(Vec::new()).unwrap();
+    }
+    std::fs::remove_dir_all(r.join("gone")).unwrap();
+    std::fs::remove_dir_all(r.join("replaced")).unwrap();
+    std::fs::write(r.join("replaced"), b"now a file").unwrap();
+    let mut parts = vec![s.apply_events(vec![changed("gone"), changed("replaced")]).unwrap()];
+    while s.more() {
+        parts.push(s.apply_events(Vec::new()).unwrap());
+    }
+    let sizes: Vec<(usize, usize)> = parts.iter().map(|e| (e.chunk.len(), e.deletes.len())).collect();
+    assert!(sizes.iter().all(|(c, d)| c + d <= 7), "{sizes:?}");
+    let deletes: usize = sizes.iter().map(|(_, d)| d).sum();
+    assert_eq!(deletes, 60, "{sizes:?}");
+    assert_eq!(parts.last().map(|e| e.chunk.len()), Some(1), "the file is published last: {sizes:?}");
+    let held: Vec<&str> = s.entries.keys().map(|k| &**k).collect();
+    assert_eq!(held, ["kept", "replaced"]);
+}
+
 /// A file an event reports is compared (and indexed) before anything compares its directory;
 /// when that directory is then gone, what the index holds below its name goes, although the
 /// index never held the name itself. A name that turns into a file drops what was below it.

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn err(key: &str, reason: String) -> ConfigError {

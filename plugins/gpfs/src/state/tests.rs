@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64, size: u64) -> GpfsEvent {

@@ -508,3 +508,60 @@ fn a_walk_never_deletes_below_a_directory_it_could_not_search() {
     assert_eq!((code, s["unchanged"].as_u64(), s["deleted"].as_u64()), (0, Some(32), Some(0)), "{err} {s}");
     assert!(deleted(&out).is_empty());
 }
+
+/// A record a failed run owed the index, then held back by a run that could not read it (its
+/// row rejected), is still owed: the next good run sends it.
+#[test]
+fn a_record_owed_by_a_failed_run_and_then_unreadable_is_still_sent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let listing = t.join("listing");
+    write_listing(&listing, &BTreeSet::new());
+    let state = t.join("state");
+    assert_eq!(run(t, "good", &tsv(&format!("\"{}/*.csv\"", listing.display())), &state).code, 0);
+    let owed = "/fs/new/y";
+    let with_y = |name: &str, row: &str| {
+        let dir = t.join(name);
+        write_listing(&dir, &BTreeSet::new());
+        // A good first row: a bad first row is taken for a producer's changed columns.
+        std::fs::write(dir.join("part-9.csv"), format!("f,33188,1000,100,1,1700000000,1700000001,1700000002,/fs/new/x\n{row}\n")).unwrap();
+        tsv(&format!("\"{}/*.csv\"", dir.display()))
+    };
+    let good_y = with_y("good-y", &format!("f,33188,1000,100,5,1700000000,1700000001,1700000002,{owed}"));
+    // The run that first sees it seals its manifest, then dies before delivering.
+    let crashed = run_with(t, "crashed", &good_y, &state, "", &[], &[("ICICLE_FAULT", "sealed")]);
+    assert_ne!(crashed.code, 0, "{}", crashed.err);
+    assert!(!ingested(&crashed.out).contains_key(owed));
+    // The next run cannot read its row: it neither sends nor deletes it.
+    let bad_y = with_y("bad-y", &format!("f,not-a-mode,1000,100,5,1700000000,1700000001,1700000002,{owed}"));
+    let unreadable = run(t, "unreadable", &bad_y, &state);
+    assert_eq!(unreadable.code, 0, "{}", unreadable.err);
+    assert_eq!(unreadable.summary["rejects"].as_u64(), Some(1), "{}", unreadable.summary);
+    assert!(!ingested(&unreadable.out).contains_key(owed) && !deleted(&unreadable.out).contains(&owed.to_string()));
+    // Readable again, unchanged since the crashed run: the index has never had it.
+    let again = run(t, "again", &good_y, &state);
+    assert_eq!(again.code, 0, "{}", again.err);
+    assert!(ingested(&again.out).contains_key(owed), "{owed} is never sent: {}", again.summary);
+}
+
+/// After a run that failed while delivering (its sealed manifest pending, repeating the
+/// committed one), the deletion guard still counts each previous subject once: a run that
+/// would delete 30% of them is stopped.
+#[test]
+fn the_deletion_guard_counts_each_subject_once_after_a_failed_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let listing = t.join("listing");
+    write_listing(&listing, &BTreeSet::new());
+    let src = tsv(&format!("\"{}/*.csv\"", listing.display()));
+    let state = t.join("state");
+    assert_eq!(run(t, "good", &src, &state).code, 0);
+    let crashed = run_with(t, "crashed", &src, &state, "", &[], &[("ICICLE_FAULT", "sealed")]);
+    assert_ne!(crashed.code, 0, "{}", crashed.err);
+    let fewer = t.join("fewer");
+    write_listing(&fewer, &(0..FILES * 3 / 10).collect());
+    let r = run(t, "fewer", &tsv(&format!("\"{}/*.csv\"", fewer.display())), &state);
+    assert_ne!(r.code, 0, "the guard stops it: {}", r.summary);
+    assert!(r.err.contains("would delete 300 of the previous run's 1000 subjects"), "{}", r.err);
+    assert!(deleted(&r.out).is_empty());
+}

@@ -163,14 +163,15 @@ impl PreviousManifest {
         self.dir.iter().chain(self.pending.iter()).map(PathBuf::as_path)
     }
 
-    /// Number of subjects in the previous run.
+    /// Number of distinct subjects in the previous run (a pending manifest repeats most of
+    /// the committed one's).
     pub fn len(&self) -> usize {
-        self.seen.len()
+        self.map.len()
     }
 
     /// Whether there was no previous run (or it was empty).
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.map.is_empty()
     }
 
     /// Classify a record and mark it seen.
@@ -188,7 +189,8 @@ impl PreviousManifest {
         }
     }
 
-    /// The subjects (with hash and fingerprint) of the previous run that this run did not see.
+    /// The subjects (with hash and fingerprint as loaded) of the previous run that this run did
+    /// not see.
     pub fn deleted_subjects(&self) -> std::io::Result<Vec<Gone>> {
         let mut out = Vec::new();
         let mut idx = 0usize;
@@ -210,6 +212,9 @@ impl PreviousManifest {
                             None if subject.starts_with('/') => Some(subject.clone()),
                             None => None,
                         };
+                        // As loaded: a subject a failed run or a dead letter left owed stays
+                        // owed when it is carried over.
+                        let fingerprint = self.map.get(&hash).map_or(fingerprint, |e| e.0);
                         out.push(Gone { subject, path, hash, fingerprint });
                     }
                 }

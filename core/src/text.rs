@@ -26,7 +26,7 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
             let mut v = Vec::new();
             for m in paths {
                 let m = m.map_err(|e| SourceError::Io { path: e.path().to_path_buf(), reason: format!("while matching {s}: {}", e.error()) })?;
-                if m.is_file() {
+                if is_input_file(&m)? {
                     v.push(m);
                 }
             }
@@ -38,23 +38,39 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
             let v: Vec<PathBuf> = std::fs::read_dir(p)
                 .map_err(|e| SourceError::Io { path: p.clone(), reason: e.to_string() })?
                 .map(|e| e.map(|e| e.path()).map_err(|e| SourceError::Io { path: p.clone(), reason: e.to_string() }))
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter()
-                .filter(|p| p.is_file())
-                .collect();
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut files = Vec::with_capacity(v.len());
+            for f in v {
+                if is_input_file(&f)? {
+                    files.push(f);
+                }
+            }
+            let v = files;
             if v.is_empty() {
                 return Err(SourceError::Io { path: p.clone(), reason: "the directory holds no file (empty or unmounted?)".into() });
             }
             v
-        } else if p.is_file() {
-            vec![p.clone()]
         } else {
-            return Err(SourceError::Io { path: p.clone(), reason: "no such file or directory".into() });
+            match std::fs::metadata(p) {
+                Ok(md) if md.is_file() => vec![p.clone()],
+                Ok(_) => return Err(SourceError::Io { path: p.clone(), reason: "neither a regular file nor a directory".into() }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(SourceError::Io { path: p.clone(), reason: "no such file or directory".into() })
+                }
+                Err(e) => return Err(SourceError::Io { path: p.clone(), reason: format!("cannot be checked: {e}") }),
+            }
         };
         found.sort();
         out.extend(found.into_iter().filter(|f| seen.insert(f.clone())));
     }
     Ok(out)
+}
+
+/// Whether `p`, found in a directory or by a pattern, is an input (a regular file, through
+/// symlinks). An entry whose kind cannot be told (a symlink into an unmounted file system,
+/// EACCES, EIO, ESTALE) is an error naming it, never skipped: its records would be deleted.
+fn is_input_file(p: &Path) -> Result<bool, SourceError> {
+    std::fs::metadata(p).map(|md| md.is_file()).map_err(|e| SourceError::Io { path: p.to_path_buf(), reason: format!("cannot be checked: {e}") })
 }
 
 /// Cut each file into splits of about `split_bytes` (weight = bytes).
@@ -313,5 +329,12 @@ mod tests {
         assert!(names(&["missing.csv"]).unwrap_err().contains("no such file"));
         std::fs::write(t.join("run[1].csv"), "x").unwrap();
         assert_eq!(names(&["run[1].csv"]).unwrap(), ["run[1].csv"], "an existing path is literal");
+        // A listing that is a link into a file system not mounted now: an error naming it,
+        // whether found in a directory or by a pattern.
+        std::os::unix::fs::symlink(t.join("unmounted/fs2.csv"), t.join("a/y/fs2.csv")).unwrap();
+        for pat in ["a/y", "a/y/*.csv", "a/y/fs2.csv"] {
+            let e = names(&[pat]).unwrap_err();
+            assert!(e.contains("fs2.csv") && (e.contains("cannot be checked") || e.contains("no such file")), "{pat}: {e}");
+        }
     }
 }

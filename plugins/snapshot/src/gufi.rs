@@ -226,11 +226,12 @@ impl Source for GufiSource {
         let db = split.path.join(DBNAME);
         let fail = |reason: String| SourceError::Io { path: db.clone(), reason };
         let dir = self.source_dir(&split.path).map_err(fail)?;
-        if !db.is_file() && split.path == self.index {
+        let present = db_present(&db).map_err(fail)?;
+        if !present && split.path == self.index {
             out.progress(1);
             return Ok(());
         }
-        if !db.is_file() {
+        if !present {
             // The index root's parent holds an empty db.db, but a directory in the tree
             // without one lost its metadata: that is a reject, not an empty directory.
             return Err(fail("missing db.db".into()));
@@ -294,7 +295,7 @@ impl Source for GufiSource {
         let db = split.path.join(DBNAME);
         let fail = |reason: String| SourceError::Io { path: db.clone(), reason };
         let dir = self.source_dir(&split.path).map_err(fail)?;
-        if !db.is_file() {
+        if !db_present(&db).map_err(fail)? {
             return Ok(());
         }
         let (_local, conn) = open_db(&db).map_err(fail)?;
@@ -352,6 +353,16 @@ impl ComponentConfig for GufiConfig {
             return Err(ctx.invalid("path_prefix", "must be an absolute path"));
         }
         Ok(Arc::new(GufiSource::new(self.index, self.path_prefix)))
+    }
+}
+
+/// Whether a directory's database is there; an error when that cannot be told (EACCES, EIO),
+/// so its entries are unknown rather than absent.
+fn db_present(db: &Path) -> Result<bool, String> {
+    match std::fs::metadata(db) {
+        Ok(md) => Ok(md.is_file()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("cannot be checked: {e}")),
     }
 }
 

@@ -270,6 +270,31 @@ fn nothing_is_acknowledged_when_the_sink_cannot_deliver() {
     assert_all_cleared(tmp.path(), &journal);
 }
 
+/// A second monitor on the same state (the first still running) fails at once naming the
+/// lock, and acknowledges nothing.
+#[test]
+fn a_second_monitor_on_the_same_state_fails_and_acknowledges_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 5).unwrap();
+    w.run(Kind::Filebench, 50, "/fb").unwrap();
+    drop(w);
+    let out = tmp.path().join("out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    std::fs::create_dir_all(tmp.path().join("state")).unwrap();
+    let held = std::fs::File::create(tmp.path().join("state/fs0-MDT0000.lock")).unwrap();
+    held.try_lock().unwrap();
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("fs0-MDT0000.lock") && err.contains("another run"), "{err}");
+    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim(), "cl1 0");
+    drop(held);
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_all_cleared(tmp.path(), &journal);
+}
+
 #[test]
 fn a_write_through_any_hard_link_updates_every_name() {
     let tmp = tempfile::tempdir().unwrap();

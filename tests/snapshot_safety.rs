@@ -565,3 +565,24 @@ fn the_deletion_guard_counts_each_subject_once_after_a_failed_run() {
     assert!(r.err.contains("would delete 300 of the previous run's 1000 subjects"), "{}", r.err);
     assert!(deleted(&r.out).is_empty());
 }
+
+/// Two runs on one state directory (an overlapping cron run): the second fails at once,
+/// naming the lock, and touches nothing; the state is intact for the next run.
+#[test]
+fn a_second_run_on_the_same_state_fails_and_touches_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let listing = t.join("listing");
+    write_listing(&listing, &BTreeSet::new());
+    let src = tsv(&format!("\"{}/*.csv\"", listing.display()));
+    let state = t.join("state");
+    assert_eq!(run(t, "good", &src, &state).code, 0);
+    let held = std::fs::File::open(state.join("snapshot.lock")).unwrap();
+    held.try_lock().unwrap();
+    let second = run(t, "second", &tsv(&format!("\"{}/empty-glob-*.csv\"", listing.display())), &state);
+    assert_ne!(second.code, 0);
+    assert!(second.err.contains("snapshot.lock") && second.err.contains("another run"), "{}", second.err);
+    assert!(!second.out.exists());
+    drop(held);
+    assert_nothing_lost(t, "second", &second, &state, &src);
+}

@@ -72,6 +72,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     stage(path, true, |w| w.write_all(bytes))?.commit(true)
 }
 
+/// An exclusive lock on a state file, held until dropped (`flock` on `path`, created if
+/// missing): two runs sharing one state would empty or overwrite each other's files.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: std::fs::File,
+}
+
+impl StateLock {
+    /// Take the lock at `path` (its directory created if needed), or fail at once when
+    /// another process holds it, naming the file.
+    pub fn acquire(path: &Path) -> std::io::Result<StateLock> {
+        std::fs::create_dir_all(dir_of(path))?;
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+        match f.try_lock() {
+            Ok(()) => Ok(StateLock { _file: f }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                format!("{} is held by another run on the same state (a run still going, or two configurations naming one state_dir)", path.display()),
+            )),
+            Err(std::fs::TryLockError::Error(e)) => Err(std::io::Error::new(e.kind(), format!("locking {}: {e}", path.display()))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -108,5 +132,17 @@ mod tests {
         assert!(failed.is_err());
         assert_eq!(std::fs::read(&p).unwrap(), b"new\n");
         assert_eq!(names(tmp.path()), vec![std::ffi::OsString::from("CURRENT")]);
+    }
+
+    #[test]
+    fn a_state_lock_is_held_once_until_dropped() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("state/run.lock");
+        let first = super::StateLock::acquire(&path).unwrap();
+        let e = super::StateLock::acquire(&path).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        assert!(e.to_string().contains("run.lock") && e.to_string().contains("another run"), "{e}");
+        drop(first);
+        super::StateLock::acquire(&path).unwrap();
     }
 }

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use icicle_core::durable::StateLock;
 use icicle_core::metrics::{record_batch, BatchReport};
 use icicle_core::sent_ahead::SentAhead;
 use icicle_core::stream::{ChangeState, ChangeStream, Emit, Polled};
@@ -25,6 +26,9 @@ pub struct DriverSettings {
     pub sent_ahead: SentAhead,
     /// The stream, as logs name it (`MDT fs0-MDT0000`, `topic fset1`).
     pub what: String,
+    /// `<stem>.lock`, taken at restore and held while the settings live: one monitor per state.
+    lock_file: PathBuf,
+    lock: std::sync::Mutex<Option<StateLock>>,
 }
 
 impl DriverSettings {
@@ -37,6 +41,8 @@ impl DriverSettings {
             state_file: state_dir.join(format!("{stem}.checkpoint.json")),
             sent_ahead: SentAhead::new(state_dir.join(format!("{stem}.sent-ahead"))),
             what,
+            lock_file: state_dir.join(format!("{stem}.lock")),
+            lock: Default::default(),
         }
     }
 }
@@ -46,6 +52,12 @@ impl DriverSettings {
 /// stream resumes after, when the state's checkpoint holds one. Sources call it before they
 /// open their stream, so that slow restores (a seed snapshot) keep no consumer waiting.
 pub async fn restore<T: ChangeState>(state: &mut T, settings: &DriverSettings) -> Result<Option<T::Position>, IcicleError> {
+    if let Ok(mut held) = settings.lock.lock() {
+        if held.is_none() {
+            let lock = StateLock::acquire(&settings.lock_file).map_err(|e| IcicleError::Internal(format!("{}: {e}", settings.what)))?;
+            *held = Some(lock);
+        }
+    }
     let file = &settings.state_file;
     let checkpoint = match std::fs::read(file) {
         Ok(bytes) => Some(bytes),

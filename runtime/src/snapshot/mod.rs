@@ -18,6 +18,7 @@ use crate::rejects::RejectLog;
 use crate::spool::Outbox;
 use icicle_core::batch::{DocumentBatch, EntryBatch};
 use icicle_core::config::SnapshotSettings;
+use icicle_core::durable::StateLock;
 use icicle_core::error::IcicleError;
 use icicle_core::policy::RecordPolicy;
 use icicle_core::record::FileRecord;
@@ -207,7 +208,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let started = Instant::now();
     job.progress = Arc::new(MetricsProgress::new(job.progress.clone()));
     let settings = job.settings.clone();
-    let previous = open_previous(&settings, job.primary, job.cluster.as_deref())?;
+    let (previous, _state_lock) = open_previous(&settings, job.primary, job.cluster.as_deref())?;
     check_cluster(&job)?;
     let shared = Arc::new(Shared {
         queue: Mutex::new(WorkQueue::default()),
@@ -288,13 +289,19 @@ fn check_cluster(job: &SnapshotJob) -> Result<(), IcicleError> {
     Ok(())
 }
 
-/// The previous manifest of a versioned run (a primary run with `state_dir`), after starting
-/// this run's.
-/// Across ranks rank 0 starts the manifest and each rank loads its share.
-fn open_previous(settings: &SnapshotSettings, primary: bool, cluster: Option<&dyn Cluster>) -> Result<Option<Arc<PreviousManifest>>, IcicleError> {
-    let Some(dir) = settings.state_dir.as_ref().filter(|_| primary) else { return Ok(None) };
+/// The previous manifest of a versioned run (a primary run with `state_dir`), after locking
+/// the state (`snapshot.lock`, held while the run lasts) and starting this run's manifest.
+/// Across ranks rank 0 locks and starts the manifest, and each rank loads its share.
+fn open_previous(
+    settings: &SnapshotSettings,
+    primary: bool,
+    cluster: Option<&dyn Cluster>,
+) -> Result<(Option<Arc<PreviousManifest>>, Option<StateLock>), IcicleError> {
+    let Some(dir) = settings.state_dir.as_ref().filter(|_| primary) else { return Ok((None, None)) };
+    let mut lock = None;
     if cluster.is_none_or(|c| c.rank() == 0) {
         std::fs::create_dir_all(dir).map_err(|e| io(&format!("creating {}", dir.display()), e))?;
+        lock = Some(StateLock::acquire(&dir.join("snapshot.lock")).map_err(|e| io("locking the state directory", e))?);
         manifest::begin(dir).map_err(|e| io("starting the manifest", e))?;
     }
     let share = match cluster {
@@ -304,7 +311,7 @@ fn open_previous(settings: &SnapshotSettings, primary: bool, cluster: Option<&dy
         }
         None => None,
     };
-    Ok(Some(Arc::new(PreviousManifest::load_share(dir, share).map_err(|e| io("loading the previous manifest", e))?)))
+    Ok((Some(Arc::new(PreviousManifest::load_share(dir, share).map_err(|e| io("loading the previous manifest", e))?)), lock))
 }
 
 /// Plan every source's splits into the work queue (after the directory pre-pass when

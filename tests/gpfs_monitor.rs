@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use common::*;
@@ -363,4 +364,30 @@ fn a_bounded_state_evicts_files_and_still_matches_a_fresh_snapshot() {
     let (code, _, err) = icicle(&["monitor", "--drain", "-c", bad.to_str().unwrap()], &[]);
     assert_ne!(code, 0);
     assert!(err.contains("lru_capacity") && err.contains("mount") && err.contains("bad.toml"), "{err}");
+}
+
+/// A stream that ends with a file moved out of the fileset (an IN_MOVED_FROM whose pair never
+/// comes): `--drain` deletes it and commits past it, so the next drain reads nothing again.
+#[test]
+fn a_drain_ending_on_a_move_out_deletes_it_and_commits_past_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, events, index) = prepare(tmp.path(), Kind::EvalPerf, 80, 11);
+    let fresh = walk_snapshot(tmp.path(), &root, "before-move");
+    let moved = fresh.keys().find(|p| std::fs::symlink_metadata(root.join(&p[1..])).is_ok_and(|m| m.is_file())).expect("a file").clone();
+    let inode = std::fs::metadata(root.join(&moved[1..])).unwrap().ino();
+    std::fs::rename(root.join(&moved[1..]), tmp.path().join("elsewhere")).unwrap();
+    let out_of_fileset = format!(
+        r#"{{"inode": {inode}, "path": "/gpfs/fs1{moved}", "event": "IN_MOVED_FROM", "cookie": 424242, "fileSize": 1, "atime": 1700000000, "ctime": 1700000001, "mtime": 1700000002, "ownerUserId": 0, "ownerGroupId": 0, "permissions": "0644"}}"#
+    );
+    let t = topic("moved-out");
+    let n = produce_events(&events, 0, &t, 1, vec![(inode.to_string(), out_of_fileset)]);
+    let out = tmp.path().join("out");
+    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 40, "");
+    let r = monitor_drain(&cfg);
+    assert_eq!((r["state"]["moved_out"].as_u64(), r["rejects"].as_u64()), (Some(1), Some(0)), "{r}");
+    assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "moved out", &r);
+    let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &[0]).unwrap();
+    assert_eq!(committed.get(&0).copied(), Some(n as i64 + 1), "committed past the settled half: {r}");
+    let again = monitor_drain(&cfg);
+    assert_eq!(again["messages"], 0, "{again}");
 }

@@ -35,6 +35,12 @@ pub trait ChangeStream: Send {
     /// The position that acknowledging `batch` reaches; `rest_empty`: no read event waits
     /// after it, so everything read is covered (filtered records too). `None`: nothing new.
     fn position(&self, batch: &[Self::Event], rest_empty: bool) -> Option<Self::Position>;
+    /// The position that acknowledging everything read so far reaches (at the end of a
+    /// drain, once the state holds nothing back); by default that of an empty batch with
+    /// nothing after it.
+    fn read_position(&self) -> Option<Self::Position> {
+        self.position(&[], true)
+    }
     /// Acknowledge upstream everything up to `to`: its batches are delivered and checkpointed.
     async fn truncate(&mut self, to: &Self::Position) -> Result<(), IcicleError>;
 }

@@ -109,7 +109,8 @@ where
     // Drained: what only the end of the stream decides.
     if let Some(emit) = d.state.finish().await? {
         d.deliver(emit).await?;
-        let to = d.stream.position(&[], true).unwrap_or_default();
+        // Past what the state held back for the halves it just settled.
+        let to = d.stream.read_position().unwrap_or_default();
         d.checkpoint_and_truncate(Some(to)).await?;
     }
     Ok(d.state.report())

@@ -417,6 +417,8 @@ impl ChangeState for GpfsEngine {
                 ("renames", c.renames),
                 ("directory_renames", c.directory_renames),
                 ("moved_out", c.moved_out),
+                ("replayed_halves", c.replayed_halves),
+                ("newer_kept", c.newer_kept),
                 ("unpaired_moves", c.unpaired_moves),
             ],
             updates: counts.updates,

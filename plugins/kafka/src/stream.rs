@@ -138,6 +138,9 @@ pub struct TopicStream {
     owner: HashMap<i32, usize>,
     /// Partitions whose first message of this run was checked against the committed offset.
     checked: HashSet<i32>,
+    /// The next offset after every message read, per partition: what acknowledging all that
+    /// was read reaches.
+    read: Offsets,
     failures: u32,
     counts: Arc<Mutex<TopicCounts>>,
 }
@@ -212,6 +215,7 @@ impl TopicStream {
             at_end: HashSet::new(),
             owner: HashMap::new(),
             checked: HashSet::new(),
+            read: Offsets::new(),
             failures: 0,
             counts,
         })
@@ -227,6 +231,8 @@ impl TopicStream {
                 }
                 self.at_end.remove(&p);
                 self.owner.insert(p, consumer);
+                let next = self.read.entry(p).or_insert(message.offset + 1);
+                *next = (*next).max(message.offset + 1);
                 let mut c = self.counts.lock().map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
                 c.first.get_or_insert_with(Instant::now);
                 c.messages += 1;
@@ -390,6 +396,10 @@ impl ChangeStream for TopicStream {
             *e = (*e).max(m.offset + 1);
         }
         (!next.is_empty()).then_some(next)
+    }
+
+    fn read_position(&self) -> Option<Offsets> {
+        (!self.read.is_empty()).then(|| self.read.clone())
     }
 
     async fn truncate(&mut self, to: &Offsets) -> Result<(), IcicleError> {

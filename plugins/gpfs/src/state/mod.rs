@@ -95,6 +95,10 @@ pub struct PendingMove {
     pub position: Position,
     /// Batch boundaries seen while waiting.
     pub age: u32,
+    /// For a directory: the names (and inodes) the state knew below it when another object
+    /// first arrived at or below its old name; settling the half moves or removes these only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below: Option<Vec<(String, u64)>>,
 }
 
 /// Counters of the reduction and the state.
@@ -113,6 +117,10 @@ pub struct GpfsCounts {
     pub unpaired_moves: u64,
     /// IN_MOVED_FROM whose pair never came (moved out of the watched fileset: a removal).
     pub moved_out: u64,
+    /// IN_MOVED_FROM read again after a restart while the checkpoint still held it waiting.
+    pub replayed_halves: u64,
+    /// Names a rename or a move out left alone: a newer object (another inode) holds them.
+    pub newer_kept: u64,
     /// Modifications carrying exactly the metadata already indexed (nothing sent).
     pub unchanged: u64,
     /// Files published again because a directory above them changed permissions.
@@ -496,8 +504,7 @@ impl GpfsState {
     /// become removals.
     pub fn finish(&mut self, ops: &mut Ops) {
         for m in std::mem::take(&mut self.pending) {
-            self.counts.moved_out += 1;
-            self.remove(&m.path, m.meta.is_dir(), ops);
+            self.moved_out(m, ops);
         }
         self.note_sent(ops);
     }
@@ -537,6 +544,9 @@ impl StateStore for GpfsState {
         let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
         let path: &str = &ev.path;
+        if !self.pending.is_empty() && matches!(ev.kind, EventKind::Created | EventKind::MovedTo | EventKind::Modified) {
+            self.freeze_pending(path, ev.meta.inode);
+        }
         match ev.kind {
             // Dropped by the reducer (`IgnoredEvents`), which counts them.
             EventKind::Ignored => {}
@@ -574,7 +584,13 @@ impl StateStore for GpfsState {
             EventKind::Removed => self.remove(path, ev.meta.is_dir(), ops),
             EventKind::DirAttrib => self.dir_attrib(path, ev.meta, walker, ops),
             EventKind::MovedFrom => {
-                self.pending.push(PendingMove { cookie: ev.cookie, path: ev.path.to_string(), meta: ev.meta, position, age: 0 });
+                // Read again after a restart (commits are held back at a waiting half, which
+                // the checkpoint also keeps): the same half once.
+                if self.pending.iter().any(|m| m.position == position) {
+                    self.counts.replayed_halves += 1;
+                    return;
+                }
+                self.pending.push(PendingMove { cookie: ev.cookie, path: ev.path.to_string(), meta: ev.meta, position, age: 0, below: None });
             }
             EventKind::MovedTo => {
                 let pair = self
@@ -582,23 +598,26 @@ impl StateStore for GpfsState {
                     .iter()
                     .position(|m| ev.cookie != 0 && m.cookie == ev.cookie)
                     .or_else(|| self.pending.iter().position(|m| m.meta.inode == ev.meta.inode));
-                let old = match pair {
-                    Some(i) => Some(self.pending.remove(i).path),
+                let (old, below) = match pair {
+                    Some(i) => {
+                        let m = self.pending.remove(i);
+                        (Some(m.path), m.below)
+                    }
                     None => match self.links.get(&ev.meta.inode).map(|v| v.as_slice()) {
                         // The one name the state knows for this inode.
-                        Some([only]) if &**only != path => Some(only.to_string()),
-                        _ => None,
+                        Some([only]) if &**only != path => (Some(only.to_string()), None),
+                        _ => (None, None),
                     },
                 };
                 match old {
                     Some(old) => {
-                        self.rename(&old, path, ev.meta, walker, ops);
+                        self.rename(&old, path, ev.meta, below.as_deref(), walker, ops);
                         // A rename changes the inode's ctime, which its other names share.
                         self.propagate(path, ev.meta, ops);
                     }
                     None => {
                         self.counts.unpaired_moves += 1;
-                        self.rename(path, path, ev.meta, walker, ops);
+                        self.rename(path, path, ev.meta, None, walker, ops);
                         if ev.meta.is_dir() {
                             for (np, m) in walker.walk(path) {
                                 self.upsert(&np, m, ops);
@@ -618,8 +637,7 @@ impl StateStore for GpfsState {
         let (expired, keep): (Vec<PendingMove>, Vec<PendingMove>) = std::mem::take(&mut self.pending).into_iter().partition(|m| m.age > self.pair_batches);
         self.pending = keep;
         for m in expired {
-            self.counts.moved_out += 1;
-            self.remove(&m.path, m.meta.is_dir(), ops);
+            self.moved_out(m, ops);
         }
         self.note_sent(ops);
         self.evict();

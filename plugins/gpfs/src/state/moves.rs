@@ -19,20 +19,79 @@ impl GpfsState {
         }
     }
 
-    /// Move `old` to `new` (metadata `meta`, from IN_MOVED_TO).
-    pub(super) fn rename(&mut self, old: &str, new: &str, meta: Meta, walker: &mut dyn Walker, ops: &mut Ops) {
+    /// Whether the state's object at `path`, if any, is not the one with `inode` (both known):
+    /// a newer object took the name.
+    fn newer_at(&self, path: &str, inode: u64) -> bool {
+        inode != 0 && self.objects.get(path).is_some_and(|o| o.inode != 0 && o.inode != inode)
+    }
+
+    /// What the state knows below `old` that moves with it: `only` (names and inodes frozen
+    /// when a newer object arrived there) when given; nothing when a newer object holds `old`.
+    fn moving_below(&self, old: &str, only: Option<&[(String, u64)]>, newer: bool) -> Vec<(PathName, Meta)> {
+        match only {
+            Some(list) => {
+                list.iter().filter_map(|(p, i)| self.objects.get_key_value(p.as_str()).filter(|(_, m)| m.inode == *i).map(|(k, m)| (k.clone(), *m))).collect()
+            }
+            None if newer => Vec::new(),
+            None => self.descendants(old),
+        }
+    }
+
+    /// Another object (`inode`) arrives at `path`: a directory's rename half still waiting
+    /// there keeps what the state knew below its old name until now, so settling the half
+    /// later moves or removes those names only, never what the newcomer will hold. (Events
+    /// below the old name before that may be the old directory's, read late from another
+    /// partition: they move with it.)
+    pub(super) fn freeze_pending(&mut self, path: &str, inode: u64) {
+        for i in 0..self.pending.len() {
+            let m = &self.pending[i];
+            if m.meta.is_dir() && m.below.is_none() && path == m.path && inode != m.meta.inode {
+                let below = self.descendants(&m.path).into_iter().map(|(p, meta)| (p.to_string(), meta.inode)).collect();
+                self.pending[i].below = Some(below);
+            }
+        }
+    }
+
+    /// A rename half whose pair never came: the object left the fileset. Its name and what was
+    /// below it are removed, except names a newer object holds now.
+    pub(super) fn moved_out(&mut self, m: PendingMove, ops: &mut Ops) {
+        self.counts.moved_out += 1;
+        let newer = self.newer_at(&m.path, m.meta.inode);
+        if m.below.is_none() && !newer {
+            self.remove(&m.path, m.meta.is_dir(), ops);
+            return;
+        }
+        self.counts.newer_kept += u64::from(newer);
+        for (p, meta) in self.moving_below(&m.path, m.below.as_deref(), newer) {
+            self.forget(&p);
+            if !meta.is_dir() {
+                self.delete(&p, ops);
+            }
+        }
+        if !newer {
+            self.forget(&m.path);
+        }
+    }
+
+    /// Move `old` to `new` (metadata `meta`, from IN_MOVED_TO); `only`: what moves below a
+    /// directory, when frozen (see [`GpfsState::freeze_pending`]).
+    pub(super) fn rename(&mut self, old: &str, new: &str, meta: Meta, only: Option<&[(String, u64)]>, walker: &mut dyn Walker, ops: &mut Ops) {
         self.counts.renames += 1;
         if old == new {
             self.upsert(new, meta, ops);
             return;
         }
-        let known = self.forget(old).is_some();
+        // A newer object at the old name (created there since, or known from a checkpoint
+        // newer than this replayed event) stays, with what is below it.
+        let newer = self.newer_at(old, meta.inode);
+        self.counts.newer_kept += u64::from(newer);
+        let known = !newer && self.forget(old).is_some();
         if meta.is_dir() {
             self.counts.directory_renames += 1;
             if self.renames.len() < RENAME_LOG_CAP {
                 self.renames.push((old.to_string(), new.to_string()));
             }
-            let below = self.descendants(old);
+            let below = self.moving_below(old, only, newer);
             for (p, m) in below {
                 let np = format!("{new}{}", &p[old.len()..]);
                 let born = self.born.contains(&p);
@@ -73,15 +132,17 @@ impl GpfsState {
                     }
                     continue;
                 }
-                self.forget(&op);
-                self.delete_unknown(&op, ops);
+                if !(newer && self.objects.contains_key(op.as_str())) {
+                    self.forget(&op);
+                    self.delete_unknown(&op, ops);
+                }
                 self.counts.moved_descendants += 1;
                 self.upsert(&np, m, ops);
             }
             self.born.remove(old);
         } else if known {
             self.delete(old, ops);
-        } else {
+        } else if !newer {
             self.delete_unknown(old, ops);
         }
         if (!self.complete || !self.evicted.is_empty()) && !self.objects.contains_key(new) {

@@ -106,3 +106,57 @@ fn hard_links_share_metadata_and_checkpoints_restore() {
         "a replayed create of a known object is not new (its other name is refreshed)"
     );
 }
+
+/// Deletes among a batch's operations.
+fn deletes(ops: &[(String, Option<u64>)]) -> Vec<&str> {
+    ops.iter().filter(|(_, o)| o.is_none()).map(|(p, _)| p.as_str()).collect()
+}
+
+#[test]
+fn a_waiting_half_read_again_after_a_restart_is_one_half() {
+    let mut s = GpfsState::new(1);
+    run(&mut s, &[ev(Created, "/g/a", 5, false, 0, 1)]);
+    // Saved while waiting; commits were held back at it, so the restart reads it again.
+    run(&mut s, &[ev(MovedFrom, "/g/a", 5, false, 7, 1)]);
+    let mut s = GpfsState::restore(s.checkpoint(), 1);
+    let got = run(&mut s, &[ev(MovedFrom, "/g/a", 5, false, 7, 1), ev(MovedTo, "/g/a~", 5, false, 7, 1), ev(Created, "/g/a", 6, false, 0, 2)]);
+    assert_eq!(got, vec![("/g/a".into(), Some(2)), ("/g/a~".into(), Some(1))]);
+    for _ in 0..3 {
+        assert_eq!(run(&mut s, &[]), vec![], "no second half expires onto the new /g/a");
+    }
+    assert_eq!(s.counts.replayed_halves, 1);
+}
+
+#[test]
+fn a_name_moved_out_and_made_again_keeps_the_newcomer() {
+    let mut s = GpfsState::new(1);
+    run(&mut s, &[ev(Created, "/g/job", 1, false, 0, 1), ev(Created, "/g/d", 10, true, 0, 0), ev(Created, "/g/d/old", 11, false, 0, 1)]);
+    // Both moved out of the fileset; a new file and a new directory take their names.
+    run(&mut s, &[ev(MovedFrom, "/g/job", 1, false, 3, 1), ev(MovedFrom, "/g/d", 10, true, 4, 0)]);
+    let got = run(&mut s, &[ev(Created, "/g/job", 2, false, 0, 9), ev(Created, "/g/d", 20, true, 0, 0), ev(Created, "/g/d/new", 21, false, 0, 4)]);
+    let mut all = got.clone();
+    for _ in 0..3 {
+        all.extend(run(&mut s, &[]));
+    }
+    assert_eq!(deletes(&all), vec!["/g/d/old"], "{all:?}");
+    assert!(s.objects.contains_key("/g/job") && s.objects.contains_key("/g/d/new") && !s.objects.contains_key("/g/d/old"));
+    assert_eq!(s.counts.moved_out, 2);
+}
+
+#[test]
+fn a_directory_rename_replayed_over_a_newer_state_moves_nothing_newer() {
+    // The checkpoint already holds the rename d -> e, then a new d with g in it.
+    let mut s = GpfsState::new(1);
+    run(
+        &mut s,
+        &[
+            ev(Created, "/g/e", 10, true, 0, 0),
+            ev(Created, "/g/e/f", 11, false, 0, 1),
+            ev(Created, "/g/d", 20, true, 0, 0),
+            ev(Created, "/g/d/g", 21, false, 0, 1),
+        ],
+    );
+    let got = run(&mut s, &[ev(MovedFrom, "/g/d", 10, true, 3, 0), ev(MovedTo, "/g/e", 10, true, 3, 0)]);
+    assert!(deletes(&got).is_empty() && !got.iter().any(|(p, _)| p == "/g/e/g"), "{got:?}");
+    assert!(s.objects.contains_key("/g/d/g") && s.objects.contains_key("/g/e/f") && !s.objects.contains_key("/g/e/g"));
+}

@@ -4,7 +4,7 @@
 //! whether a line begins at `start`), skips the partial line it begins in, and finishes the
 //! last line it starts even when that line runs past `end`.
 
-use icicle_core::text::for_each_line;
+use icicle_core::text::{for_each_line, MAX_LINE_BYTES};
 
 /// One range's line cutter. Memory is one chunk plus the longest line.
 #[derive(Debug)]
@@ -34,6 +34,12 @@ impl RangeLines {
     /// Every line this range owns has been handed out: stop fetching.
     pub fn done(&self) -> bool {
         self.done
+    }
+
+    /// Where a line longer than [`MAX_LINE_BYTES`] begins, once that much of it is held (an
+    /// object without newlines is no listing, and must not be read into memory whole).
+    pub fn overlong(&self) -> Option<u64> {
+        (self.buf.len() > MAX_LINE_BYTES).then_some(self.base)
     }
 
     /// Object offset up to which bytes have been consumed (lines before it are handed out).
@@ -181,6 +187,24 @@ mod tests {
                 assert_eq!(seen, whole, "split {split} chunk {chunk}");
             }
         }
+    }
+
+    #[test]
+    fn a_line_longer_than_the_bound_is_reported_before_it_is_held_whole() {
+        let mut r = RangeLines::new(0, u64::MAX);
+        let chunk = vec![b'x'; 1 << 20];
+        let mut pushed = 0usize;
+        while r.overlong().is_none() {
+            r.push(&chunk, &mut |_, _, _| panic!("no line ends"));
+            pushed += chunk.len();
+            assert!(pushed <= MAX_LINE_BYTES + chunk.len(), "held {pushed} bytes");
+        }
+        assert_eq!(r.overlong(), Some(0));
+        // CR-only line ends are no newlines either.
+        let mut r = RangeLines::new(0, u64::MAX);
+        let cr: Vec<u8> = b"a\rb\r".iter().copied().cycle().take(MAX_LINE_BYTES + 2).collect();
+        r.push(&cr, &mut |_, _, _| panic!("no line ends"));
+        assert_eq!(r.overlong(), Some(0));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use icicle_core::record::{check_path, FileKind, Reject};
 use icicle_core::scope::Scope;
+use icicle_core::text::MAX_LINE_BYTES;
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::{Source, SourceError};
 use icicle_plugins_snapshot::tsv::{Layout, Scratch};
@@ -305,6 +306,11 @@ impl Source for S3Source {
                         let take = (bytes.len() as u64).min(fetch_end - next) as usize;
                         next += take as u64;
                         lines.push(&bytes[..take], &mut row);
+                        if let Some(at) = lines.overlong() {
+                            return Err(
+                                self.fail(format!("reading {input}: a line of more than {} MiB at byte {at}: not a text listing?", MAX_LINE_BYTES >> 20))
+                            );
+                        }
                         if lines.done() {
                             // Read the short rest of the answer, so that its connection is reused.
                             while next < fetch_end {

@@ -689,3 +689,6 @@ fn the_posix_rule_reads_directory_rows_from_objects_as_from_files() {
     let narrower = got[1].1.iter().filter(|(p, v)| got[2].1.get(*p).is_some_and(|l| l != *v)).count();
     assert!(narrower > 0, "the rule changed nothing: it is not in force");
 }
+
+#[path = "s3_source/ranks.rs"]
+mod ranks;

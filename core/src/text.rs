@@ -86,7 +86,7 @@ pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, So
         let mut start = 0;
         while start < len {
             let end = (start + split_bytes).min(len);
-            out.push(Split { name: f.display().to_string(), path: f.clone(), range: Some((start, end)), weight: end - start, scope: None });
+            out.push(Split { name: f.display().to_string(), path: f.clone(), range: Some((start, end)), weight: end - start, scope: None, version: None });
             start = end;
         }
     }

@@ -26,12 +26,15 @@ pub struct Split {
     /// If the split cannot be read, deletes there are withheld; `None` (a listing file, a
     /// byte range, an object) withholds every delete of the run.
     pub scope: Option<crate::scope::Scope>,
+    /// The version of the input the plan saw, when a reader elsewhere (another MPI rank) must
+    /// read that one or fail: an S3 object's size and ETag.
+    pub version: Option<String>,
 }
 
 impl Split {
     /// A whole-file (or whole-directory) split.
     pub fn whole(path: PathBuf, weight: u64) -> Split {
-        Split { name: path.display().to_string(), path, range: None, weight, scope: None }
+        Split { name: path.display().to_string(), path, range: None, weight, scope: None, version: None }
     }
 }
 

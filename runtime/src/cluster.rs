@@ -112,6 +112,8 @@ pub fn encode_split(out: &mut Vec<u8>, source: usize, s: &Split) {
     };
     out.extend_from_slice(&tag.to_le_bytes());
     put_bytes(out, text.as_bytes());
+    out.extend_from_slice(&u64::from(s.version.is_some()).to_le_bytes());
+    put_bytes(out, s.version.as_deref().unwrap_or("").as_bytes());
 }
 
 /// Read one split written by [`encode_split`].
@@ -130,7 +132,9 @@ pub fn decode_split(f: &mut Fields<'_>) -> Result<(usize, Split), String> {
         4 => Some(Scope::Exact(text)),
         t => return Err(format!("unknown scope tag {t}")),
     };
-    Ok((source, Split { name, path, range: (has == 1).then_some((a, b)), weight, scope }))
+    let has_version = f.u64()?;
+    let version = f.str()?.to_string();
+    Ok((source, Split { name, path, range: (has == 1).then_some((a, b)), weight, scope, version: (has_version == 1).then_some(version) }))
 }
 
 /// Encode a list of splits.
@@ -227,7 +231,14 @@ mod tests {
     use super::*;
 
     fn split(name: &str) -> Split {
-        Split { name: name.into(), path: PathBuf::from(name), range: Some((3, 9)), weight: 6, scope: Some(Scope::Subtree(name.into())) }
+        Split {
+            name: name.into(),
+            path: PathBuf::from(name),
+            range: Some((3, 9)),
+            weight: 6,
+            scope: Some(Scope::Subtree(name.into())),
+            version: Some(format!("9 \"{name}\"")),
+        }
     }
 
     #[test]

@@ -59,6 +59,19 @@ struct Listed {
     etag: Option<String>,
 }
 
+impl Listed {
+    /// As a split carries it (`<size> <etag>`), so every rank reads the version listed once.
+    fn version(&self) -> String {
+        format!("{} {}", self.size, self.etag.as_deref().unwrap_or(""))
+    }
+
+    /// From a split's version.
+    fn of_version(v: &str) -> Option<Listed> {
+        let (size, etag) = v.split_once(' ')?;
+        Some(Listed { size: size.parse().ok()?, etag: (!etag.is_empty()).then(|| etag.to_string()) })
+    }
+}
+
 /// The `s3` source.
 pub struct S3Source {
     s: Settings,
@@ -238,7 +251,7 @@ impl Source for S3Source {
         for (key, l) in &listed {
             let name = self.object_name(key);
             if l.size <= self.s.split_bytes {
-                splits.push(Split { name, path: PathBuf::from(key), range: None, weight: l.size, scope: None });
+                splits.push(Split { name, path: PathBuf::from(key), range: None, weight: l.size, scope: None, version: Some(l.version()) });
                 continue;
             }
             let mut start = 0;
@@ -250,6 +263,7 @@ impl Source for S3Source {
                     range: Some((start, end)),
                     weight: end - start,
                     scope: None,
+                    version: Some(l.version()),
                 });
                 start = end;
             }
@@ -263,8 +277,11 @@ impl Source for S3Source {
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let key = split.path.to_str().ok_or_else(|| self.fail(format!("{}: the key is not UTF-8", split.name)))?;
-        let listed =
-            self.listed.lock().ok().and_then(|m| m.get(key).cloned()).ok_or_else(|| self.fail(format!("{}: not listed by this source", split.name)))?;
+        // The version the plan listed (rank 0's, across ranks), else this source's own listing.
+        let listed = match split.version.as_deref().and_then(Listed::of_version) {
+            Some(l) => l,
+            None => self.listed.lock().ok().and_then(|m| m.get(key).cloned()).ok_or_else(|| self.fail(format!("{}: not listed by this source", split.name)))?,
+        };
         let (start, end) = split.range.unwrap_or((0, listed.size));
         let end = end.min(listed.size);
         if start >= end {

@@ -217,7 +217,7 @@ impl Source for GufiSource {
             subdirs.sort();
             stack.extend(subdirs.into_iter().rev());
             let scope = self.source_dir(&dir).ok().map(Scope::Children);
-            out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1, scope });
+            out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1, scope, version: None });
         }
         Ok(out)
     }

@@ -77,6 +77,7 @@ fn unknown_enum_values_list_the_known_ones_with_key_and_file() {
         ("lustre.toml", "[sources.m]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nmount = \"/mnt\"\nstate_dir = \"s\"\nresolution = \"fast\"\n", "sources.m.resolution", "unknown variant: found `fast`, expected one of `tree`, `fsmonitor`, `naive`"),
         ("gap.toml", "[sources.m]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nmount = \"/mnt\"\nstate_dir = \"s\"\non_gap = \"ignore\"\n", "sources.m.on_gap", "unknown variant: found `ignore`, expected `warn` or `fail`"),
         ("gpfs.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nstart = \"newest\"\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.start", "unknown variant: found `newest`, expected `earliest` or `latest`"),
+        ("pairs.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\npair_batches = 0\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.pair_batches", "must be at least 1"),
     ];
     for (file, text, key, known) in cases {
         let cfg = config(tmp.path(), file, &format!("{text}{sink}"));

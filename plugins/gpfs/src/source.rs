@@ -120,6 +120,11 @@ impl ComponentConfig for GpfsConfig {
         if self.batch_size == 0 {
             return Err(ctx.invalid("batch_size", "must be at least 1"));
         }
+        if self.pair_batches == 0 {
+            // A rename cut by a batch boundary would become a removal and a creation: the
+            // contents of a moved directory would be lost without `mount`.
+            return Err(ctx.invalid("pair_batches", "must be at least 1 (batch boundaries an IN_MOVED_FROM waits for its pair)"));
+        }
         if self.partitions.as_ref().is_some_and(|p| p.is_empty() || p.iter().any(|&x| x < 0)) {
             return Err(ctx.invalid("partitions", "list partition numbers (0, 1, ...)"));
         }
@@ -155,6 +160,8 @@ pub struct GpfsRunCounts {
     /// What the reducer did (ignored events dropped).
     pub reduce: ReduceCounts,
     pub state: crate::state::GpfsCounts,
+    /// What walks of the mount left out.
+    pub walks: crate::state::WalkLeftOut,
     pub objects: usize,
     /// Next offset to read, per partition, as committed.
     pub committed: Offsets,
@@ -224,7 +231,7 @@ impl ChangeSource for GpfsSource {
         let driver =
             DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &format!("gpfs-{}", cfg.topic), format!("topic {}", cfg.topic));
         let walker: Box<dyn Walker + Send> = match &cfg.mount {
-            Some(m) => Box::new(MountWalker { mount: m.clone(), fs_root: cfg.fs_root.clone() }),
+            Some(m) => Box::new(MountWalker::new(m.clone(), cfg.fs_root.clone())),
             None => Box::new(NoWalk),
         };
         let topic = Arc::new(Mutex::new(TopicCounts::default()));
@@ -440,6 +447,7 @@ impl ChangeState for GpfsEngine {
             c.reading_seconds = t.first.map_or(0.0, |f| f.elapsed().as_secs_f64());
         }
         c.state = self.state.counts;
+        c.walks = self.walker.left_out();
         c.objects = self.state.len();
         serde_json::to_value(&c).unwrap_or_default()
     }

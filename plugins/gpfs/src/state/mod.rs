@@ -4,7 +4,6 @@
 //! between two emits produces nothing), and directory renames that move every descendant.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 
 use icicle_core::traits::{ReduceCounts, Reducer, StateStore};
 
@@ -14,6 +13,9 @@ use crate::evict::{Evicted, EvictedCheckpoint};
 
 mod bounded;
 mod moves;
+mod walk;
+
+pub use walk::{MountWalker, NoWalk, WalkLeftOut};
 
 type Fast = foldhash::fast::RandomState;
 
@@ -41,42 +43,9 @@ pub type Ops = indexmap::IndexMap<PathName, Op, Fast>;
 pub trait Walker {
     /// `(path, metadata)` of every file and link below GPFS path `dir`.
     fn walk(&mut self, dir: &str) -> Vec<(String, Meta)>;
-}
-
-/// No walking: only descendants the state knows move.
-pub struct NoWalk;
-
-impl Walker for NoWalk {
-    fn walk(&mut self, _dir: &str) -> Vec<(String, Meta)> {
-        Vec::new()
-    }
-}
-
-/// Walks the file system where it is mounted: GPFS path `fs_root/x` is `mount/x`.
-pub struct MountWalker {
-    pub mount: PathBuf,
-    pub fs_root: String,
-}
-
-impl Walker for MountWalker {
-    fn walk(&mut self, dir: &str) -> Vec<(String, Meta)> {
-        let Some(rel) = dir.strip_prefix(self.fs_root.trim_end_matches('/')) else { return Vec::new() };
-        let mut out = Vec::new();
-        let mut stack = vec![(self.mount.join(rel.trim_start_matches('/')), dir.to_string())];
-        while let Some((real, gpfs)) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&real) else { continue };
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let (r, g) = (e.path(), format!("{gpfs}/{name}"));
-                let Ok(md) = std::fs::symlink_metadata(&r) else { continue };
-                if md.is_dir() {
-                    stack.push((r, g));
-                } else {
-                    out.push((g, meta_of(&md)));
-                }
-            }
-        }
-        out
+    /// What walks left out: entries that could not be read, and names that are not UTF-8.
+    fn left_out(&self) -> WalkLeftOut {
+        WalkLeftOut::default()
     }
 }
 

@@ -1,0 +1,130 @@
+//! Walks of the file system where GPFS is mounted (renamed or moved-in directories whose
+//! contents the events never named), counting what they leave out.
+
+use std::path::{Path, PathBuf};
+
+use super::{meta_of, Meta, Walker};
+
+/// What walks of the mount left out (each also logged, the first 20 then one in 10,000).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct WalkLeftOut {
+    /// Directories that could not be listed and entries that could not be `lstat`ed (EACCES,
+    /// ESTALE, EIO): what is below them keeps what the index holds under its old names.
+    pub unreadable: u64,
+    /// Names that are not UTF-8 (never published under a substituted name).
+    pub not_utf8: u64,
+}
+
+/// No walking: only descendants the state knows move.
+pub struct NoWalk;
+
+impl Walker for NoWalk {
+    fn walk(&mut self, _dir: &str) -> Vec<(String, Meta)> {
+        Vec::new()
+    }
+}
+
+/// Walks the file system where it is mounted: GPFS path `fs_root/x` is `mount/x`.
+pub struct MountWalker {
+    pub mount: PathBuf,
+    pub fs_root: String,
+    /// What the walks left out.
+    pub left_out: WalkLeftOut,
+}
+
+/// Whether the `n`th problem of a kind is logged: the first 20, then one in 10,000.
+fn logged(n: u64) -> bool {
+    n <= 20 || n.is_multiple_of(10_000)
+}
+
+impl Walker for MountWalker {
+    fn walk(&mut self, dir: &str) -> Vec<(String, Meta)> {
+        let Some(rel) = dir.strip_prefix(self.fs_root.trim_end_matches('/')) else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut stack = vec![(self.mount.join(rel.trim_start_matches('/')), dir.to_string())];
+        while let Some((real, gpfs)) = stack.pop() {
+            let rd = match std::fs::read_dir(&real) {
+                Ok(rd) => rd,
+                // Gone again since: nothing to index there.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    self.unreadable(&real, &e);
+                    continue;
+                }
+            };
+            for e in rd {
+                let e = match e {
+                    Ok(e) => e,
+                    Err(err) => {
+                        self.unreadable(&real, &err);
+                        continue;
+                    }
+                };
+                let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                    self.left_out.not_utf8 += 1;
+                    if logged(self.left_out.not_utf8) {
+                        tracing::warn!(message = "walk: a name that is not valid UTF-8 is left out (the first 20 are logged, then one in 10,000)", dir = %real.display(), name = ?e.file_name());
+                    }
+                    continue;
+                };
+                let (r, g) = (e.path(), format!("{gpfs}/{name}"));
+                let md = match std::fs::symlink_metadata(&r) {
+                    Ok(md) => md,
+                    // Gone since it was listed: nothing to index.
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(err) => {
+                        self.unreadable(&r, &err);
+                        continue;
+                    }
+                };
+                if md.is_dir() {
+                    stack.push((r, g));
+                } else {
+                    out.push((g, meta_of(&md)));
+                }
+            }
+        }
+        out
+    }
+
+    fn left_out(&self) -> WalkLeftOut {
+        self.left_out
+    }
+}
+
+impl MountWalker {
+    /// A walk of the mount at `mount`, GPFS path `fs_root`.
+    pub fn new(mount: PathBuf, fs_root: String) -> MountWalker {
+        MountWalker { mount, fs_root, left_out: WalkLeftOut::default() }
+    }
+
+    /// Count and (rate-limited) log what a walk could not read.
+    fn unreadable(&mut self, path: &Path, e: &std::io::Error) {
+        self.left_out.unreadable += 1;
+        if logged(self.left_out.unreadable) {
+            tracing::warn!(message = "walk: could not read (what is below keeps its old names in the index; the first 20 are logged, then one in 10,000)", path = %path.display(), error = %e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStrExt;
+
+    use super::*;
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_left_out_and_counted_never_substituted() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("d/e")).unwrap();
+        std::fs::write(t.path().join("d/e/ok"), b"1").unwrap();
+        std::fs::write(t.path().join("d").join(std::ffi::OsStr::from_bytes(b"bad\xff")), b"1").unwrap();
+        let mut w = MountWalker::new(t.path().to_path_buf(), "/gpfs/fs1".into());
+        let got: Vec<String> = w.walk("/gpfs/fs1/d").into_iter().map(|(p, _)| p).collect();
+        assert_eq!(got, ["/gpfs/fs1/d/e/ok"]);
+        assert_eq!(w.left_out(), WalkLeftOut { unreadable: 0, not_utf8: 1 });
+        // A directory gone since is nothing to index, not a failure.
+        assert!(w.walk("/gpfs/fs1/missing").is_empty());
+        assert_eq!(w.left_out().unreadable, 0);
+    }
+}

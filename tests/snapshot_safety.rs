@@ -111,17 +111,6 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         assert_nothing_lost(t, name, &r, &state, &good_source);
     }
 
-    // One part of the listing is empty (its producer failed): an error naming it.
-    let emptied = t.join("emptied");
-    write_listing(&emptied, &BTreeSet::new());
-    std::fs::write(emptied.join("part-2.csv"), "").unwrap();
-    let state = fork_state(&good, t, "emptied");
-    let r = run(t, "emptied", &tsv(&format!("\"{}/*.csv\"", emptied.display())), &state);
-    assert_eq!(r.code, 1, "{}", r.err);
-    assert!(r.err.contains("part-2.csv") && r.err.contains("the file is empty") && r.err.contains("could not be planned"), "{}", r.err);
-    assert!(!r.out.exists());
-    assert_nothing_lost(t, "emptied", &r, &state, &good_source);
-
     // A producer added or dropped a column: one error at line 1, nothing delivered.
     for (name, edit) in [("added-column", 0usize), ("dropped-column", 1)] {
         let drift = t.join(name);
@@ -570,7 +559,7 @@ fn the_deletion_guard_counts_each_subject_once_after_a_failed_run() {
     let crashed = run_with(t, "crashed", &src, &state, "", &[], &[("ICICLE_FAULT", "sealed")]);
     assert_ne!(crashed.code, 0, "{}", crashed.err);
     let fewer = t.join("fewer");
-    write_listing(&fewer, &(0..FILES).filter(|i| i % 10 < 3).collect());
+    write_listing(&fewer, &(0..FILES * 3 / 10).collect());
     let r = run(t, "fewer", &tsv(&format!("\"{}/*.csv\"", fewer.display())), &state);
     assert_ne!(r.code, 0, "the guard stops it: {}", r.summary);
     assert!(r.err.contains("would delete 300 of the previous run's 1000 subjects"), "{}", r.err);

@@ -52,7 +52,6 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
             v
         } else {
             match std::fs::metadata(p) {
-                Ok(md) if md.is_file() && md.len() == 0 => return Err(SourceError::Io { path: p.clone(), reason: EMPTY.into() }),
                 Ok(md) if md.is_file() => vec![p.clone()],
                 Ok(_) => return Err(SourceError::Io { path: p.clone(), reason: "neither a regular file nor a directory".into() }),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -70,17 +69,9 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
 /// Whether `p`, found in a directory or by a pattern, is an input (a regular file, through
 /// symlinks). An entry whose kind cannot be told (a symlink into an unmounted file system,
 /// EACCES, EIO, ESTALE) is an error naming it, never skipped: its records would be deleted.
-/// So is an empty file: a listing holds at least one row.
 fn is_input_file(p: &Path) -> Result<bool, SourceError> {
-    let md = std::fs::metadata(p).map_err(|e| SourceError::Io { path: p.to_path_buf(), reason: format!("cannot be checked: {e}") })?;
-    if md.is_file() && md.len() == 0 {
-        return Err(SourceError::Io { path: p.to_path_buf(), reason: EMPTY.into() });
-    }
-    Ok(md.is_file())
+    std::fs::metadata(p).map(|md| md.is_file()).map_err(|e| SourceError::Io { path: p.to_path_buf(), reason: format!("cannot be checked: {e}") })
 }
-
-/// Why an empty input file is refused.
-const EMPTY: &str = "the file is empty (a producer that failed, or a listing cut short?)";
 
 /// Cut each file into splits of about `split_bytes` (weight = bytes).
 pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, SourceError> {
@@ -344,13 +335,6 @@ mod tests {
         for pat in ["a/y", "a/y/*.csv", "a/y/fs2.csv"] {
             let e = names(&[pat]).unwrap_err();
             assert!(e.contains("fs2.csv") && (e.contains("cannot be checked") || e.contains("no such file")), "{pat}: {e}");
-        }
-        // An empty listing among others: an error naming it, however it was found.
-        std::fs::remove_file(t.join("a/y/fs2.csv")).unwrap();
-        std::fs::write(t.join("a/y/part-2.csv"), "").unwrap();
-        for pat in ["a/y", "a/y/*.csv", "a/y/part-2.csv"] {
-            let e = names(&[pat]).unwrap_err();
-            assert!(e.contains("part-2.csv") && e.contains("the file is empty"), "{pat}: {e}");
         }
     }
 }

@@ -255,4 +255,16 @@ fn the_kafka_sink_sets_aside_a_message_the_broker_refuses_and_delivers_the_rest(
     let letter: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&letters).unwrap().trim()).unwrap();
     assert_eq!(letter["position"], "/f3");
     assert!(letter["reason"].as_str().unwrap().contains("too large"), "{letter}");
+    // The same batch again (a delivery retried): the letter is kept once, still owed.
+    let mut again = icicle_core::batch::EntryBatch::default();
+    again.push(format!(r#"{{"subject":"/f3","visible_to":["public"],"content":{{"pad":"{}"}}}}"#, "x".repeat(5_000)).as_bytes());
+    rt.block_on(sink.deliver(&icicle_core::batch::DocumentBatch::Ingest(again))).unwrap();
+    assert_eq!(sink.dead_lettered(), ["/f3"]);
+    assert_eq!(std::fs::read_to_string(&letters).unwrap().lines().count(), 1);
+    // A refused delete is never set aside (no later run would send it again): the delivery
+    // fails, and retrying cannot help.
+    let huge = format!("/{}", "d".repeat(5_000));
+    let e = rt.block_on(sink.deliver(&icicle_core::batch::DocumentBatch::Delete(vec![huge]))).unwrap_err();
+    assert!(e.to_string().contains("(delete) refused"), "{e}");
+    assert!(matches!(e, icicle_core::SinkError::Remote { retry: icicle_core::error::Retry::NoRetry, .. }), "{e:?}");
 }

@@ -46,6 +46,34 @@ impl DeadLetters {
         self.kept.insert(h.digest())
     }
 
+    /// Open the file for appending (creating it and its directory, the directory synced so
+    /// the file survives a crash). A last line cut short (a write that failed part-way) is
+    /// ended first, so the next letter starts a line of its own.
+    fn open(&self) -> std::io::Result<File> {
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir {
+            std::fs::create_dir_all(dir)?;
+        }
+        let existed = self.path.exists();
+        let mut f = OpenOptions::new().create(true).append(true).read(true).open(&self.path)?;
+        let len = f.metadata()?.len();
+        if len > 0 {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut last = [0u8; 1];
+            f.seek(SeekFrom::Start(len - 1))?;
+            f.read_exact(&mut last)?;
+            if last[0] != b'\n' {
+                f.write_all(b"\n")?;
+            }
+        }
+        if !existed {
+            if let Some(dir) = dir {
+                File::open(dir)?.sync_all()?;
+            }
+        }
+        Ok(f)
+    }
+
     /// Where the letters go.
     pub fn path(&self) -> &Path {
         &self.path
@@ -67,10 +95,7 @@ impl DeadLetters {
         let mut line = serde_json::to_vec(&letter).map_err(std::io::Error::other)?;
         line.push(b'\n');
         if self.file.is_none() {
-            if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)?;
-            }
-            self.file = Some(OpenOptions::new().create(true).append(true).open(&self.path)?);
+            self.file = Some(self.open()?);
         }
         let f = self.file.as_mut().ok_or_else(|| std::io::Error::other("dead-letter file not open"))?;
         f.write_all(&line)?;
@@ -105,5 +130,19 @@ mod tests {
         let mut again = DeadLetters::new(tmp.path().join("dl/x.jsonl"));
         assert!(!again.first_time("5000", b"5000 garbage") && !again.first_time("t/0@7", &[0xff, 0x00]));
         assert!(again.first_time("t/0@8", &[0xff, 0x00]), "the same bytes elsewhere are another letter");
+    }
+
+    #[test]
+    fn a_letter_cut_short_does_not_swallow_the_next() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("x.jsonl");
+        // A write that failed part-way (disk full) left half a line.
+        std::fs::write(&path, b"{\"source\":\"m\",\"position\":\"1\",\"raw\":\"ab").unwrap();
+        let mut d = DeadLetters::new(path.clone());
+        d.write("m", "2", b"cd", "bad").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!((last["position"].as_str(), last["raw"].as_str()), (Some("2"), Some("cd")));
+        assert_eq!(text.lines().count(), 2);
     }
 }

@@ -316,6 +316,15 @@ fn the_snapshot_summary_counts_dead_letters_and_the_next_run_sends_them_again() 
     let first = block_on(Client::new(&emu.url(), TOKEN).scroll_all(INDEX)).unwrap();
     assert!(!first.contains_key(&format!("{}", root.join("poison/p").display())));
     drop(emu);
+    // Refused again by the next run: its letter is kept already, but it is still owed (the
+    // run after sends it again).
+    let mut o = Options::new(INDEX, TOKEN);
+    o.refuse_subjects = vec!["/poison/p".into()];
+    let emu = Emulator::start(o).unwrap();
+    let summary = run(&emu);
+    assert_eq!(summary["dead_lettered"], 1, "{summary}");
+    assert_eq!(std::fs::read_to_string(&letters).unwrap().lines().filter(|l| l.contains("/poison/p")).count(), 1, "kept once");
+    drop(emu);
     // The next run (nothing changed on disk, Search now accepts it) sends the dead letter
     // again and only it; the others are unchanged.
     let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();

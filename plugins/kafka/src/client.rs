@@ -113,6 +113,16 @@ impl KafkaConnection {
     }
 }
 
+/// A client-creation error as it may be shown: librdkafka's configuration errors print the
+/// offending value, which may be a secret (a misspelled `secret_properties` key); only the key
+/// and the reason are kept.
+pub fn creation_error(e: &rdkafka::error::KafkaError) -> String {
+    match e {
+        rdkafka::error::KafkaError::ClientConfig(_, desc, key, _) => format!("property `{key}`: {desc}"),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +153,14 @@ mod tests {
         missing.sasl_password_env = Some("ICICLE_TEST_NO_SUCH_VAR".into());
         let e = missing.client_config_with(err).unwrap_err().to_string();
         assert!(e.contains("sasl_password_env") && e.contains("ICICLE_TEST_NO_SUCH_VAR"), "{e}");
+    }
+
+    #[test]
+    fn a_configuration_error_never_shows_the_value() {
+        let mut cc = rdkafka::ClientConfig::new();
+        cc.set("sasl.oauthbearer.client.secet", "s3cr3t-Value");
+        let e = cc.create::<rdkafka::producer::FutureProducer>().err().expect("an unknown property is refused");
+        let shown = super::creation_error(&e);
+        assert!(shown.contains("sasl.oauthbearer.client.secet") && !shown.contains("s3cr3t-Value"), "{shown}");
     }
 }

@@ -75,7 +75,8 @@ impl ComponentConfig for KafkaSinkConfig {
         }
         cc.set_if_absent("compression.type", "lz4");
         cc.set_if_absent("linger.ms", "5");
-        let producer: FutureProducer = cc.create().map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {e}")))?;
+        let producer: FutureProducer =
+            cc.create().map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {}", crate::client::creation_error(&e))))?;
         Ok(Box::new(KafkaSink {
             id: ctx.id.clone(),
             producer,
@@ -179,10 +180,15 @@ impl KafkaSink {
     /// Keep one refused message durably, with the reason.
     fn dead_letter(&mut self, key: &str, value: &[u8], e: &rdkafka::error::KafkaError) -> Result<(), SinkError> {
         let reason = format!("refused by `{}`: {e}", self.topic);
-        self.dead
-            .write(&self.id, key, value, &reason)
-            .map_err(|io| SinkError::Io { sink: self.id.clone(), reason: format!("{}: {io}", self.dead.path().display()) })?;
-        self.dead_lettered.push(key.to_string());
+        // Kept once, across deliveries sent again and restarts; marked to resend every time.
+        if self.dead.first_time(key, value) {
+            self.dead
+                .write(&self.id, key, value, &reason)
+                .map_err(|io| SinkError::Io { sink: self.id.clone(), reason: format!("{}: {io}", self.dead.path().display()) })?;
+        }
+        if !self.dead_lettered.iter().any(|k| k == key) {
+            self.dead_lettered.push(key.to_string());
+        }
         tracing::warn!(sink = %self.id, subject = key, reason, file = %self.dead.path().display(), "a message was refused on its own; kept as a dead letter");
         Ok(())
     }
@@ -215,16 +221,22 @@ impl Sink for KafkaSink {
         let results = join_all(sends).await;
         let mut written: std::collections::BTreeMap<i32, (i64, i64)> = Default::default();
         let mut refused = 0u32;
-        for (r, (key, value, _)) in results.into_iter().zip(&msgs) {
+        for (r, (key, value, op)) in results.into_iter().zip(&msgs) {
             match r {
                 Ok(d) => {
                     let e = written.entry(d.partition).or_insert((d.offset, d.offset));
                     e.0 = e.0.min(d.offset);
                     e.1 = e.1.max(d.offset);
                 }
-                Err((e, _)) if refused_alone(&e) && refused < self.max_dead_letters => {
+                // A refused upsert is sent again by the next run (its subject is marked to
+                // resend); a delete is not in any later run, so a refused one fails.
+                Err((e, _)) if refused_alone(&e) && *op == "upsert" && refused < self.max_dead_letters => {
                     refused += 1;
                     self.dead_letter(key, value, &e)?;
+                }
+                // Sending it again fails the same way.
+                Err((e, _)) if refused_alone(&e) => {
+                    return Err(self.error(format!("delivery to `{}` failed: `{key}` ({op}) refused: {e}", self.topic), Retry::NoRetry));
                 }
                 Err((e, _)) => return Err(self.error(format!("delivery to `{}` failed: {e}", self.topic), Retry::WithBackoff)),
             }

@@ -335,7 +335,8 @@ fn consumer(settings: &TopicSettings, eof: bool, component: &str) -> Result<Stre
             cc.set(k, v);
         }
     }
-    cc.create_with_context(QuietEof { component: component.to_string() }).map_err(|e| external(format!("cannot create a Kafka consumer: {e}")))
+    cc.create_with_context(QuietEof { component: component.to_string() })
+        .map_err(|e| external(format!("cannot create a Kafka consumer: {}", crate::client::creation_error(&e))))
 }
 
 /// Offsets lost unread. A committed offset below the low watermark no longer exists, so the

@@ -125,7 +125,7 @@ impl FileSink {
         self.check()?;
         if self.lock.is_none() {
             // The directory appears with the first document (nothing delivered, no directory).
-            let lock = lock_dir(&self.dir);
+            let lock = lock_dir(&self.dir).map_err(|reason| SinkError::Io { sink: self.name.clone(), reason })?;
             if lock.is_some() {
                 remove_unsynced(&self.dir);
             }
@@ -203,20 +203,24 @@ impl Drop for FileSink {
     }
 }
 
-/// An exclusive lock on `dir/.file-sink.lock` (creating `dir`); `None` (with a warning) when
-/// another sink holds it or it cannot be taken.
-fn lock_dir(dir: &std::path::Path) -> Option<std::fs::File> {
+/// An exclusive lock on `dir/.file-sink.lock` (creating `dir`). Another sink holding it is an
+/// error (both would number documents from the same sequence and overwrite each other's);
+/// a lock that cannot be taken at all (a file system without locks) is `None`, with a warning.
+fn lock_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>, String> {
     let path = dir.join(".file-sink.lock");
     let file = std::fs::create_dir_all(dir).and_then(|()| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path));
     match file.map(|f| f.try_lock().map(|()| f)) {
-        Ok(Ok(f)) => Some(f),
-        Ok(Err(e)) => {
-            tracing::warn!(message = "another file sink writes to this directory: documents may collide", dir = %dir.display(), error = %e);
-            None
+        Ok(Ok(f)) => Ok(Some(f)),
+        Ok(Err(std::fs::TryLockError::WouldBlock)) => {
+            Err(format!("{}: another file sink (another process, or another sink naming this directory) writes here; documents would collide", dir.display()))
+        }
+        Ok(Err(std::fs::TryLockError::Error(e))) => {
+            tracing::warn!(message = "could not lock the file sink's directory", path = %path.display(), error = %e);
+            Ok(None)
         }
         Err(e) => {
             tracing::warn!(message = "could not lock the file sink's directory", path = %path.display(), error = %e);
-            None
+            Ok(None)
         }
     }
 }
@@ -481,6 +485,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_second_file_sink_on_one_directory_fails_instead_of_colliding() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = FileSink::grouped("a", dir.path().to_path_buf(), false, 1 << 20);
+        first.deliver(&doc(1)).await.unwrap();
+        let mut second = FileSink::grouped("b", dir.path().to_path_buf(), false, 1 << 20);
+        let e = second.deliver(&doc(1)).await.unwrap_err().to_string();
+        assert!(e.contains("another file sink") && e.contains(&dir.path().display().to_string()), "{e}");
+        assert_eq!(names(dir.path()), ["ingest-000001.json"]);
+        drop(first);
+        let mut third = FileSink::grouped("c", dir.path().to_path_buf(), false, 1 << 20);
+        third.deliver(&doc(1)).await.unwrap();
+        assert_eq!(names(dir.path()), ["ingest-000001.json", "ingest-000002.json"]);
+    }
+
+    #[tokio::test]
     async fn documents_appear_in_order_only_once_a_group_is_durable() {
         let dir = tempfile::tempdir().unwrap();
         // A document left under its temporary name by a sink that died is not ours to keep.
@@ -496,11 +515,14 @@ mod tests {
         assert_eq!(names(dir.path()), ["delete-000003.json", "ingest-000002.json", "other.tmp"]);
         let index = read_index(dir.path()).unwrap();
         assert_eq!(index.keys().collect::<Vec<_>>(), ["/f0", "/f2"], "applied in order");
-        // Past the group size a delivery makes the group durable by itself.
+        // Past the group size a delivery makes the group durable by itself (one sink at a
+        // time writes a directory).
+        drop(sink);
         let mut small = FileSink::grouped("f", dir.path().to_path_buf(), true, 10);
         small.deliver(&doc(2)).await.unwrap();
         assert!(names(dir.path()).contains(&"ingest-000004.json".to_string()));
         // Without fsync every document is in place at once.
+        drop(small);
         let mut plain = FileSink::grouped("f", dir.path().to_path_buf(), false, 1 << 20);
         plain.deliver(&doc(1)).await.unwrap();
         assert!(names(dir.path()).contains(&"ingest-000005.json".to_string()));

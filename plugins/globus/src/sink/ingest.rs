@@ -102,15 +102,17 @@ impl GlobusSink {
             )));
         }
         let subject = serde_json::from_slice::<serde_json::Value>(entry).ok().and_then(|v| v["subject"].as_str().map(String::from)).unwrap_or_default();
-        // A delivery that failed later is sent again: a letter already kept is not kept twice.
-        if !self.dead.first_time(&subject, entry) {
-            return Ok(());
-        }
+        // A letter is kept once (a delivery sent again, an earlier run's letter), but the
+        // subject is marked to resend every time it is refused: the next run sends it again.
         let reason = self.redact(e.to_string());
-        self.dead
-            .write(&self.id, &subject, entry, &reason)
-            .map_err(|io| GlobusError::Batch(format!("writing the dead-letter file {}: {io}", self.dead.path().display())))?;
-        self.dead_lettered.push(subject.clone());
+        if self.dead.first_time(&subject, entry) {
+            self.dead
+                .write(&self.id, &subject, entry, &reason)
+                .map_err(|io| GlobusError::Batch(format!("writing the dead-letter file {}: {io}", self.dead.path().display())))?;
+        }
+        if !self.dead_lettered.contains(&subject) {
+            self.dead_lettered.push(subject.clone());
+        }
         tracing::warn!(sink = %self.id, subject, reason, file = %self.dead.path().display(), "Globus Search refused one entry; kept as a dead letter");
         Ok(())
     }

@@ -443,7 +443,9 @@ impl ChangelogRecord {
                 // The name runs to the end of the line (or to ` s=[` for renames).
                 break;
             }
-            let ve = spaces.next(vs);
+            // A jobid may hold spaces (`%e.%u` with a process named `VM Thread`): it runs to the
+            // next known key.
+            let ve = if key == b'j' { jobid_end(b, &mut spaces, vs) } else { spaces.next(vs) };
             let val = &b[vs..ve];
             match key {
                 b'j' => rec.jobid = Some(text(vs, ve).into()),
@@ -460,10 +462,32 @@ impl ChangelogRecord {
             i = ve + (ve < b.len()) as usize;
         }
         if i < b.len() {
-            Self::parse_names(line, &mut spaces, i, rec)?;
+            // Only a rename carries a second name: any other name is the rest of the line,
+            // ` s=[` and all.
+            if matches!(rec.kind, RecordType::Renme | RecordType::Rnmto) {
+                Self::parse_names(line, &mut spaces, i, rec)?;
+            } else {
+                rec.name = Some(text(i, b.len()).into());
+            }
         }
         if rec.kind == RecordType::Renme && rec.source.is_none() {
             return Err("RENME without s= and sp=".into());
+        }
+        // A namespace record that names no directory or no name cannot be applied: a reject
+        // (kept as a dead letter), never a record silently dropped.
+        let namespace = matches!(
+            rec.kind,
+            RecordType::Creat
+                | RecordType::Mkdir
+                | RecordType::Hlink
+                | RecordType::Slink
+                | RecordType::Mknod
+                | RecordType::Unlnk
+                | RecordType::Rmdir
+                | RecordType::Renme
+        );
+        if namespace && (rec.parent.is_none() || rec.name.as_deref().is_none_or(str::is_empty)) {
+            return Err(format!("{} without {}", rec.kind.name(), if rec.parent.is_none() { "p=" } else { "a name" }));
         }
         Ok(())
     }
@@ -474,14 +498,14 @@ impl ChangelogRecord {
     fn parse_names(line: &str, spaces: &mut Spaces<'_>, i: usize, rec: &mut ChangelogRecord) -> Result<(), String> {
         let b = line.as_bytes();
         let text = |start: usize, end: usize| cut(line, start, end);
-        // A rename's new name ends at the first ` s=[`.
+        // A rename's new name ends at the first ` s=[FID] sp=[FID] ` (a name may hold ` s=[`).
         let mut from = i;
         let split = loop {
             let sp = spaces.next(from);
             if sp == b.len() {
                 break None;
             }
-            if b[sp..].starts_with(b" s=[") {
+            if b[sp..].starts_with(b" s=[") && source_fields_at(&b[sp + 3..]) {
                 break Some(sp);
             }
             from = sp + 1;
@@ -544,6 +568,30 @@ impl ChangelogRecord {
         }
         s
     }
+}
+
+/// Where a `j=` value that starts at `vs` ends: at the next space followed by another key
+/// (`ef=`, `u=`, `nid=`, `m=`, `x=`, `p=[`), or at the end of the line.
+fn jobid_end(b: &[u8], spaces: &mut Spaces<'_>, vs: usize) -> usize {
+    let mut from = vs;
+    loop {
+        let sp = spaces.next(from);
+        if sp == b.len() {
+            return sp;
+        }
+        let rest = &b[sp + 1..];
+        if [&b"ef="[..], b"u=", b"nid=", b"m=", b"x=", b"p=["].iter().any(|k| rest.starts_with(k)) {
+            return sp;
+        }
+        from = sp + 1;
+    }
+}
+
+/// Whether `b` starts with `[FID] sp=[FID] ` (a rename's source fields).
+fn source_fields_at(b: &[u8]) -> bool {
+    let Some((_, n)) = bracketed_fid(b) else { return false };
+    let Some(rest) = b[n..].strip_prefix(b" sp=") else { return false };
+    bracketed_fid(rest).is_some_and(|(_, m)| rest.get(m) == Some(&b' '))
 }
 
 #[cfg(test)]

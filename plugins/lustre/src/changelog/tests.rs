@@ -140,3 +140,38 @@ fn malformed_lines_give_reasons() {
         assert!(e.contains(why), "{line}: {e}");
     }
 }
+
+#[test]
+fn a_jobid_with_spaces_runs_to_the_next_key() {
+    let r = ChangelogRecord::parse(
+        "12 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] j=VM Thread.0 ef=0xf u=0:0 nid=0@lo p=[0x200000007:0x1:0x0] f g",
+    )
+    .unwrap();
+    assert_eq!((r.jobid.as_deref(), r.uid_gid, r.name.as_deref()), (Some("VM Thread.0"), Some((0, 0)), Some("f g")));
+    assert!(r.parent.is_some());
+    let r = ChangelogRecord::parse("13 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] j=a b p=[0x200000007:0x1:0x0] f").unwrap();
+    assert_eq!((r.jobid.as_deref(), r.name.as_deref()), (Some("a b"), Some("f")));
+}
+
+#[test]
+fn only_a_rename_splits_its_names_and_only_at_whole_source_fields() {
+    let odd = "x s=[0x1:0x1:0x0] sp=[0x1:0x1:0x0] y";
+    let r = ChangelogRecord::parse(&format!("14 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] {odd}")).unwrap();
+    assert_eq!((r.name.as_deref(), r.source), (Some(odd), None));
+    let r = ChangelogRecord::parse(
+        "15 08RENME 10:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] a s=[b c s=[0x200000401:0x6:0x0] sp=[0x200000007:0x2:0x0] old name",
+    )
+    .unwrap();
+    assert_eq!((r.name.as_deref(), r.source_name.as_deref()), (Some("a s=[b c"), Some("old name")));
+    assert_eq!(r.source.map(|f| f.oid), Some(6));
+}
+
+#[test]
+fn a_namespace_record_without_a_directory_or_a_name_is_an_error() {
+    let e = ChangelogRecord::parse("16 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] j=cp.0").unwrap_err();
+    assert!(e.contains("CREAT without p="), "{e}");
+    let e = ChangelogRecord::parse("17 06UNLNK 10:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0]").unwrap_err();
+    assert!(e.contains("UNLNK without a name"), "{e}");
+    // Other records need neither.
+    assert!(ChangelogRecord::parse("18 11CLOSE 10:00:00.000000000 2026.01.01 0x42 t=[0x200000401:0x5:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo m=-w-").is_ok());
+}

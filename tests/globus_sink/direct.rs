@@ -371,7 +371,7 @@ fn max_requests_per_s_paces_every_request_and_bad_rates_are_refused() {
     // A lower bound only: a slow machine takes longer, never shorter.
     let least = (requests - 1) as f64 / 20.0;
     assert!(t0.elapsed().as_secs_f64() >= least, "{requests} requests in {:?}, under {least} s", t0.elapsed());
-    for bad in [0.0, -1.0, f64::NAN] {
+    for bad in [0.0, -1.0, f64::NAN, 1e-30] {
         let mut c = GlobusSinkConfig::new(INDEX);
         c.token_env = Some("ICICLE_TEST_GLOBUS_DIRECT_TOKEN".into());
         c.max_requests_per_s = Some(bad);

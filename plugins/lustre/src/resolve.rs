@@ -162,11 +162,19 @@ impl Resolver for LfsResolver<'_> {
             return Vec::new();
         }
         // One line per hard link; with an fsname, each relative to the root without a
-        // leading slash.
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::trim_end)
+        // leading slash. A name may end in spaces: only the line end is cut. A path that is
+        // not UTF-8 is no path the index can hold (never published under a substituted name).
+        out.stdout
+            .split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
             .filter(|l| !l.is_empty())
+            .filter_map(|l| match std::str::from_utf8(l) {
+                Ok(l) => Some(l),
+                Err(_) => {
+                    tracing::warn!(message = "fid2path gave a path that is not valid UTF-8: left out", fid = %fid, path = %l.escape_ascii());
+                    None
+                }
+            })
             .map(|l| if l == "/" || l.is_empty() { "/".to_string() } else { format!("/{}", l.trim_start_matches('/')) })
             .collect()
     }
@@ -247,4 +255,21 @@ pub(crate) fn walk_files(dir: &std::path::Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::Resolver;
+
+    #[test]
+    fn fid2path_answers_keep_trailing_spaces_and_leave_out_what_is_not_utf8() {
+        // A stand-in `lfs` that answers three links: a directory named `d ` (with a space),
+        // one under it, and one that is not UTF-8.
+        let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), r"printf 'd \nd /f\r\nbad\377\n'".into(), "lfs".into()] };
+        let mut lookahead = Lookahead::new(0);
+        let mut r = LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1 };
+        let fid = Fid { seq: 0x200000401, oid: 5, ver: 0 };
+        assert_eq!(r.fid2path_all(&fid), ["/d ", "/d /f"]);
+    }
 }

@@ -227,9 +227,11 @@ impl GlobusSinkConfig {
         }
         let pace = match self.max_requests_per_s {
             None => None,
-            Some(r) if positive(r) && r <= 1e6 => Some(governor::RateLimiter::direct(
-                governor::Quota::with_period(Duration::from_secs_f64(1.0 / r)).ok_or_else(|| invalid("max_requests_per_s", "too high".into()))?,
-            )),
+            Some(r) if positive(r) && r <= 1e6 => {
+                // A rate so low its period is no duration (1e-30) is refused, not a panic.
+                let period = Duration::try_from_secs_f64(1.0 / r).map_err(|_| invalid("max_requests_per_s", format!("{r}: too low")))?;
+                Some(governor::RateLimiter::direct(governor::Quota::with_period(period).ok_or_else(|| invalid("max_requests_per_s", "too high".into()))?))
+            }
             Some(r) => return Err(invalid("max_requests_per_s", format!("{r}: must be positive and at most 1000000"))),
         };
         let client = reqwest::Client::builder()

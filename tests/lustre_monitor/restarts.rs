@@ -179,3 +179,34 @@ fn every_kill_point_has_delivered_what_it_acknowledged() {
     }
     drain_and_check(tmp.path(), &cfg, &root, &journal, &out, seed_index, "after the kills");
 }
+
+/// A run delivers a file's create and is killed before its checkpoint; the file is removed
+/// before the restart, whose first batch then holds the create and the unlink. The index
+/// holds the file from the killed run: the restart deletes it (a pair cancelled in the rule
+/// table would leave it for good).
+#[test]
+fn a_create_delivered_before_a_kill_and_unlinked_after_is_deleted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 21).unwrap();
+    w.mkdir("/d").unwrap();
+    w.create("/d/a", 10).unwrap();
+    let out = tmp.path().join("out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 1000, 0);
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[("ICICLE_FAULT", "monitor-delivered")]);
+    assert_ne!(code, 0);
+    assert!(err.contains("fault injected at monitor-delivered"), "{err}");
+    assert!(ingested(&out).contains_key("/d/a"), "delivered before the kill");
+    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim(), "cl1 0", "nothing acknowledged");
+    w.unlink("/d/a").unwrap();
+    w.create("/d/b", 5).unwrap();
+    drop(w);
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let mut index = BTreeMap::new();
+    apply(&mut index, &out);
+    let paths: Vec<&String> = index.keys().collect();
+    assert_eq!(paths, ["/d/b"], "the killed run's /d/a is deleted");
+    assert_all_cleared(tmp.path(), &journal);
+}

@@ -32,6 +32,8 @@ pub(crate) struct TreeState {
     /// Visibility follows directory permissions.
     pub posix: bool,
     pub counts: Arc<Mutex<MonitorCounts>>,
+    /// The next batch re-reads what a killed run may have delivered (see `restore`).
+    pub replaying: bool,
 }
 
 fn poisoned() -> IcicleError {
@@ -177,14 +179,20 @@ impl ChangeState for TreeState {
         }
         self.lookahead = Lookahead::new(cleared.unwrap_or(0));
         self.tree.dir_attributes = self.posix;
+        // A kill between delivery and checkpoint: the first batch reads those records again
+        // (from the same cleared index, as many), and must not cancel a create the index may
+        // hold already against its unlink (the tree's own cancellation knows those paths).
+        self.replaying = !sent_ahead.is_empty();
         self.tree.maybe_sent(sent_ahead);
         self.counts.lock().map_err(|_| poisoned())?.cleared_index = cleared.unwrap_or(0);
         Ok(cleared)
     }
 
     async fn apply(&mut self, mut batch: Vec<ChangelogRecord>) -> Result<Emit, IcicleError> {
-        let rc = if self.cfg.reduction {
+        let rc = if self.cfg.reduction && !std::mem::take(&mut self.replaying) {
             RuleTable.reduce(&mut batch)
+        } else if self.cfg.reduction {
+            RuleTable::reduce_keeping_pairs(&mut batch)
         } else {
             ReduceCounts { input: batch.len() as u64, passed: batch.len() as u64, ..Default::default() }
         };

@@ -39,6 +39,7 @@ impl ChangeSource for LustreSource {
             enc: PrimaryEncoder::new(ctx.policy.clone()),
             posix: ctx.policy.access.is_some(),
             counts: counts.clone(),
+            replaying: false,
         };
         let cleared = icicle_runtime::monitor::restore(&mut state, &settings).await?.unwrap_or(0);
         let mut stream = ChangelogStream::new(cfg.clone(), ctx.name.clone(), ctx.drain, counts, cleared);

@@ -107,7 +107,16 @@ impl Reducer for RuleTable {
     type Event = ChangelogRecord;
 
     fn reduce(&mut self, batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
-        reduce_batch(batch)
+        reduce_batch(batch, true)
+    }
+}
+
+impl RuleTable {
+    /// [`Reducer::reduce`] without cancellation (a create and the unlink of the same object
+    /// both kept): for records a run before a restart may have delivered in part, whose
+    /// create the index may hold already.
+    pub fn reduce_keeping_pairs(batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
+        reduce_batch(batch, false)
     }
 }
 
@@ -130,8 +139,8 @@ fn chain(prev: &[u32], mut j: u32) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// Reduce one batch in place: the dropped records are removed, the kept ones stay in
-/// changelog order.
-fn reduce_batch(batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
+/// changelog order. Without `cancel`, the `IgnoreCancel` rows keep both records.
+fn reduce_batch(batch: &mut Vec<ChangelogRecord>, cancel: bool) -> ReduceCounts {
     type Fast = foldhash::fast::RandomState;
     const NONE: u32 = u32::MAX;
     let mut counts = ReduceCounts { input: batch.len() as u64, ..Default::default() };
@@ -158,7 +167,7 @@ fn reduce_batch(batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
                 !masked
             }
             Rule::IgnoreCancel(mask) => match chain(&prev, head).find(|&j| keep[j]) {
-                Some(j) if batch[j].kind.bit() & mask != 0 && !rename_parents.contains(&key) => {
+                Some(j) if cancel && batch[j].kind.bit() & mask != 0 && !rename_parents.contains(&key) => {
                     keep[j] = false;
                     counts.cancelled += 2;
                     false
@@ -229,6 +238,14 @@ mod tests {
         let (out, c) = reduce(batch);
         assert_eq!(kinds(&out), vec!["5:CREAT", "7:MTIME"]);
         assert_eq!(c, ReduceCounts { input: 9, passed: 2, coalesced: 4, cancelled: 2, ignored: 1 });
+    }
+
+    #[test]
+    fn keeping_pairs_cancels_nothing_and_still_coalesces() {
+        let mut batch = vec![rec(1, "CREAT", 5, 1, "a"), rec(2, "CLOSE", 5, 0, ""), rec(3, "UNLNK", 5, 1, "a")];
+        let c = RuleTable::reduce_keeping_pairs(&mut batch);
+        assert_eq!(kinds(&batch), vec!["1:CREAT", "3:UNLNK"]);
+        assert_eq!((c.cancelled, c.coalesced), (0, 1));
     }
 
     #[test]

@@ -52,15 +52,22 @@ impl TreeState {
     }
 
     /// Path operations for a reduced batch.
-    fn resolve(&mut self, kept: &[ChangelogRecord]) -> Ops {
+    fn resolve(&mut self, kept: &[ChangelogRecord]) -> Result<Ops, IcicleError> {
         let cfg = &self.cfg;
         let mut ops = Ops::default();
         self.tree.begin_batch();
         self.lookahead.next_batch(kept.first().map(|r| r.index).unwrap_or(0));
         let (tree, fsm) = (&mut self.tree, &mut self.fsm);
         tokio::task::block_in_place(|| {
-            let mut r =
-                LfsResolver { lfs: &self.lfs, fsname: &cfg.fsname, mount: &cfg.mount, mdt: &cfg.mdt, lookahead: &mut self.lookahead, chunk: cfg.read_size };
+            let mut r = LfsResolver {
+                lfs: &self.lfs,
+                fsname: &cfg.fsname,
+                mount: &cfg.mount,
+                mdt: &cfg.mdt,
+                lookahead: &mut self.lookahead,
+                chunk: cfg.read_size,
+                failure: None,
+            };
             match fsm {
                 Some(cache) => {
                     let naive = cfg.resolution == Resolution::Naive;
@@ -77,8 +84,12 @@ impl TreeState {
                     }
                 }
             }
-        });
-        ops
+            r.failure.take()
+        })
+        .map_or(Ok(ops), |failure| {
+            // Retried from the checkpoint (the tree in memory may hold part of this batch).
+            Err(IcicleError::Source(icicle_core::SourceError::External(format!("MDT {}: {failure}: the batch is not applied", cfg.mdt))))
+        })
     }
 
     /// Encode one batch's operations: stat every update now, skip what vanished. When
@@ -196,7 +207,7 @@ impl ChangeState for TreeState {
         } else {
             ReduceCounts { input: batch.len() as u64, passed: batch.len() as u64, ..Default::default() }
         };
-        let ops = self.resolve(&batch);
+        let ops = self.resolve(&batch)?;
         let counts = self.counts.clone();
         let mut counts = counts.lock().map_err(|_| poisoned())?;
         counts.reduce.add(&rc);

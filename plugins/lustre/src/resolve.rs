@@ -133,6 +133,9 @@ pub struct LfsResolver<'a> {
     pub lookahead: &'a mut Lookahead,
     /// Records per `lfs changelog` call when reading ahead.
     pub chunk: u64,
+    /// The first `fid2path` that failed for another reason than the object being gone (EIO,
+    /// a timeout, `lfs` missing): the batch is not applied, so nothing is acknowledged.
+    pub failure: Option<String>,
 }
 
 impl LfsResolver<'_> {
@@ -157,8 +160,20 @@ impl Resolver for LfsResolver<'_> {
             &[("mdt", self.mdt)],
             asked.elapsed().as_secs_f64(),
         );
-        let Ok(out) = answer else { return Vec::new() };
+        let out = match answer {
+            Ok(out) => out,
+            Err(e) => {
+                self.failure.get_or_insert(e);
+                return Vec::new();
+            }
+        };
         if !out.status.success() {
+            // ENOENT (or ESTALE): the object is gone. Anything else is no answer at all.
+            let err = String::from_utf8_lossy(&out.stderr);
+            let gone = matches!(out.status.code(), Some(2 | 116)) || err.contains("No such file or directory") || err.contains("Stale file handle");
+            if !gone {
+                self.failure.get_or_insert_with(|| format!("lfs fid2path {fid} failed ({}): {}", out.status, err.trim()));
+            }
             return Vec::new();
         }
         // One line per hard link; with an fsname, each relative to the root without a
@@ -268,8 +283,40 @@ mod tests {
         // one under it, and one that is not UTF-8.
         let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), r"printf 'd \nd /f\r\nbad\377\n'".into(), "lfs".into()] };
         let mut lookahead = Lookahead::new(0);
-        let mut r = LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1 };
+        let mut r =
+            LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1, failure: None };
         let fid = Fid { seq: 0x200000401, oid: 5, ver: 0 };
         assert_eq!(r.fid2path_all(&fid), ["/d ", "/d /f"]);
+        assert_eq!(r.failure, None);
+    }
+
+    #[test]
+    fn a_fid2path_that_fails_for_another_reason_than_a_gone_object_is_a_failure() {
+        let fid = Fid { seq: 0x200000401, oid: 5, ver: 0 };
+        let answer = |script: &str| {
+            let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), script.into(), "lfs".into()] };
+            let mut lookahead = Lookahead::new(0);
+            let mut r = LfsResolver {
+                lfs: &lfs,
+                fsname: "fs0",
+                mount: Path::new("/nonexistent"),
+                mdt: "fs0-MDT0000",
+                lookahead: &mut lookahead,
+                chunk: 1,
+                failure: None,
+            };
+            let paths = r.fid2path_all(&fid);
+            (paths, r.failure)
+        };
+        let (paths, failure) = answer("echo \"lfs fid2path: cannot find '$3': No such file or directory\" >&2; exit 2");
+        assert!(paths.is_empty() && failure.is_none(), "gone: {failure:?}");
+        let (paths, failure) = answer("echo 'lfs fid2path: error on FID: Input/output error' >&2; exit 5");
+        assert!(paths.is_empty());
+        assert!(failure.as_deref().is_some_and(|f| f.contains("Input/output error")), "{failure:?}");
+        let lfs = Lfs { cmd: vec!["/nonexistent/lfs".into()] };
+        let mut lookahead = Lookahead::new(0);
+        let mut r =
+            LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1, failure: None };
+        assert!(r.fid2path_all(&fid).is_empty() && r.failure.is_some(), "lfs missing");
     }
 }

@@ -167,6 +167,13 @@ fn one_refused_entry_is_isolated_and_the_rest_published() {
     let lines = std::fs::read_to_string(&letters).unwrap();
     assert_eq!(lines.lines().count(), 1, "{lines}");
     assert!(lines.contains("/poison/x") && lines.contains("injected refusal"), "{lines}");
+    // With room for exactly one letter, one bad entry of two is still isolated.
+    let mut one = sink_for(&emu, |c| {
+        c.dead_letter_file = Some(tmp.path().join("one.jsonl"));
+        c.max_dead_letters = 1;
+    });
+    block_on(one.deliver(&batch(&["/ok", "/poison/y"]))).unwrap();
+    assert_eq!(one.dead_lettered(), ["/poison/y"]);
 }
 
 #[test]

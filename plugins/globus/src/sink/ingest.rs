@@ -61,7 +61,8 @@ impl GlobusSink {
             }
             // Halving that leaves more refused pieces than letters allowed is no longer
             // looking for a few bad entries: stop before sending the whole delivery again.
-            if next.iter().filter(|(_, failures, _)| *failures == 0).count() > self.max_dead_letters as usize {
+            // Each refused piece is cut in two, so `k` bad entries leave up to `2k` halves.
+            if next.iter().filter(|(_, failures, _)| *failures == 0).count() > 2 * self.max_dead_letters as usize {
                 return Err(GlobusError::Batch(format!(
                     "more than {} pieces of one delivery refused (max_dead_letters): something refuses them all; the last: {}",
                     self.max_dead_letters, iso.last

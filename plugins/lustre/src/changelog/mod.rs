@@ -470,26 +470,7 @@ impl ChangelogRecord {
                 rec.name = Some(text(i, b.len()).into());
             }
         }
-        if rec.kind == RecordType::Renme && rec.source.is_none() {
-            return Err("RENME without s= and sp=".into());
-        }
-        // A namespace record that names no directory or no name cannot be applied: a reject
-        // (kept as a dead letter), never a record silently dropped.
-        let namespace = matches!(
-            rec.kind,
-            RecordType::Creat
-                | RecordType::Mkdir
-                | RecordType::Hlink
-                | RecordType::Slink
-                | RecordType::Mknod
-                | RecordType::Unlnk
-                | RecordType::Rmdir
-                | RecordType::Renme
-        );
-        if namespace && (rec.parent.is_none() || rec.name.as_deref().is_none_or(str::is_empty)) {
-            return Err(format!("{} without {}", rec.kind.name(), if rec.parent.is_none() { "p=" } else { "a name" }));
-        }
-        Ok(())
+        complete(rec)
     }
 
     /// The names at byte `i` of `line` to its end: the name, or a rename's new name, ` s=[FID]
@@ -568,6 +549,21 @@ impl ChangelogRecord {
         }
         s
     }
+}
+
+/// Whether `rec` holds what its type needs: a rename its source, a namespace record its
+/// directory and name. One that cannot be applied is a reject (kept as a dead letter), never a
+/// record silently dropped.
+fn complete(rec: &ChangelogRecord) -> Result<(), String> {
+    use RecordType::*;
+    if rec.kind == Renme && rec.source.is_none() {
+        return Err("RENME without s= and sp=".into());
+    }
+    let namespace = matches!(rec.kind, Creat | Mkdir | Hlink | Slink | Mknod | Unlnk | Rmdir | Renme);
+    if namespace && (rec.parent.is_none() || rec.name.as_deref().is_none_or(str::is_empty)) {
+        return Err(format!("{} without {}", rec.kind.name(), if rec.parent.is_none() { "p=" } else { "a name" }));
+    }
+    Ok(())
 }
 
 /// Where a `j=` value that starts at `vs` ends: at the next space followed by another key

@@ -195,3 +195,30 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
     }
     s
 }
+
+/// Response bodies are read up to this (Globus answers are small; an endpoint or proxy that
+/// sends more is not answering, and must not run the process out of memory).
+pub(crate) const MAX_RESPONSE_BYTES: usize = 4 << 20;
+
+/// The body of `resp` (the answer to `what`), at most [`MAX_RESPONSE_BYTES`].
+pub(crate) async fn read_body(mut resp: reqwest::Response, what: &str) -> Result<Vec<u8>, GlobusError> {
+    let mut out = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| GlobusError::Connection { what: what.to_string(), reason: describe(&e) })? {
+        if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(GlobusError::Protocol {
+                what: what.to_string(),
+                reason: format!("an answer of more than {} MiB: not a Globus response", MAX_RESPONSE_BYTES >> 20),
+            });
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// At most the first 200 characters of `text`, for an error message.
+pub(crate) fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_string(),
+    }
+}

@@ -483,7 +483,7 @@ impl GlobusSink {
             .map_err(|e| GlobusError::Connection { what: what.clone(), reason: describe(&e) })?;
         let status = resp.status().as_u16();
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
-        let bytes = resp.bytes().await.map_err(|e| GlobusError::Connection { what: what.clone(), reason: describe(&e) })?;
+        let bytes = crate::error::read_body(resp, &what).await?;
         if !(200..300).contains(&status) {
             let (code, message) = error_message(&bytes);
             // Transient trouble at Globus Auth is retried; a refused client is a configuration
@@ -530,7 +530,7 @@ impl GlobusSink {
         let resp = req.send().await.map_err(|e| GlobusError::Connection { what: what.to_string(), reason: describe(&e) })?;
         let status = resp.status().as_u16();
         let headers: HeaderMap = resp.headers().clone();
-        let bytes = resp.bytes().await.map_err(|e| GlobusError::Connection { what: what.to_string(), reason: describe(&e) })?;
+        let bytes = crate::error::read_body(resp, what).await?;
         if !(200..300).contains(&status) {
             let (code, message) = error_message(&bytes);
             let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
@@ -653,7 +653,7 @@ impl GlobusSink {
         let v = self.call(&what, endpoint, Method::POST, &url, Some(body)).await?;
         let task_id = v.get("task_id").and_then(Value::as_str).unwrap_or("").to_string();
         if task_id.is_empty() || !task_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(GlobusError::Protocol { what, reason: format!("no usable task_id in {v}") });
+            return Err(GlobusError::Protocol { what, reason: format!("no usable task_id in {}", crate::error::excerpt(&v.to_string())) });
         }
         tracing::debug!(sink = %self.id, task_id, endpoint, n, "Globus task submitted");
         Ok(task_id)

@@ -143,3 +143,32 @@ fn large_batches_become_several_requests_within_the_limit() {
         600_000
     );
 }
+
+#[tokio::test]
+async fn an_answer_larger_than_the_bound_is_an_error_not_a_process_out_of_memory() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Answers every request with a 200 whose body is larger than the bound.
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 1 << 16];
+                let _ = conn.read(&mut buf).await;
+                let body = vec![b' '; crate::error::MAX_RESPONSE_BYTES + 1];
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+                let _ = conn.write_all(head.as_bytes()).await;
+                let _ = conn.write_all(&body).await;
+            });
+        }
+    });
+    std::env::set_var("ICICLE_TEST_GLOBUS_TOKEN_BIG", "tok-big");
+    let mut c = GlobusSinkConfig::new(INDEX);
+    c.token_env = Some("ICICLE_TEST_GLOBUS_TOKEN_BIG".into());
+    c.base_url = format!("http://{addr}");
+    let mut sink = c.connect_with("g", err).unwrap();
+    let mut batch = EntryBatch::default();
+    batch.push(br#"{"subject":"/a","visible_to":["public"],"content":{}}"#);
+    let e = sink.deliver(&DocumentBatch::Ingest(batch)).await.unwrap_err().to_string();
+    assert!(e.contains("more than 4 MiB"), "{e}");
+}

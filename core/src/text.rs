@@ -35,17 +35,14 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
             }
             v
         } else if p.is_dir() {
-            let v: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| SourceError::Io { path: p.clone(), reason: e.to_string() })?
-                .map(|e| e.map(|e| e.path()).map_err(|e| SourceError::Io { path: p.clone(), reason: e.to_string() }))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut files = Vec::with_capacity(v.len());
-            for f in v {
+            let io = |e: std::io::Error| SourceError::Io { path: p.clone(), reason: e.to_string() };
+            let mut v = Vec::new();
+            for e in std::fs::read_dir(p).map_err(io)? {
+                let f = e.map_err(io)?.path();
                 if is_input_file(&f)? {
-                    files.push(f);
+                    v.push(f);
                 }
             }
-            let v = files;
             if v.is_empty() {
                 return Err(SourceError::Io { path: p.clone(), reason: "the directory holds no file (empty or unmounted?)".into() });
             }

@@ -259,23 +259,21 @@ impl LocalState {
     }
 
     /// Forget `rel` and everything below it; deletes for what was published. At most `room`
-    /// entries go in this part: `false` when more are left below (`rel` is compared first in
-    /// the next part, which goes on).
-    fn remove_subtree(&mut self, rel: &Name, room: usize, deletes: &mut Vec<String>, work: &mut Work) -> bool {
-        if !self.remove_below(rel, room, deletes, work) {
-            return false;
+    /// entries go in this part; when more are left below, `rel` itself stays until the next.
+    fn remove_subtree(&mut self, rel: &Name, room: usize, deletes: &mut Vec<String>, work: &mut Work) {
+        if self.remove_below(rel, room, deletes, work) {
+            self.forget(rel.clone(), deletes, work);
         }
-        self.forget(rel.clone(), deletes, work);
-        true
     }
 
     /// Forget everything below `rel` (not `rel` itself), at most `room` entries in this part;
     /// deletes for what was published. `false` when more are left below: `rel` goes to the
     /// front of the work list, so one removed tree is delivered in parts like any other work.
     fn remove_below(&mut self, rel: &Name, room: usize, deletes: &mut Vec<String>, work: &mut Work) -> bool {
-        let gone: Vec<Name> = self.below(rel).take(room.max(1) + 1).map(|(k, _)| k.clone()).collect();
-        let left = gone.len() > room.max(1);
-        for k in gone.into_iter().take(room.max(1)) {
+        let room = room.max(1);
+        let gone: Vec<Name> = self.below(rel).take(room + 1).map(|(k, _)| k.clone()).collect();
+        let left = gone.len() > room;
+        for k in gone.into_iter().take(room) {
             self.forget(k, deletes, work);
         }
         if left {

@@ -153,6 +153,15 @@ impl Resolver for NsResolver<'_> {
     fn path2fid(&mut self, path: &str) -> Option<Fid> {
         self.ns.by_path.get(path).copied()
     }
+    fn future_place(&mut self, after: u64, fid: &Fid) -> Option<icicle_plugins_lustre::lookahead::FuturePlace> {
+        self.lookahead.place_of(fid, after)
+    }
+    fn removed_as_dir_later(&mut self, after: u64, fid: &Fid) -> bool {
+        self.lookahead.removed_as_dir(fid, after)
+    }
+    fn read_position(&mut self) -> u64 {
+        self.ns.last_index.unwrap_or(0)
+    }
 }
 
 /// An index entry: the object a path names and the changelog index it was "stat'ed" at.
@@ -180,6 +189,10 @@ fn lustre_case(seed: u64) -> Result<String, String> {
         if p.kind == Kind::Mixed || round + 1 == p.rounds {
             // Changes to objects that predate monitoring.
             w.run(Kind::Mixed, p.ops / 3, &old1).map_err(|e| e.to_string())?;
+        }
+        if round + 1 == p.rounds {
+            // Whole trees go away, those that predate monitoring included.
+            w.retire_trees(3).map_err(|e| e.to_string())?;
         }
         let text = std::fs::read_to_string(&journal).map_err(|e| e.to_string())?;
         let lines: Vec<&str> = text.lines().collect();

@@ -17,6 +17,8 @@ use icicle_plugins_lustre::namespace::Namespace;
 
 use crate::gen::Rng;
 
+mod trees;
+
 /// The sequence of synthetic FIDs.
 pub const FID_SEQ: u64 = 0x2_0000_0401;
 

@@ -7,6 +7,10 @@
 //! name) are indexed the same way: a directory walk made now tells by them which entries were
 //! not there yet when an earlier record was applied.
 //!
+//! Records that take a name away from an object (a directory removed, an object renamed or
+//! renamed over) are kept by the object's FID: once the object is gone, `fid2path` cannot
+//! place it, and the first such record still to come tells where it was until then.
+//!
 //! Entries are compact (a rename keeps its names, a naming record only its index and parent)
 //! and sit in one queue in changelog order; each name's entries are chained through it, so
 //! applied records leave from the front in constant time each.
@@ -36,6 +40,24 @@ pub struct FutureNaming {
     pub parent: Option<Fid>,
     /// For a hard link (HLINK): the file it is a new name of.
     pub link_of: Option<Fid>,
+}
+
+/// A record still to be applied that takes a name away from an object: where the object was
+/// until then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FuturePlace {
+    pub index: u64,
+    pub parent: Fid,
+    pub name: CompactString,
+}
+
+#[derive(Debug)]
+struct Leaving {
+    index: u64,
+    parent: Fid,
+    name: CompactString,
+    /// A directory removal (RMDIR).
+    rmdir: bool,
 }
 
 #[derive(Debug)]
@@ -69,6 +91,9 @@ pub struct Lookahead {
     base: u64,
     /// Name key → (first, last) queue position of its entries.
     chains: HashMap<u64, (u64, u64), foldhash::fast::RandomState>,
+    /// Records that take a name away, by the object's FID (ascending), and their order.
+    leavings: HashMap<Fid, Vec<Leaving>, foldhash::fast::RandomState>,
+    leaving_order: VecDeque<(u64, Fid)>,
     /// The highest changelog index read.
     pub read_upto: u64,
     /// Records before this index are applied.
@@ -97,6 +122,7 @@ impl Lookahead {
         if rec.index < self.applied_before {
             return;
         }
+        self.push_leavings(rec);
         let naming = matches!(rec.kind, Creat | Mknod | Slink | Hlink | Mkdir) || (rec.kind == Renme && rec.target.is_zero());
         if !naming && rec.kind != Renme {
             return;
@@ -122,6 +148,41 @@ impl Lookahead {
         }
     }
 
+    /// Keep where `rec` takes a name away from an object: the removed directory (RMDIR), the
+    /// renamed object (its old name), the object renamed over (the new name).
+    fn push_leavings(&mut self, rec: &ChangelogRecord) {
+        let mut keep = |fid: Fid, parent: Option<Fid>, name: Option<&CompactString>, rmdir: bool| {
+            let (Some(parent), Some(name)) = (parent, name) else { return };
+            if fid.is_zero() {
+                return;
+            }
+            self.leavings.entry(fid).or_default().push(Leaving { index: rec.index, parent, name: name.clone(), rmdir });
+            self.leaving_order.push_back((rec.index, fid));
+        };
+        match rec.kind {
+            RecordType::Rmdir => keep(rec.target, rec.parent, rec.name.as_ref(), true),
+            RecordType::Renme => {
+                if let Some(src) = rec.source {
+                    keep(src, rec.source_parent, rec.source_name.as_ref(), false);
+                }
+                keep(rec.target, rec.parent, rec.name.as_ref(), false);
+            }
+            _ => {}
+        }
+    }
+
+    /// Where `fid` was after index `after`: the first record still to come that takes a name
+    /// away from it (for an object `fid2path` no longer finds).
+    pub fn place_of(&self, fid: &Fid, after: u64) -> Option<FuturePlace> {
+        let l = self.leavings.get(fid)?.iter().find(|l| l.index > after)?;
+        Some(FuturePlace { index: l.index, parent: l.parent, name: l.name.clone() })
+    }
+
+    /// Whether a record after index `after` removes `fid` as a directory.
+    pub fn removed_as_dir(&self, fid: &Fid, after: u64) -> bool {
+        self.leavings.get(fid).is_some_and(|v| v.iter().any(|l| l.rmdir && l.index > after))
+    }
+
     /// Index the renames and naming records of `text` (an `lfs changelog` answer); `last` is
     /// the index of its last line, read whatever its type.
     pub fn push_text(&mut self, text: &str, last: Option<u64>) {
@@ -141,6 +202,15 @@ impl Lookahead {
     /// A new batch begins at `first`: records before it are applied and leave the queue.
     pub fn next_batch(&mut self, first: u64) {
         self.applied_before = self.applied_before.max(first);
+        while self.leaving_order.front().is_some_and(|(i, _)| *i < self.applied_before) {
+            let Some((_, fid)) = self.leaving_order.pop_front() else { break };
+            if let Some(v) = self.leavings.get_mut(&fid) {
+                v.remove(0);
+                if v.is_empty() {
+                    self.leavings.remove(&fid);
+                }
+            }
+        }
         while self.entries.front().is_some_and(|e| e.index < self.applied_before) {
             let Some(e) = self.entries.pop_front() else { break };
             let at = self.base;
@@ -198,18 +268,18 @@ impl Lookahead {
 
     /// Records held (not yet known to be applied).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.leaving_order.len()
     }
 
     /// Whether no record is held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.leaving_order.is_empty()
     }
 }
 
 /// The record types the lookahead keeps (a bit per type number, as `line_type_bit` gives):
-/// CREAT, MKDIR, HLINK, SLINK, MKNOD, RENME.
-const NAMING_BITS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 8);
+/// CREAT, MKDIR, HLINK, SLINK, MKNOD, RMDIR, RENME.
+const NAMING_BITS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 7) | (1 << 8);
 
 #[cfg(test)]
 mod tests {
@@ -237,11 +307,32 @@ mod tests {
         assert_eq!(la.namings("a", 0).iter().map(|n| n.index).collect::<Vec<_>>(), vec![3, 9]);
         la.next_batch(8);
         assert_eq!(idx(la.named("a", 0)), vec![9]);
-        assert_eq!(la.len(), 1);
+        assert_eq!(la.len(), 2, "rename 9, and the name it took its object from");
         la.next_batch(10);
         assert!(la.is_empty() && la.named("a", 0).is_empty());
         la.push(&rename(11, "a", false));
         assert_eq!(idx(la.named("a", 0)), vec![11]);
         assert_eq!(la.read_upto, 11);
+    }
+
+    #[test]
+    fn a_gone_object_is_placed_by_the_first_record_still_to_come_that_takes_its_name() {
+        let d = "[0x200000401:0x2:0x0]";
+        let lines = [
+            format!("4 08RENME 10:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000401:0x1:0x0] later s={d} sp=[0x200000007:0x1:0x0] first"),
+            format!("6 07RMDIR 10:00:00.000000000 2026.01.01 0x1 t={d} p=[0x200000401:0x1:0x0] later"),
+        ];
+        let mut la = Lookahead::new(0);
+        la.push_text(&lines.join("\n"), Some(6));
+        let fid = Fid::parse(d).expect("a FID");
+        let at = |la: &Lookahead, after| la.place_of(&fid, after).map(|p| (p.index, p.name.to_string()));
+        assert_eq!(at(&la, 2), Some((4, "first".into())));
+        assert_eq!(at(&la, 4), Some((6, "later".into())));
+        assert_eq!(at(&la, 6), None);
+        assert!(la.removed_as_dir(&fid, 4) && !la.removed_as_dir(&fid, 6));
+        la.next_batch(5);
+        assert_eq!(at(&la, 0), Some((6, "later".into())));
+        la.next_batch(7);
+        assert!(la.is_empty());
     }
 }

@@ -226,6 +226,21 @@ impl Resolver for LfsResolver<'_> {
         self.read_ahead();
         self.lookahead.namings(name, after)
     }
+
+    fn future_place(&mut self, after: u64, fid: &Fid) -> Option<crate::lookahead::FuturePlace> {
+        self.read_ahead();
+        self.lookahead.place_of(fid, after)
+    }
+
+    fn read_position(&mut self) -> u64 {
+        self.read_ahead();
+        self.lookahead.read_upto
+    }
+
+    fn removed_as_dir_later(&mut self, after: u64, fid: &Fid) -> bool {
+        self.read_ahead();
+        self.lookahead.removed_as_dir(fid, after)
+    }
 }
 
 impl LfsResolver<'_> {

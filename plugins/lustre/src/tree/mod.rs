@@ -11,7 +11,7 @@ use icicle_core::traits::StateStore;
 use lru::LruCache;
 
 use crate::changelog::{ChangelogRecord, Fid, RecordType, CLF_LAST};
-use crate::lookahead::{FutureNaming, FutureRename};
+use crate::lookahead::{FutureNaming, FuturePlace, FutureRename};
 
 mod records;
 mod resolve;
@@ -45,6 +45,20 @@ pub trait Resolver {
     /// walk: the entries they named were not there at `after`.
     fn future_namings(&mut self, _after: u64, _name: &str) -> Vec<FutureNaming> {
         Vec::new()
+    }
+    /// Where `fid` was after record `after`: the first record still to come that takes a
+    /// name away from it (asked when `fid2path` finds the object no more).
+    fn future_place(&mut self, _after: u64, _fid: &Fid) -> Option<FuturePlace> {
+        None
+    }
+    /// Whether a record after `after` removes `fid` as a directory.
+    fn removed_as_dir_later(&mut self, _after: u64, _fid: &Fid) -> bool {
+        false
+    }
+    /// The last changelog index written by now (read ahead first): every record of what a
+    /// walk just saw is at or before it. `u64::MAX` when unknown.
+    fn read_position(&mut self) -> u64 {
+        u64::MAX
     }
     /// `lfs path2fid` of `path` now; `None` when unknown or unsupported.
     fn path2fid(&mut self, _path: &str) -> Option<Fid> {
@@ -93,6 +107,11 @@ pub struct TreeCounts {
     pub unresolved: u64,
     /// Objects not where `fid2path` said by the time they were looked at (moved since).
     pub moved_while_resolved: u64,
+    /// Objects `fid2path` no longer found, placed by a record still to come that takes
+    /// their name (a directory removed or renamed after the record being applied).
+    pub placed_by_later_records: u64,
+    /// Directory renames the log had no room for (deletes below them may leave phantoms).
+    pub rename_log_full: u64,
 }
 
 /// The directory tree of one MDT.
@@ -105,6 +124,12 @@ pub struct DirectoryTree {
     nodes: NodeStore,
     pub counts: TreeCounts,
     renames: Vec<(u64, String, String)>,
+    /// Per logged rename: the last record its walk could have missed a change by (the
+    /// changelog's end after the walk). Once it is applied the rename needs no translating.
+    renames_until: Vec<u64>,
+    /// Evicted objects' names and when they got them (names newer than the oldest logged
+    /// rename), so that deleting such a name does not translate it through older renames.
+    evicted_named_at: std::collections::HashMap<Fid, (Place, u64), foldhash::fast::RandomState>,
     /// Per logged rename: hashes of `/rel` for everything its walk found below the directory.
     /// Their old names were deleted when the rename was applied, so a later delete of such a
     /// path needs no translation through it (or any earlier rename).
@@ -157,6 +182,7 @@ impl StateStore for DirectoryTree {
     fn begin_batch(&mut self) {
         self.born.clear();
         self.batch_first = None;
+        self.prune_renames();
     }
 
     /// Apply one (reduced) record, adding the index operations it implies to `ops`.
@@ -229,17 +255,13 @@ impl NodeStore {
         }
     }
 
-    /// Insert or replace; true when another entry was evicted to make room.
-    fn put(&mut self, fid: Fid, node: Node) -> bool {
+    /// Insert or replace; the entry evicted to make room, if one was.
+    fn put(&mut self, fid: Fid, node: Node) -> Option<(Fid, Node)> {
         match self {
-            NodeStore::Lru(c) => {
-                let evicts = c.len() == c.cap().get() && !c.contains(&fid);
-                c.put(fid, node);
-                evicts
-            }
+            NodeStore::Lru(c) => c.push(fid, node).filter(|(k, _)| *k != fid),
             NodeStore::Plain(m) => {
                 m.insert(fid, node);
-                false
+                None
             }
         }
     }
@@ -295,6 +317,9 @@ pub struct Checkpoint {
     pub index: u64,
     nodes: Vec<(String, Node)>,
     renames: Vec<(u64, String, String)>,
+    /// Per rename, the record after which it needs no translating (absent: never).
+    #[serde(default)]
+    renames_until: Vec<u64>,
     #[serde(default)]
     walked: Vec<Vec<u64>>,
     /// Other names of hard-linked files.
@@ -322,6 +347,8 @@ impl DirectoryTree {
             nodes,
             counts: TreeCounts::default(),
             renames: Vec::new(),
+            renames_until: Vec::new(),
+            evicted_named_at: Default::default(),
             walked: Vec::new(),
             current: 0,
             batch_first: None,
@@ -399,7 +426,15 @@ impl DirectoryTree {
         links.sort_by(|a, b| a.0.cmp(&b.0));
         let mut sent: Vec<u64> = self.sent.iter().copied().collect();
         sent.sort_unstable();
-        Checkpoint { index, nodes, renames: self.renames.clone(), walked, links, sent: self.sent_known.then_some(sent) }
+        Checkpoint {
+            index,
+            nodes,
+            renames: self.renames.clone(),
+            renames_until: self.renames_until.clone(),
+            walked,
+            links,
+            sent: self.sent_known.then_some(sent),
+        }
     }
 
     /// Restore a checkpoint into a tree with room for `cap` entries (0 = unbounded).
@@ -411,6 +446,8 @@ impl DirectoryTree {
             }
         }
         t.renames = cp.renames;
+        t.renames_until = cp.renames_until;
+        t.renames_until.resize(t.renames.len(), u64::MAX);
         t.links = cp.links.into_iter().filter_map(|(f, l)| Some((Fid::parse(&f).ok()?, l))).collect();
         // Older checkpoints have no walk hashes: every rename then translates (safe, wordier).
         t.walked = cp.walked.into_iter().map(|w| w.into_iter().collect()).collect();
@@ -432,9 +469,45 @@ impl DirectoryTree {
     }
 
     fn insert(&mut self, fid: Fid, node: Node) {
-        if self.nodes.put(fid, node) {
-            self.counts.evictions += 1;
+        if node.named_at > 0 && !self.evicted_named_at.is_empty() {
+            self.evicted_named_at.remove(&fid);
         }
+        if let Some((gone, old)) = self.nodes.put(fid, node) {
+            self.counts.evictions += 1;
+            if self.renames.first().is_some_and(|(oldest, ..)| old.named_at >= *oldest) {
+                self.evicted_named_at.insert(gone, (old.place, old.named_at));
+            }
+        }
+    }
+
+    /// Log directory rename `index` (`old` to `new`, its walk having found `walked`), needed
+    /// until record `until` is applied.
+    fn log_rename(&mut self, index: u64, old: String, new: &str, walked: HashSet<u64>, until: u64) {
+        if self.renames.len() >= LOG_CAP {
+            if self.counts.rename_log_full == 0 {
+                tracing::warn!(message = "rename log full: deletes below later directory renames may leave phantoms", cap = LOG_CAP, index);
+            }
+            self.counts.rename_log_full += 1;
+            return;
+        }
+        self.renames.push((index, old, new.to_string()));
+        self.renames_until.push(until);
+        self.walked.push(walked);
+    }
+
+    /// Forget the logged renames every record of whose walk is applied.
+    fn prune_renames(&mut self) {
+        if !self.renames_until.iter().any(|u| *u <= self.current) {
+            return;
+        }
+        let keep: Vec<bool> = self.renames_until.iter().map(|u| *u > self.current).collect();
+        let mut k = keep.iter();
+        self.renames.retain(|_| *k.next().unwrap_or(&true));
+        let mut k = keep.iter();
+        self.walked.retain(|_| *k.next().unwrap_or(&true));
+        self.renames_until.retain(|u| *u > self.current);
+        let oldest = self.renames.first().map_or(u64::MAX, |r| r.0);
+        self.evicted_named_at.retain(|_, (_, at)| *at >= oldest);
     }
 }
 

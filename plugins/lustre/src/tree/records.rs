@@ -220,10 +220,8 @@ impl DirectoryTree {
             }
         }
         if let Some(old) = old {
-            if self.renames.len() < LOG_CAP {
-                self.renames.push((rec.index, old, new.to_string()));
-                self.walked.push(walked);
-            }
+            let until = r.read_position();
+            self.log_rename(rec.index, old, new, walked, until);
         }
     }
 }

@@ -7,6 +7,9 @@ use std::sync::Arc;
 use super::*;
 use crate::lookahead::FutureRename;
 
+/// One step of walking up to a known path: continue from (parent, name), or the path found.
+type Step = Result<(Fid, Arc<str>), Arc<str>>;
+
 impl DirectoryTree {
     /// `fid2path` now (memoized for the record being applied).
     pub(super) fn head(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<String> {
@@ -143,7 +146,11 @@ impl DirectoryTree {
     /// When `fid` got the name (parent, name) at `path`, if the tree holds that name as its
     /// node's (0 otherwise).
     pub(super) fn named_at(&self, fid: Fid, parent: Option<Fid>, name: Option<&str>, path: Option<&str>) -> u64 {
-        self.nodes.peek(&fid).filter(|n| same_place(&n.place, parent, name, path)).map_or(0, |n| n.named_at)
+        match self.nodes.peek(&fid) {
+            Some(n) if n.named_at > 0 && same_place(&n.place, parent, name, path) => n.named_at,
+            // Evicted since it got that name (and perhaps resolved again, when unknown).
+            _ => self.evicted_named_at.get(&fid).filter(|(place, _)| same_place(place, parent, name, path)).map_or(0, |(_, at)| *at),
+        }
     }
 
     /// Which of `fid`'s other links is the name (parent, name) at `path`.
@@ -184,8 +191,7 @@ impl DirectoryTree {
             return v.clone();
         }
         let at = |t: &mut DirectoryTree, fid: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver| -> Option<String> {
-            let head = t.head(fid?, r)?;
-            let p = t.rewind(head, rec.index, r);
+            let p = t.path_at(fid?, rec.index, r, 0)?;
             Some(child_of(&p, name?))
         };
         let old = at(self, rec.source_parent, rec.source_name.as_deref(), r);
@@ -193,6 +199,21 @@ impl DirectoryTree {
         let v = old.zip(new);
         self.rename_paths.insert(rec.index, v.clone());
         v
+    }
+
+    /// The path of directory `fid` as of record `at` (later than the one being applied):
+    /// `fid2path` rewound to it, or, for a directory gone since, where the first record after
+    /// `at` that takes its name says it was.
+    fn path_at(&mut self, fid: Fid, at: u64, r: &mut dyn Resolver, depth: usize) -> Option<String> {
+        if let Some(head) = self.head(fid, r) {
+            return Some(self.rewind(head, at, r));
+        }
+        if depth > 4096 {
+            return None;
+        }
+        let place = r.future_place(at, &fid)?;
+        let parent = self.path_at(place.parent, at, r, depth + 1)?;
+        Some(child_of(&parent, &place.name))
     }
 
     /// Undo, newest first, the renames after index `after` that `path` (a `fid2path`
@@ -252,49 +273,16 @@ impl DirectoryTree {
             });
             let step = match step {
                 Some(s) => s,
-                None if cur == fid => {
-                    // The object itself: `fid2path` lists every hard link, also those that
-                    // records still to come create (their own records name them then).
-                    let lines = self.head_all(cur, r);
-                    let present: Vec<String> = lines.into_iter().filter(|l| !self.linked_later(cur, l, r)).collect();
-                    // Nothing but links still to come: the names it had at this record were
-                    // all removed since, and later records speak for its names (a later link
-                    // rewound through directory renames is a name that did not exist yet).
-                    let mut all = present.into_iter();
-                    let mut head = all.next()?;
-                    let is_dir = match is_dir {
-                        Some(d) => d,
-                        None => self.kind_now(cur, &mut head, r),
-                    };
-                    let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
-                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir, named_at: 0 });
-                    if !is_dir {
-                        // The node's name is not also another link (after an eviction the
-                        // links may already hold it).
-                        if let Some(i) = self.link_paths(cur, r).iter().position(|l| **l == *p) {
-                            if let Some(l) = self.links.get_mut(&cur) {
-                                l.remove(i);
-                            }
-                        }
-                        for other in all {
-                            let other = self.rewind(other, self.current, r);
-                            if *other != *p && !self.link_paths(cur, r).contains(&other) {
-                                self.links.entry(cur).or_default().push(Place::Anchored(Arc::from(other)));
-                            }
-                        }
-                        if self.links.get(&cur).is_some_and(|l| l.is_empty()) {
-                            self.links.remove(&cur);
-                        }
+                None if cur == fid => self.resolve_self(cur, is_dir, r)?,
+                // An ancestor: a directory.
+                None => match self.head(cur, r) {
+                    Some(head) => {
+                        let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
+                        self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir: true, named_at: 0 });
+                        Err(p)
                     }
-                    Err(p)
-                }
-                None => {
-                    // An ancestor: a directory.
-                    let head = self.head(cur, r)?;
-                    let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
-                    self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir: true, named_at: 0 });
-                    Err(p)
-                }
+                    None => Ok(self.place_later(cur, r)?),
+                },
             };
             match step {
                 Err(p) => return Some(join(if &*p == "/" { "" } else { &p }, &parts)),
@@ -305,6 +293,61 @@ impl DirectoryTree {
             }
         }
         None
+    }
+
+    /// The first step of [`DirectoryTree::walk_path`] for an object the tree does not hold:
+    /// resolved with `fid2path` (every hard link; those that records still to come create
+    /// are left out), or, when it is gone, placed by a record still to come. `Ok` is a
+    /// (parent, name) to continue from, `Err` the object's path.
+    fn resolve_self(&mut self, cur: Fid, is_dir: Option<bool>, r: &mut dyn Resolver) -> Option<Step> {
+        let lines = self.head_all(cur, r);
+        if lines.is_empty() {
+            // Gone. A directory (one name, no hard links) is placed by the record still to
+            // come that takes its name; a file's records name its parent, never the file.
+            let dir = is_dir.unwrap_or_else(|| r.removed_as_dir_later(self.current, &cur));
+            return if dir { self.place_later(cur, r).map(Ok) } else { None };
+        }
+        let present: Vec<String> = lines.into_iter().filter(|l| !self.linked_later(cur, l, r)).collect();
+        // Nothing but links still to come: the names it had at this record were all removed
+        // since, and later records speak for its names (a later link rewound through directory
+        // renames is a name that did not exist yet).
+        let mut all = present.into_iter();
+        let mut head = all.next()?;
+        let is_dir = match is_dir {
+            Some(d) => d,
+            None => self.kind_now(cur, &mut head, r),
+        };
+        let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
+        self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir, named_at: 0 });
+        if !is_dir {
+            // The node's name is not also another link (after an eviction the
+            // links may already hold it).
+            if let Some(i) = self.link_paths(cur, r).iter().position(|l| **l == *p) {
+                if let Some(l) = self.links.get_mut(&cur) {
+                    l.remove(i);
+                }
+            }
+            for other in all {
+                let other = self.rewind(other, self.current, r);
+                if *other != *p && !self.link_paths(cur, r).contains(&other) {
+                    self.links.entry(cur).or_default().push(Place::Anchored(Arc::from(other)));
+                }
+            }
+            if self.links.get(&cur).is_some_and(|l| l.is_empty()) {
+                self.links.remove(&cur);
+            }
+        }
+        Some(Err(p))
+    }
+
+    /// Directory `fid`, which `fid2path` no longer finds (removed since this record), placed
+    /// by the first record still to come that takes its name, and remembered so.
+    fn place_later(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<(Fid, Arc<str>)> {
+        let at = r.future_place(self.current, &fid)?;
+        let name: Arc<str> = Arc::from(at.name.as_str());
+        self.counts.placed_by_later_records += 1;
+        self.insert(fid, Node { place: Place::Child { parent: at.parent, name: name.clone() }, is_dir: true, named_at: 0 });
+        Some((at.parent, name))
     }
 
     pub(super) fn child_path(&mut self, parent: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver) -> Option<String> {
@@ -391,7 +434,7 @@ impl DirectoryTree {
         }
         match self.head(fid, r) {
             Some(mut now) => self.kind_now(fid, &mut now, r),
-            None => false,
+            None => r.removed_as_dir_later(self.current, &fid),
         }
     }
 

@@ -367,3 +367,145 @@ fn a_link_resolved_again_after_eviction_is_not_held_twice() {
     t.apply(&line("5 06UNLNK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
     assert_eq!(sorted(&mut ops), vec![("/a".to_string(), PathOp::Update), ("/b".to_string(), PathOp::Delete)]);
 }
+
+/// Everything the records name is gone by the time they are read: `fid2path` finds nothing,
+/// and only the records still to come (read ahead) tell where objects were.
+struct AllGone {
+    ahead: crate::lookahead::Lookahead,
+}
+
+impl AllGone {
+    fn new(lines: &[&str]) -> AllGone {
+        let mut ahead = crate::lookahead::Lookahead::new(0);
+        ahead.push_text(&lines.join("\n"), None);
+        AllGone { ahead }
+    }
+}
+
+impl Resolver for AllGone {
+    fn fid2path(&mut self, _fid: &Fid) -> Option<String> {
+        None
+    }
+    fn is_dir(&mut self, _path: &str) -> bool {
+        false
+    }
+    fn walk(&mut self, _path: &str) -> Vec<String> {
+        Vec::new()
+    }
+    fn future_place(&mut self, after: u64, fid: &Fid) -> Option<FuturePlace> {
+        self.ahead.place_of(fid, after)
+    }
+    fn removed_as_dir_later(&mut self, after: u64, fid: &Fid) -> bool {
+        self.ahead.removed_as_dir(fid, after)
+    }
+}
+
+fn apply_all(lines: &[&str], lru: usize) -> (Vec<(String, PathOp)>, TreeCounts) {
+    let mut r = AllGone::new(lines);
+    let mut t = DirectoryTree::new(lru);
+    t.begin_batch();
+    let mut ops = Ops::default();
+    for l in lines {
+        t.apply(&line(l), &mut r, &mut ops);
+    }
+    let mut got: Vec<(String, PathOp)> = ops.into_iter().collect();
+    got.sort();
+    (got, t.counts)
+}
+
+#[test]
+fn a_removed_tree_that_predates_monitoring_is_deleted_though_fid2path_finds_none_of_it() {
+    // /old/sub/f and /old/g predate monitoring; `rm -r /old` ran before the records were read.
+    let (got, counts) = apply_all(
+        &[
+            "1 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x3:0x0] f",
+            "2 07RMDIR 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x3:0x0] p=[0x200000401:0x2:0x0] sub",
+            "3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0xa:0x0] p=[0x200000401:0x2:0x0] g",
+            "4 07RMDIR 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x2:0x0] p=[0x200000007:0x1:0x0] old",
+        ],
+        0,
+    );
+    assert_eq!(got, vec![("/old/g".into(), PathOp::Delete), ("/old/sub/f".into(), PathOp::Delete)]);
+    assert_eq!((counts.unresolved, counts.placed_by_later_records), (0, 2));
+}
+
+#[test]
+fn a_directory_that_predates_monitoring_renamed_then_removed_is_a_directory_rename() {
+    // `mv /old /new; rm /new/f; rmdir /new`, all before the records were read: the rename is
+    // a directory's (a later RMDIR removes it), so the unlink under the new name deletes the
+    // name the index holds.
+    for lru in [0, 1] {
+        let (got, counts) = apply_all(
+            &[
+                "1 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x2:0x0] sp=[0x200000007:0x1:0x0] old",
+                "2 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] f",
+                "3 07RMDIR 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x2:0x0] p=[0x200000007:0x1:0x0] new",
+            ],
+            lru,
+        );
+        assert_eq!(got, vec![("/old/f".into(), PathOp::Delete)], "lru {lru}");
+        assert_eq!(counts.unresolved, 0);
+    }
+}
+
+/// Objects by FID, directories by path, and the changelog's end.
+struct Positioned {
+    paths: HashMap<Fid, String>,
+    dirs: Vec<String>,
+    end: u64,
+}
+
+impl Resolver for Positioned {
+    fn fid2path(&mut self, fid: &Fid) -> Option<String> {
+        self.paths.get(fid).cloned()
+    }
+    fn is_dir(&mut self, path: &str) -> bool {
+        self.dirs.iter().any(|d| d == path)
+    }
+    fn walk(&mut self, _path: &str) -> Vec<String> {
+        Vec::new()
+    }
+    fn read_position(&mut self) -> u64 {
+        self.end
+    }
+}
+
+const RENAME_D_TO_E: &str =
+    "1 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] E s=[0x200000401:0x2:0x0] sp=[0x200000007:0x1:0x0] D";
+
+#[test]
+fn a_logged_rename_is_forgotten_once_every_record_its_walk_could_miss_is_applied() {
+    let mut r = Positioned { paths: HashMap::from([(fid(2), "/E".to_string())]), dirs: vec!["/E".into()], end: 3 };
+    let mut t = DirectoryTree::new(0);
+    let mut ops = Ops::default();
+    t.begin_batch();
+    t.apply(&line(RENAME_D_TO_E), &mut r, &mut ops);
+    // Record 3 was written before the walk: it may remove what the walk missed.
+    t.apply(&line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+    t.begin_batch();
+    assert_eq!(t.checkpoint(2).renames.len(), 1);
+    ops.clear();
+    t.apply(&line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"), &mut r, &mut ops);
+    assert_eq!(ops.keys().collect::<Vec<_>>(), vec!["/D/x"]);
+    t.begin_batch();
+    let cp = t.checkpoint(3);
+    assert!(cp.renames.is_empty() && cp.renames_until.is_empty() && cp.walked.is_empty());
+}
+
+#[test]
+fn an_evicted_file_keeps_when_it_got_its_name_so_its_delete_is_not_translated_past_it() {
+    // `mv D E` (logged), then x created in E; x is evicted (a tree of one entry) before its
+    // unlink: the index holds /E/x, never /D/x.
+    let mut r = Positioned { paths: HashMap::from([(fid(2), "/E".to_string())]), dirs: vec!["/E".into()], end: u64::MAX };
+    let mut t = DirectoryTree::new(1);
+    let mut ops = Ops::default();
+    t.begin_batch();
+    t.apply(&line(RENAME_D_TO_E), &mut r, &mut ops);
+    t.apply(&line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"), &mut r, &mut ops);
+    t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0xa:0x0] p=[0x200000007:0x1:0x0] y"), &mut r, &mut ops);
+    assert!(t.counts.evictions >= 2);
+    t.begin_batch();
+    ops.clear();
+    t.apply(&line("4 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"), &mut r, &mut ops);
+    assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/E/x".to_string(), PathOp::Delete)]);
+}

@@ -47,6 +47,10 @@ pub trait Walker {
     fn left_out(&self) -> WalkLeftOut {
         WalkLeftOut::default()
     }
+    /// Whether walks see the file system (false: no `mount`, every walk is empty).
+    fn sees_files(&self) -> bool {
+        true
+    }
 }
 
 /// Metadata from `lstat`.
@@ -104,6 +108,9 @@ pub struct GpfsCounts {
     /// Directories moved out of the fileset with evicted files below: their records cannot
     /// be named for deletion.
     pub evicted_unreachable: u64,
+    /// Directories moved into the fileset from outside with no `mount` to walk: what they
+    /// hold is not indexed until events name it.
+    pub moved_in_unwalked: u64,
 }
 
 /// What a checkpoint holds.
@@ -587,7 +594,12 @@ impl StateStore for GpfsState {
                     None => {
                         self.counts.unpaired_moves += 1;
                         self.rename(path, path, ev.meta, None, walker, ops);
-                        if ev.meta.is_dir() {
+                        if ev.meta.is_dir() && !walker.sees_files() {
+                            if self.counts.moved_in_unwalked == 0 {
+                                tracing::warn!(message = "a directory moved into the fileset is not walked (no `mount`): what it holds is indexed only as events name it", path = %path);
+                            }
+                            self.counts.moved_in_unwalked += 1;
+                        } else if ev.meta.is_dir() {
                             for (np, m) in walker.walk(path) {
                                 self.upsert(&np, m, ops);
                             }

@@ -94,6 +94,16 @@ fn an_unpaired_half_is_a_move_out_of_the_fileset() {
 }
 
 #[test]
+fn a_directory_moved_in_without_a_mount_to_walk_is_counted() {
+    let mut s = GpfsState::new(1);
+    assert_eq!(run(&mut s, &[ev(MovedTo, "/g/in", 4, true, 11, 0)]), vec![]);
+    assert_eq!((s.counts.unpaired_moves, s.counts.moved_in_unwalked), (1, 1));
+    // A file moved in is its own record: nothing is missing.
+    assert_eq!(run(&mut s, &[ev(MovedTo, "/g/f", 5, false, 12, 3)]), vec![("/g/f".into(), Some(3))]);
+    assert_eq!(s.counts.moved_in_unwalked, 1);
+}
+
+#[test]
 fn hard_links_share_metadata_and_checkpoints_restore() {
     let mut s = GpfsState::new(1);
     run(&mut s, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Created, "/g/b", 1, false, 0, 1)]);

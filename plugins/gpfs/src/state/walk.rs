@@ -22,6 +22,9 @@ impl Walker for NoWalk {
     fn walk(&mut self, _dir: &str) -> Vec<(String, Meta)> {
         Vec::new()
     }
+    fn sees_files(&self) -> bool {
+        false
+    }
 }
 
 /// Walks the file system where it is mounted: GPFS path `fs_root/x` is `mount/x`.

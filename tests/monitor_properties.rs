@@ -156,8 +156,8 @@ impl Resolver for NsResolver<'_> {
     fn future_place(&mut self, after: u64, fid: &Fid) -> Option<icicle_plugins_lustre::lookahead::FuturePlace> {
         self.lookahead.place_of(fid, after)
     }
-    fn removed_as_dir_later(&mut self, after: u64, fid: &Fid) -> bool {
-        self.lookahead.removed_as_dir(fid, after)
+    fn dir_by_later_records(&mut self, after: u64, fid: &Fid) -> bool {
+        self.lookahead.is_dir(fid, after)
     }
     fn read_position(&mut self) -> u64 {
         self.ns.last_index.unwrap_or(0)

@@ -94,6 +94,11 @@ pub struct Lookahead {
     /// Records that take a name away, by the object's FID (ascending), and their order.
     leavings: HashMap<Fid, Vec<Leaving>, foldhash::fast::RandomState>,
     leaving_order: VecDeque<(u64, Fid)>,
+    /// Objects named as a record's parent (`p=`, `sp=`): directories, by the last record that
+    /// named them so.
+    parents: HashMap<Fid, u64, foldhash::fast::RandomState>,
+    /// How many parents were left after the last pruning.
+    parents_pruned_to: usize,
     /// The highest changelog index read.
     pub read_upto: u64,
     /// Records before this index are applied.
@@ -123,6 +128,9 @@ impl Lookahead {
             return;
         }
         self.push_leavings(rec);
+        for p in [rec.parent, rec.source_parent].into_iter().flatten() {
+            self.parents.insert(p, rec.index);
+        }
         let naming = matches!(rec.kind, Creat | Mknod | Slink | Hlink | Mkdir) || (rec.kind == Renme && rec.target.is_zero());
         if !naming && rec.kind != Renme {
             return;
@@ -178,9 +186,10 @@ impl Lookahead {
         Some(FuturePlace { index: l.index, parent: l.parent, name: l.name.clone() })
     }
 
-    /// Whether a record after index `after` removes `fid` as a directory.
-    pub fn removed_as_dir(&self, fid: &Fid, after: u64) -> bool {
-        self.leavings.get(fid).is_some_and(|v| v.iter().any(|l| l.rmdir && l.index > after))
+    /// Whether the records read ahead show `fid` is a directory: one after index `after`
+    /// removes it as such (RMDIR), or one not yet applied names it as a parent.
+    pub fn is_dir(&self, fid: &Fid, after: u64) -> bool {
+        self.parents.contains_key(fid) || self.leavings.get(fid).is_some_and(|v| v.iter().any(|l| l.rmdir && l.index > after))
     }
 
     /// Index the renames and naming records of `text` (an `lfs changelog` answer); `last` is
@@ -202,6 +211,11 @@ impl Lookahead {
     /// A new batch begins at `first`: records before it are applied and leave the queue.
     pub fn next_batch(&mut self, first: u64) {
         self.applied_before = self.applied_before.max(first);
+        if self.parents.len() > 2 * self.parents_pruned_to + 1024 {
+            let applied = self.applied_before;
+            self.parents.retain(|_, i| *i >= applied);
+            self.parents_pruned_to = self.parents.len();
+        }
         while self.leaving_order.front().is_some_and(|(i, _)| *i < self.applied_before) {
             let Some((_, fid)) = self.leaving_order.pop_front() else { break };
             if let Some(v) = self.leavings.get_mut(&fid) {
@@ -278,8 +292,8 @@ impl Lookahead {
 }
 
 /// The record types the lookahead keeps (a bit per type number, as `line_type_bit` gives):
-/// CREAT, MKDIR, HLINK, SLINK, MKNOD, RMDIR, RENME.
-const NAMING_BITS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 7) | (1 << 8);
+/// CREAT, MKDIR, HLINK, SLINK, MKNOD, UNLNK, RMDIR, RENME.
+const NAMING_BITS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8);
 
 #[cfg(test)]
 mod tests {
@@ -329,7 +343,7 @@ mod tests {
         assert_eq!(at(&la, 2), Some((4, "first".into())));
         assert_eq!(at(&la, 4), Some((6, "later".into())));
         assert_eq!(at(&la, 6), None);
-        assert!(la.removed_as_dir(&fid, 4) && !la.removed_as_dir(&fid, 6));
+        assert!(la.is_dir(&fid, 4) && !la.is_dir(&fid, 6));
         la.next_batch(5);
         assert_eq!(at(&la, 0), Some((6, "later".into())));
         la.next_batch(7);

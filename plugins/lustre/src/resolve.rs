@@ -237,9 +237,9 @@ impl Resolver for LfsResolver<'_> {
         self.lookahead.read_upto
     }
 
-    fn removed_as_dir_later(&mut self, after: u64, fid: &Fid) -> bool {
+    fn dir_by_later_records(&mut self, after: u64, fid: &Fid) -> bool {
         self.read_ahead();
-        self.lookahead.removed_as_dir(fid, after)
+        self.lookahead.is_dir(fid, after)
     }
 }
 
@@ -257,7 +257,24 @@ impl LfsResolver<'_> {
         loop {
             let start = self.lookahead.read_upto + 1;
             let end = start + chunk - 1;
-            let Ok(text) = self.lfs.changelog(self.mdt, start, Some(end)) else { break };
+            let mut answer = self.lfs.changelog(self.mdt, start, Some(end));
+            for _ in 0..2 {
+                if answer.is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                answer = self.lfs.changelog(self.mdt, start, Some(end));
+            }
+            let text = match answer {
+                Ok(text) => text,
+                Err(e) => {
+                    // Paths and the rename log rely on what is read ahead: without it the
+                    // batch is not applied (nothing delivered or acknowledged).
+                    self.lookahead.stale = true;
+                    self.failure.get_or_insert_with(|| format!("lfs changelog {} (reading ahead from {start}) failed: {e}", self.mdt));
+                    break;
+                }
+            };
             let last = crate::changelog::lines(text.trim_end()).last().and_then(crate::changelog::leading_index);
             self.lookahead.push_text(&text, last);
             if last.is_none_or(|l| l < end) {
@@ -333,5 +350,16 @@ mod tests {
         let mut r =
             LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1, failure: None };
         assert!(r.fid2path_all(&fid).is_empty() && r.failure.is_some(), "lfs missing");
+    }
+
+    #[test]
+    fn a_read_ahead_that_fails_fails_the_batch() {
+        let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), "echo 'lfs changelog: Input/output error' >&2; exit 5".into(), "lfs".into()] };
+        let mut lookahead = Lookahead::new(7);
+        let mut r =
+            LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1, failure: None };
+        r.read_position();
+        assert!(r.failure.as_deref().is_some_and(|f| f.contains("reading ahead from 8")), "{:?}", r.failure);
+        assert!(r.lookahead.stale, "read again next time");
     }
 }

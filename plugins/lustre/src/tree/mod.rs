@@ -51,8 +51,9 @@ pub trait Resolver {
     fn future_place(&mut self, _after: u64, _fid: &Fid) -> Option<FuturePlace> {
         None
     }
-    /// Whether a record after `after` removes `fid` as a directory.
-    fn removed_as_dir_later(&mut self, _after: u64, _fid: &Fid) -> bool {
+    /// Whether records read ahead show `fid` is a directory (a later RMDIR of it, or a record
+    /// naming it as a parent).
+    fn dir_by_later_records(&mut self, _after: u64, _fid: &Fid) -> bool {
         false
     }
     /// The last changelog index written by now (read ahead first): every record of what a
@@ -220,7 +221,7 @@ impl StateStore for DirectoryTree {
     /// Approximate heap bytes of the entries: key, node and the LRU's links and hash slot per
     /// entry, plus a name's allocation (names are shared `Arc<str>`s; 32 bytes assumed).
     fn approx_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Fid>() + std::mem::size_of::<Node>() + 48 + 32)
+        (self.nodes.len() + self.evicted_named_at.len()) * (std::mem::size_of::<Fid>() + std::mem::size_of::<Node>() + 48 + 32)
     }
 }
 
@@ -474,7 +475,9 @@ impl DirectoryTree {
         }
         if let Some((gone, old)) = self.nodes.put(fid, node) {
             self.counts.evictions += 1;
-            if self.renames.first().is_some_and(|(oldest, ..)| old.named_at >= *oldest) {
+            // About as many as the tree holds (a backlog's first rename stays logged long).
+            let room = self.evicted_named_at.len() < self.nodes.len() + 1024;
+            if room && self.renames.first().is_some_and(|(oldest, ..)| old.named_at >= *oldest) {
                 self.evicted_named_at.insert(gone, (old.place, old.named_at));
             }
         }
@@ -489,6 +492,16 @@ impl DirectoryTree {
             }
             self.counts.rename_log_full += 1;
             return;
+        }
+        // A delete translated through this rename goes on through the earlier ones its old
+        // name lies under: they are needed as long as this one is.
+        let mut p = old.clone();
+        for k in (0..self.renames.len()).rev() {
+            let (_, o, n) = &self.renames[k];
+            if let Some(rest) = under(&p, n) {
+                p = format!("{o}{rest}");
+                self.renames_until[k] = self.renames_until[k].max(until);
+            }
         }
         self.renames.push((index, old, new.to_string()));
         self.renames_until.push(until);

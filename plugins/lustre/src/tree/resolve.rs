@@ -304,7 +304,7 @@ impl DirectoryTree {
         if lines.is_empty() {
             // Gone. A directory (one name, no hard links) is placed by the record still to
             // come that takes its name; a file's records name its parent, never the file.
-            let dir = is_dir.unwrap_or_else(|| r.removed_as_dir_later(self.current, &cur));
+            let dir = is_dir.unwrap_or_else(|| r.dir_by_later_records(self.current, &cur));
             return if dir { self.place_later(cur, r).map(Ok) } else { None };
         }
         let present: Vec<String> = lines.into_iter().filter(|l| !self.linked_later(cur, l, r)).collect();
@@ -434,7 +434,7 @@ impl DirectoryTree {
         }
         match self.head(fid, r) {
             Some(mut now) => self.kind_now(fid, &mut now, r),
-            None => r.removed_as_dir_later(self.current, &fid),
+            None => r.dir_by_later_records(self.current, &fid),
         }
     }
 

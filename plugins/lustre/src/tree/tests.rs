@@ -395,8 +395,8 @@ impl Resolver for AllGone {
     fn future_place(&mut self, after: u64, fid: &Fid) -> Option<FuturePlace> {
         self.ahead.place_of(fid, after)
     }
-    fn removed_as_dir_later(&mut self, after: u64, fid: &Fid) -> bool {
-        self.ahead.removed_as_dir(fid, after)
+    fn dir_by_later_records(&mut self, after: u64, fid: &Fid) -> bool {
+        self.ahead.is_dir(fid, after)
     }
 }
 
@@ -508,4 +508,47 @@ fn an_evicted_file_keeps_when_it_got_its_name_so_its_delete_is_not_translated_pa
     ops.clear();
     t.apply(&line("4 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"), &mut r, &mut ops);
     assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/E/x".to_string(), PathOp::Delete)]);
+}
+
+#[test]
+fn a_rename_stays_logged_while_a_later_one_under_it_needs_it() {
+    // /A/sub/y predates monitoring. `mv A B` (its walk misses sub, moved out already), `mv
+    // B/sub Z`, then `rm Z/y` after the first rename's walk: the unlink translates through
+    // both renames, so the first stays logged as long as the second.
+    let mut r = Positioned { paths: HashMap::from([(fid(2), "/B".to_string()), (fid(3), "/Z".to_string())]), dirs: vec!["/B".into(), "/Z".into()], end: 11 };
+    let mut t = DirectoryTree::new(0);
+    let mut ops = Ops::default();
+    t.begin_batch();
+    t.apply(
+        &line("10 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] B s=[0x200000401:0x2:0x0] sp=[0x200000007:0x1:0x0] A"),
+        &mut r,
+        &mut ops,
+    );
+    t.begin_batch();
+    r.end = 12;
+    t.apply(
+        &line("11 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] Z s=[0x200000401:0x3:0x0] sp=[0x200000401:0x2:0x0] sub"),
+        &mut r,
+        &mut ops,
+    );
+    t.begin_batch();
+    ops.clear();
+    t.apply(&line("12 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x3:0x0] y"), &mut r, &mut ops);
+    assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/A/sub/y".to_string(), PathOp::Delete)]);
+}
+
+#[test]
+fn a_gone_directory_renamed_over_later_is_a_directory_by_its_children() {
+    // `mv old new; rm new/f; mv x new` before the records are read: no RMDIR, but the
+    // unlink names it as a parent.
+    let (got, _) = apply_all(
+        &[
+            "1 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x2:0x0] sp=[0x200000007:0x1:0x0] old",
+            "2 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] f",
+            "3 08RENME 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x2:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] x",
+        ],
+        0,
+    );
+    assert!(got.contains(&("/old/f".to_string(), PathOp::Delete)), "{got:?}");
+    assert!(!got.iter().any(|(p, _)| p == "/new/f"), "{got:?}");
 }

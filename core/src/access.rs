@@ -117,81 +117,115 @@ pub enum AccessPolicy {
     PosixRead,
 }
 
-/// Whom a record could be shown to.
+/// Whom a record could be shown to. A principal stands for every one of its members: it may
+/// see a record only when each of them could, whatever other groups they are in (a member
+/// the kernel refuses through a narrower class or an ACL entry would see the record too).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Asker<'a> {
-    /// A user with its primary and supplementary groups; uid 0 sees everything.
+    /// A user with exactly these primary and supplementary groups; uid 0 sees everything.
     User { uid: u32, groups: &'a [u32] },
-    /// The members of a group, as a group: judged by the group class where an object's group
-    /// is this one, by the other class elsewhere.
+    /// A user whose groups are unknown: judged as the owner or a named user where it is one,
+    /// elsewhere allowed only where no group class entry and not the other class refuses.
+    Identity(u32),
+    /// Every member of a group, whoever they are (the owner or a named user among them).
     Group(u32),
-    /// Everyone (`public`): the other class along the whole chain.
+    /// Everyone but root (`public`): every class must allow.
     Everyone,
 }
 
 const R: u32 = 4;
 const X: u32 = 1;
 
-/// Whether `who` has every bit of `want` on `p`: by its ACL when it has one (the owner by the
-/// owner entry; a named user by its entry and the mask; a member of the owning or a named
-/// group when one of those entries, masked, grants it, and denied when none does; anyone
-/// else by the other entry), otherwise by the mode's class bits. As the kernel does.
-fn allows(p: &Perm, who: &Asker<'_>, want: u32) -> bool {
-    // Linux consults the ACL only when the group class (the mask) grants something; with a
-    // mask of 0 named users and groups are judged by the mode, as everyone else.
-    let Some(acl) = p.acl.as_ref().filter(|_| p.mode & 0o070 != 0) else { return class_bits(p, who) & want == want };
-    let mask = acl.mask.unwrap_or(7);
-    let (uid, groups): (Option<u32>, &[u32]) = match who {
-        Asker::User { uid, groups } => (Some(*uid), groups),
-        Asker::Group(g) => (None, std::slice::from_ref(g)),
-        Asker::Everyone => return acl.other & want == want,
-    };
-    if uid == Some(p.uid) {
-        return acl.user_obj & want == want;
-    }
-    if let Some(&(_, bits)) = acl.users.iter().find(|(u, _)| Some(*u) == uid) {
-        return bits & mask & want == want;
-    }
-    let mut matched = false;
-    for (g, bits) in std::iter::once((p.gid, acl.group_obj)).chain(acl.groups.iter().copied()) {
-        if groups.contains(&g) {
-            matched = true;
-            if bits & mask & want == want {
-                return true;
-            }
-        }
-    }
-    !matched && acl.other & want == want
+/// The classes of one object as the kernel judges them: from its ACL when it has one (and
+/// the mode's group class grants something: Linux judges by the mode bits otherwise),
+/// named entries and the owning group limited by the mask; else from the mode bits.
+struct Classes<'a> {
+    uid: u32,
+    owner: u32,
+    gid: u32,
+    owning_group: u32,
+    other: u32,
+    mask: u32,
+    acl: Option<&'a Acl>,
 }
 
-/// The `rwx` bits of `p` that apply to `who`.
-fn class_bits(p: &Perm, who: &Asker<'_>) -> u32 {
-    let (owner, group, other) = ((p.mode >> 6) & 7, (p.mode >> 3) & 7, p.mode & 7);
+impl Classes<'_> {
+    fn of(p: &Perm) -> Classes<'_> {
+        match p.acl.as_deref().filter(|_| p.mode & 0o070 != 0) {
+            Some(acl) => {
+                let mask = acl.mask.unwrap_or(7);
+                Classes { uid: p.uid, owner: acl.user_obj, gid: p.gid, owning_group: acl.group_obj & mask, other: acl.other, mask, acl: Some(acl) }
+            }
+            None => Classes { uid: p.uid, owner: (p.mode >> 6) & 7, gid: p.gid, owning_group: (p.mode >> 3) & 7, other: p.mode & 7, mask: 7, acl: None },
+        }
+    }
+
+    /// Named users and their bits (masked); an entry naming the owner is never consulted.
+    fn users(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.acl.into_iter().flat_map(|a| a.users.iter().filter(|(u, _)| *u != self.uid).map(|&(u, b)| (u, b & self.mask)))
+    }
+
+    /// The group class: the owning group and named groups, with their bits (masked).
+    fn groups(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        std::iter::once((self.gid, self.owning_group)).chain(self.acl.into_iter().flat_map(|a| a.groups.iter().map(|&(g, b)| (g, b & self.mask))))
+    }
+
+    /// Whether every member of any one group of the group class is granted `want` (a group
+    /// may have two entries, owning and named: either one grants).
+    fn every_group_grants(&self, want: u32) -> bool {
+        self.groups().all(|(g, _)| self.groups().any(|(h, b)| h == g && b & want == want))
+    }
+}
+
+/// Whether `who` has every bit of `want` on `p` (for a principal: each of its members).
+fn allows(p: &Perm, who: &Asker<'_>, want: u32) -> bool {
+    let c = Classes::of(p);
+    let grants = |bits: u32| bits & want == want;
+    // The owner (unless root, who needs nothing) and every named user may be a member of a
+    // group, and are users.
+    let owner_and_named = || (c.uid == 0 || grants(c.owner)) && c.users().all(|(_, b)| grants(b));
     match who {
         Asker::User { uid, groups } => {
-            if *uid == p.uid {
-                owner
-            } else if groups.contains(&p.gid) {
-                group
-            } else {
-                other
+            if *uid == c.uid {
+                return grants(c.owner);
             }
+            if let Some((_, b)) = c.users().find(|(u, _)| u == uid) {
+                return grants(b);
+            }
+            let mut matched = c.groups().filter(|(g, _)| groups.contains(g)).peekable();
+            if matched.peek().is_none() {
+                return grants(c.other);
+            }
+            matched.any(|(_, b)| grants(b))
+        }
+        Asker::Identity(uid) => {
+            if *uid == c.uid {
+                return grants(c.owner);
+            }
+            if let Some((_, b)) = c.users().find(|(u, _)| u == uid) {
+                return grants(b);
+            }
+            grants(c.other) && c.every_group_grants(want)
         }
         Asker::Group(g) => {
-            if *g == p.gid {
-                group
-            } else {
-                other
-            }
+            let mut own = c.groups().filter(|(x, _)| x == g).peekable();
+            // Members are in the group class through this group's entry, where it has one
+            // (any matching entry that grants suffices); elsewhere any other group's entry, or
+            // the other class, may judge them.
+            let members = match own.peek() {
+                Some(_) => own.any(|(_, b)| grants(b)),
+                None => grants(c.other) && c.every_group_grants(want),
+            };
+            members && owner_and_named()
         }
-        Asker::Everyone => other,
+        Asker::Everyone => grants(c.other) && c.every_group_grants(want) && owner_and_named(),
     }
 }
 
 /// Whether `who` may see the record of the file `file` whose directories from the root down
 /// are `dirs` (the last one is its parent), under `policy`.
 pub fn can_see(policy: AccessPolicy, dirs: &[Perm], file: &Perm, who: &Asker<'_>) -> bool {
-    if matches!(who, Asker::User { uid: 0, .. }) {
+    if matches!(who, Asker::User { uid: 0, .. } | Asker::Identity(0)) {
         return true;
     }
     let Some((parent, above)) = dirs.split_last() else { return false };
@@ -448,5 +482,39 @@ mod tests {
         assert!(c.chain("/gpfs/other", &mut look).is_none());
         assert!(c.chain("/gpfs/fs1/gone/x", &mut look).is_none());
         assert_eq!(calls, 4, "each directory looked up once");
+    }
+
+    #[test]
+    fn a_principal_is_shown_only_what_each_of_its_members_could_see() {
+        let file = p(0o644, 1000, 100);
+        // `/proj` 0705 root:students: others may list it, students may not; `public` holds
+        // students too, and a user of unknown groups may be one.
+        let dirs = [p(0o755, 0, 0), p(0o705, 0, 200)];
+        for policy in [AccessPolicy::Posix, AccessPolicy::PosixRead] {
+            assert!(can_see(policy, &dirs, &file, &Asker::User { uid: 1001, groups: &[300] }), "{policy:?}");
+            assert!(!can_see(policy, &dirs, &file, &Asker::User { uid: 1001, groups: &[200] }));
+            assert!(!can_see(policy, &dirs, &file, &Asker::Everyone));
+            assert!(!can_see(policy, &dirs, &file, &Asker::Identity(1001)));
+            assert!(!can_see(policy, &dirs, &file, &Asker::Group(300)), "a member of 300 may be a student");
+            assert!(!can_see(policy, &dirs, &file, &Asker::Group(200)));
+        }
+        // A named user refused by an ACL, others allowed: neither `public` nor a group (she may
+        // be in it) is granted; she is not either; another user of unknown groups is.
+        let acl = Acl { user_obj: 7, users: vec![(1002, 0)], group_obj: 5, groups: vec![], mask: Some(5), other: 5 };
+        let proj = Perm { mode: 0o755, uid: 0, gid: 300, acl: Some(std::sync::Arc::new(acl)) };
+        let dirs = [p(0o755, 0, 0), proj];
+        assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Everyone));
+        assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Group(300)));
+        assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Identity(1002)));
+        assert!(can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Identity(1001)));
+        // An owner refused by its own bits is one of the group's members and of everyone.
+        let dirs = [p(0o755, 0, 0), p(0o075, 1000, 300)];
+        assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Group(300)));
+        assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Everyone));
+        // Where every class allows, every principal sees.
+        let dirs = [p(0o755, 0, 0), p(0o755, 1000, 300)];
+        for who in [Asker::Everyone, Asker::Group(300), Asker::Group(400), Asker::Identity(1000), Asker::Identity(1001)] {
+            assert!(can_see(AccessPolicy::Posix, &dirs, &file, &who), "{who:?}");
+        }
     }
 }

@@ -57,7 +57,7 @@ pub fn posix_principals<'p>(policy: &'p RecordPolicy, access: AccessPolicy, dirs
             }
             for uid in uids {
                 if let Some(u) = map.user(uid) {
-                    if !principals.contains(&u) && can_see(access, dirs, file, &Asker::User { uid, groups: &[] }) {
+                    if !principals.contains(&u) && can_see(access, dirs, file, &Asker::Identity(uid)) {
                         add(u, &mut principals);
                     }
                 }

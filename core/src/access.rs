@@ -37,6 +37,9 @@ pub struct Acl {
     /// minimal ACL.
     pub mask: Option<u32>,
     pub other: u32,
+    /// It exists but could not be read (EIO, EACCES, a form not understood): nobody but the
+    /// owner (by the mode's owner bits) is granted anything, never the mode's wider bits.
+    pub unreadable: bool,
 }
 
 impl Acl {
@@ -68,9 +71,13 @@ impl Acl {
         Ok(acl)
     }
 
-    /// The access ACL of `path` (not following a link); `None` when it has none or it cannot
-    /// be read.
+    /// The access ACL of `path` (not following a link); `None` when it has none (or the file
+    /// system has no ACLs); an [`Acl::unreadable`] one when it cannot be read.
     pub fn read(path: &std::path::Path) -> Option<Acl> {
+        let unreadable = |why: String| {
+            tracing::warn!(message = "an ACL could not be read: only the owner is granted", path = %path.display(), reason = %why);
+            Some(Acl { unreadable: true, ..Acl::default() })
+        };
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
         let name = c"system.posix_acl_access";
@@ -79,10 +86,11 @@ impl Acl {
             // SAFETY: both strings are NUL-terminated; the kernel writes at most `buf.len()` bytes.
             let n = unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
             if n > 0 {
-                return Acl::from_xattr(&buf[..n as usize]).ok();
+                return Acl::from_xattr(&buf[..n as usize]).map_or_else(unreadable, Some);
             }
+            let err = std::io::Error::last_os_error();
             // Larger than the buffer (over about 120 entries): ask its size, then read again.
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE) && buf.len() < 1 << 20 {
+            if n < 0 && err.raw_os_error() == Some(libc::ERANGE) && buf.len() < 1 << 20 {
                 // SAFETY: a size query writes nothing.
                 let size = unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
                 if size > 0 {
@@ -90,7 +98,11 @@ impl Acl {
                     continue;
                 }
             }
-            return None;
+            // No ACL (ENODATA), no ACLs on this file system, or a path that cannot be named.
+            if n == 0 || matches!(err.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP | libc::ENOENT)) {
+                return None;
+            }
+            return unreadable(err.to_string());
         }
     }
 
@@ -151,6 +163,9 @@ struct Classes<'a> {
 
 impl Classes<'_> {
     fn of(p: &Perm) -> Classes<'_> {
+        if p.acl.as_deref().is_some_and(|a| a.unreadable) {
+            return Classes { uid: p.uid, owner: (p.mode >> 6) & 7, gid: p.gid, owning_group: 0, other: 0, mask: 0, acl: None };
+        }
         match p.acl.as_deref().filter(|_| p.mode & 0o070 != 0) {
             Some(acl) => {
                 let mask = acl.mask.unwrap_or(7);
@@ -270,9 +285,11 @@ pub fn parent_dir(path: &str) -> &str {
     }
 }
 
-/// Directory permissions by path, filled from a snapshot's directory rows. The shallowest
-/// directory seen is the top: directories above it are outside what the source covers and
-/// are not judged; every directory from the top down to a file's parent must be known.
+/// Directory permissions by path, filled from a snapshot's directory rows. The top is the
+/// shallowest directory seen, or the shallowest parent of a file, or of a directory row that
+/// could not be read: directories above it are outside what the source covers and are not
+/// judged; every directory from the top down to a file's parent must be known (a missing or
+/// unreadable row makes the chains through it unknown, never shorter).
 #[derive(Debug)]
 pub struct DirectoryTable {
     map: std::sync::RwLock<std::collections::HashMap<Box<str>, Perm>>,
@@ -292,6 +309,17 @@ impl DirectoryTable {
         if let Ok(mut m) = self.map.write() {
             m.insert(path.into(), perm);
         }
+    }
+
+    /// A file (or a directory row that could not be read) at `path`: the top is at least as
+    /// shallow as its parent.
+    pub fn note_below(&self, path: &str) {
+        self.top.fetch_min(depth(parent_dir(path)), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A directory row at `path` that could not be read: its chains are unknown.
+    pub fn note_unknown(&self, path: &str) {
+        self.top.fetch_min(depth(path), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Directory `path`'s permissions, when known.
@@ -500,7 +528,7 @@ mod tests {
         }
         // A named user refused by an ACL, others allowed: neither `public` nor a group (she may
         // be in it) is granted; she is not either; another user of unknown groups is.
-        let acl = Acl { user_obj: 7, users: vec![(1002, 0)], group_obj: 5, groups: vec![], mask: Some(5), other: 5 };
+        let acl = Acl { user_obj: 7, users: vec![(1002, 0)], group_obj: 5, groups: vec![], mask: Some(5), other: 5, unreadable: false };
         let proj = Perm { mode: 0o755, uid: 0, gid: 300, acl: Some(std::sync::Arc::new(acl)) };
         let dirs = [p(0o755, 0, 0), proj];
         assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Everyone));
@@ -511,10 +539,35 @@ mod tests {
         let dirs = [p(0o755, 0, 0), p(0o075, 1000, 300)];
         assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Group(300)));
         assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Everyone));
+        // An ACL that could not be read grants nobody but the owner, whatever the mode says.
+        let hidden = Perm { mode: 0o755, uid: 1000, gid: 300, acl: Some(std::sync::Arc::new(Acl { unreadable: true, ..Acl::default() })) };
+        let dirs = [p(0o755, 0, 0), hidden];
+        assert!(can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Identity(1000)));
+        for who in [Asker::Everyone, Asker::Group(300), Asker::Identity(1001), Asker::User { uid: 1001, groups: &[300] }] {
+            assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &who), "{who:?}");
+        }
         // Where every class allows, every principal sees.
         let dirs = [p(0o755, 0, 0), p(0o755, 1000, 300)];
         for who in [Asker::Everyone, Asker::Group(300), Asker::Group(400), Asker::Identity(1000), Asker::Identity(1001)] {
             assert!(can_see(AccessPolicy::Posix, &dirs, &file, &who), "{who:?}");
         }
+    }
+
+    #[test]
+    fn a_missing_directory_row_makes_chains_unknown_not_shorter() {
+        // /home/alice (0700) has no row: the top is where the files are, not the shallowest
+        // row, so /home/alice/a's chain is unknown rather than judged from `a` alone.
+        let t = DirectoryTable::default();
+        t.insert("/home", p(0o755, 0, 0));
+        t.insert("/home/alice/a", p(0o755, 1000, 100));
+        t.note_below("/home/alice/a/f");
+        assert!(t.chain("/home/alice/a").is_none());
+        let shard = DirectoryTable::default();
+        shard.insert("/home/alice/a", p(0o755, 1000, 100));
+        shard.note_below("/home/alice/a/f");
+        assert_eq!(shard.chain("/home/alice/a").map(|c| c.len()), Some(1), "a shard's own top is judged from itself");
+        // A directory row that could not be read counts for the top.
+        shard.note_unknown("/home/alice");
+        assert!(shard.chain("/home/alice/a").is_none());
     }
 }

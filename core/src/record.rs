@@ -274,8 +274,14 @@ pub fn mode_string(mode: u32) -> [u8; 10] {
 }
 
 /// Parse a symbolic mode (`-rw-r--r--`, `drwxr-sr-x`, `lrwxrwxrwx`) into a numeric `st_mode`.
+/// `ls -l`'s eleventh character may follow: `.` (a security context) or `@` (extended
+/// attributes) say nothing about access; `+` (an ACL the listing does not give) is an error.
 pub fn parse_mode_string(s: &str) -> Result<u32, String> {
-    let b = s.as_bytes();
+    let b = match s.as_bytes() {
+        [b @ .., b'.' | b'@'] if b.len() == 10 => b,
+        [_, .., b'+'] if s.len() == 11 => return Err(format!("symbolic mode `{s}` has an ACL the listing does not give")),
+        b => b,
+    };
     if b.len() != 10 {
         return Err(format!("symbolic mode `{s}` is not 10 characters"));
     }
@@ -407,6 +413,9 @@ mod tests {
             assert_eq!(parse_mode_string(s).unwrap(), m, "{s}");
         }
         assert!(parse_mode_string("-rw-r--r-").is_err());
+        assert_eq!(parse_mode_string("drwxr-x---.").unwrap(), 0o40750, "a security context says nothing about access");
+        assert_eq!(parse_mode_string("-rw-r--r--@").unwrap(), 0o100644);
+        assert!(parse_mode_string("drwxr-x---+").unwrap_err().contains("ACL"));
         assert!(parse_mode_string("?rw-r--r--").is_err());
         assert!(parse_mode_string("-rq-r--r--").is_err());
     }

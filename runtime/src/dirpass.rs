@@ -17,7 +17,9 @@ struct DirectoryCollector<'t> {
 }
 
 impl RowSink for DirectoryCollector<'_> {
-    fn record(&mut self, _rec: &FileRecord<'_>) {}
+    fn record(&mut self, rec: &FileRecord<'_>) {
+        self.table.note_below(rec.path);
+    }
 
     fn directory(&mut self, rec: &FileRecord<'_>) {
         self.directory_with_acl(rec, None)
@@ -27,6 +29,8 @@ impl RowSink for DirectoryCollector<'_> {
         if rec.check().is_ok() {
             self.rows += 1;
             self.table.insert(rec.path, Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) });
+        } else {
+            self.table.note_unknown(rec.path);
         }
     }
 

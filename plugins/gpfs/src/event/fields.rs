@@ -68,11 +68,9 @@ fn stop_at_event<const FILTER: bool>(value: &[u8], mask: u32) -> u8 {
     match EventKind::of_value(value) {
         // A directory's own modify/attrib/access/close events: directories have no records.
         Some((EventKind::Ignored, _)) | Some((EventKind::Modified, true)) => 1,
-        Some((EventKind::Modified | EventKind::DirAttrib, _))
-            if FILTER && mask != 0 && filter_bit(value.strip_suffix(b" IN_ISDIR").unwrap_or(value)) & mask != 0 =>
-        {
-            2
-        }
+        // A directory's IN_ATTRIB is never filtered: its permissions decide who sees what is
+        // below it.
+        Some((EventKind::Modified, _)) if FILTER && mask != 0 && filter_bit(value) & mask != 0 => 2,
         _ => 0,
     }
 }

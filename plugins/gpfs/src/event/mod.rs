@@ -86,7 +86,8 @@ impl GpfsEvent {
     fn parse_slow(bytes: &[u8], mask: u32) -> Result<GpfsEvent, String> {
         let fields = Fields::parse(bytes)?;
         let ev = GpfsEvent::from_fields(&fields)?;
-        if mask != 0 && matches!(ev.kind, EventKind::Modified | EventKind::DirAttrib) {
+        // A directory's IN_ATTRIB is never filtered (its permissions decide visibility).
+        if mask != 0 && ev.kind == EventKind::Modified {
             let name = text(fields.get(EVENT));
             let first = name.as_deref().and_then(|e| e.split(|c: char| c.is_whitespace() || c == '|' || c == ',').find(|t| !t.is_empty() && *t != "IN_ISDIR"));
             if first.is_some_and(|t| filter_bit(t.as_bytes()) & mask != 0) {

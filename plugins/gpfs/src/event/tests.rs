@@ -225,6 +225,22 @@ fn the_ingestion_filter_drops_its_events_on_every_path() {
         let ev = GpfsEvent::parse_filtered(open.as_bytes(), mask).unwrap();
         assert!(ev.kind == EventKind::Ignored && !ev.is_filtered(), "{open}");
     }
+    // A directory's IN_ATTRIB is never filtered (its permissions decide visibility); a
+    // file's is, on every path.
+    let attrib = filter_mask(&["IN_ATTRIB".to_string()]).unwrap();
+    for (dir, file) in [
+        (
+            &br#"{"inode":"7","event":"IN_ATTRIB IN_ISDIR","path":"/g/d","permissions":"0700"}"#[..],
+            &br#"{"inode":"8","event":"IN_ATTRIB","path":"/g/f","permissions":"0600"}"#[..],
+        ),
+        (
+            br#"{"inode": 7, "event": "IN_ATTRIB IN_ISDIR", "path": "/g/\\u00e9", "permissions": "0700"}"#,
+            br#"{"inode": 8, "event": "IN_ATTRIB", "path": "/g/\\u00e9", "permissions": "0600"}"#,
+        ),
+    ] {
+        assert_eq!(GpfsEvent::parse_filtered(dir, attrib).unwrap().kind, EventKind::DirAttrib, "{}", String::from_utf8_lossy(dir));
+        assert!(GpfsEvent::parse_filtered(file, attrib).unwrap().is_filtered(), "{}", String::from_utf8_lossy(file));
+    }
     // The slow path decides by the parsed `event` value, not a nested key.
     let nested_key = br#"{"x": {"event": "IN_ACCESS"}, "inode": 7, "event": "IN_MODIFY", "path": "/g/a"}"#;
     assert_eq!(GpfsEvent::parse_filtered(nested_key, mask).unwrap().kind, EventKind::Modified);
@@ -244,7 +260,7 @@ fn the_ingestion_filter_drops_its_events_on_every_path() {
     ] {
         let ev = GpfsEvent::parse(msg).unwrap();
         assert_eq!((ev.kind, ev.meta.mode), (EventKind::DirAttrib, 0o40700), "{}", String::from_utf8_lossy(msg));
-        assert!(GpfsEvent::parse_filtered(msg, attrib_mask).unwrap().is_filtered(), "{}", String::from_utf8_lossy(msg));
+        assert_eq!(GpfsEvent::parse_filtered(msg, attrib_mask).unwrap().kind, EventKind::DirAttrib, "{}", String::from_utf8_lossy(msg));
     }
     assert!(filter_mask(&["IN_CREATE".to_string()]).unwrap_err().contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"));
     assert_eq!(filter_mask(&["IN_MODIFY".into(), "IN_CLOSE_WRITE".into()]).unwrap(), 4 | 8);

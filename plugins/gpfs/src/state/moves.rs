@@ -163,7 +163,8 @@ impl GpfsState {
     }
 
     /// A directory's attributes changed: when visibility follows permissions, know them, and
-    /// when they changed, publish everything below it again.
+    /// when they changed (or, with the mount, may have: an ACL), publish everything below it
+    /// again.
     pub(super) fn dir_attrib(&mut self, path: &str, meta: Meta, walker: &mut dyn Walker, ops: &mut Ops) {
         if !self.dir_attributes {
             return;
@@ -171,7 +172,9 @@ impl GpfsState {
         let before = self.objects.get(path).copied();
         self.know(path, meta);
         let perm = |m: &Meta| (m.mode & 0o7777, m.uid, m.gid);
-        if before.is_some_and(|b| perm(&b) == perm(&meta)) {
+        // With the mount, judging reads ACLs there, and an IN_ATTRIB with the same mode and
+        // owners may be an ACL's change (events do not carry ACLs): judge again.
+        if before.is_some_and(|b| perm(&b) == perm(&meta)) && !walker.sees_files() {
             return;
         }
         for (p, m) in self.descendants(path) {

@@ -170,3 +170,33 @@ fn a_directory_rename_replayed_over_a_newer_state_moves_nothing_newer() {
     assert!(deletes(&got).is_empty() && !got.iter().any(|(p, _)| p == "/g/e/g"), "{got:?}");
     assert!(s.objects.contains_key("/g/d/g") && s.objects.contains_key("/g/e/f") && !s.objects.contains_key("/g/e/g"));
 }
+
+/// A mount to walk that shows nothing new.
+struct EmptyMount;
+
+impl Walker for EmptyMount {
+    fn walk(&mut self, _dir: &str) -> Vec<(String, Meta)> {
+        Vec::new()
+    }
+}
+
+#[test]
+fn a_directory_attrib_with_the_same_mode_is_judged_again_where_acls_are_read() {
+    // `setfacl -x u:bob /g/d` changes no mode bits; with the mount (where ACLs are read) what
+    // is below the directory is published again, without it nothing could change.
+    for (mount, republished) in [(false, 0), (true, 1)] {
+        let mut s = GpfsState::new(1);
+        s.dir_attributes = true;
+        run(&mut s, &[ev(Created, "/g/d", 1, true, 0, 0), ev(Created, "/g/d/f", 2, false, 0, 3)]);
+        let mut ops = Ops::default();
+        s.begin_batch();
+        let attrib = (ev(DirAttrib, "/g/d", 1, true, 0, 0), (0, 9));
+        if mount {
+            s.apply(&attrib, &mut EmptyMount, &mut ops);
+        } else {
+            s.apply(&attrib, &mut NoWalk, &mut ops);
+        }
+        assert_eq!(s.counts.reevaluated, republished, "mount {mount}");
+        assert_eq!(ops.len() as u64, republished);
+    }
+}

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::changelog::RecordType::{Mkdir, Rmdir, Sattr, Xattr};
+use crate::changelog::RecordType::{Mkdir, Rmdir};
 
 impl DirectoryTree {
     /// A creation (file, device, symlink, directory): a new name in the tree; a file is new to the index.
@@ -163,7 +163,9 @@ impl DirectoryTree {
     pub(super) fn on_change(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver, ops: &mut Ops) {
         let known_dir = self.nodes.peek(&rec.target).is_some_and(|n| n.is_dir);
         if known_dir || rec.target == Fid::ROOT {
-            if self.dir_attributes && matches!(rec.kind, Sattr | Xattr) {
+            // Any change record: the rule table folds a later SATTR or XATTR (a chmod, an ACL)
+            // into an earlier record of the same directory (a CTIME, an MTIME).
+            if self.dir_attributes {
                 if let Some(p) = if rec.target == Fid::ROOT { Some("/".to_string()) } else { self.path(rec.target, r) } {
                     ops.insert(p, PathOp::Update);
                 }

@@ -552,3 +552,27 @@ fn a_gone_directory_renamed_over_later_is_a_directory_by_its_children() {
     assert!(got.contains(&("/old/f".to_string(), PathOp::Delete)), "{got:?}");
     assert!(!got.iter().any(|(p, _)| p == "/new/f"), "{got:?}");
 }
+
+#[test]
+fn a_directory_permission_change_folded_into_an_earlier_record_is_still_republished() {
+    // `touch -m d; setfacl -x u:bob d` in one batch: the rule table keeps the MTIME and drops
+    // the XATTR; the directory's path must still be updated (what is below it judged again).
+    let mut r = Positioned { paths: HashMap::new(), dirs: vec!["/d".into()], end: u64::MAX };
+    let mut t = DirectoryTree::new(0);
+    t.dir_attributes = true;
+    let mut ops = Ops::default();
+    t.begin_batch();
+    t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"), &mut r, &mut ops);
+    t.begin_batch();
+    ops.clear();
+    let mut batch = vec![
+        line("2 17MTIME 00:00:00.000000000 2026.01.01 0x7 t=[0x200000401:0x3:0x0]"),
+        line("3 15XATTR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0]"),
+    ];
+    icicle_core::traits::Reducer::reduce(&mut crate::reducer::RuleTable, &mut batch);
+    assert_eq!(batch.len(), 1, "the rule table folds the XATTR into the MTIME");
+    for rec in &batch {
+        t.apply(rec, &mut r, &mut ops);
+    }
+    assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/d".to_string(), PathOp::Update)]);
+}

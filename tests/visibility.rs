@@ -556,6 +556,9 @@ fn aggregates_follow_the_rule() {
     assert_eq!(got["dir:/home/alice"], v(&[alice, admins]), "0700: not the group, not public");
     assert_eq!(got["dir:/proj"], v(&[alice, "urn:g:200", admins]), "0750: the group, not public");
     assert_eq!(got["dir:/pub"], v(&[bob, "urn:g:300", "public", admins]), "0755");
+    // /home is 0755, but its statistics cover /home/alice (0700): only those who may list
+    // every directory below it see them.
+    assert_eq!(got["dir:/home"], v(&[admins]), "not public: alice's files are counted there");
 }
 
 #[test]

@@ -348,6 +348,13 @@ impl DirectoryTable {
         Some(out.into())
     }
 
+    /// Every known directory's path, sorted.
+    pub fn paths(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.map.read().map(|m| m.keys().map(|k| k.to_string()).collect()).unwrap_or_default();
+        v.sort_unstable();
+        v
+    }
+
     /// Directories known.
     pub fn len(&self) -> usize {
         self.map.read().map(|m| m.len()).unwrap_or(0)

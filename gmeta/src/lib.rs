@@ -14,4 +14,4 @@ pub use documents::{delete_batches, entry_fits, measured_len, reserialized_len, 
 pub use encoder::PrimaryEncoder;
 pub use json::push_json_str;
 pub use subject::{subject_for, HASHED_SUBJECT_PREFIX, MAX_SUBJECT_BYTES};
-pub use visible::{aggregate_principals, posix_principals, resolve_posix};
+pub use visible::{aggregate_principals, posix_principals, resolve_posix, subtree_principals};

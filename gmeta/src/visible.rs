@@ -20,6 +20,53 @@ pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&
     Ok(encode_principals(&principals))
 }
 
+/// The principals that may see directory `dir` (as a file in its parent; `dirs` from the top
+/// down to the parent) and list it and every directory below it (`below`: each one's
+/// directories from the top down to it, itself last): whom a statistic over the whole subtree
+/// may be shown to.
+pub fn subtree_principals<'p>(policy: &'p RecordPolicy, dirs: &[Perm], dir: &Perm, below: &[std::sync::Arc<[Perm]>]) -> Vec<&'p str> {
+    let sees = |who: &Asker<'_>| can_see(AccessPolicy::Posix, dirs, dir, who) && below.iter().all(|chain| can_see(AccessPolicy::Posix, chain, dir, who));
+    judged_principals(policy, dirs, dir, sees)
+}
+
+/// The mapped owners and groups of `file` and its directories `dirs` (and whom ACLs there
+/// name), and `records.everyone`, that `sees` lets in; then root's and the admins.
+fn judged_principals<'p>(policy: &'p RecordPolicy, dirs: &[Perm], file: &Perm, sees: impl Fn(&Asker<'_>) -> bool) -> Vec<&'p str> {
+    let map = &policy.principals;
+    let mut principals: Vec<&str> = Vec::new();
+    let (mut uids, mut gids): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+    for p in std::iter::once(file).chain(dirs) {
+        uids.push(p.uid);
+        gids.push(p.gid);
+        for n in p.acl.iter().flat_map(|a| a.named()) {
+            match n {
+                Named::User(u) => uids.push(u),
+                Named::Group(g) => gids.push(g),
+            }
+        }
+    }
+    for uid in uids {
+        if let Some(u) = map.user(uid) {
+            if !principals.contains(&u) && sees(&Asker::Identity(uid)) {
+                principals.push(u);
+            }
+        }
+    }
+    for gid in gids {
+        if let Some(g) = map.group(gid) {
+            if !principals.contains(&g) && sees(&Asker::Group(gid)) {
+                principals.push(g);
+            }
+        }
+    }
+    if let Some(e) = &policy.everyone {
+        if !principals.contains(&e.as_str()) && sees(&Asker::Everyone) {
+            principals.push(e);
+        }
+    }
+    principals
+}
+
 /// [`resolve_posix`]'s principals, in order, without duplicates (possibly none).
 pub fn posix_principals<'p>(policy: &'p RecordPolicy, access: AccessPolicy, dirs: Option<&[Perm]>, file: &Perm) -> Result<Vec<&'p str>, String> {
     let map = &policy.principals;
@@ -44,36 +91,7 @@ pub fn posix_principals<'p>(policy: &'p RecordPolicy, access: AccessPolicy, dirs
         Some(dirs) => {
             // Candidates: the owners and groups of the file and its directories (their owner
             // and group bits apply), and the users and groups their ACLs name.
-            let (mut uids, mut gids): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
-            for p in std::iter::once(file).chain(dirs) {
-                uids.push(p.uid);
-                gids.push(p.gid);
-                for n in p.acl.iter().flat_map(|a| a.named()) {
-                    match n {
-                        Named::User(u) => uids.push(u),
-                        Named::Group(g) => gids.push(g),
-                    }
-                }
-            }
-            for uid in uids {
-                if let Some(u) = map.user(uid) {
-                    if !principals.contains(&u) && can_see(access, dirs, file, &Asker::Identity(uid)) {
-                        add(u, &mut principals);
-                    }
-                }
-            }
-            for gid in gids {
-                if let Some(g) = map.group(gid) {
-                    if !principals.contains(&g) && can_see(access, dirs, file, &Asker::Group(gid)) {
-                        add(g, &mut principals);
-                    }
-                }
-            }
-            if let Some(e) = &policy.everyone {
-                if can_see(access, dirs, file, &Asker::Everyone) {
-                    add(e, &mut principals);
-                }
-            }
+            principals = judged_principals(policy, dirs, file, |who| can_see(access, dirs, file, who));
         }
     }
     if let Some(root) = map.user(0) {

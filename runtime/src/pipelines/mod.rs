@@ -15,6 +15,7 @@
 //! rank owning each principal, which merges and emits them; counts are gathered on rank 0,
 //! which writes the CSV.
 
+use icicle_core::access::Perm;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -538,11 +539,17 @@ impl Aggregate {
         let mut out = Vec::with_capacity(keys.len());
         let mut without = 0u64;
         let mut memory = 0usize;
+        // A directory's statistics cover everything below it: shown to whoever may list it all.
+        let dir_paths: Vec<(String, Option<Arc<[Perm]>>)> = if policy.access.is_some() {
+            policy.dirs.paths().into_iter().map(|p| (policy.dirs.chain(&p), p)).map(|(c, p)| (p, c)).collect()
+        } else {
+            Vec::new()
+        };
         for k in keys {
             let s = &map[k];
             memory += s.memory_bytes();
             let vis = if policy.access.is_some() {
-                self.posix_visible_to(k, policy)
+                self.posix_visible_to(k, policy, &dir_paths)
             } else if let Some(uid) = k.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
                 enc.visible_to_parts(Some(uid), None)
             } else if let Some(gid) = k.strip_prefix("group:").and_then(|g| g.parse::<u32>().ok()) {
@@ -571,8 +578,9 @@ impl Aggregate {
     }
 
     /// Under the POSIX rules: `user:U` to U, `group:G` to G, `dir:/a/b` to whoever may see
-    /// `/a/b` itself (and `dir_visible_to`); root's principal and the admins always.
-    fn posix_visible_to(&self, subject: &str, policy: &RecordPolicy) -> Result<Vec<u8>, String> {
+    /// `/a/b` itself and list every directory below it (`dir_paths`: every known directory,
+    /// sorted), and `dir_visible_to`; root's principal and the admins always.
+    fn posix_visible_to(&self, subject: &str, policy: &RecordPolicy, dir_paths: &[(String, Option<Arc<[Perm]>>)]) -> Result<Vec<u8>, String> {
         let map = &policy.principals;
         let none = || "no visible_to principal".to_string();
         if let Some(uid) = subject.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
@@ -590,7 +598,10 @@ impl Aggregate {
         let perm = policy.dirs.get(dir);
         let chain = if dir == "/" { None } else { policy.dirs.chain(icicle_core::access::parent_dir(dir)) };
         let judged = match (policy.access, perm, chain) {
-            (Some(access), Some(perm), Some(chain)) => icicle_gmeta::posix_principals(policy, access, Some(&chain), &perm).unwrap_or_default(),
+            (Some(_), Some(perm), Some(chain)) => match below_chains(dir, dir_paths) {
+                Some(below) => icicle_gmeta::subtree_principals(policy, &chain, &perm, &below),
+                None => Vec::new(),
+            },
             _ => Vec::new(),
         };
         own.extend(judged);
@@ -692,3 +703,13 @@ impl PipelineFinisher for Aggregate {
 
 #[cfg(test)]
 mod tests;
+
+/// `dir` and the directories below it (from `paths`: every known directory, sorted, with its
+/// chain from the top down to it); `None` when one of them has no known chain (the
+/// statistics are then shown to nobody the rule judges).
+fn below_chains(dir: &str, paths: &[(String, Option<Arc<[Perm]>>)]) -> Option<Vec<Arc<[Perm]>>> {
+    let prefix = if dir == "/" { "/".to_string() } else { format!("{dir}/") };
+    let start = paths.partition_point(|(p, _)| p.as_str() < prefix.as_str());
+    let own = paths.binary_search_by(|(p, _)| p.as_str().cmp(dir)).ok().and_then(|i| paths[i].1.clone())?;
+    std::iter::once(Some(own)).chain(paths[start..].iter().take_while(|(p, _)| p.starts_with(&prefix)).map(|(_, c)| c.clone())).collect()
+}

@@ -144,6 +144,9 @@ impl Fanotify {
             // A file system no longer mounted below the root is resolved no more.
             let now = self.mounts.known();
             self.marked.retain(|_, (_, at)| now.iter().any(|(_, m)| m == at));
+            // A file system unmounted and mounted elsewhere (or moved) keeps its handles:
+            // places cached for them are stale. Resolved again as events come.
+            self.parser.forget_handles();
             let before = out.len();
             self.mounts.rescans(&changes, out);
             total += out.len() - before;

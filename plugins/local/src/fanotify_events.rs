@@ -60,6 +60,11 @@ impl EventParser {
         EventParser { root: root.to_path_buf(), cache: HandleCache::new(lru_capacity), counts: FanotifyCounts::default() }
     }
 
+    /// Forget every cached handle (resolved again as events come).
+    pub fn forget_handles(&mut self) {
+        self.cache.clear();
+    }
+
     /// Parse the events in `data` (whole events, as one read returns them) into `out`;
     /// returns how many were read. A descriptor an event carries goes to `fds` (the caller
     /// closes it: only the kernel's are real).

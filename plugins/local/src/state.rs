@@ -242,14 +242,21 @@ impl LocalState {
     }
 
     /// The other names of inode `ino` go back on the work list, even those compared earlier
-    /// in this batch (before this change: the event that reported it named another path).
-    fn other_names(&self, ino: u64, rel: &str, work: &mut Work) {
+    /// in this batch (before this change: the event that reported it named another path);
+    /// with `now` (the inode as just compared), not again for the same fingerprint: one change
+    /// seen through N names queues each name once, not N times.
+    fn other_names(&self, ino: u64, rel: &str, now: Option<Print>, work: &mut Work) {
         if ino == 0 {
             return;
         }
+        if let Some(p) = now {
+            if work.requeued.get(&ino) == Some(&p) {
+                return;
+            }
+            work.requeued.insert(ino, p);
+        }
         for n in self.by_ino.get(ino).iter().filter(|n| &***n != rel) {
-            work.seen.remove(n);
-            work.push(n.clone());
+            work.push_again(n.clone());
         }
     }
 
@@ -277,7 +284,7 @@ impl LocalState {
             self.forget(k, deletes, work);
         }
         if left {
-            work.queue.push_front(rel.clone());
+            work.push_front(rel.clone());
         }
         !left
     }
@@ -288,7 +295,7 @@ impl LocalState {
         self.unlink_name(&k, old);
         if !old.dir {
             work.delete(&k, subject_for(&self.full(&k)).into_owned(), deletes);
-            self.other_names(old.ino, &k, work);
+            self.other_names(old.ino, &k, None, work);
         }
         self.changed.insert(k);
     }
@@ -313,7 +320,7 @@ impl LocalState {
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
             let (posix, carried) = (self.posix, !self.fresh.is_empty());
-            walk(&root, dir, &mut not_utf8, true, &mut |rel, md| {
+            let unlisted = walk(&root, dir, &mut not_utf8, true, &mut |rel, md| {
                 // A placeholder (a path a killed run published) stays one, to be compared.
                 let placeholder = carried && self.entries.get(rel.as_str()).is_some_and(|p| p.ino == 0 && !p.dir);
                 if let Some(md) = md.filter(|_| !placeholder) {
@@ -322,6 +329,10 @@ impl LocalState {
                 }
             });
             self.counts.not_utf8 += not_utf8;
+            for d in unlisted {
+                self.counts.unreadable += 1;
+                self.unreadable.insert(d.into());
+            }
             for f in self.fresh.clone() {
                 work.push(f);
             }
@@ -330,8 +341,16 @@ impl LocalState {
         for (k, _) in self.below(dir) {
             work.push(k.clone());
         }
-        walk(&self.root, dir, &mut self.counts.not_utf8, false, &mut |rel, _| work.push(rel.into()));
+        // What the walk finds is compared after it, even a path compared before (found gone
+        // then through a name that was no directory yet).
+        let unlisted = walk(&self.root, dir, &mut self.counts.not_utf8, false, &mut |rel, _| work.push_again(rel.into()));
         work.walked.insert(dir.to_string());
+        // A directory that could not be listed is walked when it is compared again (its
+        // permissions changed, or one above it did).
+        for d in unlisted {
+            self.counts.unreadable += 1;
+            self.unreadable.insert(d.into());
+        }
     }
 
     /// Every file the index holds below `dir` is published again (its visibility may differ);
@@ -427,9 +446,8 @@ impl LocalState {
                 return;
             }
         };
-        if !self.unreadable.is_empty() {
-            self.unreadable.remove(&**rel);
-        }
+        // Could not be read (or, a directory, listed) before: walked again below.
+        let was_unreadable = !self.unreadable.is_empty() && self.unreadable.remove(&**rel);
         let new = Print::at(&self.root, rel, &md, self.posix);
         tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
         let arrived = work.directories.contains(&**rel);
@@ -454,14 +472,15 @@ impl LocalState {
                 work.delete(rel, subject_for(&self.full(rel)).into_owned(), deletes);
             }
             if !o.dir {
-                self.other_names(o.ino, rel, work);
+                self.other_names(o.ino, rel, None, work);
             }
         }
         self.insert(rel.clone(), new);
         if new.dir {
             self.requeue_unreadable_below(rel, work);
-            // New at this path (created, moved in, replaced): what it holds was never reported.
-            if arrived || old.is_none_or(|o| !o.dir || o.ino != new.ino) {
+            // New at this path (created, moved in, replaced): what it holds was never reported;
+            // or it could not be listed when it was walked.
+            if arrived || was_unreadable || old.is_none_or(|o| !o.dir || o.ino != new.ino) {
                 self.rescan(rel, RescanReason::NewDirectory, work);
             }
             // Who may see what is below it changed (also for one that left and came back): its
@@ -474,7 +493,7 @@ impl LocalState {
             }
             return;
         }
-        self.other_names(new.ino, rel, work);
+        self.other_names(new.ino, rel, Some(new), work);
         if old.is_none_or(|o| o.dir) {
             self.fresh.push(rel.clone());
         }
@@ -553,7 +572,7 @@ impl LocalState {
         }
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
-        while let Some(p) = work.queue.pop_front() {
+        while let Some(p) = work.pop() {
             self.compare(&p, &mut chunk, &mut deletes, &mut work);
             if chunk.len() + deletes.len() >= self.emit_limit && !work.queue.is_empty() {
                 break;
@@ -675,6 +694,9 @@ fn rescan_label(k: &str) -> &'static str {
     }
 }
 
+#[cfg(test)]
+#[path = "state_edge_tests.rs"]
+mod edge_tests;
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;

@@ -16,11 +16,21 @@ pub fn join(dir: &str, name: &str) -> String {
 /// Every path below `dir` (relative to `root`), directories included, to `visit`, with its
 /// metadata when `stat` (else `None`: the listing's entry type is enough to descend, and the
 /// compare `lstat`s each path anyway); names that are not UTF-8 (and what is below them) are
-/// left out and counted in `not_utf8`.
-pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, stat: bool, visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>)) {
+/// left out and counted in `not_utf8`. Returns the directories that could not be listed
+/// (EACCES, EIO; not those gone since).
+pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, stat: bool, visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>)) -> Vec<String> {
     let mut stack = vec![dir.to_string()];
+    let mut unlisted = Vec::new();
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&d)) else { continue };
+        let rd = match std::fs::read_dir(root.join(&d)) {
+            Ok(rd) => rd,
+            Err(e) => {
+                if !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) {
+                    unlisted.push(d);
+                }
+                continue;
+            }
+        };
         for e in rd.flatten() {
             let name = e.file_name();
             let Some(name) = crate::event::utf8_name(name.as_bytes(), &d) else {
@@ -47,4 +57,5 @@ pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, stat: bool, visit: &mut 
             visit(rel, md.as_ref());
         }
     }
+    unlisted
 }

@@ -31,6 +31,10 @@ pub(crate) fn judging_with(judged_with: &mut HashMap<String, (Access, bool)>, di
 pub(crate) struct Work {
     pub(crate) queue: VecDeque<Name>,
     pub(crate) seen: HashSet<Name>,
+    /// Queued and not compared yet.
+    pub(crate) pending: HashSet<Name>,
+    /// Per inode, the fingerprint its other names were last queued again for.
+    pub(crate) requeued: HashMap<u64, crate::print::Print>,
     /// Published again even when unchanged (a directory above changed permissions).
     pub(crate) force: HashSet<Name>,
     /// Published in this part of the emit (judged with the directories as they are now).
@@ -55,6 +59,8 @@ impl Work {
         Work {
             queue: VecDeque::new(),
             seen: HashSet::new(),
+            pending: HashSet::new(),
+            requeued: HashMap::new(),
             force: HashSet::new(),
             sent: HashSet::new(),
             chains: ChainCache::new("/"),
@@ -112,7 +118,30 @@ impl Work {
     pub(crate) fn push(&mut self, p: Name) {
         if !self.seen.contains(&p) {
             self.seen.insert(p.clone());
+            self.pending.insert(p.clone());
             self.queue.push_back(p);
         }
+    }
+
+    /// Queue `p` again, even when compared earlier in this batch (unless still waiting).
+    pub(crate) fn push_again(&mut self, p: Name) {
+        if !self.pending.contains(&p) {
+            self.seen.remove(&p);
+            self.push(p);
+        }
+    }
+
+    /// `p` to the front of the work list (a part of it left for the next part of the emit).
+    pub(crate) fn push_front(&mut self, p: Name) {
+        self.seen.insert(p.clone());
+        self.pending.insert(p.clone());
+        self.queue.push_front(p);
+    }
+
+    /// The next path to compare.
+    pub(crate) fn pop(&mut self) -> Option<Name> {
+        let p = self.queue.pop_front()?;
+        self.pending.remove(&p);
+        Some(p)
     }
 }

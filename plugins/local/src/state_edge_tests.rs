@@ -1,0 +1,99 @@
+//! The reconciliation on a real directory, at its edges: many names of one inode, paths
+//! reported before a name became a directory, directories that could not be listed.
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+
+use icicle_core::policy::{RecordPolicy, VisibleTo};
+
+use super::*;
+
+fn state(root: &Path) -> LocalState {
+    let policy = RecordPolicy { visible_to: vec![VisibleTo::Public], version: "t".into(), ..Default::default() };
+    LocalState::new(root.to_path_buf(), String::new(), PrimaryEncoder::new(Arc::new(policy)), true)
+}
+
+fn changed(p: &str) -> LocalEvent {
+    LocalEvent::Changed(p.to_string())
+}
+
+fn seeded(root: &Path) -> LocalState {
+    let mut s = state(root);
+    s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Seed)]).unwrap();
+    s
+}
+
+#[test]
+fn one_change_seen_through_many_hard_links_compares_each_name_a_bounded_number_of_times() {
+    let t = tempfile::tempdir().unwrap();
+    let f = t.path().join("f");
+    std::fs::write(&f, b"x").unwrap();
+    const LINKS: usize = 300;
+    for i in 0..LINKS {
+        std::fs::hard_link(&f, t.path().join(format!("l{i}"))).unwrap();
+    }
+    let mut s = seeded(t.path());
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = s.counts.compared;
+    // Every name reported (as a rescan or a burst of events would).
+    let events: Vec<LocalEvent> = std::iter::once(changed("f")).chain((0..LINKS).map(|i| changed(&format!("l{i}")))).collect();
+    let e = s.apply_events(events).unwrap();
+    assert_eq!(e.chunk.len(), LINKS + 1, "every name published once");
+    let compared = s.counts.compared - before;
+    assert!(compared <= 3 * (LINKS as u64 + 1), "{compared} compares for {} names (each queued again per name compared before: quadratic)", LINKS + 1);
+}
+
+#[test]
+fn a_file_reported_before_its_path_became_a_directory_is_found_by_the_walk() {
+    // The index holds file `a`, directory `d` and `d/b`; then `echo >> d/b; rm a; mv d a`.
+    // The write's event names `a/b` (its directory's handle resolves to where `d` is now)
+    // and comes first: compared then, `a` is still a file in the state, so `a/b` reads as not
+    // there; the walk of the new directory `a` must compare it again.
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("a"), b"file").unwrap();
+    std::fs::create_dir(t.path().join("d")).unwrap();
+    std::fs::write(t.path().join("d/b"), b"1").unwrap();
+    let mut s = seeded(t.path());
+    std::fs::write(t.path().join("d/b"), b"12").unwrap();
+    std::fs::remove_file(t.path().join("a")).unwrap();
+    std::fs::rename(t.path().join("d"), t.path().join("a")).unwrap();
+    let e = s.apply_events(vec![changed("a/b"), LocalEvent::Directory("a".into()), LocalEvent::Directory("d".into())]).unwrap();
+    assert!(s.entries.contains_key("a/b"), "{:?}", s.entries.keys().collect::<Vec<_>>());
+    let mut deletes = e.deletes.clone();
+    deletes.sort();
+    assert_eq!(deletes, vec!["/a", "/d/b"]);
+    assert_eq!(e.chunk.len(), 1, "a/b published");
+}
+
+/// Runs `f` with this thread's file-system uid set to `nobody` (permissions as a real user).
+fn as_nobody<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: setfsuid changes only this thread's file-system uid; restored below.
+    let before = unsafe { libc::setfsuid(65534) };
+    let out = f();
+    unsafe { libc::setfsuid(before as libc::uid_t) };
+    out
+}
+
+#[test]
+fn a_directory_that_could_not_be_listed_is_walked_when_compared_again() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to ask as another user");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut s = seeded(t.path());
+    let d = t.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("f"), b"1").unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o311)).unwrap();
+    // `mkdir d; ...; chmod 311 d`: a monitor that may not read it finds it empty.
+    let e = as_nobody(|| s.apply_events(vec![LocalEvent::Directory("d".into())]).unwrap());
+    assert_eq!(e.chunk.len(), 0);
+    assert!(!s.entries.contains_key("d/f"));
+    // `chmod 755 d`: its attribute event compares it again, and it is walked now.
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = as_nobody(|| s.apply_events(vec![changed("d")]).unwrap());
+    assert!(s.entries.contains_key("d/f"), "{:?}", s.entries.keys().collect::<Vec<_>>());
+    assert_eq!(e.chunk.len(), 1);
+}

@@ -159,6 +159,9 @@ impl Resolver for NsResolver<'_> {
     fn dir_by_later_records(&mut self, after: u64, fid: &Fid) -> bool {
         self.lookahead.is_dir(fid, after)
     }
+    fn renamed_over_later(&mut self, after: u64, fid: &Fid) -> Option<Fid> {
+        self.lookahead.renamed_over_by(fid, after)
+    }
     fn read_position(&mut self) -> u64 {
         self.ns.last_index.unwrap_or(0)
     }
@@ -197,6 +200,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
         let text = std::fs::read_to_string(&journal).map_err(|e| e.to_string())?;
         let lines: Vec<&str> = text.lines().collect();
         let mut lookahead = Lookahead::new(0);
+        lookahead.keep_leavings("");
         lookahead.push_text(&text, None);
         let records: Vec<ChangelogRecord> = lines[read..].iter().map(|l| ChangelogRecord::parse(l)).collect::<Result<_, _>>()?;
         read = lines.len();

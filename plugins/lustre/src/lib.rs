@@ -4,6 +4,7 @@
 mod apply;
 pub mod changelog;
 mod config;
+mod leavings;
 pub mod lookahead;
 pub mod monitor;
 pub mod namespace;

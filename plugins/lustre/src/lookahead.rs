@@ -20,6 +20,8 @@ use std::collections::{HashMap, VecDeque};
 use compact_str::CompactString;
 
 use crate::changelog::{ChangelogRecord, Fid, RecordType};
+pub use crate::leavings::FuturePlace;
+use crate::leavings::Leavings;
 
 /// A rename still to be applied: what rewinding needs of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,24 +42,6 @@ pub struct FutureNaming {
     pub parent: Option<Fid>,
     /// For a hard link (HLINK): the file it is a new name of.
     pub link_of: Option<Fid>,
-}
-
-/// A record still to be applied that takes a name away from an object: where the object was
-/// until then.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FuturePlace {
-    pub index: u64,
-    pub parent: Fid,
-    pub name: CompactString,
-}
-
-#[derive(Debug)]
-struct Leaving {
-    index: u64,
-    parent: Fid,
-    name: CompactString,
-    /// A directory removal (RMDIR).
-    rmdir: bool,
 }
 
 #[derive(Debug)]
@@ -91,14 +75,9 @@ pub struct Lookahead {
     base: u64,
     /// Name key → (first, last) queue position of its entries.
     chains: HashMap<u64, (u64, u64), foldhash::fast::RandomState>,
-    /// Records that take a name away, by the object's FID (ascending), and their order.
-    leavings: HashMap<Fid, Vec<Leaving>, foldhash::fast::RandomState>,
-    leaving_order: VecDeque<(u64, Fid)>,
-    /// Objects named as a record's parent (`p=`, `sp=`): directories, by the last record that
-    /// named them so.
-    parents: HashMap<Fid, u64, foldhash::fast::RandomState>,
-    /// How many parents were left after the last pruning.
-    parents_pruned_to: usize,
+    /// Records that take a name away from an object, by its FID: kept only once asked for
+    /// (an object `fid2path` no longer finds), from the first record not applied.
+    leavings: Option<Leavings>,
     /// The highest changelog index read.
     pub read_upto: u64,
     /// Records before this index are applied.
@@ -127,9 +106,8 @@ impl Lookahead {
         if rec.index < self.applied_before {
             return;
         }
-        self.push_leavings(rec);
-        for p in [rec.parent, rec.source_parent].into_iter().flatten() {
-            self.parents.insert(p, rec.index);
+        if let Some(l) = &mut self.leavings {
+            l.push(rec);
         }
         let naming = matches!(rec.kind, Creat | Mknod | Slink | Hlink | Mkdir) || (rec.kind == Renme && rec.target.is_zero());
         if !naming && rec.kind != Renme {
@@ -156,47 +134,56 @@ impl Lookahead {
         }
     }
 
-    /// Keep where `rec` takes a name away from an object: the removed directory (RMDIR), the
-    /// renamed object (its old name), the object renamed over (the new name).
-    fn push_leavings(&mut self, rec: &ChangelogRecord) {
-        let mut keep = |fid: Fid, parent: Option<Fid>, name: Option<&CompactString>, rmdir: bool| {
-            let (Some(parent), Some(name)) = (parent, name) else { return };
-            if fid.is_zero() {
-                return;
+    /// Whether records that take names away are kept.
+    pub fn keeps_leavings(&self) -> bool {
+        self.leavings.is_some()
+    }
+
+    /// Keep the records that take names away from now on; `text` (an `lfs changelog` answer)
+    /// holds those read already and not applied.
+    pub fn keep_leavings(&mut self, text: &str) {
+        let mut l = Leavings::default();
+        for line in crate::changelog::lines(text) {
+            if crate::changelog::line_type_bit(line.as_bytes()) & LEAVING_BITS == 0 {
+                continue;
             }
-            self.leavings.entry(fid).or_default().push(Leaving { index: rec.index, parent, name: name.clone(), rmdir });
-            self.leaving_order.push_back((rec.index, fid));
-        };
-        match rec.kind {
-            RecordType::Rmdir => keep(rec.target, rec.parent, rec.name.as_ref(), true),
-            RecordType::Renme => {
-                if let Some(src) = rec.source {
-                    keep(src, rec.source_parent, rec.source_name.as_ref(), false);
+            if let Ok(r) = ChangelogRecord::parse(line) {
+                if r.index >= self.applied_before && r.index <= self.read_upto {
+                    l.push(&r);
                 }
-                keep(rec.target, rec.parent, rec.name.as_ref(), false);
             }
-            _ => {}
         }
+        self.leavings = Some(l);
+    }
+
+    /// The first record not applied.
+    pub fn applied_before(&self) -> u64 {
+        self.applied_before
     }
 
     /// Where `fid` was after index `after`: the first record still to come that takes a name
     /// away from it (for an object `fid2path` no longer finds).
     pub fn place_of(&self, fid: &Fid, after: u64) -> Option<FuturePlace> {
-        let l = self.leavings.get(fid)?.iter().find(|l| l.index > after)?;
-        Some(FuturePlace { index: l.index, parent: l.parent, name: l.name.clone() })
+        self.leavings.as_ref()?.place_of(fid, after)
     }
 
-    /// Whether the records read ahead show `fid` is a directory: one after index `after`
-    /// removes it as such (RMDIR), or one not yet applied names it as a parent.
+    /// Whether a record after index `after` removes `fid` as a directory (RMDIR).
     pub fn is_dir(&self, fid: &Fid, after: u64) -> bool {
-        self.parents.contains_key(fid) || self.leavings.get(fid).is_some_and(|v| v.iter().any(|l| l.rmdir && l.index > after))
+        self.leavings.as_ref().is_some_and(|l| l.is_dir(fid, after))
+    }
+
+    /// The object a record after index `after` renames over `fid` (a directory exactly when
+    /// `fid` is one).
+    pub fn renamed_over_by(&self, fid: &Fid, after: u64) -> Option<Fid> {
+        self.leavings.as_ref()?.renamed_over_by(fid, after)
     }
 
     /// Index the renames and naming records of `text` (an `lfs changelog` answer); `last` is
     /// the index of its last line, read whatever its type.
     pub fn push_text(&mut self, text: &str, last: Option<u64>) {
         for line in crate::changelog::lines(text) {
-            if crate::changelog::line_type_bit(line.as_bytes()) & NAMING_BITS == 0 {
+            let bits = if self.leavings.is_some() { NAMING_BITS | LEAVING_BITS } else { NAMING_BITS };
+            if crate::changelog::line_type_bit(line.as_bytes()) & bits == 0 {
                 continue;
             }
             if let Ok(r) = ChangelogRecord::parse(line) {
@@ -211,19 +198,8 @@ impl Lookahead {
     /// A new batch begins at `first`: records before it are applied and leave the queue.
     pub fn next_batch(&mut self, first: u64) {
         self.applied_before = self.applied_before.max(first);
-        if self.parents.len() > 2 * self.parents_pruned_to + 1024 {
-            let applied = self.applied_before;
-            self.parents.retain(|_, i| *i >= applied);
-            self.parents_pruned_to = self.parents.len();
-        }
-        while self.leaving_order.front().is_some_and(|(i, _)| *i < self.applied_before) {
-            let Some((_, fid)) = self.leaving_order.pop_front() else { break };
-            if let Some(v) = self.leavings.get_mut(&fid) {
-                v.remove(0);
-                if v.is_empty() {
-                    self.leavings.remove(&fid);
-                }
-            }
+        if let Some(l) = &mut self.leavings {
+            l.applied_before(self.applied_before);
         }
         while self.entries.front().is_some_and(|e| e.index < self.applied_before) {
             let Some(e) = self.entries.pop_front() else { break };
@@ -282,18 +258,21 @@ impl Lookahead {
 
     /// Records held (not yet known to be applied).
     pub fn len(&self) -> usize {
-        self.entries.len() + self.leaving_order.len()
+        self.entries.len() + self.leavings.as_ref().map_or(0, Leavings::len)
     }
 
     /// Whether no record is held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty() && self.leaving_order.is_empty()
+        self.entries.is_empty() && self.leavings.as_ref().is_none_or(|l| l.len() == 0)
     }
 }
 
 /// The record types the lookahead keeps (a bit per type number, as `line_type_bit` gives):
-/// CREAT, MKDIR, HLINK, SLINK, MKNOD, UNLNK, RMDIR, RENME.
-const NAMING_BITS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8);
+/// CREAT, MKDIR, HLINK, SLINK, MKNOD, RENME.
+const NAMING_BITS: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 8);
+
+/// RMDIR, RENME: the records [`Leavings`] keeps.
+const LEAVING_BITS: u32 = (1 << 7) | (1 << 8);
 
 #[cfg(test)]
 mod tests {
@@ -321,7 +300,7 @@ mod tests {
         assert_eq!(la.namings("a", 0).iter().map(|n| n.index).collect::<Vec<_>>(), vec![3, 9]);
         la.next_batch(8);
         assert_eq!(idx(la.named("a", 0)), vec![9]);
-        assert_eq!(la.len(), 2, "rename 9, and the name it took its object from");
+        assert_eq!(la.len(), 1, "rename 9 (no records that take names away kept: none was asked for)");
         la.next_batch(10);
         assert!(la.is_empty() && la.named("a", 0).is_empty());
         la.push(&rename(11, "a", false));
@@ -337,6 +316,7 @@ mod tests {
             format!("6 07RMDIR 10:00:00.000000000 2026.01.01 0x1 t={d} p=[0x200000401:0x1:0x0] later"),
         ];
         let mut la = Lookahead::new(0);
+        la.keep_leavings("");
         la.push_text(&lines.join("\n"), Some(6));
         let fid = Fid::parse(d).expect("a FID");
         let at = |la: &Lookahead, after| la.place_of(&fid, after).map(|p| (p.index, p.name.to_string()));

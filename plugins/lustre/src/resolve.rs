@@ -228,7 +228,7 @@ impl Resolver for LfsResolver<'_> {
     }
 
     fn future_place(&mut self, after: u64, fid: &Fid) -> Option<crate::lookahead::FuturePlace> {
-        self.read_ahead();
+        self.read_leavings();
         self.lookahead.place_of(fid, after)
     }
 
@@ -238,12 +238,39 @@ impl Resolver for LfsResolver<'_> {
     }
 
     fn dir_by_later_records(&mut self, after: u64, fid: &Fid) -> bool {
-        self.read_ahead();
+        self.read_leavings();
         self.lookahead.is_dir(fid, after)
+    }
+
+    fn renamed_over_later(&mut self, after: u64, fid: &Fid) -> Option<Fid> {
+        self.read_leavings();
+        self.lookahead.renamed_over_by(fid, after)
     }
 }
 
 impl LfsResolver<'_> {
+    /// Read ahead, keeping the records that take names away: the first time, those already
+    /// read ahead and not applied are read again for them.
+    fn read_leavings(&mut self) {
+        if !self.lookahead.keeps_leavings() {
+            let (mut text, mut start, end) = (String::new(), self.lookahead.applied_before().max(1), self.lookahead.read_upto);
+            let chunk = self.chunk.max(1);
+            while start <= end {
+                let to = (start + chunk - 1).min(end);
+                match self.lfs.changelog(self.mdt, start, Some(to)) {
+                    Ok(t) => text.push_str(&t),
+                    Err(e) => {
+                        self.failure.get_or_insert_with(|| format!("lfs changelog {} (reading {start}..{to} again) failed: {e}", self.mdt));
+                        return;
+                    }
+                }
+                start = to + 1;
+            }
+            self.lookahead.keep_leavings(&text);
+        }
+        self.read_ahead();
+    }
+
     /// Read what was appended since the last read, once after each `fid2path` answer or walk:
     /// the answer reflects every operation made before it, and each of those has its record
     /// by now (Lustre writes a record with its operation). A read made before that answer

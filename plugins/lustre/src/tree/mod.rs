@@ -51,10 +51,14 @@ pub trait Resolver {
     fn future_place(&mut self, _after: u64, _fid: &Fid) -> Option<FuturePlace> {
         None
     }
-    /// Whether records read ahead show `fid` is a directory (a later RMDIR of it, or a record
-    /// naming it as a parent).
+    /// Whether a record after `after` removes `fid` as a directory (RMDIR).
     fn dir_by_later_records(&mut self, _after: u64, _fid: &Fid) -> bool {
         false
+    }
+    /// The object a record after `after` renames over `fid` (a directory exactly when `fid`
+    /// is one).
+    fn renamed_over_later(&mut self, _after: u64, _fid: &Fid) -> Option<Fid> {
+        None
     }
     /// The last changelog index written by now (read ahead first): every record of what a
     /// walk just saw is at or before it. `u64::MAX` when unknown.

@@ -304,7 +304,7 @@ impl DirectoryTree {
         if lines.is_empty() {
             // Gone. A directory (one name, no hard links) is placed by the record still to
             // come that takes its name; a file's records name its parent, never the file.
-            let dir = is_dir.unwrap_or_else(|| r.dir_by_later_records(self.current, &cur));
+            let dir = is_dir.unwrap_or_else(|| self.gone_is_dir(cur, r, 0));
             return if dir { self.place_later(cur, r).map(Ok) } else { None };
         }
         let present: Vec<String> = lines.into_iter().filter(|l| !self.linked_later(cur, l, r)).collect();
@@ -434,7 +434,23 @@ impl DirectoryTree {
         }
         match self.head(fid, r) {
             Some(mut now) => self.kind_now(fid, &mut now, r),
-            None => r.dir_by_later_records(self.current, &fid),
+            None => self.gone_is_dir(fid, r, 0),
+        }
+    }
+
+    /// Whether `fid`, which `fid2path` no longer finds, is a directory: a later RMDIR removes
+    /// it, or a later rename puts a directory over it.
+    fn gone_is_dir(&mut self, fid: Fid, r: &mut dyn Resolver, depth: usize) -> bool {
+        if r.dir_by_later_records(self.current, &fid) {
+            return true;
+        }
+        let Some(over) = r.renamed_over_later(self.current, &fid) else { return false };
+        if let Some(n) = self.nodes.peek(&over) {
+            return n.is_dir;
+        }
+        match self.head(over, r) {
+            Some(mut now) => self.kind_now(over, &mut now, r),
+            None => depth < 64 && self.gone_is_dir(over, r, depth + 1),
         }
     }
 

@@ -377,6 +377,7 @@ struct AllGone {
 impl AllGone {
     fn new(lines: &[&str]) -> AllGone {
         let mut ahead = crate::lookahead::Lookahead::new(0);
+        ahead.keep_leavings("");
         ahead.push_text(&lines.join("\n"), None);
         AllGone { ahead }
     }
@@ -397,6 +398,9 @@ impl Resolver for AllGone {
     }
     fn dir_by_later_records(&mut self, after: u64, fid: &Fid) -> bool {
         self.ahead.is_dir(fid, after)
+    }
+    fn renamed_over_later(&mut self, after: u64, fid: &Fid) -> Option<Fid> {
+        self.ahead.renamed_over_by(fid, after)
     }
 }
 
@@ -538,14 +542,15 @@ fn a_rename_stays_logged_while_a_later_one_under_it_needs_it() {
 }
 
 #[test]
-fn a_gone_directory_renamed_over_later_is_a_directory_by_its_children() {
-    // `mv old new; rm new/f; mv x new` before the records are read: no RMDIR, but the
-    // unlink names it as a parent.
+fn a_gone_directory_renamed_over_later_is_a_directory_like_what_replaced_it() {
+    // `mv old new; rm new/f; mv x new; rmdir new` before the records are read: no RMDIR of
+    // the first directory, but a directory (removed later) was renamed over it.
     let (got, _) = apply_all(
         &[
             "1 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x2:0x0] sp=[0x200000007:0x1:0x0] old",
             "2 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] f",
             "3 08RENME 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x2:0x0] p=[0x200000007:0x1:0x0] new s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] x",
+            "4 07RMDIR 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] new",
         ],
         0,
     );

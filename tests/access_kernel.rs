@@ -98,6 +98,9 @@ fn kernel(files: &[PathBuf], uid: u32, groups: &[u32]) -> Vec<(bool, bool)> {
     String::from_utf8_lossy(&out.stdout).lines().map(|l| (l.starts_with('1'), l.ends_with('1'))).collect()
 }
 
+/// The kernel's answers per file: (posix, posix-read).
+type Answers = Vec<(bool, bool)>;
+
 /// A user owning nothing and a group nothing is in.
 const NOBODY: u32 = 41999;
 
@@ -181,7 +184,7 @@ fn the_rule_matches_the_kernel_for_every_file_and_principal() {
         let gs: Vec<u32> = GIDS.iter().copied().filter(|_| rng.below(2) == 0).take(n).collect();
         user_groups.push((u, if gs.is_empty() { vec![GIDS[0]] } else { gs }));
     }
-    let mut askers: Vec<(String, Asker<'_>, Vec<(bool, bool)>)> = Vec::new();
+    let mut askers: Vec<(String, Asker<'_>, Answers)> = Vec::new();
     for (u, gs) in &user_groups {
         askers.push((format!("user {u} in {gs:?}"), Asker::User { uid: *u, groups: gs }, kernel(&files, *u, gs)));
     }

@@ -22,18 +22,34 @@ pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&
 
 /// The principals that may see directory `dir` (as a file in its parent; `dirs` from the top
 /// down to the parent) and list it and every directory below it (`below`: each one's
-/// directories from the top down to it, itself last): whom a statistic over the whole subtree
-/// may be shown to.
-pub fn subtree_principals<'p>(policy: &'p RecordPolicy, dirs: &[Perm], dir: &Perm, below: &[std::sync::Arc<[Perm]>]) -> Vec<&'p str> {
-    let sees = |who: &Asker<'_>| can_see(AccessPolicy::Posix, dirs, dir, who) && below.iter().all(|chain| can_see(AccessPolicy::Posix, chain, dir, who));
-    judged_principals(policy, dirs, dir, sees)
+/// directories from the top down to it, itself first; `None` where unknown, which leaves
+/// nobody): whom a statistic over the whole subtree may be shown to.
+pub fn subtree_principals<'p>(
+    policy: &'p RecordPolicy,
+    dirs: &[Perm],
+    dir: &Perm,
+    below: impl Iterator<Item = Option<std::sync::Arc<[Perm]>>>,
+) -> Vec<&'p str> {
+    let mut judged: Vec<(&'p str, Asker<'static>)> = Vec::new();
+    candidates(policy, dirs, dir, &mut |p, who| {
+        if can_see(AccessPolicy::Posix, dirs, dir, &who) {
+            judged.push((p, who));
+        }
+    });
+    for chain in below {
+        let Some(chain) = chain else { return Vec::new() };
+        judged.retain(|(_, who)| can_see(AccessPolicy::Posix, &chain, dir, who));
+        if judged.is_empty() {
+            break;
+        }
+    }
+    judged.into_iter().map(|(p, _)| p).collect()
 }
 
-/// The mapped owners and groups of `file` and its directories `dirs` (and whom ACLs there
-/// name), and `records.everyone`, that `sees` lets in; then root's and the admins.
-fn judged_principals<'p>(policy: &'p RecordPolicy, dirs: &[Perm], file: &Perm, sees: impl Fn(&Asker<'_>) -> bool) -> Vec<&'p str> {
+/// Each mapped owner and group of `file` and its directories `dirs` (and whom ACLs there
+/// name), and `records.everyone`, once, with the asker that judges it.
+fn candidates<'p>(policy: &'p RecordPolicy, dirs: &[Perm], file: &Perm, each: &mut dyn FnMut(&'p str, Asker<'static>)) {
     let map = &policy.principals;
-    let mut principals: Vec<&str> = Vec::new();
     let (mut uids, mut gids): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
     for p in std::iter::once(file).chain(dirs) {
         uids.push(p.uid);
@@ -45,25 +61,32 @@ fn judged_principals<'p>(policy: &'p RecordPolicy, dirs: &[Perm], file: &Perm, s
             }
         }
     }
+    let mut seen: Vec<&str> = Vec::new();
     for uid in uids {
-        if let Some(u) = map.user(uid) {
-            if !principals.contains(&u) && sees(&Asker::Identity(uid)) {
-                principals.push(u);
-            }
+        if let Some(u) = map.user(uid).filter(|u| !seen.contains(u)) {
+            seen.push(u);
+            each(u, Asker::Identity(uid));
         }
     }
     for gid in gids {
-        if let Some(g) = map.group(gid) {
-            if !principals.contains(&g) && sees(&Asker::Group(gid)) {
-                principals.push(g);
-            }
+        if let Some(g) = map.group(gid).filter(|g| !seen.contains(g)) {
+            seen.push(g);
+            each(g, Asker::Group(gid));
         }
     }
-    if let Some(e) = &policy.everyone {
-        if !principals.contains(&e.as_str()) && sees(&Asker::Everyone) {
-            principals.push(e);
-        }
+    if let Some(e) = policy.everyone.as_deref().filter(|e| !seen.contains(e)) {
+        each(e, Asker::Everyone);
     }
+}
+
+/// The candidates (see [`candidates`]) that `sees` lets in.
+fn judged_principals<'p>(policy: &'p RecordPolicy, dirs: &[Perm], file: &Perm, sees: impl Fn(&Asker<'_>) -> bool) -> Vec<&'p str> {
+    let mut principals: Vec<&str> = Vec::new();
+    candidates(policy, dirs, file, &mut |p, who| {
+        if sees(&who) {
+            principals.push(p);
+        }
+    });
     principals
 }
 

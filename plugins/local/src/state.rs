@@ -306,6 +306,10 @@ impl LocalState {
         // entries are queued already (walking it again would make a new tree cost its size
         // times its depth). One that arrived after that walk has its own `Directory` event.
         if reason == RescanReason::NewDirectory && work.walked_over(dir) {
+            // One that walk could not list stays marked: walked when compared again.
+            if work.unlisted.contains(dir) {
+                self.unreadable.insert(dir.into());
+            }
             return;
         }
         *self.counts.rescans.entry(format!("{reason:?}").to_lowercase()).or_default() += 1;
@@ -349,6 +353,7 @@ impl LocalState {
         // permissions changed, or one above it did).
         for d in unlisted {
             self.counts.unreadable += 1;
+            work.unlisted.insert(d.clone());
             self.unreadable.insert(d.into());
         }
     }
@@ -365,8 +370,7 @@ impl LocalState {
             self.counts.reevaluated += 1;
             work.force.insert(f.clone());
             // Perhaps compared (unchanged) earlier in this batch: compare again.
-            work.seen.remove(&f);
-            work.push(f);
+            work.push_again(f);
         }
     }
 
@@ -380,8 +384,7 @@ impl LocalState {
             self.unreadable.range::<str, _>((Bound::Included(below.as_str()), Bound::Unbounded)).take_while(|k| k.starts_with(&below)).cloned().collect();
         for p in again {
             self.unreadable.remove(&p);
-            work.seen.remove(&p);
-            work.push(p);
+            work.push_again(p);
         }
     }
 

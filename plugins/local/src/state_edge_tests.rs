@@ -97,3 +97,25 @@ fn a_directory_that_could_not_be_listed_is_walked_when_compared_again() {
     assert!(s.entries.contains_key("d/f"), "{:?}", s.entries.keys().collect::<Vec<_>>());
     assert_eq!(e.chunk.len(), 1);
 }
+
+#[test]
+fn a_subdirectory_a_walk_could_not_list_is_walked_when_compared_again() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to ask as another user");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut s = seeded(t.path());
+    let y = t.path().join("x/y");
+    std::fs::create_dir_all(&y).unwrap();
+    std::fs::write(y.join("f"), b"1").unwrap();
+    std::fs::set_permissions(&y, std::fs::Permissions::from_mode(0o311)).unwrap();
+    // The walk of `x` lists `y` but cannot list it; `y` itself is compared later in the emit.
+    let e = as_nobody(|| s.apply_events(vec![LocalEvent::Directory("x".into())]).unwrap());
+    assert_eq!(e.chunk.len(), 0);
+    std::fs::set_permissions(&y, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = as_nobody(|| s.apply_events(vec![changed("x/y")]).unwrap());
+    assert!(s.entries.contains_key("x/y/f"), "{:?}", s.entries.keys().collect::<Vec<_>>());
+    assert_eq!(e.chunk.len(), 1);
+}

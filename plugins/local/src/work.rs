@@ -46,6 +46,9 @@ pub(crate) struct Work {
     pub(crate) judged_with: HashMap<String, (Access, bool)>,
     /// Directories walked in this emit: everything below them is already queued.
     pub(crate) walked: HashSet<String>,
+    /// Directories a walk in this emit could not list (they stay marked unreadable when
+    /// compared later in the emit).
+    pub(crate) unlisted: HashSet<String>,
     /// Names a directory arrived at or left (compared as new directories whatever the index holds).
     pub(crate) directories: HashSet<String>,
     /// Paths deleted in this part, and those of them published again after their delete (a
@@ -66,6 +69,7 @@ impl Work {
             chains: ChainCache::new("/"),
             judged_with: HashMap::new(),
             walked: HashSet::new(),
+            unlisted: HashSet::new(),
             directories: HashSet::new(),
             deleted: HashSet::new(),
             revived: HashSet::new(),

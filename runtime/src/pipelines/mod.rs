@@ -15,7 +15,6 @@
 //! rank owning each principal, which merges and emits them; counts are gathered on rank 0,
 //! which writes the CSV.
 
-use icicle_core::access::Perm;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -540,11 +539,7 @@ impl Aggregate {
         let mut without = 0u64;
         let mut memory = 0usize;
         // A directory's statistics cover everything below it: shown to whoever may list it all.
-        let dir_paths: Vec<(String, Option<Arc<[Perm]>>)> = if policy.access.is_some() {
-            policy.dirs.paths().into_iter().map(|p| (policy.dirs.chain(&p), p)).map(|(c, p)| (p, c)).collect()
-        } else {
-            Vec::new()
-        };
+        let dir_paths: Vec<String> = if policy.access.is_some() { policy.dirs.paths() } else { Vec::new() };
         for k in keys {
             let s = &map[k];
             memory += s.memory_bytes();
@@ -580,7 +575,7 @@ impl Aggregate {
     /// Under the POSIX rules: `user:U` to U, `group:G` to G, `dir:/a/b` to whoever may see
     /// `/a/b` itself and list every directory below it (`dir_paths`: every known directory,
     /// sorted), and `dir_visible_to`; root's principal and the admins always.
-    fn posix_visible_to(&self, subject: &str, policy: &RecordPolicy, dir_paths: &[(String, Option<Arc<[Perm]>>)]) -> Result<Vec<u8>, String> {
+    fn posix_visible_to(&self, subject: &str, policy: &RecordPolicy, dir_paths: &[String]) -> Result<Vec<u8>, String> {
         let map = &policy.principals;
         let none = || "no visible_to principal".to_string();
         if let Some(uid) = subject.strip_prefix("user:").and_then(|u| u.parse::<u32>().ok()) {
@@ -598,10 +593,9 @@ impl Aggregate {
         let perm = policy.dirs.get(dir);
         let chain = if dir == "/" { None } else { policy.dirs.chain(icicle_core::access::parent_dir(dir)) };
         let judged = match (policy.access, perm, chain) {
-            (Some(_), Some(perm), Some(chain)) => match below_chains(dir, dir_paths) {
-                Some(below) => icicle_gmeta::subtree_principals(policy, &chain, &perm, &below),
-                None => Vec::new(),
-            },
+            (Some(_), Some(perm), Some(chain)) => {
+                icicle_gmeta::subtree_principals(policy, &chain, &perm, subtree(dir, dir_paths).map(|p| policy.dirs.chain(p)))
+            }
             _ => Vec::new(),
         };
         own.extend(judged);
@@ -704,12 +698,9 @@ impl PipelineFinisher for Aggregate {
 #[cfg(test)]
 mod tests;
 
-/// `dir` and the directories below it (from `paths`: every known directory, sorted, with its
-/// chain from the top down to it); `None` when one of them has no known chain (the
-/// statistics are then shown to nobody the rule judges).
-fn below_chains(dir: &str, paths: &[(String, Option<Arc<[Perm]>>)]) -> Option<Vec<Arc<[Perm]>>> {
+/// `dir` and the directories below it, from `paths` (every known directory, sorted).
+fn subtree<'a>(dir: &'a str, paths: &'a [String]) -> impl Iterator<Item = &'a str> + 'a {
     let prefix = if dir == "/" { "/".to_string() } else { format!("{dir}/") };
-    let start = paths.partition_point(|(p, _)| p.as_str() < prefix.as_str());
-    let own = paths.binary_search_by(|(p, _)| p.as_str().cmp(dir)).ok().and_then(|i| paths[i].1.clone())?;
-    std::iter::once(Some(own)).chain(paths[start..].iter().take_while(|(p, _)| p.starts_with(&prefix)).map(|(_, c)| c.clone())).collect()
+    let start = paths.partition_point(|p| p.as_str() < prefix.as_str());
+    std::iter::once(dir).chain(paths[start..].iter().take_while(move |p| p.starts_with(&prefix)).map(String::as_str))
 }

@@ -293,12 +293,15 @@ pub fn parent_dir(path: &str) -> &str {
 #[derive(Debug)]
 pub struct DirectoryTable {
     map: std::sync::RwLock<std::collections::HashMap<Box<str>, Perm>>,
+    /// Directories known to exist (a file's parent, a row that could not be read), with a row
+    /// or not: a statistic over a subtree needs every one of them known.
+    named: std::sync::RwLock<std::collections::HashSet<Box<str>>>,
     top: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for DirectoryTable {
     fn default() -> Self {
-        DirectoryTable { map: Default::default(), top: std::sync::atomic::AtomicUsize::new(usize::MAX) }
+        DirectoryTable { map: Default::default(), named: Default::default(), top: std::sync::atomic::AtomicUsize::new(usize::MAX) }
     }
 }
 
@@ -314,12 +317,24 @@ impl DirectoryTable {
     /// A file (or a directory row that could not be read) at `path`: the top is at least as
     /// shallow as its parent.
     pub fn note_below(&self, path: &str) {
-        self.top.fetch_min(depth(parent_dir(path)), std::sync::atomic::Ordering::Relaxed);
+        let dir = parent_dir(path);
+        self.top.fetch_min(depth(dir), std::sync::atomic::Ordering::Relaxed);
+        self.name(dir);
     }
 
     /// A directory row at `path` that could not be read: its chains are unknown.
     pub fn note_unknown(&self, path: &str) {
         self.top.fetch_min(depth(path), std::sync::atomic::Ordering::Relaxed);
+        self.name(path);
+    }
+
+    fn name(&self, dir: &str) {
+        let known = self.named.read().is_ok_and(|n| n.contains(dir));
+        if !known {
+            if let Ok(mut n) = self.named.write() {
+                n.insert(dir.into());
+            }
+        }
     }
 
     /// Directory `path`'s permissions, when known.
@@ -348,10 +363,14 @@ impl DirectoryTable {
         Some(out.into())
     }
 
-    /// Every known directory's path, sorted.
+    /// Every directory's path, sorted: those with a row, and those only known to exist.
     pub fn paths(&self) -> Vec<String> {
         let mut v: Vec<String> = self.map.read().map(|m| m.keys().map(|k| k.to_string()).collect()).unwrap_or_default();
+        if let Ok(n) = self.named.read() {
+            v.extend(n.iter().map(|k| k.to_string()));
+        }
         v.sort_unstable();
+        v.dedup();
         v
     }
 
@@ -576,5 +595,13 @@ mod tests {
         // A directory row that could not be read counts for the top.
         shard.note_unknown("/home/alice");
         assert!(shard.chain("/home/alice/a").is_none());
+        // Directories known only as files' parents are among the paths (a statistic over a
+        // subtree that holds them has an unknown chain), once each.
+        let t = DirectoryTable::default();
+        t.insert("/home", p(0o755, 0, 0));
+        t.note_below("/home/alice/a");
+        t.note_below("/home/alice/b");
+        assert_eq!(t.paths(), vec!["/home".to_string(), "/home/alice".into()]);
+        assert!(t.chain("/home/alice").is_none());
     }
 }

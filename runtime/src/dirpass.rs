@@ -14,11 +14,18 @@ struct DirectoryCollector<'t> {
     table: &'t DirectoryTable,
     spawned: Vec<Split>,
     rows: u64,
+    /// The parent of the last file row (noted once per run of rows in one directory).
+    last_parent: String,
 }
 
 impl RowSink for DirectoryCollector<'_> {
     fn record(&mut self, rec: &FileRecord<'_>) {
-        self.table.note_below(rec.path);
+        let dir = icicle_core::access::parent_dir(rec.path);
+        if dir != self.last_parent {
+            self.last_parent.clear();
+            self.last_parent.push_str(dir);
+            self.table.note_below(rec.path);
+        }
     }
 
     fn directory(&mut self, rec: &FileRecord<'_>) {
@@ -68,7 +75,7 @@ pub fn collect_directories(sources: &[Arc<dyn Source>], splits: Vec<(usize, Spli
                 let mut mine = PrepassCounts::default();
                 let mut local: Vec<(usize, Split)> = Vec::new();
                 while let Some((si, split)) = local.pop().or_else(|| queue.lock().ok()?.pop()) {
-                    let mut c = DirectoryCollector { table, spawned: Vec::new(), rows: 0 };
+                    let mut c = DirectoryCollector { table, spawned: Vec::new(), rows: 0, last_parent: String::new() };
                     mine.splits += 1;
                     if let Err(e) = sources[si].read_directories(&split, &mut c) {
                         tracing::debug!(message = "directory pre-pass could not read a split", split = %split.name, error = %e);

@@ -301,7 +301,7 @@ fn the_snapshot_summary_counts_dead_letters_and_the_next_run_sends_them_again() 
             tmp.path(),
             "d.toml",
             &format!(
-                "[snapshot]\nrejects_file = \"{t}/rejects.jsonl\"\nstate_dir = \"{t}/state\"\n[records]\nvisible_to = [\"public\"]\n\
+                "[snapshot]\nversion = \"v\"\nrejects_file = \"{t}/rejects.jsonl\"\nstate_dir = \"{t}/state\"\n[records]\nvisible_to = [\"public\"]\n\
                  [sources.w]\ntype = \"walk\"\nroot = \"{r}\"\n{g}dead_letter_file = \"{l}\"\n",
                 t = tmp.path().display(),
                 r = root.display(),

@@ -200,7 +200,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
         let text = std::fs::read_to_string(&journal).map_err(|e| e.to_string())?;
         let lines: Vec<&str> = text.lines().collect();
         let mut lookahead = Lookahead::new(0);
-        lookahead.keep_leavings("");
+        lookahead.keep_leavings(true);
         lookahead.push_text(&text, None);
         let records: Vec<ChangelogRecord> = lines[read..].iter().map(|l| ChangelogRecord::parse(l)).collect::<Result<_, _>>()?;
         read = lines.len();

@@ -74,8 +74,11 @@ impl Acl {
     /// The access ACL of `path` (not following a link); `None` when it has none (or the file
     /// system has no ACLs); an [`Acl::unreadable`] one when it cannot be read.
     pub fn read(path: &std::path::Path) -> Option<Acl> {
+        static UNREADABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let unreadable = |why: String| {
-            tracing::warn!(message = "an ACL could not be read: only the owner is granted", path = %path.display(), reason = %why);
+            if let Some(n) = crate::log_sample::count_to_log(&UNREADABLE) {
+                tracing::warn!(message = "an ACL could not be read: only the owner is granted (the first 20 are logged, then one in 10,000)", path = %path.display(), reason = %why, seen = n);
+            }
             Some(Acl { unreadable: true, ..Acl::default() })
         };
         use std::os::unix::ffi::OsStrExt;

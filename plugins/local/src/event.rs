@@ -1,7 +1,7 @@
 //! What a backend hands the state: a path (relative to the root) that may have changed, or a
 //! subtree to compare with the file system again.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 /// Why a subtree is rescanned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -44,17 +44,7 @@ static NOT_UTF8: AtomicU64 = AtomicU64::new(0);
 /// Paths a compare could not read, met by this process.
 static UNREADABLE: AtomicU64 = AtomicU64::new(0);
 
-/// Whether the `n`th name that is not UTF-8 is logged: the first 20, then one in 10,000 (a
-/// tree of many such names would otherwise flood the log; all are counted in the report).
-fn logged(n: u64) -> bool {
-    n <= 20 || n.is_multiple_of(10_000)
-}
-
-/// Count one more in `counter`; its number when it is to be logged.
-fn count_to_log(counter: &AtomicU64) -> Option<u64> {
-    let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
-    logged(n).then_some(n)
-}
+use icicle_core::log_sample::count_to_log;
 
 /// Count one more name that is not UTF-8; its number when it is to be logged.
 pub(crate) fn not_utf8_to_log() -> Option<u64> {
@@ -78,16 +68,5 @@ pub fn utf8_name<'a>(name: &'a [u8], dir: &str) -> Option<&'a str> {
             }
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn warnings_about_names_that_are_not_utf8_are_rate_limited() {
-        let logged: Vec<u64> = (1..=50_000).filter(|n| super::logged(*n)).collect();
-        let mut want: Vec<u64> = (1..=20).collect();
-        want.extend([10_000, 20_000, 30_000, 40_000, 50_000]);
-        assert_eq!(logged, want);
     }
 }

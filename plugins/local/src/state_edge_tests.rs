@@ -74,8 +74,10 @@ fn as_nobody<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
-#[test]
-fn a_directory_that_could_not_be_listed_is_walked_when_compared_again() {
+/// `arrives` (a new directory event) brings `unlisted` (relative; with a file `f` in it) that a
+/// monitor running as `nobody` cannot list (mode 0311); after `chmod 755` an attribute event
+/// names it, and its file is published then.
+fn unlisted_directory_is_walked_when_compared_again(arrives: &str, unlisted: &str) {
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root to ask as another user");
         return;
@@ -83,39 +85,27 @@ fn a_directory_that_could_not_be_listed_is_walked_when_compared_again() {
     let t = tempfile::tempdir().unwrap();
     std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut s = seeded(t.path());
-    let d = t.path().join("d");
-    std::fs::create_dir(&d).unwrap();
+    let d = t.path().join(unlisted);
+    std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("f"), b"1").unwrap();
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o311)).unwrap();
-    // `mkdir d; ...; chmod 311 d`: a monitor that may not read it finds it empty.
-    let e = as_nobody(|| s.apply_events(vec![LocalEvent::Directory("d".into())]).unwrap());
+    let e = as_nobody(|| s.apply_events(vec![LocalEvent::Directory(arrives.into())]).unwrap());
     assert_eq!(e.chunk.len(), 0);
-    assert!(!s.entries.contains_key("d/f"));
-    // `chmod 755 d`: its attribute event compares it again, and it is walked now.
+    assert!(!s.entries.contains_key(format!("{unlisted}/f").as_str()));
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let e = as_nobody(|| s.apply_events(vec![changed("d")]).unwrap());
-    assert!(s.entries.contains_key("d/f"), "{:?}", s.entries.keys().collect::<Vec<_>>());
+    let e = as_nobody(|| s.apply_events(vec![changed(unlisted)]).unwrap());
+    assert!(s.entries.contains_key(format!("{unlisted}/f").as_str()), "{:?}", s.entries.keys().collect::<Vec<_>>());
     assert_eq!(e.chunk.len(), 1);
 }
 
 #[test]
+fn a_directory_that_could_not_be_listed_is_walked_when_compared_again() {
+    // `mkdir d; ...; chmod 311 d`: a monitor that may not read it finds it empty.
+    unlisted_directory_is_walked_when_compared_again("d", "d");
+}
+
+#[test]
 fn a_subdirectory_a_walk_could_not_list_is_walked_when_compared_again() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to ask as another user");
-        return;
-    }
-    let t = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut s = seeded(t.path());
-    let y = t.path().join("x/y");
-    std::fs::create_dir_all(&y).unwrap();
-    std::fs::write(y.join("f"), b"1").unwrap();
-    std::fs::set_permissions(&y, std::fs::Permissions::from_mode(0o311)).unwrap();
     // The walk of `x` lists `y` but cannot list it; `y` itself is compared later in the emit.
-    let e = as_nobody(|| s.apply_events(vec![LocalEvent::Directory("x".into())]).unwrap());
-    assert_eq!(e.chunk.len(), 0);
-    std::fs::set_permissions(&y, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let e = as_nobody(|| s.apply_events(vec![changed("x/y")]).unwrap());
-    assert!(s.entries.contains_key("x/y/f"), "{:?}", s.entries.keys().collect::<Vec<_>>());
-    assert_eq!(e.chunk.len(), 1);
+    unlisted_directory_is_walked_when_compared_again("x", "x/y");
 }

@@ -139,10 +139,17 @@ impl Lookahead {
         self.leavings.is_some()
     }
 
-    /// Keep the records that take names away from now on; `text` (an `lfs changelog` answer)
-    /// holds those read already and not applied.
-    pub fn keep_leavings(&mut self, text: &str) {
-        let mut l = Leavings::default();
+    /// Keep the records that take names away from now on (those read already and not
+    /// applied go in with [`Lookahead::add_leavings`]); `false`: stop keeping them (a read
+    /// again failed part-way).
+    pub fn keep_leavings(&mut self, keep: bool) {
+        self.leavings = keep.then(Leavings::default);
+    }
+
+    /// Add the records of `text` (an `lfs changelog` answer, read again) that take names
+    /// away, read already and not applied.
+    pub fn add_leavings(&mut self, text: &str) {
+        let Some(l) = &mut self.leavings else { return };
         for line in crate::changelog::lines(text) {
             if crate::changelog::line_type_bit(line.as_bytes()) & LEAVING_BITS == 0 {
                 continue;
@@ -153,7 +160,6 @@ impl Lookahead {
                 }
             }
         }
-        self.leavings = Some(l);
     }
 
     /// The first record not applied.
@@ -316,7 +322,7 @@ mod tests {
             format!("6 07RMDIR 10:00:00.000000000 2026.01.01 0x1 t={d} p=[0x200000401:0x1:0x0] later"),
         ];
         let mut la = Lookahead::new(0);
-        la.keep_leavings("");
+        la.keep_leavings(true);
         la.push_text(&lines.join("\n"), Some(6));
         let fid = Fid::parse(d).expect("a FID");
         let at = |la: &Lookahead, after| la.place_of(&fid, after).map(|p| (p.index, p.name.to_string()));

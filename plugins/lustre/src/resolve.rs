@@ -253,22 +253,37 @@ impl LfsResolver<'_> {
     /// read ahead and not applied are read again for them.
     fn read_leavings(&mut self) {
         if !self.lookahead.keeps_leavings() {
-            let (mut text, mut start, end) = (String::new(), self.lookahead.applied_before().max(1), self.lookahead.read_upto);
+            self.lookahead.keep_leavings(true);
+            let (mut start, end) = (self.lookahead.applied_before().max(1), self.lookahead.read_upto);
             let chunk = self.chunk.max(1);
             while start <= end {
                 let to = (start + chunk - 1).min(end);
-                match self.lfs.changelog(self.mdt, start, Some(to)) {
-                    Ok(t) => text.push_str(&t),
+                match self.changelog(start, to) {
+                    Ok(t) => self.lookahead.add_leavings(&t),
                     Err(e) => {
+                        self.lookahead.keep_leavings(false);
                         self.failure.get_or_insert_with(|| format!("lfs changelog {} (reading {start}..{to} again) failed: {e}", self.mdt));
                         return;
                     }
                 }
                 start = to + 1;
             }
-            self.lookahead.keep_leavings(&text);
         }
         self.read_ahead();
+    }
+
+    /// `lfs changelog` of records `start` to `end`, tried three times 200 ms apart (this
+    /// runs inside a batch; the stream's own reads retry longer).
+    fn changelog(&self, start: u64, end: u64) -> Result<String, String> {
+        let mut answer = self.lfs.changelog(self.mdt, start, Some(end));
+        for _ in 0..2 {
+            if answer.is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            answer = self.lfs.changelog(self.mdt, start, Some(end));
+        }
+        answer
     }
 
     /// Read what was appended since the last read, once after each `fid2path` answer or walk:
@@ -284,15 +299,7 @@ impl LfsResolver<'_> {
         loop {
             let start = self.lookahead.read_upto + 1;
             let end = start + chunk - 1;
-            let mut answer = self.lfs.changelog(self.mdt, start, Some(end));
-            for _ in 0..2 {
-                if answer.is_ok() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-                answer = self.lfs.changelog(self.mdt, start, Some(end));
-            }
-            let text = match answer {
+            let text = match self.changelog(start, end) {
                 Ok(text) => text,
                 Err(e) => {
                     // Paths and the rename log rely on what is read ahead: without it the
@@ -388,5 +395,10 @@ mod tests {
         r.read_position();
         assert!(r.failure.as_deref().is_some_and(|f| f.contains("reading ahead from 8")), "{:?}", r.failure);
         assert!(r.lookahead.stale, "read again next time");
+        // Reading again for a gone object's place fails the same way and keeps nothing half
+        // built (built again next time).
+        r.failure = None;
+        assert_eq!(r.future_place(7, &Fid { seq: 0x200000401, oid: 2, ver: 0 }), None);
+        assert!(r.failure.is_some() && !r.lookahead.keeps_leavings());
     }
 }

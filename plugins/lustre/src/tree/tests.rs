@@ -377,7 +377,7 @@ struct AllGone {
 impl AllGone {
     fn new(lines: &[&str]) -> AllGone {
         let mut ahead = crate::lookahead::Lookahead::new(0);
-        ahead.keep_leavings("");
+        ahead.keep_leavings(true);
         ahead.push_text(&lines.join("\n"), None);
         AllGone { ahead }
     }

@@ -258,3 +258,74 @@ fn a_second_run_never_overwrites_undelivered_documents() {
     assert_eq!(docs.len(), 4, "two runs of two documents each");
     assert_eq!(docs.iter().map(|(_, d)| d["ingest_data"]["gmeta"].as_array().unwrap().len()).sum::<usize>(), 4);
 }
+
+/// A file replaced by another with the same attributes but a new inode is an update (the
+/// record shows the inode); a manifest an earlier release wrote (fingerprints without the
+/// inode, no `FORMAT`) is compared as such: nothing is sent again for it.
+#[test]
+fn an_inode_change_alone_is_an_update_and_an_earlier_manifest_is_read_as_it_was() {
+    use icicle_core::record::{Attrs, FileKind, FileRecord};
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let attrs = |ino: u64| Attrs { mode: 0o100644, uid: 1000, gid: 100, size: 7, atime: 1, ctime: 2, mtime: 3, inode: ino };
+    let write = |rows: &[(&str, u64)]| {
+        let s: String = rows.iter().map(|(p, ino)| format!("1|2|3|1000|100|100644|7|{ino}|{p}\n")).collect();
+        std::fs::write(input.join("a.list"), s).unwrap();
+    };
+    let state = tmp.path().join("state");
+    let run = |n: u32| {
+        let out = tmp.path().join(format!("out{n}"));
+        let source = format!(
+            "type = \"tsv\"\npaths = [\"{}/a.list\"]\ndelimiter = \"|\"\ncolumns = {{ atime = 0, ctime = 1, mtime = 2, uid = 3, gid = 4, mode = 5, size = 6, inode = 7, path = 8 }}\nmode_format = \"octal\"\npath_last = true\nquoted = false",
+            input.display()
+        );
+        let cfg = base(tmp.path(), &source, &out, &format!("state_dir = \"{}\"", state.display()));
+        let (code, s, err) = snapshot(&cfg, &[]);
+        assert_eq!(code, 0, "{err}");
+        let counts = ["created", "updated", "unchanged", "deleted"].map(|k| s[k].as_u64().unwrap_or(u64::MAX));
+        (counts, ingested(&out))
+    };
+    let current = || state.join(std::fs::read_to_string(state.join("CURRENT")).unwrap().trim());
+    write(&[("/fs/a", 11), ("/fs/b", 12)]);
+    assert_eq!(run(1).0, [2, 0, 0, 0]);
+    assert_eq!(std::fs::read_to_string(current().join("FORMAT")).unwrap(), "2\n");
+    write(&[("/fs/a", 11), ("/fs/b", 13)]);
+    let (counts, got) = run(2);
+    assert_eq!(counts, [0, 1, 1, 0]);
+    assert_eq!(got.keys().collect::<Vec<_>>(), ["/fs/b"]);
+    assert_eq!(got["/fs/b"]["content"]["raw"]["inode"], 13);
+    // The current manifest as an earlier release wrote it: no FORMAT, fingerprints without
+    // the inode.
+    let dir = current();
+    std::fs::remove_file(dir.join("FORMAT")).unwrap();
+    let vis = serde_json::to_vec(&["public"]).unwrap();
+    for part in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "tsv")) {
+        let text = std::fs::read_to_string(&part).unwrap();
+        let lines: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                let path: String = serde_json::from_str(f[2]).unwrap();
+                let ino = if path == "/fs/a" { 11 } else { 13 };
+                let rec = FileRecord { path: &path, kind: FileKind::File, attrs: attrs(ino) };
+                let old = icicle_runtime::manifest::fingerprint_without_inode(&rec, &vis);
+                assert_ne!(format!("{old:016x}"), f[1], "the fingerprints differ by the inode");
+                format!("{}\t{old:016x}\t{}\n", f[0], f[2..].join("\t"))
+            })
+            .collect();
+        std::fs::write(&part, lines.concat()).unwrap();
+    }
+    let (counts, got) = run(3);
+    assert_eq!(counts, [0, 0, 2, 0], "an earlier release's manifest sends nothing again");
+    assert!(got.is_empty());
+    assert_eq!(std::fs::read_to_string(current().join("FORMAT")).unwrap(), "2\n");
+    write(&[("/fs/a", 14), ("/fs/b", 13)]);
+    assert_eq!(run(4).0, [0, 1, 1, 0]);
+    // A scheme this release does not know stops the run, naming the file.
+    std::fs::write(current().join("FORMAT"), "9\n").unwrap();
+    let cfg = tmp.path().join("run.toml");
+    let (code, _, err) = snapshot(&cfg, &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("FORMAT") && err.contains("scheme"), "{err}");
+}

@@ -6,6 +6,8 @@
 //! path, FP64 a fingerprint of the record's content), and `resend.jsonl` the subjects a sink
 //! set aside as dead letters (sent again by the next run). A run writes `manifest.new/`, and
 //! only after every sink delivered renames it to the next generation and replaces `CURRENT`.
+//! `FORMAT` in a manifest directory names its fingerprints' scheme: `2` covers the inode; a
+//! directory without it (an earlier release's) is compared with the scheme that lacks it.
 
 use std::collections::HashMap;
 use std::fs;
@@ -28,6 +30,29 @@ pub struct PreviousManifest {
     pending: Vec<PathBuf>,
     /// Across ranks: only the lines whose hash this rank owns (rank, ranks).
     share: Option<(usize, usize)>,
+    /// The committed manifest's fingerprints lack the inode (an earlier release wrote it).
+    without_inode: bool,
+}
+
+/// The file naming a manifest directory's fingerprint scheme.
+const FORMAT: &str = "FORMAT";
+
+/// The fingerprint scheme this release writes: the inode included.
+const SCHEME: &str = "2";
+
+/// Whether the manifest directory `dir` holds fingerprints without the inode (no `FORMAT`);
+/// a scheme this release does not know is an error naming the file.
+fn lacks_inode(dir: &Path) -> std::io::Result<bool> {
+    let file = dir.join(FORMAT);
+    match fs::read_to_string(&file) {
+        Ok(s) if s.trim() == SCHEME => Ok(false),
+        Ok(s) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: fingerprint scheme {:?}, this release knows {SCHEME} (and none, before it)", file.display(), s.trim()),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// The fingerprint of a subject whose indexed content is not known (a pending manifest's):
@@ -111,6 +136,10 @@ impl PreviousManifest {
         let owned = |h: u128| share.is_none_or(|(rank, n)| crate::cluster::hash_owner(h, n) == rank);
         let current = current_dir(state_dir)?;
         let pending = if state_dir.is_dir() { uncommitted(state_dir, current.as_deref())? } else { Vec::new() };
+        let without_inode = match &current {
+            Some(d) => lacks_inode(d)?,
+            None => false,
+        };
         let mut files = Vec::new();
         let mut from_pending = Vec::new();
         for (d, pend) in current.iter().map(|d| (d, false)).chain(pending.iter().map(|d| (d, true))) {
@@ -155,7 +184,7 @@ impl PreviousManifest {
         for d in duplicates {
             seen[d as usize].store(true, Ordering::Relaxed);
         }
-        Ok(PreviousManifest { map, seen, files, dir: current, pending, share })
+        Ok(PreviousManifest { map, seen, files, dir: current, pending, share, without_inode })
     }
 
     /// The manifest directories loaded: the committed one, then the pending ones.
@@ -172,6 +201,12 @@ impl PreviousManifest {
     /// Whether there was no previous run (or it was empty).
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+
+    /// Whether the committed manifest's fingerprints lack the inode: a record is then
+    /// classified by [`fingerprint_without_inode`] (once; the new manifest has the inode).
+    pub fn lacks_inode(&self) -> bool {
+        self.without_inode
     }
 
     /// Classify a record and mark it seen.
@@ -215,6 +250,8 @@ impl PreviousManifest {
                         // As loaded: a subject a failed run or a dead letter left owed stays
                         // owed when it is carried over.
                         let fingerprint = self.map.get(&hash).map_or(fingerprint, |e| e.0);
+                        // Carried into a manifest of this release's scheme: it matches nothing.
+                        let fingerprint = if self.without_inode { UNCERTAIN } else { fingerprint };
                         out.push(Gone { subject, path, hash, fingerprint });
                     }
                 }
@@ -268,6 +305,15 @@ pub fn path_hash(path: &str) -> u128 {
 
 /// A fingerprint of everything in a primary record except the version.
 pub fn fingerprint(rec: &FileRecord<'_>, visible_to: &[u8]) -> u64 {
+    fingerprint_of(rec, visible_to, Some(rec.attrs.inode))
+}
+
+/// The fingerprint an earlier release wrote: everything but the version and the inode.
+pub fn fingerprint_without_inode(rec: &FileRecord<'_>, visible_to: &[u8]) -> u64 {
+    fingerprint_of(rec, visible_to, None)
+}
+
+fn fingerprint_of(rec: &FileRecord<'_>, visible_to: &[u8], inode: Option<u64>) -> u64 {
     let mut h = Xxh3::new();
     h.update(&[rec.kind as u8]);
     for v in [rec.attrs.mode as u64, rec.attrs.uid as u64, rec.attrs.gid as u64, rec.attrs.size] {
@@ -277,6 +323,9 @@ pub fn fingerprint(rec: &FileRecord<'_>, visible_to: &[u8]) -> u64 {
         h.update(&v.to_le_bytes());
     }
     h.update(visible_to);
+    if let Some(ino) = inode {
+        h.update(&ino.to_le_bytes());
+    }
     h.digest()
 }
 
@@ -373,7 +422,8 @@ pub fn begin(state_dir: &Path) -> std::io::Result<()> {
     if new.exists() {
         fs::remove_dir_all(&new)?;
     }
-    fs::create_dir_all(&new)
+    fs::create_dir_all(&new)?;
+    fs::write(new.join(FORMAT), format!("{SCHEME}\n"))
 }
 
 /// Seal the new manifest before anything is delivered: `manifest.new/` becomes

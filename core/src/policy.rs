@@ -30,11 +30,15 @@ impl PrincipalMap {
                 return Err(bad("expected `uid|gid ID URN`"));
             }
             let id: u32 = f[1].parse().map_err(|_| bad("ID is not a number"))?;
-            match f[0] {
-                "uid" => map.users.insert(id, f[2].to_string()),
-                "gid" => map.groups.insert(id, f[2].to_string()),
+            let (into, globus) = match f[0] {
+                "uid" => (&mut map.users, "urn:globus:auth:identity:"),
+                "gid" => (&mut map.groups, "urn:globus:groups:id:"),
                 _ => return Err(bad("first field must be `uid` or `gid`")),
             };
+            check_urn(f[2], globus).map_err(|why| bad(&why))?;
+            if let Some(was) = into.insert(id, f[2].to_string()).filter(|was| was != f[2]) {
+                return Err(bad(&format!("{} {id} is mapped already, to {was}", f[0])));
+            }
         }
         Ok(map)
     }
@@ -64,6 +68,24 @@ impl PrincipalMap {
     pub fn insert_group(&mut self, gid: u32, urn: String) {
         self.groups.insert(gid, urn);
     }
+}
+
+/// A principal of the principals file: a `urn:`, and a Globus one in its kind's form
+/// (`globus`: `urn:globus:auth:identity:` or `urn:globus:groups:id:`, then a UUID). `public`
+/// or a bare UUID there would show a user's records to everyone or be refused at ingest.
+fn check_urn(urn: &str, globus: &str) -> Result<(), String> {
+    if !urn.starts_with("urn:") {
+        return Err(format!("the principal must be a `urn:` (`{globus}UUID` for Globus)"));
+    }
+    if urn.starts_with("urn:globus:") {
+        let uuid = urn.strip_prefix(globus).ok_or_else(|| format!("a Globus principal here is `{globus}UUID`"))?;
+        let groups: Vec<&str> = uuid.split('-').collect();
+        let shape = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12]) && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !shape {
+            return Err(format!("`{uuid}` is not a UUID (8-4-4-4-12 hex digits)"));
+        }
+    }
+    Ok(())
 }
 
 /// One element of the `visible_to` policy.
@@ -122,5 +144,26 @@ mod tests {
     fn principals_file_errors_name_the_line() {
         let err = PrincipalMap::parse("uid 1 urn:a\nuser 2 urn:b\n", "p.tsv").unwrap_err();
         assert!(err.starts_with("p.tsv:2:"), "{err}");
+    }
+
+    #[test]
+    fn principals_must_be_urns_globus_ones_well_formed_and_each_id_mapped_once() {
+        let ok = "uid 1 urn:globus:auth:identity:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651\n\
+                  gid 1 urn:globus:groups:id:9E4E067B-3274-4f65-844d-e097791768e2\nuid 2 urn:site:u2\nuid 2 urn:site:u2\n";
+        let map = PrincipalMap::parse(ok, "p.tsv").unwrap();
+        assert_eq!(map.user(2), Some("urn:site:u2"));
+        for (line, why) in [
+            ("uid 3 public", "must be a `urn:`"),
+            ("gid 3 d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "must be a `urn:`"),
+            ("uid 3 urn:globus:groups:id:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "`urn:globus:auth:identity:UUID`"),
+            ("gid 3 urn:globus:auth:identity:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "`urn:globus:groups:id:UUID`"),
+            ("uid 3 urn:globus:auth:identity:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b65", "not a UUID"),
+            ("uid 3 urn:globus:auth:identity:d07a9d82d4f44baf8c5f6a1c2fc9b651", "not a UUID"),
+            ("uid 3 urn:globus:auth:identity:g07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "not a UUID"),
+            ("uid 2 urn:site:other", "uid 2 is mapped already, to urn:site:u2"),
+        ] {
+            let err = PrincipalMap::parse(&format!("{ok}{line}\n"), "p.tsv").unwrap_err();
+            assert!(err.starts_with("p.tsv:5:") && err.contains(why), "{line}: {err}");
+        }
     }
 }

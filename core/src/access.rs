@@ -292,7 +292,8 @@ pub fn parent_dir(path: &str) -> &str {
 /// shallowest directory seen, or the shallowest parent of a file, or of a directory row that
 /// could not be read: directories above it are outside what the source covers and are not
 /// judged; every directory from the top down to a file's parent must be known (a missing or
-/// unreadable row makes the chains through it unknown, never shorter).
+/// unreadable row makes the chains through it unknown, never shorter). An input that could not
+/// be read, or a row that may be a directory's and names no path, makes every chain unknown.
 #[derive(Debug)]
 pub struct DirectoryTable {
     map: std::sync::RwLock<std::collections::HashMap<Box<str>, Perm>>,
@@ -300,11 +301,18 @@ pub struct DirectoryTable {
     /// or not: a statistic over a subtree needs every one of them known.
     named: std::sync::RwLock<std::collections::HashSet<Box<str>>>,
     top: std::sync::atomic::AtomicUsize,
+    /// Some directory row may be missing anywhere: no chain is known.
+    unknowable: std::sync::atomic::AtomicBool,
 }
 
 impl Default for DirectoryTable {
     fn default() -> Self {
-        DirectoryTable { map: Default::default(), named: Default::default(), top: std::sync::atomic::AtomicUsize::new(usize::MAX) }
+        DirectoryTable {
+            map: Default::default(),
+            named: Default::default(),
+            top: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            unknowable: Default::default(),
+        }
     }
 }
 
@@ -331,6 +339,17 @@ impl DirectoryTable {
         self.name(path);
     }
 
+    /// Rows that may be directories' were lost where no path places them (an input that
+    /// could not be read, a bad row naming no path): every chain is unknown from now on.
+    pub fn note_unplaced(&self) {
+        self.unknowable.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether rows were lost where no path places them ([`DirectoryTable::note_unplaced`]).
+    pub fn is_unplaced(&self) -> bool {
+        self.unknowable.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn name(&self, dir: &str) {
         let known = self.named.read().is_ok_and(|n| n.contains(dir));
         if !known {
@@ -349,7 +368,7 @@ impl DirectoryTable {
     /// when `dir` is above the top or one of them is unknown.
     pub fn chain(&self, dir: &str) -> Option<std::sync::Arc<[Perm]>> {
         let top = self.top.load(std::sync::atomic::Ordering::Relaxed);
-        if depth(dir) < top {
+        if depth(dir) < top || self.is_unplaced() {
             return None;
         }
         let m = self.map.read().ok()?;
@@ -606,5 +625,9 @@ mod tests {
         t.note_below("/home/alice/b");
         assert_eq!(t.paths(), vec!["/home".to_string(), "/home/alice".into()]);
         assert!(t.chain("/home/alice").is_none());
+        // Rows lost where no path places them: no chain is known, however complete.
+        assert!(t.chain("/home").is_some() && !t.is_unplaced());
+        t.note_unplaced();
+        assert!(t.chain("/home").is_none() && t.is_unplaced());
     }
 }

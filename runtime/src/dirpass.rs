@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use icicle_core::access::{Acl, DirectoryTable, Perm};
 use icicle_core::record::{FileRecord, Reject};
+use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::Source;
 
@@ -45,12 +46,34 @@ impl RowSink for DirectoryCollector<'_> {
         true
     }
 
-    fn reject(&mut self, _reject: Reject) {}
+    /// A row that could not be read may have been a directory's: what it leaves unknown is
+    /// unknown to the table too (its chains fail closed, never shorter).
+    fn reject(&mut self, reject: Reject) {
+        // No scope: it hides nothing (a file gone while it was read).
+        if let Some(scope) = &reject.scope {
+            lost(self.table, scope, &reject.input);
+        }
+    }
 
     fn progress(&mut self, _units: u64) {}
 
     fn spawn(&mut self, split: Split) {
         self.spawned.push(split);
+    }
+}
+
+/// Rows were lost over `scope` (a bad row, a split not read): the table knows them unknown.
+fn lost(table: &DirectoryTable, scope: &Scope, input: &str) {
+    match scope {
+        // Its parent is a directory, and itself has no row.
+        Scope::Exact(p) => table.note_below(p),
+        Scope::Subtree(d) | Scope::Children(d) => table.note_unknown(d),
+        Scope::All => {
+            if !table.is_unplaced() {
+                tracing::warn!(message = "directory pre-pass: rows that may be directories' were lost where no path places them; every directory's permissions are unknown in this run", input = %input);
+            }
+            table.note_unplaced();
+        }
     }
 }
 
@@ -78,7 +101,8 @@ pub fn collect_directories(sources: &[Arc<dyn Source>], splits: Vec<(usize, Spli
                     let mut c = DirectoryCollector { table, spawned: Vec::new(), rows: 0, last_parent: String::new() };
                     mine.splits += 1;
                     if let Err(e) = sources[si].read_directories(&split, &mut c) {
-                        tracing::debug!(message = "directory pre-pass could not read a split", split = %split.name, error = %e);
+                        tracing::warn!(message = "directory pre-pass could not read a split; the directories it covers are unknown", split = %split.name, error = %e);
+                        lost(table, split.scope.as_ref().unwrap_or(&Scope::All), &split.name);
                         mine.failed += 1;
                     }
                     mine.directories += c.rows;

@@ -285,7 +285,7 @@ impl Source for GufiSource {
         }
         drop(rows);
         drop(stmt);
-        self.read_summary(&conn, &input, &dir, split.path == self.index, out);
+        self.read_summary(&conn, &input, &dir, split.path == self.index, false, out);
         out.progress(1);
         Ok(())
     }
@@ -296,10 +296,11 @@ impl Source for GufiSource {
         let fail = |reason: String| SourceError::Io { path: db.clone(), reason };
         let dir = self.source_dir(&split.path).map_err(fail)?;
         if !db_present(&db).map_err(fail)? {
-            return Ok(());
+            // As in `read`: only the index root may lack one.
+            return if split.path == self.index { Ok(()) } else { Err(fail("missing db.db".into())) };
         }
         let (_local, conn) = open_db(&db).map_err(fail)?;
-        self.read_summary(&conn, &db.display().to_string(), &dir, split.path == self.index, out);
+        self.read_summary(&conn, &db.display().to_string(), &dir, split.path == self.index, true, out);
         Ok(())
     }
 }
@@ -319,7 +320,7 @@ fn open_db(db: &Path) -> Result<(ShortPath, Connection), String> {
 impl GufiSource {
     /// The directory's own row of `summary` (`isroot = 1`) as a directory record; rolled-up
     /// rows (`isroot = 0`) describe subdirectories, which have their own `db.db`.
-    fn read_summary(&self, conn: &Connection, input: &str, dir: &str, is_index_root: bool, out: &mut dyn RowSink) {
+    fn read_summary(&self, conn: &Connection, input: &str, dir: &str, is_index_root: bool, prepass: bool, out: &mut dyn RowSink) {
         // The path comes from the index tree on disk (real names): the row's name is unused.
         let sql = "SELECT 'd' AS name, 'd' AS type, mode, uid, gid, size, atime, ctime, mtime, inode FROM summary WHERE isroot = 1 LIMIT 1";
         let res = conn.prepare(sql).and_then(|mut st| {
@@ -336,9 +337,13 @@ impl GufiSource {
                 rec.kind = FileKind::Dir;
                 out.directory(&rec.as_record());
             }
-            Ok(Some(Err(reason))) => out.reject(Reject::whole(input, format!("summary: {reason}"), None)),
+            // In the directory pre-pass the directory's permissions are then unknown (its
+            // chains fail closed); the main pass reports the row and withholds nothing.
+            Ok(Some(Err(reason))) => out.reject(Reject::whole(input, format!("summary: {reason}"), prepass.then(|| Scope::Children(dir.to_string())))),
             // An index without summaries (or the index parent's empty db.db) has no row.
             Ok(None) | Err(_) if is_index_root => {}
+            Ok(None) if prepass => out.reject(Reject::whole(input, "summary: no row of the directory itself", Some(Scope::Children(dir.to_string())))),
+            Err(e) if prepass => out.reject(Reject::whole(input, format!("summary: {e}"), Some(Scope::Children(dir.to_string())))),
             Ok(None) => {}
             Err(e) => tracing::debug!(message = "no directory summary", input = %input, error = %e),
         }

@@ -487,14 +487,16 @@ impl Source for TsvSource {
         read_lines(split, out, |line, offset| l.skips(line, offset), |line, emit| emit(l.parse(line, &mut scratch)), |line| l.path_of(line))
     }
 
-    /// Only rows that may be directories are parsed: the pre-pass ignores every other row
-    /// (files, links and rejects alike).
+    /// Only rows that may be directories are parsed; every other row is handed over by its
+    /// path alone (a file record with no attributes): its parent is a directory.
     fn read_directories(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let l = &*self.layout;
         let mut scratch = Scratch::default();
         let parse = |line: &[u8], emit: &mut dyn FnMut(Result<FileRecord<'_>, String>)| {
             if !l.surely_not_directory(line) {
                 emit(l.parse(line, &mut scratch))
+            } else if let Some(path) = l.path_of(line).filter(|p| check_path(p).is_ok()) {
+                emit(Ok(FileRecord { path: &path, kind: FileKind::File, attrs: Default::default() }))
             }
         };
         read_lines(split, out, |line, offset| l.skips(line, offset), parse, |line| l.path_of(line))

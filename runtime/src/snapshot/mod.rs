@@ -347,7 +347,8 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
             .await
             .map_err(|e| IcicleError::Internal(format!("the directory pre-pass: {e}")))?;
         if c.splits > 0 {
-            tracing::info!(message = "directory permissions read", splits = c.splits, directories = job.policy.dirs.len(), unreadable = c.failed);
+            let all_unknown = job.policy.dirs.is_unplaced();
+            tracing::info!(message = "directory permissions read", splits = c.splits, directories = job.policy.dirs.len(), unreadable = c.failed, all_unknown);
         }
     }
     if let Some(c) = &shared.cluster {

@@ -240,6 +240,16 @@ impl Layout {
         self.parse(&line, &mut Scratch::default()).map(|_| ()).map_err(|e| fail(n, e))
     }
 
+    /// Where the path field begins, for a layout whose path is the last field (as the row
+    /// holds it: quoted, perhaps, and before any prefix rewrite).
+    fn raw_path_last<'a>(&self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let mut pos = 0;
+        for _ in 0..self.cols.path {
+            pos += memchr::memchr(self.delim, &line[pos..])? + 1;
+        }
+        self.path_last.then(|| &line[pos..])
+    }
+
     /// The path a row names, when its path field can be found (for the scope of a reject).
     pub fn path_of(&self, line: &[u8]) -> Option<String> {
         let mut s = Scratch::default();
@@ -492,11 +502,20 @@ impl Source for TsvSource {
     fn read_directories(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let l = &*self.layout;
         let mut scratch = Scratch::default();
+        // Rows in a run of one directory name it once (the field up to its last `/`).
+        let mut last_parent = Vec::new();
         let parse = |line: &[u8], emit: &mut dyn FnMut(Result<FileRecord<'_>, String>)| {
             if !l.surely_not_directory(line) {
-                emit(l.parse(line, &mut scratch))
-            } else if let Some(path) = l.path_of(line).filter(|p| check_path(p).is_ok()) {
-                emit(Ok(FileRecord { path: &path, kind: FileKind::File, attrs: Default::default() }))
+                return emit(l.parse(line, &mut scratch));
+            }
+            let Some(raw) = l.raw_path_last(line) else { return };
+            let parent = &raw[..memchr::memrchr(b'/', raw).unwrap_or(0)];
+            if parent != last_parent.as_slice() {
+                last_parent.clear();
+                last_parent.extend_from_slice(parent);
+                if let Some(path) = l.path_of(line).filter(|p| check_path(p).is_ok()) {
+                    emit(Ok(FileRecord { path: &path, kind: FileKind::File, attrs: Default::default() }))
+                }
             }
         };
         read_lines(split, out, |line, offset| l.skips(line, offset), parse, |line| l.path_of(line))

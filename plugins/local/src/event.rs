@@ -20,6 +20,9 @@ pub enum RescanReason {
     /// A file system was mounted or unmounted at or below the root (fanotify marks each file
     /// system, a new one when it is found): its directory is compared again.
     Mount,
+    /// The root is another directory, or none, than at the last check (moved away, removed,
+    /// made again): everything is compared with what is at its path now.
+    RootChanged,
 }
 
 /// One event, as the state applies it.

@@ -128,6 +128,24 @@ impl Fanotify {
         }
     }
 
+    /// Another directory (or none) is at the root's path: handles are resolved through it
+    /// from now on, its file system marked when it is another one. Cached places are stale
+    /// (the caller forgets them).
+    fn root_moved(&mut self) {
+        let Some(fsid) = crate::mounts::fsid(&self.root) else { return };
+        let Ok(dir) = std::fs::File::open(&self.root) else { return };
+        if fsid != self.root_fsid {
+            if let Err(e) = mark_file_system(&self.fd, &self.root) {
+                self.parser.counts.unmarked_mounts += 1;
+                tracing::warn!(message = "the root's new file system cannot be marked: its changes are not reported until a restart", root = %self.root.display(), error = %e);
+                return;
+            }
+            self.parser.counts.marked_file_systems += 1;
+            self.root_fsid = fsid;
+        }
+        self.root_fd = dir.into();
+    }
+
     /// Wait until events can be read.
     pub async fn readable(&self) -> Result<(), LocalError> {
         let mut g = self.fd.readable().await.map_err(|e| LocalError::Io { what: "waiting for fanotify".into(), source: e })?;
@@ -140,6 +158,9 @@ impl Fanotify {
         let mut total = 0;
         self.more = false;
         if let Some(changes) = self.mounts.changes(false) {
+            if changes.root_changed {
+                self.root_moved();
+            }
             self.mark_mounts(&changes.came);
             // A file system no longer mounted below the root is resolved no more.
             let now = self.mounts.known();

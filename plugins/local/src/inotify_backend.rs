@@ -175,6 +175,11 @@ impl InotifyWatch {
     fn check_mounts(&mut self, now: bool, out: &mut Vec<LocalEvent>) -> usize {
         let Some(changes) = self.mounts.changes(now) else { return 0 };
         let before = out.len();
+        if changes.root_changed {
+            // The watches follow the old root: watch what is at its path now (nothing, perhaps).
+            self.unwatch_tree("");
+            let _ = self.watch_tree("", out);
+        }
         for (_, m) in changes.came.iter().chain(&changes.went) {
             if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()).map(str::to_string) {
                 let _ = self.watch_tree(&rel, out);

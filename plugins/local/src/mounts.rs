@@ -1,6 +1,6 @@
-//! The file systems mounted at or below a root (`/proc/self/mountinfo`), read again every
-//! [`MOUNT_CHECK`] by both backends, and a file system's id as fanotify reports it (`statfs`'s
-//! `f_fsid`).
+//! The file systems mounted at or below a root (`/proc/self/mountinfo`) and the root's own
+//! identity, read again every [`MOUNT_CHECK`] by both backends, and a file system's id as
+//! fanotify reports it (`statfs`'s `f_fsid`).
 
 use std::ffi::CString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -16,10 +16,12 @@ pub const MOUNT_CHECK: Duration = Duration::from_secs(2);
 /// was there) and its mount point.
 pub type Mount = (u64, PathBuf);
 
-/// The mounts at or below a root as last read.
+/// The mounts at or below a root as last read, and the root's identity.
 pub struct MountTable {
     root: PathBuf,
     known: Vec<Mount>,
+    /// The root directory's device and inode (none: no directory there).
+    root_id: Option<(u64, u64)>,
     read_at: Instant,
 }
 
@@ -29,12 +31,21 @@ pub struct MountChanges {
     pub came: Vec<Mount>,
     /// Unmounted since the last read.
     pub went: Vec<Mount>,
+    /// The root is another directory, or none, than at the last read: moved away, removed,
+    /// or made again (the kernel's marks and watches follow the old one).
+    pub root_changed: bool,
+}
+
+/// The device and inode of the directory at `root`, if one is there.
+pub fn root_identity(root: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(root).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()))
 }
 
 impl MountTable {
     /// The mounts at or below `root` now.
     pub fn new(root: &Path) -> MountTable {
-        MountTable { root: root.to_path_buf(), known: current(root), read_at: Instant::now() }
+        MountTable { root: root.to_path_buf(), known: current(root), root_id: root_identity(root), read_at: Instant::now() }
     }
 
     /// The mounts as last read.
@@ -43,27 +54,37 @@ impl MountTable {
     }
 
     /// When [`MOUNT_CHECK`] has passed since the last read (or `now`), read again and say
-    /// what came and went.
+    /// what came and went (`None`: nothing did).
     pub fn changes(&mut self, now: bool) -> Option<MountChanges> {
         if !now && self.read_at.elapsed() < MOUNT_CHECK {
             return None;
         }
         self.read_at = Instant::now();
         let fresh = current(&self.root);
-        let came = fresh.iter().filter(|m| !self.known.contains(m)).cloned().collect();
-        let went = self.known.iter().filter(|m| !fresh.contains(m)).cloned().collect();
+        let came: Vec<Mount> = fresh.iter().filter(|m| !self.known.contains(m)).cloned().collect();
+        let went: Vec<Mount> = self.known.iter().filter(|m| !fresh.contains(m)).cloned().collect();
         self.known = fresh;
-        Some(MountChanges { came, went })
+        let id = root_identity(&self.root);
+        let root_changed = id != self.root_id;
+        self.root_id = id;
+        (root_changed || !came.is_empty() || !went.is_empty()).then_some(MountChanges { came, went, root_changed })
     }
 
     /// The directory (relative to the root) of each mount that came or went, rescanned: what
-    /// the index holds there was hidden or uncovered.
+    /// the index holds there was hidden or uncovered; and the root, when it changed.
     pub fn rescans(&self, changes: &MountChanges, out: &mut Vec<LocalEvent>) {
+        let mut root_rescanned = false;
         for (_, m) in changes.came.iter().chain(&changes.went) {
             if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()) {
                 tracing::info!(message = "a mount below the root came or went; rescanning its directory", mount = %m.display());
+                root_rescanned |= rel.is_empty();
                 out.push(LocalEvent::Rescan(rel.to_string(), RescanReason::Mount));
             }
+        }
+        if changes.root_changed && !root_rescanned {
+            let now = if self.root_id.is_some() { "another directory is there now" } else { "nothing is there now" };
+            tracing::warn!(message = "the root was moved, removed or replaced; rescanning it (what the index holds that is not there now is deleted)", root = %self.root.display(), now);
+            out.push(LocalEvent::Rescan(String::new(), RescanReason::RootChanged));
         }
     }
 }

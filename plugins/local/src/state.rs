@@ -693,6 +693,7 @@ fn rescan_label(k: &str) -> &'static str {
         "overflow" => "rescans_overflow",
         "newdirectory" => "rescans_new_directory",
         "mount" => "rescans_mount",
+        "rootchanged" => "rescans_root_changed",
         _ => "rescans_watch_failed",
     }
 }

@@ -70,19 +70,24 @@ impl PrincipalMap {
     }
 }
 
-/// A principal of the principals file: a `urn:`, and a Globus one in its kind's form
-/// (`globus`: `urn:globus:auth:identity:` or `urn:globus:groups:id:`, then a UUID). `public`
-/// or a bare UUID there would show a user's records to everyone or be refused at ingest.
-fn check_urn(urn: &str, globus: &str) -> Result<(), String> {
+/// A principal of the principals file: a `urn:`, and a Globus one an identity or a group
+/// (`urn:globus:auth:identity:` or `urn:globus:groups:id:`, a uid's usually the first) with a
+/// lower-case UUID. `public` or a bare UUID there would show a user's records to everyone or be
+/// refused at ingest.
+fn check_urn(urn: &str, usual: &str) -> Result<(), String> {
     if !urn.starts_with("urn:") {
-        return Err(format!("the principal must be a `urn:` (`{globus}UUID` for Globus)"));
+        return Err(format!("the principal must be a `urn:` (`{usual}UUID` for Globus)"));
     }
     if urn.starts_with("urn:globus:") {
-        let uuid = urn.strip_prefix(globus).ok_or_else(|| format!("a Globus principal here is `{globus}UUID`"))?;
+        let uuid = ["urn:globus:auth:identity:", "urn:globus:groups:id:"]
+            .iter()
+            .find_map(|k| urn.strip_prefix(k))
+            .ok_or_else(|| format!("a Globus principal is `urn:globus:auth:identity:UUID` or `urn:globus:groups:id:UUID` (here usually `{usual}UUID`)"))?;
         let groups: Vec<&str> = uuid.split('-').collect();
-        let shape = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12]) && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()));
+        let shape =
+            groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12]) && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         if !shape {
-            return Err(format!("`{uuid}` is not a UUID (8-4-4-4-12 hex digits)"));
+            return Err(format!("`{uuid}` is not a UUID (8-4-4-4-12 lower-case hex digits, as Globus writes them)"));
         }
     }
     Ok(())
@@ -148,22 +153,25 @@ mod tests {
 
     #[test]
     fn principals_must_be_urns_globus_ones_well_formed_and_each_id_mapped_once() {
+        // A uid may stand for a group (a functional account).
         let ok = "uid 1 urn:globus:auth:identity:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651\n\
-                  gid 1 urn:globus:groups:id:9E4E067B-3274-4f65-844d-e097791768e2\nuid 2 urn:site:u2\nuid 2 urn:site:u2\n";
+                  gid 1 urn:globus:groups:id:9e4e067b-3274-4f65-844d-e097791768e2\nuid 2 urn:site:u2\nuid 2 urn:site:u2\n\
+                  uid 4 urn:globus:groups:id:9e4e067b-3274-4f65-844d-e097791768e2\n";
         let map = PrincipalMap::parse(ok, "p.tsv").unwrap();
         assert_eq!(map.user(2), Some("urn:site:u2"));
         for (line, why) in [
             ("uid 3 public", "must be a `urn:`"),
             ("gid 3 d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "must be a `urn:`"),
-            ("uid 3 urn:globus:groups:id:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "`urn:globus:auth:identity:UUID`"),
-            ("gid 3 urn:globus:auth:identity:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "`urn:globus:groups:id:UUID`"),
+            ("uid 3 urn:globus:auth:identities:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "usually `urn:globus:auth:identity:UUID`"),
+            ("gid 3 urn:globus:group:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "usually `urn:globus:groups:id:UUID`"),
+            ("uid 3 urn:globus:auth:identity:D07A9D82-d4f4-4baf-8c5f-6a1c2fc9b651", "lower-case"),
             ("uid 3 urn:globus:auth:identity:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b65", "not a UUID"),
             ("uid 3 urn:globus:auth:identity:d07a9d82d4f44baf8c5f6a1c2fc9b651", "not a UUID"),
             ("uid 3 urn:globus:auth:identity:g07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "not a UUID"),
             ("uid 2 urn:site:other", "uid 2 is mapped already, to urn:site:u2"),
         ] {
             let err = PrincipalMap::parse(&format!("{ok}{line}\n"), "p.tsv").unwrap_err();
-            assert!(err.starts_with("p.tsv:5:") && err.contains(why), "{line}: {err}");
+            assert!(err.starts_with("p.tsv:6:") && err.contains(why), "{line}: {err}");
         }
     }
 }

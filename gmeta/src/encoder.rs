@@ -251,7 +251,7 @@ mod tests {
     use crate::subject::HASHED_SUBJECT_PREFIX;
 
     fn policy(vis: &[&str]) -> Arc<RecordPolicy> {
-        let mut p = PrincipalMap::parse("uid 1000 urn:globus:auth:identity:u1000\ngid 100 urn:globus:groups:id:g100\n", "t").unwrap();
+        let mut p = PrincipalMap::parse("uid 1000 urn:site:u1000\ngid 100 urn:site:g100\n", "t").unwrap();
         p.insert_user(7, "urn:x:7".into());
         Arc::new(RecordPolicy {
             visible_to: vis.iter().map(|s| VisibleTo::parse(s).unwrap()).collect(),
@@ -292,7 +292,7 @@ mod tests {
         let s = String::from_utf8(out).unwrap();
         assert_eq!(
             s,
-            r#"{"subject":"/a/\"q\"\tb.txt","visible_to":["urn:globus:auth:identity:u1000","urn:globus:groups:id:g100"],"content":{"name":"\"q\"\tb.txt","path":"/a/\"q\"\tb.txt","type":"file","size":42,"uid":1000,"gid":100,"mode":"-rw-r--r--","atime":"2024-03-16T02:00:01+00:00","ctime":"1970-01-01T00:00:00+00:00","mtime":"1969-12-31T23:59:59+00:00","version":"v1","raw":{"mode":100644,"atime":1710554401,"ctime":0,"mtime":-1}}}"#
+            r#"{"subject":"/a/\"q\"\tb.txt","visible_to":["urn:site:u1000","urn:site:g100"],"content":{"name":"\"q\"\tb.txt","path":"/a/\"q\"\tb.txt","type":"file","size":42,"uid":1000,"gid":100,"mode":"-rw-r--r--","atime":"2024-03-16T02:00:01+00:00","ctime":"1970-01-01T00:00:00+00:00","mtime":"1969-12-31T23:59:59+00:00","version":"v1","raw":{"mode":100644,"atime":1710554401,"ctime":0,"mtime":-1}}}"#
         );
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         assert_eq!(v["content"]["name"], "\"q\"\tb.txt");

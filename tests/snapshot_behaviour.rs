@@ -316,6 +316,14 @@ fn an_inode_change_alone_is_an_update_and_an_earlier_manifest_is_read_as_it_was(
             .collect();
         std::fs::write(&part, lines.concat()).unwrap();
     }
+    // A run of this release that sealed its manifest and died before its commit leaves a
+    // pending manifest of the other scheme: still nothing is sent again.
+    let out = tmp.path().join("crashed");
+    let source = std::fs::read_to_string(tmp.path().join("run.toml")).unwrap();
+    let crashed = config(tmp.path(), "crashed.toml", &source.replace(&tmp.path().join("out2").display().to_string(), &out.display().to_string()));
+    let (code, _, _) = icicle(&["snapshot", "--json", "-c", crashed.to_str().unwrap()], &[("ICICLE_FAULT", "sealed")]);
+    assert_ne!(code, 0);
+    assert!(std::fs::read_dir(&state).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("manifest-pending-")));
     let (counts, got) = run(3);
     assert_eq!(counts, [0, 0, 2, 0], "an earlier release's manifest sends nothing again");
     assert!(got.is_empty());

@@ -32,6 +32,9 @@ pub struct PreviousManifest {
     share: Option<(usize, usize)>,
     /// The committed manifest's fingerprints lack the inode (an earlier release wrote it).
     without_inode: bool,
+    /// Then, the fingerprints (with the inode) of pending manifests of this release: a record
+    /// is unchanged only when it matches both.
+    crossed: HashMap<u128, u64>,
 }
 
 /// The file naming a manifest directory's fingerprint scheme.
@@ -141,10 +144,13 @@ impl PreviousManifest {
             None => false,
         };
         let mut files = Vec::new();
+        // Per file: from a pending manifest; and of this release's scheme while the current
+        // one lacks the inode (a run of this release that sealed and did not commit).
         let mut from_pending = Vec::new();
         for (d, pend) in current.iter().map(|d| (d, false)).chain(pending.iter().map(|d| (d, true))) {
             let f = part_files(d)?;
-            from_pending.extend(std::iter::repeat_n(pend, f.len()));
+            let crossed = pend && without_inode && !lacks_inode(d)?;
+            from_pending.extend(std::iter::repeat_n((pend, crossed), f.len()));
             files.extend(f);
         }
         let resend = match &current {
@@ -152,9 +158,10 @@ impl PreviousManifest {
             None => Default::default(),
         };
         let mut map: HashMap<u128, (u64, u32)> = HashMap::new();
+        let mut crossed: HashMap<u128, u64> = HashMap::new();
         let mut duplicates = Vec::new();
         let mut idx = 0u32;
-        for (f, &pend) in files.iter().zip(&from_pending) {
+        for (f, &(pend, cross)) in files.iter().zip(&from_pending) {
             for line in BufReader::new(fs::File::open(f)?).lines() {
                 let line = line?;
                 let (h, fp, subject, _) = parse_line(&line)
@@ -164,7 +171,12 @@ impl PreviousManifest {
                 }
                 // A dead letter's content is not in the index: it never matches.
                 let fp = if resend.contains(subject) { UNCERTAIN } else { fp };
+                if cross {
+                    // Not comparable with the current manifest's: a record matches it too.
+                    crossed.entry(h).and_modify(|c| *c = if *c == fp { fp } else { UNCERTAIN }).or_insert(fp);
+                }
                 match map.get_mut(&h) {
+                    Some(_) if cross => duplicates.push(idx),
                     // The same subject twice (two rows named one path, or current and pending
                     // both hold it): one entry decides, the other is never reported gone.
                     Some(e) => {
@@ -184,7 +196,7 @@ impl PreviousManifest {
         for d in duplicates {
             seen[d as usize].store(true, Ordering::Relaxed);
         }
-        Ok(PreviousManifest { map, seen, files, dir: current, pending, share, without_inode })
+        Ok(PreviousManifest { map, seen, files, dir: current, pending, share, without_inode, crossed })
     }
 
     /// The manifest directories loaded: the committed one, then the pending ones.
@@ -211,11 +223,17 @@ impl PreviousManifest {
 
     /// Classify a record and mark it seen.
     pub fn classify(&self, hash: u128, fp: u64) -> Change {
+        self.classify_both(hash, fp, fp)
+    }
+
+    /// Classify a record by its fingerprint in the committed manifest's scheme (`was`) and in
+    /// this release's (`now`), and mark it seen.
+    pub fn classify_both(&self, hash: u128, was: u64, now: u64) -> Change {
         match self.map.get(&hash) {
             None => Change::Created,
             Some(&(old, idx)) => {
                 self.seen[idx as usize].store(true, Ordering::Relaxed);
-                if old == fp {
+                if old == was && self.crossed.get(&hash).is_none_or(|c| *c == now) {
                     Change::Unchanged
                 } else {
                     Change::Updated
@@ -423,7 +441,7 @@ pub fn begin(state_dir: &Path) -> std::io::Result<()> {
         fs::remove_dir_all(&new)?;
     }
     fs::create_dir_all(&new)?;
-    fs::write(new.join(FORMAT), format!("{SCHEME}\n"))
+    icicle_core::durable::write_atomic(&new.join(FORMAT), format!("{SCHEME}\n").as_bytes())
 }
 
 /// Seal the new manifest before anything is delivered: `manifest.new/` becomes

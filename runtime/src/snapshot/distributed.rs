@@ -38,19 +38,22 @@ pub(super) fn classify(
 ) -> Result<Vec<bool>, IcicleError> {
     let n = cluster.size();
     let mut out = vec![Vec::new(); n];
-    for (hash, fp, _) in keys {
+    for (hash, was, now, _) in keys {
         let o = &mut out[hash_owner(*hash, n)];
         o.extend_from_slice(&hash.to_le_bytes());
-        o.extend_from_slice(&fp.to_le_bytes());
+        o.extend_from_slice(&was.to_le_bytes());
+        o.extend_from_slice(&now.to_le_bytes());
     }
     let asked = cluster.exchange(out).map_err(|e| internal("sending records to classify", e))?;
     let mut answers = Vec::with_capacity(n);
     for buf in &asked {
-        let mut reply = Vec::with_capacity(buf.len() / 24);
-        for pair in buf.chunks_exact(24) {
-            let hash = u128::from_le_bytes(pair[..16].try_into().map_err(|_| internal("classifying", "short hash".into()))?);
-            let fp = u64::from_le_bytes(pair[16..].try_into().map_err(|_| internal("classifying", "short fingerprint".into()))?);
-            let change = previous.classify(hash, fp);
+        let mut reply = Vec::with_capacity(buf.len() / 32);
+        for key in buf.chunks_exact(32) {
+            let short = || internal("classifying", "short key".into());
+            let hash = u128::from_le_bytes(key[..16].try_into().map_err(|_| short())?);
+            let was = u64::from_le_bytes(key[16..24].try_into().map_err(|_| short())?);
+            let now = u64::from_le_bytes(key[24..].try_into().map_err(|_| short())?);
+            let change = previous.classify_both(hash, was, now);
             match change {
                 Change::Created => summary.created += 1,
                 Change::Updated => summary.updated += 1,
@@ -63,7 +66,7 @@ pub(super) fn classify(
     let replies = cluster.exchange(answers).map_err(|e| internal("answering classifications", e))?;
     let mut cursor = vec![0usize; n];
     let mut send = Vec::with_capacity(keys.len());
-    for (hash, _, encoded) in keys {
+    for (hash, _, _, encoded) in keys {
         let o = hash_owner(*hash, n);
         let flag = replies[o].get(cursor[o]).copied().ok_or_else(|| internal("classifying", format!("rank {o} answered too few")))?;
         cursor[o] += 1;

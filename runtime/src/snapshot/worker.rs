@@ -128,12 +128,13 @@ pub(super) struct Worker {
     /// The last parent directory looked up in `dirs`, and its chain.
     last_parent: Option<(String, Option<Arc<[Perm]>>)>,
     /// Across ranks, a versioned run classifies later, on the rank owning each path: every
-    /// record's (path hash, fingerprint, whether its entry was encoded), in order.
+    /// record's (path hash, fingerprints, whether its entry was encoded), in order.
     keys: Option<Vec<RecordKey>>,
 }
 
-/// A record of a versioned run across ranks: path hash, fingerprint, entry encoded.
-pub(super) type RecordKey = (u128, u64, bool);
+/// A record of a versioned run across ranks: path hash, fingerprint in the previous
+/// manifest's scheme and in this release's, entry encoded.
+pub(super) type RecordKey = (u128, u64, u64, bool);
 
 impl Worker {
     /// The chain of directories above `path` from the table, cached for its siblings.
@@ -200,7 +201,7 @@ impl RowSink for Worker {
             let fp = manifest::fingerprint(rec, &vis);
             // Classified by the owning rank against the previous manifest's scheme.
             let was = if self.previous.as_ref().is_some_and(|p| p.lacks_inode()) { manifest::fingerprint_without_inode(rec, &vis) } else { fp };
-            keys.push((hash, was, false));
+            keys.push((hash, was, fp, false));
             if let Err(e) = m.push(hash, fp, &subject_for(rec.path), Some(rec.path)) {
                 self.io_error.get_or_insert(format!("writing the manifest: {e}"));
             }
@@ -208,7 +209,7 @@ impl RowSink for Worker {
             let hash = manifest::path_hash(rec.path);
             let fp = manifest::fingerprint(rec, &vis);
             let was = if prev.lacks_inode() { manifest::fingerprint_without_inode(rec, &vis) } else { fp };
-            let change = prev.classify(hash, was);
+            let change = prev.classify_both(hash, was, fp);
             match change {
                 Change::Created => self.counts.created += 1,
                 Change::Updated => self.counts.updated += 1,
@@ -230,7 +231,7 @@ impl RowSink for Worker {
             self.chunk.commit();
             self.counts.emitted += 1;
             if let Some(k) = self.keys.as_mut().and_then(|k| k.last_mut()) {
-                k.2 = true;
+                k.3 = true;
             }
         } else {
             self.chunk.rollback();

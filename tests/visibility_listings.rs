@@ -22,7 +22,7 @@ fn row(kind: char, mode: u32, uid: u32, path: &str) -> String {
 
 /// Snapshot `listing` under `posix-read` with directory aggregates; visible_to of every
 /// record by path and of every `dir:` aggregate by its principal.
-fn run(tmp: &Path, name: &str, listing: &str) -> (BTreeMap<String, Vec<String>>, serde_json::Value) {
+fn run(tmp: &Path, name: &str, listing: impl AsRef<[u8]>) -> (BTreeMap<String, Vec<String>>, serde_json::Value) {
     std::fs::write(tmp.join("principals.tsv"), "uid 1000 urn:u:1000\ngid 100 urn:g:100\n").unwrap();
     std::fs::write(tmp.join(format!("{name}.csv")), listing).unwrap();
     let out = tmp.join(format!("{name}-out"));
@@ -68,7 +68,7 @@ fn a_files_parent_without_a_row_is_judged_unknown_not_skipped() {
     assert_eq!(got["/x/a/c/f"], v(&[ALICE, ADMINS]), "{s}");
     assert_eq!(got["/x/a/g"], v(&[ALICE, ADMINS]));
     // With the row, and it open: public.
-    let (got, _) = run(tmp.path(), "control", &[row('d', 0o755, 0, "/x/a"), rows].concat());
+    let (got, _) = run(tmp.path(), "control", [row('d', 0o755, 0, "/x/a"), rows].concat());
     assert_eq!(got["/x/a/c/f"], v(&[ALICE, GROUP, "public", ADMINS]));
 }
 
@@ -79,10 +79,10 @@ fn a_directory_row_that_cannot_be_read_makes_what_is_below_it_unknown() {
     let below = [row('d', 0o755, 1000, "/y/a/b/c"), row('f', 0o644, 1000, "/y/a/b/c/f")].concat();
     let bad = row('d', 0o755, 0, "/y/a/b").replacen(",0,100,", ",-1,100,", 1);
     // A good first row: a bad first row is taken for a producer's changed columns.
-    let (got, s) = run(tmp.path(), "bad", &[below.clone(), bad].concat());
+    let (got, s) = run(tmp.path(), "bad", [below.clone(), bad].concat());
     assert_eq!(s["rejects"], 1, "{s}");
     assert_eq!(got["/y/a/b/c/f"], v(&[ALICE, ADMINS]), "{s}");
-    let (got, _) = run(tmp.path(), "control", &[row('d', 0o755, 0, "/y/a/b"), below].concat());
+    let (got, _) = run(tmp.path(), "control", [row('d', 0o755, 0, "/y/a/b"), below].concat());
     assert_eq!(got["/y/a/b/c/f"], v(&[ALICE, GROUP, "public", ADMINS]));
 }
 
@@ -92,13 +92,32 @@ fn a_directory_row_that_cannot_be_read_makes_what_is_below_it_unknown() {
 fn a_row_that_may_be_a_directory_and_names_no_path_makes_every_chain_unknown() {
     let tmp = tempfile::tempdir().unwrap();
     let rows = [row('d', 0o755, 0, "/w"), row('f', 0o644, 1000, "/w/f")].concat();
-    let (got, s) = run(tmp.path(), "cut", &[rows.clone(), "d,16832,0,100\n".to_string()].concat());
+    let (got, s) = run(tmp.path(), "cut", [rows.clone(), "d,16832,0,100\n".to_string()].concat());
     assert_eq!(s["rejects"], 1, "{s}");
     assert_eq!(got["/w/f"], v(&[ALICE, ADMINS]), "{s}");
     // A row cut short that is surely no directory's changes nothing.
-    let (got, s) = run(tmp.path(), "control", &[rows, "f,33188,0,100\n".to_string()].concat());
+    let (got, s) = run(tmp.path(), "control", [rows, "f,33188,0,100\n".to_string()].concat());
     assert_eq!(s["rejects"], 1, "{s}");
     assert_eq!(got["/w/f"], v(&[ALICE, GROUP, "public", ADMINS]));
+}
+
+/// A row whose own name is bad (not UTF-8, a control character) is placed by its directory:
+/// it does not make the run's chains unknown, and its directory counts for the top.
+#[test]
+fn rows_with_bad_names_are_placed_by_their_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = [row('d', 0o755, 0, "/w"), row('f', 0o644, 1000, "/w/f")].concat();
+    let mut listing = good.into_bytes();
+    listing.extend_from_slice(b"f,33188,1000,100,1,1,2,3,/w/bad\xff\n");
+    listing.extend_from_slice(b"d,16877,1000,100,1,1,2,3,/w/dir\xff\n");
+    let (got, s) = run(tmp.path(), "utf8", &listing);
+    assert_eq!(s["rejects"], 2, "{s}");
+    assert_eq!(got["/w/f"], v(&[ALICE, GROUP, "public", ADMINS]), "{s}");
+    // The only file listed in /x/a has a control character in its name; /x/a has no row.
+    let rows = [row('d', 0o755, 1000, "/x/a/c"), row('f', 0o644, 1000, "/x/a/c/f"), row('f', 0o644, 1000, "/x/a/g\u{1}")].concat();
+    let (got, s) = run(tmp.path(), "control-char", &rows);
+    assert_eq!(s["rejects"], 1, "{s}");
+    assert_eq!(got["/x/a/c/f"], v(&[ALICE, ADMINS]), "{s}");
 }
 
 /// A directory known only as a file's parent (no row) is in the subtree a `dir:` statistic
@@ -109,7 +128,7 @@ fn a_directory_known_only_as_a_files_parent_keeps_its_ancestors_statistics_close
     let rows = [row('d', 0o755, 0, "/z"), row('d', 0o755, 0, "/z/a"), row('f', 0o644, 1000, "/z/a/b/f")].concat();
     let (got, s) = run(tmp.path(), "parent", &rows);
     assert_eq!(got["dir:/z/a"], v(&[ADMINS]), "{s}");
-    let (got, _) = run(tmp.path(), "control", &[row('d', 0o755, 0, "/z/a/b"), rows].concat());
+    let (got, _) = run(tmp.path(), "control", [row('d', 0o755, 0, "/z/a/b"), rows].concat());
     assert_eq!(got["dir:/z/a"], v(&[GROUP, "public", ADMINS]));
 }
 

@@ -18,6 +18,17 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// The scope of a rejected row naming `path` (read with bad UTF-8 replaced): the path,
+    /// when it or at least its directory is well formed (only its own name is bad: nothing
+    /// else is in the row); everything when no path, or no well-formed directory, is known.
+    pub fn of_rejected_row(path: Option<String>) -> Scope {
+        match path {
+            Some(p) if crate::record::check_path(&p).is_ok() => Scope::Exact(p),
+            Some(p) if p.starts_with('/') && p.len() > 1 && crate::record::check_path(crate::access::parent_dir(&p)).is_ok() => Scope::Exact(p),
+            _ => Scope::All,
+        }
+    }
+
     /// A subtree scope; `/` (or an empty prefix) is everything.
     pub fn subtree(prefix: &str) -> Scope {
         let p = prefix.trim_end_matches('/');

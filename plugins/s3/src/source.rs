@@ -14,7 +14,7 @@ use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
-use icicle_core::record::{check_path, FileKind, Reject};
+use icicle_core::record::{FileKind, Reject};
 use icicle_core::scope::Scope;
 use icicle_core::text::MAX_LINE_BYTES;
 use icicle_core::traits::{RowSink, Split};
@@ -303,7 +303,7 @@ impl Source for S3Source {
                 Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
                 Ok(rec) => out.record(&rec),
                 Err(reason) => {
-                    let scope = layout.path_of(line).filter(|p| check_path(p).is_ok()).map_or(Scope::All, Scope::Exact);
+                    let scope = Scope::of_rejected_row(layout.path_of(line));
                     out.reject(Reject { input: input.clone(), line: number, offset: Some(offset), reason, scope: Some(scope), unreadable: false })
                 }
             }

@@ -47,6 +47,12 @@ impl GufiSource {
         GufiSource { index, path_prefix }
     }
 
+    /// [`GufiSource::source_dir`] with bad UTF-8 replaced (a place for what it scopes).
+    fn source_dir_lossy(&self, dir: &Path) -> String {
+        let rel = dir.strip_prefix(&self.index).unwrap_or(dir).to_string_lossy();
+        format!("{}/{rel}", self.path_prefix.trim_end_matches('/'))
+    }
+
     fn source_dir(&self, dir: &Path) -> Result<String, String> {
         let rel = dir.strip_prefix(&self.index).map_err(|_| "directory outside the index".to_string())?;
         let rel = rel.to_str().ok_or_else(|| format!("directory name is not valid UTF-8: {}", rel.display()))?;
@@ -216,7 +222,8 @@ impl Source for GufiSource {
             }
             subdirs.sort();
             stack.extend(subdirs.into_iter().rev());
-            let scope = self.source_dir(&dir).ok().map(Scope::Children);
+            // A name that is not UTF-8 is placed with it replaced: nothing below it is indexed.
+            let scope = Some(Scope::Children(self.source_dir(&dir).unwrap_or_else(|_| self.source_dir_lossy(&dir))));
             out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1, scope, version: None });
         }
         Ok(out)

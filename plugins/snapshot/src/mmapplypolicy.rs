@@ -102,7 +102,7 @@ impl MmapplypolicySource {
         let raw = &line[sep + 4..];
         let bytes = if self.escaped { percent_decode(raw).ok()? } else { raw.to_vec() };
         let mut out = String::new();
-        crate::fields::rewrite_prefix(std::str::from_utf8(&bytes).ok()?, &self.strip_prefix, &self.path_prefix, &mut out);
+        crate::fields::rewrite_prefix(&String::from_utf8_lossy(&bytes), &self.strip_prefix, &self.path_prefix, &mut out);
         Some(out)
     }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use icicle_core::record::{check_path, parse_mode_string, FileKind, FileRecord, Reject};
+use icicle_core::record::{parse_mode_string, FileKind, FileRecord, Reject};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::scope::Scope;
 use icicle_core::text::{self, byte_splits, expand_inputs};
@@ -250,7 +250,8 @@ impl Layout {
         self.path_last.then(|| &line[pos..])
     }
 
-    /// The path a row names, when its path field can be found (for the scope of a reject).
+    /// The path a row names, when its path field can be found (for the scope of a reject; bad
+    /// UTF-8 replaced).
     pub fn path_of(&self, line: &[u8]) -> Option<String> {
         let mut s = Scratch::default();
         let field = if self.path_last {
@@ -278,8 +279,8 @@ impl Layout {
             }
             s.fields[self.cols.path]
         };
-        let raw = std::str::from_utf8(field.get(line, &s.bytes)).ok()?;
-        crate::fields::rewrite_prefix(raw, &self.strip_prefix, &self.path_prefix, &mut s.path);
+        let raw = String::from_utf8_lossy(field.get(line, &s.bytes));
+        crate::fields::rewrite_prefix(&raw, &self.strip_prefix, &self.path_prefix, &mut s.path);
         Some(s.path)
     }
 
@@ -452,7 +453,7 @@ pub fn read_lines(
             Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
             Ok(rec) => out.record(&rec),
             Err(reason) => {
-                let scope = path_of(line).filter(|p| check_path(p).is_ok()).map_or(Scope::All, Scope::Exact);
+                let scope = Scope::of_rejected_row(path_of(line));
                 out.reject(Reject::at_offset(input, offset, reason).scoped(scope))
             }
         });
@@ -513,7 +514,8 @@ impl Source for TsvSource {
             if parent != last_parent.as_slice() {
                 last_parent.clear();
                 last_parent.extend_from_slice(parent);
-                if let Some(path) = l.path_of(line).filter(|p| check_path(p).is_ok()) {
+                // Placed even when its own name is bad (not UTF-8, a control character).
+                if let Scope::Exact(path) = Scope::of_rejected_row(l.path_of(line)) {
                     emit(Ok(FileRecord { path: &path, kind: FileKind::File, attrs: Default::default() }))
                 }
             }

@@ -345,22 +345,37 @@ pub struct Reject {
     /// carried over, and it does not count towards the row reject ratio.
     #[serde(skip)]
     pub unreadable: bool,
+    /// A row whose path is not well formed, whose scope is therefore everything: its path (bad
+    /// UTF-8 replaced), when only its own name is bad. The directory pre-pass places it by its
+    /// directory; deletes still take the scope (the name may be a corrupt copy of another).
+    #[serde(skip)]
+    pub placed: Option<String>,
 }
 
 impl Reject {
     /// A reject at a byte offset of a text input (the line is filled in later).
     pub fn at_offset(input: &str, offset: u64, reason: impl Into<String>) -> Reject {
-        Reject { input: input.to_string(), line: None, offset: Some(offset), reason: reason.into(), scope: None, unreadable: false }
+        Reject { input: input.to_string(), line: None, offset: Some(offset), reason: reason.into(), scope: None, unreadable: false, placed: None }
+    }
+
+    /// A reject of a row naming `path` (bad UTF-8 replaced), when known: scoped to the path
+    /// when it is well formed, else to everything, and placed when only its own name is bad.
+    pub fn naming(mut self, path: Option<String>) -> Reject {
+        self.scope = Some(Scope::of_rejected_row(path.as_deref()));
+        if self.scope == Some(Scope::All) {
+            self.placed = path.filter(|p| crate::scope::placeable(p));
+        }
+        self
     }
 
     /// A reject at a row number of an input.
     pub fn at_row(input: &str, row: u64, reason: impl Into<String>) -> Reject {
-        Reject { input: input.to_string(), line: Some(row), offset: None, reason: reason.into(), scope: None, unreadable: false }
+        Reject { input: input.to_string(), line: Some(row), offset: None, reason: reason.into(), scope: None, unreadable: false, placed: None }
     }
 
     /// A whole input that could not be read, covering the records under `scope`.
     pub fn whole(input: &str, reason: impl Into<String>, scope: Option<Scope>) -> Reject {
-        Reject { input: input.to_string(), line: None, offset: None, reason: reason.into(), scope, unreadable: true }
+        Reject { input: input.to_string(), line: None, offset: None, reason: reason.into(), scope, unreadable: true, placed: None }
     }
 
     /// A row of `input` (where in it unknown) that could not become a record.

@@ -18,13 +18,12 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// The scope of a rejected row naming `path` (read with bad UTF-8 replaced): the path,
-    /// when it or at least its directory is well formed (only its own name is bad: nothing
-    /// else is in the row); everything when no path, or no well-formed directory, is known.
-    pub fn of_rejected_row(path: Option<String>) -> Scope {
+    /// The scope of a rejected row naming `path` (bad UTF-8 replaced): the path when it is
+    /// well formed; everything when no path is known or it is not well formed (a name that is
+    /// not UTF-8 may be a corrupt copy of another, whose delete must wait).
+    pub fn of_rejected_row(path: Option<&str>) -> Scope {
         match path {
-            Some(p) if crate::record::check_path(&p).is_ok() => Scope::Exact(p),
-            Some(p) if p.starts_with('/') && p.len() > 1 && crate::record::check_path(crate::access::parent_dir(&p)).is_ok() => Scope::Exact(p),
+            Some(p) if crate::record::check_path(p).is_ok() && !p.contains(char::REPLACEMENT_CHARACTER) => Scope::Exact(p.to_string()),
             _ => Scope::All,
         }
     }
@@ -38,6 +37,20 @@ impl Scope {
             Scope::Subtree(p.to_string())
         }
     }
+}
+
+/// Whether only the last name of `path` (bad UTF-8 replaced) can be bad: its directory is well
+/// formed, and the name is not empty, at most 255 bytes and without NUL (a torn block of
+/// zeros that joined two rows is none).
+pub fn placeable(path: &str) -> bool {
+    let Some(i) = path.rfind('/') else { return false };
+    let (dir, name) = (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..]);
+    path.starts_with('/')
+        && !name.is_empty()
+        && name.len() <= 255
+        && !name.contains('\0')
+        && !dir.contains(char::REPLACEMENT_CHARACTER)
+        && crate::record::check_path(dir).is_ok()
 }
 
 impl fmt::Display for Scope {

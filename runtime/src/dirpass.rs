@@ -49,9 +49,12 @@ impl RowSink for DirectoryCollector<'_> {
     /// A row that could not be read may have been a directory's: what it leaves unknown is
     /// unknown to the table too (its chains fail closed, never shorter).
     fn reject(&mut self, reject: Reject) {
-        // No scope: it hides nothing (a file gone while it was read).
-        if let Some(scope) = &reject.scope {
-            lost(self.table, scope, &reject.input);
+        // No scope: it hides nothing (a file gone while it was read). A row whose own name
+        // is bad is placed by its directory.
+        match (&reject.scope, &reject.placed) {
+            (_, Some(p)) => lost(self.table, &Scope::Exact(p.clone()), &reject.input),
+            (Some(scope), None) => lost(self.table, scope, &reject.input),
+            (None, None) => {}
         }
     }
 
@@ -62,8 +65,16 @@ impl RowSink for DirectoryCollector<'_> {
     }
 }
 
+/// Rows lost over a known scope, met by this process (their warnings are sampled).
+static LOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Rows were lost over `scope` (a bad row, a split not read): the table knows them unknown.
 fn lost(table: &DirectoryTable, scope: &Scope, input: &str) {
+    if *scope != Scope::All {
+        if let Some(n) = icicle_core::log_sample::count_to_log(&LOST) {
+            tracing::warn!(message = "directory pre-pass: a row (perhaps a directory's) could not be read; chains through its path are judged unknown (the first 20 are logged, then one in 10,000)", input = %input, scope = %scope.to_string().escape_debug(), seen = n);
+        }
+    }
     match scope {
         // Its parent is a directory, and itself has no row.
         Scope::Exact(p) => table.note_below(p),

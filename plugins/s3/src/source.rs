@@ -15,7 +15,6 @@ use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use icicle_core::record::{FileKind, Reject};
-use icicle_core::scope::Scope;
 use icicle_core::text::MAX_LINE_BYTES;
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::{Source, SourceError};
@@ -303,8 +302,8 @@ impl Source for S3Source {
                 Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
                 Ok(rec) => out.record(&rec),
                 Err(reason) => {
-                    let scope = Scope::of_rejected_row(layout.path_of(line));
-                    out.reject(Reject { input: input.clone(), line: number, offset: Some(offset), reason, scope: Some(scope), unreadable: false })
+                    let at = Reject { line: number, ..Reject::at_offset(&input, offset, reason) };
+                    out.reject(at.naming(layout.path_of(line)))
                 }
             }
         };

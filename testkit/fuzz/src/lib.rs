@@ -39,6 +39,12 @@ impl RowSink for Counts {
         if let Some(Scope::Exact(p)) = &r.scope {
             assert!(check_path(p).is_ok(), "an exact scope must be a valid path: {p:?}");
         }
+        if let Some(p) = &r.placed {
+            assert!(
+                r.scope == Some(Scope::All) && icicle_core::scope::placeable(p),
+                "a placed reject is one scoped to everything, by a well-formed directory: {p:?}"
+            );
+        }
         self.rejects += 1;
     }
     fn progress(&mut self, _: u64) {}

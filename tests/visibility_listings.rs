@@ -145,13 +145,16 @@ fn gufi_directories_without_a_summary_row_are_unknown() {
         |dir: usize, name: &str, inode: u64| GenFile { dir, name: name.into(), kind: FileKind::File, attrs: attrs(0o100000, 0o644, 1000, inode), target: None };
     let fs = GenFs {
         dirs: vec![dir("/g", usize::MAX, 0o755, 0, 1), dir("/g/p", 0, 0o755, 0, 2), dir("/g/p/d", 1, 0o700, 1000, 3), dir("/g/p/q", 1, 0o755, 1000, 4)],
-        files: vec![file(2, "f", 5), file(3, "f2", 6)],
+        // A file in /g too: a root db.db without rows looks like GUFI's parent template.
+        files: vec![file(0, "top", 7), file(2, "f", 5), file(3, "f2", 6)],
         users: vec![1000],
         groups: vec![100],
     };
-    let snap = |name: &str, lose: Option<&str>| {
+    // `index` the tree's parent (GUFI's layout), or with `at_root` the tree itself.
+    let snap = |name: &str, lose: Option<&str>, at_root: bool| {
         let data = tmp.path().join(name);
         gen::write(&fs, Format::Gufi, &data, 0, false).unwrap();
+        let (index, prefix) = if at_root { (data.join("g"), "/g") } else { (data.clone(), "/") };
         if let Some(d) = lose {
             let db = data.join(d).join("db.db");
             let ok = std::process::Command::new("sqlite3").arg(&db).arg("DELETE FROM summary WHERE isroot = 1").status().unwrap().success();
@@ -166,9 +169,9 @@ fn gufi_directories_without_a_summary_row_are_unknown() {
                 "[snapshot]\nversion = \"v\"\nmax_reject_ratio = 1.0\n\
                  [records]\nvisible_to = \"posix-read\"\nprincipals = \"{t}/principals.tsv\"\neveryone = \"public\"\nadmins = [\"{ADMINS}\"]\n\
                  [aggregate]\nenabled = true\ndirectory_min = 1\ndirectory_max = 3\nreference_time = 1767225600\n\
-                 [sources.s]\ntype = \"gufi\"\nindex = \"{d}\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+                 [sources.s]\ntype = \"gufi\"\nindex = \"{d}\"\npath_prefix = \"{prefix}\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
                 t = tmp.path().display(),
-                d = data.display(),
+                d = index.display(),
                 o = out.display()
             ),
         );
@@ -185,13 +188,18 @@ fn gufi_directories_without_a_summary_row_are_unknown() {
         }
         (got, s)
     };
-    let (control, s) = snap("control", None);
+    let (control, s) = snap("control", None, false);
     assert_eq!(control["/g/p/q/f2"], v(&[ALICE, GROUP, "public", ADMINS]), "{s}");
     // d (0700) is below: nobody the rule names may list every directory under /g/p.
     assert_eq!(control["dir:/g/p"], v(&[ADMINS]), "{s}");
     assert_eq!(control["dir:/g/p/q"], v(&[ALICE, GROUP, "public", ADMINS]), "{s}");
-    let (got, s) = snap("leaf", Some("g/p/d"));
+    let (got, s) = snap("leaf", Some("g/p/d"), false);
     assert_eq!(got["dir:/g/p"], v(&[ADMINS]), "{s}");
-    let (got, s) = snap("top", Some("g"));
+    let (got, s) = snap("top", Some("g"), false);
+    assert_eq!(got["/g/p/q/f2"], v(&[ALICE, ADMINS]), "{s}");
+    // The index is the tree itself: its root's summary without the root's own row.
+    let (got, s) = snap("root-control", None, true);
+    assert_eq!(got["/g/p/q/f2"], v(&[ALICE, GROUP, "public", ADMINS]), "{s}");
+    let (got, s) = snap("root", Some("g"), true);
     assert_eq!(got["/g/p/q/f2"], v(&[ALICE, ADMINS]), "{s}");
 }

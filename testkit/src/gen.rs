@@ -521,8 +521,8 @@ fn index_dir(out: &Path, path: &str) -> std::path::PathBuf {
 
 fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
     let io = |e: rusqlite::Error| std::io::Error::other(e.to_string());
-    // GUFI places an empty db.db in the index parent.
-    rusqlite::Connection::open(out.join("db.db")).map_err(io)?;
+    // GUFI places an empty db.db in the index parent: its template, every table, no rows.
+    rusqlite::Connection::open(out.join("db.db")).map_err(io)?.execute_batch(GUFI_SCHEMA).map_err(io)?;
     let mut by_dir: Vec<Vec<&GenFile>> = vec![Vec::new(); fs.dirs.len()];
     for f in &fs.files {
         by_dir[f.dir].push(f);

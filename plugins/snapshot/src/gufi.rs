@@ -312,6 +312,17 @@ impl Source for GufiSource {
     }
 }
 
+/// Whether `conn` holds no rows at all: no tables, or GUFI's template with empty `entries` and
+/// `summary` (what `gufi_dir2index` leaves in the index parent).
+fn is_empty_db(conn: &Connection) -> bool {
+    let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).ok();
+    match count("SELECT count(*) FROM sqlite_master WHERE type = 'table'") {
+        Some(0) => true,
+        Some(_) => count("SELECT (SELECT count(*) FROM entries) + (SELECT count(*) FROM summary)") == Some(0),
+        None => false,
+    }
+}
+
 /// Open `db` read-only (through a short path when it is deep); the guard must outlive the
 /// connection.
 fn open_db(db: &Path) -> Result<(ShortPath, Connection), String> {
@@ -347,8 +358,9 @@ impl GufiSource {
             // In the directory pre-pass the directory's permissions are then unknown (its
             // chains fail closed); the main pass reports the row and withholds nothing.
             Ok(Some(Err(reason))) => out.reject(Reject::whole(input, format!("summary: {reason}"), prepass.then(|| Scope::Children(dir.to_string())))),
-            // An index without summaries (or the index parent's empty db.db) has no row.
-            Ok(None) | Err(_) if is_index_root => {}
+            // The index parent's db.db (GUFI's empty template, or no tables at all) has no row;
+            // at an index that is the tree itself, a root without one is damage, as anywhere.
+            Ok(None) | Err(_) if is_index_root && (!prepass || is_empty_db(conn)) => {}
             Ok(None) if prepass => out.reject(Reject::whole(input, "summary: no row of the directory itself", Some(Scope::Children(dir.to_string())))),
             Err(e) if prepass => out.reject(Reject::whole(input, format!("summary: {e}"), Some(Scope::Children(dir.to_string())))),
             Ok(None) => {}

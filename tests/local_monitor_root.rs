@@ -1,7 +1,7 @@
-//! The local monitor when its root itself goes (real kernel events, as root): moved away, the
-//! index loses what it held there (no phantoms of the old tree, whose changes are no longer the
-//! root's); made again at the same path, the new directory is indexed and its changes reported;
-//! removed, the index is empty. Both backends.
+//! The local monitor when its root itself goes (real kernel events, as root): moved away (a
+//! symlink to it left at its path), the index loses what it held there (no phantoms of the old
+//! tree, whose changes are no longer the root's); made again at the same path, the new
+//! directory is indexed and its changes reported; removed, the index is empty. Both backends.
 
 mod common;
 
@@ -69,13 +69,16 @@ fn root_goes(backend: &str) {
     w.run(Kind::Filebench, 60, "/work").unwrap();
     drop(w);
     wait_for(t, "the workload published", |i| i.keys().any(|k| k.starts_with("/work/")));
-    // Moved away: nothing at the root's path holds what the index held.
+    // Moved away, a symlink to it left in its place (not followed: the root is no entry):
+    // nothing at the root's path holds what the index held.
     std::fs::rename(&root, t.join("fs.old")).unwrap();
+    std::os::unix::fs::symlink(t.join("fs.old"), &root).unwrap();
     std::fs::write(t.join("fs.old/written-after-the-move"), b"1").unwrap();
     std::fs::create_dir(t.join("fs.old/made-after-the-move")).unwrap();
     std::fs::write(t.join("fs.old/made-after-the-move/f"), b"1").unwrap();
     wait_for(t, "the moved root's records deleted", |i| i.is_empty());
     // Made again: indexed, and its changes reported.
+    std::fs::remove_file(&root).unwrap();
     std::fs::create_dir_all(root.join("again/sub")).unwrap();
     for i in 0..12 {
         std::fs::write(root.join(format!("again/sub/f{i}")), b"x").unwrap();

@@ -73,3 +73,16 @@ pub fn utf8_name<'a>(name: &'a [u8], dir: &str) -> Option<&'a str> {
         }
     }
 }
+
+/// The metrics label of a rescan reason as the state counts it (its name run together).
+pub(crate) fn rescan_label(k: &str) -> &'static str {
+    match k {
+        "seed" => "rescans_seed",
+        "restart" => "rescans_restart",
+        "overflow" => "rescans_overflow",
+        "newdirectory" => "rescans_new_directory",
+        "mount" => "rescans_mount",
+        "rootchanged" => "rescans_root_changed",
+        _ => "rescans_watch_failed",
+    }
+}

@@ -132,8 +132,11 @@ impl Fanotify {
     /// from now on, its file system marked when it is another one. Cached places are stale
     /// (the caller forgets them).
     fn root_moved(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        // A directory, not a symlink to one: the root is no entry to follow.
+        let open = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY).open(&self.root);
+        let Ok(dir) = open else { return };
         let Some(fsid) = crate::mounts::fsid(&self.root) else { return };
-        let Ok(dir) = std::fs::File::open(&self.root) else { return };
         if fsid != self.root_fsid {
             if let Err(e) = mark_file_system(&self.fd, &self.root) {
                 self.parser.counts.unmarked_mounts += 1;

@@ -45,7 +45,8 @@ pub struct InotifyWatch {
     buf: Vec<u8>,
     /// The mounts at or below the root.
     mounts: MountTable,
-    /// A watched file system was unmounted (`IN_UNMOUNT`): read the mount table now.
+    /// A watched file system was unmounted (`IN_UNMOUNT`), or the root's watch went: read the
+    /// mount table (and the root) now.
     unmounted: bool,
     /// What was read, added and lost.
     pub counts: InotifyCounts,
@@ -234,6 +235,12 @@ impl InotifyWatch {
             return;
         }
         if m.contains(EventMask::IGNORED) {
+            // The root's own watch is gone (removed, or moved away and its watch dropped): a
+            // directory made again there may have the same inode, which the check would miss.
+            if self.by_wd.get(&wd).is_some_and(|p| p.is_empty()) {
+                self.mounts.force_root_check();
+                self.unmounted = true;
+            }
             if let Some(p) = self.by_wd.remove(&wd) {
                 if self.by_path.get(&p) == Some(&wd) {
                     self.by_path.remove(&p);

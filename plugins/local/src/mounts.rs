@@ -53,6 +53,12 @@ impl MountTable {
         &self.known
     }
 
+    /// The next read takes the root for changed, whatever it finds (its watch went: a
+    /// directory made again at the path may reuse the inode number).
+    pub fn force_root_check(&mut self) {
+        self.root_id = Some((u64::MAX, u64::MAX));
+    }
+
     /// When [`MOUNT_CHECK`] has passed since the last read (or `now`), read again and say
     /// what came and went (`None`: nothing did).
     pub fn changes(&mut self, now: bool) -> Option<MountChanges> {

@@ -99,6 +99,8 @@ pub struct LocalState {
     /// Paths a compare could not read (kept as they were): compared again when a directory
     /// above them changes (its permissions perhaps let them be read now).
     unreadable: BTreeSet<Name>,
+    /// A directory is at the root's path (read at each part; a symlink there is not followed).
+    root_there: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -154,6 +156,7 @@ impl LocalState {
             emit_limit: DEFAULT_EMIT_LIMIT,
             pending: None,
             unreadable: BTreeSet::new(),
+            root_there: true,
         }
     }
 
@@ -392,6 +395,9 @@ impl LocalState {
     /// as something else (a directory replaced by a symlink: `lstat` would follow it) makes
     /// `rel` not there (`ENOTDIR`).
     fn lstat(&self, rel: &str) -> std::io::Result<std::fs::Metadata> {
+        if !self.root_there {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOENT));
+        }
         let mut at = rel;
         while let Some(i) = at.rfind('/') {
             at = &rel[..i];
@@ -562,6 +568,7 @@ impl LocalState {
         // A new part of a larger emit: the file system went on in between (the earlier parts
         // were delivered), so directories are read again and what they outdated is sent again.
         work.new_part();
+        self.root_there = crate::mounts::root_identity(&self.root).is_some();
         for ev in batch {
             tracing::trace!(message = "event", event = ?ev);
             match ev {
@@ -671,7 +678,7 @@ impl ChangeState for LocalState {
             batches: c.batches,
             state_entries: self.entries.len(),
             state_bytes: self.entries.keys().map(|k| k.len() + 64).sum(),
-            state_counts: c.rescans.iter().map(|(k, v)| (rescan_label(k), *v)).collect(),
+            state_counts: c.rescans.iter().map(|(k, v)| (crate::event::rescan_label(k), *v)).collect(),
         }
     }
 
@@ -684,18 +691,6 @@ impl ChangeState for LocalState {
 /// that is no directory, or one reached through a symlink loop (no path of the tree itself).
 fn is_gone(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP))
-}
-
-fn rescan_label(k: &str) -> &'static str {
-    match k {
-        "seed" => "rescans_seed",
-        "restart" => "rescans_restart",
-        "overflow" => "rescans_overflow",
-        "newdirectory" => "rescans_new_directory",
-        "mount" => "rescans_mount",
-        "rootchanged" => "rescans_root_changed",
-        _ => "rescans_watch_failed",
-    }
 }
 
 #[cfg(test)]

@@ -19,8 +19,12 @@ pub fn join(dir: &str, name: &str) -> String {
 /// left out and counted in `not_utf8`. Returns the directories that could not be listed
 /// (EACCES, EIO; not those gone since).
 pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, stat: bool, visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>)) -> Vec<String> {
-    let mut stack = vec![dir.to_string()];
     let mut unlisted = Vec::new();
+    // The root's path must hold a directory itself: a symlink there is not followed.
+    if crate::mounts::root_identity(root).is_none() {
+        return unlisted;
+    }
+    let mut stack = vec![dir.to_string()];
     while let Some(d) = stack.pop() {
         let rd = match std::fs::read_dir(root.join(&d)) {
             Ok(rd) => rd,

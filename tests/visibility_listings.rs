@@ -20,11 +20,16 @@ fn row(kind: char, mode: u32, uid: u32, path: &str) -> String {
     format!("{kind},{},{uid},100,1,1,2,3,{path}\n", ty | mode)
 }
 
-/// Snapshot `listing` under `posix-read` with directory aggregates; visible_to of every
-/// record by path and of every `dir:` aggregate by its principal.
+/// Snapshot `listing` (icicle9) under `posix-read` with directory aggregates.
 fn run(tmp: &Path, name: &str, listing: impl AsRef<[u8]>) -> (BTreeMap<String, Vec<String>>, serde_json::Value) {
-    std::fs::write(tmp.join("principals.tsv"), "uid 1000 urn:u:1000\ngid 100 urn:g:100\n").unwrap();
     std::fs::write(tmp.join(format!("{name}.csv")), listing).unwrap();
+    run_source(tmp, name, &format!("type = \"tsv\"\npreset = \"icicle9\"\npaths = [\"{}/{name}.csv\"]", tmp.display()))
+}
+
+/// Snapshot the `[sources.s]` body `source` under `posix-read` with directory aggregates;
+/// visible_to of every record by path and of every `dir:` aggregate by its principal.
+fn run_source(tmp: &Path, name: &str, source: &str) -> (BTreeMap<String, Vec<String>>, serde_json::Value) {
+    std::fs::write(tmp.join("principals.tsv"), "uid 1000 urn:u:1000\ngid 100 urn:g:100\n").unwrap();
     let out = tmp.join(format!("{name}-out"));
     let cfg = config(
         tmp,
@@ -33,7 +38,7 @@ fn run(tmp: &Path, name: &str, listing: impl AsRef<[u8]>) -> (BTreeMap<String, V
             "[snapshot]\nversion = \"v\"\nmax_reject_ratio = 1.0\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n\
              [records]\nvisible_to = \"posix-read\"\nprincipals = \"{t}/principals.tsv\"\neveryone = \"public\"\nadmins = [\"{ADMINS}\"]\n\
              [aggregate]\nenabled = true\ndirectory_min = 1\ndirectory_max = 3\nreference_time = 1767225600\n\
-             [sources.s]\ntype = \"tsv\"\npreset = \"icicle9\"\npaths = [\"{t}/{name}.csv\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+             [sources.s]\n{source}\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
             t = tmp.display(),
             o = out.display()
         ),
@@ -160,33 +165,7 @@ fn gufi_directories_without_a_summary_row_are_unknown() {
             let ok = std::process::Command::new("sqlite3").arg(&db).arg("DELETE FROM summary WHERE isroot = 1").status().unwrap().success();
             assert!(ok, "{}", db.display());
         }
-        std::fs::write(tmp.path().join("principals.tsv"), "uid 1000 urn:u:1000\ngid 100 urn:g:100\n").unwrap();
-        let out = tmp.path().join(format!("{name}-out"));
-        let cfg = config(
-            tmp.path(),
-            &format!("{name}.toml"),
-            &format!(
-                "[snapshot]\nversion = \"v\"\nmax_reject_ratio = 1.0\n\
-                 [records]\nvisible_to = \"posix-read\"\nprincipals = \"{t}/principals.tsv\"\neveryone = \"public\"\nadmins = [\"{ADMINS}\"]\n\
-                 [aggregate]\nenabled = true\ndirectory_min = 1\ndirectory_max = 3\nreference_time = 1767225600\n\
-                 [sources.s]\ntype = \"gufi\"\nindex = \"{d}\"\npath_prefix = \"{prefix}\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
-                t = tmp.path().display(),
-                d = index.display(),
-                o = out.display()
-            ),
-        );
-        let (code, s, err) = snapshot(&cfg, &[]);
-        assert_eq!(code, 0, "{name}: {err}");
-        let mut got = BTreeMap::new();
-        for (_, doc) in documents(&out, "ingest-") {
-            for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
-                let key = e["content"]["principal"].as_str().or(e["content"]["path"].as_str()).unwrap().to_string();
-                let mut vis: Vec<String> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
-                vis.sort();
-                got.insert(key, vis);
-            }
-        }
-        (got, s)
+        run_source(tmp.path(), name, &format!("type = \"gufi\"\nindex = \"{}\"\npath_prefix = \"{prefix}\"", index.display()))
     };
     let (control, s) = snap("control", None, false);
     assert_eq!(control["/g/p/q/f2"], v(&[ALICE, GROUP, "public", ADMINS]), "{s}");

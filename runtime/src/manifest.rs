@@ -215,10 +215,11 @@ impl PreviousManifest {
         self.map.is_empty()
     }
 
-    /// Whether the committed manifest's fingerprints lack the inode: a record is then
-    /// classified by [`fingerprint_without_inode`] (once; the new manifest has the inode).
-    pub fn lacks_inode(&self) -> bool {
-        self.without_inode
+    /// `rec`'s fingerprint in the committed manifest's scheme and in this release's (the new
+    /// manifest's): the two differ only after an upgrade, until a run commits.
+    pub fn fingerprints(&self, rec: &FileRecord<'_>, visible_to: &[u8]) -> (u64, u64) {
+        let now = fingerprint(rec, visible_to);
+        (if self.without_inode { fingerprint_without_inode(rec, visible_to) } else { now }, now)
     }
 
     /// Classify a record and mark it seen.

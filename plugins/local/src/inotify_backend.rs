@@ -47,7 +47,7 @@ pub struct InotifyWatch {
     mounts: MountTable,
     /// A watched file system was unmounted (`IN_UNMOUNT`), or the root's watch went: read the
     /// mount table (and the root) now.
-    unmounted: bool,
+    check_now: bool,
     /// What was read, added and lost.
     pub counts: InotifyCounts,
     /// The last `read` stopped at its bound with events still queued.
@@ -84,7 +84,7 @@ impl InotifyWatch {
             by_path: BTreeMap::new(),
             buf: vec![0u8; 256 * 1024],
             mounts: MountTable::new(root),
-            unmounted: false,
+            check_now: false,
             counts: InotifyCounts::default(),
             more: false,
         };
@@ -165,7 +165,7 @@ impl InotifyWatch {
     pub fn read(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, LocalError> {
         let mut total = self.check_mounts(false, out);
         total += self.read_queued(out)?;
-        if std::mem::take(&mut self.unmounted) {
+        if std::mem::take(&mut self.check_now) {
             total += self.check_mounts(true, out);
         }
         Ok(total)
@@ -231,7 +231,7 @@ impl InotifyWatch {
             return;
         }
         if m.contains(EventMask::UNMOUNT) {
-            self.unmounted = true;
+            self.check_now = true;
             return;
         }
         if m.contains(EventMask::IGNORED) {
@@ -239,7 +239,7 @@ impl InotifyWatch {
             // directory made again there may have the same inode, which the check would miss.
             if self.by_wd.get(&wd).is_some_and(|p| p.is_empty()) {
                 self.mounts.force_root_check();
-                self.unmounted = true;
+                self.check_now = true;
             }
             if let Some(p) = self.by_wd.remove(&wd) {
                 if self.by_path.get(&p) == Some(&wd) {

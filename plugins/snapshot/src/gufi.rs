@@ -49,13 +49,17 @@ impl GufiSource {
 
     /// [`GufiSource::source_dir`] with bad UTF-8 replaced (a place for what it scopes).
     fn source_dir_lossy(&self, dir: &Path) -> String {
-        let rel = dir.strip_prefix(&self.index).unwrap_or(dir).to_string_lossy();
-        format!("{}/{rel}", self.path_prefix.trim_end_matches('/'))
+        self.source_path(&dir.strip_prefix(&self.index).unwrap_or(dir).to_string_lossy())
     }
 
     fn source_dir(&self, dir: &Path) -> Result<String, String> {
         let rel = dir.strip_prefix(&self.index).map_err(|_| "directory outside the index".to_string())?;
         let rel = rel.to_str().ok_or_else(|| format!("directory name is not valid UTF-8: {}", rel.display()))?;
+        Ok(self.source_path(rel))
+    }
+
+    /// The source path of `rel`, a directory relative to the index.
+    fn source_path(&self, rel: &str) -> String {
         let mut s = self.path_prefix.trim_end_matches('/').to_string();
         if !rel.is_empty() {
             s.push('/');
@@ -64,7 +68,7 @@ impl GufiSource {
         if s.is_empty() {
             s.push('/');
         }
-        Ok(s)
+        s
     }
 }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use icicle_core::record::{parse_mode_string, FileKind, FileRecord, Reject};
 use icicle_core::registry::{BuildContext, ComponentConfig};
-use icicle_core::scope::Scope;
 use icicle_core::text::{self, byte_splits, expand_inputs};
 use icicle_core::traits::{RowSink, Split};
 use icicle_core::Attrs;
@@ -512,8 +511,7 @@ impl Source for TsvSource {
                 last_parent.clear();
                 last_parent.extend_from_slice(parent);
                 // Placed even when its own name is bad (not UTF-8, a control character).
-                let path = l.path_of(line).filter(|p| Scope::of_rejected_row(Some(p.as_str())) != Scope::All || icicle_core::scope::placeable(p));
-                if let Some(path) = path {
+                if let Some(path) = l.path_of(line).filter(|p| icicle_core::scope::placeable(p)) {
                     emit(Ok(FileRecord { path: &path, kind: FileKind::File, attrs: Default::default() }))
                 }
             }

@@ -198,17 +198,15 @@ impl RowSink for Worker {
         };
         if let (Some(keys), Some(m)) = (&mut self.keys, &mut self.manifest) {
             let hash = manifest::path_hash(rec.path);
-            let fp = manifest::fingerprint(rec, &vis);
             // Classified by the owning rank against the previous manifest's scheme.
-            let was = if self.previous.as_ref().is_some_and(|p| p.lacks_inode()) { manifest::fingerprint_without_inode(rec, &vis) } else { fp };
+            let (was, fp) = self.previous.as_ref().map_or_else(|| (0, manifest::fingerprint(rec, &vis)), |p| p.fingerprints(rec, &vis));
             keys.push((hash, was, fp, false));
             if let Err(e) = m.push(hash, fp, &subject_for(rec.path), Some(rec.path)) {
                 self.io_error.get_or_insert(format!("writing the manifest: {e}"));
             }
         } else if let (Some(prev), Some(_)) = (&self.previous, &self.manifest) {
             let hash = manifest::path_hash(rec.path);
-            let fp = manifest::fingerprint(rec, &vis);
-            let was = if prev.lacks_inode() { manifest::fingerprint_without_inode(rec, &vis) } else { fp };
+            let (was, fp) = prev.fingerprints(rec, &vis);
             let change = prev.classify_both(hash, was, fp);
             match change {
                 Change::Created => self.counts.created += 1,

@@ -61,6 +61,8 @@ pub struct LocalCounts {
     pub batches: u64,
     /// Emits that continued a rescan past the emit limit (`max_emit_records`).
     pub continued: u64,
+    /// Paths at most on one emit's work list (a rescan queues only what differs).
+    pub work_peak: u64,
 }
 
 /// The `ChangeState` of a local monitor.
@@ -303,16 +305,14 @@ impl LocalState {
         self.changed.insert(k);
     }
 
-    /// Every path below `dir` that the file system or the index holds goes on the work list.
+    /// Everything below `dir` that the file system or the index holds is compared with the
+    /// other, a slice at a time as the work list empties ([`Scan`]).
     fn rescan(&mut self, dir: &str, reason: RescanReason, work: &mut Work) {
-        // A new directory inside a tree walked in this emit (after the events were read): its
-        // entries are queued already (walking it again would make a new tree cost its size
-        // times its depth). One that arrived after that walk has its own `Directory` event.
-        if reason == RescanReason::NewDirectory && work.walked_over(dir) {
-            // One that walk could not list stays marked: walked when compared again.
-            if work.unlisted.contains(dir) {
-                self.unreadable.insert(dir.into());
-            }
+        // A new directory a rescan's walk is still to list (its entries are found then: walking
+        // it again would make a new tree cost its size times its depth): only what the index
+        // holds below it is compared (a directory replaced after that scan passed its entries).
+        if reason == RescanReason::NewDirectory && work.will_list(dir) {
+            work.scans.push(Scan::new(dir, false));
             return;
         }
         *self.counts.rescans.entry(format!("{reason:?}").to_lowercase()).or_default() += 1;
@@ -345,20 +345,7 @@ impl LocalState {
             }
             return;
         }
-        for (k, _) in self.below(dir) {
-            work.push(k.clone());
-        }
-        // What the walk finds is compared after it, even a path compared before (found gone
-        // then through a name that was no directory yet).
-        let unlisted = walk(&self.root, dir, &mut self.counts.not_utf8, false, &mut |rel, _| work.push_again(rel.into()));
-        work.walked.insert(dir.to_string());
-        // A directory that could not be listed is walked when it is compared again (its
-        // permissions changed, or one above it did).
-        for d in unlisted {
-            self.counts.unreadable += 1;
-            work.unlisted.insert(d.clone());
-            self.unreadable.insert(d.into());
-        }
+        work.scans.push(Scan::new(dir, true));
     }
 
     /// Every file the index holds below `dir` is published again (its visibility may differ);
@@ -582,15 +569,22 @@ impl LocalState {
         }
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
-        while let Some(p) = work.pop() {
+        loop {
+            let Some(p) = work.pop() else {
+                if self.scan_step(&mut work) {
+                    continue;
+                }
+                break;
+            };
             self.compare(&p, &mut chunk, &mut deletes, &mut work);
-            if chunk.len() + deletes.len() >= self.emit_limit && !work.queue.is_empty() {
+            if chunk.len() + deletes.len() >= self.emit_limit && work.has_more() {
                 break;
             }
         }
+        self.counts.work_peak = self.counts.work_peak.max(work.peak as u64);
         let prefix = &self.prefix;
         work.settle(&mut deletes, |p| subject_for(&format!("{prefix}/{p}")).into_owned());
-        if !work.queue.is_empty() {
+        if work.has_more() {
             self.pending = Some(work);
         }
         self.counts.deletes += deletes.len() as u64;
@@ -693,9 +687,16 @@ fn is_gone(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP))
 }
 
+#[path = "scan.rs"]
+mod scan;
+pub(crate) use scan::Scan;
+
 #[cfg(test)]
 #[path = "state_edge_tests.rs"]
 mod edge_tests;
+#[cfg(test)]
+#[path = "scan_tests.rs"]
+mod scan_tests;
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;

@@ -44,11 +44,10 @@ pub(crate) struct Work {
     /// Each directory's access (mode, owner, group, ACL digest) as the files published in this
     /// part were judged with it: the first one read, and whether another was read later.
     pub(crate) judged_with: HashMap<String, (Access, bool)>,
-    /// Directories walked in this emit: everything below them is already queued.
-    pub(crate) walked: HashSet<String>,
-    /// Directories a walk in this emit could not list (they stay marked unreadable when
-    /// compared later in the emit).
-    pub(crate) unlisted: HashSet<String>,
+    /// Paths on the work list at most.
+    pub(crate) peak: usize,
+    /// Rescans not through yet (the last one steps first).
+    pub(crate) scans: Vec<crate::state::Scan>,
     /// Names a directory arrived at or left (compared as new directories whatever the index holds).
     pub(crate) directories: HashSet<String>,
     /// Paths deleted in this part, and those of them published again after their delete (a
@@ -68,17 +67,23 @@ impl Work {
             sent: HashSet::new(),
             chains: ChainCache::new("/"),
             judged_with: HashMap::new(),
-            walked: HashSet::new(),
-            unlisted: HashSet::new(),
+            peak: 0,
+            scans: Vec::new(),
             directories: HashSet::new(),
             deleted: HashSet::new(),
             revived: HashSet::new(),
         }
     }
 
-    /// Whether `dir` is, or is below, a directory walked in this emit.
-    pub(crate) fn walked_over(&self, dir: &str) -> bool {
-        self.walked.contains("") || self.walked.contains(dir) || dir.match_indices('/').any(|(i, _)| self.walked.contains(&dir[..i]))
+    /// Whether a rescan's walk will list `dir` (everything below it is found without
+    /// another walk).
+    pub(crate) fn will_list(&self, dir: &str) -> bool {
+        self.scans.iter().any(|s| s.will_list(dir))
+    }
+
+    /// Whether paths or rescans are left.
+    pub(crate) fn has_more(&self) -> bool {
+        !self.queue.is_empty() || !self.scans.is_empty()
     }
 
     /// A delete of `path` (its record's `subject`) in this part.
@@ -94,8 +99,11 @@ impl Work {
         self.judged_with.get(dir).is_none_or(|(first, mixed)| !mixed && *first == now)
     }
 
-    /// A new part: directories are read again.
+    /// A new part: directories are read again, and paths compared in earlier parts may be
+    /// queued again (so what is kept to tell them is no larger than the work list).
     pub(crate) fn new_part(&mut self) {
+        let pending = &self.pending;
+        self.seen.retain(|p| pending.contains(p));
         self.sent.clear();
         self.chains.clear();
         self.judged_with.clear();
@@ -124,6 +132,7 @@ impl Work {
             self.seen.insert(p.clone());
             self.pending.insert(p.clone());
             self.queue.push_back(p);
+            self.peak = self.peak.max(self.queue.len());
         }
     }
 

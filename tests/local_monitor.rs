@@ -32,12 +32,14 @@ fn monitor_config(tmp: &Path, backend: &str, batch: usize) -> PathBuf {
         "monitor.toml",
         &format!(
             "[records]\nvisible_to = [\"public\"]\n\
-             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = {batch}\nmax_emit_records = {emit}\nquiet_period_secs = 0.05\nfallback = false\n\
+             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = {batch}\nmax_emit_records = {emit}\nquiet_period_secs = 0.05\nfallback = false\n{store}\
              [sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
             r = tmp.join("fs").display(),
             t = tmp.display(),
             // Small, so the seed walk and rescans are delivered in several parts.
             emit = 7 + batch % 40,
+            // Half the seeds keep the entries in a SQLite file (1 MiB cached), half in memory.
+            store = if batch % 2 == 0 { "entries_cache_mb = 1\n" } else { "" },
         ),
     )
 }

@@ -5,7 +5,9 @@
 # KIND=rmtree: instead, OPS directories (100 per parent) with a file each are created and then
 # removed with `rm -rf` (every directory removal forgets the cached handles below it).
 # KIND=seed: OPS empty files (100 per directory) exist before the start; the monitor's seed walk
-# publishes them (peak_rss_mb is the point of this one).
+# publishes them (peak_rss_mb is the point of this one). KIND=restart: the same tree, seeded by
+# a first run; the figures are the second run's (a restart: the root rescanned, nothing changed).
+# STORE_MB=N: the entries in a SQLite file with N MiB cached (`entries_cache_mb`), not in memory.
 # Prints one JSON line: kernel events read (fanotify: the whole file system's, outside_root
 # included), events applied, updates, batches, the monitor's user and system CPU seconds.
 set -euo pipefail
@@ -17,7 +19,7 @@ TESTKIT=${TESTKIT:-$TOP/target/debug/icicle-testkit}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/fs"
-if [ "${KIND:-filebench}" = seed ]; then
+if [ "${KIND:-filebench}" = seed ] || [ "${KIND:-filebench}" = restart ]; then
     python3 - "$T/fs/tree" "$OPS" <<'PY'
 import os, sys
 root, n = sys.argv[1], int(sys.argv[2])
@@ -39,12 +41,16 @@ state_dir = "$T/state"
 batch_size = 10000
 quiet_period_secs = 0.5
 fallback = false
+${STORE_MB:+entries_cache_mb = $STORE_MB}
 [sinks.o]
 type = "blackhole"
 EOT
+if [ "${KIND:-filebench}" = restart ]; then
+    "$ICICLE" monitor --json --until-idle 2 -c "$T/c.toml" > /dev/null 2> "$T/log"
+fi
 /usr/bin/time -f "%U %S %M" -o "$T/time" "$ICICLE" monitor --json --until-idle 2 -c "$T/c.toml" > "$T/report.json" 2> "$T/log" &
 while [ ! -f "$T/state/local.checkpoint.json" ]; do sleep 0.05; done
-if [ "${KIND:-filebench}" = seed ]; then
+if [ "${KIND:-filebench}" = seed ] || [ "${KIND:-filebench}" = restart ]; then
     :
 elif [ "${KIND:-filebench}" = rmtree ]; then
     python3 - "$T/fs/tree" "$OPS" <<'PY'

@@ -50,6 +50,10 @@ pub struct LocalConfig {
     /// removed tree is delivered in parts of this size, so memory stays bounded.
     #[serde(default = "default_max_emit_records")]
     pub max_emit_records: usize,
+    /// Keep what the index holds in a SQLite file in `state_dir` with this many MiB of its
+    /// pages in memory, instead of every entry in memory (unset: in memory).
+    #[serde(default)]
+    pub entries_cache_mb: Option<usize>,
 }
 
 fn default_batch() -> usize {
@@ -129,6 +133,9 @@ impl LocalConfig {
         }
         if self.max_emit_records == 0 {
             return Err(ctx.invalid("max_emit_records", "must be at least 1"));
+        }
+        if self.entries_cache_mb == Some(0) {
+            return Err(ctx.invalid("entries_cache_mb", "must be at least 1 (leave it out to keep the entries in memory)"));
         }
         if self.lru_capacity == 0 {
             return Err(ctx.invalid("lru_capacity", "must be at least 1"));

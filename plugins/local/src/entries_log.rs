@@ -35,6 +35,43 @@ impl From<FieldsRead> for Fields {
     }
 }
 
+/// What a new generation of the entries files is written from: every row in path order.
+pub trait EntriesView {
+    /// Rows held.
+    fn count(&self) -> usize;
+    /// Every row, in path order, to `f`.
+    fn each(&self, f: &mut dyn FnMut(&str, Fields) -> std::io::Result<()>) -> std::io::Result<()>;
+}
+
+impl<P: Copy + Into<Fields>> EntriesView for BTreeMap<Name, P> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&str, Fields) -> std::io::Result<()>) -> std::io::Result<()> {
+        self.iter().try_for_each(|(k, v)| f(k, (*v).into()))
+    }
+}
+
+/// Reads a base file's JSON array row by row into a callback (no copy of every row at once).
+struct Rows<'f>(&'f mut dyn FnMut(String, Option<Fields>), u64);
+
+impl<'de> serde::de::Visitor<'de> for Rows<'_> {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array of [path, fields] rows")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<u64, A::Error> {
+        while let Some((path, fields)) = seq.next_element::<(String, FieldsRead)>()? {
+            (self.0)(path, Some(fields.into()));
+            self.1 += 1;
+        }
+        Ok(self.1)
+    }
+}
+
 /// A log line: the path and its fields, or `null` when the path left the index.
 type Line = (String, Option<FieldsRead>);
 
@@ -79,6 +116,12 @@ impl EntriesLog {
         (self.generation, self.log_bytes)
     }
 
+    /// The next record writes every entry into a new generation (the entries changed too
+    /// many to name).
+    pub fn whole(&mut self) {
+        self.log = None;
+    }
+
     /// The last checkpoint names the current generation (the batch after it has begun).
     pub fn checkpointed(&mut self) {
         self.checkpointed = self.generation;
@@ -92,14 +135,15 @@ impl EntriesLog {
         }
     }
 
-    /// The entries of generation `g` with the first `log_bytes` of its log applied; the log
-    /// is cut back to that length and appended to from there.
-    pub fn restore(&mut self, g: u64, log_bytes: u64) -> Result<BTreeMap<String, Fields>, LocalError> {
+    /// The rows of generation `g`'s base, then those of the first `log_bytes` of its log (a
+    /// `None`: the path left the index), to `apply` in that order; the log is cut back to
+    /// that length and appended to from there.
+    pub fn restore(&mut self, g: u64, log_bytes: u64, apply: &mut dyn FnMut(String, Option<Fields>)) -> Result<(), LocalError> {
         let base = self.base_path(g);
-        let bytes = std::fs::read(&base).map_err(io(format!("reading {}", base.display())))?;
-        let rows: Vec<(String, FieldsRead)> = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(format!("{}: {e}", base.display())))?;
-        let mut entries: BTreeMap<String, Fields> = rows.into_iter().map(|(k, f)| (k, f.into())).collect();
-        self.base_rows = entries.len() as u64;
+        let file = File::open(&base).map_err(io(format!("reading {}", base.display())))?;
+        let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(file));
+        let rows = serde::Deserializer::deserialize_seq(&mut de, Rows(apply, 0)).and_then(|n| de.end().map(|()| n));
+        self.base_rows = rows.map_err(|e| LocalError::Checkpoint(format!("{}: {e}", base.display())))?;
         let log_path = self.log_path(g);
         let log = OpenOptions::new().read(true).write(true).open(&log_path).map_err(io(format!("opening {}", log_path.display())))?;
         let mut read = std::io::BufReader::new(&log);
@@ -112,10 +156,7 @@ impl EntriesLog {
             }
             let (path, fields): Line =
                 serde_json::from_slice(&line).map_err(|e| LocalError::Checkpoint(format!("{} at byte {at}: {e}", log_path.display())))?;
-            match fields {
-                Some(f) => entries.insert(path, f.into()),
-                None => entries.remove(&path),
-            };
+            apply(path, fields.map(Into::into));
             at += n as u64;
             rows += 1;
         }
@@ -124,25 +165,19 @@ impl EntriesLog {
         let mut log = log;
         std::io::Seek::seek(&mut log, std::io::SeekFrom::Start(log_bytes)).map_err(io(format!("seeking {}", log_path.display())))?;
         (self.generation, self.checkpointed, self.log, self.log_bytes, self.log_rows) = (g, g, Some(log), log_bytes, rows);
-        Ok(entries)
+        Ok(())
     }
 
-    /// Record one batch: the rows of `changed` paths as `entries` holds them now (absent: a
-    /// removal), or, when the log outgrew its base (or there is none), a new generation of
-    /// every entry. Removes the generations neither current nor named by the last checkpoint.
-    pub fn record<'a>(
-        &mut self,
-        changed: impl ExactSizeIterator<Item = &'a Name>,
-        entries: &BTreeMap<Name, impl Copy + Into<Fields>>,
-    ) -> Result<(), LocalError> {
+    /// Record one batch: the `changed` paths' rows (none: a removal), or, when the log outgrew
+    /// its base (or there is none), a new generation of every entry `entries` holds. Removes the generations neither current nor named by the last checkpoint.
+    pub fn record<'a>(&mut self, changed: impl ExactSizeIterator<Item = (&'a str, Option<Fields>)>, entries: &impl EntriesView) -> Result<(), LocalError> {
         self.remove_older();
         if self.log.is_none() || self.log_rows + changed.len() as u64 > self.base_rows.max(MIN_LOG_ROWS) {
             return self.start_generation(entries);
         }
         let mut buf = Vec::with_capacity(changed.len() * 96);
         let rows = changed.len() as u64;
-        for path in changed {
-            let line: (&str, Option<Fields>) = (path, entries.get(path).map(|p| (*p).into()));
+        for line in changed {
             serde_json::to_writer(&mut buf, &line).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
             buf.push(b'\n');
         }
@@ -159,7 +194,7 @@ impl EntriesLog {
     }
 
     /// Every entry into the base of a new generation, with an empty log.
-    fn start_generation(&mut self, entries: &BTreeMap<Name, impl Copy + Into<Fields>>) -> Result<(), LocalError> {
+    fn start_generation(&mut self, entries: &impl EntriesView) -> Result<(), LocalError> {
         let g = self.generation + 1;
         if self.generation == 0 {
             self.remove_older();
@@ -168,20 +203,20 @@ impl EntriesLog {
         // Streamed row by row: a copy of every entry at once would be the state's peak.
         let rows = |w: &mut std::io::BufWriter<&File>| -> std::io::Result<()> {
             w.write_all(b"[")?;
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
+            let mut first = true;
+            entries.each(&mut |k, v| {
+                if !std::mem::take(&mut first) {
                     w.write_all(b",")?;
                 }
-                let row: (&str, Fields) = (k, (*v).into());
-                serde_json::to_writer(&mut *w, &row)?;
-            }
+                serde_json::to_writer(&mut *w, &(k, v)).map_err(std::io::Error::other)
+            })?;
             w.write_all(b"]")
         };
         icicle_core::durable::stage(&base, true, rows).and_then(|s| s.commit(true)).map_err(io(format!("writing {}", base.display())))?;
         let log_path = self.log_path(g);
         let log = File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
         File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io(format!("fsync {}", self.dir.display())))?;
-        (self.generation, self.log, self.log_bytes, self.base_rows, self.log_rows) = (g, Some(log), 0, entries.len() as u64, 0);
+        (self.generation, self.log, self.log_bytes, self.base_rows, self.log_rows) = (g, Some(log), 0, entries.count() as u64, 0);
         Ok(())
     }
 
@@ -209,6 +244,20 @@ mod tests {
 
     fn f(n: u64) -> Fields {
         (n, n * 10, n as i64, n as i64, n.is_multiple_of(3), 0o644, 0, 0, n % 2)
+    }
+
+    /// What `restore` applies, as a map.
+    fn restored(log: &mut EntriesLog, g: u64, bytes: u64) -> Result<BTreeMap<String, Fields>, LocalError> {
+        let mut m = BTreeMap::new();
+        log.restore(g, bytes, &mut |k, f| match f {
+            Some(f) => {
+                m.insert(k, f);
+            }
+            None => {
+                m.remove(&k);
+            }
+        })?;
+        Ok(m)
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -242,7 +291,7 @@ mod tests {
                 }
                 changed.insert(k);
             }
-            log.record(changed.iter(), &entries).unwrap();
+            log.record(changed.iter().map(|k| (&**k, entries.get(k).copied())), &entries).unwrap();
             log.sync().unwrap();
             let (g, bytes) = log.position();
             generations.insert(g);
@@ -255,9 +304,9 @@ mod tests {
             }
             let mut probe = EntriesLog::new(dir.path(), "m");
             if batch % 37 == 0 {
-                log.record(extra.iter(), &after).unwrap();
+                log.record(extra.iter().map(|k| (&**k, after.get(k).copied())), &after).unwrap();
                 let want: BTreeMap<String, Fields> = entries.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-                assert_eq!(probe.restore(g, bytes).unwrap(), want, "seed {seed} batch {batch}");
+                assert_eq!(restored(&mut probe, g, bytes).unwrap(), want, "seed {seed} batch {batch}");
                 // Cut back: the restored log continues from the checkpoint's length.
                 assert_eq!(std::fs::metadata(dir.path().join(format!("m.entries-{g}.log"))).unwrap().len(), bytes);
                 log = probe;
@@ -266,7 +315,7 @@ mod tests {
         assert!(generations.len() > 2, "generations {generations:?} (seed {seed})");
         // Only the current generation's files are kept.
         let (g, _) = log.position();
-        log.record(std::iter::empty::<&Name>(), &entries).unwrap();
+        log.record(std::iter::empty(), &entries).unwrap();
         assert_eq!(names(dir.path()), [format!("m.entries-{g}.json"), format!("m.entries-{g}.log")]);
     }
 
@@ -277,7 +326,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut log = EntriesLog::new(dir.path(), "m");
         let mut entries: BTreeMap<Name, Fields> = (0..10u64).map(|i| (Name::from(format!("a{i}")), f(i))).collect();
-        log.record(std::iter::empty::<&Name>(), &entries).unwrap();
+        log.record(std::iter::empty(), &entries).unwrap();
         log.sync().unwrap();
         let (g, bytes) = log.position();
         log.checkpointed();
@@ -288,13 +337,13 @@ mod tests {
             for k in &changed {
                 entries.insert(k.clone(), f(part));
             }
-            log.record(changed.iter(), &entries).unwrap();
+            log.record(changed.iter().map(|k| (&**k, entries.get(k).copied())), &entries).unwrap();
         }
         assert!(log.position().0 >= g + 2, "generations started: {}", log.position().0 - g);
         // A stop before the emit's checkpoint: the restart restores the checkpoint's generation.
-        assert_eq!(EntriesLog::new(dir.path(), "m").restore(g, bytes).unwrap(), want);
+        assert_eq!(restored(&mut EntriesLog::new(dir.path(), "m"), g, bytes).unwrap(), want);
         log.checkpointed();
-        log.record(std::iter::empty::<&Name>(), &entries).unwrap();
+        log.record(std::iter::empty(), &entries).unwrap();
         let g = log.position().0;
         assert_eq!(names(dir.path()), [format!("m.entries-{g}.json"), format!("m.entries-{g}.log")]);
     }
@@ -305,7 +354,7 @@ mod tests {
         std::fs::write(dir.path().join("m.entries-3.json"), r#"[["a",[1,10,1,1,false,420,0,0]],["d",[2,0,2,2,true,16877,0,0,7]]]"#).unwrap();
         let line = "[\"b\",[3,30,3,3,false,420,5,6]]\n";
         std::fs::write(dir.path().join("m.entries-3.log"), line).unwrap();
-        let got = EntriesLog::new(dir.path(), "m").restore(3, line.len() as u64).unwrap();
+        let got = restored(&mut EntriesLog::new(dir.path(), "m"), 3, line.len() as u64).unwrap();
         let want: BTreeMap<String, Fields> = [
             ("a".to_string(), (1, 10, 1, 1, false, 420, 0, 0, 0)),
             ("b".to_string(), (3, 30, 3, 3, false, 420, 5, 6, 0)),
@@ -320,8 +369,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut log = EntriesLog::new(dir.path(), "m");
         let entries: BTreeMap<Name, Fields> = [("a".into(), f(1))].into();
-        log.record(std::iter::empty::<&Name>(), &entries).unwrap();
-        let e = EntriesLog::new(dir.path(), "m").restore(1, 10).unwrap_err().to_string();
+        log.record(std::iter::empty(), &entries).unwrap();
+        let e = restored(&mut EntriesLog::new(dir.path(), "m"), 1, 10).unwrap_err().to_string();
         assert!(e.contains("m.entries-1.log") && e.contains("shorter"), "{e}");
     }
 }

@@ -8,6 +8,7 @@
 mod config;
 mod dir_access;
 mod entries_log;
+mod entry_store;
 mod error;
 pub mod event;
 mod fanotify;

@@ -1,10 +1,9 @@
-//! Rescans compared a slice at a time: what the index holds below a directory, then what the
-//! file system holds there, each path put on the work list only when it differs from the
-//! index. So a rescan of a large tree holds in memory its differences and the directories its
+//! Rescans compared a slice at a time: what the index holds below a directory (each path
+//! `lstat`ed), then what the file system holds there (listed; a path the index holds was
+//! compared already), each path put on the work list only when it differs from the index. So a rescan of a large tree holds in memory its differences and the directories its
 //! walk has still to list, not every path below it.
 
 use std::collections::HashSet;
-use std::ops::Bound;
 
 use super::LocalState;
 use crate::print::Print;
@@ -34,41 +33,40 @@ impl Scan {
         Scan { dir: dir.to_string(), held: Some(None), stack, listing, current: None }
     }
 
-    /// Whether this scan's walk will list `dir` (it, or a directory above it, is still to be
-    /// listed or being listed: what it holds is found without another walk).
+    /// Whether this scan's walk will list `dir`: it, or a directory above it, is still to be
+    /// opened (what it holds is found without another walk). One being listed does not count:
+    /// a name made there since it was opened may not be listed.
     pub(crate) fn will_list(&self, dir: &str) -> bool {
-        let listed_later = |d: &str| self.listing.contains(d) || self.current.as_ref().is_some_and(|(c, _)| c == d);
-        if self.stack.is_empty() && self.current.is_none() {
-            return false;
-        }
-        listed_later(dir) || listed_later("") || dir.match_indices('/').any(|(i, _)| listed_later(&dir[..i]))
+        let later = |d: &str| self.listing.contains(d);
+        !self.listing.is_empty() && (later(dir) || later("") || dir.match_indices('/').any(|(i, _)| later(&dir[..i])))
+    }
+}
+
+#[cfg(test)]
+impl Scan {
+    /// Whether `dir` is being listed.
+    pub(crate) fn is_listing(&self, dir: &str) -> bool {
+        self.current.as_ref().is_some_and(|(c, _)| c == dir)
     }
 }
 
 impl LocalState {
-    /// Whether `rel` must be compared: it differs from what the index holds (`md`: its
-    /// metadata, read already; else it is `lstat`ed now), is not held, or is marked (forced, a
-    /// directory event's, unreadable before). A held path found as held counts as compared.
-    fn must_compare(&mut self, rel: &str, md: Option<&std::fs::Metadata>, work: &Work, count: bool) -> bool {
+    /// Whether held path `rel` must be compared: the file system differs from what the index
+    /// holds, it is not held (any more), or it is marked (forced, a directory event's,
+    /// unreadable before). One found as held counts as compared.
+    fn must_compare(&mut self, rel: &str, work: &Work) -> bool {
         if work.force.contains(rel) || work.directories.contains(rel) || self.unreadable.contains(rel) {
             return true;
         }
-        let Some(old) = self.entries.get(rel).copied() else { return true };
-        let now = match md {
-            Some(md) => Print::at(&self.root, rel, md, self.posix),
-            None => match self.lstat(rel) {
-                Ok(md) => Print::at(&self.root, rel, &md, self.posix),
-                Err(_) => return true,
-            },
-        };
-        if now != old {
-            return true;
+        let Some(old) = self.entries.get(rel) else { return true };
+        match self.lstat(rel) {
+            Ok(md) if Print::at(&self.root, rel, &md, self.posix) == old => {
+                self.counts.compared += 1;
+                self.counts.unchanged += 1;
+                false
+            }
+            _ => true,
         }
-        if count {
-            self.counts.compared += 1;
-            self.counts.unchanged += 1;
-        }
-        false
     }
 
     /// One step of the last scan on the work list: up to [`STEP`] paths the index holds, or
@@ -76,23 +74,12 @@ impl LocalState {
     pub(crate) fn scan_step(&mut self, work: &mut Work) -> bool {
         let Some(mut scan) = work.scans.pop() else { return false };
         if let Some(after) = scan.held.take() {
-            let below = if scan.dir.is_empty() { String::new() } else { format!("{}/", scan.dir) };
-            let from = match &after {
-                Some(a) => Bound::Excluded(a.as_str()),
-                None => Bound::Included(below.as_str()),
-            };
-            let step: Vec<(crate::names::Name, Print)> = self
-                .entries
-                .range::<str, _>((from, Bound::Unbounded))
-                .take_while(|(k, _)| k.starts_with(&below))
-                .take(STEP)
-                .map(|(k, p)| (k.clone(), *p))
-                .collect();
+            let step = self.entries.below(&scan.dir, after.as_deref(), STEP);
             if step.len() == STEP {
                 scan.held = Some(step.last().map(|(k, _)| k.to_string()));
             }
             for (k, _) in step {
-                if self.must_compare(&k, None, work, true) {
+                if self.must_compare(&k, work) {
                     work.push_again(k);
                 }
             }
@@ -128,20 +115,31 @@ impl LocalState {
             }
         };
         for _ in 0..STEP {
-            let Some(e) = rd.next() else { return true };
-            let Ok(e) = e else { continue };
+            let e = match rd.next() {
+                None => return true,
+                Some(Ok(e)) => e,
+                Some(Err(e)) => {
+                    // The rest of the listing is lost: listed again when compared again.
+                    tracing::warn!(message = "a directory listing failed part way", dir = %dir, error = %e);
+                    self.counts.unreadable += 1;
+                    self.unreadable.insert(dir.into());
+                    return true;
+                }
+            };
             let name = e.file_name();
             let Some(name) = crate::event::utf8_name(name.as_bytes(), &dir) else {
                 self.counts.not_utf8 += 1;
                 continue;
             };
             let rel = crate::walk::join(&dir, name);
-            let Ok(md) = std::fs::symlink_metadata(e.path()) else { continue };
-            if md.is_dir() {
+            // The type from the listing (std `lstat`s only where it is unknown).
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
                 scan.listing.insert(rel.clone());
                 scan.stack.push(rel.clone());
             }
-            if self.must_compare(&rel, Some(&md), work, false) {
+            // What the index holds, the held side compared (or will): the walk finds what it
+            // does not hold.
+            if !self.entries.contains_key(&rel) {
                 work.push_again(rel.into());
             }
         }

@@ -37,7 +37,7 @@ fn on_disk(root: &Path) -> BTreeSet<String> {
 }
 
 fn held(s: &LocalState) -> BTreeSet<String> {
-    s.entries.keys().map(|k| k.to_string()).collect()
+    s.entries.keys().iter().map(|k| k.to_string()).collect()
 }
 
 /// The paths only the index holds, and those only the file system does.
@@ -125,4 +125,60 @@ fn a_directory_replaced_between_parts_of_a_rescan_converges() {
         drain(&mut s, events);
         assert_eq!(differences(&s, r), (vec![], vec![]), "skew {skew}");
     }
+}
+
+/// The directory being listed when a part ends is replaced before the next (a tree moved in at
+/// its name): what is at the name now is walked, not only what the open listing still gives.
+#[test]
+fn a_directory_replaced_while_it_is_listed_is_walked_again() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("fs");
+    for i in 0..600 {
+        std::fs::create_dir_all(r.join("p")).unwrap();
+        std::fs::write(r.join(format!("p/f{i}")), b"1").unwrap();
+    }
+    let stage = t.path().join("stage");
+    std::fs::create_dir_all(stage.join("n/deep")).unwrap();
+    std::fs::write(stage.join("n/deep/g"), b"1").unwrap();
+    let mut s = state(&r, true).with_emit_limit(100);
+    s.apply_events(rescan(RescanReason::Seed)).unwrap();
+    assert!(s.pending.as_ref().is_some_and(|w| w.scans.iter().any(|sc| sc.is_listing("p"))), "a part ended while p was listed");
+    // Files of one name are not remembered for their other names.
+    assert_eq!(s.pending.as_ref().map(|w| w.requeued.len()), Some(0));
+    std::fs::rename(r.join("p"), t.path().join("p.old")).unwrap();
+    std::fs::rename(&stage, r.join("p")).unwrap();
+    drain(&mut s, vec![LocalEvent::Directory("p".into())]);
+    assert_eq!(differences(&s, &r), (vec![], vec![]));
+}
+
+/// A quiet seed (not published) writes its entries as a new generation of the entries files:
+/// a restart restores every one.
+#[tokio::test]
+async fn a_quiet_seed_s_entries_restore() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("fs");
+    tree(&r, 3, 40);
+    let st = t.path().join("st");
+    std::fs::create_dir_all(&st).unwrap();
+    let mut s = state(&r, false).with_entries_files(&st, "m");
+    drain(&mut s, rescan(RescanReason::Seed));
+    let cp = s.checkpoint(&0).unwrap();
+    let mut again = state(&r, false).with_entries_files(&st, "m");
+    again.restore(Some(cp), Vec::new()).await.unwrap();
+    assert_eq!((again.len(), differences(&again, &r)), (123, (vec![], vec![])));
+}
+
+/// A batch whose entries file fails is not delivered: the error names the file.
+#[test]
+fn a_batch_whose_entries_file_fails_is_an_error_naming_it() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("fs");
+    tree(&r, 1, 3);
+    let file = t.path().join("m.entries.sqlite");
+    let mut s = state(&r, true).with_entries_on_disk(&file, 1).unwrap();
+    drain(&mut s, rescan(RescanReason::Seed));
+    std::fs::write(r.join("d0/f0"), b"changed").unwrap();
+    s.entries.break_for_tests();
+    let e = s.apply_events(vec![LocalEvent::Changed("d0/f0".into())]).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("m.entries.sqlite"), "{e}");
 }

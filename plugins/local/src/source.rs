@@ -55,11 +55,15 @@ impl ChangeSource for LocalSource {
         let stem = ctx.name.clone();
         let settings = DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &stem, format!("root {}", cfg.root.display()));
         std::fs::create_dir_all(&cfg.state_dir).map_err(|e| LocalError::Io { what: format!("creating {}", cfg.state_dir.display()), source: e })?;
-        let mut state = LocalState::new(cfg.root.clone(), cfg.prefix(), PrimaryEncoder::new(ctx.policy.clone()), cfg.seed_emit)
+        let state = LocalState::new(cfg.root.clone(), cfg.prefix(), PrimaryEncoder::new(ctx.policy.clone()), cfg.seed_emit)
             .with_emit_limit(cfg.max_emit_records)
             .with_journal(cfg.state_dir.join(format!("{stem}.fresh-paths.json")))
             .with_entries_files(&cfg.state_dir, &stem)
             .with_posix(ctx.policy.access.is_some());
+        let mut state = match cfg.entries_cache_mb {
+            Some(mb) => state.with_entries_on_disk(&cfg.state_dir.join(format!("{stem}.entries.sqlite")), mb)?,
+            None => state,
+        };
         icicle_runtime::monitor::restore(&mut state, &settings).await?;
         // Marks and watches first, then the walk (the stream's first event): nothing between
         // them is lost, and events for what the walk already saw are idempotent.

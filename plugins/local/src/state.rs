@@ -10,7 +10,7 @@
 //! So the result depends only on the file system at emit time and on which paths were
 //! reported, never on event order: events for things the seed walk already saw are idempotent.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,10 +25,11 @@ use icicle_gmeta::{subject_for, PrimaryEncoder};
 use serde::{Deserialize, Serialize};
 
 use crate::dir_access::{root_changed, RootAccess};
-use crate::entries_log::{EntriesLog, Fields, FieldsRead};
+use crate::entries_log::{EntriesLog, EntriesView, Fields, FieldsRead};
+use crate::entry_store::EntryStore;
 use crate::event::{LocalEvent, RescanReason};
 use crate::fresh_journal::FreshJournal;
-use crate::names::{InodeNames, Name};
+use crate::names::Name;
 use crate::print::print_of;
 pub use crate::print::Print;
 use crate::walk::walk;
@@ -69,8 +70,7 @@ pub struct LocalCounts {
 pub struct LocalState {
     root: PathBuf,
     prefix: String,
-    entries: BTreeMap<Name, Print>,
-    by_ino: InodeNames,
+    entries: EntryStore,
     enc: PrimaryEncoder,
     seed_emit: bool,
     /// Counters, shared with the stream (which adds its own to the report).
@@ -93,7 +93,7 @@ pub struct LocalState {
     /// every entry).
     log: Option<EntriesLog>,
     /// Paths whose entry changed in this batch.
-    changed: HashSet<Name>,
+    changed: HashMap<Name, Option<Print>>,
     /// Updates and deletes at most in one emit.
     emit_limit: usize,
     /// What the last emit left to compare (its limit was reached).
@@ -129,10 +129,6 @@ enum Row {
     Before(String, u64, u64, i64, i64, bool, u32, u32, u32),
 }
 
-fn row(k: &str, p: &Print) -> Row {
-    Row::Now(k.to_string(), (*p).into())
-}
-
 /// Updates and deletes at most in one emit, by default (a larger rescan is delivered in parts).
 pub const DEFAULT_EMIT_LIMIT: usize = 10_000;
 
@@ -142,8 +138,7 @@ impl LocalState {
         LocalState {
             root,
             prefix,
-            entries: BTreeMap::new(),
-            by_ino: InodeNames::default(),
+            entries: entries_for_tests(),
             enc,
             seed_emit,
             counts: LocalCounts::default(),
@@ -154,7 +149,7 @@ impl LocalState {
             posix: false,
             root_access: None,
             log: None,
-            changed: HashSet::new(),
+            changed: HashMap::new(),
             emit_limit: DEFAULT_EMIT_LIMIT,
             pending: None,
             unreadable: BTreeSet::new(),
@@ -166,6 +161,13 @@ impl LocalState {
     pub fn with_entries_files(mut self, dir: &Path, stem: &str) -> LocalState {
         self.log = Some(EntriesLog::new(dir, stem));
         self
+    }
+
+    /// Keep the entries in the SQLite file `file` (made anew; the entries files stay the
+    /// durable record), `cache_mb` MiB of its pages in memory, instead of all in memory.
+    pub fn with_entries_on_disk(mut self, file: &Path, cache_mb: usize) -> Result<LocalState, LocalError> {
+        self.entries = EntryStore::on_disk(file, cache_mb)?;
+        Ok(self)
     }
 
     /// Keep the sent-ahead journal of paths in `file`.
@@ -214,7 +216,7 @@ impl LocalState {
 
     /// Whether the index holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.len() == 0
     }
 
     fn full(&self, rel: &str) -> String {
@@ -223,27 +225,8 @@ impl LocalState {
 
     /// The index holds `p` at `rel` (sharing the key the entries already have for it).
     fn insert(&mut self, rel: Name, p: Print) {
-        let key = self.entries.get_key_value(&*rel).map_or(rel, |(k, _)| k.clone());
-        self.changed.insert(key.clone());
-        if let Some(old) = self.entries.insert(key.clone(), p) {
-            self.unlink_name(&key, old);
-        }
-        // Inode 0: a placeholder for a journaled path (no inode known), nobody's other name.
-        if !p.dir && p.ino != 0 {
-            self.by_ino.add(p.ino, key);
-        }
-    }
-
-    fn unlink_name(&mut self, rel: &str, old: Print) {
-        if !old.dir {
-            self.by_ino.remove(old.ino, rel);
-        }
-    }
-
-    /// What the index holds strictly below `dir` (everything, for the root), in path order.
-    fn below(&self, dir: &str) -> impl Iterator<Item = (&Name, &Print)> {
-        let below = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-        self.entries.range::<str, _>((Bound::Included(below.as_str()), Bound::Unbounded)).take_while(move |(k, _)| k.starts_with(&below))
+        let key = self.entries.insert(rel, p);
+        self.changed.insert(key, Some(p));
     }
 
     /// The other names of inode `ino` go back on the work list, even those compared earlier
@@ -254,20 +237,26 @@ impl LocalState {
         if ino == 0 {
             return;
         }
+        let others: Vec<Name> = self.entries.names_of(ino).into_iter().filter(|n| &**n != rel).collect();
+        // A file of one name (almost all) is not remembered: the work list stays in proportion
+        // to the differences.
+        if others.is_empty() {
+            return;
+        }
         if let Some(p) = now {
             if work.requeued.get(&ino) == Some(&p) {
                 return;
             }
             work.requeued.insert(ino, p);
         }
-        for n in self.by_ino.get(ino).iter().filter(|n| &***n != rel) {
-            work.push_again(n.clone());
+        for n in others {
+            work.push_again(n);
         }
     }
 
     /// Whether the index holds anything below `rel`.
     fn holds_below(&self, rel: &str) -> bool {
-        self.below(rel).next().is_some()
+        !self.entries.below(rel, None, 1).is_empty()
     }
 
     /// Forget `rel` and everything below it; deletes for what was published. At most `room`
@@ -283,7 +272,7 @@ impl LocalState {
     /// front of the work list, so one removed tree is delivered in parts like any other work.
     fn remove_below(&mut self, rel: &Name, room: usize, deletes: &mut Vec<String>, work: &mut Work) -> bool {
         let room = room.max(1);
-        let gone: Vec<Name> = self.below(rel).take(room + 1).map(|(k, _)| k.clone()).collect();
+        let gone: Vec<Name> = self.entries.below(rel, None, room + 1).into_iter().map(|(k, _)| k).collect();
         let left = gone.len() > room;
         for k in gone.into_iter().take(room) {
             self.forget(k, deletes, work);
@@ -296,13 +285,12 @@ impl LocalState {
 
     /// Forget the entry at `k`: a delete if it was published, its inode's other names compared.
     fn forget(&mut self, k: Name, deletes: &mut Vec<String>, work: &mut Work) {
-        let Some(old) = self.entries.remove(&*k) else { return };
-        self.unlink_name(&k, old);
+        let Some(old) = self.entries.remove(&k) else { return };
         if !old.dir {
             work.delete(&k, subject_for(&self.full(&k)).into_owned(), deletes);
             self.other_names(old.ino, &k, None, work);
         }
-        self.changed.insert(k);
+        self.changed.insert(k, None);
     }
 
     /// Everything below `dir` that the file system or the index holds is compared with the
@@ -327,12 +315,17 @@ impl LocalState {
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
             let (posix, carried) = (self.posix, !self.fresh.is_empty());
+            // Every entry goes into a new generation of the entries files, not path by path.
+            if let Some(log) = self.log.as_mut() {
+                log.whole();
+            }
+            let entries = &mut self.entries;
             let unlisted = walk(&root, dir, &mut not_utf8, true, &mut |rel, md| {
                 // A placeholder (a path a killed run published) stays one, to be compared.
-                let placeholder = carried && self.entries.get(rel.as_str()).is_some_and(|p| p.ino == 0 && !p.dir);
+                let placeholder = carried && entries.get(rel.as_str()).is_some_and(|p| p.ino == 0 && !p.dir);
                 if let Some(md) = md.filter(|_| !placeholder) {
                     let p = Print::at(&root, &rel, md, posix);
-                    self.insert(rel.into(), p);
+                    entries.insert(rel.into(), p);
                 }
             });
             self.counts.not_utf8 += not_utf8;
@@ -352,7 +345,7 @@ impl LocalState {
     /// with `judged`, not those published in this part (judged with `dir` as it is now).
     fn republish_below(&mut self, dir: &str, judged: bool, work: &mut Work) {
         work.chains.clear();
-        let files: Vec<Name> = self.below(dir).filter(|(_, p)| !p.dir).map(|(k, _)| k.clone()).collect();
+        let files: Vec<Name> = self.entries.below(dir, None, usize::MAX).into_iter().filter(|(_, p)| !p.dir).map(|(k, _)| k).collect();
         for f in files {
             if judged && work.sent.contains(&f) {
                 continue;
@@ -412,7 +405,7 @@ impl LocalState {
             return;
         }
         self.counts.compared += 1;
-        let old = self.entries.get(rel).copied();
+        let old = self.entries.get(rel);
         let md = match self.lstat(rel) {
             Ok(md) => md,
             Err(e) if !is_gone(&e) => {
@@ -552,6 +545,7 @@ impl LocalState {
             self.counts.continued += 1;
         }
         let mut work = self.pending.take().unwrap_or_else(Work::new);
+        self.entries.begin();
         // A new part of a larger emit: the file system went on in between (the earlier parts
         // were delivered), so directories are read again and what they outdated is sent again.
         work.new_part();
@@ -588,8 +582,18 @@ impl LocalState {
             self.pending = Some(work);
         }
         self.counts.deletes += deletes.len() as u64;
+        // Nothing of a batch the entries could not be read or written for is delivered.
+        if let Some(e) = self.entries.take_error() {
+            return Err(e);
+        }
         if let Some(log) = self.log.as_mut() {
-            log.record(self.changed.iter(), &self.entries)?;
+            log.record(self.changed.iter().map(|(k, p)| (&**k, p.map(Into::into))), &self.entries)?;
+        }
+        self.entries.commit();
+        // Nor one whose entries were recorded from a failed read (the checkpoint will not name
+        // those bytes).
+        if let Some(e) = self.entries.take_error() {
+            return Err(e);
         }
         self.changed.clear();
         if let Some(j) = self.journal.as_mut() {
@@ -625,8 +629,12 @@ impl ChangeState for LocalState {
         }
         if let Some((generation, log_bytes)) = cp.entries_log {
             let log = self.log.as_mut().ok_or_else(|| LocalError::Checkpoint("it names entries files, and this state keeps none".into()))?;
-            for (rel, fields) in log.restore(generation, log_bytes)? {
-                self.insert(rel.into(), print_of(fields));
+            let entries = &mut self.entries;
+            entries.begin();
+            log.restore(generation, log_bytes, &mut |rel, fields| entries.load(rel, fields))?;
+            entries.commit();
+            if let Some(e) = self.entries.take_error() {
+                return Err(e.into());
             }
         }
         self.root_access = cp.root_access;
@@ -654,7 +662,14 @@ impl ChangeState for LocalState {
             }
             // No entries files (or none written yet): every entry inline.
             None => {
-                Checkpoint { root, entries: self.entries.iter().map(|(k, v)| row(k, v)).collect(), entries_log: None, root_access: self.root_access.clone() }
+                let mut entries = Vec::with_capacity(self.entries.len());
+                self.entries
+                    .each(&mut |k, f| {
+                        entries.push(Row::Now(k.to_string(), f));
+                        Ok(())
+                    })
+                    .map_err(|e| LocalError::Checkpoint(e.to_string()))?;
+                Checkpoint { root, entries, entries_log: None, root_access: self.root_access.clone() }
             }
         };
         Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)
@@ -671,7 +686,7 @@ impl ChangeState for LocalState {
             deletes: c.deletes,
             batches: c.batches,
             state_entries: self.entries.len(),
-            state_bytes: self.entries.keys().map(|k| k.len() + 64).sum(),
+            state_bytes: self.entries.approx_bytes(),
             state_counts: c.rescans.iter().map(|(k, v)| (crate::event::rescan_label(k), *v)).collect(),
         }
     }
@@ -679,6 +694,23 @@ impl ChangeState for LocalState {
     fn report(&self) -> serde_json::Value {
         serde_json::to_value(&self.counts).unwrap_or_default()
     }
+}
+
+/// Every entry in memory; in this crate's tests, in a SQLite file when
+/// `ICICLE_TEST_ENTRIES_ON_DISK` is set (the suite runs with either store).
+fn entries_for_tests() -> EntryStore {
+    #[cfg(test)]
+    if std::env::var_os("ICICLE_TEST_ENTRIES_ON_DISK").is_some() {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = std::env::temp_dir().join(format!("icicle-entries-{}-{n}.sqlite", std::process::id()));
+        if let Ok(store) = EntryStore::on_disk(&file, 1) {
+            // Open already: the name is not needed (and not left behind).
+            let _ = std::fs::remove_file(&file);
+            return store;
+        }
+    }
+    EntryStore::memory()
 }
 
 /// Whether an `lstat` error means the path is not there: nothing at the name, a component

@@ -58,7 +58,7 @@ fn a_file_reported_before_its_path_became_a_directory_is_found_by_the_walk() {
     std::fs::remove_file(t.path().join("a")).unwrap();
     std::fs::rename(t.path().join("d"), t.path().join("a")).unwrap();
     let e = s.apply_events(vec![changed("a/b"), LocalEvent::Directory("a".into()), LocalEvent::Directory("d".into())]).unwrap();
-    assert!(s.entries.contains_key("a/b"), "{:?}", s.entries.keys().collect::<Vec<_>>());
+    assert!(s.entries.contains_key("a/b"), "{:?}", s.entries.keys());
     let mut deletes = e.deletes.clone();
     deletes.sort();
     assert_eq!(deletes, vec!["/a", "/d/b"]);
@@ -94,7 +94,7 @@ fn unlisted_directory_is_walked_when_compared_again(arrives: &str, unlisted: &st
     assert!(!s.entries.contains_key(format!("{unlisted}/f").as_str()));
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
     let e = as_nobody(|| s.apply_events(vec![changed(unlisted)]).unwrap());
-    assert!(s.entries.contains_key(format!("{unlisted}/f").as_str()), "{:?}", s.entries.keys().collect::<Vec<_>>());
+    assert!(s.entries.contains_key(format!("{unlisted}/f").as_str()), "{:?}", s.entries.keys());
     assert_eq!(e.chunk.len(), 1);
 }
 

@@ -100,7 +100,7 @@ async fn inline_entries_of_an_older_release_restore() {
     let cp = format!(r#"{{"root":"{}","entries":[["f",1,1,0,0,false,420,0,0]]}}"#, t.path().display());
     let mut s = state(t.path(), true);
     s.restore(Some(cp.into_bytes()), Vec::new()).await.unwrap();
-    assert_eq!(s.entries["f"].ino, 1);
+    assert_eq!(s.entries.get("f").unwrap().ino, 1);
     let e = s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Restart)]).unwrap();
     assert_eq!(e.chunk.len(), 1, "its print differs from the file's: published again");
 }
@@ -325,12 +325,12 @@ fn a_change_reported_under_a_directory_s_old_name_is_found_at_its_new_one() {
     // The mkdir's emit walks `new` (the move has happened by then); the file's other name is
     // compared as another name of its inode.
     let e = s.apply_events(vec![directory("new")]).unwrap();
-    assert_eq!(s.entries["new/d/f"].size, 87);
+    assert_eq!(s.entries.get("new/d/f").unwrap().size, 87);
     assert_eq!(e.deletes, vec!["/a/d/f".to_string()]);
     // Truncated again, merged into the queued event that names `a/d/f`; then the move.
     std::fs::File::options().write(true).open(r.join("new/d/f")).unwrap().set_len(74).unwrap();
     let e = s.apply_events(vec![changed("a/d/f"), directory("a/d"), directory("new/d")]).unwrap();
-    assert_eq!(s.entries["new/d/f"].size, 74);
+    assert_eq!(s.entries.get("new/d/f").unwrap().size, 74);
     assert_eq!((e.chunk.len(), e.deletes.len()), (1, 0));
 }
 
@@ -371,7 +371,7 @@ fn a_rescan_larger_than_one_emit_is_delivered_in_parts() {
         sizes.push(s.apply_events(Vec::new()).unwrap().chunk.len());
     }
     assert_eq!(sizes, [10, 10, 5]);
-    assert_eq!(s.entries.values().filter(|p| !p.dir).count(), 25);
+    assert_eq!(s.entries.rows().iter().filter(|(_, p)| !p.dir).count(), 25);
     for i in 0..12 {
         std::fs::remove_file(r.join(if i % 2 == 0 { "a" } else { "b/c" }).join(format!("f{i}"))).unwrap();
     }
@@ -417,7 +417,8 @@ fn a_removed_tree_is_deleted_in_parts() {
     let deletes: usize = sizes.iter().map(|(_, d)| d).sum();
     assert_eq!(deletes, 60, "{sizes:?}");
     assert_eq!(parts.last().map(|e| e.chunk.len()), Some(1), "the file is published last: {sizes:?}");
-    let held: Vec<&str> = s.entries.keys().map(|k| &**k).collect();
+    let keys = s.entries.keys();
+    let held: Vec<&str> = keys.iter().map(|k| &**k).collect();
     assert_eq!(held, ["kept", "replaced"]);
 }
 
@@ -463,7 +464,8 @@ fn nothing_is_reached_through_a_symlink_that_replaced_a_directory() {
     let mut d = e.deletes.clone();
     d.sort();
     assert_eq!(d, vec!["/a/b/g", "/a/f"]);
-    let mut held: Vec<&str> = s.entries.keys().map(|k| &**k).collect();
+    let keys = s.entries.keys();
+    let mut held: Vec<&str> = keys.iter().map(|k| &**k).collect();
     held.sort();
     assert_eq!(held, vec!["a", "a.old", "a.old/b", "a.old/b/g", "a.old/f"]);
     // A change to the file reaches its other name only if it has one: none here.

@@ -35,7 +35,12 @@ pub fn walk(root: &Path, dir: &str, not_utf8: &mut u64, stat: bool, visit: &mut 
                 continue;
             }
         };
-        for e in rd.flatten() {
+        for e in rd {
+            let Ok(e) = e else {
+                // The rest of the listing is lost: like one that could not be listed.
+                unlisted.push(d.clone());
+                break;
+            };
             let name = e.file_name();
             let Some(name) = crate::event::utf8_name(name.as_bytes(), &d) else {
                 *not_utf8 += 1;

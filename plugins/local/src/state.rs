@@ -15,22 +15,19 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, parent_dir, Acl};
 use icicle_core::batch::EntryBatch;
 use icicle_core::record::FileRecord;
-use icicle_core::stream::{BatchCounts, ChangeState, Emit};
-use icicle_core::IcicleError;
+use icicle_core::stream::Emit;
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 use serde::{Deserialize, Serialize};
 
 use crate::dir_access::{root_changed, RootAccess};
-use crate::entries_log::{EntriesLog, EntriesView, Fields, FieldsRead};
+use crate::entries_log::{EntriesLog, Fields};
 use crate::entry_store::EntryStore;
 use crate::event::{LocalEvent, RescanReason};
 use crate::fresh_journal::FreshJournal;
 use crate::names::Name;
-use crate::print::print_of;
 pub use crate::print::Print;
 use crate::walk::walk;
 use crate::work::Work;
@@ -81,7 +78,6 @@ pub struct LocalState {
     /// after a kill between delivery and checkpoint compares them too, so a path the index may
     /// hold but the checkpoint does not is deleted if it is gone by then.
     journal: Option<FreshJournal>,
-    fresh: Vec<Name>,
     /// The restored journal's paths stay in it until the first batch after the restart is
     /// checkpointed.
     carry: bool,
@@ -144,7 +140,6 @@ impl LocalState {
             counts: LocalCounts::default(),
             restored: false,
             journal: None,
-            fresh: Vec::new(),
             carry: false,
             posix: false,
             root_access: None,
@@ -194,16 +189,14 @@ impl LocalState {
     /// them: an update if there, a delete if gone. One that does not read (but for a last line
     /// cut short) is damage: the start stops rather than forget paths whose deletes may be owed.
     fn carry_journal(&mut self) -> Result<(), LocalError> {
-        let ahead: Vec<String> = match &self.journal {
-            Some(j) => j.read()?,
-            None => Vec::new(),
-        };
-        for rel in ahead {
-            if !self.entries.contains_key(rel.as_str()) {
-                let rel: Name = rel.into();
-                self.insert(rel.clone(), Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0, acl: 0 });
-                self.fresh.push(rel);
-            }
+        let (entries, changed) = (&mut self.entries, &mut self.changed);
+        if let Some(j) = self.journal.as_mut() {
+            j.read_each(&mut |rel| {
+                if !entries.contains_key(rel.as_str()) {
+                    let p = Print { ino: 0, size: 0, mtime: 0, ctime: 0, dir: false, mode: 0, uid: 0, gid: 0, acl: 0 };
+                    changed.insert(entries.insert(rel.into(), p), Some(p));
+                }
+            })?;
         }
         self.carry = true;
         Ok(())
@@ -314,7 +307,7 @@ impl LocalState {
         }
         if reason == RescanReason::Seed && !self.seed_emit {
             let (root, mut not_utf8) = (self.root.clone(), 0);
-            let (posix, carried) = (self.posix, !self.fresh.is_empty());
+            let (posix, carried) = (self.posix, self.journal.as_ref().is_some_and(|j| j.holds_any()));
             // Every entry goes into a new generation of the entries files, not path by path.
             if let Some(log) = self.log.as_mut() {
                 log.whole();
@@ -333,8 +326,9 @@ impl LocalState {
                 self.counts.unreadable += 1;
                 self.unreadable.insert(d.into());
             }
-            for f in self.fresh.clone() {
-                work.push(f);
+            // The placeholders are compared (what the walk inserted is found as held).
+            if carried {
+                work.scans.push(Scan::new(dir, false));
             }
             return;
         }
@@ -484,7 +478,9 @@ impl LocalState {
         }
         self.other_names(new.ino, rel, Some(new), work);
         if old.is_none_or(|o| o.dir) {
-            self.fresh.push(rel.clone());
+            if let Some(j) = self.journal.as_mut() {
+                j.push(rel.clone());
+            }
         }
         self.publish(rel, &md, chunk, work);
     }
@@ -532,7 +528,6 @@ impl LocalState {
         // so when this continues a rescan: the checkpoint comes after its last part).
         let carried = std::mem::take(&mut self.carry);
         if !carried && self.pending.is_none() {
-            self.fresh.clear();
             if let Some(j) = self.journal.as_mut() {
                 j.reset();
             }
@@ -597,102 +592,9 @@ impl LocalState {
         }
         self.changed.clear();
         if let Some(j) = self.journal.as_mut() {
-            j.sync(&self.fresh)?;
+            j.sync()?;
         }
         Ok(Emit { chunk, deletes, sent: Vec::new() })
-    }
-}
-
-#[async_trait]
-impl ChangeState for LocalState {
-    type Event = LocalEvent;
-    type Position = u64;
-
-    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, _sent_ahead: Vec<u64>) -> Result<Option<u64>, IcicleError> {
-        let Some(bytes) = checkpoint else {
-            // Killed before its first checkpoint, a run may have published part of its seed.
-            self.carry_journal()?;
-            return Ok(None);
-        };
-        let cp: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
-        if cp.root != self.root.to_string_lossy() {
-            return Err(LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into());
-        }
-        for r in cp.entries {
-            let (rel, fields) = match r {
-                Row::Now(rel, f) => (rel, f),
-                Row::Before(rel, ino, size, mtime, ctime, dir, mode, uid, gid) => {
-                    (rel, FieldsRead::Before(ino, size, mtime, ctime, dir, mode, uid, gid).into())
-                }
-            };
-            self.insert(rel.into(), print_of(fields));
-        }
-        if let Some((generation, log_bytes)) = cp.entries_log {
-            let log = self.log.as_mut().ok_or_else(|| LocalError::Checkpoint("it names entries files, and this state keeps none".into()))?;
-            let entries = &mut self.entries;
-            entries.begin();
-            log.restore(generation, log_bytes, &mut |rel, fields| entries.load(rel, fields))?;
-            entries.commit();
-            if let Some(e) = self.entries.take_error() {
-                return Err(e.into());
-            }
-        }
-        self.root_access = cp.root_access;
-        // As on disk already.
-        self.changed.clear();
-        self.restored = true;
-        self.carry_journal()?;
-        Ok(None)
-    }
-
-    async fn apply(&mut self, batch: Vec<LocalEvent>) -> Result<Emit, IcicleError> {
-        Ok(self.apply_events(batch)?)
-    }
-
-    fn more(&self) -> bool {
-        self.pending.is_some()
-    }
-
-    fn checkpoint(&self, _at: &u64) -> Result<Vec<u8>, IcicleError> {
-        let root = self.root.to_string_lossy().into_owned();
-        let cp = match self.log.as_ref().filter(|l| l.position().0 > 0) {
-            Some(log) => {
-                log.sync()?;
-                Checkpoint { root, entries: Vec::new(), entries_log: Some(log.position()), root_access: self.root_access.clone() }
-            }
-            // No entries files (or none written yet): every entry inline.
-            None => {
-                let mut entries = Vec::with_capacity(self.entries.len());
-                self.entries
-                    .each(&mut |k, f| {
-                        entries.push(Row::Now(k.to_string(), f));
-                        Ok(())
-                    })
-                    .map_err(|e| LocalError::Checkpoint(e.to_string()))?;
-                Checkpoint { root, entries, entries_log: None, root_access: self.root_access.clone() }
-            }
-        };
-        Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)
-    }
-
-    fn batch_counts(&self) -> BatchCounts {
-        let c = &self.counts;
-        BatchCounts {
-            records_in: c.events,
-            filtered: 0,
-            rejects: c.rejects,
-            outcomes: vec![("compared", c.compared), ("unchanged", c.unchanged), ("reevaluated", c.reevaluated), ("unreadable", c.unreadable)],
-            updates: c.updates,
-            deletes: c.deletes,
-            batches: c.batches,
-            state_entries: self.entries.len(),
-            state_bytes: self.entries.approx_bytes(),
-            state_counts: c.rescans.iter().map(|(k, v)| (crate::event::rescan_label(k), *v)).collect(),
-        }
-    }
-
-    fn report(&self) -> serde_json::Value {
-        serde_json::to_value(&self.counts).unwrap_or_default()
     }
 }
 
@@ -719,6 +621,8 @@ fn is_gone(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP))
 }
 
+#[path = "state_change.rs"]
+mod change;
 #[path = "scan.rs"]
 mod scan;
 pub(crate) use scan::Scan;

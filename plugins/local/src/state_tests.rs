@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use icicle_core::policy::{RecordPolicy, VisibleTo};
 
+use icicle_core::stream::ChangeState;
+
 use super::*;
 
 fn state(root: &Path, seed_emit: bool) -> LocalState {

@@ -19,6 +19,7 @@ mod inotify_backend;
 mod mounts;
 mod names;
 mod print;
+mod reduce;
 mod source;
 pub mod state;
 mod stream;

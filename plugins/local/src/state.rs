@@ -61,6 +61,8 @@ pub struct LocalCounts {
     pub continued: u64,
     /// Paths at most on one emit's work list (a rescan queues only what differs).
     pub work_peak: u64,
+    /// What the rule table did (events a kept one covers, coalesced).
+    pub reduce: icicle_core::traits::ReduceCounts,
 }
 
 /// The `ChangeState` of a local monitor.
@@ -522,7 +524,7 @@ impl LocalState {
 
     /// Apply a batch of events: the index operations that make the index match the file system
     /// at every path they name.
-    pub fn apply_events(&mut self, batch: Vec<LocalEvent>) -> Result<Emit, LocalError> {
+    pub fn apply_events(&mut self, mut batch: Vec<LocalEvent>) -> Result<Emit, LocalError> {
         self.counts.batches += 1;
         // The previous batch is checkpointed by now: its fresh paths are in the checkpoint (not
         // so when this continues a rescan: the checkpoint comes after its last part).
@@ -536,6 +538,7 @@ impl LocalState {
             }
         }
         self.counts.events += batch.len() as u64;
+        self.counts.reduce.add(&icicle_core::traits::Reducer::reduce(&mut crate::reduce::PathRules, &mut batch));
         if self.pending.is_some() {
             self.counts.continued += 1;
         }

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicU64;
 
 /// Why a subtree is rescanned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RescanReason {
     /// The first start: the seed walk (files that predate monitoring).
@@ -26,7 +26,7 @@ pub enum RescanReason {
 }
 
 /// One event, as the state applies it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LocalEvent {
     /// The entry at this path (relative to the root, `/`-separated, empty for the root) may have
     /// been created, changed, renamed away or deleted.

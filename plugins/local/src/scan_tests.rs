@@ -184,3 +184,65 @@ fn a_batch_whose_entries_file_fails_is_an_error_naming_it() {
     let e = s.apply_events(vec![LocalEvent::Changed("d0/f0".into())]).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(e.contains("m.entries.sqlite"), "{e}");
 }
+
+/// A rescan publishes a file in one part; its directory's mode changes before the next: the
+/// directory's own event (applied after the emit) publishes what is below it again, judged
+/// with the new mode.
+#[test]
+fn a_file_a_rescan_published_before_its_directory_changed_is_published_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("d")).unwrap();
+    for f in ["d/f", "d/g"] {
+        std::fs::write(r.join(f), b"1").unwrap();
+    }
+    let policy = RecordPolicy {
+        visible_to: vec![VisibleTo::Public],
+        access: Some(icicle_core::access::AccessPolicy::Posix),
+        everyone: Some("public".into()),
+        admins: vec!["urn:admin".into()],
+        version: "t".into(),
+        ..Default::default()
+    };
+    let enc = PrimaryEncoder::new(Arc::new(policy));
+    let mut s = LocalState::new(r.to_path_buf(), String::new(), enc, false).with_posix(true).with_emit_limit(1);
+    drain(&mut s, rescan(RescanReason::Seed));
+    std::fs::write(r.join("d/f"), b"22").unwrap();
+    let e = s.apply_events(rescan(RescanReason::Overflow)).unwrap();
+    assert_eq!(e.chunk.len(), 1);
+    std::fs::set_permissions(r.join("d"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    while s.more() {
+        s.apply_events(Vec::new()).unwrap();
+    }
+    let (updates, _) = drain(&mut s, vec![LocalEvent::Changed("d".into())]);
+    assert_eq!((updates, s.counts.reevaluated), (2, 2), "{:?}", s.counts);
+}
+
+/// A file reported below a directory that can be entered but not listed (mode 0311), in the
+/// batch of a rescan of the root: the rescan's walk cannot find it, its event's compare does.
+#[test]
+fn a_reported_file_below_an_unlistable_directory_is_published_beside_a_rescan() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (setfsuid)");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(r.join("d")).unwrap();
+    let mut s = state(r, true);
+    drain(&mut s, rescan(RescanReason::Seed));
+    std::fs::write(r.join("d/p"), b"new").unwrap();
+    std::fs::set_permissions(r.join("d/p"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(r.join("d"), std::fs::Permissions::from_mode(0o311)).unwrap();
+    // SAFETY: setfsuid has no memory preconditions and is per thread.
+    unsafe { libc::setfsuid(65534) };
+    let got = s.apply_events(vec![LocalEvent::Changed("d/p".into()), LocalEvent::Rescan(String::new(), RescanReason::Overflow)]);
+    // SAFETY: as above.
+    unsafe { libc::setfsuid(0) };
+    assert_eq!(got.unwrap().chunk.len(), 1);
+    assert!(s.entries.contains_key("d/p"));
+}

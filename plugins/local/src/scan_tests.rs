@@ -246,3 +246,25 @@ fn a_reported_file_below_an_unlistable_directory_is_published_beside_a_rescan() 
     assert_eq!(got.unwrap().chunk.len(), 1);
     assert!(s.entries.contains_key("d/p"));
 }
+
+/// A deep tree made while monitored (a directory event per level, an event per file): each path
+/// is compared a bounded number of times, not once per directory above it.
+#[test]
+fn a_deep_new_tree_is_compared_a_bounded_number_of_times() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let mut s = state(r, true);
+    drain(&mut s, rescan(RescanReason::Seed));
+    let (mut dir, mut events) = (String::new(), Vec::new());
+    for level in 0..16 {
+        dir = crate::walk::join(&dir, &format!("d{level}"));
+        std::fs::create_dir(r.join(&dir)).unwrap();
+        std::fs::write(r.join(format!("{dir}/f")), b"1").unwrap();
+        events.push(LocalEvent::Directory(dir.clone()));
+        events.push(LocalEvent::Changed(format!("{dir}/f")));
+    }
+    assert_eq!(drain(&mut s, events), (16, 0));
+    assert_eq!(differences(&s, r), (vec![], vec![]));
+    // 32 paths: each compared by its event, its held scan and its walk at most.
+    assert!(s.counts.compared <= 3 * 32, "{:?}", s.counts);
+}

@@ -435,7 +435,9 @@ impl LocalState {
         let was_unreadable = !self.unreadable.is_empty() && self.unreadable.remove(&**rel);
         let new = Print::at(&self.root, rel, &md, self.posix);
         tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
-        let arrived = work.directories.contains(&**rel);
+        // Compared as a new directory once in the batch: after that the name is an ordinary
+        // one (a rescan of a tree above it would compare it, and so rescan it, again and again).
+        let arrived = work.directories.remove(&**rel);
         // Forced by a directory above that changed; once published, no longer (the file may be
         // queued twice).
         let forced = work.force.contains(rel);
@@ -465,7 +467,12 @@ impl LocalState {
             self.requeue_unreadable_below(rel, work);
             // New at this path (created, moved in, replaced): what it holds was never reported;
             // or it could not be listed when it was walked.
-            if arrived || was_unreadable || old.is_none_or(|o| !o.dir || o.ino != new.ino) {
+            // One a rescan's walk will still list needs no walk of its own, nor, when the index
+            // held no directory there, a compare of what it holds below (those entries were
+            // compared just now, from events): only a directory there before may have left
+            // entries behind (so a new tree costs its size, not its size times its depth).
+            let new_here = arrived || was_unreadable || old.is_none_or(|o| !o.dir || o.ino != new.ino);
+            if new_here && (old.is_some_and(|o| o.dir) || !work.will_list(rel)) {
                 self.rescan(rel, RescanReason::NewDirectory, work);
             }
             // Who may see what is below it changed (also for one that left and came back): its

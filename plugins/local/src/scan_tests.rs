@@ -268,3 +268,32 @@ fn a_deep_new_tree_is_compared_a_bounded_number_of_times() {
     // 32 paths: each compared by its event, its held scan and its walk at most.
     assert!(s.counts.compared <= 3 * 32, "{:?}", s.counts);
 }
+
+/// A file compared (from its event) before its directory, whose directory is then replaced by
+/// an empty one after a rescan's held side passed the file and before its walk lists the
+/// directory: the file goes.
+#[test]
+fn a_file_compared_before_its_replaced_directory_goes() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let mut s = state(r, true).with_emit_limit(1);
+    drain(&mut s, rescan(RescanReason::Seed));
+    std::fs::create_dir_all(r.join("p/x")).unwrap();
+    for f in ["p/a", "p/b", "p/x/f"] {
+        std::fs::write(r.join(f), b"1").unwrap();
+    }
+    drain(&mut s, vec![LocalEvent::Changed("p/x/f".into())]);
+    assert!(s.entries.contains_key("p/x/f") && !s.entries.contains_key("p/x"));
+    // The held side finds p/x/f as held; the walk finds p, then p's entries, one a part.
+    s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Overflow)]).unwrap();
+    assert!(s.more() && !s.entries.contains_key("p/x"), "{:?}", s.entries.keys());
+    std::fs::rename(r.join("p/x"), r.join("z")).unwrap();
+    std::fs::create_dir(r.join("p/x")).unwrap();
+    while s.more() {
+        s.apply_events(Vec::new()).unwrap();
+    }
+    // Before the events of the move: the rescan itself left nothing behind.
+    assert_eq!(differences(&s, r).0, Vec::<String>::new());
+    drain(&mut s, vec![LocalEvent::Directory("p/x".into()), LocalEvent::Directory("z".into())]);
+    assert_eq!(differences(&s, r), (vec![], vec![]));
+}

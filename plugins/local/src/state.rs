@@ -435,9 +435,7 @@ impl LocalState {
         let was_unreadable = !self.unreadable.is_empty() && self.unreadable.remove(&**rel);
         let new = Print::at(&self.root, rel, &md, self.posix);
         tracing::trace!(message = "compared", path = %rel, old = ?old, new = ?new);
-        // Compared as a new directory once in the batch: after that the name is an ordinary
-        // one (a rescan of a tree above it would compare it, and so rescan it, again and again).
-        let arrived = work.directories.remove(&**rel);
+        let arrived = work.directories.contains(&**rel);
         // Forced by a directory above that changed; once published, no longer (the file may be
         // queued twice).
         let forced = work.force.contains(rel);
@@ -463,16 +461,20 @@ impl LocalState {
             }
         }
         self.insert(rel.clone(), new);
+        // Compared as arrived once in the batch: after that the name is an ordinary one (a
+        // rescan of a tree above it would compare it, and so rescan it, again and again).
+        if arrived {
+            work.directories.remove(&**rel);
+        }
         if new.dir {
             self.requeue_unreadable_below(rel, work);
             // New at this path (created, moved in, replaced): what it holds was never reported;
             // or it could not be listed when it was walked.
             // One a rescan's walk will still list needs no walk of its own, nor, when the index
-            // held no directory there, a compare of what it holds below (those entries were
-            // compared just now, from events): only a directory there before may have left
-            // entries behind (so a new tree costs its size, not its size times its depth).
+            // holds nothing below it and held no directory there, a compare of what is below
+            // (so a new tree made parents first costs its size, not its size times its depth).
             let new_here = arrived || was_unreadable || old.is_none_or(|o| !o.dir || o.ino != new.ino);
-            if new_here && (old.is_some_and(|o| o.dir) || !work.will_list(rel)) {
+            if new_here && (old.is_some_and(|o| o.dir) || !work.will_list(rel) || self.holds_below(rel)) {
                 self.rescan(rel, RescanReason::NewDirectory, work);
             }
             // Who may see what is below it changed (also for one that left and came back): its

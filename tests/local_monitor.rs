@@ -39,7 +39,7 @@ fn monitor_config(tmp: &Path, backend: &str, batch: usize) -> PathBuf {
             // Small, so the seed walk and rescans are delivered in several parts.
             emit = 7 + batch % 40,
             // Half the seeds keep the entries in a SQLite file (1 MiB cached), half in memory.
-            store = if batch % 2 == 0 { "entries_cache_mb = 1\n" } else { "" },
+            store = if batch.is_multiple_of(2) { "entries_cache_mb = 1\n" } else { "" },
         ),
     )
 }

@@ -197,16 +197,7 @@ fn a_file_a_rescan_published_before_its_directory_changed_is_published_again() {
     for f in ["d/f", "d/g"] {
         std::fs::write(r.join(f), b"1").unwrap();
     }
-    let policy = RecordPolicy {
-        visible_to: vec![VisibleTo::Public],
-        access: Some(icicle_core::access::AccessPolicy::Posix),
-        everyone: Some("public".into()),
-        admins: vec!["urn:admin".into()],
-        version: "t".into(),
-        ..Default::default()
-    };
-    let enc = PrimaryEncoder::new(Arc::new(policy));
-    let mut s = LocalState::new(r.to_path_buf(), String::new(), enc, false).with_posix(true).with_emit_limit(1);
+    let mut s = super::tests::posix_state(r, false).with_emit_limit(1);
     drain(&mut s, rescan(RescanReason::Seed));
     std::fs::write(r.join("d/f"), b"22").unwrap();
     let e = s.apply_events(rescan(RescanReason::Overflow)).unwrap();

@@ -161,7 +161,8 @@ async fn a_restart_compares_the_checkpoint_and_the_fresh_paths() {
     assert_eq!(e.chunk.len(), 0, "`same` is unchanged");
 }
 
-fn posix_state(root: &Path, seed_emit: bool) -> LocalState {
+/// A state judging visibility along the directories (owners, `urn:admin`, everyone public).
+pub(super) fn posix_state(root: &Path, seed_emit: bool) -> LocalState {
     let policy = RecordPolicy {
         visible_to: vec![VisibleTo::Public],
         access: Some(icicle_core::access::AccessPolicy::Posix),

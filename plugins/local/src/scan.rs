@@ -1,12 +1,12 @@
 //! Rescans compared a slice at a time: what the index holds below a directory (each path
 //! `lstat`ed), then what the file system holds there (listed; a path the index holds was
-//! compared already), each path put on the work list only when it differs from the index. So a rescan of a large tree holds in memory its differences and the directories its
-//! walk has still to list, not every path below it.
-
-use std::collections::HashSet;
+//! compared already), each path put on the work list only when it differs from the index. So a
+//! rescan of a large tree holds in memory its differences and the directories its walk has
+//! still to list, not every path below it.
 
 use super::LocalState;
 use crate::print::Print;
+use crate::walk::{WalkCounts, Walker};
 use crate::work::Work;
 
 /// Paths read from the index or from a directory listing per step.
@@ -18,35 +18,25 @@ pub(crate) struct Scan {
     /// The held side: `Some(after)` while paths below `dir` are left to compare (those after
     /// `after`, from the start when `None`); `None` when it is through.
     held: Option<Option<String>>,
-    /// The walk: directories still to list (depth first), with a set for lookups.
-    stack: Vec<String>,
-    listing: HashSet<String>,
-    /// The directory being listed.
-    current: Option<(String, std::fs::ReadDir)>,
+    /// The walk (none: only what the index holds is compared).
+    walk: Option<Walker>,
 }
 
 impl Scan {
     /// What the index holds below `dir`, then, with `walk`, what the file system holds there.
     pub(crate) fn new(dir: &str, walk: bool) -> Scan {
-        let stack = if walk { vec![dir.to_string()] } else { Vec::new() };
-        let listing = stack.iter().cloned().collect();
-        Scan { dir: dir.to_string(), held: Some(None), stack, listing, current: None }
+        Scan { dir: dir.to_string(), held: Some(None), walk: walk.then(|| Walker::new(dir)) }
     }
 
-    /// Whether this scan's walk will list `dir`: it, or a directory above it, is still to be
-    /// opened (what it holds is found without another walk). One being listed does not count:
-    /// a name made there since it was opened may not be listed.
+    /// Whether this scan's walk will list `dir` (what it holds is found without another walk).
     pub(crate) fn will_list(&self, dir: &str) -> bool {
-        let later = |d: &str| self.listing.contains(d);
-        !self.listing.is_empty() && (later(dir) || later("") || dir.match_indices('/').any(|(i, _)| later(&dir[..i])))
+        self.walk.as_ref().is_some_and(|w| w.will_list(dir))
     }
-}
 
-#[cfg(test)]
-impl Scan {
     /// Whether `dir` is being listed.
+    #[cfg(test)]
     pub(crate) fn is_listing(&self, dir: &str) -> bool {
-        self.current.as_ref().is_some_and(|(c, _)| c == dir)
+        self.walk.as_ref().is_some_and(|w| w.is_listing(dir))
     }
 }
 
@@ -90,60 +80,18 @@ impl LocalState {
         true
     }
 
-    /// The scan's walk lists its next entries; `false` when it is through.
+    /// The scan's walk lists its next entries; `false` when it is through. What the index
+    /// holds, the held side compared (or will): the walk queues what it does not hold.
     fn walk_step(&mut self, scan: &mut Scan, work: &mut Work) -> bool {
-        use std::os::unix::ffi::OsStrExt;
-        let (dir, mut rd) = match scan.current.take() {
-            Some(c) => c,
-            None => {
-                let Some(d) = scan.stack.pop() else { return false };
-                scan.listing.remove(&d);
-                // The root's path must hold a directory itself: a symlink there is not followed.
-                let listed = if self.root_there { std::fs::read_dir(self.root.join(&d)) } else { return true };
-                match listed {
-                    Ok(rd) => (d, rd),
-                    Err(e) => {
-                        // Not gone: walked again when compared again (its permissions changed,
-                        // or one above it did).
-                        if !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) {
-                            self.counts.unreadable += 1;
-                            self.unreadable.insert(d.into());
-                        }
-                        return true;
-                    }
-                }
-            }
-        };
-        for _ in 0..STEP {
-            let e = match rd.next() {
-                None => return true,
-                Some(Ok(e)) => e,
-                Some(Err(e)) => {
-                    // The rest of the listing is lost: listed again when compared again.
-                    tracing::warn!(message = "a directory listing failed part way", dir = %dir, error = %e);
-                    self.counts.unreadable += 1;
-                    self.unreadable.insert(dir.into());
-                    return true;
-                }
-            };
-            let name = e.file_name();
-            let Some(name) = crate::event::utf8_name(name.as_bytes(), &dir) else {
-                self.counts.not_utf8 += 1;
-                continue;
-            };
-            let rel = crate::walk::join(&dir, name);
-            // The type from the listing (std `lstat`s only where it is unknown).
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                scan.listing.insert(rel.clone());
-                scan.stack.push(rel.clone());
-            }
-            // What the index holds, the held side compared (or will): the walk finds what it
-            // does not hold.
-            if !self.entries.contains_key(&rel) {
+        let Some(walker) = scan.walk.as_mut() else { return false };
+        let mut walked = WalkCounts::default();
+        let entries = &self.entries;
+        let more = walker.step(&self.root, self.root_there, STEP, &mut walked, &mut |rel, _| {
+            if !entries.contains_key(&rel) {
                 work.push_again(rel.into());
             }
-        }
-        scan.current = Some((dir, rd));
-        true
+        });
+        self.walked(walked);
+        more
     }
 }

@@ -32,7 +32,7 @@ fn drain(s: &mut LocalState, first: Vec<LocalEvent>) -> (usize, usize) {
 /// Every path below `root`, directories included, as the entries name them.
 fn on_disk(root: &Path) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    crate::walk::walk(root, "", &mut 0, false, &mut |rel, _| {
+    crate::walk::walk(root, "", &mut Default::default(), false, &mut |rel, _| {
         out.insert(rel);
     });
     out

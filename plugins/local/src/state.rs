@@ -29,7 +29,7 @@ use crate::event::{LocalEvent, RescanReason};
 use crate::fresh_journal::FreshJournal;
 use crate::names::Name;
 pub use crate::print::Print;
-use crate::walk::walk;
+use crate::walk::{walk, WalkCounts};
 use crate::work::Work;
 use crate::LocalError;
 
@@ -136,7 +136,7 @@ impl LocalState {
         LocalState {
             root,
             prefix,
-            entries: entries_for_tests(),
+            entries: default_entries(),
             enc,
             seed_emit,
             counts: LocalCounts::default(),
@@ -308,14 +308,14 @@ impl LocalState {
             self.republish_below(dir, judged, work);
         }
         if reason == RescanReason::Seed && !self.seed_emit {
-            let (root, mut not_utf8) = (self.root.clone(), 0);
+            let (root, mut walked) = (self.root.clone(), WalkCounts::default());
             let (posix, carried) = (self.posix, self.journal.as_ref().is_some_and(|j| j.holds_any()));
             // Every entry goes into a new generation of the entries files, not path by path.
             if let Some(log) = self.log.as_mut() {
                 log.whole();
             }
             let entries = &mut self.entries;
-            let unlisted = walk(&root, dir, &mut not_utf8, true, &mut |rel, md| {
+            walk(&root, dir, &mut walked, true, &mut |rel, md| {
                 // A placeholder (a path a killed run published) stays one, to be compared.
                 let placeholder = carried && entries.get(rel.as_str()).is_some_and(|p| p.ino == 0 && !p.dir);
                 if let Some(md) = md.filter(|_| !placeholder) {
@@ -323,11 +323,7 @@ impl LocalState {
                     entries.insert(rel.into(), p);
                 }
             });
-            self.counts.not_utf8 += not_utf8;
-            for d in unlisted {
-                self.counts.unreadable += 1;
-                self.unreadable.insert(d.into());
-            }
+            self.walked(walked);
             // The placeholders are compared (what the walk inserted is found as held).
             if carried {
                 work.scans.push(Scan::new(dir, false));
@@ -335,6 +331,16 @@ impl LocalState {
             return;
         }
         work.scans.push(Scan::new(dir, true));
+    }
+
+    /// What a walk met: names left out, and directories it could not list (walked again when
+    /// compared again: their permissions changed, or one above them did).
+    fn walked(&mut self, walked: WalkCounts) {
+        self.counts.not_utf8 += walked.not_utf8;
+        for d in walked.unlisted {
+            self.counts.unreadable += 1;
+            self.unreadable.insert(d.into());
+        }
     }
 
     /// Every file the index holds below `dir` is published again (its visibility may differ);
@@ -612,7 +618,7 @@ impl LocalState {
 
 /// Every entry in memory; in this crate's tests, in a SQLite file when
 /// `ICICLE_TEST_ENTRIES_ON_DISK` is set (the suite runs with either store).
-fn entries_for_tests() -> EntryStore {
+fn default_entries() -> EntryStore {
     #[cfg(test)]
     if std::env::var_os("ICICLE_TEST_ENTRIES_ON_DISK").is_some() {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

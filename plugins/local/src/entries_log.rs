@@ -169,7 +169,8 @@ impl EntriesLog {
     }
 
     /// Record one batch: the `changed` paths' rows (none: a removal), or, when the log outgrew
-    /// its base (or there is none), a new generation of every entry `entries` holds. Removes the generations neither current nor named by the last checkpoint.
+    /// its base (or there is none), a new generation of every entry `entries` holds. Removes
+    /// the generations neither current nor named by the last checkpoint.
     pub fn record<'a>(&mut self, changed: impl ExactSizeIterator<Item = (&'a str, Option<Fields>)>, entries: &impl EntriesView) -> Result<(), LocalError> {
         self.remove_older();
         if self.log.is_none() || self.log_rows + changed.len() as u64 > self.base_rows.max(MIN_LOG_ROWS) {

@@ -17,7 +17,12 @@ use crate::LocalError;
 
 /// Paths and fingerprints, in path order.
 pub(crate) enum EntryStore {
-    Memory { map: BTreeMap<Name, Print>, by_ino: InodeNames },
+    /// `bytes`: the approximate heap bytes, kept as entries come and go.
+    Memory {
+        map: BTreeMap<Name, Print>,
+        by_ino: InodeNames,
+        bytes: usize,
+    },
     Disk(DiskEntries),
 }
 
@@ -48,6 +53,11 @@ fn print_from(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Print> {
         gid: r.get(at + 7)?,
         acl: r.get::<_, i64>(at + 8)? as u64,
     })
+}
+
+/// An in-memory entry's approximate heap bytes: its path, the map's node share, its print.
+fn entry_bytes(path: &str) -> usize {
+    path.len() + 64
 }
 
 /// The first path after every path below `below` (`dir/` + 1: `dir0`).
@@ -143,7 +153,7 @@ impl DiskEntries {
 impl EntryStore {
     /// Every entry in memory.
     pub(crate) fn memory() -> EntryStore {
-        EntryStore::Memory { map: BTreeMap::new(), by_ino: InodeNames::default() }
+        EntryStore::Memory { map: BTreeMap::new(), by_ino: InodeNames::default(), bytes: 0 }
     }
 
     /// Entries in the SQLite file `path` (made anew), `cache_mb` MiB of its pages cached.
@@ -178,9 +188,12 @@ impl EntryStore {
     /// The index holds `p` at `rel`: the key as kept (shared with the map's).
     pub(crate) fn insert(&mut self, rel: Name, p: Print) -> Name {
         match self {
-            EntryStore::Memory { map, by_ino } => {
+            EntryStore::Memory { map, by_ino, bytes } => {
                 let key = map.get_key_value(&*rel).map_or(rel, |(k, _)| k.clone());
                 let old = map.insert(key.clone(), p);
+                if old.is_none() {
+                    *bytes += entry_bytes(&key);
+                }
                 if let Some(o) = old.filter(|o| !o.dir) {
                     by_ino.remove(o.ino, &key);
                 }
@@ -203,8 +216,9 @@ impl EntryStore {
     /// The index no longer holds `rel`: what it held.
     pub(crate) fn remove(&mut self, rel: &str) -> Option<Print> {
         match self {
-            EntryStore::Memory { map, by_ino } => {
+            EntryStore::Memory { map, by_ino, bytes } => {
                 let old = map.remove(rel)?;
+                *bytes -= entry_bytes(rel);
                 if !old.dir {
                     by_ino.remove(old.ino, rel);
                 }
@@ -282,7 +296,7 @@ impl EntryStore {
     /// Approximate bytes of memory the entries take (on disk: what the page cache may take).
     pub(crate) fn approx_bytes(&self) -> usize {
         match self {
-            EntryStore::Memory { map, .. } => map.keys().map(|k| k.len() + 64).sum(),
+            EntryStore::Memory { bytes, .. } => *bytes,
             EntryStore::Disk(d) => {
                 let pages: i64 = d.conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).unwrap_or(0);
                 (-pages).max(0) as usize * 1024
@@ -394,6 +408,8 @@ mod tests {
                 assert_eq!(m, f, "{ctx} names of {ino}");
             }
             assert_eq!(mem.rows(), disk.rows(), "seed {seed}");
+            // The memory store's running byte count is what a count from scratch gives.
+            assert_eq!(mem.approx_bytes(), mem.keys().iter().map(|k| entry_bytes(k)).sum::<usize>(), "seed {seed}");
             let (mut m, mut f) = (Vec::new(), Vec::new());
             for (store, out) in [(&mem, &mut m), (&disk, &mut f)] {
                 store

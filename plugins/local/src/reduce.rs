@@ -29,13 +29,13 @@ pub struct PathRules;
 impl PathRules {
     /// The rule for `event`, given the names a directory event names in the batch
     /// (`directories`) and the events kept so far (`kept`).
-    fn rule(event: &LocalEvent, directories: &HashSet<String>, kept: &mut HashSet<LocalEvent>) -> PathRule {
+    fn rule<'e>(event: &'e LocalEvent, directories: &HashSet<&str>, kept: &mut HashSet<&'e LocalEvent>) -> PathRule {
         // A name a directory event names is compared as a new directory: that covers it.
-        if matches!(event, LocalEvent::Changed(p) if directories.contains(p)) {
+        if matches!(event, LocalEvent::Changed(p) if directories.contains(p.as_str())) {
             return PathRule::Coalesce;
         }
         // The same event again (a rescan of the same directory for the same reason too).
-        if kept.insert(event.clone()) {
+        if kept.insert(event) {
             PathRule::Keep
         } else {
             PathRule::Coalesce
@@ -48,9 +48,12 @@ impl Reducer for PathRules {
 
     fn reduce(&mut self, batch: &mut Vec<LocalEvent>) -> ReduceCounts {
         let input = batch.len() as u64;
-        let directories: HashSet<String> = batch.iter().filter_map(|e| if let LocalEvent::Directory(p) = e { Some(p.clone()) } else { None }).collect();
+        // Decided over borrowed events first (no copy of any), then dropped in place.
+        let directories: HashSet<&str> = batch.iter().filter_map(|e| if let LocalEvent::Directory(p) = e { Some(p.as_str()) } else { None }).collect();
         let mut kept = HashSet::new();
-        batch.retain(|e| Self::rule(e, &directories, &mut kept) == PathRule::Keep);
+        let keep: Vec<bool> = batch.iter().map(|e| Self::rule(e, &directories, &mut kept) == PathRule::Keep).collect();
+        let mut keep = keep.into_iter();
+        batch.retain(|_| keep.next().unwrap_or(true));
         let passed = batch.len() as u64;
         ReduceCounts { input, passed, coalesced: input - passed, ..Default::default() }
     }

@@ -12,6 +12,7 @@ pub mod durable;
 pub mod error;
 pub mod log_sample;
 pub mod metrics;
+pub mod name;
 pub mod policy;
 pub mod record;
 pub mod registry;

@@ -14,9 +14,10 @@ pub const MAX_SIZE: u64 = i64::MAX as u64;
 pub const NAME_MAX: usize = 255;
 
 /// Why `path` cannot be a record's path: not absolute, not normalised (empty, `.` or `..`
-/// components, a trailing `/`), a name over [`NAME_MAX`] bytes, or a control character
-/// other than tab (C0, DEL or C1: NUL, newline, terminal escapes). `/` itself passes (the
-/// root directory).
+/// components, a trailing `/`), a name over [`NAME_MAX`] bytes (counted as the file system
+/// holds it: [`crate::name::byte_len`]), or a control character other than tab (C0, DEL or
+/// C1: sources write those as escapes, [`crate::name`]). `/` itself passes (the root
+/// directory).
 pub fn check_path(path: &str) -> Result<(), String> {
     if !path.starts_with('/') {
         return Err(format!("path {path:?} is not absolute"));
@@ -34,7 +35,9 @@ pub fn check_path(path: &str) -> Result<(), String> {
         match name {
             "" => return Err(format!("path {path:?} is not normalised (an empty component)")),
             "." | ".." => return Err(format!("path {path:?} is not normalised (a `{name}` component)")),
-            n if n.len() > NAME_MAX => return Err(format!("path {path:?} has a name of {} bytes (more than {NAME_MAX})", n.len())),
+            n if n.len() > NAME_MAX && crate::name::byte_len(n) > NAME_MAX => {
+                return Err(format!("path {path:?} has a name of {} bytes (more than {NAME_MAX})", crate::name::byte_len(n)))
+            }
             _ => {}
         }
     }
@@ -170,7 +173,7 @@ impl Attrs {
 /// Metadata of one file, link or directory, borrowed from the reader's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileRecord<'a> {
-    /// Absolute path, UTF-8.
+    /// Absolute path as text: the names' bytes through [`crate::name::escape`].
     pub path: &'a str,
     /// Object kind.
     pub kind: FileKind,

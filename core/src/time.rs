@@ -68,10 +68,14 @@ pub fn iso8601(secs: i64) -> String {
     String::from_utf8(v).unwrap_or_default()
 }
 
-/// Parse `YYYY-MM-DDTHH:MM:SS` with an optional `Z` or `±HH:MM` offset into epoch seconds.
+/// Parse a calendar time into epoch seconds: `YYYY-MM-DD`, then `T`, a space or `_` (IBM
+/// Storage Scale's event and audit records write `2024-03-13_16:44:58.423+0800`), then
+/// `HH:MM:SS`, an optional fraction (`.` and digits, dropped), and an optional offset: none or
+/// `Z` (UTC), `±HH:MM`, `±HHMM` or `±HH`. Anything else, including a second past 60 or an
+/// offset past 23:59, is `None`; the input is read as bytes, so no text makes it panic.
 pub fn parse_iso8601(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ' | b'_') || b[13] != b':' || b[16] != b':' {
         return None;
     }
     // Fixed-width decimal fields: digits only.
@@ -85,24 +89,32 @@ pub fn parse_iso8601(s: &str) -> Option<i64> {
         return None;
     }
     let t = days_from_civil(y, mo as u32, d as u32) * 86_400 + h * 3600 + mi * 60 + se;
-    match &b[19..] {
-        b"" | b"Z" | b"+00:00" => return Some(t),
-        _ => {}
-    }
-    // Fractional seconds, then the offset; bytes, so a multi-byte character is just no match.
     let mut rest = &b[19..];
-    while let [b'.' | b'0'..=b'9', tail @ ..] = rest {
-        rest = tail;
-    }
-    match rest {
-        b"" | b"Z" | b"+00:00" => Some(t),
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let d = |c: &u8| if c.is_ascii_digit() { Some((c - b'0') as i64) } else { None };
-            let off = (d(h1)? * 10 + d(h2)?) * 3600 + (d(m1)? * 10 + d(m2)?) * 60;
-            Some(if *sign == b'+' { t - off } else { t + off })
+    if let [b'.', tail @ ..] = rest {
+        let n = tail.iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 {
+            return None;
         }
-        _ => None,
+        rest = &tail[n..];
     }
+    let num = |d: &[u8]| -> Option<i64> {
+        match d {
+            [a, b] if a.is_ascii_digit() && b.is_ascii_digit() => Some(((a - b'0') * 10 + (b - b'0')) as i64),
+            _ => None,
+        }
+    };
+    let (sign, hh, mm) = match rest {
+        b"" | b"Z" => return Some(t),
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => (*sign, num(&[*h1, *h2])?, num(&[*m1, *m2])?),
+        [sign @ (b'+' | b'-'), h1, h2, m1, m2] => (*sign, num(&[*h1, *h2])?, num(&[*m1, *m2])?),
+        [sign @ (b'+' | b'-'), h1, h2] => (*sign, num(&[*h1, *h2])?, 0),
+        _ => return None,
+    };
+    if hh > 23 || mm > 59 {
+        return None;
+    }
+    let off = hh * 3600 + mm * 60;
+    Some(if sign == b'+' { t - off } else { t + off })
 }
 
 /// Current time in epoch seconds.
@@ -122,6 +134,17 @@ mod tests {
         assert_eq!(secs(f64::NAN), Duration::ZERO);
         assert_eq!(secs(f64::INFINITY), Duration::from_secs(86_400));
         assert_eq!(secs(1e30), Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn storage_scale_times() {
+        // IBM Storage Scale writes event times with `_` and an offset without a colon.
+        assert_eq!(parse_iso8601("2024-03-13_16:44:58.423+0800"), parse_iso8601("2024-03-13T08:44:58Z"));
+        assert_eq!(parse_iso8601("2024-03-13_16:44:58+08"), parse_iso8601("2024-03-13T08:44:58Z"));
+        assert_eq!(parse_iso8601("2024-03-13_16:44:58.423-0400"), parse_iso8601("2024-03-13T20:44:58Z"));
+        for bad in ["2024-03-13_16:44:58.+0800", "2024-03-13_16:44:58.423+08000", "2024-03-13_16:44:58.423+2400", "2024-03-13_16:44:58.423+0860", "2024-03-13_16:44:58.4a"] {
+            assert_eq!(parse_iso8601(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! The GPFS stand-in: the same workloads as the Lustre stand-in, written as the clustered watch
-//! folder (`mmwatch`) events GPFS would publish to Kafka — one `WF_JSON` object per line, with
-//! metadata from `lstat` right after each operation — and produced into a real broker.
+//! folder (`mmwatch`) events Storage Scale would publish to Kafka — one JSON object per line,
+//! with metadata from `lstat` right after each operation — and produced into a real broker.
+//!
+//! The records are written the way the producers write them ([`Producer`]; the shapes and
+//! their sources are in `testkit/corpus/gpfs/` and docs/formats-read.md), not the way the
+//! monitor's parser would like them: every value a string, times as
+//! `2024-03-13_16:44:58.423+0800` in the producing node's offset, `permissions` as the octal
+//! `gpfs_mode_t` with its 0x02000000 bit, and, from some producers, a trailing `/` on a path.
 
 use std::collections::HashMap;
 use std::fs;
@@ -8,7 +14,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use icicle_plugins_gpfs::state::meta_of;
-use icicle_plugins_gpfs::{EventKind, GpfsEvent, Meta};
+use icicle_plugins_gpfs::{EventKind, Meta};
 use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
 use icicle_plugins_lustre::namespace::Namespace;
 
@@ -31,10 +37,13 @@ pub struct GpfsJournal {
     /// Without the file system: the last record that changed each object's metadata, shown as
     /// its ctime, so that events of a change differ from those before it.
     changed: HashMap<Fid, i64>,
-    /// Write numeric fields as JSON numbers (inode, sizes, ids, cookie; times as epoch
-    /// seconds), as some producers do, instead of strings.
-    pub numbers: bool,
+    /// The producers whose record shapes are written, one drawn per event (default: every
+    /// real shape, [`producer::REAL`]: a cluster whose nodes run different versions).
+    pub producers: Vec<Producer>,
 }
+
+mod producer;
+pub use producer::{scale_time, EventRecord, Producer};
 
 impl GpfsJournal {
     /// Append events to `file`; paths are `fs_root` + the workload path.
@@ -52,7 +61,7 @@ impl GpfsJournal {
             events: 0,
             ends: Vec::new(),
             changed: HashMap::new(),
-            numbers: false,
+            producers: producer::REAL.to_vec(),
         })
     }
 
@@ -71,20 +80,21 @@ impl GpfsJournal {
     }
 
     fn write(&mut self, kind: EventKind, path: &str, meta: Meta, cookie: u64, raw_event: Option<&str>) -> std::io::Result<()> {
-        let ev = GpfsEvent { kind, path: format!("{}{}", self.fs_root, path).into(), meta, cookie };
-        let mut line = ev.to_json();
-        if raw_event.is_some() || self.numbers {
-            let mut v: serde_json::Value = serde_json::from_str(&line).map_err(std::io::Error::other)?;
-            if let Some(raw) = raw_event {
-                // Events the monitor drops keep their own name (IN_OPEN, IN_CLOSE_NOWRITE, ...).
-                let name = if meta.is_dir() { format!("{raw} IN_ISDIR") } else { raw.to_string() };
-                v["event"] = serde_json::Value::String(name);
-            }
-            if self.numbers {
-                numeric_fields(&mut v, &meta);
-            }
-            line = v.to_string();
-        }
+        let event = raw_event.unwrap_or(match kind {
+            EventKind::Created => "IN_CREATE",
+            EventKind::Removed => "IN_DELETE",
+            EventKind::MovedFrom => "IN_MOVED_FROM",
+            EventKind::MovedTo => "IN_MOVED_TO",
+            EventKind::Modified => "IN_MODIFY",
+            EventKind::DirAttrib => "IN_ATTRIB",
+            EventKind::Ignored => "IN_OPEN",
+        });
+        // A splitmix step of the event count: which producer, node and milliseconds.
+        let salt = icicle_core::rng::Rng::new(self.next_cookie.wrapping_mul(0x9E37) ^ self.events).next_u64();
+        let producer = self.producers.get((salt % self.producers.len().max(1) as u64) as usize).copied().unwrap_or(Producer::Scale52);
+        let full = format!("{}{}", self.fs_root, path);
+        let rec = EventRecord { event, path: &full, meta, cookie, now: icicle_core::time::now_epoch(), salt: salt >> 8 };
+        let mut line = producer.render(&rec);
         line.push('\n');
         self.events += 1;
         self.out.write_all(line.as_bytes())
@@ -221,19 +231,6 @@ impl GpfsJournal {
     }
 }
 
-/// Integers and epoch-second times as JSON numbers instead of strings.
-fn numeric_fields(v: &mut serde_json::Value, meta: &Meta) {
-    for key in ["inode", "fileSize", "ownerUserId", "ownerGroupId", "cookie", "linkCount", "filesetID", "wd"] {
-        if let Some(n) = v.get(key).and_then(|x| x.as_str()).and_then(|x| x.parse::<u64>().ok()) {
-            v[key] = serde_json::json!(n);
-        }
-    }
-    v["atime"] = serde_json::json!(meta.atime);
-    v["ctime"] = serde_json::json!(meta.ctime);
-    v["mtime"] = serde_json::json!(meta.mtime);
-    v["eventTime"] = serde_json::json!(icicle_core::time::now_epoch());
-}
-
 /// The `(key, value)` messages of an events file from line `skip` on: keyed by inode, so one
 /// object's events keep their order within a partition.
 pub fn messages(file: &Path, skip: usize) -> std::io::Result<Vec<(String, String)>> {
@@ -242,7 +239,7 @@ pub fn messages(file: &Path, skip: usize) -> std::io::Result<Vec<(String, String
         .lines()
         .skip(skip)
         .map(|l| {
-            let key = serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["inode"].as_str().map(str::to_string)).unwrap_or_default();
+            let key = serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["inode"].as_str().map(str::to_string).or_else(|| v["inode"].as_u64().map(|n| n.to_string()))).unwrap_or_default();
             (key, l.to_string())
         })
         .collect())

@@ -17,7 +17,10 @@ use icicle_plugins_lustre::namespace::Namespace;
 
 use crate::gen::Rng;
 
+mod fake_lfs;
 mod trees;
+
+pub use fake_lfs::{fake_lfs, purge};
 
 /// The sequence of synthetic FIDs.
 pub const FID_SEQ: u64 = 0x2_0000_0401;
@@ -46,6 +49,9 @@ pub struct Workload {
     pub real: bool,
     /// Also write the GPFS watch-folder events of every record.
     pub gpfs: Option<crate::gpfs::GpfsJournal>,
+    /// Write the names of UNLNK and RMDIR records and a rename's old name as paths from the
+    /// file system's root, as Amazon FSx for Lustre prints them.
+    pub fsx_names: bool,
 }
 
 fn now_parts() -> String {
@@ -128,11 +134,20 @@ impl Workload {
             counter: next_index,
             real: true,
             gpfs: None,
+            fsx_names: false,
         })
     }
 
+    /// Number the records from `index` on, as a changelog that started long ago does (only
+    /// before the first record).
+    pub fn start_at(&mut self, index: u64) {
+        if self.ns.last_index.is_none() && self.records == 0 {
+            self.next_index = index.max(1);
+        }
+    }
+
     fn real(&self, path: &str) -> PathBuf {
-        self.root.join(path.trim_start_matches('/'))
+        icicle_core::name::on(&self.root, path)
     }
 
     fn mint(&mut self) -> Fid {
@@ -185,10 +200,25 @@ impl Workload {
         if let Some(g) = self.gpfs.as_mut() {
             g.record(&rec, &self.ns)?;
         }
+        let printed = if self.fsx_names { self.fsx_printed(&rec) } else { None };
         self.ns.apply(&rec);
-        let mut line = rec.to_line();
-        line.push('\n');
-        self.journal.write_all(line.as_bytes())
+        // As lfs prints it: names as the file system holds them (bytes).
+        let mut line = icicle_core::name::unescape(&printed.as_ref().unwrap_or(&rec).to_line()).into_owned();
+        line.push(b'\n');
+        self.journal.write_all(&line)
+    }
+
+    /// `rec` as FSx for Lustre prints it: the name of an UNLNK or RMDIR and a rename's old name
+    /// as a path from the root (`/cl8/b.txt`); None when it prints the record as it is.
+    fn fsx_printed(&self, rec: &ChangelogRecord) -> Option<ChangelogRecord> {
+        let full = |parent: Option<Fid>, name: Option<&str>| -> Option<String> { Some(join(self.ns.path(&parent?)?, name?)) };
+        let mut r = rec.clone();
+        match rec.kind {
+            RecordType::Unlnk | RecordType::Rmdir => r.name = Some(full(rec.parent, rec.name.as_deref())?.into()),
+            RecordType::Renme => r.source_name = Some(full(rec.source_parent, rec.source_name.as_deref())?.into()),
+            _ => return None,
+        }
+        Some(r)
     }
 
     /// Objects created before monitoring: real files and directories in the baseline only
@@ -579,100 +609,5 @@ impl Workload {
             .collect();
         lines.sort();
         fs::write(side(&self.journal_path, ".fidmap"), lines.concat())
-    }
-}
-
-// ------------------------------- the fake lfs -------------------------------
-
-/// `<journal>.users` as (user, cleared index).
-fn read_users(journal: &Path) -> Vec<(String, u64)> {
-    fs::read_to_string(side(journal, ".users"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
-        })
-        .collect()
-}
-
-/// Run one fake `lfs` command; returns (exit code, stdout, stderr).
-pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[String]) -> (i32, String, String) {
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    match a.as_slice() {
-        ["changelog", _mdt, rest @ ..] => {
-            let start: u64 = rest.first().and_then(|s| s.parse().ok()).unwrap_or(0);
-            let end: u64 = rest.get(1).and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
-            // Records cleared by every user are purged.
-            let purged = read_users(journal).iter().map(|(_, c)| *c).min().unwrap_or(0);
-            let data = fs::read(journal).unwrap_or_default();
-            let complete = match data.iter().rposition(|&b| b == b'\n') {
-                Some(i) => &data[..=i],
-                None => &data[..0],
-            };
-            let mut out = String::new();
-            for line in String::from_utf8_lossy(complete).lines() {
-                let Some(idx) = line.split(' ').next().and_then(|s| s.parse::<u64>().ok()) else { continue };
-                if idx > purged && idx >= start && idx <= end {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
-            (0, out, String::new())
-        }
-        ["changelog_clear", _mdt, user, endrec] => {
-            let Ok(endrec) = endrec.parse::<u64>() else { return (22, String::new(), "lfs changelog_clear: invalid record\n".into()) };
-            let last = Namespace::load(&side(journal, ".baseline"), journal).ok().and_then(|n| n.last_index).unwrap_or(0);
-            let mut users = read_users(journal);
-            let Some(u) = users.iter_mut().find(|(n, _)| n == user) else {
-                return (2, String::new(), format!("lfs changelog_clear: no changelog user '{user}': No such file or directory\n"));
-            };
-            if endrec > last {
-                return (22, String::new(), format!("lfs changelog_clear: record out of range: {endrec}\n"));
-            }
-            // 0 means every record (inclusive clear of the current last record).
-            u.1 = u.1.max(if endrec == 0 { last } else { endrec });
-            let text: String = users.iter().map(|(n, c)| format!("{n} {c}\n")).collect();
-            let tmp = side(journal, ".users.tmp");
-            if fs::write(&tmp, text).and_then(|_| fs::rename(&tmp, side(journal, ".users"))).is_err() {
-                return (5, String::new(), "lfs changelog_clear: I/O error\n".into());
-            }
-            (0, String::new(), String::new())
-        }
-        ["fid2path", root, fid] => {
-            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-            let Ok(f) = Fid::parse(fid) else { return (22, String::new(), format!("lfs fid2path: invalid FID '{fid}'\n")) };
-            let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
-            // One line per hard link, as lfs prints without --link.
-            let paths = ns.by_fid.get(&f).map(|o| o.paths.clone()).unwrap_or_default();
-            if paths.is_empty() {
-                return (2, String::new(), format!("lfs fid2path: cannot find '{fid}': No such file or directory\n"));
-            }
-            let is_mount = mount.is_some_and(|m| Path::new(root) == m) || root.starts_with('/');
-            let mut out = String::new();
-            for p in &paths {
-                let rel = p.trim_start_matches('/');
-                match (is_mount, rel.is_empty()) {
-                    (false, true) => out.push('/'),
-                    (false, false) => out.push_str(rel),
-                    (true, _) => out.push_str(&format!("{}/{rel}", root.trim_end_matches('/'))),
-                }
-                out.push('\n');
-            }
-            (0, out, String::new())
-        }
-        ["path2fid", path] => {
-            let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
-            let rel = match mount {
-                Some(m) => Path::new(path).strip_prefix(m).map(|p| format!("/{}", p.display())).unwrap_or_else(|_| path.to_string()),
-                None => path.to_string(),
-            };
-            let rel = if rel == "/" { "/".to_string() } else { rel.trim_end_matches('/').to_string() };
-            match ns.by_path.get(&rel) {
-                Some(f) => (0, format!("{f}\n"), String::new()),
-                None => (2, String::new(), format!("lfs path2fid: can't get fid for {path}: No such file or directory\n")),
-            }
-        }
-        _ => (22, String::new(), format!("lfs: unsupported command: {}\n", a.join(" "))),
     }
 }

@@ -43,7 +43,7 @@ fn poisoned() -> IcicleError {
 impl TreeState {
     /// `path` (relative to the file system) where the file system is mounted.
     fn on_mount(&self, path: &str) -> std::path::PathBuf {
-        self.cfg.mount.join(path.trim_start_matches('/'))
+        icicle_core::name::on(&self.cfg.mount, path)
     }
 
     /// `path` as records name it.

@@ -5,6 +5,7 @@ mod apply;
 pub mod changelog;
 mod config;
 mod leavings;
+mod lfs;
 pub mod lookahead;
 pub mod monitor;
 pub mod namespace;

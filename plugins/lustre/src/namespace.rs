@@ -47,8 +47,8 @@ impl Namespace {
     pub fn load(baseline: &Path, journal: &Path) -> std::io::Result<Namespace> {
         let mut ns = Namespace::new();
         if baseline.exists() {
-            for line in BufReader::new(std::fs::File::open(baseline)?).lines() {
-                let line = line?;
+            for line in BufReader::new(std::fs::File::open(baseline)?).split(b'\n') {
+                let line = icicle_core::name::escape(&line?).into_owned();
                 let mut f = line.splitn(3, '\t');
                 let (Some(fid), Some(path), Some(kind)) = (f.next(), f.next(), f.next()) else { continue };
                 let Ok(fid) = Fid::parse(fid) else { continue };
@@ -62,8 +62,9 @@ impl Namespace {
                 Some(i) => &data[..=i],
                 None => &data[..0],
             };
-            for line in String::from_utf8_lossy(complete).lines() {
-                if let Ok(r) = ChangelogRecord::parse(line) {
+            // Names as the monitor reads them: bytes that are not UTF-8 escaped.
+            for line in complete.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                if let Ok(r) = ChangelogRecord::parse(&icicle_core::name::escape(line)) {
                     ns.apply(&r);
                 }
             }

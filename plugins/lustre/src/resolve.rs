@@ -86,42 +86,7 @@ pub(crate) fn fsmonitor_apply(rec: &ChangelogRecord, cache: &mut lru::LruCache<F
     }
 }
 
-/// `lfs` subprocess calls.
-pub struct Lfs {
-    pub cmd: Vec<String>,
-}
-
-impl Lfs {
-    fn run(&self, args: &[&str]) -> Result<std::process::Output, String> {
-        let (prog, pre) = self.cmd.split_first().ok_or("empty lfs command")?;
-        std::process::Command::new(prog).args(pre).args(args).output().map_err(|e| format!("running {prog}: {e}"))
-    }
-
-    /// `lfs changelog MDT START [END]` (without END: everything up to the head).
-    pub fn changelog(&self, mdt: &str, start: u64, end: Option<u64>) -> Result<String, String> {
-        let (start, end) = (start.to_string(), end.map(|e| e.to_string()));
-        let mut args = vec!["changelog", mdt, &start];
-        args.extend(end.as_deref());
-        let out = self.run(&args)?;
-        if !out.status.success() {
-            return Err(format!("lfs changelog {mdt}: {}", String::from_utf8_lossy(&out.stderr).trim()));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    /// `lfs changelog_clear MDT USER ENDREC` (inclusive; never called with 0).
-    pub fn clear(&self, mdt: &str, user: &str, endrec: u64) -> Result<(), String> {
-        if endrec == 0 {
-            return Ok(());
-        }
-        let out = self.run(&["changelog_clear", mdt, user, &endrec.to_string()])?;
-        if !out.status.success() {
-            return Err(format!("lfs changelog_clear {mdt} {user} {endrec}: {}", String::from_utf8_lossy(&out.stderr).trim()));
-        }
-        Ok(())
-    }
-}
-
+pub use crate::lfs::Lfs;
 pub use crate::lookahead::Lookahead;
 
 /// Resolves through `lfs fid2path <fsname>` and the mounted file system.
@@ -140,7 +105,7 @@ pub struct LfsResolver<'a> {
 
 impl LfsResolver<'_> {
     fn on_mount(&self, path: &str) -> PathBuf {
-        self.mount.join(path.trim_start_matches('/'))
+        icicle_core::name::on(self.mount, path)
     }
 }
 
@@ -177,19 +142,13 @@ impl Resolver for LfsResolver<'_> {
             return Vec::new();
         }
         // One line per hard link; with an fsname, each relative to the root without a
-        // leading slash. A name may end in spaces: only the line end is cut. A path that is
-        // not UTF-8 is no path the index can hold (never published under a substituted name).
+        // leading slash. A name may end in spaces: only the line end is cut. Bytes that are
+        // not UTF-8 are escaped as every source escapes them (icicle_core::name).
         out.stdout
             .split(|&b| b == b'\n')
             .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
             .filter(|l| !l.is_empty())
-            .filter_map(|l| match std::str::from_utf8(l) {
-                Ok(l) => Some(l),
-                Err(_) => {
-                    tracing::warn!(message = "fid2path gave a path that is not valid UTF-8: left out", fid = %fid, path = %l.escape_ascii());
-                    None
-                }
-            })
+            .map(icicle_core::name::escape)
             .map(|l| if l == "/" || l.is_empty() { "/".to_string() } else { format!("/{}", l.trim_start_matches('/')) })
             .collect()
     }
@@ -215,7 +174,7 @@ impl Resolver for LfsResolver<'_> {
 
     fn path2fid(&mut self, path: &str) -> Option<Fid> {
         let full = self.on_mount(path);
-        let out = self.lfs.run(&["path2fid", &full.to_string_lossy()]).ok()?;
+        let out = self.lfs.run_os(&["path2fid".as_ref(), full.as_os_str()]).ok()?;
         if !out.status.success() {
             return None;
         }
@@ -256,32 +215,40 @@ impl LfsResolver<'_> {
             self.lookahead.keep_leavings(true);
             let (mut start, end) = (self.lookahead.applied_before().max(1), self.lookahead.read_upto);
             let chunk = self.chunk.max(1);
+            // `chunk` lines a call from where the last one ended (the changelog may start
+            // far past `start`, or have gaps).
             while start <= end {
-                let to = (start + chunk - 1).min(end);
-                match self.changelog(start, to) {
-                    Ok(t) => self.lookahead.add_leavings(&t),
+                match self.changelog(start, Some(end), chunk) {
+                    Ok(t) => {
+                        self.lookahead.add_leavings(&t.text);
+                        let last = crate::changelog::lines(t.text.trim_end()).last().and_then(crate::changelog::leading_index);
+                        match last {
+                            Some(l) if t.lines == chunk && l >= start => start = l + 1,
+                            _ => break,
+                        }
+                    }
                     Err(e) => {
                         self.lookahead.keep_leavings(false);
-                        self.failure.get_or_insert_with(|| format!("lfs changelog {} (reading {start}..{to} again) failed: {e}", self.mdt));
+                        self.failure.get_or_insert_with(|| format!("lfs changelog {} (reading {start}..{end} again) failed: {e}", self.mdt));
                         return;
                     }
                 }
-                start = to + 1;
             }
         }
         self.read_ahead();
     }
 
-    /// `lfs changelog` of records `start` to `end`, tried three times 200 ms apart (this
-    /// runs inside a batch; the stream's own reads retry longer).
-    fn changelog(&self, start: u64, end: u64) -> Result<String, String> {
-        let mut answer = self.lfs.changelog(self.mdt, start, Some(end));
+    /// `lfs changelog` from record `start` on: at most `max` lines, none past `end`; tried
+    /// three times 200 ms apart (this runs inside a batch; the stream's own reads retry
+    /// longer).
+    fn changelog(&self, start: u64, end: Option<u64>, max: u64) -> Result<crate::lfs::ChangelogText, String> {
+        let mut answer = self.lfs.changelog(self.mdt, start, end, max);
         for _ in 0..2 {
             if answer.is_ok() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(200));
-            answer = self.lfs.changelog(self.mdt, start, Some(end));
+            answer = self.lfs.changelog(self.mdt, start, end, max);
         }
         answer
     }
@@ -289,7 +256,8 @@ impl LfsResolver<'_> {
     /// Read what was appended since the last read, once after each `fid2path` answer or walk:
     /// the answer reflects every operation made before it, and each of those has its record
     /// by now (Lustre writes a record with its operation). A read made before that answer
-    /// could miss some. Read in chunks of `chunk` records, each call with an end.
+    /// could miss some. Read `chunk` records a call, from wherever the changelog goes on
+    /// (records purged meanwhile are skipped, as the stream skips them).
     fn read_ahead(&mut self) {
         if !self.lookahead.stale {
             return;
@@ -298,9 +266,8 @@ impl LfsResolver<'_> {
         let chunk = self.chunk.max(1);
         loop {
             let start = self.lookahead.read_upto + 1;
-            let end = start + chunk - 1;
-            let text = match self.changelog(start, end) {
-                Ok(text) => text,
+            let got = match self.changelog(start, None, chunk) {
+                Ok(got) => got,
                 Err(e) => {
                     // Paths and the rename log rely on what is read ahead: without it the
                     // batch is not applied (nothing delivered or acknowledged).
@@ -309,9 +276,9 @@ impl LfsResolver<'_> {
                     break;
                 }
             };
-            let last = crate::changelog::lines(text.trim_end()).last().and_then(crate::changelog::leading_index);
-            self.lookahead.push_text(&text, last);
-            if last.is_none_or(|l| l < end) {
+            let last = crate::changelog::lines(got.text.trim_end()).last().and_then(crate::changelog::leading_index);
+            self.lookahead.push_text(&got.text, last);
+            if got.lines < chunk || last.is_none_or(|l| l < start) {
                 break;
             }
         }
@@ -325,7 +292,7 @@ pub(crate) fn walk_files(dir: &std::path::Path) -> Vec<String> {
     while let Some((d, rel)) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(&d) else { continue };
         for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
+            let name = icicle_core::name::escape(e.file_name().as_encoded_bytes()).into_owned();
             let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
             match e.file_type() {
                 Ok(t) if t.is_dir() => stack.push((e.path(), r)),
@@ -344,15 +311,15 @@ mod tests {
     use crate::tree::Resolver;
 
     #[test]
-    fn fid2path_answers_keep_trailing_spaces_and_leave_out_what_is_not_utf8() {
+    fn fid2path_answers_keep_trailing_spaces_and_escape_what_is_not_utf8() {
         // A stand-in `lfs` that answers three links: a directory named `d ` (with a space),
-        // one under it, and one that is not UTF-8.
+        // one under it, and one that is not UTF-8 (escaped as every source escapes it).
         let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), r"printf 'd \nd /f\r\nbad\377\n'".into(), "lfs".into()] };
         let mut lookahead = Lookahead::new(0);
         let mut r =
             LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1, failure: None };
         let fid = Fid { seq: 0x200000401, oid: 5, ver: 0 };
-        assert_eq!(r.fid2path_all(&fid), ["/d ", "/d /f"]);
+        assert_eq!(r.fid2path_all(&fid), ["/d ", "/d /f", "/bad\\xff"]);
         assert_eq!(r.failure, None);
     }
 

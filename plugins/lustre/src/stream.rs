@@ -1,6 +1,7 @@
-//! One MDT's changelog as a [`ChangeStream`]: `lfs changelog` in ranges of `read_size`
-//! records, parsed where they wait for their batch; gaps (records purged unread) and lines
-//! that cannot be parsed are reported; `lfs changelog_clear` acknowledges.
+//! One MDT's changelog as a [`ChangeStream`]: `lfs changelog` from the next index on,
+//! `read_size` records a read (the changelog may start anywhere: [`crate::lfs`]), parsed where
+//! they wait for their batch; gaps (records purged unread) are reported with their bounds,
+//! lines that cannot be parsed kept as dead letters; `lfs changelog_clear` acknowledges.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -128,7 +129,7 @@ impl ChangelogStream {
             // A line outside the range asked for is no record of ours: kept as a dead
             // letter, it moves nothing.
             let Some(i) = leading_index(line).filter(|i| asked.contains(i)) else {
-                let reason = format!("not a changelog record of {}..={}", asked.start(), asked.end());
+                let reason = format!("not a changelog record from {} on", asked.start());
                 got += u64::from(self.dead_letter("-", line, &reason, counts)?);
                 continue;
             };
@@ -194,13 +195,14 @@ impl ChangeStream for ChangelogStream {
     ) -> Result<Polled, IcicleError> {
         let (mdt, read) = (self.cfg.mdt.clone(), self.cfg.read_size.max(1));
         let (next, lfs) = (self.next, &self.lfs);
-        let text = with_retries("changelog", &mdt, self.cfg.lfs_retries, || lfs.changelog(&mdt, next, Some(next + read - 1)))
+        // From `next` on, wherever the changelog goes on: records purged below it are a gap.
+        let got = with_retries("changelog", &mdt, self.cfg.lfs_retries, || lfs.changelog(&mdt, next, None, read))
             .await
             .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
         let got = {
             let counts = self.counts.clone();
             let mut counts = counts.lock().map_err(|_| internal("the monitor's counters are poisoned"))?;
-            self.take_lines(&text, next..=next + read - 1, out, &mut counts)?
+            self.take_lines(&got.text, next..=u64::MAX, out, &mut counts)?
         };
         if let Some(c) = self.covered {
             let labels = [("component", self.name.as_str()), ("mdt", mdt.as_str())];

@@ -68,9 +68,11 @@ enum Command {
         /// The GPFS path of ROOT in the events (default: ROOT itself).
         #[arg(long)]
         gpfs_root: Option<String>,
-        /// Numeric event fields as JSON numbers (times as epoch seconds), not strings.
-        #[arg(long)]
-        gpfs_numbers: bool,
+        /// Whose record shapes the events take: scale-5.0, scale-5.2, cpfs, numbers (JSON
+        /// numbers and epoch seconds, Icicle's synthetic shape) or mixed (each event from one of
+        /// the three real producers, drawn at random).
+        #[arg(long, default_value = "mixed")]
+        gpfs_producer: String,
         /// Produce the new events into this Kafka topic (keyed by inode)...
         #[arg(long)]
         gpfs_topic: Option<String>,
@@ -92,7 +94,7 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         delay_ms: u64,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
+        args: Vec<std::ffi::OsString>,
     },
     /// A Globus Search emulator (HTTP/1.1): ingest, batch_delete_by_subject, tasks, subject,
     /// scroll and the client-credentials token endpoint, with Search's limits, a rate limit
@@ -158,7 +160,7 @@ fn main() -> anyhow::Result<()> {
             no_fs,
             gpfs_events,
             gpfs_root,
-            gpfs_numbers,
+            gpfs_producer,
             gpfs_topic,
             bootstrap,
             partitions,
@@ -171,7 +173,10 @@ fn main() -> anyhow::Result<()> {
                 let abs = std::fs::canonicalize(&root)?;
                 let fs_root = gpfs_root.unwrap_or_else(|| abs.display().to_string());
                 let mut g = icicle_testkit::gpfs::GpfsJournal::open(f, &root, &fs_root, !no_fs)?;
-                g.numbers = gpfs_numbers;
+                g.producers = match gpfs_producer.as_str() {
+                    "mixed" => icicle_testkit::gpfs::Producer::REAL_SHAPES.to_vec(),
+                    one => vec![one.parse().map_err(anyhow::Error::msg)?],
+                };
                 w.gpfs = Some(g);
             }
             if preexisting > 0 {
@@ -216,7 +221,7 @@ fn main() -> anyhow::Result<()> {
         Command::Lfs { journal, mount, delay_ms, args } => {
             let (code, out, err) = fake_lfs(&journal, mount.as_deref(), delay_ms, &args);
             use std::io::Write;
-            let _ = std::io::stdout().write_all(out.as_bytes());
+            let _ = std::io::stdout().write_all(&out);
             let _ = std::io::stderr().write_all(err.as_bytes());
             std::process::exit(code);
         }

@@ -440,6 +440,11 @@ impl<'a> Fields<'a> {
         if let Some(f) = Fields::scan(bytes) {
             return Ok(f);
         }
+        if let Err(e) = std::str::from_utf8(bytes) {
+            // JSON is UTF-8; how Storage Scale writes a name that is not is documented nowhere
+            // (docs/formats-read.md), so such a message is kept whole, not guessed at.
+            return Err(format!("not a WF_JSON object: not UTF-8 at byte {} (a file name that is not UTF-8?)", e.valid_up_to()));
+        }
         let v: serde_json::Map<String, Value> = serde_json::from_slice(bytes).map_err(|e| format!("not a WF_JSON object: {e}"))?;
         let mut f = Fields::default();
         for (slot, k) in KEYS.iter().enumerate() {

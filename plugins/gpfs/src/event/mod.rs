@@ -185,10 +185,17 @@ impl GpfsEvent {
                 if p.is_empty() || p.len() > 10 {
                     return None;
                 }
-                Some(p.iter().try_fold(0u32, |v, &c| matches!(c, b'0'..=b'7').then(|| v * 8 + (c - b'0') as u32))?)
+                Some(p.iter().try_fold(0u32, |v, &c| matches!(c, b'0'..=b'7').then(|| v * 8 + (c - b'0') as u32))? & ST_MODE_BITS)
             }
             _ => return None,
         };
+        // The type bits of `permissions` may say directory where `event` does not: the slow
+        // path tells a directory's IN_ATTRIB from its other changes.
+        let perm_dir = perm.is_some_and(|m| m & 0o170000 == 0o040000);
+        if perm_dir && !is_dir && kind == EventKind::Modified {
+            return None;
+        }
+        let is_dir = is_dir || perm_dir;
         let mode = full_mode(perm, is_dir);
         let same = |x: usize, y: usize| spans[x].kind == spans[y].kind && bytes(x) == bytes(y);
         let atime = time(ATIME)?;
@@ -204,7 +211,7 @@ impl GpfsEvent {
             ctime,
             mtime,
         };
-        Some(GpfsEvent { kind, path: string_at(PATH).into(), meta, cookie: uint(COOKIE)? })
+        Some(GpfsEvent { kind, path: icicle_core::name::normalise(string_at(PATH)).into(), meta, cookie: uint(COOKIE)? })
     }
 
     /// Convert attributes however they were found; errors say what is wrong.
@@ -234,20 +241,30 @@ impl GpfsEvent {
             }
         }
         let mut kind = kind.ok_or_else(|| format!("event `{event}` names no event type"))?;
-        if kind == EventKind::Modified && is_dir && event.split(|c: char| c.is_whitespace() || c == '|' || c == ',').any(|t| t == "IN_ATTRIB") {
-            kind = EventKind::DirAttrib;
-        }
+        let attrib = || event.split(|c: char| c.is_whitespace() || c == '|' || c == ',').any(|t| t == "IN_ATTRIB");
         // A directory modified (an entry added, read, written): nothing to index.
-        if kind == EventKind::Ignored || (kind == EventKind::Modified && is_dir) {
+        if kind == EventKind::Ignored || (kind == EventKind::Modified && is_dir && !attrib()) {
             return Ok(GpfsEvent::ignored());
+        }
+        let perm = permissions(&raw.get(PERMISSIONS))?;
+        // Storage Scale's `permissions` carry the type bits (`200040777` is a directory).
+        is_dir |= perm.is_some_and(|m| m & 0o170000 == 0o040000);
+        if kind == EventKind::Modified && is_dir {
+            if !attrib() {
+                return Ok(GpfsEvent::ignored());
+            }
+            kind = EventKind::DirAttrib;
         }
         let path = text(raw.get(PATH)).ok_or("missing `path`")?;
         let path: &str = &path;
         if !path.starts_with('/') {
             return Err(format!("path `{path}` is not absolute"));
         }
+        // Control characters and backslashes are written as every source writes them; then
+        // trailing and repeated slashes go (a real delete of a file may end in `/`).
+        let escaped = icicle_core::name::escape_str(path);
+        let path = icicle_core::name::normalise(&escaped);
         let inode = uint(&raw.get(INODE), "inode")?.ok_or("missing `inode`")?;
-        let perm = permissions(&raw.get(PERMISSIONS))?;
         let mode = full_mode(perm, is_dir);
         let id = |slot: usize| -> Result<u32, String> {
             let key = KEYS[slot];
@@ -267,7 +284,7 @@ impl GpfsEvent {
             ctime,
             mtime,
         };
-        Ok(GpfsEvent { kind, path: path.into(), meta, cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0) })
+        Ok(GpfsEvent { kind, path: (*path).into(), meta, cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0) })
     }
 
     /// Render as a WF_JSON message (what the testkit produces).
@@ -294,6 +311,12 @@ impl GpfsEvent {
         .to_string()
     }
 }
+
+/// The bits of `permissions` that are `st_mode`: Storage Scale writes its own `gpfs_mode_t`
+/// in octal (`200100644`), and "gpfs_mode_t may include gpfs specific values including
+/// 0x02000000. To have a gpfs_mode_t be equivalent to a mode_t mask that value out" (IBM
+/// `gpfs.h`, Storage Scale 5.0.x headers).
+pub(crate) const ST_MODE_BITS: u32 = 0o177777;
 
 /// The full `st_mode` of an event: `permissions` with its type bits (added from `IN_ISDIR` when
 /// it has none), or the usual defaults when the event has no permissions.

@@ -74,19 +74,20 @@ pub(super) fn time(v: &Field<'_>, what: &str) -> Result<i64, String> {
     }
 }
 
-/// `permissions`: an octal string (`"0644"`, or a full `st_mode` such as `"100644"`) or a number
-/// (taken as the mode's value).
+/// `permissions`: an octal string (`"0644"`, a full `st_mode` such as `"100644"`, or Storage
+/// Scale's `gpfs_mode_t` such as `"200100644"`) or a number (taken as the mode's value); only
+/// the `st_mode` bits are kept ([`super::ST_MODE_BITS`]).
 pub(super) fn permissions(v: &Field<'_>) -> Result<Option<u32>, String> {
     match v {
         Field::Absent | Field::Null => Ok(None),
         Field::Num(_) | Field::NumOwned(_) => {
             let n = number_text(v).unwrap_or("");
-            n.parse::<u32>().map(Some).map_err(|_| format!("permissions `{n}` out of range"))
+            n.parse::<u32>().map(|m| Some(m & super::ST_MODE_BITS)).map_err(|_| format!("permissions `{n}` out of range"))
         }
         Field::Str(s) => {
             let t = s.trim();
             let t = t.strip_prefix("0o").unwrap_or(t);
-            u32::from_str_radix(t, 8).map(Some).map_err(|_| format!("permissions `{s}` are not octal"))
+            u32::from_str_radix(t, 8).map(|m| Some(m & super::ST_MODE_BITS)).map_err(|_| format!("permissions `{s}` are not octal"))
         }
         Field::Other(o) => Err(format!("permissions are {o}")),
     }

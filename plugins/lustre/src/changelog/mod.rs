@@ -470,6 +470,13 @@ impl ChangelogRecord {
                 rec.name = Some(text(i, b.len()).into());
             }
         }
+        // Amazon FSx for Lustre prints some names as paths (`/cl8/b.txt`); a name never holds
+        // `/`, so such a name is the path's last component.
+        for n in [&mut rec.name, &mut rec.source_name].into_iter().flatten() {
+            if n.contains('/') {
+                *n = icicle_core::name::leaf(n).into();
+            }
+        }
         complete(rec)
     }
 

@@ -1,0 +1,162 @@
+//! The fake `lfs`: `changelog`, `changelog_clear`, `fid2path` and `path2fid` answered from a
+//! workload journal, as a real MDT and `lfs` answer them.
+//!
+//! What it keeps of the real producer (lustre-release `lustre/utils/lfs.c`, `lfs_changelog()`;
+//! `lustre/mdd/mdd_device.c`, the changelog purge):
+//! - a changelog holds only a retained range: records up to the lowest index every
+//!   registered user cleared are purged, and so are records up to `<journal>.purged` (what
+//!   garbage collection of an idle user, or an administrator, purged); the journal itself may
+//!   start at any index (a real one starts in the millions or billions);
+//! - `changelog MDT START [END]` prints the retained records from START on and stops at the
+//!   first record past END (`if (endrec && rec->cr_index > endrec) break;`), so a range below
+//!   the retained start prints nothing;
+//! - lines are printed as bytes: a name that is not UTF-8 reaches the reader as it is;
+//! - `fid2path` prints one line per hard link, relative to the root without a leading slash
+//!   when given an fsname, `<mount>/<path>` when given the mount.
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use icicle_plugins_lustre::changelog::Fid;
+use icicle_plugins_lustre::namespace::Namespace;
+
+use super::side;
+
+/// `<journal>.users` as (user, cleared index).
+fn read_users(journal: &Path) -> Vec<(String, u64)> {
+    fs::read_to_string(side(journal, ".users"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Purge every record up to `upto` (inclusive), as changelog garbage collection does: the
+/// records are gone whatever the users cleared.
+pub fn purge(journal: &Path, upto: u64) -> std::io::Result<()> {
+    let now = purged_upto(journal);
+    fs::write(side(journal, ".purged"), format!("{}\n", now.max(upto)))
+}
+
+fn purged_upto(journal: &Path) -> u64 {
+    fs::read_to_string(side(journal, ".purged")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+/// The journal's complete lines (a writer may be appending the last one right now).
+fn complete_lines(journal: &Path) -> Vec<u8> {
+    let mut data = fs::read(journal).unwrap_or_default();
+    let keep = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    data.truncate(keep);
+    data
+}
+
+fn leading_index(line: &[u8]) -> Option<u64> {
+    let n = line.iter().position(|&b| b == b' ')?;
+    std::str::from_utf8(&line[..n]).ok()?.parse().ok()
+}
+
+/// `changelog MDT [START [END]]`: the retained records from START on, up to END.
+fn changelog(journal: &Path, rest: &[&OsStr]) -> (i32, Vec<u8>, String) {
+    let num = |i: usize| rest.get(i).and_then(|s| s.to_str()).and_then(|s| s.parse::<u64>().ok());
+    let (start, end) = (num(0).unwrap_or(0), num(1).filter(|e| *e > 0));
+    // Records cleared by every user, or purged, are gone.
+    let cleared = read_users(journal).iter().map(|(_, c)| *c).min().unwrap_or(0);
+    let first_kept = cleared.max(purged_upto(journal)) + 1;
+    let data = complete_lines(journal);
+    let mut out = Vec::new();
+    for line in data.split_inclusive(|&b| b == b'\n') {
+        let Some(idx) = leading_index(line) else { continue };
+        if idx < first_kept || idx < start {
+            continue;
+        }
+        if end.is_some_and(|e| idx > e) {
+            break;
+        }
+        out.extend_from_slice(line);
+    }
+    (0, out, String::new())
+}
+
+/// `changelog_clear MDT USER ENDREC`: inclusive; 0 clears every record.
+fn changelog_clear(journal: &Path, user: &str, endrec: &str) -> (i32, Vec<u8>, String) {
+    let Ok(endrec) = endrec.parse::<u64>() else { return (22, Vec::new(), "lfs changelog_clear: invalid record\n".into()) };
+    let last = complete_lines(journal).split(|&b| b == b'\n').filter_map(leading_index).last().unwrap_or(0);
+    let mut users = read_users(journal);
+    let Some(u) = users.iter_mut().find(|(n, _)| n == user) else {
+        return (2, Vec::new(), format!("lfs changelog_clear: no changelog user '{user}': No such file or directory\n"));
+    };
+    if endrec > last {
+        return (22, Vec::new(), format!("lfs changelog_clear: record out of range: {endrec}\n"));
+    }
+    u.1 = u.1.max(if endrec == 0 { last } else { endrec });
+    let text: String = users.iter().map(|(n, c)| format!("{n} {c}\n")).collect();
+    let tmp = side(journal, ".users.tmp");
+    if fs::write(&tmp, text).and_then(|_| fs::rename(&tmp, side(journal, ".users"))).is_err() {
+        return (5, Vec::new(), "lfs changelog_clear: I/O error\n".into());
+    }
+    (0, Vec::new(), String::new())
+}
+
+/// `fid2path ROOT FID`: one line per link, names as bytes.
+fn fid2path(journal: &Path, mount: Option<&Path>, root: &OsStr, fid: &str) -> (i32, Vec<u8>, String) {
+    let Ok(f) = Fid::parse(fid) else { return (22, Vec::new(), format!("lfs fid2path: invalid FID '{fid}'\n")) };
+    let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
+    let paths = ns.by_fid.get(&f).map(|o| o.paths.clone()).unwrap_or_default();
+    if paths.is_empty() {
+        return (2, Vec::new(), format!("lfs fid2path: cannot find '{fid}': No such file or directory\n"));
+    }
+    let root_b = root.as_bytes();
+    let is_mount = mount.is_some_and(|m| Path::new(root) == m) || root_b.starts_with(b"/");
+    let mut out = Vec::new();
+    for p in &paths {
+        let rel = icicle_core::name::unescape(p.trim_start_matches('/'));
+        match (is_mount, rel.is_empty()) {
+            (false, true) => out.push(b'/'),
+            (false, false) => out.extend_from_slice(&rel),
+            (true, _) => {
+                out.extend_from_slice(root_b.strip_suffix(b"/").unwrap_or(root_b));
+                out.push(b'/');
+                out.extend_from_slice(&rel);
+            }
+        }
+        out.push(b'\n');
+    }
+    (0, out, String::new())
+}
+
+/// `path2fid PATH`.
+fn path2fid(journal: &Path, mount: Option<&Path>, path: &OsStr) -> (i32, Vec<u8>, String) {
+    let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
+    let p = Path::new(path);
+    let text = icicle_core::name::from_os(p).into_owned();
+    let rel = match mount.map(|m| p.strip_prefix(m)) {
+        Some(Ok(r)) => format!("/{}", icicle_core::name::from_os(r)),
+        _ => text.clone(),
+    };
+    let rel = icicle_core::name::normalise(&rel).into_owned();
+    match ns.by_path.get(&rel) {
+        Some(f) => (0, format!("{f}\n").into_bytes(), String::new()),
+        None => (2, Vec::new(), format!("lfs path2fid: can't get fid for {}: No such file or directory\n", text)),
+    }
+}
+
+/// Run one fake `lfs` command; returns (exit code, stdout, stderr).
+pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[OsString]) -> (i32, Vec<u8>, String) {
+    let a: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+    let text = |i: usize| a.get(i).and_then(|s| s.to_str()).unwrap_or("");
+    match (text(0), a.len()) {
+        ("changelog", n) if n >= 2 => changelog(journal, &a[2..]),
+        ("changelog_clear", 4) => changelog_clear(journal, text(2), text(3)),
+        ("fid2path", 3) => {
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            fid2path(journal, mount, a[1], text(2))
+        }
+        ("path2fid", 2) => path2fid(journal, mount, a[1]),
+        _ => (22, Vec::new(), format!("lfs: unsupported command: {}\n", args.iter().map(|s| s.to_string_lossy()).collect::<Vec<_>>().join(" "))),
+    }
+}

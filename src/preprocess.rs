@@ -269,6 +269,10 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     fn row(&mut self, rec: &FileRecord<'_>) {
+        // Normalised as the snapshot runtime normalises every source's paths.
+        if let std::borrow::Cow::Owned(path) = icicle_core::name::normalise(rec.path) {
+            return self.row(&FileRecord { path: &path, ..*rec });
+        }
         self.counts.rows += 1;
         let line = &mut self.line;
         line.clear();

@@ -66,6 +66,14 @@ pub fn documents(dir: &Path, prefix: &str) -> Vec<(u64, Value)> {
         .collect()
 }
 
+/// The JSON documents a file sink wrote to `dir` (ingests and deletes), in the order written.
+pub fn sent_documents(dir: &Path) -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    files.sort_by_key(|p| p.file_name().unwrap().to_string_lossy().split('-').nth(1).unwrap_or("").to_string());
+    files.into_iter().map(|f| serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap()).collect()
+}
+
 /// The committed manifest directory of a versioned run's `state_dir` (the one `CURRENT` names).
 pub fn current_manifest(state: &Path) -> PathBuf {
     let name = std::fs::read_to_string(state.join("CURRENT")).expect("a committed manifest");

@@ -275,8 +275,24 @@ mod tests {
     /// Bytes drawn to hit every branch: ASCII, backslashes, `x` and hex, controls, partial and
     /// complete multi-byte characters.
     fn random_name(rng: &mut Rng) -> Vec<u8> {
-        const PARTS: [&[u8]; 16] =
-            [b"a", b"\\", b"x", b"4", b"f", b"\xe9", b"\xc3\xa9", b"\xe2\x82", b"\xe2\x82\xac", b"\n", b"\t", b"\x7f", b"\xc2\x85", b"/", b"\xff", b"\xf0\x9f\x8e"];
+        const PARTS: [&[u8]; 16] = [
+            b"a",
+            b"\\",
+            b"x",
+            b"4",
+            b"f",
+            b"\xe9",
+            b"\xc3\xa9",
+            b"\xe2\x82",
+            b"\xe2\x82\xac",
+            b"\n",
+            b"\t",
+            b"\x7f",
+            b"\xc2\x85",
+            b"/",
+            b"\xff",
+            b"\xf0\x9f\x8e",
+        ];
         (0..rng.below(12)).flat_map(|_| PARTS[rng.below(PARTS.len() as u64) as usize].to_vec()).collect()
     }
 

@@ -15,12 +15,15 @@ pub const NAME_MAX: usize = 255;
 
 /// Why `path` cannot be a record's path: not absolute, not normalised (empty, `.` or `..`
 /// components, a trailing `/`), a name over [`NAME_MAX`] bytes (counted as the file system
-/// holds it: [`crate::name::byte_len`]), or a control character other than tab (C0, DEL or
-/// C1: sources write those as escapes, [`crate::name`]). `/` itself passes (the root
-/// directory).
+/// holds it: [`crate::name::byte_len`]), a NUL byte (escaped: no file name holds one), or a
+/// control character other than tab (C0, DEL or C1: sources write those as escapes,
+/// [`crate::name`]). `/` itself passes (the root directory).
 pub fn check_path(path: &str) -> Result<(), String> {
     if !path.starts_with('/') {
         return Err(format!("path {path:?} is not absolute"));
+    }
+    if memchr::memchr(b'\\', path.as_bytes()).is_some() && holds_nul(path) {
+        return Err(format!("path {path:?} has a NUL byte (no file name can)"));
     }
     if surely_clean(path.as_bytes()) {
         return Ok(());
@@ -42,6 +45,11 @@ pub fn check_path(path: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether an escaped path stands for bytes holding NUL.
+fn holds_nul(path: &str) -> bool {
+    crate::name::unescape(path).contains(&0)
 }
 
 /// Bytes of `x` equal to `b` (the high bit of each such byte set; a few others too).

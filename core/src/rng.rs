@@ -63,6 +63,17 @@ impl Rng {
     }
 }
 
+/// A seed for an in-crate randomised test: `ICICLE_TEST_SEED=N` replays one; otherwise random
+/// per run, printed so a failure names it.
+pub fn test_seed() -> u64 {
+    let seed = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        (d.subsec_nanos() as u64 ^ d.as_secs()) % 1_000_000
+    });
+    eprintln!("test seed {seed} (replay with ICICLE_TEST_SEED={seed})");
+    seed
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -75,15 +86,4 @@ mod tests {
         assert!((0..1000).all(|_| r.below(10) < 10 && (0.0..1.0).contains(&r.f64())));
         assert_eq!(r.below(0), 0);
     }
-}
-
-/// A seed for an in-crate randomised test: `ICICLE_TEST_SEED=N` replays one; otherwise random
-/// per run, printed so a failure names it.
-pub fn test_seed() -> u64 {
-    let seed = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        (d.subsec_nanos() as u64 ^ d.as_secs()) % 1_000_000
-    });
-    eprintln!("test seed {seed} (replay with ICICLE_TEST_SEED={seed})");
-    seed
 }

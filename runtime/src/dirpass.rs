@@ -21,11 +21,13 @@ struct DirectoryCollector<'t> {
 
 impl RowSink for DirectoryCollector<'_> {
     fn record(&mut self, rec: &FileRecord<'_>) {
-        let dir = icicle_core::access::parent_dir(rec.path);
+        // Normalised as the main pass normalises it.
+        let path = icicle_core::name::normalise(rec.path);
+        let dir = icicle_core::access::parent_dir(&path);
         if dir != self.last_parent {
             self.last_parent.clear();
             self.last_parent.push_str(dir);
-            self.table.note_below(rec.path);
+            self.table.note_below(&path);
         }
     }
 
@@ -34,6 +36,8 @@ impl RowSink for DirectoryCollector<'_> {
     }
 
     fn directory_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
+        let path = icicle_core::name::normalise(rec.path);
+        let rec = &FileRecord { path: &path, ..*rec };
         if rec.check().is_ok() {
             self.rows += 1;
             self.table.insert(rec.path, Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) });

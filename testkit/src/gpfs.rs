@@ -239,7 +239,10 @@ pub fn messages(file: &Path, skip: usize) -> std::io::Result<Vec<(String, String
         .lines()
         .skip(skip)
         .map(|l| {
-            let key = serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["inode"].as_str().map(str::to_string).or_else(|| v["inode"].as_u64().map(|n| n.to_string()))).unwrap_or_default();
+            let key = serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["inode"].as_str().map(str::to_string).or_else(|| v["inode"].as_u64().map(|n| n.to_string())))
+                .unwrap_or_default();
             (key, l.to_string())
         })
         .collect())

@@ -1,5 +1,6 @@
 pub mod cifar;
 pub mod compliance;
+pub mod corpus;
 pub mod gen;
 pub mod globus;
 pub mod gpfs;

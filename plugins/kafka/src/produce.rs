@@ -60,6 +60,19 @@ pub async fn produce(bootstrap: &str, topic: &str, messages: impl IntoIterator<I
     Ok(n)
 }
 
+/// Produce message values (any bytes, no key) to `topic` one after the other, each awaited
+/// before the next: their order is kept on a one-partition topic.
+pub async fn produce_bytes(bootstrap: &str, topic: &str, values: impl IntoIterator<Item = Vec<u8>>) -> Result<u64, String> {
+    let producer: FutureProducer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).set("enable.idempotence", "true").create().map_err(|e| e.to_string())?;
+    let mut n = 0u64;
+    for v in values {
+        producer.send(FutureRecord::<(), [u8]>::to(topic).payload(&v[..]), Timeout::After(Duration::from_secs(60))).await.map_err(|(e, _)| e.to_string())?;
+        n += 1;
+    }
+    Ok(n)
+}
+
 /// One consumed message: partition, offset, key, value, and the `icicle-op` header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Consumed {

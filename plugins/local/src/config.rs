@@ -121,9 +121,6 @@ impl LocalConfig {
         if !root.is_dir() {
             return Err(ctx.invalid("root", format!("{} is not a directory", root.display())));
         }
-        if root.to_str().is_none() {
-            return Err(ctx.invalid("root", "not valid UTF-8"));
-        }
         match &self.path_prefix {
             Some(p) if !p.starts_with('/') => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
             _ => {}
@@ -156,7 +153,7 @@ impl LocalConfig {
 
     /// The prefix records carry, without a trailing `/`.
     pub fn prefix(&self) -> String {
-        let p = self.path_prefix.clone().unwrap_or_else(|| self.root.to_string_lossy().into_owned());
+        let p = self.path_prefix.clone().unwrap_or_else(|| icicle_core::name::from_os(&self.root).into_owned());
         p.trim_end_matches('/').to_string()
     }
 }

@@ -41,37 +41,20 @@ pub enum LocalEvent {
     Rescan(String, RescanReason),
 }
 
-/// Names and paths that are not UTF-8 met by this process.
-static NOT_UTF8: AtomicU64 = AtomicU64::new(0);
-
 /// Paths a compare could not read, met by this process.
 static UNREADABLE: AtomicU64 = AtomicU64::new(0);
 
 use icicle_core::log_sample::count_to_log;
-
-/// Count one more name that is not UTF-8; its number when it is to be logged.
-pub(crate) fn not_utf8_to_log() -> Option<u64> {
-    count_to_log(&NOT_UTF8)
-}
 
 /// Count one more path a compare could not read; its number when it is to be logged.
 pub(crate) fn unreadable_to_log() -> Option<u64> {
     count_to_log(&UNREADABLE)
 }
 
-/// `name` as UTF-8, or `None` after a warning naming where it is (the index's paths are
-/// UTF-8, as the `walk` snapshot source requires: such an entry and what is below it are left
-/// out and counted, never published under a substituted name).
-pub fn utf8_name<'a>(name: &'a [u8], dir: &str) -> Option<&'a str> {
-    match std::str::from_utf8(name) {
-        Ok(n) => Some(n),
-        Err(_) => {
-            if let Some(n) = not_utf8_to_log() {
-                tracing::warn!(message = "a name that is not valid UTF-8 is left out (the first 20 are logged, then one in 10,000)", dir = %dir, name = %name.escape_ascii(), seen = n);
-            }
-            None
-        }
-    }
+/// A name's text: its bytes escaped as every source escapes them ([`icicle_core::name`]), so
+/// a name that is not UTF-8 is indexed, and deleted, under the same subject a snapshot gives it.
+pub fn name_text(name: &[u8]) -> std::borrow::Cow<'_, str> {
+    icicle_core::name::escape(name)
 }
 
 /// The metrics label of a rescan reason as the state counts it (its name run together).

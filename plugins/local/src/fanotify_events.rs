@@ -22,8 +22,6 @@ pub struct FanotifyCounts {
     pub handle_lookups: u64,
     /// Queue overflows (`FAN_Q_OVERFLOW`).
     pub overflows: u64,
-    /// Events left out because a name on their path is not UTF-8.
-    pub not_utf8: u64,
     /// Records cut short or malformed (the rest of the read is skipped).
     pub malformed: u64,
     /// Cached directory paths evicted (least recently used) to stay within the capacity.
@@ -107,12 +105,11 @@ impl EventParser {
                 Some(Place::Inside(p)) if dir_entry => out.push(LocalEvent::Directory(p.clone())),
                 Some(Place::Inside(p)) => out.push(LocalEvent::Changed(p.clone())),
                 Some(Place::Outside) => self.counts.outside_root += 1,
-                Some(Place::NotUtf8) => self.counts.not_utf8 += 1,
                 None => self.counts.unresolved += 1,
             }
             // A directory that left (moved away or removed) leaves stale cached places below
             // its name; one removed outside the root cannot come back inside.
-            let outside = matches!(place, Some(Place::Outside | Place::NotUtf8));
+            let outside = matches!(place, Some(Place::Outside));
             if dir_entry && (m.mask & libc::FAN_MOVED_FROM != 0 || (m.mask & libc::FAN_DELETE != 0 && !outside)) {
                 self.forget_below(place.as_ref());
             }
@@ -121,13 +118,12 @@ impl EventParser {
     }
 
     /// A directory left the name `place` (moved away or removed): cached places at or below
-    /// it are stale. One that left from outside the root (or from below a name that is not
-    /// UTF-8) may be inside now: such cached places go; when the old name is not known at all,
-    /// every cached place may be stale.
+    /// it are stale. One that left from outside the root may be inside now: such cached places
+    /// go; when the old name is not known at all, every cached place may be stale.
     fn forget_below(&mut self, place: Option<&Place>) {
         match place {
             Some(Place::Inside(dir)) if !dir.is_empty() => self.cache.forget_below(dir),
-            Some(p @ (Place::Outside | Place::NotUtf8)) => self.cache.forget_place(p),
+            Some(p @ Place::Outside) => self.cache.forget_place(p),
             _ => self.cache.clear(),
         }
     }
@@ -159,10 +155,7 @@ impl EventParser {
                     return Some(match self.resolve(handle, lookup)? {
                         Place::Inside(d) => match name {
                             b"" | b"." => Place::Inside(d),
-                            _ => match crate::event::utf8_name(name, &d) {
-                                Some(name) => Place::Inside(join(&d, name)),
-                                None => Place::NotUtf8,
-                            },
+                            _ => Place::Inside(join(&d, &crate::event::name_text(name))),
                         },
                         other => other,
                     });
@@ -197,15 +190,7 @@ impl EventParser {
             Ok(rel) => rel,
             Err(_) => return Some(Place::Outside),
         };
-        Some(match rel.to_str() {
-            Some(r) => Place::Inside(r.to_string()),
-            None => {
-                if let Some(n) = crate::event::not_utf8_to_log() {
-                    tracing::warn!(message = "a path that is not valid UTF-8 is left out (the first 20 are logged, then one in 10,000)", path = %target.display(), seen = n);
-                }
-                Place::NotUtf8
-            }
-        })
+        Some(Place::Inside(icicle_core::name::from_os(rel).into_owned()))
     }
 }
 

@@ -14,8 +14,6 @@ pub(crate) enum Place {
     Inside(String),
     /// Outside the root.
     Outside,
-    /// Below the root, but a name on the way is not UTF-8.
-    NotUtf8,
 }
 
 /// Handle bytes (fsid + file handle) to places, least recently used evicted.
@@ -23,7 +21,7 @@ pub(crate) struct HandleCache {
     lru: LruCache<Vec<u8>, Place>,
     /// The cached places below the root, by path, with their handles.
     by_path: BTreeSet<(String, Vec<u8>)>,
-    /// The handles cached as outside the root or below a name that is not UTF-8.
+    /// The handles cached as outside the root.
     others: HashSet<Vec<u8>>,
 }
 
@@ -110,13 +108,12 @@ mod tests {
         c.forget_below("a");
         let left: Vec<u8> = (1..=9).filter(|h| c.get(&[*h]).is_some()).collect();
         assert_eq!(left, [4, 5, 6, 7, 8, 9]);
-        c.insert(vec![10], Place::NotUtf8);
         c.forget_place(&Place::Outside);
-        assert!(c.get(&[9]).is_none() && c.get(&[10]).is_some() && c.len() == 6);
+        assert!(c.get(&[9]).is_none() && c.len() == 5);
         // Cached as outside, then inside: the outside set lets go of it.
         c.insert(vec![11], Place::Outside);
         c.insert(vec![11], inside("q"));
-        assert_eq!(c.others.len(), 1);
+        assert!(c.others.is_empty());
     }
 
     #[test]

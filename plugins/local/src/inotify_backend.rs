@@ -31,8 +31,6 @@ pub struct InotifyCounts {
     pub watches_failed: u64,
     /// Queue overflows (`IN_Q_OVERFLOW`).
     pub overflows: u64,
-    /// Events left out because the name is not UTF-8.
-    pub not_utf8: u64,
 }
 
 /// An inotify instance watching every directory under the root.
@@ -100,7 +98,7 @@ impl InotifyWatch {
         let mut ok = Ok(());
         let mut stack = vec![dir.to_string()];
         while let Some(d) = stack.pop() {
-            match self.watches.add(self.root.join(&d), mask()) {
+            match self.watches.add(icicle_core::name::on(&self.root, &d), mask()) {
                 Ok(wd) => {
                     self.counts.watches_added += 1;
                     if let Some(old) = self.by_wd.insert(wd.clone(), d.clone()) {
@@ -120,13 +118,10 @@ impl InotifyWatch {
                     continue;
                 }
             }
-            let Ok(rd) = std::fs::read_dir(self.root.join(&d)) else { continue };
+            let Ok(rd) = std::fs::read_dir(icicle_core::name::on(&self.root, &d)) else { continue };
             for e in rd.flatten() {
                 if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    // A name that is not UTF-8 is left out (the state's walk counts it).
-                    if let Some(name) = e.file_name().to_str() {
-                        stack.push(join(&d, name));
-                    }
+                    stack.push(join(&d, &crate::event::name_text(e.file_name().as_encoded_bytes())));
                 }
             }
         }
@@ -182,7 +177,7 @@ impl InotifyWatch {
             let _ = self.watch_tree("", out);
         }
         for (_, m) in changes.came.iter().chain(&changes.went) {
-            if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()).map(str::to_string) {
+            if let Some(rel) = m.strip_prefix(&self.root).ok().map(|r| icicle_core::name::from_os(r).into_owned()) {
                 let _ = self.watch_tree(&rel, out);
             }
         }
@@ -251,13 +246,7 @@ impl InotifyWatch {
         tracing::trace!(message = "inotify event", wd = ?wd, mask = ?m, name = %name.as_deref().map(|n| n.escape_ascii().to_string()).unwrap_or_default(), dir = ?self.by_wd.get(&wd));
         let Some(dir) = self.by_wd.get(&wd).cloned() else { return };
         let path = match &name {
-            Some(n) => match crate::event::utf8_name(n, &dir) {
-                Some(n) => join(&dir, n),
-                None => {
-                    self.counts.not_utf8 += 1;
-                    return;
-                }
-            },
+            Some(n) => join(&dir, &crate::event::name_text(n)),
             None => dir.clone(),
         };
         let dir_entry = m.contains(EventMask::ISDIR) && name.is_some();

@@ -81,7 +81,7 @@ impl MountTable {
     pub fn rescans(&self, changes: &MountChanges, out: &mut Vec<LocalEvent>) {
         let mut root_rescanned = false;
         for (_, m) in changes.came.iter().chain(&changes.went) {
-            if let Some(rel) = m.strip_prefix(&self.root).ok().and_then(|r| r.to_str()) {
+            if let Some(rel) = m.strip_prefix(&self.root).ok().map(icicle_core::name::from_os) {
                 tracing::info!(message = "a mount below the root came or went; rescanning its directory", mount = %m.display());
                 root_rescanned |= rel.is_empty();
                 out.push(LocalEvent::Rescan(rel.to_string(), RescanReason::Mount));

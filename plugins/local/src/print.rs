@@ -52,7 +52,7 @@ impl Print {
     pub(crate) fn at(root: &Path, rel: &str, md: &std::fs::Metadata, posix: bool) -> Print {
         let mut p = Print::of(md);
         if posix && p.dir {
-            p.acl = crate::dir_access::acl_digest(&root.join(rel));
+            p.acl = crate::dir_access::acl_digest(&icicle_core::name::on(root, rel));
         }
         p
     }

@@ -51,8 +51,6 @@ pub struct LocalCounts {
     pub reevaluated: u64,
     /// Subtree rescans, by reason.
     pub rescans: BTreeMap<String, u64>,
-    /// Entries left out by walks because their names are not UTF-8.
-    pub not_utf8: u64,
     /// Compares that could not read a path (EACCES, EIO): the index kept what it held.
     pub unreadable: u64,
     /// Batches applied.
@@ -333,10 +331,9 @@ impl LocalState {
         work.scans.push(Scan::new(dir, true));
     }
 
-    /// What a walk met: names left out, and directories it could not list (walked again when
-    /// compared again: their permissions changed, or one above them did).
+    /// What a walk met: directories it could not list (walked again when compared again:
+    /// their permissions changed, or one above them did).
     fn walked(&mut self, walked: WalkCounts) {
-        self.counts.not_utf8 += walked.not_utf8;
         for d in walked.unlisted {
             self.counts.unreadable += 1;
             self.unreadable.insert(d.into());
@@ -391,7 +388,7 @@ impl LocalState {
                 break;
             }
         }
-        std::fs::symlink_metadata(self.root.join(rel))
+        std::fs::symlink_metadata(icicle_core::name::on(&self.root, rel))
     }
 
     /// Compare one path with the file system.
@@ -512,13 +509,13 @@ impl LocalState {
             let root = &self.root;
             let (chains, judged_with) = (&mut work.chains, &mut work.judged_with);
             let dirs = chains.chain(parent_dir(&p), &mut |d| {
-                let perm = lstat_dir(&root.join(d.trim_start_matches('/')));
+                let perm = lstat_dir(&icicle_core::name::on(root, d));
                 if let Some(perm) = &perm {
                     crate::work::judging_with(judged_with, d, perm);
                 }
                 perm
             });
-            let acl = Acl::read(&root.join(&**rel)).map(Arc::new);
+            let acl = Acl::read(&icicle_core::name::on(root, rel)).map(Arc::new);
             self.enc.encode_entry_in(chunk, &rec, acl, dirs.as_ref())
         } else {
             self.enc.encode_entry(chunk, &rec)

@@ -27,8 +27,6 @@ pub struct Walker {
 /// What a walk met besides entries.
 #[derive(Default)]
 pub struct WalkCounts {
-    /// Names left out because they are not UTF-8 (with what is below them).
-    pub not_utf8: u64,
     /// Directories that could not be listed, or whose listing failed part way (EACCES, EIO;
     /// not those gone since).
     pub unlisted: Vec<String>,
@@ -67,7 +65,7 @@ impl Walker {
                 if !root_there {
                     return true;
                 }
-                match std::fs::read_dir(root.join(&d)) {
+                match std::fs::read_dir(icicle_core::name::on(root, &d)) {
                     Ok(rd) => (d, rd),
                     Err(e) => {
                         if !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) {
@@ -89,11 +87,7 @@ impl Walker {
                 }
             };
             let name = e.file_name();
-            let Some(name) = crate::event::utf8_name(name.as_bytes(), &dir) else {
-                counts.not_utf8 += 1;
-                continue;
-            };
-            let rel = join(&dir, name);
+            let rel = join(&dir, &crate::event::name_text(name.as_bytes()));
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 self.to_open.insert(rel.clone());
                 self.stack.push(rel.clone());

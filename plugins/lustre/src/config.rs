@@ -122,6 +122,9 @@ fn default_read() -> u64 {
     10_000
 }
 
+/// How many purged ranges a run's report lists.
+pub const LOST_RANGES_KEPT: usize = 100;
+
 /// Counters of one monitor run.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct MonitorCounts {
@@ -141,6 +144,8 @@ pub struct MonitorCounts {
     pub clears: u64,
     /// Records purged before this monitor read them (their changes are missing).
     pub lost_records: u64,
+    /// The first [`LOST_RANGES_KEPT`] purged ranges, `[first, last]` (every one is logged).
+    pub lost_ranges: Vec<[u64; 2]>,
     /// Lines that could not be parsed, kept in the dead-letter file.
     pub dead_letters: u64,
 }

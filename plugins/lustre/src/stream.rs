@@ -81,6 +81,9 @@ impl ChangelogStream {
         let cfg = &self.cfg;
         let n = last - first + 1;
         counts.lost_records += n;
+        if counts.lost_ranges.len() < crate::config::LOST_RANGES_KEPT {
+            counts.lost_ranges.push([first, last]);
+        }
         let labels = [("component", self.name.as_str()), ("mdt", cfg.mdt.as_str())];
         icicle_core::metrics::Metrics::global().set_counter(
             "icicle_changelog_lost_records_total",

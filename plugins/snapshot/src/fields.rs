@@ -198,6 +198,53 @@ pub fn split_quoted(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut 
     }
 }
 
+/// Split a delimited line into fields as pwalk before 2.6.7 quoted them: inside `"`-quotes a
+/// backslash escapes the next character (`\"`, `\,`, `\\`; pwalk 2.6.3–2.6.6 escaped all
+/// three, earlier ones only `"`).
+pub fn split_backslash_quoted(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut Vec<u8>) -> Result<(), String> {
+    let mut i = 0;
+    loop {
+        if line.get(i) == Some(&b'"') {
+            let start = scratch.len();
+            let mut j = i + 1;
+            loop {
+                match line.get(j) {
+                    None => return Err("unterminated quoted field".into()),
+                    Some(b'\\') if j + 1 < line.len() => {
+                        scratch.push(line[j + 1]);
+                        j += 2;
+                    }
+                    Some(b'"') => {
+                        j += 1;
+                        break;
+                    }
+                    Some(&c) => {
+                        scratch.push(c);
+                        j += 1;
+                    }
+                }
+            }
+            out.push(Field::Scratch(start, scratch.len()));
+            match line.get(j) {
+                None => return Ok(()),
+                Some(&c) if c == delim => i = j + 1,
+                Some(_) => return Err(format!("unexpected character after a closing quote at byte {j}")),
+            }
+        } else {
+            match memchr::memchr(delim, &line[i..]) {
+                Some(k) => {
+                    out.push(Field::Line(i, i + k));
+                    i += k + 1;
+                }
+                None => {
+                    out.push(Field::Line(i, line.len()));
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
 /// The field `line[s..e]`, unquoted into `scratch` when it is `"`-quoted.
 pub fn unquote(line: &[u8], s: usize, e: usize, scratch: &mut Vec<u8>) -> Result<Field, String> {
     let field = &line[s..e];

@@ -47,15 +47,11 @@ impl GufiSource {
         GufiSource { index, path_prefix }
     }
 
-    /// [`GufiSource::source_dir`] with bad UTF-8 replaced (a place for what it scopes).
-    fn source_dir_lossy(&self, dir: &Path) -> String {
-        self.source_path(&dir.strip_prefix(&self.index).unwrap_or(dir).to_string_lossy())
-    }
-
+    /// The source path of index directory `dir` (names as bytes, escaped as every source
+    /// escapes them: [`icicle_core::name`]).
     fn source_dir(&self, dir: &Path) -> Result<String, String> {
         let rel = dir.strip_prefix(&self.index).map_err(|_| "directory outside the index".to_string())?;
-        let rel = rel.to_str().ok_or_else(|| format!("directory name is not valid UTF-8: {}", rel.display()))?;
-        Ok(self.source_path(rel))
+        Ok(self.source_path(&icicle_core::name::from_os(rel)))
     }
 
     /// The source path of `rel`, a directory relative to the index.
@@ -146,27 +142,35 @@ fn inode(v: ValueRef<'_>) -> Result<u64, String> {
 
 /// A name as the file system has it: `gufi_dir2index` and `gufi_trace2index` store names,
 /// link names and summary names escaped with `sqlite3_mprintf("%q")` (a `'` doubled) and
-/// bind the result, so `it''s` in a database is the file `it's`.
+/// bind the result, so `it''s` in a database is the file `it's` (GUFI `src/dbutils.c`
+/// `insertdbgo`, every release since the 2017 code drop). `%q` leaves only even runs of `'`:
+/// a name with an odd run was not written that way and is kept as it is.
 pub fn unescape_name(stored: &str) -> std::borrow::Cow<'_, str> {
-    if stored.contains("''") {
-        std::borrow::Cow::Owned(stored.replace("''", "'"))
-    } else {
+    if !stored.contains("''") {
+        return std::borrow::Cow::Borrowed(stored);
+    }
+    let odd_run = stored.split(|c| c != '\'').any(|run| run.len() % 2 == 1);
+    if odd_run {
         std::borrow::Cow::Borrowed(stored)
+    } else {
+        std::borrow::Cow::Owned(stored.replace("''", "'"))
     }
 }
 
-/// The `name` of a row, unescaped; rejected when empty or holding a `/`.
+/// The `name` of a row, unescaped; rejected when empty or holding a `/`. GUFI stores the
+/// bytes `readdir` gave (TEXT, never checked as UTF-8): they are escaped as every source
+/// escapes them ([`icicle_core::name`]).
 fn row_name(row: &rusqlite::Row<'_>) -> Result<String, String> {
     let name = match row.get_ref(0).map_err(|e| e.to_string())? {
         ValueRef::Text(t) | ValueRef::Blob(t) => t,
         ValueRef::Null => return Err("name is NULL".into()),
         _ => return Err("name is not text".into()),
     };
-    let name = std::str::from_utf8(name).map_err(|_| format!("name is not valid UTF-8: {:?}", String::from_utf8_lossy(name)))?;
+    let name = icicle_core::name::escape(name);
     if name.is_empty() || name.contains('/') {
         return Err(format!("invalid name {name:?}"));
     }
-    Ok(unescape_name(name).into_owned())
+    Ok(unescape_name(&name).into_owned())
 }
 
 /// The path of entry `name` in directory `dir`.
@@ -226,8 +230,7 @@ impl Source for GufiSource {
             }
             subdirs.sort();
             stack.extend(subdirs.into_iter().rev());
-            // A name that is not UTF-8 is placed with it replaced: nothing below it is indexed.
-            let scope = Some(Scope::Children(self.source_dir(&dir).unwrap_or_else(|_| self.source_dir_lossy(&dir))));
+            let scope = self.source_dir(&dir).ok().map(Scope::Children);
             out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1, scope, version: None });
         }
         Ok(out)
@@ -344,8 +347,12 @@ impl GufiSource {
     /// rows (`isroot = 0`) describe subdirectories, which have their own `db.db`.
     fn read_summary(&self, conn: &Connection, input: &str, dir: &str, is_index_root: bool, prepass: bool, out: &mut dyn RowSink) {
         // The path comes from the index tree on disk (real names): the row's name is unused.
+        // GUFI before 0.5 has no `isroot` (and no rollups): there the directory's own row is
+        // its one `rectype = 0` row (GUFI 0.4.0-rc1 and v0.1.0 `src/dbutils.c`, summary schema).
         let sql = "SELECT 'd' AS name, 'd' AS type, mode, uid, gid, size, atime, ctime, mtime, inode FROM summary WHERE isroot = 1 LIMIT 1";
-        let res = conn.prepare(sql).and_then(|mut st| {
+        let old = "SELECT 'd' AS name, 'd' AS type, mode, uid, gid, size, atime, ctime, mtime, inode FROM summary WHERE rectype = 0 LIMIT 1";
+        let has_isroot = conn.prepare("SELECT isroot FROM summary LIMIT 0").is_ok();
+        let res = conn.prepare(if has_isroot { sql } else { old }).and_then(|mut st| {
             let mut rows = st.query([])?;
             let Some(row) = rows.next()? else {
                 return Ok(None);

@@ -4,16 +4,18 @@
 //!
 //! The path is the last column and is `"`-quoted (inner `"` doubled) when it holds a `,` or a
 //! `"`, as the seed's preprocessing and the counting pipeline's shard lines write it; the
-//! reader takes everything after the eighth comma, so any other character passes as it is,
-//! tabs and non-ASCII text included. A line break cannot: rows are lines (`\n`, and a `\r`
-//! before it is dropped), so a path with `\n` or `\r` is refused. Records that pass
-//! [`FileRecord::check`] never hold one (control characters other than tab are rejected).
+//! reader takes everything after the eighth comma, so any other byte passes as it is, tabs
+//! and non-ASCII text included. The path is written as the file system's bytes (the record's
+//! text through [`icicle_core::name::unescape`]), so the reader, escaping them again, gives
+//! the same text. A line break cannot pass: rows are lines (`\n`, and a `\r` before it is
+//! dropped), so a name with `\n` or `\r` is refused.
 
 use icicle_core::record::{FileKind, FileRecord};
 
 /// Why a record cannot be written as an icicle9 row.
 pub fn unrepresentable(rec: &FileRecord<'_>) -> Option<String> {
-    let i = rec.path.find(['\n', '\r'])?;
+    let bytes = icicle_core::name::unescape(rec.path);
+    let i = bytes.iter().position(|&b| b == b'\n' || b == b'\r')?;
     Some(format!("path {:?} has a line break at byte {i}: an icicle9 row is one line", rec.path))
 }
 
@@ -39,17 +41,18 @@ pub fn write_row(rec: &FileRecord<'_>, out: &mut Vec<u8>) -> Result<(), String> 
         out.extend_from_slice(b.format(v).as_bytes());
     }
     out.push(b',');
-    if rec.path.contains([',', '"']) {
+    let path = icicle_core::name::unescape(rec.path);
+    if path.iter().any(|&b| b == b',' || b == b'"') {
         out.push(b'"');
-        for part in rec.path.split_inclusive('"') {
-            out.extend_from_slice(part.as_bytes());
-            if part.ends_with('"') {
+        for part in path.split_inclusive(|&b| b == b'"') {
+            out.extend_from_slice(part);
+            if part.ends_with(b"\"") {
                 out.push(b'"');
             }
         }
         out.push(b'"');
     } else {
-        out.extend_from_slice(rec.path.as_bytes());
+        out.extend_from_slice(&path);
     }
     out.push(b'\n');
     Ok(())
@@ -108,7 +111,8 @@ mod tests {
 
     #[test]
     fn line_breaks_are_refused() {
-        for p in ["/a/new\nline", "/a/carriage\r", "/a/\r\n"] {
+        // Raw, or as a source escapes them (the file system's bytes are what counts).
+        for p in ["/a/new\nline", "/a/carriage\r", "/a/\r\n", "/a/new\\x0aline", "/a/cr\\x0d"] {
             let mut out = b"kept".to_vec();
             let e = write_row(&rec(p, FileKind::File, 0o100644), &mut out).unwrap_err();
             assert!(e.contains("line break") && e.contains("icicle9"), "{e}");

@@ -4,6 +4,7 @@ pub mod fields;
 pub mod gufi;
 pub mod icicle9;
 pub mod mmapplypolicy;
+pub mod show;
 pub mod tsv;
 pub mod walk;
 

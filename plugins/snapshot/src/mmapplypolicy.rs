@@ -13,7 +13,8 @@ use icicle_core::Attrs;
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
 
-use crate::fields::{parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, percent_decode};
+use crate::fields::{parse_inode, parse_octal, parse_u32, parse_u64, percent_decode};
+use crate::show::{parse_time, ShowLayout};
 use crate::tsv::{first_row, read_lines};
 
 /// The SHOW fields of Icicle's NERSC `fs-medium` layout (formats.md §2.3), 18 columns in all.
@@ -27,9 +28,15 @@ pub struct MmapplypolicyConfig {
     /// `nersc18` (default) or `custom` with `show`.
     #[serde(default)]
     pub preset: Option<String>,
-    /// Names of the SHOW fields in order: size, uid, gid, mode, atime, ctime, mtime; `-` or
+    /// Names of the SHOW values in order: size, uid, gid, mode, atime, ctime, mtime; `-` or
     /// any other name is ignored.
     pub show: Option<Vec<String>>,
+    /// The one character between SHOW values (default: runs of spaces), e.g. `"|"` for
+    /// `SHOW('|' || varchar(file_size) || '|' || ...)`.
+    pub show_delimiter: Option<String>,
+    /// SHOW text of `key=value` pairs: the key the policy prints for each of size, uid, gid,
+    /// mode, atime, ctime, mtime (e.g. `{ size = "s", uid = "u", ... }`); instead of `show`.
+    pub show_keys: Option<std::collections::BTreeMap<String, String>>,
     /// Paths were written with `ESCAPE '%...'` (percent-encoded). Default true.
     #[serde(default = "yes")]
     pub escaped: bool,
@@ -43,38 +50,10 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Debug, Clone, Default)]
-struct ShowMap {
-    size: usize,
-    uid: usize,
-    gid: usize,
-    mode: usize,
-    atime: usize,
-    ctime: usize,
-    mtime: usize,
-    count: usize,
-}
-
-impl ShowMap {
-    fn from_names(names: &[String]) -> Result<ShowMap, String> {
-        let find = |n: &str| names.iter().position(|x| x == n).ok_or_else(|| format!("`show` lacks `{n}`"));
-        Ok(ShowMap {
-            size: find("size")?,
-            uid: find("uid")?,
-            gid: find("gid")?,
-            mode: find("mode")?,
-            atime: find("atime")?,
-            ctime: find("ctime")?,
-            mtime: find("mtime")?,
-            count: names.len(),
-        })
-    }
-}
-
 /// The `mmapplypolicy` source.
 pub struct MmapplypolicySource {
     paths: Vec<PathBuf>,
-    show: ShowMap,
+    show: ShowLayout,
     escaped: bool,
     strip_prefix: String,
     path_prefix: String,
@@ -92,28 +71,45 @@ impl MmapplypolicySource {
     /// A source of `paths` in the nersc18 layout (`escaped`: paths written with ESCAPE '%').
     pub fn nersc18(paths: Vec<PathBuf>, escaped: bool) -> MmapplypolicySource {
         let names: Vec<String> = NERSC18_SHOW.iter().map(|s| s.to_string()).collect();
-        let show = ShowMap::from_names(&names).unwrap_or_default();
+        let show = ShowLayout::positional(&names, None).unwrap_or(ShowLayout::Positional { at: [0; 7], count: 0, delimiter: None });
         MmapplypolicySource { paths, show, escaped, strip_prefix: String::new(), path_prefix: String::new(), split_bytes: 64 << 20 }
     }
 
     /// The path a line names, when it can be decoded (for the scope of a reject).
     fn path_of(&self, line: &[u8]) -> Option<String> {
         let sep = memchr::memmem::find(line, b" -- ")?;
-        let raw = &line[sep + 4..];
-        let bytes = if self.escaped { percent_decode(raw).ok()? } else { raw.to_vec() };
         let mut out = String::new();
-        crate::fields::rewrite_prefix(&String::from_utf8_lossy(&bytes), &self.strip_prefix, &self.path_prefix, &mut out);
+        self.path_text(&line[sep + 4..], &mut out).ok()?;
         Some(out)
+    }
+
+    /// The record path of a line's raw path: percent-decoded when the policy had `ESCAPE`,
+    /// its bytes escaped as every source escapes them ([`icicle_core::name`]), the prefix
+    /// rewritten.
+    fn path_text(&self, raw: &[u8], out: &mut String) -> Result<(), String> {
+        let decoded;
+        let bytes: &[u8] = if self.escaped {
+            decoded = percent_decode(raw)?;
+            &decoded
+        } else {
+            raw
+        };
+        let text = icicle_core::name::escape(bytes);
+        crate::fields::rewrite_prefix(&text, &self.strip_prefix, &self.path_prefix, out);
+        if out.is_empty() {
+            return Err("empty path".into());
+        }
+        Ok(())
     }
 
     fn parse<'p>(&self, line: &[u8], scratch: &'p mut Scratch) -> Result<FileRecord<'p>, String> {
         let sep = memchr::memmem::find(line, b" -- ").ok_or("no ` -- ` separator before the path")?;
-        let head = &line[..sep];
+        let head = skip_node_prefix(&line[..sep]);
         let raw_path = &line[sep + 4..];
-        let fields = &mut scratch.fields;
-        fields.clear();
+        // InodeNumber GenNumber SnapId, then the SHOW text.
         let mut i = 0;
-        while i < head.len() {
+        let mut fixed = [(0usize, 0usize); 3];
+        for (k, slot) in fixed.iter_mut().enumerate() {
             while i < head.len() && head[i].is_ascii_whitespace() {
                 i += 1;
             }
@@ -121,21 +117,15 @@ impl MmapplypolicySource {
             while i < head.len() && !head[i].is_ascii_whitespace() {
                 i += 1;
             }
-            if i > s {
-                fields.push((s, i));
+            if i == s {
+                return Err(format!("expected inode, generation and snapshot id before ` -- `, found {k} fields"));
             }
+            *slot = (s, i);
         }
-        let want = 3 + self.show.count;
-        if fields.len() != want {
-            return Err(format!("expected {want} fields before ` -- ` (inode gen snapid + {} SHOW fields), found {}", self.show.count, fields.len()));
-        }
-        let f = |k: usize| -> &[u8] {
-            let (s, e) = fields[3 + k];
-            &head[s..e]
-        };
-        let (is, ie) = fields[0];
-        let inode = parse_inode(&head[is..ie], "inode")?;
-        let m = f(self.show.mode);
+        let show_text = &head[i..];
+        let v = self.show.values(show_text, &mut scratch.fields).map_err(|e| format!("{e} ({})", self.show.describe()))?;
+        let inode = parse_inode(&head[fixed[0].0..fixed[0].1], "inode")?;
+        let m = v[3];
         let mode = if m.len() == 10 && !m[0].is_ascii_digit() {
             parse_mode_string(std::str::from_utf8(m).map_err(|_| "mode is not UTF-8".to_string())?)?
         } else {
@@ -147,27 +137,35 @@ impl MmapplypolicySource {
             }
         };
         let kind = FileKind::from_mode(mode);
-        let uid = parse_u32(f(self.show.uid), "uid")?;
-        let gid = parse_u32(f(self.show.gid), "gid")?;
-        let size = parse_u64(f(self.show.size), "size")?;
-        let atime = parse_i64(f(self.show.atime), "atime")?;
-        let ctime = parse_i64(f(self.show.ctime), "ctime")?;
-        let mtime = parse_i64(f(self.show.mtime), "mtime")?;
-        let decoded;
-        let bytes: &[u8] = if self.escaped {
-            decoded = percent_decode(raw_path)?;
-            &decoded
-        } else {
-            raw_path
-        };
-        let p = std::str::from_utf8(bytes).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(bytes)))?;
+        let uid = parse_u32(v[1], "uid")?;
+        let gid = parse_u32(v[2], "gid")?;
+        let size = parse_u64(v[0], "size")?;
+        let atime = parse_time(v[4], "atime")?;
+        let ctime = parse_time(v[5], "ctime")?;
+        let mtime = parse_time(v[6], "mtime")?;
         let path = &mut scratch.path;
-        crate::fields::rewrite_prefix(p, &self.strip_prefix, &self.path_prefix, path);
-        if path.is_empty() {
-            return Err("empty path".into());
-        }
+        self.path_text(raw_path, path)?;
         Ok(FileRecord { path: path.as_str(), kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
     }
+}
+
+/// A line's head without the `<N> ` mmapplypolicy prints before each record in its own log
+/// (NCAR hpc-usage-queries `fs_scans/tests/data/*.list.list_all.log`).
+fn skip_node_prefix(head: &[u8]) -> &[u8] {
+    if head.first() == Some(&b'<') {
+        if let Some(end) = head.iter().position(|&c| c == b'>') {
+            if head[1..end].iter().all(u8::is_ascii_digit) {
+                return &head[end + 1..];
+            }
+        }
+    }
+    head
+}
+
+/// Whether a line is one of mmapplypolicy's own messages (`[I] ...`, `[W] ...`, `[E] ...`)
+/// rather than a record: a captured log holds both.
+fn is_message(line: &[u8], _offset: u64) -> bool {
+    matches!(line, [b'[', c, b']', ..] if c.is_ascii_uppercase())
 }
 
 #[async_trait]
@@ -176,7 +174,7 @@ impl Source for MmapplypolicySource {
         let files = expand_inputs(&self.paths)?;
         for f in &files {
             // Format drift (another SHOW clause) is one error at the first row.
-            if let Some((line, n)) = first_row(f, |_, _| false)? {
+            if let Some((line, n)) = first_row(f, is_message)? {
                 self.parse(&line, &mut Scratch::default()).map_err(|e| SourceError::Io {
                     path: f.clone(),
                     reason: format!("line {n}: the file does not match the configured SHOW fields: {e} (another policy's LIST file?)"),
@@ -188,7 +186,7 @@ impl Source for MmapplypolicySource {
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let mut scratch = Scratch::default();
-        read_lines(split, out, |_, _| false, |line, emit| emit(self.parse(line, &mut scratch)), |line| self.path_of(line))
+        read_lines(split, out, is_message, |line, emit| emit(self.parse(line, &mut scratch)), |line| self.path_of(line))
     }
 }
 
@@ -196,12 +194,23 @@ impl ComponentConfig for MmapplypolicyConfig {
     type Component = Arc<dyn Source>;
 
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
-        let names: Vec<String> = match (self.preset.as_deref(), &self.show) {
-            (_, Some(show)) => show.clone(),
-            (None | Some("nersc18"), None) => NERSC18_SHOW.iter().map(|s| s.to_string()).collect(),
-            (Some(other), None) => return Err(ctx.invalid("preset", format!("unknown preset `{other}` (available: nersc18; or give `show`)"))),
+        let delimiter = match self.show_delimiter.as_deref().map(str::as_bytes) {
+            None => None,
+            Some([d]) if d.is_ascii() && *d != b'\n' => Some(*d),
+            Some(_) => return Err(ctx.invalid("show_delimiter", "must be exactly one ASCII character")),
         };
-        let show = ShowMap::from_names(&names).map_err(|e| ctx.invalid("show", e))?;
+        let show = match (self.preset.as_deref(), &self.show, &self.show_keys) {
+            (_, Some(_), Some(_)) => return Err(ctx.invalid("show_keys", "give `show` (values in order) or `show_keys` (key=value pairs), not both")),
+            (_, None, Some(keys)) => ShowLayout::keyed(keys).map_err(|e| ctx.invalid("show_keys", e))?,
+            (_, Some(show), None) => ShowLayout::positional(show, delimiter).map_err(|e| ctx.invalid("show", e))?,
+            (None | Some("nersc18"), None, None) => {
+                let names: Vec<String> = NERSC18_SHOW.iter().map(|s| s.to_string()).collect();
+                ShowLayout::positional(&names, delimiter).map_err(|e| ctx.invalid("show", e))?
+            }
+            (Some(other), None, None) => {
+                return Err(ctx.invalid("preset", format!("unknown preset `{other}` (available: nersc18; or give `show` or `show_keys`)")))
+            }
+        };
         if self.paths.is_empty() {
             return Err(ctx.invalid("paths", "list at least one LIST file"));
         }
@@ -223,7 +232,7 @@ mod tests {
     fn src() -> MmapplypolicySource {
         MmapplypolicySource {
             paths: vec![],
-            show: ShowMap::from_names(&NERSC18_SHOW.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap(),
+            show: ShowLayout::positional(&NERSC18_SHOW.iter().map(|s| s.to_string()).collect::<Vec<_>>(), None).unwrap(),
             escaped: true,
             strip_prefix: "/projectb/.snapshots/2016-04-15".into(),
             path_prefix: "/projectb".into(),
@@ -250,12 +259,13 @@ mod tests {
     fn bad_lines_give_reasons() {
         let s = src();
         let mut sc = Scratch::default();
-        assert!(s.parse(b"1 2 0 -- /x", &mut sc).unwrap_err().contains("expected 16 fields"));
+        assert!(s.parse(b"1 2 0 -- /x", &mut sc).unwrap_err().contains("expected 13 SHOW values"));
         assert!(s.parse(b"1 2 0 FAu 1", &mut sc).unwrap_err().contains("` -- `"));
         let bad_escape = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa%zz";
         assert!(s.parse(bad_escape, &mut sc).unwrap_err().contains("undecodable escape"));
-        let not_utf8 = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa%FF";
-        assert!(s.parse(not_utf8, &mut sc).unwrap_err().contains("UTF-8"));
+        // A name that is not UTF-8 keeps its bytes, escaped.
+        let not_utf8 = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fa%FF";
+        assert_eq!(s.parse(not_utf8, &mut sc).unwrap().path, "/projectb/a\\xff");
         let bad_mode = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-x- 1 2 0 3 -- %2Fa";
         assert!(s.parse(bad_mode, &mut sc).is_err());
         let bad_inode = b"37x90 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa";

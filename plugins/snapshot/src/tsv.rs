@@ -52,9 +52,14 @@ pub struct Columns {
 pub enum Preset {
     /// Icicle's headerless `type,mode,uid,gid,size,atime,ctime,mtime,path` CSV.
     Icicle9,
-    /// pwalk's CSV (`inode,parent-inode,directory-depth,"filename",...`), header optional.
+    /// pwalk's CSV (`inode,parent-inode,directory-depth,"filename",...`), header optional:
+    /// 17 columns with `""` quoting (pwalk 2.6.7 on), or the 15 and 16 columns of pwalk
+    /// 2.6–2.6.4 (2013-11 to 2017-04) with backslash escapes (`\"`, `\,`, `\\`).
     Pwalk,
-    /// lester `fslist` ne2scan: `atime|ctime|mtime|uid|gid|mode(octal)|size|ino|path`.
+    /// lester `fslist` (ne2scan, its default; lustre; extended): `atime|ctime|mtime|uid|gid|
+    /// mode(octal)|size|ino|` then, except in extended, the OST objects (and a FID with
+    /// `show_fid`), then the path: the path is the first field from the ninth on that starts
+    /// with `/`.
     Ne2scan,
 }
 
@@ -99,6 +104,9 @@ pub struct Layout {
     pub comment: Option<Vec<u8>>,
     pub strip_prefix: String,
     pub path_prefix: String,
+    /// The path is the first field at or after `cols.path` that starts with `/` (lester's
+    /// OST and FID columns may come before it).
+    path_slash: bool,
     nfields: usize,
     preset: Option<Preset>,
     /// Columns were given by a column map.
@@ -143,6 +151,7 @@ impl Layout {
             comment,
             strip_prefix: String::new(),
             path_prefix: String::new(),
+            path_slash: p == Preset::Ne2scan,
             nfields: 0,
             preset: Some(p),
             custom: false,
@@ -181,6 +190,7 @@ impl Layout {
             l.nfields = l.max_col() + 1;
             l.header_hint = None;
             l.custom = true;
+            l.path_slash = false;
         }
         if let Some(m) = cfg.mode_format {
             l.mode_format = m;
@@ -239,14 +249,33 @@ impl Layout {
         self.parse(&line, &mut Scratch::default()).map(|_| ()).map_err(|e| fail(n, e))
     }
 
-    /// Where the path field begins, for a layout whose path is the last field (as the row
-    /// holds it: quoted, perhaps, and before any prefix rewrite).
-    fn raw_path_last<'a>(&self, line: &'a [u8]) -> Option<&'a [u8]> {
+    /// Where the path field begins in `line`, for a layout whose path is the last field (as
+    /// the row holds it: quoted, perhaps, and before any prefix rewrite).
+    fn path_start(&self, line: &[u8]) -> Option<usize> {
         let mut pos = 0;
         for _ in 0..self.cols.path {
             pos += memchr::memchr(self.delim, &line[pos..])? + 1;
         }
-        self.path_last.then(|| &line[pos..])
+        if self.path_slash {
+            // Past lester's OST objects and FID, to the field that starts with `/`.
+            while line.get(pos) != Some(&b'/') {
+                pos += memchr::memchr(self.delim, &line[pos..])? + 1;
+            }
+        }
+        Some(pos)
+    }
+
+    /// The columns of a pwalk row of `n` fields (pwalk's own history: 17 since 2017-04-27,
+    /// 16 from 2017-03-21 (st_nlink), 15 before (no st_dev, no st_nlink)); None when `n` is
+    /// no pwalk's.
+    fn pwalk_columns(n: usize) -> Option<Columns> {
+        let c = |mode, size, atime, mtime, ctime| Columns { kind: None, mode, uid: 5, gid: 6, size, atime, ctime, mtime, path: 3, inode: Some(0) };
+        match n {
+            17 => Some(c(11, 7, 12, 13, 14)),
+            16 => Some(c(10, 7, 11, 12, 13)),
+            15 => Some(c(9, 7, 10, 11, 12)),
+            _ => None,
+        }
     }
 
     /// The path a row names, when its path field can be found (for the scope of a reject; bad
@@ -254,10 +283,7 @@ impl Layout {
     pub fn path_of(&self, line: &[u8]) -> Option<String> {
         let mut s = Scratch::default();
         let field = if self.path_last {
-            let mut pos = 0;
-            for _ in 0..self.cols.path {
-                pos += memchr::memchr(self.delim, &line[pos..])? + 1;
-            }
+            let pos = self.path_start(line)?;
             if self.quoted {
                 unquote(line, pos, line.len(), &mut s.bytes).ok()?
             } else {
@@ -273,12 +299,12 @@ impl Layout {
                     pos += part.len() + 1;
                 }
             }
-            if s.fields.len() != self.nfields {
+            if s.fields.len() != self.nfields && !(self.is_pwalk() && Self::pwalk_columns(s.fields.len()).is_some()) {
                 return None;
             }
             s.fields[self.cols.path]
         };
-        let raw = String::from_utf8_lossy(field.get(line, &s.bytes));
+        let raw = icicle_core::name::escape(field.get(line, &s.bytes));
         crate::fields::rewrite_prefix(&raw, &self.strip_prefix, &self.path_prefix, &mut s.path);
         Some(s.path)
     }
@@ -287,9 +313,9 @@ impl Layout {
     /// when it was quoted or its prefix is rewritten.
     pub fn parse<'p>(&self, line: &'p [u8], scratch: &'p mut Scratch) -> Result<FileRecord<'p>, String> {
         let Scratch { fields, bytes, path } = scratch;
-        self.split_fields(line, fields, bytes)?;
+        let pwalk_cols = self.split_fields(line, fields, bytes)?;
         let (fields, bytes): (&Vec<Field>, &'p Vec<u8>) = (fields, bytes);
-        let c = &self.cols;
+        let c = pwalk_cols.as_ref().unwrap_or(&self.cols);
         let f = |i: usize| -> &'p [u8] { fields[i].get(line, bytes) };
         let mut mode = self.parse_mode(f(c.mode))?;
         let kind = match c.kind {
@@ -315,11 +341,13 @@ impl Layout {
             None => 0,
         };
         let raw_path = f(c.path);
-        let decoded = std::str::from_utf8(raw_path).map_err(|_| format!("path is not valid UTF-8: {}", String::from_utf8_lossy(raw_path)))?;
-        let path: &'p str = if self.strip_prefix.is_empty() && self.path_prefix.is_empty() {
-            decoded
+        // Names as bytes: what is not UTF-8 (or a control character) is escaped, as every
+        // source escapes it.
+        let path: &'p str = if icicle_core::name::is_plain(raw_path) && self.strip_prefix.is_empty() && self.path_prefix.is_empty() {
+            std::str::from_utf8(raw_path).map_err(|_| "path is not valid UTF-8".to_string())?
         } else {
-            crate::fields::rewrite_prefix(decoded, &self.strip_prefix, &self.path_prefix, path);
+            let text = icicle_core::name::escape(raw_path);
+            crate::fields::rewrite_prefix(&text, &self.strip_prefix, &self.path_prefix, path);
             let path: &'p String = path;
             path
         };
@@ -329,10 +357,26 @@ impl Layout {
         Ok(FileRecord { path, kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
     }
 
-    /// Where `line`'s fields are (`fields`), unquoted into `bytes` where they were quoted.
-    fn split_fields(&self, line: &[u8], fields: &mut Vec<Field>, bytes: &mut Vec<u8>) -> Result<(), String> {
+    fn is_pwalk(&self) -> bool {
+        self.preset == Some(Preset::Pwalk) && !self.custom
+    }
+
+    /// Where `line`'s fields are (`fields`), unquoted into `bytes` where they were quoted;
+    /// for an older pwalk row, the columns of its version.
+    fn split_fields(&self, line: &[u8], fields: &mut Vec<Field>, bytes: &mut Vec<u8>) -> Result<Option<Columns>, String> {
         fields.clear();
         bytes.clear();
+        if self.path_last && self.path_slash {
+            let start = self.path_start(line).ok_or_else(|| format!("expected {} fields and a path starting with `/`", self.cols.path))?;
+            let mut pos = 0;
+            while fields.len() < self.cols.path {
+                let i = pos + memchr::memchr(self.delim, &line[pos..]).unwrap_or(line.len() - pos);
+                fields.push(Field::Line(pos, i));
+                pos = i + 1;
+            }
+            fields.push(Field::Line(start, line.len()));
+            return Ok(None);
+        }
         if self.path_last {
             // The delimiters of the short leading fields from one mask, the rest (if any)
             // found one after the other.
@@ -354,7 +398,22 @@ impl Layout {
                 }
             }
             fields.push(if self.quoted { unquote(line, pos, line.len(), bytes)? } else { Field::Line(pos, line.len()) });
-            return Ok(());
+            return Ok(None);
+        }
+        if self.is_pwalk() {
+            // pwalk 2.6.7 on: 17 fields, `""` inside quotes, st_mode quoted (`\"%07o\"` in every
+            // version); before: 15 or 16 fields with backslash escapes
+            // (fizwit/filesystem-reporting-tools pwalk.c history).
+            if split_quoted(line, self.delim, fields, bytes).is_ok() && fields.len() == 17 && matches!(fields[11], Field::Scratch(..)) {
+                return Ok(None);
+            }
+            fields.clear();
+            bytes.clear();
+            crate::fields::split_backslash_quoted(line, self.delim, fields, bytes)?;
+            return match Self::pwalk_columns(fields.len()) {
+                Some(c) if fields.len() < 17 => Ok(Some(c)),
+                _ => Err(format!("expected 17 fields with a quoted st_mode (pwalk 2.6.7 on) or 15 or 16 (older pwalk), found {}", fields.len())),
+            };
         }
         if self.quoted {
             split_quoted(line, self.delim, fields, bytes)?;
@@ -368,7 +427,7 @@ impl Layout {
         if fields.len() != self.nfields {
             return Err(format!("expected {} fields, found {}", self.nfields, fields.len()));
         }
-        Ok(())
+        Ok(None)
     }
 
     /// The mode column's value, as `mode_format` writes it.
@@ -505,7 +564,7 @@ impl Source for TsvSource {
             if !l.surely_not_directory(line) {
                 return emit(l.parse(line, &mut scratch));
             }
-            let Some(raw) = l.raw_path_last(line) else { return };
+            let Some(raw) = l.path_start(line).filter(|_| l.path_last).map(|at| &line[at..]) else { return };
             let parent = &raw[..memchr::memrchr(b'/', raw).unwrap_or(0)];
             if parent != last_parent.as_slice() {
                 last_parent.clear();

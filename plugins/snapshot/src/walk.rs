@@ -37,12 +37,13 @@ impl WalkSource {
 
     fn record_path(&self, p: &std::path::Path) -> Result<String, String> {
         let rel = p.strip_prefix(&self.root).map_err(|_| "outside the walk root".to_string())?;
-        let rel = rel.to_str().ok_or_else(|| format!("path is not valid UTF-8: {}", p.display()))?;
+        // Names as bytes: what is not UTF-8 is escaped, as every source escapes it.
+        let rel = icicle_core::name::from_os(rel);
         let mut s = self.prefix.trim_end_matches('/').to_string();
         if !rel.is_empty() || s.is_empty() {
             s.push('/');
         }
-        s.push_str(rel);
+        s.push_str(&rel);
         Ok(s)
     }
 }
@@ -136,7 +137,7 @@ impl ComponentConfig for WalkConfig {
         let prefix = match self.path_prefix {
             Some(p) if p.starts_with('/') => p,
             Some(_) => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
-            None => root.to_str().ok_or_else(|| ctx.invalid("root", "not valid UTF-8"))?.to_string(),
+            None => icicle_core::name::from_os(&root).into_owned(),
         };
         Ok(Arc::new(WalkSource::new(root, prefix)))
     }

@@ -180,6 +180,47 @@ impl RowSink for Worker {
     }
 
     fn record_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
+        // Paths are normalised once, here, for every source (a producer's trailing or
+        // repeated slashes).
+        if let std::borrow::Cow::Owned(path) = icicle_core::name::normalise(rec.path) {
+            return self.normalised_record(&FileRecord { path: &path, ..*rec }, acl);
+        }
+        self.normalised_record(rec, acl)
+    }
+
+    fn directory(&mut self, rec: &FileRecord<'_>) {
+        self.directory_with_acl(rec, None)
+    }
+
+    fn directory_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
+        if let std::borrow::Cow::Owned(path) = icicle_core::name::normalise(rec.path) {
+            return self.normalised_directory(&FileRecord { path: &path, ..*rec }, acl);
+        }
+        self.normalised_directory(rec, acl)
+    }
+
+    fn reject(&mut self, reject: Reject) {
+        self.counts.rows += 1;
+        self.counts.rejects += 1;
+        self.rejects.push(reject);
+    }
+
+    fn progress(&mut self, units: u64) {
+        self.progress.inc(units);
+    }
+
+    fn spawn(&mut self, split: Split) {
+        self.spawned.push(split);
+    }
+
+    fn flush(&mut self) {
+        self.send_chunk();
+    }
+}
+
+impl Worker {
+    /// [`RowSink::record_with_acl`] of a normalised path.
+    fn normalised_record(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
         self.counts.rows += 1;
         self.counts.records += 1;
         if let Err(e) = rec.check() {
@@ -240,11 +281,8 @@ impl RowSink for Worker {
         }
     }
 
-    fn directory(&mut self, rec: &FileRecord<'_>) {
-        self.directory_with_acl(rec, None)
-    }
-
-    fn directory_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
+    /// [`RowSink::directory_with_acl`] of a normalised path.
+    fn normalised_directory(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
         self.counts.rows += 1;
         self.counts.directories += 1;
         if let Err(e) = rec.check() {
@@ -255,24 +293,6 @@ impl RowSink for Worker {
         if let Some(t) = &self.dirs {
             t.insert(rec.path, Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) });
         }
-    }
-
-    fn reject(&mut self, reject: Reject) {
-        self.counts.rows += 1;
-        self.counts.rejects += 1;
-        self.rejects.push(reject);
-    }
-
-    fn progress(&mut self, units: u64) {
-        self.progress.inc(units);
-    }
-
-    fn spawn(&mut self, split: Split) {
-        self.spawned.push(split);
-    }
-
-    fn flush(&mut self) {
-        self.send_chunk();
     }
 }
 

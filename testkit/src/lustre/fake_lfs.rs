@@ -82,16 +82,19 @@ fn changelog(journal: &Path, rest: &[&OsStr]) -> (i32, Vec<u8>, String) {
     (0, out, String::new())
 }
 
-/// `changelog_clear MDT USER ENDREC`: inclusive; 0 clears every record.
+/// `changelog_clear MDT USER ENDREC`: inclusive; 0 clears every record. As lfs 2.10–2.17.0
+/// answer (lustre/utils/lfs.c `lfs_changelog_clear`, lustre/mdd/mdd_device.c
+/// `mdd_changelog_clear`): an ENDREC past the last record, or below what the user already
+/// cleared, is EINVAL ("record out of range"); an unknown user ENOENT.
 fn changelog_clear(journal: &Path, user: &str, endrec: &str) -> (i32, Vec<u8>, String) {
-    let Ok(endrec) = endrec.parse::<u64>() else { return (22, Vec::new(), "lfs changelog_clear: invalid record\n".into()) };
-    let last = complete_lines(journal).split(|&b| b == b'\n').filter_map(leading_index).last().unwrap_or(0);
+    let Ok(endrec) = endrec.parse::<u64>() else { return (22, Vec::new(), format!("changelog_clear: bad endrec '{endrec}'\n")) };
+    let last = complete_lines(journal).split(|&b| b == b'\n').rev().find_map(leading_index).unwrap_or(0);
     let mut users = read_users(journal);
     let Some(u) = users.iter_mut().find(|(n, _)| n == user) else {
-        return (2, Vec::new(), format!("lfs changelog_clear: no changelog user '{user}': No such file or directory\n"));
+        return (2, Vec::new(), format!("changelog_clear: no changelog user: {user}\n"));
     };
-    if endrec > last {
-        return (22, Vec::new(), format!("lfs changelog_clear: record out of range: {endrec}\n"));
+    if endrec > last || (endrec != 0 && endrec < u.1) {
+        return (22, Vec::new(), format!("changelog_clear: record out of range: {endrec}\n"));
     }
     u.1 = u.1.max(if endrec == 0 { last } else { endrec });
     let text: String = users.iter().map(|(n, c)| format!("{n} {c}\n")).collect();

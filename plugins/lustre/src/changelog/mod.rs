@@ -563,8 +563,10 @@ impl ChangelogRecord {
 /// record silently dropped.
 fn complete(rec: &ChangelogRecord) -> Result<(), String> {
     use RecordType::*;
-    if rec.kind == Renme && rec.source.is_none() {
-        return Err("RENME without s= and sp=".into());
+    if matches!(rec.kind, Renme | Rnmto) && rec.source.is_none() {
+        // Lustre 2.0-2.2 wrote a rename as two records (RENME, then RNMTO), and a bare RNMTO
+        // is a DNE partial operation: neither says both names.
+        return Err(format!("{} without s= and sp= (a two-record rename of Lustre 2.0-2.2, or a partial DNE operation)", rec.kind.name()));
     }
     let namespace = matches!(rec.kind, Creat | Mkdir | Hlink | Slink | Mknod | Unlnk | Rmdir | Renme);
     if namespace && (rec.parent.is_none() || rec.name.as_deref().is_none_or(str::is_empty)) {

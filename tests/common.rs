@@ -66,6 +66,17 @@ pub fn documents(dir: &Path, prefix: &str) -> Vec<(u64, Value)> {
         .collect()
 }
 
+/// A changelog journal's lines as the monitor reads them (bytes escaped: a name may not be
+/// UTF-8).
+pub fn journal_lines(journal: &Path) -> Vec<String> {
+    std::fs::read(journal).unwrap().split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| icicle_core::name::escape(l).into_owned()).collect()
+}
+
+/// The indexes of a changelog journal's records, in order.
+pub fn journal_indexes(journal: &Path) -> Vec<u64> {
+    journal_lines(journal).iter().filter_map(|l| l.split(' ').next()?.parse().ok()).collect()
+}
+
 /// The JSON documents a file sink wrote to `dir` (ingests and deletes), in the order written.
 pub fn sent_documents(dir: &Path) -> Vec<Value> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();

@@ -274,7 +274,7 @@ fn the_lustre_monitor_acknowledges_only_what_globus_published() {
     w.run(Kind::Filebench, 100, "/fb").unwrap();
     w.run(Kind::EvalPerf, 60, "/work").unwrap();
     drop(w);
-    let last: u64 = std::fs::read_to_string(&journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().parse().unwrap();
+    let last = *journal_indexes(&journal).last().unwrap();
     let mut o = Options::new(INDEX, TOKEN);
     o.fail_task_every = Some(3);
     let emu = Emulator::start(o).unwrap();

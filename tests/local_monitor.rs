@@ -87,7 +87,7 @@ fn one_seed(backend: &str, kind: Kind, ops: usize, seed: u64) {
     let mut linked = Vec::new();
     if backend == "inotify" {
         let baseline = std::fs::read_to_string(icicle_testkit::lustre::side(&journal, ".baseline")).unwrap();
-        let records: Vec<ChangelogRecord> = std::fs::read_to_string(&journal).unwrap().lines().map(|l| ChangelogRecord::parse(l).unwrap()).collect();
+        let records: Vec<ChangelogRecord> = journal_lines(&journal).iter().map(|l| ChangelogRecord::parse(l).unwrap()).collect();
         let mut names: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for l in baseline.lines() {
             *names.entry(l.split('\t').next().unwrap_or_default().to_string()).or_default() += 1;

@@ -21,7 +21,7 @@ fn testkit() -> PathBuf {
 /// Everything up to the journal's last record was acknowledged.
 fn assert_all_cleared(tmp: &Path, journal: &Path) {
     let users = std::fs::read_to_string(tmp.join("lfs/changelog.users")).unwrap();
-    let last = std::fs::read_to_string(journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
+    let last = journal_indexes(journal).last().unwrap().to_string();
     assert_eq!(users.trim(), format!("cl1 {last}"));
 }
 
@@ -49,6 +49,9 @@ fn ground_truth(kind: Kind, ops: usize, lru: usize) {
     // The index starts from a snapshot taken before monitoring.
     let (root, journal, mut index) = preexisting_fs(tmp.path(), 60, seed);
     let mut w = Workload::open(&root, &journal, seed).unwrap();
+    // Half the seeds print names as Amazon FSx for Lustre does (paths in UNLNK, RMDIR and a
+    // rename's old name).
+    w.fsx_names = seed.is_multiple_of(2);
     w.run(kind, ops, "/work").unwrap();
     if kind == Kind::Mixed {
         // Changes to objects that existed before monitoring.
@@ -133,7 +136,7 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
 /// Drain with a final monitor run, then: the index (snapshot + every delivered update and
 /// delete) equals a fresh snapshot, and every record was cleared. `KEEP=1` keeps a failing
 /// run's files in /tmp/lustre-keep.
-fn drain_and_check(tmp: &Path, cfg: &Path, root: &Path, journal: &Path, out: &Path, mut index: BTreeMap<String, Value>, what: &str) {
+fn drain_and_check(tmp: &Path, cfg: &Path, root: &Path, journal: &Path, out: &Path, mut index: BTreeMap<String, Value>, what: &str) -> Value {
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
@@ -151,6 +154,7 @@ fn drain_and_check(tmp: &Path, cfg: &Path, root: &Path, journal: &Path, out: &Pa
         differ.iter().map(|p| &fresh[p]).collect::<Vec<_>>()
     );
     assert_all_cleared(tmp, journal);
+    report["mdt0"].clone()
 }
 
 #[test]
@@ -233,8 +237,7 @@ fn several_mdts_in_one_process_each_keep_their_own_state() {
     for n in fs_names {
         assert!(tmp.path().join(format!("state/fs{n}-MDT0000.checkpoint.json")).exists());
         let users = std::fs::read_to_string(tmp.path().join(format!("lfs-{n}/changelog.users"))).unwrap();
-        let last =
-            std::fs::read_to_string(tmp.path().join(format!("lfs-{n}/changelog"))).unwrap().lines().last().unwrap().split(' ').next().unwrap().to_string();
+        let last = journal_indexes(&tmp.path().join(format!("lfs-{n}/changelog"))).last().unwrap().to_string();
         assert_eq!(users.trim(), format!("cl1 {last}"));
     }
 }
@@ -254,10 +257,11 @@ fn nothing_is_acknowledged_when_the_sink_cannot_deliver() {
     let blocker = tmp.path().join("blocker");
     std::fs::write(&blocker, "").unwrap();
     let cfg = monitor_config(tmp.path(), &root, &journal, &blocker.join("out"), 40, 0);
+    let registered = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
     let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
     assert_ne!(code, 0);
     assert!(err.contains("blocker"), "{err}");
-    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim(), "cl1 0");
+    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap(), registered);
     assert!(!tmp.path().join("state/fs0-MDT0000.checkpoint.json").exists());
     // A working sink afterwards gets everything, from the first record.
     let out = tmp.path().join("monitor-out");
@@ -265,7 +269,7 @@ fn nothing_is_acknowledged_when_the_sink_cannot_deliver() {
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
-    let total = std::fs::read_to_string(&journal).unwrap().lines().count() as u64;
+    let total = journal_indexes(&journal).len() as u64;
     assert_eq!(report["mdt0"]["records"], total);
     assert_all_cleared(tmp.path(), &journal);
 }
@@ -285,10 +289,11 @@ fn a_second_monitor_on_the_same_state_fails_and_acknowledges_nothing() {
     std::fs::create_dir_all(tmp.path().join("state")).unwrap();
     let held = std::fs::File::create(tmp.path().join("state/fs0-MDT0000.lock")).unwrap();
     held.try_lock().unwrap();
+    let registered = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
     let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
     assert_ne!(code, 0);
     assert!(err.contains("fs0-MDT0000.lock") && err.contains("another run"), "{err}");
-    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim(), "cl1 0");
+    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap(), registered);
     drop(held);
     let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
@@ -341,7 +346,62 @@ fn more_records(root: &Path, journal: &Path, dir: &str, n: usize, seed: u64) {
 }
 
 fn last_index(journal: &Path) -> u64 {
-    std::fs::read_to_string(journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().parse().unwrap()
+    *journal_indexes(journal).last().unwrap()
+}
+
+/// A changelog whose oldest retained record is 9,345,804 (as a real MDT's, with everything
+/// before it purged): a monitor with no checkpoint reads it from that record on, reads every
+/// record, reports nothing lost and clears to the last one. A read of `0..read_size` would
+/// print nothing here.
+#[test]
+fn a_changelog_that_starts_at_record_9345804_is_read_from_there() {
+    let seed = test_seed();
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, index) = preexisting_fs(tmp.path(), 40, seed);
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    w.start_at(9_345_804).unwrap();
+    w.run(Kind::Mixed, 300, "/work").unwrap();
+    drop(w);
+    let first = journal_indexes(&journal)[0];
+    assert_eq!(first, 9_345_804);
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    let total = journal_indexes(&journal).len() as u64;
+    let report = drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, "start at 9,345,804");
+    assert_eq!((report["records"].as_u64(), report["lost_records"].as_u64()), (Some(total), Some(0)), "{report}");
+}
+
+/// 50,000 and more records purged while the monitor is down (its changelog user idle, the
+/// records garbage-collected): the next run reports exactly that range as lost, reads every
+/// record after it and clears to the last one; the index still equals the file system (the
+/// purged records' files came and went).
+#[test]
+fn fifty_thousand_records_purged_between_two_runs_are_reported_and_the_rest_read() {
+    let seed = test_seed();
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, journal, index) = preexisting_fs(tmp.path(), 40, seed);
+    let mut w = Workload::open(&root, &journal, seed).unwrap();
+    w.run(Kind::Mixed, 200, "/work").unwrap();
+    drop(w);
+    let out = tmp.path().join("monitor-out");
+    let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
+    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let cleared = last_index(&journal);
+    let mut w = Workload::open(&root, &journal, seed ^ 1).unwrap();
+    w.run(Kind::EvalPerf, 25_100, "/churn").unwrap();
+    drop(w);
+    let purged = last_index(&journal);
+    assert!(purged - cleared >= 50_000, "{} records", purged - cleared);
+    icicle_testkit::lustre::purge(&journal, purged).unwrap();
+    let mut w = Workload::open(&root, &journal, seed ^ 2).unwrap();
+    w.run(Kind::Mixed, 200, "/work").unwrap();
+    drop(w);
+    let after = last_index(&journal) - purged;
+    let report = drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, "50,000 purged");
+    assert_eq!(report["lost_records"].as_u64(), Some(purged - cleared), "{report}");
+    assert_eq!(report["lost_ranges"], serde_json::json!([[cleared + 1, purged]]), "{report}");
+    assert_eq!(report["records"].as_u64(), Some(after), "{report}");
 }
 
 #[test]
@@ -407,7 +467,7 @@ fn a_failing_lfs_changelog_is_retried() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("retrying"), "{err}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["mdt0"]["records"], last_index(&journal));
+    assert_eq!(report["mdt0"]["records"], journal_indexes(&journal).len() as u64);
     let clears = report["mdt0"]["clears"].as_u64().unwrap();
     assert!(clears > 0);
     assert_eq!(std::fs::read_to_string(tmp.path().join("calls.changelog_clear")).unwrap().trim(), (clears + 1).to_string());
@@ -511,7 +571,7 @@ fn sigterm_delivers_the_batch_in_hand_acknowledges_it_and_reports() {
     let mut w = Workload::open(&root, &journal, 9).unwrap();
     w.run(Kind::EvalPerf, 40, "/work").unwrap();
     drop(w);
-    let last: u64 = std::fs::read_to_string(&journal).unwrap().lines().last().unwrap().split(' ').next().unwrap().parse().unwrap();
+    let last = last_index(&journal);
     let out = tmp.path().join("out");
     let cfg = monitor_config(tmp.path(), &root, &journal, &out, 7, 0);
     // A long quiet period: the records after the last full batch wait for the signal.
@@ -553,13 +613,13 @@ fn poison_lines_are_dead_letters_and_acknowledge_nothing_past_the_real_records()
     let text = std::fs::read_to_string(&journal).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let last: u64 = lines.last().unwrap().split(' ').next().unwrap().parse().unwrap();
-    assert!(last < 250, "{last} records: the poison index must lie past them");
+    let poison = last + 250;
     // A record whose body is garbage, a line far past the last record, a non-UTF-8 tail.
     let victim = lines.len() / 2;
     let victim_index: u64 = lines[victim].split(' ').next().unwrap().parse().unwrap();
     let mut poisoned: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     poisoned[victim] = format!("{victim_index} <garbage> \u{e9}\u{1b}[2J");
-    poisoned.push("250 <garbage>".into());
+    poisoned.push(format!("{poison} <garbage>"));
     std::fs::write(&journal, poisoned.join("\n") + "\n").unwrap();
     let out = tmp.path().join("out");
     let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
@@ -575,7 +635,7 @@ fn poison_lines_are_dead_letters_and_acknowledge_nothing_past_the_real_records()
     assert_eq!(letters.len(), 2, "{letters:?}");
     assert_eq!(letters[0]["position"], victim_index.to_string());
     assert!(letters[0]["raw"].as_str().unwrap().contains("<garbage>"));
-    assert_eq!(letters[1]["position"], "250");
+    assert_eq!(letters[1]["position"], poison.to_string());
     assert!(!err.contains('\u{1b}'), "no raw escape reaches the log");
     // A restart reads nothing again and keeps no letter twice.
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);

@@ -75,6 +75,18 @@ fn join(parent: &str, name: &str) -> String {
     }
 }
 
+/// The first index of a new changelog for `seed`: real ones start in the hundreds of
+/// thousands to billions (whatever their users cleared was purged); one seed in eight starts
+/// at 1, as a new file system's does.
+fn first_index(seed: u64) -> u64 {
+    let mut r = Rng::new(seed ^ 0x1_dec5);
+    if r.below(8) == 0 {
+        1
+    } else {
+        1 + r.below(1 << 36)
+    }
+}
+
 /// A random element of `v`.
 fn pick(rng: &mut Rng, v: &[String]) -> String {
     v[rng.below(v.len() as u64) as usize].clone()
@@ -115,11 +127,13 @@ impl Workload {
             fs::create_dir_all(p)?;
         }
         let ns = Namespace::load(&side(journal, ".baseline"), journal)?;
+        // A new changelog starts where a real one would be: anywhere (`start_at` to choose).
+        let next_index = ns.last_index.map_or_else(|| first_index(seed), |i| i + 1);
         let users = side(journal, ".users");
         if !users.exists() {
-            fs::write(&users, "cl1 0\n")?;
+            // Registered now: a user's index starts at the changelog's current one.
+            fs::write(&users, format!("cl1 {}\n", next_index - 1))?;
         }
-        let next_index = ns.last_index.map_or(1, |i| i + 1);
         let next_oid = ns.max_oid + 1;
         let file = fs::OpenOptions::new().create(true).append(true).open(journal)?;
         Ok(Workload {
@@ -138,12 +152,14 @@ impl Workload {
         })
     }
 
-    /// Number the records from `index` on, as a changelog that started long ago does (only
-    /// before the first record).
-    pub fn start_at(&mut self, index: u64) {
+    /// Number the records from `index` on (only before the first record); the changelog user
+    /// registered just before.
+    pub fn start_at(&mut self, index: u64) -> std::io::Result<()> {
         if self.ns.last_index.is_none() && self.records == 0 {
             self.next_index = index.max(1);
+            fs::write(side(&self.journal_path, ".users"), format!("cl1 {}\n", self.next_index - 1))?;
         }
+        Ok(())
     }
 
     fn real(&self, path: &str) -> PathBuf {
@@ -517,7 +533,10 @@ impl Workload {
         match choice {
             0 | 1 => {
                 let d = pick(&mut self.rng, dirs);
-                let f = join(&d, &self.unique("m file "));
+                // Now and then a Latin-1 name (not UTF-8: `café`), as text the way every
+                // source writes it; GPFS events have no known way to carry one.
+                let stem = if self.gpfs.is_none() && self.rng.below(5) == 0 { "caf\\xe9 " } else { "m file " };
+                let f = join(&d, &self.unique(stem));
                 let n = 10 + self.rng.below(3000) as usize;
                 self.create(&f, n)
             }

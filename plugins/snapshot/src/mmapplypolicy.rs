@@ -164,7 +164,7 @@ fn skip_node_prefix(head: &[u8]) -> &[u8] {
 
 /// Whether a line is one of mmapplypolicy's own messages (`[I] ...`, `[W] ...`, `[E] ...`)
 /// rather than a record: a captured log holds both.
-fn is_message(line: &[u8], _offset: u64) -> bool {
+pub fn is_message(line: &[u8], _offset: u64) -> bool {
     matches!(line, [b'[', c, b']', ..] if c.is_ascii_uppercase())
 }
 

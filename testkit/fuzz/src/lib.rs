@@ -143,7 +143,7 @@ pub fn tsv(data: &[u8]) {
 pub fn mmapplypolicy(data: &[u8]) {
     let [pick, cut, rest @ ..] = data else { return };
     let source = MmapplypolicySource::nersc18(vec![], pick & 1 == 0);
-    check_source(&source, rest, *cut as usize * rest.len() / 256, |_, _| false);
+    check_source(&source, rest, *cut as usize * rest.len() / 256, icicle_plugins_snapshot::mmapplypolicy::is_message);
 }
 
 /// The first eight bytes of `b`, zero-padded.
@@ -202,12 +202,27 @@ pub fn gufi_row(data: &[u8]) {
 /// that parses to the same record.
 pub fn lustre_changelog(data: &[u8]) {
     use icicle_plugins_lustre::changelog::{line_type_bit, lines, ChangelogRecord};
+    // As the stream reads lfs's output: each line's bytes escaped (names may not be UTF-8).
+    let mut text = String::new();
+    for line in data.split(|&b| b == b'\n') {
+        icicle_core::name::escape_into(line, &mut text);
+        text.push('\n');
+    }
+    for line in lines(&text) {
+        if let Some(rec) = ChangelogRecord::parse(line).ok().filter(|r| r.parent.is_some()) {
+            // A name after `p=` never holds `/` once read (FSx's paths are cut to their last
+            // name).
+            for n in [&rec.name, &rec.source_name].into_iter().flatten() {
+                assert!(!n.contains('/'), "{line:?}: name {n:?}");
+            }
+        }
+    }
     let text = String::from_utf8_lossy(data);
     for line in lines(&text) {
         let _ = line_type_bit(line.as_bytes());
         if let Ok(rec) = ChangelogRecord::parse(line) {
             let printed = rec.to_line();
-            let again = ChangelogRecord::parse(&printed).expect("a printed record parses");
+            let again = ChangelogRecord::parse(&printed).unwrap_or_else(|e| panic!("a printed record parses: {e}: {line:?} printed {printed:?}"));
             // A `\r` ending the printed text is a line ending to the parser (found by
             // fuzzing: a name ending in `\r` does not survive printing).
             if !printed.ends_with('\r') {
@@ -236,24 +251,62 @@ pub fn gpfs_event(data: &[u8]) {
     }
     for m in [0, mask] {
         if let (Some(Ok(fast)), Ok(slow)) = GpfsEvent::parse_both_ways(data, m) {
-            assert_eq!(fast, slow, "the structural and the slow parser disagree (mask {m:#x})");
+            assert_eq!(fast, slow, "the structural and the slow parser disagree (mask {m:#x}): {text:?}");
         }
     }
 }
 
-/// ISO 8601 and epoch times: a parsed time prints as a time that parses to itself.
+/// ISO 8601, Storage Scale (`2024-03-13_16:44:58.423+0800`), SQL (`2018-05-22 23:01:39.7`)
+/// and epoch times: a parsed time prints as a time that parses to itself, in every shape the
+/// producers write (a Storage Scale time with its node's offset is the same instant).
 pub fn time(data: &[u8]) {
     use icicle_core::time::{iso8601, parse_iso8601};
     let text = String::from_utf8_lossy(data);
     if let Some(t) = parse_iso8601(&text) {
         if (-62_135_596_800..=253_402_300_799).contains(&t) {
             assert_eq!(parse_iso8601(&iso8601(t)), Some(t), "{text:?}");
+            let off = (data.len() as i32 % 27 - 13) * 60 + data.first().map_or(0, |b| (*b % 4) as i32 * 15);
+            let scale = scale_time(t, off);
+            assert_eq!(parse_iso8601(&scale), Some(t), "{text:?} as {scale:?}");
         }
     }
+    let _ = icicle_plugins_snapshot::show::parse_time(data, "t");
     let _ = icicle_plugins_snapshot::fields::parse_i64(data, "t");
     let _ = icicle_plugins_snapshot::fields::parse_inode(data, "t");
     let _ = icicle_plugins_snapshot::fields::parse_octal(data, "t");
     let _ = icicle_core::record::parse_mode_string(&text);
+}
+
+/// `secs` as Storage Scale writes event times: `YYYY-MM-DD_HH:MM:SS.mmm±HHMM` in the node's
+/// offset (`offset_min` minutes east of UTC).
+fn scale_time(secs: i64, offset_min: i32) -> String {
+    let local = secs + offset_min as i64 * 60;
+    let (y, m, d) = icicle_core::time::civil_from_days(local.div_euclid(86_400));
+    let sod = local.rem_euclid(86_400);
+    let (sign, off) = if offset_min < 0 { ('-', -offset_min) } else { ('+', offset_min) };
+    format!("{y:04}-{m:02}-{d:02}_{:02}:{:02}:{:02}.123{sign}{:02}{:02}", sod / 3600, sod / 60 % 60, sod % 60, off / 60, off % 60)
+}
+
+/// File names as bytes: the escape of `icicle_core::name` gives them back exactly, leaves
+/// every plain name as it is, never writes a control character, commutes with joining by
+/// `/`; normalising a path twice changes nothing more; no path check panics.
+pub fn name(data: &[u8]) {
+    use icicle_core::name::{byte_len, escape, is_plain, leaf, normalise, unescape};
+    let text = escape(data);
+    assert_eq!(unescape(&text), data, "{data:?} -> {text:?}");
+    assert_eq!(is_plain(data), text.as_bytes() == data, "{data:?}");
+    assert!(!text.chars().any(|c| c.is_control() && c != '\t'), "{text:?}");
+    assert_eq!(byte_len(&text), data.len());
+    let joined = [data, b"/", data].concat();
+    assert_eq!(escape(&joined), format!("{text}/{text}"), "{data:?}");
+    let path = format!("/{text}");
+    let once = normalise(&path).into_owned();
+    assert_eq!(normalise(&once), once.as_str());
+    let _ = icicle_core::record::check_path(&once);
+    let _ = leaf(&text);
+    // Text that was never an escape's output still decodes to some bytes.
+    let lossy = String::from_utf8_lossy(data);
+    let _ = unescape(&lossy);
 }
 
 /// The PRISM catalog: parse; every good entry prints text that parses to one entry again.
@@ -273,13 +326,14 @@ pub fn prism_catalog(data: &[u8]) {
 pub type Harness = fn(&[u8]);
 
 /// Every harness by name (the fuzz targets and the properties use these names).
-pub const TARGETS: [(&str, Harness); 7] = [
+pub const TARGETS: [(&str, Harness); 8] = [
     ("tsv", tsv),
     ("mmapplypolicy", mmapplypolicy),
     ("gufi_row", gufi_row),
     ("lustre_changelog", lustre_changelog),
     ("gpfs_event", gpfs_event),
     ("time", time),
+    ("name", name),
     ("prism_catalog", prism_catalog),
 ];
 
@@ -318,13 +372,30 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             "17 14SATTR 14:03:06.000000000 2024.03.16 0x14 t=[0x200000401:0x3:0x0] ef=0xf u=1:1 nid=0@lo\n",
         )
         .as_bytes()
-        .to_vec()],
+        .to_vec(),
+        // Real shapes (testkit/corpus/lustre): lfs 2.16's ef=0x13, the padded `10OPEN  `, a
+        // pre-2.10 `%06d` fraction, FSx's full-path names, a name that is not UTF-8.
+        [
+            &b"7 10OPEN  12:50:50.996306004 2025.06.02 0x4a t=[0x200000bd1:0x5:0x0] ef=0x17 u=0:0 nid=172.31.38.176@tcp m=-w- p=[0x200000bd1:0x4:0x0]\n"[..],
+            b"327303 19ATIME 12:49:23.43229006 2016.03.24 0x1 t=[0x200000402:0xd9fe:0x0] j=cat.0\n",
+            b"12967 06UNLNK 05:55:21.970213014 2026.10.09 0x1 t=[0x200000403:0x1929:0x0] ef=0xf u=0:0 nid=172.31.39.207@tcp p=[0x200000403:0x1928:0x0] /cl8/b.txt\n",
+            b"12964 08RENME 05:55:20.112233445 2026.10.09 0x0 t=[0:0x0:0x0] ef=0xf u=0:0 nid=172.31.39.207@tcp p=[0x200000403:0x1928:0x0] b.txt s=[0x200000403:0x1929:0x0] sp=[0x200000403:0x1928:0x0] /cl8/a.txt\n",
+            b"80 01CREAT 09:00:00.000000001 2025.06.02 0x0 t=[0x200000bd1:0x70:0x0] j=VM Thread.1000 ef=0x13 u=0:0 nid=172.31.38.176@tcp p=[0x200000007:0x1:0x0] caf\xe9.txt\n",
+        ]
+        .concat()],
         "gpfs_event" => vec![
             br#"{"WF_JSON":"0.0.1","wd":1,"cookie":"0","mask":"0x100","event":"IN_CREATE","path":"/gpfs/fs1/file.txt","clusterName":"c","nodeName":"n","nfsClientIp":"","fsName":"fs1","inode":"12345","filesetID":"0","linkCount":"1","openFlags":"0","poolName":"system","fileSize":"1024","ownerUserId":"1000","ownerGroupId":"1000","atime":"2024-03-16T02:00:01+00:00","ctime":"2024-03-16T02:00:01+00:00","mtime":"2024-03-16T02:00:01+00:00","eventTime":"2024-03-16T02:00:01+00:00","clientUserId":"1000","clientGroupId":"1000","processId":"1","permissions":"0644","acls":null,"xattrs":null,"subEvent":"NONE"}"#.to_vec(),
             br#"{"inode": 12345, "path": "/gpfs/fs1/file.txt", "event": "IN_MODIFY", "fileSize": 1024, "atime": 1700000000, "ctime": 1700000001, "mtime": 1700000002, "ownerUserId": 1000, "ownerGroupId": 1000, "permissions": "0644"}"#.to_vec(),
             br#"{"event":"IN_MOVED_FROM IN_ISDIR","cookie":"77","path":"/gpfs/fs1/d","inode":"9","permissions":"0755","ownerUserId":"0","ownerGroupId":"0","fileSize":"4096","atime":"2024-03-16T02:00:01.5+01:00","ctime":"2024-03-16T02:00:01Z","mtime":"2024-03-16T02:00:01-02:30"}"#.to_vec(),
+            // Real producers' shapes (testkit/corpus/gpfs): IBM's WF_JSON 0.0.1 and CPFS's TE_JSON.
+            br#"{"WF_JSON": "0.0.1", "wd":"1","cookie":"0","event": "IN_CLOSE_WRITE","path": "/gpfs/fs0/some-folder/some-file", "clusterName": "gpfs-test-cluster", "nodeName": "node1", "nfsClientIp": "", "fsName": "fs0", "inode": "82380", "fileSetID": "0", "linkCount": "1", "openFlags": "32769", "poolName": "system", "fileSize": "13", "ownerUserId": "100", "ownerGroupId": "100", "atime": "2020-08-03_09:06:26-0700", "ctime": "2020-08-03_09:06:26-0700", "mtime": "2020-08-03_09:06:26-0700", "eventTime": "2020-08-03_09:06:36-0700", "clientUserId": "100", "clientGroupId": "100", "processId": "10391", "permissions": "200100644", "acls": null, "xattrs": null, "subEvent": "NONE" }"#.to_vec(),
+            br#"{"cookie":"1","fileSetID":"2","linkCount":"1","ctime":"2024-03-13_16:44:58.423+0800","mask":"0x200","nfsIp":"","inode":"892323","fileSize":"8187382","xattrs":"","TE_JSON":"0.0.3","ownerUserId":"0","atime":"2024-03-13_16:44:58.073+0800","wd":"1","event":"IN_DELETE","permissions":"200100600","path":"/cpfe/x/file_0.txt/","ownerGroupId":"0","mtime":"2024-03-13_16:44:58.423+0800"}"#.to_vec(),
         ],
-        "time" => ["2024-03-16T02:00:01+01:00", "1970-01-01T00:00:00Z", "2000-02-29 23:59:60.999-05:30", "-17"].iter().map(|s| s.as_bytes().to_vec()).collect(),
+        "time" => ["2024-03-16T02:00:01+01:00", "1970-01-01T00:00:00Z", "2000-02-29 23:59:60.999-05:30", "-17", "2024-03-13_16:44:58.423+0800", "2020-08-03_09:06:26-0700", "2018-05-22 23:01:39.727768"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+        "name" => vec![b"caf\xe9.txt".to_vec(), b"a\\x41\\\\b".to_vec(), b"line\nbreak\x7f\xc2\x85".to_vec(), "r\u{e9}sum\u{e9} \u{1f980}".as_bytes().to_vec(), b"\xe2\x82/\xff\\".to_vec()],
         "prism_catalog" => {
             let rec = FileRecord { path: "/lustre/a b.dat", kind: icicle_core::FileKind::File, attrs: Attrs { mode: 0o100644, uid: 1, gid: 2, size: 4 << 20, atime: 1, ctime: 2, mtime: 3, inode: 9 } };
             let layout = [icicle_core::traits::LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1 << 20, osts: vec![3, 1, 2] }];

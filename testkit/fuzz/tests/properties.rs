@@ -138,6 +138,11 @@ fn times_parse_or_reject() {
 }
 
 #[test]
+fn names_escape_losslessly() {
+    property("name");
+}
+
+#[test]
 fn prism_catalogs_parse_or_reject() {
     property("prism_catalog");
 }

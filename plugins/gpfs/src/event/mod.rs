@@ -171,7 +171,8 @@ impl GpfsEvent {
             return Some(GpfsEvent::ignored());
         }
         let path = string(PATH)?;
-        if path.first() != Some(&b'/') {
+        // DEL is the one control character JSON leaves unescaped: the general path escapes it.
+        if path.first() != Some(&b'/') || memchr::memchr(0x7f, path).is_some() {
             return None;
         }
         let inode = match spans[INODE].kind {

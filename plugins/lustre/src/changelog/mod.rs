@@ -471,10 +471,14 @@ impl ChangelogRecord {
             }
         }
         // Amazon FSx for Lustre prints some names as paths (`/cl8/b.txt`); a name never holds
-        // `/`, so such a name is the path's last component.
-        for n in [&mut rec.name, &mut rec.source_name].into_iter().flatten() {
-            if n.contains('/') {
-                *n = icicle_core::name::leaf(n).into();
+        // `/`, so such a name (one after `p=`, as namespace records print it) is the path's
+        // last component.
+        let names = if rec.parent.is_some() { [&mut rec.name, &mut rec.source_name] } else { [&mut None, &mut None] };
+        for slot in names {
+            if let Some(n) = slot.as_mut().filter(|n| n.contains('/')) {
+                let leaf = icicle_core::name::leaf(n);
+                // A "name" of slashes only names nothing.
+                *slot = (!leaf.is_empty()).then(|| leaf.into());
             }
         }
         complete(rec)
@@ -528,20 +532,22 @@ impl ChangelogRecord {
         if let Some(j) = &self.jobid {
             s.push_str(&format!(" j={j}"));
         }
+        // lfs prints these only with ef=; a line that has them without it prints them anyway,
+        // so that what was parsed prints again (a name is what follows the last key).
         if let Some(ef) = self.extra_flags {
             s.push_str(&format!(" ef=0x{ef:x}"));
-            if let Some((u, g)) = self.uid_gid {
-                s.push_str(&format!(" u={u}:{g}"));
-            }
-            if let Some(n) = &self.nid {
-                s.push_str(&format!(" nid={n}"));
-            }
-            if let Some(m) = &self.open_mode {
-                s.push_str(&format!(" m={m}"));
-            }
-            if let Some(x) = &self.xattr {
-                s.push_str(&format!(" x={x}"));
-            }
+        }
+        if let Some((u, g)) = self.uid_gid {
+            s.push_str(&format!(" u={u}:{g}"));
+        }
+        if let Some(n) = &self.nid {
+            s.push_str(&format!(" nid={n}"));
+        }
+        if let Some(m) = &self.open_mode {
+            s.push_str(&format!(" m={m}"));
+        }
+        if let Some(x) = &self.xattr {
+            s.push_str(&format!(" x={x}"));
         }
         // Even a zero parent: without `p=`, a name such as `ef=0x1` would read as a key.
         if let Some(p) = &self.parent {
@@ -567,6 +573,9 @@ fn complete(rec: &ChangelogRecord) -> Result<(), String> {
         // Lustre 2.0-2.2 wrote a rename as two records (RENME, then RNMTO), and a bare RNMTO
         // is a DNE partial operation: neither says both names.
         return Err(format!("{} without s= and sp= (a two-record rename of Lustre 2.0-2.2, or a partial DNE operation)", rec.kind.name()));
+    }
+    if rec.kind == Renme && rec.source_name.is_none() {
+        return Err("RENME without the old name".into());
     }
     let namespace = matches!(rec.kind, Creat | Mkdir | Hlink | Slink | Mknod | Unlnk | Rmdir | Renme);
     if namespace && (rec.parent.is_none() || rec.name.as_deref().is_none_or(str::is_empty)) {

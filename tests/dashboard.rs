@@ -20,7 +20,8 @@ fn running_monitor(tmp: &Path) -> (Child, String, usize) {
     w.preexisting(30).unwrap();
     w.run(Kind::Mixed, 200, "/work").unwrap();
     drop(w);
-    let records = common::journal_indexes(&journal).len();
+    let indexes = common::journal_indexes(&journal);
+    let (records, last) = (indexes.len(), *indexes.last().unwrap());
     let testkit = Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
     let cfg = common::config(
         tmp,
@@ -55,7 +56,7 @@ fn running_monitor(tmp: &Path) -> (Child, String, usize) {
     let t = Instant::now();
     loop {
         if let Ok(s) = icicle_tui::dashboard::fetch_status(&addr) {
-            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(records as f64) {
+            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(last as f64) {
                 break;
             }
         }
@@ -225,7 +226,14 @@ fn icicle_top_in_a_real_terminal_shows_the_running_monitor() {
     assert!(screen.lines().any(|l| l.contains("records in") && l.contains(&shown)), "{records} records as `{shown}`:\n{screen}");
     tmux(&sock, &["send-keys", "-t", "top", "2"]);
     let screen = wait_for_screen(&sock, "MDT fs0-MDT0000");
-    assert!(screen.lines().any(|l| l.contains("MDT fs0-MDT0000") && l.contains(&shown)), "{screen}");
+    // The source's row shows where it is in the changelog: the last index, read and cleared.
+    let last = *common::journal_indexes(&tmp.path().join("lfs/changelog")).last().unwrap();
+    let position = icicle_tui::dashboard::human(last as f64);
+    assert!(
+        screen.lines().any(|l| l.contains("MDT fs0-MDT0000") && l.contains(&position)),
+        "{position}:
+{screen}"
+    );
     tmux(&sock, &["send-keys", "-t", "top", "4"]);
     wait_for_screen(&sock, "acknowledged deliveries");
     tmux(&sock, &["send-keys", "-t", "top", "?"]);

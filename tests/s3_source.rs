@@ -204,7 +204,7 @@ fn big_objects_are_read_in_byte_ranges_losing_and_duplicating_nothing() {
 const BAD: &[&[u8]] = &[
     b"f,33188,1000,100,42,1,2,3,/ok/a\n",
     b"f,33188,1000,100,forty,1,2,3,/bad/size\n",
-    b"f,33188,1000,100,42,1,2,3,bad/relative\n",
+    b"f,3e188,1000,100,42,1,2,3,/bad/mode\n",
     b"f,33188,1000\n",
     b"f,33188,1000,100,42,1,2,3,/ok/b\n",
     b"f,33188,1000,100,42,1,2,3,\"/bad/unterminated\n",
@@ -242,7 +242,7 @@ fn malformed_rows_are_rejected_with_object_line_offset_and_reason() {
     assert_eq!(at, [2usize, 3, 4, 6, 8].iter().map(|&l| (l as u64, offsets[l - 1])).collect::<Vec<_>>());
     let reasons: Vec<&str> = r.iter().map(|r| r["reason"].as_str().unwrap()).collect();
     assert!(reasons[0].contains("size"), "{}", reasons[0]);
-    assert!(reasons[1].contains("not absolute"), "{}", reasons[1]);
+    assert!(reasons[1].contains("mode"), "{}", reasons[1]);
     assert!(reasons[2].contains("expected 9 fields"), "{}", reasons[2]);
     assert!(reasons[3].contains("unterminated"), "{}", reasons[3]);
     assert!(reasons[4].contains("expected 9 fields"), "{}", reasons[4]);

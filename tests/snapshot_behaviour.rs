@@ -30,7 +30,7 @@ fn bad_text_rows_are_rejected_with_file_line_and_reason() {
     let mut f = std::fs::File::create(&csv).unwrap();
     f.write_all(b"f,33188,1000,100,42,1,2,3,/ok/a\n").unwrap();
     f.write_all(b"f,33188,1000,100,forty,1,2,3,/bad/size\n").unwrap();
-    f.write_all(b"f,33188,1000,100,42,1,2,3,bad/relative\n").unwrap();
+    f.write_all(b"f,3e188,1000,100,42,1,2,3,/bad/mode\n").unwrap();
     f.write_all(b"f,33188,1000\n").unwrap();
     f.write_all(b"f,33188,1000,100,42,1,2,3,/ok/b\n").unwrap();
     f.write_all(b"f,33188,1000,100,42,1,2,3,\"/bad/unterminated\n").unwrap();
@@ -50,7 +50,7 @@ fn bad_text_rows_are_rejected_with_file_line_and_reason() {
     let input = csv.display().to_string();
     assert!(r.iter().all(|r| r["input"] == input.as_str()));
     assert!(r[0]["reason"].as_str().unwrap().contains("size"), "{}", r[0]);
-    assert!(r[1]["reason"].as_str().unwrap().contains("not absolute"), "{}", r[1]);
+    assert!(r[1]["reason"].as_str().unwrap().contains("mode"), "{}", r[1]);
     assert!(r[2]["reason"].as_str().unwrap().contains("expected 9 fields"), "{}", r[2]);
     assert!(r[3]["reason"].as_str().unwrap().contains("unterminated"), "{}", r[3]);
     assert!(r[4]["reason"].as_str().unwrap().contains("expected 9 fields"), "{}", r[4]);

@@ -77,7 +77,7 @@ fn entries(root: &Path) -> (Vec<String>, Vec<String>) {
         let mut rd: Vec<PathBuf> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
         rd.sort();
         for p in rd {
-            let rel = format!("/{}", p.strip_prefix(root).unwrap().display());
+            let rel = format!("/{}", icicle_core::name::from_os(p.strip_prefix(root).unwrap()));
             let md = std::fs::symlink_metadata(&p).unwrap();
             if md.is_dir() {
                 dirs.push(rel);

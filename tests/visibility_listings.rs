@@ -106,22 +106,21 @@ fn a_row_that_may_be_a_directory_and_names_no_path_makes_every_chain_unknown() {
     assert_eq!(got["/w/f"], v(&[ALICE, GROUP, "public", ADMINS]));
 }
 
-/// A row whose own name is bad (longer than NAME_MAX) is placed by its directory: it does
-/// not make the run's chains unknown, and its directory counts for the top.
+/// A row whose own name is bad (a NUL byte, which no file name holds) is placed by its
+/// directory: it does not make the run's chains unknown, and its directory counts for the top.
 #[test]
 fn rows_with_bad_names_are_placed_by_their_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let good = [row('d', 0o755, 0, "/w"), row('f', 0o644, 1000, "/w/f")].concat();
     let mut listing = good.into_bytes();
-    let long = "x".repeat(300);
-    listing.extend_from_slice(format!("f,33188,1000,100,1,1,2,3,/w/bad{long}\n").as_bytes());
-    listing.extend_from_slice(format!("d,16877,1000,100,1,1,2,3,/w/dir{long}\n").as_bytes());
-    let (got, s) = run(tmp.path(), "long", &listing);
+    listing.extend_from_slice(b"f,33188,1000,100,1,1,2,3,/w/bad\x00\n");
+    listing.extend_from_slice(b"d,16877,1000,100,1,1,2,3,/w/dir\x00\n");
+    let (got, s) = run(tmp.path(), "nul", &listing);
     assert_eq!(s["rejects"], 2, "{s}");
     assert_eq!(got["/w/f"], v(&[ALICE, GROUP, "public", ADMINS]), "{s}");
-    // The only file listed in /x/a has a name too long; /x/a has no row.
-    let rows = [row('d', 0o755, 1000, "/x/a/c"), row('f', 0o644, 1000, "/x/a/c/f"), row('f', 0o644, 1000, &format!("/x/a/g{long}"))].concat();
-    let (got, s) = run(tmp.path(), "too-long", &rows);
+    // The only file listed in /x/a has a NUL in its name; /x/a has no row.
+    let rows = [row('d', 0o755, 1000, "/x/a/c"), row('f', 0o644, 1000, "/x/a/c/f"), row('f', 0o644, 1000, "/x/a/g\u{0}")].concat();
+    let (got, s) = run(tmp.path(), "nul-only-file", &rows);
     assert_eq!(s["rejects"], 1, "{s}");
     assert_eq!(got["/x/a/c/f"], v(&[ALICE, ADMINS]), "{s}");
 }

@@ -32,8 +32,13 @@ struct Collect {
 }
 
 impl RowSink for Collect {
+    /// A record the runtime's own check refuses (a time past 2400, a NUL in a name) is a
+    /// reject, as the runtime counts it.
     fn record(&mut self, rec: &FileRecord<'_>) {
-        self.read.records.push(rec.path.to_string());
+        match rec.check() {
+            Ok(()) => self.read.records.push(rec.path.to_string()),
+            Err(e) => self.read.rejects.push(Reject::whole(rec.path, e, None)),
+        }
     }
     fn directory(&mut self, _rec: &FileRecord<'_>) {
         self.read.directories += 1;

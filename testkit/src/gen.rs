@@ -369,12 +369,21 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
         Format::Mmapplypolicy => write_mmapplypolicy(fs, out),
         Format::Pwalk => write_pwalk(fs, out),
         Format::Ne2scan => {
+            // lester's default `fslist` output (ORNL-TechInt/lester action-fslist.c@a1c1323):
+            // the header, then each file with its OST objects (`ost:objid` in hex, last stripe
+            // first; none for a link) before the path, then the footer.
             let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("fslist.ne2scan"))?);
-            writeln!(w, "#IDENT#|1.0|1.47.0|{NOW_REF}|Thu Jan  1 00:00:00 2026|gen|/dev/mdt0|0|0|0|0|fs|generated")?;
+            writeln!(w, "#IDENT#|1.0|1.42.7.wc1|{NOW_REF}|Thu Jan 01 00:00:00 GMT 2026|gen|/dev/mdt0|0|0|0|0|fs|generated")?;
             for f in &fs.files {
+                let osts = if f.kind == icicle_core::FileKind::File {
+                    let stripes = 1 + f.attrs.inode % 4;
+                    (0..stripes).rev().map(|k| format!("{}:{:x}", (f.attrs.inode + k) % 8, f.attrs.inode * 4 + k)).collect::<Vec<_>>().join(",")
+                } else {
+                    String::new()
+                };
                 writeln!(
                     w,
-                    "{}|{}|{}|{}|{}|{:o}|{}|{}|{}",
+                    "{}|{}|{}|{}|{}|{:o}|{}|{}|{osts}|{}",
                     f.attrs.atime,
                     f.attrs.ctime,
                     f.attrs.mtime,
@@ -439,6 +448,11 @@ fn write_mmapplypolicy(fs: &GenFs, out: &Path) -> std::io::Result<()> {
 }
 
 /// `pwalk.csv`: a header, then each directory and its files.
+/// pwalk 3.0.0's CSV (fizwit/filesystem-reporting-tools `fileProcess.c`@d06beed, `printStat`):
+/// the `--header` line, each directory's entries and then the directory's own line (post-order:
+/// `pw_fcount` its entries, `pw_dirsum` the sum of their sizes; the root at depth -1 with
+/// parent inode 0), files with `-1,0`, `st_mode` as `"%07o"`. (pwalk deletes control bytes
+/// from names; the generator's tabs are kept, so its ground truth holds for every format.)
 fn write_pwalk(fs: &GenFs, out: &Path) -> std::io::Result<()> {
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("pwalk.csv"))?);
     writeln!(w, "inode,parent-inode,directory-depth,\"filename\",\"fileExtension\",UID,GID,st_size,st_dev,st_blocks,st_nlink,\"st_mode\",st_atime,st_mtime,st_ctime,pw_fcount,pw_dirsum")?;
@@ -446,26 +460,13 @@ fn write_pwalk(fs: &GenFs, out: &Path) -> std::io::Result<()> {
     for (di, d) in fs.dirs.iter().enumerate() {
         let pino = if d.parent == usize::MAX { 0 } else { fs.dirs[d.parent].attrs.inode };
         let depth = d.path.matches('/').count() as i64 - 2;
-        writeln!(
-            w,
-            "{},{},{},\"{}\",\"\",{},{},4096,2049,8,2,\"{:o}\",{},{},{},0,0",
-            d.attrs.inode,
-            pino,
-            depth,
-            d.path.replace('"', "\"\""),
-            d.attrs.uid,
-            d.attrs.gid,
-            d.attrs.mode,
-            d.attrs.atime,
-            d.attrs.mtime,
-            d.attrs.ctime
-        )?;
+        let (mut count, mut sum) = (0u64, 0u64);
         while fi < fs.files.len() && fs.files[fi].dir == di {
             let f = &fs.files[fi];
             let ext = f.name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
             writeln!(
                 w,
-                "{},{},{},\"{}\",\"{}\",{},{},{},2049,{},1,\"{:o}\",{},{},{},-1,-1",
+                "{},{},{},\"{}\",\"{}\",{},{},{},2049,{},1,\"{:07o}\",{},{},{},-1,0",
                 f.attrs.inode,
                 d.attrs.inode,
                 depth + 1,
@@ -480,8 +481,24 @@ fn write_pwalk(fs: &GenFs, out: &Path) -> std::io::Result<()> {
                 f.attrs.mtime,
                 f.attrs.ctime
             )?;
+            count += 1;
+            sum += f.attrs.size;
             fi += 1;
         }
+        writeln!(
+            w,
+            "{},{},{},\"{}\",\"\",{},{},4096,2049,8,2,\"{:07o}\",{},{},{},{count},{sum}",
+            d.attrs.inode,
+            pino,
+            depth,
+            d.path.replace('"', "\"\""),
+            d.attrs.uid,
+            d.attrs.gid,
+            d.attrs.mode,
+            d.attrs.atime,
+            d.attrs.mtime,
+            d.attrs.ctime
+        )?;
     }
     w.flush()
 }

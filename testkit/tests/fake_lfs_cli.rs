@@ -8,7 +8,20 @@ use std::process::Command;
 
 fn testkit(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_icicle-testkit")).args(args).output().expect("run icicle-testkit");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (out.status.code().unwrap_or(-1), escaped_lines(&out.stdout), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Output as the monitor reads it: each line's bytes escaped (a name may not be UTF-8).
+fn escaped_lines(b: &[u8]) -> String {
+    let mut s = String::new();
+    for line in b.split_inclusive(|&c| c == b'\n') {
+        let (body, nl) = line.strip_suffix(b"\n").map_or((line, false), |l| (l, true));
+        icicle_core::name::escape_into(body, &mut s);
+        if nl {
+            s.push('\n');
+        }
+    }
+    s
 }
 
 fn lfs(journal: &Path, mount: &Path, args: &[&str]) -> (i32, String, String) {
@@ -37,7 +50,8 @@ fn a_journaled_workload_is_served_by_the_fake_lfs() {
         "20",
     ]);
     assert_eq!(code, 0, "workload: {err}");
-    let text = std::fs::read_to_string(&journal).unwrap();
+    // Names may not be UTF-8 (the mixed workload makes Latin-1 ones): bytes, escaped.
+    let text = escaped_lines(&std::fs::read(&journal).unwrap());
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines.len() >= 300, "{} records for 300 operations", lines.len());
     let indices: Vec<u64> = lines.iter().map(|l| l.split(' ').next().unwrap().parse().unwrap()).collect();

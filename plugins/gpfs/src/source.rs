@@ -319,7 +319,7 @@ impl GpfsEngine {
         let mut chains = ChainCache::new(&cfg.fs_root);
         let root = cfg.fs_root.trim_end_matches('/');
         // The mount first: it shows ACLs, which events do not carry.
-        let on_mount = |p: &str| Some(cfg.mount.as_ref()?.join(p.strip_prefix(root)?.trim_start_matches('/')));
+        let on_mount = |p: &str| Some(icicle_core::name::on(cfg.mount.as_ref()?, p.strip_prefix(root)?));
         let mut lookup = |d: &str| on_mount(d).and_then(|m| lstat_dir(&m)).or_else(|| state.dir_perm(d));
         for (path, op) in ops {
             let Some(ip) = index_path(cfg, &path) else {

@@ -1,5 +1,5 @@
 //! Walks of the file system where GPFS is mounted (renamed or moved-in directories whose
-//! contents the events never named), counting what they leave out.
+//! contents the events never named), counting what they could not read.
 
 use std::path::{Path, PathBuf};
 
@@ -11,8 +11,6 @@ pub struct WalkLeftOut {
     /// Directories that could not be listed and entries that could not be `lstat`ed (EACCES,
     /// ESTALE, EIO): what is below them keeps what the index holds under its old names.
     pub unreadable: u64,
-    /// Names that are not UTF-8 (never published under a substituted name).
-    pub not_utf8: u64,
 }
 
 /// No walking: only descendants the state knows move.
@@ -44,7 +42,7 @@ impl Walker for MountWalker {
     fn walk(&mut self, dir: &str) -> Vec<(String, Meta)> {
         let Some(rel) = dir.strip_prefix(self.fs_root.trim_end_matches('/')) else { return Vec::new() };
         let mut out = Vec::new();
-        let mut stack = vec![(self.mount.join(rel.trim_start_matches('/')), dir.to_string())];
+        let mut stack = vec![(icicle_core::name::on(&self.mount, rel), dir.to_string())];
         while let Some((real, gpfs)) = stack.pop() {
             let rd = match std::fs::read_dir(&real) {
                 Ok(rd) => rd,
@@ -63,13 +61,8 @@ impl Walker for MountWalker {
                         continue;
                     }
                 };
-                let Some(name) = e.file_name().to_str().map(str::to_string) else {
-                    self.left_out.not_utf8 += 1;
-                    if logged(self.left_out.not_utf8) {
-                        tracing::warn!(message = "walk: a name that is not valid UTF-8 is left out (the first 20 are logged, then one in 10,000)", dir = %real.display(), name = ?e.file_name());
-                    }
-                    continue;
-                };
+                // Names as bytes, escaped as every source escapes them (icicle_core::name).
+                let name = icicle_core::name::escape(e.file_name().as_encoded_bytes()).into_owned();
                 let (r, g) = (e.path(), format!("{gpfs}/{name}"));
                 let md = match std::fs::symlink_metadata(&r) {
                     Ok(md) => md,
@@ -117,15 +110,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_name_that_is_not_utf8_is_left_out_and_counted_never_substituted() {
+    fn a_name_that_is_not_utf8_is_escaped_as_every_source_escapes_it() {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(t.path().join("d/e")).unwrap();
         std::fs::write(t.path().join("d/e/ok"), b"1").unwrap();
         std::fs::write(t.path().join("d").join(std::ffi::OsStr::from_bytes(b"bad\xff")), b"1").unwrap();
         let mut w = MountWalker::new(t.path().to_path_buf(), "/gpfs/fs1".into());
         let got: Vec<String> = w.walk("/gpfs/fs1/d").into_iter().map(|(p, _)| p).collect();
-        assert_eq!(got, ["/gpfs/fs1/d/e/ok"]);
-        assert_eq!(w.left_out(), WalkLeftOut { unreadable: 0, not_utf8: 1 });
+        let mut got = got;
+        got.sort();
+        assert_eq!(got, ["/gpfs/fs1/d/bad\\xff", "/gpfs/fs1/d/e/ok"]);
+        assert_eq!(w.left_out(), WalkLeftOut { unreadable: 0 });
         // A directory gone since is nothing to index, not a failure.
         assert!(w.walk("/gpfs/fs1/missing").is_empty());
         assert_eq!(w.left_out().unreadable, 0);

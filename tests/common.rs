@@ -69,7 +69,7 @@ pub fn documents(dir: &Path, prefix: &str) -> Vec<(u64, Value)> {
 /// A changelog journal's lines as the monitor reads them (bytes escaped: a name may not be
 /// UTF-8).
 pub fn journal_lines(journal: &Path) -> Vec<String> {
-    std::fs::read(journal).unwrap().split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| icicle_core::name::escape(l).into_owned()).collect()
+    std::fs::read_to_string(journal).unwrap().lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
 }
 
 /// The indexes of a changelog journal's records, in order.

@@ -48,7 +48,7 @@ fn run_case(case: &Case) -> Result<(), String> {
     make_mount(case, &mount);
     let journal = t.join("lfs/changelog");
     std::fs::create_dir_all(journal.parent().unwrap()).unwrap();
-    std::fs::write(&journal, case.data_bytes()).unwrap();
+    std::fs::write(&journal, case.data_text()).unwrap();
     let mut baseline = Vec::new();
     for b in case.directive("baseline") {
         let (fid, rest) = b.split_once(' ').unwrap();

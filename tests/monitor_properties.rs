@@ -87,15 +87,9 @@ fn plan(seed: u64) -> Plan {
     Plan { kind, base: if preexisting_base { "/old0" } else { "/work" }, preexisting_base, live, rounds, ops, batch: 1 + rng.below(span) as usize, lru }
 }
 
-/// A journal as the monitor's stream reads it: each line's bytes escaped (icicle_core::name).
+/// A journal as the monitor's stream reads it (one record a line, names escaped).
 fn journal_text(journal: &std::path::Path) -> Result<String, String> {
-    let bytes = std::fs::read(journal).map_err(|e| e.to_string())?;
-    let mut text = String::with_capacity(bytes.len());
-    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        icicle_core::name::escape_into(line, &mut text);
-        text.push('\n');
-    }
-    Ok(text)
+    std::fs::read_to_string(journal).map_err(|e| e.to_string())
 }
 
 /// The bound on operations out / minimal operations, on every stream.

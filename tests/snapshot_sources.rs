@@ -106,6 +106,7 @@ fn a_column_map_can_name_the_inode_column() {
     let tmp = tempfile::tempdir().unwrap();
     let fs = GenFs::generate(&GenSpec::new(500, 4));
     let data = tmp.path().join("ne2scan");
+    // lester's default output: the OST objects are column 8, the path column 9.
     gen::write(&fs, Format::Ne2scan, &data, 0, false).unwrap();
     let out = tmp.path().join("out");
     let cfg = config(
@@ -113,7 +114,7 @@ fn a_column_map_can_name_the_inode_column() {
         "c.toml",
         &format!(
             "[records]\nvisible_to = [\"public\"]\n[sources.s]\ntype = \"tsv\"\npaths = [\"{}/fslist.ne2scan\"]\ndelimiter = \"|\"\n\
-             columns = {{ atime = 0, ctime = 1, mtime = 2, uid = 3, gid = 4, mode = 5, size = 6, inode = 7, path = 8 }}\n\
+             columns = {{ atime = 0, ctime = 1, mtime = 2, uid = 3, gid = 4, mode = 5, size = 6, inode = 7, path = 9 }}\n\
              mode_format = \"octal\"\npath_last = true\nquoted = false\ncomment = \"#\"\n[sinks.out]\ntype = \"file\"\ndir = \"{}\"\n",
             data.display(),
             out.display()

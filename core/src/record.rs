@@ -356,8 +356,8 @@ pub struct Reject {
     /// carried over, and it does not count towards the row reject ratio.
     #[serde(skip)]
     pub unreadable: bool,
-    /// A row whose path is not well formed, whose scope is therefore everything: its path (bad
-    /// UTF-8 replaced), when only its own name is bad. The directory pre-pass places it by its
+    /// A row whose path is not well formed, whose scope is therefore everything: its path
+    /// (escaped, [`crate::name`]), when only its own name is bad. The directory pre-pass places it by its
     /// directory; deletes still take the scope (the name may be a corrupt copy of another).
     #[serde(skip)]
     pub placed: Option<String>,
@@ -369,7 +369,7 @@ impl Reject {
         Reject { input: input.to_string(), line: None, offset: Some(offset), reason: reason.into(), scope: None, unreadable: false, placed: None }
     }
 
-    /// A reject of a row naming `path` (bad UTF-8 replaced), when known: scoped to the path
+    /// A reject of a row naming `path` (escaped, [`crate::name`]), when known: scoped to the path
     /// when it is well formed, else to everything, and placed when only its own name is bad.
     pub fn naming(mut self, path: Option<String>) -> Reject {
         self.scope = Some(Scope::of_rejected_row(path.as_deref()));

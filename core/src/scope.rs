@@ -18,12 +18,12 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// The scope of a rejected row naming `path` (bad UTF-8 replaced): the path when it is
-    /// well formed; everything when no path is known or it is not well formed (a name that is
-    /// not UTF-8 may be a corrupt copy of another, whose delete must wait).
+    /// The scope of a rejected row naming `path` (escaped, [`crate::name`]): the path when it
+    /// is well formed; everything when no path is known or it is not well formed (a torn name
+    /// may be a corrupt copy of another, whose delete must wait).
     pub fn of_rejected_row(path: Option<&str>) -> Scope {
         match path {
-            Some(p) if crate::record::check_path(p).is_ok() && !p.contains(char::REPLACEMENT_CHARACTER) => Scope::Exact(p.to_string()),
+            Some(p) if crate::record::check_path(p).is_ok() => Scope::Exact(p.to_string()),
             _ => Scope::All,
         }
     }
@@ -39,17 +39,16 @@ impl Scope {
     }
 }
 
-/// Whether only the last name of `path` (bad UTF-8 replaced) can be bad: its directory is well
-/// formed, and the name is not empty, at most 255 bytes and without NUL (a torn block of
-/// zeros that joined two rows is none).
+/// Whether only the last name of `path` (escaped, [`crate::name`]) can be bad: its directory
+/// is well formed, and the name is not empty, at most 255 bytes and without NUL (a torn block
+/// of zeros that joined two rows is none).
 pub fn placeable(path: &str) -> bool {
     let Some(i) = path.rfind('/') else { return false };
     let (dir, name) = (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..]);
     path.starts_with('/')
         && !name.is_empty()
-        && name.len() <= 255
-        && !name.contains('\0')
-        && !dir.contains(char::REPLACEMENT_CHARACTER)
+        && crate::name::byte_len(name) <= 255
+        && !crate::name::unescape(name).contains(&0)
         && crate::record::check_path(dir).is_ok()
 }
 

@@ -57,6 +57,12 @@ impl Case {
         self.directives.iter().filter(move |(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
+    /// The data lines as escaped text ([`icicle_core::name::escape`]), one a line: a
+    /// changelog journal, where a record is one line whatever its names hold.
+    pub fn data_text(&self) -> String {
+        self.data.iter().map(|l| icicle_core::name::escape(l) + "\n").collect()
+    }
+
     /// The data lines joined as a file's bytes (each ended by a newline).
     pub fn data_bytes(&self) -> Vec<u8> {
         self.data.iter().flat_map(|l| l.iter().copied().chain(std::iter::once(b'\n'))).collect()

@@ -218,10 +218,10 @@ impl Workload {
         }
         let printed = if self.fsx_names { self.fsx_printed(&rec) } else { None };
         self.ns.apply(&rec);
-        // As lfs prints it: names as the file system holds them (bytes).
-        let mut line = icicle_core::name::unescape(&printed.as_ref().unwrap_or(&rec).to_line()).into_owned();
-        line.push(b'\n');
-        self.journal.write_all(&line)
+        // The MDT's record, one a line (names escaped); the fake lfs prints its bytes.
+        let mut line = printed.as_ref().unwrap_or(&rec).to_line();
+        line.push('\n');
+        self.journal.write_all(line.as_bytes())
     }
 
     /// `rec` as FSx for Lustre prints it: the name of an UNLNK or RMDIR and a rename's old name

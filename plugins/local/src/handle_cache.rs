@@ -67,7 +67,7 @@ impl HandleCache {
         }
     }
 
-    /// Forget the handles whose place is `place` (outside the root, or not UTF-8).
+    /// Forget the handles whose place is `place` (outside the root).
     pub fn forget_place(&mut self, place: &Place) {
         let gone: Vec<Vec<u8>> = self.others.iter().filter(|h| self.lru.peek(*h) == Some(place)).cloned().collect();
         for h in gone {

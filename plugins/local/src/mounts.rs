@@ -96,8 +96,7 @@ impl MountTable {
 }
 
 /// Undo mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
-fn unescape(field: &str) -> PathBuf {
-    let b = field.as_bytes();
+fn unescape(b: &[u8]) -> PathBuf {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -116,14 +115,15 @@ fn unescape(field: &str) -> PathBuf {
     PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
-/// Mounts at or below `root` in `mountinfo` text: (mount id, mount point), sorted, each once.
-/// The id tells a file system mounted again at the same point from the one that was there.
-pub fn mount_points_below(mountinfo: &str, root: &Path) -> Vec<Mount> {
+/// Mounts at or below `root` in `mountinfo` (bytes: mount points need not be UTF-8): (mount
+/// id, mount point), sorted, each once. The id tells a file system mounted again at the same
+/// point from the one that was there.
+pub fn mount_points_below(mountinfo: &[u8], root: &Path) -> Vec<Mount> {
     let mut v: Vec<Mount> = mountinfo
-        .lines()
+        .split(|&b| b == b'\n')
         .filter_map(|l| {
-            let mut f = l.split(' ');
-            let id = f.next()?.parse().ok()?;
+            let mut f = l.split(|&b| b == b' ');
+            let id = std::str::from_utf8(f.next()?).ok()?.parse().ok()?;
             Some((id, unescape(f.nth(3)?)))
         })
         .filter(|(_, m)| m.starts_with(root))
@@ -135,7 +135,7 @@ pub fn mount_points_below(mountinfo: &str, root: &Path) -> Vec<Mount> {
 
 /// The mounts at or below `root` now (none when mountinfo cannot be read).
 fn current(root: &Path) -> Vec<Mount> {
-    std::fs::read_to_string("/proc/self/mountinfo").map(|m| mount_points_below(&m, root)).unwrap_or_default()
+    std::fs::read("/proc/self/mountinfo").map(|m| mount_points_below(&m, root)).unwrap_or_default()
 }
 
 /// The id of the file system at `path` (the 8 bytes fanotify puts before each file handle).
@@ -163,10 +163,10 @@ mod tests {
                     42 40 0:37 / /data/scratch rw shared:3 - tmpfs none rw\n\
                     43 22 0:38 / /database rw - tmpfs none rw\n\
                     44 40 0:36 / /data/proj\\040one rw - tmpfs none rw\n";
-        let got = mount_points_below(info, Path::new("/data"));
+        let got = mount_points_below(info.as_bytes(), Path::new("/data"));
         let want = [(40, "/data"), (41, "/data/proj one"), (42, "/data/scratch"), (44, "/data/proj one")];
         assert_eq!(got, want.map(|(i, p)| (i, PathBuf::from(p))));
-        assert!(mount_points_below("garbage\n\n", Path::new("/data")).is_empty());
+        assert!(mount_points_below(b"garbage\n\n", Path::new("/data")).is_empty());
     }
 
     #[test]

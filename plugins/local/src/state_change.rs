@@ -22,7 +22,7 @@ impl ChangeState for LocalState {
             return Ok(None);
         };
         let cp: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
-        if cp.root != self.root.to_string_lossy() {
+        if cp.root != icicle_core::name::from_os(&self.root) {
             return Err(LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into());
         }
         for r in cp.entries {
@@ -61,7 +61,7 @@ impl ChangeState for LocalState {
     }
 
     fn checkpoint(&self, _at: &u64) -> Result<Vec<u8>, IcicleError> {
-        let root = self.root.to_string_lossy().into_owned();
+        let root = icicle_core::name::from_os(&self.root).into_owned();
         let cp = match self.log.as_ref().filter(|l| l.position().0 > 0) {
             Some(log) => {
                 log.sync()?;

@@ -1,6 +1,6 @@
 //! A walk of a directory below the root, depth first, that can stop after any number of
-//! entries and go on later: every path, directories included, names that are not UTF-8 left
-//! out and counted. The seed walks in one go; a rescan a step at a time.
+//! entries and go on later: every path, directories included, names escaped
+//! ([`icicle_core::name`]). The seed walks in one go; a rescan a step at a time.
 
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;

@@ -7,12 +7,15 @@
 //! oldest retained record is (indexes in the millions or billions; everything below the
 //! lowest index its users cleared is purged). A ranged read below that start prints nothing
 //! and looks the same as a quiet changelog. So a read asks from START on and stops itself
-//! after `max` lines or at the first record past its end, as `lfs changelog MDT START | head
-//! -n N` does (Icicle v0.4.0, `src/icicle/lustre_source.py`).
+//! after `max` lines (at the end of the record they end in) or at the first record past its
+//! end, as `lfs changelog MDT START | head -n N` does (Icicle v0.4.0,
+//! `src/icicle/lustre_source.py`).
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
+
+use crate::lfs_records::{read_records, Records};
 
 /// `lfs` subprocess calls.
 pub struct Lfs {
@@ -20,19 +23,36 @@ pub struct Lfs {
     pub cmd: Vec<String>,
 }
 
-/// One changelog read: its text (names escaped, [`icicle_core::name`]) and its line count.
+/// One changelog read: one record per line (names escaped, [`icicle_core::name`], so a
+/// newline in a name reads `\x0a`), and whether the read stopped at its count (the changelog
+/// may go on).
 #[derive(Debug, Default)]
 pub struct ChangelogText {
     pub text: String,
-    pub lines: u64,
+    pub more: bool,
 }
 
 impl Lfs {
-    fn command(&self, args: &[&str]) -> Result<Command, String> {
+    fn spawn(&self, args: &[&str]) -> Result<(std::process::Child, std::thread::JoinHandle<Vec<u8>>), String> {
         let (prog, pre) = self.cmd.split_first().ok_or("empty lfs command")?;
-        let mut c = Command::new(prog);
-        c.args(pre).args(args);
-        Ok(c)
+        let mut child = Command::new(prog)
+            .args(pre)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("running {prog}: {e}"))?;
+        // Drained on its own so a chatty lfs never blocks on a full pipe.
+        let mut err = child.stderr.take();
+        let errors = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            if let Some(e) = err.as_mut() {
+                let _ = e.read_to_end(&mut b);
+            }
+            b
+        });
+        Ok((child, errors))
     }
 
     /// Run one `lfs` command to its end.
@@ -44,60 +64,58 @@ impl Lfs {
     /// [`Lfs::run`] with arguments that may not be UTF-8 (paths on the mount).
     pub(crate) fn run_os(&self, args: &[&OsStr]) -> Result<std::process::Output, String> {
         let (prog, pre) = self.cmd.split_first().ok_or("empty lfs command")?;
-        Command::new(prog).args(pre).args(args).output().map_err(|e| format!("running {prog}: {e}"))
+        Command::new(prog).args(pre).args(args).stdin(Stdio::null()).output().map_err(|e| format!("running {prog}: {e}"))
     }
 
-    /// `lfs changelog MDT START`: at most `max` lines, none with an index past `end`. Each line
-    /// is escaped on its own ([`icicle_core::name::escape`]): a name that is not UTF-8 keeps
-    /// its bytes as `\xhh`.
+    /// `lfs changelog MDT START`: records from `start` on, none with an index past `end`, and
+    /// after `max` lines only the rest of the record they end in. Records span lines when
+    /// names hold newlines ([`crate::lfs_records`]).
     pub fn changelog(&self, mdt: &str, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String> {
         let start_text = start.to_string();
-        let mut c = self.command(&["changelog", mdt, &start_text])?;
-        let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| format!("running {}: {e}", self.cmd[0]))?;
+        let (mut child, errors) = self.spawn(&["changelog", mdt, &start_text])?;
         let stdout = child.stdout.take().ok_or("lfs changelog: no standard output")?;
         let mut reader = BufReader::with_capacity(1 << 16, stdout);
-        let mut out = ChangelogText::default();
-        let mut line = Vec::with_capacity(256);
-        let mut stopped = false;
-        let mut failed = None;
-        while out.lines < max {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    failed = Some(format!("reading lfs changelog {mdt}: {e}"));
-                    break;
-                }
-            }
-            let body = line.strip_suffix(b"\n").unwrap_or(&line);
-            if end.is_some_and(|e| leading_index(body).is_some_and(|i| i > e)) {
-                stopped = true;
-                break;
-            }
-            icicle_core::name::escape_into(body, &mut out.text);
-            out.text.push('\n');
-            out.lines += 1;
-        }
-        stopped |= out.lines >= max;
-        if stopped || failed.is_some() {
+        let mut verify = |j: u64, line: &[u8]| -> Result<bool, String> { Ok(self.first_line(mdt, j)?.as_deref() == Some(line)) };
+        let mut next_line = |buf: &mut Vec<u8>| reader.read_until(b'\n', buf);
+        let outcome = read_records(&mut next_line, end, max, &mut verify);
+        drop(reader);
+        let eof = outcome.as_ref().is_ok_and(|r| r.eof);
+        if !eof {
             // What is left is not wanted: lfs ends on the closed pipe or the signal.
-            drop(reader);
             let _ = child.kill();
-            let _ = child.wait();
-            return failed.map_or(Ok(out), Err);
         }
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            let mut b = Vec::new();
-            let _ = e.read_to_end(&mut b);
-            err = String::from_utf8_lossy(&b).trim().to_string();
+        let status = child.wait().map_err(|e| format!("waiting for lfs changelog {mdt}: {e}"));
+        let err = String::from_utf8_lossy(&errors.join().unwrap_or_default()).trim().to_string();
+        let Records { mut split, more, .. } = outcome.map_err(|e| format!("reading lfs changelog {mdt}: {e}"))?;
+        if eof {
+            let status = status?;
+            if !status.success() {
+                return Err(format!("lfs changelog {mdt} {start}: {err} ({status})"));
+            }
+            split.finish(&mut verify)?;
         }
-        let status = child.wait().map_err(|e| format!("waiting for lfs changelog {mdt}: {e}"))?;
-        if !status.success() {
-            return Err(format!("lfs changelog {mdt} {start}: {err} ({status})"));
+        let (text, _) = split.into_text();
+        Ok(ChangelogText { text, more })
+    }
+
+    /// The first line `lfs changelog MDT INDEX` prints, if any.
+    fn first_line(&self, mdt: &str, index: u64) -> Result<Option<Vec<u8>>, String> {
+        let index_text = index.to_string();
+        let (mut child, errors) = self.spawn(&["changelog", mdt, &index_text])?;
+        let stdout = child.stdout.take().ok_or("lfs changelog: no standard output")?;
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        let read = reader.read_until(b'\n', &mut line);
+        drop(reader);
+        let _ = child.kill();
+        let status = child.wait().map_err(|e| format!("waiting for lfs changelog {mdt} {index}: {e}"))?;
+        let err = String::from_utf8_lossy(&errors.join().unwrap_or_default()).trim().to_string();
+        match read {
+            Ok(0) if !status.success() => Err(format!("lfs changelog {mdt} {index}: {err} ({status})")),
+            Ok(0) => Ok(None),
+            Ok(_) => Ok(Some(line.strip_suffix(b"\n").unwrap_or(&line).to_vec())),
+            Err(e) => Err(format!("reading lfs changelog {mdt} {index}: {e}")),
         }
-        Ok(out)
     }
 
     /// `lfs changelog_clear MDT USER ENDREC` (inclusive; never called with 0, which clears
@@ -114,12 +132,6 @@ impl Lfs {
     }
 }
 
-/// The index a changelog line starts with.
-fn leading_index(line: &[u8]) -> Option<u64> {
-    let n = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
-    std::str::from_utf8(&line[..n]).ok()?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,13 +142,25 @@ mod tests {
 
     #[test]
     fn a_read_stops_at_its_count_or_past_its_end() {
-        // An lfs that prints records 9345804.. for ever: the read takes what it asked for.
-        let lfs = sh("i=9345804; while :; do echo \"$i 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x1:0x0] p=[0x200000007:0x1:0x0] f$i\"; i=$((i+1)); done");
+        // An lfs that prints records from 9345804 (or START, if later) for ever.
+        let lfs = sh("i=$3; [ \"$i\" -lt 9345804 ] && i=9345804; while :; do echo \"$i 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x1:0x0] p=[0x200000007:0x1:0x0] f$i\"; i=$((i+1)); done");
         let got = lfs.changelog("fs0-MDT0000", 0, None, 5).unwrap();
-        assert_eq!(got.lines, 5);
+        assert_eq!((got.text.lines().count(), got.more), (5, true));
         assert!(got.text.starts_with("9345804 01CREAT") && got.text.ends_with("f9345808\n"), "{}", got.text);
         let got = lfs.changelog("fs0-MDT0000", 0, Some(9345805), 100).unwrap();
-        assert_eq!(got.lines, 2, "{}", got.text);
+        assert_eq!((got.text.lines().count(), got.more), (2, false), "{}", got.text);
+    }
+
+    #[test]
+    fn a_record_forged_in_the_last_name_is_checked_with_lfs() {
+        // Record 8's name is `x`, a newline, and a line shaped like record 2^64-1.
+        let r7 = "7 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x7:0x0] p=[0x200000007:0x1:0x0] a";
+        let r8 = "8 01CREAT 02:10:01.749034601 2026.03.16 0x0 t=[0x200000401:0x8:0x0] p=[0x200000007:0x1:0x0] x";
+        let forged = "18446744073709551615 01CREAT 02:10:01.1 2026.03.16 0x0 t=[0x1:0x2:0x0] p=[0x1:0x1:0x0] y";
+        let lfs = sh(&format!("case $3 in [0-7]) printf '%s\\n' '{r7}' '{r8}' '{forged}';; 8) printf '%s\\n' '{r8}' '{forged}';; esac"));
+        let got = lfs.changelog("fs0-MDT0000", 0, None, 100).unwrap();
+        assert_eq!(got.text, format!("{r7}\n{r8}\\x0a{forged}\n"));
+        assert_eq!((got.text.lines().count(), got.more), (2, false));
     }
 
     #[test]

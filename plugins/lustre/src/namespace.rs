@@ -62,9 +62,10 @@ impl Namespace {
                 Some(i) => &data[..=i],
                 None => &data[..0],
             };
-            // Names as the monitor reads them: bytes that are not UTF-8 escaped.
+            // One record a line, names escaped as the monitor reads them.
             for line in complete.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                if let Ok(r) = ChangelogRecord::parse(&icicle_core::name::escape(line)) {
+                let Ok(text) = std::str::from_utf8(line) else { continue };
+                if let Ok(r) = ChangelogRecord::parse(text) {
                     ns.apply(&r);
                 }
             }

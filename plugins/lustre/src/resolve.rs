@@ -223,7 +223,7 @@ impl LfsResolver<'_> {
                         self.lookahead.add_leavings(&t.text);
                         let last = crate::changelog::lines(t.text.trim_end()).last().and_then(crate::changelog::leading_index);
                         match last {
-                            Some(l) if t.lines == chunk && l >= start => start = l + 1,
+                            Some(l) if t.more && l >= start => start = l + 1,
                             _ => break,
                         }
                     }
@@ -278,7 +278,7 @@ impl LfsResolver<'_> {
             };
             let last = crate::changelog::lines(got.text.trim_end()).last().and_then(crate::changelog::leading_index);
             self.lookahead.push_text(&got.text, last);
-            if got.lines < chunk || last.is_none_or(|l| l < start) {
+            if !got.more || last.is_none_or(|l| l < start) {
                 break;
             }
         }

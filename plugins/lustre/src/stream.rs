@@ -66,14 +66,14 @@ impl ChangelogStream {
         if let Some(e) = self.expect.filter(|e| i > *e) {
             self.on_gap(e, i - 1, counts)?;
         }
-        self.expect = Some(self.expect.map_or(i + 1, |e| e.max(i + 1)));
+        self.expect = Some(self.expect.map_or(i.saturating_add(1), |e| e.max(i.saturating_add(1))));
         Ok(())
     }
 
     /// Record `i` is read: what may be acknowledged and what is asked for next move past it.
     fn cover(&mut self, i: u64) {
         self.covered = Some(self.covered.map_or(i, |c| c.max(i)));
-        self.next = self.next.max(i + 1);
+        self.next = self.next.max(i.saturating_add(1));
     }
 
     /// Records `first..=last` were purged before they were read.
@@ -118,8 +118,8 @@ impl ChangelogStream {
     }
 
     /// Parse one range's text into `out`; returns how many lines were new (a parsed record,
-    /// or a line kept for the first time: an unparsable record is read again until a later
-    /// one moves past it).
+    /// or a line kept for the first time: after a restart an unparsable record not yet
+    /// acknowledged is read again and kept once).
     fn take_lines(
         &mut self,
         text: &str,
@@ -149,8 +149,8 @@ impl ChangelogStream {
             let last = out.len() - 1;
             match ChangelogRecord::parse_into(line, &mut out[last]) {
                 Ok(()) => {
-                    // Only a parsed record moves what is read next and what may be
-                    // acknowledged; an unparsable one is acknowledged with a later one.
+                    // Only a parsed record moves what may be acknowledged; an unparsable
+                    // one is acknowledged with a later one.
                     got += 1;
                     self.advance_expected(i, counts)?;
                     self.cover(i);
@@ -169,10 +169,12 @@ impl ChangelogStream {
                 }
                 Err(e) => {
                     out.pop();
-                    // The record in sequence is not a gap; one further ahead moves nothing.
+                    // The record in sequence is not a gap; one further ahead moves nothing. It is
+                    // not read again, but acknowledged only with a later one.
                     if self.expect == Some(i) {
-                        self.expect = Some(i + 1);
+                        self.expect = Some(i.saturating_add(1));
                     }
+                    self.next = self.next.max(i.saturating_add(1));
                     if self.dead_letter(&i.to_string(), line, &e, counts)? {
                         got += 1;
                         counts.rejects += 1;

@@ -278,32 +278,12 @@ impl Layout {
         }
     }
 
-    /// The path a row names, when its path field can be found (for the scope of a reject; bad
-    /// UTF-8 replaced).
+    /// The path a row names, when its fields split as a row's do (for the scope of a
+    /// reject; escaped, [`icicle_core::name`]).
     pub fn path_of(&self, line: &[u8]) -> Option<String> {
         let mut s = Scratch::default();
-        let field = if self.path_last {
-            let pos = self.path_start(line)?;
-            if self.quoted {
-                unquote(line, pos, line.len(), &mut s.bytes).ok()?
-            } else {
-                Field::Line(pos, line.len())
-            }
-        } else {
-            if self.quoted {
-                split_quoted(line, self.delim, &mut s.fields, &mut s.bytes).ok()?;
-            } else {
-                let mut pos = 0;
-                for part in line.split(|&b| b == self.delim) {
-                    s.fields.push(Field::Line(pos, pos + part.len()));
-                    pos += part.len() + 1;
-                }
-            }
-            if s.fields.len() != self.nfields && !(self.is_pwalk() && Self::pwalk_columns(s.fields.len()).is_some()) {
-                return None;
-            }
-            s.fields[self.cols.path]
-        };
+        let cols = self.split_fields(line, &mut s.fields, &mut s.bytes).ok()?;
+        let field = *s.fields.get(cols.as_ref().unwrap_or(&self.cols).path)?;
         let raw = icicle_core::name::escape(field.get(line, &s.bytes));
         crate::fields::rewrite_prefix(&raw, &self.strip_prefix, &self.path_prefix, &mut s.path);
         Some(s.path)

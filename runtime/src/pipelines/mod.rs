@@ -62,7 +62,7 @@ pub fn parent_depth(path: &str) -> usize {
     parent_components(path).count()
 }
 
-/// crc32 of the record's Icicle 9-column CSV line, modulo 64.
+/// crc32 of the record's Icicle 9-column CSV line (as written), modulo 64.
 pub fn shard_of(rec: &FileRecord<'_>) -> usize {
     thread_local! {
         static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -83,12 +83,19 @@ pub fn shard_of(rec: &FileRecord<'_>) -> usize {
             line.extend_from_slice(b.format(v).as_bytes());
         }
         line.push(b',');
-        if rec.path.contains(',') || rec.path.contains('"') {
+        // The path as the CSV holds it: its bytes, not their escaped text.
+        let path = icicle_core::name::unescape(rec.path);
+        if path.iter().any(|&c| c == b',' || c == b'"') {
             line.push(b'"');
-            line.extend_from_slice(rec.path.replace('"', "\"\"").as_bytes());
+            for &c in path.iter() {
+                if c == b'"' {
+                    line.push(b'"');
+                }
+                line.push(c);
+            }
             line.push(b'"');
         } else {
-            line.extend_from_slice(rec.path.as_bytes());
+            line.extend_from_slice(&path);
         }
         (crc32fast::hash(&line) as usize) % SHARDS
     })

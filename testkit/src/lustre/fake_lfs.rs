@@ -10,7 +10,8 @@
 //! - `changelog MDT START [END]` prints the retained records from START on and stops at the
 //!   first record past END (`if (endrec && rec->cr_index > endrec) break;`), so a range below
 //!   the retained start prints nothing;
-//! - lines are printed as bytes: a name that is not UTF-8 reaches the reader as it is;
+//! - records are printed as bytes: a name that is not UTF-8, or holds a newline, reaches the
+//!   reader as it is (the journal holds one record a line, names escaped);
 //! - `fid2path` prints one line per hard link, relative to the root without a leading slash
 //!   when given an fsname, `<mount>/<path>` when given the mount.
 
@@ -55,6 +56,15 @@ fn complete_lines(journal: &Path) -> Vec<u8> {
     data
 }
 
+/// A journal line (one record, names escaped) as lfs prints it: the names' bytes, newlines
+/// included. A line that is not UTF-8 (a test's poison) is printed as it is.
+fn record_bytes(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match std::str::from_utf8(line) {
+        Ok(text) => icicle_core::name::unescape(text),
+        Err(_) => line.into(),
+    }
+}
+
 fn leading_index(line: &[u8]) -> Option<u64> {
     let n = line.iter().position(|&b| b == b' ')?;
     std::str::from_utf8(&line[..n]).ok()?.parse().ok()
@@ -69,7 +79,7 @@ fn changelog(journal: &Path, rest: &[&OsStr]) -> (i32, Vec<u8>, String) {
     let first_kept = cleared.max(purged_upto(journal)) + 1;
     let data = complete_lines(journal);
     let mut out = Vec::new();
-    for line in data.split_inclusive(|&b| b == b'\n') {
+    for line in data.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let Some(idx) = leading_index(line) else { continue };
         if idx < first_kept || idx < start {
             continue;
@@ -77,7 +87,8 @@ fn changelog(journal: &Path, rest: &[&OsStr]) -> (i32, Vec<u8>, String) {
         if end.is_some_and(|e| idx > e) {
             break;
         }
-        out.extend_from_slice(line);
+        out.extend_from_slice(&record_bytes(line));
+        out.push(b'\n');
     }
     (0, out, String::new())
 }

@@ -40,16 +40,11 @@ impl Scope {
 }
 
 /// Whether only the last name of `path` (escaped, [`crate::name`]) can be bad: its directory
-/// is well formed, and the name is not empty, at most 255 bytes and without NUL (a torn block
-/// of zeros that joined two rows is none).
+/// is well formed, and the name is not empty and at most 255 bytes.
 pub fn placeable(path: &str) -> bool {
     let Some(i) = path.rfind('/') else { return false };
     let (dir, name) = (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..]);
-    path.starts_with('/')
-        && !name.is_empty()
-        && crate::name::byte_len(name) <= 255
-        && !crate::name::unescape(name).contains(&0)
-        && crate::record::check_path(dir).is_ok()
+    path.starts_with('/') && !name.is_empty() && crate::name::byte_len(name) <= 255 && crate::record::check_path(dir).is_ok()
 }
 
 impl fmt::Display for Scope {

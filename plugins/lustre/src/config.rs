@@ -41,7 +41,7 @@ pub struct LustreConfig {
     /// How often an idle changelog is polled.
     #[serde(default = "default_poll")]
     pub poll_interval_secs: f64,
-    /// Records requested per `lfs changelog` call.
+    /// Lines read per `lfs changelog` call (then the rest of the record they end in).
     #[serde(default = "default_read")]
     pub read_size: u64,
     /// Directory-tree entries kept (0 = unbounded); evicted entries are resolved again.

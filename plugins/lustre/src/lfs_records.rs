@@ -6,14 +6,18 @@
 //! shaped like a record of its own (`\n9999999 01CREAT ...`). Only the indexes tell records
 //! apart: `lfs` prints them strictly increasing, and the first line it prints starts a record.
 //!
-//! A line shaped like a record starts one when its index is past the last start's. A line
-//! whose index is not (it cannot be a real record after those starts) is part of a name,
+//! A line that starts with an index and a space starts a record when its index is past the
+//! last start's. A line whose index is not (it cannot be a real record after those starts),
+//! and a line without an index, is part of a name,
 //! unless it is the real next record and the starts it undercuts were forged inside the
 //! record before: then it is within one record's length of that record, and asking `lfs`
 //! for the record at its index (`lfs changelog MDT J`, one line) settles it. The same check
 //! settles the line a read stops at (past its count or its end) and, at the end of the
 //! output, the last start. What stays undecidable is a forged line whose index falls in a
 //! real gap between two records' indexes, followed by the real record after the gap.
+//!
+//! A line that would continue a record whose text holds no name yet (no `p=[FID] `) is no
+//! part of a name: it is passed on alone, and the parser rejects it (a dead letter).
 
 /// The longest output line a real record can print, with margin: names take at most
 /// `2 * NAME_MAX + 2` bytes (`CR_MAXSIZE`, `lustre/include/uapi/linux/lustre/lustre_user.h`)
@@ -36,6 +40,8 @@ struct Start {
     index: u64,
     /// Whether `lfs` printed a record with this index and first line on its own.
     verified: bool,
+    /// A line that is no record and no part of a name (its index is the start's before it).
+    junk: bool,
 }
 
 /// What [`Splitter::push`] did with a line.
@@ -65,41 +71,41 @@ impl Splitter {
     /// `line` first.
     pub fn push(&mut self, line: &[u8], stop: impl Fn(u64) -> bool, verify: &mut Verify<'_>) -> Result<Taken, String> {
         let Some(j) = record_index(line) else {
-            self.append(line, None);
+            self.append(line, Unit::Continuation);
             return Ok(Taken::Line);
         };
         let Some(last) = self.starts.last() else {
             if stop(j) {
                 return Ok(Taken::Next);
             }
-            self.append(line, Some((j, true)));
+            self.append(line, Unit::Start(j, true));
             return Ok(Taken::Line);
         };
         if j > last.index {
             if !stop(j) {
-                self.append(line, Some((j, false)));
+                self.append(line, Unit::Start(j, false));
                 return Ok(Taken::Line);
             }
             if verify(j, line)? {
                 return Ok(Taken::Next);
             }
-            self.append(line, None);
+            self.append(line, Unit::Continuation);
             return Ok(Taken::Line);
         }
         // Not past the last start: part of a name, or the real next record after starts
         // forged inside the record before them.
         let p = self.starts.partition_point(|s| s.index < j);
-        let undercut_verified = self.starts[p..].iter().any(|s| s.verified);
+        let undercut_verified = self.starts[p..].iter().any(|s| s.verified && !s.junk);
         let from_record = if p == 0 { usize::MAX } else { self.buf.len() - self.starts[p - 1].at };
         if undercut_verified || from_record > MAX_RECORD_BYTES || !verify(j, line)? {
-            self.append(line, None);
+            self.append(line, Unit::Continuation);
             return Ok(Taken::Line);
         }
         self.starts.truncate(p);
         if stop(j) {
             return Ok(Taken::Next);
         }
-        self.append(line, Some((j, true)));
+        self.append(line, Unit::Start(j, true));
         Ok(Taken::Line)
     }
 
@@ -108,7 +114,7 @@ impl Splitter {
     pub fn finish(&mut self, verify: &mut Verify<'_>) -> Result<(), String> {
         while self.starts.len() >= 2 {
             let last = self.starts.len() - 1;
-            if self.starts[last].verified {
+            if self.starts[last].verified || self.starts[last].junk {
                 break;
             }
             let (at, index) = (self.starts[last].at, self.starts[last].index);
@@ -152,17 +158,42 @@ impl Splitter {
         (out, n)
     }
 
-    fn append(&mut self, line: &[u8], start: Option<(u64, bool)>) {
+    fn append(&mut self, line: &[u8], unit: Unit) {
         let at = self.buf.len();
+        let unit = match (unit, self.starts.last()) {
+            (Unit::Continuation, None) => {
+                self.loose.push(at..at + line.len() + 1);
+                Unit::Continuation
+            }
+            (Unit::Continuation, Some(last)) if !holds_a_name(&self.buf[last.at..]) => Unit::Junk(last.index),
+            (u, _) => u,
+        };
+        match unit {
+            Unit::Start(index, verified) => self.starts.push(Start { at, index, verified, junk: false }),
+            Unit::Junk(index) => self.starts.push(Start { at, index, verified: false, junk: true }),
+            Unit::Continuation => {}
+        }
         self.buf.extend_from_slice(line);
         self.buf.push(b'\n');
         self.lines += 1;
-        match start {
-            Some((index, verified)) => self.starts.push(Start { at, index, verified }),
-            None if self.starts.is_empty() => self.loose.push(at..self.buf.len()),
-            None => {}
-        }
     }
+}
+
+/// What a line taken is.
+enum Unit {
+    /// A record's first line: its index, and whether `lfs` printed it on its own.
+    Start(u64, bool),
+    /// Part of the last record's names.
+    Continuation,
+    /// Neither (the index of the record before it).
+    Junk(u64),
+}
+
+/// Whether a record's text so far has a name under way: a parent FID and the space before a
+/// name (`p=[FID] `, `lfs_changelog()`; a rename's second name follows `sp=[FID] `).
+fn holds_a_name(record: &[u8]) -> bool {
+    let Some(p) = memchr::memmem::find(record, b" p=[") else { return false };
+    memchr::memmem::find(&record[p..], b"] ").is_some()
 }
 
 /// A read's records and how it ended.
@@ -208,15 +239,12 @@ pub(crate) fn read_records(
     }
 }
 
-/// The index of a line shaped like a record's start: `INDEX NNTYPE` (`"%llu %02d%-5s"` in
-/// `lfs_changelog()`).
+/// The index a line starts with, as a record's does (`"%llu "` in `lfs_changelog()`): a
+/// candidate record, whatever follows (the parser judges the rest).
 pub(crate) fn record_index(line: &[u8]) -> Option<u64> {
     let sp = line.iter().position(|&b| b == b' ')?;
-    let (digits, rest) = (&line[..sp], &line[sp + 1..]);
+    let digits = &line[..sp];
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    if rest.len() < 3 || !rest[..2].iter().all(u8::is_ascii_digit) || !rest[2].is_ascii_uppercase() {
         return None;
     }
     std::str::from_utf8(digits).ok()?.parse().ok()

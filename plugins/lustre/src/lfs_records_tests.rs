@@ -119,6 +119,16 @@ fn a_read_stops_at_its_count_after_the_record_it_is_in() {
 }
 
 #[test]
+fn a_line_that_cannot_be_part_of_a_name_is_passed_on_alone() {
+    // A CLOSE prints no name: what follows it is no name's, so it is passed to the parser.
+    let close = b"8 11CLOSE 02:10:01.749034600 2026.03.16 0x242 t=[0x200000401:0x8:0x0] ef=0xf u=0:0 nid=0@lo".to_vec();
+    let log: Changelog = vec![(7, record(7, b"a\nb")), (8, close.clone()), (0, b"garbage".to_vec()), (9, record(9, b"c"))];
+    let (got, _, _) = read(&log, 0, None, 100);
+    let esc = |r: &[u8]| icicle_core::name::escape(r).into_owned();
+    assert_eq!(got, vec![esc(&record(7, b"a\nb")), esc(&close), "garbage".to_string(), esc(&record(9, b"c"))]);
+}
+
+#[test]
 fn a_line_that_is_no_record_before_the_first_is_passed_on_alone() {
     let log: Changelog = vec![(0, b"garbage".to_vec()), (7, record(7, b"a"))];
     let (got, _, _) = read(&log, 0, None, 100);

@@ -15,7 +15,9 @@ use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
-use crate::lfs_records::{read_records, Records};
+use std::os::unix::process::CommandExt;
+
+use crate::lfs_records::{read_records, Checks, Records, CHECKS_PER_READ};
 
 /// `lfs` subprocess calls.
 pub struct Lfs {
@@ -24,12 +26,13 @@ pub struct Lfs {
 }
 
 /// One changelog read: one record per line (names escaped, [`icicle_core::name`], so a
-/// newline in a name reads `\x0a`), and whether the read stopped at its count (the changelog
-/// may go on).
+/// newline in a name reads `\x0a`), whether the read stopped early (the changelog may go on),
+/// and lines that are no record's (escaped; `lfs` prints none).
 #[derive(Debug, Default)]
 pub struct ChangelogText {
     pub text: String,
     pub more: bool,
+    pub rejected: Vec<String>,
 }
 
 impl Lfs {
@@ -38,6 +41,8 @@ impl Lfs {
         let mut child = Command::new(prog)
             .args(pre)
             .args(args)
+            // Its own process group, so a kill reaches `lfs` behind `sudo` too.
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -75,14 +80,15 @@ impl Lfs {
         let (mut child, errors) = self.spawn(&["changelog", mdt, &start_text])?;
         let stdout = child.stdout.take().ok_or("lfs changelog: no standard output")?;
         let mut reader = BufReader::with_capacity(1 << 16, stdout);
-        let mut verify = |j: u64, line: &[u8]| -> Result<bool, String> { Ok(self.first_line(mdt, j)?.as_deref() == Some(line)) };
+        let mut checks = Checks::new(CHECKS_PER_READ);
+        let mut verify = |j: u64, line: &[u8]| checks.check(j, line, &mut |from| self.first_line(mdt, from));
         let mut next_line = |buf: &mut Vec<u8>| reader.read_until(b'\n', buf);
         let outcome = read_records(&mut next_line, end, max, &mut verify);
         drop(reader);
         let eof = outcome.as_ref().is_ok_and(|r| r.eof);
         if !eof {
             // What is left is not wanted: lfs ends on the closed pipe or the signal.
-            let _ = child.kill();
+            kill_group(&mut child);
         }
         let status = child.wait().map_err(|e| format!("waiting for lfs changelog {mdt}: {e}"));
         let err = String::from_utf8_lossy(&errors.join().unwrap_or_default()).trim().to_string();
@@ -92,10 +98,10 @@ impl Lfs {
             if !status.success() {
                 return Err(format!("lfs changelog {mdt} {start}: {err} ({status})"));
             }
-            split.finish(&mut verify)?;
+            split.finish(&mut verify).map_err(|e| format!("checking lfs changelog {mdt}: {e}"))?;
         }
-        let (text, _) = split.into_text();
-        Ok(ChangelogText { text, more })
+        let (text, rejected) = split.into_text();
+        Ok(ChangelogText { text, more, rejected })
     }
 
     /// The first line `lfs changelog MDT INDEX` prints, if any.
@@ -107,7 +113,7 @@ impl Lfs {
         let mut line = Vec::new();
         let read = reader.read_until(b'\n', &mut line);
         drop(reader);
-        let _ = child.kill();
+        kill_group(&mut child);
         let status = child.wait().map_err(|e| format!("waiting for lfs changelog {mdt} {index}: {e}"))?;
         let err = String::from_utf8_lossy(&errors.join().unwrap_or_default()).trim().to_string();
         match read {
@@ -130,6 +136,17 @@ impl Lfs {
         }
         Ok(())
     }
+}
+
+/// Kill a child spawned in its own process group, and everything in that group.
+fn kill_group(child: &mut std::process::Child) {
+    if let Ok(pgid) = i32::try_from(child.id()) {
+        // SAFETY: killpg only sends a signal; the group is the child's own (`process_group(0)`).
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
 }
 
 #[cfg(test)]

@@ -25,8 +25,17 @@ fn output(log: &Changelog, start: u64) -> Vec<u8> {
     out
 }
 
-/// One read, as [`crate::lfs::Lfs::changelog`] makes it; also counts the checks with `lfs`.
-fn read(log: &Changelog, start: u64, end: Option<u64>, max: u64) -> (Vec<String>, bool, u64) {
+/// What one read gave.
+struct Read {
+    records: Vec<String>,
+    loose: Vec<String>,
+    more: bool,
+    /// Questions asked of `lfs`.
+    asked: u32,
+}
+
+/// One read, as [`crate::lfs::Lfs::changelog`] makes it, with at most `budget` checks.
+fn read_with(log: &Changelog, start: u64, end: Option<u64>, max: u64, budget: u32) -> Read {
     let out = output(log, start);
     let mut at = 0;
     let mut next_line = |buf: &mut Vec<u8>| -> std::io::Result<usize> {
@@ -36,32 +45,37 @@ fn read(log: &Changelog, start: u64, end: Option<u64>, max: u64) -> (Vec<String>
         at += n;
         Ok(n)
     };
-    let mut checks = 0;
-    let mut verify = |j: u64, line: &[u8]| -> Result<bool, String> {
-        checks += 1;
-        let first = log.iter().find(|(i, _)| *i >= j).map(|(_, r)| r.split(|&b| b == b'\n').next().unwrap_or_default());
-        Ok(first == Some(line))
+    let mut asked = 0;
+    let mut first_line = |from: u64| -> Result<Option<Vec<u8>>, String> {
+        asked += 1;
+        Ok(log.iter().find(|(i, _)| *i >= from).map(|(_, r)| r.split(|&b| b == b'\n').next().unwrap_or_default().to_vec()))
     };
+    let mut checks = Checks::new(budget);
+    let mut verify = |j: u64, line: &[u8]| checks.check(j, line, &mut first_line);
     let got = read_records(&mut next_line, end, max, &mut verify).unwrap();
-    let mut split = got.split;
+    let (mut split, more) = (got.split, got.more);
     if got.eof {
         split.finish(&mut verify).unwrap();
     }
-    let (text, n) = split.into_text();
-    let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    assert_eq!(lines.len() as u64, n);
-    (lines, got.more, checks)
+    let (text, loose) = split.into_text();
+    Read { records: text.lines().map(str::to_string).collect(), loose, more, asked }
+}
+
+/// [`read_with`] with the real budget.
+fn read(log: &Changelog, start: u64, end: Option<u64>, max: u64) -> (Vec<String>, bool, u32) {
+    let r = read_with(log, start, end, max, CHECKS_PER_READ);
+    (r.records, r.more, r.asked)
 }
 
 fn escaped(log: &Changelog, range: std::ops::RangeInclusive<u64>) -> Vec<String> {
     log.iter().filter(|(i, _)| range.contains(i)).map(|(_, r)| icicle_core::name::escape(r).into_owned()).collect()
 }
 
-/// Read from `start` on as the stream does, `max` lines a read.
-fn read_all(log: &Changelog, start: u64, end: Option<u64>, max: u64) -> Vec<String> {
+/// Read from `start` on as the stream does, `max` lines and `budget` checks a read.
+fn read_all(log: &Changelog, start: u64, end: Option<u64>, max: u64, budget: u32) -> Vec<String> {
     let (mut next, mut all) = (start, Vec::new());
     for _ in 0..10_000 {
-        let (got, more, _) = read(log, next, end, max);
+        let Read { records: got, more, .. } = read_with(log, next, end, max, budget);
         if let Some(last) = got.last().and_then(|l| record_index(l.as_bytes())) {
             next = last + 1;
         }
@@ -119,20 +133,52 @@ fn a_read_stops_at_its_count_after_the_record_it_is_in() {
 }
 
 #[test]
-fn a_line_that_cannot_be_part_of_a_name_is_passed_on_alone() {
-    // A CLOSE prints no name: what follows it is no name's, so it is passed to the parser.
-    let close = b"8 11CLOSE 02:10:01.749034600 2026.03.16 0x242 t=[0x200000401:0x8:0x0] ef=0xf u=0:0 nid=0@lo".to_vec();
-    let log: Changelog = vec![(7, record(7, b"a\nb")), (8, close.clone()), (0, b"garbage".to_vec()), (9, record(9, b"c"))];
-    let (got, _, _) = read(&log, 0, None, 100);
-    let esc = |r: &[u8]| icicle_core::name::escape(r).into_owned();
-    assert_eq!(got, vec![esc(&record(7, b"a\nb")), esc(&close), "garbage".to_string(), esc(&record(9, b"c"))]);
+fn a_newline_in_a_jobid_keeps_the_record_whole() {
+    // A process named `a` newline `b` (prctl allows it): its jobid `%e.%u` spans two lines.
+    let r8 = b"8 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x8:0x0] j=a\nb.0 ef=0xf u=0:0 nid=0@lo p=[0x200000007:0x1:0x0] f".to_vec();
+    let log: Changelog = vec![(7, record(7, b"a")), (8, r8), (9, record(9, b"c"))];
+    assert_eq!(read(&log, 0, None, 100).0, escaped(&log, 0..=u64::MAX));
 }
 
 #[test]
-fn a_line_that_is_no_record_before_the_first_is_passed_on_alone() {
-    let log: Changelog = vec![(0, b"garbage".to_vec()), (7, record(7, b"a"))];
-    let (got, _, _) = read(&log, 0, None, 100);
-    assert_eq!(got, vec!["garbage".to_string(), icicle_core::name::escape(&record(7, b"a")).into_owned()]);
+fn a_forged_record_before_more_lines_at_the_end_is_still_checked() {
+    // `x`, newline, a line with a huge index that is no record, newline, `y`.
+    let name = b"x\n18446744073709551614 x\ny";
+    let log: Changelog = vec![(7, record(7, b"a")), (8, record(8, name))];
+    assert_eq!(read(&log, 0, None, 100).0, escaped(&log, 0..=u64::MAX));
+    let name = b"x\n9 x\ny";
+    let log: Changelog = vec![(7, record(7, b"a")), (8, record(8, name))];
+    assert_eq!(read(&log, 0, None, 100).0, escaped(&log, 0..=u64::MAX), "record 9 is no record yet");
+}
+
+#[test]
+fn lines_before_the_first_record_are_apart_from_the_records() {
+    let log: Changelog = vec![(0, b" +12 garbage".to_vec()), (7, record(7, b"a"))];
+    let r = read_with(&log, 0, None, 100, CHECKS_PER_READ);
+    assert_eq!((r.records, r.loose), (escaped(&log, 7..=7), vec![" +12 garbage".to_string()]));
+}
+
+#[test]
+fn checks_are_cached_and_bounded_and_a_read_past_its_bound_stops_at_the_next_record() {
+    // Record 8 names 40 lines that each claim to be record 8: one question answers all.
+    let mut name = b"x".to_vec();
+    for _ in 0..40 {
+        name.extend_from_slice(format!("\n{}", forged(8)).as_bytes());
+    }
+    let log: Changelog = vec![(7, record(7, b"a")), (8, record(8, &name)), (9, record(9, b"b"))];
+    let r = read_with(&log, 0, None, 100, CHECKS_PER_READ);
+    assert_eq!(r.records, escaped(&log, 0..=u64::MAX));
+    assert!(r.asked <= 2, "{} questions", r.asked);
+    // Records each naming lines with other indexes run a read out of checks: it ends early,
+    // and reading on gives every record exactly.
+    let mut log: Changelog = (100..140).map(|i| (i, record(i, b"f"))).collect();
+    for i in (101..140).step_by(2) {
+        let name = format!("x\n{}\n{}", forged(i - 1), forged(i - 2));
+        log[(i - 100) as usize] = (i, record(i, name.as_bytes()));
+    }
+    let r = read_with(&log, 0, None, 1000, 4);
+    assert!(r.more && !r.records.is_empty() && r.records.len() < log.len(), "{} records, more {}", r.records.len(), r.more);
+    assert_eq!(read_all(&log, 0, None, 1000, 4), escaped(&log, 0..=u64::MAX));
 }
 
 /// Random changelogs whose names forge records anywhere but in a real gap right after their
@@ -175,9 +221,14 @@ fn random_changelogs_with_forged_names_read_back_exactly() {
         }
         let max = 1 + rng.below(12);
         let start = indexes[0].saturating_sub(rng.below(3));
-        assert_eq!(read_all(&log, start, None, max), escaped(&log, 0..=u64::MAX), "seed {seed}: whole changelog, {max} lines a read");
+        let budget = [1, 3, CHECKS_PER_READ][rng.below(3) as usize];
+        assert_eq!(
+            read_all(&log, start, None, max, budget),
+            escaped(&log, 0..=u64::MAX),
+            "seed {seed}: whole changelog, {max} lines and {budget} checks a read"
+        );
         let (lo, hi) = (indexes[rng.below(indexes.len() as u64) as usize], indexes[rng.below(indexes.len() as u64) as usize]);
         let (lo, hi) = (lo.min(hi), lo.max(hi));
-        assert_eq!(read_all(&log, lo, Some(hi), max), escaped(&log, lo..=hi), "seed {seed}: {lo}..={hi}, {max} lines a read");
+        assert_eq!(read_all(&log, lo, Some(hi), max, budget), escaped(&log, lo..=hi), "seed {seed}: {lo}..={hi}, {max} lines and {budget} checks a read");
     }
 }

@@ -79,8 +79,8 @@ impl ChangelogStream {
     /// Records `first..=last` were purged before they were read.
     fn on_gap(&self, first: u64, last: u64, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
         let cfg = &self.cfg;
-        let n = last - first + 1;
-        counts.lost_records += n;
+        let n = (last - first).saturating_add(1);
+        counts.lost_records = counts.lost_records.saturating_add(n);
         if counts.lost_ranges.len() < crate::config::LOST_RANGES_KEPT {
             counts.lost_ranges.push([first, last]);
         }
@@ -207,7 +207,11 @@ impl ChangeStream for ChangelogStream {
         let got = {
             let counts = self.counts.clone();
             let mut counts = counts.lock().map_err(|_| internal("the monitor's counters are poisoned"))?;
-            self.take_lines(&got.text, next..=u64::MAX, out, &mut counts)?
+            let mut new = self.take_lines(&got.text, next..=u64::MAX, out, &mut counts)?;
+            for line in &got.rejected {
+                new += u64::from(self.dead_letter("-", line, "no changelog record: a line before the first record lfs printed", &mut counts)?);
+            }
+            new
         };
         if let Some(c) = self.covered {
             let labels = [("component", self.name.as_str()), ("mdt", mdt.as_str())];

@@ -22,11 +22,11 @@ pub fn check_path(path: &str) -> Result<(), String> {
     if !path.starts_with('/') {
         return Err(format!("path {path:?} is not absolute"));
     }
-    if memchr::memchr(b'\\', path.as_bytes()).is_some() && holds_nul(path) {
-        return Err(format!("path {path:?} has a NUL byte (no file name can)"));
-    }
     if surely_clean(path.as_bytes()) {
         return Ok(());
+    }
+    if memchr::memchr(b'\\', path.as_bytes()).is_some() && holds_nul(path) {
+        return Err(format!("path {path:?} has a NUL byte (no file name can)"));
     }
     if let Some((i, c)) = path.char_indices().find(|&(_, c)| c.is_control() && c != '\t') {
         return Err(format!("path {:?} has a control character (U+{:04X} at byte {i})", path, c as u32));
@@ -61,9 +61,10 @@ fn bytes_equal(x: u64, b: u8) -> u64 {
 }
 
 /// Whether an absolute path certainly passes [`check_path`], eight bytes at a time: no byte
-/// below 0x20, no DEL, no 0xC2 (the lead byte of every C1 character), no `/` followed by `/`
-/// or `.`, no trailing `/`, and short enough that no name can be too long. `false` means
-/// only "look closer" (dot files, tabs and non-ASCII names get the exact check).
+/// below 0x20, no DEL, no 0xC2 (the lead byte of every C1 character), no backslash (an
+/// escaped byte may be NUL), no `/` followed by `/` or `.`, no trailing `/`, and short enough
+/// that no name can be too long. `false` means only "look closer" (dot files, tabs, escapes
+/// and non-ASCII names get the exact check).
 fn surely_clean(b: &[u8]) -> bool {
     const LO: u64 = 0x0101_0101_0101_0101;
     let n = b.len();
@@ -81,7 +82,7 @@ fn surely_clean(b: &[u8]) -> bool {
         let (w, next) = (word(i), word(i + 1));
         let below_space = w.wrapping_sub(LO * 0x20) & !w & 0x8080_8080_8080_8080;
         let slash_then = bytes_equal(w, b'/') & (bytes_equal(next, b'/') | bytes_equal(next, b'.'));
-        flags |= below_space | bytes_equal(w, 0x7f) | bytes_equal(w, 0xc2) | slash_then;
+        flags |= below_space | bytes_equal(w, 0x7f) | bytes_equal(w, 0xc2) | bytes_equal(w, b'\\') | slash_then;
         i += 8;
     }
     if flags != 0 {
@@ -89,7 +90,7 @@ fn surely_clean(b: &[u8]) -> bool {
     }
     while i < n {
         let c = b[i];
-        if c < 0x20 || c == 0x7f || c == 0xc2 || (c == b'/' && matches!(b.get(i + 1), Some(b'/' | b'.'))) {
+        if c < 0x20 || c == 0x7f || c == 0xc2 || c == b'\\' || (c == b'/' && matches!(b.get(i + 1), Some(b'/' | b'.'))) {
             return false;
         }
         i += 1;

@@ -291,6 +291,34 @@ pub(crate) fn read_records(
     }
 }
 
+/// `output` read as one `lfs changelog` read would read it, `lfs changelog MDT J` answered
+/// from `output` itself (its first line from the first line whose index is at least J): the
+/// records and the lines before them (each escaped), and whether the read stopped early. For
+/// the fuzz harness.
+pub fn split_output(output: &[u8], end: Option<u64>, max: u64) -> Result<(Vec<String>, Vec<String>, bool), String> {
+    let mut at = 0;
+    let mut next_line = |buf: &mut Vec<u8>| -> std::io::Result<usize> {
+        let rest = &output[at..];
+        let n = memchr::memchr(b'\n', rest).map_or(rest.len(), |p| p + 1);
+        buf.extend_from_slice(&rest[..n]);
+        at += n;
+        Ok(n)
+    };
+    let mut first_line = |from: u64| -> Result<Option<Vec<u8>>, String> {
+        let line = output.split(|&b| b == b'\n').find(|l| record_index(l).is_some_and(|i| i >= from));
+        Ok(line.map(<[u8]>::to_vec))
+    };
+    let mut checks = Checks::new(CHECKS_PER_READ);
+    let mut verify = |j: u64, line: &[u8]| checks.check(j, line, &mut first_line);
+    let got = read_records(&mut next_line, end, max, &mut verify)?;
+    let mut split = got.split;
+    if got.eof {
+        split.finish(&mut verify)?;
+    }
+    let (text, loose) = split.into_text();
+    Ok((text.lines().map(str::to_string).collect(), loose, got.more))
+}
+
 /// The index a line starts with, as a record's does (`"%llu "` in `lfs_changelog()`): a
 /// candidate record, whatever follows (the parser judges the rest).
 pub(crate) fn record_index(line: &[u8]) -> Option<u64> {

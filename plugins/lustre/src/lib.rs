@@ -6,7 +6,7 @@ pub mod changelog;
 mod config;
 mod leavings;
 mod lfs;
-mod lfs_records;
+pub mod lfs_records;
 pub mod lookahead;
 pub mod monitor;
 pub mod namespace;

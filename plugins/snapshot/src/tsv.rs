@@ -323,8 +323,9 @@ impl Layout {
         let raw_path = f(c.path);
         // Names as bytes: what is not UTF-8 (or a control character) is escaped, as every
         // source escapes it.
-        let path: &'p str = if icicle_core::name::is_plain(raw_path) && self.strip_prefix.is_empty() && self.path_prefix.is_empty() {
-            std::str::from_utf8(raw_path).map_err(|_| "path is not valid UTF-8".to_string())?
+        let plain = std::str::from_utf8(raw_path).ok().filter(|p| icicle_core::name::is_plain_str(p));
+        let path: &'p str = if let Some(p) = plain.filter(|_| self.strip_prefix.is_empty() && self.path_prefix.is_empty()) {
+            p
         } else {
             let text = icicle_core::name::escape(raw_path);
             crate::fields::rewrite_prefix(&text, &self.strip_prefix, &self.path_prefix, path);

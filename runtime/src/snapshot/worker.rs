@@ -181,11 +181,15 @@ impl RowSink for Worker {
 
     fn record_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
         // Paths are normalised once, here, for every source (a producer's trailing or
-        // repeated slashes).
-        if let std::borrow::Cow::Owned(path) = icicle_core::name::normalise(rec.path) {
-            return self.normalised_record(&FileRecord { path: &path, ..*rec }, acl);
+        // repeated slashes): only a path that fails the check can need it.
+        let checked = rec.check();
+        if checked.is_err() {
+            if let std::borrow::Cow::Owned(path) = icicle_core::name::normalise(rec.path) {
+                let rec = FileRecord { path: &path, ..*rec };
+                return self.normalised_record(&rec, acl, rec.check());
+            }
         }
-        self.normalised_record(rec, acl)
+        self.normalised_record(rec, acl, checked)
     }
 
     fn directory(&mut self, rec: &FileRecord<'_>) {
@@ -193,10 +197,14 @@ impl RowSink for Worker {
     }
 
     fn directory_with_acl(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
-        if let std::borrow::Cow::Owned(path) = icicle_core::name::normalise(rec.path) {
-            return self.normalised_directory(&FileRecord { path: &path, ..*rec }, acl);
+        let checked = rec.check();
+        if checked.is_err() {
+            if let std::borrow::Cow::Owned(path) = icicle_core::name::normalise(rec.path) {
+                let rec = FileRecord { path: &path, ..*rec };
+                return self.normalised_directory(&rec, acl, rec.check());
+            }
         }
-        self.normalised_directory(rec, acl)
+        self.normalised_directory(rec, acl, checked)
     }
 
     fn reject(&mut self, reject: Reject) {
@@ -220,10 +228,10 @@ impl RowSink for Worker {
 
 impl Worker {
     /// [`RowSink::record_with_acl`] of a normalised path.
-    fn normalised_record(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
+    fn normalised_record(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>, checked: Result<(), String>) {
         self.counts.rows += 1;
         self.counts.records += 1;
-        if let Err(e) = rec.check() {
+        if let Err(e) = checked {
             return self.reject_here(rec, e);
         }
         for p in &mut self.processors {
@@ -282,10 +290,10 @@ impl Worker {
     }
 
     /// [`RowSink::directory_with_acl`] of a normalised path.
-    fn normalised_directory(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>) {
+    fn normalised_directory(&mut self, rec: &FileRecord<'_>, acl: Option<Acl>, checked: Result<(), String>) {
         self.counts.rows += 1;
         self.counts.directories += 1;
-        if let Err(e) = rec.check() {
+        if let Err(e) = checked {
             self.counts.directories -= 1;
             self.counts.records += 1;
             return self.reject_here(rec, e);

@@ -231,6 +231,28 @@ pub fn lustre_changelog(data: &[u8]) {
         }
     }
     let _ = icicle_plugins_lustre::changelog::rename_lines(&text).count();
+    lfs_output(data);
+}
+
+/// `data` as `lfs changelog` output (names may hold newlines): records come out with strictly
+/// increasing indexes, and the lines before them and the records, unescaped, are exactly a
+/// prefix of the output's lines.
+fn lfs_output(data: &[u8]) {
+    let max = 1 + u64::from(data.first().copied().unwrap_or(0) % 16);
+    let (records, loose, _) = icicle_plugins_lustre::lfs_records::split_output(data, None, max).unwrap_or_else(|e| panic!("{e}"));
+    let indexes: Vec<u64> = records.iter().filter_map(|r| r.split(' ').next()?.parse().ok()).collect();
+    assert_eq!(indexes.len(), records.len(), "every record starts with an index: {records:?}");
+    assert!(indexes.windows(2).all(|w| w[0] < w[1]), "indexes increase: {indexes:?}");
+    let mut taken = Vec::new();
+    for r in loose.iter().chain(&records) {
+        taken.extend_from_slice(&icicle_core::name::unescape(r));
+        taken.push(b'\n');
+    }
+    let mut whole = data.to_vec();
+    if !whole.is_empty() && !whole.ends_with(b"\n") {
+        whole.push(b'\n');
+    }
+    assert!(whole.starts_with(&taken), "what was read is the output's start");
 }
 
 /// GPFS watch-folder JSON events: where both the structural parser and the slow (serde_json)

@@ -77,6 +77,15 @@ pub fn journal_indexes(journal: &Path) -> Vec<u64> {
     journal_lines(journal).iter().filter_map(|l| l.split(' ').next()?.parse().ok()).collect()
 }
 
+/// `icicle monitor --drain --json -c CFG`: its report, or why it failed.
+pub fn drain_report(cfg: &Path) -> Result<Value, String> {
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", &cfg.to_string_lossy()], &[]);
+    if code != 0 {
+        return Err(format!("monitor exited {code}: {err}"));
+    }
+    serde_json::from_str(&stdout).map_err(|e| format!("report: {e}: {stdout}"))
+}
+
 /// The JSON documents a file sink wrote to `dir` (ingests and deletes), in the order written.
 pub fn sent_documents(dir: &Path) -> Vec<Value> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();

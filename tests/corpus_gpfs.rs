@@ -75,11 +75,7 @@ fn run_case(case: &Case, n: usize) -> Result<(), String> {
             o = out.display()
         ),
     );
-    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
-    if code != 0 {
-        return Err(format!("monitor exited {code}: {err}"));
-    }
-    let report: Value = serde_json::from_str(&stdout).map_err(|e| format!("report: {e}: {stdout}"))?;
+    let report = drain_report(&cfg)?;
     let r = &report["fset1"];
     let mut updates: BTreeMap<String, Value> = BTreeMap::new();
     let mut deletes = std::collections::BTreeSet::new();

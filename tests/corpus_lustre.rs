@@ -79,11 +79,7 @@ fn run_case(case: &Case) -> Result<(), String> {
             o = out.display()
         ),
     );
-    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
-    if code != 0 {
-        return Err(format!("monitor exited {code}: {err}"));
-    }
-    let report: Value = serde_json::from_str(&stdout).map_err(|e| format!("report: {e}: {stdout}"))?;
+    let report = drain_report(&cfg)?;
     let r = &report["mdt0"];
     // What the monitor sent: upserts and deletes, by subject.
     let mut updates = BTreeSet::new();

@@ -295,7 +295,12 @@ fn assert_committed_is_delivered(
 ) {
     let text = std::fs::read_to_string(events).unwrap();
     let pending_events: Vec<Value> = text.lines().skip(committed).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
-    let pending: Vec<String> = pending_events.iter().filter_map(|v| v["path"].as_str().and_then(|p| p.strip_prefix("/gpfs/fs1")).map(str::to_string)).collect();
+    // Producers write a directory's path with a trailing slash: the index names it without.
+    let pending: Vec<String> = pending_events
+        .iter()
+        .filter_map(|v| v["path"].as_str().and_then(|p| p.strip_prefix("/gpfs/fs1")))
+        .map(|p| icicle_core::name::normalise(p).into_owned())
+        .collect();
     let inode = |v: &Value| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
     let pending_inodes: std::collections::HashSet<u64> = pending_events.iter().filter_map(|v| inode(&v["inode"])).collect();
     let named = |p: &str| {

@@ -80,15 +80,7 @@ impl GpfsJournal {
     }
 
     fn write(&mut self, kind: EventKind, path: &str, meta: Meta, cookie: u64, raw_event: Option<&str>) -> std::io::Result<()> {
-        let event = raw_event.unwrap_or(match kind {
-            EventKind::Created => "IN_CREATE",
-            EventKind::Removed => "IN_DELETE",
-            EventKind::MovedFrom => "IN_MOVED_FROM",
-            EventKind::MovedTo => "IN_MOVED_TO",
-            EventKind::Modified => "IN_MODIFY",
-            EventKind::DirAttrib => "IN_ATTRIB",
-            EventKind::Ignored => "IN_OPEN",
-        });
+        let event = raw_event.unwrap_or(kind.token());
         // A splitmix step of the event count: which producer, node and milliseconds.
         let salt = icicle_core::rng::Rng::new(self.next_cookie.wrapping_mul(0x9E37) ^ self.events).next_u64();
         let producer = self.producers.get((salt % self.producers.len().max(1) as u64) as usize).copied().unwrap_or(Producer::Scale52);

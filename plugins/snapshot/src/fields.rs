@@ -155,73 +155,54 @@ impl Field {
 
 /// Split a delimited line into fields honouring `"`-quoting (`""` is a literal quote).
 pub fn split_quoted(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut Vec<u8>) -> Result<(), String> {
-    let mut i = 0;
-    loop {
-        if line.get(i) == Some(&b'"') {
-            let start = scratch.len();
-            let mut j = i + 1;
-            loop {
-                match line.get(j) {
-                    None => return Err("unterminated quoted field".into()),
-                    Some(b'"') if line.get(j + 1) == Some(&b'"') => {
-                        scratch.push(b'"');
-                        j += 2;
-                    }
-                    Some(b'"') => {
-                        j += 1;
-                        break;
-                    }
-                    Some(&c) => {
-                        scratch.push(c);
-                        j += 1;
-                    }
-                }
-            }
-            out.push(Field::Scratch(start, scratch.len()));
-            match line.get(j) {
-                None => return Ok(()),
-                Some(&c) if c == delim => i = j + 1,
-                Some(_) => return Err(format!("unexpected character after a closing quote at byte {j}")),
-            }
-        } else {
-            match memchr::memchr(delim, &line[i..]) {
-                Some(k) => {
-                    out.push(Field::Line(i, i + k));
-                    i += k + 1;
-                }
-                None => {
-                    out.push(Field::Line(i, line.len()));
-                    return Ok(());
-                }
-            }
-        }
-    }
+    split_with(line, delim, out, scratch, |line, j| match line.get(j) {
+        Some(b'"') if line.get(j + 1) == Some(&b'"') => Quoted::Byte(b'"', 2),
+        Some(b'"') => Quoted::End,
+        Some(&c) => Quoted::Byte(c, 1),
+        None => Quoted::Unterminated,
+    })
 }
 
 /// Split a delimited line into fields as pwalk before 2.6.7 quoted them: inside `"`-quotes a
 /// backslash escapes the next character (`\"`, `\,`, `\\`; pwalk 2.6.3–2.6.6 escaped all
 /// three, earlier ones only `"`).
 pub fn split_backslash_quoted(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut Vec<u8>) -> Result<(), String> {
+    split_with(line, delim, out, scratch, |line, j| match line.get(j) {
+        Some(b'\\') if j + 1 < line.len() => Quoted::Byte(line[j + 1], 2),
+        Some(b'"') => Quoted::End,
+        Some(&c) => Quoted::Byte(c, 1),
+        None => Quoted::Unterminated,
+    })
+}
+
+/// What a quoted field holds at a byte.
+enum Quoted {
+    /// This byte of the value, and how many bytes of the line it took.
+    Byte(u8, usize),
+    /// The closing quote.
+    End,
+    Unterminated,
+}
+
+/// Split a delimited line into fields; inside `"`-quotes, `quoted(line, j)` reads the byte at
+/// `j`.
+fn split_with(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut Vec<u8>, quoted: impl Fn(&[u8], usize) -> Quoted) -> Result<(), String> {
     let mut i = 0;
     loop {
         if line.get(i) == Some(&b'"') {
             let start = scratch.len();
             let mut j = i + 1;
             loop {
-                match line.get(j) {
-                    None => return Err("unterminated quoted field".into()),
-                    Some(b'\\') if j + 1 < line.len() => {
-                        scratch.push(line[j + 1]);
-                        j += 2;
+                match quoted(line, j) {
+                    Quoted::Byte(c, n) => {
+                        scratch.push(c);
+                        j += n;
                     }
-                    Some(b'"') => {
+                    Quoted::End => {
                         j += 1;
                         break;
                     }
-                    Some(&c) => {
-                        scratch.push(c);
-                        j += 1;
-                    }
+                    Quoted::Unterminated => return Err("unterminated quoted field".into()),
                 }
             }
             out.push(Field::Scratch(start, scratch.len()));

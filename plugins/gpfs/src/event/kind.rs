@@ -24,6 +24,19 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The `event` token a producer writes for this kind (one of those it stands for).
+    pub fn token(self) -> &'static str {
+        match self {
+            EventKind::Created => "IN_CREATE",
+            EventKind::Removed => "IN_DELETE",
+            EventKind::MovedFrom => "IN_MOVED_FROM",
+            EventKind::MovedTo => "IN_MOVED_TO",
+            EventKind::Modified => "IN_MODIFY",
+            EventKind::DirAttrib => "IN_ATTRIB",
+            EventKind::Ignored => "IN_OPEN",
+        }
+    }
+
     /// The common tokens, as integer compares (None for the rest).
     #[inline]
     fn from_common_token(t: &[u8]) -> Option<EventKind> {

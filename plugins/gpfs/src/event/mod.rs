@@ -290,15 +290,7 @@ impl GpfsEvent {
 
     /// Render as a WF_JSON message (what the testkit produces).
     pub fn to_json(&self) -> String {
-        let ev = match self.kind {
-            EventKind::Created => "IN_CREATE",
-            EventKind::Removed => "IN_DELETE",
-            EventKind::MovedFrom => "IN_MOVED_FROM",
-            EventKind::MovedTo => "IN_MOVED_TO",
-            EventKind::Modified => "IN_MODIFY",
-            EventKind::DirAttrib => "IN_ATTRIB",
-            EventKind::Ignored => "IN_OPEN",
-        };
+        let ev = self.kind.token();
         let event = if self.meta.is_dir() { format!("{ev} IN_ISDIR") } else { ev.to_string() };
         serde_json::json!({
             "WF_JSON": "0.0.1", "wd": 1, "cookie": self.cookie.to_string(), "mask": "0x0", "event": event, "path": &*self.path,

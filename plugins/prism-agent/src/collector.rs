@@ -11,6 +11,9 @@
 //! is left alone for [`RETRY_MS`]. A record the collector wrote but could not acknowledge is
 //! then in both files (readers keep one entry per path).
 //!
+//! Only a collector run by this process's effective uid or by root is used
+//! ([`trusted_collector`]): in a shared directory, another user's socket gets no records.
+//!
 //! The connection's descriptor lives in the host's descriptor table (close-on-exec, moved up
 //! to [`HIGH_FD`] when the limit allows): before each use it is checked (`fstat`) to still be
 //! the agent's socket, so a host that closed it, or reused its number, is never written to.
@@ -163,7 +166,7 @@ fn connect(socket: &CString, pid: u32, timeout_ms: i64) -> Option<Conn> {
             && libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tvp, tvlen) == 0
             && libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len) == 0
     };
-    if !ok {
+    if !ok || !trusted_collector(fd, socket) {
         // SAFETY: our own socket.
         unsafe { libc::close(fd) };
         return None;
@@ -185,6 +188,30 @@ fn connect(socket: &CString, pid: u32, timeout_ms: i64) -> Option<Conn> {
         return None;
     }
     Some(Conn { pid, fd, dev: st.st_dev, ino: st.st_ino })
+}
+
+/// Whether the collector at the other end of `fd` runs as this process's effective uid or as
+/// root; another user's collector (a socket planted in a shared directory) is refused, counted
+/// and reported once, and the records go to the per-process file. unix(7), `SO_PEERCRED`:
+/// "the credentials of the peer process connected to this socket ... those that were in
+/// effect at the time of the call to connect(2), listen(2), or socketpair(2)" — here the
+/// collector's at its `listen`.
+fn trusted_collector(fd: c_int, socket: &CString) -> bool {
+    // SAFETY: a zeroed ucred and its length; our connected socket.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let got = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) } == 0;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if got && (cred.uid == euid || cred.uid == 0) {
+        return true;
+    }
+    let who = if got { format!("run by uid {}", cred.uid) } else { "whose user cannot be told".to_string() };
+    crate::catalog_file::refused(&format!(
+        "the collector at {} ({who}): records go to this process's own catalog file",
+        String::from_utf8_lossy(socket.as_bytes())
+    ));
+    false
 }
 
 /// What became of a record sent to the collector.

@@ -51,11 +51,20 @@
 //!   and the errno; every record not written is counted in [`icicle_catalog_agent_lost`]. A
 //!   write cut short is cut back off the file (`ftruncate`), so the catalog only ever holds
 //!   whole entries (and a reader rejects, with file and line, any entry without its `end`).
+//! - Shared catalog directories (a project directory every member of a group writes): the
+//!   per-process file is created with `O_CREAT | O_EXCL | O_NOFOLLOW` and reopened with
+//!   `O_NOFOLLOW`, checked to be the same file each time, so a symbolic link, a hard link or
+//!   another user's file planted at `catalog.<host>.<pid>.txt` is never written: the agent
+//!   takes a fresh name (`catalog.<host>.<pid>.<random>.txt`), counts the refusal in
+//!   [`catalog_file::icicle_catalog_agent_refused`] and says so once on stderr. A collector
+//!   is used only if it runs as the process's effective uid or as root (`SO_PEERCRED`).
+//! - Settings are read with `secure_getenv(3)`: in a set-user-ID or set-group-ID program
+//!   (`AT_SECURE`) there are none, so the agent only passes calls through there.
 //! - Layouts: `ICICLE_CATALOG_LAYOUT=lfs` runs `lfs getstripe` (`ICICLE_CATALOG_LFS` names the
 //!   command), `emulate` uses the emulation (`ICICLE_EMULATED_LAYOUT` spec, sidecars), and
 //!   `auto` (the default) uses `lfs` when one is on the PATH, else the emulation.
 //! - The host is never changed: return values and `errno` are the real call's, nothing is
-//!   printed but that one line, and any failure of the agent (or a panic) only loses that
+//!   printed but that one line (and the one about a name or collector refused), and any failure of the agent (or a panic) only loses that
 //!   catalog entry. Without `CATALOG_DIR` the agent does nothing but pass calls through.
 //!
 //! Not seen: files opened by libc internally for its own functions, `open_by_handle_at`,
@@ -74,6 +83,7 @@ use icicle_plugins_prism::catalog::{CatalogEntry, CatalogGone, StatFields};
 use icicle_plugins_prism::layout::{EmulatedLayouts, LayoutProvider, LfsLayouts, EMULATED_LAYOUT_ENV};
 use libc::{mode_t, FILE};
 
+pub mod catalog_file;
 pub mod collector;
 pub mod open;
 pub mod record;
@@ -215,13 +225,41 @@ struct Config {
     timeout_ms: i64,
 }
 
+extern "C" {
+    /// glibc's `secure_getenv(3)`: "just like getenv() except that it returns NULL in cases
+    /// where "secure execution" is required", that is when the process runs with
+    /// `AT_SECURE` set (a set-user-ID or set-group-ID program, file capabilities).
+    fn secure_getenv(name: *const c_char) -> *mut c_char;
+}
+
+/// The value of the environment variable `name`, or `None` when it is unset or the process
+/// runs with `AT_SECURE` (`secure_getenv(3)`): a set-user-ID program that loads the agent
+/// (`/etc/ld.so.preload`, a link to the library) never takes its catalog directory, `lfs`
+/// command or socket from the user who started it, so the agent does nothing there.
+fn env(name: &CStr) -> Option<std::ffi::OsString> {
+    // SAFETY: a NUL-terminated name; the value is copied out at once.
+    let v = unsafe { secure_getenv(name.as_ptr()) };
+    if v.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string in the environment.
+    let bytes = unsafe { CStr::from_ptr(v) }.to_bytes();
+    Some(std::ffi::OsString::from_vec(bytes.to_vec()))
+}
+
+/// [`env`], as UTF-8 text.
+fn env_text(name: &CStr) -> Option<String> {
+    env(name).and_then(|v| v.into_string().ok())
+}
+
 fn config() -> Option<&'static Config> {
     static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
-            let dir = std::env::var_os("CATALOG_DIR").filter(|d| !d.is_empty())?;
+            // Under AT_SECURE this is None: nothing below (PATH for `lfs` included) is read.
+            let dir = env(c"CATALOG_DIR").filter(|d| !d.is_empty())?;
             let catalog_dir = absolute(Path::new(&dir));
-            let root = match std::env::var_os("ICICLE_CATALOG_ROOT").filter(|r| !r.is_empty()) {
+            let root = match env(c"ICICLE_CATALOG_ROOT").filter(|r| !r.is_empty()) {
                 Some(r) => {
                     let r = absolute(Path::new(&r));
                     std::fs::canonicalize(&r).unwrap_or(r)
@@ -233,13 +271,13 @@ fn config() -> Option<&'static Config> {
                 root.push(b'/');
             }
             let emulated = || -> Box<dyn LayoutProvider> {
-                let spec = std::env::var(EMULATED_LAYOUT_ENV).unwrap_or_default();
+                let spec = std::ffi::CString::new(EMULATED_LAYOUT_ENV).ok().and_then(|n| env_text(&n)).unwrap_or_default();
                 Box::new(EmulatedLayouts::parse(&spec).unwrap_or_default())
             };
-            let lfs = || std::env::var_os("ICICLE_CATALOG_LFS").map(|c| LfsLayouts { cmd: c.into() }).or_else(LfsLayouts::from_path);
-            let provider: Box<dyn LayoutProvider> = match std::env::var("ICICLE_CATALOG_LAYOUT").as_deref() {
-                Ok("emulate") => emulated(),
-                Ok("lfs") => match lfs() {
+            let lfs = || env(c"ICICLE_CATALOG_LFS").map(|c| LfsLayouts { cmd: c.into() }).or_else(LfsLayouts::from_path);
+            let provider: Box<dyn LayoutProvider> = match env_text(c"ICICLE_CATALOG_LAYOUT").as_deref() {
+                Some("emulate") => emulated(),
+                Some("lfs") => match lfs() {
                     Some(l) => Box::new(l),
                     None => emulated(),
                 },
@@ -248,13 +286,12 @@ fn config() -> Option<&'static Config> {
                     None => emulated(),
                 },
             };
-            let socket = match std::env::var_os("ICICLE_CATALOG_SOCKET").filter(|s| !s.is_empty()) {
+            let socket = match env(c"ICICLE_CATALOG_SOCKET").filter(|s| !s.is_empty()) {
                 Some(s) => absolute(Path::new(&s)),
                 None => catalog_dir.join(".collector.sock"),
             };
             let socket = std::ffi::CString::new(socket.into_os_string().into_vec()).ok();
-            let timeout_ms =
-                std::env::var("ICICLE_CATALOG_TIMEOUT_MS").ok().and_then(|t| t.parse().ok()).filter(|&t: &i64| t > 0).unwrap_or(collector::TIMEOUT_MS);
+            let timeout_ms = env_text(c"ICICLE_CATALOG_TIMEOUT_MS").and_then(|t| t.parse().ok()).filter(|&t: &i64| t > 0).unwrap_or(collector::TIMEOUT_MS);
             Some(Config { catalog_dir, root, provider, socket, timeout_ms })
         })
         .as_ref()

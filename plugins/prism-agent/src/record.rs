@@ -2,7 +2,6 @@
 //! cut short; the one report of a catalog directory that cannot be written; and the files
 //! recorded lately (a rename of one moves its entry).
 
-use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -87,20 +86,10 @@ pub static icicle_catalog_agent_lost: AtomicU64 = AtomicU64::new(0);
 /// catalog directory it cannot write.
 static REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// This process's catalog file.
-#[derive(Default)]
-pub(crate) struct OutFile {
-    /// The pid it is named after, and its path.
-    file: Option<(u32, CString)>,
-    /// A short write could not be cut back off the file: the next record starts with a
-    /// newline, so the cut one ends at a line break and reads as one reject.
-    ragged: bool,
-}
-
 /// Held while a record is appended: one writer at a time, so a short write's tail is cut
 /// back without touching another thread's record.
-fn out_file() -> &'static Shared<OutFile> {
-    static OUT: Shared<OutFile> = Shared::new();
+fn out_file() -> &'static Shared<crate::catalog_file::OutFile> {
+    static OUT: Shared<crate::catalog_file::OutFile> = Shared::new();
     &OUT
 }
 
@@ -109,36 +98,15 @@ fn out_file() -> &'static Shared<OutFile> {
 pub(crate) fn reset_after_fork() {
     out_file().reset();
     icicle_catalog_agent_lost.store(0, Ordering::Relaxed);
-}
-
-/// `CATALOG_DIR/catalog.<host>.<pid>.txt`, the directory created when the pid is new.
-fn out_path(cfg: &Config, out: &mut OutFile) -> Option<CString> {
-    let pid = std::process::id();
-    if let Some((p, path)) = out.file.as_ref() {
-        if *p == pid {
-            return Some(path.clone());
-        }
-    }
-    let _ = std::fs::create_dir_all(&cfg.catalog_dir);
-    let mut host = [0u8; 256];
-    // SAFETY: a buffer of the given length.
-    let host = if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0 {
-        let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
-        String::from_utf8_lossy(&host[..end]).into_owned()
-    } else {
-        "localhost".into()
-    };
-    let path = cfg.catalog_dir.join(format!("catalog.{host}.{pid}.txt"));
-    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
-    *out = OutFile { file: Some((pid, c.clone())), ragged: false };
-    Some(c)
+    crate::catalog_file::reset_after_fork();
 }
 
 /// Hand one record to the node's collector when one listens ([`crate::collector`]), else (or
-/// when it does not take it) append it with a single `write` of the whole record through the real functions
-/// (the file opened and closed each time, so no descriptor of ours lives in the application's
-/// table). A write that stops short (a full file system) is tried once more for the rest,
-/// which succeeds or tells why; if it fails, the file is cut back (`ftruncate`) to where the
+/// when it does not take it) append it with a single `write` of the whole record to this
+/// process's catalog file ([`crate::catalog_file`]: opened and closed each time, so no
+/// descriptor of ours lives in the application's table; never through a planted link). A
+/// write that stops short (a full file system) is tried once more for the rest, which
+/// succeeds or tells why; if it fails, the file is cut back (`ftruncate`) to where the
 /// record began, so a reader never sees part of one. A record that cannot be written is
 /// counted in [`icicle_catalog_agent_lost`], and the first one of the process reported.
 pub(crate) fn append(cfg: &Config, bytes: &[u8]) {
@@ -146,14 +114,11 @@ pub(crate) fn append(cfg: &Config, bytes: &[u8]) {
         return;
     }
     let mut out = out_file().lock();
-    let Some(path) = out_path(cfg, &mut out) else { return };
-    let r = real();
-    let (Some(open), Some(close)) = (r.open, r.close) else { return };
-    // SAFETY: a NUL-terminated path; the real open.
-    let fd = unsafe { open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644) };
-    if fd < 0 {
-        return lost(cfg, errno());
-    }
+    let Some(close) = real().close else { return };
+    let fd = match crate::catalog_file::open(cfg, &mut out) {
+        Ok(fd) => fd,
+        Err(e) => return lost(cfg, e),
+    };
     let failed = write_record(fd, bytes, &mut out);
     // SAFETY: our own descriptor.
     unsafe { close(fd) };
@@ -164,7 +129,7 @@ pub(crate) fn append(cfg: &Config, bytes: &[u8]) {
 
 /// Write `bytes` at the end of the catalog file `fd` (appends serialised by the caller);
 /// returns the errno when it could not be written whole, after cutting off any part written.
-fn write_record(fd: c_int, bytes: &[u8], out: &mut OutFile) -> Option<c_int> {
+fn write_record(fd: c_int, bytes: &[u8], out: &mut crate::catalog_file::OutFile) -> Option<c_int> {
     // SAFETY: our own descriptor.
     let start = unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
     if start < 0 {

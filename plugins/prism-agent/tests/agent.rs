@@ -16,6 +16,9 @@ mod concurrency;
 /// A catalog directory that is full or cannot be written.
 #[path = "agent/failing_dir.rs"]
 mod failing_dir;
+/// A shared catalog directory where another member plants names; set-user-ID programs.
+#[path = "agent/shared_dir.rs"]
+mod shared_dir;
 
 const SPEC: &str = "pool=113,167,204,10,60;stripe_size=64K;pfl=128K:1,1M:2,EOF:4";
 

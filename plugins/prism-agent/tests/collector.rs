@@ -12,6 +12,10 @@ use icicle_plugins_prism::catalog::Catalog;
 
 const CATALOGD: &str = env!("CARGO_BIN_EXE_icicle-catalogd");
 
+/// A shared catalog directory: the socket's mode, peers of other users, planted names.
+#[path = "collector/shared_dir.rs"]
+mod shared_dir;
+
 /// The agent library, built here as `tests/agent.rs` does (`cargo test` builds no cdylib for
 /// its tests), with the profile and target dir of this test binary.
 fn agent() -> PathBuf {

@@ -12,7 +12,13 @@
 //! it there, or through `ICICLE_CATALOG_SOCKET`). The pid file is `CATALOG_DIR/.collector.pid`,
 //! the background server's stderr `CATALOG_DIR/.collector.log` (hidden names: catalog readers
 //! skip them).
+//!
+//! Safe in a shared, group-writable catalog directory: the socket has mode 0600 and only
+//! agents of the collector's own user (or root) are served (`SO_PEERCRED`); the merged file,
+//! the log and the pid file are never opened through a symbolic link or as another user's
+//! file (the collector refuses to start instead).
 
+mod files;
 mod server;
 
 use std::ffi::OsString;
@@ -92,12 +98,17 @@ fn run(o: &Opts) -> Result<(), String> {
     let mut server = server::Server::bind(&out, &o.socket)?;
     let pid = pid_file(&o.dir);
     let tmp = o.dir.join(format!(".collector.pid.{}", std::process::id()));
-    std::fs::write(&tmp, format!("{}\n{}\n", std::process::id(), o.socket.display()))
-        .and_then(|()| std::fs::rename(&tmp, &pid))
-        .map_err(|e| format!("{}: {e}", pid.display()))?;
+    // A new file (never through a link planted at the predictable name), renamed over the pid
+    // file (rename(2) replaces a link there; it does not follow it).
+    files::write_new(&tmp, &format!("{}\n{}\n", std::process::id(), o.socket.display()))?;
+    std::fs::rename(&tmp, &pid).map_err(|e| format!("{}: {e}", pid.display()))?;
     println!("{}", o.socket.display());
     let served = server.serve();
-    eprintln!("icicle-catalogd: stopped after {} records into {}", server.records, out.display());
+    let refused = match server.refused {
+        0 => String::new(),
+        n => format!("; refused {n} connections from other users"),
+    };
+    eprintln!("icicle-catalogd: stopped after {} records into {}{refused}", server.records, out.display());
     let _ = std::fs::remove_file(&pid);
     served
 }
@@ -105,12 +116,12 @@ fn run(o: &Opts) -> Result<(), String> {
 /// `run` in the background (its own session, stdin and stdout closed, stderr to the log),
 /// once it listens: prints the socket path.
 fn start(o: &Opts) -> Result<(), String> {
-    if let Some(pid) = running(&o.dir) {
+    if let Some(pid) = running(&o.dir)? {
         return Err(format!("a collector already runs for {} (pid {pid})", o.dir.display()));
     }
     std::fs::create_dir_all(&o.dir).map_err(|e| format!("{}: {e}", o.dir.display()))?;
     let log_path = o.dir.join(".collector.log");
-    let log = std::fs::OpenOptions::new().append(true).create(true).open(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let log = files::append_own(&log_path)?;
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("run").arg("--dir").arg(&o.dir).arg("--socket").arg(&o.socket);
@@ -138,12 +149,13 @@ fn start(o: &Opts) -> Result<(), String> {
     Ok(())
 }
 
-/// The pid of the collector serving `dir`, when its pid file names a live `icicle-catalogd`.
-fn running(dir: &Path) -> Option<i32> {
-    let text = std::fs::read_to_string(pid_file(dir)).ok()?;
-    let pid: i32 = text.lines().next()?.trim().parse().ok().filter(|&p| p > 0)?;
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    (comm.trim() == "icicle-catalogd" && !zombie(pid)).then_some(pid)
+/// The pid of the collector serving `dir`, when its pid file names a live `icicle-catalogd`;
+/// an error when the pid file is a link or another user's file (never trusted).
+fn running(dir: &Path) -> Result<Option<i32>, String> {
+    let Some(text) = files::read_own(&pid_file(dir))? else { return Ok(None) };
+    let Some(pid) = text.lines().next().and_then(|l| l.trim().parse::<i32>().ok()).filter(|&p| p > 0) else { return Ok(None) };
+    let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { return Ok(None) };
+    Ok((comm.trim() == "icicle-catalogd" && !zombie(pid)).then_some(pid))
 }
 
 /// Whether `pid` has exited but not been reaped (its parent, a test, has yet to wait).
@@ -156,7 +168,7 @@ fn zombie(pid: i32) -> bool {
 /// Stop the collector of `dir`: `SIGTERM`, then wait until it has removed its pid file (after
 /// its last sync) and exited.
 fn stop(dir: &Path) -> Result<(), String> {
-    let Some(pid) = running(dir) else {
+    let Some(pid) = running(dir)? else {
         let stale = pid_file(dir);
         if stale.exists() {
             let _ = std::fs::remove_file(&stale);

@@ -1,6 +1,11 @@
 //! The collector's server: one thread, one `poll` loop over the listening `SOCK_SEQPACKET`
 //! socket, the connected agents and a `signalfd` for `SIGTERM`/`SIGINT`/`SIGHUP`.
 //!
+//! Safe in a shared directory: the socket is made with mode 0600 whatever the umask, a
+//! connection whose peer runs as another user than the collector (root aside) is closed
+//! unread (`SO_PEERCRED`), and the merged file is never opened through a link or as someone
+//! else's file ([`crate::files`]).
+//!
 //! Each message is one record; it is appended to the merged catalog file with one `write`
 //! (cut back off the file if it cannot be written whole) and answered with `K`, or `E` when it
 //! was not written (too large, not ending in a newline, the file failing): the agent then
@@ -10,10 +15,12 @@
 //! queued (also on connections not yet accepted) are written and answered, then the file is
 //! synced.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -27,6 +34,8 @@ pub const MAX_RECORD: usize = 4 << 20;
 const BATCH: usize = 64;
 /// How long accepting pauses when the collector is out of descriptors.
 const ACCEPT_PAUSE_MS: u64 = 100;
+/// How many refused users are named in the log (each once).
+const MAX_LOGGED_UIDS: usize = 64;
 
 /// A running collector.
 pub struct Server {
@@ -43,10 +52,16 @@ pub struct Server {
     /// Out of descriptors: connections are left in the backlog until then.
     accept_paused: Option<Instant>,
     buf: Vec<u8>,
-    /// The socket path (removed at stop).
+    /// The socket path (removed at stop, if it is still the socket bound here).
     socket: PathBuf,
+    /// The socket file's device and inode.
+    identity: (u64, u64),
     /// Records written.
     pub records: u64,
+    /// Connections refused: their peer ran as another user ([`peer_allowed`]).
+    pub refused: u64,
+    /// The users refused so far (each logged once; at most [`MAX_LOGGED_UIDS`]).
+    refused_uids: BTreeSet<libc::uid_t>,
 }
 
 fn os_err(what: &str) -> String {
@@ -83,6 +98,49 @@ pub fn listening(path: &Path) -> bool {
     let (Ok((addr, len)), Ok(fd)) = (address(path), seqpacket(0)) else { return false };
     // SAFETY: our socket and a valid address of the given length.
     unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) == 0 }
+}
+
+/// Make room for the socket at `path`: nothing there, or a socket of this user that no
+/// collector answers on (removed). A live collector, a socket of another user, or anything
+/// else there (a file, a link) is an error: never removed on the collector's word.
+fn remove_stale(path: &Path) -> Result<(), String> {
+    let md = match std::fs::symlink_metadata(path) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if !md.file_type().is_socket() {
+        return Err(format!("{} exists and is not a socket: refusing to replace it", path.display()));
+    }
+    if md.uid() != euid {
+        return Err(format!("{} is a socket of uid {}: refusing to replace it", path.display(), md.uid()));
+    }
+    if listening(path) {
+        return Err(format!("a collector already listens on {}", path.display()));
+    }
+    std::fs::remove_file(path).map_err(|e| format!("removing the stale socket {}: {e}", path.display()))
+}
+
+/// Whether the peer of `conn` may hand records over: it runs as this collector's effective uid
+/// or as root. unix(7), `SO_PEERCRED`: "the credentials of the peer process connected to this
+/// socket ... those that were in effect at the time of the call to connect(2)". `Err` carries
+/// the peer's uid (`None` when it cannot be read: refused too).
+fn peer_allowed(conn: &OwnedFd) -> Result<(), Option<libc::uid_t>> {
+    // SAFETY: a zeroed ucred and its length; our accepted socket.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    if unsafe { libc::getsockopt(conn.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) } != 0 {
+        return Err(None);
+    }
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if cred.uid == euid || cred.uid == 0 {
+        Ok(())
+    } else {
+        Err(Some(cred.uid))
+    }
 }
 
 /// Block the stop signals on this (the only) thread and take them from a `signalfd`.
@@ -138,20 +196,26 @@ impl Server {
     /// no collector answers on is replaced; a live one is an error).
     pub fn bind(out: &Path, socket: &Path) -> Result<Server, String> {
         let signals = stop_signals()?;
-        let file = std::fs::OpenOptions::new().append(true).create(true).open(out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let file = crate::files::append_own(out)?;
         let len = file.metadata().map_err(|e| format!("{}: {e}", out.display()))?.len();
-        if socket.exists() {
-            if listening(socket) {
-                return Err(format!("a collector already listens on {}", socket.display()));
-            }
-            std::fs::remove_file(socket).map_err(|e| format!("removing the stale socket {}: {e}", socket.display()))?;
-        }
+        remove_stale(socket)?;
         let (addr, alen) = address(socket)?;
         let listen = seqpacket(libc::SOCK_NONBLOCK)?;
+        // unix(7): "The socket file has all permissions enabled, other than those that are
+        // turned off by the process umask" — so the umask is 0177 while it is made (one thread
+        // runs yet): mode 0600, only this user (and root) may connect, whatever the caller's
+        // umask.
+        // SAFETY: umask has no preconditions; restored right after.
+        let umask = unsafe { libc::umask(0o177) };
         // SAFETY: our socket and a valid address of the given length.
-        if unsafe { libc::bind(listen.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), alen) } != 0 {
-            return Err(os_err(&format!("bind {}", socket.display())));
+        let bound = unsafe { libc::bind(listen.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), alen) } == 0;
+        let bind_err = os_err(&format!("bind {}", socket.display()));
+        // SAFETY: as above.
+        unsafe { libc::umask(umask) };
+        if !bound {
+            return Err(bind_err);
         }
+        let identity = std::fs::symlink_metadata(socket).map(|m| (m.dev(), m.ino())).map_err(|e| format!("{}: {e}", socket.display()))?;
         // SAFETY: our bound socket.
         if unsafe { libc::listen(listen.as_raw_fd(), 512) } != 0 {
             let _ = std::fs::remove_file(socket);
@@ -170,7 +234,10 @@ impl Server {
             accept_paused: None,
             buf: vec![0; MAX_RECORD],
             socket: socket.to_path_buf(),
+            identity,
             records: 0,
+            refused: 0,
+            refused_uids: BTreeSet::new(),
         })
     }
 
@@ -235,7 +302,23 @@ impl Server {
                 return;
             }
             // SAFETY: just accepted, not owned elsewhere.
-            self.conns.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            let conn = unsafe { OwnedFd::from_raw_fd(fd) };
+            match peer_allowed(&conn) {
+                Ok(()) => self.conns.push(conn),
+                // Closed unread: the agent gets no answer and writes its own file.
+                Err(uid) => self.refuse(uid),
+            }
+        }
+    }
+
+    /// Count a connection refused (its peer ran as `uid`, `None` when unknown) and log the
+    /// first one of each user.
+    fn refuse(&mut self, uid: Option<libc::uid_t>) {
+        self.refused += 1;
+        let key = uid.unwrap_or(libc::uid_t::MAX);
+        if self.refused_uids.len() < MAX_LOGGED_UIDS && self.refused_uids.insert(key) {
+            let who = uid.map_or("a peer whose user cannot be told".to_string(), |u| format!("uid {u}"));
+            eprintln!("icicle-catalogd: refused a connection from {who}: only this collector's user and root may hand it records");
         }
     }
 
@@ -291,7 +374,10 @@ impl Server {
 
     /// Stop: no new connections, every queued record written and answered, the file synced.
     fn finish(&mut self) {
-        let _ = std::fs::remove_file(&self.socket);
+        // Only the socket bound here: one another collector put there since is left alone.
+        if std::fs::symlink_metadata(&self.socket).is_ok_and(|m| (m.dev(), m.ino()) == self.identity) {
+            let _ = std::fs::remove_file(&self.socket);
+        }
         // Connections made but not yet accepted are served too; then the listening socket is
         // closed (replaced by a placeholder): a connection made after that is reset, and its
         // agent, never answered, writes the record to its own file.

@@ -410,3 +410,5 @@ fn the_kafka_audit_names_every_globus_task() {
 
 #[path = "globus_sink/direct.rs"]
 mod direct;
+#[path = "globus_sink/recovery.rs"]
+mod recovery;

@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn sink_for(emu: &Emulator, f: impl FnOnce(&mut GlobusSinkConfig)) -> GlobusSink {
+pub(super) fn sink_for(emu: &Emulator, f: impl FnOnce(&mut GlobusSinkConfig)) -> GlobusSink {
     std::env::set_var("ICICLE_TEST_GLOBUS_DIRECT_TOKEN", TOKEN);
     std::env::set_var("ICICLE_TEST_GLOBUS_DIRECT_SECRET", CLIENT_SECRET);
     let mut c = GlobusSinkConfig::new(INDEX);
@@ -17,7 +17,7 @@ fn sink_for(emu: &Emulator, f: impl FnOnce(&mut GlobusSinkConfig)) -> GlobusSink
     c.connect_with("g", |k, r| ConfigError::InvalidValue { key: k.into(), origin: "test".into(), reason: r }).unwrap()
 }
 
-fn batch(subjects: &[&str]) -> DocumentBatch {
+pub(super) fn batch(subjects: &[&str]) -> DocumentBatch {
     let entries: Vec<Vec<u8>> =
         subjects.iter().map(|s| serde_json::json!({"subject": s, "visible_to": ["public"], "content": {"path": s}}).to_string().into_bytes()).collect();
     DocumentBatch::Ingest(icicle_plugins_globus::sink::entry_batch(entries.iter().map(|e| e.as_slice())))
@@ -87,10 +87,17 @@ fn a_failed_task_fails_the_delivery_and_leaves_no_receipt() {
     let mut o = Options::new(INDEX, TOKEN);
     o.fail_task_every = Some(2);
     let emu = Emulator::start(o).unwrap();
-    let mut sink = sink_for(&emu, |_| {});
+    // Neither sent again nor isolated: the FAILED task fails the delivery, which a later
+    // delivery (a monitor's restart) may well get through.
+    let mut sink = sink_for(&emu, |c| {
+        c.task_retries = 0;
+        c.max_dead_letters = 0;
+    });
     block_on(async {
         sink.deliver(&batch(&["/a"])).await.unwrap();
-        let e = sink.deliver(&DocumentBatch::Delete(vec!["/a".into()])).await.unwrap_err().to_string();
+        let e = sink.deliver(&DocumentBatch::Delete(vec!["/a".into()])).await.unwrap_err();
+        assert!(matches!(e, icicle_core::SinkError::Remote { retry: icicle_core::Retry::WithBackoff, .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.starts_with("g: task ") && e.contains("FAILED") && e.contains(INDEX), "{e}");
         assert!(sink.receipt().is_none());
         // The delete was not applied: /a is still there.

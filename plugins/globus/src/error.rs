@@ -113,9 +113,23 @@ pub enum GlobusError {
         /// The last failure.
         last: Box<GlobusError>,
     },
-    /// A batch could not be turned into requests.
+    /// A batch could not be turned into requests, or what it holds was refused.
     #[error("{0}")]
     Batch(String),
+    /// Tasks kept ending FAILED in a way isolation cannot pin on a few records (every entry
+    /// of a document, or more pieces than `max_dead_letters`): the service's trouble, which
+    /// a later delivery may not meet.
+    #[error("{0}")]
+    TasksFailing(String),
+    /// The request could not be built here (a token no HTTP header can carry, a URL the
+    /// client refuses): nothing was sent, and sending again fails the same way.
+    #[error("{what}: cannot build the request: {reason}")]
+    Request {
+        /// The request.
+        what: String,
+        /// Why (never the token).
+        reason: String,
+    },
 }
 
 impl GlobusError {
@@ -154,10 +168,16 @@ impl GlobusError {
         }
     }
 
-    /// Whether retrying the whole delivery later may help.
+    /// Whether retrying the whole delivery later may help: after transient failures, tasks
+    /// that ended FAILED or did not finish (the service's trouble: the same document may
+    /// succeed), but not after a refusal, bad credentials or a request that cannot be built.
     pub(crate) fn retry_hint(&self) -> Retry {
         match self {
-            GlobusError::GaveUp { .. } | GlobusError::Connection { .. } | GlobusError::TaskTimeout { .. } => Retry::WithBackoff,
+            GlobusError::GaveUp { .. }
+            | GlobusError::Connection { .. }
+            | GlobusError::TaskTimeout { .. }
+            | GlobusError::TaskFailed { .. }
+            | GlobusError::TasksFailing(_) => Retry::WithBackoff,
             e if e.is_transient() => Retry::WithBackoff,
             _ => Retry::NoRetry,
         }

@@ -55,7 +55,8 @@ pub struct Options {
     /// Refuse (400, a validation error) every ingest holding an entry whose subject contains
     /// one of these: a record Search will never take.
     pub refuse_subjects: Vec<String>,
-    /// Let every task holding an entry whose subject contains one of these end FAILED.
+    /// Let every task holding an entry, or deleting a subject, that contains one of these end
+    /// FAILED.
     pub fail_task_subjects: Vec<String>,
     /// How long a task stays in PROGRESS before it is applied.
     pub task_delay: Duration,

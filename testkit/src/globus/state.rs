@@ -170,6 +170,7 @@ pub(super) fn enqueue(shared: &Shared, index: &str, op: Op) -> String {
     let n = st.counters.tasks_created;
     let poisoned = match &op {
         Op::Ingest(entries) => entries.iter().any(|e| shared.opts.fail_task_subjects.iter().any(|s| e.subject.contains(s.as_str()))),
+        Op::Delete(subjects) => subjects.iter().any(|subject| shared.opts.fail_task_subjects.iter().any(|s| subject.contains(s.as_str()))),
         _ => false,
     };
     let fail = poisoned || shared.opts.fail_task_every.is_some_and(|k| k > 0 && n.is_multiple_of(k));

@@ -82,16 +82,18 @@ pub struct GlobusSinkConfig {
     /// A task not finished after this long fails the delivery.
     #[serde(default = "default_task_timeout_secs")]
     pub task_timeout_secs: f64,
-    /// A document whose task ends FAILED is sent again this many times before it is cut in
-    /// halves to find the entry that fails it.
+    /// A document (ingest or delete) whose task ends FAILED is sent again this many times
+    /// before it is cut in halves to find the entry or subject that fails it.
     #[serde(default = "default_task_retries")]
     pub task_retries: u32,
-    /// Where entries Search refuses on their own go (JSON lines with the reason); default
-    /// `<sink id>.dead-letters.jsonl` in the working directory.
+    /// Where entries Search refuses, and entries and deletes whose tasks keep failing, on their
+    /// own go (JSON lines with the reason; a delete's `raw` is its `batch_delete_by_subject`
+    /// body); default `<sink id>.dead-letters.jsonl` in the working directory.
     #[serde(default)]
     pub dead_letter_file: Option<PathBuf>,
-    /// More refused entries than this in one delivery fail it (something systematic); 0 turns
-    /// isolation off.
+    /// More dead letters than this in one delivery fail it (something systematic); 0 turns
+    /// isolation off (a refused document, or a task still FAILED after `task_retries`, fails
+    /// the delivery).
     #[serde(default = "default_max_dead_letters")]
     pub max_dead_letters: u32,
     /// At most this many requests a second to the Search API (a token bucket, no burst); under
@@ -181,8 +183,17 @@ impl GlobusSinkConfig {
             (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
                 return Err(invalid("client_id", "give either a static token (token_env / token_file) or client credentials (client_id), not both".into()))
             }
-            (Some(var), None, None) => Auth::Static(secret::from_env(var).map_err(|e| invalid("token_env", e))?),
-            (None, Some(f), None) => Auth::Static(secret::from_file(f).map_err(|e| invalid("token_file", e))?),
+            (Some(var), None, None) => {
+                let token = secret::from_env(var).map_err(|e| invalid("token_env", e))?;
+                let shown = if secret::looks_like_env_name(var) { var.as_str() } else { secret::REDACTED };
+                check_token(token.expose()).map_err(|why| invalid("token_env", format!("the token in environment variable `{shown}` {why}")))?;
+                Auth::Static(token)
+            }
+            (None, Some(f), None) => {
+                let token = secret::from_file(f).map_err(|e| invalid("token_file", e))?;
+                check_token(token.expose()).map_err(|why| invalid("token_file", format!("the token in `{}` {why}", f.display())))?;
+                Auth::Static(token)
+            }
             (None, None, Some(client_id)) => {
                 if client_id.trim().is_empty() {
                     return Err(invalid("client_id", "must not be empty".into()));
@@ -280,6 +291,14 @@ impl ComponentConfig for GlobusSinkConfig {
     }
 }
 
+/// `Ok` when `token` can be sent as a bearer token; otherwise why not, without the token.
+fn check_token(token: &str) -> Result<(), &'static str> {
+    match reqwest::header::HeaderValue::try_from(format!("Bearer {token}")) {
+        Ok(_) => Ok(()),
+        Err(_) => Err("holds a newline or another control character: not a bearer token an HTTP request can carry (the token is not shown)"),
+    }
+}
+
 /// Whether `s` is a UUID in its canonical 8-4-4-4-12 hexadecimal form.
 fn is_uuid(s: &str) -> bool {
     s.len() == 36 && s.char_indices().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { c == '-' } else { c.is_ascii_hexdigit() })
@@ -358,7 +377,7 @@ pub struct GlobusSink {
     stats: Stats,
     task_retries: u32,
     max_dead_letters: u32,
-    /// Entries refused on their own.
+    /// Entries and subjects that failed on their own.
     dead: DeadLetters,
     /// Subjects kept as dead letters.
     dead_lettered: Vec<String>,
@@ -381,12 +400,6 @@ impl std::fmt::Debug for GlobusSink {
     }
 }
 
-/// One request of a batch.
-enum Request {
-    Ingest(EntryBatch),
-    Delete(Vec<u8>, usize),
-}
-
 impl GlobusSink {
     /// The sink's component id.
     pub fn id(&self) -> &str {
@@ -406,32 +419,22 @@ impl GlobusSink {
         SinkError::Remote { sink: self.id.clone(), reason: self.redact(e.to_string()), retry: e.retry_hint() }
     }
 
-    /// Remove any secret that a remote message might have echoed.
-    fn redact(&self, mut s: String) -> String {
-        let mut secrets: Vec<&str> = Vec::new();
-        match &self.auth {
-            Auth::Static(t) => secrets.push(t.expose()),
-            Auth::Client { secret, token, .. } => {
-                secrets.push(secret.expose());
-                if let Some((t, _)) = token {
-                    secrets.push(t.expose());
-                }
-            }
-        }
-        // Shorter strings would match ordinary text (real tokens and secrets are long).
-        for x in secrets {
-            if x.len() >= 8 && s.contains(x) {
-                s = s.replace(x, "***");
-            }
-        }
-        s
+    /// Remove any secret that a remote message might have echoed: this sink's own, and any
+    /// `key=value` whose key names a secret.
+    fn redact(&self, s: String) -> String {
+        let s = match &self.auth {
+            Auth::Static(t) => secret::scrub(s, &[t]),
+            Auth::Client { secret: client_secret, token: Some((t, _)), .. } => secret::scrub(s, &[client_secret, t]),
+            Auth::Client { secret: client_secret, token: None, .. } => secret::scrub(s, &[client_secret]),
+        };
+        secret::redact_text(&s)
     }
 
-    /// The requests a batch becomes: at most [`MAX_REQUEST_BYTES`] each.
-    fn requests(batch: &DocumentBatch) -> Result<Vec<Request>, GlobusError> {
+    /// The documents a batch becomes: at most [`MAX_REQUEST_BYTES`] each.
+    fn requests(batch: &DocumentBatch) -> Result<Vec<Doc>, GlobusError> {
         let mut out = Vec::new();
         match batch {
-            DocumentBatch::Ingest(entries) if entries.document_bytes() <= MAX_REQUEST_BYTES => out.push(Request::Ingest(entries.clone())),
+            DocumentBatch::Ingest(entries) if entries.document_bytes() <= MAX_REQUEST_BYTES => out.push(Doc::Ingest(entries.clone())),
             DocumentBatch::Ingest(entries) => {
                 let mut batcher = Batcher::new(MAX_REQUEST_BYTES);
                 let (mut full, mut oversized) = (Vec::new(), Vec::new());
@@ -443,17 +446,14 @@ impl GlobusSink {
                         big.len() + GINGEST_HEAD.len() + GINGEST_TAIL.len()
                     )));
                 }
-                out.extend(full.into_iter().map(Request::Ingest));
+                out.extend(full.into_iter().map(Doc::Ingest));
             }
             DocumentBatch::Delete(subjects) => {
-                let body = delete_body(subjects);
-                if body.len() <= MAX_REQUEST_BYTES {
-                    out.push(Request::Delete(body, subjects.len()));
+                if delete_body(subjects).len() <= MAX_REQUEST_BYTES {
+                    out.push(Doc::Delete(subjects.clone()));
                 } else {
-                    for part in delete_batches(subjects.clone(), icicle_core::batch::DocumentLimit::compact(MAX_REQUEST_BYTES)) {
-                        let n = part.len();
-                        out.push(Request::Delete(delete_body(&part), n));
-                    }
+                    let parts = delete_batches(subjects.clone(), icicle_core::batch::DocumentLimit::compact(MAX_REQUEST_BYTES));
+                    out.extend(parts.into_iter().map(Doc::Delete));
                 }
             }
         }
@@ -480,7 +480,7 @@ impl GlobusSink {
             .body(body)
             .send()
             .await
-            .map_err(|e| GlobusError::Connection { what: what.clone(), reason: describe(&e) })?;
+            .map_err(|e| request_error(&what, &e))?;
         let status = resp.status().as_u16();
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
         let bytes = crate::error::read_body(resp, &what).await?;
@@ -521,13 +521,19 @@ impl GlobusSink {
             p.until_ready().await;
         }
         let token = self.bearer().await?;
+        if check_token(&token).is_err() {
+            return Err(GlobusError::Request {
+                what: what.to_string(),
+                reason: "the access token holds a newline or another control character (not shown)".into(),
+            });
+        }
         self.stats.requests += 1;
         Metrics::global().add("icicle_globus_requests_total", "Requests sent to the Globus Search API.", &[("sink", &self.id), ("endpoint", endpoint)], 1.0);
         let mut req = self.client.request(method.clone(), url).bearer_auth(token);
         if let Some(b) = body {
             req = req.header(CONTENT_TYPE, "application/json").body(b.to_vec());
         }
-        let resp = req.send().await.map_err(|e| GlobusError::Connection { what: what.to_string(), reason: describe(&e) })?;
+        let resp = req.send().await.map_err(|e| request_error(what, &e))?;
         let status = resp.status().as_u16();
         let headers: HeaderMap = resp.headers().clone();
         let bytes = crate::error::read_body(resp, what).await?;
@@ -621,29 +627,8 @@ impl GlobusSink {
 
     /// Send a batch; returns the task ids once accepted (and, with `wait_for_tasks`, succeeded).
     async fn send_batch(&mut self, batch: &DocumentBatch) -> Result<Vec<String>, GlobusError> {
-        let mut docs = Vec::new();
-        let mut tasks = Vec::new();
-        for req in Self::requests(batch)? {
-            match req {
-                Request::Ingest(doc) => docs.push(doc),
-                Request::Delete(body, n) => {
-                    let submitted = Instant::now();
-                    let t = self.submit("delete", "batch_delete_by_subject", &body, n).await?;
-                    tasks.push((t, submitted));
-                }
-            }
-        }
-        let mut ids = Vec::new();
-        if !docs.is_empty() {
-            ids.extend(self.ingest_isolating(docs).await?);
-        }
-        if self.wait_for_tasks {
-            for (t, submitted) in &tasks {
-                self.wait_task(t, *submitted).await?;
-            }
-        }
-        ids.extend(tasks.into_iter().map(|(t, _)| t));
-        Ok(ids)
+        let docs = Self::requests(batch)?;
+        self.publish_isolating(docs).await
     }
 
     /// POST one request body to `path` of the index; its task id once accepted.
@@ -660,7 +645,8 @@ impl GlobusSink {
     }
 }
 
-mod ingest;
+mod isolate;
+use isolate::Doc;
 
 #[async_trait]
 impl Sink for GlobusSink {
@@ -686,6 +672,16 @@ impl Sink for GlobusSink {
         let s = self.stats;
         tracing::info!(sink = %self.id, index_id = %self.index_id, requests = s.requests, retries = s.retries, tasks = s.tasks, token_fetches = s.token_fetches, "Globus sink closed");
         Ok(())
+    }
+}
+
+/// The error of a request that got no answer: [`GlobusError::Request`] when it could not
+/// even be built (retrying cannot help), else [`GlobusError::Connection`].
+fn request_error(what: &str, e: &reqwest::Error) -> GlobusError {
+    if e.is_builder() {
+        GlobusError::Request { what: what.to_string(), reason: describe(e) }
+    } else {
+        GlobusError::Connection { what: what.to_string(), reason: describe(e) }
     }
 }
 

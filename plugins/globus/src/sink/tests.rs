@@ -119,7 +119,7 @@ fn large_batches_become_several_requests_within_the_limit() {
     assert_eq!(reqs.len(), 3);
     let mut n = 0;
     for r in &reqs {
-        let Request::Ingest(doc) = r else { panic!("not an ingest") };
+        let Doc::Ingest(doc) = r else { panic!("not an ingest") };
         let mut body = Vec::new();
         doc.write_gingest(&mut body).unwrap();
         assert!(body.len() <= MAX_REQUEST_BYTES);
@@ -133,9 +133,9 @@ fn large_batches_become_several_requests_within_the_limit() {
     assert!(reqs.len() >= 3);
     assert_eq!(
         reqs.iter()
-            .map(|r| if let Request::Delete(b, n) = r {
-                assert!(b.len() <= MAX_REQUEST_BYTES);
-                *n
+            .map(|r| if let Doc::Delete(subjects) = r {
+                assert!(delete_body(subjects).len() <= MAX_REQUEST_BYTES);
+                subjects.len()
             } else {
                 0
             })
@@ -171,4 +171,53 @@ async fn an_answer_larger_than_the_bound_is_an_error_not_a_process_out_of_memory
     batch.push(br#"{"subject":"/a","visible_to":["public"],"content":{}}"#);
     let e = sink.deliver(&DocumentBatch::Ingest(batch)).await.unwrap_err().to_string();
     assert!(e.contains("more than 4 MiB"), "{e}");
+}
+
+#[tokio::test]
+async fn a_request_that_cannot_be_built_fails_at_once_without_the_token() {
+    std::env::set_var("ICICLE_TEST_GLOBUS_TOKEN_NL", "tok-line-one\ntok-line-two");
+    let mut c = GlobusSinkConfig::new(INDEX);
+    c.token_env = Some("ICICLE_TEST_GLOBUS_TOKEN_NL".into());
+    // Refused where it is configured, naming the key and the variable, not the token.
+    let e = c.clone().connect_with("g", err).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "invalid value for `sinks.g.token_env` in test: the token in environment variable `ICICLE_TEST_GLOBUS_TOKEN_NL` holds a newline or another control \
+         character: not a bearer token an HTTP request can carry (the token is not shown)"
+    );
+    // An access token that cannot be sent (as one from a token endpoint could be): no
+    // request, no retry, no backoff, and an error that retrying cannot help.
+    std::env::set_var("ICICLE_TEST_GLOBUS_TOKEN_OK", "tok-fine-for-now");
+    c.token_env = Some("ICICLE_TEST_GLOBUS_TOKEN_OK".into());
+    c.base_url = "http://127.0.0.1:9".into();
+    c.retry_initial_ms = 60_000;
+    c.retry_max_ms = 60_000;
+    let mut sink = c.connect_with("g", err).unwrap();
+    sink.auth = Auth::Static(Secret::new("tok-line-one\ntok-line-two"));
+    let mut batch = EntryBatch::default();
+    batch.push(br#"{"subject":"/a","visible_to":["public"],"content":{}}"#);
+    let t0 = Instant::now();
+    let e = sink.deliver(&DocumentBatch::Ingest(batch)).await.unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        e.to_string(),
+        format!("g: ingest of 1 entries in index {INDEX}: cannot build the request: the access token holds a newline or another control character (not shown)")
+    );
+    assert!(matches!(e, SinkError::Remote { retry: icicle_core::Retry::NoRetry, .. }), "{e:?}");
+    assert_eq!(sink.counts(), (0, 0, 0, 0));
+    // What reqwest refuses to build is classed the same way, whatever the cause.
+    let built = reqwest::Client::new().get("http://127.0.0.1:9/").header("x", "a\nb").send().await.unwrap_err();
+    let e = request_error("probe", &built);
+    assert!(matches!(e, GlobusError::Request { .. }) && e.retry_hint() == icicle_core::Retry::NoRetry && !e.is_transient(), "{e:?}");
+}
+
+#[test]
+fn failed_tasks_are_worth_a_restart_and_refusals_are_not() {
+    use icicle_core::Retry;
+    let failed = GlobusError::TaskFailed { task_id: "t".into(), index_id: INDEX.into(), message: "m".into() };
+    assert_eq!(failed.retry_hint(), Retry::WithBackoff);
+    assert_eq!(GlobusError::TasksFailing("every entry ...".into()).retry_hint(), Retry::WithBackoff);
+    assert_eq!(GlobusError::Batch("refused".into()).retry_hint(), Retry::NoRetry);
+    let refused = GlobusError::Status { what: "ingest".into(), status: 400, code: None, message: "no".into(), retry_after: None };
+    assert_eq!(refused.retry_hint(), Retry::NoRetry);
 }

@@ -146,15 +146,17 @@ fn init_logging(level: &str) {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).try_init();
 }
 
-/// On SIGTERM or SIGINT, ask the monitors to stop after their current batch (they deliver,
-/// checkpoint and acknowledge it, then report); a second signal ends the process at once.
+/// Builds the configured sinks afresh.
+type SinkFactory = std::sync::Arc<dyn Fn() -> Result<icicle_core::traits::NamedSinks, icicle_core::error::ConfigError> + Send + Sync>;
+
 /// Run one monitor source; with `on_failure = "restart"`, a failed run starts again from its
-/// checkpoint after a delay that doubles up to `restart_max_secs` (a stop signal ends the
-/// wait), until `max_restarts` is used up.
+/// checkpoint, with every sink built afresh, after a delay that doubles up to
+/// `restart_max_secs` (a stop signal ends the wait), until `max_restarts` is used up.
 async fn run_with_restarts(
     m: std::sync::Arc<dyn icicle_core::traits::ChangeSource>,
     ctx: icicle_core::traits::MonitorContext,
     settings: &icicle_core::config::MonitorSettings,
+    new_sinks: SinkFactory,
 ) -> Result<serde_json::Value, icicle_core::error::IcicleError> {
     let restart = settings.on_failure == icicle_core::config::OnSourceFailure::Restart;
     let mut delay = settings.restart_initial_secs.max(0.0);
@@ -198,9 +200,24 @@ async fn run_with_restarts(
             _ = stop.wait_for(|s| *s) => {}
         }
         delay = (delay * 2.0).clamp(0.0, settings.restart_max_secs.max(0.0));
+        replace_sinks(&ctx, &new_sinks).await?;
     }
 }
 
+/// Swap the shared sinks for new ones. Every other monitor delivers and syncs under the same
+/// lock, so nothing it delivered is lost; what this one delivered since its checkpoint is
+/// read and delivered again. The old sinks are dropped off the runtime (a producer's drop
+/// may wait for its queue).
+async fn replace_sinks(ctx: &icicle_core::traits::MonitorContext, new_sinks: &SinkFactory) -> Result<(), icicle_core::error::IcicleError> {
+    let fresh = new_sinks().map_err(|e| icicle_core::error::IcicleError::Internal(format!("building the sinks again: {e}")))?;
+    let old = std::mem::replace(&mut *ctx.sinks.lock().await, fresh);
+    tokio::task::spawn_blocking(move || drop(old));
+    tracing::info!(message = "sinks built afresh for the restart", source = %ctx.name);
+    Ok(())
+}
+
+/// On SIGTERM or SIGINT, ask the monitors to stop after their current batch (they deliver,
+/// checkpoint and acknowledge it, then report); a second signal ends the process at once.
 fn stop_on_signals(stop: std::sync::Arc<tokio::sync::watch::Sender<bool>>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -404,6 +421,8 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
         ExitCode::from(3)
     } else if summary.delete_guard.is_some() {
         ExitCode::from(4)
+    } else if summary.withheld_too_long.is_some() {
+        ExitCode::from(5)
     } else {
         ExitCode::SUCCESS
     })
@@ -420,6 +439,10 @@ fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: boo
     anyhow::ensure!(!c.sinks.is_empty(), "no sink configured");
     let policy = std::sync::Arc::new(icicle_runtime::compose::record_policy(&cfg)?);
     let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
+    let new_sinks: SinkFactory = {
+        let cfg = std::sync::Arc::new(cfg.clone());
+        std::sync::Arc::new(move || icicle_runtime::compose::build_sinks(&cfg))
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     serve_metrics(&rt, metrics_addr.as_deref())?;
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -445,8 +468,9 @@ fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: boo
                     stop: stop.clone(),
                 };
                 let settings = cfg.app.monitor.clone();
+                let new_sinks = new_sinks.clone();
                 tasks.spawn(async move {
-                    let r = run_with_restarts(m, ctx, &settings).await;
+                    let r = run_with_restarts(m, ctx, &settings, new_sinks).await;
                     (name, r)
                 });
             }

@@ -14,6 +14,11 @@ use icicle_testkit::lustre::{Kind, Workload};
 /// A Lustre monitor on the stand-in serving metrics on a free port; returns it, its address,
 /// and the number of changelog records it will read.
 fn running_monitor(tmp: &Path) -> (Child, String, usize) {
+    running_monitor_limited(tmp, None)
+}
+
+/// [`running_monitor`] with at most `open_files` descriptors (`ulimit -n`).
+fn running_monitor_limited(tmp: &Path, open_files: Option<u64>) -> (Child, String, usize) {
     let root = tmp.join("fs");
     let journal = tmp.join("lfs/changelog");
     let mut w = Workload::open(&root, &journal, 3).unwrap();
@@ -35,12 +40,22 @@ fn running_monitor(tmp: &Path) -> (Child, String, usize) {
             t = tmp.display()
         ),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_icicle"))
-        .args(["monitor", "-c", cfg.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_icicle"));
+    cmd.args(["monitor", "-c", cfg.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]).stdout(Stdio::null()).stderr(Stdio::piped());
+    if let Some(n) = open_files {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit { rlim_cur: n, rlim_max: n };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     let addr = loop {
@@ -464,4 +479,63 @@ fn the_dashboard_says_when_its_source_is_gone() {
     let screen = wait_for_screen(&sock, "DISCONNECTED");
     assert!(screen.contains("last data") && screen.contains("UTC") && screen.contains(&addr), "{screen}");
     let _ = tmux(&sock, &["kill-server"]);
+}
+
+/// Open descriptors of process `pid`.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// Hostile clients cannot exhaust a monitor through its metrics server: 300 idle connections
+/// against a monitor limited to 256 descriptors leave it within its limit, its changelog
+/// reads working (new records are read and cleared while they are open), a real request
+/// answered, and the idle connections closed by the server.
+#[test]
+fn idle_connections_cannot_exhaust_a_monitor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, _) = running_monitor_limited(tmp.path(), Some(256));
+    let before = open_fds(child.id());
+    // Our own limit must allow the connections.
+    // SAFETY: plain getrlimit/setrlimit on this process.
+    unsafe {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max.min(4096);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+    let idle: Vec<std::net::TcpStream> = (0..300).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let during = open_fds(child.id());
+    assert!(
+        during <= before + icicle_core::metrics::MAX_CONNECTIONS + 8,
+        "the monitor holds {during} descriptors with 300 idle connections open (had {before})"
+    );
+    // The source still works: more records are read and cleared while the connections stay.
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 4).unwrap();
+    w.run(Kind::Mixed, 50, "/more").unwrap();
+    drop(w);
+    let last = *common::journal_indexes(&journal).last().unwrap();
+    let t = Instant::now();
+    loop {
+        // Answered once a slot frees (idle connections are closed after the head timeout).
+        if let Ok(s) = icicle_tui::dashboard::fetch_status(&addr) {
+            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(last as f64) {
+                break;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(300), "the monitor never read the new records; log ends {}", common::log_of(tmp.path()));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Every idle connection is closed by the server (EOF), none left hanging.
+    for mut s in idle {
+        use std::io::Read;
+        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        let mut b = [0u8; 64];
+        assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "an idle connection got data");
+    }
+    assert!(child.try_wait().unwrap().is_none(), "the monitor stopped");
+    let _ = child.kill();
+    let _ = child.wait();
 }

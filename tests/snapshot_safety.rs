@@ -232,6 +232,48 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), want);
         assert_eq!(r.summary["deletes_withheld"], 2, "{}", r.summary);
     }
+
+    // Inputs that look complete but cannot be shown whole: a part cut inside its last row
+    // (no final newline) and a part of zero bytes. Nothing is deleted, nothing is made of the
+    // cut row, and the run says what it withheld.
+    for (name, reason) in [("cut-inside-a-row", "the last line has no newline"), ("empty-part", "the file is empty")] {
+        let dir = t.join(name);
+        write_listing(&dir, &BTreeSet::new());
+        let p3 = dir.join("part-3.csv");
+        let text = std::fs::read_to_string(&p3).unwrap();
+        let cut = if name == "empty-part" { String::new() } else { text[..text.len() - 4].to_string() };
+        std::fs::write(&p3, cut).unwrap();
+        let state = fork_state(&good, t, name);
+        let r = run(t, name, &tsv(&format!("\"{}/*.csv\"", dir.display())), &state);
+        assert_eq!(r.code, 0, "{name}: {}", r.err);
+        let s = &r.summary;
+        let withheld = if name == "empty-part" { FILES / PARTS } else { 1 };
+        assert_eq!((s["created"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(0), Some(0), Some(withheld as u64)), "{name}: {s}");
+        let scope = &s["unknown_scopes"][0];
+        assert!(scope["scope"] == "everything" && scope["reason"].as_str().unwrap_or("").contains(reason), "{name}: {s}");
+        assert!(ingested(&r.out).is_empty(), "{name}: nothing is made of the cut row");
+        assert_nothing_lost(t, name, &r, &state, &good_source);
+    }
+
+    // Deletes withheld run after run: the run past `max_withheld_runs` (3) delivers, commits
+    // and fails with exit code 5; a good run ends it.
+    {
+        let dir = t.join("keeps-failing");
+        write_listing(&dir, &BTreeSet::new());
+        std::fs::write(dir.join("part-1.csv"), "").unwrap();
+        let src = tsv(&format!("\"{}/*.csv\"", dir.display()));
+        let state = fork_state(&good, t, "keeps-failing");
+        for n in 1..=4u64 {
+            let r = run(t, &format!("keeps-failing-{n}"), &src, &state);
+            assert_eq!((r.code, r.summary["withheld_runs"].as_u64()), (if n <= 3 { 0 } else { 5 }, Some(n)), "run {n}: {}", r.err);
+            assert!(deleted(&r.out).is_empty(), "run {n}");
+            if n == 4 {
+                assert!(r.summary["withheld_too_long"].as_str().unwrap_or("").contains("max_withheld_runs = 3"), "{}", r.summary);
+            }
+        }
+        let r = run(t, "keeps-failing-fixed", &good_source, &state);
+        assert_eq!((r.code, r.summary["withheld_runs"].as_u64(), r.summary["deleted"].as_u64()), (0, Some(0), Some(0)), "{}", r.err);
+    }
 }
 
 #[test]
@@ -560,7 +602,8 @@ fn the_deletion_guard_counts_each_subject_once_after_a_failed_run() {
     let crashed = run_with(t, "crashed", &src, &state, "", &[], &[("ICICLE_FAULT", "sealed")]);
     assert_ne!(crashed.code, 0, "{}", crashed.err);
     let fewer = t.join("fewer");
-    write_listing(&fewer, &(0..FILES * 3 / 10).collect());
+    // 300 rows gone from two parts (no part left empty: an empty part withholds deletes).
+    write_listing(&fewer, &(FILES / 20..FILES / 20 + FILES * 3 / 10).collect());
     let r = run(t, "fewer", &tsv(&format!("\"{}/*.csv\"", fewer.display())), &state);
     assert_ne!(r.code, 0, "the guard stops it: {}", r.summary);
     assert!(r.err.contains("would delete 300 of the previous run's 1000 subjects"), "{}", r.err);

@@ -53,6 +53,10 @@ pub struct SnapshotSettings {
     pub max_delete: Option<u64>,
     /// Lift the deletion guard for one run (`icicle snapshot --allow-mass-delete`).
     pub allow_mass_delete: bool,
+    /// A versioned run that withholds deletes (an input it could not read, or not shown
+    /// whole) for more than this many runs in a row fails with exit code 5 after delivering
+    /// (0: no bound). Default 3.
+    pub max_withheld_runs: u32,
     /// Directory holding the subject manifest of the last delivered run (enables versioning).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
@@ -85,6 +89,7 @@ impl Default for SnapshotSettings {
             max_delete_ratio: 0.2,
             max_delete: None,
             allow_mass_delete: false,
+            max_withheld_runs: 3,
             state_dir: None,
             emit: EmitMode::Changed,
             version: None,
@@ -229,11 +234,16 @@ impl Provider for SetOverrides {
     }
 }
 
+/// One `--set KEY=VALUE` as a TOML line. Errors name the key, never the value (it may be a
+/// secret).
 fn set_to_toml(set: &str) -> Result<String, ConfigError> {
-    let (key, value) = set.split_once('=').ok_or_else(|| ConfigError::Parse(format!("--set `{set}`: expected KEY=VALUE")))?;
+    let (key, value) = set
+        .split_once('=')
+        .ok_or_else(|| ConfigError::Parse("--set: an argument without `=` (expected KEY=VALUE; the argument is not shown, in case it is a secret)".into()))?;
     let key = key.trim();
     if key.is_empty() || !key.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
-        return Err(ConfigError::Parse(format!("--set `{set}`: `{key}` is not a dotted key")));
+        let key = key.escape_debug();
+        return Err(ConfigError::Parse(format!("--set `{key}=…`: `{key}` is not a dotted key (the value is not shown)")));
     }
     let value = value.trim();
     let literal =
@@ -276,11 +286,65 @@ fn figment_error(err: figment::Error, figment: &Figment, base: &str) -> ConfigEr
             _ => md.name.to_string(),
         })
         .unwrap_or_else(|| origin_of(figment, &key));
+    // The value of a secret's key is never quoted; anything else that quotes configuration
+    // text (a TOML parse error shows the line) is redacted by key.
+    let reason = if crate::secret::is_secret_key(&key) || key.ends_with("_env") { secret_reason(&err.kind) } else { err.kind.to_string() };
     ConfigError::InvalidValue {
         key,
         origin,
         // figment quotes serde's list of expected values a second time.
-        reason: err.kind.to_string().replace("``", "`").replace("expected `one of ", "expected one of "),
+        reason: crate::secret::redact_text(&reason).replace("``", "`").replace("expected `one of ", "expected one of "),
+    }
+}
+
+/// Why the value of a secret's key was refused, without the value.
+fn secret_reason(kind: &figment::error::Kind) -> String {
+    use figment::error::{Actual, Kind};
+    let what = |a: &Actual| match a {
+        Actual::Bool(_) => "bool".to_string(),
+        Actual::Unsigned(_) => "unsigned int".into(),
+        Actual::Signed(_) => "signed int".into(),
+        Actual::Float(_) => "float".into(),
+        Actual::Char(_) => "char".into(),
+        Actual::Str(_) => "string".into(),
+        Actual::Bytes(_) => "bytes".into(),
+        Actual::Other(_) => "a value".into(),
+        other => other.to_string(),
+    };
+    match kind {
+        Kind::InvalidType(a, expected) => format!("invalid type: found {}, expected {expected}", what(a)),
+        Kind::InvalidValue(a, expected) => format!("invalid value: found {}, expected {expected}", what(a)),
+        Kind::Unsupported(a) => format!("unsupported type {}", what(a)),
+        Kind::UnknownVariant(_, expected) => format!("unknown variant (not shown), expected one of {}", expected.join(", ")),
+        Kind::Message(_) => "invalid value (not shown: the key holds a secret)".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Replace every value at a key path that [`crate::secret::shown`] refuses with
+/// [`crate::secret::REDACTED`].
+fn redact_tree(path: &mut Vec<String>, v: &mut Value) {
+    let scalar = match v {
+        Value::Dict(_, d) => {
+            for (k, x) in d.iter_mut() {
+                path.push(k.clone());
+                redact_tree(path, x);
+                path.pop();
+            }
+            return;
+        }
+        Value::Array(_, a) => {
+            a.iter_mut().for_each(|x| redact_tree(path, x));
+            return;
+        }
+        Value::String(_, s) => s.clone(),
+        Value::Char(_, c) => c.to_string(),
+        Value::Bool(_, b) => b.to_string(),
+        Value::Num(..) | Value::Empty(..) => String::from("0"),
+    };
+    let keys: Vec<&str> = path.iter().map(String::as_str).collect();
+    if !crate::secret::shown(&keys, &scalar) {
+        *v = Value::from(crate::secret::REDACTED);
     }
 }
 
@@ -334,9 +398,11 @@ pub fn from_figment(figment: Figment) -> Result<LoadedConfig, ConfigError> {
 }
 
 impl LoadedConfig {
-    /// The merged configuration as TOML (`icicle config show`).
+    /// The merged configuration as TOML (`icicle config show`), secrets redacted by key
+    /// ([`crate::secret::shown`]).
     pub fn to_toml(&self) -> Result<String, ConfigError> {
-        let v: Value = self.figment.extract().map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let mut v: Value = self.figment.extract().map_err(|e| figment_error(e, &self.figment, ""))?;
+        redact_tree(&mut Vec::new(), &mut v);
         toml::to_string_pretty(&v).map_err(|e| ConfigError::Parse(e.to_string()))
     }
 
@@ -442,6 +508,39 @@ mod tests {
         assert_eq!(set_to_toml("a.b=[\"x\"]").unwrap(), "a.b = [\"x\"]\n");
         assert!(set_to_toml("novalue").is_err());
         assert!(set_to_toml("a b=1").is_err());
+    }
+
+    #[test]
+    fn set_errors_never_show_the_value() {
+        let e = set_to_toml("tok-Zq8vN3pW6xK1yR4t").unwrap_err().to_string();
+        assert!(!e.contains("Zq8v") && e.contains("KEY=VALUE"), "{e}");
+        let e = set_to_toml("a b=tok-Zq8vN3pW6xK1yR4t").unwrap_err().to_string();
+        assert_eq!(e, "--set `a b=…`: `a b` is not a dotted key (the value is not shown)");
+    }
+
+    #[test]
+    fn show_and_errors_redact_secrets_by_key() {
+        let d = tempfile::tempdir().unwrap();
+        let a = write(
+            d.path(),
+            "a.toml",
+            "[sinks.k]\ntype = \"kafka\"\nconnection = { bootstrap = \"b:9092\", properties = { \"sasl.oauthbearer.config\" = \"clientSecret=s3kr1t-oidc\", \"client.id\" = \"c\" } }\n\
+             [sinks.g]\ntype = \"globus\"\ntoken_env = \"AgV8xPq7Lm2Qp9Ws4Xz6VbN3kR5tY1uI0oP\"\nclient_secret_file = \"/etc/s\"\n",
+        );
+        let shown = load(&[a], &[]).unwrap().to_toml().unwrap();
+        assert!(!shown.contains("s3kr1t") && !shown.contains("AgV8"), "{shown}");
+        for line in [
+            "\"sasl.oauthbearer.config\" = \"***\"",
+            "\"client.id\" = \"c\"",
+            "token_env = \"***\"",
+            "client_secret_file = \"/etc/s\"",
+            "bootstrap = \"b:9092\"",
+        ] {
+            assert!(shown.contains(line), "{line} in\n{shown}");
+        }
+        let c = load(&[], &["sinks.g.token_env=123456789".into()]).unwrap();
+        let e = extract_component::<BTreeMap<String, String>>(&c.figment, "sinks.g", &[]).unwrap_err().to_string();
+        assert_eq!(e, "invalid value for `sinks.g.token_env` in --set command-line option: invalid type: found signed int, expected a string");
     }
 
     #[test]

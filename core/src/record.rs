@@ -362,12 +362,26 @@ pub struct Reject {
     /// directory; deletes still take the scope (the name may be a corrupt copy of another).
     #[serde(skip)]
     pub placed: Option<String>,
+    /// The input cannot be shown whole (empty, cut short, no producer trailer): the rows read
+    /// are good, those it may have held after them are unknown. Deletes are withheld; the
+    /// directory pre-pass keeps the directories it read.
+    #[serde(skip)]
+    pub incomplete: bool,
 }
 
 impl Reject {
     /// A reject at a byte offset of a text input (the line is filled in later).
     pub fn at_offset(input: &str, offset: u64, reason: impl Into<String>) -> Reject {
-        Reject { input: input.to_string(), line: None, offset: Some(offset), reason: reason.into(), scope: None, unreadable: false, placed: None }
+        Reject {
+            input: input.to_string(),
+            line: None,
+            offset: Some(offset),
+            reason: reason.into(),
+            scope: None,
+            unreadable: false,
+            placed: None,
+            incomplete: false,
+        }
     }
 
     /// A reject of a row naming `path` (escaped, [`crate::name`]), when known: scoped to the path
@@ -382,12 +396,21 @@ impl Reject {
 
     /// A reject at a row number of an input.
     pub fn at_row(input: &str, row: u64, reason: impl Into<String>) -> Reject {
-        Reject { input: input.to_string(), line: Some(row), offset: None, reason: reason.into(), scope: None, unreadable: false, placed: None }
+        Reject {
+            input: input.to_string(),
+            line: Some(row),
+            offset: None,
+            reason: reason.into(),
+            scope: None,
+            unreadable: false,
+            placed: None,
+            incomplete: false,
+        }
     }
 
     /// A whole input that could not be read, covering the records under `scope`.
     pub fn whole(input: &str, reason: impl Into<String>, scope: Option<Scope>) -> Reject {
-        Reject { input: input.to_string(), line: None, offset: None, reason: reason.into(), scope, unreadable: true, placed: None }
+        Reject { input: input.to_string(), line: None, offset: None, reason: reason.into(), scope, unreadable: true, placed: None, incomplete: false }
     }
 
     /// A row of `input` (where in it unknown) that could not become a record.
@@ -399,6 +422,12 @@ impl Reject {
     pub fn unreadable(mut self) -> Reject {
         self.unreadable = true;
         self
+    }
+
+    /// An input that cannot be shown whole (see [`Reject::incomplete`]), at `offset`: everything
+    /// is left unknown.
+    pub fn not_whole(input: &str, offset: u64, reason: impl Into<String>) -> Reject {
+        Reject { scope: Some(Scope::All), unreadable: true, incomplete: true, ..Reject::at_offset(input, offset, reason) }
     }
 
     /// The same reject, leaving `scope` unknown.

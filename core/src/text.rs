@@ -113,12 +113,38 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 /// file when `None`), without the trailing `\n` or `\r\n`, reading with `pread` into a
 /// bounded buffer (memory stays flat however large the input). A file that is shorter than
 /// the range, or shrinks while it is read, is an error naming the offsets, never a signal.
-pub fn read_lines(path: &Path, range: Option<(u64, u64)>, mut f: impl FnMut(&[u8], u64)) -> Result<(), SourceError> {
+pub fn read_lines(path: &Path, range: Option<(u64, u64)>, f: impl FnMut(&[u8], u64)) -> Result<(), SourceError> {
+    read_lines_until(path, range, true, f).map(|_| ())
+}
+
+/// How a [`read_whole_lines`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinesEnd {
+    /// This range holds the file's last line (or the file is empty and the range its start):
+    /// the one read that can tell how the file ends.
+    pub at_eof: bool,
+    /// The offset of the file's last line when it has no `\n` (the file was cut short, or is
+    /// still being written): that line was not passed on.
+    pub unterminated: Option<u64>,
+    /// The file is empty (and the range its start).
+    pub empty: bool,
+}
+
+/// [`read_lines`], except that a last line without its `\n` is not passed to `f` but
+/// reported: a listing cut inside a row would otherwise yield a record for a path that was
+/// never there (`.../f1024-217.` for `.../f1024-217.txt`).
+pub fn read_whole_lines(path: &Path, range: Option<(u64, u64)>, f: impl FnMut(&[u8], u64)) -> Result<LinesEnd, SourceError> {
+    read_lines_until(path, range, false, f)
+}
+
+fn read_lines_until(path: &Path, range: Option<(u64, u64)>, pass_unterminated: bool, mut f: impl FnMut(&[u8], u64)) -> Result<LinesEnd, SourceError> {
     use std::os::unix::fs::FileExt;
     let err = |reason: String| SourceError::Io { path: path.to_path_buf(), reason };
     let file = File::open(path).map_err(|e| err(e.to_string()))?;
     let len = file.metadata().map_err(|e| err(e.to_string()))?.len();
     let (start, end) = range.unwrap_or((0, len));
+    let empty = len == 0 && start == 0;
+    let mut ended = LinesEnd { at_eof: empty, unterminated: None, empty };
     if len < end {
         return Err(err(format!("the file is {len} bytes, shorter than when it was planned (a split ends at byte {end}): truncated while being read?")));
     }
@@ -157,7 +183,7 @@ pub fn read_lines(path: &Path, range: Option<(u64, u64)>, mut f: impl FnMut(&[u8
                     pos = i + 1;
                     at_line_start = true;
                 }
-                None if eof => return Ok(()),
+                None if eof => return Ok(ended),
                 None => {
                     base += filled as u64;
                     filled = 0;
@@ -168,10 +194,11 @@ pub fn read_lines(path: &Path, range: Option<(u64, u64)>, mut f: impl FnMut(&[u8
         loop {
             let off = base + pos as u64;
             if off >= end || (eof && pos >= filled) {
-                return Ok(());
+                return Ok(ended);
             }
             let stop = match memchr::memchr(b'\n', &buf[pos..filled]) {
                 Some(i) => pos + i,
+                None if eof && !pass_unterminated => return Ok(LinesEnd { at_eof: true, unterminated: Some(off), empty: false }),
                 None if eof => filled,
                 None => break,
             };
@@ -180,6 +207,7 @@ pub fn read_lines(path: &Path, range: Option<(u64, u64)>, mut f: impl FnMut(&[u8
                 line = &line[..line.len() - 1];
             }
             f(line, off);
+            ended.at_eof = off + (stop - pos) as u64 + 1 >= len;
             pos = stop + 1;
         }
         buf.copy_within(pos..filled, 0);

@@ -134,6 +134,25 @@ pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
     Ok(Components { sources, monitors, sinks })
 }
 
+/// Build every `[sinks.*]` afresh: a monitor restarted after a failure gets new sink objects
+/// (a Kafka producer fenced by a broker stall, a connection pool gone bad), not the ones that
+/// failed.
+pub fn build_sinks(cfg: &LoadedConfig) -> Result<NamedSinks, ConfigError> {
+    let mut sinks = Vec::new();
+    for id in cfg.app.sinks.keys() {
+        let key = format!("sinks.{id}");
+        let ty = cfg.component_type("sinks", id)?;
+        let origin = icicle_core::config::origin_of(&cfg.figment, &format!("{key}.type"));
+        let desc = registry::find(PluginKind::Sink, &ty, &format!("{key}.type"), &origin)?;
+        let ctx = BuildContext { figment: &cfg.figment, key, id: id.clone() };
+        match (desc.build)(&ctx)? {
+            Built::Sink(s) => sinks.push((id.clone(), s)),
+            _ => return Err(ConfigError::Parse(format!("`{ty}` is not a sink"))),
+        }
+    }
+    Ok(sinks)
+}
+
 /// Build every snapshot `[sources.*]` and `[sinks.*]` (sinks may be absent).
 pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(NamedSources, NamedSinks), ConfigError> {
     let c = build_all(cfg)?;

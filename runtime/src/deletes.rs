@@ -197,6 +197,30 @@ pub fn plan_share(
     Ok(out)
 }
 
+/// The file, in a manifest directory, holding how many runs in a row withheld deletes.
+const WITHHELD_RUNS: &str = "withheld-runs";
+
+/// Count this run (`withheld`: whether it withheld any delete) after
+/// the runs of the previous manifest, and write the count into the new one (`manifest.new/`,
+/// sealed and committed with it). Returns the count (0 when this run withheld nothing).
+pub fn count_withheld_run(state_dir: &Path, previous: &PreviousManifest, withheld: bool) -> std::io::Result<u32> {
+    let before =
+        previous.dirs().next().and_then(|d| std::fs::read_to_string(d.join(WITHHELD_RUNS)).ok()).and_then(|t| t.trim().parse::<u32>().ok()).unwrap_or(0);
+    let runs = if withheld { before.saturating_add(1) } else { 0 };
+    icicle_core::durable::write_atomic(&state_dir.join("manifest.new").join(WITHHELD_RUNS), format!("{runs}\n").as_bytes())?;
+    Ok(runs)
+}
+
+/// Why a run that is the `runs`-th in a row to withhold deletes fails, if it does.
+pub fn withheld_too_long(settings: &SnapshotSettings, runs: u32) -> Option<String> {
+    let max = settings.max_withheld_runs;
+    (max > 0 && runs > max).then(|| {
+        format!(
+            "{runs} runs in a row withheld deletes (more than snapshot.max_withheld_runs = {max}): an input keeps failing or is not whole, and the index keeps what it may no longer hold; fix the input (see unknown_scopes and the rejects file)"
+        )
+    })
+}
+
 /// Why the deletion guard stops a run that would delete `n` of `previous` subjects (primary
 /// and aggregate records), if it does: more than `max_delete`, or more than
 /// `max_delete_ratio` of the previous index.

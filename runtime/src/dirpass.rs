@@ -55,6 +55,11 @@ impl RowSink for DirectoryCollector<'_> {
     fn reject(&mut self, reject: Reject) {
         // No scope: it hides nothing (a file gone while it was read). A row whose own name
         // is bad is placed by its directory.
+        if reject.incomplete {
+            // The rows read were read; what the input may have held after them is the
+            // main pass's to report.
+            return;
+        }
         match (&reject.scope, &reject.placed) {
             (_, Some(p)) => lost(self.table, &Scope::Exact(p.clone()), &reject.input),
             (Some(scope), None) => lost(self.table, scope, &reject.input),

@@ -80,6 +80,7 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
         ("  records", s.records.to_string()),
         ("  directories", s.directories.to_string()),
         ("  rejects", s.rejects.to_string()),
+        ("  withdrawn (nobody may see)", s.withdrawn.to_string()),
         ("records emitted", s.emitted.to_string()),
         ("  dead-lettered", s.dead_lettered.to_string()),
         ("inputs (splits)", s.splits.to_string()),
@@ -93,6 +94,9 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
         rows.push(("deleted", s.deleted.to_string()));
         if s.deletes_withheld > 0 {
             rows.push(("deletes withheld", s.deletes_withheld.to_string()));
+        }
+        if s.withheld_runs > 0 {
+            rows.push(("runs in a row withholding deletes", s.withheld_runs.to_string()));
         }
     }
     if s.aggregate_records > 0 {
@@ -123,12 +127,13 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
         out.push_str(&format!("{k:<w$}  {v}\n"));
     }
     out.push_str(&format!(
-        "check: rows {} = records {} + directories {} + rejects {}{}\n",
+        "check: rows {} = records {} + directories {} + rejects {} + withdrawn {}{}\n",
         s.rows,
         s.records,
         s.directories,
         s.rejects,
-        if s.rows == s.records + s.directories + s.rejects { "" } else { "  (MISMATCH)" }
+        s.withdrawn,
+        if s.rows == s.records + s.directories + s.rejects + s.withdrawn { "" } else { "  (MISMATCH)" }
     ));
     if s.unknown_scope_count > 0 {
         out.push_str(&format!("not read ({} scopes; what the last run indexed there is kept, not deleted):\n", s.unknown_scope_count));

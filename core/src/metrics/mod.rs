@@ -3,6 +3,10 @@
 //! `prometheus-client` registry and rendered as OpenMetrics text (`/metrics`) and as a JSON snapshot
 //! (`/status`, `icicle top`).
 
+mod server;
+
+pub use server::{serve, ACCEPT_BACKOFF_MAX, CONNECTION_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS};
+
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
@@ -333,57 +337,6 @@ pub fn record_batch(r: &BatchReport<'_>) {
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// The content type of [`Metrics::prometheus`].
 pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// Serve `/metrics` (OpenMetrics text) and `/status` (JSON snapshot) on `addr` until the
-/// process ends. Returns the bound address (port 0 picks a free one).
-pub async fn serve(addr: &str) -> std::io::Result<std::net::SocketAddr> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else { continue };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut n = 0;
-                // Read the request head (a GET has no body).
-                while n < buf.len() {
-                    match sock.read(&mut buf[n..]).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(k) => n += k,
-                    }
-                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-                let head = String::from_utf8_lossy(&buf[..n]);
-                let mut words = head.split_whitespace();
-                let method = words.next().unwrap_or("");
-                // The query string does not change what is served.
-                let path = words.next().unwrap_or("/").split('?').next().unwrap_or("/");
-                // OpenMetrics when the scraper asks for it (Prometheus does), else the 0.0.4 text.
-                let openmetrics = head
-                    .lines()
-                    .filter_map(|l| l.split_once(':'))
-                    .any(|(k, v)| k.trim().eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text"));
-                let (status, ctype, body) = match (method, path) {
-                    ("GET" | "HEAD", "/metrics") if openmetrics => ("200 OK", OPENMETRICS, Metrics::global().openmetrics()),
-                    ("GET" | "HEAD", "/metrics") => ("200 OK", PROMETHEUS_TEXT, Metrics::global().prometheus()),
-                    ("GET" | "HEAD", "/status") => {
-                        ("200 OK", "application/json", serde_json::to_string(&Metrics::global().snapshot()).unwrap_or_else(|_| "{}".into()))
-                    }
-                    (_, "/metrics" | "/status") => ("405 Method Not Allowed\r\nAllow: GET, HEAD", "text/plain", "GET or HEAD only\n".to_string()),
-                    _ => ("404 Not Found", "text/plain", "try /metrics or /status\n".to_string()),
-                };
-                let body = if method == "HEAD" { String::new() } else { body };
-                let resp = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-                let _ = sock.write_all(resp.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            });
-        }
-    });
-    Ok(local)
-}
 
 #[cfg(test)]
 mod tests {

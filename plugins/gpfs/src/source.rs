@@ -24,6 +24,11 @@ use serde::Deserialize;
 use crate::state::{path_key, MountWalker, NoWalk, Walker};
 use crate::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops};
 
+/// Records withdrawn because they could not be published (for the sampled warning).
+static WITHDRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Event paths refused by the path check (for the sampled warning).
+static UNPUBLISHABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// `[sources.<id>] type = "gpfs"`.
 #[derive(Deserialize, Debug, Clone)]
 pub struct GpfsConfig {
@@ -148,6 +153,8 @@ pub struct GpfsRunCounts {
     /// Messages between the committed offset and the first one read (deleted unread).
     pub lost_messages: u64,
     pub rejects: u64,
+    /// Records withdrawn (sent as deletes): no mapped principal may see the file as it is now.
+    pub withdrawn: u64,
     /// Messages kept in the dead-letter file (they could not be parsed).
     pub dead_letters: u64,
     pub outside_root: u64,
@@ -212,6 +219,15 @@ fn index_path(cfg: &GpfsConfig, p: &str) -> Option<String> {
     }
     let rel = if rel.is_empty() { "/" } else { rel };
     Some(format!("{}{}", cfg.path_prefix.trim_end_matches('/'), rel))
+}
+
+/// `Err` when index path `ip` is the fileset root itself: it is no file to publish or delete.
+fn not_the_root(ip: &str, cfg: &GpfsConfig) -> Result<(), String> {
+    let root = cfg.path_prefix.trim_end_matches('/');
+    if ip == "/" || ip.trim_end_matches('/') == root {
+        return Err(format!("{ip:?} is the fileset root"));
+    }
+    Ok(())
 }
 
 fn external(reason: String) -> IcicleError {
@@ -326,6 +342,15 @@ impl GpfsEngine {
                 counts.outside_root += 1;
                 continue;
             };
+            // The row checks every published record passes, before anything is stat'ed or
+            // sent: no `..`, NUL or control character, and not the fileset root as a file.
+            if let Err(e) = icicle_core::record::check_path(&ip).and_then(|()| not_the_root(&ip, cfg)) {
+                counts.rejects += 1;
+                if let Some(n) = icicle_core::log_sample::count_to_log(&UNPUBLISHABLE) {
+                    tracing::warn!(message = "event path refused (the first 20 are logged, then one in 10,000)", path = %path, error = %e, seen = n);
+                }
+                continue;
+            }
             match op {
                 Op::Delete => deletes.push(subject_for(&ip).into_owned()),
                 Op::Update(m) => {
@@ -335,8 +360,12 @@ impl GpfsEngine {
                     match enc.encode_entry_in(&mut chunk, &record_for(&ip, &m), acl, dirs.as_ref()) {
                         Ok(()) => counts.updates += 1,
                         Err(e) => {
-                            counts.rejects += 1;
-                            tracing::warn!(message = "update not encodable", path = %ip, error = %e);
+                            // Nobody mapped may see it as it is now: withdrawn.
+                            counts.withdrawn += 1;
+                            deletes.push(subject_for(&ip).into_owned());
+                            if let Some(n) = icicle_core::log_sample::count_to_log(&WITHDRAWN) {
+                                tracing::warn!(message = "record withdrawn: it cannot be published as the file is now (the first 20 are logged, then one in 10,000)", path = %ip, error = %e, seen = n);
+                            }
                         }
                     }
                 }

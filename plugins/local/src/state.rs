@@ -22,6 +22,9 @@ use icicle_core::stream::Emit;
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 use serde::{Deserialize, Serialize};
 
+/// Records withdrawn because they could not be published (for the sampled warning).
+static WITHDRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 use crate::dir_access::{root_changed, RootAccess};
 use crate::entries_log::{EntriesLog, Fields};
 use crate::entry_store::EntryStore;
@@ -45,8 +48,10 @@ pub struct LocalCounts {
     /// Updates and deletes sent.
     pub updates: u64,
     pub deletes: u64,
-    /// Updates that could not be encoded.
+    /// Paths refused by the path check.
     pub rejects: u64,
+    /// Records withdrawn (sent as deletes): no mapped principal may see the file as it is now.
+    pub withdrawn: u64,
     /// Files published again because a directory above them changed mode or owner.
     pub reevaluated: u64,
     /// Subtree rescans, by reason.
@@ -404,6 +409,12 @@ impl LocalState {
             return;
         }
         self.counts.compared += 1;
+        // The row checks every published record passes, before anything is stat'ed.
+        if let Err(e) = icicle_core::record::check_path(&self.full(rel)) {
+            self.counts.rejects += 1;
+            tracing::warn!(message = "path refused", path = %rel, error = %e);
+            return;
+        }
         let old = self.entries.get(rel);
         let md = match self.lstat(rel) {
             Ok(md) => md,
@@ -496,12 +507,13 @@ impl LocalState {
                 j.push(rel.clone());
             }
         }
-        self.publish(rel, &md, chunk, work);
+        self.publish(rel, &md, chunk, deletes, work);
     }
 
     /// Publish the file at `rel` (metadata `md`): under posix judged along its directories as
-    /// they are now.
-    fn publish(&mut self, rel: &Name, md: &std::fs::Metadata, chunk: &mut EntryBatch, work: &mut Work) {
+    /// they are now. A file no mapped principal may see is withdrawn: the index must not keep
+    /// a record that shows it to whoever could see it before.
+    fn publish(&mut self, rel: &Name, md: &std::fs::Metadata, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
         let full = self.full(rel);
         let rec = FileRecord::from_metadata(&full, md);
         let encoded = if self.posix {
@@ -528,8 +540,12 @@ impl LocalState {
                 work.published(rel);
             }
             Err(e) => {
-                self.counts.rejects += 1;
-                tracing::warn!(message = "update not encodable", path = %full, error = %e);
+                self.counts.withdrawn += 1;
+                work.force.remove(rel);
+                work.delete(rel, subject_for(&full).into_owned(), deletes);
+                if let Some(n) = icicle_core::log_sample::count_to_log(&WITHDRAWN) {
+                    tracing::warn!(message = "record withdrawn: it cannot be published as the file is now (the first 20 are logged, then one in 10,000)", path = %full, error = %e, seen = n);
+                }
             }
         }
     }

@@ -109,3 +109,50 @@ fn a_subdirectory_a_walk_could_not_list_is_walked_when_compared_again() {
     // The walk of `x` lists `y` but cannot list it; `y` itself is compared later in the emit.
     unlisted_directory_is_walked_when_compared_again("x", "x/y");
 }
+
+/// A posix state whose only mapped principal is uid 1001 (no admins, no root, nobody for
+/// "everyone"): a file may become one nobody mapped may see.
+fn private_state(root: &Path) -> LocalState {
+    let mut map = icicle_core::policy::PrincipalMap::default();
+    map.insert_user(1001, "urn:u1001".into());
+    let policy = RecordPolicy {
+        visible_to: vec![VisibleTo::Public],
+        access: Some(icicle_core::access::AccessPolicy::Posix),
+        principals: Arc::new(map),
+        version: "t".into(),
+        ..Default::default()
+    };
+    LocalState::new(root.to_path_buf(), String::new(), PrimaryEncoder::new(Arc::new(policy)), true).with_posix(true)
+}
+
+/// A file of two names that nobody mapped may see any more after its directory's mode
+/// changes, then changes again: each name is withdrawn, and compared a bounded number of
+/// times, not forever.
+#[test]
+fn a_file_nobody_may_see_any_more_is_withdrawn_under_every_name_once() {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("fs");
+    std::fs::create_dir_all(r.join("d")).unwrap();
+    std::fs::set_permissions(&r, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(r.join("d"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(r.join("d/f"), b"x").unwrap();
+    std::fs::hard_link(r.join("d/f"), r.join("d/g")).unwrap();
+    chown(r.join("d/f"), Some(1001), Some(2003)).unwrap();
+    std::fs::set_permissions(r.join("d/f"), std::fs::Permissions::from_mode(0o060)).unwrap();
+    let mut s = private_state(&r);
+    let e = s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Seed)]).unwrap();
+    assert_eq!((e.chunk.len(), e.deletes.len()), (2, 0), "uid 1001 may see both names: {:?}", s.counts);
+    std::fs::set_permissions(r.join("d"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let e = s.apply_events(vec![changed("d")]).unwrap();
+    let mut gone = e.deletes.clone();
+    gone.sort();
+    assert_eq!((e.chunk.len(), gone), (0, vec!["/d/f".to_string(), "/d/g".to_string()]), "{:?}", s.counts);
+    for mode in [0o700, 0o770] {
+        std::fs::set_permissions(r.join("d"), std::fs::Permissions::from_mode(mode)).unwrap();
+        let before = s.counts.compared;
+        let e = s.apply_events(vec![changed("d"), changed("d/f"), changed("d/g")]).unwrap();
+        assert!(e.chunk.is_empty(), "nobody may see either name");
+        assert!(s.counts.compared - before <= 6, "each name compared a bounded number of times: {:?}", s.counts);
+    }
+}

@@ -20,6 +20,11 @@ use crate::reducer::{ReduceCounts, RuleTable};
 use crate::resolve::{fsmonitor_apply, walk_files, Lfs, LfsResolver};
 use crate::tree::{DirectoryTree, Ops, PathOp};
 
+/// Records withdrawn because they could not be published (for the sampled warning).
+static WITHDRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Paths refused by the path check (for the sampled warning).
+static UNPUBLISHABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// One MDT's directory tree and what applying records to it needs.
 pub(crate) struct TreeState {
     pub cfg: Arc<LustreConfig>,
@@ -103,6 +108,15 @@ impl TreeState {
         let mut changed_dirs = Vec::new();
         let mut files = Vec::with_capacity(ops.len());
         for (path, op) in &ops {
+            // The row checks every published record passes, before anything is stat'ed or
+            // sent: a name of `..` or with a `/` in a record must not reach outside the mount.
+            if let Err(e) = icicle_core::record::check_path(path) {
+                counts.rejects += 1;
+                if let Some(n) = icicle_core::log_sample::count_to_log(&UNPUBLISHABLE) {
+                    tracing::warn!(message = "changelog path refused (the first 20 are logged, then one in 10,000)", path = %path, error = %e, seen = n);
+                }
+                continue;
+            }
             match op {
                 PathOp::Delete => {
                     self.tree.unindexed(path);
@@ -130,7 +144,7 @@ impl TreeState {
             }
         }
         for (path, md) in files {
-            self.encode_update(path, &md, &mut chains, &mut chunk, counts);
+            self.encode_update(path, &md, &mut chains, &mut chunk, &mut deletes, counts);
         }
         for dir in changed_dirs {
             for rel in walk_files(&self.on_mount(&dir)) {
@@ -140,7 +154,7 @@ impl TreeState {
                 }
                 if let Ok(md) = std::fs::symlink_metadata(self.on_mount(&path)) {
                     counts.reevaluated += 1;
-                    self.encode_update(&path, &md, &mut chains, &mut chunk, counts);
+                    self.encode_update(&path, &md, &mut chains, &mut chunk, &mut deletes, counts);
                 }
             }
         }
@@ -150,8 +164,17 @@ impl TreeState {
         Emit { chunk, deletes, sent: self.tree.take_fresh_sent() }
     }
 
-    /// Encode the update of file `path` (metadata `md`) into `chunk`.
-    fn encode_update(&mut self, path: &str, md: &std::fs::Metadata, chains: &mut ChainCache, chunk: &mut EntryBatch, counts: &mut MonitorCounts) {
+    /// Encode the update of file `path` (metadata `md`) into `chunk`; one that cannot be
+    /// published (no mapped principal may see it as it is now) is withdrawn: a delete.
+    fn encode_update(
+        &mut self,
+        path: &str,
+        md: &std::fs::Metadata,
+        chains: &mut ChainCache,
+        chunk: &mut EntryBatch,
+        deletes: &mut Vec<String>,
+        counts: &mut MonitorCounts,
+    ) {
         let full = self.full_path(path);
         let rec = FileRecord::from_metadata(&full, md);
         let dirs = if self.posix { chains.chain(parent_dir(path), &mut |d| lstat_dir(&self.on_mount(d))) } else { None };
@@ -162,8 +185,12 @@ impl TreeState {
                 self.tree.indexed(path);
             }
             Err(e) => {
-                counts.rejects += 1;
-                tracing::warn!(message = "update not encodable", path = %full, error = %e);
+                counts.withdrawn += 1;
+                self.tree.unindexed(path);
+                deletes.push(subject_for(&full).into_owned());
+                if let Some(n) = icicle_core::log_sample::count_to_log(&WITHDRAWN) {
+                    tracing::warn!(message = "record withdrawn: it cannot be published as the file is now (the first 20 are logged, then one in 10,000)", path = %full, error = %e, seen = n);
+                }
             }
         }
     }

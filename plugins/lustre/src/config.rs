@@ -131,6 +131,8 @@ pub struct MonitorCounts {
     pub records: u64,
     pub filtered: u64,
     pub rejects: u64,
+    /// Records withdrawn (sent as deletes): no mapped principal may see the file as it is now.
+    pub withdrawn: u64,
     pub unknown_types: u64,
     pub reduce: ReduceCounts,
     pub tree: TreeCounts,

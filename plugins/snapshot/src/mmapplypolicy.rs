@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::fields::{parse_inode, parse_octal, parse_u32, parse_u64, percent_decode};
 use crate::show::{parse_time, ShowLayout};
-use crate::tsv::{first_row, read_lines};
+use crate::tsv::{first_row, read_lines, Ending};
 
 /// The SHOW fields of Icicle's NERSC `fs-medium` layout (formats.md §2.3), 18 columns in all.
 pub const NERSC18_SHOW: [&str; 13] = ["-", "size", "fileset", "-", "-", "-", "uid", "gid", "mode", "atime", "ctime", "-", "mtime"];
@@ -186,7 +186,7 @@ impl Source for MmapplypolicySource {
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let mut scratch = Scratch::default();
-        read_lines(split, out, is_message, |line, emit| emit(self.parse(line, &mut scratch)), |line| self.path_of(line))
+        read_lines(split, out, is_message, |line, emit| emit(self.parse(line, &mut scratch)), |line| self.path_of(line), Some(Ending::Newline))
     }
 }
 

@@ -163,6 +163,14 @@ impl Layout {
         l
     }
 
+    /// How an input of this layout shows that it is whole.
+    pub fn ending(&self) -> Ending<'static> {
+        match self.preset {
+            Some(Preset::Ne2scan) if !self.custom => Ending::Trailer(b"#complete#"),
+            _ => Ending::Newline,
+        }
+    }
+
     fn max_col(&self) -> usize {
         let c = &self.cols;
         [c.kind.unwrap_or(0), c.mode, c.uid, c.gid, c.size, c.atime, c.ctime, c.mtime, c.path, c.inode.unwrap_or(0)].into_iter().max().unwrap_or(0)
@@ -469,23 +477,35 @@ impl TsvSource {
 
 /// Read one split of a line-oriented input with `parse`. A rejected row leaves the path it
 /// names unknown when `path_of` can still find a valid one there, else everything (the
-/// row may have been any file).
+/// row may have been any file). With an `ending`, an input that cannot be shown complete
+/// leaves everything unknown (a versioned run withholds its deletes): one that is empty,
+/// whose last line has no newline, or that does not end with its producer's trailer.
 pub fn read_lines(
     split: &Split,
     out: &mut dyn RowSink,
     skip: impl Fn(&[u8], u64) -> bool,
     mut parse: impl FnMut(&[u8], &mut dyn FnMut(Result<FileRecord<'_>, String>)),
     path_of: impl Fn(&[u8]) -> Option<String>,
+    ending: Option<Ending<'_>>,
 ) -> Result<(), SourceError> {
+    let trailer = match ending {
+        Some(Ending::Trailer(t)) => Some(t),
+        _ => None,
+    };
     let input = split.name.as_str();
     let start = split.range.map_or(0, |r| r.0);
     let mut last_progress = start;
     let mut end = start;
+    let mut ends_with_trailer = false;
     // A whole-file split is checked against the length it was planned with.
     let range = split.range.or(Some((0, split.weight)));
-    text::read_lines(&split.path, range, |line, offset| {
+    let ended = text::read_whole_lines(&split.path, range, |line, offset| {
         end = offset + line.len() as u64;
-        if line.is_empty() || skip(line, offset) {
+        if line.is_empty() {
+            return;
+        }
+        ends_with_trailer = trailer.is_some_and(|t| line.starts_with(t));
+        if skip(line, offset) {
             return;
         }
         parse(line, &mut |res| match res {
@@ -498,9 +518,41 @@ pub fn read_lines(
             last_progress = offset;
         }
     })?;
+    if let Some(why) = ending.and_then(|_| incomplete(ended, trailer, ends_with_trailer)) {
+        out.reject(Reject::not_whole(input, ended.unterminated.unwrap_or(end), why));
+    }
     let end = split.range.map_or(end, |r| r.1);
     out.progress(end.saturating_sub(last_progress));
     Ok(())
+}
+
+/// How a listing shows that it is whole at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending<'a> {
+    /// Its last line ends with a newline (pwalk, icicle9, `mmapplypolicy` LIST files).
+    Newline,
+    /// Its last line is this producer's trailer (ne2scan's `#complete#<epoch>`, written last
+    /// by lester's `action-fslist.c`, a1c1323 lines 351-358).
+    Trailer(&'a [u8]),
+}
+
+/// Why a read that ended as `ended` cannot be shown to have read the whole input, if so.
+fn incomplete(ended: text::LinesEnd, trailer: Option<&[u8]>, ends_with_trailer: bool) -> Option<String> {
+    if !ended.at_eof {
+        return None;
+    }
+    if ended.empty {
+        return Some("the file is empty: a listing part whose producer failed? (its rows are unknown; deletes are withheld)".into());
+    }
+    if ended.unterminated.is_some() {
+        return Some("the last line has no newline: the listing was cut short (its rows are unknown; deletes are withheld)".into());
+    }
+    match trailer {
+        Some(t) if !ends_with_trailer => {
+            Some(format!("no `{}` line at the end: the scan did not finish (its rows are unknown; deletes are withheld)", String::from_utf8_lossy(t)))
+        }
+        _ => None,
+    }
 }
 
 /// The first row of `path` that `skip` does not skip, with its 1-based line number, read
@@ -531,7 +583,7 @@ impl Source for TsvSource {
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let l = &*self.layout;
         let mut scratch = Scratch::default();
-        read_lines(split, out, |line, offset| l.skips(line, offset), |line, emit| emit(l.parse(line, &mut scratch)), |line| l.path_of(line))
+        read_lines(split, out, |line, offset| l.skips(line, offset), |line, emit| emit(l.parse(line, &mut scratch)), |line| l.path_of(line), Some(l.ending()))
     }
 
     /// Only rows that may be directories are parsed; every other row is handed over by its
@@ -556,7 +608,8 @@ impl Source for TsvSource {
                 }
             }
         };
-        read_lines(split, out, |line, offset| l.skips(line, offset), parse, |line| l.path_of(line))
+        // The main pass reports an input that is not whole.
+        read_lines(split, out, |line, offset| l.skips(line, offset), parse, |line| l.path_of(line), None)
     }
 }
 

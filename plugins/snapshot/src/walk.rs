@@ -1,7 +1,11 @@
 //! `walk`: a parallel walk of a live directory tree with `lstat` (links are never
 //! followed). Each directory is a split; subdirectories are spawned as new splits so all
-//! workers share the walk.
+//! workers share the walk. By default the walk stays on the root's file system (`xdev`, as
+//! `find -xdev`): a directory where another file system is mounted is not entered, and what
+//! the index holds below it is left unknown (kept), not deleted: an unmounted project file
+//! system, or an empty one mounted over a directory, must not empty the index there.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -21,18 +25,28 @@ pub struct WalkConfig {
     pub root: PathBuf,
     /// The path the root stands for in records (default: the root's absolute path).
     pub path_prefix: Option<String>,
+    /// Stay on the root's file system (default true).
+    #[serde(default = "stay_on_one_file_system")]
+    pub xdev: bool,
+}
+
+fn stay_on_one_file_system() -> bool {
+    true
 }
 
 /// The `walk` source.
 pub struct WalkSource {
     root: PathBuf,
     prefix: String,
+    /// The root's device, when the walk stays on it.
+    device: Option<u64>,
 }
 
 impl WalkSource {
-    /// Walk `root`, naming records under `prefix`.
-    pub fn new(root: PathBuf, prefix: String) -> WalkSource {
-        WalkSource { root, prefix }
+    /// Walk `root`, naming records under `prefix`, staying on the file system of the root
+    /// (its device is `device`) when that is given.
+    pub fn new(root: PathBuf, prefix: String, device: Option<u64>) -> WalkSource {
+        WalkSource { root, prefix, device }
     }
 
     fn record_path(&self, p: &std::path::Path) -> Result<String, String> {
@@ -114,6 +128,11 @@ impl Source for WalkSource {
                     continue;
                 }
             };
+            if md.is_dir() && self.device.is_some_and(|d| d != md.dev()) {
+                let why = "another file system is mounted here: not entered (walk `xdev`); what the index holds below it is kept";
+                out.reject(Reject::whole(&p.display().to_string(), why, Some(Scope::subtree(&rp))));
+                continue;
+            }
             let rec = record_of(&rp, &md);
             let acl = if acls { Acl::read(&p) } else { None };
             if md.is_dir() {
@@ -139,6 +158,10 @@ impl ComponentConfig for WalkConfig {
             Some(_) => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
             None => icicle_core::name::from_os(&root).into_owned(),
         };
-        Ok(Arc::new(WalkSource::new(root, prefix)))
+        let device = match self.xdev {
+            true => Some(std::fs::metadata(&root).map_err(|e| ctx.invalid("root", format!("{}: {e}", root.display())))?.dev()),
+            false => None,
+        };
+        Ok(Arc::new(WalkSource::new(root, prefix, device)))
     }
 }

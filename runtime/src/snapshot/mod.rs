@@ -157,6 +157,9 @@ pub struct SnapshotSummary {
     pub rejects: u64,
     /// Entries the sinks set aside in their dead-letter files (refused on their own).
     pub dead_lettered: u64,
+    /// Records not indexed because no mapped principal may see them (a versioned run deletes
+    /// what an earlier run indexed of them).
+    pub withdrawn: u64,
     /// Records sent to the sinks.
     pub emitted: u64,
     pub splits: u64,
@@ -196,6 +199,12 @@ pub struct SnapshotSummary {
     /// Why the deletion guard stopped the run (nothing delivered or deleted, manifest kept).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delete_guard: Option<String>,
+    /// Versioned runs in a row, this one included, that withheld deletes (0: this one did not).
+    pub withheld_runs: u32,
+    /// Why the run fails for withholding deletes too long (`snapshot.max_withheld_runs`):
+    /// delivered and committed, exit code 5.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub withheld_too_long: Option<String>,
 }
 
 /// An I/O failure of the run itself (state files, threads), with what was being done.
@@ -490,6 +499,12 @@ async fn finish(
             let d = crate::deletes::plan(dir, prev, &unknown, pipeline_subjects, nworkers + 1).map_err(|e| io("planning the deletes", e))?;
             summary.deletes_withheld = d.withheld;
             summary.aggregate_deletes_withheld = d.aggregates_withheld;
+            let withheld = d.withheld + d.aggregates_withheld > 0;
+            summary.withheld_runs = crate::deletes::count_withheld_run(dir, prev, withheld).map_err(|e| io("counting the runs that withheld deletes", e))?;
+            summary.withheld_too_long = crate::deletes::withheld_too_long(settings, summary.withheld_runs);
+            if let Some(why) = &summary.withheld_too_long {
+                tracing::error!(message = "deletes withheld too long: this run is delivered, and fails", reason = %why);
+            }
             summary.delete_guard = crate::deletes::guard(settings, d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates);
             if let Some(why) = &summary.delete_guard {
                 tracing::error!(message = "deletion guard: nothing delivered or deleted and the manifest is kept; rerun with --allow-mass-delete if this is intended", reason = %why);

@@ -99,6 +99,7 @@ pub(super) struct WorkerCounts {
     pub(super) records: u64,
     pub(super) directories: u64,
     pub(super) rejects: u64,
+    pub(super) withdrawn: u64,
     pub(super) emitted: u64,
     pub(super) created: u64,
     pub(super) updated: u64,
@@ -158,6 +159,17 @@ impl Worker {
         let chunk = std::mem::replace(&mut self.chunk, EntryBatch::with_capacity(CHUNK_BYTES + 4096));
         // A closed channel means the run is being cancelled; the records are not acknowledged.
         let _ = self.tx.blocking_send(chunk);
+    }
+
+    /// A row nobody mapped may see (or for whom it is unknown): not indexed, and, read in
+    /// full, not carried over either, so a versioned run deletes what an earlier one indexed.
+    fn withdraw(&mut self, rec: &FileRecord<'_>, reason: String) {
+        static LOGGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        self.counts.withdrawn += 1;
+        self.counts.records -= 1;
+        if let Some(n) = icicle_core::log_sample::count_to_log(&LOGGED) {
+            tracing::warn!(message = "not indexed: no mapped principal may see it (the first 20 are logged, then one in 10,000)", input = %self.input, path = %rec.path, reason = %reason, seen = n);
+        }
     }
 
     /// Reject a row that a source read: its path is carried over.
@@ -243,7 +255,7 @@ impl Worker {
         let chain = self.chain_of(rec.path);
         let vis = match self.encoder.visible_to_in(rec, acl.map(Arc::new), chain.as_ref()) {
             Ok(v) => v,
-            Err(e) => return self.reject_here(rec, e),
+            Err(e) => return self.withdraw(rec, e),
         };
         if let (Some(keys), Some(m)) = (&mut self.keys, &mut self.manifest) {
             let hash = manifest::path_hash(rec.path);
@@ -413,6 +425,7 @@ pub(super) fn join(handles: Vec<std::thread::JoinHandle<WorkerResult>>, summary:
                 summary.records += c.records;
                 summary.directories += c.directories;
                 summary.rejects += c.rejects;
+                summary.withdrawn += c.withdrawn;
                 summary.emitted += c.emitted;
                 summary.created += c.created;
                 summary.updated += c.updated;

@@ -8,7 +8,9 @@ command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 # MPI for plugins/prism-mpi (swiftload): the mpi crate's bindgen needs libclang.
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
-for p in libopenmpi-dev libclang-dev; do
+# TLS and SASL (SCRAM, OAUTHBEARER/OIDC) in librdkafka: plugins/kafka's rdkafka features
+# `ssl` and `curl` link the system OpenSSL and libcurl (docs/gpfs-monitor.md).
+for p in libopenmpi-dev libclang-dev libssl-dev pkg-config libcurl4-openssl-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 command -v cc >/dev/null 2>&1 || need+=(build-essential)

@@ -6,6 +6,12 @@
 # Without a second argument, both. The broker's address is written to .tools/run/kafka.addr,
 # the S3 server's URL to .tools/run/s3.addr, their pids to .tools/run/{kafka,s3}.pid
 # (ICICLE_SERVICES_RUN=DIR uses DIR instead, for services of one's own beside those).
+#
+# Opt-in, named only: `install|start|stop kafka-sasl`, a second broker that requires SASL/SCRAM
+# over TLS as Amazon MSK's SASL_SSL listener does (tests/kafka_sasl.rs). It prints
+# KAFKA_SASL=127.0.0.1:PORT and leaves in $RUN/kafka-sasl/: `addr`, `ca.pem` (the CA that
+# signed the broker's certificate for 127.0.0.1), `user` and `password` (mode 0600, random per
+# start; the user has SCRAM-SHA-512 and SCRAM-SHA-256 credentials).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS="$PWD/.tools"
@@ -118,15 +124,137 @@ start_moto() {
 
 stop_moto() { stop_service s3; }
 
+# The SASL broker. tansu checks SCRAM passwords against credentials its storage engine keeps,
+# and only its SQL engines keep them (the memory engine of the prebuilt binary above answers
+# "no such user" to everyone), so this is tansu built from crates.io with its SQLite engine
+# (`--features libsql`; about 10 minutes on 2 cores, once per machine: it is cached outside
+# the work tree, where a fresh clone on the same machine finds it). tansu takes --cert/--key
+# but 0.6 does not use them (its TLS acceptor is never applied), so a small TLS terminator in
+# Python's ssl module stands in front of it and the broker advertises the terminator's port.
+TANSU_SASL_VERSION=0.6.0
+TANSU_SASL_ROOT="${ICICLE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/icicle}/tansu-$TANSU_SASL_VERSION-libsql"
+TANSU_SASL="$TOOLS/bin/tansu-sqlite"
+SASL="$RUN/kafka-sasl"
+
+install_tansu_sasl() {
+  if [ -x "$TANSU_SASL" ] && "$TANSU_SASL" --version >/dev/null 2>&1; then return 0; fi
+  if ! "$TANSU_SASL_ROOT/bin/tansu" --version >/dev/null 2>&1; then
+    echo "building tansu $TANSU_SASL_VERSION with its SQLite engine (SCRAM credentials; about 10 minutes, once per machine)" >&2
+    cargo install tansu --version "$TANSU_SASL_VERSION" --locked --features libsql --root "$TANSU_SASL_ROOT" >&2
+  fi
+  ln -sf "$TANSU_SASL_ROOT/bin/tansu" "$TANSU_SASL"
+  "$TANSU_SASL" --version
+}
+
+# Arguments: the TLS port to listen on, the broker's port, certificate, key.
+TLS_TERMINATOR='
+import asyncio, ssl, sys
+port, backend, cert, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+ctx.load_cert_chain(cert, key)
+async def pipe(r, w):
+    try:
+        while True:
+            data = await r.read(65536)
+            if not data:
+                break
+            w.write(data)
+            await w.drain()
+    except Exception:
+        pass
+    finally:
+        w.close()
+async def serve(cr, cw):
+    try:
+        br, bw = await asyncio.open_connection("127.0.0.1", backend)
+    except OSError:
+        cw.close()
+        return
+    await asyncio.gather(pipe(cr, bw), pipe(br, cw))
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", port, ssl=ctx)
+    async with server:
+        await server.serve_forever()
+asyncio.run(main())
+'
+
+wait_port() {
+  for _ in $(seq 1 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+start_tansu_sasl() {
+  install_tansu_sasl >/dev/null
+  stop_tansu_sasl
+  rm -rf "$SASL"
+  mkdir -p "$SASL"
+  chmod 700 "$SASL"
+  # A CA, and the broker's certificate for 127.0.0.1 signed by it (librdkafka checks the name).
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=icicle test CA" \
+    -keyout "$SASL/ca.key" -out "$SASL/ca.pem" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$SASL/broker.key" -out "$SASL/broker.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$SASL/san.ext"
+  openssl x509 -req -in "$SASL/broker.csr" -CA "$SASL/ca.pem" -CAkey "$SASL/ca.key" -CAcreateserial -days 30 \
+    -extfile "$SASL/san.ext" -out "$SASL/broker.pem" >/dev/null 2>&1
+  local password port inner
+  password="$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')"
+  (umask 077; printf '%s\n' "$password" >"$SASL/password"; echo icicle >"$SASL/user")
+  port="$(free_port)"
+  inner="$(free_port)"
+  while [ "$inner" = "$port" ]; do inner="$(free_port)"; done
+  # First without authentication, to create the user (kept in tansu.db), then with it.
+  (cd "$SASL" && exec "$TANSU_SASL" broker --listener-url "tcp://127.0.0.1:$inner" --advertised-listener-url "tcp://127.0.0.1:$port" \
+    --storage-engine sqlite://tansu.db >"$SASL/setup.log" 2>&1) &
+  local setup=$!
+  if ! wait_port "$inner" \
+    || ! "$TANSU_SASL" user create --broker "tcp://127.0.0.1:$inner" --mechanism scram512 icicle "$password" >>"$SASL/setup.log" 2>&1 \
+    || ! "$TANSU_SASL" user create --broker "tcp://127.0.0.1:$inner" --mechanism scram256 icicle "$password" >>"$SASL/setup.log" 2>&1; then
+    kill "$setup" 2>/dev/null || true
+    echo "could not create the SASL user; the broker's log:" >&2
+    cat "$SASL/setup.log" >&2
+    return 1
+  fi
+  kill "$setup" 2>/dev/null || true
+  wait "$setup" 2>/dev/null || true
+  (cd "$SASL" && exec "$TANSU_SASL" broker --authentication --listener-url "tcp://127.0.0.1:$inner" \
+    --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine sqlite://tansu.db >"$SASL/broker.log" 2>&1) &
+  echo $! >"$SASL/broker.pid"
+  python3 -c "$TLS_TERMINATOR" "$port" "$inner" "$SASL/broker.pem" "$SASL/broker.key" >"$SASL/tls.log" 2>&1 &
+  echo $! >"$SASL/tls.pid"
+  if wait_port "$inner" && wait_port "$port"; then
+    echo "127.0.0.1:$port" >"$SASL/addr"
+    echo "KAFKA_SASL=127.0.0.1:$port"
+    return 0
+  fi
+  echo "the SASL broker did not start; its logs:" >&2
+  cat "$SASL/broker.log" "$SASL/tls.log" >&2
+  return 1
+}
+
+stop_tansu_sasl() {
+  local f
+  for f in "$SASL/tls.pid" "$SASL/broker.pid"; do
+    if [ -f "$f" ]; then
+      kill "$(cat "$f")" 2>/dev/null || true
+      rm -f "$f"
+    fi
+  done
+  rm -f "$SASL/addr"
+}
+
 what="${2:-all}"
 case "$what" in
-  all|kafka|s3) ;;
-  *) echo "usage: $0 install|start|stop [kafka|s3]" >&2; exit 2 ;;
+  all|kafka|s3|kafka-sasl) ;;
+  *) echo "usage: $0 install|start|stop [kafka|s3|kafka-sasl]" >&2; exit 2 ;;
 esac
-want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
+# `all` is kafka and s3: kafka-sasl only when named.
+want() { [ "$what" = "$1" ] || { [ "$what" = all ] && [ "$1" != kafka-sasl ]; }; }
 case "${1:-}" in
-  install) if want kafka; then install_tansu; fi; if want s3; then install_moto; fi ;;
-  start) if want kafka; then start_tansu; fi; if want s3; then start_moto; fi ;;
-  stop) if want kafka; then stop_tansu; fi; if want s3; then stop_moto; fi ;;
-  *) echo "usage: $0 install|start|stop [kafka|s3]" >&2; exit 2 ;;
+  install) if want kafka; then install_tansu; fi; if want s3; then install_moto; fi; if want kafka-sasl; then install_tansu_sasl; fi ;;
+  start) if want kafka; then start_tansu; fi; if want s3; then start_moto; fi; if want kafka-sasl; then start_tansu_sasl; fi ;;
+  stop) if want kafka; then stop_tansu; fi; if want s3; then stop_moto; fi; if want kafka-sasl; then stop_tansu_sasl; fi ;;
+  *) echo "usage: $0 install|start|stop [kafka|s3|kafka-sasl]" >&2; exit 2 ;;
 esac

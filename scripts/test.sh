@@ -12,7 +12,8 @@ command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 # MPI for plugins/prism-mpi (swiftload): the mpi crate's bindgen needs libclang.
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
-for p in libopenmpi-dev libclang-dev; do
+# TLS and SASL in librdkafka (plugins/kafka's rdkafka features `ssl`, `curl`).
+for p in libopenmpi-dev libclang-dev libssl-dev pkg-config libcurl4-openssl-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -23,12 +24,16 @@ python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install --qu
 # Stock globus-sdk, which the file sink's documents must suit (tests/globus_sdk.rs).
 python3 -c 'import globus_sdk' 2>/dev/null || python3 -m pip install --quiet globus-sdk
 bash scripts/services.sh install
-trap 'bash scripts/services.sh stop' EXIT
+# A second broker that requires SASL/SCRAM over TLS (tests/kafka_sasl.rs); built once per machine.
+bash scripts/services.sh install kafka-sasl
+trap 'bash scripts/services.sh stop; bash scripts/services.sh stop kafka-sasl' EXIT
 services="$(bash scripts/services.sh start)"
 ICICLE_TEST_KAFKA="$(echo "$services" | sed -n 's/^KAFKA=//p')"
 ICICLE_TEST_S3="$(echo "$services" | sed -n 's/^S3=//p')"
-export ICICLE_TEST_KAFKA ICICLE_TEST_S3
-echo "Kafka broker (tansu) on $ICICLE_TEST_KAFKA, S3 server (moto) on $ICICLE_TEST_S3"
+sasl="$(bash scripts/services.sh start kafka-sasl)"
+ICICLE_TEST_KAFKA_SASL="${ICICLE_SERVICES_RUN:-$PWD/.tools/run}/kafka-sasl"
+export ICICLE_TEST_KAFKA ICICLE_TEST_S3 ICICLE_TEST_KAFKA_SASL
+echo "Kafka broker (tansu) on $ICICLE_TEST_KAFKA, S3 server (moto) on $ICICLE_TEST_S3, SASL_SSL broker on ${sasl#KAFKA_SASL=}"
 # The tests drive the real binaries; `cargo test` builds them (icicle-testkit's too, for its
 # own tests), so there is no separate `cargo build` with other features to store twice.
 df -h . | tail -1 | awk '{print "disk free before the build: " $4}'

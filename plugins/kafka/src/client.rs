@@ -5,11 +5,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use icicle_core::registry::BuildContext;
 use icicle_core::ConfigError;
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientConfig;
 use serde::Deserialize;
+use tokio::sync::watch;
 
 /// The connection part of a Kafka component's configuration.
 #[derive(Deserialize, Clone, Default)]
@@ -57,6 +61,10 @@ impl std::fmt::Debug for KafkaConnection {
 
 fn looks_secret(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
+    // An address is not a secret: OIDC's `sasl.oauthbearer.token.endpoint.url`.
+    if k.ends_with(".url") {
+        return false;
+    }
     k.contains("password") || k.contains("secret") || k.ends_with(".key.pem") || k.contains("token")
 }
 
@@ -113,6 +121,120 @@ impl KafkaConnection {
     }
 }
 
+/// A failure no retry cures, reported by a client's callbacks: the brokers refused its
+/// credentials (SASL: a wrong password, user or mechanism) or the TLS handshake failed (a
+/// certificate `ssl_ca_location` does not trust, a host name the certificate does not name).
+/// librdkafka itself retries such connections forever, so without this a component would
+/// wait out its timeouts and then fail with "timed out"; with it, it fails at once with
+/// librdkafka's reason and a hint. Clones share the failure.
+#[derive(Clone)]
+pub struct ConnectionFailure {
+    first: Arc<watch::Sender<Option<String>>>,
+    /// Values (passwords, client secrets) removed from any text kept, should one appear.
+    secrets: Arc<Vec<String>>,
+}
+
+impl ConnectionFailure {
+    /// A failure holder for a client configured by `config` (its secret values are never shown).
+    pub fn for_config(config: &ClientConfig) -> ConnectionFailure {
+        // `config_map` shows sensitive values as a placeholder: the keys, then the values.
+        let secrets =
+            config.config_map().keys().filter(|k| looks_secret(k)).filter_map(|k| config.get(k)).filter(|v| v.len() >= 4).map(str::to_string).collect();
+        ConnectionFailure { first: Arc::new(watch::channel(None).0), secrets: Arc::new(secrets) }
+    }
+
+    /// Keep `error` if it is such a failure (the first one only). Called from librdkafka's
+    /// error callback (`ClientContext::error`). A token the OAUTHBEARER/OIDC method could not
+    /// fetch is not one: librdkafka fetches it again.
+    pub fn record(&self, error: &KafkaError, reason: &str) -> Recorded {
+        let hint = match error.rdkafka_error_code() {
+            // librdkafka reports an OAUTHBEARER token it could not fetch (an OIDC token endpoint
+            // out of reach) as an authentication error too, and tries again; the token in hand
+            // may still be good for a while: logged, not kept.
+            Some(RDKafkaErrorCode::Authentication) if !reason.contains("OAUTHBEARER token") => {
+                "the brokers refused the credentials: check sasl_mechanism, sasl_username and the password (sasl_password_env or sasl_password_file)"
+            }
+            Some(RDKafkaErrorCode::SSL) => {
+                "the TLS handshake failed: check ssl_ca_location (the CA that signed the brokers' certificates) and that `bootstrap` names hosts the certificates are for"
+            }
+            _ if self.get().is_some() => return Recorded::Again,
+            _ => return Recorded::Other,
+        };
+        let mut text = format!("{hint} ({})", reason.trim());
+        for s in self.secrets.iter() {
+            text = text.replace(s.as_str(), "***");
+        }
+        let first = self.first.send_if_modified(|first| {
+            if first.is_some() {
+                return false;
+            }
+            *first = Some(text);
+            true
+        });
+        if first {
+            Recorded::First
+        } else {
+            Recorded::Again
+        }
+    }
+
+    /// [`ConnectionFailure::record`], logging the first failure as an error and, with
+    /// `warn_others`, an error that is no such failure as a warning; errors after a failure are
+    /// its consequences (brokers down, ...) and not logged.
+    pub fn record_and_log(&self, component: &str, error: &KafkaError, reason: &str, warn_others: bool) {
+        match self.record(error, reason) {
+            Recorded::First => tracing::error!(component, error = %self.get().unwrap_or_default(), "Kafka connection refused"),
+            Recorded::Other if warn_others => tracing::warn!(component, error = %error, reason, "librdkafka"),
+            Recorded::Other | Recorded::Again => {}
+        }
+    }
+
+    /// The failure, if one was reported.
+    pub fn get(&self) -> Option<String> {
+        self.first.borrow().clone()
+    }
+
+    /// Wait until a failure is reported; returns it.
+    pub async fn wait(&self) -> String {
+        let mut rx = self.first.subscribe();
+        loop {
+            if let Some(f) = rx.borrow_and_update().clone() {
+                return f;
+            }
+            // The sender lives as long as `self`: this only ends by a failure.
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// What [`ConnectionFailure::record`] made of an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// The first refused login or failed TLS handshake: kept.
+    First,
+    /// Such a failure, or any error, after the first: its consequence, not news.
+    Again,
+    /// No such failure, and none before it.
+    Other,
+}
+
+/// The client callbacks of the Kafka sink's producer: refused credentials and failed TLS
+/// handshakes are kept (see [`ConnectionFailure`]); other errors are logged.
+pub struct FailureWatch {
+    /// Where this client's unrecoverable connection failure is kept.
+    pub failure: ConnectionFailure,
+    /// The component, in log lines.
+    pub component: String,
+}
+
+impl rdkafka::ClientContext for FailureWatch {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.failure.record_and_log(&self.component, &error, reason, true);
+    }
+}
+
 /// A client-creation error as it may be shown: librdkafka's configuration errors print the
 /// offending value, which may be a secret (a misspelled `secret_properties` key); only the key
 /// and the reason are kept.
@@ -153,6 +275,67 @@ mod tests {
         missing.sasl_password_env = Some("ICICLE_TEST_NO_SUCH_VAR".into());
         let e = missing.client_config_with(err).unwrap_err().to_string();
         assert!(e.contains("sasl_password_env") && e.contains("ICICLE_TEST_NO_SUCH_VAR"), "{e}");
+    }
+
+    /// The issue: `SASL_SSL` failed with "OpenSSL not available at build time" and
+    /// `SCRAM-SHA-512` with "No provider". librdkafka lists what it was built with in
+    /// `builtin.features` (CONFIGURATION.md).
+    #[test]
+    fn tls_scram_and_oauthbearer_are_built_in() {
+        let native = rdkafka::ClientConfig::new().create_native_config().expect("a configuration");
+        let features = native.get("builtin.features").expect("builtin.features");
+        for want in ["ssl", "sasl_scram", "sasl_oauthbearer", "oidc", "sasl_plain"] {
+            assert!(features.split(',').any(|f| f == want), "`{want}` is not built in: {features}");
+        }
+        std::env::set_var("ICICLE_TEST_KAFKA_BUILTIN_PW", "not-used-here");
+        let scram = |mechanism: &str| KafkaConnection {
+            bootstrap: "127.0.0.1:9".into(),
+            security_protocol: Some("SASL_SSL".into()),
+            sasl_mechanism: Some(mechanism.into()),
+            sasl_username: Some("icicle".into()),
+            sasl_password_env: Some("ICICLE_TEST_KAFKA_BUILTIN_PW".into()),
+            ssl_ca_location: Some("/etc/ssl/certs/ca-certificates.crt".into()),
+            ..Default::default()
+        };
+        let mut oidc = KafkaConnection { bootstrap: "127.0.0.1:9".into(), security_protocol: Some("SASL_SSL".into()), ..Default::default() };
+        oidc.sasl_mechanism = Some("OAUTHBEARER".into());
+        for (k, v) in [
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.client.id", "icicle"),
+            ("sasl.oauthbearer.token.endpoint.url", "https://127.0.0.1:9/token"),
+        ] {
+            oidc.properties.insert(k.into(), v.into());
+        }
+        oidc.secret_properties.insert("sasl.oauthbearer.client.secret".into(), "env:ICICLE_TEST_KAFKA_BUILTIN_PW".into());
+        for c in [scram("SCRAM-SHA-512"), scram("SCRAM-SHA-256"), oidc] {
+            let cc = c.client_config_with(err).expect("valid settings");
+            if let Err(e) = cc.create::<rdkafka::producer::BaseProducer>() {
+                panic!("{c:?}: {}", creation_error(&e));
+            }
+        }
+    }
+
+    #[test]
+    fn refused_credentials_are_kept_with_a_hint_and_without_secrets() {
+        let mut cc = rdkafka::ClientConfig::new();
+        cc.set("sasl.password", "hunter2-secret");
+        let f = ConnectionFailure::for_config(&cc);
+        let token = "Failed to acquire SASL OAUTHBEARER token: OIDC token endpoint unreachable";
+        assert_eq!(f.record(&KafkaError::Global(RDKafkaErrorCode::Authentication), token), Recorded::Other);
+        let transport = KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure);
+        assert_eq!(f.record(&transport, "127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed"), Recorded::Other);
+        assert_eq!(f.get(), None);
+        let auth = KafkaError::Global(RDKafkaErrorCode::Authentication);
+        assert_eq!(f.record(&auth, "sasl_ssl://b:9096/bootstrap: SASL authentication error: bad password hunter2-secret"), Recorded::First);
+        let shown = f.get().expect("kept");
+        assert!(shown.contains("refused the credentials") && shown.contains("SASL authentication error"), "{shown}");
+        assert!(!shown.contains("hunter2-secret"), "{shown}");
+        // The first failure is kept; a TLS failure is one too; what follows is its consequence.
+        assert_eq!(f.record(&KafkaError::Global(RDKafkaErrorCode::SSL), "SSL handshake failed"), Recorded::Again);
+        assert_eq!(f.record(&KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down"), Recorded::Again);
+        assert_eq!(f.get(), Some(shown.clone()));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        assert_eq!(rt.block_on(f.wait()), shown);
     }
 
     #[test]

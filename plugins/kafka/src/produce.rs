@@ -1,16 +1,44 @@
-//! Small producer and admin helpers for the testkit and the benchmarks.
+//! Small producer and admin helpers for the testkit and the benchmarks. Each takes the
+//! broker's address (PLAINTEXT), or, in its `_with` form, connection settings as a component
+//! takes them (e.g. SASL_SSL with SCRAM).
 
 use std::time::Duration;
 
+use icicle_core::ConfigError;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
 
+use crate::client::KafkaConnection;
+
+/// A configuration with only `bootstrap.servers`.
+fn plain(bootstrap: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap);
+    c
+}
+
+/// The client configuration of `connection`.
+fn configured(connection: &KafkaConnection) -> Result<ClientConfig, String> {
+    connection
+        .client_config_with(|key, reason| ConfigError::InvalidValue { key: key.into(), origin: "the connection settings".into(), reason })
+        .map_err(|e| e.to_string())
+}
+
 /// Create `topic` with `partitions` partitions (an existing topic is fine).
 pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create().map_err(|e| e.to_string())?;
+    create_topic_on(&plain(bootstrap), topic, partitions).await
+}
+
+/// [`create_topic`] with these connection settings.
+pub async fn create_topic_with(connection: &KafkaConnection, topic: &str, partitions: i32) -> Result<(), String> {
+    create_topic_on(&configured(connection)?, topic, partitions).await
+}
+
+async fn create_topic_on(base: &ClientConfig, topic: &str, partitions: i32) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = base.create().map_err(|e| e.to_string())?;
     let res = admin
         .create_topics(&[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))], &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))))
         .await
@@ -28,13 +56,17 @@ pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Resu
 /// Produce `(key, value)` messages to `topic` (partitioned by key) and wait for every
 /// delivery report; returns how many were delivered.
 pub async fn produce(bootstrap: &str, topic: &str, messages: impl IntoIterator<Item = (String, String)>) -> Result<u64, String> {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .set("partitioner", "murmur2_random")
-        .create()
-        .map_err(|e| e.to_string())?;
+    produce_on(&plain(bootstrap), topic, messages).await
+}
+
+/// [`produce`] with these connection settings.
+pub async fn produce_with(connection: &KafkaConnection, topic: &str, messages: impl IntoIterator<Item = (String, String)>) -> Result<u64, String> {
+    produce_on(&configured(connection)?, topic, messages).await
+}
+
+async fn produce_on(base: &ClientConfig, topic: &str, messages: impl IntoIterator<Item = (String, String)>) -> Result<u64, String> {
+    let producer: FutureProducer =
+        base.clone().set("enable.idempotence", "true").set("linger.ms", "5").set("partitioner", "murmur2_random").create().map_err(|e| e.to_string())?;
     let mut pending = Vec::new();
     let mut n = 0u64;
     for (k, v) in messages {
@@ -85,10 +117,19 @@ pub struct Consumed {
 
 /// Read `topic` from the beginning to its current end (every partition), without committing.
 pub async fn consume_all(bootstrap: &str, topic: &str) -> Result<Vec<Consumed>, String> {
+    consume_all_on(&plain(bootstrap), topic).await
+}
+
+/// [`consume_all`] with these connection settings.
+pub async fn consume_all_with(connection: &KafkaConnection, topic: &str) -> Result<Vec<Consumed>, String> {
+    consume_all_on(&configured(connection)?, topic).await
+}
+
+async fn consume_all_on(base: &ClientConfig, topic: &str) -> Result<Vec<Consumed>, String> {
     use rdkafka::consumer::{Consumer, StreamConsumer};
     use rdkafka::message::{Headers, Message};
-    let c: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let c: StreamConsumer = base
+        .clone()
         .set("group.id", format!("icicle-read-{}-{}", std::process::id(), icicle_core::time::now_epoch()))
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
@@ -129,13 +170,17 @@ pub async fn consume_all(bootstrap: &str, topic: &str) -> Result<Vec<Consumed>, 
 
 /// The group's committed offset (next to read) per partition of `topic`.
 pub fn committed(bootstrap: &str, topic: &str, group: &str, partitions: &[i32]) -> Result<std::collections::BTreeMap<i32, i64>, String> {
+    committed_on(&plain(bootstrap), topic, group, partitions)
+}
+
+/// [`committed`] with these connection settings.
+pub fn committed_with(connection: &KafkaConnection, topic: &str, group: &str, partitions: &[i32]) -> Result<std::collections::BTreeMap<i32, i64>, String> {
+    committed_on(&configured(connection)?, topic, group, partitions)
+}
+
+fn committed_on(base: &ClientConfig, topic: &str, group: &str, partitions: &[i32]) -> Result<std::collections::BTreeMap<i32, i64>, String> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .map_err(|e| e.to_string())?;
+    let c: BaseConsumer = base.clone().set("group.id", group).set("enable.auto.commit", "false").create().map_err(|e| e.to_string())?;
     let mut tpl = rdkafka::TopicPartitionList::new();
     for &p in partitions {
         tpl.add_partition(topic, p);

@@ -19,11 +19,11 @@ use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::traits::Sink;
 use icicle_core::ConfigError;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer, PurgeConfig};
 use rdkafka::util::Timeout;
 use serde::Deserialize;
 
-use crate::client::KafkaConnection;
+use crate::client::{ConnectionFailure, FailureWatch, KafkaConnection};
 
 /// `[sinks.<id>] type = "kafka"`.
 #[derive(Deserialize)]
@@ -75,11 +75,14 @@ impl ComponentConfig for KafkaSinkConfig {
         }
         cc.set_if_absent("compression.type", "lz4");
         cc.set_if_absent("linger.ms", "5");
-        let producer: FutureProducer =
-            cc.create().map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {}", crate::client::creation_error(&e))))?;
+        let failure = ConnectionFailure::for_config(&cc);
+        let producer: FutureProducer<FailureWatch> = cc
+            .create_with_context(FailureWatch { failure: failure.clone(), component: ctx.id.clone() })
+            .map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {}", crate::client::creation_error(&e))))?;
         Ok(Box::new(KafkaSink {
             id: ctx.id.clone(),
             producer,
+            failure,
             topic: self.topic,
             audit_topic: self.audit_topic,
             timeout: Duration::from_secs_f64(self.timeout_secs),
@@ -114,7 +117,9 @@ impl SetIfAbsent for rdkafka::ClientConfig {
 /// The runtime Kafka sink.
 pub struct KafkaSink {
     id: String,
-    producer: FutureProducer,
+    producer: FutureProducer<FailureWatch>,
+    /// Refused credentials or a failed TLS handshake: deliveries fail at once.
+    failure: ConnectionFailure,
     topic: String,
     audit_topic: Option<String>,
     timeout: Duration,
@@ -177,6 +182,25 @@ impl KafkaSink {
         SinkError::Remote { sink: self.id.clone(), reason, retry }
     }
 
+    /// The error for refused credentials or a failed TLS handshake: sending again fails the
+    /// same way (the password is read once, at start). What is queued is dropped, so nothing
+    /// of this delivery goes out later behind the runtime's back.
+    fn refused(&self, failure: String) -> SinkError {
+        self.producer.purge(PurgeConfig::default().queue().inflight());
+        self.error(format!("cannot deliver to `{}`: {failure}", self.topic), Retry::NoRetry)
+    }
+
+    /// Wait for `work` unless the connection is refused first.
+    async fn unless_refused<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T, SinkError> {
+        if let Some(f) = self.failure.get() {
+            return Err(self.refused(f));
+        }
+        tokio::select! {
+            r = work => Ok(r),
+            f = self.failure.wait() => Err(self.refused(f)),
+        }
+    }
+
     /// Keep one refused message durably, with the reason.
     fn dead_letter(&mut self, key: &str, value: &[u8], e: &rdkafka::error::KafkaError) -> Result<(), SinkError> {
         let reason = format!("refused by `{}`: {e}", self.topic);
@@ -218,7 +242,7 @@ impl Sink for KafkaSink {
                 .headers(OwnedHeaders::new().insert(Header { key: "icicle-op", value: Some(*op) }));
             self.producer.send(rec, timeout)
         });
-        let results = join_all(sends).await;
+        let results = self.unless_refused(join_all(sends)).await?;
         let mut written: std::collections::BTreeMap<i32, (i64, i64)> = Default::default();
         let mut refused = 0u32;
         for (r, (key, value, op)) in results.into_iter().zip(&msgs) {
@@ -280,14 +304,16 @@ impl Sink for KafkaSink {
         })
         .to_string();
         let key = format!("{}-{}-{}", self.id, self.run, self.batches);
-        self.producer
-            .send(FutureRecord::to(audit.as_str()).key(key.as_bytes()).payload(rec.as_bytes()), Timeout::After(self.timeout))
-            .await
+        self.unless_refused(self.producer.send(FutureRecord::to(audit.as_str()).key(key.as_bytes()).payload(rec.as_bytes()), Timeout::After(self.timeout)))
+            .await?
             .map_err(|(e, _)| self.error(format!("audit record to `{audit}` failed: {e}"), Retry::WithBackoff))?;
         Ok(())
     }
 
     async fn close(&mut self) -> Result<(), SinkError> {
+        if let Some(f) = self.failure.get() {
+            return Err(self.refused(f));
+        }
         let p = self.producer.clone();
         let t = self.timeout;
         tokio::task::spawn_blocking(move || p.flush(Timeout::After(t)))

@@ -18,7 +18,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use crate::client::KafkaConnection;
+use crate::client::{ConnectionFailure, KafkaConnection};
 
 /// Where a consumer group without a committed offset starts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -82,9 +82,11 @@ pub struct TopicCounts {
 }
 
 /// Client callbacks: reaching the end of a partition is news for draining, not an error;
-/// librdkafka's statistics give the consumer lag per partition.
+/// refused credentials and failed TLS handshakes are kept for the stream to fail on (see
+/// [`ConnectionFailure`]); librdkafka's statistics give the consumer lag per partition.
 pub struct QuietEof {
     component: String,
+    failure: ConnectionFailure,
 }
 
 impl rdkafka::ClientContext for QuietEof {
@@ -108,9 +110,7 @@ impl rdkafka::ClientContext for QuietEof {
 
     fn error(&self, error: KafkaError, reason: &str) {
         let eof = matches!(error, KafkaError::PartitionEOF(_)) || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF);
-        if !eof {
-            tracing::warn!(message = "librdkafka", error = %error, reason);
-        }
+        self.failure.record_and_log(&self.component, &error, reason, !eof);
     }
 }
 
@@ -142,6 +142,8 @@ pub struct TopicStream {
     /// was read reaches.
     read: Offsets,
     failures: u32,
+    /// Refused credentials or a failed TLS handshake, reported by any consumer.
+    failure: ConnectionFailure,
     counts: Arc<Mutex<TopicCounts>>,
 }
 
@@ -157,9 +159,14 @@ impl TopicStream {
     /// reported so the stream can end.
     pub async fn connect(settings: TopicSettings, component: &str, drain: bool, counts: Arc<Mutex<TopicCounts>>) -> Result<TopicStream, IcicleError> {
         let (tx, rx) = mpsc::channel::<Msg>(8192);
+        let cc = consumer_config(&settings, drain, component)?;
+        let failure = ConnectionFailure::for_config(&cc);
         let mut consumers: Vec<Client> = Vec::new();
         for i in 0..settings.consumers {
-            let c = Arc::new(consumer(&settings, drain, component)?);
+            let c: Client = Arc::new(
+                cc.create_with_context(QuietEof { component: component.to_string(), failure: failure.clone() })
+                    .map_err(|e| external(format!("cannot create a Kafka consumer: {}", crate::client::creation_error(&e))))?,
+            );
             match &settings.partitions {
                 Some(parts) => {
                     let mut tpl = TopicPartitionList::new();
@@ -198,10 +205,28 @@ impl TopicStream {
             None => {
                 let c = consumers.first().cloned().ok_or_else(|| external("no consumer".into()))?;
                 let topic = settings.topic.clone();
-                let md = tokio::task::spawn_blocking(move || c.fetch_metadata(Some(&topic), Duration::from_secs(30)))
-                    .await
-                    .map_err(|e| external(e.to_string()))?
-                    .map_err(|e| external(format!("metadata of `{}`: {e}", settings.topic)))?;
+                // Refused credentials fail at once, not after the metadata request's 30 s; the
+                // request is asked in short rounds so that its thread, which the runtime waits
+                // for when the process ends, stops soon after too.
+                let f = failure.clone();
+                let fetch = move || {
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    loop {
+                        match c.fetch_metadata(Some(&topic), Duration::from_millis(500)) {
+                            Err(e)
+                                if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::OperationTimedOut)
+                                    && Instant::now() < deadline
+                                    && f.get().is_none() => {}
+                            r => return r,
+                        }
+                    }
+                };
+                let md = tokio::select! {
+                    md = tokio::task::spawn_blocking(fetch) => md
+                        .map_err(|e| external(e.to_string()))?
+                        .map_err(|e| external(format!("metadata of `{}`: {e}", settings.topic)))?,
+                    f = failure.wait() => return Err(refused(&settings.topic, f)),
+                };
                 md.topics().iter().flat_map(|t| t.partitions().iter().map(|p| p.id())).collect()
             }
         };
@@ -217,6 +242,7 @@ impl TopicStream {
             checked: HashSet::new(),
             read: Offsets::new(),
             failures: 0,
+            failure,
             counts,
         })
     }
@@ -244,6 +270,9 @@ impl TopicStream {
                 Ok(false)
             }
             Msg::Failed(e) => {
+                if let Some(f) = self.failure.get() {
+                    return Err(refused(&self.settings.topic, f));
+                }
                 self.failures += 1;
                 tracing::warn!(message = "Kafka consumer error", topic = %self.settings.topic, error = %e);
                 if self.failures > 100 {
@@ -316,8 +345,13 @@ impl TopicStream {
     }
 }
 
-/// A consumer of `settings.topic` that commits only when told to.
-fn consumer(settings: &TopicSettings, eof: bool, component: &str) -> Result<StreamConsumer<QuietEof>, IcicleError> {
+/// The stream's error for refused credentials or a failed TLS handshake.
+fn refused(topic: &str, failure: String) -> IcicleError {
+    external(format!("cannot read `{topic}`: {failure}"))
+}
+
+/// The configuration of a consumer of `settings.topic` that commits only when told to.
+fn consumer_config(settings: &TopicSettings, eof: bool, component: &str) -> Result<rdkafka::ClientConfig, IcicleError> {
     let mut cc = settings
         .connection
         .client_config_with(|k, r| ConfigError::InvalidValue { key: format!("connection.{k}"), origin: format!("the `{component}` source"), reason: r })
@@ -335,8 +369,7 @@ fn consumer(settings: &TopicSettings, eof: bool, component: &str) -> Result<Stre
             cc.set(k, v);
         }
     }
-    cc.create_with_context(QuietEof { component: component.to_string() })
-        .map_err(|e| external(format!("cannot create a Kafka consumer: {}", crate::client::creation_error(&e))))
+    Ok(cc)
 }
 
 /// Offsets lost unread. A committed offset below the low watermark no longer exists, so the
@@ -358,14 +391,24 @@ impl ChangeStream for TopicStream {
         wait: Option<Duration>,
         stop: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Result<Polled, IcicleError> {
+        let failure = self.failure.clone();
         loop {
             let got = match wait {
                 None => tokio::select! {
                     m = self.rx.recv() => m,
+                    f = failure.wait() => return Err(refused(&self.settings.topic, f)),
                     _ = stop.changed() => return Ok(Polled::Idle),
                 },
-                Some(w) => match tokio::time::timeout(w, self.rx.recv()).await {
-                    Ok(m) => m,
+                Some(w) => match tokio::time::timeout(w, async {
+                    tokio::select! {
+                        m = self.rx.recv() => Ok(m),
+                        f = failure.wait() => Err(f),
+                    }
+                })
+                .await
+                {
+                    Ok(Ok(m)) => m,
+                    Ok(Err(f)) => return Err(refused(&self.settings.topic, f)),
                     Err(_) => {
                         let ended = self.drain && self.all_partitions.iter().all(|p| self.at_end.contains(p));
                         return Ok(if ended { Polled::End } else { Polled::Idle });

@@ -321,3 +321,58 @@ pub fn set_random_acl(p: &Path, rng: &mut Rng, uids: &[u32], gids: &[u32]) {
     let r = unsafe { libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0) };
     assert_eq!(r, 0, "setxattr {}: {}", p.display(), std::io::Error::last_os_error());
 }
+
+/// A Kafka-protocol broker (tansu) of one test's own, under `dir/services`, stopped when
+/// dropped: one a test may pause (SIGSTOP) without touching the shared one.
+pub struct OwnBroker {
+    run: std::path::PathBuf,
+    /// Its `host:port`.
+    pub addr: String,
+    pid: i32,
+}
+
+impl OwnBroker {
+    /// Start one (`scripts/services.sh start kafka` with its own run directory).
+    pub fn start(dir: &Path) -> OwnBroker {
+        let run = dir.join("services");
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new("bash")
+            .arg(repo.join("scripts/services.sh"))
+            .args(["start", "kafka"])
+            .env("ICICLE_SERVICES_RUN", &run)
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "starting a broker: {}", String::from_utf8_lossy(&out.stderr));
+        let addr = String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("KAFKA=").map(str::to_string)).expect("KAFKA=host:port");
+        let pid = std::fs::read_to_string(run.join("kafka.pid")).unwrap().trim().parse().unwrap();
+        OwnBroker { run, addr, pid }
+    }
+
+    /// Send it `sig` (SIGSTOP, SIGCONT).
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on the broker's own pid.
+        unsafe { libc::kill(self.pid, sig) };
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let _ =
+            Command::new("bash").arg(repo.join("scripts/services.sh")).args(["stop", "kafka"]).env("ICICLE_SERVICES_RUN", &self.run).current_dir(repo).status();
+    }
+}
+
+/// The index a Kafka sink's messages build on top of `index` (last operation per subject wins).
+pub fn apply_topic(index: &mut BTreeMap<String, Value>, messages: &[icicle_plugins_kafka::produce::Consumed]) {
+    for m in messages {
+        let v: Value = serde_json::from_str(m.value.as_deref().unwrap()).unwrap();
+        if v["op"] == "upsert" {
+            index.insert(v["entry"]["content"]["path"].as_str().unwrap().to_string(), v["entry"].clone());
+        } else {
+            index.remove(v["subject"].as_str().unwrap());
+        }
+    }
+}

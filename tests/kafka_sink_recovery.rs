@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,61 +13,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use icicle_plugins_kafka::produce;
 use icicle_testkit::lustre::{Kind, Workload};
-use serde_json::Value;
-
-/// A broker of this test's own, stopped when dropped.
-struct OwnBroker {
-    run: std::path::PathBuf,
-    addr: String,
-    pid: i32,
-}
-
-impl OwnBroker {
-    fn start(dir: &Path) -> OwnBroker {
-        let run = dir.join("services");
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = Command::new("bash")
-            .arg(repo.join("scripts/services.sh"))
-            .args(["start", "kafka"])
-            .env("ICICLE_SERVICES_RUN", &run)
-            .current_dir(repo)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "starting a broker: {}", String::from_utf8_lossy(&out.stderr));
-        let addr = String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("KAFKA=").map(str::to_string)).expect("KAFKA=host:port");
-        let pid = std::fs::read_to_string(run.join("kafka.pid")).unwrap().trim().parse().unwrap();
-        OwnBroker { run, addr, pid }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on the broker's own pid.
-        unsafe { libc::kill(self.pid, sig) };
-    }
-}
-
-impl Drop for OwnBroker {
-    fn drop(&mut self) {
-        self.signal(libc::SIGCONT);
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let _ =
-            Command::new("bash").arg(repo.join("scripts/services.sh")).args(["stop", "kafka"]).env("ICICLE_SERVICES_RUN", &self.run).current_dir(repo).status();
-    }
-}
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
-
-/// The index the sink's messages build on top of `index` (last operation per subject wins).
-fn apply_topic(index: &mut BTreeMap<String, Value>, messages: &[produce::Consumed]) {
-    for m in messages {
-        let v: Value = serde_json::from_str(m.value.as_deref().unwrap()).unwrap();
-        if v["op"] == "upsert" {
-            index.insert(v["entry"]["content"]["path"].as_str().unwrap().to_string(), v["entry"].clone());
-        } else {
-            index.remove(v["subject"].as_str().unwrap());
-        }
-    }
 }
 
 /// Wait until the monitor serving metrics at `addr` has cleared changelog record `last`.

@@ -97,6 +97,9 @@ fn previous_subjects(previous: &PreviousManifest, name: &str, share: Option<(usi
 pub struct Deletes {
     /// Subjects to delete: primary records first, then pipeline subjects.
     pub subjects: Vec<String>,
+    /// The primary records deleted, as the previous manifest had them (a delete a sink
+    /// dead-letters is kept in the new manifest, owed to the next run).
+    pub gone: Vec<crate::manifest::Gone>,
     /// Of which primary records.
     pub primary: u64,
     /// Primary subjects carried over because their scope is unknown.
@@ -151,7 +154,8 @@ pub fn plan_share(
                 c.push(g.hash, g.fingerprint, &g.subject, g.path.as_deref())?;
             }
         } else {
-            out.subjects.push(g.subject);
+            out.subjects.push(g.subject.clone());
+            out.gone.push(g);
         }
     }
     if let Some(c) = carry {

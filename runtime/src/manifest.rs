@@ -304,6 +304,19 @@ pub fn mark_resend(sealed: &Path, subjects: &[&str]) -> std::io::Result<()> {
     mark_resend_as(sealed, RESEND, subjects)
 }
 
+/// Keep in the `sealed` manifest the subjects whose deletes a sink set aside as dead letters:
+/// the next run finds them gone again and sends their deletes again.
+pub fn keep_owed_deletes(sealed: &Path, owed: &[&Gone]) -> std::io::Result<()> {
+    if owed.is_empty() {
+        return Ok(());
+    }
+    let mut w = ManifestWriter::create_in(sealed, "part-owed-deletes.tsv")?;
+    for g in owed {
+        w.push(g.hash, g.fingerprint, &g.subject, g.path.as_deref())?;
+    }
+    w.finish()
+}
+
 /// [`mark_resend`] into the file `name` (one per rank of a run across ranks).
 pub fn mark_resend_as(sealed: &Path, name: &str, subjects: &[&str]) -> std::io::Result<()> {
     if subjects.is_empty() {
@@ -357,9 +370,13 @@ pub struct ManifestWriter {
 impl ManifestWriter {
     /// Create `state_dir/manifest.new/part-<n>.tsv`.
     pub fn create(state_dir: &Path, n: usize) -> std::io::Result<ManifestWriter> {
-        let dir = state_dir.join("manifest.new");
-        fs::create_dir_all(&dir)?;
-        let f = fs::File::create(dir.join(format!("part-{n:04}.tsv")))?;
+        ManifestWriter::create_in(&state_dir.join("manifest.new"), &format!("part-{n:04}.tsv"))
+    }
+
+    /// Create the part `name` (ending in `.tsv`) in manifest directory `dir`.
+    pub fn create_in(dir: &Path, name: &str) -> std::io::Result<ManifestWriter> {
+        fs::create_dir_all(dir)?;
+        let f = fs::File::create(dir.join(name))?;
         Ok(ManifestWriter { out: BufWriter::with_capacity(1 << 20, f), line: Vec::with_capacity(256) })
     }
 

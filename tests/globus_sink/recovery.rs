@@ -210,3 +210,50 @@ fn a_token_that_cannot_be_sent_fails_at_once_and_is_not_echoed() {
     assert_eq!((stats["requests"].as_u64(), stats["writes"].as_u64()), (Some(0), Some(0)), "{stats}");
     assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{:?}", t0.elapsed());
 }
+
+/// A delete the sink dead-letters in a versioned run is owed, not forgotten: the run keeps
+/// its subject in the new manifest, and the next run finds it gone again and sends the delete
+/// again (here it fails again; the other deletes were applied once).
+#[test]
+fn a_dead_lettered_delete_is_sent_again_by_the_next_versioned_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let root = t.join("fs");
+    std::fs::create_dir_all(root.join("stuck")).unwrap();
+    std::fs::create_dir_all(root.join("plain")).unwrap();
+    std::fs::write(root.join("stuck/x"), b"x").unwrap();
+    for i in 0..30 {
+        std::fs::write(root.join(format!("plain/f{i}")), b"y").unwrap();
+    }
+    let emu = Emulator::start(Options { fail_task_subjects: vec!["/stuck/".into()], ..Options::new(INDEX, TOKEN) }).unwrap();
+    let cfg = config(
+        t,
+        "snap.toml",
+        &format!(
+            "[snapshot]\nversion = \"v\"\nstate_dir = \"{t}/state\"\nrejects_file = \"{t}/rejects.jsonl\"\nmax_delete_ratio = 1.0\n[records]\nvisible_to = [\"public\"]\n\
+             [sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n{sink}",
+            t = t.display(),
+            r = root.display(),
+            sink = sink_at(&emu.url(), &format!("task_retries = 1\ndead_letter_file = \"{}/dead.jsonl\"\n", t.display()))
+        ),
+    );
+    // Indexing /stuck/x fails too: set aside, then sent again by the next run (resend).
+    let (code, s, err) = run_snapshot(&cfg);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["dead_lettered"], 1, "{s}");
+    std::fs::remove_file(root.join("stuck/x")).unwrap();
+    std::fs::remove_file(root.join("plain/f0")).unwrap();
+    for run in 2..=3 {
+        let (code, s, err) = run_snapshot(&cfg);
+        assert_eq!(code, 0, "run {run}: {err}");
+        // Run 2 deletes both; run 3 only the one still owed.
+        let want = if run == 2 { 2 } else { 1 };
+        assert_eq!((s["deleted"].as_u64(), s["dead_lettered"].as_u64()), (Some(want), Some(1)), "run {run}: {s}");
+    }
+    let index = block_on(emu_client(&emu).scroll_all(INDEX)).unwrap();
+    assert!(!index.contains_key("/plain/f0") && index.contains_key("/plain/f1"), "{:?}", index.keys().collect::<Vec<_>>());
+}
+
+fn emu_client(emu: &Emulator) -> Client {
+    Client::new(&emu.url(), TOKEN)
+}

@@ -491,6 +491,7 @@ async fn finish(
     (summary.unknown_scopes, summary.unknown_scope_count) = icicle_core::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
     let mut commit = previous.is_some() && !summary.reject_threshold_exceeded;
     let mut deletes = Vec::new();
+    let mut gone = Vec::new();
     let mut sealed = None;
     if let (Some(dir), Some(prev)) = (&settings.state_dir, previous) {
         if summary.reject_threshold_exceeded {
@@ -513,6 +514,7 @@ async fn finish(
                 summary.deleted = d.primary;
                 summary.aggregates_deleted = d.aggregates;
                 deletes = d.subjects;
+                gone = d.gone;
             }
         }
     }
@@ -539,6 +541,9 @@ async fn finish(
         let sealed = sealed.ok_or_else(|| IcicleError::Internal("committing a manifest that was never sealed".into()))?;
         let resend: Vec<&str> = job.sinks.iter().flat_map(|(_, k)| k.dead_lettered()).map(String::as_str).collect();
         manifest::mark_resend(&sealed, &resend).map_err(|e| io("listing the dead-lettered subjects in the manifest", e))?;
+        let dead: std::collections::HashSet<&str> = resend.iter().copied().collect();
+        let owed: Vec<&manifest::Gone> = gone.iter().filter(|g| dead.contains(g.subject.as_str())).collect();
+        manifest::keep_owed_deletes(&sealed, &owed).map_err(|e| io("keeping the dead-lettered deletes in the manifest", e))?;
         manifest::commit(dir, &sealed).map_err(|e| io("committing the manifest", e))?;
     }
     for (name, src) in &job.sources {

@@ -1,7 +1,10 @@
-//! The local monitor when its root itself goes (real kernel events, as root): moved away (a
-//! symlink to it left at its path), the index loses what it held there (no phantoms of the old
-//! tree, whose changes are no longer the root's); made again at the same path, the new
-//! directory is indexed and its changes reported; removed, the index is empty. Both backends.
+//! The local monitor when its root itself goes (real kernel events, as root). By default
+//! (`when_root_gone = "fail"`) a root moved away deletes nothing: the source stops naming it,
+//! and with `on_failure = "restart"` waits until it is back, then converges. With
+//! `when_root_gone = "delete"`: moved away (a symlink to it left at its path), the index loses
+//! what it held there (no phantoms of the old tree, whose changes are no longer the root's);
+//! made again at the same path, the new directory is indexed and its changes reported;
+//! removed, the index is empty. Both backends.
 
 mod common;
 
@@ -59,7 +62,7 @@ fn root_goes(backend: &str) {
         "monitor.toml",
         &format!(
             "[records]\nvisible_to = [\"public\"]\n\
-             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = 50\nquiet_period_secs = 0.05\nfallback = false\n\
+             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = 50\nquiet_period_secs = 0.05\nfallback = false\nwhen_root_gone = \"delete\"\n\
              [sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
             r = root.display(),
             t = t.display(),
@@ -112,4 +115,61 @@ fn fanotify_follows_the_root_moved_made_again_and_removed() {
 #[test]
 fn inotify_follows_the_root_moved_made_again_and_removed() {
     root_goes("inotify");
+}
+
+/// The default: the root moved away stops nothing but deletes; put back, everything converges.
+fn root_moved_away_deletes_nothing(backend: &str) {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    let root = t.join("fs");
+    let mut w = Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
+    w.preexisting(40).unwrap();
+    let cfg = config(
+        t,
+        "monitor.toml",
+        &format!(
+            "[monitor]\non_failure = \"restart\"\nrestart_initial_secs = 0.2\nrestart_max_secs = 1\n[records]\nvisible_to = [\"public\"]\n\
+             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = 50\nquiet_period_secs = 0.05\nfallback = false\n\
+             [sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
+            r = root.display(),
+            t = t.display(),
+        ),
+    );
+    let child = start_monitor(t, &cfg, 8.0);
+    w.run(Kind::Filebench, 60, "/work").unwrap();
+    drop(w);
+    wait_for(t, "the workload published", |i| i.keys().any(|k| k.starts_with("/work/")));
+    let moved = t.join("fs.away");
+    std::fs::rename(&root, &moved).unwrap();
+    let started = Instant::now();
+    while !log_of(t).contains("is gone (moved away, removed or unmounted): nothing was deleted") {
+        assert!(started.elapsed() < Duration::from_secs(60), "the gone root was never reported: {}", log_of(t));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Nothing was deleted: the index is the tree as it was moved.
+    let (missing, extra, differ) = compare(&index_of(t), &walk_snapshot(t, &moved, "moved"));
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    // Back, changed while away: the restart converges.
+    std::fs::write(moved.join("written-while-away"), b"1").unwrap();
+    std::fs::rename(&moved, &root).unwrap();
+    wait_for(t, "the root back and compared", |i| i.contains_key("/written-while-away"));
+    let report = finish(t, child);
+    assert!(report["local"]["restarts"].as_u64().unwrap_or(0) >= 1, "{report}");
+    let (missing, extra, differ) = compare(&index_of(t), &walk_snapshot(t, &root, "fresh"));
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\n{}", log_of(t));
+}
+
+#[test]
+fn fanotify_root_moved_away_deletes_nothing_and_converges_when_back() {
+    root_moved_away_deletes_nothing("fanotify");
+}
+
+#[test]
+fn inotify_root_moved_away_deletes_nothing_and_converges_when_back() {
+    root_moved_away_deletes_nothing("inotify");
 }

@@ -54,6 +54,22 @@ pub struct LocalConfig {
     /// pages in memory, instead of every entry in memory (unset: in memory).
     #[serde(default)]
     pub entries_cache_mb: Option<usize>,
+    /// When the root itself is gone (moved away, removed, unmounted): `fail` (the default:
+    /// nothing is deleted or acknowledged, the source stops with the reason, and a restart
+    /// waits for it) or `delete` (what the index holds there is deleted).
+    #[serde(default)]
+    pub when_root_gone: WhenRootGone,
+}
+
+/// What the local monitor does when its root is gone ([`LocalConfig::when_root_gone`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenRootGone {
+    /// Stop with the reason; nothing deleted.
+    #[default]
+    Fail,
+    /// Delete what the index holds below it.
+    Delete,
 }
 
 fn default_batch() -> usize {

@@ -16,6 +16,9 @@ pub enum LocalError {
     /// The checkpoint could not be written or read.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
+    /// The root is gone, and `when_root_gone = "fail"`.
+    #[error("the root {0} is gone (moved away, removed or unmounted): nothing was deleted or acknowledged; put it back (a restart waits for it), or set when_root_gone = \"delete\" to empty the index there")]
+    RootGone(String),
 }
 
 impl LocalError {

@@ -59,7 +59,8 @@ impl ChangeSource for LocalSource {
             .with_emit_limit(cfg.max_emit_records)
             .with_journal(cfg.state_dir.join(format!("{stem}.fresh-paths.json")))
             .with_entries_files(&cfg.state_dir, &stem)
-            .with_posix(ctx.policy.access.is_some());
+            .with_posix(ctx.policy.access.is_some())
+            .with_when_root_gone(cfg.when_root_gone);
         let mut state = match cfg.entries_cache_mb {
             Some(mb) => state.with_entries_on_disk(&cfg.state_dir.join(format!("{stem}.entries.sqlite")), mb)?,
             None => state,

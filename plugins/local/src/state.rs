@@ -104,6 +104,8 @@ pub struct LocalState {
     unreadable: BTreeSet<Name>,
     /// A directory is at the root's path (read at each part; a symlink there is not followed).
     root_there: bool,
+    /// What to do when the root is gone.
+    when_root_gone: crate::config::WhenRootGone,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -154,6 +156,7 @@ impl LocalState {
             pending: None,
             unreadable: BTreeSet::new(),
             root_there: true,
+            when_root_gone: crate::config::WhenRootGone::Delete,
         }
     }
 
@@ -180,6 +183,12 @@ impl LocalState {
     /// further emits ([`ChangeState::more`]).
     pub fn with_emit_limit(mut self, n: usize) -> LocalState {
         self.emit_limit = n.max(1);
+        self
+    }
+
+    /// What to do when the root is gone ([`crate::config::WhenRootGone`]).
+    pub fn with_when_root_gone(mut self, w: crate::config::WhenRootGone) -> LocalState {
+        self.when_root_gone = w;
         self
     }
 
@@ -553,6 +562,12 @@ impl LocalState {
     /// Apply a batch of events: the index operations that make the index match the file system
     /// at every path they name.
     pub fn apply_events(&mut self, mut batch: Vec<LocalEvent>) -> Result<Emit, LocalError> {
+        // The monitor's twin of the snapshot's deletion guard: a root that went away empties
+        // nothing unless asked to (before anything of the batch is applied).
+        let root_gone = crate::mounts::root_identity(&self.root).is_none();
+        if root_gone && self.when_root_gone == crate::config::WhenRootGone::Fail && !self.entries.below("", None, 1).is_empty() {
+            return Err(LocalError::RootGone(self.root.display().to_string()));
+        }
         self.counts.batches += 1;
         // The previous batch is checkpointed by now: its fresh paths are in the checkpoint (not
         // so when this continues a rescan: the checkpoint comes after its last part).

@@ -376,3 +376,38 @@ pub fn apply_topic(index: &mut BTreeMap<String, Value>, messages: &[icicle_plugi
         }
     }
 }
+
+/// The address a monitor logging to `tmp/monitor.log` serves its metrics on (waits for the
+/// line, at most 60 s).
+pub fn metrics_addr_in_log(tmp: &Path) -> String {
+    let started = Instant::now();
+    loop {
+        if let Some(a) = log_of(tmp).lines().find_map(|l| l.split("metrics on http://").nth(1).map(|r| r.split('/').next().unwrap_or("").to_string())) {
+            return a;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no metrics address: {}", log_of(tmp));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every directory and regular file below `root` (not `root` itself), as `/`-rooted paths
+/// relative to it (escaped), sorted per directory.
+pub fn tree_entries(root: &Path) -> (Vec<String>, Vec<String>) {
+    let (mut dirs, mut files) = (Vec::new(), Vec::new());
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let mut rd: Vec<PathBuf> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
+        rd.sort();
+        for p in rd {
+            let rel = format!("/{}", icicle_core::name::from_os(p.strip_prefix(root).unwrap()));
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            if md.is_dir() {
+                dirs.push(rel);
+                stack.push(p);
+            } else if md.is_file() {
+                files.push(rel);
+            }
+        }
+    }
+    (dirs, files)
+}

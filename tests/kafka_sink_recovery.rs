@@ -65,14 +65,7 @@ fn a_paused_broker_is_survived_by_restarting_with_a_new_sink() {
         .stderr(log)
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let addr = loop {
-        if let Some(a) = log_of(t).lines().find_map(|l| l.split("metrics on http://").nth(1).map(|r| r.split('/').next().unwrap_or("").to_string())) {
-            break a;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "no metrics address: {}", log_of(t));
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let addr = metrics_addr_in_log(t);
     let mut w = Workload::open(&root, &journal, seed).unwrap();
     w.run(Kind::Mixed, 80, "/before").unwrap();
     wait_cleared(&addr, *journal_indexes(&journal).last().unwrap(), "before the pause");

@@ -52,43 +52,22 @@ fn pick<T: Copy>(rng: &mut Rng, v: &[T]) -> T {
     v[rng.below(v.len() as u64) as usize]
 }
 
-/// Every directory and regular file below `root`, relative to it.
-fn entries(root: &Path) -> (Vec<String>, Vec<String>) {
-    let (mut dirs, mut files) = (Vec::new(), Vec::new());
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let mut rd: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
-        rd.sort();
-        for p in rd {
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            let md = std::fs::symlink_metadata(&p).unwrap();
-            if md.is_dir() {
-                dirs.push(rel);
-                stack.push(p);
-            } else if md.is_file() {
-                files.push(rel);
-            }
-        }
-    }
-    (dirs, files)
-}
-
 /// `n` random owner and mode changes of directories and files, and hard links of files into
 /// other directories.
 fn churn(root: &Path, rng: &mut Rng, n: usize) {
-    let (dirs, files) = entries(root);
+    let (dirs, files) = tree_entries(root);
     for i in 0..n {
         let dir = rng.below(2) == 0 && !dirs.is_empty();
         let (rel, modes) = if dir || files.is_empty() { (pick_str(rng, &dirs), &DIR_MODES[..]) } else { (pick_str(rng, &files), &FILE_MODES[..]) };
         let Some(rel) = rel else { continue };
-        let p = root.join(&rel);
+        let p = icicle_core::name::on(root, &rel);
         match rng.below(4) {
             0 => {
                 let _ = std::os::unix::fs::chown(&p, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS)));
             }
             1 if !files.is_empty() && !dirs.is_empty() => {
                 if let (Some(f), Some(d)) = (pick_str(rng, &files), pick_str(rng, &dirs)) {
-                    let _ = std::fs::hard_link(root.join(f), root.join(d).join(format!("link{i}-{}", rng.below(1000))));
+                    let _ = std::fs::hard_link(icicle_core::name::on(root, &f), icicle_core::name::on(root, &d).join(format!("link{i}-{}", rng.below(1000))));
                 }
             }
             _ => {

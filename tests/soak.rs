@@ -146,14 +146,7 @@ fn a_monitor_under_hostile_clients_a_pausing_broker_and_failing_tasks_delivers_e
         }
     }
     let mut child = cmd.spawn().unwrap();
-    let started = Instant::now();
-    let addr = loop {
-        if let Some(a) = log_of(t).lines().find_map(|l| l.split("metrics on http://").nth(1).map(|r| r.split('/').next().unwrap_or("").to_string())) {
-            break a;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "no metrics address: {}", log_of(t));
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let addr = metrics_addr_in_log(t);
     let stop = Arc::new(AtomicBool::new(false));
     let attempts = Arc::new(AtomicUsize::new(0));
     let hostile = hostile_clients(addr.clone(), HOSTILE, stop.clone(), attempts.clone());

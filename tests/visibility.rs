@@ -69,25 +69,8 @@ fn visible(index: &BTreeMap<String, Value>) -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
-/// Every directory and file below `root` (not `root` itself), as paths relative to it.
 fn entries(root: &Path) -> (Vec<String>, Vec<String>) {
-    let (mut dirs, mut files) = (Vec::new(), Vec::new());
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let mut rd: Vec<PathBuf> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
-        rd.sort();
-        for p in rd {
-            let rel = format!("/{}", icicle_core::name::from_os(p.strip_prefix(root).unwrap()));
-            let md = std::fs::symlink_metadata(&p).unwrap();
-            if md.is_dir() {
-                dirs.push(rel);
-                stack.push(p);
-            } else if md.is_file() {
-                files.push(rel);
-            }
-        }
-    }
-    (dirs, files)
+    tree_entries(root)
 }
 
 fn pick<T: Copy>(rng: &mut Rng, v: &[T]) -> T {

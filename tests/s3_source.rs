@@ -164,13 +164,12 @@ fn big_objects_are_read_in_byte_ranges_losing_and_duplicating_nothing() {
     for p in parts {
         big.extend(std::fs::read(p).unwrap());
     }
-    // The same listing with CRLF line ends and no newline after the last line.
+    // The same listing with CRLF line ends.
     let mut crlf = Vec::new();
     for l in big.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         crlf.extend_from_slice(l);
         crlf.extend_from_slice(b"\r\n");
     }
-    crlf.truncate(crlf.len() - 2);
     let longest = big.split(|&b| b == b'\n').map(|l| l.len()).max().unwrap() as u64;
     let store = store();
     let bucket = fresh_bucket(&store, "icicle-ranges");
@@ -209,7 +208,7 @@ const BAD: &[&[u8]] = &[
     b"f,33188,1000,100,42,1,2,3,/ok/b\n",
     b"f,33188,1000,100,42,1,2,3,\"/bad/unterminated\n",
     b"l,41471,1000,100,5,1,2,3,/ok/link\n",
-    b"f,33188,1000,100,42,1,2", // truncated last line
+    b"f,33188,1000,100,42,1,2", // cut short: no newline, the object is not whole
 ];
 
 #[test]
@@ -245,7 +244,8 @@ fn malformed_rows_are_rejected_with_object_line_offset_and_reason() {
     assert!(reasons[1].contains("mode"), "{}", reasons[1]);
     assert!(reasons[2].contains("expected 9 fields"), "{}", reasons[2]);
     assert!(reasons[3].contains("unterminated"), "{}", reasons[3]);
-    assert!(reasons[4].contains("expected 9 fields"), "{}", reasons[4]);
+    assert!(reasons[4].contains("the last line has no newline"), "{}", reasons[4]);
+    assert_eq!(s["unknown_scopes"][0]["scope"], "everything", "{s}");
 
     // In 16-byte ranges: the same rows and rejects; a range that does not begin the object
     // knows the offset but not the line number.

@@ -35,7 +35,7 @@ fn bad_text_rows_are_rejected_with_file_line_and_reason() {
     f.write_all(b"f,33188,1000,100,42,1,2,3,/ok/b\n").unwrap();
     f.write_all(b"f,33188,1000,100,42,1,2,3,\"/bad/unterminated\n").unwrap();
     f.write_all(b"l,41471,1000,100,5,1,2,3,/ok/link\n").unwrap();
-    f.write_all(b"f,33188,1000,100,42,1,2").unwrap(); // truncated last line
+    f.write_all(b"f,33188,1000,100,42,1,2").unwrap(); // cut short: no newline, the file is not whole
     drop(f);
     let out = tmp.path().join("out");
     let cfg = base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", csv.display()), &out, "");
@@ -53,7 +53,8 @@ fn bad_text_rows_are_rejected_with_file_line_and_reason() {
     assert!(r[1]["reason"].as_str().unwrap().contains("mode"), "{}", r[1]);
     assert!(r[2]["reason"].as_str().unwrap().contains("expected 9 fields"), "{}", r[2]);
     assert!(r[3]["reason"].as_str().unwrap().contains("unterminated"), "{}", r[3]);
-    assert!(r[4]["reason"].as_str().unwrap().contains("expected 9 fields"), "{}", r[4]);
+    assert!(r[4]["reason"].as_str().unwrap().contains("the last line has no newline"), "{}", r[4]);
+    assert_eq!(s["unknown_scopes"][0]["scope"], "everything", "{s}");
 
     // The same input with a threshold of 4 rejects fails the run.
     let (code, s, _) = snapshot(&cfg, &["--set", "snapshot.max_rejects=4"]);

@@ -206,12 +206,15 @@ const WITHHELD_RUNS: &str = "withheld-runs";
 
 /// Count this run (`withheld`: whether it withheld any delete) after
 /// the runs of the previous manifest, and write the count into the new one (`manifest.new/`,
-/// sealed and committed with it). Returns the count (0 when this run withheld nothing).
+/// sealed and committed with it; no file when it is 0). Returns the count (0 when this run withheld nothing).
 pub fn count_withheld_run(state_dir: &Path, previous: &PreviousManifest, withheld: bool) -> std::io::Result<u32> {
     let before =
         previous.dirs().next().and_then(|d| std::fs::read_to_string(d.join(WITHHELD_RUNS)).ok()).and_then(|t| t.trim().parse::<u32>().ok()).unwrap_or(0);
     let runs = if withheld { before.saturating_add(1) } else { 0 };
-    icicle_core::durable::write_atomic(&state_dir.join("manifest.new").join(WITHHELD_RUNS), format!("{runs}\n").as_bytes())?;
+    // No file: no run withheld anything.
+    if runs > 0 {
+        icicle_core::durable::write_atomic(&state_dir.join("manifest.new").join(WITHHELD_RUNS), format!("{runs}\n").as_bytes())?;
+    }
     Ok(runs)
 }
 

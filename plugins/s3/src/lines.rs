@@ -93,6 +93,13 @@ impl RangeLines {
         }
     }
 
+    /// The object ended: where its last line begins when that line has no newline and
+    /// belongs to this range (the object was cut short: the line is not handed out).
+    /// Returns its offset and, when the range began the object, its line number.
+    pub fn unterminated(&self) -> Option<(u64, Option<u64>)> {
+        (!self.done && !self.skipping && !self.buf.is_empty()).then_some((self.base, self.line))
+    }
+
     /// The object ended: hand out its last line if it has no newline.
     pub fn finish(&mut self, f: &mut impl FnMut(&[u8], u64, Option<u64>)) {
         if !self.done && !self.skipping && !self.buf.is_empty() {

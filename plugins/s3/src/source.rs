@@ -283,10 +283,14 @@ impl Source for S3Source {
         };
         let (start, end) = split.range.unwrap_or((0, listed.size));
         let end = end.min(listed.size);
+        let input = self.object_name(key);
+        if listed.size == 0 {
+            out.reject(Reject::not_whole(&input, 0, "the object is empty: a listing part whose producer failed? (its rows are unknown; deletes are withheld)"));
+            return Ok(());
+        }
         if start >= end {
             return Ok(());
         }
-        let input = self.object_name(key);
         let layout = &self.s.layout;
         let mut scratch = Scratch::default();
         let mut reported = start;
@@ -359,7 +363,12 @@ impl Source for S3Source {
                 break;
             }
             if next >= listed.size {
-                lines.finish(&mut row);
+                // A last line without its newline may be a row cut short (`.../f1024-217.`
+                // for `.../f1024-217.txt`): not read, and everything left unknown.
+                if let Some((at, line)) = lines.unterminated() {
+                    let why = "the last line has no newline: the object was cut short (its rows are unknown; deletes are withheld)";
+                    out.reject(Reject { line, ..Reject::not_whole(&input, at, why) });
+                }
                 break;
             }
             // The range's last line runs past its end: fetch on until it ends.

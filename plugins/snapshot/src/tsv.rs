@@ -166,7 +166,7 @@ impl Layout {
     /// How an input of this layout shows that it is whole.
     pub fn ending(&self) -> Ending<'static> {
         match self.preset {
-            Some(Preset::Ne2scan) if !self.custom => Ending::Trailer(b"#complete#"),
+            Some(Preset::Ne2scan) if !self.custom => Ending::Trailer { header: b"#IDENT#", trailer: b"#complete#" },
             _ => Ending::Newline,
         }
     }
@@ -489,7 +489,7 @@ pub fn read_lines(
     ending: Option<Ending<'_>>,
 ) -> Result<(), SourceError> {
     let trailer = match ending {
-        Some(Ending::Trailer(t)) => Some(t),
+        Some(Ending::Trailer { header, trailer }) if begins_with(&split.path, header) => Some(trailer),
         _ => None,
     };
     let input = split.name.as_str();
@@ -531,9 +531,24 @@ pub fn read_lines(
 pub enum Ending<'a> {
     /// Its last line ends with a newline (pwalk, icicle9, `mmapplypolicy` LIST files).
     Newline,
-    /// Its last line is this producer's trailer (ne2scan's `#complete#<epoch>`, written last
-    /// by lester's `action-fslist.c`, a1c1323 lines 351-358).
-    Trailer(&'a [u8]),
+    /// When it begins with `header`, its last line begins with `trailer`: lester writes the
+    /// `#IDENT#` header first and the `#complete#<epoch>` trailer last in its ne2scan format
+    /// only (`action-fslist.c` a1c1323, lines 229-254 and 351-358; the `lustre` and
+    /// `extended` formats have neither, and are judged by their newline).
+    Trailer {
+        /// How the producer's first line begins.
+        header: &'a [u8],
+        /// How its last line begins.
+        trailer: &'a [u8],
+    },
+}
+
+/// Whether the file at `path` begins with `prefix` (a file that cannot be read does not: its
+/// read fails on its own).
+fn begins_with(path: &std::path::Path, prefix: &[u8]) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; prefix.len()];
+    std::fs::File::open(path).and_then(|f| f.read_exact_at(&mut buf, 0)).is_ok() && buf == prefix
 }
 
 /// Why a read that ended as `ended` cannot be shown to have read the whole input, if so.

@@ -418,12 +418,6 @@ impl LocalState {
             return;
         }
         self.counts.compared += 1;
-        // The row checks every published record passes, before anything is stat'ed.
-        if let Err(e) = icicle_core::record::check_path(&self.full(rel)) {
-            self.counts.rejects += 1;
-            tracing::warn!(message = "path refused", path = %rel, error = %e);
-            return;
-        }
         let old = self.entries.get(rel);
         let md = match self.lstat(rel) {
             Ok(md) => md,
@@ -524,6 +518,13 @@ impl LocalState {
     /// a record that shows it to whoever could see it before.
     fn publish(&mut self, rel: &Name, md: &std::fs::Metadata, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
         let full = self.full(rel);
+        // The row checks every published record passes (the names come from the kernel, so
+        // what was stat'ed is a real name below the root).
+        if let Err(e) = icicle_core::record::check_path(&full) {
+            self.counts.rejects += 1;
+            tracing::warn!(message = "path refused", path = %full, error = %e);
+            return;
+        }
         let rec = FileRecord::from_metadata(&full, md);
         let encoded = if self.posix {
             let p = format!("/{rel}");

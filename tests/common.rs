@@ -120,15 +120,25 @@ pub fn walk_snapshot_with(tmp: &Path, root: &Path, name: &str, records: &str) ->
     walk_snapshot_rejecting(tmp, root, name, records, 0)
 }
 
+/// [`walk_snapshot`] that enters file systems mounted below `root` (`xdev = false`), as the
+/// local monitor does.
+pub fn walk_snapshot_across_mounts(tmp: &Path, root: &Path, name: &str) -> BTreeMap<String, Value> {
+    walk_snapshot_of(tmp, root, name, "[records]\nvisible_to = [\"public\"]\n", 0, "xdev = false\n")
+}
+
 /// [`walk_snapshot_with`] that must reject exactly `allowed_rejects` entries.
 pub fn walk_snapshot_rejecting(tmp: &Path, root: &Path, name: &str, records: &str, allowed_rejects: u64) -> BTreeMap<String, Value> {
+    walk_snapshot_of(tmp, root, name, records, allowed_rejects, "")
+}
+
+fn walk_snapshot_of(tmp: &Path, root: &Path, name: &str, records: &str, allowed_rejects: u64, walk: &str) -> BTreeMap<String, Value> {
     let out = tmp.join(name);
     let _ = std::fs::remove_dir_all(&out);
     let cfg = config(
         tmp,
         &format!("{name}.toml"),
         &format!(
-            "[snapshot]\nversion = \"v\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n{records}[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
+            "[snapshot]\nversion = \"v\"\nrejects_file = \"{t}/{name}-rejects.jsonl\"\n{records}[sources.w]\ntype = \"walk\"\nroot = \"{r}\"\npath_prefix = \"/\"\n{walk}[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\n",
             t = tmp.display(),
             r = root.display(),
             o = out.display()

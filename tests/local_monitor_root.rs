@@ -46,6 +46,26 @@ fn wait_for(t: &Path, what: &str, ok: impl Fn(&BTreeMap<String, serde_json::Valu
     }
 }
 
+/// 40 files under `t/fs` that predate the monitor, a workload on them, and a local monitor
+/// configuration (`top`: sections before `[records]`; `source`: more `[sources.local]` keys).
+fn tree_and_config(t: &Path, seed: u64, backend: &str, top: &str, source: &str) -> (std::path::PathBuf, std::path::PathBuf, Workload) {
+    let root = t.join("fs");
+    let mut w = Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
+    w.preexisting(40).unwrap();
+    let cfg = config(
+        t,
+        "monitor.toml",
+        &format!(
+            "{top}[records]\nvisible_to = [\"public\"]\n\
+             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = 50\nquiet_period_secs = 0.05\nfallback = false\n{source}\
+             [sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
+            r = root.display(),
+            t = t.display(),
+        ),
+    );
+    (root, cfg, w)
+}
+
 fn root_goes(backend: &str) {
     if !is_root() {
         eprintln!("skipped: needs root");
@@ -54,20 +74,7 @@ fn root_goes(backend: &str) {
     let seed = test_seed();
     let tmp = test_dir();
     let t = tmp.path();
-    let root = t.join("fs");
-    let mut w = Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
-    w.preexisting(40).unwrap();
-    let cfg = config(
-        t,
-        "monitor.toml",
-        &format!(
-            "[records]\nvisible_to = [\"public\"]\n\
-             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = 50\nquiet_period_secs = 0.05\nfallback = false\nwhen_root_gone = \"delete\"\n\
-             [sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
-            r = root.display(),
-            t = t.display(),
-        ),
-    );
+    let (root, cfg, mut w) = tree_and_config(t, seed, backend, "", "when_root_gone = \"delete\"\n");
     let child = start_monitor(t, &cfg, 8.0);
     w.run(Kind::Filebench, 60, "/work").unwrap();
     drop(w);
@@ -126,20 +133,8 @@ fn root_moved_away_deletes_nothing(backend: &str) {
     let seed = test_seed();
     let tmp = test_dir();
     let t = tmp.path();
-    let root = t.join("fs");
-    let mut w = Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
-    w.preexisting(40).unwrap();
-    let cfg = config(
-        t,
-        "monitor.toml",
-        &format!(
-            "[monitor]\non_failure = \"restart\"\nrestart_initial_secs = 0.2\nrestart_max_secs = 1\n[records]\nvisible_to = [\"public\"]\n\
-             [sources.local]\ntype = \"{backend}\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\nbatch_size = 50\nquiet_period_secs = 0.05\nfallback = false\n\
-             [sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
-            r = root.display(),
-            t = t.display(),
-        ),
-    );
+    let restart = "[monitor]\non_failure = \"restart\"\nrestart_initial_secs = 0.2\nrestart_max_secs = 1\n";
+    let (root, cfg, mut w) = tree_and_config(t, seed, backend, restart, "");
     let child = start_monitor(t, &cfg, 8.0);
     w.run(Kind::Filebench, 60, "/work").unwrap();
     drop(w);

@@ -14,7 +14,7 @@ use icicle_core::traits::{RowSink, Split};
 use icicle_core::Attrs;
 use icicle_core::Source;
 use icicle_plugins_snapshot::mmapplypolicy::MmapplypolicySource;
-use icicle_plugins_snapshot::tsv::{Columns, Layout, ModeFormat, Preset, TsvSource};
+use icicle_plugins_snapshot::tsv::{Columns, Ending, Layout, ModeFormat, Preset, TsvSource};
 
 /// What a source handed over while reading.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -84,7 +84,7 @@ fn scratch_file(data: &[u8]) -> PathBuf {
 
 /// Read `data` with `source` whole, then as two byte ranges split at `cut`, and check the
 /// line accounting against `skips`.
-fn check_source(source: &dyn Source, data: &[u8], cut: usize, skips: impl Fn(&[u8], u64) -> bool) {
+fn check_source(source: &dyn Source, data: &[u8], cut: usize, skips: impl Fn(&[u8], u64) -> bool, ending: Ending<'_>) {
     let path = scratch_file(data);
     let len = data.len() as u64;
     let mut whole = Counts::default();
@@ -97,7 +97,15 @@ fn check_source(source: &dyn Source, data: &[u8], cut: usize, skips: impl Fn(&[u
     // instead (so is an empty one).
     let cut_short = data.last().is_some_and(|&b| b != b'\n');
     let read = if cut_short { &data[..data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)] } else { data };
-    assert_eq!(whole.not_whole, u64::from(cut_short || data.is_empty()), "an input is not whole when empty or cut short: {whole:?}");
+    let mut last = Vec::new();
+    for_each_line(read, None, |line, _| {
+        if !line.is_empty() {
+            last = line.to_vec();
+        }
+    });
+    let no_trailer = matches!(ending, Ending::Trailer { header, trailer } if data.starts_with(header) && !last.starts_with(trailer));
+    let not_whole = cut_short || data.is_empty() || no_trailer;
+    assert_eq!(whole.not_whole, u64::from(not_whole), "an input is not whole when empty, cut short or without its trailer: {whole:?}");
     let mut lines = 0u64;
     let mut skipped = 0u64;
     for_each_line(read, None, |line, off| {
@@ -150,15 +158,16 @@ pub fn tsv(data: &[u8]) {
         let l = layout.clone();
         move |line: &[u8], off: u64| l.skips(line, off)
     };
+    let ending = layout.ending();
     let source = TsvSource::new(vec![], layout, 1 << 20);
-    check_source(&source, rest, *cut as usize * rest.len() / 256, skips);
+    check_source(&source, rest, *cut as usize * rest.len() / 256, skips, ending);
 }
 
 /// The mmapplypolicy source (nersc18 layout, escaped or not).
 pub fn mmapplypolicy(data: &[u8]) {
     let [pick, cut, rest @ ..] = data else { return };
     let source = MmapplypolicySource::nersc18(vec![], pick & 1 == 0);
-    check_source(&source, rest, *cut as usize * rest.len() / 256, icicle_plugins_snapshot::mmapplypolicy::is_message);
+    check_source(&source, rest, *cut as usize * rest.len() / 256, icicle_plugins_snapshot::mmapplypolicy::is_message, Ending::Newline);
 }
 
 /// The first eight bytes of `b`, zero-padded.

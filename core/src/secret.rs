@@ -153,6 +153,13 @@ pub fn is_secret_key(key: &str) -> bool {
     w.iter().any(|x| SECRET_WORDS.contains(&x.as_str())) || w.windows(2).any(|p| SECRET_PAIRS.contains(&(p[0].as_str(), p[1].as_str())))
 }
 
+/// Whether the value of `key` is itself a secret: a secret's key ([`is_secret_key`]) other
+/// than one naming where a secret is (`*_env`, `*_file`, a `*.location` path).
+pub fn holds_secret_value(key: &str) -> bool {
+    let lower = key.trim_matches('"').to_ascii_lowercase();
+    is_secret_key(&lower) && !(lower.ends_with("_env") || lower.ends_with("_file") || lower.ends_with(".location"))
+}
+
 /// Whether `s` looks like the name of an environment variable rather than a secret: letters,
 /// digits and `_`, not starting with a digit, and not the mix of both cases and digits (or
 /// the long run of letters and digits) that tokens are made of.

@@ -59,15 +59,6 @@ impl std::fmt::Debug for KafkaConnection {
     }
 }
 
-fn looks_secret(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    // An address is not a secret: OIDC's `sasl.oauthbearer.token.endpoint.url`.
-    if k.ends_with(".url") {
-        return false;
-    }
-    k.contains("password") || k.contains("secret") || k.ends_with(".key.pem") || k.contains("token")
-}
-
 /// Read a secret from `env:VAR` or `file:/path`.
 fn secret(spec: &str) -> Result<String, String> {
     icicle_core::secret::from_spec(spec).map(|s| s.expose().to_string())
@@ -87,7 +78,7 @@ impl KafkaConnection {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &self.bootstrap);
         for (k, v) in &self.properties {
-            if looks_secret(k) {
+            if icicle_core::secret::holds_secret_value(k) {
                 return Err(invalid(&format!("properties.\"{k}\""), "looks like a secret: put it in `secret_properties` as env:VAR or file:/path".into()));
             }
             c.set(k, v);
@@ -138,8 +129,14 @@ impl ConnectionFailure {
     /// A failure holder for a client configured by `config` (its secret values are never shown).
     pub fn for_config(config: &ClientConfig) -> ConnectionFailure {
         // `config_map` shows sensitive values as a placeholder: the keys, then the values.
-        let secrets =
-            config.config_map().keys().filter(|k| looks_secret(k)).filter_map(|k| config.get(k)).filter(|v| v.len() >= 4).map(str::to_string).collect();
+        let secrets = config
+            .config_map()
+            .keys()
+            .filter(|k| icicle_core::secret::holds_secret_value(k))
+            .filter_map(|k| config.get(k))
+            .filter(|v| v.len() >= 4)
+            .map(str::to_string)
+            .collect();
         ConnectionFailure { first: Arc::new(watch::channel(None).0), secrets: Arc::new(secrets) }
     }
 
@@ -271,6 +268,15 @@ mod tests {
         let mut bad = c.clone();
         bad.properties.insert("sasl.password".into(), "plain".into());
         assert!(bad.client_config_with(err).unwrap_err().to_string().contains("secret_properties"));
+        // The shared key rule: an OAUTHBEARER client secret is one; a key's path and the token
+        // endpoint's address are not.
+        let mut oidc = c.clone();
+        oidc.properties.insert("sasl.oauthbearer.config".into(), "clientSecret=s3kr1t".into());
+        assert!(oidc.client_config_with(err).unwrap_err().to_string().contains("secret_properties"));
+        let mut paths = c.clone();
+        paths.properties.insert("ssl.key.location".into(), "/etc/icicle/client.key".into());
+        paths.properties.insert("sasl.oauthbearer.token.endpoint.url".into(), "https://idp/token".into());
+        assert!(paths.client_config_with(err).is_ok());
         let mut missing = c.clone();
         missing.sasl_password_env = Some("ICICLE_TEST_NO_SUCH_VAR".into());
         let e = missing.client_config_with(err).unwrap_err().to_string();

@@ -49,7 +49,7 @@ inventory::submit! {
     PluginDescriptor {
         kind: PluginKind::Source,
         name: "walk",
-        description: "a parallel lstat walk of a live directory tree (links never followed)",
+        description: "a parallel lstat walk of a live directory tree (links never followed; one file system unless xdev = false)",
         example: "[sources.home]\ntype = \"walk\"\nroot = \"/home\"\n",
         build: build_component::<walk::WalkConfig>,
     }

@@ -564,9 +564,10 @@ impl LocalState {
     /// at every path they name.
     pub fn apply_events(&mut self, mut batch: Vec<LocalEvent>) -> Result<Emit, LocalError> {
         // The monitor's twin of the snapshot's deletion guard: a root that went away empties
-        // nothing unless asked to (before anything of the batch is applied).
-        self.root_there = crate::mounts::root_identity(&self.root).is_some();
-        if !self.root_there && self.when_root_gone == crate::config::WhenRootGone::Fail && !self.entries.below("", None, 1).is_empty() {
+        // nothing unless asked to (before anything of the batch is applied). `root_there` is
+        // left as it was: a restart's restore reads through it.
+        let root_gone = crate::mounts::root_identity(&self.root).is_none();
+        if root_gone && self.when_root_gone == crate::config::WhenRootGone::Fail && !self.entries.below("", None, 1).is_empty() {
             return Err(LocalError::RootGone(self.root.display().to_string()));
         }
         self.counts.batches += 1;
@@ -591,6 +592,7 @@ impl LocalState {
         // A new part of a larger emit: the file system went on in between (the earlier parts
         // were delivered), so directories are read again and what they outdated is sent again.
         work.new_part();
+        self.root_there = crate::mounts::root_identity(&self.root).is_some();
         for ev in batch {
             tracing::trace!(message = "event", event = ?ev);
             match ev {

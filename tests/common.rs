@@ -159,13 +159,23 @@ pub fn apply(index: &mut BTreeMap<String, Value>, dir: &Path) {
         let doc: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
         if let Some(subjects) = doc["subjects"].as_array() {
             for s in subjects {
-                index.remove(s.as_str().unwrap());
+                remove_subject(index, s.as_str().unwrap());
             }
         } else {
             for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
                 index.insert(e["content"]["path"].as_str().unwrap().to_string(), e.clone());
             }
         }
+    }
+}
+
+/// Remove the record a delete names: the index is keyed by path, and a path too long for a
+/// subject is sent under its hash (`icicle_gmeta::subject_for`).
+fn remove_subject(index: &mut BTreeMap<String, Value>, subject: &str) {
+    if subject.starts_with(icicle_gmeta::HASHED_SUBJECT_PREFIX) {
+        index.retain(|_, e| e["subject"] != subject);
+    } else {
+        index.remove(subject);
     }
 }
 
@@ -382,7 +392,7 @@ pub fn apply_topic(index: &mut BTreeMap<String, Value>, messages: &[icicle_plugi
         if v["op"] == "upsert" {
             index.insert(v["entry"]["content"]["path"].as_str().unwrap().to_string(), v["entry"].clone());
         } else {
-            index.remove(v["subject"].as_str().unwrap());
+            remove_subject(index, v["subject"].as_str().unwrap());
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Versioned runs on inputs that look complete but are not, and on records that became
 //! private, through `icicle snapshot`: an ne2scan listing without lester's `#complete#`
-//! trailer, a walk whose directory has another file system mounted over it, and records no
+//! trailer, a walk whose directory has another file system mounted over it, records no
 //! mapped principal may see any more (withdrawn, not carried over with their old
-//! `visible_to`).
+//! `visible_to`), and a path listed twice (a reject naming both lines, the same every run).
 
 mod common;
 
@@ -71,6 +71,54 @@ fn an_ne2scan_listing_without_its_complete_trailer_deletes_nothing() {
     assert_eq!((r.code, r.summary["deleted"].as_u64()), (0, Some(20)), "{}", r.err);
     let want: BTreeSet<String> = (180..200).map(|i| format!("/fs/d{}/f{i}", i % 5)).collect();
     assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), want);
+}
+
+/// The rejects a run wrote (its `rejects_file`).
+fn rejects_of(tmp: &Path, name: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(tmp.join(format!("{name}-rejects.jsonl"))).unwrap_or_default();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn a_path_listed_twice_is_a_reject_naming_both_lines_the_same_every_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let file = t.join("scan.ne2scan");
+    let header = "#IDENT#|1.0|1.47.0|1700000000|Tue Nov 14 22:13:20 GMT 2023|mds1|/dev/md0|0|0|0|0|fs=fs0|\n";
+    let rows: String = (0..1000).map(ne2scan_row).collect();
+    std::fs::write(&file, format!("{header}{rows}#complete#1700000100\n")).unwrap();
+    let source = format!("type = \"tsv\"\npreset = \"ne2scan\"\npaths = [\"{}\"]", file.display());
+    let r = run(t, "first", PUBLIC, &source);
+    assert_eq!((r.code, r.summary["created"].as_u64()), (0, Some(1000)), "{}", r.err);
+    // f7 (line 9) listed again at line 1002 with another size (4 rejects in 1,003 rows: within the default 1 %); a new path at lines 1003 and 1004.
+    let again = "1700000000|1700000001|1700000002|1000|100|100644|999|1007|/fs/d2/f7\n";
+    let new = "1700000000|1700000001|1700000002|1000|100|100644|5|5000|/fs/new\n";
+    std::fs::write(&file, format!("{header}{rows}{again}{new}{new}#complete#1700000200\n")).unwrap();
+    for name in ["twice", "twice-again"] {
+        let r = run(t, name, PUBLIC, &source);
+        let s = &r.summary;
+        assert_eq!(r.code, 0, "{name}: {}", r.err);
+        let counts = ["rejects", "created", "updated", "unchanged", "deleted", "deletes_withheld", "emitted"].map(|k| s[k].as_u64().unwrap_or(u64::MAX));
+        assert_eq!(counts, [4, 0, 0, 999, 0, 1, 0], "{name}: rejects created updated unchanged deleted withheld emitted: {s}");
+        // Neither row of either path is sent, nothing is deleted.
+        assert!(ingested(&r.out).is_empty() && deleted(&r.out).is_empty(), "{name}");
+        let rejects = rejects_of(t, name);
+        let mut lines: Vec<(String, u64)> = rejects.iter().map(|j| (j["reason"].as_str().unwrap().to_string(), j["line"].as_u64().unwrap())).collect();
+        lines.sort_by_key(|l| l.1);
+        assert_eq!(lines.iter().map(|l| l.1).collect::<Vec<_>>(), [9, 1002, 1003, 1004], "{name}: {rejects:?}");
+        let f7 = format!("{} line 9, {} line 1002", file.display(), file.display());
+        assert!(lines[0].0.contains("\"/fs/d2/f7\": read 2 times") && lines[0].0.contains(&f7) && lines[0].0 == lines[1].0, "{name}: {lines:?}");
+        assert!(lines[2].0.contains("line 1003") && lines[2].0.contains("line 1004") && lines[2].0 == lines[3].0, "{name}: {lines:?}");
+    }
+    // Listed once again: f7 is updated, the new path created.
+    std::fs::write(&file, format!("{header}{}{again}{new}#complete#1700000300\n", rows.replace("|/fs/d2/f7\n", "|/fs/d2/f7-gone\n"))).unwrap();
+    let r = run(t, "once", PUBLIC, &source);
+    let s = &r.summary;
+    let counts = ["rejects", "created", "updated", "deleted"].map(|k| s[k].as_u64().unwrap_or(u64::MAX));
+    assert_eq!((r.code, counts), (0, [0, 2, 1, 0]), "{s}\n{}", r.err);
+    let sent = ingested(&r.out);
+    assert_eq!(sent["/fs/d2/f7"]["content"]["size"], 999, "{sent:?}");
+    assert!(sent.contains_key("/fs/new") && sent.contains_key("/fs/d2/f7-gone"), "{sent:?}");
 }
 
 /// Unmounts `path` when dropped.

@@ -42,6 +42,11 @@ impl Split {
 pub trait RowSink {
     /// A file or link record (directories go to [`RowSink::directory`]).
     fn record(&mut self, rec: &FileRecord<'_>);
+    /// [`RowSink::record`] of the row at byte `offset` of its input (a text source's), so a
+    /// path read twice can be named by both its lines.
+    fn record_at(&mut self, rec: &FileRecord<'_>, _offset: u64) {
+        self.record(rec)
+    }
     /// A directory row: counted, never a primary record.
     fn directory(&mut self, rec: &FileRecord<'_>);
     /// A row that could not be turned into a record.

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
@@ -24,7 +25,12 @@ use icicle_gmeta::push_json_str;
 #[derive(Debug, Default)]
 pub struct PreviousManifest {
     map: HashMap<u128, (u64, u32)>,
-    seen: Vec<AtomicBool>,
+    /// Per line: 0 while this run has not read its path, else where the run first read it
+    /// and how that read was classified ([`Sighting`]).
+    seen: Vec<AtomicU64>,
+    /// Paths this run read that the previous run did not hold, with their first [`Sighting`]
+    /// (kept only when the caller names where a row came from), in shards by hash.
+    created: Vec<Mutex<HashMap<u128, u64>>>,
     files: Vec<PathBuf>,
     dir: Option<PathBuf>,
     pending: Vec<PathBuf>,
@@ -81,6 +87,56 @@ fn uncommitted(state_dir: &Path, current: Option<&Path>) -> std::io::Result<Vec<
     }
     out.sort();
     Ok(out)
+}
+
+/// Shards of [`PreviousManifest`]'s map of created paths (workers insert concurrently).
+const CREATED_SHARDS: usize = 64;
+
+/// Where a run read a row, packed: whether `at` is a byte offset or a row number (1 bit), the
+/// input's number in the run (21 bits) and `at` (40 bits); a part too large for its bits is
+/// all ones (unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sighting(u64);
+
+impl Sighting {
+    const INPUT_BITS: u32 = 21;
+    const AT_BITS: u32 = 40;
+    /// A row whose place is not known.
+    pub const ELSEWHERE: Sighting = Sighting((1 << 62) - 1);
+
+    /// The row at byte `offset` (`by_offset`) or numbered `at` of input number `input`.
+    pub fn new(input: u32, at: u64, by_offset: bool) -> Sighting {
+        let input = u64::from(input).min((1 << Self::INPUT_BITS) - 1);
+        let at = at.min((1 << Self::AT_BITS) - 1);
+        Sighting((u64::from(by_offset) << 61) | (input << Self::AT_BITS) | at)
+    }
+
+    /// The input's number, the offset or row number, and whether it is an offset; `None` for
+    /// a part that did not fit.
+    pub fn place(self) -> (Option<u32>, Option<u64>, bool) {
+        let input = (self.0 >> Self::AT_BITS) & ((1 << Self::INPUT_BITS) - 1);
+        let at = self.0 & ((1 << Self::AT_BITS) - 1);
+        let input = (input != (1 << Self::INPUT_BITS) - 1).then_some(input as u32);
+        (input, (at != (1 << Self::AT_BITS) - 1).then_some(at), self.0 >> 61 & 1 == 1)
+    }
+
+    /// As kept in [`PreviousManifest`]: never 0 (the classification in the low two bits).
+    fn stored(self, change: Change) -> u64 {
+        (self.0 << 2) | match change {
+            Change::Created => 1,
+            Change::Updated => 2,
+            Change::Unchanged => 3,
+        }
+    }
+
+    fn from_stored(v: u64) -> (Sighting, Change) {
+        let change = match v & 3 {
+            1 => Change::Created,
+            2 => Change::Updated,
+            _ => Change::Unchanged,
+        };
+        (Sighting(v >> 2), change)
+    }
 }
 
 /// What a record is relative to the previous run.
@@ -192,11 +248,12 @@ impl PreviousManifest {
                 idx += 1;
             }
         }
-        let seen: Vec<AtomicBool> = (0..idx).map(|_| AtomicBool::new(false)).collect();
+        let seen: Vec<AtomicU64> = (0..idx).map(|_| AtomicU64::new(0)).collect();
         for d in duplicates {
-            seen[d as usize].store(true, Ordering::Relaxed);
+            seen[d as usize].store(Sighting::ELSEWHERE.stored(Change::Unchanged), Ordering::Relaxed);
         }
-        Ok(PreviousManifest { map, seen, files, dir: current, pending, share, without_inode, crossed })
+        let created = (0..CREATED_SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        Ok(PreviousManifest { map, seen, created, files, dir: current, pending, share, without_inode, crossed })
     }
 
     /// The manifest directories loaded: the committed one, then the pending ones.
@@ -233,13 +290,52 @@ impl PreviousManifest {
         match self.map.get(&hash) {
             None => Change::Created,
             Some(&(old, idx)) => {
-                self.seen[idx as usize].store(true, Ordering::Relaxed);
-                if old == was && self.crossed.get(&hash).is_none_or(|c| *c == now) {
-                    Change::Unchanged
-                } else {
-                    Change::Updated
+                let change = self.compare(hash, old, was, now);
+                self.seen[idx as usize].store(Sighting::ELSEWHERE.stored(change), Ordering::Relaxed);
+                change
+            }
+        }
+    }
+
+    /// [`PreviousManifest::classify_both`] of the row read `at`, unless this run already read
+    /// its path: then where it first read it and how that read was classified.
+    pub fn classify_at(&self, hash: u128, was: u64, now: u64, at: Sighting) -> Result<Change, (Sighting, Change)> {
+        let first = match self.map.get(&hash) {
+            None => {
+                let shard = &self.created[(hash as usize) % CREATED_SHARDS];
+                let mut created = shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match created.entry(hash) {
+                    std::collections::hash_map::Entry::Occupied(e) => *e.get(),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(at.stored(Change::Created));
+                        return Ok(Change::Created);
+                    }
                 }
             }
+            Some(&(old, idx)) => {
+                let change = self.compare(hash, old, was, now);
+                match self.seen[idx as usize].compare_exchange(0, at.stored(change), Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => return Ok(change),
+                    Err(first) => first,
+                }
+            }
+        };
+        Err(Sighting::from_stored(first))
+    }
+
+    /// A path this run read more than once: its previous line counts as not seen, so it is
+    /// carried over (under the unknown scope its rejects leave) rather than re-classified.
+    pub fn forget(&self, hash: u128) {
+        if let Some(&(_, idx)) = self.map.get(&hash) {
+            self.seen[idx as usize].store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn compare(&self, hash: u128, old: u64, was: u64, now: u64) -> Change {
+        if old == was && self.crossed.get(&hash).is_none_or(|c| *c == now) {
+            Change::Unchanged
+        } else {
+            Change::Updated
         }
     }
 
@@ -257,7 +353,7 @@ impl PreviousManifest {
                         continue;
                     }
                 }
-                if !self.seen[idx].load(Ordering::Relaxed) {
+                if self.seen[idx].load(Ordering::Relaxed) == 0 {
                     if let Some((hash, fingerprint, subj, path)) = parsed {
                         let bad = |e| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
                         let subject: String = serde_json::from_str(subj).map_err(bad)?;
@@ -460,6 +556,28 @@ pub fn begin(state_dir: &Path) -> std::io::Result<()> {
     }
     fs::create_dir_all(&new)?;
     icicle_core::durable::write_atomic(&new.join(FORMAT), format!("{SCHEME}\n").as_bytes())
+}
+
+/// Leave out of the new manifest (`manifest.new/`) the lines of `hashes` (paths this run read
+/// more than once): every part is rewritten without them.
+pub fn drop_new_lines(state_dir: &Path, hashes: &std::collections::HashSet<u128>) -> std::io::Result<()> {
+    if hashes.is_empty() {
+        return Ok(());
+    }
+    for part in part_files(&state_dir.join("manifest.new"))? {
+        let input = BufReader::new(fs::File::open(&part)?);
+        let staged = icicle_core::durable::stage(&part, true, |w| {
+            for line in input.lines() {
+                let line = line?;
+                if !parse_line(&line).is_some_and(|(h, ..)| hashes.contains(&h)) {
+                    writeln!(w, "{line}")?;
+                }
+            }
+            Ok(())
+        })?;
+        staged.commit(true)?;
+    }
+    Ok(())
 }
 
 /// Seal the new manifest before anything is delivered: `manifest.new/` becomes

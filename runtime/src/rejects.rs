@@ -90,7 +90,7 @@ impl RejectLog {
     }
 }
 
-fn resolve_lines(rejects: &mut [Reject]) {
+pub(crate) fn resolve_lines(rejects: &mut [Reject]) {
     let mut by_input: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, r) in rejects.iter().enumerate() {
         if r.line.is_none() && r.offset.is_some() {

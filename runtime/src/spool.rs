@@ -153,6 +153,21 @@ impl Outbox {
     /// entries (this rank's primary records) whose flag is false (unchanged since the previous
     /// run), re-cut into documents within `limit`.
     pub async fn release_filtered(self, sinks: &mut NamedSinks, limit: icicle_core::batch::DocumentLimit, send: &[bool]) -> Result<(), IcicleError> {
+        self.release_where(sinks, limit, |i, _| send.get(i).copied().unwrap_or(true)).await
+    }
+
+    /// Deliver what was held, in order, leaving out the entries whose subject is in `left_out`,
+    /// re-cut into documents within `limit`.
+    pub async fn release_without(self, sinks: &mut NamedSinks, limit: icicle_core::batch::DocumentLimit, left_out: &std::collections::HashSet<String>) -> Result<(), IcicleError> {
+        if left_out.is_empty() {
+            return self.release(sinks).await;
+        }
+        self.release_where(sinks, limit, |_, entry| crate::deletes::entry_subject(entry).map_or(true, |s| !left_out.contains(&s))).await
+    }
+
+    /// Deliver what was held, in order, keeping the entries (numbered from 0) that `keep`
+    /// accepts, re-cut into documents within `limit`.
+    async fn release_where(self, sinks: &mut NamedSinks, limit: icicle_core::batch::DocumentLimit, mut keep: impl FnMut(usize, &[u8]) -> bool) -> Result<(), IcicleError> {
         let Some(spool) = self.spool else {
             return Ok(());
         };
@@ -164,7 +179,7 @@ impl Outbox {
         while let Some(doc) = reader.next_document().map_err(io)? {
             let mut kept = EntryBatch::default();
             for entry in doc.entries() {
-                if send.get(i).copied().unwrap_or(true) {
+                if keep(i, entry) {
                     kept.push(entry);
                 }
                 i += 1;

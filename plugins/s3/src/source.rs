@@ -304,7 +304,7 @@ impl Source for S3Source {
             }
             match layout.parse(line, &mut scratch) {
                 Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
-                Ok(rec) => out.record(&rec),
+                Ok(rec) => out.record_at(&rec, offset),
                 Err(reason) => {
                     let at = Reject { line: number, ..Reject::at_offset(&input, offset, reason) };
                     out.reject(at.naming(layout.path_of(line)))

@@ -510,7 +510,7 @@ pub fn read_lines(
         }
         parse(line, &mut |res| match res {
             Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
-            Ok(rec) => out.record(&rec),
+            Ok(rec) => out.record_at(&rec, offset),
             Err(reason) => out.reject(Reject::at_offset(input, offset, reason).naming(path_of(line))),
         });
         if offset - last_progress >= 1 << 20 {

@@ -3,6 +3,7 @@
 //! acknowledged (manifest committed, sources told) only after every sink delivered.
 
 mod distributed;
+mod duplicates;
 mod worker;
 
 use std::path::PathBuf;
@@ -233,7 +234,8 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let (tx, rx) = mpsc::channel::<EntryBatch>(16);
     // A rank reads with one thread (more ranks per node instead).
     let nworkers = if job.cluster.is_some() { 1 } else { worker_count(&settings) };
-    let handles = worker::spawn(&job, &settings, nworkers, &shared, &previous, &rejects, tx)?;
+    let duplicates = Arc::new(duplicates::Duplicates::default());
+    let handles = worker::spawn(&job, &settings, nworkers, &shared, &previous, &rejects, &duplicates, tx)?;
 
     // A versioned run holds its documents until its checks have passed, so one that fails
     // them delivers nothing.
@@ -267,8 +269,13 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
             distributed::finish(&mut job, c.as_ref(), dir, prev, &rejects, out.outbox, &pipeline_subjects, &send, &mut summary).await?;
         }
         _ => {
+            let left_out = match (previous.as_deref(), Arc::into_inner(duplicates)) {
+                (Some(prev), Some(d)) => d.resolve(prev, settings.emit, &rejects, &mut summary),
+                _ => Default::default(),
+            };
             check_rejects(&settings, &rejects, &mut summary);
-            finish(&mut job, &settings, previous.as_deref(), &rejects, out.outbox, &pipeline_subjects, nworkers, &mut summary).await?;
+            let held = Held { outbox: out.outbox, left_out };
+            finish(&mut job, &settings, previous.as_deref(), &rejects, held, &pipeline_subjects, nworkers, &mut summary).await?;
         }
     }
     job.progress.finish();
@@ -473,6 +480,12 @@ fn check_rejects(settings: &SnapshotSettings, rejects: &RejectLog, summary: &mut
     summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m) || settings.max_reject_ratio.is_some_and(|r| ratio > r);
 }
 
+/// A versioned run's documents held for delivery, and what of them is left out.
+struct Held {
+    outbox: Outbox,
+    left_out: duplicates::LeftOut,
+}
+
 /// Deletes, the held documents, the manifest commit and the acknowledgement: a versioned run
 /// that failed its checks (reject threshold, deletion guard) delivers and deletes nothing.
 #[allow(clippy::too_many_arguments)]
@@ -481,7 +494,7 @@ async fn finish(
     settings: &SnapshotSettings,
     previous: Option<&PreviousManifest>,
     rejects: &RejectLog,
-    outbox: Outbox,
+    held: Held,
     pipeline_subjects: &[(&'static str, Vec<String>)],
     nworkers: usize,
     summary: &mut SnapshotSummary,
@@ -497,6 +510,7 @@ async fn finish(
         if summary.reject_threshold_exceeded {
             tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
         } else {
+            manifest::drop_new_lines(dir, &held.left_out.hashes).map_err(|e| io("leaving paths read twice out of the manifest", e))?;
             let d = crate::deletes::plan(dir, prev, &unknown, pipeline_subjects, nworkers + 1).map_err(|e| io("planning the deletes", e))?;
             summary.deletes_withheld = d.withheld;
             summary.aggregate_deletes_withheld = d.aggregates_withheld;
@@ -519,14 +533,14 @@ async fn finish(
         }
     }
     if summary.reject_threshold_exceeded || summary.delete_guard.is_some() {
-        summary.batches_withheld = outbox.discard();
+        summary.batches_withheld = held.outbox.discard();
     } else {
         // Sealed before the first delivery: a crash from here on leaves the next run the list
         // of what this one may have indexed.
         if let (Some(dir), true) = (&settings.state_dir, commit) {
             sealed = Some(manifest::seal(dir).map_err(|e| io("sealing the manifest", e))?);
         }
-        outbox.release(&mut job.sinks).await?;
+        held.outbox.release_without(&mut job.sinks, settings.document_limit(), &held.left_out.subjects).await?;
     }
     manifest::fault_point("deletes-planned");
     for b in delete_batches(deletes, settings.document_limit()) {

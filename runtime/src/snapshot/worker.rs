@@ -17,9 +17,10 @@ use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Source, Split};
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 
+use super::duplicates::Duplicates;
 use super::{Progress, RowProcessor, SnapshotJob, SnapshotSummary, CHUNK_BYTES};
 use crate::cluster::Cluster;
-use crate::manifest::{self, Change, ManifestWriter, PreviousManifest};
+use crate::manifest::{self, Change, ManifestWriter, PreviousManifest, Sighting};
 use crate::rejects::RejectLog;
 
 #[derive(Default)]
@@ -131,6 +132,12 @@ pub(super) struct Worker {
     /// Across ranks, a versioned run classifies later, on the rank owning each path: every
     /// record's (path hash, fingerprints, whether its entry was encoded), in order.
     keys: Option<Vec<RecordKey>>,
+    /// A versioned run in one process: where each path was first read, to find paths read
+    /// twice; with the number of the current input (once a row of it names its offset).
+    duplicates: Option<Arc<Duplicates>>,
+    input_number: Option<u32>,
+    /// The byte offset of the row being recorded, when its source names it.
+    offset: Option<u64>,
 }
 
 /// A record of a versioned run across ranks: path hash, fingerprint in the previous
@@ -172,6 +179,38 @@ impl Worker {
         }
     }
 
+    /// Where the current row was read: its input and byte offset when the source names it.
+    fn sighting(&mut self) -> Sighting {
+        match (self.offset, &self.duplicates) {
+            (Some(offset), Some(d)) => {
+                let input = *self.input_number.get_or_insert_with(|| d.input(&self.input));
+                Sighting::new(input, offset, true)
+            }
+            _ => Sighting::ELSEWHERE,
+        }
+    }
+
+    /// Classify a record of a versioned run in one process; `None` when its path was read
+    /// before in this run (a reject, resolved when every row is read).
+    fn classify(&mut self, rec: &FileRecord<'_>, hash: u128, was: u64, now: u64) -> Option<Change> {
+        let prev = self.previous.clone()?;
+        if self.duplicates.is_none() {
+            return Some(prev.classify_both(hash, was, now));
+        }
+        let at = self.sighting();
+        match prev.classify_at(hash, was, now, at) {
+            Ok(change) => Some(change),
+            Err(first) => {
+                if let Some(d) = &self.duplicates {
+                    d.found(hash, rec.path, first, at);
+                }
+                self.counts.rejects += 1;
+                self.counts.records -= 1;
+                None
+            }
+        }
+    }
+
     /// Reject a row that a source read: its path is carried over.
     fn reject_here(&mut self, rec: &FileRecord<'_>, reason: String) {
         self.counts.rejects += 1;
@@ -185,6 +224,12 @@ impl Worker {
 impl RowSink for Worker {
     fn record(&mut self, rec: &FileRecord<'_>) {
         self.record_with_acl(rec, None)
+    }
+
+    fn record_at(&mut self, rec: &FileRecord<'_>, offset: u64) {
+        self.offset = Some(offset);
+        self.record_with_acl(rec, None);
+        self.offset = None;
     }
 
     fn wants_acls(&self) -> bool {
@@ -268,7 +313,7 @@ impl Worker {
         } else if let (Some(prev), Some(_)) = (&self.previous, &self.manifest) {
             let hash = manifest::path_hash(rec.path);
             let (was, fp) = prev.fingerprints(rec, &vis);
-            let change = prev.classify_both(hash, was, fp);
+            let Some(change) = self.classify(rec, hash, was, fp) else { return };
             match change {
                 Change::Created => self.counts.created += 1,
                 Change::Updated => self.counts.updated += 1,
@@ -337,6 +382,7 @@ pub(super) fn spawn(
     shared: &Arc<Shared>,
     previous: &Option<Arc<PreviousManifest>>,
     rejects: &Arc<RejectLog>,
+    duplicates: &Arc<Duplicates>,
     tx: mpsc::Sender<EntryBatch>,
 ) -> Result<Vec<std::thread::JoinHandle<WorkerResult>>, IcicleError> {
     let mut handles = Vec::new();
@@ -366,6 +412,9 @@ pub(super) fn spawn(
             dirs: job.policy.access.map(|_| job.policy.dirs.clone()),
             last_parent: None,
             keys: (shared.cluster.is_some() && previous.is_some()).then(Vec::new),
+            duplicates: (shared.cluster.is_none() && previous.is_some()).then(|| duplicates.clone()),
+            input_number: None,
+            offset: None,
         };
         let shared = shared.clone();
         let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
@@ -376,6 +425,7 @@ pub(super) fn spawn(
                 let mut next = shared.first();
                 while let Some((si, split)) = next {
                     worker.input = split.name.clone();
+                    worker.input_number = None;
                     worker.counts.splits += 1;
                     let (rows_before, emitted_before) = (worker.counts.rows, worker.counts.emitted);
                     if let Err(e) = sources[si].read(&split, &mut worker) {

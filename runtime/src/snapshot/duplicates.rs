@@ -1,0 +1,117 @@
+//! A path a versioned run reads more than once (two rows of a listing, or of two listings,
+//! name it): which row is the file is unknown, so neither is indexed. Every row naming it is a
+//! reject that names all of them; the path keeps what the index held (its previous line is
+//! carried over under the rejects' exact scope, its deletion withheld), and the next run with
+//! the same input decides the same.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use icicle_core::config::EmitMode;
+use icicle_core::record::Reject;
+use icicle_core::scope::Scope;
+
+use super::SnapshotSummary;
+use crate::manifest::{Change, PreviousManifest, Sighting};
+use crate::rejects::RejectLog;
+
+/// The rows of one path read more than once: the first (and how it was classified), then
+/// the others.
+struct Repeated {
+    path: String,
+    first: (Sighting, Change),
+    again: Vec<Sighting>,
+}
+
+/// The inputs of a run by number, and the paths found more than once; shared by the workers.
+#[derive(Default)]
+pub(super) struct Duplicates {
+    inputs: Mutex<Vec<String>>,
+    found: Mutex<HashMap<u128, Repeated>>,
+}
+
+/// What the run leaves out because of repeated paths: their subjects (the first row's entry
+/// may already be held for delivery) and path hashes (its manifest line).
+#[derive(Default)]
+pub(super) struct LeftOut {
+    pub(super) subjects: HashSet<String>,
+    pub(super) hashes: HashSet<u128>,
+}
+
+impl Duplicates {
+    /// The number of input `name` (a split), for [`Sighting::new`].
+    pub(super) fn input(&self, name: &str) -> u32 {
+        let mut inputs = self.inputs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        inputs.push(name.to_string());
+        u32::try_from(inputs.len() - 1).unwrap_or(u32::MAX)
+    }
+
+    /// `path` (hash `hash`) read again `at`, first read at `first`.
+    pub(super) fn found(&self, hash: u128, path: &str, first: (Sighting, Change), at: Sighting) {
+        let mut found = self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        found.entry(hash).or_insert_with(|| Repeated { path: path.to_string(), first, again: Vec::new() }).again.push(at);
+    }
+
+    /// Reject every row of each repeated path (naming all of them), undo the first row's
+    /// counts, and let the previous run's line of the path be carried over. The later rows
+    /// were counted as rejects when read.
+    pub(super) fn resolve(self, previous: &PreviousManifest, emit: EmitMode, rejects: &RejectLog, summary: &mut SnapshotSummary) -> LeftOut {
+        let inputs = self.inputs.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let found = self.found.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = LeftOut::default();
+        let mut sorted: Vec<(u128, Repeated)> = found.into_iter().collect();
+        sorted.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        for (hash, r) in sorted {
+            previous.forget(hash);
+            match r.first.1 {
+                Change::Created => summary.created -= 1,
+                Change::Updated => summary.updated -= 1,
+                Change::Unchanged => summary.unchanged -= 1,
+            }
+            if r.first.1 != Change::Unchanged || emit == EmitMode::All {
+                summary.emitted = summary.emitted.saturating_sub(1);
+            }
+            summary.records -= 1;
+            summary.rejects += 1;
+            let mut rows: Vec<Reject> = std::iter::once(r.first.0).chain(r.again.iter().copied()).map(|s| row_of(&inputs, s)).collect();
+            crate::rejects::resolve_lines(&mut rows);
+            let places: Vec<String> = rows.iter().map(place_of).collect();
+            let reason = format!(
+                "{:?}: read {} times ({}): which is the file is unknown, so none is indexed and the index keeps what it held",
+                r.path,
+                rows.len(),
+                places.join(", ")
+            );
+            for mut row in rows {
+                row.reason.clone_from(&reason);
+                rejects.push(row.scoped(Scope::Exact(r.path.clone())));
+            }
+            out.subjects.insert(icicle_gmeta::subject_for(&r.path).into_owned());
+            out.hashes.insert(hash);
+        }
+        if !out.hashes.is_empty() {
+            tracing::warn!(message = "paths read more than once: none of their rows is indexed (see the rejects file)", paths = out.hashes.len());
+        }
+        out
+    }
+}
+
+/// The reject of the row read at `s`.
+fn row_of(inputs: &[String], s: Sighting) -> Reject {
+    let (input, at, by_offset) = s.place();
+    let input = input.and_then(|i| inputs.get(i as usize)).map_or("(an input of this run)", String::as_str);
+    match at {
+        Some(o) if by_offset => Reject::at_offset(input, o, ""),
+        Some(r) => Reject::at_row(input, r, ""),
+        None => Reject::row(input, "", None),
+    }
+}
+
+/// `input line N` (or byte offset, or row) of a reject.
+fn place_of(r: &Reject) -> String {
+    match (r.line, r.offset) {
+        (Some(l), _) => format!("{} line {l}", r.input),
+        (None, Some(o)) => format!("{} byte {o}", r.input),
+        (None, None) => r.input.clone(),
+    }
+}

@@ -24,13 +24,13 @@ use icicle_gmeta::push_json_str;
 /// The previous run's manifest, loaded for lookups.
 #[derive(Debug, Default)]
 pub struct PreviousManifest {
-    map: HashMap<u128, (u64, u32)>,
+    map: HashMap<u128, (u64, u32), Fast>,
     /// Per line: 0 while this run has not read its path, else where the run first read it
     /// and how that read was classified ([`Sighting`]).
     seen: Vec<AtomicU64>,
     /// Paths this run read that the previous run did not hold, with their first [`Sighting`]
     /// (kept only when the caller names where a row came from), in shards by hash.
-    created: Vec<Mutex<HashMap<u128, u64>>>,
+    created: Vec<Mutex<HashMap<u128, u64, Fast>>>,
     files: Vec<PathBuf>,
     dir: Option<PathBuf>,
     pending: Vec<PathBuf>,
@@ -40,8 +40,11 @@ pub struct PreviousManifest {
     without_inode: bool,
     /// Then, the fingerprints (with the inode) of pending manifests of this release: a record
     /// is unchanged only when it matches both.
-    crossed: HashMap<u128, u64>,
+    crossed: HashMap<u128, u64, Fast>,
 }
+
+/// The maps' hasher: their keys are already xxh3-128 hashes of paths.
+type Fast = foldhash::fast::RandomState;
 
 /// The file naming a manifest directory's fingerprint scheme.
 const FORMAT: &str = "FORMAT";
@@ -213,8 +216,8 @@ impl PreviousManifest {
             Some(d) => resend_subjects(d)?,
             None => Default::default(),
         };
-        let mut map: HashMap<u128, (u64, u32)> = HashMap::new();
-        let mut crossed: HashMap<u128, u64> = HashMap::new();
+        let mut map: HashMap<u128, (u64, u32), Fast> = HashMap::default();
+        let mut crossed: HashMap<u128, u64, Fast> = HashMap::default();
         let mut duplicates = Vec::new();
         let mut idx = 0u32;
         for (f, &(pend, cross)) in files.iter().zip(&from_pending) {
@@ -252,7 +255,7 @@ impl PreviousManifest {
         for d in duplicates {
             seen[d as usize].store(Sighting::ELSEWHERE.stored(Change::Unchanged), Ordering::Relaxed);
         }
-        let created = (0..CREATED_SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        let created = (0..CREATED_SHARDS).map(|_| Mutex::new(HashMap::default())).collect();
         Ok(PreviousManifest { map, seen, created, files, dir: current, pending, share, without_inode, crossed })
     }
 

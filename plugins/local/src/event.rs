@@ -39,6 +39,10 @@ pub enum LocalEvent {
     Directory(String),
     /// Everything below this directory (relative path) is compared with the file system.
     Rescan(String, RescanReason),
+    /// A file with more than one link changed through a name outside the root (fanotify
+    /// reports the object's handle with the event): its inode number. Every name the index
+    /// holds for that inode is compared.
+    Object(u64),
 }
 
 /// Paths a compare could not read, met by this process.

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use tokio::io::unix::AsyncFd;
 
 use crate::event::LocalEvent;
-use crate::fanotify_events::EventParser;
 pub use crate::fanotify_events::FanotifyCounts;
+use crate::fanotify_events::{EventParser, Found};
 use crate::mounts::{Mount, MountTable};
+use crate::views::Views;
 use crate::LocalError;
 
 const MASK: u64 = libc::FAN_CREATE
@@ -37,6 +38,10 @@ pub struct Fanotify {
     /// The root's file system: its id and a descriptor on it (for `open_by_handle_at`).
     root_fsid: [u8; 8],
     root_fd: OwnedFd,
+    /// The mount `root_fd` is on (handles of the root's file system are resolved there).
+    root_mount: Option<u64>,
+    /// Where bind mounts show a directory again below the root.
+    views: std::sync::Arc<Views>,
     /// The other file systems marked, by id: device and a mount point below the root (opened
     /// only to resolve a handle, so the monitor never keeps a mount busy).
     marked: HashMap<[u8; 8], (u64, PathBuf)>,
@@ -70,11 +75,14 @@ impl Fanotify {
             crate::mounts::fsid(root).ok_or_else(|| LocalError::Io { what: format!("statfs {}", root.display()), source: std::io::Error::last_os_error() })?;
         let root_fd: OwnedFd = std::fs::File::open(root).map_err(|e| LocalError::Io { what: format!("open {}", root.display()), source: e })?.into();
         check_resolvable(root, &root_fd)?;
+        let root_mount = crate::views::mount_of(root_fd.as_raw_fd());
         let mut f = Fanotify {
             fd,
             root: root.to_path_buf(),
             root_fsid,
             root_fd,
+            root_mount,
+            views: std::sync::Arc::default(),
             marked: HashMap::new(),
             mounts: MountTable::new(root),
             buf: vec![0u8; 256 * 1024],
@@ -85,7 +93,15 @@ impl Fanotify {
         // What is mounted below the root now is walked with it: marked, not rescanned.
         let known = f.mounts.known().to_vec();
         f.mark_mounts(&known);
+        f.read_views();
         Ok(f)
+    }
+
+    /// Read where bind mounts show directories again below the root (at the start and when
+    /// the mounts change).
+    fn read_views(&mut self) {
+        self.views = std::sync::Arc::new(Views::read(&self.root, self.root_mount));
+        self.parser.set_views(self.views.clone());
     }
 
     /// Put a filesystem mark on the file system mounted at `path` (once per file system).
@@ -146,6 +162,7 @@ impl Fanotify {
             self.parser.counts.marked_file_systems += 1;
             self.root_fsid = fsid;
         }
+        self.root_mount = crate::views::mount_of(dir.as_raw_fd());
         self.root_fd = dir.into();
     }
 
@@ -171,6 +188,7 @@ impl Fanotify {
             // A file system unmounted and mounted elsewhere (or moved) keeps its handles:
             // places cached for them are stale. Resolved again as events come.
             self.parser.forget_handles();
+            self.read_views();
             let before = out.len();
             self.mounts.rescans(&changes, out);
             total += out.len() - before;
@@ -200,17 +218,27 @@ impl Fanotify {
         Ok(total)
     }
 
-    /// Parse one read's events, resolving handles with `open_by_handle_at`.
+    /// Parse one read's events, resolving handles with `open_by_handle_at`. A path outside the
+    /// root that a bind mount shows below it is given as that place.
     fn parse(&mut self, data: &[u8], out: &mut Vec<LocalEvent>) -> usize {
         let (root_fsid, root_fd, marked) = (self.root_fsid, self.root_fd.as_raw_fd(), &self.marked);
+        let (root, root_mount, views) = (&self.root, self.root_mount, &self.views);
         let mut fds = Vec::new();
-        let n = self.parser.parse(data, out, &mut fds, &mut |handle| {
+        let n = self.parser.parse(data, out, &mut fds, &mut |handle, path| {
             let (fsid, fh) = handle.split_first_chunk::<8>()?;
-            if *fsid == root_fsid {
-                return open_by_handle(root_fd, fh);
+            let (mut found, mount) = if *fsid == root_fsid {
+                (open_by_handle(root_fd, fh, path)?, root_mount)
+            } else {
+                let at = &marked.get(fsid)?.1;
+                let dir = std::fs::File::open(at).ok()?;
+                (open_by_handle(dir.as_raw_fd(), fh, path)?, views.mount_at(at))
+            };
+            if path && views.shared() && !found.path.starts_with(root) {
+                if let Some(inside) = mount.and_then(|m| views.inside(m, &found.path)) {
+                    found.path = inside;
+                }
             }
-            let dir = std::fs::File::open(&marked.get(fsid)?.1).ok()?;
-            open_by_handle(dir.as_raw_fd(), fh)
+            Some(found)
         });
         for fd in fds {
             // SAFETY: the kernel gave us this descriptor (not expected with FID reporting).
@@ -263,9 +291,9 @@ fn check_resolvable(root: &Path, root_fd: &OwnedFd) -> Result<(), LocalError> {
     Ok(())
 }
 
-/// `open_by_handle_at` of the `struct file_handle` bytes `fh`, and the descriptor's path
-/// (`None`: deleted or gone).
-fn open_by_handle(mount_fd: std::os::fd::RawFd, fh: &[u8]) -> Option<PathBuf> {
+/// `open_by_handle_at` of the `struct file_handle` bytes `fh`: what it is, and with `path` the
+/// descriptor's path (`None`: deleted or gone).
+fn open_by_handle(mount_fd: std::os::fd::RawFd, fh: &[u8], path: bool) -> Option<Found> {
     let mut words = vec![0u64; fh.len().div_ceil(8) + 1];
     // SAFETY: words holds at least fh.len() bytes.
     unsafe { std::ptr::copy_nonoverlapping(fh.as_ptr(), words.as_mut_ptr().cast::<u8>(), fh.len()) };
@@ -283,5 +311,7 @@ fn open_by_handle(mount_fd: std::os::fd::RawFd, fh: &[u8]) -> Option<PathBuf> {
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || st.st_nlink == 0 {
         return None;
     }
-    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+    let linked = st.st_mode & libc::S_IFMT != libc::S_IFDIR && st.st_nlink > 1;
+    let path = if path { std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()? } else { PathBuf::new() };
+    Some(Found { path, ino: st.st_ino, linked })
 }

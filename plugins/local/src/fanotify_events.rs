@@ -2,12 +2,19 @@
 //! event's metadata, then info records (a directory handle plus a name, or the object's own
 //! handle) turned into paths below the root. Handles are resolved through a caller's lookup
 //! (`open_by_handle_at` in the monitor) and cached; a directory's move prunes the cached paths
-//! below its old name.
+//! below its old name. A path that bind mounts show again below the root is reported at each
+//! place ([`Views`]); a change outside the root to a file with more than one link is reported
+//! as its inode ([`LocalEvent::Object`]), whose names inside the root the state knows.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lru::LruCache;
 
 use crate::event::{LocalEvent, RescanReason};
 use crate::handle_cache::{HandleCache, Place};
+use crate::views::Views;
 
 /// Counters of the fanotify reader.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -31,10 +38,19 @@ pub struct FanotifyCounts {
     /// File systems mounted below the root that could not be marked (their changes are not
     /// reported).
     pub unmarked_mounts: u64,
+    /// Events outside the root on a file with more than one link (its names inside the root
+    /// compared).
+    pub outside_links: u64,
+    /// Events reported again at another place below the root that shows the same directory
+    /// (a bind mount).
+    pub aliased: u64,
 }
 
 /// Directory handles whose places are cached, by default.
 pub const DEFAULT_LRU_CAPACITY: usize = 100_000;
+
+/// Objects outside the root whose link count is remembered, at most.
+const LINKED_CAPACITY: usize = 8192;
 
 /// Turns a read's bytes into [`LocalEvent`]s.
 pub struct EventParser {
@@ -42,25 +58,54 @@ pub struct EventParser {
     /// Handle bytes (fsid + file handle) to where the directory is, least recently used
     /// evicted.
     cache: HandleCache,
+    /// Object handles met outside the root: the inode number of those with more than one link.
+    /// A link added to a file is reported as an event carrying only the object's handle
+    /// (`fsnotify_link_count`, include/linux/fsnotify.h), which forgets it here.
+    linked: LruCache<Vec<u8>, Option<u64>>,
+    /// The places below the root that show one directory (bind mounts).
+    views: Arc<Views>,
     /// What was read and dropped.
     pub counts: FanotifyCounts,
 }
 
+/// What a handle names now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Its absolute path (empty unless asked for).
+    pub path: PathBuf,
+    /// Its inode number.
+    pub ino: u64,
+    /// Not a directory, and more than one link.
+    pub linked: bool,
+}
+
 /// Resolves handle bytes (the 8-byte fsid, then the kernel's `struct file_handle`) to the
-/// object's current absolute path; `None` when it no longer exists or its file system is not
-/// marked.
-pub type Lookup<'a> = dyn FnMut(&[u8]) -> Option<PathBuf> + 'a;
+/// object as it is now, its current absolute path too when asked (`true`); `None` when it no
+/// longer exists or its file system is not marked.
+pub type Lookup<'a> = dyn FnMut(&[u8], bool) -> Option<Found> + 'a;
 
 impl EventParser {
     /// A parser for events under `root`, caching the places of at most `lru_capacity`
     /// directory handles.
     pub fn new(root: &Path, lru_capacity: usize) -> EventParser {
-        EventParser { root: root.to_path_buf(), cache: HandleCache::new(lru_capacity), counts: FanotifyCounts::default() }
+        EventParser {
+            root: root.to_path_buf(),
+            cache: HandleCache::new(lru_capacity),
+            linked: LruCache::new(NonZeroUsize::new(LINKED_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
+            views: Arc::default(),
+            counts: FanotifyCounts::default(),
+        }
     }
 
     /// Forget every cached handle (resolved again as events come).
     pub fn forget_handles(&mut self) {
         self.cache.clear();
+        self.linked.clear();
+    }
+
+    /// The places below the root that show one directory, from now on.
+    pub fn set_views(&mut self, views: Arc<Views>) {
+        self.views = views;
     }
 
     /// Parse the events in `data` (whole events, as one read returns them) into `out`;
@@ -98,14 +143,24 @@ impl EventParser {
                 continue;
             }
             let infos = &event[(m.metadata_len as usize).min(event.len())..];
-            let place = self.event_place(infos, lookup);
+            let ondir = m.mask & libc::FAN_ONDIR != 0;
+            let (place, linked) = self.event_place(infos, ondir, lookup);
             tracing::trace!(message = "fanotify event", mask = format_args!("{:#x}", m.mask), place = ?place);
-            let dir_entry = m.mask & libc::FAN_ONDIR != 0 && m.mask & (libc::FAN_CREATE | libc::FAN_MOVED_TO | libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0;
+            let dir_entry = ondir && m.mask & (libc::FAN_CREATE | libc::FAN_MOVED_TO | libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0;
             match &place {
-                Some(Place::Inside(p)) if dir_entry => out.push(LocalEvent::Directory(p.clone())),
-                Some(Place::Inside(p)) => out.push(LocalEvent::Changed(p.clone())),
+                Some(Place::Inside(p)) => {
+                    let event = |p: String| if dir_entry { LocalEvent::Directory(p) } else { LocalEvent::Changed(p) };
+                    for a in self.views.aliases(p) {
+                        self.counts.aliased += 1;
+                        out.push(event(a));
+                    }
+                    out.push(event(p.clone()));
+                }
                 Some(Place::Outside) => self.counts.outside_root += 1,
                 None => self.counts.unresolved += 1,
+            }
+            if let Some(ino) = linked {
+                out.push(LocalEvent::Object(ino));
             }
             // A directory that left (moved away or removed) leaves stale cached places below
             // its name; one removed outside the root cannot come back inside.
@@ -128,9 +183,52 @@ impl EventParser {
         }
     }
 
-    /// Where an event's info records name: `None` when its handle no longer resolves.
-    fn event_place(&mut self, mut infos: &[u8], lookup: &mut Lookup<'_>) -> Option<Place> {
-        let mut object: Option<&[u8]> = None;
+    /// Where an event's info records name (`None` when its handle no longer resolves), and the
+    /// inode of a file with more than one link that the event names outside the root or only
+    /// by its own handle (its other names may be the index's).
+    fn event_place(&mut self, infos: &[u8], ondir: bool, lookup: &mut Lookup<'_>) -> (Option<Place>, Option<u64>) {
+        let (named, object) = self.records(infos);
+        let Some((handle, name)) = named else {
+            // Only the object (a self event, a link count change): one of its names.
+            let Some(object) = object else { return (None, None) };
+            self.linked.pop(object);
+            return match self.lookup(object, lookup) {
+                Some((place, found)) => (Some(place), found.linked.then_some(found.ino)),
+                None => (None, None),
+            };
+        };
+        let place = match self.resolve(handle, lookup) {
+            Some(Place::Inside(d)) => match name {
+                None | Some(b"" | b".") => Some(Place::Inside(d)),
+                Some(name) => Some(Place::Inside(join(&d, &crate::event::name_text(name)))),
+            },
+            other => other,
+        };
+        let linked = match (&place, object) {
+            (Some(Place::Outside), Some(object)) if !ondir => self.linked_outside(object, lookup),
+            _ => None,
+        };
+        (place, linked)
+    }
+
+    /// The inode of a file named outside the root when it has more than one link (remembered).
+    fn linked_outside(&mut self, object: &[u8], lookup: &mut Lookup<'_>) -> Option<u64> {
+        let ino = match self.linked.get(object) {
+            Some(ino) => *ino,
+            None => {
+                self.counts.handle_lookups += 1;
+                let ino = lookup(object, false).and_then(|f| f.linked.then_some(f.ino));
+                self.linked.push(object.to_vec(), ino);
+                ino
+            }
+        };
+        self.counts.outside_links += u64::from(ino.is_some());
+        ino
+    }
+
+    /// An event's directory handle and name (none for DFID alone), and the object's handle.
+    fn records<'d>(&mut self, mut infos: &'d [u8]) -> (Option<Named<'d>>, Option<&'d [u8]>) {
+        let (mut named, mut object) = (None, None);
         while infos.len() >= 4 {
             let (kind, len) = (infos[0], u16::from_ne_bytes([infos[2], infos[3]]) as usize);
             if len < 4 || len > infos.len() {
@@ -149,25 +247,16 @@ impl EventParser {
                 continue;
             };
             match kind {
-                libc::FAN_EVENT_INFO_TYPE_DFID_NAME => {
+                libc::FAN_EVENT_INFO_TYPE_DFID_NAME if named.is_none() => {
                     let tail = &rec[20 + hb..];
-                    let name = &tail[..tail.iter().position(|b| *b == 0).unwrap_or(tail.len())];
-                    return Some(match self.resolve(handle, lookup)? {
-                        Place::Inside(d) => match name {
-                            b"" | b"." => Place::Inside(d),
-                            _ => Place::Inside(join(&d, &crate::event::name_text(name))),
-                        },
-                        other => other,
-                    });
+                    named = Some((handle, Some(&tail[..tail.iter().position(|b| *b == 0).unwrap_or(tail.len())])));
                 }
-                libc::FAN_EVENT_INFO_TYPE_DFID => return self.resolve(handle, lookup),
+                libc::FAN_EVENT_INFO_TYPE_DFID if named.is_none() => named = Some((handle, None)),
                 libc::FAN_EVENT_INFO_TYPE_FID => object = Some(handle),
                 _ => {}
             }
         }
-        // Only the object (a self event, a link count change): one of its names.
-        let object = object?;
-        self.lookup(object, lookup)
+        (named, object)
     }
 
     /// A directory handle's place, cached.
@@ -175,24 +264,27 @@ impl EventParser {
         if let Some(p) = self.cache.get(handle) {
             return Some(p);
         }
-        let p = self.lookup(handle, lookup)?;
+        let (p, _) = self.lookup(handle, lookup)?;
         if self.cache.insert(handle.to_vec(), p.clone()) {
             self.counts.evicted += 1;
         }
         Some(p)
     }
 
-    /// The object's place now (`None`: deleted or gone).
-    fn lookup(&mut self, handle: &[u8], lookup: &mut Lookup<'_>) -> Option<Place> {
+    /// The object's place now, and what it is (`None`: deleted or gone).
+    fn lookup(&mut self, handle: &[u8], lookup: &mut Lookup<'_>) -> Option<(Place, Found)> {
         self.counts.handle_lookups += 1;
-        let target = lookup(handle)?;
-        let rel = match target.strip_prefix(&self.root) {
-            Ok(rel) => rel,
-            Err(_) => return Some(Place::Outside),
+        let found = lookup(handle, true)?;
+        let place = match found.path.strip_prefix(&self.root) {
+            Ok(rel) => Place::Inside(icicle_core::name::from_os(rel).into_owned()),
+            Err(_) => Place::Outside,
         };
-        Some(Place::Inside(icicle_core::name::from_os(rel).into_owned()))
+        Some((place, found))
     }
 }
+
+/// A directory's handle and the name an event gives below it (none: the directory itself).
+type Named<'d> = (&'d [u8], Option<&'d [u8]>);
 
 fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() {

@@ -59,21 +59,24 @@ fn dfid_name(mask: u64, dir: u8, name: &[u8]) -> Vec<u8> {
 struct Fs {
     at: HashMap<u8, PathBuf>,
     lookups: HashMap<u8, u32>,
+    /// Files with more than one link.
+    linked: std::collections::HashSet<u8>,
 }
 
 impl Fs {
     fn new(at: &[(u8, &str)]) -> Fs {
-        Fs { at: at.iter().map(|(i, p)| (*i, PathBuf::from(p))).collect(), lookups: HashMap::new() }
+        Fs { at: at.iter().map(|(i, p)| (*i, PathBuf::from(p))).collect(), lookups: HashMap::new(), linked: Default::default() }
     }
 }
 
 fn parse(p: &mut EventParser, fs: &mut Fs, data: &[u8]) -> Vec<LocalEvent> {
     let (mut out, mut fds) = (Vec::new(), Vec::new());
-    p.parse(data, &mut out, &mut fds, &mut |handle| {
+    p.parse(data, &mut out, &mut fds, &mut |handle, path| {
         // The fsid, handle_bytes and handle_type, then f_handle.
         let id = handle.get(16).copied().unwrap_or(0);
         *fs.lookups.entry(id).or_default() += 1;
-        fs.at.get(&id).cloned()
+        let at = fs.at.get(&id)?;
+        Some(Found { path: if path { at.clone() } else { PathBuf::new() }, ino: id.into(), linked: fs.linked.contains(&id) })
     });
     out
 }
@@ -207,4 +210,30 @@ fn the_handle_cache_evicts_the_least_recently_used() {
     let out = parse(&mut p, &mut fs, &[ev(1), ev(3), ev(2)].concat());
     assert_eq!(out, changed(&["f", "b/f", "a/f"]));
     assert_eq!((fs.lookups[&1], fs.lookups[&2], fs.lookups[&3]), (1, 2, 1));
+}
+
+/// A file with a second name outside the root, changed through that name: reported as its
+/// inode (its link count looked up once, then remembered until an event naming only the
+/// object, such as a link count change, forgets it); a file of one link outside is dropped.
+#[test]
+fn a_file_changed_through_a_link_outside_the_root_is_reported_by_inode() {
+    let mut fs = Fs::new(&[(1, "/r"), (2, "/elsewhere"), (200, "/elsewhere/f"), (201, "/elsewhere/g")]);
+    fs.linked.insert(200);
+    let mut p = EventParser::new(Path::new("/r"), 10);
+    let on = |obj: u8| event(libc::FAN_MODIFY, &[info(libc::FAN_EVENT_INFO_TYPE_DFID_NAME, 2, Some(b"f")), info(libc::FAN_EVENT_INFO_TYPE_FID, obj, None)]);
+    let out = parse(&mut p, &mut fs, &[on(200), on(201), on(200), on(201)].concat());
+    assert_eq!(out, [LocalEvent::Object(200), LocalEvent::Object(200)]);
+    assert_eq!((fs.lookups[&200], fs.lookups[&201], p.counts.outside_links, p.counts.outside_root), (1, 1, 2, 4));
+    // 201 gets a second name: the link count change names the object alone.
+    fs.linked.insert(201);
+    let attrib = event(libc::FAN_ATTRIB, &[info(libc::FAN_EVENT_INFO_TYPE_FID, 201, None)]);
+    assert_eq!(parse(&mut p, &mut fs, &attrib), [LocalEvent::Object(201)]);
+    assert_eq!(parse(&mut p, &mut fs, &on(201)), [LocalEvent::Object(201)]);
+    // A directory is never looked up as an object.
+    parse(
+        &mut p,
+        &mut fs,
+        &event(libc::FAN_MODIFY | libc::FAN_ONDIR, &[info(libc::FAN_EVENT_INFO_TYPE_DFID_NAME, 2, Some(b"d")), info(libc::FAN_EVENT_INFO_TYPE_FID, 202, None)]),
+    );
+    assert!(!fs.lookups.contains_key(&202));
 }

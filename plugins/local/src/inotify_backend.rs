@@ -7,7 +7,12 @@
 //! system mounted below the root while it runs (found in the mount table, read every
 //! [`MOUNT_CHECK`](crate::mounts::MOUNT_CHECK), and again right after a read that saw
 //! `IN_UNMOUNT`) gets watches and
-//! its directory rescanned; an unmount rescans what it uncovered.
+//! its directory rescanned; an unmount rescans what it uncovered. A directory shown at two
+//! places below the root (a bind mount of one of the root's directories) has one watch: the
+//! kernel returns the same descriptor for the same inode (inotify_add_watch(2), RETURN VALUE:
+//! "If the filesystem object was already being watched (perhaps via a different link to the
+//! same object), then the descriptor for the existing watch is returned"), and its events are
+//! reported at every place it is watched at.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
@@ -38,7 +43,8 @@ pub struct InotifyWatch {
     fd: AsyncFd<Inotify>,
     watches: Watches,
     root: PathBuf,
-    by_wd: HashMap<WatchDescriptor, String>,
+    /// Where each watched directory is (more than one place: shown again by a bind mount).
+    by_wd: HashMap<WatchDescriptor, Vec<String>>,
     by_path: BTreeMap<String, WatchDescriptor>,
     buf: Vec<u8>,
     /// The mounts at or below the root.
@@ -101,10 +107,7 @@ impl InotifyWatch {
             match self.watches.add(icicle_core::name::on(&self.root, &d), mask()) {
                 Ok(wd) => {
                     self.counts.watches_added += 1;
-                    if let Some(old) = self.by_wd.insert(wd.clone(), d.clone()) {
-                        self.by_path.remove(&old);
-                    }
-                    self.by_path.insert(d.clone(), wd);
+                    self.watched_at(wd, &d);
                 }
                 Err(e) => {
                     if e.kind() != std::io::ErrorKind::NotFound && e.raw_os_error() != Some(libc::ENOTDIR) {
@@ -128,6 +131,31 @@ impl InotifyWatch {
         ok
     }
 
+    /// Directory `d` is watched by `wd`. A descriptor already known at other places is the same
+    /// directory: those places still showing it are kept (a bind mount), the others were left
+    /// by a move whose events were lost.
+    fn watched_at(&mut self, wd: WatchDescriptor, d: &str) {
+        use std::os::unix::fs::MetadataExt;
+        let root = &self.root;
+        let id = |p: &str| std::fs::symlink_metadata(icicle_core::name::on(root, p)).ok().map(|m| (m.dev(), m.ino()));
+        let places = self.by_wd.entry(wd.clone()).or_default();
+        if !places.iter().any(|p| p == d) {
+            if !places.is_empty() {
+                let now = id(d);
+                let by_path = &mut self.by_path;
+                places.retain(|p| {
+                    let same = now.is_some() && id(p) == now;
+                    if !same && by_path.get(p) == Some(&wd) {
+                        by_path.remove(p);
+                    }
+                    same
+                });
+            }
+            places.push(d.to_string());
+        }
+        self.by_path.insert(d.to_string(), wd);
+    }
+
     /// Forget the watches of `dir` and everything below it (it moved away or was deleted).
     fn unwatch_tree(&mut self, dir: &str) {
         // A range of the index by path: `rm -r` of many directories costs each one its subtree,
@@ -141,10 +169,17 @@ impl InotifyWatch {
             .collect();
         gone.push(dir.to_string());
         for p in gone {
-            if let Some(wd) = self.by_path.remove(&p) {
-                self.by_wd.remove(&wd);
-                let _ = self.watches.remove(wd);
+            let Some(wd) = self.by_path.remove(&p) else { continue };
+            // The same directory still watched at another place keeps its watch.
+            let places = self.by_wd.get_mut(&wd);
+            if let Some(places) = places {
+                places.retain(|q| *q != p);
+                if !places.is_empty() {
+                    continue;
+                }
             }
+            self.by_wd.remove(&wd);
+            let _ = self.watches.remove(wd);
         }
     }
 
@@ -232,11 +267,11 @@ impl InotifyWatch {
         if m.contains(EventMask::IGNORED) {
             // The root's own watch is gone (removed, or moved away and its watch dropped): a
             // directory made again there may have the same inode, which the check would miss.
-            if self.by_wd.get(&wd).is_some_and(|p| p.is_empty()) {
+            if self.by_wd.get(&wd).is_some_and(|ps| ps.iter().any(|p| p.is_empty())) {
                 self.mounts.force_root_check();
                 self.check_now = true;
             }
-            if let Some(p) = self.by_wd.remove(&wd) {
+            for p in self.by_wd.remove(&wd).unwrap_or_default() {
                 if self.by_path.get(&p) == Some(&wd) {
                     self.by_path.remove(&p);
                 }
@@ -244,10 +279,17 @@ impl InotifyWatch {
             return;
         }
         tracing::trace!(message = "inotify event", wd = ?wd, mask = ?m, name = %name.as_deref().map(|n| n.escape_ascii().to_string()).unwrap_or_default(), dir = ?self.by_wd.get(&wd));
-        let Some(dir) = self.by_wd.get(&wd).cloned() else { return };
-        let path = match &name {
+        let Some(dirs) = self.by_wd.get(&wd).cloned() else { return };
+        for dir in dirs {
+            self.one_at(dir, m, name.as_deref(), out);
+        }
+    }
+
+    /// One event of the directory watched at `dir`.
+    fn one_at(&mut self, dir: String, m: EventMask, name: Option<&[u8]>, out: &mut Vec<LocalEvent>) {
+        let path = match name {
             Some(n) => join(&dir, &crate::event::name_text(n)),
-            None => dir.clone(),
+            None => dir,
         };
         let dir_entry = m.contains(EventMask::ISDIR) && name.is_some();
         if dir_entry && m.intersects(EventMask::MOVED_FROM | EventMask::DELETE) {

@@ -23,6 +23,7 @@ mod reduce;
 mod source;
 pub mod state;
 mod stream;
+mod views;
 mod walk;
 mod work;
 

@@ -96,7 +96,7 @@ impl MountTable {
 }
 
 /// Undo mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
-fn unescape(b: &[u8]) -> PathBuf {
+pub(crate) fn unescape(b: &[u8]) -> PathBuf {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {

@@ -602,6 +602,11 @@ impl LocalState {
                     work.directories.insert(p);
                 }
                 LocalEvent::Rescan(d, why) => self.rescan(&d, why, &mut work),
+                LocalEvent::Object(ino) => {
+                    for n in self.entries.names_of(ino) {
+                        work.push(n);
+                    }
+                }
             }
         }
         let mut chunk = EntryBatch::default();

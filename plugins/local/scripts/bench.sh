@@ -7,6 +7,10 @@
 # KIND=seed: OPS empty files (100 per directory) exist before the start; the monitor's seed walk
 # publishes them (peak_rss_mb is the point of this one). KIND=restart: the same tree, seeded by
 # a first run; the figures are the second run's (a restart: the root rescanned, nothing changed).
+# KIND=churn: OPS/2 files created (one byte written) and OPS/2 removed under the watched root,
+# one process as fast as it goes, each name new (10 directories; a file removed 2,000 creates
+# after its own): the monitor keeps up, or overflows its queue and rescans.
+# TMPFS=1: the watched root is a tmpfs mounted for the run.
 # STORE_MB=N: the entries in a SQLite file with N MiB cached (`entries_cache_mb`), not in memory.
 # Prints one JSON line: kernel events read (fanotify: the whole file system's, outside_root
 # included), events applied, updates, batches, the monitor's user and system CPU seconds.
@@ -17,8 +21,10 @@ TOP=$(cd "$(dirname "$0")/../../.." && pwd)
 ICICLE=${ICICLE:-$TOP/target/release/icicle}
 TESTKIT=${TESTKIT:-$TOP/target/debug/icicle-testkit}
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+trap 'umount -l "$T/fs" 2> /dev/null || true; rm -rf "$T"' EXIT
 mkdir -p "$T/fs"
+# TMPFS=1: the root is a tmpfs of its own (file operations at memory speed, no neighbours).
+if [ -n "${TMPFS:-}" ]; then mount -t tmpfs icicle-bench "$T/fs"; fi
 if [ "${KIND:-filebench}" = seed ] || [ "${KIND:-filebench}" = restart ]; then
     python3 - "$T/fs/tree" "$OPS" <<'PY'
 import os, sys
@@ -52,6 +58,20 @@ fi
 while [ ! -f "$T/state/local.checkpoint.json" ]; do sleep 0.05; done
 if [ "${KIND:-filebench}" = seed ] || [ "${KIND:-filebench}" = restart ]; then
     :
+elif [ "${KIND:-filebench}" = churn ]; then
+    python3 - "$T/fs/churn" "$OPS" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for d in range(10):
+    os.makedirs(os.path.join(root, f"d{d}"))
+name = lambda i: os.path.join(root, f"d{i % 10}", f"f{i}")
+for i in range(n // 2):
+    fd = os.open(name(i), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"x")
+    os.close(fd)
+    if i >= 2000:
+        os.unlink(name(i - 2000))
+PY
 elif [ "${KIND:-filebench}" = rmtree ]; then
     python3 - "$T/fs/tree" "$OPS" <<'PY'
 import os, sys
@@ -73,6 +93,6 @@ t = sys.argv[1]
 r = json.load(open(t + '/report.json'))['local']
 u, s, kb = map(float, open(t + '/time').read().split()[-3:])
 rd = r['reader'].get('fanotify') or r['reader'].get('inotify')
-print(json.dumps({'backend': r['backend'], 'kernel_events': rd['read'], 'outside_root': rd.get('outside_root', 0), 'applied': r['events'],
+print(json.dumps({'backend': r['backend'], 'kernel_events': rd['read'], 'outside_root': rd.get('outside_root', 0), 'overflows': rd['overflows'], 'applied': r['events'],
                   'updates': r['updates'], 'batches': r['batches'], 'user_s': u, 'sys_s': s, 'events_per_cpu_s': round(rd['read'] / (u + s)), 'peak_rss_mb': round(kb / 1024)}))
 PY

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
+use lru::LruCache;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::entries_log::{EntriesView, Fields};
@@ -33,12 +34,36 @@ pub(crate) struct DiskEntries {
     len: usize,
     /// The first error met (the batch fails with it).
     failed: std::cell::RefCell<Option<String>>,
+    /// What the file holds (or not) at the paths read or written last: a compare reads its
+    /// path and the directory above it, and the next batch often the same paths again.
+    recent: std::cell::RefCell<LruCache<Name, Option<Print>>>,
 }
+
+/// Paths whose entry (or its absence) the file store keeps in memory, at most (about 150
+/// bytes each).
+const RECENT: usize = 8192;
 
 const SCHEMA: &str = "CREATE TABLE entries(path TEXT PRIMARY KEY, ino INTEGER, size INTEGER, mtime INTEGER, ctime INTEGER, dir INTEGER, mode INTEGER, uid INTEGER, gid INTEGER, acl INTEGER) WITHOUT ROWID;
 CREATE INDEX entries_ino ON entries(ino) WHERE dir = 0 AND ino != 0;";
 
-const COLUMNS: &str = "ino, size, mtime, ctime, dir, mode, uid, gid, acl";
+/// The columns of a fingerprint, in [`print_from`]'s order.
+macro_rules! columns {
+    () => {
+        "ino, size, mtime, ctime, dir, mode, uid, gid, acl"
+    };
+}
+
+const GET: &str = concat!("SELECT ", columns!(), " FROM entries WHERE path = ?1");
+const INSERT: &str = concat!("INSERT OR IGNORE INTO entries(path, ", columns!(), ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+const DELETE: &str = concat!("DELETE FROM entries WHERE path = ?1 RETURNING ", columns!());
+const EACH: &str = concat!("SELECT path, ", columns!(), " FROM entries ORDER BY path");
+/// Below a directory: from its start or after a path, and up to its end (none: the root).
+const BELOW: [&str; 4] = [
+    concat!("SELECT path, ", columns!(), " FROM entries WHERE path >= ?1 AND path < ?2 ORDER BY path LIMIT ?3"),
+    concat!("SELECT path, ", columns!(), " FROM entries WHERE path > ?1 AND path < ?2 ORDER BY path LIMIT ?3"),
+    concat!("SELECT path, ", columns!(), " FROM entries WHERE path >= ?1 AND ?2 IS NULL ORDER BY path LIMIT ?3"),
+    concat!("SELECT path, ", columns!(), " FROM entries WHERE path > ?1 AND ?2 IS NULL ORDER BY path LIMIT ?3"),
+];
 
 fn print_from(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Print> {
     // u64 fields are stored as their i64 bit patterns.
@@ -78,14 +103,24 @@ impl DiskEntries {
         let conn = Connection::open(path).map_err(fail)?;
         let pragmas = format!("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE; PRAGMA cache_size=-{};", cache_mb.max(1) * 1024);
         conn.execute_batch(&pragmas).map_err(fail)?;
+        // The bundled SQLite has STAT4, under which a statement whose plan may depend on a
+        // bound value (a range of paths) is prepared again at its first step after each new
+        // binding (sqlite3_prepare_v2, "the specific value bound to a host parameter in the
+        // WHERE clause might influence the choice of query plan"): most of the cost of a
+        // compare. The planner's stability guarantee keeps one plan (SQLITE_DBCONFIG_ENABLE_QPSG,
+        // sqlite3_db_config): the primary key's range.
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(fail)?;
         conn.execute_batch(SCHEMA).map_err(fail)?;
-        Ok(DiskEntries { conn, path: path.to_path_buf(), len: 0, failed: Default::default() })
+        let recent = LruCache::new(std::num::NonZeroUsize::new(RECENT).unwrap_or(std::num::NonZeroUsize::MIN));
+        Ok(DiskEntries { conn, path: path.to_path_buf(), len: 0, failed: Default::default(), recent: recent.into() })
     }
 
     fn note<T>(&self, r: rusqlite::Result<T>) -> Option<T> {
         match r {
             Ok(v) => Some(v),
             Err(e) => {
+                // What was kept may not be what the file holds.
+                self.recent.borrow_mut().clear();
                 let mut failed = self.failed.borrow_mut();
                 if failed.is_none() {
                     *failed = Some(format!("{}: {e}", self.path.display()));
@@ -96,15 +131,22 @@ impl DiskEntries {
     }
 
     fn get(&self, rel: &str) -> rusqlite::Result<Option<Print>> {
-        let mut st = self.conn.prepare_cached(&format!("SELECT {COLUMNS} FROM entries WHERE path = ?1"))?;
-        st.query_row(params![rel], |r| print_from(r, 0)).optional()
+        if let Some(p) = self.recent.borrow_mut().get(rel) {
+            return Ok(*p);
+        }
+        let mut st = self.conn.prepare_cached(GET)?;
+        let p = st.query_row(params![rel], |r| print_from(r, 0)).optional()?;
+        self.recent.borrow_mut().put(rel.into(), p);
+        Ok(p)
     }
 
     /// Whether `rel` is new.
     fn put(&self, rel: &str, p: &Print) -> rusqlite::Result<bool> {
         let values = params![rel, p.ino as i64, p.size as i64, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid, p.acl as i64];
-        let mut st = self.conn.prepare_cached(&format!("INSERT OR IGNORE INTO entries(path, {COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"))?;
-        if st.execute(values)? == 1 {
+        let mut st = self.conn.prepare_cached(INSERT)?;
+        let new = st.execute(values)? == 1;
+        self.recent.borrow_mut().put(rel.into(), Some(*p));
+        if new {
             return Ok(true);
         }
         let mut st = self.conn.prepare_cached(
@@ -115,19 +157,17 @@ impl DiskEntries {
     }
 
     fn delete(&self, rel: &str) -> rusqlite::Result<Option<Print>> {
-        let mut st = self.conn.prepare_cached(&format!("DELETE FROM entries WHERE path = ?1 RETURNING {COLUMNS}"))?;
-        st.query_row(params![rel], |r| print_from(r, 0)).optional()
+        let mut st = self.conn.prepare_cached(DELETE)?;
+        let old = st.query_row(params![rel], |r| print_from(r, 0)).optional()?;
+        self.recent.borrow_mut().put(rel.into(), None);
+        Ok(old)
     }
 
     fn below(&self, below: &str, after: Option<&str>, limit: usize) -> rusqlite::Result<Vec<(Name, Print)>> {
         let from = after.unwrap_or(below);
-        let op = if after.is_some() { ">" } else { ">=" };
         let upper = past(below);
-        let sql = match upper {
-            Some(_) => format!("SELECT path, {COLUMNS} FROM entries WHERE path {op} ?1 AND path < ?2 ORDER BY path LIMIT ?3"),
-            None => format!("SELECT path, {COLUMNS} FROM entries WHERE path {op} ?1 AND ?2 IS NULL ORDER BY path LIMIT ?3"),
-        };
-        let mut st = self.conn.prepare_cached(&sql)?;
+        let sql = BELOW[usize::from(after.is_some()) + 2 * usize::from(upper.is_none())];
+        let mut st = self.conn.prepare_cached(sql)?;
         let rows = st.query_map(params![from, upper, limit as i64], |r| Ok((Name::from(r.get::<_, String>(0)?), print_from(r, 1)?)))?;
         rows.collect()
     }
@@ -140,7 +180,7 @@ impl DiskEntries {
 
     fn each(&self, f: &mut dyn FnMut(&str, Fields) -> std::io::Result<()>) -> std::io::Result<()> {
         let other = |e: rusqlite::Error| std::io::Error::other(format!("{}: {e}", self.path.display()));
-        let mut st = self.conn.prepare_cached(&format!("SELECT path, {COLUMNS} FROM entries ORDER BY path")).map_err(other)?;
+        let mut st = self.conn.prepare_cached(EACH).map_err(other)?;
         let mut rows = st.query([]).map_err(other)?;
         while let Some(r) = rows.next().map_err(other)? {
             let path: String = r.get(0).map_err(other)?;
@@ -422,6 +462,29 @@ mod tests {
             assert_eq!(m, f, "seed {seed}");
             assert!(disk.take_error().is_none());
         }
+    }
+
+    /// A compare's lookups keep their prepared statements: a range of paths bound anew each
+    /// time is not planned again (STAT4 would, at every step after a new binding, without the
+    /// planner's stability guarantee), and the paths read last are answered from memory.
+    #[test]
+    fn lookups_are_not_prepared_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut disk = EntryStore::on_disk(&dir.path().join("p.sqlite"), 1).unwrap();
+        let file = Print { ino: 1, size: 1, mtime: 1, ctime: 1, dir: false, mode: 0o644, uid: 0, gid: 0, acl: 0 };
+        for i in 0..200 {
+            disk.insert(format!("d{}/f{i}", i % 7).into(), Print { ino: i, ..file });
+        }
+        for i in 0..200 {
+            assert_eq!(disk.below(&format!("d{}", i % 9), None, 1 + i % 3).len(), if i % 9 < 7 { 1 + i % 3 } else { 0 });
+            assert_eq!(disk.below(&format!("d{}/f{i}", i % 7), None, 1).len(), 0);
+            assert_eq!(disk.get(&format!("d{}/f{i}", i % 7)).map(|p| p.ino), Some(i as u64));
+        }
+        let EntryStore::Disk(d) = &disk else { unreachable!() };
+        let reprepared = d.conn.prepare_cached(BELOW[0]).unwrap().get_status(rusqlite::StatementStatus::RePrepare);
+        assert_eq!(reprepared, 0);
+        assert!(d.recent.borrow().len() >= 200);
+        assert!(disk.take_error().is_none());
     }
 
     /// A file store that can no longer be written reports it (the batch fails, naming the

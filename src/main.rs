@@ -2,6 +2,7 @@
 
 mod chart;
 mod compare;
+mod find;
 mod preprocess;
 
 use std::io::{IsTerminal, Write};
@@ -15,6 +16,7 @@ use icicle_core::registry;
 // Link the plugin crates so their `inventory` registrations are present.
 use icicle_plugins_globus as _;
 use icicle_plugins_gpfs as _;
+use icicle_plugins_index as _;
 use icicle_plugins_kafka as _;
 use icicle_plugins_local as _;
 use icicle_plugins_lustre as _;
@@ -118,6 +120,11 @@ enum Command {
     /// Read every configured snapshot source into Icicle's 9-column CSV (`icicle9`), in parts
     /// of at most --rows-per-file rows, in a directory or under an S3 prefix.
     Preprocess(preprocess::Args),
+    /// Find records in an embedded index (`find`-style predicates), as the caller may see them.
+    Find(find::FindArgs),
+    /// Files, bytes and quantiles per directory, user or group, from the aggregate records
+    /// of an embedded index.
+    Du(find::DuArgs),
     /// List the registered plugins by kind.
     Plugins {
         /// Machine-readable output.
@@ -336,6 +343,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             snapshot(&cli, *json, *no_progress, *tui, metrics_addr.clone(), *allow_mass_delete)
         }
         Command::Preprocess(args) => preprocess::main(&cli.config, &cli.set, args),
+        Command::Find(args) => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            init_logging("warn");
+            find::find(&cfg, args)
+        }
+        Command::Du(args) => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            init_logging("warn");
+            find::du(&cfg, args)
+        }
         Command::Top { connect, interval, sketches, once, json } => top(connect, *interval, sketches, *once, *json),
         Command::Monitor { drain, until_idle, json, tui, metrics_addr } => monitor(&cli, *drain, *until_idle, *json, *tui, metrics_addr.clone()),
         Command::SketchCompare { out, sketches, seed } => {

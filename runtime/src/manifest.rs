@@ -125,11 +125,12 @@ impl Sighting {
 
     /// As kept in [`PreviousManifest`]: never 0 (the classification in the low two bits).
     fn stored(self, change: Change) -> u64 {
-        (self.0 << 2) | match change {
-            Change::Created => 1,
-            Change::Updated => 2,
-            Change::Unchanged => 3,
-        }
+        (self.0 << 2)
+            | match change {
+                Change::Created => 1,
+                Change::Updated => 2,
+                Change::Unchanged => 3,
+            }
     }
 
     fn from_stored(v: u64) -> (Sighting, Change) {

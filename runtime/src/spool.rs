@@ -158,7 +158,12 @@ impl Outbox {
 
     /// Deliver what was held, in order, leaving out the entries whose subject is in `left_out`,
     /// re-cut into documents within `limit`.
-    pub async fn release_without(self, sinks: &mut NamedSinks, limit: icicle_core::batch::DocumentLimit, left_out: &std::collections::HashSet<String>) -> Result<(), IcicleError> {
+    pub async fn release_without(
+        self,
+        sinks: &mut NamedSinks,
+        limit: icicle_core::batch::DocumentLimit,
+        left_out: &std::collections::HashSet<String>,
+    ) -> Result<(), IcicleError> {
         if left_out.is_empty() {
             return self.release(sinks).await;
         }
@@ -167,7 +172,12 @@ impl Outbox {
 
     /// Deliver what was held, in order, keeping the entries (numbered from 0) that `keep`
     /// accepts, re-cut into documents within `limit`.
-    async fn release_where(self, sinks: &mut NamedSinks, limit: icicle_core::batch::DocumentLimit, mut keep: impl FnMut(usize, &[u8]) -> bool) -> Result<(), IcicleError> {
+    async fn release_where(
+        self,
+        sinks: &mut NamedSinks,
+        limit: icicle_core::batch::DocumentLimit,
+        mut keep: impl FnMut(usize, &[u8]) -> bool,
+    ) -> Result<(), IcicleError> {
         let Some(spool) = self.spool else {
             return Ok(());
         };

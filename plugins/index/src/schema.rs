@@ -1,0 +1,279 @@
+//! The index's schema, and how a GMetaEntry (primary or aggregate, as the `globus` sink sends
+//! it) becomes a document. The entry is stored whole (answers return it unchanged); the
+//! fields a query filters, sorts or counts on are indexed beside it.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use tantivy::schema::{Field, Schema, FAST, INDEXED, STORED, STRING};
+use tantivy::TantivyDocument;
+
+/// The fields of the index, by role.
+#[derive(Debug, Clone, Copy)]
+pub struct Fields {
+    /// The entry's subject (one document per subject): exact lookups, upserts and deletes.
+    pub subject: Field,
+    /// The entry as delivered (stored, never indexed).
+    pub entry: Field,
+    /// Every principal of `visible_to` (`public` included).
+    pub visible_to: Field,
+    /// `file` for a primary record, `aggregate` for an aggregate one.
+    pub record: Field,
+    /// A primary record's `type` (`file`, `link`), an aggregate's `kind` (`user`, `group`, `dir`).
+    pub kind: Field,
+    /// A primary record's path; a directory aggregate's directory.
+    pub path: Field,
+    /// The last component of `path`.
+    pub name: Field,
+    /// Every directory above `path` (`/a`, `/a/b` for `/a/b/c`): "below a directory" is one term.
+    pub ancestors: Field,
+    /// The directory holding `path`.
+    pub parent: Field,
+    /// An aggregate's principal id (uid, gid or directory).
+    pub id: Field,
+    pub uid: Field,
+    pub gid: Field,
+    /// Bytes: a file's size, an aggregate's total.
+    pub size: Field,
+    /// An aggregate's file count (1 for a primary record).
+    pub files: Field,
+    /// Seconds since the epoch (`raw` of a primary record).
+    pub atime: Field,
+    pub ctime: Field,
+    pub mtime: Field,
+    /// The file's mode bits (`raw.mode`, written as octal digits, read back as a number).
+    pub mode: Field,
+}
+
+impl Fields {
+    /// The schema every index of this release has, and its fields.
+    pub fn schema() -> (Schema, Fields) {
+        let mut b = Schema::builder();
+        let fields = Fields {
+            subject: b.add_text_field("subject", STRING),
+            entry: b.add_bytes_field("entry", STORED),
+            visible_to: b.add_text_field("visible_to", STRING),
+            record: b.add_text_field("record", STRING),
+            kind: b.add_text_field("kind", STRING | FAST),
+            path: b.add_text_field("path", STRING | FAST),
+            name: b.add_text_field("name", STRING),
+            ancestors: b.add_text_field("ancestors", STRING),
+            parent: b.add_text_field("parent", STRING),
+            id: b.add_text_field("id", STRING | FAST),
+            uid: b.add_u64_field("uid", INDEXED | FAST),
+            gid: b.add_u64_field("gid", INDEXED | FAST),
+            size: b.add_u64_field("size", INDEXED | FAST),
+            files: b.add_u64_field("files", FAST),
+            atime: b.add_i64_field("atime", INDEXED | FAST),
+            ctime: b.add_i64_field("ctime", INDEXED | FAST),
+            mtime: b.add_i64_field("mtime", INDEXED | FAST),
+            mode: b.add_u64_field("mode", INDEXED | FAST),
+        };
+        (b.build(), fields)
+    }
+
+    /// Resolve the fields of an existing index's schema (`None` when one is missing: an index
+    /// of another release).
+    pub fn of(schema: &Schema) -> Option<Fields> {
+        let f = |name: &str| schema.get_field(name).ok();
+        Some(Fields {
+            subject: f("subject")?,
+            entry: f("entry")?,
+            visible_to: f("visible_to")?,
+            record: f("record")?,
+            kind: f("kind")?,
+            path: f("path")?,
+            name: f("name")?,
+            ancestors: f("ancestors")?,
+            parent: f("parent")?,
+            id: f("id")?,
+            uid: f("uid")?,
+            gid: f("gid")?,
+            size: f("size")?,
+            files: f("files")?,
+            atime: f("atime")?,
+            ctime: f("ctime")?,
+            mtime: f("mtime")?,
+            mode: f("mode")?,
+        })
+    }
+}
+
+/// The parts of a GMetaEntry the index reads (anything else is kept in the stored entry only).
+#[derive(Deserialize)]
+struct Entry<'a> {
+    #[serde(borrow)]
+    subject: Cow<'a, str>,
+    #[serde(default, borrow)]
+    visible_to: Vec<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Content<'a>,
+}
+
+#[derive(Deserialize)]
+struct Content<'a> {
+    #[serde(default, borrow)]
+    path: Option<Cow<'a, str>>,
+    #[serde(default, borrow, rename = "type")]
+    file_type: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    uid: Option<u64>,
+    #[serde(default)]
+    gid: Option<u64>,
+    #[serde(default)]
+    size: Option<Size>,
+    #[serde(default)]
+    file_count: Option<u64>,
+    #[serde(default)]
+    raw: Option<Raw>,
+}
+
+/// A primary record's size, or an aggregate's statistics of sizes.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Size {
+    Bytes(u64),
+    Summary { total: u64 },
+}
+
+/// `raw`: a primary record's numbers; an aggregate's statistics (not indexed).
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(default)]
+    mode: Option<Number>,
+    #[serde(default)]
+    atime: Option<Number>,
+    #[serde(default)]
+    ctime: Option<Number>,
+    #[serde(default)]
+    mtime: Option<Number>,
+}
+
+/// A number, or anything else (ignored).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Number {
+    Int(i64),
+    Other(serde::de::IgnoredAny),
+}
+
+impl Number {
+    fn get(&self) -> Option<i64> {
+        match self {
+            Number::Int(v) => Some(*v),
+            Number::Other(_) => None,
+        }
+    }
+}
+
+/// An entry as a document of the index, and its subject.
+#[derive(Debug)]
+pub struct Parsed {
+    pub subject: String,
+    pub doc: TantivyDocument,
+}
+
+/// `raw.mode` as written (`100644`: the octal digits as a decimal number) to the mode bits.
+fn mode_bits(written: u64) -> Option<u64> {
+    u64::from_str_radix(&written.to_string(), 8).ok()
+}
+
+/// Every directory above `path`, outermost first (`/a`, `/a/b` for `/a/b/c`).
+pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').filter(|(i, _)| *i > 0).map(move |(i, _)| &path[..i])
+}
+
+/// The directory holding `path` (`/` for a top-level entry).
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// The document of one GMetaEntry (`entry`, JSON); the error says what is missing.
+pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
+    let e: Entry<'_> = serde_json::from_slice(entry).map_err(|err| format!("not a GMetaEntry: {err}"))?;
+    let f = fields;
+    let c = &e.content;
+    let mut doc = TantivyDocument::default();
+    doc.add_text(f.subject, &e.subject);
+    doc.add_bytes(f.entry, entry);
+    for p in &e.visible_to {
+        doc.add_text(f.visible_to, p);
+    }
+    let aggregate = c.kind.is_some() && c.file_type.is_none();
+    doc.add_text(f.record, if aggregate { "aggregate" } else { "file" });
+    if let Some(k) = c.file_type.as_deref().or(c.kind.as_deref()) {
+        doc.add_text(f.kind, k);
+    }
+    // A directory aggregate's place in the tree is its id.
+    let path = match (&c.path, aggregate, c.kind.as_deref()) {
+        (Some(p), _, _) => Some(p.as_ref()),
+        (None, true, Some("dir")) => c.id.as_deref(),
+        _ => None,
+    };
+    if let Some(p) = path {
+        doc.add_text(f.path, p);
+        doc.add_text(f.name, p.rsplit('/').next().unwrap_or(p));
+        doc.add_text(f.parent, parent(p));
+        for a in ancestors(p) {
+            doc.add_text(f.ancestors, a);
+        }
+    }
+    if let Some(id) = &c.id {
+        doc.add_text(f.id, id);
+    }
+    for (field, v) in [(f.uid, c.uid), (f.gid, c.gid)] {
+        if let Some(v) = v {
+            doc.add_u64(field, v);
+        }
+    }
+    match &c.size {
+        Some(Size::Bytes(n)) | Some(Size::Summary { total: n }) => doc.add_u64(f.size, *n),
+        None => {}
+    }
+    doc.add_u64(f.files, c.file_count.unwrap_or(1));
+    if let Some(raw) = &c.raw {
+        for (field, v) in [(f.atime, &raw.atime), (f.ctime, &raw.ctime), (f.mtime, &raw.mtime)] {
+            if let Some(v) = v.as_ref().and_then(Number::get) {
+                doc.add_i64(field, v);
+            }
+        }
+        if let Some(m) = raw.mode.as_ref().and_then(Number::get).and_then(|m| u64::try_from(m).ok()).and_then(mode_bits) {
+            doc.add_u64(f.mode, m);
+        }
+    }
+    Ok(Parsed { subject: e.subject.into_owned(), doc })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ancestors_and_parents() {
+        assert_eq!(ancestors("/a/b/c").collect::<Vec<_>>(), ["/a", "/a/b"]);
+        assert_eq!(ancestors("/a").count(), 0);
+        assert_eq!((parent("/a/b"), parent("/a")), ("/a", "/"));
+        assert_eq!(mode_bits(100644), Some(0o100644));
+        assert_eq!(mode_bits(9), None);
+    }
+
+    #[test]
+    fn entries_that_are_not_gmeta_entries_are_refused_with_the_reason() {
+        let (_, f) = Fields::schema();
+        assert!(document(&f, b"{}").unwrap_err().contains("subject"));
+        assert!(document(&f, b"[1]").is_err());
+        let p = document(
+            &f,
+            br#"{"subject":"/a/b","visible_to":["public"],"content":{"path":"/a/b","type":"file","size":3,"uid":1,"gid":2,"raw":{"mode":100644,"mtime":5}}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.subject, "/a/b");
+    }
+}

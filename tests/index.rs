@@ -1,0 +1,300 @@
+//! The embedded index: versioned snapshots publish to an `index` sink (beside a file sink whose
+//! documents are the ground truth), and `icicle find` / `icicle du` answer from it exactly
+//! what the records say, on random seeds; deletes remove exactly what they name; a run killed
+//! at any stage of its commit loses nothing the next run does not restore; a second direct
+//! writer fails clearly; `--as` answers only what that user's principals may see.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use common::*;
+use icicle_core::rng::Rng;
+use icicle_testkit::gen::{self, Format, GenFs, GenSpec, NOW_REF};
+use serde_json::Value;
+
+/// A versioned snapshot of the listing in `tmp/listing` into `tmp/index` and a file sink
+/// `tmp/out-<n>`; `records` is the `[records]` body.
+fn snapshot_into_index(tmp: &Path, n: u32, records: &str, envs: &[(&str, &str)]) -> (i32, String) {
+    let cfg = config(
+        tmp,
+        &format!("run-{n}.toml"),
+        &format!(
+            "[snapshot]\nworkers = 2\nversion = \"v{n}\"\nstate_dir = \"{t}/state\"\nrejects_file = \"{t}/rejects.jsonl\"\nmax_delete_ratio = 1.0\n\
+             [records]\n{records}\n\
+             [aggregate]\nenabled = true\ndirectory_min = 1\ndirectory_max = 3\nreference_time = {NOW_REF}\n\
+             [sources.s]\ntype = \"tsv\"\npreset = \"icicle9\"\npaths = [\"{t}/listing/part-*.csv\"]\n\
+             [sinks.out]\ntype = \"file\"\ndir = \"{t}/out-{n}\"\n[sinks.idx]\ntype = \"index\"\ndir = \"{t}/index\"\n",
+            t = tmp.display(),
+        ),
+    );
+    let (code, _, err) = icicle(&["snapshot", "--json", "--no-progress", "-c", cfg.to_str().unwrap()], envs);
+    (code, err)
+}
+
+/// Every record the file sinks of runs `0..=last` leave (upserts and deletes applied in order),
+/// by subject.
+fn truth(tmp: &Path, last: u32) -> BTreeMap<String, Value> {
+    let mut index = BTreeMap::new();
+    for n in 0..=last {
+        let dir = tmp.join(format!("out-{n}"));
+        let mut files: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(&dir)
+            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .map(|p| (p.file_name().unwrap().to_string_lossy().split('-').nth(1).unwrap_or("").to_string(), p))
+            .collect();
+        files.sort();
+        for (_, f) in files {
+            let doc: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+            if let Some(subjects) = doc["subjects"].as_array() {
+                for s in subjects {
+                    index.remove(s.as_str().unwrap());
+                }
+            } else {
+                for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
+                    index.insert(e["subject"].as_str().unwrap().to_string(), e.clone());
+                }
+            }
+        }
+    }
+    index
+}
+
+/// `icicle find --index tmp/index ARGS` (exit 0), its output lines.
+fn find(tmp: &Path, args: &[&str]) -> Vec<String> {
+    let index = tmp.join("index");
+    let mut all = vec!["find", "--index", index.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let (code, out, err) = icicle(&all, &[]);
+    assert_eq!(code, 0, "find {args:?}: {err}");
+    out.lines().map(str::to_string).collect()
+}
+
+/// A predicate over a record's content, as the test computes it.
+type Test = Box<dyn Fn(&Value) -> bool>;
+
+/// A random predicate over primary records: its `find` arguments and the same test in Rust.
+fn random_predicate(rng: &mut Rng, files: &[&Value]) -> (Vec<String>, Test) {
+    let pick = files[rng.below(files.len() as u64) as usize]["content"].clone();
+    match rng.below(6) {
+        0 => {
+            let uid = pick["uid"].as_u64().unwrap();
+            (vec!["-user".into(), uid.to_string()], Box::new(move |c: &Value| c["uid"] == uid))
+        }
+        1 => {
+            // Sizes counted in whole KiB rounded up, as find does.
+            let k = pick["size"].as_u64().unwrap().div_ceil(1024);
+            (vec!["-size".into(), format!("+{k}k")], Box::new(move |c: &Value| c["size"].as_u64().unwrap() > k * 1024))
+        }
+        2 => {
+            let dir = pick["path"].as_str().unwrap().rsplit_once('/').unwrap().0.to_string();
+            let under = format!("{dir}/");
+            (vec![dir], Box::new(move |c: &Value| c["path"].as_str().unwrap().starts_with(&under)))
+        }
+        3 => {
+            let ext = pick["name"].as_str().unwrap().rsplit_once('.').map_or("x".to_string(), |(_, e)| e.to_string());
+            let suffix = format!(".{ext}");
+            (vec!["-name".into(), format!("*.{ext}")], Box::new(move |c: &Value| c["name"].as_str().unwrap().ends_with(&suffix)))
+        }
+        4 => {
+            let gid = pick["gid"].as_u64().unwrap();
+            let t = if rng.below(2) == 0 { "f" } else { "l" };
+            let want = if t == "f" { "file" } else { "link" };
+            (vec!["-group".into(), gid.to_string(), "-type".into(), t.into()], Box::new(move |c: &Value| c["gid"] == gid && c["type"] == want))
+        }
+        _ => {
+            // Older than `days` whole days before now (the reference time is 2026-01-01).
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+            let days = (now - pick["raw"]["mtime"].as_i64().unwrap()) / 86_400;
+            (vec!["-mtime".into(), format!("+{days}")], Box::new(move |c: &Value| c["raw"]["mtime"].as_i64().unwrap() <= now - (days + 1) * 86_400))
+        }
+    }
+}
+
+/// Every predicate's answer equals the records' (exact path lists), and counts agree.
+fn check_find(tmp: &Path, seed: u64, index: &BTreeMap<String, Value>, rounds: usize) {
+    let files: Vec<&Value> = index.values().filter(|e| e["content"]["path"].is_string() && e["content"]["principal"].is_null()).collect();
+    let mut rng = Rng::new(seed);
+    for _ in 0..rounds {
+        let (args, test) = random_predicate(&mut rng, &files);
+        let want: BTreeSet<String> = files.iter().map(|e| &e["content"]).filter(|c| test(c)).map(|c| c["path"].as_str().unwrap().to_string()).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let got: BTreeSet<String> = find(tmp, &args).into_iter().collect();
+        assert_eq!(got, want, "seed {seed}: find {args:?}");
+        let mut counted = args.clone();
+        counted.insert(0, "--count");
+        assert_eq!(find(tmp, &counted), [want.len().to_string()], "seed {seed}: find --count {args:?}");
+    }
+}
+
+/// Write `fs` as the listing, keeping only the files `keep` accepts.
+fn write_listing(tmp: &Path, fs: &GenFs) {
+    let dir = tmp.join("listing");
+    let _ = std::fs::remove_dir_all(&dir);
+    gen::write(fs, Format::Tsv, &dir, 700, false).unwrap();
+}
+
+#[test]
+fn find_answers_what_the_records_say_across_versioned_runs() {
+    let base = test_seed();
+    for seed in base..base + 2 {
+        let tmp = test_dir();
+        let t = tmp.path();
+        let mut fs = GenFs::generate(&GenSpec::new(2_000, seed));
+        write_listing(t, &fs);
+        let (code, err) = snapshot_into_index(t, 0, "visible_to = [\"public\"]", &[]);
+        assert_eq!(code, 0, "seed {seed}: {err}");
+        check_find(t, seed, &truth(t, 0), 12);
+        // A tenth of the files gone, a tenth grown: the deletes and updates land.
+        let mut rng = Rng::new(seed ^ 0x5eed);
+        fs.files.retain(|_| rng.below(10) != 0);
+        for f in fs.files.iter_mut().filter(|_| rng.below(10) == 0) {
+            f.attrs.size += 4096;
+        }
+        write_listing(t, &fs);
+        let (code, err) = snapshot_into_index(t, 1, "visible_to = [\"public\"]", &[]);
+        assert_eq!(code, 0, "seed {seed}: {err}");
+        let index = truth(t, 1);
+        let all: BTreeSet<String> =
+            index.values().filter_map(|e| e["content"]["path"].as_str().filter(|_| e["content"]["principal"].is_null())).map(str::to_string).collect();
+        assert_eq!(find(t, &[]).into_iter().collect::<BTreeSet<_>>(), all, "seed {seed}: every record, none deleted left");
+        check_find(t, seed + 1000, &index, 12);
+        eprintln!("seed {seed}: {} records, 24 predicates equal", all.len());
+    }
+}
+
+/// `du` of a directory: its aggregate record and its children's, as the records say.
+#[test]
+fn du_answers_the_aggregate_records() {
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    write_listing(t, &GenFs::generate(&GenSpec::new(1_500, seed)));
+    let (code, err) = snapshot_into_index(t, 0, "visible_to = [\"public\"]", &[]);
+    assert_eq!(code, 0, "{err}");
+    let index = truth(t, 0);
+    let dirs: BTreeMap<&str, &Value> =
+        index.values().filter(|e| e["content"]["kind"] == "dir").map(|e| (e["content"]["id"].as_str().unwrap(), &e["content"])).collect();
+    let idx = t.join("index");
+    for at in ["/", "/fs", "/fs/home"] {
+        let (code, out, err) = icicle(&["du", "--index", idx.to_str().unwrap(), "--csv", at], &[]);
+        assert_eq!(code, 0, "du {at}: {err}");
+        let got: BTreeMap<String, (u64, u64)> = out
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                (f[1].to_string(), (f[2].parse().unwrap(), f[3].parse().unwrap()))
+            })
+            .collect();
+        let parent = |p: &str| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/" } else { d }).unwrap_or("/").to_string();
+        let want: BTreeMap<String, (u64, u64)> = dirs
+            .iter()
+            .filter(|(id, _)| **id == at || parent(id) == at)
+            .map(|(id, c)| (id.to_string(), (c["file_count"].as_u64().unwrap(), c["size"]["total"].as_u64().unwrap())))
+            .collect();
+        assert!(!want.is_empty(), "seed {seed}: no aggregate under {at}");
+        assert_eq!(got, want, "seed {seed}: du {at}");
+    }
+    let (code, out, _) = icicle(&["du", "--index", idx.to_str().unwrap(), "--by", "user", "--top", "3", "--json"], &[]);
+    assert_eq!(code, 0);
+    let mut totals: Vec<u64> = index.values().filter(|e| e["content"]["kind"] == "user").map(|e| e["content"]["size"]["total"].as_u64().unwrap()).collect();
+    totals.sort_unstable_by(|a, b| b.cmp(a));
+    let got: Vec<u64> = out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["content"]["size"]["total"].as_u64().unwrap()).collect();
+    assert_eq!(got, totals[..3], "seed {seed}: du --by user --top 3");
+}
+
+/// Killed at every stage of a versioned run's commit, then run again: the index equals the
+/// records, as if nothing had happened.
+#[test]
+fn a_run_killed_at_any_stage_converges_on_the_next() {
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    let mut fs = GenFs::generate(&GenSpec::new(1_200, seed));
+    write_listing(t, &fs);
+    assert_eq!(snapshot_into_index(t, 0, "visible_to = [\"public\"]", &[]).0, 0);
+    let mut rng = Rng::new(seed);
+    let mut n = 1;
+    for point in ["sealed", "deletes-planned", "deletes-delivered", "commit-start", "commit-done"] {
+        fs.files.retain(|_| rng.below(8) != 0);
+        for f in fs.files.iter_mut().filter(|_| rng.below(8) == 0) {
+            f.attrs.mtime += 77;
+        }
+        write_listing(t, &fs);
+        let (code, err) = snapshot_into_index(t, n, "visible_to = [\"public\"]", &[("ICICLE_FAULT", point)]);
+        assert_ne!(code, 0, "{point}: the fault did not fire: {err}");
+        n += 1;
+        let (code, err) = snapshot_into_index(t, n, "visible_to = [\"public\"]", &[]);
+        assert_eq!(code, 0, "{point}: {err}");
+        let want: BTreeSet<String> = fs_paths(t);
+        let got: BTreeSet<String> = find(t, &[]).into_iter().collect();
+        assert_eq!(got, want, "seed {seed}: after a kill at {point} and a rerun");
+        n += 1;
+    }
+}
+
+/// The paths of the current listing (its last column), as a snapshot reads them.
+fn fs_paths(tmp: &Path) -> BTreeSet<String> {
+    let cfg = config(
+        tmp,
+        "truth.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n[sources.s]\ntype = \"tsv\"\npreset = \"icicle9\"\npaths = [\"{t}/listing/part-*.csv\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{t}/truth-out\"\n",
+            t = tmp.display()
+        ),
+    );
+    let _ = std::fs::remove_dir_all(tmp.join("truth-out"));
+    let (code, _, err) = snapshot(&cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    ingested(&tmp.join("truth-out")).into_keys().collect()
+}
+
+#[test]
+fn a_second_direct_writer_fails_naming_the_index() {
+    let tmp = test_dir();
+    let t = tmp.path();
+    write_listing(t, &GenFs::generate(&GenSpec::new(50, 1)));
+    assert_eq!(snapshot_into_index(t, 0, "visible_to = [\"public\"]", &[]).0, 0);
+    // A writer holding the index (a monitor idling on an empty changelog would; here a
+    // process holding tantivy's writer lock).
+    let held = icicle_plugins_index::IndexSink::open("held", t.join("index"), 1, 20 << 20).unwrap();
+    let (code, err) = snapshot_into_index(t, 1, "visible_to = [\"public\"]", &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("sinks.idx.dir") && err.contains("another process writes to this index"), "{err}");
+    drop(held);
+    assert_eq!(snapshot_into_index(t, 2, "visible_to = [\"public\"]", &[]).0, 0);
+}
+
+/// Records visible to their owner and group: `--as` a uid answers only that uid's records.
+#[test]
+fn find_as_a_user_sees_only_what_their_principals_may() {
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    let fs = GenFs::generate(&GenSpec::new(800, seed));
+    write_listing(t, &fs);
+    let records = format!("visible_to = [\"owner\"]\nprincipals = \"{}/listing/principals.tsv\"", t.display());
+    let (code, err) = snapshot_into_index(t, 0, &records, &[]);
+    assert_eq!(code, 0, "{err}");
+    let index = truth(t, 0);
+    let cfg = config(t, "find.toml", &format!("[records]\n{records}\n[sinks.idx]\ntype = \"index\"\ndir = \"{}/index\"\n", t.display()));
+    // Visible to the owner only: a uid answers exactly its own records, whatever its groups;
+    // a uid the principals file does not map answers nothing.
+    for uid in fs.users.iter().take(4) {
+        let want: BTreeSet<String> = index
+            .values()
+            .filter(|e| e["content"]["uid"] == *uid && e["content"]["principal"].is_null())
+            .map(|e| e["content"]["path"].as_str().unwrap().to_string())
+            .collect();
+        let (code, out, err) = icicle(&["find", "-c", cfg.to_str().unwrap(), "--as", &uid.to_string()], &[]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.lines().map(str::to_string).collect::<BTreeSet<_>>(), want, "seed {seed}: --as {uid}");
+        assert!(!want.is_empty());
+    }
+    let (code, out, err) = icicle(&["find", "-c", cfg.to_str().unwrap(), "--as", "987654"], &[]);
+    assert_eq!((code, out.as_str()), (0, ""), "an unmapped uid sees nothing: {err}");
+}

@@ -4,6 +4,7 @@ mod chart;
 mod compare;
 mod find;
 mod preprocess;
+mod serve;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -125,6 +126,9 @@ enum Command {
     /// Files, bytes and quantiles per directory, user or group, from the aggregate records
     /// of an embedded index.
     Du(find::DuArgs),
+    /// Serve the Globus Search API over an embedded index (HTTP on 127.0.0.1, a Unix socket),
+    /// answering each caller with the records it may see; holds the index's writer.
+    Serve(serve::ServeArgs),
     /// List the registered plugins by kind.
     Plugins {
         /// Machine-readable output.
@@ -352,6 +356,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging("warn");
             find::du(&cfg, args)
+        }
+        Command::Serve(args) => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            init_logging(&cfg.app.log.level);
+            serve::serve(&cfg, args)
         }
         Command::Top { connect, interval, sketches, once, json } => top(connect, *interval, sketches, *once, *json),
         Command::Monitor { drain, until_idle, json, tui, metrics_addr } => monitor(&cli, *drain, *until_idle, *json, *tui, metrics_addr.clone()),

@@ -1,8 +1,10 @@
 //! icicle's embedded search index: the `index` sink keeps the records a snapshot or a monitor
 //! publishes (the same GMetaEntry upserts and subject deletes the `globus` sink sends) in a
 //! [tantivy](https://github.com/quickwit-oss/tantivy) index on local disk, and [`search`]
-//! answers `icicle find` and `icicle du` from it, for the principals who ask.
+//! answers `icicle find` and `icicle du` from it, for the principals who ask; [`api`] serves the
+//! Globus Search HTTP API over it (`icicle serve`).
 
+pub mod api;
 pub mod schema;
 pub mod search;
 pub mod sink;

@@ -5,13 +5,14 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use tantivy::schema::{Field, Schema, FAST, INDEXED, STORED, STRING};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING};
 use tantivy::TantivyDocument;
 
 /// The fields of the index, by role.
 #[derive(Debug, Clone, Copy)]
 pub struct Fields {
-    /// The entry's subject (one document per subject): exact lookups, upserts and deletes.
+    /// The entry's subject (one document per subject): exact lookups, upserts and deletes; a
+    /// fast field, so answers page and scroll in subject order.
     pub subject: Field,
     /// The entry as delivered (stored, never indexed).
     pub entry: Field,
@@ -43,6 +44,9 @@ pub struct Fields {
     pub mtime: Field,
     /// The file's mode bits (`raw.mode`, written as octal digits, read back as a number).
     pub mode: Field,
+    /// The words (lower-cased letter and digit runs) of the path, the type or kind and an
+    /// aggregate's id: what a simple query string (`q`) of `icicle serve` matches.
+    pub words: Field,
 }
 
 impl Fields {
@@ -50,7 +54,7 @@ impl Fields {
     pub fn schema() -> (Schema, Fields) {
         let mut b = Schema::builder();
         let fields = Fields {
-            subject: b.add_text_field("subject", STRING),
+            subject: b.add_text_field("subject", STRING | FAST),
             entry: b.add_bytes_field("entry", STORED),
             visible_to: b.add_text_field("visible_to", STRING),
             record: b.add_text_field("record", STRING),
@@ -63,11 +67,16 @@ impl Fields {
             uid: b.add_u64_field("uid", INDEXED | FAST),
             gid: b.add_u64_field("gid", INDEXED | FAST),
             size: b.add_u64_field("size", INDEXED | FAST),
-            files: b.add_u64_field("files", FAST),
+            files: b.add_u64_field("files", INDEXED | FAST),
             atime: b.add_i64_field("atime", INDEXED | FAST),
             ctime: b.add_i64_field("ctime", INDEXED | FAST),
             mtime: b.add_i64_field("mtime", INDEXED | FAST),
             mode: b.add_u64_field("mode", INDEXED | FAST),
+            // Terms only (no frequencies or positions): a word is there or not.
+            words: b.add_text_field(
+                "words",
+                TextOptions::default().set_indexing_options(TextFieldIndexing::default().set_tokenizer("default").set_index_option(IndexRecordOption::Basic)),
+            ),
         };
         (b.build(), fields)
     }
@@ -95,6 +104,7 @@ impl Fields {
             ctime: f("ctime")?,
             mtime: f("mtime")?,
             mode: f("mode")?,
+            words: f("words")?,
         })
     }
 }
@@ -210,6 +220,7 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
     doc.add_text(f.record, if aggregate { "aggregate" } else { "file" });
     if let Some(k) = c.file_type.as_deref().or(c.kind.as_deref()) {
         doc.add_text(f.kind, k);
+        doc.add_text(f.words, k);
     }
     // A directory aggregate's place in the tree is its id.
     let path = match (&c.path, aggregate, c.kind.as_deref()) {
@@ -219,6 +230,7 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
     };
     if let Some(p) = path {
         doc.add_text(f.path, p);
+        doc.add_text(f.words, p);
         doc.add_text(f.name, p.rsplit('/').next().unwrap_or(p));
         doc.add_text(f.parent, parent(p));
         for a in ancestors(p) {
@@ -227,6 +239,9 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
     }
     if let Some(id) = &c.id {
         doc.add_text(f.id, id);
+        if path.is_none() {
+            doc.add_text(f.words, id);
+        }
     }
     for (field, v) in [(f.uid, c.uid), (f.gid, c.gid)] {
         if let Some(v) = v {

@@ -30,12 +30,13 @@ struct Serve {
 }
 
 impl Serve {
-    /// Start on `index` with the tokens file `tokens` (and a socket when given).
-    fn start(index: &Path, tokens: &Path, socket: Option<&Path>) -> Serve {
+    /// Start on `index` with the tokens file `tokens` (and a socket, answered through the
+    /// configuration `cfg`'s `records.principals`, when given).
+    fn start(index: &Path, tokens: &Path, socket: Option<(&Path, &Path)>) -> Serve {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_icicle"));
         cmd.args(["serve", "--index", index.to_str().unwrap(), "--listen", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap(), "--index-id", INDEX]);
-        if let Some(s) = socket {
-            cmd.args(["--socket", s.to_str().unwrap()]);
+        if let Some((s, cfg)) = socket {
+            cmd.args(["--socket", s.to_str().unwrap(), "-c", cfg.to_str().unwrap()]);
         }
         let mut child = cmd.env_remove("RUST_LOG").stderr(Stdio::piped()).spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
@@ -253,4 +254,154 @@ fn the_globus_sink_publishes_into_serve_and_find_and_the_api_answer_the_records(
 /// Percent-encoding for a query parameter.
 fn url_encode(s: &str) -> String {
     s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_./".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
+/// The principals file of a listing: (uid → URN, gid → URN).
+fn principals(data: &Path) -> (BTreeMap<u64, String>, BTreeMap<u64, String>) {
+    let (mut users, mut groups) = (BTreeMap::new(), BTreeMap::new());
+    for line in std::fs::read_to_string(data.join("principals.tsv")).unwrap().lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let into = if f[0] == "uid" { &mut users } else { &mut groups };
+        into.insert(f[1].parse().unwrap(), f[2].to_string());
+    }
+    (users, groups)
+}
+
+/// The subjects of `truth` that `principals` (with `public`) may see.
+fn visible(truth: &BTreeMap<String, Value>, principals: &[String]) -> BTreeSet<String> {
+    truth
+        .iter()
+        .filter(|(_, e)| e["visible_to"].as_array().unwrap().iter().any(|p| p == "public" || principals.iter().any(|q| p == q.as_str())))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// What `token` is answered: every subject (one search), the total, and the uid facet.
+fn answered(s: &Serve, token: Option<&str>) -> (BTreeSet<String>, u64, BTreeMap<u64, u64>) {
+    let v = search(s, token, json!({"q": "*", "limit": 10_000, "facets": [{"field_name": "uid", "size": 1000}]}));
+    answer_parts(&v)
+}
+
+fn answer_parts(v: &Value) -> (BTreeSet<String>, u64, BTreeMap<u64, u64>) {
+    let subjects = v["gmeta"].as_array().unwrap().iter().map(|g| g["subject"].as_str().unwrap().to_string()).collect();
+    let facet = v["facet_results"][0]["buckets"].as_array().unwrap().iter().map(|b| (b["value"].as_u64().unwrap(), b["count"].as_u64().unwrap())).collect();
+    (subjects, v["total"].as_u64().unwrap(), facet)
+}
+
+/// Per uid, how many of `subjects` it owns.
+fn uid_counts(truth: &BTreeMap<String, Value>, subjects: &BTreeSet<String>) -> BTreeMap<u64, u64> {
+    let mut out = BTreeMap::new();
+    for s in subjects {
+        *out.entry(truth[s]["content"]["uid"].as_u64().unwrap()).or_default() += 1;
+    }
+    out
+}
+
+/// A uid of the records with no account on this machine (its groups are then its gid alone).
+fn accountless(truth: &BTreeMap<String, Value>, rng: &mut Rng) -> u64 {
+    let uids: Vec<u64> = truth.values().map(|e| e["content"]["uid"].as_u64().unwrap()).collect::<BTreeSet<_>>().into_iter().collect();
+    for _ in 0..100 {
+        let u = uids[rng.below(uids.len() as u64) as usize];
+        // SAFETY: a lookup by number; the record is not read.
+        if unsafe { libc::getpwuid(u as u32) }.is_null() {
+            return u;
+        }
+    }
+    panic!("every uid of the records has an account here");
+}
+
+#[test]
+fn every_answer_is_what_the_asking_identity_may_see_and_writes_need_a_writer() {
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    let (_, data) = listing(t, 1_200, seed);
+    let (users, groups) = principals(&data);
+    let mut rng = Rng::new(seed);
+    // Reader A: one user and one group; reader B: another user alone.
+    let some = |rng: &mut Rng, m: &BTreeMap<u64, String>| *m.keys().nth(rng.below(m.len() as u64) as usize).unwrap();
+    let (gid_a, uid_b) = (some(&mut rng, &groups), some(&mut rng, &users));
+    let probe_tokens = tokens_file(t, &["urn:x:none".into()], &["urn:x:none".into()]);
+    let index = t.join("index");
+    let mut s = Serve::start(&index, &probe_tokens, None);
+    let mut truth = publish(t, &data, &s, &format!("visible_to = [\"owner\", \"group\"]\nprincipals = \"{}/principals.tsv\"", data.display()));
+    // A few public records beside them, through the API; the task is SUCCESS at once.
+    let public: Vec<Value> = (0..3)
+        .map(|i| json!({"subject": format!("/public/{i}"), "visible_to": ["public"], "content": {"path": format!("/public/{i}"), "name": i.to_string(), "type": "file", "size": i, "uid": 7, "gid": 7}}))
+        .collect();
+    let (code, v) =
+        http(&s, "POST", &format!("/v1/index/{INDEX}/ingest"), Some(WRITER), Some(&json!({"ingest_type": "GMetaList", "ingest_data": {"gmeta": public}})));
+    assert_eq!(code, 200, "{v}");
+    let (code, task) = http(&s, "GET", &format!("/v1/task/{}", v["task_id"].as_str().unwrap()), None, None);
+    assert_eq!((code, &task["state"], &task["task_type"]), (200, &json!("SUCCESS"), &json!("INGEST")), "{task}");
+    for e in public {
+        truth.insert(e["subject"].as_str().unwrap().to_string(), e);
+    }
+    let uid_a = accountless(&truth, &mut rng);
+    let a = vec![users[&uid_a].clone(), groups[&gid_a].clone()];
+    let b = vec![users[&uid_b].clone()];
+    drop(s.stop());
+    let tokens = tokens_file(t, &a, &b);
+    // Serve again with these tokens (and a socket): the records persist.
+    std::fs::set_permissions(t, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = t.join("serve.sock");
+    let cfg = config(t, "serve.toml", &format!("[records]\nprincipals = \"{}/principals.tsv\"\n", data.display()));
+    s = Serve::start(&index, &tokens, Some((&socket, &cfg)));
+
+    for (who, token, principals) in [("reader A", Some(READER_A), a.clone()), ("reader B", Some(READER_B), b.clone()), ("no token", None, Vec::new())] {
+        let want = visible(&truth, &principals);
+        let (subjects, total, facet) = answered(&s, token);
+        assert_eq!(total, want.len() as u64, "seed {seed}: {who}");
+        assert!(subjects == want, "seed {seed}: {who} sees other subjects than its records'");
+        assert_eq!(facet, uid_counts(&truth, &want), "seed {seed}: {who}'s uid facet");
+        assert_eq!(scroll_all(&s, token, Value::Null), want, "seed {seed}: {who}'s scroll");
+        // A subject it may not see is not found.
+        if let Some(hidden) = truth.keys().find(|k| !want.contains(*k)) {
+            let (code, _) = http(&s, "GET", &format!("/v1/index/{INDEX}/subject?subject={}", url_encode(hidden)), token, None);
+            assert_eq!(code, 404, "seed {seed}: {who} got {hidden}");
+        }
+    }
+    assert!(visible(&truth, &a).len() > 3 && visible(&truth, &b).len() > 3, "seed {seed}: the readers see records of their own");
+
+    // Writes without a writer token are refused and change nothing.
+    let before = answered(&s, Some(READER_A));
+    let victim = before.0.iter().next().unwrap().clone();
+    let entry = json!({"ingest_type": "GMetaEntry", "ingest_data": {"subject": "/evil", "visible_to": ["public"], "content": {"path": "/evil"}}});
+    let delete = json!({"subjects": [victim]});
+    for (token, want) in [(None, 401), (Some(READER_A), 403), (Some(READER_B), 403), (Some("not-a-token-at-all"), 401)] {
+        assert_eq!(http(&s, "POST", &format!("/v1/index/{INDEX}/ingest"), token, Some(&entry)).0, want, "{token:?}");
+        assert_eq!(http(&s, "POST", &format!("/v1/index/{INDEX}/batch_delete_by_subject"), token, Some(&delete)).0, want, "{token:?}");
+    }
+    assert_eq!(answered(&s, Some(READER_A)), before, "seed {seed}: a refused write changed the index");
+    assert_eq!(answered(&s, None).1, 3, "seed {seed}");
+    let (code, _) = http(&s, "POST", &format!("/v1/index/{INDEX}/search"), Some(READER_A), Some(&json!({"q": "*", "bypass_visible_to": true})));
+    assert_eq!(code, 403);
+
+    // Over the socket: root sees every record; a peer as (uid A, gid A) what reader A sees.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let peer = |ids: Option<(u64, u64)>| {
+            let body = json!({"q": "*", "limit": 10_000, "facets": [{"field_name": "uid", "size": 1000}]}).to_string();
+            let mut cmd = Command::new("setpriv");
+            match ids {
+                Some((u, g)) => cmd.args(["--reuid", &u.to_string(), "--regid", &g.to_string(), "--clear-groups"]),
+                None => cmd.args(["--reuid", "0"]),
+            };
+            let url = format!("http://serve/v1/index/{INDEX}/search");
+            let out = cmd
+                .args(["curl", "-s", "--unix-socket", socket.to_str().unwrap(), "-H", "Content-Type: application/json", "-d", &body, &url])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            answer_parts(&serde_json::from_slice(&out.stdout).unwrap())
+        };
+        assert_eq!(peer(None).1, truth.len() as u64, "seed {seed}: root over the socket");
+        let want = visible(&truth, &a);
+        let (subjects, total, facet) = peer(Some((uid_a, gid_a)));
+        assert_eq!(total, want.len() as u64, "seed {seed}: uid {uid_a} gid {gid_a} over the socket");
+        assert!(subjects == want, "seed {seed}: uid {uid_a} gid {gid_a} sees other subjects over the socket");
+        assert_eq!(facet, uid_counts(&truth, &want), "seed {seed}");
+    } else {
+        eprintln!("not root: the socket's peers are not checked");
+    }
 }

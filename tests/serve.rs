@@ -405,3 +405,92 @@ fn every_answer_is_what_the_asking_identity_may_see_and_writes_need_a_writer() {
         eprintln!("not root: the socket's peers are not checked");
     }
 }
+
+/// globus-sdk's `SearchClient` against `icicle serve`: the calls tests/globus_sdk.rs makes of
+/// the emulator, with a writer, a reader and no token.
+const SDK: &str = r#"
+import json, sys
+sys.modules["orjson"] = None
+import globus_sdk
+base, index, writer, reader = sys.argv[1:5]
+def client(token):
+    auth = globus_sdk.AccessTokenAuthorizer(token) if token else globus_sdk.NullAuthorizer()
+    return globus_sdk.SearchClient(base_url=base, authorizer=auth)
+sc, ra, anon = client(writer), client(reader), client(None)
+out = {}
+docs = [{"subject": f"/p/{n}", "visible_to": ["public"] if n != "gamma" else ["urn:globus:auth:identity:a"],
+         "content": {"path": f"/p/{n}", "name": n, "size": s, "type": t, "uid": u}} for n, s, t, u in
+        [("alpha", 10, "file", 1), ("beta", 20, "file", 2), ("gamma", 30, "link", 1), ("alphabet", 40, "file", 2)]]
+r = sc.ingest(index, {"ingest_type": "GMetaList", "ingest_data": {"gmeta": docs}})
+d = sc.get_task(r["task_id"])
+out["ingest_task"] = {"state": d["state"], "task_type": d["task_type"]}
+out["task_list"] = len(sc.get_task_list(index)["tasks"])
+out["get_search"] = sorted(g["subject"] for g in anon.search(index, "alpha*")["gmeta"])
+f = anon.post_search(index, {"q": "*", "filters": [{"type": "range", "field_name": "size", "values": [{"from": 15, "to": "*"}]}]})
+out["filtered"] = sorted(g["subject"] for g in f["gmeta"])
+q = {"q": "*", "sort": [{"field_name": "size", "order": "desc"}], "facets": [{"field_name": "type"}], "limit": 2}
+for who, c in (("reader", ra), ("anonymous", anon)):
+    r = c.post_search(index, q)
+    out[who] = {"total": r["total"], "first": [g["subject"] for g in r["gmeta"]],
+                "types": {b["value"]: b["count"] for b in r["facet_results"][0]["buckets"]}}
+out["advanced"] = sorted(g["subject"] for g in ra.post_search(index, {"q": "size:>=20 AND NOT type:link", "advanced": True})["gmeta"])
+out["subject"] = ra.get_subject(index, "/p/gamma")["entries"][0]["content"]["name"]
+try:
+    anon.get_subject(index, "/p/gamma")
+    out["hidden_subject"] = 200
+except globus_sdk.SearchAPIError as e:
+    out["hidden_subject"] = e.http_status
+seen, marker = [], None
+while True:
+    kw = {"marker": marker} if marker else {}
+    page = ra.scroll(index, {"q": "*", "limit": 1, "filters": [{"type": "match_any", "field_name": "uid", "values": [1]}]}, **kw)
+    seen += [g["subject"] for g in page["gmeta"]]
+    if not page["has_next_page"]:
+        break
+    marker = page["marker"]
+out["scrolled"] = seen
+for who, c in (("reader_write", ra), ("anonymous_write", anon)):
+    try:
+        c.ingest(index, {"ingest_type": "GMetaEntry", "ingest_data": docs[0]})
+        out[who] = 200
+    except globus_sdk.SearchAPIError as e:
+        out[who] = e.http_status
+t = sc.batch_delete_by_subject(index, ["/p/beta"])["task_id"]
+out["delete_task"] = sc.get_task(t)["state"]
+out["left"] = sorted(g["subject"] for g in ra.post_search(index, {"q": "*"})["gmeta"])
+out["index_entries"] = ra.get_index(index)["num_entries"]
+print(json.dumps(out))
+"#;
+
+#[test]
+fn globus_sdk_search_client_works_against_serve_unchanged() {
+    assert!(
+        Command::new("python3").args(["-c", "import globus_sdk"]).status().map(|s| s.success()).unwrap_or(false),
+        "python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)"
+    );
+    let tmp = test_dir();
+    let t = tmp.path();
+    let tokens = tokens_file(t, &["urn:globus:auth:identity:a".into()], &["urn:globus:auth:identity:b".into()]);
+    let s = Serve::start(&t.join("index"), &tokens, None);
+    let run = Command::new("python3").args(["-c", SDK, &s.url, INDEX, WRITER, READER_A]).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let out: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let want = json!({
+        "ingest_task": {"state": "SUCCESS", "task_type": "INGEST"},
+        "task_list": 1,
+        "get_search": ["/p/alpha", "/p/alphabet"],
+        "filtered": ["/p/alphabet", "/p/beta"],
+        "reader": {"total": 4, "first": ["/p/alphabet", "/p/gamma"], "types": {"file": 3, "link": 1}},
+        "anonymous": {"total": 3, "first": ["/p/alphabet", "/p/beta"], "types": {"file": 3}},
+        "advanced": ["/p/alphabet", "/p/beta"],
+        "subject": "gamma",
+        "hidden_subject": 404,
+        "scrolled": ["/p/alpha", "/p/gamma"],
+        "reader_write": 403,
+        "anonymous_write": 401,
+        "delete_task": "SUCCESS",
+        "left": ["/p/alpha", "/p/alphabet", "/p/gamma"],
+        "index_entries": 3,
+    });
+    assert_eq!(out, want);
+}

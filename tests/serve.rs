@@ -494,3 +494,23 @@ fn globus_sdk_search_client_works_against_serve_unchanged() {
     });
     assert_eq!(out, want);
 }
+
+#[test]
+fn serve_refuses_an_exposed_tokens_file_and_a_second_writer() {
+    let tmp = test_dir();
+    let t = tmp.path();
+    let tokens = tokens_file(t, &["urn:globus:auth:identity:a".into()], &["urn:globus:auth:identity:b".into()]);
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let index = t.join("index");
+    let args = ["serve", "--index", index.to_str().unwrap(), "--listen", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()];
+    let (code, _, err) = icicle(&args, &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains(tokens.to_str().unwrap()) && err.contains("chmod 600"), "{err}");
+    assert!(!err.contains(WRITER) && !err.contains(READER_A), "a token reached stderr: {err}");
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let s = Serve::start(&index, &tokens, None);
+    let (code, _, err) = icicle(&args, &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("another process writes to this index"), "{err}");
+    drop(s);
+}

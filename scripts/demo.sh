@@ -127,3 +127,9 @@ for f in sorted(glob.glob("demo-out/primary/ingest-*.json")):
             print(json.dumps(e, indent=2)[:1500])
             raise SystemExit
 PY
+
+echo "== questions answered from the embedded index (demo-out/index, written by the main job above)"
+echo "files under /fs/home over 1 GiB not modified for a year: $("$bin/icicle" find -c configs/demo.toml /fs/home -size +1G -mtime +365 --count)"
+"$bin/icicle" find -c configs/demo.toml /fs/home -size +1G -mtime +365 --limit 3 -ls
+echo "the five directories below /fs/home holding the most bytes (icicle du):"
+"$bin/icicle" du -c configs/demo.toml /fs/home --top 5

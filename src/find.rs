@@ -351,8 +351,20 @@ fn now_secs() -> i64 {
 pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow::Result<ExitCode> {
     let dir = index_dir(args.index.clone(), cfg)?;
     let who = visibility(cfg, args.as_user.as_deref())?;
-    let (starts, filter, output) = parse_expression(&args.expression, now_secs())?;
-    let output = if args.json { Output::Json } else { output };
+    // `--count`, `--json` and `--limit N` are taken after the paths and predicates too.
+    let (mut count, mut json, mut limit) = (args.count, args.json, args.limit);
+    let mut expression = Vec::with_capacity(args.expression.len());
+    let mut it = args.expression.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--count" => count = true,
+            "--json" => json = true,
+            "--limit" => limit = Some(it.next().context("--limit: a number is missing")?.parse().context("--limit: not a number")?),
+            _ => expression.push(a.clone()),
+        }
+    }
+    let (starts, filter, output) = parse_expression(&expression, now_secs())?;
+    let output = if json { Output::Json } else { output };
     let reader = Reader::open(&dir)?;
     let starts = if starts.is_empty() { vec!["/".to_string()] } else { starts };
     let stdout = std::io::stdout();
@@ -361,12 +373,12 @@ pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow:
     let mut line = String::new();
     for start in starts {
         let f = Filter { under: (start != "/").then_some(start), ..filter.clone() };
-        if args.count {
+        if count {
             total += reader.count(&f, &who)?;
             continue;
         }
         let mut failed = None;
-        total += reader.entries(&f, &who, args.limit, |entry| {
+        total += reader.entries(&f, &who, limit, |entry| {
             line.clear();
             match &output {
                 Output::Json => line.push_str(&String::from_utf8_lossy(entry)),
@@ -391,7 +403,7 @@ pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow:
             return Err(e.into());
         }
     }
-    if args.count {
+    if count {
         writeln!(w, "{total}")?;
     }
     w.flush().or_else(|e| if e.kind() == std::io::ErrorKind::BrokenPipe { Ok(()) } else { Err(e) })?;

@@ -298,3 +298,45 @@ fn find_as_a_user_sees_only_what_their_principals_may() {
     let (code, out, err) = icicle(&["find", "-c", cfg.to_str().unwrap(), "--as", "987654"], &[]);
     assert_eq!((code, out.as_str()), (0, ""), "an unmapped uid sees nothing: {err}");
 }
+
+/// A local monitor (real kernel events, as root) publishing to the index while a random
+/// workload runs: afterwards the index holds exactly what a fresh walk finds, field by field.
+#[test]
+fn a_monitor_publishing_to_the_index_agrees_with_a_fresh_walk() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs the monitor tests as root");
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    let root = t.join("fs");
+    let mut w = icicle_testkit::lustre::Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
+    w.preexisting(60).unwrap();
+    let cfg = config(
+        t,
+        "monitor.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n[sources.local]\ntype = \"fanotify\"\nroot = \"{r}\"\npath_prefix = \"/\"\nstate_dir = \"{t}/state\"\n\
+             batch_size = 50\nquiet_period_secs = 0.05\nfallback = false\n[sinks.idx]\ntype = \"index\"\ndir = \"{t}/index\"\n",
+            r = root.display(),
+            t = t.display(),
+        ),
+    );
+    let child = start_monitor(t, &cfg, 2.0);
+    w.run(icicle_testkit::lustre::Kind::Mixed, 400, "/work").unwrap();
+    drop(w);
+    let report = finish(t, child);
+    assert!(report["local"]["updates"].as_u64().unwrap_or(0) > 0, "{report}");
+    let mut index = BTreeMap::new();
+    for line in find(t, &["--json"]) {
+        let e: Value = serde_json::from_str(&line).unwrap();
+        index.insert(e["content"]["path"].as_str().unwrap().to_string(), e);
+    }
+    let fresh = walk_snapshot(t, &root, "fresh");
+    let (missing, extra, differ) = compare(&index, &fresh);
+    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(index.len() > 60, "seed {seed}: {} records", index.len());
+}

@@ -1,7 +1,7 @@
 //! `icicle-mpi`: the snapshot pipelines of a configuration spread over MPI ranks
 //! (`mpirun -np N icicle-mpi snapshot -c pipeline.toml`). Rank 0 plans and hands out splits as
 //! ranks ask; every rank reads with one worker thread and delivers its primary records through
-//! its own sinks (a file sink writes to `<dir>/rank-<R>/`); the aggregates are shuffled to the
+//! its own sinks (a file or index sink writes to `<dir>/rank-<R>/`); the aggregates are shuffled to the
 //! rank owning each principal and the counts gathered on rank 0; rank 0 prints the summary of
 //! all ranks. A rank that fails aborts the whole run.
 
@@ -16,6 +16,7 @@ use mpi::traits::*;
 
 use icicle_core::config::LoadedConfig;
 use icicle_plugins_globus as _;
+use icicle_plugins_index as _;
 use icicle_plugins_kafka as _;
 use icicle_plugins_s3 as _;
 use icicle_plugins_sinks as _;
@@ -68,7 +69,8 @@ impl Progress for QueueDrivenProgress {
     }
 }
 
-/// The per-rank overrides: a file sink's directory and the rejects file get the rank; a
+/// The per-rank overrides: a file or index sink's directory and the rejects file get the rank
+/// (an index has one writer: each rank keeps its own); a
 /// Globus sink's `max_requests_per_s` is shared equally by the `size` ranks.
 fn rank_overrides(cfg: &LoadedConfig, rank: usize, size: usize) -> Vec<String> {
     let mut sets = Vec::new();
@@ -77,7 +79,7 @@ fn rank_overrides(cfg: &LoadedConfig, rank: usize, size: usize) -> Vec<String> {
             if let (true, Some(rate)) = (sink["type"] == "globus", sink["max_requests_per_s"].as_f64()) {
                 sets.push(format!("sinks.{id}.max_requests_per_s={}", serde_json::Value::from(rate / size.max(1) as f64)));
             }
-            if sink["type"] == "file" {
+            if sink["type"] == "file" || sink["type"] == "index" {
                 if let Some(dir) = sink["dir"].as_str() {
                     let dir = std::path::Path::new(dir).join(format!("rank-{rank}"));
                     sets.push(format!("sinks.{id}.dir={}", serde_json::Value::from(dir.display().to_string())));
@@ -169,12 +171,16 @@ mod tests {
             &cfg_file,
             "[snapshot]\nrejects_file = \"r.jsonl\"\n[sources.s]\ntype = \"tsv\"\npaths = [\"x\"]\npreset = \"icicle9\"\n\
              [sinks.f]\ntype = \"file\"\ndir = \"out\"\n[sinks.g]\ntype = \"globus\"\nindex_id = \"00000000-0000-0000-0000-000000000000\"\n\
-             token_env = \"T\"\nmax_requests_per_s = 10.0\n[sinks.h]\ntype = \"globus\"\nindex_id = \"00000000-0000-0000-0000-000000000000\"\ntoken_env = \"T\"\n",
+             token_env = \"T\"\nmax_requests_per_s = 10.0\n[sinks.h]\ntype = \"globus\"\nindex_id = \"00000000-0000-0000-0000-000000000000\"\ntoken_env = \"T\"\n\
+             [sinks.i]\ntype = \"index\"\ndir = \"idx\"\n",
         )
         .unwrap();
         let cfg = icicle_core::config::load(&[cfg_file], &[]).unwrap();
         let mut sets = rank_overrides(&cfg, 3, 4);
         sets.sort();
-        assert_eq!(sets, ["sinks.f.dir=\"out/rank-3\"", "sinks.g.max_requests_per_s=2.5", "snapshot.rejects_file=\"r.jsonl.rank-3\""]);
+        assert_eq!(
+            sets,
+            ["sinks.f.dir=\"out/rank-3\"", "sinks.g.max_requests_per_s=2.5", "sinks.i.dir=\"idx/rank-3\"", "snapshot.rejects_file=\"r.jsonl.rank-3\""]
+        );
     }
 }

@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 /// Counts that add up over ranks.
-const SUMMED: [&str; 22] = [
+const SUMMED: [&str; 21] = [
     "rows",
     "records",
     "directories",
@@ -23,7 +23,6 @@ const SUMMED: [&str; 22] = [
     "aggregate_records",
     "aggregates_deleted",
     "aggregate_deletes_withheld",
-    "unknown_scope_count",
     "batches_withheld",
     "peak_rss_bytes",
 ];
@@ -62,7 +61,12 @@ pub fn combine(ranks: &[Value]) -> Value {
     all["seconds"] = Value::from(seconds);
     all["rows_per_s"] = Value::from(if seconds > 0.0 { sum(ranks, |r| &r["rows"]) as f64 / seconds } else { 0.0 });
     all["reject_threshold_exceeded"] = Value::from(ranks.iter().any(|r| r["reject_threshold_exceeded"] == true));
-    all["unknown_scopes"] = Value::from(ranks.iter().flat_map(|r| r["unknown_scopes"].as_array().cloned().unwrap_or_default()).collect::<Vec<_>>());
+    // A versioned run shares every rank's unknown scopes with every rank (each plans its
+    // deletes under all of them): rank 0's list and count are the run's.
+    if first["versioned"] != true {
+        all["unknown_scopes"] = Value::from(ranks.iter().flat_map(|r| r["unknown_scopes"].as_array().cloned().unwrap_or_default()).collect::<Vec<_>>());
+        all["unknown_scope_count"] = Value::from(sum(ranks, |r| &r["unknown_scope_count"]));
+    }
     if let Some(agg) = all["pipelines"].get_mut("aggregate").and_then(Value::as_object_mut) {
         for key in ["principals", "records", "without_visible_to", "sketch_memory_bytes", "shuffled_bytes"] {
             agg.insert(key.into(), Value::from(sum(ranks, |r| &r["pipelines"]["aggregate"][key])));
@@ -134,5 +138,18 @@ mod tests {
         assert_eq!(all["pipelines"]["aggregate"]["sketch"], "ddsketch");
         assert_eq!(all["pipelines"]["aggregate"]["errors"], json!(["x"]));
         assert_eq!(all["ranks"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn unknown_scopes_are_added_up_unless_every_rank_holds_them_all() {
+        let scope = |p: &str| json!({"scope": p});
+        let a = json!({"unknown_scopes": [scope("/a")], "unknown_scope_count": 1});
+        let b = json!({"unknown_scopes": [scope("/b")], "unknown_scope_count": 1});
+        let all = combine(&[a, b]);
+        assert_eq!((all["unknown_scopes"].clone(), all["unknown_scope_count"].as_u64()), (json!([scope("/a"), scope("/b")]), Some(2)));
+        // A versioned run: every rank reports every rank's.
+        let both = json!({"versioned": true, "unknown_scopes": [scope("/a"), scope("/b")], "unknown_scope_count": 2});
+        let all = combine(&[both.clone(), both]);
+        assert_eq!((all["unknown_scopes"].clone(), all["unknown_scope_count"].as_u64()), (json!([scope("/a"), scope("/b")]), Some(2)));
     }
 }

@@ -562,26 +562,36 @@ pub fn begin(state_dir: &Path) -> std::io::Result<()> {
     icicle_core::durable::write_atomic(&new.join(FORMAT), format!("{SCHEME}\n").as_bytes())
 }
 
-/// Leave out of the new manifest (`manifest.new/`) the lines of `hashes` (paths this run read
-/// more than once): every part is rewritten without them.
-pub fn drop_new_lines(state_dir: &Path, hashes: &std::collections::HashSet<u128>) -> std::io::Result<()> {
+/// Leave out of the new manifest (`manifest.new/`: every part, or only part `part`, as a rank
+/// rewrites its own) the lines of `hashes` (paths this run read more than once); returns the
+/// path of each line left out.
+pub fn drop_new_lines(state_dir: &Path, hashes: &std::collections::HashSet<u128>, part: Option<usize>) -> std::io::Result<HashMap<u128, String>> {
+    let mut dropped = HashMap::new();
     if hashes.is_empty() {
-        return Ok(());
+        return Ok(dropped);
     }
-    for part in part_files(&state_dir.join("manifest.new"))? {
+    let new = state_dir.join("manifest.new");
+    let parts = match part {
+        Some(n) => vec![new.join(format!("part-{n:04}.tsv"))],
+        None => part_files(&new)?,
+    };
+    for part in parts {
         let input = BufReader::new(fs::File::open(&part)?);
         let staged = icicle_core::durable::stage(&part, true, |w| {
             for line in input.lines() {
                 let line = line?;
-                if !parse_line(&line).is_some_and(|(h, ..)| hashes.contains(&h)) {
-                    writeln!(w, "{line}")?;
+                match parse_line(&line).filter(|(h, ..)| hashes.contains(h)) {
+                    Some((h, _, subject, path)) => {
+                        dropped.extend(serde_json::from_str::<String>(path.unwrap_or(subject)).ok().map(|p| (h, p)));
+                    }
+                    None => writeln!(w, "{line}")?,
                 }
             }
             Ok(())
         })?;
         staged.commit(true)?;
     }
-    Ok(())
+    Ok(dropped)
 }
 
 /// Seal the new manifest before anything is delivered: `manifest.new/` becomes

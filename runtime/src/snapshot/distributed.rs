@@ -1,20 +1,24 @@
 //! A versioned run across ranks. Each rank holds the share of the previous manifest whose path
 //! hashes it owns; a rank that read a record sends its (hash, fingerprint) to the owner, which
-//! classifies it and answers whether to send it. Each rank plans the deletes of its share under
-//! the unknown scopes of every rank; the reject ceiling and the deletion guard are decided on
-//! the sums of all ranks, so every rank decides alike. Rank 0 seals the new manifest (every
+//! classifies it and answers whether to send it; a path asked about more than once (two rows,
+//! on any ranks) is classified by none and its rows become rejects ([`super::repeated`]), as in
+//! one process. Each rank plans the deletes of its share under the unknown scopes of every
+//! rank; the reject ceiling and the deletion guard are decided on the sums of all ranks, so
+//! every rank decides alike. Rank 0 seals the new manifest (every
 //! rank's parts) before anything is delivered and commits it after every rank delivered.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use icicle_core::config::{EmitMode, SnapshotSettings};
 use icicle_core::error::IcicleError;
 use icicle_core::scope::{Scope, UnknownScopes};
 
+use super::repeated::{self, RankRows};
 use super::worker::RecordKey;
 use super::{io, SnapshotJob, SnapshotSummary};
 use crate::cluster::{hash_owner, put_bytes, Cluster, Fields};
-use crate::manifest::{self, Change, PreviousManifest};
+use crate::manifest::{self, Change, PreviousManifest, Sighting};
 use crate::rejects::RejectLog;
 use crate::spool::Outbox;
 
@@ -22,61 +26,125 @@ fn internal(what: &str, e: String) -> IcicleError {
     IcicleError::Internal(format!("{what} across ranks: {e}"))
 }
 
-/// The part number of a rank's manifest files (its worker's is `(rank + 1) * 1000`).
-pub(super) fn carry_part(rank: usize) -> usize {
-    (rank + 1) * 1000 + 999
+/// The part number of a rank's manifest file its worker writes.
+pub(super) fn worker_part(rank: usize) -> usize {
+    (rank + 1) * 1000
 }
 
+/// The part number of a rank's manifest file of carried-over lines.
+pub(super) fn carry_part(rank: usize) -> usize {
+    worker_part(rank) + 999
+}
+
+/// An owner's answer about one record: not to send it (unchanged), to send it, or that its
+/// path was read more than once in this run (by any ranks).
+const SKIP: u8 = 0;
+const SEND: u8 = 1;
+const REPEATED: u8 = 2;
+
 /// Classify this rank's records on the ranks owning their paths; returns the send flag of
-/// each encoded entry, in order, and adds the owners' counts to `summary`.
+/// each encoded entry, in order, and adds the owners' counts to `summary`. A path read more
+/// than once is classified by none of its rows, which become rejects ([`repeated::reject`]).
 pub(super) fn classify(
     cluster: &dyn Cluster,
     previous: &PreviousManifest,
     keys: &[RecordKey],
+    rows: &RankRows<'_>,
     emit: EmitMode,
     summary: &mut SnapshotSummary,
 ) -> Result<Vec<bool>, IcicleError> {
     let n = cluster.size();
     let mut out = vec![Vec::new(); n];
-    for (hash, was, now, _) in keys {
-        let o = &mut out[hash_owner(*hash, n)];
-        o.extend_from_slice(&hash.to_le_bytes());
-        o.extend_from_slice(&was.to_le_bytes());
-        o.extend_from_slice(&now.to_le_bytes());
+    for k in keys {
+        let o = &mut out[hash_owner(k.hash, n)];
+        o.extend_from_slice(&k.hash.to_le_bytes());
+        o.extend_from_slice(&k.was.to_le_bytes());
+        o.extend_from_slice(&k.now.to_le_bytes());
     }
     let asked = cluster.exchange(out).map_err(|e| internal("sending records to classify", e))?;
-    let mut answers = Vec::with_capacity(n);
-    for buf in &asked {
-        let mut reply = Vec::with_capacity(buf.len() / 32);
-        for key in buf.chunks_exact(32) {
-            let short = || internal("classifying", "short key".into());
-            let hash = u128::from_le_bytes(key[..16].try_into().map_err(|_| short())?);
-            let was = u64::from_le_bytes(key[16..24].try_into().map_err(|_| short())?);
-            let now = u64::from_le_bytes(key[24..].try_into().map_err(|_| short())?);
-            let change = previous.classify_both(hash, was, now);
-            match change {
-                Change::Created => summary.created += 1,
-                Change::Updated => summary.updated += 1,
-                Change::Unchanged => summary.unchanged += 1,
-            }
-            reply.push(u8::from(change != Change::Unchanged || emit == EmitMode::All));
-        }
-        answers.push(reply);
-    }
+    let answers = answer(previous, &asked, emit, summary)?;
     let replies = cluster.exchange(answers).map_err(|e| internal("answering classifications", e))?;
     let mut cursor = vec![0usize; n];
     let mut send = Vec::with_capacity(keys.len());
-    for (hash, _, _, encoded) in keys {
-        let o = hash_owner(*hash, n);
+    let mut again = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let o = hash_owner(k.hash, n);
         let flag = replies[o].get(cursor[o]).copied().ok_or_else(|| internal("classifying", format!("rank {o} answered too few")))?;
         cursor[o] += 1;
-        if *encoded {
-            send.push(flag == 1);
+        if flag == REPEATED {
+            again.push(i);
+        }
+        if k.encoded {
+            send.push(flag == SEND);
         }
     }
     // As in one process: what is emitted is what is sent.
     summary.emitted = send.iter().filter(|s| **s).count() as u64;
+    repeated::reject(cluster, keys, &again, rows, summary)?;
     Ok(send)
+}
+
+/// On the owner: classify every rank's records (`asked`, in rank order) and answer each,
+/// counting them in `summary`; a path asked about more than once is left unclassified (its
+/// previous line is then carried over, as in one process) and answered [`REPEATED`].
+fn answer(previous: &PreviousManifest, asked: &[Vec<u8>], emit: EmitMode, summary: &mut SnapshotSummary) -> Result<Vec<Vec<u8>>, IcicleError> {
+    let mut changes: Vec<Vec<Option<Change>>> = Vec::with_capacity(asked.len());
+    let mut repeated = HashSet::new();
+    let mut firsts = Vec::new();
+    for (sender, buf) in asked.iter().enumerate() {
+        let mut mine = Vec::with_capacity(buf.len() / 32);
+        for (pos, key) in buf.chunks_exact(32).enumerate() {
+            let short = || internal("classifying", "short key".into());
+            let hash = u128::from_le_bytes(key[..16].try_into().map_err(|_| short())?);
+            let was = u64::from_le_bytes(key[16..24].try_into().map_err(|_| short())?);
+            let now = u64::from_le_bytes(key[24..].try_into().map_err(|_| short())?);
+            // Here a sighting names the asking rank and the record's place in its request.
+            let at = Sighting::new(u32::try_from(sender).unwrap_or(u32::MAX), pos as u64, false);
+            match previous.classify_at(hash, was, now, at) {
+                Ok(change) => mine.push(Some(change)),
+                Err((first, _)) => {
+                    mine.push(None);
+                    if repeated.insert(hash) {
+                        firsts.push(first);
+                    }
+                }
+            }
+        }
+        changes.push(mine);
+    }
+    for first in firsts {
+        if let (Some(sender), Some(pos), _) = first.place() {
+            if let Some(c) = changes.get_mut(sender as usize).and_then(|m| m.get_mut(pos as usize)) {
+                *c = None;
+            }
+        }
+    }
+    for hash in &repeated {
+        previous.forget(*hash);
+    }
+    let mut answers = Vec::with_capacity(changes.len());
+    for mine in changes {
+        let mut reply = Vec::with_capacity(mine.len());
+        for change in mine {
+            reply.push(match change {
+                None => REPEATED,
+                Some(c) => {
+                    match c {
+                        Change::Created => summary.created += 1,
+                        Change::Updated => summary.updated += 1,
+                        Change::Unchanged => summary.unchanged += 1,
+                    }
+                    if c != Change::Unchanged || emit == EmitMode::All {
+                        SEND
+                    } else {
+                        SKIP
+                    }
+                }
+            });
+        }
+        answers.push(reply);
+    }
+    Ok(answers)
 }
 
 fn scope_bytes(out: &mut Vec<u8>, scope: &Scope, input: &str, reason: &str) {

@@ -46,6 +46,14 @@ impl Duplicates {
         u32::try_from(inputs.len() - 1).unwrap_or(u32::MAX)
     }
 
+    /// The input (its name), place and whether the place is a byte offset of the row read at
+    /// `s`, as this process numbered its inputs.
+    pub(super) fn place(&self, s: Sighting) -> (Option<String>, Option<u64>, bool) {
+        let (input, at, by_offset) = s.place();
+        let inputs = self.inputs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (input.and_then(|i| inputs.get(i as usize)).cloned(), at, by_offset)
+    }
+
     /// `path` (hash `hash`) read again `at`, first read at `first`.
     pub(super) fn found(&self, hash: u128, path: &str, first: (Sighting, Change), at: Sighting) {
         let mut found = self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -74,14 +82,7 @@ impl Duplicates {
             summary.records -= 1;
             summary.rejects += 1;
             let mut rows: Vec<Reject> = std::iter::once(r.first.0).chain(r.again.iter().copied()).map(|s| row_of(&inputs, s)).collect();
-            crate::rejects::resolve_lines(&mut rows);
-            let places: Vec<String> = rows.iter().map(place_of).collect();
-            let reason = format!(
-                "{:?}: read {} times ({}): which is the file is unknown, so none is indexed and the index keeps what it held",
-                r.path,
-                rows.len(),
-                places.join(", ")
-            );
+            let reason = reason(&r.path, &mut rows);
             for mut row in rows {
                 row.reason.clone_from(&reason);
                 rejects.push(row.scoped(Scope::Exact(r.path.clone())));
@@ -99,12 +100,28 @@ impl Duplicates {
 /// The reject of the row read at `s`.
 fn row_of(inputs: &[String], s: Sighting) -> Reject {
     let (input, at, by_offset) = s.place();
-    let input = input.and_then(|i| inputs.get(i as usize)).map_or("(an input of this run)", String::as_str);
+    row(input.and_then(|i| inputs.get(i as usize)).map(String::as_str), at, by_offset)
+}
+
+/// The reject of a row of `input` (unknown: `None`) at byte offset `at` (`by_offset`) or
+/// numbered `at`, without its reason yet.
+pub(super) fn row(input: Option<&str>, at: Option<u64>, by_offset: bool) -> Reject {
+    let input = input.unwrap_or("(an input of this run)");
     match at {
         Some(o) if by_offset => Reject::at_offset(input, o, ""),
         Some(r) => Reject::at_row(input, r, ""),
         None => Reject::row(input, "", None),
     }
+}
+
+/// The reason of every row of `path` read more than once (`rows`, which get their lines and
+/// are sorted by input and place, so that the reason is the same however the rows were
+/// read): it names all of them.
+pub(super) fn reason(path: &str, rows: &mut [Reject]) -> String {
+    crate::rejects::resolve_lines(rows);
+    rows.sort_by(|a, b| (&a.input, a.line, a.offset).cmp(&(&b.input, b.line, b.offset)));
+    let places: Vec<String> = rows.iter().map(place_of).collect();
+    format!("{path:?}: read {} times ({}): which is the file is unknown, so none is indexed and the index keeps what it held", rows.len(), places.join(", "))
 }
 
 /// `input line N` (or byte offset, or row) of a reject.

@@ -4,6 +4,7 @@
 
 mod distributed;
 mod duplicates;
+mod repeated;
 mod worker;
 
 use std::path::PathBuf;
@@ -264,8 +265,10 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let pipeline_subjects = out.pipelines(&mut job, previous.is_some(), &mut summary).await?;
     match (job.cluster.clone(), &settings.state_dir, previous.as_deref()) {
         (Some(c), Some(dir), Some(prev)) => {
+            // Paths read more than once become rejects here, before the reject ceiling.
+            let rows = repeated::RankRows { dir, part: distributed::worker_part(c.rank()), inputs: &duplicates, rejects: &rejects };
+            let send = distributed::classify(c.as_ref(), prev, &keys, &rows, settings.emit, &mut summary)?;
             distributed::check_rejects(c.as_ref(), &settings, &rejects, &mut summary)?;
-            let send = distributed::classify(c.as_ref(), prev, &keys, settings.emit, &mut summary)?;
             distributed::finish(&mut job, c.as_ref(), dir, prev, &rejects, out.outbox, &pipeline_subjects, &send, &mut summary).await?;
         }
         _ => {
@@ -510,7 +513,7 @@ async fn finish(
         if summary.reject_threshold_exceeded {
             tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
         } else {
-            manifest::drop_new_lines(dir, &held.left_out.hashes).map_err(|e| io("leaving paths read twice out of the manifest", e))?;
+            manifest::drop_new_lines(dir, &held.left_out.hashes, None).map_err(|e| io("leaving paths read twice out of the manifest", e))?;
             let d = crate::deletes::plan(dir, prev, &unknown, pipeline_subjects, nworkers + 1).map_err(|e| io("planning the deletes", e))?;
             summary.deletes_withheld = d.withheld;
             summary.aggregate_deletes_withheld = d.aggregates_withheld;

@@ -130,19 +130,30 @@ pub(super) struct Worker {
     /// The last parent directory looked up in `dirs`, and its chain.
     last_parent: Option<(String, Option<Arc<[Perm]>>)>,
     /// Across ranks, a versioned run classifies later, on the rank owning each path: every
-    /// record's (path hash, fingerprints, whether its entry was encoded), in order.
+    /// record's path hash, fingerprints, whether its entry was encoded and where it was read,
+    /// in order.
     keys: Option<Vec<RecordKey>>,
-    /// A versioned run in one process: where each path was first read, to find paths read
-    /// twice; with the number of the current input (once a row of it names its offset).
+    /// A versioned run: the inputs by number, to say where a row was read (in one process
+    /// also where each path was first read, to find paths read twice); with the number of the
+    /// current input (once a row of it names its offset).
     duplicates: Option<Arc<Duplicates>>,
     input_number: Option<u32>,
     /// The byte offset of the row being recorded, when its source names it.
     offset: Option<u64>,
 }
 
-/// A record of a versioned run across ranks: path hash, fingerprint in the previous
-/// manifest's scheme and in this release's, entry encoded.
-pub(super) type RecordKey = (u128, u64, u64, bool);
+/// A record of a versioned run across ranks, classified on the rank owning its path.
+pub(super) struct RecordKey {
+    /// The path's hash.
+    pub(super) hash: u128,
+    /// Its fingerprint in the previous manifest's scheme and in this release's.
+    pub(super) was: u64,
+    pub(super) now: u64,
+    /// Whether its entry was encoded (held for delivery).
+    pub(super) encoded: bool,
+    /// Where it was read (inputs numbered by this rank's [`Duplicates`]).
+    pub(super) at: Sighting,
+}
 
 impl Worker {
     /// The chain of directories above `path` from the table, cached for its siblings.
@@ -302,12 +313,13 @@ impl Worker {
             Ok(v) => v,
             Err(e) => return self.withdraw(rec, e),
         };
-        if let (Some(keys), Some(m)) = (&mut self.keys, &mut self.manifest) {
+        if self.keys.is_some() && self.manifest.is_some() {
             let hash = manifest::path_hash(rec.path);
             // Classified by the owning rank against the previous manifest's scheme.
-            let (was, fp) = self.previous.as_ref().map_or_else(|| (0, manifest::fingerprint(rec, &vis)), |p| p.fingerprints(rec, &vis));
-            keys.push((hash, was, fp, false));
-            if let Err(e) = m.push(hash, fp, &subject_for(rec.path), Some(rec.path)) {
+            let (was, now) = self.previous.as_ref().map_or_else(|| (0, manifest::fingerprint(rec, &vis)), |p| p.fingerprints(rec, &vis));
+            let at = self.sighting();
+            self.keys.get_or_insert_with(Vec::new).push(RecordKey { hash, was, now, encoded: false, at });
+            if let Some(Err(e)) = self.manifest.as_mut().map(|m| m.push(hash, now, &subject_for(rec.path), Some(rec.path))) {
                 self.io_error.get_or_insert(format!("writing the manifest: {e}"));
             }
         } else if let (Some(prev), Some(_)) = (&self.previous, &self.manifest) {
@@ -335,7 +347,7 @@ impl Worker {
             self.chunk.commit();
             self.counts.emitted += 1;
             if let Some(k) = self.keys.as_mut().and_then(|k| k.last_mut()) {
-                k.3 = true;
+                k.encoded = true;
             }
         } else {
             self.chunk.rollback();
@@ -388,7 +400,7 @@ pub(super) fn spawn(
     let mut handles = Vec::new();
     for w in 0..nworkers {
         // Across ranks every rank writes its own parts into the shared manifest directory.
-        let part = shared.cluster.as_ref().map_or(w, |c| (c.rank() + 1) * 1000 + w);
+        let part = shared.cluster.as_ref().map_or(w, |c| super::distributed::worker_part(c.rank()) + w);
         let manifest_writer = match (&settings.state_dir, &previous) {
             (Some(dir), Some(_)) => Some(ManifestWriter::create(dir, part).map_err(|e| super::io("creating the manifest", e))?),
             _ => None,
@@ -412,7 +424,7 @@ pub(super) fn spawn(
             dirs: job.policy.access.map(|_| job.policy.dirs.clone()),
             last_parent: None,
             keys: (shared.cluster.is_some() && previous.is_some()).then(Vec::new),
-            duplicates: (shared.cluster.is_none() && previous.is_some()).then(|| duplicates.clone()),
+            duplicates: previous.is_some().then(|| duplicates.clone()),
             input_number: None,
             offset: None,
         };

@@ -14,6 +14,8 @@ for p in libopenmpi-dev libclang-dev libssl-dev pkg-config libcurl4-openssl-dev;
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
+# Headless Chromium drives the web page of `icicle serve` (tests/web_page.rs, over the DevTools pipe).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   apt-get update -qq

@@ -16,6 +16,8 @@ command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 for p in libopenmpi-dev libclang-dev libssl-dev pkg-config libcurl4-openssl-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
+# Headless Chromium drives the web page of `icicle serve` (tests/web_page.rs, over the DevTools pipe).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi

@@ -9,13 +9,15 @@
 //! /v1/index/<id>/batch_delete_by_subject`, `GET /v1/task/<task_id>`, `GET
 //! /v1/task_list/<id>`, `GET /v1/index/<id>/subject?subject=`, `GET
 //! /v1/index/<id>/entry?subject=`, `GET` and `POST /v1/index/<id>/search`, `POST
-//! /v1/index/<id>/scroll` and `GET /v1/index/<id>`.
+//! /v1/index/<id>/scroll` and `GET /v1/index/<id>`; and the web search page at `/`
+//! ([`page`]).
 
 pub mod advanced;
 pub mod answer;
 pub mod auth;
 pub mod fields;
 pub mod http;
+pub mod page;
 pub mod request;
 mod write;
 
@@ -190,8 +192,14 @@ impl Service {
         }
     }
 
-    /// Answer one request.
+    /// Answer one request: the web page's assets (`GET /` and `/assets/...`), else the API.
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>, origin: &Origin) -> Resp {
+        let head = req.method() == hyper::Method::HEAD;
+        if head || req.method() == hyper::Method::GET {
+            if let Some((body, content_type)) = page::asset(req.uri().path(), &self.index_id) {
+                return page::response(body, content_type, head);
+            }
+        }
         match self.route(req, origin).await {
             Ok(v) => json_response(200, &v),
             Err(e) => error_response(&e),

@@ -31,6 +31,7 @@ fn plugins_lists_the_expected_set() {
             "sink:blackhole",
             "sink:file",
             "sink:globus",
+            "sink:index",
             "sink:kafka",
             "sink:stdout",
             "placement:file",

@@ -247,7 +247,12 @@ impl ChangeStream for ChangelogStream {
         counts.cleared_index = to;
         counts.clears += 1;
         let labels = [("component", self.name.as_str()), ("mdt", mdt.as_str())];
-        icicle_core::metrics::Metrics::global().set("icicle_changelog_cleared", "Last changelog index cleared (acknowledged) per MDT.", &labels, to as f64);
+        let m = icicle_core::metrics::Metrics::global();
+        // The lag moves first, so no reader sees the new position beside the old lag.
+        if let Some(c) = self.covered {
+            m.set("icicle_changelog_lag", "Changelog records read but not yet cleared, per MDT.", &labels, c.saturating_sub(to) as f64);
+        }
+        m.set("icicle_changelog_cleared", "Last changelog index cleared (acknowledged) per MDT.", &labels, to as f64);
         Ok(())
     }
 }

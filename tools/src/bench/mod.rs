@@ -12,6 +12,7 @@ use figment::Figment;
 use icicle_runtime::snapshot::NoProgress;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
 
+mod index;
 mod monitor;
 mod ranks;
 
@@ -33,6 +34,10 @@ pub enum BenchCommand {
     /// End to end through the fake `lfs`: `icicle monitor --drain` with the directory tree
     /// against the FSMonitor-style mode (fid2path for every record, small LRU).
     MonitorE2e(MonitorE2eArgs),
+    /// A generated CSV snapshot (primary and aggregate records) into the embedded index, then
+    /// the questions `icicle find` and `icicle du` ask, warm: ingest rate, peak memory, bytes
+    /// on disk per record, and each question's latency.
+    Index(index::IndexArgs),
     /// One measured run in a fresh process (used by `icicle-bench snapshot`, so that peak memory
     /// covers the pipeline alone, not the generator).
     #[command(hide = true)]
@@ -258,6 +263,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Monitor(a) => monitor::monitor(a),
         BenchCommand::MonitorKafka(a) => monitor::monitor_kafka(a),
         BenchCommand::MonitorE2e(a) => monitor::monitor_e2e(a),
+        BenchCommand::Index(a) => index::index(a),
         BenchCommand::SnapshotRun(a) => snapshot_run(a),
     }
 }
@@ -359,7 +365,8 @@ fn snapshot_run(args: SnapshotRunArgs) -> anyhow::Result<ExitCode> {
     let sink_toml = match sink.as_str() {
         "blackhole" => "type = \"blackhole\"".to_string(),
         "file" => format!("type = \"file\"\ndir = \"{}\"", out.display()),
-        other => anyhow::bail!("unknown bench sink `{other}` (blackhole, file)"),
+        "index" => format!("type = \"index\"\ndir = \"{}\"\nmemory_mb = 256", out.display()),
+        other => anyhow::bail!("unknown bench sink `{other}` (blackhole, file, index)"),
     };
     let extra = match &all_pipelines {
         Some(sketch) if aggregate_only => format!(

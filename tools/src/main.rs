@@ -9,8 +9,8 @@ use clap::Parser;
 
 // Link the plugin crates so their `inventory` registrations are present.
 use icicle_plugins_globus as _;
-use icicle_plugins_index as _;
 use icicle_plugins_gpfs as _;
+use icicle_plugins_index as _;
 use icicle_plugins_kafka as _;
 use icicle_plugins_lustre as _;
 use icicle_plugins_s3 as _;

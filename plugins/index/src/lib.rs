@@ -9,6 +9,7 @@ pub mod schema;
 pub mod search;
 pub mod sink;
 pub mod store;
+pub mod upsert;
 
 pub use search::{Filter, Reader, Visibility};
 pub use sink::{IndexSink, IndexSinkConfig};

@@ -26,6 +26,8 @@ pub struct Fields {
     pub path: Field,
     /// The last component of `path`.
     pub name: Field,
+    /// `name` reversed: a pattern that ends in a literal (`*.py`) is a prefix of it.
+    pub name_reversed: Field,
     /// Every directory above `path` (`/a`, `/a/b` for `/a/b/c`): "below a directory" is one term.
     pub ancestors: Field,
     /// The directory holding `path`.
@@ -61,6 +63,7 @@ impl Fields {
             kind: b.add_text_field("kind", STRING | FAST),
             path: b.add_text_field("path", STRING | FAST),
             name: b.add_text_field("name", STRING),
+            name_reversed: b.add_text_field("name_reversed", STRING),
             ancestors: b.add_text_field("ancestors", STRING),
             parent: b.add_text_field("parent", STRING),
             id: b.add_text_field("id", STRING | FAST),
@@ -93,6 +96,7 @@ impl Fields {
             kind: f("kind")?,
             path: f("path")?,
             name: f("name")?,
+            name_reversed: f("name_reversed")?,
             ancestors: f("ancestors")?,
             parent: f("parent")?,
             id: f("id")?,
@@ -231,7 +235,9 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
     if let Some(p) = path {
         doc.add_text(f.path, p);
         doc.add_text(f.words, p);
-        doc.add_text(f.name, p.rsplit('/').next().unwrap_or(p));
+        let name = p.rsplit('/').next().unwrap_or(p);
+        doc.add_text(f.name, name);
+        doc.add_text(f.name_reversed, name.chars().rev().collect::<String>());
         doc.add_text(f.parent, parent(p));
         for a in ancestors(p) {
             doc.add_text(f.ancestors, a);

@@ -162,7 +162,12 @@ pub fn query(fields: &Fields, filter: &Filter, who: &Visibility) -> Result<Box<d
     }
     for (field, glob) in [(f.name, &filter.name_glob), (f.path, &filter.path_glob)] {
         if let Some(g) = glob {
-            let re = glob_to_regex(g)?;
+            // `*LITERAL` (`*.py`): a prefix of the reversed name, not a scan of every name.
+            let suffix = g.strip_prefix('*').filter(|l| field == f.name && !l.is_empty() && !l.contains(['*', '?', '[', '\\']));
+            let (re, field) = match suffix {
+                Some(l) => (format!("{}.*", glob_to_regex(&l.chars().rev().collect::<String>())?), f.name_reversed),
+                None => (glob_to_regex(g)?, field),
+            };
             let q = RegexQuery::from_pattern(&re, field).map_err(|e| IndexError::Query(format!("pattern {g:?}: {e}")))?;
             must.push(Box::new(q));
         }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use tantivy::{IndexWriter, TantivyDocument, Term};
+use tantivy::{IndexWriter, TantivyDocument};
 
 use icicle_core::batch::DocumentBatch;
 use icicle_core::error::{ConfigError, SinkError};
@@ -16,6 +16,7 @@ use icicle_core::traits::Sink;
 
 use crate::schema::{document, Fields};
 use crate::store::{IndexError, Store};
+use crate::upsert::Upserts;
 
 /// The configuration of an `index` sink.
 #[derive(Debug, Deserialize)]
@@ -47,6 +48,9 @@ pub struct IndexSink {
     writer: Option<IndexWriter<TantivyDocument>>,
     /// Operations delivered since the last commit.
     uncommitted: u64,
+    /// The last commit, to know which subjects an upsert replaces.
+    reader: tantivy::IndexReader,
+    upserts: Upserts,
 }
 
 impl IndexSink {
@@ -54,7 +58,8 @@ impl IndexSink {
     pub fn open(id: &str, dir: PathBuf, threads: usize, memory_bytes: usize) -> Result<IndexSink, IndexError> {
         let store = Store::open_or_create(&dir)?;
         let writer = store.writer(threads, memory_bytes)?;
-        Ok(IndexSink { id: id.to_string(), dir, fields: store.fields, writer: Some(writer), uncommitted: 0 })
+        let reader = store.index.reader_builder().reload_policy(tantivy::ReloadPolicy::Manual).try_into().map_err(|e| IndexError::engine(&dir, e))?;
+        Ok(IndexSink { id: id.to_string(), dir, fields: store.fields, writer: Some(writer), uncommitted: 0, reader, upserts: Upserts::default() })
     }
 
     fn io(&self, reason: impl std::fmt::Display) -> SinkError {
@@ -76,6 +81,8 @@ impl IndexSink {
         self.writer = Some(writer);
         result.map_err(|e| self.io(format!("commit: {e}")))?;
         self.uncommitted = 0;
+        self.upserts.committed();
+        self.reader.reload().map_err(|e| self.io(format!("reading the commit: {e}")))?;
         Ok(())
     }
 }
@@ -84,19 +91,18 @@ impl IndexSink {
 impl Sink for IndexSink {
     async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
         let writer = self.writer.as_ref().ok_or_else(|| self.io("the writer was lost by an earlier failure"))?;
+        let committed = self.reader.searcher();
         match batch {
             DocumentBatch::Ingest(entries) => {
                 for (i, e) in entries.entries().enumerate() {
                     let parsed = document(&self.fields, e).map_err(|r| self.io(format!("entry {i} of the batch: {r}")))?;
-                    // The delete covers only documents added before it: the new one stays.
-                    writer.delete_term(Term::from_field_text(self.fields.subject, &parsed.subject));
-                    writer.add_document(parsed.doc).map_err(|e| self.io(e))?;
+                    self.upserts.upsert(writer, &committed, self.fields.subject, parsed).map_err(|e| self.io(e))?;
                 }
                 self.uncommitted += entries.len() as u64;
             }
             DocumentBatch::Delete(subjects) => {
                 for s in subjects {
-                    writer.delete_term(Term::from_field_text(self.fields.subject, s));
+                    self.upserts.delete(writer, self.fields.subject, s);
                 }
                 self.uncommitted += subjects.len() as u64;
             }

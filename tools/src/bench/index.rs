@@ -90,10 +90,16 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
     let (du_files, du_dir) = best.unwrap_or((0, "/".into()));
     let year_ago = NOW_REF - 365 * 86_400;
     let questions: Vec<(String, Filter)> = vec![
-        ("owner 1000 and size > 1 MiB".into(), Filter { uid: Some(1000), size: Span { lo: std::ops::Bound::Excluded(1 << 20), hi: std::ops::Bound::Unbounded }, ..files_only.clone() }),
+        (
+            "owner 1000 and size > 1 MiB".into(),
+            Filter { uid: Some(1000), size: Span { lo: std::ops::Bound::Excluded(1 << 20), hi: std::ops::Bound::Unbounded }, ..files_only.clone() },
+        ),
         ("below /fs/home/user1000".into(), Filter { under: Some("/fs/home/user1000".into()), ..files_only.clone() }),
         ("name *.py".into(), Filter { name_glob: Some("*.py".into()), ..files_only.clone() }),
-        ("mtime over a year before 2026-01-01".into(), Filter { mtime: Span { lo: std::ops::Bound::Unbounded, hi: std::ops::Bound::Included(year_ago) }, ..files_only.clone() }),
+        (
+            "mtime over a year before 2026-01-01".into(),
+            Filter { mtime: Span { lo: std::ops::Bound::Unbounded, hi: std::ops::Bound::Included(year_ago) }, ..files_only.clone() },
+        ),
     ];
     eprintln!("\n| question | matches | count p50 ms | count p99 ms | first 100 p50 ms | first 100 p99 ms |\n|---|---|---|---|---|---|");
     for (what, f) in &questions {
@@ -101,7 +107,10 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
         let (_, first) = timed(repeat, || Ok(reader.entries(f, &all, Some(100), |_| {})?))?;
         let ms = |l: &[f64], q| quantile(l, q) * 1e3;
         eprintln!("| {what} | {n} | {:.2} | {:.2} | {:.2} | {:.2} |", ms(&count, 0.5), ms(&count, 0.99), ms(&first, 0.5), ms(&first, 0.99));
-        println!("{}", serde_json::json!({"bench": "index-query", "question": what, "matches": n, "count_p50_s": quantile(&count, 0.5), "count_p99_s": quantile(&count, 0.99), "first100_p50_s": quantile(&first, 0.5), "first100_p99_s": quantile(&first, 0.99)}));
+        println!(
+            "{}",
+            serde_json::json!({"bench": "index-query", "question": what, "matches": n, "count_p50_s": quantile(&count, 0.5), "count_p99_s": quantile(&count, 0.99), "first100_p50_s": quantile(&first, 0.5), "first100_p99_s": quantile(&first, 0.99)})
+        );
     }
     // `du DIR`: the directory's aggregate record and its children's.
     let du = |dir: &str| -> anyhow::Result<u64> {
@@ -111,6 +120,9 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
     };
     let (n, lat) = timed(repeat, || du(&du_dir))?;
     eprintln!("| du {du_dir} ({du_files} files below) | {n} records | | | {:.2} | {:.2} |", quantile(&lat, 0.5) * 1e3, quantile(&lat, 0.99) * 1e3);
-    println!("{}", serde_json::json!({"bench": "index-du", "dir": du_dir, "files_below": du_files, "records": n, "p50_s": quantile(&lat, 0.5), "p99_s": quantile(&lat, 0.99)}));
+    println!(
+        "{}",
+        serde_json::json!({"bench": "index-du", "dir": du_dir, "files_below": du_files, "records": n, "p50_s": quantile(&lat, 0.5), "p99_s": quantile(&lat, 0.99)})
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -4,7 +4,6 @@
 //! task it names is `SUCCESS` (a failed commit answers 500 and leaves nothing half-applied).
 
 use serde_json::{json, Value};
-use tantivy::Term;
 
 use super::{ApiError, Service};
 use crate::schema::{document, Parsed};
@@ -82,18 +81,21 @@ impl Service {
             Op::Ingest(docs) => docs.len(),
             Op::Delete(subjects) => subjects.len(),
         };
+        // Under the writer's lock, the last commit (another write's may not be loaded yet): an
+        // upsert must see every subject the index holds, or it leaves an old document beside it.
+        self.reader.reload().map_err(|e| failed(&e))?;
+        let committed = self.reader.searcher();
+        let mut upserts = crate::upsert::Upserts::default();
         let applied: Result<(), tantivy::TantivyError> = (|| {
             match op {
                 Op::Ingest(docs) => {
                     for p in docs {
-                        // The delete covers only documents added before it: the new one stays.
-                        w.delete_term(Term::from_field_text(self.fields.subject, &p.subject));
-                        w.add_document(p.doc)?;
+                        upserts.upsert(&w, &committed, self.fields.subject, p)?;
                     }
                 }
                 Op::Delete(subjects) => {
                     for s in subjects {
-                        w.delete_term(Term::from_field_text(self.fields.subject, &s));
+                        upserts.delete(&w, self.fields.subject, &s);
                     }
                 }
             }

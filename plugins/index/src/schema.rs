@@ -26,8 +26,10 @@ pub struct Fields {
     pub path: Field,
     /// The last component of `path`.
     pub name: Field,
-    /// `name` reversed: a pattern that ends in a literal (`*.py`) is a prefix of it.
+    /// `name` reversed: a pattern that ends in a literal (`*.out.1`) is a prefix of it.
     pub name_reversed: Field,
+    /// What follows the last `.` of `name`: `*.py` is one term.
+    pub extension: Field,
     /// Every directory above `path` (`/a`, `/a/b` for `/a/b/c`): "below a directory" is one term.
     pub ancestors: Field,
     /// The directory holding `path`.
@@ -64,6 +66,7 @@ impl Fields {
             path: b.add_text_field("path", STRING | FAST),
             name: b.add_text_field("name", STRING),
             name_reversed: b.add_text_field("name_reversed", STRING),
+            extension: b.add_text_field("extension", STRING),
             ancestors: b.add_text_field("ancestors", STRING),
             parent: b.add_text_field("parent", STRING),
             id: b.add_text_field("id", STRING | FAST),
@@ -97,6 +100,7 @@ impl Fields {
             path: f("path")?,
             name: f("name")?,
             name_reversed: f("name_reversed")?,
+            extension: f("extension")?,
             ancestors: f("ancestors")?,
             parent: f("parent")?,
             id: f("id")?,
@@ -201,6 +205,12 @@ pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     path.match_indices('/').filter(|(i, _)| *i > 0).map(move |(i, _)| &path[..i])
 }
 
+/// What follows the last `.` of a name (`py` for `a.py` and for `.py`): a name matches `*.EXT`
+/// exactly when this is EXT.
+pub fn extension(name: &str) -> Option<&str> {
+    name.rfind('.').map(|i| &name[i + 1..]).filter(|e| !e.is_empty())
+}
+
 /// The directory holding `path` (`/` for a top-level entry).
 pub fn parent(path: &str) -> &str {
     match path.rfind('/') {
@@ -238,6 +248,9 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
         let name = p.rsplit('/').next().unwrap_or(p);
         doc.add_text(f.name, name);
         doc.add_text(f.name_reversed, name.chars().rev().collect::<String>());
+        if let Some(ext) = extension(name) {
+            doc.add_text(f.extension, ext);
+        }
         doc.add_text(f.parent, parent(p));
         for a in ancestors(p) {
             doc.add_text(f.ancestors, a);
@@ -283,6 +296,10 @@ mod tests {
         assert_eq!((parent("/a/b"), parent("/a")), ("/a", "/"));
         assert_eq!(mode_bits(100644), Some(0o100644));
         assert_eq!(mode_bits(9), None);
+        assert_eq!(
+            [extension("a.py"), extension(".py"), extension("a.tar.gz"), extension("a."), extension("a")],
+            [Some("py"), Some("py"), Some("gz"), None, None]
+        );
     }
 
     #[test]

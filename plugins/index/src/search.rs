@@ -162,7 +162,13 @@ pub fn query(fields: &Fields, filter: &Filter, who: &Visibility) -> Result<Box<d
     }
     for (field, glob) in [(f.name, &filter.name_glob), (f.path, &filter.path_glob)] {
         if let Some(g) = glob {
-            // `*LITERAL` (`*.py`): a prefix of the reversed name, not a scan of every name.
+            // `*.EXT`: one term of the extension.
+            let ext = g.strip_prefix("*.").filter(|e| field == f.name && !e.is_empty() && !e.contains(['*', '?', '[', '\\', '.']));
+            if let Some(e) = ext {
+                must.push(term_query(Term::from_field_text(f.extension, e)));
+                continue;
+            }
+            // `*LITERAL`: a prefix of the reversed name, not a scan of every name.
             let suffix = g.strip_prefix('*').filter(|l| field == f.name && !l.is_empty() && !l.contains(['*', '?', '[', '\\']));
             let (re, field) = match suffix {
                 Some(l) => (format!("{}.*", glob_to_regex(&l.chars().rev().collect::<String>())?), f.name_reversed),

@@ -11,5 +11,6 @@ pub mod manifest;
 pub mod monitor;
 pub mod pipelines;
 pub mod rejects;
+pub mod sighting;
 pub mod snapshot;
 pub mod spool;

@@ -22,7 +22,7 @@ inventory::submit! {
         kind: PluginKind::Sink,
         name: "index",
         description: "an embedded search index (tantivy) on local disk, read back by `icicle find` and `icicle du`",
-        example: "[sinks.index]\ntype = \"index\"\ndir = \"index/\"\nmemory_mb = 128\nthreads = 1\n",
+        example: "[sinks.index]\ntype = \"index\"\ndir = \"index/\"\nmemory_mb = 128\nthreads = 2\n",
         build: build_component::<IndexSinkConfig>,
     }
 }

@@ -35,8 +35,10 @@ fn default_memory_mb() -> usize {
     128
 }
 
+/// Two: on 200,000 records a second indexing thread cut the wall time by a third
+/// (docs/performance.md); each takes its share of `memory_mb`.
 fn default_threads() -> usize {
-    1
+    2
 }
 
 /// The sink: the index's writer, held while the run lasts.

@@ -24,7 +24,7 @@ echo "== snapshot run 2 (same snapshot: nothing changes, nothing is emitted)"
 echo "== the same pipelines on 2 MPI ranks (icicle-mpi): the same counts and aggregate records"
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
   mpirun --oversubscribe --bind-to none -np 2 "$bin/icicle-mpi" snapshot -c configs/demo.toml --no-progress \
-  --set 'snapshot.state_dir="demo-out/mpi/state"' --set 'sinks.globus_files.dir="demo-out/mpi/primary"' \
+  --set 'snapshot.state_dir="demo-out/mpi/state"' --set 'sinks.globus_files.dir="demo-out/mpi/primary"' --set 'sinks.index.dir="demo-out/mpi/index"' \
   --set 'counting.output="demo-out/mpi/counts.csv"' --set 'snapshot.rejects_file="demo-out/mpi/rejects.jsonl"' \
   --set snapshot.split_bytes=1000000
 cmp demo-out/counts.csv demo-out/mpi/counts.csv && echo "counts: identical to the one-process run"

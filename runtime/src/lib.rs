@@ -7,6 +7,7 @@ pub mod compose;
 pub mod deletes;
 pub mod deliver;
 pub mod dirpass;
+pub mod fault;
 pub mod manifest;
 pub mod monitor;
 pub mod pipelines;

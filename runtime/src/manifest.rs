@@ -457,20 +457,6 @@ impl ManifestWriter {
 /// The file naming the current manifest directory; replacing it is the commit.
 const CURRENT: &str = "CURRENT";
 
-/// Stop the process here when `ICICLE_FAULT` names `point` (fault injection for the tests
-/// that kill a run at every stage of its commit).
-/// With `ICICLE_FAULT_RANK` set, only that MPI rank stops (Open MPI's `OMPI_COMM_WORLD_RANK`).
-pub fn fault_point(point: &str) {
-    let rank = std::env::var("ICICLE_FAULT_RANK").ok();
-    if rank.is_some_and(|r| std::env::var("OMPI_COMM_WORLD_RANK").ok() != Some(r)) {
-        return;
-    }
-    if std::env::var_os("ICICLE_FAULT").is_some_and(|v| v == point) {
-        eprintln!("icicle: fault injected at {point}");
-        std::process::abort();
-    }
-}
-
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
@@ -565,7 +551,7 @@ pub fn seal(state_dir: &Path) -> std::io::Result<PathBuf> {
     sync_dir(&new)?;
     fs::rename(&new, &sealed)?;
     sync_dir(state_dir)?;
-    fault_point("sealed");
+    crate::fault::fault_point("sealed");
     Ok(sealed)
 }
 
@@ -574,7 +560,7 @@ pub fn seal(state_dir: &Path) -> std::io::Result<PathBuf> {
 /// a crash at any point leaves either the previous manifest (and the uncommitted ones) or
 /// the new one current. Every other manifest directory is removed after.
 pub fn commit(state_dir: &Path, sealed: &Path) -> std::io::Result<()> {
-    fault_point("commit-start");
+    crate::fault::fault_point("commit-start");
     let previous = current_dir(state_dir)?;
     let gen = previous.as_deref().map(generation).unwrap_or(0) + 1;
     // A generation directory left by a commit that died is one of the uncommitted manifests
@@ -587,11 +573,11 @@ pub fn commit(state_dir: &Path, sealed: &Path) -> std::io::Result<()> {
     let dir = state_dir.join(&name);
     fs::rename(sealed, &dir)?;
     sync_dir(state_dir)?;
-    fault_point("commit-renamed");
+    crate::fault::fault_point("commit-renamed");
     let pointer = icicle_core::durable::stage(&state_dir.join(CURRENT), true, |w| writeln!(w, "{name}"))?;
-    fault_point("commit-pointer-written");
+    crate::fault::fault_point("commit-pointer-written");
     pointer.commit(true)?;
-    fault_point("commit-done");
+    crate::fault::fault_point("commit-done");
     collect_garbage(state_dir, &name)
 }
 

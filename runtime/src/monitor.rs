@@ -189,7 +189,7 @@ where
         let Some(mut to) = to else { return Ok(()) };
         // Delivered, neither checkpointed nor acknowledged (for the tests that kill a monitor
         // exactly there).
-        crate::manifest::fault_point("monitor-delivered");
+        crate::fault::fault_point("monitor-delivered");
         self.state.hold_back(&mut to);
         let bytes = self.state.checkpoint(&to)?;
         let file = &self.settings.state_file;

@@ -250,12 +250,12 @@ pub(super) async fn finish(
     } else {
         summary.batches_withheld = outbox.discard();
     }
-    manifest::fault_point("deletes-planned");
+    crate::fault::fault_point("deletes-planned");
     for b in icicle_gmeta::delete_batches(deletes, settings.document_limit()) {
         summary.delete_batches += 1;
         crate::deliver::deliver_all(&mut job.sinks, &icicle_core::batch::DocumentBatch::Delete(b)).await?;
     }
-    manifest::fault_point("deletes-delivered");
+    crate::fault::fault_point("deletes-delivered");
     for (_, sink) in job.sinks.iter_mut() {
         sink.close().await?;
     }

@@ -545,12 +545,12 @@ async fn finish(
         }
         held.outbox.release_without(&mut job.sinks, settings.document_limit(), &held.left_out.subjects).await?;
     }
-    manifest::fault_point("deletes-planned");
+    crate::fault::fault_point("deletes-planned");
     for b in delete_batches(deletes, settings.document_limit()) {
         summary.delete_batches += 1;
         crate::deliver::deliver_all(&mut job.sinks, &DocumentBatch::Delete(b)).await?;
     }
-    manifest::fault_point("deletes-delivered");
+    crate::fault::fault_point("deletes-delivered");
     for (_, sink) in job.sinks.iter_mut() {
         sink.close().await?;
     }

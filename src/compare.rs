@@ -106,7 +106,7 @@ pub fn rank_error(sorted: &[f64], q: f64, est: f64) -> f64 {
 pub type Costs = Vec<(String, SketchCost)>;
 
 /// The seed of the sketch of `kind` over `principal`'s `attribute` in a run seeded with `seed`:
-/// FNV-1a over the four (stable everywhere, unlike std's hasher), then SplitMix64's mixer, so
+/// FNV-1a over the four (stable everywhere, unlike std's hasher), then SplitMix64's mixer ([`icicle_core::rng::mix64`]), so
 /// each sketch's seed depends on what it measures, not on the order sketches are made in.
 pub fn sketch_seed(seed: u64, principal: &str, attribute: &str, kind: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -116,9 +116,7 @@ pub fn sketch_seed(seed: u64, principal: &str, attribute: &str, kind: &str) -> u
             h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
-    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    h ^ (h >> 31)
+    icicle_core::rng::mix64(h)
 }
 
 /// Measure every sketch on every principal and attribute. With `seed`, every sketch is made

@@ -16,7 +16,7 @@
 //! file. So a record's output is the same whichever process augments it, in whatever order, and
 //! wherever the file lives. With `sm(z)` the SplitMix64 step `z += 0x9E3779B97F4A7C15;
 //! z = (z ^ z>>30) * 0xBF58476D1CE4E5B9; z = (z ^ z>>27) * 0x94D049BB133111EB; z ^ z>>31`
-//! (wrapping arithmetic on u64):
+//! (wrapping arithmetic on u64; [`icicle_core::rng::nth`]`(z, 0)`):
 //!
 //! ```text
 //! key = sm(sm(sm(seed) ^ file_key) ^ index)
@@ -55,6 +55,7 @@
 //! by [`Transform::draw`], or given by [`Transform::new`]); [`augment_record`] and
 //! [`augment_batch`] draw and apply them.
 
+use icicle_core::rng::nth;
 use thiserror::Error;
 
 /// Bytes in one CIFAR-10 record: 1 label byte and 3 x 32 x 32 pixel bytes.
@@ -75,8 +76,6 @@ const SIN_Q16: [i64; 16] = [0, 1144, 2287, 3430, 4572, 5712, 6850, 7987, 9121, 1
 /// `round(65536 * cos(a°))` for a = 0..=15.
 const COS_Q16: [i64; 16] = [65536, 65526, 65496, 65446, 65376, 65287, 65177, 65048, 64898, 64729, 64540, 64332, 64104, 63856, 63589, 63303];
 
-/// The SplitMix64 increment (the golden ratio in 64 bits).
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 /// A source pixel that is not in the image (reads as 0): any index past the plane.
 const OUTSIDE: u16 = u16::MAX;
 /// `32 * 65536`: the centre (31 in doubled coordinates) plus one half for rounding, in Q16.
@@ -109,14 +108,6 @@ pub enum AugmentError {
         /// The accepted range.
         range: &'static str,
     },
-}
-
-/// One SplitMix64 step from state `z`: the output for state `z + GOLDEN`.
-fn splitmix64(z: u64) -> u64 {
-    let mut z = z.wrapping_add(GOLDEN);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The stable key of a batch file: 64-bit FNV-1a of its base name's bytes (the part after the
@@ -160,8 +151,10 @@ impl Transform {
 
     /// The choices for record `index` of the file with key `file_key` under `seed`.
     pub fn draw(seed: u64, file_key: u64, index: u64) -> Transform {
-        let key = splitmix64(splitmix64(splitmix64(seed) ^ file_key) ^ index);
-        let d = |i: u64| splitmix64(key.wrapping_add(i.wrapping_mul(GOLDEN)));
+        // `sm(z)` is `nth(z, 0)`; `d_i` is `nth(key, i)`.
+        let sm = |z: u64| nth(z, 0);
+        let key = sm(sm(sm(seed) ^ file_key) ^ index);
+        let d = |i: u64| nth(key, i);
         let crops = (2 * PAD + 1) as u64;
         let angles = (2 * MAX_ANGLE_DEG as u64) + 1;
         Transform { flip: d(0) >> 63 == 1, crop_x: (d(1) % crops) as u8, crop_y: (d(2) % crops) as u8, angle_deg: (d(3) % angles) as i8 - MAX_ANGLE_DEG }

@@ -186,11 +186,11 @@ mod tests {
         // processes; an OST serves one process's worth (loader cap 1).
         const M: u64 = 1 << 20;
         let pool = [113u32, 167, 204, 10, 60, 86, 105, 231];
-        let mut rng = fastrand::Rng::with_seed(2025);
+        let mut rng = icicle_core::rng::Rng::new(2025);
         let objs: Vec<ObjectLayout> = (0..48)
             .map(|i| {
-                let s = rng.usize(0..8);
-                ObjectLayout::plain(format!("/d/{i}"), rng.u64(4..=16) * M, M, (0..4).map(|k| pool[(s + k) % 8]).collect())
+                let s = rng.below(8) as usize;
+                ObjectLayout::plain(format!("/d/{i}"), rng.range(4..17) * M, M, (0..4).map(|k| pool[(s + k) % 8]).collect())
             })
             .collect();
         let model = Loader::uniform(100.0, 100.0, 8);

@@ -425,19 +425,19 @@ mod tests {
 
     #[test]
     fn random_layouts_are_tiled_by_both_policies_and_caps_hold() {
-        let mut rng = fastrand::Rng::with_seed(99);
+        let mut rng = icicle_core::rng::Rng::new(99);
         for case in 0..200 {
-            let pool: Vec<u32> = (0..rng.usize(1..12)).map(|_| rng.u32(0..400)).collect();
-            let objs: Vec<ObjectLayout> = (0..rng.usize(1..10))
+            let pool: Vec<u32> = (0..rng.range(1..12) as usize).map(|_| rng.below(400) as u32).collect();
+            let objs: Vec<ObjectLayout> = (0..rng.range(1..10) as usize)
                 .map(|i| {
-                    let c = rng.usize(1..=pool.len().min(4));
-                    let s = rng.usize(0..pool.len());
+                    let c = rng.range(1..pool.len().min(4) as u64 + 1) as usize;
+                    let s = rng.below(pool.len() as u64) as usize;
                     let osts = (0..c).map(|k| pool[(s + k) % pool.len()]).collect();
-                    ObjectLayout::plain(format!("/r{i}"), rng.u64(0..40) * 1024, 4096, osts)
+                    ObjectLayout::plain(format!("/r{i}"), rng.below(40) * 1024, 4096, osts)
                 })
                 .collect();
-            let w = rng.usize(1..20);
-            let loader = Loader::uniform(rng.f64() * 500.0 + 50.0, 100.0, rng.u32(1..5));
+            let w = rng.range(1..20) as usize;
+            let loader = Loader::uniform(rng.f64() * 500.0 + 50.0, 100.0, rng.range(1..5) as u32);
             for plan in [ObjectScheduler::new(Some(loader.clone())).place(&objs, w), ObjectScheduler::default().place(&objs, w), FileScheduler.place(&objs, w)]
             {
                 assert_eq!(plan.len(), w, "case {case}");

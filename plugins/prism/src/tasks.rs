@@ -228,20 +228,20 @@ mod tests {
     /// exactly once (every byte covered, none twice), and chunks never cross a task's end.
     #[test]
     fn chunks_of_all_tasks_tile_the_file_exactly_once() {
-        let mut rng = fastrand::Rng::with_seed(0x5eed_9815);
+        let mut rng = icicle_core::rng::Rng::new(0x5eed_9815);
         for case in 0..3000 {
-            let ncomp = rng.usize(1..=4);
+            let ncomp = rng.range(1..5) as usize;
             let mut comps = Vec::new();
             let mut start = 0u64;
             for k in 0..ncomp {
-                let ss = [1u64, 3, 4, 7, 16, 64, 100][rng.usize(0..7)];
-                let count = rng.usize(1..=6);
-                let osts: Vec<u32> = (0..count).map(|_| rng.u32(0..300)).collect();
-                let end = if k + 1 == ncomp { u64::MAX } else { start + ss * rng.u64(1..8) + rng.u64(0..3) };
+                let ss = [1u64, 3, 4, 7, 16, 64, 100][rng.below(7) as usize];
+                let count = rng.range(1..7) as usize;
+                let osts: Vec<u32> = (0..count).map(|_| rng.below(300) as u32).collect();
+                let end = if k + 1 == ncomp { u64::MAX } else { start + ss * rng.range(1..8) + rng.below(3) };
                 comps.push(comp(start, end, ss, &osts));
                 start = end;
             }
-            let size = rng.u64(0..2000);
+            let size = rng.below(2000);
             let layout = ObjectLayout { path: format!("/case{case}"), size, components: comps };
             let tasks = tasks_of(case, &layout).unwrap();
             let mut seen = vec![0u8; size as usize];

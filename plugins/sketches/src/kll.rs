@@ -8,10 +8,10 @@
 
 use std::any::Any;
 
+use icicle_core::rng::Rng;
 use icicle_core::traits::{Sketch, SketchError};
 
 use crate::rank::{self, Stats};
-use crate::rng::SplitMix64;
 use crate::wire::{self, Reader};
 use crate::{check, wrong_type};
 
@@ -59,7 +59,7 @@ pub struct Kll {
     retained: usize,
     capacity: usize,
     stats: Stats,
-    rng: SplitMix64,
+    rng: Rng,
 }
 
 impl Kll {
@@ -67,7 +67,7 @@ impl Kll {
     /// compactions flip coins from `seed`.
     pub fn new(k: u16, seed: u64) -> Kll {
         let k = k.max(MIN_K);
-        Kll { k, levels: vec![Vec::new()], retained: 0, capacity: total_capacity(k, 1), stats: Stats::default(), rng: SplitMix64::new(seed) }
+        Kll { k, levels: vec![Vec::new()], retained: 0, capacity: total_capacity(k, 1), stats: Stats::default(), rng: Rng::from_state(seed) }
     }
 
     /// The parameter k.
@@ -178,7 +178,7 @@ impl Kll {
         let mut r = Reader::open(bytes, MAGIC, VERSION)?;
         let k = r.u16()?;
         check_k(k).map_err(|e| wire::bad(format!("k {e}")))?;
-        let rng = SplitMix64::new(r.u64()?);
+        let rng = Rng::from_state(r.u64()?);
         let stats = Stats::decode(&mut r)?;
         let count = usize::from(r.u8()?);
         if !(1..=MAX_LEVELS).contains(&count) {

@@ -12,10 +12,10 @@
 
 use std::any::Any;
 
+use icicle_core::rng::Rng;
 use icicle_core::traits::{Sketch, SketchError};
 
 use crate::rank::{self, Stats};
-use crate::rng::SplitMix64;
 use crate::wire::{self, Reader};
 use crate::{check, wrong_type};
 
@@ -93,7 +93,7 @@ impl Compactor {
 
     /// Halve the compactable part of the buffer; the survivors (sorted, weight doubled) are
     /// returned.
-    fn compact(&mut self, hra: bool, rng: &mut SplitMix64) -> Vec<f64> {
+    fn compact(&mut self, hra: bool, rng: &mut Rng) -> Vec<f64> {
         self.sort();
         let len = self.items.len();
         let halved = (self.state.trailing_ones() + 1).min(u32::from(self.sections)) as usize;
@@ -152,7 +152,7 @@ pub struct Req {
     retained: usize,
     nominal: usize,
     stats: Stats,
-    rng: SplitMix64,
+    rng: Rng,
 }
 
 impl Req {
@@ -160,7 +160,7 @@ impl Req {
     /// accurate at high ranks when `hra`, at low ranks otherwise, flipping coins from `seed`.
     pub fn new(k: u16, hra: bool, seed: u64) -> Req {
         let k = k.clamp(MIN_K, MAX_K) & !1;
-        let mut r = Req { k, hra, compactors: Vec::new(), retained: 0, nominal: 0, stats: Stats::default(), rng: SplitMix64::new(seed) };
+        let mut r = Req { k, hra, compactors: Vec::new(), retained: 0, nominal: 0, stats: Stats::default(), rng: Rng::from_state(seed) };
         r.grow();
         r
     }
@@ -230,7 +230,7 @@ impl Req {
             1 => true,
             other => return Err(wire::bad(format!("rank accuracy {other}"))),
         };
-        let rng = SplitMix64::new(r.u64()?);
+        let rng = Rng::from_state(r.u64()?);
         let stats = Stats::decode(&mut r)?;
         let count = usize::from(r.u8()?);
         if !(1..=MAX_LEVELS).contains(&count) {

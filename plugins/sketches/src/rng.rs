@@ -1,52 +1,13 @@
-//! The randomness of the `kll` and `req` compactions: a SplitMix64 generator per sketch whose
-//! state travels in the sketch's bytes, and where a factory's new sketches get their seeds.
+//! Where a factory's new sketches get their seeds. The `kll` and `req` compactions draw from
+//! [`icicle_core::rng::Rng`] (SplitMix64, started with [`Rng::from_state`](icicle_core::rng::Rng::from_state)
+//! from the seed), whose state travels in the sketch's bytes.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The SplitMix64 increment (2^64 / φ).
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny generator, the same numbers for the same seed
-/// on every platform and version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// A generator starting from `seed` (any value, 0 included).
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64 { state: seed }
-    }
-
-    /// The current state: `SplitMix64::new(g.state())` continues where `g` is.
-    pub fn state(&self) -> u64 {
-        self.state
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(GOLDEN);
-        mix64(self.state)
-    }
-
-    /// One fair coin flip.
-    pub fn bit(&mut self) -> bool {
-        self.next_u64() >> 63 == 1
-    }
-}
-
-/// SplitMix64's output function: a bijective mixer of 64 bits.
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// The `index`-th seed derived from `seed` (the `index`-th output of SplitMix64 from `seed`).
 pub fn derive(seed: u64, index: u64) -> u64 {
-    mix64(seed.wrapping_add(index.wrapping_add(1).wrapping_mul(GOLDEN)))
+    icicle_core::rng::nth(seed, index)
 }
 
 /// A seed nobody chose: std's randomly keyed hasher (keys from the operating system) over a
@@ -88,14 +49,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn splitmix_is_stable_and_resumable() {
+    fn derived_seeds_are_the_splitmix_stream_from_the_seed() {
         // The first outputs of SplitMix64 from 0 (the reference implementation's values).
-        let mut g = SplitMix64::new(0);
-        assert_eq!(g.next_u64(), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(g.next_u64(), 0x6E78_9E6A_A1B9_65F4);
-        let mut resumed = SplitMix64::new(g.state());
-        assert_eq!(resumed.next_u64(), g.next_u64());
-        assert_eq!(derive(0, 0), SplitMix64::new(0).next_u64());
+        assert_eq!(derive(0, 0), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(derive(0, 1), 0x6E78_9E6A_A1B9_65F4);
     }
 
     #[test]

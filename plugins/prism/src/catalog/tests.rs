@@ -80,12 +80,12 @@ fn bad_entries_name_file_line_and_reason_and_reading_goes_on() {
     let cat = Catalog::parse(Path::new("b"), b"lstat\n/\xff\xfe\nend\n");
     assert_eq!(cat.rejects.len(), 1);
     assert!(cat.rejects[0].reason.contains("not UTF-8"), "{:?}", cat.rejects);
-    let mut rng = fastrand::Rng::with_seed(7);
+    let mut rng = icicle_core::rng::Rng::new(7);
     for _ in 0..500 {
         let mut b = good.clone().into_bytes();
-        for _ in 0..rng.usize(1..6) {
-            let i = rng.usize(0..b.len());
-            b[i] = rng.u8(..);
+        for _ in 0..rng.range(1..6) {
+            let i = rng.below(b.len() as u64) as usize;
+            b[i] = rng.next_u64() as u8;
         }
         let _ = Catalog::parse(Path::new("fuzz"), &b);
     }

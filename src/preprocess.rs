@@ -26,7 +26,7 @@ use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Source, Split};
 use icicle_plugins_s3::{ObjectUpload, UploadConfig, Uploader};
 use icicle_plugins_snapshot::icicle9;
-use icicle_runtime::rejects::RejectLog;
+use icicle_runtime::snapshot::rejects::RejectLog;
 use icicle_runtime::snapshot::Progress;
 
 /// `icicle preprocess` options.

@@ -140,7 +140,7 @@ fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<Ex
     let mut mine = serde_json::to_value(&summary)?;
     mine["peak_rss_bytes"] = serde_json::Value::from(summary::peak_rss_bytes());
     mine["cpu_seconds"] = serde_json::Value::from(summary::cpu_seconds());
-    let gathered = icicle_runtime::cluster::Cluster::gather(cluster.as_ref(), serde_json::to_vec(&mine)?).map_err(anyhow::Error::msg)?;
+    let gathered = icicle_runtime::snapshot::cluster::Cluster::gather(cluster.as_ref(), serde_json::to_vec(&mine)?).map_err(anyhow::Error::msg)?;
     let Some(parts) = gathered else { return Ok(ExitCode::SUCCESS) };
     let ranks: Vec<serde_json::Value> = parts.iter().map(|p| serde_json::from_slice(p)).collect::<Result<_, _>>()?;
     let all = summary::combine(&ranks);

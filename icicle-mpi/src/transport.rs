@@ -11,7 +11,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 use icicle_core::traits::Split;
-use icicle_runtime::cluster::{decode_split, decode_splits, encode_split, encode_splits, Answer, Cluster, Fields, SplitQueue};
+use icicle_runtime::snapshot::cluster::{decode_split, decode_splits, encode_split, encode_splits, Answer, Cluster, Fields, SplitQueue};
 use icicle_runtime::snapshot::Progress;
 
 /// A rank asks rank 0 for work (payload: finished flag, spawned splits).

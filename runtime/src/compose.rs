@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::pipelines::{Aggregate, Counting};
+use crate::snapshot::pipelines::{Aggregate, Counting};
 use crate::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJob};
 use icicle_core::access::AccessPolicy;
 use icicle_core::config::{LoadedConfig, VisibleToSetting};

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 
-use crate::manifest::{ManifestWriter, PreviousManifest};
+use super::manifest::{ManifestWriter, PreviousManifest};
 use icicle_core::config::SnapshotSettings;
 use icicle_core::scope::UnknownScopes;
 use icicle_gmeta::push_json_str;
@@ -72,7 +72,7 @@ fn pipeline_files(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf
 
 /// Whether this rank owns `subject` (always, in one process).
 fn owns(share: Option<(usize, usize)>, subject: &str) -> bool {
-    share.is_none_or(|(rank, n)| crate::cluster::owner(subject, n) == rank)
+    share.is_none_or(|(rank, n)| super::cluster::owner(subject, n) == rank)
 }
 
 /// The subjects of pipeline `name` in every loaded manifest directory (committed, then
@@ -99,7 +99,7 @@ pub struct Deletes {
     pub subjects: Vec<String>,
     /// The primary records deleted, as the previous manifest had them (a delete a sink
     /// dead-letters is kept in the new manifest, owed to the next run).
-    pub gone: Vec<crate::manifest::Gone>,
+    pub gone: Vec<super::manifest::Gone>,
     /// Of which primary records.
     pub primary: u64,
     /// Primary subjects carried over because their scope is unknown.

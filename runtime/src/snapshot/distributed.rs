@@ -14,13 +14,13 @@ use icicle_core::config::{EmitMode, SnapshotSettings};
 use icicle_core::error::IcicleError;
 use icicle_core::scope::{Scope, UnknownScopes};
 
+use super::cluster::{hash_owner, put_bytes, Cluster, Fields};
+use super::manifest::{self, Change, PreviousManifest, Sighting};
+use super::rejects::RejectLog;
 use super::repeated::{self, RankRows};
+use super::spool::Outbox;
 use super::worker::RecordKey;
 use super::{io, SnapshotJob, SnapshotSummary};
-use crate::cluster::{hash_owner, put_bytes, Cluster, Fields};
-use crate::manifest::{self, Change, PreviousManifest, Sighting};
-use crate::rejects::RejectLog;
-use crate::spool::Outbox;
 
 fn internal(what: &str, e: String) -> IcicleError {
     IcicleError::Internal(format!("{what} across ranks: {e}"))
@@ -224,11 +224,11 @@ pub(super) async fn finish(
     let mut deletes = Vec::new();
     if commit {
         let d =
-            crate::deletes::plan_share(dir, prev, &unknown, pipeline_subjects, carry_part(rank), Some((rank, n))).map_err(|e| io("planning the deletes", e))?;
+            super::deletes::plan_share(dir, prev, &unknown, pipeline_subjects, carry_part(rank), Some((rank, n))).map_err(|e| io("planning the deletes", e))?;
         let totals = cluster.all_sum(&[d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates]).map_err(|e| internal("counting deletes", e))?;
         summary.deletes_withheld = d.withheld;
         summary.aggregate_deletes_withheld = d.aggregates_withheld;
-        summary.delete_guard = crate::deletes::guard(&settings, totals[0], totals[1]);
+        summary.delete_guard = super::deletes::guard(&settings, totals[0], totals[1]);
         if summary.delete_guard.is_some() {
             commit = false;
         } else {

@@ -11,9 +11,9 @@ use icicle_core::config::EmitMode;
 use icicle_core::record::Reject;
 use icicle_core::scope::Scope;
 
+use super::manifest::{Change, PreviousManifest, Sighting};
+use super::rejects::RejectLog;
 use super::SnapshotSummary;
-use crate::manifest::{Change, PreviousManifest, Sighting};
-use crate::rejects::RejectLog;
 
 /// The rows of one path read more than once: the first (and how it was classified), then
 /// the others.
@@ -118,7 +118,7 @@ pub(super) fn row(input: Option<&str>, at: Option<u64>, by_offset: bool) -> Reje
 /// are sorted by input and place, so that the reason is the same however the rows were
 /// read): it names all of them.
 pub(super) fn reason(path: &str, rows: &mut [Reject]) -> String {
-    crate::rejects::resolve_lines(rows);
+    super::rejects::resolve_lines(rows);
     rows.sort_by(|a, b| (&a.input, a.line, a.offset).cmp(&(&b.input, b.line, b.offset)));
     let places: Vec<String> = rows.iter().map(place_of).collect();
     format!("{path:?}: read {} times ({}): which is the file is unknown, so none is indexed and the index keeps what it held", rows.len(), places.join(", "))

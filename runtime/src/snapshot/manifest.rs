@@ -20,7 +20,7 @@ use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 use icicle_core::record::FileRecord;
 
-pub use crate::sighting::Sighting;
+pub use super::sighting::Sighting;
 use icicle_gmeta::push_json_str;
 
 /// The previous run's manifest, loaded for lookups.
@@ -150,7 +150,7 @@ impl PreviousManifest {
     /// [`PreviousManifest::load`], keeping only the subjects whose path hash `share` (rank,
     /// ranks) owns: a run across ranks holds a share of the previous manifest on each.
     pub fn load_share(state_dir: &Path, share: Option<(usize, usize)>) -> std::io::Result<PreviousManifest> {
-        let owned = |h: u128| share.is_none_or(|(rank, n)| crate::cluster::hash_owner(h, n) == rank);
+        let owned = |h: u128| share.is_none_or(|(rank, n)| super::cluster::hash_owner(h, n) == rank);
         let current = current_dir(state_dir)?;
         let pending = if state_dir.is_dir() { uncommitted(state_dir, current.as_deref())? } else { Vec::new() };
         let without_inode = match &current {
@@ -307,7 +307,7 @@ impl PreviousManifest {
                 let line = line?;
                 let parsed = parse_line(&line);
                 if let (Some((rank, n)), Some((h, ..))) = (self.share, parsed) {
-                    if crate::cluster::hash_owner(h, n) != rank {
+                    if super::cluster::hash_owner(h, n) != rank {
                         continue;
                     }
                 }

@@ -1,10 +1,30 @@
-//! The snapshot runtime: worker threads read splits in parallel and encode primary records;
+//! The snapshot engine: worker threads read splits in parallel and encode primary records;
 //! one async task assembles bounded documents and delivers them to every sink; the run is
 //! acknowledged (manifest committed, sources told) only after every sink delivered.
+//!
+//! This file holds the run ([`run`]): planning, the delivery task and the finish, with the
+//! hooks it takes ([`Progress`], [`RowProcessor`], [`PipelineFinisher`]). Beside it:
+//! - `worker`: the threads that read, check, classify and encode;
+//! - `dirpass`: the directory pre-pass of a run whose visibility follows directory permissions;
+//! - [`rejects`]: the reject log;
+//! - [`manifest`] (with `sighting`): what a versioned run delivered, for the next run to compare;
+//! - `duplicates`: paths a versioned run reads more than once;
+//! - `deletes`: what a versioned run deletes, and the deletion guard;
+//! - `spool`: documents held on disk until the run's checks have passed;
+//! - [`cluster`], `distributed`, `repeated`: a run across MPI ranks;
+//! - [`pipelines`]: the counting and aggregate pipelines that run beside the read.
 
+pub mod cluster;
+mod deletes;
+mod dirpass;
 mod distributed;
 mod duplicates;
+pub mod manifest;
+pub mod pipelines;
+pub mod rejects;
 mod repeated;
+mod sighting;
+mod spool;
 mod worker;
 
 use std::path::PathBuf;
@@ -14,10 +34,6 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use crate::cluster::Cluster;
-use crate::manifest::{self, PreviousManifest};
-use crate::rejects::RejectLog;
-use crate::spool::Outbox;
 use icicle_core::batch::{DocumentBatch, EntryBatch};
 use icicle_core::config::SnapshotSettings;
 use icicle_core::durable::StateLock;
@@ -28,6 +44,10 @@ use icicle_core::scope::{UnknownScope, UnknownScopes};
 use icicle_core::traits::Source;
 use icicle_gmeta::{delete_batches, Batcher};
 
+use cluster::Cluster;
+use manifest::PreviousManifest;
+use rejects::RejectLog;
+use spool::Outbox;
 use worker::{worker_count, Shared, WorkQueue};
 
 /// Entries are handed from workers to the batcher in chunks of about this many bytes.
@@ -362,7 +382,7 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
         // Visibility follows directory permissions: directories are known before files.
         let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
         let (splits, table, n) = (planned.clone(), job.policy.dirs.clone(), worker_count(settings));
-        let c = tokio::task::spawn_blocking(move || crate::dirpass::collect_directories(&sources, splits, &table, n))
+        let c = tokio::task::spawn_blocking(move || dirpass::collect_directories(&sources, splits, &table, n))
             .await
             .map_err(|e| IcicleError::Internal(format!("the directory pre-pass: {e}")))?;
         if c.splits > 0 {
@@ -457,7 +477,7 @@ impl Documents {
             let (entries, report) = f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
             summary.pipelines.insert(f.name().to_string(), report);
             if versioned {
-                let subjects = entries.iter().map(|e| crate::deletes::entry_subject(e)).collect::<Result<Vec<_>, _>>();
+                let subjects = entries.iter().map(|e| deletes::entry_subject(e)).collect::<Result<Vec<_>, _>>();
                 let subjects = subjects.map_err(|e| IcicleError::Internal(format!("{} pipeline: an entry without a subject: {e}", f.name())))?;
                 pipeline_subjects.push((f.name(), subjects));
             }
@@ -514,16 +534,16 @@ async fn finish(
             tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
         } else {
             manifest::drop_new_lines(dir, &held.left_out.hashes, None).map_err(|e| io("leaving paths read twice out of the manifest", e))?;
-            let d = crate::deletes::plan(dir, prev, &unknown, pipeline_subjects, nworkers + 1).map_err(|e| io("planning the deletes", e))?;
+            let d = deletes::plan(dir, prev, &unknown, pipeline_subjects, nworkers + 1).map_err(|e| io("planning the deletes", e))?;
             summary.deletes_withheld = d.withheld;
             summary.aggregate_deletes_withheld = d.aggregates_withheld;
             let withheld = d.withheld + d.aggregates_withheld > 0;
-            summary.withheld_runs = crate::deletes::count_withheld_run(dir, prev, withheld).map_err(|e| io("counting the runs that withheld deletes", e))?;
-            summary.withheld_too_long = crate::deletes::withheld_too_long(settings, summary.withheld_runs);
+            summary.withheld_runs = deletes::count_withheld_run(dir, prev, withheld).map_err(|e| io("counting the runs that withheld deletes", e))?;
+            summary.withheld_too_long = deletes::withheld_too_long(settings, summary.withheld_runs);
             if let Some(why) = &summary.withheld_too_long {
                 tracing::error!(message = "deletes withheld too long: this run is delivered, and fails", reason = %why);
             }
-            summary.delete_guard = crate::deletes::guard(settings, d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates);
+            summary.delete_guard = deletes::guard(settings, d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates);
             if let Some(why) = &summary.delete_guard {
                 tracing::error!(message = "deletion guard: nothing delivered or deleted and the manifest is kept; rerun with --allow-mass-delete if this is intended", reason = %why);
                 commit = false;

@@ -14,12 +14,12 @@ use icicle_core::error::IcicleError;
 use icicle_core::record::Reject;
 use icicle_core::scope::Scope;
 
+use super::cluster::{hash_owner, put_bytes, Cluster, Fields};
 use super::duplicates::{reason, row, Duplicates};
+use super::manifest;
+use super::rejects::RejectLog;
 use super::worker::RecordKey;
 use super::SnapshotSummary;
-use crate::cluster::{hash_owner, put_bytes, Cluster, Fields};
-use crate::manifest;
-use crate::rejects::RejectLog;
 
 fn internal(what: &str, e: String) -> IcicleError {
     IcicleError::Internal(format!("{what} across ranks: {e}"))

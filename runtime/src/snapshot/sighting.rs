@@ -1,7 +1,7 @@
 //! Where a versioned run read a row, packed in 64 bits: a path's first sighting is kept beside
 //! the previous manifest's lookups, so a second row naming it can name both.
 
-use crate::manifest::Change;
+use super::manifest::Change;
 
 /// Where a run read a row, packed: whether `at` is a byte offset or a row number (1 bit), the
 /// input's number in the run (21 bits) and `at` (40 bits); a part too large for its bits is

@@ -57,11 +57,6 @@ impl Spool {
         self.documents
     }
 
-    /// Whether nothing was spooled.
-    pub fn is_empty(&self) -> bool {
-        self.documents == 0
-    }
-
     /// Stop writing; the documents can now be read back.
     pub fn finish(mut self) -> std::io::Result<SpoolReader> {
         self.out.flush()?;
@@ -167,7 +162,7 @@ impl Outbox {
         if left_out.is_empty() {
             return self.release(sinks).await;
         }
-        self.release_where(sinks, limit, |_, entry| crate::deletes::entry_subject(entry).map_or(true, |s| !left_out.contains(&s))).await
+        self.release_where(sinks, limit, |_, entry| super::deletes::entry_subject(entry).map_or(true, |s| !left_out.contains(&s))).await
     }
 
     /// Deliver what was held, in order, keeping the entries (numbered from 0) that `keep`

@@ -17,11 +17,11 @@ use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Source, Split};
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 
+use super::cluster::Cluster;
 use super::duplicates::Duplicates;
+use super::manifest::{self, Change, ManifestWriter, PreviousManifest, Sighting};
+use super::rejects::RejectLog;
 use super::{Progress, RowProcessor, SnapshotJob, SnapshotSummary, CHUNK_BYTES};
-use crate::cluster::Cluster;
-use crate::manifest::{self, Change, ManifestWriter, PreviousManifest, Sighting};
-use crate::rejects::RejectLog;
 
 #[derive(Default)]
 pub(super) struct WorkQueue {

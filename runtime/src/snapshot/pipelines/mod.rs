@@ -11,7 +11,7 @@
 //! atime/ctime/mtime (relative to one reference time per run) plus exact count, total, min
 //! and max. Shards (workers) are merged with `Sketch::merge`.
 //!
-//! Across MPI ranks ([`shuffle`]): aggregates are rolled up on each rank and then moved to the
+//! Across MPI ranks (`shuffle`): aggregates are rolled up on each rank and then moved to the
 //! rank owning each principal, which merges and emits them; counts are gathered on rank 0,
 //! which writes the CSV.
 
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 mod shuffle;
 
-use crate::cluster::Cluster;
+use crate::snapshot::cluster::Cluster;
 use crate::snapshot::{PipelineFinisher, RowProcessor, RowProcessorFactory};
 pub use icicle_core::config::{AggregateSettings, CountingSettings};
 use icicle_core::policy::RecordPolicy;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use super::{Aggregate, Counting, PrincipalStats, ShardCounts, SHARDS};
-use crate::cluster::{owner, put_bytes, Cluster, Fields};
+use crate::snapshot::cluster::{owner, put_bytes, Cluster, Fields};
 
 /// Serialize one principal's statistics.
 fn put_stats(out: &mut Vec<u8>, key: &str, s: &PrincipalStats) {

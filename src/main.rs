@@ -157,103 +157,6 @@ fn init_logging(level: &str) {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).try_init();
 }
 
-/// Builds the configured sinks afresh.
-type SinkFactory = std::sync::Arc<dyn Fn() -> Result<icicle_core::traits::NamedSinks, icicle_core::error::ConfigError> + Send + Sync>;
-
-/// Run one monitor source; with `on_failure = "restart"`, a failed run starts again from its
-/// checkpoint, with every sink built afresh, after a delay that doubles up to
-/// `restart_max_secs` (a stop signal ends the wait), until `max_restarts` is used up.
-async fn run_with_restarts(
-    m: std::sync::Arc<dyn icicle_core::traits::ChangeSource>,
-    ctx: icicle_core::traits::MonitorContext,
-    settings: &icicle_core::config::MonitorSettings,
-    new_sinks: SinkFactory,
-) -> Result<serde_json::Value, icicle_core::error::IcicleError> {
-    let restart = settings.on_failure == icicle_core::config::OnSourceFailure::Restart;
-    let mut delay = settings.restart_initial_secs.max(0.0);
-    let mut restarts = 0u32;
-    loop {
-        let mut stop = ctx.stop.clone();
-        let err = match m.run(ctx.clone()).await {
-            Ok(mut report) => {
-                if let Some(o) = report.as_object_mut() {
-                    o.insert("restarts".into(), restarts.into());
-                }
-                return Ok(report);
-            }
-            Err(e) => e,
-        };
-        let exhausted = settings.max_restarts != 0 && restarts >= settings.max_restarts;
-        // The error's own word: a configuration error, or a sink's refusal that retrying
-        // cannot change (an index that does not exist), fails the same way after a restart.
-        let hopeless = err.domain() == icicle_core::Domain::User
-            || (matches!(err, icicle_core::error::IcicleError::Sink(_)) && err.retry() == icicle_core::Retry::NoRetry);
-        if restart && hopeless && !*stop.borrow() {
-            tracing::error!(message = "source failed; not restarted: retrying cannot help", source = %ctx.name, error = %err, domain = ?err.domain());
-            return Err(icicle_core::error::IcicleError::Internal(format!("{err} (not restarted: retrying cannot help)")));
-        }
-        if !restart || exhausted || *stop.borrow() {
-            if restarts > 0 {
-                return Err(icicle_core::error::IcicleError::Internal(format!("{err} (after {restarts} restarts)")));
-            }
-            return Err(err);
-        }
-        restarts += 1;
-        tracing::error!(message = "source failed; restarting", source = %ctx.name, error = %err, restart = restarts, delay_secs = delay);
-        icicle_core::metrics::Metrics::global().set_counter(
-            "icicle_source_restarts_total",
-            "Restarts of a monitor source after a failure.",
-            &[("component", ctx.name.as_str())],
-            restarts as f64,
-        );
-        tokio::select! {
-            _ = tokio::time::sleep(icicle_core::time::secs(delay)) => {}
-            _ = stop.wait_for(|s| *s) => {}
-        }
-        delay = (delay * 2.0).clamp(0.0, settings.restart_max_secs.max(0.0));
-        replace_sinks(&ctx, &new_sinks).await?;
-    }
-}
-
-/// Swap the shared sinks for new ones. Every other monitor delivers and syncs under the same
-/// lock, so nothing it delivered is lost; what this one delivered since its checkpoint is
-/// read and delivered again. The old sinks are dropped off the runtime (a producer's drop
-/// may wait for its queue).
-async fn replace_sinks(ctx: &icicle_core::traits::MonitorContext, new_sinks: &SinkFactory) -> Result<(), icicle_core::error::IcicleError> {
-    let fresh = new_sinks().map_err(|e| icicle_core::error::IcicleError::Internal(format!("building the sinks again: {e}")))?;
-    let old = std::mem::replace(&mut *ctx.sinks.lock().await, fresh);
-    tokio::task::spawn_blocking(move || drop(old));
-    tracing::info!(message = "sinks built afresh for the restart", source = %ctx.name);
-    Ok(())
-}
-
-/// On SIGTERM or SIGINT, ask the monitors to stop after their current batch (they deliver,
-/// checkpoint and acknowledge it, then report); a second signal ends the process at once.
-fn stop_on_signals(stop: std::sync::Arc<tokio::sync::watch::Sender<bool>>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    // The terminal went away (SSH dropped, tmux killed): stop as cleanly as on SIGTERM.
-    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    Ok(tokio::spawn(async move {
-        for n in 0.. {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-                _ = hup.recv() => {}
-            }
-            // The stop first, then the word: after a hangup stderr may be a dead terminal, and
-            // a failed write must not keep the monitor from stopping.
-            if n > 0 {
-                let _ = writeln!(std::io::stderr(), "icicle: second signal, stopping now (what was not acknowledged is read again next time)");
-                std::process::exit(130);
-            }
-            let _ = stop.send(true);
-            let _ = writeln!(std::io::stderr(), "icicle: stopping after the current batch (send the signal again to stop now)");
-        }
-    }))
-}
-
 /// Serve `/metrics` and `/status` when asked to.
 fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Result<()> {
     if let Some(a) = addr {
@@ -456,19 +359,9 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
 
 /// `icicle monitor`: every configured change source until drained or stopped.
 fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: bool, metrics_addr: Option<String>) -> anyhow::Result<ExitCode> {
-    let until_idle = until_idle.map(icicle_core::time::secs);
-    let drain = drain || until_idle.is_some();
     let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
     init_logging(&cfg.app.log.level);
-    let c = icicle_runtime::compose::build_all(&cfg)?;
-    anyhow::ensure!(!c.monitors.is_empty(), "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")");
-    anyhow::ensure!(!c.sinks.is_empty(), "no sink configured");
-    let policy = std::sync::Arc::new(icicle_runtime::compose::record_policy(&cfg)?);
-    let sinks = std::sync::Arc::new(tokio::sync::Mutex::new(c.sinks));
-    let new_sinks: SinkFactory = {
-        let cfg = std::sync::Arc::new(cfg.clone());
-        std::sync::Arc::new(move || icicle_runtime::compose::build_sinks(&cfg))
-    };
+    let job = icicle_runtime::monitor::supervise::monitor_job(&cfg, drain, until_idle.map(icicle_core::time::secs))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     serve_metrics(&rt, metrics_addr.as_deref())?;
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -481,45 +374,17 @@ fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: boo
     };
     let reports = with_dashboard(tui, "monitor", stop_all, || {
         rt.block_on(async {
-            let signals = stop_on_signals(stop_tx)?;
-            let mut tasks = tokio::task::JoinSet::new();
-            for (name, m) in c.monitors {
-                let ctx = icicle_core::traits::MonitorContext {
-                    sinks: sinks.clone(),
-                    policy: policy.clone(),
-                    document_limit: cfg.app.snapshot.document_limit(),
-                    drain,
-                    until_idle,
-                    name: name.clone(),
-                    stop: stop.clone(),
-                };
-                let settings = cfg.app.monitor.clone();
-                let new_sinks = new_sinks.clone();
-                tasks.spawn(async move {
-                    let r = run_with_restarts(m, ctx, &settings, new_sinks).await;
-                    (name, r)
-                });
-            }
-            // The first source to fail stops the process with its name and cause
-            // (the others are cancelled: nothing they had not delivered is acknowledged).
-            let mut reports = serde_json::Map::new();
-            while let Some(done) = tasks.join_next().await {
-                let (name, r) = done.map_err(|e| anyhow::anyhow!("a monitor task: {e}"))?;
-                let r = r.map_err(|e| anyhow::anyhow!("source `{name}` failed: {e}"))?;
-                reports.insert(name, r);
-            }
+            let signals = icicle_runtime::monitor::supervise::stop_on_signals(stop_tx).context("installing the signal handlers")?;
+            let reports = icicle_runtime::monitor::supervise::run(job, stop).await;
             signals.abort();
-            let mut s = sinks.lock().await;
-            for (_, k) in s.iter_mut() {
-                k.close().await?;
-            }
-            anyhow::Ok(serde_json::Value::Object(reports))
+            anyhow::Ok(reports?)
         })
     })??;
+    let text = serde_json::to_string_pretty(&reports)?;
     if json {
-        let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&reports)?);
+        let _ = writeln!(std::io::stdout(), "{text}");
     } else {
-        let _ = writeln!(std::io::stderr(), "{}", serde_json::to_string_pretty(&reports)?);
+        let _ = writeln!(std::io::stderr(), "{text}");
     }
     Ok(ExitCode::SUCCESS)
 }

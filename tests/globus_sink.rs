@@ -331,7 +331,7 @@ fn the_lustre_monitor_acknowledges_only_what_globus_published() {
     let fresh = walk_snapshot(tmp.path(), &root, "after");
     let (missing, extra, differ) = compare(&as_index, &fresh);
     assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
-    let from_file: BTreeMap<String, Value> = icicle_plugins_sinks::read_index(&out).unwrap();
+    let from_file: BTreeMap<String, Value> = icicle_gmeta::replay::read_index(&out).unwrap();
     assert_eq!(got.len(), from_file.len());
 }
 

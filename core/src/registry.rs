@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{extract_component, origin_of};
 use crate::error::ConfigError;
-use crate::traits::{ChangeSource, Placement, Sink, SketchFactory, Source};
+use crate::monitor::ChangeSource;
+use crate::traits::{Placement, Sink, SketchFactory, Source};
 
 /// The component kinds, one per core trait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

@@ -107,46 +107,6 @@ pub type NamedSources = Vec<(String, std::sync::Arc<dyn Source>)>;
 /// Sinks by component id.
 pub type NamedSinks = Vec<(String, Box<dyn Sink>)>;
 
-/// What a monitor does when records or messages were purged before it read them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnGap {
-    /// Log and count them, and go on.
-    #[default]
-    Warn,
-    /// Stop the monitor with the range.
-    Fail,
-}
-
-/// What a streaming (monitor) source is given to run.
-#[derive(Clone)]
-pub struct MonitorContext {
-    /// The configured sinks, shared by every monitored MDT or topic.
-    pub sinks: std::sync::Arc<tokio::sync::Mutex<NamedSinks>>,
-    /// How primary records are built (the snapshot pipeline's schema).
-    pub policy: std::sync::Arc<crate::policy::RecordPolicy>,
-    /// The bound of every document delivered.
-    pub document_limit: crate::batch::DocumentLimit,
-    /// Stop once the stream is exhausted (instead of polling forever).
-    pub drain: bool,
-    /// Stop after this long without a new event (`--until-idle`; streams with no end of their
-    /// own, such as fanotify, use it; `None`: only `drain` decides).
-    pub until_idle: Option<std::time::Duration>,
-    /// The component id.
-    pub name: String,
-    /// Becomes true on SIGTERM or SIGINT: deliver the batch in hand, checkpoint, acknowledge
-    /// and return the report (no new records are read).
-    pub stop: tokio::sync::watch::Receiver<bool>,
-}
-
-/// A stream of changes (Lustre changelogs, GPFS events): reads, reduces, applies them to its
-/// state, delivers index operations, and acknowledges upstream only what was delivered.
-#[async_trait]
-pub trait ChangeSource: Send + Sync {
-    /// Run until the stream ends (drain) or forever; returns a final report.
-    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, crate::error::IcicleError>;
-}
-
 /// What a reduction did to one batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReduceCounts {

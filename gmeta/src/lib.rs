@@ -7,6 +7,7 @@ pub mod documents;
 pub mod encoder;
 mod iso;
 pub mod json;
+pub mod replay;
 pub mod subject;
 pub mod visible;
 

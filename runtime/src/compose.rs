@@ -9,7 +9,8 @@ use icicle_core::config::{LoadedConfig, VisibleToSetting};
 use icicle_core::error::ConfigError;
 use icicle_core::policy::{PrincipalMap, RecordPolicy, VisibleTo};
 use icicle_core::registry::{self, BuildContext, Built, PluginKind};
-use icicle_core::traits::{ChangeSource, NamedSinks, NamedSources};
+use icicle_core::monitor::ChangeSource;
+use icicle_core::traits::{NamedSinks, NamedSources};
 
 /// The record policy from `[records]` and `[snapshot] version`.
 pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {

@@ -146,7 +146,7 @@ mod tests {
             chunk.push(format!("{{\"subject\":\"{p}\",\"content\":{{\"path\":\"{p}\"}}}}").as_bytes());
         }
         deliver_emit(&mut sinks, &chunk, vec!["/a".into()], icicle_core::batch::DocumentLimit::compact(10 << 20)).await.unwrap();
-        let index = icicle_plugins_sinks::read_index(dir.path()).unwrap();
+        let index = icicle_gmeta::replay::read_index(dir.path()).unwrap();
         assert_eq!(index.keys().collect::<Vec<_>>(), ["/b"]);
     }
 }

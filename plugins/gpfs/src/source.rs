@@ -12,13 +12,12 @@ use icicle_core::batch::EntryBatch;
 use icicle_core::deadletter::DeadLetters;
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ComponentConfig};
-use icicle_core::stream::{BatchCounts, ChangeState, Emit};
-use icicle_core::traits::{ChangeSource, MonitorContext, OnGap, ReduceCounts, Reducer, StateStore};
+use icicle_core::monitor::{reduce_apply, BatchCounts, ChangeSource, ChangeState, DriverSettings, Emit, Monitor, MonitorContext, OnGap};
+use icicle_core::traits::{ReduceCounts, StateStore};
 use icicle_core::{ConfigError, IcicleError};
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 use icicle_plugins_kafka::client::KafkaConnection;
 use icicle_plugins_kafka::stream::{Offsets, Start, TopicCounts, TopicMessage, TopicSettings, TopicStream};
-use icicle_runtime::monitor::DriverSettings;
 use serde::Deserialize;
 
 use crate::state::{path_key, MountWalker, NoWalk, Walker};
@@ -185,23 +184,22 @@ pub struct GpfsSource {
 impl GpfsSource {
     /// Know every object of the snapshot's index.
     fn seed(cfg: &GpfsConfig, state: &mut GpfsState, dir: &std::path::Path) -> Result<(), IcicleError> {
-        let index = icicle_plugins_sinks::read_index(dir).map_err(|e| external(format!("seed_index: {e}")))?;
+        let index = icicle_gmeta::replay::read_index(dir).map_err(|e| external(format!("seed_index: {e}")))?;
         let prefix = cfg.path_prefix.trim_end_matches('/');
         let root = cfg.fs_root.trim_end_matches('/');
         for (path, c) in &index {
             let Some(rel) = path.strip_prefix(prefix) else { continue };
-            let int = |k: &str| c["raw"][k].as_i64().unwrap_or(0);
-            let mode = c["raw"]["mode"].as_u64().and_then(|m| u32::from_str_radix(&m.to_string(), 8).ok()).unwrap_or(0o100644);
+            let r = icicle_gmeta::replay::RecordedMeta::of(c);
             // The inode (from sources that have one) joins a file's hard links.
             let meta = Meta {
-                inode: c["raw"]["inode"].as_u64().unwrap_or(0),
-                mode,
-                uid: c["uid"].as_u64().unwrap_or(0) as u32,
-                gid: c["gid"].as_u64().unwrap_or(0) as u32,
-                size: c["size"].as_u64().unwrap_or(0),
-                atime: int("atime"),
-                ctime: int("ctime"),
-                mtime: int("mtime"),
+                inode: r.inode.unwrap_or(0),
+                mode: r.mode.unwrap_or(0o100644),
+                uid: r.uid.unwrap_or(0),
+                gid: r.gid.unwrap_or(0),
+                size: r.size.unwrap_or(0),
+                atime: r.atime.unwrap_or(0),
+                ctime: r.ctime.unwrap_or(0),
+                mtime: r.mtime.unwrap_or(0),
             };
             state.seed(&format!("{root}{rel}"), meta);
         }
@@ -240,17 +238,39 @@ pub fn record_for<'a>(path: &'a str, m: &Meta) -> FileRecord<'a> {
 }
 
 #[async_trait]
-impl ChangeSource for GpfsSource {
-    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
+impl Monitor for GpfsSource {
+    type Stream = TopicStream;
+    type State = GpfsEngine;
+
+    fn settings(&self, _ctx: &MonitorContext) -> DriverSettings {
         let cfg = &self.cfg;
-        std::fs::create_dir_all(&cfg.state_dir).map_err(|e| external(format!("{}: {e}", cfg.state_dir.display())))?;
-        let driver =
-            DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &format!("gpfs-{}", cfg.topic), format!("topic {}", cfg.topic));
+        DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &format!("gpfs-{}", cfg.topic), format!("topic {}", cfg.topic))
+    }
+
+    fn state(&self, ctx: &MonitorContext, settings: &DriverSettings) -> Result<GpfsEngine, IcicleError> {
+        let cfg = &self.cfg;
         let walker: Box<dyn Walker + Send> = match &cfg.mount {
             Some(m) => Box::new(MountWalker::new(m.clone(), cfg.fs_root.clone())),
             None => Box::new(NoWalk),
         };
-        let topic = Arc::new(Mutex::new(TopicCounts::default()));
+        Ok(GpfsEngine {
+            cfg: cfg.clone(),
+            state: GpfsState::new(cfg.pair_batches),
+            walker,
+            enc: PrimaryEncoder::new(ctx.policy.clone()),
+            posix: ctx.policy.access.is_some(),
+            component: ctx.name.clone(),
+            dead: self.dead.clone(),
+            counts: GpfsRunCounts::default(),
+            topic: Arc::new(Mutex::new(TopicCounts::default())),
+            checkpoint_file: settings.checkpoint_file(),
+        })
+    }
+
+    /// Joins the consumer group (or takes its partitions) after the state is restored, so a
+    /// slow restore (a seed snapshot) keeps no consumer waiting; offsets are Kafka's.
+    async fn open(&self, ctx: &MonitorContext, engine: &mut GpfsEngine, _resume: Option<Offsets>) -> Result<TopicStream, IcicleError> {
+        let cfg = &self.cfg;
         let settings = TopicSettings {
             connection: cfg.connection.clone(),
             topic: cfg.topic.clone(),
@@ -261,26 +281,12 @@ impl ChangeSource for GpfsSource {
             on_gap: cfg.on_gap,
             what: "fileset",
         };
-        let mut engine = GpfsEngine {
-            cfg: cfg.clone(),
-            state: GpfsState::new(cfg.pair_batches),
-            walker,
-            enc: PrimaryEncoder::new(ctx.policy.clone()),
-            posix: ctx.policy.access.is_some(),
-            component: ctx.name.clone(),
-            dead: self.dead.clone(),
-            counts: GpfsRunCounts::default(),
-            topic: topic.clone(),
-            checkpoint_file: driver.state_file.clone(),
-        };
-        icicle_runtime::monitor::restore(&mut engine, &driver).await?;
-        let mut stream = TopicStream::connect(settings, &ctx.name, ctx.drain, topic).await?;
-        icicle_runtime::monitor::drive(&mut stream, &mut engine, &ctx, &driver).await
+        TopicStream::connect(settings, &ctx.name, ctx.drain, engine.topic.clone()).await
     }
 }
 
 /// The fileset's state and what applying events to it needs.
-struct GpfsEngine {
+pub struct GpfsEngine {
     cfg: Arc<GpfsConfig>,
     state: GpfsState,
     walker: Box<dyn Walker + Send>,
@@ -380,6 +386,7 @@ impl GpfsEngine {
 impl ChangeState for GpfsEngine {
     type Event = TopicMessage;
     type Position = Offsets;
+    type Report = GpfsRunCounts;
 
     /// The path and inode state of the last checkpoint, or on a first start the seed snapshot
     /// (`seed_index`) when there is one. Offsets are Kafka's committed ones: no position.
@@ -406,13 +413,9 @@ impl ChangeState for GpfsEngine {
 
     async fn apply(&mut self, batch: Vec<TopicMessage>) -> Result<Emit, IcicleError> {
         let mut events = self.parse(&batch)?;
-        self.counts.reduce.add(&IgnoredEvents.reduce(&mut events));
         let mut ops = Ops::default();
-        self.state.begin_batch();
-        for ev in &events {
-            self.state.apply(ev, self.walker.as_mut(), &mut ops);
-        }
-        self.state.end_batch(&mut ops);
+        let reduced = reduce_apply(Some(&mut IgnoredEvents), &mut self.state, &mut events, self.walker.as_mut(), &mut ops);
+        self.counts.reduce.add(&reduced);
         self.counts.batches += 1;
         Ok(self.emit(ops))
     }
@@ -466,7 +469,7 @@ impl ChangeState for GpfsEngine {
         }
     }
 
-    fn report(&self) -> serde_json::Value {
+    fn report(&self) -> GpfsRunCounts {
         let mut c = self.counts.clone();
         if let Ok(t) = self.topic.lock() {
             c.messages = t.messages;
@@ -478,6 +481,6 @@ impl ChangeState for GpfsEngine {
         c.state = self.state.counts;
         c.walks = self.walker.left_out();
         c.objects = self.state.len();
-        serde_json::to_value(&c).unwrap_or_default()
+        c
     }
 }

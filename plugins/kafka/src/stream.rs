@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use icicle_core::stream::{ChangeStream, Polled};
-use icicle_core::traits::OnGap;
+use icicle_core::monitor::{ChangeStream, Polled};
+use icicle_core::monitor::OnGap;
 use icicle_core::{ConfigError, IcicleError};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use icicle_core::registry::{BuildContext, ComponentConfig};
-use icicle_core::traits::ChangeSource;
+use icicle_core::monitor::ChangeSource;
 use icicle_core::ConfigError;
 use serde::Deserialize;
 

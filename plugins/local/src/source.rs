@@ -4,10 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use icicle_core::traits::{ChangeSource, MonitorContext};
+use icicle_core::monitor::{DriverSettings, Monitor, MonitorContext};
 use icicle_core::IcicleError;
 use icicle_gmeta::PrimaryEncoder;
-use icicle_runtime::monitor::DriverSettings;
 
 use crate::config::{Backend, LocalConfig};
 use crate::event::RescanReason;
@@ -27,7 +26,7 @@ pub struct LocalSource {
 
 impl LocalSource {
     /// Open the backend: fanotify, or inotify when fanotify is refused and `fallback` is set.
-    fn open(&self) -> Result<(Reader, Backend, Vec<crate::event::LocalEvent>), LocalError> {
+    fn open_backend(&self) -> Result<(Reader, Backend, Vec<crate::event::LocalEvent>), LocalError> {
         let root = &self.cfg.root;
         let mut found = Vec::new();
         if self.backend == Backend::Fanotify {
@@ -49,26 +48,35 @@ fn fallback_errno(e: &std::io::Error) -> bool {
 }
 
 #[async_trait]
-impl ChangeSource for LocalSource {
-    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
+impl Monitor for LocalSource {
+    type Stream = LocalStream;
+    type State = LocalState;
+
+    fn settings(&self, ctx: &MonitorContext) -> DriverSettings {
         let cfg = &self.cfg;
-        let stem = ctx.name.clone();
-        let settings = DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &stem, format!("root {}", cfg.root.display()));
-        std::fs::create_dir_all(&cfg.state_dir).map_err(|e| LocalError::Io { what: format!("creating {}", cfg.state_dir.display()), source: e })?;
+        DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &ctx.name, format!("root {}", cfg.root.display()))
+    }
+
+    fn state(&self, ctx: &MonitorContext, settings: &DriverSettings) -> Result<LocalState, IcicleError> {
+        let cfg = &self.cfg;
+        let stem = &settings.stem;
         let state = LocalState::new(cfg.root.clone(), cfg.prefix(), PrimaryEncoder::new(ctx.policy.clone()), cfg.seed_emit)
             .with_emit_limit(cfg.max_emit_records)
             .with_journal(cfg.state_dir.join(format!("{stem}.fresh-paths.json")))
-            .with_entries_files(&cfg.state_dir, &stem)
+            .with_entries_files(&cfg.state_dir, stem)
             .with_posix(ctx.policy.access.is_some())
             .with_when_root_gone(cfg.when_root_gone);
-        let mut state = match cfg.entries_cache_mb {
+        Ok(match cfg.entries_cache_mb {
             Some(mb) => state.with_entries_on_disk(&cfg.state_dir.join(format!("{stem}.entries.sqlite")), mb)?,
             None => state,
-        };
-        icicle_runtime::monitor::restore(&mut state, &settings).await?;
-        // Marks and watches first, then the walk (the stream's first event): nothing between
-        // them is lost, and events for what the walk already saw are idempotent.
-        let (reader, backend, found) = self.open()?;
+        })
+    }
+
+    /// Marks and watches first, then the walk (the stream's first event): nothing between
+    /// them is lost, and events for what the walk already saw are idempotent.
+    async fn open(&self, ctx: &MonitorContext, state: &mut LocalState, _resume: Option<u64>) -> Result<LocalStream, IcicleError> {
+        let cfg = &self.cfg;
+        let (reader, backend, found) = self.open_backend()?;
         let why = if state.restored {
             tracing::info!(message = "restarted: fanotify and inotify keep no position, so the root is rescanned against the checkpoint", root = %cfg.root.display());
             RescanReason::Restart
@@ -78,14 +86,7 @@ impl ChangeSource for LocalSource {
         tracing::info!(message = "watching", root = %cfg.root.display(), backend = ?backend);
         let idle = ctx.until_idle.or_else(|| ctx.drain.then(|| icicle_core::time::secs(cfg.quiet_period_secs.max(0.5))));
         let counts = Arc::new(Mutex::new(ReaderCounts::default()));
-        let mut stream = LocalStream::new(reader, why, found, idle, counts.clone());
-        let mut report = icicle_runtime::monitor::drive(&mut stream, &mut state, &ctx, &settings).await?;
-        if let Some(o) = report.as_object_mut() {
-            o.insert("backend".into(), serde_json::to_value(backend).unwrap_or_default());
-            if let Ok(c) = counts.lock() {
-                o.insert("reader".into(), serde_json::to_value(&*c).unwrap_or_default());
-            }
-        }
-        Ok(report)
+        state.opened = Some((backend, counts.clone()));
+        Ok(LocalStream::new(reader, why, found, idle, counts))
     }
 }

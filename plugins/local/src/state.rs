@@ -18,7 +18,7 @@ use std::sync::Arc;
 use icicle_core::access::{lstat_dir, parent_dir, Acl};
 use icicle_core::batch::EntryBatch;
 use icicle_core::record::FileRecord;
-use icicle_core::stream::Emit;
+use icicle_core::monitor::Emit;
 use icicle_gmeta::{subject_for, PrimaryEncoder};
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +106,8 @@ pub struct LocalState {
     root_there: bool,
     /// What to do when the root is gone.
     when_root_gone: crate::config::WhenRootGone,
+    /// The backend the stream opened and its readers' counters, for the report.
+    pub opened: Option<(crate::config::Backend, std::sync::Arc<std::sync::Mutex<crate::stream::ReaderCounts>>)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -157,6 +159,7 @@ impl LocalState {
             unreadable: BTreeSet::new(),
             root_there: true,
             when_root_gone: crate::config::WhenRootGone::Delete,
+            opened: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The local state as the monitor driver sees it: restore, apply, checkpoint, counts.
 
 use async_trait::async_trait;
-use icicle_core::stream::{BatchCounts, ChangeState, Emit};
+use icicle_core::monitor::{BatchCounts, ChangeState, Emit};
 use icicle_core::IcicleError;
 
 use super::{Checkpoint, LocalState, Row};
@@ -14,6 +14,7 @@ use crate::LocalError;
 impl ChangeState for LocalState {
     type Event = LocalEvent;
     type Position = u64;
+    type Report = LocalReport;
 
     async fn restore(&mut self, checkpoint: Option<Vec<u8>>, _sent_ahead: Vec<u64>) -> Result<Option<u64>, IcicleError> {
         let Some(bytes) = checkpoint else {
@@ -104,7 +105,25 @@ impl ChangeState for LocalState {
         }
     }
 
-    fn report(&self) -> serde_json::Value {
-        serde_json::to_value(&self.counts).unwrap_or_default()
+    fn report(&self) -> LocalReport {
+        let (backend, reader) = match &self.opened {
+            Some((b, r)) => (Some(*b), r.lock().ok().map(|r| r.clone())),
+            None => (None, None),
+        };
+        LocalReport { counts: self.counts.clone(), backend, reader }
     }
+}
+
+/// The final report of a local monitor: the state's counters, the backend and the readers'.
+#[derive(serde::Serialize)]
+pub struct LocalReport {
+    /// The state's counters.
+    #[serde(flatten)]
+    pub counts: super::LocalCounts,
+    /// The kernel interface that reported the changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<crate::config::Backend>,
+    /// What the readers counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reader: Option<crate::stream::ReaderCounts>,
 }

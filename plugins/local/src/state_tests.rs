@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use icicle_core::policy::{RecordPolicy, VisibleTo};
 
-use icicle_core::stream::ChangeState;
+use icicle_core::monitor::ChangeState;
 
 use super::*;
 

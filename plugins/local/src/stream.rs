@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use icicle_core::stream::{ChangeStream, Polled};
+use icicle_core::monitor::{ChangeStream, Polled};
 use icicle_core::IcicleError;
 
 use crate::event::{LocalEvent, RescanReason};

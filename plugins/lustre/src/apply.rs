@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
 use icicle_core::batch::EntryBatch;
 use icicle_core::record::FileRecord;
-use icicle_core::stream::{BatchCounts, ChangeState, Emit};
+use icicle_core::monitor::{BatchCounts, ChangeState, Emit};
 use icicle_core::traits::{Reducer, StateStore};
 use icicle_core::IcicleError;
 use icicle_gmeta::{subject_for, PrimaryEncoder};
@@ -26,7 +26,7 @@ static WITHDRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 static UNPUBLISHABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// One MDT's directory tree and what applying records to it needs.
-pub(crate) struct TreeState {
+pub struct TreeState {
     pub cfg: Arc<LustreConfig>,
     pub lfs: Lfs,
     pub tree: DirectoryTree,
@@ -200,6 +200,7 @@ impl TreeState {
 impl ChangeState for TreeState {
     type Event = ChangelogRecord;
     type Position = u64;
+    type Report = MonitorCounts;
 
     /// The directory tree as of the last cleared index; a checkpoint that cannot be parsed is
     /// logged and the tree starts empty (it resolves what it meets through fid2path).
@@ -270,9 +271,9 @@ impl ChangeState for TreeState {
         }
     }
 
-    fn report(&self) -> serde_json::Value {
+    fn report(&self) -> MonitorCounts {
         let mut c = self.counts.lock().map(|c| c.clone()).unwrap_or_default();
         c.tree = self.tree.counts;
-        serde_json::to_value(&c).unwrap_or_default()
+        c
     }
 }

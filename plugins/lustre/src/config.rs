@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use icicle_core::traits::OnGap;
+use icicle_core::monitor::OnGap;
 use serde::Deserialize;
 
 use crate::reducer::ReduceCounts;

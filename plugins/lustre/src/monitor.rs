@@ -1,14 +1,13 @@
 //! The `lustre` change source: the changelog stream ([`crate::stream`]) and the directory-tree
-//! state ([`crate::apply`]) of one MDT, run by the runtime's monitor driver.
+//! state ([`crate::apply`]) of one MDT, which the runtime's monitor driver runs.
 
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use icicle_core::registry::{BuildContext, ComponentConfig};
-use icicle_core::traits::{ChangeSource, MonitorContext};
+use icicle_core::monitor::{ChangeSource, DriverSettings, Monitor, MonitorContext};
 use icicle_core::{ConfigError, IcicleError};
 use icicle_gmeta::PrimaryEncoder;
-use icicle_runtime::monitor::DriverSettings;
 
 use crate::apply::TreeState;
 use crate::resolve::{Lfs, Lookahead};
@@ -23,14 +22,20 @@ pub struct LustreSource {
 }
 
 #[async_trait]
-impl ChangeSource for LustreSource {
-    async fn run(&self, ctx: MonitorContext) -> Result<serde_json::Value, IcicleError> {
+impl Monitor for LustreSource {
+    type Stream = ChangelogStream;
+    type State = TreeState;
+
+    fn settings(&self, _ctx: &MonitorContext) -> DriverSettings {
         let cfg = &self.cfg;
-        let settings = DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &cfg.mdt, format!("MDT {}", cfg.mdt));
-        let counts = Arc::new(Mutex::new(MonitorCounts::default()));
+        DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &cfg.mdt, format!("MDT {}", cfg.mdt))
+    }
+
+    fn state(&self, ctx: &MonitorContext, _settings: &DriverSettings) -> Result<TreeState, IcicleError> {
+        let cfg = &self.cfg;
         let fsm = (cfg.resolution != Resolution::Tree)
             .then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
-        let mut state = TreeState {
+        Ok(TreeState {
             cfg: cfg.clone(),
             lfs: Lfs { cmd: cfg.lfs.clone() },
             tree: DirectoryTree::new(cfg.lru_capacity),
@@ -38,12 +43,14 @@ impl ChangeSource for LustreSource {
             fsm,
             enc: PrimaryEncoder::new(ctx.policy.clone()),
             posix: ctx.policy.access.is_some(),
-            counts: counts.clone(),
+            counts: Arc::new(Mutex::new(MonitorCounts::default())),
             replaying: false,
-        };
-        let cleared = icicle_runtime::monitor::restore(&mut state, &settings).await?.unwrap_or(0);
-        let mut stream = ChangelogStream::new(cfg.clone(), ctx.name.clone(), ctx.drain, counts, cleared);
-        icicle_runtime::monitor::drive(&mut stream, &mut state, &ctx, &settings).await
+        })
+    }
+
+    /// Reads from the index after the last one cleared (the checkpoint's).
+    async fn open(&self, ctx: &MonitorContext, state: &mut TreeState, cleared: Option<u64>) -> Result<ChangelogStream, IcicleError> {
+        Ok(ChangelogStream::new(self.cfg.clone(), ctx.name.clone(), ctx.drain, state.counts.clone(), cleared.unwrap_or(0)))
     }
 }
 

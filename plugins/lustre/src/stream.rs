@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use icicle_core::deadletter::DeadLetters;
-use icicle_core::stream::{ChangeStream, Polled};
-use icicle_core::traits::OnGap;
+use icicle_core::monitor::{ChangeStream, Polled};
+use icicle_core::monitor::OnGap;
 use icicle_core::IcicleError;
 
 use crate::changelog::{leading_index, ChangelogRecord, RecordType};
@@ -18,7 +18,7 @@ use crate::config::{LustreConfig, MonitorCounts};
 use crate::resolve::{with_retries, Lfs};
 
 /// Reads one MDT's changelog and clears what was delivered.
-pub(crate) struct ChangelogStream {
+pub struct ChangelogStream {
     pub cfg: Arc<LustreConfig>,
     pub lfs: Lfs,
     /// The component id (metrics labels).

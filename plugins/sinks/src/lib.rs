@@ -35,44 +35,6 @@ fn group_bytes() -> u64 {
     256 << 20
 }
 
-/// The index a file sink's directory describes: its documents applied in sequence order
-/// (ingests upsert by path, deletes remove by subject), as `path -> GMetaEntry content`.
-pub fn read_index(dir: &std::path::Path) -> Result<std::collections::BTreeMap<String, serde_json::Value>, String> {
-    let mut docs: Vec<(u64, std::path::PathBuf)> = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let seq = name.strip_prefix("ingest-").or_else(|| name.strip_prefix("delete-")).and_then(|r| r.strip_suffix(".json")).and_then(|n| n.parse().ok());
-        if let Some(seq) = seq {
-            docs.push((seq, e.path()));
-        }
-    }
-    docs.sort();
-    let mut index = std::collections::BTreeMap::new();
-    let mut subject_path: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    for (_, f) in docs {
-        let doc: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&f).map_err(|e| format!("{}: {e}", f.display()))?).map_err(|e| format!("{}: {e}", f.display()))?;
-        if let Some(subjects) = doc["subjects"].as_array() {
-            for s in subjects.iter().filter_map(|s| s.as_str()) {
-                if let Some(p) = subject_path.remove(s) {
-                    index.remove(&p);
-                }
-            }
-        } else if let Some(entries) = doc["ingest_data"]["gmeta"].as_array() {
-            for e in entries {
-                let (Some(subject), Some(path)) = (e["subject"].as_str(), e["content"]["path"].as_str()) else {
-                    return Err(format!("{}: an entry without subject or path", f.display()));
-                };
-                subject_path.insert(subject.to_string(), path.to_string());
-                index.insert(path.to_string(), e["content"].clone());
-            }
-        } else {
-            return Err(format!("{}: neither a GIngest nor a delete document", f.display()));
-        }
-    }
-    Ok(index)
-}
-
 /// Writes `ingest-NNNNNN.json` (GIngest GMetaList) and `delete-NNNNNN.json`
 /// (`batch_delete_by_subject` body) files, each written to a temporary name and renamed.
 /// Both share one sequence number: apply them in that order.
@@ -513,7 +475,7 @@ mod tests {
         assert_eq!(names(dir.path()), [".delete-000003.json.tmp", ".ingest-000002.json.tmp", "other.tmp"]);
         sink.sync().await.unwrap();
         assert_eq!(names(dir.path()), ["delete-000003.json", "ingest-000002.json", "other.tmp"]);
-        let index = read_index(dir.path()).unwrap();
+        let index = icicle_gmeta::replay::read_index(dir.path()).unwrap();
         assert_eq!(index.keys().collect::<Vec<_>>(), ["/f0", "/f2"], "applied in order");
         // Past the group size a delivery makes the group durable by itself (one sink at a
         // time writes a directory).

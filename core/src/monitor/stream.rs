@@ -1,7 +1,6 @@
-//! The two halves of a monitor, which the runtime's driver runs: a [`ChangeStream`] (reading
-//! and acknowledging upstream: `lfs changelog` and `changelog_clear`, Kafka fetches and offset
-//! commits) and a [`ChangeState`] (the plugin's rules and namespace state: reduce, apply, encode,
-//! checkpoint).
+//! The two halves of a monitor: a [`ChangeStream`] (reading and acknowledging upstream:
+//! `lfs changelog` and `changelog_clear`, Kafka fetches and offset commits) and a
+//! [`ChangeState`] (the plugin's rules and namespace state: reduce, apply, encode, checkpoint).
 
 use std::time::Duration;
 
@@ -86,6 +85,8 @@ pub trait ChangeState: Send {
     type Event: Send;
     /// The stream's position type.
     type Position: Send + Sync;
+    /// The final report's type (printed as JSON by `icicle monitor`).
+    type Report: serde::Serialize;
     /// Take up the last checkpoint (the bytes [`ChangeState::checkpoint`] wrote; `None`: the
     /// first start) and the keys of the sent-ahead journal (paths a delivery after that
     /// checkpoint may have indexed). Returns the position the checkpoint reached when the
@@ -93,7 +94,8 @@ pub trait ChangeState: Send {
     /// (committed offsets) or there was no checkpoint.
     async fn restore(&mut self, checkpoint: Option<Vec<u8>>, sent_ahead: Vec<u64>) -> Result<Option<Self::Position>, IcicleError>;
     /// Reduce `batch` (the plugin's [`crate::Reducer`]), apply it to the state (its
-    /// [`crate::StateStore`]) and encode the operations it implies.
+    /// [`crate::StateStore`], usually through [`super::reduce_apply`]) and encode the
+    /// operations it implies.
     async fn apply(&mut self, batch: Vec<Self::Event>) -> Result<Emit, IcicleError>;
     /// The stream was drained: operations only its end decides (rename halves never paired).
     /// After them the state is checkpointed and the stream truncated at its position.
@@ -113,6 +115,6 @@ pub trait ChangeState: Send {
     fn checkpoint(&self, at: &Self::Position) -> Result<Vec<u8>, IcicleError>;
     /// Counters for the batch metrics.
     fn batch_counts(&self) -> BatchCounts;
-    /// The final report of the run.
-    fn report(&self) -> serde_json::Value;
+    /// The final report of the run: the plugin's own counters.
+    fn report(&self) -> Self::Report;
 }

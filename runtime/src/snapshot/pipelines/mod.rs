@@ -1,12 +1,10 @@
 //! The counting and aggregate pipelines, run by every snapshot worker next to the primary
 //! records over the same single read of the input.
 //!
-//! Counting (as in the seed): every row gets shard `crc32(row) % 64`, where the row is the
-//! record's Icicle 9-column CSV line; counts are kept per (principal, shard) for `u<uid>`,
-//! `g<gid>` and the file's directory truncated to `directory_max` (non-recursive), then
-//! shards are merged and recursive directory counts built.
+//! Counting (`counting`): counts of rows per user, group and directory, sharded as in the
+//! seed by the crc32 of each row's Icicle 9-column CSV line, written as a CSV.
 //!
-//! Aggregate: each row expands to its user, its group and every directory prefix between
+//! Aggregate (here): each row expands to its user, its group and every directory prefix between
 //! `directory_min` and `directory_max`; per principal, sketches of size and of the ages of
 //! atime/ctime/mtime (relative to one reference time per run) plus exact count, total, min
 //! and max. Shards (workers) are merged with `Sketch::merge`.
@@ -15,10 +13,10 @@
 //! rank owning each principal, which merges and emits them; counts are gathered on rank 0,
 //! which writes the CSV.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+mod counting;
 mod shuffle;
 
 use crate::snapshot::cluster::Cluster;
@@ -29,6 +27,8 @@ use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::time::push_iso8601;
 use icicle_core::traits::{Sketch, SketchFactory};
 use icicle_gmeta::{push_json_str, PrimaryEncoder};
+
+pub use counting::{CountRow, Counting};
 
 /// Number of shards rows are spread over.
 pub const SHARDS: usize = 64;
@@ -99,176 +99,6 @@ pub fn shard_of(rec: &FileRecord<'_>) -> usize {
         }
         (crc32fast::hash(&line) as usize) % SHARDS
     })
-}
-
-// ---------------------------------------------------------------------------------------
-// Counting
-
-type ShardCounts = Box<[u64; SHARDS]>;
-
-#[derive(Default)]
-struct CountMaps {
-    users: HashMap<u32, ShardCounts>,
-    groups: HashMap<u32, ShardCounts>,
-    dirs: HashMap<String, ShardCounts>,
-}
-
-fn bump<K: std::hash::Hash + Eq>(m: &mut HashMap<K, ShardCounts>, k: K, shard: usize) {
-    m.entry(k).or_insert_with(|| Box::new([0; SHARDS]))[shard] += 1;
-}
-
-impl CountMaps {
-    fn merge(&mut self, o: CountMaps) {
-        fn add<K: std::hash::Hash + Eq>(a: &mut HashMap<K, ShardCounts>, b: HashMap<K, ShardCounts>) {
-            for (k, v) in b {
-                let e = a.entry(k).or_insert_with(|| Box::new([0; SHARDS]));
-                for i in 0..SHARDS {
-                    e[i] += v[i];
-                }
-            }
-        }
-        add(&mut self.users, o.users);
-        add(&mut self.groups, o.groups);
-        add(&mut self.dirs, o.dirs);
-    }
-}
-
-/// One row of the counting output.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct CountRow {
-    pub principal: String,
-    pub count: u64,
-    pub recursive_count: u64,
-}
-
-/// The counting pipeline: a [`RowProcessorFactory`] whose workers merge into one result.
-pub struct Counting {
-    settings: CountingSettings,
-    merged: Mutex<CountMaps>,
-    /// Another rank writes the counts of a distributed run.
-    elsewhere: std::sync::atomic::AtomicBool,
-}
-
-struct CountingWorker {
-    maps: CountMaps,
-    max: usize,
-    last_parent: String,
-    last_dir: String,
-    parent: Arc<Counting>,
-}
-
-impl RowProcessor for CountingWorker {
-    fn record(&mut self, rec: &FileRecord<'_>) {
-        let shard = shard_of(rec);
-        bump(&mut self.maps.users, rec.attrs.uid, shard);
-        bump(&mut self.maps.groups, rec.attrs.gid, shard);
-        let parent = rec.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
-        if parent != self.last_parent {
-            self.last_parent.clear();
-            self.last_parent.push_str(parent);
-            let depth = parent_depth(rec.path).min(self.max);
-            self.last_dir = dir_prefix(rec.path, depth).unwrap_or_else(|| "/".into());
-        }
-        match self.maps.dirs.get_mut(self.last_dir.as_str()) {
-            Some(c) => c[shard] += 1,
-            None => bump(&mut self.maps.dirs, self.last_dir.clone(), shard),
-        }
-    }
-
-    fn finish(self: Box<Self>) {
-        if let Ok(mut m) = self.parent.merged.lock() {
-            m.merge(self.maps);
-        }
-    }
-}
-
-struct CountingHandle(Arc<Counting>);
-
-impl RowProcessorFactory for CountingHandle {
-    fn make(&self, _worker: usize) -> Box<dyn RowProcessor> {
-        Box::new(CountingWorker {
-            maps: CountMaps::default(),
-            max: self.0.settings.directory_max,
-            last_parent: "\0".into(),
-            last_dir: String::new(),
-            parent: self.0.clone(),
-        })
-    }
-}
-
-impl Counting {
-    /// A counting pipeline and the factory to hand to the snapshot runtime.
-    pub fn new(settings: CountingSettings) -> (Arc<Counting>, Arc<dyn RowProcessorFactory>) {
-        let c = Arc::new(Counting { settings, merged: Mutex::new(CountMaps::default()), elsewhere: Default::default() });
-        (c.clone(), Arc::new(CountingHandle(c)))
-    }
-
-    /// Merge shards and build recursive directory counts.
-    pub fn rows(&self) -> Vec<CountRow> {
-        let Ok(m) = self.merged.lock() else { return Vec::new() };
-        let total = |c: &ShardCounts| c.iter().sum::<u64>();
-        let mut out = Vec::new();
-        let mut users: Vec<_> = m.users.iter().map(|(k, v)| (*k, total(v))).collect();
-        users.sort();
-        out.extend(users.into_iter().map(|(u, c)| CountRow { principal: format!("u{u}"), count: c, recursive_count: c }));
-        let mut groups: Vec<_> = m.groups.iter().map(|(k, v)| (*k, total(v))).collect();
-        groups.sort();
-        out.extend(groups.into_iter().map(|(g, c)| CountRow { principal: format!("g{g}"), count: c, recursive_count: c }));
-        // Every directory with a count, and all its ancestors.
-        let mut dirs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for (d, v) in m.dirs.iter() {
-            let c = total(v);
-            let e = dirs.entry(d.clone()).or_default();
-            e.0 += c;
-            let mut p = d.as_str();
-            while p != "/" {
-                p = match p.rfind('/') {
-                    Some(0) => "/",
-                    Some(i) => &p[..i],
-                    None => break,
-                };
-                dirs.entry(p.to_string()).or_default();
-            }
-        }
-        let mut by_depth: Vec<(usize, String)> = dirs.keys().map(|d| (if d == "/" { 0 } else { d.matches('/').count() }, d.clone())).collect();
-        by_depth.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (_, d) in &by_depth {
-            let (own, sub) = dirs[d];
-            let rec = own + sub;
-            if d != "/" {
-                let p = match d.rfind('/') {
-                    Some(0) => "/".to_string(),
-                    Some(i) => d[..i].to_string(),
-                    None => continue,
-                };
-                if let Some(e) = dirs.get_mut(&p) {
-                    e.1 += rec;
-                }
-            }
-        }
-        out.extend(dirs.into_iter().map(|(d, (own, sub))| CountRow { principal: d, count: own, recursive_count: own + sub }));
-        out
-    }
-
-    /// Write the compact CSV and return a report.
-    pub fn write(&self) -> std::io::Result<serde_json::Value> {
-        let rows = self.rows();
-        let path = &self.settings.output;
-        if let Some(p) = path.parent() {
-            if !p.as_os_str().is_empty() {
-                std::fs::create_dir_all(p)?;
-            }
-        }
-        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-        writeln!(w, "principal,count,recursive_count")?;
-        for r in &rows {
-            let p =
-                if r.principal.contains(',') || r.principal.contains('"') { format!("\"{}\"", r.principal.replace('"', "\"\"")) } else { r.principal.clone() };
-            writeln!(w, "{p},{},{}", r.count, r.recursive_count)?;
-        }
-        w.flush()?;
-        Ok(serde_json::json!({"output": path, "principals": rows.len()}))
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -671,22 +501,6 @@ impl Aggregate {
         o.extend_from_slice(&raw);
         o.extend_from_slice(b"}}}");
         o
-    }
-}
-
-impl PipelineFinisher for Counting {
-    fn name(&self) -> &'static str {
-        "counting"
-    }
-    fn distribute(&self, cluster: &dyn Cluster) -> Result<(), String> {
-        self.gather_counts(cluster)
-    }
-    fn finish(&self, _policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
-        if self.elsewhere.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok((Vec::new(), serde_json::json!({"written_by_rank": 0})));
-        }
-        let report = self.write().map_err(|e| format!("writing {}: {e}", self.settings.output.display()))?;
-        Ok((Vec::new(), report))
     }
 }
 

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use super::{Aggregate, Counting, PrincipalStats, ShardCounts, SHARDS};
+use super::counting::{CountMaps, Counting, ShardCounts};
+use super::{Aggregate, PrincipalStats, SHARDS};
 use crate::snapshot::cluster::{owner, put_bytes, Cluster, Fields};
 
 /// Serialize one principal's statistics.
@@ -109,7 +110,7 @@ impl Counting {
         let id = |s: &str| s.parse::<u32>().map_err(|e| format!("{s:?}: {e}"));
         for (rank, buf) in all.iter().enumerate() {
             let mut f = Fields::new(buf);
-            let read = |f: &mut Fields<'_>, m: &mut super::CountMaps| -> Result<(), String> {
+            let read = |f: &mut Fields<'_>, m: &mut CountMaps| -> Result<(), String> {
                 get_counts(f, &mut m.users, id)?;
                 get_counts(f, &mut m.groups, id)?;
                 get_counts(f, &mut m.dirs, |s| Ok(s.to_string()))

@@ -7,15 +7,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
+use icicle_core::access::{lstat_dir, ChainCache};
 use icicle_core::batch::EntryBatch;
 use icicle_core::deadletter::DeadLetters;
+use icicle_core::monitor::{reduce_apply, BatchCounts, ChangeSource, ChangeState, DriverSettings, Emit, Monitor, MonitorContext, OnGap};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ComponentConfig};
-use icicle_core::monitor::{reduce_apply, BatchCounts, ChangeSource, ChangeState, DriverSettings, Emit, Monitor, MonitorContext, OnGap};
 use icicle_core::traits::{ReduceCounts, StateStore};
 use icicle_core::{ConfigError, IcicleError};
-use icicle_gmeta::{subject_for, PrimaryEncoder};
+use icicle_gmeta::{subject_for, Judge, PrimaryEncoder, Published};
 use icicle_plugins_kafka::client::KafkaConnection;
 use icicle_plugins_kafka::stream::{Offsets, Start, TopicCounts, TopicMessage, TopicSettings, TopicStream};
 use serde::Deserialize;
@@ -23,8 +23,6 @@ use serde::Deserialize;
 use crate::state::{path_key, MountWalker, NoWalk, Walker};
 use crate::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops};
 
-/// Records withdrawn because they could not be published (for the sampled warning).
-static WITHDRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// Event paths refused by the path check (for the sampled warning).
 static UNPUBLISHABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -361,18 +359,12 @@ impl GpfsEngine {
                 Op::Delete => deletes.push(subject_for(&ip).into_owned()),
                 Op::Update(m) => {
                     updated.push(path_key(&path));
-                    let dirs = if posix { chains.chain(parent_dir(&path), &mut lookup) } else { None };
-                    let acl = if posix { on_mount(&path).and_then(|m| Acl::read(&m)).map(Arc::new) } else { None };
-                    match enc.encode_entry_in(&mut chunk, &record_for(&ip, &m), acl, dirs.as_ref()) {
-                        Ok(()) => counts.updates += 1,
-                        Err(e) => {
-                            // Nobody mapped may see it as it is now: withdrawn.
-                            counts.withdrawn += 1;
-                            deletes.push(subject_for(&ip).into_owned());
-                            if let Some(n) = icicle_core::log_sample::count_to_log(&WITHDRAWN) {
-                                tracing::warn!(message = "record withdrawn: it cannot be published as the file is now (the first 20 are logged, then one in 10,000)", path = %ip, error = %e, seen = n);
-                            }
-                        }
+                    let file = if posix { on_mount(&path) } else { None };
+                    let judge = posix.then(|| Judge { chains: &mut chains, path: &path, lookup: &mut lookup, acl_at: file.as_deref() });
+                    match enc.publish(&mut chunk, &mut deletes, &record_for(&ip, &m), judge) {
+                        Published::Sent => counts.updates += 1,
+                        // Nobody mapped may see it as it is now: withdrawn.
+                        Published::Withdrawn => counts.withdrawn += 1,
                     }
                 }
             }

@@ -13,17 +13,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use icicle_core::access::{lstat_dir, parent_dir, Acl};
+use icicle_core::access::lstat_dir;
 use icicle_core::batch::EntryBatch;
-use icicle_core::record::FileRecord;
 use icicle_core::monitor::Emit;
-use icicle_gmeta::{subject_for, PrimaryEncoder};
+use icicle_core::record::FileRecord;
+use icicle_gmeta::{subject_for, Judge, PrimaryEncoder, Published};
 use serde::{Deserialize, Serialize};
-
-/// Records withdrawn because they could not be published (for the sampled warning).
-static WITHDRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 use crate::dir_access::{root_changed, RootAccess};
 use crate::entries_log::{EntriesLog, Fields};
@@ -529,36 +525,28 @@ impl LocalState {
             return;
         }
         let rec = FileRecord::from_metadata(&full, md);
-        let encoded = if self.posix {
-            let p = format!("/{rel}");
-            let root = &self.root;
-            let (chains, judged_with) = (&mut work.chains, &mut work.judged_with);
-            let dirs = chains.chain(parent_dir(&p), &mut |d| {
-                let perm = lstat_dir(&icicle_core::name::on(root, d));
-                if let Some(perm) = &perm {
-                    crate::work::judging_with(judged_with, d, perm);
-                }
-                perm
-            });
-            let acl = Acl::read(&icicle_core::name::on(root, rel)).map(Arc::new);
-            self.enc.encode_entry_in(chunk, &rec, acl, dirs.as_ref())
-        } else {
-            self.enc.encode_entry(chunk, &rec)
+        let (p, file) = if self.posix { (format!("/{rel}"), Some(icicle_core::name::on(&self.root, rel))) } else { (String::new(), None) };
+        let root = &self.root;
+        let (chains, judged_with) = (&mut work.chains, &mut work.judged_with);
+        let mut lookup = |d: &str| {
+            let perm = lstat_dir(&icicle_core::name::on(root, d));
+            if let Some(perm) = &perm {
+                crate::work::judging_with(judged_with, d, perm);
+            }
+            perm
         };
-        match encoded {
-            Ok(()) => {
+        let judge = file.as_deref().map(|file| Judge { chains, path: &p, lookup: &mut lookup, acl_at: Some(file) });
+        let published = self.enc.publish(chunk, deletes, &rec, judge);
+        work.force.remove(rel);
+        match published {
+            Published::Sent => {
                 self.counts.updates += 1;
-                work.force.remove(rel);
                 work.sent.insert(rel.clone());
                 work.published(rel);
             }
-            Err(e) => {
+            Published::Withdrawn => {
                 self.counts.withdrawn += 1;
-                work.force.remove(rel);
-                work.delete(rel, subject_for(&full).into_owned(), deletes);
-                if let Some(n) = icicle_core::log_sample::count_to_log(&WITHDRAWN) {
-                    tracing::warn!(message = "record withdrawn: it cannot be published as the file is now (the first 20 are logged, then one in 10,000)", path = %full, error = %e, seen = n);
-                }
+                work.deleted_here(rel);
             }
         }
     }

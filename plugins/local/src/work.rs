@@ -88,9 +88,14 @@ impl Work {
 
     /// A delete of `path` (its record's `subject`) in this part.
     pub(crate) fn delete(&mut self, path: &Name, subject: String, deletes: &mut Vec<String>) {
+        self.deleted_here(path);
+        deletes.push(subject);
+    }
+
+    /// `path` was deleted in this part (its delete is in the part's deletes already).
+    pub(crate) fn deleted_here(&mut self, path: &Name) {
         self.revived.remove(path);
         self.deleted.insert(path.clone());
-        deletes.push(subject);
     }
 
     /// Whether every file published in this part below `dir` was judged with `dir` as `now`

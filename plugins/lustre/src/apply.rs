@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use icicle_core::access::{lstat_dir, parent_dir, Acl, ChainCache};
+use icicle_core::access::{lstat_dir, ChainCache};
 use icicle_core::batch::EntryBatch;
-use icicle_core::record::FileRecord;
 use icicle_core::monitor::{BatchCounts, ChangeState, Emit};
+use icicle_core::record::FileRecord;
 use icicle_core::traits::{Reducer, StateStore};
 use icicle_core::IcicleError;
-use icicle_gmeta::{subject_for, PrimaryEncoder};
+use icicle_gmeta::{subject_for, Judge, PrimaryEncoder, Published};
 
 use crate::changelog::{ChangelogRecord, Fid};
 use crate::config::{LustreConfig, MonitorCounts, Resolution};
@@ -20,8 +20,6 @@ use crate::reducer::{ReduceCounts, RuleTable};
 use crate::resolve::{fsmonitor_apply, walk_files, Lfs, LfsResolver};
 use crate::tree::{DirectoryTree, Ops, PathOp};
 
-/// Records withdrawn because they could not be published (for the sampled warning).
-static WITHDRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// Paths refused by the path check (for the sampled warning).
 static UNPUBLISHABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -177,20 +175,18 @@ impl TreeState {
     ) {
         let full = self.full_path(path);
         let rec = FileRecord::from_metadata(&full, md);
-        let dirs = if self.posix { chains.chain(parent_dir(path), &mut |d| lstat_dir(&self.on_mount(d))) } else { None };
-        let acl = if self.posix { Acl::read(&self.on_mount(path)).map(std::sync::Arc::new) } else { None };
-        match self.enc.encode_entry_in(chunk, &rec, acl, dirs.as_ref()) {
-            Ok(()) => {
+        let file = self.posix.then(|| self.on_mount(path));
+        let mount = &self.cfg.mount;
+        let mut lookup = |d: &str| lstat_dir(&icicle_core::name::on(mount, d));
+        let judge = file.as_deref().map(|file| Judge { chains, path, lookup: &mut lookup, acl_at: Some(file) });
+        match self.enc.publish(chunk, deletes, &rec, judge) {
+            Published::Sent => {
                 counts.updates += 1;
                 self.tree.indexed(path);
             }
-            Err(e) => {
+            Published::Withdrawn => {
                 counts.withdrawn += 1;
                 self.tree.unindexed(path);
-                deletes.push(subject_for(&full).into_owned());
-                if let Some(n) = icicle_core::log_sample::count_to_log(&WITHDRAWN) {
-                    tracing::warn!(message = "record withdrawn: it cannot be published as the file is now (the first 20 are logged, then one in 10,000)", path = %full, error = %e, seen = n);
-                }
             }
         }
     }

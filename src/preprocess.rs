@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use icicle_core::config::LoadedConfig;
+use icicle_core::durable::{self, Staging};
 use icicle_core::record::{FileRecord, Reject};
 use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Source, Split};
@@ -130,24 +131,10 @@ enum Output {
     S3(Arc<Uploader>),
 }
 
-/// A local part: a hidden temporary until it is complete; removed if dropped unfinished.
-struct LocalPart {
-    tmp: PathBuf,
-    path: PathBuf,
-    w: Option<std::io::BufWriter<std::fs::File>>,
-}
-
-impl Drop for LocalPart {
-    fn drop(&mut self) {
-        if self.w.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
 /// A part being written.
 enum PartWriter {
-    Local(LocalPart),
+    /// A hidden temporary until it is complete; removed if dropped unfinished.
+    Local(Staging),
     S3(ObjectUpload),
 }
 
@@ -155,9 +142,9 @@ impl Output {
     fn open(&self, name: &str) -> Result<PartWriter, String> {
         match self {
             Output::Local(dir) => {
-                let (tmp, path) = (dir.join(format!(".{name}.tmp")), dir.join(name));
-                let f = std::fs::File::create(&tmp).map_err(|e| format!("creating {}: {e}", tmp.display()))?;
-                Ok(PartWriter::Local(LocalPart { tmp, path, w: Some(std::io::BufWriter::with_capacity(1 << 20, f)) }))
+                let path = dir.join(name);
+                let part = durable::create(&path).map_err(|e| format!("creating a temporary for {}: {e}", path.display()))?;
+                Ok(PartWriter::Local(part))
             }
             Output::S3(up) => Ok(PartWriter::S3(up.object(name))),
         }
@@ -174,10 +161,7 @@ impl Output {
 impl PartWriter {
     fn write(&mut self, data: &[u8]) -> Result<(), String> {
         match self {
-            PartWriter::Local(p) => match &mut p.w {
-                Some(w) => w.write_all(data).map_err(|e| format!("writing {}: {e}", p.tmp.display())),
-                None => Err("the part is closed".into()),
-            },
+            PartWriter::Local(p) => p.write_all(data).map_err(|e| format!("writing {}: {e}", p.temporary().display())),
             PartWriter::S3(u) => u.write(data).map_err(|e| e.to_string()),
         }
     }
@@ -185,17 +169,11 @@ impl PartWriter {
     /// Make the part visible under its name; returns the pieces of its multipart upload.
     fn finish(self) -> Result<u32, String> {
         match self {
-            PartWriter::Local(mut p) => {
-                let w = p.w.take().ok_or("the part is closed")?;
-                let fail = |e: std::io::Error| format!("writing {}: {e}", p.tmp.display());
-                let f = w.into_inner().map_err(|e| fail(e.into_error()))?;
-                f.sync_all().map_err(fail)?;
-                drop(f);
-                let renamed = std::fs::rename(&p.tmp, &p.path).map_err(|e| format!("renaming {} to {}: {e}", p.tmp.display(), p.path.display()));
-                if renamed.is_err() {
-                    let _ = std::fs::remove_file(&p.tmp);
-                }
-                renamed.map(|()| 0)
+            PartWriter::Local(p) => {
+                let tmp = p.temporary().to_path_buf();
+                let staged = p.finish(true).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+                // The directory is fsync'ed once, after the last part (`run`).
+                staged.commit(false).map(|()| 0).map_err(|e| format!("renaming {} into place: {e}", tmp.display()))
             }
             PartWriter::S3(u) => u.finish().map(|u| u.parts).map_err(|e| e.to_string()),
         }

@@ -2,9 +2,11 @@
 //!
 //! [`stage`] writes the new content to a hidden temporary beside the file (fsync'ed when asked);
 //! [`Staged::commit`] renames it into place (and fsyncs the directory when asked).
-//! [`write_atomic`] does both, fully durable.
+//! [`write_atomic`] does both, fully durable. For content written piece by piece (a part file,
+//! a format patched after the fact), [`create`] opens the temporary as a [`Staging`] writer
+//! whose [`Staging::finish`] gives the [`Staged`] file ([`Staging::commit`]: fully durable).
 
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// New content for a file, written beside it and not yet in place.
@@ -23,13 +25,18 @@ fn dir_of(path: &Path) -> &Path {
     }
 }
 
-/// Write the new content of `path` through `body` into `.<name>.tmp` beside it (creating the
-/// directory if needed), fsync'ed when `fsync`. A failed write removes the temporary.
-pub fn stage(path: &Path, fsync: bool, body: impl FnOnce(&mut BufWriter<&std::fs::File>) -> std::io::Result<()>) -> std::io::Result<Staged> {
+/// The temporary of `path`: `.<name>.tmp` beside it, its directory created if needed.
+fn temporary_of(path: &Path) -> std::io::Result<PathBuf> {
     let dir = dir_of(path);
     std::fs::create_dir_all(dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp"));
+    Ok(dir.join(format!(".{name}.tmp")))
+}
+
+/// Write the new content of `path` through `body` into `.<name>.tmp` beside it (creating the
+/// directory if needed), fsync'ed when `fsync`. A failed write removes the temporary.
+pub fn stage(path: &Path, fsync: bool, body: impl FnOnce(&mut BufWriter<&std::fs::File>) -> std::io::Result<()>) -> std::io::Result<Staged> {
+    let tmp = temporary_of(path)?;
     let written = (|| {
         let f = std::fs::File::create(&tmp)?;
         let mut w = BufWriter::with_capacity(1 << 20, &f);
@@ -56,13 +63,95 @@ impl Staged {
         &self.tmp
     }
 
-    /// Rename the new content over the file; fsync the directory when `sync_dir`.
+    /// Rename the new content over the file; fsync the directory when `sync_dir`. A failed
+    /// rename removes the temporary.
     pub fn commit(self, sync_dir: bool) -> std::io::Result<()> {
-        std::fs::rename(&self.tmp, &self.path)?;
+        if let Err(e) = std::fs::rename(&self.tmp, &self.path) {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(e);
+        }
         if sync_dir {
             std::fs::File::open(dir_of(&self.path))?.sync_all()?;
         }
         Ok(())
+    }
+}
+
+/// New content for a file, being written piece by piece (`Write`, `Seek`) into `.<name>.tmp`
+/// beside it; dropped before [`Staging::finish`], the temporary is removed.
+#[derive(Debug)]
+#[must_use = "a staging file is removed unless it is finished and committed"]
+pub struct Staging {
+    w: Option<BufWriter<std::fs::File>>,
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+/// Start new content for `path`: `.<name>.tmp` beside it, created (or emptied) for writing,
+/// the directory created if needed. The [`stage`] of content written piece by piece.
+pub fn create(path: &Path) -> std::io::Result<Staging> {
+    let tmp = temporary_of(path)?;
+    let f = std::fs::File::create(&tmp)?;
+    Ok(Staging { w: Some(BufWriter::with_capacity(1 << 20, f)), tmp, path: path.to_path_buf() })
+}
+
+impl Staging {
+    /// Where the new content is being written.
+    pub fn temporary(&self) -> &Path {
+        &self.tmp
+    }
+
+    fn writer(&mut self) -> &mut BufWriter<std::fs::File> {
+        self.w.as_mut().expect("a staging file is open until finished")
+    }
+
+    /// Flush the content (and fsync it when `fsync`): staged, ready to commit. A failure
+    /// removes the temporary.
+    pub fn finish(mut self, fsync: bool) -> std::io::Result<Staged> {
+        let w = self.w.take().expect("a staging file is open until finished");
+        let done = w.into_inner().map_err(|e| e.into_error()).and_then(|f| if fsync { f.sync_all() } else { Ok(()) });
+        match done {
+            Ok(()) => Ok(Staged { tmp: std::mem::take(&mut self.tmp), path: std::mem::take(&mut self.path) }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&self.tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Put the content in place, fully durable: fsync it, rename it over the file, fsync the
+    /// directory. A failure before the rename removes the temporary.
+    pub fn commit(self) -> std::io::Result<()> {
+        self.finish(true)?.commit(true)
+    }
+}
+
+impl Write for Staging {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writer().write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.writer().write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.writer().flush()
+    }
+}
+
+impl Seek for Staging {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        self.writer().seek(pos)
+    }
+}
+
+impl Drop for Staging {
+    /// Unfinished content was never put in place: removed, not left hidden.
+    fn drop(&mut self) {
+        if self.w.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
     }
 }
 
@@ -132,6 +221,35 @@ mod tests {
         assert!(failed.is_err());
         assert_eq!(std::fs::read(&p).unwrap(), b"new\n");
         assert_eq!(names(tmp.path()), vec![std::ffi::OsString::from("CURRENT")]);
+    }
+
+    #[test]
+    fn a_staging_file_is_written_in_pieces_and_removed_unless_finished() {
+        use std::io::{Seek, SeekFrom};
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("out/part-1.csv");
+        let mut s = super::create(&p).unwrap();
+        assert_eq!(s.temporary(), tmp.path().join("out/.part-1.csv.tmp"));
+        s.write_all(b"xxxx body\n").unwrap();
+        s.seek(SeekFrom::Start(0)).unwrap();
+        s.write_all(b"head").unwrap();
+        assert!(!p.exists());
+        s.commit().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"head body\n");
+        let mut dropped = super::create(&p).unwrap();
+        dropped.write_all(b"half").unwrap();
+        drop(dropped);
+        let staged = super::create(&p).unwrap().finish(false).unwrap();
+        assert_eq!(names(p.parent().unwrap()), vec![std::ffi::OsString::from(".part-1.csv.tmp"), std::ffi::OsString::from("part-1.csv")]);
+        std::fs::create_dir(tmp.path().join("blocker")).unwrap();
+        std::fs::write(tmp.path().join("blocker/x"), b"").unwrap();
+        // A rename over a non-empty directory fails: the temporary goes with it.
+        let over_dir = super::create(&tmp.path().join("blocker")).unwrap();
+        assert!(over_dir.commit().is_err());
+        assert!(!tmp.path().join(".blocker.tmp").exists());
+        staged.commit(false).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"");
+        assert_eq!(names(p.parent().unwrap()), vec![std::ffi::OsString::from("part-1.csv")]);
     }
 
     #[test]

@@ -266,9 +266,7 @@ fn globus_search(listen: &str, opts: globus::Options, addr_file: Option<&Path>) 
         let addr = listener.local_addr()?;
         if let Some(f) = addr_file {
             // Written whole, then renamed: a reader never sees half an address.
-            let tmp = f.with_extension("tmp");
-            std::fs::write(&tmp, format!("{addr}\n"))?;
-            std::fs::rename(&tmp, f)?;
+            icicle_core::durable::write_atomic(f, format!("{addr}\n").as_bytes())?;
         }
         {
             use std::io::Write;

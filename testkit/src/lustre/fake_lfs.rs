@@ -109,8 +109,9 @@ fn changelog_clear(journal: &Path, user: &str, endrec: &str) -> (i32, Vec<u8>, S
     }
     u.1 = u.1.max(if endrec == 0 { last } else { endrec });
     let text: String = users.iter().map(|(n, c)| format!("{n} {c}\n")).collect();
-    let tmp = side(journal, ".users.tmp");
-    if fs::write(&tmp, text).and_then(|_| fs::rename(&tmp, side(journal, ".users"))).is_err() {
+    // Replaced whole (not fsync'ed: a stand-in's bookkeeping, rewritten on every clear).
+    let staged = icicle_core::durable::stage(&side(journal, ".users"), false, |w| std::io::Write::write_all(w, text.as_bytes()));
+    if staged.and_then(|s| s.commit(false)).is_err() {
         return (5, Vec::new(), "lfs changelog_clear: I/O error\n".into());
     }
     (0, Vec::new(), String::new())

@@ -10,29 +10,19 @@ use super::{Catalog, CatalogEntry, CatalogError, CatalogGone, LayoutLine};
 
 /// Write `cat` as a compact catalog at `out`: its [`Catalog::latest`] entries (one per
 /// path, in path order) and all its `gone` records. The file is written under a temporary
-/// hidden name in the same directory, synced, then renamed into place, so a reader never
-/// maps a partial file.
+/// hidden name in the same directory, synced, then renamed into place
+/// ([`icicle_core::durable::create`]), so a reader never maps a partial file.
 pub fn write_compact(cat: &Catalog, out: &Path) -> Result<CompactCounts, CatalogError> {
     let entries = cat.latest();
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = out.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| CatalogError::Io { path, source }
     };
-    let result = (|| {
-        let file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        let counts = encode(&mut w, &tmp, &entries, &cat.gone, cat.superseded as u64)?;
-        let file = w.into_inner().map_err(|e| io(&tmp)(e.into_error()))?;
-        file.sync_all().map_err(io(&tmp))?;
-        std::fs::rename(&tmp, out).map_err(io(out))?;
-        Ok(counts)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let mut w = icicle_core::durable::create(out).map_err(io(out))?;
+    let tmp = w.temporary().to_path_buf();
+    let counts = encode(&mut w, &tmp, &entries, &cat.gone, cat.superseded as u64)?;
+    w.finish(true).map_err(io(&tmp))?.commit(true).map_err(io(out))?;
+    Ok(counts)
 }
 
 /// Runs of layout lines that the compact form stores as one record: consecutive lines one

@@ -5,3 +5,4 @@ pub mod gen;
 pub mod globus;
 pub mod gpfs;
 pub mod lustre;
+pub mod monitor_compliance;

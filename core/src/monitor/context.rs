@@ -35,15 +35,18 @@ pub struct MonitorContext {
 }
 
 impl MonitorContext {
-    /// A context for tests: `sinks`, the default record policy and document bound, draining,
-    /// named `test`; the stop signal never fires.
+    /// A context for tests: `sinks`, records visible to `public`, the default document bound,
+    /// draining, named `test`; the stop signal never fires.
     pub fn for_test(sinks: NamedSinks) -> MonitorContext {
         let (tx, stop) = tokio::sync::watch::channel(false);
         // The sender is leaked so the receiver never sees it closed.
         std::mem::forget(tx);
         MonitorContext {
             sinks: std::sync::Arc::new(tokio::sync::Mutex::new(sinks)),
-            policy: std::sync::Arc::new(crate::policy::RecordPolicy::default()),
+            policy: std::sync::Arc::new(crate::policy::RecordPolicy {
+                visible_to: vec![crate::policy::VisibleTo::Public],
+                ..Default::default()
+            }),
             document_limit: crate::config::SnapshotSettings::default().document_limit(),
             drain: true,
             until_idle: None,

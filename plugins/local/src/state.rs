@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use icicle_core::access::lstat_dir;
 use icicle_core::batch::EntryBatch;
-use icicle_core::monitor::Emit;
+use icicle_core::monitor::{reduce_apply, Emit};
 use icicle_core::record::FileRecord;
 use icicle_gmeta::{subject_for, Judge, PrimaryEncoder, Published};
 use serde::{Deserialize, Serialize};
@@ -574,32 +574,16 @@ impl LocalState {
             }
         }
         self.counts.events += batch.len() as u64;
-        self.counts.reduce.add(&icicle_core::traits::Reducer::reduce(&mut crate::reduce::PathRules, &mut batch));
         if self.pending.is_some() {
             self.counts.continued += 1;
         }
-        let mut work = self.pending.take().unwrap_or_else(Work::new);
-        self.entries.begin();
+        let mut work = self.pending.take().unwrap_or_default();
         // A new part of a larger emit: the file system went on in between (the earlier parts
         // were delivered), so directories are read again and what they outdated is sent again.
         work.new_part();
-        self.root_there = crate::mounts::root_identity(&self.root).is_some();
-        for ev in batch {
-            tracing::trace!(message = "event", event = ?ev);
-            match ev {
-                LocalEvent::Changed(p) => work.push(p.into()),
-                LocalEvent::Directory(p) => {
-                    work.push(p.as_str().into());
-                    work.directories.insert(p);
-                }
-                LocalEvent::Rescan(d, why) => self.rescan(&d, why, &mut work),
-                LocalEvent::Object(ino) => {
-                    for n in self.entries.names_of(ino) {
-                        work.push(n);
-                    }
-                }
-            }
-        }
+        // Each path an event names goes on the work list (see the `StateStore` in `change`).
+        let reduced = reduce_apply(Some(&mut crate::reduce::PathRules), self, &mut batch, &mut (), &mut work);
+        self.counts.reduce.add(&reduced);
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
         loop {

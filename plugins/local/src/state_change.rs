@@ -2,13 +2,53 @@
 
 use async_trait::async_trait;
 use icicle_core::monitor::{BatchCounts, ChangeState, Emit};
+use icicle_core::traits::StateStore;
 use icicle_core::IcicleError;
 
 use super::{Checkpoint, LocalState, Row};
 use crate::entries_log::{EntriesView, FieldsRead};
 use crate::event::LocalEvent;
 use crate::print::print_of;
+use crate::work::Work;
 use crate::LocalError;
+
+/// The state as a batch's events apply to it: each puts the paths it names on the work list
+/// (the pending operations), compared with the file system once the batch is applied.
+impl StateStore for LocalState {
+    type Event = LocalEvent;
+    type Env<'e> = ();
+    type Ops = Work;
+
+    fn begin_batch(&mut self) {
+        self.entries.begin();
+        self.root_there = crate::mounts::root_identity(&self.root).is_some();
+    }
+
+    fn apply(&mut self, ev: &LocalEvent, _env: &mut (), work: &mut Work) {
+        tracing::trace!(message = "event", event = ?ev);
+        match ev {
+            LocalEvent::Changed(p) => work.push(p.as_str().into()),
+            LocalEvent::Directory(p) => {
+                work.push(p.as_str().into());
+                work.directories.insert(p.clone());
+            }
+            LocalEvent::Rescan(d, why) => self.rescan(d, *why, work),
+            LocalEvent::Object(ino) => {
+                for n in self.entries.names_of(*ino) {
+                    work.push(n);
+                }
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn approx_bytes(&self) -> usize {
+        self.entries.approx_bytes()
+    }
+}
 
 #[async_trait]
 impl ChangeState for LocalState {

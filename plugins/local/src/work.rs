@@ -27,8 +27,9 @@ pub(crate) fn judging_with(judged_with: &mut HashMap<String, (Access, bool)>, di
     }
 }
 
-/// One batch's work: paths to compare, in order, each once.
-pub(crate) struct Work {
+/// One batch's work: paths to compare, in order, each once (the state's pending operations as
+/// its events apply: the module is private, so outside the crate the type cannot be named).
+pub struct Work {
     pub(crate) queue: VecDeque<Name>,
     pub(crate) seen: HashSet<Name>,
     /// Queued and not compared yet.
@@ -54,6 +55,12 @@ pub(crate) struct Work {
     /// sink applies a part's updates before its deletes: such a delete is dropped).
     pub(crate) deleted: HashSet<Name>,
     pub(crate) revived: HashSet<Name>,
+}
+
+impl Default for Work {
+    fn default() -> Work {
+        Work::new()
+    }
 }
 
 impl Work {

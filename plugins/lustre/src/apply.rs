@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, ChainCache};
 use icicle_core::batch::EntryBatch;
-use icicle_core::monitor::{BatchCounts, ChangeState, Emit};
+use icicle_core::monitor::{reduce_apply, BatchCounts, ChangeState, Emit};
 use icicle_core::record::FileRecord;
 use icicle_core::traits::{Reducer, StateStore};
 use icicle_core::IcicleError;
@@ -16,7 +16,7 @@ use icicle_gmeta::{subject_for, Judge, PrimaryEncoder, Published};
 use crate::changelog::{ChangelogRecord, Fid};
 use crate::config::{LustreConfig, MonitorCounts, Resolution};
 use crate::lookahead::Lookahead;
-use crate::reducer::{ReduceCounts, RuleTable};
+use crate::reducer::{ReduceCounts, Reduction};
 use crate::resolve::{fsmonitor_apply, walk_files, Lfs, LfsResolver};
 use crate::tree::{DirectoryTree, Ops, PathOp};
 
@@ -54,14 +54,14 @@ impl TreeState {
         format!("{}{}", self.cfg.path_prefix.trim_end_matches('/'), path)
     }
 
-    /// Path operations for a reduced batch.
-    fn resolve(&mut self, kept: &[ChangelogRecord]) -> Result<Ops, IcicleError> {
+    /// Reduce `batch` (with `reduction`; `None`: keep every record) and resolve it into path
+    /// operations; returns them with what the reduction did.
+    fn resolve(&mut self, batch: &mut Vec<ChangelogRecord>, reduction: Option<&mut Reduction>) -> Result<(Ops, ReduceCounts), IcicleError> {
         let cfg = &self.cfg;
         let mut ops = Ops::default();
-        self.tree.begin_batch();
-        self.lookahead.next_batch(kept.first().map(|r| r.index).unwrap_or(0));
         let (tree, fsm) = (&mut self.tree, &mut self.fsm);
-        tokio::task::block_in_place(|| {
+        let mut failure = None;
+        let rc = tokio::task::block_in_place(|| {
             let mut r = LfsResolver {
                 lfs: &self.lfs,
                 fsname: &cfg.fsname,
@@ -71,28 +71,35 @@ impl TreeState {
                 chunk: cfg.read_size,
                 failure: None,
             };
-            match fsm {
+            let rc = match fsm {
+                // The tree tells the resolver where the batch begins (the look-ahead moves on).
+                None => reduce_apply(reduction, tree, batch, &mut r, &mut ops),
+                // No state store: every record resolved by itself, through the cache.
                 Some(cache) => {
+                    let rc = match reduction {
+                        Some(red) => red.reduce(batch),
+                        None => ReduceCounts { input: batch.len() as u64, passed: batch.len() as u64, ..Default::default() },
+                    };
+                    tree.begin_batch();
+                    r.lookahead.next_batch(batch.first().map(|r| r.index).unwrap_or(0));
                     let naive = cfg.resolution == Resolution::Naive;
-                    for rec in kept {
+                    for rec in batch.iter() {
                         if naive {
                             cache.clear();
                         }
                         fsmonitor_apply(rec, cache, &mut r, &mut tree.counts, &mut ops);
                     }
+                    rc
                 }
-                None => {
-                    for rec in kept {
-                        tree.apply(rec, &mut r, &mut ops);
-                    }
-                }
-            }
-            r.failure.take()
-        })
-        .map_or(Ok(ops), |failure| {
+            };
+            failure = r.failure.take();
+            rc
+        });
+        match failure {
+            None => Ok((ops, rc)),
             // Retried from the checkpoint (the tree in memory may hold part of this batch).
-            Err(IcicleError::Source(icicle_core::SourceError::External(format!("MDT {}: {failure}: the batch is not applied", cfg.mdt))))
-        })
+            Some(failure) => Err(IcicleError::Source(icicle_core::SourceError::External(format!("MDT {}: {failure}: the batch is not applied", cfg.mdt)))),
+        }
     }
 
     /// Encode one batch's operations: stat every update now, skip what vanished. When
@@ -224,14 +231,10 @@ impl ChangeState for TreeState {
     }
 
     async fn apply(&mut self, mut batch: Vec<ChangelogRecord>) -> Result<Emit, IcicleError> {
-        let rc = if self.cfg.reduction && !std::mem::take(&mut self.replaying) {
-            RuleTable.reduce(&mut batch)
-        } else if self.cfg.reduction {
-            RuleTable::reduce_keeping_pairs(&mut batch)
-        } else {
-            ReduceCounts { input: batch.len() as u64, passed: batch.len() as u64, ..Default::default() }
-        };
-        let ops = self.resolve(&batch)?;
+        // After a restart that may replay delivered records, the first batch keeps create and
+        // unlink pairs (see `restore`).
+        let mut reduction = self.cfg.reduction.then(|| Reduction { keeping_pairs: std::mem::take(&mut self.replaying) });
+        let (ops, rc) = self.resolve(&mut batch, reduction.as_mut())?;
         let counts = self.counts.clone();
         let mut counts = counts.lock().map_err(|_| poisoned())?;
         counts.reduce.add(&rc);

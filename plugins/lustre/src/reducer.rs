@@ -120,6 +120,26 @@ impl RuleTable {
     }
 }
 
+/// The rule table as a monitor's batch is reduced: with cancellation, or without it
+/// ([`RuleTable::reduce_keeping_pairs`]) for the first batch after a restart, which reads
+/// again what a killed run may have delivered.
+#[derive(Debug, Clone, Copy)]
+pub struct Reduction {
+    pub keeping_pairs: bool,
+}
+
+impl Reducer for Reduction {
+    type Event = ChangelogRecord;
+
+    fn reduce(&mut self, batch: &mut Vec<ChangelogRecord>) -> ReduceCounts {
+        if self.keeping_pairs {
+            RuleTable::reduce_keeping_pairs(batch)
+        } else {
+            RuleTable.reduce(batch)
+        }
+    }
+}
+
 fn slot_key(r: &ChangelogRecord) -> Fid {
     match (&r.kind, r.source) {
         (RecordType::Renme, Some(s)) => s,

@@ -205,6 +205,10 @@ impl Resolver for LfsResolver<'_> {
         self.read_leavings();
         self.lookahead.renamed_over_by(fid, after)
     }
+
+    fn batch_begins(&mut self, first: u64) {
+        self.lookahead.next_batch(first);
+    }
 }
 
 impl LfsResolver<'_> {

@@ -69,6 +69,9 @@ pub trait Resolver {
     fn path2fid(&mut self, _path: &str) -> Option<Fid> {
         None
     }
+    /// A batch's first record to apply is `first` (told before it is applied): the records
+    /// before it are applied, and what was read ahead of them can go.
+    fn batch_begins(&mut self, _first: u64) {}
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -194,7 +197,10 @@ impl StateStore for DirectoryTree {
     fn apply(&mut self, rec: &ChangelogRecord, r: &mut (dyn Resolver + '_), ops: &mut Ops) {
         use RecordType::*;
         self.current = rec.index;
-        self.batch_first.get_or_insert(rec.index);
+        if self.batch_first.is_none() {
+            self.batch_first = Some(rec.index);
+            r.batch_begins(rec.index);
+        }
         if !self.head_memo.is_empty() {
             self.head_memo.clear();
         }

@@ -102,8 +102,7 @@ impl DeadLetters {
         f.sync_data()?;
         self.written += 1;
         crate::metrics::Metrics::global().add(
-            "icicle_dead_letters_total",
-            "Records that could not be parsed, applied or published, kept in a dead-letter file.",
+            &crate::metrics::names::DEAD_LETTERS_TOTAL,
             &[("source", source)],
             1.0,
         );

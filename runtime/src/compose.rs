@@ -111,17 +111,16 @@ pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
                     // Error series exist from the start, at 0, so alerts and rates need no first failure.
                     let m = icicle_core::metrics::Metrics::global();
                     for kind in ["ingest", "delete", "sync"] {
-                        m.add("icicle_sink_errors_total", "Deliveries a sink failed.", &[("sink", &id), ("kind", kind)], 0.0);
+                        m.add(&icicle_core::metrics::names::SINK_ERRORS_TOTAL, &[("sink", &id), ("kind", kind)], 0.0);
                     }
                     sinks.push((id, s))
                 }
                 Built::Monitor(mon) => {
                     let m = icicle_core::metrics::Metrics::global();
                     let c = [("component", id.as_str())];
-                    m.set_counter("icicle_rejects_total", "Input that could not be used (reported with its position).", &c, 0.0);
+                    m.set_counter(&icicle_core::metrics::names::REJECTS_TOTAL, &c, 0.0);
                     m.add(
-                        "icicle_dead_letters_total",
-                        "Records that could not be parsed, applied or published, kept in a dead-letter file.",
+                        &icicle_core::metrics::names::DEAD_LETTERS_TOTAL,
                         &[("source", &id)],
                         0.0,
                     );

@@ -21,22 +21,22 @@ pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &Do
         let t = std::time::Instant::now();
         let labels: [(&'static str, &str); 2] = [("sink", name), ("kind", kind)];
         if let Err(e) = s.deliver(batch).await {
-            m.add("icicle_sink_errors_total", "Deliveries a sink failed.", &labels, 1.0);
+            m.add(&icicle_core::metrics::names::SINK_ERRORS_TOTAL, &labels, 1.0);
             return Err(e);
         }
-        m.add("icicle_sink_batches_total", "Documents a sink delivered durably.", &labels, 1.0);
-        m.add("icicle_sink_entries_total", "Entries (upserts) or subjects (deletes) delivered.", &labels, entries as f64);
-        m.add("icicle_sink_bytes_total", "Bytes of documents delivered.", &labels, bytes as f64);
+        m.add(&icicle_core::metrics::names::SINK_BATCHES_TOTAL, &labels, 1.0);
+        m.add(&icicle_core::metrics::names::SINK_ENTRIES_TOTAL, &labels, entries as f64);
+        m.add(&icicle_core::metrics::names::SINK_BYTES_TOTAL, &labels, bytes as f64);
         let took = t.elapsed().as_secs_f64();
-        m.set("icicle_sink_last_delivery_seconds", "How long the last delivery took.", &[("sink", name)], took);
-        m.observe("icicle_sink_delivery_duration_seconds", "How long a delivery took, until durable.", &[("sink", name)], took);
+        m.set(&icicle_core::metrics::names::SINK_LAST_DELIVERY_SECONDS, &[("sink", name)], took);
+        m.observe(&icicle_core::metrics::names::SINK_DELIVERY_DURATION_SECONDS, &[("sink", name)], took);
     }
     // Every sink has the batch: tell each of them, with every sink's receipt (audit trails).
     let receipts: Vec<(String, serde_json::Value)> = sinks.iter().filter_map(|(name, s)| s.receipt().map(|r| (name.clone(), r))).collect();
     for (name, s) in sinks.iter_mut() {
         if let Err(e) = s.delivered(batch, &receipts).await {
             let labels: [(&'static str, &str); 2] = [("sink", name), ("kind", kind)];
-            m.add("icicle_sink_errors_total", "Deliveries a sink failed.", &labels, 1.0);
+            m.add(&icicle_core::metrics::names::SINK_ERRORS_TOTAL, &labels, 1.0);
             return Err(e);
         }
     }
@@ -48,7 +48,7 @@ pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &Do
 pub async fn sync_all(sinks: &mut icicle_core::traits::NamedSinks) -> Result<(), icicle_core::error::SinkError> {
     for (name, s) in sinks.iter_mut() {
         if let Err(e) = s.sync().await {
-            icicle_core::metrics::Metrics::global().add("icicle_sink_errors_total", "Deliveries a sink failed.", &[("sink", name), ("kind", "sync")], 1.0);
+            icicle_core::metrics::Metrics::global().add(&icicle_core::metrics::names::SINK_ERRORS_TOTAL, &[("sink", name), ("kind", "sync")], 1.0);
             return Err(e);
         }
     }

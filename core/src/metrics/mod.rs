@@ -3,7 +3,10 @@
 //! `prometheus-client` registry and rendered as OpenMetrics text (`/metrics`) and as a JSON snapshot
 //! (`/status`, `icicle top`).
 
+pub mod names;
 mod server;
+
+pub use names::{Kind, Metric};
 
 pub use server::{serve, ACCEPT_BACKOFF_MAX, CONNECTION_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS};
 
@@ -140,7 +143,9 @@ impl Metrics {
 
     /// The family `name`, registered on first use as a `kind`; `f` runs on it with the
     /// series' labels, under the lock. A name already registered with another kind is left alone.
-    fn with(&self, name: &'static str, help: &'static str, kind: &'static str, labels: &[(&'static str, &str)], f: impl FnOnce(&mut Handle, &Labels)) {
+    fn with(&self, metric: &Metric, kind: &'static str, labels: &[(&'static str, &str)], f: impl FnOnce(&mut Handle, &Labels)) {
+        let (name, help) = (metric.name, metric.help);
+        debug_assert!(labels.iter().all(|(k, _)| metric.labels.contains(k)), "{name}: labels {labels:?} beyond {:?}", metric.labels);
         let mut tracked = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
         let t = tracked.entry(name).or_insert_with(|| {
             let handle = match kind {
@@ -168,18 +173,18 @@ impl Metrics {
         t.series.insert(labels);
     }
 
-    /// Add `v` to counter `name`.
-    pub fn add(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        self.with(name, help, "counter", labels, |h, l| {
+    /// Add `v` to counter `metric`.
+    pub fn add(&self, metric: &Metric, labels: &[(&'static str, &str)], v: f64) {
+        self.with(metric, "counter", labels, |h, l| {
             if let Handle::Counter(fam) = h {
                 fam.get_or_create(l).inc_by(v.max(0.0));
             }
         });
     }
 
-    /// Set counter `name` to a running total `v` (a component's own cumulative count); it never goes down.
-    pub fn set_counter(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        self.with(name, help, "counter", labels, |h, l| {
+    /// Set counter `metric` to a running total `v` (a component's own cumulative count); it never goes down.
+    pub fn set_counter(&self, metric: &Metric, labels: &[(&'static str, &str)], v: f64) {
+        self.with(metric, "counter", labels, |h, l| {
             if let Handle::Counter(fam) = h {
                 let c = fam.get_or_create(l);
                 let now = c.get();
@@ -190,9 +195,9 @@ impl Metrics {
         });
     }
 
-    /// Count one observation `v` (seconds) in latency histogram `name` ([`LATENCY_BUCKETS`]).
-    pub fn observe(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        self.with(name, help, "histogram", labels, |h, l| {
+    /// Count one observation `v` (seconds) in latency histogram `metric` ([`LATENCY_BUCKETS`]).
+    pub fn observe(&self, metric: &Metric, labels: &[(&'static str, &str)], v: f64) {
+        self.with(metric, "histogram", labels, |h, l| {
             if let Handle::Histogram(fam, totals) = h {
                 fam.get_or_create(l).observe(v);
                 let t = totals.entry(l.clone()).or_default();
@@ -202,9 +207,9 @@ impl Metrics {
         });
     }
 
-    /// Set gauge `name` to `v`.
-    pub fn set(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        self.with(name, help, "gauge", labels, |h, l| {
+    /// Set gauge `metric` to `v`.
+    pub fn set(&self, metric: &Metric, labels: &[(&'static str, &str)], v: f64) {
+        self.with(metric, "gauge", labels, |h, l| {
             if let Handle::Gauge(fam) = h {
                 // The encoder has no spelling for infinities.
                 fam.get_or_create(l).set(if v.is_finite() { v } else { f64::NAN });
@@ -219,7 +224,7 @@ impl Metrics {
         }
         // /proc/self/statm: size resident shared ... in pages.
         if let Some(pages) = std::fs::read_to_string("/proc/self/statm").ok().and_then(|t| t.split_whitespace().nth(1).and_then(|x| x.parse::<f64>().ok())) {
-            self.set("icicle_process_resident_bytes", "Resident memory of the icicle process.", &[], pages * 4096.0);
+            self.set(&names::PROCESS_RESIDENT_BYTES, &[], pages * 4096.0);
         }
     }
 
@@ -314,22 +319,22 @@ pub struct BatchReport<'a> {
 pub fn record_batch(r: &BatchReport<'_>) {
     let m = Metrics::global();
     let c = [("component", r.component)];
-    m.set_counter("icicle_records_in_total", "Records or events read by a source.", &c, r.records_in as f64);
-    m.set_counter("icicle_records_filtered_total", "Records dropped by type at ingestion.", &c, r.filtered as f64);
-    m.set_counter("icicle_rejects_total", "Input that could not be used (reported with its position).", &c, r.rejects as f64);
+    m.set_counter(&names::RECORDS_IN_TOTAL, &c, r.records_in as f64);
+    m.set_counter(&names::RECORDS_FILTERED_TOTAL, &c, r.filtered as f64);
+    m.set_counter(&names::REJECTS_TOTAL, &c, r.rejects as f64);
     for (outcome, n) in r.outcomes {
-        m.set_counter("icicle_reduce_total", "Reduction outcomes.", &[("component", r.component), ("outcome", outcome)], *n as f64);
+        m.set_counter(&names::REDUCE_TOTAL, &[("component", r.component), ("outcome", outcome)], *n as f64);
     }
-    m.set_counter("icicle_records_out_total", "Index operations emitted.", &[("component", r.component), ("op", "update")], r.updates as f64);
-    m.set_counter("icicle_records_out_total", "Index operations emitted.", &[("component", r.component), ("op", "delete")], r.deletes as f64);
-    m.set_counter("icicle_batches_total", "Batches processed and acknowledged.", &c, r.batches as f64);
-    m.set("icicle_batch_size", "Records in the last batch.", &c, r.batch_size as f64);
-    m.set("icicle_batch_seconds", "Processing and delivery time of the last batch.", &c, r.batch_seconds);
-    m.observe("icicle_batch_duration_seconds", "Processing and delivery time of a batch.", &c, r.batch_seconds);
-    m.set("icicle_state_entries", "Objects held by the monitor's state.", &c, r.state_entries as f64);
-    m.set("icicle_state_bytes", "Approximate heap bytes of the monitor's state.", &c, r.state_bytes as f64);
+    m.set_counter(&names::RECORDS_OUT_TOTAL, &[("component", r.component), ("op", "update")], r.updates as f64);
+    m.set_counter(&names::RECORDS_OUT_TOTAL, &[("component", r.component), ("op", "delete")], r.deletes as f64);
+    m.set_counter(&names::BATCHES_TOTAL, &c, r.batches as f64);
+    m.set(&names::BATCH_SIZE, &c, r.batch_size as f64);
+    m.set(&names::BATCH_SECONDS, &c, r.batch_seconds);
+    m.observe(&names::BATCH_DURATION_SECONDS, &c, r.batch_seconds);
+    m.set(&names::STATE_ENTRIES, &c, r.state_entries as f64);
+    m.set(&names::STATE_BYTES, &c, r.state_bytes as f64);
     for (what, n) in r.state_counts {
-        m.set_counter("icicle_state_events_total", "State events (evictions, fid2path calls, ...).", &[("component", r.component), ("event", what)], *n as f64);
+        m.set_counter(&names::STATE_EVENTS_TOTAL, &[("component", r.component), ("event", what)], *n as f64);
     }
 }
 
@@ -342,11 +347,17 @@ pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 mod tests {
     use super::*;
 
+    const X_DURATION: Metric = Metric { name: "icicle_x_duration_seconds", help: "X.", kind: Kind::Histogram, labels: &["sink"] };
+    const RECORDS_IN: Metric = Metric { name: "icicle_records_in_total", help: "Records read.", kind: Kind::Counter, labels: &["component"] };
+    const REJECTS: Metric = Metric { name: "icicle_rejects_total", help: "Rejected.", kind: Kind::Counter, labels: &["component"] };
+    const LAG: Metric = Metric { name: "icicle_changelog_lag", help: "Records not yet cleared.", kind: Kind::Gauge, labels: &["component", "mdt"] };
+    const WEIRD: Metric = Metric { name: "icicle_weird", help: "A \"quoted\" label.", kind: Kind::Gauge, labels: &["component"] };
+
     #[test]
     fn histograms_are_cumulative_buckets_sum_and_count() {
         let m = Metrics::default();
         for v in [0.0005, 0.003, 0.003, 7.0, 500.0] {
-            m.observe("icicle_x_duration_seconds", "X.", &[("sink", "a")], v);
+            m.observe(&X_DURATION, &[("sink", "a")], v);
         }
         let text = m.openmetrics();
         assert!(text.starts_with("# HELP icicle_x_duration_seconds X.\n# TYPE icicle_x_duration_seconds histogram\n"), "{text}");
@@ -365,16 +376,16 @@ mod tests {
     #[test]
     fn counters_gauges_and_the_exposition_format() {
         let m = Metrics::default();
-        m.add("icicle_records_in_total", "Records read.", &[("component", "mdt0")], 5.0);
-        m.add("icicle_records_in_total", "Records read.", &[("component", "mdt0")], 2.0);
-        m.set_counter("icicle_records_in_total", "Records read.", &[("component", "mdt0")], 3.0);
-        m.set_counter("icicle_rejects_total", "Rejected.", &[("component", "mdt0")], 4.0);
-        m.set_counter("icicle_rejects_total", "Rejected.", &[("component", "mdt0")], 2.0);
-        m.set("icicle_changelog_lag", "Records not yet cleared.", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 3.0);
-        m.set("icicle_changelog_lag", "Records not yet cleared.", &[("mdt", "fs0-MDT0000"), ("component", "mdt0")], 1.0);
-        m.set("icicle_weird", "A \"quoted\" label.", &[("component", "a\"b\\c\nd")], f64::INFINITY);
+        m.add(&RECORDS_IN, &[("component", "mdt0")], 5.0);
+        m.add(&RECORDS_IN, &[("component", "mdt0")], 2.0);
+        m.set_counter(&RECORDS_IN, &[("component", "mdt0")], 3.0);
+        m.set_counter(&REJECTS, &[("component", "mdt0")], 4.0);
+        m.set_counter(&REJECTS, &[("component", "mdt0")], 2.0);
+        m.set(&LAG, &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 3.0);
+        m.set(&LAG, &[("mdt", "fs0-MDT0000"), ("component", "mdt0")], 1.0);
+        m.set(&WEIRD, &[("component", "a\"b\\c\nd")], f64::INFINITY);
         // A name keeps its first kind.
-        m.set("icicle_rejects_total", "Rejected.", &[("component", "mdt0")], 9.0);
+        m.set(&REJECTS, &[("component", "mdt0")], 9.0);
         let text = m.openmetrics();
         assert_eq!(
             text,

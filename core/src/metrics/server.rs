@@ -58,7 +58,7 @@ async fn accept_loop(listener: TcpListener) {
             Err(e) => {
                 drop(slot);
                 backoff = (backoff * 2).clamp(Duration::from_millis(10), ACCEPT_BACKOFF_MAX);
-                Metrics::global().add("icicle_metrics_accept_errors_total", "Connections the metrics server failed to accept.", &[], 1.0);
+                Metrics::global().add(&crate::metrics::names::METRICS_ACCEPT_ERRORS_TOTAL, &[], 1.0);
                 if let Some(n) = crate::log_sample::count_to_log(&ACCEPT_ERRORS) {
                     tracing::warn!(error = %e, n, backoff_ms = backoff.as_millis() as u64, "metrics server cannot accept a connection; pausing");
                 }

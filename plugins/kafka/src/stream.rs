@@ -99,8 +99,7 @@ impl rdkafka::ClientContext for QuietEof {
                 }
                 let ps = p.to_string();
                 m.set(
-                    "icicle_kafka_lag",
-                    "Messages between the consumer's position and the partition's end.",
+                    &icicle_core::metrics::names::KAFKA_LAG,
                     &[("component", &self.component), ("topic", topic), ("partition", &ps)],
                     part.consumer_lag as f64,
                 );
@@ -324,8 +323,7 @@ impl TopicStream {
             counts.lost_messages
         };
         icicle_core::metrics::Metrics::global().set_counter(
-            "icicle_kafka_lost_messages_total",
-            "Messages deleted before the monitor read them (committed offset to first read).",
+            &icicle_core::metrics::names::KAFKA_LOST_MESSAGES_TOTAL,
             &[("component", self.component.as_str())],
             lost as f64,
         );
@@ -423,8 +421,7 @@ impl ChangeStream for TopicStream {
                     self.take(msg, out).await?;
                 }
                 icicle_core::metrics::Metrics::global().set(
-                    "icicle_queue_depth",
-                    "Events waiting between the consumers and the reducer.",
+                    &icicle_core::metrics::names::QUEUE_DEPTH,
                     &[("component", &self.component)],
                     self.rx.len() as f64,
                 );
@@ -475,8 +472,7 @@ impl ChangeStream for TopicStream {
         for (p, o) in &counts.committed {
             let ps = p.to_string();
             m.set(
-                "icicle_kafka_committed_offset",
-                "Next offset to read, as committed, per partition.",
+                &icicle_core::metrics::names::KAFKA_COMMITTED_OFFSET,
                 &[("component", &self.component), ("topic", &self.settings.topic), ("partition", &ps)],
                 *o as f64,
             );

@@ -120,8 +120,7 @@ impl Resolver for LfsResolver<'_> {
         let asked = std::time::Instant::now();
         let answer = self.lfs.run(&["fid2path", self.fsname, &fid.to_string()]);
         icicle_core::metrics::Metrics::global().observe(
-            "icicle_fid2path_duration_seconds",
-            "How long one `lfs fid2path` took.",
+            &icicle_core::metrics::names::FID2PATH_DURATION_SECONDS,
             &[("mdt", self.mdt)],
             asked.elapsed().as_secs_f64(),
         );

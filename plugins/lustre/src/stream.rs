@@ -53,8 +53,7 @@ impl ChangelogStream {
         let lfs = Lfs { cmd: cfg.lfs.clone() };
         let labels = [("component", name.as_str()), ("mdt", cfg.mdt.as_str())];
         icicle_core::metrics::Metrics::global().set(
-            "icicle_changelog_cleared",
-            "Last changelog index cleared (acknowledged) per MDT.",
+            &icicle_core::metrics::names::CHANGELOG_CLEARED,
             &labels,
             cleared as f64,
         );
@@ -86,8 +85,7 @@ impl ChangelogStream {
         }
         let labels = [("component", self.name.as_str()), ("mdt", cfg.mdt.as_str())];
         icicle_core::metrics::Metrics::global().set_counter(
-            "icicle_changelog_lost_records_total",
-            "Changelog records purged before they were read, per MDT.",
+            &icicle_core::metrics::names::CHANGELOG_LOST_RECORDS_TOTAL,
             &labels,
             counts.lost_records as f64,
         );
@@ -216,8 +214,8 @@ impl ChangeStream for ChangelogStream {
         if let Some(c) = self.covered {
             let labels = [("component", self.name.as_str()), ("mdt", mdt.as_str())];
             let m = icicle_core::metrics::Metrics::global();
-            m.set("icicle_changelog_index", "Highest changelog index read per MDT.", &labels, c as f64);
-            m.set("icicle_changelog_lag", "Changelog records read but not yet cleared, per MDT.", &labels, c.saturating_sub(self.cleared) as f64);
+            m.set(&icicle_core::metrics::names::CHANGELOG_INDEX, &labels, c as f64);
+            m.set(&icicle_core::metrics::names::CHANGELOG_LAG, &labels, c.saturating_sub(self.cleared) as f64);
         }
         if got > 0 {
             return Ok(Polled::New);
@@ -250,9 +248,9 @@ impl ChangeStream for ChangelogStream {
         let m = icicle_core::metrics::Metrics::global();
         // The lag moves first, so no reader sees the new position beside the old lag.
         if let Some(c) = self.covered {
-            m.set("icicle_changelog_lag", "Changelog records read but not yet cleared, per MDT.", &labels, c.saturating_sub(to) as f64);
+            m.set(&icicle_core::metrics::names::CHANGELOG_LAG, &labels, c.saturating_sub(to) as f64);
         }
-        m.set("icicle_changelog_cleared", "Last changelog index cleared (acknowledged) per MDT.", &labels, to as f64);
+        m.set(&icicle_core::metrics::names::CHANGELOG_CLEARED, &labels, to as f64);
         Ok(())
     }
 }

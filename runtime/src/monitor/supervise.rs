@@ -131,8 +131,7 @@ async fn run_with_restarts(
         restarts += 1;
         tracing::error!(message = "source failed; restarting", source = %ctx.name, error = %err, restart = restarts, delay_secs = delay);
         icicle_core::metrics::Metrics::global().set_counter(
-            "icicle_source_restarts_total",
-            "Restarts of a monitor source after a failure.",
+            &icicle_core::metrics::names::SOURCE_RESTARTS_TOTAL,
             &[("component", ctx.name.as_str())],
             restarts as f64,
         );

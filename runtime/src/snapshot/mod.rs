@@ -85,10 +85,10 @@ impl MetricsProgress {
         let (done, total) = (self.done.load(Relaxed) as f64, self.total.load(Relaxed) as f64);
         let secs = self.started.elapsed().as_secs_f64().max(1e-9);
         let m = icicle_core::metrics::Metrics::global();
-        m.set("icicle_snapshot_work_done_units", "Snapshot work done: bytes of text inputs, one per database or directory.", &[], done);
-        m.set("icicle_snapshot_work_planned_units", "Snapshot work planned (same units).", &[], total);
+        m.set(&icicle_core::metrics::names::SNAPSHOT_WORK_DONE_UNITS, &[], done);
+        m.set(&icicle_core::metrics::names::SNAPSHOT_WORK_PLANNED_UNITS, &[], total);
         let eta = if done > 0.0 && total >= done { (total - done) * secs / done } else { -1.0 };
-        m.set("icicle_snapshot_eta_seconds", "Estimated seconds left (-1: unknown).", &[], eta);
+        m.set(&icicle_core::metrics::names::SNAPSHOT_ETA_SECONDS, &[], eta);
     }
 }
 
@@ -396,7 +396,7 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
     }
     if let Ok(mut q) = shared.queue.lock() {
         q.planned += planned.len() as u64;
-        icicle_core::metrics::Metrics::global().set("icicle_snapshot_inputs_planned", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
+        icicle_core::metrics::Metrics::global().set(&icicle_core::metrics::names::SNAPSHOT_INPUTS_PLANNED, &[], q.planned as f64);
         q.items.extend(planned);
     }
     Ok(total)

@@ -87,8 +87,8 @@ impl Shared {
                 q.items.push_back((source, s));
             }
             let m = icicle_core::metrics::Metrics::global();
-            m.set("icicle_snapshot_inputs_done", "Snapshot inputs (files, byte ranges, databases, directories) read.", &[], q.finished as f64);
-            m.set("icicle_snapshot_inputs_planned", "Snapshot inputs planned or discovered so far.", &[], q.planned as f64);
+            m.set(&icicle_core::metrics::names::SNAPSHOT_INPUTS_DONE, &[], q.finished as f64);
+            m.set(&icicle_core::metrics::names::SNAPSHOT_INPUTS_PLANNED, &[], q.planned as f64);
         }
         self.ready.notify_all();
     }
@@ -449,10 +449,10 @@ pub(super) fn spawn(
                     worker.send_chunk();
                     let m = icicle_core::metrics::Metrics::global();
                     let (rows, emitted) = ((worker.counts.rows - rows_before) as f64, (worker.counts.emitted - emitted_before) as f64);
-                    m.add("icicle_snapshot_rows_total", "Rows read by a snapshot source.", &[("source", &source_names[si])], rows);
+                    m.add(&icicle_core::metrics::names::SNAPSHOT_ROWS_TOTAL, &[("source", &source_names[si])], rows);
                     // The overview's in and out, as a monitor's are counted.
-                    m.add("icicle_records_in_total", "Records or events read by a source.", &[("component", &source_names[si])], rows);
-                    m.add("icicle_records_out_total", "Index operations emitted.", &[("component", &source_names[si]), ("op", "update")], emitted);
+                    m.add(&icicle_core::metrics::names::RECORDS_IN_TOTAL, &[("component", &source_names[si])], rows);
+                    m.add(&icicle_core::metrics::names::RECORDS_OUT_TOTAL, &[("component", &source_names[si]), ("op", "update")], emitted);
                     let spawned = std::mem::take(&mut worker.spawned);
                     next = shared.next(spawned, si);
                 }

@@ -254,9 +254,9 @@ impl GlobusSinkConfig {
             ^ u64::from(std::process::id()).rotate_left(32);
         let m = Metrics::global();
         for reason in ["rate_limited", "server_error", "connection"] {
-            m.add("icicle_globus_retries_total", "Globus requests retried after a transient failure.", &[("sink", id), ("reason", reason)], 0.0);
+            m.add(&icicle_core::metrics::names::GLOBUS_RETRIES_TOTAL, &[("sink", id), ("reason", reason)], 0.0);
         }
-        m.add("icicle_dead_letters_total", "Records that could not be parsed, applied or published, kept in a dead-letter file.", &[("source", id)], 0.0);
+        m.add(&icicle_core::metrics::names::DEAD_LETTERS_TOTAL, &[("source", id)], 0.0);
         Ok(GlobusSink {
             id: id.to_string(),
             index_id: self.index_id,
@@ -471,7 +471,7 @@ impl GlobusSink {
         let what = format!("token request to {auth_url} for client {client_id}");
         let body = format!("grant_type=client_credentials&scope={}", form_encode(&scope));
         self.stats.token_fetches += 1;
-        Metrics::global().add("icicle_globus_token_fetches_total", "Access tokens fetched with client credentials.", &[("sink", &self.id)], 1.0);
+        Metrics::global().add(&icicle_core::metrics::names::GLOBUS_TOKEN_FETCHES_TOTAL, &[("sink", &self.id)], 1.0);
         let resp = self
             .client
             .post(&auth_url)
@@ -528,7 +528,7 @@ impl GlobusSink {
             });
         }
         self.stats.requests += 1;
-        Metrics::global().add("icicle_globus_requests_total", "Requests sent to the Globus Search API.", &[("sink", &self.id), ("endpoint", endpoint)], 1.0);
+        Metrics::global().add(&icicle_core::metrics::names::GLOBUS_REQUESTS_TOTAL, &[("sink", &self.id), ("endpoint", endpoint)], 1.0);
         let mut req = self.client.request(method.clone(), url).bearer_auth(token);
         if let Some(b) = body {
             req = req.header(CONTENT_TYPE, "application/json").body(b.to_vec());
@@ -567,8 +567,7 @@ impl GlobusSink {
                     attempt += 1;
                     self.stats.retries += 1;
                     Metrics::global().add(
-                        "icicle_globus_retries_total",
-                        "Globus requests retried after a transient failure.",
+                        &icicle_core::metrics::names::GLOBUS_RETRIES_TOTAL,
                         &[("sink", &self.id), ("reason", e.reason_label())],
                         1.0,
                     );
@@ -591,17 +590,16 @@ impl GlobusSink {
                 "SUCCESS" => {
                     self.stats.tasks += 1;
                     let m = Metrics::global();
-                    m.add("icicle_globus_tasks_total", "Globus Search tasks waited for until SUCCESS.", &[("sink", &self.id)], 1.0);
+                    m.add(&icicle_core::metrics::names::GLOBUS_TASKS_TOTAL, &[("sink", &self.id)], 1.0);
                     m.set(
-                        "icicle_globus_last_task_seconds",
-                        "From submission to SUCCESS of the last task.",
+                        &icicle_core::metrics::names::GLOBUS_LAST_TASK_SECONDS,
                         &[("sink", &self.id)],
                         submitted.elapsed().as_secs_f64(),
                     );
                     return Ok(());
                 }
                 "FAILED" => {
-                    Metrics::global().add("icicle_globus_tasks_failed_total", "Globus Search tasks that ended FAILED.", &[("sink", &self.id)], 1.0);
+                    Metrics::global().add(&icicle_core::metrics::names::GLOBUS_TASKS_FAILED_TOTAL, &[("sink", &self.id)], 1.0);
                     let message = v
                         .get("message")
                         .and_then(Value::as_str)

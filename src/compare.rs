@@ -262,6 +262,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64
         writeln!(w, "{s},{:.0},{:.1}", c.bytes as f64 / c.sketches.max(1) as f64, c.insert_ns / c.inserts.max(1) as f64)?;
     }
     w.flush()?;
+    #[cfg(feature = "charts")]
     if let Err(e) =
         crate::chart::scatter(&rows, &out.join("value-vs-rank-error.png")).and_then(|()| crate::chart::ecdf(&ms, &rows, &out.join("error-distributions.png")))
     {

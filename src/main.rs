@@ -1,9 +1,14 @@
 //! `icicle`: the command-line edge. Builds pipelines from layered configuration and runs them.
 
+#[cfg(feature = "charts")]
 mod chart;
+#[cfg(feature = "sketches")]
 mod compare;
+#[cfg(feature = "index")]
 mod find;
+#[cfg(feature = "snapshot")]
 mod preprocess;
+#[cfg(feature = "index")]
 mod serve;
 
 use std::io::{IsTerminal, Write};
@@ -14,18 +19,111 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use icicle_core::registry;
 
-// Link the plugin crates so their `inventory` registrations are present.
+// Link the plugin crates so their `inventory` registrations are present: each family is a
+// Cargo feature (all on by default; see FEATURES). The sinks (file, stdout, blackhole) need
+// nothing beyond the core and are always there.
+#[cfg(feature = "globus")]
 use icicle_plugins_globus as _;
+#[cfg(feature = "gpfs")]
 use icicle_plugins_gpfs as _;
+#[cfg(feature = "index")]
 use icicle_plugins_index as _;
+#[cfg(feature = "kafka")]
 use icicle_plugins_kafka as _;
+#[cfg(feature = "local")]
 use icicle_plugins_local as _;
+#[cfg(feature = "lustre")]
 use icicle_plugins_lustre as _;
+#[cfg(feature = "prism")]
 use icicle_plugins_prism as _;
+#[cfg(feature = "s3")]
 use icicle_plugins_s3 as _;
 use icicle_plugins_sinks as _;
+#[cfg(feature = "sketches")]
 use icicle_plugins_sketches as _;
+#[cfg(feature = "snapshot")]
 use icicle_plugins_snapshot as _;
+
+/// The Cargo features (plugin families and front ends) and whether this build has them.
+const FEATURES: [(&str, bool); 12] = [
+    ("snapshot", cfg!(feature = "snapshot")),
+    ("lustre", cfg!(feature = "lustre")),
+    ("gpfs", cfg!(feature = "gpfs")),
+    ("local", cfg!(feature = "local")),
+    ("kafka", cfg!(feature = "kafka")),
+    ("globus", cfg!(feature = "globus")),
+    ("index", cfg!(feature = "index")),
+    ("s3", cfg!(feature = "s3")),
+    ("prism", cfg!(feature = "prism")),
+    ("sketches", cfg!(feature = "sketches")),
+    ("tui", cfg!(feature = "tui")),
+    ("charts", cfg!(feature = "charts")),
+];
+
+/// The feature each plugin (kind, type) comes with, for the hint when a configuration names
+/// one this build left out.
+const PLUGIN_FEATURES: [(&str, &str, &str); 20] = [
+    ("source", "gufi", "snapshot"),
+    ("source", "mmapplypolicy", "snapshot"),
+    ("source", "tsv", "snapshot"),
+    ("source", "walk", "snapshot"),
+    ("source", "lustre", "lustre"),
+    ("source", "gpfs", "gpfs"),
+    ("source", "fanotify", "local"),
+    ("source", "inotify", "local"),
+    ("source", "s3", "s3"),
+    ("sink", "kafka", "kafka"),
+    ("sink", "globus", "globus"),
+    ("sink", "index", "index"),
+    ("sketch", "ddsketch", "sketches"),
+    ("sketch", "exact", "sketches"),
+    ("sketch", "hybrid", "sketches"),
+    ("sketch", "kll", "sketches"),
+    ("sketch", "req", "sketches"),
+    ("sketch", "tdigest", "sketches"),
+    ("placement", "file", "prism"),
+    ("placement", "object", "prism"),
+];
+
+/// The error for a part of icicle this build left out, naming the feature to build with.
+fn not_built(what: &str, feature: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{what} needs the `{feature}` feature, and this icicle was built without it: rebuild with `--features {feature}` (or with the default features)"
+    )
+}
+
+/// For an error naming an unknown plugin type ("unknown sink type `kafka`") whose family this
+/// build left out: which feature brings it.
+fn feature_hint(message: &str) -> Option<String> {
+    let mut rest = message;
+    while let Some(at) = rest.find("unknown ") {
+        rest = &rest[at + "unknown ".len()..];
+        let Some((kind, after)) = rest.split_once(" type `") else { continue };
+        let Some((name, _)) = after.split_once('`') else { continue };
+        let feature = PLUGIN_FEATURES.iter().find(|(k, n, _)| *k == kind && *n == name).map(|(_, _, f)| *f);
+        if let Some(f) = feature.filter(|f| FEATURES.iter().any(|(g, on)| g == f && !on)) {
+            return Some(format!("the {kind} `{name}` comes with the `{f}` feature, and this icicle was built without it: rebuild with `--features {f}`"));
+        }
+    }
+    None
+}
+
+/// `--tui` is refused before anything runs when the dashboard is not built in.
+fn dashboard_built(tui: bool) -> anyhow::Result<()> {
+    if tui && !cfg!(feature = "tui") {
+        return Err(not_built("--tui", "tui"));
+    }
+    Ok(())
+}
+
+/// The arguments of a command this build left out: taken as they come, so that the command
+/// says which feature it needs rather than failing on its arguments.
+#[derive(clap::Args, Debug)]
+#[allow(dead_code)]
+struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    args: Vec<std::ffi::OsString>,
+}
 
 /// mimalloc: its thread-local free lists make the monitors' many short-lived paths and
 /// records a few instructions each (glibc's malloc and free were a tenth of a monitor's
@@ -120,15 +218,15 @@ enum Command {
     },
     /// Read every configured snapshot source into Icicle's 9-column CSV (`icicle9`), in parts
     /// of at most --rows-per-file rows, in a directory or under an S3 prefix.
-    Preprocess(preprocess::Args),
+    Preprocess(#[cfg(feature = "snapshot")] preprocess::Args, #[cfg(not(feature = "snapshot"))] NotBuilt),
     /// Find records in an embedded index (`find`-style predicates), as the caller may see them.
-    Find(find::FindArgs),
+    Find(#[cfg(feature = "index")] find::FindArgs, #[cfg(not(feature = "index"))] NotBuilt),
     /// Files, bytes and quantiles per directory, user or group, from the aggregate records
     /// of an embedded index.
-    Du(find::DuArgs),
+    Du(#[cfg(feature = "index")] find::DuArgs, #[cfg(not(feature = "index"))] NotBuilt),
     /// Serve the Globus Search API over an embedded index (HTTP on 127.0.0.1, a Unix socket),
     /// answering each caller with the records it may see; holds the index's writer.
-    Serve(serve::ServeArgs),
+    Serve(#[cfg(feature = "index")] serve::ServeArgs, #[cfg(not(feature = "index"))] NotBuilt),
     /// List the registered plugins by kind.
     Plugins {
         /// Machine-readable output.
@@ -171,6 +269,7 @@ fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Re
 /// dashboard ends before the work (the operator quit, a signal, the terminal went away),
 /// `stop` is called and the work is still waited for: a monitor delivers, checkpoints and
 /// acknowledges what it read before the process exits.
+#[cfg(feature = "tui")]
 fn with_dashboard<T: Send>(tui: bool, what: &str, stop: impl FnOnce(), work: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
     use icicle_tui::session;
     if !tui {
@@ -210,19 +309,32 @@ fn with_dashboard<T: Send>(tui: bool, what: &str, stop: impl FnOnce(), work: imp
     })
 }
 
+/// Without the `tui` feature there is no dashboard: `--tui` was refused by [`dashboard_built`].
+#[cfg(not(feature = "tui"))]
+fn with_dashboard<T: Send>(tui: bool, _what: &str, _stop: impl FnOnce(), work: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+    dashboard_built(tui)?;
+    Ok(work())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let json = matches!(
-        cli.command,
-        Command::Snapshot { json: true, .. } | Command::Plugins { json: true } | Command::Preprocess(preprocess::Args { json: true, .. })
-    );
+    let json = match &cli.command {
+        Command::Snapshot { json, .. } | Command::Plugins { json } => *json,
+        #[cfg(feature = "snapshot")]
+        Command::Preprocess(preprocess::Args { json, .. }) => *json,
+        _ => false,
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let mut message = format!("{e:#}");
+            if let Some(hint) = feature_hint(&message) {
+                message = format!("{message}; {hint}");
+            }
+            eprintln!("error: {message}");
             if json {
                 // Scripts reading stdout get the failure too, not an empty document.
-                let _ = print_stdout(&format!("{}\n", serde_json::json!({ "ok": false, "error": format!("{e:#}") })));
+                let _ = print_stdout(&format!("{}\n", serde_json::json!({ "ok": false, "error": message })));
             }
             ExitCode::from(1)
         }
@@ -249,38 +361,65 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Snapshot { json, no_progress, tui, metrics_addr, allow_mass_delete } => {
             snapshot(&cli, *json, *no_progress, *tui, metrics_addr.clone(), *allow_mass_delete)
         }
+        #[cfg(feature = "snapshot")]
         Command::Preprocess(args) => preprocess::main(&cli.config, &cli.set, args),
+        #[cfg(not(feature = "snapshot"))]
+        Command::Preprocess(_) => Err(not_built("`icicle preprocess`", "snapshot")),
+        #[cfg(feature = "index")]
         Command::Find(args) => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging("warn");
             find::find(&cfg, args)
         }
+        #[cfg(feature = "index")]
         Command::Du(args) => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging("warn");
             find::du(&cfg, args)
         }
+        #[cfg(feature = "index")]
         Command::Serve(args) => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
             serve::serve(&cfg, args)
         }
+        #[cfg(not(feature = "index"))]
+        Command::Find(_) | Command::Du(_) | Command::Serve(_) => {
+            let name = match &cli.command {
+                Command::Find(_) => "find",
+                Command::Du(_) => "du",
+                _ => "serve",
+            };
+            Err(not_built(&format!("`icicle {name}`"), "index"))
+        }
+        #[cfg(feature = "tui")]
         Command::Top { connect, interval, sketches, once, json } => top(connect, *interval, sketches, *once, *json),
+        #[cfg(not(feature = "tui"))]
+        Command::Top { .. } => Err(not_built("`icicle top`", "tui")),
         Command::Monitor { drain, until_idle, json, tui, metrics_addr } => monitor(&cli, *drain, *until_idle, *json, *tui, metrics_addr.clone()),
+        #[cfg(feature = "sketches")]
         Command::SketchCompare { out, sketches, seed } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
             let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             let table = compare::run(&cfg, out, &names, *seed)?;
             print_stdout(&format!("{table}\n"))?;
-            eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv and value-vs-rank-error.png and error-distributions.png", out.display());
+            let charts = if cfg!(feature = "charts") {
+                " and value-vs-rank-error.png and error-distributions.png"
+            } else {
+                " (no charts: this icicle was built without the `charts` feature)"
+            };
+            eprintln!("wrote {}/measurements.csv, summary.csv, summary.md, costs.csv{charts}", out.display());
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(not(feature = "sketches"))]
+        Command::SketchCompare { .. } => Err(not_built("`icicle sketch-compare`", "sketches")),
     }
 }
 
 /// `icicle top`: the dashboard of a running icicle (log lines without a terminal), or its
 /// status once.
+#[cfg(feature = "tui")]
 fn top(connect: &str, interval: f64, sketches: &std::path::Path, once: bool, json: bool) -> anyhow::Result<ExitCode> {
     use icicle_tui::dashboard::{fetch_status, status_line, App};
     use icicle_tui::session;
@@ -321,6 +460,10 @@ fn plugins(json: bool) -> anyhow::Result<ExitCode> {
             }
             text.push_str(&format!("  {:<15} {}\n", p.name, p.description));
         }
+        let missing: Vec<&str> = FEATURES.iter().filter(|(_, on)| !on).map(|(f, _)| *f).collect();
+        if !missing.is_empty() {
+            text.push_str(&format!("built without the features: {}\n", missing.join(", ")));
+        }
     }
     print_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
@@ -332,6 +475,7 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
     if allow_mass_delete {
         set.push("snapshot.allow_mass_delete=true".into());
     }
+    dashboard_built(tui)?;
     let cfg = icicle_core::config::load(&cli.config, &set)?;
     init_logging(&cfg.app.log.level);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
@@ -359,6 +503,7 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
 
 /// `icicle monitor`: every configured change source until drained or stopped.
 fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: bool, metrics_addr: Option<String>) -> anyhow::Result<ExitCode> {
+    dashboard_built(tui)?;
     let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
     init_logging(&cfg.app.log.level);
     let job = icicle_runtime::monitor::supervise::monitor_job(&cfg, drain, until_idle.map(icicle_core::time::secs))?;

@@ -25,13 +25,17 @@ use icicle_core::durable::{self, Staging};
 use icicle_core::record::{FileRecord, Reject};
 use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Source, Split};
+#[cfg(feature = "s3")]
 use icicle_plugins_s3::{ObjectUpload, UploadConfig, Uploader};
 use icicle_plugins_snapshot::icicle9;
 use icicle_runtime::snapshot::rejects::RejectLog;
 use icicle_runtime::snapshot::Progress;
+#[cfg(not(feature = "s3"))]
+use no_s3::{ObjectUpload, Uploader};
 
 /// `icicle preprocess` options.
 #[derive(clap::Args, Debug)]
+#[cfg_attr(not(feature = "s3"), allow(dead_code))]
 pub struct Args {
     /// Where the parts go: a local directory, or `s3://bucket/prefix`.
     #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
@@ -365,7 +369,40 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Without the `s3` feature there is no S3 output: `prepare_s3` refuses it before anything
+/// is written, and no `Uploader` can exist.
+#[cfg(not(feature = "s3"))]
+#[allow(dead_code)]
+mod no_s3 {
+    pub enum Uploader {}
+    pub struct ObjectUpload {
+        pub parts: u32,
+    }
+    impl Uploader {
+        pub fn object(&self, _: &str) -> ObjectUpload {
+            match *self {}
+        }
+        pub fn url(&self, _: &str) -> String {
+            match *self {}
+        }
+    }
+    impl ObjectUpload {
+        pub fn write(&mut self, _: &[u8]) -> Result<(), String> {
+            Ok(())
+        }
+        pub fn finish(self) -> Result<Self, String> {
+            Ok(self)
+        }
+    }
+}
+
+#[cfg(not(feature = "s3"))]
+fn prepare_s3(_: &Args) -> anyhow::Result<Arc<Uploader>> {
+    Err(crate::not_built("--out s3://", "s3"))
+}
+
 /// The S3 output, checked and reachable, with no parts under its prefix yet.
+#[cfg(feature = "s3")]
 fn prepare_s3(args: &Args) -> anyhow::Result<Arc<Uploader>> {
     let mut c = UploadConfig::for_url(&args.out).map_err(anyhow::Error::msg)?;
     c.endpoint_url = args.endpoint_url.clone();

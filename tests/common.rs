@@ -386,6 +386,7 @@ impl Drop for OwnBroker {
 }
 
 /// The index a Kafka sink's messages build on top of `index` (last operation per subject wins).
+#[cfg(feature = "kafka")]
 pub fn apply_topic(index: &mut BTreeMap<String, Value>, messages: &[icicle_plugins_kafka::produce::Consumed]) {
     for m in messages {
         let v: Value = serde_json::from_str(m.value.as_deref().unwrap()).unwrap();

@@ -17,6 +17,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Cell, Chart, Clear, Dataset, Gauge, GraphType, Paragraph, Row, Table, Tabs};
 use ratatui::Frame;
 
+pub use crate::human;
+
 /// The views, in tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
@@ -186,23 +188,6 @@ impl App {
             .zip(self.history.iter().skip(1))
             .map(|(a, b)| (b.time - last.time, ((b.sum(name, labels) - a.sum(name, labels)) / (b.time - a.time).max(1e-9)).max(0.0)))
             .collect()
-    }
-}
-
-/// `1.23 M` style.
-pub fn human(n: f64) -> String {
-    // An empty sum is -0.0: show it as 0.
-    let n = n + 0.0;
-    if n >= 1e9 {
-        format!("{:.2} G", n / 1e9)
-    } else if n >= 1e6 {
-        format!("{:.2} M", n / 1e6)
-    } else if n >= 1e3 {
-        format!("{:.1} k", n / 1e3)
-    } else if n.fract() == 0.0 {
-        format!("{n:.0}")
-    } else {
-        format!("{n:.1}")
     }
 }
 

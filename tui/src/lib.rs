@@ -1,8 +1,11 @@
 //! Terminal presentation: a progress bar for snapshot runs (stderr, only on a terminal)
 //! and the final summary table; the live dashboard in [`dashboard`], run on a terminal (or as
-//! log lines) by [`session`].
+//! log lines) by [`session`]. The dashboard (ratatui, crossterm) is the `dashboard` feature,
+//! on by default; without it the progress bar and the summary table are all there is.
 
+#[cfg(feature = "dashboard")]
 pub mod dashboard;
+#[cfg(feature = "dashboard")]
 pub mod session;
 
 use std::io::IsTerminal;
@@ -71,7 +74,22 @@ impl Progress for TerminalProgress {
     }
 }
 
-use dashboard::human;
+/// `1.23 M` style.
+pub fn human(n: f64) -> String {
+    // An empty sum is -0.0: show it as 0.
+    let n = n + 0.0;
+    if n >= 1e9 {
+        format!("{:.2} G", n / 1e9)
+    } else if n >= 1e6 {
+        format!("{:.2} M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1} k", n / 1e3)
+    } else if n.fract() == 0.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    }
+}
 
 /// The final summary table of a snapshot run.
 pub fn summary_table(s: &SnapshotSummary) -> String {

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::monitor::ChangeSource;
+use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::ConfigError;
 use serde::Deserialize;
 
@@ -82,7 +82,7 @@ fn default_max_emit_records() -> usize {
     crate::state::DEFAULT_EMIT_LIMIT
 }
 fn default_lru_capacity() -> usize {
-    crate::fanotify_events::DEFAULT_LRU_CAPACITY
+    crate::kernel::fanotify_events::DEFAULT_LRU_CAPACITY
 }
 fn default_true() -> bool {
     true

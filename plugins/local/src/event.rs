@@ -55,6 +55,15 @@ pub(crate) fn unreadable_to_log() -> Option<u64> {
     count_to_log(&UNREADABLE)
 }
 
+/// `name` in directory `dir` (relative to the root; empty for the root itself).
+pub fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
 /// A name's text: its bytes escaped as every source escapes them ([`icicle_core::name`]), so
 /// a name that is not UTF-8 is indexed, and deleted, under the same subject a snapshot gives it.
 pub fn name_text(name: &[u8]) -> std::borrow::Cow<'_, str> {

@@ -4,28 +4,20 @@
 //! paths that may have changed; the state reconciles them with the file system at emit time
 //! (lstat, compared with what the index holds), so a lost ordering or an overflow costs a
 //! rescan, never a silent gap.
+//!
+//! The crate in layers: [`event`] is what a backend hands the state; `kernel` reads the
+//! kernel's events (fanotify, inotify, the mounts they cover) into them; [`state`] reconciles
+//! them with the file system and encodes what changed; `store` keeps what the index holds
+//! (entries, their files on disk, the sent-ahead journal). `kernel` never uses `state`, and
+//! `store` uses neither.
 
 mod config;
-mod dir_access;
-mod entries_log;
-mod entry_store;
 mod error;
 pub mod event;
-mod fanotify;
-mod fanotify_events;
-mod fresh_journal;
-mod handle_cache;
-mod inotify_backend;
-mod mounts;
-mod names;
-mod print;
-mod reduce;
+mod kernel;
 mod source;
 pub mod state;
-mod stream;
-mod views;
-mod walk;
-mod work;
+mod store;
 
 use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};
 

@@ -10,10 +10,10 @@ use icicle_gmeta::PrimaryEncoder;
 
 use crate::config::{Backend, LocalConfig};
 use crate::event::RescanReason;
-use crate::fanotify::Fanotify;
-use crate::inotify_backend::InotifyWatch;
+use crate::kernel::fanotify::Fanotify;
+use crate::kernel::inotify_backend::InotifyWatch;
+use crate::kernel::stream::{LocalStream, Reader, ReaderCounts};
 use crate::state::LocalState;
-use crate::stream::{LocalStream, Reader, ReaderCounts};
 use crate::LocalError;
 
 /// A local file-system change source.

@@ -21,15 +21,15 @@ use icicle_core::record::FileRecord;
 use icicle_gmeta::{subject_for, Judge, PrimaryEncoder, Published};
 use serde::{Deserialize, Serialize};
 
-use crate::dir_access::{root_changed, RootAccess};
-use crate::entries_log::{EntriesLog, Fields};
-use crate::entry_store::EntryStore;
 use crate::event::{LocalEvent, RescanReason};
-use crate::fresh_journal::FreshJournal;
-use crate::names::Name;
-pub use crate::print::Print;
-use crate::walk::{walk, WalkCounts};
-use crate::work::Work;
+use crate::state::walk::{walk, WalkCounts};
+use crate::state::work::Work;
+use crate::store::dir_access::{root_changed, RootAccess};
+use crate::store::entries_log::{EntriesLog, Fields};
+use crate::store::entry_store::EntryStore;
+use crate::store::fresh_journal::FreshJournal;
+use crate::store::names::Name;
+pub use crate::store::print::Print;
 use crate::LocalError;
 
 /// Counters of one monitor run.
@@ -103,7 +103,7 @@ pub struct LocalState {
     /// What to do when the root is gone.
     when_root_gone: crate::config::WhenRootGone,
     /// The backend the stream opened and its readers' counters, for the report.
-    pub opened: Option<(crate::config::Backend, std::sync::Arc<std::sync::Mutex<crate::stream::ReaderCounts>>)>,
+    pub opened: Option<(crate::config::Backend, std::sync::Arc<std::sync::Mutex<crate::kernel::stream::ReaderCounts>>)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -531,7 +531,7 @@ impl LocalState {
         let mut lookup = |d: &str| {
             let perm = lstat_dir(&icicle_core::name::on(root, d));
             if let Some(perm) = &perm {
-                crate::work::judging_with(judged_with, d, perm);
+                crate::state::work::judging_with(judged_with, d, perm);
             }
             perm
         };
@@ -557,7 +557,7 @@ impl LocalState {
         // The monitor's twin of the snapshot's deletion guard: a root that went away empties
         // nothing unless asked to (before anything of the batch is applied). `root_there` is
         // left as it was: a restart's restore reads through it.
-        let root_gone = crate::mounts::root_identity(&self.root).is_none();
+        let root_gone = crate::kernel::mounts::root_identity(&self.root).is_none();
         if root_gone && self.when_root_gone == crate::config::WhenRootGone::Fail && !self.entries.below("", None, 1).is_empty() {
             return Err(LocalError::RootGone(self.root.display().to_string()));
         }
@@ -582,7 +582,7 @@ impl LocalState {
         // were delivered), so directories are read again and what they outdated is sent again.
         work.new_part();
         // Each path an event names goes on the work list (see the `StateStore` in `change`).
-        let reduced = reduce_apply(Some(&mut crate::reduce::PathRules), self, &mut batch, &mut (), &mut work);
+        let reduced = reduce_apply(Some(&mut crate::state::reduce::PathRules), self, &mut batch, &mut (), &mut work);
         self.counts.reduce.add(&reduced);
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
@@ -649,18 +649,12 @@ fn is_gone(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP))
 }
 
-#[path = "state_change.rs"]
 mod change;
-#[path = "scan.rs"]
+mod reduce;
 mod scan;
+mod walk;
+mod work;
 pub(crate) use scan::Scan;
 
 #[cfg(test)]
-#[path = "state_edge_tests.rs"]
-mod edge_tests;
-#[cfg(test)]
-#[path = "scan_tests.rs"]
-mod scan_tests;
-#[cfg(test)]
-#[path = "state_tests.rs"]
 mod tests;

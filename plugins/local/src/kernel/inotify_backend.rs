@@ -5,7 +5,7 @@
 //! overflow (`IN_Q_OVERFLOW`) re-adds watches everywhere and rescans the root; a watch that
 //! cannot be added (`max_user_watches`) has its directory rescanned, and is counted. A file
 //! system mounted below the root while it runs (found in the mount table, read every
-//! [`MOUNT_CHECK`](crate::mounts::MOUNT_CHECK), and again right after a read that saw
+//! [`MOUNT_CHECK`](crate::kernel::mounts::MOUNT_CHECK), and again right after a read that saw
 //! `IN_UNMOUNT`) gets watches and
 //! its directory rescanned; an unmount rescans what it uncovered. A directory shown at two
 //! places below the root (a bind mount of one of the root's directories) has one watch: the
@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use tokio::io::unix::AsyncFd;
 
+use crate::event::join;
 use crate::event::{LocalEvent, RescanReason};
-use crate::mounts::MountTable;
-use crate::walk::join;
+use crate::kernel::mounts::MountTable;
 use crate::LocalError;
 
 /// Counters of the inotify reader.

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use lru::LruCache;
 
-use crate::event::{LocalEvent, RescanReason};
-use crate::handle_cache::{HandleCache, Place};
-use crate::views::Views;
+use crate::event::{join, LocalEvent, RescanReason};
+use crate::kernel::handle_cache::{HandleCache, Place};
+use crate::kernel::views::Views;
 
 /// Counters of the fanotify reader.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -286,14 +286,5 @@ impl EventParser {
 /// A directory's handle and the name an event gives below it (none: the directory itself).
 type Named<'d> = (&'d [u8], Option<&'d [u8]>);
 
-fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
-}
-
 #[cfg(test)]
-#[path = "fanotify_events_tests.rs"]
 mod tests;

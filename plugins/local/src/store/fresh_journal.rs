@@ -8,7 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
-use crate::names::Name;
+use crate::store::names::Name;
 use crate::LocalError;
 
 /// The journal file of one monitor. Only the paths of the batch being built are in memory;

@@ -6,10 +6,10 @@ use icicle_core::traits::StateStore;
 use icicle_core::IcicleError;
 
 use super::{Checkpoint, LocalState, Row};
-use crate::entries_log::{EntriesView, FieldsRead};
 use crate::event::LocalEvent;
-use crate::print::print_of;
-use crate::work::Work;
+use crate::state::work::Work;
+use crate::store::entries_log::{EntriesView, FieldsRead};
+use crate::store::print::print_of;
 use crate::LocalError;
 
 /// The state as a batch's events apply to it: each puts the paths it names on the work list
@@ -21,7 +21,7 @@ impl StateStore for LocalState {
 
     fn begin_batch(&mut self) {
         self.entries.begin();
-        self.root_there = crate::mounts::root_identity(&self.root).is_some();
+        self.root_there = crate::kernel::mounts::root_identity(&self.root).is_some();
     }
 
     fn apply(&mut self, ev: &LocalEvent, _env: &mut (), work: &mut Work) {
@@ -165,5 +165,5 @@ pub struct LocalReport {
     pub backend: Option<crate::config::Backend>,
     /// What the readers counted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reader: Option<crate::stream::ReaderCounts>,
+    pub reader: Option<crate::kernel::stream::ReaderCounts>,
 }

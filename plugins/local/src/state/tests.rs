@@ -560,9 +560,9 @@ fn a_directory_read_twice_differently_in_a_part_judged_nothing() {
     use icicle_core::access::Perm;
     let mut w = Work::new();
     let map = &mut w.judged_with;
-    crate::work::judging_with(map, "/d", &Perm::new(0o40755, 1, 1));
-    crate::work::judging_with(map, "/e", &Perm::new(0o40700, 1, 1));
-    crate::work::judging_with(map, "/d", &Perm::new(0o40700, 1, 1));
+    crate::state::work::judging_with(map, "/d", &Perm::new(0o40755, 1, 1));
+    crate::state::work::judging_with(map, "/e", &Perm::new(0o40700, 1, 1));
+    crate::state::work::judging_with(map, "/d", &Perm::new(0o40700, 1, 1));
     assert!(!w.judged_as("/d", (0o40700, 1, 1, 0)));
     assert!(w.judged_as("/e", (0o40700, 1, 1, 0)));
     assert!(!w.judged_as("/e", (0o40755, 1, 1, 0)));
@@ -688,3 +688,5 @@ fn paths_the_root_kept_unreadable_are_compared_again_when_it_changes() {
     assert_eq!(e.chunk.len(), 2, "f republished, h new");
     assert!(!s.entries.contains_key("g") && s.entries.contains_key("f") && s.entries.contains_key("h"));
 }
+
+mod edge;

@@ -32,8 +32,8 @@ pub fn parse(mountinfo: &[u8]) -> Vec<MountLine> {
             let mut f = l.split(|&b| b == b' ');
             let id = std::str::from_utf8(f.next()?).ok()?.parse().ok()?;
             let dev = f.nth(1)?.to_vec();
-            let fs_root = crate::mounts::unescape(f.next()?);
-            let point = crate::mounts::unescape(f.next()?);
+            let fs_root = crate::kernel::mounts::unescape(f.next()?);
+            let point = crate::kernel::mounts::unescape(f.next()?);
             Some(MountLine { id, dev, fs_root, point })
         })
         .collect()

@@ -5,14 +5,12 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use icicle_core::access::{ChainCache, Perm};
 
-use crate::names::Name;
-
-/// A directory's mode, owner, group and ACL digest.
-pub(crate) type Access = (u32, u32, u32, u64);
+use crate::store::dir_access::Access;
+use crate::store::names::Name;
 
 /// The access `perm` gives.
 fn access_of(perm: &Perm) -> Access {
-    (perm.mode, perm.uid, perm.gid, crate::dir_access::digest_of(perm.acl.as_deref()))
+    (perm.mode, perm.uid, perm.gid, crate::store::dir_access::digest_of(perm.acl.as_deref()))
 }
 
 /// Directory `dir` (`/`-rooted) read as `perm` to judge a file published in this part (kept in
@@ -35,7 +33,7 @@ pub struct Work {
     /// Queued and not compared yet.
     pub(crate) pending: HashSet<Name>,
     /// Per inode, the fingerprint its other names were last queued again for.
-    pub(crate) requeued: HashMap<u64, crate::print::Print>,
+    pub(crate) requeued: HashMap<u64, crate::store::print::Print>,
     /// Published again even when unchanged (a directory above changed permissions).
     pub(crate) force: HashSet<Name>,
     /// Published in this part of the emit (judged with the directories as they are now).

@@ -5,9 +5,9 @@
 //! still to list, not every path below it.
 
 use super::LocalState;
-use crate::print::Print;
-use crate::walk::{WalkCounts, Walker};
-use crate::work::Work;
+use crate::state::walk::{WalkCounts, Walker};
+use crate::state::work::Work;
+use crate::store::print::Print;
 
 /// Paths read from the index or from a directory listing per step (a few in tests, so their
 /// small trees take many steps).
@@ -96,3 +96,6 @@ impl LocalState {
         more
     }
 }
+
+#[cfg(test)]
+mod tests;

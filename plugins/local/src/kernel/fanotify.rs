@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use tokio::io::unix::AsyncFd;
 
 use crate::event::LocalEvent;
-pub use crate::fanotify_events::FanotifyCounts;
-use crate::fanotify_events::{EventParser, Found};
-use crate::mounts::{Mount, MountTable};
-use crate::views::Views;
+pub use crate::kernel::fanotify_events::FanotifyCounts;
+use crate::kernel::fanotify_events::{EventParser, Found};
+use crate::kernel::mounts::{Mount, MountTable};
+use crate::kernel::views::Views;
 use crate::LocalError;
 
 const MASK: u64 = libc::FAN_CREATE
@@ -71,11 +71,11 @@ impl Fanotify {
         let fd = unsafe { AsyncFd::register(fd) }
             .map_err(|e| LocalError::Io { what: "registering the fanotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
         mark_file_system(&fd, root)?;
-        let root_fsid =
-            crate::mounts::fsid(root).ok_or_else(|| LocalError::Io { what: format!("statfs {}", root.display()), source: std::io::Error::last_os_error() })?;
+        let root_fsid = crate::kernel::mounts::fsid(root)
+            .ok_or_else(|| LocalError::Io { what: format!("statfs {}", root.display()), source: std::io::Error::last_os_error() })?;
         let root_fd: OwnedFd = std::fs::File::open(root).map_err(|e| LocalError::Io { what: format!("open {}", root.display()), source: e })?.into();
         check_resolvable(root, &root_fd)?;
-        let root_mount = crate::views::mount_of(root_fd.as_raw_fd());
+        let root_mount = crate::kernel::views::mount_of(root_fd.as_raw_fd());
         let mut f = Fanotify {
             fd,
             root: root.to_path_buf(),
@@ -107,8 +107,8 @@ impl Fanotify {
     /// Put a filesystem mark on the file system mounted at `path` (once per file system).
     fn mark(&mut self, path: &Path) -> Result<(), LocalError> {
         use std::os::unix::fs::MetadataExt;
-        let fsid =
-            crate::mounts::fsid(path).ok_or_else(|| LocalError::Io { what: format!("statfs {}", path.display()), source: std::io::Error::last_os_error() })?;
+        let fsid = crate::kernel::mounts::fsid(path)
+            .ok_or_else(|| LocalError::Io { what: format!("statfs {}", path.display()), source: std::io::Error::last_os_error() })?;
         let dev = std::fs::metadata(path).map_err(|e| LocalError::Io { what: format!("stat {}", path.display()), source: e })?.dev();
         if fsid == self.root_fsid {
             return Ok(());
@@ -152,7 +152,7 @@ impl Fanotify {
         // A directory, not a symlink to one: the root is no entry to follow.
         let open = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY).open(&self.root);
         let Ok(dir) = open else { return };
-        let Some(fsid) = crate::mounts::fsid(&self.root) else { return };
+        let Some(fsid) = crate::kernel::mounts::fsid(&self.root) else { return };
         if fsid != self.root_fsid {
             if let Err(e) = mark_file_system(&self.fd, &self.root) {
                 self.parser.counts.unmarked_mounts += 1;
@@ -162,7 +162,7 @@ impl Fanotify {
             self.parser.counts.marked_file_systems += 1;
             self.root_fsid = fsid;
         }
-        self.root_mount = crate::views::mount_of(dir.as_raw_fd());
+        self.root_mount = crate::kernel::views::mount_of(dir.as_raw_fd());
         self.root_fd = dir.into();
     }
 

@@ -8,6 +8,9 @@ use std::path::Path;
 use icicle_core::access::Acl;
 use serde::{Deserialize, Serialize};
 
+/// A directory's mode, owner, group and ACL digest.
+pub(crate) type Access = (u32, u32, u32, u64);
+
 /// A digest of the access ACL of `path` (FNV-1a over its entries; 0: none).
 pub fn acl_digest(path: &Path) -> u64 {
     Acl::read(path).map_or(0, |acl| digest(&acl))
@@ -40,7 +43,7 @@ pub struct RootAccess {
 
 impl RootAccess {
     /// Its mode, owner, group and ACL digest.
-    pub(crate) fn access(&self) -> crate::work::Access {
+    pub(crate) fn access(&self) -> Access {
         (self.mode, self.uid, self.gid, self.acl)
     }
 

@@ -6,14 +6,7 @@ use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// `name` in directory `dir` (relative to the root; empty for the root itself).
-pub fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
-}
+use crate::event::join;
 
 /// A walk in progress.
 pub struct Walker {
@@ -103,7 +96,7 @@ impl Walker {
 /// metadata when `stat` (else `None`); see [`Walker::step`]. Nothing when the root's path holds
 /// no directory.
 pub fn walk(root: &Path, dir: &str, counts: &mut WalkCounts, stat: bool, visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>)) {
-    let root_there = crate::mounts::root_identity(root).is_some();
+    let root_there = crate::kernel::mounts::root_identity(root).is_some();
     let mut w = Walker::new(dir);
     while w.step(root, root_there, usize::MAX, counts, &mut |rel, e| {
         if !stat {

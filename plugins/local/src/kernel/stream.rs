@@ -12,9 +12,9 @@ use icicle_core::monitor::{ChangeStream, Polled};
 use icicle_core::IcicleError;
 
 use crate::event::{LocalEvent, RescanReason};
-use crate::fanotify::{Fanotify, FanotifyCounts};
-use crate::inotify_backend::{InotifyCounts, InotifyWatch};
-use crate::mounts::MOUNT_CHECK;
+use crate::kernel::fanotify::{Fanotify, FanotifyCounts};
+use crate::kernel::inotify_backend::{InotifyCounts, InotifyWatch};
+use crate::kernel::mounts::MOUNT_CHECK;
 
 /// The open kernel interface.
 pub enum Reader {

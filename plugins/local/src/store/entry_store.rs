@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use lru::LruCache;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::entries_log::{EntriesView, Fields};
-use crate::names::{InodeNames, Name};
-use crate::print::{print_of, Print};
+use crate::store::entries_log::{EntriesView, Fields};
+use crate::store::names::{InodeNames, Name};
+use crate::store::print::{print_of, Print};
 use crate::LocalError;
 
 /// Paths and fingerprints, in path order.

@@ -7,7 +7,7 @@ use icicle_core::policy::{RecordPolicy, VisibleTo};
 
 use icicle_core::monitor::ChangeState;
 
-use super::*;
+use crate::state::*;
 
 fn state(root: &Path, seed_emit: bool) -> LocalState {
     let policy = RecordPolicy { visible_to: vec![VisibleTo::Public], version: "t".into(), ..Default::default() };
@@ -32,7 +32,7 @@ fn drain(s: &mut LocalState, first: Vec<LocalEvent>) -> (usize, usize) {
 /// Every path below `root`, directories included, as the entries name them.
 fn on_disk(root: &Path) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    crate::walk::walk(root, "", &mut Default::default(), false, &mut |rel, _| {
+    crate::state::walk::walk(root, "", &mut Default::default(), false, &mut |rel, _| {
         out.insert(rel);
     });
     out
@@ -197,7 +197,7 @@ fn a_file_a_rescan_published_before_its_directory_changed_is_published_again() {
     for f in ["d/f", "d/g"] {
         std::fs::write(r.join(f), b"1").unwrap();
     }
-    let mut s = super::tests::posix_state(r, false).with_emit_limit(1);
+    let mut s = crate::state::tests::posix_state(r, false).with_emit_limit(1);
     drain(&mut s, rescan(RescanReason::Seed));
     std::fs::write(r.join("d/f"), b"22").unwrap();
     let e = s.apply_events(rescan(RescanReason::Overflow)).unwrap();
@@ -248,7 +248,7 @@ fn a_deep_new_tree_is_compared_a_bounded_number_of_times() {
     drain(&mut s, rescan(RescanReason::Seed));
     let (mut dir, mut events) = (String::new(), Vec::new());
     for level in 0..16 {
-        dir = crate::walk::join(&dir, &format!("d{level}"));
+        dir = crate::event::join(&dir, &format!("d{level}"));
         std::fs::create_dir(r.join(&dir)).unwrap();
         std::fs::write(r.join(format!("{dir}/f")), b"1").unwrap();
         events.push(LocalEvent::Directory(dir.clone()));
@@ -293,8 +293,8 @@ fn a_file_compared_before_its_replaced_directory_goes() {
 fn mutate(rng: &mut icicle_core::rng::Rng, r: &Path, events: &mut Vec<LocalEvent>) {
     let dir = |rng: &mut icicle_core::rng::Rng| ["", "a", "a/b", "c", "c/d/e"][rng.below(5) as usize].to_string();
     let (d, n) = (dir(rng), rng.below(6));
-    let f = crate::walk::join(&d, &format!("f{n}"));
-    let s = crate::walk::join(&d, &format!("s{n}"));
+    let f = crate::event::join(&d, &format!("f{n}"));
+    let s = crate::event::join(&d, &format!("s{n}"));
     // The directories a change makes on the way are reported too (as a kernel does).
     let made = |events: &mut Vec<LocalEvent>, d: &str| {
         let new: Vec<String> =
@@ -314,7 +314,7 @@ fn mutate(rng: &mut icicle_core::rng::Rng, r: &Path, events: &mut Vec<LocalEvent
         }
         4 => {
             // A directory moved to another name (what is below it moves with it).
-            let to = crate::walk::join(&dir(rng), &format!("m{}", rng.below(4)));
+            let to = crate::event::join(&dir(rng), &format!("m{}", rng.below(4)));
             if !to.starts_with(&format!("{d}/")) && !d.is_empty() && std::fs::rename(r.join(&d), r.join(&to)).is_ok() {
                 events.push(LocalEvent::Directory(d.clone()));
                 events.push(LocalEvent::Directory(to));

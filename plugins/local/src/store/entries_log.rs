@@ -11,7 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use crate::names::Name;
+use crate::store::names::Name;
 use crate::LocalError;
 
 /// One entry: inode, size, mtime, ctime, directory, mode, uid, gid, ACL digest (see

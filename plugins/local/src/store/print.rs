@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::entries_log::Fields;
+use crate::store::entries_log::Fields;
 
 /// What the index holds for one path: enough to tell whether it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +52,7 @@ impl Print {
     pub(crate) fn at(root: &Path, rel: &str, md: &std::fs::Metadata, posix: bool) -> Print {
         let mut p = Print::of(md);
         if posix && p.dir {
-            p.acl = crate::dir_access::acl_digest(&icicle_core::name::on(root, rel));
+            p.acl = crate::store::dir_access::acl_digest(&icicle_core::name::on(root, rel));
         }
         p
     }
@@ -62,7 +62,7 @@ impl Print {
     }
 
     /// Its mode, owner, group and ACL digest.
-    pub(crate) fn access(&self) -> crate::work::Access {
+    pub(crate) fn access(&self) -> crate::store::dir_access::Access {
         (self.mode, self.uid, self.gid, self.acl)
     }
 }

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use icicle_core::metrics::MetricsSnapshot;
+use icicle_core::metrics::{names, MetricsSnapshot};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols;
@@ -235,8 +235,8 @@ fn last_seen(app: &App) -> String {
 
 fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
     let [chart, facts] = area.layout(&Layout::vertical([Constraint::Min(6), Constraint::Length(7)]));
-    let inn = app.series("icicle_records_in_total", &[]);
-    let out = app.series("icicle_records_out_total", &[]);
+    let inn = app.series(names::RECORDS_IN_TOTAL.name, &[]);
+    let out = app.series(names::RECORDS_OUT_TOTAL.name, &[]);
     let ymax = inn.iter().chain(&out).map(|p| p.1).fold(1.0f64, f64::max);
     let xmin = inn.first().map_or(-60.0, |p| p.0.min(-1.0));
     let datasets = vec![
@@ -255,27 +255,27 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
         .x_axis(Axis::default().bounds([xmin, 0.0]).labels([Line::from(format!("{xmin:.0} s")), Line::from("now")]))
         .y_axis(Axis::default().bounds([0.0, ymax * 1.1]).labels([Line::from("0"), Line::from(human(ymax))]));
     f.render_widget(c, chart);
-    let (rin, rout) = (s.sum("icicle_records_in_total", &[]), s.sum("icicle_records_out_total", &[]));
+    let (rin, rout) = (s.sum(names::RECORDS_IN_TOTAL.name, &[]), s.sum(names::RECORDS_OUT_TOTAL.name, &[]));
     let ratio = if rin > 0.0 { format!("{:.1}%", 100.0 * rout / rin) } else { "-".into() };
     let lines = vec![
         Line::from(vec![
             Span::raw("records in      "),
-            Span::styled(format!("{:>10}  ({}/s)", human(rin), human(app.rate("icicle_records_in_total", &[]))), Style::new().fg(Color::Cyan)),
+            Span::styled(format!("{:>10}  ({}/s)", human(rin), human(app.rate(names::RECORDS_IN_TOTAL.name, &[]))), Style::new().fg(Color::Cyan)),
         ]),
         Line::from(vec![
             Span::raw("operations out  "),
-            Span::styled(format!("{:>10}  ({}/s)", human(rout), human(app.rate("icicle_records_out_total", &[]))), Style::new().fg(Color::Green)),
+            Span::styled(format!("{:>10}  ({}/s)", human(rout), human(app.rate(names::RECORDS_OUT_TOTAL.name, &[]))), Style::new().fg(Color::Green)),
         ]),
         Line::from(format!("reduction       {:>10}  of records in became index operations", ratio)),
         Line::from(format!(
             "lag             {:>10}  changelog records · {} Kafka messages",
-            human(s.sum("icicle_changelog_lag", &[])),
-            human(s.sum("icicle_kafka_lag", &[]))
+            human(s.sum(names::CHANGELOG_LAG.name, &[])),
+            human(s.sum(names::KAFKA_LAG.name, &[]))
         )),
         Line::from(format!(
             "errors          {:>10}  rejects · {} sink errors",
-            human(s.sum("icicle_rejects_total", &[])),
-            human(s.sum("icicle_sink_errors_total", &[]))
+            human(s.sum(names::REJECTS_TOTAL.name, &[])),
+            human(s.sum(names::SINK_ERRORS_TOTAL.name, &[]))
         )),
     ];
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" totals ")), facts);
@@ -293,8 +293,8 @@ fn table<'a>(header: &'a [&'a str], rows: Vec<Vec<String>>, _widths: &'a [Constr
 }
 
 fn components(s: &MetricsSnapshot) -> Vec<String> {
-    let mut c = s.label_values("icicle_records_in_total", "component");
-    for x in s.label_values("icicle_state_entries", "component") {
+    let mut c = s.label_values(names::RECORDS_IN_TOTAL.name, "component");
+    for x in s.label_values(names::STATE_ENTRIES.name, "component") {
         if !c.contains(&x) {
             c.push(x);
         }
@@ -311,13 +311,13 @@ fn sources(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             let l = [("component", c.as_str())];
             vec![
                 c.clone(),
-                human(s.sum("icicle_records_in_total", &l)),
-                format!("{}/s", human(app.rate("icicle_records_in_total", &l))),
-                human(s.sum("icicle_records_filtered_total", &l)),
-                human(s.sum("icicle_rejects_total", &l)),
-                human(s.sum("icicle_batches_total", &l)),
-                human(s.sum("icicle_batch_size", &l)),
-                format!("{:.3} s", s.sum("icicle_batch_seconds", &l) + 0.0),
+                human(s.sum(names::RECORDS_IN_TOTAL.name, &l)),
+                format!("{}/s", human(app.rate(names::RECORDS_IN_TOTAL.name, &l))),
+                human(s.sum(names::RECORDS_FILTERED_TOTAL.name, &l)),
+                human(s.sum(names::REJECTS_TOTAL.name, &l)),
+                human(s.sum(names::BATCHES_TOTAL.name, &l)),
+                human(s.sum(names::BATCH_SIZE.name, &l)),
+                format!("{:.3} s", s.sum(names::BATCH_SECONDS.name, &l) + 0.0),
             ]
         })
         .collect();
@@ -333,15 +333,15 @@ fn sources(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
     ];
     f.render_widget(table(&["source", "in", "rate", "filtered", "rejects", "batches", "batch", "took"], rows, &w, " sources (last batch: size, took) "), top);
     let mut rows: Vec<Vec<String>> = Vec::new();
-    for x in s.series.iter().filter(|x| x.name == "icicle_changelog_index") {
+    for x in s.series.iter().filter(|x| x.name == names::CHANGELOG_INDEX.name) {
         let (c, m) = (x.labels.get("component").cloned().unwrap_or_default(), x.labels.get("mdt").cloned().unwrap_or_default());
         let l = [("component", c.as_str()), ("mdt", m.as_str())];
-        rows.push(vec![c.clone(), format!("MDT {m}"), human(x.value), human(s.sum("icicle_changelog_cleared", &l)), human(s.sum("icicle_changelog_lag", &l))]);
+        rows.push(vec![c.clone(), format!("MDT {m}"), human(x.value), human(s.sum(names::CHANGELOG_CLEARED.name, &l)), human(s.sum(names::CHANGELOG_LAG.name, &l))]);
     }
-    for x in s.series.iter().filter(|x| x.name == "icicle_kafka_committed_offset") {
+    for x in s.series.iter().filter(|x| x.name == names::KAFKA_COMMITTED_OFFSET.name) {
         let (c, p) = (x.labels.get("component").cloned().unwrap_or_default(), x.labels.get("partition").cloned().unwrap_or_default());
         let l = [("component", c.as_str()), ("partition", p.as_str())];
-        rows.push(vec![c.clone(), format!("partition {p}"), "-".into(), human(x.value), human(s.sum("icicle_kafka_lag", &l))]);
+        rows.push(vec![c.clone(), format!("partition {p}"), "-".into(), human(x.value), human(s.sum(names::KAFKA_LAG.name, &l))]);
     }
     let w = [Constraint::Length(14), Constraint::Length(22), Constraint::Length(12), Constraint::Length(14), Constraint::Length(10)];
     f.render_widget(table(&["source", "stream", "read", "acknowledged", "lag"], rows, &w, " changelogs (MDTs) and partitions "), bottom);
@@ -352,18 +352,18 @@ fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
         .into_iter()
         .map(|c| {
             let l = [("component", c.as_str())];
-            let ev = |e: &str| human(s.sum("icicle_state_events_total", &[("component", c.as_str()), ("event", e)]));
+            let ev = |e: &str| human(s.sum(names::STATE_EVENTS_TOTAL.name, &[("component", c.as_str()), ("event", e)]));
             vec![
                 c.clone(),
-                human(s.sum("icicle_state_entries", &l)),
-                format!("{}B", human(s.sum("icicle_state_bytes", &l))),
+                human(s.sum(names::STATE_ENTRIES.name, &l)),
+                format!("{}B", human(s.sum(names::STATE_BYTES.name, &l))),
                 ev("evictions"),
                 ev("fid2path_calls"),
                 ev("moved_descendants"),
                 ev("pending_moves"),
-                human(s.sum("icicle_queue_depth", &l)),
-                human(s.sum("icicle_reduce_total", &[("component", c.as_str()), ("outcome", "coalesced")])),
-                human(s.sum("icicle_reduce_total", &[("component", c.as_str()), ("outcome", "cancelled")])),
+                human(s.sum(names::QUEUE_DEPTH.name, &l)),
+                human(s.sum(names::REDUCE_TOTAL.name, &[("component", c.as_str()), ("outcome", "coalesced")])),
+                human(s.sum(names::REDUCE_TOTAL.name, &[("component", c.as_str()), ("outcome", "cancelled")])),
             ]
         })
         .collect();
@@ -389,13 +389,13 @@ fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
         ),
         t,
     );
-    let rss = s.sum("icicle_process_resident_bytes", &[]);
+    let rss = s.sum(names::PROCESS_RESIDENT_BYTES.name, &[]);
     f.render_widget(Paragraph::new(format!("process resident memory {}B", human(rss))).block(Block::bordered()), m);
 }
 
 fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
-    let mut names = s.label_values("icicle_sink_batches_total", "sink");
-    for n in s.label_values("icicle_sink_errors_total", "sink") {
+    let mut names = s.label_values(names::SINK_BATCHES_TOTAL.name, "sink");
+    for n in s.label_values(names::SINK_ERRORS_TOTAL.name, "sink") {
         if !names.contains(&n) {
             names.push(n);
         }
@@ -406,16 +406,16 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             let l = [("sink", n.as_str())];
             vec![
                 n.clone(),
-                human(s.sum("icicle_sink_batches_total", &l)),
-                human(s.sum("icicle_sink_entries_total", &[("sink", n.as_str()), ("kind", "ingest")])),
-                human(s.sum("icicle_sink_entries_total", &[("sink", n.as_str()), ("kind", "delete")])),
-                format!("{}B", human(s.sum("icicle_sink_bytes_total", &l))),
-                format!("{}B/s", human(app.rate("icicle_sink_bytes_total", &l))),
-                human(s.sum("icicle_sink_errors_total", &l)),
-                human(s.sum("icicle_globus_retries_total", &l)),
-                format!("{:.3} s", s.sum("icicle_sink_last_delivery_seconds", &l) + 0.0),
+                human(s.sum(names::SINK_BATCHES_TOTAL.name, &l)),
+                human(s.sum(names::SINK_ENTRIES_TOTAL.name, &[("sink", n.as_str()), ("kind", "ingest")])),
+                human(s.sum(names::SINK_ENTRIES_TOTAL.name, &[("sink", n.as_str()), ("kind", "delete")])),
+                format!("{}B", human(s.sum(names::SINK_BYTES_TOTAL.name, &l))),
+                format!("{}B/s", human(app.rate(names::SINK_BYTES_TOTAL.name, &l))),
+                human(s.sum(names::SINK_ERRORS_TOTAL.name, &l)),
+                human(s.sum(names::GLOBUS_RETRIES_TOTAL.name, &l)),
+                format!("{:.3} s", s.sum(names::SINK_LAST_DELIVERY_SECONDS.name, &l) + 0.0),
                 // Globus Search: from submission to SUCCESS of the last task.
-                s.get("icicle_globus_last_task_seconds", &l).map_or_else(|| "-".into(), |t| format!("{t:.2} s")),
+                s.get(names::GLOBUS_LAST_TASK_SECONDS.name, &l).map_or_else(|| "-".into(), |t| format!("{t:.2} s")),
             ]
         })
         .collect();
@@ -437,7 +437,7 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
 
 fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
     let [g, t, per] = area.layout(&Layout::vertical([Constraint::Length(3), Constraint::Length(7), Constraint::Min(3)]));
-    let (done, total) = (s.sum("icicle_snapshot_work_done_units", &[]), s.sum("icicle_snapshot_work_planned_units", &[]));
+    let (done, total) = (s.sum(names::SNAPSHOT_WORK_DONE_UNITS.name, &[]), s.sum(names::SNAPSHOT_WORK_PLANNED_UNITS.name, &[]));
     let ratio = if total > 0.0 { (done / total).clamp(0.0, 1.0) } else { 0.0 };
     f.render_widget(
         Gauge::default()
@@ -447,30 +447,30 @@ fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             .label(format!("{:.1}%", ratio * 100.0)),
         g,
     );
-    let eta = s.sum("icicle_snapshot_eta_seconds", &[]);
+    let eta = s.sum(names::SNAPSHOT_ETA_SECONDS.name, &[]);
     let lines = vec![
         Line::from(format!(
             "inputs          {} of {} read",
-            human(s.sum("icicle_snapshot_inputs_done", &[])),
-            human(s.sum("icicle_snapshot_inputs_planned", &[]))
+            human(s.sum(names::SNAPSHOT_INPUTS_DONE.name, &[])),
+            human(s.sum(names::SNAPSHOT_INPUTS_PLANNED.name, &[]))
         )),
         Line::from(format!(
             "work done       {} of {} ({}/s; bytes of text inputs, one per database)",
             human(done),
             human(total),
-            human(app.rate("icicle_snapshot_work_done_units", &[]))
+            human(app.rate(names::SNAPSHOT_WORK_DONE_UNITS.name, &[]))
         )),
         Line::from(format!("time left       {}", if eta >= 0.0 && total > 0.0 { format!("{eta:.0} s") } else { "-".into() })),
-        Line::from(format!("entries out     {}", human(s.sum("icicle_sink_entries_total", &[("kind", "ingest")])))),
-        Line::from(format!("deletes out     {}", human(s.sum("icicle_sink_entries_total", &[("kind", "delete")])))),
+        Line::from(format!("entries out     {}", human(s.sum(names::SINK_ENTRIES_TOTAL.name, &[("kind", "ingest")])))),
+        Line::from(format!("deletes out     {}", human(s.sum(names::SINK_ENTRIES_TOTAL.name, &[("kind", "delete")])))),
     ];
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" pipeline ")), t);
     let rows = s
-        .label_values("icicle_snapshot_rows_total", "source")
+        .label_values(names::SNAPSHOT_ROWS_TOTAL.name, "source")
         .into_iter()
         .map(|src| {
             let l = [("source", src.as_str())];
-            vec![src.clone(), human(s.sum("icicle_snapshot_rows_total", &l)), format!("{}/s", human(app.rate("icicle_snapshot_rows_total", &l)))]
+            vec![src.clone(), human(s.sum(names::SNAPSHOT_ROWS_TOTAL.name, &l)), format!("{}/s", human(app.rate(names::SNAPSHOT_ROWS_TOTAL.name, &l)))]
         })
         .collect();
     let w = [Constraint::Length(16), Constraint::Length(12), Constraint::Length(12)];
@@ -531,14 +531,14 @@ pub fn status_line(app: &App) -> String {
     let s = app.latest();
     format!(
         "status: in {} ({}/s) · out {} ({}/s) · changelog lag {} · kafka lag {} · rejects {} · sink errors {}",
-        human(s.sum("icicle_records_in_total", &[])),
-        human(app.rate("icicle_records_in_total", &[])),
-        human(s.sum("icicle_records_out_total", &[])),
-        human(app.rate("icicle_records_out_total", &[])),
-        human(s.sum("icicle_changelog_lag", &[])),
-        human(s.sum("icicle_kafka_lag", &[])),
-        human(s.sum("icicle_rejects_total", &[])),
-        human(s.sum("icicle_sink_errors_total", &[])),
+        human(s.sum(names::RECORDS_IN_TOTAL.name, &[])),
+        human(app.rate(names::RECORDS_IN_TOTAL.name, &[])),
+        human(s.sum(names::RECORDS_OUT_TOTAL.name, &[])),
+        human(app.rate(names::RECORDS_OUT_TOTAL.name, &[])),
+        human(s.sum(names::CHANGELOG_LAG.name, &[])),
+        human(s.sum(names::KAFKA_LAG.name, &[])),
+        human(s.sum(names::REJECTS_TOTAL.name, &[])),
+        human(s.sum(names::SINK_ERRORS_TOTAL.name, &[])),
     )
 }
 

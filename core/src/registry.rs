@@ -1,5 +1,5 @@
 //! The plugin registry: every plugin submits a [`PluginDescriptor`] with `inventory`;
-//! a typed factory (`build_source::<C>`, `build_sink::<C>`) sits behind an erased fn pointer.
+//! a typed factory ([`build_component::<C>`]) sits behind an erased fn pointer.
 
 use std::sync::Arc;
 
@@ -71,7 +71,11 @@ impl BuildContext<'_> {
 
     /// A value error for `key` in this component.
     pub fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
-        ConfigError::InvalidValue { key: format!("{}.{key}", self.key), origin: self.origin(key), reason: reason.into() }
+        ConfigError::InvalidValue {
+            key: format!("{}.{key}", self.key),
+            origin: self.origin(key),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -147,11 +151,10 @@ impl From<Arc<dyn Placement>> for Built {
 /// kind in messages. Returns the type's name with what it built.
 fn build_at(figment: &Figment, key: &str, kind: PluginKind, what: &str) -> Result<(String, Built), ConfigError> {
     let ty_key = format!("{key}.type");
-    let ty = figment
-        .find_value(&ty_key)
-        .ok()
-        .and_then(|v| v.into_string())
-        .ok_or_else(|| ConfigError::MissingKey { key: ty_key.clone(), hint: format!("name a {what} type (see `icicle plugins`)") })?;
+    let ty = figment.find_value(&ty_key).ok().and_then(|v| v.into_string()).ok_or_else(|| ConfigError::MissingKey {
+        key: ty_key.clone(),
+        hint: format!("name a {what} type (see `icicle plugins`)"),
+    })?;
     let desc = find(kind, &ty, &ty_key, &origin_of(figment, &ty_key))?;
     let ctx = BuildContext { figment, key: key.to_string(), id: ty.clone() };
     let built = (desc.build)(&ctx)?;

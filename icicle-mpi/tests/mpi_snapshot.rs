@@ -1,8 +1,9 @@
 //! `icicle-mpi snapshot` under real Open MPI (`mpirun --oversubscribe`): on the same inputs
 //! (icicle9 listings, a GUFI index, an mmapplypolicy LIST file in byte ranges, objects on the
 //! S3 test server), -np 1, 2 and 4 and one plain `icicle snapshot` give the same primary
-//! records, the same counts CSV and the same aggregate records, byte for byte; a versioned
-//! run is refused, and a rank that fails ends the run naming the rank.
+//! records, the same counts CSV and the same aggregate records, byte for byte; a second
+//! versioned run deletes the same subjects on any number of ranks, and a rank that fails ends
+//! the run naming the rank.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,7 +45,13 @@ fn mpirun(np: usize, cfg: &Path) -> (bool, Value, String) {
 }
 
 fn plain(cfg: &Path) -> Value {
-    let out = Command::new(plain_bin()).args(["snapshot", "-c"]).arg(cfg).args(["--json", "--no-progress"]).envs(CREDS).output().unwrap();
+    let out = Command::new(plain_bin())
+        .args(["snapshot", "-c"])
+        .arg(cfg)
+        .args(["--json", "--no-progress"])
+        .envs(CREDS)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "icicle snapshot: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -96,7 +103,11 @@ fn same_everywhere(t: &Path, name: &str, source: &str, sketch: &str) {
     assert_eq!(s["records"], FILES, "{name}: {s}");
     let want = entries(&t.join(format!("{name}-plain/primary")));
     let want_counts = std::fs::read(t.join(format!("{name}-plain/counts.csv"))).unwrap();
-    assert!(want.keys().any(|k| k.starts_with("dir:")), "{name}: no aggregates in {:?}", want.keys().take(5).collect::<Vec<_>>());
+    assert!(
+        want.keys().any(|k| k.starts_with("dir:")),
+        "{name}: no aggregates in {:?}",
+        want.keys().take(5).collect::<Vec<_>>()
+    );
     for np in [1, 2, 4] {
         let cfg = config(t, &format!("{name}-np{np}"), source, sketch, "");
         let (ok, s, err) = mpirun(np, &cfg);
@@ -136,12 +147,19 @@ fn listings_gufi_and_mmapplypolicy_give_the_same_output_on_any_number_of_ranks()
     same_everywhere(t, "tsv", &tsv, "ddsketch");
     same_everywhere(t, "tsv-exact", &tsv, "exact");
     same_everywhere(t, "gufi", &format!("type = \"gufi\"\nindex = \"{}/gufi\"", t.display()), "ddsketch");
-    same_everywhere(t, "mm", &format!("type = \"mmapplypolicy\"\npaths = [\"{}/mm/list.allfiles\"]", t.display()), "ddsketch");
+    same_everywhere(
+        t,
+        "mm",
+        &format!("type = \"mmapplypolicy\"\npaths = [\"{}/mm/list.allfiles\"]", t.display()),
+        "ddsketch",
+    );
 }
 
 #[test]
 fn objects_on_s3_give_the_same_output_on_any_number_of_ranks() {
-    let Ok(endpoint) = std::env::var("ICICLE_TEST_S3") else { panic!("no S3 server: run scripts/test.sh (or set ICICLE_TEST_S3)") };
+    let Ok(endpoint) = std::env::var("ICICLE_TEST_S3") else {
+        panic!("no S3 server: run scripts/test.sh (or set ICICLE_TEST_S3)")
+    };
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let fs = generated(t);
@@ -155,7 +173,9 @@ fn objects_on_s3_give_the_same_output_on_any_number_of_ranks() {
         if p.extension().is_none_or(|x| x != "csv") {
             continue;
         }
-        store.put(&bucket, &format!("snap/{}", p.file_name().unwrap().to_string_lossy()), std::fs::read(&p).unwrap()).unwrap();
+        store
+            .put(&bucket, &format!("snap/{}", p.file_name().unwrap().to_string_lossy()), std::fs::read(&p).unwrap())
+            .unwrap();
     }
     let source =
         format!("type = \"s3\"\nbucket = \"{bucket}\"\nprefix = \"snap/\"\nendpoint_url = \"{endpoint}\"\nforce_path_style = true\npreset = \"icicle9\"");
@@ -186,7 +206,11 @@ fn deleted(dir: &Path) -> Vec<String> {
 fn second_version(t: &Path) -> PathBuf {
     let (a, b) = (t.join("tsv"), t.join("tsv2"));
     std::fs::create_dir_all(&b).unwrap();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&a).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "csv")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .collect();
     files.sort();
     for (i, f) in files.iter().enumerate() {
         let text = std::fs::read_to_string(f).unwrap();
@@ -195,7 +219,16 @@ fn second_version(t: &Path) -> PathBuf {
             1 => {
                 // A quoted path gets its suffix inside the quotes.
                 let moved: String =
-                    text.lines().step_by(2).map(|l| if let Some(q) = l.strip_suffix('"') { format!("{q}.new\"\n") } else { format!("{l}.new\n") }).collect();
+                    text.lines()
+                        .step_by(2)
+                        .map(|l| {
+                            if let Some(q) = l.strip_suffix('"') {
+                                format!("{q}.new\"\n")
+                            } else {
+                                format!("{l}.new\n")
+                            }
+                        })
+                        .collect();
                 std::fs::write(b.join("moved.csv"), moved).unwrap();
             }
             2 => {
@@ -231,12 +264,16 @@ fn a_second_versioned_run_deletes_the_same_subjects_on_any_number_of_ranks() {
     let want_summary = plain(&config(t, "v-plain-2", &source(&v2), "ddsketch", &extra("v-plain")));
     let want = deleted(&t.join("v-plain-2"));
     let want_entries = entries(&t.join("v-plain-2/primary"));
-    let counts = |s: &Value| ["created", "updated", "unchanged", "deleted", "emitted", "aggregates_deleted"].map(|k| s[k].as_u64().unwrap_or(u64::MAX));
+    let counts = |s: &Value| {
+        ["created", "updated", "unchanged", "deleted", "emitted", "aggregates_deleted"]
+            .map(|k| s[k].as_u64().unwrap_or(u64::MAX))
+    };
     assert!(counts(&want_summary)[..4].iter().all(|c| *c > 0), "every kind of change: {want_summary}");
     assert!(!want.is_empty());
     for np in [1, 2, 4] {
         let name = format!("v-np{np}");
-        let (ok, s1, err) = mpirun(np, &config(t, &format!("{name}-1"), &source(&t.join("tsv")), "ddsketch", &extra(&name)));
+        let (ok, s1, err) =
+            mpirun(np, &config(t, &format!("{name}-1"), &source(&t.join("tsv")), "ddsketch", &extra(&name)));
         assert!(ok, "-np {np} first run: {err}");
         assert_eq!(s1["created"].as_u64(), Some(FILES), "-np {np}: {s1}");
         let (ok, s2, err) = mpirun(np, &config(t, &format!("{name}-2"), &source(&v2), "ddsketch", &extra(&name)));
@@ -271,7 +308,11 @@ fn a_rank_killed_before_the_commit_leaves_the_previous_manifest_in_force() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert_eq!(std::fs::read_to_string(t.join("state/CURRENT")).unwrap(), current, "the previous manifest stays current");
+    assert_eq!(
+        std::fs::read_to_string(t.join("state/CURRENT")).unwrap(),
+        current,
+        "the previous manifest stays current"
+    );
     // The next run finishes the job: the same deletes as one process would owe.
     let (ok, s, err) = mpirun(2, &config(t, "k-3", &source(&v2), "ddsketch", &extra));
     assert!(ok, "{err}");
@@ -287,7 +328,9 @@ fn posix_read_is_refused_and_a_failing_rank_ends_the_run_naming_it() {
     gen::write(&fs, Format::Tsv, &t.join("tsv"), 900, false).unwrap();
     let tsv = format!("type = \"tsv\"\npaths = [\"{}/tsv/*.csv\"]\npreset = \"icicle9\"", t.display());
     let cfg = config(t, "posix", &tsv, "ddsketch", "");
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("visible_to = [\"owner\", \"group\"]", "visible_to = \"posix-read\"");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("visible_to = [\"owner\", \"group\"]", "visible_to = \"posix-read\"");
     std::fs::write(&cfg, text).unwrap();
     let (ok, _, err) = mpirun(2, &cfg);
     assert!(!ok);

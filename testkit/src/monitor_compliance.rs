@@ -5,8 +5,8 @@
 //! acknowledged upstream may be missing and nothing deleted may come back.
 //!
 //! [`ToyMonitor`] is the smallest stream and state that keep the driver's contract (an
-//! in-memory changelog, truncated at acknowledgement); `tests/compliance.rs` runs the check
-//! on it and on the registered monitors that can run here.
+//! in-memory changelog, truncated at acknowledgement); `tests/monitor_compliance.rs` runs the check
+//! on it and on the inotify monitor (real kernel events).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use icicle_core::batch::{DocumentBatch, EntryBatch};
 use icicle_core::error::{IcicleError, Retry, SinkError};
-use icicle_core::monitor::{BatchCounts, ChangeSource, ChangeState, ChangeStream, DriverSettings, Emit, Monitor, MonitorContext, Polled};
+use icicle_core::monitor::{
+    BatchCounts, ChangeSource, ChangeState, ChangeStream, DriverSettings, Emit, Monitor, MonitorContext, Polled,
+};
 use icicle_core::traits::Sink;
 
 /// Subject → entry content (JSON text), as a search index would hold it.
@@ -67,7 +69,8 @@ impl Sink for IndexSink {
     async fn deliver(&mut self, batch: &DocumentBatch) -> Result<(), SinkError> {
         self.delivered += 1;
         let fault = self.fault.filter(|(at, _)| *at == self.delivered).map(|(_, f)| f);
-        let injected = || SinkError::Remote { sink: "index".into(), reason: "injected failure".into(), retry: Retry::WithBackoff };
+        let injected =
+            || SinkError::Remote { sink: "index".into(), reason: "injected failure".into(), retry: Retry::WithBackoff };
         if fault == Some(Fault::FailBefore) {
             return Err(injected());
         }
@@ -99,7 +102,12 @@ pub async fn run_once(source: &dyn ChangeSource, index: &Arc<Mutex<Index>>, faul
 /// Run `make()`'s source with faults drawn from `seed` until a run ends cleanly with no fault
 /// (at most `attempts` faulty runs; `between(i)` is called after faulty run `i`, e.g. to change
 /// the input while the source is down); returns the index it leaves.
-pub async fn run_with_faults(make: &dyn Fn() -> Arc<dyn ChangeSource>, seed: u64, attempts: usize, between: &mut dyn FnMut(usize)) -> Index {
+pub async fn run_with_faults(
+    make: &dyn Fn() -> Arc<dyn ChangeSource>,
+    seed: u64,
+    attempts: usize,
+    between: &mut dyn FnMut(usize),
+) -> Index {
     let mut rng = icicle_core::rng::Rng::new(seed);
     let index = Arc::new(Mutex::new(Index::new()));
     for i in 0..attempts {
@@ -185,7 +193,12 @@ impl Monitor for ToyMonitor {
         Ok(ToyState::default())
     }
 
-    async fn open(&self, _ctx: &MonitorContext, _state: &mut ToyState, resume: Option<u64>) -> Result<ToyStream, IcicleError> {
+    async fn open(
+        &self,
+        _ctx: &MonitorContext,
+        _state: &mut ToyState,
+        resume: Option<u64>,
+    ) -> Result<ToyStream, IcicleError> {
         let cleared = self.log.lock().map(|l| l.cleared).unwrap_or(0);
         Ok(ToyStream { log: self.log.clone(), next: resume.unwrap_or(0).max(cleared) + 1 })
     }
@@ -196,7 +209,12 @@ impl ChangeStream for ToyStream {
     type Event = (u64, ToyChange);
     type Position = u64;
 
-    async fn poll(&mut self, out: &mut Vec<(u64, ToyChange)>, _wait: Option<std::time::Duration>, _stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<Polled, IcicleError> {
+    async fn poll(
+        &mut self,
+        out: &mut Vec<(u64, ToyChange)>,
+        _wait: Option<std::time::Duration>,
+        _stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Polled, IcicleError> {
         let log = self.log.lock().map_err(|_| IcicleError::Internal("poisoned".into()))?;
         let from = (self.next - 1) as usize;
         let to = (from + log.read_size.max(1)).min(log.records.len());
@@ -236,7 +254,11 @@ impl ChangeState for ToyState {
     type Position = u64;
     type Report = BTreeMap<String, u64>;
 
-    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, _sent_ahead: Vec<u64>) -> Result<Option<u64>, IcicleError> {
+    async fn restore(
+        &mut self,
+        checkpoint: Option<Vec<u8>>,
+        _sent_ahead: Vec<u64>,
+    ) -> Result<Option<u64>, IcicleError> {
         let Some(bytes) = checkpoint else { return Ok(None) };
         let cp: ToyCheckpoint = serde_json::from_slice(&bytes).map_err(|e| IcicleError::Internal(e.to_string()))?;
         self.files = cp.files;
@@ -262,7 +284,8 @@ impl ChangeState for ToyState {
         for (name, v) in last {
             match v {
                 Some(v) => {
-                    emit.chunk.push(serde_json::json!({"subject": name, "content": {"version": v}}).to_string().as_bytes());
+                    emit.chunk
+                        .push(serde_json::json!({"subject": name, "content": {"version": v}}).to_string().as_bytes());
                     self.updates += 1;
                 }
                 None => {
@@ -275,7 +298,8 @@ impl ChangeState for ToyState {
     }
 
     fn checkpoint(&self, at: &u64) -> Result<Vec<u8>, IcicleError> {
-        serde_json::to_vec(&ToyCheckpoint { files: self.files.clone(), index: *at }).map_err(|e| IcicleError::Internal(e.to_string()))
+        serde_json::to_vec(&ToyCheckpoint { files: self.files.clone(), index: *at })
+            .map_err(|e| IcicleError::Internal(e.to_string()))
     }
 
     fn batch_counts(&self) -> BatchCounts {

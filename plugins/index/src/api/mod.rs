@@ -133,7 +133,8 @@ fn index_id(dir: &Path, given: Option<String>) -> Result<String, IndexError> {
         Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
         _ => {
             let id = uuid4();
-            std::fs::write(&file, format!("{id}\n")).map_err(|e| IndexError::engine(dir, format!("writing {}: {e}", file.display())))?;
+            icicle_core::durable::write_atomic(&file, format!("{id}\n").as_bytes())
+                .map_err(|e| IndexError::engine(dir, format!("writing {}: {e}", file.display())))?;
             Ok(id)
         }
     }
@@ -154,7 +155,12 @@ impl Service {
     pub fn open(cfg: ServeConfig) -> Result<Service, IndexError> {
         let store = Store::open_or_create(&cfg.dir)?;
         let writer = store.writer(1, cfg.memory_bytes)?;
-        let reader = store.index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(|e| IndexError::engine(&cfg.dir, e))?;
+        let reader = store
+            .index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| IndexError::engine(&cfg.dir, e))?;
         let index_id = index_id(&cfg.dir, cfg.index_id)?;
         Ok(Service {
             index_id,
@@ -182,7 +188,9 @@ impl Service {
         let Some(h) = req.headers().get(AUTHORIZATION) else { return Ok(Caller::anonymous()) };
         let unauthorized = |m: &str| ApiError::new(401, "AuthenticationFailed", m);
         let h = h.to_str().map_err(|_| unauthorized("malformed Authorization header"))?;
-        let Some((scheme, token)) = h.split_once(' ') else { return Err(unauthorized("malformed Authorization header")) };
+        let Some((scheme, token)) = h.split_once(' ') else {
+            return Err(unauthorized("malformed Authorization header"));
+        };
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(unauthorized("the Authorization header must carry a Bearer token"));
         }
@@ -207,7 +215,13 @@ impl Service {
     }
 
     async fn route(self: Arc<Self>, req: Request<Incoming>, origin: &Origin) -> Result<Value, ApiError> {
-        let path: Vec<String> = req.uri().path().trim_matches('/').split('/').map(|s| percent_decode(s, false).unwrap_or_default()).collect();
+        let path: Vec<String> = req
+            .uri()
+            .path()
+            .trim_matches('/')
+            .split('/')
+            .map(|s| percent_decode(s, false).unwrap_or_default())
+            .collect();
         let p: Vec<&str> = path.iter().map(String::as_str).collect();
         let caller = self.caller(&req, origin)?;
         let params = req.uri().query().map(parse_form).unwrap_or_default();
@@ -232,12 +246,15 @@ impl Service {
             }
             ("GET", ["v1", "task", task_id]) => {
                 let tasks = self.tasks.lock().map_err(|_| poisoned())?;
-                tasks.by_id.get(*task_id).cloned().ok_or_else(|| ApiError::new(404, "NotFound.Generic", format!("There is no task with id {task_id}")))
+                tasks.by_id.get(*task_id).cloned().ok_or_else(|| {
+                    ApiError::new(404, "NotFound.Generic", format!("There is no task with id {task_id}"))
+                })
             }
             ("GET", ["v1", "task_list", id]) => {
                 index_ok(id)?;
                 let tasks = self.tasks.lock().map_err(|_| poisoned())?;
-                let list: Vec<Value> = tasks.order.iter().rev().take(1000).filter_map(|t| tasks.by_id.get(t).cloned()).collect();
+                let list: Vec<Value> =
+                    tasks.order.iter().rev().take(1000).filter_map(|t| tasks.by_id.get(t).cloned()).collect();
                 Ok(json!({"tasks": list}))
             }
             ("GET", ["v1", "index", id, "subject" | "entry"]) => {
@@ -257,7 +274,12 @@ impl Service {
                 let doc = json_body(req).await?;
                 let scroll = *what == "scroll";
                 self.blocking(move |me| {
-                    let s = if scroll { Search::from_scroll(&me.fields, &doc) } else { Search::from_json(&me.fields, &doc) }.map_err(ApiError::bad)?;
+                    let s = if scroll {
+                        Search::from_scroll(&me.fields, &doc)
+                    } else {
+                        Search::from_json(&me.fields, &doc)
+                    }
+                    .map_err(ApiError::bad)?;
                     me.run(&s, &caller, scroll)
                 })
                 .await
@@ -266,16 +288,26 @@ impl Service {
                 index_ok(id)?;
                 self.blocking(move |me| me.info(&caller)).await
             }
-            (_, ["v1", "index", _, "ingest" | "batch_delete_by_subject" | "subject" | "entry" | "scroll" | "search"])
-            | (_, ["v1", "task" | "task_list", _]) => Err(ApiError::new(405, "MethodNotAllowed", format!("{method} is not allowed here"))),
+            (
+                _,
+                ["v1", "index", _, "ingest" | "batch_delete_by_subject" | "subject" | "entry" | "scroll" | "search"],
+            )
+            | (_, ["v1", "task" | "task_list", _]) => {
+                Err(ApiError::new(405, "MethodNotAllowed", format!("{method} is not allowed here")))
+            }
             _ => Err(ApiError::new(404, "NotFound.Generic", format!("no such resource: {}", req.uri().path()))),
         }
     }
 
     /// Run `f` on a blocking thread (the engine reads disk and burns CPU).
-    async fn blocking(self: &Arc<Self>, f: impl FnOnce(&Service) -> Result<Value, ApiError> + Send + 'static) -> Result<Value, ApiError> {
+    async fn blocking(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Service) -> Result<Value, ApiError> + Send + 'static,
+    ) -> Result<Value, ApiError> {
         let me = self.clone();
-        tokio::task::spawn_blocking(move || f(&me)).await.map_err(|e| ApiError::new(500, "InternalError", format!("the request's thread: {e}")))?
+        tokio::task::spawn_blocking(move || f(&me))
+            .await
+            .map_err(|e| ApiError::new(500, "InternalError", format!("the request's thread: {e}")))?
     }
 
     fn searcher(&self) -> Searcher {
@@ -286,15 +318,27 @@ impl Service {
     fn may_write(&self, caller: &Caller) -> Result<(), ApiError> {
         match (caller.writer, caller.authenticated) {
             (true, _) => Ok(()),
-            (false, false) => Err(ApiError::new(401, "AuthenticationFailed", "writing to the index needs a bearer token marked `writer` in the tokens file")),
-            (false, true) => Err(ApiError::new(403, "Forbidden.Generic", "this caller may not write to the index (its token is not marked `writer`)")),
+            (false, false) => Err(ApiError::new(
+                401,
+                "AuthenticationFailed",
+                "writing to the index needs a bearer token marked `writer` in the tokens file",
+            )),
+            (false, true) => Err(ApiError::new(
+                403,
+                "Forbidden.Generic",
+                "this caller may not write to the index (its token is not marked `writer`)",
+            )),
         }
     }
 
     /// `bypass_visible_to` is for callers who see every record anyway (root over the socket).
     fn visibility(&self, caller: &Caller, bypass: bool) -> Result<Visibility, ApiError> {
         if bypass && caller.visibility != Visibility::All {
-            return Err(ApiError::new(403, "Forbidden.Generic", "bypass_visible_to is only for callers who may see every record"));
+            return Err(ApiError::new(
+                403,
+                "Forbidden.Generic",
+                "bypass_visible_to is only for callers who may see every record",
+            ));
         }
         Ok(caller.visibility.clone())
     }
@@ -311,10 +355,18 @@ impl Service {
 
     /// `GET .../subject` and `GET .../entry` (one entry a subject: `entry_id` is null).
     fn get_subject(&self, params: &HashMap<String, String>, caller: &Caller) -> Result<Value, ApiError> {
-        let Some(subject) = params.get("subject") else { return Err(ApiError::bad("the `subject` query parameter is required".into())) };
+        let Some(subject) = params.get("subject") else {
+            return Err(ApiError::bad("the `subject` query parameter is required".into()));
+        };
         let bypass = params.get("bypass_visible_to").is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let who = self.visibility(caller, bypass)?;
-        let not_found = || ApiError::new(404, "NotFound.Generic", format!("No subject named \"{subject}\" is visible in index {}", self.index_id));
+        let not_found = || {
+            ApiError::new(
+                404,
+                "NotFound.Generic",
+                format!("No subject named \"{subject}\" is visible in index {}", self.index_id),
+            )
+        };
         if params.get("entry_id").is_some_and(|id| !id.is_empty()) {
             return Err(not_found());
         }
@@ -326,8 +378,9 @@ impl Service {
     /// disk as a whole).
     fn info(&self, caller: &Caller) -> Result<Value, ApiError> {
         let n = answer::visible_count(&self.searcher(), &self.fields, &caller.visibility)?;
-        let bytes: u64 =
-            std::fs::read_dir(&self.dir).map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()).unwrap_or(0);
+        let bytes: u64 = std::fs::read_dir(&self.dir)
+            .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+            .unwrap_or(0);
         let name = self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(json!({
             "@datatype": "GSearchIndex", "@version": "2017-09-01", "id": self.index_id, "display_name": name,

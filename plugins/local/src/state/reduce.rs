@@ -2,7 +2,7 @@
 //! (an event that a kept one covers is dropped; the compare at emit time reads the final state
 //! anyway), and no cancellation row. The kernel merges a create and a delete of one name into
 //! one event in either order, and events of two processes can arrive out of order
-//! (`tests/kernel_merging.rs`), so "created then removed" cannot be told from "removed then
+//! (`plugins/local/tests/kernel_merging.rs`), so "created then removed" cannot be told from "removed then
 //! made again" by the events: only the compare can. Nor does a rescan cover the paths reported
 //! below it: its walk finds new paths by listing directories, and a directory that can be
 //! entered but not listed (mode 0311, an I/O error) hides them from it, not from a compare.
@@ -49,7 +49,10 @@ impl Reducer for PathRules {
     fn reduce(&mut self, batch: &mut Vec<LocalEvent>) -> ReduceCounts {
         let input = batch.len() as u64;
         // Decided over borrowed events first (no copy of any), then dropped in place.
-        let directories: HashSet<&str> = batch.iter().filter_map(|e| if let LocalEvent::Directory(p) = e { Some(p.as_str()) } else { None }).collect();
+        let directories: HashSet<&str> = batch
+            .iter()
+            .filter_map(|e| if let LocalEvent::Directory(p) = e { Some(p.as_str()) } else { None })
+            .collect();
         let mut kept = HashSet::new();
         let keep: Vec<bool> = batch.iter().map(|e| Self::rule(e, &directories, &mut kept) == PathRule::Keep).collect();
         let mut keep = keep.into_iter();

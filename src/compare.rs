@@ -16,7 +16,8 @@ use icicle_core::traits::SketchFactory;
 use icicle_runtime::snapshot::{NoProgress, RowProcessor, RowProcessorFactory, SnapshotJob};
 
 /// The quantiles measured.
-pub const QS: [(f64, &str); 6] = [(0.10, "p10"), (0.25, "p25"), (0.50, "p50"), (0.75, "p75"), (0.90, "p90"), (0.99, "p99")];
+pub const QS: [(f64, &str); 6] =
+    [(0.10, "p10"), (0.25, "p25"), (0.50, "p50"), (0.75, "p75"), (0.90, "p90"), (0.99, "p99")];
 /// The attributes measured (times as ages relative to the reference time).
 pub const ATTRS: [&str; 4] = ["size", "atime", "ctime", "mtime"];
 
@@ -122,11 +123,16 @@ pub fn sketch_seed(seed: u64, principal: &str, attribute: &str, kind: &str) -> u
 /// Measure every sketch on every principal and attribute. With `seed`, every sketch is made
 /// with [`SketchFactory::create_seeded`] and a seed from [`sketch_seed`]: the same seed gives
 /// the same measurements.
-pub fn measure(values: &Values, factories: &[Arc<dyn SketchFactory>], seed: Option<u64>) -> anyhow::Result<(Vec<Measurement>, Costs)> {
+pub fn measure(
+    values: &Values,
+    factories: &[Arc<dyn SketchFactory>],
+    seed: Option<u64>,
+) -> anyhow::Result<(Vec<Measurement>, Costs)> {
     let mut keys: Vec<&String> = values.keys().collect();
     keys.sort();
     let mut out = Vec::new();
-    let mut costs: Vec<(String, SketchCost)> = factories.iter().map(|f| (f.kind().to_string(), SketchCost::default())).collect();
+    let mut costs: Vec<(String, SketchCost)> =
+        factories.iter().map(|f| (f.kind().to_string(), SketchCost::default())).collect();
     for key in keys {
         for (ai, attr) in ATTRS.iter().enumerate() {
             let vals = &values[key][ai];
@@ -204,7 +210,8 @@ pub fn summarize(ms: &[Measurement]) -> Vec<SummaryRow> {
     groups
         .into_iter()
         .map(|((s, a, q), (mut ve, mut re))| {
-            let stats = [mean(&ve), pct(&mut ve, 0.95), pct(&mut ve, 1.0), mean(&re), pct(&mut re, 0.95), pct(&mut re, 1.0)];
+            let stats =
+                [mean(&ve), pct(&mut ve, 0.95), pct(&mut ve, 1.0), mean(&re), pct(&mut re, 0.95), pct(&mut re, 1.0)];
             (s, a, q, stats)
         })
         .collect()
@@ -214,7 +221,8 @@ pub fn summarize(ms: &[Measurement]) -> Vec<SummaryRow> {
 /// (see [`measure`]; the snapshot is then read by one worker, so every principal's values
 /// arrive in the same order).
 pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64>) -> anyhow::Result<String> {
-    let factories: Vec<Arc<dyn SketchFactory>> = sketches.iter().map(|s| registry::default_sketch(s)).collect::<Result<_, _>>()?;
+    let factories: Vec<Arc<dyn SketchFactory>> =
+        sketches.iter().map(|s| registry::default_sketch(s)).collect::<Result<_, _>>()?;
     let (sources, _) = icicle_runtime::compose::components_allow_no_sinks(cfg)?;
     let reference = cfg.app.aggregate.reference_time.unwrap_or_else(icicle_core::time::now_epoch);
     let values = Arc::new(Mutex::new(Values::new()));
@@ -259,12 +267,17 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64
     let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("costs.csv"))?);
     writeln!(w, "sketch,bytes_per_sketch,ns_per_insert")?;
     for (s, c) in &costs {
-        writeln!(w, "{s},{:.0},{:.1}", c.bytes as f64 / c.sketches.max(1) as f64, c.insert_ns / c.inserts.max(1) as f64)?;
+        writeln!(
+            w,
+            "{s},{:.0},{:.1}",
+            c.bytes as f64 / c.sketches.max(1) as f64,
+            c.insert_ns / c.inserts.max(1) as f64
+        )?;
     }
     w.flush()?;
     #[cfg(feature = "charts")]
-    if let Err(e) =
-        crate::chart::scatter(&rows, &out.join("value-vs-rank-error.png")).and_then(|()| crate::chart::ecdf(&ms, &rows, &out.join("error-distributions.png")))
+    if let Err(e) = crate::chart::scatter(&rows, &out.join("value-vs-rank-error.png"))
+        .and_then(|()| crate::chart::ecdf(&ms, &rows, &out.join("error-distributions.png")))
     {
         tracing::warn!(message = "could not draw the charts", error = %e);
     }
@@ -303,8 +316,18 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64
         }
     }
     for ((s, a), qs) in by {
-        let cell = |name: &str| qs.iter().find(|(q, _)| q == name).map(|(_, st)| format!("{:.4} / {:.4}", st[0], st[3])).unwrap_or_default();
-        t.push_str(&format!("| {s} | {a} | {} | {} | {} | {} | {} | {} |\n", cell("p10"), cell("p25"), cell("p50"), cell("p75"), cell("p90"), cell("p99")));
+        let cell = |name: &str| {
+            qs.iter().find(|(q, _)| q == name).map(|(_, st)| format!("{:.4} / {:.4}", st[0], st[3])).unwrap_or_default()
+        };
+        t.push_str(&format!(
+            "| {s} | {a} | {} | {} | {} | {} | {} | {} |\n",
+            cell("p10"),
+            cell("p25"),
+            cell("p50"),
+            cell("p75"),
+            cell("p90"),
+            cell("p99")
+        ));
     }
     std::fs::write(out.join("summary.md"), &t)?;
     Ok(t)

@@ -141,7 +141,8 @@ fn visibility(cfg: &icicle_core::config::LoadedConfig, as_user: Option<&str>) ->
     let mut principals = vec!["public".to_string()];
     principals.extend(cfg.app.records.everyone.clone());
     if let Some(file) = &cfg.app.records.principals {
-        let map = icicle_core::policy::PrincipalMap::load(file).map_err(|e| anyhow::anyhow!("records.principals: {e}"))?;
+        let map =
+            icicle_core::policy::PrincipalMap::load(file).map_err(|e| anyhow::anyhow!("records.principals: {e}"))?;
         principals.extend(map.user(uid).map(str::to_string));
         principals.extend(groups.iter().filter_map(|g| map.group(*g)).map(str::to_string));
     }
@@ -264,7 +265,9 @@ fn parse_expression(expr: &[String], now: i64) -> anyhow::Result<(Vec<String>, F
             "-print" => output = Output::Path,
             "-ls" => output = Output::Ls,
             "-printf" => output = Output::Printf(value()?.clone()),
-            other => bail!("{other}: not a predicate this find knows (predicates combine with AND; see `icicle find --help`)"),
+            other => bail!(
+                "{other}: not a predicate this find knows (predicates combine with AND; see `icicle find --help`)"
+            ),
         }
     }
     Ok((starts, filter, output))
@@ -359,7 +362,10 @@ pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow:
         match a.as_str() {
             "--count" => count = true,
             "--json" => json = true,
-            "--limit" => limit = Some(it.next().context("--limit: a number is missing")?.parse().context("--limit: not a number")?),
+            "--limit" => {
+                limit =
+                    Some(it.next().context("--limit: a number is missing")?.parse().context("--limit: not a number")?)
+            }
             _ => expression.push(a.clone()),
         }
     }
@@ -385,7 +391,10 @@ pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow:
                 Output::Path => line.push_str(&content(entry).path),
                 Output::Ls => {
                     let s = content(entry);
-                    line.push_str(&format!("{} {:>6} {:>6} {:>12} {} {}", s.mode, s.uid, s.gid, s.size, s.mtime, s.path));
+                    line.push_str(&format!(
+                        "{} {:>6} {:>6} {:>12} {} {}",
+                        s.mode, s.uid, s.gid, s.size, s.mtime, s.path
+                    ));
                 }
                 Output::Printf(fmt) => printf(fmt, &content(entry), &mut line),
             }
@@ -490,14 +499,27 @@ pub fn du(cfg: &icicle_core::config::LoadedConfig, args: &DuArgs) -> anyhow::Res
         writeln!(w, "kind,id,files,bytes,min,max,average,p50,p90,p99,mtime_p50")?;
         for (a, _) in &rows {
             let s = &a.size;
-            let id = if a.id.contains([',', '"']) { format!("\"{}\"", a.id.replace('"', "\"\"")) } else { a.id.clone() };
-            writeln!(w, "{},{id},{},{},{},{},{},{},{},{},{}", a.kind, a.file_count, s.total, s.min, s.max, s.average, s.p50, s.p90, s.p99, a.mtime.p50)?;
+            let id =
+                if a.id.contains([',', '"']) { format!("\"{}\"", a.id.replace('"', "\"\"")) } else { a.id.clone() };
+            writeln!(
+                w,
+                "{},{id},{},{},{},{},{},{},{},{},{}",
+                a.kind, a.file_count, s.total, s.min, s.max, s.average, s.p50, s.p90, s.p99, a.mtime.p50
+            )?;
         }
     } else {
-        writeln!(w, "{:>12} {:>16} {:>12} {:>12} {:>12}  {:<25} id", "files", "bytes", "average", "p50", "p99", "mtime p50")?;
+        writeln!(
+            w,
+            "{:>12} {:>16} {:>12} {:>12} {:>12}  {:<25} id",
+            "files", "bytes", "average", "p50", "p99", "mtime p50"
+        )?;
         for (a, _) in &rows {
             let s = &a.size;
-            writeln!(w, "{:>12} {:>16} {:>12} {:>12} {:>12}  {:<25} {}", a.file_count, s.total, s.average, s.p50, s.p99, a.mtime.p50, a.id)?;
+            writeln!(
+                w,
+                "{:>12} {:>16} {:>12} {:>12} {:>12}  {:<25} {}",
+                a.file_count, s.total, s.average, s.p50, s.p99, a.mtime.p50, a.id
+            )?;
         }
     }
     w.flush()?;

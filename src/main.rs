@@ -252,7 +252,12 @@ fn init_logging(level: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: logs captured by files, pipes and tests stay plain text.
     let ansi = std::io::stderr().is_terminal();
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .try_init();
 }
 
 /// Serve `/metrics` and `/status` when asked to.
@@ -270,7 +275,12 @@ fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Re
 /// `stop` is called and the work is still waited for: a monitor delivers, checkpoints and
 /// acknowledges what it read before the process exits.
 #[cfg(feature = "tui")]
-fn with_dashboard<T: Send>(tui: bool, what: &str, stop: impl FnOnce(), work: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+fn with_dashboard<T: Send>(
+    tui: bool,
+    what: &str,
+    stop: impl FnOnce(),
+    work: impl FnOnce() -> T + Send,
+) -> anyhow::Result<T> {
     use icicle_tui::session;
     if !tui {
         return Ok(work());
@@ -311,7 +321,12 @@ fn with_dashboard<T: Send>(tui: bool, what: &str, stop: impl FnOnce(), work: imp
 
 /// Without the `tui` feature there is no dashboard: `--tui` was refused by [`dashboard_built`].
 #[cfg(not(feature = "tui"))]
-fn with_dashboard<T: Send>(tui: bool, _what: &str, _stop: impl FnOnce(), work: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+fn with_dashboard<T: Send>(
+    tui: bool,
+    _what: &str,
+    _stop: impl FnOnce(),
+    work: impl FnOnce() -> T + Send,
+) -> anyhow::Result<T> {
     dashboard_built(tui)?;
     Ok(work())
 }
@@ -396,12 +411,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Top { connect, interval, sketches, once, json } => top(connect, *interval, sketches, *once, *json),
         #[cfg(not(feature = "tui"))]
         Command::Top { .. } => Err(not_built("`icicle top`", "tui")),
-        Command::Monitor { drain, until_idle, json, tui, metrics_addr } => monitor(&cli, *drain, *until_idle, *json, *tui, metrics_addr.clone()),
+        Command::Monitor { drain, until_idle, json, tui, metrics_addr } => {
+            monitor(&cli, *drain, *until_idle, *json, *tui, metrics_addr.clone())
+        }
         #[cfg(feature = "sketches")]
         Command::SketchCompare { out, sketches, seed } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             init_logging(&cfg.app.log.level);
-            let names: Vec<String> = sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+            let names: Vec<String> =
+                sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             let table = compare::run(&cfg, out, &names, *seed)?;
             print_stdout(&format!("{table}\n"))?;
             let charts = if cfg!(feature = "charts") {
@@ -438,7 +456,11 @@ fn top(connect: &str, interval: f64, sketches: &std::path::Path, once: bool, jso
     let mut app = App::new(connect);
     app.sketches = std::fs::read_to_string(sketches.join("summary.csv")).ok();
     let interval = icicle_core::time::secs(interval.max(0.1));
-    let ended = if std::io::stdout().is_terminal() { session::run(app, fetch, || false, interval)? } else { session::log_lines(fetch, || false, interval)? };
+    let ended = if std::io::stdout().is_terminal() {
+        session::run(app, fetch, || false, interval)?
+    } else {
+        session::log_lines(fetch, || false, interval)?
+    };
     tracing::debug!(message = "dashboard ended", how = ?ended);
     Ok(ExitCode::SUCCESS)
 }
@@ -470,7 +492,14 @@ fn plugins(json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// `icicle snapshot`: one run of the configured snapshot pipeline.
-fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: Option<String>, allow_mass_delete: bool) -> anyhow::Result<ExitCode> {
+fn snapshot(
+    cli: &Cli,
+    json: bool,
+    no_progress: bool,
+    tui: bool,
+    metrics_addr: Option<String>,
+    allow_mass_delete: bool,
+) -> anyhow::Result<ExitCode> {
     let mut set = cli.set.clone();
     if allow_mass_delete {
         set.push("snapshot.allow_mass_delete=true".into());
@@ -484,7 +513,8 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
     let job = icicle_runtime::compose::snapshot_job(&cfg, progress)?;
     // A snapshot stopped midway commits nothing: the previous manifest stays in force.
     let stop = || std::process::exit(130);
-    let summary = with_dashboard(tui, "snapshot", stop, || rt.block_on(icicle_runtime::snapshot::run(job)))?.context("snapshot run failed")?;
+    let summary = with_dashboard(tui, "snapshot", stop, || rt.block_on(icicle_runtime::snapshot::run(job)))?
+        .context("snapshot run failed")?;
     if json {
         print_stdout(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
     } else {
@@ -502,7 +532,14 @@ fn snapshot(cli: &Cli, json: bool, no_progress: bool, tui: bool, metrics_addr: O
 }
 
 /// `icicle monitor`: every configured change source until drained or stopped.
-fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: bool, metrics_addr: Option<String>) -> anyhow::Result<ExitCode> {
+fn monitor(
+    cli: &Cli,
+    drain: bool,
+    until_idle: Option<f64>,
+    json: bool,
+    tui: bool,
+    metrics_addr: Option<String>,
+) -> anyhow::Result<ExitCode> {
     dashboard_built(tui)?;
     let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
     init_logging(&cfg.app.log.level);
@@ -519,7 +556,8 @@ fn monitor(cli: &Cli, drain: bool, until_idle: Option<f64>, json: bool, tui: boo
     };
     let reports = with_dashboard(tui, "monitor", stop_all, || {
         rt.block_on(async {
-            let signals = icicle_runtime::monitor::supervise::stop_on_signals(stop_tx).context("installing the signal handlers")?;
+            let signals = icicle_runtime::monitor::supervise::stop_on_signals(stop_tx)
+                .context("installing the signal handlers")?;
             let reports = icicle_runtime::monitor::supervise::run(job, stop).await;
             signals.abort();
             anyhow::Ok(reports?)

@@ -147,7 +147,8 @@ impl Output {
         match self {
             Output::Local(dir) => {
                 let path = dir.join(name);
-                let part = durable::create(&path).map_err(|e| format!("creating a temporary for {}: {e}", path.display()))?;
+                let part =
+                    durable::create(&path).map_err(|e| format!("creating a temporary for {}: {e}", path.display()))?;
                 Ok(PartWriter::Local(part))
             }
             Output::S3(up) => Ok(PartWriter::S3(up.object(name))),
@@ -329,14 +330,26 @@ impl RowSink for Worker<'_> {
 type WorkerResult = (Counts, Vec<PartFile>, Option<String>);
 
 fn work(shared: &Shared, sources: &[Arc<dyn Source>]) -> WorkerResult {
-    let mut w =
-        Worker { shared, input: String::new(), line: Vec::new(), part: None, parts: Vec::new(), counts: Counts::default(), spawned: Vec::new(), error: None };
+    let mut w = Worker {
+        shared,
+        input: String::new(),
+        line: Vec::new(),
+        part: None,
+        parts: Vec::new(),
+        counts: Counts::default(),
+        spawned: Vec::new(),
+        error: None,
+    };
     while let Some((si, split)) = shared.pop() {
         w.input = split.name.clone();
         w.counts.splits += 1;
         if let Err(e) = sources[si].read(&split, &mut w) {
             w.counts.rows += 1;
-            shared.rejects.push(Reject::whole(&split.name, e.to_string(), Some(split.scope.clone().unwrap_or(Scope::All))));
+            shared.rejects.push(Reject::whole(
+                &split.name,
+                e.to_string(),
+                Some(split.scope.clone().unwrap_or(Scope::All)),
+            ));
         }
         let spawned = std::mem::take(&mut w.spawned);
         shared.done(spawned, si);
@@ -414,7 +427,11 @@ fn prepare_s3(args: &Args) -> anyhow::Result<Arc<Uploader>> {
     c.multipart_threshold = args.multipart_threshold;
     c.part_bytes = args.part_bytes;
     let flag = |key: &str| if key == "bucket" { "--out".to_string() } else { format!("--{}", key.replace('_', "-")) };
-    let up = Uploader::new(&c, |key, reason| icicle_core::ConfigError::InvalidValue { key: flag(key), origin: "the command line".into(), reason })?;
+    let up = Uploader::new(&c, |key, reason| icicle_core::ConfigError::InvalidValue {
+        key: flag(key),
+        origin: "the command line".into(),
+        reason,
+    })?;
     let existing = up.existing("part-")?;
     if let Some(k) = existing.first() {
         anyhow::bail!("{} already holds parts ({k}): remove them or choose another --out", args.out);
@@ -427,7 +444,9 @@ fn plan(sources: &[(String, Arc<dyn Source>)]) -> anyhow::Result<(Vec<(usize, Sp
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let mut planned = Vec::new();
     for (i, (name, src)) in sources.iter().enumerate() {
-        let splits = rt.block_on(src.plan()).map_err(|e| anyhow::anyhow!("source `{name}` could not be planned (nothing was written): {e}"))?;
+        let splits = rt
+            .block_on(src.plan())
+            .map_err(|e| anyhow::anyhow!("source `{name}` could not be planned (nothing was written): {e}"))?;
         planned.extend(splits.into_iter().map(|s| (i, s)));
     }
     let total = planned.iter().map(|(_, s)| s.weight).sum();
@@ -441,8 +460,11 @@ pub fn run(cfg: &LoadedConfig, args: &Args, progress: Arc<dyn Progress>) -> anyh
     let output = if args.out.starts_with("s3://") {
         Output::S3(prepare_s3(args)?)
     } else {
-        let s3_only =
-            [("--endpoint-url", args.endpoint_url.is_some()), ("--access-key-id", args.access_key_id.is_some()), ("--force-path-style", args.force_path_style)];
+        let s3_only = [
+            ("--endpoint-url", args.endpoint_url.is_some()),
+            ("--access-key-id", args.access_key_id.is_some()),
+            ("--force-path-style", args.force_path_style),
+        ];
         if let Some((flag, _)) = s3_only.iter().find(|(_, set)| *set) {
             anyhow::bail!("{flag} is for s3:// outputs; --out {} is a local directory", args.out);
         }
@@ -455,7 +477,11 @@ pub fn run(cfg: &LoadedConfig, args: &Args, progress: Arc<dyn Progress>) -> anyh
     let (sources, _) = icicle_runtime::compose::components_allow_no_sinks(&sources_only)?;
     let (planned, total) = plan(&sources)?;
     let settings = &cfg.app.snapshot;
-    let workers = if settings.workers > 0 { settings.workers } else { std::thread::available_parallelism().map_or(2, |n| n.get()).min(8) };
+    let workers = if settings.workers > 0 {
+        settings.workers
+    } else {
+        std::thread::available_parallelism().map_or(2, |n| n.get()).min(8)
+    };
     let shared = Shared {
         queue: Mutex::new((planned.into_iter().collect(), 0)),
         ready: Condvar::new(),
@@ -470,18 +496,26 @@ pub fn run(cfg: &LoadedConfig, args: &Args, progress: Arc<dyn Progress>) -> anyh
     let srcs: Vec<Arc<dyn Source>> = sources.iter().map(|(_, s)| s.clone()).collect();
     let results: Vec<WorkerResult> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers).map(|_| scope.spawn(|| work(&shared, &srcs))).collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| (Counts::default(), Vec::new(), Some("a worker thread panicked".into())))).collect()
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| (Counts::default(), Vec::new(), Some("a worker thread panicked".into())))
+            })
+            .collect()
     });
     shared.progress.finish();
     let mut s = Summary { out: args.out.clone(), workers, ..Default::default() };
     let mut errors = Vec::new();
     for (c, parts, err) in results {
-        (s.rows, s.records, s.directories, s.splits) = (s.rows + c.rows, s.records + c.records, s.directories + c.directories, s.splits + c.splits);
+        (s.rows, s.records, s.directories, s.splits) =
+            (s.rows + c.rows, s.records + c.records, s.directories + c.directories, s.splits + c.splits);
         s.parts.extend(parts);
         errors.extend(err);
     }
     if let Some(e) = errors.into_iter().next() {
-        anyhow::bail!("writing the parts failed (the parts already written are complete; this run's output is not): {e}");
+        anyhow::bail!(
+            "writing the parts failed (the parts already written are complete; this run's output is not): {e}"
+        );
     }
     if let Output::Local(dir) = &shared.output {
         std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))?;
@@ -494,9 +528,13 @@ pub fn run(cfg: &LoadedConfig, args: &Args, progress: Arc<dyn Progress>) -> anyh
     s.unreadable_inputs = shared.rejects.unreadable_inputs();
     let row_rejects = s.rejects.saturating_sub(s.unreadable_inputs);
     let ratio = if s.rows > 0 { row_rejects as f64 / s.rows as f64 } else { 0.0 };
-    s.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| s.rejects > m) || settings.max_reject_ratio.is_some_and(|r| ratio > r);
+    s.reject_threshold_exceeded =
+        settings.max_rejects.is_some_and(|m| s.rejects > m) || settings.max_reject_ratio.is_some_and(|r| ratio > r);
     if s.rejects > 0 {
-        let path = settings.rejects_file.clone().unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
+        let path = settings
+            .rejects_file
+            .clone()
+            .unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
         shared.rejects.write(&path).with_context(|| format!("writing {}", path.display()))?;
         s.rejects_file = Some(path);
     }
@@ -534,7 +572,10 @@ fn describe(s: &Summary) -> String {
         "preprocess: {} rows read: {} records and {} directories written to {} files ({} bytes, {} multipart uploads) in {}\n",
         s.rows, s.records, s.directories, s.files, s.bytes, s.multipart_uploads, s.out
     );
-    t.push_str(&format!("  {} splits, {} workers, {:.1} s ({:.0} rows/s)\n", s.splits, s.workers, s.seconds, s.rows_per_s));
+    t.push_str(&format!(
+        "  {} splits, {} workers, {:.1} s ({:.0} rows/s)\n",
+        s.splits, s.workers, s.seconds, s.rows_per_s
+    ));
     if s.rejects > 0 {
         let file = s.rejects_file.as_ref().map(|p| format!(" (in {})", p.display())).unwrap_or_default();
         t.push_str(&format!("  {} rejects{file}, of which {} unreadable inputs\n", s.rejects, s.unreadable_inputs));

@@ -47,10 +47,12 @@ fn bind_socket(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             bail!("--socket {}: another server listens there", path.display());
         }
-        std::fs::remove_file(path).with_context(|| format!("--socket {}: removing the stale socket", path.display()))?;
+        std::fs::remove_file(path)
+            .with_context(|| format!("--socket {}: removing the stale socket", path.display()))?;
     }
     let l = tokio::net::UnixListener::bind(path).with_context(|| format!("--socket {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).with_context(|| format!("--socket {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .with_context(|| format!("--socket {}", path.display()))?;
     Ok(l)
 }
 
@@ -58,7 +60,9 @@ fn bind_socket(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
 /// `records.everyone`.
 fn peer_policy(cfg: &icicle_core::config::LoadedConfig) -> anyhow::Result<PeerPolicy> {
     let map = match &cfg.app.records.principals {
-        Some(f) => Some(icicle_core::policy::PrincipalMap::load(f).map_err(|e| anyhow::anyhow!("records.principals: {e}"))?),
+        Some(f) => {
+            Some(icicle_core::policy::PrincipalMap::load(f).map_err(|e| anyhow::anyhow!("records.principals: {e}"))?)
+        }
         None => None,
     };
     Ok(PeerPolicy { map, everyone: cfg.app.records.everyone.clone().into_iter().collect() })

@@ -50,13 +50,15 @@ fn build(root: &Path, rng: &mut Rng, files: usize, acl_one_in: u64) -> Vec<PathB
         let f = d.join(format!("f{i}"));
         std::fs::write(&f, b"x").unwrap();
         std::os::unix::fs::chown(&f, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS))).unwrap();
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(fmodes[rng.below(fmodes.len() as u64) as usize])).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(fmodes[rng.below(fmodes.len() as u64) as usize]))
+            .unwrap();
         out.push(f);
     }
     // Modes last, deepest first, so building did not need them.
     for d in dirs.iter().skip(1).rev() {
         std::os::unix::fs::chown(d, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS))).unwrap();
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(modes[rng.below(modes.len() as u64) as usize])).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(modes[rng.below(modes.len() as u64) as usize]))
+            .unwrap();
     }
     if acl_one_in > 0 {
         for p in dirs.iter().skip(1).chain(&out) {
@@ -80,7 +82,10 @@ fn kernel(files: &[PathBuf], uid: u32, groups: &[u32]) -> Vec<(bool, bool)> {
     // after which setgroups is refused). SAFETY: only system calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::setgroups(gs.len(), gs.as_ptr()) != 0 || libc::setresgid(primary, primary, primary) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+            if libc::setgroups(gs.len(), gs.as_ptr()) != 0
+                || libc::setresgid(primary, primary, primary) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -113,7 +118,9 @@ impl Members {
         let mut m = BTreeMap::new();
         for uid in UIDS.into_iter().chain([NOBODY]) {
             for set in 0..1u8 << GIDS.len() {
-                let groups: Vec<u32> = std::iter::once(NOBODY).chain(GIDS.iter().enumerate().filter(|(i, _)| set & (1 << i) != 0).map(|(_, g)| *g)).collect();
+                let groups: Vec<u32> = std::iter::once(NOBODY)
+                    .chain(GIDS.iter().enumerate().filter(|(i, _)| set & (1 << i) != 0).map(|(_, g)| *g))
+                    .collect();
                 m.insert((uid, set), kernel(files, uid, &groups));
             }
         }
@@ -158,12 +165,12 @@ fn root_and_seed() -> Option<u64> {
         eprintln!("skipped: needs root to build trees owned by other users and to ask as them");
         return None;
     }
-    Some(
-        std::env::var("ICICLE_ACCESS_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1)),
-    )
+    Some(std::env::var("ICICLE_ACCESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64 % 1_000_000_007)
+            .unwrap_or(1)
+    }))
 }
 
 #[test]
@@ -201,15 +208,23 @@ fn the_rule_matches_the_kernel_for_every_file_and_principal() {
         for ((f, (dirs, p)), &(posix, posix_read)) in files.iter().zip(&chains).zip(truth) {
             for (policy, want) in [(AccessPolicy::Posix, posix), (AccessPolicy::PosixRead, posix_read)] {
                 if can_see(policy, dirs, p, who) != want {
-                    disagreements.entry(format!("{name} {policy:?}")).or_default().push(format!("{} (kernel: {want})", f.display()));
+                    disagreements
+                        .entry(format!("{name} {policy:?}"))
+                        .or_default()
+                        .push(format!("{} (kernel: {want})", f.display()));
                 }
             }
         }
     }
     // Leave the tree removable.
     let _ = std::process::Command::new("chmod").args(["-R", "u+rwx"]).arg(tmp.path()).status();
-    let shown: Vec<String> = disagreements.iter().map(|(k, v)| format!("{k}: {} files, e.g. {}", v.len(), v[0])).collect();
-    assert!(disagreements.is_empty(), "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): the rule and the kernel disagree:\n{}", shown.join("\n"));
+    let shown: Vec<String> =
+        disagreements.iter().map(|(k, v)| format!("{k}: {} files, e.g. {}", v.len(), v[0])).collect();
+    assert!(
+        disagreements.is_empty(),
+        "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): the rule and the kernel disagree:\n{}",
+        shown.join("\n")
+    );
     eprintln!("seed {seed}: {} files x {} principals x 2 policies agree with the kernel", files.len(), askers.len());
 }
 
@@ -219,7 +234,16 @@ mod common;
 /// testkit writes it in GUFI's, pwalk's and mmapplypolicy's layouts.
 fn as_gen_fs(root: &Path) -> icicle_testkit::gen::GenFs {
     use icicle_testkit::gen::{GenDir, GenFile, GenFs};
-    let name = |p: &Path| format!("/t{}", p.strip_prefix(root).unwrap().to_str().map(|s| if s.is_empty() { String::new() } else { format!("/{s}") }).unwrap());
+    let name = |p: &Path| {
+        format!(
+            "/t{}",
+            p.strip_prefix(root)
+                .unwrap()
+                .to_str()
+                .map(|s| if s.is_empty() { String::new() } else { format!("/{s}") })
+                .unwrap()
+        )
+    };
     let mut fs = GenFs { dirs: Vec::new(), files: Vec::new(), users: UIDS.to_vec(), groups: GIDS.to_vec() };
     let mut stack = vec![(root.to_path_buf(), usize::MAX)];
     while let Some((d, parent)) = stack.pop() {
@@ -235,7 +259,13 @@ fn as_gen_fs(root: &Path) -> icicle_testkit::gen::GenFs {
             } else {
                 let kind = icicle_core::record::FileKind::from_mode(m.mode());
                 let file = p.file_name().unwrap().to_str().unwrap().to_string();
-                fs.files.push(GenFile { dir: i, name: file, kind, target: None, attrs: icicle_core::Attrs::from_metadata(&m) });
+                fs.files.push(GenFile {
+                    dir: i,
+                    name: file,
+                    kind,
+                    target: None,
+                    attrs: icicle_core::Attrs::from_metadata(&m),
+                });
             }
         }
     }
@@ -275,7 +305,8 @@ fn sources_against_the_kernel(acls: bool) {
     // directories from the top (/t), and whom ACLs there name.
     let mut candidates: Vec<(BTreeSet<u32>, BTreeSet<u32>)> = Vec::new();
     for f in &files {
-        let perms: Vec<Perm> = f.ancestors().skip(1).take_while(|d| d.starts_with(&root)).map(perm).chain([perm(f)]).collect();
+        let perms: Vec<Perm> =
+            f.ancestors().skip(1).take_while(|d| d.starts_with(&root)).map(perm).chain([perm(f)]).collect();
         let mut users: BTreeSet<u32> = perms.iter().map(|p| p.uid).collect();
         let mut groups: BTreeSet<u32> = perms.iter().map(|p| p.gid).collect();
         for n in perms.iter().filter_map(|p| p.acl.as_deref()).flat_map(|a| a.named().collect::<Vec<_>>()) {
@@ -334,24 +365,37 @@ fn sources_against_the_kernel(acls: bool) {
                     failures.push(format!("{name} {policy}: no record for {p}"));
                     continue;
                 };
-                let vis: BTreeSet<String> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+                let vis: BTreeSet<String> =
+                    e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
                 let (users, groups) = &candidates[i];
                 // `exact`: the rule judges the principal; otherwise it is shown what everyone is,
                 // which must not be more than each of its members may see.
                 let mut check = |who: String, listed: bool, kernel: bool, exact: bool| {
                     if listed != kernel && (exact || listed) {
-                        failures.push(format!("{name} {policy}: {p} {who}: in visible_to {listed}, kernel {kernel} ({vis:?})"));
+                        failures.push(format!(
+                            "{name} {policy}: {p} {who}: in visible_to {listed}, kernel {kernel} ({vis:?})"
+                        ));
                     }
                 };
                 check("admins".into(), vis.contains("urn:admins"), true, true);
                 let public = vis.contains("public");
                 for u in UIDS {
                     let listed = vis.contains(&format!("urn:u:{u}")) || public;
-                    check(format!("uid {u}"), listed, if pick == 0 { owner[&u][i].0 } else { owner[&u][i].1 }, users.contains(&u));
+                    check(
+                        format!("uid {u}"),
+                        listed,
+                        if pick == 0 { owner[&u][i].0 } else { owner[&u][i].1 },
+                        users.contains(&u),
+                    );
                 }
                 for g in GIDS {
                     let listed = vis.contains(&format!("urn:g:{g}")) || public;
-                    check(format!("gid {g}"), listed, if pick == 0 { member[&g][i].0 } else { member[&g][i].1 }, groups.contains(&g));
+                    check(
+                        format!("gid {g}"),
+                        listed,
+                        if pick == 0 { member[&g][i].0 } else { member[&g][i].1 },
+                        groups.contains(&g),
+                    );
                 }
                 check("public".into(), public, if pick == 0 { anyone[i].0 } else { anyone[i].1 }, true);
             }
@@ -364,7 +408,11 @@ fn sources_against_the_kernel(acls: bool) {
         failures.push(format!("the first one's permissions, file first: {perms:?}"));
     }
     let shown: Vec<&String> = failures.iter().take(12).chain(failures.last()).collect();
-    assert!(failures.is_empty(), "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): {} disagreements, e.g.\n{shown:#?}", failures.len());
+    assert!(
+        failures.is_empty(),
+        "seed {seed} (ICICLE_ACCESS_SEED={seed} replays): {} disagreements, e.g.\n{shown:#?}",
+        failures.len()
+    );
     eprintln!(
         "seed {seed}: {} files x {} sources x 2 policies (ACLs: {acls}): visible_to equals the kernel's answer for every possible member of 8 principals",
         files.len(),

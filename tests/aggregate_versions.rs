@@ -102,10 +102,27 @@ fn vanished_users_groups_and_prefixes_are_deleted_once() {
 
     write_rows(&input, &KEPT);
     let (s, out) = run(tmp.path(), &tsv(&input), 2, true);
-    assert_eq!(deleted(&out), sorted(["/fs/a/x/f3", "/fs/b/f4", "/fs/c/z/f5", "/fs/c/f6", "user:1002", "group:300", "dir:/fs/c", "dir:/fs/c/z"]));
-    assert_eq!((s["deleted"].as_u64(), s["aggregates_deleted"].as_u64(), s["aggregate_deletes_withheld"].as_u64()), (Some(4), Some(4), Some(0)), "{s}");
+    assert_eq!(
+        deleted(&out),
+        sorted([
+            "/fs/a/x/f3",
+            "/fs/b/f4",
+            "/fs/c/z/f5",
+            "/fs/c/f6",
+            "user:1002",
+            "group:300",
+            "dir:/fs/c",
+            "dir:/fs/c/z"
+        ])
+    );
+    assert_eq!(
+        (s["deleted"].as_u64(), s["aggregates_deleted"].as_u64(), s["aggregate_deletes_withheld"].as_u64()),
+        (Some(4), Some(4), Some(0)),
+        "{s}"
+    );
     // The aggregates that still exist are re-sent (recomputed), the vanished ones are not.
-    let left = ["dir:/fs", "dir:/fs/a", "dir:/fs/a/x", "dir:/fs/a/y", "dir:/fs/b", "group:100", "user:1000", "user:1001"];
+    let left =
+        ["dir:/fs", "dir:/fs/a", "dir:/fs/a/x", "dir:/fs/a/y", "dir:/fs/b", "group:100", "user:1000", "user:1001"];
     assert_eq!(aggregate_subjects(&out), left.iter().map(|s| s.to_string()).collect());
 
     let (s, out) = run(tmp.path(), &tsv(&input), 3, true);
@@ -216,10 +233,16 @@ fn unreadable_inputs_withhold_aggregate_deletes() {
         .map(|o| format!("/{}", o.split('/').filter(|c| !c.is_empty()).take(2).collect::<Vec<_>>().join("/")))
         .find(|p| !under(&d, p))
         .expect("a prefix of depth 2 away from D");
-    let u = fs.files.iter().map(|f| f.attrs.uid).find(|u| fs.files.iter().any(|f| f.attrs.uid == *u && under(&fs.dirs[f.dir].path, &d))).unwrap();
+    let u = fs
+        .files
+        .iter()
+        .map(|f| f.attrs.uid)
+        .find(|u| fs.files.iter().any(|f| f.attrs.uid == *u && under(&fs.dirs[f.dir].path, &d)))
+        .unwrap();
     let mut fs2 = fs.clone();
     fs2.files.retain(|f| f.attrs.uid != u && !under(&fs.dirs[f.dir].path, &p));
-    let removed: Vec<String> = fs.files.iter().filter(|f| f.attrs.uid == u || under(&fs.dirs[f.dir].path, &p)).map(|f| fs.path(f)).collect();
+    let removed: Vec<String> =
+        fs.files.iter().filter(|f| f.attrs.uid == u || under(&fs.dirs[f.dir].path, &p)).map(|f| fs.path(f)).collect();
     assert!(!removed.is_empty());
     write(&fs2);
     std::fs::write(data.join(d.trim_start_matches('/')).join("db.db"), "garbage").unwrap();
@@ -230,7 +253,8 @@ fn unreadable_inputs_withhold_aggregate_deletes() {
     assert_eq!(aggregate_subjects(&out), present);
     let gone: BTreeSet<&String> = first.difference(&present).collect();
     // Users and groups may have files anywhere; prefixes only where they meet D.
-    let (withheld, deleted_aggs): (Vec<&String>, Vec<&String>) = gone.iter().partition(|s| s.strip_prefix("dir:").is_none_or(|x| under(x, &d) || under(&d, x)));
+    let (withheld, deleted_aggs): (Vec<&String>, Vec<&String>) =
+        gone.iter().partition(|s| s.strip_prefix("dir:").is_none_or(|x| under(x, &d) || under(&d, x)));
     assert!(withheld.contains(&&format!("user:{u}")), "{withheld:?}");
     assert!(withheld.contains(&&format!("dir:{d}")), "{withheld:?}");
     assert!(deleted_aggs.contains(&&format!("dir:{p}")), "{deleted_aggs:?}");
@@ -276,10 +300,17 @@ fn misspelt_principals_stop_the_run_and_directory_aggregates_are_never_public_by
     let (code, _, err) = snapshot(&cfg, &[]);
     assert_ne!(code, 0);
     assert!(err.contains("records.fallback[0]") && err.contains("pubic") && err.contains("typo.toml"), "{err}");
-    let cfg = config(tmp.path(), "dirs.toml", &body("visible_to = [\"owner\"]\nfallback = [\"public\"]", "dir_visible_to = [\"admins\"]"));
+    let cfg = config(
+        tmp.path(),
+        "dirs.toml",
+        &body("visible_to = [\"owner\"]\nfallback = [\"public\"]", "dir_visible_to = [\"admins\"]"),
+    );
     let (code, _, err) = snapshot(&cfg, &[]);
     assert_ne!(code, 0);
-    assert!(err.contains("aggregate.dir_visible_to[0]") && err.contains("admins") && err.contains("dirs.toml"), "{err}");
+    assert!(
+        err.contains("aggregate.dir_visible_to[0]") && err.contains("admins") && err.contains("dirs.toml"),
+        "{err}"
+    );
     // With a public fallback for unmapped owners, primary records fall back to public; a
     // directory aggregate with no principal of its own is held back, never made public.
     let cfg = config(tmp.path(), "ok.toml", &body("visible_to = [\"owner\"]\nfallback = [\"public\"]", ""));

@@ -54,13 +54,22 @@ fn the_crates_keep_their_layers() {
     let deps = |n: &str| layers.get(n).unwrap_or_else(|| panic!("no package {n}")).clone();
     assert_eq!(deps("icicle-core"), BTreeSet::new(), "core depends on no other icicle crate");
     assert_eq!(deps("icicle-gmeta"), BTreeSet::from(["icicle-core".to_string()]), "gmeta depends on core alone");
-    assert_eq!(deps("icicle-runtime"), BTreeSet::from(["icicle-core".to_string(), "icicle-gmeta".to_string()]), "the runtime on core and gmeta");
+    assert_eq!(
+        deps("icicle-runtime"),
+        BTreeSet::from(["icicle-core".to_string(), "icicle-gmeta".to_string()]),
+        "the runtime on core and gmeta"
+    );
     let mut plugins = 0;
     for (name, ds) in layers.iter().filter(|(n, _)| is_plugin(n)) {
         plugins += 1;
         for d in ds {
-            let allowed = d == "icicle-core" || d == "icicle-gmeta" || ALLOWED_PLUGIN_EDGES.contains(&(name.as_str(), d.as_str()));
-            assert!(allowed, "{name} depends on {d}: a plugin depends on core and gmeta (and only the listed plugin edges)");
+            let allowed = d == "icicle-core"
+                || d == "icicle-gmeta"
+                || ALLOWED_PLUGIN_EDGES.contains(&(name.as_str(), d.as_str()));
+            assert!(
+                allowed,
+                "{name} depends on {d}: a plugin depends on core and gmeta (and only the listed plugin edges)"
+            );
         }
     }
     assert!(plugins >= 12, "only {plugins} plugin crates found: is the naming rule still right?");

@@ -9,7 +9,8 @@ fn plugins_lists_the_expected_set() {
     let (code, out, _) = icicle(&["plugins", "--json"], &[]);
     assert_eq!(code, 0);
     let v: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
-    let got: Vec<String> = v.iter().map(|p| format!("{}:{}", p["kind"].as_str().unwrap(), p["type"].as_str().unwrap())).collect();
+    let got: Vec<String> =
+        v.iter().map(|p| format!("{}:{}", p["kind"].as_str().unwrap(), p["type"].as_str().unwrap())).collect();
     assert_eq!(
         got,
         vec![
@@ -50,7 +51,8 @@ fn unknown_plugin_types_list_the_available_ones() {
     let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("unknown source type `lustre-nope`") && err.contains("available: fanotify, gpfs, gufi, inotify, lustre, mmapplypolicy, s3, tsv, walk"),
+        err.contains("unknown source type `lustre-nope`")
+            && err.contains("available: fanotify, gpfs, gufi, inotify, lustre, mmapplypolicy, s3, tsv, walk"),
         "{err}"
     );
     assert!(err.contains("c.toml"), "{err}");
@@ -60,11 +62,16 @@ fn unknown_plugin_types_list_the_available_ones() {
 fn unknown_keys_in_plugin_sections_name_key_and_file() {
     let tmp = tempfile::tempdir().unwrap();
     let base = config(tmp.path(), "base.toml", "[sinks.y]\ntype = \"stdout\"\n");
-    let cfg = config(tmp.path(), "src.toml", "[sources.x]\ntype = \"tsv\"\npaths = [\"a.csv\"]\npreset = \"icicle9\"\ndelimeter = \",\"\n");
+    let cfg = config(
+        tmp.path(),
+        "src.toml",
+        "[sources.x]\ntype = \"tsv\"\npaths = [\"a.csv\"]\npreset = \"icicle9\"\ndelimeter = \",\"\n",
+    );
     let (code, _, err) = icicle(&["snapshot", "-c", base.to_str().unwrap(), "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
     assert!(err.contains("unknown key `sources.x.delimeter`") && err.contains("src.toml"), "{err}");
-    let bad_type = config(tmp.path(), "t.toml", "[sources.x]\ntype = \"tsv\"\npaths = \"a.csv\"\npreset = \"icicle9\"\n");
+    let bad_type =
+        config(tmp.path(), "t.toml", "[sources.x]\ntype = \"tsv\"\npaths = \"a.csv\"\npreset = \"icicle9\"\n");
     let (code, _, err) = icicle(&["snapshot", "-c", base.to_str().unwrap(), "-c", bad_type.to_str().unwrap()], &[]);
     assert_eq!(code, 1);
     assert!(err.contains("sources.x.paths") && err.contains("t.toml"), "{err}");
@@ -97,8 +104,18 @@ fn local_monitor_settings_that_cannot_work_name_key_and_file() {
     std::fs::create_dir_all(&fs).unwrap();
     let sink = "[sinks.y]\ntype = \"stdout\"\n";
     let cases = [
-        ("inside.toml", format!("state_dir = \"{}/.icicle/state\"\n", fs.display()), "sources.m.state_dir", "is inside the root"),
-        ("quiet.toml", format!("state_dir = \"{}/s\"\nquiet_period_secs = 1e30\n", tmp.path().display()), "sources.m.quiet_period_secs", "from 0 to 86400"),
+        (
+            "inside.toml",
+            format!("state_dir = \"{}/.icicle/state\"\n", fs.display()),
+            "sources.m.state_dir",
+            "is inside the root",
+        ),
+        (
+            "quiet.toml",
+            format!("state_dir = \"{}/s\"\nquiet_period_secs = 1e30\n", tmp.path().display()),
+            "sources.m.quiet_period_secs",
+            "from 0 to 86400",
+        ),
     ];
     for (file, extra, key, why) in cases {
         let text = format!("[sources.m]\ntype = \"inotify\"\nroot = \"{}\"\n{extra}{sink}", fs.display());
@@ -133,7 +150,9 @@ fn every_example_config_runs_on_demo_data() {
     use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
     let tmp = tempfile::tempdir().unwrap();
     let fs = GenFs::generate(&GenSpec::new(800, 1));
-    for (f, dir) in [(Format::Tsv, "tsv"), (Format::Gufi, "gufi"), (Format::Mmapplypolicy, "mmapplypolicy"), (Format::Tree, "tree")] {
+    for (f, dir) in
+        [(Format::Tsv, "tsv"), (Format::Gufi, "gufi"), (Format::Mmapplypolicy, "mmapplypolicy"), (Format::Tree, "tree")]
+    {
         gen::write(&fs, f, &tmp.path().join("demo-data").join(dir), 1_000_000, false).unwrap();
     }
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
@@ -153,7 +172,8 @@ fn every_example_config_runs_on_demo_data() {
             let cfg: toml::Table = toml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
             let index = cfg["sinks"]["globus"]["index_id"].as_str().unwrap().to_string();
             let emu = GlobusEmulator::spawn(&index, "example-token");
-            cmd.args(["--set", &format!("sinks.globus.base_url=http://{}", emu.addr)]).env("GLOBUS_SEARCH_TOKEN", "example-token");
+            cmd.args(["--set", &format!("sinks.globus.base_url=http://{}", emu.addr)])
+                .env("GLOBUS_SEARCH_TOKEN", "example-token");
             (emu, index)
         });
         // The S3 example reads the demo listing uploaded to a fresh bucket of the test server.
@@ -161,7 +181,10 @@ fn every_example_config_runs_on_demo_data() {
             let cfg: toml::Table = toml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
             let prefix = cfg["sources"]["listing"]["prefix"].as_str().unwrap().to_string();
             let url = std::env::var("ICICLE_TEST_S3")
-                .or_else(|_| std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/s3.addr")).map(|s| s.trim().to_string()))
+                .or_else(|_| {
+                    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/s3.addr"))
+                        .map(|s| s.trim().to_string())
+                })
                 .expect("no S3 server: run the tests with scripts/test.sh (or bash scripts/services.sh start)");
             let store = icicle_plugins_s3::ObjectStore::connect(&url, "test", "test").unwrap();
             let bucket = format!("icicle-example-{}-{}", std::process::id(), icicle_core::time::now_epoch());
@@ -169,26 +192,40 @@ fn every_example_config_runs_on_demo_data() {
             for f in std::fs::read_dir(tmp.path().join("demo-data/tsv")).unwrap() {
                 let f = f.unwrap().path();
                 if f.extension().is_some_and(|x| x == "csv") {
-                    store.put(&bucket, &format!("{prefix}{}", f.file_name().unwrap().to_string_lossy()), std::fs::read(&f).unwrap()).unwrap();
+                    store
+                        .put(
+                            &bucket,
+                            &format!("{prefix}{}", f.file_name().unwrap().to_string_lossy()),
+                            std::fs::read(&f).unwrap(),
+                        )
+                        .unwrap();
                 }
             }
-            cmd.args(["--set", &format!("sources.listing.bucket={bucket}"), "--set", &format!("sources.listing.endpoint_url={url}")])
-                .args(["--set", "sources.listing.force_path_style=true"])
-                .env("AWS_ACCESS_KEY_ID", "test")
-                .env("AWS_SECRET_ACCESS_KEY", "test");
+            cmd.args([
+                "--set",
+                &format!("sources.listing.bucket={bucket}"),
+                "--set",
+                &format!("sources.listing.endpoint_url={url}"),
+            ])
+            .args(["--set", "sources.listing.force_path_style=true"])
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test");
         }
         let out = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{}: {stderr}", p.display());
         if let Some((emu, index)) = &emulator {
-            let got = icicle_testkit::globus::block_on(icicle_testkit::globus::Client::new(&format!("http://{}", emu.addr), "example-token").scroll_all(index))
-                .unwrap();
+            let got = icicle_testkit::globus::block_on(
+                icicle_testkit::globus::Client::new(&format!("http://{}", emu.addr), "example-token").scroll_all(index),
+            )
+            .unwrap();
             assert_eq!(got.len(), 800, "{}", p.display());
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
         // The summary is the last JSON document on stdout (a stdout sink prints records before it).
         let start = stdout.rfind("\n{\n").map(|i| i + 1).unwrap_or(0);
-        let summary: serde_json::Value = serde_json::from_str(&stdout[start..]).unwrap_or_else(|e| panic!("{}: {e}: {stdout}", p.display()));
+        let summary: serde_json::Value =
+            serde_json::from_str(&stdout[start..]).unwrap_or_else(|e| panic!("{}: {e}: {stdout}", p.display()));
         assert_eq!(summary["records"], 800, "{}", p.display());
         if summary["pipelines"]["aggregate"].is_object() {
             assert!(summary["aggregate_records"].as_u64().unwrap() > 0, "{}", p.display());
@@ -215,7 +252,11 @@ impl GlobusEmulator {
             .unwrap();
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
-        let addr = line.trim().strip_prefix("listening on http://").unwrap_or_else(|| panic!("unexpected first line: {line}")).to_string();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_string();
         GlobusEmulator { child, addr }
     }
 }
@@ -231,7 +272,9 @@ impl Drop for GlobusEmulator {
 fn the_example_monitor_config_runs_against_the_stand_in() {
     use icicle_testkit::lustre::{Kind, Workload};
     let tmp = tempfile::tempdir().unwrap();
-    let mut w = Workload::open(&tmp.path().join("demo-data/lustre-fs"), &tmp.path().join("demo-data/lustre/changelog"), 1).unwrap();
+    let mut w =
+        Workload::open(&tmp.path().join("demo-data/lustre-fs"), &tmp.path().join("demo-data/lustre/changelog"), 1)
+            .unwrap();
     w.preexisting(20).unwrap();
     w.run(Kind::Mixed, 100, "/work").unwrap();
     drop(w);
@@ -272,14 +315,21 @@ fn the_example_local_config_indexes_a_directory_and_catches_up_after_a_restart()
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["watched"].clone()
     };
     let r = run();
-    assert_eq!((r["updates"].as_u64(), r["deletes"].as_u64(), r["rejects"].as_u64()), (Some(3), Some(0), Some(0)), "{r}");
+    assert_eq!(
+        (r["updates"].as_u64(), r["deletes"].as_u64(), r["rejects"].as_u64()),
+        (Some(3), Some(0), Some(0)),
+        "{r}"
+    );
     // Changed while no monitor ran: the restart rescans and sends exactly the difference.
     std::fs::remove_file(root.join("a/two")).unwrap();
     std::fs::write(root.join("four"), "four").unwrap();
     let r = run();
     assert_eq!((r["updates"].as_u64(), r["deletes"].as_u64()), (Some(1), Some(1)), "{r}");
     assert!(r["rescans"]["restart"].as_u64().unwrap_or(0) >= 1, "{r}");
-    let docs: String = std::fs::read_dir(tmp.path().join("demo-out/watched")).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    let docs: String = std::fs::read_dir(tmp.path().join("demo-out/watched"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
     for s in ["/watched/one", "/watched/a/two", "/watched/a/b/three", "/watched/four"] {
         assert!(docs.contains(&format!("\"{s}\"")), "{s} in {docs}");
     }
@@ -288,13 +338,28 @@ fn the_example_local_config_indexes_a_directory_and_catches_up_after_a_restart()
 #[test]
 fn the_example_gpfs_config_runs_against_the_stand_in_and_the_broker() {
     let kafka = std::env::var("ICICLE_TEST_KAFKA")
-        .or_else(|_| std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr")).map(|s| s.trim().to_string()))
+        .or_else(|_| {
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr"))
+                .map(|s| s.trim().to_string())
+        })
         .expect("no Kafka broker: run the tests with scripts/test.sh");
     let tmp = tempfile::tempdir().unwrap();
     let testkit = std::path::Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
     let topic = format!("fset1-cli-{}", std::process::id());
     let st = std::process::Command::new(&testkit)
-        .args(["workload", "--kind", "mixed", "--ops", "100", "--root", "demo-data/gpfs-fs", "--journal", "demo-data/gpfs/journal", "--preexisting", "20"])
+        .args([
+            "workload",
+            "--kind",
+            "mixed",
+            "--ops",
+            "100",
+            "--root",
+            "demo-data/gpfs-fs",
+            "--journal",
+            "demo-data/gpfs/journal",
+            "--preexisting",
+            "20",
+        ])
         .args(["--gpfs-root", "/gpfs/fs1", "--gpfs-topic", &topic, "--bootstrap", &kafka])
         .current_dir(tmp.path())
         .output()
@@ -303,8 +368,18 @@ fn the_example_gpfs_config_runs_against_the_stand_in_and_the_broker() {
     let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/monitor-gpfs.toml");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
         .args(["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()])
-        .args(["--set", &format!("sources.fset1.topic={topic}"), "--set", &format!("sources.fset1.connection.bootstrap={kafka}")])
-        .args(["--set", &format!("sinks.msk.connection.bootstrap={kafka}"), "--set", &format!("sinks.msk.topic={topic}-index")])
+        .args([
+            "--set",
+            &format!("sources.fset1.topic={topic}"),
+            "--set",
+            &format!("sources.fset1.connection.bootstrap={kafka}"),
+        ])
+        .args([
+            "--set",
+            &format!("sinks.msk.connection.bootstrap={kafka}"),
+            "--set",
+            &format!("sinks.msk.topic={topic}-index"),
+        ])
         .current_dir(tmp.path())
         .output()
         .unwrap();
@@ -343,11 +418,15 @@ fn a_failed_run_with_json_still_prints_a_json_document() {
     let cfg = config(
         tmp.path(),
         "c.toml",
-        &format!("[sources.s]\ntype = \"tsv\"\npreset = \"icicle9\"\npaths = [\"{}\"]\n[sinks.o]\ntype = \"blackhole\"\n", missing.display()),
+        &format!(
+            "[sources.s]\ntype = \"tsv\"\npreset = \"icicle9\"\npaths = [\"{}\"]\n[sinks.o]\ntype = \"blackhole\"\n",
+            missing.display()
+        ),
     );
     let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {out:?}"));
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {out:?}"));
     assert_eq!(v["ok"], false);
     let msg = v["error"].as_str().unwrap();
     assert!(msg.contains("no-such-listing.csv"), "{msg}");

@@ -18,7 +18,11 @@ pub fn icicle(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
         cmd.env(k, v);
     }
     let out = cmd.output().expect("run icicle");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Write a config file.
@@ -53,7 +57,10 @@ pub fn ingested(dir: &Path) -> BTreeMap<String, Value> {
 /// The documents with `prefix` in a file sink directory, in file-name order, with sizes.
 pub fn documents(dir: &Path, prefix: &str) -> Vec<(u64, Value)> {
     let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix)).collect(),
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+            .collect(),
         Err(_) => Vec::new(),
     };
     files.sort();
@@ -88,7 +95,8 @@ pub fn drain_report(cfg: &Path) -> Result<Value, String> {
 
 /// The JSON documents a file sink wrote to `dir` (ingests and deletes), in the order written.
 pub fn sent_documents(dir: &Path) -> Vec<Value> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|e| e == "json"));
     files.sort_by_key(|p| p.file_name().unwrap().to_string_lossy().split('-').nth(1).unwrap_or("").to_string());
     files.into_iter().map(|f| serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap()).collect()
@@ -104,7 +112,9 @@ pub fn current_manifest(state: &Path) -> PathBuf {
 pub fn deleted(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = documents(dir, "delete-")
         .into_iter()
-        .flat_map(|(_, d)| d["subjects"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>())
+        .flat_map(|(_, d)| {
+            d["subjects"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>()
+        })
         .collect();
     v.sort();
     v
@@ -127,11 +137,24 @@ pub fn walk_snapshot_across_mounts(tmp: &Path, root: &Path, name: &str) -> BTree
 }
 
 /// [`walk_snapshot_with`] that must reject exactly `allowed_rejects` entries.
-pub fn walk_snapshot_rejecting(tmp: &Path, root: &Path, name: &str, records: &str, allowed_rejects: u64) -> BTreeMap<String, Value> {
+pub fn walk_snapshot_rejecting(
+    tmp: &Path,
+    root: &Path,
+    name: &str,
+    records: &str,
+    allowed_rejects: u64,
+) -> BTreeMap<String, Value> {
     walk_snapshot_of(tmp, root, name, records, allowed_rejects, "")
 }
 
-fn walk_snapshot_of(tmp: &Path, root: &Path, name: &str, records: &str, allowed_rejects: u64, walk: &str) -> BTreeMap<String, Value> {
+fn walk_snapshot_of(
+    tmp: &Path,
+    root: &Path,
+    name: &str,
+    records: &str,
+    allowed_rejects: u64,
+    walk: &str,
+) -> BTreeMap<String, Value> {
     let out = tmp.join(name);
     let _ = std::fs::remove_dir_all(&out);
     let cfg = config(
@@ -152,7 +175,8 @@ fn walk_snapshot_of(tmp: &Path, root: &Path, name: &str, records: &str, allowed_
 
 /// Apply a file sink's documents, in their sequence order, to `index`.
 pub fn apply(index: &mut BTreeMap<String, Value>, dir: &Path) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|e| e == "json"));
     files.sort_by_key(|p| p.file_name().unwrap().to_string_lossy().split('-').nth(1).unwrap_or("").to_string());
     for f in files {
@@ -185,13 +209,19 @@ pub fn comparable(index: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
         .iter()
         .map(|(p, e)| {
             let c = &e["content"];
-            (p.clone(), serde_json::json!([c["type"], c["size"], c["uid"], c["gid"], c["mode"], c["mtime"], c["ctime"]]))
+            (
+                p.clone(),
+                serde_json::json!([c["type"], c["size"], c["uid"], c["gid"], c["mode"], c["mtime"], c["ctime"]]),
+            )
         })
         .collect()
 }
 
 /// Paths missing from, extra in, and different in the index compared with the fresh snapshot.
-pub fn compare(index: &BTreeMap<String, Value>, fresh: &BTreeMap<String, Value>) -> (Vec<String>, Vec<String>, Vec<String>) {
+pub fn compare(
+    index: &BTreeMap<String, Value>,
+    fresh: &BTreeMap<String, Value>,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
     let (got, want) = (comparable(index), comparable(fresh));
     let missing = want.keys().filter(|k| !got.contains_key(*k)).cloned().collect();
     let extra = got.keys().filter(|k| !want.contains_key(*k)).cloned().collect();
@@ -213,7 +243,10 @@ pub fn test_dir() -> tempfile::TempDir {
 /// `ICICLE_TEST_SEED=N` replays one.
 pub fn test_seed() -> u64 {
     let seed = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64 ^ d.as_secs()).unwrap_or(7);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64 ^ d.as_secs())
+            .unwrap_or(7);
         nanos % 1_000_000
     });
     eprintln!("workload seed {seed} (replay with ICICLE_TEST_SEED={seed})");
@@ -263,9 +296,9 @@ pub fn kafka() -> String {
         return k;
     }
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka.addr");
-    std::fs::read_to_string(&f)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)"))
+    std::fs::read_to_string(&f).map(|s| s.trim().to_string()).unwrap_or_else(|_| {
+        panic!("no Kafka broker: run the tests with scripts/test.sh (or scripts/services.sh start)")
+    })
 }
 
 /// The monitor's `RUST_LOG` (`ICICLE_TEST_MONITOR_RUST_LOG`, e.g.
@@ -281,7 +314,11 @@ pub fn start_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
     let ready = tmp.join("state/local.checkpoint.json");
     let started = Instant::now();
     while !ready.exists() {
-        assert!(started.elapsed() < Duration::from_secs(60), "the monitor never checkpointed its seed walk: {}", log_of(tmp));
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the monitor never checkpointed its seed walk: {}",
+            log_of(tmp)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child
@@ -307,7 +344,8 @@ pub fn log_of(tmp: &Path) -> String {
 pub fn finish(tmp: &Path, child: Child) -> Value {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "monitor failed: {}", log_of(tmp));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("report: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("report: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// Give `p` a random POSIX access ACL (some of `uids` and `gids` named, a mask), written as
@@ -338,7 +376,9 @@ pub fn set_random_acl(p: &Path, rng: &mut Rng, uids: &[u32], gids: &[u32]) {
     }
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: NUL-terminated strings and a buffer of the length passed.
-    let r = unsafe { libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0) };
+    let r = unsafe {
+        libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0)
+    };
     assert_eq!(r, 0, "setxattr {}: {}", p.display(), std::io::Error::last_os_error());
 }
 
@@ -364,7 +404,10 @@ impl OwnBroker {
             .output()
             .unwrap();
         assert!(out.status.success(), "starting a broker: {}", String::from_utf8_lossy(&out.stderr));
-        let addr = String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("KAFKA=").map(str::to_string)).expect("KAFKA=host:port");
+        let addr = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("KAFKA=").map(str::to_string))
+            .expect("KAFKA=host:port");
         let pid = std::fs::read_to_string(run.join("kafka.pid")).unwrap().trim().parse().unwrap();
         OwnBroker { run, addr, pid }
     }
@@ -380,8 +423,12 @@ impl Drop for OwnBroker {
     fn drop(&mut self) {
         self.signal(libc::SIGCONT);
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let _ =
-            Command::new("bash").arg(repo.join("scripts/services.sh")).args(["stop", "kafka"]).env("ICICLE_SERVICES_RUN", &self.run).current_dir(repo).status();
+        let _ = Command::new("bash")
+            .arg(repo.join("scripts/services.sh"))
+            .args(["stop", "kafka"])
+            .env("ICICLE_SERVICES_RUN", &self.run)
+            .current_dir(repo)
+            .status();
     }
 }
 
@@ -403,7 +450,10 @@ pub fn apply_topic(index: &mut BTreeMap<String, Value>, messages: &[icicle_plugi
 pub fn metrics_addr_in_log(tmp: &Path) -> String {
     let started = Instant::now();
     loop {
-        if let Some(a) = log_of(tmp).lines().find_map(|l| l.split("metrics on http://").nth(1).map(|r| r.split('/').next().unwrap_or("").to_string())) {
+        if let Some(a) = log_of(tmp)
+            .lines()
+            .find_map(|l| l.split("metrics on http://").nth(1).map(|r| r.split('/').next().unwrap_or("").to_string()))
+        {
             return a;
         }
         assert!(started.elapsed() < Duration::from_secs(60), "no metrics address: {}", log_of(tmp));

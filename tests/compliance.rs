@@ -28,7 +28,8 @@ const INDEX: &str = "4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00";
 const MONITORS: [&str; 4] = ["fanotify", "gpfs", "inotify", "lustre"];
 
 fn registered(kind: PluginKind) -> Vec<&'static str> {
-    let mut v: Vec<_> = plugins().into_iter().filter(|p| p.kind == kind && !MONITORS.contains(&p.name)).map(|p| p.name).collect();
+    let mut v: Vec<_> =
+        plugins().into_iter().filter(|p| p.kind == kind && !MONITORS.contains(&p.name)).map(|p| p.name).collect();
     v.sort();
     v
 }
@@ -41,7 +42,11 @@ fn written(fs: &GenFs, format: Format, dir: &Path) {
 
 /// Append a line no parser can take to the first file matching `ext` in `dir`.
 fn spoil_first(dir: &Path, ext: &str) {
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().ends_with(ext)).collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(ext))
+        .collect();
     files.sort();
     let mut f = std::fs::OpenOptions::new().append(true).open(&files[0]).unwrap();
     f.write_all(b"this is not a row of any listing\n").unwrap();
@@ -50,7 +55,9 @@ fn spoil_first(dir: &Path, ext: &str) {
 fn s3_url() -> String {
     std::env::var("ICICLE_TEST_S3").unwrap_or_else(|_| {
         let f = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/s3.addr");
-        std::fs::read_to_string(&f).map(|s| s.trim().to_string()).expect("no S3 server: run scripts/test.sh (or set ICICLE_TEST_S3)")
+        std::fs::read_to_string(&f)
+            .map(|s| s.trim().to_string())
+            .expect("no S3 server: run scripts/test.sh (or set ICICLE_TEST_S3)")
     })
 }
 
@@ -116,7 +123,13 @@ fn every_snapshot_source_reads_empty_good_and_bad_inputs() {
             if p.extension().is_none_or(|x| x != "csv") {
                 continue;
             }
-            store.put(&bucket, &format!("{prefix}{}", p.file_name().unwrap().to_string_lossy()), std::fs::read(&p).unwrap()).unwrap();
+            store
+                .put(
+                    &bucket,
+                    &format!("{prefix}{}", p.file_name().unwrap().to_string_lossy()),
+                    std::fs::read(&p).unwrap(),
+                )
+                .unwrap();
         }
     }
     store.put(&bucket, "empty/none.csv", Vec::new()).unwrap();
@@ -145,8 +158,11 @@ fn every_sink_acknowledges_only_durable_deliveries_and_closes_twice() {
 
     // file: documents are files in `dir` once delivered; a file where the directory should be.
     let out = t.join("file-out");
-    let count =
-        || std::fs::read_dir(&out).map(|d| d.filter(|e| e.as_ref().is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))).count()).unwrap_or(0);
+    let count = || {
+        std::fs::read_dir(&out)
+            .map(|d| d.filter(|e| e.as_ref().is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))).count())
+            .unwrap_or(0)
+    };
     std::fs::write(t.join("not-a-dir"), b"").unwrap();
     rt.block_on(check_sink(
         &format!("type = \"file\"\ndir = \"{}\"\nfsync = true\n", out.display()),
@@ -178,7 +194,8 @@ fn every_sink_acknowledges_only_durable_deliveries_and_closes_twice() {
             tokio::runtime::Runtime::new().unwrap().block_on(c.task_list(INDEX)).map(|t| t.len()).unwrap_or(0)
         })
     };
-    rt.block_on(check_sink(&globus(&emu.url()), Some(&globus("http://127.0.0.1:9")), Some(&tasks))).unwrap_or_else(|e| panic!("globus: {e}"));
+    rt.block_on(check_sink(&globus(&emu.url()), Some(&globus("http://127.0.0.1:9")), Some(&tasks)))
+        .unwrap_or_else(|e| panic!("globus: {e}"));
     covered.push("globus");
 
     // kafka: the broker; messages on the topic. Broken: nothing listening.
@@ -188,7 +205,9 @@ fn every_sink_acknowledges_only_durable_deliveries_and_closes_twice() {
     let messages = || rt_messages(&bootstrap, &topic);
     rt.block_on(check_sink(
         &format!("type = \"kafka\"\ntopic = \"{topic}\"\nconnection = {{ bootstrap = \"{bootstrap}\" }}\n"),
-        Some(&format!("type = \"kafka\"\ntopic = \"{topic}\"\ntimeout_secs = 2\nconnection = {{ bootstrap = \"127.0.0.1:9\" }}\n")),
+        Some(&format!(
+            "type = \"kafka\"\ntopic = \"{topic}\"\ntimeout_secs = 2\nconnection = {{ bootstrap = \"127.0.0.1:9\" }}\n"
+        )),
         Some(&messages),
     ))
     .unwrap_or_else(|e| panic!("kafka: {e}"));
@@ -205,7 +224,13 @@ fn on_thread(f: impl FnOnce() -> usize + Send) -> usize {
 
 /// Messages on `topic` now.
 fn rt_messages(bootstrap: &str, topic: &str) -> usize {
-    on_thread(|| tokio::runtime::Runtime::new().unwrap().block_on(icicle_plugins_kafka::produce::consume_all(bootstrap, topic)).map(|m| m.len()).unwrap_or(0))
+    on_thread(|| {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(icicle_plugins_kafka::produce::consume_all(bootstrap, topic))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    })
 }
 
 #[test]
@@ -221,8 +246,10 @@ fn every_sketch_follows_the_sketch_contract() {
 fn the_kafka_sink_gives_up_after_its_own_timeout() {
     // Nothing listens on port 9: only the delivery timeout ends the wait. `timeout_secs = 2`
     // must be what decides, not librdkafka's 300 s default message timeout.
-    let mut sink =
-        icicle_testkit::compliance::sink("type = \"kafka\"\ntopic = \"t\"\ntimeout_secs = 2\nconnection = { bootstrap = \"127.0.0.1:9\" }\n").unwrap();
+    let mut sink = icicle_testkit::compliance::sink(
+        "type = \"kafka\"\ntopic = \"t\"\ntimeout_secs = 2\nconnection = { bootstrap = \"127.0.0.1:9\" }\n",
+    )
+    .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let started = std::time::Instant::now();
     let r = rt.block_on(sink.deliver(&icicle_core::batch::DocumentBatch::Delete(vec!["/x".into()])));
@@ -260,7 +287,10 @@ fn the_kafka_sink_sets_aside_a_message_the_broker_refuses_and_delivers_the_rest(
     assert!(letter["reason"].as_str().unwrap().contains("too large"), "{letter}");
     // The same batch again (a delivery retried): the letter is kept once, still owed.
     let mut again = icicle_core::batch::EntryBatch::default();
-    again.push(format!(r#"{{"subject":"/f3","visible_to":["public"],"content":{{"pad":"{}"}}}}"#, "x".repeat(5_000)).as_bytes());
+    again.push(
+        format!(r#"{{"subject":"/f3","visible_to":["public"],"content":{{"pad":"{}"}}}}"#, "x".repeat(5_000))
+            .as_bytes(),
+    );
     rt.block_on(sink.deliver(&icicle_core::batch::DocumentBatch::Ingest(again))).unwrap();
     assert_eq!(sink.dead_lettered(), ["/f3"]);
     assert_eq!(std::fs::read_to_string(&letters).unwrap().lines().count(), 1);

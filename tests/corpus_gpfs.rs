@@ -104,7 +104,10 @@ fn run_case(case: &Case, n: usize) -> Result<(), String> {
     }
     let sent: Vec<&String> = updates.keys().collect();
     if sent != want_updates.keys().collect::<Vec<_>>() || deletes != want_deletes {
-        return Err(format!("sent updates {sent:?} deletes {deletes:?}, expected updates {:?} deletes {want_deletes:?}; report {r}", want_updates.keys()));
+        return Err(format!(
+            "sent updates {sent:?} deletes {deletes:?}, expected updates {:?} deletes {want_deletes:?}; report {r}",
+            want_updates.keys()
+        ));
     }
     for (path, attrs) in &want_updates {
         let c = &updates[path];

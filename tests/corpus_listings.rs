@@ -24,7 +24,11 @@ fn gufi_index(case: &Case, index: &Path) -> Result<(), String> {
                 std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
                 conn = Some(rusqlite::Connection::open(dir.join("db.db")).map_err(|e| e.to_string())?);
             }
-            "sql" => conn.as_ref().ok_or("@sql before @gufi_db")?.execute_batch(value).map_err(|e| format!("{value}: {e}"))?,
+            "sql" => conn
+                .as_ref()
+                .ok_or("@sql before @gufi_db")?
+                .execute_batch(value)
+                .map_err(|e| format!("{value}: {e}"))?,
             _ => {}
         }
     }
@@ -45,7 +49,8 @@ fn run_case(case: &Case) -> Result<(), String> {
         std::fs::write(&f, case.data_bytes()).map_err(|e| e.to_string())?;
         f
     };
-    let where_key = if gufi { format!("index = \"{}\"", input.display()) } else { format!("paths = [\"{}\"]", input.display()) };
+    let where_key =
+        if gufi { format!("index = \"{}\"", input.display()) } else { format!("paths = [\"{}\"]", input.display()) };
     let out = t.join("out");
     let cfg = config(
         t,
@@ -95,7 +100,9 @@ fn run_case(case: &Case) -> Result<(), String> {
         .expect
         .iter()
         .filter_map(|e| match e {
-            Expect::Record(p, k, mode, uid, gid, size, a, c, m, ino) => Some(format!("{p} {k} {mode:o} {uid} {gid} {size} {a} {c} {m} {ino}")),
+            Expect::Record(p, k, mode, uid, gid, size, a, c, m, ino) => {
+                Some(format!("{p} {k} {mode:o} {uid} {gid} {size} {a} {c} {m} {ino}"))
+            }
             _ => None,
         })
         .collect();

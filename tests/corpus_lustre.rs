@@ -87,11 +87,19 @@ fn run_case(case: &Case) -> Result<(), String> {
     for doc in sent_documents(&out) {
         match doc["subjects"].as_array() {
             Some(subjects) => deletes.extend(subjects.iter().filter_map(|s| s.as_str().map(str::to_string))),
-            None => updates.extend(doc["ingest_data"]["gmeta"].as_array().into_iter().flatten().filter_map(|e| e["subject"].as_str().map(str::to_string))),
+            None => updates.extend(
+                doc["ingest_data"]["gmeta"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e["subject"].as_str().map(str::to_string)),
+            ),
         }
     }
-    let want_updates: BTreeSet<String> = case.expect.iter().filter_map(|e| if let Expect::Update(p, _) = e { Some(p.clone()) } else { None }).collect();
-    let want_deletes: BTreeSet<String> = case.expect.iter().filter_map(|e| if let Expect::Delete(p) = e { Some(p.clone()) } else { None }).collect();
+    let want_updates: BTreeSet<String> =
+        case.expect.iter().filter_map(|e| if let Expect::Update(p, _) = e { Some(p.clone()) } else { None }).collect();
+    let want_deletes: BTreeSet<String> =
+        case.expect.iter().filter_map(|e| if let Expect::Delete(p) = e { Some(p.clone()) } else { None }).collect();
     let exact = case.expect.iter().any(|e| matches!(e, Expect::Update(..) | Expect::Delete(_) | Expect::Nothing));
     if exact && (updates != want_updates || deletes != want_deletes) {
         return Err(format!("sent updates {updates:?} deletes {deletes:?}, expected updates {want_updates:?} deletes {want_deletes:?}; report {r}"));
@@ -100,7 +108,8 @@ fn run_case(case: &Case) -> Result<(), String> {
     if r["dead_letters"].as_u64() != Some(rejects) {
         return Err(format!("{} dead letters, expected {rejects}; report {r}", r["dead_letters"]));
     }
-    let lost: Vec<[u64; 2]> = case.expect.iter().filter_map(|e| if let Expect::Lost(a, b) = e { Some([*a, *b]) } else { None }).collect();
+    let lost: Vec<[u64; 2]> =
+        case.expect.iter().filter_map(|e| if let Expect::Lost(a, b) = e { Some([*a, *b]) } else { None }).collect();
     let got_lost: Vec<[u64; 2]> = serde_json::from_value(r["lost_ranges"].clone()).unwrap_or_default();
     if got_lost != lost || r["lost_records"].as_u64() != Some(lost.iter().map(|[a, b]| b - a + 1).sum()) {
         return Err(format!("lost {got_lost:?} ({} records), expected {lost:?}; report {r}", r["lost_records"]));
@@ -108,8 +117,11 @@ fn run_case(case: &Case) -> Result<(), String> {
     if case.expect.contains(&Expect::GroundTruth) {
         // The index: the baseline's files, then what was sent; the file system: every file and
         // link on the mount.
-        let mut index: std::collections::BTreeMap<String, Value> =
-            case.directive("baseline").filter_map(|b| b.strip_suffix(" f")?.split_once(' ')).map(|(_, p)| (p.to_string(), Value::Null)).collect();
+        let mut index: std::collections::BTreeMap<String, Value> = case
+            .directive("baseline")
+            .filter_map(|b| b.strip_suffix(" f")?.split_once(' '))
+            .map(|(_, p)| (p.to_string(), Value::Null))
+            .collect();
         apply(&mut index, &out);
         let index: BTreeSet<String> = index.into_keys().collect();
         let fresh: BTreeSet<String> = walk_snapshot(t, &mount, "after").keys().cloned().collect();
@@ -118,7 +130,12 @@ fn run_case(case: &Case) -> Result<(), String> {
         }
     }
     // Every record was read and acknowledged.
-    let last = case.data.iter().filter_map(|l| std::str::from_utf8(l.split(|&b| b == b' ').next()?).ok()?.parse::<u64>().ok()).max().unwrap_or(0);
+    let last = case
+        .data
+        .iter()
+        .filter_map(|l| std::str::from_utf8(l.split(|&b| b == b' ').next()?).ok()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
     let users = std::fs::read_to_string(icicle_testkit::lustre::side(&journal, ".users")).unwrap();
     if users.trim() != format!("cl1 {last}") {
         return Err(format!("cleared `{}`, expected up to {last}; report {r}", users.trim()));

@@ -41,7 +41,9 @@ fn running_monitor_limited(tmp: &Path, open_files: Option<u64>) -> (Child, Strin
         ),
     );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_icicle"));
-    cmd.args(["monitor", "-c", cfg.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.args(["monitor", "-c", cfg.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     if let Some(n) = open_files {
         use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
@@ -71,7 +73,8 @@ fn running_monitor_limited(tmp: &Path, open_files: Option<u64>) -> (Child, Strin
     let t = Instant::now();
     loop {
         if let Ok(s) = icicle_tui::dashboard::fetch_status(&addr) {
-            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(last as f64) {
+            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(last as f64)
+            {
                 break;
             }
         }
@@ -92,7 +95,11 @@ fn http_request(addr: &str, method: &str, path: &str) -> String {
 fn http_request_with(addr: &str, method: &str, path: &str, headers: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\nContent-Length: 0\r\n\r\n").as_bytes()).unwrap();
+    s.write_all(
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\nContent-Length: 0\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
     let mut r = String::new();
     s.read_to_string(&mut r).unwrap();
     r
@@ -103,7 +110,10 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut child, addr, records) = running_monitor(tmp.path());
     let resp = http_get(&addr, "/metrics");
-    assert!(resp.starts_with("HTTP/1.1 200 OK\r\n") && resp.contains("Content-Type: text/plain; version=0.0.4"), "{resp}");
+    assert!(
+        resp.starts_with("HTTP/1.1 200 OK\r\n") && resp.contains("Content-Type: text/plain; version=0.0.4"),
+        "{resp}"
+    );
     let body = resp.split("\r\n\r\n").nth(1).unwrap().to_string();
     let body_file = tmp.path().join("metrics.txt");
     std::fs::write(&body_file, &body).unwrap();
@@ -115,13 +125,22 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
              print(json.dumps(fams))"
         );
         let out = Command::new("python3").args(["-c", &py, file.to_str().unwrap()]).output().unwrap();
-        assert!(out.status.success(), "prometheus_client.{module} rejected /metrics: {}\n{body}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "prometheus_client.{module} rejected /metrics: {}\n{body}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     };
     let fams = parse("parser", &body_file, &body);
     // A scraper that asks for OpenMetrics gets it, and the strict OpenMetrics parser reads the
     // same families.
-    let resp = http_request_with(&addr, "GET", "/metrics", "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n");
+    let resp = http_request_with(
+        &addr,
+        "GET",
+        "/metrics",
+        "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n",
+    );
     assert!(resp.contains("Content-Type: application/openmetrics-text; version=1.0.0"), "{resp}");
     let om_body = resp.split("\r\n\r\n").nth(1).unwrap().to_string();
     assert!(om_body.ends_with("# EOF\n"), "{om_body}");
@@ -129,8 +148,12 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
     std::fs::write(&om_file, &om_body).unwrap();
     let om = parse("openmetrics.parser", &om_file, &om_body);
     let family_names = |v: &serde_json::Value| {
-        let mut n: Vec<(String, String)> =
-            v.as_array().unwrap().iter().map(|f| (f["name"].as_str().unwrap().to_string(), f["type"].as_str().unwrap().to_string())).collect();
+        let mut n: Vec<(String, String)> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["name"].as_str().unwrap().to_string(), f["type"].as_str().unwrap().to_string()))
+            .collect();
         n.sort();
         n
     };
@@ -160,9 +183,15 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
         for s in f["samples"].as_array().unwrap() {
             let sample = s[0].as_str().unwrap();
             match ty {
-                "counter" => assert!(sample == format!("{name}_total") || sample == format!("{name}_created"), "{sample} of counter {name}"),
+                "counter" => assert!(
+                    sample == format!("{name}_total") || sample == format!("{name}_created"),
+                    "{sample} of counter {name}"
+                ),
                 "histogram" => {
-                    assert!(["_bucket", "_sum", "_count", "_created"].iter().any(|x| sample == format!("{name}{x}")), "{sample} of histogram {name}")
+                    assert!(
+                        ["_bucket", "_sum", "_count", "_created"].iter().any(|x| sample == format!("{name}{x}")),
+                        "{sample} of histogram {name}"
+                    )
                 }
                 _ => assert_eq!(sample, name),
             }
@@ -171,23 +200,40 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
     // Error series are there from the start, at 0.
     let zero = |fam: &str, labels: serde_json::Value| {
         let f = fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap_or_else(|| panic!("{fam} missing"));
-        assert!(f["samples"].as_array().unwrap().iter().any(|s| s[1] == labels && s[2] == 0.0), "{fam} {labels} not 0: {f}");
+        assert!(
+            f["samples"].as_array().unwrap().iter().any(|s| s[1] == labels && s[2] == 0.0),
+            "{fam} {labels} not 0: {f}"
+        );
     };
     zero("icicle_sink_errors", serde_json::json!({"sink": "o", "kind": "ingest"}));
     zero("icicle_sink_errors", serde_json::json!({"sink": "o", "kind": "delete"}));
     zero("icicle_rejects", serde_json::json!({"component": "mdt0"}));
     zero("icicle_dead_letters", serde_json::json!({"source": "mdt0"}));
     // Latency histograms: a batch's, a delivery's and fid2path's.
-    for h in ["icicle_batch_duration_seconds", "icicle_sink_delivery_duration_seconds", "icicle_fid2path_duration_seconds"] {
-        let f = fams.as_array().unwrap().iter().find(|f| f["name"] == h).unwrap_or_else(|| panic!("{h} missing from {names:?}"));
+    for h in
+        ["icicle_batch_duration_seconds", "icicle_sink_delivery_duration_seconds", "icicle_fid2path_duration_seconds"]
+    {
+        let f = fams
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == h)
+            .unwrap_or_else(|| panic!("{h} missing from {names:?}"));
         assert_eq!(f["type"], "histogram", "{f}");
     }
     let hist_count = |fam: &str, labels: serde_json::Value| -> f64 {
         let f = fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap();
-        f["samples"].as_array().unwrap().iter().find(|s| s[0] == format!("{fam}_count") && s[1] == labels).unwrap()[2].as_f64().unwrap()
+        f["samples"].as_array().unwrap().iter().find(|s| s[0] == format!("{fam}_count") && s[1] == labels).unwrap()[2]
+            .as_f64()
+            .unwrap()
     };
     let sample = |fam: &str, labels: serde_json::Value| -> f64 {
-        fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap()["samples"].as_array().unwrap().iter().find(|s| s[1] == labels).unwrap()[2]
+        fams.as_array().unwrap().iter().find(|f| f["name"] == fam).unwrap()["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s[1] == labels)
+            .unwrap()[2]
             .as_f64()
             .unwrap()
     };
@@ -238,7 +284,10 @@ fn icicle_top_in_a_real_terminal_shows_the_running_monitor() {
     let screen = wait_for_screen(&sock, "records in");
     assert!(screen.contains(&format!("icicle top — {addr}")), "{screen}");
     let shown = icicle_tui::dashboard::human(records as f64);
-    assert!(screen.lines().any(|l| l.contains("records in") && l.contains(&shown)), "{records} records as `{shown}`:\n{screen}");
+    assert!(
+        screen.lines().any(|l| l.contains("records in") && l.contains(&shown)),
+        "{records} records as `{shown}`:\n{screen}"
+    );
     tmux(&sock, &["send-keys", "-t", "top", "2"]);
     let screen = wait_for_screen(&sock, "MDT fs0-MDT0000");
     // The source's row shows where it is in the changelog: the last index, read and cleared.
@@ -274,7 +323,11 @@ fn a_terminated_dashboard_gives_the_terminal_back() {
     let sock = format!("icicle-term-{}", std::process::id());
     let pidfile = tmp.path().join("top.pid");
     // The shell records the dashboard's pid, waits for it, then prints on the normal screen.
-    let cmd = format!("{} top --connect {addr} & echo $! > {}; wait; echo TERMINAL-BACK; sleep 30", env!("CARGO_BIN_EXE_icicle"), pidfile.display());
+    let cmd = format!(
+        "{} top --connect {addr} & echo $! > {}; wait; echo TERMINAL-BACK; sleep 30",
+        env!("CARGO_BIN_EXE_icicle"),
+        pidfile.display()
+    );
     let st = tmux(&sock, &["new-session", "-d", "-s", "top", "-x", "120", "-y", "30", &cmd]);
     assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
     wait_for_screen(&sock, "records in");
@@ -321,7 +374,9 @@ fn without_a_terminal_the_dashboard_writes_log_lines() {
 fn wait_gone(pid: i32, what: &str) -> Duration {
     let t = Instant::now();
     // SAFETY: signal 0 only asks whether the process exists.
-    while unsafe { libc::kill(pid, 0) } == 0 && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ") {
+    while unsafe { libc::kill(pid, 0) } == 0
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+    {
         assert!(t.elapsed() < Duration::from_secs(60), "{what} still runs a minute after its terminal went away");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -335,7 +390,12 @@ fn in_pane_recording_exit(tmp: &Path, cmd: &str, err: &Path) -> (String, std::pa
     let script = tmp.join("pane.sh");
     std::fs::write(
         &script,
-        format!("trap '' HUP\n{cmd} 2>{e} &\necho $! > {p}\nwait $!\necho $? > {c}\n", e = err.display(), p = pid.display(), c = code.display()),
+        format!(
+            "trap '' HUP\n{cmd} 2>{e} &\necho $! > {p}\nwait $!\necho $? > {c}\n",
+            e = err.display(),
+            p = pid.display(),
+            c = code.display()
+        ),
     )
     .unwrap();
     (format!("sh {}", script.display()), pid, code)
@@ -381,7 +441,8 @@ fn cpu_ticks(pid: i32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
-    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
 }
 
 #[test]
@@ -432,7 +493,11 @@ fn monitor_with_dashboard_stops_cleanly(sigterm: bool) {
         tmux(&sock, &["kill-server"]);
     }
     let took = wait_gone(pid, "icicle monitor --tui");
-    eprintln!("the monitor ended {} ms after {}", took.as_millis(), if sigterm { "SIGTERM" } else { "its terminal went away" });
+    eprintln!(
+        "the monitor ended {} ms after {}",
+        took.as_millis(),
+        if sigterm { "SIGTERM" } else { "its terminal went away" }
+    );
     let _ = tmux(&sock, &["kill-server"]);
     let err = std::fs::read_to_string(&err).unwrap();
     assert_eq!(read_number(&code_file), 0, "{err}");
@@ -440,11 +505,17 @@ fn monitor_with_dashboard_stops_cleanly(sigterm: bool) {
     // It stopped as on SIGTERM: what it read was delivered, checkpointed and acknowledged,
     // and the final report (on stderr without --json) came out.
     let report_start = err.find("{\n").unwrap_or_else(|| panic!("no report:\n{err}"));
-    let report: serde_json::Value = serde_json::from_str(&err[report_start..]).unwrap_or_else(|e| panic!("{e}:\n{err}"));
+    let report: serde_json::Value =
+        serde_json::from_str(&err[report_start..]).unwrap_or_else(|e| panic!("{e}:\n{err}"));
     let read = report["mdt0"]["records"].as_u64().unwrap();
     assert!(read as usize <= records, "{report}");
-    let cp: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("state/fs0-MDT0000.checkpoint.json")).unwrap()).unwrap();
-    assert_eq!(cp["index"].as_u64(), report["mdt0"]["cleared_index"].as_u64(), "the checkpoint is the last acknowledged index: {report}");
+    let cp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("state/fs0-MDT0000.checkpoint.json")).unwrap()).unwrap();
+    assert_eq!(
+        cp["index"].as_u64(),
+        report["mdt0"]["cleared_index"].as_u64(),
+        "the checkpoint is the last acknowledged index: {report}"
+    );
 }
 
 #[test]
@@ -521,11 +592,16 @@ fn idle_connections_cannot_exhaust_a_monitor() {
     loop {
         // Answered once a slot frees (idle connections are closed after the head timeout).
         if let Ok(s) = icicle_tui::dashboard::fetch_status(&addr) {
-            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(last as f64) {
+            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(last as f64)
+            {
                 break;
             }
         }
-        assert!(t.elapsed() < Duration::from_secs(300), "the monitor never read the new records; log ends {}", common::log_of(tmp.path()));
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "the monitor never read the new records; log ends {}",
+            common::log_of(tmp.path())
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     // Every idle connection is closed by the server (EOF), none left hanging.

@@ -51,14 +51,16 @@ fn built(feature: &str) -> bool {
     }
 }
 
-const FEATURES: [&str; 12] = ["snapshot", "lustre", "gpfs", "local", "kafka", "globus", "index", "s3", "prism", "sketches", "tui", "charts"];
+const FEATURES: [&str; 12] =
+    ["snapshot", "lustre", "gpfs", "local", "kafka", "globus", "index", "s3", "prism", "sketches", "tui", "charts"];
 
 #[test]
 fn plugins_lists_what_the_build_has() {
     let (code, out, err) = icicle(&["plugins", "--json"], &[]);
     assert_eq!(code, 0, "{err}");
     let v: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
-    let got: Vec<String> = v.iter().map(|p| format!("{}:{}", p["kind"].as_str().unwrap(), p["type"].as_str().unwrap())).collect();
+    let got: Vec<String> =
+        v.iter().map(|p| format!("{}:{}", p["kind"].as_str().unwrap(), p["type"].as_str().unwrap())).collect();
     for (plugin, feature) in PLUGINS {
         assert_eq!(got.contains(&plugin.to_string()), feature.is_none_or(built), "{plugin} ({feature:?}) in {got:?}");
     }
@@ -77,7 +79,10 @@ fn plugins_lists_what_the_build_has() {
 fn refused(args: &[&str], feature: &str) {
     let (code, _, err) = icicle(args, &[]);
     assert_eq!(code, 1, "{args:?}: {err}");
-    assert!(err.contains(&format!("needs the `{feature}` feature")) && err.contains(&format!("--features {feature}")), "{args:?}: {err}");
+    assert!(
+        err.contains(&format!("needs the `{feature}` feature")) && err.contains(&format!("--features {feature}")),
+        "{args:?}: {err}"
+    );
 }
 
 #[test]
@@ -116,6 +121,10 @@ fn configured_plugins_left_out_name_their_feature() {
         let cfg = config(tmp.path(), "c.toml", &format!("[{kind}s.x]\ntype = \"{ty}\"\n{sink}"));
         let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[]);
         assert_eq!(code, 1, "{plugin}: {err}");
-        assert!(err.contains(&format!("unknown {kind} type `{ty}`")) && err.contains(&format!("comes with the `{feature}` feature")), "{plugin}: {err}");
+        assert!(
+            err.contains(&format!("unknown {kind} type `{ty}`"))
+                && err.contains(&format!("comes with the `{feature}` feature")),
+            "{plugin}: {err}"
+        );
     }
 }

@@ -46,7 +46,10 @@ for t in tasks:
 /// Run a globus-sdk script against a fresh emulator (base URL, index and token as its
 /// arguments); what it printed, as JSON.
 fn sdk_script(script: &str) -> serde_json::Value {
-    assert!(python_has_globus_sdk(), "python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)");
+    assert!(
+        python_has_globus_sdk(),
+        "python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)"
+    );
     let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
     let run = Command::new("python3").args(["-c", script, &emu.url(), INDEX, TOKEN]).output().unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
@@ -78,9 +81,11 @@ fn file_sink_documents(tmp: &Path, data: &Path, document_size: &str) -> std::pat
 
 /// What globus-sdk reported per document, and the tasks' final states.
 fn ingest_with_sdk(emu: &Emulator, out: &Path) -> (Vec<serde_json::Value>, Vec<String>) {
-    let run = Command::new("python3").args(["-c", INGEST, &emu.url(), INDEX, TOKEN, out.to_str().unwrap()]).output().unwrap();
+    let run =
+        Command::new("python3").args(["-c", INGEST, &emu.url(), INDEX, TOKEN, out.to_str().unwrap()]).output().unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&run.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&run.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let docs = lines.iter().filter(|l| l.get("file").is_some()).cloned().collect();
     let states = lines.iter().filter_map(|l| l["state"].as_str().map(String::from)).collect();
     (docs, states)
@@ -112,7 +117,9 @@ fn stock_globus_sdk_ingests_every_file_sink_document() {
     assert!(docs[0]["bytes"].as_u64().unwrap() > 9_500_000, "{docs:?}");
     assert!(states.iter().all(|s| s == "SUCCESS"), "{states:?}");
     let c = icicle_testkit::globus::Client::new(&emu.url(), TOKEN);
-    let total = icicle_testkit::globus::block_on(c.search(INDEX, &serde_json::json!({"q": "*", "limit": 1}))).unwrap()["total"].as_u64();
+    let total = icicle_testkit::globus::block_on(c.search(INDEX, &serde_json::json!({"q": "*", "limit": 1}))).unwrap()
+        ["total"]
+        .as_u64();
     assert_eq!(total, Some(records as u64));
 
     // The control: compact sizing fills documents that stock tools cannot send.

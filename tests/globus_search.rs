@@ -13,7 +13,10 @@ use std::sync::OnceLock;
 
 use common::*;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
-use icicle_testkit::globus::{block_on, Client, ClientError, Emulator, Options, MAX_ENTRY_BYTES, MAX_FIELDS_PER_INDEX, MAX_FIELD_BYTES, MAX_REQUEST_BYTES};
+use icicle_testkit::globus::{
+    block_on, Client, ClientError, Emulator, Options, MAX_ENTRY_BYTES, MAX_FIELDS_PER_INDEX, MAX_FIELD_BYTES,
+    MAX_REQUEST_BYTES,
+};
 use serde_json::{json, Value};
 
 /// Read-only queries.
@@ -138,23 +141,33 @@ fn int(c: &Value, path: &str) -> i64 {
 #[test]
 fn range_filters_on_size_and_mtime_select_exactly_the_matching_subjects() {
     let f = fixture();
-    let sizes: Vec<i64> = f.records.values().map(|(_, c)| int(c, "size")).collect::<BTreeSet<_>>().into_iter().collect();
+    let sizes: Vec<i64> =
+        f.records.values().map(|(_, c)| int(c, "size")).collect::<BTreeSet<_>>().into_iter().collect();
     assert!(sizes.len() > 20, "{sizes:?}");
     // Bounds that are stored values: both ends are inclusive.
     let (lo, hi) = (sizes[sizes.len() / 4], sizes[sizes.len() * 3 / 4]);
     let want = expected(|c| (lo..=hi).contains(&int(c, "size")));
-    let got = search(RO, all(json!({"filters": [{"type": "range", "field_name": "size", "values": [{"from": lo, "to": hi}]}]})));
+    let got = search(
+        RO,
+        all(json!({"filters": [{"type": "range", "field_name": "size", "values": [{"from": lo, "to": hi}]}]})),
+    );
     assert_eq!(subjects(&got), want, "size in [{lo}, {hi}]");
     assert_eq!(got["total"].as_u64(), Some(want.len() as u64));
     assert!(want.len() > 10 && want.len() < f.records.len() / 2 + 20);
     // Two open-ended ranges: either one holds.
     let (small, big) = (sizes[3], sizes[sizes.len() - 4]);
     let want = expected(|c| int(c, "size") <= small || int(c, "size") >= big);
-    let got = search(RO, all(json!({"filters": [{"type": "range", "field_name": "size", "values": [{"from": "*", "to": small}, {"from": big, "to": "*"}]}]})));
+    let got = search(
+        RO,
+        all(
+            json!({"filters": [{"type": "range", "field_name": "size", "values": [{"from": "*", "to": small}, {"from": big, "to": "*"}]}]}),
+        ),
+    );
     assert_eq!(subjects(&got), want);
 
     // mtime is an ISO date string; the ground truth is raw.mtime (epoch seconds).
-    let mtimes: Vec<i64> = f.records.values().map(|(_, c)| int(c, "raw.mtime")).collect::<BTreeSet<_>>().into_iter().collect();
+    let mtimes: Vec<i64> =
+        f.records.values().map(|(_, c)| int(c, "raw.mtime")).collect::<BTreeSet<_>>().into_iter().collect();
     let (t0, t1) = (mtimes[mtimes.len() / 5], mtimes[mtimes.len() * 3 / 5]);
     let day0 = t0.div_euclid(86_400) * 86_400;
     let iso1 = icicle_core::time::iso8601(t1); // e.g. 2023-07-22T02:51:47+00:00
@@ -165,7 +178,10 @@ fn range_filters_on_size_and_mtime_select_exactly_the_matching_subjects() {
     let date0 = icicle_core::time::iso8601(day0)[..10].to_string();
     let slashed = format!("{} +0000", iso1[..19].replace('-', "/").replace('T', " "));
     for to in [iso1[..19].replace('T', " "), format!("{}Z", &iso1[..19]), slashed.clone(), iso1.clone()] {
-        let got = search(RO, all(json!({"filters": [{"type": "range", "field_name": "mtime", "values": [{"from": date0, "to": to}]}]})));
+        let got = search(
+            RO,
+            all(json!({"filters": [{"type": "range", "field_name": "mtime", "values": [{"from": date0, "to": to}]}]})),
+        );
         assert_eq!(subjects(&got), want, "mtime in [{date0}, {to}]");
     }
     // Dates are instants: the same time written another way matches.
@@ -176,11 +192,15 @@ fn range_filters_on_size_and_mtime_select_exactly_the_matching_subjects() {
         assert_eq!(subjects(&got), at_t1, "mtime = {v}");
     }
     // A nested field: raw.mtime, numerically.
-    let got = search(RO, all(json!({"filters": [{"type": "range", "field_name": "raw.mtime", "values": [{"from": day0, "to": t1}]}]})));
+    let got = search(
+        RO,
+        all(json!({"filters": [{"type": "range", "field_name": "raw.mtime", "values": [{"from": day0, "to": t1}]}]})),
+    );
     assert_eq!(subjects(&got), want);
 
     // match_any (numbers given as strings match numbers) combined with a range: both hold.
-    let uids: Vec<i64> = f.records.values().map(|(_, c)| int(c, "uid")).collect::<BTreeSet<_>>().into_iter().take(2).collect();
+    let uids: Vec<i64> =
+        f.records.values().map(|(_, c)| int(c, "uid")).collect::<BTreeSet<_>>().into_iter().take(2).collect();
     let want = expected(|c| uids.contains(&int(c, "uid")) && int(c, "size") >= lo);
     let got = search(
         RO,
@@ -213,7 +233,12 @@ fn terms(values: impl Iterator<Item = Value>) -> Vec<(Value, u64)> {
 }
 
 fn buckets(res: &Value, i: usize) -> Vec<(Value, u64)> {
-    res["facet_results"][i]["buckets"].as_array().unwrap().iter().map(|b| (b["value"].clone(), b["count"].as_u64().unwrap())).collect()
+    res["facet_results"][i]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["value"].clone(), b["count"].as_u64().unwrap()))
+        .collect()
 }
 
 #[test]
@@ -259,18 +284,29 @@ fn facets_count_exactly() {
     let years: Vec<i64> = f.records.values().map(|(_, c)| c["mtime"].as_str().unwrap()[..4].parse().unwrap()).collect();
     let (y0, y1) = (*years.iter().min().unwrap(), *years.iter().max().unwrap());
     assert!(y1 > y0, "the generator spreads mtimes over years");
-    let want: Vec<(Value, u64)> = (y0..=y1).map(|y| (json!(format!("{y:04}-01-01T00:00:00.000Z")), years.iter().filter(|x| **x == y).count() as u64)).collect();
-    let res = search(RO, all(json!({"limit": 0, "facets": [{"name": "years", "field_name": "mtime", "type": "date_histogram", "date_interval": "year"}]})));
+    let want: Vec<(Value, u64)> = (y0..=y1)
+        .map(|y| (json!(format!("{y:04}-01-01T00:00:00.000Z")), years.iter().filter(|x| **x == y).count() as u64))
+        .collect();
+    let res = search(
+        RO,
+        all(
+            json!({"limit": 0, "facets": [{"name": "years", "field_name": "mtime", "type": "date_histogram", "date_interval": "year"}]}),
+        ),
+    );
     assert_eq!(buckets(&res, 0), want);
     // numeric_histogram over size: four equal buckets of [0, high), low ≤ x < high, where
     // high is a stored size near the first quartile (that file is left out).
     let q1 = sizes[sizes.len() / 4];
     let high = *sizes.iter().filter(|s| **s > 0 && **s % 4 == 0).min_by_key(|s| (**s - q1).abs()).unwrap();
     let w = high / 4;
-    let want: Vec<(Value, u64)> = (0..4).map(|i| (json!(i * w), sizes.iter().filter(|s| (i * w..(i + 1) * w).contains(*s)).count() as u64)).collect();
+    let want: Vec<(Value, u64)> = (0..4)
+        .map(|i| (json!(i * w), sizes.iter().filter(|s| (i * w..(i + 1) * w).contains(*s)).count() as u64))
+        .collect();
     let res = search(
         RO,
-        all(json!({"limit": 0, "facets": [{"field_name": "size", "type": "numeric_histogram", "size": 4, "histogram_range": {"low": 0, "high": high}}]})),
+        all(
+            json!({"limit": 0, "facets": [{"field_name": "size", "type": "numeric_histogram", "size": 4, "histogram_range": {"low": 0, "high": high}}]}),
+        ),
     );
     assert_eq!(buckets(&res, 0), want);
     assert!(want.iter().filter(|(_, n)| *n > 0).count() >= 2, "{want:?}");
@@ -290,8 +326,14 @@ fn sort_orders_are_exact() {
     let got = search(RO, all(json!({"sort": [{"field_name": "size"}]})));
     assert_eq!(subjects(&got), ordered(|c| int(c, "size")));
     // Two keys: type ascending, then mtime (a date) newest first.
-    let got = search(RO, all(json!({"sort": [{"field_name": "type", "order": "asc"}, {"field_name": "mtime", "order": "desc"}]})));
-    assert_eq!(subjects(&got), ordered(|c| (c["type"].as_str().unwrap().to_string(), std::cmp::Reverse(int(c, "raw.mtime")))));
+    let got = search(
+        RO,
+        all(json!({"sort": [{"field_name": "type", "order": "asc"}, {"field_name": "mtime", "order": "desc"}]})),
+    );
+    assert_eq!(
+        subjects(&got),
+        ordered(|c| (c["type"].as_str().unwrap().to_string(), std::cmp::Reverse(int(c, "raw.mtime"))))
+    );
     // Without sort: subject order.
     let got = search(RO, all(json!({})));
     assert_eq!(subjects(&got), fixture().records.keys().cloned().collect::<Vec<_>>());
@@ -323,7 +365,11 @@ fn paging_concatenates_to_the_whole_result_within_the_10000_window() {
     let c = client();
     let mut got = Vec::new();
     for offset in (0..f.records.len()).step_by(100) {
-        let p = block_on(c.search_get(RO, &[("q", "*"), ("offset", &offset.to_string()), ("limit", "100"), ("bypass_visible_to", "true")])).unwrap();
+        let p = block_on(c.search_get(
+            RO,
+            &[("q", "*"), ("offset", &offset.to_string()), ("limit", "100"), ("bypass_visible_to", "true")],
+        ))
+        .unwrap();
         got.extend(subjects(&p));
     }
     assert_eq!(got, f.records.keys().cloned().collect::<Vec<_>>());
@@ -332,7 +378,11 @@ fn paging_concatenates_to_the_whole_result_within_the_10000_window() {
     assert_eq!((ok["count"].as_u64(), ok["has_next_page"].as_bool()), (Some(0), Some(false)));
     for (offset, limit) in [(9_995, 10), (0, 10_001), (10_001, 0)] {
         let (status, e) = refused(block_on(c.search(RO, &all(json!({"offset": offset, "limit": limit})))));
-        assert_eq!((status, e["code"].as_str(), e["status"].as_u64()), (400, Some("BadRequest.ValidationError"), Some(400)), "{offset}+{limit}: {e}");
+        assert_eq!(
+            (status, e["code"].as_str(), e["status"].as_u64()),
+            (400, Some("BadRequest.ValidationError"), Some(400)),
+            "{offset}+{limit}: {e}"
+        );
         assert!(e["message"].as_str().unwrap().contains("10000"), "{e}");
     }
     let (status, e) = refused(block_on(c.search_get(RO, &[("q", "*"), ("offset", "10000"), ("limit", "1")])));
@@ -343,7 +393,8 @@ fn paging_concatenates_to_the_whole_result_within_the_10000_window() {
 
 /// Lower-cased letter/digit runs of every string, number and boolean (the emulator's words).
 fn content_words(v: &Value, out: &mut HashSet<String>) {
-    let mut add = |s: &str| out.extend(s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase));
+    let mut add =
+        |s: &str| out.extend(s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase));
     match v {
         Value::String(s) => add(s),
         Value::Number(_) | Value::Bool(_) => add(&v.to_string()),
@@ -364,7 +415,8 @@ fn query_strings_match_words_of_the_content() {
     // A file's name: every one of its words must occur (case does not matter).
     let (_, (_, c)) = f.records.iter().nth(f.records.len() / 2).unwrap();
     let name = c["name"].as_str().unwrap().to_uppercase();
-    let name_words: Vec<String> = name.split(|ch: char| !ch.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let name_words: Vec<String> =
+        name.split(|ch: char| !ch.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
     let want = expected(|c| {
         let w = words_of(c);
         name_words.iter().all(|x| w.contains(x))
@@ -387,7 +439,13 @@ fn query_strings_match_words_of_the_content() {
     assert!(search(RO, json!({"q": "a".repeat(256)}))["total"].is_u64());
     assert_eq!(refused(block_on(c.search(RO, &json!({"q": "size:[1 TO", "advanced": true})))).0, 400);
     assert_eq!(refused(block_on(c.search(RO, &json!({"q": "(size:1", "advanced": true})))).0, 400);
-    assert_eq!(refused(block_on(c.search(RO, &json!({"q": "*", "filters": [{"type": "geo_shape", "field_name": "x", "values": [1]}]})))).0, 400);
+    assert_eq!(
+        refused(block_on(
+            c.search(RO, &json!({"q": "*", "filters": [{"type": "geo_shape", "field_name": "x", "values": [1]}]}))
+        ))
+        .0,
+        400
+    );
     assert_eq!(refused(block_on(c.search(RO, &json!({"limit": 5})))).0, 400, "q or filters is required");
 }
 
@@ -398,13 +456,16 @@ fn results_show_entries_visible_to_the_caller() {
     // Public entries next to the snapshot's owner/group-visible records.
     let public: Vec<Value> =
         (0..3).map(|i| json!({"subject": format!("/public/p{i}"), "visible_to": ["public"], "content": {"name": format!("p{i}"), "size": i}})).collect();
-    let task = block_on(admin.ingest(VIS, &json!({"ingest_type": "GMetaList", "ingest_data": {"gmeta": public}}))).unwrap();
+    let task =
+        block_on(admin.ingest(VIS, &json!({"ingest_type": "GMetaList", "ingest_data": {"gmeta": public}}))).unwrap();
     assert_eq!(block_on(admin.wait_task(&task)).unwrap()["state"], "SUCCESS");
     let public: Vec<String> = (0..3).map(|i| format!("/public/p{i}")).collect();
 
-    let mut want: Vec<String> = f.records.iter().filter(|(_, (v, _))| v.contains(&f.viewer)).map(|(s, _)| s.clone()).collect();
+    let mut want: Vec<String> =
+        f.records.iter().filter(|(_, (v, _))| v.contains(&f.viewer)).map(|(s, _)| s.clone()).collect();
     assert!(!want.is_empty() && want.len() < f.records.len() / 2, "{}", want.len());
-    let viewer_uids: BTreeSet<i64> = f.records.values().filter(|(v, _)| v.contains(&f.viewer)).map(|(_, c)| int(c, "uid")).collect();
+    let viewer_uids: BTreeSet<i64> =
+        f.records.values().filter(|(v, _)| v.contains(&f.viewer)).map(|(_, c)| int(c, "uid")).collect();
     assert_eq!(viewer_uids.len(), 1, "the viewer sees what it owns");
     want.extend(public.iter().cloned());
     want.sort();
@@ -422,7 +483,10 @@ fn results_show_entries_visible_to_the_caller() {
     // bypass_visible_to: everything for an authenticated caller, 403 for an anonymous one.
     let mut bypass = body.clone();
     bypass["bypass_visible_to"] = json!(true);
-    assert_eq!(block_on(admin.search(VIS, &bypass)).unwrap()["total"].as_u64(), Some((f.records.len() + public.len()) as u64));
+    assert_eq!(
+        block_on(admin.search(VIS, &bypass)).unwrap()["total"].as_u64(),
+        Some((f.records.len() + public.len()) as u64)
+    );
     let (status, e) = refused(block_on(anonymous.search(VIS, &bypass)));
     assert_eq!((status, e["code"].as_str()), (403, Some("Forbidden.Generic")));
     // Client::subject asks for bypass_visible_to, which an anonymous caller may not.
@@ -444,8 +508,11 @@ fn delete_by_query_and_entry_deletes_apply_to_matching_entries() {
     let (status, _) = refused(block_on(c.delete_by_query(RW, &json!({"q": "*", "sort": [{"field_name": "size"}]}))));
     assert_eq!(status, 400);
     let before = block_on(c.stats()).unwrap()["tasks_created"].as_u64().unwrap();
-    let task = block_on(c.delete_by_query(RW, &json!({"q": "*", "filters": [{"type": "range", "field_name": "size", "values": [{"from": "*", "to": cut}]}]})))
-        .unwrap();
+    let task = block_on(c.delete_by_query(
+        RW,
+        &json!({"q": "*", "filters": [{"type": "range", "field_name": "size", "values": [{"from": "*", "to": cut}]}]}),
+    ))
+    .unwrap();
     assert_eq!(block_on(c.stats()).unwrap()["tasks_created"].as_u64(), Some(before + 1));
     assert_eq!(block_on(c.wait_task(&task)).unwrap()["state"], "SUCCESS");
     let mut want = expected(|c| int(c, "size") > cut);
@@ -489,7 +556,11 @@ fn refused_text_unapplied(c: &Client, text: &str, what: &str) {
     let dump = block_on(c.dump(RO)).unwrap();
     let tasks = block_on(c.stats()).unwrap()["tasks_created"].clone();
     let (status, e) = refused(block_on(c.ingest_text(RO, text)));
-    assert_eq!((status, e["code"].as_str(), e["status"].as_u64()), (400, Some("BadRequest.ValidationError"), Some(400)), "{e}");
+    assert_eq!(
+        (status, e["code"].as_str(), e["status"].as_u64()),
+        (400, Some("BadRequest.ValidationError"), Some(400)),
+        "{e}"
+    );
     assert!(e["message"].as_str().unwrap().contains(what), "{what}: {e}");
     assert_eq!(block_on(c.dump(RO)).unwrap(), dump);
     assert_eq!(block_on(c.stats()).unwrap()["tasks_created"], tasks);
@@ -509,9 +580,20 @@ fn each_limit_is_refused_with_nothing_applied() {
     let (_emu, c) = small_index();
     let ok = entry("/ok", json!({"a": 2}));
     // Field length: a 32,000-byte string is fine, one byte more is not.
-    refused_unapplied(&c, &list(vec![ok.clone(), entry("/long", json!({"a": 3, "text": "x".repeat(MAX_FIELD_BYTES + 1)}))]), "32000-byte limit");
-    refused_unapplied(&c, &list(vec![entry("/long", json!({"text": ["short", "é".repeat(MAX_FIELD_BYTES / 2 + 1)]}))]), "32000-byte limit");
-    assert_eq!(accepted(&c, &list(vec![entry("/long", json!({"text": "é".repeat(MAX_FIELD_BYTES / 2)}))]))["state"], "SUCCESS");
+    refused_unapplied(
+        &c,
+        &list(vec![ok.clone(), entry("/long", json!({"a": 3, "text": "x".repeat(MAX_FIELD_BYTES + 1)}))]),
+        "32000-byte limit",
+    );
+    refused_unapplied(
+        &c,
+        &list(vec![entry("/long", json!({"text": ["short", "é".repeat(MAX_FIELD_BYTES / 2 + 1)]}))]),
+        "32000-byte limit",
+    );
+    assert_eq!(
+        accepted(&c, &list(vec![entry("/long", json!({"text": "é".repeat(MAX_FIELD_BYTES / 2)}))]))["state"],
+        "SUCCESS"
+    );
     // Nesting: 20 levels are fine, 21 are not.
     refused_unapplied(&c, &list(vec![ok.clone(), entry("/deep", nested(21))]), "limit of 20");
     assert_eq!(accepted(&c, &list(vec![entry("/deep", nested(20))]))["state"], "SUCCESS");
@@ -520,7 +602,11 @@ fn each_limit_is_refused_with_nothing_applied() {
     let big = entry("/big", json!({"n": vec![1e9; 1_000_000]}));
     let doc = list(vec![ok.clone(), big.clone()]);
     let text = doc.to_string().replace("1000000000.0", "1e9");
-    assert!(text.len() <= MAX_REQUEST_BYTES && serde_json::to_vec(&big).unwrap().len() > MAX_ENTRY_BYTES, "{}", text.len());
+    assert!(
+        text.len() <= MAX_REQUEST_BYTES && serde_json::to_vec(&big).unwrap().len() > MAX_ENTRY_BYTES,
+        "{}",
+        text.len()
+    );
     refused_text_unapplied(&c, &text, "10000000-byte limit");
     let text = list(vec![entry("/big", json!({"n": vec![1e9; 700_000]}))]).to_string().replace("1000000000.0", "1e9");
     assert_eq!(block_on(c.wait_task(&block_on(c.ingest_text(RO, &text)).unwrap())).unwrap()["state"], "SUCCESS");

@@ -50,7 +50,8 @@ fn client_sink(emu: &Emulator) -> String {
     )
 }
 
-const ENV: [(&str, &str); 3] = [("ICICLE_TEST_GLOBUS_TOKEN", TOKEN), ("ICICLE_TEST_GLOBUS_SECRET", CLIENT_SECRET), ("RUST_LOG", "debug")];
+const ENV: [(&str, &str); 3] =
+    [("ICICLE_TEST_GLOBUS_TOKEN", TOKEN), ("ICICLE_TEST_GLOBUS_SECRET", CLIENT_SECRET), ("RUST_LOG", "debug")];
 
 fn run_snapshot(cfg: &Path) -> (i32, Value, String) {
     let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &ENV);
@@ -66,7 +67,8 @@ fn assert_no_secrets(text: &str) {
 
 /// The `key=value` field of the sink's closing log line.
 fn logged(err: &str, key: &str) -> u64 {
-    let line = err.lines().find(|l| l.contains("Globus sink closed")).unwrap_or_else(|| panic!("no closing line in\n{err}"));
+    let line =
+        err.lines().find(|l| l.contains("Globus sink closed")).unwrap_or_else(|| panic!("no closing line in\n{err}"));
     let at = line.find(&format!(" {key}=")).unwrap_or_else(|| panic!("no {key} in {line}")) + key.len() + 2;
     line[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
@@ -161,7 +163,8 @@ fn a_versioned_second_run_deletes_the_removed_files_from_the_index() {
     let token_file = tmp.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let out = tmp.path().join("out");
-    let sink = token_sink(&emu, INDEX).replace("token_env = \"ICICLE_TEST_GLOBUS_TOKEN\"", &format!("token_file = \"{}\"", token_file.display()));
+    let sink = token_sink(&emu, INDEX)
+        .replace("token_env = \"ICICLE_TEST_GLOBUS_TOKEN\"", &format!("token_file = \"{}\"", token_file.display()));
     let cfg = config(
         tmp.path(),
         "v.toml",
@@ -185,7 +188,11 @@ fn a_versioned_second_run_deletes_the_removed_files_from_the_index() {
     std::fs::write(root.join("d0/f0.txt"), b"now longer").unwrap();
     let (code, s2, err) = run_snapshot(&cfg);
     assert_eq!(code, 0, "{err}");
-    assert_eq!((s2["deleted"].as_u64(), s2["updated"].as_u64(), s2["delete_batches"].as_u64()), (Some(10), Some(1), Some(1)), "{s2}");
+    assert_eq!(
+        (s2["deleted"].as_u64(), s2["updated"].as_u64(), s2["delete_batches"].as_u64()),
+        (Some(10), Some(1), Some(1)),
+        "{s2}"
+    );
     let got = block_on(client.scroll_all(INDEX)).unwrap();
     assert_eq!(got.len(), 30);
     for f in 0..10 {
@@ -227,7 +234,10 @@ fn permanent_failures_name_the_sink_and_the_status() {
     assert_eq!(line.matches("HTTP 404").count(), 1, "{line}");
     // A token the service refuses.
     let cfg = config(tmp.path(), "b.toml", &format!("{base}{}", token_sink(&emu, INDEX)));
-    let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_GLOBUS_TOKEN", "not-the-token"), ("RUST_LOG", "debug")]);
+    let (code, _, err) = icicle(
+        &["snapshot", "-c", cfg.to_str().unwrap()],
+        &[("ICICLE_TEST_GLOBUS_TOKEN", "not-the-token"), ("RUST_LOG", "debug")],
+    );
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("globus:") && err.contains("HTTP 401"), "{err}");
     assert!(!err.contains("not-the-token"), "{err}");
@@ -262,7 +272,13 @@ fn monitor_config(tmp: &Path, root: &Path, journal: &Path, sinks: &str) -> PathB
 }
 
 fn cleared(tmp: &Path) -> u64 {
-    std::fs::read_to_string(tmp.join("lfs/changelog.users")).unwrap().trim().strip_prefix("cl1 ").unwrap().parse().unwrap()
+    std::fs::read_to_string(tmp.join("lfs/changelog.users"))
+        .unwrap()
+        .trim()
+        .strip_prefix("cl1 ")
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// The index the changelog user registered at (the one before the journal's first record):
@@ -287,8 +303,10 @@ fn the_lustre_monitor_acknowledges_only_what_globus_published() {
 
     // A refused token: nothing delivered, nothing acknowledged, no checkpoint.
     let cfg = monitor_config(tmp.path(), &root, &journal, &token_sink(&emu, INDEX));
-    let (code, _, err) =
-        icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_GLOBUS_TOKEN", "wrong-token-value"), ("RUST_LOG", "debug")]);
+    let (code, _, err) = icicle(
+        &["monitor", "--drain", "-c", cfg.to_str().unwrap()],
+        &[("ICICLE_TEST_GLOBUS_TOKEN", "wrong-token-value"), ("RUST_LOG", "debug")],
+    );
     assert_ne!(code, 0);
     assert!(err.contains("globus:") && err.contains("HTTP 401"), "{err}");
     assert!(!err.contains("wrong-token-value"), "{err}");
@@ -327,10 +345,14 @@ fn the_lustre_monitor_acknowledges_only_what_globus_published() {
     assert_eq!(cleared(tmp.path()), last);
     // The index is the directory as it is now, and what the file sink saw.
     let got = block_on(Client::new(&emu.url(), TOKEN).scroll_all(INDEX)).unwrap();
-    let as_index: BTreeMap<String, Value> = got.iter().map(|(s, c)| (s.clone(), serde_json::json!({ "content": c }))).collect();
+    let as_index: BTreeMap<String, Value> =
+        got.iter().map(|(s, c)| (s.clone(), serde_json::json!({ "content": c }))).collect();
     let fresh = walk_snapshot(tmp.path(), &root, "after");
     let (missing, extra, differ) = compare(&as_index, &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
     let from_file: BTreeMap<String, Value> = icicle_gmeta::replay::read_index(&out).unwrap();
     assert_eq!(got.len(), from_file.len());
 }
@@ -369,22 +391,28 @@ fn the_kafka_audit_names_every_globus_task() {
     let (code, s2, err) = run_snapshot(&cfg);
     assert_eq!(code, 0, "{err}");
     assert_eq!(s2["deleted"], 30);
-    let batches =
-        s1["batches"].as_u64().unwrap() + s2["batches"].as_u64().unwrap() + s1["delete_batches"].as_u64().unwrap() + s2["delete_batches"].as_u64().unwrap();
+    let batches = s1["batches"].as_u64().unwrap()
+        + s2["batches"].as_u64().unwrap()
+        + s1["delete_batches"].as_u64().unwrap()
+        + s2["delete_batches"].as_u64().unwrap();
     assert!(batches >= 4, "{s1} {s2}");
 
     let audit = block_on(icicle_plugins_kafka::produce::consume_all(&kafka(), &audit_topic)).unwrap();
     assert_eq!(audit.len() as u64, batches);
     let tasks = block_on(Client::new(&emu.url(), TOKEN).task_list(INDEX)).unwrap();
-    let state: BTreeMap<String, String> =
-        tasks.iter().map(|t| (t["task_id"].as_str().unwrap().to_string(), t["state"].as_str().unwrap().to_string())).collect();
+    let state: BTreeMap<String, String> = tasks
+        .iter()
+        .map(|t| (t["task_id"].as_str().unwrap().to_string(), t["state"].as_str().unwrap().to_string()))
+        .collect();
     let mut audited = Vec::new();
     let mut kinds = BTreeMap::new();
     for m in &audit {
         let r: Value = serde_json::from_str(m.value.as_deref().unwrap()).unwrap();
         *kinds.entry(r["kind"].as_str().unwrap().to_string()).or_insert(0) += 1;
         // The existing audit fields are still there.
-        for k in ["sink", "batch", "kind", "count", "bytes", "first_subject", "last_subject", "topic", "offsets", "time"] {
+        for k in
+            ["sink", "batch", "kind", "count", "bytes", "first_subject", "last_subject", "topic", "offsets", "time"]
+        {
             assert!(r.get(k).is_some(), "{k} missing in {r}");
         }
         let g = &r["receipts"]["globus"];

@@ -55,7 +55,12 @@ fn gpfs_config(tmp: &Path, root: &Path, topic: &str, out: &Path, batch: usize, e
 }
 
 /// Objects before monitoring, a snapshot of them, then the workload with its events.
-fn prepare(tmp: &Path, kind: Kind, ops: usize, seed: u64) -> (PathBuf, PathBuf, std::collections::BTreeMap<String, Value>) {
+fn prepare(
+    tmp: &Path,
+    kind: Kind,
+    ops: usize,
+    seed: u64,
+) -> (PathBuf, PathBuf, std::collections::BTreeMap<String, Value>) {
     let (root, journal, index) = preexisting_fs(tmp, 60, seed);
     let events = tmp.join("events.jsonl");
     let mut w = Workload::open(&root, &journal, seed).unwrap();
@@ -75,13 +80,27 @@ fn monitor_drain(cfg: &Path) -> Value {
     report["fset1"].clone()
 }
 
-fn assert_matches_fresh_snapshot(tmp: &Path, root: &Path, mut index: std::collections::BTreeMap<String, Value>, out: &Path, what: &str, report: &Value) {
+fn assert_matches_fresh_snapshot(
+    tmp: &Path,
+    root: &Path,
+    mut index: std::collections::BTreeMap<String, Value>,
+    out: &Path,
+    what: &str,
+    report: &Value,
+) {
     apply(&mut index, out);
     let fresh = walk_snapshot(tmp, root, "after");
     let (missing, extra, differ) = compare(&index, &fresh);
-    let shown: Vec<String> = differ.iter().take(5).map(|p| format!("{p}:\n  monitor {}\n  fresh   {}", comparable(&index)[p], comparable(&fresh)[p])).collect();
+    let shown: Vec<String> = differ
+        .iter()
+        .take(5)
+        .map(|p| format!("{p}:\n  monitor {}\n  fresh   {}", comparable(&index)[p], comparable(&fresh)[p]))
+        .collect();
     assert!(differ.is_empty(), "{what}: differ\n{}", shown.join("\n"));
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "{what}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "{what}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}"
+    );
 }
 
 fn ground_truth(kind: Kind, ops: usize, partitions: i32, consumers: usize) {
@@ -149,9 +168,14 @@ fn malformed_messages_are_rejected_with_their_position_and_the_rest_goes_on() {
     assert_eq!(r["messages"], n as u64 + 4, "{r}");
     let stream = rt().block_on(produce::consume_all(&kafka(), &t)).unwrap();
     let at = |key: &str| stream.iter().find(|m| m.key.as_deref() == Some(key)).map(|m| m.offset).unwrap();
-    for (off, why) in [(at("x"), "not a WF_JSON object"), (at("y"), "missing `inode`"), (at("z"), "unknown event `IN_NONSENSE`")] {
+    for (off, why) in
+        [(at("x"), "not a WF_JSON object"), (at("y"), "missing `inode`"), (at("z"), "unknown event `IN_NONSENSE`")]
+    {
         assert!(
-            err.lines().any(|l| l.contains("rejected event") && l.contains("partition=0") && l.contains(&format!("offset={off}")) && l.contains(why)),
+            err.lines().any(|l| l.contains("rejected event")
+                && l.contains("partition=0")
+                && l.contains(&format!("offset={off}"))
+                && l.contains(why)),
             "offset {off}: {why}\n{err}"
         );
     }
@@ -169,7 +193,11 @@ fn malformed_messages_are_rejected_with_their_position_and_the_rest_goes_on() {
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     let again: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!((again["fset1"]["messages"].as_u64(), again["fset1"]["dead_letters"].as_u64()), (Some(0), Some(0)), "{again}");
+    assert_eq!(
+        (again["fset1"]["messages"].as_u64(), again["fset1"]["dead_letters"].as_u64()),
+        (Some(0), Some(0)),
+        "{again}"
+    );
 }
 
 #[test]
@@ -227,13 +255,20 @@ fn the_kafka_sink_publishes_upserts_and_deletes_keyed_by_subject() {
     assert_eq!(got.len() as u64, ups + dels, "{r}");
     for m in &got {
         let v: Value = serde_json::from_str(m.value.as_deref().unwrap()).unwrap();
-        let subject = if v["op"] == "upsert" { v["entry"]["subject"].as_str().unwrap().to_string() } else { v["subject"].as_str().unwrap().to_string() };
+        let subject = if v["op"] == "upsert" {
+            v["entry"]["subject"].as_str().unwrap().to_string()
+        } else {
+            v["subject"].as_str().unwrap().to_string()
+        };
         assert_eq!(m.key.as_deref(), Some(subject.as_str()));
         assert_eq!(m.op.as_deref(), v["op"].as_str());
     }
     assert_eq!(got.iter().filter(|m| m.op.as_deref() == Some("upsert")).count() as u64, ups);
     let audit = rt().block_on(produce::consume_all(&kafka(), &audit_topic)).unwrap();
-    let audited: u64 = audit.iter().map(|m| serde_json::from_str::<Value>(m.value.as_deref().unwrap()).unwrap()["count"].as_u64().unwrap()).sum();
+    let audited: u64 = audit
+        .iter()
+        .map(|m| serde_json::from_str::<Value>(m.value.as_deref().unwrap()).unwrap()["count"].as_u64().unwrap())
+        .sum();
     assert_eq!(audited, ups + dels);
 
     // The snapshot pipeline can publish through it too.
@@ -259,7 +294,9 @@ fn an_ingestion_filter_drops_access_events_before_parsing() {
     let (root, events, index) = prepare(tmp.path(), Kind::Filebench, 600, 4);
     let text = std::fs::read_to_string(&events).unwrap();
     // The producers' own shapes (spaces after `:` or not): read as JSON.
-    let event_of = |l: &str| serde_json::from_str::<Value>(l).ok().and_then(|v| v["event"].as_str().map(str::to_string)).unwrap_or_default();
+    let event_of = |l: &str| {
+        serde_json::from_str::<Value>(l).ok().and_then(|v| v["event"].as_str().map(str::to_string)).unwrap_or_default()
+    };
     let accesses = text.lines().filter(|l| event_of(l) == "IN_ACCESS").count() as u64;
     let nested = text.lines().filter(|l| event_of(l) == "IN_MODIFY IN_ISDIR").count();
     assert!(accesses > 0 && nested > 0, "the stand-in sends reads' IN_ACCESS and parents' IN_MODIFY");
@@ -279,7 +316,12 @@ fn an_ingestion_filter_drops_access_events_before_parsing() {
     let bad = gpfs_config(tmp.path(), &root, &t, &out, 40, "filter = [\"IN_CREATE\"]");
     let (code, _, err) = icicle(&["monitor", "--drain", "-c", bad.to_str().unwrap()], &[]);
     assert_ne!(code, 0);
-    assert!(err.contains("filter") && err.contains("IN_CREATE") && err.contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"), "{err}");
+    assert!(
+        err.contains("filter")
+            && err.contains("IN_CREATE")
+            && err.contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"),
+        "{err}"
+    );
 }
 
 /// What a commit up to offset `committed` promises, on the index delivered so far (no final
@@ -294,7 +336,8 @@ fn assert_committed_is_delivered(
     what: &str,
 ) {
     let text = std::fs::read_to_string(events).unwrap();
-    let pending_events: Vec<Value> = text.lines().skip(committed).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    let pending_events: Vec<Value> =
+        text.lines().skip(committed).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
     // Producers write a directory's path with a trailing slash: the index names it without.
     let pending: Vec<String> = pending_events
         .iter()
@@ -302,19 +345,30 @@ fn assert_committed_is_delivered(
         .map(|p| icicle_core::name::normalise(p).into_owned())
         .collect();
     let inode = |v: &Value| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
-    let pending_inodes: std::collections::HashSet<u64> = pending_events.iter().filter_map(|v| inode(&v["inode"])).collect();
+    let pending_inodes: std::collections::HashSet<u64> =
+        pending_events.iter().filter_map(|v| inode(&v["inode"])).collect();
     let named = |p: &str| {
         pending.iter().any(|e| e == p || p.starts_with(&format!("{e}/")))
-            || fresh.get(p).and_then(|e| inode(&e["content"]["raw"]["inode"])).is_some_and(|i| pending_inodes.contains(&i))
+            || fresh
+                .get(p)
+                .and_then(|e| inode(&e["content"]["raw"]["inode"]))
+                .is_some_and(|i| pending_inodes.contains(&i))
     };
     let (got, want) = (comparable(index), comparable(fresh));
     for (p, w) in &want {
         if !named(p) {
-            assert_eq!(got.get(p), Some(w), "{what}: {p} (no event after the commit at {committed}) is not delivered as it is");
+            assert_eq!(
+                got.get(p),
+                Some(w),
+                "{what}: {p} (no event after the commit at {committed}) is not delivered as it is"
+            );
         }
     }
     for p in got.keys() {
-        assert!(want.contains_key(p) || named(p), "{what}: {p} is gone, no event after the commit at {committed} names it, and it is still indexed");
+        assert!(
+            want.contains_key(p) || named(p),
+            "{what}: {p} is gone, no event after the commit at {committed} names it, and it is still indexed"
+        );
     }
 }
 
@@ -335,17 +389,33 @@ fn every_kill_point_has_delivered_what_it_committed() {
         // joining the group again takes several seconds (the killed member must time out).
         let mut w = Workload::open(&root, &journal, seed).unwrap();
         w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
-        w.run(if round % 2 == 0 { Kind::Mixed } else { Kind::EvalOut }, 400, if round == 1 { "/old0" } else { "/work" }).unwrap();
+        w.run(
+            if round % 2 == 0 { Kind::Mixed } else { Kind::EvalOut },
+            400,
+            if round == 1 { "/old0" } else { "/work" },
+        )
+        .unwrap();
         drop(w);
         produced += produce_events(&events, produced, &t, 1, vec![]);
         let fresh = walk_snapshot(tmp.path(), &root, &format!("fresh-{round}"));
         run_monitor_then_kill(&cfg, &mut x, 7000, 7000);
-        let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &[0]).unwrap().get(&0).copied().unwrap_or(0).max(0) as usize;
+        let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &[0])
+            .unwrap()
+            .get(&0)
+            .copied()
+            .unwrap_or(0)
+            .max(0) as usize;
         inside += usize::from(committed > 0 && committed < produced);
         eprintln!("round {round}: committed {committed} of {produced}");
         let mut delivered = index.clone();
         apply(&mut delivered, &out);
-        assert_committed_is_delivered(&events, committed, &delivered, &fresh, &format!("round {round}, committed {committed} of {produced}"));
+        assert_committed_is_delivered(
+            &events,
+            committed,
+            &delivered,
+            &fresh,
+            &format!("round {round}, committed {committed} of {produced}"),
+        );
     }
     let r = monitor_drain(&cfg);
     assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "after the kills", &r);
@@ -366,7 +436,12 @@ fn a_bounded_state_evicts_files_and_still_matches_a_fresh_snapshot() {
     assert!(r["state"]["evicted"].as_u64().unwrap_or(0) > 0, "the cap evicted files: {r}");
     assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "lru_capacity = 12", &r);
     // Without a mount, evicted files below a renamed directory could not be found.
-    let no_mount = std::fs::read_to_string(&cfg).unwrap().lines().filter(|l| !l.starts_with("mount =")).collect::<Vec<_>>().join("\n");
+    let no_mount = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("mount ="))
+        .collect::<Vec<_>>()
+        .join("\n");
     let bad = config(tmp.path(), "bad.toml", &no_mount);
     let (code, _, err) = icicle(&["monitor", "--drain", "-c", bad.to_str().unwrap()], &[]);
     assert_ne!(code, 0);
@@ -380,7 +455,11 @@ fn a_drain_ending_on_a_move_out_deletes_it_and_commits_past_it() {
     let tmp = tempfile::tempdir().unwrap();
     let (root, events, index) = prepare(tmp.path(), Kind::EvalPerf, 80, 11);
     let fresh = walk_snapshot(tmp.path(), &root, "before-move");
-    let moved = fresh.keys().find(|p| std::fs::symlink_metadata(root.join(&p[1..])).is_ok_and(|m| m.is_file())).expect("a file").clone();
+    let moved = fresh
+        .keys()
+        .find(|p| std::fs::symlink_metadata(root.join(&p[1..])).is_ok_and(|m| m.is_file()))
+        .expect("a file")
+        .clone();
     let inode = std::fs::metadata(root.join(&moved[1..])).unwrap().ino();
     std::fs::rename(root.join(&moved[1..]), tmp.path().join("elsewhere")).unwrap();
     let out_of_fileset = format!(

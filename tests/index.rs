@@ -97,30 +97,45 @@ fn random_predicate(rng: &mut Rng, files: &[&Value]) -> (Vec<String>, Test) {
         3 => {
             let ext = pick["name"].as_str().unwrap().rsplit_once('.').map_or("x".to_string(), |(_, e)| e.to_string());
             let suffix = format!(".{ext}");
-            (vec!["-name".into(), format!("*.{ext}")], Box::new(move |c: &Value| c["name"].as_str().unwrap().ends_with(&suffix)))
+            (
+                vec!["-name".into(), format!("*.{ext}")],
+                Box::new(move |c: &Value| c["name"].as_str().unwrap().ends_with(&suffix)),
+            )
         }
         4 => {
             let gid = pick["gid"].as_u64().unwrap();
             let t = if rng.below(2) == 0 { "f" } else { "l" };
             let want = if t == "f" { "file" } else { "link" };
-            (vec!["-group".into(), gid.to_string(), "-type".into(), t.into()], Box::new(move |c: &Value| c["gid"] == gid && c["type"] == want))
+            (
+                vec!["-group".into(), gid.to_string(), "-type".into(), t.into()],
+                Box::new(move |c: &Value| c["gid"] == gid && c["type"] == want),
+            )
         }
         _ => {
             // Older than `days` whole days before now (the reference time is 2026-01-01).
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
             let days = (now - pick["raw"]["mtime"].as_i64().unwrap()) / 86_400;
-            (vec!["-mtime".into(), format!("+{days}")], Box::new(move |c: &Value| c["raw"]["mtime"].as_i64().unwrap() <= now - (days + 1) * 86_400))
+            (
+                vec!["-mtime".into(), format!("+{days}")],
+                Box::new(move |c: &Value| c["raw"]["mtime"].as_i64().unwrap() <= now - (days + 1) * 86_400),
+            )
         }
     }
 }
 
 /// Every predicate's answer equals the records' (exact path lists), and counts agree.
 fn check_find(tmp: &Path, seed: u64, index: &BTreeMap<String, Value>, rounds: usize) {
-    let files: Vec<&Value> = index.values().filter(|e| e["content"]["path"].is_string() && e["content"]["principal"].is_null()).collect();
+    let files: Vec<&Value> =
+        index.values().filter(|e| e["content"]["path"].is_string() && e["content"]["principal"].is_null()).collect();
     let mut rng = Rng::new(seed);
     for _ in 0..rounds {
         let (args, test) = random_predicate(&mut rng, &files);
-        let want: BTreeSet<String> = files.iter().map(|e| &e["content"]).filter(|c| test(c)).map(|c| c["path"].as_str().unwrap().to_string()).collect();
+        let want: BTreeSet<String> = files
+            .iter()
+            .map(|e| &e["content"])
+            .filter(|c| test(c))
+            .map(|c| c["path"].as_str().unwrap().to_string())
+            .collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let got: BTreeSet<String> = find(tmp, &args).into_iter().collect();
         assert_eq!(got, want, "seed {seed}: find {args:?}");
@@ -158,9 +173,16 @@ fn find_answers_what_the_records_say_across_versioned_runs() {
         let (code, err) = snapshot_into_index(t, 1, "visible_to = [\"public\"]", &[]);
         assert_eq!(code, 0, "seed {seed}: {err}");
         let index = truth(t, 1);
-        let all: BTreeSet<String> =
-            index.values().filter_map(|e| e["content"]["path"].as_str().filter(|_| e["content"]["principal"].is_null())).map(str::to_string).collect();
-        assert_eq!(find(t, &[]).into_iter().collect::<BTreeSet<_>>(), all, "seed {seed}: every record, none deleted left");
+        let all: BTreeSet<String> = index
+            .values()
+            .filter_map(|e| e["content"]["path"].as_str().filter(|_| e["content"]["principal"].is_null()))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(
+            find(t, &[]).into_iter().collect::<BTreeSet<_>>(),
+            all,
+            "seed {seed}: every record, none deleted left"
+        );
         check_find(t, seed + 1000, &index, 12);
         eprintln!("seed {seed}: {} records, 24 predicates equal", all.len());
     }
@@ -176,8 +198,11 @@ fn du_answers_the_aggregate_records() {
     let (code, err) = snapshot_into_index(t, 0, "visible_to = [\"public\"]", &[]);
     assert_eq!(code, 0, "{err}");
     let index = truth(t, 0);
-    let dirs: BTreeMap<&str, &Value> =
-        index.values().filter(|e| e["content"]["kind"] == "dir").map(|e| (e["content"]["id"].as_str().unwrap(), &e["content"])).collect();
+    let dirs: BTreeMap<&str, &Value> = index
+        .values()
+        .filter(|e| e["content"]["kind"] == "dir")
+        .map(|e| (e["content"]["id"].as_str().unwrap(), &e["content"]))
+        .collect();
     let idx = t.join("index");
     for at in ["/", "/fs", "/fs/home"] {
         let (code, out, err) = icicle(&["du", "--index", idx.to_str().unwrap(), "--csv", at], &[]);
@@ -190,7 +215,8 @@ fn du_answers_the_aggregate_records() {
                 (f[1].to_string(), (f[2].parse().unwrap(), f[3].parse().unwrap()))
             })
             .collect();
-        let parent = |p: &str| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/" } else { d }).unwrap_or("/").to_string();
+        let parent =
+            |p: &str| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/" } else { d }).unwrap_or("/").to_string();
         let want: BTreeMap<String, (u64, u64)> = dirs
             .iter()
             .filter(|(id, _)| **id == at || parent(id) == at)
@@ -201,9 +227,16 @@ fn du_answers_the_aggregate_records() {
     }
     let (code, out, _) = icicle(&["du", "--index", idx.to_str().unwrap(), "--by", "user", "--top", "3", "--json"], &[]);
     assert_eq!(code, 0);
-    let mut totals: Vec<u64> = index.values().filter(|e| e["content"]["kind"] == "user").map(|e| e["content"]["size"]["total"].as_u64().unwrap()).collect();
+    let mut totals: Vec<u64> = index
+        .values()
+        .filter(|e| e["content"]["kind"] == "user")
+        .map(|e| e["content"]["size"]["total"].as_u64().unwrap())
+        .collect();
     totals.sort_unstable_by(|a, b| b.cmp(a));
-    let got: Vec<u64> = out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["content"]["size"]["total"].as_u64().unwrap()).collect();
+    let got: Vec<u64> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["content"]["size"]["total"].as_u64().unwrap())
+        .collect();
     assert_eq!(got, totals[..3], "seed {seed}: du --by user --top 3");
 }
 
@@ -281,7 +314,11 @@ fn find_as_a_user_sees_only_what_their_principals_may() {
     let (code, err) = snapshot_into_index(t, 0, &records, &[]);
     assert_eq!(code, 0, "{err}");
     let index = truth(t, 0);
-    let cfg = config(t, "find.toml", &format!("[records]\n{records}\n[sinks.idx]\ntype = \"index\"\ndir = \"{}/index\"\n", t.display()));
+    let cfg = config(
+        t,
+        "find.toml",
+        &format!("[records]\n{records}\n[sinks.idx]\ntype = \"index\"\ndir = \"{}/index\"\n", t.display()),
+    );
     // Visible to the owner only: a uid answers exactly its own records, whatever its groups;
     // a uid the principals file does not map answers nothing.
     for uid in fs.users.iter().take(4) {
@@ -337,6 +374,9 @@ fn a_monitor_publishing_to_the_index_agrees_with_a_fresh_walk() {
     }
     let fresh = walk_snapshot(t, &root, "fresh");
     let (missing, extra, differ) = compare(&index, &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
     assert!(index.len() > 60, "seed {seed}: {} records", index.len());
 }

@@ -28,8 +28,9 @@ struct Broker {
 }
 
 fn broker() -> Broker {
-    let dir =
-        std::env::var_os("ICICLE_TEST_KAFKA_SASL").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka-sasl"));
+    let dir = std::env::var_os("ICICLE_TEST_KAFKA_SASL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/kafka-sasl"));
     let read = |name: &str| {
         std::fs::read_to_string(dir.join(name)).map(|s| s.trim().to_string()).unwrap_or_else(|e| {
             panic!("no SASL broker ({}: {e}): run the tests with scripts/test.sh (or scripts/services.sh start kafka-sasl)", dir.join(name).display())
@@ -145,7 +146,12 @@ fn run(tmp: &Path, args: &[&str], limit: Duration) -> (i32, String, String, Dura
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    (code, std::fs::read_to_string(&out).unwrap_or_default(), std::fs::read_to_string(&err).unwrap_or_default(), started.elapsed())
+    (
+        code,
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        std::fs::read_to_string(&err).unwrap_or_default(),
+        started.elapsed(),
+    )
 }
 
 /// Topics `src` (2 partitions, the events produced) and `index` (empty) on the SASL broker.
@@ -169,7 +175,8 @@ fn scram_over_tls_delivers_exactly_the_produced_events() {
     let right = connection(&b, &b.password_file, Some(&b.ca));
     let sha256 = KafkaConnection { sasl_mechanism: Some("SCRAM-SHA-256".into()), ..right.clone() };
     let cfg = monitor_config(tmp.path(), &src, &index, &right, &sha256);
-    let (code, out, err, _) = run(tmp.path(), &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], Duration::from_secs(180));
+    let (code, out, err, _) =
+        run(tmp.path(), &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], Duration::from_secs(180));
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(report["fset1"]["messages"], 40, "{report}");
@@ -225,18 +232,28 @@ fn a_wrong_password_fails_at_once_with_a_clear_error_that_does_not_show_it() {
     // The source cannot log in: the monitor stops at once (librdkafka alone would retry
     // forever), saying why.
     let cfg = monitor_config(tmp.path(), &src, &index, &bad, &right);
-    let (code, _, err, took) = run(tmp.path(), &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], Duration::from_secs(120));
+    let (code, _, err, took) =
+        run(tmp.path(), &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], Duration::from_secs(120));
     assert_ne!(code, 0, "{err}");
     assert!(took < Duration::from_secs(30), "took {took:?}: {err}");
-    assert!(err.contains("refused the credentials") && err.contains("SASL authentication error") && err.contains(&format!("`{src}`")), "{err}");
+    assert!(
+        err.contains("refused the credentials")
+            && err.contains("SASL authentication error")
+            && err.contains(&format!("`{src}`")),
+        "{err}"
+    );
     assert_no_password(&err, &wrong, &b);
 
     // The source logs in, the sink cannot: the delivery fails, nothing is acknowledged.
     let cfg = monitor_config(tmp.path(), &src, &index, &right, &bad);
-    let (code, _, err, took) = run(tmp.path(), &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], Duration::from_secs(120));
+    let (code, _, err, took) =
+        run(tmp.path(), &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], Duration::from_secs(120));
     assert_ne!(code, 0, "{err}");
     assert!(took < Duration::from_secs(30), "took {took:?}: {err}");
-    assert!(err.contains("msk") && err.contains("refused the credentials") && err.contains("SASL authentication error"), "{err}");
+    assert!(
+        err.contains("msk") && err.contains("refused the credentials") && err.contains("SASL authentication error"),
+        "{err}"
+    );
     assert_no_password(&err, &wrong, &b);
     let committed = produce::committed_with(&client(&b), &src, &format!("icicle-{src}"), &[0, 1]).unwrap();
     assert!(committed.is_empty(), "committed without delivering: {committed:?}");
@@ -253,7 +270,8 @@ fn a_broker_certificate_the_ca_did_not_sign_is_refused() {
     // Without `ssl_ca_location` only the system's CAs are trusted, and none signed it.
     let untrusted = connection(&b, &b.password_file, None);
     let cfg = monitor_config(tmp.path(), &src, &index, &untrusted, &untrusted);
-    let (code, _, err, took) = run(tmp.path(), &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], Duration::from_secs(120));
+    let (code, _, err, took) =
+        run(tmp.path(), &["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], Duration::from_secs(120));
     assert_ne!(code, 0, "{err}");
     assert!(took < Duration::from_secs(30), "took {took:?}: {err}");
     assert!(err.contains("TLS handshake failed") && err.contains("certificate verify failed"), "{err}");

@@ -23,7 +23,8 @@ fn wait_cleared(addr: &str, last: u64, what: &str) {
     let t = Instant::now();
     loop {
         if let Ok(s) = icicle_tui::dashboard::fetch_status(addr) {
-            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(last as f64) {
+            if s.get("icicle_changelog_cleared", &[("component", "mdt0"), ("mdt", "fs0-MDT0000")]) == Some(last as f64)
+            {
                 return;
             }
         }
@@ -82,11 +83,17 @@ fn a_paused_broker_is_survived_by_restarting_with_a_new_sink() {
     let status = child.wait().unwrap();
     let log = log_of(t);
     assert!(status.success(), "the monitor failed: {log}");
-    assert!(log.contains("sinks built afresh for the restart"), "the pause never failed a delivery (nothing tested): {log}");
+    assert!(
+        log.contains("sinks built afresh for the restart"),
+        "the pause never failed a delivery (nothing tested): {log}"
+    );
     let messages = rt().block_on(produce::consume_all(&broker.addr, &topic)).unwrap();
     let mut got = index;
     apply_topic(&mut got, &messages);
     let fresh = walk_snapshot(t, &root, "fresh");
     let (missing, extra, differ) = compare(&got, &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\n{log}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\n{log}"
+    );
 }

@@ -22,7 +22,10 @@ use serde_json::Value;
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() == 0 };
-    assert!(root || std::env::var_os("CI").is_none(), "CI must run the local monitor's tests as root (real fanotify marks)");
+    assert!(
+        root || std::env::var_os("CI").is_none(),
+        "CI must run the local monitor's tests as root (real fanotify marks)"
+    );
     root
 }
 
@@ -88,7 +91,8 @@ fn one_seed(backend: &str, kind: Kind, ops: usize, seed: u64) {
     let mut linked = Vec::new();
     if backend == "inotify" {
         let baseline = std::fs::read_to_string(icicle_testkit::lustre::side(&journal, ".baseline")).unwrap();
-        let records: Vec<ChangelogRecord> = journal_lines(&journal).iter().map(|l| ChangelogRecord::parse(l).unwrap()).collect();
+        let records: Vec<ChangelogRecord> =
+            journal_lines(&journal).iter().map(|l| ChangelogRecord::parse(l).unwrap()).collect();
         let mut names: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for l in baseline.lines() {
             *names.entry(l.split('\t').next().unwrap_or_default().to_string()).or_default() += 1;
@@ -102,8 +106,14 @@ fn one_seed(backend: &str, kind: Kind, ops: usize, seed: u64) {
         let lost_a_name: std::collections::HashSet<String> = records
             .iter()
             .flat_map(|r| {
-                let replaced = matches!(r.kind, RecordType::Unlnk | RecordType::Renme) && r.flags & CLF_LAST == 0 && !r.target.is_zero();
-                let moved_away = if r.kind == RecordType::Renme { r.source.map(|f| f.to_string()).filter(|f| two_names.contains(f)) } else { None };
+                let replaced = matches!(r.kind, RecordType::Unlnk | RecordType::Renme)
+                    && r.flags & CLF_LAST == 0
+                    && !r.target.is_zero();
+                let moved_away = if r.kind == RecordType::Renme {
+                    r.source.map(|f| f.to_string()).filter(|f| two_names.contains(f))
+                } else {
+                    None
+                };
                 replaced.then(|| r.target.to_string()).into_iter().chain(moved_away)
             })
             .collect();
@@ -207,7 +217,10 @@ fn overflow_seed(backend: &str, burst: usize, seed: u64) {
         missing.is_empty() && extra.is_empty() && differ.is_empty(),
         "{backend} overflow seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
     );
-    eprintln!("{backend} overflow seed {seed}: {overflows} overflows, 0 differences; updates {} deletes {}", r["updates"], r["deletes"]);
+    eprintln!(
+        "{backend} overflow seed {seed}: {overflows} overflows, 0 differences; updates {} deletes {}",
+        r["updates"], r["deletes"]
+    );
 }
 
 #[test]
@@ -303,7 +316,10 @@ fn many_processes(backend: &str) {
             missing.is_empty() && extra.is_empty() && differ.is_empty(),
             "{backend} processes seed {seed} (replay with ICICLE_TEST_SEED={seed}): missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
         );
-        eprintln!("{backend} processes seed {seed} (frozen: {frozen}): 0 differences; updates {} deletes {}", r["updates"], r["deletes"]);
+        eprintln!(
+            "{backend} processes seed {seed} (frozen: {frozen}): 0 differences; updates {} deletes {}",
+            r["updates"], r["deletes"]
+        );
     }
 }
 
@@ -405,17 +421,24 @@ fn sigterm_stops_gracefully_and_a_restart_rescans() {
     assert!(report["local"]["updates"].as_u64().unwrap_or(0) > 0, "{report}");
     assert!(log_of(tmp.path()).contains("stopped by a signal"), "{}", log_of(tmp.path()));
     // The checkpoint names the entries files (written in proportion to what changed).
-    let cp: Value = serde_json::from_slice(&std::fs::read(tmp.path().join("state/local.checkpoint.json")).unwrap()).unwrap();
+    let cp: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("state/local.checkpoint.json")).unwrap()).unwrap();
     let g = cp["entries_log"][0].as_u64().unwrap_or_else(|| panic!("{cp}"));
     assert!(cp.get("entries").is_none(), "{cp}");
-    assert!(tmp.path().join(format!("state/local.entries-{g}.json")).exists() && tmp.path().join(format!("state/local.entries-{g}.log")).exists());
+    assert!(
+        tmp.path().join(format!("state/local.entries-{g}.json")).exists()
+            && tmp.path().join(format!("state/local.entries-{g}.log")).exists()
+    );
     w.run(Kind::Mixed, 100, "/work").unwrap();
     drop(w);
     let report = finish(tmp.path(), start_monitor(tmp.path(), &cfg, 1.0));
     assert_eq!(report["local"]["rescans"]["restart"], 1, "{report}");
     assert!(log_of(tmp.path()).contains("restarted"), "{}", log_of(tmp.path()));
     let (missing, extra, differ) = differences(tmp.path());
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
 }
 
 /// SIGTERM while the first seed is delivered in parts: nothing is checkpointed (the parts not
@@ -468,7 +491,10 @@ fn a_stop_in_the_middle_of_the_seed_converges() {
     assert!(touched > 0, "no published file to delete or change");
     let report = finish(t, start_monitor(t, &cfg, 1.0));
     let (missing, extra, differ) = differences(t);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}"
+    );
 }
 
 /// Without CAP_SYS_ADMIN (an unprivileged user), `type = "fanotify"` falls back to inotify,
@@ -476,7 +502,10 @@ fn a_stop_in_the_middle_of_the_seed_converges() {
 #[test]
 fn fanotify_falls_back_to_inotify_without_privileges() {
     // The user `nobody`, no capabilities.
-    falls_back(&["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"], "FAN_MARK_FILESYSTEM");
+    falls_back(
+        &["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"],
+        "FAN_MARK_FILESYSTEM",
+    );
 }
 
 /// Root with CAP_SYS_ADMIN (fanotify marks) but not CAP_DAC_READ_SEARCH (`open_by_handle_at`):
@@ -501,13 +530,16 @@ fn falls_back(privileges: &[&str], reason: &str) {
     let root = t.join("fs");
     let mut w = Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
     w.preexisting(30).unwrap();
-    let cfg = std::fs::read_to_string(monitor_config(t, "fanotify", 50)).unwrap().replace("fallback = false", "fallback = true");
+    let cfg = std::fs::read_to_string(monitor_config(t, "fanotify", 50))
+        .unwrap()
+        .replace("fallback = false", "fallback = true");
     let cfg = config(t, "fallback.toml", &cfg);
     for d in ["state", "out"] {
         std::fs::create_dir_all(t.join(d)).unwrap();
     }
     // The user `nobody` owns the output and state, and may read (not write) the tree.
-    let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(t.join("state")).arg(t.join("out")).status().unwrap();
+    let chown =
+        Command::new("chown").args(["-R", "65534:65534"]).arg(t.join("state")).arg(t.join("out")).status().unwrap();
     assert!(chown.success());
     let log = std::fs::File::create(t.join("monitor.log")).unwrap();
     let child = Command::new("setpriv")
@@ -533,7 +565,10 @@ fn falls_back(privileges: &[&str], reason: &str) {
     let logged = log_of(t);
     assert!(logged.contains("fanotify not available; using inotify") && logged.contains(reason), "{logged}");
     let (missing, extra, differ) = differences(t);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
 }
 
 /// Names that are not UTF-8 (a file, a directory and what is below it, a rename onto such a
@@ -570,10 +605,14 @@ fn not_utf8(backend: &str) {
     let mut index = BTreeMap::new();
     apply(&mut index, &t.join("out"));
     let fresh = walk_snapshot(t, &fs, "after");
-    let want = ["/away\\xfa", "/caf\\xe9.txt", "/later.txt", "/new\\xfe/deep/g", "/old\\xff/sub/f", "/plain.txt", "/x\\xc3"];
+    let want =
+        ["/away\\xfa", "/caf\\xe9.txt", "/later.txt", "/new\\xfe/deep/g", "/old\\xff/sub/f", "/plain.txt", "/x\\xc3"];
     assert_eq!(index.keys().collect::<Vec<_>>(), want, "{r}");
     let (missing, extra, differ) = compare(&index, &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
 }
 
 #[test]
@@ -604,7 +643,9 @@ fn mount_tmpfs(at: &Path) -> Mounted {
 
 /// Everything the monitor wrote to its file sink so far.
 fn published(t: &Path) -> String {
-    std::fs::read_dir(t.join("out")).map(|d| d.flatten().map(|e| std::fs::read_to_string(e.path()).unwrap_or_default()).collect()).unwrap_or_default()
+    std::fs::read_dir(t.join("out"))
+        .map(|d| d.flatten().map(|e| std::fs::read_to_string(e.path()).unwrap_or_default()).collect())
+        .unwrap_or_default()
 }
 
 /// A tmpfs mounted below the root before the start, and one mounted while the monitor runs over
@@ -663,7 +704,10 @@ fn mounts_below_the_root(backend: &str) {
     }
     assert!(r["rescans"]["mount"].as_u64().unwrap_or(0) >= 2, "{r}");
     let (missing, extra, differ) = differences(t);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
+    );
     let mut index = BTreeMap::new();
     apply(&mut index, &t.join("out"));
     for p in ["/early/before/", "/early/fb/", "/late/hidden-by-the-mount.txt"] {

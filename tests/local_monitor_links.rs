@@ -19,7 +19,10 @@ use common::*;
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() == 0 };
-    assert!(root || std::env::var_os("CI").is_none(), "CI must run the local monitor's tests as root (real fanotify marks, mounts)");
+    assert!(
+        root || std::env::var_os("CI").is_none(),
+        "CI must run the local monitor's tests as root (real fanotify marks, mounts)"
+    );
     root
 }
 
@@ -69,7 +72,11 @@ fn wait_published(t: &Path, child: &mut Child, want: &[&str]) {
             return;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("the monitor stopped ({status}) before publishing {want:?}: {:?}\n{}", index.keys().collect::<Vec<_>>(), log_of(t));
+            panic!(
+                "the monitor stopped ({status}) before publishing {want:?}: {:?}\n{}",
+                index.keys().collect::<Vec<_>>(),
+                log_of(t)
+            );
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

@@ -18,7 +18,10 @@ use icicle_testkit::lustre::{Kind, Workload};
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() == 0 };
-    assert!(root || std::env::var_os("CI").is_none(), "CI must run the local monitor's tests as root (real fanotify marks)");
+    assert!(
+        root || std::env::var_os("CI").is_none(),
+        "CI must run the local monitor's tests as root (real fanotify marks)"
+    );
     root
 }
 
@@ -41,14 +44,25 @@ fn wait_for_root_change(t: &Path, n: usize) {
 fn wait_for(t: &Path, what: &str, ok: impl Fn(&BTreeMap<String, serde_json::Value>) -> bool) {
     let started = Instant::now();
     while !ok(&index_of(t)) {
-        assert!(started.elapsed() < Duration::from_secs(60), "{what}: never; index {:?}\n{}", index_of(t).keys().collect::<Vec<_>>(), log_of(t));
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{what}: never; index {:?}\n{}",
+            index_of(t).keys().collect::<Vec<_>>(),
+            log_of(t)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 /// 40 files under `t/fs` that predate the monitor, a workload on them, and a local monitor
 /// configuration (`top`: sections before `[records]`; `source`: more `[sources.local]` keys).
-fn tree_and_config(t: &Path, seed: u64, backend: &str, top: &str, source: &str) -> (std::path::PathBuf, std::path::PathBuf, Workload) {
+fn tree_and_config(
+    t: &Path,
+    seed: u64,
+    backend: &str,
+    top: &str,
+    source: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, Workload) {
     let root = t.join("fs");
     let mut w = Workload::open(&root, &t.join("lfs/changelog"), seed).unwrap();
     w.preexisting(40).unwrap();
@@ -100,10 +114,16 @@ fn root_goes(backend: &str) {
     std::fs::write(root.join("again/newdir/g"), b"g").unwrap();
     std::fs::remove_file(root.join("again/sub/f0")).unwrap();
     std::fs::write(t.join("fs.old/written-later"), b"1").unwrap();
-    wait_for(t, "the new root's changes reported", |i| i.contains_key("/again/newdir/g") && !i.contains_key("/again/sub/f0"));
+    wait_for(t, "the new root's changes reported", |i| {
+        i.contains_key("/again/newdir/g") && !i.contains_key("/again/sub/f0")
+    });
     let fresh = walk_snapshot(t, &root, "fresh");
     let (missing, extra, differ) = compare(&index_of(t), &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\n{}", log_of(t));
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\n{}",
+        log_of(t)
+    );
     // Removed: nothing is left.
     std::fs::remove_dir_all(&root).unwrap();
     wait_for_root_change(t, 3);
@@ -154,7 +174,10 @@ fn root_moved_away_deletes_nothing(backend: &str) {
     }
     // Nothing was deleted: the index is the tree as it was moved.
     let (missing, extra, differ) = compare(&index_of(t), &walk_snapshot(t, &moved, "moved"));
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
     // Back, changed while away: the restart converges.
     std::fs::write(moved.join("written-while-away"), b"1").unwrap();
     std::fs::rename(&moved, &root).unwrap();
@@ -162,7 +185,11 @@ fn root_moved_away_deletes_nothing(backend: &str) {
     let report = finish(t, child);
     assert!(report["local"]["restarts"].as_u64().unwrap_or(0) >= 1, "{report}");
     let (missing, extra, differ) = compare(&index_of(t), &walk_snapshot(t, &root, "fresh"));
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\n{}", log_of(t));
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\n{}",
+        log_of(t)
+    );
 }
 
 #[test]

@@ -38,7 +38,10 @@ fn seeds() -> Vec<u64> {
         return vec![s];
     }
     let n: u64 = std::env::var("ICICLE_PRIVATE_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(6);
-    let base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1);
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 % 1_000_000_007)
+        .unwrap_or(1);
     (0..n).map(|i| base + i).collect()
 }
 
@@ -58,7 +61,11 @@ fn churn(root: &Path, rng: &mut Rng, n: usize) {
     let (dirs, files) = tree_entries(root);
     for i in 0..n {
         let dir = rng.below(2) == 0 && !dirs.is_empty();
-        let (rel, modes) = if dir || files.is_empty() { (pick_str(rng, &dirs), &DIR_MODES[..]) } else { (pick_str(rng, &files), &FILE_MODES[..]) };
+        let (rel, modes) = if dir || files.is_empty() {
+            (pick_str(rng, &dirs), &DIR_MODES[..])
+        } else {
+            (pick_str(rng, &files), &FILE_MODES[..])
+        };
         let Some(rel) = rel else { continue };
         let p = icicle_core::name::on(root, &rel);
         match rng.below(4) {
@@ -67,7 +74,10 @@ fn churn(root: &Path, rng: &mut Rng, n: usize) {
             }
             1 if !files.is_empty() && !dirs.is_empty() => {
                 if let (Some(f), Some(d)) = (pick_str(rng, &files), pick_str(rng, &dirs)) {
-                    let _ = std::fs::hard_link(icicle_core::name::on(root, &f), icicle_core::name::on(root, &d).join(format!("link{i}-{}", rng.below(1000))));
+                    let _ = std::fs::hard_link(
+                        icicle_core::name::on(root, &f),
+                        icicle_core::name::on(root, &d).join(format!("link{i}-{}", rng.below(1000))),
+                    );
                 }
             }
             _ => {
@@ -91,7 +101,11 @@ fn finish_or_fail(t: &Path, mut child: std::process::Child, seed: u64) -> Value 
             let _ = child.kill();
             let _ = child.wait();
             let log = log_of(t);
-            panic!("seed {seed}: the monitor never finished; log ({} bytes) ends {}", log.len(), &log[log.len().saturating_sub(2000)..]);
+            panic!(
+                "seed {seed}: the monitor never finished; log ({} bytes) ends {}",
+                log.len(),
+                &log[log.len().saturating_sub(2000)..]
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -102,7 +116,10 @@ fn visible(index: &BTreeMap<String, Value>) -> BTreeMap<String, Vec<String>> {
     index
         .iter()
         .map(|(p, e)| {
-            let mut v: Vec<String> = e["visible_to"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
+            let mut v: Vec<String> = e["visible_to"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
             v.sort();
             (p.clone(), v)
         })
@@ -143,13 +160,17 @@ fn one_seed(backend: &str, seed: u64) {
         report["local"]["withdrawn"], report["local"]["updates"], report["local"]["deletes"]
     );
     let log_bytes = std::fs::metadata(t.join("monitor.log")).map(|m| m.len()).unwrap_or(0);
-    assert!(log_bytes < LOG_BOUND, "{backend} seed {seed} (ICICLE_PROPERTY_SEED={seed}): the log grew to {log_bytes} bytes");
+    assert!(
+        log_bytes < LOG_BOUND,
+        "{backend} seed {seed} (ICICLE_PROPERTY_SEED={seed}): the log grew to {log_bytes} bytes"
+    );
     let mut index = BTreeMap::new();
     apply(&mut index, &out);
     let fresh = walk_snapshot_with(t, &root, "fresh", &records(t));
     let (missing, extra, differ) = compare(&index, &fresh);
     let (got, want) = (visible(&index), visible(&fresh));
-    let wider: Vec<&String> = got.keys().filter(|p| want.get(*p).is_none_or(|w| got[*p].iter().any(|g| !w.contains(g)))).collect();
+    let wider: Vec<&String> =
+        got.keys().filter(|p| want.get(*p).is_none_or(|w| got[*p].iter().any(|g| !w.contains(g)))).collect();
     assert!(
         missing.is_empty() && extra.is_empty() && differ.is_empty() && wider.is_empty() && got == want,
         "{backend} seed {seed} (ICICLE_PROPERTY_SEED={seed} replays): missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nvisible wider than a fresh walk says {wider:?}\nreport {report}"

@@ -51,7 +51,8 @@ fn the_lustre_monitor_publishes_the_changelog_into_globus_search() {
             o = out.display(),
         ),
     );
-    let (code, report, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_GLOBUS_TOKEN", TOKEN)]);
+    let (code, report, err) =
+        icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_GLOBUS_TOKEN", TOKEN)]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains(TOKEN), "the token reached stderr:\n{err}");
     let report: serde_json::Value = serde_json::from_str(&report).unwrap();

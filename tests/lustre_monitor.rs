@@ -76,7 +76,10 @@ fn ground_truth(kind: Kind, ops: usize, lru: usize) {
         std::fs::copy(tmp.path().join("lfs/changelog.baseline"), keep.join("baseline")).unwrap();
         let _ = std::process::Command::new("cp").arg("-a").arg(tmp.path()).arg(keep.join("tmp")).status();
     }
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "{kind:?}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "{kind:?}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {r}"
+    );
     // Everything was acknowledged, up to the last record.
     assert_all_cleared(tmp.path(), &journal);
 }
@@ -136,7 +139,15 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
 /// Drain with a final monitor run, then: the index (snapshot + every delivered update and
 /// delete) equals a fresh snapshot, and every record was cleared. `KEEP=1` keeps a failing
 /// run's files in /tmp/lustre-keep.
-fn drain_and_check(tmp: &Path, cfg: &Path, root: &Path, journal: &Path, out: &Path, mut index: BTreeMap<String, Value>, what: &str) -> Value {
+fn drain_and_check(
+    tmp: &Path,
+    cfg: &Path,
+    root: &Path,
+    journal: &Path,
+    out: &Path,
+    mut index: BTreeMap<String, Value>,
+    what: &str,
+) -> Value {
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
@@ -185,7 +196,15 @@ fn a_monitor_killed_while_the_workload_runs_loses_nothing() {
         kills += 1;
     }
     workload.join().unwrap();
-    drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, &format!("after {kills} kills during the workload"));
+    drain_and_check(
+        tmp.path(),
+        &cfg,
+        &root,
+        &journal,
+        &out,
+        index,
+        &format!("after {kills} kills during the workload"),
+    );
 }
 
 #[test]
@@ -193,7 +212,12 @@ fn several_mdts_in_one_process_each_keep_their_own_state() {
     let tmp = tempfile::tempdir().unwrap();
     let fs_names = ["a", "b"];
     for (i, n) in fs_names.iter().enumerate() {
-        let mut w = Workload::open(&tmp.path().join(format!("fs-{n}")), &tmp.path().join(format!("lfs-{n}/changelog")), 11 + i as u64).unwrap();
+        let mut w = Workload::open(
+            &tmp.path().join(format!("fs-{n}")),
+            &tmp.path().join(format!("lfs-{n}/changelog")),
+            11 + i as u64,
+        )
+        .unwrap();
         w.preexisting(30).unwrap();
     }
     // One snapshot of both file systems: /a/... and /b/...
@@ -201,7 +225,10 @@ fn several_mdts_in_one_process_each_keep_their_own_state() {
         let out = tmp.path().join(name);
         let mut toml = format!("[snapshot]\nversion = \"v\"\n[records]\nvisible_to = [\"public\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{}\"\n", out.display());
         for n in fs_names {
-            toml.push_str(&format!("[sources.{n}]\ntype = \"walk\"\nroot = \"{}\"\npath_prefix = \"/{n}\"\n", tmp.path().join(format!("fs-{n}")).display()));
+            toml.push_str(&format!(
+                "[sources.{n}]\ntype = \"walk\"\nroot = \"{}\"\npath_prefix = \"/{n}\"\n",
+                tmp.path().join(format!("fs-{n}")).display()
+            ));
         }
         let cfg = config(tmp.path(), &format!("{name}.toml"), &toml);
         let (code, s, err) = snapshot(&cfg, &[]);
@@ -210,11 +237,17 @@ fn several_mdts_in_one_process_each_keep_their_own_state() {
     };
     let mut index = snap("before");
     for (i, n) in fs_names.iter().enumerate() {
-        let mut w = Workload::open(&tmp.path().join(format!("fs-{n}")), &tmp.path().join(format!("lfs-{n}/changelog")), 11 + i as u64).unwrap();
+        let mut w = Workload::open(
+            &tmp.path().join(format!("fs-{n}")),
+            &tmp.path().join(format!("lfs-{n}/changelog")),
+            11 + i as u64,
+        )
+        .unwrap();
         w.run(Kind::Mixed, 250, "/work").unwrap();
     }
     let out = tmp.path().join("monitor-out");
-    let mut toml = format!("[records]\nvisible_to = [\"public\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{}\"\n", out.display());
+    let mut toml =
+        format!("[records]\nvisible_to = [\"public\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{}\"\n", out.display());
     for n in fs_names {
         let (root, journal) = (tmp.path().join(format!("fs-{n}")), tmp.path().join(format!("lfs-{n}/changelog")));
         toml.push_str(&format!(
@@ -229,11 +262,17 @@ fn several_mdts_in_one_process_each_keep_their_own_state() {
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert!(report["mdt_a"]["records"].as_u64().unwrap() > 0 && report["mdt_b"]["records"].as_u64().unwrap() > 0, "{report}");
+    assert!(
+        report["mdt_a"]["records"].as_u64().unwrap() > 0 && report["mdt_b"]["records"].as_u64().unwrap() > 0,
+        "{report}"
+    );
     apply(&mut index, &out);
     let fresh = snap("after");
     let (missing, extra, differ) = compare(&index, &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
     for n in fs_names {
         assert!(tmp.path().join(format!("state/fs{n}-MDT0000.checkpoint.json")).exists());
         let users = std::fs::read_to_string(tmp.path().join(format!("lfs-{n}/changelog.users"))).unwrap();
@@ -418,11 +457,17 @@ fn records_purged_before_they_were_read_are_reported() {
     // them (as a second changelog user's clear with this one deregistered would).
     more_records(&root, &journal, "/more2", 40, 6);
     std::fs::write(tmp.path().join("lfs/changelog.users"), format!("cl1 {}\n", done + 30)).unwrap();
-    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap(), "--set", "sources.mdt0.on_gap=fail"], &[]);
+    let (code, _, err) =
+        icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap(), "--set", "sources.mdt0.on_gap=fail"], &[]);
     assert_ne!(code, 0);
-    let range = format!("changelog records {}..={} of fs0-MDT0000 were purged before they were read", done + 1, done + 30);
+    let range =
+        format!("changelog records {}..={} of fs0-MDT0000 were purged before they were read", done + 1, done + 30);
     assert!(err.contains(&range), "{err}");
-    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim(), format!("cl1 {}", done + 30), "nothing acknowledged");
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim(),
+        format!("cl1 {}", done + 30),
+        "nothing acknowledged"
+    );
     // By default: logged, counted, and the rest is processed.
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
@@ -455,11 +500,16 @@ fn a_failing_lfs_changelog_is_retried() {
     let cfg = monitor_config(tmp.path(), &root, &journal, &out, 40, 0);
     let text = std::fs::read_to_string(&cfg).unwrap();
     let k = testkit();
-    let flaky = text.replacen(&format!("lfs = [\"{}\"", k.display()), &format!("lfs = [\"{}\", \"{}\"", script.display(), k.display()), 1);
+    let flaky = text.replacen(
+        &format!("lfs = [\"{}\"", k.display()),
+        &format!("lfs = [\"{}\", \"{}\"", script.display(), k.display()),
+        1,
+    );
     assert_ne!(flaky, text);
     std::fs::write(&cfg, &flaky).unwrap();
     // No retries: the first failure stops the monitor with lfs's message.
-    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap(), "--set", "sources.mdt0.lfs_retries=0"], &[]);
+    let (code, _, err) =
+        icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap(), "--set", "sources.mdt0.lfs_retries=0"], &[]);
     assert_ne!(code, 0);
     assert!(err.contains("Resource temporarily unavailable"), "{err}");
     // With retries (the default), the second failure is retried too, and so is the clear.
@@ -470,7 +520,10 @@ fn a_failing_lfs_changelog_is_retried() {
     assert_eq!(report["mdt0"]["records"], journal_indexes(&journal).len() as u64);
     let clears = report["mdt0"]["clears"].as_u64().unwrap();
     assert!(clears > 0);
-    assert_eq!(std::fs::read_to_string(tmp.path().join("calls.changelog_clear")).unwrap().trim(), (clears + 1).to_string());
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("calls.changelog_clear")).unwrap().trim(),
+        (clears + 1).to_string()
+    );
     assert_all_cleared(tmp.path(), &journal);
 }
 
@@ -495,7 +548,10 @@ fn drain_with(sets: &[&str], check_ground_truth: bool) -> Value {
         apply(&mut index, &out);
         let fresh = walk_snapshot(tmp.path(), &root, "after");
         let (missing, extra, differ) = compare(&index, &fresh);
-        assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "{sets:?}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+        assert!(
+            missing.is_empty() && extra.is_empty() && differ.is_empty(),
+            "{sets:?}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+        );
     }
     assert_all_cleared(tmp.path(), &journal);
     report["mdt0"].clone()
@@ -509,7 +565,8 @@ fn ablation_modes_reduction_off_and_naive_resolution() {
     assert!(on["reduce"]["coalesced"].as_u64().unwrap() > 0, "{on}");
     assert_eq!(off["reduce"]["coalesced"], 0, "{off}");
     assert_eq!(off["reduce"]["cancelled"], 0, "{off}");
-    let applied = off["records"].as_u64().unwrap() - off["filtered"].as_u64().unwrap() - off["rejects"].as_u64().unwrap();
+    let applied =
+        off["records"].as_u64().unwrap() - off["filtered"].as_u64().unwrap() - off["rejects"].as_u64().unwrap();
     assert_eq!(off["reduce"]["passed"], applied, "{off}");
     assert_eq!(on["records"], off["records"]);
     // Naive resolution asks fid2path for every record: more calls than FSMonitor's cache.
@@ -626,12 +683,19 @@ fn poison_lines_are_dead_letters_and_acknowledge_nothing_past_the_real_records()
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!((report["mdt0"]["dead_letters"].as_u64(), report["mdt0"]["lost_records"].as_u64()), (Some(2), Some(0)), "{report}");
+    assert_eq!(
+        (report["mdt0"]["dead_letters"].as_u64(), report["mdt0"]["lost_records"].as_u64()),
+        (Some(2), Some(0)),
+        "{report}"
+    );
     assert_eq!(report["mdt0"]["cleared_index"].as_u64(), Some(last), "{report}");
     let users = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
     assert_eq!(users.trim(), format!("cl1 {last}"), "cleared up to the last real record, not the poison's index");
-    let letters: Vec<Value> =
-        std::fs::read_to_string(tmp.path().join("state/fs0-MDT0000.dead-letters.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let letters: Vec<Value> = std::fs::read_to_string(tmp.path().join("state/fs0-MDT0000.dead-letters.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(letters.len(), 2, "{letters:?}");
     assert_eq!(letters[0]["position"], victim_index.to_string());
     assert!(letters[0]["raw"].as_str().unwrap().contains("<garbage>"));

@@ -25,7 +25,8 @@ fn seeds() -> Vec<u64> {
         return vec![s];
     }
     let cases: u64 = std::env::var("ICICLE_PROPERTY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
     let first = (nanos ^ 0x57ea) % 1_000_000_000;
     (first..first + cases).collect()
 }
@@ -101,14 +102,25 @@ fn case(seed: u64) -> Result<String, String> {
         let last = *all.last().unwrap_or(&0);
         story.push(format!("round {round}: cleared {before}, kept from {kept_from}, last {last}, lost {got_lost:?}"));
         if got_lost != lost || r["lost_records"].as_u64() != Some(lost.iter().map(|[a, b]| b - a + 1).sum()) {
-            return Err(format!("round {round}: lost {got_lost:?}, expected {lost:?}; {}; report {r}", story.join("; ")));
+            return Err(format!(
+                "round {round}: lost {got_lost:?}, expected {lost:?}; {}; report {r}",
+                story.join("; ")
+            ));
         }
         if r["records"].as_u64() != Some(want_records) {
-            return Err(format!("round {round}: read {} records, expected {want_records}; {}; report {r}", r["records"], story.join("; ")));
+            return Err(format!(
+                "round {round}: read {} records, expected {want_records}; {}; report {r}",
+                r["records"],
+                story.join("; ")
+            ));
         }
         let want_cleared = if shows { last } else { before };
         if cleared(&journal) != want_cleared {
-            return Err(format!("round {round}: cleared {}, expected {want_cleared}; {}", cleared(&journal), story.join("; ")));
+            return Err(format!(
+                "round {round}: cleared {}, expected {want_cleared}; {}",
+                cleared(&journal),
+                story.join("; ")
+            ));
         }
     }
     let _ = std::fs::remove_dir_all(&out);

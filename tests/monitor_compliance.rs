@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use icicle_core::monitor::ChangeSource;
 use icicle_core::registry::{Built, PluginKind};
-use icicle_testkit::monitor_compliance::{first_difference, run_with_faults, toy_log, Index, ToyChange, ToyLog, ToyMonitor};
+use icicle_testkit::monitor_compliance::{
+    first_difference, run_with_faults, toy_log, Index, ToyChange, ToyLog, ToyMonitor,
+};
 
 use icicle_plugins_local as _;
 
@@ -26,9 +28,14 @@ fn the_toy_monitor_through_faults_leaves_the_index_of_its_changelog() {
         let (records, want) = toy_log(seed, 80);
         // The producer writes while the monitor is down: half the log at first, the rest
         // between the faulty runs.
-        let log = Arc::new(Mutex::new(ToyLog { records: records[..40].to_vec(), cleared: 0, read_size: 1 + (seed % 5) as usize }));
+        let log = Arc::new(Mutex::new(ToyLog {
+            records: records[..40].to_vec(),
+            cleared: 0,
+            read_size: 1 + (seed % 5) as usize,
+        }));
         let rest: Vec<ToyChange> = records[40..].to_vec();
-        let make = || Arc::new(ToyMonitor { log: log.clone(), state_dir: tmp.path().to_path_buf() }) as Arc<dyn ChangeSource>;
+        let make =
+            || Arc::new(ToyMonitor { log: log.clone(), state_dir: tmp.path().to_path_buf() }) as Arc<dyn ChangeSource>;
         let mut between = |i: usize| {
             let mut l = log.lock().unwrap();
             let (from, to) = (i * 5, ((i + 1) * 5).min(rest.len()));

@@ -31,7 +31,8 @@ fn seeds(salt: u64) -> Vec<u64> {
         return vec![s];
     }
     let cases: u64 = std::env::var("ICICLE_PROPERTY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
     let first = (nanos ^ salt) % 1_000_000_000;
     (first..first + cases).collect()
 }
@@ -44,9 +45,10 @@ fn for_seeds(salt: u64, case: fn(u64) -> Result<String, String>) {
         match std::panic::catch_unwind(|| case(seed)) {
             Ok(Ok(line)) => summary.push(line),
             Ok(Err(e)) => failures.push(format!("seed {seed}: {e}")),
-            Err(p) => {
-                failures.push(format!("seed {seed}: panicked: {:?}", p.downcast_ref::<String>().map(String::as_str).or(p.downcast_ref::<&str>().copied())))
-            }
+            Err(p) => failures.push(format!(
+                "seed {seed}: panicked: {:?}",
+                p.downcast_ref::<String>().map(String::as_str).or(p.downcast_ref::<&str>().copied())
+            )),
         }
     }
     for l in &summary {
@@ -81,10 +83,22 @@ fn plan(seed: u64) -> Plan {
     // Live: the monitor keeps up (a few operations between reads). Backlog: it starts
     // behind, so every answer from the file system is ahead of the record applied.
     let live = (seed / 8).is_multiple_of(2);
-    let (rounds, ops) =
-        if live { (10 + rng.below(10) as usize, 4 + rng.below(12) as usize) } else { (1 + rng.below(3) as usize, 60 + rng.below(240) as usize) };
+    let (rounds, ops) = if live {
+        (10 + rng.below(10) as usize, 4 + rng.below(12) as usize)
+    } else {
+        (1 + rng.below(3) as usize, 60 + rng.below(240) as usize)
+    };
     let span = if rng.below(2) == 0 { 12 } else { 300 };
-    Plan { kind, base: if preexisting_base { "/old0" } else { "/work" }, preexisting_base, live, rounds, ops, batch: 1 + rng.below(span) as usize, lru }
+    Plan {
+        kind,
+        base: if preexisting_base { "/old0" } else { "/work" },
+        preexisting_base,
+        live,
+        rounds,
+        ops,
+        batch: 1 + rng.below(span) as usize,
+        lru,
+    }
 }
 
 /// A journal as the monitor's stream reads it (one record a line, names escaped).
@@ -97,7 +111,11 @@ const RATIO_BOUND: f64 = 1.2;
 
 /// Files (not directories) of a namespace, by path.
 fn files(ns: &Namespace) -> HashMap<String, Fid> {
-    ns.by_path.iter().filter(|(_, f)| ns.by_fid.get(f).is_some_and(|o| !o.is_dir)).map(|(p, f)| (p.clone(), *f)).collect()
+    ns.by_path
+        .iter()
+        .filter(|(_, f)| ns.by_fid.get(f).is_some_and(|o| !o.is_dir))
+        .map(|(p, f)| (p.clone(), *f))
+        .collect()
 }
 
 /// Objects whose metadata a record changes (what an update must capture). A read's CLOSE
@@ -145,7 +163,8 @@ impl Resolver for NsResolver<'_> {
     }
     fn walk(&mut self, path: &str) -> Vec<String> {
         let prefix = format!("{}/", path.trim_end_matches('/'));
-        let mut v: Vec<String> = files(self.ns).into_keys().filter_map(|p| p.strip_prefix(&prefix).map(str::to_string)).collect();
+        let mut v: Vec<String> =
+            files(self.ns).into_keys().filter_map(|p| p.strip_prefix(&prefix).map(str::to_string)).collect();
         v.sort();
         v
     }
@@ -195,7 +214,8 @@ fn lustre_case(seed: u64) -> Result<String, String> {
     let (mut out, mut min, mut read) = (0u64, 0u64, 0usize);
     for round in 0..p.rounds {
         // Filebench populates its base: each round gets a fresh one.
-        let base = if p.kind == Kind::Filebench && round > 0 { format!("{}/r{round}", p.base) } else { p.base.to_string() };
+        let base =
+            if p.kind == Kind::Filebench && round > 0 { format!("{}/r{round}", p.base) } else { p.base.to_string() };
         w.run(p.kind, p.ops, &base).map_err(|e| e.to_string())?;
         if p.kind == Kind::Mixed || round + 1 == p.rounds {
             // Changes to objects that predate monitoring.
@@ -210,7 +230,8 @@ fn lustre_case(seed: u64) -> Result<String, String> {
         let mut lookahead = Lookahead::new(0);
         lookahead.keep_leavings(true);
         lookahead.push_text(&text, None);
-        let records: Vec<ChangelogRecord> = lines[read..].iter().map(|l| ChangelogRecord::parse(l)).collect::<Result<_, _>>()?;
+        let records: Vec<ChangelogRecord> =
+            lines[read..].iter().map(|l| ChangelogRecord::parse(l)).collect::<Result<_, _>>()?;
         read = lines.len();
         let now = w.ns.last_index.unwrap_or(0);
         for chunk in records.chunks(p.batch) {
@@ -226,8 +247,13 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             let (u, d) = minimal(&before, &files(&truth), &changed);
             min += u + d;
             // The monitor: ingestion filter, reduction, tree, emit (stat now).
-            let mut kept: Vec<ChangelogRecord> =
-                chunk.iter().filter(|r| !matches!(r.kind, RecordType::Open | RecordType::Nopen | RecordType::Gxatr | RecordType::Mark)).cloned().collect();
+            let mut kept: Vec<ChangelogRecord> = chunk
+                .iter()
+                .filter(|r| {
+                    !matches!(r.kind, RecordType::Open | RecordType::Nopen | RecordType::Gxatr | RecordType::Mark)
+                })
+                .cloned()
+                .collect();
             RuleTable.reduce(&mut kept);
             lookahead.next_batch(chunk[0].index);
             let mut ops = Ops::default();
@@ -242,7 +268,9 @@ fn lustre_case(seed: u64) -> Result<String, String> {
                 for (path, op) in &ops {
                     let needed = match op {
                         PathOp::Delete => before.contains_key(path) && !after.contains_key(path),
-                        PathOp::Update => after.get(path).is_some_and(|f| before.get(path) != Some(f) || changed.contains(f)),
+                        PathOp::Update => {
+                            after.get(path).is_some_and(|f| before.get(path) != Some(f) || changed.contains(f))
+                        }
                     };
                     if !needed && (*op == PathOp::Delete || now_files.contains_key(path)) {
                         eprintln!("batch {}..{}: unneeded {op:?} {path}", chunk[0].index, chunk[chunk.len() - 1].index);
@@ -299,10 +327,17 @@ fn lustre_case(seed: u64) -> Result<String, String> {
 /// The index equals the file system (same paths, same objects) and no name is older than its
 /// object's last change (without `fresh`, except names of objects with several). Returns how
 /// many names are stale.
-fn check_index(index: &Index, fs: &HashMap<String, Fid>, last_change: &HashMap<Fid, u64>, fresh: bool, what: &str) -> Result<usize, String> {
+fn check_index(
+    index: &Index,
+    fs: &HashMap<String, Fid>,
+    last_change: &HashMap<Fid, u64>,
+    fresh: bool,
+    what: &str,
+) -> Result<usize, String> {
     let missing: Vec<&String> = fs.keys().filter(|p| !index.contains_key(*p)).collect();
     let extra: Vec<&String> = index.keys().filter(|p| !fs.contains_key(*p)).collect();
-    let wrong: Vec<&String> = fs.iter().filter(|(p, f)| index.get(*p).is_some_and(|(g, _)| g != *f)).map(|(p, _)| p).collect();
+    let wrong: Vec<&String> =
+        fs.iter().filter(|(p, f)| index.get(*p).is_some_and(|(g, _)| g != *f)).map(|(p, _)| p).collect();
     let stale: Vec<String> = index
         .iter()
         .filter(|(_, (f, at))| last_change.get(f).is_some_and(|c| c > at))
@@ -310,8 +345,10 @@ fn check_index(index: &Index, fs: &HashMap<String, Fid>, last_change: &HashMap<F
         .collect();
     // Not `fresh`: only the names of objects with several names may be stale.
     let names = |f: &Fid| fs.values().filter(|g| *g == f).count();
-    let single_stale = index.iter().filter(|(_, (f, at))| last_change.get(f).is_some_and(|c| c > at) && names(f) < 2).count();
-    if missing.is_empty() && extra.is_empty() && wrong.is_empty() && (stale.is_empty() || (!fresh && single_stale == 0)) {
+    let single_stale =
+        index.iter().filter(|(_, (f, at))| last_change.get(f).is_some_and(|c| c > at) && names(f) < 2).count();
+    if missing.is_empty() && extra.is_empty() && wrong.is_empty() && (stale.is_empty() || (!fresh && single_stale == 0))
+    {
         return Ok(stale.len());
     }
     Err(format!("{what}: missing {missing:?}\nextra (phantoms) {extra:?}\nwrong object {wrong:?}\nstale {stale:?}"))
@@ -335,7 +372,12 @@ impl icicle_plugins_gpfs::state::Walker for NsWalker<'_> {
         let mut v: Vec<(String, icicle_plugins_gpfs::Meta)> = files(self.ns)
             .into_iter()
             .filter(|(p, _)| p.starts_with(&prefix))
-            .map(|(p, f)| (format!("{}{p}", self.fs_root), icicle_plugins_gpfs::Meta { inode: f.oid as u64, mode: 0o100644, ..Default::default() }))
+            .map(|(p, f)| {
+                (
+                    format!("{}{p}", self.fs_root),
+                    icicle_plugins_gpfs::Meta { inode: f.oid as u64, mode: 0o100644, ..Default::default() },
+                )
+            })
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
@@ -353,7 +395,8 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
     w.real = false;
     w.preexisting(60).map_err(|e| e.to_string())?;
     let old1 = w.ns.by_path.keys().find(|p| p.ends_with("/old1")).cloned().unwrap_or_else(|| "/old1".into());
-    let mut events = icicle_testkit::gpfs::GpfsJournal::open(&events_file, &tmp.path().join("fs"), fs_root, false).map_err(|e| e.to_string())?;
+    let mut events = icicle_testkit::gpfs::GpfsJournal::open(&events_file, &tmp.path().join("fs"), fs_root, false)
+        .map_err(|e| e.to_string())?;
     // Each event in one of the real producers' shapes (times with `_` and a local offset,
     // gpfs_mode_t permissions, trailing slashes), or, for some seeds, Icicle's synthetic
     // numbers.
@@ -363,14 +406,18 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
     w.gpfs = Some(events);
     // The monitor starts from the snapshot's index (`seed_index`), as the truth does.
     let mut truth = w.ns.clone();
-    let mut index: HashMap<String, (u64, u64)> = files(&truth).into_iter().map(|(p, f)| (p, (f.oid as u64, 0))).collect();
+    let mut index: HashMap<String, (u64, u64)> =
+        files(&truth).into_iter().map(|(p, f)| (p, (f.oid as u64, 0))).collect();
     let mut state = GpfsState::new(2);
     state.set_lru_capacity(p.lru);
     // Most runs start from the snapshot's index (`seed_index`); some know nothing at first.
     let seeded = !seed.is_multiple_of(5);
     if seeded {
         for (path, f) in files(&truth) {
-            state.seed(&format!("{fs_root}{path}"), icicle_plugins_gpfs::Meta { inode: f.oid as u64, mode: 0o100644, ..Default::default() });
+            state.seed(
+                &format!("{fs_root}{path}"),
+                icicle_plugins_gpfs::Meta { inode: f.oid as u64, mode: 0o100644, ..Default::default() },
+            );
         }
     }
     let mut last_change: HashMap<Fid, u64> = HashMap::new();
@@ -386,12 +433,14 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
     let mut old_touched: HashSet<Fid> = HashSet::new();
     let records_text = |j: &std::path::Path| journal_text(j);
     for round in 0..p.rounds {
-        let base = if p.kind == Kind::Filebench && round > 0 { format!("{}/r{round}", p.base) } else { p.base.to_string() };
+        let base =
+            if p.kind == Kind::Filebench && round > 0 { format!("{}/r{round}", p.base) } else { p.base.to_string() };
         w.run(p.kind, p.ops, &base).map_err(|e| e.to_string())?;
         if p.kind == Kind::Mixed || round + 1 == p.rounds {
             w.run(Kind::Mixed, p.ops / 3, &old1).map_err(|e| e.to_string())?;
         }
-        let records: Vec<ChangelogRecord> = records_text(&journal)?.lines().map(ChangelogRecord::parse).collect::<Result<_, _>>()?;
+        let records: Vec<ChangelogRecord> =
+            records_text(&journal)?.lines().map(ChangelogRecord::parse).collect::<Result<_, _>>()?;
         let text = std::fs::read_to_string(&events_file).map_err(|e| e.to_string())?;
         let lines: Vec<&str> = text.lines().collect();
         let ends = w.gpfs.as_ref().map(|g| g.ends.clone()).unwrap_or_default();
@@ -450,7 +499,9 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
                     let path = path.strip_prefix(fs_root).unwrap_or(path);
                     let needed = match op {
                         Op::Delete => before.contains_key(path) && !after.contains_key(path),
-                        Op::Update(_) => after.get(path).is_some_and(|f| before.get(path) != Some(f) || changed.contains(f)),
+                        Op::Update(_) => {
+                            after.get(path).is_some_and(|f| before.get(path) != Some(f) || changed.contains(f))
+                        }
                     };
                     if !needed {
                         eprintln!("events {at}..{end}: unneeded {op:?} {path}");
@@ -499,7 +550,10 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
         let _ = std::fs::copy(&events_file, keep.join(format!("{seed}.events")));
     }
     let fs: HashMap<String, Fid> = files(&w.ns);
-    let index: Index = index.into_iter().map(|(p, (ino, at))| (p, (Fid { seq: icicle_testkit::lustre::FID_SEQ, oid: ino as u32, ver: 0 }, at))).collect();
+    let index: Index = index
+        .into_iter()
+        .map(|(p, (ino, at))| (p, (Fid { seq: icicle_testkit::lustre::FID_SEQ, oid: ino as u32, ver: 0 }, at)))
+        .collect();
     // Without a seed, the other names of a hard-linked file from before monitoring are not
     // known (events name one path): those go stale, counted; everything else is asserted.
     let stale = check_index(&index, &fs, &last_change, seeded, &what)?;

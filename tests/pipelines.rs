@@ -20,7 +20,11 @@ fn prefix(parts: &[&str], level: usize) -> String {
     format!("/{}", parts[..level].join("/"))
 }
 
-fn run_all(tmp: &std::path::Path, sketch: &str, files: u64) -> (Vec<OwnedFileRecord>, serde_json::Value, std::path::PathBuf) {
+fn run_all(
+    tmp: &std::path::Path,
+    sketch: &str,
+    files: u64,
+) -> (Vec<OwnedFileRecord>, serde_json::Value, std::path::PathBuf) {
     let fs = GenFs::generate(&GenSpec::new(files, 77));
     let data = tmp.join("tsv");
     gen::write(&fs, Format::Tsv, &data, 1_000, false).unwrap();
@@ -145,7 +149,9 @@ fn aggregates_with_the_exact_sketch_equal_the_ground_truth() {
 fn ingested_primary(out: &std::path::Path) -> usize {
     documents(out, "ingest-")
         .iter()
-        .map(|(_, d)| d["ingest_data"]["gmeta"].as_array().unwrap().iter().filter(|e| e["content"]["path"].is_string()).count())
+        .map(|(_, d)| {
+            d["ingest_data"]["gmeta"].as_array().unwrap().iter().filter(|e| e["content"]["path"].is_string()).count()
+        })
         .sum()
 }
 
@@ -171,7 +177,10 @@ fn ddsketch_aggregates_are_within_one_percent() {
             assert!((est - want).abs() <= want * 0.0101 + 0.5, "{p} size {name}: {est} vs {want}");
             let want_age = exact_q(&ages, 1.0 - q) as f64;
             let est_age = (REF - c["raw"]["atime"][name].as_i64().unwrap()) as f64;
-            assert!((est_age - want_age).abs() <= want_age.abs() * 0.0101 + 0.5, "{p} atime {name}: age {est_age} vs {want_age}");
+            assert!(
+                (est_age - want_age).abs() <= want_age.abs() * 0.0101 + 0.5,
+                "{p} atime {name}: age {est_age} vs {want_age}"
+            );
         }
     }
     assert!(summary["pipelines"]["aggregate"]["sketch_memory_bytes"].as_u64().unwrap() > 0);

@@ -43,7 +43,13 @@ fn snapshot_config(tmp: &Path, name: &str, source: &str, records: &str) -> PathB
 }
 
 /// Snapshot `source`: the summary and every entry by path.
-fn snapshot_of(tmp: &Path, name: &str, source: &str, records: &str, envs: &[(&str, &str)]) -> (Value, BTreeMap<String, Value>) {
+fn snapshot_of(
+    tmp: &Path,
+    name: &str,
+    source: &str,
+    records: &str,
+    envs: &[(&str, &str)],
+) -> (Value, BTreeMap<String, Value>) {
     let cfg = snapshot_config(tmp, name, source, records);
     let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], envs);
     assert_eq!(code, 0, "{name}: {err}");
@@ -73,7 +79,12 @@ fn without_inode(index: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
 
 /// Paths that differ between two indexes (at most 5), for messages.
 fn differences(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) -> Vec<String> {
-    let mut v: Vec<String> = a.keys().chain(b.keys()).filter(|k| a.get(*k) != b.get(*k)).map(|k| format!("{k:?}: {:?} vs {:?}", a.get(k), b.get(k))).collect();
+    let mut v: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("{k:?}: {:?} vs {:?}", a.get(k), b.get(k)))
+        .collect();
     v.dedup();
     v.truncate(5);
     v
@@ -122,12 +133,19 @@ fn pwalk_gufi_and_mmapplypolicy_snapshots_round_trip_through_icicle9() {
         assert_eq!(orig["records"].as_u64().unwrap() + orig["rejects"].as_u64().unwrap(), files, "{name}: {orig}");
         let dirs = orig["directories"].as_u64().unwrap();
         assert!(dirs > 100, "{name}: the source lists its directories: {orig}");
-        assert!(original.values().all(|e| e["content"]["raw"]["inode"].as_u64().is_some()), "{name}: the source has inodes");
+        assert!(
+            original.values().all(|e| e["content"]["raw"]["inode"].as_u64().is_some()),
+            "{name}: the source has inodes"
+        );
 
         let parts = t.join(format!("{name}-parts"));
         let (code, s, err) = preprocess(t, &name, &["--out", parts.to_str().unwrap(), "--rows-per-file", "700"], &[]);
         assert_eq!(code, 0, "{name}: {err}");
-        assert_eq!((s["records"].as_u64(), s["directories"].as_u64(), s["rejects"].as_u64()), (Some(files), Some(dirs), Some(0)), "{name}: {s}");
+        assert_eq!(
+            (s["records"].as_u64(), s["directories"].as_u64(), s["rejects"].as_u64()),
+            (Some(files), Some(dirs), Some(0)),
+            "{name}: {s}"
+        );
         let written = files + dirs;
         assert_eq!(s["written"], written, "{name}: {s}");
         let on_disk = parts_in(&parts);
@@ -138,13 +156,24 @@ fn pwalk_gufi_and_mmapplypolicy_snapshots_round_trip_through_icicle9() {
         assert!((full..=full + 2).contains(&(on_disk.len() as u64)), "{name}: {} parts", on_disk.len());
         let names: Vec<String> = (0..on_disk.len()).map(|i| format!("part-{i:05}.csv")).collect();
         assert_eq!(on_disk.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(), names, "{name}: numbered without gaps");
-        let reported: Vec<(String, u64)> =
-            s["parts"].as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap().to_string(), p["rows"].as_u64().unwrap())).collect();
+        let reported: Vec<(String, u64)> = s["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["name"].as_str().unwrap().to_string(), p["rows"].as_u64().unwrap()))
+            .collect();
         assert_eq!(reported, on_disk, "{name}");
 
         let (again, back) = snapshot_of(t, &format!("{name}-icicle9"), &icicle9_source(&parts), &records, &[]);
-        assert_eq!((again["directories"].as_u64(), again["rejects"].as_u64()), (Some(dirs), orig["rejects"].as_u64()), "{name}: {again}");
-        assert!(back.values().all(|e| e["content"]["raw"].get("inode").is_none()), "{name}: icicle9 has no inode column");
+        assert_eq!(
+            (again["directories"].as_u64(), again["rejects"].as_u64()),
+            (Some(dirs), orig["rejects"].as_u64()),
+            "{name}: {again}"
+        );
+        assert!(
+            back.values().all(|e| e["content"]["raw"].get("inode").is_none()),
+            "{name}: icicle9 has no inode column"
+        );
         let want = without_inode(&original);
         assert_eq!(back.len(), want.len(), "{name}");
         assert!(back == want, "{name}: {:?}", differences(&back, &want));
@@ -163,23 +192,39 @@ fn parts_hold_exactly_rows_per_file_rows() {
     // One worker: every part but the last is full.
     let text = std::fs::read_to_string(&cfg).unwrap().replace("workers = 3", "workers = 1");
     std::fs::write(&cfg, text).unwrap();
-    for (rows_per_file, want) in [(500u64, vec![500, 500, 500, 500, 345]), (2_345, vec![2_345]), (1_000_000, vec![2_345]), (1_172, vec![1_172, 1_172, 1])] {
+    for (rows_per_file, want) in [
+        (500u64, vec![500, 500, 500, 500, 345]),
+        (2_345, vec![2_345]),
+        (1_000_000, vec![2_345]),
+        (1_172, vec![1_172, 1_172, 1]),
+    ] {
         let out = t.join(format!("parts-{rows_per_file}"));
-        let (code, s, err) = preprocess(t, "one", &["--out", out.to_str().unwrap(), "--rows-per-file", &rows_per_file.to_string()], &[]);
+        let (code, s, err) =
+            preprocess(t, "one", &["--out", out.to_str().unwrap(), "--rows-per-file", &rows_per_file.to_string()], &[]);
         assert_eq!(code, 0, "{err}");
         let got = parts_in(&out);
         let names: Vec<String> = (0..want.len()).map(|i| format!("part-{i:05}.csv")).collect();
-        assert_eq!(got, names.into_iter().zip(want.iter().copied()).collect::<Vec<_>>(), "--rows-per-file {rows_per_file}");
-        assert_eq!((s["files"].as_u64(), s["written"].as_u64(), s["rows"].as_u64()), (Some(want.len() as u64), Some(2_345), Some(2_345)), "{s}");
+        assert_eq!(
+            got,
+            names.into_iter().zip(want.iter().copied()).collect::<Vec<_>>(),
+            "--rows-per-file {rows_per_file}"
+        );
+        assert_eq!(
+            (s["files"].as_u64(), s["written"].as_u64(), s["rows"].as_u64()),
+            (Some(want.len() as u64), Some(2_345), Some(2_345)),
+            "{s}"
+        );
     }
     // The parts of an earlier run are never mixed with a new run's.
     let out = t.join("parts-500");
     let (code, _, err) = preprocess(t, "one", &["--out", out.to_str().unwrap()], &[]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("already holds parts (part-00000.csv)"), "{err}");
-    let (code, _, err) = preprocess(t, "one", &["--out", t.join("zero").to_str().unwrap(), "--rows-per-file", "0"], &[]);
+    let (code, _, err) =
+        preprocess(t, "one", &["--out", t.join("zero").to_str().unwrap(), "--rows-per-file", "0"], &[]);
     assert!(code == 1 && err.contains("--rows-per-file must be at least 1"), "{err}");
-    let (code, _, err) = preprocess(t, "one", &["--out", t.join("x").to_str().unwrap(), "--endpoint-url", "http://127.0.0.1:1"], &[]);
+    let (code, _, err) =
+        preprocess(t, "one", &["--out", t.join("x").to_str().unwrap(), "--endpoint-url", "http://127.0.0.1:1"], &[]);
     assert!(code == 1 && err.contains("--endpoint-url is for s3:// outputs"), "{err}");
 }
 
@@ -221,32 +266,54 @@ fn awkward_paths_round_trip_and_line_breaks_are_escaped_then_refused_by_icicle9(
     for escaped in ["/new\\x0aline.txt", "/carriage\\x0dreturn", "/dir,with \"quotes\"/trailing-newline\\x0a"] {
         assert!(original.contains_key(escaped), "{escaped}: {:?}", original.keys());
     }
-    let original: std::collections::BTreeMap<String, Value> = original.into_iter().filter(|(k, _)| !k.contains("\\x0")).collect();
+    let original: std::collections::BTreeMap<String, Value> =
+        original.into_iter().filter(|(k, _)| !k.contains("\\x0")).collect();
 
     let parts = t.join("walk-parts");
     let (code, s, err) = preprocess(t, "walk", &["--out", parts.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     // Under the default reject ratio (1%) the same run exits 3.
     let strict = t.join("walk-strict");
-    let (code3, s3, err3) = preprocess(t, "walk", &["--out", strict.to_str().unwrap(), "--set", "snapshot.max_reject_ratio=0.01"], &[]);
+    let (code3, s3, err3) =
+        preprocess(t, "walk", &["--out", strict.to_str().unwrap(), "--set", "snapshot.max_reject_ratio=0.01"], &[]);
     assert_eq!(code3, 3, "{err3}");
     assert_eq!(s3["reject_threshold_exceeded"], true, "{s3}");
     for s in [&s, &s3] {
         assert_eq!(
-            (s["rows"].as_u64(), s["records"].as_u64(), s["directories"].as_u64(), s["rejects"].as_u64(), s["written"].as_u64()),
-            (Some(awkward.len() as u64 + 2 + 3), Some(awkward.len() as u64), Some(2), Some(3), Some(awkward.len() as u64 + 2)),
+            (
+                s["rows"].as_u64(),
+                s["records"].as_u64(),
+                s["directories"].as_u64(),
+                s["rejects"].as_u64(),
+                s["written"].as_u64()
+            ),
+            (
+                Some(awkward.len() as u64 + 2 + 3),
+                Some(awkward.len() as u64),
+                Some(2),
+                Some(3),
+                Some(awkward.len() as u64 + 2)
+            ),
             "{s}"
         );
     }
-    let rejects: Vec<Value> = std::fs::read_to_string(t.join("walk-rejects.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rejects: Vec<Value> = std::fs::read_to_string(t.join("walk-rejects.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rejects.len(), 3, "{rejects:?}");
     for b in ["new\\\\x0aline.txt", "carriage\\\\x0dreturn", "trailing-newline\\\\x0a"] {
-        let r = rejects.iter().find(|r| r["reason"].as_str().unwrap().contains(b)).unwrap_or_else(|| panic!("no reject for {b}: {rejects:?}"));
+        let r = rejects
+            .iter()
+            .find(|r| r["reason"].as_str().unwrap().contains(b))
+            .unwrap_or_else(|| panic!("no reject for {b}: {rejects:?}"));
         let reason = r["reason"].as_str().unwrap();
         assert!(reason.contains("line break") && reason.contains("icicle9"), "{reason}");
     }
     // The seed's quoting: only paths with a comma or a quote are quoted, quotes doubled.
-    let all: String = std::fs::read_dir(&parts).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    let all: String =
+        std::fs::read_dir(&parts).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
     assert!(all.contains(",\"/dir,with \"\"quotes\"\"/inner, \"\"file\"\".txt\"\n"), "{all}");
     assert!(all.contains(",/tab\there\n") && all.contains(",/ spaces  around \n"), "{all}");
 
@@ -299,20 +366,41 @@ fn parts_uploaded_to_s3_read_back_as_the_local_parts() {
     store.create_bucket(&bucket).unwrap();
     let url = format!("s3://{bucket}/fs1/2026-11-30");
     let endpoint = s3();
-    let s3_args =
-        ["--endpoint-url", endpoint.as_str(), "--force-path-style", "--rows-per-file", "55000", "--multipart-threshold", "1048576", "--part-bytes", "5242880"];
+    let s3_args = [
+        "--endpoint-url",
+        endpoint.as_str(),
+        "--force-path-style",
+        "--rows-per-file",
+        "55000",
+        "--multipart-threshold",
+        "1048576",
+        "--part-bytes",
+        "5242880",
+    ];
     let mut args = vec!["--out", url.as_str()];
     args.extend_from_slice(&s3_args);
     let (code, s, err) = preprocess(t, "pwalk", &args, &CREDS);
     assert_eq!(code, 0, "{err}");
     let dirs = ls["directories"].as_u64().unwrap();
-    assert_eq!((s["records"].as_u64(), s["directories"].as_u64(), s["files"].as_u64()), (Some(files), Some(dirs), Some(2)), "{s}");
+    assert_eq!(
+        (s["records"].as_u64(), s["directories"].as_u64(), s["files"].as_u64()),
+        (Some(files), Some(dirs), Some(2)),
+        "{s}"
+    );
     let parts = s["parts"].as_array().unwrap();
     assert_eq!(parts[0]["location"], format!("s3://{bucket}/fs1/2026-11-30/part-00000.csv"));
-    assert_eq!((parts[0]["rows"].as_u64(), parts[1]["rows"].as_u64()), (Some(55_000), Some(files + dirs - 55_000)), "{s}");
+    assert_eq!(
+        (parts[0]["rows"].as_u64(), parts[1]["rows"].as_u64()),
+        (Some(55_000), Some(files + dirs - 55_000)),
+        "{s}"
+    );
     assert!(parts[0]["bytes"].as_u64().unwrap() > 5 << 20, "{s}");
     // The big part went in two pieces (5 MiB and the rest), the small one (< 1 MiB) in one PutObject.
-    assert_eq!((parts[0]["upload_parts"].as_u64(), parts[1]["upload_parts"].as_u64(), s["multipart_uploads"].as_u64()), (Some(2), Some(0), Some(1)), "{s}");
+    assert_eq!(
+        (parts[0]["upload_parts"].as_u64(), parts[1]["upload_parts"].as_u64(), s["multipart_uploads"].as_u64()),
+        (Some(2), Some(0), Some(1)),
+        "{s}"
+    );
     for (i, p) in parts.iter().enumerate() {
         let name = format!("part-{i:05}.csv");
         let (body, etag) = store.get(&bucket, &format!("fs1/2026-11-30/{name}")).unwrap();
@@ -327,7 +415,11 @@ fn parts_uploaded_to_s3_read_back_as_the_local_parts() {
         "type = \"s3\"\nbucket = \"{bucket}\"\nprefix = \"fs1/2026-11-30/\"\nkeys = \"*.csv\"\nendpoint_url = \"{endpoint}\"\nforce_path_style = true\npreset = \"icicle9\"\nsplit_bytes = 1000000\n"
     );
     let (again, from_s3) = snapshot_of(t, "s3-icicle9", &s3_source, &records, &CREDS);
-    assert_eq!((again["records"].as_u64(), again["directories"].as_u64()), (Some(files - again["rejects"].as_u64().unwrap()), Some(dirs)), "{again}");
+    assert_eq!(
+        (again["records"].as_u64(), again["directories"].as_u64()),
+        (Some(files - again["rejects"].as_u64().unwrap()), Some(dirs)),
+        "{again}"
+    );
     assert_eq!(from_s3.len(), from_local.len());
     assert!(from_s3 == from_local, "{:?}", differences(&from_s3, &from_local));
 
@@ -335,7 +427,8 @@ fn parts_uploaded_to_s3_read_back_as_the_local_parts() {
     let (code, _, err) = preprocess(t, "pwalk", &args, &CREDS);
     assert!(code == 1 && err.contains("already holds parts (fs1/2026-11-30/part-00000.csv)"), "{err}");
     let other = format!("s3://{bucket}/elsewhere");
-    let small = ["--out", other.as_str(), "--endpoint-url", endpoint.as_str(), "--force-path-style", "--part-bytes", "1000"];
+    let small =
+        ["--out", other.as_str(), "--endpoint-url", endpoint.as_str(), "--force-path-style", "--part-bytes", "1000"];
     let (code, _, err) = preprocess(t, "pwalk", &small, &CREDS);
     assert!(code == 1 && err.contains("--part-bytes") && err.contains("5242880"), "{err}");
 }
@@ -351,9 +444,11 @@ fn an_unfinished_multipart_upload_is_aborted_and_a_missing_bucket_is_named() {
     let bucket = format!("icicle-upload-{}-{nanos}", std::process::id());
     store.create_bucket(&bucket).unwrap();
     let mut c = UploadConfig::for_url(&format!("s3://{bucket}/p/")).unwrap();
-    (c.endpoint_url, c.force_path_style, c.access_key_id, c.secret_access_key_file) = (Some(s3()), true, Some("test".into()), Some(secret));
+    (c.endpoint_url, c.force_path_style, c.access_key_id, c.secret_access_key_file) =
+        (Some(s3()), true, Some("test".into()), Some(secret));
     (c.multipart_threshold, c.part_bytes, c.max_attempts) = (1000, 5 << 20, 1);
-    let invalid = |k: &str, r: String| icicle_core::ConfigError::InvalidValue { key: k.into(), origin: "test".into(), reason: r };
+    let invalid =
+        |k: &str, r: String| icicle_core::ConfigError::InvalidValue { key: k.into(), origin: "test".into(), reason: r };
     let up = Uploader::new(&c, invalid).unwrap();
     assert_eq!(up.url("part-00000.csv"), format!("s3://{bucket}/p/part-00000.csv"));
     // Past the threshold but within one part: a multipart upload of one part.
@@ -391,14 +486,26 @@ fn an_input_that_cannot_be_read_makes_the_run_exit_3() {
     // One directory lost its database: its entries cannot be read.
     let lost = data.join("fs/home/db.db");
     std::fs::remove_file(&lost).unwrap();
-    snapshot_config(t, "gufi", &format!("type = \"gufi\"\nindex = \"{}\"\n", data.display()), "[records]\nvisible_to = [\"public\"]\n");
+    snapshot_config(
+        t,
+        "gufi",
+        &format!("type = \"gufi\"\nindex = \"{}\"\n", data.display()),
+        "[records]\nvisible_to = [\"public\"]\n",
+    );
     let parts = t.join("parts");
     let (code, s, err) = preprocess(t, "gufi", &["--out", parts.to_str().unwrap()], &[]);
     assert_eq!(code, 3, "{err}");
-    assert_eq!((s["rejects"].as_u64(), s["unreadable_inputs"].as_u64(), s["reject_threshold_exceeded"].as_bool()), (Some(1), Some(1), Some(false)), "{s}");
+    assert_eq!(
+        (s["rejects"].as_u64(), s["unreadable_inputs"].as_u64(), s["reject_threshold_exceeded"].as_bool()),
+        (Some(1), Some(1), Some(false)),
+        "{s}"
+    );
     assert_eq!(s["rows"].as_u64().unwrap(), s["written"].as_u64().unwrap() + 1, "{s}");
     let rejects = std::fs::read_to_string(t.join("gufi-rejects.jsonl")).unwrap();
     assert!(rejects.contains(&lost.display().to_string()) && rejects.contains("missing db.db"), "{rejects}");
-    let (_, _, text) = icicle(&["preprocess", "-c", t.join("gufi.toml").to_str().unwrap(), "--out", t.join("again").to_str().unwrap()], &[]);
+    let (_, _, text) = icicle(
+        &["preprocess", "-c", t.join("gufi.toml").to_str().unwrap(), "--out", t.join("again").to_str().unwrap()],
+        &[],
+    );
     assert!(text.contains("INCOMPLETE: inputs could not be read"), "{text}");
 }

@@ -43,7 +43,11 @@ fn fresh_bucket(store: &ObjectStore, name: &str) -> String {
 
 fn upload_dir(store: &ObjectStore, bucket: &str, dir: &Path, prefix: &str, ext: &str) -> Vec<String> {
     let mut keys = Vec::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
     files.sort();
     for f in files {
         let key = format!("{prefix}{}", f.file_name().unwrap().to_string_lossy());
@@ -81,7 +85,11 @@ fn run(cfg: &Path, envs: &[(&str, &str)]) -> (i32, Value, String) {
 }
 
 fn rejects(tmp: &Path, name: &str) -> Vec<Value> {
-    std::fs::read_to_string(tmp.join(format!("{name}-rejects.jsonl"))).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(tmp.join(format!("{name}-rejects.jsonl")))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// Splits a source plans for objects of `sizes` with `split_bytes`.
@@ -116,7 +124,14 @@ fn objects_give_the_records_of_the_tsv_source_and_the_ground_truth() {
     for (name, prefix, keys, preset, local, ext) in [
         ("icicle9", "snap/tsv/", "*.csv", "icicle9", format!("{}/tsv/*.csv", t.display()), "csv"),
         ("pwalk", "snap/pwalk/", "*.csv", "pwalk", format!("{}/pwalk/pwalk.csv", t.display()), "csv"),
-        ("ne2scan", "snap/ne2scan/", "fslist.*", "ne2scan", format!("{}/ne2scan/fslist.ne2scan", t.display()), "ne2scan"),
+        (
+            "ne2scan",
+            "snap/ne2scan/",
+            "fslist.*",
+            "ne2scan",
+            format!("{}/ne2scan/fslist.ne2scan", t.display()),
+            "ne2scan",
+        ),
     ] {
         let s3_out = t.join(format!("{name}-s3"));
         let cfg = run_config(
@@ -141,7 +156,13 @@ fn objects_give_the_records_of_the_tsv_source_and_the_ground_truth() {
         assert_eq!(s["splits"].as_u64().unwrap(), splits_for(&sizes, split_bytes), "{name}: {s}");
 
         let local_out = t.join(format!("{name}-local"));
-        let cfg = run_config(t, &format!("{name}-local"), &format!("type = \"tsv\"\npaths = [\"{local}\"]\npreset = \"{preset}\"\n"), &local_out, "");
+        let cfg = run_config(
+            t,
+            &format!("{name}-local"),
+            &format!("type = \"tsv\"\npaths = [\"{local}\"]\npreset = \"{preset}\"\n"),
+            &local_out,
+            "",
+        );
         let (code, s, err) = run(&cfg, &[]);
         assert_eq!((code, s["records"].as_u64()), (0, Some(FILES)), "{name}: {err}");
         let (got, want) = (ingested(&s3_out), ingested(&local_out));
@@ -158,8 +179,11 @@ fn big_objects_are_read_in_byte_ranges_losing_and_duplicating_nothing() {
     let fs = generated(t);
     gen::write(&fs, Format::Tsv, &t.join("tsv"), 0, false).unwrap();
     let mut big = Vec::new();
-    let mut parts: Vec<PathBuf> =
-        std::fs::read_dir(t.join("tsv")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "csv")).collect();
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(t.join("tsv"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
     parts.sort();
     for p in parts {
         big.extend(std::fs::read(p).unwrap());
@@ -186,11 +210,19 @@ fn big_objects_are_read_in_byte_ranges_losing_and_duplicating_nothing() {
     // Range sizes of the source's own, overriding [snapshot] split_bytes; 251-byte ranges are
     // shorter than the generator's >500-byte paths, so some lines span several ranges.
     assert!(longest > 2 * 251, "{longest}");
-    for (name, prefix, split_bytes, size) in [("lf-1021", "lf/", 1021u64, big.len()), ("crlf-997", "crlf/", 997, crlf.len()), ("lf-251", "lf/", 251, big.len())]
-    {
+    for (name, prefix, split_bytes, size) in [
+        ("lf-1021", "lf/", 1021u64, big.len()),
+        ("crlf-997", "crlf/", 997, crlf.len()),
+        ("lf-251", "lf/", 251, big.len()),
+    ] {
         let out = t.join(name);
-        let cfg =
-            run_config(t, name, &s3_source(&bucket, prefix, &format!("preset = \"icicle9\"\nsplit_bytes = {split_bytes}\n")), &out, "split_bytes = 1000000000");
+        let cfg = run_config(
+            t,
+            name,
+            &s3_source(&bucket, prefix, &format!("preset = \"icicle9\"\nsplit_bytes = {split_bytes}\n")),
+            &out,
+            "split_bytes = 1000000000",
+        );
         let (code, s, err) = run(&cfg, &[]);
         assert_eq!(code, 0, "{name}: {err}");
         assert_eq!(s["splits"].as_u64().unwrap(), (size as u64).div_ceil(split_bytes), "{name}: {s}");
@@ -230,7 +262,8 @@ fn malformed_rows_are_rejected_with_object_line_offset_and_reason() {
     let input = format!("s3://{bucket}/in/bad.csv");
 
     let out = t.join("whole");
-    let cfg = run_config(t, "whole", &s3_source(&bucket, "in/", "preset = \"icicle9\"\n"), &out, "max_reject_ratio = 1.0");
+    let cfg =
+        run_config(t, "whole", &s3_source(&bucket, "in/", "preset = \"icicle9\"\n"), &out, "max_reject_ratio = 1.0");
     let (code, s, err) = run(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!((s["rows"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(8), Some(3), Some(5)), "{s}");
@@ -250,7 +283,13 @@ fn malformed_rows_are_rejected_with_object_line_offset_and_reason() {
     // In 16-byte ranges: the same rows and rejects; a range that does not begin the object
     // knows the offset but not the line number.
     let out = t.join("ranged");
-    let cfg = run_config(t, "ranged", &s3_source(&bucket, "in/", "preset = \"icicle9\"\nsplit_bytes = 16\n"), &out, "max_reject_ratio = 1.0");
+    let cfg = run_config(
+        t,
+        "ranged",
+        &s3_source(&bucket, "in/", "preset = \"icicle9\"\nsplit_bytes = 16\n"),
+        &out,
+        "max_reject_ratio = 1.0",
+    );
     let (code, s, err) = run(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!((s["rows"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(8), Some(3), Some(5)), "{s}");
@@ -262,7 +301,13 @@ fn malformed_rows_are_rejected_with_object_line_offset_and_reason() {
     assert!(ranged.iter().all(|r| r["line"].is_null()), "{ranged:?}");
 
     // A threshold turns them into a failed run, as for local files.
-    let strict = run_config(t, "strict", &s3_source(&bucket, "in/", "preset = \"icicle9\"\n"), &t.join("strict"), "max_rejects = 4");
+    let strict = run_config(
+        t,
+        "strict",
+        &s3_source(&bucket, "in/", "preset = \"icicle9\"\n"),
+        &t.join("strict"),
+        "max_rejects = 4",
+    );
     let (code, s, _) = run(&strict, &[]);
     assert_eq!((code, &s["reject_threshold_exceeded"]), (3, &Value::Bool(true)));
 }
@@ -274,14 +319,22 @@ fn versioned_runs_emit_changes_and_deletes_and_withhold_them_when_s3_fails() {
     std::fs::write(t.join("principals.tsv"), "").unwrap();
     let store = store();
     let bucket = fresh_bucket(&store, "icicle-versions");
-    let rows = |rows: &[(&str, u64)]| rows.iter().map(|(p, size)| format!("f,33188,1000,100,{size},1,2,3,{p}\n")).collect::<String>().into_bytes();
+    let rows = |rows: &[(&str, u64)]| {
+        rows.iter().map(|(p, size)| format!("f,33188,1000,100,{size},1,2,3,{p}\n")).collect::<String>().into_bytes()
+    };
     store.put(&bucket, "fs/a.csv", rows(&[("/fs/a", 1), ("/fs/b", 2)])).unwrap();
     store.put(&bucket, "fs/c.csv", rows(&[("/fs/c", 3), ("/fs/d", 4)])).unwrap();
     let state = t.join("state");
     let snapshot_extra = format!("state_dir = \"{}\"\nmax_delete_ratio = 1.0", state.display());
     let go_code = |n: u32, bucket: &str| {
         let out = t.join(format!("out{n}"));
-        let cfg = run_config(t, &format!("run{n}"), &s3_source(bucket, "fs/", "keys = \"*.csv\"\npreset = \"icicle9\"\n"), &out, &snapshot_extra);
+        let cfg = run_config(
+            t,
+            &format!("run{n}"),
+            &s3_source(bucket, "fs/", "keys = \"*.csv\"\npreset = \"icicle9\"\n"),
+            &out,
+            &snapshot_extra,
+        );
         let (code, s, err) = run(&cfg, &[]);
         (code, s, err, out)
     };
@@ -290,7 +343,8 @@ fn versioned_runs_emit_changes_and_deletes_and_withhold_them_when_s3_fails() {
         assert_eq!(code, 0, "{err}");
         (s, out)
     };
-    let counts = |s: &Value| ["created", "updated", "unchanged", "deleted", "deletes_withheld"].map(|k| s[k].as_u64().unwrap());
+    let counts =
+        |s: &Value| ["created", "updated", "unchanged", "deleted", "deletes_withheld"].map(|k| s[k].as_u64().unwrap());
     let (s, out) = go(1, &bucket);
     assert_eq!(counts(&s), [4, 0, 0, 0, 0], "{s}");
     assert_eq!(ingested(&out).len(), 4);
@@ -319,7 +373,13 @@ fn a_missing_bucket_fails_naming_the_source_and_the_s3_error() {
     let t = tmp.path();
     std::fs::write(t.join("principals.tsv"), "").unwrap();
     let bucket = format!("icicle-missing-{}", std::process::id());
-    let cfg = run_config(t, "missing", &s3_source(&bucket, "fs/", "preset = \"icicle9\"\n"), &t.join("out"), "max_rejects = 0");
+    let cfg = run_config(
+        t,
+        "missing",
+        &s3_source(&bucket, "fs/", "preset = \"icicle9\"\n"),
+        &t.join("out"),
+        "max_rejects = 0",
+    );
     let (code, _, err) = run(&cfg, &[]);
     assert_eq!(code, 1, "{err}");
     assert!(
@@ -330,7 +390,13 @@ fn a_missing_bucket_fails_naming_the_source_and_the_s3_error() {
     // An empty listing is an error too (a versioned run would otherwise delete everything).
     let store = store();
     let empty = fresh_bucket(&store, "icicle-empty");
-    let cfg = run_config(t, "empty", &s3_source(&empty, "fs/", "keys = \"*.csv\"\npreset = \"icicle9\"\n"), &t.join("out2"), "max_rejects = 0");
+    let cfg = run_config(
+        t,
+        "empty",
+        &s3_source(&empty, "fs/", "keys = \"*.csv\"\npreset = \"icicle9\"\n"),
+        &t.join("out2"),
+        "max_rejects = 0",
+    );
     let (code, _, err) = run(&cfg, &[]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(&format!("s3 source `s`: no objects under s3://{empty}/fs/ matching `*.csv`")), "{err}");
@@ -357,7 +423,8 @@ impl AuthServer {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("{}: {e} (run `bash scripts/services.sh install`)", moto.display()));
-        let mut server = AuthServer { child, url: format!("http://127.0.0.1:{port}"), key_id: String::new(), secret: String::new() };
+        let mut server =
+            AuthServer { child, url: format!("http://127.0.0.1:{port}"), key_id: String::new(), secret: String::new() };
         // Ready once it accepts connections (no request: the first two are counted).
         let mut tries = 0;
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -368,7 +435,12 @@ impl AuthServer {
         iam(port, "Action=CreateUser&UserName=reader&Version=2010-05-08");
         let answer = iam(port, "Action=CreateAccessKey&UserName=reader&Version=2010-05-08");
         let field = |tag: &str| {
-            answer.split(&format!("<{tag}>")).nth(1).and_then(|r| r.split(&format!("</{tag}>")).next()).unwrap_or_else(|| panic!("{answer}")).to_string()
+            answer
+                .split(&format!("<{tag}>"))
+                .nth(1)
+                .and_then(|r| r.split(&format!("</{tag}>")).next())
+                .unwrap_or_else(|| panic!("{answer}"))
+                .to_string()
         };
         server.key_id = field("AccessKeyId");
         server.secret = field("SecretAccessKey");
@@ -423,7 +495,10 @@ fn refused_credentials_fail_naming_the_source_and_the_s3_error_and_never_print_s
             server.url
         );
         let cfg = run_config(t, name, &source, &t.join(name), "max_rejects = 0");
-        let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_S3_SECRET", secret), ("RUST_LOG", "debug")]);
+        let (code, out, err) = icicle(
+            &["snapshot", "--json", "-c", cfg.to_str().unwrap()],
+            &[("ICICLE_TEST_S3_SECRET", secret), ("RUST_LOG", "debug")],
+        );
         assert_eq!(code, 1, "{name}: {err}");
         assert!(err.contains(&format!("s3 source `s`: listing s3://icicle-private/: {error}")), "{name}: {err}");
         for text in [&out, &err] {
@@ -458,7 +533,8 @@ fn build_source(toml: &str) -> std::sync::Arc<dyn icicle_core::Source> {
     use figment::providers::{Format as _, Toml};
     let figment = figment::Figment::from(Toml::string(toml));
     let ctx = icicle_core::registry::BuildContext::for_test(&figment, "sources.s");
-    let desc = icicle_core::registry::find(icicle_core::registry::PluginKind::Source, "s3", "sources.s.type", "test").unwrap();
+    let desc =
+        icicle_core::registry::find(icicle_core::registry::PluginKind::Source, "s3", "sources.s.type", "test").unwrap();
     match (desc.build)(&ctx) {
         Ok(icicle_core::registry::Built::Source(s)) => s,
         Ok(_) => panic!("not a source"),
@@ -493,7 +569,8 @@ fn an_object_that_goes_or_changes_after_listing_fails_only_its_split() {
     assert!(e.starts_with(&format!("s3 source `s`: reading s3://{bucket}/a.csv: NoSuchKey (HTTP 404)")), "{e}");
     let e = source.read(&splits[1], &mut rows).unwrap_err().to_string();
     assert!(
-        e.starts_with(&format!("s3 source `s`: reading s3://{bucket}/b.csv: PreconditionFailed (HTTP 412)")) && e.contains("changed after it was listed"),
+        e.starts_with(&format!("s3 source `s`: reading s3://{bucket}/b.csv: PreconditionFailed (HTTP 412)"))
+            && e.contains("changed after it was listed"),
         "{e}"
     );
     source.read(&splits[2], &mut rows).unwrap();
@@ -524,18 +601,32 @@ fn listings_of_more_than_one_page_are_read_whole() {
             let (store, bucket) = (&store, &bucket);
             s.spawn(move || {
                 for i in (w..OBJECTS).step_by(4) {
-                    store.put(bucket, &format!("many/part-{i:05}.csv"), format!("f,33188,1,1,{i},1,2,3,/many/f{i:05}\n").into_bytes()).unwrap();
+                    store
+                        .put(
+                            bucket,
+                            &format!("many/part-{i:05}.csv"),
+                            format!("f,33188,1,1,{i},1,2,3,/many/f{i:05}\n").into_bytes(),
+                        )
+                        .unwrap();
                 }
             });
         }
     });
     let out = t.join("out");
-    let cfg = run_config(t, "pages", &s3_source(&bucket, "many/", "keys = \"part-*.csv\"\npreset = \"icicle9\"\n"), &out, "");
+    let cfg =
+        run_config(t, "pages", &s3_source(&bucket, "many/", "keys = \"part-*.csv\"\npreset = \"icicle9\"\n"), &out, "");
     let (code, s, err) = run(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!((s["splits"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(OBJECTS as u64), Some(OBJECTS as u64), Some(0)), "{s}");
+    assert_eq!(
+        (s["splits"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()),
+        (Some(OBJECTS as u64), Some(OBJECTS as u64), Some(0)),
+        "{s}"
+    );
     let got = ingested(&out);
-    assert_eq!(got.keys().cloned().collect::<Vec<_>>(), (0..OBJECTS).map(|i| format!("/many/f{i:05}")).collect::<Vec<_>>());
+    assert_eq!(
+        got.keys().cloned().collect::<Vec<_>>(),
+        (0..OBJECTS).map(|i| format!("/many/f{i:05}")).collect::<Vec<_>>()
+    );
     assert!((0..OBJECTS).all(|i| got[&format!("/many/f{i:05}")]["content"]["size"] == i as u64));
 }
 
@@ -564,10 +655,19 @@ impl FlakyS3 {
                 }
                 let head = String::from_utf8_lossy(&head).to_string();
                 let target = head.split_whitespace().nth(1).unwrap_or("").to_string();
-                let range = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("range: bytes=").map(str::to_string));
-                log.lock().unwrap().push(format!("{} {}", if target.contains("list-type=2") { "LIST" } else { "GET" }, range.clone().unwrap_or_default()));
+                let range =
+                    head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("range: bytes=").map(str::to_string));
+                log.lock().unwrap().push(format!(
+                    "{} {}",
+                    if target.contains("list-type=2") { "LIST" } else { "GET" },
+                    range.clone().unwrap_or_default()
+                ));
                 let answer = |status: &str, headers: &str, body: &[u8]| {
-                    let mut a = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n", body.len()).into_bytes();
+                    let mut a = format!(
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n",
+                        body.len()
+                    )
+                    .into_bytes();
                     a.extend_from_slice(body);
                     a
                 };
@@ -586,7 +686,10 @@ impl FlakyS3 {
                     let (from, to) = match &range {
                         Some(r) => {
                             let (a, b) = r.trim().split_once('-').unwrap();
-                            (a.parse::<usize>().unwrap(), b.parse::<usize>().map(|b| b + 1).unwrap_or(object.len()).min(object.len()))
+                            (
+                                a.parse::<usize>().unwrap(),
+                                b.parse::<usize>().map(|b| b + 1).unwrap_or(object.len()).min(object.len()),
+                            )
                         }
                         None => (0, object.len()),
                     };
@@ -595,7 +698,11 @@ impl FlakyS3 {
                     } else {
                         "ETag: \"v1\"\r\n".to_string()
                     };
-                    let full = answer(if range.is_some() { "206 Partial Content" } else { "200 OK" }, &headers, &object[from..to]);
+                    let full = answer(
+                        if range.is_some() { "206 Partial Content" } else { "200 OK" },
+                        &headers,
+                        &object[from..to],
+                    );
                     if cut > 0 {
                         cut -= 1;
                         let header_len = full.len() - (to - from);
@@ -615,7 +722,8 @@ fn throttling_is_retried_and_broken_downloads_resume_at_the_next_byte() {
     let tmp = tempfile::tempdir().unwrap();
     let secret = tmp.path().join("secret");
     std::fs::write(&secret, "test\n").unwrap();
-    let object: Vec<u8> = (0..500).map(|i| format!("f,33188,1,1,{i},1,2,3,/flaky/f{i:04}\n")).collect::<String>().into_bytes();
+    let object: Vec<u8> =
+        (0..500).map(|i| format!("f,33188,1,1,{i},1,2,3,/flaky/f{i:04}\n")).collect::<String>().into_bytes();
     let source = |addr: &str, attempts: u32| {
         build_source(&format!(
             "[sources.s]\ntype = \"s3\"\nbucket = \"flaky\"\nendpoint_url = \"http://{addr}\"\nforce_path_style = true\naccess_key_id = \"test\"\nsecret_access_key_file = \"{}\"\npreset = \"icicle9\"\nmax_attempts = {attempts}\n",
@@ -635,12 +743,18 @@ fn throttling_is_retried_and_broken_downloads_resume_at_the_next_byte() {
     assert!(rows.rejects.is_empty(), "{:?}", rows.rejects);
     assert_eq!(rows.progress, object.len() as u64);
     let n = object.len() - 1;
-    assert_eq!(*server.seen.lock().unwrap(), ["LIST ", "LIST ", "LIST ", "GET ", &format!("GET 1000-{n}"), &format!("GET 2000-{n}")]);
+    assert_eq!(
+        *server.seen.lock().unwrap(),
+        ["LIST ", "LIST ", "LIST ", "GET ", &format!("GET 1000-{n}"), &format!("GET 2000-{n}")]
+    );
 
     // Throttled for good: the listing gives up after max_attempts, naming S3's code.
     let server = FlakyS3::start(object.clone(), usize::MAX, 0, 0);
     let e = rt.block_on(source(&server.addr, 3).plan()).unwrap_err().to_string();
-    assert!(e.starts_with("s3 source `s`: listing s3://flaky/: SlowDown (HTTP 503): Please reduce your request rate."), "{e}");
+    assert!(
+        e.starts_with("s3 source `s`: listing s3://flaky/: SlowDown (HTTP 503): Please reduce your request rate."),
+        "{e}"
+    );
     assert_eq!(server.seen.lock().unwrap().len(), 3);
 
     // Every download breaks off: the split fails after max_attempts interruptions.
@@ -648,7 +762,10 @@ fn throttling_is_retried_and_broken_downloads_resume_at_the_next_byte() {
     let src = source(&server.addr, 3);
     let splits = rt.block_on(src.plan()).unwrap();
     let e = src.read(&splits[0], &mut Rows::default()).unwrap_err().to_string();
-    assert!(e.starts_with("s3 source `s`: reading s3://flaky/all.csv: gave up after 3 interrupted downloads, at byte 300:"), "{e}");
+    assert!(
+        e.starts_with("s3 source `s`: reading s3://flaky/all.csv: gave up after 3 interrupted downloads, at byte 300:"),
+        "{e}"
+    );
 }
 
 /// Under `visible_to = "posix-read"` a pwalk listing in S3 (directory rows included, the
@@ -676,13 +793,16 @@ fn the_posix_rule_reads_directory_rows_from_objects_as_from_files() {
     let local = format!("type = \"tsv\"\npaths = [\"{}/pwalk/*.csv\"]\npreset = \"pwalk\"\n", t.display());
     let remote = s3_source(&bucket, "snap/", "keys = \"*.csv\"\npreset = \"pwalk\"\nsplit_bytes = 65536\n");
     let mut got = Vec::new();
-    for (name, rule, source) in
-        [("s3-rule", "\"posix-read\"", remote), ("disk-rule", "\"posix-read\"", local.clone()), ("disk-lists", "[\"owner\", \"group\"]", local)]
-    {
+    for (name, rule, source) in [
+        ("s3-rule", "\"posix-read\"", remote),
+        ("disk-rule", "\"posix-read\"", local.clone()),
+        ("disk-lists", "[\"owner\", \"group\"]", local),
+    ] {
         let (code, s, err) = run(&cfg(name, rule, source), &[]);
         assert_eq!(code, 0, "{name}: {err}");
         assert!(s["directories"].as_u64().unwrap() > 0, "{name}: {s}");
-        let vis: std::collections::BTreeMap<String, Value> = ingested(&t.join(name)).into_iter().map(|(p, e)| (p, e["visible_to"].clone())).collect();
+        let vis: std::collections::BTreeMap<String, Value> =
+            ingested(&t.join(name)).into_iter().map(|(p, e)| (p, e["visible_to"].clone())).collect();
         got.push((s["rejects"].clone(), vis));
     }
     assert_eq!(got[0], got[1], "S3 and disk under the rule");

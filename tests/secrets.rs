@@ -41,7 +41,10 @@ fn assert_clean(text: &str) {
 fn config_show_redacts_secrets_by_key_and_shows_where_they_come_from() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = leaky(tmp.path());
-    let (code, out, err) = icicle(&["config", "show", "-c", cfg.to_str().unwrap()], &[("ICICLE__SINKS__G2__CLIENT_SECRET_ENV", "csec-Hj7Lm2Qp9Ws4Xz6V")]);
+    let (code, out, err) = icicle(
+        &["config", "show", "-c", cfg.to_str().unwrap()],
+        &[("ICICLE__SINKS__G2__CLIENT_SECRET_ENV", "csec-Hj7Lm2Qp9Ws4Xz6V")],
+    );
     assert_eq!(code, 0, "{err}");
     assert_clean(&out);
     assert!(!out.contains("csec-Hj7Lm2Qp9Ws4Xz6V"), "{out}");
@@ -90,8 +93,13 @@ fn a_token_where_a_variable_name_belongs_is_not_echoed() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("tree");
     std::fs::create_dir_all(&root).unwrap();
-    let base = format!("[records]\nvisible_to = [\"public\"]\n[sources.w]\ntype = \"walk\"\nroot = \"{}\"\n", root.display());
-    let cfg = config(tmp.path(), "t.toml", &format!("{base}[sinks.globus]\ntype = \"globus\"\nindex_id = \"{INDEX}\"\ntoken_env = \"{TOKEN}\"\n"));
+    let base =
+        format!("[records]\nvisible_to = [\"public\"]\n[sources.w]\ntype = \"walk\"\nroot = \"{}\"\n", root.display());
+    let cfg = config(
+        tmp.path(),
+        "t.toml",
+        &format!("{base}[sinks.globus]\ntype = \"globus\"\nindex_id = \"{INDEX}\"\ntoken_env = \"{TOKEN}\"\n"),
+    );
     let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!(code, 1, "{err}");
     assert_clean(&format!("{out}{err}"));
@@ -112,7 +120,11 @@ fn a_token_where_a_variable_name_belongs_is_not_echoed() {
         format!("error: invalid value for `sinks.globus.token_env` in file {}: environment variable `ICICLE_TEST_UNSET_TOKEN` is not set\n", cfg.display())
     );
     // The same token unquoted: the TOML error quotes the line, without the value.
-    let cfg = config(tmp.path(), "p.toml", &format!("[sinks.globus]\ntype = \"globus\"\nindex_id = \"{INDEX}\"\ntoken_env = {TOKEN}\n"));
+    let cfg = config(
+        tmp.path(),
+        "p.toml",
+        &format!("[sinks.globus]\ntype = \"globus\"\nindex_id = \"{INDEX}\"\ntoken_env = {TOKEN}\n"),
+    );
     let (code, out, err) = icicle(&["config", "show", "-c", cfg.to_str().unwrap()], &[]);
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert_eq!(
@@ -123,8 +135,13 @@ fn a_token_where_a_variable_name_belongs_is_not_echoed() {
         )
     );
     // A secret of the wrong type: the key and the type, not the value.
-    let cfg = config(tmp.path(), "n.toml", &format!("{base}[sinks.globus]\ntype = \"globus\"\nindex_id = \"{INDEX}\"\ntoken_env = \"X\"\n"));
-    let (code, _, err) = icicle(&["snapshot", "-c", cfg.to_str().unwrap(), "--set", "sinks.globus.token_env=918273645546372819"], &[]);
+    let cfg = config(
+        tmp.path(),
+        "n.toml",
+        &format!("{base}[sinks.globus]\ntype = \"globus\"\nindex_id = \"{INDEX}\"\ntoken_env = \"X\"\n"),
+    );
+    let (code, _, err) =
+        icicle(&["snapshot", "-c", cfg.to_str().unwrap(), "--set", "sinks.globus.token_env=918273645546372819"], &[]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(err, "error: invalid value for `sinks.globus.token_env` in --set command-line option: invalid type: found signed int, expected a string\n");
 }
@@ -140,7 +157,8 @@ fn a_set_the_parser_rejects_does_not_echo_its_value() {
         assert_eq!((code, out.as_str(), err.as_str()), (1, "", want), "--set {set}");
     }
     // What the parser takes is shown redacted, like any other layer.
-    let (code, out, err) = icicle(&["config", "show", "--set", "sinks.k.connection.sasl_password_env=hunter2-Zq8v"], &[]);
+    let (code, out, err) =
+        icicle(&["config", "show", "--set", "sinks.k.connection.sasl_password_env=hunter2-Zq8v"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("[sinks.k.connection]\nsasl_password_env = \"***\"\n"), "{out}");
     assert!(!out.contains("hunter2"), "{out}");

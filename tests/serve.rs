@@ -34,7 +34,17 @@ impl Serve {
     /// configuration `cfg`'s `records.principals`, when given).
     fn start(index: &Path, tokens: &Path, socket: Option<(&Path, &Path)>) -> Serve {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_icicle"));
-        cmd.args(["serve", "--index", index.to_str().unwrap(), "--listen", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap(), "--index-id", INDEX]);
+        cmd.args([
+            "serve",
+            "--index",
+            index.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--index-id",
+            INDEX,
+        ]);
         if let Some((s, cfg)) = socket {
             cmd.args(["--socket", s.to_str().unwrap(), "-c", cfg.to_str().unwrap()]);
         }
@@ -86,7 +96,13 @@ impl Drop for Serve {
 }
 
 /// One HTTP/1.1 request over `stream` (`Connection: close`); (status, JSON body).
-fn exchange(mut stream: impl Read + Write, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+fn exchange(
+    mut stream: impl Read + Write,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, Value) {
     let body = body.map(Value::to_string).unwrap_or_default();
     let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     let head =
@@ -98,7 +114,8 @@ fn exchange(mut stream: impl Read + Write, method: &str, path: &str, token: Opti
     let text = String::from_utf8_lossy(&raw);
     let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let rest = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_string() };
+    let rest =
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_string() };
     (status, serde_json::from_str(&rest).unwrap_or(Value::Null))
 }
 
@@ -176,7 +193,10 @@ fn publish(tmp: &Path, data: &Path, s: &Serve, records: &str) -> BTreeMap<String
             u = s.url
         ),
     );
-    let (code, _, err) = icicle(&["snapshot", "--json", "--no-progress", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_SERVE_TOKEN", WRITER)]);
+    let (code, _, err) = icicle(
+        &["snapshot", "--json", "--no-progress", "-c", cfg.to_str().unwrap()],
+        &[("ICICLE_TEST_SERVE_TOKEN", WRITER)],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains(WRITER), "the token reached the log");
     let mut truth = BTreeMap::new();
@@ -214,9 +234,14 @@ fn the_globus_sink_publishes_into_serve_and_find_and_the_api_answer_the_records(
     // A filter on a random owner: its total and its subjects, exactly.
     let mut rng = Rng::new(seed);
     let uid = contents[rng.below(contents.len() as u64) as usize]["uid"].as_u64().unwrap();
-    let want: BTreeSet<String> = truth.iter().filter(|(_, e)| e["content"]["uid"] == uid).map(|(k, _)| k.clone()).collect();
+    let want: BTreeSet<String> =
+        truth.iter().filter(|(_, e)| e["content"]["uid"] == uid).map(|(k, _)| k.clone()).collect();
     let by_uid = json!([{"type": "match_any", "field_name": "uid", "values": [uid]}]);
-    assert_eq!(search(&s, None, json!({"q": "*", "limit": 0, "filters": by_uid}))["total"].as_u64(), Some(want.len() as u64), "seed {seed}");
+    assert_eq!(
+        search(&s, None, json!({"q": "*", "limit": 0, "filters": by_uid}))["total"].as_u64(),
+        Some(want.len() as u64),
+        "seed {seed}"
+    );
     assert_eq!(scroll_all(&s, None, by_uid), want, "seed {seed}: uid {uid}");
     // A size range and a type, with facets and a sort.
     let cut = contents[rng.below(contents.len() as u64) as usize]["size"].as_u64().unwrap();
@@ -225,14 +250,20 @@ fn the_globus_sink_publishes_into_serve_and_find_and_the_api_answer_the_records(
                       "sort": [{"field_name": "size", "order": "desc"}],
                       "facets": [{"name": "owners", "field_name": "uid", "size": 1000}, {"field_name": "size", "type": "numeric_histogram", "size": 4, "histogram_range": {"low": 0, "high": 1u64 << 40}}]});
     let got = search(&s, None, body);
-    let mut sizes: Vec<u64> =
-        contents.iter().filter(|c| c["size"].as_u64().unwrap() >= cut && c["type"] == "file").map(|c| c["size"].as_u64().unwrap()).collect();
+    let mut sizes: Vec<u64> = contents
+        .iter()
+        .filter(|c| c["size"].as_u64().unwrap() >= cut && c["type"] == "file")
+        .map(|c| c["size"].as_u64().unwrap())
+        .collect();
     assert_eq!(got["total"].as_u64(), Some(sizes.len() as u64), "seed {seed}: size ≥ {cut}");
     sizes.sort_unstable_by(|a, b| b.cmp(a));
-    let top: Vec<u64> = got["gmeta"].as_array().unwrap().iter().map(|g| g["entries"][0]["content"]["size"].as_u64().unwrap()).collect();
+    let top: Vec<u64> =
+        got["gmeta"].as_array().unwrap().iter().map(|g| g["entries"][0]["content"]["size"].as_u64().unwrap()).collect();
     assert_eq!(top, sizes[..sizes.len().min(5)], "seed {seed}");
-    let owners: u64 = got["facet_results"][0]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
-    let histogram: u64 = got["facet_results"][1]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    let owners: u64 =
+        got["facet_results"][0]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    let histogram: u64 =
+        got["facet_results"][1]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
     assert_eq!((owners, histogram), (sizes.len() as u64, sizes.len() as u64), "seed {seed}: {}", got["facet_results"]);
     // A subject, and the index's description.
     let (subject, entry) = truth.iter().nth(rng.below(truth.len() as u64) as usize).unwrap();
@@ -253,7 +284,15 @@ fn the_globus_sink_publishes_into_serve_and_find_and_the_api_answer_the_records(
 
 /// Percent-encoding for a query parameter.
 fn url_encode(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_./".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_./".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// The principals file of a listing: (uid → URN, gid → URN).
@@ -271,7 +310,13 @@ fn principals(data: &Path) -> (BTreeMap<u64, String>, BTreeMap<u64, String>) {
 fn visible(truth: &BTreeMap<String, Value>, principals: &[String]) -> BTreeSet<String> {
     truth
         .iter()
-        .filter(|(_, e)| e["visible_to"].as_array().unwrap().iter().any(|p| p == "public" || principals.iter().any(|q| p == q.as_str())))
+        .filter(|(_, e)| {
+            e["visible_to"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p == "public" || principals.iter().any(|q| p == q.as_str()))
+        })
         .map(|(k, _)| k.clone())
         .collect()
 }
@@ -284,7 +329,12 @@ fn answered(s: &Serve, token: Option<&str>) -> (BTreeSet<String>, u64, BTreeMap<
 
 fn answer_parts(v: &Value) -> (BTreeSet<String>, u64, BTreeMap<u64, u64>) {
     let subjects = v["gmeta"].as_array().unwrap().iter().map(|g| g["subject"].as_str().unwrap().to_string()).collect();
-    let facet = v["facet_results"][0]["buckets"].as_array().unwrap().iter().map(|b| (b["value"].as_u64().unwrap(), b["count"].as_u64().unwrap())).collect();
+    let facet = v["facet_results"][0]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["value"].as_u64().unwrap(), b["count"].as_u64().unwrap()))
+        .collect();
     (subjects, v["total"].as_u64().unwrap(), facet)
 }
 
@@ -299,7 +349,8 @@ fn uid_counts(truth: &BTreeMap<String, Value>, subjects: &BTreeSet<String>) -> B
 
 /// A uid of the records with no account on this machine (its groups are then its gid alone).
 fn accountless(truth: &BTreeMap<String, Value>, rng: &mut Rng) -> u64 {
-    let uids: Vec<u64> = truth.values().map(|e| e["content"]["uid"].as_u64().unwrap()).collect::<BTreeSet<_>>().into_iter().collect();
+    let uids: Vec<u64> =
+        truth.values().map(|e| e["content"]["uid"].as_u64().unwrap()).collect::<BTreeSet<_>>().into_iter().collect();
     for _ in 0..100 {
         let u = uids[rng.below(uids.len() as u64) as usize];
         // SAFETY: a lookup by number; the record is not read.
@@ -324,13 +375,23 @@ fn every_answer_is_what_the_asking_identity_may_see_and_writes_need_a_writer() {
     let probe_tokens = tokens_file(t, &["urn:x:none".into()], &["urn:x:none".into()]);
     let index = t.join("index");
     let mut s = Serve::start(&index, &probe_tokens, None);
-    let mut truth = publish(t, &data, &s, &format!("visible_to = [\"owner\", \"group\"]\nprincipals = \"{}/principals.tsv\"", data.display()));
+    let mut truth = publish(
+        t,
+        &data,
+        &s,
+        &format!("visible_to = [\"owner\", \"group\"]\nprincipals = \"{}/principals.tsv\"", data.display()),
+    );
     // A few public records beside them, through the API; the task is SUCCESS at once.
     let public: Vec<Value> = (0..3)
         .map(|i| json!({"subject": format!("/public/{i}"), "visible_to": ["public"], "content": {"path": format!("/public/{i}"), "name": i.to_string(), "type": "file", "size": i, "uid": 7, "gid": 7}}))
         .collect();
-    let (code, v) =
-        http(&s, "POST", &format!("/v1/index/{INDEX}/ingest"), Some(WRITER), Some(&json!({"ingest_type": "GMetaList", "ingest_data": {"gmeta": public}})));
+    let (code, v) = http(
+        &s,
+        "POST",
+        &format!("/v1/index/{INDEX}/ingest"),
+        Some(WRITER),
+        Some(&json!({"ingest_type": "GMetaList", "ingest_data": {"gmeta": public}})),
+    );
     assert_eq!(code, 200, "{v}");
     let (code, task) = http(&s, "GET", &format!("/v1/task/{}", v["task_id"].as_str().unwrap()), None, None);
     assert_eq!((code, &task["state"], &task["task_type"]), (200, &json!("SUCCESS"), &json!("INGEST")), "{task}");
@@ -348,7 +409,11 @@ fn every_answer_is_what_the_asking_identity_may_see_and_writes_need_a_writer() {
     let cfg = config(t, "serve.toml", &format!("[records]\nprincipals = \"{}/principals.tsv\"\n", data.display()));
     s = Serve::start(&index, &tokens, Some((&socket, &cfg)));
 
-    for (who, token, principals) in [("reader A", Some(READER_A), a.clone()), ("reader B", Some(READER_B), b.clone()), ("no token", None, Vec::new())] {
+    for (who, token, principals) in [
+        ("reader A", Some(READER_A), a.clone()),
+        ("reader B", Some(READER_B), b.clone()),
+        ("no token", None, Vec::new()),
+    ] {
         let want = visible(&truth, &principals);
         let (subjects, total, facet) = answered(&s, token);
         assert_eq!(total, want.len() as u64, "seed {seed}: {who}");
@@ -357,24 +422,39 @@ fn every_answer_is_what_the_asking_identity_may_see_and_writes_need_a_writer() {
         assert_eq!(scroll_all(&s, token, Value::Null), want, "seed {seed}: {who}'s scroll");
         // A subject it may not see is not found.
         if let Some(hidden) = truth.keys().find(|k| !want.contains(*k)) {
-            let (code, _) = http(&s, "GET", &format!("/v1/index/{INDEX}/subject?subject={}", url_encode(hidden)), token, None);
+            let (code, _) =
+                http(&s, "GET", &format!("/v1/index/{INDEX}/subject?subject={}", url_encode(hidden)), token, None);
             assert_eq!(code, 404, "seed {seed}: {who} got {hidden}");
         }
     }
-    assert!(visible(&truth, &a).len() > 3 && visible(&truth, &b).len() > 3, "seed {seed}: the readers see records of their own");
+    assert!(
+        visible(&truth, &a).len() > 3 && visible(&truth, &b).len() > 3,
+        "seed {seed}: the readers see records of their own"
+    );
 
     // Writes without a writer token are refused and change nothing.
     let before = answered(&s, Some(READER_A));
     let victim = before.0.iter().next().unwrap().clone();
     let entry = json!({"ingest_type": "GMetaEntry", "ingest_data": {"subject": "/evil", "visible_to": ["public"], "content": {"path": "/evil"}}});
     let delete = json!({"subjects": [victim]});
-    for (token, want) in [(None, 401), (Some(READER_A), 403), (Some(READER_B), 403), (Some("not-a-token-at-all"), 401)] {
+    for (token, want) in [(None, 401), (Some(READER_A), 403), (Some(READER_B), 403), (Some("not-a-token-at-all"), 401)]
+    {
         assert_eq!(http(&s, "POST", &format!("/v1/index/{INDEX}/ingest"), token, Some(&entry)).0, want, "{token:?}");
-        assert_eq!(http(&s, "POST", &format!("/v1/index/{INDEX}/batch_delete_by_subject"), token, Some(&delete)).0, want, "{token:?}");
+        assert_eq!(
+            http(&s, "POST", &format!("/v1/index/{INDEX}/batch_delete_by_subject"), token, Some(&delete)).0,
+            want,
+            "{token:?}"
+        );
     }
     assert_eq!(answered(&s, Some(READER_A)), before, "seed {seed}: a refused write changed the index");
     assert_eq!(answered(&s, None).1, 3, "seed {seed}");
-    let (code, _) = http(&s, "POST", &format!("/v1/index/{INDEX}/search"), Some(READER_A), Some(&json!({"q": "*", "bypass_visible_to": true})));
+    let (code, _) = http(
+        &s,
+        "POST",
+        &format!("/v1/index/{INDEX}/search"),
+        Some(READER_A),
+        Some(&json!({"q": "*", "bypass_visible_to": true})),
+    );
     assert_eq!(code, 403);
 
     // Over the socket: root sees every record; a peer as (uid A, gid A) what reader A sees.
@@ -389,7 +469,17 @@ fn every_answer_is_what_the_asking_identity_may_see_and_writes_need_a_writer() {
             };
             let url = format!("http://serve/v1/index/{INDEX}/search");
             let out = cmd
-                .args(["curl", "-s", "--unix-socket", socket.to_str().unwrap(), "-H", "Content-Type: application/json", "-d", &body, &url])
+                .args([
+                    "curl",
+                    "-s",
+                    "--unix-socket",
+                    socket.to_str().unwrap(),
+                    "-H",
+                    "Content-Type: application/json",
+                    "-d",
+                    &body,
+                    &url,
+                ])
                 .output()
                 .unwrap();
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -502,7 +592,8 @@ fn serve_refuses_an_exposed_tokens_file_and_a_second_writer() {
     let tokens = tokens_file(t, &["urn:globus:auth:identity:a".into()], &["urn:globus:auth:identity:b".into()]);
     std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o644)).unwrap();
     let index = t.join("index");
-    let args = ["serve", "--index", index.to_str().unwrap(), "--listen", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()];
+    let args =
+        ["serve", "--index", index.to_str().unwrap(), "--listen", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()];
     let (code, _, err) = icicle(&args, &[]);
     assert_ne!(code, 0);
     assert!(err.contains(tokens.to_str().unwrap()) && err.contains("chmod 600"), "{err}");

@@ -24,7 +24,8 @@ fn sketch_compare_reproduces_the_value_vs_rank_tradeoff() {
     let tmp = tempfile::tempdir().unwrap();
     let (fs, cfg) = generated_snapshot(tmp.path());
     let out = tmp.path().join("cmp");
-    let (code, stdout, err) = icicle(&["sketch-compare", "-c", cfg.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+    let (code, stdout, err) =
+        icicle(&["sketch-compare", "-c", cfg.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("| ddsketch |"), "{stdout}");
     let principals = fs.users.len() + fs.groups.len();
@@ -61,16 +62,24 @@ fn sketch_compare_with_a_seed_is_reproducible() {
     let (_, cfg) = generated_snapshot(tmp.path());
     let run = |seed: &str, dir: &str| -> (String, String) {
         let out = tmp.path().join(dir);
-        let (code, _, err) = icicle(&["sketch-compare", "-c", cfg.to_str().unwrap(), "--out", out.to_str().unwrap(), "--seed", seed], &[]);
+        let (code, _, err) = icicle(
+            &["sketch-compare", "-c", cfg.to_str().unwrap(), "--out", out.to_str().unwrap(), "--seed", seed],
+            &[],
+        );
         assert_eq!(code, 0, "{err}");
-        (std::fs::read_to_string(out.join("measurements.csv")).unwrap(), std::fs::read_to_string(out.join("summary.csv")).unwrap())
+        (
+            std::fs::read_to_string(out.join("measurements.csv")).unwrap(),
+            std::fs::read_to_string(out.join("summary.csv")).unwrap(),
+        )
     };
     let first = run("7", "a");
     let again = run("7", "b");
     assert!(first.0 == again.0, "--seed 7 twice: measurements.csv differs");
     assert!(first.1 == again.1, "--seed 7 twice: summary.csv differs");
     let other = run("8", "c");
-    let rows = |csv: &str, sketch: &str| -> Vec<String> { csv.lines().filter(|l| l.starts_with(&format!("{sketch},"))).map(String::from).collect() };
+    let rows = |csv: &str, sketch: &str| -> Vec<String> {
+        csv.lines().filter(|l| l.starts_with(&format!("{sketch},"))).map(String::from).collect()
+    };
     assert!(!rows(&first.0, "kll").is_empty());
     assert_ne!(rows(&first.0, "kll"), rows(&other.0, "kll"), "another seed, other kll measurements");
     // The deterministic sketches do not depend on the seed.

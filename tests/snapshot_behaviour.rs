@@ -20,7 +20,11 @@ fn base(tmp: &std::path::Path, source: &str, out: &std::path::Path, extra: &str)
 }
 
 fn rejects(tmp: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(tmp.join("rejects.jsonl")).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(tmp.join("rejects.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -38,7 +42,8 @@ fn bad_text_rows_are_rejected_with_file_line_and_reason() {
     f.write_all(b"f,33188,1000,100,42,1,2").unwrap(); // cut short: no newline, the file is not whole
     drop(f);
     let out = tmp.path().join("out");
-    let cfg = base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", csv.display()), &out, "");
+    let cfg =
+        base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", csv.display()), &out, "");
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!((s["rows"].as_u64(), s["records"].as_u64(), s["rejects"].as_u64()), (Some(8), Some(3), Some(5)), "{s}");
@@ -82,7 +87,10 @@ fn bad_mmapplypolicy_lines_are_rejected() {
     let cfg = base(tmp.path(), &format!("type = \"mmapplypolicy\"\npaths = [\"{}\"]", list.display()), &out, "");
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!((s["rows"].as_u64(), s["records"].as_u64(), s["directories"].as_u64(), s["rejects"].as_u64()), (Some(6), Some(1), Some(1), Some(4)));
+    assert_eq!(
+        (s["rows"].as_u64(), s["records"].as_u64(), s["directories"].as_u64(), s["rejects"].as_u64()),
+        (Some(6), Some(1), Some(1), Some(4))
+    );
     let r = rejects(tmp.path());
     assert_eq!(r.iter().map(|r| r["line"].as_u64().unwrap()).collect::<Vec<_>>(), vec![2, 3, 4, 6]);
     assert!(r[0]["reason"].as_str().unwrap().contains("undecodable escape `%zz`"), "{}", r[0]);
@@ -95,13 +103,15 @@ fn broken_gufi_databases_are_rejected_and_the_rest_is_read() {
     let data = tmp.path().join("gufi");
     gen::write(&fs, Format::Gufi, &data, 0, false).unwrap();
     // Corrupt one database, delete another, and put a NULL size in a third.
-    let dirs: Vec<&gen::GenDir> = fs.dirs.iter().filter(|d| fs.files.iter().any(|f| fs.dirs[f.dir].path == d.path)).collect();
+    let dirs: Vec<&gen::GenDir> =
+        fs.dirs.iter().filter(|d| fs.files.iter().any(|f| fs.dirs[f.dir].path == d.path)).collect();
     let db = |d: &gen::GenDir| data.join(d.path.trim_start_matches('/')).join("db.db");
     std::fs::write(db(dirs[0]), b"this is not a database").unwrap();
     std::fs::remove_file(db(dirs[1])).unwrap();
     let conn = rusqlite_exec(&db(dirs[2]), "UPDATE entries SET size = NULL WHERE rowid = 1");
     assert!(conn, "sqlite3 CLI needed");
-    let lost: usize = [0, 1].iter().map(|&i| fs.files.iter().filter(|f| fs.dirs[f.dir].path == dirs[i].path).count()).sum();
+    let lost: usize =
+        [0, 1].iter().map(|&i| fs.files.iter().filter(|f| fs.dirs[f.dir].path == dirs[i].path).count()).sum();
     let out = tmp.path().join("out");
     let cfg = base(tmp.path(), &format!("type = \"gufi\"\nindex = \"{}\"", data.display()), &out, "");
     let (code, s, err) = snapshot(&cfg, &[]);
@@ -151,13 +161,20 @@ fn versioned_runs_report_changes_and_emit_deletes() {
     assert_eq!(ingested(&out).len(), 4);
     // The same snapshot again changes nothing.
     let (s, out) = run(2);
-    assert_eq!((s["created"].as_u64(), s["updated"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()), (Some(0), Some(0), Some(4), Some(0)));
+    assert_eq!(
+        (s["created"].as_u64(), s["updated"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()),
+        (Some(0), Some(0), Some(4), Some(0))
+    );
     assert!(ingested(&out).is_empty());
     assert!(deleted(&out).is_empty());
     // b changes, c and d go, e arrives.
     write(&[("/fs/a", 1), ("/fs/b", 20), ("/fs/e", 5)]);
     let (s, out) = run(3);
-    assert_eq!((s["created"].as_u64(), s["updated"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()), (Some(1), Some(1), Some(1), Some(2)), "{s}");
+    assert_eq!(
+        (s["created"].as_u64(), s["updated"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()),
+        (Some(1), Some(1), Some(1), Some(2)),
+        "{s}"
+    );
     assert_eq!(ingested(&out).keys().cloned().collect::<Vec<_>>(), vec!["/fs/b", "/fs/e"]);
     assert_eq!(deleted(&out), vec!["/fs/c", "/fs/d"]);
     // And the new state is current.
@@ -233,7 +250,12 @@ fn documents_respect_the_size_limit() {
     let data = tmp.path().join("tsv");
     gen::write(&fs, Format::Tsv, &data, 700, false).unwrap();
     let out = tmp.path().join("out");
-    let cfg = base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}/*.csv\"]\npreset = \"icicle9\"", data.display()), &out, "max_batch_bytes = 20000");
+    let cfg = base(
+        tmp.path(),
+        &format!("type = \"tsv\"\npaths = [\"{}/*.csv\"]\npreset = \"icicle9\"", data.display()),
+        &out,
+        "max_batch_bytes = 20000",
+    );
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
     let docs = documents(&out, "ingest-");
@@ -250,7 +272,12 @@ fn a_second_run_never_overwrites_undelivered_documents() {
     let input = tmp.path().join("a.csv");
     std::fs::write(&input, "f,33188,1000,100,1,1,2,3,/fs/a\nf,33188,1000,100,1,1,2,3,/fs/b\n").unwrap();
     let out = tmp.path().join("out");
-    let cfg = base(tmp.path(), &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", input.display()), &out, "max_batch_bytes = 500");
+    let cfg = base(
+        tmp.path(),
+        &format!("type = \"tsv\"\npaths = [\"{}\"]\npreset = \"icicle9\"", input.display()),
+        &out,
+        "max_batch_bytes = 500",
+    );
     for _ in 0..2 {
         let (code, _, err) = snapshot(&cfg, &[]);
         assert_eq!(code, 0, "{err}");
@@ -269,7 +296,8 @@ fn an_inode_change_alone_is_an_update_and_an_earlier_manifest_is_read_as_it_was(
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in");
     std::fs::create_dir_all(&input).unwrap();
-    let attrs = |ino: u64| Attrs { mode: 0o100644, uid: 1000, gid: 100, size: 7, atime: 1, ctime: 2, mtime: 3, inode: ino };
+    let attrs =
+        |ino: u64| Attrs { mode: 0o100644, uid: 1000, gid: 100, size: 7, atime: 1, ctime: 2, mtime: 3, inode: ino };
     let write = |rows: &[(&str, u64)]| {
         let s: String = rows.iter().map(|(p, ino)| format!("1|2|3|1000|100|100644|7|{ino}|{p}\n")).collect();
         std::fs::write(input.join("a.list"), s).unwrap();
@@ -301,7 +329,11 @@ fn an_inode_change_alone_is_an_update_and_an_earlier_manifest_is_read_as_it_was(
     let dir = current();
     std::fs::remove_file(dir.join("FORMAT")).unwrap();
     let vis = serde_json::to_vec(&["public"]).unwrap();
-    for part in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "tsv")) {
+    for part in std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tsv"))
+    {
         let text = std::fs::read_to_string(&part).unwrap();
         let lines: Vec<String> = text
             .lines()
@@ -321,10 +353,18 @@ fn an_inode_change_alone_is_an_update_and_an_earlier_manifest_is_read_as_it_was(
     // pending manifest of the other scheme: still nothing is sent again.
     let out = tmp.path().join("crashed");
     let source = std::fs::read_to_string(tmp.path().join("run.toml")).unwrap();
-    let crashed = config(tmp.path(), "crashed.toml", &source.replace(&tmp.path().join("out2").display().to_string(), &out.display().to_string()));
+    let crashed = config(
+        tmp.path(),
+        "crashed.toml",
+        &source.replace(&tmp.path().join("out2").display().to_string(), &out.display().to_string()),
+    );
     let (code, _, _) = icicle(&["snapshot", "--json", "-c", crashed.to_str().unwrap()], &[("ICICLE_FAULT", "sealed")]);
     assert_ne!(code, 0);
-    assert!(std::fs::read_dir(&state).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("manifest-pending-")));
+    assert!(std::fs::read_dir(&state).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with("manifest-pending-")));
     let (counts, got) = run(3);
     assert_eq!(counts, [0, 0, 2, 0], "an earlier release's manifest sends nothing again");
     assert!(got.is_empty());

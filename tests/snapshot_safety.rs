@@ -21,7 +21,8 @@ fn row(i: usize) -> String {
 fn write_listing(dir: &Path, skip: &BTreeSet<usize>) {
     std::fs::create_dir_all(dir).unwrap();
     for p in 0..PARTS {
-        let rows: String = (p * FILES / PARTS..(p + 1) * FILES / PARTS).filter(|i| !skip.contains(i)).map(|i| row(i) + "\n").collect();
+        let rows: String =
+            (p * FILES / PARTS..(p + 1) * FILES / PARTS).filter(|i| !skip.contains(i)).map(|i| row(i) + "\n").collect();
         std::fs::write(dir.join(format!("part-{p}.csv")), rows).unwrap();
     }
 }
@@ -38,7 +39,15 @@ struct Run {
 }
 
 /// A versioned run of `source` with `state`, delivering to a fresh `tmp/<name>-out`.
-fn run_with(tmp: &Path, name: &str, source: &str, state: &Path, extra: &str, args: &[&str], envs: &[(&str, &str)]) -> Run {
+fn run_with(
+    tmp: &Path,
+    name: &str,
+    source: &str,
+    state: &Path,
+    extra: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> Run {
     let out = tmp.join(format!("{name}-out"));
     let cfg = config(
         tmp,
@@ -79,7 +88,11 @@ fn assert_nothing_lost(tmp: &Path, name: &str, r: &Run, state: &Path, good_sourc
     let after = run(tmp, &format!("{name}-after"), good_source, state);
     assert_eq!(after.code, 0, "{name}: {}", after.err);
     let s = &after.summary;
-    assert_eq!((s["created"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()), (Some(0), Some(FILES as u64), Some(0)), "{name}: {s}");
+    assert_eq!(
+        (s["created"].as_u64(), s["unchanged"].as_u64(), s["deleted"].as_u64()),
+        (Some(0), Some(FILES as u64), Some(0)),
+        "{name}: {s}"
+    );
     assert!(deleted(&after.out).is_empty(), "{name}");
 }
 
@@ -118,7 +131,15 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         for p in 0..PARTS {
             let text = std::fs::read_to_string(listing.join(format!("part-{p}.csv"))).unwrap();
             let changed: String =
-                text.lines().map(|l| if edit == 0 { format!("1756901806,{l}\n") } else { l.replacen(",1000,100,", ",1000,", 1) + "\n" }).collect();
+                text.lines()
+                    .map(|l| {
+                        if edit == 0 {
+                            format!("1756901806,{l}\n")
+                        } else {
+                            l.replacen(",1000,100,", ",1000,", 1) + "\n"
+                        }
+                    })
+                    .collect();
             std::fs::write(drift.join(format!("part-{p}.csv")), changed).unwrap();
         }
         let state = fork_state(&good, t, name);
@@ -136,7 +157,11 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         write_listing(&drift, &BTreeSet::new());
         let p3 = drift.join("part-3.csv");
         let text = std::fs::read_to_string(&p3).unwrap();
-        let changed: String = text.lines().enumerate().map(|(i, l)| if i == 0 { format!("{l}\n") } else { format!("1756901806,{l}\n") }).collect();
+        let changed: String = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| if i == 0 { format!("{l}\n") } else { format!("1756901806,{l}\n") })
+            .collect();
         std::fs::write(&p3, changed).unwrap();
         let p0 = drift.join("part-0.csv");
         let text0 = std::fs::read_to_string(&p0).unwrap();
@@ -144,7 +169,10 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         let state = fork_state(&good, t, "late-drift");
         let r = run(t, "late-drift", &tsv(&format!("\"{}/*.csv\"", drift.display())), &state);
         assert_eq!(r.code, 3, "{}", r.err);
-        assert_eq!((r.summary["rejects"].as_u64(), r.summary["reject_threshold_exceeded"].as_bool()), (Some(249), Some(true)));
+        assert_eq!(
+            (r.summary["rejects"].as_u64(), r.summary["reject_threshold_exceeded"].as_bool()),
+            (Some(249), Some(true))
+        );
         assert!(ingested(&r.out).is_empty(), "the update read before the drift is not delivered either");
         assert_eq!(r.summary["batches_withheld"], 1);
         assert_nothing_lost(t, "late-drift", &r, &state, &good_source);
@@ -183,24 +211,35 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         let r = run(t, "guard", &src, &state);
         assert_eq!(r.code, 4, "{}", r.err);
         let why = r.summary["delete_guard"].as_str().unwrap_or_default().to_string();
-        assert!(why.contains("250 of the previous run's 1000 subjects (25.0%)") && why.contains("max_delete_ratio = 0.2"), "{why}");
+        assert!(
+            why.contains("250 of the previous run's 1000 subjects (25.0%)") && why.contains("max_delete_ratio = 0.2"),
+            "{why}"
+        );
         assert!(deleted(&r.out).is_empty());
         assert!(ingested(&r.out).is_empty(), "nothing is delivered, not even the update");
         let s = &r.summary;
-        assert_eq!((s["deleted"].as_u64(), s["updated"].as_u64(), s["batches_withheld"].as_u64()), (Some(0), Some(1), Some(1)), "{s}");
+        assert_eq!(
+            (s["deleted"].as_u64(), s["updated"].as_u64(), s["batches_withheld"].as_u64()),
+            (Some(0), Some(1), Some(1)),
+            "{s}"
+        );
         // The same accident again is stopped again (the manifest was kept).
         let r = run(t, "guard-again", &src, &state);
         assert_eq!(r.code, 4, "{}", r.err);
         let r = run_with(t, "guard-override", &src, &state, "", &["--allow-mass-delete"], &[]);
         assert_eq!(r.code, 0, "{}", r.err);
-        let gone: BTreeSet<String> = (2 * FILES / PARTS..3 * FILES / PARTS).map(|i| format!("/fs/d{}/f{i}", i % 10)).collect();
+        let gone: BTreeSet<String> =
+            (2 * FILES / PARTS..3 * FILES / PARTS).map(|i| format!("/fs/d{}/f{i}", i % 10)).collect();
         assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), gone);
         assert_eq!(ingested(&r.out).keys().cloned().collect::<Vec<_>>(), ["/fs/d5/f5"]);
         // A count limit trips too.
         let state = fork_state(&good, t, "count-guard");
         let r = run_with(t, "count-guard", &src, &state, "max_delete_ratio = 1.0\nmax_delete = 100", &[], &[]);
         assert_eq!(r.code, 4, "{}", r.err);
-        assert!(r.summary["delete_guard"].as_str().unwrap().contains("250 subjects, more than snapshot.max_delete = 100"));
+        assert!(r.summary["delete_guard"]
+            .as_str()
+            .unwrap()
+            .contains("250 subjects, more than snapshot.max_delete = 100"));
         assert_nothing_lost(t, "count-guard", &r, &state, &good_source);
     }
 
@@ -213,15 +252,22 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         let p1 = bad.join("part-1.csv");
         let mut text = std::fs::read_to_string(&p1).unwrap();
         // Rows of files 300 and 301 with a bad size, and a line that is no row at all.
-        text = text.replace(&row(300), "f,33188,1000,100,big,1,2,3,/fs/d0/f300").replace(&row(301), "f,33188,1000,100,-1,1,2,3,/fs/d1/f301");
+        text = text
+            .replace(&row(300), "f,33188,1000,100,big,1,2,3,/fs/d0/f300")
+            .replace(&row(301), "f,33188,1000,100,-1,1,2,3,/fs/d1/f301");
         std::fs::write(&p1, text + "garbage\n").unwrap();
         let src = tsv(&format!("\"{}/*.csv\"", bad.display()));
         let state = fork_state(&good, t, "bad-rows");
         let r = run(t, "bad-rows", &src, &state);
         assert_eq!(r.code, 0, "{}", r.err);
         let s = &r.summary;
-        assert_eq!((s["rejects"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(3), Some(0), Some(12)), "{s}");
-        let scopes: Vec<&str> = s["unknown_scopes"].as_array().unwrap().iter().map(|u| u["scope"].as_str().unwrap()).collect();
+        assert_eq!(
+            (s["rejects"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()),
+            (Some(3), Some(0), Some(12)),
+            "{s}"
+        );
+        let scopes: Vec<&str> =
+            s["unknown_scopes"].as_array().unwrap().iter().map(|u| u["scope"].as_str().unwrap()).collect();
         assert_eq!(scopes, ["everything", "/fs/d0/f300", "/fs/d1/f301"], "{s}");
         assert!(deleted(&r.out).is_empty());
         // Without the garbage line only the ten really gone files are deleted.
@@ -248,9 +294,16 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         assert_eq!(r.code, 0, "{name}: {}", r.err);
         let s = &r.summary;
         let withheld = if name == "empty-part" { FILES / PARTS } else { 1 };
-        assert_eq!((s["created"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(0), Some(0), Some(withheld as u64)), "{name}: {s}");
+        assert_eq!(
+            (s["created"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()),
+            (Some(0), Some(0), Some(withheld as u64)),
+            "{name}: {s}"
+        );
         let scope = &s["unknown_scopes"][0];
-        assert!(scope["scope"] == "everything" && scope["reason"].as_str().unwrap_or("").contains(reason), "{name}: {s}");
+        assert!(
+            scope["scope"] == "everything" && scope["reason"].as_str().unwrap_or("").contains(reason),
+            "{name}: {s}"
+        );
         assert!(ingested(&r.out).is_empty(), "{name}: nothing is made of the cut row");
         assert_nothing_lost(t, name, &r, &state, &good_source);
     }
@@ -265,14 +318,28 @@ fn each_accident_after_a_good_run_deletes_no_live_subject() {
         let state = fork_state(&good, t, "keeps-failing");
         for n in 1..=4u64 {
             let r = run(t, &format!("keeps-failing-{n}"), &src, &state);
-            assert_eq!((r.code, r.summary["withheld_runs"].as_u64()), (if n <= 3 { 0 } else { 5 }, Some(n)), "run {n}: {}", r.err);
+            assert_eq!(
+                (r.code, r.summary["withheld_runs"].as_u64()),
+                (if n <= 3 { 0 } else { 5 }, Some(n)),
+                "run {n}: {}",
+                r.err
+            );
             assert!(deleted(&r.out).is_empty(), "run {n}");
             if n == 4 {
-                assert!(r.summary["withheld_too_long"].as_str().unwrap_or("").contains("max_withheld_runs = 3"), "{}", r.summary);
+                assert!(
+                    r.summary["withheld_too_long"].as_str().unwrap_or("").contains("max_withheld_runs = 3"),
+                    "{}",
+                    r.summary
+                );
             }
         }
         let r = run(t, "keeps-failing-fixed", &good_source, &state);
-        assert_eq!((r.code, r.summary["withheld_runs"].as_u64(), r.summary["deleted"].as_u64()), (0, Some(0), Some(0)), "{}", r.err);
+        assert_eq!(
+            (r.code, r.summary["withheld_runs"].as_u64(), r.summary["deleted"].as_u64()),
+            (0, Some(0), Some(0)),
+            "{}",
+            r.err
+        );
     }
 }
 
@@ -301,7 +368,11 @@ fn strict_rows_are_rejected_naming_the_field() {
     // Control characters are escaped as every source escapes them (a name may hold them); a
     // NUL byte never is a name's.
     assert_eq!(ingested(&r.out).keys().cloned().collect::<Vec<_>>(), ["/esc/\\x1b[31mred", "/ok/a", "/ok/b"]);
-    let rejects: Vec<Value> = std::fs::read_to_string(t.join("strict-rejects.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rejects: Vec<Value> = std::fs::read_to_string(t.join("strict-rejects.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let reasons: Vec<String> = rejects.iter().map(|r| r["reason"].as_str().unwrap().to_string()).collect();
     for want in [
         "has a NUL byte",
@@ -338,12 +409,21 @@ fn a_crash_at_any_stage_of_the_commit_loses_no_delete() {
     // indexed them, the next run must delete them.
     let with_new = t.join("with-new");
     write_listing(&with_new, &gone);
-    let new: Vec<String> = (0..5).map(|k| format!("f,33188,1000,100,1,1700000000,1700000001,1700000002,/fs/new/n{k}\n")).collect();
+    let new: Vec<String> =
+        (0..5).map(|k| format!("f,33188,1000,100,1,1700000000,1700000001,1700000002,/fs/new/n{k}\n")).collect();
     std::fs::write(with_new.join("part-9.csv"), new.concat()).unwrap();
     let src_new = tsv(&format!("\"{}/*.csv\"", with_new.display()));
     let mut want_all = want.clone();
     want_all.extend((0..5).map(|k| format!("/fs/new/n{k}")));
-    for point in ["sealed", "deletes-planned", "deletes-delivered", "commit-start", "commit-renamed", "commit-pointer-written", "commit-done"] {
+    for point in [
+        "sealed",
+        "deletes-planned",
+        "deletes-delivered",
+        "commit-start",
+        "commit-renamed",
+        "commit-pointer-written",
+        "commit-done",
+    ] {
         let state = fork_state(&good, t, point);
         let crashed = run_with(t, &format!("{point}-crash"), &src_new, &state, "", &[], &[("ICICLE_FAULT", point)]);
         assert_ne!(crashed.code, 0, "{point}: the run was meant to die");
@@ -357,7 +437,11 @@ fn a_crash_at_any_stage_of_the_commit_loses_no_delete() {
         );
         let last = run(t, &format!("{point}-last"), &src2, &state);
         let s = &last.summary;
-        assert_eq!((s["unchanged"].as_u64(), s["deleted"].as_u64(), s["created"].as_u64()), (Some(900), Some(0), Some(0)), "{point}: {s}");
+        assert_eq!(
+            (s["unchanged"].as_u64(), s["deleted"].as_u64(), s["created"].as_u64()),
+            (Some(900), Some(0), Some(0)),
+            "{point}: {s}"
+        );
     }
 }
 
@@ -432,13 +516,23 @@ fn gufi_databases_broken_mid_table_or_missing_a_column_delete_nothing() {
     let s = &r.summary;
     let rejects = std::fs::read_to_string(t.join("corrupt-rejects.jsonl")).unwrap();
     assert!(rejects.contains("database error after"), "{rejects}");
-    let read_before: u64 = rejects.split("database error after ").nth(1).and_then(|x| x.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+    let read_before: u64 = rejects
+        .split("database error after ")
+        .nth(1)
+        .and_then(|x| x.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
     assert!(read_before > 0 && read_before < in_db, "the error came part-way: after {read_before} of {in_db} rows");
     assert_eq!((s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(0), Some(in_db - read_before)), "{s}");
     assert!(deleted(&r.out).is_empty());
     std::fs::write(&db, &saved).unwrap();
     let again = run(t, "corrupt-after", &src, &state);
-    assert_eq!((again.summary["unchanged"].as_u64(), again.summary["deleted"].as_u64()), (Some(total), Some(0)), "{}", again.summary);
+    assert_eq!(
+        (again.summary["unchanged"].as_u64(), again.summary["deleted"].as_u64()),
+        (Some(total), Some(0)),
+        "{}",
+        again.summary
+    );
 
     // A database whose `entries` lacks `inode`: one clear error, its directory unknown.
     let state = fork_state(&good, t, "no-inode");
@@ -453,7 +547,11 @@ fn gufi_databases_broken_mid_table_or_missing_a_column_delete_nothing() {
     assert_eq!(rejects.lines().count(), 1, "{rejects}");
     assert!(rejects.contains("reading `entries`: no such column: inode"), "{rejects}");
     let s = &r.summary;
-    assert_eq!((s["rejects"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()), (Some(1), Some(0), Some(in_db)), "{s}");
+    assert_eq!(
+        (s["rejects"].as_u64(), s["deleted"].as_u64(), s["deletes_withheld"].as_u64()),
+        (Some(1), Some(0), Some(in_db)),
+        "{s}"
+    );
     assert!(deleted(&r.out).is_empty());
 }
 
@@ -471,13 +569,24 @@ fn gufi_names_are_the_file_systems_in_plain_and_rolled_up_indexes() {
         gen::write(&fs, Format::Gufi, &data, 0, rollup).unwrap();
         // Written as gufi_dir2index writes them: `it's` is stored `it''s`.
         let dir = quoted[0].rsplit_once('/').unwrap().0;
-        let stored = sqlite(&data.join(dir.trim_start_matches('/')).join("db.db"), "SELECT count(*) FROM entries WHERE name LIKE '%''''%'");
+        let stored = sqlite(
+            &data.join(dir.trim_start_matches('/')).join("db.db"),
+            "SELECT count(*) FROM entries WHERE name LIKE '%''''%'",
+        );
         assert_ne!(stored, "0");
         if rollup {
-            let rolled: u64 = db_files(&data).iter().map(|db| sqlite(db, "SELECT count(*) FROM summary WHERE isroot = 0").parse::<u64>().unwrap()).sum();
+            let rolled: u64 = db_files(&data)
+                .iter()
+                .map(|db| sqlite(db, "SELECT count(*) FROM summary WHERE isroot = 0").parse::<u64>().unwrap())
+                .sum();
             assert!(rolled > 0, "rolled-up summary rows");
         }
-        let r = run(t, &format!("names-{rollup}"), &format!("type = \"gufi\"\nindex = \"{}\"", data.display()), &t.join(format!("state-{rollup}")));
+        let r = run(
+            t,
+            &format!("names-{rollup}"),
+            &format!("type = \"gufi\"\nindex = \"{}\"", data.display()),
+            &t.join(format!("state-{rollup}")),
+        );
         assert_eq!((r.code, r.summary["rejects"].as_u64()), (0, Some(0)), "{}", r.err);
         let got: BTreeSet<String> = ingested(&r.out).into_keys().collect();
         assert_eq!(got, truth, "rollup = {rollup}");
@@ -494,7 +603,11 @@ fn icicle_as_nobody(args: &[&str]) -> (i32, String, String) {
         cmd.uid(65534).gid(65534);
     }
     let out = cmd.output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -545,7 +658,8 @@ fn a_walk_never_deletes_below_a_directory_it_could_not_search() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(deleted(&out), ["/t/a/f0"], "{s}");
     assert_eq!(s["deletes_withheld"], 3, "{s}");
-    let scopes: BTreeSet<&str> = s["unknown_scopes"].as_array().unwrap().iter().map(|u| u["scope"].as_str().unwrap()).collect();
+    let scopes: BTreeSet<&str> =
+        s["unknown_scopes"].as_array().unwrap().iter().map(|u| u["scope"].as_str().unwrap()).collect();
     assert_eq!(scopes, ["/t/b/g/**", "/t/b/sub/**", "/t/c/**"].into_iter().collect(), "{s}");
     let (code, s, err, out) = go("unlocked");
     assert_eq!((code, s["unchanged"].as_u64(), s["deleted"].as_u64()), (0, Some(32), Some(0)), "{err} {s}");
@@ -567,7 +681,11 @@ fn a_record_owed_by_a_failed_run_and_then_unreadable_is_still_sent() {
         let dir = t.join(name);
         write_listing(&dir, &BTreeSet::new());
         // A good first row: a bad first row is taken for a producer's changed columns.
-        std::fs::write(dir.join("part-9.csv"), format!("f,33188,1000,100,1,1700000000,1700000001,1700000002,/fs/new/x\n{row}\n")).unwrap();
+        std::fs::write(
+            dir.join("part-9.csv"),
+            format!("f,33188,1000,100,1,1700000000,1700000001,1700000002,/fs/new/x\n{row}\n"),
+        )
+        .unwrap();
         tsv(&format!("\"{}/*.csv\"", dir.display()))
     };
     let good_y = with_y("good-y", &format!("f,33188,1000,100,5,1700000000,1700000001,1700000002,{owed}"));

@@ -75,7 +75,12 @@ fn all_sources_yield_the_ground_truth() {
             assert_eq!(c["size"], t.attrs.size, "{format:?} {}", t.path);
             assert_eq!(c["uid"], t.attrs.uid, "{format:?} {}", t.path);
             assert_eq!(c["gid"], t.attrs.gid, "{format:?} {}", t.path);
-            assert_eq!(c["mode"], String::from_utf8_lossy(&mode_string(t.attrs.mode)).as_ref(), "{format:?} {}", t.path);
+            assert_eq!(
+                c["mode"],
+                String::from_utf8_lossy(&mode_string(t.attrs.mode)).as_ref(),
+                "{format:?} {}",
+                t.path
+            );
             assert_eq!(c["raw"]["mode"], mode_octal_as_int(t.attrs.mode), "{format:?} {}", t.path);
             assert_eq!(c["mtime"], iso8601(t.attrs.mtime), "{format:?} {}", t.path);
             assert_eq!(c["raw"]["mtime"], t.attrs.mtime, "{format:?} {}", t.path);
@@ -96,7 +101,13 @@ fn all_sources_yield_the_ground_truth() {
             }
             assert_eq!(c["version"], "gen-42");
             let vis: Vec<&str> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-            assert_eq!(vis, vec![principals[&format!("uid{}", t.attrs.uid)].as_str(), principals[&format!("gid{}", t.attrs.gid)].as_str()]);
+            assert_eq!(
+                vis,
+                vec![
+                    principals[&format!("uid{}", t.attrs.uid)].as_str(),
+                    principals[&format!("gid{}", t.attrs.gid)].as_str()
+                ]
+            );
         }
     }
 }
@@ -135,7 +146,11 @@ fn rolled_up_gufi_index_is_not_double_counted() {
     let fs = GenFs::generate(&GenSpec::new(1_500, 3));
     let data = tmp.path().join("gufi");
     gen::write(&fs, Format::Gufi, &data, 0, true).unwrap();
-    let rolled: i64 = std::fs::read_dir(data.join("fs/home")).unwrap().filter_map(|e| e.ok()).map(|e| rusqlite_count(&e.path().join("db.db"))).sum();
+    let rolled: i64 = std::fs::read_dir(data.join("fs/home"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| rusqlite_count(&e.path().join("db.db")))
+        .sum();
     assert!(rolled > 0, "the generator should have filled pentries_rollup");
     let out = tmp.path().join("out");
     let cfg = config(

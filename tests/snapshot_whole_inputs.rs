@@ -61,7 +61,11 @@ fn an_ne2scan_listing_without_its_complete_trailer_deletes_nothing() {
     let r = run(t, "stopped", PUBLIC, &source);
     assert_eq!(r.code, 0, "{}", r.err);
     let s = &r.summary;
-    assert_eq!((s["deleted"].as_u64(), s["deletes_withheld"].as_u64(), s["unchanged"].as_u64()), (Some(0), Some(80), Some(120)), "{s}");
+    assert_eq!(
+        (s["deleted"].as_u64(), s["deletes_withheld"].as_u64(), s["unchanged"].as_u64()),
+        (Some(0), Some(80), Some(120)),
+        "{s}"
+    );
     assert!(s["unknown_scopes"][0]["reason"].as_str().unwrap_or("").contains("no `#complete#` line at the end"), "{s}");
     assert!(deleted(&r.out).is_empty());
     // Finished again (trailer back), with 20 files really gone: exactly those are deleted.
@@ -98,20 +102,36 @@ fn a_path_listed_twice_is_a_reject_naming_both_lines_the_same_every_run() {
         let r = run(t, name, PUBLIC, &source);
         let s = &r.summary;
         assert_eq!(r.code, 0, "{name}: {}", r.err);
-        let counts = ["rejects", "created", "updated", "unchanged", "deleted", "deletes_withheld", "emitted"].map(|k| s[k].as_u64().unwrap_or(u64::MAX));
-        assert_eq!(counts, [4, 0, 0, 999, 0, 1, 0], "{name}: rejects created updated unchanged deleted withheld emitted: {s}");
+        let counts = ["rejects", "created", "updated", "unchanged", "deleted", "deletes_withheld", "emitted"]
+            .map(|k| s[k].as_u64().unwrap_or(u64::MAX));
+        assert_eq!(
+            counts,
+            [4, 0, 0, 999, 0, 1, 0],
+            "{name}: rejects created updated unchanged deleted withheld emitted: {s}"
+        );
         // Neither row of either path is sent, nothing is deleted.
         assert!(ingested(&r.out).is_empty() && deleted(&r.out).is_empty(), "{name}");
         let rejects = rejects_of(t, name);
-        let mut lines: Vec<(String, u64)> = rejects.iter().map(|j| (j["reason"].as_str().unwrap().to_string(), j["line"].as_u64().unwrap())).collect();
+        let mut lines: Vec<(String, u64)> =
+            rejects.iter().map(|j| (j["reason"].as_str().unwrap().to_string(), j["line"].as_u64().unwrap())).collect();
         lines.sort_by_key(|l| l.1);
         assert_eq!(lines.iter().map(|l| l.1).collect::<Vec<_>>(), [9, 1002, 1003, 1004], "{name}: {rejects:?}");
         let f7 = format!("{} line 9, {} line 1002", file.display(), file.display());
-        assert!(lines[0].0.contains("\"/fs/d2/f7\": read 2 times") && lines[0].0.contains(&f7) && lines[0].0 == lines[1].0, "{name}: {lines:?}");
-        assert!(lines[2].0.contains("line 1003") && lines[2].0.contains("line 1004") && lines[2].0 == lines[3].0, "{name}: {lines:?}");
+        assert!(
+            lines[0].0.contains("\"/fs/d2/f7\": read 2 times") && lines[0].0.contains(&f7) && lines[0].0 == lines[1].0,
+            "{name}: {lines:?}"
+        );
+        assert!(
+            lines[2].0.contains("line 1003") && lines[2].0.contains("line 1004") && lines[2].0 == lines[3].0,
+            "{name}: {lines:?}"
+        );
     }
     // Listed once again: f7 is updated, the new path created.
-    std::fs::write(&file, format!("{header}{}{again}{new}#complete#1700000300\n", rows.replace("|/fs/d2/f7\n", "|/fs/d2/f7-gone\n"))).unwrap();
+    std::fs::write(
+        &file,
+        format!("{header}{}{again}{new}#complete#1700000300\n", rows.replace("|/fs/d2/f7\n", "|/fs/d2/f7-gone\n")),
+    )
+    .unwrap();
     let r = run(t, "once", PUBLIC, &source);
     let s = &r.summary;
     let counts = ["rejects", "created", "updated", "deleted"].map(|k| s[k].as_u64().unwrap_or(u64::MAX));
@@ -152,18 +172,32 @@ fn a_file_system_mounted_over_a_walked_directory_deletes_nothing_below_it() {
     assert_eq!((r.code, r.summary["created"].as_u64()), (0, Some(1000)), "{}", r.err);
     // An empty file system mounted over the project directory (or the project's own one
     // unmounted, leaving the empty mount point): not entered, kept.
-    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "none"]).arg(root.join("proj")).status().unwrap().success();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "none"])
+        .arg(root.join("proj"))
+        .status()
+        .unwrap()
+        .success();
     assert!(ok, "mount");
     let mounted = Mounted(root.join("proj"));
     let r = run(t, "mounted", PUBLIC, &source);
     assert_eq!(r.code, 0, "{}", r.err);
     let s = &r.summary;
-    assert_eq!((s["deleted"].as_u64(), s["deletes_withheld"].as_u64(), s["unchanged"].as_u64()), (Some(0), Some(150), Some(850)), "{s}");
+    assert_eq!(
+        (s["deleted"].as_u64(), s["deletes_withheld"].as_u64(), s["unchanged"].as_u64()),
+        (Some(0), Some(150), Some(850)),
+        "{s}"
+    );
     assert_eq!(s["unknown_scopes"][0]["scope"], "/proj/**", "{s}");
     assert!(deleted(&r.out).is_empty());
     drop(mounted);
     let r = run(t, "unmounted", PUBLIC, &source);
-    assert_eq!((r.code, r.summary["unchanged"].as_u64(), r.summary["deleted"].as_u64()), (0, Some(1000), Some(0)), "{}", r.summary);
+    assert_eq!(
+        (r.code, r.summary["unchanged"].as_u64(), r.summary["deleted"].as_u64()),
+        (0, Some(1000), Some(0)),
+        "{}",
+        r.summary
+    );
 }
 
 #[test]
@@ -194,7 +228,12 @@ fn records_nobody_may_see_any_more_are_withdrawn_not_carried_over() {
     };
     let source = format!("type = \"walk\"\nroot = \"{}\"\npath_prefix = \"/\"", root.display());
     let r = run(t, "both-mapped", &records(&[1000, 1001]), &source);
-    assert_eq!((r.code, r.summary["created"].as_u64(), r.summary["withdrawn"].as_u64()), (0, Some(50), Some(0)), "{}", r.err);
+    assert_eq!(
+        (r.code, r.summary["created"].as_u64(), r.summary["withdrawn"].as_u64()),
+        (0, Some(50), Some(0)),
+        "{}",
+        r.err
+    );
     assert_eq!(ingested(&r.out)["/u1001-f0"]["visible_to"], serde_json::json!(["urn:u:1001"]));
     // uid 1001 removed from the map: its files are withdrawn, so it no longer sees them.
     let r = run(t, "one-removed", &records(&[1000]), &source);
@@ -209,5 +248,10 @@ fn records_nobody_may_see_any_more_are_withdrawn_not_carried_over() {
     assert_eq!(deleted(&r.out).into_iter().collect::<BTreeSet<_>>(), want);
     // Mapped again: published again.
     let r = run(t, "mapped-again", &records(&[1000, 1001]), &source);
-    assert_eq!((r.code, r.summary["created"].as_u64(), r.summary["deleted"].as_u64()), (0, Some(5), Some(0)), "{}", r.summary);
+    assert_eq!(
+        (r.code, r.summary["created"].as_u64(), r.summary["deleted"].as_u64()),
+        (0, Some(5), Some(0)),
+        "{}",
+        r.summary
+    );
 }

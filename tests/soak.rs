@@ -35,7 +35,12 @@ fn rt() -> tokio::runtime::Runtime {
 /// Try to keep `n` idle connections open to `addr` until `stop`, reopening those the server
 /// closed. Returns (connections attempted, most open at once): once the kernel's listen
 /// backlog is full, attempts time out, which is the point.
-fn hostile_clients(addr: String, n: usize, stop: Arc<AtomicBool>, attempts: Arc<AtomicUsize>) -> std::thread::JoinHandle<(usize, usize)> {
+fn hostile_clients(
+    addr: String,
+    n: usize,
+    stop: Arc<AtomicBool>,
+    attempts: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<(usize, usize)> {
     std::thread::spawn(move || {
         // SAFETY: getrlimit/setrlimit on this process only.
         unsafe {
@@ -50,7 +55,8 @@ fn hostile_clients(addr: String, n: usize, stop: Arc<AtomicBool>, attempts: Arc<
             // Drop the ones the server closed (a read that ends), then top up.
             open.retain(|s| {
                 let mut b = [0u8; 1];
-                s.set_nonblocking(true).is_ok() && matches!(s.peek(&mut b), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                s.set_nonblocking(true).is_ok()
+                    && matches!(s.peek(&mut b), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
             });
             let mut failed = 0;
             while open.len() < n && failed < 100 && !stop.load(Ordering::Relaxed) {
@@ -93,7 +99,11 @@ fn a_monitor_under_hostile_clients_a_pausing_broker_and_failing_tasks_delivers_e
     let journal = t.join("lfs/changelog");
     let mut w = Workload::open(&root, &journal, seed).unwrap();
     w.preexisting(40).unwrap();
-    std::fs::write(icicle_testkit::lustre::side(&journal, ".users"), format!("cl1 {}\n", journal_indexes(&journal).last().copied().unwrap_or(0))).unwrap();
+    std::fs::write(
+        icicle_testkit::lustre::side(&journal, ".users"),
+        format!("cl1 {}\n", journal_indexes(&journal).last().copied().unwrap_or(0)),
+    )
+    .unwrap();
     let sinks = format!(
         "[sinks.msk]\ntype = \"kafka\"\ntopic = \"{topic}\"\ntimeout_secs = 3\nconnection = {{ bootstrap = \"{b}\" }}\n\
          [sinks.globus]\ntype = \"globus\"\nindex_id = \"{INDEX}\"\nbase_url = \"{u}\"\ntoken_env = \"ICICLE_TEST_SOAK_TOKEN\"\nretry_initial_ms = 20\nretry_max_ms = 200\ntask_poll_ms = 10\n",
@@ -109,7 +119,8 @@ fn a_monitor_under_hostile_clients_a_pausing_broker_and_failing_tasks_delivers_e
             root.display()
         ),
     );
-    let (code, _, err) = icicle(&["snapshot", "--json", "-c", snap.to_str().unwrap()], &[("ICICLE_TEST_SOAK_TOKEN", TOKEN)]);
+    let (code, _, err) =
+        icicle(&["snapshot", "--json", "-c", snap.to_str().unwrap()], &[("ICICLE_TEST_SOAK_TOKEN", TOKEN)]);
     assert_eq!(code, 0, "{err}");
     let testkit = Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
     let cfg = config(
@@ -167,7 +178,12 @@ fn a_monitor_under_hostile_clients_a_pausing_broker_and_failing_tasks_delivers_e
     let waited = Instant::now();
     while cleared(&journal) < last {
         assert!(child.try_wait().unwrap().is_none(), "seed {seed}: the monitor ended: {}", log_of(t));
-        assert!(waited.elapsed() < Duration::from_secs(600), "seed {seed}: cleared {} of {last}: {}", cleared(&journal), log_of(t));
+        assert!(
+            waited.elapsed() < Duration::from_secs(600),
+            "seed {seed}: cleared {} of {last}: {}",
+            cleared(&journal),
+            log_of(t)
+        );
         most_fds = most_fds.max(open_fds(child.id()));
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -185,7 +201,10 @@ fn a_monitor_under_hostile_clients_a_pausing_broker_and_failing_tasks_delivers_e
     assert!(status.success(), "seed {seed}: the monitor failed: {log}");
     eprintln!("seed {seed}: {attempted} hostile connections attempted, at most {most_open} open at once; the monitor held at most {most_fds} descriptors");
     assert!(attempted >= HOSTILE, "seed {seed}: only {attempted} hostile connections were attempted");
-    assert!(most_open > icicle_core::metrics::MAX_CONNECTIONS, "seed {seed}: the server was never saturated ({most_open} open)");
+    assert!(
+        most_open > icicle_core::metrics::MAX_CONNECTIONS,
+        "seed {seed}: the server was never saturated ({most_open} open)"
+    );
     assert!(most_fds < OPEN_FILES as usize / 2, "seed {seed}: the monitor held {most_fds} descriptors");
     assert!(!log.contains("Too many open files"), "seed {seed}: {log}");
     let fresh = walk_snapshot(t, &root, "fresh");
@@ -193,10 +212,14 @@ fn a_monitor_under_hostile_clients_a_pausing_broker_and_failing_tasks_delivers_e
     let mut kafka_index = BTreeMap::new();
     apply_topic(&mut kafka_index, &rt().block_on(produce::consume_all(&broker.addr, &topic)).unwrap());
     let (missing, extra, differ) = compare(&kafka_index, &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "seed {seed} kafka: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "seed {seed} kafka: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
     // Globus Search: the emulator's index.
     let got = block_on(Client::new(&emu.url(), TOKEN).scroll_all(INDEX)).unwrap();
-    let globus_index: BTreeMap<String, Value> = got.iter().map(|(s, c)| (s.clone(), serde_json::json!({ "content": c }))).collect();
+    let globus_index: BTreeMap<String, Value> =
+        got.iter().map(|(s, c)| (s.clone(), serde_json::json!({ "content": c }))).collect();
     let (missing, extra, differ) = compare(&globus_index, &fresh);
     assert!(
         missing.is_empty() && extra.is_empty() && differ.is_empty(),

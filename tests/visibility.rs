@@ -29,7 +29,10 @@ const FILE_MODES: [u32; 6] = [0o644, 0o640, 0o600, 0o604, 0o444, 0o660];
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    assert!(root || std::env::var_os("CI").is_none(), "CI must run the visibility tests as root (other owners, real kernel events)");
+    assert!(
+        root || std::env::var_os("CI").is_none(),
+        "CI must run the visibility tests as root (other owners, real kernel events)"
+    );
     if !root {
         eprintln!("skipped: needs root to give files other owners");
     }
@@ -62,7 +65,8 @@ fn visible(index: &BTreeMap<String, Value>) -> BTreeMap<String, Vec<String>> {
     index
         .iter()
         .map(|(p, e)| {
-            let mut v: Vec<String> = e["visible_to"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+            let mut v: Vec<String> =
+                e["visible_to"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
             v.sort();
             (p.clone(), v)
         })
@@ -111,7 +115,10 @@ fn seeds(default: u64) -> Vec<u64> {
         return vec![s];
     }
     let n: u64 = std::env::var("ICICLE_VISIBILITY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
-    let base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_007).unwrap_or(1);
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 % 1_000_000_007)
+        .unwrap_or(1);
     (0..n).map(|i| base + i).collect()
 }
 
@@ -343,13 +350,19 @@ fn named_cases(gpfs: bool, rule: &str) -> Vec<BTreeMap<String, Vec<String>>> {
     if gpfs {
         w.gpfs = Some(GpfsJournal::open(&events, &root, "/gpfs/fs1", true).unwrap());
     }
-    for (dir, uid, gid, mode) in [("/home", 0, 0, 0o755), ("/home/alice", 1000, 100, 0o755), ("/proj", 1000, 200, 0o750)] {
+    for (dir, uid, gid, mode) in
+        [("/home", 0, 0, 0o755), ("/home/alice", 1000, 100, 0o755), ("/proj", 1000, 200, 0o750)]
+    {
         w.mkdir(dir).unwrap();
         w.chown(dir, uid, gid).unwrap();
         w.chmod(dir, mode).unwrap();
     }
-    for (file, gid, mode) in [("/home/alice/open", 100, 0o644), ("/home/alice/private", 100, 0o600), ("/proj/secret", 200, 0o600), ("/proj/shared", 200, 0o640)]
-    {
+    for (file, gid, mode) in [
+        ("/home/alice/open", 100, 0o644),
+        ("/home/alice/private", 100, 0o600),
+        ("/proj/secret", 200, 0o600),
+        ("/proj/shared", 200, 0o640),
+    ] {
         w.create(file, 10).unwrap();
         w.chown(file, 1000, gid).unwrap();
         w.chmod(file, mode).unwrap();
@@ -359,7 +372,11 @@ fn named_cases(gpfs: bool, rule: &str) -> Vec<BTreeMap<String, Vec<String>>> {
     std::fs::create_dir_all(tmp.path().join("before")).unwrap();
     let topic = format!("vis-named-{}-{}-{rule}", std::process::id(), gpfs);
     let out = tmp.path().join("out");
-    let cfg = if gpfs { gpfs_config(tmp.path(), &root, &topic, &out, rule) } else { lustre_config(tmp.path(), &root, &journal, &out, rule) };
+    let cfg = if gpfs {
+        gpfs_config(tmp.path(), &root, &topic, &out, rule)
+    } else {
+        lustre_config(tmp.path(), &root, &journal, &out, rule)
+    };
     let id = if gpfs { "fset1" } else { "mdt0" };
     let mut index = BTreeMap::new();
     let mut phases = Vec::new();
@@ -442,7 +459,9 @@ fn snapshot_named_cases_home_closed_and_private_project_file() {
         std::os::unix::fs::chown(&p, Some(uid), Some(gid)).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
     }
-    for (file, gid, mode) in [("home/alice/open", 100, 0o644), ("home/alice/private", 100, 0o600), ("proj/secret", 200, 0o600)] {
+    for (file, gid, mode) in
+        [("home/alice/open", 100, 0o644), ("home/alice/private", 100, 0o600), ("proj/secret", 200, 0o600)]
+    {
         let p = root.join(file);
         std::fs::write(&p, b"x").unwrap();
         std::os::unix::fs::chown(&p, Some(1000), Some(gid)).unwrap();
@@ -486,7 +505,10 @@ fn rules_and_principals_are_checked_at_start_up() {
         assert_ne!(code, 0, "{name}");
         assert!(err.contains(key) && err.contains(says) && err.contains(name), "{name}: {err}");
     }
-    let (code, _, err) = run("ok.toml", "visible_to = \"posix\"\neveryone = \"urn:globus:groups:id:all-users\"\nadmins = [\"urn:admins\"]");
+    let (code, _, err) = run(
+        "ok.toml",
+        "visible_to = \"posix\"\neveryone = \"urn:globus:groups:id:all-users\"\nadmins = [\"urn:admins\"]",
+    );
     assert_eq!(code, 0, "{err}");
 }
 
@@ -497,7 +519,9 @@ fn aggregates_follow_the_rule() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("fs");
-    for (dir, uid, gid, mode) in [("home", 0, 0, 0o755), ("home/alice", 1000, 100, 0o700), ("proj", 1000, 200, 0o750), ("pub", 1001, 300, 0o755)] {
+    for (dir, uid, gid, mode) in
+        [("home", 0, 0, 0o755), ("home/alice", 1000, 100, 0o700), ("proj", 1000, 200, 0o750), ("pub", 1001, 300, 0o755)]
+    {
         let p = root.join(dir);
         std::fs::create_dir_all(&p).unwrap();
         std::os::unix::fs::chown(&p, Some(uid), Some(gid)).unwrap();
@@ -526,7 +550,8 @@ fn aggregates_follow_the_rule() {
     for (_, doc) in documents(&out, "ingest-") {
         for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
             if let Some(p) = e["content"]["principal"].as_str() {
-                let mut vis: Vec<String> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+                let mut vis: Vec<String> =
+                    e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
                 vis.sort();
                 got.insert(p.to_string(), vis);
             }
@@ -619,7 +644,11 @@ fn a_record_nobody_mapped_may_see_is_withdrawn_naming_its_owner_never_widened() 
     );
     let (code, s, err) = snapshot(&cfg, &[]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!((s["records"].as_u64(), s["rejects"].as_u64(), s["withdrawn"].as_u64()), (Some(1), Some(0), Some(1)), "{s}");
+    assert_eq!(
+        (s["records"].as_u64(), s["rejects"].as_u64(), s["withdrawn"].as_u64()),
+        (Some(1), Some(0), Some(1)),
+        "{s}"
+    );
     // Withdrawn (not indexed, and deleted where it was), the warning naming its owner.
     assert!(err.contains("/private/f") && err.contains("uid 4242") && err.contains("gid 4243"), "{err}");
     let got = visible(&ingested(&tmp.path().join("out")));

@@ -49,7 +49,8 @@ fn run_source(tmp: &Path, name: &str, source: &str) -> (BTreeMap<String, Vec<Str
     for (_, doc) in documents(&out, "ingest-") {
         for e in doc["ingest_data"]["gmeta"].as_array().unwrap() {
             let key = e["content"]["principal"].as_str().or(e["content"]["path"].as_str()).unwrap().to_string();
-            let mut vis: Vec<String> = e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+            let mut vis: Vec<String> =
+                e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
             vis.sort();
             got.insert(key, vis);
         }
@@ -68,7 +69,8 @@ fn v(list: &[&str]) -> Vec<String> {
 #[test]
 fn a_files_parent_without_a_row_is_judged_unknown_not_skipped() {
     let tmp = tempfile::tempdir().unwrap();
-    let rows = [row('f', 0o644, 1000, "/x/a/g"), row('d', 0o755, 1000, "/x/a/c"), row('f', 0o644, 1000, "/x/a/c/f")].concat();
+    let rows =
+        [row('f', 0o644, 1000, "/x/a/g"), row('d', 0o755, 1000, "/x/a/c"), row('f', 0o644, 1000, "/x/a/c/f")].concat();
     let (got, s) = run(tmp.path(), "missing", &rows);
     assert_eq!(got["/x/a/c/f"], v(&[ALICE, ADMINS]), "{s}");
     assert_eq!(got["/x/a/g"], v(&[ALICE, ADMINS]));
@@ -119,7 +121,9 @@ fn rows_with_bad_names_are_placed_by_their_directory() {
     assert_eq!(s["rejects"], 2, "{s}");
     assert_eq!(got["/w/f"], v(&[ALICE, GROUP, "public", ADMINS]), "{s}");
     // The only file listed in /x/a has a NUL in its name; /x/a has no row.
-    let rows = [row('d', 0o755, 1000, "/x/a/c"), row('f', 0o644, 1000, "/x/a/c/f"), row('f', 0o644, 1000, "/x/a/g\u{0}")].concat();
+    let rows =
+        [row('d', 0o755, 1000, "/x/a/c"), row('f', 0o644, 1000, "/x/a/c/f"), row('f', 0o644, 1000, "/x/a/g\u{0}")]
+            .concat();
     let (got, s) = run(tmp.path(), "nul-only-file", &rows);
     assert_eq!(s["rejects"], 1, "{s}");
     assert_eq!(got["/x/a/c/f"], v(&[ALICE, ADMINS]), "{s}");
@@ -144,12 +148,35 @@ fn gufi_directories_without_a_summary_row_are_unknown() {
     use icicle_core::record::{Attrs, FileKind};
     use icicle_testkit::gen::{self, Format, GenDir, GenFile, GenFs};
     let tmp = tempfile::tempdir().unwrap();
-    let attrs = |ty: u32, mode: u32, uid: u32, inode: u64| Attrs { mode: ty | mode, uid, gid: 100, size: 1, atime: 1, ctime: 2, mtime: 3, inode };
-    let dir = |path: &str, parent: usize, mode: u32, uid: u32, inode: u64| GenDir { path: path.into(), attrs: attrs(0o040000, mode, uid, inode), parent };
-    let file =
-        |dir: usize, name: &str, inode: u64| GenFile { dir, name: name.into(), kind: FileKind::File, attrs: attrs(0o100000, 0o644, 1000, inode), target: None };
+    let attrs = |ty: u32, mode: u32, uid: u32, inode: u64| Attrs {
+        mode: ty | mode,
+        uid,
+        gid: 100,
+        size: 1,
+        atime: 1,
+        ctime: 2,
+        mtime: 3,
+        inode,
+    };
+    let dir = |path: &str, parent: usize, mode: u32, uid: u32, inode: u64| GenDir {
+        path: path.into(),
+        attrs: attrs(0o040000, mode, uid, inode),
+        parent,
+    };
+    let file = |dir: usize, name: &str, inode: u64| GenFile {
+        dir,
+        name: name.into(),
+        kind: FileKind::File,
+        attrs: attrs(0o100000, 0o644, 1000, inode),
+        target: None,
+    };
     let fs = GenFs {
-        dirs: vec![dir("/g", usize::MAX, 0o755, 0, 1), dir("/g/p", 0, 0o755, 0, 2), dir("/g/p/d", 1, 0o700, 1000, 3), dir("/g/p/q", 1, 0o755, 1000, 4)],
+        dirs: vec![
+            dir("/g", usize::MAX, 0o755, 0, 1),
+            dir("/g/p", 0, 0o755, 0, 2),
+            dir("/g/p/d", 1, 0o700, 1000, 3),
+            dir("/g/p/q", 1, 0o755, 1000, 4),
+        ],
         // A file in /g too: a root db.db without rows looks like GUFI's parent template.
         files: vec![file(0, "top", 7), file(2, "f", 5), file(3, "f2", 6)],
         users: vec![1000],
@@ -162,10 +189,19 @@ fn gufi_directories_without_a_summary_row_are_unknown() {
         let (index, prefix) = if at_root { (data.join("g"), "/g") } else { (data.clone(), "/") };
         if let Some(d) = lose {
             let db = data.join(d).join("db.db");
-            let ok = std::process::Command::new("sqlite3").arg(&db).arg("DELETE FROM summary WHERE isroot = 1").status().unwrap().success();
+            let ok = std::process::Command::new("sqlite3")
+                .arg(&db)
+                .arg("DELETE FROM summary WHERE isroot = 1")
+                .status()
+                .unwrap()
+                .success();
             assert!(ok, "{}", db.display());
         }
-        run_source(tmp.path(), name, &format!("type = \"gufi\"\nindex = \"{}\"\npath_prefix = \"{prefix}\"", index.display()))
+        run_source(
+            tmp.path(),
+            name,
+            &format!("type = \"gufi\"\nindex = \"{}\"\npath_prefix = \"{prefix}\"", index.display()),
+        )
     };
     let (control, s) = snap("control", None, false);
     assert_eq!(control["/g/p/q/f2"], v(&[ALICE, GROUP, "public", ADMINS]), "{s}");

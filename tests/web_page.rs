@@ -43,7 +43,17 @@ struct Serve {
 impl Serve {
     fn start(index: &Path, tokens: &Path) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_icicle"))
-            .args(["serve", "--index", index.to_str().unwrap(), "--listen", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap(), "--index-id", INDEX])
+            .args([
+                "serve",
+                "--index",
+                index.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--tokens",
+                tokens.to_str().unwrap(),
+                "--index-id",
+                INDEX,
+            ])
             .env_remove("RUST_LOG")
             .stderr(Stdio::piped())
             .spawn()
@@ -112,7 +122,8 @@ fn primary() -> Value {
 
 const QUANTILES: [&str; 6] = ["p10", "p25", "p50", "p75", "p90", "p99"];
 /// The page's size ranges, [low, high).
-const SIZES: [(u64, u64); 5] = [(0, 1 << 10), (1 << 10, 1 << 20), (1 << 20, 1 << 30), (1 << 30, 1 << 40), (1 << 40, 1 << 53)];
+const SIZES: [(u64, u64); 5] =
+    [(0, 1 << 10), (1 << 10, 1 << 20), (1 << 20, 1 << 30), (1 << 30, 1 << 40), (1 << 40, 1 << 53)];
 
 /// A versioned snapshot (with aggregate records) of a generated listing into `t/index`, beside
 /// a file sink whose documents are the ground truth: the records by subject.
@@ -144,7 +155,8 @@ fn index_of_a_snapshot(t: &Path, seed: u64) -> BTreeMap<String, Value> {
 /// The tokens file (mode 0600): a writer and a reader.
 fn tokens_file(t: &Path) -> PathBuf {
     let f = t.join("tokens.tsv");
-    std::fs::write(&f, format!("{WRITER}\turn:globus:auth:identity:publisher\t\twriter\n{READER}\t{READER_ID}\n")).unwrap();
+    std::fs::write(&f, format!("{WRITER}\turn:globus:auth:identity:publisher\t\twriter\n{READER}\t{READER_ID}\n"))
+        .unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
     f
 }
@@ -197,7 +209,9 @@ fn page_facets(b: &mut Browser) -> BTreeMap<String, BTreeMap<String, u64>> {
     let v = b.eval("[...document.querySelectorAll('#facets input[type=checkbox]')].map(i => [i.dataset.facet, i.dataset.value, Number(i.dataset.count)])");
     let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for x in v.as_array().unwrap() {
-        out.entry(x[0].as_str().unwrap().into()).or_default().insert(x[1].as_str().unwrap().into(), x[2].as_u64().unwrap());
+        out.entry(x[0].as_str().unwrap().into())
+            .or_default()
+            .insert(x[1].as_str().unwrap().into(), x[2].as_u64().unwrap());
     }
     out
 }
@@ -205,13 +219,19 @@ fn page_facets(b: &mut Browser) -> BTreeMap<String, BTreeMap<String, u64>> {
 /// A terms facet of an API answer: value → count.
 fn api_terms(v: &Value, name: &str) -> BTreeMap<String, u64> {
     let f = v["facet_results"].as_array().unwrap().iter().find(|f| f["name"] == name).unwrap();
-    f["buckets"].as_array().unwrap().iter().map(|b| (b["value"].to_string().trim_matches('"').to_string(), b["count"].as_u64().unwrap())).collect()
+    f["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["value"].to_string().trim_matches('"').to_string(), b["count"].as_u64().unwrap()))
+        .collect()
 }
 
 /// The search request the page makes for `q`, as the API documents it.
 fn request(q: &str, offset: u64, post: Option<Value>) -> Value {
     let facets = json!([{"name": "type", "field_name": "type", "size": 10}, {"name": "uid", "field_name": "uid", "size": 10}, {"name": "gid", "field_name": "gid", "size": 10}]);
-    let mut body = json!({"q": q, "advanced": true, "filters": [primary()], "limit": 20, "offset": offset, "facets": facets});
+    let mut body =
+        json!({"q": q, "advanced": true, "filters": [primary()], "limit": 20, "offset": offset, "facets": facets});
     if let Some(p) = post {
         body["post_facet_filters"] = p;
     }
@@ -221,7 +241,11 @@ fn request(q: &str, offset: u64, post: Option<Value>) -> Value {
 /// The charts' points: (series, quantile, value).
 fn chart_points(b: &mut Browser) -> BTreeSet<(String, String, i64)> {
     let v = b.eval("[...document.querySelectorAll('svg.chart circle.pt')].map(c => [c.dataset.series, c.dataset.q, Number(c.dataset.value)])");
-    v.as_array().unwrap().iter().map(|x| (x[0].as_str().unwrap().into(), x[1].as_str().unwrap().into(), x[2].as_i64().unwrap())).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x[0].as_str().unwrap().into(), x[1].as_str().unwrap().into(), x[2].as_i64().unwrap()))
+        .collect()
 }
 
 /// The points an aggregate record's quantiles make.
@@ -251,7 +275,11 @@ fn check_aggregate_page(b: &mut Browser, truth: &BTreeMap<String, Value>, kind: 
     assert_eq!(files, json!(c["file_count"].to_string()), "seed {seed}: {kind} {id}'s file count");
     assert_eq!(chart_points(b), record_points(c), "seed {seed}: {kind} {id}'s chart");
     assert_eq!(b.eval("document.activeElement.id"), json!("agg-title"), "the page's heading takes the focus");
-    assert_eq!(b.eval("document.getElementById('results').checkVisibility()"), json!(false), "the results are hidden on the {kind} page");
+    assert_eq!(
+        b.eval("document.getElementById('results').checkVisibility()"),
+        json!(false),
+        "the results are hidden on the {kind} page"
+    );
 }
 
 /// The directories right below `dir` with aggregate records.
@@ -293,11 +321,22 @@ fn screenshots(b: &mut Browser, dir: &Path, name: &str) {
 fn check_assets(s: &Serve) {
     let (code, head, html) = http(s, "GET", "/", None, None);
     assert_eq!(code, 200);
-    assert!(head.contains("content-type: text/html") && head.contains("content-security-policy: default-src 'none'; script-src 'self'"), "{head}");
+    assert!(
+        head.contains("content-type: text/html")
+            && head.contains("content-security-policy: default-src 'none'; script-src 'self'"),
+        "{head}"
+    );
     assert!(html.contains(&format!("content=\"{INDEX}\"")), "the page names its index");
-    for (path, ty) in [("/assets/app.js", "text/javascript"), ("/assets/app.css", "text/css"), ("/assets/icon.svg", "image/svg+xml")] {
+    for (path, ty) in
+        [("/assets/app.js", "text/javascript"), ("/assets/app.css", "text/css"), ("/assets/icon.svg", "image/svg+xml")]
+    {
         let (code, head, _) = http(s, "GET", path, None, None);
-        assert!(code == 200 && head.contains(&format!("content-type: {ty}")) && head.contains("x-content-type-options: nosniff"), "{path}: {head}");
+        assert!(
+            code == 200
+                && head.contains(&format!("content-type: {ty}"))
+                && head.contains("x-content-type-options: nosniff"),
+            "{path}: {head}"
+        );
     }
 }
 
@@ -349,23 +388,30 @@ impl Run<'_> {
     /// Returns the query and the facets shown.
     fn query(&mut self, rng: &mut Rng) -> (String, BTreeMap<String, BTreeMap<String, u64>>) {
         let (b, seed) = (&mut self.b, self.seed);
-        let mut sizes: Vec<u64> = self.files.iter().filter(|c| c["type"] == "file").map(|c| c["size"].as_u64().unwrap()).collect();
+        let mut sizes: Vec<u64> =
+            self.files.iter().filter(|c| c["type"] == "file").map(|c| c["size"].as_u64().unwrap()).collect();
         sizes.sort_unstable();
         let cut = sizes[(sizes.len() as u64 * (10 + rng.below(30)) / 100) as usize];
         let q = format!("type:file AND size:>={cut}");
         b.type_into("#q", &q);
         b.step(&mut self.s, "the query's results", |b| b.press("#q", "Enter"));
         let api = search(&self.s, None, &request(&q, 0, None));
-        let matching: Vec<&&Value> = self.files.iter().filter(|c| c["type"] == "file" && c["size"].as_u64().unwrap() >= cut).collect();
+        let matching: Vec<&&Value> =
+            self.files.iter().filter(|c| c["type"] == "file" && c["size"].as_u64().unwrap() >= cut).collect();
         assert_eq!(page_total(b), matching.len() as u64, "seed {seed}: {q}");
         assert_eq!(page_rows(b), api_rows(&api), "seed {seed}: {q}");
         let facets = page_facets(b);
         for name in ["type", "uid", "gid"] {
             assert_eq!(facets[name], api_terms(&api, name), "seed {seed}: the {name} facet of {q}");
         }
-        let count = |lo: i64, hi: i64, field: &dyn Fn(&Value) -> i64| matching.iter().filter(|c| (lo..hi).contains(&field(c))).count() as u64;
-        let by_size: BTreeMap<String, u64> =
-            SIZES.iter().enumerate().map(|(i, (lo, hi))| (i.to_string(), count(*lo as i64, *hi as i64, &|c| c["size"].as_i64().unwrap()))).collect();
+        let count = |lo: i64, hi: i64, field: &dyn Fn(&Value) -> i64| {
+            matching.iter().filter(|c| (lo..hi).contains(&field(c))).count() as u64
+        };
+        let by_size: BTreeMap<String, u64> = SIZES
+            .iter()
+            .enumerate()
+            .map(|(i, (lo, hi))| (i.to_string(), count(*lo as i64, *hi as i64, &|c| c["size"].as_i64().unwrap())))
+            .collect();
         assert_eq!(facets["size"], by_size, "seed {seed}: the size ranges of {q}");
         // The age ranges the page asked for (from the browser's clock), counted in the records.
         let sent = b.eval("window.icicleRequest.facets.filter(f => f.name.startsWith('age-')).map(f => [f.histogram_range.low, f.histogram_range.high])");
@@ -374,22 +420,43 @@ impl Run<'_> {
             .unwrap()
             .iter()
             .enumerate()
-            .map(|(i, r)| (i.to_string(), count(r[0].as_i64().unwrap(), r[1].as_i64().unwrap(), &|c| c["raw"]["mtime"].as_i64().unwrap())))
+            .map(|(i, r)| {
+                (
+                    i.to_string(),
+                    count(r[0].as_i64().unwrap(), r[1].as_i64().unwrap(), &|c| c["raw"]["mtime"].as_i64().unwrap()),
+                )
+            })
             .collect();
         assert_eq!(facets["age"], by_age, "seed {seed}: the age ranges of {q}");
-        assert_eq!(facets["year"].values().sum::<u64>(), matching.len() as u64, "seed {seed}: the years of {q} (all within the 12 shown)");
+        assert_eq!(
+            facets["year"].values().sum::<u64>(),
+            matching.len() as u64,
+            "seed {seed}: the years of {q} (all within the 12 shown)"
+        );
 
         assert!(matching.len() > 20, "seed {seed}: {q} fills more than a page");
         b.step(&mut self.s, "the second page", |b| b.press("#next", "Enter"));
-        assert_eq!(page_rows(b), api_rows(&search(&self.s, None, &request(&q, 20, None))), "seed {seed}: page 2 of {q}");
-        assert!(b.eval("document.getElementById('summary').textContent").as_str().unwrap().starts_with("Results 21 to"));
+        assert_eq!(
+            page_rows(b),
+            api_rows(&search(&self.s, None, &request(&q, 20, None))),
+            "seed {seed}: page 2 of {q}"
+        );
+        assert!(b
+            .eval("document.getElementById('summary').textContent")
+            .as_str()
+            .unwrap()
+            .starts_with("Results 21 to"));
         (q, facets)
     }
 
     /// The largest owner's checkbox, with Space: the results narrow to its count, from the start.
     fn facet(&mut self, q: &str, facets: &BTreeMap<String, BTreeMap<String, u64>>) {
         let (b, seed) = (&mut self.b, self.seed);
-        let (uid, count) = facets["uid"].iter().max_by_key(|(u, n)| (**n, std::cmp::Reverse((*u).clone()))).map(|(u, n)| (u.clone(), *n)).unwrap();
+        let (uid, count) = facets["uid"]
+            .iter()
+            .max_by_key(|(u, n)| (**n, std::cmp::Reverse((*u).clone())))
+            .map(|(u, n)| (u.clone(), *n))
+            .unwrap();
         b.step(&mut self.s, "the owner's results", |b| b.press(&format!("#f-uid-{uid}"), " "));
         assert_eq!(b.eval(&format!("document.getElementById('f-uid-{uid}').checked")), json!(true));
         assert_eq!(page_total(b), count, "seed {seed}: uid {uid}");
@@ -403,7 +470,11 @@ impl Run<'_> {
     /// The first row's owner and group pages, then the users list.
     fn owners(&mut self) {
         let (b, seed, truth) = (&mut self.b, self.seed, self.truth);
-        let owner = b.eval("document.querySelector('#results tbody tr td[data-uid]').dataset.uid").as_str().unwrap().to_string();
+        let owner = b
+            .eval("document.querySelector('#results tbody tr td[data-uid]').dataset.uid")
+            .as_str()
+            .unwrap()
+            .to_string();
         b.step(&mut self.s, "the user page", |b| b.press("#results tbody tr td[data-uid] a", "Enter"));
         assert_eq!(b.eval("location.hash"), json!(format!("#/user/{owner}")));
         check_aggregate_page(b, truth, "user", &owner, seed);
@@ -411,12 +482,19 @@ impl Run<'_> {
         b.step(&mut self.s, "the results again", |b| {
             b.eval("history.back()");
         });
-        let group = b.eval("document.querySelector('#results tbody tr td[data-gid]').dataset.gid").as_str().unwrap().to_string();
+        let group = b
+            .eval("document.querySelector('#results tbody tr td[data-gid]').dataset.gid")
+            .as_str()
+            .unwrap()
+            .to_string();
         b.step(&mut self.s, "the group page", |b| b.press("#results tbody tr td[data-gid] a", "Enter"));
         check_aggregate_page(b, truth, "group", &group, seed);
         b.step(&mut self.s, "the users", |b| b.press("nav a[href='#/list/user']", "Enter"));
-        let users: BTreeSet<String> =
-            truth.values().filter(|e| e["content"]["kind"] == "user").map(|e| e["content"]["id"].as_str().unwrap().to_string()).collect();
+        let users: BTreeSet<String> = truth
+            .values()
+            .filter(|e| e["content"]["kind"] == "user")
+            .map(|e| e["content"]["id"].as_str().unwrap().to_string())
+            .collect();
         assert_eq!(page_subdirs(b), users, "seed {seed}: the users page, every user's record");
     }
 
@@ -427,7 +505,8 @@ impl Run<'_> {
         b.step(&mut self.s, "the directory /", |b| b.press("nav a[href='#/dir/']", "Enter"));
         assert_eq!(b.eval("!!document.getElementById('no-record')"), json!(true), "/ is above directory_min");
         assert_eq!(page_subdirs(b), child_dirs(truth, "/"), "seed {seed}");
-        let dir = b.eval("document.querySelector('table.aggregates tbody tr').dataset.id").as_str().unwrap().to_string();
+        let dir =
+            b.eval("document.querySelector('table.aggregates tbody tr').dataset.id").as_str().unwrap().to_string();
         b.step(&mut self.s, "a directory page", |b| b.press("table.aggregates tbody tr a", "Enter"));
         check_aggregate_page(b, truth, "dir", &dir, seed);
         assert_eq!(page_subdirs(b), child_dirs(truth, &dir), "seed {seed}: below {dir}");
@@ -442,7 +521,10 @@ impl Run<'_> {
 #[test]
 fn the_web_page_searches_facets_pages_and_charts_what_the_api_answers() {
     let Some(bin) = chromium() else {
-        assert!(std::env::var_os("CI").is_none(), "CI is set and Chromium is not installed (scripts/test.sh installs Debian's `chromium`)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and Chromium is not installed (scripts/test.sh installs Debian's `chromium`)"
+        );
         eprintln!("skipped: Chromium is not installed (apt-get install chromium); under CI this test fails instead");
         return;
     };
@@ -453,7 +535,8 @@ fn the_web_page_searches_facets_pages_and_charts_what_the_api_answers() {
     let artefacts = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("test-artefacts/web_page");
     std::fs::create_dir_all(&artefacts).unwrap();
     let truth = index_of_a_snapshot(t, seed);
-    let files: Vec<&Value> = truth.values().map(|e| &e["content"]).filter(|c| c["type"] == "file" || c["type"] == "link").collect();
+    let files: Vec<&Value> =
+        truth.values().map(|e| &e["content"]).filter(|c| c["type"] == "file" || c["type"] == "link").collect();
     let s = Serve::start(&t.join("index"), &tokens_file(t));
     let private = private_records(&s);
     check_assets(&s);
@@ -466,6 +549,10 @@ fn the_web_page_searches_facets_pages_and_charts_what_the_api_answers() {
     run.facet(&q, &facets);
     run.owners();
     run.directories();
-    assert!(run.b.problems.is_empty(), "the page reported errors (a CSP violation, a script error): {:#?}", run.b.problems);
+    assert!(
+        run.b.problems.is_empty(),
+        "the page reported errors (a CSP violation, a script error): {:#?}",
+        run.b.problems
+    );
     eprintln!("seed {seed}: screenshots in {}", run.artefacts.display());
 }

@@ -167,25 +167,52 @@ struct Classes<'a> {
 impl Classes<'_> {
     fn of(p: &Perm) -> Classes<'_> {
         if p.acl.as_deref().is_some_and(|a| a.unreadable) {
-            return Classes { uid: p.uid, owner: (p.mode >> 6) & 7, gid: p.gid, owning_group: 0, other: 0, mask: 0, acl: None };
+            return Classes {
+                uid: p.uid,
+                owner: (p.mode >> 6) & 7,
+                gid: p.gid,
+                owning_group: 0,
+                other: 0,
+                mask: 0,
+                acl: None,
+            };
         }
         match p.acl.as_deref().filter(|_| p.mode & 0o070 != 0) {
             Some(acl) => {
                 let mask = acl.mask.unwrap_or(7);
-                Classes { uid: p.uid, owner: acl.user_obj, gid: p.gid, owning_group: acl.group_obj & mask, other: acl.other, mask, acl: Some(acl) }
+                Classes {
+                    uid: p.uid,
+                    owner: acl.user_obj,
+                    gid: p.gid,
+                    owning_group: acl.group_obj & mask,
+                    other: acl.other,
+                    mask,
+                    acl: Some(acl),
+                }
             }
-            None => Classes { uid: p.uid, owner: (p.mode >> 6) & 7, gid: p.gid, owning_group: (p.mode >> 3) & 7, other: p.mode & 7, mask: 7, acl: None },
+            None => Classes {
+                uid: p.uid,
+                owner: (p.mode >> 6) & 7,
+                gid: p.gid,
+                owning_group: (p.mode >> 3) & 7,
+                other: p.mode & 7,
+                mask: 7,
+                acl: None,
+            },
         }
     }
 
     /// Named users and their bits (masked); an entry naming the owner is never consulted.
     fn users(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.acl.into_iter().flat_map(|a| a.users.iter().filter(|(u, _)| *u != self.uid).map(|&(u, b)| (u, b & self.mask)))
+        self.acl
+            .into_iter()
+            .flat_map(|a| a.users.iter().filter(|(u, _)| *u != self.uid).map(|&(u, b)| (u, b & self.mask)))
     }
 
     /// The group class: the owning group and named groups, with their bits (masked).
     fn groups(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        std::iter::once((self.gid, self.owning_group)).chain(self.acl.into_iter().flat_map(|a| a.groups.iter().map(|&(g, b)| (g, b & self.mask))))
+        std::iter::once((self.gid, self.owning_group))
+            .chain(self.acl.into_iter().flat_map(|a| a.groups.iter().map(|&(g, b)| (g, b & self.mask))))
     }
 
     /// Whether every member of any one group of the group class is granted `want` (a group
@@ -433,11 +460,14 @@ impl ChainCache {
         if let Some(c) = self.cache.get(dir) {
             return c.clone();
         }
-        let below_top = dir == self.top || self.top == "/" || dir.strip_prefix(self.top.as_str()).is_some_and(|r| r.starts_with('/'));
+        let below_top = dir == self.top
+            || self.top == "/"
+            || dir.strip_prefix(self.top.as_str()).is_some_and(|r| r.starts_with('/'));
         if !below_top {
             return None;
         }
-        let above = if dir == self.top { Some(std::sync::Arc::from(Vec::new())) } else { self.chain(parent_dir(dir), lookup) };
+        let above =
+            if dir == self.top { Some(std::sync::Arc::from(Vec::new())) } else { self.chain(parent_dir(dir), lookup) };
         let c = above.and_then(|a| {
             let me = lookup(dir)?;
             let mut v = a.to_vec();
@@ -453,7 +483,12 @@ impl ChainCache {
 pub fn lstat_dir(path: &std::path::Path) -> Option<Perm> {
     use std::os::unix::fs::MetadataExt;
     let md = std::fs::symlink_metadata(path).ok()?;
-    md.is_dir().then(|| Perm { mode: md.mode(), uid: md.uid(), gid: md.gid(), acl: Acl::read(path).map(std::sync::Arc::new) })
+    md.is_dir().then(|| Perm {
+        mode: md.mode(),
+        uid: md.uid(),
+        gid: md.gid(),
+        acl: Acl::read(path).map(std::sync::Arc::new),
+    })
 }
 
 #[cfg(test)]
@@ -481,7 +516,9 @@ mod tests {
         }
         let c = std::ffi::CString::new(f.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: NUL-terminated strings and a buffer of the length passed.
-        let r = unsafe { libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0) };
+        let r = unsafe {
+            libc::setxattr(c.as_ptr(), c"system.posix_acl_access".as_ptr(), xattr.as_ptr().cast(), xattr.len(), 0)
+        };
         if r != 0 {
             let e = std::io::Error::last_os_error();
             assert!(std::env::var_os("CI").is_none(), "CI's temporary directory must take ACLs: {e}");
@@ -503,7 +540,10 @@ mod tests {
         let (open, private) = (p(0o644, 1000, 100), p(0o600, 1000, 100));
         for policy in [AccessPolicy::Posix, AccessPolicy::PosixRead] {
             assert!(can_see(policy, &dirs, &open, &Asker::User { uid: 1000, groups: &[100] }));
-            assert!(!can_see(policy, &dirs, &open, &Asker::Group(100)), "{policy:?}: alice's group is kept out by 0700");
+            assert!(
+                !can_see(policy, &dirs, &open, &Asker::Group(100)),
+                "{policy:?}: alice's group is kept out by 0700"
+            );
             assert!(!can_see(policy, &dirs, &open, &Asker::Everyone));
             assert!(!can_see(policy, &dirs, &private, &Asker::User { uid: 1001, groups: &[100] }));
             assert!(can_see(policy, &dirs, &private, &Asker::User { uid: 0, groups: &[] }));
@@ -576,7 +616,15 @@ mod tests {
         }
         // A named user refused by an ACL, others allowed: neither `public` nor a group (she may
         // be in it) is granted; she is not either; another user of unknown groups is.
-        let acl = Acl { user_obj: 7, users: vec![(1002, 0)], group_obj: 5, groups: vec![], mask: Some(5), other: 5, unreadable: false };
+        let acl = Acl {
+            user_obj: 7,
+            users: vec![(1002, 0)],
+            group_obj: 5,
+            groups: vec![],
+            mask: Some(5),
+            other: 5,
+            unreadable: false,
+        };
         let proj = Perm { mode: 0o755, uid: 0, gid: 300, acl: Some(std::sync::Arc::new(acl)) };
         let dirs = [p(0o755, 0, 0), proj];
         assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Everyone));
@@ -588,15 +636,23 @@ mod tests {
         assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Group(300)));
         assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Everyone));
         // An ACL that could not be read grants nobody but the owner, whatever the mode says.
-        let hidden = Perm { mode: 0o755, uid: 1000, gid: 300, acl: Some(std::sync::Arc::new(Acl { unreadable: true, ..Acl::default() })) };
+        let hidden = Perm {
+            mode: 0o755,
+            uid: 1000,
+            gid: 300,
+            acl: Some(std::sync::Arc::new(Acl { unreadable: true, ..Acl::default() })),
+        };
         let dirs = [p(0o755, 0, 0), hidden];
         assert!(can_see(AccessPolicy::Posix, &dirs, &file, &Asker::Identity(1000)));
-        for who in [Asker::Everyone, Asker::Group(300), Asker::Identity(1001), Asker::User { uid: 1001, groups: &[300] }] {
+        for who in
+            [Asker::Everyone, Asker::Group(300), Asker::Identity(1001), Asker::User { uid: 1001, groups: &[300] }]
+        {
             assert!(!can_see(AccessPolicy::Posix, &dirs, &file, &who), "{who:?}");
         }
         // Where every class allows, every principal sees.
         let dirs = [p(0o755, 0, 0), p(0o755, 1000, 300)];
-        for who in [Asker::Everyone, Asker::Group(300), Asker::Group(400), Asker::Identity(1000), Asker::Identity(1001)] {
+        for who in [Asker::Everyone, Asker::Group(300), Asker::Group(400), Asker::Identity(1000), Asker::Identity(1001)]
+        {
             assert!(can_see(AccessPolicy::Posix, &dirs, &file, &who), "{who:?}");
         }
     }

@@ -210,7 +210,10 @@ mod tests {
                     b
                 })
                 .collect();
-            assert!(batches.iter().enumerate().all(|(i, b)| b.entries().eq([format!("{{\"subject\":\"/r{round}/{i}\"}}").as_bytes()])));
+            assert!(batches
+                .iter()
+                .enumerate()
+                .all(|(i, b)| b.entries().eq([format!("{{\"subject\":\"/r{round}/{i}\"}}").as_bytes()])));
             drop(batches);
             let kept: usize = SPARE.lock().unwrap().iter().map(|(b, _)| b.capacity()).sum();
             assert!(kept <= SPARE_BYTES, "{kept}");

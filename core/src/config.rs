@@ -192,7 +192,12 @@ pub struct MonitorSettings {
 
 impl Default for MonitorSettings {
     fn default() -> Self {
-        MonitorSettings { on_failure: OnSourceFailure::Stop, restart_initial_secs: 1.0, restart_max_secs: 300.0, max_restarts: 0 }
+        MonitorSettings {
+            on_failure: OnSourceFailure::Stop,
+            restart_initial_secs: 1.0,
+            restart_max_secs: 300.0,
+            max_restarts: 0,
+        }
     }
 }
 
@@ -237,17 +242,29 @@ impl Provider for SetOverrides {
 /// One `--set KEY=VALUE` as a TOML line. Errors name the key, never the value (it may be a
 /// secret).
 fn set_to_toml(set: &str) -> Result<String, ConfigError> {
-    let (key, value) = set
-        .split_once('=')
-        .ok_or_else(|| ConfigError::Parse("--set: an argument without `=` (expected KEY=VALUE; the argument is not shown, in case it is a secret)".into()))?;
+    let (key, value) = set.split_once('=').ok_or_else(|| {
+        ConfigError::Parse(
+            "--set: an argument without `=` (expected KEY=VALUE; the argument is not shown, in case it is a secret)"
+                .into(),
+        )
+    })?;
     let key = key.trim();
-    if key.is_empty() || !key.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+    if key.is_empty()
+        || !key
+            .split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+    {
         let key = key.escape_debug();
-        return Err(ConfigError::Parse(format!("--set `{key}=…`: `{key}` is not a dotted key (the value is not shown)")));
+        return Err(ConfigError::Parse(format!(
+            "--set `{key}=…`: `{key}` is not a dotted key (the value is not shown)"
+        )));
     }
     let value = value.trim();
-    let literal =
-        if toml::from_str::<toml::Table>(&format!("v = {value}")).is_ok() { value.to_string() } else { serde_json::to_string(value).unwrap_or_default() };
+    let literal = if toml::from_str::<toml::Table>(&format!("v = {value}")).is_ok() {
+        value.to_string()
+    } else {
+        serde_json::to_string(value).unwrap_or_default()
+    };
     Ok(format!("{key} = {literal}\n"))
 }
 
@@ -288,7 +305,11 @@ fn figment_error(err: figment::Error, figment: &Figment, base: &str) -> ConfigEr
         .unwrap_or_else(|| origin_of(figment, &key));
     // The value of a secret's key is never quoted; anything else that quotes configuration
     // text (a TOML parse error shows the line) is redacted by key.
-    let reason = if crate::secret::is_secret_key(&key) || key.ends_with("_env") { secret_reason(&err.kind) } else { err.kind.to_string() };
+    let reason = if crate::secret::is_secret_key(&key) || key.ends_with("_env") {
+        secret_reason(&err.kind)
+    } else {
+        err.kind.to_string()
+    };
     ConfigError::InvalidValue {
         key,
         origin,
@@ -315,7 +336,9 @@ fn secret_reason(kind: &figment::error::Kind) -> String {
         Kind::InvalidType(a, expected) => format!("invalid type: found {}, expected {expected}", what(a)),
         Kind::InvalidValue(a, expected) => format!("invalid value: found {}, expected {expected}", what(a)),
         Kind::Unsupported(a) => format!("unsupported type {}", what(a)),
-        Kind::UnknownVariant(_, expected) => format!("unknown variant (not shown), expected one of {}", expected.join(", ")),
+        Kind::UnknownVariant(_, expected) => {
+            format!("unknown variant (not shown), expected one of {}", expected.join(", "))
+        }
         Kind::Message(_) => "invalid value (not shown: the key holds a secret)".into(),
         other => other.to_string(),
     }
@@ -349,7 +372,11 @@ fn redact_tree(path: &mut Vec<String>, v: &mut Value) {
 }
 
 /// Deserialize the section at `key` into `T`; keys `T` does not know are errors, except `allowed`.
-pub fn extract_component<T: DeserializeOwned>(figment: &Figment, key: &str, allowed: &[&str]) -> Result<T, ConfigError> {
+pub fn extract_component<T: DeserializeOwned>(
+    figment: &Figment,
+    key: &str,
+    allowed: &[&str],
+) -> Result<T, ConfigError> {
     let value: T = figment.extract_inner(key).map_err(|e| figment_error(e, figment, key))?;
     let raw = figment.find_value(key).map_err(|e| figment_error(e, figment, key))?;
     let mut unknown = Vec::new();
@@ -390,7 +417,11 @@ pub fn from_figment(figment: Figment) -> Result<LoadedConfig, ConfigError> {
         for (id, v) in map {
             if v.as_dict().is_none() {
                 let key = format!("{section}.{id}");
-                return Err(ConfigError::InvalidValue { origin: origin_of(&figment, &key), key, reason: "expected a table".into() });
+                return Err(ConfigError::InvalidValue {
+                    origin: origin_of(&figment, &key),
+                    key,
+                    reason: "expected a table".into(),
+                });
             }
         }
     }
@@ -409,11 +440,9 @@ impl LoadedConfig {
     /// The `type` of component `section.id`.
     pub fn component_type(&self, section: &str, id: &str) -> Result<String, ConfigError> {
         let key = format!("{section}.{id}");
-        self.figment
-            .find_value(&format!("{key}.type"))
-            .ok()
-            .and_then(|v| v.into_string())
-            .ok_or_else(|| ConfigError::MissingKey { key: format!("{key}.type"), hint: format!("every [{key}] needs a `type`") })
+        self.figment.find_value(&format!("{key}.type")).ok().and_then(|v| v.into_string()).ok_or_else(|| {
+            ConfigError::MissingKey { key: format!("{key}.type"), hint: format!("every [{key}] needs a `type`") }
+        })
     }
 }
 

@@ -25,7 +25,9 @@ impl DeadLetters {
             for letter in text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) {
                 let raw = match (letter["raw"].as_str(), letter["raw_hex"].as_str()) {
                     (Some(t), _) => t.as_bytes().to_vec(),
-                    (None, Some(h)) => (0..h.len() / 2).filter_map(|i| u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()).collect(),
+                    (None, Some(h)) => {
+                        (0..h.len() / 2).filter_map(|i| u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()).collect()
+                    }
                     _ => continue,
                 };
                 d.first_time(letter["position"].as_str().unwrap_or(""), &raw);
@@ -101,11 +103,7 @@ impl DeadLetters {
         f.write_all(&line)?;
         f.sync_data()?;
         self.written += 1;
-        crate::metrics::Metrics::global().add(
-            &crate::metrics::names::DEAD_LETTERS_TOTAL,
-            &[("source", source)],
-            1.0,
-        );
+        crate::metrics::Metrics::global().add(&crate::metrics::names::DEAD_LETTERS_TOTAL, &[("source", source)], 1.0);
         Ok(())
     }
 }
@@ -120,7 +118,8 @@ mod tests {
         let mut d = DeadLetters::new(tmp.path().join("dl/x.jsonl"));
         d.write("mdt0", "5000", b"5000 garbage", "no record type").unwrap();
         d.write("gpfs", "t/0@7", &[0xff, 0x00], "not UTF-8").unwrap();
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(d.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<serde_json::Value> =
+            std::fs::read_to_string(d.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(lines[0]["raw"], "5000 garbage");
         assert_eq!(lines[1]["raw_hex"], "ff00");
         assert_eq!((lines[1]["source"].as_str(), lines[1]["position"].as_str()), (Some("gpfs"), Some("t/0@7")));

@@ -35,7 +35,11 @@ fn temporary_of(path: &Path) -> std::io::Result<PathBuf> {
 
 /// Write the new content of `path` through `body` into `.<name>.tmp` beside it (creating the
 /// directory if needed), fsync'ed when `fsync`. A failed write removes the temporary.
-pub fn stage(path: &Path, fsync: bool, body: impl FnOnce(&mut BufWriter<&std::fs::File>) -> std::io::Result<()>) -> std::io::Result<Staged> {
+pub fn stage(
+    path: &Path,
+    fsync: bool,
+    body: impl FnOnce(&mut BufWriter<&std::fs::File>) -> std::io::Result<()>,
+) -> std::io::Result<Staged> {
     let tmp = temporary_of(path)?;
     let written = (|| {
         let f = std::fs::File::create(&tmp)?;
@@ -240,7 +244,10 @@ mod tests {
         dropped.write_all(b"half").unwrap();
         drop(dropped);
         let staged = super::create(&p).unwrap().finish(false).unwrap();
-        assert_eq!(names(p.parent().unwrap()), vec![std::ffi::OsString::from(".part-1.csv.tmp"), std::ffi::OsString::from("part-1.csv")]);
+        assert_eq!(
+            names(p.parent().unwrap()),
+            vec![std::ffi::OsString::from(".part-1.csv.tmp"), std::ffi::OsString::from("part-1.csv")]
+        );
         std::fs::create_dir(tmp.path().join("blocker")).unwrap();
         std::fs::write(tmp.path().join("blocker/x"), b"").unwrap();
         // A rename over a non-empty directory fails: the temporary goes with it.

@@ -82,7 +82,9 @@ fn backslash_doubles(b: &[u8], at: usize) -> bool {
     match b.get(at) {
         None => false,
         Some(b'\\') => true,
-        Some(b'x') => matches!((b.get(at + 1), b.get(at + 2)), (Some(h), Some(l)) if is_lower_hex(*h) && is_lower_hex(*l)),
+        Some(b'x') => {
+            matches!((b.get(at + 1), b.get(at + 2)), (Some(h), Some(l)) if is_lower_hex(*h) && is_lower_hex(*l))
+        }
         Some(&c) if c < 0x80 => c < 0x20 && c != b'\t' || c == 0x7f,
         // A non-ASCII byte: escaped when it starts no valid character or a C1 control.
         Some(_) => escaped_at(b, at),
@@ -95,7 +97,9 @@ fn escaped_at(b: &[u8], at: usize) -> bool {
     let end = (at + 4).min(b.len());
     match std::str::from_utf8(&b[at..end]) {
         Ok(s) => s.chars().next().is_none_or(is_control),
-        Err(e) if e.valid_up_to() > 0 => std::str::from_utf8(&b[at..at + e.valid_up_to()]).ok().and_then(|s| s.chars().next()).is_none_or(is_control),
+        Err(e) if e.valid_up_to() > 0 => {
+            std::str::from_utf8(&b[at..at + e.valid_up_to()]).ok().and_then(|s| s.chars().next()).is_none_or(is_control)
+        }
         Err(_) => true,
     }
 }
@@ -298,7 +302,9 @@ mod tests {
 
     #[test]
     fn plain_names_are_their_own_text() {
-        for n in ["a.txt", "with space", "tab\there", "é 漢字 🎉", "back\\slash", "trailing\\", "\\n", "x\\xZZ", "\\xAB"] {
+        for n in
+            ["a.txt", "with space", "tab\there", "é 漢字 🎉", "back\\slash", "trailing\\", "\\n", "x\\xZZ", "\\xAB"]
+        {
             assert!(is_plain(n.as_bytes()), "{n}");
             assert_eq!(escape(n.as_bytes()), n);
             assert_eq!(unescape(n), n.as_bytes());

@@ -84,8 +84,8 @@ fn check_urn(urn: &str, usual: &str) -> Result<(), String> {
             .find_map(|k| urn.strip_prefix(k))
             .ok_or_else(|| format!("a Globus principal is `urn:globus:auth:identity:UUID` or `urn:globus:groups:id:UUID` (here usually `{usual}UUID`)"))?;
         let groups: Vec<&str> = uuid.split('-').collect();
-        let shape =
-            groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12]) && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        let shape = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+            && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         if !shape {
             return Err(format!("`{uuid}` is not a UUID (8-4-4-4-12 lower-case hex digits, as Globus writes them)"));
         }
@@ -162,7 +162,10 @@ mod tests {
         for (line, why) in [
             ("uid 3 public", "must be a `urn:`"),
             ("gid 3 d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "must be a `urn:`"),
-            ("uid 3 urn:globus:auth:identities:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "usually `urn:globus:auth:identity:UUID`"),
+            (
+                "uid 3 urn:globus:auth:identities:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651",
+                "usually `urn:globus:auth:identity:UUID`",
+            ),
             ("gid 3 urn:globus:group:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b651", "usually `urn:globus:groups:id:UUID`"),
             ("uid 3 urn:globus:auth:identity:D07A9D82-d4f4-4baf-8c5f-6a1c2fc9b651", "lower-case"),
             ("uid 3 urn:globus:auth:identity:d07a9d82-d4f4-4baf-8c5f-6a1c2fc9b65", "not a UUID"),

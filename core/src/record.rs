@@ -39,7 +39,10 @@ pub fn check_path(path: &str) -> Result<(), String> {
             "" => return Err(format!("path {path:?} is not normalised (an empty component)")),
             "." | ".." => return Err(format!("path {path:?} is not normalised (a `{name}` component)")),
             n if n.len() > NAME_MAX && crate::name::byte_len(n) > NAME_MAX => {
-                return Err(format!("path {path:?} has a name of {} bytes (more than {NAME_MAX})", crate::name::byte_len(n)))
+                return Err(format!(
+                    "path {path:?} has a name of {} bytes (more than {NAME_MAX})",
+                    crate::name::byte_len(n)
+                ))
             }
             _ => {}
         }
@@ -90,7 +93,8 @@ fn surely_clean(b: &[u8]) -> bool {
     }
     while i < n {
         let c = b[i];
-        if c < 0x20 || c == 0x7f || c == 0xc2 || c == b'\\' || (c == b'/' && matches!(b.get(i + 1), Some(b'/' | b'.'))) {
+        if c < 0x20 || c == 0x7f || c == 0xc2 || c == b'\\' || (c == b'/' && matches!(b.get(i + 1), Some(b'/' | b'.')))
+        {
             return false;
         }
         i += 1;
@@ -170,7 +174,16 @@ impl Attrs {
     /// The attributes in `lstat` metadata.
     pub fn from_metadata(md: &std::fs::Metadata) -> Attrs {
         use std::os::unix::fs::MetadataExt;
-        Attrs { mode: md.mode(), uid: md.uid(), gid: md.gid(), size: md.size(), atime: md.atime(), ctime: md.ctime(), mtime: md.mtime(), inode: md.ino() }
+        Attrs {
+            mode: md.mode(),
+            uid: md.uid(),
+            gid: md.gid(),
+            size: md.size(),
+            atime: md.atime(),
+            ctime: md.ctime(),
+            mtime: md.mtime(),
+            inode: md.ino(),
+        }
     }
 
     /// Whether the type bits say directory.
@@ -291,7 +304,9 @@ pub fn mode_string(mode: u32) -> [u8; 10] {
 pub fn parse_mode_string(s: &str) -> Result<u32, String> {
     let b = match s.as_bytes() {
         [b @ .., b'.' | b'@'] if b.len() == 10 => b,
-        [_, .., b'+'] if s.len() == 11 => return Err(format!("symbolic mode `{s}` has an ACL the listing does not give")),
+        [_, .., b'+'] if s.len() == 11 => {
+            return Err(format!("symbolic mode `{s}` has an ACL the listing does not give"))
+        }
         b => b,
     };
     if b.len() != 10 {
@@ -410,7 +425,16 @@ impl Reject {
 
     /// A whole input that could not be read, covering the records under `scope`.
     pub fn whole(input: &str, reason: impl Into<String>, scope: Option<Scope>) -> Reject {
-        Reject { input: input.to_string(), line: None, offset: None, reason: reason.into(), scope, unreadable: true, placed: None, incomplete: false }
+        Reject {
+            input: input.to_string(),
+            line: None,
+            offset: None,
+            reason: reason.into(),
+            scope,
+            unreadable: true,
+            placed: None,
+            incomplete: false,
+        }
     }
 
     /// A row of `input` (where in it unknown) that could not become a record.
@@ -427,7 +451,12 @@ impl Reject {
     /// An input that cannot be shown whole (see [`Reject::incomplete`]), at `offset`: everything
     /// is left unknown.
     pub fn not_whole(input: &str, offset: u64, reason: impl Into<String>) -> Reject {
-        Reject { scope: Some(Scope::All), unreadable: true, incomplete: true, ..Reject::at_offset(input, offset, reason) }
+        Reject {
+            scope: Some(Scope::All),
+            unreadable: true,
+            incomplete: true,
+            ..Reject::at_offset(input, offset, reason)
+        }
     }
 
     /// The same reject, leaving `scope` unknown.
@@ -508,10 +537,22 @@ mod tests {
         assert!(r.check().is_ok());
         assert!(FileRecord { path: "/", ..r }.check().unwrap_err().contains("not a file"));
         assert!(FileRecord { path: "/", kind: FileKind::Dir, ..r }.check().is_ok());
-        assert!(FileRecord { attrs: Attrs { size: MAX_SIZE + 1, ..r.attrs }, ..r }.check().unwrap_err().starts_with("size"));
-        assert!(FileRecord { attrs: Attrs { mtime: MAX_TIME + 1, ..r.attrs }, ..r }.check().unwrap_err().starts_with("mtime"));
-        assert!(FileRecord { attrs: Attrs { atime: MIN_TIME - 1, ..r.attrs }, ..r }.check().unwrap_err().starts_with("atime"));
-        assert!(FileRecord { attrs: Attrs { mode: 0o1177777, ..r.attrs }, ..r }.check().unwrap_err().starts_with("mode"));
+        assert!(FileRecord { attrs: Attrs { size: MAX_SIZE + 1, ..r.attrs }, ..r }
+            .check()
+            .unwrap_err()
+            .starts_with("size"));
+        assert!(FileRecord { attrs: Attrs { mtime: MAX_TIME + 1, ..r.attrs }, ..r }
+            .check()
+            .unwrap_err()
+            .starts_with("mtime"));
+        assert!(FileRecord { attrs: Attrs { atime: MIN_TIME - 1, ..r.attrs }, ..r }
+            .check()
+            .unwrap_err()
+            .starts_with("atime"));
+        assert!(FileRecord { attrs: Attrs { mode: 0o1177777, ..r.attrs }, ..r }
+            .check()
+            .unwrap_err()
+            .starts_with("mode"));
     }
 
     #[test]

@@ -44,7 +44,10 @@ impl Scope {
 pub fn placeable(path: &str) -> bool {
     let Some(i) = path.rfind('/') else { return false };
     let (dir, name) = (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..]);
-    path.starts_with('/') && !name.is_empty() && crate::name::byte_len(name) <= 255 && crate::record::check_path(dir).is_ok()
+    path.starts_with('/')
+        && !name.is_empty()
+        && crate::name::byte_len(name) <= 255
+        && crate::record::check_path(dir).is_ok()
 }
 
 impl fmt::Display for Scope {
@@ -165,7 +168,10 @@ pub struct UnknownScope {
 
 /// The summary list: one line per scope (first reason kept), at most `limit` lines, the
 /// broadest scopes first.
-pub fn summarize<'a>(rejects: impl IntoIterator<Item = (&'a Scope, &'a str, &'a str)>, limit: usize) -> (Vec<UnknownScope>, u64) {
+pub fn summarize<'a>(
+    rejects: impl IntoIterator<Item = (&'a Scope, &'a str, &'a str)>,
+    limit: usize,
+) -> (Vec<UnknownScope>, u64) {
     let mut by: BTreeMap<Scope, UnknownScope> = BTreeMap::new();
     for (scope, input, reason) in rejects {
         by.entry(scope.clone()).and_modify(|u| u.count += 1).or_insert_with(|| UnknownScope {
@@ -185,7 +191,12 @@ mod tests {
 
     #[test]
     fn coverage_by_kind() {
-        let scopes = [Scope::Subtree("/a/b".into()), Scope::Children("/c".into()), Scope::Exact("/d/e".into()), Scope::Children("/".into())];
+        let scopes = [
+            Scope::Subtree("/a/b".into()),
+            Scope::Children("/c".into()),
+            Scope::Exact("/d/e".into()),
+            Scope::Children("/".into()),
+        ];
         let u = UnknownScopes::new(&scopes);
         for s in ["/a/b", "/a/b/c", "/a/b/c/d", "/c/x", "/d/e", "/top"] {
             assert!(u.covers(s), "{s}");

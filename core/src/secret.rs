@@ -150,7 +150,8 @@ pub fn is_secret_key(key: &str) -> bool {
         return true;
     }
     let w = words(key);
-    w.iter().any(|x| SECRET_WORDS.contains(&x.as_str())) || w.windows(2).any(|p| SECRET_PAIRS.contains(&(p[0].as_str(), p[1].as_str())))
+    w.iter().any(|x| SECRET_WORDS.contains(&x.as_str()))
+        || w.windows(2).any(|p| SECRET_PAIRS.contains(&(p[0].as_str(), p[1].as_str())))
 }
 
 /// Whether the value of `key` is itself a secret: a secret's key ([`is_secret_key`]) other
@@ -165,10 +166,15 @@ pub fn holds_secret_value(key: &str) -> bool {
 /// the long run of letters and digits) that tokens are made of.
 pub fn looks_like_env_name(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.is_empty() || b.len() > 128 || b[0].is_ascii_digit() || !b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_') {
+    if b.is_empty()
+        || b.len() > 128
+        || b[0].is_ascii_digit()
+        || !b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+    {
         return false;
     }
-    let (upper, lower, digit) = (b.iter().any(u8::is_ascii_uppercase), b.iter().any(u8::is_ascii_lowercase), b.iter().any(u8::is_ascii_digit));
+    let (upper, lower, digit) =
+        (b.iter().any(u8::is_ascii_uppercase), b.iter().any(u8::is_ascii_lowercase), b.iter().any(u8::is_ascii_digit));
     let mixed = b.len() >= 16 && upper && lower && digit;
     let long_run = b.len() >= 24 && digit && !s.contains('_');
     !mixed && !long_run
@@ -257,7 +263,12 @@ fn value_end(line: &str, start: usize) -> usize {
             }
             line.len()
         }
-        _ => start + rest.find(|c: char| c.is_whitespace() || matches!(c, ',' | '}' | ']' | ')' | '`')).unwrap_or(rest.len()),
+        _ => {
+            start
+                + rest
+                    .find(|c: char| c.is_whitespace() || matches!(c, ',' | '}' | ']' | ')' | '`'))
+                    .unwrap_or(rest.len())
+        }
     }
 }
 
@@ -331,11 +342,25 @@ mod tests {
 
     #[test]
     fn names_of_variables_are_told_from_tokens() {
-        for n in ["GLOBUS_SEARCH_TOKEN", "ICICLE_TEST_GLOBUS_DIRECT_TOKEN", "my_token", "X", "AWS_SECRET_ACCESS_KEY", "Token2"] {
+        for n in [
+            "GLOBUS_SEARCH_TOKEN",
+            "ICICLE_TEST_GLOBUS_DIRECT_TOKEN",
+            "my_token",
+            "X",
+            "AWS_SECRET_ACCESS_KEY",
+            "Token2",
+        ] {
             assert!(looks_like_env_name(n), "{n}");
         }
-        for t in ["AgV8xPq7Lm2Qp9Ws4Xz6VbN3kR5tY1uI0oP", "tok-Zq8vN3pW6xK1yR4t", "a3f9b2c7d1e0f4a5b6c7d8e9f0a1b2c3", "", "1ABC", "has space", "eyJhbGciOi.J9.x"]
-        {
+        for t in [
+            "AgV8xPq7Lm2Qp9Ws4Xz6VbN3kR5tY1uI0oP",
+            "tok-Zq8vN3pW6xK1yR4t",
+            "a3f9b2c7d1e0f4a5b6c7d8e9f0a1b2c3",
+            "",
+            "1ABC",
+            "has space",
+            "eyJhbGciOi.J9.x",
+        ] {
             assert!(!looks_like_env_name(t), "{t}");
         }
     }
@@ -363,7 +388,10 @@ mod tests {
                 r#"p = { "sasl.oauthbearer.config" = "clientId=a clientSecret=b", "client.id" = "c" }"#,
                 r#"p = { "sasl.oauthbearer.config" = "***", "client.id" = "c" }"#,
             ),
-            (r#"cfg = "clientId=icicle clientSecret=Sup3r scope=k""#, r#"cfg = "clientId=icicle clientSecret=*** scope=k""#),
+            (
+                r#"cfg = "clientId=icicle clientSecret=Sup3r scope=k""#,
+                r#"cfg = "clientId=icicle clientSecret=*** scope=k""#,
+            ),
             ("--set `sinks.g.client_secret=abc def`", "--set `sinks.g.client_secret=*** def`"),
             (r#"x = "a\"b" password='p w' y=1"#, r#"x = "a\"b" password='***' y=1"#),
             ("no = sign here, a == b, =", "no = sign here, a == b, ="),

@@ -21,17 +21,28 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
         let s = p.to_str().ok_or_else(|| SourceError::Io { path: p.clone(), reason: "not valid UTF-8".into() })?;
         // A path that exists is read as it is, even with `?` or `[` in its name.
         let mut found: Vec<PathBuf> = if s.contains(['*', '?', '[']) && !p.exists() {
-            let opts = glob::MatchOptions { case_sensitive: true, require_literal_separator: true, require_literal_leading_dot: true };
-            let paths = glob::glob_with(s, opts).map_err(|e| SourceError::Io { path: p.clone(), reason: format!("not a valid pattern: {e}") })?;
+            let opts = glob::MatchOptions {
+                case_sensitive: true,
+                require_literal_separator: true,
+                require_literal_leading_dot: true,
+            };
+            let paths = glob::glob_with(s, opts)
+                .map_err(|e| SourceError::Io { path: p.clone(), reason: format!("not a valid pattern: {e}") })?;
             let mut v = Vec::new();
             for m in paths {
-                let m = m.map_err(|e| SourceError::Io { path: e.path().to_path_buf(), reason: format!("while matching {s}: {}", e.error()) })?;
+                let m = m.map_err(|e| SourceError::Io {
+                    path: e.path().to_path_buf(),
+                    reason: format!("while matching {s}: {}", e.error()),
+                })?;
                 if is_input_file(&m)? {
                     v.push(m);
                 }
             }
             if v.is_empty() {
-                return Err(SourceError::Io { path: p.clone(), reason: "the pattern matches no file (an empty or unmounted directory?)".into() });
+                return Err(SourceError::Io {
+                    path: p.clone(),
+                    reason: "the pattern matches no file (an empty or unmounted directory?)".into(),
+                });
             }
             v
         } else if p.is_dir() {
@@ -44,13 +55,21 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
                 }
             }
             if v.is_empty() {
-                return Err(SourceError::Io { path: p.clone(), reason: "the directory holds no file (empty or unmounted?)".into() });
+                return Err(SourceError::Io {
+                    path: p.clone(),
+                    reason: "the directory holds no file (empty or unmounted?)".into(),
+                });
             }
             v
         } else {
             match std::fs::metadata(p) {
                 Ok(md) if md.is_file() => vec![p.clone()],
-                Ok(_) => return Err(SourceError::Io { path: p.clone(), reason: "neither a regular file nor a directory".into() }),
+                Ok(_) => {
+                    return Err(SourceError::Io {
+                        path: p.clone(),
+                        reason: "neither a regular file nor a directory".into(),
+                    })
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Err(SourceError::Io { path: p.clone(), reason: "no such file or directory".into() })
                 }
@@ -67,7 +86,9 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
 /// symlinks). An entry whose kind cannot be told (a symlink into an unmounted file system,
 /// EACCES, EIO, ESTALE) is an error naming it, never skipped: its records would be deleted.
 fn is_input_file(p: &Path) -> Result<bool, SourceError> {
-    std::fs::metadata(p).map(|md| md.is_file()).map_err(|e| SourceError::Io { path: p.to_path_buf(), reason: format!("cannot be checked: {e}") })
+    std::fs::metadata(p)
+        .map(|md| md.is_file())
+        .map_err(|e| SourceError::Io { path: p.to_path_buf(), reason: format!("cannot be checked: {e}") })
 }
 
 /// Cut each file into splits of about `split_bytes` (weight = bytes).
@@ -83,7 +104,14 @@ pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, So
         let mut start = 0;
         while start < len {
             let end = (start + split_bytes).min(len);
-            out.push(Split { name: f.display().to_string(), path: f.clone(), range: Some((start, end)), weight: end - start, scope: None, version: None });
+            out.push(Split {
+                name: f.display().to_string(),
+                path: f.clone(),
+                range: Some((start, end)),
+                weight: end - start,
+                scope: None,
+                version: None,
+            });
             start = end;
         }
     }
@@ -99,7 +127,8 @@ pub fn map_file(path: &Path) -> Result<Option<Mmap>, SourceError> {
         return Ok(None);
     }
     // SAFETY: a read-only map of a file this process made and does not change.
-    let m = unsafe { Mmap::map(&f) }.map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+    let m =
+        unsafe { Mmap::map(&f) }.map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
     let _ = m.advise(memmap2::Advice::Sequential);
     Ok(Some(m))
 }
@@ -133,11 +162,20 @@ pub struct LinesEnd {
 /// [`read_lines`], except that a last line without its `\n` is not passed to `f` but
 /// reported: a listing cut inside a row would otherwise yield a record for a path that was
 /// never there (`.../f1024-217.` for `.../f1024-217.txt`).
-pub fn read_whole_lines(path: &Path, range: Option<(u64, u64)>, f: impl FnMut(&[u8], u64)) -> Result<LinesEnd, SourceError> {
+pub fn read_whole_lines(
+    path: &Path,
+    range: Option<(u64, u64)>,
+    f: impl FnMut(&[u8], u64),
+) -> Result<LinesEnd, SourceError> {
     read_lines_until(path, range, false, f)
 }
 
-fn read_lines_until(path: &Path, range: Option<(u64, u64)>, pass_unterminated: bool, mut f: impl FnMut(&[u8], u64)) -> Result<LinesEnd, SourceError> {
+fn read_lines_until(
+    path: &Path,
+    range: Option<(u64, u64)>,
+    pass_unterminated: bool,
+    mut f: impl FnMut(&[u8], u64),
+) -> Result<LinesEnd, SourceError> {
     use std::os::unix::fs::FileExt;
     let err = |reason: String| SourceError::Io { path: path.to_path_buf(), reason };
     let file = File::open(path).map_err(|e| err(e.to_string()))?;
@@ -159,7 +197,10 @@ fn read_lines_until(path: &Path, range: Option<(u64, u64)>, pass_unterminated: b
             // A line longer than the buffer: grow it, up to a bound (a file without newlines
             // is no listing, and must not be read into memory whole).
             if buf.len() >= MAX_LINE_BYTES {
-                return Err(err(format!("a line of more than {} MiB at byte {base}: not a text listing?", MAX_LINE_BYTES >> 20)));
+                return Err(err(format!(
+                    "a line of more than {} MiB at byte {base}: not a text listing?",
+                    MAX_LINE_BYTES >> 20
+                )));
             }
             buf.resize((buf.len() * 2).min(MAX_LINE_BYTES), 0);
         }
@@ -173,7 +214,9 @@ fn read_lines_until(path: &Path, range: Option<(u64, u64)>, pass_unterminated: b
         };
         let eof = n == 0;
         if eof && at < end {
-            return Err(err(format!("the file ended at byte {at} while being read (expected {end}): truncated while being read?")));
+            return Err(err(format!(
+                "the file ended at byte {at} while being read (expected {end}): truncated while being read?"
+            )));
         }
         filled += n;
         let mut pos = 0usize;
@@ -198,7 +241,9 @@ fn read_lines_until(path: &Path, range: Option<(u64, u64)>, pass_unterminated: b
             }
             let stop = match memchr::memchr(b'\n', &buf[pos..filled]) {
                 Some(i) => pos + i,
-                None if eof && !pass_unterminated => return Ok(LinesEnd { at_eof: true, unterminated: Some(off), empty: false }),
+                None if eof && !pass_unterminated => {
+                    return Ok(LinesEnd { at_eof: true, unterminated: Some(off), empty: false })
+                }
                 None if eof => filled,
                 None => break,
             };
@@ -344,7 +389,9 @@ mod tests {
         }
         let names = |pats: &[&str]| -> Result<Vec<String>, String> {
             let paths: Vec<PathBuf> = pats.iter().map(|p| t.join(p)).collect();
-            expand_inputs(&paths).map(|v| v.iter().map(|p| p.strip_prefix(t).unwrap().display().to_string()).collect()).map_err(|e| e.to_string())
+            expand_inputs(&paths)
+                .map(|v| v.iter().map(|p| p.strip_prefix(t).unwrap().display().to_string()).collect())
+                .map_err(|e| e.to_string())
         };
         assert_eq!(names(&["a/*/p*-*.csv"]).unwrap(), ["a/x/p1-1.csv", "a/y/p2-2.csv"]);
         assert_eq!(names(&["a/**/*.csv"]).unwrap(), ["a/top.csv", "a/x/p1-1.csv", "a/y/p2-2.csv", "a/y/q.csv"]);
@@ -359,7 +406,10 @@ mod tests {
         std::os::unix::fs::symlink(t.join("unmounted/fs2.csv"), t.join("a/y/fs2.csv")).unwrap();
         for pat in ["a/y", "a/y/*.csv", "a/y/fs2.csv"] {
             let e = names(&[pat]).unwrap_err();
-            assert!(e.contains("fs2.csv") && (e.contains("cannot be checked") || e.contains("no such file")), "{pat}: {e}");
+            assert!(
+                e.contains("fs2.csv") && (e.contains("cannot be checked") || e.contains("no such file")),
+                "{pat}: {e}"
+            );
         }
     }
 }

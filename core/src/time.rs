@@ -75,7 +75,13 @@ pub fn iso8601(secs: i64) -> String {
 /// offset past 23:59, is `None`; the input is read as bytes, so no text makes it panic.
 pub fn parse_iso8601(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ' | b'_') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b' ' | b'_')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     // Fixed-width decimal fields: digits only.

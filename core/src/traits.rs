@@ -250,7 +250,11 @@ pub trait Sink: Send {
     }
     /// Called once every sink has delivered `batch`, with every sink's receipt (sink id,
     /// receipt). An `Err` fails the delivery: nothing is acknowledged upstream.
-    async fn delivered(&mut self, _batch: &DocumentBatch, _receipts: &[(String, serde_json::Value)]) -> Result<(), SinkError> {
+    async fn delivered(
+        &mut self,
+        _batch: &DocumentBatch,
+        _receipts: &[(String, serde_json::Value)],
+    ) -> Result<(), SinkError> {
         Ok(())
     }
     /// Make everything delivered durable (as [`Sink::sync`]) and release resources at the end
@@ -290,7 +294,11 @@ pub struct ObjectLayout {
 impl ObjectLayout {
     /// A plain (single-component) layout: `osts` striped with `stripe_size` over the whole file.
     pub fn plain(path: impl Into<String>, size: u64, stripe_size: u64, osts: Vec<u32>) -> ObjectLayout {
-        ObjectLayout { path: path.into(), size, components: vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size, osts }] }
+        ObjectLayout {
+            path: path.into(),
+            size,
+            components: vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size, osts }],
+        }
     }
 }
 

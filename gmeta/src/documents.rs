@@ -15,7 +15,13 @@ pub fn reserialized_len(json: &[u8]) -> usize {
         0
     } else {
         // Per character: its lead byte stands for the growth from its UTF-8 length.
-        json.iter().map(|&b| usize::from(b >= 0xC0) * 4 - usize::from(b >= 0xE0) + usize::from(b >= 0xF0) * 5 + usize::from(b == 0x7f) * 5).sum()
+        json.iter()
+            .map(|&b| {
+                usize::from(b >= 0xC0) * 4 - usize::from(b >= 0xE0)
+                    + usize::from(b >= 0xF0) * 5
+                    + usize::from(b == 0x7f) * 5
+            })
+            .sum()
     };
     json.len() + separators + escaped + 2
 }
@@ -32,7 +38,8 @@ fn scan(json: &[u8]) -> (usize, bool) {
         let mut unusual = 0i32;
         // SAFETY: SSE2 is part of the x86_64 baseline; each load reads one 16-byte chunk.
         unsafe {
-            let (comma, colon, del, zero) = (_mm_set1_epi8(b',' as i8), _mm_set1_epi8(b':' as i8), _mm_set1_epi8(0x7f), _mm_setzero_si128());
+            let (comma, colon, del, zero) =
+                (_mm_set1_epi8(b',' as i8), _mm_set1_epi8(b':' as i8), _mm_set1_epi8(0x7f), _mm_setzero_si128());
             loop {
                 // At most 255 steps per lane sum, so no byte lane overflows.
                 let mut lanes = zero;
@@ -79,7 +86,8 @@ pub fn entry_fits(limit: &DocumentLimit, entry: &[u8]) -> bool {
     if limit.size == DocumentSize::Compact || 6 * entry.len() + 8 + 2 * envelope <= limit.max_bytes {
         return entry.len() + envelope <= limit.max_bytes;
     }
-    measured_len(limit, entry) + measured_len(limit, GINGEST_HEAD) + measured_len(limit, GINGEST_TAIL) <= limit.max_bytes
+    measured_len(limit, entry) + measured_len(limit, GINGEST_HEAD) + measured_len(limit, GINGEST_TAIL)
+        <= limit.max_bytes
 }
 
 /// The most a document's buffer is given up front (its bound, when smaller).
@@ -239,7 +247,9 @@ mod tests {
         match v {
             Value::String(s) => string(s),
             Value::Array(a) => 2 + a.iter().map(python_len).sum::<usize>() + 2 * a.len().saturating_sub(1),
-            Value::Object(o) => 2 + o.iter().map(|(k, v)| string(k) + 2 + python_len(v)).sum::<usize>() + 2 * o.len().saturating_sub(1),
+            Value::Object(o) => {
+                2 + o.iter().map(|(k, v)| string(k) + 2 + python_len(v)).sum::<usize>() + 2 * o.len().saturating_sub(1)
+            }
             other => other.to_string().len(),
         }
     }
@@ -290,7 +300,12 @@ mod tests {
     fn sdk_documents_stay_within_the_limit_once_reserialized() {
         let mut chunk = EntryBatch::default();
         for i in 0..500 {
-            chunk.push(format!("{{\"subject\":\"/データ/f{i}\",\"visible_to\":[\"public\"],\"content\":{{\"t\":\"12:00:00\"}}}}").as_bytes());
+            chunk.push(
+                format!(
+                    "{{\"subject\":\"/データ/f{i}\",\"visible_to\":[\"public\"],\"content\":{{\"t\":\"12:00:00\"}}}}"
+                )
+                .as_bytes(),
+            );
         }
         let limit = DocumentLimit { max_bytes: 2_000, size: DocumentSize::Sdk };
         let mut b = Batcher::within(limit);

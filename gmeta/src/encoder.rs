@@ -110,14 +110,22 @@ impl PrimaryEncoder {
 
     fn visible_to_uncached(&mut self, uid: u32, gid: u32) -> Result<Arc<[u8]>, String> {
         let policy = &self.policy;
-        let entry = self.cache.entry((uid, gid)).or_insert_with(|| resolve_visible_to(policy, Some(uid), Some(gid)).map(Arc::from));
+        let entry = self
+            .cache
+            .entry((uid, gid))
+            .or_insert_with(|| resolve_visible_to(policy, Some(uid), Some(gid)).map(Arc::from));
         entry.clone().ok_or_else(|| format!("no visible_to principal for uid {uid} / gid {gid} (map them in the principals file or set records.fallback)"))
     }
 
     /// The encoded `visible_to` array for `rec` whose directories from the top down are
     /// `dirs` (`None`: unknown): by POSIX permissions when the policy says so, otherwise by
     /// the owner/group lists.
-    pub fn visible_to_in(&mut self, rec: &FileRecord<'_>, acl: Option<Arc<Acl>>, dirs: Option<&Arc<[Perm]>>) -> Result<Arc<[u8]>, String> {
+    pub fn visible_to_in(
+        &mut self,
+        rec: &FileRecord<'_>,
+        acl: Option<Arc<Acl>>,
+        dirs: Option<&Arc<[Perm]>>,
+    ) -> Result<Arc<[u8]>, String> {
         let Some(access) = self.policy.access else { return self.visible_to(rec.attrs.uid, rec.attrs.gid) };
         if acl.is_some() {
             let file = Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl };
@@ -234,7 +242,13 @@ impl PrimaryEncoder {
     /// [`PrimaryEncoder::encode_entry`] with visibility judged by the file's ACL and along
     /// `dirs` (the directories from the top down to the record's parent; `None`: unknown)
     /// when the policy follows permissions.
-    pub fn encode_entry_in(&mut self, batch: &mut EntryBatch, rec: &FileRecord<'_>, acl: Option<Arc<Acl>>, dirs: Option<&Arc<[Perm]>>) -> Result<(), String> {
+    pub fn encode_entry_in(
+        &mut self,
+        batch: &mut EntryBatch,
+        rec: &FileRecord<'_>,
+        acl: Option<Arc<Acl>>,
+        dirs: Option<&Arc<[Perm]>>,
+    ) -> Result<(), String> {
         let vis = self.visible_to_in(rec, acl, dirs)?;
         self.encode_with(rec, &vis, batch.buffer());
         batch.commit();
@@ -270,7 +284,9 @@ mod tests {
             let x = rng.next_u64();
             let len = (x % 70) as usize;
             // Mostly plain text, so that clean prefixes of every length occur.
-            let s: String = (0..len).map(|k| alphabet[if (x >> (k % 61)) & 7 == 0 { (x >> (k % 53)) as usize % alphabet.len() } else { 0 }]).collect();
+            let s: String = (0..len)
+                .map(|k| alphabet[if (x >> (k % 61)) & 7 == 0 { (x >> (k % 53)) as usize % alphabet.len() } else { 0 }])
+                .collect();
             let mut out = b"x".to_vec();
             push_json_str(&mut out, &s);
             assert_eq!(serde_json::from_slice::<String>(&out[1..]).ok().as_deref(), Some(s.as_str()), "{s:?}");
@@ -285,7 +301,16 @@ mod tests {
         let rec = FileRecord {
             path: "/a/\"q\"\tb.txt",
             kind: FileKind::File,
-            attrs: icicle_core::Attrs { mode: 0o100644, uid: 1000, gid: 100, size: 42, atime: 1_710_554_401, ctime: 0, mtime: -1, inode: 0 },
+            attrs: icicle_core::Attrs {
+                mode: 0o100644,
+                uid: 1000,
+                gid: 100,
+                size: 42,
+                atime: 1_710_554_401,
+                ctime: 0,
+                mtime: -1,
+                inode: 0,
+            },
         };
         let mut out = Vec::new();
         e.encode(&rec, &mut out).unwrap();

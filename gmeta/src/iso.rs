@@ -87,8 +87,21 @@ mod tests {
     fn the_text_is_push_iso8601s() {
         let mut cache = DayCache::default();
         let mut rng = icicle_core::rng::Rng::new(0x150_8601);
-        let edges =
-            [0, -1, 1, 86_399, 86_400, -86_400, -86_401, 951_782_400, 4_107_542_399, 253_402_300_799, 253_402_300_800, -62_167_219_200, -62_167_219_201];
+        let edges = [
+            0,
+            -1,
+            1,
+            86_399,
+            86_400,
+            -86_400,
+            -86_401,
+            951_782_400,
+            4_107_542_399,
+            253_402_300_799,
+            253_402_300_800,
+            -62_167_219_200,
+            -62_167_219_201,
+        ];
         for s in edges.into_iter().chain([i64::MIN, i64::MIN + 1, i64::MAX, i64::MAX - 86_400]) {
             check(&mut cache, s);
         }
@@ -98,7 +111,10 @@ mod tests {
                 // Around now, as most files are.
                 0 => 1_700_000_000 + (x >> 8) as i64 % 300_000_000,
                 // The whole range records may carry, and beyond.
-                1 => icicle_core::record::MIN_TIME + (x >> 8) as i64 % (icicle_core::record::MAX_TIME - icicle_core::record::MIN_TIME),
+                1 => {
+                    icicle_core::record::MIN_TIME
+                        + (x >> 8) as i64 % (icicle_core::record::MAX_TIME - icicle_core::record::MIN_TIME)
+                }
                 2 => (x >> 2) as i64 - (1 << 60),
                 // Slots shared by days ~11 years apart.
                 _ => 1_600_000_000 + ((x >> 8) % 8) as i64 * SLOTS as i64 * 86_400 + (x >> 20) as i64 % 86_400,

@@ -55,7 +55,10 @@ pub(crate) fn clean_prefix(b: &[u8]) -> usize {
             let low = _mm_set1_epi8(0x1f);
             let bad = |p: *const u8| {
                 let x = _mm_loadu_si128(p as *const __m128i);
-                let m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)), _mm_cmpeq_epi8(_mm_max_epu8(x, low), low));
+                let m = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+                    _mm_cmpeq_epi8(_mm_max_epu8(x, low), low),
+                );
                 _mm_movemask_epi8(m) as u32
             };
             if n < 16 {
@@ -95,7 +98,8 @@ pub(crate) fn push_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
 }
 
 /// `"00"` to `"99"`.
-const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
+const DIGITS2: &[u8; 200] =
+    b"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
 5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 
 /// Append the decimal text of `v` (what [`push_int`] appends), written in place: the hot

@@ -43,7 +43,13 @@ impl PrimaryEncoder {
     /// record no mapped principal may see is withdrawn: the delete of its subject goes to
     /// `deletes` (the index must not keep a record that shows the file to whoever could see
     /// it before), with a sampled warning.
-    pub fn publish(&mut self, chunk: &mut EntryBatch, deletes: &mut Vec<String>, rec: &FileRecord<'_>, posix: Option<Judge<'_>>) -> Published {
+    pub fn publish(
+        &mut self,
+        chunk: &mut EntryBatch,
+        deletes: &mut Vec<String>,
+        rec: &FileRecord<'_>,
+        posix: Option<Judge<'_>>,
+    ) -> Published {
         let encoded = match posix {
             Some(j) => {
                 let dirs = j.chains.chain(parent_dir(j.path), j.lookup);
@@ -73,13 +79,18 @@ mod tests {
     use icicle_core::record::FileKind;
 
     fn rec(path: &str, mode: u32, uid: u32) -> FileRecord<'_> {
-        FileRecord { path, kind: FileKind::File, attrs: icicle_core::Attrs { mode, uid, gid: uid, size: 1, ..Default::default() } }
+        FileRecord {
+            path,
+            kind: FileKind::File,
+            attrs: icicle_core::Attrs { mode, uid, gid: uid, size: 1, ..Default::default() },
+        }
     }
 
     #[test]
     fn a_record_nobody_may_see_is_withdrawn() {
         let principals = PrincipalMap::parse("uid 1000 urn:u1000\n", "t").unwrap();
-        let policy = RecordPolicy { principals: Arc::new(principals), access: Some(AccessPolicy::Posix), ..Default::default() };
+        let policy =
+            RecordPolicy { principals: Arc::new(principals), access: Some(AccessPolicy::Posix), ..Default::default() };
         let mut enc = PrimaryEncoder::new(Arc::new(policy));
         let (mut chunk, mut deletes) = (EntryBatch::default(), Vec::new());
         let mut chains = ChainCache::new("/");

@@ -11,7 +11,11 @@ pub fn read_index(dir: &Path) -> Result<BTreeMap<String, serde_json::Value>, Str
     let mut docs: Vec<(u64, std::path::PathBuf)> = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let seq = name.strip_prefix("ingest-").or_else(|| name.strip_prefix("delete-")).and_then(|r| r.strip_suffix(".json")).and_then(|n| n.parse().ok());
+        let seq = name
+            .strip_prefix("ingest-")
+            .or_else(|| name.strip_prefix("delete-"))
+            .and_then(|r| r.strip_suffix(".json"))
+            .and_then(|n| n.parse().ok());
         if let Some(seq) = seq {
             docs.push((seq, e.path()));
         }
@@ -111,7 +115,19 @@ mod tests {
     fn recorded_meta_reads_a_primary_record() {
         let c = serde_json::json!({"uid": 7, "gid": 8, "size": 9, "raw": {"mode": 100640, "inode": 11, "atime": 1, "ctime": 2, "mtime": 3}});
         let m = RecordedMeta::of(&c);
-        assert_eq!(m, RecordedMeta { mode: Some(0o100640), inode: Some(11), uid: Some(7), gid: Some(8), size: Some(9), atime: Some(1), ctime: Some(2), mtime: Some(3) });
+        assert_eq!(
+            m,
+            RecordedMeta {
+                mode: Some(0o100640),
+                inode: Some(11),
+                uid: Some(7),
+                gid: Some(8),
+                size: Some(9),
+                atime: Some(1),
+                ctime: Some(2),
+                mtime: Some(3)
+            }
+        );
         assert_eq!(RecordedMeta::of(&serde_json::json!({})), RecordedMeta::default());
     }
 }

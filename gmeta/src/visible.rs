@@ -7,7 +7,12 @@ use crate::json::push_json_str;
 
 /// The principals that may see a file with permissions `file` whose directories from the top
 /// down are `dirs` (`None`: unknown), under `access`; encoded as a `visible_to` array.
-pub fn resolve_posix(policy: &RecordPolicy, access: AccessPolicy, dirs: Option<&[Perm]>, file: &Perm) -> Result<Vec<u8>, String> {
+pub fn resolve_posix(
+    policy: &RecordPolicy,
+    access: AccessPolicy,
+    dirs: Option<&[Perm]>,
+    file: &Perm,
+) -> Result<Vec<u8>, String> {
     let principals = posix_principals(policy, access, dirs, file)?;
     if principals.is_empty() {
         return Err(format!(
@@ -80,7 +85,12 @@ fn candidates<'p>(policy: &'p RecordPolicy, dirs: &[Perm], file: &Perm, each: &m
 }
 
 /// The candidates (see [`candidates`]) that `sees` lets in.
-fn judged_principals<'p>(policy: &'p RecordPolicy, dirs: &[Perm], file: &Perm, sees: impl Fn(&Asker<'_>) -> bool) -> Vec<&'p str> {
+fn judged_principals<'p>(
+    policy: &'p RecordPolicy,
+    dirs: &[Perm],
+    file: &Perm,
+    sees: impl Fn(&Asker<'_>) -> bool,
+) -> Vec<&'p str> {
     let mut principals: Vec<&str> = Vec::new();
     candidates(policy, dirs, file, &mut |p, who| {
         if sees(&who) {
@@ -91,7 +101,12 @@ fn judged_principals<'p>(policy: &'p RecordPolicy, dirs: &[Perm], file: &Perm, s
 }
 
 /// [`resolve_posix`]'s principals, in order, without duplicates (possibly none).
-pub fn posix_principals<'p>(policy: &'p RecordPolicy, access: AccessPolicy, dirs: Option<&[Perm]>, file: &Perm) -> Result<Vec<&'p str>, String> {
+pub fn posix_principals<'p>(
+    policy: &'p RecordPolicy,
+    access: AccessPolicy,
+    dirs: Option<&[Perm]>,
+    file: &Perm,
+) -> Result<Vec<&'p str>, String> {
     let map = &policy.principals;
     let mut principals: Vec<&str> = Vec::new();
     fn add<'p>(p: &'p str, v: &mut Vec<&'p str>) {

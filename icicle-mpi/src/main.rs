@@ -77,7 +77,10 @@ fn rank_overrides(cfg: &LoadedConfig, rank: usize, size: usize) -> Vec<String> {
     if let Ok(sinks) = cfg.figment.extract_inner::<serde_json::Map<String, serde_json::Value>>("sinks") {
         for (id, sink) in sinks {
             if let (true, Some(rate)) = (sink["type"] == "globus", sink["max_requests_per_s"].as_f64()) {
-                sets.push(format!("sinks.{id}.max_requests_per_s={}", serde_json::Value::from(rate / size.max(1) as f64)));
+                sets.push(format!(
+                    "sinks.{id}.max_requests_per_s={}",
+                    serde_json::Value::from(rate / size.max(1) as f64)
+                ));
             }
             if sink["type"] == "file" || sink["type"] == "index" {
                 if let Some(dir) = sink["dir"].as_str() {
@@ -88,7 +91,10 @@ fn rank_overrides(cfg: &LoadedConfig, rank: usize, size: usize) -> Vec<String> {
         }
     }
     let rejects = cfg.app.snapshot.rejects_file.clone().unwrap_or_else(|| "rejects.jsonl".into());
-    sets.push(format!("snapshot.rejects_file={}", serde_json::Value::from(format!("{}.rank-{rank}", rejects.display()))));
+    sets.push(format!(
+        "snapshot.rejects_file={}",
+        serde_json::Value::from(format!("{}.rank-{rank}", rejects.display()))
+    ));
     sets
 }
 
@@ -121,26 +127,38 @@ fn run(cli: &Cli, world: mpi::topology::SimpleCommunicator) -> anyhow::Result<Ex
     sets.extend(rank_overrides(&base, rank, world.size() as usize));
     let cfg = icicle_core::config::load(config, &sets)?;
     let level = if rank == 0 { cfg.app.log.level.clone() } else { "warn".to_string() };
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(tracing_subscriber::EnvFilter::new(level)).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+        .init();
 
     let bar: Arc<dyn Progress> = Arc::new(icicle_tui::TerminalProgress::new(rank == 0 && !no_progress && !json));
-    let job_progress: Arc<dyn Progress> = if rank == 0 { Arc::new(QueueDrivenProgress(bar.clone())) } else { Arc::new(NoProgress) };
+    let job_progress: Arc<dyn Progress> =
+        if rank == 0 { Arc::new(QueueDrivenProgress(bar.clone())) } else { Arc::new(NoProgress) };
     let cluster = MpiCluster::new(world.duplicate(), bar);
     let mut job = icicle_runtime::compose::snapshot_job(&cfg, job_progress)?;
     job.cluster = Some(cluster.clone());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     if let Some(addr) = metrics_addr {
-        let (host, port) = addr.rsplit_once(':').ok_or_else(|| anyhow::anyhow!("--metrics-addr {addr}: expected HOST:PORT"))?;
+        let (host, port) =
+            addr.rsplit_once(':').ok_or_else(|| anyhow::anyhow!("--metrics-addr {addr}: expected HOST:PORT"))?;
         let port: u16 = port.parse().map_err(|e| anyhow::anyhow!("--metrics-addr {addr}: {e}"))?;
-        let port = if port == 0 { 0 } else { port.checked_add(rank as u16).ok_or_else(|| anyhow::anyhow!("--metrics-addr {addr}: port + rank over 65535"))? };
+        let port = if port == 0 {
+            0
+        } else {
+            port.checked_add(rank as u16)
+                .ok_or_else(|| anyhow::anyhow!("--metrics-addr {addr}: port + rank over 65535"))?
+        };
         let bound = rt.block_on(icicle_core::metrics::serve(&format!("{host}:{port}")))?;
         say(&format!("icicle-mpi: rank {rank}: metrics on http://{bound}/metrics"));
     }
-    let summary = rt.block_on(icicle_runtime::snapshot::run(job)).map_err(|e| anyhow::anyhow!("snapshot run failed: {e}"))?;
+    let summary =
+        rt.block_on(icicle_runtime::snapshot::run(job)).map_err(|e| anyhow::anyhow!("snapshot run failed: {e}"))?;
     let mut mine = serde_json::to_value(&summary)?;
     mine["peak_rss_bytes"] = serde_json::Value::from(summary::peak_rss_bytes());
     mine["cpu_seconds"] = serde_json::Value::from(summary::cpu_seconds());
-    let gathered = icicle_runtime::snapshot::cluster::Cluster::gather(cluster.as_ref(), serde_json::to_vec(&mine)?).map_err(anyhow::Error::msg)?;
+    let gathered = icicle_runtime::snapshot::cluster::Cluster::gather(cluster.as_ref(), serde_json::to_vec(&mine)?)
+        .map_err(anyhow::Error::msg)?;
     let Some(parts) = gathered else { return Ok(ExitCode::SUCCESS) };
     let ranks: Vec<serde_json::Value> = parts.iter().map(|p| serde_json::from_slice(p)).collect::<Result<_, _>>()?;
     let all = summary::combine(&ranks);
@@ -180,7 +198,12 @@ mod tests {
         sets.sort();
         assert_eq!(
             sets,
-            ["sinks.f.dir=\"out/rank-3\"", "sinks.g.max_requests_per_s=2.5", "sinks.i.dir=\"idx/rank-3\"", "snapshot.rejects_file=\"r.jsonl.rank-3\""]
+            [
+                "sinks.f.dir=\"out/rank-3\"",
+                "sinks.g.max_requests_per_s=2.5",
+                "sinks.i.dir=\"idx/rank-3\"",
+                "snapshot.rejects_file=\"r.jsonl.rank-3\""
+            ]
         );
     }
 }

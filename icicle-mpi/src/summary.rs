@@ -30,7 +30,11 @@ const SUMMED: [&str; 21] = [
 /// This process's peak resident memory (`VmHWM`), 0 when unknown.
 pub fn peak_rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).map_or(0, |kib| kib * 1024)
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// CPU seconds (user + system) this process used so far.
@@ -64,14 +68,19 @@ pub fn combine(ranks: &[Value]) -> Value {
     // A versioned run shares every rank's unknown scopes with every rank (each plans its
     // deletes under all of them): rank 0's list and count are the run's.
     if first["versioned"] != true {
-        all["unknown_scopes"] = Value::from(ranks.iter().flat_map(|r| r["unknown_scopes"].as_array().cloned().unwrap_or_default()).collect::<Vec<_>>());
+        all["unknown_scopes"] = Value::from(
+            ranks.iter().flat_map(|r| r["unknown_scopes"].as_array().cloned().unwrap_or_default()).collect::<Vec<_>>(),
+        );
         all["unknown_scope_count"] = Value::from(sum(ranks, |r| &r["unknown_scope_count"]));
     }
     if let Some(agg) = all["pipelines"].get_mut("aggregate").and_then(Value::as_object_mut) {
         for key in ["principals", "records", "without_visible_to", "sketch_memory_bytes", "shuffled_bytes"] {
             agg.insert(key.into(), Value::from(sum(ranks, |r| &r["pipelines"]["aggregate"][key])));
         }
-        let errors: Vec<Value> = ranks.iter().flat_map(|r| r["pipelines"]["aggregate"]["errors"].as_array().cloned().unwrap_or_default()).collect();
+        let errors: Vec<Value> = ranks
+            .iter()
+            .flat_map(|r| r["pipelines"]["aggregate"]["errors"].as_array().cloned().unwrap_or_default())
+            .collect();
         agg.insert("errors".into(), Value::from(errors));
     }
     let per_rank: Vec<Value> = ranks
@@ -128,8 +137,7 @@ mod tests {
     #[test]
     fn counts_add_up_and_rank_zero_gives_the_rest() {
         let a = json!({"rows": 3, "emitted": 2, "seconds": 1.0, "pipelines": {"aggregate": {"principals": 2, "records": 2, "sketch": "ddsketch", "errors": ["x"]}}});
-        let b =
-            json!({"rows": 5, "emitted": 5, "seconds": 2.0, "pipelines": {"aggregate": {"principals": 3, "records": 1, "sketch": "ddsketch", "errors": []}}});
+        let b = json!({"rows": 5, "emitted": 5, "seconds": 2.0, "pipelines": {"aggregate": {"principals": 3, "records": 1, "sketch": "ddsketch", "errors": []}}});
         let all = combine(&[a, b]);
         assert_eq!((all["rows"].as_u64(), all["emitted"].as_u64()), (Some(8), Some(7)));
         assert_eq!(all["seconds"], 2.0);
@@ -146,10 +154,16 @@ mod tests {
         let a = json!({"unknown_scopes": [scope("/a")], "unknown_scope_count": 1});
         let b = json!({"unknown_scopes": [scope("/b")], "unknown_scope_count": 1});
         let all = combine(&[a, b]);
-        assert_eq!((all["unknown_scopes"].clone(), all["unknown_scope_count"].as_u64()), (json!([scope("/a"), scope("/b")]), Some(2)));
+        assert_eq!(
+            (all["unknown_scopes"].clone(), all["unknown_scope_count"].as_u64()),
+            (json!([scope("/a"), scope("/b")]), Some(2))
+        );
         // A versioned run: every rank reports every rank's.
         let both = json!({"versioned": true, "unknown_scopes": [scope("/a"), scope("/b")], "unknown_scope_count": 2});
         let all = combine(&[both.clone(), both]);
-        assert_eq!((all["unknown_scopes"].clone(), all["unknown_scope_count"].as_u64()), (json!([scope("/a"), scope("/b")]), Some(2)));
+        assert_eq!(
+            (all["unknown_scopes"].clone(), all["unknown_scope_count"].as_u64()),
+            (json!([scope("/a"), scope("/b")]), Some(2))
+        );
     }
 }

@@ -11,7 +11,9 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 use icicle_core::traits::Split;
-use icicle_runtime::snapshot::cluster::{decode_split, decode_splits, encode_split, encode_splits, Answer, Cluster, Fields, SplitQueue};
+use icicle_runtime::snapshot::cluster::{
+    decode_split, decode_splits, encode_split, encode_splits, Answer, Cluster, Fields, SplitQueue,
+};
 use icicle_runtime::snapshot::Progress;
 
 /// A rank asks rank 0 for work (payload: finished flag, spawned splits).
@@ -96,13 +98,24 @@ impl MpiCluster {
         let (rank, size) = (world.rank() as usize, world.size() as usize);
         let root = (rank == 0).then(|| {
             Arc::new(QueueHost {
-                queue: Mutex::new(RootState { queue: SplitQueue::new(size), local: None, in_hand: vec![Default::default(); size] }),
+                queue: Mutex::new(RootState {
+                    queue: SplitQueue::new(size),
+                    local: None,
+                    in_hand: vec![Default::default(); size],
+                }),
                 answered: Condvar::new(),
                 remote_done: AtomicUsize::new(0),
                 progress,
             })
         });
-        Arc::new_cyclic(|me| MpiCluster { world: World(world), rank, size, root, server: Mutex::new(None), me: me.clone() })
+        Arc::new_cyclic(|me| MpiCluster {
+            world: World(world),
+            rank,
+            size,
+            root,
+            server: Mutex::new(None),
+            me: me.clone(),
+        })
     }
 
     /// Start rank 0's server thread (when rank 0 has planned: collectives before that, such

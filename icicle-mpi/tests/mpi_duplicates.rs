@@ -14,14 +14,26 @@ use serde_json::Value;
 /// Run `icicle-mpi snapshot` on `np` ranks: exit code, rank 0's JSON summary and stderr.
 fn mpirun(np: usize, cfg: &Path) -> (Option<i32>, Value, String) {
     let out = Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "-np", &np.to_string(), env!("CARGO_BIN_EXE_icicle-mpi"), "snapshot", "-c"])
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            &np.to_string(),
+            env!("CARGO_BIN_EXE_icicle-mpi"),
+            "snapshot",
+            "-c",
+        ])
         .arg(cfg)
         .args(["--json", "--no-progress"])
         // Containers forbid the cross-memory-attach single copy; copy through shared memory.
         .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         .output()
         .expect("mpirun (Open MPI) must be installed");
-    (out.status.code(), serde_json::from_slice(&out.stdout).unwrap_or(Value::Null), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// The files under `dir` (any depth: one directory per rank) whose names start with `prefix`.
@@ -86,7 +98,13 @@ fn manifest_lines(state: &Path, path: &str) -> usize {
     let quoted = format!("\t\"{path}\"");
     files(&dir, "part-")
         .iter()
-        .map(|f| std::fs::read_to_string(f).unwrap().lines().filter(|l| l.ends_with(&quoted) || l.contains(&format!("{quoted}\t"))).count())
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .filter(|l| l.ends_with(&quoted) || l.contains(&format!("{quoted}\t")))
+                .count()
+        })
         .sum()
 }
 
@@ -129,12 +147,28 @@ fn listed_twice_on(np: usize) {
     for name in ["twice", "twice-again"] {
         let (code, s, err) = run(np, t, name, &file);
         assert_eq!(code, Some(0), "-np {np} {name}: {err}");
-        let keys = ["rows", "records", "rejects", "created", "updated", "unchanged", "deleted", "deletes_withheld", "emitted", "unknown_scope_count"];
+        let keys = [
+            "rows",
+            "records",
+            "rejects",
+            "created",
+            "updated",
+            "unchanged",
+            "deleted",
+            "deletes_withheld",
+            "emitted",
+            "unknown_scope_count",
+        ];
         let counts = keys.map(|k| s[k].as_u64().unwrap_or(u64::MAX));
         assert_eq!(counts, [1003, 999, 4, 0, 0, 999, 0, 1, 0, 2], "-np {np} {name}: {keys:?}: {s}");
         // Neither row of either path is sent (nothing else changed), nothing is deleted.
         let out = t.join(format!("{name}-out"));
-        assert!(ingested(&out).is_empty() && deleted(&out).is_empty(), "-np {np} {name}: {:?} {:?}", ingested(&out).keys(), deleted(&out));
+        assert!(
+            ingested(&out).is_empty() && deleted(&out).is_empty(),
+            "-np {np} {name}: {:?} {:?}",
+            ingested(&out).keys(),
+            deleted(&out)
+        );
         let lines = rejects(t, name);
         assert_eq!(lines.iter().map(|l| l.0).collect::<Vec<_>>(), [9, 1002, 1003, 1004], "-np {np} {name}: {lines:?}");
         let f = file.display();
@@ -144,18 +178,34 @@ fn listed_twice_on(np: usize) {
         assert!(lines[2].1.starts_with(&fnew) && lines[2].1 == lines[3].1, "-np {np} {name}: {lines:?}");
         // f7's previous line is carried over (once); /fs/new has none.
         let state = t.join("state");
-        assert_eq!((manifest_lines(&state, "/fs/d2/f7"), manifest_lines(&state, "/fs/new"), manifest_lines(&state, "/fs/d3/f8")), (1, 0, 1), "-np {np} {name}");
+        assert_eq!(
+            (
+                manifest_lines(&state, "/fs/d2/f7"),
+                manifest_lines(&state, "/fs/new"),
+                manifest_lines(&state, "/fs/d3/f8")
+            ),
+            (1, 0, 1),
+            "-np {np} {name}"
+        );
         decided.push((counts, lines));
     }
     assert_eq!(decided[0], decided[1], "-np {np}: the second run decides the same");
     // Listed once again: f7 is updated (its size from line 1002), the new path created.
-    std::fs::write(&file, format!("{header}{}{again}{new}#complete#1700000300\n", rows.replace("|/fs/d2/f7\n", "|/fs/d2/f7-gone\n"))).unwrap();
+    std::fs::write(
+        &file,
+        format!("{header}{}{again}{new}#complete#1700000300\n", rows.replace("|/fs/d2/f7\n", "|/fs/d2/f7-gone\n")),
+    )
+    .unwrap();
     let (code, s, err) = run(np, t, "once", &file);
     let counts = ["rejects", "created", "updated", "deleted", "emitted"].map(|k| s[k].as_u64().unwrap_or(u64::MAX));
     assert_eq!((code, counts), (Some(0), [0, 2, 1, 0, 3]), "-np {np}: {s}\n{err}");
     let sent = ingested(&t.join("once-out"));
     assert_eq!(sent["/fs/d2/f7"]["content"]["size"], 999, "-np {np}: {:?}", sent.keys());
-    assert!(sent.contains_key("/fs/new") && sent.contains_key("/fs/d2/f7-gone") && sent.len() == 3, "-np {np}: {:?}", sent.keys());
+    assert!(
+        sent.contains_key("/fs/new") && sent.contains_key("/fs/d2/f7-gone") && sent.len() == 3,
+        "-np {np}: {:?}",
+        sent.keys()
+    );
 }
 
 #[test]

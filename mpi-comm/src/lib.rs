@@ -77,7 +77,11 @@ pub fn gather_bytes(world: &SimpleCommunicator, mine: Vec<u8>) -> Result<Option<
 
 /// [`gather_bytes`] refusing more than `limit` bytes in all on rank 0; every rank returns the
 /// refusal.
-pub fn gather_within(world: &SimpleCommunicator, mine: Vec<u8>, limit: usize) -> Result<Option<Vec<Vec<u8>>>, CommError> {
+pub fn gather_within(
+    world: &SimpleCommunicator,
+    mine: Vec<u8>,
+    limit: usize,
+) -> Result<Option<Vec<Vec<u8>>>, CommError> {
     let root = world.process_at_rank(0);
     let n = mine.len() as u64;
     let mut mine = mine;
@@ -126,7 +130,11 @@ pub fn exchange(world: &SimpleCommunicator, parts: Vec<Vec<u8>>) -> Result<Vec<V
 
 /// [`exchange`] refusing more than `limit` bytes sent or received by any rank; every rank
 /// returns the refusal (none is left waiting in the exchange).
-pub fn exchange_within(world: &SimpleCommunicator, parts: Vec<Vec<u8>>, limit: usize) -> Result<Vec<Vec<u8>>, CommError> {
+pub fn exchange_within(
+    world: &SimpleCommunicator,
+    parts: Vec<Vec<u8>>,
+    limit: usize,
+) -> Result<Vec<Vec<u8>>, CommError> {
     let size = world.size() as usize;
     if parts.len() != size {
         return Err(CommError::Parts { parts: parts.len(), ranks: size });

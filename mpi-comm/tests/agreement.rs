@@ -17,7 +17,12 @@ fn every_rank_refuses_together_and_the_communicator_survives() {
     let out = std::process::Command::new("timeout")
         .args(["300", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "-x", CHILD])
         .arg(&me)
-        .args(["--exact", "every_rank_refuses_together_and_the_communicator_survives", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "every_rank_refuses_together_and_the_communicator_survives",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD, "1")
         .output()
         .expect("mpirun (Open MPI) must be installed");
@@ -26,7 +31,11 @@ fn every_rank_refuses_together_and_the_communicator_survives() {
     // The harness's own "test ... " may share a line with a rank's report.
     let mut lines: Vec<&str> = stdout.lines().filter_map(|l| l.find("rank ").map(|i| &l[i..])).collect();
     lines.sort();
-    assert_eq!(lines, ["rank 0: refused 3, then exchanged", "rank 1: refused 3, then exchanged", "rank 2: refused 3, then exchanged"], "{stdout}");
+    assert_eq!(
+        lines,
+        ["rank 0: refused 3, then exchanged", "rank 1: refused 3, then exchanged", "rank 2: refused 3, then exchanged"],
+        "{stdout}"
+    );
 }
 
 fn child() {

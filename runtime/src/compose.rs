@@ -7,16 +7,20 @@ use crate::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJ
 use icicle_core::access::AccessPolicy;
 use icicle_core::config::{LoadedConfig, VisibleToSetting};
 use icicle_core::error::ConfigError;
+use icicle_core::monitor::ChangeSource;
 use icicle_core::policy::{PrincipalMap, RecordPolicy, VisibleTo};
 use icicle_core::registry::{self, BuildContext, Built, PluginKind};
-use icicle_core::monitor::ChangeSource;
 use icicle_core::traits::{NamedSinks, NamedSources};
 
 /// The record policy from `[records]` and `[snapshot] version`.
 pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
     let r = &cfg.app.records;
     let origin = |k: &str| icicle_core::config::origin_of(&cfg.figment, k);
-    let invalid = |key: String, reason: String| ConfigError::InvalidValue { origin: origin(key.split('[').next().unwrap_or(&key)), key, reason };
+    let invalid = |key: String, reason: String| ConfigError::InvalidValue {
+        origin: origin(key.split('[').next().unwrap_or(&key)),
+        key,
+        reason,
+    };
     let (visible_to, access) = match &r.visible_to {
         VisibleToSetting::Rule(rule) => match rule.as_str() {
             "posix-read" => (Vec::new(), Some(AccessPolicy::PosixRead)),
@@ -34,7 +38,10 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
         }
     };
     if access.is_some() && !r.fallback.is_empty() {
-        return Err(invalid("records.fallback".into(), "a fallback would widen the POSIX rule: name principals that see everything in records.admins".into()));
+        return Err(invalid(
+            "records.fallback".into(),
+            "a fallback would widen the POSIX rule: name principals that see everything in records.admins".into(),
+        ));
     }
     for (i, a) in r.admins.iter().enumerate() {
         if !a.starts_with("urn:") {
@@ -58,7 +65,11 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
     }
     for (i, d) in cfg.app.aggregate.dir_visible_to.iter().enumerate() {
         if let Err(reason) = VisibleTo::parse(d) {
-            return Err(ConfigError::InvalidValue { key: format!("aggregate.dir_visible_to[{i}]"), origin: origin("aggregate.dir_visible_to"), reason });
+            return Err(ConfigError::InvalidValue {
+                key: format!("aggregate.dir_visible_to[{i}]"),
+                origin: origin("aggregate.dir_visible_to"),
+                reason,
+            });
         }
     }
     let principals = match &r.principals {
@@ -69,7 +80,8 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
         })?,
         None => PrincipalMap::default(),
     };
-    let version = cfg.app.snapshot.version.clone().unwrap_or_else(|| icicle_core::time::iso8601(icicle_core::time::now_epoch()));
+    let version =
+        cfg.app.snapshot.version.clone().unwrap_or_else(|| icicle_core::time::iso8601(icicle_core::time::now_epoch()));
     Ok(RecordPolicy {
         visible_to,
         access,
@@ -119,15 +131,15 @@ pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
                     let m = icicle_core::metrics::Metrics::global();
                     let c = [("component", id.as_str())];
                     m.set_counter(&icicle_core::metrics::names::REJECTS_TOTAL, &c, 0.0);
-                    m.add(
-                        &icicle_core::metrics::names::DEAD_LETTERS_TOTAL,
-                        &[("source", &id)],
-                        0.0,
-                    );
+                    m.add(&icicle_core::metrics::names::DEAD_LETTERS_TOTAL, &[("source", &id)], 0.0);
                     monitors.push((id, mon))
                 }
-                Built::Sketch(_) => return Err(ConfigError::Parse(format!("`{ty}` is a sketch, not a {}", kind.as_str()))),
-                Built::Placement(_) => return Err(ConfigError::Parse(format!("`{ty}` is a placement policy, not a {}", kind.as_str()))),
+                Built::Sketch(_) => {
+                    return Err(ConfigError::Parse(format!("`{ty}` is a sketch, not a {}", kind.as_str())))
+                }
+                Built::Placement(_) => {
+                    return Err(ConfigError::Parse(format!("`{ty}` is a placement policy, not a {}", kind.as_str())))
+                }
             }
         }
     }
@@ -164,7 +176,10 @@ pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(NamedSources, Na
         });
     }
     if c.sources.is_empty() {
-        return Err(ConfigError::MissingKey { key: "sources".into(), hint: "configure at least one [sources.<id>] with a `type`".into() });
+        return Err(ConfigError::MissingKey {
+            key: "sources".into(),
+            hint: "configure at least one [sources.<id>] with a `type`".into(),
+        });
     }
     Ok((c.sources, c.sinks))
 }
@@ -173,7 +188,10 @@ pub fn components_allow_no_sinks(cfg: &LoadedConfig) -> Result<(NamedSources, Na
 pub fn components(cfg: &LoadedConfig) -> Result<(NamedSources, NamedSinks), ConfigError> {
     let (sources, sinks) = components_allow_no_sinks(cfg)?;
     if sinks.is_empty() {
-        return Err(ConfigError::MissingKey { key: "sinks".into(), hint: "configure at least one [sinks.<id>] with a `type`".into() });
+        return Err(ConfigError::MissingKey {
+            key: "sinks".into(),
+            hint: "configure at least one [sinks.<id>] with a `type`".into(),
+        });
     }
     Ok((sources, sinks))
 }

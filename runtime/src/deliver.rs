@@ -7,7 +7,10 @@ use icicle_gmeta::{delete_batches, Batcher};
 /// Deliver one document to every sink in turn, recording per-sink batches, entries, bytes,
 /// errors and latency; then call [`Sink::delivered`](icicle_core::traits::Sink::delivered) on every sink with all
 /// sinks' receipts. `Ok` means every sink has it; it is durable after [`sync_all`].
-pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &DocumentBatch) -> Result<(), icicle_core::error::SinkError> {
+pub async fn deliver_all(
+    sinks: &mut icicle_core::traits::NamedSinks,
+    batch: &DocumentBatch,
+) -> Result<(), icicle_core::error::SinkError> {
     let m = icicle_core::metrics::Metrics::global();
     let (entries, bytes) = match batch {
         DocumentBatch::Ingest(b) => (b.len(), b.document_bytes()),
@@ -32,7 +35,8 @@ pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &Do
         m.observe(&icicle_core::metrics::names::SINK_DELIVERY_DURATION_SECONDS, &[("sink", name)], took);
     }
     // Every sink has the batch: tell each of them, with every sink's receipt (audit trails).
-    let receipts: Vec<(String, serde_json::Value)> = sinks.iter().filter_map(|(name, s)| s.receipt().map(|r| (name.clone(), r))).collect();
+    let receipts: Vec<(String, serde_json::Value)> =
+        sinks.iter().filter_map(|(name, s)| s.receipt().map(|r| (name.clone(), r))).collect();
     for (name, s) in sinks.iter_mut() {
         if let Err(e) = s.delivered(batch, &receipts).await {
             let labels: [(&'static str, &str); 2] = [("sink", name), ("kind", kind)];
@@ -48,7 +52,11 @@ pub async fn deliver_all(sinks: &mut icicle_core::traits::NamedSinks, batch: &Do
 pub async fn sync_all(sinks: &mut icicle_core::traits::NamedSinks) -> Result<(), icicle_core::error::SinkError> {
     for (name, s) in sinks.iter_mut() {
         if let Err(e) = s.sync().await {
-            icicle_core::metrics::Metrics::global().add(&icicle_core::metrics::names::SINK_ERRORS_TOTAL, &[("sink", name), ("kind", "sync")], 1.0);
+            icicle_core::metrics::Metrics::global().add(
+                &icicle_core::metrics::names::SINK_ERRORS_TOTAL,
+                &[("sink", name), ("kind", "sync")],
+                1.0,
+            );
             return Err(e);
         }
     }
@@ -104,7 +112,11 @@ mod tests {
         fn receipt(&self) -> Option<serde_json::Value> {
             self.receipt.clone()
         }
-        async fn delivered(&mut self, _batch: &DocumentBatch, receipts: &[(String, serde_json::Value)]) -> Result<(), icicle_core::error::SinkError> {
+        async fn delivered(
+            &mut self,
+            _batch: &DocumentBatch,
+            receipts: &[(String, serde_json::Value)],
+        ) -> Result<(), icicle_core::error::SinkError> {
             self.seen.lock().unwrap().push(receipts.to_vec());
             if self.fail_delivered {
                 return Err(icicle_core::error::SinkError::Io { sink: "b".into(), reason: "audit failed".into() });
@@ -127,10 +139,14 @@ mod tests {
         deliver_all(&mut sinks, &DocumentBatch::Delete(vec!["/x".into()])).await.unwrap();
         let seen_now = seen.lock().unwrap().clone();
         assert_eq!(seen_now.len(), 3);
-        let want = vec![("a".to_string(), serde_json::json!({"task_ids": ["t1"]})), ("c".to_string(), serde_json::json!({"offsets": [1]}))];
+        let want = vec![
+            ("a".to_string(), serde_json::json!({"task_ids": ["t1"]})),
+            ("c".to_string(), serde_json::json!({"offsets": [1]})),
+        ];
         assert!(seen_now.iter().all(|r| r == &want), "{seen_now:?}");
         // A failing `delivered` fails the delivery.
-        let mut sinks: icicle_core::traits::NamedSinks = vec![("a".into(), mk(None, false)), ("b".into(), mk(None, true))];
+        let mut sinks: icicle_core::traits::NamedSinks =
+            vec![("a".into(), mk(None, false)), ("b".into(), mk(None, true))];
         let e = deliver_all(&mut sinks, &DocumentBatch::Delete(vec!["/x".into()])).await.unwrap_err();
         assert!(e.to_string().contains("audit failed"), "{e}");
     }
@@ -145,7 +161,9 @@ mod tests {
         for p in ["/a", "/b"] {
             chunk.push(format!("{{\"subject\":\"{p}\",\"content\":{{\"path\":\"{p}\"}}}}").as_bytes());
         }
-        deliver_emit(&mut sinks, &chunk, vec!["/a".into()], icicle_core::batch::DocumentLimit::compact(10 << 20)).await.unwrap();
+        deliver_emit(&mut sinks, &chunk, vec!["/a".into()], icicle_core::batch::DocumentLimit::compact(10 << 20))
+            .await
+            .unwrap();
         let index = icicle_gmeta::replay::read_index(dir.path()).unwrap();
         assert_eq!(index.keys().collect::<Vec<_>>(), ["/b"]);
     }

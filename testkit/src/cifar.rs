@@ -18,7 +18,8 @@ pub const CIFAR_RECORD_BYTES: usize = 3073;
 /// Records in a real CIFAR-10 batch file.
 pub const CIFAR_RECORDS_PER_BATCH: usize = 10_000;
 /// The ten class names, in label order (`batches.meta.txt`).
-pub const CIFAR_CLASSES: [&str; 10] = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"];
+pub const CIFAR_CLASSES: [&str; 10] =
+    ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"];
 
 const SIDE: usize = 32;
 const PLANE: usize = SIDE * SIDE;
@@ -30,16 +31,22 @@ pub fn batch_name(batch: usize) -> String {
 
 /// One record (label and pixels) of batch `batch`, record `index`, under `seed`.
 pub fn cifar_record(seed: u64, batch: u64, index: u64) -> [u8; CIFAR_RECORD_BYTES] {
-    let mut rng = Rng::new(seed ^ batch.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29));
+    let mut rng = Rng::new(
+        seed ^ batch.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29),
+    );
     let label = rng.below(10) as u8;
     let mut rec = [0u8; CIFAR_RECORD_BYTES];
     rec[0] = label;
     let background: [i64; 3] = std::array::from_fn(|_| rng.below(128) as i64);
-    let ink: [i64; 3] = std::array::from_fn(|c| 128 + rng.below(128) as i64 - if c == usize::from(label % 3) { 0 } else { 60 });
+    let ink: [i64; 3] =
+        std::array::from_fn(|c| 128 + rng.below(128) as i64 - if c == usize::from(label % 3) { 0 } else { 60 });
     let gradient = rng.below(4);
     let steep = 1 + rng.below(3) as i64;
     let size = 6 + rng.below(9) as i64;
-    let (cx, cy) = (size / 2 + rng.below((SIDE as i64 - size) as u64) as i64, size / 2 + rng.below((SIDE as i64 - size) as u64) as i64);
+    let (cx, cy) = (
+        size / 2 + rng.below((SIDE as i64 - size) as u64) as i64,
+        size / 2 + rng.below((SIDE as i64 - size) as u64) as i64,
+    );
     for y in 0..SIDE as i64 {
         for x in 0..SIDE as i64 {
             let ramp = match gradient {
@@ -84,7 +91,12 @@ pub fn write_cifar_batch(path: &Path, records: usize, seed: u64, batch: u64) -> 
 /// Write `data_batch_1.bin` .. `data_batch_{batches}.bin` of `records_per_batch` records each
 /// and `batches.meta.txt` into `dir` (created if missing); returns the batch files in order.
 /// (A real CIFAR-10 batch holds [`CIFAR_RECORDS_PER_BATCH`] records; 5 batches.)
-pub fn write_cifar_dataset(dir: &Path, batches: usize, records_per_batch: usize, seed: u64) -> std::io::Result<Vec<PathBuf>> {
+pub fn write_cifar_dataset(
+    dir: &Path,
+    batches: usize,
+    records_per_batch: usize,
+    seed: u64,
+) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("batches.meta.txt"), CIFAR_CLASSES.join("\n") + "\n")?;
     let mut paths = Vec::with_capacity(batches);
@@ -112,7 +124,11 @@ pub fn read_cifar_batch(path: &Path) -> std::io::Result<Vec<[u8; CIFAR_RECORD_BY
     if !rest.is_empty() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("{}: {} bytes is not a whole number of {CIFAR_RECORD_BYTES}-byte records", path.display(), bytes.len()),
+            format!(
+                "{}: {} bytes is not a whole number of {CIFAR_RECORD_BYTES}-byte records",
+                path.display(),
+                bytes.len()
+            ),
         ));
     }
     Ok(records.to_vec())

@@ -63,7 +63,8 @@ impl RowSink for Collect {
 pub fn build(kind: PluginKind, key: &str, body: &str) -> Result<Built, String> {
     let figment = Figment::from(Toml::string(&format!("[{key}]\n{body}")));
     let ty_key = format!("{key}.type");
-    let ty = figment.find_value(&ty_key).ok().and_then(|v| v.into_string()).ok_or_else(|| format!("{key}: no `type`"))?;
+    let ty =
+        figment.find_value(&ty_key).ok().and_then(|v| v.into_string()).ok_or_else(|| format!("{key}: no `type`"))?;
     let desc = registry::find(kind, &ty, &ty_key, "the compliance harness").map_err(|e| e.to_string())?;
     (desc.build)(&BuildContext::for_test(&figment, key)).map_err(|e| e.to_string())
 }
@@ -88,10 +89,12 @@ pub fn sink(body: &str) -> Result<Box<dyn Sink>, String> {
 /// fails is one reject for its input, as the runtime counts it; a panic is an error.
 pub fn read_all(src: &dyn Source) -> Result<Read, String> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    let mut queue: std::collections::VecDeque<Split> = rt.block_on(src.plan()).map_err(|e| format!("plan: {e}"))?.into();
+    let mut queue: std::collections::VecDeque<Split> =
+        rt.block_on(src.plan()).map_err(|e| format!("plan: {e}"))?.into();
     let mut c = Collect::default();
     while let Some(split) = queue.pop_front() {
-        let read = std::panic::catch_unwind(AssertUnwindSafe(|| src.read(&split, &mut c))).map_err(|_| format!("reading {} panicked", split.name))?;
+        let read = std::panic::catch_unwind(AssertUnwindSafe(|| src.read(&split, &mut c)))
+            .map_err(|_| format!("reading {} panicked", split.name))?;
         if let Err(e) = read {
             c.read.rejects.push(Reject::whole(&split.name, e.to_string(), None));
         }
@@ -105,7 +108,8 @@ pub fn read_all(src: &dyn Source) -> Result<Read, String> {
 pub fn check_source(empty: &str, good: &str, bad: &str) -> Result<usize, String> {
     let r = read_all(source(empty)?.as_ref())?;
     // An empty listing file cannot be shown whole: at most that is reported, never a record.
-    let not_whole = |j: &Reject| j.incomplete && j.scope == Some(icicle_core::scope::Scope::All) && !j.reason.trim().is_empty();
+    let not_whole =
+        |j: &Reject| j.incomplete && j.scope == Some(icicle_core::scope::Scope::All) && !j.reason.trim().is_empty();
     if !r.records.is_empty() || !r.rejects.iter().all(not_whole) {
         return Err(format!("an empty input gave {} records and rejects {:?}", r.records.len(), r.rejects));
     }
@@ -131,7 +135,9 @@ pub fn check_source(empty: &str, good: &str, bad: &str) -> Result<usize, String>
 
 /// One primary entry for `subject`, as the encoder writes them.
 fn entry(subject: &str) -> Vec<u8> {
-    serde_json::json!({"subject": subject, "visible_to": ["public"], "content": {"name": subject}, "id": "primary"}).to_string().into_bytes()
+    serde_json::json!({"subject": subject, "visible_to": ["public"], "content": {"name": subject}, "id": "primary"})
+        .to_string()
+        .into_bytes()
 }
 
 /// A sink: `ok` delivers to a working destination, and `durable()` counts the documents that
@@ -139,7 +145,11 @@ fn entry(subject: &str) -> Vec<u8> {
 /// destination that cannot take anything. Ingest and delete documents are delivered; `Ok`
 /// from `sync` after `deliver` must mean durable; a broken destination must fail; close twice
 /// must be fine.
-pub async fn check_sink(ok: &str, broken: Option<&str>, durable: Option<&(dyn Fn() -> usize + Sync)>) -> Result<(), String> {
+pub async fn check_sink(
+    ok: &str,
+    broken: Option<&str>,
+    durable: Option<&(dyn Fn() -> usize + Sync)>,
+) -> Result<(), String> {
     let mut s = sink(ok)?;
     let mut batch = EntryBatch::default();
     batch.push(&entry("/compliance/a"));
@@ -210,7 +220,8 @@ pub fn check_sketch(kind: &str) -> Result<(), String> {
     if b.count() != 4000 {
         return Err(format!("two merges of 2000 values count {}", b.count()));
     }
-    let other = registry::plugins().into_iter().find(|p| p.kind == PluginKind::Sketch && p.name != kind).map(|p| p.name);
+    let other =
+        registry::plugins().into_iter().find(|p| p.kind == PluginKind::Sketch && p.name != kind).map(|p| p.name);
     if let Some(o) = other {
         let g = registry::default_sketch(o).map_err(|e| e.to_string())?;
         let mut x = g.create();

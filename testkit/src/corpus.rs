@@ -77,7 +77,11 @@ pub fn dir() -> PathBuf {
 /// Every `*.corpus` file under `corpus/<producer>`.
 pub fn files(producer: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir().join(producer))
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "corpus")).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "corpus"))
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -88,19 +92,27 @@ pub fn files(producer: &str) -> Vec<PathBuf> {
 /// fields.
 fn parse_expect(v: &str, at: &str) -> Result<Expect, String> {
     let bad = |why: &str| format!("{at}: @expect {v}: {why}");
-    let num = |s: &str, what: &str| -> Result<i64, String> { s.parse().map_err(|_| bad(&format!("{what} `{s}` is not a number"))) };
+    let num = |s: &str, what: &str| -> Result<i64, String> {
+        s.parse().map_err(|_| bad(&format!("{what} `{s}` is not a number")))
+    };
     let (kind, rest) = v.split_once(' ').unwrap_or((v, ""));
     let path = || if rest.is_empty() { Err(bad("no path")) } else { Ok(rest.to_string()) };
     Ok(match kind {
         "update" => {
             let words: Vec<&str> = rest.split(' ').collect();
-            let is_attr = |w: &str| w.split_once('=').is_some_and(|(k, _)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase()));
+            let is_attr = |w: &str| {
+                w.split_once('=').is_some_and(|(k, _)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase()))
+            };
             let n = words.iter().rev().take_while(|w| is_attr(w)).count();
             let path = words[..words.len() - n].join(" ");
             if path.is_empty() {
                 return Err(bad("no path"));
             }
-            let attrs = words[words.len() - n..].iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let attrs = words[words.len() - n..]
+                .iter()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
             Expect::Update(path, attrs)
         }
         "delete" => Expect::Delete(path()?),

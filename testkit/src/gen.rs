@@ -146,9 +146,20 @@ impl Builder<'_> {
     }
 
     /// Add a directory owned by (uid, gid) with its times drawn; returns its index.
-    fn push_dir(&mut self, path: String, (uid, gid): (u32, u32), mode: u32, (atime, ctime, mtime): (i64, i64, i64), parent: usize) -> usize {
+    fn push_dir(
+        &mut self,
+        path: String,
+        (uid, gid): (u32, u32),
+        mode: u32,
+        (atime, ctime, mtime): (i64, i64, i64),
+        parent: usize,
+    ) -> usize {
         let inode = self.next_inode();
-        self.dirs.push(GenDir { path, parent, attrs: Attrs { uid, gid, mode, atime, ctime, mtime, inode, ..Attrs::default() } });
+        self.dirs.push(GenDir {
+            path,
+            parent,
+            attrs: Attrs { uid, gid, mode, atime, ctime, mtime, inode, ..Attrs::default() },
+        });
         self.dirs.len() - 1
     }
 
@@ -167,7 +178,11 @@ impl Builder<'_> {
     fn user_dirs(&mut self, ui: usize, (uid, gid): (u32, u32), nfiles: u64) -> Range<usize> {
         let ndirs = (nfiles / 20).max(1) as usize;
         let top = if ui % 3 == 2 { 2 } else { 1 };
-        let home = if top == 1 { format!("{}/home/user{uid}", self.spec.root) } else { format!("{}/proj/grp{gid}-user{uid}", self.spec.root) };
+        let home = if top == 1 {
+            format!("{}/home/user{uid}", self.spec.root)
+        } else {
+            format!("{}/proj/grp{gid}-user{uid}", self.spec.root)
+        };
         let times = dir_times(&mut self.rng);
         let first = self.push_dir(home, (uid, gid), S_IFDIR | 0o750, times, top);
         let mut depth = vec![1usize];
@@ -177,7 +192,11 @@ impl Builder<'_> {
             if depth[p - first] >= 7 {
                 p = first;
             }
-            let name = if self.rng.below(200) == 0 { name_with_quirks(&mut self.rng, &format!("d{k}"), "") } else { format!("d{k}") };
+            let name = if self.rng.below(200) == 0 {
+                name_with_quirks(&mut self.rng, &format!("d{k}"), "")
+            } else {
+                format!("d{k}")
+            };
             let times = dir_times(&mut self.rng);
             let mode = if self.rng.below(10) == 0 { S_IFDIR | 0o2770 } else { S_IFDIR | 0o755 };
             let path = format!("{}/{name}", self.dirs[p].path);
@@ -236,13 +255,22 @@ impl Builder<'_> {
         let name = name_with_quirks(&mut self.rng, stem, ext);
         let is_link = self.rng.below(100) < 3;
         let (uid, gid) = if self.rng.below(10) == 0 {
-            (self.users[self.rng.below(self.users.len() as u64) as usize], self.groups[self.rng.below(self.groups.len() as u64) as usize])
+            (
+                self.users[self.rng.below(self.users.len() as u64) as usize],
+                self.groups[self.rng.below(self.groups.len() as u64) as usize],
+            )
         } else {
             owner
         };
         let (atime, ctime, mtime) = self.file_times(in_burst, burst_time);
         let (kind, mode, size, target) = if is_link { self.link() } else { self.regular(same_size, burst_size) };
-        GenFile { dir: d, name, kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode: self.next_inode() }, target }
+        GenFile {
+            dir: d,
+            name,
+            kind,
+            attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode: self.next_inode() },
+            target,
+        }
     }
 
     /// A file's (atime, ctime, mtime): a few in the future, most at its burst or in the past.
@@ -257,7 +285,11 @@ impl Builder<'_> {
         };
         let ctime = mtime + self.rng.below(if in_burst { 5 } else { 86_400 }) as i64;
         // Half the files were never read after they were written.
-        let atime = if self.rng.below(2) == 0 { mtime } else { mtime + (self.rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64 };
+        let atime = if self.rng.below(2) == 0 {
+            mtime
+        } else {
+            mtime + (self.rng.f64() * (NOW_REF - mtime).max(0) as f64) as i64
+        };
         (atime, ctime, mtime)
     }
 
@@ -303,7 +335,15 @@ impl GenFs {
         let users: Vec<u32> = (0..nusers as u32).map(|i| 1000 + i * 7 % 10_000 + i).collect();
         let groups: Vec<u32> = (0..ngroups as u32).map(|i| 100 + i * 3).collect();
         let counts = zipf_counts(n, nusers);
-        let mut b = Builder { spec, rng: Rng::new(spec.seed), inode: 2, users, groups, dirs: Vec::new(), files: Vec::with_capacity(n as usize) };
+        let mut b = Builder {
+            spec,
+            rng: Rng::new(spec.seed),
+            inode: 2,
+            users,
+            groups,
+            dirs: Vec::new(),
+            files: Vec::with_capacity(n as usize),
+        };
         b.top_dirs();
         for (ui, &nfiles) in counts.iter().enumerate() {
             let owner = (b.users[ui], b.groups[ui % ngroups]);
@@ -320,7 +360,8 @@ impl GenFs {
 
     /// The ground-truth records (files and links, with their generated inodes), sorted by path.
     pub fn records(&self) -> Vec<OwnedFileRecord> {
-        let mut v: Vec<OwnedFileRecord> = self.files.iter().map(|f| OwnedFileRecord { path: self.path(f), kind: f.kind, attrs: f.attrs }).collect();
+        let mut v: Vec<OwnedFileRecord> =
+            self.files.iter().map(|f| OwnedFileRecord { path: self.path(f), kind: f.kind, attrs: f.attrs }).collect();
         v.sort();
         v
     }
@@ -342,7 +383,14 @@ impl GenFs {
 pub fn fake_uuid(x: u64) -> String {
     let mut r = Rng::new(x);
     let (a, b) = (r.next_u64(), r.next_u64());
-    format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xfff, b >> 52, b & 0xffff_ffff_ffff)
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        b >> 52,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 /// Write `fs` in `format` under `out` (plus `principals.tsv`). `rows_per_file` splits
@@ -373,11 +421,18 @@ pub fn write(fs: &GenFs, format: Format, out: &Path, rows_per_file: u64, rollup:
             // the header, then each file with its OST objects (`ost:objid` in hex, last stripe
             // first; none for a link) before the path, then the footer.
             let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(out.join("fslist.ne2scan"))?);
-            writeln!(w, "#IDENT#|1.0|1.42.7.wc1|{NOW_REF}|Thu Jan 01 00:00:00 GMT 2026|gen|/dev/mdt0|0|0|0|0|fs|generated")?;
+            writeln!(
+                w,
+                "#IDENT#|1.0|1.42.7.wc1|{NOW_REF}|Thu Jan 01 00:00:00 GMT 2026|gen|/dev/mdt0|0|0|0|0|fs|generated"
+            )?;
             for f in &fs.files {
                 let osts = if f.kind == icicle_core::FileKind::File {
                     let stripes = 1 + f.attrs.inode % 4;
-                    (0..stripes).rev().map(|k| format!("{}:{:x}", (f.attrs.inode + k) % 8, f.attrs.inode * 4 + k)).collect::<Vec<_>>().join(",")
+                    (0..stripes)
+                        .rev()
+                        .map(|k| format!("{}:{:x}", (f.attrs.inode + k) % 8, f.attrs.inode * 4 + k))
+                        .collect::<Vec<_>>()
+                        .join(",")
                 } else {
                     String::new()
                 };
@@ -548,7 +603,10 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
     let mut rolled: Vec<Option<usize>> = vec![None; fs.dirs.len()];
     if rollup {
         for (i, d) in fs.dirs.iter().enumerate() {
-            if d.parent != usize::MAX && fs.dirs[d.parent].parent != usize::MAX && fs.dirs[fs.dirs[d.parent].parent].parent == usize::MAX {
+            if d.parent != usize::MAX
+                && fs.dirs[d.parent].parent != usize::MAX
+                && fs.dirs[fs.dirs[d.parent].parent].parent == usize::MAX
+            {
                 rolled[i] = Some(i);
             } else if d.parent != usize::MAX {
                 rolled[i] = rolled[d.parent];
@@ -569,7 +627,11 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
         // SQLite refuses paths of 512+ bytes: build deep databases under a short name.
         let target = dir.join("db.db");
         let deep = target.as_os_str().len() >= 500;
-        let build_at = if deep { std::env::temp_dir().join(format!("icicle-gen-{}-{i}.db", std::process::id())) } else { target.clone() };
+        let build_at = if deep {
+            std::env::temp_dir().join(format!("icicle-gen-{}-{i}.db", std::process::id()))
+        } else {
+            target.clone()
+        };
         let mut conn = rusqlite::Connection::open(&build_at).map_err(io)?;
         conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;").map_err(io)?;
         conn.execute_batch(GUFI_SCHEMA).map_err(io)?;
@@ -621,7 +683,8 @@ fn write_gufi(fs: &GenFs, out: &Path, rollup: bool) -> std::io::Result<()> {
             let totfiles = files.iter().filter(|f| f.kind == FileKind::File).count() as i64;
             let totlinks = files.len() as i64 - totfiles;
             let totsize: i64 = files.iter().map(|f| f.attrs.size as i64).sum();
-            let pinode = if d.parent == usize::MAX { "0".to_string() } else { fs.dirs[d.parent].attrs.inode.to_string() };
+            let pinode =
+                if d.parent == usize::MAX { "0".to_string() } else { fs.dirs[d.parent].attrs.inode.to_string() };
             let name = gufi_q(d.path.rsplit('/').next().unwrap_or(""));
             let isrolledup = i64::from(rolled[i] == Some(i));
             tx.execute(

@@ -66,10 +66,18 @@ impl GpfsJournal {
     }
 
     fn meta(&mut self, path: &str, fid: Fid, is_dir: bool) -> Meta {
-        let m = if self.real { fs::symlink_metadata(self.root.join(path.trim_start_matches('/'))).ok().map(|md| meta_of(&md)) } else { None };
+        let m = if self.real {
+            fs::symlink_metadata(self.root.join(path.trim_start_matches('/'))).ok().map(|md| meta_of(&md))
+        } else {
+            None
+        };
         let m = m.unwrap_or_else(|| {
             let prev = self.last.get(path).copied();
-            let mut m = prev.unwrap_or(Meta { inode: fid.oid as u64, mode: if is_dir { 0o040755 } else { 0o100644 }, ..Default::default() });
+            let mut m = prev.unwrap_or(Meta {
+                inode: fid.oid as u64,
+                mode: if is_dir { 0o040755 } else { 0o100644 },
+                ..Default::default()
+            });
             if let Some(c) = self.changed.get(&fid) {
                 m.ctime = *c;
             }
@@ -79,13 +87,25 @@ impl GpfsJournal {
         m
     }
 
-    fn write(&mut self, kind: EventKind, path: &str, meta: Meta, cookie: u64, raw_event: Option<&str>) -> std::io::Result<()> {
+    fn write(
+        &mut self,
+        kind: EventKind,
+        path: &str,
+        meta: Meta,
+        cookie: u64,
+        raw_event: Option<&str>,
+    ) -> std::io::Result<()> {
         let event = raw_event.unwrap_or(kind.token());
         // A splitmix step of the event count: which producer, node and milliseconds.
         let salt = icicle_core::rng::Rng::new(self.next_cookie.wrapping_mul(0x9E37) ^ self.events).next_u64();
-        let producer = self.producers.get((salt % self.producers.len().max(1) as u64) as usize).copied().unwrap_or(Producer::Scale52);
+        let producer = self
+            .producers
+            .get((salt % self.producers.len().max(1) as u64) as usize)
+            .copied()
+            .unwrap_or(Producer::Scale52);
         let full = format!("{}{}", self.fs_root, path);
-        let rec = EventRecord { event, path: &full, meta, cookie, now: icicle_core::time::now_epoch(), salt: salt >> 8 };
+        let rec =
+            EventRecord { event, path: &full, meta, cookie, now: icicle_core::time::now_epoch(), salt: salt >> 8 };
         let mut line = producer.render(&rec);
         line.push('\n');
         self.events += 1;
@@ -160,7 +180,9 @@ impl GpfsJournal {
                 Ok(())
             }
             Renme | Rnmto => {
-                let (Some(old), Some(new)) = (child(rec.source_parent, rec.source_name.as_deref()), child(rec.parent, rec.name.as_deref())) else {
+                let (Some(old), Some(new)) =
+                    (child(rec.source_parent, rec.source_name.as_deref()), child(rec.parent, rec.name.as_deref()))
+                else {
                     return Ok(());
                 };
                 let src = rec.source.unwrap_or_default();
@@ -181,7 +203,8 @@ impl GpfsJournal {
                 // changed (as for an unlink).
                 if !rec.target.is_zero() {
                     if let Some(obj) = ns.by_fid.get(&rec.target) {
-                        for other in obj.paths.iter().filter(|o| **o != new && **o != old).cloned().collect::<Vec<_>>() {
+                        for other in obj.paths.iter().filter(|o| **o != new && **o != old).cloned().collect::<Vec<_>>()
+                        {
                             let m = self.meta(&other, rec.target, false);
                             self.write(EventKind::Modified, &other, m, 0, Some("IN_ATTRIB"))?;
                         }
@@ -233,7 +256,9 @@ pub fn messages(file: &Path, skip: usize) -> std::io::Result<Vec<(String, String
         .map(|l| {
             let key = serde_json::from_str::<serde_json::Value>(l)
                 .ok()
-                .and_then(|v| v["inode"].as_str().map(str::to_string).or_else(|| v["inode"].as_u64().map(|n| n.to_string())))
+                .and_then(|v| {
+                    v["inode"].as_str().map(str::to_string).or_else(|| v["inode"].as_u64().map(|n| n.to_string()))
+                })
                 .unwrap_or_default();
             (key, l.to_string())
         })

@@ -227,7 +227,8 @@ impl Workload {
     /// `rec` as FSx for Lustre prints it: the name of an UNLNK or RMDIR and a rename's old name
     /// as a path from the root (`/cl8/b.txt`); None when it prints the record as it is.
     fn fsx_printed(&self, rec: &ChangelogRecord) -> Option<ChangelogRecord> {
-        let full = |parent: Option<Fid>, name: Option<&str>| -> Option<String> { Some(join(self.ns.path(&parent?)?, name?)) };
+        let full =
+            |parent: Option<Fid>, name: Option<&str>| -> Option<String> { Some(join(self.ns.path(&parent?)?, name?)) };
         let mut r = rec.clone();
         match rec.kind {
             RecordType::Unlnk | RecordType::Rmdir => r.name = Some(full(rec.parent, rec.name.as_deref())?.into()),
@@ -379,7 +380,15 @@ impl Workload {
             fs::rename(self.real(from), self.real(to))?;
         }
         let (pf, spf) = (self.fid(&p), self.fid(&sp));
-        self.record("RENME", if last { CLF_LAST } else { 0 }, over, Some(pf), Some(&name), Some((src, spf, sname)), None)
+        self.record(
+            "RENME",
+            if last { CLF_LAST } else { 0 },
+            over,
+            Some(pf),
+            Some(&name),
+            Some((src, spf, sname)),
+            None,
+        )
     }
 
     /// A hard link.
@@ -431,7 +440,13 @@ impl Workload {
     }
 
     fn files(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.ns.by_path.iter().filter(|(_, f)| self.ns.by_fid.get(f).is_some_and(|o| !o.is_dir)).map(|(p, _)| p.clone()).collect();
+        let mut v: Vec<String> = self
+            .ns
+            .by_path
+            .iter()
+            .filter(|(_, f)| self.ns.by_fid.get(f).is_some_and(|o| !o.is_dir))
+            .map(|(p, _)| p.clone())
+            .collect();
         v.sort();
         if self.real {
             v.retain(|p| fs::symlink_metadata(self.real(p)).map(|m| m.is_file()).unwrap_or(false));
@@ -440,7 +455,13 @@ impl Workload {
     }
 
     fn dirs(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.ns.by_path.iter().filter(|(_, f)| self.ns.by_fid.get(f).is_some_and(|o| o.is_dir)).map(|(p, _)| p.clone()).collect();
+        let mut v: Vec<String> = self
+            .ns
+            .by_path
+            .iter()
+            .filter(|(_, f)| self.ns.by_fid.get(f).is_some_and(|o| o.is_dir))
+            .map(|(p, _)| p.clone())
+            .collect();
         v.sort();
         v
     }
@@ -624,7 +645,9 @@ impl Workload {
             .ns
             .by_fid
             .iter()
-            .filter_map(|(f, o)| o.paths.first().map(|p| format!("{f}\t{}\n", if p == "/" { "/" } else { p.trim_start_matches('/') })))
+            .filter_map(|(f, o)| {
+                o.paths.first().map(|p| format!("{f}\t{}\n", if p == "/" { "/" } else { p.trim_start_matches('/') }))
+            })
             .collect();
         lines.sort();
         fs::write(side(&self.journal_path, ".fidmap"), lines.concat())

@@ -25,7 +25,8 @@ fn escaped_lines(b: &[u8]) -> String {
 }
 
 fn lfs(journal: &Path, mount: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut all = vec!["lfs", "--journal", journal.to_str().unwrap(), "--mount", mount.to_str().unwrap(), "--delay-ms", "0"];
+    let mut all =
+        vec!["lfs", "--journal", journal.to_str().unwrap(), "--mount", mount.to_str().unwrap(), "--delay-ms", "0"];
     all.extend_from_slice(args);
     testkit(&all)
 }
@@ -64,7 +65,8 @@ fn a_journaled_workload_is_served_by_the_fake_lfs() {
     let (code, out, _) = lfs(&journal, &root, &["changelog", "lustre-MDT0000"]);
     assert_eq!(code, 0);
     assert_eq!(out, text);
-    let (_, out, _) = lfs(&journal, &root, &["changelog", "lustre-MDT0000", &(first + 10).to_string(), &(first + 14).to_string()]);
+    let (_, out, _) =
+        lfs(&journal, &root, &["changelog", "lustre-MDT0000", &(first + 10).to_string(), &(first + 14).to_string()]);
     assert_eq!(out.lines().collect::<Vec<_>>(), lines[10..15]);
 
     // changelog_clear is inclusive and per user; an unknown user and an index past the end fail.
@@ -90,7 +92,8 @@ fn a_journaled_workload_is_served_by_the_fake_lfs() {
     assert_eq!(out, "");
     let (_, out, _) = lfs(&journal, &root, &["changelog", "lustre-MDT0000", "0"]);
     assert_eq!(out.lines().next(), Some(lines[200]));
-    let (_, out, _) = lfs(&journal, &root, &["changelog", "lustre-MDT0000", &(first + 10).to_string(), &(first + 205).to_string()]);
+    let (_, out, _) =
+        lfs(&journal, &root, &["changelog", "lustre-MDT0000", &(first + 10).to_string(), &(first + 205).to_string()]);
     assert_eq!(out.lines().collect::<Vec<_>>(), lines[200..206]);
 
     // path2fid and fid2path agree with the real files the workload left under the root.
@@ -119,7 +122,13 @@ fn a_journaled_workload_is_served_by_the_fake_lfs() {
         let b = std::fs::symlink_metadata(&path).unwrap();
         for name in &names {
             let a = std::fs::symlink_metadata(name).unwrap();
-            assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()), "fid2path {fid} -> {} for {}", name.display(), path.display());
+            assert_eq!(
+                (a.dev(), a.ino()),
+                (b.dev(), b.ino()),
+                "fid2path {fid} -> {} for {}",
+                name.display(),
+                path.display()
+            );
         }
         assert_eq!(names.len() as u64, if b.is_dir() { 1 } else { b.nlink() }, "{}", path.display());
         multi += usize::from(names.len() > 1);

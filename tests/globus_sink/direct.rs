@@ -18,8 +18,12 @@ pub(super) fn sink_for(emu: &Emulator, f: impl FnOnce(&mut GlobusSinkConfig)) ->
 }
 
 pub(super) fn batch(subjects: &[&str]) -> DocumentBatch {
-    let entries: Vec<Vec<u8>> =
-        subjects.iter().map(|s| serde_json::json!({"subject": s, "visible_to": ["public"], "content": {"path": s}}).to_string().into_bytes()).collect();
+    let entries: Vec<Vec<u8>> = subjects
+        .iter()
+        .map(|s| {
+            serde_json::json!({"subject": s, "visible_to": ["public"], "content": {"path": s}}).to_string().into_bytes()
+        })
+        .collect();
     DocumentBatch::Ingest(icicle_plugins_globus::sink::entry_batch(entries.iter().map(|e| e.as_slice())))
 }
 
@@ -260,7 +264,11 @@ fn a_monitor_is_not_restarted_after_a_refusal_retrying_cannot_change() {
     let other = "0f5c3a52-7d6e-4a8b-9c1d-000000000000";
     let cfg = monitor_config(tmp.path(), &root, &journal, &token_sink(&emu, other));
     let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("[monitor]\non_failure = \"restart\"\nrestart_initial_secs = 0.01\nmax_restarts = 5\n{text}")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("[monitor]\non_failure = \"restart\"\nrestart_initial_secs = 0.01\nmax_restarts = 5\n{text}"),
+    )
+    .unwrap();
     let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &ENV);
     assert_ne!(code, 0, "{err}");
     assert!(err.contains("HTTP 404") && err.contains("not restarted"), "{err}");
@@ -337,14 +345,22 @@ fn the_snapshot_summary_counts_dead_letters_and_the_next_run_sends_them_again() 
     let emu = Emulator::start(o).unwrap();
     let summary = run(&emu);
     assert_eq!(summary["dead_lettered"], 1, "{summary}");
-    assert_eq!(std::fs::read_to_string(&letters).unwrap().lines().filter(|l| l.contains("/poison/p")).count(), 1, "kept once");
+    assert_eq!(
+        std::fs::read_to_string(&letters).unwrap().lines().filter(|l| l.contains("/poison/p")).count(),
+        1,
+        "kept once"
+    );
     drop(emu);
     // The next run (nothing changed on disk, Search now accepts it) sends the dead letter
     // again and only it; the others are unchanged.
     let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
     let summary = run(&emu);
     assert_eq!(summary["dead_lettered"], 0, "{summary}");
-    assert_eq!((summary["updated"].as_u64(), summary["unchanged"].as_u64(), summary["created"].as_u64()), (Some(1), Some(20), Some(0)), "{summary}");
+    assert_eq!(
+        (summary["updated"].as_u64(), summary["unchanged"].as_u64(), summary["created"].as_u64()),
+        (Some(1), Some(20), Some(0)),
+        "{summary}"
+    );
     let second = block_on(Client::new(&emu.url(), TOKEN).scroll_all(INDEX)).unwrap();
     let primaries: Vec<&String> = second.keys().filter(|k| k.starts_with('/')).collect();
     assert_eq!(primaries, vec![&format!("{}", root.join("poison/p").display())], "{second:?}");
@@ -389,7 +405,10 @@ fn max_requests_per_s_paces_every_request_and_bad_rates_are_refused() {
         let mut c = GlobusSinkConfig::new(INDEX);
         c.token_env = Some("ICICLE_TEST_GLOBUS_DIRECT_TOKEN".into());
         c.max_requests_per_s = Some(bad);
-        let e = c.connect_with("g", |k, r| ConfigError::InvalidValue { key: k.into(), origin: "test".into(), reason: r }).unwrap_err().to_string();
+        let e = c
+            .connect_with("g", |k, r| ConfigError::InvalidValue { key: k.into(), origin: "test".into(), reason: r })
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("max_requests_per_s"), "{e}");
     }
 }

@@ -23,7 +23,11 @@ impl EmulatorProcess {
             .unwrap();
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
-        let url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line: {line}")).to_string();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_string();
         EmulatorProcess { child, url }
     }
 
@@ -74,18 +78,23 @@ fn monitor_with_restarts(tmp: &Path, root: &Path, journal: &Path, sinks: &str) -
 /// The index equals a fresh walk of the tree: every create, update and delete applied.
 fn assert_index_is_the_tree(client: &Client, tmp: &Path, root: &Path) {
     let got = block_on(client.scroll_all(INDEX)).unwrap();
-    let as_index: BTreeMap<String, Value> = got.iter().map(|(s, c)| (s.clone(), serde_json::json!({ "content": c }))).collect();
+    let as_index: BTreeMap<String, Value> =
+        got.iter().map(|(s, c)| (s.clone(), serde_json::json!({ "content": c }))).collect();
     let fresh = walk_snapshot(tmp, root, "fresh");
     assert!(!fresh.is_empty());
     let (missing, extra, differ) = compare(&as_index, &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
 }
 
 /// The emulator's tasks by type and state: ((type, state), count).
 fn task_states(client: &Client) -> BTreeMap<(String, String), u64> {
     let mut out = BTreeMap::new();
     for t in block_on(client.task_list(INDEX)).unwrap() {
-        *out.entry((t["task_type"].as_str().unwrap().to_string(), t["state"].as_str().unwrap().to_string())).or_insert(0) += 1;
+        *out.entry((t["task_type"].as_str().unwrap().to_string(), t["state"].as_str().unwrap().to_string()))
+            .or_insert(0) += 1;
     }
     out
 }
@@ -127,7 +136,10 @@ fn a_failed_task_the_sink_may_not_retry_restarts_the_monitor_which_then_converge
     assert_eq!(code, 0, "{err}");
     let states = task_states(&emu.client());
     let failed: u64 = states.iter().filter(|((_, s), _)| s == "FAILED").map(|(_, n)| n).sum();
-    assert!(states.contains_key(&("DELETE_BY_SUBJECT".into(), "FAILED".into())), "no delete task FAILED, nothing tested: {states:?}");
+    assert!(
+        states.contains_key(&("DELETE_BY_SUBJECT".into(), "FAILED".into())),
+        "no delete task FAILED, nothing tested: {states:?}"
+    );
     // Every FAILED task cost one restart, and nothing else did.
     assert_eq!(report["mdt0"]["restarts"].as_u64(), Some(failed), "{report}\n{states:?}");
     assert_eq!(err.matches("source failed; restarting").count() as u64, failed, "{err}");
@@ -167,7 +179,8 @@ fn a_subject_whose_delete_always_fails_is_dead_lettered_and_the_rest_deleted() {
     assert_eq!(lines[0]["raw"], r#"{"subjects":["/stuck/x"]}"#);
     let reason = lines[0]["reason"].as_str().unwrap();
     assert!(
-        reason.starts_with("delete not applied: task ") && reason.ends_with(&format!("on index {INDEX} FAILED: injected failure (--fail-task-every 0)")),
+        reason.starts_with("delete not applied: task ")
+            && reason.ends_with(&format!("on index {INDEX} FAILED: injected failure (--fail-task-every 0)")),
         "{reason}"
     );
     // Each piece holding it (13, 6, 3, 2 and 1 subjects) was tried 1 + task_retries times.
@@ -194,7 +207,10 @@ fn a_token_that_cannot_be_sent_fails_at_once_and_is_not_echoed() {
     );
     let token = "tok-Zq8vN3pW\n6xK1yR4t";
     let t0 = std::time::Instant::now();
-    let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &[("ICICLE_TEST_GLOBUS_TOKEN", token), ("RUST_LOG", "debug")]);
+    let (code, out, err) = icicle(
+        &["snapshot", "--json", "-c", cfg.to_str().unwrap()],
+        &[("ICICLE_TEST_GLOBUS_TOKEN", token), ("RUST_LOG", "debug")],
+    );
     assert_eq!(code, 1, "{err}");
     let want = format!(
         "error: invalid value for `sinks.globus.token_env` in file {}: the token in environment variable `ICICLE_TEST_GLOBUS_TOKEN` holds a newline or another control character: not a bearer token an HTTP request can carry (the token is not shown)",
@@ -225,7 +241,8 @@ fn a_dead_lettered_delete_is_sent_again_by_the_next_versioned_run() {
     for i in 0..30 {
         std::fs::write(root.join(format!("plain/f{i}")), b"y").unwrap();
     }
-    let emu = Emulator::start(Options { fail_task_subjects: vec!["/stuck/".into()], ..Options::new(INDEX, TOKEN) }).unwrap();
+    let emu =
+        Emulator::start(Options { fail_task_subjects: vec!["/stuck/".into()], ..Options::new(INDEX, TOKEN) }).unwrap();
     let cfg = config(
         t,
         "snap.toml",
@@ -251,7 +268,11 @@ fn a_dead_lettered_delete_is_sent_again_by_the_next_versioned_run() {
         assert_eq!((s["deleted"].as_u64(), s["dead_lettered"].as_u64()), (Some(want), Some(1)), "run {run}: {s}");
     }
     let index = block_on(emu_client(&emu).scroll_all(INDEX)).unwrap();
-    assert!(!index.contains_key("/plain/f0") && index.contains_key("/plain/f1"), "{:?}", index.keys().collect::<Vec<_>>());
+    assert!(
+        !index.contains_key("/plain/f0") && index.contains_key("/plain/f1"),
+        "{:?}",
+        index.keys().collect::<Vec<_>>()
+    );
 }
 
 fn emu_client(emu: &Emulator) -> Client {

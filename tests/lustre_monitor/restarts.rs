@@ -67,7 +67,10 @@ fn a_source_restarted_after_a_transient_failure_finishes_the_stream() {
     apply(&mut index, &out);
     let fresh = walk_snapshot(tmp.path(), &root, "after");
     let (missing, extra, differ) = compare(&index, &fresh);
-    assert!(missing.is_empty() && extra.is_empty() && differ.is_empty(), "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}"
+    );
     assert_all_cleared(tmp.path(), &journal);
 }
 
@@ -89,7 +92,12 @@ fn a_source_that_keeps_failing_stops_after_its_restarts() {
     );
     let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[]);
     assert_ne!(code, 0);
-    assert!(err.contains("source `mdt1` failed") && err.contains("after 2 restarts") && err.contains("cannot reach the MDS"), "{err}");
+    assert!(
+        err.contains("source `mdt1` failed")
+            && err.contains("after 2 restarts")
+            && err.contains("cannot reach the MDS"),
+        "{err}"
+    );
     assert_eq!(err.matches("restarting").count(), 2, "{err}");
     // An unknown policy names the key and the choices.
     let bad = std::fs::read_to_string(&cfg).unwrap().replace("\"restart\"", "\"retry\"");
@@ -115,9 +123,14 @@ fn assert_acknowledged_is_delivered(
     use icicle_plugins_lustre::namespace::Namespace;
     let users = std::fs::read_to_string(tmp.join("lfs/changelog.users")).unwrap();
     let cleared: u64 = users.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let records: Vec<ChangelogRecord> = journal_lines(journal).iter().map(|l| ChangelogRecord::parse(l).unwrap()).collect();
+    let records: Vec<ChangelogRecord> =
+        journal_lines(journal).iter().map(|l| ChangelogRecord::parse(l).unwrap()).collect();
     let files = |ns: &Namespace| -> BTreeMap<String, _> {
-        ns.by_path.iter().filter(|(_, f)| ns.by_fid.get(f).is_some_and(|o| !o.is_dir)).map(|(p, f)| (p.clone(), *f)).collect()
+        ns.by_path
+            .iter()
+            .filter(|(_, f)| ns.by_fid.get(f).is_some_and(|o| !o.is_dir))
+            .map(|(p, f)| (p.clone(), *f))
+            .collect()
     };
     let mut at_clear = Namespace::load(&tmp.join("lfs/changelog.baseline"), Path::new("/nonexistent")).unwrap();
     // Every object (file or directory) each name has had up to the clear.
@@ -132,8 +145,12 @@ fn assert_acknowledged_is_delivered(
         at_clear.apply(r);
         note(&at_clear);
     }
-    let later: std::collections::HashSet<_> =
-        records.iter().filter(|r| r.index > cleared).flat_map(|r| [Some(r.target), r.source, r.parent, r.source_parent]).flatten().collect();
+    let later: std::collections::HashSet<_> = records
+        .iter()
+        .filter(|r| r.index > cleared)
+        .flat_map(|r| [Some(r.target), r.source, r.parent, r.source_parent])
+        .flatten()
+        .collect();
     let fin = Namespace::load(&tmp.join("lfs/changelog.baseline"), journal).unwrap();
     let (then, now) = (files(&at_clear), files(&fin));
     let mut index = seed_index.clone();
@@ -142,7 +159,11 @@ fn assert_acknowledged_is_delivered(
     let _ = root;
     for (p, f) in &then {
         if now.get(p) == Some(f) && !later.contains(f) {
-            assert_eq!(got.get(p), want.get(p), "{what}: {p} (unchanged after the clear at {cleared}) is not delivered as it is");
+            assert_eq!(
+                got.get(p),
+                want.get(p),
+                "{what}: {p} (unchanged after the clear at {cleared}) is not delivered as it is"
+            );
         }
     }
     // A name gone by the clear may leave with a later record that touches an object it or
@@ -151,7 +172,10 @@ fn assert_acknowledged_is_delivered(
     for p in got.keys() {
         let prefixes = p.match_indices('/').map(|(i, _)| &p[..i]).filter(|q| !q.is_empty()).chain([p.as_str()]);
         let pending = prefixes.into_iter().any(|q| ever.get(q).is_some_and(|fs| fs.iter().any(|f| later.contains(f))));
-        assert!(then.contains_key(p) || now.contains_key(p) || pending, "{what}: {p} was gone by the clear at {cleared} and is still indexed");
+        assert!(
+            then.contains_key(p) || now.contains_key(p) || pending,
+            "{what}: {p} was gone by the clear at {cleared} and is still indexed"
+        );
     }
 }
 
@@ -175,7 +199,15 @@ fn every_kill_point_has_delivered_what_it_acknowledged() {
     // Kill points spread over a whole run (start-up and resolution take a good part of it).
     for kill in 0..test_kills() {
         run_monitor_then_kill(&cfg, &mut x, 100, 1200);
-        assert_acknowledged_is_delivered(tmp.path(), &root, &journal, &out, &seed_index, &fresh, &format!("kill {kill}"));
+        assert_acknowledged_is_delivered(
+            tmp.path(),
+            &root,
+            &journal,
+            &out,
+            &seed_index,
+            &fresh,
+            &format!("kill {kill}"),
+        );
     }
     drain_and_check(tmp.path(), &cfg, &root, &journal, &out, seed_index, "after the kills");
 }
@@ -195,11 +227,16 @@ fn a_create_delivered_before_a_kill_and_unlinked_after_is_deleted() {
     let out = tmp.path().join("out");
     let cfg = monitor_config(tmp.path(), &root, &journal, &out, 1000, 0);
     let registered = std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap();
-    let (code, _, err) = icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[("ICICLE_FAULT", "monitor-delivered")]);
+    let (code, _, err) =
+        icicle(&["monitor", "--drain", "-c", cfg.to_str().unwrap()], &[("ICICLE_FAULT", "monitor-delivered")]);
     assert_ne!(code, 0);
     assert!(err.contains("fault injected at monitor-delivered"), "{err}");
     assert!(ingested(&out).contains_key("/d/a"), "delivered before the kill");
-    assert_eq!(std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap(), registered, "nothing acknowledged");
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap(),
+        registered,
+        "nothing acknowledged"
+    );
     w.unlink("/d/a").unwrap();
     w.create("/d/b", 5).unwrap();
     drop(w);

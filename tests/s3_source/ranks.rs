@@ -12,7 +12,9 @@ fn another_rank_reads_the_version_rank_0_listed_or_fails() {
     std::fs::write(&secret, "test\n").unwrap();
     let store = store();
     let bucket = fresh_bucket(&store, "icicle-ranks");
-    let rows = |n: usize| -> Vec<u8> { (0..n).map(|i| format!("f,33188,1,1,1,1,1,1,/r{i:03}\n")).collect::<String>().into_bytes() };
+    let rows = |n: usize| -> Vec<u8> {
+        (0..n).map(|i| format!("f,33188,1,1,1,1,1,1,/r{i:03}\n")).collect::<String>().into_bytes()
+    };
     store.put(&bucket, "big.csv", rows(20)).unwrap();
     let toml = format!(
         "[sources.s]\ntype = \"s3\"\nbucket = \"{bucket}\"\nendpoint_url = \"{}\"\nforce_path_style = true\naccess_key_id = \"test\"\nsecret_access_key_file = \"{}\"\npreset = \"icicle9\"\nmax_attempts = 2\nsplit_bytes = 200\n",

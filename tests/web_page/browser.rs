@@ -27,7 +27,10 @@ pub fn chromium() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     let path = std::env::var_os("PATH")?;
-    ["chromium", "chromium-browser", "google-chrome"].iter().flat_map(|n| std::env::split_paths(&path).map(move |d| d.join(n))).find(|p| p.is_file())
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|n| std::env::split_paths(&path).map(move |d| d.join(n)))
+        .find(|p| p.is_file())
 }
 
 /// A pipe (read end, write end), both close-on-exec.
@@ -58,12 +61,25 @@ impl Browser {
         let (out_r, out_w) = pipe();
         let (a, b) = (cmd_r.as_raw_fd(), out_w.as_raw_fd());
         let mut cmd = Command::new(bin);
-        cmd.args(["--headless", "--remote-debugging-pipe", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check"])
-            .args(["--disable-extensions", "--disable-background-networking", "--disable-sync", "--disable-component-update", "--mute-audio"])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .args(["--window-size=1280,800", "about:blank"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.args([
+            "--headless",
+            "--remote-debugging-pipe",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--no-default-browser-check",
+        ])
+        .args([
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-sync",
+            "--disable-component-update",
+            "--mute-audio",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--window-size=1280,800", "about:blank"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             // Chromium's sandbox refuses to run as root (CI containers run tests as root).
@@ -101,7 +117,9 @@ impl Browser {
         });
         let mut b = Browser { child, to: cmd_w, from, next: 0, session: String::new(), problems: Vec::new() };
         let target = b.send(None, "Target.createTarget", json!({"url": "about:blank"}))["result"].clone();
-        let attached = b.send(None, "Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true}))["result"].clone();
+        let attached = b.send(None, "Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true}))
+            ["result"]
+            .clone();
         b.session = attached["sessionId"].as_str().expect("a session id").to_string();
         for m in ["Page.enable", "Runtime.enable", "Log.enable"] {
             b.call(m, json!({}));
@@ -120,7 +138,9 @@ impl Browser {
         }
         let mut bytes = msg.to_string().into_bytes();
         bytes.push(0);
-        self.to.write_all(&bytes).unwrap_or_else(|e| panic!("Chromium stopped reading commands ({e}): {:?}", self.child.try_wait()));
+        self.to
+            .write_all(&bytes)
+            .unwrap_or_else(|e| panic!("Chromium stopped reading commands ({e}): {:?}", self.child.try_wait()));
         loop {
             let v = match self.from.recv_timeout(STEP) {
                 Ok(v) => v,
@@ -137,7 +157,9 @@ impl Browser {
     /// Keep what the page reports that a page without faults would not.
     fn event(&mut self, v: &Value) {
         match v["method"].as_str() {
-            Some("Runtime.exceptionThrown") => self.problems.push(format!("exception: {}", v["params"]["exceptionDetails"])),
+            Some("Runtime.exceptionThrown") => {
+                self.problems.push(format!("exception: {}", v["params"]["exceptionDetails"]))
+            }
             Some("Log.entryAdded") if v["params"]["entry"]["level"] == "error" => {
                 let text = v["params"]["entry"]["text"].as_str().unwrap_or("").to_string();
                 // A facet or page the server refuses is reported by the page; the 4xx line is not a fault.
@@ -145,7 +167,9 @@ impl Browser {
                     self.problems.push(format!("log: {text}"));
                 }
             }
-            Some("Runtime.consoleAPICalled") if v["params"]["type"] == "error" => self.problems.push(format!("console: {}", v["params"]["args"])),
+            Some("Runtime.consoleAPICalled") if v["params"]["type"] == "error" => {
+                self.problems.push(format!("console: {}", v["params"]["args"]))
+            }
             _ => {}
         }
     }
@@ -161,7 +185,11 @@ impl Browser {
     /// The value of a JavaScript expression in the page (promises awaited), or why not.
     pub fn try_eval(&mut self, js: &str) -> Result<Value, Value> {
         let s = self.session.clone();
-        let v = self.send(Some(&s), "Runtime.evaluate", json!({"expression": js, "returnByValue": true, "awaitPromise": true}));
+        let v = self.send(
+            Some(&s),
+            "Runtime.evaluate",
+            json!({"expression": js, "returnByValue": true, "awaitPromise": true}),
+        );
         match (v.get("error"), v["result"].get("exceptionDetails")) {
             (Some(e), _) | (None, Some(e)) => Err(e.clone()),
             (None, None) => Ok(v["result"]["result"]["value"].clone()),
@@ -209,8 +237,14 @@ impl Browser {
     /// Press a key on the focused element (`Enter` or a space).
     pub fn key(&mut self, key: &str) {
         let (code, vk, text) = if key == "Enter" { ("Enter", 13, "\r") } else { ("Space", 32, " ") };
-        self.call("Input.dispatchKeyEvent", json!({"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk, "text": text}));
-        self.call("Input.dispatchKeyEvent", json!({"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk}));
+        self.call(
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk, "text": text}),
+        );
+        self.call(
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk}),
+        );
     }
 
     /// Focus the element `selector` names (asserted to exist) and press `key`.
@@ -234,7 +268,10 @@ impl Browser {
     }
 
     pub fn viewport(&mut self, width: u32, height: u32, mobile: bool) {
-        self.call("Emulation.setDeviceMetricsOverride", json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}));
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}),
+        );
     }
 
     /// A PNG of the viewport, written to `path`; its size asserted.
@@ -264,7 +301,8 @@ pub fn base64(s: &str) -> Vec<u8> {
         b'+' => 62,
         _ => 63,
     };
-    let digits: Vec<u8> = s.bytes().filter(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/').map(val).collect();
+    let digits: Vec<u8> =
+        s.bytes().filter(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/').map(val).collect();
     let mut out = Vec::with_capacity(digits.len() * 3 / 4);
     for chunk in digits.chunks(4) {
         let n = chunk.iter().enumerate().fold(0u32, |n, (i, d)| n | (u32::from(*d) << (18 - 6 * i)));

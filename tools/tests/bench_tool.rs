@@ -14,10 +14,10 @@ fn binary(name: &str) -> PathBuf {
 
 /// A random seed per run, printed (`ICICLE_TEST_SEED` replays one).
 fn test_seed() -> u64 {
-    let seed = std::env::var("ICICLE_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(7) % 1_000_000);
+    let seed = std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(7)
+            % 1_000_000
+    });
     println!("workload seed {seed} (replay with ICICLE_TEST_SEED={seed})");
     seed
 }
@@ -62,7 +62,9 @@ fn the_monitor_benchmarks_report_throughput_memory_and_counts() {
     let events = std::fs::read_to_string(&ev).unwrap().lines().count() as u64;
     let bench = binary("icicle-bench");
     let fidmap = format!("{}.fidmap", cl.display());
-    for (format, input, extra, n) in [("lustre", &cl, vec!["--fid-map", fidmap.as_str()], records), ("gpfs", &ev, vec![], events)] {
+    for (format, input, extra, n) in
+        [("lustre", &cl, vec!["--fid-map", fidmap.as_str()], records), ("gpfs", &ev, vec![], events)]
+    {
         let mut args = vec!["monitor", "--format", format, "--input", input.to_str().unwrap()];
         args.extend(extra);
         let line: serde_json::Value = serde_json::from_str(run(&bench, &args).trim()).unwrap();

@@ -83,7 +83,9 @@ pub fn action_for(key: &KeyEvent) -> Option<Action> {
     }
     let name = match key.code {
         KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => "Ctrl-C".to_string(),
-        KeyCode::Char(c @ '1'..='9') => return (c as usize - ('1' as usize) < VIEWS.len()).then_some(Action::Go(c as usize - '1' as usize)),
+        KeyCode::Char(c @ '1'..='9') => {
+            return (c as usize - ('1' as usize) < VIEWS.len()).then_some(Action::Go(c as usize - '1' as usize))
+        }
         KeyCode::Char(c) => c.to_string(),
         KeyCode::Esc => "Esc".into(),
         KeyCode::Tab => "Tab".into(),
@@ -186,21 +188,34 @@ impl App {
         self.history
             .iter()
             .zip(self.history.iter().skip(1))
-            .map(|(a, b)| (b.time - last.time, ((b.sum(name, labels) - a.sum(name, labels)) / (b.time - a.time).max(1e-9)).max(0.0)))
+            .map(|(a, b)| {
+                (
+                    b.time - last.time,
+                    ((b.sum(name, labels) - a.sum(name, labels)) / (b.time - a.time).max(1e-9)).max(0.0),
+                )
+            })
             .collect()
     }
 }
 
 /// Draw the whole dashboard.
 pub fn render(f: &mut Frame<'_>, app: &App) {
-    let [tabs, body, footer] = f.area().layout(&Layout::vertical([Constraint::Length(3), Constraint::Min(5), Constraint::Length(1)]));
-    let titles: Vec<Line<'_>> = VIEWS.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
+    let [tabs, body, footer] =
+        f.area().layout(&Layout::vertical([Constraint::Length(3), Constraint::Min(5), Constraint::Length(1)]));
+    let titles: Vec<Line<'_>> =
+        VIEWS.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
     let title = format!(" icicle top — {}{} ", app.source, if app.paused { " — PAUSED" } else { "" });
     let mut block = Block::bordered().title(title);
     if app.disconnected.is_some() {
         block = block.border_style(Style::new().fg(Color::Red));
     }
-    f.render_widget(Tabs::new(titles).select(app.view).block(block).highlight_style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)), tabs);
+    f.render_widget(
+        Tabs::new(titles)
+            .select(app.view)
+            .block(block)
+            .highlight_style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)),
+        tabs,
+    );
     let s = app.latest();
     match VIEWS[app.view] {
         View::Overview => overview(f, body, app, &s),
@@ -212,10 +227,17 @@ pub fn render(f: &mut Frame<'_>, app: &App) {
     }
     if let Some(reason) = &app.disconnected {
         let text = format!(" DISCONNECTED — last data {} — {reason} · q quit", last_seen(app));
-        f.render_widget(Paragraph::new(text).style(Style::new().fg(Color::White).bg(Color::Red).add_modifier(Modifier::BOLD)), footer);
+        f.render_widget(
+            Paragraph::new(text).style(Style::new().fg(Color::White).bg(Color::Red).add_modifier(Modifier::BOLD)),
+            footer,
+        );
     } else {
         let up = if s.uptime > 0.0 { format!("up {:.0} s", s.uptime) } else { "waiting for data".into() };
-        f.render_widget(Paragraph::new(format!(" q quit · Tab/1-6 views · p pause · ? help · {up}")).style(Style::new().fg(Color::DarkGray)), footer);
+        f.render_widget(
+            Paragraph::new(format!(" q quit · Tab/1-6 views · p pause · ? help · {up}"))
+                .style(Style::new().fg(Color::DarkGray)),
+            footer,
+        );
     }
     if app.help {
         help(f, f.area());
@@ -240,7 +262,12 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
     let ymax = inn.iter().chain(&out).map(|p| p.1).fold(1.0f64, f64::max);
     let xmin = inn.first().map_or(-60.0, |p| p.0.min(-1.0));
     let datasets = vec![
-        Dataset::default().name("records in/s").marker(symbols::Marker::Braille).graph_type(GraphType::Line).style(Style::new().fg(Color::Cyan)).data(&inn),
+        Dataset::default()
+            .name("records in/s")
+            .marker(symbols::Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(Style::new().fg(Color::Cyan))
+            .data(&inn),
         Dataset::default()
             .name("operations out/s")
             .marker(symbols::Marker::Braille)
@@ -260,11 +287,17 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
     let lines = vec![
         Line::from(vec![
             Span::raw("records in      "),
-            Span::styled(format!("{:>10}  ({}/s)", human(rin), human(app.rate(names::RECORDS_IN_TOTAL.name, &[]))), Style::new().fg(Color::Cyan)),
+            Span::styled(
+                format!("{:>10}  ({}/s)", human(rin), human(app.rate(names::RECORDS_IN_TOTAL.name, &[]))),
+                Style::new().fg(Color::Cyan),
+            ),
         ]),
         Line::from(vec![
             Span::raw("operations out  "),
-            Span::styled(format!("{:>10}  ({}/s)", human(rout), human(app.rate(names::RECORDS_OUT_TOTAL.name, &[]))), Style::new().fg(Color::Green)),
+            Span::styled(
+                format!("{:>10}  ({}/s)", human(rout), human(app.rate(names::RECORDS_OUT_TOTAL.name, &[]))),
+                Style::new().fg(Color::Green),
+            ),
         ]),
         Line::from(format!("reduction       {:>10}  of records in became index operations", ratio)),
         Line::from(format!(
@@ -285,7 +318,16 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
 /// while the row fits; `_widths` are the widest a column may take.
 fn table<'a>(header: &'a [&'a str], rows: Vec<Vec<String>>, _widths: &'a [Constraint], title: &'a str) -> Table<'a> {
     let widths: Vec<Constraint> = (0..header.len())
-        .map(|i| Constraint::Length(rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).chain([header[i].len()]).max().unwrap_or(4) as u16))
+        .map(|i| {
+            Constraint::Length(
+                rows.iter()
+                    .filter_map(|r| r.get(i))
+                    .map(|c| c.chars().count())
+                    .chain([header[i].len()])
+                    .max()
+                    .unwrap_or(4) as u16,
+            )
+        })
         .collect();
     Table::new(rows.into_iter().map(|r| Row::new(r.into_iter().map(Cell::from))), widths)
         .header(Row::new(header.iter().map(|h| Cell::from(*h))).style(Style::new().add_modifier(Modifier::BOLD)))
@@ -331,20 +373,53 @@ fn sources(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
         Constraint::Length(10),
         Constraint::Length(10),
     ];
-    f.render_widget(table(&["source", "in", "rate", "filtered", "rejects", "batches", "batch", "took"], rows, &w, " sources (last batch: size, took) "), top);
+    f.render_widget(
+        table(
+            &["source", "in", "rate", "filtered", "rejects", "batches", "batch", "took"],
+            rows,
+            &w,
+            " sources (last batch: size, took) ",
+        ),
+        top,
+    );
     let mut rows: Vec<Vec<String>> = Vec::new();
     for x in s.series.iter().filter(|x| x.name == names::CHANGELOG_INDEX.name) {
-        let (c, m) = (x.labels.get("component").cloned().unwrap_or_default(), x.labels.get("mdt").cloned().unwrap_or_default());
+        let (c, m) =
+            (x.labels.get("component").cloned().unwrap_or_default(), x.labels.get("mdt").cloned().unwrap_or_default());
         let l = [("component", c.as_str()), ("mdt", m.as_str())];
-        rows.push(vec![c.clone(), format!("MDT {m}"), human(x.value), human(s.sum(names::CHANGELOG_CLEARED.name, &l)), human(s.sum(names::CHANGELOG_LAG.name, &l))]);
+        rows.push(vec![
+            c.clone(),
+            format!("MDT {m}"),
+            human(x.value),
+            human(s.sum(names::CHANGELOG_CLEARED.name, &l)),
+            human(s.sum(names::CHANGELOG_LAG.name, &l)),
+        ]);
     }
     for x in s.series.iter().filter(|x| x.name == names::KAFKA_COMMITTED_OFFSET.name) {
-        let (c, p) = (x.labels.get("component").cloned().unwrap_or_default(), x.labels.get("partition").cloned().unwrap_or_default());
+        let (c, p) = (
+            x.labels.get("component").cloned().unwrap_or_default(),
+            x.labels.get("partition").cloned().unwrap_or_default(),
+        );
         let l = [("component", c.as_str()), ("partition", p.as_str())];
-        rows.push(vec![c.clone(), format!("partition {p}"), "-".into(), human(x.value), human(s.sum(names::KAFKA_LAG.name, &l))]);
+        rows.push(vec![
+            c.clone(),
+            format!("partition {p}"),
+            "-".into(),
+            human(x.value),
+            human(s.sum(names::KAFKA_LAG.name, &l)),
+        ]);
     }
-    let w = [Constraint::Length(14), Constraint::Length(22), Constraint::Length(12), Constraint::Length(14), Constraint::Length(10)];
-    f.render_widget(table(&["source", "stream", "read", "acknowledged", "lag"], rows, &w, " changelogs (MDTs) and partitions "), bottom);
+    let w = [
+        Constraint::Length(14),
+        Constraint::Length(22),
+        Constraint::Length(12),
+        Constraint::Length(14),
+        Constraint::Length(10),
+    ];
+    f.render_widget(
+        table(&["source", "stream", "read", "acknowledged", "lag"], rows, &w, " changelogs (MDTs) and partitions "),
+        bottom,
+    );
 }
 
 fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
@@ -436,8 +511,10 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
 }
 
 fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
-    let [g, t, per] = area.layout(&Layout::vertical([Constraint::Length(3), Constraint::Length(7), Constraint::Min(3)]));
-    let (done, total) = (s.sum(names::SNAPSHOT_WORK_DONE_UNITS.name, &[]), s.sum(names::SNAPSHOT_WORK_PLANNED_UNITS.name, &[]));
+    let [g, t, per] =
+        area.layout(&Layout::vertical([Constraint::Length(3), Constraint::Length(7), Constraint::Min(3)]));
+    let (done, total) =
+        (s.sum(names::SNAPSHOT_WORK_DONE_UNITS.name, &[]), s.sum(names::SNAPSHOT_WORK_PLANNED_UNITS.name, &[]));
     let ratio = if total > 0.0 { (done / total).clamp(0.0, 1.0) } else { 0.0 };
     f.render_widget(
         Gauge::default()
@@ -460,7 +537,10 @@ fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             human(total),
             human(app.rate(names::SNAPSHOT_WORK_DONE_UNITS.name, &[]))
         )),
-        Line::from(format!("time left       {}", if eta >= 0.0 && total > 0.0 { format!("{eta:.0} s") } else { "-".into() })),
+        Line::from(format!(
+            "time left       {}",
+            if eta >= 0.0 && total > 0.0 { format!("{eta:.0} s") } else { "-".into() }
+        )),
         Line::from(format!("entries out     {}", human(s.sum(names::SINK_ENTRIES_TOTAL.name, &[("kind", "ingest")])))),
         Line::from(format!("deletes out     {}", human(s.sum(names::SINK_ENTRIES_TOTAL.name, &[("kind", "delete")])))),
     ];
@@ -470,7 +550,11 @@ fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
         .into_iter()
         .map(|src| {
             let l = [("source", src.as_str())];
-            vec![src.clone(), human(s.sum(names::SNAPSHOT_ROWS_TOTAL.name, &l)), format!("{}/s", human(app.rate(names::SNAPSHOT_ROWS_TOTAL.name, &l)))]
+            vec![
+                src.clone(),
+                human(s.sum(names::SNAPSHOT_ROWS_TOTAL.name, &l)),
+                format!("{}/s", human(app.rate(names::SNAPSHOT_ROWS_TOTAL.name, &l))),
+            ]
         })
         .collect();
     let w = [Constraint::Length(16), Constraint::Length(12), Constraint::Length(12)];
@@ -499,14 +583,20 @@ fn sketches(f: &mut Frame<'_>, area: Rect, app: &App) {
     let visible = area.height.saturating_sub(3).max(1) as usize;
     let first = app.scroll.min(all.len().saturating_sub(visible));
     let title = if all.len() > visible {
-        format!(" latest sketch-compare summary — rows {}-{} of {} (j/k, PgDn/PgUp) ", first + 1, (first + visible).min(all.len()), all.len())
+        format!(
+            " latest sketch-compare summary — rows {}-{} of {} (j/k, PgDn/PgUp) ",
+            first + 1,
+            (first + visible).min(all.len()),
+            all.len()
+        )
     } else {
         " latest sketch-compare summary ".to_string()
     };
     let rows: Vec<Vec<String>> = all.iter().skip(first).take(visible).cloned().collect();
     let w: Vec<Constraint> = (0..header.len())
         .map(|i| {
-            let widest = rows.iter().filter_map(|r| r.get(i)).map(|c| c.len()).chain([header[i].len()]).max().unwrap_or(8);
+            let widest =
+                rows.iter().filter_map(|r| r.get(i)).map(|c| c.len()).chain([header[i].len()]).max().unwrap_or(8);
             Constraint::Length(widest.min(22) as u16 + 1)
         })
         .collect();
@@ -520,8 +610,15 @@ fn help(f: &mut Frame<'_>, area: Rect) {
     let w = 50.min(area.width);
     let h = (KEYS.len() as u16 + 2).min(area.height);
     let r = Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h };
-    let lines: Vec<Line<'_>> =
-        KEYS.iter().map(|(k, d, _)| Line::from(vec![Span::styled(format!("{k:>10}  "), Style::new().add_modifier(Modifier::BOLD)), Span::raw(*d)])).collect();
+    let lines: Vec<Line<'_>> = KEYS
+        .iter()
+        .map(|(k, d, _)| {
+            Line::from(vec![
+                Span::styled(format!("{k:>10}  "), Style::new().add_modifier(Modifier::BOLD)),
+                Span::raw(*d),
+            ])
+        })
+        .collect();
     f.render_widget(Clear, r);
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" keys ")), r);
 }
@@ -550,6 +647,10 @@ pub fn fetch_status(addr: &str) -> std::io::Result<MetricsSnapshot> {
     s.write_all(format!("GET /status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())?;
     let mut resp = Vec::new();
     s.read_to_end(&mut resp)?;
-    let at = resp.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4).ok_or_else(|| std::io::Error::other("no HTTP body"))?;
+    let at = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4)
+        .ok_or_else(|| std::io::Error::other("no HTTP body"))?;
     serde_json::from_slice(&resp[at..]).map_err(std::io::Error::other)
 }

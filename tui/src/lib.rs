@@ -31,12 +31,20 @@ impl TerminalProgress {
         let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(4));
             b.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{wide_bar}] {percent}% ({eta} left) {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] [{wide_bar}] {percent}% ({eta} left) {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             b
         });
-        TerminalProgress { bar, done: AtomicU64::new(0), total: AtomicU64::new(0), last_line: Mutex::new(Instant::now()), started: Instant::now() }
+        TerminalProgress {
+            bar,
+            done: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            last_line: Mutex::new(Instant::now()),
+            started: Instant::now(),
+        }
     }
 }
 
@@ -45,7 +53,10 @@ impl Progress for TerminalProgress {
         self.total.store(total, Ordering::Relaxed);
         if let Some(b) = &self.bar {
             if total == 0 {
-                b.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                b.set_style(
+                    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
             }
             b.set_length(total);
         }
@@ -61,7 +72,8 @@ impl Progress for TerminalProgress {
             if last.elapsed().as_secs() >= 10 {
                 *last = Instant::now();
                 let total = self.total.load(Ordering::Relaxed);
-                let pct = if total > 0 { format!(" ({:.1}%)", 100.0 * done as f64 / total as f64) } else { String::new() };
+                let pct =
+                    if total > 0 { format!(" ({:.1}%)", 100.0 * done as f64 / total as f64) } else { String::new() };
                 eprintln!("progress: {done}/{total}{pct} after {:.0} s", self.started.elapsed().as_secs_f64());
             }
         }
@@ -154,7 +166,10 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
         if s.rows == s.records + s.directories + s.rejects + s.withdrawn { "" } else { "  (MISMATCH)" }
     ));
     if s.unknown_scope_count > 0 {
-        out.push_str(&format!("not read ({} scopes; what the last run indexed there is kept, not deleted):\n", s.unknown_scope_count));
+        out.push_str(&format!(
+            "not read ({} scopes; what the last run indexed there is kept, not deleted):\n",
+            s.unknown_scope_count
+        ));
         for u in &s.unknown_scopes {
             out.push_str(&format!(
                 "  {}  ({}: {}{})\n",
@@ -165,7 +180,10 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
             ));
         }
         if s.unknown_scope_count > s.unknown_scopes.len() as u64 {
-            out.push_str(&format!("  ... {} more in the rejects file\n", s.unknown_scope_count - s.unknown_scopes.len() as u64));
+            out.push_str(&format!(
+                "  ... {} more in the rejects file\n",
+                s.unknown_scope_count - s.unknown_scopes.len() as u64
+            ));
         }
     }
     if s.reject_threshold_exceeded {

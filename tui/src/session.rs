@@ -97,7 +97,11 @@ impl TerminalInput {
         // SAFETY: one valid pollfd, borrowed for the call only.
         let n = unsafe { libc::poll(&mut p, 1, wait.as_millis().min(i32::MAX as u128) as i32) };
         if n < 0 {
-            return if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted { Input::Idle } else { Input::HungUp };
+            return if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                Input::Idle
+            } else {
+                Input::HungUp
+            };
         }
         if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             Input::HungUp
@@ -195,7 +199,11 @@ pub fn detach_lost_terminal() {
 
 /// Without a terminal: the same facts as log lines on stderr (every `interval`) until `done`
 /// or a termination signal; a source that cannot be read is reported, not skipped.
-pub fn log_lines(mut next: impl FnMut() -> Result<MetricsSnapshot, String>, mut done: impl FnMut() -> bool, interval: Duration) -> std::io::Result<Ended> {
+pub fn log_lines(
+    mut next: impl FnMut() -> Result<MetricsSnapshot, String>,
+    mut done: impl FnMut() -> bool,
+    interval: Duration,
+) -> std::io::Result<Ended> {
     let signals = Signals::register()?;
     let mut app = App::new("log");
     app.keep = 2;

@@ -11,7 +11,12 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
 fn series(name: &str, kind: &str, labels: &[(&str, &str)], value: f64) -> Series {
-    Series { name: name.into(), kind: kind.into(), labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(), value }
+    Series {
+        name: name.into(),
+        kind: kind.into(),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        value,
+    }
 }
 
 /// Two moments one second apart: a Lustre MDT, a GPFS fileset, two sinks, a snapshot run.
@@ -43,8 +48,18 @@ fn fixed(t: f64, k: f64) -> MetricsSnapshot {
             series("icicle_changelog_index", g, &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 100_000.0 * k),
             series("icicle_changelog_cleared", g, &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 99_000.0 * k),
             series("icicle_changelog_lag", g, &[("component", "mdt0"), ("mdt", "fs0-MDT0000")], 1_000.0),
-            series("icicle_kafka_committed_offset", g, &[("component", "fset1"), ("partition", "0"), ("topic", "fset1-topic")], 25_000.0 * k),
-            series("icicle_kafka_lag", g, &[("component", "fset1"), ("partition", "0"), ("topic", "fset1-topic")], 250.0),
+            series(
+                "icicle_kafka_committed_offset",
+                g,
+                &[("component", "fset1"), ("partition", "0"), ("topic", "fset1-topic")],
+                25_000.0 * k,
+            ),
+            series(
+                "icicle_kafka_lag",
+                g,
+                &[("component", "fset1"), ("partition", "0"), ("topic", "fset1-topic")],
+                250.0,
+            ),
             series("icicle_sink_batches_total", c, &[("kind", "ingest"), ("sink", "out")], 40.0 * k),
             series("icicle_sink_entries_total", c, &[("kind", "ingest"), ("sink", "out")], 30_000.0 * k),
             series("icicle_sink_entries_total", c, &[("kind", "delete"), ("sink", "out")], 5_000.0 * k),
@@ -86,7 +101,9 @@ fn app() -> App {
     let mut a = App::new("127.0.0.1:9898");
     a.push(fixed(0.0, 1.0));
     a.push(fixed(1.0, 1.1));
-    a.sketches = Some("sketch,bytes,median rank error,p99 rank error\nddsketch,2048,0.0021,0.0094\nkll,1600,0.0047,0.0102\n".into());
+    a.sketches = Some(
+        "sketch,bytes,median rank error,p99 rank error\nddsketch,2048,0.0021,0.0094\nkll,1600,0.0047,0.0102\n".into(),
+    );
     a
 }
 
@@ -95,7 +112,8 @@ fn golden(name: &str, got: &str) {
     if std::env::var("UPDATE_GOLDEN").is_ok() {
         std::fs::write(&path, got).unwrap();
     }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{} missing: run with UPDATE_GOLDEN=1 and review it", path.display()));
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} missing: run with UPDATE_GOLDEN=1 and review it", path.display()));
     assert_eq!(got, want, "{name} differs from {}:\n{got}", path.display());
 }
 

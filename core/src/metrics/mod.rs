@@ -44,18 +44,27 @@ impl MetricsSnapshot {
     pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         self.series
             .iter()
-            .find(|s| s.name == name && s.labels.len() == labels.len() && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+            .find(|s| {
+                s.name == name
+                    && s.labels.len() == labels.len()
+                    && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+            })
             .map(|s| s.value)
     }
 
     /// Sum of `name` over every series whose labels include these.
     pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.series.iter().filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))).map(|s| s.value).sum()
+        self.series
+            .iter()
+            .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+            .map(|s| s.value)
+            .sum()
     }
 
     /// Distinct values of label `key` on series named `name`.
     pub fn label_values(&self, name: &str, key: &str) -> Vec<String> {
-        let mut v: Vec<String> = self.series.iter().filter(|s| s.name == name).filter_map(|s| s.labels.get(key).cloned()).collect();
+        let mut v: Vec<String> =
+            self.series.iter().filter(|s| s.name == name).filter_map(|s| s.labels.get(key).cloned()).collect();
         v.sort();
         v.dedup();
         v
@@ -124,7 +133,11 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Metrics {
-        Metrics { registry: Mutex::new(Registry::default()), tracked: Mutex::new(BTreeMap::new()), start: std::time::Instant::now() }
+        Metrics {
+            registry: Mutex::new(Registry::default()),
+            tracked: Mutex::new(BTreeMap::new()),
+            start: std::time::Instant::now(),
+        }
     }
 }
 
@@ -143,22 +156,37 @@ impl Metrics {
 
     /// The family `name`, registered on first use as a `kind`; `f` runs on it with the
     /// series' labels, under the lock. A name already registered with another kind is left alone.
-    fn with(&self, metric: &Metric, kind: &'static str, labels: &[(&'static str, &str)], f: impl FnOnce(&mut Handle, &Labels)) {
+    fn with(
+        &self,
+        metric: &Metric,
+        kind: &'static str,
+        labels: &[(&'static str, &str)],
+        f: impl FnOnce(&mut Handle, &Labels),
+    ) {
         let (name, help) = (metric.name, metric.help);
-        debug_assert!(labels.iter().all(|(k, _)| metric.labels.contains(k)), "{name}: labels {labels:?} beyond {:?}", metric.labels);
+        debug_assert!(
+            labels.iter().all(|(k, _)| metric.labels.contains(k)),
+            "{name}: labels {labels:?} beyond {:?}",
+            metric.labels
+        );
         let mut tracked = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
         let t = tracked.entry(name).or_insert_with(|| {
             let handle = match kind {
                 "counter" => Handle::Counter(Family::default()),
                 "gauge" => Handle::Gauge(Family::default()),
-                _ => Handle::Histogram(Family::new_with_constructor(latency_histogram as fn() -> Histogram), BTreeMap::new()),
+                _ => Handle::Histogram(
+                    Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+                    BTreeMap::new(),
+                ),
             };
             let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
             // The exposition ends HELP with a full stop.
             let help = help.strip_suffix('.').unwrap_or(help);
             match &handle {
                 // The exposition appends `_total` to a counter's name.
-                Handle::Counter(fam) => registry.register(name.strip_suffix("_total").unwrap_or(name), help, fam.clone()),
+                Handle::Counter(fam) => {
+                    registry.register(name.strip_suffix("_total").unwrap_or(name), help, fam.clone())
+                }
                 Handle::Gauge(fam) => registry.register(name, help, fam.clone()),
                 Handle::Histogram(fam, _) => registry.register(name, help, fam.clone()),
             }
@@ -223,7 +251,10 @@ impl Metrics {
             return;
         }
         // /proc/self/statm: size resident shared ... in pages.
-        if let Some(pages) = std::fs::read_to_string("/proc/self/statm").ok().and_then(|t| t.split_whitespace().nth(1).and_then(|x| x.parse::<f64>().ok())) {
+        if let Some(pages) = std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|t| t.split_whitespace().nth(1).and_then(|x| x.parse::<f64>().ok()))
+        {
             self.set(&names::PROCESS_RESIDENT_BYTES, &[], pages * 4096.0);
         }
     }
@@ -233,12 +264,17 @@ impl Metrics {
     pub fn snapshot(&self) -> MetricsSnapshot {
         self.refresh_process();
         let tracked = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
-        let time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+        let time =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         let mut series = Vec::new();
-        let named = |labels: &Labels| labels.iter().map(|(k, v)| (k.to_string(), v.0.clone())).collect::<BTreeMap<String, String>>();
+        let named = |labels: &Labels| {
+            labels.iter().map(|(k, v)| (k.to_string(), v.0.clone())).collect::<BTreeMap<String, String>>()
+        };
         for (name, t) in tracked.iter() {
             for labels in &t.series {
-                let mut push = |name: String, value: f64| series.push(Series { name, kind: t.handle.kind().into(), labels: named(labels), value });
+                let mut push = |name: String, value: f64| {
+                    series.push(Series { name, kind: t.handle.kind().into(), labels: named(labels), value })
+                };
                 match &t.handle {
                     Handle::Counter(fam) => push(name.to_string(), fam.get_or_create(labels).get()),
                     Handle::Gauge(fam) => push(name.to_string(), fam.get_or_create(labels).get()),
@@ -273,7 +309,8 @@ impl Metrics {
 /// The 0.0.4 spelling of an OpenMetrics text: a counter family is named with its `_total`, and
 /// there is no `# EOF`.
 fn prometheus_from_openmetrics(text: &str) -> String {
-    let counters: std::collections::HashSet<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.strip_suffix(" counter")).collect();
+    let counters: std::collections::HashSet<&str> =
+        text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.strip_suffix(" counter")).collect();
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
         if line == "# EOF" {
@@ -347,11 +384,20 @@ pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 mod tests {
     use super::*;
 
-    const X_DURATION: Metric = Metric { name: "icicle_x_duration_seconds", help: "X.", kind: Kind::Histogram, labels: &["sink"] };
-    const RECORDS_IN: Metric = Metric { name: "icicle_records_in_total", help: "Records read.", kind: Kind::Counter, labels: &["component"] };
-    const REJECTS: Metric = Metric { name: "icicle_rejects_total", help: "Rejected.", kind: Kind::Counter, labels: &["component"] };
-    const LAG: Metric = Metric { name: "icicle_changelog_lag", help: "Records not yet cleared.", kind: Kind::Gauge, labels: &["component", "mdt"] };
-    const WEIRD: Metric = Metric { name: "icicle_weird", help: "A \"quoted\" label.", kind: Kind::Gauge, labels: &["component"] };
+    const X_DURATION: Metric =
+        Metric { name: "icicle_x_duration_seconds", help: "X.", kind: Kind::Histogram, labels: &["sink"] };
+    const RECORDS_IN: Metric =
+        Metric { name: "icicle_records_in_total", help: "Records read.", kind: Kind::Counter, labels: &["component"] };
+    const REJECTS: Metric =
+        Metric { name: "icicle_rejects_total", help: "Rejected.", kind: Kind::Counter, labels: &["component"] };
+    const LAG: Metric = Metric {
+        name: "icicle_changelog_lag",
+        help: "Records not yet cleared.",
+        kind: Kind::Gauge,
+        labels: &["component", "mdt"],
+    };
+    const WEIRD: Metric =
+        Metric { name: "icicle_weird", help: "A \"quoted\" label.", kind: Kind::Gauge, labels: &["component"] };
 
     #[test]
     fn histograms_are_cumulative_buckets_sum_and_count() {
@@ -360,7 +406,10 @@ mod tests {
             m.observe(&X_DURATION, &[("sink", "a")], v);
         }
         let text = m.openmetrics();
-        assert!(text.starts_with("# HELP icicle_x_duration_seconds X.\n# TYPE icicle_x_duration_seconds histogram\n"), "{text}");
+        assert!(
+            text.starts_with("# HELP icicle_x_duration_seconds X.\n# TYPE icicle_x_duration_seconds histogram\n"),
+            "{text}"
+        );
         assert!(text.contains("icicle_x_duration_seconds_sum{sink=\"a\"} 507.0065\n"), "{text}");
         assert!(text.contains("icicle_x_duration_seconds_count{sink=\"a\"} 5\n"), "{text}");
         assert!(text.contains("icicle_x_duration_seconds_bucket{le=\"0.001\",sink=\"a\"} 1\n"), "{text}");

@@ -85,12 +85,22 @@ fn respond<B>(req: &Request<B>) -> Response<Full<Bytes>> {
     let (method, path) = (req.method(), req.uri().path());
     let readable = method == Method::GET || method == Method::HEAD;
     // OpenMetrics when the scraper asks for it (Prometheus does), else the 0.0.4 text.
-    let openmetrics = req.headers().get_all(ACCEPT).iter().any(|v| v.to_str().is_ok_and(|v| v.contains("application/openmetrics-text")));
+    let openmetrics = req
+        .headers()
+        .get_all(ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("application/openmetrics-text")));
     let (status, ctype, body) = match path {
-        "/metrics" | "/status" if !readable => (StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET or HEAD only\n".to_string()),
+        "/metrics" | "/status" if !readable => {
+            (StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET or HEAD only\n".to_string())
+        }
         "/metrics" if openmetrics => (StatusCode::OK, OPENMETRICS, Metrics::global().openmetrics()),
         "/metrics" => (StatusCode::OK, PROMETHEUS_TEXT, Metrics::global().prometheus()),
-        "/status" => (StatusCode::OK, "application/json", serde_json::to_string(&Metrics::global().snapshot()).unwrap_or_else(|_| "{}".into())),
+        "/status" => (
+            StatusCode::OK,
+            "application/json",
+            serde_json::to_string(&Metrics::global().snapshot()).unwrap_or_else(|_| "{}".into()),
+        ),
         _ => (StatusCode::NOT_FOUND, "text/plain", "try /metrics or /status\n".to_string()),
     };
     let body = if method == Method::HEAD { String::new() } else { body };

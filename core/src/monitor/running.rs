@@ -17,7 +17,8 @@ pub trait Monitor: Send + Sync + 'static {
     /// The stream it reads and acknowledges.
     type Stream: ChangeStream + 'static;
     /// Its rules and namespace state, over the stream's events and positions.
-    type State: ChangeState<Event = <Self::Stream as ChangeStream>::Event, Position = <Self::Stream as ChangeStream>::Position> + 'static;
+    type State: ChangeState<Event = <Self::Stream as ChangeStream>::Event, Position = <Self::Stream as ChangeStream>::Position>
+        + 'static;
 
     /// How it batches and where its state files live.
     fn settings(&self, ctx: &MonitorContext) -> DriverSettings;
@@ -50,7 +51,12 @@ pub trait ChangeSource: Send + Sync {
     /// How it batches and where its state files live.
     fn settings(&self, ctx: &MonitorContext) -> DriverSettings;
     /// Build the state, restore it from `restored`, and open the stream.
-    async fn open(&self, ctx: &MonitorContext, settings: &DriverSettings, restored: Restored) -> Result<Box<dyn RunningMonitor>, IcicleError>;
+    async fn open(
+        &self,
+        ctx: &MonitorContext,
+        settings: &DriverSettings,
+        restored: Restored,
+    ) -> Result<Box<dyn RunningMonitor>, IcicleError>;
 }
 
 #[async_trait]
@@ -59,7 +65,12 @@ impl<M: Monitor> ChangeSource for M {
         Monitor::settings(self, ctx)
     }
 
-    async fn open(&self, ctx: &MonitorContext, settings: &DriverSettings, restored: Restored) -> Result<Box<dyn RunningMonitor>, IcicleError> {
+    async fn open(
+        &self,
+        ctx: &MonitorContext,
+        settings: &DriverSettings,
+        restored: Restored,
+    ) -> Result<Box<dyn RunningMonitor>, IcicleError> {
         let mut state = self.state(ctx, settings)?;
         let resume = state.restore(restored.checkpoint, restored.sent_ahead).await?;
         let stream = Monitor::open(self, ctx, &mut state, resume).await?;
@@ -73,7 +84,11 @@ impl<M: Monitor> ChangeSource for M {
 #[async_trait]
 pub trait RunningMonitor: Send {
     /// Read what can be read now into the waiting events (see [`ChangeStream::poll`]).
-    async fn poll(&mut self, wait: Option<Duration>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<Polled, IcicleError>;
+    async fn poll(
+        &mut self,
+        wait: Option<Duration>,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Polled, IcicleError>;
     /// Events read and not yet taken.
     fn waiting(&self) -> usize;
     /// Whether acknowledging now would reach further upstream (records read and filtered).
@@ -113,7 +128,11 @@ where
     S: ChangeStream,
     T: ChangeState<Event = S::Event, Position = S::Position>,
 {
-    async fn poll(&mut self, wait: Option<Duration>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<Polled, IcicleError> {
+    async fn poll(
+        &mut self,
+        wait: Option<Duration>,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Polled, IcicleError> {
         self.stream.poll(&mut self.pending, wait, stop).await
     }
 
@@ -170,6 +189,7 @@ where
     }
 
     fn report(&self) -> Result<serde_json::Value, IcicleError> {
-        serde_json::to_value(self.state.report()).map_err(|e| IcicleError::Internal(format!("encoding the report: {e}")))
+        serde_json::to_value(self.state.report())
+            .map_err(|e| IcicleError::Internal(format!("encoding the report: {e}")))
     }
 }

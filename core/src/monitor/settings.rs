@@ -23,7 +23,13 @@ pub struct DriverSettings {
 impl DriverSettings {
     /// Settings whose files live in `state_dir` under `stem`; a batch closes at `batch_size`
     /// events or after `quiet_period_secs` without a new one.
-    pub fn in_state_dir(batch_size: usize, quiet_period_secs: f64, state_dir: &Path, stem: &str, what: String) -> DriverSettings {
+    pub fn in_state_dir(
+        batch_size: usize,
+        quiet_period_secs: f64,
+        state_dir: &Path,
+        stem: &str,
+        what: String,
+    ) -> DriverSettings {
         DriverSettings {
             batch_size,
             quiet: crate::time::secs(quiet_period_secs),

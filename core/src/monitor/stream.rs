@@ -30,7 +30,12 @@ pub trait ChangeStream: Send {
     type Position: Send + Default;
     /// Append what can be read now to `out`, in stream order, waiting at most `wait` (`None`:
     /// until something comes) when nothing is there; returns early when `stop` changes.
-    async fn poll(&mut self, out: &mut Vec<Self::Event>, wait: Option<Duration>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<Polled, IcicleError>;
+    async fn poll(
+        &mut self,
+        out: &mut Vec<Self::Event>,
+        wait: Option<Duration>,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Polled, IcicleError>;
     /// The position that acknowledging `batch` reaches; `rest_empty`: no read event waits
     /// after it, so everything read is covered (filtered records too). `None`: nothing new.
     fn position(&self, batch: &[Self::Event], rest_empty: bool) -> Option<Self::Position>;
@@ -92,7 +97,11 @@ pub trait ChangeState: Send {
     /// checkpoint may have indexed). Returns the position the checkpoint reached when the
     /// stream resumes after it (a changelog index), `None` when the stream keeps its own
     /// (committed offsets) or there was no checkpoint.
-    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, sent_ahead: Vec<u64>) -> Result<Option<Self::Position>, IcicleError>;
+    async fn restore(
+        &mut self,
+        checkpoint: Option<Vec<u8>>,
+        sent_ahead: Vec<u64>,
+    ) -> Result<Option<Self::Position>, IcicleError>;
     /// Reduce `batch` (the plugin's [`crate::Reducer`]), apply it to the state (its
     /// [`crate::StateStore`], usually through [`super::reduce_apply`]) and encode the
     /// operations it implies.

@@ -223,7 +223,9 @@ pub(crate) const MAX_RESPONSE_BYTES: usize = 4 << 20;
 /// The body of `resp` (the answer to `what`), at most [`MAX_RESPONSE_BYTES`].
 pub(crate) async fn read_body(mut resp: reqwest::Response, what: &str) -> Result<Vec<u8>, GlobusError> {
     let mut out = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| GlobusError::Connection { what: what.to_string(), reason: describe(&e) })? {
+    while let Some(chunk) =
+        resp.chunk().await.map_err(|e| GlobusError::Connection { what: what.to_string(), reason: describe(&e) })?
+    {
         if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
             return Err(GlobusError::Protocol {
                 what: what.to_string(),

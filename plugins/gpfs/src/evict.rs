@@ -105,7 +105,9 @@ impl Evicted {
 
     /// `path` is known again, or gone from the index; whether it was evicted.
     pub fn remove(&mut self, path: &str) -> bool {
-        let Some((_, inode)) = (!self.keys.is_empty()).then(|| self.keys.remove(&path_key(path))).flatten() else { return false };
+        let Some((_, inode)) = (!self.keys.is_empty()).then(|| self.keys.remove(&path_key(path))).flatten() else {
+            return false;
+        };
         self.forget_inode(inode);
         for dir in ancestors(path) {
             let k = path_key(dir);
@@ -149,7 +151,11 @@ impl Evicted {
         for (_, _, i) in &cp.keys {
             *inodes.entry(*i).or_default() += 1;
         }
-        Evicted { keys: cp.keys.into_iter().map(|(k, m, i)| (k, (m, i))).collect(), below: cp.below.into_iter().collect(), inodes }
+        Evicted {
+            keys: cp.keys.into_iter().map(|(k, m, i)| (k, (m, i))).collect(),
+            below: cp.below.into_iter().collect(),
+            inodes,
+        }
     }
 }
 

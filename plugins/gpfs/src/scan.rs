@@ -27,7 +27,13 @@ impl<'a, const AVX2: bool> QuoteIndex<'a, AVX2> {
     /// on a CPU without it).
     #[inline(always)]
     pub fn new(b: &'a [u8]) -> Option<QuoteIndex<'a, AVX2>> {
-        (b.len() <= MAX_LEN && (!AVX2 || has_avx2())).then_some(QuoteIndex { b, next: 0, base: 0, bits: 0, refused: false })
+        (b.len() <= MAX_LEN && (!AVX2 || has_avx2())).then_some(QuoteIndex {
+            b,
+            next: 0,
+            base: 0,
+            bits: 0,
+            refused: false,
+        })
     }
 
     /// Whether a scanned block held a byte that needs the careful path. Every byte up to the
@@ -135,7 +141,8 @@ unsafe fn block_avx2(chunk: &[u8; 64]) -> (u64, bool) {
         let x = unsafe { _mm256_loadu_si256(chunk.as_ptr().add(32 * k) as *const __m256i) };
         let q = _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, quote)) as u32 as u64;
         // Signed compare: control bytes and non-ASCII bytes are both below a space.
-        special = _mm256_or_si256(special, _mm256_or_si256(_mm256_cmpeq_epi8(x, backslash), _mm256_cmpgt_epi8(space, x)));
+        special =
+            _mm256_or_si256(special, _mm256_or_si256(_mm256_cmpeq_epi8(x, backslash), _mm256_cmpgt_epi8(space, x)));
         quotes |= q << (32 * k);
     }
     (quotes, _mm256_movemask_epi8(special) != 0)

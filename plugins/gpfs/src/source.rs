@@ -10,7 +10,9 @@ use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, ChainCache};
 use icicle_core::batch::EntryBatch;
 use icicle_core::deadletter::DeadLetters;
-use icicle_core::monitor::{reduce_apply, BatchCounts, ChangeSource, ChangeState, DriverSettings, Emit, Monitor, MonitorContext, OnGap};
+use icicle_core::monitor::{
+    reduce_apply, BatchCounts, ChangeSource, ChangeState, DriverSettings, Emit, Monitor, MonitorContext, OnGap,
+};
 use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::traits::{ReduceCounts, StateStore};
@@ -125,18 +127,24 @@ impl ComponentConfig for GpfsConfig {
         if self.pair_batches == 0 {
             // A rename cut by a batch boundary would become a removal and a creation: the
             // contents of a moved directory would be lost without `mount`.
-            return Err(ctx.invalid("pair_batches", "must be at least 1 (batch boundaries an IN_MOVED_FROM waits for its pair)"));
+            return Err(ctx
+                .invalid("pair_batches", "must be at least 1 (batch boundaries an IN_MOVED_FROM waits for its pair)"));
         }
         if self.partitions.as_ref().is_some_and(|p| p.is_empty() || p.iter().any(|&x| x < 0)) {
             return Err(ctx.invalid("partitions", "list partition numbers (0, 1, ...)"));
         }
         crate::event::filter_mask(&self.filter).map_err(|e| ctx.invalid("filter", e))?;
         if self.lru_capacity > 0 && self.mount.is_none() {
-            return Err(ctx.invalid("lru_capacity", "needs `mount`: evicted files below a renamed directory are found there"));
+            return Err(
+                ctx.invalid("lru_capacity", "needs `mount`: evicted files below a renamed directory are found there")
+            );
         }
         // Validate the connection (and read its secrets) now, so errors name the key.
         self.connection.client_config(ctx)?;
-        let path = self.dead_letter.clone().unwrap_or_else(|| self.state_dir.join(format!("gpfs-{}.dead-letters.jsonl", self.topic)));
+        let path = self
+            .dead_letter
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join(format!("gpfs-{}.dead-letters.jsonl", self.topic)));
         Ok(Arc::new(GpfsSource { cfg: Arc::new(self), dead: Arc::new(Mutex::new(DeadLetters::new(path))) }))
     }
 }
@@ -242,7 +250,13 @@ impl Monitor for GpfsSource {
 
     fn settings(&self, _ctx: &MonitorContext) -> DriverSettings {
         let cfg = &self.cfg;
-        DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &format!("gpfs-{}", cfg.topic), format!("topic {}", cfg.topic))
+        DriverSettings::in_state_dir(
+            cfg.batch_size,
+            cfg.quiet_period_secs,
+            &cfg.state_dir,
+            &format!("gpfs-{}", cfg.topic),
+            format!("topic {}", cfg.topic),
+        )
     }
 
     fn state(&self, ctx: &MonitorContext, settings: &DriverSettings) -> Result<GpfsEngine, IcicleError> {
@@ -267,7 +281,12 @@ impl Monitor for GpfsSource {
 
     /// Joins the consumer group (or takes its partitions) after the state is restored, so a
     /// slow restore (a seed snapshot) keeps no consumer waiting; offsets are Kafka's.
-    async fn open(&self, ctx: &MonitorContext, engine: &mut GpfsEngine, _resume: Option<Offsets>) -> Result<TopicStream, IcicleError> {
+    async fn open(
+        &self,
+        ctx: &MonitorContext,
+        engine: &mut GpfsEngine,
+        _resume: Option<Offsets>,
+    ) -> Result<TopicStream, IcicleError> {
         let cfg = &self.cfg;
         let settings = TopicSettings {
             connection: cfg.connection.clone(),
@@ -315,10 +334,14 @@ impl GpfsEngine {
                     // On disk before the batch's offsets are committed; a message read again
                     // after a restart is kept once.
                     let position = format!("{}/{partition}@{offset}", self.cfg.topic);
-                    let mut dead = self.dead.lock().map_err(|_| IcicleError::Internal("the dead-letter file's lock is poisoned".into()))?;
+                    let mut dead = self
+                        .dead
+                        .lock()
+                        .map_err(|_| IcicleError::Internal("the dead-letter file's lock is poisoned".into()))?;
                     if dead.first_time(&position, payload) {
-                        dead.write(&self.component, &position, payload, &reason)
-                            .map_err(|e| external(format!("writing the dead-letter file {}: {e}", dead.path().display())))?;
+                        dead.write(&self.component, &position, payload, &reason).map_err(|e| {
+                            external(format!("writing the dead-letter file {}: {e}", dead.path().display()))
+                        })?;
                         self.counts.dead_letters += 1;
                     }
                 }
@@ -360,7 +383,12 @@ impl GpfsEngine {
                 Op::Update(m) => {
                     updated.push(path_key(&path));
                     let file = if posix { on_mount(&path) } else { None };
-                    let judge = posix.then(|| Judge { chains: &mut chains, path: &path, lookup: &mut lookup, acl_at: file.as_deref() });
+                    let judge = posix.then(|| Judge {
+                        chains: &mut chains,
+                        path: &path,
+                        lookup: &mut lookup,
+                        acl_at: file.as_deref(),
+                    });
                     match enc.publish(&mut chunk, &mut deletes, &record_for(&ip, &m), judge) {
                         Published::Sent => counts.updates += 1,
                         // Nobody mapped may see it as it is now: withdrawn.
@@ -382,11 +410,16 @@ impl ChangeState for GpfsEngine {
 
     /// The path and inode state of the last checkpoint, or on a first start the seed snapshot
     /// (`seed_index`) when there is one. Offsets are Kafka's committed ones: no position.
-    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, sent_ahead: Vec<u64>) -> Result<Option<Offsets>, IcicleError> {
+    async fn restore(
+        &mut self,
+        checkpoint: Option<Vec<u8>>,
+        sent_ahead: Vec<u64>,
+    ) -> Result<Option<Offsets>, IcicleError> {
         let cfg = self.cfg.clone();
         self.state = match checkpoint {
             Some(bytes) => {
-                let cp = serde_json::from_slice(&bytes).map_err(|e| external(format!("{}: {e}", self.checkpoint_file.display())))?;
+                let cp = serde_json::from_slice(&bytes)
+                    .map_err(|e| external(format!("{}: {e}", self.checkpoint_file.display())))?;
                 GpfsState::restore(cp, cfg.pair_batches)
             }
             None => {
@@ -406,7 +439,8 @@ impl ChangeState for GpfsEngine {
     async fn apply(&mut self, batch: Vec<TopicMessage>) -> Result<Emit, IcicleError> {
         let mut events = self.parse(&batch)?;
         let mut ops = Ops::default();
-        let reduced = reduce_apply(Some(&mut IgnoredEvents), &mut self.state, &mut events, self.walker.as_mut(), &mut ops);
+        let reduced =
+            reduce_apply(Some(&mut IgnoredEvents), &mut self.state, &mut events, self.walker.as_mut(), &mut ops);
         self.counts.reduce.add(&reduced);
         self.counts.batches += 1;
         Ok(self.emit(ops))
@@ -432,7 +466,8 @@ impl ChangeState for GpfsEngine {
     }
 
     fn checkpoint(&self, _at: &Offsets) -> Result<Vec<u8>, IcicleError> {
-        serde_json::to_vec(&self.state.checkpoint()).map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
+        serde_json::to_vec(&self.state.checkpoint())
+            .map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
     }
 
     fn batch_counts(&self) -> BatchCounts {
@@ -457,7 +492,10 @@ impl ChangeState for GpfsEngine {
             batches: counts.batches,
             state_entries: self.state.len(),
             state_bytes: self.state.approx_bytes(),
-            state_counts: vec![("moved_descendants", c.moved_descendants), ("pending_moves", self.state.pending().len() as u64)],
+            state_counts: vec![
+                ("moved_descendants", c.moved_descendants),
+                ("pending_moves", self.state.pending().len() as u64),
+            ],
         }
     }
 

@@ -5,7 +5,9 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING,
+};
 use tantivy::TantivyDocument;
 
 /// The fields of the index, by role.
@@ -81,7 +83,9 @@ impl Fields {
             // Terms only (no frequencies or positions): a word is there or not.
             words: b.add_text_field(
                 "words",
-                TextOptions::default().set_indexing_options(TextFieldIndexing::default().set_tokenizer("default").set_index_option(IndexRecordOption::Basic)),
+                TextOptions::default().set_indexing_options(
+                    TextFieldIndexing::default().set_tokenizer("default").set_index_option(IndexRecordOption::Basic),
+                ),
             ),
         };
         (b.build(), fields)
@@ -278,7 +282,8 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
                 doc.add_i64(field, v);
             }
         }
-        if let Some(m) = raw.mode.as_ref().and_then(Number::get).and_then(|m| u64::try_from(m).ok()).and_then(mode_bits) {
+        if let Some(m) = raw.mode.as_ref().and_then(Number::get).and_then(|m| u64::try_from(m).ok()).and_then(mode_bits)
+        {
             doc.add_u64(f.mode, m);
         }
     }

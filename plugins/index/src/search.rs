@@ -115,7 +115,10 @@ pub fn glob_to_regex(glob: &str) -> Result<String, IndexError> {
 }
 
 fn push_literal(out: &mut String, c: char) {
-    if matches!(c, '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$' | '#' | '&' | '-' | '~') {
+    if matches!(
+        c,
+        '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$' | '#' | '&' | '-' | '~'
+    ) {
         out.push('\\');
     }
     out.push(c);
@@ -143,9 +146,18 @@ pub fn query(fields: &Fields, filter: &Filter, who: &Visibility) -> Result<Box<d
     let f = fields;
     let mut must: Vec<Box<dyn Query>> = Vec::new();
     if let Some(r) = filter.record {
-        must.push(term_query(Term::from_field_text(f.record, if r == Record::Aggregate { "aggregate" } else { "file" })));
+        must.push(term_query(Term::from_field_text(
+            f.record,
+            if r == Record::Aggregate { "aggregate" } else { "file" },
+        )));
     }
-    let texts = [(f.ancestors, &filter.under), (f.parent, &filter.parent), (f.path, &filter.path), (f.kind, &filter.kind), (f.id, &filter.id)];
+    let texts = [
+        (f.ancestors, &filter.under),
+        (f.parent, &filter.parent),
+        (f.path, &filter.path),
+        (f.kind, &filter.kind),
+        (f.id, &filter.id),
+    ];
     for (field, value) in texts {
         if let Some(v) = value {
             must.push(term_query(Term::from_field_text(field, v)));
@@ -163,23 +175,28 @@ pub fn query(fields: &Fields, filter: &Filter, who: &Visibility) -> Result<Box<d
     for (field, glob) in [(f.name, &filter.name_glob), (f.path, &filter.path_glob)] {
         if let Some(g) = glob {
             // `*.EXT`: one term of the extension.
-            let ext = g.strip_prefix("*.").filter(|e| field == f.name && !e.is_empty() && !e.contains(['*', '?', '[', '\\', '.']));
+            let ext = g
+                .strip_prefix("*.")
+                .filter(|e| field == f.name && !e.is_empty() && !e.contains(['*', '?', '[', '\\', '.']));
             if let Some(e) = ext {
                 must.push(term_query(Term::from_field_text(f.extension, e)));
                 continue;
             }
             // `*LITERAL`: a prefix of the reversed name, not a scan of every name.
-            let suffix = g.strip_prefix('*').filter(|l| field == f.name && !l.is_empty() && !l.contains(['*', '?', '[', '\\']));
+            let suffix =
+                g.strip_prefix('*').filter(|l| field == f.name && !l.is_empty() && !l.contains(['*', '?', '[', '\\']));
             let (re, field) = match suffix {
                 Some(l) => (format!("{}.*", glob_to_regex(&l.chars().rev().collect::<String>())?), f.name_reversed),
                 None => (glob_to_regex(g)?, field),
             };
-            let q = RegexQuery::from_pattern(&re, field).map_err(|e| IndexError::Query(format!("pattern {g:?}: {e}")))?;
+            let q =
+                RegexQuery::from_pattern(&re, field).map_err(|e| IndexError::Query(format!("pattern {g:?}: {e}")))?;
             must.push(Box::new(q));
         }
     }
     if let Visibility::Principals(who) = who {
-        let any: Vec<(Occur, Box<dyn Query>)> = who.iter().map(|p| (Occur::Should, term_query(Term::from_field_text(f.visible_to, p)))).collect();
+        let any: Vec<(Occur, Box<dyn Query>)> =
+            who.iter().map(|p| (Occur::Should, term_query(Term::from_field_text(f.visible_to, p)))).collect();
         // Nobody named: nothing is visible.
         must.push(Box::new(BooleanQuery::new(any)));
     }
@@ -200,7 +217,12 @@ impl Reader {
     /// Open the index in `dir` for reading (any number of readers, beside one writer).
     pub fn open(dir: &Path) -> Result<Reader, IndexError> {
         let store = Store::open(dir)?;
-        let reader = store.index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(|e| IndexError::engine(dir, e))?;
+        let reader = store
+            .index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| IndexError::engine(dir, e))?;
         Ok(Reader { store, reader })
     }
 
@@ -227,16 +249,29 @@ impl Reader {
 
     /// The stored entries (GMetaEntry JSON) matching `filter` for `who`, in path order (the
     /// first `limit` when given), each handed to `each`; returns how many.
-    pub fn entries(&self, filter: &Filter, who: &Visibility, limit: Option<usize>, mut each: impl FnMut(&[u8])) -> Result<u64, IndexError> {
+    pub fn entries(
+        &self,
+        filter: &Filter,
+        who: &Visibility,
+        limit: Option<usize>,
+        mut each: impl FnMut(&[u8]),
+    ) -> Result<u64, IndexError> {
         let q = query(&self.store.fields, filter, who)?;
         let searcher = self.searcher();
         let engine = |e: tantivy::TantivyError| IndexError::engine(&self.store.dir, e);
         let mut found: Vec<(String, DocAddress)> = match limit {
             Some(n) => {
                 let top = TopDocs::with_limit(n.max(1)).order_by_string_fast_field("path", Order::Asc);
-                searcher.search(&q, &top).map_err(engine)?.into_iter().map(|(p, a)| (p.unwrap_or_default(), a)).collect()
+                searcher
+                    .search(&q, &top)
+                    .map_err(engine)?
+                    .into_iter()
+                    .map(|(p, a)| (p.unwrap_or_default(), a))
+                    .collect()
             }
-            None => searcher.search(&q, &DocSetCollector).map_err(engine)?.into_iter().map(|a| (String::new(), a)).collect(),
+            None => {
+                searcher.search(&q, &DocSetCollector).map_err(engine)?.into_iter().map(|a| (String::new(), a)).collect()
+            }
         };
         if limit == Some(0) {
             return Ok(0);

@@ -60,8 +60,21 @@ impl IndexSink {
     pub fn open(id: &str, dir: PathBuf, threads: usize, memory_bytes: usize) -> Result<IndexSink, IndexError> {
         let store = Store::open_or_create(&dir)?;
         let writer = store.writer(threads, memory_bytes)?;
-        let reader = store.index.reader_builder().reload_policy(tantivy::ReloadPolicy::Manual).try_into().map_err(|e| IndexError::engine(&dir, e))?;
-        Ok(IndexSink { id: id.to_string(), dir, fields: store.fields, writer: Some(writer), uncommitted: 0, reader, upserts: Upserts::default() })
+        let reader = store
+            .index
+            .reader_builder()
+            .reload_policy(tantivy::ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| IndexError::engine(&dir, e))?;
+        Ok(IndexSink {
+            id: id.to_string(),
+            dir,
+            fields: store.fields,
+            writer: Some(writer),
+            uncommitted: 0,
+            reader,
+            upserts: Upserts::default(),
+        })
     }
 
     fn io(&self, reason: impl std::fmt::Display) -> SinkError {
@@ -97,7 +110,8 @@ impl Sink for IndexSink {
         match batch {
             DocumentBatch::Ingest(entries) => {
                 for (i, e) in entries.entries().enumerate() {
-                    let parsed = document(&self.fields, e).map_err(|r| self.io(format!("entry {i} of the batch: {r}")))?;
+                    let parsed =
+                        document(&self.fields, e).map_err(|r| self.io(format!("entry {i} of the batch: {r}")))?;
                     self.upserts.upsert(writer, &committed, self.fields.subject, parsed).map_err(|e| self.io(e))?;
                 }
                 self.uncommitted += entries.len() as u64;
@@ -133,7 +147,10 @@ impl ComponentConfig for IndexSinkConfig {
             return Err(ctx.invalid("threads", "must be 1 to 8"));
         }
         if self.memory_mb < 15 * self.threads {
-            return Err(ctx.invalid("memory_mb", format!("at least 15 a thread ({} for {} threads)", 15 * self.threads, self.threads)));
+            return Err(ctx.invalid(
+                "memory_mb",
+                format!("at least 15 a thread ({} for {} threads)", 15 * self.threads, self.threads),
+            ));
         }
         match IndexSink::open(&ctx.id, self.dir, self.threads, self.memory_mb << 20) {
             Ok(s) => Ok(Box::new(s)),

@@ -64,7 +64,11 @@ impl Store {
         let index = Index::open_in_dir(dir).map_err(|e| IndexError::engine(dir, e))?;
         let fields = Fields::of(&index.schema()).ok_or_else(|| {
             let (want, _) = Fields::schema();
-            let missing = want.fields().map(|(_, e)| e.name().to_string()).find(|n| index.schema().get_field(n).is_err()).unwrap_or_default();
+            let missing = want
+                .fields()
+                .map(|(_, e)| e.name().to_string())
+                .find(|n| index.schema().get_field(n).is_err())
+                .unwrap_or_default();
             IndexError::Layout { dir: dir.to_path_buf(), field: missing }
         })?;
         Ok(Store { dir: dir.to_path_buf(), index, fields })

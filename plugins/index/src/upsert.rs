@@ -20,7 +20,13 @@ pub struct Upserts {
 impl Upserts {
     /// Add `parsed`, deleting first the documents its subject may already have (`committed`:
     /// a searcher of the last commit).
-    pub fn upsert(&mut self, writer: &IndexWriter<TantivyDocument>, committed: &Searcher, subject: Field, parsed: Parsed) -> tantivy::Result<()> {
+    pub fn upsert(
+        &mut self,
+        writer: &IndexWriter<TantivyDocument>,
+        committed: &Searcher,
+        subject: Field,
+        parsed: Parsed,
+    ) -> tantivy::Result<()> {
         let term = Term::from_field_text(subject, &parsed.subject);
         let again = !self.pending.insert(xxh3_128(parsed.subject.as_bytes()));
         // A document freq counts deleted documents too: at worst a needless delete.
@@ -64,7 +70,10 @@ mod tests {
             reader
                 .searcher()
                 .search(
-                    &tantivy::query::TermQuery::new(Term::from_field_text(f.subject, s), tantivy::schema::IndexRecordOption::Basic),
+                    &tantivy::query::TermQuery::new(
+                        Term::from_field_text(f.subject, s),
+                        tantivy::schema::IndexRecordOption::Basic,
+                    ),
                     &tantivy::collector::Count,
                 )
                 .unwrap()
@@ -73,7 +82,8 @@ mod tests {
             for size in sizes {
                 u.upsert(&w, &reader.searcher(), f.subject, document(&f, &entry("/a", *size)).unwrap()).unwrap();
             }
-            u.upsert(&w, &reader.searcher(), f.subject, document(&f, &entry(&format!("/b{round}"), 1)).unwrap()).unwrap();
+            u.upsert(&w, &reader.searcher(), f.subject, document(&f, &entry(&format!("/b{round}"), 1)).unwrap())
+                .unwrap();
             w.commit().unwrap();
             u.committed();
             reader.reload().unwrap();

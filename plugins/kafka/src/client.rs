@@ -71,7 +71,10 @@ impl KafkaConnection {
     }
 
     /// [`KafkaConnection::client_config`] with a custom error constructor (tests, tools).
-    pub fn client_config_with(&self, invalid: impl Fn(&str, String) -> ConfigError) -> Result<ClientConfig, ConfigError> {
+    pub fn client_config_with(
+        &self,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<ClientConfig, ConfigError> {
         if self.bootstrap.trim().is_empty() {
             return Err(invalid("bootstrap", "give the brokers as host:port[,host:port]".into()));
         }
@@ -79,7 +82,10 @@ impl KafkaConnection {
         c.set("bootstrap.servers", &self.bootstrap);
         for (k, v) in &self.properties {
             if icicle_core::secret::holds_secret_value(k) {
-                return Err(invalid(&format!("properties.\"{k}\""), "looks like a secret: put it in `secret_properties` as env:VAR or file:/path".into()));
+                return Err(invalid(
+                    &format!("properties.\"{k}\""),
+                    "looks like a secret: put it in `secret_properties` as env:VAR or file:/path".into(),
+                ));
             }
             c.set(k, v);
         }
@@ -93,12 +99,17 @@ impl KafkaConnection {
             c.set("sasl.username", u);
         }
         match (&self.sasl_password_env, &self.sasl_password_file) {
-            (Some(_), Some(_)) => return Err(invalid("sasl_password_env", "give either sasl_password_env or sasl_password_file".into())),
+            (Some(_), Some(_)) => {
+                return Err(invalid("sasl_password_env", "give either sasl_password_env or sasl_password_file".into()))
+            }
             (Some(v), None) => {
                 c.set("sasl.password", secret(&format!("env:{v}")).map_err(|e| invalid("sasl_password_env", e))?);
             }
             (None, Some(f)) => {
-                c.set("sasl.password", secret(&format!("file:{}", f.display())).map_err(|e| invalid("sasl_password_file", e))?);
+                c.set(
+                    "sasl.password",
+                    secret(&format!("file:{}", f.display())).map_err(|e| invalid("sasl_password_file", e))?,
+                );
             }
             (None, None) => {}
         }
@@ -180,7 +191,9 @@ impl ConnectionFailure {
     /// its consequences (brokers down, ...) and not logged.
     pub fn record_and_log(&self, component: &str, error: &KafkaError, reason: &str, warn_others: bool) {
         match self.record(error, reason) {
-            Recorded::First => tracing::error!(component, error = %self.get().unwrap_or_default(), "Kafka connection refused"),
+            Recorded::First => {
+                tracing::error!(component, error = %self.get().unwrap_or_default(), "Kafka connection refused")
+            }
             Recorded::Other if warn_others => tracing::warn!(component, error = %error, reason, "librdkafka"),
             Recorded::Other | Recorded::Again => {}
         }
@@ -303,7 +316,11 @@ mod tests {
             ssl_ca_location: Some("/etc/ssl/certs/ca-certificates.crt".into()),
             ..Default::default()
         };
-        let mut oidc = KafkaConnection { bootstrap: "127.0.0.1:9".into(), security_protocol: Some("SASL_SSL".into()), ..Default::default() };
+        let mut oidc = KafkaConnection {
+            bootstrap: "127.0.0.1:9".into(),
+            security_protocol: Some("SASL_SSL".into()),
+            ..Default::default()
+        };
         oidc.sasl_mechanism = Some("OAUTHBEARER".into());
         for (k, v) in [
             ("sasl.oauthbearer.method", "oidc"),
@@ -312,7 +329,8 @@ mod tests {
         ] {
             oidc.properties.insert(k.into(), v.into());
         }
-        oidc.secret_properties.insert("sasl.oauthbearer.client.secret".into(), "env:ICICLE_TEST_KAFKA_BUILTIN_PW".into());
+        oidc.secret_properties
+            .insert("sasl.oauthbearer.client.secret".into(), "env:ICICLE_TEST_KAFKA_BUILTIN_PW".into());
         for c in [scram("SCRAM-SHA-512"), scram("SCRAM-SHA-256"), oidc] {
             let cc = c.client_config_with(err).expect("valid settings");
             if let Err(e) = cc.create::<rdkafka::producer::BaseProducer>() {
@@ -332,13 +350,19 @@ mod tests {
         assert_eq!(f.record(&transport, "127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed"), Recorded::Other);
         assert_eq!(f.get(), None);
         let auth = KafkaError::Global(RDKafkaErrorCode::Authentication);
-        assert_eq!(f.record(&auth, "sasl_ssl://b:9096/bootstrap: SASL authentication error: bad password hunter2-secret"), Recorded::First);
+        assert_eq!(
+            f.record(&auth, "sasl_ssl://b:9096/bootstrap: SASL authentication error: bad password hunter2-secret"),
+            Recorded::First
+        );
         let shown = f.get().expect("kept");
         assert!(shown.contains("refused the credentials") && shown.contains("SASL authentication error"), "{shown}");
         assert!(!shown.contains("hunter2-secret"), "{shown}");
         // The first failure is kept; a TLS failure is one too; what follows is its consequence.
         assert_eq!(f.record(&KafkaError::Global(RDKafkaErrorCode::SSL), "SSL handshake failed"), Recorded::Again);
-        assert_eq!(f.record(&KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down"), Recorded::Again);
+        assert_eq!(
+            f.record(&KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down"),
+            Recorded::Again
+        );
         assert_eq!(f.get(), Some(shown.clone()));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         assert_eq!(rt.block_on(f.wait()), shown);

@@ -23,7 +23,11 @@ fn plain(bootstrap: &str) -> ClientConfig {
 /// The client configuration of `connection`.
 fn configured(connection: &KafkaConnection) -> Result<ClientConfig, String> {
     connection
-        .client_config_with(|key, reason| ConfigError::InvalidValue { key: key.into(), origin: "the connection settings".into(), reason })
+        .client_config_with(|key, reason| ConfigError::InvalidValue {
+            key: key.into(),
+            origin: "the connection settings".into(),
+            reason,
+        })
         .map_err(|e| e.to_string())
 }
 
@@ -40,7 +44,10 @@ pub async fn create_topic_with(connection: &KafkaConnection, topic: &str, partit
 async fn create_topic_on(base: &ClientConfig, topic: &str, partitions: i32) -> Result<(), String> {
     let admin: AdminClient<DefaultClientContext> = base.create().map_err(|e| e.to_string())?;
     let res = admin
-        .create_topics(&[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))], &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))))
+        .create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        )
         .await
         .map_err(|e| format!("creating `{topic}`: {e}"))?;
     for r in res {
@@ -55,28 +62,48 @@ async fn create_topic_on(base: &ClientConfig, topic: &str, partitions: i32) -> R
 
 /// Produce `(key, value)` messages to `topic` (partitioned by key) and wait for every
 /// delivery report; returns how many were delivered.
-pub async fn produce(bootstrap: &str, topic: &str, messages: impl IntoIterator<Item = (String, String)>) -> Result<u64, String> {
+pub async fn produce(
+    bootstrap: &str,
+    topic: &str,
+    messages: impl IntoIterator<Item = (String, String)>,
+) -> Result<u64, String> {
     produce_on(&plain(bootstrap), topic, messages).await
 }
 
 /// [`produce`] with these connection settings.
-pub async fn produce_with(connection: &KafkaConnection, topic: &str, messages: impl IntoIterator<Item = (String, String)>) -> Result<u64, String> {
+pub async fn produce_with(
+    connection: &KafkaConnection,
+    topic: &str,
+    messages: impl IntoIterator<Item = (String, String)>,
+) -> Result<u64, String> {
     produce_on(&configured(connection)?, topic, messages).await
 }
 
-async fn produce_on(base: &ClientConfig, topic: &str, messages: impl IntoIterator<Item = (String, String)>) -> Result<u64, String> {
-    let producer: FutureProducer =
-        base.clone().set("enable.idempotence", "true").set("linger.ms", "5").set("partitioner", "murmur2_random").create().map_err(|e| e.to_string())?;
+async fn produce_on(
+    base: &ClientConfig,
+    topic: &str,
+    messages: impl IntoIterator<Item = (String, String)>,
+) -> Result<u64, String> {
+    let producer: FutureProducer = base
+        .clone()
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("partitioner", "murmur2_random")
+        .create()
+        .map_err(|e| e.to_string())?;
     let mut pending = Vec::new();
     let mut n = 0u64;
     for (k, v) in messages {
         let p = producer.clone();
         let topic = topic.to_string();
         pending.push(tokio::spawn(async move {
-            p.send(FutureRecord::to(&topic).key(k.as_bytes()).payload(v.as_bytes()), Timeout::After(Duration::from_secs(60)))
-                .await
-                .map(|_| ())
-                .map_err(|(e, _)| e.to_string())
+            p.send(
+                FutureRecord::to(&topic).key(k.as_bytes()).payload(v.as_bytes()),
+                Timeout::After(Duration::from_secs(60)),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|(e, _)| e.to_string())
         }));
         if pending.len() >= 10_000 {
             for h in pending.drain(..) {
@@ -94,12 +121,22 @@ async fn produce_on(base: &ClientConfig, topic: &str, messages: impl IntoIterato
 
 /// Produce message values (any bytes, no key) to `topic` one after the other, each awaited
 /// before the next: their order is kept on a one-partition topic.
-pub async fn produce_bytes(bootstrap: &str, topic: &str, values: impl IntoIterator<Item = Vec<u8>>) -> Result<u64, String> {
-    let producer: FutureProducer =
-        ClientConfig::new().set("bootstrap.servers", bootstrap).set("enable.idempotence", "true").create().map_err(|e| e.to_string())?;
+pub async fn produce_bytes(
+    bootstrap: &str,
+    topic: &str,
+    values: impl IntoIterator<Item = Vec<u8>>,
+) -> Result<u64, String> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .create()
+        .map_err(|e| e.to_string())?;
     let mut n = 0u64;
     for v in values {
-        producer.send(FutureRecord::<(), [u8]>::to(topic).payload(&v[..]), Timeout::After(Duration::from_secs(60))).await.map_err(|(e, _)| e.to_string())?;
+        producer
+            .send(FutureRecord::<(), [u8]>::to(topic).payload(&v[..]), Timeout::After(Duration::from_secs(60)))
+            .await
+            .map_err(|(e, _)| e.to_string())?;
         n += 1;
     }
     Ok(n)
@@ -153,8 +190,11 @@ async fn consume_all_on(base: &ClientConfig, topic: &str) -> Result<Vec<Consumed
             }
             Ok(Err(e)) => return Err(e.to_string()),
             Ok(Ok(m)) => {
-                let op =
-                    m.headers().and_then(|h| h.iter().find(|x| x.key == "icicle-op").and_then(|x| x.value.map(|v| String::from_utf8_lossy(v).into_owned())));
+                let op = m.headers().and_then(|h| {
+                    h.iter()
+                        .find(|x| x.key == "icicle-op")
+                        .and_then(|x| x.value.map(|v| String::from_utf8_lossy(v).into_owned()))
+                });
                 out.push(Consumed {
                     partition: m.partition(),
                     offset: m.offset(),
@@ -169,22 +209,42 @@ async fn consume_all_on(base: &ClientConfig, topic: &str) -> Result<Vec<Consumed
 }
 
 /// The group's committed offset (next to read) per partition of `topic`.
-pub fn committed(bootstrap: &str, topic: &str, group: &str, partitions: &[i32]) -> Result<std::collections::BTreeMap<i32, i64>, String> {
+pub fn committed(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    partitions: &[i32],
+) -> Result<std::collections::BTreeMap<i32, i64>, String> {
     committed_on(&plain(bootstrap), topic, group, partitions)
 }
 
 /// [`committed`] with these connection settings.
-pub fn committed_with(connection: &KafkaConnection, topic: &str, group: &str, partitions: &[i32]) -> Result<std::collections::BTreeMap<i32, i64>, String> {
+pub fn committed_with(
+    connection: &KafkaConnection,
+    topic: &str,
+    group: &str,
+    partitions: &[i32],
+) -> Result<std::collections::BTreeMap<i32, i64>, String> {
     committed_on(&configured(connection)?, topic, group, partitions)
 }
 
-fn committed_on(base: &ClientConfig, topic: &str, group: &str, partitions: &[i32]) -> Result<std::collections::BTreeMap<i32, i64>, String> {
+fn committed_on(
+    base: &ClientConfig,
+    topic: &str,
+    group: &str,
+    partitions: &[i32],
+) -> Result<std::collections::BTreeMap<i32, i64>, String> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    let c: BaseConsumer = base.clone().set("group.id", group).set("enable.auto.commit", "false").create().map_err(|e| e.to_string())?;
+    let c: BaseConsumer =
+        base.clone().set("group.id", group).set("enable.auto.commit", "false").create().map_err(|e| e.to_string())?;
     let mut tpl = rdkafka::TopicPartitionList::new();
     for &p in partitions {
         tpl.add_partition(topic, p);
     }
     let got = c.committed_offsets(tpl, Duration::from_secs(30)).map_err(|e| e.to_string())?;
-    Ok(got.elements().iter().filter_map(|e| if let rdkafka::Offset::Offset(o) = e.offset() { Some((e.partition(), o)) } else { None }).collect())
+    Ok(got
+        .elements()
+        .iter()
+        .filter_map(|e| if let rdkafka::Offset::Offset(o) = e.offset() { Some((e.partition(), o)) } else { None })
+        .collect())
 }

@@ -78,7 +78,12 @@ impl ComponentConfig for KafkaSinkConfig {
         let failure = ConnectionFailure::for_config(&cc);
         let producer: FutureProducer<FailureWatch> = cc
             .create_with_context(FailureWatch { failure: failure.clone(), component: ctx.id.clone() })
-            .map_err(|e| ctx.invalid("connection", format!("cannot create a Kafka producer: {}", crate::client::creation_error(&e))))?;
+            .map_err(|e| {
+                ctx.invalid(
+                    "connection",
+                    format!("cannot create a Kafka producer: {}", crate::client::creation_error(&e)),
+                )
+            })?;
         Ok(Box::new(KafkaSink {
             id: ctx.id.clone(),
             producer,
@@ -87,7 +92,10 @@ impl ComponentConfig for KafkaSinkConfig {
             audit_topic: self.audit_topic,
             timeout: Duration::from_secs_f64(self.timeout_secs),
             run: run_id(),
-            dead: DeadLetters::new(self.dead_letter_file.unwrap_or_else(|| std::path::PathBuf::from(format!("{}.dead-letters.jsonl", ctx.id)))),
+            dead: DeadLetters::new(
+                self.dead_letter_file
+                    .unwrap_or_else(|| std::path::PathBuf::from(format!("{}.dead-letters.jsonl", ctx.id))),
+            ),
             max_dead_letters: self.max_dead_letters,
             dead_lettered: Vec::new(),
             batches: 0,
@@ -159,7 +167,8 @@ pub fn messages(batch: &DocumentBatch) -> Result<Vec<Message>, String> {
     match batch {
         DocumentBatch::Ingest(entries) => {
             for e in entries.entries() {
-                let s: SubjectOnly = serde_json::from_slice(e).map_err(|err| format!("entry without a subject: {err}"))?;
+                let s: SubjectOnly =
+                    serde_json::from_slice(e).map_err(|err| format!("entry without a subject: {err}"))?;
                 let mut v = Vec::with_capacity(e.len() + 32);
                 v.extend_from_slice(br#"{"op":"upsert","entry":"#);
                 v.extend_from_slice(e);
@@ -169,7 +178,8 @@ pub fn messages(batch: &DocumentBatch) -> Result<Vec<Message>, String> {
         }
         DocumentBatch::Delete(subjects) => {
             for s in subjects {
-                let v = serde_json::to_vec(&serde_json::json!({"op": "delete", "subject": s})).map_err(|e| e.to_string())?;
+                let v = serde_json::to_vec(&serde_json::json!({"op": "delete", "subject": s}))
+                    .map_err(|e| e.to_string())?;
                 out.push((s.clone(), v, "delete"));
             }
         }
@@ -206,9 +216,10 @@ impl KafkaSink {
         let reason = format!("refused by `{}`: {e}", self.topic);
         // Kept once, across deliveries sent again and restarts; marked to resend every time.
         if self.dead.first_time(key, value) {
-            self.dead
-                .write(&self.id, key, value, &reason)
-                .map_err(|io| SinkError::Io { sink: self.id.clone(), reason: format!("{}: {io}", self.dead.path().display()) })?;
+            self.dead.write(&self.id, key, value, &reason).map_err(|io| SinkError::Io {
+                sink: self.id.clone(),
+                reason: format!("{}: {io}", self.dead.path().display()),
+            })?;
         }
         if !self.dead_lettered.iter().any(|k| k == key) {
             self.dead_lettered.push(key.to_string());
@@ -222,7 +233,10 @@ impl KafkaSink {
 /// the same way), not for a broker or network state.
 fn refused_alone(e: &rdkafka::error::KafkaError) -> bool {
     use rdkafka::types::RDKafkaErrorCode as C;
-    matches!(e.rdkafka_error_code(), Some(C::MessageSizeTooLarge | C::InvalidMessage | C::InvalidMessageSize | C::InvalidRecord))
+    matches!(
+        e.rdkafka_error_code(),
+        Some(C::MessageSizeTooLarge | C::InvalidMessage | C::InvalidMessageSize | C::InvalidRecord)
+    )
 }
 
 #[async_trait]
@@ -260,9 +274,14 @@ impl Sink for KafkaSink {
                 }
                 // Sending it again fails the same way.
                 Err((e, _)) if refused_alone(&e) => {
-                    return Err(self.error(format!("delivery to `{}` failed: `{key}` ({op}) refused: {e}", self.topic), Retry::NoRetry));
+                    return Err(self.error(
+                        format!("delivery to `{}` failed: `{key}` ({op}) refused: {e}", self.topic),
+                        Retry::NoRetry,
+                    ));
                 }
-                Err((e, _)) => return Err(self.error(format!("delivery to `{}` failed: {e}", self.topic), Retry::WithBackoff)),
+                Err((e, _)) => {
+                    return Err(self.error(format!("delivery to `{}` failed: {e}", self.topic), Retry::WithBackoff))
+                }
             }
         }
         self.batches += 1;
@@ -276,7 +295,10 @@ impl Sink for KafkaSink {
             bytes,
             first_subject: msgs.first().map(|m| m.0.clone()),
             last_subject: msgs.last().map(|m| m.0.clone()),
-            offsets: written.iter().map(|(p, (a, b))| serde_json::json!({"partition": p, "first": a, "last": b})).collect(),
+            offsets: written
+                .iter()
+                .map(|(p, (a, b))| serde_json::json!({"partition": p, "first": a, "last": b}))
+                .collect(),
         });
         Ok(())
     }
@@ -291,7 +313,11 @@ impl Sink for KafkaSink {
 
     /// The audit record goes out once every sink has the batch, so it carries every sink's
     /// receipt (e.g. the Globus sink's task ids).
-    async fn delivered(&mut self, _batch: &DocumentBatch, receipts: &[(String, serde_json::Value)]) -> Result<(), SinkError> {
+    async fn delivered(
+        &mut self,
+        _batch: &DocumentBatch,
+        receipts: &[(String, serde_json::Value)],
+    ) -> Result<(), SinkError> {
         let (Some(audit), Some(d)) = (&self.audit_topic, self.last.take()) else {
             return Ok(());
         };
@@ -304,9 +330,12 @@ impl Sink for KafkaSink {
         })
         .to_string();
         let key = format!("{}-{}-{}", self.id, self.run, self.batches);
-        self.unless_refused(self.producer.send(FutureRecord::to(audit.as_str()).key(key.as_bytes()).payload(rec.as_bytes()), Timeout::After(self.timeout)))
-            .await?
-            .map_err(|(e, _)| self.error(format!("audit record to `{audit}` failed: {e}"), Retry::WithBackoff))?;
+        self.unless_refused(self.producer.send(
+            FutureRecord::to(audit.as_str()).key(key.as_bytes()).payload(rec.as_bytes()),
+            Timeout::After(self.timeout),
+        ))
+        .await?
+        .map_err(|(e, _)| self.error(format!("audit record to `{audit}` failed: {e}"), Retry::WithBackoff))?;
         Ok(())
     }
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use icicle_core::monitor::{ChangeStream, Polled};
 use icicle_core::monitor::OnGap;
+use icicle_core::monitor::{ChangeStream, Polled};
 use icicle_core::{ConfigError, IcicleError};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
@@ -108,7 +108,8 @@ impl rdkafka::ClientContext for QuietEof {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        let eof = matches!(error, KafkaError::PartitionEOF(_)) || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF);
+        let eof = matches!(error, KafkaError::PartitionEOF(_))
+            || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF);
         self.failure.record_and_log(&self.component, &error, reason, !eof);
     }
 }
@@ -156,7 +157,12 @@ const POLL_MORE: usize = 1024;
 impl TopicStream {
     /// Create the consumers and start reading; with `drain`, the end of each partition is
     /// reported so the stream can end.
-    pub async fn connect(settings: TopicSettings, component: &str, drain: bool, counts: Arc<Mutex<TopicCounts>>) -> Result<TopicStream, IcicleError> {
+    pub async fn connect(
+        settings: TopicSettings,
+        component: &str,
+        drain: bool,
+        counts: Arc<Mutex<TopicCounts>>,
+    ) -> Result<TopicStream, IcicleError> {
         let (tx, rx) = mpsc::channel::<Msg>(8192);
         let cc = consumer_config(&settings, drain, component)?;
         let failure = ConnectionFailure::for_config(&cc);
@@ -164,20 +170,26 @@ impl TopicStream {
         for i in 0..settings.consumers {
             let c: Client = Arc::new(
                 cc.create_with_context(QuietEof { component: component.to_string(), failure: failure.clone() })
-                    .map_err(|e| external(format!("cannot create a Kafka consumer: {}", crate::client::creation_error(&e))))?,
+                    .map_err(|e| {
+                        external(format!("cannot create a Kafka consumer: {}", crate::client::creation_error(&e)))
+                    })?,
             );
             match &settings.partitions {
                 Some(parts) => {
                     let mut tpl = TopicPartitionList::new();
                     for &p in parts.iter().filter(|&&p| p as usize % settings.consumers == i) {
-                        tpl.add_partition_offset(&settings.topic, p, Offset::Stored).map_err(|e| external(e.to_string()))?;
+                        tpl.add_partition_offset(&settings.topic, p, Offset::Stored)
+                            .map_err(|e| external(e.to_string()))?;
                     }
                     if tpl.count() == 0 {
                         continue;
                     }
-                    c.assign(&tpl).map_err(|e| external(format!("assigning partitions of `{}`: {e}", settings.topic)))?;
+                    c.assign(&tpl)
+                        .map_err(|e| external(format!("assigning partitions of `{}`: {e}", settings.topic)))?;
                 }
-                None => c.subscribe(&[&settings.topic]).map_err(|e| external(format!("subscribing to `{}`: {e}", settings.topic)))?,
+                None => c
+                    .subscribe(&[&settings.topic])
+                    .map_err(|e| external(format!("subscribing to `{}`: {e}", settings.topic)))?,
             }
             consumers.push(c.clone());
             let tx = tx.clone();
@@ -187,7 +199,11 @@ impl TopicStream {
                     let msg = match c.recv().await {
                         Ok(m) => Msg::Event {
                             consumer: idx,
-                            message: TopicMessage { partition: m.partition(), offset: m.offset(), payload: m.payload().unwrap_or_default().to_vec() },
+                            message: TopicMessage {
+                                partition: m.partition(),
+                                offset: m.offset(),
+                                payload: m.payload().unwrap_or_default().to_vec(),
+                            },
                         },
                         Err(KafkaError::PartitionEOF(p)) => Msg::Eof { partition: p },
                         Err(e) => Msg::Failed(e.to_string()),
@@ -213,7 +229,8 @@ impl TopicStream {
                     loop {
                         match c.fetch_metadata(Some(&topic), Duration::from_millis(500)) {
                             Err(e)
-                                if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::OperationTimedOut)
+                                if e.rdkafka_error_code()
+                                    == Some(rdkafka::types::RDKafkaErrorCode::OperationTimedOut)
                                     && Instant::now() < deadline
                                     && f.get().is_none() => {}
                             r => return r,
@@ -258,7 +275,10 @@ impl TopicStream {
                 self.owner.insert(p, consumer);
                 let next = self.read.entry(p).or_insert(message.offset + 1);
                 *next = (*next).max(message.offset + 1);
-                let mut c = self.counts.lock().map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
+                let mut c = self
+                    .counts
+                    .lock()
+                    .map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
                 c.first.get_or_insert_with(Instant::now);
                 c.messages += 1;
                 out.push(message);
@@ -290,7 +310,9 @@ impl TopicStream {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(&s.topic, partition);
         let c = self.consumers[consumer].clone();
-        let committed = tokio::task::spawn_blocking(move || c.committed_offsets(tpl, Duration::from_secs(30))).await.map_err(|e| external(e.to_string()))?;
+        let committed = tokio::task::spawn_blocking(move || c.committed_offsets(tpl, Duration::from_secs(30)))
+            .await
+            .map_err(|e| external(e.to_string()))?;
         let committed = match committed {
             Ok(tpl) => tpl.find_partition(&s.topic, partition).and_then(|e| match e.offset() {
                 Offset::Offset(o) => Some(o),
@@ -305,9 +327,11 @@ impl TopicStream {
         // Skipped offsets can also be transaction markers or aborted records: only a committed
         // offset below the low watermark means messages were lost.
         let (c2, topic) = (self.consumers[consumer].clone(), s.topic.clone());
-        let low = match tokio::task::spawn_blocking(move || c2.fetch_watermarks(&topic, partition, Duration::from_secs(30)))
-            .await
-            .map_err(|e| external(e.to_string()))?
+        let low = match tokio::task::spawn_blocking(move || {
+            c2.fetch_watermarks(&topic, partition, Duration::from_secs(30))
+        })
+        .await
+        .map_err(|e| external(e.to_string()))?
         {
             Ok((low, _)) => low,
             Err(e) => {
@@ -318,7 +342,8 @@ impl TopicStream {
         let Some((first, last)) = lost_range(c, low, offset) else { return Ok(()) };
         let n = (last - first + 1) as u64;
         let lost = {
-            let mut counts = self.counts.lock().map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
+            let mut counts =
+                self.counts.lock().map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
             counts.lost_messages += n;
             counts.lost_messages
         };
@@ -352,7 +377,11 @@ fn refused(topic: &str, failure: String) -> IcicleError {
 fn consumer_config(settings: &TopicSettings, eof: bool, component: &str) -> Result<rdkafka::ClientConfig, IcicleError> {
     let mut cc = settings
         .connection
-        .client_config_with(|k, r| ConfigError::InvalidValue { key: format!("connection.{k}"), origin: format!("the `{component}` source"), reason: r })
+        .client_config_with(|k, r| ConfigError::InvalidValue {
+            key: format!("connection.{k}"),
+            origin: format!("the `{component}` source"),
+            reason: r,
+        })
         .map_err(IcicleError::Config)?;
     cc.set("group.id", &settings.group_id)
         .set("enable.auto.commit", "false")
@@ -362,7 +391,12 @@ fn consumer_config(settings: &TopicSettings, eof: bool, component: &str) -> Resu
     // Defaults that can be overridden in `connection.properties`: a short session so a
     // killed consumer's partitions move on quickly (and groups form fast), and fetches
     // that return as soon as a little data is there.
-    for (k, v) in [("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "1000"), ("fetch.wait.max.ms", "100"), ("statistics.interval.ms", "1000")] {
+    for (k, v) in [
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "1000"),
+        ("fetch.wait.max.ms", "100"),
+        ("statistics.interval.ms", "1000"),
+    ] {
         if cc.get(k).is_none() {
             cc.set(k, v);
         }
@@ -444,14 +478,19 @@ impl ChangeStream for TopicStream {
     }
 
     async fn truncate(&mut self, to: &Offsets) -> Result<(), IcicleError> {
-        let mut counts = self.counts.lock().map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
+        let mut counts =
+            self.counts.lock().map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
         let mut by_consumer: BTreeMap<usize, TopicPartitionList> = BTreeMap::new();
         for (&p, &o) in to {
             if counts.committed.get(&p).is_some_and(|&c| c >= o) {
                 continue;
             }
             let Some(&c) = self.owner.get(&p) else { continue };
-            by_consumer.entry(c).or_default().add_partition_offset(&self.settings.topic, p, Offset::Offset(o)).map_err(|e| external(e.to_string()))?;
+            by_consumer
+                .entry(c)
+                .or_default()
+                .add_partition_offset(&self.settings.topic, p, Offset::Offset(o))
+                .map_err(|e| external(e.to_string()))?;
         }
         for (c, tpl) in by_consumer {
             match self.consumers[c].commit(&tpl, CommitMode::Sync) {

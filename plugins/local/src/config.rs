@@ -133,7 +133,8 @@ pub struct InotifyConfig(pub LocalConfig);
 impl LocalConfig {
     /// Check values; resolve the root and the prefix.
     fn checked(mut self, ctx: &BuildContext<'_>) -> Result<LocalConfig, ConfigError> {
-        let root = std::fs::canonicalize(&self.root).map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
+        let root = std::fs::canonicalize(&self.root)
+            .map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
         if !root.is_dir() {
             return Err(ctx.invalid("root", format!("{} is not a directory", root.display())));
         }
@@ -148,7 +149,9 @@ impl LocalConfig {
             return Err(ctx.invalid("max_emit_records", "must be at least 1"));
         }
         if self.entries_cache_mb == Some(0) {
-            return Err(ctx.invalid("entries_cache_mb", "must be at least 1 (leave it out to keep the entries in memory)"));
+            return Err(
+                ctx.invalid("entries_cache_mb", "must be at least 1 (leave it out to keep the entries in memory)")
+            );
         }
         if self.lru_capacity == 0 {
             return Err(ctx.invalid("lru_capacity", "must be at least 1"));
@@ -160,7 +163,11 @@ impl LocalConfig {
         if resolved(&self.state_dir).starts_with(&root) {
             return Err(ctx.invalid(
                 "state_dir",
-                format!("{} is inside the root {}: the monitor's own writes would be changes to watch", self.state_dir.display(), root.display()),
+                format!(
+                    "{} is inside the root {}: the monitor's own writes would be changes to watch",
+                    self.state_dir.display(),
+                    root.display()
+                ),
             ));
         }
         self.root = root;
@@ -203,6 +210,10 @@ mod tests {
         assert_eq!(resolved(&base.join("link/new/state")), base.join("data/fs/new/state"));
         assert_eq!(resolved(&base.join("data/fs/missing/../../state")), base.join("data/state"));
         assert_eq!(resolved(&base.join("x/../data/fs/s")), base.join("data/fs/s"));
-        assert_eq!(resolved(&base.join("link/../s")), base.join("data/s"), "`..` after a symlink goes up from its target");
+        assert_eq!(
+            resolved(&base.join("link/../s")),
+            base.join("data/s"),
+            "`..` after a symlink goes up from its target"
+        );
     }
 }

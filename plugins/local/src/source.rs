@@ -44,7 +44,15 @@ impl LocalSource {
 }
 
 fn fallback_errno(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) | Some(libc::EXDEV) | Some(libc::ENODEV))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM)
+            | Some(libc::EINVAL)
+            | Some(libc::ENOSYS)
+            | Some(libc::EOPNOTSUPP)
+            | Some(libc::EXDEV)
+            | Some(libc::ENODEV)
+    )
 }
 
 #[async_trait]
@@ -54,18 +62,25 @@ impl Monitor for LocalSource {
 
     fn settings(&self, ctx: &MonitorContext) -> DriverSettings {
         let cfg = &self.cfg;
-        DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &ctx.name, format!("root {}", cfg.root.display()))
+        DriverSettings::in_state_dir(
+            cfg.batch_size,
+            cfg.quiet_period_secs,
+            &cfg.state_dir,
+            &ctx.name,
+            format!("root {}", cfg.root.display()),
+        )
     }
 
     fn state(&self, ctx: &MonitorContext, settings: &DriverSettings) -> Result<LocalState, IcicleError> {
         let cfg = &self.cfg;
         let stem = &settings.stem;
-        let state = LocalState::new(cfg.root.clone(), cfg.prefix(), PrimaryEncoder::new(ctx.policy.clone()), cfg.seed_emit)
-            .with_emit_limit(cfg.max_emit_records)
-            .with_journal(cfg.state_dir.join(format!("{stem}.fresh-paths.json")))
-            .with_entries_files(&cfg.state_dir, stem)
-            .with_posix(ctx.policy.access.is_some())
-            .with_when_root_gone(cfg.when_root_gone);
+        let state =
+            LocalState::new(cfg.root.clone(), cfg.prefix(), PrimaryEncoder::new(ctx.policy.clone()), cfg.seed_emit)
+                .with_emit_limit(cfg.max_emit_records)
+                .with_journal(cfg.state_dir.join(format!("{stem}.fresh-paths.json")))
+                .with_entries_files(&cfg.state_dir, stem)
+                .with_posix(ctx.policy.access.is_some())
+                .with_when_root_gone(cfg.when_root_gone);
         Ok(match cfg.entries_cache_mb {
             Some(mb) => state.with_entries_on_disk(&cfg.state_dir.join(format!("{stem}.entries.sqlite")), mb)?,
             None => state,
@@ -74,7 +89,12 @@ impl Monitor for LocalSource {
 
     /// Marks and watches first, then the walk (the stream's first event): nothing between
     /// them is lost, and events for what the walk already saw are idempotent.
-    async fn open(&self, ctx: &MonitorContext, state: &mut LocalState, _resume: Option<u64>) -> Result<LocalStream, IcicleError> {
+    async fn open(
+        &self,
+        ctx: &MonitorContext,
+        state: &mut LocalState,
+        _resume: Option<u64>,
+    ) -> Result<LocalStream, IcicleError> {
         let cfg = &self.cfg;
         let (reader, backend, found) = self.open_backend()?;
         let why = if state.restored {
@@ -84,7 +104,8 @@ impl Monitor for LocalSource {
             RescanReason::Seed
         };
         tracing::info!(message = "watching", root = %cfg.root.display(), backend = ?backend);
-        let idle = ctx.until_idle.or_else(|| ctx.drain.then(|| icicle_core::time::secs(cfg.quiet_period_secs.max(0.5))));
+        let idle =
+            ctx.until_idle.or_else(|| ctx.drain.then(|| icicle_core::time::secs(cfg.quiet_period_secs.max(0.5))));
         let counts = Arc::new(Mutex::new(ReaderCounts::default()));
         state.opened = Some((backend, counts.clone()));
         Ok(LocalStream::new(reader, why, found, idle, counts))

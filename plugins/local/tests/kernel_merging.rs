@@ -27,7 +27,8 @@ fn group(dir: &Path) -> OwnedFd {
 }
 
 /// Directory-entry events: creates, deletes and moves.
-const DIR_ENTRY_EVENTS: u64 = libc::FAN_CREATE | libc::FAN_DELETE | libc::FAN_MOVED_FROM | libc::FAN_MOVED_TO | libc::FAN_ONDIR;
+const DIR_ENTRY_EVENTS: u64 =
+    libc::FAN_CREATE | libc::FAN_DELETE | libc::FAN_MOVED_FROM | libc::FAN_MOVED_TO | libc::FAN_ONDIR;
 
 /// A fanotify group with these `FAN_REPORT_*` flags, marking the file system of `dir`; the
 /// error of `fanotify_init` (EINVAL: a flag this kernel does not know).
@@ -47,7 +48,15 @@ fn group_with_mask(dir: &Path, report: u32, mask: u64) -> std::io::Result<OwnedF
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
     // SAFETY: c is NUL-terminated; fd is a fanotify group.
-    let r = unsafe { libc::fanotify_mark(fd.as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, mask, libc::AT_FDCWD, c.as_ptr()) };
+    let r = unsafe {
+        libc::fanotify_mark(
+            fd.as_raw_fd(),
+            libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
+            mask,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+        )
+    };
     assert_eq!(r, 0, "fanotify_mark: {}", std::io::Error::last_os_error());
     Ok(fd)
 }
@@ -159,7 +168,11 @@ fn with_the_objects_handle_a_link_then_unlink_and_an_unlink_then_link_still_arri
     std::fs::remove_file(t.path().join("swapped")).unwrap();
     std::fs::write(t.path().join("swapped"), b"2").unwrap();
     let replaced = events_for(&fd, "swapped");
-    assert_eq!(replaced.iter().map(|e| e.0).collect::<Vec<_>>(), vec![libc::FAN_DELETE, libc::FAN_CREATE], "two objects: two events");
+    assert_eq!(
+        replaced.iter().map(|e| e.0).collect::<Vec<_>>(),
+        vec![libc::FAN_DELETE, libc::FAN_CREATE],
+        "two objects: two events"
+    );
     assert_ne!(replaced[0].1, replaced[1].1, "each with its own object");
     // ...but one object's second name, linked then unlinked (nothing to index at `second`)
     // and unlinked then linked again (`second` must be indexed), arrives as one identical event.
@@ -188,8 +201,14 @@ fn events_of_two_processes_arrive_in_an_order_the_rule_table_cancels_for_a_link_
     }
     let t = tempfile::tempdir().unwrap();
     // The events the local monitor marks.
-    let monitored = DIR_ENTRY_EVENTS | libc::FAN_ATTRIB | libc::FAN_MODIFY | libc::FAN_CLOSE_WRITE | libc::FAN_DELETE_SELF | libc::FAN_MOVE_SELF;
-    let fd = group_with_mask(t.path(), libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID, monitored).unwrap_or_else(|e| panic!("fanotify_init: {e}"));
+    let monitored = DIR_ENTRY_EVENTS
+        | libc::FAN_ATTRIB
+        | libc::FAN_MODIFY
+        | libc::FAN_CLOSE_WRITE
+        | libc::FAN_DELETE_SELF
+        | libc::FAN_MOVE_SELF;
+    let fd = group_with_mask(t.path(), libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID, monitored)
+        .unwrap_or_else(|e| panic!("fanotify_init: {e}"));
     let kept = t.path().join("kept");
     // This process makes the symbolic link `kept`, another removes it, this one makes it
     // again: the third change joins this process's queued create, so the delete arrives last.
@@ -204,7 +223,9 @@ fn events_of_two_processes_arrive_in_an_order_the_rule_table_cancels_for_a_link_
     // The Lustre monitor's rule table, given them as changelog records of one object (these
     // events name a directory and a name, not the link), drops both: nothing would be indexed.
     let record = |i: u64, kind: &str| {
-        let line = format!("{i} {kind} 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x1:0x0] kept");
+        let line = format!(
+            "{i} {kind} 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x1:0x0] kept"
+        );
         icicle_plugins_lustre::changelog::ChangelogRecord::parse(&line).unwrap()
     };
     let mut batch = vec![record(1, "04SLINK"), record(2, "06UNLNK")];

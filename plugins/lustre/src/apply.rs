@@ -56,7 +56,11 @@ impl TreeState {
 
     /// Reduce `batch` (with `reduction`; `None`: keep every record) and resolve it into path
     /// operations; returns them with what the reduction did.
-    fn resolve(&mut self, batch: &mut Vec<ChangelogRecord>, reduction: Option<&mut Reduction>) -> Result<(Ops, ReduceCounts), IcicleError> {
+    fn resolve(
+        &mut self,
+        batch: &mut Vec<ChangelogRecord>,
+        reduction: Option<&mut Reduction>,
+    ) -> Result<(Ops, ReduceCounts), IcicleError> {
         let cfg = &self.cfg;
         let mut ops = Ops::default();
         let (tree, fsm) = (&mut self.tree, &mut self.fsm);
@@ -78,7 +82,9 @@ impl TreeState {
                 Some(cache) => {
                     let rc = match reduction {
                         Some(red) => red.reduce(batch),
-                        None => ReduceCounts { input: batch.len() as u64, passed: batch.len() as u64, ..Default::default() },
+                        None => {
+                            ReduceCounts { input: batch.len() as u64, passed: batch.len() as u64, ..Default::default() }
+                        }
                     };
                     tree.begin_batch();
                     r.lookahead.next_batch(batch.first().map(|r| r.index).unwrap_or(0));
@@ -98,7 +104,10 @@ impl TreeState {
         match failure {
             None => Ok((ops, rc)),
             // Retried from the checkpoint (the tree in memory may hold part of this batch).
-            Some(failure) => Err(IcicleError::Source(icicle_core::SourceError::External(format!("MDT {}: {failure}: the batch is not applied", cfg.mdt)))),
+            Some(failure) => Err(IcicleError::Source(icicle_core::SourceError::External(format!(
+                "MDT {}: {failure}: the batch is not applied",
+                cfg.mdt
+            )))),
         }
     }
 
@@ -233,7 +242,8 @@ impl ChangeState for TreeState {
     async fn apply(&mut self, mut batch: Vec<ChangelogRecord>) -> Result<Emit, IcicleError> {
         // After a restart that may replay delivered records, the first batch keeps create and
         // unlink pairs (see `restore`).
-        let mut reduction = self.cfg.reduction.then(|| Reduction { keeping_pairs: std::mem::take(&mut self.replaying) });
+        let mut reduction =
+            self.cfg.reduction.then(|| Reduction { keeping_pairs: std::mem::take(&mut self.replaying) });
         let (ops, rc) = self.resolve(&mut batch, reduction.as_mut())?;
         let counts = self.counts.clone();
         let mut counts = counts.lock().map_err(|_| poisoned())?;
@@ -244,7 +254,8 @@ impl ChangeState for TreeState {
     }
 
     fn checkpoint(&self, at: &u64) -> Result<Vec<u8>, IcicleError> {
-        serde_json::to_vec(&self.tree.checkpoint(*at)).map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
+        serde_json::to_vec(&self.tree.checkpoint(*at))
+            .map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
     }
 
     fn batch_counts(&self) -> BatchCounts {
@@ -254,7 +265,12 @@ impl ChangeState for TreeState {
             records_in: c.records,
             filtered: c.filtered,
             rejects: c.rejects,
-            outcomes: vec![("passed", r.passed), ("coalesced", r.coalesced), ("cancelled", r.cancelled), ("ignored", r.ignored)],
+            outcomes: vec![
+                ("passed", r.passed),
+                ("coalesced", r.coalesced),
+                ("cancelled", r.cancelled),
+                ("ignored", r.ignored),
+            ],
             updates: c.updates,
             deletes: c.deletes,
             batches: c.batches,

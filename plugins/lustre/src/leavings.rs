@@ -56,7 +56,15 @@ impl Leavings {
         }
     }
 
-    fn keep(&mut self, index: u64, fid: Fid, parent: Option<Fid>, name: Option<&CompactString>, rmdir: bool, over_by: Option<Fid>) {
+    fn keep(
+        &mut self,
+        index: u64,
+        fid: Fid,
+        parent: Option<Fid>,
+        name: Option<&CompactString>,
+        rmdir: bool,
+        over_by: Option<Fid>,
+    ) {
         let (Some(parent), Some(name)) = (parent, name) else { return };
         if fid.is_zero() {
             return;
@@ -92,7 +100,11 @@ impl Leavings {
 
     /// The records still to come that take a name away from `fid`, after index `after`.
     fn of(&self, fid: &Fid, after: u64) -> impl Iterator<Item = &Leaving> + '_ {
-        self.first.get(fid).into_iter().chain(self.later.get(fid).into_iter().flatten()).filter(move |l| l.index > after)
+        self.first
+            .get(fid)
+            .into_iter()
+            .chain(self.later.get(fid).into_iter().flatten())
+            .filter(move |l| l.index > after)
     }
 
     pub(crate) fn place_of(&self, fid: &Fid, after: u64) -> Option<FuturePlace> {

@@ -69,7 +69,12 @@ impl Lfs {
     /// [`Lfs::run`] with arguments that may not be UTF-8 (paths on the mount).
     pub(crate) fn run_os(&self, args: &[&OsStr]) -> Result<std::process::Output, String> {
         let (prog, pre) = self.cmd.split_first().ok_or("empty lfs command")?;
-        Command::new(prog).args(pre).args(args).stdin(Stdio::null()).output().map_err(|e| format!("running {prog}: {e}"))
+        Command::new(prog)
+            .args(pre)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running {prog}: {e}"))
     }
 
     /// `lfs changelog MDT START`: records from `start` on, none with an index past `end`, and
@@ -132,7 +137,10 @@ impl Lfs {
         }
         let out = self.run(&["changelog_clear", mdt, user, &endrec.to_string()])?;
         if !out.status.success() {
-            return Err(format!("lfs changelog_clear {mdt} {user} {endrec}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(format!(
+                "lfs changelog_clear {mdt} {user} {endrec}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
         Ok(())
     }
@@ -174,7 +182,9 @@ mod tests {
         let r7 = "7 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x7:0x0] p=[0x200000007:0x1:0x0] a";
         let r8 = "8 01CREAT 02:10:01.749034601 2026.03.16 0x0 t=[0x200000401:0x8:0x0] p=[0x200000007:0x1:0x0] x";
         let forged = "18446744073709551615 01CREAT 02:10:01.1 2026.03.16 0x0 t=[0x1:0x2:0x0] p=[0x1:0x1:0x0] y";
-        let lfs = sh(&format!("case $3 in [0-7]) printf '%s\\n' '{r7}' '{r8}' '{forged}';; 8) printf '%s\\n' '{r8}' '{forged}';; esac"));
+        let lfs = sh(&format!(
+            "case $3 in [0-7]) printf '%s\\n' '{r7}' '{r8}' '{forged}';; 8) printf '%s\\n' '{r8}' '{forged}';; esac"
+        ));
         let got = lfs.changelog("fs0-MDT0000", 0, None, 100).unwrap();
         assert_eq!(got.text, format!("{r7}\n{r8}\\x0a{forged}\n"));
         assert_eq!((got.text.lines().count(), got.more), (2, false));
@@ -182,7 +192,9 @@ mod tests {
 
     #[test]
     fn names_that_are_not_utf8_are_escaped_and_failures_name_the_error() {
-        let lfs = sh(r"printf '7 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x1:0x0] p=[0x200000007:0x1:0x0] caf\351.txt\n'");
+        let lfs = sh(
+            r"printf '7 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x1:0x0] p=[0x200000007:0x1:0x0] caf\351.txt\n'",
+        );
         let got = lfs.changelog("fs0-MDT0000", 0, None, 10).unwrap();
         assert!(got.text.ends_with("caf\\xe9.txt\n"), "{}", got.text);
         let lfs = sh("echo 'lfs changelog: Input/output error' >&2; exit 5");

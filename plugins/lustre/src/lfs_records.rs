@@ -73,7 +73,12 @@ impl Checks {
 
     /// Whether the real record `j` prints `line` first; `first_line(J)` asks `lfs` for the
     /// first line it prints from J on.
-    pub fn check(&mut self, j: u64, line: &[u8], first_line: &mut dyn FnMut(u64) -> Result<Option<Vec<u8>>, String>) -> Result<bool, CheckError> {
+    pub fn check(
+        &mut self,
+        j: u64,
+        line: &[u8],
+        first_line: &mut dyn FnMut(u64) -> Result<Option<Vec<u8>>, String>,
+    ) -> Result<bool, CheckError> {
         // lfs reads START with strtoll: no real index is past i64::MAX.
         if j > i64::MAX as u64 {
             return Ok(false);
@@ -84,7 +89,9 @@ impl Checks {
         }
         if self.left == 0 {
             if self.stopping {
-                return Err(CheckError::Lfs(format!("more than {CHECKS_TO_STOP} checks of one record's lines (a name forging records)")));
+                return Err(CheckError::Lfs(format!(
+                    "more than {CHECKS_TO_STOP} checks of one record's lines (a name forging records)"
+                )));
             }
             self.stopping = true;
             self.left = CHECKS_TO_STOP;
@@ -132,7 +139,12 @@ pub(crate) struct Splitter {
 impl Splitter {
     /// Take one line (without its `\n`). `stop` says whether a record starting here would be
     /// past what the read asked for.
-    pub fn push(&mut self, line: &[u8], stop: impl Fn(u64) -> bool, verify: &mut Verify<'_>) -> Result<Taken, CheckError> {
+    pub fn push(
+        &mut self,
+        line: &[u8],
+        stop: impl Fn(u64) -> bool,
+        verify: &mut Verify<'_>,
+    ) -> Result<Taken, CheckError> {
         let Some(j) = record_index(line) else {
             self.append(line, None);
             return Ok(Taken::Line);
@@ -222,7 +234,8 @@ impl Splitter {
             icicle_core::name::escape_into(body.strip_suffix(b"\n").unwrap_or(body), &mut out);
             out.push('\n');
         }
-        let loose = self.loose.iter().map(|r| icicle_core::name::escape(&self.buf[r.start..r.end - 1]).into_owned()).collect();
+        let loose =
+            self.loose.iter().map(|r| icicle_core::name::escape(&self.buf[r.start..r.end - 1]).into_owned()).collect();
         (out, loose)
     }
 

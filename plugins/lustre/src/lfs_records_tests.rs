@@ -5,7 +5,9 @@ use icicle_core::rng::{test_seed, Rng};
 type Changelog = Vec<(u64, Vec<u8>)>;
 
 fn record(i: u64, name: &[u8]) -> Vec<u8> {
-    let mut r = format!("{i} 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x{i:x}:0x0] p=[0x200000007:0x1:0x0] ").into_bytes();
+    let mut r =
+        format!("{i} 01CREAT 02:10:01.749034600 2026.03.16 0x0 t=[0x200000401:0x{i:x}:0x0] p=[0x200000007:0x1:0x0] ")
+            .into_bytes();
     r.extend_from_slice(name);
     r
 }
@@ -48,7 +50,10 @@ fn read_with(log: &Changelog, start: u64, end: Option<u64>, max: u64, budget: u3
     let mut asked = 0;
     let mut first_line = |from: u64| -> Result<Option<Vec<u8>>, String> {
         asked += 1;
-        Ok(log.iter().find(|(i, _)| *i >= from).map(|(_, r)| r.split(|&b| b == b'\n').next().unwrap_or_default().to_vec()))
+        Ok(log
+            .iter()
+            .find(|(i, _)| *i >= from)
+            .map(|(_, r)| r.split(|&b| b == b'\n').next().unwrap_or_default().to_vec()))
     };
     let mut checks = Checks::new(budget);
     let mut verify = |j: u64, line: &[u8]| checks.check(j, line, &mut first_line);
@@ -109,7 +114,8 @@ fn a_forged_record_at_the_end_of_the_output_is_part_of_its_name() {
 #[test]
 fn the_real_next_record_undercuts_records_forged_before_it() {
     let name = format!("x\n{}\n{}", forged(9), forged(1 << 40));
-    let log: Changelog = vec![(7, record(7, b"a")), (8, record(8, name.as_bytes())), (9, record(9, b"b")), (10, record(10, b"c"))];
+    let log: Changelog =
+        vec![(7, record(7, b"a")), (8, record(8, name.as_bytes())), (9, record(9, b"b")), (10, record(10, b"c"))];
     assert_eq!(read(&log, 0, None, 100).0, escaped(&log, 0..=u64::MAX));
     // A forged copy of an earlier index is part of a name without asking lfs.
     let name = format!("x\n{}", forged(7));
@@ -177,7 +183,12 @@ fn checks_are_cached_and_bounded_and_a_read_past_its_bound_stops_at_the_next_rec
         log[(i - 100) as usize] = (i, record(i, name.as_bytes()));
     }
     let r = read_with(&log, 0, None, 1000, 4);
-    assert!(r.more && !r.records.is_empty() && r.records.len() < log.len(), "{} records, more {}", r.records.len(), r.more);
+    assert!(
+        r.more && !r.records.is_empty() && r.records.len() < log.len(),
+        "{} records, more {}",
+        r.records.len(),
+        r.more
+    );
     assert_eq!(read_all(&log, 0, None, 1000, 4), escaped(&log, 0..=u64::MAX));
 }
 
@@ -227,8 +238,13 @@ fn random_changelogs_with_forged_names_read_back_exactly() {
             escaped(&log, 0..=u64::MAX),
             "seed {seed}: whole changelog, {max} lines and {budget} checks a read"
         );
-        let (lo, hi) = (indexes[rng.below(indexes.len() as u64) as usize], indexes[rng.below(indexes.len() as u64) as usize]);
+        let (lo, hi) =
+            (indexes[rng.below(indexes.len() as u64) as usize], indexes[rng.below(indexes.len() as u64) as usize]);
         let (lo, hi) = (lo.min(hi), lo.max(hi));
-        assert_eq!(read_all(&log, lo, Some(hi), max, budget), escaped(&log, lo..=hi), "seed {seed}: {lo}..={hi}, {max} lines and {budget} checks a read");
+        assert_eq!(
+            read_all(&log, lo, Some(hi), max, budget),
+            escaped(&log, lo..=hi),
+            "seed {seed}: {lo}..={hi}, {max} lines and {budget} checks a read"
+        );
     }
 }

@@ -109,17 +109,31 @@ impl Lookahead {
         if let Some(l) = &mut self.leavings {
             l.push(rec);
         }
-        let naming = matches!(rec.kind, Creat | Mknod | Slink | Hlink | Mkdir) || (rec.kind == Renme && rec.target.is_zero());
+        let naming =
+            matches!(rec.kind, Creat | Mknod | Slink | Hlink | Mkdir) || (rec.kind == Renme && rec.target.is_zero());
         if !naming && rec.kind != Renme {
             return;
         }
         let Some(name) = rec.name.as_deref() else { return };
-        let rename =
-            (rec.kind == Renme).then(|| Box::new(RenameNames { name: name.into(), source_parent: rec.source_parent, source_name: rec.source_name.clone() }));
+        let rename = (rec.kind == Renme).then(|| {
+            Box::new(RenameNames {
+                name: name.into(),
+                source_parent: rec.source_parent,
+                source_name: rec.source_name.clone(),
+            })
+        });
         let k = key(name);
         let at = self.base + self.entries.len() as u64;
         let link_of = (rec.kind == Hlink).then(|| Box::new(rec.target));
-        self.entries.push_back(Entry { index: rec.index, parent: rec.parent, key: k, next: NONE, naming, rename, link_of });
+        self.entries.push_back(Entry {
+            index: rec.index,
+            parent: rec.parent,
+            key: k,
+            next: NONE,
+            naming,
+            rename,
+            link_of,
+        });
         match self.chains.get_mut(&k) {
             Some((_, last)) => {
                 let prev = (*last - self.base) as usize;

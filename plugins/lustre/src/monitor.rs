@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::monitor::{ChangeSource, DriverSettings, Monitor, MonitorContext};
+use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::{ConfigError, IcicleError};
 use icicle_gmeta::PrimaryEncoder;
 
@@ -28,13 +28,22 @@ impl Monitor for LustreSource {
 
     fn settings(&self, _ctx: &MonitorContext) -> DriverSettings {
         let cfg = &self.cfg;
-        DriverSettings::in_state_dir(cfg.batch_size, cfg.quiet_period_secs, &cfg.state_dir, &cfg.mdt, format!("MDT {}", cfg.mdt))
+        DriverSettings::in_state_dir(
+            cfg.batch_size,
+            cfg.quiet_period_secs,
+            &cfg.state_dir,
+            &cfg.mdt,
+            format!("MDT {}", cfg.mdt),
+        )
     }
 
     fn state(&self, ctx: &MonitorContext, _settings: &DriverSettings) -> Result<TreeState, IcicleError> {
         let cfg = &self.cfg;
-        let fsm = (cfg.resolution != Resolution::Tree)
-            .then(|| lru::LruCache::new(std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)));
+        let fsm = (cfg.resolution != Resolution::Tree).then(|| {
+            lru::LruCache::new(
+                std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN),
+            )
+        });
         Ok(TreeState {
             cfg: cfg.clone(),
             lfs: Lfs { cmd: cfg.lfs.clone() },
@@ -49,8 +58,19 @@ impl Monitor for LustreSource {
     }
 
     /// Reads from the index after the last one cleared (the checkpoint's).
-    async fn open(&self, ctx: &MonitorContext, state: &mut TreeState, cleared: Option<u64>) -> Result<ChangelogStream, IcicleError> {
-        Ok(ChangelogStream::new(self.cfg.clone(), ctx.name.clone(), ctx.drain, state.counts.clone(), cleared.unwrap_or(0)))
+    async fn open(
+        &self,
+        ctx: &MonitorContext,
+        state: &mut TreeState,
+        cleared: Option<u64>,
+    ) -> Result<ChangelogStream, IcicleError> {
+        Ok(ChangelogStream::new(
+            self.cfg.clone(),
+            ctx.name.clone(),
+            ctx.drain,
+            state.counts.clone(),
+            cleared.unwrap_or(0),
+        ))
     }
 }
 

@@ -118,7 +118,11 @@ impl Namespace {
                 }
             }
             Renme => {
-                let (Some(old), Some(new)) = (at(self, r.source_parent, r.source_name.as_deref()), at(self, r.parent, r.name.as_deref())) else { return };
+                let (Some(old), Some(new)) =
+                    (at(self, r.source_parent, r.source_name.as_deref()), at(self, r.parent, r.name.as_deref()))
+                else {
+                    return;
+                };
                 if !r.target.is_zero() {
                     self.remove_path(&new);
                 }
@@ -135,7 +139,12 @@ impl Namespace {
                 }
                 if is_dir {
                     let prefix = format!("{old}/");
-                    let moved: Vec<(String, Fid)> = self.by_path.iter().filter(|(p, _)| p.starts_with(&prefix)).map(|(p, f)| (p.clone(), *f)).collect();
+                    let moved: Vec<(String, Fid)> = self
+                        .by_path
+                        .iter()
+                        .filter(|(p, _)| p.starts_with(&prefix))
+                        .map(|(p, f)| (p.clone(), *f))
+                        .collect();
                     for (p, f) in moved {
                         let np = format!("{new}/{}", &p[prefix.len()..]);
                         self.by_path.remove(&p);

@@ -54,7 +54,9 @@ const RESYNC: u32 = 22;
 const DATA_MASK: u32 = bits(&[TRUNC, CLOSE, MTIME, CREAT, MKNOD, SLINK, HLINK]);
 const MTIME_MASK: u32 = bits(&[TRUNC, CLOSE, MTIME, CREAT, MKNOD, MKDIR, SLINK, HLINK]);
 const ATTR_MASK: u32 = bits(&[CTIME, SATTR, CREAT, MKNOD, MKDIR, SLINK, HLINK]);
-const ANY_UPDATE: u32 = bits(&[TRUNC, CLOSE, MTIME, CTIME, ATIME, SATTR, XATTR, LYOUT, FLRW, RESYNC, HSM, CREAT, MKNOD, MKDIR, SLINK, HLINK]);
+const ANY_UPDATE: u32 = bits(&[
+    TRUNC, CLOSE, MTIME, CTIME, ATIME, SATTR, XATTR, LYOUT, FLRW, RESYNC, HSM, CREAT, MKNOD, MKDIR, SLINK, HLINK,
+]);
 
 /// The rule table, by record type name. Robinhood's rows, plus the remaining attribute-only
 /// types coalescing into any pending update.
@@ -166,7 +168,12 @@ fn reduce_batch(batch: &mut Vec<ChangelogRecord>, cancel: bool) -> ReduceCounts 
     let mut counts = ReduceCounts { input: batch.len() as u64, ..Default::default() };
     // Directories that renames move things into or out of: their MKDIR/RMDIR never cancel
     // (rename override), since the rename needs their paths.
-    let rename_parents: HashSet<Fid, Fast> = batch.iter().filter(|r| r.kind == RecordType::Renme).flat_map(|r| [r.parent, r.source_parent]).flatten().collect();
+    let rename_parents: HashSet<Fid, Fast> = batch
+        .iter()
+        .filter(|r| r.kind == RecordType::Renme)
+        .flat_map(|r| [r.parent, r.source_parent])
+        .flatten()
+        .collect();
     // Per FID, the newest kept record; each kept record links to the previous one of its FID.
     let mut newest: HashMap<Fid, u32, Fast> = HashMap::with_capacity_and_hasher(batch.len(), Fast::default());
     let mut prev = vec![NONE; batch.len()];
@@ -295,7 +302,8 @@ mod tests {
         mv.source = Some(Fid { seq: 0x200000401, oid: 5, ver: 0 });
         mv.source_parent = Some(Fid { seq: 0x200000401, oid: 9, ver: 0 });
         mv.source_name = Some("x".into());
-        let (out, _) = reduce(vec![rec(1, "MKDIR", 9, 1, "d"), rec(2, "CREAT", 5, 9, "x"), mv, rec(4, "RMDIR", 9, 1, "d")]);
+        let (out, _) =
+            reduce(vec![rec(1, "MKDIR", 9, 1, "d"), rec(2, "CREAT", 5, 9, "x"), mv, rec(4, "RMDIR", 9, 1, "d")]);
         assert_eq!(kinds(&out), vec!["1:MKDIR", "2:CREAT", "3:RENME", "4:RMDIR"]);
     }
 }

@@ -8,7 +8,12 @@ use crate::changelog::{ChangelogRecord, Fid};
 use crate::tree::{Ops, PathOp, Resolver, TreeCounts};
 
 /// Run `op` (an `lfs` call), retrying failures `retries` times with a growing pause.
-pub(crate) async fn with_retries<T>(what: &str, mdt: &str, retries: u32, mut op: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+pub(crate) async fn with_retries<T>(
+    what: &str,
+    mdt: &str,
+    retries: u32,
+    mut op: impl FnMut() -> Result<T, String>,
+) -> Result<T, String> {
     let mut pause = Duration::from_millis(200);
     let mut attempt = 0;
     loop {
@@ -27,7 +32,13 @@ pub(crate) async fn with_retries<T>(what: &str, mdt: &str, retries: u32, mut op:
 
 /// FSMonitor-style resolution: every record's path from an LRU of FID → path, else
 /// `fid2path`; no directory tree, no rename propagation.
-pub(crate) fn fsmonitor_apply(rec: &ChangelogRecord, cache: &mut lru::LruCache<Fid, String>, r: &mut LfsResolver<'_>, counts: &mut TreeCounts, ops: &mut Ops) {
+pub(crate) fn fsmonitor_apply(
+    rec: &ChangelogRecord,
+    cache: &mut lru::LruCache<Fid, String>,
+    r: &mut LfsResolver<'_>,
+    counts: &mut TreeCounts,
+    ops: &mut Ops,
+) {
     use crate::changelog::RecordType::*;
     let mut resolve = |fid: Fid, cache: &mut lru::LruCache<Fid, String>| -> Option<String> {
         if fid == Fid::ROOT {
@@ -62,7 +73,9 @@ pub(crate) fn fsmonitor_apply(rec: &ChangelogRecord, cache: &mut lru::LruCache<F
             }
         }
         Renme => {
-            let (Some(s), Some(sp), Some(sn)) = (rec.source, rec.source_parent, rec.source_name.as_deref()) else { return };
+            let (Some(s), Some(sp), Some(sn)) = (rec.source, rec.source_parent, rec.source_name.as_deref()) else {
+                return;
+            };
             cache.pop(&s);
             let old = resolve(sp, cache).map(|pp| child(&pp, sn));
             let new = resolve(s, cache);
@@ -134,9 +147,12 @@ impl Resolver for LfsResolver<'_> {
         if !out.status.success() {
             // ENOENT (or ESTALE): the object is gone. Anything else is no answer at all.
             let err = String::from_utf8_lossy(&out.stderr);
-            let gone = matches!(out.status.code(), Some(2 | 116)) || err.contains("No such file or directory") || err.contains("Stale file handle");
+            let gone = matches!(out.status.code(), Some(2 | 116))
+                || err.contains("No such file or directory")
+                || err.contains("Stale file handle");
             if !gone {
-                self.failure.get_or_insert_with(|| format!("lfs fid2path {fid} failed ({}): {}", out.status, err.trim()));
+                self.failure
+                    .get_or_insert_with(|| format!("lfs fid2path {fid} failed ({}): {}", out.status, err.trim()));
             }
             return Vec::new();
         }
@@ -224,7 +240,8 @@ impl LfsResolver<'_> {
                 match self.changelog(start, Some(end), chunk) {
                     Ok(t) => {
                         self.lookahead.add_leavings(&t.text);
-                        let last = crate::changelog::lines(t.text.trim_end()).last().and_then(crate::changelog::leading_index);
+                        let last =
+                            crate::changelog::lines(t.text.trim_end()).last().and_then(crate::changelog::leading_index);
                         match last {
                             Some(l) if t.more && l >= start => start = l + 1,
                             _ => break,
@@ -232,7 +249,9 @@ impl LfsResolver<'_> {
                     }
                     Err(e) => {
                         self.lookahead.keep_leavings(false);
-                        self.failure.get_or_insert_with(|| format!("lfs changelog {} (reading {start}..{end} again) failed: {e}", self.mdt));
+                        self.failure.get_or_insert_with(|| {
+                            format!("lfs changelog {} (reading {start}..{end} again) failed: {e}", self.mdt)
+                        });
                         return;
                     }
                 }
@@ -275,7 +294,9 @@ impl LfsResolver<'_> {
                     // Paths and the rename log rely on what is read ahead: without it the
                     // batch is not applied (nothing delivered or acknowledged).
                     self.lookahead.stale = true;
-                    self.failure.get_or_insert_with(|| format!("lfs changelog {} (reading ahead from {start}) failed: {e}", self.mdt));
+                    self.failure.get_or_insert_with(|| {
+                        format!("lfs changelog {} (reading ahead from {start}) failed: {e}", self.mdt)
+                    });
                     break;
                 }
             };
@@ -319,8 +340,15 @@ mod tests {
         // one under it, and one that is not UTF-8 (escaped as every source escapes it).
         let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), r"printf 'd \nd /f\r\nbad\377\n'".into(), "lfs".into()] };
         let mut lookahead = Lookahead::new(0);
-        let mut r =
-            LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1, failure: None };
+        let mut r = LfsResolver {
+            lfs: &lfs,
+            fsname: "fs0",
+            mount: Path::new("/nonexistent"),
+            mdt: "fs0-MDT0000",
+            lookahead: &mut lookahead,
+            chunk: 1,
+            failure: None,
+        };
         let fid = Fid { seq: 0x200000401, oid: 5, ver: 0 };
         assert_eq!(r.fid2path_all(&fid), ["/d ", "/d /f", "/bad\\xff"]);
         assert_eq!(r.failure, None);
@@ -351,17 +379,38 @@ mod tests {
         assert!(failure.as_deref().is_some_and(|f| f.contains("Input/output error")), "{failure:?}");
         let lfs = Lfs { cmd: vec!["/nonexistent/lfs".into()] };
         let mut lookahead = Lookahead::new(0);
-        let mut r =
-            LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1, failure: None };
+        let mut r = LfsResolver {
+            lfs: &lfs,
+            fsname: "fs0",
+            mount: Path::new("/nonexistent"),
+            mdt: "fs0-MDT0000",
+            lookahead: &mut lookahead,
+            chunk: 1,
+            failure: None,
+        };
         assert!(r.fid2path_all(&fid).is_empty() && r.failure.is_some(), "lfs missing");
     }
 
     #[test]
     fn a_read_ahead_that_fails_fails_the_batch() {
-        let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), "echo 'lfs changelog: Input/output error' >&2; exit 5".into(), "lfs".into()] };
+        let lfs = Lfs {
+            cmd: vec![
+                "sh".into(),
+                "-c".into(),
+                "echo 'lfs changelog: Input/output error' >&2; exit 5".into(),
+                "lfs".into(),
+            ],
+        };
         let mut lookahead = Lookahead::new(7);
-        let mut r =
-            LfsResolver { lfs: &lfs, fsname: "fs0", mount: Path::new("/nonexistent"), mdt: "fs0-MDT0000", lookahead: &mut lookahead, chunk: 1, failure: None };
+        let mut r = LfsResolver {
+            lfs: &lfs,
+            fsname: "fs0",
+            mount: Path::new("/nonexistent"),
+            mdt: "fs0-MDT0000",
+            lookahead: &mut lookahead,
+            chunk: 1,
+            failure: None,
+        };
         r.read_position();
         assert!(r.failure.as_deref().is_some_and(|f| f.contains("reading ahead from 8")), "{:?}", r.failure);
         assert!(r.lookahead.stale, "read again next time");

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use icicle_core::deadletter::DeadLetters;
-use icicle_core::monitor::{ChangeStream, Polled};
 use icicle_core::monitor::OnGap;
+use icicle_core::monitor::{ChangeStream, Polled};
 use icicle_core::IcicleError;
 
 use crate::changelog::{leading_index, ChangelogRecord, RecordType};
@@ -45,11 +45,20 @@ fn internal(e: impl std::fmt::Display) -> IcicleError {
 
 impl ChangelogStream {
     /// The stream after index `cleared` (0: nothing cleared yet).
-    pub fn new(cfg: Arc<LustreConfig>, name: String, drain: bool, counts: Arc<Mutex<MonitorCounts>>, cleared: u64) -> ChangelogStream {
+    pub fn new(
+        cfg: Arc<LustreConfig>,
+        name: String,
+        drain: bool,
+        counts: Arc<Mutex<MonitorCounts>>,
+        cleared: u64,
+    ) -> ChangelogStream {
         let filter: HashSet<String> = cfg.filter.iter().cloned().collect();
-        let filter_bits = cfg.filter.iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
+        let filter_bits =
+            cfg.filter.iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
         let next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
-        let dead = DeadLetters::new(cfg.dead_letter.clone().unwrap_or_else(|| cfg.state_dir.join(format!("{}.dead-letters.jsonl", cfg.mdt))));
+        let dead = DeadLetters::new(
+            cfg.dead_letter.clone().unwrap_or_else(|| cfg.state_dir.join(format!("{}.dead-letters.jsonl", cfg.mdt))),
+        );
         let lfs = Lfs { cmd: cfg.lfs.clone() };
         let labels = [("component", name.as_str()), ("mdt", cfg.mdt.as_str())];
         icicle_core::metrics::Metrics::global().set(
@@ -57,7 +66,20 @@ impl ChangelogStream {
             &labels,
             cleared as f64,
         );
-        ChangelogStream { cfg, lfs, name, drain, counts, filter, filter_bits, next, expect: (next > 0).then_some(next), covered: None, cleared, dead }
+        ChangelogStream {
+            cfg,
+            lfs,
+            name,
+            drain,
+            counts,
+            filter,
+            filter_bits,
+            next,
+            expect: (next > 0).then_some(next),
+            covered: None,
+            cleared,
+            dead,
+        }
     }
 
     /// Record `i` was read: report the records missing before it (a gap) and expect `i + 1`.
@@ -95,7 +117,9 @@ impl ChangelogStream {
             cfg.mdt, cfg.user
         );
         if cfg.on_gap == OnGap::Fail {
-            return Err(IcicleError::Source(icicle_core::SourceError::External(format!("{why}; stopping (on_gap = \"fail\")"))));
+            return Err(IcicleError::Source(icicle_core::SourceError::External(format!(
+                "{why}; stopping (on_gap = \"fail\")"
+            ))));
         }
         tracing::error!(message = "lost changelog records", mdt = %cfg.mdt, first, last, records = n, detail = %why);
         Ok(())
@@ -103,14 +127,20 @@ impl ChangelogStream {
 
     /// Keep an unparsable line; failing to keep it stops the monitor (nothing past it is
     /// acknowledged). Returns whether the line was new (not kept before).
-    fn dead_letter(&mut self, position: &str, line: &str, reason: &str, counts: &mut MonitorCounts) -> Result<bool, IcicleError> {
+    fn dead_letter(
+        &mut self,
+        position: &str,
+        line: &str,
+        reason: &str,
+        counts: &mut MonitorCounts,
+    ) -> Result<bool, IcicleError> {
         // A line not yet acknowledged is read again by the next poll: kept once.
         if !self.dead.first_time(position, line.as_bytes()) {
             return Ok(false);
         }
-        self.dead
-            .write(&self.cfg.mdt, position, line.as_bytes(), reason)
-            .map_err(|e| internal(format!("{}: writing the dead-letter file {}: {e}", self.cfg.mdt, self.dead.path().display())))?;
+        self.dead.write(&self.cfg.mdt, position, line.as_bytes(), reason).map_err(|e| {
+            internal(format!("{}: writing the dead-letter file {}: {e}", self.cfg.mdt, self.dead.path().display()))
+        })?;
         counts.dead_letters += 1;
         Ok(true)
     }
@@ -207,7 +237,12 @@ impl ChangeStream for ChangelogStream {
             let mut counts = counts.lock().map_err(|_| internal("the monitor's counters are poisoned"))?;
             let mut new = self.take_lines(&got.text, next..=u64::MAX, out, &mut counts)?;
             for line in &got.rejected {
-                new += u64::from(self.dead_letter("-", line, "no changelog record: a line before the first record lfs printed", &mut counts)?);
+                new += u64::from(self.dead_letter(
+                    "-",
+                    line,
+                    "no changelog record: a line before the first record lfs printed",
+                    &mut counts,
+                )?);
             }
             new
         };

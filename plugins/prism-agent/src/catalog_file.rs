@@ -97,12 +97,20 @@ pub(crate) fn open(cfg: &Config, out: &mut OutFile) -> Result<c_int, c_int> {
     let usual = cfg.catalog_dir.join(format!("catalog.{host}.{pid}.txt"));
     let mut why_not_usual = None;
     for attempt in 0..=FRESH_TRIES {
-        let path = if attempt == 0 { usual.clone() } else { cfg.catalog_dir.join(format!("catalog.{host}.{pid}.{:016x}.txt", random())) };
+        let path = if attempt == 0 {
+            usual.clone()
+        } else {
+            cfg.catalog_dir.join(format!("catalog.{host}.{pid}.{:016x}.txt", random()))
+        };
         let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return Err(libc::EINVAL) };
         match create(&c) {
             Ok((fd, dev, ino)) => {
                 if let Some(why) = why_not_usual {
-                    refused(&format!("{} ({why}): this process's catalog is {} instead", usual.display(), path.display()));
+                    refused(&format!(
+                        "{} ({why}): this process's catalog is {} instead",
+                        usual.display(),
+                        path.display()
+                    ));
                 }
                 out.file = Some(Current { pid, path: c, dev, ino });
                 out.ragged = false;
@@ -124,7 +132,13 @@ pub(crate) fn open(cfg: &Config, out: &mut OutFile) -> Result<c_int, c_int> {
 fn reopen(cur: &Current) -> Option<c_int> {
     let (open, close) = (real().open?, real().close?);
     // SAFETY: a NUL-terminated path; the real open.
-    let fd = unsafe { open(cur.path.as_ptr(), libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC, 0) };
+    let fd = unsafe {
+        open(
+            cur.path.as_ptr(),
+            libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            0,
+        )
+    };
     if fd < 0 {
         return None;
     }
@@ -163,7 +177,9 @@ fn create(path: &CString) -> Result<(c_int, u64, u64), Open> {
             let e = errno();
             return Err(match e {
                 libc::ELOOP => Open::Refused("a symbolic link".into()),
-                libc::EROFS | libc::ENOSPC | libc::EDQUOT | libc::EIO | libc::ENOMEM | libc::EMFILE | libc::ENFILE => Open::Failed(e),
+                libc::EROFS | libc::ENOSPC | libc::EDQUOT | libc::EIO | libc::ENOMEM | libc::EMFILE | libc::ENFILE => {
+                    Open::Failed(e)
+                }
                 _ => Open::Refused(format!("cannot be opened: errno {e}")),
             });
         }

@@ -200,7 +200,9 @@ fn trusted_collector(fd: c_int, socket: &CString) -> bool {
     // SAFETY: a zeroed ucred and its length; our connected socket.
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    let got = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) } == 0;
+    let got = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
+    } == 0;
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     if got && (cred.uid == euid || cred.uid == 0) {

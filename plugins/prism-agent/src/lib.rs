@@ -271,10 +271,12 @@ fn config() -> Option<&'static Config> {
                 root.push(b'/');
             }
             let emulated = || -> Box<dyn LayoutProvider> {
-                let spec = std::ffi::CString::new(EMULATED_LAYOUT_ENV).ok().and_then(|n| env_text(&n)).unwrap_or_default();
+                let spec =
+                    std::ffi::CString::new(EMULATED_LAYOUT_ENV).ok().and_then(|n| env_text(&n)).unwrap_or_default();
                 Box::new(EmulatedLayouts::parse(&spec).unwrap_or_default())
             };
-            let lfs = || env(c"ICICLE_CATALOG_LFS").map(|c| LfsLayouts { cmd: c.into() }).or_else(LfsLayouts::from_path);
+            let lfs =
+                || env(c"ICICLE_CATALOG_LFS").map(|c| LfsLayouts { cmd: c.into() }).or_else(LfsLayouts::from_path);
             let provider: Box<dyn LayoutProvider> = match env_text(c"ICICLE_CATALOG_LAYOUT").as_deref() {
                 Some("emulate") => emulated(),
                 Some("lfs") => match lfs() {
@@ -291,7 +293,10 @@ fn config() -> Option<&'static Config> {
                 None => catalog_dir.join(".collector.sock"),
             };
             let socket = std::ffi::CString::new(socket.into_os_string().into_vec()).ok();
-            let timeout_ms = env_text(c"ICICLE_CATALOG_TIMEOUT_MS").and_then(|t| t.parse().ok()).filter(|&t: &i64| t > 0).unwrap_or(collector::TIMEOUT_MS);
+            let timeout_ms = env_text(c"ICICLE_CATALOG_TIMEOUT_MS")
+                .and_then(|t| t.parse().ok())
+                .filter(|&t: &i64| t > 0)
+                .unwrap_or(collector::TIMEOUT_MS);
             Some(Config { catalog_dir, root, provider, socket, timeout_ms })
         })
         .as_ref()
@@ -352,7 +357,8 @@ fn opened(fd: c_int, flags: c_int) -> bool {
 
 /// Whether the absolute path `p` is under the root and not in the catalog directory.
 fn in_scope(cfg: &Config, p: &[u8]) -> bool {
-    (p.starts_with(&cfg.root) || p == &cfg.root[..cfg.root.len() - 1]) && !Path::new(std::ffi::OsStr::from_bytes(p)).starts_with(&cfg.catalog_dir)
+    (p.starts_with(&cfg.root) || p == &cfg.root[..cfg.root.len() - 1])
+        && !Path::new(std::ffi::OsStr::from_bytes(p)).starts_with(&cfg.catalog_dir)
 }
 
 /// Track `fd` (open for writing) when it is a regular file under the root; returns whether it
@@ -448,7 +454,8 @@ extern "C" fn at_start() {
     guarded(|| {
         let Some(cfg) = config() else { return };
         let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
-        let fds: Vec<c_int> = dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect();
+        let fds: Vec<c_int> =
+            dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect();
         for fd in fds {
             // SAFETY: F_GETFL on a descriptor number; a closed one just fails.
             let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };

@@ -135,7 +135,8 @@ fn write_record(fd: c_int, bytes: &[u8], out: &mut crate::catalog_file::OutFile)
     if start < 0 {
         return Some(errno());
     }
-    let record: std::borrow::Cow<[u8]> = if out.ragged && start > 0 { [&b"\n"[..], bytes].concat().into() } else { bytes.into() };
+    let record: std::borrow::Cow<[u8]> =
+        if out.ragged && start > 0 { [&b"\n"[..], bytes].concat().into() } else { bytes.into() };
     let mut done = 0usize;
     let mut err = libc::EIO;
     for _ in 0..2 {

@@ -20,7 +20,11 @@ pub(crate) fn resolve_at(dirfd: c_int, path: *const c_char) -> Option<Vec<u8>> {
         None => return None,
         Some(b'/') => raw.to_vec(),
         Some(_) => {
-            let base = if dirfd == libc::AT_FDCWD { std::env::current_dir().ok()? } else { std::fs::read_link(format!("/proc/self/fd/{dirfd}")).ok()? };
+            let base = if dirfd == libc::AT_FDCWD {
+                std::env::current_dir().ok()?
+            } else {
+                std::fs::read_link(format!("/proc/self/fd/{dirfd}")).ok()?
+            };
             let mut b = base.into_os_string().into_vec();
             b.push(b'/');
             b.extend_from_slice(raw);
@@ -200,8 +204,17 @@ pub(crate) fn after_rename(cfg: &Config, p: PendingRename) {
 
 /// Common body of the rename hooks: `call` is the real rename of `old` (relative to
 /// `olddirfd`) to `new` (relative to `newdirfd`).
-unsafe fn rename_with(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char, flags: libc::c_uint, call: impl FnOnce() -> c_int) -> c_int {
-    let nothing = TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 && RECORDED_N.load(Ordering::Relaxed) == 0;
+unsafe fn rename_with(
+    olddirfd: c_int,
+    old: *const c_char,
+    newdirfd: c_int,
+    new: *const c_char,
+    flags: libc::c_uint,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
+    let nothing = TRACKED.load(Ordering::Relaxed) == 0
+        && DEFERRED_N.load(Ordering::Relaxed) == 0
+        && RECORDED_N.load(Ordering::Relaxed) == 0;
     if nothing || busy() {
         return call();
     }
@@ -257,7 +270,13 @@ pub unsafe extern "C" fn renameat(olddirfd: c_int, old: *const c_char, newdirfd:
 /// # Safety
 /// As [`rename`].
 #[no_mangle]
-pub unsafe extern "C" fn renameat2(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char, flags: libc::c_uint) -> c_int {
+pub unsafe extern "C" fn renameat2(
+    olddirfd: c_int,
+    old: *const c_char,
+    newdirfd: c_int,
+    new: *const c_char,
+    flags: libc::c_uint,
+) -> c_int {
     let Some(f) = real().renameat2 else { return enosys() };
     rename_with(olddirfd, old, newdirfd, new, flags, || f(olddirfd, old, newdirfd, new, flags))
 }

@@ -37,7 +37,8 @@ pub(crate) fn guarded<R>(f: impl FnOnce() -> R) -> Option<R> {
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers to the two sets; pthread_sigmask changes only this thread's mask.
-    let blocked = unsafe { libc::sigfillset(&mut all) == 0 && libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old) == 0 };
+    let blocked =
+        unsafe { libc::sigfillset(&mut all) == 0 && libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old) == 0 };
     let entered = BUSY.try_with(|b| !b.replace(true)).unwrap_or(false);
     let out = if entered {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();

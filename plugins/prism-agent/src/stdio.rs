@@ -22,7 +22,9 @@ pub(crate) static STREAMS_N: AtomicUsize = AtomicUsize::new(0);
 
 /// Nothing tracked, deferred or remembered: `fclose`/`freopen` only pass through.
 pub(crate) fn idle() -> bool {
-    TRACKED.load(Ordering::Relaxed) == 0 && DEFERRED_N.load(Ordering::Relaxed) == 0 && STREAMS_N.load(Ordering::Relaxed) == 0
+    TRACKED.load(Ordering::Relaxed) == 0
+        && DEFERRED_N.load(Ordering::Relaxed) == 0
+        && STREAMS_N.load(Ordering::Relaxed) == 0
 }
 
 /// After the real `fopen`/`freopen` returned `s`: track its descriptor when it was opened for
@@ -110,7 +112,12 @@ pub unsafe extern "C" fn _IO_fopen(path: *const c_char, mode: *const c_char) -> 
     fopen_with(real().io_fopen, path, mode)
 }
 
-unsafe fn freopen_with(real_freopen: Option<FreopenFn>, path: *const c_char, mode: *const c_char, s: *mut FILE) -> *mut FILE {
+unsafe fn freopen_with(
+    real_freopen: Option<FreopenFn>,
+    path: *const c_char,
+    mode: *const c_char,
+    s: *mut FILE,
+) -> *mut FILE {
     let Some(f) = real_freopen else { return enosys_null() };
     // Inside a section (the agent's own call) the stream passes through: the agent never
     // reopens or closes a stream of the host's there.

@@ -33,7 +33,9 @@ fn agent() -> PathBuf {
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"]).arg(target).current_dir(env!("CARGO_MANIFEST_DIR"));
+        cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"])
+            .arg(target)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
         if release {
             cmd.arg("--release");
         }
@@ -52,7 +54,12 @@ fn compile_writer(dir: &Path) -> PathBuf {
 
 /// Compile C source `src` to executable `out`.
 fn cc(src: &Path, out: &Path) -> PathBuf {
-    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(out).arg(src).status().expect("cc (build-essential) is needed");
+    let st = Command::new("cc")
+        .args(["-O1", "-Wall", "-pthread", "-o"])
+        .arg(out)
+        .arg(src)
+        .status()
+        .expect("cc (build-essential) is needed");
     assert!(st.success(), "cc {}", src.display());
     out.to_path_buf()
 }
@@ -68,7 +75,10 @@ fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf) {
 
 /// `cmd` with the agent preloaded, writing to `catalog`, tracking `root`, layouts from `layout`.
 fn under_agent<'c>(cmd: &'c mut Command, catalog: &Path, root: &Path, layout: &str) -> &'c mut Command {
-    cmd.env("LD_PRELOAD", agent()).env("CATALOG_DIR", catalog).env("ICICLE_CATALOG_ROOT", root).env("ICICLE_CATALOG_LAYOUT", layout)
+    cmd.env("LD_PRELOAD", agent())
+        .env("CATALOG_DIR", catalog)
+        .env("ICICLE_CATALOG_ROOT", root)
+        .env("ICICLE_CATALOG_LAYOUT", layout)
 }
 
 fn regular_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -105,11 +115,15 @@ fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
         LayoutComponent { start: 1024 * K, end: u64::MAX, stripe_size: 512 * K, osts: vec![301, 302] },
     ];
     write_sidecar(&data.join("sub/created.bin"), &explicit).unwrap();
-    let out = under_agent(Command::new(&writer).arg(&data).arg(&outside), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    let out = under_agent(Command::new(&writer).arg(&data).arg(&outside), &catalog, &data, "emulate")
+        .env("ICICLE_EMULATED_LAYOUT", SPEC)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "writer failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
 
-    let files: Vec<_> = std::fs::read_dir(&catalog).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let files: Vec<_> =
+        std::fs::read_dir(&catalog).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(files.len(), 1, "one catalog file per process: {files:?}");
     assert!(files[0].starts_with("catalog.") && files[0].ends_with(".txt"));
     let cat = Catalog::read_dir(&catalog).unwrap();
@@ -119,11 +133,13 @@ fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
     let mut truth = Vec::new();
     regular_files(&data, &mut truth);
     truth.sort();
-    let names: Vec<String> = truth.iter().map(|p| p.strip_prefix(&data).unwrap().to_string_lossy().into_owned()).collect();
-    let mut expected_names = vec!["errno.bin", "left-open.bin", "readonly.bin", "rel.bin", "sub/at.bin", "sub/created.bin", "twice.bin"]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
+    let names: Vec<String> =
+        truth.iter().map(|p| p.strip_prefix(&data).unwrap().to_string_lossy().into_owned()).collect();
+    let mut expected_names =
+        vec!["errno.bin", "left-open.bin", "readonly.bin", "rel.bin", "sub/at.bin", "sub/created.bin", "twice.bin"]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>();
     for t in 0..4 {
         for i in 0..5 {
             expected_names.push(format!("threads/t{t}-{i}.bin"));
@@ -142,7 +158,11 @@ fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
         let e = e[0];
         let md = std::fs::symlink_metadata(p).unwrap();
         let st = StatFields::from_metadata(&md);
-        assert_eq!((e.lstat.size, e.lstat.mode, e.lstat.ino, e.lstat.uid, e.lstat.nlink), (st.size, st.mode, st.ino, st.uid, st.nlink), "{key}");
+        assert_eq!(
+            (e.lstat.size, e.lstat.mode, e.lstat.ino, e.lstat.uid, e.lstat.nlink),
+            (st.size, st.mode, st.ino, st.uid, st.nlink),
+            "{key}"
+        );
         assert_eq!(e.stat.map(|s| (s.size, s.mode)), Some((md.size(), md.mode())));
         let comps = provider.layout(Path::new(&key), md.size()).unwrap();
         let want = CatalogEntry::new(key.clone(), st, Some(st), Some(&comps));
@@ -158,10 +178,20 @@ fn a_c_program_under_ld_preload_gets_a_catalog_matching_the_disk() {
     // The explicit layout, line by line: `<path> <ost> <start> <end> <interval> <stripe> <size>`.
     let created = get("sub/created.bin");
     let size = 3 * 1024 * K + 1;
-    let lines: Vec<_> = created.layout.as_ref().unwrap().iter().map(|l| (l.ost, l.start, l.end, l.interval, l.stripe_size, l.file_size)).collect();
+    let lines: Vec<_> = created
+        .layout
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|l| (l.ost, l.start, l.end, l.interval, l.stripe_size, l.file_size))
+        .collect();
     assert_eq!(
         lines,
-        vec![(300, 0, 1024 * K, 512 * K, 512 * K, size), (301, 1024 * K, size, 1024 * K, 512 * K, size), (302, 1536 * K, size, 1024 * K, 512 * K, size)]
+        vec![
+            (300, 0, 1024 * K, 512 * K, 512 * K, size),
+            (301, 1024 * K, size, 1024 * K, 512 * K, size),
+            (302, 1536 * K, size, 1024 * K, 512 * K, size)
+        ]
     );
     // A 5000-byte file: only the first PFL component is instantiated.
     assert_eq!(get("rel.bin").layout.as_ref().unwrap().len(), 1);
@@ -195,7 +225,10 @@ fn a_shell_redirect_is_recorded_and_layouts_can_come_from_lfs_getstripe() {
     .unwrap();
     std::fs::set_permissions(&lfs, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut sh = Command::new("sh");
-    sh.arg("-c").arg("cd \"$1\" && echo hello > viash.txt && cat viash.txt && cat viash.txt > /dev/null").arg("sh").arg(&data);
+    sh.arg("-c")
+        .arg("cd \"$1\" && echo hello > viash.txt && cat viash.txt && cat viash.txt > /dev/null")
+        .arg("sh")
+        .arg(&data);
     let out = under_agent(&mut sh, &catalog, &data, "lfs").env("ICICLE_CATALOG_LFS", &lfs).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
@@ -232,7 +265,9 @@ fn a_shell_redirect_is_recorded_and_layouts_can_come_from_lfs_getstripe() {
     assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
     assert_eq!(catalog_files(tmp.path()), before);
     assert_eq!(before.len(), 1, "{before:?}");
-    let names = |d: &Path| std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect::<Vec<_>>();
+    let names = |d: &Path| {
+        std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect::<Vec<_>>()
+    };
     assert_eq!((names(&quiet), names(&cwd)), (vec!["f".to_string()], vec!["g".to_string()]));
 }
 
@@ -278,12 +313,17 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let mut child = under_agent(Command::new("timeout").arg("20").arg(&prog).arg(data.join("open.bin")), &catalog, &data, "emulate")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = under_agent(
+        Command::new("timeout").arg("20").arg(&prog).arg(data.join("open.bin")),
+        &catalog,
+        &data,
+        "emulate",
+    )
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     // Keep stdin open (and empty) until the program has exited.
     let stdin = child.stdin.take();
     let out = child.wait_with_output().unwrap();
@@ -314,7 +354,11 @@ fn compile_fortified(dir: &Path) -> PathBuf {
 fn imports(exe: &Path) -> std::collections::BTreeSet<String> {
     let out = Command::new("nm").args(["-D", "--undefined-only"]).arg(exe).output().expect("nm (binutils) is needed");
     assert!(out.status.success(), "nm {}", exe.display());
-    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().last()).map(|s| s.split('@').next().unwrap_or(s).to_string()).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .map(|s| s.split('@').next().unwrap_or(s).to_string())
+        .collect()
 }
 
 /// Runs `stdio_writer DATA CASE` under the agent in a fresh scratch directory whose root holds
@@ -323,10 +367,18 @@ fn imports(exe: &Path) -> std::collections::BTreeSet<String> {
 fn run_stdio_writer(case: &str) -> (tempfile::TempDir, PathBuf, std::collections::BTreeSet<String>, Catalog) {
     let (tmp, data, catalog) = scratch();
     let prog = compile_fortified(tmp.path());
-    for (name, text) in [("append.txt", "old\n"), ("input.txt", "input data\n"), ("fort.bin", "stale, to be truncated\n"), ("fort64.bin", "stale\n")] {
+    for (name, text) in [
+        ("append.txt", "old\n"),
+        ("input.txt", "input data\n"),
+        ("fort.bin", "stale, to be truncated\n"),
+        ("fort64.bin", "stale\n"),
+    ] {
         std::fs::write(data.join(name), text).unwrap();
     }
-    let out = under_agent(Command::new(&prog).arg(&data).arg(case), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    let out = under_agent(Command::new(&prog).arg(&data).arg(case), &catalog, &data, "emulate")
+        .env("ICICLE_EMULATED_LAYOUT", SPEC)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "stdio_writer {case}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
     let cat = Catalog::read_dir(&catalog).unwrap();
@@ -349,12 +401,18 @@ fn assert_catalog_is_the_disk(data: &Path, cat: &Catalog, not_recorded: &[&str])
     for p in &truth {
         let name = p.strip_prefix(data).unwrap().to_string_lossy().into_owned();
         let key = canon.join(&name).to_string_lossy().into_owned();
-        let e = entries.get(&key).unwrap_or_else(|| panic!("{key} not in the catalog: {:?}", entries.keys().collect::<Vec<_>>()));
+        let e = entries
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key} not in the catalog: {:?}", entries.keys().collect::<Vec<_>>()));
         assert_eq!(e.len(), 1, "{key} recorded {} times", e.len());
         let e = e[0];
         let md = std::fs::symlink_metadata(p).unwrap();
         let st = StatFields::from_metadata(&md);
-        assert_eq!((e.lstat.size, e.lstat.mode, e.lstat.ino, e.lstat.uid, e.lstat.nlink), (st.size, st.mode, st.ino, st.uid, st.nlink), "{key}");
+        assert_eq!(
+            (e.lstat.size, e.lstat.mode, e.lstat.ino, e.lstat.uid, e.lstat.nlink),
+            (st.size, st.mode, st.ino, st.uid, st.nlink),
+            "{key}"
+        );
         assert_eq!(e.stat.map(|s| (s.size, s.mode)), Some((md.size(), md.mode())), "{key}");
         let comps = provider.layout(Path::new(&key), md.size()).unwrap();
         assert_eq!(e.layout, CatalogEntry::new(key.clone(), st, Some(st), Some(&comps)).layout, "{key}");
@@ -419,8 +477,10 @@ fn files_made_by_the_mkstemp_family_are_recorded() {
             (prefix.to_string(), s)
         })
         .collect();
-    let want: Vec<(String, u64)> =
-        [("tmp", 100), ("tmp64", 500), ("tmpo", 200), ("tmpos", 400), ("tmps", 300)].into_iter().map(|(p, s)| (p.to_string(), s)).collect();
+    let want: Vec<(String, u64)> = [("tmp", 100), ("tmp64", 500), ("tmpo", 200), ("tmpos", 400), ("tmps", 300)]
+        .into_iter()
+        .map(|(p, s)| (p.to_string(), s))
+        .collect();
     assert_eq!(got, want);
 }
 
@@ -431,10 +491,13 @@ fn run_rename_writer(case: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Catalo
     let (tmp, data, catalog) = scratch();
     let outside = tmp.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
-    let prog = cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/rename_writer.c"), &tmp.path().join("rename_writer"));
+    let prog =
+        cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/rename_writer.c"), &tmp.path().join("rename_writer"));
     std::fs::write(data.join("foreign.txt"), "written before the program ran\n").unwrap();
-    let out =
-        under_agent(Command::new(&prog).arg(&data).arg(&outside).arg(case), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    let out = under_agent(Command::new(&prog).arg(&data).arg(&outside).arg(case), &catalog, &data, "emulate")
+        .env("ICICLE_EMULATED_LAYOUT", SPEC)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "rename_writer {case}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
     let cat = Catalog::read_dir(&catalog).unwrap();
@@ -515,7 +578,10 @@ fn sed_in_place_leaves_the_final_name_only() {
     // The shell records f.txt; sed (its own process and catalog file, unless the shell execs
     // it) writes a temporary beside it and renames it over f.txt.
     let mut sh = Command::new("sh");
-    sh.arg("-c").arg("cd \"$1\" && printf 'hello world, hello\\n' > f.txt && sed -i 's/hello/goodbye/g' f.txt").arg("sh").arg(&data);
+    sh.arg("-c")
+        .arg("cd \"$1\" && printf 'hello world, hello\\n' > f.txt && sed -i 's/hello/goodbye/g' f.txt")
+        .arg("sh")
+        .arg(&data);
     let out = under_agent(&mut sh, &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read_to_string(data.join("f.txt")).unwrap(), "goodbye world, goodbye\n");

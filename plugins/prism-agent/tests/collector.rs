@@ -26,7 +26,9 @@ fn agent() -> PathBuf {
         let target = profile_dir.parent().unwrap();
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"]).arg(target).current_dir(env!("CARGO_MANIFEST_DIR"));
+        cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"])
+            .arg(target)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -46,7 +48,12 @@ fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     std::fs::create_dir_all(&data).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/collector_host.c");
     let host = tmp.path().join("collector_host");
-    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(&host).arg(&src).status().expect("cc (build-essential) is needed");
+    let st = Command::new("cc")
+        .args(["-O1", "-Wall", "-pthread", "-o"])
+        .arg(&host)
+        .arg(&src)
+        .status()
+        .expect("cc (build-essential) is needed");
     assert!(st.success(), "cc {}", src.display());
     let catalog = tmp.path().join("catalog");
     (tmp, data, catalog, host)
@@ -56,7 +63,10 @@ fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
 fn host_cmd(host: &Path, data: &Path, catalog: &Path, mode: &str, n: usize) -> Command {
     let mut cmd = Command::new(host);
     cmd.arg(data).arg(mode).arg(n.to_string());
-    cmd.env("LD_PRELOAD", agent()).env("CATALOG_DIR", catalog).env("ICICLE_CATALOG_ROOT", data).env("ICICLE_CATALOG_LAYOUT", "emulate");
+    cmd.env("LD_PRELOAD", agent())
+        .env("CATALOG_DIR", catalog)
+        .env("ICICLE_CATALOG_ROOT", data)
+        .env("ICICLE_CATALOG_LAYOUT", "emulate");
     cmd.env_remove("ICICLE_CATALOG_SOCKET");
     cmd
 }
@@ -109,7 +119,11 @@ impl Drop for Started {
 
 /// The names of the catalog files (non-hidden) in `dir`.
 fn catalog_names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| !n.starts_with('.')).collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
     v.sort();
     v
 }
@@ -164,7 +178,8 @@ fn a_host_killed_after_its_closes_loses_none_of_them() {
     let _guard = Started(catalog.clone());
     let printed = catalogd(&["start", "--dir"], &catalog);
     assert_eq!(printed.trim(), catalog.join(".collector.sock").to_str().unwrap());
-    let pid: i32 = std::fs::read_to_string(catalog.join(".collector.pid")).unwrap().lines().next().unwrap().parse().unwrap();
+    let pid: i32 =
+        std::fs::read_to_string(catalog.join(".collector.pid")).unwrap().lines().next().unwrap().parse().unwrap();
     assert!(Path::new(&format!("/proc/{pid}")).exists());
     // A second start is refused while the first runs.
     let again = Command::new(CATALOGD).arg("start").arg("--dir").arg(&catalog).output().unwrap();
@@ -180,12 +195,18 @@ fn a_host_killed_after_its_closes_loses_none_of_them() {
     // the three still open when the host was killed are not recorded anywhere.
     let merged = collector_file(&catalog);
     assert_eq!(names(&Catalog::read_file(&merged).unwrap()), series("f", 50));
-    assert_eq!(catalog_names(&catalog), vec![merged.file_name().unwrap().to_string_lossy().into_owned()], "no per-process file");
+    assert_eq!(
+        catalog_names(&catalog),
+        vec![merged.file_name().unwrap().to_string_lossy().into_owned()],
+        "no per-process file"
+    );
 
     let stopped = catalogd(&["stop", "--dir"], &catalog);
     assert!(stopped.contains(&format!("pid {pid}")), "{stopped}");
     // Gone, or a zombie its new parent has yet to reap.
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim().chars().next()));
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim().chars().next()));
     assert!(matches!(state, None | Some(Some('Z' | 'X'))), "{state:?}");
     assert!(!catalog.join(".collector.pid").exists() && !catalog.join(".collector.sock").exists());
     assert_eq!(names(&Catalog::read_dir(&catalog).unwrap()), series("f", 50));
@@ -212,7 +233,8 @@ fn forked_children_hand_over_their_own_records() {
 fn a_collector_killed_mid_run_leaves_the_rest_to_the_per_process_file() {
     let (_tmp, data, catalog, host) = scratch();
     let mut collector = Collector::run(&catalog);
-    let mut child = host_cmd(&host, &data, &catalog, "pause", 30).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        host_cmd(&host, &data, &catalog, "pause", 30).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
@@ -316,7 +338,8 @@ fn a_socket_elsewhere_is_found_through_icicle_catalog_socket() {
     let (tmp, data, catalog, host) = scratch();
     let socket = tmp.path().join("elsewhere.sock");
     let _guard = Started(catalog.clone());
-    let out = Command::new(CATALOGD).arg("start").arg("--dir").arg(&catalog).arg("--socket").arg(&socket).output().unwrap();
+    let out =
+        Command::new(CATALOGD).arg("start").arg("--dir").arg(&catalog).arg("--socket").arg(&socket).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), socket.to_str().unwrap());
     let out = host_cmd(&host, &data, &catalog, "fork", 4).env("ICICLE_CATALOG_SOCKET", &socket).output().unwrap();
@@ -340,7 +363,10 @@ fn renames_through_the_collector_leave_the_final_names_only() {
     let collector = Collector::run(&catalog);
     let mut cmd = Command::new(&prog);
     cmd.arg(&data).arg(&outside).arg("mkstemp");
-    cmd.env("LD_PRELOAD", agent()).env("CATALOG_DIR", &catalog).env("ICICLE_CATALOG_ROOT", &data).env("ICICLE_CATALOG_LAYOUT", "emulate");
+    cmd.env("LD_PRELOAD", agent())
+        .env("CATALOG_DIR", &catalog)
+        .env("ICICLE_CATALOG_ROOT", &data)
+        .env("ICICLE_CATALOG_LAYOUT", "emulate");
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     collector.stop();
@@ -348,8 +374,11 @@ fn renames_through_the_collector_leave_the_final_names_only() {
     let cat = Catalog::read_dir(&catalog).unwrap();
     assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
     let canon = std::fs::canonicalize(&data).unwrap();
-    let mut got: Vec<(String, u64)> =
-        cat.latest().iter().map(|e| (Path::new(&e.path).strip_prefix(&canon).unwrap().to_string_lossy().into_owned(), e.size())).collect();
+    let mut got: Vec<(String, u64)> = cat
+        .latest()
+        .iter()
+        .map(|e| (Path::new(&e.path).strip_prefix(&canon).unwrap().to_string_lossy().into_owned(), e.size()))
+        .collect();
     got.sort();
     assert_eq!(got, vec![("out.bin".to_string(), 5000), ("sub/final.dat".to_string(), 1234)]);
     assert_eq!((cat.gone.len(), cat.superseded), (2, 2), "{:?}", cat.gone);
@@ -393,7 +422,9 @@ fn the_collector_refuses_a_record_cut_short() {
 /// connection to the collector).
 fn connected(pid: u32) -> bool {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.flatten().any(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()).is_some_and(|fd| fd >= 900)))
+        .map(|d| {
+            d.flatten().any(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()).is_some_and(|fd| fd >= 900))
+        })
         .unwrap_or(false)
 }
 
@@ -406,7 +437,11 @@ fn a_stopped_collector_first_writes_and_answers_the_records_queued() {
     assert_eq!(unsafe { libc::kill(cpid, libc::SIGSTOP) }, 0);
     // The host's first record waits for its answer (20 s allowed) on a connection the stopped
     // collector has not even accepted yet.
-    let mut child = host_cmd(&host, &data, &catalog, "kill", 3).env("ICICLE_CATALOG_TIMEOUT_MS", "20000").stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = host_cmd(&host, &data, &catalog, "kill", 3)
+        .env("ICICLE_CATALOG_TIMEOUT_MS", "20000")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let t0 = Instant::now();
     while !connected(child.id()) {
         assert!(t0.elapsed() < Duration::from_secs(15), "the host never connected");
@@ -445,8 +480,14 @@ fn cpu_seconds(pid: u32) -> f64 {
 fn a_collector_out_of_descriptors_neither_spins_nor_loses_records() {
     let (_tmp, data, catalog, host) = scratch();
     // 16 descriptors (hard limit too): room for a few connections only.
-    let mut server =
-        Command::new("sh").arg("-c").arg("ulimit -n 16 && exec \"$0\" run --dir \"$1\"").arg(CATALOGD).arg(&catalog).stdout(Stdio::piped()).spawn().unwrap();
+    let mut server = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 16 && exec \"$0\" run --dir \"$1\"")
+        .arg(CATALOGD)
+        .arg(&catalog)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
     BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert!(line.ends_with(".collector.sock\n"), "{line}");

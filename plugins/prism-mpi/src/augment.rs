@@ -53,7 +53,14 @@ pub fn prepare(paths: &[String], sizes: &[u64], out_dir: Option<&Path>) -> anyho
 }
 
 /// Counters of one rank: `[records, bytes, errors]`.
-fn augment_tasks(paths: &[String], sizes: &[u64], mine: &[ObjectTask], seed: u64, out_dir: &Path, throttle: Option<&Throttle>) -> [u64; 3] {
+fn augment_tasks(
+    paths: &[String],
+    sizes: &[u64],
+    mine: &[ObjectTask],
+    seed: u64,
+    out_dir: &Path,
+    throttle: Option<&Throttle>,
+) -> [u64; 3] {
     let mut c = [0u64; 3];
     let mut files: std::collections::HashMap<usize, (std::fs::File, std::fs::File)> = std::collections::HashMap::new();
     let (mut input, mut output) = (Vec::new(), Vec::new());
@@ -71,7 +78,10 @@ fn augment_tasks(paths: &[String], sizes: &[u64], mine: &[ObjectTask], seed: u64
                 std::collections::hash_map::Entry::Vacant(v) => {
                     let opened = output_path(out_dir, path).and_then(|out| {
                         let i = std::fs::File::open(path).with_context(|| path.clone())?;
-                        let o = std::fs::OpenOptions::new().write(true).open(&out).with_context(|| out.display().to_string())?;
+                        let o = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(&out)
+                            .with_context(|| out.display().to_string())?;
                         Ok((i, o))
                     });
                     match opened {
@@ -91,8 +101,15 @@ fn augment_tasks(paths: &[String], sizes: &[u64], mine: &[ObjectTask], seed: u64
                 .0
                 .read_exact_at(&mut input, from)
                 .map_err(|e| format!("{path} at {from}: {e}"))
-                .and_then(|()| augment_batch(seed, key, first, &input, &mut output).map_err(|e| format!("{path} at {from}: {e}")))
-                .and_then(|n| pair.1.write_all_at(&output, from).map(|()| n).map_err(|e| format!("{} at {from}: {e}", out_dir.display())));
+                .and_then(|()| {
+                    augment_batch(seed, key, first, &input, &mut output).map_err(|e| format!("{path} at {from}: {e}"))
+                })
+                .and_then(|n| {
+                    pair.1
+                        .write_all_at(&output, from)
+                        .map(|()| n)
+                        .map_err(|e| format!("{} at {from}: {e}", out_dir.display()))
+                });
             match done {
                 Ok(n) => {
                     c[0] += n as u64;

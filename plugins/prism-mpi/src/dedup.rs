@@ -47,7 +47,8 @@ pub enum Scheme {
 impl Scheme {
     /// `fixed:4K`, `fixed:1M`, `cdc:8K` (sizes with K, M or G suffixes).
     pub fn parse(s: &str) -> anyhow::Result<Scheme> {
-        let (kind, size) = s.split_once(':').with_context(|| format!("chunking `{s}`: expected fixed:SIZE or cdc:AVG"))?;
+        let (kind, size) =
+            s.split_once(':').with_context(|| format!("chunking `{s}`: expected fixed:SIZE or cdc:AVG"))?;
         let n = icicle_plugins_prism::layout::parse_size(size).map_err(|e| anyhow::anyhow!("chunking `{s}`: {e}"))?;
         match kind {
             "fixed" if n > 0 => Ok(Scheme::Fixed(n)),
@@ -82,8 +83,12 @@ impl Scheme {
     /// The chunks `(start, len)` of `data` (a whole file) under this scheme.
     pub fn cut_all(&self, data: &[u8]) -> Vec<(u64, u64)> {
         match *self {
-            Scheme::Fixed(n) => (0..data.len() as u64).step_by(n as usize).map(|s| (s, n.min(data.len() as u64 - s))).collect(),
-            Scheme::Cdc { min, avg, max } => fastcdc::v2020::FastCDC::new(data, min, avg, max).map(|c| (c.offset as u64, c.length as u64)).collect(),
+            Scheme::Fixed(n) => {
+                (0..data.len() as u64).step_by(n as usize).map(|s| (s, n.min(data.len() as u64 - s))).collect()
+            }
+            Scheme::Cdc { min, avg, max } => {
+                fastcdc::v2020::FastCDC::new(data, min, avg, max).map(|c| (c.offset as u64, c.length as u64)).collect()
+            }
         }
     }
 }
@@ -207,8 +212,15 @@ struct Cut {
 }
 
 /// Read `mine` and cut every piece under every scheme.
-fn read_and_cut(paths: &[String], sizes: &[u64], mine: &[ObjectTask], schemes: &[Scheme], throttle: Option<&Throttle>) -> Cut {
-    let mut cut = Cut { records: vec![Vec::new(); schemes.len()], pieces: vec![Vec::new(); schemes.len()], ..Cut::default() };
+fn read_and_cut(
+    paths: &[String],
+    sizes: &[u64],
+    mine: &[ObjectTask],
+    schemes: &[Scheme],
+    throttle: Option<&Throttle>,
+) -> Cut {
+    let mut cut =
+        Cut { records: vec![Vec::new(); schemes.len()], pieces: vec![Vec::new(); schemes.len()], ..Cut::default() };
     let reach = schemes.iter().map(Scheme::max_len).max().unwrap_or(0);
     let lead = schemes.iter().filter(|s| matches!(s, Scheme::Cdc { .. })).map(Scheme::max_len).max().unwrap_or(0);
     let mut files: HashMap<usize, std::fs::File> = HashMap::new();
@@ -243,9 +255,12 @@ fn read_and_cut(paths: &[String], sizes: &[u64], mine: &[ObjectTask], schemes: &
                 let fp = |&(st, l): &(u64, u64)| fingerprint(&buf[(st - from) as usize..(st - from + l) as usize]);
                 match s {
                     Scheme::Fixed(_) => cut.records[i].extend(chunks.iter().map(|c| (fp(c), c.1))),
-                    Scheme::Cdc { .. } => {
-                        cut.pieces[i].push(PieceCuts { file: t.object as u64, a, b, chunks: chunks.iter().map(|c| (c.0, c.1, fp(c))).collect() })
-                    }
+                    Scheme::Cdc { .. } => cut.pieces[i].push(PieceCuts {
+                        file: t.object as u64,
+                        a,
+                        b,
+                        chunks: chunks.iter().map(|c| (c.0, c.1, fp(c))).collect(),
+                    }),
                 }
             }
             if let Some(d) = deadline {
@@ -358,7 +373,14 @@ pub fn run(
 /// Gather scheme `i`'s CDC pieces on rank 0, stitch them into whole-file chunkings, keep on
 /// every rank only the chunks of those (in `cut.records[i]`, with the chunks rank 0 cut itself
 /// on rank 0). Returns how many chunks rank 0 cut.
-fn settle_cdc(world: &SimpleCommunicator, paths: &[String], sizes: &[u64], scheme: &Scheme, cut: &mut Cut, i: usize) -> anyhow::Result<u64> {
+fn settle_cdc(
+    world: &SimpleCommunicator,
+    paths: &[String],
+    sizes: &[u64],
+    scheme: &Scheme,
+    cut: &mut Cut,
+    i: usize,
+) -> anyhow::Result<u64> {
     let pieces = std::mem::take(&mut cut.pieces[i]);
     let mut words = Vec::new();
     for p in &pieces {
@@ -382,7 +404,9 @@ fn settle_cdc(world: &SimpleCommunicator, paths: &[String], sizes: &[u64], schem
             let path = paths.get(file as usize).context("a piece of an unknown file")?;
             let f = match files.entry(file) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => v.insert(std::fs::File::open(path).with_context(|| path.clone())?),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(std::fs::File::open(path).with_context(|| path.clone())?)
+                }
             };
             let mut b = vec![0u8; len as usize];
             f.read_exact_at(&mut b, at).with_context(|| format!("{path} at {at}+{len}"))?;
@@ -404,7 +428,10 @@ fn settle_cdc(world: &SimpleCommunicator, paths: &[String], sizes: &[u64], schem
     let bytes = comm::broadcast_bytes(world, reply.iter().flat_map(|w| w.to_le_bytes()).collect())?;
     let reply = comm::words(&bytes);
     if reply.first() == Some(&u64::MAX) {
-        bail!("{}: the pieces do not tile the files, or rank 0 could not read a boundary (its log says which)", scheme.name());
+        bail!(
+            "{}: the pieces do not tile the files, or rank 0 could not read a boundary (its log says which)",
+            scheme.name()
+        );
     }
     let valid: HashMap<(u64, u64), u64> = reply.chunks_exact(3).map(|w| ((w[0], w[1]), w[2])).collect();
     let fixups = own.len() as u64;

@@ -150,7 +150,14 @@ impl Plan {
                 for x in &mut w {
                     *x = words.next().context("short plan")?;
                 }
-                v.push(ObjectTask { object: w[0] as usize, ost: w[1] as u32, start: w[2], end: w[3], interval: w[4], stripe_size: w[5] });
+                v.push(ObjectTask {
+                    object: w[0] as usize,
+                    ost: w[1] as u32,
+                    start: w[2],
+                    end: w[3],
+                    interval: w[4],
+                    stripe_size: w[5],
+                });
             }
             per_rank.push(v);
         }
@@ -164,9 +171,15 @@ type Loaded = (Vec<String>, Vec<u64>, Vec<ObjectTask>, Vec<ObjectLayout>, usize)
 /// Read the catalog (text or compact files, [`catalog::load_dir`]) and keep the regular files
 /// under `input_dir`; unless `trust` is set, each one's size on disk is checked against the
 /// catalog's (a stat per file). Adds `catalog_load_seconds` and `size_check_seconds` to `timing`.
-fn load(catalog_dir: &Path, input_dir: &Path, trust: bool, timing: &mut serde_json::Map<String, serde_json::Value>) -> anyhow::Result<Loaded> {
+fn load(
+    catalog_dir: &Path,
+    input_dir: &Path,
+    trust: bool,
+    timing: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<Loaded> {
     let t0 = std::time::Instant::now();
-    let cat = catalog::load_dir(catalog_dir).with_context(|| format!("reading the catalog in {}", catalog_dir.display()))?;
+    let cat =
+        catalog::load_dir(catalog_dir).with_context(|| format!("reading the catalog in {}", catalog_dir.display()))?;
     timing.insert("catalog_load_seconds".into(), t0.elapsed().as_secs_f64().into());
     let mut rejects = cat.rejects.len();
     for r in &cat.rejects {
@@ -303,7 +316,11 @@ fn verify(plan: &Plan, gathered: &[Vec<u64>]) -> (bool, u32, Vec<String>) {
         let mut at = 0u64;
         for &(off, len, crc) in v.iter() {
             if off != at {
-                problems.push(format!("{}: byte {at} {}", plan.paths[i], if off > at { "never read" } else { "read twice" }));
+                problems.push(format!(
+                    "{}: byte {at} {}",
+                    plan.paths[i],
+                    if off > at { "never read" } else { "read twice" }
+                ));
                 break;
             }
             total.combine(&crc32fast::Hasher::new_with_initial_len(crc, len));
@@ -389,7 +406,9 @@ fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
             None => None,
         };
         let throttle = match (&model, &plan.clock) {
-            (Some(m), Some(clock)) => Some(Throttle::new(OstClock::open(clock, index.len())?, index.clone(), m.clone())),
+            (Some(m), Some(clock)) => {
+                Some(Throttle::new(OstClock::open(clock, index.len())?, index.clone(), m.clone()))
+            }
             _ => None,
         };
         Ok((model, throttle))
@@ -411,9 +430,16 @@ fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
         App::Dedup => dedup::schemes(&args.chunking)
             .and_then(|schemes| dedup::run(world, &plan.paths, &plan.sizes, &mine, &schemes, throttle.as_ref()))
             .map(|v| v.map(|v| (v, Ok(())))),
-        App::Augment => {
-            augment::run(world, &plan.paths, &plan.sizes, &mine, args.seed, args.output_dir.as_deref(), throttle.as_ref()).map(|v| v.map(|v| (v, Ok(()))))
-        }
+        App::Augment => augment::run(
+            world,
+            &plan.paths,
+            &plan.sizes,
+            &mine,
+            args.seed,
+            args.output_dir.as_deref(),
+            throttle.as_ref(),
+        )
+        .map(|v| v.map(|v| (v, Ok(())))),
     };
     let rss = gather_words(world, &[peak_rss_kib()])?;
     if let Some(clock) = &plan.clock {
@@ -425,7 +451,8 @@ fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
     let Some((app_summary, verdict)) = outcome? else { return Ok(()) };
     let info = root.context("no plan on rank 0")?;
     let (stats, loader) = (&info.stats, &info.loader);
-    let caps: Option<BTreeMap<String, u32>> = loader.as_ref().map(|l| stats.per_ost_processes.keys().map(|&o| (o.to_string(), l.max_processes(o))).collect());
+    let caps: Option<BTreeMap<String, u32>> =
+        loader.as_ref().map(|l| stats.per_ost_processes.keys().map(|&o| (o.to_string(), l.max_processes(o))).collect());
     let model_seconds = model.as_ref().map(|m| contention::simulate(&plan.per_rank, m).seconds);
     let mut summary = serde_json::json!({
         "app": format!("{:?}", args.app).to_lowercase(),
@@ -482,14 +509,20 @@ fn read_app(
         "crc32": format!("{crc:08x}"),
         "errors": errors,
     });
-    let verdict = if !exactly_once || errors > 0 { Err(anyhow::anyhow!("{} problems, {errors} read errors", problems.len())) } else { Ok(()) };
+    let verdict = if !exactly_once || errors > 0 {
+        Err(anyhow::anyhow!("{} problems, {errors} read errors", problems.len()))
+    } else {
+        Ok(())
+    };
     Ok(Some((part, verdict)))
 }
 
 fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, RootInfo)> {
     let catalog = match &args.catalog {
         Some(c) => c.clone(),
-        None => std::env::var_os("SWIFTLOAD_CATALOG_DIR").map(PathBuf::from).context("no --catalog and no SWIFTLOAD_CATALOG_DIR")?,
+        None => std::env::var_os("SWIFTLOAD_CATALOG_DIR")
+            .map(PathBuf::from)
+            .context("no --catalog and no SWIFTLOAD_CATALOG_DIR")?,
     };
     // Checked before any collective work: a failure here reaches every rank with the plan.
     if let Some(out) = &args.profile_out {
@@ -518,7 +551,8 @@ fn plan_on_root(args: &Args, size: usize) -> anyhow::Result<(Plan, RootInfo)> {
         Some(_) => {
             let dir = args.clock_dir.clone().unwrap_or_else(std::env::temp_dir);
             let p = dir.join(format!("swiftload-clock-{}-{}", std::process::id(), contention::monotonic_ns()));
-            OstClock::create(&p, OstIndex::of(&all).len()).with_context(|| format!("creating the emulator clock {}", p.display()))?;
+            OstClock::create(&p, OstIndex::of(&all).len())
+                .with_context(|| format!("creating the emulator clock {}", p.display()))?;
             Some(p)
         }
         None => None,
@@ -550,7 +584,11 @@ fn walk_and_stat(dir: &Path) -> u64 {
 /// Whether `path` can be written (created when missing, and removed again then).
 fn check_writable(path: &Path) -> anyhow::Result<()> {
     let existed = path.exists();
-    std::fs::OpenOptions::new().append(true).create(true).open(path).with_context(|| format!("--profile-out {}: cannot be written", path.display()))?;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("--profile-out {}: cannot be written", path.display()))?;
     if !existed {
         let _ = std::fs::remove_file(path);
     }
@@ -559,7 +597,14 @@ fn check_writable(path: &Path) -> anyhow::Result<()> {
 
 /// Per OST in turn: every rank reads its share of up to `profile_bytes` of that OST's chunks
 /// at once (aggregate MB/s); then rank 0 alone reads from the first OST (one process's MB/s).
-fn profile(world: &SimpleCommunicator, plan: &Plan, index: &OstIndex, throttle: Option<&Throttle>, args: &Args, out: &Path) -> anyhow::Result<()> {
+fn profile(
+    world: &SimpleCommunicator,
+    plan: &Plan,
+    index: &OstIndex,
+    throttle: Option<&Throttle>,
+    args: &Args,
+    out: &Path,
+) -> anyhow::Result<()> {
     let rank = world.rank() as usize;
     let size = world.size() as usize;
     let all: Vec<ObjectTask> = plan.per_rank.iter().flatten().copied().collect();
@@ -580,7 +625,8 @@ fn profile(world: &SimpleCommunicator, plan: &Plan, index: &OstIndex, throttle: 
     let mut ost_mb_s = BTreeMap::new();
     for &ost in index.osts() {
         let chunks = budget(ost);
-        let mine: Vec<ObjectTask> = chunks.iter().enumerate().filter(|(i, _)| i % size == rank).map(|(_, c)| *c).collect();
+        let mine: Vec<ObjectTask> =
+            chunks.iter().enumerate().filter(|(i, _)| i % size == rank).map(|(_, c)| *c).collect();
         world.barrier();
         let t0 = mpi::time();
         let r = read_tasks(plan, &mine, throttle);
@@ -601,10 +647,17 @@ fn profile(world: &SimpleCommunicator, plan: &Plan, index: &OstIndex, throttle: 
         let r = read_tasks(plan, &chunks, throttle);
         let dt = mpi::time() - t0;
         let per_process = if dt > 0.0 { r.bytes as f64 / 1e6 / dt } else { 1.0 };
-        let cfg = icicle_plugins_prism::loader::from_profile((per_process * 10.0).round() / 10.0, &ost_mb_s, args.profile_cap);
+        let cfg = icicle_plugins_prism::loader::from_profile(
+            (per_process * 10.0).round() / 10.0,
+            &ost_mb_s,
+            args.profile_cap,
+        );
         written = std::fs::write(out, cfg.to_toml()).with_context(|| format!("writing {}", out.display()));
         if written.is_ok() {
-            println!("{}", serde_json::json!({"profile": out, "per_process_mb_s": cfg.per_process_mb_s, "ost_mb_s": cfg.ost_mb_s}));
+            println!(
+                "{}",
+                serde_json::json!({"profile": out, "per_process_mb_s": cfg.per_process_mb_s, "ost_mb_s": cfg.ost_mb_s})
+            );
         }
     }
     world.barrier();

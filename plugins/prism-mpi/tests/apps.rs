@@ -24,7 +24,9 @@ fn reference(files: &[PathBuf], chunking: &str) -> [u64; 4] {
         let data = std::fs::read(f).unwrap();
         let chunks: Vec<&[u8]> = match kind {
             "fixed" => data.chunks(n).collect(),
-            _ => fastcdc::v2020::FastCDC::new(&data, n as u32 / 4, n as u32, n as u32 * 4).map(|c| &data[c.offset..c.offset + c.length]).collect(),
+            _ => fastcdc::v2020::FastCDC::new(&data, n as u32 / 4, n as u32, n as u32 * 4)
+                .map(|c| &data[c.offset..c.offset + c.length])
+                .collect(),
         };
         for c in chunks {
             let mut fp = [0u8; 16];
@@ -58,7 +60,21 @@ fn dedup_counts_equal_a_sequential_reference_for_any_ranks_and_policy() {
         for (np, policy) in [(1, "object"), (2, "object"), (4, "object"), (3, "file")] {
             let what = format!("seed {seed}, -np {np}, --policy {policy}");
             let v = summary(
-                &mpirun(np, &["--app", "dedup", "--catalog", s(&catalog), "--input-dir", s(&data), "--policy", policy, "--chunking", &chunkings.join(",")]),
+                &mpirun(
+                    np,
+                    &[
+                        "--app",
+                        "dedup",
+                        "--catalog",
+                        s(&catalog),
+                        "--input-dir",
+                        s(&data),
+                        "--policy",
+                        policy,
+                        "--chunking",
+                        &chunkings.join(","),
+                    ],
+                ),
                 &what,
             );
             assert_eq!(v["bytes"].as_u64(), Some(ds.bytes), "{what}");
@@ -85,8 +101,11 @@ fn cifar(dir: &Path, catalog: &Path, batches: usize, records: usize, seed: u64) 
     for b in 1..=batches {
         let name = format!("data_batch_{b}.bin");
         let path = dir.join(&name);
-        let bytes: Vec<u8> =
-            (0..records).flat_map(|_| std::iter::once(rng.below(10) as u8).chain((0..3072).map(|_| rng.next_u64() as u8)).collect::<Vec<_>>()).collect();
+        let bytes: Vec<u8> = (0..records)
+            .flat_map(|_| {
+                std::iter::once(rng.below(10) as u8).chain((0..3072).map(|_| rng.next_u64() as u8)).collect::<Vec<_>>()
+            })
+            .collect();
         std::fs::write(&path, &bytes).unwrap();
         let st = StatFields::from_metadata(&std::fs::metadata(&path).unwrap());
         let comps = layouts.assign(Path::new(&name), bytes.len() as u64);
@@ -109,7 +128,23 @@ fn augmented_batches_are_identical_for_any_ranks_and_policy() {
         let out = tmp.path().join(format!("out-{np}-{policy}"));
         let what = format!("-np {np}, --policy {policy}");
         let v = summary(
-            &mpirun(np, &["--app", "augment", "--catalog", s(&catalog), "--input-dir", s(&data), "--policy", policy, "--seed", seed, "--output-dir", s(&out)]),
+            &mpirun(
+                np,
+                &[
+                    "--app",
+                    "augment",
+                    "--catalog",
+                    s(&catalog),
+                    "--input-dir",
+                    s(&data),
+                    "--policy",
+                    policy,
+                    "--seed",
+                    seed,
+                    "--output-dir",
+                    s(&out),
+                ],
+            ),
             &what,
         );
         assert_eq!(v["records"].as_u64(), Some(1200), "{what}");
@@ -129,7 +164,24 @@ fn augmented_batches_are_identical_for_any_ranks_and_policy() {
     }
     // Another seed, other pixels.
     let out = tmp.path().join("out-seed");
-    summary(&mpirun(2, &["--app", "augment", "--catalog", s(&catalog), "--input-dir", s(&data), "--seed", "7", "--output-dir", s(&out)]), "seed 7");
+    summary(
+        &mpirun(
+            2,
+            &[
+                "--app",
+                "augment",
+                "--catalog",
+                s(&catalog),
+                "--input-dir",
+                s(&data),
+                "--seed",
+                "7",
+                "--output-dir",
+                s(&out),
+            ],
+        ),
+        "seed 7",
+    );
     assert!(std::fs::read(out.join("data_batch_1.bin")).unwrap() != outputs[0][0]);
 }
 
@@ -147,12 +199,14 @@ fn augment_refuses_partial_records_and_a_missing_output_dir() {
     bytes.truncate(bytes.len() - 5);
     std::fs::write(&odd, &bytes).unwrap();
     let st = StatFields::from_metadata(&std::fs::metadata(&odd).unwrap());
-    let comps = EmulatedLayouts::parse("pool=10;stripe_size=64K;count=1").unwrap().assign(Path::new("x"), bytes.len() as u64);
+    let comps =
+        EmulatedLayouts::parse("pool=10;stripe_size=64K;count=1").unwrap().assign(Path::new("x"), bytes.len() as u64);
     let mut text = String::new();
     CatalogEntry::new(odd.to_string_lossy(), st, Some(st), Some(&comps)).write_to(&mut text).unwrap();
     std::fs::write(catalog.join("catalog.c.1.txt"), text).unwrap();
     let o = tmp.path().join("o");
-    let out = mpirun(2, &["--app", "augment", "--catalog", s(&catalog), "--input-dir", s(&data), "--output-dir", s(&o)]);
+    let out =
+        mpirun(2, &["--app", "augment", "--catalog", s(&catalog), "--input-dir", s(&data), "--output-dir", s(&o)]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("data_batch_1.bin") && err.contains("whole number"), "{err}");

@@ -56,7 +56,11 @@ fn both_policies_read_every_byte_once_and_the_object_policy_holds_the_loader_cap
     // capped to 1; the freed process goes to 204 or 4000 (under their caps; the one with
     // more bytes per process).
     let per_ost = counts(&obj["per_ost_processes"]);
-    assert_eq!((per_ost["7"], per_ost["86"], per_ost["113"], per_ost["204"] + per_ost["4000"]), (2, 2, 1, 3), "{per_ost:?}");
+    assert_eq!(
+        (per_ost["7"], per_ost["86"], per_ost["113"], per_ost["204"] + per_ost["4000"]),
+        (2, 2, 1, 3),
+        "{per_ost:?}"
+    );
     let caps = counts(&obj["caps"]);
     assert!(per_ost.iter().all(|(o, n)| *n <= caps[o]), "{per_ost:?} over {caps:?}");
     assert_eq!(obj["over_cap"], 0);
@@ -83,13 +87,33 @@ fn under_the_contention_emulator_the_object_policy_wins_and_profiling_writes_a_l
     let model = tmp.path().join("model.toml");
     std::fs::write(&model, "[loader]\nper_process_mb_s = 100.0\ndefault_ost_mb_s = 200.0\n").unwrap();
     let (c, d, m, t) = (s(&catalog), s(&data), s(&model), s(tmp.path()));
-    let run =
-        |policy: &str| summary(&mpirun(8, &["--catalog", c, "--input-dir", d, "--policy", policy, "--loader-config", m, "--emulate", m, "--clock-dir", t]));
+    let run = |policy: &str| {
+        summary(&mpirun(
+            8,
+            &[
+                "--catalog",
+                c,
+                "--input-dir",
+                d,
+                "--policy",
+                policy,
+                "--loader-config",
+                m,
+                "--emulate",
+                m,
+                "--clock-dir",
+                t,
+            ],
+        ))
+    };
     let obj = run("object");
     let file = run("file");
     for v in [&obj, &file] {
         assert_eq!(v["emulated"], true);
-        assert_eq!((v["bytes"].as_u64(), v["crc32"].as_str()), (Some(ds.bytes), Some(format!("{:08x}", ds.crc32).as_str())));
+        assert_eq!(
+            (v["bytes"].as_u64(), v["crc32"].as_str()),
+            (Some(ds.bytes), Some(format!("{:08x}", ds.crc32).as_str()))
+        );
     }
     assert_eq!(obj["max_processes_on_an_ost"], 2);
     // The model's makespan of each plan (deterministic; the measured seconds are reported,
@@ -97,11 +121,31 @@ fn under_the_contention_emulator_the_object_policy_wins_and_profiling_writes_a_l
     let (mo, mf) = (obj["model_seconds"].as_f64().unwrap(), file["model_seconds"].as_f64().unwrap());
     assert!(mo < mf, "object {mo} vs file {mf}");
     // The clock files are gone.
-    assert!(!std::fs::read_dir(tmp.path()).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("swiftload-clock")));
+    assert!(!std::fs::read_dir(tmp.path()).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with("swiftload-clock")));
 
     // Profiling: every OST of the catalog gets a speed; the result is a loader configuration.
     let prof = tmp.path().join("profiled.toml");
-    let out = mpirun(2, &["--catalog", c, "--input-dir", d, "--emulate", m, "--clock-dir", t, "--profile-out", s(&prof), "--profile-bytes", "1000000"]);
+    let out = mpirun(
+        2,
+        &[
+            "--catalog",
+            c,
+            "--input-dir",
+            d,
+            "--emulate",
+            m,
+            "--clock-dir",
+            t,
+            "--profile-out",
+            s(&prof),
+            "--profile-bytes",
+            "1000000",
+        ],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let cfg = LoaderConfig::from_file(&prof).unwrap();
     assert_eq!(cfg.ost_mb_s.keys().cloned().collect::<Vec<_>>(), vec!["113", "167", "204", "231"]);
@@ -161,7 +205,9 @@ fn layout_lines_that_disagree_with_the_file_are_rejected_or_clamped_never_walked
         let p = data.join(name);
         std::fs::write(&p, b"0123456789").unwrap();
         let p = p.to_str().unwrap();
-        text.push_str(&format!("lstat\n{p}\nst_mode:100644; st_size:{size}\nstat\n{p}\nst_mode:100644; st_size:{size}\nlayout\n"));
+        text.push_str(&format!(
+            "lstat\n{p}\nst_mode:100644; st_size:{size}\nstat\n{p}\nst_mode:100644; st_size:{size}\nlayout\n"
+        ));
         for l in lines {
             text.push_str(&format!("{p} {l}\n"));
         }
@@ -192,7 +238,9 @@ fn agent() -> PathBuf {
     let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
     let target = profile_dir.parent().unwrap();
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"]).arg(target).current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"])
+        .arg(target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
@@ -246,7 +294,11 @@ fn a_compact_catalog_reads_the_same_bytes_as_its_text_form() {
         let mut args = vec!["--catalog", s(dir), "--input-dir", s(&data)];
         args.extend(extra);
         let v = summary(&mpirun(3, &args));
-        assert_eq!((v["crc32"].as_str(), v["bytes"].as_u64(), v["files"].as_u64()), (Some(want.as_str()), Some(ds.bytes), Some(12)), "{args:?}");
+        assert_eq!(
+            (v["crc32"].as_str(), v["bytes"].as_u64(), v["files"].as_u64()),
+            (Some(want.as_str()), Some(ds.bytes), Some(12)),
+            "{args:?}"
+        );
         assert!(v["catalog_load_seconds"].as_f64().is_some() && v["size_check_seconds"].as_f64().is_some(), "{v}");
     }
 }

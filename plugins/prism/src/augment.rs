@@ -72,9 +72,11 @@ pub const PAD: usize = 4;
 pub const MAX_ANGLE_DEG: i8 = 15;
 
 /// `round(65536 * sin(a°))` for a = 0..=15 (the negative angles by symmetry).
-const SIN_Q16: [i64; 16] = [0, 1144, 2287, 3430, 4572, 5712, 6850, 7987, 9121, 10252, 11380, 12505, 13626, 14742, 15855, 16962];
+const SIN_Q16: [i64; 16] =
+    [0, 1144, 2287, 3430, 4572, 5712, 6850, 7987, 9121, 10252, 11380, 12505, 13626, 14742, 15855, 16962];
 /// `round(65536 * cos(a°))` for a = 0..=15.
-const COS_Q16: [i64; 16] = [65536, 65526, 65496, 65446, 65376, 65287, 65177, 65048, 64898, 64729, 64540, 64332, 64104, 63856, 63589, 63303];
+const COS_Q16: [i64; 16] =
+    [65536, 65526, 65496, 65446, 65376, 65287, 65177, 65048, 64898, 64729, 64540, 64332, 64104, 63856, 63589, 63303];
 
 /// A source pixel that is not in the image (reads as 0): any index past the plane.
 const OUTSIDE: u16 = u16::MAX;
@@ -157,7 +159,12 @@ impl Transform {
         let d = |i: u64| nth(key, i);
         let crops = (2 * PAD + 1) as u64;
         let angles = (2 * MAX_ANGLE_DEG as u64) + 1;
-        Transform { flip: d(0) >> 63 == 1, crop_x: (d(1) % crops) as u8, crop_y: (d(2) % crops) as u8, angle_deg: (d(3) % angles) as i8 - MAX_ANGLE_DEG }
+        Transform {
+            flip: d(0) >> 63 == 1,
+            crop_x: (d(1) % crops) as u8,
+            crop_y: (d(2) % crops) as u8,
+            angle_deg: (d(3) % angles) as i8 - MAX_ANGLE_DEG,
+        }
     }
 
     /// Whether the image is flipped left to right.
@@ -210,7 +217,8 @@ impl Transform {
     fn source_index(&self, rx: i64, ry: i64, off_x: i64, off_y: i64) -> u16 {
         let side = SIDE as i64;
         let (cx, cy) = (rx + off_x, ry + off_y);
-        if !(0..side).contains(&rx) || !(0..side).contains(&ry) || !(0..side).contains(&cx) || !(0..side).contains(&cy) {
+        if !(0..side).contains(&rx) || !(0..side).contains(&ry) || !(0..side).contains(&cx) || !(0..side).contains(&cy)
+        {
             return OUTSIDE;
         }
         let fx = if self.flip { side - 1 - cx } else { cx };
@@ -243,7 +251,13 @@ pub fn augment_record(seed: u64, file_key: u64, index: u64, input: &[u8; RECORD_
 /// same length): record `i` of the run is record `first_index + i` of its file. Returns the
 /// number of records. A process given records `k..` of a file passes `first_index = k` and
 /// writes exactly the bytes a single process would.
-pub fn augment_batch(seed: u64, file_key: u64, first_index: u64, input: &[u8], out: &mut [u8]) -> Result<usize, AugmentError> {
+pub fn augment_batch(
+    seed: u64,
+    file_key: u64,
+    first_index: u64,
+    input: &[u8],
+    out: &mut [u8],
+) -> Result<usize, AugmentError> {
     if !input.len().is_multiple_of(RECORD_BYTES) {
         return Err(AugmentError::PartialRecord { len: input.len() });
     }

@@ -47,13 +47,19 @@ impl Simulated {
 /// occupies `o` for `n/B(o)` from `max(t, o free)` and completes at
 /// `max(that end, t + n/p)`; requests are served in time order (ties: lower rank first).
 pub fn simulate(plan: &[Vec<ObjectTask>], model: &Loader) -> Simulated {
-    let chunks: Vec<Vec<(u32, f64)>> = plan.iter().map(|ts| ts.iter().flat_map(|t| tasks::chunks(t).map(move |(_, l)| (t.ost, l as f64))).collect()).collect();
+    let chunks: Vec<Vec<(u32, f64)>> = plan
+        .iter()
+        .map(|ts| ts.iter().flat_map(|t| tasks::chunks(t).map(move |(_, l)| (t.ost, l as f64))).collect())
+        .collect();
     let bytes: u64 = plan.iter().flatten().map(tasks::task_bytes).sum();
     let p = model.per_process_mb_s() * MB;
     let mut next = vec![0usize; chunks.len()];
     let mut ready = vec![0.0f64; chunks.len()];
     let mut free: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
-    while let Some(r) = (0..chunks.len()).filter(|&r| next[r] < chunks[r].len()).min_by(|&a, &b| ready[a].total_cmp(&ready[b]).then(a.cmp(&b))) {
+    while let Some(r) = (0..chunks.len())
+        .filter(|&r| next[r] < chunks[r].len())
+        .min_by(|&a, &b| ready[a].total_cmp(&ready[b]).then(a.cmp(&b)))
+    {
         let (o, n) = chunks[r][next[r]];
         next[r] += 1;
         let t = ready[r];
@@ -84,7 +90,10 @@ impl OstClock {
     pub fn open(path: &Path, slots: usize) -> std::io::Result<OstClock> {
         let f = OpenOptions::new().read(true).write(true).open(path)?;
         if f.metadata()?.len() < (slots.max(1) * 8) as u64 {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: clock file too short for {slots} OSTs", path.display())));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: clock file too short for {slots} OSTs", path.display()),
+            ));
         }
         // SAFETY: the file is ours, sized above, and only ever accessed through atomics.
         let map = unsafe { memmap2::MmapMut::map_mut(&f)? };
@@ -190,7 +199,12 @@ mod tests {
         let objs: Vec<ObjectLayout> = (0..48)
             .map(|i| {
                 let s = rng.below(8) as usize;
-                ObjectLayout::plain(format!("/d/{i}"), rng.range(4..17) * M, M, (0..4).map(|k| pool[(s + k) % 8]).collect())
+                ObjectLayout::plain(
+                    format!("/d/{i}"),
+                    rng.range(4..17) * M,
+                    M,
+                    (0..4).map(|k| pool[(s + k) % 8]).collect(),
+                )
             })
             .collect();
         let model = Loader::uniform(100.0, 100.0, 8);

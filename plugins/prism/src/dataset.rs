@@ -51,7 +51,12 @@ pub fn write_dataset(data_dir: &Path, catalog_file: &Path, spec: &DatasetSpec) -
 /// of them copies of one of `blocks` shared blocks (1 KiB to 96 KiB, cut short at the end of
 /// the file), the rest fresh random bytes (up to 20 KiB); the copies start at any byte, so
 /// duplicates straddle chunk and stripe boundaries.
-pub fn write_duplicated_dataset(data_dir: &Path, catalog_file: &Path, spec: &DatasetSpec, blocks: usize) -> std::io::Result<Dataset> {
+pub fn write_duplicated_dataset(
+    data_dir: &Path,
+    catalog_file: &Path,
+    spec: &DatasetSpec,
+    blocks: usize,
+) -> std::io::Result<Dataset> {
     let mut pool_rng = icicle_core::rng::Rng::new(spec.seed ^ 0xd0_0b1e);
     let pool: Vec<Vec<u8>> = (0..blocks.max(1))
         .map(|_| {

@@ -54,7 +54,11 @@ impl Default for EmulatedLayouts {
     /// PFL `[0, 4M)` x1, `[4M, 64M)` x2, `[64M, EOF)` x4.
     fn default() -> EmulatedLayouts {
         const M: u64 = 1 << 20;
-        EmulatedLayouts { pool: vec![10, 60, 86, 105, 113, 167, 204, 231], stripe_size: M, components: vec![(4 * M, 1), (64 * M, 2), (u64::MAX, 4)] }
+        EmulatedLayouts {
+            pool: vec![10, 60, 86, 105, 113, 167, 204, 231],
+            stripe_size: M,
+            components: vec![(4 * M, 1), (64 * M, 2), (u64::MAX, 4)],
+        }
     }
 }
 
@@ -93,7 +97,10 @@ impl EmulatedLayouts {
             let (k, v) = part.split_once('=').ok_or_else(|| format!("`{part}` is not key=value"))?;
             match k.trim() {
                 "pool" => {
-                    e.pool = v.split(',').map(|x| x.trim().parse::<u32>().map_err(|err| format!("pool entry `{x}`: {err}"))).collect::<Result<_, _>>()?;
+                    e.pool = v
+                        .split(',')
+                        .map(|x| x.trim().parse::<u32>().map_err(|err| format!("pool entry `{x}`: {err}")))
+                        .collect::<Result<_, _>>()?;
                     if e.pool.is_empty() {
                         return Err("empty pool".into());
                     }
@@ -111,7 +118,8 @@ impl EmulatedLayouts {
                 "pfl" => {
                     let mut comps = Vec::new();
                     for c in v.split(',') {
-                        let (end, count) = c.split_once(':').ok_or_else(|| format!("pfl component `{c}` is not END:COUNT"))?;
+                        let (end, count) =
+                            c.split_once(':').ok_or_else(|| format!("pfl component `{c}` is not END:COUNT"))?;
                         let count: usize = count.trim().parse().map_err(|err| format!("pfl count `{count}`: {err}"))?;
                         comps.push((parse_size(end)?, count.max(1)));
                     }
@@ -178,7 +186,10 @@ pub fn parse_sidecar(origin: &str, text: &str) -> Result<Vec<LayoutComponent>, P
         let start = parse_size(f[0]).map_err(|e| bad(i + 1, e))?;
         let end = parse_size(f[1]).map_err(|e| bad(i + 1, e))?;
         let stripe_size = parse_size(f[2]).map_err(|e| bad(i + 1, e))?;
-        let osts = f[3].split(',').map(|x| x.parse::<u32>().map_err(|e| bad(i + 1, format!("OST `{x}`: {e}")))).collect::<Result<Vec<_>, _>>()?;
+        let osts = f[3]
+            .split(',')
+            .map(|x| x.parse::<u32>().map_err(|e| bad(i + 1, format!("OST `{x}`: {e}"))))
+            .collect::<Result<Vec<_>, _>>()?;
         out.push(LayoutComponent { start, end, stripe_size, osts });
     }
     Ok(out)
@@ -224,9 +235,18 @@ impl LfsLayouts {
 
 impl LayoutProvider for LfsLayouts {
     fn layout(&self, path: &Path, _size: u64) -> Result<Vec<LayoutComponent>, ProviderError> {
-        let fail = |reason: String| ProviderError::Lfs { cmd: self.cmd.display().to_string(), path: path.to_path_buf(), reason };
+        let fail = |reason: String| ProviderError::Lfs {
+            cmd: self.cmd.display().to_string(),
+            path: path.to_path_buf(),
+            reason,
+        };
         // The child must not load the catalog agent again.
-        let out = Command::new(&self.cmd).arg("getstripe").arg(path).env_remove("LD_PRELOAD").output().map_err(|e| fail(e.to_string()))?;
+        let out = Command::new(&self.cmd)
+            .arg("getstripe")
+            .arg(path)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .map_err(|e| fail(e.to_string()))?;
         if !out.status.success() {
             return Err(fail(format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim())));
         }
@@ -265,7 +285,9 @@ pub fn parse_getstripe(text: &str) -> Result<Vec<LayoutComponent>, String> {
             in_table = true;
         } else if in_table {
             match line.split_whitespace().next() {
-                Some(tok) => osts.push(u32::try_from(int(tok)?).map_err(|_| format!("OST index `{tok}` out of range"))?),
+                Some(tok) => {
+                    osts.push(u32::try_from(int(tok)?).map_err(|_| format!("OST index `{tok}` out of range"))?)
+                }
                 None => in_table = false,
             }
         }
@@ -334,7 +356,10 @@ mod tests {
     #[test]
     fn plain_getstripe_output_parses() {
         let text = "/scratch/s5104a21/out/f0\nlmm_stripe_count:  3\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    0\nlmm_stripe_offset: 113\n\tobdidx\t\t objid\t\t objid\t\t group\n\t   113\t       1091894\t     0x10a936\t             0\n\t   167\t       1091895\t     0x10a937\t             0\n\t   204\t       1091896\t     0x10a938\t             0\n\n";
-        assert_eq!(parse_getstripe(text).unwrap(), vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: M, osts: vec![113, 167, 204] }]);
+        assert_eq!(
+            parse_getstripe(text).unwrap(),
+            vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: M, osts: vec![113, 167, 204] }]
+        );
         assert_eq!(parse_getstripe("lmm_stripe_count: 1\n").unwrap_err(), "no lmm_stripe_size");
     }
 
@@ -411,7 +436,12 @@ mod tests {
         let p = EmulatedLayouts::parse("pool=113, 204 ,7;stripe_size=64K;count=2").unwrap();
         assert_eq!(
             p.assign(Path::new("/x"), 1 << 30),
-            vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: 65536, osts: p.assign(Path::new("/x"), 1)[0].osts.clone() }]
+            vec![LayoutComponent {
+                start: 0,
+                end: u64::MAX,
+                stripe_size: 65536,
+                osts: p.assign(Path::new("/x"), 1)[0].osts.clone()
+            }]
         );
         assert!(EmulatedLayouts::parse("pfl=4M:1,2M:2,EOF:1").unwrap_err().contains("increase"));
         assert!(EmulatedLayouts::parse("pool=").is_err());

@@ -44,7 +44,9 @@ impl ComponentConfig for ObjectPlacementConfig {
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError> {
         let loader = match (self.loader, self.loader_file) {
             (Some(_), Some(_)) => return Err(ctx.invalid("loader_file", "give `loader` or `loader_file`, not both")),
-            (Some(l), None) => Some(l.check(ctx.origin("loader").as_ref()).map_err(|e| ctx.invalid("loader", e.to_string()))?),
+            (Some(l), None) => {
+                Some(l.check(ctx.origin("loader").as_ref()).map_err(|e| ctx.invalid("loader", e.to_string()))?)
+            }
             (None, Some(f)) => {
                 let cfg = LoaderConfig::from_file(&f).map_err(|e| ctx.invalid("loader_file", e.to_string()))?;
                 Some(cfg.check(&f).map_err(|e| ctx.invalid("loader_file", e.to_string()))?)
@@ -89,18 +91,27 @@ mod tests {
 
     #[test]
     fn both_policies_build_from_configuration() {
-        let objs = vec![ObjectLayout::plain("/a", 4 << 20, 1 << 20, vec![113, 204]), ObjectLayout::plain("/b", 1 << 20, 1 << 20, vec![113])];
-        for p in icicle_core::registry::plugins().into_iter().filter(|p| p.kind == icicle_core::registry::PluginKind::Placement) {
+        let objs = vec![
+            ObjectLayout::plain("/a", 4 << 20, 1 << 20, vec![113, 204]),
+            ObjectLayout::plain("/b", 1 << 20, 1 << 20, vec![113]),
+        ];
+        for p in icicle_core::registry::plugins()
+            .into_iter()
+            .filter(|p| p.kind == icicle_core::registry::PluginKind::Placement)
+        {
             let fig = Figment::from(Toml::string(p.example));
             let placement = placement_at(&fig, "placement").unwrap();
             assert_eq!(placement.name(), p.name);
             let plan = placement.place(&objs, 4);
             assert_eq!(crate::PlanStats::of(&plan).bytes, 5 << 20);
         }
-        let fig = Figment::from(Toml::string("[placement]\ntype = \"object\"\n[placement.loader]\nper_process_mb_s = -1.0\n"));
+        let fig = Figment::from(Toml::string(
+            "[placement]\ntype = \"object\"\n[placement.loader]\nper_process_mb_s = -1.0\n",
+        ));
         let err = placement_at(&fig, "placement").err().unwrap().to_string();
         assert!(err.contains("per_process_mb_s") && err.contains("positive"), "{err}");
-        let fig = Figment::from(Toml::string("[placement]\ntype = \"object\"\nloader_file = \"/nonexistent/l.toml\"\n"));
+        let fig =
+            Figment::from(Toml::string("[placement]\ntype = \"object\"\nloader_file = \"/nonexistent/l.toml\"\n"));
         assert!(placement_at(&fig, "placement").err().unwrap().to_string().contains("/nonexistent/l.toml"));
     }
 }

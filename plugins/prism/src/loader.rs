@@ -88,7 +88,11 @@ pub struct Loader {
 impl LoaderConfig {
     /// Check values and parse OST keys; `origin` names the file in errors.
     pub fn check(&self, origin: &Path) -> Result<Loader, LoaderError> {
-        let invalid = |key: &str, reason: String| LoaderError::Invalid { path: origin.to_path_buf(), key: key.to_string(), reason };
+        let invalid = |key: &str, reason: String| LoaderError::Invalid {
+            path: origin.to_path_buf(),
+            key: key.to_string(),
+            reason,
+        };
         let positive = |key: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
                 Ok(v)
@@ -110,20 +114,26 @@ impl LoaderConfig {
             Some(v) => positive("loader.default_ost_mb_s", v)?,
             // Without a default, an unprofiled OST is as fast as the slowest profiled one,
             // or one process's worth when nothing was profiled.
-            None => ost_mb_s.values().copied().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v)))).unwrap_or(per_process_mb_s),
+            None => ost_mb_s
+                .values()
+                .copied()
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
+                .unwrap_or(per_process_mb_s),
         };
         Ok(Loader { per_process_mb_s, cap: self.max_processes_per_ost, default_ost_mb_s, ost_mb_s })
     }
 
     /// Read a `[loader]` TOML file.
     pub fn from_file(path: &Path) -> Result<LoaderConfig, LoaderError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LoaderError::Io { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| LoaderError::Io { path: path.to_path_buf(), source })?;
         LoaderConfig::from_toml(path, &text)
     }
 
     /// Parse a `[loader]` TOML text (`path` names it in errors).
     pub fn from_toml(path: &Path, text: &str) -> Result<LoaderConfig, LoaderError> {
-        let f: LoaderFile = toml::from_str(text).map_err(|e| LoaderError::Parse { path: path.to_path_buf(), reason: e.to_string() })?;
+        let f: LoaderFile =
+            toml::from_str(text).map_err(|e| LoaderError::Parse { path: path.to_path_buf(), reason: e.to_string() })?;
         Ok(f.loader)
     }
 
@@ -189,13 +199,18 @@ mod tests {
         assert_eq!(l.max_processes(204), 1); // 0.4 rounds to 0, at least one
         assert_eq!(l.max_processes(10), 6); // 50, capped
         assert_eq!(l.max_processes(7), 3); // default 2.5 rounds away from zero
-        let again = LoaderConfig::from_toml(Path::new("x"), &LoaderConfig::from_toml(Path::new("l"), text).unwrap().to_toml()).unwrap();
+        let again =
+            LoaderConfig::from_toml(Path::new("x"), &LoaderConfig::from_toml(Path::new("l"), text).unwrap().to_toml())
+                .unwrap();
         assert_eq!(again.check(Path::new("x")).unwrap(), l);
         // No default: the slowest profiled OST.
-        let l = LoaderConfig::from_toml(Path::new("l"), "[loader]\nper_process_mb_s = 50.0\n[loader.ost_mb_s]\n1 = 100.0\n2 = 400.0\n")
-            .unwrap()
-            .check(Path::new("l"))
-            .unwrap();
+        let l = LoaderConfig::from_toml(
+            Path::new("l"),
+            "[loader]\nper_process_mb_s = 50.0\n[loader.ost_mb_s]\n1 = 100.0\n2 = 400.0\n",
+        )
+        .unwrap()
+        .check(Path::new("l"))
+        .unwrap();
         assert_eq!((l.max_processes(1), l.max_processes(2), l.max_processes(99), l.cap()), (2, 8, 2, 8));
     }
 
@@ -213,9 +228,18 @@ mod tests {
             Err(e) => e.to_string(),
             Ok(c) => c.check(Path::new("/etc/l.toml")).unwrap_err().to_string(),
         };
-        assert_eq!(err("[loader]\nper_process_mb_s = 0.0\n"), "/etc/l.toml: `loader.per_process_mb_s`: 0 is not a positive speed");
-        assert_eq!(err("[loader]\nper_process_mb_s = 1.0\n[loader.ost_mb_s]\nost7 = 1.0\n"), "/etc/l.toml: `loader.ost_mb_s.ost7`: `ost7` is not an OST index");
-        assert_eq!(err("[loader]\nper_process_mb_s = 1.0\nmax_processes_per_ost = 0\n"), "/etc/l.toml: `loader.max_processes_per_ost`: must be at least 1");
+        assert_eq!(
+            err("[loader]\nper_process_mb_s = 0.0\n"),
+            "/etc/l.toml: `loader.per_process_mb_s`: 0 is not a positive speed"
+        );
+        assert_eq!(
+            err("[loader]\nper_process_mb_s = 1.0\n[loader.ost_mb_s]\nost7 = 1.0\n"),
+            "/etc/l.toml: `loader.ost_mb_s.ost7`: `ost7` is not an OST index"
+        );
+        assert_eq!(
+            err("[loader]\nper_process_mb_s = 1.0\nmax_processes_per_ost = 0\n"),
+            "/etc/l.toml: `loader.max_processes_per_ost`: must be at least 1"
+        );
         assert!(err("[loader]\nper_process_mb_s = 1.0\nper_proces = 2\n").contains("unknown field `per_proces`"));
     }
 }

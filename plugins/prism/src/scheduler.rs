@@ -99,7 +99,8 @@ impl ObjectScheduler {
         while left > 0 {
             let best = (0..n).filter(|&d| bound[d] < cap(d)).max_by(|&a, &b| {
                 // bytes[a]/bound[a] vs bytes[b]/bound[b], exactly; ties go to the lower slot.
-                let (x, y) = (bytes_per_slot[a] as u128 * bound[b] as u128, bytes_per_slot[b] as u128 * bound[a] as u128);
+                let (x, y) =
+                    (bytes_per_slot[a] as u128 * bound[b] as u128, bytes_per_slot[b] as u128 * bound[a] as u128);
                 x.cmp(&y).then(b.cmp(&a))
             });
             match best {
@@ -296,7 +297,11 @@ impl PlanStats {
 
     /// OSTs whose process count exceeds the loader's cap: (OST, processes, cap).
     pub fn over_cap(&self, loader: &Loader) -> Vec<(u32, u32, u32)> {
-        self.per_ost_processes.iter().filter(|(&o, &n)| n > loader.max_processes(o)).map(|(&o, &n)| (o, n, loader.max_processes(o))).collect()
+        self.per_ost_processes
+            .iter()
+            .filter(|(&o, &n)| n > loader.max_processes(o))
+            .map(|(&o, &n)| (o, n, loader.max_processes(o)))
+            .collect()
     }
 }
 
@@ -438,8 +443,11 @@ mod tests {
                 .collect();
             let w = rng.range(1..20) as usize;
             let loader = Loader::uniform(rng.f64() * 500.0 + 50.0, 100.0, rng.range(1..5) as u32);
-            for plan in [ObjectScheduler::new(Some(loader.clone())).place(&objs, w), ObjectScheduler::default().place(&objs, w), FileScheduler.place(&objs, w)]
-            {
+            for plan in [
+                ObjectScheduler::new(Some(loader.clone())).place(&objs, w),
+                ObjectScheduler::default().place(&objs, w),
+                FileScheduler.place(&objs, w),
+            ] {
                 assert_eq!(plan.len(), w, "case {case}");
                 assert_tiles_bytes(&objs, &plan);
             }

@@ -185,7 +185,11 @@ mod tests {
         let l = ObjectLayout {
             path: "/scratch/f".into(),
             size: 10 * M + 5,
-            components: vec![comp(0, 4 * M, M, &[113]), comp(4 * M, 8 * M, M, &[167, 204]), comp(8 * M, u64::MAX, M, &[10, 60, 86, 105])],
+            components: vec![
+                comp(0, 4 * M, M, &[113]),
+                comp(4 * M, 8 * M, M, &[167, 204]),
+                comp(8 * M, u64::MAX, M, &[10, 60, 86, 105]),
+            ],
         };
         let t = tasks_of(7, &l).unwrap();
         let got: Vec<_> = t.iter().map(|t| (t.ost, t.start, t.end, t.interval, t.stripe_size)).collect();

@@ -135,7 +135,11 @@ fn random_record(rng: &mut Rng) -> [u8; RECORD_BYTES] {
     let structured = rng.below(2) == 0;
     let base = rng.below(256) as usize;
     for (i, b) in rec.iter_mut().enumerate() {
-        *b = if structured && i > 0 { ((i - 1) % 1024 / 32 * 5 + (i - 1) % 32 * 3 + base) as u8 } else { rng.next_u64() as u8 };
+        *b = if structured && i > 0 {
+            ((i - 1) % 1024 / 32 * 5 + (i - 1) % 32 * 3 + base) as u8
+        } else {
+            rng.next_u64() as u8
+        };
     }
     rec
 }
@@ -174,7 +178,8 @@ fn seeds() -> Vec<u64> {
         return vec![s];
     }
     let cases: u64 = std::env::var("ICICLE_PROPERTY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
     let first = nanos % 1_000_000_000;
     (first..first + cases).collect()
 }
@@ -198,14 +203,18 @@ fn matches_the_reference_over_random_records_and_seeds() {
             let want = reference_augment(seed, key, index, &rec);
             let drawn = Transform::draw(seed, key, index);
             let (f, cx, cy, deg) = reference_choices(seed, key, index);
-            let ours = (drawn.flip(), usize::from(drawn.crop().0), usize::from(drawn.crop().1), i64::from(drawn.angle_deg()));
+            let ours =
+                (drawn.flip(), usize::from(drawn.crop().0), usize::from(drawn.crop().1), i64::from(drawn.angle_deg()));
             if ours != (f, cx, cy, deg) {
                 bad = Some(format!("index {index}: choices {ours:?}, reference {:?}", (f, cx, cy, deg)));
                 break;
             }
             if out[..] != want[..] {
                 let first = out.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
-                bad = Some(format!("index {index} {drawn:?}: first difference at byte {first}: {} vs reference {}", out[first], want[first]));
+                bad = Some(format!(
+                    "index {index} {drawn:?}: first difference at byte {first}: {} vs reference {}",
+                    out[first], want[first]
+                ));
                 break;
             }
             if out[0] != rec[0] {
@@ -232,7 +241,11 @@ fn every_transform_matches_the_reference() {
             for cy in 0..=8u8 {
                 for deg in -15..=15i8 {
                     let want = reference_apply(&rec, (flip, usize::from(cx), usize::from(cy), i64::from(deg)));
-                    assert_eq!(run(t(flip, cx, cy, deg), &rec)[..], want[..], "flip {flip} crop ({cx}, {cy}) angle {deg}");
+                    assert_eq!(
+                        run(t(flip, cx, cy, deg), &rec)[..],
+                        want[..],
+                        "flip {flip} crop ({cx}, {cy}) angle {deg}"
+                    );
                     count += 1;
                 }
             }
@@ -292,7 +305,11 @@ fn crop_shifts_with_zero_padding() {
             for y in 0..32i64 {
                 for x in 0..32i64 {
                     let (sx, sy) = (x + i64::from(cx) - 4, y + i64::from(cy) - 4);
-                    let want = if (0..32).contains(&sx) && (0..32).contains(&sy) { px(&rec, c, sx as usize, sy as usize) } else { 0 };
+                    let want = if (0..32).contains(&sx) && (0..32).contains(&sy) {
+                        px(&rec, c, sx as usize, sy as usize)
+                    } else {
+                        0
+                    };
                     assert_eq!(px(&out, c, x as usize, y as usize), want, "crop ({cx}, {cy}) channel {c} ({x}, {y})");
                 }
             }
@@ -404,7 +421,10 @@ fn batches_must_be_whole_records() {
 fn transforms_out_of_range_are_refused() {
     assert!(matches!(Transform::new(false, 9, 0, 0), Err(AugmentError::OutOfRange { what: "crop_x", value: 9, .. })));
     assert!(matches!(Transform::new(false, 0, 200, 0), Err(AugmentError::OutOfRange { what: "crop_y", .. })));
-    assert!(matches!(Transform::new(true, 8, 8, 16), Err(AugmentError::OutOfRange { what: "angle_deg", value: 16, .. })));
+    assert!(matches!(
+        Transform::new(true, 8, 8, 16),
+        Err(AugmentError::OutOfRange { what: "angle_deg", value: 16, .. })
+    ));
     assert!(matches!(Transform::new(true, 8, 8, -128), Err(AugmentError::OutOfRange { what: "angle_deg", .. })));
     assert!(Transform::new(true, 8, 0, -15).is_ok());
 }
@@ -428,11 +448,15 @@ fn file_keys_hash_the_base_name() {
 #[test]
 fn draws_and_outputs_are_pinned() {
     let key = file_key("data_batch_1.bin");
-    let drawn: Vec<(bool, (u8, u8), i8)> = (0..4).map(|i| Transform::draw(2025, key, i)).map(|d| (d.flip(), d.crop(), d.angle_deg())).collect();
+    let drawn: Vec<(bool, (u8, u8), i8)> =
+        (0..4).map(|i| Transform::draw(2025, key, i)).map(|d| (d.flip(), d.crop(), d.angle_deg())).collect();
     let rec = image(|c, x, y| (x * 7 + y * 3 + c * 50) as u8);
     let mut out = vec![0u8; 4 * RECORD_BYTES];
     let input = [rec, rec, rec, rec].concat();
     augment_batch(2025, key, 0, &input, &mut out).expect("whole records");
     let digest = out.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    assert_eq!(format!("{drawn:?} {digest:#018x}"), "[(true, (3, 7), -15), (false, (5, 7), 13), (false, (1, 2), -11), (true, (7, 0), 3)] 0x6629f2ec2ad53e0a");
+    assert_eq!(
+        format!("{drawn:?} {digest:#018x}"),
+        "[(true, (3, 7), -15), (false, (5, 7), 13), (false, (1, 2), -11), (true, (7, 0), 3)] 0x6629f2ec2ad53e0a"
+    );
 }

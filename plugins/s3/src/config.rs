@@ -92,9 +92,21 @@ fn default_timeout_secs() -> f64 {
 impl S3Config {
     /// Validate and resolve: the layout, the credentials (read now, from the environment or
     /// a file), the endpoint. Errors name the key through `invalid` and never a secret.
-    pub(crate) fn settings(&self, id: &str, split_bytes: u64, invalid: impl Fn(&str, String) -> ConfigError, layout: Layout) -> Result<Settings, ConfigError> {
+    pub(crate) fn settings(
+        &self,
+        id: &str,
+        split_bytes: u64,
+        invalid: impl Fn(&str, String) -> ConfigError,
+        layout: Layout,
+    ) -> Result<Settings, ConfigError> {
         if !valid_bucket(&self.bucket) {
-            return Err(invalid("bucket", format!("`{}` is not an S3 bucket name (3-63 lowercase letters, digits, dots and hyphens)", self.bucket)));
+            return Err(invalid(
+                "bucket",
+                format!(
+                    "`{}` is not an S3 bucket name (3-63 lowercase letters, digits, dots and hyphens)",
+                    self.bucket
+                ),
+            ));
         }
         if let Some(u) = &self.endpoint_url {
             check_endpoint(u).map_err(|e| invalid("endpoint_url", e))?;
@@ -133,7 +145,12 @@ impl S3Config {
     }
 
     fn credentials(&self, invalid: &impl Fn(&str, String) -> ConfigError) -> Result<Creds, ConfigError> {
-        credentials(self.access_key_id.as_deref(), self.secret_access_key_env.as_deref(), self.secret_access_key_file.as_deref(), invalid)
+        credentials(
+            self.access_key_id.as_deref(),
+            self.secret_access_key_env.as_deref(),
+            self.secret_access_key_file.as_deref(),
+            invalid,
+        )
     }
 
     /// The `tsv` source's view of the layout keys, for [`Layout::from_config`].
@@ -183,11 +200,19 @@ pub(crate) fn credentials(
             }
             let secret = match (secret_env, secret_file) {
                 (Some(_), Some(_)) => {
-                    return Err(invalid("secret_access_key_env", "give either secret_access_key_env or secret_access_key_file, not both".into()))
+                    return Err(invalid(
+                        "secret_access_key_env",
+                        "give either secret_access_key_env or secret_access_key_file, not both".into(),
+                    ))
                 }
                 (Some(var), None) => secret::from_env(var).map_err(|e| invalid("secret_access_key_env", e))?,
                 (None, Some(f)) => secret::from_file(f).map_err(|e| invalid("secret_access_key_file", e))?,
-                (None, None) => return Err(invalid("secret_access_key_env", "access_key_id needs secret_access_key_env or secret_access_key_file".into())),
+                (None, None) => {
+                    return Err(invalid(
+                        "secret_access_key_env",
+                        "access_key_id needs secret_access_key_env or secret_access_key_file".into(),
+                    ))
+                }
             };
             Ok(Creds { access_key_id: akid.trim().to_string(), secret, session_token: None })
         }
@@ -196,8 +221,10 @@ pub(crate) fn credentials(
                 return Err(invalid("access_key_id", "a secret access key needs access_key_id".into()));
             }
             let hint = "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment, or access_key_id with secret_access_key_env or secret_access_key_file";
-            let akid = secret::from_env("AWS_ACCESS_KEY_ID").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
-            let secret = secret::from_env("AWS_SECRET_ACCESS_KEY").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
+            let akid =
+                secret::from_env("AWS_ACCESS_KEY_ID").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
+            let secret = secret::from_env("AWS_SECRET_ACCESS_KEY")
+                .map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
             let session_token = secret::from_env("AWS_SESSION_TOKEN").ok();
             Ok(Creds { access_key_id: akid.expose().to_string(), secret, session_token })
         }
@@ -215,7 +242,10 @@ pub(crate) fn valid_bucket(b: &str) -> bool {
 
 /// An `http(s)://host[:port]` URL without credentials in it.
 pub(crate) fn check_endpoint(url: &str) -> Result<(), String> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")).ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
     let authority = rest.split('/').next().unwrap_or("");
     if authority.is_empty() {
         return Err(format!("`{url}` has no host"));
@@ -246,14 +276,18 @@ mod tests {
 
     #[test]
     fn configuration_rules_name_the_key() {
-        let c = cfg("access_key_id = \"AKIDEXAMPLE\"\nsecret_access_key_env = \"ICICLE_TEST_S3_SECRET_UNSET\"").unwrap();
+        let c =
+            cfg("access_key_id = \"AKIDEXAMPLE\"\nsecret_access_key_env = \"ICICLE_TEST_S3_SECRET_UNSET\"").unwrap();
         let e = settings(&c).unwrap_err();
         assert!(e.contains("sources.s.secret_access_key_env") && e.contains("ICICLE_TEST_S3_SECRET_UNSET"), "{e}");
         let e = settings(&cfg("access_key_id = \"AKIDEXAMPLE\"").unwrap()).unwrap_err();
         assert!(e.contains("sources.s.secret_access_key_env"), "{e}");
         let e = settings(&cfg("secret_access_key_env = \"X\"").unwrap()).unwrap_err();
         assert!(e.contains("sources.s.access_key_id"), "{e}");
-        let e = settings(&cfg("access_key_id = \"A\"\nsecret_access_key_env = \"X\"\nsecret_access_key_file = \"/f\"").unwrap()).unwrap_err();
+        let e = settings(
+            &cfg("access_key_id = \"A\"\nsecret_access_key_env = \"X\"\nsecret_access_key_file = \"/f\"").unwrap(),
+        )
+        .unwrap_err();
         assert!(e.contains("not both"), "{e}");
         let e = settings(&cfg("endpoint_url = \"http://user:pw@127.0.0.1:9000\"\naccess_key_id = \"A\"\nsecret_access_key_file = \"/nonexistent\"").unwrap())
             .unwrap_err();
@@ -273,7 +307,8 @@ mod tests {
     fn secrets_come_from_files_and_never_print() {
         let dir = std::env::temp_dir().join(format!("icicle-s3-secret-{}", std::process::id()));
         std::fs::write(&dir, "s3cr3t-value-from-file\nignored\n").unwrap();
-        let c = cfg(&format!("access_key_id = \"AKIDEXAMPLE\"\nsecret_access_key_file = \"{}\"", dir.display())).unwrap();
+        let c =
+            cfg(&format!("access_key_id = \"AKIDEXAMPLE\"\nsecret_access_key_file = \"{}\"", dir.display())).unwrap();
         let s = settings(&c).unwrap();
         std::fs::remove_file(&dir).unwrap();
         assert_eq!(s.creds.secret.expose(), "s3cr3t-value-from-file");

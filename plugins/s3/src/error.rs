@@ -57,7 +57,14 @@ impl S3Error {
             (SdkError::ServiceError(_), Some(code)) => {
                 let code = code.to_string();
                 let hint = hint(&code);
-                S3Error::Service { op, target: target.to_string(), status: status.unwrap_or(0), message: err.message().unwrap_or("").to_string(), code, hint }
+                S3Error::Service {
+                    op,
+                    target: target.to_string(),
+                    status: status.unwrap_or(0),
+                    message: err.message().unwrap_or("").to_string(),
+                    code,
+                    hint,
+                }
             }
             (SdkError::ServiceError(_), None) => {
                 // HEAD-like answers carry no body; name the status the way S3 would.
@@ -70,7 +77,14 @@ impl S3Error {
                 }
                 .to_string();
                 let hint = hint(&code);
-                S3Error::Service { op, target: target.to_string(), status: status.unwrap_or(0), message: String::new(), code, hint }
+                S3Error::Service {
+                    op,
+                    target: target.to_string(),
+                    status: status.unwrap_or(0),
+                    message: String::new(),
+                    code,
+                    hint,
+                }
             }
             _ => S3Error::Transport { op, target: target.to_string(), reason: DisplayErrorContext(&err).to_string() },
         }

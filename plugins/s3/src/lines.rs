@@ -23,7 +23,14 @@ pub struct RangeLines {
 impl RangeLines {
     /// Lines starting in `[start, end)`; bytes are fed from [`RangeLines::fetch_from`].
     pub fn new(start: u64, end: u64) -> RangeLines {
-        RangeLines { end, base: start.saturating_sub(1), buf: Vec::new(), skipping: start > 0, done: start >= end, line: (start == 0).then_some(1) }
+        RangeLines {
+            end,
+            base: start.saturating_sub(1),
+            buf: Vec::new(),
+            skipping: start > 0,
+            done: start >= end,
+            line: (start == 0).then_some(1),
+        }
     }
 
     /// Where the bytes must begin: `start - 1` (or 0).
@@ -177,7 +184,8 @@ mod tests {
         let data = text();
         let mut whole = Vec::new();
         for_each_line(&data, None, |l, off| whole.push((off, l.to_vec())));
-        let numbered: Vec<_> = whole.iter().enumerate().map(|(i, (o, l))| (*o, l.clone(), Some(i as u64 + 1))).collect();
+        let numbered: Vec<_> =
+            whole.iter().enumerate().map(|(i, (o, l))| (*o, l.clone(), Some(i as u64 + 1))).collect();
         for chunk in [1usize, 2, 7, 64, 4096, 1 << 20] {
             assert_eq!(read_range(&data, 0, data.len() as u64, chunk), numbered, "chunk {chunk}");
             for split in [1u64, 5, 37, 301, 1000, 5000] {
@@ -188,7 +196,11 @@ mod tests {
                     let mut part = Vec::new();
                     for_each_line(&data, Some((s, e)), |l, off| part.push((off, l.to_vec())));
                     let got = read_range(&data, s, e, chunk);
-                    assert_eq!(got.iter().map(|(o, l, _)| (*o, l.clone())).collect::<Vec<_>>(), part, "split {split} range {s}..{e} chunk {chunk}");
+                    assert_eq!(
+                        got.iter().map(|(o, l, _)| (*o, l.clone())).collect::<Vec<_>>(),
+                        part,
+                        "split {split} range {s}..{e} chunk {chunk}"
+                    );
                     assert!(got.iter().all(|(_, _, n)| n.is_some() == (s == 0)));
                     seen.extend(got.into_iter().map(|(o, l, _)| (o, l)));
                     s = e;

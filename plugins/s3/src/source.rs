@@ -104,18 +104,35 @@ pub(crate) struct Creds {
 }
 
 /// (standard mode: throttling, 5xx and connection errors, with backoff) and timeouts.
-pub(crate) fn client(endpoint_url: Option<&str>, region: &str, force_path_style: bool, creds: &Creds, max_attempts: u32, timeout: Duration) -> Client {
+pub(crate) fn client(
+    endpoint_url: Option<&str>,
+    region: &str,
+    force_path_style: bool,
+    creds: &Creds,
+    max_attempts: u32,
+    timeout: Duration,
+) -> Client {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
     let http = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
-    let credentials =
-        Credentials::new(&creds.access_key_id, creds.secret.expose(), creds.session_token.as_ref().map(|t| t.expose().to_string()), None, "icicle-s3-source");
+    let credentials = Credentials::new(
+        &creds.access_key_id,
+        creds.secret.expose(),
+        creds.session_token.as_ref().map(|t| t.expose().to_string()),
+        None,
+        "icicle-s3-source",
+    );
     let mut b = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.to_string()))
         .credentials_provider(credentials)
         .http_client(http)
         .retry_config(RetryConfig::standard().with_max_attempts(max_attempts))
-        .timeout_config(TimeoutConfig::builder().connect_timeout(Duration::from_secs(10).min(timeout)).operation_attempt_timeout(timeout).build())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(10).min(timeout))
+                .operation_attempt_timeout(timeout)
+                .build(),
+        )
         .force_path_style(force_path_style);
     if let Some(u) = endpoint_url {
         b = b.endpoint_url(u);
@@ -136,8 +153,14 @@ pub(crate) fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
 impl S3Source {
     /// A source with `settings` (the client connects lazily, at the first request).
     pub fn new(settings: Settings) -> Result<S3Source, String> {
-        let client =
-            client(settings.endpoint_url.as_deref(), &settings.region, settings.force_path_style, &settings.creds, settings.max_attempts, settings.timeout);
+        let client = client(
+            settings.endpoint_url.as_deref(),
+            &settings.region,
+            settings.force_path_style,
+            &settings.creds,
+            settings.max_attempts,
+            settings.timeout,
+        );
         Ok(S3Source { client, rt: Some(runtime("icicle-s3")?), listed: Mutex::new(HashMap::new()), s: settings })
     }
 
@@ -155,7 +178,12 @@ impl S3Source {
     }
 
     /// Every object under the prefix whose key matches, in key order, with size and ETag.
-    async fn list(client: Client, bucket: String, prefix: String, keys: Option<String>) -> Result<Vec<(String, Listed)>, S3Error> {
+    async fn list(
+        client: Client,
+        bucket: String,
+        prefix: String,
+        keys: Option<String>,
+    ) -> Result<Vec<(String, Listed)>, S3Error> {
         let target = format!("s3://{bucket}/{prefix}");
         let mut out = Vec::new();
         let mut token: Option<String> = None;
@@ -174,7 +202,10 @@ impl S3Source {
                 if key.ends_with('/') {
                     continue;
                 }
-                if keys.as_deref().is_some_and(|g| !glob_match(g.as_bytes(), &key.as_bytes()[prefix.len().min(key.len())..])) {
+                if keys
+                    .as_deref()
+                    .is_some_and(|g| !glob_match(g.as_bytes(), &key.as_bytes()[prefix.len().min(key.len())..]))
+                {
                     continue;
                 }
                 let size = u64::try_from(o.size().unwrap_or(0)).map_err(|_| S3Error::Unexpected {
@@ -187,7 +218,11 @@ impl S3Source {
             match (page.is_truncated(), page.next_continuation_token()) {
                 (Some(true), Some(t)) => token = Some(t.to_string()),
                 (Some(true), None) => {
-                    return Err(S3Error::Unexpected { op: "listing", target, reason: "a truncated page without a continuation token".into() });
+                    return Err(S3Error::Unexpected {
+                        op: "listing",
+                        target,
+                        reason: "a truncated page without a continuation token".into(),
+                    });
                 }
                 _ => break,
             }
@@ -234,7 +269,8 @@ impl Drop for S3Source {
 #[async_trait]
 impl Source for S3Source {
     async fn plan(&self) -> Result<Vec<Split>, SourceError> {
-        let (client, bucket, prefix, keys) = (self.client.clone(), self.s.bucket.clone(), self.s.prefix.clone(), self.s.keys.clone());
+        let (client, bucket, prefix, keys) =
+            (self.client.clone(), self.s.bucket.clone(), self.s.prefix.clone(), self.s.keys.clone());
         let listed = self
             .rt()
             .spawn(S3Source::list(client, bucket, prefix, keys))
@@ -250,7 +286,14 @@ impl Source for S3Source {
         for (key, l) in &listed {
             let name = self.object_name(key);
             if l.size <= self.s.split_bytes {
-                splits.push(Split { name, path: PathBuf::from(key), range: None, weight: l.size, scope: None, version: Some(l.version()) });
+                splits.push(Split {
+                    name,
+                    path: PathBuf::from(key),
+                    range: None,
+                    weight: l.size,
+                    scope: None,
+                    version: Some(l.version()),
+                });
                 continue;
             }
             let mut start = 0;
@@ -279,7 +322,12 @@ impl Source for S3Source {
         // The version the plan listed (rank 0's, across ranks), else this source's own listing.
         let listed = match split.version.as_deref().and_then(Listed::of_version) {
             Some(l) => l,
-            None => self.listed.lock().ok().and_then(|m| m.get(key).cloned()).ok_or_else(|| self.fail(format!("{}: not listed by this source", split.name)))?,
+            None => self
+                .listed
+                .lock()
+                .ok()
+                .and_then(|m| m.get(key).cloned())
+                .ok_or_else(|| self.fail(format!("{}: not listed by this source", split.name)))?,
         };
         let (start, end) = split.range.unwrap_or((0, listed.size));
         let end = end.min(listed.size);
@@ -327,9 +375,10 @@ impl Source for S3Source {
                         next += take as u64;
                         lines.push(&bytes[..take], &mut row);
                         if let Some(at) = lines.overlong() {
-                            return Err(
-                                self.fail(format!("reading {input}: a line of more than {} MiB at byte {at}: not a text listing?", MAX_LINE_BYTES >> 20))
-                            );
+                            return Err(self.fail(format!(
+                                "reading {input}: a line of more than {} MiB at byte {at}: not a text listing?",
+                                MAX_LINE_BYTES >> 20
+                            )));
                         }
                         if lines.done() {
                             // Read the short rest of the answer, so that its connection is reused.
@@ -354,7 +403,9 @@ impl Source for S3Source {
                 // requests, not bodies already streaming).
                 interrupted += 1;
                 if interrupted >= self.s.max_attempts {
-                    return Err(self.fail(format!("reading {input}: gave up after {interrupted} interrupted downloads, at byte {next}: {why}")));
+                    return Err(self.fail(format!(
+                        "reading {input}: gave up after {interrupted} interrupted downloads, at byte {next}: {why}"
+                    )));
                 }
                 tracing::warn!(message = "S3 download interrupted; resuming", object = %input, byte = next, error = %why);
                 continue 'requests;

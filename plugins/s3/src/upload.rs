@@ -116,9 +116,16 @@ impl Drop for Uploader {
 impl Uploader {
     /// Check `cfg` and connect (lazily: the first request opens the connection). Errors name
     /// the setting through `invalid` and never carry a secret.
-    pub fn new(cfg: &UploadConfig, invalid: impl Fn(&str, String) -> ConfigError) -> Result<Arc<Uploader>, UploadError> {
+    pub fn new(
+        cfg: &UploadConfig,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<Arc<Uploader>, UploadError> {
         if !valid_bucket(&cfg.bucket) {
-            return Err(invalid("bucket", format!("`{}` is not an S3 bucket name (3-63 lowercase letters, digits, dots and hyphens)", cfg.bucket)).into());
+            return Err(invalid(
+                "bucket",
+                format!("`{}` is not an S3 bucket name (3-63 lowercase letters, digits, dots and hyphens)", cfg.bucket),
+            )
+            .into());
         }
         if let Some(u) = &cfg.endpoint_url {
             check_endpoint(u).map_err(|e| invalid("endpoint_url", e))?;
@@ -133,9 +140,18 @@ impl Uploader {
             return Err(invalid("timeout_secs", "must be positive".into()).into());
         }
         if !(MIN_PART_BYTES..=MAX_PART_BYTES).contains(&cfg.part_bytes) {
-            return Err(invalid("part_bytes", format!("{} is outside S3's part sizes ({MIN_PART_BYTES}..={MAX_PART_BYTES} bytes)", cfg.part_bytes)).into());
+            return Err(invalid(
+                "part_bytes",
+                format!("{} is outside S3's part sizes ({MIN_PART_BYTES}..={MAX_PART_BYTES} bytes)", cfg.part_bytes),
+            )
+            .into());
         }
-        let creds = credentials(cfg.access_key_id.as_deref(), cfg.secret_access_key_env.as_deref(), cfg.secret_access_key_file.as_deref(), &invalid)?;
+        let creds = credentials(
+            cfg.access_key_id.as_deref(),
+            cfg.secret_access_key_env.as_deref(),
+            cfg.secret_access_key_file.as_deref(),
+            &invalid,
+        )?;
         let endpoint = cfg.endpoint_url.as_deref().map(|u| u.trim_end_matches('/'));
         let timeout = icicle_core::time::secs(cfg.timeout_secs);
         let client = client(endpoint, &cfg.region, cfg.force_path_style, &creds, cfg.max_attempts, timeout);
@@ -183,7 +199,14 @@ impl Uploader {
     /// Start writing the object called `name`; nothing is visible until
     /// [`ObjectUpload::finish`].
     pub fn object(self: &Arc<Self>, name: &str) -> ObjectUpload {
-        ObjectUpload { up: self.clone(), key: self.key(name), buf: Vec::new(), upload_id: None, parts: Vec::new(), bytes: 0 }
+        ObjectUpload {
+            up: self.clone(),
+            key: self.key(name),
+            buf: Vec::new(),
+            upload_id: None,
+            parts: Vec::new(),
+            bytes: 0,
+        }
     }
 }
 
@@ -236,14 +259,27 @@ impl ObjectUpload {
         let target = self.target();
         let up = self.up.clone();
         if self.upload_id.is_none() {
-            let req = up.client.create_multipart_upload().bucket(&up.bucket).key(&self.key).checksum_algorithm(ChecksumAlgorithm::Crc32);
-            let out = up.rt().block_on(req.send()).map_err(|e| S3Error::from_sdk("starting the upload of", &target, e))?;
-            let id =
-                out.upload_id().ok_or_else(|| S3Error::Unexpected { op: "starting the upload of", target: target.clone(), reason: "no upload id".into() })?;
+            let req = up
+                .client
+                .create_multipart_upload()
+                .bucket(&up.bucket)
+                .key(&self.key)
+                .checksum_algorithm(ChecksumAlgorithm::Crc32);
+            let out =
+                up.rt().block_on(req.send()).map_err(|e| S3Error::from_sdk("starting the upload of", &target, e))?;
+            let id = out.upload_id().ok_or_else(|| S3Error::Unexpected {
+                op: "starting the upload of",
+                target: target.clone(),
+                reason: "no upload id".into(),
+            })?;
             self.upload_id = Some(id.to_string());
         }
         if self.parts.len() >= MAX_PARTS {
-            return Err(S3Error::Unexpected { op: "uploading", target, reason: format!("more than {MAX_PARTS} parts: raise the part size") });
+            return Err(S3Error::Unexpected {
+                op: "uploading",
+                target,
+                reason: format!("more than {MAX_PARTS} parts: raise the part size"),
+            });
         }
         let rest = self.buf.split_off(n.min(self.buf.len()));
         let body = std::mem::replace(&mut self.buf, rest);
@@ -298,7 +334,9 @@ impl ObjectUpload {
             // A 200 answer the SDK cannot read (moto 5.2 names its root element
             // `CompleteMultipartUploadResponse`, getmoto/moto#10055): the upload is complete
             // if the object is there with this upload's size and ETag.
-            Err(aws_sdk_s3::error::SdkError::ServiceError(e)) if e.raw().status().as_u16() == 200 && self.completed(n)? => {
+            Err(aws_sdk_s3::error::SdkError::ServiceError(e))
+                if e.raw().status().as_u16() == 200 && self.completed(n)? =>
+            {
                 tracing::debug!(message = "unreadable answer to CompleteMultipartUpload; the object is complete", object = %target, error = ?e.err());
             }
             Err(e) => return Err(S3Error::from_sdk("completing the upload of", &target, e)),

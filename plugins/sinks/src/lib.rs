@@ -76,14 +76,30 @@ impl FileSink {
     /// [`FileSink::new`], making documents durable when `group_bytes` wait.
     pub fn grouped(name: &str, dir: PathBuf, fsync: bool, group_bytes: u64) -> FileSink {
         let seq = highest_sequence(&dir);
-        FileSink { name: name.to_string(), dir, fsync, group_bytes, seq, pending: Vec::new(), pending_bytes: 0, oldest: None, failed: None, lock: None }
+        FileSink {
+            name: name.to_string(),
+            dir,
+            fsync,
+            group_bytes,
+            seq,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            oldest: None,
+            failed: None,
+            lock: None,
+        }
     }
 
     fn io_error(&self, what: &std::path::Path, e: std::io::Error) -> SinkError {
         SinkError::Io { sink: self.name.clone(), reason: format!("{}: {e}", what.display()) }
     }
 
-    fn write(&mut self, file: &str, bytes: u64, body: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>) -> Result<(), SinkError> {
+    fn write(
+        &mut self,
+        file: &str,
+        bytes: u64,
+        body: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>,
+    ) -> Result<(), SinkError> {
         self.check()?;
         if self.lock.is_none() {
             // The directory appears with the first document (nothing delivered, no directory).
@@ -110,7 +126,10 @@ impl FileSink {
     /// `Err` once a group could not be made durable.
     fn check(&self) -> Result<(), SinkError> {
         match &self.failed {
-            Some(reason) => Err(SinkError::Io { sink: self.name.clone(), reason: format!("an earlier group of documents was lost: {reason}") }),
+            Some(reason) => Err(SinkError::Io {
+                sink: self.name.clone(),
+                reason: format!("an earlier group of documents was lost: {reason}"),
+            }),
             None => Ok(()),
         }
     }
@@ -170,7 +189,8 @@ impl Drop for FileSink {
 /// a lock that cannot be taken at all (a file system without locks) is `None`, with a warning.
 fn lock_dir(dir: &std::path::Path) -> Result<Option<std::fs::File>, String> {
     let path = dir.join(".file-sink.lock");
-    let file = std::fs::create_dir_all(dir).and_then(|()| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path));
+    let file = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path));
     match file.map(|f| f.try_lock().map(|()| f)) {
         Ok(Ok(f)) => Ok(Some(f)),
         Ok(Err(std::fs::TryLockError::WouldBlock)) => {
@@ -201,7 +221,10 @@ fn document_sequence(name: &str) -> Option<(u64, bool)> {
 /// The highest sequence number of the documents in `dir`, waiting ones included.
 fn highest_sequence(dir: &std::path::Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
-    rd.filter_map(|e| e.ok()).filter_map(|e| document_sequence(&e.file_name().to_string_lossy()).map(|(n, _)| n)).max().unwrap_or(0)
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| document_sequence(&e.file_name().to_string_lossy()).map(|(n, _)| n))
+        .max()
+        .unwrap_or(0)
 }
 
 #[async_trait]
@@ -426,14 +449,20 @@ mod tests {
             let mut want = Vec::new();
             batch.write_gingest(&mut want).unwrap();
             let path = dir.path().join(format!("d{n}.json"));
-            icicle_core::durable::stage(&path, false, |w| write_gingest_vectored(w, &batch)).unwrap().commit(false).unwrap();
+            icicle_core::durable::stage(&path, false, |w| write_gingest_vectored(w, &batch))
+                .unwrap()
+                .commit(false)
+                .unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), want, "{n} entries");
         }
     }
 
     fn names(dir: &std::path::Path) -> Vec<String> {
-        let mut v: Vec<String> =
-            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n != ".file-sink.lock").collect();
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != ".file-sink.lock")
+            .collect();
         v.sort();
         v
     }

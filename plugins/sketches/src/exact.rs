@@ -214,10 +214,15 @@ impl Sketch for Hybrid {
     fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
         let o = other.as_any().downcast_ref::<Hybrid>().ok_or_else(|| wrong_type("hybrid", other))?;
         if !self.same_config(o) {
-            return Err(SketchError::MismatchedConfig(format!("threshold/alpha/max_bins differ ({:?} vs {:?})", self.cfg, o.cfg)));
+            return Err(SketchError::MismatchedConfig(format!(
+                "threshold/alpha/max_bins differ ({:?} vs {:?})",
+                self.cfg, o.cfg
+            )));
         }
         match (&mut self.exact, &o.exact) {
-            (Some(mine), Some(theirs)) if (mine.count() + theirs.count()) as usize <= self.cfg.threshold => mine.merge(theirs),
+            (Some(mine), Some(theirs)) if (mine.count() + theirs.count()) as usize <= self.cfg.threshold => {
+                mine.merge(theirs)
+            }
             _ => {
                 let dd = self.promote()?;
                 if let Some(theirs) = &o.exact {
@@ -260,7 +265,9 @@ impl Sketch for Hybrid {
         }
     }
     fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.exact.as_ref().map(|e| e.memory_bytes()).unwrap_or(0) + self.dd.as_ref().map(|d| d.memory_bytes()).unwrap_or(0)
+        std::mem::size_of::<Self>()
+            + self.exact.as_ref().map(|e| e.memory_bytes()).unwrap_or(0)
+            + self.dd.as_ref().map(|d| d.memory_bytes()).unwrap_or(0)
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -291,7 +298,11 @@ impl SketchFactory for HybridFactory {
             }
             1 => {
                 let d = DdFactory(h.dd_config()).decode(rest)?;
-                let dd = d.as_any().downcast_ref::<DdSketch>().cloned().ok_or_else(|| SketchError::Decode("not a ddsketch".into()))?;
+                let dd = d
+                    .as_any()
+                    .downcast_ref::<DdSketch>()
+                    .cloned()
+                    .ok_or_else(|| SketchError::Decode("not a ddsketch".into()))?;
                 h.dd = Some(dd);
             }
             t => return Err(SketchError::Decode(format!("unknown hybrid tag {t}"))),

@@ -67,7 +67,14 @@ impl Kll {
     /// compactions flip coins from `seed`.
     pub fn new(k: u16, seed: u64) -> Kll {
         let k = k.max(MIN_K);
-        Kll { k, levels: vec![Vec::new()], retained: 0, capacity: total_capacity(k, 1), stats: Stats::default(), rng: Rng::from_state(seed) }
+        Kll {
+            k,
+            levels: vec![Vec::new()],
+            retained: 0,
+            capacity: total_capacity(k, 1),
+            stats: Stats::default(),
+            rng: Rng::from_state(seed),
+        }
     }
 
     /// The parameter k.
@@ -92,7 +99,8 @@ impl Kll {
     /// Compact the lowest level at or over its capacity (one exists when the sketch is full).
     fn compact_lowest_full(&mut self) {
         let levels = self.levels.len();
-        let level = (0..levels).find(|&h| self.levels[h].len() >= level_capacity(self.k, levels, h)).unwrap_or(levels - 1);
+        let level =
+            (0..levels).find(|&h| self.levels[h].len() >= level_capacity(self.k, levels, h)).unwrap_or(levels - 1);
         self.halve(level);
         self.refresh();
     }
@@ -230,7 +238,8 @@ impl Sketch for Kll {
         Ok(())
     }
     fn quantile(&self, q: f64) -> Option<f64> {
-        let weighted = self.levels.iter().enumerate().flat_map(|(h, l)| l.iter().map(move |v| (*v, 1u64 << h))).collect();
+        let weighted =
+            self.levels.iter().enumerate().flat_map(|(h, l)| l.iter().map(move |v| (*v, 1u64 << h))).collect();
         rank::quantile(weighted, &self.stats, q)
     }
     fn count(&self) -> u64 {

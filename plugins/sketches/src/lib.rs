@@ -77,7 +77,10 @@ pub struct DdSketch {
 impl DdSketch {
     /// An empty sketch.
     pub fn new(cfg: &DdSketchConfig) -> DdSketch {
-        DdSketch { inner: DDSketch::new(DdConfig::new(cfg.alpha, cfg.max_bins, cfg.min_value)), cfg: (cfg.alpha, cfg.max_bins, cfg.min_value) }
+        DdSketch {
+            inner: DDSketch::new(DdConfig::new(cfg.alpha, cfg.max_bins, cfg.min_value)),
+            cfg: (cfg.alpha, cfg.max_bins, cfg.min_value),
+        }
     }
 }
 
@@ -93,7 +96,10 @@ impl Sketch for DdSketch {
     fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError> {
         let o = other.as_any().downcast_ref::<DdSketch>().ok_or_else(|| wrong_type("ddsketch", other))?;
         if o.cfg != self.cfg {
-            return Err(SketchError::MismatchedConfig(format!("alpha/max_bins/min_value {:?} vs {:?}", self.cfg, o.cfg)));
+            return Err(SketchError::MismatchedConfig(format!(
+                "alpha/max_bins/min_value {:?} vs {:?}",
+                self.cfg, o.cfg
+            )));
         }
         self.inner.merge(&o.inner).map_err(|e| SketchError::MismatchedConfig(e.to_string()))
     }

@@ -64,7 +64,15 @@ struct Compactor {
 impl Compactor {
     fn new(k: u16) -> Compactor {
         let raw = f32::from(k);
-        Compactor { items: Vec::new(), sorted: true, state: 0, section_raw: raw, section: nearest_even(raw), sections: INITIAL_SECTIONS, coin: false }
+        Compactor {
+            items: Vec::new(),
+            sorted: true,
+            state: 0,
+            section_raw: raw,
+            section: nearest_even(raw),
+            sections: INITIAL_SECTIONS,
+            coin: false,
+        }
     }
 
     fn nominal_capacity(&self) -> usize {
@@ -160,7 +168,15 @@ impl Req {
     /// accurate at high ranks when `hra`, at low ranks otherwise, flipping coins from `seed`.
     pub fn new(k: u16, hra: bool, seed: u64) -> Req {
         let k = k.clamp(MIN_K, MAX_K) & !1;
-        let mut r = Req { k, hra, compactors: Vec::new(), retained: 0, nominal: 0, stats: Stats::default(), rng: Rng::from_state(seed) };
+        let mut r = Req {
+            k,
+            hra,
+            compactors: Vec::new(),
+            retained: 0,
+            nominal: 0,
+            stats: Stats::default(),
+            rng: Rng::from_state(seed),
+        };
         r.grow();
         r
     }
@@ -317,7 +333,12 @@ impl Sketch for Req {
         Ok(())
     }
     fn quantile(&self, q: f64) -> Option<f64> {
-        let weighted = self.compactors.iter().enumerate().flat_map(|(h, c)| c.items.iter().map(move |v| (*v, 1u64 << h))).collect();
+        let weighted = self
+            .compactors
+            .iter()
+            .enumerate()
+            .flat_map(|(h, c)| c.items.iter().map(move |v| (*v, 1u64 << h)))
+            .collect();
         rank::quantile(weighted, &self.stats, q)
     }
     fn count(&self) -> u64 {
@@ -386,7 +407,8 @@ mod tests {
             // The 36 most extreme values on the accurate side stay in compactor 0, exactly.
             let mut bottom = s.compactors[0].items.clone();
             bottom.sort_unstable_by(f64::total_cmp);
-            let extreme: Vec<f64> = if hra { (49_964..50_000).map(f64::from).collect() } else { (0..36).map(f64::from).collect() };
+            let extreme: Vec<f64> =
+                if hra { (49_964..50_000).map(f64::from).collect() } else { (0..36).map(f64::from).collect() };
             assert!(extreme.iter().all(|v| bottom.contains(v)), "hra={hra}");
             let weight: u64 = s.compactors.iter().enumerate().map(|(h, c)| (c.items.len() as u64) << h).sum();
             assert_eq!(weight, 50_000);

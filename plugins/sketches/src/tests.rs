@@ -104,7 +104,8 @@ fn mismatched_configurations_and_types_refuse_to_merge() {
     let figment = figment_with("[s]\ntype = \"ddsketch\"\nalpha = 0.02\n");
     let mut b = icicle_core::registry::sketch_at(&figment, "s").unwrap().create();
     assert!(matches!(b.merge(a.as_ref()), Err(SketchError::MismatchedConfig(_))));
-    let kll100 = icicle_core::registry::sketch_at(&figment_with("[s]\ntype = \"kll\"\nk = 100\n"), "s").unwrap().create();
+    let kll100 =
+        icicle_core::registry::sketch_at(&figment_with("[s]\ntype = \"kll\"\nk = 100\n"), "s").unwrap().create();
     let mut kll200 = default_sketch("kll").unwrap().create();
     assert!(matches!(kll200.merge(kll100.as_ref()), Err(SketchError::MismatchedConfig(_))));
     assert!(matches!(kll200.merge(a.as_ref()), Err(SketchError::WrongType { .. })));

@@ -82,7 +82,8 @@ impl<'a> Reader<'a> {
             return Err(bad("truncated"));
         }
         let raw = self.take(n * 8)?;
-        let values: Vec<f64> = raw.chunks_exact(8).map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
+        let values: Vec<f64> =
+            raw.chunks_exact(8).map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
         if values.iter().any(|v| v.is_nan()) {
             return Err(bad("a retained value is NaN"));
         }

@@ -104,7 +104,10 @@ fn the_seed_key_makes_a_factory_reproducible() {
 #[test]
 fn invalid_parameters_name_their_key() {
     for toml in ["[s]\ntype = \"kll\"\nk = 7\n", "[s]\ntype = \"req\"\nk = 13\n", "[s]\ntype = \"req\"\nk = 2000\n"] {
-        let err = registry::sketch_at(&Figment::from(Toml::string(toml)), "s").err().map(|e| e.to_string()).unwrap_or_default();
+        let err = registry::sketch_at(&Figment::from(Toml::string(toml)), "s")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("s.k"), "{toml}: {err}");
     }
     let err = registry::sketch_at(&Figment::from(Toml::string("[s]\ntype = \"kll\"\nseed = -1\n")), "s").err();
@@ -206,7 +209,12 @@ fn decoding_truncated_or_random_bytes_is_an_error_never_a_panic() {
         assert_eq!(f.decode(&bytes).unwrap().to_bytes(), bytes, "{}: round trip", f.kind());
         assert_eq!(f.decode(&f.create().to_bytes()).unwrap().count(), 0, "{}: empty", f.kind());
         for len in 0..bytes.len() {
-            assert!(matches!(f.decode(&bytes[..len]), Err(SketchError::Decode(_))), "{}: {len} of {} bytes", f.kind(), bytes.len());
+            assert!(
+                matches!(f.decode(&bytes[..len]), Err(SketchError::Decode(_))),
+                "{}: {len} of {} bytes",
+                f.kind(),
+                bytes.len()
+            );
         }
         let mut longer = bytes.clone();
         longer.push(0);

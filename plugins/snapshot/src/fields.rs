@@ -70,7 +70,8 @@ pub fn parse_inode(b: &[u8], what: &str) -> Result<u64, String> {
 pub fn parse_octal(b: &[u8], what: &str) -> Result<u32, String> {
     let s = std::str::from_utf8(b).map_err(|_| format!("{what}: not UTF-8"))?;
     let s = s.trim_start_matches("0o");
-    u32::from_str_radix(if s.is_empty() { "0" } else { s }, 8).map_err(|_| format!("{what}: `{s}` is not an octal mode"))
+    u32::from_str_radix(if s.is_empty() { "0" } else { s }, 8)
+        .map_err(|_| format!("{what}: `{s}` is not an octal mode"))
 }
 
 /// Write `path` into `out`, replacing a leading `strip` with `prefix` (when either is set).
@@ -99,7 +100,10 @@ pub fn percent_decode(b: &[u8]) -> Result<Vec<u8>, String> {
                 }
                 _ => {
                     let end = (i + 3).min(b.len());
-                    return Err(format!("undecodable escape `{}` at byte {i} of the path", String::from_utf8_lossy(&b[i..end])));
+                    return Err(format!(
+                        "undecodable escape `{}` at byte {i} of the path",
+                        String::from_utf8_lossy(&b[i..end])
+                    ));
                 }
             }
         } else {
@@ -166,7 +170,12 @@ pub fn split_quoted(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut 
 /// Split a delimited line into fields as pwalk before 2.6.7 quoted them: inside `"`-quotes a
 /// backslash escapes the next character (`\"`, `\,`, `\\`; pwalk 2.6.3–2.6.6 escaped all
 /// three, earlier ones only `"`).
-pub fn split_backslash_quoted(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut Vec<u8>) -> Result<(), String> {
+pub fn split_backslash_quoted(
+    line: &[u8],
+    delim: u8,
+    out: &mut Vec<Field>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), String> {
     split_with(line, delim, out, scratch, |line, j| match line.get(j) {
         Some(b'\\') if j + 1 < line.len() => Quoted::Byte(line[j + 1], 2),
         Some(b'"') => Quoted::End,
@@ -186,7 +195,13 @@ enum Quoted {
 
 /// Split a delimited line into fields; inside `"`-quotes, `quoted(line, j)` reads the byte at
 /// `j`.
-fn split_with(line: &[u8], delim: u8, out: &mut Vec<Field>, scratch: &mut Vec<u8>, quoted: impl Fn(&[u8], usize) -> Quoted) -> Result<(), String> {
+fn split_with(
+    line: &[u8],
+    delim: u8,
+    out: &mut Vec<Field>,
+    scratch: &mut Vec<u8>,
+    quoted: impl Fn(&[u8], usize) -> Quoted,
+) -> Result<(), String> {
     let mut i = 0;
     loop {
         if line.get(i) == Some(&b'"') {

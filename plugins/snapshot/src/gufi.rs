@@ -120,9 +120,10 @@ fn int(v: ValueRef<'_>, col: &str) -> Result<i64, String> {
         // Only integers a double holds exactly (|x| <= 2^53): `1e300` is not a size.
         ValueRef::Real(f) if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 => Ok(f as i64),
         ValueRef::Real(f) => Err(format!("{col}: `{f:?}` is not an integer in range")),
-        ValueRef::Text(t) => {
-            std::str::from_utf8(t).ok().and_then(|s| s.trim().parse().ok()).ok_or_else(|| format!("{col}: `{}` is not an integer", String::from_utf8_lossy(t)))
-        }
+        ValueRef::Text(t) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| format!("{col}: `{}` is not an integer", String::from_utf8_lossy(t))),
         ValueRef::Null => Err(format!("{col} is NULL")),
         other => Err(format!("{col}: unexpected {:?} value", other.data_type())),
     }
@@ -217,11 +218,13 @@ impl Source for GufiSource {
         let mut out = Vec::new();
         let mut stack = vec![self.index.clone()];
         while let Some(dir) = stack.pop() {
-            let rd = std::fs::read_dir(&dir).map_err(|e| SourceError::Io { path: dir.clone(), reason: e.to_string() })?;
+            let rd =
+                std::fs::read_dir(&dir).map_err(|e| SourceError::Io { path: dir.clone(), reason: e.to_string() })?;
             let mut subdirs = Vec::new();
             // An entry that cannot be read may be a directory whose databases would then be
             // missed, and their files deleted: planning fails instead.
-            let fail = |e: std::io::Error| SourceError::Io { path: dir.clone(), reason: format!("listing the index: {e}") };
+            let fail =
+                |e: std::io::Error| SourceError::Io { path: dir.clone(), reason: format!("listing the index: {e}") };
             for e in rd {
                 let e = e.map_err(fail)?;
                 if e.file_type().map_err(fail)?.is_dir() {
@@ -231,7 +234,14 @@ impl Source for GufiSource {
             subdirs.sort();
             stack.extend(subdirs.into_iter().rev());
             let scope = self.source_dir(&dir).ok().map(Scope::Children);
-            out.push(Split { name: dir.join(DBNAME).display().to_string(), path: dir, range: None, weight: 1, scope, version: None });
+            out.push(Split {
+                name: dir.join(DBNAME).display().to_string(),
+                path: dir,
+                range: None,
+                weight: 1,
+                scope,
+                version: None,
+            });
         }
         Ok(out)
     }
@@ -256,12 +266,18 @@ impl Source for GufiSource {
             Err(e) => {
                 // The empty db.db GUFI places in the index parent has no tables; anything
                 // else without an `entries` table is not a GUFI database.
-                let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(|e| fail(e.to_string()))?;
+                let tables: i64 = conn
+                    .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+                    .map_err(|e| fail(e.to_string()))?;
                 if tables == 0 && split.path == self.index {
                     out.progress(1);
                     return Ok(());
                 }
-                return Err(fail(if tables == 0 { "no `entries` table (not a GUFI index database)".to_string() } else { format!("reading `entries`: {e}") }));
+                return Err(fail(if tables == 0 {
+                    "no `entries` table (not a GUFI index database)".to_string()
+                } else {
+                    format!("reading `entries`: {e}")
+                }));
             }
         };
         let mut rows = stmt.query([]).map_err(|e| fail(e.to_string()))?;
@@ -275,7 +291,11 @@ impl Source for GufiSource {
                 Ok(None) => break,
                 Err(e) => {
                     // The rest of the table is unreadable: the directory's entries are unknown.
-                    out.reject(Reject::at_row(&input, rowno + 1, format!("database error after {rowno} rows: {e}")).scoped(children.clone()).unreadable());
+                    out.reject(
+                        Reject::at_row(&input, rowno + 1, format!("database error after {rowno} rows: {e}"))
+                            .scoped(children.clone())
+                            .unreadable(),
+                    );
                     break;
                 }
             };
@@ -336,16 +356,26 @@ fn open_db(db: &Path) -> Result<(ShortPath, Connection), String> {
     let local = ShortPath::for_db(db).map_err(|e| format!("copying a deep db.db: {e}"))?;
     // `immutable=1`: a snapshot index does not change while it is read, so SQLite can
     // skip locking and journal checks.
-    let conn =
-        Connection::open_with_flags(sqlite_uri(local.path()), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI)
-            .map_err(|e| e.to_string())?;
+    let conn = Connection::open_with_flags(
+        sqlite_uri(local.path()),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| e.to_string())?;
     Ok((local, conn))
 }
 
 impl GufiSource {
     /// The directory's own row of `summary` (`isroot = 1`) as a directory record; rolled-up
     /// rows (`isroot = 0`) describe subdirectories, which have their own `db.db`.
-    fn read_summary(&self, conn: &Connection, input: &str, dir: &str, is_index_root: bool, prepass: bool, out: &mut dyn RowSink) {
+    fn read_summary(
+        &self,
+        conn: &Connection,
+        input: &str,
+        dir: &str,
+        is_index_root: bool,
+        prepass: bool,
+        out: &mut dyn RowSink,
+    ) {
         // The path comes from the index tree on disk (real names): the row's name is unused.
         // GUFI before 0.5 has no `isroot` (and no rollups): there the directory's own row is
         // its one `rectype = 0` row (GUFI 0.4.0-rc1 and v0.1.0 `src/dbutils.c`, summary schema).
@@ -368,12 +398,22 @@ impl GufiSource {
             }
             // In the directory pre-pass the directory's permissions are then unknown (its
             // chains fail closed); the main pass reports the row and withholds nothing.
-            Ok(Some(Err(reason))) => out.reject(Reject::whole(input, format!("summary: {reason}"), prepass.then(|| Scope::Children(dir.to_string())))),
+            Ok(Some(Err(reason))) => out.reject(Reject::whole(
+                input,
+                format!("summary: {reason}"),
+                prepass.then(|| Scope::Children(dir.to_string())),
+            )),
             // The index parent's db.db (GUFI's empty template, or no tables at all) has no row;
             // at an index that is the tree itself, a root without one is damage, as anywhere.
             Ok(None) | Err(_) if is_index_root && (!prepass || is_empty_db(conn)) => {}
-            Ok(None) if prepass => out.reject(Reject::whole(input, "summary: no row of the directory itself", Some(Scope::Children(dir.to_string())))),
-            Err(e) if prepass => out.reject(Reject::whole(input, format!("summary: {e}"), Some(Scope::Children(dir.to_string())))),
+            Ok(None) if prepass => out.reject(Reject::whole(
+                input,
+                "summary: no row of the directory itself",
+                Some(Scope::Children(dir.to_string())),
+            )),
+            Err(e) if prepass => {
+                out.reject(Reject::whole(input, format!("summary: {e}"), Some(Scope::Children(dir.to_string()))))
+            }
             Ok(None) => {}
             Err(e) => tracing::debug!(message = "no directory summary", input = %input, error = %e),
         }
@@ -440,7 +480,9 @@ mod tests {
         )
         .unwrap();
         let read = |table: &str| -> Vec<Result<u64, String>> {
-            let mut st = conn.prepare(&format!("SELECT name,type,mode,uid,gid,size,atime,ctime,mtime,inode FROM {table}")).unwrap();
+            let mut st = conn
+                .prepare(&format!("SELECT name,type,mode,uid,gid,size,atime,ctime,mtime,inode FROM {table}"))
+                .unwrap();
             let mut rows = st.query([]).unwrap();
             let mut out = Vec::new();
             let mut path = String::new();

@@ -65,7 +65,20 @@ mod tests {
     use icicle_core::Attrs;
 
     fn rec(path: &str, kind: FileKind, mode: u32) -> FileRecord<'_> {
-        FileRecord { path, kind, attrs: Attrs { mode, uid: 1000, gid: 100, size: 42, atime: -5, ctime: 1_700_000_000, mtime: 13_569_465_600, inode: 0 } }
+        FileRecord {
+            path,
+            kind,
+            attrs: Attrs {
+                mode,
+                uid: 1000,
+                gid: 100,
+                size: 42,
+                atime: -5,
+                ctime: 1_700_000_000,
+                mtime: 13_569_465_600,
+                inode: 0,
+            },
+        }
     }
 
     #[test]
@@ -93,7 +106,9 @@ mod tests {
             assert_eq!(line.iter().filter(|&&c| c == b'\n').count(), 1, "{p}");
             assert_eq!(line.last(), Some(&b'\n'));
             let mut s = Scratch::default();
-            let back = layout.parse(&line[..line.len() - 1], &mut s).unwrap_or_else(|e| panic!("{p}: {e}: {}", String::from_utf8_lossy(&line)));
+            let back = layout
+                .parse(&line[..line.len() - 1], &mut s)
+                .unwrap_or_else(|e| panic!("{p}: {e}: {}", String::from_utf8_lossy(&line)));
             assert_eq!(back, r, "{}", String::from_utf8_lossy(&line));
         }
     }

@@ -18,7 +18,8 @@ use crate::show::{parse_time, ShowLayout};
 use crate::tsv::{first_row, read_lines, Ending};
 
 /// The SHOW fields of Icicle's NERSC `fs-medium` layout (formats.md §2.3), 18 columns in all.
-pub const NERSC18_SHOW: [&str; 13] = ["-", "size", "fileset", "-", "-", "-", "uid", "gid", "mode", "atime", "ctime", "-", "mtime"];
+pub const NERSC18_SHOW: [&str; 13] =
+    ["-", "size", "fileset", "-", "-", "-", "uid", "gid", "mode", "atime", "ctime", "-", "mtime"];
 
 /// `[sources.<id>] type = "mmapplypolicy"`.
 #[derive(Debug, Deserialize)]
@@ -71,8 +72,19 @@ impl MmapplypolicySource {
     /// A source of `paths` in the nersc18 layout (`escaped`: paths written with ESCAPE '%').
     pub fn nersc18(paths: Vec<PathBuf>, escaped: bool) -> MmapplypolicySource {
         let names: Vec<String> = NERSC18_SHOW.iter().map(|s| s.to_string()).collect();
-        let show = ShowLayout::positional(&names, None).unwrap_or(ShowLayout::Positional { at: [0; 7], count: 0, delimiter: None });
-        MmapplypolicySource { paths, show, escaped, strip_prefix: String::new(), path_prefix: String::new(), split_bytes: 64 << 20 }
+        let show = ShowLayout::positional(&names, None).unwrap_or(ShowLayout::Positional {
+            at: [0; 7],
+            count: 0,
+            delimiter: None,
+        });
+        MmapplypolicySource {
+            paths,
+            show,
+            escaped,
+            strip_prefix: String::new(),
+            path_prefix: String::new(),
+            split_bytes: 64 << 20,
+        }
     }
 
     /// The path a line names, when it can be decoded (for the scope of a reject).
@@ -123,7 +135,8 @@ impl MmapplypolicySource {
             *slot = (s, i);
         }
         let show_text = &head[i..];
-        let v = self.show.values(show_text, &mut scratch.fields).map_err(|e| format!("{e} ({})", self.show.describe()))?;
+        let v =
+            self.show.values(show_text, &mut scratch.fields).map_err(|e| format!("{e} ({})", self.show.describe()))?;
         let inode = parse_inode(&head[fixed[0].0..fixed[0].1], "inode")?;
         let m = v[3];
         let mode = if m.len() == 10 && !m[0].is_ascii_digit() {
@@ -186,7 +199,14 @@ impl Source for MmapplypolicySource {
 
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let mut scratch = Scratch::default();
-        read_lines(split, out, is_message, |line, emit| emit(self.parse(line, &mut scratch)), |line| self.path_of(line), Some(Ending::Newline))
+        read_lines(
+            split,
+            out,
+            is_message,
+            |line, emit| emit(self.parse(line, &mut scratch)),
+            |line| self.path_of(line),
+            Some(Ending::Newline),
+        )
     }
 }
 
@@ -200,7 +220,10 @@ impl ComponentConfig for MmapplypolicyConfig {
             Some(_) => return Err(ctx.invalid("show_delimiter", "must be exactly one ASCII character")),
         };
         let show = match (self.preset.as_deref(), &self.show, &self.show_keys) {
-            (_, Some(_), Some(_)) => return Err(ctx.invalid("show_keys", "give `show` (values in order) or `show_keys` (key=value pairs), not both")),
+            (_, Some(_), Some(_)) => {
+                return Err(ctx
+                    .invalid("show_keys", "give `show` (values in order) or `show_keys` (key=value pairs), not both"))
+            }
             (_, None, Some(keys)) => ShowLayout::keyed(keys).map_err(|e| ctx.invalid("show_keys", e))?,
             (_, Some(show), None) => ShowLayout::positional(show, delimiter).map_err(|e| ctx.invalid("show", e))?,
             (None | Some("nersc18"), None, None) => {
@@ -208,7 +231,10 @@ impl ComponentConfig for MmapplypolicyConfig {
                 ShowLayout::positional(&names, delimiter).map_err(|e| ctx.invalid("show", e))?
             }
             (Some(other), None, None) => {
-                return Err(ctx.invalid("preset", format!("unknown preset `{other}` (available: nersc18; or give `show` or `show_keys`)")))
+                return Err(ctx.invalid(
+                    "preset",
+                    format!("unknown preset `{other}` (available: nersc18; or give `show` or `show_keys`)"),
+                ))
             }
         };
         if self.paths.is_empty() {
@@ -232,7 +258,8 @@ mod tests {
     fn src() -> MmapplypolicySource {
         MmapplypolicySource {
             paths: vec![],
-            show: ShowLayout::positional(&NERSC18_SHOW.iter().map(|s| s.to_string()).collect::<Vec<_>>(), None).unwrap(),
+            show: ShowLayout::positional(&NERSC18_SHOW.iter().map(|s| s.to_string()).collect::<Vec<_>>(), None)
+                .unwrap(),
             escaped: true,
             strip_prefix: "/projectb/.snapshots/2016-04-15".into(),
             path_prefix: "/projectb".into(),
@@ -248,7 +275,17 @@ mod tests {
         let r = s.parse(line, &mut sc).unwrap().to_owned_record();
         assert_eq!(r.path, "/projectb/a b%.txt");
         assert_eq!(
-            (r.kind, r.attrs.mode, r.attrs.uid, r.attrs.gid, r.attrs.size, r.attrs.atime, r.attrs.ctime, r.attrs.mtime, r.attrs.inode),
+            (
+                r.kind,
+                r.attrs.mode,
+                r.attrs.uid,
+                r.attrs.gid,
+                r.attrs.size,
+                r.attrs.atime,
+                r.attrs.ctime,
+                r.attrs.mtime,
+                r.attrs.inode
+            ),
             (FileKind::File, 0o100644, 1000, 100, 1234, 10, 20, 30, 37390)
         );
         let dir = b"5 1 0 FAu 4096 proj 4 2 data 0 0 drwxr-sr-x 1 2 0 3 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fd";
@@ -264,7 +301,8 @@ mod tests {
         let bad_escape = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fa%zz";
         assert!(s.parse(bad_escape, &mut sc).unwrap_err().contains("undecodable escape"));
         // A name that is not UTF-8 keeps its bytes, escaped.
-        let not_utf8 = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fa%FF";
+        let not_utf8 =
+            b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-- 1 2 0 3 -- %2Fprojectb%2F.snapshots%2F2016-04-15%2Fa%FF";
         assert_eq!(s.parse(not_utf8, &mut sc).unwrap().path, "/projectb/a\\xff");
         let bad_mode = b"37390 9 0 FAu 1 p 2 1 d 1 1 -rw-r--r-x- 1 2 0 3 -- %2Fa";
         assert!(s.parse(bad_mode, &mut sc).is_err());

@@ -64,7 +64,9 @@ impl ShowLayout {
     pub fn describe(&self) -> String {
         match self {
             ShowLayout::Positional { count, .. } => format!("{count} SHOW values"),
-            ShowLayout::Keyed { keys } => format!("SHOW pairs {}", keys.iter().map(|k| format!("{k}=")).collect::<Vec<_>>().join(" ")),
+            ShowLayout::Keyed { keys } => {
+                format!("SHOW pairs {}", keys.iter().map(|k| format!("{k}=")).collect::<Vec<_>>().join(" "))
+            }
         }
     }
 
@@ -85,7 +87,10 @@ impl ShowLayout {
 
 /// Whether `b` is `YYYY-MM-DD`.
 fn is_date(b: &[u8]) -> bool {
-    b.len() == 10 && b[4] == b'-' && b[7] == b'-' && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
 }
 
 /// Whether `b` starts `HH:MM:SS`.
@@ -206,14 +211,33 @@ mod tests {
 
     #[test]
     fn keyed_values_in_any_order() {
-        let keys: BTreeMap<String, String> = [("size", "s"), ("uid", "u"), ("gid", "g"), ("mode", "p"), ("atime", "ac"), ("ctime", "mt"), ("mtime", "mt")]
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
+        let keys: BTreeMap<String, String> = [
+            ("size", "s"),
+            ("uid", "u"),
+            ("gid", "g"),
+            ("mode", "p"),
+            ("atime", "ac"),
+            ("ctime", "mt"),
+            ("mtime", "mt"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
         let l = ShowLayout::keyed(&keys).unwrap();
         let show = b"s=1024 a=8 u=1000 g=1000 m=FAu p=-rw-r--r-- ac=2025-12-01 10:00:00 mt=2026-01-15 10:00:00 cr=2026-01-15 10:00:00 nl=1";
         let v = l.values(show, &mut Vec::new()).unwrap();
-        assert_eq!(v, [&b"1024"[..], b"1000", b"1000", b"-rw-r--r--", b"2025-12-01 10:00:00", b"2026-01-15 10:00:00", b"2026-01-15 10:00:00"]);
+        assert_eq!(
+            v,
+            [
+                &b"1024"[..],
+                b"1000",
+                b"1000",
+                b"-rw-r--r--",
+                b"2025-12-01 10:00:00",
+                b"2026-01-15 10:00:00",
+                b"2026-01-15 10:00:00"
+            ]
+        );
         assert!(l.values(b"s=1 u=2", &mut Vec::new()).unwrap_err().contains("no `g=`"));
         assert!(ShowLayout::keyed(&BTreeMap::new()).unwrap_err().contains("lacks `size`"));
     }

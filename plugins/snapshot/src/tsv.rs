@@ -13,7 +13,9 @@ use icicle_core::Attrs;
 use icicle_core::{ConfigError, Source, SourceError};
 use serde::Deserialize;
 
-use crate::fields::{delimiter_mask, parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field};
+use crate::fields::{
+    delimiter_mask, parse_i64, parse_inode, parse_octal, parse_u32, parse_u64, split_quoted, unquote, Field,
+};
 
 /// How the mode column is written.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -118,12 +120,30 @@ pub const PWALK_HEADER: &str = "inode,parent-inode,directory-depth,\"filename\",
 
 impl Layout {
     /// A column-map layout (what `columns = {...}` and the other keys configure).
-    pub fn custom(delim: u8, cols: Columns, mode_format: ModeFormat, path_last: bool, quoted: bool, header: bool) -> Layout {
+    pub fn custom(
+        delim: u8,
+        cols: Columns,
+        mode_format: ModeFormat,
+        path_last: bool,
+        quoted: bool,
+        header: bool,
+    ) -> Layout {
         let mut l = Layout::preset(Preset::Icicle9);
-        l.nfields = [cols.kind.unwrap_or(0), cols.mode, cols.uid, cols.gid, cols.size, cols.atime, cols.ctime, cols.mtime, cols.path, cols.inode.unwrap_or(0)]
-            .into_iter()
-            .max()
-            .unwrap_or(0)
+        l.nfields = [
+            cols.kind.unwrap_or(0),
+            cols.mode,
+            cols.uid,
+            cols.gid,
+            cols.size,
+            cols.atime,
+            cols.ctime,
+            cols.mtime,
+            cols.path,
+            cols.inode.unwrap_or(0),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
             + 1;
         (l.delim, l.cols, l.mode_format, l.path_last, l.quoted, l.header, l.header_hint, l.custom) =
             (delim, cols, mode_format, path_last, quoted, header, None, true);
@@ -133,13 +153,49 @@ impl Layout {
     /// The layout of a preset.
     #[allow(clippy::type_complexity)]
     pub fn preset(p: Preset) -> Layout {
-        let c = |kind, mode, uid, gid, size, atime, ctime, mtime, path, inode| Columns { kind, mode, uid, gid, size, atime, ctime, mtime, path, inode };
-        let (delim, cols, mode_format, path_last, quoted, header_hint, comment): (u8, Columns, ModeFormat, bool, bool, Option<&'static [u8]>, Option<Vec<u8>>) =
-            match p {
-                Preset::Icicle9 => (b',', c(Some(0), 1, 2, 3, 4, 5, 6, 7, 8, None), ModeFormat::Decimal, true, true, None, None),
-                Preset::Pwalk => (b',', c(None, 11, 5, 6, 7, 12, 14, 13, 3, Some(0)), ModeFormat::Octal, false, true, Some(b"inode,"), None),
-                Preset::Ne2scan => (b'|', c(None, 5, 3, 4, 6, 0, 1, 2, 8, Some(7)), ModeFormat::Octal, true, false, None, Some(b"#".to_vec())),
-            };
+        let c = |kind, mode, uid, gid, size, atime, ctime, mtime, path, inode| Columns {
+            kind,
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            ctime,
+            mtime,
+            path,
+            inode,
+        };
+        let (delim, cols, mode_format, path_last, quoted, header_hint, comment): (
+            u8,
+            Columns,
+            ModeFormat,
+            bool,
+            bool,
+            Option<&'static [u8]>,
+            Option<Vec<u8>>,
+        ) = match p {
+            Preset::Icicle9 => {
+                (b',', c(Some(0), 1, 2, 3, 4, 5, 6, 7, 8, None), ModeFormat::Decimal, true, true, None, None)
+            }
+            Preset::Pwalk => (
+                b',',
+                c(None, 11, 5, 6, 7, 12, 14, 13, 3, Some(0)),
+                ModeFormat::Octal,
+                false,
+                true,
+                Some(b"inode,"),
+                None,
+            ),
+            Preset::Ne2scan => (
+                b'|',
+                c(None, 5, 3, 4, 6, 0, 1, 2, 8, Some(7)),
+                ModeFormat::Octal,
+                true,
+                false,
+                None,
+                Some(b"#".to_vec()),
+            ),
+        };
         let mut l = Layout {
             delim,
             cols,
@@ -173,7 +229,10 @@ impl Layout {
 
     fn max_col(&self) -> usize {
         let c = &self.cols;
-        [c.kind.unwrap_or(0), c.mode, c.uid, c.gid, c.size, c.atime, c.ctime, c.mtime, c.path, c.inode.unwrap_or(0)].into_iter().max().unwrap_or(0)
+        [c.kind.unwrap_or(0), c.mode, c.uid, c.gid, c.size, c.atime, c.ctime, c.mtime, c.path, c.inode.unwrap_or(0)]
+            .into_iter()
+            .max()
+            .unwrap_or(0)
     }
 
     /// The layout the layout keys of `cfg` describe (`preset`, `delimiter`, `columns`,
@@ -226,7 +285,8 @@ impl Layout {
     /// Whether the line at byte `offset` of its input is not a row: a header (first line,
     /// with `header` or a preset's header hint) or a comment.
     pub fn skips(&self, line: &[u8], offset: u64) -> bool {
-        (offset == 0 && (self.header || self.header_hint.is_some_and(|h| line.starts_with(h)))) || self.comment.as_ref().is_some_and(|c| line.starts_with(c))
+        (offset == 0 && (self.header || self.header_hint.is_some_and(|h| line.starts_with(h))))
+            || self.comment.as_ref().is_some_and(|c| line.starts_with(c))
     }
 
     /// The layout's name in messages.
@@ -242,7 +302,10 @@ impl Layout {
     pub fn check_first_row(&self, path: &std::path::Path) -> Result<(), SourceError> {
         let fail = |line: u64, reason: String| SourceError::Io {
             path: path.to_path_buf(),
-            reason: format!("line {line}: the file does not match the {}: {reason} (a producer that changed its columns?)", self.describe()),
+            reason: format!(
+                "line {line}: the file does not match the {}: {reason} (a producer that changed its columns?)",
+                self.describe()
+            ),
         };
         if self.preset == Some(Preset::Pwalk) && !self.custom {
             if let Some((line, 1)) = first_row(path, |_, _| false)? {
@@ -277,7 +340,18 @@ impl Layout {
     /// 16 from 2017-03-21 (st_nlink), 15 before (no st_dev, no st_nlink)); None when `n` is
     /// no pwalk's.
     fn pwalk_columns(n: usize) -> Option<Columns> {
-        let c = |mode, size, atime, mtime, ctime| Columns { kind: None, mode, uid: 5, gid: 6, size, atime, ctime, mtime, path: 3, inode: Some(0) };
+        let c = |mode, size, atime, mtime, ctime| Columns {
+            kind: None,
+            mode,
+            uid: 5,
+            gid: 6,
+            size,
+            atime,
+            ctime,
+            mtime,
+            path: 3,
+            inode: Some(0),
+        };
         match n {
             17 => Some(c(11, 7, 12, 13, 14)),
             16 => Some(c(10, 7, 11, 12, 13)),
@@ -332,14 +406,15 @@ impl Layout {
         // Names as bytes: what is not UTF-8 (or a control character) is escaped, as every
         // source escapes it.
         let plain = std::str::from_utf8(raw_path).ok().filter(|p| icicle_core::name::is_plain_str(p));
-        let path: &'p str = if let Some(p) = plain.filter(|_| self.strip_prefix.is_empty() && self.path_prefix.is_empty()) {
-            p
-        } else {
-            let text = icicle_core::name::escape(raw_path);
-            crate::fields::rewrite_prefix(&text, &self.strip_prefix, &self.path_prefix, path);
-            let path: &'p String = path;
-            path
-        };
+        let path: &'p str =
+            if let Some(p) = plain.filter(|_| self.strip_prefix.is_empty() && self.path_prefix.is_empty()) {
+                p
+            } else {
+                let text = icicle_core::name::escape(raw_path);
+                crate::fields::rewrite_prefix(&text, &self.strip_prefix, &self.path_prefix, path);
+                let path: &'p String = path;
+                path
+            };
         if path.is_empty() {
             return Err("empty path".into());
         }
@@ -352,11 +427,18 @@ impl Layout {
 
     /// Where `line`'s fields are (`fields`), unquoted into `bytes` where they were quoted;
     /// for an older pwalk row, the columns of its version.
-    fn split_fields(&self, line: &[u8], fields: &mut Vec<Field>, bytes: &mut Vec<u8>) -> Result<Option<Columns>, String> {
+    fn split_fields(
+        &self,
+        line: &[u8],
+        fields: &mut Vec<Field>,
+        bytes: &mut Vec<u8>,
+    ) -> Result<Option<Columns>, String> {
         fields.clear();
         bytes.clear();
         if self.path_last && self.path_slash {
-            let start = self.path_start(line).ok_or_else(|| format!("expected {} fields and a path starting with `/`", self.cols.path))?;
+            let start = self
+                .path_start(line)
+                .ok_or_else(|| format!("expected {} fields and a path starting with `/`", self.cols.path))?;
             let mut pos = 0;
             while fields.len() < self.cols.path {
                 let i = pos + memchr::memchr(self.delim, &line[pos..]).unwrap_or(line.len() - pos);
@@ -386,14 +468,21 @@ impl Layout {
                     None => return Err(format!("expected {} fields, found {}", self.cols.path + 1, fields.len() + 1)),
                 }
             }
-            fields.push(if self.quoted { unquote(line, pos, line.len(), bytes)? } else { Field::Line(pos, line.len()) });
+            fields.push(if self.quoted {
+                unquote(line, pos, line.len(), bytes)?
+            } else {
+                Field::Line(pos, line.len())
+            });
             return Ok(None);
         }
         if self.is_pwalk() {
             // pwalk 2.6.7 on: 17 fields, `""` inside quotes, st_mode quoted (`\"%07o\"` in every
             // version); before: 15 or 16 fields with backslash escapes
             // (fizwit/filesystem-reporting-tools pwalk.c history).
-            if split_quoted(line, self.delim, fields, bytes).is_ok() && fields.len() == 17 && matches!(fields[11], Field::Scratch(..)) {
+            if split_quoted(line, self.delim, fields, bytes).is_ok()
+                && fields.len() == 17
+                && matches!(fields[11], Field::Scratch(..))
+            {
                 return Ok(None);
             }
             fields.clear();
@@ -401,7 +490,10 @@ impl Layout {
             crate::fields::split_backslash_quoted(line, self.delim, fields, bytes)?;
             return match Self::pwalk_columns(fields.len()) {
                 Some(c) if fields.len() < 17 => Ok(Some(c)),
-                _ => Err(format!("expected 17 fields with a quoted st_mode (pwalk 2.6.7 on) or 15 or 16 (older pwalk), found {}", fields.len())),
+                _ => Err(format!(
+                    "expected 17 fields with a quoted st_mode (pwalk 2.6.7 on) or 15 or 16 (older pwalk), found {}",
+                    fields.len()
+                )),
             };
         }
         if self.quoted {
@@ -424,7 +516,9 @@ impl Layout {
         match self.mode_format {
             ModeFormat::Decimal => parse_u32(field, "mode"),
             ModeFormat::Octal => parse_octal(field, "mode"),
-            ModeFormat::Symbolic => parse_mode_string(std::str::from_utf8(field).map_err(|_| "mode is not UTF-8".to_string())?),
+            ModeFormat::Symbolic => {
+                parse_mode_string(std::str::from_utf8(field).map_err(|_| "mode is not UTF-8".to_string())?)
+            }
         }
     }
 
@@ -557,25 +651,36 @@ fn incomplete(ended: text::LinesEnd, trailer: Option<&[u8]>, ends_with_trailer: 
         return None;
     }
     if ended.empty {
-        return Some("the file is empty: a listing part whose producer failed? (its rows are unknown; deletes are withheld)".into());
+        return Some(
+            "the file is empty: a listing part whose producer failed? (its rows are unknown; deletes are withheld)"
+                .into(),
+        );
     }
     if ended.unterminated.is_some() {
-        return Some("the last line has no newline: the listing was cut short (its rows are unknown; deletes are withheld)".into());
+        return Some(
+            "the last line has no newline: the listing was cut short (its rows are unknown; deletes are withheld)"
+                .into(),
+        );
     }
     match trailer {
-        Some(t) if !ends_with_trailer => {
-            Some(format!("no `{}` line at the end: the scan did not finish (its rows are unknown; deletes are withheld)", String::from_utf8_lossy(t)))
-        }
+        Some(t) if !ends_with_trailer => Some(format!(
+            "no `{}` line at the end: the scan did not finish (its rows are unknown; deletes are withheld)",
+            String::from_utf8_lossy(t)
+        )),
         _ => None,
     }
 }
 
 /// The first row of `path` that `skip` does not skip, with its 1-based line number, read
 /// from at most the first 1 MiB.
-pub fn first_row(path: &std::path::Path, skip: impl Fn(&[u8], u64) -> bool) -> Result<Option<(Vec<u8>, u64)>, SourceError> {
+pub fn first_row(
+    path: &std::path::Path,
+    skip: impl Fn(&[u8], u64) -> bool,
+) -> Result<Option<(Vec<u8>, u64)>, SourceError> {
     let mut found = None;
     let mut lineno = 0u64;
-    let len = std::fs::metadata(path).map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?.len();
+    let len =
+        std::fs::metadata(path).map_err(|e| SourceError::Io { path: path.to_path_buf(), reason: e.to_string() })?.len();
     text::read_lines(path, Some((0, len.min(1 << 20))), |line, offset| {
         lineno += 1;
         if found.is_none() && !line.is_empty() && !skip(line, offset) {
@@ -598,7 +703,14 @@ impl Source for TsvSource {
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let l = &*self.layout;
         let mut scratch = Scratch::default();
-        read_lines(split, out, |line, offset| l.skips(line, offset), |line, emit| emit(l.parse(line, &mut scratch)), |line| l.path_of(line), Some(l.ending()))
+        read_lines(
+            split,
+            out,
+            |line, offset| l.skips(line, offset),
+            |line, emit| emit(l.parse(line, &mut scratch)),
+            |line| l.path_of(line),
+            Some(l.ending()),
+        )
     }
 
     /// Only rows that may be directories are parsed; every other row is handed over by its

@@ -47,7 +47,8 @@ fn pwalk_and_ne2scan_rows() {
 #[test]
 fn rows_skipped_by_the_directory_pass_are_never_directories() {
     let mut rng = icicle_core::rng::Rng::new(0xd1c5);
-    let cols = Columns { kind: None, mode: 0, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6, path: 7, inode: None };
+    let cols =
+        Columns { kind: None, mode: 0, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6, path: 7, inode: None };
     let layouts = [
         Layout::preset(Preset::Icicle9),
         Layout::preset(Preset::Ne2scan),
@@ -55,7 +56,25 @@ fn rows_skipped_by_the_directory_pass_are_never_directories() {
         Layout::custom(b'|', cols.clone(), ModeFormat::Symbolic, true, false, false),
         Layout::custom(b'\t', cols, ModeFormat::Decimal, true, true, false),
     ];
-    let tokens = ["d", "f", "l", "D", "x", "16877", "33188", "40755", "100644", "drwxr-xr-x", "-rw-r--r--", "1000", "-1", "", "\"", "/a/b", "/a,\"b\""];
+    let tokens = [
+        "d",
+        "f",
+        "l",
+        "D",
+        "x",
+        "16877",
+        "33188",
+        "40755",
+        "100644",
+        "drwxr-xr-x",
+        "-rw-r--r--",
+        "1000",
+        "-1",
+        "",
+        "\"",
+        "/a/b",
+        "/a,\"b\"",
+    ];
     let mut skipped = 0;
     for _ in 0..20_000 {
         let l = &layouts[rng.below(layouts.len() as u64) as usize];

@@ -69,7 +69,8 @@ fn record_of<'a>(path: &'a str, md: &std::fs::Metadata) -> FileRecord<'a> {
 #[async_trait]
 impl Source for WalkSource {
     async fn plan(&self) -> Result<Vec<Split>, SourceError> {
-        let md = std::fs::symlink_metadata(&self.root).map_err(|e| SourceError::Io { path: self.root.clone(), reason: e.to_string() })?;
+        let md = std::fs::symlink_metadata(&self.root)
+            .map_err(|e| SourceError::Io { path: self.root.clone(), reason: e.to_string() })?;
         if !md.is_dir() {
             return Err(SourceError::Io { path: self.root.clone(), reason: "not a directory".into() });
         }
@@ -152,14 +153,17 @@ impl ComponentConfig for WalkConfig {
     type Component = Arc<dyn Source>;
 
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
-        let root = std::fs::canonicalize(&self.root).map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
+        let root = std::fs::canonicalize(&self.root)
+            .map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
         let prefix = match self.path_prefix {
             Some(p) if p.starts_with('/') => p,
             Some(_) => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
             None => icicle_core::name::from_os(&root).into_owned(),
         };
         let device = match self.xdev {
-            true => Some(std::fs::metadata(&root).map_err(|e| ctx.invalid("root", format!("{}: {e}", root.display())))?.dev()),
+            true => Some(
+                std::fs::metadata(&root).map_err(|e| ctx.invalid("root", format!("{}: {e}", root.display())))?.dev(),
+            ),
             false => None,
         };
         Ok(Arc::new(WalkSource::new(root, prefix, device)))

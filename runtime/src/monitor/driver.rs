@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use icicle_core::durable::StateLock;
 use icicle_core::metrics::{record_batch, BatchReport};
 use icicle_core::monitor::sent_ahead::SentAhead;
-use icicle_core::monitor::{ChangeSource, Emit, MonitorContext, DriverSettings, Polled, Restored, RunningMonitor};
+use icicle_core::monitor::{ChangeSource, DriverSettings, Emit, MonitorContext, Polled, Restored, RunningMonitor};
 use icicle_core::IcicleError;
 
 /// Run `source` until its stream is drained (`ctx.drain`) or a stop signal; returns its final
@@ -17,7 +17,8 @@ use icicle_core::IcicleError;
 pub async fn run(source: &dyn ChangeSource, ctx: &MonitorContext) -> Result<serde_json::Value, IcicleError> {
     let settings = source.settings(ctx);
     let internal = |what: String| IcicleError::Internal(format!("{}: {what}", settings.what));
-    std::fs::create_dir_all(&settings.state_dir).map_err(|e| internal(format!("creating {}: {e}", settings.state_dir.display())))?;
+    std::fs::create_dir_all(&settings.state_dir)
+        .map_err(|e| internal(format!("creating {}: {e}", settings.state_dir.display())))?;
     // One run per state, for as long as this run lives.
     let _lock = StateLock::acquire(&settings.lock_file()).map_err(|e| internal(e.to_string()))?;
     let file = settings.checkpoint_file();
@@ -142,7 +143,8 @@ impl Driver<'_> {
         // exactly there).
         crate::fault::fault_point("monitor-delivered");
         let file = self.settings.checkpoint_file();
-        icicle_core::durable::write_atomic(&file, &bytes).map_err(|e| IcicleError::Internal(format!("writing the checkpoint {}: {e}", file.display())))?;
+        icicle_core::durable::write_atomic(&file, &bytes)
+            .map_err(|e| IcicleError::Internal(format!("writing the checkpoint {}: {e}", file.display())))?;
         self.sent_ahead.clear();
         self.m.acknowledge().await
     }

@@ -43,7 +43,9 @@ pub struct MonitorReport {
 pub fn monitor_job(cfg: &LoadedConfig, drain: bool, until_idle: Option<Duration>) -> Result<MonitorJob, ConfigError> {
     let c = crate::compose::build_all(cfg)?;
     if c.monitors.is_empty() {
-        return Err(ConfigError::Parse("no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")".into()));
+        return Err(ConfigError::Parse(
+            "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")".into(),
+        ));
     }
     if c.sinks.is_empty() {
         return Err(ConfigError::Parse("no sink configured".into()));
@@ -64,7 +66,10 @@ pub fn monitor_job(cfg: &LoadedConfig, drain: bool, until_idle: Option<Duration>
 /// Run every source of `job` until each is drained or `stop` turns true; the first source to
 /// fail (after its restarts) stops the job with its name and cause, the others cancelled
 /// (nothing they had not delivered is acknowledged). Returns each source's report.
-pub async fn run(job: MonitorJob, stop: tokio::sync::watch::Receiver<bool>) -> Result<BTreeMap<String, MonitorReport>, IcicleError> {
+pub async fn run(
+    job: MonitorJob,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<BTreeMap<String, MonitorReport>, IcicleError> {
     let mut tasks = tokio::task::JoinSet::new();
     for (name, source) in job.monitors {
         let ctx = MonitorContext {
@@ -117,7 +122,8 @@ async fn run_with_restarts(
         let exhausted = settings.max_restarts != 0 && restarts >= settings.max_restarts;
         // The error's own word: a configuration error, or a sink's refusal that retrying
         // cannot change (an index that does not exist), fails the same way after a restart.
-        let hopeless = err.domain() == icicle_core::Domain::User || (matches!(err, IcicleError::Sink(_)) && err.retry() == icicle_core::Retry::NoRetry);
+        let hopeless = err.domain() == icicle_core::Domain::User
+            || (matches!(err, IcicleError::Sink(_)) && err.retry() == icicle_core::Retry::NoRetry);
         if restart && hopeless && !*stop.borrow() {
             tracing::error!(message = "source failed; not restarted: retrying cannot help", source = %ctx.name, error = %err, domain = ?err.domain());
             return Err(IcicleError::Internal(format!("{err} (not restarted: retrying cannot help)")));
@@ -175,11 +181,17 @@ pub fn stop_on_signals(stop: Arc<tokio::sync::watch::Sender<bool>>) -> std::io::
             // The stop first, then the word: after a hangup stderr may be a dead terminal, and
             // a failed write must not keep the monitor from stopping.
             if n > 0 {
-                let _ = writeln!(std::io::stderr(), "icicle: second signal, stopping now (what was not acknowledged is read again next time)");
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "icicle: second signal, stopping now (what was not acknowledged is read again next time)"
+                );
                 std::process::exit(130);
             }
             let _ = stop.send(true);
-            let _ = writeln!(std::io::stderr(), "icicle: stopping after the current batch (send the signal again to stop now)");
+            let _ = writeln!(
+                std::io::stderr(),
+                "icicle: stopping after the current batch (send the signal again to stop now)"
+            );
         }
     }))
 }

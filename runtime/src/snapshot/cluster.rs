@@ -68,7 +68,11 @@ impl<'a> Fields<'a> {
 
     /// The next `n` raw bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len()).ok_or_else(|| format!("message truncated at byte {}", self.pos))?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|e| *e <= self.buf.len())
+            .ok_or_else(|| format!("message truncated at byte {}", self.pos))?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -134,7 +138,17 @@ pub fn decode_split(f: &mut Fields<'_>) -> Result<(usize, Split), String> {
     };
     let has_version = f.u64()?;
     let version = f.str()?.to_string();
-    Ok((source, Split { name, path, range: (has == 1).then_some((a, b)), weight, scope, version: (has_version == 1).then_some(version) }))
+    Ok((
+        source,
+        Split {
+            name,
+            path,
+            range: (has == 1).then_some((a, b)),
+            weight,
+            scope,
+            version: (has_version == 1).then_some(version),
+        },
+    ))
 }
 
 /// Encode a list of splits.
@@ -190,7 +204,12 @@ impl SplitQueue {
 
     /// `asker` finished its previous split (if it had one), which spawned `spawned`; what it
     /// reads next. Askers that were told to wait and can now be answered are returned too.
-    pub fn ask(&mut self, asker: usize, had_split: bool, spawned: Vec<(usize, Split)>) -> (Answer, Vec<(usize, Answer)>) {
+    pub fn ask(
+        &mut self,
+        asker: usize,
+        had_split: bool,
+        spawned: Vec<(usize, Split)>,
+    ) -> (Answer, Vec<(usize, Answer)>) {
         if had_split {
             self.active[asker] = self.active[asker].saturating_sub(1);
         }

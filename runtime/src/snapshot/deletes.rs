@@ -21,7 +21,10 @@ fn read_subjects(path: &Path) -> std::io::Result<Vec<String>> {
     };
     text.lines()
         .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_str(l).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))))
+        .map(|l| {
+            serde_json::from_str(l)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
+        })
         .collect()
 }
 
@@ -77,7 +80,11 @@ fn owns(share: Option<(usize, usize)>, subject: &str) -> bool {
 
 /// The subjects of pipeline `name` in every loaded manifest directory (committed, then
 /// pending), once, that this rank owns.
-fn previous_subjects(previous: &PreviousManifest, name: &str, share: Option<(usize, usize)>) -> std::io::Result<Vec<String>> {
+fn previous_subjects(
+    previous: &PreviousManifest,
+    name: &str,
+    share: Option<(usize, usize)>,
+) -> std::io::Result<Vec<String>> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for d in previous.dirs() {
@@ -208,12 +215,19 @@ const WITHHELD_RUNS: &str = "withheld-runs";
 /// the runs of the previous manifest, and write the count into the new one (`manifest.new/`,
 /// sealed and committed with it; no file when it is 0). Returns the count (0 when this run withheld nothing).
 pub fn count_withheld_run(state_dir: &Path, previous: &PreviousManifest, withheld: bool) -> std::io::Result<u32> {
-    let before =
-        previous.dirs().next().and_then(|d| std::fs::read_to_string(d.join(WITHHELD_RUNS)).ok()).and_then(|t| t.trim().parse::<u32>().ok()).unwrap_or(0);
+    let before = previous
+        .dirs()
+        .next()
+        .and_then(|d| std::fs::read_to_string(d.join(WITHHELD_RUNS)).ok())
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .unwrap_or(0);
     let runs = if withheld { before.saturating_add(1) } else { 0 };
     // No file: no run withheld anything.
     if runs > 0 {
-        icicle_core::durable::write_atomic(&state_dir.join("manifest.new").join(WITHHELD_RUNS), format!("{runs}\n").as_bytes())?;
+        icicle_core::durable::write_atomic(
+            &state_dir.join("manifest.new").join(WITHHELD_RUNS),
+            format!("{runs}\n").as_bytes(),
+        )?;
     }
     Ok(runs)
 }

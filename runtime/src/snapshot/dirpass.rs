@@ -40,7 +40,10 @@ impl RowSink for DirectoryCollector<'_> {
         let rec = &FileRecord { path: &path, ..*rec };
         if rec.check().is_ok() {
             self.rows += 1;
-            self.table.insert(rec.path, Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) });
+            self.table.insert(
+                rec.path,
+                Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) },
+            );
         } else {
             self.table.note_unknown(rec.path);
         }
@@ -109,8 +112,14 @@ pub struct PrepassCounts {
 /// Read the directory rows of `splits` (source index, split) on `workers` threads. Sources
 /// that read parents first are skipped: their directories arrive before their files. A split
 /// a read discovers is read by the same thread.
-pub fn collect_directories(sources: &[Arc<dyn Source>], splits: Vec<(usize, Split)>, table: &DirectoryTable, workers: usize) -> PrepassCounts {
-    let queue: Mutex<Vec<(usize, Split)>> = Mutex::new(splits.into_iter().filter(|(i, _)| !sources[*i].parents_first()).rev().collect());
+pub fn collect_directories(
+    sources: &[Arc<dyn Source>],
+    splits: Vec<(usize, Split)>,
+    table: &DirectoryTable,
+    workers: usize,
+) -> PrepassCounts {
+    let queue: Mutex<Vec<(usize, Split)>> =
+        Mutex::new(splits.into_iter().filter(|(i, _)| !sources[*i].parents_first()).rev().collect());
     let counts = Mutex::new(PrepassCounts::default());
     std::thread::scope(|scope| {
         for _ in 0..workers.max(1) {

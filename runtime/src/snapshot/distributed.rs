@@ -69,7 +69,10 @@ pub(super) fn classify(
     let mut again = Vec::new();
     for (i, k) in keys.iter().enumerate() {
         let o = hash_owner(k.hash, n);
-        let flag = replies[o].get(cursor[o]).copied().ok_or_else(|| internal("classifying", format!("rank {o} answered too few")))?;
+        let flag = replies[o]
+            .get(cursor[o])
+            .copied()
+            .ok_or_else(|| internal("classifying", format!("rank {o} answered too few")))?;
         cursor[o] += 1;
         if flag == REPEATED {
             again.push(i);
@@ -87,7 +90,12 @@ pub(super) fn classify(
 /// On the owner: classify every rank's records (`asked`, in rank order) and answer each,
 /// counting them in `summary`; a path asked about more than once is left unclassified (its
 /// previous line is then carried over, as in one process) and answered [`REPEATED`].
-fn answer(previous: &PreviousManifest, asked: &[Vec<u8>], emit: EmitMode, summary: &mut SnapshotSummary) -> Result<Vec<Vec<u8>>, IcicleError> {
+fn answer(
+    previous: &PreviousManifest,
+    asked: &[Vec<u8>],
+    emit: EmitMode,
+    summary: &mut SnapshotSummary,
+) -> Result<Vec<Vec<u8>>, IcicleError> {
     let mut changes: Vec<Vec<Option<Change>>> = Vec::with_capacity(asked.len());
     let mut repeated = HashSet::new();
     let mut firsts = Vec::new();
@@ -188,12 +196,20 @@ fn all_scopes(cluster: &dyn Cluster, rejects: &RejectLog) -> Result<Vec<(Scope, 
 }
 
 /// The reject ceiling on the rows and rejects of every rank.
-pub(super) fn check_rejects(cluster: &dyn Cluster, settings: &SnapshotSettings, rejects: &RejectLog, summary: &mut SnapshotSummary) -> Result<(), IcicleError> {
+pub(super) fn check_rejects(
+    cluster: &dyn Cluster,
+    settings: &SnapshotSettings,
+    rejects: &RejectLog,
+    summary: &mut SnapshotSummary,
+) -> Result<(), IcicleError> {
     summary.unreadable_inputs = rejects.unreadable_inputs();
-    let t = cluster.all_sum(&[summary.rows, summary.rejects, summary.unreadable_inputs]).map_err(|e| internal("counting rejects", e))?;
+    let t = cluster
+        .all_sum(&[summary.rows, summary.rejects, summary.unreadable_inputs])
+        .map_err(|e| internal("counting rejects", e))?;
     let row_rejects = t[1].saturating_sub(t[2]);
     let ratio = if t[0] > 0 { row_rejects as f64 / t[0] as f64 } else { 0.0 };
-    summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| t[1] > m) || settings.max_reject_ratio.is_some_and(|r| ratio > r);
+    summary.reject_threshold_exceeded =
+        settings.max_rejects.is_some_and(|m| t[1] > m) || settings.max_reject_ratio.is_some_and(|r| ratio > r);
     Ok(())
 }
 
@@ -219,13 +235,16 @@ pub(super) async fn finish(
     let (rank, n) = (cluster.rank(), cluster.size());
     let scopes = all_scopes(cluster, rejects)?;
     let unknown = UnknownScopes::new(scopes.iter().map(|(s, _, _)| s));
-    (summary.unknown_scopes, summary.unknown_scope_count) = icicle_core::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
+    (summary.unknown_scopes, summary.unknown_scope_count) =
+        icicle_core::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
     let mut commit = !summary.reject_threshold_exceeded;
     let mut deletes = Vec::new();
     if commit {
-        let d =
-            super::deletes::plan_share(dir, prev, &unknown, pipeline_subjects, carry_part(rank), Some((rank, n))).map_err(|e| io("planning the deletes", e))?;
-        let totals = cluster.all_sum(&[d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates]).map_err(|e| internal("counting deletes", e))?;
+        let d = super::deletes::plan_share(dir, prev, &unknown, pipeline_subjects, carry_part(rank), Some((rank, n)))
+            .map_err(|e| io("planning the deletes", e))?;
+        let totals = cluster
+            .all_sum(&[d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates])
+            .map_err(|e| internal("counting deletes", e))?;
         summary.deletes_withheld = d.withheld;
         summary.aggregate_deletes_withheld = d.aggregates_withheld;
         summary.delete_guard = super::deletes::guard(&settings, totals[0], totals[1]);
@@ -237,15 +256,23 @@ pub(super) async fn finish(
             deletes = d.subjects;
         }
     } else {
-        tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
+        tracing::warn!(
+            message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed"
+        );
     }
     // Every rank's parts and pipeline files are in `manifest.new/` before it is sealed.
     barrier(cluster)?;
     let mut sealed = None;
     if commit {
-        let path = if rank == 0 { manifest::seal(dir).map_err(|e| io("sealing the manifest", e))?.display().to_string() } else { String::new() };
+        let path = if rank == 0 {
+            manifest::seal(dir).map_err(|e| io("sealing the manifest", e))?.display().to_string()
+        } else {
+            String::new()
+        };
         let path = cluster.broadcast(path.into_bytes()).map_err(|e| internal("sharing the sealed manifest", e))?;
-        sealed = Some(PathBuf::from(String::from_utf8(path).map_err(|e| internal("sharing the sealed manifest", e.to_string()))?));
+        sealed = Some(PathBuf::from(
+            String::from_utf8(path).map_err(|e| internal("sharing the sealed manifest", e.to_string()))?,
+        ));
         outbox.release_filtered(&mut job.sinks, settings.document_limit(), send).await?;
     } else {
         summary.batches_withheld = outbox.discard();
@@ -261,7 +288,8 @@ pub(super) async fn finish(
     }
     if let Some(sealed) = sealed {
         let resend: Vec<&str> = job.sinks.iter().flat_map(|(_, k)| k.dead_lettered()).map(String::as_str).collect();
-        manifest::mark_resend_as(&sealed, &format!("resend.rank-{rank}.jsonl"), &resend).map_err(|e| io("listing the dead-lettered subjects", e))?;
+        manifest::mark_resend_as(&sealed, &format!("resend.rank-{rank}.jsonl"), &resend)
+            .map_err(|e| io("listing the dead-lettered subjects", e))?;
         // Every rank delivered; only then is the new manifest made current.
         barrier(cluster)?;
         if rank == 0 {

@@ -57,13 +57,23 @@ impl Duplicates {
     /// `path` (hash `hash`) read again `at`, first read at `first`.
     pub(super) fn found(&self, hash: u128, path: &str, first: (Sighting, Change), at: Sighting) {
         let mut found = self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        found.entry(hash).or_insert_with(|| Repeated { path: path.to_string(), first, again: Vec::new() }).again.push(at);
+        found
+            .entry(hash)
+            .or_insert_with(|| Repeated { path: path.to_string(), first, again: Vec::new() })
+            .again
+            .push(at);
     }
 
     /// Reject every row of each repeated path (naming all of them), undo the first row's
     /// counts, and let the previous run's line of the path be carried over. The later rows
     /// were counted as rejects when read.
-    pub(super) fn resolve(self, previous: &PreviousManifest, emit: EmitMode, rejects: &RejectLog, summary: &mut SnapshotSummary) -> LeftOut {
+    pub(super) fn resolve(
+        self,
+        previous: &PreviousManifest,
+        emit: EmitMode,
+        rejects: &RejectLog,
+        summary: &mut SnapshotSummary,
+    ) -> LeftOut {
         let inputs = self.inputs.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         let found = self.found.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut out = LeftOut::default();
@@ -81,7 +91,8 @@ impl Duplicates {
             }
             summary.records -= 1;
             summary.rejects += 1;
-            let mut rows: Vec<Reject> = std::iter::once(r.first.0).chain(r.again.iter().copied()).map(|s| row_of(&inputs, s)).collect();
+            let mut rows: Vec<Reject> =
+                std::iter::once(r.first.0).chain(r.again.iter().copied()).map(|s| row_of(&inputs, s)).collect();
             let reason = reason(&r.path, &mut rows);
             for mut row in rows {
                 row.reason.clone_from(&reason);
@@ -91,7 +102,10 @@ impl Duplicates {
             out.hashes.insert(hash);
         }
         if !out.hashes.is_empty() {
-            tracing::warn!(message = "paths read more than once: none of their rows is indexed (see the rejects file)", paths = out.hashes.len());
+            tracing::warn!(
+                message = "paths read more than once: none of their rows is indexed (see the rejects file)",
+                paths = out.hashes.len()
+            );
         }
         out
     }

@@ -62,7 +62,11 @@ fn lacks_inode(dir: &Path) -> std::io::Result<bool> {
         Ok(s) if s.trim() == SCHEME => Ok(false),
         Ok(s) => Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("{}: fingerprint scheme {:?}, this release knows {SCHEME} (and none, before it)", file.display(), s.trim()),
+            format!(
+                "{}: fingerprint scheme {:?}, this release knows {SCHEME} (and none, before it)",
+                file.display(),
+                s.trim()
+            ),
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
         Err(e) => Err(e),
@@ -114,7 +118,10 @@ pub struct ChangeCounts {
 }
 
 fn part_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "tsv")).collect();
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "tsv"))
+        .collect();
     files.sort();
     Ok(files)
 }
@@ -178,8 +185,12 @@ impl PreviousManifest {
         for (f, &(pend, cross)) in files.iter().zip(&from_pending) {
             for line in BufReader::new(fs::File::open(f)?).lines() {
                 let line = line?;
-                let (h, fp, subject, _) = parse_line(&line)
-                    .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: malformed manifest line {}", f.display(), idx + 1)))?;
+                let (h, fp, subject, _) = parse_line(&line).ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{}: malformed manifest line {}", f.display(), idx + 1),
+                    )
+                })?;
                 if !owned(h) {
                     continue;
                 }
@@ -272,7 +283,12 @@ impl PreviousManifest {
             }
             Some(&(old, idx)) => {
                 let change = self.compare(hash, old, was, now);
-                match self.seen[idx as usize].compare_exchange(0, at.stored(change), Ordering::Relaxed, Ordering::Relaxed) {
+                match self.seen[idx as usize].compare_exchange(
+                    0,
+                    at.stored(change),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => return Ok(change),
                     Err(first) => first,
                 }
@@ -483,13 +499,19 @@ pub fn current_dir(state_dir: &Path) -> std::io::Result<Option<PathBuf>> {
             }
             Ok(Some(dir))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(["manifest", "manifest.old"].iter().map(|n| state_dir.join(n)).find(|d| d.is_dir())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(["manifest", "manifest.old"].iter().map(|n| state_dir.join(n)).find(|d| d.is_dir()))
+        }
         Err(e) => Err(e),
     }
 }
 
 fn generation(dir: &Path) -> u64 {
-    dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix("manifest-")).and_then(|n| n.parse().ok()).unwrap_or(0)
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("manifest-"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Start a new manifest: `manifest.new/`, emptied of what a failed run left there.
@@ -505,7 +527,11 @@ pub fn begin(state_dir: &Path) -> std::io::Result<()> {
 /// Leave out of the new manifest (`manifest.new/`: every part, or only part `part`, as a rank
 /// rewrites its own) the lines of `hashes` (paths this run read more than once); returns the
 /// path of each line left out.
-pub fn drop_new_lines(state_dir: &Path, hashes: &std::collections::HashSet<u128>, part: Option<usize>) -> std::io::Result<HashMap<u128, String>> {
+pub fn drop_new_lines(
+    state_dir: &Path,
+    hashes: &std::collections::HashSet<u128>,
+    part: Option<usize>,
+) -> std::io::Result<HashMap<u128, String>> {
     let mut dropped = HashMap::new();
     if hashes.is_empty() {
         return Ok(dropped);
@@ -643,8 +669,12 @@ mod tests {
         write_and_commit(st, &["/a", "/b"]);
         assert_eq!(PreviousManifest::load(st).unwrap().len(), 2);
         write_and_commit(st, &["/a"]);
-        let dirs: Vec<String> = fs::read_dir(st).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        assert!(dirs.contains(&"manifest-000002".to_string()) && !dirs.contains(&"manifest-000001".to_string()), "{dirs:?}");
+        let dirs: Vec<String> =
+            fs::read_dir(st).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(
+            dirs.contains(&"manifest-000002".to_string()) && !dirs.contains(&"manifest-000001".to_string()),
+            "{dirs:?}"
+        );
         assert_eq!(PreviousManifest::load(st).unwrap().len(), 1);
     }
 

@@ -77,7 +77,13 @@ impl MetricsProgress {
     /// Wrap `inner`.
     pub fn new(inner: Arc<dyn Progress>) -> MetricsProgress {
         use std::sync::atomic::AtomicU64;
-        MetricsProgress { inner, done: AtomicU64::new(0), total: AtomicU64::new(0), last_ms: AtomicU64::new(0), started: Instant::now() }
+        MetricsProgress {
+            inner,
+            done: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            last_ms: AtomicU64::new(0),
+            started: Instant::now(),
+        }
     }
 
     fn publish(&self) {
@@ -261,11 +267,18 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     // A versioned run holds its documents until its checks have passed, so one that fails
     // them delivers nothing.
     let outbox = match (&settings.state_dir, &previous, &job.cluster) {
-        (Some(dir), Some(_), Some(c)) => Outbox::held(&dir.join(format!("spool-rank-{}", c.rank()))).map_err(|e| io("creating the spool", e))?,
+        (Some(dir), Some(_), Some(c)) => {
+            Outbox::held(&dir.join(format!("spool-rank-{}", c.rank()))).map_err(|e| io("creating the spool", e))?
+        }
         (Some(dir), Some(_), None) => Outbox::held(dir).map_err(|e| io("creating the spool", e))?,
         _ => Outbox::direct(),
     };
-    let mut out = Documents { outbox, batcher: Batcher::within(settings.document_limit()), full: Vec::new(), oversized: Vec::new() };
+    let mut out = Documents {
+        outbox,
+        batcher: Batcher::within(settings.document_limit()),
+        full: Vec::new(),
+        oversized: Vec::new(),
+    };
     let mut summary = SnapshotSummary { versioned: previous.is_some(), ..Default::default() };
     let delivery = out.primary(rx, &mut job.sinks, &settings, &mut summary).await;
     if delivery.is_err() {
@@ -278,7 +291,10 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
         return Err(IcicleError::Internal(e));
     }
     if !out.oversized.is_empty() {
-        return Err(IcicleError::Internal(format!("{} entries larger than a document reached the batcher", out.oversized.len())));
+        return Err(IcicleError::Internal(format!(
+            "{} entries larger than a document reached the batcher",
+            out.oversized.len()
+        )));
     }
     summary.rows += planning_rejects;
     summary.rejects += planning_rejects;
@@ -286,10 +302,26 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     match (job.cluster.clone(), &settings.state_dir, previous.as_deref()) {
         (Some(c), Some(dir), Some(prev)) => {
             // Paths read more than once become rejects here, before the reject ceiling.
-            let rows = repeated::RankRows { dir, part: distributed::worker_part(c.rank()), inputs: &duplicates, rejects: &rejects };
+            let rows = repeated::RankRows {
+                dir,
+                part: distributed::worker_part(c.rank()),
+                inputs: &duplicates,
+                rejects: &rejects,
+            };
             let send = distributed::classify(c.as_ref(), prev, &keys, &rows, settings.emit, &mut summary)?;
             distributed::check_rejects(c.as_ref(), &settings, &rejects, &mut summary)?;
-            distributed::finish(&mut job, c.as_ref(), dir, prev, &rejects, out.outbox, &pipeline_subjects, &send, &mut summary).await?;
+            distributed::finish(
+                &mut job,
+                c.as_ref(),
+                dir,
+                prev,
+                &rejects,
+                out.outbox,
+                &pipeline_subjects,
+                &send,
+                &mut summary,
+            )
+            .await?;
         }
         _ => {
             let left_out = match (previous.as_deref(), Arc::into_inner(duplicates)) {
@@ -298,14 +330,27 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
             };
             check_rejects(&settings, &rejects, &mut summary);
             let held = Held { outbox: out.outbox, left_out };
-            finish(&mut job, &settings, previous.as_deref(), &rejects, held, &pipeline_subjects, nworkers, &mut summary).await?;
+            finish(
+                &mut job,
+                &settings,
+                previous.as_deref(),
+                &rejects,
+                held,
+                &pipeline_subjects,
+                nworkers,
+                &mut summary,
+            )
+            .await?;
         }
     }
     job.progress.finish();
     summary.dead_lettered = job.sinks.iter().map(|(_, k)| k.dead_lettered().len() as u64).sum();
 
     if summary.rejects > 0 {
-        let path = settings.rejects_file.clone().unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
+        let path = settings
+            .rejects_file
+            .clone()
+            .unwrap_or_else(|| settings.state_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join("rejects.jsonl"));
         rejects.write(&path).map_err(|e| io(&format!("writing {}", path.display()), e))?;
         summary.rejects_file = Some(path);
     }
@@ -320,10 +365,17 @@ fn check_cluster(job: &SnapshotJob) -> Result<(), IcicleError> {
         return Ok(());
     }
     let refuse = |key: &str, reason: &str| {
-        Err(IcicleError::Config(icicle_core::error::ConfigError::InvalidValue { key: key.into(), origin: "an MPI run".into(), reason: reason.into() }))
+        Err(IcicleError::Config(icicle_core::error::ConfigError::InvalidValue {
+            key: key.into(),
+            origin: "an MPI run".into(),
+            reason: reason.into(),
+        }))
     };
     if job.policy.access.is_some() {
-        return refuse("records.visible_to", "visibility from directory permissions is not supported across MPI ranks yet");
+        return refuse(
+            "records.visible_to",
+            "visibility from directory permissions is not supported across MPI ranks yet",
+        );
     }
     Ok(())
 }
@@ -345,12 +397,16 @@ fn open_previous(
     }
     let share = match cluster {
         Some(c) => {
-            c.all_sum(&[]).map_err(|e| IcicleError::Internal(format!("waiting for rank 0 to start the manifest: {e}")))?;
+            c.all_sum(&[])
+                .map_err(|e| IcicleError::Internal(format!("waiting for rank 0 to start the manifest: {e}")))?;
             Some((c.rank(), c.size()))
         }
         None => None,
     };
-    Ok((Some(Arc::new(PreviousManifest::load_share(dir, share).map_err(|e| io("loading the previous manifest", e))?)), lock))
+    Ok((
+        Some(Arc::new(PreviousManifest::load_share(dir, share).map_err(|e| io("loading the previous manifest", e))?)),
+        lock,
+    ))
 }
 
 /// Plan every source's splits into the work queue (after the directory pre-pass when
@@ -361,7 +417,9 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
     // its plan found, as the s3 source keeps object sizes and ETags) and take splits from it.
     if shared.cluster.as_ref().is_some_and(|c| c.rank() != 0) {
         for (name, src) in &job.sources {
-            src.plan().await.map_err(|e| IcicleError::Internal(format!("source `{name}` could not be planned (nothing was delivered): {e}")))?;
+            src.plan().await.map_err(|e| {
+                IcicleError::Internal(format!("source `{name}` could not be planned (nothing was delivered): {e}"))
+            })?;
         }
         return Ok(0);
     }
@@ -374,7 +432,9 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
             }
             Err(e) => {
                 tracing::error!(message = "source could not be planned", source = %name, error = %e);
-                return Err(IcicleError::Internal(format!("source `{name}` could not be planned (nothing was delivered): {e}")));
+                return Err(IcicleError::Internal(format!(
+                    "source `{name}` could not be planned (nothing was delivered): {e}"
+                )));
             }
         }
     }
@@ -387,7 +447,13 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
             .map_err(|e| IcicleError::Internal(format!("the directory pre-pass: {e}")))?;
         if c.splits > 0 {
             let all_unknown = job.policy.dirs.is_unplaced();
-            tracing::info!(message = "directory permissions read", splits = c.splits, directories = job.policy.dirs.len(), unreadable = c.failed, all_unknown);
+            tracing::info!(
+                message = "directory permissions read",
+                splits = c.splits,
+                directories = job.policy.dirs.len(),
+                unreadable = c.failed,
+                all_unknown
+            );
         }
     }
     if let Some(c) = &shared.cluster {
@@ -396,7 +462,11 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
     }
     if let Ok(mut q) = shared.queue.lock() {
         q.planned += planned.len() as u64;
-        icicle_core::metrics::Metrics::global().set(&icicle_core::metrics::names::SNAPSHOT_INPUTS_PLANNED, &[], q.planned as f64);
+        icicle_core::metrics::Metrics::global().set(
+            &icicle_core::metrics::names::SNAPSHOT_INPUTS_PLANNED,
+            &[],
+            q.planned as f64,
+        );
         q.items.extend(planned);
     }
     Ok(total)
@@ -412,7 +482,11 @@ struct Documents {
 
 impl Documents {
     /// Send the full documents, counting them.
-    async fn send_full(&mut self, sinks: &mut icicle_core::traits::NamedSinks, summary: &mut SnapshotSummary) -> Result<(), IcicleError> {
+    async fn send_full(
+        &mut self,
+        sinks: &mut icicle_core::traits::NamedSinks,
+        summary: &mut SnapshotSummary,
+    ) -> Result<(), IcicleError> {
         for doc in self.full.drain(..) {
             summary.batches += 1;
             summary.bytes += doc.document_bytes() as u64;
@@ -472,13 +546,17 @@ impl Documents {
         let mut pipeline_subjects = Vec::new();
         for f in &job.finishers {
             if let Some(c) = &job.cluster {
-                f.distribute(c.as_ref()).map_err(|e| IcicleError::Internal(format!("{} pipeline across ranks: {e}", f.name())))?;
+                f.distribute(c.as_ref())
+                    .map_err(|e| IcicleError::Internal(format!("{} pipeline across ranks: {e}", f.name())))?;
             }
-            let (entries, report) = f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
+            let (entries, report) =
+                f.finish(&job.policy).map_err(|e| IcicleError::Internal(format!("{} pipeline: {e}", f.name())))?;
             summary.pipelines.insert(f.name().to_string(), report);
             if versioned {
                 let subjects = entries.iter().map(|e| deletes::entry_subject(e)).collect::<Result<Vec<_>, _>>();
-                let subjects = subjects.map_err(|e| IcicleError::Internal(format!("{} pipeline: an entry without a subject: {e}", f.name())))?;
+                let subjects = subjects.map_err(|e| {
+                    IcicleError::Internal(format!("{} pipeline: an entry without a subject: {e}", f.name()))
+                })?;
                 pipeline_subjects.push((f.name(), subjects));
             }
             let mut chunk = EntryBatch::default();
@@ -500,7 +578,8 @@ fn check_rejects(settings: &SnapshotSettings, rejects: &RejectLog, summary: &mut
     summary.unreadable_inputs = rejects.unreadable_inputs();
     let row_rejects = summary.rejects.saturating_sub(summary.unreadable_inputs);
     let ratio = if summary.rows > 0 { row_rejects as f64 / summary.rows as f64 } else { 0.0 };
-    summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m) || settings.max_reject_ratio.is_some_and(|r| ratio > r);
+    summary.reject_threshold_exceeded = settings.max_rejects.is_some_and(|m| summary.rejects > m)
+        || settings.max_reject_ratio.is_some_and(|r| ratio > r);
 }
 
 /// A versioned run's documents held for delivery, and what of them is left out.
@@ -524,26 +603,34 @@ async fn finish(
 ) -> Result<(), IcicleError> {
     let scopes = rejects.scopes();
     let unknown = UnknownScopes::new(scopes.iter().map(|(s, _, _)| s));
-    (summary.unknown_scopes, summary.unknown_scope_count) = icicle_core::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
+    (summary.unknown_scopes, summary.unknown_scope_count) =
+        icicle_core::scope::summarize(scopes.iter().map(|(s, i, r)| (s, i.as_str(), r.as_str())), 50);
     let mut commit = previous.is_some() && !summary.reject_threshold_exceeded;
     let mut deletes = Vec::new();
     let mut gone = Vec::new();
     let mut sealed = None;
     if let (Some(dir), Some(prev)) = (&settings.state_dir, previous) {
         if summary.reject_threshold_exceeded {
-            tracing::warn!(message = "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed");
+            tracing::warn!(
+                message =
+                    "reject threshold exceeded: nothing held is delivered, no deletes, the manifest is not committed"
+            );
         } else {
-            manifest::drop_new_lines(dir, &held.left_out.hashes, None).map_err(|e| io("leaving paths read twice out of the manifest", e))?;
-            let d = deletes::plan(dir, prev, &unknown, pipeline_subjects, nworkers + 1).map_err(|e| io("planning the deletes", e))?;
+            manifest::drop_new_lines(dir, &held.left_out.hashes, None)
+                .map_err(|e| io("leaving paths read twice out of the manifest", e))?;
+            let d = deletes::plan(dir, prev, &unknown, pipeline_subjects, nworkers + 1)
+                .map_err(|e| io("planning the deletes", e))?;
             summary.deletes_withheld = d.withheld;
             summary.aggregate_deletes_withheld = d.aggregates_withheld;
             let withheld = d.withheld + d.aggregates_withheld > 0;
-            summary.withheld_runs = deletes::count_withheld_run(dir, prev, withheld).map_err(|e| io("counting the runs that withheld deletes", e))?;
+            summary.withheld_runs = deletes::count_withheld_run(dir, prev, withheld)
+                .map_err(|e| io("counting the runs that withheld deletes", e))?;
             summary.withheld_too_long = deletes::withheld_too_long(settings, summary.withheld_runs);
             if let Some(why) = &summary.withheld_too_long {
                 tracing::error!(message = "deletes withheld too long: this run is delivered, and fails", reason = %why);
             }
-            summary.delete_guard = deletes::guard(settings, d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates);
+            summary.delete_guard =
+                deletes::guard(settings, d.primary + d.aggregates, prev.len() as u64 + d.previous_aggregates);
             if let Some(why) = &summary.delete_guard {
                 tracing::error!(message = "deletion guard: nothing delivered or deleted and the manifest is kept; rerun with --allow-mass-delete if this is intended", reason = %why);
                 commit = false;
@@ -575,12 +662,15 @@ async fn finish(
         sink.close().await?;
     }
     if let (Some(dir), true) = (&settings.state_dir, commit) {
-        let sealed = sealed.ok_or_else(|| IcicleError::Internal("committing a manifest that was never sealed".into()))?;
+        let sealed =
+            sealed.ok_or_else(|| IcicleError::Internal("committing a manifest that was never sealed".into()))?;
         let resend: Vec<&str> = job.sinks.iter().flat_map(|(_, k)| k.dead_lettered()).map(String::as_str).collect();
-        manifest::mark_resend(&sealed, &resend).map_err(|e| io("listing the dead-lettered subjects in the manifest", e))?;
+        manifest::mark_resend(&sealed, &resend)
+            .map_err(|e| io("listing the dead-lettered subjects in the manifest", e))?;
         let dead: std::collections::HashSet<&str> = resend.iter().copied().collect();
         let owed: Vec<&manifest::Gone> = gone.iter().filter(|g| dead.contains(g.subject.as_str())).collect();
-        manifest::keep_owed_deletes(&sealed, &owed).map_err(|e| io("keeping the dead-lettered deletes in the manifest", e))?;
+        manifest::keep_owed_deletes(&sealed, &owed)
+            .map_err(|e| io("keeping the dead-lettered deletes in the manifest", e))?;
         manifest::commit(dir, &sealed).map_err(|e| io("committing the manifest", e))?;
     }
     for (name, src) in &job.sources {

@@ -55,7 +55,10 @@ impl RejectLog {
 
     /// What the rejects left unknown, with the input and reason of each.
     pub fn scopes(&self) -> Vec<(Scope, String, String)> {
-        self.scopes.lock().map(|s| s.clone()).unwrap_or_else(|_| vec![(Scope::All, String::new(), "reject log poisoned".into())])
+        self.scopes
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|_| vec![(Scope::All, String::new(), "reject log poisoned".into())])
     }
 
     /// How many rows were rejected.
@@ -148,7 +151,8 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         let input = path.display().to_string();
         let lines = [1u64, 2, 13_108, 13_109, 39_999, 40_000];
-        let mut rejects: Vec<Reject> = lines.iter().rev().map(|l| Reject::at_offset(&input, (l - 1) * 80, "bad")).collect();
+        let mut rejects: Vec<Reject> =
+            lines.iter().rev().map(|l| Reject::at_offset(&input, (l - 1) * 80, "bad")).collect();
         // Past the end (a file that shrank): the last line counted.
         rejects.push(Reject::at_offset(&input, 10_000_000, "bad"));
         resolve_lines(&mut rejects);

@@ -73,8 +73,12 @@ pub(super) fn reject(
     let replies = cluster.exchange(answers).map_err(|e| internal("answering the rows of paths read twice", e))?;
     let mut from: Vec<Fields<'_>> = replies.iter().map(|r| Fields::new(r)).collect();
     for Row { owner, mut reject } in rows {
-        let f = from.get_mut(owner).ok_or_else(|| internal("naming the rows of paths read twice", format!("no answer from rank {owner}")))?;
-        let read = |f: &mut Fields<'_>| f.str().map(str::to_string).map_err(|e| internal("reading the rows of paths read twice", e));
+        let f = from
+            .get_mut(owner)
+            .ok_or_else(|| internal("naming the rows of paths read twice", format!("no answer from rank {owner}")))?;
+        let read = |f: &mut Fields<'_>| {
+            f.str().map(str::to_string).map_err(|e| internal("reading the rows of paths read twice", e))
+        };
         let path = read(f)?;
         reject.reason = read(f)?;
         rank.rejects.push(reject.scoped(Scope::Exact(path)));
@@ -83,7 +87,10 @@ pub(super) fn reject(
         summary.rejects += 1;
     }
     if !again.is_empty() {
-        tracing::warn!(message = "paths read more than once: none of their rows is indexed (see the rejects file)", rows = again.len());
+        tracing::warn!(
+            message = "paths read more than once: none of their rows is indexed (see the rejects file)",
+            rows = again.len()
+        );
     }
     Ok(())
 }

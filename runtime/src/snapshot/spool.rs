@@ -147,7 +147,12 @@ impl Outbox {
     /// Across ranks: deliver what was held, in order, leaving out the first `send.len()`
     /// entries (this rank's primary records) whose flag is false (unchanged since the previous
     /// run), re-cut into documents within `limit`.
-    pub async fn release_filtered(self, sinks: &mut NamedSinks, limit: icicle_core::batch::DocumentLimit, send: &[bool]) -> Result<(), IcicleError> {
+    pub async fn release_filtered(
+        self,
+        sinks: &mut NamedSinks,
+        limit: icicle_core::batch::DocumentLimit,
+        send: &[bool],
+    ) -> Result<(), IcicleError> {
         self.release_where(sinks, limit, |i, _| send.get(i).copied().unwrap_or(true)).await
     }
 
@@ -162,7 +167,10 @@ impl Outbox {
         if left_out.is_empty() {
             return self.release(sinks).await;
         }
-        self.release_where(sinks, limit, |_, entry| super::deletes::entry_subject(entry).map_or(true, |s| !left_out.contains(&s))).await
+        self.release_where(sinks, limit, |_, entry| {
+            super::deletes::entry_subject(entry).map_or(true, |s| !left_out.contains(&s))
+        })
+        .await
     }
 
     /// Deliver what was held, in order, keeping the entries (numbered from 0) that `keep`

@@ -24,7 +24,16 @@ impl Source for SlowSource {
         let rec = FileRecord {
             path: "/a",
             kind: FileKind::File,
-            attrs: icicle_core::Attrs { mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 },
+            attrs: icicle_core::Attrs {
+                mode: 0o100644,
+                uid: 1,
+                gid: 1,
+                size: 1,
+                atime: 0,
+                ctime: 0,
+                mtime: 0,
+                inode: 0,
+            },
         };
         out.record(&rec);
         // The worker hands its chunk over when the split ends; emulate a streaming
@@ -46,7 +55,8 @@ impl Source for WaitingSource {
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), icicle_core::SourceError> {
         if split.name == "wait" {
             let rx = self.inner.delivered.lock().map_err(|_| icicle_core::SourceError::External("poisoned".into()))?;
-            rx.recv_timeout(std::time::Duration::from_secs(120)).map_err(|_| icicle_core::SourceError::External("the timer never flushed".into()))?;
+            rx.recv_timeout(std::time::Duration::from_secs(120))
+                .map_err(|_| icicle_core::SourceError::External("the timer never flushed".into()))?;
             return Ok(());
         }
         self.inner.read(split, out)
@@ -72,7 +82,10 @@ async fn partial_documents_are_flushed_by_the_timer() {
     let (tx, rx) = std_mpsc::channel();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let job = SnapshotJob {
-        sources: vec![("flush-timer".into(), Arc::new(WaitingSource { inner: SlowSource { delivered: Mutex::new(rx) } }))],
+        sources: vec![(
+            "flush-timer".into(),
+            Arc::new(WaitingSource { inner: SlowSource { delivered: Mutex::new(rx) } }),
+        )],
         sinks: vec![("k".into(), Box::new(SignallingSink { tx, seen: seen.clone() }))],
         policy: Arc::new(RecordPolicy {
             visible_to: vec![VisibleTo::Public],
@@ -114,7 +127,16 @@ impl Source for AckCounting {
         out.record(&FileRecord {
             path: "/a",
             kind: FileKind::File,
-            attrs: icicle_core::Attrs { mode: 0o100644, uid: 1, gid: 1, size: 1, atime: 0, ctime: 0, mtime: 0, inode: 0 },
+            attrs: icicle_core::Attrs {
+                mode: 0o100644,
+                uid: 1,
+                gid: 1,
+                size: 1,
+                atime: 0,
+                ctime: 0,
+                mtime: 0,
+                inode: 0,
+            },
         });
         Ok(())
     }
@@ -144,7 +166,11 @@ async fn sources_are_acknowledged_only_after_every_sink_delivered() {
         let job = SnapshotJob {
             sources: vec![("s".into(), Arc::new(AckCounting { acks: acks.clone() }))],
             sinks: vec![("ok".into(), Box::new(MaybeFailing(false))), ("k".into(), Box::new(MaybeFailing(fail)))],
-            policy: Arc::new(RecordPolicy { visible_to: vec![VisibleTo::Public], version: "t".into(), ..Default::default() }),
+            policy: Arc::new(RecordPolicy {
+                visible_to: vec![VisibleTo::Public],
+                version: "t".into(),
+                ..Default::default()
+            }),
             settings: SnapshotSettings { workers: 1, ..Default::default() },
             progress: Arc::new(NoProgress),
             processors: vec![],

@@ -316,10 +316,15 @@ impl Worker {
         if self.keys.is_some() && self.manifest.is_some() {
             let hash = manifest::path_hash(rec.path);
             // Classified by the owning rank against the previous manifest's scheme.
-            let (was, now) = self.previous.as_ref().map_or_else(|| (0, manifest::fingerprint(rec, &vis)), |p| p.fingerprints(rec, &vis));
+            let (was, now) = self
+                .previous
+                .as_ref()
+                .map_or_else(|| (0, manifest::fingerprint(rec, &vis)), |p| p.fingerprints(rec, &vis));
             let at = self.sighting();
             self.keys.get_or_insert_with(Vec::new).push(RecordKey { hash, was, now, encoded: false, at });
-            if let Some(Err(e)) = self.manifest.as_mut().map(|m| m.push(hash, now, &subject_for(rec.path), Some(rec.path))) {
+            if let Some(Err(e)) =
+                self.manifest.as_mut().map(|m| m.push(hash, now, &subject_for(rec.path), Some(rec.path)))
+            {
                 self.io_error.get_or_insert(format!("writing the manifest: {e}"));
             }
         } else if let (Some(prev), Some(_)) = (&self.previous, &self.manifest) {
@@ -368,7 +373,10 @@ impl Worker {
             return self.reject_here(rec, e);
         }
         if let Some(t) = &self.dirs {
-            t.insert(rec.path, Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) });
+            t.insert(
+                rec.path,
+                Perm { mode: rec.attrs.mode, uid: rec.attrs.uid, gid: rec.attrs.gid, acl: acl.map(Arc::new) },
+            );
         }
     }
 }
@@ -402,7 +410,9 @@ pub(super) fn spawn(
         // Across ranks every rank writes its own parts into the shared manifest directory.
         let part = shared.cluster.as_ref().map_or(w, |c| super::distributed::worker_part(c.rank()) + w);
         let manifest_writer = match (&settings.state_dir, &previous) {
-            (Some(dir), Some(_)) => Some(ManifestWriter::create(dir, part).map_err(|e| super::io("creating the manifest", e))?),
+            (Some(dir), Some(_)) => {
+                Some(ManifestWriter::create(dir, part).map_err(|e| super::io("creating the manifest", e))?)
+            }
             _ => None,
         };
         let mut worker = Worker {
@@ -448,11 +458,16 @@ pub(super) fn spawn(
                     // never holds records back from the flush timer.
                     worker.send_chunk();
                     let m = icicle_core::metrics::Metrics::global();
-                    let (rows, emitted) = ((worker.counts.rows - rows_before) as f64, (worker.counts.emitted - emitted_before) as f64);
+                    let (rows, emitted) =
+                        ((worker.counts.rows - rows_before) as f64, (worker.counts.emitted - emitted_before) as f64);
                     m.add(&icicle_core::metrics::names::SNAPSHOT_ROWS_TOTAL, &[("source", &source_names[si])], rows);
                     // The overview's in and out, as a monitor's are counted.
                     m.add(&icicle_core::metrics::names::RECORDS_IN_TOTAL, &[("component", &source_names[si])], rows);
-                    m.add(&icicle_core::metrics::names::RECORDS_OUT_TOTAL, &[("component", &source_names[si]), ("op", "update")], emitted);
+                    m.add(
+                        &icicle_core::metrics::names::RECORDS_OUT_TOTAL,
+                        &[("component", &source_names[si]), ("op", "update")],
+                        emitted,
+                    );
                     let spawned = std::mem::take(&mut worker.spawned);
                     next = shared.next(spawned, si);
                 }
@@ -476,7 +491,10 @@ pub(super) fn spawn(
 
 /// Wait for every worker; add their counts to `summary`; returns their I/O errors and the
 /// record keys of a versioned run across ranks.
-pub(super) fn join(handles: Vec<std::thread::JoinHandle<WorkerResult>>, summary: &mut SnapshotSummary) -> (Vec<String>, Vec<RecordKey>) {
+pub(super) fn join(
+    handles: Vec<std::thread::JoinHandle<WorkerResult>>,
+    summary: &mut SnapshotSummary,
+) -> (Vec<String>, Vec<RecordKey>) {
     let mut io_errors = Vec::new();
     let mut keys = Vec::new();
     for h in handles {

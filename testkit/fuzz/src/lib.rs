@@ -73,7 +73,8 @@ fn scratch_file(data: &[u8]) -> PathBuf {
     INPUT.with(|p| {
         let mut p = p.borrow_mut();
         let path = p.get_or_insert_with(|| {
-            let tid = format!("{:?}", std::thread::current().id()).chars().filter(char::is_ascii_digit).collect::<String>();
+            let tid =
+                format!("{:?}", std::thread::current().id()).chars().filter(char::is_ascii_digit).collect::<String>();
             std::env::temp_dir().join(format!("icicle-fuzz-{}-{tid}.txt", std::process::id()))
         });
         // A failed write is the machine's problem, not an input's: the harness stops.
@@ -103,9 +104,14 @@ fn check_source(source: &dyn Source, data: &[u8], cut: usize, skips: impl Fn(&[u
             last = line.to_vec();
         }
     });
-    let no_trailer = matches!(ending, Ending::Trailer { header, trailer } if data.starts_with(header) && !last.starts_with(trailer));
+    let no_trailer =
+        matches!(ending, Ending::Trailer { header, trailer } if data.starts_with(header) && !last.starts_with(trailer));
     let not_whole = cut_short || data.is_empty() || no_trailer;
-    assert_eq!(whole.not_whole, u64::from(not_whole), "an input is not whole when empty, cut short or without its trailer: {whole:?}");
+    assert_eq!(
+        whole.not_whole,
+        u64::from(not_whole),
+        "an input is not whole when empty, cut short or without its trailer: {whole:?}"
+    );
     let mut lines = 0u64;
     let mut skipped = 0u64;
     for_each_line(read, None, |line, off| {
@@ -116,7 +122,11 @@ fn check_source(source: &dyn Source, data: &[u8], cut: usize, skips: impl Fn(&[u
             }
         }
     });
-    assert_eq!(whole.rows() + skipped, lines, "every line is a record, a directory, a reject or skipped: {whole:?}, {skipped} skipped");
+    assert_eq!(
+        whole.rows() + skipped,
+        lines,
+        "every line is a record, a directory, a reject or skipped: {whole:?}, {skipped} skipped"
+    );
     if data.is_empty() {
         return;
     }
@@ -167,7 +177,13 @@ pub fn tsv(data: &[u8]) {
 pub fn mmapplypolicy(data: &[u8]) {
     let [pick, cut, rest @ ..] = data else { return };
     let source = MmapplypolicySource::nersc18(vec![], pick & 1 == 0);
-    check_source(&source, rest, *cut as usize * rest.len() / 256, icicle_plugins_snapshot::mmapplypolicy::is_message, Ending::Newline);
+    check_source(
+        &source,
+        rest,
+        *cut as usize * rest.len() / 256,
+        icicle_plugins_snapshot::mmapplypolicy::is_message,
+        Ending::Newline,
+    );
 }
 
 /// The first eight bytes of `b`, zero-padded.
@@ -204,7 +220,10 @@ pub fn gufi_row(data: &[u8]) {
     if conn.execute_batch(&format!("CREATE TABLE entries({cols})")).is_err() {
         return;
     }
-    let ok = conn.execute("INSERT INTO entries VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)", rusqlite::params_from_iter(values.iter()));
+    let ok = conn.execute(
+        "INSERT INTO entries VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        rusqlite::params_from_iter(values.iter()),
+    );
     if ok.is_err() {
         return;
     }
@@ -246,7 +265,8 @@ pub fn lustre_changelog(data: &[u8]) {
         let _ = line_type_bit(line.as_bytes());
         if let Ok(rec) = ChangelogRecord::parse(line) {
             let printed = rec.to_line();
-            let again = ChangelogRecord::parse(&printed).unwrap_or_else(|e| panic!("a printed record parses: {e}: {line:?} printed {printed:?}"));
+            let again = ChangelogRecord::parse(&printed)
+                .unwrap_or_else(|e| panic!("a printed record parses: {e}: {line:?} printed {printed:?}"));
             // A `\r` ending the printed text is a line ending to the parser (found by
             // fuzzing: a name ending in `\r` does not survive printing).
             if !printed.ends_with('\r') {
@@ -263,7 +283,8 @@ pub fn lustre_changelog(data: &[u8]) {
 /// prefix of the output's lines.
 fn lfs_output(data: &[u8]) {
     let max = 1 + u64::from(data.first().copied().unwrap_or(0) % 16);
-    let (records, loose, _) = icicle_plugins_lustre::lfs_records::split_output(data, None, max).unwrap_or_else(|e| panic!("{e}"));
+    let (records, loose, _) =
+        icicle_plugins_lustre::lfs_records::split_output(data, None, max).unwrap_or_else(|e| panic!("{e}"));
     let indexes: Vec<u64> = records.iter().filter_map(|r| r.split(' ').next()?.parse().ok()).collect();
     assert_eq!(indexes.len(), records.len(), "every record starts with an index: {records:?}");
     assert!(indexes.windows(2).all(|w| w[0] < w[1]), "indexes increase: {indexes:?}");
@@ -291,7 +312,19 @@ pub fn gpfs_event(data: &[u8]) {
     // A key given twice means what each parser makes of it (the structural one stops at the
     // first `event`, serde_json keeps the last): no agreement to check (found by fuzzing).
     let text = String::from_utf8_lossy(data);
-    let keys = ["inode", "path", "event", "cookie", "fileSize", "ownerUserId", "ownerGroupId", "permissions", "atime", "ctime", "mtime"];
+    let keys = [
+        "inode",
+        "path",
+        "event",
+        "cookie",
+        "fileSize",
+        "ownerUserId",
+        "ownerGroupId",
+        "permissions",
+        "atime",
+        "ctime",
+        "mtime",
+    ];
     if keys.iter().any(|k| text.matches(&format!("\"{k}\"")).count() > 1) {
         return;
     }
@@ -330,7 +363,14 @@ fn scale_time(secs: i64, offset_min: i32) -> String {
     let (y, m, d) = icicle_core::time::civil_from_days(local.div_euclid(86_400));
     let sod = local.rem_euclid(86_400);
     let (sign, off) = if offset_min < 0 { ('-', -offset_min) } else { ('+', offset_min) };
-    format!("{y:04}-{m:02}-{d:02}_{:02}:{:02}:{:02}.123{sign}{:02}{:02}", sod / 3600, sod / 60 % 60, sod % 60, off / 60, off % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}_{:02}:{:02}:{:02}.123{sign}{:02}{:02}",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        off / 60,
+        off % 60
+    )
 }
 
 /// File names as bytes: the escape of `icicle_core::name` gives them back exactly, leaves

@@ -147,7 +147,12 @@ fn main() -> anyhow::Result<()> {
             if truth {
                 write_truth(&fs, format, &out)?;
             }
-            eprintln!("wrote {} files in {} directories as {format:?} to {}", fs.files.len(), fs.dirs.len(), out.display());
+            eprintln!(
+                "wrote {} files in {} directories as {format:?} to {}",
+                fs.files.len(),
+                fs.dirs.len(),
+                out.display()
+            );
         }
         Command::Workload {
             kind,
@@ -167,8 +172,10 @@ fn main() -> anyhow::Result<()> {
         } => {
             let mut w = Workload::open(&root, &journal, seed)?;
             w.real = !no_fs;
-            let events = gpfs_events.or_else(|| gpfs_topic.as_ref().map(|_| icicle_testkit::lustre::side(&journal, ".gpfs.jsonl")));
-            let already = events.as_ref().map_or(0, |f| std::fs::read_to_string(f).map(|s| s.lines().count()).unwrap_or(0));
+            let events = gpfs_events
+                .or_else(|| gpfs_topic.as_ref().map(|_| icicle_testkit::lustre::side(&journal, ".gpfs.jsonl")));
+            let already =
+                events.as_ref().map_or(0, |f| std::fs::read_to_string(f).map(|s| s.lines().count()).unwrap_or(0));
             if let Some(f) = &events {
                 let abs = std::fs::canonicalize(&root)?;
                 let fs_root = gpfs_root.unwrap_or_else(|| abs.display().to_string());

@@ -26,7 +26,8 @@ fn realistic_shape() {
     assert!(future > 20, "{future}");
     let uniq: std::collections::HashSet<_> = recs.iter().map(|r| &r.path).collect();
     assert_eq!(uniq.len(), recs.len(), "paths must be unique");
-    let inodes: std::collections::HashSet<u64> = recs.iter().map(|r| r.attrs.inode).chain(fs.dirs.iter().map(|d| d.attrs.inode)).collect();
+    let inodes: std::collections::HashSet<u64> =
+        recs.iter().map(|r| r.attrs.inode).chain(fs.dirs.iter().map(|d| d.attrs.inode)).collect();
     assert_eq!(inodes.len(), recs.len() + fs.dirs.len(), "inodes must be unique (no hard links)");
     assert!(!inodes.contains(&0));
     let width = fs.files.len() as f64 / fs.dirs.len() as f64;

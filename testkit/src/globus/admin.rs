@@ -36,7 +36,14 @@ pub(super) struct IndexMeta {
 impl IndexMeta {
     /// A configured index (a subscription's).
     pub(super) fn configured(id: &str) -> IndexMeta {
-        IndexMeta { display_name: id.to_string(), description: String::new(), creation_date: now_date(), trial: false, status: "open", roles: Vec::new() }
+        IndexMeta {
+            display_name: id.to_string(),
+            description: String::new(),
+            creation_date: now_date(),
+            trial: false,
+            status: "open",
+            roles: Vec::new(),
+        }
     }
 
     /// The most content it may hold, in bytes.
@@ -83,7 +90,10 @@ pub(super) async fn admin(shared: &Shared, req: Request<Incoming>, method: &str,
         ("GET", ["index_list"]) => {
             let st = shared.lock();
             let ids: BTreeSet<&String> = st.meta.keys().collect();
-            json_response(200, &json!({"index_list": ids.into_iter().filter_map(|id| document(&st, id)).collect::<Vec<_>>()}))
+            json_response(
+                200,
+                &json!({"index_list": ids.into_iter().filter_map(|id| document(&st, id)).collect::<Vec<_>>()}),
+            )
         }
         ("GET", ["index", id]) => match document(&shared.lock(), id) {
             Some(d) => json_response(200, &d),
@@ -107,7 +117,12 @@ async fn create(shared: &Shared, req: Request<Incoming>, grant: &Grant) -> Resp 
         Err(r) => return *r,
     };
     let (Some(name), Some(description)) = (doc["display_name"].as_str(), doc["description"].as_str()) else {
-        return error(400, "BadRequest.ValidationError", "an index needs `display_name` and `description` strings", Value::Null);
+        return error(
+            400,
+            "BadRequest.ValidationError",
+            "an index needs `display_name` and `description` strings",
+            Value::Null,
+        );
     };
     let mut st = shared.lock();
     if st.meta.values().filter(|m| m.trial).count() >= TRIAL_LIMIT {
@@ -119,8 +134,14 @@ async fn create(shared: &Shared, req: Request<Incoming>, grant: &Grant) -> Resp 
         );
     }
     let id = st.uuid();
-    let mut meta =
-        IndexMeta { display_name: name.into(), description: description.into(), creation_date: now_date(), trial: true, status: "open", roles: Vec::new() };
+    let mut meta = IndexMeta {
+        display_name: name.into(),
+        description: description.into(),
+        creation_date: now_date(),
+        trial: true,
+        status: "open",
+        roles: Vec::new(),
+    };
     let owner = grant.identity.clone().unwrap_or_else(|| "urn:globus:auth:identity:emulator-static-token".into());
     let role_id = st.uuid();
     meta.roles.push(role(&role_id, &id, "owner", &owner));
@@ -159,7 +180,12 @@ async fn create_role(shared: &Shared, req: Request<Incoming>, id: &str) -> Resp 
         return error(400, "BadRequest.ValidationError", "a role needs `role_name` and `principal`", Value::Null);
     };
     if !matches!(name, "owner" | "admin" | "writer") || !principal.starts_with("urn:globus:") {
-        return error(400, "BadRequest.ValidationError", "role_name is owner, admin or writer; principal a urn:globus: URN", Value::Null);
+        return error(
+            400,
+            "BadRequest.ValidationError",
+            "role_name is owner, admin or writer; principal a urn:globus: URN",
+            Value::Null,
+        );
     }
     let mut st = shared.lock();
     let role_id = st.uuid();

@@ -138,7 +138,11 @@ fn primary(t: &str) -> Result<Expr, String> {
     for (op, lower) in [(">=", true), ("<=", false), (">", true), ("<", false)] {
         if let Some(v) = value.strip_prefix(op) {
             let (b, strict) = (bound(v)?, op.len() == 1);
-            return Ok(if lower { Expr::Range(field, b, Bound::Open, strict) } else { Expr::Range(field, Bound::Open, b, strict) });
+            return Ok(if lower {
+                Expr::Range(field, b, Bound::Open, strict)
+            } else {
+                Expr::Range(field, Bound::Open, b, strict)
+            });
         }
     }
     Ok(Expr::Field(field, unquote(value)))
@@ -167,7 +171,13 @@ impl Expr {
             Expr::Words(ws, prefix) => {
                 let mut all = HashSet::new();
                 content_words(content, &mut all);
-                ws.iter().enumerate().all(|(i, w)| if *prefix && i + 1 == ws.len() { all.iter().any(|x| x.starts_with(w.as_str())) } else { all.contains(w) })
+                ws.iter().enumerate().all(|(i, w)| {
+                    if *prefix && i + 1 == ws.len() {
+                        all.iter().any(|x| x.starts_with(w.as_str()))
+                    } else {
+                        all.contains(w)
+                    }
+                })
             }
             Expr::Field(f, v) => {
                 let prefix = v.strip_suffix('*');
@@ -181,7 +191,9 @@ impl Expr {
                 })
             }
             Expr::Range(f, from, to, strict) => leaves(content, f).iter().any(|v| {
-                let inside = |o: Option<Ordering>, want: Ordering| o.is_some_and(|o| o == want || (!strict && o == Ordering::Equal));
+                let inside = |o: Option<Ordering>, want: Ordering| {
+                    o.is_some_and(|o| o == want || (!strict && o == Ordering::Equal))
+                };
                 let lo = matches!(from, Bound::Open) || inside(from.compare(v), Ordering::Greater);
                 let hi = matches!(to, Bound::Open) || inside(to.compare(v), Ordering::Less);
                 lo && hi

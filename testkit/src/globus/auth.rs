@@ -76,7 +76,11 @@ pub(super) async fn token_endpoint(shared: &Shared, req: Request<Incoming>) -> R
         .and_then(|v| v.to_str().ok())
         .and_then(|h| h.strip_prefix("Basic ").or_else(|| h.strip_prefix("basic ")))
         .and_then(base64_decode);
-    let form_ct = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    let form_ct = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
     let bytes = match body(req).await {
         Ok(b) => b,
         Err(r) => return *r,
@@ -106,7 +110,12 @@ pub(super) async fn token_endpoint(shared: &Shared, req: Request<Incoming>) -> R
     st.counters.tokens_issued += 1;
     st.issued.insert(
         token.clone(),
-        Grant { expires: Some(Instant::now() + lifetime), scopes, identity: Some(format!("urn:globus:auth:identity:{id}")), anonymous: false },
+        Grant {
+            expires: Some(Instant::now() + lifetime),
+            scopes,
+            identity: Some(format!("urn:globus:auth:identity:{id}")),
+            anonymous: false,
+        },
     );
     json_response(
         200,

@@ -36,13 +36,25 @@ pub struct Client {
 
 /// Percent-encode a query parameter value.
 fn encode(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 impl Client {
     /// A client for the API at `base` (e.g. [`Emulator::url`]) with a bearer token.
     pub fn new(base: &str, token: &str) -> Client {
-        Client { base: base.trim_end_matches('/').to_string(), token: Some(token.to_string()), http: reqwest::Client::new() }
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token: Some(token.to_string()),
+            http: reqwest::Client::new(),
+        }
     }
 
     /// A client that sends no `Authorization` header (queries of public data).
@@ -58,7 +70,11 @@ impl Client {
     }
 
     async fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
-        let req = self.http.post(format!("{}{path}", self.base)).header(CONTENT_TYPE.as_str(), "application/json").body(body.to_string());
+        let req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(CONTENT_TYPE.as_str(), "application/json")
+            .body(body.to_string());
         self.send(self.auth(req)).await
     }
 
@@ -84,7 +100,11 @@ impl Client {
 
     /// [`Client::ingest`] of a document given as JSON text, sent as it is.
     pub async fn ingest_text(&self, index: &str, text: &str) -> Result<String, ClientError> {
-        let req = self.http.post(format!("{}/v1/index/{index}/ingest", self.base)).header(CONTENT_TYPE.as_str(), "application/json").body(text.to_string());
+        let req = self
+            .http
+            .post(format!("{}/v1/index/{index}/ingest", self.base))
+            .header(CONTENT_TYPE.as_str(), "application/json")
+            .body(text.to_string());
         Self::task_id(self.send(self.auth(req)).await?)
     }
 
@@ -94,7 +114,12 @@ impl Client {
     }
 
     /// `DELETE /v1/index/<id>/entry?subject=...[&entry_id=...]`: the task id.
-    pub async fn delete_entry(&self, index: &str, subject: &str, entry_id: Option<&str>) -> Result<String, ClientError> {
+    pub async fn delete_entry(
+        &self,
+        index: &str,
+        subject: &str,
+        entry_id: Option<&str>,
+    ) -> Result<String, ClientError> {
         let id = entry_id.map(|i| format!("&entry_id={}", encode(i))).unwrap_or_default();
         let req = self.http.delete(format!("{}/v1/index/{index}/entry?subject={}{id}", self.base, encode(subject)));
         Self::task_id(self.send(self.auth(req)).await?)
@@ -143,7 +168,12 @@ impl Client {
             let r = attempt.send().await.map_err(|e| ClientError::Http(e.to_string()))?;
             let status = r.status().as_u16();
             if status == 429 || status == 503 {
-                let wait = r.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.1);
+                let wait = r
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.1);
                 tokio::time::sleep(Duration::from_secs_f64(wait.clamp(0.01, 60.0))).await;
                 continue;
             }
@@ -169,7 +199,11 @@ impl Client {
             for g in gmeta {
                 let subject = g["subject"].as_str().ok_or_else(|| ClientError::Shape(g.to_string()))?;
                 let entries = g["entries"].as_array().ok_or_else(|| ClientError::Shape(g.to_string()))?;
-                let e = entries.iter().find(|e| e["entry_id"].is_null()).or(entries.first()).ok_or_else(|| ClientError::Shape(g.to_string()))?;
+                let e = entries
+                    .iter()
+                    .find(|e| e["entry_id"].is_null())
+                    .or(entries.first())
+                    .ok_or_else(|| ClientError::Shape(g.to_string()))?;
                 out.insert(subject.to_string(), e["content"].clone());
             }
             if page["has_next_page"] != true {
@@ -215,7 +249,12 @@ impl Client {
 
     /// Expire every access token issued so far (`/_emulator/expire_tokens`).
     pub async fn expire_tokens(&self) -> Result<(), ClientError> {
-        let r = self.http.post(format!("{}/_emulator/expire_tokens", self.base)).send().await.map_err(|e| ClientError::Http(e.to_string()))?;
+        let r = self
+            .http
+            .post(format!("{}/_emulator/expire_tokens", self.base))
+            .send()
+            .await
+            .map_err(|e| ClientError::Http(e.to_string()))?;
         Self::json(r).await.map(|_| ())
     }
 }

@@ -5,7 +5,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 
-use super::config::{MAX_ENTRIES_PER_SUBJECT, MAX_ENTRY_BYTES, MAX_FIELDS_PER_INDEX, MAX_FIELD_BYTES, MAX_FIELD_DEPTH, MAX_SUBJECT_BYTES, MAX_VISIBLE_TO};
+use super::config::{
+    MAX_ENTRIES_PER_SUBJECT, MAX_ENTRY_BYTES, MAX_FIELDS_PER_INDEX, MAX_FIELD_BYTES, MAX_FIELD_DEPTH,
+    MAX_SUBJECT_BYTES, MAX_VISIBLE_TO,
+};
 use super::http::{error, Refusal};
 
 /// One stored entry.
@@ -39,14 +42,18 @@ fn entry(v: &Value, at: &str) -> Result<NewEntry, Refusal> {
             return bad(format!("{at}: unknown GMetaEntry field `{k}`"));
         }
     }
-    let Some(subject) = o.get("subject").and_then(Value::as_str) else { return bad(format!("{at}: `subject` must be a string")) };
+    let Some(subject) = o.get("subject").and_then(Value::as_str) else {
+        return bad(format!("{at}: `subject` must be a string"));
+    };
     if subject.is_empty() {
         return bad(format!("{at}: `subject` must not be empty"));
     }
     if subject.len() > MAX_SUBJECT_BYTES {
         return bad(format!("{at}: subject is {} bytes, over the {MAX_SUBJECT_BYTES}-byte limit", subject.len()));
     }
-    let Some(vis) = o.get("visible_to").and_then(Value::as_array) else { return bad(format!("{at}: `visible_to` must be a list")) };
+    let Some(vis) = o.get("visible_to").and_then(Value::as_array) else {
+        return bad(format!("{at}: `visible_to` must be a list"));
+    };
     if vis.is_empty() {
         return bad(format!("{at}: `visible_to` must not be empty"));
     }
@@ -60,7 +67,9 @@ fn entry(v: &Value, at: &str) -> Result<NewEntry, Refusal> {
             _ => return bad(format!("{at}: `visible_to` entries are \"public\" or principal URNs, not {p}")),
         }
     }
-    let Some(content) = o.get("content").filter(|c| c.is_object()) else { return bad(format!("{at}: `content` must be an object")) };
+    let Some(content) = o.get("content").filter(|c| c.is_object()) else {
+        return bad(format!("{at}: `content` must be an object"));
+    };
     let entry_id = match o.get("id") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -71,13 +80,20 @@ fn entry(v: &Value, at: &str) -> Result<NewEntry, Refusal> {
         return bad(format!("{at}: {m}"));
     }
     if fields.len() > MAX_FIELDS_PER_INDEX {
-        return bad(format!("{at}: the entry has {} fields, over the limit of {MAX_FIELDS_PER_INDEX} per index", fields.len()));
+        return bad(format!(
+            "{at}: the entry has {} fields, over the limit of {MAX_FIELDS_PER_INDEX} per index",
+            fields.len()
+        ));
     }
     let size = serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
     if size > MAX_ENTRY_BYTES {
         return bad(format!("{at}: the entry is {size} bytes as JSON, over the {MAX_ENTRY_BYTES}-byte limit"));
     }
-    Ok(NewEntry { subject: subject.to_string(), entry: Entry { entry_id, visible_to, content: content.clone() }, fields })
+    Ok(NewEntry {
+        subject: subject.to_string(),
+        entry: Entry { entry_id, visible_to, content: content.clone() },
+        fields,
+    })
 }
 
 /// Collect the dotted key paths of `v` (lists are transparent), checking depth and string length.
@@ -87,7 +103,9 @@ fn content_fields(v: &Value, prefix: &str, depth: usize, out: &mut BTreeSet<Stri
             for (k, x) in o {
                 let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
                 if depth > MAX_FIELD_DEPTH {
-                    return Err(format!("field `{path}` is nested {depth} levels deep, over the limit of {MAX_FIELD_DEPTH}"));
+                    return Err(format!(
+                        "field `{path}` is nested {depth} levels deep, over the limit of {MAX_FIELD_DEPTH}"
+                    ));
                 }
                 content_fields(x, &path, depth + 1, out)?;
                 out.insert(path);
@@ -124,7 +142,9 @@ pub(super) fn gingest(doc: &Value) -> Result<Vec<NewEntry>, Refusal> {
                     return bad("`ingest_data.@datatype` must be \"GMetaList\"");
                 }
             }
-            let Some(list) = data.get("gmeta").and_then(Value::as_array) else { return bad("`ingest_data.gmeta` must be a list of GMetaEntry") };
+            let Some(list) = data.get("gmeta").and_then(Value::as_array) else {
+                return bad("`ingest_data.gmeta` must be a list of GMetaEntry");
+            };
             let mut out = Vec::with_capacity(list.len());
             for (i, e) in list.iter().enumerate() {
                 out.push(entry(e, &format!("ingest_data.gmeta[{i}]"))?);
@@ -150,7 +170,10 @@ pub(super) fn gingest(doc: &Value) -> Result<Vec<NewEntry>, Refusal> {
     }
     let fields: BTreeSet<&String> = entries.iter().flat_map(|e| &e.fields).collect();
     if fields.len() > MAX_FIELDS_PER_INDEX {
-        return bad(&format!("the request has {} distinct fields, over the limit of {MAX_FIELDS_PER_INDEX} per index", fields.len()));
+        return bad(&format!(
+            "the request has {} distinct fields, over the limit of {MAX_FIELDS_PER_INDEX} per index",
+            fields.len()
+        ));
     }
     Ok(entries)
 }

@@ -35,11 +35,16 @@ pub(super) struct Facet {
 pub(super) fn parse_facet(v: &Value) -> Result<Facet, String> {
     let Some(o) = v.as_object() else { return Err(format!("a GFacet is an object, not {v}")) };
     for k in o.keys() {
-        if !matches!(k.as_str(), "name" | "field_name" | "type" | "size" | "date_interval" | "histogram_range" | "@datatype" | "@version") {
+        if !matches!(
+            k.as_str(),
+            "name" | "field_name" | "type" | "size" | "date_interval" | "histogram_range" | "@datatype" | "@version"
+        ) {
             return Err(format!("unknown GFacet field `{k}`"));
         }
     }
-    let Some(field) = o.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else { return Err("a GFacet needs a `field_name` string".into()) };
+    let Some(field) = o.get("field_name").and_then(Value::as_str).filter(|f| !f.is_empty()) else {
+        return Err("a GFacet needs a `field_name` string".into());
+    };
     let name = match o.get("name") {
         None | Some(Value::Null) => field.to_string(),
         Some(Value::String(n)) => n.clone(),
@@ -55,18 +60,36 @@ pub(super) fn parse_facet(v: &Value) -> Result<Facet, String> {
     let kind = match o.get("type").map(|t| t.as_str()) {
         None | Some(Some("terms")) => FacetKind::Terms(size),
         Some(Some("date_histogram")) => match o.get("date_interval").and_then(Value::as_str) {
-            Some(i @ ("year" | "quarter" | "month" | "week" | "day" | "hour" | "minute" | "second")) => FacetKind::Date(i.to_string()),
-            _ => return Err(format!("the facet `{name}`: `date_interval` must be year, quarter, month, week, day, hour, minute or second")),
+            Some(i @ ("year" | "quarter" | "month" | "week" | "day" | "hour" | "minute" | "second")) => {
+                FacetKind::Date(i.to_string())
+            }
+            _ => {
+                return Err(format!(
+                "the facet `{name}`: `date_interval` must be year, quarter, month, week, day, hour, minute or second"
+            ))
+            }
         },
         Some(Some("numeric_histogram")) => {
             let r = o.get("histogram_range");
-            let (low, high) = (r.and_then(|r| r.get("low")).and_then(Value::as_f64), r.and_then(|r| r.get("high")).and_then(Value::as_f64));
+            let (low, high) = (
+                r.and_then(|r| r.get("low")).and_then(Value::as_f64),
+                r.and_then(|r| r.get("high")).and_then(Value::as_f64),
+            );
             match (low, high) {
                 (Some(low), Some(high)) if low < high => FacetKind::Numeric { low, high, size },
-                _ => return Err(format!("the facet `{name}`: `histogram_range` must be {{\"low\", \"high\"}} numbers with low < high")),
+                _ => {
+                    return Err(format!(
+                        "the facet `{name}`: `histogram_range` must be {{\"low\", \"high\"}} numbers with low < high"
+                    ))
+                }
             }
         }
-        Some(t) => return Err(format!("the emulator implements facet types terms, date_histogram and numeric_histogram, not {}", t.unwrap_or("a non-string"))),
+        Some(t) => {
+            return Err(format!(
+                "the emulator implements facet types terms, date_histogram and numeric_histogram, not {}",
+                t.unwrap_or("a non-string")
+            ))
+        }
     };
     Ok(Facet { name, field: field.to_string(), kind })
 }
@@ -129,15 +152,20 @@ pub(super) fn facet_result(f: &Facet, entries: &[&Entry]) -> Result<Value, Strin
                 }
             }
             let mut list: Vec<(Value, u64)> = counts.into_values().collect();
-            list.sort_by(|(a, x), (b, y)| y.cmp(x).then_with(|| SortVal::of(a).zip(SortVal::of(b)).map_or(Ordering::Equal, |(a, b)| a.cmp(&b))));
+            list.sort_by(|(a, x), (b, y)| {
+                y.cmp(x).then_with(|| SortVal::of(a).zip(SortVal::of(b)).map_or(Ordering::Equal, |(a, b)| a.cmp(&b)))
+            });
             list.truncate(*size);
             list.into_iter().map(|(v, n)| bucket(v, n)).collect()
         }
         FacetKind::Date(interval) => {
             let mut counts: BTreeMap<i64, u64> = BTreeMap::new();
             for e in entries {
-                let starts: BTreeSet<i64> =
-                    leaves(&e.content, &f.field).into_iter().filter_map(|v| v.as_str().and_then(parse_date)).map(|ms| bucket_start(ms, interval)).collect();
+                let starts: BTreeSet<i64> = leaves(&e.content, &f.field)
+                    .into_iter()
+                    .filter_map(|v| v.as_str().and_then(parse_date))
+                    .map(|ms| bucket_start(ms, interval))
+                    .collect();
                 for s in starts {
                     *counts.entry(s).or_default() += 1;
                 }

@@ -105,19 +105,36 @@ pub(super) fn unhex(s: &str) -> Option<String> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
+    let bytes: Option<Vec<u8>> =
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
     String::from_utf8(bytes?).ok()
 }
 
 /// Whether a `Content-Type` is `application/json` (parameters ignored).
 pub(super) fn is_json(req_ct: Option<&HeaderValue>) -> bool {
-    req_ct.and_then(|v| v.to_str().ok()).map(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json")).unwrap_or(false)
+    req_ct
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"))
+        .unwrap_or(false)
 }
 
 /// Read a request body of at most [`MAX_REQUEST_BYTES`].
 pub(super) async fn body(req: Request<Incoming>) -> Result<Bytes, Refusal> {
-    let too_large = || Box::new(error(413, "RequestTooLarge", format!("requests are limited to {MAX_REQUEST_BYTES} bytes"), Value::Null));
-    if req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > MAX_REQUEST_BYTES) {
+    let too_large = || {
+        Box::new(error(
+            413,
+            "RequestTooLarge",
+            format!("requests are limited to {MAX_REQUEST_BYTES} bytes"),
+            Value::Null,
+        ))
+    };
+    if req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n > MAX_REQUEST_BYTES)
+    {
         return Err(too_large());
     }
     match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
@@ -132,9 +149,15 @@ pub(super) async fn json_body(req: Request<Incoming>) -> Result<Value, Refusal> 
     let json_ct = is_json(req.headers().get(CONTENT_TYPE));
     let bytes = body(req).await?;
     if !json_ct {
-        return Err(Box::new(error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null)));
+        return Err(Box::new(error(
+            415,
+            "BadRequest.UnsupportedMediaType",
+            "Content-Type: application/json is required",
+            Value::Null,
+        )));
     }
-    serde_json::from_slice::<Value>(&bytes).map_err(|_| Box::new(error(400, "BadRequest.InvalidJSON", "the body is not JSON", Value::Null)))
+    serde_json::from_slice::<Value>(&bytes)
+        .map_err(|_| Box::new(error(400, "BadRequest.InvalidJSON", "the body is not JSON", Value::Null)))
 }
 
 /// A decoded query parameter of the request URI.

@@ -24,7 +24,10 @@ impl Bound {
     pub(super) fn of(v: Option<&Value>) -> Result<Bound, String> {
         match v {
             Some(Value::String(s)) if s == "*" => Ok(Bound::Open),
-            Some(Value::String(s)) => Ok(parse_date(s).map(Bound::Date).or_else(|| Num::parse(s).map(Bound::Num)).unwrap_or_else(|| Bound::Str(s.clone()))),
+            Some(Value::String(s)) => Ok(parse_date(s)
+                .map(Bound::Date)
+                .or_else(|| Num::parse(s).map(Bound::Num))
+                .unwrap_or_else(|| Bound::Str(s.clone()))),
             Some(v @ Value::Number(_)) => Num::of(v).map(Bound::Num).ok_or_else(|| format!("bad range bound {v}")),
             Some(v) => Err(format!("a range bound is a number, a string or \"*\", not {v}")),
             None => Err("a range needs `from` and `to` (\"*\" for open)".into()),
@@ -143,9 +146,15 @@ pub(super) struct Query {
 
 fn parse_terms(q: &str) -> Result<Vec<Term>, String> {
     if q.chars().count() > MAX_QUERY_CHARS {
-        return Err(format!("the query string is {} characters long, over the limit of {MAX_QUERY_CHARS}", q.chars().count()));
+        return Err(format!(
+            "the query string is {} characters long, over the limit of {MAX_QUERY_CHARS}",
+            q.chars().count()
+        ));
     }
-    Ok(q.split_whitespace().filter(|t| t.chars().any(char::is_alphanumeric)).map(|t| Term { words: words(t).collect(), prefix: t.ends_with('*') }).collect())
+    Ok(q.split_whitespace()
+        .filter(|t| t.chars().any(char::is_alphanumeric))
+        .map(|t| Term { words: words(t).collect(), prefix: t.ends_with('*') })
+        .collect())
 }
 
 fn parse_filters(v: Option<&Value>, what: &str) -> Result<Vec<Filter>, String> {
@@ -168,7 +177,10 @@ pub(super) fn truthy(v: Option<&Value>) -> bool {
 fn parse_count(v: Option<&Value>, what: &str, default: u64) -> Result<u64, String> {
     match v {
         None | Some(Value::Null) => Ok(default),
-        Some(v) => v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).ok_or_else(|| format!("`{what}` must be a non-negative integer, not {v}")),
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .ok_or_else(|| format!("`{what}` must be a non-negative integer, not {v}")),
     }
 }
 
@@ -220,7 +232,10 @@ impl Query {
                 _ => false,
             };
             if !ok {
-                return Err(format!("unknown or not allowed field `{k}`{}", if delete { " (delete_by_query takes q, advanced and filters)" } else { "" }));
+                return Err(format!(
+                    "unknown or not allowed field `{k}`{}",
+                    if delete { " (delete_by_query takes q, advanced and filters)" } else { "" }
+                ));
             }
         }
         if o.get("@datatype").is_some_and(|d| d != "GSearchRequest") {
@@ -244,7 +259,9 @@ impl Query {
             ..Query::default()
         };
         match o.get("q") {
-            None | Some(Value::Null) if query.filters.is_empty() => return Err("a GSearchRequest needs `q` or `filters`".into()),
+            None | Some(Value::Null) if query.filters.is_empty() => {
+                return Err("a GSearchRequest needs `q` or `filters`".into())
+            }
             None | Some(Value::Null) => {}
             Some(Value::String(q)) => query.set_q(q, truthy(o.get("advanced")))?,
             Some(_) => return Err("`q` must be a string".into()),
@@ -281,7 +298,10 @@ impl Query {
     fn set_q(&mut self, q: &str, advanced: bool) -> Result<(), String> {
         if advanced {
             if q.chars().count() > MAX_QUERY_CHARS {
-                return Err(format!("the query string is {} characters long, over the limit of {MAX_QUERY_CHARS}", q.chars().count()));
+                return Err(format!(
+                    "the query string is {} characters long, over the limit of {MAX_QUERY_CHARS}",
+                    q.chars().count()
+                ));
             }
             self.advanced = Some(super::advanced::parse(q)?);
         } else {
@@ -304,10 +324,13 @@ impl Query {
         let mut w = HashSet::new();
         content_words(&e.content, &mut w);
         self.terms.iter().all(|t| {
-            t.words
-                .iter()
-                .enumerate()
-                .all(|(i, x)| if t.prefix && i + 1 == t.words.len() { w.iter().any(|y| y.starts_with(x.as_str())) } else { w.contains(x) })
+            t.words.iter().enumerate().all(|(i, x)| {
+                if t.prefix && i + 1 == t.words.len() {
+                    w.iter().any(|y| y.starts_with(x.as_str()))
+                } else {
+                    w.contains(x)
+                }
+            })
         })
     }
 }

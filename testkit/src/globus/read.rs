@@ -10,7 +10,9 @@ use super::auth::allows;
 use super::config::MAX_SCROLL_LIMIT;
 use super::entry::Entry;
 use super::facets::facet_result;
-use super::http::{bad_query, error, hex, json_body, json_response, no_bypass, no_index, parse_form, query_param, unhex, Resp};
+use super::http::{
+    bad_query, error, hex, json_body, json_response, no_bypass, no_index, parse_form, query_param, unhex, Resp,
+};
 use super::query::{truthy, Query};
 use super::state::{Grant, Shared};
 use super::task::Task;
@@ -23,7 +25,8 @@ fn gmeta_result(subject: &str, entries: &[Entry], grant: &Grant, bypass: bool) -
         .filter(|e| bypass || e.visible_to.iter().any(|p| p == "public" || Some(p) == grant.identity.as_ref()))
         .map(|e| json!({"content": e.content, "entry_id": e.entry_id, "matched_principal_sets": []}))
         .collect();
-    (!visible.is_empty()).then(|| json!({"@datatype": "GMetaResult", "@version": "2019-08-27", "subject": subject, "entries": visible}))
+    (!visible.is_empty())
+        .then(|| json!({"@datatype": "GMetaResult", "@version": "2019-08-27", "subject": subject, "entries": visible}))
 }
 
 /// A matching subject and its matching entries.
@@ -36,7 +39,8 @@ fn search(shared: &Shared, index: &str, q: &Query, grant: &Grant) -> Resp {
     }
     let st = shared.lock();
     let Some(ix) = st.indexes.get(index) else { return no_index(index) };
-    let visible = |e: &&Entry| q.bypass || e.visible_to.iter().any(|p| p == "public" || Some(p) == grant.identity.as_ref());
+    let visible =
+        |e: &&Entry| q.bypass || e.visible_to.iter().any(|p| p == "public" || Some(p) == grant.identity.as_ref());
     let hits: Vec<Hit> = ix
         .iter()
         .filter_map(|(s, es)| {
@@ -57,7 +61,8 @@ fn search(shared: &Shared, index: &str, q: &Query, grant: &Grant) -> Resp {
     let mut hits: Vec<Hit> = hits
         .into_iter()
         .filter_map(|(s, es)| {
-            let m: Vec<&Entry> = es.into_iter().filter(|e| q.post_filters.iter().all(|f| f.holds(&e.content))).collect();
+            let m: Vec<&Entry> =
+                es.into_iter().filter(|e| q.post_filters.iter().all(|f| f.holds(&e.content))).collect();
             (!m.is_empty()).then_some((s, m))
         })
         .collect();
@@ -103,7 +108,10 @@ fn search(shared: &Shared, index: &str, q: &Query, grant: &Grant) -> Resp {
                 let content: Vec<&Value> = es.iter().map(|e| &e.content).collect();
                 return json!({"@datatype": "GMetaResult", "@version": "2017-09-01", "subject": s, "content": content});
             }
-            let entries: Vec<Value> = es.iter().map(|e| json!({"content": e.content, "entry_id": e.entry_id, "matched_principal_sets": []})).collect();
+            let entries: Vec<Value> = es
+                .iter()
+                .map(|e| json!({"content": e.content, "entry_id": e.entry_id, "matched_principal_sets": []}))
+                .collect();
             json!({"@datatype": "GMetaResult", "@version": "2019-08-27", "subject": s, "entries": entries})
         })
         .collect();
@@ -119,9 +127,12 @@ fn search(shared: &Shared, index: &str, q: &Query, grant: &Grant) -> Resp {
 /// `q` and `filters`.
 fn scroll(shared: &Shared, index: &str, q: &Value, grant: &Grant) -> Resp {
     let Some(o) = q.as_object() else { return bad_query("a scroll request is a JSON object".into()) };
-    if let Some(k) =
-        o.keys().find(|k| !matches!(k.as_str(), "q" | "advanced" | "filters" | "limit" | "marker" | "bypass_visible_to" | "@datatype" | "@version"))
-    {
+    if let Some(k) = o.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "q" | "advanced" | "filters" | "limit" | "marker" | "bypass_visible_to" | "@datatype" | "@version"
+        )
+    }) {
         return bad_query(format!("unknown scroll field `{k}`"));
     }
     let matching = json!({"q": o.get("q").cloned().unwrap_or(Value::Null), "advanced": o.get("advanced").cloned().unwrap_or(Value::Bool(false)), "filters": o.get("filters").cloned().unwrap_or(Value::Null)});
@@ -133,7 +144,14 @@ fn scroll(shared: &Shared, index: &str, q: &Value, grant: &Grant) -> Resp {
         None | Some(Value::Null) => 10,
         Some(v) => match v.as_u64() {
             Some(n) if (1..=MAX_SCROLL_LIMIT).contains(&n) => n,
-            _ => return error(400, "BadRequest.ValidationError", format!("`limit` must be 1..{MAX_SCROLL_LIMIT}"), Value::Null),
+            _ => {
+                return error(
+                    400,
+                    "BadRequest.ValidationError",
+                    format!("`limit` must be 1..{MAX_SCROLL_LIMIT}"),
+                    Value::Null,
+                )
+            }
         },
     } as usize;
     let after = match q.get("marker") {
@@ -162,7 +180,8 @@ fn scroll(shared: &Shared, index: &str, q: &Value, grant: &Grant) -> Resp {
     let mut page: Vec<(String, Value)> = range.filter_map(visible).take(limit + 1).collect();
     let has_next = page.len() > limit;
     page.truncate(limit);
-    let marker = if has_next { page.last().map(|(s, _)| Value::String(hex(s))).unwrap_or(Value::Null) } else { Value::Null };
+    let marker =
+        if has_next { page.last().map(|(s, _)| Value::String(hex(s))).unwrap_or(Value::Null) } else { Value::Null };
     json_response(
         200,
         &json!({"@datatype": "GSearchResult", "@version": "2017-09-01", "count": page.len(), "offset": 0, "total": total,
@@ -218,7 +237,12 @@ pub(super) fn subject(shared: &Shared, req: &Request<Incoming>, index: &str, gra
     let Some(ix) = st.indexes.get(index) else { return no_index(index) };
     match ix.get(&subject).and_then(|es| gmeta_result(&subject, es, grant, bypass)) {
         Some(v) => json_response(200, &v),
-        None => error(404, "NotFound.Generic", format!("No subject named \"{subject}\" is visible in index {index}"), Value::Null),
+        None => error(
+            404,
+            "NotFound.Generic",
+            format!("No subject named \"{subject}\" is visible in index {index}"),
+            Value::Null,
+        ),
     }
 }
 
@@ -240,7 +264,12 @@ pub(super) fn entry(shared: &Shared, req: &Request<Incoming>, index: &str, grant
     let one: Vec<Entry> = ix.get(&subject).into_iter().flatten().filter(|e| e.entry_id == entry_id).cloned().collect();
     match gmeta_result(&subject, &one, grant, bypass) {
         Some(v) => json_response(200, &v),
-        None => error(404, "NotFound.Generic", format!("No entry {entry_id:?} of subject \"{subject}\" is visible in index {index}"), Value::Null),
+        None => error(
+            404,
+            "NotFound.Generic",
+            format!("No entry {entry_id:?} of subject \"{subject}\" is visible in index {index}"),
+            Value::Null,
+        ),
     }
 }
 
@@ -271,6 +300,7 @@ pub(super) fn task_list(shared: &Shared, index: &str) -> Resp {
     if !st.indexes.contains_key(index) {
         return no_index(index);
     }
-    let tasks: Vec<Value> = st.order.iter().filter_map(|id| st.tasks.get(id)).filter(|t| t.index_id == index).map(Task::to_json).collect();
+    let tasks: Vec<Value> =
+        st.order.iter().filter_map(|id| st.tasks.get(id)).filter(|t| t.index_id == index).map(Task::to_json).collect();
     json_response(200, &json!({"tasks": tasks}))
 }

@@ -19,7 +19,8 @@ use super::write::write_request;
 
 /// Answer one request: Globus Auth's token endpoint, the `/_emulator/` endpoints or the `/v1` API.
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Resp {
-    let path: Vec<String> = req.uri().path().trim_matches('/').split('/').map(|s| percent_decode(s, false).unwrap_or_default()).collect();
+    let path: Vec<String> =
+        req.uri().path().trim_matches('/').split('/').map(|s| percent_decode(s, false).unwrap_or_default()).collect();
     let p: Vec<&str> = path.iter().map(String::as_str).collect();
     let method = req.method().clone();
     match (method.as_str(), p.as_slice()) {
@@ -64,7 +65,14 @@ fn dump(shared: &Shared, index: &str) -> Resp {
     let subjects: serde_json::Map<String, Value> = ix
         .iter()
         .map(|(s, es)| {
-            (s.clone(), Value::Array(es.iter().map(|e| json!({"entry_id": e.entry_id, "visible_to": e.visible_to, "content": e.content})).collect()))
+            (
+                s.clone(),
+                Value::Array(
+                    es.iter()
+                        .map(|e| json!({"entry_id": e.entry_id, "visible_to": e.visible_to, "content": e.content}))
+                        .collect(),
+                ),
+            )
         })
         .collect();
     json_response(200, &json!({"index_id": index, "subjects": subjects}))
@@ -79,7 +87,9 @@ async fn v1(shared: &Shared, req: Request<Incoming>, method: &Method, api: &[&st
     }
     let query_route = matches!(
         (method.as_str(), api),
-        ("GET" | "POST", ["index", _, "search"]) | ("POST", ["index", _, "scroll"]) | ("GET", ["index", _, "subject" | "entry"])
+        ("GET" | "POST", ["index", _, "search"])
+            | ("POST", ["index", _, "scroll"])
+            | ("GET", ["index", _, "subject" | "entry"])
     );
     let grant = match authorize(shared, &req, query_route) {
         Ok(g) => g,
@@ -89,8 +99,12 @@ async fn v1(shared: &Shared, req: Request<Incoming>, method: &Method, api: &[&st
         return admin(shared, req, method.as_str(), api, &grant).await;
     }
     match (method.as_str(), api) {
-        ("POST", ["index", index, what @ ("ingest" | "batch_delete_by_subject" | "delete_by_query")]) => write_request(shared, req, index, &grant, what).await,
-        ("DELETE", ["index", index, what @ ("subject" | "entry")]) => write_request(shared, req, index, &grant, &format!("delete_{what}")).await,
+        ("POST", ["index", index, what @ ("ingest" | "batch_delete_by_subject" | "delete_by_query")]) => {
+            write_request(shared, req, index, &grant, what).await
+        }
+        ("DELETE", ["index", index, what @ ("subject" | "entry")]) => {
+            write_request(shared, req, index, &grant, &format!("delete_{what}")).await
+        }
         ("GET", ["index", index, "search"]) => search_get(shared, &req, index, &grant),
         ("POST", ["index", index, "search"]) => search_post(shared, req, index, &grant).await,
         ("GET", ["index", index, "subject"]) => subject(shared, &req, index, &grant),
@@ -98,8 +112,13 @@ async fn v1(shared: &Shared, req: Request<Incoming>, method: &Method, api: &[&st
         ("POST", ["index", index, "scroll"]) => scroll_request(shared, req, index, &grant).await,
         ("GET", ["task", task_id]) => task(shared, task_id),
         ("GET", ["task_list", index]) => task_list(shared, index),
-        (_, ["index", _, "ingest" | "batch_delete_by_subject" | "delete_by_query" | "subject" | "entry" | "scroll" | "search"])
-        | (_, ["task" | "task_list", _]) => error(405, "MethodNotAllowed", format!("{method} is not allowed here"), Value::Null),
+        (
+            _,
+            ["index", _, "ingest" | "batch_delete_by_subject" | "delete_by_query" | "subject" | "entry" | "scroll" | "search"],
+        )
+        | (_, ["task" | "task_list", _]) => {
+            error(405, "MethodNotAllowed", format!("{method} is not allowed here"), Value::Null)
+        }
         _ => no_resource(&full.join("/")),
     }
 }

@@ -80,7 +80,8 @@ pub(super) struct Shared {
 impl Shared {
     /// Fresh state for `opts`: its indexes empty, the rate limit's bucket full.
     pub(super) fn new(opts: Options) -> Shared {
-        let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7) ^ u64::from(std::process::id()) << 40;
+        let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7)
+            ^ u64::from(std::process::id()) << 40;
         let state = State {
             indexes: opts.indexes.iter().map(|i| (i.clone(), BTreeMap::new())).collect(),
             fields: opts.indexes.iter().map(|i| (i.clone(), BTreeSet::new())).collect(),
@@ -112,7 +113,15 @@ impl State {
     pub(super) fn uuid(&mut self) -> String {
         let (a, b) = (self.rand(), self.rand());
         let hex = format!("{a:016x}{b:016x}");
-        format!("{}-{}-4{}-{}{}-{}", &hex[0..8], &hex[8..12], &hex[13..16], ["8", "9", "a", "b"][(b & 3) as usize], &hex[17..20], &hex[20..32])
+        format!(
+            "{}-{}-4{}-{}{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[13..16],
+            ["8", "9", "a", "b"][(b & 3) as usize],
+            &hex[17..20],
+            &hex[20..32]
+        )
     }
 
     /// A random 48-character access token.
@@ -169,8 +178,12 @@ pub(super) fn enqueue(shared: &Shared, index: &str, op: Op) -> String {
     st.counters.tasks_created += 1;
     let n = st.counters.tasks_created;
     let poisoned = match &op {
-        Op::Ingest(entries) => entries.iter().any(|e| shared.opts.fail_task_subjects.iter().any(|s| e.subject.contains(s.as_str()))),
-        Op::Delete(subjects) => subjects.iter().any(|subject| shared.opts.fail_task_subjects.iter().any(|s| subject.contains(s.as_str()))),
+        Op::Ingest(entries) => {
+            entries.iter().any(|e| shared.opts.fail_task_subjects.iter().any(|s| e.subject.contains(s.as_str())))
+        }
+        Op::Delete(subjects) => {
+            subjects.iter().any(|subject| shared.opts.fail_task_subjects.iter().any(|s| subject.contains(s.as_str())))
+        }
         _ => false,
     };
     let fail = poisoned || shared.opts.fail_task_every.is_some_and(|k| k > 0 && n.is_multiple_of(k));

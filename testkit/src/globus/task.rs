@@ -84,10 +84,15 @@ pub(super) fn now_date() -> String {
 }
 
 /// Apply a task's operation to its index; `Err` is why the task fails.
-pub(super) fn apply(index: &mut BTreeMap<String, Vec<Entry>>, fields: &mut BTreeSet<String>, op: &Op) -> Result<(), String> {
+pub(super) fn apply(
+    index: &mut BTreeMap<String, Vec<Entry>>,
+    fields: &mut BTreeSet<String>,
+    op: &Op,
+) -> Result<(), String> {
     match op {
         Op::Ingest(entries) => {
-            let new: BTreeSet<&String> = entries.iter().flat_map(|e| &e.fields).filter(|f| !fields.contains(*f)).collect();
+            let new: BTreeSet<&String> =
+                entries.iter().flat_map(|e| &e.fields).filter(|f| !fields.contains(*f)).collect();
             if fields.len() + new.len() > MAX_FIELDS_PER_INDEX {
                 return Err(format!(
                     "Limit of total fields [{MAX_FIELDS_PER_INDEX}] has been exceeded: the index has {} fields and the task adds {}",
@@ -98,14 +103,17 @@ pub(super) fn apply(index: &mut BTreeMap<String, Vec<Entry>>, fields: &mut BTree
             // Check the entries-per-subject limit before changing anything.
             let mut after: HashMap<&str, Vec<Option<&str>>> = HashMap::new();
             for e in entries {
-                let ids = after
-                    .entry(&e.subject)
-                    .or_insert_with(|| index.get(&e.subject).map(|v| v.iter().map(|x| x.entry_id.as_deref()).collect()).unwrap_or_default());
+                let ids = after.entry(&e.subject).or_insert_with(|| {
+                    index.get(&e.subject).map(|v| v.iter().map(|x| x.entry_id.as_deref()).collect()).unwrap_or_default()
+                });
                 if !ids.contains(&e.entry.entry_id.as_deref()) {
                     ids.push(e.entry.entry_id.as_deref());
                 }
                 if ids.len() > MAX_ENTRIES_PER_SUBJECT {
-                    return Err(format!("subject `{}` would have more than {MAX_ENTRIES_PER_SUBJECT} entries", e.subject));
+                    return Err(format!(
+                        "subject `{}` would have more than {MAX_ENTRIES_PER_SUBJECT} entries",
+                        e.subject
+                    ));
                 }
             }
             let new: Vec<String> = new.into_iter().cloned().collect();

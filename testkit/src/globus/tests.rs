@@ -12,7 +12,13 @@ const IX: &str = "11111111-2222-4333-8444-555555555555";
 const TOKEN: &str = "static-token";
 
 /// One request on an open connection; returns (status, headers lower-cased, body).
-fn raw(conn: &mut std::net::TcpStream, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+fn raw(
+    conn: &mut std::net::TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n", body.len());
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
@@ -30,8 +36,11 @@ fn raw(conn: &mut std::net::TcpStream, method: &str, path: &str, headers: &[(&st
     let head = String::from_utf8(buf).unwrap();
     let mut lines = head.split("\r\n");
     let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers: Vec<(String, String)> =
-        lines.filter(|l| !l.is_empty()).map(|l| l.split_once(':').unwrap()).map(|(k, v)| (k.to_ascii_lowercase(), v.trim().to_string())).collect();
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split_once(':').unwrap())
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
     let len: usize = headers.iter().find(|(k, _)| k == "content-length").map(|(_, v)| v.parse().unwrap()).unwrap();
     let mut body = vec![0u8; len];
     conn.read_exact(&mut body).unwrap();
@@ -77,14 +86,22 @@ fn finished(conn: &mut std::net::TcpStream, task_id: &str) -> Value {
 fn keep_alive_ingest_task_and_subject_on_one_connection() {
     let emu = Emulator::start(Options::new(IX, TOKEN)).unwrap();
     let mut c = std::net::TcpStream::connect(emu.addr()).unwrap();
-    let (s, h, b) =
-        raw(&mut c, "POST", &format!("/v1/index/{IX}/ingest"), &[auth(), JSON], &list(vec![entry("/a", json!({"n": 1})), entry("/b", json!({"n": 2}))]));
+    let (s, h, b) = raw(
+        &mut c,
+        "POST",
+        &format!("/v1/index/{IX}/ingest"),
+        &[auth(), JSON],
+        &list(vec![entry("/a", json!({"n": 1})), entry("/b", json!({"n": 2}))]),
+    );
     assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
     assert_eq!(header(&h, "content-type"), Some("application/json"));
     let r = v(&b);
     let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["acknowledged", "num_documents_ingested", "success", "task_id"]);
-    assert_eq!((r["acknowledged"].clone(), r["success"].clone(), r["num_documents_ingested"].clone()), (json!(true), json!(true), json!(2)));
+    assert_eq!(
+        (r["acknowledged"].clone(), r["success"].clone(), r["num_documents_ingested"].clone()),
+        (json!(true), json!(true), json!(2))
+    );
     let task_id = r["task_id"].as_str().unwrap().to_string();
     assert_eq!(task_id.len(), 36);
     let t = finished(&mut c, &task_id);
@@ -93,7 +110,20 @@ fn keep_alive_ingest_task_and_subject_on_one_connection() {
     assert_eq!(t["index_id"], IX);
     let mut keys: Vec<&String> = t.as_object().unwrap().keys().collect();
     keys.sort();
-    assert_eq!(keys, ["additional_details", "completion_date", "creation_date", "index_id", "message", "state", "state_description", "task_id", "task_type"]);
+    assert_eq!(
+        keys,
+        [
+            "additional_details",
+            "completion_date",
+            "creation_date",
+            "index_id",
+            "message",
+            "state",
+            "state_description",
+            "task_id",
+            "task_type"
+        ]
+    );
     assert_eq!(t["task_type"], "INGEST");
     assert_eq!(t["creation_date"].as_str().unwrap().len(), "2018-12-13T18:08:42.746911".len());
     // Same connection, still open.
@@ -107,7 +137,8 @@ fn keep_alive_ingest_task_and_subject_on_one_connection() {
     assert_eq!(s, 404);
     assert_eq!(v(&b)["status"], 404);
     // A single GMetaEntry document too.
-    let one = json!({"@datatype": "GIngest", "ingest_type": "GMetaEntry", "ingest_data": entry("/c", json!({"n": 3}))}).to_string();
+    let one = json!({"@datatype": "GIngest", "ingest_type": "GMetaEntry", "ingest_data": entry("/c", json!({"n": 3}))})
+        .to_string();
     let (s, _, b) = raw(&mut c, "POST", &format!("/v1/index/{IX}/ingest"), &[auth(), JSON], one.as_bytes());
     assert_eq!(s, 200);
     assert_eq!(finished(&mut c, v(&b)["task_id"].as_str().unwrap())["state"], "SUCCESS");
@@ -166,7 +197,8 @@ fn b64(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = String::new();
     for ch in b.chunks(3) {
-        let n = (u32::from(ch[0]) << 16) | (u32::from(*ch.get(1).unwrap_or(&0)) << 8) | u32::from(*ch.get(2).unwrap_or(&0));
+        let n =
+            (u32::from(ch[0]) << 16) | (u32::from(*ch.get(1).unwrap_or(&0)) << 8) | u32::from(*ch.get(2).unwrap_or(&0));
         for i in 0..4 {
             if i <= ch.len() {
                 out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -203,7 +235,9 @@ fn ingest_enforces_the_documented_limits() {
     assert!(s == 400 && e["message"].as_str().unwrap().contains("101 principals"), "{e}");
     let (s, _) = post(&list(vec![json!({"subject": "/v", "visible_to": vis[..100], "content": {}})]), &[auth(), JSON]);
     assert_eq!(s, 200);
-    let eleven: Vec<Value> = (0..11).map(|i| json!({"subject": "/m", "id": format!("e{i}"), "visible_to": ["public"], "content": {}})).collect();
+    let eleven: Vec<Value> = (0..11)
+        .map(|i| json!({"subject": "/m", "id": format!("e{i}"), "visible_to": ["public"], "content": {}}))
+        .collect();
     let (s, e) = post(&list(eleven.clone()), &[auth(), JSON]);
     assert!(s == 400 && e["message"].as_str().unwrap().contains("more than 10 entries"), "{e}");
     assert_eq!(post(&list(eleven[..10].to_vec()), &[auth(), JSON]).0, 200);
@@ -237,12 +271,14 @@ fn a_trial_index_counts_replaced_and_queued_entries_once() {
     o.task_delay = Duration::from_secs(3600);
     let emu = Emulator::start(o).unwrap();
     let mut c = std::net::TcpStream::connect(emu.addr()).unwrap();
-    let (s, _, b) = raw(&mut c, "POST", "/v1/index", &[auth(), JSON], br#"{"display_name":"trial","description":"quota"}"#);
+    let (s, _, b) =
+        raw(&mut c, "POST", "/v1/index", &[auth(), JSON], br#"{"display_name":"trial","description":"quota"}"#);
     assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
     let trial = v(&b)["id"].as_str().unwrap().to_string();
     let ingest = format!("/v1/index/{trial}/ingest");
     // 400 KB of content in 20 KB fields (a field may hold 32,000 bytes).
-    let content: serde_json::Map<String, Value> = (0..20).map(|i| (format!("f{i}"), json!("x".repeat(20_000)))).collect();
+    let content: serde_json::Map<String, Value> =
+        (0..20).map(|i| (format!("f{i}"), json!("x".repeat(20_000)))).collect();
     let body = |subject: &str| list(vec![entry(subject, Value::Object(content.clone()))]);
     // 400 KB, then the same entry again (replaces it: still 400 KB), then another (800 KB).
     for subject in ["/a", "/a", "/b"] {
@@ -264,11 +300,25 @@ fn tasks_run_in_order_received() {
     o.task_delay = Duration::from_secs(3600);
     let emu = Emulator::start(o).unwrap();
     let mut c = std::net::TcpStream::connect(emu.addr()).unwrap();
-    let t1 = v(&raw(&mut c, "POST", &format!("/v1/index/{IX}/ingest"), &[auth(), JSON], &list(vec![entry("/a", json!({}))])).2)["task_id"]
+    let t1 = v(&raw(
+        &mut c,
+        "POST",
+        &format!("/v1/index/{IX}/ingest"),
+        &[auth(), JSON],
+        &list(vec![entry("/a", json!({}))]),
+    )
+    .2)["task_id"]
         .as_str()
         .unwrap()
         .to_string();
-    let t2 = v(&raw(&mut c, "POST", &format!("/v1/index/{IX}/batch_delete_by_subject"), &[auth(), JSON], br#"{"subjects":["/a"]}"#).2)["task_id"]
+    let t2 = v(&raw(
+        &mut c,
+        "POST",
+        &format!("/v1/index/{IX}/batch_delete_by_subject"),
+        &[auth(), JSON],
+        br#"{"subjects":["/a"]}"#,
+    )
+    .2)["task_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -288,7 +338,11 @@ fn tasks_run_in_order_received() {
         assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
         ids.push(v(&b)["task_id"].as_str().unwrap().to_string());
     };
-    go("POST", format!("/v1/index/{IX}/ingest"), list(vec![entry("/a", json!({"v": 1})), entry("/b", json!({"v": 1})), entry("/c", json!({"v": 1}))]));
+    go(
+        "POST",
+        format!("/v1/index/{IX}/ingest"),
+        list(vec![entry("/a", json!({"v": 1})), entry("/b", json!({"v": 1})), entry("/c", json!({"v": 1}))]),
+    );
     go("POST", format!("/v1/index/{IX}/batch_delete_by_subject"), br#"{"subjects":["/a","/b"]}"#.to_vec());
     go("POST", format!("/v1/index/{IX}/ingest"), list(vec![entry("/a", json!({"v": 2}))]));
     go("DELETE", format!("/v1/index/{IX}/subject?subject=%2Fc"), Vec::new());
@@ -334,14 +388,18 @@ fn rate_limit_transient_failures_and_failed_tasks() {
         }
     }
     assert_eq!(statuses, [200, 503, 200, 503, 200, 503]);
-    let states: Vec<String> = tasks.iter().map(|(_, t)| finished(&mut c, t)["state"].as_str().unwrap().to_string()).collect();
+    let states: Vec<String> =
+        tasks.iter().map(|(_, t)| finished(&mut c, t)["state"].as_str().unwrap().to_string()).collect();
     assert_eq!(states, ["SUCCESS", "SUCCESS", "FAILED"]);
     let failed = finished(&mut c, &tasks[2].1);
     assert!(failed["message"].as_str().unwrap().contains("injected"), "{failed}");
     let got = block_on(Client::new(&emu.url(), TOKEN).scroll_all(IX)).unwrap();
     assert_eq!(got.keys().cloned().collect::<Vec<_>>(), ["/f0", "/f2"]);
     let stats = block_on(Client::new(&emu.url(), TOKEN).stats()).unwrap();
-    assert_eq!((stats["injected_failures"].as_u64(), stats["tasks_failed"].as_u64(), stats["writes"].as_u64()), (Some(3), Some(1), Some(6)));
+    assert_eq!(
+        (stats["injected_failures"].as_u64(), stats["tasks_failed"].as_u64(), stats["writes"].as_u64()),
+        (Some(3), Some(1), Some(6))
+    );
 }
 
 #[test]
@@ -349,7 +407,8 @@ fn scroll_pages_with_markers_and_respects_visibility() {
     let emu = Emulator::start(Options::new(IX, TOKEN)).unwrap();
     let mut c = std::net::TcpStream::connect(emu.addr()).unwrap();
     let mut entries: Vec<Value> = (0..25).map(|i| entry(&format!("/s{i:02}"), json!({"i": i}))).collect();
-    entries.push(json!({"subject": "/private", "visible_to": ["urn:globus:groups:id:abc"], "content": {"secret": true}}));
+    entries
+        .push(json!({"subject": "/private", "visible_to": ["urn:globus:groups:id:abc"], "content": {"secret": true}}));
     let (_, _, b) = raw(&mut c, "POST", &format!("/v1/index/{IX}/ingest"), &[auth(), JSON], &list(entries));
     finished(&mut c, v(&b)["task_id"].as_str().unwrap());
     let scroll = format!("/v1/index/{IX}/scroll");
@@ -357,7 +416,13 @@ fn scroll_pages_with_markers_and_respects_visibility() {
     let mut seen = Vec::new();
     let mut pages = 0;
     loop {
-        let (s, _, b) = raw(&mut c, "POST", &scroll, &[auth(), JSON], json!({"q": "*", "limit": 10, "marker": marker}).to_string().as_bytes());
+        let (s, _, b) = raw(
+            &mut c,
+            "POST",
+            &scroll,
+            &[auth(), JSON],
+            json!({"q": "*", "limit": 10, "marker": marker}).to_string().as_bytes(),
+        );
         assert_eq!(s, 200);
         let p = v(&b);
         pages += 1;

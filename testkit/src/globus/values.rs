@@ -19,7 +19,11 @@ impl Num {
     /// A JSON number; `None` for anything else.
     pub(super) fn of(v: &Value) -> Option<Num> {
         match v {
-            Value::Number(n) => n.as_i64().map(|i| Num::I(i.into())).or_else(|| n.as_u64().map(|u| Num::I(u.into()))).or_else(|| n.as_f64().map(Num::F)),
+            Value::Number(n) => n
+                .as_i64()
+                .map(|i| Num::I(i.into()))
+                .or_else(|| n.as_u64().map(|u| Num::I(u.into())))
+                .or_else(|| n.as_f64().map(Num::F)),
             _ => None,
         }
     }
@@ -77,7 +81,8 @@ pub(super) fn parse_date(s: &str) -> Option<i64> {
         return (sep == b'-').then_some(day_ms);
     }
     let t = b[10];
-    if !(t == b'T' || (t == b' ')) || (t == b'T' && sep == b'/') || b.get(13) != Some(&b':') || b.get(16) != Some(&b':') {
+    if !(t == b'T' || (t == b' ')) || (t == b'T' && sep == b'/') || b.get(13) != Some(&b':') || b.get(16) != Some(&b':')
+    {
         return None;
     }
     let (h, mi, sec) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
@@ -112,7 +117,10 @@ pub(super) fn parse_date(s: &str) -> Option<i64> {
             if !hh.iter().chain(mm.iter()).all(u8::is_ascii_digit) {
                 return None;
             }
-            let v = i64::from(hh[0] - b'0') * 600 + i64::from(hh[1] - b'0') * 60 + i64::from(mm[0] - b'0') * 10 + i64::from(mm[1] - b'0');
+            let v = i64::from(hh[0] - b'0') * 600
+                + i64::from(hh[1] - b'0') * 60
+                + i64::from(mm[0] - b'0') * 10
+                + i64::from(mm[1] - b'0');
             if *sign == b'-' {
                 -v
             } else {
@@ -158,16 +166,25 @@ pub(super) fn leaves<'a>(content: &'a Value, path: &str) -> Vec<&'a Value> {
         }
         cur = next;
     }
-    cur.into_iter().flat_map(|v| if let Value::Array(a) = v { a.iter().collect() } else { vec![v] }).filter(|v| !v.is_null() && !v.is_object()).collect()
+    cur.into_iter()
+        .flat_map(|v| if let Value::Array(a) = v { a.iter().collect() } else { vec![v] })
+        .filter(|v| !v.is_null() && !v.is_object())
+        .collect()
 }
 
 /// Whether a stored value equals a filter value (numbers as numbers, dates as instants).
 pub(super) fn value_eq(field: &Value, want: &Value) -> bool {
     match (field, want) {
-        (Value::Number(_), Value::Number(_)) => Num::of(field).zip(Num::of(want)).is_some_and(|(a, b)| a.cmp(b).is_eq()),
-        (Value::Number(_), Value::String(w)) => Num::of(field).zip(Num::parse(w)).is_some_and(|(a, b)| a.cmp(b).is_eq()),
+        (Value::Number(_), Value::Number(_)) => {
+            Num::of(field).zip(Num::of(want)).is_some_and(|(a, b)| a.cmp(b).is_eq())
+        }
+        (Value::Number(_), Value::String(w)) => {
+            Num::of(field).zip(Num::parse(w)).is_some_and(|(a, b)| a.cmp(b).is_eq())
+        }
         (Value::String(f), Value::String(w)) => f == w || parse_date(f).zip(parse_date(w)).is_some_and(|(a, b)| a == b),
-        (Value::String(f), Value::Number(n)) => Num::of(want).zip(Num::parse(f)).is_some_and(|(a, b)| a.cmp(b).is_eq()) || *f == n.to_string(),
+        (Value::String(f), Value::Number(n)) => {
+            Num::of(want).zip(Num::parse(f)).is_some_and(|(a, b)| a.cmp(b).is_eq()) || *f == n.to_string()
+        }
         (Value::String(f), Value::Bool(w)) => f == if *w { "true" } else { "false" },
         (Value::Bool(f), Value::Bool(w)) => f == w,
         (Value::Bool(f), Value::String(w)) => w == if *f { "true" } else { "false" },

@@ -32,7 +32,9 @@ fn over_quota(shared: &Shared, index: &str, entries: &[NewEntry]) -> Option<Resp
     });
     for e in queued.flatten().chain(entries) {
         let key = (e.subject.as_str(), e.entry.entry_id.as_deref());
-        let before = *replaced.entry(key).or_insert_with(|| ix.get(&e.subject).and_then(|v| v.iter().find(|x| x.entry_id.as_deref() == key.1)).map_or(0, size));
+        let before = *replaced.entry(key).or_insert_with(|| {
+            ix.get(&e.subject).and_then(|v| v.iter().find(|x| x.entry_id.as_deref() == key.1)).map_or(0, size)
+        });
         held = held - before + size(&e.entry);
         replaced.insert(key, size(&e.entry));
     }
@@ -53,7 +55,13 @@ fn over_quota(shared: &Shared, index: &str, entries: &[NewEntry]) -> Option<Resp
 
 /// A write request (`what`: `ingest`, `batch_delete_by_subject`, `delete_by_query`,
 /// `delete_subject` or `delete_entry`): checked, then enqueued as a task.
-pub(super) async fn write_request(shared: &Shared, req: Request<Incoming>, index: &str, grant: &Grant, what: &str) -> Resp {
+pub(super) async fn write_request(
+    shared: &Shared,
+    req: Request<Incoming>,
+    index: &str,
+    grant: &Grant,
+    what: &str,
+) -> Resp {
     if !allows(grant, true) {
         return error(403, "Forbidden.Generic", "the token's scope does not allow writing to the index", Value::Null);
     }
@@ -85,10 +93,17 @@ pub(super) async fn write_request(shared: &Shared, req: Request<Incoming>, index
         }
     }
     if is_post && !json_ct {
-        return error(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required", Value::Null);
+        return error(
+            415,
+            "BadRequest.UnsupportedMediaType",
+            "Content-Type: application/json is required",
+            Value::Null,
+        );
     }
     let parse = || {
-        serde_json::from_slice::<Value>(&bytes).map_err(|e| Box::new(error(400, "BadRequest.InvalidJSON", format!("the body is not JSON: {e}"), Value::Null)))
+        serde_json::from_slice::<Value>(&bytes).map_err(|e| {
+            Box::new(error(400, "BadRequest.InvalidJSON", format!("the body is not JSON: {e}"), Value::Null))
+        })
     };
     match what {
         "ingest" => {
@@ -100,24 +115,38 @@ pub(super) async fn write_request(shared: &Shared, req: Request<Incoming>, index
                 Ok(e) => e,
                 Err(r) => return *r,
             };
-            if let Some(e) = entries.iter().find(|e| shared.opts.refuse_subjects.iter().any(|s| e.subject.contains(s.as_str()))) {
-                return error(400, "BadRequest.ValidationError", format!("injected refusal of subject {}", e.subject), Value::Null);
+            if let Some(e) =
+                entries.iter().find(|e| shared.opts.refuse_subjects.iter().any(|s| e.subject.contains(s.as_str())))
+            {
+                return error(
+                    400,
+                    "BadRequest.ValidationError",
+                    format!("injected refusal of subject {}", e.subject),
+                    Value::Null,
+                );
             }
             if let Some(r) = over_quota(shared, index, &entries) {
                 return r;
             }
             let n = entries.len();
             let task_id = enqueue(shared, index, Op::Ingest(entries));
-            json_response(200, &json!({"acknowledged": true, "task_id": task_id, "success": true, "num_documents_ingested": n}))
+            json_response(
+                200,
+                &json!({"acknowledged": true, "task_id": task_id, "success": true, "num_documents_ingested": n}),
+            )
         }
         "batch_delete_by_subject" => {
             let doc = match parse() {
                 Ok(d) => d,
                 Err(r) => return *r,
             };
-            let subjects: Option<Vec<String>> =
-                doc.get("subjects").and_then(Value::as_array).and_then(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect());
-            let Some(subjects) = subjects else { return error(400, "BadRequest.ValidationError", "`subjects` must be a list of strings", Value::Null) };
+            let subjects: Option<Vec<String>> = doc
+                .get("subjects")
+                .and_then(Value::as_array)
+                .and_then(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect());
+            let Some(subjects) = subjects else {
+                return error(400, "BadRequest.ValidationError", "`subjects` must be a list of strings", Value::Null);
+            };
             let task_id = enqueue(shared, index, Op::Delete(subjects));
             json_response(200, &json!({"task_id": task_id}))
         }
@@ -135,9 +164,18 @@ pub(super) async fn write_request(shared: &Shared, req: Request<Incoming>, index
         }
         _ => {
             let Some(subject) = subject_param else {
-                return error(400, "BadRequest.ValidationError", "the `subject` query parameter is required", Value::Null);
+                return error(
+                    400,
+                    "BadRequest.ValidationError",
+                    "the `subject` query parameter is required",
+                    Value::Null,
+                );
             };
-            let op = if what == "delete_entry" { Op::DeleteEntry(subject, entry_id_param) } else { Op::Delete(vec![subject]) };
+            let op = if what == "delete_entry" {
+                Op::DeleteEntry(subject, entry_id_param)
+            } else {
+                Op::Delete(vec![subject])
+            };
             let task_id = enqueue(shared, index, op);
             json_response(200, &json!({"task_id": task_id}))
         }

@@ -68,7 +68,14 @@ pub fn scale_time(secs: i64, millis: Option<u32>, offset_min: i32) -> String {
     let sod = local.rem_euclid(86_400);
     let frac = millis.map(|ms| format!(".{ms:03}")).unwrap_or_default();
     let (sign, off) = if offset_min < 0 { ('-', -offset_min) } else { ('+', offset_min) };
-    format!("{y:04}-{m:02}-{d:02}_{:02}:{:02}:{:02}{frac}{sign}{:02}{:02}", sod / 3600, sod / 60 % 60, sod % 60, off / 60, off % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}_{:02}:{:02}:{:02}{frac}{sign}{:02}{:02}",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        off / 60,
+        off % 60
+    )
 }
 
 /// One event to write.
@@ -192,8 +199,16 @@ mod tests {
         assert_eq!(scale_time(t, None, -420), "2020-08-03_09:06:36-0700");
         assert_eq!(scale_time(t, Some(423), 480), "2020-08-04_00:06:36.423+0800");
         for p in [Producer::Scale50, Producer::Scale52, Producer::Cpfs, Producer::Numbers] {
-            let meta = Meta { inode: 82380, mode: 0o100644, uid: 100, gid: 100, size: 13, atime: t, ctime: t, mtime: t };
-            let e = EventRecord { event: "IN_CLOSE_WRITE", path: "/gpfs/fs0/some-folder/some-file", meta, cookie: 0, now: t, salt: 7 };
+            let meta =
+                Meta { inode: 82380, mode: 0o100644, uid: 100, gid: 100, size: 13, atime: t, ctime: t, mtime: t };
+            let e = EventRecord {
+                event: "IN_CLOSE_WRITE",
+                path: "/gpfs/fs0/some-folder/some-file",
+                meta,
+                cookie: 0,
+                now: t,
+                salt: 7,
+            };
             let line = p.render(&e);
             let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|err| panic!("{p:?}: {err}: {line}"));
             assert_eq!(v["path"], "/gpfs/fs0/some-folder/some-file", "{p:?}");

@@ -98,7 +98,9 @@ fn changelog(journal: &Path, rest: &[&OsStr]) -> (i32, Vec<u8>, String) {
 /// `mdd_changelog_clear`): an ENDREC past the last record, or below what the user already
 /// cleared, is EINVAL ("record out of range"); an unknown user ENOENT.
 fn changelog_clear(journal: &Path, user: &str, endrec: &str) -> (i32, Vec<u8>, String) {
-    let Ok(endrec) = endrec.parse::<u64>() else { return (22, Vec::new(), format!("changelog_clear: bad endrec '{endrec}'\n")) };
+    let Ok(endrec) = endrec.parse::<u64>() else {
+        return (22, Vec::new(), format!("changelog_clear: bad endrec '{endrec}'\n"));
+    };
     let last = complete_lines(journal).split(|&b| b == b'\n').rev().find_map(leading_index).unwrap_or(0);
     let mut users = read_users(journal);
     let Some(u) = users.iter_mut().find(|(n, _)| n == user) else {
@@ -110,7 +112,8 @@ fn changelog_clear(journal: &Path, user: &str, endrec: &str) -> (i32, Vec<u8>, S
     u.1 = u.1.max(if endrec == 0 { last } else { endrec });
     let text: String = users.iter().map(|(n, c)| format!("{n} {c}\n")).collect();
     // Replaced whole (not fsync'ed: a stand-in's bookkeeping, rewritten on every clear).
-    let staged = icicle_core::durable::stage(&side(journal, ".users"), false, |w| std::io::Write::write_all(w, text.as_bytes()));
+    let staged =
+        icicle_core::durable::stage(&side(journal, ".users"), false, |w| std::io::Write::write_all(w, text.as_bytes()));
     if staged.and_then(|s| s.commit(false)).is_err() {
         return (5, Vec::new(), "lfs changelog_clear: I/O error\n".into());
     }
@@ -172,6 +175,13 @@ pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[OsS
             fid2path(journal, mount, a[1], text(2))
         }
         ("path2fid", 2) => path2fid(journal, mount, a[1]),
-        _ => (22, Vec::new(), format!("lfs: unsupported command: {}\n", args.iter().map(|s| s.to_string_lossy()).collect::<Vec<_>>().join(" "))),
+        _ => (
+            22,
+            Vec::new(),
+            format!(
+                "lfs: unsupported command: {}\n",
+                args.iter().map(|s| s.to_string_lossy()).collect::<Vec<_>>().join(" ")
+            ),
+        ),
     }
 }

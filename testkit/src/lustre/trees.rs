@@ -21,18 +21,24 @@ impl Workload {
                 1 => {
                     let first = join(&split(&d).0, &self.unique("retired "));
                     self.rename(&d, &first)?;
-                    let inside: Vec<String> = self.files().into_iter().filter(|f| f.starts_with(&format!("{first}/"))).collect();
+                    let inside: Vec<String> =
+                        self.files().into_iter().filter(|f| f.starts_with(&format!("{first}/"))).collect();
                     if !inside.is_empty() {
                         let f = pick(&mut self.rng, &inside);
                         self.unlink(&f)?;
                     }
-                    let elsewhere: Vec<String> = self.dirs().into_iter().filter(|p| p != &first && !p.starts_with(&format!("{first}/"))).collect();
+                    let elsewhere: Vec<String> = self
+                        .dirs()
+                        .into_iter()
+                        .filter(|p| p != &first && !p.starts_with(&format!("{first}/")))
+                        .collect();
                     let to = join(&pick(&mut self.rng, &elsewhere), &self.unique("gone "));
                     self.rename(&first, &to)?;
                     self.remove_tree(&to)?;
                 }
                 _ => {
-                    let elsewhere: Vec<String> = self.dirs().into_iter().filter(|p| p != &d && !p.starts_with(&format!("{d}/"))).collect();
+                    let elsewhere: Vec<String> =
+                        self.dirs().into_iter().filter(|p| p != &d && !p.starts_with(&format!("{d}/"))).collect();
                     let to = join(&pick(&mut self.rng, &elsewhere), &self.unique("kept "));
                     self.rename(&d, &to)?;
                 }

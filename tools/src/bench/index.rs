@@ -32,7 +32,9 @@ pub struct IndexArgs {
 
 /// Bytes of every file under `dir`.
 fn disk_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()).unwrap_or(0)
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0)
 }
 
 /// The latencies (seconds) of `repeat` answers to `ask`, after a warm-up; and its answer.
@@ -61,7 +63,8 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
     if !reuse {
         let data = super::ensure_data(&dir, Format::Tsv, files, seed, &mut None)?;
         let _ = std::fs::remove_dir_all(&out);
-        let v = super::measured_run("tsv", "index", workers, &data, &out, &["--all-pipelines", "ddsketch", "--keep-out"])?;
+        let v =
+            super::measured_run("tsv", "index", workers, &data, &out, &["--all-pipelines", "ddsketch", "--keep-out"])?;
         let records = v["records"].as_u64().unwrap_or(0) + v["aggregate_records"].as_u64().unwrap_or(0);
         let bytes = disk_bytes(&out);
         eprintln!(
@@ -80,25 +83,40 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
     let files_only = Filter { record: Some(Record::File), ..Filter::default() };
     // A directory aggregate near 10,000 files, for `du`.
     let mut best: Option<(u64, String)> = None;
-    reader.entries(&Filter { record: Some(Record::Aggregate), kind: Some("dir".into()), ..Filter::default() }, &all, None, |e| {
-        let v: serde_json::Value = serde_json::from_slice(e).unwrap_or_default();
-        let (n, id) = (v["content"]["file_count"].as_u64().unwrap_or(0), v["content"]["id"].as_str().unwrap_or("").to_string());
-        if best.as_ref().is_none_or(|(b, _)| n.abs_diff(10_000) < b.abs_diff(10_000)) {
-            best = Some((n, id));
-        }
-    })?;
+    reader.entries(
+        &Filter { record: Some(Record::Aggregate), kind: Some("dir".into()), ..Filter::default() },
+        &all,
+        None,
+        |e| {
+            let v: serde_json::Value = serde_json::from_slice(e).unwrap_or_default();
+            let (n, id) = (
+                v["content"]["file_count"].as_u64().unwrap_or(0),
+                v["content"]["id"].as_str().unwrap_or("").to_string(),
+            );
+            if best.as_ref().is_none_or(|(b, _)| n.abs_diff(10_000) < b.abs_diff(10_000)) {
+                best = Some((n, id));
+            }
+        },
+    )?;
     let (du_files, du_dir) = best.unwrap_or((0, "/".into()));
     let year_ago = NOW_REF - 365 * 86_400;
     let questions: Vec<(String, Filter)> = vec![
         (
             "owner 1000 and size > 1 MiB".into(),
-            Filter { uid: Some(1000), size: Span { lo: std::ops::Bound::Excluded(1 << 20), hi: std::ops::Bound::Unbounded }, ..files_only.clone() },
+            Filter {
+                uid: Some(1000),
+                size: Span { lo: std::ops::Bound::Excluded(1 << 20), hi: std::ops::Bound::Unbounded },
+                ..files_only.clone()
+            },
         ),
         ("below /fs/home/user1000".into(), Filter { under: Some("/fs/home/user1000".into()), ..files_only.clone() }),
         ("name *.py".into(), Filter { name_glob: Some("*.py".into()), ..files_only.clone() }),
         (
             "mtime over a year before 2026-01-01".into(),
-            Filter { mtime: Span { lo: std::ops::Bound::Unbounded, hi: std::ops::Bound::Included(year_ago) }, ..files_only.clone() },
+            Filter {
+                mtime: Span { lo: std::ops::Bound::Unbounded, hi: std::ops::Bound::Included(year_ago) },
+                ..files_only.clone()
+            },
         ),
     ];
     eprintln!("\n| question | matches | count p50 ms | count p99 ms | first 100 p50 ms | first 100 p99 ms |\n|---|---|---|---|---|---|");
@@ -106,7 +124,13 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
         let (n, count) = timed(repeat, || Ok(reader.count(f, &all)?))?;
         let (_, first) = timed(repeat, || Ok(reader.entries(f, &all, Some(100), |_| {})?))?;
         let ms = |l: &[f64], q| quantile(l, q) * 1e3;
-        eprintln!("| {what} | {n} | {:.2} | {:.2} | {:.2} | {:.2} |", ms(&count, 0.5), ms(&count, 0.99), ms(&first, 0.5), ms(&first, 0.99));
+        eprintln!(
+            "| {what} | {n} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            ms(&count, 0.5),
+            ms(&count, 0.99),
+            ms(&first, 0.5),
+            ms(&first, 0.99)
+        );
         println!(
             "{}",
             serde_json::json!({"bench": "index-query", "question": what, "matches": n, "count_p50_s": quantile(&count, 0.5), "count_p99_s": quantile(&count, 0.99), "first100_p50_s": quantile(&first, 0.5), "first100_p99_s": quantile(&first, 0.99)})
@@ -119,7 +143,11 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
         Ok(own + reader.entries(&Filter { parent: Some(dir.into()), ..base }, &all, None, |_| {})?)
     };
     let (n, lat) = timed(repeat, || du(&du_dir))?;
-    eprintln!("| du {du_dir} ({du_files} files below) | {n} records | | | {:.2} | {:.2} |", quantile(&lat, 0.5) * 1e3, quantile(&lat, 0.99) * 1e3);
+    eprintln!(
+        "| du {du_dir} ({du_files} files below) | {n} records | | | {:.2} | {:.2} |",
+        quantile(&lat, 0.5) * 1e3,
+        quantile(&lat, 0.99) * 1e3
+    );
     println!(
         "{}",
         serde_json::json!({"bench": "index-du", "dir": du_dir, "files_below": du_files, "records": n, "p50_s": quantile(&lat, 0.5), "p99_s": quantile(&lat, 0.99)})

@@ -195,7 +195,14 @@ pub struct MonitorE2eArgs {
 
 /// One `icicle-bench snapshot-run` in a fresh process (so peak memory covers that run alone);
 /// prints and returns its JSON line.
-fn measured_run(format: &str, sink: &str, workers: usize, data: &Path, out: &Path, extra: &[&str]) -> anyhow::Result<serde_json::Value> {
+fn measured_run(
+    format: &str,
+    sink: &str,
+    workers: usize,
+    data: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> anyhow::Result<serde_json::Value> {
     let child = std::process::Command::new(std::env::current_exe()?)
         .args(["snapshot-run", "--format", format, "--sink", sink, "--workers", &workers.to_string()])
         .args(extra)
@@ -222,7 +229,9 @@ fn icicle_binary() -> anyhow::Result<PathBuf> {
 pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
         .map(|kb| kb * 1024)
         .unwrap_or(0)
 }
@@ -291,7 +300,9 @@ fn snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     }
-    eprintln!("\n| source | sink | rows | seconds | rows/s | rows/CPU-s | peak RSS MiB |\n|---|---|---|---|---|---|---|");
+    eprintln!(
+        "\n| source | sink | rows | seconds | rows/s | rows/CPU-s | peak RSS MiB |\n|---|---|---|---|---|---|---|"
+    );
     for l in table {
         eprintln!("{l}");
     }
@@ -312,7 +323,14 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let out = dir.join("out-pipelines");
-    let ours = measured_run("tsv", "blackhole", workers, &data, &out, &[&["--all-pipelines", &sketch][..], &depth_args].concat())?;
+    let ours = measured_run(
+        "tsv",
+        "blackhole",
+        workers,
+        &data,
+        &out,
+        &[&["--all-pipelines", &sketch][..], &depth_args].concat(),
+    )?;
     let our_secs = ours["seconds"].as_f64().unwrap_or(0.0);
     eprintln!(
         "icicle: {} rows, primary + counting + aggregate ({sketch}) in {:.2} s = {:.0} rows/s, {:.0} rows/CPU-s, peak RSS {} MiB, {} aggregate records",
@@ -333,8 +351,14 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
                 let exact = v["quantile_cont_seconds"].as_f64().unwrap_or(0.0);
                 println!("{v}");
                 // The like-for-like run: aggregates only (no primary records, no counting).
-                let agg =
-                    measured_run("tsv", "blackhole", workers, &data, &out, &[&["--all-pipelines", &sketch, "--aggregate-only"][..], &depth_args].concat())?;
+                let agg = measured_run(
+                    "tsv",
+                    "blackhole",
+                    workers,
+                    &data,
+                    &out,
+                    &[&["--all-pipelines", &sketch, "--aggregate-only"][..], &depth_args].concat(),
+                )?;
                 let agg_secs = agg["seconds"].as_f64().unwrap_or(0.0);
                 eprintln!(
                     "icicle aggregate only (users, groups and directory prefixes): {agg_secs:.2} s, peak RSS {} MiB",
@@ -349,7 +373,9 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
                     exact / our_secs.max(1e-9)
                 );
             }
-            Ok(o) => eprintln!("duckdb comparison skipped (pip install duckdb):\n{}", String::from_utf8_lossy(&o.stderr)),
+            Ok(o) => {
+                eprintln!("duckdb comparison skipped (pip install duckdb):\n{}", String::from_utf8_lossy(&o.stderr))
+            }
             Err(e) => eprintln!("duckdb comparison skipped: {e}"),
         }
     }
@@ -358,7 +384,8 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
 
 /// `icicle-bench snapshot-run`.
 fn snapshot_run(args: SnapshotRunArgs) -> anyhow::Result<ExitCode> {
-    let SnapshotRunArgs { format, sink, data, out, workers, all_pipelines, aggregate_only, keep_out, directory_max } = args;
+    let SnapshotRunArgs { format, sink, data, out, workers, all_pipelines, aggregate_only, keep_out, directory_max } =
+        args;
     let depth = directory_max.map(|d| format!("directory_max = {d}\n")).unwrap_or_default();
     let fmt: Format = format.parse().map_err(anyhow::Error::msg)?;
     let _ = std::fs::remove_dir_all(&out);

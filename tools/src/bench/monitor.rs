@@ -30,7 +30,9 @@ pub(super) fn monitor_kafka(args: MonitorKafkaArgs) -> anyhow::Result<ExitCode> 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let t = Instant::now();
     rt.block_on(async {
-        icicle_plugins_kafka::produce::create_topic(&bootstrap, &topic, partitions).await.map_err(anyhow::Error::msg)?;
+        icicle_plugins_kafka::produce::create_topic(&bootstrap, &topic, partitions)
+            .await
+            .map_err(anyhow::Error::msg)?;
         icicle_plugins_kafka::produce::produce(&bootstrap, &topic, msgs).await.map_err(anyhow::Error::msg)
     })?;
     eprintln!("produced {events} events to {topic} ({partitions} partitions) in {:.2} s", t.elapsed().as_secs_f64());
@@ -44,7 +46,10 @@ pub(super) fn monitor_kafka(args: MonitorKafkaArgs) -> anyhow::Result<ExitCode> 
             ),
         )?;
         let t = Instant::now();
-        let out = std::process::Command::new(icicle_binary()?).args(["monitor", "--drain", "--json", "-c"]).arg(&cfg).output()?;
+        let out = std::process::Command::new(icicle_binary()?)
+            .args(["monitor", "--drain", "--json", "-c"])
+            .arg(&cfg)
+            .output()?;
         let secs = t.elapsed().as_secs_f64();
         anyhow::ensure!(out.status.success(), "monitor failed: {}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
@@ -72,7 +77,9 @@ pub(super) fn monitor_e2e(args: MonitorE2eArgs) -> anyhow::Result<ExitCode> {
             "tree" | "fsmonitor" | "naive" => (mode.as_str(), true),
             "tree-unreduced" => ("tree", false),
             "fsmonitor-unreduced" => ("fsmonitor", false),
-            other => anyhow::bail!("--modes: unknown mode `{other}` (tree, fsmonitor, naive, tree-unreduced, fsmonitor-unreduced)"),
+            other => anyhow::bail!(
+                "--modes: unknown mode `{other}` (tree, fsmonitor, naive, tree-unreduced, fsmonitor-unreduced)"
+            ),
         };
         let mut users = journal.as_os_str().to_owned();
         users.push(".users");
@@ -91,7 +98,10 @@ pub(super) fn monitor_e2e(args: MonitorE2eArgs) -> anyhow::Result<ExitCode> {
             ),
         )?;
         let t = Instant::now();
-        let out = std::process::Command::new(icicle_binary()?).args(["monitor", "--drain", "--json", "-c"]).arg(&cfg).output()?;
+        let out = std::process::Command::new(icicle_binary()?)
+            .args(["monitor", "--drain", "--json", "-c"])
+            .arg(&cfg)
+            .output()?;
         let secs = t.elapsed().as_secs_f64();
         anyhow::ensure!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
@@ -156,7 +166,9 @@ impl MapResolver<'_> {
 }
 
 /// A monitor bench's encoder (public records) and its `--emit` file, if any.
-fn bench_output(emit: Option<&Path>) -> anyhow::Result<(icicle_gmeta::PrimaryEncoder, Option<std::io::BufWriter<std::fs::File>>)> {
+fn bench_output(
+    emit: Option<&Path>,
+) -> anyhow::Result<(icicle_gmeta::PrimaryEncoder, Option<std::io::BufWriter<std::fs::File>>)> {
     let policy = std::sync::Arc::new(icicle_core::policy::RecordPolicy {
         visible_to: vec![icicle_core::policy::VisibleTo::Public],
         fallback: vec![],
@@ -164,7 +176,8 @@ fn bench_output(emit: Option<&Path>) -> anyhow::Result<(icicle_gmeta::PrimaryEnc
         version: "bench".into(),
         ..Default::default()
     });
-    let out = emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
+    let out =
+        emit.map(|p| std::fs::File::create(p).map(|f| std::io::BufWriter::with_capacity(1 << 20, f))).transpose()?;
     Ok((icicle_gmeta::PrimaryEncoder::new(policy), out))
 }
 
@@ -188,7 +201,12 @@ fn emit_op(
                 *bytes += buf.len() as u64;
             }
             if let Some(w) = out {
-                writeln!(w, "{{\"op\":\"update\",\"path\":{},\"record\":{}}}", serde_json::to_string(path)?, String::from_utf8_lossy(buf))?;
+                writeln!(
+                    w,
+                    "{{\"op\":\"update\",\"path\":{},\"record\":{}}}",
+                    serde_json::to_string(path)?,
+                    String::from_utf8_lossy(buf)
+                )?;
             }
         }
         None => {
@@ -202,7 +220,13 @@ fn emit_op(
 }
 
 /// The GPFS monitor's processing path in one process: parse → state → encode, in batches.
-pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: &[String], lru: usize) -> anyhow::Result<serde_json::Value> {
+pub fn gpfs_bench(
+    input: &Path,
+    emit: Option<&Path>,
+    batch_size: usize,
+    filter: &[String],
+    lru: usize,
+) -> anyhow::Result<serde_json::Value> {
     use icicle_core::traits::{Reducer, StateStore};
     use icicle_plugins_gpfs::state::{NoWalk, Position};
     use icicle_plugins_gpfs::{GpfsEvent, GpfsState, IgnoredEvents, Op, Ops};
@@ -214,30 +238,32 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: 
     let data: &[u8] = map.as_deref().unwrap_or(&[]);
     let mut state = GpfsState::new(2);
     state.set_lru_capacity(lru);
-    let (mut events, mut rejects, mut updates, mut deletes, mut bytes, mut filtered) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut events, mut rejects, mut updates, mut deletes, mut bytes, mut filtered) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut ops = Ops::default();
     let mut buf = Vec::with_capacity(1024);
     let mut batch: Vec<(GpfsEvent, Position)> = Vec::with_capacity(batch_size);
     // Parse → reduce → state → emit, a batch at a time, as the monitor does.
-    let mut flush = |batch: &mut Vec<(GpfsEvent, Position)>, ops: &mut Ops, state: &mut GpfsState| -> anyhow::Result<()> {
-        IgnoredEvents.reduce(batch);
-        state.begin_batch();
-        for ev in batch.iter() {
-            state.apply(ev, &mut NoWalk, ops);
-        }
-        batch.clear();
-        state.end_batch(ops);
-        for (path, op) in ops.drain(..) {
-            match op {
-                Op::Update(m) => {
-                    let rec = icicle_plugins_gpfs::source::record_for(&path, &m);
-                    emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
-                }
-                Op::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,
+    let mut flush =
+        |batch: &mut Vec<(GpfsEvent, Position)>, ops: &mut Ops, state: &mut GpfsState| -> anyhow::Result<()> {
+            IgnoredEvents.reduce(batch);
+            state.begin_batch();
+            for ev in batch.iter() {
+                state.apply(ev, &mut NoWalk, ops);
             }
-        }
-        Ok(())
-    };
+            batch.clear();
+            state.end_batch(ops);
+            for (path, op) in ops.drain(..) {
+                match op {
+                    Op::Update(m) => {
+                        let rec = icicle_plugins_gpfs::source::record_for(&path, &m);
+                        emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
+                    }
+                    Op::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,
+                }
+            }
+            Ok(())
+        };
     let mut rest = data;
     let mut i = 0usize;
     while !rest.is_empty() {
@@ -275,13 +301,24 @@ pub fn gpfs_bench(input: &Path, emit: Option<&Path>, batch_size: usize, filter: 
 }
 
 /// Run the monitor bench; returns the JSON line.
-pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, batch_size: usize) -> anyhow::Result<serde_json::Value> {
+pub fn monitor_bench(
+    input: &Path,
+    fid_map: Option<&Path>,
+    emit: Option<&Path>,
+    batch_size: usize,
+) -> anyhow::Result<serde_json::Value> {
     use icicle_core::traits::{Reducer, StateStore};
     use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
     use icicle_plugins_lustre::reducer::RuleTable;
     use icicle_plugins_lustre::tree::{DirectoryTree, Ops, PathOp};
     // The fid2path stand-in is loaded before the clock starts; reading the stream is timed.
-    let mut resolver = MapResolver { paths: Default::default(), all: Default::default(), dirs: Default::default(), stream: "", renames: None };
+    let mut resolver = MapResolver {
+        paths: Default::default(),
+        all: Default::default(),
+        dirs: Default::default(),
+        stream: "",
+        renames: None,
+    };
     if let Some(m) = fid_map {
         for line in std::fs::read_to_string(m).with_context(|| format!("reading {}", m.display()))?.lines() {
             let Some((f, p)) = line.split_once('\t') else { continue };
@@ -290,24 +327,40 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
             resolver.paths.insert(fid, p.clone());
             resolver.all.insert(p);
         }
-        let parents: Vec<String> =
-            resolver.all.iter().filter_map(|p| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/".to_string() } else { d.to_string() })).collect();
+        let parents: Vec<String> = resolver
+            .all
+            .iter()
+            .filter_map(|p| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/".to_string() } else { d.to_string() }))
+            .collect();
         resolver.dirs.extend(parents);
     }
     let cpu0 = cpu_seconds();
     let t = Instant::now();
     let map = icicle_core::text::map_file(input)?;
-    let text = map.as_deref().map(std::str::from_utf8).transpose().with_context(|| format!("{} is not UTF-8", input.display()))?.unwrap_or("");
+    let text = map
+        .as_deref()
+        .map(std::str::from_utf8)
+        .transpose()
+        .with_context(|| format!("{} is not UTF-8", input.display()))?
+        .unwrap_or("");
     resolver.stream = text;
     let (mut enc, mut out) = bench_output(emit)?;
-    let filter_bits: u32 = ["OPEN", "NOPEN", "GXATR", "MARK"].iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
+    let filter_bits: u32 = ["OPEN", "NOPEN", "GXATR", "MARK"]
+        .iter()
+        .filter_map(|t| RecordType::from_name(t))
+        .map(|t| t.bit())
+        .fold(0, |a, b| a | b);
     let mut tree = DirectoryTree::new(0);
-    let (mut records, mut rejects, mut filtered, mut updates, mut deletes, mut bytes) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut records, mut rejects, mut filtered, mut updates, mut deletes, mut bytes) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut batch: Vec<ChangelogRecord> = Vec::with_capacity(batch_size);
     let mut buf = Vec::with_capacity(1024);
     // One operations map for the whole run: cleared, not freed, between batches.
     let mut ops = Ops::default();
-    let mut flush = |batch: &mut Vec<ChangelogRecord>, tree: &mut DirectoryTree, resolver: &mut MapResolver| -> anyhow::Result<()> {
+    let mut flush = |batch: &mut Vec<ChangelogRecord>,
+                     tree: &mut DirectoryTree,
+                     resolver: &mut MapResolver|
+     -> anyhow::Result<()> {
         if let (Some(la), Some(first)) = (resolver.renames.as_mut(), batch.first()) {
             la.next_batch(first.index);
         }
@@ -323,7 +376,16 @@ pub fn monitor_bench(input: &Path, fid_map: Option<&Path>, emit: Option<&Path>, 
                     let rec = icicle_core::record::FileRecord {
                         path: &path,
                         kind: icicle_core::record::FileKind::File,
-                        attrs: icicle_core::Attrs { mode: 0o100644, uid: 0, gid: 0, size: path.len() as u64, atime: 0, ctime: 0, mtime: 0, inode: 0 },
+                        attrs: icicle_core::Attrs {
+                            mode: 0o100644,
+                            uid: 0,
+                            gid: 0,
+                            size: path.len() as u64,
+                            atime: 0,
+                            ctime: 0,
+                            mtime: 0,
+                            inode: 0,
+                        },
                     };
                     emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
                 }

@@ -45,7 +45,11 @@ pub fn run(ranks: &[usize], data: &Path, out: &Path, sketch: &str) -> anyhow::Re
             s["pipelines"]["aggregate"]["shuffled_bytes"].as_u64().unwrap_or(0) >> 10
         );
         for r in s["ranks"].as_array().into_iter().flatten() {
-            let (rows, secs, cpu) = (r["rows"].as_f64().unwrap_or(0.0), r["seconds"].as_f64().unwrap_or(0.0), r["cpu_seconds"].as_f64().unwrap_or(0.0));
+            let (rows, secs, cpu) = (
+                r["rows"].as_f64().unwrap_or(0.0),
+                r["seconds"].as_f64().unwrap_or(0.0),
+                r["cpu_seconds"].as_f64().unwrap_or(0.0),
+            );
             eprintln!(
                 "  rank {}: {rows:.0} rows, {:.0} rows/s, {:.0} rows/CPU-s, peak RSS {} MiB, shuffled {} KiB",
                 r["rank"],

@@ -59,10 +59,16 @@ impl Doc {
                 let entries: Vec<&[u8]> = d.entries().collect();
                 if entries.len() > 1 {
                     let half = entries.len() / 2;
-                    return Split::Halves(Doc::Ingest(entry_batch(entries[..half].iter().copied())), Doc::Ingest(entry_batch(entries[half..].iter().copied())));
+                    return Split::Halves(
+                        Doc::Ingest(entry_batch(entries[..half].iter().copied())),
+                        Doc::Ingest(entry_batch(entries[half..].iter().copied())),
+                    );
                 }
                 let Some(entry) = entries.first() else { return Split::Empty };
-                let subject = serde_json::from_slice::<serde_json::Value>(entry).ok().and_then(|v| v["subject"].as_str().map(String::from)).unwrap_or_default();
+                let subject = serde_json::from_slice::<serde_json::Value>(entry)
+                    .ok()
+                    .and_then(|v| v["subject"].as_str().map(String::from))
+                    .unwrap_or_default();
                 Split::One(subject, entry.to_vec())
             }
             Doc::Delete(mut subjects) => {
@@ -111,8 +117,13 @@ impl GlobusSink {
     /// (accepted, and `SUCCESS` when waiting for tasks). Isolated entries and subjects are
     /// dead-lettered.
     pub(super) async fn publish_isolating(&mut self, docs: Vec<Doc>) -> Result<Vec<String>, GlobusError> {
-        let mut iso =
-            Isolation { items: docs.iter().map(Doc::len).collect(), failed: vec![0; docs.len()], letters: 0, last: String::new(), last_was_task: false };
+        let mut iso = Isolation {
+            items: docs.iter().map(Doc::len).collect(),
+            failed: vec![0; docs.len()],
+            letters: 0,
+            last: String::new(),
+            last_was_task: false,
+        };
         let mut pending: Vec<Pending> = docs.into_iter().enumerate().map(|(i, d)| (d, 0, i)).collect();
         let mut published = Vec::new();
         while !pending.is_empty() {
@@ -139,7 +150,9 @@ impl GlobusSink {
                         tracing::warn!(sink = %self.id, error = %self.redact(e.to_string()), items = doc.len(), kind = doc.noun(), "Globus task FAILED; sending its document again");
                         next.push((doc, failures + 1, origin));
                     }
-                    Err(e @ GlobusError::TaskFailed { .. }) if self.max_dead_letters > 0 => self.isolate(doc, origin, &e, &mut next, &mut iso)?,
+                    Err(e @ GlobusError::TaskFailed { .. }) if self.max_dead_letters > 0 => {
+                        self.isolate(doc, origin, &e, &mut next, &mut iso)?
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -161,7 +174,14 @@ impl GlobusSink {
     /// Cut a failed document in halves (into `next`), or dead-letter its one item. When
     /// every item of a document of several fails on its own, nothing in it is at fault: the
     /// delivery fails instead.
-    fn isolate(&mut self, doc: Doc, origin: usize, e: &GlobusError, next: &mut Vec<Pending>, iso: &mut Isolation) -> Result<(), GlobusError> {
+    fn isolate(
+        &mut self,
+        doc: Doc,
+        origin: usize,
+        e: &GlobusError,
+        next: &mut Vec<Pending>,
+        iso: &mut Isolation,
+    ) -> Result<(), GlobusError> {
         iso.last = self.redact(e.to_string());
         iso.last_was_task = matches!(e, GlobusError::TaskFailed { .. });
         let (noun, delete) = (doc.noun(), matches!(doc, Doc::Delete(_)));
@@ -174,23 +194,30 @@ impl GlobusSink {
             Split::Empty => return Ok(()),
             Split::One(subject, raw) => (subject, raw),
         };
-        let (how, verb) = if iso.last_was_task { ("ended in a FAILED task", "failed") } else { ("was refused", "refused") };
+        let (how, verb) =
+            if iso.last_was_task { ("ended in a FAILED task", "failed") } else { ("was refused", "refused") };
         iso.failed[origin] += 1;
         if iso.items[origin] > 1 && iso.failed[origin] == iso.items[origin] {
-            return Err(iso.give_up(format!("every {noun} of a document of {} {how}: not a bad record; the last: {}", iso.items[origin], iso.last)));
+            return Err(iso.give_up(format!(
+                "every {noun} of a document of {} {how}: not a bad record; the last: {}",
+                iso.items[origin], iso.last
+            )));
         }
         iso.letters += 1;
         if iso.letters > self.max_dead_letters {
             let plural = if delete { "subjects" } else { "entries" };
-            return Err(iso.give_up(format!("more than {} {plural} of one delivery {verb} (max_dead_letters); the last: {}", self.max_dead_letters, iso.last)));
+            return Err(iso.give_up(format!(
+                "more than {} {plural} of one delivery {verb} (max_dead_letters); the last: {}",
+                self.max_dead_letters, iso.last
+            )));
         }
         // A letter is kept once (a delivery sent again, an earlier run's letter), but the
         // subject is marked to resend every time it fails: the next run sends it again.
         let reason = if delete { format!("delete not applied: {}", iso.last) } else { iso.last.clone() };
         if self.dead.first_time(&subject, &raw) {
-            self.dead
-                .write(&self.id, &subject, &raw, &reason)
-                .map_err(|io| GlobusError::Batch(format!("writing the dead-letter file {}: {io}", self.dead.path().display())))?;
+            self.dead.write(&self.id, &subject, &raw, &reason).map_err(|io| {
+                GlobusError::Batch(format!("writing the dead-letter file {}: {io}", self.dead.path().display()))
+            })?;
         }
         if !self.dead_lettered.contains(&subject) {
             self.dead_lettered.push(subject.clone());
@@ -211,7 +238,9 @@ impl GlobusSink {
                 d.write_gingest(&mut body).map_err(|e| GlobusError::Batch(e.to_string()))?;
                 self.submit("ingest", "ingest", &body, d.len()).await
             }
-            Doc::Delete(subjects) => self.submit("delete", "batch_delete_by_subject", &delete_body(subjects), subjects.len()).await,
+            Doc::Delete(subjects) => {
+                self.submit("delete", "batch_delete_by_subject", &delete_body(subjects), subjects.len()).await
+            }
         }
     }
 }

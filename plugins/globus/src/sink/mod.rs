@@ -170,11 +170,18 @@ impl GlobusSinkConfig {
 
     /// Validate, read the secret, and make the sink `id`. Errors name the key (through
     /// `invalid`, which gets the key relative to the section and a reason) and never the secret.
-    pub fn connect_with(self, id: &str, invalid: impl Fn(&str, String) -> ConfigError) -> Result<GlobusSink, ConfigError> {
+    pub fn connect_with(
+        self,
+        id: &str,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<GlobusSink, ConfigError> {
         if !is_uuid(&self.index_id) {
             return Err(invalid(
                 "index_id",
-                format!("`{}` is not a Globus Search index id (a UUID such as 4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00)", self.index_id),
+                format!(
+                    "`{}` is not a Globus Search index id (a UUID such as 4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00)",
+                    self.index_id
+                ),
             ));
         }
         let base_url = check_url(&self.base_url).map_err(|e| invalid("base_url", e))?;
@@ -217,7 +224,9 @@ impl GlobusSinkConfig {
                 ))
             }
         };
-        if !matches!(auth, Auth::Client { .. }) && (self.client_secret_env.is_some() || self.client_secret_file.is_some()) {
+        if !matches!(auth, Auth::Client { .. })
+            && (self.client_secret_env.is_some() || self.client_secret_file.is_some())
+        {
             return Err(invalid("client_secret_env", "a client secret needs client_id".into()));
         }
         if self.retry_initial_ms == 0 {
@@ -240,8 +249,12 @@ impl GlobusSinkConfig {
             None => None,
             Some(r) if positive(r) && r <= 1e6 => {
                 // A rate so low its period is no duration (1e-30) is refused, not a panic.
-                let period = Duration::try_from_secs_f64(1.0 / r).map_err(|_| invalid("max_requests_per_s", format!("{r}: too low")))?;
-                Some(governor::RateLimiter::direct(governor::Quota::with_period(period).ok_or_else(|| invalid("max_requests_per_s", "too high".into()))?))
+                let period = Duration::try_from_secs_f64(1.0 / r)
+                    .map_err(|_| invalid("max_requests_per_s", format!("{r}: too low")))?;
+                Some(governor::RateLimiter::direct(
+                    governor::Quota::with_period(period)
+                        .ok_or_else(|| invalid("max_requests_per_s", "too high".into()))?,
+                ))
             }
             Some(r) => return Err(invalid("max_requests_per_s", format!("{r}: must be positive and at most 1000000"))),
         };
@@ -250,7 +263,10 @@ impl GlobusSinkConfig {
             .user_agent(concat!("icicle/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| invalid("base_url", format!("cannot create an HTTP client: {e}")))?;
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
             ^ u64::from(std::process::id()).rotate_left(32);
         let m = Metrics::global();
         for reason in ["rate_limited", "server_error", "connection"] {
@@ -276,7 +292,9 @@ impl GlobusSinkConfig {
             stats: Stats::default(),
             task_retries: self.task_retries,
             max_dead_letters: self.max_dead_letters,
-            dead: DeadLetters::new(self.dead_letter_file.unwrap_or_else(|| PathBuf::from(format!("{id}.dead-letters.jsonl")))),
+            dead: DeadLetters::new(
+                self.dead_letter_file.unwrap_or_else(|| PathBuf::from(format!("{id}.dead-letters.jsonl"))),
+            ),
             dead_lettered: Vec::new(),
             pace,
         })
@@ -301,7 +319,8 @@ fn check_token(token: &str) -> Result<(), &'static str> {
 
 /// Whether `s` is a UUID in its canonical 8-4-4-4-12 hexadecimal form.
 fn is_uuid(s: &str) -> bool {
-    s.len() == 36 && s.char_indices().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { c == '-' } else { c.is_ascii_hexdigit() })
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { c == '-' } else { c.is_ascii_hexdigit() })
 }
 
 /// An `http(s)://host...` URL without credentials, without its trailing `/`.
@@ -434,7 +453,9 @@ impl GlobusSink {
     fn requests(batch: &DocumentBatch) -> Result<Vec<Doc>, GlobusError> {
         let mut out = Vec::new();
         match batch {
-            DocumentBatch::Ingest(entries) if entries.document_bytes() <= MAX_REQUEST_BYTES => out.push(Doc::Ingest(entries.clone())),
+            DocumentBatch::Ingest(entries) if entries.document_bytes() <= MAX_REQUEST_BYTES => {
+                out.push(Doc::Ingest(entries.clone()))
+            }
             DocumentBatch::Ingest(entries) => {
                 let mut batcher = Batcher::new(MAX_REQUEST_BYTES);
                 let (mut full, mut oversized) = (Vec::new(), Vec::new());
@@ -452,7 +473,8 @@ impl GlobusSink {
                 if delete_body(subjects).len() <= MAX_REQUEST_BYTES {
                     out.push(Doc::Delete(subjects.clone()));
                 } else {
-                    let parts = delete_batches(subjects.clone(), icicle_core::batch::DocumentLimit::compact(MAX_REQUEST_BYTES));
+                    let parts =
+                        delete_batches(subjects.clone(), icicle_core::batch::DocumentLimit::compact(MAX_REQUEST_BYTES));
                     out.extend(parts.into_iter().map(Doc::Delete));
                 }
             }
@@ -465,8 +487,12 @@ impl GlobusSink {
     async fn bearer(&mut self) -> Result<String, GlobusError> {
         let (client_id, secret, auth_url, scope) = match &self.auth {
             Auth::Static(t) => return Ok(t.expose().to_string()),
-            Auth::Client { token: Some((t, refresh_at)), .. } if Instant::now() < *refresh_at => return Ok(t.expose().to_string()),
-            Auth::Client { client_id, secret, auth_url, scope, .. } => (client_id.clone(), secret.clone(), auth_url.clone(), scope.clone()),
+            Auth::Client { token: Some((t, refresh_at)), .. } if Instant::now() < *refresh_at => {
+                return Ok(t.expose().to_string())
+            }
+            Auth::Client { client_id, secret, auth_url, scope, .. } => {
+                (client_id.clone(), secret.clone(), auth_url.clone(), scope.clone())
+            }
         };
         let what = format!("token request to {auth_url} for client {client_id}");
         let body = format!("grant_type=client_credentials&scope={}", form_encode(&scope));
@@ -493,14 +519,16 @@ impl GlobusSink {
             }
             return Err(GlobusError::TokenRefused { what, status, message });
         }
-        let v: Value = serde_json::from_slice(&bytes).map_err(|e| GlobusError::Protocol { what: what.clone(), reason: e.to_string() })?;
+        let v: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| GlobusError::Protocol { what: what.clone(), reason: e.to_string() })?;
         let token = v
             .get("access_token")
             .and_then(Value::as_str)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| GlobusError::Protocol { what: what.clone(), reason: "no access_token".into() })?
             .to_string();
-        let expires_in = v.get("expires_in").and_then(Value::as_f64).filter(|s| s.is_finite() && *s >= 0.0).unwrap_or(3600.0);
+        let expires_in =
+            v.get("expires_in").and_then(Value::as_f64).filter(|s| s.is_finite() && *s >= 0.0).unwrap_or(3600.0);
         let refresh_at = Instant::now() + refresh_after(expires_in);
         tracing::debug!(sink = %self.id, expires_in, "fetched a Globus access token");
         if let Auth::Client { token: slot, .. } = &mut self.auth {
@@ -516,7 +544,14 @@ impl GlobusSink {
     }
 
     /// One attempt of a request to the Search API.
-    async fn once(&mut self, what: &str, endpoint: &'static str, method: &Method, url: &str, body: Option<&[u8]>) -> Result<Value, GlobusError> {
+    async fn once(
+        &mut self,
+        what: &str,
+        endpoint: &'static str,
+        method: &Method,
+        url: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Value, GlobusError> {
         if let Some(p) = &self.pace {
             p.until_ready().await;
         }
@@ -528,7 +563,11 @@ impl GlobusSink {
             });
         }
         self.stats.requests += 1;
-        Metrics::global().add(&icicle_core::metrics::names::GLOBUS_REQUESTS_TOTAL, &[("sink", &self.id), ("endpoint", endpoint)], 1.0);
+        Metrics::global().add(
+            &icicle_core::metrics::names::GLOBUS_REQUESTS_TOTAL,
+            &[("sink", &self.id), ("endpoint", endpoint)],
+            1.0,
+        );
         let mut req = self.client.request(method.clone(), url).bearer_auth(token);
         if let Some(b) = body {
             req = req.header(CONTENT_TYPE, "application/json").body(b.to_vec());
@@ -542,12 +581,20 @@ impl GlobusSink {
             let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
             return Err(GlobusError::Status { what: what.to_string(), status, code, message, retry_after });
         }
-        serde_json::from_slice(&bytes).map_err(|e| GlobusError::Protocol { what: what.to_string(), reason: format!("not JSON: {e}") })
+        serde_json::from_slice(&bytes)
+            .map_err(|e| GlobusError::Protocol { what: what.to_string(), reason: format!("not JSON: {e}") })
     }
 
     /// A request with retries: transient failures back off and retry up to `max_retries`
     /// times; a 401 with client credentials refetches the token once.
-    async fn call(&mut self, what: &str, endpoint: &'static str, method: Method, url: &str, body: Option<&[u8]>) -> Result<Value, GlobusError> {
+    async fn call(
+        &mut self,
+        what: &str,
+        endpoint: &'static str,
+        method: Method,
+        url: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Value, GlobusError> {
         let mut attempt = 0u32;
         let mut refreshed = false;
         loop {
@@ -599,14 +646,22 @@ impl GlobusSink {
                     return Ok(());
                 }
                 "FAILED" => {
-                    Metrics::global().add(&icicle_core::metrics::names::GLOBUS_TASKS_FAILED_TOTAL, &[("sink", &self.id)], 1.0);
+                    Metrics::global().add(
+                        &icicle_core::metrics::names::GLOBUS_TASKS_FAILED_TOTAL,
+                        &[("sink", &self.id)],
+                        1.0,
+                    );
                     let message = v
                         .get("message")
                         .and_then(Value::as_str)
                         .or_else(|| v.get("state_description").and_then(Value::as_str))
                         .unwrap_or("no message")
                         .to_string();
-                    return Err(GlobusError::TaskFailed { task_id: task_id.into(), index_id: self.index_id.clone(), message });
+                    return Err(GlobusError::TaskFailed {
+                        task_id: task_id.into(),
+                        index_id: self.index_id.clone(),
+                        message,
+                    });
                 }
                 "PENDING" | "PROGRESS" => {}
                 other => return Err(GlobusError::Protocol { what, reason: format!("unknown task state `{other}`") }),
@@ -630,13 +685,26 @@ impl GlobusSink {
     }
 
     /// POST one request body to `path` of the index; its task id once accepted.
-    async fn submit(&mut self, endpoint: &'static str, path: &str, body: &[u8], n: usize) -> Result<String, GlobusError> {
+    async fn submit(
+        &mut self,
+        endpoint: &'static str,
+        path: &str,
+        body: &[u8],
+        n: usize,
+    ) -> Result<String, GlobusError> {
         let url = format!("{}/v1/index/{}/{path}", self.base_url, self.index_id);
-        let what = format!("{path} of {n} {} in index {}", if endpoint == "ingest" { "entries" } else { "subjects" }, self.index_id);
+        let what = format!(
+            "{path} of {n} {} in index {}",
+            if endpoint == "ingest" { "entries" } else { "subjects" },
+            self.index_id
+        );
         let v = self.call(&what, endpoint, Method::POST, &url, Some(body)).await?;
         let task_id = v.get("task_id").and_then(Value::as_str).unwrap_or("").to_string();
         if task_id.is_empty() || !task_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(GlobusError::Protocol { what, reason: format!("no usable task_id in {}", crate::error::excerpt(&v.to_string())) });
+            return Err(GlobusError::Protocol {
+                what,
+                reason: format!("no usable task_id in {}", crate::error::excerpt(&v.to_string())),
+            });
         }
         tracing::debug!(sink = %self.id, task_id, endpoint, n, "Globus task submitted");
         Ok(task_id)

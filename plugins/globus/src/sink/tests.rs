@@ -68,7 +68,12 @@ fn secrets_never_show_in_debug_or_errors() {
             assert!(!shown.contains(s), "{shown}");
         }
         // An error that echoes a secret is redacted.
-        let e = sink.sink_error(GlobusError::Protocol { what: "x".into(), reason: "echo tok-sekrit-b client-sekrit-b file-sekrit-b".into() }).to_string();
+        let e = sink
+            .sink_error(GlobusError::Protocol {
+                what: "x".into(),
+                reason: "echo tok-sekrit-b client-sekrit-b file-sekrit-b".into(),
+            })
+            .to_string();
         let leaked = ["tok-sekrit-b", "client-sekrit-b", "file-sekrit-b"].iter().filter(|s| e.contains(**s)).count();
         assert_eq!(leaked, 2, "exactly the other two configs' secrets may remain: {e}");
     }
@@ -97,15 +102,30 @@ fn backoff_doubles_is_capped_jittered_and_honours_retry_after() {
 
 #[test]
 fn error_bodies_give_code_and_message() {
-    let (c, m) = error_message(br#"{"code":"NotFound.NoSuchIndex","message":"There is no index x","status":404,"error_data":null}"#);
+    let (c, m) = error_message(
+        br#"{"code":"NotFound.NoSuchIndex","message":"There is no index x","status":404,"error_data":null}"#,
+    );
     assert_eq!((c.as_deref(), m.as_str()), (Some("NotFound.NoSuchIndex"), "There is no index x"));
     assert_eq!(error_message(br#"{"error":"invalid_client"}"#).1, "invalid_client");
     assert_eq!(error_message(b"  ").1, "(no message)");
-    let e = GlobusError::Status { what: "ingest".into(), status: 404, code: Some("NotFound.NoSuchIndex".into()), message: "no".into(), retry_after: None };
+    let e = GlobusError::Status {
+        what: "ingest".into(),
+        status: 404,
+        code: Some("NotFound.NoSuchIndex".into()),
+        message: "no".into(),
+        retry_after: None,
+    };
     assert_eq!(e.to_string(), "ingest: HTTP 404 NotFound.NoSuchIndex: no");
     assert!(!e.is_transient());
     for s in [429, 500, 503] {
-        assert!(GlobusError::Status { what: String::new(), status: s, code: None, message: String::new(), retry_after: None }.is_transient());
+        assert!(GlobusError::Status {
+            what: String::new(),
+            status: s,
+            code: None,
+            message: String::new(),
+            retry_after: None
+        }
+        .is_transient());
     }
     assert_eq!(form_encode("urn:globus:auth:scope:x y/z"), "urn%3Aglobus%3Aauth%3Ascope%3Ax+y%2Fz");
 }
@@ -113,7 +133,9 @@ fn error_bodies_give_code_and_message() {
 #[test]
 fn large_batches_become_several_requests_within_the_limit() {
     let pad = "x".repeat(900_000);
-    let entries: Vec<Vec<u8>> = (0..25).map(|i| format!(r#"{{"subject":"/f{i}","visible_to":["public"],"content":{{"p":"{pad}"}}}}"#).into_bytes()).collect();
+    let entries: Vec<Vec<u8>> = (0..25)
+        .map(|i| format!(r#"{{"subject":"/f{i}","visible_to":["public"],"content":{{"p":"{pad}"}}}}"#).into_bytes())
+        .collect();
     let batch = DocumentBatch::Ingest(entry_batch(entries.iter().map(|e| e.as_slice())));
     let reqs = GlobusSink::requests(&batch).unwrap();
     assert_eq!(reqs.len(), 3);
@@ -156,7 +178,10 @@ async fn an_answer_larger_than_the_bound_is_an_error_not_a_process_out_of_memory
                 let mut buf = vec![0u8; 1 << 16];
                 let _ = conn.read(&mut buf).await;
                 let body = vec![b' '; crate::error::MAX_RESPONSE_BYTES + 1];
-                let head = format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
                 let _ = conn.write_all(head.as_bytes()).await;
                 let _ = conn.write_all(&body).await;
             });
@@ -208,7 +233,10 @@ async fn a_request_that_cannot_be_built_fails_at_once_without_the_token() {
     // What reqwest refuses to build is classed the same way, whatever the cause.
     let built = reqwest::Client::new().get("http://127.0.0.1:9/").header("x", "a\nb").send().await.unwrap_err();
     let e = request_error("probe", &built);
-    assert!(matches!(e, GlobusError::Request { .. }) && e.retry_hint() == icicle_core::Retry::NoRetry && !e.is_transient(), "{e:?}");
+    assert!(
+        matches!(e, GlobusError::Request { .. }) && e.retry_hint() == icicle_core::Retry::NoRetry && !e.is_transient(),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -218,6 +246,7 @@ fn failed_tasks_are_worth_a_restart_and_refusals_are_not() {
     assert_eq!(failed.retry_hint(), Retry::WithBackoff);
     assert_eq!(GlobusError::TasksFailing("every entry ...".into()).retry_hint(), Retry::WithBackoff);
     assert_eq!(GlobusError::Batch("refused".into()).retry_hint(), Retry::NoRetry);
-    let refused = GlobusError::Status { what: "ingest".into(), status: 400, code: None, message: "no".into(), retry_after: None };
+    let refused =
+        GlobusError::Status { what: "ingest".into(), status: 400, code: None, message: "no".into(), retry_after: None };
     assert_eq!(refused.retry_hint(), Retry::NoRetry);
 }

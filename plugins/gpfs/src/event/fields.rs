@@ -8,7 +8,19 @@ use super::values::Field;
 use crate::scan::{tag, tag_at, QuoteIndex};
 
 /// The attributes icicle reads, in WF_JSON's names.
-pub(super) const KEYS: [&str; 11] = ["inode", "path", "event", "cookie", "fileSize", "ownerUserId", "ownerGroupId", "permissions", "atime", "ctime", "mtime"];
+pub(super) const KEYS: [&str; 11] = [
+    "inode",
+    "path",
+    "event",
+    "cookie",
+    "fileSize",
+    "ownerUserId",
+    "ownerGroupId",
+    "permissions",
+    "atime",
+    "ctime",
+    "mtime",
+];
 
 /// Slots of [`KEYS`].
 pub(super) const INODE: usize = 0;
@@ -89,7 +101,11 @@ fn stopped(stop: u8) -> Walk {
 /// None as soon as the message is anything else (the caller then tries [`scan_spans`], unless
 /// `quotes` was refused).
 #[inline(always)]
-pub(super) fn scan_compact<const AVX2: bool, const FILTER: bool>(b: &[u8], quotes: &mut QuoteIndex<'_, AVX2>, mask: u32) -> Option<Walk> {
+pub(super) fn scan_compact<const AVX2: bool, const FILTER: bool>(
+    b: &[u8],
+    quotes: &mut QuoteIndex<'_, AVX2>,
+    mask: u32,
+) -> Option<Walk> {
     let mut spans = [Span::default(); 11];
     let n = b.len();
     if n < 2 || b[0] != b'{' || b[n - 1] != b'}' {
@@ -143,7 +159,11 @@ pub(super) fn scan_compact<const AVX2: bool, const FILTER: bool>(b: &[u8], quote
 /// each attribute icicle reads sits, and stopping at an ignored event's `event` (the rest of
 /// such a message is not looked at). None when the message needs the byte scanner.
 #[inline(always)]
-pub(super) fn scan_spans<const AVX2: bool, const FILTER: bool>(b: &[u8], mut quotes: QuoteIndex<'_, AVX2>, mask: u32) -> Option<Walk> {
+pub(super) fn scan_spans<const AVX2: bool, const FILTER: bool>(
+    b: &[u8],
+    mut quotes: QuoteIndex<'_, AVX2>,
+    mask: u32,
+) -> Option<Walk> {
     let mut spans = [Span::default(); 11];
     // Control bytes were refused, so the only whitespace left is the space.
     let skip = |i: &mut usize| {
@@ -400,7 +420,9 @@ impl<'a> Fields<'a> {
                             true => continue,
                             false => return Some(f),
                         },
-                        Some(_) if escaped => Field::Str(std::borrow::Cow::Owned(serde_json::from_str::<String>(&text[s - 1..=j]).ok()?)),
+                        Some(_) if escaped => {
+                            Field::Str(std::borrow::Cow::Owned(serde_json::from_str::<String>(&text[s - 1..=j]).ok()?))
+                        }
                         Some(_) => Field::Str(std::borrow::Cow::Borrowed(&text[s..j])),
                     }
                 }
@@ -443,9 +465,13 @@ impl<'a> Fields<'a> {
         if let Err(e) = std::str::from_utf8(bytes) {
             // JSON is UTF-8; how Storage Scale writes a name that is not is documented nowhere
             // (docs/formats-read.md), so such a message is kept whole, not guessed at.
-            return Err(format!("not a WF_JSON object: not UTF-8 at byte {} (a file name that is not UTF-8?)", e.valid_up_to()));
+            return Err(format!(
+                "not a WF_JSON object: not UTF-8 at byte {} (a file name that is not UTF-8?)",
+                e.valid_up_to()
+            ));
         }
-        let v: serde_json::Map<String, Value> = serde_json::from_slice(bytes).map_err(|e| format!("not a WF_JSON object: {e}"))?;
+        let v: serde_json::Map<String, Value> =
+            serde_json::from_slice(bytes).map_err(|e| format!("not a WF_JSON object: {e}"))?;
         let mut f = Fields::default();
         for (slot, k) in KEYS.iter().enumerate() {
             if let Some(x) = v.get(*k) {
@@ -475,7 +501,8 @@ pub(super) fn find_special(b: &[u8], from: usize) -> Option<usize> {
         let x = u64::from_le_bytes(w);
         let q = x ^ (LO * b'"' as u64);
         let bs = x ^ (LO * b'\\' as u64);
-        let m = (q.wrapping_sub(LO) & !q & HI) | (bs.wrapping_sub(LO) & !bs & HI) | (x.wrapping_sub(LO * 0x20) & !x & HI);
+        let m =
+            (q.wrapping_sub(LO) & !q & HI) | (bs.wrapping_sub(LO) & !bs & HI) | (x.wrapping_sub(LO * 0x20) & !x & HI);
         if m != 0 {
             return Some(i + (m.trailing_zeros() / 8) as usize);
         }

@@ -7,8 +7,8 @@ mod values;
 
 use crate::scan::QuoteIndex;
 use fields::{
-    scan_compact, scan_spans, Fields, Span, SpanKind, Walk, ATIME, COOKIE, CTIME, EVENT, FILE_SIZE, INODE, KEYS, MTIME, OWNER_GROUP_ID, OWNER_USER_ID, PATH,
-    PERMISSIONS,
+    scan_compact, scan_spans, Fields, Span, SpanKind, Walk, ATIME, COOKIE, CTIME, EVENT, FILE_SIZE, INODE, KEYS, MTIME,
+    OWNER_GROUP_ID, OWNER_USER_ID, PATH, PERMISSIONS,
 };
 use kind::filter_bit;
 pub use kind::{filter_mask, EventKind, FILTERABLE_EVENTS};
@@ -36,7 +36,12 @@ impl GpfsEvent {
     /// metadata zero), and the structural path does not read its message past `event`.
     pub fn ignored() -> GpfsEvent {
         static EMPTY: std::sync::OnceLock<std::sync::Arc<str>> = std::sync::OnceLock::new();
-        GpfsEvent { kind: EventKind::Ignored, path: EMPTY.get_or_init(|| "".into()).clone(), meta: Meta::default(), cookie: 0 }
+        GpfsEvent {
+            kind: EventKind::Ignored,
+            path: EMPTY.get_or_init(|| "".into()).clone(),
+            meta: Meta::default(),
+            cookie: 0,
+        }
     }
 
     /// An event the ingestion filter dropped: like [`GpfsEvent::ignored`], marked so that
@@ -67,7 +72,11 @@ impl GpfsEvent {
             }
             return GpfsEvent::parse_slow(bytes, mask);
         }
-        let r = if mask == 0 { GpfsEvent::parse_structural::<false, false>(bytes, 0) } else { GpfsEvent::parse_structural::<false, true>(bytes, mask) };
+        let r = if mask == 0 {
+            GpfsEvent::parse_structural::<false, false>(bytes, 0)
+        } else {
+            GpfsEvent::parse_structural::<false, true>(bytes, mask)
+        };
         if let Some(r) = r {
             return r;
         }
@@ -77,7 +86,11 @@ impl GpfsEvent {
     /// The structural parser's answer (`None`: it hands the message to the slow path) and the
     /// slow path's, for the fuzz harness that checks they agree.
     pub fn parse_both_ways(bytes: &[u8], mask: u32) -> (Option<Result<GpfsEvent, String>>, Result<GpfsEvent, String>) {
-        let fast = if mask == 0 { GpfsEvent::parse_structural::<false, false>(bytes, 0) } else { GpfsEvent::parse_structural::<false, true>(bytes, mask) };
+        let fast = if mask == 0 {
+            GpfsEvent::parse_structural::<false, false>(bytes, 0)
+        } else {
+            GpfsEvent::parse_structural::<false, true>(bytes, mask)
+        };
         (fast, GpfsEvent::parse_slow(bytes, mask))
     }
 
@@ -89,7 +102,9 @@ impl GpfsEvent {
         // A directory's IN_ATTRIB is never filtered (its permissions decide visibility).
         if mask != 0 && ev.kind == EventKind::Modified {
             let name = text(fields.get(EVENT));
-            let first = name.as_deref().and_then(|e| e.split(|c: char| c.is_whitespace() || c == '|' || c == ',').find(|t| !t.is_empty() && *t != "IN_ISDIR"));
+            let first = name.as_deref().and_then(|e| {
+                e.split(|c: char| c.is_whitespace() || c == '|' || c == ',').find(|t| !t.is_empty() && *t != "IN_ISDIR")
+            });
             if first.is_some_and(|t| filter_bit(t.as_bytes()) & mask != 0) {
                 return Ok(GpfsEvent::filtered());
             }
@@ -113,7 +128,10 @@ impl GpfsEvent {
 
     /// The structural path, when the message is plain ASCII without escapes; None otherwise.
     #[inline(always)]
-    fn parse_structural<const AVX2: bool, const FILTER: bool>(bytes: &[u8], mask: u32) -> Option<Result<GpfsEvent, String>> {
+    fn parse_structural<const AVX2: bool, const FILTER: bool>(
+        bytes: &[u8],
+        mask: u32,
+    ) -> Option<Result<GpfsEvent, String>> {
         let mut quotes = QuoteIndex::<AVX2>::new(bytes)?;
         let walk = match scan_compact::<AVX2, FILTER>(bytes, &mut quotes, mask) {
             Some(w) => w,
@@ -186,7 +204,10 @@ impl GpfsEvent {
                 if p.is_empty() || p.len() > 10 {
                     return None;
                 }
-                Some(p.iter().try_fold(0u32, |v, &c| matches!(c, b'0'..=b'7').then(|| v * 8 + (c - b'0') as u32))? & ST_MODE_BITS)
+                Some(
+                    p.iter().try_fold(0u32, |v, &c| matches!(c, b'0'..=b'7').then(|| v * 8 + (c - b'0') as u32))?
+                        & ST_MODE_BITS,
+                )
             }
             _ => return None,
         };
@@ -212,7 +233,12 @@ impl GpfsEvent {
             ctime,
             mtime,
         };
-        Some(GpfsEvent { kind, path: icicle_core::name::normalise(string_at(PATH)).into(), meta, cookie: uint(COOKIE)? })
+        Some(GpfsEvent {
+            kind,
+            path: icicle_core::name::normalise(string_at(PATH)).into(),
+            meta,
+            cookie: uint(COOKIE)?,
+        })
     }
 
     /// Convert attributes however they were found; errors say what is wrong.
@@ -269,7 +295,8 @@ impl GpfsEvent {
         let mode = full_mode(perm, is_dir);
         let id = |slot: usize| -> Result<u32, String> {
             let key = KEYS[slot];
-            uint(&raw.get(slot), key)?.map_or(Ok(0), |n| u32::try_from(n).map_err(|_| format!("{key} `{n}` out of range")))
+            uint(&raw.get(slot), key)?
+                .map_or(Ok(0), |n| u32::try_from(n).map_err(|_| format!("{key} `{n}` out of range")))
         };
         // The three times are often the same text: parse each distinct one once.
         let atime = time(&raw.get(ATIME), "atime")?;

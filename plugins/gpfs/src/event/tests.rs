@@ -9,9 +9,19 @@ fn icicles_synthetic_message_and_directory_flag() {
     assert_eq!(e.kind, EventKind::Created);
     assert_eq!(
         e.meta,
-        Meta { inode: 12345, mode: 0o100644, uid: 1000, gid: 1000, size: 1024, atime: 1_700_000_000, ctime: 1_700_000_001, mtime: 1_700_000_002 }
+        Meta {
+            inode: 12345,
+            mode: 0o100644,
+            uid: 1000,
+            gid: 1000,
+            size: 1024,
+            atime: 1_700_000_000,
+            ctime: 1_700_000_001,
+            mtime: 1_700_000_002
+        }
     );
-    let d = GpfsEvent::parse(br#"{"inode": "7", "path": "/gpfs/fs1/d", "event": "IN_CREATE IN_ISDIR", "cookie": "0"}"#).unwrap();
+    let d = GpfsEvent::parse(br#"{"inode": "7", "path": "/gpfs/fs1/d", "event": "IN_CREATE IN_ISDIR", "cookie": "0"}"#)
+        .unwrap();
     assert!(d.meta.is_dir());
     let m =
         GpfsEvent::parse(br#"{"inode": 7, "path": "/gpfs/fs1/d", "event": "IN_MOVED_TO IN_ISDIR", "cookie": 99, "mtime": "2024-03-16T02:10:01Z"}"#).unwrap();
@@ -60,8 +70,7 @@ fn the_structural_scanner_agrees_with_the_byte_scanner() {
     };
     let compact = base.to_json();
     let spaced = compact.replace("\",\"", "\", \"").replace("\":", "\": ").replacen('{', "{ ", 1).replace('}', " }");
-    let numbers =
-        r#"{"wd": 1, "inode": 12, "path": "/g/x", "event": "IN_CREATE IN_ISDIR", "fileSize": 5, "w": -0.5e3, "x": null, "y": true, "z": false, "atime": 17}"#;
+    let numbers = r#"{"wd": 1, "inode": 12, "path": "/g/x", "event": "IN_CREATE IN_ISDIR", "fileSize": 5, "w": -0.5e3, "x": null, "y": true, "z": false, "atime": 17}"#;
     for msg in [compact.as_str(), spaced.as_str(), numbers, "{}", " { } "] {
         let fast = Fields::scan_structural(msg).unwrap_or_else(|| panic!("structural path refused {msg}"));
         let slow = Fields::scan_bytes(msg.as_bytes()).expect("byte scanner");
@@ -70,15 +79,36 @@ fn the_structural_scanner_agrees_with_the_byte_scanner() {
     }
     assert_eq!(GpfsEvent::parse(spaced.as_bytes()).unwrap(), base);
     // The compact walk takes the compact message, leaves the spaced ones to the general walk.
-    let walk = |msg: &str| scan_spans::<false, false>(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0);
-    let compact_walk = |msg: &str| scan_compact::<false, false>(msg.as_bytes(), &mut QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0);
+    let walk = |msg: &str| {
+        scan_spans::<false, false>(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0)
+    };
+    let compact_walk = |msg: &str| {
+        scan_compact::<false, false>(msg.as_bytes(), &mut QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0)
+    };
     assert_eq!(compact_walk(&compact), walk(&compact));
     assert!(compact_walk(&compact).is_some());
-    for msg in [spaced.as_str(), numbers, " { } ", r#"{"a":"b"} "#, r#"{"a":"b",}"#, r#"{"a":"b""c":1}"#, r#"{"a":tru}"#, r#"{"a":null}"#, r#"{"a":{"b":1}}"#] {
+    for msg in [
+        spaced.as_str(),
+        numbers,
+        " { } ",
+        r#"{"a":"b"} "#,
+        r#"{"a":"b",}"#,
+        r#"{"a":"b""c":1}"#,
+        r#"{"a":tru}"#,
+        r#"{"a":null}"#,
+        r#"{"a":{"b":1}}"#,
+    ] {
         assert_eq!(compact_walk(msg), None, "{msg}");
     }
     // Refused by the structural path, taken by the others: trailing bytes, nesting, bad separators.
-    for msg in [r#"{"a": "b"} x"#, r#"{"a": {"b": 1}}"#, r#"{"a" "b"}"#, r#"{"a": "b",}"#, r#"{"a": "b" "c": 1}"#, r#"{"a": tru}"#] {
+    for msg in [
+        r#"{"a": "b"} x"#,
+        r#"{"a": {"b": 1}}"#,
+        r#"{"a" "b"}"#,
+        r#"{"a": "b",}"#,
+        r#"{"a": "b" "c": 1}"#,
+        r#"{"a": tru}"#,
+    ] {
         assert!(Fields::scan_structural(msg).is_none(), "{msg}");
     }
     assert!(GpfsEvent::parse(numbers.as_bytes()).unwrap().meta.is_dir());
@@ -103,7 +133,19 @@ fn the_direct_conversion_agrees_with_the_general_one() {
         "IN_CREATE|IN_ISDIR",
         "IN_BOGUS",
     ];
-    let numbers = ["\"0\"", "\"12\"", "7", "\" 7\"", "-1", "1.5", "\"99999999999999999999\"", "\"4294967296\"", "null", "true", "\"x\""];
+    let numbers = [
+        "\"0\"",
+        "\"12\"",
+        "7",
+        "\" 7\"",
+        "-1",
+        "1.5",
+        "\"99999999999999999999\"",
+        "\"4294967296\"",
+        "null",
+        "true",
+        "\"x\"",
+    ];
     let times = [
         "\"2026-11-30T03:12:19+00:00\"",
         "\"2026-11-30T03:12:19Z\"",
@@ -145,7 +187,11 @@ fn the_direct_conversion_agrees_with_the_general_one() {
             !(x >> (k * 5)).is_multiple_of(11)
         });
         let msg = format!("{{{}}}", members.join(","));
-        let Some(walk) = scan_spans::<false, false>(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0) else { continue };
+        let Some(walk) =
+            scan_spans::<false, false>(msg.as_bytes(), QuoteIndex::<false>::new(msg.as_bytes()).expect("short"), 0)
+        else {
+            continue;
+        };
         // The compact walk (these messages are compact) finds the same, unless a value is
         // a literal, which it leaves to the general walk.
         let mut quotes = QuoteIndex::<false>::new(msg.as_bytes()).expect("short");
@@ -159,7 +205,11 @@ fn the_direct_conversion_agrees_with_the_general_one() {
             Walk::Whole(spans) => spans,
             Walk::Ignored => {
                 // The general path agrees that there is nothing more to read.
-                assert_eq!(GpfsEvent::from_fields(&Fields::parse(msg.as_bytes()).expect("flat")), Ok(GpfsEvent::ignored()), "{msg}");
+                assert_eq!(
+                    GpfsEvent::from_fields(&Fields::parse(msg.as_bytes()).expect("flat")),
+                    Ok(GpfsEvent::ignored()),
+                    "{msg}"
+                );
                 ignored += 1;
                 continue;
             }
@@ -177,12 +227,15 @@ fn the_direct_conversion_agrees_with_the_general_one() {
 
 #[test]
 fn the_word_scanner_finds_the_first_special_byte() {
-    let slow = |b: &[u8], from: usize| b[from..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|k| from + k);
+    let slow =
+        |b: &[u8], from: usize| b[from..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|k| from + k);
     let mut rng = icicle_core::rng::Rng::new(0x2545_f491_4f6c_dd1d);
     for _ in 0..20_000 {
         let x = rng.next_u64();
         let len = (x % 40) as usize;
-        let b: Vec<u8> = (0..len).map(|k| [b'a', b'"', b'\\', 0x1f, 0x20, 0x7f, 0x80, 0xff, b'#', b'!'][((x >> (k % 60)) % 10) as usize]).collect();
+        let b: Vec<u8> = (0..len)
+            .map(|k| [b'a', b'"', b'\\', 0x1f, 0x20, 0x7f, 0x80, 0xff, b'#', b'!'][((x >> (k % 60)) % 10) as usize])
+            .collect();
         let from = if len == 0 { 0 } else { (x >> 7) as usize % len };
         assert_eq!(find_special(&b, from), slow(&b, from), "{b:?} from {from}");
     }
@@ -197,7 +250,10 @@ fn malformed_messages_give_reasons() {
         (br#"{"inode": 1, "path": "/a"}"#, "missing `event`"),
         (br#"{"inode": 1, "path": "/a", "event": "IN_BOGUS"}"#, "unknown event `IN_BOGUS`"),
         (br#"{"inode": -1, "path": "/a", "event": "IN_CREATE"}"#, "inode"),
-        (br#"{"inode": 1, "path": "/a", "event": "IN_CREATE", "mtime": "yesterday"}"#, "mtime `yesterday` is not a time"),
+        (
+            br#"{"inode": 1, "path": "/a", "event": "IN_CREATE", "mtime": "yesterday"}"#,
+            "mtime `yesterday` is not a time",
+        ),
         (br#"{"inode": 1, "path": "a", "event": "IN_CREATE"}"#, "not absolute"),
     ] {
         let e = GpfsEvent::parse(msg).unwrap_err();
@@ -238,7 +294,12 @@ fn the_ingestion_filter_drops_its_events_on_every_path() {
             br#"{"inode": 8, "event": "IN_ATTRIB", "path": "/g/\\u00e9", "permissions": "0600"}"#,
         ),
     ] {
-        assert_eq!(GpfsEvent::parse_filtered(dir, attrib).unwrap().kind, EventKind::DirAttrib, "{}", String::from_utf8_lossy(dir));
+        assert_eq!(
+            GpfsEvent::parse_filtered(dir, attrib).unwrap().kind,
+            EventKind::DirAttrib,
+            "{}",
+            String::from_utf8_lossy(dir)
+        );
         assert!(GpfsEvent::parse_filtered(file, attrib).unwrap().is_filtered(), "{}", String::from_utf8_lossy(file));
     }
     // The slow path decides by the parsed `event` value, not a nested key.
@@ -248,9 +309,10 @@ fn the_ingestion_filter_drops_its_events_on_every_path() {
     assert!(GpfsEvent::parse_filtered(listed, mask).unwrap().is_filtered());
     // A directory's own modify events carry nothing for the index, on every path; its
     // IN_ATTRIB carries its permissions (who may see what is below it).
-    for msg in
-        [&br#"{"inode":"8","event":"IN_MODIFY IN_ISDIR","path":"/g/d"}"#[..], br#"{"inode": 8, "event": "IN_ISDIR IN_CLOSE_WRITE", "path": "/g/d", "x": {}}"#]
-    {
+    for msg in [
+        &br#"{"inode":"8","event":"IN_MODIFY IN_ISDIR","path":"/g/d"}"#[..],
+        br#"{"inode": 8, "event": "IN_ISDIR IN_CLOSE_WRITE", "path": "/g/d", "x": {}}"#,
+    ] {
         assert_eq!(GpfsEvent::parse(msg).unwrap(), GpfsEvent::ignored(), "{}", String::from_utf8_lossy(msg));
     }
     let attrib_mask = filter_mask(&["IN_ATTRIB".to_string()]).unwrap();
@@ -260,8 +322,15 @@ fn the_ingestion_filter_drops_its_events_on_every_path() {
     ] {
         let ev = GpfsEvent::parse(msg).unwrap();
         assert_eq!((ev.kind, ev.meta.mode), (EventKind::DirAttrib, 0o40700), "{}", String::from_utf8_lossy(msg));
-        assert_eq!(GpfsEvent::parse_filtered(msg, attrib_mask).unwrap().kind, EventKind::DirAttrib, "{}", String::from_utf8_lossy(msg));
+        assert_eq!(
+            GpfsEvent::parse_filtered(msg, attrib_mask).unwrap().kind,
+            EventKind::DirAttrib,
+            "{}",
+            String::from_utf8_lossy(msg)
+        );
     }
-    assert!(filter_mask(&["IN_CREATE".to_string()]).unwrap_err().contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"));
+    assert!(filter_mask(&["IN_CREATE".to_string()])
+        .unwrap_err()
+        .contains("IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE"));
     assert_eq!(filter_mask(&["IN_MODIFY".into(), "IN_CLOSE_WRITE".into()]).unwrap(), 4 | 8);
 }

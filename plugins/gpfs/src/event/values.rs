@@ -82,12 +82,16 @@ pub(super) fn permissions(v: &Field<'_>) -> Result<Option<u32>, String> {
         Field::Absent | Field::Null => Ok(None),
         Field::Num(_) | Field::NumOwned(_) => {
             let n = number_text(v).unwrap_or("");
-            n.parse::<u32>().map(|m| Some(m & super::ST_MODE_BITS)).map_err(|_| format!("permissions `{n}` out of range"))
+            n.parse::<u32>()
+                .map(|m| Some(m & super::ST_MODE_BITS))
+                .map_err(|_| format!("permissions `{n}` out of range"))
         }
         Field::Str(s) => {
             let t = s.trim();
             let t = t.strip_prefix("0o").unwrap_or(t);
-            u32::from_str_radix(t, 8).map(|m| Some(m & super::ST_MODE_BITS)).map_err(|_| format!("permissions `{s}` are not octal"))
+            u32::from_str_radix(t, 8)
+                .map(|m| Some(m & super::ST_MODE_BITS))
+                .map_err(|_| format!("permissions `{s}` are not octal"))
         }
         Field::Other(o) => Err(format!("permissions are {o}")),
     }

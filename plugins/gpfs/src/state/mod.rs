@@ -56,7 +56,16 @@ pub trait Walker {
 /// Metadata from `lstat`.
 pub fn meta_of(md: &std::fs::Metadata) -> Meta {
     use std::os::unix::fs::MetadataExt;
-    Meta { inode: md.ino(), mode: md.mode(), uid: md.uid(), gid: md.gid(), size: md.size(), atime: md.atime(), ctime: md.ctime(), mtime: md.mtime() }
+    Meta {
+        inode: md.ino(),
+        mode: md.mode(),
+        uid: md.uid(),
+        gid: md.gid(),
+        size: md.size(),
+        atime: md.atime(),
+        ctime: md.ctime(),
+        mtime: md.mtime(),
+    }
 }
 
 /// A rename's first half, waiting for IN_MOVED_TO.
@@ -520,7 +529,8 @@ impl StateStore for GpfsState {
         let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
         let path: &str = &ev.path;
-        if !self.pending.is_empty() && matches!(ev.kind, EventKind::Created | EventKind::MovedTo | EventKind::Modified) {
+        if !self.pending.is_empty() && matches!(ev.kind, EventKind::Created | EventKind::MovedTo | EventKind::Modified)
+        {
             self.freeze_pending(path, ev.meta.inode);
         }
         match ev.kind {
@@ -545,7 +555,9 @@ impl StateStore for GpfsState {
             EventKind::Modified => {
                 // The index already holds exactly this (an IN_MODIFY and the IN_CLOSE_WRITE
                 // after it, emitted in two batches): nothing to send.
-                if !ops.contains_key(path) && (self.objects.get(path) == Some(&ev.meta) || self.evicted.holds(path, &ev.meta)) {
+                if !ops.contains_key(path)
+                    && (self.objects.get(path) == Some(&ev.meta) || self.evicted.holds(path, &ev.meta))
+                {
                     self.counts.unchanged += 1;
                     // Known again all the same: it may be a link of a name known now.
                     self.know_name(ev.path.clone(), ev.meta);
@@ -566,7 +578,14 @@ impl StateStore for GpfsState {
                     self.counts.replayed_halves += 1;
                     return;
                 }
-                self.pending.push(PendingMove { cookie: ev.cookie, path: ev.path.to_string(), meta: ev.meta, position, age: 0, below: None });
+                self.pending.push(PendingMove {
+                    cookie: ev.cookie,
+                    path: ev.path.to_string(),
+                    meta: ev.meta,
+                    position,
+                    age: 0,
+                    below: None,
+                });
             }
             EventKind::MovedTo => {
                 let pair = self
@@ -615,7 +634,8 @@ impl StateStore for GpfsState {
         for m in &mut self.pending {
             m.age += 1;
         }
-        let (expired, keep): (Vec<PendingMove>, Vec<PendingMove>) = std::mem::take(&mut self.pending).into_iter().partition(|m| m.age > self.pair_batches);
+        let (expired, keep): (Vec<PendingMove>, Vec<PendingMove>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|m| m.age > self.pair_batches);
         self.pending = keep;
         for m in expired {
             self.moved_out(m, ops);

@@ -29,9 +29,12 @@ impl GpfsState {
     /// when a newer object arrived there) when given; nothing when a newer object holds `old`.
     fn moving_below(&self, old: &str, only: Option<&[(String, u64)]>, newer: bool) -> Vec<(PathName, Meta)> {
         match only {
-            Some(list) => {
-                list.iter().filter_map(|(p, i)| self.objects.get_key_value(p.as_str()).filter(|(_, m)| m.inode == *i).map(|(k, m)| (k.clone(), *m))).collect()
-            }
+            Some(list) => list
+                .iter()
+                .filter_map(|(p, i)| {
+                    self.objects.get_key_value(p.as_str()).filter(|(_, m)| m.inode == *i).map(|(k, m)| (k.clone(), *m))
+                })
+                .collect(),
             None if newer => Vec::new(),
             None => self.descendants(old),
         }
@@ -46,7 +49,8 @@ impl GpfsState {
         for i in 0..self.pending.len() {
             let m = &self.pending[i];
             if m.meta.is_dir() && m.below.is_none() && path == m.path && inode != m.meta.inode {
-                let below = self.descendants(&m.path).into_iter().map(|(p, meta)| (p.to_string(), meta.inode)).collect();
+                let below =
+                    self.descendants(&m.path).into_iter().map(|(p, meta)| (p.to_string(), meta.inode)).collect();
                 self.pending[i].below = Some(below);
             }
         }
@@ -75,7 +79,15 @@ impl GpfsState {
 
     /// Move `old` to `new` (metadata `meta`, from IN_MOVED_TO); `only`: what moves below a
     /// directory, when frozen (see [`GpfsState::freeze_pending`]).
-    pub(super) fn rename(&mut self, old: &str, new: &str, meta: Meta, only: Option<&[(String, u64)]>, walker: &mut dyn Walker, ops: &mut Ops) {
+    pub(super) fn rename(
+        &mut self,
+        old: &str,
+        new: &str,
+        meta: Meta,
+        only: Option<&[(String, u64)]>,
+        walker: &mut dyn Walker,
+        ops: &mut Ops,
+    ) {
         self.counts.renames += 1;
         if old == new {
             self.upsert(new, meta, ops);

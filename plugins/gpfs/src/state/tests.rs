@@ -1,19 +1,28 @@
 use super::*;
 
 fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64, size: u64) -> GpfsEvent {
-    GpfsEvent { kind, path: path.into(), meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, size, ..Default::default() }, cookie }
+    GpfsEvent {
+        kind,
+        path: path.into(),
+        meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, size, ..Default::default() },
+        cookie,
+    }
 }
 
 fn run(s: &mut GpfsState, evs: &[GpfsEvent]) -> Vec<(String, Option<u64>)> {
     let mut ops = Ops::default();
-    let mut batch: Vec<(GpfsEvent, Position)> = evs.iter().enumerate().map(|(i, e)| (e.clone(), (0, i as i64))).collect();
+    let mut batch: Vec<(GpfsEvent, Position)> =
+        evs.iter().enumerate().map(|(i, e)| (e.clone(), (0, i as i64))).collect();
     IgnoredEvents.reduce(&mut batch);
     s.begin_batch();
     for e in &batch {
         s.apply(e, &mut NoWalk, &mut ops);
     }
     s.end_batch(&mut ops);
-    let mut v: Vec<(String, Option<u64>)> = ops.into_iter().map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.size) } else { None })).collect();
+    let mut v: Vec<(String, Option<u64>)> = ops
+        .into_iter()
+        .map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.size) } else { None }))
+        .collect();
     v.sort();
     v
 }
@@ -40,7 +49,14 @@ fn create_then_remove_in_one_batch_is_nothing_and_modifications_coalesce() {
     // An indexed name removed, reused and removed again in one batch: still a delete.
     run(&mut s, &[ev(Created, "/g/c", 3, false, 0, 0)]);
     assert_eq!(
-        run(&mut s, &[ev(Removed, "/g/c", 3, false, 0, 0), ev(Created, "/g/c", 4, false, 0, 0), ev(Removed, "/g/c", 4, false, 0, 0)]),
+        run(
+            &mut s,
+            &[
+                ev(Removed, "/g/c", 3, false, 0, 0),
+                ev(Created, "/g/c", 4, false, 0, 0),
+                ev(Removed, "/g/c", 4, false, 0, 0)
+            ]
+        ),
         vec![("/g/c".into(), None)]
     );
 }
@@ -53,7 +69,12 @@ fn a_replay_never_cancels_a_creation_a_stopped_run_may_have_delivered() {
     s.maybe_delivered([path_key("/g/x")]);
     let got = run(
         &mut s,
-        &[ev(Created, "/g/x", 1, false, 0, 0), ev(Removed, "/g/x", 1, false, 0, 0), ev(Created, "/g/y", 2, false, 0, 0), ev(Removed, "/g/y", 2, false, 0, 0)],
+        &[
+            ev(Created, "/g/x", 1, false, 0, 0),
+            ev(Removed, "/g/x", 1, false, 0, 0),
+            ev(Created, "/g/y", 2, false, 0, 0),
+            ev(Removed, "/g/y", 2, false, 0, 0),
+        ],
     );
     assert_eq!(got, vec![("/g/x".into(), None)], "the delivered one is deleted, the other still cancels");
 }
@@ -61,7 +82,14 @@ fn a_replay_never_cancels_a_creation_a_stopped_run_may_have_delivered() {
 #[test]
 fn preexisting_objects_are_deleted_and_renamed() {
     let mut s = GpfsState::new(1);
-    let got = run(&mut s, &[ev(Removed, "/g/old", 5, false, 0, 0), ev(MovedFrom, "/g/x", 6, false, 42, 3), ev(MovedTo, "/g/y", 6, false, 42, 3)]);
+    let got = run(
+        &mut s,
+        &[
+            ev(Removed, "/g/old", 5, false, 0, 0),
+            ev(MovedFrom, "/g/x", 6, false, 42, 3),
+            ev(MovedTo, "/g/y", 6, false, 42, 3),
+        ],
+    );
     assert_eq!(got, vec![("/g/old".into(), None), ("/g/x".into(), None), ("/g/y".into(), Some(3))]);
 }
 
@@ -80,7 +108,15 @@ fn directory_renames_move_known_descendants_and_pairs_split_across_batches() {
     assert_eq!(run(&mut s, &[ev(MovedFrom, "/g/d", 1, true, 7, 0)]), vec![]);
     assert_eq!(s.pending().len(), 1);
     let got = run(&mut s, &[ev(MovedTo, "/g/n", 1, true, 7, 0)]);
-    assert_eq!(got, vec![("/g/d/e/h".into(), None), ("/g/d/f".into(), None), ("/g/n/e/h".into(), Some(2)), ("/g/n/f".into(), Some(1))]);
+    assert_eq!(
+        got,
+        vec![
+            ("/g/d/e/h".into(), None),
+            ("/g/d/f".into(), None),
+            ("/g/n/e/h".into(), Some(2)),
+            ("/g/n/f".into(), Some(1))
+        ]
+    );
     assert_eq!(s.counts.moved_descendants, 3);
 }
 
@@ -107,7 +143,10 @@ fn a_directory_moved_in_without_a_mount_to_walk_is_counted() {
 fn hard_links_share_metadata_and_checkpoints_restore() {
     let mut s = GpfsState::new(1);
     run(&mut s, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Created, "/g/b", 1, false, 0, 1)]);
-    assert_eq!(run(&mut s, &[ev(Modified, "/g/a", 1, false, 0, 8)]), vec![("/g/a".into(), Some(8)), ("/g/b".into(), Some(8))]);
+    assert_eq!(
+        run(&mut s, &[ev(Modified, "/g/a", 1, false, 0, 8)]),
+        vec![("/g/a".into(), Some(8)), ("/g/b".into(), Some(8))]
+    );
     let mut r = GpfsState::restore(serde_json::from_slice(&serde_json::to_vec(&s.checkpoint()).unwrap()).unwrap(), 1);
     assert_eq!(r.len(), 2);
     assert_eq!(
@@ -129,7 +168,14 @@ fn a_waiting_half_read_again_after_a_restart_is_one_half() {
     // Saved while waiting; commits were held back at it, so the restart reads it again.
     run(&mut s, &[ev(MovedFrom, "/g/a", 5, false, 7, 1)]);
     let mut s = GpfsState::restore(s.checkpoint(), 1);
-    let got = run(&mut s, &[ev(MovedFrom, "/g/a", 5, false, 7, 1), ev(MovedTo, "/g/a~", 5, false, 7, 1), ev(Created, "/g/a", 6, false, 0, 2)]);
+    let got = run(
+        &mut s,
+        &[
+            ev(MovedFrom, "/g/a", 5, false, 7, 1),
+            ev(MovedTo, "/g/a~", 5, false, 7, 1),
+            ev(Created, "/g/a", 6, false, 0, 2),
+        ],
+    );
     assert_eq!(got, vec![("/g/a".into(), Some(2)), ("/g/a~".into(), Some(1))]);
     for _ in 0..3 {
         assert_eq!(run(&mut s, &[]), vec![], "no second half expires onto the new /g/a");
@@ -140,16 +186,32 @@ fn a_waiting_half_read_again_after_a_restart_is_one_half() {
 #[test]
 fn a_name_moved_out_and_made_again_keeps_the_newcomer() {
     let mut s = GpfsState::new(1);
-    run(&mut s, &[ev(Created, "/g/job", 1, false, 0, 1), ev(Created, "/g/d", 10, true, 0, 0), ev(Created, "/g/d/old", 11, false, 0, 1)]);
+    run(
+        &mut s,
+        &[
+            ev(Created, "/g/job", 1, false, 0, 1),
+            ev(Created, "/g/d", 10, true, 0, 0),
+            ev(Created, "/g/d/old", 11, false, 0, 1),
+        ],
+    );
     // Both moved out of the fileset; a new file and a new directory take their names.
     run(&mut s, &[ev(MovedFrom, "/g/job", 1, false, 3, 1), ev(MovedFrom, "/g/d", 10, true, 4, 0)]);
-    let got = run(&mut s, &[ev(Created, "/g/job", 2, false, 0, 9), ev(Created, "/g/d", 20, true, 0, 0), ev(Created, "/g/d/new", 21, false, 0, 4)]);
+    let got = run(
+        &mut s,
+        &[
+            ev(Created, "/g/job", 2, false, 0, 9),
+            ev(Created, "/g/d", 20, true, 0, 0),
+            ev(Created, "/g/d/new", 21, false, 0, 4),
+        ],
+    );
     let mut all = got.clone();
     for _ in 0..3 {
         all.extend(run(&mut s, &[]));
     }
     assert_eq!(deletes(&all), vec!["/g/d/old"], "{all:?}");
-    assert!(s.objects.contains_key("/g/job") && s.objects.contains_key("/g/d/new") && !s.objects.contains_key("/g/d/old"));
+    assert!(
+        s.objects.contains_key("/g/job") && s.objects.contains_key("/g/d/new") && !s.objects.contains_key("/g/d/old")
+    );
     assert_eq!(s.counts.moved_out, 2);
 }
 

@@ -40,7 +40,10 @@ fn words_query(f: &Fields, term: &str, prefix: bool) -> Result<Box<dyn Query>, S
     let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for (i, w) in ws.iter().enumerate() {
         let q: Box<dyn Query> = if prefix && i + 1 == ws.len() {
-            Box::new(RegexQuery::from_pattern(&format!("{}.*", literal(w)), f.words).map_err(|e| format!("`{term}`: {e}"))?)
+            Box::new(
+                RegexQuery::from_pattern(&format!("{}.*", literal(w)), f.words)
+                    .map_err(|e| format!("`{term}`: {e}"))?,
+            )
         } else {
             Box::new(TermQuery::new(Term::from_field_text(f.words, w), IndexRecordOption::Basic))
         };
@@ -56,7 +59,10 @@ pub fn simple(f: &Fields, q: &str) -> Result<Box<dyn Query>, String> {
     if terms.is_empty() {
         return Ok(Box::new(AllQuery));
     }
-    let parts = terms.iter().map(|t| Ok((Occur::Must, words_query(f, t, t.ends_with('*'))?))).collect::<Result<Vec<_>, String>>()?;
+    let parts = terms
+        .iter()
+        .map(|t| Ok((Occur::Must, words_query(f, t, t.ends_with('*'))?)))
+        .collect::<Result<Vec<_>, String>>()?;
     Ok(Box::new(BooleanQuery::new(parts)))
 }
 
@@ -146,7 +152,9 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<Box<dyn Query>, String> {
-        let Some(t) = self.peek().map(str::to_string) else { return Err("the query ends where a term was expected".into()) };
+        let Some(t) = self.peek().map(str::to_string) else {
+            return Err("the query ends where a term was expected".into());
+        };
         self.at += 1;
         match t.as_str() {
             "NOT" | "-" => Ok(not(self.unary()?)),
@@ -193,7 +201,9 @@ fn primary(f: &Fields, t: &str) -> Result<Box<dyn Query>, String> {
     }
     let v = unquote(value);
     let q: Box<dyn Query> = match (target.kind, v.strip_suffix('*')) {
-        (Kind::Text, Some(p)) => Box::new(RegexQuery::from_pattern(&format!("{}.*", literal(p)), target.field).map_err(|e| format!("`{t}`: {e}"))?),
+        (Kind::Text, Some(p)) => Box::new(
+            RegexQuery::from_pattern(&format!("{}.*", literal(p)), target.field).map_err(|e| format!("`{t}`: {e}"))?,
+        ),
         (Kind::Text, None) => equals(&target, &Value::String(v))?,
         (_, _) => match v.parse::<f64>() {
             Ok(n) => equals(&target, &serde_json::json!(n))?,
@@ -228,7 +238,13 @@ mod tests {
         for ok in ["*", "", "alpha", "alph* beta", "f1000-3651"] {
             assert!(simple(&f, ok).is_ok(), "{ok}");
         }
-        for ok in ["size:>=20 AND NOT type:link", "(uid:1 OR uid:2) -name:x", "mtime:[2020-01-01 TO *]", "path:\"/a b\"", "name:ab*"] {
+        for ok in [
+            "size:>=20 AND NOT type:link",
+            "(uid:1 OR uid:2) -name:x",
+            "mtime:[2020-01-01 TO *]",
+            "path:\"/a b\"",
+            "name:ab*",
+        ] {
             assert!(advanced(&f, ok).is_ok(), "{ok}");
         }
         assert!(advanced(&f, "(uid:1").unwrap_err().contains("not closed"));

@@ -54,7 +54,14 @@ pub fn gmeta_result(e: &Value, legacy: bool) -> Value {
 }
 
 /// One page of `q` in the order of `key` (ties by subject).
-fn page<C>(searcher: &Searcher, q: &dyn Query, key: C, order: Order, offset: usize, limit: usize) -> Result<Vec<DocAddress>, ApiError>
+fn page<C>(
+    searcher: &Searcher,
+    q: &dyn Query,
+    key: C,
+    order: Order,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<DocAddress>, ApiError>
 where
     C: SortKeyComputer + Send + Sync + 'static,
     C::SortKey: 'static + Clone + Send + Sync + std::fmt::Debug,
@@ -63,7 +70,9 @@ where
     ((C, Order), (SortByString, Order)): SortKeyComputer + Send + 'static,
     <((C, Order), (SortByString, Order)) as SortKeyComputer>::SortKey: 'static + Clone + Send + Sync + std::fmt::Debug,
 {
-    let top = TopDocs::with_limit(limit).and_offset(offset).order_by(((key, order), (SortByString::for_field("subject"), Order::Asc)));
+    let top = TopDocs::with_limit(limit)
+        .and_offset(offset)
+        .order_by(((key, order), (SortByString::for_field("subject"), Order::Asc)));
     Ok(searcher.search(q, &top).map_err(engine)?.into_iter().map(|(_, a)| a).collect())
 }
 
@@ -110,7 +119,10 @@ pub fn scroll(searcher: &Searcher, f: &Fields, s: &Search, who: &Visibility) -> 
     let base = all(vec![s.query.box_clone(), visible(f, who)?]);
     let total = searcher.search(&base, &Count).map_err(engine)?;
     let after: Box<dyn Query> = match &s.marker {
-        Some(m) => all(vec![base, Box::new(RangeQuery::new(Bound::Excluded(Term::from_field_text(f.subject, m)), Bound::Unbounded))]),
+        Some(m) => all(vec![
+            base,
+            Box::new(RangeQuery::new(Bound::Excluded(Term::from_field_text(f.subject, m)), Bound::Unbounded)),
+        ]),
         None => base,
     };
     let top = TopDocs::with_limit(s.limit + 1).order_by_string_fast_field("subject", Order::Asc);
@@ -123,13 +135,18 @@ pub fn scroll(searcher: &Searcher, f: &Fields, s: &Search, who: &Visibility) -> 
         last = subject;
     }
     let marker = if has_next { last.map(|l| Value::String(hex(&l))).unwrap_or(Value::Null) } else { Value::Null };
-    Ok(json!({"@datatype": "GSearchResult", "@version": "2017-09-01", "count": gmeta.len(), "offset": 0, "total": total,
-              "has_next_page": has_next, "marker": marker, "gmeta": gmeta}))
+    Ok(
+        json!({"@datatype": "GSearchResult", "@version": "2017-09-01", "count": gmeta.len(), "offset": 0, "total": total,
+              "has_next_page": has_next, "marker": marker, "gmeta": gmeta}),
+    )
 }
 
 /// The stored entry of `subject`, if `who` may see it.
 pub fn subject(searcher: &Searcher, f: &Fields, subject: &str, who: &Visibility) -> Result<Option<Value>, ApiError> {
-    let q = all(vec![Box::new(TermQuery::new(Term::from_field_text(f.subject, subject), IndexRecordOption::Basic)), visible(f, who)?]);
+    let q = all(vec![
+        Box::new(TermQuery::new(Term::from_field_text(f.subject, subject), IndexRecordOption::Basic)),
+        visible(f, who)?,
+    ]);
     let top = TopDocs::with_limit(1).order_by_string_fast_field("subject", Order::Asc);
     match searcher.search(&q, &top).map_err(engine)?.first() {
         Some((_, a)) => Ok(Some(entry(searcher, f, *a)?)),
@@ -146,7 +163,9 @@ pub fn visible_count(searcher: &Searcher, f: &Fields, who: &Visibility) -> Resul
 fn buckets(searcher: &Searcher, q: &dyn Query, agg: Value) -> Result<Vec<(Value, u64)>, ApiError> {
     let aggs: Aggregations = serde_json::from_value(json!({ "f": agg })).map_err(engine)?;
     let collector = AggregationCollector::from_aggs(aggs, AggContextParams::default());
-    let res: AggregationResults = searcher.search(q, &collector).map_err(|e| ApiError::new(400, "BadRequest.ValidationError", format!("the facet: {e}")))?;
+    let res: AggregationResults = searcher
+        .search(q, &collector)
+        .map_err(|e| ApiError::new(400, "BadRequest.ValidationError", format!("the facet: {e}")))?;
     let v = serde_json::to_value(&res).map_err(engine)?;
     let list = v["f"]["buckets"].as_array().cloned().unwrap_or_default();
     Ok(list.into_iter().map(|b| (b["key"].clone(), b["doc_count"].as_u64().unwrap_or(0))).collect())
@@ -168,7 +187,8 @@ fn facet(searcher: &Searcher, f: &Fields, base: &dyn Query, x: &Facet) -> Result
     let bucket = |value: Value, count: u64| json!({"@datatype": "GBucket", "@version": "2017-09-01", "value": value, "count": count});
     let out: Vec<Value> = match &x.kind {
         FacetKind::Terms(size) => {
-            let got = buckets(searcher, &q, json!({"terms": {"field": t.name, "size": 65_000, "segment_size": 65_000}}))?;
+            let got =
+                buckets(searcher, &q, json!({"terms": {"field": t.name, "size": 65_000, "segment_size": 65_000}}))?;
             let mut list: Vec<(Value, u64)> = got
                 .into_iter()
                 .map(|(k, n)| match (t.kind, k.as_f64()) {
@@ -198,14 +218,23 @@ fn facet(searcher: &Searcher, f: &Fields, base: &dyn Query, x: &Facet) -> Result
             }
             counts.into_iter().enumerate().map(|(i, n)| bucket(num(low + i as f64 * width), n)).collect()
         }
-        FacetKind::Date(interval) => dates(searcher, &q, t.name, interval, x)?.into_iter().map(|(ms, n)| bucket(Value::String(format_date(ms)), n)).collect(),
+        FacetKind::Date(interval) => dates(searcher, &q, t.name, interval, x)?
+            .into_iter()
+            .map(|(ms, n)| bucket(Value::String(format_date(ms)), n))
+            .collect(),
     };
     Ok(json!({"@datatype": "GFacetResult", "@version": "2017-09-01", "name": x.name, "buckets": out}))
 }
 
 /// Counts per calendar `interval` (bucket start in ms), gaps between the first and the last
 /// filled with zeros; day and coarser intervals fold day buckets.
-fn dates(searcher: &Searcher, q: &dyn Query, field: &str, interval: &str, x: &Facet) -> Result<Vec<(i64, u64)>, ApiError> {
+fn dates(
+    searcher: &Searcher,
+    q: &dyn Query,
+    field: &str,
+    interval: &str,
+    x: &Facet,
+) -> Result<Vec<(i64, u64)>, ApiError> {
     let secs = match interval {
         "second" => 1,
         "minute" => 60,
@@ -224,7 +253,11 @@ fn dates(searcher: &Searcher, q: &dyn Query, field: &str, interval: &str, x: &Fa
         let mut at = first;
         while at <= last {
             if out.len() >= MAX_BUCKETS {
-                return Err(ApiError::new(400, "BadRequest.ValidationError", format!("the facet `{}` would have more than {MAX_BUCKETS} buckets", x.name)));
+                return Err(ApiError::new(
+                    400,
+                    "BadRequest.ValidationError",
+                    format!("the facet `{}` would have more than {MAX_BUCKETS} buckets", x.name),
+                ));
             }
             out.push((at, counts.get(&at).copied().unwrap_or(0)));
             at = next_bucket(at, interval);

@@ -76,7 +76,8 @@ impl Tokens {
     pub fn parse(text: &str, file: &Path) -> Result<Tokens, TokensError> {
         let mut by_token = HashMap::new();
         for (i, line) in text.lines().enumerate() {
-            let bad = |reason: &str| TokensError::Line { file: file.to_path_buf(), line: i + 1, reason: reason.to_string() };
+            let bad =
+                |reason: &str| TokensError::Line { file: file.to_path_buf(), line: i + 1, reason: reason.to_string() };
             if line.trim().is_empty() || line.starts_with('#') {
                 continue;
             }
@@ -244,6 +245,13 @@ mod tests {
         let p = PeerPolicy { map: Some(map), everyone: vec!["urn:globus:groups:id:all".into()] };
         assert_eq!(p.caller(0, 0).visibility, Visibility::All);
         let c = p.caller(4242, 4242);
-        assert_eq!(c.visibility, Visibility::Principals(vec!["public".into(), "urn:globus:auth:identity:u".into(), "urn:globus:groups:id:all".into()]));
+        assert_eq!(
+            c.visibility,
+            Visibility::Principals(vec![
+                "public".into(),
+                "urn:globus:auth:identity:u".into(),
+                "urn:globus:groups:id:all".into()
+            ])
+        );
     }
 }

@@ -69,7 +69,10 @@ fn term_query(term: Term) -> Box<dyn Query> {
 pub fn restrict(f: &Fields, t: &Target, q: Box<dyn Query>) -> Box<dyn Query> {
     match t.record {
         None => q,
-        Some(r) => Box::new(BooleanQuery::new(vec![(Occur::Must, q), (Occur::Must, term_query(Term::from_field_text(f.record, r)))])),
+        Some(r) => Box::new(BooleanQuery::new(vec![
+            (Occur::Must, q),
+            (Occur::Must, term_query(Term::from_field_text(f.record, r))),
+        ])),
     }
 }
 
@@ -169,11 +172,15 @@ pub fn range(t: &Target, from: &End, to: &End) -> Result<Box<dyn Query>, String>
             if hi.is_some_and(|h| h < 0.0) {
                 return Ok(Box::new(EmptyQuery));
             }
-            let b = |x: Option<f64>| x.map_or(Bound::Unbounded, |x| Bound::Included(Term::from_field_u64(t.field, x.max(0.0) as u64)));
+            let b = |x: Option<f64>| {
+                x.map_or(Bound::Unbounded, |x| Bound::Included(Term::from_field_u64(t.field, x.max(0.0) as u64)))
+            };
             Box::new(RangeQuery::new(b(lo), b(hi)))
         }
         _ => {
-            let b = |x: Option<f64>| x.map_or(Bound::Unbounded, |x| Bound::Included(Term::from_field_i64(t.field, x as i64)));
+            let b = |x: Option<f64>| {
+                x.map_or(Bound::Unbounded, |x| Bound::Included(Term::from_field_i64(t.field, x as i64)))
+            };
             Box::new(RangeQuery::new(b(lo), b(hi)))
         }
     };

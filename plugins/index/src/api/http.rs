@@ -50,7 +50,8 @@ pub fn json_response(status: u16, v: &Value) -> Resp {
 /// A Search error document: `{"code","message","status","error_data"}`
 /// (<https://docs.globus.org/api/search/errors/>); a 401 says how to authenticate.
 pub fn error_response(e: &ApiError) -> Resp {
-    let mut r = json_response(e.status, &json!({"code": e.code, "message": e.message, "status": e.status, "error_data": null}));
+    let mut r =
+        json_response(e.status, &json!({"code": e.code, "message": e.message, "status": e.status, "error_data": null}));
     if e.status == 401 {
         r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
     }
@@ -96,13 +97,20 @@ pub fn parse_form(s: &str) -> HashMap<String, String> {
 /// A request's JSON body of at most [`MAX_REQUEST_BYTES`]: 413 when larger, 415 without a JSON
 /// content type, 400 when it is not JSON.
 pub async fn json_body(req: Request<Incoming>) -> Result<Value, ApiError> {
-    let too_large = || ApiError::new(413, "RequestTooLarge", format!("requests are limited to {MAX_REQUEST_BYTES} bytes"));
+    let too_large =
+        || ApiError::new(413, "RequestTooLarge", format!("requests are limited to {MAX_REQUEST_BYTES} bytes"));
     let json_ct = req
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
-    if req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > MAX_REQUEST_BYTES) {
+    if req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n > MAX_REQUEST_BYTES)
+    {
         return Err(too_large());
     }
     let bytes = match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
@@ -111,9 +119,14 @@ pub async fn json_body(req: Request<Incoming>) -> Result<Value, ApiError> {
         Err(e) => return Err(ApiError::new(400, "BadRequest", format!("cannot read the request body: {e}"))),
     };
     if !json_ct {
-        return Err(ApiError::new(415, "BadRequest.UnsupportedMediaType", "Content-Type: application/json is required"));
+        return Err(ApiError::new(
+            415,
+            "BadRequest.UnsupportedMediaType",
+            "Content-Type: application/json is required",
+        ));
     }
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::new(400, "BadRequest.InvalidJSON", format!("the body is not JSON: {e}")))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(400, "BadRequest.InvalidJSON", format!("the body is not JSON: {e}")))
 }
 
 /// Serve one connection until it ends, its lifetime is over or the server stops (then after
@@ -143,8 +156,12 @@ where
 
 /// Accept connections with `accept` until `stop` turns true, each served by `svc`; then wait
 /// for the connections in progress to end.
-pub async fn accept_loop<IO, A, F>(what: &'static str, mut accept: A, svc: Arc<Service>, mut stop: watch::Receiver<bool>)
-where
+pub async fn accept_loop<IO, A, F>(
+    what: &'static str,
+    mut accept: A,
+    svc: Arc<Service>,
+    mut stop: watch::Receiver<bool>,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     A: FnMut() -> F,
     F: Future<Output = std::io::Result<(IO, Origin)>>,

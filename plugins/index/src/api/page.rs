@@ -46,7 +46,9 @@ fn html_escape(s: &str) -> String {
 /// id so its script knows where to search).
 pub fn asset(path: &str, index_id: &str) -> Option<(String, &'static str)> {
     match path {
-        "/" | "/index.html" => Some((INDEX_HTML.replace(INDEX_ID_MARK, &html_escape(index_id)), "text/html; charset=utf-8")),
+        "/" | "/index.html" => {
+            Some((INDEX_HTML.replace(INDEX_ID_MARK, &html_escape(index_id)), "text/html; charset=utf-8"))
+        }
         "/assets/app.js" => Some((APP_JS.to_string(), "text/javascript; charset=utf-8")),
         "/assets/app.css" => Some((APP_CSS.to_string(), "text/css; charset=utf-8")),
         "/assets/icon.svg" => Some((ICON_SVG.to_string(), "image/svg+xml")),

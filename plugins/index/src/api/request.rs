@@ -77,14 +77,19 @@ fn truthy(v: Option<&Value>) -> bool {
 fn count(v: Option<&Value>, what: &str, default: u64) -> Result<u64, String> {
     match v {
         None | Some(Value::Null) => Ok(default),
-        Some(v) => v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).ok_or_else(|| format!("`{what}` must be a non-negative integer, not {v}")),
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .ok_or_else(|| format!("`{what}` must be a non-negative integer, not {v}")),
     }
 }
 
 /// A GFilter as a query.
 fn filter(f: &Fields, v: &Value) -> Result<Box<dyn Query>, String> {
     let Some(o) = v.as_object() else { return Err(format!("a GFilter is an object, not {v}")) };
-    if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "type" | "field_name" | "values" | "@datatype" | "@version")) {
+    if let Some(k) =
+        o.keys().find(|k| !matches!(k.as_str(), "type" | "field_name" | "values" | "@datatype" | "@version"))
+    {
         return Err(format!("unknown GFilter field `{k}`"));
     }
     let Some(name) = o.get("field_name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
@@ -95,8 +100,12 @@ fn filter(f: &Fields, v: &Value) -> Result<Box<dyn Query>, String> {
     };
     let t = target(f, name)?;
     let (occur, parts) = match o.get("type").map(Value::as_str) {
-        None | Some(Some("match_all")) => (Occur::Must, values.iter().map(|v| equals(&t, v)).collect::<Result<Vec<_>, _>>()?),
-        Some(Some("match_any")) => (Occur::Should, values.iter().map(|v| equals(&t, v)).collect::<Result<Vec<_>, _>>()?),
+        None | Some(Some("match_all")) => {
+            (Occur::Must, values.iter().map(|v| equals(&t, v)).collect::<Result<Vec<_>, _>>()?)
+        }
+        Some(Some("match_any")) => {
+            (Occur::Should, values.iter().map(|v| equals(&t, v)).collect::<Result<Vec<_>, _>>()?)
+        }
         Some(Some("range")) => {
             let mut parts = Vec::new();
             for r in values {
@@ -112,7 +121,10 @@ fn filter(f: &Fields, v: &Value) -> Result<Box<dyn Query>, String> {
             (Occur::Should, parts)
         }
         Some(other) => {
-            return Err(format!("filter types are match_all, match_any and range, not {}", other.map_or("a non-string".to_string(), |t| format!("`{t}`"))))
+            return Err(format!(
+                "filter types are match_all, match_any and range, not {}",
+                other.map_or("a non-string".to_string(), |t| format!("`{t}`"))
+            ))
         }
     };
     let q: Box<dyn Query> = Box::new(BooleanQuery::new(parts.into_iter().map(|q| (occur, q)).collect()));
@@ -130,12 +142,17 @@ fn filters(f: &Fields, v: Option<&Value>, what: &str) -> Result<Vec<Box<dyn Quer
 /// A GFacet.
 fn facet(f: &Fields, v: &Value) -> Result<Facet, String> {
     let Some(o) = v.as_object() else { return Err(format!("a GFacet is an object, not {v}")) };
-    if let Some(k) =
-        o.keys().find(|k| !matches!(k.as_str(), "name" | "field_name" | "type" | "size" | "date_interval" | "histogram_range" | "@datatype" | "@version"))
-    {
+    if let Some(k) = o.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "name" | "field_name" | "type" | "size" | "date_interval" | "histogram_range" | "@datatype" | "@version"
+        )
+    }) {
         return Err(format!("unknown GFacet field `{k}`"));
     }
-    let Some(field) = o.get("field_name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { return Err("a GFacet needs a `field_name` string".into()) };
+    let Some(field) = o.get("field_name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
+        return Err("a GFacet needs a `field_name` string".into());
+    };
     let name = o.get("name").and_then(Value::as_str).unwrap_or(field).to_string();
     let size = match o.get("size") {
         None | Some(Value::Null) => 10,
@@ -147,20 +164,42 @@ fn facet(f: &Fields, v: &Value) -> Result<Facet, String> {
     let t = target(f, field)?;
     let kind = match o.get("type").map(Value::as_str) {
         None | Some(Some("terms")) => FacetKind::Terms(size),
-        Some(Some("date_histogram")) if t.kind != Kind::Time => return Err(format!("the facet `{name}`: `{field}` is not a date")),
+        Some(Some("date_histogram")) if t.kind != Kind::Time => {
+            return Err(format!("the facet `{name}`: `{field}` is not a date"))
+        }
         Some(Some("date_histogram")) => match o.get("date_interval").and_then(Value::as_str) {
-            Some(i @ ("year" | "quarter" | "month" | "week" | "day" | "hour" | "minute" | "second")) => FacetKind::Date(i.to_string()),
-            _ => return Err(format!("the facet `{name}`: `date_interval` must be year, quarter, month, week, day, hour, minute or second")),
+            Some(i @ ("year" | "quarter" | "month" | "week" | "day" | "hour" | "minute" | "second")) => {
+                FacetKind::Date(i.to_string())
+            }
+            _ => {
+                return Err(format!(
+                "the facet `{name}`: `date_interval` must be year, quarter, month, week, day, hour, minute or second"
+            ))
+            }
         },
-        Some(Some("numeric_histogram")) if t.kind == Kind::Text => return Err(format!("the facet `{name}`: `{field}` is not a number")),
+        Some(Some("numeric_histogram")) if t.kind == Kind::Text => {
+            return Err(format!("the facet `{name}`: `{field}` is not a number"))
+        }
         Some(Some("numeric_histogram")) => {
             let r = o.get("histogram_range");
-            match (r.and_then(|r| r.get("low")).and_then(Value::as_f64), r.and_then(|r| r.get("high")).and_then(Value::as_f64)) {
+            match (
+                r.and_then(|r| r.get("low")).and_then(Value::as_f64),
+                r.and_then(|r| r.get("high")).and_then(Value::as_f64),
+            ) {
                 (Some(low), Some(high)) if low < high => FacetKind::Numeric { low, high, size },
-                _ => return Err(format!("the facet `{name}`: `histogram_range` must be {{\"low\", \"high\"}} numbers with low < high")),
+                _ => {
+                    return Err(format!(
+                        "the facet `{name}`: `histogram_range` must be {{\"low\", \"high\"}} numbers with low < high"
+                    ))
+                }
             }
         }
-        Some(t) => return Err(format!("facet types are terms, date_histogram and numeric_histogram, not {}", t.unwrap_or("a non-string"))),
+        Some(t) => {
+            return Err(format!(
+                "facet types are terms, date_histogram and numeric_histogram, not {}",
+                t.unwrap_or("a non-string")
+            ))
+        }
     };
     Ok(Facet { name, target: t, kind })
 }
@@ -173,7 +212,9 @@ fn sort(f: &Fields, v: Option<&Value>) -> Result<Option<(Target, bool)>, String>
         return Err("icicle serve sorts by one field (ties go by subject)".into());
     }
     let Some(g) = list.first() else { return Ok(None) };
-    let Some(field) = g.get("field_name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { return Err("a GSort needs a `field_name` string".into()) };
+    let Some(field) = g.get("field_name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
+        return Err("a GSort needs a `field_name` string".into());
+    };
     let desc = match g.get("order").map(Value::as_str) {
         None | Some(Some("asc")) => false,
         Some(Some("desc")) => true,
@@ -212,12 +253,24 @@ impl Search {
     }
 
     fn of(query: Box<dyn Query>) -> Search {
-        Search { query, post_filters: None, facets: Vec::new(), sort: None, offset: 0, limit: 10, bypass: false, legacy: false, marker: None }
+        Search {
+            query,
+            post_filters: None,
+            facets: Vec::new(),
+            sort: None,
+            offset: 0,
+            limit: 10,
+            bypass: false,
+            legacy: false,
+            marker: None,
+        }
     }
 
     /// The query parameters of `GET .../search`.
     pub fn from_params(f: &Fields, p: &HashMap<String, String>) -> Result<Search, String> {
-        if let Some(k) = p.keys().find(|k| !matches!(k.as_str(), "q" | "offset" | "limit" | "advanced" | "bypass_visible_to")) {
+        if let Some(k) =
+            p.keys().find(|k| !matches!(k.as_str(), "q" | "offset" | "limit" | "advanced" | "bypass_visible_to"))
+        {
             return Err(format!("unknown query parameter `{k}`"));
         }
         let Some(q) = p.get("q") else { return Err("the `q` query parameter is required".into()) };
@@ -265,7 +318,9 @@ impl Search {
         };
         let mut parts = filters(f, o.get("filters"), "filters")?;
         match o.get("q") {
-            None | Some(Value::Null) if parts.is_empty() => return Err("a GSearchRequest needs `q` or `filters`".into()),
+            None | Some(Value::Null) if parts.is_empty() => {
+                return Err("a GSearchRequest needs `q` or `filters`".into())
+            }
             None | Some(Value::Null) => {}
             Some(Value::String(q)) => parts.insert(0, query_string(f, q, truthy(o.get("advanced")))?),
             Some(_) => return Err("`q` must be a string".into()),
@@ -286,9 +341,12 @@ impl Search {
     /// A GScrollRequest (`q`, `advanced`, `filters`, `limit`, `marker`, `bypass_visible_to`).
     pub fn from_scroll(f: &Fields, doc: &Value) -> Result<Search, String> {
         let Some(o) = doc.as_object() else { return Err("a scroll request is a JSON object".into()) };
-        if let Some(k) =
-            o.keys().find(|k| !matches!(k.as_str(), "q" | "advanced" | "filters" | "limit" | "marker" | "bypass_visible_to" | "@datatype" | "@version"))
-        {
+        if let Some(k) = o.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "q" | "advanced" | "filters" | "limit" | "marker" | "bypass_visible_to" | "@datatype" | "@version"
+            )
+        }) {
             return Err(format!("unknown scroll field `{k}`"));
         }
         let mut parts = filters(f, o.get("filters"), "filters")?;
@@ -321,7 +379,8 @@ pub fn unhex(s: &str) -> Option<String> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
+    let bytes: Option<Vec<u8>> =
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
     String::from_utf8(bytes?).ok()
 }
 
@@ -344,7 +403,10 @@ mod tests {
         assert_eq!((s.offset, s.limit, s.facets.len(), s.sort.map(|x| x.1)), (2, 5, 2, Some(true)));
         for (bad, why) in [
             (json!({"q": "*", "limit": 10_001}), "10000"),
-            (json!({"filters": [{"type": "range", "field_name": "raw.inode", "values": [{"from": 1, "to": 2}]}]}), "searchable fields"),
+            (
+                json!({"filters": [{"type": "range", "field_name": "raw.inode", "values": [{"from": 1, "to": 2}]}]}),
+                "searchable fields",
+            ),
             (json!({"q": "*", "filters": [{"type": "geo", "field_name": "uid", "values": [1]}]}), "filter types"),
             (json!({"limit": 1}), "needs `q`"),
             (json!({"q": "*", "sort": [{"field_name": "size"}, {"field_name": "uid"}]}), "one field"),
@@ -353,6 +415,9 @@ mod tests {
             assert!(e.contains(why), "{bad}: {e}");
         }
         assert_eq!(unhex(&hex("/a/ü")).as_deref(), Some("/a/ü"));
-        assert_eq!(Search::from_scroll(&f, &json!({"q": "*", "limit": 2, "marker": hex("/a")})).unwrap().marker.as_deref(), Some("/a"));
+        assert_eq!(
+            Search::from_scroll(&f, &json!({"q": "*", "limit": 2, "marker": hex("/a")})).unwrap().marker.as_deref(),
+            Some("/a")
+        );
     }
 }

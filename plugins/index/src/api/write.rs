@@ -17,14 +17,18 @@ const MAX_VISIBLE_TO: usize = 100;
 fn entry(s: &Service, v: &Value, at: &str) -> Result<Parsed, ApiError> {
     let bad = |m: String| Err(ApiError::bad(format!("{at}: {m}")));
     let Some(o) = v.as_object() else { return bad("a GMetaEntry must be an object".into()) };
-    if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "subject" | "visible_to" | "content" | "id" | "@datatype" | "@version")) {
+    if let Some(k) =
+        o.keys().find(|k| !matches!(k.as_str(), "subject" | "visible_to" | "content" | "id" | "@datatype" | "@version"))
+    {
         return bad(format!("unknown GMetaEntry field `{k}`"));
     }
     match o.get("subject").and_then(Value::as_str) {
         Some(sub) if !sub.is_empty() && sub.len() <= MAX_SUBJECT_BYTES => {}
         _ => return bad(format!("`subject` must be a string of 1 to {MAX_SUBJECT_BYTES} bytes")),
     }
-    let Some(vis) = o.get("visible_to").and_then(Value::as_array).filter(|v| !v.is_empty() && v.len() <= MAX_VISIBLE_TO) else {
+    let Some(vis) =
+        o.get("visible_to").and_then(Value::as_array).filter(|v| !v.is_empty() && v.len() <= MAX_VISIBLE_TO)
+    else {
         return bad(format!("`visible_to` must be a list of 1 to {MAX_VISIBLE_TO} principals"));
     };
     if let Some(p) = vis.iter().find(|p| !p.as_str().is_some_and(|p| p == "public" || p.starts_with("urn:"))) {
@@ -54,7 +58,9 @@ fn gingest(s: &Service, doc: &Value) -> Result<Vec<Parsed>, ApiError> {
             if data.get("@datatype").is_some_and(|d| d != "GMetaList") {
                 return bad("`ingest_data.@datatype` must be \"GMetaList\"");
             }
-            let Some(list) = data.get("gmeta").and_then(Value::as_array) else { return bad("`ingest_data.gmeta` must be a list of GMetaEntry") };
+            let Some(list) = data.get("gmeta").and_then(Value::as_array) else {
+                return bad("`ingest_data.gmeta` must be a list of GMetaEntry");
+            };
             list.iter().enumerate().map(|(i, e)| entry(s, e, &format!("ingest_data.gmeta[{i}]"))).collect()
         }
         _ => bad("`ingest_type` must be \"GMetaEntry\" or \"GMetaList\""),
@@ -71,11 +77,15 @@ impl Service {
         let op = if what == "ingest" {
             Op::Ingest(gingest(self, body)?)
         } else {
-            let subjects: Option<Vec<String>> =
-                body.get("subjects").and_then(Value::as_array).and_then(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect());
+            let subjects: Option<Vec<String>> = body
+                .get("subjects")
+                .and_then(Value::as_array)
+                .and_then(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect());
             Op::Delete(subjects.ok_or_else(|| ApiError::bad("`subjects` must be a list of strings".into()))?)
         };
-        let failed = |e: &dyn std::fmt::Display| ApiError::new(500, "InternalError", format!("the index could not be written (nothing was applied): {e}"));
+        let failed = |e: &dyn std::fmt::Display| {
+            ApiError::new(500, "InternalError", format!("the index could not be written (nothing was applied): {e}"))
+        };
         let mut w = self.writer.lock().map_err(|_| super::poisoned())?;
         let n = match &op {
             Op::Ingest(docs) => docs.len(),

@@ -59,7 +59,11 @@ impl Fanotify {
     /// walk starts is missed). Errors keep the kernel's code: EPERM means no CAP_SYS_ADMIN.
     /// `lru_capacity`: directory handles whose paths are cached.
     pub fn open(root: &Path, lru_capacity: usize) -> Result<Fanotify, LocalError> {
-        let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME | libc::FAN_REPORT_FID;
+        let flags = libc::FAN_CLASS_NOTIF
+            | libc::FAN_CLOEXEC
+            | libc::FAN_NONBLOCK
+            | libc::FAN_REPORT_DFID_NAME
+            | libc::FAN_REPORT_FID;
         // SAFETY: a plain system call; the returned descriptor is owned below.
         let fd = unsafe { libc::fanotify_init(flags, (libc::O_RDONLY | libc::O_CLOEXEC) as u32) };
         if fd < 0 {
@@ -68,12 +72,18 @@ impl Fanotify {
         // SAFETY: fd is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // SAFETY: the OwnedFd stays open, unchanged, for as long as the AsyncFd owns it.
-        let fd = unsafe { AsyncFd::register(fd) }
-            .map_err(|e| LocalError::Io { what: "registering the fanotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
+        let fd = unsafe { AsyncFd::register(fd) }.map_err(|e| LocalError::Io {
+            what: "registering the fanotify descriptor".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
         mark_file_system(&fd, root)?;
-        let root_fsid = crate::kernel::mounts::fsid(root)
-            .ok_or_else(|| LocalError::Io { what: format!("statfs {}", root.display()), source: std::io::Error::last_os_error() })?;
-        let root_fd: OwnedFd = std::fs::File::open(root).map_err(|e| LocalError::Io { what: format!("open {}", root.display()), source: e })?.into();
+        let root_fsid = crate::kernel::mounts::fsid(root).ok_or_else(|| LocalError::Io {
+            what: format!("statfs {}", root.display()),
+            source: std::io::Error::last_os_error(),
+        })?;
+        let root_fd: OwnedFd = std::fs::File::open(root)
+            .map_err(|e| LocalError::Io { what: format!("open {}", root.display()), source: e })?
+            .into();
         check_resolvable(root, &root_fd)?;
         let root_mount = crate::kernel::views::mount_of(root_fd.as_raw_fd());
         let mut f = Fanotify {
@@ -107,9 +117,13 @@ impl Fanotify {
     /// Put a filesystem mark on the file system mounted at `path` (once per file system).
     fn mark(&mut self, path: &Path) -> Result<(), LocalError> {
         use std::os::unix::fs::MetadataExt;
-        let fsid = crate::kernel::mounts::fsid(path)
-            .ok_or_else(|| LocalError::Io { what: format!("statfs {}", path.display()), source: std::io::Error::last_os_error() })?;
-        let dev = std::fs::metadata(path).map_err(|e| LocalError::Io { what: format!("stat {}", path.display()), source: e })?.dev();
+        let fsid = crate::kernel::mounts::fsid(path).ok_or_else(|| LocalError::Io {
+            what: format!("statfs {}", path.display()),
+            source: std::io::Error::last_os_error(),
+        })?;
+        let dev = std::fs::metadata(path)
+            .map_err(|e| LocalError::Io { what: format!("stat {}", path.display()), source: e })?
+            .dev();
         if fsid == self.root_fsid {
             return Ok(());
         }
@@ -119,8 +133,13 @@ impl Fanotify {
                 return Ok(());
             }
             Some(_) => {
-                let e = std::io::Error::other("another file system already marked has the same fsid (a cloned file system?)");
-                return Err(LocalError::Io { what: format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display()), source: e });
+                let e = std::io::Error::other(
+                    "another file system already marked has the same fsid (a cloned file system?)",
+                );
+                return Err(LocalError::Io {
+                    what: format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display()),
+                    source: e,
+                });
             }
             None => {}
         }
@@ -150,7 +169,8 @@ impl Fanotify {
     fn root_moved(&mut self) {
         use std::os::unix::fs::OpenOptionsExt;
         // A directory, not a symlink to one: the root is no entry to follow.
-        let open = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY).open(&self.root);
+        let open =
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY).open(&self.root);
         let Ok(dir) = open else { return };
         let Some(fsid) = crate::kernel::mounts::fsid(&self.root) else { return };
         if fsid != self.root_fsid {
@@ -168,7 +188,8 @@ impl Fanotify {
 
     /// Wait until events can be read.
     pub async fn readable(&self) -> Result<(), LocalError> {
-        let mut g = self.fd.readable().await.map_err(|e| LocalError::Io { what: "waiting for fanotify".into(), source: e })?;
+        let mut g =
+            self.fd.readable().await.map_err(|e| LocalError::Io { what: "waiting for fanotify".into(), source: e })?;
         g.clear_ready();
         Ok(())
     }
@@ -252,9 +273,18 @@ impl Fanotify {
 /// kernel's code).
 fn mark_file_system(fd: &AsyncFd<OwnedFd>, path: &Path) -> Result<(), LocalError> {
     let what = || format!("fanotify_mark(FAN_MARK_FILESYSTEM, {})", path.display());
-    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| LocalError::Io { what: what(), source: std::io::Error::other(e) })?;
+    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| LocalError::Io { what: what(), source: std::io::Error::other(e) })?;
     // SAFETY: fd is a valid fanotify descriptor and cpath a NUL-terminated path.
-    let r = unsafe { libc::fanotify_mark(fd.get_ref().as_raw_fd(), libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM, MASK, libc::AT_FDCWD, cpath.as_ptr()) };
+    let r = unsafe {
+        libc::fanotify_mark(
+            fd.get_ref().as_raw_fd(),
+            libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
+            MASK,
+            libc::AT_FDCWD,
+            cpath.as_ptr(),
+        )
+    };
     if r < 0 {
         let source = std::io::Error::last_os_error();
         return Err(LocalError::Io { what: what(), source });
@@ -266,9 +296,11 @@ fn mark_file_system(fd: &AsyncFd<OwnedFd>, path: &Path) -> Result<(), LocalError
 /// process may lack while holding CAP_SYS_ADMIN (enough to mark). Refused then (EPERM), so the
 /// source falls back or says why, instead of marking and resolving no event.
 fn check_resolvable(root: &Path, root_fd: &OwnedFd) -> Result<(), LocalError> {
-    let what = || format!("open_by_handle_at of {} (resolving fanotify's handles needs CAP_DAC_READ_SEARCH)", root.display());
+    let what =
+        || format!("open_by_handle_at of {} (resolving fanotify's handles needs CAP_DAC_READ_SEARCH)", root.display());
     let fail = || LocalError::Io { what: what(), source: std::io::Error::last_os_error() };
-    let cpath = std::ffi::CString::new(root.as_os_str().as_bytes()).map_err(|e| LocalError::Io { what: what(), source: std::io::Error::other(e) })?;
+    let cpath = std::ffi::CString::new(root.as_os_str().as_bytes())
+        .map_err(|e| LocalError::Io { what: what(), source: std::io::Error::other(e) })?;
     // A struct file_handle: its 8-byte header, then up to MAX_HANDLE_SZ (128) bytes.
     let mut words = [0u64; 1 + 128 / 8];
     let fh = words.as_mut_ptr().cast::<libc::file_handle>();
@@ -312,6 +344,7 @@ fn open_by_handle(mount_fd: std::os::fd::RawFd, fh: &[u8], path: bool) -> Option
         return None;
     }
     let linked = st.st_mode & libc::S_IFMT != libc::S_IFDIR && st.st_nlink > 1;
-    let path = if path { std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()? } else { PathBuf::new() };
+    let path =
+        if path { std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()? } else { PathBuf::new() };
     Some(Found { path, ino: st.st_ino, linked })
 }

@@ -111,7 +111,13 @@ impl EventParser {
     /// Parse the events in `data` (whole events, as one read returns them) into `out`;
     /// returns how many were read. A descriptor an event carries goes to `fds` (the caller
     /// closes it: only the kernel's are real).
-    pub fn parse(&mut self, data: &[u8], out: &mut Vec<LocalEvent>, fds: &mut Vec<i32>, lookup: &mut Lookup<'_>) -> usize {
+    pub fn parse(
+        &mut self,
+        data: &[u8],
+        out: &mut Vec<LocalEvent>,
+        fds: &mut Vec<i32>,
+        lookup: &mut Lookup<'_>,
+    ) -> usize {
         let meta_len = std::mem::size_of::<libc::fanotify_event_metadata>();
         let mut off = 0;
         let mut n = 0;
@@ -146,7 +152,8 @@ impl EventParser {
             let ondir = m.mask & libc::FAN_ONDIR != 0;
             let (place, linked) = self.event_place(infos, ondir, lookup);
             tracing::trace!(message = "fanotify event", mask = format_args!("{:#x}", m.mask), place = ?place);
-            let dir_entry = ondir && m.mask & (libc::FAN_CREATE | libc::FAN_MOVED_TO | libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0;
+            let dir_entry = ondir
+                && m.mask & (libc::FAN_CREATE | libc::FAN_MOVED_TO | libc::FAN_MOVED_FROM | libc::FAN_DELETE) != 0;
             match &place {
                 Some(Place::Inside(p)) => {
                     let event = |p: String| if dir_entry { LocalEvent::Directory(p) } else { LocalEvent::Changed(p) };

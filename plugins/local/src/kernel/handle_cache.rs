@@ -28,7 +28,11 @@ pub(crate) struct HandleCache {
 impl HandleCache {
     /// A cache of at most `capacity` handles (at least one).
     pub fn new(capacity: usize) -> HandleCache {
-        HandleCache { lru: LruCache::new(NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN)), by_path: BTreeSet::new(), others: HashSet::new() }
+        HandleCache {
+            lru: LruCache::new(NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN)),
+            by_path: BTreeSet::new(),
+            others: HashSet::new(),
+        }
     }
 
     /// The place of `handle`, if cached (now the most recently used).

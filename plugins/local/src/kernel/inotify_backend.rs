@@ -78,8 +78,10 @@ impl InotifyWatch {
         let ino = Inotify::init().map_err(|e| LocalError::Io { what: "inotify_init".into(), source: e })?;
         let watches = ino.watches();
         // SAFETY: the Inotify owns its descriptor and keeps it open until dropped.
-        let fd = unsafe { AsyncFd::register(ino) }
-            .map_err(|e| LocalError::Io { what: "registering the inotify descriptor".into(), source: std::io::Error::other(e.to_string()) })?;
+        let fd = unsafe { AsyncFd::register(ino) }.map_err(|e| LocalError::Io {
+            what: "registering the inotify descriptor".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
         let mut w = InotifyWatch {
             fd,
             watches,
@@ -185,7 +187,8 @@ impl InotifyWatch {
 
     /// Wait until events can be read.
     pub async fn readable(&self) -> Result<(), LocalError> {
-        let mut g = self.fd.readable().await.map_err(|e| LocalError::Io { what: "waiting for inotify".into(), source: e })?;
+        let mut g =
+            self.fd.readable().await.map_err(|e| LocalError::Io { what: "waiting for inotify".into(), source: e })?;
         g.clear_ready();
         Ok(())
     }
@@ -231,9 +234,15 @@ impl InotifyWatch {
                 return Ok(total);
             }
             let mut buf = std::mem::take(&mut self.buf);
-            let events: Vec<(WatchDescriptor, EventMask, Option<Vec<u8>>)> = match self.fd.get_mut().read_events(&mut buf) {
+            let events: Vec<(WatchDescriptor, EventMask, Option<Vec<u8>>)> = match self
+                .fd
+                .get_mut()
+                .read_events(&mut buf)
+            {
                 Ok(evs) => evs.map(|e| (e.wd, e.mask, e.name.map(|n| n.as_bytes().to_vec()))).collect(),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => Vec::new(),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {
+                    Vec::new()
+                }
                 Err(e) => {
                     self.buf = buf;
                     return Err(LocalError::Io { what: "reading inotify events".into(), source: e });

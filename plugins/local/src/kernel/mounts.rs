@@ -45,7 +45,12 @@ pub fn root_identity(root: &Path) -> Option<(u64, u64)> {
 impl MountTable {
     /// The mounts at or below `root` now.
     pub fn new(root: &Path) -> MountTable {
-        MountTable { root: root.to_path_buf(), known: current(root), root_id: root_identity(root), read_at: Instant::now() }
+        MountTable {
+            root: root.to_path_buf(),
+            known: current(root),
+            root_id: root_identity(root),
+            read_at: Instant::now(),
+        }
     }
 
     /// The mounts as last read.

@@ -50,7 +50,13 @@ pub struct LocalStream {
 impl LocalStream {
     /// A stream over `reader` whose first event rescans the root for `why`; `queued` holds what
     /// opening the reader found. `idle`: end after this long without events.
-    pub fn new(reader: Reader, why: RescanReason, queued: Vec<LocalEvent>, idle: Option<Duration>, counts: Arc<Mutex<ReaderCounts>>) -> LocalStream {
+    pub fn new(
+        reader: Reader,
+        why: RescanReason,
+        queued: Vec<LocalEvent>,
+        idle: Option<Duration>,
+        counts: Arc<Mutex<ReaderCounts>>,
+    ) -> LocalStream {
         let mut q = vec![LocalEvent::Rescan(String::new(), why)];
         q.extend(queued);
         LocalStream { reader, queued: q, idle, last_event: Instant::now(), read: 0, acked: 0, counts }
@@ -89,7 +95,12 @@ impl ChangeStream for LocalStream {
     type Event = LocalEvent;
     type Position = u64;
 
-    async fn poll(&mut self, out: &mut Vec<LocalEvent>, wait: Option<Duration>, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<Polled, IcicleError> {
+    async fn poll(
+        &mut self,
+        out: &mut Vec<LocalEvent>,
+        wait: Option<Duration>,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Polled, IcicleError> {
         if !self.queued.is_empty() {
             self.read += self.queued.len() as u64;
             out.append(&mut self.queued);

@@ -80,7 +80,11 @@ impl Views {
             if lines[i + 1..].iter().any(|o| o.point == l.point) || rel.as_os_str().is_empty() {
                 continue;
             }
-            windows.push(Window { dev: l.dev.clone(), fs: l.fs_root.clone(), rel: icicle_core::name::from_os(rel).into_owned() });
+            windows.push(Window {
+                dev: l.dev.clone(),
+                fs: l.fs_root.clone(),
+                rel: icicle_core::name::from_os(rel).into_owned(),
+            });
         }
         let shared = windows.iter().enumerate().any(|(i, w)| windows[i + 1..].iter().any(|o| o.dev == w.dev));
         Views { root: root.to_path_buf(), windows, lines, shared }

@@ -56,7 +56,11 @@ impl ChangeState for LocalState {
     type Position = u64;
     type Report = LocalReport;
 
-    async fn restore(&mut self, checkpoint: Option<Vec<u8>>, _sent_ahead: Vec<u64>) -> Result<Option<u64>, IcicleError> {
+    async fn restore(
+        &mut self,
+        checkpoint: Option<Vec<u8>>,
+        _sent_ahead: Vec<u64>,
+    ) -> Result<Option<u64>, IcicleError> {
         let Some(bytes) = checkpoint else {
             // Killed before its first checkpoint, a run may have published part of its seed.
             self.carry_journal()?;
@@ -64,7 +68,9 @@ impl ChangeState for LocalState {
         };
         let cp: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| LocalError::Checkpoint(e.to_string()))?;
         if cp.root != icicle_core::name::from_os(&self.root) {
-            return Err(LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into());
+            return Err(
+                LocalError::Checkpoint(format!("it is of root {}, not {}", cp.root, self.root.display())).into()
+            );
         }
         for r in cp.entries {
             let (rel, fields) = match r {
@@ -76,7 +82,10 @@ impl ChangeState for LocalState {
             self.insert(rel.into(), print_of(fields));
         }
         if let Some((generation, log_bytes)) = cp.entries_log {
-            let log = self.log.as_mut().ok_or_else(|| LocalError::Checkpoint("it names entries files, and this state keeps none".into()))?;
+            let log = self
+                .log
+                .as_mut()
+                .ok_or_else(|| LocalError::Checkpoint("it names entries files, and this state keeps none".into()))?;
             let entries = &mut self.entries;
             entries.begin();
             log.restore(generation, log_bytes, &mut |rel, fields| entries.load(rel, fields))?;
@@ -106,7 +115,12 @@ impl ChangeState for LocalState {
         let cp = match self.log.as_ref().filter(|l| l.position().0 > 0) {
             Some(log) => {
                 log.sync()?;
-                Checkpoint { root, entries: Vec::new(), entries_log: Some(log.position()), root_access: self.root_access.clone() }
+                Checkpoint {
+                    root,
+                    entries: Vec::new(),
+                    entries_log: Some(log.position()),
+                    root_access: self.root_access.clone(),
+                }
             }
             // No entries files (or none written yet): every entry inline.
             None => {

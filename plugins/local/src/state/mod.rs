@@ -357,7 +357,8 @@ impl LocalState {
     /// with `judged`, not those published in this part (judged with `dir` as it is now).
     fn republish_below(&mut self, dir: &str, judged: bool, work: &mut Work) {
         work.chains.clear();
-        let files: Vec<Name> = self.entries.below(dir, None, usize::MAX).into_iter().filter(|(_, p)| !p.dir).map(|(k, _)| k).collect();
+        let files: Vec<Name> =
+            self.entries.below(dir, None, usize::MAX).into_iter().filter(|(_, p)| !p.dir).map(|(k, _)| k).collect();
         for f in files {
             if judged && work.sent.contains(&f) {
                 continue;
@@ -375,8 +376,12 @@ impl LocalState {
             return;
         }
         let below = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-        let again: Vec<Name> =
-            self.unreadable.range::<str, _>((Bound::Included(below.as_str()), Bound::Unbounded)).take_while(|k| k.starts_with(&below)).cloned().collect();
+        let again: Vec<Name> = self
+            .unreadable
+            .range::<str, _>((Bound::Included(below.as_str()), Bound::Unbounded))
+            .take_while(|k| k.starts_with(&below))
+            .cloned()
+            .collect();
         for p in again {
             self.unreadable.remove(&p);
             work.push_again(p);
@@ -515,7 +520,14 @@ impl LocalState {
     /// Publish the file at `rel` (metadata `md`): under posix judged along its directories as
     /// they are now. A file no mapped principal may see is withdrawn: the index must not keep
     /// a record that shows it to whoever could see it before.
-    fn publish(&mut self, rel: &Name, md: &std::fs::Metadata, chunk: &mut EntryBatch, deletes: &mut Vec<String>, work: &mut Work) {
+    fn publish(
+        &mut self,
+        rel: &Name,
+        md: &std::fs::Metadata,
+        chunk: &mut EntryBatch,
+        deletes: &mut Vec<String>,
+        work: &mut Work,
+    ) {
         let full = self.full(rel);
         // The row checks every published record passes (the names come from the kernel, so
         // what was stat'ed is a real name below the root).
@@ -525,7 +537,11 @@ impl LocalState {
             return;
         }
         let rec = FileRecord::from_metadata(&full, md);
-        let (p, file) = if self.posix { (format!("/{rel}"), Some(icicle_core::name::on(&self.root, rel))) } else { (String::new(), None) };
+        let (p, file) = if self.posix {
+            (format!("/{rel}"), Some(icicle_core::name::on(&self.root, rel)))
+        } else {
+            (String::new(), None)
+        };
         let root = &self.root;
         let (chains, judged_with) = (&mut work.chains, &mut work.judged_with);
         let mut lookup = |d: &str| {
@@ -558,7 +574,10 @@ impl LocalState {
         // nothing unless asked to (before anything of the batch is applied). `root_there` is
         // left as it was: a restart's restore reads through it.
         let root_gone = crate::kernel::mounts::root_identity(&self.root).is_none();
-        if root_gone && self.when_root_gone == crate::config::WhenRootGone::Fail && !self.entries.below("", None, 1).is_empty() {
+        if root_gone
+            && self.when_root_gone == crate::config::WhenRootGone::Fail
+            && !self.entries.below("", None, 1).is_empty()
+        {
             return Err(LocalError::RootGone(self.root.display().to_string()));
         }
         self.counts.batches += 1;

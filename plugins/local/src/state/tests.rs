@@ -171,7 +171,8 @@ pub(super) fn posix_state(root: &Path, seed_emit: bool) -> LocalState {
         version: "t".into(),
         ..Default::default()
     };
-    LocalState::new(root.to_path_buf(), String::new(), PrimaryEncoder::new(Arc::new(policy)), seed_emit).with_posix(true)
+    LocalState::new(root.to_path_buf(), String::new(), PrimaryEncoder::new(Arc::new(policy)), seed_emit)
+        .with_posix(true)
 }
 
 #[test]
@@ -242,7 +243,9 @@ fn set_acl(path: &Path, user_bits: Option<u16>) {
         return;
     };
     let mut x = 2u32.to_le_bytes().to_vec();
-    for (tag, perm, id) in [(1u16, 7u16, u32::MAX), (2, bits, 4321), (4, 5, u32::MAX), (0x10, 7, u32::MAX), (0x20, 5, u32::MAX)] {
+    for (tag, perm, id) in
+        [(1u16, 7u16, u32::MAX), (2, bits, 4321), (4, 5, u32::MAX), (0x10, 7, u32::MAX), (0x20, 5, u32::MAX)]
+    {
         x.extend(tag.to_le_bytes());
         x.extend(perm.to_le_bytes());
         x.extend(id.to_le_bytes());
@@ -351,7 +354,9 @@ fn a_directory_back_at_its_name_has_its_entries_compared() {
     std::fs::rename(r.join("a/n"), r.join("a/m")).unwrap();
     std::fs::remove_file(r.join("a/m/c")).unwrap();
     std::fs::rename(r.join("a/m"), r.join("a/n")).unwrap();
-    let e = s.apply_events(vec![directory("a/n"), directory("a/m"), changed("a/m/c"), directory("a/m"), directory("a/n")]).unwrap();
+    let e = s
+        .apply_events(vec![directory("a/n"), directory("a/m"), changed("a/m/c"), directory("a/m"), directory("a/n")])
+        .unwrap();
     assert_eq!((e.chunk.len(), e.deletes), (0, vec!["/a/n/c".to_string()]));
     assert!(s.entries.contains_key("a/n/k") && !s.entries.contains_key("a/n/c"));
 }
@@ -378,7 +383,8 @@ fn a_rescan_larger_than_one_emit_is_delivered_in_parts() {
     for i in 0..12 {
         std::fs::remove_file(r.join(if i % 2 == 0 { "a" } else { "b/c" }).join(format!("f{i}"))).unwrap();
     }
-    let mut deletes = vec![s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Overflow)]).unwrap().deletes.len()];
+    let mut deletes =
+        vec![s.apply_events(vec![LocalEvent::Rescan(String::new(), RescanReason::Overflow)]).unwrap().deletes.len()];
     while s.more() {
         deletes.push(s.apply_events(Vec::new()).unwrap().deletes.len());
     }
@@ -500,7 +506,8 @@ fn a_path_that_cannot_be_read_keeps_what_the_index_holds() {
     if root {
         unsafe { libc::setfsuid(65534) };
     }
-    let e = s.apply_events(vec![changed("a/f"), changed("a/g"), LocalEvent::Rescan(String::new(), RescanReason::Overflow)]);
+    let e =
+        s.apply_events(vec![changed("a/f"), changed("a/g"), LocalEvent::Rescan(String::new(), RescanReason::Overflow)]);
     if root {
         // SAFETY: as above.
         unsafe { libc::setfsuid(0) };

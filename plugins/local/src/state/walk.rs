@@ -49,7 +49,14 @@ impl Walker {
     /// directory is descended by the type the listing gives, std `lstat`ing only where it is
     /// unknown); `false` when the walk is through. With `root_there` false (the root's path
     /// holds no directory: a symlink there is not followed) directories are dropped unlisted.
-    pub fn step(&mut self, root: &Path, root_there: bool, n: usize, counts: &mut WalkCounts, visit: &mut dyn FnMut(String, &std::fs::DirEntry)) -> bool {
+    pub fn step(
+        &mut self,
+        root: &Path,
+        root_there: bool,
+        n: usize,
+        counts: &mut WalkCounts,
+        visit: &mut dyn FnMut(String, &std::fs::DirEntry),
+    ) -> bool {
         let (dir, mut rd) = match self.current.take() {
             Some(c) => c,
             None => {
@@ -95,7 +102,13 @@ impl Walker {
 /// Every path below `dir` (relative to `root`), directories included, to `visit`, with its
 /// metadata when `stat` (else `None`); see [`Walker::step`]. Nothing when the root's path holds
 /// no directory.
-pub fn walk(root: &Path, dir: &str, counts: &mut WalkCounts, stat: bool, visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>)) {
+pub fn walk(
+    root: &Path,
+    dir: &str,
+    counts: &mut WalkCounts,
+    stat: bool,
+    visit: &mut dyn FnMut(String, Option<&std::fs::Metadata>),
+) {
     let root_there = crate::kernel::mounts::root_identity(root).is_some();
     let mut w = Walker::new(dir);
     while w.step(root, root_there, usize::MAX, counts, &mut |rel, e| {

@@ -28,7 +28,10 @@ fn digest(acl: &Acl) -> u64 {
     }
     words.extend(acl.users.iter().flat_map(|&(id, bits)| [id, bits]));
     words.extend(acl.groups.iter().flat_map(|&(id, bits)| [id, bits]));
-    let h = words.iter().flat_map(|w| w.to_le_bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let h = words
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     h.max(1)
 }
 
@@ -67,7 +70,15 @@ mod tests {
 
     #[test]
     fn a_digest_changes_with_any_entry_and_is_never_zero() {
-        let a = Acl { user_obj: 7, users: vec![(1000, 5)], group_obj: 5, groups: vec![], mask: Some(5), other: 0, unreadable: false };
+        let a = Acl {
+            user_obj: 7,
+            users: vec![(1000, 5)],
+            group_obj: 5,
+            groups: vec![],
+            mask: Some(5),
+            other: 0,
+            unreadable: false,
+        };
         let mut b = a.clone();
         b.users[0].1 = 4;
         let mut c = a.clone();

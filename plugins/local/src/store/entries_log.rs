@@ -30,7 +30,9 @@ impl From<FieldsRead> for Fields {
     fn from(f: FieldsRead) -> Fields {
         match f {
             FieldsRead::Now(f) => f,
-            FieldsRead::Before(ino, size, mtime, ctime, dir, mode, uid, gid) => (ino, size, mtime, ctime, dir, mode, uid, gid, 0),
+            FieldsRead::Before(ino, size, mtime, ctime, dir, mode, uid, gid) => {
+                (ino, size, mtime, ctime, dir, mode, uid, gid, 0)
+            }
         }
     }
 }
@@ -100,7 +102,16 @@ pub struct EntriesLog {
 impl EntriesLog {
     /// No generation yet, for files `dir/<stem>.entries-*`.
     pub fn new(dir: &Path, stem: &str) -> EntriesLog {
-        EntriesLog { dir: dir.to_path_buf(), stem: stem.to_string(), generation: 0, checkpointed: 0, log: None, log_bytes: 0, base_rows: 0, log_rows: 0 }
+        EntriesLog {
+            dir: dir.to_path_buf(),
+            stem: stem.to_string(),
+            generation: 0,
+            checkpointed: 0,
+            log: None,
+            log_bytes: 0,
+            base_rows: 0,
+            log_rows: 0,
+        }
     }
 
     fn base_path(&self, g: u64) -> PathBuf {
@@ -138,24 +149,36 @@ impl EntriesLog {
     /// The rows of generation `g`'s base, then those of the first `log_bytes` of its log (a
     /// `None`: the path left the index), to `apply` in that order; the log is cut back to
     /// that length and appended to from there.
-    pub fn restore(&mut self, g: u64, log_bytes: u64, apply: &mut dyn FnMut(String, Option<Fields>)) -> Result<(), LocalError> {
+    pub fn restore(
+        &mut self,
+        g: u64,
+        log_bytes: u64,
+        apply: &mut dyn FnMut(String, Option<Fields>),
+    ) -> Result<(), LocalError> {
         let base = self.base_path(g);
         let file = File::open(&base).map_err(io(format!("reading {}", base.display())))?;
         let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(file));
         let rows = serde::Deserializer::deserialize_seq(&mut de, Rows(apply, 0)).and_then(|n| de.end().map(|()| n));
         self.base_rows = rows.map_err(|e| LocalError::Checkpoint(format!("{}: {e}", base.display())))?;
         let log_path = self.log_path(g);
-        let log = OpenOptions::new().read(true).write(true).open(&log_path).map_err(io(format!("opening {}", log_path.display())))?;
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&log_path)
+            .map_err(io(format!("opening {}", log_path.display())))?;
         let mut read = std::io::BufReader::new(&log);
         let (mut at, mut line, mut rows) = (0u64, Vec::new(), 0u64);
         while at < log_bytes {
             line.clear();
             let n = read.read_until(b'\n', &mut line).map_err(io(format!("reading {}", log_path.display())))?;
             if n == 0 || at + n as u64 > log_bytes {
-                return Err(LocalError::Checkpoint(format!("{}: shorter than the {log_bytes} bytes the checkpoint covers", log_path.display())));
+                return Err(LocalError::Checkpoint(format!(
+                    "{}: shorter than the {log_bytes} bytes the checkpoint covers",
+                    log_path.display()
+                )));
             }
-            let (path, fields): Line =
-                serde_json::from_slice(&line).map_err(|e| LocalError::Checkpoint(format!("{} at byte {at}: {e}", log_path.display())))?;
+            let (path, fields): Line = serde_json::from_slice(&line)
+                .map_err(|e| LocalError::Checkpoint(format!("{} at byte {at}: {e}", log_path.display())))?;
             apply(path, fields.map(Into::into));
             at += n as u64;
             rows += 1;
@@ -163,15 +186,21 @@ impl EntriesLog {
         drop(read);
         log.set_len(log_bytes).map_err(io(format!("cutting {} back", log_path.display())))?;
         let mut log = log;
-        std::io::Seek::seek(&mut log, std::io::SeekFrom::Start(log_bytes)).map_err(io(format!("seeking {}", log_path.display())))?;
-        (self.generation, self.checkpointed, self.log, self.log_bytes, self.log_rows) = (g, g, Some(log), log_bytes, rows);
+        std::io::Seek::seek(&mut log, std::io::SeekFrom::Start(log_bytes))
+            .map_err(io(format!("seeking {}", log_path.display())))?;
+        (self.generation, self.checkpointed, self.log, self.log_bytes, self.log_rows) =
+            (g, g, Some(log), log_bytes, rows);
         Ok(())
     }
 
     /// Record one batch: the `changed` paths' rows (none: a removal), or, when the log outgrew
     /// its base (or there is none), a new generation of every entry `entries` holds. Removes
     /// the generations neither current nor named by the last checkpoint.
-    pub fn record<'a>(&mut self, changed: impl ExactSizeIterator<Item = (&'a str, Option<Fields>)>, entries: &impl EntriesView) -> Result<(), LocalError> {
+    pub fn record<'a>(
+        &mut self,
+        changed: impl ExactSizeIterator<Item = (&'a str, Option<Fields>)>,
+        entries: &impl EntriesView,
+    ) -> Result<(), LocalError> {
         self.remove_older();
         if self.log.is_none() || self.log_rows + changed.len() as u64 > self.base_rows.max(MIN_LOG_ROWS) {
             return self.start_generation(entries);
@@ -213,11 +242,14 @@ impl EntriesLog {
             })?;
             w.write_all(b"]")
         };
-        icicle_core::durable::stage(&base, true, rows).and_then(|s| s.commit(true)).map_err(io(format!("writing {}", base.display())))?;
+        icicle_core::durable::stage(&base, true, rows)
+            .and_then(|s| s.commit(true))
+            .map_err(io(format!("writing {}", base.display())))?;
         let log_path = self.log_path(g);
         let log = File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
         File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io(format!("fsync {}", self.dir.display())))?;
-        (self.generation, self.log, self.log_bytes, self.base_rows, self.log_rows) = (g, Some(log), 0, entries.count() as u64, 0);
+        (self.generation, self.log, self.log_bytes, self.base_rows, self.log_rows) =
+            (g, Some(log), 0, entries.count() as u64, 0);
         Ok(())
     }
 
@@ -229,7 +261,8 @@ impl EntriesLog {
         for e in rd.flatten() {
             let name = e.file_name();
             let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else { continue };
-            let g = rest.strip_suffix(".json").or_else(|| rest.strip_suffix(".log")).and_then(|n| n.parse::<u64>().ok());
+            let g =
+                rest.strip_suffix(".json").or_else(|| rest.strip_suffix(".log")).and_then(|n| n.parse::<u64>().ok());
             if g.is_some_and(|g| g != self.generation && g != self.checkpointed) {
                 if let Err(err) = std::fs::remove_file(e.path()) {
                     tracing::warn!(message = "could not remove an old generation of the entries", path = %e.path().display(), error = %err);
@@ -262,7 +295,8 @@ mod tests {
     }
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         v.sort();
         v
     }
@@ -352,7 +386,11 @@ mod tests {
     #[test]
     fn entries_an_older_release_wrote_without_the_acl_digest_read() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("m.entries-3.json"), r#"[["a",[1,10,1,1,false,420,0,0]],["d",[2,0,2,2,true,16877,0,0,7]]]"#).unwrap();
+        std::fs::write(
+            dir.path().join("m.entries-3.json"),
+            r#"[["a",[1,10,1,1,false,420,0,0]],["d",[2,0,2,2,true,16877,0,0,7]]]"#,
+        )
+        .unwrap();
         let line = "[\"b\",[3,30,3,3,false,420,5,6]]\n";
         std::fs::write(dir.path().join("m.entries-3.log"), line).unwrap();
         let got = restored(&mut EntriesLog::new(dir.path(), "m"), 3, line.len() as u64).unwrap();

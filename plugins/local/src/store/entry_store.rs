@@ -54,7 +54,8 @@ macro_rules! columns {
 }
 
 const GET: &str = concat!("SELECT ", columns!(), " FROM entries WHERE path = ?1");
-const INSERT: &str = concat!("INSERT OR IGNORE INTO entries(path, ", columns!(), ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+const INSERT: &str =
+    concat!("INSERT OR IGNORE INTO entries(path, ", columns!(), ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
 const DELETE: &str = concat!("DELETE FROM entries WHERE path = ?1 RETURNING ", columns!());
 const EACH: &str = concat!("SELECT path, ", columns!(), " FROM entries ORDER BY path");
 /// Below a directory: from its start or after a path, and up to its end (none: the root).
@@ -101,7 +102,10 @@ impl DiskEntries {
             }
         }
         let conn = Connection::open(path).map_err(fail)?;
-        let pragmas = format!("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE; PRAGMA cache_size=-{};", cache_mb.max(1) * 1024);
+        let pragmas = format!(
+            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE; PRAGMA cache_size=-{};",
+            cache_mb.max(1) * 1024
+        );
         conn.execute_batch(&pragmas).map_err(fail)?;
         // The bundled SQLite has STAT4, under which a statement whose plan may depend on a
         // bound value (a range of paths) is prepared again at its first step after each new
@@ -142,7 +146,8 @@ impl DiskEntries {
 
     /// Whether `rel` is new.
     fn put(&self, rel: &str, p: &Print) -> rusqlite::Result<bool> {
-        let values = params![rel, p.ino as i64, p.size as i64, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid, p.acl as i64];
+        let values =
+            params![rel, p.ino as i64, p.size as i64, p.mtime, p.ctime, p.dir, p.mode, p.uid, p.gid, p.acl as i64];
         let mut st = self.conn.prepare_cached(INSERT)?;
         let new = st.execute(values)? == 1;
         self.recent.borrow_mut().put(rel.into(), Some(*p));
@@ -168,7 +173,9 @@ impl DiskEntries {
         let upper = past(below);
         let sql = BELOW[usize::from(after.is_some()) + 2 * usize::from(upper.is_none())];
         let mut st = self.conn.prepare_cached(sql)?;
-        let rows = st.query_map(params![from, upper, limit as i64], |r| Ok((Name::from(r.get::<_, String>(0)?), print_from(r, 1)?)))?;
+        let rows = st.query_map(params![from, upper, limit as i64], |r| {
+            Ok((Name::from(r.get::<_, String>(0)?), print_from(r, 1)?))
+        })?;
         rows.collect()
     }
 
@@ -284,7 +291,11 @@ impl EntryStore {
         match self {
             EntryStore::Memory { map, .. } => {
                 let from = after.map_or(Bound::Included(below.as_str()), Bound::Excluded);
-                map.range::<str, _>((from, Bound::Unbounded)).take_while(|(k, _)| k.starts_with(&below)).take(limit).map(|(k, p)| (k.clone(), *p)).collect()
+                map.range::<str, _>((from, Bound::Unbounded))
+                    .take_while(|(k, _)| k.starts_with(&below))
+                    .take(limit)
+                    .map(|(k, p)| (k.clone(), *p))
+                    .collect()
             }
             EntryStore::Disk(d) => {
                 let r = d.below(&below, after, limit);
@@ -406,10 +417,14 @@ mod tests {
         for run in 0..20u64 {
             let seed = first.wrapping_add(run);
             let mut rng = icicle_core::rng::Rng::new(seed);
-            let (mut mem, mut disk) = (EntryStore::memory(), EntryStore::on_disk(&dir.path().join(format!("{run}.sqlite")), 1).unwrap());
+            let (mut mem, mut disk) =
+                (EntryStore::memory(), EntryStore::on_disk(&dir.path().join(format!("{run}.sqlite")), 1).unwrap());
             let path = |rng: &mut icicle_core::rng::Rng| -> String {
                 let depth = 1 + rng.below(3);
-                (0..depth).map(|_| ["a", "a.b", "a0", "b", "é", "a/"][rng.below(5) as usize].to_string()).collect::<Vec<_>>().join("/")
+                (0..depth)
+                    .map(|_| ["a", "a.b", "a0", "b", "é", "a/"][rng.below(5) as usize].to_string())
+                    .collect::<Vec<_>>()
+                    .join("/")
             };
             for op in 0..600 {
                 let p = path(&mut rng);
@@ -439,7 +454,11 @@ mod tests {
                 let (limit, after) = (1 + rng.below(4) as usize, rng.below(2) == 0);
                 let after = after.then(|| path(&mut rng));
                 for d in ["", "a", "a/a", q.as_str()] {
-                    assert_eq!(mem.below(d, after.as_deref(), limit), disk.below(d, after.as_deref(), limit), "{ctx} below {d} after {after:?}");
+                    assert_eq!(
+                        mem.below(d, after.as_deref(), limit),
+                        disk.below(d, after.as_deref(), limit),
+                        "{ctx} below {d} after {after:?}"
+                    );
                 }
                 let ino = rng.below(12);
                 let (mut m, mut f) = (mem.names_of(ino), disk.names_of(ino));
@@ -476,7 +495,10 @@ mod tests {
             disk.insert(format!("d{}/f{i}", i % 7).into(), Print { ino: i, ..file });
         }
         for i in 0..200 {
-            assert_eq!(disk.below(&format!("d{}", i % 9), None, 1 + i % 3).len(), if i % 9 < 7 { 1 + i % 3 } else { 0 });
+            assert_eq!(
+                disk.below(&format!("d{}", i % 9), None, 1 + i % 3).len(),
+                if i % 9 < 7 { 1 + i % 3 } else { 0 }
+            );
             assert_eq!(disk.below(&format!("d{}/f{i}", i % 7), None, 1).len(), 0);
             assert_eq!(disk.get(&format!("d{}/f{i}", i % 7)).map(|p| p.ino), Some(i as u64));
         }

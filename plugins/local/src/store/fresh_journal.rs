@@ -68,7 +68,9 @@ impl FreshJournal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(io(format!("reading {}", self.path.display()))(e)),
         };
-        let bad = |line: usize, e: serde_json::Error| LocalError::Checkpoint(format!("{} line {line}: {e}", self.path.display()));
+        let bad = |line: usize, e: serde_json::Error| {
+            LocalError::Checkpoint(format!("{} line {line}: {e}", self.path.display()))
+        };
         let mut read = BufReader::new(file);
         let (mut line, mut at) = (Vec::new(), 0);
         loop {
@@ -80,7 +82,8 @@ impl FreshJournal {
             at += 1;
             if at == 1 && line.first() == Some(&b'[') {
                 let mut rest = line.clone();
-                std::io::Read::read_to_end(&mut read, &mut rest).map_err(io(format!("reading {}", self.path.display())))?;
+                std::io::Read::read_to_end(&mut read, &mut rest)
+                    .map_err(io(format!("reading {}", self.path.display())))?;
                 let all: Vec<String> = serde_json::from_slice(&rest).map_err(|e| bad(1, e))?;
                 all.into_iter().for_each(f);
                 return Ok(());
@@ -128,7 +131,9 @@ impl FreshJournal {
         let Some(file) = self.file.take() else { return self.rewrite() };
         let lines = lines(&self.unsynced)?;
         let mut f = &file;
-        let written = if self.reset { file.set_len(0) } else { Ok(()) }.and_then(|()| f.write_all(&lines)).and_then(|()| file.sync_data());
+        let written = if self.reset { file.set_len(0) } else { Ok(()) }
+            .and_then(|()| f.write_all(&lines))
+            .and_then(|()| file.sync_data());
         if let Err(e) = written {
             // Perhaps written in part: the next write replaces the file whole.
             self.rewrite = true;
@@ -152,7 +157,8 @@ impl FreshJournal {
                 self.each(&mut |p| {
                     kept += 1;
                     if failed.is_none() {
-                        failed = lines(&[Name::from(p)]).map_err(std::io::Error::other).and_then(|l| w.write_all(&l)).err();
+                        failed =
+                            lines(&[Name::from(p)]).map_err(std::io::Error::other).and_then(|l| w.write_all(&l)).err();
                     }
                 })
                 .map_err(std::io::Error::other)?;

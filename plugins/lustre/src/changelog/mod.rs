@@ -122,8 +122,8 @@ pub enum RecordType {
 }
 
 const NAMES: [&str; 25] = [
-    "MARK", "CREAT", "MKDIR", "HLINK", "SLINK", "MKNOD", "UNLNK", "RMDIR", "RENME", "RNMTO", "OPEN", "CLOSE", "LYOUT", "TRUNC", "SATTR", "XATTR", "HSM",
-    "MTIME", "CTIME", "ATIME", "MIGRT", "FLRW", "RESYNC", "GXATR", "NOPEN",
+    "MARK", "CREAT", "MKDIR", "HLINK", "SLINK", "MKNOD", "UNLNK", "RMDIR", "RENME", "RNMTO", "OPEN", "CLOSE", "LYOUT",
+    "TRUNC", "SATTR", "XATTR", "HSM", "MTIME", "CTIME", "ATIME", "MIGRT", "FLRW", "RESYNC", "GXATR", "NOPEN",
 ];
 
 impl RecordType {
@@ -399,8 +399,11 @@ impl ChangelogRecord {
         if fs == fe {
             return Err("missing flags".into());
         }
-        let flags = hex(&b[fs..fe]).and_then(|f| u32::try_from(f).ok()).ok_or_else(|| format!("flags `{}` are not hex", text(fs, fe)))?;
-        let time = RecordTime::new(text(cs, ce), text(ds, de)).ok_or_else(|| format!("time `{} {}` is too long", text(cs, ce), text(ds, de)))?;
+        let flags = hex(&b[fs..fe])
+            .and_then(|f| u32::try_from(f).ok())
+            .ok_or_else(|| format!("flags `{}` are not hex", text(fs, fe)))?;
+        let time = RecordTime::new(text(cs, ce), text(ds, de))
+            .ok_or_else(|| format!("time `{} {}` is too long", text(cs, ce), text(ds, de)))?;
         let mut i = fe + (b.get(fe) == Some(&b' ')) as usize;
         if b.get(i..i + 2) != Some(b"t=") {
             return Err("missing t=".into());
@@ -528,7 +531,15 @@ impl ChangelogRecord {
 
     /// Render in `lfs changelog` format (the inverse of [`ChangelogRecord::parse`]).
     pub fn to_line(&self) -> String {
-        let mut s = format!("{} {:02}{:<5} {} 0x{:x} t={}", self.index, self.kind.number(), self.kind.name(), self.time, self.flags, self.target);
+        let mut s = format!(
+            "{} {:02}{:<5} {} 0x{:x} t={}",
+            self.index,
+            self.kind.number(),
+            self.kind.name(),
+            self.time,
+            self.flags,
+            self.target
+        );
         if let Some(j) = &self.jobid {
             s.push_str(&format!(" j={j}"));
         }
@@ -572,7 +583,10 @@ fn complete(rec: &ChangelogRecord) -> Result<(), String> {
     if matches!(rec.kind, Renme | Rnmto) && rec.source.is_none() {
         // Lustre 2.0-2.2 wrote a rename as two records (RENME, then RNMTO), and a bare RNMTO
         // is a DNE partial operation: neither says both names.
-        return Err(format!("{} without s= and sp= (a two-record rename of Lustre 2.0-2.2, or a partial DNE operation)", rec.kind.name()));
+        return Err(format!(
+            "{} without s= and sp= (a two-record rename of Lustre 2.0-2.2, or a partial DNE operation)",
+            rec.kind.name()
+        ));
     }
     if rec.kind == Renme && rec.source_name.is_none() {
         return Err("RENME without the old name".into());

@@ -14,7 +14,12 @@ pub fn line_type_bit(line: &[u8]) -> u32 {
     let n = ((ty[0] - b'0') * 10 + (ty[1] - b'0')) as usize;
     // The name, then a space or the end of the line.
     match NAMES.get(n) {
-        Some(name) if ty.get(2..2 + name.len()) == Some(name.as_bytes()) && matches!(ty.get(2 + name.len()), Some(b' ') | None) => 1 << n,
+        Some(name)
+            if ty.get(2..2 + name.len()) == Some(name.as_bytes())
+                && matches!(ty.get(2 + name.len()), Some(b' ') | None) =>
+        {
+            1 << n
+        }
         _ => 0,
     }
 }
@@ -64,7 +69,13 @@ pub(super) fn dec(s: &[u8]) -> Option<u64> {
         return None;
     }
     if s.len() == 20 {
-        return s.iter().try_fold(0u64, |v, &c| if c.is_ascii_digit() { v.checked_mul(10)?.checked_add((c - b'0') as u64) } else { None });
+        return s.iter().try_fold(0u64, |v, &c| {
+            if c.is_ascii_digit() {
+                v.checked_mul(10)?.checked_add((c - b'0') as u64)
+            } else {
+                None
+            }
+        });
     }
     // Nineteen digits always fit.
     let mut v = 0u64;

@@ -6,8 +6,14 @@ fn lines_split_like_the_standard_library() {
     for _ in 0..5_000 {
         let x = rng.next_u64();
         let len = (x % 300) as usize;
-        let text: String = (0..len).map(|k| ["a", "\n", "\r", "é", " ", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"][((x >> (k % 59)) as usize + k) % 6]).collect();
-        let want: Vec<&str> = text.split_inclusive('\n').map(|l| l.strip_suffix('\n').unwrap_or(l)).map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+        let text: String = (0..len)
+            .map(|k| ["a", "\n", "\r", "é", " ", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"][((x >> (k % 59)) as usize + k) % 6])
+            .collect();
+        let want: Vec<&str> = text
+            .split_inclusive('\n')
+            .map(|l| l.strip_suffix('\n').unwrap_or(l))
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
+            .collect();
         assert_eq!(lines(&text).collect::<Vec<_>>(), want, "{text:?}");
     }
 }
@@ -18,7 +24,8 @@ fn the_space_index_finds_every_space() {
     for _ in 0..5_000 {
         let x = rng.next_u64();
         let len = (x % 300) as usize;
-        let b: Vec<u8> = (0..len).map(|k| [b'a', b' ', b' ', 0xc3, b'=', 0x00][((x >> (k % 59)) as usize + k) % 6]).collect();
+        let b: Vec<u8> =
+            (0..len).map(|k| [b'a', b' ', b' ', 0xc3, b'=', 0x00][((x >> (k % 59)) as usize + k) % 6]).collect();
         let mut spaces = Spaces::new(&b);
         // Positions asked for in increasing order, and now and then going back.
         for pos in (0..=len).step_by(1 + (x % 7) as usize).chain([0, len / 2]) {
@@ -32,9 +39,20 @@ fn the_space_index_finds_every_space() {
 fn generated_records_round_trip() {
     let mut rng = icicle_core::rng::Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut next = || rng.next_u64();
-    let words =
-        ["a", "file", "f 1", "dir  two", "ünïcode näme", "x=1", "s=[", "tail ", " lead", "long_name_that_crosses_the_sixty_four_byte_block_boundary_of_a_line"];
-    let fid = |r: u64| Fid { seq: 0x2_0000_0000 + (r & 0xfff), oid: (r >> 12) as u32 & 0xfffff, ver: (r >> 40) as u32 & 3 };
+    let words = [
+        "a",
+        "file",
+        "f 1",
+        "dir  two",
+        "ünïcode näme",
+        "x=1",
+        "s=[",
+        "tail ",
+        " lead",
+        "long_name_that_crosses_the_sixty_four_byte_block_boundary_of_a_line",
+    ];
+    let fid =
+        |r: u64| Fid { seq: 0x2_0000_0000 + (r & 0xfff), oid: (r >> 12) as u32 & 0xfffff, ver: (r >> 40) as u32 & 3 };
     for _ in 0..20_000 {
         let r = next();
         let kind = RecordType::from_parts(
@@ -76,7 +94,9 @@ fn the_word_search_finds_the_first_byte() {
     for _ in 0..20_000 {
         let x = rng.next_u64();
         let len = (x % 40) as usize;
-        let b: Vec<u8> = (0..len).map(|k| [b'a', b' ', 0x20 ^ 0x80, 0x1f, 0x21, 0xff, 0x00, b'0'][((x >> (k % 60)) % 8) as usize]).collect();
+        let b: Vec<u8> = (0..len)
+            .map(|k| [b'a', b' ', 0x20 ^ 0x80, 0x1f, 0x21, 0xff, 0x00, b'0'][((x >> (k % 60)) % 8) as usize])
+            .collect();
         for c in [b' ', b']', 0x00, 0xff] {
             assert_eq!(find_byte(&b, c), b.iter().position(|&y| y == c), "{b:?} {c}");
         }
@@ -101,7 +121,9 @@ fn real_lines_parse_and_round_trip() {
         assert_eq!(&r.to_line(), line);
         assert_eq!(line_type_bit(line.as_bytes()), r.kind.bit(), "{line}");
     }
-    for (line, bit) in [("1 10OPENX 0", 0), ("1 10OPEN", 1 << 10), ("1 10OPE 0", 0), ("1 99OPEN 0", 0), ("1 1OPEN 0", 0), ("12", 0)] {
+    for (line, bit) in
+        [("1 10OPENX 0", 0), ("1 10OPEN", 1 << 10), ("1 10OPE 0", 0), ("1 99OPEN 0", 0), ("1 1OPEN 0", 0), ("12", 0)]
+    {
         assert_eq!(line_type_bit(line.as_bytes()), bit, "{line}");
     }
     let r = ChangelogRecord::parse(REAL[1]).unwrap();
@@ -149,14 +171,20 @@ fn a_jobid_with_spaces_runs_to_the_next_key() {
     .unwrap();
     assert_eq!((r.jobid.as_deref(), r.uid_gid, r.name.as_deref()), (Some("VM Thread.0"), Some((0, 0)), Some("f g")));
     assert!(r.parent.is_some());
-    let r = ChangelogRecord::parse("13 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] j=a b p=[0x200000007:0x1:0x0] f").unwrap();
+    let r = ChangelogRecord::parse(
+        "13 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] j=a b p=[0x200000007:0x1:0x0] f",
+    )
+    .unwrap();
     assert_eq!((r.jobid.as_deref(), r.name.as_deref()), (Some("a b"), Some("f")));
 }
 
 #[test]
 fn only_a_rename_splits_its_names_and_only_at_whole_source_fields() {
     let odd = "x s=[0x1:0x1:0x0] sp=[0x1:0x1:0x0] y";
-    let r = ChangelogRecord::parse(&format!("14 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] {odd}")).unwrap();
+    let r = ChangelogRecord::parse(&format!(
+        "14 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] {odd}"
+    ))
+    .unwrap();
     assert_eq!((r.name.as_deref(), r.source), (Some(odd), None));
     let r = ChangelogRecord::parse(
         "15 08RENME 10:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] a s=[b c s=[0x200000401:0x6:0x0] sp=[0x200000007:0x2:0x0] old name",
@@ -168,10 +196,17 @@ fn only_a_rename_splits_its_names_and_only_at_whole_source_fields() {
 
 #[test]
 fn a_namespace_record_without_a_directory_or_a_name_is_an_error() {
-    let e = ChangelogRecord::parse("16 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] j=cp.0").unwrap_err();
+    let e = ChangelogRecord::parse("16 01CREAT 10:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] j=cp.0")
+        .unwrap_err();
     assert!(e.contains("CREAT without p="), "{e}");
-    let e = ChangelogRecord::parse("17 06UNLNK 10:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0]").unwrap_err();
+    let e = ChangelogRecord::parse(
+        "17 06UNLNK 10:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0]",
+    )
+    .unwrap_err();
     assert!(e.contains("UNLNK without a name"), "{e}");
     // Other records need neither.
-    assert!(ChangelogRecord::parse("18 11CLOSE 10:00:00.000000000 2026.01.01 0x42 t=[0x200000401:0x5:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo m=-w-").is_ok());
+    assert!(ChangelogRecord::parse(
+        "18 11CLOSE 10:00:00.000000000 2026.01.01 0x42 t=[0x200000401:0x5:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo m=-w-"
+    )
+    .is_ok());
 }

@@ -231,7 +231,8 @@ impl StateStore for DirectoryTree {
     /// Approximate heap bytes of the entries: key, node and the LRU's links and hash slot per
     /// entry, plus a name's allocation (names are shared `Arc<str>`s; 32 bytes assumed).
     fn approx_bytes(&self) -> usize {
-        (self.nodes.len() + self.evicted_named_at.len()) * (std::mem::size_of::<Fid>() + std::mem::size_of::<Node>() + 48 + 32)
+        (self.nodes.len() + self.evicted_named_at.len())
+            * (std::mem::size_of::<Fid>() + std::mem::size_of::<Node>() + 48 + 32)
     }
 }
 
@@ -498,7 +499,11 @@ impl DirectoryTree {
     fn log_rename(&mut self, index: u64, old: String, new: &str, walked: HashSet<u64>, until: u64) {
         if self.renames.len() >= LOG_CAP {
             if self.counts.rename_log_full == 0 {
-                tracing::warn!(message = "rename log full: deletes below later directory renames may leave phantoms", cap = LOG_CAP, index);
+                tracing::warn!(
+                    message = "rename log full: deletes below later directory renames may leave phantoms",
+                    cap = LOG_CAP,
+                    index
+                );
             }
             self.counts.rename_log_full += 1;
             return;

@@ -11,7 +11,10 @@ impl DirectoryTree {
         let name = rec.name.as_deref();
         let (Some(parent), Some(n)) = (rec.parent, name) else { return };
         let is_dir = rec.kind == Mkdir;
-        self.insert(rec.target, Node { place: Place::Child { parent, name: Arc::from(n) }, is_dir, named_at: rec.index });
+        self.insert(
+            rec.target,
+            Node { place: Place::Child { parent, name: Arc::from(n) }, is_dir, named_at: rec.index },
+        );
         if !is_dir {
             match self.path(rec.target, r) {
                 Some(p) => {
@@ -83,7 +86,8 @@ impl DirectoryTree {
         let new = self.child_path(rec.parent, name, r);
         // The new name continues the overwritten target's (the index may hold it
         // under that one's older names).
-        let named_at = if rec.target.is_zero() { rec.index } else { self.named_at(rec.target, rec.parent, name, new.as_deref()) };
+        let named_at =
+            if rec.target.is_zero() { rec.index } else { self.named_at(rec.target, rec.parent, name, new.as_deref()) };
         if !rec.target.is_zero() {
             // The overwritten target's name is gone (it now names the renamed object);
             // the target itself only when that was its last link.
@@ -114,7 +118,8 @@ impl DirectoryTree {
         if let (Some(parent), Some(n)) = (rec.parent, name) {
             let place = Place::Child { parent, name: Arc::from(n) };
             // One name of a hard-linked file moved: that name, not the node's.
-            let extra = if is_dir { None } else { self.link_index(src, Some(sp), rec.source_name.as_deref(), old.as_deref()) };
+            let extra =
+                if is_dir { None } else { self.link_index(src, Some(sp), rec.source_name.as_deref(), old.as_deref()) };
             match extra {
                 Some(i) => {
                     if let Some(l) = self.links.get_mut(&src) {
@@ -127,7 +132,9 @@ impl DirectoryTree {
                 // (resolved again when needed) rather than overwrite another name with this one.
                 None if !is_dir
                     && (self.links.contains_key(&src) || self.nodes.peek(&src).is_some())
-                    && !self.nodes.peek(&src).is_some_and(|n| same_place(&n.place, Some(sp), rec.source_name.as_deref(), old.as_deref())) =>
+                    && !self.nodes.peek(&src).is_some_and(|n| {
+                        same_place(&n.place, Some(sp), rec.source_name.as_deref(), old.as_deref())
+                    }) =>
                 {
                     self.links.remove(&src);
                     self.nodes.pop(&src);
@@ -166,7 +173,8 @@ impl DirectoryTree {
             // Any change record: the rule table folds a later SATTR or XATTR (a chmod, an ACL)
             // into an earlier record of the same directory (a CTIME, an MTIME).
             if self.dir_attributes {
-                if let Some(p) = if rec.target == Fid::ROOT { Some("/".to_string()) } else { self.path(rec.target, r) } {
+                if let Some(p) = if rec.target == Fid::ROOT { Some("/".to_string()) } else { self.path(rec.target, r) }
+                {
                     ops.insert(p, PathOp::Update);
                 }
             }
@@ -204,7 +212,15 @@ impl DirectoryTree {
 
     /// Every descendant of a renamed directory moved, the ones never seen too: walk where the
     /// directory is now, upsert what is there, delete the old names; log the rename.
-    fn walk_renamed_dir(&mut self, rec: &ChangelogRecord, src: Fid, old: Option<String>, new: &str, r: &mut dyn Resolver, ops: &mut Ops) {
+    fn walk_renamed_dir(
+        &mut self,
+        rec: &ChangelogRecord,
+        src: Fid,
+        old: Option<String>,
+        new: &str,
+        r: &mut dyn Resolver,
+        ops: &mut Ops,
+    ) {
         let now = self.head(src, r);
         tracing::debug!(message = "directory rename", index = rec.index, old = ?old, new = %new, now = ?now);
         let mut walked = HashSet::default();

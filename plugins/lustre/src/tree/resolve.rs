@@ -79,7 +79,8 @@ impl DirectoryTree {
     /// come gives it (an HLINK of `fid` with that name, after the record being applied).
     pub(super) fn linked_later(&mut self, fid: Fid, line: &str, r: &mut dyn Resolver) -> bool {
         let name = line.rsplit('/').next().unwrap_or(line);
-        let parents: Vec<Option<Fid>> = r.future_namings(self.current, name).iter().filter(|n| n.link_of == Some(fid)).map(|n| n.parent).collect();
+        let parents: Vec<Option<Fid>> =
+            r.future_namings(self.current, name).iter().filter(|n| n.link_of == Some(fid)).map(|n| n.parent).collect();
         if parents.is_empty() {
             return false;
         }
@@ -149,12 +150,22 @@ impl DirectoryTree {
         match self.nodes.peek(&fid) {
             Some(n) if n.named_at > 0 && same_place(&n.place, parent, name, path) => n.named_at,
             // Evicted since it got that name (and perhaps resolved again, when unknown).
-            _ => self.evicted_named_at.get(&fid).filter(|(place, _)| same_place(place, parent, name, path)).map_or(0, |(_, at)| *at),
+            _ => self
+                .evicted_named_at
+                .get(&fid)
+                .filter(|(place, _)| same_place(place, parent, name, path))
+                .map_or(0, |(_, at)| *at),
         }
     }
 
     /// Which of `fid`'s other links is the name (parent, name) at `path`.
-    pub(super) fn link_index(&self, fid: Fid, parent: Option<Fid>, name: Option<&str>, path: Option<&str>) -> Option<usize> {
+    pub(super) fn link_index(
+        &self,
+        fid: Fid,
+        parent: Option<Fid>,
+        name: Option<&str>,
+        path: Option<&str>,
+    ) -> Option<usize> {
         self.links.get(&fid)?.iter().position(|place| same_place(place, parent, name, path))
     }
 
@@ -190,10 +201,11 @@ impl DirectoryTree {
         if let Some(v) = self.rename_paths.get(&rec.index) {
             return v.clone();
         }
-        let at = |t: &mut DirectoryTree, fid: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver| -> Option<String> {
-            let p = t.path_at(fid?, rec.index, r, 0)?;
-            Some(child_of(&p, name?))
-        };
+        let at =
+            |t: &mut DirectoryTree, fid: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver| -> Option<String> {
+                let p = t.path_at(fid?, rec.index, r, 0)?;
+                Some(child_of(&p, name?))
+            };
         let old = at(self, rec.source_parent, rec.source_name.as_deref(), r);
         let new = at(self, rec.parent, Some(&rec.name), r);
         let v = old.zip(new);
@@ -226,7 +238,9 @@ impl DirectoryTree {
         loop {
             for c in path.split('/').filter(|c| !c.is_empty()) {
                 if looked.insert(c.to_string()) {
-                    candidates.extend(r.future_renames(after, c).into_iter().filter(|x| x.index > after).map(|x| (x.index, x)));
+                    candidates.extend(
+                        r.future_renames(after, c).into_iter().filter(|x| x.index > after).map(|x| (x.index, x)),
+                    );
                 }
             }
             let Some((&index, _)) = candidates.range(..before).next_back() else { return path };
@@ -346,11 +360,19 @@ impl DirectoryTree {
         let at = r.future_place(self.current, &fid)?;
         let name: Arc<str> = Arc::from(at.name.as_str());
         self.counts.placed_by_later_records += 1;
-        self.insert(fid, Node { place: Place::Child { parent: at.parent, name: name.clone() }, is_dir: true, named_at: 0 });
+        self.insert(
+            fid,
+            Node { place: Place::Child { parent: at.parent, name: name.clone() }, is_dir: true, named_at: 0 },
+        );
         Some((at.parent, name))
     }
 
-    pub(super) fn child_path(&mut self, parent: Option<Fid>, name: Option<&str>, r: &mut dyn Resolver) -> Option<String> {
+    pub(super) fn child_path(
+        &mut self,
+        parent: Option<Fid>,
+        name: Option<&str>,
+        r: &mut dyn Resolver,
+    ) -> Option<String> {
         let parent = parent?;
         let p = match self.dir_paths.get(&parent) {
             Some(p) => {

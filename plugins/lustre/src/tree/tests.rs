@@ -38,22 +38,51 @@ fn line(s: &str) -> ChangelogRecord {
 
 #[test]
 fn new_objects_need_no_fid2path_and_old_ones_resolve_once() {
-    let mut r = MapResolver { paths: HashMap::from([(fid(2), "/old".to_string()), (fid(9), "/old/f".to_string())]), dirs: vec!["/old".into()], calls: 0 };
+    let mut r = MapResolver {
+        paths: HashMap::from([(fid(2), "/old".to_string()), (fid(9), "/old/f".to_string())]),
+        dirs: vec!["/old".into()],
+        calls: 0,
+    };
     let mut t = DirectoryTree::new(0);
     let mut ops = Ops::default();
-    t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"), &mut r, &mut ops);
-    t.apply(&line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x4:0x0] p=[0x200000401:0x3:0x0] a b"), &mut r, &mut ops);
+    t.apply(
+        &line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x4:0x0] p=[0x200000401:0x3:0x0] a b"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(r.calls, 0);
-    t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x2:0x0] x"), &mut r, &mut ops);
-    t.apply(&line("4 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000401:0x2:0x0] y"), &mut r, &mut ops);
+    t.apply(
+        &line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x2:0x0] x"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("4 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000401:0x2:0x0] y"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(r.calls, 1, "the old parent is resolved once and cached");
     t.apply(&line("5 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0]"), &mut r, &mut ops);
-    t.apply(&line("6 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] f"), &mut r, &mut ops);
+    t.apply(
+        &line("6 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] f"),
+        &mut r,
+        &mut ops,
+    );
     let mut got: Vec<(String, PathOp)> = ops.into_iter().collect();
     got.sort();
     assert_eq!(
         got,
-        vec![("/d/a b".into(), PathOp::Update), ("/old/f".into(), PathOp::Delete), ("/old/x".into(), PathOp::Update), ("/old/y".into(), PathOp::Update)]
+        vec![
+            ("/d/a b".into(), PathOp::Update),
+            ("/old/f".into(), PathOp::Delete),
+            ("/old/x".into(), PathOp::Update),
+            ("/old/y".into(), PathOp::Update)
+        ]
     );
 }
 
@@ -85,7 +114,11 @@ fn a_directory_first_seen_as_a_parent_is_a_directory_even_when_it_has_moved_on()
     let mut r = MovedOn { paths: HashMap::from([(fid(4), "/old3".to_string())]), walked: HashMap::new() };
     let mut t = DirectoryTree::new(0);
     let mut ops = Ops::default();
-    t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6d:0x0] p=[0x200000401:0x4:0x0] m file"), &mut r, &mut ops);
+    t.apply(
+        &line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6d:0x0] p=[0x200000401:0x4:0x0] m file"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(ops.keys().collect::<Vec<_>>(), vec!["/old3/m file"]);
     ops.clear();
     t.begin_batch();
@@ -145,8 +178,18 @@ fn a_name_only_a_later_link_makes_is_not_updated_before_that_link() {
     // A change to the file at record 4: its names then are gone, its name now comes at 329.
     t.apply(&line("4 14SATTR 00:00:00.000000000 2026.01.01 0x64 t=[0x200000401:0x1e:0x0]"), &mut r, &mut ops);
     assert!(ops.is_empty(), "{ops:?}");
-    t.apply(&line("61 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x39:0x0] p=[0x200000007:0x1:0x0] w1"), &mut r, &mut ops);
-    t.apply(&line("329 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x1e:0x0] p=[0x200000401:0x39:0x0] hard 63"), &mut r, &mut ops);
+    t.apply(
+        &line("61 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x39:0x0] p=[0x200000007:0x1:0x0] w1"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line(
+            "329 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x1e:0x0] p=[0x200000401:0x39:0x0] hard 63",
+        ),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/w1/hard 63".to_string(), PathOp::Update)]);
 }
 
@@ -154,8 +197,11 @@ fn a_name_only_a_later_link_makes_is_not_updated_before_that_link() {
 fn renaming_a_name_the_tree_never_saw_keeps_the_name_it_knows() {
     // A file from before monitoring, resolved when `fid2path` showed one name (its other
     // name is removed later, so the answer no longer listed it).
-    let mut r =
-        MapResolver { paths: HashMap::from([(fid(0xb), "/d/link".to_string()), (fid(6), "/x".to_string())]), dirs: vec!["/x".into(), "/d".into()], calls: 0 };
+    let mut r = MapResolver {
+        paths: HashMap::from([(fid(0xb), "/d/link".to_string()), (fid(6), "/x".to_string())]),
+        dirs: vec!["/x".into(), "/d".into()],
+        calls: 0,
+    };
     let mut t = DirectoryTree::new(0);
     let mut ops = Ops::default();
     t.apply(&line("81 14SATTR 00:00:00.000000000 2026.01.01 0x14 t=[0x200000401:0xb:0x0]"), &mut r, &mut ops);
@@ -181,12 +227,25 @@ fn renaming_a_name_the_tree_never_saw_keeps_the_name_it_knows() {
 
 #[test]
 fn directory_renames_move_every_descendant() {
-    let mut r = MapResolver { paths: HashMap::from([(fid(3), "/new".to_string())]), dirs: vec!["/new".into()], calls: 0 };
+    let mut r =
+        MapResolver { paths: HashMap::from([(fid(3), "/new".to_string())]), dirs: vec!["/new".into()], calls: 0 };
     let mut t = DirectoryTree::new(0);
     let mut ops = Ops::default();
-    t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] old"), &mut r, &mut ops);
-    t.apply(&line("2 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x4:0x0] p=[0x200000401:0x3:0x0] sub"), &mut r, &mut ops);
-    t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x4:0x0] f2"), &mut r, &mut ops);
+    t.apply(
+        &line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] old"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("2 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x4:0x0] p=[0x200000401:0x3:0x0] sub"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000401:0x4:0x0] f2"),
+        &mut r,
+        &mut ops,
+    );
     // Emitted: the next batch begins.
     ops.clear();
     t.begin_batch();
@@ -217,19 +276,35 @@ fn created_and_removed_between_emits_produces_nothing() {
     let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
     let mut t = DirectoryTree::new(0);
     let mut ops = Ops::default();
-    t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+    t.apply(
+        &line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"),
+        &mut r,
+        &mut ops,
+    );
     t.apply(
         &line("2 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] b s=[0x200000401:0x5:0x0] sp=[0x200000007:0x1:0x0] a"),
         &mut r,
         &mut ops,
     );
-    t.apply(&line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+    t.apply(
+        &line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"),
+        &mut r,
+        &mut ops,
+    );
     assert!(ops.is_empty(), "{ops:?}");
     // Across an emit, the delete is needed.
-    t.apply(&line("4 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
+    t.apply(
+        &line("4 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"),
+        &mut r,
+        &mut ops,
+    );
     ops.clear();
     t.begin_batch();
-    t.apply(&line("5 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
+    t.apply(
+        &line("5 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/c".to_string(), PathOp::Delete)]);
 }
 
@@ -238,13 +313,29 @@ fn a_name_deleted_then_reused_and_deleted_again_in_one_batch_is_deleted() {
     let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
     let mut t = DirectoryTree::new(0);
     let mut ops = Ops::default();
-    t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+    t.apply(
+        &line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"),
+        &mut r,
+        &mut ops,
+    );
     ops.clear();
     t.begin_batch();
     // The index holds /a; in one batch it is removed, a new /a is made, then removed.
-    t.apply(&line("2 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
-    t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
-    t.apply(&line("4 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+    t.apply(
+        &line("2 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] a"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("4 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] a"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/a".to_string(), PathOp::Delete)]);
 }
 
@@ -253,7 +344,11 @@ fn evicted_entries_are_resolved_again() {
     let mut r = MapResolver { paths: HashMap::from([(fid(3), "/d".to_string())]), dirs: vec!["/d".into()], calls: 0 };
     let mut t = DirectoryTree::new(1);
     let mut ops = Ops::default();
-    t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"), &mut r, &mut ops);
+    t.apply(
+        &line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"),
+        &mut r,
+        &mut ops,
+    );
     for i in 4..8 {
         t.apply(&line(&format!("{i} 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x{i:x}:0x0] p=[0x200000401:0x3:0x0] f{i}")), &mut r, &mut ops);
     }
@@ -278,8 +373,16 @@ fn every_hard_link_of_a_file_is_updated_renamed_and_removed_by_name() {
         let mut ops = Ops::default();
         let up = |p: &str| (p.to_string(), PathOp::Update);
         let del = |p: &str| (p.to_string(), PathOp::Delete);
-        t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
-        t.apply(&line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+        t.apply(
+            &line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"),
+            &mut r,
+            &mut ops,
+        );
+        t.apply(
+            &line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"),
+            &mut r,
+            &mut ops,
+        );
         assert_eq!(sorted(&mut ops), vec![up("/a"), up("/b")]);
         t.begin_batch();
         // A later write reaches every name.
@@ -298,13 +401,21 @@ fn every_hard_link_of_a_file_is_updated_renamed_and_removed_by_name() {
         assert_eq!(sorted(&mut ops), vec![up("/a"), up("/c")]);
         t.begin_batch();
         // The node's own name removed (not the last link): the other name carries on.
-        t.apply(&line("6 06UNLNK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+        t.apply(
+            &line("6 06UNLNK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"),
+            &mut r,
+            &mut ops,
+        );
         assert_eq!(sorted(&mut ops), vec![del("/a"), up("/c")]);
         t.begin_batch();
         t.apply(&line("7 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
         assert_eq!(sorted(&mut ops), vec![up("/c")]);
         t.begin_batch();
-        t.apply(&line("8 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
+        t.apply(
+            &line("8 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] c"),
+            &mut r,
+            &mut ops,
+        );
         assert_eq!(sorted(&mut ops), vec![del("/c")]);
         assert!(t.links.is_empty());
         assert_eq!(r.calls, 0, "names made while monitoring need no fid2path");
@@ -322,13 +433,24 @@ fn a_hard_linked_file_from_before_monitoring_has_every_name_from_fid2path() {
     // A rename over one of its names (not its last link): that name is gone, the
     // other one's ctime changed.
     t.begin_batch();
-    t.apply(&line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0xa:0x0] p=[0x200000007:0x1:0x0] tmp"), &mut r, &mut ops);
+    t.apply(
+        &line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0xa:0x0] p=[0x200000007:0x1:0x0] tmp"),
+        &mut r,
+        &mut ops,
+    );
     r.paths.insert(fid(4), "/e".into());
     r.dirs.push("/e".into());
     ops.clear();
     t.begin_batch();
     t.apply(&line("3 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0] p=[0x200000401:0x4:0x0] y s=[0x200000401:0xa:0x0] sp=[0x200000007:0x1:0x0] tmp"), &mut r, &mut ops);
-    assert_eq!(sorted(&mut ops), vec![("/d/x".to_string(), PathOp::Update), ("/e/y".to_string(), PathOp::Update), ("/tmp".to_string(), PathOp::Delete)]);
+    assert_eq!(
+        sorted(&mut ops),
+        vec![
+            ("/d/x".to_string(), PathOp::Update),
+            ("/e/y".to_string(), PathOp::Update),
+            ("/tmp".to_string(), PathOp::Delete)
+        ]
+    );
     t.begin_batch();
     t.apply(&line("4 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0]"), &mut r, &mut ops);
     assert_eq!(sorted(&mut ops), vec![("/d/x".to_string(), PathOp::Update)], "/e/y is another file now");
@@ -339,9 +461,18 @@ fn hard_links_survive_a_checkpoint() {
     let mut r = MapResolver { paths: HashMap::new(), dirs: vec![], calls: 0 };
     let mut t = DirectoryTree::new(0);
     let mut ops = Ops::default();
-    t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
-    t.apply(&line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
-    let mut t = DirectoryTree::restore(serde_json::from_str(&serde_json::to_string(&t.checkpoint(2)).unwrap()).unwrap(), 0);
+    t.apply(
+        &line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"),
+        &mut r,
+        &mut ops,
+    );
+    let mut t =
+        DirectoryTree::restore(serde_json::from_str(&serde_json::to_string(&t.checkpoint(2)).unwrap()).unwrap(), 0);
     ops.clear();
     t.apply(&line("3 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
     assert_eq!(sorted(&mut ops), vec![("/a".to_string(), PathOp::Update), ("/b".to_string(), PathOp::Update)]);
@@ -354,17 +485,33 @@ fn a_link_resolved_again_after_eviction_is_not_held_twice() {
     let mut r = MapResolver { paths: HashMap::from([(fid(5), "/b\n/a".to_string())]), dirs: vec![], calls: 0 };
     let mut t = DirectoryTree::new(1);
     let mut ops = Ops::default();
-    t.apply(&line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
-    t.apply(&line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+    t.apply(
+        &line("1 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("2 03HLINK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"),
+        &mut r,
+        &mut ops,
+    );
     // Another object evicts the file's node.
-    t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"), &mut r, &mut ops);
+    t.apply(
+        &line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x6:0x0] p=[0x200000007:0x1:0x0] c"),
+        &mut r,
+        &mut ops,
+    );
     ops.clear();
     t.begin_batch();
     t.apply(&line("4 11CLOSE 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0]"), &mut r, &mut ops);
     assert_eq!(sorted(&mut ops), vec![("/a".to_string(), PathOp::Update), ("/b".to_string(), PathOp::Update)]);
     t.begin_batch();
     r.paths.insert(fid(5), "/a".into());
-    t.apply(&line("5 06UNLNK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"), &mut r, &mut ops);
+    t.apply(
+        &line("5 06UNLNK 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] b"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(sorted(&mut ops), vec![("/a".to_string(), PathOp::Update), ("/b".to_string(), PathOp::Delete)]);
 }
 
@@ -485,11 +632,19 @@ fn a_logged_rename_is_forgotten_once_every_record_its_walk_could_miss_is_applied
     t.begin_batch();
     t.apply(&line(RENAME_D_TO_E), &mut r, &mut ops);
     // Record 3 was written before the walk: it may remove what the walk missed.
-    t.apply(&line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"), &mut r, &mut ops);
+    t.apply(
+        &line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x5:0x0] p=[0x200000007:0x1:0x0] a"),
+        &mut r,
+        &mut ops,
+    );
     t.begin_batch();
     assert_eq!(t.checkpoint(2).renames.len(), 1);
     ops.clear();
-    t.apply(&line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"), &mut r, &mut ops);
+    t.apply(
+        &line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(ops.keys().collect::<Vec<_>>(), vec!["/D/x"]);
     t.begin_batch();
     let cp = t.checkpoint(3);
@@ -500,17 +655,30 @@ fn a_logged_rename_is_forgotten_once_every_record_its_walk_could_miss_is_applied
 fn an_evicted_file_keeps_when_it_got_its_name_so_its_delete_is_not_translated_past_it() {
     // `mv D E` (logged), then x created in E; x is evicted (a tree of one entry) before its
     // unlink: the index holds /E/x, never /D/x.
-    let mut r = Positioned { paths: HashMap::from([(fid(2), "/E".to_string())]), dirs: vec!["/E".into()], end: u64::MAX };
+    let mut r =
+        Positioned { paths: HashMap::from([(fid(2), "/E".to_string())]), dirs: vec!["/E".into()], end: u64::MAX };
     let mut t = DirectoryTree::new(1);
     let mut ops = Ops::default();
     t.begin_batch();
     t.apply(&line(RENAME_D_TO_E), &mut r, &mut ops);
-    t.apply(&line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"), &mut r, &mut ops);
-    t.apply(&line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0xa:0x0] p=[0x200000007:0x1:0x0] y"), &mut r, &mut ops);
+    t.apply(
+        &line("2 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("3 01CREAT 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0xa:0x0] p=[0x200000007:0x1:0x0] y"),
+        &mut r,
+        &mut ops,
+    );
     assert!(t.counts.evictions >= 2);
     t.begin_batch();
     ops.clear();
-    t.apply(&line("4 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"), &mut r, &mut ops);
+    t.apply(
+        &line("4 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/E/x".to_string(), PathOp::Delete)]);
 }
 
@@ -519,7 +687,11 @@ fn a_rename_stays_logged_while_a_later_one_under_it_needs_it() {
     // /A/sub/y predates monitoring. `mv A B` (its walk misses sub, moved out already), `mv
     // B/sub Z`, then `rm Z/y` after the first rename's walk: the unlink translates through
     // both renames, so the first stays logged as long as the second.
-    let mut r = Positioned { paths: HashMap::from([(fid(2), "/B".to_string()), (fid(3), "/Z".to_string())]), dirs: vec!["/B".into(), "/Z".into()], end: 11 };
+    let mut r = Positioned {
+        paths: HashMap::from([(fid(2), "/B".to_string()), (fid(3), "/Z".to_string())]),
+        dirs: vec!["/B".into(), "/Z".into()],
+        end: 11,
+    };
     let mut t = DirectoryTree::new(0);
     let mut ops = Ops::default();
     t.begin_batch();
@@ -537,7 +709,11 @@ fn a_rename_stays_logged_while_a_later_one_under_it_needs_it() {
     );
     t.begin_batch();
     ops.clear();
-    t.apply(&line("12 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x3:0x0] y"), &mut r, &mut ops);
+    t.apply(
+        &line("12 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x3:0x0] y"),
+        &mut r,
+        &mut ops,
+    );
     assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/A/sub/y".to_string(), PathOp::Delete)]);
 }
 
@@ -567,7 +743,11 @@ fn a_directory_permission_change_folded_into_an_earlier_record_is_still_republis
     t.dir_attributes = true;
     let mut ops = Ops::default();
     t.begin_batch();
-    t.apply(&line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"), &mut r, &mut ops);
+    t.apply(
+        &line("1 02MKDIR 00:00:00.000000000 2026.01.01 0x0 t=[0x200000401:0x3:0x0] p=[0x200000007:0x1:0x0] d"),
+        &mut r,
+        &mut ops,
+    );
     t.begin_batch();
     ops.clear();
     let mut batch = vec![

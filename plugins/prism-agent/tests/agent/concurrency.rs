@@ -24,7 +24,10 @@ pub(crate) fn assert_finished(out: &Output, what: &str) {
 pub(crate) fn disk_sizes(data: &Path) -> BTreeMap<String, u64> {
     let mut files = Vec::new();
     regular_files(data, &mut files);
-    files.iter().map(|p| (p.strip_prefix(data).unwrap().to_string_lossy().into_owned(), std::fs::metadata(p).unwrap().len())).collect()
+    files
+        .iter()
+        .map(|p| (p.strip_prefix(data).unwrap().to_string_lossy().into_owned(), std::fs::metadata(p).unwrap().len()))
+        .collect()
 }
 
 /// Each catalog file's entries (names relative to `data`, sizes) by the pid its name carries
@@ -34,7 +37,11 @@ pub(crate) fn entries_by_pid(catalog: &Path, data: &Path) -> BTreeMap<u32, Vec<(
     let mut out: BTreeMap<u32, Vec<(String, u64)>> = BTreeMap::new();
     for f in catalog_files(catalog) {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        let pid = name.strip_suffix(".txt").and_then(|n| n.rsplit('.').next()).and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{name}"));
+        let pid = name
+            .strip_suffix(".txt")
+            .and_then(|n| n.rsplit('.').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{name}"));
         let cat = Catalog::read_file(&f).unwrap();
         assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
         let entries = out.entry(pid).or_default();
@@ -60,13 +67,16 @@ fn signal_handlers_that_open_and_close_files_never_hang_the_host() {
     const RUNS: usize = 100;
     const PER_THREAD: u64 = 200;
     let tmp = tempfile::tempdir().unwrap();
-    let prog = cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/signal_storm.c"), &tmp.path().join("signal_storm"));
+    let prog =
+        cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/signal_storm.c"), &tmp.path().join("signal_storm"));
     let mut handler_files = 0;
     for run in 0..RUNS {
         let dir = tmp.path().join(format!("run{run}"));
         let (data, catalog) = (dir.join("data"), dir.join("catalog"));
         std::fs::create_dir_all(&data).unwrap();
-        let out = under_agent(bounded(&prog).arg(&data).arg(PER_THREAD.to_string()), &catalog, &data, "emulate").output().unwrap();
+        let out = under_agent(bounded(&prog).arg(&data).arg(PER_THREAD.to_string()), &catalog, &data, "emulate")
+            .output()
+            .unwrap();
         assert_finished(&out, &format!("run {run}"));
         assert_eq!((String::from_utf8_lossy(&out.stdout).as_ref(), out.stderr.len()), ("ok\n", 0), "run {run}");
         let disk = disk_sizes(&data);
@@ -117,12 +127,15 @@ fn python_multiprocessing_fork_workers_are_recorded_in_their_own_catalog_files()
     let (tmp, data, catalog) = scratch();
     let script = tmp.path().join("pool.py");
     std::fs::write(&script, POOL_SCRIPT).unwrap();
-    let out = under_agent(bounded(Path::new("python3")).arg(&script).arg(&data), &catalog, &data, "emulate").output().unwrap();
+    let out = under_agent(bounded(Path::new("python3")).arg(&script).arg(&data), &catalog, &data, "emulate")
+        .output()
+        .unwrap();
     assert_finished(&out, "python3 pool.py");
     let stdout = String::from_utf8(out.stdout).unwrap();
     let mut lines = stdout.lines();
     let parent: u32 = lines.next().unwrap().parse().unwrap();
-    let writer: BTreeMap<String, u32> = lines.map(|l| l.split_once(' ').map(|(n, p)| (n.to_string(), p.parse().unwrap())).unwrap()).collect();
+    let writer: BTreeMap<String, u32> =
+        lines.map(|l| l.split_once(' ').map(|(n, p)| (n.to_string(), p.parse().unwrap())).unwrap()).collect();
     let workers: std::collections::BTreeSet<u32> = writer.values().copied().collect();
     assert_eq!(workers.len(), 4, "{writer:?}");
     assert!(!workers.contains(&parent));
@@ -187,7 +200,10 @@ int main(int argc, char **argv) {
 
 /// `role pid` lines as a map.
 fn roles(stdout: &[u8]) -> BTreeMap<String, u32> {
-    String::from_utf8_lossy(stdout).lines().map(|l| l.split_once(' ').map(|(r, p)| (r.to_string(), p.parse().unwrap())).unwrap()).collect()
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| l.split_once(' ').map(|(r, p)| (r.to_string(), p.parse().unwrap())).unwrap())
+        .collect()
 }
 
 fn named(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
@@ -284,7 +300,8 @@ fn children_forked_while_other_threads_hold_the_agents_locks_record_their_files(
         let dir = tmp.path().join(format!("run{run}"));
         let (data, catalog) = (dir.join("data"), dir.join("catalog"));
         std::fs::create_dir_all(&data).unwrap();
-        let out = under_agent(bounded(&prog).arg(&data).arg(KIDS.to_string()), &catalog, &data, "emulate").output().unwrap();
+        let out =
+            under_agent(bounded(&prog).arg(&data).arg(KIDS.to_string()), &catalog, &data, "emulate").output().unwrap();
         assert_finished(&out, &format!("run {run}"));
         let kid = roles(&out.stdout);
         assert_eq!(kid.len(), KIDS as usize, "run {run}");
@@ -292,7 +309,9 @@ fn children_forked_while_other_threads_hold_the_agents_locks_record_their_files(
             let own: Vec<&(String, u64)> = entries.iter().filter(|(n, _)| n.starts_with("k-")).collect();
             match kid.iter().find(|(_, &p)| p == pid) {
                 // A child's file holds its own file only.
-                Some((k, _)) => assert_eq!(entries, vec![(format!("k-{k}.bin"), k.parse::<u64>().unwrap() + 1)], "run {run}"),
+                Some((k, _)) => {
+                    assert_eq!(entries, vec![(format!("k-{k}.bin"), k.parse::<u64>().unwrap() + 1)], "run {run}")
+                }
                 // The parent's holds the threads' files only.
                 None => assert!(own.is_empty(), "run {run}: {own:?} in the parent's catalog"),
             }

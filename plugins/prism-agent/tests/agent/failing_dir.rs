@@ -75,7 +75,11 @@ struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     fn mount(dir: &Path, size: &str) -> Result<Tmpfs, String> {
-        let out = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).output().map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .map_err(|e| e.to_string())?;
         if out.status.success() {
             Ok(Tmpfs(dir.to_path_buf()))
         } else {
@@ -120,7 +124,10 @@ fn a_full_catalog_dir_is_reported_once_and_leaves_no_half_entry() {
     // Room for a dozen or so entries of the 60.
     fill_leaving(&mnt, 8192);
     let prog = compile_c(tmp.path(), "many_files", MANY_FILES);
-    let out = under_agent(bounded(&prog).arg(&data).arg(N.to_string()), &mnt, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    let out = under_agent(bounded(&prog).arg(&data).arg(N.to_string()), &mnt, &data, "emulate")
+        .env("ICICLE_EMULATED_LAYOUT", SPEC)
+        .output()
+        .unwrap();
     assert_finished(&out, "many_files");
     // Exactly one line on stderr, naming the directory and the errno.
     assert_eq!(String::from_utf8_lossy(&out.stderr), report(&mnt, "No space left on device", 28));
@@ -131,7 +138,11 @@ fn a_full_catalog_dir_is_reported_once_and_leaves_no_half_entry() {
     let files = catalog_files(&mnt);
     assert_eq!(files.len(), 1, "{files:?}");
     let bytes = std::fs::read(&files[0]).unwrap();
-    assert!(bytes.ends_with(b"\nend\n"), "a partial entry at the end: {:?}", String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(200)..]));
+    assert!(
+        bytes.ends_with(b"\nend\n"),
+        "a partial entry at the end: {:?}",
+        String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(200)..])
+    );
     let cat = Catalog::read_dir(&mnt).unwrap();
     assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
     assert!(!cat.entries.is_empty() && lost > 0, "{} entries, {lost} lost", cat.entries.len());
@@ -142,7 +153,11 @@ fn a_full_catalog_dir_is_reported_once_and_leaves_no_half_entry() {
         let md = std::fs::symlink_metadata(&path).unwrap();
         let st = StatFields::from_metadata(&md);
         let e = e[0];
-        assert_eq!((e.lstat.size, e.lstat.mode, e.lstat.ino, e.lstat.nlink), (st.size, st.mode, st.ino, st.nlink), "{path}");
+        assert_eq!(
+            (e.lstat.size, e.lstat.mode, e.lstat.ino, e.lstat.nlink),
+            (st.size, st.mode, st.ino, st.nlink),
+            "{path}"
+        );
         assert_eq!(e.layout.as_ref().map(Vec::len), Some(1), "{path}");
     }
     // The host's own results are those of a run without the agent.
@@ -170,7 +185,10 @@ fn a_catalog_dir_that_cannot_be_created_is_reported_once_and_changes_nothing() {
 fn a_catalog_cut_anywhere_reads_as_its_whole_entries_and_at_most_one_reject() {
     let (tmp, data, catalog) = scratch();
     let prog = compile_c(tmp.path(), "many_files", MANY_FILES);
-    let out = under_agent(bounded(&prog).arg(&data).arg("4"), &catalog, &data, "emulate").env("ICICLE_EMULATED_LAYOUT", SPEC).output().unwrap();
+    let out = under_agent(bounded(&prog).arg(&data).arg("4"), &catalog, &data, "emulate")
+        .env("ICICLE_EMULATED_LAYOUT", SPEC)
+        .output()
+        .unwrap();
     assert_finished(&out, "many_files");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok lost=0\n");
     let files = catalog_files(&catalog);
@@ -178,7 +196,8 @@ fn a_catalog_cut_anywhere_reads_as_its_whole_entries_and_at_most_one_reject() {
     let full = Catalog::parse(&files[0], &bytes);
     assert_eq!((full.entries.len(), full.rejects.len()), (4, 0));
     // Where each entry ends: just after its `end` line's newline.
-    let ends: Vec<usize> = (4..=bytes.len()).filter(|&p| &bytes[p - 4..p] == b"end\n" && (p == 4 || bytes[p - 5] == b'\n')).collect();
+    let ends: Vec<usize> =
+        (4..=bytes.len()).filter(|&p| &bytes[p - 4..p] == b"end\n" && (p == 4 || bytes[p - 5] == b'\n')).collect();
     assert_eq!(ends.len(), 4);
     // What a reader finds in a file cut at any byte (a write cut short by a full disk): the
     // entries before the cut, whole; a cut inside an entry is one reject naming the file and
@@ -194,7 +213,12 @@ fn a_catalog_cut_anywhere_reads_as_its_whole_entries_and_at_most_one_reject() {
         } else {
             let last_line = String::from_utf8_lossy(text).lines().count();
             assert_eq!(cat.rejects.len(), 1, "cut at {cut}: {:?}", cat.rejects);
-            assert_eq!((&cat.rejects[0].file, cat.rejects[0].line), (&files[0], last_line), "cut at {cut}: {}", cat.rejects[0]);
+            assert_eq!(
+                (&cat.rejects[0].file, cat.rejects[0].line),
+                (&files[0], last_line),
+                "cut at {cut}: {}",
+                cat.rejects[0]
+            );
         }
     }
 }

@@ -54,7 +54,8 @@ fn shared() -> Shared {
     if is_root() {
         std::os::unix::fs::chown(&victim, Some(MEMBER), Some(MEMBER)).unwrap();
     }
-    let prog = cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shared_writer.c"), &tmp.path().join("shared_writer"));
+    let prog =
+        cc(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shared_writer.c"), &tmp.path().join("shared_writer"));
     Shared { tmp, data, catalog, victim, prog }
 }
 
@@ -67,17 +68,19 @@ impl Shared {
     /// Runs `shared_writer DATA N` under the agent: `plant(pid)` once its pid is known and
     /// before it writes anything, `midway(pid)` between its two halves.
     fn run(&self, plant: impl FnOnce(u32), midway: impl FnOnce(u32)) -> Output {
-        let mut child = under_agent(bounded(&self.prog).arg(&self.data).arg(N.to_string()), &self.catalog, &self.data, "emulate")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child =
+            under_agent(bounded(&self.prog).arg(&self.data).arg(N.to_string()), &self.catalog, &self.data, "emulate")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
         let mut stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
-        let pid: u32 = line.trim().strip_prefix("pid ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{line:?}"));
+        let pid: u32 =
+            line.trim().strip_prefix("pid ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{line:?}"));
         plant(pid);
         stdin.write_all(b"go\n").unwrap();
         line.clear();
@@ -101,7 +104,10 @@ impl Shared {
 
 /// A file's text and modification time.
 fn file_state(p: &Path) -> (String, SystemTime) {
-    (String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned(), std::fs::metadata(p).unwrap().modified().unwrap())
+    (
+        String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned(),
+        std::fs::metadata(p).unwrap().modified().unwrap(),
+    )
 }
 
 /// Every file the writer made (`a-*` and `b-*`), as names.
@@ -115,7 +121,8 @@ fn all_written() -> Vec<String> {
 fn entry_names(f: &Path) -> Vec<String> {
     let cat = Catalog::read_file(f).unwrap();
     assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
-    let mut v: Vec<String> = cat.entries.iter().map(|e| Path::new(&e.path).file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> =
+        cat.entries.iter().map(|e| Path::new(&e.path).file_name().unwrap().to_string_lossy().into_owned()).collect();
     v.sort();
     v
 }
@@ -296,7 +303,14 @@ fn a_set_user_id_program_takes_no_setting_from_the_environment() {
     std::fs::copy(agent(), &lib).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/collector_host.c");
     let host = s.tmp.path().join("suid_host");
-    let st = Command::new("cc").args(["-O1", "-Wall", "-pthread", "-o"]).arg(&host).arg(&src).arg("-Wl,--no-as-needed").arg(&lib).status().unwrap();
+    let st = Command::new("cc")
+        .args(["-O1", "-Wall", "-pthread", "-o"])
+        .arg(&host)
+        .arg(&src)
+        .arg("-Wl,--no-as-needed")
+        .arg(&lib)
+        .status()
+        .unwrap();
     assert!(st.success());
     // The `lfs` command the environment names: it leaves a mark when it runs.
     let mark = s.catalog.join("lfs-ran");
@@ -337,5 +351,9 @@ fn a_set_user_id_program_takes_no_setting_from_the_environment() {
     }
     // Set-user-ID: the host ran unharmed, but no catalog went where the environment said and
     // the command it named never ran with the program's privileges.
-    assert_eq!((catalogs, ran), (0, false), "the set-user-ID program took CATALOG_DIR / ICICLE_CATALOG_LFS from the environment");
+    assert_eq!(
+        (catalogs, ran),
+        (0, false),
+        "the set-user-ID program took CATALOG_DIR / ICICLE_CATALOG_LFS from the environment"
+    );
 }

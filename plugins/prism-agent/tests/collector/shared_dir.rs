@@ -39,7 +39,10 @@ fn open_to_others(tmp: &Path, data: &Path, catalog: &Path, mode: u32) -> PathBuf
 fn host_as(setpriv: &[String], lib: &Path, host: &Path, data: &Path, catalog: &Path, mode: &str, n: usize) -> Command {
     let mut cmd = Command::new("setpriv");
     cmd.args(setpriv).arg(host).arg(data).arg(mode).arg(n.to_string());
-    cmd.env("LD_PRELOAD", lib).env("CATALOG_DIR", catalog).env("ICICLE_CATALOG_ROOT", data).env("ICICLE_CATALOG_LAYOUT", "emulate");
+    cmd.env("LD_PRELOAD", lib)
+        .env("CATALOG_DIR", catalog)
+        .env("ICICLE_CATALOG_ROOT", data)
+        .env("ICICLE_CATALOG_LAYOUT", "emulate");
     cmd.env_remove("ICICLE_CATALOG_SOCKET");
     cmd
 }
@@ -47,7 +50,8 @@ fn host_as(setpriv: &[String], lib: &Path, host: &Path, data: &Path, catalog: &P
 /// `setpriv` arguments to become `uid` (its own group), with `extra` group or capability
 /// settings.
 fn user(uid: u32, extra: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = ["--reuid", &uid.to_string(), "--regid", &uid.to_string()].iter().map(|s| s.to_string()).collect();
+    let mut v: Vec<String> =
+        ["--reuid", &uid.to_string(), "--regid", &uid.to_string()].iter().map(|s| s.to_string()).collect();
     v.extend(extra.iter().map(|s| s.to_string()));
     v
 }
@@ -63,7 +67,12 @@ fn collector_by(cmd: &mut Command, dir: &Path, log: &Path) -> Collector {
     let mut child = cmd.stdout(Stdio::piped()).stderr(File::create(log).unwrap()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), dir.join(".collector.sock").to_str().unwrap(), "{}", std::fs::read_to_string(log).unwrap_or_default());
+    assert_eq!(
+        line.trim(),
+        dir.join(".collector.sock").to_str().unwrap(),
+        "{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
     Collector { child, dir: dir.to_path_buf() }
 }
 
@@ -102,7 +111,11 @@ fn under_umask_002_the_socket_is_0600_and_a_group_member_hands_it_nothing() {
     // A group-writable shared directory (group 0 is the shared group here).
     let lib = open_to_others(tmp.path(), &data, &catalog, 0o770);
     let log = tmp.path().join("collector.log");
-    let collector = collector_by(Command::new("sh").arg("-c").arg("umask 002 && exec \"$0\" run --dir \"$1\"").arg(CATALOGD).arg(&catalog), &catalog, &log);
+    let collector = collector_by(
+        Command::new("sh").arg("-c").arg("umask 002 && exec \"$0\" run --dir \"$1\"").arg(CATALOGD).arg(&catalog),
+        &catalog,
+        &log,
+    );
     let mode = std::fs::symlink_metadata(catalog.join(".collector.sock")).unwrap().mode() & 0o7777;
     if !can_switch_users() {
         assert_eq!(mode, 0o600, "socket mode {mode:o}");
@@ -110,7 +123,10 @@ fn under_umask_002_the_socket_is_0600_and_a_group_member_hands_it_nothing() {
         return;
     }
     // A member of the group (not the collector's user) runs a job under the agent.
-    let out = run_ok(&mut host_as(&user(OTHER, &["--groups", "0"]), &lib, &host, &data, &catalog, "fork", 3), "the member's host");
+    let out = run_ok(
+        &mut host_as(&user(OTHER, &["--groups", "0"]), &lib, &host, &data, &catalog, "fork", 3),
+        "the member's host",
+    );
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     collector.stop();
     assert_eq!(merged_names(&catalog), Vec::<String>::new(), "a group member handed records to the collector");
@@ -138,7 +154,8 @@ fn the_collector_refuses_agents_of_another_user() {
     let other = data.join("other");
     std::fs::create_dir_all(&other).unwrap();
     chmod(&other, 0o777);
-    let out = run_ok(&mut host_as(&user(OTHER, &caps), &lib, &host, &other, &catalog, "fork", 4), "the other user's host");
+    let out =
+        run_ok(&mut host_as(&user(OTHER, &caps), &lib, &host, &other, &catalog, "fork", 4), "the other user's host");
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     // Root's agent is served.
     let mine = data.join("root");
@@ -182,16 +199,26 @@ fn a_collector_of_another_user_gets_no_records_and_serves_its_own_user_and_root(
     let theirs = data.join("member");
     std::fs::create_dir_all(&theirs).unwrap();
     chmod(&theirs, 0o777);
-    run_ok(&mut host_as(&user(MEMBER, &["--clear-groups"]), &lib, &host, &theirs, &catalog, "fork", 2), "the member's host");
+    run_ok(
+        &mut host_as(&user(MEMBER, &["--clear-groups"]), &lib, &host, &theirs, &catalog, "fork", 2),
+        "the member's host",
+    );
     // Root may hand it a record (a raw client: root's agent will not).
     assert_eq!(send_raw(&catalog.join(".collector.sock"), b"\n"), b'K');
     terminate(collector);
     let merged = collector_file(&catalog);
     assert_eq!(std::fs::metadata(&merged).unwrap().uid(), MEMBER);
-    assert_eq!(merged_names(&catalog), parent_and_child(2), "only the member's own records (and root's raw one) are merged");
+    assert_eq!(
+        merged_names(&catalog),
+        parent_and_child(2),
+        "only the member's own records (and root's raw one) are merged"
+    );
     assert!(std::fs::read(&merged).unwrap().ends_with(b"end\n\n"), "root's raw record is last");
     assert_eq!(own_file_names(&catalog), parent_and_child(3), "root's records, in its own files");
-    let line = format!("icicle catalog agent: refused the collector at {} (run by uid {MEMBER})", catalog.join(".collector.sock").display());
+    let line = format!(
+        "icicle catalog agent: refused the collector at {} (run by uid {MEMBER})",
+        catalog.join(".collector.sock").display()
+    );
     assert_eq!(err.lines().count(), 2, "{err}");
     assert!(err.lines().all(|l| l.starts_with(&line)), "{err}");
 }
@@ -234,7 +261,11 @@ fn a_link_planted_for_the_merged_file_stops_the_collector_and_changes_nothing() 
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{kind}: {} {err}", out.status);
         assert!(err.contains(&format!("{} {kind}", merged.display())), "{err}");
-        assert_eq!(String::from_utf8_lossy(&std::fs::read(target).unwrap()), String::from_utf8_lossy(&text), "{kind}: the collector wrote to the file linked");
+        assert_eq!(
+            String::from_utf8_lossy(&std::fs::read(target).unwrap()),
+            String::from_utf8_lossy(&text),
+            "{kind}: the collector wrote to the file linked"
+        );
         assert!(!catalog.join(".collector.sock").exists() && !catalog.join(".collector.pid").exists());
     }
 }
@@ -252,7 +283,11 @@ fn a_link_planted_for_the_log_stops_start_and_changes_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{} {err}", out.status);
     assert!(err.contains("is a symbolic link"), "{err}");
-    assert_eq!(String::from_utf8_lossy(&std::fs::read(&victim).unwrap()), String::from_utf8_lossy(&text), "the collector's log went into the victim's file");
+    assert_eq!(
+        String::from_utf8_lossy(&std::fs::read(&victim).unwrap()),
+        String::from_utf8_lossy(&text),
+        "the collector's log went into the victim's file"
+    );
 }
 
 #[test]
@@ -281,8 +316,17 @@ fn a_link_planted_for_the_pid_file_is_not_followed() {
     line.clear();
     stdout.read_line(&mut line).unwrap();
     let collector = Collector { child, dir: catalog.clone() };
-    assert_eq!(line.trim(), catalog.join(".collector.sock").to_str().unwrap(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
-    assert_eq!(String::from_utf8_lossy(&std::fs::read(&victim).unwrap()), String::from_utf8_lossy(&text), "the pid file was written through the planted link");
+    assert_eq!(
+        line.trim(),
+        catalog.join(".collector.sock").to_str().unwrap(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&std::fs::read(&victim).unwrap()),
+        String::from_utf8_lossy(&text),
+        "the pid file was written through the planted link"
+    );
     let pid_file = std::fs::read_to_string(catalog.join(".collector.pid")).unwrap();
     assert_eq!(pid_file.lines().next(), Some(pid.to_string().as_str()));
     collector.stop();

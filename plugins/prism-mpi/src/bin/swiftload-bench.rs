@@ -107,13 +107,17 @@ fn main() -> anyhow::Result<()> {
     let loader = dir.join("loader.toml");
     std::fs::write(
         &loader,
-        format!("[loader]\nper_process_mb_s = {}\nmax_processes_per_ost = {}\ndefault_ost_mb_s = {}\n", args.proc_mb_s, args.cap, args.ost_mb_s),
+        format!(
+            "[loader]\nper_process_mb_s = {}\nmax_processes_per_ost = {}\ndefault_ost_mb_s = {}\n",
+            args.proc_mb_s, args.cap, args.ost_mb_s
+        ),
     )?;
     let (c, d, l) = (catalog.to_string_lossy(), data.to_string_lossy(), loader.to_string_lossy());
     let mut rows = Vec::new();
     for emulate in [false, true] {
         for policy in ["object", "file"] {
-            let mut a = vec!["--app", &args.app, "--catalog", &c, "--input-dir", &d, "--policy", policy, "--loader-config", &l];
+            let mut a =
+                vec!["--app", &args.app, "--catalog", &c, "--input-dir", &d, "--policy", policy, "--loader-config", &l];
             if args.app == "augment" {
                 a.extend(["--output-dir", &o]);
             }
@@ -122,7 +126,13 @@ fn main() -> anyhow::Result<()> {
             }
             let v = run(args.np, &a)?;
             if args.app == "read" && (v["crc32"] != format!("{:08x}", ds.crc32) || v["bytes"] != ds.bytes) {
-                bail!("{policy}: read {} bytes crc {}, expected {} crc {:08x}", v["bytes"], v["crc32"], ds.bytes, ds.crc32);
+                bail!(
+                    "{policy}: read {} bytes crc {}, expected {} crc {:08x}",
+                    v["bytes"],
+                    v["crc32"],
+                    ds.bytes,
+                    ds.crc32
+                );
             }
             rows.push((policy, emulate, v));
         }
@@ -135,7 +145,10 @@ fn main() -> anyhow::Result<()> {
         args.ost_mb_s,
         args.proc_mb_s
     );
-    eprintln!("{:<8} {:<9} {:>9} {:>10} {:>12} {:>13} {:>14}", "policy", "emulated", "seconds", "MB/s", "max procs/OST", "model seconds", "peak RSS KiB");
+    eprintln!(
+        "{:<8} {:<9} {:>9} {:>10} {:>12} {:>13} {:>14}",
+        "policy", "emulated", "seconds", "MB/s", "max procs/OST", "model seconds", "peak RSS KiB"
+    );
     for (p, e, v) in &rows {
         eprintln!(
             "{:<8} {:<9} {:>9.3} {:>10.1} {:>12} {:>13} {:>14}",
@@ -149,14 +162,25 @@ fn main() -> anyhow::Result<()> {
         );
     }
     if let Some(schemes) = rows[0].2["schemes"].as_array() {
-        let ratios: Vec<String> =
-            schemes.iter().map(|s| format!("{} {:.2}x", s["chunking"].as_str().unwrap_or("?"), s["ratio"].as_f64().unwrap_or(0.0))).collect();
+        let ratios: Vec<String> = schemes
+            .iter()
+            .map(|s| format!("{} {:.2}x", s["chunking"].as_str().unwrap_or("?"), s["ratio"].as_f64().unwrap_or(0.0)))
+            .collect();
         eprintln!("dedup ratios: {}", ratios.join(", "));
     }
     eprintln!("catalog load {:.3} s", rows[0].2["catalog_load_seconds"].as_f64().unwrap_or(0.0));
-    let secs =
-        |policy: &str, emulated: bool| rows.iter().find(|(p, e, _)| *p == policy && *e == emulated).and_then(|(_, _, v)| v["seconds"].as_f64()).unwrap_or(0.0);
-    let model = |policy: &str| rows.iter().find(|(p, e, _)| *p == policy && *e).and_then(|(_, _, v)| v["model_seconds"].as_f64()).unwrap_or(0.0);
+    let secs = |policy: &str, emulated: bool| {
+        rows.iter()
+            .find(|(p, e, _)| *p == policy && *e == emulated)
+            .and_then(|(_, _, v)| v["seconds"].as_f64())
+            .unwrap_or(0.0)
+    };
+    let model = |policy: &str| {
+        rows.iter()
+            .find(|(p, e, _)| *p == policy && *e)
+            .and_then(|(_, _, v)| v["model_seconds"].as_f64())
+            .unwrap_or(0.0)
+    };
     let ratio = secs("file", true) / secs("object", true).max(1e-9);
     let model_ratio = model("file") / model("object").max(1e-9);
     eprintln!("emulated file/object time ratio {ratio:.2} (model {model_ratio:.2})");

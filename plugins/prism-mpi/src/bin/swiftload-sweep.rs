@@ -57,8 +57,15 @@ fn speed(bytes: usize, mut f: impl FnMut()) -> f64 {
 /// 256 MB, log-uniform, 1 to 4 stripes).
 fn datasets(osts: u32) -> Vec<(&'static str, Vec<ObjectLayout>)> {
     let pool: Vec<String> = (0..osts).map(|o| o.to_string()).collect();
-    let spec = |extra: &str| EmulatedLayouts::parse(&format!("pool={};stripe_size=1M;{extra}", pool.join(","))).unwrap_or_else(|e| panic!("{e}"));
-    let layout = |l: &EmulatedLayouts, name: String, size: u64| ObjectLayout { components: l.assign(Path::new(&name), size), path: name, size };
+    let spec = |extra: &str| {
+        EmulatedLayouts::parse(&format!("pool={};stripe_size=1M;{extra}", pool.join(",")))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let layout = |l: &EmulatedLayouts, name: String, size: u64| ObjectLayout {
+        components: l.assign(Path::new(&name), size),
+        path: name,
+        size,
+    };
     let cifar = spec("count=4");
     let cifar: Vec<ObjectLayout> = (1..=6).map(|b| layout(&cifar, format!("data_batch_{b}.bin"), 30_730_000)).collect();
     let tree = spec("pfl=4M:1,64M:2,EOF:4");
@@ -106,12 +113,16 @@ fn main() -> anyhow::Result<()> {
         eprintln!("{name}: {} files, {:.1} GB; per loader {per_loader:.0} MB/s", objects.len(), bytes as f64 / 1e9);
         eprintln!("  {:>7} {:>12} {:>12} {:>8}", "loaders", "object s", "file s", "speed-up");
         for &n in &args.loaders {
-            let object = contention::simulate(&ObjectScheduler::new(Some(model.clone())).place(&objects, n), &model).seconds;
+            let object =
+                contention::simulate(&ObjectScheduler::new(Some(model.clone())).place(&objects, n), &model).seconds;
             let file = contention::simulate(&FileScheduler.place(&objects, n), &model).seconds;
             eprintln!("  {n:>7} {object:>12.2} {file:>12.2} {:>7.2}x", file / object.max(1e-9));
             rows.push(serde_json::json!({"app": name, "loaders": n, "object_seconds": object, "file_seconds": file}));
         }
     }
-    println!("{}", serde_json::json!({"emulated": true, "augment_mb_s_per_core": augment_mb_s, "dedup_mb_s_per_core": dedup_mb_s, "rows": rows}));
+    println!(
+        "{}",
+        serde_json::json!({"emulated": true, "augment_mb_s_per_core": augment_mb_s, "dedup_mb_s_per_core": dedup_mb_s, "rows": rows})
+    );
     Ok(())
 }

@@ -96,14 +96,19 @@ fn run(args: Args) -> Res<()> {
         }
         Cmd::Generate { out, entries, files, seed } => {
             let s = write_synthetic(&out, &SynthSpec::new(entries, files, seed))?;
-            println!("{}", json!({"entries": s.entries, "records": s.records, "gone": s.gone, "superseded": s.superseded, "bytes": s.bytes}));
+            println!(
+                "{}",
+                json!({"entries": s.entries, "records": s.records, "gone": s.gone, "superseded": s.superseded, "bytes": s.bytes})
+            );
             Ok(())
         }
         Cmd::Walk { dir } => {
             println!("{}", walk(&dir)?);
             Ok(())
         }
-        Cmd::Bench { entries, files, runs, walk_files, work, seed } => bench(entries, files, runs.max(1), walk_files, work, seed),
+        Cmd::Bench { entries, files, runs, walk_files, work, seed } => {
+            bench(entries, files, runs.max(1), walk_files, work, seed)
+        }
     }
 }
 
@@ -152,7 +157,11 @@ fn convert(input: &Path, output: &Path) -> Res<()> {
 /// before `exec`), KiB.
 fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Load `dir` with one reader and time it; then read every entry's path, size and stat
@@ -327,7 +336,10 @@ fn bench(entries: usize, files: usize, runs: usize, walk_files: usize, work: Opt
         );
         walk_row = json!({"files": walk_files, "min": wmin, "median": wmed, "per_file_us": per * 1e6, "extrapolated_seconds": per * entries as f64});
     }
-    println!("{}", json!({"entries": entries, "files": files, "runs": runs, "convert_seconds": convert_s, "loads": rows, "walk": walk_row}));
+    println!(
+        "{}",
+        json!({"entries": entries, "files": files, "runs": runs, "convert_seconds": convert_s, "loads": rows, "walk": walk_row})
+    );
     if remove {
         std::fs::remove_dir_all(&work)?;
     }

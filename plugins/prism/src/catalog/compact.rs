@@ -138,7 +138,8 @@ pub(super) fn read_stat(b: &[u8]) -> StatFields {
 /// Encode a 96-byte stat record.
 pub(super) fn stat_bytes(s: &StatFields) -> [u8; STAT] {
     let mut b = [0u8; STAT];
-    let words = [s.dev, s.ino, s.nlink, s.rdev, s.size, s.blksize, s.blocks, s.atime as u64, s.mtime as u64, s.ctime as u64];
+    let words =
+        [s.dev, s.ino, s.nlink, s.rdev, s.size, s.blksize, s.blocks, s.atime as u64, s.mtime as u64, s.ctime as u64];
     for (k, w) in words.iter().enumerate() {
         b[k * 8..k * 8 + 8].copy_from_slice(&w.to_le_bytes());
     }
@@ -288,12 +289,16 @@ impl CompactCatalog {
 
     /// Every entry, in order.
     pub fn entries(&self) -> impl ExactSizeIterator<Item = CompactEntry<'_>> + '_ {
-        self.section(self.sec.entries, self.sec.stats).chunks_exact(ENTRY).map(move |rec| CompactEntry { cat: self, rec })
+        self.section(self.sec.entries, self.sec.stats)
+            .chunks_exact(ENTRY)
+            .map(move |rec| CompactEntry { cat: self, rec })
     }
 
     /// Every `gone` record: the path and the lstat fields of the file that left it.
     pub fn gone_records(&self) -> impl ExactSizeIterator<Item = (&str, StatFields)> + '_ {
-        self.section(self.sec.gone, self.sec.comps).chunks_exact(GONE).map(move |r| (self.path_at(u64_at(r, 0), u32_at(r, 8)), read_stat(&r[16..])))
+        self.section(self.sec.gone, self.sec.comps)
+            .chunks_exact(GONE)
+            .map(move |r| (self.path_at(u64_at(r, 0), u32_at(r, 8)), read_stat(&r[16..])))
     }
 
     /// The catalog as owned entries and `gone` records (what [`Catalog::read_file`] returns).

@@ -101,7 +101,10 @@ pub(super) fn validate(b: &[u8]) -> Result<(CompactCounts, u32, Sections), Strin
     for i in 0..counts.entries as usize {
         let path = ctx.entry(sec.entries + i * ENTRY).map_err(|e| format!("entry {i}: {e}"))?;
         if latest && prev.is_some_and(|p| p >= path) {
-            return Err(format!("entry {i}: `{}` is not after the previous path (the header says sorted, one per path)", super::clip(path)));
+            return Err(format!(
+                "entry {i}: `{}` is not after the previous path (the header says sorted, one per path)",
+                super::clip(path)
+            ));
         }
         prev = Some(path);
     }
@@ -136,7 +139,8 @@ impl<'a> Ctx<'a> {
         if len == 0 {
             return Err("empty path".into());
         }
-        let range = usize::try_from(off).ok().and_then(|o| Some(o..o.checked_add(len as usize)?)).filter(|r| r.end <= n);
+        let range =
+            usize::try_from(off).ok().and_then(|o| Some(o..o.checked_add(len as usize)?)).filter(|r| r.end <= n);
         let Some(range) = range else {
             return Err(format!("path at {off} (+{len}) is outside the string table ({n} bytes)"));
         };
@@ -152,7 +156,8 @@ impl<'a> Ctx<'a> {
             return Err(format!("`{}`: unknown flags {flags:#x}", super::clip(path)));
         }
         let stat_idx = u32_at(b, at + 28);
-        let stat_ok = if flags & STAT_MASK == STAT_OWN { u64::from(stat_idx) < self.counts.stats } else { stat_idx == 0 };
+        let stat_ok =
+            if flags & STAT_MASK == STAT_OWN { u64::from(stat_idx) < self.counts.stats } else { stat_idx == 0 };
         if !stat_ok {
             return Err(format!("`{}`: stat record {stat_idx} of {}", super::clip(path), self.counts.stats));
         }
@@ -165,7 +170,11 @@ impl<'a> Ctx<'a> {
             return Ok(path);
         }
         if first.checked_add(u64::from(count)).is_none_or(|end| end > self.counts.comps) {
-            return Err(format!("`{}`: layout runs {first} (+{count}) past the {} there are", super::clip(path), self.counts.comps));
+            return Err(format!(
+                "`{}`: layout runs {first} (+{count}) past the {} there are",
+                super::clip(path),
+                self.counts.comps
+            ));
         }
         for k in 0..count as usize {
             let c = self.sec.comps + (first as usize + k) * COMP;

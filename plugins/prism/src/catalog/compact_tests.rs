@@ -20,7 +20,8 @@ fn seeds(salt: u64, default_cases: u64) -> Vec<u64> {
         return vec![s];
     }
     let cases: u64 = std::env::var("ICICLE_PROPERTY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(default_cases);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
     let first = (nanos ^ salt) % 1_000_000_000;
     (first..first + cases).collect()
 }
@@ -33,12 +34,19 @@ fn for_seeds(salt: u64, cases: u64, case: fn(u64) -> Result<(), String>) {
         match std::panic::catch_unwind(|| case(seed)) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => failures.push(format!("seed {seed}: {e}")),
-            Err(p) => {
-                failures.push(format!("seed {seed}: panicked: {:?}", p.downcast_ref::<String>().map(String::as_str).or(p.downcast_ref::<&str>().copied())))
-            }
+            Err(p) => failures.push(format!(
+                "seed {seed}: panicked: {:?}",
+                p.downcast_ref::<String>().map(String::as_str).or(p.downcast_ref::<&str>().copied())
+            )),
         }
     }
-    assert!(failures.is_empty(), "{} of {} seeds failed (replay one with ICICLE_PROPERTY_SEED=N):\n{}", failures.len(), all.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} seeds failed (replay one with ICICLE_PROPERTY_SEED=N):\n{}",
+        failures.len(),
+        all.len(),
+        failures.join("\n")
+    );
 }
 
 fn check(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
@@ -74,8 +82,18 @@ fn random_lines(rng: &mut Rng, size: u64) -> Vec<LayoutLine> {
     if rng.below(2) == 0 {
         let ss = 1 + rng.below(3) * 1024;
         let comps = vec![
-            LayoutComponent { start: 0, end: 4 * ss, stripe_size: ss, osts: (0..1 + rng.below(3)).map(|_| rng.below(5000) as u32).collect() },
-            LayoutComponent { start: 4 * ss, end: u64::MAX, stripe_size: ss, osts: (0..1 + rng.below(4)).map(|_| rng.below(5000) as u32).collect() },
+            LayoutComponent {
+                start: 0,
+                end: 4 * ss,
+                stripe_size: ss,
+                osts: (0..1 + rng.below(3)).map(|_| rng.below(5000) as u32).collect(),
+            },
+            LayoutComponent {
+                start: 4 * ss,
+                end: u64::MAX,
+                stripe_size: ss,
+                osts: (0..1 + rng.below(4)).map(|_| rng.below(5000) as u32).collect(),
+            },
         ];
         let st = StatFields { size, ..StatFields::default() };
         return CatalogEntry::new("/x", st, None, Some(&comps)).layout.unwrap_or_default();
@@ -153,13 +171,17 @@ fn round_trip(seed: u64) -> Result<(), String> {
     let back: Vec<CatalogEntry> = c.entries().map(|e| e.to_entry()).collect();
     check(back == latest, || format!("compact entries differ:\n{back:?}\n{latest:?}"))?;
     for (e, l) in c.entries().zip(&latest) {
-        check(e.object_layout() == l.object_layout() && e.size() == l.size(), || format!("layout of {} differs", l.path))?;
+        check(e.object_layout() == l.object_layout() && e.size() == l.size(), || {
+            format!("layout of {} differs", l.path)
+        })?;
     }
     check(c.to_catalog().gone == orig.gone, || "gone records differ".into())?;
     let mut text = Vec::new();
     c.write_text(&mut text).map_err(|e| e.to_string())?;
     let again = Catalog::parse(Path::new("again"), &text);
-    check(again.rejects.is_empty() && again.entries == latest && again.gone == orig.gone, || format!("compact -> text differs: {:?}", again.rejects))?;
+    check(again.rejects.is_empty() && again.entries == latest && again.gone == orig.gone, || {
+        format!("compact -> text differs: {:?}", again.rejects)
+    })?;
     let again_latest: Vec<CatalogEntry> = again.latest().into_iter().cloned().collect();
     check(again_latest == latest, || "latest of compact -> text differs".into())?;
 
@@ -174,7 +196,8 @@ fn round_trip(seed: u64) -> Result<(), String> {
     for (k, p) in catalog_files(&text_dir).map_err(|e| e.to_string())?.iter().enumerate() {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if k % 2 == 0 {
-            write_compact(&Catalog::read_file(p).map_err(|e| e.to_string())?, &mixed.join(format!("{name}.icat"))).map_err(|e| e.to_string())?;
+            write_compact(&Catalog::read_file(p).map_err(|e| e.to_string())?, &mixed.join(format!("{name}.icat")))
+                .map_err(|e| e.to_string())?;
         } else {
             std::fs::copy(p, mixed.join(name)).map_err(|e| e.to_string())?;
         }
@@ -183,7 +206,9 @@ fn round_trip(seed: u64) -> Result<(), String> {
     let want_latest: Vec<CatalogEntry> = want.latest().into_iter().cloned().collect();
     let l = load_dir(&mixed).map_err(|e| e.to_string())?;
     check(l.to_entries() == want_latest, || "load_dir(mixed) differs from read_dir(mixed).latest()".into())?;
-    check((l.superseded, l.gone, l.files) == (want.superseded, want.gone.len(), want.files), || "mixed counts differ".into())?;
+    check((l.superseded, l.gone, l.files) == (want.superseded, want.gone.len(), want.files), || {
+        "mixed counts differ".into()
+    })?;
     Ok(())
 }
 
@@ -225,7 +250,9 @@ fn corruption(seed: u64) -> Result<(), String> {
         let cut = rng.below(good.len() as u64) as usize;
         match CompactCatalog::from_bytes(name, good[..cut].to_vec()) {
             Ok(_) => return Err(format!("truncated to {cut} of {} bytes: accepted", good.len())),
-            Err(e) => check(e.to_string().starts_with("/cat/catalog.h.icat: "), || format!("error does not name the file: {e}"))?,
+            Err(e) => check(e.to_string().starts_with("/cat/catalog.h.icat: "), || {
+                format!("error does not name the file: {e}")
+            })?,
         }
     }
     // One byte changed: the checksum (or the header check) catches it.
@@ -266,7 +293,12 @@ fn corrupt_or_truncated_compact_files_are_errors_never_panics() {
 fn corrupt_compact_files_on_disk_name_the_file_and_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cat = Catalog::default();
-    cat.entries.push(CatalogEntry::new("/d/f", StatFields { mode: 0o100644, size: 10, ..StatFields::default() }, None, Some(&[])));
+    cat.entries.push(CatalogEntry::new(
+        "/d/f",
+        StatFields { mode: 0o100644, size: 10, ..StatFields::default() },
+        None,
+        Some(&[]),
+    ));
     let p = tmp.path().join("catalog.x.icat");
     write_compact(&cat, &p).unwrap();
     assert_eq!(load_dir(tmp.path()).unwrap().len(), 1);
@@ -275,7 +307,11 @@ fn corrupt_compact_files_on_disk_name_the_file_and_the_reason() {
     let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
     f.set_len(len - 3).unwrap();
     drop(f);
-    for err in [load_dir(tmp.path()).unwrap_err(), Catalog::read_dir(tmp.path()).unwrap_err(), CompactCatalog::open(&p).unwrap_err()] {
+    for err in [
+        load_dir(tmp.path()).unwrap_err(),
+        Catalog::read_dir(tmp.path()).unwrap_err(),
+        CompactCatalog::open(&p).unwrap_err(),
+    ] {
         let msg = err.to_string();
         assert!(msg.contains("catalog.x.icat") && msg.contains("truncated"), "{msg}");
     }
@@ -283,8 +319,10 @@ fn corrupt_compact_files_on_disk_name_the_file_and_the_reason() {
     let msg = CompactCatalog::open(&p).unwrap_err().to_string();
     assert!(msg.contains("catalog.x.icat: truncated: 8 bytes"), "{msg}");
     // A compact file cannot hold what its reader would reject.
-    let bad =
-        CatalogEntry { layout: Some(vec![LayoutLine { ost: 1, start: 0, end: 5, interval: 3, stripe_size: 2, file_size: 10 }]), ..cat.entries[0].clone() };
+    let bad = CatalogEntry {
+        layout: Some(vec![LayoutLine { ost: 1, start: 0, end: 5, interval: 3, stripe_size: 2, file_size: 10 }]),
+        ..cat.entries[0].clone()
+    };
     let err = compact_bytes(&[&bad], &[]).unwrap_err();
     assert!(err.contains("/d/f") && err.contains("interval 3"), "{err}");
 }
@@ -297,7 +335,10 @@ fn synthetic_counts(files: usize, n: usize, seed: u64) {
     assert!(s.gone > 0 && s.records > n, "{s:?}");
     let cat = Catalog::read_dir(&text).unwrap();
     assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
-    assert_eq!((cat.entries.len(), cat.gone.len(), cat.superseded, cat.files), (s.records - s.superseded, s.gone, s.superseded, files));
+    assert_eq!(
+        (cat.entries.len(), cat.gone.len(), cat.superseded, cat.files),
+        (s.records - s.superseded, s.gone, s.superseded, files)
+    );
     assert_eq!(cat.latest().len(), n);
     let loaded = load_dir(&text).unwrap();
     assert_eq!((loaded.len(), loaded.gone, loaded.superseded, loaded.files), (n, s.gone, s.superseded, files));
@@ -346,8 +387,16 @@ fn stat_lines(seed: u64) -> Result<(), String> {
             b[at] = b"0123456789;: +-x"[rng.below(16) as usize];
         }
         let variant = String::from_utf8_lossy(&b).into_owned();
-        for l in [variant, line.replace("; ", ";"), format!("{line};"), line.replace("st_ino", "st_inode"), format!(" {line}")] {
-            check(StatFields::parse(&l) == StatFields::parse_general(&l), || format!("`{l}`: fast and general parsers differ"))?;
+        for l in [
+            variant,
+            line.replace("; ", ";"),
+            format!("{line};"),
+            line.replace("st_ino", "st_inode"),
+            format!(" {line}"),
+        ] {
+            check(StatFields::parse(&l) == StatFields::parse_general(&l), || {
+                format!("`{l}`: fast and general parsers differ")
+            })?;
         }
     }
     Ok(())

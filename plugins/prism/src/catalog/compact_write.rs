@@ -34,7 +34,10 @@ fn runs(lines: &[LayoutLine]) -> impl Iterator<Item = (LayoutLine, u32)> + '_ {
         let mut n = 1usize;
         while let Some(l) = lines.get(i + n) {
             let prev = lines[i + n - 1];
-            let same = l.end == prev.end && l.interval == prev.interval && l.stripe_size == prev.stripe_size && l.file_size == prev.file_size;
+            let same = l.end == prev.end
+                && l.interval == prev.interval
+                && l.stripe_size == prev.stripe_size
+                && l.file_size == prev.file_size;
             if !same || prev.start.checked_add(prev.stripe_size) != Some(l.start) || n >= u32::MAX as usize {
                 break;
             }
@@ -62,7 +65,12 @@ fn check_path(path: &str) -> Result<(), CatalogError> {
 
 /// The counts of a compact file for these records, after checking that it can hold them.
 fn count(entries: &[&CatalogEntry], gone: &[CatalogGone], superseded: u64) -> Result<CompactCounts, CatalogError> {
-    let mut c = CompactCounts { entries: entries.len() as u64, gone: gone.len() as u64, superseded, ..CompactCounts::default() };
+    let mut c = CompactCounts {
+        entries: entries.len() as u64,
+        gone: gone.len() as u64,
+        superseded,
+        ..CompactCounts::default()
+    };
     for e in entries {
         check_path(&e.path)?;
         c.strings += e.path.len() as u64;
@@ -84,7 +92,10 @@ fn count(entries: &[&CatalogEntry], gone: &[CatalogGone], superseded: u64) -> Re
         c.strings += g.path.len() as u64;
     }
     if c.entries > u64::from(u32::MAX) || c.stats > u64::from(u32::MAX) || c.osts > u64::from(u32::MAX) {
-        return Err(CatalogError::Invalid { path: String::new(), reason: "more than 2^32 entries, stat records or layout lines".into() });
+        return Err(CatalogError::Invalid {
+            path: String::new(),
+            reason: "more than 2^32 entries, stat records or layout lines".into(),
+        });
     }
     Ok(c)
 }
@@ -124,7 +135,8 @@ pub fn encode<W: Write + Seek>(
     superseded: u64,
 ) -> Result<CompactCounts, CatalogError> {
     let c = count(entries, gone, superseded)?;
-    let sec = Sections::of(&c).ok_or_else(|| CatalogError::Invalid { path: String::new(), reason: "the catalog is too large".into() })?;
+    let sec = Sections::of(&c)
+        .ok_or_else(|| CatalogError::Invalid { path: String::new(), reason: "the catalog is too large".into() })?;
     let sorted = entries.windows(2).all(|p| p[0].path < p[1].path);
     let mut header = [0u8; HEADER];
     put_header(&mut header, &c, if sorted { FLAG_LATEST } else { 0 }, sec.end as u64);

@@ -93,8 +93,13 @@ pub fn load_files(paths: &[PathBuf]) -> Result<LoadedCatalog, CatalogError> {
         }
     } else {
         let done: Vec<Vec<(usize, Result<Unit, CatalogError>)>> = std::thread::scope(|s| {
-            let workers: Vec<_> =
-                (0..threads).map(|t| s.spawn(move || paths.iter().enumerate().skip(t).step_by(threads).map(|(i, p)| (i, read_unit(p))).collect())).collect();
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    s.spawn(move || {
+                        paths.iter().enumerate().skip(t).step_by(threads).map(|(i, p)| (i, read_unit(p))).collect()
+                    })
+                })
+                .collect();
             workers.into_iter().map(|w| w.join().unwrap_or_default()).collect()
         });
         for (i, r) in done.into_iter().flatten() {
@@ -106,7 +111,9 @@ pub fn load_files(paths: &[PathBuf]) -> Result<LoadedCatalog, CatalogError> {
     let mut units = Vec::with_capacity(paths.len());
     for (slot, p) in slots.into_iter().zip(paths) {
         // A worker that panicked (it cannot: the readers never panic) leaves its slots empty.
-        let unit = slot.unwrap_or_else(|| Err(CatalogError::Corrupt { path: p.clone(), reason: "the reader thread failed".into() }))?;
+        let unit = slot.unwrap_or_else(|| {
+            Err(CatalogError::Corrupt { path: p.clone(), reason: "the reader thread failed".into() })
+        })?;
         units.push(unit);
     }
     Ok(LoadedCatalog::from_units(units))
@@ -243,7 +250,9 @@ fn resolve(units: &[Unit]) -> (Vec<u64>, usize) {
                 }
             } else if !gone.is_empty() {
                 let l = e.lstat();
-                let hit = gone.get(&(l.dev, l.ino)).is_some_and(|v| v.iter().any(|&(p, gu, ctime)| gu != u && l.ctime <= ctime && p == e.path()));
+                let hit = gone
+                    .get(&(l.dev, l.ino))
+                    .is_some_and(|v| v.iter().any(|&(p, gu, ctime)| gu != u && l.ctime <= ctime && p == e.path()));
                 if hit {
                     dropped += 1;
                     continue;

@@ -267,7 +267,12 @@ pub struct CatalogEntry {
 impl CatalogEntry {
     /// An entry from metadata and a layout (`None` for non-regular files): the layout lines
     /// are the layout's object tasks.
-    pub fn new(path: impl Into<String>, lstat: StatFields, stat: Option<StatFields>, layout: Option<&[LayoutComponent]>) -> CatalogEntry {
+    pub fn new(
+        path: impl Into<String>,
+        lstat: StatFields,
+        stat: Option<StatFields>,
+        layout: Option<&[LayoutComponent]>,
+    ) -> CatalogEntry {
         let path = path.into();
         let size = stat.unwrap_or(lstat).size;
         let layout = layout.map(|comps| {
@@ -316,7 +321,11 @@ impl CatalogEntry {
         match &self.layout {
             Some(lines) => {
                 for l in lines {
-                    let _ = writeln!(out, "{} {} {} {} {} {} {}", self.path, l.ost, l.start, l.end, l.interval, l.stripe_size, l.file_size);
+                    let _ = writeln!(
+                        out,
+                        "{} {} {} {} {} {} {}",
+                        self.path, l.ost, l.start, l.end, l.interval, l.stripe_size, l.file_size
+                    );
                 }
             }
             None => out.push_str("None\n"),
@@ -340,7 +349,14 @@ impl CatalogEntry {
         self.layout
             .iter()
             .flatten()
-            .map(|l| ObjectTask { object, ost: l.ost, start: l.start, end: l.end, interval: l.interval, stripe_size: l.stripe_size })
+            .map(|l| ObjectTask {
+                object,
+                ost: l.ost,
+                start: l.start,
+                end: l.end,
+                interval: l.interval,
+                stripe_size: l.stripe_size,
+            })
             .collect()
     }
 
@@ -363,7 +379,8 @@ pub(crate) fn layout_from_lines(path: &str, size: u64, lines: impl Iterator<Item
         let continues = comps.last().is_some_and(|c| {
             (c.osts.len() as u64) < want
                 && c.stripe_size == l.stripe_size
-                && (c.osts.len() as u64).checked_mul(c.stripe_size).and_then(|d| c.start.checked_add(d)) == Some(l.start)
+                && (c.osts.len() as u64).checked_mul(c.stripe_size).and_then(|d| c.start.checked_add(d))
+                    == Some(l.start)
         });
         if continues {
             if let Some(c) = comps.last_mut() {

@@ -101,7 +101,10 @@ impl<'a> Lines<'a> {
         };
         if starts_record(raw) {
             let kw = String::from_utf8_lossy(raw);
-            return Err((self.line + 1, format!("truncated entry: a new entry (`{kw}`) where {} was expected", what())));
+            return Err((
+                self.line + 1,
+                format!("truncated entry: a new entry (`{kw}`) where {} was expected", what()),
+            ));
         }
         match self.take(raw, used) {
             (n, Err(e)) => Err((n, e)),
@@ -157,7 +160,21 @@ pub(super) fn parse_stat_canonical(line: &str) -> Option<StatFields> {
     let (rdev, size, blksize, blocks) = (u(b"st_rdev:")?, u(b"st_size:")?, u(b"st_blksize:")?, u(b"st_blocks:")?);
     let mut t = |key: &[u8]| field(&mut r, key).and_then(signed);
     let (atime, mtime, ctime) = (t(b"st_atime:")?, t(b"st_mtime:")?, t(b"st_ctime:")?);
-    r.is_empty().then_some(StatFields { dev, ino, mode, nlink, uid, gid, rdev, size, blksize, blocks, atime, mtime, ctime })
+    r.is_empty().then_some(StatFields {
+        dev,
+        ino,
+        mode,
+        nlink,
+        uid,
+        gid,
+        rdev,
+        size,
+        blksize,
+        blocks,
+        atime,
+        mtime,
+        ctime,
+    })
 }
 
 pub(super) fn parse_entry(lines: &mut Lines<'_>) -> Result<CatalogEntry, (usize, String)> {
@@ -250,7 +267,10 @@ pub(super) fn check_line(l: &LayoutLine) -> Result<(), String> {
         return Err(format!("interval {interval} is not a multiple of stripe size {stripe_size}"));
     }
     if interval / stripe_size > MAX_STRIPE_COUNT {
-        return Err(format!("stripe count {} (interval / stripe size) is over {MAX_STRIPE_COUNT}", interval / stripe_size));
+        return Err(format!(
+            "stripe count {} (interval / stripe size) is over {MAX_STRIPE_COUNT}",
+            interval / stripe_size
+        ));
     }
     // A stripe that starts past the end of a small file has its end clamped to the size.
     if start > end && end != file_size {

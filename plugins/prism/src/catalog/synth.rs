@@ -32,7 +32,14 @@ impl SynthSpec {
     /// `entries` live entries over `files` catalog files, with 1% renames, 0.5% rewrites and
     /// 0.2% moves.
     pub fn new(entries: usize, files: usize, seed: u64) -> SynthSpec {
-        SynthSpec { entries, files: files.max(1), seed, renamed_per_mille: 10, rewritten_per_mille: 5, moved_per_mille: 2 }
+        SynthSpec {
+            entries,
+            files: files.max(1),
+            seed,
+            renamed_per_mille: 10,
+            rewritten_per_mille: 5,
+            moved_per_mille: 2,
+        }
     }
 }
 
@@ -51,7 +58,8 @@ pub struct SynthSummary {
     pub bytes: u64,
 }
 
-const PROJECTS: [&str; 8] = ["climate-ens", "cosmo-sim", "genomics", "md-protein", "cfd-wing", "lattice-qcd", "seismic", "llm-pretrain"];
+const PROJECTS: [&str; 8] =
+    ["climate-ens", "cosmo-sim", "genomics", "md-protein", "cfd-wing", "lattice-qcd", "seismic", "llm-pretrain"];
 const USERS: [&str; 6] = ["jdoe", "akim", "mlopez", "rsingh", "twang", "ebrown"];
 const EXTS: [&str; 6] = ["h5", "nc", "bin", "ckpt", "dat", "tfrecord"];
 const POOL: [u32; 8] = [10, 60, 86, 105, 113, 167, 204, 231];
@@ -110,7 +118,9 @@ pub fn write_synthetic(dir: &Path, spec: &SynthSpec) -> Result<SynthSummary, Cat
         let (renamed, rewritten, moved) = (
             roll < spec.renamed_per_mille,
             (spec.renamed_per_mille..spec.renamed_per_mille + spec.rewritten_per_mille).contains(&roll),
-            (spec.renamed_per_mille + spec.rewritten_per_mille..spec.renamed_per_mille + spec.rewritten_per_mille + spec.moved_per_mille).contains(&roll),
+            (spec.renamed_per_mille + spec.rewritten_per_mille
+                ..spec.renamed_per_mille + spec.rewritten_per_mille + spec.moved_per_mille)
+                .contains(&roll),
         );
         let text = &mut texts[f];
         if renamed {

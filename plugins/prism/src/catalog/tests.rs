@@ -95,7 +95,11 @@ fn bad_entries_name_file_line_and_reason_and_reading_goes_on() {
 fn a_truncated_entry_is_one_reject_and_the_next_entry_parses() {
     let good = sample()[0].to_text().unwrap();
     // Cut short in its stat, in its layout lines, and before its `end`.
-    for cut in ["lstat\n/z\nst_mode:100644; st_size:1\nstat\n", "lstat\n/z\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/z 1 0 1 1 1 1\n", "lstat\n/z\n"] {
+    for cut in [
+        "lstat\n/z\nst_mode:100644; st_size:1\nstat\n",
+        "lstat\n/z\nst_mode:100644; st_size:1\nstat\nNone\nlayout\n/z 1 0 1 1 1 1\n",
+        "lstat\n/z\n",
+    ] {
         let text = format!("{cut}{good}");
         let cat = Catalog::parse(Path::new("t"), text.as_bytes());
         let at = cut.lines().count() + 1;
@@ -180,14 +184,27 @@ fn latest_keeps_one_entry_per_path_and_records_convert() {
     let rec = FileRecord {
         path: "/scratch/r",
         kind: FileKind::File,
-        attrs: icicle_core::Attrs { mode: 0o100600, uid: 5, gid: 6, size: 3000, atime: 1, ctime: 2, mtime: 3, inode: 0 },
+        attrs: icicle_core::Attrs {
+            mode: 0o100600,
+            uid: 5,
+            gid: 6,
+            size: 3000,
+            atime: 1,
+            ctime: 2,
+            mtime: 3,
+            inode: 0,
+        },
     };
     let comps = [LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1024, osts: vec![204, 113] }];
     let e = CatalogEntry::from_record(&rec, Some(&comps));
     let text = e.to_text().unwrap();
     assert!(text.contains("/scratch/r 204 0 3000 2048 1024 3000\n/scratch/r 113 1024 3000 2048 1024 3000\n"), "{text}");
     assert_eq!(Catalog::parse(Path::new("r"), text.as_bytes()).entries, vec![e]);
-    let link = FileRecord { kind: FileKind::Link, attrs: icicle_core::Attrs { mode: 0o120777, ..icicle_core::Attrs::default() }, ..rec };
+    let link = FileRecord {
+        kind: FileKind::Link,
+        attrs: icicle_core::Attrs { mode: 0o120777, ..icicle_core::Attrs::default() },
+        ..rec
+    };
     let e = CatalogEntry::from_record(&link, Some(&comps));
     assert!(e.stat.is_none() && e.layout.is_none());
     assert!(matches!(CatalogEntry { path: "a\nb".into(), ..e }.to_text(), Err(CatalogError::Unrepresentable(_))));
@@ -230,9 +247,16 @@ fn gone_records_supersede_the_entries_of_their_file_before_them_and_older_ones_e
     let tmp_dir = tempfile::tempdir().unwrap();
     let later = at("/d/f", 1, 6, 50);
     let other = at("/d/g", 1, 5, 9);
-    std::fs::write(tmp_dir.path().join("catalog.h.1.txt"), [gone(&f_old).to_text().unwrap(), gone(&tmp).to_text().unwrap(), f_new.to_text().unwrap()].concat())
-        .unwrap();
-    std::fs::write(tmp_dir.path().join("catalog.h.2.txt"), [f_old.to_text().unwrap(), tmp.to_text().unwrap(), other.to_text().unwrap()].concat()).unwrap();
+    std::fs::write(
+        tmp_dir.path().join("catalog.h.1.txt"),
+        [gone(&f_old).to_text().unwrap(), gone(&tmp).to_text().unwrap(), f_new.to_text().unwrap()].concat(),
+    )
+    .unwrap();
+    std::fs::write(
+        tmp_dir.path().join("catalog.h.2.txt"),
+        [f_old.to_text().unwrap(), tmp.to_text().unwrap(), other.to_text().unwrap()].concat(),
+    )
+    .unwrap();
     std::fs::write(tmp_dir.path().join("catalog.h.3.txt"), later.to_text().unwrap()).unwrap();
     let cat = Catalog::read_dir(tmp_dir.path()).unwrap();
     assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
@@ -244,7 +268,10 @@ fn gone_records_supersede_the_entries_of_their_file_before_them_and_older_ones_e
 
     // Bad or cut-short records are rejects like bad entries; the next record still parses.
     let good = f_old.to_text().unwrap();
-    let text = format!("gone\n/d/f\nst_mode:zz; st_size:1\nend\ngone\n/d/f\n{good}lstat\n/x\n{}", gone(&f_old).to_text().unwrap());
+    let text = format!(
+        "gone\n/d/f\nst_mode:zz; st_size:1\nend\ngone\n/d/f\n{good}lstat\n/x\n{}",
+        gone(&f_old).to_text().unwrap()
+    );
     let cat = Catalog::parse(Path::new("b"), text.as_bytes());
     let got: Vec<String> = cat.rejects.iter().map(|r| r.to_string()).collect();
     assert_eq!(
@@ -256,7 +283,10 @@ fn gone_records_supersede_the_entries_of_their_file_before_them_and_older_ones_e
         ]
     );
     assert_eq!((cat.entries.len(), cat.gone.len(), cat.superseded), (0, 1, 1));
-    assert!(matches!(CatalogGone { path: "a\nb".into(), stat: f_old.lstat }.to_text(), Err(CatalogError::Unrepresentable(_))));
+    assert!(matches!(
+        CatalogGone { path: "a\nb".into(), stat: f_old.lstat }.to_text(),
+        Err(CatalogError::Unrepresentable(_))
+    ));
 }
 
 #[test]

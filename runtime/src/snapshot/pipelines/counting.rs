@@ -108,7 +108,8 @@ impl RowProcessorFactory for CountingHandle {
 impl Counting {
     /// A counting pipeline and the factory to hand to the snapshot runtime.
     pub fn new(settings: CountingSettings) -> (Arc<Counting>, Arc<dyn RowProcessorFactory>) {
-        let c = Arc::new(Counting { settings, merged: Mutex::new(CountMaps::default()), elsewhere: Default::default() });
+        let c =
+            Arc::new(Counting { settings, merged: Mutex::new(CountMaps::default()), elsewhere: Default::default() });
         (c.clone(), Arc::new(CountingHandle(c)))
     }
 
@@ -119,10 +120,18 @@ impl Counting {
         let mut out = Vec::new();
         let mut users: Vec<_> = m.users.iter().map(|(k, v)| (*k, total(v))).collect();
         users.sort();
-        out.extend(users.into_iter().map(|(u, c)| CountRow { principal: format!("u{u}"), count: c, recursive_count: c }));
+        out.extend(users.into_iter().map(|(u, c)| CountRow {
+            principal: format!("u{u}"),
+            count: c,
+            recursive_count: c,
+        }));
         let mut groups: Vec<_> = m.groups.iter().map(|(k, v)| (*k, total(v))).collect();
         groups.sort();
-        out.extend(groups.into_iter().map(|(g, c)| CountRow { principal: format!("g{g}"), count: c, recursive_count: c }));
+        out.extend(groups.into_iter().map(|(g, c)| CountRow {
+            principal: format!("g{g}"),
+            count: c,
+            recursive_count: c,
+        }));
         // Every directory with a count, and all its ancestors.
         let mut dirs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for (d, v) in m.dirs.iter() {
@@ -139,7 +148,8 @@ impl Counting {
                 dirs.entry(p.to_string()).or_default();
             }
         }
-        let mut by_depth: Vec<(usize, String)> = dirs.keys().map(|d| (if d == "/" { 0 } else { d.matches('/').count() }, d.clone())).collect();
+        let mut by_depth: Vec<(usize, String)> =
+            dirs.keys().map(|d| (if d == "/" { 0 } else { d.matches('/').count() }, d.clone())).collect();
         by_depth.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         for (_, d) in &by_depth {
             let (own, sub) = dirs[d];
@@ -155,7 +165,11 @@ impl Counting {
                 }
             }
         }
-        out.extend(dirs.into_iter().map(|(d, (own, sub))| CountRow { principal: d, count: own, recursive_count: own + sub }));
+        out.extend(dirs.into_iter().map(|(d, (own, sub))| CountRow {
+            principal: d,
+            count: own,
+            recursive_count: own + sub,
+        }));
         out
     }
 
@@ -171,8 +185,11 @@ impl Counting {
         let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
         writeln!(w, "principal,count,recursive_count")?;
         for r in &rows {
-            let p =
-                if r.principal.contains(',') || r.principal.contains('"') { format!("\"{}\"", r.principal.replace('"', "\"\"")) } else { r.principal.clone() };
+            let p = if r.principal.contains(',') || r.principal.contains('"') {
+                format!("\"{}\"", r.principal.replace('"', "\"\""))
+            } else {
+                r.principal.clone()
+            };
             writeln!(w, "{p},{},{}", r.count, r.recursive_count)?;
         }
         w.flush()?;

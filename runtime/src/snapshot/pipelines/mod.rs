@@ -117,7 +117,13 @@ pub struct PrincipalStats {
 
 impl PrincipalStats {
     fn new(f: &dyn SketchFactory) -> PrincipalStats {
-        PrincipalStats { count: 0, total_size: 0, min: [i64::MAX; 4], max: [i64::MIN; 4], sketches: [f.create(), f.create(), f.create(), f.create()] }
+        PrincipalStats {
+            count: 0,
+            total_size: 0,
+            min: [i64::MAX; 4],
+            max: [i64::MIN; 4],
+            sketches: [f.create(), f.create(), f.create(), f.create()],
+        }
     }
 
     fn add(&mut self, v: [i64; 4], reference: i64) -> Result<(), String> {
@@ -151,7 +157,8 @@ impl PrincipalStats {
 }
 
 /// The quantiles reported for every attribute.
-pub const QUANTILES: [(f64, &str); 6] = [(0.10, "p10"), (0.25, "p25"), (0.50, "p50"), (0.75, "p75"), (0.90, "p90"), (0.99, "p99")];
+pub const QUANTILES: [(f64, &str); 6] =
+    [(0.10, "p10"), (0.25, "p25"), (0.50, "p50"), (0.75, "p75"), (0.90, "p90"), (0.99, "p99")];
 
 /// The aggregate pipeline.
 pub struct Aggregate {
@@ -299,7 +306,11 @@ fn push_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
 
 impl Aggregate {
     /// An aggregate pipeline over sketches from `factory`, ages measured from `reference`.
-    pub fn new(settings: AggregateSettings, factory: Arc<dyn SketchFactory>, reference: i64) -> (Arc<Aggregate>, Arc<dyn RowProcessorFactory>) {
+    pub fn new(
+        settings: AggregateSettings,
+        factory: Arc<dyn SketchFactory>,
+        reference: i64,
+    ) -> (Arc<Aggregate>, Arc<dyn RowProcessorFactory>) {
         let a = Arc::new(Aggregate {
             settings,
             factory,
@@ -316,7 +327,8 @@ impl Aggregate {
     fn roll_up(&self, map: &mut HashMap<String, PrincipalStats>, errors: &mut Vec<String>) {
         let min = self.settings.directory_min;
         let depth = |d: &str| if d == "/" { 0 } else { d.matches('/').count() };
-        let mut dirs: Vec<(usize, String)> = map.keys().filter_map(|k| k.strip_prefix("dir:").map(|d| (depth(d), d.to_string()))).collect();
+        let mut dirs: Vec<(usize, String)> =
+            map.keys().filter_map(|k| k.strip_prefix("dir:").map(|d| (depth(d), d.to_string()))).collect();
         dirs.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         // Process deepest first so each level is complete before it is merged upward.
         let mut i = 0;
@@ -365,9 +377,16 @@ impl Aggregate {
         keys.sort();
         let mut enc = PrimaryEncoder::new(policy.clone());
         let mut dir_policy = (**policy).clone();
-        dir_policy.visible_to = self.settings.dir_visible_to.iter().filter_map(|s| icicle_core::policy::VisibleTo::parse(s).ok()).collect();
+        dir_policy.visible_to =
+            self.settings.dir_visible_to.iter().filter_map(|s| icicle_core::policy::VisibleTo::parse(s).ok()).collect();
         dir_policy.visible_to.extend(
-            policy.visible_to.iter().filter(|v| matches!(v, icicle_core::policy::VisibleTo::Public | icicle_core::policy::VisibleTo::Principal(_))).cloned(),
+            policy
+                .visible_to
+                .iter()
+                .filter(|v| {
+                    matches!(v, icicle_core::policy::VisibleTo::Public | icicle_core::policy::VisibleTo::Principal(_))
+                })
+                .cloned(),
         );
         // A directory's aggregate is never made public by the fallback.
         dir_policy.fallback.retain(|f| f != "public");
@@ -424,15 +443,19 @@ impl Aggregate {
             return icicle_gmeta::aggregate_principals(policy, &own).ok_or_else(none);
         }
         let dir = subject.strip_prefix("dir:").unwrap_or(subject);
-        let mut own: Vec<&str> = self.settings.dir_visible_to.iter().filter(|p| p.starts_with("urn:")).map(String::as_str).collect();
+        let mut own: Vec<&str> =
+            self.settings.dir_visible_to.iter().filter(|p| p.starts_with("urn:")).map(String::as_str).collect();
         // The directory itself is judged as a file in its parent: an unknown directory or
         // parent leaves only the configured principals (a directory has no owner-only fallback).
         let perm = policy.dirs.get(dir);
         let chain = if dir == "/" { None } else { policy.dirs.chain(icicle_core::access::parent_dir(dir)) };
         let judged = match (policy.access, perm, chain) {
-            (Some(_), Some(perm), Some(chain)) => {
-                icicle_gmeta::subtree_principals(policy, &chain, &perm, subtree(dir, dir_paths).map(|p| policy.dirs.chain(p)))
-            }
+            (Some(_), Some(perm), Some(chain)) => icicle_gmeta::subtree_principals(
+                policy,
+                &chain,
+                &perm,
+                subtree(dir, dir_paths).map(|p| policy.dirs.chain(p)),
+            ),
             _ => Vec::new(),
         };
         own.extend(judged);

@@ -85,7 +85,11 @@ fn put_counts<K>(out: &mut Vec<u8>, m: &HashMap<K, ShardCounts>, key: impl Fn(&K
 }
 
 /// Read one count map into `m` (totals land in shard 0).
-fn get_counts<K: std::hash::Hash + Eq>(f: &mut Fields<'_>, m: &mut HashMap<K, ShardCounts>, key: impl Fn(&str) -> Result<K, String>) -> Result<(), String> {
+fn get_counts<K: std::hash::Hash + Eq>(
+    f: &mut Fields<'_>,
+    m: &mut HashMap<K, ShardCounts>,
+    key: impl Fn(&str) -> Result<K, String>,
+) -> Result<(), String> {
     for _ in 0..f.u64()? {
         let k = key(f.str()?)?;
         let c = f.u64()?;

@@ -52,7 +52,10 @@ fn event(mask: u64, infos: &[Vec<u8>]) -> Vec<u8> {
 }
 
 fn dfid_name(mask: u64, dir: u8, name: &[u8]) -> Vec<u8> {
-    event(mask, &[info(libc::FAN_EVENT_INFO_TYPE_DFID_NAME, dir, Some(name)), info(libc::FAN_EVENT_INFO_TYPE_FID, 200, None)])
+    event(
+        mask,
+        &[info(libc::FAN_EVENT_INFO_TYPE_DFID_NAME, dir, Some(name)), info(libc::FAN_EVENT_INFO_TYPE_FID, 200, None)],
+    )
 }
 
 /// Objects by id, where they are now, and how often each was looked up.
@@ -65,7 +68,11 @@ struct Fs {
 
 impl Fs {
     fn new(at: &[(u8, &str)]) -> Fs {
-        Fs { at: at.iter().map(|(i, p)| (*i, PathBuf::from(p))).collect(), lookups: HashMap::new(), linked: Default::default() }
+        Fs {
+            at: at.iter().map(|(i, p)| (*i, PathBuf::from(p))).collect(),
+            lookups: HashMap::new(),
+            linked: Default::default(),
+        }
     }
 }
 
@@ -76,7 +83,11 @@ fn parse(p: &mut EventParser, fs: &mut Fs, data: &[u8]) -> Vec<LocalEvent> {
         let id = handle.get(16).copied().unwrap_or(0);
         *fs.lookups.entry(id).or_default() += 1;
         let at = fs.at.get(&id)?;
-        Some(Found { path: if path { at.clone() } else { PathBuf::new() }, ino: id.into(), linked: fs.linked.contains(&id) })
+        Some(Found {
+            path: if path { at.clone() } else { PathBuf::new() },
+            ino: id.into(),
+            linked: fs.linked.contains(&id),
+        })
     });
     out
 }
@@ -119,7 +130,12 @@ fn names_that_are_not_utf8_are_escaped() {
         PathBuf::from(std::ffi::OsStr::from_bytes(b"/r/caf\xe9"))
     };
     fs.at.insert(6, bad_dir);
-    let data = [dfid_name(libc::FAN_CREATE, 1, b"caf\xe9"), dfid_name(libc::FAN_CREATE, 6, b"x"), dfid_name(libc::FAN_CREATE, 5, b"ok")].concat();
+    let data = [
+        dfid_name(libc::FAN_CREATE, 1, b"caf\xe9"),
+        dfid_name(libc::FAN_CREATE, 6, b"x"),
+        dfid_name(libc::FAN_CREATE, 5, b"ok"),
+    ]
+    .concat();
     // Escaped as every source escapes them (icicle_core::name): the name and the directory.
     assert_eq!(parse(&mut p, &mut fs, &data), changed(&["caf\\xe9", "caf\\xe9/x", "caf\u{e9}/ok"]));
 }
@@ -128,14 +144,28 @@ fn names_that_are_not_utf8_are_escaped() {
 fn a_directory_move_forgets_only_what_was_below_its_old_name() {
     let mut fs = Fs::new(&[(1, "/r"), (2, "/r/a"), (3, "/r/a/b"), (4, "/r/d"), (5, "/outside")]);
     let mut p = EventParser::new(std::path::Path::new("/r"), DEFAULT_LRU_CAPACITY);
-    parse(&mut p, &mut fs, &[dfid_name(libc::FAN_CREATE, 2, b"f"), dfid_name(libc::FAN_CREATE, 3, b"f"), dfid_name(libc::FAN_CREATE, 4, b"f")].concat());
+    parse(
+        &mut p,
+        &mut fs,
+        &[
+            dfid_name(libc::FAN_CREATE, 2, b"f"),
+            dfid_name(libc::FAN_CREATE, 3, b"f"),
+            dfid_name(libc::FAN_CREATE, 4, b"f"),
+        ]
+        .concat(),
+    );
     // /r/a moves to /r/z: the event names the old place.
     fs.at.insert(2, "/r/z".into());
     fs.at.insert(3, "/r/z/b".into());
     let out = parse(
         &mut p,
         &mut fs,
-        &[dfid_name(libc::FAN_MOVED_FROM | libc::FAN_ONDIR, 1, b"a"), dfid_name(libc::FAN_MODIFY, 3, b"f"), dfid_name(libc::FAN_MODIFY, 4, b"f")].concat(),
+        &[
+            dfid_name(libc::FAN_MOVED_FROM | libc::FAN_ONDIR, 1, b"a"),
+            dfid_name(libc::FAN_MODIFY, 3, b"f"),
+            dfid_name(libc::FAN_MODIFY, 4, b"f"),
+        ]
+        .concat(),
     );
     let mut want = vec![LocalEvent::Directory("a".into())];
     want.extend(changed(&["z/b/f", "d/f"]));
@@ -163,8 +193,10 @@ fn cut_short_or_random_bytes_never_panic() {
         assert_eq!(out.len(), usize::from(cut >= first), "cut at {cut}");
         assert_eq!(p.counts.malformed, u64::from(cut != 0 && cut != first), "cut at {cut}");
     }
-    let seed =
-        std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| icicle_core::rng::Rng::new(std::process::id() as u64).next_u64());
+    let seed = std::env::var("ICICLE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| icicle_core::rng::Rng::new(std::process::id() as u64).next_u64());
     eprintln!("seed {seed} (ICICLE_TEST_SEED replays)");
     let mut rng = icicle_core::rng::Rng::new(seed);
     for _ in 0..2000 {
@@ -195,7 +227,14 @@ fn a_directory_arriving_or_leaving_is_a_directory_event() {
     ]
     .concat();
     let dir = |s: &str| LocalEvent::Directory(s.into());
-    let want = vec![dir("n"), dir("a/m"), dir("a/k"), dir("a"), LocalEvent::Changed("n".into()), LocalEvent::Changed("f".into())];
+    let want = vec![
+        dir("n"),
+        dir("a/m"),
+        dir("a/k"),
+        dir("a"),
+        LocalEvent::Changed("n".into()),
+        LocalEvent::Changed("f".into()),
+    ];
     assert_eq!(parse(&mut p, &mut fs, &data), want);
 }
 
@@ -220,7 +259,12 @@ fn a_file_changed_through_a_link_outside_the_root_is_reported_by_inode() {
     let mut fs = Fs::new(&[(1, "/r"), (2, "/elsewhere"), (200, "/elsewhere/f"), (201, "/elsewhere/g")]);
     fs.linked.insert(200);
     let mut p = EventParser::new(Path::new("/r"), 10);
-    let on = |obj: u8| event(libc::FAN_MODIFY, &[info(libc::FAN_EVENT_INFO_TYPE_DFID_NAME, 2, Some(b"f")), info(libc::FAN_EVENT_INFO_TYPE_FID, obj, None)]);
+    let on = |obj: u8| {
+        event(
+            libc::FAN_MODIFY,
+            &[info(libc::FAN_EVENT_INFO_TYPE_DFID_NAME, 2, Some(b"f")), info(libc::FAN_EVENT_INFO_TYPE_FID, obj, None)],
+        )
+    };
     let out = parse(&mut p, &mut fs, &[on(200), on(201), on(200), on(201)].concat());
     assert_eq!(out, [LocalEvent::Object(200), LocalEvent::Object(200)]);
     assert_eq!((fs.lookups[&200], fs.lookups[&201], p.counts.outside_links, p.counts.outside_root), (1, 1, 2, 4));
@@ -233,7 +277,10 @@ fn a_file_changed_through_a_link_outside_the_root_is_reported_by_inode() {
     parse(
         &mut p,
         &mut fs,
-        &event(libc::FAN_MODIFY | libc::FAN_ONDIR, &[info(libc::FAN_EVENT_INFO_TYPE_DFID_NAME, 2, Some(b"d")), info(libc::FAN_EVENT_INFO_TYPE_FID, 202, None)]),
+        &event(
+            libc::FAN_MODIFY | libc::FAN_ONDIR,
+            &[info(libc::FAN_EVENT_INFO_TYPE_DFID_NAME, 2, Some(b"d")), info(libc::FAN_EVENT_INFO_TYPE_FID, 202, None)],
+        ),
     );
     assert!(!fs.lookups.contains_key(&202));
 }

@@ -144,7 +144,10 @@ fn a_directory_replaced_while_it_is_listed_is_walked_again() {
     std::fs::write(stage.join("n/deep/g"), b"1").unwrap();
     let mut s = state(&r, true).with_emit_limit(100);
     s.apply_events(rescan(RescanReason::Seed)).unwrap();
-    assert!(s.pending.as_ref().is_some_and(|w| w.scans.iter().any(|sc| sc.is_listing("p"))), "a part ended while p was listed");
+    assert!(
+        s.pending.as_ref().is_some_and(|w| w.scans.iter().any(|sc| sc.is_listing("p"))),
+        "a part ended while p was listed"
+    );
     // Files of one name are not remembered for their other names.
     assert_eq!(s.pending.as_ref().map(|w| w.requeued.len()), Some(0));
     std::fs::rename(r.join("p"), t.path().join("p.old")).unwrap();
@@ -231,7 +234,10 @@ fn a_reported_file_below_an_unlistable_directory_is_published_beside_a_rescan() 
     std::fs::set_permissions(r.join("d"), std::fs::Permissions::from_mode(0o311)).unwrap();
     // SAFETY: setfsuid has no memory preconditions and is per thread.
     unsafe { libc::setfsuid(65534) };
-    let got = s.apply_events(vec![LocalEvent::Changed("d/p".into()), LocalEvent::Rescan(String::new(), RescanReason::Overflow)]);
+    let got = s.apply_events(vec![
+        LocalEvent::Changed("d/p".into()),
+        LocalEvent::Rescan(String::new(), RescanReason::Overflow),
+    ]);
     // SAFETY: as above.
     unsafe { libc::setfsuid(0) };
     assert_eq!(got.unwrap().chunk.len(), 1);
@@ -297,8 +303,13 @@ fn mutate(rng: &mut icicle_core::rng::Rng, r: &Path, events: &mut Vec<LocalEvent
     let s = crate::event::join(&d, &format!("s{n}"));
     // The directories a change makes on the way are reported too (as a kernel does).
     let made = |events: &mut Vec<LocalEvent>, d: &str| {
-        let new: Vec<String> =
-            d.match_indices('/').map(|(i, _)| &d[..i]).chain([d]).filter(|p| !p.is_empty() && !r.join(p).exists()).map(String::from).collect();
+        let new: Vec<String> = d
+            .match_indices('/')
+            .map(|(i, _)| &d[..i])
+            .chain([d])
+            .filter(|p| !p.is_empty() && !r.join(p).exists())
+            .map(String::from)
+            .collect();
         let ok = std::fs::create_dir_all(r.join(d)).is_ok();
         events.extend(new.into_iter().map(LocalEvent::Directory));
         ok
@@ -338,8 +349,10 @@ fn mutate(rng: &mut icicle_core::rng::Rng, r: &Path, events: &mut Vec<LocalEvent
 /// equals the file system after every round, on either store, over 50 seeds.
 #[test]
 fn rescans_raced_by_random_changes_converge() {
-    let first =
-        std::env::var("ICICLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| icicle_core::rng::Rng::new(std::process::id() as u64).next_u64());
+    let first = std::env::var("ICICLE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| icicle_core::rng::Rng::new(std::process::id() as u64).next_u64());
     let mut parts = 0;
     for run in 0..50u64 {
         let seed = first.wrapping_add(run);

@@ -36,11 +36,16 @@ fn one_change_seen_through_many_hard_links_compares_each_name_a_bounded_number_o
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
     let before = s.counts.compared;
     // Every name reported (as a rescan or a burst of events would).
-    let events: Vec<LocalEvent> = std::iter::once(changed("f")).chain((0..LINKS).map(|i| changed(&format!("l{i}")))).collect();
+    let events: Vec<LocalEvent> =
+        std::iter::once(changed("f")).chain((0..LINKS).map(|i| changed(&format!("l{i}")))).collect();
     let e = s.apply_events(events).unwrap();
     assert_eq!(e.chunk.len(), LINKS + 1, "every name published once");
     let compared = s.counts.compared - before;
-    assert!(compared <= 3 * (LINKS as u64 + 1), "{compared} compares for {} names (each queued again per name compared before: quadratic)", LINKS + 1);
+    assert!(
+        compared <= 3 * (LINKS as u64 + 1),
+        "{compared} compares for {} names (each queued again per name compared before: quadratic)",
+        LINKS + 1
+    );
 }
 
 #[test]
@@ -57,7 +62,9 @@ fn a_file_reported_before_its_path_became_a_directory_is_found_by_the_walk() {
     std::fs::write(t.path().join("d/b"), b"12").unwrap();
     std::fs::remove_file(t.path().join("a")).unwrap();
     std::fs::rename(t.path().join("d"), t.path().join("a")).unwrap();
-    let e = s.apply_events(vec![changed("a/b"), LocalEvent::Directory("a".into()), LocalEvent::Directory("d".into())]).unwrap();
+    let e = s
+        .apply_events(vec![changed("a/b"), LocalEvent::Directory("a".into()), LocalEvent::Directory("d".into())])
+        .unwrap();
     assert!(s.entries.contains_key("a/b"), "{:?}", s.entries.keys());
     let mut deletes = e.deletes.clone();
     deletes.sort();

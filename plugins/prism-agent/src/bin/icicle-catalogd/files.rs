@@ -43,12 +43,17 @@ fn open_error(path: &Path, e: &std::io::Error) -> String {
 /// `path` opened for appending: created (mode 0644 less the umask) if it is not there, else
 /// taken only if it is a regular file of ours with one link; a symbolic link is never followed.
 pub fn append_own(path: &Path) -> Result<File, String> {
-    let created = OpenOptions::new().append(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW).open(path);
+    let created =
+        OpenOptions::new().append(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW).open(path);
     let file = match created {
         Ok(f) => return Ok(f),
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {
             // O_NONBLOCK: a FIFO planted there does not wait for a reader.
-            OpenOptions::new().append(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(|e| open_error(path, &e))?
+            OpenOptions::new()
+                .append(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(path)
+                .map_err(|e| open_error(path, &e))?
         }
         Err(e) => return Err(open_error(path, &e)),
     };
@@ -74,7 +79,13 @@ pub fn write_new(path: &Path, text: &str) -> Result<(), String> {
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(format!("{}: {e}", path.display())),
     }
-    let mut f = OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW).open(path).map_err(|e| open_error(path, &e))?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| open_error(path, &e))?;
     f.write_all(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
 }
 

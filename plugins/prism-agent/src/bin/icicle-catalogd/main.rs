@@ -153,7 +153,9 @@ fn start(o: &Opts) -> Result<(), String> {
 /// an error when the pid file is a link or another user's file (never trusted).
 fn running(dir: &Path) -> Result<Option<i32>, String> {
     let Some(text) = files::read_own(&pid_file(dir))? else { return Ok(None) };
-    let Some(pid) = text.lines().next().and_then(|l| l.trim().parse::<i32>().ok()).filter(|&p| p > 0) else { return Ok(None) };
+    let Some(pid) = text.lines().next().and_then(|l| l.trim().parse::<i32>().ok()).filter(|&p| p > 0) else {
+        return Ok(None);
+    };
     let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { return Ok(None) };
     Ok((comm.trim() == "icicle-catalogd" && !zombie(pid)).then_some(pid))
 }

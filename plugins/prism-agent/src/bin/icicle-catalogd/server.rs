@@ -74,7 +74,11 @@ fn address(path: &Path) -> Result<(libc::sockaddr_un, libc::socklen_t), String> 
     // SAFETY: a zeroed sockaddr_un, its path filled below within bounds.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
-        return Err(format!("socket path {} is too long (at most {} bytes) or has a NUL", path.display(), addr.sun_path.len() - 1));
+        return Err(format!(
+            "socket path {} is too long (at most {} bytes) or has a NUL",
+            path.display(),
+            addr.sun_path.len() - 1
+        ));
     }
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
     for (d, &s) in addr.sun_path.iter_mut().zip(bytes) {
@@ -131,7 +135,16 @@ fn peer_allowed(conn: &OwnedFd) -> Result<(), Option<libc::uid_t>> {
     // SAFETY: a zeroed ucred and its length; our accepted socket.
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    if unsafe { libc::getsockopt(conn.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) } != 0 {
+    if unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    } != 0
+    {
         return Err(None);
     }
     // SAFETY: geteuid has no preconditions.
@@ -215,7 +228,9 @@ impl Server {
         if !bound {
             return Err(bind_err);
         }
-        let identity = std::fs::symlink_metadata(socket).map(|m| (m.dev(), m.ino())).map_err(|e| format!("{}: {e}", socket.display()))?;
+        let identity = std::fs::symlink_metadata(socket)
+            .map(|m| (m.dev(), m.ino()))
+            .map_err(|e| format!("{}: {e}", socket.display()))?;
         // SAFETY: our bound socket.
         if unsafe { libc::listen(listen.as_raw_fd(), 512) } != 0 {
             let _ = std::fs::remove_file(socket);
@@ -294,7 +309,14 @@ impl Server {
     fn accept(&mut self) {
         loop {
             // SAFETY: our listening socket; the new descriptor is owned at once.
-            let fd = unsafe { libc::accept4(self.listen.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) };
+            let fd = unsafe {
+                libc::accept4(
+                    self.listen.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
             if fd < 0 {
                 if matches!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
                     self.accept_paused = Some(Instant::now() + Duration::from_millis(ACCEPT_PAUSE_MS));
@@ -327,7 +349,14 @@ impl Server {
     fn take(&mut self, conn: &OwnedFd, max: usize) -> bool {
         for _ in 0..max {
             // SAFETY: our buffer and its length; MSG_TRUNC returns the message's real length.
-            let n = unsafe { libc::recv(conn.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len(), libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+            let n = unsafe {
+                libc::recv(
+                    conn.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                )
+            };
             if n < 0 {
                 return std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
             }

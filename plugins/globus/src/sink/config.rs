@@ -139,24 +139,10 @@ impl GlobusSinkConfig {
         }
     }
 
-    /// Validate, read the secret, and make the sink `id`. Errors name the key (through
-    /// `invalid`, which gets the key relative to the section and a reason) and never the secret.
-    pub fn connect_with(
-        self,
-        id: &str,
-        invalid: impl Fn(&str, String) -> ConfigError,
-    ) -> Result<GlobusSink, ConfigError> {
-        if !is_uuid(&self.index_id) {
-            return Err(invalid(
-                "index_id",
-                format!(
-                    "`{}` is not a Globus Search index id (a UUID such as 4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00)",
-                    self.index_id
-                ),
-            ));
-        }
-        let base_url = check_url(&self.base_url).map_err(|e| invalid("base_url", e))?;
-        let auth = match (&self.token_env, &self.token_file, &self.client_id) {
+    /// How requests are authorized: a static token from `token_env` or `token_file`, or client
+    /// credentials; errors name the key, never the secret.
+    fn auth(&self, invalid: &impl Fn(&str, String) -> ConfigError) -> Result<Auth, ConfigError> {
+        Ok(match (&self.token_env, &self.token_file, &self.client_id) {
             (Some(_), Some(_), _) => return Err(invalid("token_env", "give either token_env or token_file, not both".into())),
             (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
                 return Err(invalid("client_id", "give either a static token (token_env / token_file) or client credentials (client_id), not both".into()))
@@ -194,7 +180,27 @@ impl GlobusSinkConfig {
                     "give a static token (token_env or token_file) or client credentials (client_id with client_secret_env or client_secret_file)".into(),
                 ))
             }
-        };
+        })
+    }
+
+    /// Validate, read the secret, and make the sink `id`. Errors name the key (through
+    /// `invalid`, which gets the key relative to the section and a reason) and never the secret.
+    pub fn connect_with(
+        self,
+        id: &str,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<GlobusSink, ConfigError> {
+        if !is_uuid(&self.index_id) {
+            return Err(invalid(
+                "index_id",
+                format!(
+                    "`{}` is not a Globus Search index id (a UUID such as 4d7d1e0a-6b4e-4d1c-9f3a-2c1e5b7a9d00)",
+                    self.index_id
+                ),
+            ));
+        }
+        let base_url = check_url(&self.base_url).map_err(|e| invalid("base_url", e))?;
+        let auth = self.auth(&invalid)?;
         if !matches!(auth, Auth::Client { .. })
             && (self.client_secret_env.is_some() || self.client_secret_file.is_some())
         {

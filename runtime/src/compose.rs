@@ -97,8 +97,11 @@ pub fn record_policy(cfg: &LoadedConfig) -> Result<RecordPolicy, ConfigError> {
 
 /// Snapshot sources, streaming sources and sinks built from a configuration.
 pub struct Components {
+    /// The snapshot sources, by `[sources.*]` id.
     pub sources: NamedSources,
+    /// The streaming sources (changelog and event monitors), by `[sources.*]` id.
     pub monitors: Vec<(String, Arc<dyn ChangeSource>)>,
+    /// The sinks, by `[sinks.*]` id.
     pub sinks: NamedSinks,
 }
 

@@ -38,7 +38,9 @@ pub struct Fields {
     pub parent: Field,
     /// An aggregate's principal id (uid, gid or directory).
     pub id: Field,
+    /// A primary record's owner uid.
     pub uid: Field,
+    /// A primary record's group gid.
     pub gid: Field,
     /// Bytes: a file's size, an aggregate's total.
     pub size: Field,
@@ -46,7 +48,9 @@ pub struct Fields {
     pub files: Field,
     /// Seconds since the epoch (`raw` of a primary record).
     pub atime: Field,
+    /// A primary record's ctime, seconds since the epoch (`raw.ctime`).
     pub ctime: Field,
+    /// A primary record's mtime, seconds since the epoch (`raw.mtime`).
     pub mtime: Field,
     /// The file's mode bits (`raw.mode`, written as octal digits, read back as a number).
     pub mode: Field,
@@ -195,7 +199,9 @@ impl Number {
 /// An entry as a document of the index, and its subject.
 #[derive(Debug)]
 pub struct Parsed {
+    /// The entry's subject.
     pub subject: String,
+    /// The document to index: the entry stored whole and its indexed fields.
     pub doc: TantivyDocument,
 }
 

@@ -17,22 +17,28 @@ use crate::store::{IndexError, Store};
 /// applies).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Visibility {
+    /// Every record.
     All,
+    /// The records visible to one of these principals.
     Principals(Vec<String>),
 }
 
 /// Primary records (files and links) or aggregate records (users, groups, directories).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Record {
+    /// A primary record: a file or a link.
     #[default]
     File,
+    /// An aggregate record: a user, group or directory.
     Aggregate,
 }
 
 /// A range of values: both ends unbounded unless set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span<T> {
+    /// The lower end.
     pub lo: Bound<T>,
+    /// The upper end.
     pub hi: Bound<T>,
 }
 
@@ -51,6 +57,7 @@ impl<T> Span<T> {
 /// What a record must be to match; every set part must hold.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
+    /// Primary or aggregate records only.
     pub record: Option<Record>,
     /// Below this directory (at any depth).
     pub under: Option<String>,
@@ -62,11 +69,17 @@ pub struct Filter {
     pub kind: Option<String>,
     /// An aggregate's principal id.
     pub id: Option<String>,
+    /// A primary record's owner uid.
     pub uid: Option<u64>,
+    /// A primary record's group gid.
     pub gid: Option<u64>,
+    /// Bytes: a file's size, an aggregate's total.
     pub size: Span<u64>,
+    /// A primary record's atime, seconds since the epoch.
     pub atime: Span<i64>,
+    /// A primary record's ctime, seconds since the epoch.
     pub ctime: Span<i64>,
+    /// A primary record's mtime, seconds since the epoch.
     pub mtime: Span<i64>,
     /// A shell pattern (`*`, `?`, `[...]`) the last component matches whole.
     pub name_glob: Option<String>,

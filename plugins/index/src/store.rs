@@ -13,19 +13,35 @@ use crate::schema::Fields;
 pub enum IndexError {
     /// Another process holds the writer lock.
     #[error("{dir}: another process writes to this index (an `icicle serve` that owns it, or another run): publish through that `icicle serve`, or wait until the other run ends")]
-    Busy { dir: PathBuf },
+    Busy {
+        /// The index directory.
+        dir: PathBuf,
+    },
     /// The directory holds no index.
     #[error("{dir}: no index here (a run with an `index` sink creates it)")]
-    Missing { dir: PathBuf },
+    Missing {
+        /// The index directory.
+        dir: PathBuf,
+    },
     /// The directory holds an index this release cannot read (another layout).
     #[error("{dir}: an index of another layout (field `{field}` missing): build a new one in an empty directory")]
-    Layout { dir: PathBuf, field: String },
+    Layout {
+        /// The index directory.
+        dir: PathBuf,
+        /// The first field of this release's schema the index lacks.
+        field: String,
+    },
     /// A query that cannot be answered as written.
     #[error("{0}")]
     Query(String),
     /// The engine or the disk failed.
     #[error("{dir}: {reason}")]
-    Engine { dir: PathBuf, reason: String },
+    Engine {
+        /// The index directory.
+        dir: PathBuf,
+        /// The engine's or the disk's error.
+        reason: String,
+    },
 }
 
 impl IndexError {
@@ -37,8 +53,11 @@ impl IndexError {
 
 /// An open index and its fields.
 pub struct Store {
+    /// The index directory.
     pub dir: PathBuf,
+    /// The tantivy index.
     pub index: Index,
+    /// Its fields, by role.
     pub fields: Fields,
 }
 

@@ -143,7 +143,9 @@ pub fn delimiter_mask(line: &[u8], delim: u8) -> u64 {
 /// Where a field's bytes are: a range of the line, or of the scratch buffer (unquoted copies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
+    /// Bytes `start..end` of the line.
     Line(usize, usize),
+    /// Bytes `start..end` of the scratch buffer (an unquoted copy).
     Scratch(usize, usize),
 }
 

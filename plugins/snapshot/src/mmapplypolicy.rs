@@ -41,8 +41,10 @@ pub struct MmapplypolicyConfig {
     /// Paths were written with `ESCAPE '%...'` (percent-encoded). Default true.
     #[serde(default = "yes")]
     pub escaped: bool,
+    /// Remove this prefix from every path...
     #[serde(default)]
     pub strip_prefix: String,
+    /// ...and put this one in its place.
     #[serde(default)]
     pub path_prefix: String,
 }

@@ -23,9 +23,19 @@ use crate::fields::parse_i64;
 pub enum ShowLayout {
     /// Values in order, split on runs of spaces or on `delimiter`: the position of each
     /// attribute and how many values there are.
-    Positional { at: [usize; 7], count: usize, delimiter: Option<u8> },
+    Positional {
+        /// The position of each attribute among the values, in [`ATTRIBUTES`] order.
+        at: [usize; 7],
+        /// How many values a line's SHOW text holds.
+        count: usize,
+        /// The byte between values; `None`: runs of spaces.
+        delimiter: Option<u8>,
+    },
     /// `key=value` pairs: the key of each attribute.
-    Keyed { keys: [String; 7] },
+    Keyed {
+        /// The key the policy prints for each attribute, in [`ATTRIBUTES`] order.
+        keys: [String; 7],
+    },
 }
 
 /// The attributes in [`ShowLayout`] order.

@@ -34,16 +34,26 @@ pub enum ModeFormat {
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Columns {
+    /// `type`: the file type, `f`, `l` or `d` (either case).
     #[serde(default, rename = "type")]
     pub kind: Option<usize>,
+    /// The mode, written as `mode_format` says.
     pub mode: usize,
+    /// The owner's uid.
     pub uid: usize,
+    /// The group's gid.
     pub gid: usize,
+    /// The size in bytes.
     pub size: usize,
+    /// The access time, epoch seconds.
     pub atime: usize,
+    /// The change time, epoch seconds.
     pub ctime: usize,
+    /// The modification time, epoch seconds.
     pub mtime: usize,
+    /// The path.
     pub path: usize,
+    /// The inode number.
     #[serde(default)]
     pub inode: Option<usize>,
 }
@@ -74,7 +84,9 @@ pub struct TsvConfig {
     pub preset: Option<Preset>,
     /// One-character delimiter (`"\t"`, `","`, `"|"`).
     pub delimiter: Option<String>,
+    /// Where each value is (instead of a preset's columns).
     pub columns: Option<Columns>,
+    /// How the mode column is written.
     pub mode_format: Option<ModeFormat>,
     /// The path is the last column and may itself contain the delimiter.
     pub path_last: Option<bool>,
@@ -95,16 +107,25 @@ pub struct TsvConfig {
 /// A resolved layout.
 #[derive(Debug, Clone)]
 pub struct Layout {
+    /// The byte between fields.
     pub delim: u8,
+    /// Where each value is.
     pub cols: Columns,
+    /// How the mode column is written.
     pub mode_format: ModeFormat,
+    /// The path is the last column and may itself contain the delimiter.
     pub path_last: bool,
+    /// Fields may be `"`-quoted.
     pub quoted: bool,
+    /// The first line of each file is skipped.
     pub header: bool,
     /// A header line starting like this is skipped even when `header` is false.
     pub header_hint: Option<&'static [u8]>,
+    /// Lines starting with this prefix are skipped.
     pub comment: Option<Vec<u8>>,
+    /// Remove this prefix from every path...
     pub strip_prefix: String,
+    /// ...and put this one in its place.
     pub path_prefix: String,
     /// The path is the first field at or after `cols.path` that starts with `/` (lester's
     /// OST and FID columns may come before it).

@@ -104,16 +104,22 @@ const CREATED_SHARDS: usize = 64;
 /// What a record is relative to the previous run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
+    /// The previous run did not hold its path.
     Created,
+    /// The previous run held its path with another fingerprint.
     Updated,
+    /// The previous run held its path with the same fingerprint.
     Unchanged,
 }
 
 /// Counts of a versioned run.
 #[derive(Debug, Default)]
 pub struct ChangeCounts {
+    /// Records classified [`Change::Created`].
     pub created: AtomicU64,
+    /// Records classified [`Change::Updated`].
     pub updated: AtomicU64,
+    /// Records classified [`Change::Unchanged`].
     pub unchanged: AtomicU64,
 }
 
@@ -138,10 +144,14 @@ fn parse_line(line: &str) -> Option<(u128, u64, &str, Option<&str>)> {
 /// A subject of the previous run that this run did not see.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gone {
+    /// The subject as the manifest holds it: the path, or its hash when the path is too long.
     pub subject: String,
     /// The path, when known (manifests of earlier versions lack it for hashed subjects).
     pub path: Option<String>,
+    /// The xxh3-128 hash of the path (the line's HASH128).
     pub hash: u128,
+    /// The fingerprint of the record's content as loaded; `u64::MAX` (matches nothing) when
+    /// the committed manifest's fingerprints lack the inode.
     pub fingerprint: u64,
 }
 

@@ -141,6 +141,7 @@ pub trait RowProcessor: Send {
 
 /// Makes one [`RowProcessor`] per worker.
 pub trait RowProcessorFactory: Send + Sync {
+    /// The processor of worker thread number `worker` (from 0).
     fn make(&self, worker: usize) -> Box<dyn RowProcessor>;
 }
 
@@ -160,11 +161,17 @@ pub trait PipelineFinisher: Send + Sync {
 
 /// Everything a snapshot run needs.
 pub struct SnapshotJob {
+    /// The sources to read, by name; their splits are planned and read in parallel.
     pub sources: icicle_core::traits::NamedSources,
+    /// The sinks every document is delivered to, by name.
     pub sinks: icicle_core::traits::NamedSinks,
+    /// Who may see each record, and the snapshot version written into it.
     pub policy: Arc<RecordPolicy>,
+    /// The `[snapshot]` settings: workers, document size, thresholds, `state_dir`, emit mode.
     pub settings: SnapshotSettings,
+    /// Where progress in units of work (the splits' weights) is reported.
     pub progress: Arc<dyn Progress>,
+    /// Extra per-row work, one processor per worker from each factory.
     pub processors: Vec<Arc<dyn RowProcessorFactory>>,
     /// Run after all rows were read; their entries are delivered after the primary records.
     pub finishers: Vec<Arc<dyn PipelineFinisher>>,
@@ -180,8 +187,11 @@ pub struct SnapshotJob {
 pub struct SnapshotSummary {
     /// Rows read: records + directories + rejects.
     pub rows: u64,
+    /// File and link records read that passed the checks and were not withdrawn.
     pub records: u64,
+    /// Directory rows read (not indexed as records).
     pub directories: u64,
+    /// Rows and whole inputs set aside in the reject log (see `rejects_file`).
     pub rejects: u64,
     /// Entries the sinks set aside in their dead-letter files (refused on their own).
     pub dead_lettered: u64,
@@ -190,17 +200,27 @@ pub struct SnapshotSummary {
     pub withdrawn: u64,
     /// Records sent to the sinks.
     pub emitted: u64,
+    /// Splits the workers read.
     pub splits: u64,
+    /// Ingest documents sent or held for the sinks (primary records, then pipeline entries).
     pub batches: u64,
+    /// Size of those documents in bytes.
     pub bytes: u64,
+    /// Delete documents delivered.
     pub delete_batches: u64,
+    /// Wall-clock duration of the run in seconds.
     pub seconds: f64,
+    /// `rows` per second of the run.
     pub rows_per_s: f64,
-    /// Versioning counts (absent without `state_dir`).
+    /// Whether the run is versioned (has a `state_dir`); the counts below are 0 when not.
     pub versioned: bool,
+    /// Records whose path the previous run did not hold.
     pub created: u64,
+    /// Records whose content changed since the previous run.
     pub updated: u64,
+    /// Records whose content is as the previous run indexed it.
     pub unchanged: u64,
+    /// Subjects of the previous run that are gone, sent as deletes.
     pub deleted: u64,
     /// Deletes withheld because the input covering them could not be read.
     pub deletes_withheld: u64,
@@ -208,6 +228,7 @@ pub struct SnapshotSummary {
     pub unreadable_inputs: u64,
     /// Whether rejects exceeded the configured threshold.
     pub reject_threshold_exceeded: bool,
+    /// Where the rejects were written (`None` when there were none).
     pub rejects_file: Option<PathBuf>,
     /// Aggregate records delivered.
     pub aggregate_records: u64,

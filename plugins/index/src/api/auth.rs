@@ -16,13 +16,30 @@ use crate::search::Visibility;
 pub enum TokensError {
     /// The file cannot be read.
     #[error("{file}: {reason}")]
-    Read { file: PathBuf, reason: String },
+    Read {
+        /// The tokens file.
+        file: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
     /// Others than its owner may read it (tokens are secrets).
     #[error("{file}: readable by its group or by others (mode {mode:03o}); `chmod 600 {file}` first")]
-    Exposed { file: PathBuf, mode: u32 },
+    Exposed {
+        /// The tokens file.
+        file: PathBuf,
+        /// Its permission bits (`mode & 0o777`).
+        mode: u32,
+    },
     /// A line is not `TOKEN<TAB>IDENTITY[<TAB>GROUPS[<TAB>writer]]` (the token itself is never shown).
     #[error("{file}:{line}: {reason}")]
-    Line { file: PathBuf, line: usize, reason: String },
+    Line {
+        /// The tokens file.
+        file: PathBuf,
+        /// The line number, from 1.
+        line: usize,
+        /// What is wrong with the line.
+        reason: String,
+    },
 }
 
 /// What one token grants.
@@ -191,6 +208,7 @@ impl PeerPolicy {
 /// uid has no account).
 pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
     let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: `passwd` is a C struct of integers and pointers, for which all zeros is valid.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut found: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: `pw`, `buf` and `found` outlive the call; the buffer length is its size.

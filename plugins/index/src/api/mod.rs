@@ -68,7 +68,12 @@ pub enum Origin {
     /// An HTTP connection over TCP.
     Tcp,
     /// A Unix-socket peer (`SO_PEERCRED`).
-    Peer { uid: u32, gid: u32 },
+    Peer {
+        /// The peer process's user id.
+        uid: u32,
+        /// The peer process's group id.
+        gid: u32,
+    },
 }
 
 /// What `icicle serve` is started with.

@@ -29,7 +29,14 @@ pub enum FacetKind {
     /// Dates per calendar interval (`year` … `second`), UTC.
     Date(String),
     /// `size` equal buckets over `low` ≤ x < `high`.
-    Numeric { low: f64, high: f64, size: usize },
+    Numeric {
+        /// `histogram_range.low`: where the first bucket starts.
+        low: f64,
+        /// `histogram_range.high`: where the last bucket ends.
+        high: f64,
+        /// The number of buckets.
+        size: usize,
+    },
 }
 
 /// A GFacet.

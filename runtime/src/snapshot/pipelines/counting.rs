@@ -45,8 +45,11 @@ impl CountMaps {
 /// One row of the counting output.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct CountRow {
+    /// `u<uid>`, `g<gid>`, or a directory path.
     pub principal: String,
+    /// Records of the user or group, or whose directory (truncated to `directory_max`) this is.
     pub count: u64,
+    /// `count` plus, for a directory, the counts of every directory below it.
     pub recursive_count: u64,
 }
 

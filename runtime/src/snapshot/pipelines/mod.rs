@@ -106,10 +106,13 @@ pub fn shard_of(rec: &FileRecord<'_>) -> usize {
 
 /// The statistics of one principal.
 pub struct PrincipalStats {
+    /// Records of the principal.
     pub count: u64,
+    /// Sum of their sizes in bytes.
     pub total_size: u128,
     /// min/max of size, atime, ctime, mtime.
     pub min: [i64; 4],
+    /// Maximum of size, atime, ctime, mtime (as `min`).
     pub max: [i64; 4],
     /// Sketches of size and of the ages of atime, ctime, mtime.
     pub sketches: [Box<dyn Sketch>; 4],

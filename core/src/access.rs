@@ -11,7 +11,9 @@
 pub struct Perm {
     /// `st_mode` (only the 0o777 bits are read).
     pub mode: u32,
+    /// The owning user.
     pub uid: u32,
+    /// The owning group.
     pub gid: u32,
     /// Its POSIX access ACL, when it has one beyond the mode bits.
     pub acl: Option<std::sync::Arc<Acl>>,
@@ -27,15 +29,18 @@ impl Perm {
 /// A POSIX access ACL (`system.posix_acl_access`): `rwx` bits per entry.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Acl {
+    /// The owner's bits (`user::`).
     pub user_obj: u32,
     /// Named users (uid, bits).
     pub users: Vec<(u32, u32)>,
+    /// The owning group's bits (`group::`).
     pub group_obj: u32,
     /// Named groups (gid, bits).
     pub groups: Vec<(u32, u32)>,
     /// The mask (the most named entries and the owning group may have); absent in a
     /// minimal ACL.
     pub mask: Option<u32>,
+    /// Everyone else's bits (`other::`).
     pub other: u32,
     /// It exists but could not be read (EIO, EACCES, a form not understood): nobody but the
     /// owner (by the mode's owner bits) is granted anything, never the mode's wider bits.
@@ -118,7 +123,9 @@ impl Acl {
 /// A principal an ACL entry names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Named {
+    /// A named user, by uid.
     User(u32),
+    /// A named group, by gid.
     Group(u32),
 }
 
@@ -138,7 +145,12 @@ pub enum AccessPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Asker<'a> {
     /// A user with exactly these primary and supplementary groups; uid 0 sees everything.
-    User { uid: u32, groups: &'a [u32] },
+    User {
+        /// The user's uid.
+        uid: u32,
+        /// Its primary and supplementary gids.
+        groups: &'a [u32],
+    },
     /// A user whose groups are unknown: judged as the owner or a named user where it is one,
     /// elsewhere allowed only where no group class entry and not the other class refuses.
     Identity(u32),

@@ -20,7 +20,9 @@ pub enum DocumentSize {
 /// A document bound: at most `max_bytes`, counted as `size` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DocumentLimit {
+    /// The largest document, envelope included, in bytes.
     pub max_bytes: usize,
+    /// How its bytes are counted.
     pub size: DocumentSize,
 }
 

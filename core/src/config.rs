@@ -181,6 +181,7 @@ pub enum OnSourceFailure {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct MonitorSettings {
+    /// What happens when a source fails: `stop` (default) or `restart`.
     pub on_failure: OnSourceFailure,
     /// The first delay before a restart, doubled after each failure...
     pub restart_initial_secs: f64,
@@ -205,11 +206,17 @@ impl Default for MonitorSettings {
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct AppConfig {
+    /// `[snapshot]`.
     pub snapshot: SnapshotSettings,
+    /// `[records]`.
     pub records: RecordSettings,
+    /// `[counting]`.
     pub counting: CountingSettings,
+    /// `[aggregate]`.
     pub aggregate: AggregateSettings,
+    /// `[log]`.
     pub log: LogSettings,
+    /// `[monitor]`.
     pub monitor: MonitorSettings,
     /// `[sources.<id>]` sections, each with a `type`.
     pub sources: BTreeMap<String, Value>,
@@ -220,7 +227,9 @@ pub struct AppConfig {
 /// A loaded configuration: the merged layers and the typed top level.
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
+    /// Every layer merged, with where each value was set.
     pub figment: Figment,
+    /// The top level extracted from it.
     pub app: AppConfig,
 }
 
@@ -450,6 +459,7 @@ impl LoadedConfig {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(default)]
 pub struct CountingSettings {
+    /// Run the counting pipeline in `icicle snapshot` (default false).
     pub enabled: bool,
     /// Directories deeper than this are counted at their ancestor of this depth.
     pub directory_max: usize,
@@ -467,6 +477,7 @@ impl Default for CountingSettings {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(default)]
 pub struct AggregateSettings {
+    /// Run the aggregate pipeline in `icicle snapshot` (default false).
     pub enabled: bool,
     /// Directory prefixes from this depth...
     pub directory_min: usize,

@@ -27,16 +27,44 @@ pub enum Retry {
 pub enum ConfigError {
     /// A key that no component understands.
     #[error("unknown key `{key}` in {origin}")]
-    UnknownKey { key: String, origin: String },
+    UnknownKey {
+        /// The dotted key as written, e.g. `snapshot.worker`.
+        key: String,
+        /// Where the key was set: `file <path>`, another layer's name, or `the configuration`.
+        origin: String,
+    },
     /// A key whose value has the wrong type or is out of range.
     #[error("invalid value for `{key}` in {origin}: {reason}")]
-    InvalidValue { key: String, origin: String, reason: String },
+    InvalidValue {
+        /// The dotted key.
+        key: String,
+        /// Where the key was set: `file <path>`, another layer's name, or `the configuration`.
+        origin: String,
+        /// What is wrong with the value.
+        reason: String,
+    },
     /// A required key is absent.
     #[error("missing key `{key}` ({hint})")]
-    MissingKey { key: String, hint: String },
+    MissingKey {
+        /// The dotted key that is absent.
+        key: String,
+        /// What to configure.
+        hint: String,
+    },
     /// A `type` that no registered plugin provides.
     #[error("unknown {kind} type `{name}` for `{key}` in {origin} (available: {available})")]
-    UnknownPlugin { kind: String, name: String, key: String, origin: String, available: String },
+    UnknownPlugin {
+        /// The plugin kind, e.g. `source` or `sink`.
+        kind: String,
+        /// The `type` given.
+        name: String,
+        /// The dotted key of the `type`, e.g. `sinks.out.type`.
+        key: String,
+        /// Where the key was set: `file <path>`, another layer's name, or `the configuration`.
+        origin: String,
+        /// The registered types of that kind, comma-separated.
+        available: String,
+    },
     /// The configuration could not be parsed at all.
     #[error("{0}")]
     Parse(String),
@@ -47,7 +75,12 @@ pub enum ConfigError {
 pub enum SourceError {
     /// The input could not be opened or read.
     #[error("{path}: {reason}")]
-    Io { path: PathBuf, reason: String },
+    Io {
+        /// The file or directory that failed.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// A subprocess or remote system failed.
     #[error("{0}")]
     External(String),
@@ -58,22 +91,38 @@ pub enum SourceError {
 pub enum SinkError {
     /// Local I/O failed (disk full, permission denied...).
     #[error("{sink}: {reason}")]
-    Io { sink: String, reason: String },
+    Io {
+        /// The sink's name.
+        sink: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A remote service refused or failed the request.
     #[error("{sink}: {reason}")]
-    Remote { sink: String, reason: String, retry: Retry },
+    Remote {
+        /// The sink's name.
+        sink: String,
+        /// What the service said or why the request failed.
+        reason: String,
+        /// Whether sending again may succeed.
+        retry: Retry,
+    },
 }
 
 /// The umbrella error used by runtimes. Its message includes the inner error's, which is
 /// therefore not also its `source` (a chain printed with `{:#}` would say it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum IcicleError {
+    /// The configuration is invalid.
     #[error("configuration: {0}")]
     Config(ConfigError),
+    /// A source failed to read.
     #[error("source: {0}")]
     Source(SourceError),
+    /// A sink failed to deliver.
     #[error("sink: {0}")]
     Sink(SinkError),
+    /// Anything else: a runtime step failed (a task, a checkpoint, the spool...) or an invariant broke.
     #[error("{0}")]
     Internal(String),
 }

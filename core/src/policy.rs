@@ -136,6 +136,7 @@ pub struct RecordPolicy {
     pub dirs: Arc<DirectoryTable>,
     /// Principals used when the policy resolves to nothing for a record.
     pub fallback: Vec<String>,
+    /// uid/gid → principal URN (`records.principals`; empty without one).
     pub principals: Arc<PrincipalMap>,
     /// The snapshot version written into every record.
     pub version: String,

@@ -157,13 +157,17 @@ pub const S_IFLNK: u32 = 0o120000;
 pub struct Attrs {
     /// Full `st_mode` including the type bits.
     pub mode: u32,
+    /// Owner uid.
     pub uid: u32,
+    /// Group gid.
     pub gid: u32,
     /// Size in bytes (a link's size is the length of its target).
     pub size: u64,
-    /// Epoch seconds.
+    /// Last access, epoch seconds.
     pub atime: i64,
+    /// Last status change, epoch seconds.
     pub ctime: i64,
+    /// Last modification, epoch seconds.
     pub mtime: i64,
     /// Inode number (0 when the source has none); hard links share it.
     #[serde(default)]
@@ -199,6 +203,7 @@ pub struct FileRecord<'a> {
     pub path: &'a str,
     /// Object kind.
     pub kind: FileKind,
+    /// Its `lstat` metadata.
     pub attrs: Attrs,
 }
 
@@ -258,8 +263,11 @@ impl<'a> FileRecord<'a> {
 /// An owned [`FileRecord`], for tests and state.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct OwnedFileRecord {
+    /// Absolute path as text, as in [`FileRecord::path`].
     pub path: String,
+    /// Object kind.
     pub kind: FileKind,
+    /// Its `lstat` metadata.
     #[serde(flatten)]
     pub attrs: Attrs,
 }

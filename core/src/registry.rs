@@ -15,11 +15,17 @@ use crate::traits::{Placement, Sink, SketchFactory, Source};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PluginKind {
+    /// A [`Source`] or a monitor (`[sources.<id>]`).
     Source,
+    /// A [`crate::Reducer`].
     Reducer,
+    /// A [`crate::StateStore`].
     StateStore,
+    /// A [`SketchFactory`] (`[aggregate.sketch]`).
     Sketch,
+    /// A [`Sink`] (`[sinks.<id>]`).
     Sink,
+    /// A [`Placement`] policy (`[placement]`).
     Placement,
 }
 
@@ -39,8 +45,11 @@ impl PluginKind {
 
 /// What building a component configuration yields.
 pub enum Built {
+    /// A snapshot source.
     Source(Arc<dyn Source>),
+    /// A sink.
     Sink(Box<dyn Sink>),
+    /// A sketch factory (the aggregate pipeline's sketch type).
     Sketch(Arc<dyn SketchFactory>),
     /// A streaming source, run by `icicle monitor`.
     Monitor(Arc<dyn ChangeSource>),
@@ -89,6 +98,7 @@ impl<'a> BuildContext<'a> {
 
 /// One registered plugin.
 pub struct PluginDescriptor {
+    /// Which kind of component it builds.
     pub kind: PluginKind,
     /// The `type = "..."` name.
     pub name: &'static str,

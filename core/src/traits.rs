@@ -172,14 +172,27 @@ pub trait StateStore: Send {
 /// Why two sketches could not be merged, or a value could not be inserted.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SketchError {
+    /// A sketch of another type was merged in.
     #[error("cannot merge a `{theirs}` sketch into a `{ours}` sketch")]
-    WrongType { ours: String, theirs: String },
+    WrongType {
+        /// The receiving sketch's type name.
+        ours: String,
+        /// The other sketch's type name.
+        theirs: String,
+    },
+    /// A sketch of the same type but other parameters (`k`, `alpha`...) was merged in; says which.
     #[error("cannot merge sketches with different configurations: {0}")]
     MismatchedConfig(String),
+    /// An insert or merge would take the sketch past its memory cap.
     #[error("sketch would exceed its memory cap of {cap} bytes")]
-    MemoryCap { cap: usize },
+    MemoryCap {
+        /// The cap, in bytes.
+        cap: usize,
+    },
+    /// Serialized bytes are truncated or malformed, or a sketch's lock was poisoned.
     #[error("cannot decode sketch: {0}")]
     Decode(String),
+    /// A NaN was inserted.
     #[error("cannot insert {0}: not a number")]
     NotANumber(f64),
 }
@@ -194,9 +207,13 @@ pub trait Sketch: Send + Sync {
     fn merge(&mut self, other: &dyn Sketch) -> Result<(), SketchError>;
     /// The estimated `q`-quantile, `q` in `[0, 1]`; `None` when empty.
     fn quantile(&self, q: f64) -> Option<f64>;
+    /// Values inserted (merged ones included).
     fn count(&self) -> u64;
+    /// The smallest value inserted; `None` when empty.
     fn min(&self) -> Option<f64>;
+    /// The largest value inserted; `None` when empty.
     fn max(&self) -> Option<f64>;
+    /// The sum of the values inserted (0 when empty).
     fn sum(&self) -> f64;
     /// Serialize to bytes.
     fn to_bytes(&self) -> Vec<u8>;

@@ -55,14 +55,17 @@ pub struct RecordedMeta {
     pub mode: Option<u32>,
     /// `raw.inode`, from sources that have one.
     pub inode: Option<u64>,
-    /// Owner and group.
+    /// Owner uid.
     pub uid: Option<u32>,
+    /// Group gid.
     pub gid: Option<u32>,
     /// Bytes.
     pub size: Option<u64>,
-    /// `raw.atime`, `raw.ctime`, `raw.mtime` (seconds since the epoch).
+    /// `raw.atime`, seconds since the epoch.
     pub atime: Option<i64>,
+    /// `raw.ctime`, seconds since the epoch.
     pub ctime: Option<i64>,
+    /// `raw.mtime`, seconds since the epoch.
     pub mtime: Option<i64>,
 }
 

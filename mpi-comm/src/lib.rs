@@ -19,7 +19,12 @@ pub enum CommError {
     TooLarge,
     /// `exchange` needs one part per rank.
     #[error("{parts} parts for {ranks} ranks")]
-    Parts { parts: usize, ranks: usize },
+    Parts {
+        /// Parts given.
+        parts: usize,
+        /// Ranks in the communicator.
+        ranks: usize,
+    },
 }
 
 /// The most bytes one rank may move in one collective: MPI counts are 32-bit (less the spare

@@ -23,9 +23,13 @@ use prometheus_client::registry::Registry;
 /// One series in a [`MetricsSnapshot`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Series {
+    /// The metric's name, e.g. `icicle_records_in_total` (a histogram's with `_count` or `_sum`).
     pub name: String,
+    /// `counter`, `gauge` or `histogram`.
     pub kind: String,
+    /// Label names and values.
     pub labels: BTreeMap<String, String>,
+    /// The value when the snapshot was taken.
     pub value: f64,
 }
 
@@ -36,6 +40,7 @@ pub struct MetricsSnapshot {
     pub time: f64,
     /// Seconds since the process started recording.
     pub uptime: f64,
+    /// Every series recorded so far.
     pub series: Vec<Series>,
 }
 
@@ -333,20 +338,29 @@ fn prometheus_from_openmetrics(text: &str) -> String {
 
 /// What a stream monitor reports after each batch (running totals and the batch's own size).
 pub struct BatchReport<'a> {
+    /// The monitor's component id (the `component` label).
     pub component: &'a str,
     /// Records or events read (including filtered and rejected ones).
     pub records_in: u64,
+    /// Records dropped by filters.
     pub filtered: u64,
+    /// Records rejected.
     pub rejects: u64,
     /// Reduction outcomes by name (coalesced, cancelled, passed, renames, ...).
     pub outcomes: &'a [(&'static str, u64)],
+    /// Updates emitted.
     pub updates: u64,
+    /// Deletes emitted.
     pub deletes: u64,
+    /// Batches applied.
     pub batches: u64,
+    /// Records in this batch.
     pub batch_size: usize,
+    /// Seconds this batch took to process and deliver.
     pub batch_seconds: f64,
-    /// Objects held by the state, and their approximate heap bytes.
+    /// Objects held by the state.
     pub state_entries: usize,
+    /// The state's approximate heap bytes.
     pub state_bytes: usize,
     /// State counters by name (evictions, fid2path_calls, ...).
     pub state_counts: &'a [(&'static str, u64)],

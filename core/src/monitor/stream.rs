@@ -71,13 +71,15 @@ pub struct BatchCounts {
     pub rejects: u64,
     /// The state's outcome counters (coalesced, cancelled, renames, ...).
     pub outcomes: Vec<(&'static str, u64)>,
-    /// Updates and deletes emitted so far.
+    /// Updates emitted so far.
     pub updates: u64,
+    /// Deletes emitted so far.
     pub deletes: u64,
     /// Batches applied so far.
     pub batches: u64,
-    /// Objects the state holds, and its approximate heap bytes.
+    /// Objects the state holds.
     pub state_entries: usize,
+    /// The state's approximate heap bytes.
     pub state_bytes: usize,
     /// Other state gauges (evictions, fid2path calls, pending moves, ...).
     pub state_counts: Vec<(&'static str, u64)>,

@@ -61,8 +61,10 @@ impl ComponentConfig for ObjectPlacementConfig {
 /// loader configuration, accepted for symmetry with `object`, changes nothing.
 #[derive(Debug, Deserialize)]
 pub struct FilePlacementConfig {
+    /// Inline loader configuration (ignored).
     #[serde(default)]
     pub loader: Option<LoaderConfig>,
+    /// A TOML file with a `[loader]` table (ignored).
     #[serde(default)]
     pub loader_file: Option<PathBuf>,
 }

@@ -370,15 +370,20 @@ pub struct BlackholeSinkConfig {}
 /// What a blackhole sink counted.
 #[derive(Debug, Default)]
 pub struct BlackholeCounts {
+    /// Documents delivered (ingest and delete).
     pub batches: AtomicU64,
+    /// Entries in the ingest documents.
     pub entries: AtomicU64,
+    /// Subjects in the delete documents.
     pub deletes: AtomicU64,
+    /// Bytes of every document as it would be sent.
     pub bytes: AtomicU64,
 }
 
 /// Counts documents, entries and bytes, and drops them.
 #[derive(Default)]
 pub struct BlackholeSink {
+    /// What it has counted.
     pub counts: Arc<BlackholeCounts>,
 }
 

@@ -157,7 +157,9 @@ impl ComponentConfig for ExactConfig {
 pub struct HybridConfig {
     /// Values kept exactly before switching to DDSketch.
     pub threshold: usize,
+    /// DDSketch's relative accuracy α, once switched.
     pub alpha: f64,
+    /// DDSketch's bin cap, once switched.
     pub max_bins: u32,
 }
 

@@ -296,6 +296,7 @@ impl ComponentConfig for ReqConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct TDigestConfig {
+    /// Compression (at least 10): more centroids and smaller error as it grows.
     pub k: u16,
 }
 

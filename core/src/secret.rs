@@ -1,5 +1,5 @@
 //! Secrets (tokens, passwords, client secrets): read only from the environment or a file,
-//! never from configuration text, and never printed. [`redact`] and [`redact_text`] are the
+//! never from configuration text, and never printed. [`shown`] and [`redact_text`] are the
 //! one redaction every printer of configuration uses (`config show`, configuration and
 //! `--set` errors): values are hidden by the pattern of their key.
 

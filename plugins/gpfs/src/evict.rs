@@ -31,6 +31,7 @@ pub struct Evicted {
 pub struct EvictedCheckpoint {
     /// (path key, metadata hash, inode).
     pub keys: Vec<(u64, u64, u64)>,
+    /// (directory path key, evicted files below it).
     pub below: Vec<(u64, u32)>,
 }
 

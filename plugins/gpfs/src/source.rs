@@ -31,6 +31,7 @@ static UNPUBLISHABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// `[sources.<id>] type = "gpfs"`.
 #[derive(Deserialize, Debug, Clone)]
 pub struct GpfsConfig {
+    /// The brokers and how to authenticate to them.
     pub connection: KafkaConnection,
     /// The topic `mmwatch --sink-topic` writes (one per fileset).
     pub topic: String,
@@ -152,28 +153,37 @@ impl ComponentConfig for GpfsConfig {
 /// Counters of one GPFS monitor run.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct GpfsRunCounts {
+    /// Messages read from the topic.
     pub messages: u64,
     /// Dropped by the ingestion filter.
     pub filtered: u64,
     /// Messages between the committed offset and the first one read (deleted unread).
     pub lost_messages: u64,
+    /// Messages that could not be parsed, and event paths that may not be published.
     pub rejects: u64,
     /// Records withdrawn (sent as deletes): no mapped principal may see the file as it is now.
     pub withdrawn: u64,
     /// Messages kept in the dead-letter file (they could not be parsed).
     pub dead_letters: u64,
+    /// Paths outside `fs_root` (not indexed).
     pub outside_root: u64,
+    /// Records sent (upserts).
     pub updates: u64,
+    /// Deletes sent.
     pub deletes: u64,
+    /// Batches applied.
     pub batches: u64,
+    /// Offset commits that succeeded (one per consumer and acknowledgement).
     pub commits: u64,
     /// From the first message received to the end (excludes connecting and joining the group).
     pub reading_seconds: f64,
     /// What the reducer did (ignored events dropped).
     pub reduce: ReduceCounts,
+    /// What the state did with the events.
     pub state: crate::state::GpfsCounts,
     /// What walks of the mount left out.
     pub walks: crate::state::WalkLeftOut,
+    /// Paths the state knows at the end of the run.
     pub objects: usize,
     /// Next offset to read, per partition, as committed.
     pub committed: Offsets,

@@ -26,6 +26,7 @@ pub struct KafkaConnection {
     /// `SCRAM-SHA-512`, `SCRAM-SHA-256`, `PLAIN` or `OAUTHBEARER`.
     #[serde(default)]
     pub sasl_mechanism: Option<String>,
+    /// The SASL user name (`sasl.username`).
     #[serde(default)]
     pub sasl_username: Option<String>,
     /// The environment variable holding the SASL password.

@@ -145,10 +145,15 @@ pub async fn produce_bytes(
 /// One consumed message: partition, offset, key, value, and the `icicle-op` header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Consumed {
+    /// The partition it was read from.
     pub partition: i32,
+    /// Its offset in the partition.
     pub offset: i64,
+    /// The key as text (lossy UTF-8); None when the message has none.
     pub key: Option<String>,
+    /// The value as text (lossy UTF-8); None when the message has none.
     pub value: Option<String>,
+    /// The `icicle-op` header (`upsert` or `delete`); None when absent.
     pub op: Option<String>,
 }
 

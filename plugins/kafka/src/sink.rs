@@ -28,6 +28,7 @@ use crate::client::{ConnectionFailure, FailureWatch, KafkaConnection};
 /// `[sinks.<id>] type = "kafka"`.
 #[derive(Deserialize)]
 pub struct KafkaSinkConfig {
+    /// The brokers and how to authenticate to them.
     pub connection: KafkaConnection,
     /// The topic index operations go to.
     pub topic: String,

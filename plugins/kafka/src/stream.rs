@@ -44,7 +44,9 @@ impl Start {
 /// What a topic stream reads and how.
 #[derive(Clone)]
 pub struct TopicSettings {
+    /// The brokers and how to authenticate to them.
     pub connection: KafkaConnection,
+    /// The topic read.
     pub topic: String,
     /// The consumer group (offsets are committed under it).
     pub group_id: String,
@@ -52,7 +54,9 @@ pub struct TopicSettings {
     pub consumers: usize,
     /// Exactly these partitions (round-robin over the consumers) instead of the group's.
     pub partitions: Option<Vec<i32>>,
+    /// Where the group starts when it has no committed offset.
     pub start: Start,
+    /// What a range of lost messages does: log and go on, or stop the stream.
     pub on_gap: OnGap,
     /// What a lost range misses, for the error text ("watch-folder events", ...).
     pub what: &'static str,
@@ -60,8 +64,11 @@ pub struct TopicSettings {
 
 /// One message as read.
 pub struct TopicMessage {
+    /// The partition it was read from.
     pub partition: i32,
+    /// Its offset in the partition.
     pub offset: i64,
+    /// The message value (empty when it has none).
     pub payload: Vec<u8>,
 }
 
@@ -71,9 +78,11 @@ pub type Offsets = BTreeMap<i32, i64>;
 /// Counters of a topic stream.
 #[derive(Debug, Default, Clone)]
 pub struct TopicCounts {
+    /// Messages read.
     pub messages: u64,
     /// Messages between the committed offset and the first one read (deleted unread).
     pub lost_messages: u64,
+    /// Offset commits that succeeded (one per consumer and acknowledgement).
     pub commits: u64,
     /// Next offset to read, per partition, as committed.
     pub committed: Offsets,

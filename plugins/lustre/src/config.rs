@@ -128,21 +128,33 @@ pub const LOST_RANGES_KEPT: usize = 100;
 /// Counters of one monitor run.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct MonitorCounts {
+    /// Changelog records read (parsed or dropped by the filter).
     pub records: u64,
+    /// Records dropped at ingestion by [`LustreConfig::filter`].
     pub filtered: u64,
+    /// Records that could not be parsed and paths that may not be published.
     pub rejects: u64,
     /// Records withdrawn (sent as deletes): no mapped principal may see the file as it is now.
     pub withdrawn: u64,
+    /// Records of a type this version does not know.
     pub unknown_types: u64,
+    /// What batch reduction did with the records.
     pub reduce: ReduceCounts,
+    /// The directory tree's counters (`fid2path` calls, evictions...).
     pub tree: TreeCounts,
+    /// Records sent (upserts of files as they are now).
     pub updates: u64,
+    /// Deletes sent.
     pub deletes: u64,
+    /// Paths to update that were gone by the time they were stat'ed.
     pub vanished: u64,
     /// Files published again because a directory above them changed permissions.
     pub reevaluated: u64,
+    /// Batches applied.
     pub batches: u64,
+    /// The last index cleared (`lfs changelog_clear`), or restored from the checkpoint.
     pub cleared_index: u64,
+    /// `lfs changelog_clear` calls made.
     pub clears: u64,
     /// Records purged before this monitor read them (their changes are missing).
     pub lost_records: u64,

@@ -13,8 +13,11 @@ use crate::changelog::{ChangelogRecord, Fid, RecordType};
 /// until then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuturePlace {
+    /// The record's changelog index.
     pub index: u64,
+    /// The directory the object was in until then.
     pub parent: Fid,
+    /// The object's name there.
     pub name: CompactString,
 }
 

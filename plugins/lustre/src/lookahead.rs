@@ -26,19 +26,24 @@ use crate::leavings::Leavings;
 /// A rename still to be applied: what rewinding needs of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FutureRename {
+    /// The record's changelog index.
     pub index: u64,
-    /// The new parent and name.
+    /// `p=`: the new parent.
     pub parent: Option<Fid>,
+    /// The new name.
     pub name: CompactString,
-    /// The old parent and name.
+    /// `sp=`: the old parent.
     pub source_parent: Option<Fid>,
+    /// The old name.
     pub source_name: Option<CompactString>,
 }
 
 /// A record still to be applied that gives an object a free name in `parent`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FutureNaming {
+    /// The record's changelog index.
     pub index: u64,
+    /// `p=`: the directory the name is in.
     pub parent: Option<Fid>,
     /// For a hard link (HLINK): the file it is a new name of.
     pub link_of: Option<Fid>,

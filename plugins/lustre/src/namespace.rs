@@ -11,14 +11,18 @@ use crate::changelog::{ChangelogRecord, Fid, RecordType};
 /// One object: its paths (several for hard links) and whether it is a directory.
 #[derive(Debug, Clone)]
 pub struct Object {
+    /// Its paths from the file system's root (`/a/b`), in the order they were made.
     pub paths: Vec<String>,
+    /// Whether it is a directory.
     pub is_dir: bool,
 }
 
 /// FID ↔ path maps of a whole file system.
 #[derive(Debug, Clone, Default)]
 pub struct Namespace {
+    /// Every object, by FID.
     pub by_fid: HashMap<Fid, Object>,
+    /// Every path's object.
     pub by_path: HashMap<String, Fid>,
     /// The highest record index applied.
     pub last_index: Option<u64>,

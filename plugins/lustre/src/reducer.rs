@@ -127,6 +127,7 @@ impl RuleTable {
 /// again what a killed run may have delivered.
 #[derive(Debug, Clone, Copy)]
 pub struct Reduction {
+    /// Keep a create and the unlink of the same object (no cancellation).
     pub keeping_pairs: bool,
 }
 

@@ -71,9 +71,13 @@ pub fn meta_of(md: &std::fs::Metadata) -> Meta {
 /// A rename's first half, waiting for IN_MOVED_TO.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PendingMove {
+    /// `cookie`: pairs it with its IN_MOVED_TO.
     pub cookie: u64,
+    /// The old path (the IN_MOVED_FROM's `path`).
     pub path: String,
+    /// The object's metadata as the IN_MOVED_FROM reported it.
     pub meta: Meta,
+    /// Where the IN_MOVED_FROM came from: offsets are not committed past it while it waits.
     pub position: Position,
     /// Batch boundaries seen while waiting.
     pub age: u32,
@@ -86,12 +90,15 @@ pub struct PendingMove {
 /// Counters of the reduction and the state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GpfsCounts {
+    /// Events applied to the state (ignored ones are dropped before).
     pub events: u64,
     /// Operations replaced by a later one for the same path.
     pub coalesced: u64,
     /// Creates whose object was removed before the emit (both dropped).
     pub cancelled: u64,
+    /// IN_MOVED_TO events applied (paired or not).
     pub renames: u64,
+    /// Directories moved from one name to another.
     pub directory_renames: u64,
     /// Descendants moved by directory renames.
     pub moved_descendants: u64,
@@ -125,7 +132,9 @@ pub struct GpfsCounts {
 /// What a checkpoint holds.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Checkpoint {
+    /// Every known path and its metadata, sorted by path.
     pub objects: Vec<(String, Meta)>,
+    /// Rename halves still waiting for their IN_MOVED_TO.
     pub pending: Vec<PendingMove>,
     /// Directory renames of the run (oldest first).
     #[serde(default)]
@@ -179,6 +188,7 @@ pub struct GpfsState {
     /// Files let go of that the index still holds.
     evicted: Evicted,
 
+    /// What the state has done so far.
     pub counts: GpfsCounts,
 }
 

@@ -27,7 +27,9 @@ impl Walker for NoWalk {
 
 /// Walks the file system where it is mounted: GPFS path `fs_root/x` is `mount/x`.
 pub struct MountWalker {
+    /// Where the file system is mounted here.
     pub mount: PathBuf,
+    /// The GPFS path the mount shows (`fs_root/x` is `mount/x`).
     pub fs_root: String,
     /// What the walks left out.
     pub left_out: WalkLeftOut,

@@ -41,8 +41,9 @@ pub struct LocalCounts {
     pub compared: u64,
     /// Compared paths found as the index holds them (nothing sent).
     pub unchanged: u64,
-    /// Updates and deletes sent.
+    /// Updates sent.
     pub updates: u64,
+    /// Deletes sent.
     pub deletes: u64,
     /// Paths refused by the path check.
     pub rejects: u64,

@@ -504,6 +504,8 @@ fn a_path_that_cannot_be_read_keeps_what_the_index_holds() {
     // SAFETY: geteuid and setfsuid have no memory preconditions; setfsuid is per thread.
     let root = unsafe { libc::geteuid() } == 0;
     if root {
+        // SAFETY: setfsuid takes a plain uid and changes only this thread's file-system uid
+        // (restored below).
         unsafe { libc::setfsuid(65534) };
     }
     let e =

@@ -23,8 +23,10 @@ pub struct Print {
     /// Mode, owner and group (a directory's decide who may see what is below it).
     #[serde(default)]
     pub mode: u32,
+    /// Owner (user id).
     #[serde(default)]
     pub uid: u32,
+    /// Group id.
     #[serde(default)]
     pub gid: u32,
     /// A directory's access ACL as a digest, under posix visibility (0: none, or not tracked).

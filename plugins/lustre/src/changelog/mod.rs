@@ -12,8 +12,11 @@ pub use scan::{leading_index, line_type_bit, lines, rename_lines, Lines};
 /// A Lustre FID `[seq:oid:ver]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Fid {
+    /// The sequence (`f_seq`): which MDT or OST range the object was allocated from.
     pub seq: u64,
+    /// The object id within the sequence (`f_oid`).
     pub oid: u32,
+    /// The version (`f_ver`), 0 for MDT objects.
     pub ver: u32,
 }
 
@@ -92,30 +95,55 @@ impl fmt::Display for Fid {
 /// Changelog record types (`lustre_user.h`), with unknown ones kept by name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RecordType {
+    /// `CL_MARK`: a marker of the changelog itself; no object changed.
     Mark,
+    /// `CL_CREATE`: a regular file created.
     Creat,
+    /// `CL_MKDIR`: a directory created.
     Mkdir,
+    /// `CL_HARDLINK`: a hard link made.
     Hlink,
+    /// `CL_SOFTLINK`: a symbolic link created.
     Slink,
+    /// `CL_MKNOD`: a device, FIFO or socket created.
     Mknod,
+    /// `CL_UNLINK`: a name removed ([`CLF_LAST`] when it was the last link).
     Unlnk,
+    /// `CL_RMDIR`: a directory removed.
     Rmdir,
+    /// `CL_RENAME`: a rename (`s=`, `sp=` and the old name say what was renamed).
     Renme,
+    /// `CL_EXT`: the second record of a two-record rename (Lustre 2.0-2.2).
     Rnmto,
+    /// `CL_OPEN`: a file opened.
     Open,
+    /// `CL_CLOSE`: a file closed.
     Close,
+    /// `CL_LAYOUT`: a file's layout (striping) changed.
     Lyout,
+    /// `CL_TRUNC`: a file truncated.
     Trunc,
+    /// `CL_SETATTR`: attributes set (mode, owner, times).
     Sattr,
+    /// `CL_SETXATTR`: an extended attribute set (`x=` names it).
     Xattr,
+    /// `CL_HSM`: an HSM event (archive, restore, release...; the flags say which).
     Hsm,
+    /// `CL_MTIME`: the modification time changed.
     Mtime,
+    /// `CL_CTIME`: the change time changed.
     Ctime,
+    /// `CL_ATIME`: the access time changed.
     Atime,
+    /// `CL_MIGRATE`: an object migrated to another MDT (its FID changes, its path stays).
     Migrt,
+    /// `CL_FLRW`: a mirrored (FLR) file written for the first time.
     Flrw,
+    /// `CL_RESYNC`: a mirrored (FLR) file resynchronised.
     Resync,
+    /// `CL_GETXATTR`: an extended attribute read.
     Gxatr,
+    /// `CL_DN_OPEN`: an open denied.
     Nopen,
     /// A type this version does not know: kept and counted, never fatal.
     Unknown(u32, compact_str::CompactString),
@@ -309,27 +337,38 @@ impl fmt::Debug for RecordTime {
 /// One changelog record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangelogRecord {
+    /// `IDX`: the record's number in the MDT's changelog (what `changelog_clear` takes).
     pub index: u64,
+    /// `TYPE`: the record type, printed as its number and name (`01CREAT`).
     pub kind: RecordType,
     /// `HH:MM:SS.nnnnnnnnn YYYY.MM.DD`, UTC, as printed.
     pub time: RecordTime,
+    /// `0xFLAGS`: the record's flags (e.g. [`CLF_LAST`]).
     pub flags: u32,
     /// `t=`: the target (for RENME: the overwritten target, zero if none).
     pub target: Fid,
+    /// `j=`: the job id of the process that made the change; None without `j=`.
     /// Short values (job ids, NIDs) are stored inline: no allocation, no shared counts.
     pub jobid: Option<compact_str::CompactString>,
+    /// `ef=`: the extra-field flags (which of `u=`, `nid=`, `m=`, `x=` are present); None without `ef=`.
     pub extra_flags: Option<u64>,
+    /// `u=UID:GID`: the user and group of the caller; None without `u=`.
     pub uid_gid: Option<(u32, u32)>,
+    /// `nid=`: the client's network id (`10.0.0.1@tcp`); None without `nid=`.
     pub nid: Option<compact_str::CompactString>,
+    /// `m=`: the open mode as printed (`-w-`: OPEN, CLOSE, NOPEN); None without `m=`.
     pub open_mode: Option<compact_str::CompactString>,
+    /// `x=`: the extended attribute's name (XATTR, GXATR); None without `x=`.
     pub xattr: Option<compact_str::CompactString>,
     /// `p=`: the parent (for RENME: the new parent).
     pub parent: Option<Fid>,
     /// The name (for RENME: the new name); short names are stored inline.
     pub name: Option<compact_str::CompactString>,
-    /// RENME: the renamed object, its old parent and old name.
+    /// `s=` (RENME): the renamed object.
     pub source: Option<Fid>,
+    /// `sp=` (RENME): the renamed object's old parent.
     pub source_parent: Option<Fid>,
+    /// RENME: the renamed object's old name.
     pub source_name: Option<compact_str::CompactString>,
 }
 

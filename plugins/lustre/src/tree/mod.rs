@@ -107,11 +107,15 @@ pub type Ops = indexmap::IndexMap<String, PathOp, foldhash::fast::RandomState>;
 /// State counters.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct TreeCounts {
+    /// `fid2path` calls.
     pub fid2path_calls: u64,
+    /// `fid2path` calls that found no path.
     pub fid2path_failures: u64,
     /// `path2fid` calls (only for walked entries a later record may have named).
     pub path2fid_calls: u64,
+    /// Objects evicted from the tree to stay within `lru_capacity`.
     pub evictions: u64,
+    /// Objects a record touched that could not be given a path.
     pub unresolved: u64,
     /// Objects not where `fid2path` said by the time they were looked at (moved since).
     pub moved_while_resolved: u64,
@@ -130,6 +134,7 @@ pub struct TreeCounts {
 /// directory renames then translates deletes back to the path the index knows.
 pub struct DirectoryTree {
     nodes: NodeStore,
+    /// What the tree has done so far.
     pub counts: TreeCounts,
     renames: Vec<(u64, String, String)>,
     /// Per logged rename: the last record its walk could have missed a change by (the
@@ -326,6 +331,7 @@ fn under<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
 /// What a checkpoint holds: the tree and its logs as of one changelog index.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct Checkpoint {
+    /// The changelog index cleared when it was taken: the monitor reads on from the next one.
     pub index: u64,
     nodes: Vec<(String, Node)>,
     renames: Vec<(u64, String, String)>,

@@ -77,6 +77,7 @@ fn as_nobody<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: setfsuid changes only this thread's file-system uid; restored below.
     let before = unsafe { libc::setfsuid(65534) };
     let out = f();
+    // SAFETY: as above; this restores the uid it returned.
     unsafe { libc::setfsuid(before as libc::uid_t) };
     out
 }
@@ -85,6 +86,7 @@ fn as_nobody<T>(f: impl FnOnce() -> T) -> T {
 /// monitor running as `nobody` cannot list (mode 0311); after `chmod 755` an attribute event
 /// names it, and its file is published then.
 fn unlisted_directory_is_walked_when_compared_again(arrives: &str, unlisted: &str) {
+    // SAFETY: geteuid takes no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root to ask as another user");
         return;

@@ -161,6 +161,7 @@ impl Members {
 
 /// The tree's seed (`ICICLE_ACCESS_SEED`, else random), or `None` (skipped) without root.
 fn root_and_seed() -> Option<u64> {
+    // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root to build trees owned by other users and to ask as them");
         return None;

@@ -203,6 +203,7 @@ fn remove_subject(index: &mut BTreeMap<String, Value>, subject: &str) {
     }
 }
 
+/// What must agree between an index and a fresh snapshot, by path: every field but atime.
 pub fn comparable(index: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
     // atime is not journaled (ATIME is outside Lustre's default changelog mask).
     index
@@ -336,6 +337,7 @@ pub fn spawn_monitor(tmp: &Path, cfg: &Path, idle: f64) -> Child {
         .expect("run icicle")
 }
 
+/// The monitor's log (`tmp/monitor.log`), empty when there is none.
 pub fn log_of(tmp: &Path) -> String {
     std::fs::read_to_string(tmp.join("monitor.log")).unwrap_or_default()
 }

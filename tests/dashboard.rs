@@ -332,6 +332,7 @@ fn a_terminated_dashboard_gives_the_terminal_back() {
     assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
     wait_for_screen(&sock, "records in");
     let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    // SAFETY: kill sends a signal; the pid is the dashboard the test's shell started.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let screen = wait_for_screen(&sock, "TERMINAL-BACK");
     // Back on the normal screen: the dashboard's frame is gone.

@@ -649,6 +649,7 @@ fn sigterm_delivers_the_batch_in_hand_acknowledges_it_and_reports() {
     }
     let cleared = || std::fs::read_to_string(tmp.path().join("lfs/changelog.users")).unwrap().trim().to_string();
     assert_ne!(cleared(), format!("cl1 {last}"), "the tail waits for the quiet period");
+    // SAFETY: kill sends a signal; the pid is our child's, not yet waited for.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let done = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&done.stderr);

@@ -599,6 +599,7 @@ fn icicle_as_nobody(args: &[&str]) -> (i32, String, String) {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"));
     cmd.args(args).env_remove("RUST_LOG");
+    // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         cmd.uid(65534).gid(65534);
     }

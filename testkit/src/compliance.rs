@@ -22,7 +22,9 @@ use icicle_core::traits::{RowSink, Sink, Source, Split};
 pub struct Read {
     /// Paths of the records, in reading order.
     pub records: Vec<String>,
+    /// Directory rows read.
     pub directories: usize,
+    /// Rejects, including a split that failed and a record the runtime's check refuses.
     pub rejects: Vec<Reject>,
 }
 

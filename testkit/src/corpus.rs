@@ -40,14 +40,19 @@ pub enum Expect {
 pub struct Case {
     /// `file:line` of its `@case`.
     pub at: String,
+    /// Its `@case` name, unique in the file.
     pub name: String,
+    /// Its `@source`: where the data lines come from.
     pub source: String,
+    /// Its `@class`.
     pub class: Class,
+    /// Its `@note` lines.
     pub notes: Vec<String>,
     /// Producer directives (`@baseline ...`), in order: (name, rest of the line).
     pub directives: Vec<(String, String)>,
     /// Data lines as bytes (the corpus's escaped text turned back into bytes).
     pub data: Vec<Vec<u8>>,
+    /// Its `@expect` lines.
     pub expect: Vec<Expect>,
 }
 

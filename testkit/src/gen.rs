@@ -46,6 +46,7 @@ impl GenSpec {
 /// A generated directory.
 #[derive(Debug, Clone)]
 pub struct GenDir {
+    /// Its absolute path.
     pub path: String,
     /// Its metadata (`size` 0; `inode` stable).
     pub attrs: Attrs,
@@ -56,9 +57,13 @@ pub struct GenDir {
 /// A generated file or link.
 #[derive(Debug, Clone)]
 pub struct GenFile {
+    /// Index of its directory in [`GenFs::dirs`].
     pub dir: usize,
+    /// Its name in that directory.
     pub name: String,
+    /// File or link.
     pub kind: FileKind,
+    /// Its metadata.
     pub attrs: Attrs,
     /// For links: the target (its length is the link's size).
     pub target: Option<String>,

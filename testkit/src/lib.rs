@@ -1,3 +1,6 @@
+//! icicle testkit: deterministic snapshot generators, file-system and service emulators, the
+//! corpus of real producer output and the compliance harnesses.
+
 pub mod cifar;
 pub mod compliance;
 pub mod corpus;

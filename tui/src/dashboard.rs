@@ -22,11 +22,17 @@ pub use crate::human;
 /// The views, in tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
+    /// Records in and operations out per second, and the headline facts.
     Overview,
+    /// Per-source records, rejects and batches.
     Sources,
+    /// Per-source state and the process memory.
     State,
+    /// Per-sink acknowledged deliveries and errors.
     Sinks,
+    /// Snapshot progress, overall and per source.
     Snapshot,
+    /// The latest `sketch-compare` summary.
     Sketches,
 }
 
@@ -50,11 +56,17 @@ impl View {
 /// What a key does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
+    /// Quit, or close the help screen if it is open.
     Quit,
+    /// Go to the next view.
     Next,
+    /// Go to the previous view.
     Previous,
+    /// Go to the view at this index in [`VIEWS`].
     Go(usize),
+    /// Pause or resume updates.
     Pause,
+    /// Open or close the help screen.
     Help,
     /// Scroll the view's table by this many rows (negative: up).
     Scroll(i32),
@@ -101,9 +113,13 @@ pub fn action_for(key: &KeyEvent) -> Option<Action> {
 
 /// Snapshots over the last minutes and what the operator chose to look at.
 pub struct App {
+    /// Index of the current view in [`VIEWS`].
     pub view: usize,
+    /// Whether new snapshots are ignored.
     pub paused: bool,
+    /// Whether the help screen is open.
     pub help: bool,
+    /// Whether the operator asked to quit.
     pub quit: bool,
     /// Recent snapshots, oldest first.
     pub history: VecDeque<MetricsSnapshot>,

@@ -154,8 +154,9 @@ fn reopen(cur: &Current) -> Option<c_int> {
 
 /// `(mode, dev, ino, uid, nlink)` of the open file `fd`.
 fn identity(fd: c_int) -> Option<(libc::mode_t, u64, u64, libc::uid_t, u64)> {
-    // SAFETY: fstat of our descriptor into a zeroed struct.
+    // SAFETY: stat is plain integers; all zeroes is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into the stat we own; `fd` is an open descriptor.
     (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_mode, st.st_dev, st.st_ino, st.st_uid, st.st_nlink))
 }
 
@@ -233,8 +234,9 @@ fn random() -> u64 {
     if n == 8 {
         return v;
     }
-    // SAFETY: clock_gettime into a zeroed timespec.
+    // SAFETY: timespec is plain integers; all zeroes is a valid value.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ((ts.tv_nsec as u64) << 20) ^ (ts.tv_sec as u64) ^ (u64::from(std::process::id()) << 40)
 }

@@ -72,8 +72,9 @@ pub(crate) fn reset_after_fork() {
 }
 
 fn monotonic_ms() -> u64 {
-    // SAFETY: clock_gettime into a zeroed timespec.
+    // SAFETY: timespec is plain integers; all zeroes is a valid value.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
@@ -128,16 +129,18 @@ pub(crate) fn hand_over(socket: &CString, timeout_ms: i64, bytes: &[u8]) -> bool
 
 /// Whether `c.fd` is still the socket the agent opened.
 fn still_ours(c: &Conn) -> bool {
-    // SAFETY: fstat into a zeroed struct; a closed descriptor just fails.
+    // SAFETY: stat is plain integers; all zeroes is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into the stat we own; a closed descriptor just fails.
     unsafe { libc::fstat(c.fd, &mut st) == 0 && st.st_dev == c.dev && st.st_ino == c.ino }
 }
 
 /// Connect to the collector at `socket` when a socket is there: close-on-exec, send and
 /// receive timeouts set, moved up to [`HIGH_FD`] when it can be.
 fn connect(socket: &CString, pid: u32, timeout_ms: i64) -> Option<Conn> {
-    // SAFETY: stat of a NUL-terminated path into a zeroed struct.
+    // SAFETY: stat is plain integers; all zeroes is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: stat of a NUL-terminated path writes into the stat we own.
     if unsafe { libc::stat(socket.as_ptr(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
         return None;
     }
@@ -180,8 +183,9 @@ fn connect(socket: &CString, pid: u32, timeout_ms: i64) -> Option<Conn> {
     } else {
         fd
     };
-    // SAFETY: fstat of our socket into a zeroed struct.
+    // SAFETY: stat is plain integers; all zeroes is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat of our socket writes into the stat we own.
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         // SAFETY: our own socket.
         unsafe { libc::close(fd) };
@@ -197,9 +201,10 @@ fn connect(socket: &CString, pid: u32, timeout_ms: i64) -> Option<Conn> {
 /// effect at the time of the call to connect(2), listen(2), or socketpair(2)" — here the
 /// collector's at its `listen`.
 fn trusted_collector(fd: c_int, socket: &CString) -> bool {
-    // SAFETY: a zeroed ucred and its length; our connected socket.
+    // SAFETY: ucred is plain integers; all zeroes is a valid value.
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the ucred we own; `fd` is our connected socket.
     let got = unsafe {
         libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
     } == 0;

@@ -333,8 +333,9 @@ fn still_open(path: &[u8]) -> bool {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return false };
     for e in dir.flatten() {
         let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<c_int>().ok()) else { continue };
-        // SAFETY: fstat into a zeroed struct; a closed fd just fails.
+        // SAFETY: stat is plain integers; all zeroes is a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes into the stat we own; a closed fd just fails.
         if unsafe { libc::fstat(fd, &mut st) } == 0 && st.st_dev == md.dev() && st.st_ino == md.ino() {
             return true;
         }
@@ -462,8 +463,9 @@ extern "C" fn at_start() {
             if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
                 continue;
             }
-            // SAFETY: fstat into a zeroed struct.
+            // SAFETY: stat is plain integers; all zeroes is a valid value.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: fstat writes into the stat we own; a closed fd just fails.
             if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
                 continue;
             }

@@ -35,6 +35,7 @@ pub(crate) fn guarded<R>(f: impl FnOnce() -> R) -> Option<R> {
     }
     // SAFETY: sigset_t values filled by sigfillset / pthread_sigmask before they are read.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigset_t is plain integers; all zeroes is a valid (empty) set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers to the two sets; pthread_sigmask changes only this thread's mask.
     let blocked =

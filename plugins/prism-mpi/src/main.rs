@@ -334,8 +334,9 @@ fn verify(plan: &Plan, gathered: &[Vec<u64>]) -> (bool, u32, Vec<String>) {
 }
 
 fn peak_rss_kib() -> u64 {
-    // SAFETY: getrusage into a zeroed struct.
+    // SAFETY: rusage is plain integers; all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the zeroed rusage we own.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     ru.ru_maxrss.max(0) as u64
 }

@@ -19,8 +19,11 @@ use icicle_plugins_snapshot::tsv::{Columns, Ending, Layout, ModeFormat, Preset, 
 /// What a source handed over while reading.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Counts {
+    /// Primary records.
     pub records: u64,
+    /// Directory rows.
     pub directories: u64,
+    /// Rejects, other than the not-whole reports.
     pub rejects: u64,
     /// Inputs reported as not whole (empty, or a last line without its newline, not read).
     pub not_whole: u64,

@@ -14,9 +14,13 @@ use icicle_plugins_gpfs::Meta;
 /// A producer's record shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Producer {
+    /// Storage Scale 5.0: `WF_JSON` 0.0.1, times to the second (`scale-5.0`).
     Scale50,
+    /// Storage Scale 5.2: `mask` and millisecond times (`scale-5.2`).
     Scale52,
+    /// Alibaba CPFS: `TE_JSON` 0.0.3 (`cpfs`).
     Cpfs,
+    /// Integers and epoch-second times as JSON numbers (`numbers`).
     Numbers,
 }
 
@@ -82,9 +86,13 @@ pub fn scale_time(secs: i64, millis: Option<u32>, offset_min: i32) -> String {
 pub struct EventRecord<'a> {
     /// `IN_CREATE`, `IN_MODIFY`, ...
     pub event: &'a str,
+    /// The path the event is about.
     pub path: &'a str,
+    /// Its metadata from `lstat` right after the operation.
     pub meta: Meta,
+    /// The cookie pairing a move's `IN_MOVED_FROM` and `IN_MOVED_TO`.
     pub cookie: u64,
+    /// The event time, epoch seconds.
     pub now: i64,
     /// Varies the milliseconds and the node.
     pub salt: u64,

@@ -433,8 +433,9 @@ fn snapshot_run(args: SnapshotRunArgs) -> anyhow::Result<ExitCode> {
 
 /// CPU time (user + system) used by this process so far.
 pub fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes into the struct we pass.
+    // SAFETY: rusage is plain integers; all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the zeroed rusage we own.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return 0.0;
     }

@@ -132,9 +132,10 @@ fn remove_stale(path: &Path) -> Result<(), String> {
 /// socket ... those that were in effect at the time of the call to connect(2)". `Err` carries
 /// the peer's uid (`None` when it cannot be read: refused too).
 fn peer_allowed(conn: &OwnedFd) -> Result<(), Option<libc::uid_t>> {
-    // SAFETY: a zeroed ucred and its length; our accepted socket.
+    // SAFETY: ucred is plain integers; all zeroes is a valid value.
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the ucred we own; the fd is our accepted socket.
     if unsafe {
         libc::getsockopt(
             conn.as_raw_fd(),
@@ -421,8 +422,8 @@ impl Server {
         }
         for c in &conns {
             while self.take(c, BATCH) {
-                // SAFETY: a zeroed pollfd for our connection; returns at once.
                 let mut p = libc::pollfd { fd: c.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: one pollfd we own, for our open connection; a zero timeout returns at once.
                 if unsafe { libc::poll(&mut p, 1, 0) } <= 0 {
                     break;
                 }

@@ -344,5 +344,4 @@ pub(crate) fn record_index(line: &[u8]) -> Option<u64> {
 }
 
 #[cfg(test)]
-#[path = "lfs_records_tests.rs"]
 mod tests;

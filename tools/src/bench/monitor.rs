@@ -119,6 +119,15 @@ pub(super) fn monitor_e2e(args: MonitorE2eArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The record the bench encodes for an updated path (the bench stats nothing).
+fn stub_record(path: &str) -> icicle_core::record::FileRecord<'_> {
+    icicle_core::record::FileRecord {
+        path,
+        kind: icicle_core::record::FileKind::File,
+        attrs: icicle_core::Attrs { mode: 0o100644, size: path.len() as u64, ..Default::default() },
+    }
+}
+
 /// fid2path from a map, directory walks from the same map, renames from the stream.
 struct MapResolver<'a> {
     paths: std::collections::HashMap<icicle_plugins_lustre::changelog::Fid, String>,
@@ -154,6 +163,33 @@ impl icicle_plugins_lustre::tree::Resolver for MapResolver<'_> {
 }
 
 impl MapResolver<'_> {
+    /// A resolver over `fid_map` (`FID<TAB>path` lines, as the workload writes them); its
+    /// stream is set once the changelog is mapped.
+    fn load(fid_map: Option<&Path>) -> anyhow::Result<MapResolver<'static>> {
+        let mut r = MapResolver {
+            paths: Default::default(),
+            all: Default::default(),
+            dirs: Default::default(),
+            stream: "",
+            renames: None,
+        };
+        let Some(m) = fid_map else { return Ok(r) };
+        for line in std::fs::read_to_string(m).with_context(|| format!("reading {}", m.display()))?.lines() {
+            let Some((f, p)) = line.split_once('\t') else { continue };
+            let Ok(fid) = icicle_plugins_lustre::changelog::Fid::parse(f) else { continue };
+            let p = if p == "/" { "/".to_string() } else { format!("/{}", p.trim_start_matches('/')) };
+            r.paths.insert(fid, p.clone());
+            r.all.insert(p);
+        }
+        let parents: Vec<String> = r
+            .all
+            .iter()
+            .filter_map(|p| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/".to_string() } else { d.to_string() }))
+            .collect();
+        r.dirs.extend(parents);
+        Ok(r)
+    }
+
     /// The whole stream's renames and namings, indexed on first need.
     fn lookahead(&mut self) -> &mut icicle_plugins_lustre::lookahead::Lookahead {
         let stream = self.stream;
@@ -307,33 +343,11 @@ pub fn monitor_bench(
     emit: Option<&Path>,
     batch_size: usize,
 ) -> anyhow::Result<serde_json::Value> {
-    use icicle_core::traits::{Reducer, StateStore};
-    use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
+    use icicle_plugins_lustre::changelog::{ChangelogRecord, RecordType};
     use icicle_plugins_lustre::reducer::RuleTable;
     use icicle_plugins_lustre::tree::{DirectoryTree, Ops, PathOp};
     // The fid2path stand-in is loaded before the clock starts; reading the stream is timed.
-    let mut resolver = MapResolver {
-        paths: Default::default(),
-        all: Default::default(),
-        dirs: Default::default(),
-        stream: "",
-        renames: None,
-    };
-    if let Some(m) = fid_map {
-        for line in std::fs::read_to_string(m).with_context(|| format!("reading {}", m.display()))?.lines() {
-            let Some((f, p)) = line.split_once('\t') else { continue };
-            let Ok(fid) = Fid::parse(f) else { continue };
-            let p = if p == "/" { "/".to_string() } else { format!("/{}", p.trim_start_matches('/')) };
-            resolver.paths.insert(fid, p.clone());
-            resolver.all.insert(p);
-        }
-        let parents: Vec<String> = resolver
-            .all
-            .iter()
-            .filter_map(|p| p.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/".to_string() } else { d.to_string() }))
-            .collect();
-        resolver.dirs.extend(parents);
-    }
+    let mut resolver = MapResolver::load(fid_map)?;
     let cpu0 = cpu_seconds();
     let t = Instant::now();
     let map = icicle_core::text::map_file(input)?;
@@ -364,33 +378,12 @@ pub fn monitor_bench(
         if let (Some(la), Some(first)) = (resolver.renames.as_mut(), batch.first()) {
             la.next_batch(first.index);
         }
-        RuleTable.reduce(batch);
-        tree.begin_batch();
-        for r in batch.iter() {
-            tree.apply(r, resolver, &mut ops);
-        }
+        icicle_core::monitor::reduce_apply(Some(&mut RuleTable), tree, batch, resolver, &mut ops);
         batch.clear();
         for (path, op) in ops.drain(..) {
-            match op {
-                PathOp::Update => {
-                    let rec = icicle_core::record::FileRecord {
-                        path: &path,
-                        kind: icicle_core::record::FileKind::File,
-                        attrs: icicle_core::Attrs {
-                            mode: 0o100644,
-                            uid: 0,
-                            gid: 0,
-                            size: path.len() as u64,
-                            atime: 0,
-                            ctime: 0,
-                            mtime: 0,
-                            inode: 0,
-                        },
-                    };
-                    emit_op(&mut enc, &mut buf, out.as_mut(), &path, Some(&rec), &mut updates, &mut bytes)?;
-                }
-                PathOp::Delete => emit_op(&mut enc, &mut buf, out.as_mut(), &path, None, &mut deletes, &mut bytes)?,
-            }
+            let rec = matches!(op, PathOp::Update).then(|| stub_record(&path));
+            let counter = if rec.is_some() { &mut updates } else { &mut deletes };
+            emit_op(&mut enc, &mut buf, out.as_mut(), &path, rec.as_ref(), counter, &mut bytes)?;
         }
         Ok(())
     };

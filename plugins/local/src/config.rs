@@ -1,12 +1,13 @@
 //! `[sources.<id>] type = "fanotify"` and `type = "inotify"`: one configuration, two backends.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use icicle_core::monitor::ChangeSource;
-use icicle_core::registry::{BuildContext, ComponentConfig};
+use icicle_core::registry::BuildContext;
 use icicle_core::ConfigError;
 use serde::Deserialize;
+
+/// Updates and deletes at most in one emit, by default (a larger rescan is delivered in parts).
+pub const DEFAULT_EMIT_LIMIT: usize = 10_000;
 
 /// Which kernel interface reports the changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -79,7 +80,7 @@ fn default_quiet() -> f64 {
     1.0
 }
 fn default_max_emit_records() -> usize {
-    crate::state::DEFAULT_EMIT_LIMIT
+    DEFAULT_EMIT_LIMIT
 }
 fn default_lru_capacity() -> usize {
     crate::kernel::fanotify_events::DEFAULT_LRU_CAPACITY
@@ -132,7 +133,7 @@ pub struct InotifyConfig(pub LocalConfig);
 
 impl LocalConfig {
     /// Check values; resolve the root and the prefix.
-    fn checked(mut self, ctx: &BuildContext<'_>) -> Result<LocalConfig, ConfigError> {
+    pub(crate) fn checked(mut self, ctx: &BuildContext<'_>) -> Result<LocalConfig, ConfigError> {
         let root = std::fs::canonicalize(&self.root)
             .map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
         if !root.is_dir() {
@@ -178,22 +179,6 @@ impl LocalConfig {
     pub fn prefix(&self) -> String {
         let p = self.path_prefix.clone().unwrap_or_else(|| icicle_core::name::from_os(&self.root).into_owned());
         p.trim_end_matches('/').to_string()
-    }
-}
-
-impl ComponentConfig for FanotifyConfig {
-    type Component = Arc<dyn ChangeSource>;
-
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
-        Ok(Arc::new(crate::source::LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Fanotify }))
-    }
-}
-
-impl ComponentConfig for InotifyConfig {
-    type Component = Arc<dyn ChangeSource>;
-
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
-        Ok(Arc::new(crate::source::LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Inotify }))
     }
 }
 

@@ -4,11 +4,12 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use icicle_core::monitor::{DriverSettings, Monitor, MonitorContext};
-use icicle_core::IcicleError;
+use icicle_core::monitor::{ChangeSource, DriverSettings, Monitor, MonitorContext};
+use icicle_core::registry::{BuildContext, ComponentConfig};
+use icicle_core::{ConfigError, IcicleError};
 use icicle_gmeta::PrimaryEncoder;
 
-use crate::config::{Backend, LocalConfig};
+use crate::config::{Backend, FanotifyConfig, InotifyConfig, LocalConfig};
 use crate::event::RescanReason;
 use crate::kernel::fanotify::Fanotify;
 use crate::kernel::inotify_backend::InotifyWatch;
@@ -109,5 +110,21 @@ impl Monitor for LocalSource {
         let counts = Arc::new(Mutex::new(ReaderCounts::default()));
         state.opened = Some((backend, counts.clone()));
         Ok(LocalStream::new(reader, why, found, idle, counts))
+    }
+}
+
+impl ComponentConfig for FanotifyConfig {
+    type Component = Arc<dyn ChangeSource>;
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        Ok(Arc::new(LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Fanotify }))
+    }
+}
+
+impl ComponentConfig for InotifyConfig {
+    type Component = Arc<dyn ChangeSource>;
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        Ok(Arc::new(LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Inotify }))
     }
 }

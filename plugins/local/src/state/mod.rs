@@ -131,9 +131,6 @@ enum Row {
     Before(String, u64, u64, i64, i64, bool, u32, u32, u32),
 }
 
-/// Updates and deletes at most in one emit, by default (a larger rescan is delivered in parts).
-pub const DEFAULT_EMIT_LIMIT: usize = 10_000;
-
 impl LocalState {
     /// An empty state for `root`, publishing records as `prefix` + `/` + relative path.
     pub fn new(root: PathBuf, prefix: String, enc: PrimaryEncoder, seed_emit: bool) -> LocalState {
@@ -151,7 +148,7 @@ impl LocalState {
             root_access: None,
             log: None,
             changed: HashMap::new(),
-            emit_limit: DEFAULT_EMIT_LIMIT,
+            emit_limit: crate::config::DEFAULT_EMIT_LIMIT,
             pending: None,
             unreadable: BTreeSet::new(),
             root_there: true,

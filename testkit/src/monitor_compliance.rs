@@ -208,6 +208,7 @@ impl Monitor for ToyMonitor {
 impl ChangeStream for ToyStream {
     type Event = (u64, ToyChange);
     type Position = u64;
+    type Counts = ();
 
     async fn poll(
         &mut self,
@@ -232,6 +233,8 @@ impl ChangeStream for ToyStream {
         batch.last().map(|(i, _)| *i)
     }
 
+    fn counts(&self) {}
+
     async fn truncate(&mut self, to: &u64) -> Result<(), IcicleError> {
         let mut log = self.log.lock().map_err(|_| IcicleError::Internal("poisoned".into()))?;
         if *to >= self.next {
@@ -253,6 +256,7 @@ impl ChangeState for ToyState {
     type Event = (u64, ToyChange);
     type Position = u64;
     type Report = BTreeMap<String, u64>;
+    type StreamCounts = ();
 
     async fn restore(
         &mut self,
@@ -302,7 +306,7 @@ impl ChangeState for ToyState {
             .map_err(|e| IcicleError::Internal(e.to_string()))
     }
 
-    fn batch_counts(&self) -> BatchCounts {
+    fn batch_counts(&self, _stream: &()) -> BatchCounts {
         BatchCounts {
             records_in: 0,
             filtered: 0,
@@ -317,7 +321,7 @@ impl ChangeState for ToyState {
         }
     }
 
-    fn report(&self) -> BTreeMap<String, u64> {
+    fn report(&self, _stream: &()) -> BTreeMap<String, u64> {
         self.files.clone()
     }
 }

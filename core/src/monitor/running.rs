@@ -17,8 +17,11 @@ pub trait Monitor: Send + Sync + 'static {
     /// The stream it reads and acknowledges.
     type Stream: ChangeStream + 'static;
     /// Its rules and namespace state, over the stream's events and positions.
-    type State: ChangeState<Event = <Self::Stream as ChangeStream>::Event, Position = <Self::Stream as ChangeStream>::Position>
-        + 'static;
+    type State: ChangeState<
+            Event = <Self::Stream as ChangeStream>::Event,
+            Position = <Self::Stream as ChangeStream>::Position,
+            StreamCounts = <Self::Stream as ChangeStream>::Counts,
+        > + 'static;
 
     /// How it batches and where its state files live.
     fn settings(&self, ctx: &MonitorContext) -> DriverSettings;
@@ -126,7 +129,7 @@ struct Running<S: ChangeStream, T> {
 impl<S, T> RunningMonitor for Running<S, T>
 where
     S: ChangeStream,
-    T: ChangeState<Event = S::Event, Position = S::Position>,
+    T: ChangeState<Event = S::Event, Position = S::Position, StreamCounts = S::Counts>,
 {
     async fn poll(
         &mut self,
@@ -185,11 +188,11 @@ where
     }
 
     fn batch_counts(&self) -> BatchCounts {
-        self.state.batch_counts()
+        self.state.batch_counts(&self.stream.counts())
     }
 
     fn report(&self) -> Result<serde_json::Value, IcicleError> {
-        serde_json::to_value(self.state.report())
+        serde_json::to_value(self.state.report(&self.stream.counts()))
             .map_err(|e| IcicleError::Internal(format!("encoding the report: {e}")))
     }
 }

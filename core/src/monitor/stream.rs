@@ -28,6 +28,9 @@ pub trait ChangeStream: Send {
     /// How far an acknowledgement reaches (a changelog index; next offsets per partition);
     /// the default reaches nothing new.
     type Position: Send + Default;
+    /// What the stream counts (records read, filtered, lost; messages and commits), which the
+    /// state's batch counts and final report take in.
+    type Counts: Send;
     /// Append what can be read now to `out`, in stream order, waiting at most `wait` (`None`:
     /// until something comes) when nothing is there; returns early when `stop` changes.
     async fn poll(
@@ -47,6 +50,8 @@ pub trait ChangeStream: Send {
     }
     /// Acknowledge upstream everything up to `to`: its batches are delivered and checkpointed.
     async fn truncate(&mut self, to: &Self::Position) -> Result<(), IcicleError>;
+    /// Its counters as they are now.
+    fn counts(&self) -> Self::Counts;
 }
 
 /// One batch's index operations, encoded.
@@ -94,6 +99,8 @@ pub trait ChangeState: Send {
     type Position: Send + Sync;
     /// The final report's type (printed as JSON by `icicle monitor`).
     type Report: serde::Serialize;
+    /// The stream's counters ([`ChangeStream::Counts`]).
+    type StreamCounts;
     /// Take up the last checkpoint (the bytes [`ChangeState::checkpoint`] wrote; `None`: the
     /// first start) and the keys of the sent-ahead journal (paths a delivery after that
     /// checkpoint may have indexed). Returns the position the checkpoint reached when the
@@ -125,7 +132,7 @@ pub trait ChangeState: Send {
     /// The state as of `at`, serialized for the checkpoint file.
     fn checkpoint(&self, at: &Self::Position) -> Result<Vec<u8>, IcicleError>;
     /// Counters for the batch metrics.
-    fn batch_counts(&self) -> BatchCounts;
+    fn batch_counts(&self, stream: &Self::StreamCounts) -> BatchCounts;
     /// The final report of the run: the plugin's own counters.
-    fn report(&self) -> Self::Report;
+    fn report(&self, stream: &Self::StreamCounts) -> Self::Report;
 }

@@ -284,7 +284,6 @@ impl Monitor for GpfsSource {
             component: ctx.name.clone(),
             dead: self.dead.clone(),
             counts: GpfsRunCounts::default(),
-            topic: Arc::new(Mutex::new(TopicCounts::default())),
             checkpoint_file: settings.checkpoint_file(),
         })
     }
@@ -294,7 +293,7 @@ impl Monitor for GpfsSource {
     async fn open(
         &self,
         ctx: &MonitorContext,
-        engine: &mut GpfsEngine,
+        _engine: &mut GpfsEngine,
         _resume: Option<Offsets>,
     ) -> Result<TopicStream, IcicleError> {
         let cfg = &self.cfg;
@@ -308,7 +307,7 @@ impl Monitor for GpfsSource {
             on_gap: cfg.on_gap,
             what: "fileset",
         };
-        TopicStream::connect(settings, &ctx.name, ctx.drain, engine.topic.clone()).await
+        TopicStream::connect(settings, &ctx.name, ctx.drain).await
     }
 }
 
@@ -323,7 +322,6 @@ pub struct GpfsEngine {
     component: String,
     dead: Arc<Mutex<DeadLetters>>,
     counts: GpfsRunCounts,
-    topic: Arc<Mutex<TopicCounts>>,
     /// Where the driver keeps the checkpoint (for messages).
     checkpoint_file: PathBuf,
 }
@@ -417,6 +415,7 @@ impl ChangeState for GpfsEngine {
     type Event = TopicMessage;
     type Position = Offsets;
     type Report = GpfsRunCounts;
+    type StreamCounts = TopicCounts;
 
     /// The path and inode state of the last checkpoint, or on a first start the seed snapshot
     /// (`seed_index`) when there is one. Offsets are Kafka's committed ones: no position.
@@ -480,11 +479,10 @@ impl ChangeState for GpfsEngine {
             .map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
     }
 
-    fn batch_counts(&self) -> BatchCounts {
+    fn batch_counts(&self, topic: &TopicCounts) -> BatchCounts {
         let (counts, c) = (&self.counts, &self.state.counts);
-        let messages = self.topic.lock().map(|t| t.messages).unwrap_or(0);
         BatchCounts {
-            records_in: messages,
+            records_in: topic.messages,
             filtered: counts.reduce.ignored + counts.filtered,
             rejects: counts.rejects,
             outcomes: vec![
@@ -509,15 +507,13 @@ impl ChangeState for GpfsEngine {
         }
     }
 
-    fn report(&self) -> GpfsRunCounts {
+    fn report(&self, t: &TopicCounts) -> GpfsRunCounts {
         let mut c = self.counts.clone();
-        if let Ok(t) = self.topic.lock() {
-            c.messages = t.messages;
-            c.lost_messages = t.lost_messages;
-            c.commits = t.commits;
-            c.committed = t.committed.clone();
-            c.reading_seconds = t.first.map_or(0.0, |f| f.elapsed().as_secs_f64());
-        }
+        c.messages = t.messages;
+        c.lost_messages = t.lost_messages;
+        c.commits = t.commits;
+        c.committed = t.committed.clone();
+        c.reading_seconds = t.first.map_or(0.0, |f| f.elapsed().as_secs_f64());
         c.state = self.state.counts;
         c.walks = self.walker.left_out();
         c.objects = self.state.len();

@@ -4,7 +4,7 @@
 //! past the committed offset and below the low watermark lost messages (reported).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -153,7 +153,7 @@ pub struct TopicStream {
     failures: u32,
     /// Refused credentials or a failed TLS handshake, reported by any consumer.
     failure: ConnectionFailure,
-    counts: Arc<Mutex<TopicCounts>>,
+    counts: TopicCounts,
 }
 
 fn external(reason: String) -> IcicleError {
@@ -166,12 +166,7 @@ const POLL_MORE: usize = 1024;
 impl TopicStream {
     /// Create the consumers and start reading; with `drain`, the end of each partition is
     /// reported so the stream can end.
-    pub async fn connect(
-        settings: TopicSettings,
-        component: &str,
-        drain: bool,
-        counts: Arc<Mutex<TopicCounts>>,
-    ) -> Result<TopicStream, IcicleError> {
+    pub async fn connect(settings: TopicSettings, component: &str, drain: bool) -> Result<TopicStream, IcicleError> {
         let (tx, rx) = mpsc::channel::<Msg>(8192);
         let cc = consumer_config(&settings, drain, component)?;
         let failure = ConnectionFailure::for_config(&cc);
@@ -268,7 +263,7 @@ impl TopicStream {
             read: Offsets::new(),
             failures: 0,
             failure,
-            counts,
+            counts: TopicCounts::default(),
         })
     }
 
@@ -284,10 +279,7 @@ impl TopicStream {
                 self.owner.insert(p, consumer);
                 let next = self.read.entry(p).or_insert(message.offset + 1);
                 *next = (*next).max(message.offset + 1);
-                let mut c = self
-                    .counts
-                    .lock()
-                    .map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
+                let c = &mut self.counts;
                 c.first.get_or_insert_with(Instant::now);
                 c.messages += 1;
                 out.push(message);
@@ -350,12 +342,8 @@ impl TopicStream {
         };
         let Some((first, last)) = lost_range(c, low, offset) else { return Ok(()) };
         let n = (last - first + 1) as u64;
-        let lost = {
-            let mut counts =
-                self.counts.lock().map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
-            counts.lost_messages += n;
-            counts.lost_messages
-        };
+        self.counts.lost_messages += n;
+        let lost = self.counts.lost_messages;
         icicle_core::metrics::Metrics::global().set_counter(
             &icicle_core::metrics::names::KAFKA_LOST_MESSAGES_TOTAL,
             &[("component", self.component.as_str())],
@@ -425,6 +413,7 @@ fn lost_range(committed: i64, low_watermark: i64, first_read: i64) -> Option<(i6
 impl ChangeStream for TopicStream {
     type Event = TopicMessage;
     type Position = Offsets;
+    type Counts = TopicCounts;
 
     async fn poll(
         &mut self,
@@ -486,9 +475,12 @@ impl ChangeStream for TopicStream {
         (!self.read.is_empty()).then(|| self.read.clone())
     }
 
+    fn counts(&self) -> TopicCounts {
+        self.counts.clone()
+    }
+
     async fn truncate(&mut self, to: &Offsets) -> Result<(), IcicleError> {
-        let mut counts =
-            self.counts.lock().map_err(|_| IcicleError::Internal("the stream's counters are poisoned".into()))?;
+        let counts = &mut self.counts;
         let mut by_consumer: BTreeMap<usize, TopicPartitionList> = BTreeMap::new();
         for (&p, &o) in to {
             if counts.committed.get(&p).is_some_and(|&c| c >= o) {

@@ -1,7 +1,7 @@
 //! The `fanotify` and `inotify` change sources: open the backend (marks and watches first),
 //! then the runtime's monitor driver runs the stream through the state.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use icicle_core::monitor::{ChangeSource, DriverSettings, Monitor, MonitorContext};
@@ -13,7 +13,7 @@ use crate::config::{Backend, FanotifyConfig, InotifyConfig, LocalConfig};
 use crate::event::RescanReason;
 use crate::kernel::fanotify::Fanotify;
 use crate::kernel::inotify_backend::InotifyWatch;
-use crate::kernel::stream::{LocalStream, Reader, ReaderCounts};
+use crate::kernel::stream::{LocalStream, Reader};
 use crate::state::LocalState;
 use crate::LocalError;
 
@@ -107,9 +107,8 @@ impl Monitor for LocalSource {
         tracing::info!(message = "watching", root = %cfg.root.display(), backend = ?backend);
         let idle =
             ctx.until_idle.or_else(|| ctx.drain.then(|| icicle_core::time::secs(cfg.quiet_period_secs.max(0.5))));
-        let counts = Arc::new(Mutex::new(ReaderCounts::default()));
-        state.opened = Some((backend, counts.clone()));
-        Ok(LocalStream::new(reader, why, found, idle, counts))
+        state.opened = Some(backend);
+        Ok(LocalStream::new(reader, why, found, idle))
     }
 }
 

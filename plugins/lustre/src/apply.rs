@@ -2,7 +2,7 @@
 //! (or FSMonitor-style resolution) turns it into path operations, and each update is stat'ed
 //! through the mount at emit.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, ChainCache};
@@ -34,13 +34,11 @@ pub struct TreeState {
     pub enc: PrimaryEncoder,
     /// Visibility follows directory permissions.
     pub posix: bool,
-    pub counts: Arc<Mutex<MonitorCounts>>,
+    /// What applying counted (reduction, updates, deletes, vanished, withdrawn, batches); the
+    /// stream counts the rest.
+    pub counts: MonitorCounts,
     /// The next batch re-reads what a killed run may have delivered (see `restore`).
     pub replaying: bool,
-}
-
-fn poisoned() -> IcicleError {
-    IcicleError::Internal("the monitor's counters are poisoned".into())
 }
 
 impl TreeState {
@@ -213,6 +211,7 @@ impl ChangeState for TreeState {
     type Event = ChangelogRecord;
     type Position = u64;
     type Report = MonitorCounts;
+    type StreamCounts = MonitorCounts;
 
     /// The directory tree as of the last cleared index; a checkpoint that cannot be parsed is
     /// logged and the tree starts empty (it resolves what it meets through fid2path).
@@ -235,7 +234,6 @@ impl ChangeState for TreeState {
         // hold already against its unlink (the tree's own cancellation knows those paths).
         self.replaying = !sent_ahead.is_empty();
         self.tree.maybe_sent(sent_ahead);
-        self.counts.lock().map_err(|_| poisoned())?.cleared_index = cleared.unwrap_or(0);
         Ok(cleared)
     }
 
@@ -245,11 +243,11 @@ impl ChangeState for TreeState {
         let mut reduction =
             self.cfg.reduction.then(|| Reduction { keeping_pairs: std::mem::take(&mut self.replaying) });
         let (ops, rc) = self.resolve(&mut batch, reduction.as_mut())?;
-        let counts = self.counts.clone();
-        let mut counts = counts.lock().map_err(|_| poisoned())?;
+        let mut counts = std::mem::take(&mut self.counts);
         counts.reduce.add(&rc);
         let emit = self.emit(ops, &mut counts);
         counts.batches += 1;
+        self.counts = counts;
         Ok(emit)
     }
 
@@ -258,8 +256,8 @@ impl ChangeState for TreeState {
             .map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
     }
 
-    fn batch_counts(&self) -> BatchCounts {
-        let c = self.counts.lock().map(|c| c.clone()).unwrap_or_default();
+    fn batch_counts(&self, stream: &MonitorCounts) -> BatchCounts {
+        let c = self.counts.merged(stream);
         let (r, t) = (&c.reduce, &self.tree.counts);
         BatchCounts {
             records_in: c.records,
@@ -286,8 +284,8 @@ impl ChangeState for TreeState {
         }
     }
 
-    fn report(&self) -> MonitorCounts {
-        let mut c = self.counts.lock().map(|c| c.clone()).unwrap_or_default();
+    fn report(&self, stream: &MonitorCounts) -> MonitorCounts {
+        let mut c = self.counts.merged(stream);
         c.tree = self.tree.counts;
         c
     }

@@ -163,3 +163,35 @@ pub struct MonitorCounts {
     /// Lines that could not be parsed, kept in the dead-letter file.
     pub dead_letters: u64,
 }
+
+impl MonitorCounts {
+    /// These counts with `other`'s added: the state's and the stream's, which each count their
+    /// own fields (the later cleared index; `other`'s lost ranges after these, up to the kept
+    /// number).
+    pub fn merged(&self, other: &MonitorCounts) -> MonitorCounts {
+        let mut reduce = self.reduce;
+        reduce.add(&other.reduce);
+        let mut lost_ranges = self.lost_ranges.clone();
+        lost_ranges.extend(other.lost_ranges.iter().copied());
+        lost_ranges.truncate(LOST_RANGES_KEPT);
+        MonitorCounts {
+            records: self.records + other.records,
+            filtered: self.filtered + other.filtered,
+            rejects: self.rejects + other.rejects,
+            withdrawn: self.withdrawn + other.withdrawn,
+            unknown_types: self.unknown_types + other.unknown_types,
+            reduce,
+            tree: self.tree,
+            updates: self.updates + other.updates,
+            deletes: self.deletes + other.deletes,
+            vanished: self.vanished + other.vanished,
+            reevaluated: self.reevaluated + other.reevaluated,
+            batches: self.batches + other.batches,
+            cleared_index: self.cleared_index.max(other.cleared_index),
+            clears: self.clears + other.clears,
+            lost_records: self.lost_records + other.lost_records,
+            lost_ranges,
+            dead_letters: self.dead_letters + other.dead_letters,
+        }
+    }
+}

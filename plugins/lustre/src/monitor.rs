@@ -1,7 +1,7 @@
 //! The `lustre` change source: the changelog stream ([`crate::stream`]) and the directory-tree
 //! state ([`crate::apply`]) of one MDT, which the runtime's monitor driver runs.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use icicle_core::monitor::{ChangeSource, DriverSettings, Monitor, MonitorContext};
@@ -52,7 +52,7 @@ impl Monitor for LustreSource {
             fsm,
             enc: PrimaryEncoder::new(ctx.policy.clone()),
             posix: ctx.policy.access.is_some(),
-            counts: Arc::new(Mutex::new(MonitorCounts::default())),
+            counts: MonitorCounts::default(),
             replaying: false,
         })
     }
@@ -61,16 +61,10 @@ impl Monitor for LustreSource {
     async fn open(
         &self,
         ctx: &MonitorContext,
-        state: &mut TreeState,
+        _state: &mut TreeState,
         cleared: Option<u64>,
     ) -> Result<ChangelogStream, IcicleError> {
-        Ok(ChangelogStream::new(
-            self.cfg.clone(),
-            ctx.name.clone(),
-            ctx.drain,
-            state.counts.clone(),
-            cleared.unwrap_or(0),
-        ))
+        Ok(ChangelogStream::new(self.cfg.clone(), ctx.name.clone(), ctx.drain, cleared.unwrap_or(0)))
     }
 }
 

@@ -4,7 +4,7 @@
 //! lines that cannot be parsed kept as dead letters; `lfs changelog_clear` acknowledges.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -24,7 +24,8 @@ pub struct ChangelogStream {
     /// The component id (metrics labels).
     pub name: String,
     pub drain: bool,
-    pub counts: Arc<Mutex<MonitorCounts>>,
+    /// What reading and clearing counted (records, filtered, rejected, lost, clears).
+    counts: MonitorCounts,
     filter: HashSet<String>,
     filter_bits: u32,
     /// The next index to ask for.
@@ -45,13 +46,7 @@ fn internal(e: impl std::fmt::Display) -> IcicleError {
 
 impl ChangelogStream {
     /// The stream after index `cleared` (0: nothing cleared yet).
-    pub fn new(
-        cfg: Arc<LustreConfig>,
-        name: String,
-        drain: bool,
-        counts: Arc<Mutex<MonitorCounts>>,
-        cleared: u64,
-    ) -> ChangelogStream {
+    pub fn new(cfg: Arc<LustreConfig>, name: String, drain: bool, cleared: u64) -> ChangelogStream {
         let filter: HashSet<String> = cfg.filter.iter().cloned().collect();
         let filter_bits =
             cfg.filter.iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
@@ -71,7 +66,7 @@ impl ChangelogStream {
             lfs,
             name,
             drain,
-            counts,
+            counts: MonitorCounts { cleared_index: cleared, ..Default::default() },
             filter,
             filter_bits,
             next,
@@ -143,6 +138,27 @@ impl ChangelogStream {
         })?;
         counts.dead_letters += 1;
         Ok(true)
+    }
+
+    /// Take one read's records from `next` on, and keep the lines before the first record as
+    /// dead letters; returns how many were new.
+    fn take_all(
+        &mut self,
+        got: &crate::lfs::ChangelogText,
+        next: u64,
+        out: &mut Vec<ChangelogRecord>,
+        counts: &mut MonitorCounts,
+    ) -> Result<u64, IcicleError> {
+        let mut new = self.take_lines(&got.text, next..=u64::MAX, out, counts)?;
+        for line in &got.rejected {
+            new += u64::from(self.dead_letter(
+                "-",
+                line,
+                "no changelog record: a line before the first record lfs printed",
+                counts,
+            )?);
+        }
+        Ok(new)
     }
 
     /// Parse one range's text into `out`; returns how many lines were new (a parsed record,
@@ -219,6 +235,7 @@ impl ChangelogStream {
 impl ChangeStream for ChangelogStream {
     type Event = ChangelogRecord;
     type Position = u64;
+    type Counts = MonitorCounts;
 
     async fn poll(
         &mut self,
@@ -232,20 +249,11 @@ impl ChangeStream for ChangelogStream {
         let got = with_retries("changelog", &mdt, self.cfg.lfs_retries, || lfs.changelog(&mdt, next, None, read))
             .await
             .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
-        let got = {
-            let counts = self.counts.clone();
-            let mut counts = counts.lock().map_err(|_| internal("the monitor's counters are poisoned"))?;
-            let mut new = self.take_lines(&got.text, next..=u64::MAX, out, &mut counts)?;
-            for line in &got.rejected {
-                new += u64::from(self.dead_letter(
-                    "-",
-                    line,
-                    "no changelog record: a line before the first record lfs printed",
-                    &mut counts,
-                )?);
-            }
-            new
-        };
+        // The counters are taken out while the lines are read, and put back even on an error.
+        let mut counts = std::mem::take(&mut self.counts);
+        let taken = self.take_all(&got, next, out, &mut counts);
+        self.counts = counts;
+        let got = taken?;
         if let Some(c) = self.covered {
             let labels = [("component", self.name.as_str()), ("mdt", mdt.as_str())];
             let m = icicle_core::metrics::Metrics::global();
@@ -270,15 +278,18 @@ impl ChangeStream for ChangelogStream {
         (upto > self.cleared).then_some(upto)
     }
 
+    fn counts(&self) -> MonitorCounts {
+        self.counts.clone()
+    }
+
     async fn truncate(&mut self, to: &u64) -> Result<(), IcicleError> {
         let (to, mdt, user, lfs) = (*to, &self.cfg.mdt, &self.cfg.user, &self.lfs);
         with_retries("changelog_clear", mdt, self.cfg.lfs_retries, || lfs.clear(mdt, user, to))
             .await
             .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
         self.cleared = to;
-        let mut counts = self.counts.lock().map_err(|_| internal("the monitor's counters are poisoned"))?;
-        counts.cleared_index = to;
-        counts.clears += 1;
+        self.counts.cleared_index = to;
+        self.counts.clears += 1;
         let labels = [("component", self.name.as_str()), ("mdt", mdt.as_str())];
         let m = icicle_core::metrics::Metrics::global();
         // The lag moves first, so no reader sees the new position beside the old lag.

@@ -4,7 +4,6 @@
 //! `--drain`, after the quiet period) the stream ends after that long without an event under the
 //! root.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -44,22 +43,24 @@ pub struct LocalStream {
     last_event: Instant,
     read: u64,
     acked: u64,
-    counts: Arc<Mutex<ReaderCounts>>,
+    counts: ReaderCounts,
 }
 
 impl LocalStream {
     /// A stream over `reader` whose first event rescans the root for `why`; `queued` holds what
     /// opening the reader found. `idle`: end after this long without events.
-    pub fn new(
-        reader: Reader,
-        why: RescanReason,
-        queued: Vec<LocalEvent>,
-        idle: Option<Duration>,
-        counts: Arc<Mutex<ReaderCounts>>,
-    ) -> LocalStream {
+    pub fn new(reader: Reader, why: RescanReason, queued: Vec<LocalEvent>, idle: Option<Duration>) -> LocalStream {
         let mut q = vec![LocalEvent::Rescan(String::new(), why)];
         q.extend(queued);
-        LocalStream { reader, queued: q, idle, last_event: Instant::now(), read: 0, acked: 0, counts }
+        LocalStream {
+            reader,
+            queued: q,
+            idle,
+            last_event: Instant::now(),
+            read: 0,
+            acked: 0,
+            counts: ReaderCounts::default(),
+        }
     }
 
     fn read_now(&mut self, out: &mut Vec<LocalEvent>) -> Result<usize, IcicleError> {
@@ -67,15 +68,11 @@ impl LocalStream {
         match &mut self.reader {
             Reader::Fanotify(f) => {
                 f.read(out)?;
-                if let Ok(mut c) = self.counts.lock() {
-                    c.fanotify = Some(f.parser.counts.clone());
-                }
+                self.counts.fanotify = Some(f.parser.counts.clone());
             }
             Reader::Inotify(i) => {
                 i.read(out)?;
-                if let Ok(mut c) = self.counts.lock() {
-                    c.inotify = Some(i.counts.clone());
-                }
+                self.counts.inotify = Some(i.counts.clone());
             }
         }
         Ok(out.len() - before)
@@ -94,6 +91,7 @@ impl LocalStream {
 impl ChangeStream for LocalStream {
     type Event = LocalEvent;
     type Position = u64;
+    type Counts = ReaderCounts;
 
     async fn poll(
         &mut self,
@@ -159,6 +157,10 @@ impl ChangeStream for LocalStream {
 
     fn position(&self, batch: &[LocalEvent], _rest_empty: bool) -> Option<u64> {
         (!batch.is_empty() || self.read > self.acked).then_some(self.read)
+    }
+
+    fn counts(&self) -> ReaderCounts {
+        self.counts.clone()
     }
 
     async fn truncate(&mut self, to: &u64) -> Result<(), IcicleError> {

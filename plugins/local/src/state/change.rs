@@ -7,6 +7,7 @@ use icicle_core::IcicleError;
 
 use super::{Checkpoint, LocalState, Row};
 use crate::event::LocalEvent;
+use crate::kernel::stream::ReaderCounts;
 use crate::state::work::Work;
 use crate::store::entries_log::{EntriesView, FieldsRead};
 use crate::store::print::print_of;
@@ -55,6 +56,7 @@ impl ChangeState for LocalState {
     type Event = LocalEvent;
     type Position = u64;
     type Report = LocalReport;
+    type StreamCounts = ReaderCounts;
 
     async fn restore(
         &mut self,
@@ -137,7 +139,7 @@ impl ChangeState for LocalState {
         Ok(serde_json::to_vec(&cp).map_err(|e| LocalError::Checkpoint(e.to_string()))?)
     }
 
-    fn batch_counts(&self) -> BatchCounts {
+    fn batch_counts(&self, _reader: &ReaderCounts) -> BatchCounts {
         let c = &self.counts;
         BatchCounts {
             records_in: c.events,
@@ -159,9 +161,9 @@ impl ChangeState for LocalState {
         }
     }
 
-    fn report(&self) -> LocalReport {
-        let (backend, reader) = match &self.opened {
-            Some((b, r)) => (Some(*b), r.lock().ok().map(|r| r.clone())),
+    fn report(&self, reader: &ReaderCounts) -> LocalReport {
+        let (backend, reader) = match self.opened {
+            Some(b) => (Some(b), Some(reader.clone())),
             None => (None, None),
         };
         LocalReport { counts: self.counts.clone(), backend, reader }
@@ -179,5 +181,5 @@ pub struct LocalReport {
     pub backend: Option<crate::config::Backend>,
     /// What the readers counted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reader: Option<crate::kernel::stream::ReaderCounts>,
+    pub reader: Option<ReaderCounts>,
 }

@@ -103,8 +103,8 @@ pub struct LocalState {
     root_there: bool,
     /// What to do when the root is gone.
     when_root_gone: crate::config::WhenRootGone,
-    /// The backend the stream opened and its readers' counters, for the report.
-    pub opened: Option<(crate::config::Backend, std::sync::Arc<std::sync::Mutex<crate::kernel::stream::ReaderCounts>>)>,
+    /// The backend the stream opened, for the report.
+    pub opened: Option<crate::config::Backend>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -124,6 +124,11 @@ fn the_inotify_monitor_through_faults_leaves_the_index_of_a_fresh_run() {
         let root = tmp.path().join("root");
         std::fs::create_dir(&root).unwrap();
         let mut rng = icicle_core::rng::Rng::new(seed);
+        // Some files first, then random changes (which may remove them all).
+        for i in 0..20 {
+            std::fs::create_dir_all(root.join(format!("d{}", i % 4))).unwrap();
+            std::fs::write(root.join(format!("d{}/first{i}", i % 4)), vec![b'z'; i * 100]).unwrap();
+        }
         for _ in 0..30 {
             mutate(&root, &mut rng);
         }
@@ -137,7 +142,8 @@ fn the_inotify_monitor_through_faults_leaves_the_index_of_a_fresh_run() {
         let got = rt.block_on(run_with_faults(&make, seed, 6, &mut between));
         let fresh = tmp.path().join("fresh-state");
         let want = rt.block_on(final_index(&|| inotify(&root, &fresh)));
-        assert!(!want.is_empty(), "seed {seed}: the fresh run indexed nothing");
+        let files = walk(&root).len();
+        assert_eq!(want.len(), files, "seed {seed}: the fresh run indexed {} of {files} files", want.len());
         if let Some(d) = first_difference(&want, &got) {
             panic!("seed {seed}: {d}");
         }

@@ -23,7 +23,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn the_toy_monitor_through_faults_leaves_the_index_of_its_changelog() {
     let base = icicle_core::rng::test_seed();
     let rt = runtime();
-    for seed in base..base + 20 {
+    for seed in base..base + 50 {
         let tmp = tempfile::tempdir().unwrap();
         let (records, want) = toy_log(seed, 80);
         // The producer writes while the monitor is down: half the log at first, the rest

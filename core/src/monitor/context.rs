@@ -35,8 +35,9 @@ pub struct MonitorContext {
 }
 
 impl MonitorContext {
-    /// A context for tests: `sinks`, records visible to `public`, the default document bound,
-    /// draining, named `test`; the stop signal never fires.
+    /// A context for tests (feature `test-util`): `sinks`, records visible to `public`, the
+    /// default document bound, draining, named `test`; the stop signal never fires.
+    #[cfg(any(test, feature = "test-util"))]
     pub fn for_test(sinks: NamedSinks) -> MonitorContext {
         let (tx, stop) = tokio::sync::watch::channel(false);
         // The sender is leaked so the receiver never sees it closed.

@@ -10,6 +10,8 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 need=()
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+# useradd, groupadd, userdel for the real accounts of tests/visibility_users.rs.
+command -v useradd >/dev/null 2>&1 || need+=(passwd)
 # MPI for plugins/prism-mpi (swiftload): the mpi crate's bindgen needs libclang.
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 # TLS and SASL in librdkafka (plugins/kafka's rdkafka features `ssl`, `curl`).

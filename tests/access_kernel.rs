@@ -13,61 +13,17 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-use common::set_random_acl;
-use icicle_core::access::{can_see, AccessPolicy, Acl, Asker, Named, Perm};
+use common::{chain_of as chain, perm_of as perm};
+use icicle_core::access::{can_see, AccessPolicy, Asker, Named, Perm};
 use icicle_testkit::gen::Rng;
 
 const UIDS: [u32; 4] = [41001, 41002, 41003, 41004];
 const GIDS: [u32; 3] = [42001, 42002, 42003];
 
-fn perm(p: &Path) -> Perm {
-    let m = std::fs::symlink_metadata(p).unwrap();
-    Perm { mode: m.mode(), uid: m.uid(), gid: m.gid(), acl: Acl::read(p).map(std::sync::Arc::new) }
-}
-
-/// Directories from `/` down to `file`'s parent.
-fn chain(file: &Path) -> Vec<Perm> {
-    let mut dirs: Vec<PathBuf> = file.ancestors().skip(1).map(Path::to_path_buf).collect();
-    dirs.reverse();
-    dirs.iter().map(|d| perm(d)).collect()
-}
-
-/// A random tree under `root`: (files); one object in `acl_one_in` gets a random ACL (0: none).
+/// A random tree under `root` (one object in `acl_one_in` with a random ACL; 0: none) owned by
+/// the test users and groups: its files.
 fn build(root: &Path, rng: &mut Rng, files: usize, acl_one_in: u64) -> Vec<PathBuf> {
-    let pick = |rng: &mut Rng, v: &[u32]| v[rng.below(v.len() as u64) as usize];
-    let modes = [0o700, 0o750, 0o755, 0o711, 0o705, 0o770, 0o775, 0o751, 0o500, 0o055, 0o005, 0o000];
-    let fmodes = [0o600, 0o640, 0o644, 0o604, 0o400, 0o440, 0o444, 0o060, 0o006, 0o000, 0o666];
-    let mut dirs = vec![root.to_path_buf()];
-    for i in 0..files / 15 {
-        let parent = dirs[rng.below(dirs.len() as u64) as usize].clone();
-        let d = parent.join(format!("d{i}"));
-        std::fs::create_dir(&d).unwrap();
-        dirs.push(d);
-    }
-    let mut out = Vec::new();
-    for i in 0..files {
-        let d = &dirs[rng.below(dirs.len() as u64) as usize];
-        let f = d.join(format!("f{i}"));
-        std::fs::write(&f, b"x").unwrap();
-        std::os::unix::fs::chown(&f, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS))).unwrap();
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(fmodes[rng.below(fmodes.len() as u64) as usize]))
-            .unwrap();
-        out.push(f);
-    }
-    // Modes last, deepest first, so building did not need them.
-    for d in dirs.iter().skip(1).rev() {
-        std::os::unix::fs::chown(d, Some(pick(rng, &UIDS)), Some(pick(rng, &GIDS))).unwrap();
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(modes[rng.below(modes.len() as u64) as usize]))
-            .unwrap();
-    }
-    if acl_one_in > 0 {
-        for p in dirs.iter().skip(1).chain(&out) {
-            if rng.below(acl_one_in) == 0 {
-                set_random_acl(p, rng, &UIDS, &GIDS);
-            }
-        }
-    }
-    out
+    common::random_tree(root, rng, files, &UIDS, &GIDS, acl_one_in)
 }
 
 /// What the kernel lets `uid` (with `groups`, the first its primary) do: per file, (posix,

@@ -484,3 +484,86 @@ pub fn tree_entries(root: &Path) -> (Vec<String>, Vec<String>) {
     }
     (dirs, files)
 }
+
+/// The permission-relevant part of `p` (not following a link): mode, owners, access ACL.
+pub fn perm_of(p: &Path) -> icicle_core::access::Perm {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    icicle_core::access::Perm {
+        mode: m.mode(),
+        uid: m.uid(),
+        gid: m.gid(),
+        acl: icicle_core::access::Acl::read(p).map(std::sync::Arc::new),
+    }
+}
+
+/// The directories from `/` down to `file`'s parent, as the kernel walks them.
+pub fn chain_of(file: &Path) -> Vec<icicle_core::access::Perm> {
+    let mut dirs: Vec<PathBuf> = file.ancestors().skip(1).map(Path::to_path_buf).collect();
+    dirs.reverse();
+    dirs.iter().map(|d| perm_of(d)).collect()
+}
+
+/// A random tree under `root` (which stays as it is): `files / 15` directories and `files`
+/// one-byte files, each owned by one of `uids` and `gids` with a random mode (directories'
+/// modes set last, deepest first, so building did not need them); one object in `acl_one_in`
+/// gets a random ACL naming some of them (0: none). Returns the files. Needs root.
+pub fn random_tree(
+    root: &Path,
+    rng: &mut Rng,
+    files: usize,
+    uids: &[u32],
+    gids: &[u32],
+    acl_one_in: u64,
+) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let pick = |rng: &mut Rng, v: &[u32]| v[rng.below(v.len() as u64) as usize];
+    let modes = [0o700, 0o750, 0o755, 0o711, 0o705, 0o770, 0o775, 0o751, 0o500, 0o055, 0o005, 0o000];
+    let fmodes = [0o600, 0o640, 0o644, 0o604, 0o400, 0o440, 0o444, 0o060, 0o006, 0o000, 0o666];
+    let mut dirs = vec![root.to_path_buf()];
+    for i in 0..files / 15 {
+        let parent = dirs[rng.below(dirs.len() as u64) as usize].clone();
+        let d = parent.join(format!("d{i}"));
+        std::fs::create_dir(&d).unwrap();
+        dirs.push(d);
+    }
+    let mut out = Vec::new();
+    for i in 0..files {
+        let d = &dirs[rng.below(dirs.len() as u64) as usize];
+        let f = d.join(format!("f{i}"));
+        std::fs::write(&f, b"x").unwrap();
+        std::os::unix::fs::chown(&f, Some(pick(rng, uids)), Some(pick(rng, gids))).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(fmodes[rng.below(fmodes.len() as u64) as usize]))
+            .unwrap();
+        out.push(f);
+    }
+    for d in dirs.iter().skip(1).rev() {
+        std::os::unix::fs::chown(d, Some(pick(rng, uids)), Some(pick(rng, gids))).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(modes[rng.below(modes.len() as u64) as usize]))
+            .unwrap();
+    }
+    if acl_one_in > 0 {
+        for p in dirs.iter().skip(1).chain(&out) {
+            if rng.below(acl_one_in) == 0 {
+                set_random_acl(p, rng, uids, gids);
+            }
+        }
+    }
+    out
+}
+
+/// Stop `child` with SIGTERM (so it can clean up: the Globus emulator removes its temporary
+/// index directories) and wait for it; SIGKILL after 10 s.
+pub fn terminate(child: &mut Child) {
+    // SAFETY: kill(2) on our own child's pid, which `wait` has not reaped yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use icicle_plugins_index::remote::{Endpoint, Remote, RemoteFilter};
 use icicle_plugins_index::search::{Record, Span};
 use icicle_plugins_index::{Filter, Reader, Visibility};
 
@@ -17,6 +18,16 @@ pub struct FindArgs {
     /// The index directory (default: the `dir` of the configuration's `index` sink).
     #[arg(long)]
     index: Option<PathBuf>,
+    /// Ask a running `icicle serve` at this address (`http://host:port`) instead of reading an
+    /// index directory; the token (`--token-file`, else `ICICLE_TOKEN`) says who asks.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["index", "socket", "as_user"])]
+    server: Option<String>,
+    /// Ask a running `icicle serve` over its Unix socket: it answers for your own uid and groups.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["index", "as_user"])]
+    socket: Option<PathBuf>,
+    /// A file holding the bearer token for `--server` (its first line).
+    #[arg(long, value_name = "FILE", requires = "server")]
+    token_file: Option<PathBuf>,
     /// Answer as this user (root only): the records their uid and groups may see.
     #[arg(long = "as", value_name = "USER")]
     as_user: Option<String>,
@@ -44,6 +55,16 @@ pub struct DuArgs {
     /// The index directory (default: the `dir` of the configuration's `index` sink).
     #[arg(long)]
     index: Option<PathBuf>,
+    /// Ask a running `icicle serve` at this address (`http://host:port`) instead of reading an
+    /// index directory; the token (`--token-file`, else `ICICLE_TOKEN`) says who asks.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["index", "socket", "as_user"])]
+    server: Option<String>,
+    /// Ask a running `icicle serve` over its Unix socket: it answers for your own uid and groups.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["index", "as_user"])]
+    socket: Option<PathBuf>,
+    /// A file holding the bearer token for `--server` (its first line).
+    #[arg(long, value_name = "FILE", requires = "server")]
+    token_file: Option<PathBuf>,
     /// Answer as this user (root only).
     #[arg(long = "as", value_name = "USER")]
     as_user: Option<String>,
@@ -77,6 +98,74 @@ fn index_dir(given: Option<PathBuf>, cfg: &icicle_core::config::LoadedConfig) ->
         }
     }
     bail!("no index: pass --index DIR, or a configuration (-c) with an `index` sink")
+}
+
+/// Where the answers come from: an index directory read here (for the principals of
+/// [`visibility`]), or a running `icicle serve` (which decides who the caller is).
+enum Answers {
+    Local(Reader, Visibility),
+    Remote(Box<Remote>, tokio::runtime::Runtime),
+}
+
+/// `--server`, `--socket` and `--token-file`, shared by find and du.
+struct Ask<'a> {
+    index: Option<PathBuf>,
+    server: Option<&'a str>,
+    socket: Option<&'a PathBuf>,
+    token_file: Option<&'a PathBuf>,
+    as_user: Option<&'a str>,
+}
+
+/// The bearer token: `--token-file`'s first line, else `ICICLE_TOKEN` (never printed).
+fn token(file: Option<&PathBuf>) -> anyhow::Result<Option<String>> {
+    if let Some(f) = file {
+        let text = std::fs::read_to_string(f).with_context(|| format!("--token-file {}", f.display()))?;
+        let t = text.lines().next().unwrap_or_default().trim().to_string();
+        if t.is_empty() {
+            bail!("--token-file {}: the first line is empty", f.display());
+        }
+        return Ok(Some(t));
+    }
+    Ok(std::env::var("ICICLE_TOKEN").ok().filter(|t| !t.is_empty()))
+}
+
+impl Answers {
+    fn open(cfg: &icicle_core::config::LoadedConfig, ask: Ask<'_>) -> anyhow::Result<Answers> {
+        let at = match (ask.server, ask.socket) {
+            (Some(u), _) => Endpoint::Http(u.to_string()),
+            (None, Some(p)) => Endpoint::Socket(p.clone()),
+            (None, None) => {
+                let dir = index_dir(ask.index, cfg)?;
+                return Ok(Answers::Local(Reader::open(&dir)?, visibility(cfg, ask.as_user)?));
+            }
+        };
+        let token = if ask.server.is_some() { token(ask.token_file)? } else { None };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let remote = rt.block_on(Remote::connect(at, token, None))?;
+        Ok(Answers::Remote(Box::new(remote), rt))
+    }
+
+    fn count(&self, f: &Filter) -> anyhow::Result<u64> {
+        Ok(match self {
+            Answers::Local(r, who) => r.count(f, who)?,
+            Answers::Remote(r, rt) => rt.block_on(r.count_matching(&RemoteFilter::of(f)?))?,
+        })
+    }
+
+    fn entries(&self, f: &Filter, limit: Option<usize>, each: impl FnMut(&[u8])) -> anyhow::Result<u64> {
+        Ok(match self {
+            Answers::Local(r, who) => r.entries(f, who, limit, each)?,
+            Answers::Remote(r, rt) => rt.block_on(r.entries(&RemoteFilter::of(f)?, limit, each))?,
+        })
+    }
+
+    /// Where the answers come from, for messages.
+    fn source(&self) -> String {
+        match self {
+            Answers::Local(r, _) => r.dir().display().to_string(),
+            Answers::Remote(r, _) => r.endpoint().to_string(),
+        }
+    }
 }
 
 /// A user's uid and groups (their primary group and those `getgrouplist` names), by name or
@@ -352,8 +441,16 @@ fn now_secs() -> i64 {
 
 /// `icicle find`.
 pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow::Result<ExitCode> {
-    let dir = index_dir(args.index.clone(), cfg)?;
-    let who = visibility(cfg, args.as_user.as_deref())?;
+    let answers = Answers::open(
+        cfg,
+        Ask {
+            index: args.index.clone(),
+            server: args.server.as_deref(),
+            socket: args.socket.as_ref(),
+            token_file: args.token_file.as_ref(),
+            as_user: args.as_user.as_deref(),
+        },
+    )?;
     // `--count`, `--json` and `--limit N` are taken after the paths and predicates too.
     let (mut count, mut json, mut limit) = (args.count, args.json, args.limit);
     let mut expression = Vec::with_capacity(args.expression.len());
@@ -371,7 +468,6 @@ pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow:
     }
     let (starts, filter, output) = parse_expression(&expression, now_secs())?;
     let output = if json { Output::Json } else { output };
-    let reader = Reader::open(&dir)?;
     let starts = if starts.is_empty() { vec!["/".to_string()] } else { starts };
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
@@ -380,11 +476,11 @@ pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow:
     for start in starts {
         let f = Filter { under: (start != "/").then_some(start), ..filter.clone() };
         if count {
-            total += reader.count(&f, &who)?;
+            total += answers.count(&f)?;
             continue;
         }
         let mut failed = None;
-        total += reader.entries(&f, &who, limit, |entry| {
+        total += answers.entries(&f, limit, |entry| {
             line.clear();
             match &output {
                 Output::Json => line.push_str(&String::from_utf8_lossy(entry)),
@@ -450,9 +546,16 @@ struct TimeStats {
 
 /// `icicle du`.
 pub fn du(cfg: &icicle_core::config::LoadedConfig, args: &DuArgs) -> anyhow::Result<ExitCode> {
-    let dir = index_dir(args.index.clone(), cfg)?;
-    let who = visibility(cfg, args.as_user.as_deref())?;
-    let reader = Reader::open(&dir)?;
+    let answers = Answers::open(
+        cfg,
+        Ask {
+            index: args.index.clone(),
+            server: args.server.as_deref(),
+            socket: args.socket.as_ref(),
+            token_file: args.token_file.as_ref(),
+            as_user: args.as_user.as_deref(),
+        },
+    )?;
     let kind = match args.by.as_str() {
         "dir" | "user" | "group" => args.by.clone(),
         o => bail!("--by {o}: dir, user or group"),
@@ -470,7 +573,7 @@ pub fn du(cfg: &icicle_core::config::LoadedConfig, args: &DuArgs) -> anyhow::Res
     }
     let mut rows: Vec<(Aggregate, Vec<u8>)> = Vec::new();
     for f in &filters {
-        reader.entries(f, &who, None, |e| {
+        answers.entries(f, None, |e| {
             #[derive(serde::Deserialize)]
             struct E {
                 content: Aggregate,
@@ -481,7 +584,7 @@ pub fn du(cfg: &icicle_core::config::LoadedConfig, args: &DuArgs) -> anyhow::Res
         })?;
     }
     if rows.is_empty() {
-        eprintln!("icicle du: no {kind} aggregate records in {} visible to you (a snapshot with [aggregate] enabled writes them)", dir.display());
+        eprintln!("icicle du: no {kind} aggregate records in {} visible to you (a snapshot with [aggregate] enabled writes them)", answers.source());
         return Ok(ExitCode::from(1));
     }
     if let Some(n) = args.top {

@@ -380,3 +380,96 @@ fn a_monitor_publishing_to_the_index_agrees_with_a_fresh_walk() {
     );
     assert!(index.len() > 60, "seed {seed}: {} records", index.len());
 }
+
+/// `icicle serve` on `index` (HTTP on a free port, a socket, one reader token of `public`):
+/// the child, its URL, and the token file for `--token-file`.
+fn serve_index(tmp: &Path, index: &Path) -> (std::process::Child, String, std::path::PathBuf) {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let tokens = tmp.join("tokens.tsv");
+    std::fs::write(&tokens, "index-test-reader-7Yq2\turn:globus:auth:identity:reader\n").unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let token_file = tmp.join("token");
+    std::fs::write(&token_file, "index-test-reader-7Yq2\n").unwrap();
+    let socket = tmp.join("serve.sock");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["serve", "--index", index.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(["--socket", socket.to_str().unwrap(), "--tokens", tokens.to_str().unwrap()])
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut url, mut log) = (None, String::new());
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
+    for line in lines.by_ref() {
+        log.push_str(&line);
+        if let Some(at) = line.find("at http://") {
+            url = Some(line[at + 3..].trim().to_string());
+        }
+        if line.contains("at unix:") {
+            break;
+        }
+    }
+    // Read on, so the server's last words do not meet a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, url.unwrap_or_else(|| panic!("icicle serve did not start: {log}")), token_file)
+}
+
+#[test]
+fn find_and_du_through_a_running_serve_answer_as_the_index_directory_does() {
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    write_listing(t, &GenFs::generate(&GenSpec::new(1_200, seed)));
+    let (code, err) = snapshot_into_index(t, 0, "visible_to = [\"public\"]", &[]);
+    assert_eq!(code, 0, "{err}");
+    let index = truth(t, 0);
+    let files: Vec<&Value> =
+        index.values().filter(|e| e["content"]["path"].is_string() && e["content"]["principal"].is_null()).collect();
+    let mut rng = Rng::new(seed);
+    let mut questions: Vec<Vec<String>> = Vec::new();
+    for round in 0..14 {
+        let (mut args, _) = random_predicate(&mut rng, &files);
+        match round % 4 {
+            1 => args.insert(0, "--count".into()),
+            2 => args.push("-ls".into()),
+            3 => args.extend(["-name".into(), "*[0-9]*".into(), "-printf".into(), "%p %s %U %m\\n".into()]),
+            _ => {}
+        }
+        questions.push(args);
+    }
+    questions.push(vec!["/fs".into(), "-path".into(), "/fs/*/*1*".into(), "--limit".into(), "7".into()]);
+    let idx = t.join("index");
+    let dus: [&[&str]; 4] = [&["--csv", "/"], &["--csv", "/fs/home"], &["--by", "user", "--top", "3"], &["--by", "group"]];
+    let (mut child, url, token_file) = serve_index(t, &idx);
+    let socket = t.join("serve.sock");
+    let ask = |cmd: &str, how: &[&str], args: &[String]| -> String {
+        let mut all = vec![cmd];
+        all.extend_from_slice(how);
+        all.extend(args.iter().map(String::as_str));
+        let (code, out, err) = icicle(&all, &[]);
+        assert_eq!(code, 0, "seed {seed}: {all:?}: {err}");
+        out
+    };
+    let remote = |how: &[&str]| -> Vec<String> {
+        let mut out: Vec<String> = questions.iter().map(|q| ask("find", how, q)).collect();
+        out.extend(dus.iter().map(|d| ask("du", how, &d.iter().map(|s| s.to_string()).collect::<Vec<_>>())));
+        out
+    };
+    let over_http = remote(&["--server", &url, "--token-file", token_file.to_str().unwrap()]);
+    let over_socket = remote(&["--socket", socket.to_str().unwrap()]);
+    // A wrong token is refused, naming the server and never the token.
+    let bad = t.join("bad-token");
+    std::fs::write(&bad, "not-a-token-Pz8\n").unwrap();
+    let (code, _, err) = icicle(&["find", "--server", &url, "--token-file", bad.to_str().unwrap()], &[]);
+    assert!(code != 0 && err.contains(&url) && !err.contains("not-a-token-Pz8"), "{err}");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    let local = remote(&["--index", idx.to_str().unwrap()]);
+    assert!(local.iter().any(|o| o.lines().count() > 3), "seed {seed}: every answer is nearly empty");
+    for (i, q) in questions.iter().map(|q| q.join(" ")).chain(dus.iter().map(|d| format!("du {d:?}"))).enumerate() {
+        assert_eq!(over_http[i], local[i], "seed {seed}: {q} over HTTP");
+        assert_eq!(over_socket[i], local[i], "seed {seed}: {q} over the socket");
+    }
+}

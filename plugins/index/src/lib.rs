@@ -2,10 +2,12 @@
 //! publishes (the same GMetaEntry upserts and subject deletes the `globus` sink sends) in a
 //! [tantivy](https://github.com/quickwit-oss/tantivy) index on local disk, and [`search`]
 //! answers `icicle find` and `icicle du` from it, for the principals who ask; [`api`] serves the
-//! Globus Search HTTP API over it (`icicle serve`).
+//! Globus Search HTTP API over it (`icicle serve`), and
+//! [`remote`] asks a running server the same questions.
 
 pub mod api;
 pub mod schema;
+pub mod remote;
 pub mod search;
 pub mod sink;
 pub mod store;

@@ -244,6 +244,11 @@ impl Reader {
         self.reader.reload().map_err(|e| IndexError::engine(&self.store.dir, e))
     }
 
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.store.dir
+    }
+
     /// The index's fields.
     pub fn fields(&self) -> &Fields {
         &self.store.fields

@@ -13,7 +13,7 @@ use tantivy::Term;
 use crate::schema::Fields;
 
 /// The fields a request may filter, sort or facet on.
-pub const SEARCHABLE: &str = "path, name, type, kind, id, uid, gid, size (size.total), file_count, atime, ctime, mtime (and raw.atime, raw.ctime, raw.mtime)";
+pub const SEARCHABLE: &str = "path, name, type, kind, id, uid, gid, size (size.total), file_count, atime, ctime, mtime (and raw.atime, raw.ctime, raw.mtime), and icicle's own ancestor (a directory the record is below) and parent (the directory holding it)";
 
 /// What a field's values are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,14 @@ pub struct Target {
     pub record: Option<&'static str>,
 }
 
+impl Target {
+    /// Whether the field has per-document values to sort and facet on (the others are only
+    /// searched).
+    pub fn fast(&self) -> bool {
+        !matches!(self.name, "name" | "ancestors" | "parent")
+    }
+}
+
 /// The index field of the content field `name`, or why there is none.
 pub fn target(f: &Fields, name: &str) -> Result<Target, String> {
     let name = name.strip_prefix("content.").unwrap_or(name);
@@ -49,6 +57,8 @@ pub fn target(f: &Fields, name: &str) -> Result<Target, String> {
         "type" => t(f.kind, "kind", Kind::Text, Some("file")),
         "kind" => t(f.kind, "kind", Kind::Text, Some("aggregate")),
         "id" => t(f.id, "id", Kind::Text, None),
+        "ancestor" => t(f.ancestors, "ancestors", Kind::Text, None),
+        "parent" => t(f.parent, "parent", Kind::Text, None),
         "uid" => t(f.uid, "uid", Kind::U64, None),
         "gid" => t(f.gid, "gid", Kind::U64, None),
         "size" => t(f.size, "size", Kind::U64, None),

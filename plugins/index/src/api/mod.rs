@@ -9,8 +9,8 @@
 //! /v1/index/<id>/batch_delete_by_subject`, `GET /v1/task/<task_id>`, `GET
 //! /v1/task_list/<id>`, `GET /v1/index/<id>/subject?subject=`, `GET
 //! /v1/index/<id>/entry?subject=`, `GET` and `POST /v1/index/<id>/search`, `POST
-//! /v1/index/<id>/scroll` and `GET /v1/index/<id>`; and the web search page at `/`
-//! ([`page`]).
+//! /v1/index/<id>/scroll`, `GET /v1/index/<id>` and `GET /v1/index_list` (the one index: how
+//! `icicle find --server` learns its id); and the web search page at `/` ([`page`]).
 
 pub mod advanced;
 pub mod answer;
@@ -292,6 +292,10 @@ impl Service {
             ("GET", ["v1", "index", id]) => {
                 index_ok(id)?;
                 self.blocking(move |me| me.info(&caller)).await
+            }
+            ("GET", ["v1", "index_list"]) => {
+                let info = self.blocking(move |me| me.info(&caller)).await?;
+                Ok(json!({"index_list": [info]}))
             }
             (
                 _,

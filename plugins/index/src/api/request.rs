@@ -169,6 +169,9 @@ fn facet(f: &Fields, v: &Value) -> Result<Facet, String> {
         },
     };
     let t = target(f, field)?;
+    if !t.fast() {
+        return Err(format!("the facet `{name}`: `{field}` cannot be faceted on"));
+    }
     let kind = match o.get("type").map(Value::as_str) {
         None | Some(Some("terms")) => FacetKind::Terms(size),
         Some(Some("date_histogram")) if t.kind != Kind::Time => {
@@ -228,8 +231,8 @@ fn sort(f: &Fields, v: Option<&Value>) -> Result<Option<(Target, bool)>, String>
         _ => return Err(format!("the sort on `{field}`: `order` is \"asc\" or \"desc\"")),
     };
     let t = target(f, field)?;
-    if t.name == "name" {
-        return Err("`name` cannot be sorted on; sort on `path`".into());
+    if !t.fast() {
+        return Err(format!("`{field}` cannot be sorted on; sort on `path`"));
     }
     Ok(Some((t, desc)))
 }

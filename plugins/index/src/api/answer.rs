@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tantivy::aggregation::agg_req::Aggregations;
 use tantivy::aggregation::agg_result::AggregationResults;
 use tantivy::aggregation::{AggContextParams, AggregationCollector};
-use tantivy::collector::sort_key::{SortByStaticFastValue, SortByString};
+use tantivy::collector::sort_key::{SortByErasedType, SortByStaticFastValue, SortByString};
 use tantivy::collector::{Count, SortKeyComputer, TopDocs};
 use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::{IndexRecordOption, Value as _};
@@ -53,6 +53,16 @@ pub fn gmeta_result(e: &Value, legacy: bool) -> Value {
            "entries": [{"content": content, "entry_id": e.get("id").cloned().unwrap_or(Value::Null), "matched_principal_sets": []}]})
 }
 
+/// One page of `q` in the order `key` gives.
+fn top<C>(searcher: &Searcher, q: &dyn Query, key: C, offset: usize, limit: usize) -> Result<Vec<DocAddress>, ApiError>
+where
+    C: SortKeyComputer + Send + 'static,
+    C::SortKey: 'static + Clone + Send + Sync + std::fmt::Debug,
+{
+    let top = TopDocs::with_limit(limit).and_offset(offset).order_by(key);
+    Ok(searcher.search(q, &top).map_err(engine)?.into_iter().map(|(_, a)| a).collect())
+}
+
 /// One page of `q` in the order of `key` (ties by subject).
 fn page<C>(
     searcher: &Searcher,
@@ -70,26 +80,44 @@ where
     ((C, Order), (SortByString, Order)): SortKeyComputer + Send + 'static,
     <((C, Order), (SortByString, Order)) as SortKeyComputer>::SortKey: 'static + Clone + Send + Sync + std::fmt::Debug,
 {
-    let top = TopDocs::with_limit(limit)
-        .and_offset(offset)
-        .order_by(((key, order), (SortByString::for_field("subject"), Order::Asc)));
-    Ok(searcher.search(q, &top).map_err(engine)?.into_iter().map(|(_, a)| a).collect())
+    top(searcher, q, ((key, order), (SortByString::for_field("subject"), Order::Asc)), offset, limit)
 }
 
-/// The addresses of one page of `q`, sorted as asked.
+fn order(desc: bool) -> Order {
+    if desc {
+        Order::Desc
+    } else {
+        Order::Asc
+    }
+}
+
+/// The addresses of one page of `q`, sorted as asked: one key by its typed fast field, two or
+/// three by their values as the engine reads any fast field.
 fn addresses(searcher: &Searcher, q: &dyn Query, s: &Search) -> Result<Vec<DocAddress>, ApiError> {
     if s.limit == 0 {
         return Ok(Vec::new());
     }
-    let Some((t, desc)) = &s.sort else {
-        let top = TopDocs::with_limit(s.limit).and_offset(s.offset).order_by_string_fast_field("subject", Order::Asc);
-        return Ok(searcher.search(q, &top).map_err(engine)?.into_iter().map(|(_, a)| a).collect());
-    };
-    let order = if *desc { Order::Desc } else { Order::Asc };
-    match t.kind {
-        Kind::Text => page(searcher, q, SortByString::for_field(t.name), order, s.offset, s.limit),
-        Kind::U64 => page(searcher, q, SortByStaticFastValue::<u64>::for_field(t.name), order, s.offset, s.limit),
-        Kind::Time => page(searcher, q, SortByStaticFastValue::<i64>::for_field(t.name), order, s.offset, s.limit),
+    let (offset, limit) = (s.offset, s.limit);
+    let subject = || (SortByString::for_field("subject"), Order::Asc);
+    let erased = |(t, desc): &(super::fields::Target, bool)| (SortByErasedType::for_field(t.name), order(*desc));
+    match s.sort.as_slice() {
+        [] => {
+            let top = TopDocs::with_limit(limit).and_offset(offset).order_by_string_fast_field("subject", Order::Asc);
+            Ok(searcher.search(q, &top).map_err(engine)?.into_iter().map(|(_, a)| a).collect())
+        }
+        [(t, desc)] => match t.kind {
+            Kind::Text => page(searcher, q, SortByString::for_field(t.name), order(*desc), offset, limit),
+            Kind::U64 => {
+                page(searcher, q, SortByStaticFastValue::<u64>::for_field(t.name), order(*desc), offset, limit)
+            }
+            Kind::Time => {
+                page(searcher, q, SortByStaticFastValue::<i64>::for_field(t.name), order(*desc), offset, limit)
+            }
+        },
+        // Nested pairs: tantivy's 4-tuple sort key ignores its elements' orders.
+        [a, b] => top(searcher, q, (erased(a), (erased(b), subject())), offset, limit),
+        [a, b, c] => top(searcher, q, (erased(a), (erased(b), (erased(c), subject()))), offset, limit),
+        _ => Err(ApiError::new(400, "BadRequest.ValidationError", "too many sort keys")),
     }
 }
 
@@ -154,6 +182,23 @@ pub fn subject(searcher: &Searcher, f: &Fields, subject: &str, who: &Visibility)
     }
 }
 
+/// Up to `limit` stored entries (GMetaEntry documents, `visible_to` included) after the subject
+/// `after`, in subject order, whoever may see them: a tool's or a test's view of the whole
+/// index, never an answer of the API.
+pub fn stored_entries(
+    searcher: &Searcher,
+    f: &Fields,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<Value>, ApiError> {
+    let q: Box<dyn Query> = match after {
+        Some(m) => Box::new(RangeQuery::new(Bound::Excluded(Term::from_field_text(f.subject, m)), Bound::Unbounded)),
+        None => Box::new(tantivy::query::AllQuery),
+    };
+    let top = TopDocs::with_limit(limit).order_by_string_fast_field("subject", Order::Asc);
+    searcher.search(&q, &top).map_err(engine)?.into_iter().map(|(_, a)| entry(searcher, f, a)).collect()
+}
+
 /// How many records `who` may see.
 pub fn visible_count(searcher: &Searcher, f: &Fields, who: &Visibility) -> Result<u64, ApiError> {
     Ok(searcher.search(&visible(f, who)?, &Count).map_err(engine)? as u64)
@@ -169,6 +214,14 @@ fn buckets(searcher: &Searcher, q: &dyn Query, agg: Value) -> Result<Vec<(Value,
     let v = serde_json::to_value(&res).map_err(engine)?;
     let list = v["f"]["buckets"].as_array().cloned().unwrap_or_default();
     Ok(list.into_iter().map(|b| (b["key"].clone(), b["doc_count"].as_u64().unwrap_or(0))).collect())
+}
+
+/// Bucket values in order: numbers as numbers, anything else as text.
+fn by_value(a: &Value, b: &Value) -> std::cmp::Ordering {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        _ => a.as_str().unwrap_or_default().cmp(b.as_str().unwrap_or_default()),
+    }
 }
 
 /// A whole number as a JSON integer.
@@ -197,7 +250,7 @@ fn facet(searcher: &Searcher, f: &Fields, base: &dyn Query, x: &Facet) -> Result
                     _ => (k, n),
                 })
                 .collect();
-            list.sort_by(|(a, x), (b, y)| y.cmp(x).then_with(|| a.to_string().cmp(&b.to_string())));
+            list.sort_by(|(a, x), (b, y)| y.cmp(x).then_with(|| by_value(a, b)));
             list.truncate(*size);
             list.into_iter().map(|(v, n)| bucket(v, n)).collect()
         }

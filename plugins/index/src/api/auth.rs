@@ -154,12 +154,21 @@ pub struct Caller {
     pub writer: bool,
     /// Whether it identified itself (a token or a peer), for the 401 of writes without one.
     pub authenticated: bool,
+    /// Whether it may ask `bypass_visible_to`, and then sees every record (a caller who sees
+    /// every record anyway; the testkit's emulator grants it to every authenticated caller, as
+    /// Globus Search does an index's owner).
+    pub bypass: bool,
 }
 
 impl Caller {
     /// A request without credentials: `public` records only, no writes.
     pub fn anonymous() -> Caller {
-        Caller { visibility: Visibility::Principals(vec!["public".into()]), writer: false, authenticated: false }
+        Caller {
+            visibility: Visibility::Principals(vec!["public".into()]),
+            writer: false,
+            authenticated: false,
+            bypass: false,
+        }
     }
 
     /// A token holder: its principals and `public`.
@@ -168,7 +177,7 @@ impl Caller {
         p.push("public".into());
         p.sort();
         p.dedup();
-        Caller { visibility: Visibility::Principals(p), writer: grant.writer, authenticated: true }
+        Caller { visibility: Visibility::Principals(p), writer: grant.writer, authenticated: true, bypass: false }
     }
 }
 
@@ -190,7 +199,7 @@ impl PeerPolicy {
         // SAFETY: geteuid has no preconditions.
         let own = uid == unsafe { libc::geteuid() };
         if uid == 0 {
-            return Caller { visibility: Visibility::All, writer: true, authenticated: true };
+            return Caller { visibility: Visibility::All, writer: true, authenticated: true, bypass: true };
         }
         let mut p = vec!["public".to_string()];
         p.extend(self.everyone.iter().cloned());
@@ -200,7 +209,7 @@ impl PeerPolicy {
         }
         p.sort();
         p.dedup();
-        Caller { visibility: Visibility::Principals(p), writer: own, authenticated: true }
+        Caller { visibility: Visibility::Principals(p), writer: own, authenticated: true, bypass: false }
     }
 }
 

@@ -206,8 +206,8 @@ fn bound(t: Term, with: bool) -> Bound<Term> {
 }
 
 /// Milliseconds since the epoch of a date in a format Search detects as a date: `yyyy-MM-dd`,
-/// `yyyy-MM-dd HH:mm:ss`, `yyyy/MM/dd HH:mm:ss`, `yyyy-MM-ddTHH:mm:ss[.SSS]` with `Z`, an
-/// offset (`+00:00`) or none (UTC).
+/// `yyyy-MM-dd HH:mm:ss`, `yyyy/MM/dd HH:mm:ss Z`, `yyyy-MM-ddTHH:mm:ss[.SSS]` with `Z`, an
+/// offset (`+00:00` or `+0000`) or none (UTC).
 pub fn parse_date(s: &str) -> Option<i64> {
     let b = s.trim().as_bytes();
     let num = |from: usize, len: usize| -> Option<i64> {
@@ -238,10 +238,19 @@ pub fn parse_date(s: &str) -> Option<i64> {
         ms = frac * 10i64.pow(3 - digits.min(3) as u32);
         at += 1 + digits;
     }
+    // `yyyy/MM/dd HH:mm:ss Z` puts a space before the zone.
+    if sep == b'/' && b.get(at) == Some(&b' ') {
+        at += 1;
+    }
     let offset_ms = match b.get(at..) {
         None | Some([]) | Some([b'Z']) => 0,
         Some([sign @ (b'+' | b'-'), ..]) => {
-            let (oh, om) = (num(at + 1, 2)?, num(at + 4, 2)?);
+            // `+05:00` or `+0500`.
+            let colon = usize::from(b.get(at + 3) == Some(&b':'));
+            if b.len() != at + 5 + colon {
+                return None;
+            }
+            let (oh, om) = (num(at + 1, 2)?, num(at + 3 + colon, 2)?);
             let o = (oh * 60 + om) * 60_000;
             if *sign == b'+' {
                 o
@@ -273,6 +282,9 @@ mod tests {
         assert_eq!(parse_date("1970-01-01T01:00:01+01:00"), Some(1000));
         assert_eq!(parse_date("1970-01-01 00:00:01.5"), Some(1500));
         assert_eq!(parse_date("2023-08-29T01:32:46+00:00"), Some(1_693_272_766_000));
+        assert_eq!(parse_date("1970/01/01 01:00:01 +0100"), Some(1000));
+        assert_eq!(parse_date("1970-01-01T00:00:01-0000"), Some(1000));
+        assert_eq!(parse_date("1970-01-01T00:00:01+01"), None);
         assert_eq!(parse_date("12"), None);
         assert_eq!(format_date(1_693_272_766_000), "2023-08-29T01:32:46.000Z");
     }

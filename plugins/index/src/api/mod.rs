@@ -6,11 +6,17 @@
 //! Endpoints (paths and shapes as Globus Search's reference gives them,
 //! <https://docs.globus.org/api/search/reference/>, and as the testkit's emulator answers):
 //! `POST /v1/index/<id>/ingest` (GMetaEntry and GMetaList), `POST
-//! /v1/index/<id>/batch_delete_by_subject`, `GET /v1/task/<task_id>`, `GET
+//! /v1/index/<id>/batch_delete_by_subject`, `POST /v1/index/<id>/delete_by_query`, `DELETE
+//! /v1/index/<id>/subject` and `.../entry`, `GET /v1/task/<task_id>`, `GET
 //! /v1/task_list/<id>`, `GET /v1/index/<id>/subject?subject=`, `GET
 //! /v1/index/<id>/entry?subject=`, `GET` and `POST /v1/index/<id>/search`, `POST
 //! /v1/index/<id>/scroll`, `GET /v1/index/<id>` and `GET /v1/index_list` (the one index: how
 //! `icicle find --server` learns its id); and the web search page at `/` ([`page`]).
+//!
+//! Another server may put its own front before the service (the testkit's Globus Search
+//! emulator does: Globus Auth, rate limits, injected failures, queued tasks): it decides who
+//! asks and calls [`Service::respond`] for reads, and [`Service::check_write`], then
+//! [`Service::apply`], with the [`tasks`] API for writes.
 
 pub mod advanced;
 pub mod answer;
@@ -19,9 +25,10 @@ pub mod fields;
 pub mod http;
 pub mod page;
 pub mod request;
-mod write;
+pub mod tasks;
+pub mod write;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +41,8 @@ use tantivy::{IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument}
 use self::auth::{Caller, PeerPolicy, Tokens};
 use self::http::{error_response, json_body, json_response, parse_form, percent_decode, Resp};
 use self::request::Search;
+use self::tasks::{TaskState, Tasks};
+use self::write::WriteKind;
 use crate::schema::Fields;
 use crate::search::Visibility;
 use crate::store::{IndexError, Store};
@@ -90,16 +99,6 @@ pub struct ServeConfig {
     pub memory_bytes: usize,
 }
 
-/// The most tasks remembered (oldest forgotten first).
-const MAX_TASKS: usize = 10_000;
-
-/// The tasks of this server's life.
-#[derive(Default)]
-struct Tasks {
-    order: VecDeque<String>,
-    by_id: HashMap<String, Value>,
-}
-
 /// The service: the index, its writer, and the tasks it answered.
 pub struct Service {
     index_id: String,
@@ -143,15 +142,6 @@ fn index_id(dir: &Path, given: Option<String>) -> Result<String, IndexError> {
             Ok(id)
         }
     }
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.ffffff`, as Search writes task dates.
-fn now_date() -> String {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (y, m, day) = icicle_core::time::civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!("{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}", s / 3600, s / 60 % 60, s % 60, d.subsec_micros())
 }
 
 impl Service {
@@ -205,7 +195,8 @@ impl Service {
         }
     }
 
-    /// Answer one request: the web page's assets (`GET /` and `/assets/...`), else the API.
+    /// Answer one request: the web page's assets (`GET /` and `/assets/...`), else the API
+    /// for the caller the origin and the Authorization header name.
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>, origin: &Origin) -> Resp {
         let head = req.method() == hyper::Method::HEAD;
         if head || req.method() == hyper::Method::GET {
@@ -213,13 +204,21 @@ impl Service {
                 return page::response(body, content_type, head);
             }
         }
-        match self.route(req, origin).await {
+        match self.caller(&req, origin) {
+            Ok(caller) => self.respond(req, caller).await,
+            Err(e) => error_response(&e),
+        }
+    }
+
+    /// Answer one API request (`/v1/...`) for `caller`, whoever decided who that is.
+    pub async fn respond(self: Arc<Self>, req: Request<Incoming>, caller: Caller) -> Resp {
+        match self.route(req, caller).await {
             Ok(v) => json_response(200, &v),
             Err(e) => error_response(&e),
         }
     }
 
-    async fn route(self: Arc<Self>, req: Request<Incoming>, origin: &Origin) -> Result<Value, ApiError> {
+    async fn route(self: Arc<Self>, req: Request<Incoming>, caller: Caller) -> Result<Value, ApiError> {
         let path: Vec<String> = req
             .uri()
             .path()
@@ -228,7 +227,6 @@ impl Service {
             .map(|s| percent_decode(s, false).unwrap_or_default())
             .collect();
         let p: Vec<&str> = path.iter().map(String::as_str).collect();
-        let caller = self.caller(&req, origin)?;
         let params = req.uri().query().map(parse_form).unwrap_or_default();
         let method = req.method().as_str().to_string();
         let index_ok = |id: &str| {
@@ -238,29 +236,32 @@ impl Service {
                 Err(ApiError::new(404, "NotFound.NoSuchIndex", format!("There is no search index named \"{id}\"")))
             }
         };
-        match (method.as_str(), p.as_slice()) {
-            ("POST", ["v1", "index", id, what @ ("ingest" | "batch_delete_by_subject")]) => {
+        if let ["v1", "index", id, what] = p.as_slice() {
+            if let Some(kind) = WriteKind::route(&method, what) {
                 index_ok(id)?;
                 self.may_write(&caller)?;
-                let body = json_body(req).await?;
-                let me = self.clone();
-                let what = what.to_string();
-                tokio::task::spawn_blocking(move || me.write(&what, &body))
-                    .await
-                    .map_err(|e| ApiError::new(500, "InternalError", format!("the write's thread: {e}")))?
+                let body = if kind.has_body() { json_body(req).await? } else { Value::Null };
+                return self
+                    .blocking(move |me| {
+                        let write = me.check_write(kind, &body, &params)?;
+                        let n = write.len();
+                        me.apply(write)?;
+                        Ok(kind.answer(&me.open_task(kind.task_type(), TaskState::Success)?, n))
+                    })
+                    .await;
             }
+        }
+        match (method.as_str(), p.as_slice()) {
             ("GET", ["v1", "task", task_id]) => {
                 let tasks = self.tasks.lock().map_err(|_| poisoned())?;
-                tasks.by_id.get(*task_id).cloned().ok_or_else(|| {
+                tasks.get(task_id).cloned().ok_or_else(|| {
                     ApiError::new(404, "NotFound.Generic", format!("There is no task with id {task_id}"))
                 })
             }
             ("GET", ["v1", "task_list", id]) => {
                 index_ok(id)?;
                 let tasks = self.tasks.lock().map_err(|_| poisoned())?;
-                let list: Vec<Value> =
-                    tasks.order.iter().rev().take(1000).filter_map(|t| tasks.by_id.get(t).cloned()).collect();
-                Ok(json!({"tasks": list}))
+                Ok(json!({"tasks": tasks.list()}))
             }
             ("GET", ["v1", "index", id, "subject" | "entry"]) => {
                 index_ok(id)?;
@@ -299,7 +300,7 @@ impl Service {
             }
             (
                 _,
-                ["v1", "index", _, "ingest" | "batch_delete_by_subject" | "subject" | "entry" | "scroll" | "search"],
+                ["v1", "index", _, "ingest" | "batch_delete_by_subject" | "delete_by_query" | "subject" | "entry" | "scroll" | "search"],
             )
             | (_, ["v1", "task" | "task_list", _]) => {
                 Err(ApiError::new(405, "MethodNotAllowed", format!("{method} is not allowed here")))
@@ -340,16 +341,18 @@ impl Service {
         }
     }
 
-    /// `bypass_visible_to` is for callers who see every record anyway (root over the socket).
+    /// `bypass_visible_to` is for callers allowed it (those who see every record anyway, such
+    /// as root over the socket); they then see every record.
     fn visibility(&self, caller: &Caller, bypass: bool) -> Result<Visibility, ApiError> {
-        if bypass && caller.visibility != Visibility::All {
-            return Err(ApiError::new(
+        match (bypass, caller.bypass) {
+            (false, _) => Ok(caller.visibility.clone()),
+            (true, true) => Ok(Visibility::All),
+            (true, false) => Err(ApiError::new(
                 403,
                 "Forbidden.Generic",
                 "bypass_visible_to is only for callers who may see every record",
-            ));
+            )),
         }
-        Ok(caller.visibility.clone())
     }
 
     fn run(&self, s: &Search, caller: &Caller, scroll: bool) -> Result<Value, ApiError> {
@@ -383,9 +386,15 @@ impl Service {
         Ok(answer::gmeta_result(&e, false))
     }
 
+    /// Up to `limit` stored entries after the subject `after`, in subject order, whoever may
+    /// see them (for tools and tests; no endpoint answers it).
+    pub fn stored_entries(&self, after: Option<&str>, limit: usize) -> Result<Vec<Value>, ApiError> {
+        answer::stored_entries(&self.searcher(), &self.fields, after, limit)
+    }
+
     /// `GET /v1/index/<id>`: the index (records counted as the caller may see them; size on
     /// disk as a whole).
-    fn info(&self, caller: &Caller) -> Result<Value, ApiError> {
+    pub fn info(&self, caller: &Caller) -> Result<Value, ApiError> {
         let n = answer::visible_count(&self.searcher(), &self.fields, &caller.visibility)?;
         let bytes: u64 = std::fs::read_dir(&self.dir)
             .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
@@ -398,26 +407,11 @@ impl Service {
             "permissions": if caller.writer { vec!["writer"] } else { Vec::<&str>::new() },
         }))
     }
-
-    /// Remember a finished task.
-    fn task(&self, task_type: &str, state: &str, message: Option<String>) -> Result<String, ApiError> {
-        let id = uuid4();
-        let now = now_date();
-        let desc = if state == "SUCCESS" { "Task succeeded" } else { "Task failed" };
-        let doc = json!({"task_id": id, "task_type": task_type, "state": state, "state_description": desc, "index_id": self.index_id,
-                         "message": message, "creation_date": now, "completion_date": now, "additional_details": null});
-        let mut t = self.tasks.lock().map_err(|_| poisoned())?;
-        t.order.push_back(id.clone());
-        t.by_id.insert(id.clone(), doc);
-        while t.order.len() > MAX_TASKS {
-            if let Some(old) = t.order.pop_front() {
-                t.by_id.remove(&old);
-            }
-        }
-        Ok(id)
-    }
 }
 
 fn poisoned() -> ApiError {
     ApiError::new(500, "InternalError", "a request failed while holding the server's state")
 }
+
+#[cfg(test)]
+mod tests;

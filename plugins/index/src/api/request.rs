@@ -58,8 +58,9 @@ pub struct Search {
     pub post_filters: Option<Box<dyn Query>>,
     /// `facets`.
     pub facets: Vec<Facet>,
-    /// The sort field and whether descending (ties, and unsorted results, go by subject).
-    pub sort: Option<(Target, bool)>,
+    /// The sort fields in order, each with whether it is descending (ties, and unsorted
+    /// results, go by subject).
+    pub sort: Vec<(Target, bool)>,
     /// The first result returned.
     pub offset: usize,
     /// The most results returned.
@@ -214,27 +215,34 @@ fn facet(f: &Fields, v: &Value) -> Result<Facet, String> {
     Ok(Facet { name, target: t, kind })
 }
 
-/// The GSort list: one field (ties go by subject).
-fn sort(f: &Fields, v: Option<&Value>) -> Result<Option<(Target, bool)>, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(None) };
+/// The most sort keys a request may give.
+pub const MAX_SORT_KEYS: usize = 3;
+
+/// The GSort list: up to [`MAX_SORT_KEYS`] fields, each ascending or descending (ties go by
+/// subject).
+fn sort(f: &Fields, v: Option<&Value>) -> Result<Vec<(Target, bool)>, String> {
+    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
     let Some(list) = v.as_array() else { return Err("`sort` must be a list of GSort".into()) };
-    if list.len() > 1 {
-        return Err("icicle serve sorts by one field (ties go by subject)".into());
+    if list.len() > MAX_SORT_KEYS {
+        return Err(format!("icicle serve sorts by at most {MAX_SORT_KEYS} fields (ties go by subject)"));
     }
-    let Some(g) = list.first() else { return Ok(None) };
-    let Some(field) = g.get("field_name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
-        return Err("a GSort needs a `field_name` string".into());
-    };
-    let desc = match g.get("order").map(Value::as_str) {
-        None | Some(Some("asc")) => false,
-        Some(Some("desc")) => true,
-        _ => return Err(format!("the sort on `{field}`: `order` is \"asc\" or \"desc\"")),
-    };
-    let t = target(f, field)?;
-    if !t.fast() {
-        return Err(format!("`{field}` cannot be sorted on; sort on `path`"));
+    let mut keys = Vec::with_capacity(list.len());
+    for g in list {
+        let Some(field) = g.get("field_name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
+            return Err("a GSort needs a `field_name` string".into());
+        };
+        let desc = match g.get("order").map(Value::as_str) {
+            None | Some(Some("asc")) => false,
+            Some(Some("desc")) => true,
+            _ => return Err(format!("the sort on `{field}`: `order` is \"asc\" or \"desc\"")),
+        };
+        let t = target(f, field)?;
+        if !t.fast() {
+            return Err(format!("`{field}` cannot be sorted on; sort on `path`"));
+        }
+        keys.push((t, desc));
     }
-    Ok(Some((t, desc)))
+    Ok(keys)
 }
 
 fn and(mut parts: Vec<Box<dyn Query>>) -> Option<Box<dyn Query>> {
@@ -267,7 +275,7 @@ impl Search {
             query,
             post_filters: None,
             facets: Vec::new(),
-            sort: None,
+            sort: Vec::new(),
             offset: 0,
             limit: 10,
             bypass: false,
@@ -379,6 +387,23 @@ impl Search {
     }
 }
 
+/// The query of a `delete_by_query` request: `q` (with `advanced`) and `filters`, all required;
+/// nothing else is taken.
+pub fn delete_query(f: &Fields, doc: &Value) -> Result<Box<dyn Query>, String> {
+    let Some(o) = doc.as_object() else { return Err("a delete_by_query request is a JSON object".into()) };
+    if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "q" | "advanced" | "filters" | "@datatype" | "@version")) {
+        return Err(format!("unknown delete_by_query field `{k}` (it takes q, advanced and filters)"));
+    }
+    let mut parts = filters(f, o.get("filters"), "filters")?;
+    match o.get("q") {
+        None | Some(Value::Null) if parts.is_empty() => return Err("a delete_by_query needs `q` or `filters`".into()),
+        None | Some(Value::Null) => {}
+        Some(Value::String(q)) => parts.insert(0, query_string(f, q, truthy(o.get("advanced")))?),
+        Some(_) => return Err("`q` must be a string".into()),
+    }
+    Ok(and(parts).unwrap_or_else(|| Box::new(tantivy::query::AllQuery)))
+}
+
 /// Hex of a string (scroll markers).
 pub fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
@@ -410,7 +435,7 @@ mod tests {
                    "sort": [{"field_name": "size", "order": "desc"}]}),
         )
         .unwrap();
-        assert_eq!((s.offset, s.limit, s.facets.len(), s.sort.map(|x| x.1)), (2, 5, 2, Some(true)));
+        assert_eq!((s.offset, s.limit, s.facets.len(), s.sort.first().map(|x| x.1)), (2, 5, 2, Some(true)));
         for (bad, why) in [
             (json!({"q": "*", "limit": 10_001}), "10000"),
             (
@@ -419,7 +444,10 @@ mod tests {
             ),
             (json!({"q": "*", "filters": [{"type": "geo", "field_name": "uid", "values": [1]}]}), "filter types"),
             (json!({"limit": 1}), "needs `q`"),
-            (json!({"q": "*", "sort": [{"field_name": "size"}, {"field_name": "uid"}]}), "one field"),
+            (
+                json!({"q": "*", "sort": [{"field_name": "size"}, {"field_name": "uid"}, {"field_name": "gid"}, {"field_name": "mtime"}]}),
+                "at most 3",
+            ),
         ] {
             let e = Search::from_json(&f, &bad).err().unwrap_or_default();
             assert!(e.contains(why), "{bad}: {e}");

@@ -263,8 +263,7 @@ impl GlobusEmulator {
 
 impl Drop for GlobusEmulator {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
 }
 

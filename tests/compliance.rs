@@ -198,6 +198,19 @@ fn every_sink_acknowledges_only_durable_deliveries_and_closes_twice() {
         .unwrap_or_else(|e| panic!("globus: {e}"));
     covered.push("globus");
 
+    // index: the operations its last commit holds (the opstamp grows with every add and
+    // delete). Broken: a file where the directory should be.
+    let ix = t.join("index-out");
+    let committed =
+        || icicle_plugins_index::Store::open(&ix).map_or(0, |s| s.index.load_metas().map_or(0, |m| m.opstamp as usize));
+    rt.block_on(check_sink(
+        &format!("type = \"index\"\ndir = \"{}\"\nthreads = 1\nmemory_mb = 15\n", ix.display()),
+        Some(&format!("type = \"index\"\ndir = \"{}/sub\"\n", t.join("not-a-dir").display())),
+        Some(&committed),
+    ))
+    .unwrap_or_else(|e| panic!("index: {e}"));
+    covered.push("index");
+
     // kafka: the broker; messages on the topic. Broken: nothing listening.
     let bootstrap = kafka();
     let topic = format!("compliance-{}", test_seed());

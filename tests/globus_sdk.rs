@@ -1,6 +1,6 @@
 //! The file sink's documents as a stock tool sends them: globus-sdk (PyPI, without orjson, so
 //! it re-serialises each document with Python's `json.dumps`) ingests every document into the
-//! Search emulator. With `snapshot.document_size = "sdk"` (the default) each stays within
+//! Search emulator (`icicle serve`'s Search API behind the cloud's front). With `snapshot.document_size = "sdk"` (the default) each stays within
 //! 10,000,000 bytes once re-serialised and is accepted; with `"compact"` (the control) a full
 //! document grows past it and the emulator answers 413.
 
@@ -129,7 +129,9 @@ fn stock_globus_sdk_ingests_every_file_sink_document() {
 }
 
 /// The emulator's fidelity through globus-sdk's own SearchClient: every call the project
-/// relies on, answered in the shapes the SDK and Search's reference give.
+/// relies on, answered in the shapes the SDK and Search's reference give. The records have
+/// icicle's shape (`path`, `type`, `size`): the emulator's searches are `icicle serve`'s, which
+/// index those fields.
 const FIDELITY: &str = r#"
 import json, sys, time
 sys.modules["orjson"] = None
@@ -144,8 +146,8 @@ def wait(t):
             return d
         time.sleep(0.02)
 docs = [{"subject": f"/p/{n}", "visible_to": ["public"] if n != "gamma" else ["urn:globus:auth:identity:x"],
-         "content": {"name": n, "size": s, "kind": k}} for n, s, k in
-        [("alpha", 10, "f"), ("beta", 20, "f"), ("gamma", 30, "d"), ("alphabet", 40, "f")]]
+         "content": {"path": f"/p/{n}", "name": n, "type": t, "size": s}} for n, s, t in
+        [("alpha", 10, "file"), ("beta", 20, "file"), ("gamma", 30, "link"), ("alphabet", 40, "file")]]
 t = sc.ingest(index, {"ingest_type": "GMetaList", "ingest_data": {"gmeta": docs}})["task_id"]
 d = wait(t)
 out["ingest_task"] = {"state": d["state"], "task_type": d["task_type"]}
@@ -156,7 +158,7 @@ out["get_search"] = sorted(g["subject"] for g in sc.search(index, "alpha*")["gme
 seen, marker = [], None
 while True:
     kw = {"marker": marker} if marker else {}
-    page = sc.scroll(index, {"q": "*", "limit": 1, "filters": [{"type": "match_any", "field_name": "kind", "values": ["f"]}]}, **kw)
+    page = sc.scroll(index, {"q": "*", "limit": 1, "filters": [{"type": "match_any", "field_name": "type", "values": ["file"]}]}, **kw)
     seen += [g["subject"] for g in page["gmeta"]]
     if not page["has_next_page"]:
         break
@@ -168,14 +170,14 @@ e = sc.get_entry(index, "/p/alpha")
 out["entry"] = e["entries"][0]["content"]["name"]
 legacy = sc.post_search(index, {"q": "beta", "result_format_version": "2017-09-01"})
 out["legacy"] = legacy["gmeta"][0]["content"][0]["name"]
-adv = sc.post_search(index, {"q": "size:>=20 AND NOT kind:d", "advanced": True, "bypass_visible_to": True})
+adv = sc.post_search(index, {"q": "size:>=20 AND NOT type:link", "advanced": True, "bypass_visible_to": True})
 out["advanced_post"] = sorted(g["subject"] for g in adv["gmeta"])
 out["advanced_get"] = sorted(g["subject"] for g in sc.search(index, "name:alpha OR name:beta", advanced=True)["gmeta"])
-grouped = sc.post_search(index, {"q": "(kind:f AND size:[10 TO 15]) OR name:alphabet", "advanced": True})
+grouped = sc.post_search(index, {"q": "(type:file AND size:[10 TO 15]) OR name:alphabet", "advanced": True})
 out["advanced_grouped"] = sorted(g["subject"] for g in grouped["gmeta"])
 strict = sc.post_search(index, {"q": "size:>20", "advanced": True})
 out["advanced_strict"] = sorted(g["subject"] for g in strict["gmeta"])
-negated = sc.post_search(index, {"q": "kind:f -(name:alpha OR name:beta)", "advanced": True})
+negated = sc.post_search(index, {"q": "type:file -(name:alpha OR name:beta)", "advanced": True})
 out["advanced_negated_group"] = sorted(g["subject"] for g in negated["gmeta"])
 t = sc.batch_delete_by_subject(index, ["/p/beta"])["task_id"]
 out["delete_task"] = wait(t)["task_type"]

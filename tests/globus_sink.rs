@@ -335,9 +335,9 @@ fn the_lustre_monitor_acknowledges_only_what_globus_published() {
         // fails, so each run publishes and acknowledges at least one batch before it stops.
         assert!(now > before && now < last, "cleared {now} of {last} (before: {before})");
         // Nothing past the failed batch: every acknowledged record's batch was published, and
-        // the failed task is the last one.
+        // the failed task is the last one (the task list is newest first).
         let tasks = block_on(Client::new(&emu.url(), TOKEN).task_list(INDEX)).unwrap();
-        assert_eq!(tasks.last().unwrap()["state"], "FAILED");
+        assert_eq!(tasks.first().unwrap()["state"], "FAILED");
         assert!(failed_runs < 100, "no progress");
         before = now;
     }

@@ -135,9 +135,9 @@ pub fn check_source(empty: &str, good: &str, bad: &str) -> Result<usize, String>
     Ok(g.records.len())
 }
 
-/// One primary entry for `subject`, as the encoder writes them.
+/// One primary entry for `subject`, in the encoder's shape (no entry id).
 fn entry(subject: &str) -> Vec<u8> {
-    serde_json::json!({"subject": subject, "visible_to": ["public"], "content": {"name": subject}, "id": "primary"})
+    serde_json::json!({"subject": subject, "visible_to": ["public"], "content": {"path": subject, "type": "file"}})
         .to_string()
         .into_bytes()
 }

@@ -38,8 +38,7 @@ impl EmulatorProcess {
 
 impl Drop for EmulatorProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
 }
 

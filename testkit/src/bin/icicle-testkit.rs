@@ -96,9 +96,10 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
-    /// A Globus Search emulator (HTTP/1.1): ingest, batch_delete_by_subject, tasks, subject,
-    /// scroll and the client-credentials token endpoint, with Search's limits, a rate limit
-    /// and injected failures. Prints `listening on http://ADDR` and runs until killed.
+    /// A Globus Search emulator (HTTP/1.1): `icicle serve`'s Search API over an index
+    /// directory per index, with the cloud's token endpoint, limits, index administration,
+    /// queued tasks, a rate limit and injected failures in front. Prints
+    /// `listening on http://ADDR` and runs until SIGTERM or SIGINT.
     GlobusSearch {
         /// Address to bind (port 0: any free port).
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -136,6 +137,10 @@ enum Command {
         /// Also write the bound address (host:port) to this file.
         #[arg(long)]
         addr_file: Option<PathBuf>,
+        /// Where the indexes' directories are made (default: a temporary directory, removed
+        /// when it stops on SIGTERM or SIGINT).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -209,6 +214,7 @@ fn main() -> anyhow::Result<()> {
             task_delay_ms,
             token_lifetime_secs,
             addr_file,
+            dir,
         } => {
             let opts = globus::Options {
                 indexes,
@@ -222,6 +228,7 @@ fn main() -> anyhow::Result<()> {
                 fail_task_subjects: Vec::new(),
                 task_delay: std::time::Duration::from_millis(task_delay_ms),
                 token_lifetime: std::time::Duration::from_secs(token_lifetime_secs),
+                dir,
             };
             globus_search(&listen, opts, addr_file.as_deref())?;
         }
@@ -288,7 +295,7 @@ fn globus_search(listen: &str, opts: globus::Options, addr_file: Option<&Path>) 
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
             }
         };
-        globus::serve(listener, opts, stop).await;
+        globus::serve(listener, opts, stop).await?;
         anyhow::Ok(())
     })
 }

@@ -1,18 +1,20 @@
 //! Index administration: `POST /v1/index` (a trial index, 1 MB), `GET /v1/index/<id>`,
 //! `GET /v1/index_list`, `DELETE /v1/index/<id>` and `POST .../reopen`, and the roles
 //! (`POST .../role`, `GET .../role_list`, `DELETE .../role/<id>`), in the shapes of
-//! globus-sdk's recorded responses. The configured indexes are subscription indexes.
-
-use std::collections::{BTreeMap, BTreeSet};
+//! globus-sdk's recorded responses. The configured indexes are subscription indexes. None of
+//! this is in `icicle serve` (one index, made by its directory): a new index here is a new
+//! product service over a directory of its own, and an index document is the service's with
+//! the cloud's description, status and size limit put over it.
 
 use hyper::body::Incoming;
 use hyper::Request;
+use icicle_plugins_index::api::auth::Caller;
+use icicle_plugins_index::api::tasks::now_date;
+use icicle_plugins_index::Visibility;
 use serde_json::{json, Value};
 
-use super::entry::Entry;
-use super::http::{error, json_body, json_response, no_index, Resp};
+use super::http::{error, error_response, json_body, json_response, no_index, Resp};
 use super::state::{Grant, Shared, State};
-use super::task::now_date;
 
 /// A trial index holds this much content.
 pub const TRIAL_MAX_MB: u64 = 1;
@@ -52,22 +54,26 @@ impl IndexMeta {
     }
 }
 
-/// Bytes of content an index holds (compact JSON of every entry's content).
-pub(super) fn index_bytes(ix: &BTreeMap<String, Vec<Entry>>) -> u64 {
-    ix.values().flatten().map(|e| serde_json::to_vec(&e.content).map_or(0, |v| v.len() as u64)).sum()
-}
-
+/// The GSearchIndex document of `id`: the product's (counts of every record), with the cloud's
+/// fields over it.
 fn document(st: &State, id: &str) -> Option<Value> {
-    let (meta, ix) = (st.meta.get(id)?, st.indexes.get(id)?);
-    let bytes = index_bytes(ix);
-    Some(json!({
-        "@datatype": "GSearchIndex", "@version": "2017-09-01", "id": id,
-        "display_name": meta.display_name, "description": meta.description, "creation_date": meta.creation_date,
-        "is_trial": meta.trial, "subscription_id": if meta.trial { Value::Null } else { json!("emulated-subscription") },
-        "max_size_in_mb": meta.max_bytes() >> 20, "size_in_mb": bytes >> 20,
-        "num_subjects": ix.len(), "num_entries": ix.values().map(Vec::len).sum::<usize>(),
-        "status": meta.status, "permissions": ["owner"],
-    }))
+    let ix = st.indexes.get(id)?;
+    let everyone = Caller { visibility: Visibility::All, writer: true, authenticated: true, bypass: true };
+    let mut d = ix.svc.info(&everyone).ok()?;
+    let meta = &ix.meta;
+    for (k, v) in [
+        ("display_name", json!(meta.display_name)),
+        ("description", json!(meta.description)),
+        ("creation_date", json!(meta.creation_date)),
+        ("is_trial", json!(meta.trial)),
+        ("subscription_id", if meta.trial { Value::Null } else { json!("emulated-subscription") }),
+        ("max_size_in_mb", json!(meta.max_bytes() >> 20)),
+        ("status", json!(meta.status)),
+        ("permissions", json!(["owner"])),
+    ] {
+        d[k] = v;
+    }
+    Some(d)
 }
 
 /// Whether `method` on `api` is one of this module's routes.
@@ -89,10 +95,9 @@ pub(super) async fn admin(shared: &Shared, req: Request<Incoming>, method: &str,
         ("POST", ["index"]) => create(shared, req, grant).await,
         ("GET", ["index_list"]) => {
             let st = shared.lock();
-            let ids: BTreeSet<&String> = st.meta.keys().collect();
             json_response(
                 200,
-                &json!({"index_list": ids.into_iter().filter_map(|id| document(&st, id)).collect::<Vec<_>>()}),
+                &json!({"index_list": st.indexes.keys().filter_map(|id| document(&st, id)).collect::<Vec<_>>()}),
             )
         }
         ("GET", ["index", id]) => match document(&shared.lock(), id) {
@@ -102,8 +107,8 @@ pub(super) async fn admin(shared: &Shared, req: Request<Incoming>, method: &str,
         ("DELETE", ["index", id]) => set_status(shared, id, "open", "delete_pending"),
         ("POST", ["index", id, "reopen"]) => set_status(shared, id, "delete_pending", "open"),
         ("POST", ["index", id, "role"]) => create_role(shared, req, id).await,
-        ("GET", ["index", id, "role_list"]) => match shared.lock().meta.get(*id) {
-            Some(m) => json_response(200, &json!({"role_list": m.roles})),
+        ("GET", ["index", id, "role_list"]) => match shared.lock().indexes.get(*id) {
+            Some(ix) => json_response(200, &json!({"role_list": ix.meta.roles})),
             None => no_index(id),
         },
         ("DELETE", ["index", id, "role", role]) => delete_role(shared, id, role),
@@ -114,7 +119,7 @@ pub(super) async fn admin(shared: &Shared, req: Request<Incoming>, method: &str,
 async fn create(shared: &Shared, req: Request<Incoming>, grant: &Grant) -> Resp {
     let doc = match json_body(req).await {
         Ok(d) => d,
-        Err(r) => return *r,
+        Err(e) => return error_response(&e),
     };
     let (Some(name), Some(description)) = (doc["display_name"].as_str(), doc["description"].as_str()) else {
         return error(
@@ -124,16 +129,18 @@ async fn create(shared: &Shared, req: Request<Incoming>, grant: &Grant) -> Resp 
             Value::Null,
         );
     };
-    let mut st = shared.lock();
-    if st.meta.values().filter(|m| m.trial).count() >= TRIAL_LIMIT {
-        return error(
-            409,
-            "Conflict.LimitExceeded",
-            "Role limit exceeded",
-            json!({"constraint": format!("Cannot create more ownership roles on trial indices than the limit ({TRIAL_LIMIT})")}),
-        );
-    }
-    let id = st.uuid();
+    let (id, role_id) = {
+        let mut st = shared.lock();
+        if st.indexes.values().filter(|ix| ix.meta.trial).count() >= TRIAL_LIMIT {
+            return error(
+                409,
+                "Conflict.LimitExceeded",
+                "Role limit exceeded",
+                json!({"constraint": format!("Cannot create more ownership roles on trial indices than the limit ({TRIAL_LIMIT})")}),
+            );
+        }
+        (st.uuid(), st.uuid())
+    };
     let mut meta = IndexMeta {
         display_name: name.into(),
         description: description.into(),
@@ -143,12 +150,11 @@ async fn create(shared: &Shared, req: Request<Incoming>, grant: &Grant) -> Resp 
         roles: Vec::new(),
     };
     let owner = grant.identity.clone().unwrap_or_else(|| "urn:globus:auth:identity:emulator-static-token".into());
-    let role_id = st.uuid();
     meta.roles.push(role(&role_id, &id, "owner", &owner));
-    st.indexes.insert(id.clone(), BTreeMap::new());
-    st.fields.insert(id.clone(), BTreeSet::new());
-    st.meta.insert(id.clone(), meta);
-    json_response(200, &document(&st, &id).unwrap_or(Value::Null))
+    if let Err(e) = shared.add_index(&id, meta) {
+        return error_response(&e);
+    }
+    json_response(200, &document(&shared.lock(), &id).unwrap_or(Value::Null))
 }
 
 fn role(id: &str, index: &str, name: &str, principal: &str) -> Value {
@@ -158,7 +164,7 @@ fn role(id: &str, index: &str, name: &str, principal: &str) -> Value {
 
 fn set_status(shared: &Shared, id: &str, from: &'static str, to: &'static str) -> Resp {
     let mut st = shared.lock();
-    let Some(m) = st.meta.get_mut(id) else { return no_index(id) };
+    let Some(m) = st.indexes.get_mut(id).map(|ix| &mut ix.meta) else { return no_index(id) };
     if m.status != from {
         return error(
             409,
@@ -174,7 +180,7 @@ fn set_status(shared: &Shared, id: &str, from: &'static str, to: &'static str) -
 async fn create_role(shared: &Shared, req: Request<Incoming>, id: &str) -> Resp {
     let doc = match json_body(req).await {
         Ok(d) => d,
-        Err(r) => return *r,
+        Err(e) => return error_response(&e),
     };
     let (Some(name), Some(principal)) = (doc["role_name"].as_str(), doc["principal"].as_str()) else {
         return error(400, "BadRequest.ValidationError", "a role needs `role_name` and `principal`", Value::Null);
@@ -189,7 +195,7 @@ async fn create_role(shared: &Shared, req: Request<Incoming>, id: &str) -> Resp 
     }
     let mut st = shared.lock();
     let role_id = st.uuid();
-    let Some(m) = st.meta.get_mut(id) else { return no_index(id) };
+    let Some(m) = st.indexes.get_mut(id).map(|ix| &mut ix.meta) else { return no_index(id) };
     let r = role(&role_id, id, name, principal);
     m.roles.push(r.clone());
     json_response(200, &r)
@@ -197,7 +203,7 @@ async fn create_role(shared: &Shared, req: Request<Incoming>, id: &str) -> Resp 
 
 fn delete_role(shared: &Shared, id: &str, role_id: &str) -> Resp {
     let mut st = shared.lock();
-    let Some(m) = st.meta.get_mut(id) else { return no_index(id) };
+    let Some(m) = st.indexes.get_mut(id).map(|ix| &mut ix.meta) else { return no_index(id) };
     match m.roles.iter().position(|r| r["id"] == role_id) {
         Some(i) => json_response(200, &json!({"success": true, "deleted": m.roles.remove(i)})),
         None => error(404, "NotFound.Generic", format!("There is no role {role_id} on index {id}"), Value::Null),

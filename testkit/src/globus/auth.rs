@@ -8,6 +8,9 @@ use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::Request;
 use serde_json::{json, Value};
 
+use icicle_plugins_index::api::auth::Caller;
+use icicle_plugins_index::Visibility;
+
 use super::config::{SCOPE_ALL, SCOPE_INGEST, SCOPE_SEARCH};
 use super::http::{base64_decode, body, error, json_response, oauth_error, parse_form, Refusal, Resp};
 use super::state::{Grant, Shared};
@@ -46,6 +49,24 @@ pub(super) fn authorize(shared: &Shared, req: &Request<Incoming>, anonymous_ok: 
 /// Whether the grant's scopes allow writing (ingest) or reading (search).
 pub(super) fn allows(g: &Grant, write: bool) -> bool {
     g.scopes.iter().any(|s| s == SCOPE_ALL || s == if write { SCOPE_INGEST } else { SCOPE_SEARCH })
+}
+
+/// The caller the product answers for a grant: `public` and the grant's identity; every
+/// authenticated caller counts as the index's owner, so it may use `bypass_visible_to`.
+pub(super) fn caller(g: &Grant) -> Caller {
+    let mut p = vec!["public".to_string()];
+    p.extend(g.identity.clone());
+    Caller {
+        visibility: Visibility::Principals(p),
+        writer: allows(g, true),
+        authenticated: !g.anonymous,
+        bypass: !g.anonymous,
+    }
+}
+
+/// The 403 of a grant whose scopes do not allow searching.
+pub(super) fn cannot_search() -> Resp {
+    error(403, "Forbidden.Generic", "the token's scope does not allow searching the index", Value::Null)
 }
 
 /// Take one request from the bucket, or the 429 to answer.

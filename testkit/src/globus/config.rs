@@ -1,19 +1,15 @@
-//! The documented limits and scopes of the Search API, and the emulator's options.
+//! The documented limits and scopes of the Search API, and the emulator's options. The limits
+//! `icicle serve` also enforces are its own (re-exported here); those of Globus's cloud alone
+//! (field length, nesting, entry size, fields per index) are the emulator's.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// Globus Search's HTTP request size limit ("10MB"), read as 10,000,000 bytes.
-pub const MAX_REQUEST_BYTES: usize = 10_000_000;
-/// Largest subject, in UTF-8 bytes.
-pub const MAX_SUBJECT_BYTES: usize = 500;
-/// Most principals in one `visible_to`.
-pub const MAX_VISIBLE_TO: usize = 100;
-/// Most entries (distinct entry ids) under one subject.
-pub const MAX_ENTRIES_PER_SUBJECT: usize = 10;
-/// Largest scroll page.
-pub const MAX_SCROLL_LIMIT: u64 = 10_000;
-/// Largest `offset + limit` of a search ("at most 10,000 results"; use scroll for more).
-pub const MAX_SEARCH_RESULTS: u64 = 10_000;
+pub use icicle_plugins_index::api::advanced::MAX_QUERY_CHARS;
+pub use icicle_plugins_index::api::http::MAX_REQUEST_BYTES;
+pub use icicle_plugins_index::api::request::{MAX_SCROLL_LIMIT, MAX_SEARCH_RESULTS};
+pub use icicle_plugins_index::api::write::{MAX_SUBJECT_BYTES, MAX_VISIBLE_TO};
+
 /// Largest entry as compact JSON ("10MB" after expansion, read as 10,000,000 bytes).
 pub const MAX_ENTRY_BYTES: usize = 10_000_000;
 /// Largest string value in an entry ("32KB", read as 32,000 bytes like 10MB above).
@@ -22,12 +18,6 @@ pub const MAX_FIELD_BYTES: usize = 32_000;
 pub const MAX_FIELDS_PER_INDEX: usize = 1000;
 /// Deepest key in `content` (a top-level key is at depth 1).
 pub const MAX_FIELD_DEPTH: usize = 20;
-/// Longest query string `q`, in characters.
-pub const MAX_QUERY_CHARS: usize = 256;
-/// Strings longer than this (characters) are left out of facets and sort as missing.
-pub(super) const MAX_FACET_CHARS: usize = 10_000;
-/// Most buckets a histogram facet may produce.
-pub(super) const MAX_BUCKETS: usize = 10_000;
 /// The full-access Search scope (client-credentials tokens get it unless they ask for less).
 pub const SCOPE_ALL: &str = "urn:globus:auth:scope:search.api.globus.org:all";
 /// The ingest-only Search scope.
@@ -62,6 +52,9 @@ pub struct Options {
     pub task_delay: Duration,
     /// `expires_in` of issued access tokens.
     pub token_lifetime: Duration,
+    /// Where the indexes' directories are made (`None`: a temporary directory, removed when
+    /// the emulator stops).
+    pub dir: Option<PathBuf>,
 }
 
 impl Options {
@@ -79,6 +72,7 @@ impl Options {
             fail_task_subjects: Vec::new(),
             task_delay: Duration::ZERO,
             token_lifetime: Duration::from_secs(172_800),
+            dir: None,
         }
     }
 }

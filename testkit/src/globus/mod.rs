@@ -1,73 +1,59 @@
 //! A Globus Search emulator (`icicle-testkit globus-search`) and a small client for reading it
-//! back. A real HTTP/1.1 server (hyper, keep-alive) that answers like the Search API of
-//! formats.md §5: GIngest ingest (GMetaEntry and GMetaList), `batch_delete_by_subject`,
-//! subject, entry and `delete_by_query` deletes, tasks run in the order received by a
-//! background worker (PENDING → PROGRESS → SUCCESS or FAILED), `GET /v1/task/<id>`,
-//! `GET /v1/task_list/<index>`, `GET /v1/index/<id>/subject`, `POST /v1/index/<id>/scroll`,
-//! `GET` and `POST /v1/index/<id>/search` (a subset, see Search below), `GET .../entry`,
-//! index administration and roles (trial indexes of 1 MB), and Globus Auth's client
-//! credentials token endpoint. It enforces the documented limits (10 MB
-//! requests, 500-byte subjects, 100 `visible_to` principals, 10 entries per subject, 10 MB
-//! entries, 32 KB fields, 20 levels of nesting, 1000 fields per index, 256-character queries,
-//! `offset + limit` ≤ 10,000, `Content-Type: application/json`), a token-bucket rate limit
-//! answering 429 with `Retry-After`, and can inject transient 503s and FAILED tasks.
+//! back: `icicle serve`'s Search API with what Globus's cloud adds in front of it.
 //!
-//! Choices where the spec is silent: errors are `{"code","message","status","error_data"}`,
-//! limit violations 400 `BadRequest.ValidationError` (a request that breaks no limit alone but
-//! would take its index past 1000 fields is accepted and its task FAILS, applying nothing, as
-//! an Elasticsearch mapping limit would); every authenticated caller is treated as the index's
-//! owner, so `bypass_visible_to` is allowed; otherwise results show entries visible to `public`
-//! or to the caller's identity (`urn:globus:auth:identity:<client_id>` for client-credentials
-//! tokens; static tokens and anonymous queries have none, so they see `public` entries only).
-//! Endpoints under `/_emulator/` (no authentication, no rate limit) serve tests: `stats`,
-//! `dump/<index>` (entries with `visible_to`) and `expire_tokens`.
+//! Each index is the product's [`Service`] (plugins/index `api`) over a directory of its own
+//! (a temporary directory unless [`Options::dir`] says where). What tests are answered from
+//! that service is the product's code: ingest and delete checks, `GET` and `POST` search
+//! (query strings, the advanced syntax, filters, facets, sort, paging), scroll,
+//! `GET .../subject` and `.../entry`, `delete_by_query`, `DELETE .../subject` and `.../entry`,
+//! the Task documents and `GET /v1/task_list/<index>`.
 //!
-//! # Search
+//! The emulator adds only what the cloud service has and `icicle serve` has not:
 //!
-//! `q` is `*` (everything) or whitespace-separated terms, all required: a term matches an
-//! entry when each of its letter/digit runs (case-insensitive) is a word of some string,
-//! number or boolean in `content`; a trailing `*` makes the last run a prefix. No operators,
-//! quotes or `field:value` unless `advanced: true` (a subset of the advanced syntax: see
-//! `advanced.rs`). `filters` and
-//! `post_facet_filters` (all must hold) are `match_any`, `match_all` and `range` on a dotted
-//! `field_name` into `content` (lists are searched element by element); range bounds are
-//! inclusive, `"*"` is open, numbers compare with numbers and dates (the formats Search
-//! detects: `yyyy-MM-dd`, `yyyy-MM-dd HH:mm:ss`, `yyyy/MM/dd HH:mm:ss Z`,
-//! `yyyy-MM-ddTHH:mm:ss[.SSS]Z`) with dates. `facets`: `terms` (`size`, default 10; count
-//! desc, then value), `date_histogram` (`date_interval` `year` … `second`, UTC) and
-//! `numeric_histogram` (`histogram_range` cut into `size` equal buckets, `low` ≤ x < `high`);
-//! they count matching entries before `post_facet_filters`. `sort` by fields (`asc` takes an
-//! entry's smallest value, `desc` its largest, missing last); ties, and unsorted results, go by
-//! subject. Strings over 10,000 characters are left out of facets and sort as missing.
+//! - Globus Auth: static tokens, the client-credentials token endpoint (`POST /v2/oauth2/token`),
+//!   scopes and expiry; every `/v1` request needs a token except queries, which without one see
+//!   `public` entries only. A caller is answered for `public` and its identity
+//!   (`urn:globus:auth:identity:<client_id>` for client credentials; static tokens have none),
+//!   and every authenticated caller is the index's owner, so it may use `bypass_visible_to`.
+//! - Tasks run later: a write is checked at once (the product's checks, then the cloud's), then
+//!   queued; one worker applies the queue in the order received through the product
+//!   (`PENDING`, `PROGRESS` for `task_delay`, then `SUCCESS` or `FAILED`).
+//! - The cloud's limits the product does not have: string values ≤ 32 KB, keys nested ≤ 20,
+//!   entries ≤ 10 MB as compact JSON, ≤ 1000 fields a request, and an index that has ever held
+//!   1000 fields fails the task that adds more (an Elasticsearch mapping, never forgotten).
+//! - Index administration: trial indexes (1 MB of content, at most 3), index documents, delete
+//!   and reopen (writes answer 409 while `delete_pending`), roles; the size quota (413).
+//! - Faults: a token-bucket rate limit (429 with `Retry-After`), every Nth write answered 503
+//!   without being applied, every Nth task (or those naming given subjects) `FAILED` without
+//!   being applied, ingests naming given subjects refused (400).
+//! - `/_emulator/` endpoints for tests (no authentication, no rate limit): `stats`,
+//!   `dump/<index>` (the stored entries with `visible_to`) and `expire_tokens`.
+//!
+//! Errors are the product's `{"code","message","status","error_data"}` documents.
 //!
 //! # Layout
 //!
-//! `config` holds the limits and [`Options`]; `http` the wire helpers; `values`, `entry`,
-//! `facets`, `query` and `task` the stored data and its semantics; `state` the shared state
-//! and the task worker; `auth`, `write` and `read` the request handlers; `server` the routing
-//! and the listener; `client` reads it all back. Each module uses only those listed before it.
+//! `config` holds the limits and [`Options`]; `http` the wire helpers the product lacks;
+//! `limits` the cloud's content limits; `state` the indexes, the queue and the task worker;
+//! `auth`, `admin` and `write` the emulator's own handlers; `server` the routing and the
+//! listener; `client` reads it all back.
+//!
+//! [`Service`]: icicle_plugins_index::api::Service
 
 mod admin;
-mod advanced;
 mod auth;
 mod client;
 mod config;
-mod entry;
-mod facets;
 mod http;
-mod query;
-mod read;
+mod limits;
 mod server;
 mod state;
-mod task;
-mod values;
 mod write;
 
 pub use client::{block_on, Client, ClientError};
 pub use config::{
-    Options, MAX_ENTRIES_PER_SUBJECT, MAX_ENTRY_BYTES, MAX_FIELDS_PER_INDEX, MAX_FIELD_BYTES, MAX_FIELD_DEPTH,
-    MAX_QUERY_CHARS, MAX_REQUEST_BYTES, MAX_SCROLL_LIMIT, MAX_SEARCH_RESULTS, MAX_SUBJECT_BYTES, MAX_VISIBLE_TO,
-    SCOPE_ALL,
+    Options, MAX_ENTRY_BYTES, MAX_FIELDS_PER_INDEX, MAX_FIELD_BYTES, MAX_FIELD_DEPTH, MAX_QUERY_CHARS,
+    MAX_REQUEST_BYTES, MAX_SCROLL_LIMIT, MAX_SEARCH_RESULTS, MAX_SUBJECT_BYTES, MAX_VISIBLE_TO, SCOPE_ALL,
 };
 pub use server::{serve, Emulator};
 

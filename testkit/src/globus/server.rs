@@ -1,5 +1,6 @@
-//! The HTTP/1.1 server: routing requests to their handlers, the accept loop, and an emulator
-//! on a thread of its own for tests.
+//! The HTTP/1.1 server: routing requests to the emulator's own handlers (Globus Auth, index
+//! administration, writes, `/_emulator/`) or, for reads, to the product's service of the
+//! index, the accept loop, and an emulator on a thread of its own for tests.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -7,14 +8,15 @@ use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::{Method, Request};
+use icicle_plugins_index::api::http::percent_decode;
+use icicle_plugins_index::api::write::WriteKind;
 use serde_json::{json, Value};
 
 use super::admin::{admin, is_admin_route};
-use super::auth::{authorize, rate_limit, token_endpoint};
+use super::auth::{allows, authorize, caller, cannot_search, rate_limit, token_endpoint};
 use super::config::Options;
-use super::http::{error, json_response, no_index, no_resource, percent_decode, Resp};
-use super::read::{entry, scroll_request, search_get, search_post, subject, task, task_list};
-use super::state::{worker, Shared};
+use super::http::{error, json_response, no_index, no_resource, Resp};
+use super::state::{worker, Grant, Shared};
 use super::write::write_request;
 
 /// Answer one request: Globus Auth's token endpoint, the `/_emulator/` endpoints or the `/v1` API.
@@ -58,23 +60,25 @@ fn emulator_endpoint(shared: &Shared, method: &str, what: &[&str]) -> Option<Res
     }
 }
 
-/// `/_emulator/dump/<index>`: every entry of the index with its `visible_to`.
+/// `/_emulator/dump/<index>`: every entry the index's service stores, with its `visible_to`.
 fn dump(shared: &Shared, index: &str) -> Resp {
-    let st = shared.lock();
-    let Some(ix) = st.indexes.get(index) else { return no_index(index) };
-    let subjects: serde_json::Map<String, Value> = ix
-        .iter()
-        .map(|(s, es)| {
-            (
-                s.clone(),
-                Value::Array(
-                    es.iter()
-                        .map(|e| json!({"entry_id": e.entry_id, "visible_to": e.visible_to, "content": e.content}))
-                        .collect(),
-                ),
-            )
-        })
-        .collect();
+    let Some(svc) = shared.service(index) else { return no_index(index) };
+    let mut subjects = serde_json::Map::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = match svc.stored_entries(after.as_deref(), 1000) {
+            Ok(p) => p,
+            Err(e) => return error(e.status, e.code, e.message, Value::Null),
+        };
+        for e in &page {
+            let entry = json!({"entry_id": e.get("id").cloned().unwrap_or(Value::Null), "visible_to": e["visible_to"], "content": e["content"]});
+            subjects.insert(e["subject"].as_str().unwrap_or_default().to_string(), json!([entry]));
+        }
+        match page.last() {
+            Some(e) if page.len() == 1000 => after = e["subject"].as_str().map(str::to_string),
+            _ => break,
+        }
+    }
     json_response(200, &json!({"index_id": index, "subjects": subjects}))
 }
 
@@ -98,34 +102,49 @@ async fn v1(shared: &Shared, req: Request<Incoming>, method: &Method, api: &[&st
     if is_admin_route(method.as_str(), api) {
         return admin(shared, req, method.as_str(), api, &grant).await;
     }
-    match (method.as_str(), api) {
-        ("POST", ["index", index, what @ ("ingest" | "batch_delete_by_subject" | "delete_by_query")]) => {
-            write_request(shared, req, index, &grant, what).await
+    if let ["index", index, what] = api {
+        if let Some(kind) = WriteKind::route(method.as_str(), what) {
+            return write_request(shared, req, index, &grant, kind).await;
         }
-        ("DELETE", ["index", index, what @ ("subject" | "entry")]) => {
-            write_request(shared, req, index, &grant, &format!("delete_{what}")).await
-        }
-        ("GET", ["index", index, "search"]) => search_get(shared, &req, index, &grant),
-        ("POST", ["index", index, "search"]) => search_post(shared, req, index, &grant).await,
-        ("GET", ["index", index, "subject"]) => subject(shared, &req, index, &grant),
-        ("GET", ["index", index, "entry"]) => entry(shared, &req, index, &grant),
-        ("POST", ["index", index, "scroll"]) => scroll_request(shared, req, index, &grant).await,
-        ("GET", ["task", task_id]) => task(shared, task_id),
-        ("GET", ["task_list", index]) => task_list(shared, index),
-        (
-            _,
-            ["index", _, "ingest" | "batch_delete_by_subject" | "delete_by_query" | "subject" | "entry" | "scroll" | "search"],
-        )
-        | (_, ["task" | "task_list", _]) => {
-            error(405, "MethodNotAllowed", format!("{method} is not allowed here"), Value::Null)
-        }
+    }
+    if query_route && !allows(&grant, false) {
+        return cannot_search();
+    }
+    match api {
+        ["index", index, ..] => match shared.service(index) {
+            Some(svc) => svc.respond(req, caller(&grant)).await,
+            None => no_index(index),
+        },
+        ["task", task_id] => task(shared, req, task_id, &grant).await,
+        ["task_list", index] => match shared.service(index) {
+            Some(svc) => svc.respond(req, caller(&grant)).await,
+            None => no_index(index),
+        },
         _ => no_resource(&full.join("/")),
     }
 }
 
-/// Serve on `listener` until `shutdown` resolves.
-pub async fn serve(listener: tokio::net::TcpListener, opts: Options, shutdown: impl std::future::Future<Output = ()>) {
-    let shared = Arc::new(Shared::new(opts));
+/// `/v1/task/<id>`: answered by the service of the index the task writes to.
+async fn task(shared: &Shared, req: Request<Incoming>, task_id: &str, grant: &Grant) -> Resp {
+    let svcs: Vec<_> = shared.lock().indexes.values().map(|ix| ix.svc.clone()).collect();
+    match svcs.iter().find(|s| s.has_task(task_id)).or(svcs.first()) {
+        Some(svc) => svc.clone().respond(req, caller(grant)).await,
+        None => error(404, "NotFound.Generic", format!("There is no task with id {task_id}"), Value::Null),
+    }
+}
+
+/// Serve on `listener` until `shutdown` resolves; the indexes are made first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    run(listener, Arc::new(Shared::new(opts)?), shutdown).await;
+    Ok(())
+}
+
+/// Serve `shared` on `listener` until `shutdown` resolves.
+async fn run(listener: tokio::net::TcpListener, shared: Arc<Shared>, shutdown: impl std::future::Future<Output = ()>) {
     let w = tokio::spawn(worker(shared.clone()));
     tokio::pin!(shutdown);
     loop {
@@ -160,13 +179,14 @@ impl Emulator {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
+        let shared = Arc::new(Shared::new(opts)?);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let thread = std::thread::Builder::new().name("globus-emulator".into()).spawn(move || {
             rt.block_on(async move {
                 match tokio::net::TcpListener::from_std(std_listener) {
                     Ok(l) => {
-                        serve(l, opts, async {
+                        run(l, shared, async {
                             let _ = rx.await;
                         })
                         .await

@@ -60,6 +60,10 @@ fn fixture() -> &'static Fixture {
         let viewer_client_id = gen::fake_uuid(uid as u64);
         let mut o = Options::new(RO, TOKEN);
         o.indexes = vec![RO.into(), RW.into(), VIS.into()];
+        // A static is never dropped: its indexes go where the next run clears them.
+        let ix = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("globus_search-indexes");
+        let _ = std::fs::remove_dir_all(&ix);
+        o.dir = Some(ix);
         o.client = Some((viewer_client_id.clone(), SECRET.into()));
         let emu = Emulator::start(o).unwrap();
         let out = tmp.join("out");

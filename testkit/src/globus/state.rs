@@ -112,7 +112,24 @@ pub(super) struct Shared {
     /// Where the index directories are.
     dir: PathBuf,
     /// The temporary directory holding them, removed last.
-    _tmp: Option<tempfile::TempDir>,
+    _scratch: Option<Scratch>,
+}
+
+/// A temporary directory removed when dropped, waiting out an index writer's merge threads
+/// that may still write into it after the writer is dropped (up to 5 s).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            match std::fs::remove_dir_all(&self.0) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
+                _ => return,
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -120,11 +137,11 @@ impl Shared {
     pub(super) fn new(opts: Options) -> std::io::Result<Shared> {
         let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7)
             ^ u64::from(std::process::id()) << 40;
-        let (dir, tmp) = match &opts.dir {
+        let (dir, scratch) = match &opts.dir {
             Some(d) => (d.clone(), None),
             None => {
-                let t = tempfile::Builder::new().prefix("icicle-globus-emulator-").tempdir()?;
-                (t.path().to_path_buf(), Some(t))
+                let t = tempfile::Builder::new().prefix("icicle-globus-emulator-").tempdir()?.keep();
+                (t.clone(), Some(Scratch(t)))
             }
         };
         let state = State {
@@ -137,7 +154,8 @@ impl Shared {
             made: 0,
             rng: icicle_core::rng::Rng::new(seed),
         };
-        let shared = Shared { opts, state: Mutex::new(state), wake: tokio::sync::Notify::new(), dir, _tmp: tmp };
+        let shared =
+            Shared { opts, state: Mutex::new(state), wake: tokio::sync::Notify::new(), dir, _scratch: scratch };
         for id in shared.opts.indexes.clone() {
             shared.add_index(&id, IndexMeta::configured(&id)).map_err(|e| std::io::Error::other(e.to_string()))?;
         }

@@ -32,8 +32,6 @@ pub struct Fields {
     pub name_reversed: Field,
     /// What follows the last `.` of `name`: `*.py` is one term.
     pub extension: Field,
-    /// Every directory above `path` (`/a`, `/a/b` for `/a/b/c`): "below a directory" is one term.
-    pub ancestors: Field,
     /// The directory holding `path`.
     pub parent: Field,
     /// An aggregate's principal id (uid, gid or directory).
@@ -73,17 +71,16 @@ impl Fields {
             name: b.add_text_field("name", STRING),
             name_reversed: b.add_text_field("name_reversed", STRING),
             extension: b.add_text_field("extension", STRING),
-            ancestors: b.add_text_field("ancestors", STRING),
             parent: b.add_text_field("parent", STRING),
             id: b.add_text_field("id", STRING | FAST),
             uid: b.add_u64_field("uid", INDEXED | FAST),
             gid: b.add_u64_field("gid", INDEXED | FAST),
-            size: b.add_u64_field("size", INDEXED | FAST),
-            files: b.add_u64_field("files", INDEXED | FAST),
-            atime: b.add_i64_field("atime", INDEXED | FAST),
-            ctime: b.add_i64_field("ctime", INDEXED | FAST),
-            mtime: b.add_i64_field("mtime", INDEXED | FAST),
-            mode: b.add_u64_field("mode", INDEXED | FAST),
+            size: b.add_u64_field("size", FAST),
+            files: b.add_u64_field("files", FAST),
+            atime: b.add_i64_field("atime", FAST),
+            ctime: b.add_i64_field("ctime", FAST),
+            mtime: b.add_i64_field("mtime", FAST),
+            mode: b.add_u64_field("mode", FAST),
             // Terms only (no frequencies or positions): a word is there or not.
             words: b.add_text_field(
                 "words",
@@ -109,7 +106,6 @@ impl Fields {
             name: f("name")?,
             name_reversed: f("name_reversed")?,
             extension: f("extension")?,
-            ancestors: f("ancestors")?,
             parent: f("parent")?,
             id: f("id")?,
             uid: f("uid")?,
@@ -210,11 +206,6 @@ fn mode_bits(written: u64) -> Option<u64> {
     u64::from_str_radix(&written.to_string(), 8).ok()
 }
 
-/// Every directory above `path`, outermost first (`/a`, `/a/b` for `/a/b/c`).
-pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
-    path.match_indices('/').filter(|(i, _)| *i > 0).map(move |(i, _)| &path[..i])
-}
-
 /// What follows the last `.` of a name (`py` for `a.py` and for `.py`): a name matches `*.EXT`
 /// exactly when this is EXT.
 pub fn extension(name: &str) -> Option<&str> {
@@ -262,9 +253,6 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
             doc.add_text(f.extension, ext);
         }
         doc.add_text(f.parent, parent(p));
-        for a in ancestors(p) {
-            doc.add_text(f.ancestors, a);
-        }
     }
     if let Some(id) = &c.id {
         doc.add_text(f.id, id);
@@ -301,9 +289,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ancestors_and_parents() {
-        assert_eq!(ancestors("/a/b/c").collect::<Vec<_>>(), ["/a", "/a/b"]);
-        assert_eq!(ancestors("/a").count(), 0);
+    fn parents_and_modes() {
         assert_eq!((parent("/a/b"), parent("/a")), ("/a", "/"));
         assert_eq!(mode_bits(100644), Some(0o100644));
         assert_eq!(mode_bits(9), None);

@@ -154,6 +154,16 @@ fn range<T: Copy>(field: Field, span: &Span<T>, term: fn(Field, T) -> Term) -> O
     Some(Box::new(RangeQuery::new(t(&span.lo), t(&span.hi))))
 }
 
+/// The records below directory `dir` (at any depth): the paths from `dir/` up to, not
+/// including, `dir0` (`0` follows `/`), answered from the path column.
+pub fn below(path: Field, dir: &str) -> Box<dyn Query> {
+    let dir = dir.trim_end_matches('/');
+    Box::new(RangeQuery::new(
+        Bound::Included(Term::from_field_text(path, &format!("{dir}/"))),
+        Bound::Excluded(Term::from_field_text(path, &format!("{dir}0"))),
+    ))
+}
+
 /// The engine's query for `filter` as seen by `who`.
 pub fn query(fields: &Fields, filter: &Filter, who: &Visibility) -> Result<Box<dyn Query>, IndexError> {
     let f = fields;
@@ -164,13 +174,10 @@ pub fn query(fields: &Fields, filter: &Filter, who: &Visibility) -> Result<Box<d
             if r == Record::Aggregate { "aggregate" } else { "file" },
         )));
     }
-    let texts = [
-        (f.ancestors, &filter.under),
-        (f.parent, &filter.parent),
-        (f.path, &filter.path),
-        (f.kind, &filter.kind),
-        (f.id, &filter.id),
-    ];
+    if let Some(dir) = &filter.under {
+        must.push(below(f.path, dir));
+    }
+    let texts = [(f.parent, &filter.parent), (f.path, &filter.path), (f.kind, &filter.kind), (f.id, &filter.id)];
     for (field, value) in texts {
         if let Some(v) = value {
             must.push(term_query(Term::from_field_text(field, v)));

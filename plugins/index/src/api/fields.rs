@@ -43,7 +43,7 @@ impl Target {
     /// Whether the field has per-document values to sort and facet on (the others are only
     /// searched).
     pub fn fast(&self) -> bool {
-        !matches!(self.name, "name" | "ancestors" | "parent")
+        !matches!(self.name, "name" | "ancestor" | "parent")
     }
 }
 
@@ -57,7 +57,7 @@ pub fn target(f: &Fields, name: &str) -> Result<Target, String> {
         "type" => t(f.kind, "kind", Kind::Text, Some("file")),
         "kind" => t(f.kind, "kind", Kind::Text, Some("aggregate")),
         "id" => t(f.id, "id", Kind::Text, None),
-        "ancestor" => t(f.ancestors, "ancestors", Kind::Text, None),
+        "ancestor" => t(f.path, "ancestor", Kind::Text, None),
         "parent" => t(f.parent, "parent", Kind::Text, None),
         "uid" => t(f.uid, "uid", Kind::U64, None),
         "gid" => t(f.gid, "gid", Kind::U64, None),
@@ -105,6 +105,12 @@ fn seconds(v: &Value) -> Option<f64> {
 
 /// The query for "the field equals `v`" (nothing matches a value the field cannot hold).
 pub fn equals(t: &Target, v: &Value) -> Result<Box<dyn Query>, String> {
+    if t.name == "ancestor" {
+        return match v {
+            Value::String(dir) => Ok(crate::search::below(t.field, dir)),
+            other => Err(format!("`ancestor` takes a directory, not {other}")),
+        };
+    }
     let term = match t.kind {
         Kind::Text => match v {
             Value::String(s) => Some(Term::from_field_text(t.field, s)),

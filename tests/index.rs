@@ -440,7 +440,8 @@ fn find_and_du_through_a_running_serve_answer_as_the_index_directory_does() {
     }
     questions.push(vec!["/fs".into(), "-path".into(), "/fs/*/*1*".into(), "--limit".into(), "7".into()]);
     let idx = t.join("index");
-    let dus: [&[&str]; 4] = [&["--csv", "/"], &["--csv", "/fs/home"], &["--by", "user", "--top", "3"], &["--by", "group"]];
+    let dus: [&[&str]; 4] =
+        [&["--csv", "/"], &["--csv", "/fs/home"], &["--by", "user", "--top", "3"], &["--by", "group"]];
     let (mut child, url, token_file) = serve_index(t, &idx);
     let socket = t.join("serve.sock");
     let ask = |cmd: &str, how: &[&str], args: &[String]| -> String {

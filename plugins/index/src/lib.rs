@@ -6,8 +6,8 @@
 //! [`remote`] asks a running server the same questions.
 
 pub mod api;
-pub mod schema;
 pub mod remote;
+pub mod schema;
 pub mod search;
 pub mod sink;
 pub mod store;

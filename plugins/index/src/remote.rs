@@ -85,8 +85,7 @@ impl Remote {
             Endpoint::Http(u) => (builder, u.trim_end_matches('/').to_string()),
             Endpoint::Socket(p) => (builder.unix_socket(p.clone()), "http://localhost".to_string()),
         };
-        let client =
-            builder.build().map_err(|e| RemoteError::Connect { at: at.to_string(), reason: e.to_string() })?;
+        let client = builder.build().map_err(|e| RemoteError::Connect { at: at.to_string(), reason: e.to_string() })?;
         let mut r = Remote { client, at, base, token, index_id: index_id.unwrap_or_default() };
         if r.index_id.is_empty() {
             let list = r.call(reqwest::Method::GET, "/v1/index_list", None).await?;

@@ -28,6 +28,10 @@ pub struct IndexArgs {
     /// Ask the questions of an index already built there (skip the ingest).
     #[arg(long)]
     pub reuse: bool,
+    /// Skip the same questions asked of DuckDB (`scripts/bench_duckdb_index.py`, needing
+    /// `pip install duckdb`) over the same CSV.
+    #[arg(long)]
+    pub no_duckdb: bool,
 }
 
 /// Bytes of every file under `dir`.
@@ -57,11 +61,11 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 /// `icicle-bench index`.
 pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
-    let IndexArgs { files, seed, dir, workers, repeat, reuse } = args;
+    let IndexArgs { files, seed, dir, workers, repeat, reuse, no_duckdb } = args;
     std::fs::create_dir_all(&dir)?;
     let out = dir.join(format!("index-{files}-{seed}"));
+    let data = super::ensure_data(&dir, Format::Tsv, files, seed, &mut None)?;
     if !reuse {
-        let data = super::ensure_data(&dir, Format::Tsv, files, seed, &mut None)?;
         let _ = std::fs::remove_dir_all(&out);
         let v =
             super::measured_run("tsv", "index", workers, &data, &out, &["--all-pipelines", "ddsketch", "--keep-out"])?;
@@ -152,5 +156,63 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
         "{}",
         serde_json::json!({"bench": "index-du", "dir": du_dir, "files_below": du_files, "records": n, "p50_s": quantile(&lat, 0.5), "p99_s": quantile(&lat, 0.99)})
     );
+    if !no_duckdb {
+        duckdb(&data, &dir.join(format!("duckdb-{files}-{seed}.db")), repeat, year_ago, &du_dir)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The same questions asked of DuckDB over the same CSV (its own process: Python).
+fn duckdb(data: &Path, db: &Path, repeat: usize, year_ago: i64, du_dir: &str) -> anyhow::Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench_duckdb_index.py");
+    let o = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(data)
+        .arg(db)
+        .args([repeat.to_string(), "1000".into(), "/fs/home/user1000".into(), ".py".into(), year_ago.to_string()])
+        .arg(du_dir)
+        .output()?;
+    if !o.status.success() {
+        eprintln!(
+            "DuckDB beside it: skipped ({}); `pip install duckdb`, or --no-duckdb",
+            String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("python3 failed")
+        );
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(db);
+    eprintln!("\nDuckDB over the same CSV:");
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        println!("{line}");
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let ms = |k: &str| v[k].as_f64().unwrap_or(0.0) * 1e3;
+        match v["bench"].as_str() {
+            Some("duckdb-ingest") => eprintln!(
+                "ingest: {} rows in {:.1} s, {:.0} rows/s, {:.0} rows per CPU-s; {} MiB on disk",
+                v["rows"],
+                v["seconds"].as_f64().unwrap_or(0.0),
+                v["rows_per_s"].as_f64().unwrap_or(0.0),
+                v["rows"].as_f64().unwrap_or(0.0) / v["cpu_seconds"].as_f64().unwrap_or(1.0).max(1e-9),
+                v["bytes_on_disk"].as_u64().unwrap_or(0) >> 20
+            ),
+            Some("duckdb-query") => eprintln!(
+                "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                v["question"].as_str().unwrap_or(""),
+                v["matches"],
+                ms("count_p50_s"),
+                ms("count_p99_s"),
+                ms("first100_p50_s"),
+                ms("first100_p99_s")
+            ),
+            _ => eprintln!(
+                "| du {} ({} files below) | {} children | | | {:.2} | {:.2} |; peak RSS {} MiB",
+                v["dir"].as_str().unwrap_or(""),
+                v["files_below"],
+                v["children"],
+                ms("p50_s"),
+                ms("p99_s"),
+                v["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20
+            ),
+        }
+    }
+    Ok(())
 }

@@ -342,7 +342,7 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
         ours["aggregate_records"]
     );
     if !no_duckdb {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_duckdb.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench_duckdb.py");
         let py = std::process::Command::new("python3").arg(&script).arg(&data).output();
         match py {
             Ok(o) if o.status.success() => {

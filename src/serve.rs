@@ -111,6 +111,11 @@ pub fn serve(cfg: &icicle_core::config::LoadedConfig, args: &ServeArgs) -> anyho
         }
         if let Some(path) = &args.socket {
             let l = bind_socket(path)?;
+            // Where an `index` sink on this directory finds serve, to publish through it.
+            let named = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            let file = args.index.join(icicle_plugins_index::served::SERVE_SOCKET_FILE);
+            icicle_core::durable::write_atomic(&file, format!("{}\n", named.display()).as_bytes())
+                .with_context(|| format!("writing {}", file.display()))?;
             eprintln!("icicle serve: index {} at unix:{}", svc.index_id(), path.display());
             let l = Arc::new(l);
             let accept = move || {
@@ -138,6 +143,7 @@ pub fn serve(cfg: &icicle_core::config::LoadedConfig, args: &ServeArgs) -> anyho
     })?;
     if let Some(path) = &args.socket {
         let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(args.index.join(icicle_plugins_index::served::SERVE_SOCKET_FILE));
     }
     // The last reference: the writer is released (and its merges finished) here.
     drop(svc);

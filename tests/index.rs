@@ -474,3 +474,39 @@ fn find_and_du_through_a_running_serve_answer_as_the_index_directory_does() {
         assert_eq!(over_socket[i], local[i], "seed {seed}: {q} over the socket");
     }
 }
+
+#[test]
+fn a_run_on_an_index_serve_owns_publishes_through_serve() {
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    let mut fs = GenFs::generate(&GenSpec::new(800, seed));
+    write_listing(t, &fs);
+    assert_eq!(snapshot_into_index(t, 0, "visible_to = [\"public\"]", &[]).0, 0);
+    let idx = t.join("index");
+    let (mut child, _, _) = serve_index(t, &idx);
+    // Files gone and grown while serve holds the writer: the versioned run goes through it.
+    let mut rng = Rng::new(seed ^ 0x5e7e);
+    fs.files.retain(|_| rng.below(8) != 0);
+    for f in fs.files.iter_mut().filter(|_| rng.below(8) == 0) {
+        f.attrs.size += 512;
+    }
+    write_listing(t, &fs);
+    let (code, err) = snapshot_into_index(t, 1, "visible_to = [\"public\"]", &[]);
+    assert_eq!(code, 0, "seed {seed}: {err}");
+    let socket = t.join("serve.sock");
+    let (code, out, err) = icicle(&["find", "--socket", socket.to_str().unwrap(), "-printf", "%p %s\\n"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let want: BTreeSet<String> = truth(t, 1)
+        .values()
+        .filter(|e| e["content"]["type"].is_string())
+        .map(|e| format!("{} {}", e["content"]["path"].as_str().unwrap(), e["content"]["size"]))
+        .collect();
+    assert_eq!(out.lines().map(str::to_string).collect::<BTreeSet<_>>(), want, "seed {seed}");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(!idx.join("serve-socket").exists(), "serve left its socket's name behind");
+    // Serve gone: the next run writes directly again.
+    assert_eq!(snapshot_into_index(t, 2, "visible_to = [\"public\"]", &[]).0, 0);
+}

@@ -9,6 +9,7 @@ pub mod api;
 pub mod remote;
 pub mod schema;
 pub mod search;
+pub mod served;
 pub mod sink;
 pub mod store;
 pub mod upsert;

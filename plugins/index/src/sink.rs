@@ -1,7 +1,8 @@
 //! `[sinks.<id>] type = "index"`: keeps every upsert and delete in the embedded index. An
 //! entry replaces the document of its subject; a delete removes it. What was delivered is
 //! committed (durable, and what readers see) at [`Sink::sync`] and [`Sink::close`]: the
-//! runtime acknowledges nothing before.
+//! runtime acknowledges nothing before. When a running `icicle serve` holds the directory's
+//! writer, the sink publishes through serve's socket instead ([`crate::served`]).
 
 use std::path::PathBuf;
 
@@ -15,6 +16,7 @@ use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::traits::Sink;
 
 use crate::schema::{document, Fields};
+use crate::served::ServedIndexSink;
 use crate::store::{IndexError, Store};
 use crate::upsert::Upserts;
 
@@ -152,8 +154,18 @@ impl ComponentConfig for IndexSinkConfig {
                 format!("at least 15 a thread ({} for {} threads)", 15 * self.threads, self.threads),
             ));
         }
-        match IndexSink::open(&ctx.id, self.dir, self.threads, self.memory_mb << 20) {
+        match IndexSink::open(&ctx.id, self.dir.clone(), self.threads, self.memory_mb << 20) {
             Ok(s) => Ok(Box::new(s)),
+            Err(busy @ IndexError::Busy { .. }) => match crate::served::serve_socket(&self.dir) {
+                // An `icicle serve` owns the index: publish through it.
+                Some(socket) => {
+                    tracing::info!(sink = %ctx.id, dir = %self.dir.display(), socket = %socket.display(),
+                        "an icicle serve owns this index: publishing through its socket");
+                    let s = ServedIndexSink::new(&ctx.id, &self.dir, socket).map_err(|e| ctx.invalid("dir", e))?;
+                    Ok(Box::new(s))
+                }
+                None => Err(ctx.invalid("dir", busy.to_string())),
+            },
             Err(e) => Err(ctx.invalid("dir", e.to_string())),
         }
     }

@@ -12,9 +12,9 @@ use icicle_plugins_index::remote::{Endpoint, Remote, RemoteFilter};
 use icicle_plugins_index::search::{Record, Span};
 use icicle_plugins_index::{Filter, Reader, Visibility};
 
-/// `icicle find [--index DIR] [PATH...] [PREDICATE...]`.
+/// Where `find` and `du` look: an index directory, or a running `icicle serve`.
 #[derive(clap::Args, Debug)]
-pub struct FindArgs {
+pub struct Where {
     /// The index directory (default: the `dir` of the configuration's `index` sink).
     #[arg(long)]
     index: Option<PathBuf>,
@@ -31,6 +31,13 @@ pub struct FindArgs {
     /// Answer as this user (root only): the records their uid and groups may see.
     #[arg(long = "as", value_name = "USER")]
     as_user: Option<String>,
+}
+
+/// `icicle find [--index DIR] [PATH...] [PREDICATE...]`.
+#[derive(clap::Args, Debug)]
+pub struct FindArgs {
+    #[command(flatten)]
+    at: Where,
     /// Print each matching record's GMetaEntry as one JSON line.
     #[arg(long)]
     json: bool,
@@ -52,22 +59,8 @@ pub struct FindArgs {
 /// or of groups.
 #[derive(clap::Args, Debug)]
 pub struct DuArgs {
-    /// The index directory (default: the `dir` of the configuration's `index` sink).
-    #[arg(long)]
-    index: Option<PathBuf>,
-    /// Ask a running `icicle serve` at this address (`http://host:port`) instead of reading an
-    /// index directory; the token (`--token-file`, else `ICICLE_TOKEN`) says who asks.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["index", "socket", "as_user"])]
-    server: Option<String>,
-    /// Ask a running `icicle serve` over its Unix socket: it answers for your own uid and groups.
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["index", "as_user"])]
-    socket: Option<PathBuf>,
-    /// A file holding the bearer token for `--server` (its first line).
-    #[arg(long, value_name = "FILE", requires = "server")]
-    token_file: Option<PathBuf>,
-    /// Answer as this user (root only).
-    #[arg(long = "as", value_name = "USER")]
-    as_user: Option<String>,
+    #[command(flatten)]
+    at: Where,
     /// `dir` (the directory and its children), `user` or `group`.
     #[arg(long, default_value = "dir")]
     by: String,
@@ -107,15 +100,6 @@ enum Answers {
     Remote(Box<Remote>, tokio::runtime::Runtime),
 }
 
-/// `--server`, `--socket` and `--token-file`, shared by find and du.
-struct Ask<'a> {
-    index: Option<PathBuf>,
-    server: Option<&'a str>,
-    socket: Option<&'a PathBuf>,
-    token_file: Option<&'a PathBuf>,
-    as_user: Option<&'a str>,
-}
-
 /// The bearer token: `--token-file`'s first line, else `ICICLE_TOKEN` (never printed).
 fn token(file: Option<&PathBuf>) -> anyhow::Result<Option<String>> {
     if let Some(f) = file {
@@ -130,16 +114,16 @@ fn token(file: Option<&PathBuf>) -> anyhow::Result<Option<String>> {
 }
 
 impl Answers {
-    fn open(cfg: &icicle_core::config::LoadedConfig, ask: Ask<'_>) -> anyhow::Result<Answers> {
-        let at = match (ask.server, ask.socket) {
-            (Some(u), _) => Endpoint::Http(u.to_string()),
+    fn open(cfg: &icicle_core::config::LoadedConfig, w: &Where) -> anyhow::Result<Answers> {
+        let at = match (&w.server, &w.socket) {
+            (Some(u), _) => Endpoint::Http(u.clone()),
             (None, Some(p)) => Endpoint::Socket(p.clone()),
             (None, None) => {
-                let dir = index_dir(ask.index, cfg)?;
-                return Ok(Answers::Local(Reader::open(&dir)?, visibility(cfg, ask.as_user)?));
+                let dir = index_dir(w.index.clone(), cfg)?;
+                return Ok(Answers::Local(Reader::open(&dir)?, visibility(cfg, w.as_user.as_deref())?));
             }
         };
-        let token = if ask.server.is_some() { token(ask.token_file)? } else { None };
+        let token = if w.server.is_some() { token(w.token_file.as_ref())? } else { None };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let remote = rt.block_on(Remote::connect(at, token, None))?;
         Ok(Answers::Remote(Box::new(remote), rt))
@@ -441,16 +425,7 @@ fn now_secs() -> i64 {
 
 /// `icicle find`.
 pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow::Result<ExitCode> {
-    let answers = Answers::open(
-        cfg,
-        Ask {
-            index: args.index.clone(),
-            server: args.server.as_deref(),
-            socket: args.socket.as_ref(),
-            token_file: args.token_file.as_ref(),
-            as_user: args.as_user.as_deref(),
-        },
-    )?;
+    let answers = Answers::open(cfg, &args.at)?;
     // `--count`, `--json` and `--limit N` are taken after the paths and predicates too.
     let (mut count, mut json, mut limit) = (args.count, args.json, args.limit);
     let mut expression = Vec::with_capacity(args.expression.len());
@@ -546,16 +521,7 @@ struct TimeStats {
 
 /// `icicle du`.
 pub fn du(cfg: &icicle_core::config::LoadedConfig, args: &DuArgs) -> anyhow::Result<ExitCode> {
-    let answers = Answers::open(
-        cfg,
-        Ask {
-            index: args.index.clone(),
-            server: args.server.as_deref(),
-            socket: args.socket.as_ref(),
-            token_file: args.token_file.as_ref(),
-            as_user: args.as_user.as_deref(),
-        },
-    )?;
+    let answers = Answers::open(cfg, &args.at)?;
     let kind = match args.by.as_str() {
         "dir" | "user" | "group" => args.by.clone(),
         o => bail!("--by {o}: dir, user or group"),

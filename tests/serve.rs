@@ -8,7 +8,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -93,43 +93,6 @@ impl Drop for Serve {
             self.halt();
         }
     }
-}
-
-/// One HTTP/1.1 request over `stream` (`Connection: close`); (status, JSON body).
-fn exchange(
-    mut stream: impl Read + Write,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    let head =
-        format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw);
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let rest =
-        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_string() };
-    (status, serde_json::from_str(&rest).unwrap_or(Value::Null))
-}
-
-fn dechunk(s: &str) -> String {
-    let (mut out, mut rest) = (String::new(), s);
-    while let Some((len, tail)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = &tail[n + 2..];
-    }
-    out
 }
 
 /// A request to the server's HTTP address.
@@ -280,19 +243,6 @@ fn the_globus_sink_publishes_into_serve_and_find_and_the_api_answer_the_records(
     let found: BTreeSet<String> = out.lines().map(str::to_string).collect();
     let paths: BTreeSet<String> = contents.iter().map(|c| c["path"].as_str().unwrap().to_string()).collect();
     assert_eq!(found, paths, "seed {seed}");
-}
-
-/// Percent-encoding for a query parameter.
-fn url_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_./".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// The principals file of a listing: (uid → URN, gid → URN).

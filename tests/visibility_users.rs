@@ -32,7 +32,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{chain_of, perm_of, random_tree, set_random_acl, Rng};
+use common::{chain_of, exchange, perm_of, random_tree, set_random_acl, url_encode, Rng};
 use icicle_core::access::{can_see, AccessPolicy, Asker, Named, Perm};
 use serde_json::{json, Value};
 
@@ -314,58 +314,6 @@ impl Drop for Serve {
             panic!("icicle serve exited with {status}:\n{}", self.log.lock().unwrap());
         }
     }
-}
-
-/// One HTTP/1.1 request over `stream` (`Connection: close`); (status, JSON body).
-fn exchange(
-    mut stream: impl Read + Write,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw);
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let rest =
-        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_string() };
-    (status, serde_json::from_str(&rest).unwrap_or(Value::Null))
-}
-
-fn dechunk(s: &str) -> String {
-    let (mut out, mut rest) = (String::new(), s);
-    while let Some((len, tail)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = &tail[n + 2..];
-    }
-    out
-}
-
-/// Percent-encoding for a query parameter.
-fn url_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_./".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// How a question reaches serve: over HTTP with a token (or none), or over the socket as a

@@ -445,49 +445,97 @@ pub fn find(cfg: &icicle_core::config::LoadedConfig, args: &FindArgs) -> anyhow:
     let output = if json { Output::Json } else { output };
     let starts = if starts.is_empty() { vec!["/".to_string()] } else { starts };
     let stdout = std::io::stdout();
-    let mut w = std::io::BufWriter::new(stdout.lock());
+    let mut out = Printer { w: std::io::BufWriter::new(stdout.lock()), line: String::new(), failed: None, output };
     let mut total = 0u64;
-    let mut line = String::new();
     for start in starts {
         let f = Filter { under: (start != "/").then_some(start), ..filter.clone() };
         if count {
             total += answers.count(&f)?;
             continue;
         }
-        let mut failed = None;
-        total += answers.entries(&f, limit, |entry| {
-            line.clear();
-            match &output {
-                Output::Json => line.push_str(&String::from_utf8_lossy(entry)),
-                Output::Path => line.push_str(&content(entry).path),
-                Output::Ls => {
-                    let s = content(entry);
-                    line.push_str(&format!(
-                        "{} {:>6} {:>6} {:>12} {} {}",
-                        s.mode, s.uid, s.gid, s.size, s.mtime, s.path
-                    ));
-                }
-                Output::Printf(fmt) => printf(fmt, &content(entry), &mut line),
+        total += match &answers {
+            // Read from the columns: memory of a few bytes a match, however many match.
+            Answers::Local(r, who) if !matches!(out.output, Output::Json) => {
+                r.rows(&f, who, limit, |row| out.shown(&shown(row)))?
             }
-            if !matches!(output, Output::Printf(_)) {
-                line.push('\n');
-            }
-            if failed.is_none() {
-                failed = w.write_all(line.as_bytes()).err();
-            }
-        })?;
-        if let Some(e) = failed {
+            _ => answers.entries(&f, limit, |entry| out.entry(entry))?,
+        };
+        if let Some(e) = out.failed.take() {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 return Ok(ExitCode::SUCCESS);
             }
             return Err(e.into());
         }
     }
+    let mut w = out.w;
     if count {
         writeln!(w, "{total}")?;
     }
     w.flush().or_else(|e| if e.kind() == std::io::ErrorKind::BrokenPipe { Ok(()) } else { Err(e) })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where matches are printed, and the first write error.
+struct Printer<W: Write> {
+    w: W,
+    line: String,
+    failed: Option<std::io::Error>,
+    output: Output,
+}
+
+impl<W: Write> Printer<W> {
+    fn entry(&mut self, entry: &[u8]) {
+        if matches!(self.output, Output::Json) {
+            self.line.clear();
+            self.line.push_str(&String::from_utf8_lossy(entry));
+            self.line.push('\n');
+            self.write();
+        } else {
+            self.shown(&content(entry));
+        }
+    }
+
+    fn shown(&mut self, s: &Shown) {
+        self.line.clear();
+        match &self.output {
+            Output::Json | Output::Path => self.line.push_str(&s.path),
+            Output::Ls => self
+                .line
+                .push_str(&format!("{} {:>6} {:>6} {:>12} {} {}", s.mode, s.uid, s.gid, s.size, s.mtime, s.path)),
+            Output::Printf(fmt) => printf(fmt, s, &mut self.line),
+        }
+        if !matches!(self.output, Output::Printf(_)) {
+            self.line.push('\n');
+        }
+        self.write();
+    }
+
+    fn write(&mut self) {
+        if self.failed.is_none() {
+            self.failed = self.w.write_all(self.line.as_bytes()).err();
+        }
+    }
+}
+
+/// A record read from the index's columns, as `content` reads an entry.
+fn shown(row: &icicle_plugins_index::rows::Row) -> Shown {
+    let mode = u32::try_from(row.mode).unwrap_or(0);
+    Shown {
+        path: row.path.clone(),
+        name: row.path.rsplit('/').next().unwrap_or_default().to_string(),
+        file_type: row.kind.clone(),
+        size: row.size,
+        uid: row.uid,
+        gid: row.gid,
+        mode: String::from_utf8_lossy(&icicle_core::record::mode_string(mode)).into_owned(),
+        mtime: icicle_gmeta::iso_utc(row.mtime),
+        raw: ShownRaw {
+            mode: format!("{:o}", row.mode).parse().unwrap_or(0),
+            atime: row.atime,
+            ctime: row.ctime,
+            mtime: row.mtime,
+        },
+    }
 }
 
 /// What `du` shows of an aggregate record.

@@ -72,9 +72,22 @@ fn put2(buf: &mut [u8], at: usize, v: u32) {
     buf[at + 1] = b'0' + (v % 10) as u8;
 }
 
+/// `secs` since the epoch as the records write times (`2024-03-16T02:00:01+00:00`).
+pub fn iso_utc(secs: i64) -> String {
+    let mut out = Vec::with_capacity(25);
+    DayCache::default().push(&mut out, secs);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_time_as_the_records_write_it() {
+        assert_eq!(iso_utc(1_710_554_401), "2024-03-16T02:00:01+00:00");
+        assert_eq!(iso_utc(-1), "1969-12-31T23:59:59+00:00");
+    }
 
     fn check(cache: &mut DayCache, secs: i64) {
         let (mut want, mut got) = (Vec::new(), Vec::new());

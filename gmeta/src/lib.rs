@@ -12,6 +12,8 @@ pub mod replay;
 pub mod subject;
 pub mod visible;
 
+pub use iso::iso_utc;
+
 pub use documents::{delete_batches, entry_fits, measured_len, reserialized_len, Batcher};
 pub use encoder::PrimaryEncoder;
 pub use json::push_json_str;

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod remote;
+pub mod rows;
 pub mod schema;
 pub mod search;
 pub mod served;

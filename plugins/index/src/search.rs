@@ -261,7 +261,7 @@ impl Reader {
         &self.store.fields
     }
 
-    fn searcher(&self) -> Searcher {
+    pub(crate) fn searcher(&self) -> Searcher {
         self.reader.searcher()
     }
 

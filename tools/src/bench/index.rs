@@ -126,7 +126,7 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
     eprintln!("\n| question | matches | count p50 ms | count p99 ms | first 100 p50 ms | first 100 p99 ms |\n|---|---|---|---|---|---|");
     for (what, f) in &questions {
         let (n, count) = timed(repeat, || Ok(reader.count(f, &all)?))?;
-        let (_, first) = timed(repeat, || Ok(reader.entries(f, &all, Some(100), |_| {})?))?;
+        let (_, first) = timed(repeat, || Ok(reader.rows(f, &all, Some(100), |_| {})?))?;
         let ms = |l: &[f64], q| quantile(l, q) * 1e3;
         eprintln!(
             "| {what} | {n} | {:.2} | {:.2} | {:.2} | {:.2} |",

@@ -101,20 +101,33 @@ impl Reader {
         for seg in searcher.segment_readers() {
             let Some(path) = seg.fast_fields().str("path").map_err(engine)? else { continue };
             let alive = seg.alive_bitset();
+            // With a limit, only the first `limit` in path order are kept (a bounded heap).
+            let mut first: BinaryHeap<(u64, DocId)> = BinaryHeap::new();
             let mut hits: Vec<(u64, DocId)> = Vec::new();
             weight
                 .for_each_no_score(seg, &mut |docs: &[DocId]| {
                     for &d in docs {
-                        if alive.is_none_or(|a| a.is_alive(d)) {
-                            if let Some(o) = path.term_ords(d).next() {
-                                hits.push((o, d));
+                        if !alive.is_none_or(|a| a.is_alive(d)) {
+                            continue;
+                        }
+                        let Some(o) = path.term_ords(d).next() else { continue };
+                        match limit {
+                            None => hits.push((o, d)),
+                            Some(n) if first.len() < n => first.push((o, d)),
+                            Some(_) => {
+                                if first.peek().is_some_and(|top| (o, d) < *top) {
+                                    first.pop();
+                                    first.push((o, d));
+                                }
                             }
                         }
                     }
                 })
                 .map_err(engine)?;
+            if limit.is_some() {
+                hits = first.into_vec();
+            }
             hits.sort_unstable();
-            hits.truncate(limit.unwrap_or(usize::MAX));
             if !hits.is_empty() {
                 segments.push(Segment::open(seg, hits, path).map_err(engine)?);
             }

@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use common::{chain_of as chain, perm_of as perm};
@@ -30,23 +29,9 @@ fn build(root: &Path, rng: &mut Rng, files: usize, acl_one_in: u64) -> Vec<PathB
 /// posix-read).
 fn kernel(files: &[PathBuf], uid: u32, groups: &[u32]) -> Vec<(bool, bool)> {
     let script = "import os, sys\nfor p in sys.stdin.read().split('\\0')[:-1]:\n    d = os.path.dirname(p)\n    try:\n        os.stat(p); seen = os.access(d, os.R_OK)\n    except OSError:\n        seen = False\n    print('%d %d' % (seen, seen and os.access(p, os.R_OK)))\n";
-    let gs: Vec<libc::gid_t> = groups.to_vec();
     let mut cmd = std::process::Command::new("python3");
     cmd.args(["-c", script]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
-    let primary = groups.first().copied().unwrap_or(uid);
-    // Groups, then the group, then the user (std would set the ids before this closure runs,
-    // after which setgroups is refused). SAFETY: only system calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setgroups(gs.len(), gs.as_ptr()) != 0
-                || libc::setresgid(primary, primary, primary) != 0
-                || libc::setresuid(uid, uid, uid) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    common::as_user(&mut cmd, uid, groups);
     let mut child = cmd.spawn().unwrap();
     let mut input = Vec::new();
     for f in files {

@@ -618,3 +618,22 @@ pub fn url_encode(s: &str) -> String {
         })
         .collect()
 }
+
+/// Make `cmd` run as `uid` with exactly `groups` (the first its primary group).
+pub fn as_user(cmd: &mut Command, uid: u32, groups: &[u32]) {
+    let gs: Vec<libc::gid_t> = groups.to_vec();
+    let primary = groups.first().copied().unwrap_or(uid);
+    // Groups, then the group, then the user (setgroups is refused once the uid is dropped).
+    // SAFETY: only system calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            if libc::setgroups(gs.len(), gs.as_ptr()) != 0
+                || libc::setresgid(primary, primary, primary) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

@@ -394,6 +394,7 @@ fn serve_index(tmp: &Path, index: &Path) -> (std::process::Child, String, std::p
     let socket = tmp.join("serve.sock");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
         .args(["serve", "--index", index.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(["--index-id", "0b9e4a52-7c1d-4f3e-8a6b-2d5c9e1f7a30"])
         .args(["--socket", socket.to_str().unwrap(), "--tokens", tokens.to_str().unwrap()])
         .env_remove("RUST_LOG")
         .stderr(std::process::Stdio::piped())

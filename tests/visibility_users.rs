@@ -28,11 +28,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{chain_of, exchange, perm_of, random_tree, set_random_acl, url_encode, Rng};
+use common::{as_user, chain_of, exchange, perm_of, random_tree, set_random_acl, url_encode, Rng};
 use icicle_core::access::{can_see, AccessPolicy, Asker, Named, Perm};
 use serde_json::{json, Value};
 
@@ -168,25 +167,6 @@ impl Drop for Accounts {
 
 // ---------------------------------------------------------------------------------------------
 // Children running as a test user.
-
-/// Make `cmd` run as `uid` with exactly `groups` (the first its primary group).
-fn as_user(cmd: &mut Command, uid: u32, groups: &[u32]) {
-    let gs: Vec<libc::gid_t> = groups.to_vec();
-    let primary = groups.first().copied().unwrap_or(uid);
-    // Groups, then the group, then the user (setgroups is refused once the uid is dropped).
-    // SAFETY: only system calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setgroups(gs.len(), gs.as_ptr()) != 0
-                || libc::setresgid(primary, primary, primary) != 0
-                || libc::setresuid(uid, uid, uid) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
 
 /// This test binary again as `uid` (with `groups`), running [`helper_running_as_a_test_user`]
 /// for `task` with `input` on its stdin and `envs`; the lines it answers.

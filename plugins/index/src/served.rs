@@ -34,27 +34,47 @@ pub struct ServedIndexSink {
 }
 
 impl ServedIndexSink {
-    /// A sink for the serve listening on `socket`, whose index id is in `dir/serve-index-id`.
-    pub fn new(id: &str, dir: &Path, socket: PathBuf) -> Result<ServedIndexSink, String> {
-        let index_id = std::fs::read_to_string(dir.join("serve-index-id"))
-            .map_err(|e| format!("{}: {e}", dir.join("serve-index-id").display()))?
-            .trim()
-            .to_string();
+    /// A sink for the serve listening on `socket` (the index id is asked of it at the first
+    /// delivery).
+    pub fn new(id: &str, socket: PathBuf) -> Result<ServedIndexSink, String> {
         let client = reqwest::Client::builder()
             .unix_socket(socket.clone())
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(ServedIndexSink { id: id.to_string(), socket, client, index_id })
+        Ok(ServedIndexSink { id: id.to_string(), socket, client, index_id: String::new() })
     }
 
-    async fn post(&self, what: &str, body: Vec<u8>) -> Result<(), SinkError> {
-        let url = format!("http://localhost/v1/index/{}/{what}", self.index_id);
-        let remote = |reason: String, retry| SinkError::Remote {
+    fn remote(&self, reason: String, retry: Retry) -> SinkError {
+        SinkError::Remote {
             sink: self.id.clone(),
             reason: format!("icicle serve at unix:{}: {reason}", self.socket.display()),
             retry,
-        };
+        }
+    }
+
+    /// The id of serve's index, from `GET /v1/index_list` (once).
+    async fn index_id(&mut self) -> Result<String, SinkError> {
+        if self.index_id.is_empty() {
+            let resp = self
+                .client
+                .get("http://localhost/v1/index_list")
+                .send()
+                .await
+                .map_err(|e| self.remote(e.to_string(), Retry::WithBackoff))?;
+            let bytes = resp.bytes().await.map_err(|e| self.remote(e.to_string(), Retry::WithBackoff))?;
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            self.index_id = v["index_list"][0]["id"]
+                .as_str()
+                .ok_or_else(|| self.remote(format!("`index_list` names no index: {v}"), Retry::NoRetry))?
+                .to_string();
+        }
+        Ok(self.index_id.clone())
+    }
+
+    async fn post(&mut self, what: &str, body: Vec<u8>) -> Result<(), SinkError> {
+        let url = format!("http://localhost/v1/index/{}/{what}", self.index_id().await?);
+        let remote = |reason: String, retry| self.remote(reason, retry);
         let resp = self
             .client
             .post(url)

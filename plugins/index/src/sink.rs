@@ -161,7 +161,7 @@ impl ComponentConfig for IndexSinkConfig {
                 Some(socket) => {
                     tracing::info!(sink = %ctx.id, dir = %self.dir.display(), socket = %socket.display(),
                         "an icicle serve owns this index: publishing through its socket");
-                    let s = ServedIndexSink::new(&ctx.id, &self.dir, socket).map_err(|e| ctx.invalid("dir", e))?;
+                    let s = ServedIndexSink::new(&ctx.id, socket).map_err(|e| ctx.invalid("dir", e))?;
                     Ok(Box::new(s))
                 }
                 None => Err(ctx.invalid("dir", busy.to_string())),

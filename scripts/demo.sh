@@ -41,12 +41,17 @@ rm -rf demo-data/lustre demo-data/lustre-fs demo-state/lustre demo-out/monitor
 "$bin/icicle" monitor --drain --json -c configs/monitor-lustre.toml > demo-out/monitor-report.json
 python3 -c 'import json; r=json.load(open("demo-out/monitor-report.json"))["mdt0"]; print("monitor: %d records, %d filtered, reduce %s, %d updates, %d deletes, cleared up to %d" % (r["records"], r["filtered"], r["reduce"], r["updates"], r["deletes"], r["cleared_index"]))'
 
-echo "== the GPFS monitor through a local Kafka-protocol broker (tansu): mmwatch events, then icicle monitor --drain"
+echo "== the GPFS monitor through a local Kafka-protocol broker (tansu): a snapshot of the fileset, mmwatch events, then icicle monitor --drain from the snapshot"
 trap 'bash scripts/services.sh stop kafka' EXIT
 KAFKA="$(bash scripts/services.sh start kafka | sed -n 's/^KAFKA=//p')"
-rm -rf demo-data/gpfs demo-data/gpfs-fs demo-state/gpfs demo-out/gpfs
-"$bin/icicle-testkit" workload --kind mixed --ops 2000 --root demo-data/gpfs-fs --journal demo-data/gpfs/journal --preexisting 200 \
-  --gpfs-root /gpfs/fs1 --gpfs-topic fset1-topic --bootstrap "$KAFKA"
+rm -rf demo-data/gpfs demo-data/gpfs-fs demo-state/gpfs demo-out/gpfs demo-out/gpfs-snapshot
+gpfs_workload() {
+  "$bin/icicle-testkit" workload --kind mixed --root demo-data/gpfs-fs --journal demo-data/gpfs/journal \
+    --gpfs-root /gpfs/fs1 --gpfs-topic fset1-topic --bootstrap "$KAFKA" "$@"
+}
+gpfs_workload --ops 0 --preexisting 200   # the fileset before monitoring: no events
+"$bin/icicle" snapshot --no-progress -c configs/snapshot-gpfs-seed.toml
+gpfs_workload --ops 2000                   # then the workload, with its events
 "$bin/icicle" monitor --drain --json -c configs/monitor-gpfs.toml --set "sources.fset1.connection.bootstrap=$KAFKA" \
   --set "sinks.msk.connection.bootstrap=$KAFKA" > demo-out/gpfs-report.json
 python3 -c 'import json; r=json.load(open("demo-out/gpfs-report.json"))["fset1"]; print("gpfs monitor: %d events, %d rejects, %d updates, %d deletes, committed %s" % (r["messages"], r["rejects"], r["updates"], r["deletes"], r["committed"]))'

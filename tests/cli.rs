@@ -345,25 +345,27 @@ fn the_example_gpfs_config_runs_against_the_stand_in_and_the_broker() {
     let tmp = tempfile::tempdir().unwrap();
     let testkit = std::path::Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
     let topic = format!("fset1-cli-{}", std::process::id());
-    let st = std::process::Command::new(&testkit)
-        .args([
-            "workload",
-            "--kind",
-            "mixed",
-            "--ops",
-            "100",
-            "--root",
-            "demo-data/gpfs-fs",
-            "--journal",
-            "demo-data/gpfs/journal",
-            "--preexisting",
-            "20",
-        ])
-        .args(["--gpfs-root", "/gpfs/fs1", "--gpfs-topic", &topic, "--bootstrap", &kafka])
+    // As the config's comment and the demo run it: the fileset before monitoring, its
+    // snapshot (the monitor's seed_index), then the workload with its events.
+    let workload = |more: &[&str]| {
+        let st = std::process::Command::new(&testkit)
+            .args(["workload", "--kind", "mixed", "--root", "demo-data/gpfs-fs", "--journal", "demo-data/gpfs/journal"])
+            .args(["--gpfs-root", "/gpfs/fs1", "--gpfs-topic", &topic, "--bootstrap", &kafka])
+            .args(more)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    };
+    workload(&["--ops", "0", "--preexisting", "20"]);
+    let seed_cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/snapshot-gpfs-seed.toml");
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["snapshot", "--no-progress", "-c", seed_cfg.to_str().unwrap()])
         .current_dir(tmp.path())
         .output()
         .unwrap();
     assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    workload(&["--ops", "100"]);
     let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/monitor-gpfs.toml");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"))
         .args(["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()])
@@ -389,6 +391,18 @@ fn the_example_gpfs_config_runs_against_the_stand_in_and_the_broker() {
     assert_eq!(r["rejects"], 0);
     assert!(r["updates"].as_u64().unwrap() > 0, "{report}");
     assert!(tmp.path().join(format!("demo-state/gpfs/gpfs-{topic}.checkpoint.json")).exists());
+    // What the shipped configs built (the snapshot, then the monitor's output) is the file
+    // system as it is now.
+    let mut index = ingested(&tmp.path().join("demo-out/gpfs-snapshot"));
+    let files = index.values().filter(|e| e["content"]["type"] == "file").count();
+    assert_eq!(files, 22, "the snapshot: 20 files from before monitoring and 2 more names of them");
+    apply(&mut index, &tmp.path().join("demo-out/gpfs"));
+    let fresh = walk_snapshot(tmp.path(), &tmp.path().join("demo-data/gpfs-fs"), "fresh");
+    let (missing, extra, differ) = compare(&index, &fresh);
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\n{report}"
+    );
 }
 
 #[test]

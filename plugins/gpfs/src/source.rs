@@ -433,8 +433,13 @@ impl ChangeState for GpfsEngine {
             }
             None => {
                 let mut s = GpfsState::new(cfg.pair_batches);
-                if let Some(dir) = &cfg.seed_index {
-                    GpfsSource::seed(&cfg, &mut s, dir)?;
+                match &cfg.seed_index {
+                    Some(dir) => GpfsSource::seed(&cfg, &mut s, dir)?,
+                    None => tracing::warn!(
+                        topic = %cfg.topic,
+                        "no seed_index: the monitor cannot know which names the index holds and may send several \
+                         times the operations needed (start from a snapshot of the fileset: docs/gpfs-monitor.md)"
+                    ),
                 }
                 s
             }

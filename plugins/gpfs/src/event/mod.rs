@@ -315,14 +315,15 @@ impl GpfsEvent {
         Ok(GpfsEvent { kind, path: (*path).into(), meta, cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0) })
     }
 
-    /// Render as a WF_JSON message (what the testkit produces).
+    /// Render as a WF_JSON message (what the testkit produces; keys as IBM's records spell
+    /// them, `testkit/corpus/gpfs/events.corpus` case `ibm-wf-close-nowrite`).
     pub fn to_json(&self) -> String {
         let ev = self.kind.token();
         let event = if self.meta.is_dir() { format!("{ev} IN_ISDIR") } else { ev.to_string() };
         serde_json::json!({
             "WF_JSON": "0.0.1", "wd": 1, "cookie": self.cookie.to_string(), "mask": "0x0", "event": event, "path": &*self.path,
             "clusterName": "icicle-testkit", "nodeName": "node1", "nfsClientIp": "", "fsName": "fs1",
-            "inode": self.meta.inode.to_string(), "filesetID": "0", "linkCount": "1", "openFlags": "0", "poolName": "system",
+            "inode": self.meta.inode.to_string(), "fileSetID": "0", "linkCount": "1", "openFlags": "0", "poolName": "system",
             "fileSize": self.meta.size.to_string(), "ownerUserId": self.meta.uid.to_string(), "ownerGroupId": self.meta.gid.to_string(),
             "atime": icicle_core::time::iso8601(self.meta.atime), "ctime": icicle_core::time::iso8601(self.meta.ctime),
             "mtime": icicle_core::time::iso8601(self.meta.mtime), "eventTime": icicle_core::time::iso8601(icicle_core::time::now_epoch()),

@@ -164,7 +164,8 @@ fn every_example_config_runs_on_demo_data() {
         }
         // Monitors, and the GPFS monitor's seed snapshot (a walk of the GPFS demo's fileset),
         // run in the_example_gpfs_config_runs_against_the_stand_in_and_the_broker.
-        if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("monitor-") || n == "snapshot-gpfs-seed.toml") {
+        if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("monitor-") || n == "snapshot-gpfs-seed.toml")
+        {
             continue;
         }
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"));

@@ -3,17 +3,21 @@
 //! coalescing (the last event's metadata wins), cancellation (an object created and removed
 //! between two emits produces nothing), and directory renames that move every descendant.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-use icicle_core::traits::{ReduceCounts, Reducer, StateStore};
+use icicle_core::traits::StateStore;
 
 use crate::event::{EventKind, GpfsEvent, Meta};
 pub use crate::evict::path_key;
 use crate::evict::{Evicted, EvictedCheckpoint};
 
 mod bounded;
+mod ignored;
 mod moves;
 mod walk;
+mod whole;
+
+pub use ignored::IgnoredEvents;
 
 pub use walk::{MountWalker, NoWalk, WalkLeftOut};
 
@@ -148,6 +152,9 @@ pub struct Checkpoint {
     /// Files let go of under `lru_capacity` that the index still holds.
     #[serde(default)]
     pub evicted: EvictedCheckpoint,
+    /// Directories created during the run (see `whole`).
+    #[serde(default)]
+    pub whole: Vec<String>,
 }
 
 /// The state of one monitored fileset.
@@ -167,6 +174,9 @@ pub struct GpfsState {
     /// The state knows every file (seeded from a snapshot's index): a name
     /// it does not know is not in the index either.
     pub complete: bool,
+    /// Directories created during this run, by their names now: the state knows every name
+    /// in them the index may hold.
+    whole: BTreeSet<String>,
     /// This run's directory renames (old, new), oldest first: a path the state does not know
     /// may be in the index under the name it had before them.
     renames: Vec<(String, String)>,
@@ -218,6 +228,7 @@ impl GpfsState {
         s.pending = cp.pending;
         s.complete = cp.complete;
         s.evicted = Evicted::restore(cp.evicted);
+        s.whole = cp.whole.into_iter().collect();
         s.renames = cp.renames;
         match cp.sent {
             Some(sent) => s.sent = sent.into_iter().collect(),
@@ -239,6 +250,7 @@ impl GpfsState {
             renames: self.renames.clone(),
             sent: (!self.sent_unknown).then_some(sent),
             evicted: self.evicted.checkpoint(),
+            whole: self.marks(),
         }
     }
 
@@ -443,6 +455,7 @@ impl GpfsState {
                 }
             }
             self.born.remove(path);
+            self.forget_marks(path);
         } else if known.is_some() {
             self.delete(path, ops);
         } else {
@@ -453,7 +466,7 @@ impl GpfsState {
     /// Delete `path`, which the state does not know: unless the state knows every indexed
     /// file, the index may also hold it under its names before this run's directory renames.
     fn delete_unknown(&mut self, path: &str, ops: &mut Ops) {
-        if self.complete || !self.produced(path) || self.may_hold(path) {
+        if self.knows_all_at(path) || !self.produced(path) || self.may_hold(path) {
             self.delete(path, ops);
         }
         self.delete_older_names(path, ops);
@@ -472,7 +485,7 @@ impl GpfsState {
     /// The names the index may hold for `path` (not known to the state) from before this
     /// run's directory renames: delete them, unless the state knows every indexed file.
     fn delete_older_names(&mut self, path: &str, ops: &mut Ops) {
-        if self.complete {
+        if self.knows_all_at(path) {
             // Only a file the state let go of can be indexed under a name it does not know.
             if let Some(name) = self.evicted_name(path).filter(|n| n != path) {
                 self.delete(&name, ops);
@@ -557,6 +570,9 @@ impl StateStore for GpfsState {
                     tracing::debug!(message = "hard link to an evicted file", path = %path, inode = ev.meta.inode);
                 }
                 let (name, new) = self.upsert_name(ev.path.clone(), ev.meta, ops);
+                if new && ev.meta.is_dir() {
+                    self.created_dir(path);
+                }
                 if new && !deleted_here {
                     self.born.insert(name);
                 }
@@ -672,23 +688,6 @@ impl StateStore for GpfsState {
             + self.children.len() * 96
             + self.recency.as_ref().map_or(0, |r| r.len() * 64)
             + self.evicted.approx_bytes()
-    }
-}
-
-/// Drops the events that mean nothing for the index (IN_OPEN, IN_CLOSE_NOWRITE, ...); the
-/// other GPFS rules (coalescing, create/remove cancellation, rename pairing) need the state
-/// and live in [`GpfsState`].
-#[derive(Debug, Default, Clone, Copy)]
-pub struct IgnoredEvents;
-
-impl Reducer for IgnoredEvents {
-    type Event = (GpfsEvent, Position);
-
-    fn reduce(&mut self, batch: &mut Vec<(GpfsEvent, Position)>) -> ReduceCounts {
-        let input = batch.len() as u64;
-        batch.retain(|(e, _)| e.kind != EventKind::Ignored);
-        let passed = batch.len() as u64;
-        ReduceCounts { input, passed, ignored: input - passed, ..Default::default() }
     }
 }
 

@@ -66,6 +66,9 @@ impl GpfsState {
             return;
         }
         self.counts.newer_kept += u64::from(newer);
+        if m.meta.is_dir() {
+            self.forget_marks(&m.path);
+        }
         for (p, meta) in self.moving_below(&m.path, m.below.as_deref(), newer) {
             self.forget(&p);
             if !meta.is_dir() {
@@ -90,6 +93,10 @@ impl GpfsState {
     ) {
         self.counts.renames += 1;
         if old == new {
+            if meta.is_dir() {
+                // Moved in from outside the fileset: what it holds came with no events.
+                self.forget_marks(new);
+            }
             self.upsert(new, meta, ops);
             return;
         }
@@ -126,7 +133,7 @@ impl GpfsState {
             let unseen = if self.complete && !self.evicted_below(old) { Vec::new() } else { walker.walk(new) };
             for (np, m) in unseen {
                 let op = format!("{old}{}", &np[new.len()..]);
-                if self.complete {
+                if self.knows_all_at(&op) {
                     if !self.objects.contains_key(np.as_str()) {
                         if let Some(name) = self.evicted_name(&op) {
                             self.delete(&name, ops);
@@ -151,13 +158,21 @@ impl GpfsState {
                 self.counts.moved_descendants += 1;
                 self.upsert(&np, m, ops);
             }
+            if newer || only.is_some() {
+                // Another object took the old name meanwhile: which marks were whose is not
+                // known any more.
+                self.forget_marks(old);
+                self.forget_marks(new);
+            } else {
+                self.move_marks(old, new);
+            }
             self.born.remove(old);
         } else if known {
             self.delete(old, ops);
         } else if !newer {
             self.delete_unknown(old, ops);
         }
-        if (!self.complete || !self.evicted.is_empty()) && !self.objects.contains_key(new) {
+        if (!self.knows_all_at(new) || !self.evicted.is_empty()) && !self.objects.contains_key(new) {
             // Maybe onto an object the state never saw: the index may hold that one under the
             // names it had before this run's directory renames.
             self.delete_older_names(new, ops);
@@ -165,8 +180,8 @@ impl GpfsState {
         if self.objects.contains_key(new) {
             // Renamed over an existing object: the new name now means the moved one.
             self.born.remove(new);
-        } else if self.complete && ops.get(new) != Some(&Op::Delete) && !self.evicted.contains(new) {
-            // Onto a free name (a complete state would know a file there): not in the index
+        } else if self.knows_all_at(new) && ops.get(new) != Some(&Op::Delete) && !self.evicted.contains(new) {
+            // Onto a free name (a state knowing all names there would know a file): not in the index
             // yet. A state that does not know every file cannot tell: the name may have held
             // an indexed object it never saw.
             self.born.insert(new.into());

@@ -1,4 +1,5 @@
 use super::*;
+use icicle_core::traits::Reducer;
 
 fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64, size: u64) -> GpfsEvent {
     GpfsEvent {

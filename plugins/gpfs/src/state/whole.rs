@@ -2,14 +2,16 @@
 //! everything that came into it since came with an event (IN_CREATE, IN_MOVED_TO), so the
 //! state knows every name in it the index may hold, as a state seeded from a snapshot knows
 //! every name anywhere. A state without `seed_index` uses this to send, in those
-//! directories, what a seeded one sends: no delete for a name that was never indexed.
+//! directories, what a seeded one sends: no delete for a name that was never indexed
+//! (unbounded states only: a bounded one lets go of files it knew).
 
 use super::{parent_of, GpfsState};
 
 impl GpfsState {
-    /// Whether the state knows every name the index may hold directly in `dir`.
+    /// Whether the state knows every name the index may hold directly in `dir`. A bounded
+    /// state (`lru_capacity`) lets go of files, so only a seeded one knows them all.
     pub(super) fn knows_all_in(&self, dir: &str) -> bool {
-        self.complete || self.whole.contains(dir)
+        self.complete || (self.lru_capacity == 0 && self.whole.contains(dir))
     }
 
     /// Whether the state knows every name the index may hold beside `path` (in its directory).

@@ -263,3 +263,35 @@ fn a_directory_attrib_with_the_same_mode_is_judged_again_where_acls_are_read() {
         assert_eq!(ops.len() as u64, republished);
     }
 }
+
+#[test]
+fn an_unseeded_state_knows_every_name_in_a_directory_created_during_the_run() {
+    let mut s = GpfsState::new(1);
+    run(&mut s, &[ev(Created, "/g/d", 10, true, 0, 0), ev(Created, "/g/a", 1, false, 0, 0)]);
+    // In /g/d (created during the run), a rename target removed in its batch was never
+    // indexed: nothing to send. In /g (from before the run) it may have held an indexed file.
+    let moved_and_removed = |dir: &str, inode: u64, cookie: u64| {
+        [
+            ev(MovedFrom, &format!("{dir}/a"), inode, false, cookie, 0),
+            ev(MovedTo, &format!("{dir}/b"), inode, false, cookie, 0),
+            ev(Removed, &format!("{dir}/b"), inode, false, 0, 0),
+        ]
+    };
+    let mut evs = vec![ev(Created, "/g/d/a", 2, false, 0, 0)];
+    evs.extend(moved_and_removed("/g/d", 2, 7));
+    assert_eq!(run(&mut s, &evs), vec![]);
+    assert_eq!(run(&mut s, &moved_and_removed("/g", 1, 8)), vec![("/g/a".into(), None), ("/g/b".into(), None)]);
+    // The mark moves with the directory's rename, and is in the checkpoint.
+    run(&mut s, &[ev(MovedFrom, "/g/d", 10, true, 9, 0), ev(MovedTo, "/g/e", 10, true, 9, 0)]);
+    let mut s = GpfsState::restore(s.checkpoint(), 1);
+    let mut evs = vec![ev(Created, "/g/e/a", 3, false, 0, 0)];
+    evs.extend(moved_and_removed("/g/e", 3, 10));
+    assert_eq!(run(&mut s, &evs), vec![]);
+    // Not with a bound on the files kept.
+    let mut s = GpfsState::new(1);
+    s.set_lru_capacity(100);
+    run(&mut s, &[ev(Created, "/g/d", 10, true, 0, 0)]);
+    let mut evs = vec![ev(Created, "/g/d/a", 2, false, 0, 0)];
+    evs.extend(moved_and_removed("/g/d", 2, 7));
+    assert_eq!(run(&mut s, &evs), vec![("/g/d/b".into(), None)]);
+}

@@ -19,9 +19,10 @@ impl GpfsState {
         self.knows_all_in(parent_of(path))
     }
 
-    /// `dir` was just created: empty, so the state knows all it will hold.
+    /// `dir` was just created: empty, so the state knows all it will hold (unless it already
+    /// holds names below it: events read out of order).
     pub(super) fn created_dir(&mut self, dir: &str) {
-        if !self.complete {
+        if !self.complete && !self.children.contains_key(dir) {
             // Marks below this name are an older directory's (one moved away, its rename
             // half still waiting).
             self.forget_marks(dir);

@@ -157,8 +157,9 @@ pub trait StateStore: Send {
     fn begin_batch(&mut self);
     /// Apply one reduced event, adding the index operations it implies to `ops`.
     fn apply(&mut self, event: &Self::Event, env: &mut Self::Env<'_>, ops: &mut Self::Ops);
-    /// The batch ends: operations that only its end decides (unpaired rename halves).
-    fn end_batch(&mut self, _ops: &mut Self::Ops) {}
+    /// The batch ends: operations that only its end decides (unpaired rename halves, checks
+    /// against the file system as it is now).
+    fn end_batch(&mut self, _env: &mut Self::Env<'_>, _ops: &mut Self::Ops) {}
     /// Objects held.
     fn len(&self) -> usize;
     /// Whether nothing is held.

@@ -24,6 +24,6 @@ where
     for event in batch.iter() {
         store.apply(event, env, ops);
     }
-    store.end_batch(ops);
+    store.end_batch(env, ops);
     counts
 }

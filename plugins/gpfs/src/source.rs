@@ -285,6 +285,7 @@ impl Monitor for GpfsSource {
             dead: self.dead.clone(),
             counts: GpfsRunCounts::default(),
             checkpoint_file: settings.checkpoint_file(),
+            partitions: 1,
         })
     }
 
@@ -293,7 +294,7 @@ impl Monitor for GpfsSource {
     async fn open(
         &self,
         ctx: &MonitorContext,
-        _engine: &mut GpfsEngine,
+        engine: &mut GpfsEngine,
         _resume: Option<Offsets>,
     ) -> Result<TopicStream, IcicleError> {
         let cfg = &self.cfg;
@@ -307,7 +308,9 @@ impl Monitor for GpfsSource {
             on_gap: cfg.on_gap,
             what: "fileset",
         };
-        TopicStream::connect(settings, &ctx.name, ctx.drain).await
+        let stream = TopicStream::connect(settings, &ctx.name, ctx.drain).await?;
+        engine.partitions_read(stream.partition_count());
+        Ok(stream)
     }
 }
 
@@ -324,6 +327,9 @@ pub struct GpfsEngine {
     counts: GpfsRunCounts,
     /// Where the driver keeps the checkpoint (for messages).
     checkpoint_file: PathBuf,
+    /// How many partitions the stream reads: from two on, events are in no order across
+    /// them, and the state checks its operations against the mount.
+    partitions: usize,
 }
 
 impl GpfsEngine {
@@ -356,6 +362,22 @@ impl GpfsEngine {
             }
         }
         Ok(events)
+    }
+
+    /// The stream reads `n` partitions: from two on, the state checks its operations against
+    /// the mount (without one, a warning says what may go stale).
+    pub fn partitions_read(&mut self, n: usize) {
+        self.partitions = n;
+        self.state.verify = n > 1;
+        if n > 1 && !self.walker.sees_files() {
+            tracing::warn!(
+                topic = %self.cfg.topic,
+                partitions = n,
+                "the topic has several partitions and there is no `mount`: an event read late from one \
+                 partition can name a path a rename already changed, and its record goes stale; set `mount` \
+                 (docs/gpfs-monitor.md, \"Several partitions\")"
+            );
+        }
     }
 
     /// Encode one batch's operations.
@@ -445,6 +467,7 @@ impl ChangeState for GpfsEngine {
             }
         };
         self.state.dir_attributes = self.posix;
+        self.state.verify = self.partitions > 1;
         self.state.set_lru_capacity(cfg.lru_capacity);
         self.state.maybe_delivered(sent_ahead);
         Ok(None)
@@ -467,7 +490,7 @@ impl ChangeState for GpfsEngine {
         }
         let mut ops = Ops::default();
         self.state.begin_batch();
-        self.state.finish(&mut ops);
+        self.state.finish(self.walker.as_mut(), &mut ops);
         Ok(Some(self.emit(ops)))
     }
 
@@ -497,6 +520,7 @@ impl ChangeState for GpfsEngine {
                 ("directory_renames", c.directory_renames),
                 ("moved_out", c.moved_out),
                 ("replayed_halves", c.replayed_halves),
+                ("corrected_by_mount", c.corrected),
                 ("newer_kept", c.newer_kept),
                 ("unpaired_moves", c.unpaired_moves),
             ],

@@ -164,6 +164,11 @@ fn external(reason: String) -> IcicleError {
 const POLL_MORE: usize = 1024;
 
 impl TopicStream {
+    /// How many partitions this stream reads (the topic's, or the ones configured).
+    pub fn partition_count(&self) -> usize {
+        self.all_partitions.len()
+    }
+
     /// Create the consumers and start reading; with `drain`, the end of each partition is
     /// reported so the stream can end.
     pub async fn connect(settings: TopicSettings, component: &str, drain: bool) -> Result<TopicStream, IcicleError> {

@@ -288,7 +288,7 @@ pub fn gpfs_bench(
                 state.apply(ev, &mut NoWalk, ops);
             }
             batch.clear();
-            state.end_batch(ops);
+            state.end_batch(&mut NoWalk, ops);
             for (path, op) in ops.drain(..) {
                 match op {
                     Op::Update(m) => {
@@ -321,7 +321,7 @@ pub fn gpfs_bench(
         }
     }
     flush(&mut batch, &mut ops, &mut state)?;
-    state.finish(&mut ops);
+    state.finish(&mut NoWalk, &mut ops);
     flush(&mut batch, &mut ops, &mut state)?;
     if let Some(mut w) = out.take() {
         use std::io::Write;

@@ -14,12 +14,13 @@ use crate::evict::{Evicted, EvictedCheckpoint};
 mod bounded;
 mod ignored;
 mod moves;
+mod verify;
 mod walk;
 mod whole;
 
 pub use ignored::IgnoredEvents;
 
-pub use walk::{MountWalker, NoWalk, WalkLeftOut};
+pub use walk::{meta_of, Lookup, MountWalker, NoWalk, WalkLeftOut, Walker};
 
 type Fast = foldhash::fast::RandomState;
 
@@ -41,36 +42,6 @@ pub type PathName = std::sync::Arc<str>;
 
 /// Pending index operations by path, in first-touched order.
 pub type Ops = indexmap::IndexMap<PathName, Op, Fast>;
-
-/// Lists what is below a renamed directory where it is now (files only, with metadata), so
-/// that descendants the state never saw (objects that predate monitoring) move too.
-pub trait Walker {
-    /// `(path, metadata)` of every file and link below GPFS path `dir`.
-    fn walk(&mut self, dir: &str) -> Vec<(String, Meta)>;
-    /// What walks left out: entries that could not be read, and names that are not UTF-8.
-    fn left_out(&self) -> WalkLeftOut {
-        WalkLeftOut::default()
-    }
-    /// Whether walks see the file system (false: no `mount`, every walk is empty).
-    fn sees_files(&self) -> bool {
-        true
-    }
-}
-
-/// Metadata from `lstat`.
-pub fn meta_of(md: &std::fs::Metadata) -> Meta {
-    use std::os::unix::fs::MetadataExt;
-    Meta {
-        inode: md.ino(),
-        mode: md.mode(),
-        uid: md.uid(),
-        gid: md.gid(),
-        size: md.size(),
-        atime: md.atime(),
-        ctime: md.ctime(),
-        mtime: md.mtime(),
-    }
-}
 
 /// A rename's first half, waiting for IN_MOVED_TO.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -131,6 +102,10 @@ pub struct GpfsCounts {
     /// Directories moved into the fileset from outside with no `mount` to walk: what they
     /// hold is not indexed until events name it.
     pub moved_in_unwalked: u64,
+    /// Operations the mount corrected when events came from several partitions (see
+    /// `verify`): an update of a name that was gone or held another object, a delete of a
+    /// name that holds a file.
+    pub corrected: u64,
 }
 
 /// What a checkpoint holds.
@@ -188,6 +163,9 @@ pub struct GpfsState {
     /// A directory's attribute change publishes what is below it again (visibility follows
     /// directory permissions).
     pub dir_attributes: bool,
+    /// Events come from several partitions, in no order across them: every operation is
+    /// checked against the mount before it is sent, and renamed directories are walked.
+    pub verify: bool,
     /// Keys of the paths a run before the last restart may have delivered without
     /// committing: a replay (whose batches may be cut elsewhere) never cancels their creation.
     replayed: HashSet<u64, Fast>,
@@ -510,10 +488,11 @@ impl GpfsState {
 
     /// Everything that must be given up at the end of the stream (drain): pending halves
     /// become removals.
-    pub fn finish(&mut self, ops: &mut Ops) {
+    pub fn finish(&mut self, walker: &mut dyn Walker, ops: &mut Ops) {
         for m in std::mem::take(&mut self.pending) {
             self.moved_out(m, ops);
         }
+        self.verify_ops(walker, ops);
         self.note_sent(ops);
     }
 
@@ -656,7 +635,7 @@ impl StateStore for GpfsState {
     }
 
     /// A batch ends: rename halves that waited too long were moved out of the fileset.
-    fn end_batch(&mut self, ops: &mut Ops) {
+    fn end_batch(&mut self, walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         for m in &mut self.pending {
             m.age += 1;
         }
@@ -666,6 +645,7 @@ impl StateStore for GpfsState {
         for m in expired {
             self.moved_out(m, ops);
         }
+        self.verify_ops(walker, ops);
         self.note_sent(ops);
         self.evict();
     }

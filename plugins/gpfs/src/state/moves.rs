@@ -112,6 +112,12 @@ impl GpfsState {
             }
             let below = self.moving_below(old, only, newer);
             for (p, m) in below {
+                if self.verify && m.inode != 0 && matches!(walker.lstat(&p), Lookup::Found(now) if now.inode == m.inode)
+                {
+                    // Still there: a newer directory at the old name holds it (its event was
+                    // read first, from another partition).
+                    continue;
+                }
                 let np = format!("{new}{}", &p[old.len()..]);
                 let born = self.born.contains(&p);
                 self.forget(&p);
@@ -130,14 +136,27 @@ impl GpfsState {
             // A complete state knows everything the index holds, and what it does not know
             // yet will come with its own events: no walk.
             // Files it let go of below are found where they are now.
-            let unseen = if self.complete && !self.evicted_below(old) { Vec::new() } else { walker.walk(new) };
+            // Events from several partitions (`verify`) may name what is below under the old
+            // name after this rename: found where it is now all the same.
+            let walk = !self.complete || self.evicted_below(old) || self.verify;
+            let unseen = if walk { walker.walk(new) } else { Vec::new() };
             for (np, m) in unseen {
                 let op = format!("{old}{}", &np[new.len()..]);
+                if self.verify {
+                    self.settle_names(&np, m.inode, walker, ops);
+                }
                 if self.knows_all_at(&op) {
                     if !self.objects.contains_key(np.as_str()) {
                         if let Some(name) = self.evicted_name(&op) {
                             self.delete(&name, ops);
                             self.counts.evicted_found += 1;
+                            self.upsert(&np, m, ops);
+                        } else if self.verify {
+                            // Not indexed under the old name (the state knows all there).
+                            if ops.get(np.as_str()) != Some(&Op::Delete) {
+                                self.born.insert(np.as_str().into());
+                            }
+                            self.counts.moved_descendants += 1;
                             self.upsert(&np, m, ops);
                         }
                     }
@@ -157,6 +176,9 @@ impl GpfsState {
                 }
                 self.counts.moved_descendants += 1;
                 self.upsert(&np, m, ops);
+            }
+            if self.verify {
+                self.settle_below(old, walker, ops);
             }
             if newer || only.is_some() {
                 // Another object took the old name meanwhile: which marks were whose is not

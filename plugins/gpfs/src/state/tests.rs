@@ -19,7 +19,7 @@ fn run(s: &mut GpfsState, evs: &[GpfsEvent]) -> Vec<(String, Option<u64>)> {
     for e in &batch {
         s.apply(e, &mut NoWalk, &mut ops);
     }
-    s.end_batch(&mut ops);
+    s.end_batch(&mut NoWalk, &mut ops);
     let mut v: Vec<(String, Option<u64>)> = ops
         .into_iter()
         .map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.size) } else { None }))

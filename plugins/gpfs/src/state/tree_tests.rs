@@ -19,7 +19,7 @@ fn apply(s: &mut GpfsState, evs: &[(GpfsEvent, Position)]) -> Vec<(String, bool)
     for e in evs {
         s.apply(e, &mut NoWalk, &mut ops);
     }
-    s.end_batch(&mut ops);
+    s.end_batch(&mut NoWalk, &mut ops);
     let mut v: Vec<(String, bool)> =
         ops.into_iter().map(|(p, o)| (p.to_string(), matches!(o, Op::Update(_)))).collect();
     v.sort();

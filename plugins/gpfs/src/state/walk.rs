@@ -1,9 +1,55 @@
-//! Walks of the file system where GPFS is mounted (renamed or moved-in directories whose
-//! contents the events never named), counting what they could not read.
+//! What the state asks of the file system (`Walker`: walks of renamed or moved-in
+//! directories whose contents the events never named, and `lstat` of a name), and its walk of
+//! the mount, counting what it could not read.
 
 use std::path::{Path, PathBuf};
 
-use super::{meta_of, Meta, Walker};
+use super::Meta;
+
+/// Lists what is below a renamed directory where it is now (files only, with metadata), so
+/// that descendants the state never saw (objects that predate monitoring) move too.
+pub trait Walker {
+    /// `(path, metadata)` of every file and link below GPFS path `dir`.
+    fn walk(&mut self, dir: &str) -> Vec<(String, Meta)>;
+    /// What walks left out: entries that could not be read, and names that are not UTF-8.
+    fn left_out(&self) -> WalkLeftOut {
+        WalkLeftOut::default()
+    }
+    /// Whether walks see the file system (false: no `mount`, every walk is empty).
+    fn sees_files(&self) -> bool {
+        true
+    }
+    /// What is at GPFS path `path` now (`lstat`, not following a last symbolic link).
+    fn lstat(&mut self, _path: &str) -> Lookup {
+        Lookup::Unknown
+    }
+}
+
+/// What [`Walker::lstat`] found at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Nothing is there.
+    Absent,
+    /// This object is there.
+    Found(Meta),
+    /// It could not be told (no `mount`, or the `lstat` failed otherwise than with ENOENT).
+    Unknown,
+}
+
+/// Metadata from `lstat`.
+pub fn meta_of(md: &std::fs::Metadata) -> Meta {
+    use std::os::unix::fs::MetadataExt;
+    Meta {
+        inode: md.ino(),
+        mode: md.mode(),
+        uid: md.uid(),
+        gid: md.gid(),
+        size: md.size(),
+        atime: md.atime(),
+        ctime: md.ctime(),
+        mtime: md.mtime(),
+    }
+}
 
 /// What walks of the mount left out (each also logged, the first 20 then one in 10,000).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -87,6 +133,21 @@ impl Walker for MountWalker {
 
     fn left_out(&self) -> WalkLeftOut {
         self.left_out
+    }
+
+    fn lstat(&mut self, path: &str) -> Lookup {
+        let Some(rel) = path.strip_prefix(self.fs_root.trim_end_matches('/')) else { return Lookup::Unknown };
+        let real = icicle_core::name::on(&self.mount, rel);
+        match std::fs::symlink_metadata(&real) {
+            Ok(md) => Lookup::Found(meta_of(&md)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lookup::Absent,
+            // Below a name that is a file now: nothing is there.
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Lookup::Absent,
+            Err(e) => {
+                self.unreadable(&real, &e);
+                Lookup::Unknown
+            }
+        }
     }
 }
 

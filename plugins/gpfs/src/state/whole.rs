@@ -11,7 +11,7 @@ impl GpfsState {
     /// Whether the state knows every name the index may hold directly in `dir`. A bounded
     /// state (`lru_capacity`) lets go of files, so only a seeded one knows them all.
     pub(super) fn knows_all_in(&self, dir: &str) -> bool {
-        self.complete || (self.lru_capacity == 0 && self.whole.contains(dir))
+        self.complete || (self.lru_capacity == 0 && !self.verify && self.whole.contains(dir))
     }
 
     /// Whether the state knows every name the index may hold beside `path` (in its directory).

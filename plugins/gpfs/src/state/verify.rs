@@ -1,0 +1,191 @@
+//! Operations checked against the mount before they are sent, when events come from several
+//! partitions. Kafka orders a topic's messages within a partition only, and the stand-in (as
+//! far as is known, Storage Scale too: an open question in docs/gpfs-monitor.md) keys them
+//! by inode, so one object's events stay in order but an event read from one partition may
+//! be older than one already applied from another: a file's IN_CREATE under a directory's old
+//! name read after the directory's rename, an IN_DELETE of a name a newer file already holds.
+//! Event times cannot order them (to the second in `WF_JSON` 0.0.1, to the millisecond since,
+//! and a node's clock is its own). What the mount shows now is newer than every event read,
+//! so each name an operation touches is made what the mount holds there; a renamed
+//! directory is walked there (see `rename`), so what its late events named under the old name
+//! is found under the new one.
+
+use super::{GpfsState, Lookup, Op, Ops, PathName, Walker};
+
+impl GpfsState {
+    /// Make every operation of `ops` agree with the mount (only when [`GpfsState::verify`]
+    /// is set and the walker sees the file system): an update of a name that is gone, or is a
+    /// directory now, becomes a delete (or nothing, when the name was born in this batch); an
+    /// update or delete of a name that holds another file becomes an update of that file.
+    pub(super) fn verify_ops(&mut self, walker: &mut dyn Walker, ops: &mut Ops) {
+        if !self.verify || !walker.sees_files() {
+            return;
+        }
+        let names: Vec<PathName> = ops.keys().cloned().collect();
+        for name in names {
+            let Some(&op) = ops.get(&name) else { continue };
+            match (op, walker.lstat(&name)) {
+                (_, Lookup::Unknown) => {}
+                (Op::Update(m), Lookup::Found(now)) if !now.is_dir() && (m.inode == 0 || m.inode == now.inode) => {}
+                (Op::Delete, Lookup::Absent) => {}
+                (Op::Delete, Lookup::Found(now)) if now.is_dir() => {}
+                (_, Lookup::Found(now)) if !now.is_dir() => {
+                    self.counts.corrected += 1;
+                    self.know_name(name.clone(), now);
+                    ops.insert(name, Op::Update(now));
+                }
+                (Op::Update(_), _) => {
+                    self.counts.corrected += 1;
+                    self.forget(&name);
+                    let replayed = !self.replayed.is_empty() && self.replayed.contains(&super::path_key(&name));
+                    if self.born.remove(&*name) && !replayed {
+                        ops.shift_remove(&name);
+                    } else {
+                        ops.insert(name, Op::Delete);
+                    }
+                }
+                (Op::Delete, _) => {}
+            }
+        }
+    }
+
+    /// A walk found the file `inode` at `path`: its other names the state knows are checked
+    /// on the mount, and those that no longer hold it go (a directory rename applied late
+    /// leaves what the state knew below the old name where it was).
+    pub(super) fn settle_names(&mut self, path: &str, inode: u64, walker: &mut dyn Walker, ops: &mut Ops) {
+        if inode == 0 {
+            return;
+        }
+        let others: Vec<PathName> =
+            self.links.get(&inode).map(|v| v.iter().filter(|p| &***p != path).cloned().collect()).unwrap_or_default();
+        for name in others {
+            match walker.lstat(&name) {
+                Lookup::Found(now) if now.inode == inode => {}
+                Lookup::Unknown => {}
+                _ => {
+                    self.counts.corrected += 1;
+                    self.forget(&name);
+                    self.delete(&name, ops);
+                }
+            }
+        }
+    }
+
+    /// What the state still knows below `dir` after a directory rename moved it away: the
+    /// names a newer object there holds stay, those the mount no longer shows go (they were
+    /// the renamed directory's, but an event read first from another partition made the state
+    /// take the name for a newer object's).
+    pub(super) fn settle_below(&mut self, dir: &str, walker: &mut dyn Walker, ops: &mut Ops) {
+        for (name, m) in self.descendants(dir) {
+            if m.is_dir() {
+                continue;
+            }
+            match walker.lstat(&name) {
+                Lookup::Found(now) if !now.is_dir() && (m.inode == 0 || now.inode == m.inode) => {}
+                Lookup::Unknown => {}
+                _ => {
+                    self.counts.corrected += 1;
+                    self.forget(&name);
+                    self.delete(&name, ops);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use icicle_core::traits::StateStore;
+
+    use super::super::{GpfsEvent, Meta};
+    use super::*;
+    use crate::event::EventKind::{self, *};
+
+    /// The mount as a map of GPFS paths (directories included).
+    struct Mount(BTreeMap<String, Meta>);
+
+    impl Walker for Mount {
+        fn walk(&mut self, dir: &str) -> Vec<(String, Meta)> {
+            let below = format!("{dir}/");
+            self.0.iter().filter(|(p, m)| p.starts_with(&below) && !m.is_dir()).map(|(p, m)| (p.clone(), *m)).collect()
+        }
+        fn lstat(&mut self, path: &str) -> Lookup {
+            self.0.get(path).map_or(Lookup::Absent, |m| Lookup::Found(*m))
+        }
+    }
+
+    fn meta(inode: u64, dir: bool) -> Meta {
+        Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, ..Default::default() }
+    }
+
+    fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64) -> GpfsEvent {
+        GpfsEvent { kind, path: path.into(), meta: meta(inode, dir), cookie }
+    }
+
+    /// One batch read from `partition`; the operations as (path, inode of an update).
+    fn batch(s: &mut GpfsState, mount: &mut Mount, partition: i32, evs: &[GpfsEvent]) -> Vec<(String, Option<u64>)> {
+        let mut ops = Ops::default();
+        s.begin_batch();
+        for (i, e) in evs.iter().enumerate() {
+            s.apply(&(e.clone(), (partition, i as i64)), mount, &mut ops);
+        }
+        s.end_batch(mount, &mut ops);
+        let mut v: Vec<(String, Option<u64>)> = ops
+            .into_iter()
+            .map(|(p, o)| (p.to_string(), if let Op::Update(m) = o { Some(m.inode) } else { None }))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn seeded(files: &[(&str, u64)]) -> GpfsState {
+        let mut s = GpfsState::new(1);
+        for (p, i) in files {
+            s.seed(p, meta(*i, false));
+        }
+        s.verify = true;
+        s
+    }
+
+    /// A file created under a directory just before the directory's rename, its IN_CREATE
+    /// read from another partition after the rename: indexed where it is, never under the
+    /// old name.
+    #[test]
+    fn an_event_read_late_under_a_renamed_directory_is_indexed_where_its_file_is() {
+        let mut s = seeded(&[("/g/d/a", 1)]);
+        let mut mount = Mount(BTreeMap::from([
+            ("/g/e".to_string(), meta(10, true)),
+            ("/g/e/a".to_string(), meta(1, false)),
+            ("/g/e/b".to_string(), meta(2, false)),
+        ]));
+        let renamed =
+            batch(&mut s, &mut mount, 1, &[ev(MovedFrom, "/g/d", 10, true, 5), ev(MovedTo, "/g/e", 10, true, 5)]);
+        assert_eq!(renamed, [("/g/d/a".into(), None), ("/g/e/a".into(), Some(1)), ("/g/e/b".into(), Some(2))]);
+        // The old name is never sent; until the check the state takes the two names for hard
+        // links of one file, so the one where it is goes again.
+        let late = batch(&mut s, &mut mount, 0, &[ev(Created, "/g/d/b", 2, false, 0)]);
+        assert_eq!(late, [("/g/e/b".into(), Some(2))]);
+        assert_eq!(s.counts.corrected, 1);
+        assert_eq!(
+            s.checkpoint().objects.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+            ["/g/e", "/g/e/a", "/g/e/b"]
+        );
+    }
+
+    /// An older file's IN_DELETE read after the IN_CREATE of the newer file at its name: the
+    /// newer one stays indexed.
+    #[test]
+    fn a_delete_read_after_the_name_was_taken_again_keeps_the_newer_file() {
+        let mut s = seeded(&[("/g/x", 3)]);
+        let mut mount = Mount(BTreeMap::from([("/g/x".to_string(), meta(4, false))]));
+        let got = batch(&mut s, &mut mount, 0, &[ev(Created, "/g/x", 4, false, 0), ev(Removed, "/g/x", 3, false, 0)]);
+        assert_eq!(got, [("/g/x".into(), Some(4))]);
+        // Without the check (one partition), the order read is the order that was.
+        let mut one = seeded(&[("/g/x", 3)]);
+        one.verify = false;
+        let got = batch(&mut one, &mut mount, 0, &[ev(Created, "/g/x", 4, false, 0), ev(Removed, "/g/x", 3, false, 0)]);
+        assert_eq!(got, [("/g/x".into(), None)]);
+    }
+}

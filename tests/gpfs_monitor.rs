@@ -331,20 +331,31 @@ fn an_ingestion_filter_drops_access_events_before_parsing() {
     );
 }
 
-/// What a commit up to offset `committed` promises, on the index delivered so far (no final
-/// drain): a file no uncommitted event names (by its path, a directory above it, or another
-/// hard link of its inode) is indexed exactly as the file system has it, and no indexed name
-/// is gone unless an uncommitted event names it or a directory above it.
+/// The events of `topic` past the group's committed offsets (every partition), and how many
+/// messages the commits cover.
+fn uncommitted(topic: &str, partitions: i32) -> (Vec<Value>, usize) {
+    let parts: Vec<i32> = (0..partitions).collect();
+    let committed = produce::committed(&kafka(), topic, &format!("icicle-{topic}"), &parts).unwrap();
+    let all = rt().block_on(produce::consume_all(&kafka(), topic)).unwrap();
+    let at = |p: i32| committed.get(&p).copied().unwrap_or(0).max(0);
+    let pending = all
+        .iter()
+        .filter(|m| m.offset >= at(m.partition))
+        .filter_map(|m| m.value.as_deref().and_then(|v| serde_json::from_str::<Value>(v).ok()))
+        .collect();
+    (pending, parts.iter().map(|p| at(*p) as usize).sum())
+}
+
+/// What the group's commits promise, on the index delivered so far (no final drain): a file
+/// no uncommitted event (`pending_events`) names (by its path, a directory above it, or
+/// another hard link of its inode) is indexed exactly as the file system has it, and no
+/// indexed name is gone unless an uncommitted event names it or a directory above it.
 fn assert_committed_is_delivered(
-    events: &Path,
-    committed: usize,
+    pending_events: &[Value],
     index: &std::collections::BTreeMap<String, Value>,
     fresh: &std::collections::BTreeMap<String, Value>,
     what: &str,
 ) {
-    let text = std::fs::read_to_string(events).unwrap();
-    let pending_events: Vec<Value> =
-        text.lines().skip(committed).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
     // Producers write a directory's path with a trailing slash: the index names it without.
     let pending: Vec<String> = pending_events
         .iter()
@@ -367,28 +378,30 @@ fn assert_committed_is_delivered(
             assert_eq!(
                 got.get(p),
                 Some(w),
-                "{what}: {p} (no event after the commit at {committed}) is not delivered as it is"
+                "{what}: {p} (no event after the commits names it) is not delivered as it is"
             );
         }
     }
     for p in got.keys() {
         assert!(
             want.contains_key(p) || named(p),
-            "{what}: {p} is gone, no event after the commit at {committed} names it, and it is still indexed"
+            "{what}: {p} is gone, no event after the commits names it, and it is still indexed"
         );
     }
 }
 
-#[test]
-fn every_kill_point_has_delivered_what_it_committed() {
+/// Kill a monitor at random points of a growing stream over `partitions` partitions read by
+/// `consumers` consumers: whatever was committed was delivered, and a last drain matches a
+/// fresh walk.
+fn kill_points(partitions: i32, consumers: usize, name: &str) {
     let seed = test_seed() ^ 0xc0;
     let tmp = test_dir();
     let (root, journal, index) = preexisting_fs(tmp.path(), 40, seed);
     let events = tmp.path().join("events.jsonl");
-    let t = topic("ack");
+    let t = topic(name);
     let out = tmp.path().join("out");
     // One event per batch (a commit each): reading takes long enough to be killed inside.
-    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 1, "");
+    let cfg = gpfs_config(tmp.path(), &root, &t, &out, 1, &format!("consumers = {consumers}"));
     let mut x = Rng::new(seed ^ 9);
     let (mut produced, mut inside) = (0usize, 0);
     for round in 0..3 {
@@ -403,22 +416,16 @@ fn every_kill_point_has_delivered_what_it_committed() {
         )
         .unwrap();
         drop(w);
-        produced += produce_events(&events, produced, &t, 1, vec![]);
+        produced += produce_events(&events, produced, &t, partitions, vec![]);
         let fresh = walk_snapshot(tmp.path(), &root, &format!("fresh-{round}"));
         run_monitor_then_kill(&cfg, &mut x, 7000, 7000);
-        let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &[0])
-            .unwrap()
-            .get(&0)
-            .copied()
-            .unwrap_or(0)
-            .max(0) as usize;
+        let (pending, committed) = uncommitted(&t, partitions);
         inside += usize::from(committed > 0 && committed < produced);
         eprintln!("round {round}: committed {committed} of {produced}");
         let mut delivered = index.clone();
         apply(&mut delivered, &out);
         assert_committed_is_delivered(
-            &events,
-            committed,
+            &pending,
             &delivered,
             &fresh,
             &format!("round {round}, committed {committed} of {produced}"),
@@ -427,6 +434,16 @@ fn every_kill_point_has_delivered_what_it_committed() {
     let r = monitor_drain(&cfg);
     assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, "after the kills", &r);
     eprintln!("kill points inside the stream: {inside} of 3");
+}
+
+#[test]
+fn every_kill_point_has_delivered_what_it_committed() {
+    kill_points(1, 1, "ack");
+}
+
+#[test]
+fn every_kill_point_over_four_partitions_has_delivered_what_it_committed() {
+    kill_points(4, 2, "ack-4p");
 }
 
 #[test]

@@ -369,6 +369,15 @@ impl GpfsEngine {
     pub fn partitions_read(&mut self, n: usize) {
         self.partitions = n;
         self.state.verify = n > 1;
+        if n > 1 && self.walker.sees_files() && (!self.state.complete || self.cfg.lru_capacity > 0) {
+            tracing::warn!(
+                topic = %self.cfg.topic,
+                partitions = n,
+                "the topic has several partitions and the state is not seeded (`seed_index`) or is bounded \
+                 (`lru_capacity`): files from before monitoring that it does not know can keep records \
+                 under old names (docs/gpfs-monitor.md, \"Several partitions\")"
+            );
+        }
         if n > 1 && !self.walker.sees_files() {
             tracing::warn!(
                 topic = %self.cfg.topic,

@@ -10,7 +10,8 @@
 //! bounded on updates only, plus one per object from before monitoring that events touch.
 //! Seeded, unbounded GPFS states read three seeds in five from 2, 4 or 8 partitions (events
 //! keyed by inode, fetched from random partitions in random amounts), exact all the same and
-//! within 1.5 x what a reader of one partition needs.
+//! within 1.2 x what a reader of one partition needs when batches hold ten events or more a
+//! partition (3 x below).
 //!
 //! `ICICLE_PROPERTY_SEED=N` replays one seed; `ICICLE_PROPERTY_CASES` sets how many run
 //! (default 64 per monitor, from a random first seed printed with any failure);
@@ -115,8 +116,9 @@ const RATIO_BOUND: f64 = 1.2;
 /// Operations out over minimal for an unseeded, unbounded GPFS state (see `gpfs_case`).
 const UNSEEDED_BOUND: f64 = 3.0;
 
-/// Operations out over minimal for a GPFS topic of several partitions (see `gpfs_case`).
-const PARTITIONS_BOUND: f64 = 1.5;
+/// Operations out over minimal for a GPFS topic of several partitions read in batches of
+/// fewer than ten events a partition (see `gpfs_case`).
+const PARTITIONS_BOUND: f64 = 3.0;
 
 /// Files (not directories) of a namespace, by path.
 fn files(ns: &Namespace) -> HashMap<String, Fid> {
@@ -637,12 +639,13 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
         p.lru,
         state.counts.corrected
     );
-    // Several partitions: reads out of order cost operations a reader of one partition does
-    // not send; of 136 such streams with 20 or more minimal operations 130 stayed within
-    // 1.2 x, the worst 1.36 x (docs/gpfs-monitor.md).
+    // Several partitions: with ten events or more a partition in a batch, within the bound
+    // of one; with fewer, a file's events spread over more batches than one partition's
+    // reader sees them in and coalesce less (at most 2.12 x seen; docs/gpfs-monitor.md).
     if partitions > 1 {
-        if min >= 20 && out as f64 > PARTITIONS_BOUND * min as f64 {
-            return Err(format!("{what}, {how}: {out} operations out, minimal {min} (bound {PARTITIONS_BOUND}x)"));
+        let bound = if p.batch >= 10 * partitions { RATIO_BOUND } else { PARTITIONS_BOUND };
+        if min >= 20 && out as f64 > bound * min as f64 {
+            return Err(format!("{what}, {how}: {out} operations out, minimal {min} (bound {bound}x)"));
         }
         return Ok(format!("gpfs seed {seed}: {what}, {how}: {out} operations / {min} minimal, {stale} stale names"));
     }

@@ -13,7 +13,6 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use icicle_plugins_gpfs::state::meta_of;
 use icicle_plugins_gpfs::{EventKind, Meta};
 use icicle_plugins_lustre::changelog::{ChangelogRecord, Fid, RecordType};
 use icicle_plugins_lustre::namespace::Namespace;
@@ -67,7 +66,7 @@ impl GpfsJournal {
 
     fn meta(&mut self, path: &str, fid: Fid, is_dir: bool) -> Meta {
         let m = if self.real {
-            fs::symlink_metadata(self.root.join(path.trim_start_matches('/'))).ok().map(|md| meta_of(&md))
+            fs::symlink_metadata(self.root.join(path.trim_start_matches('/'))).ok().map(|md| Meta::from_metadata(&md))
         } else {
             None
         };

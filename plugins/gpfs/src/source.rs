@@ -65,7 +65,8 @@ pub struct GpfsConfig {
     #[serde(default = "default_quiet")]
     pub quiet_period_secs: f64,
     /// Batch boundaries an IN_MOVED_FROM waits for its IN_MOVED_TO before it counts as a
-    /// move out of the fileset.
+    /// move out of the fileset, counting those at which its partition had gone on past it
+    /// (16 times as many when the partition is silent).
     #[serde(default = "default_pair_batches")]
     pub pair_batches: u32,
     /// Files the state keeps at most (0 = unbounded): the least recently touched are let go
@@ -286,6 +287,7 @@ impl Monitor for GpfsSource {
             counts: GpfsRunCounts::default(),
             checkpoint_file: settings.checkpoint_file(),
             partitions: 1,
+            seen: Default::default(),
         })
     }
 
@@ -330,6 +332,8 @@ pub struct GpfsEngine {
     /// How many partitions the stream reads: from two on, events are in no order across
     /// them, and the state checks its operations against the mount.
     partitions: usize,
+    /// The partitions events came from (a topic can gain partitions while it is read).
+    seen: std::collections::BTreeSet<i32>,
 }
 
 impl GpfsEngine {
@@ -364,8 +368,9 @@ impl GpfsEngine {
         Ok(events)
     }
 
-    /// The stream reads `n` partitions: from two on, the state checks its operations against
-    /// the mount (without one, a warning says what may go stale).
+    /// The stream reads `n` partitions (the topic's at connect, or more seen since): from two
+    /// on, the state checks its operations against the mount (warnings say what may go stale
+    /// without one, or with a state that does not know every file).
     pub fn partitions_read(&mut self, n: usize) {
         self.partitions = n;
         self.state.verify = n > 1;
@@ -476,6 +481,7 @@ impl ChangeState for GpfsEngine {
             }
         };
         self.state.dir_attributes = self.posix;
+        // Known once the stream is open (after a restart, from the run before).
         self.state.verify = self.partitions > 1;
         self.state.set_lru_capacity(cfg.lru_capacity);
         self.state.maybe_delivered(sent_ahead);
@@ -483,6 +489,10 @@ impl ChangeState for GpfsEngine {
     }
 
     async fn apply(&mut self, batch: Vec<TopicMessage>) -> Result<Emit, IcicleError> {
+        self.seen.extend(batch.iter().map(|m| m.partition));
+        if self.seen.len() > self.partitions {
+            self.partitions_read(self.seen.len());
+        }
         let mut events = self.parse(&batch)?;
         let mut ops = Ops::default();
         let reduced =

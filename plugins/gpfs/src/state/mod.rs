@@ -20,7 +20,7 @@ mod whole;
 
 pub use ignored::IgnoredEvents;
 
-pub use walk::{meta_of, Lookup, MountWalker, NoWalk, WalkLeftOut, Walker};
+pub use walk::{Lookup, MountWalker, NoWalk, WalkLeftOut, Walker};
 
 type Fast = foldhash::fast::RandomState;
 
@@ -54,8 +54,13 @@ pub struct PendingMove {
     pub meta: Meta,
     /// Where the IN_MOVED_FROM came from: offsets are not committed past it while it waits.
     pub position: Position,
-    /// Batch boundaries seen while waiting.
+    /// Batch boundaries seen while waiting in which its partition delivered later events
+    /// (the IN_MOVED_TO, keyed like it, would have come before them).
     pub age: u32,
+    /// Batch boundaries seen while waiting, whatever was read: a partition that falls silent
+    /// after a move out of the fileset keeps its half waiting this long at most.
+    #[serde(default)]
+    pub waited: u32,
     /// For a directory: the names (and inodes) the state knew below it when another object
     /// first arrived at or below its old name; settling the half moves or removes these only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,6 +171,15 @@ pub struct GpfsState {
     /// Events come from several partitions, in no order across them: every operation is
     /// checked against the mount before it is sent, and renamed directories are walked.
     pub verify: bool,
+    /// Names whose creation a removal cancelled in this batch (checked against the mount
+    /// when events come from several partitions).
+    cancelled_here: Vec<PathName>,
+    /// Per partition, the last offset read in this batch (while rename halves wait).
+    read_to: HashMap<i32, i64, Fast>,
+    /// Names whose creation the check dropped (gone from the mount before it was sent): not
+    /// in the index, so their removal sends nothing (at most `UNINDEXED_CAP`, then cleared:
+    /// an extra delete is harmless).
+    unindexed: HashSet<PathName, Fast>,
     /// Keys of the paths a run before the last restart may have delivered without
     /// committing: a replay (whose batches may be cut elsewhere) never cancels their creation.
     replayed: HashSet<u64, Fast>,
@@ -182,6 +196,13 @@ pub struct GpfsState {
 
 /// Directory renames kept in the log.
 const RENAME_LOG_CAP: usize = 200_000;
+
+/// A rename half whose partition delivers nothing after it waits this many times
+/// `pair_batches` batch boundaries.
+const SILENT_PARTITION_FACTOR: u32 = 16;
+
+/// Names remembered as dropped by the check before they were sent.
+const UNINDEXED_CAP: usize = 1 << 16;
 
 /// The directory a path is in (`/` for a top-level name).
 fn parent_of(path: &str) -> &str {
@@ -328,6 +349,9 @@ impl GpfsState {
                 e.insert(meta);
                 self.path_bytes += path.len();
                 self.link_up(name.clone());
+                if !self.unindexed.is_empty() {
+                    self.unindexed.remove(path);
+                }
                 if self.evicted.remove(path) {
                     self.counts.evicted_found += 1;
                 }
@@ -395,6 +419,10 @@ impl GpfsState {
         if self.born.remove(path) && (self.replayed.is_empty() || !self.replayed.contains(&path_key(path))) {
             if ops.shift_remove(path).is_some() {
                 self.counts.cancelled += 1;
+                if self.verify {
+                    // The removal may be an older object's, read late: checked at the end.
+                    self.cancelled_here.push(path.into());
+                }
             }
             return;
         }
@@ -444,6 +472,9 @@ impl GpfsState {
     /// Delete `path`, which the state does not know: unless the state knows every indexed
     /// file, the index may also hold it under its names before this run's directory renames.
     fn delete_unknown(&mut self, path: &str, ops: &mut Ops) {
+        if !self.unindexed.is_empty() && self.unindexed.remove(path) {
+            return;
+        }
         if self.knows_all_at(path) || !self.produced(path) || self.may_hold(path) {
             self.delete(path, ops);
         }
@@ -524,12 +555,18 @@ impl StateStore for GpfsState {
     /// A new batch (one emit) begins.
     fn begin_batch(&mut self) {
         self.born.clear();
+        self.read_to.clear();
+        self.cancelled_here.clear();
     }
 
     /// Apply one event (and where it came from), adding the index operations it implies to `ops`.
     fn apply(&mut self, event: &(GpfsEvent, Position), walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
+        if !self.pending.is_empty() {
+            let to = self.read_to.entry(position.0).or_insert(position.1);
+            *to = (*to).max(position.1);
+        }
         let path: &str = &ev.path;
         if !self.pending.is_empty() && matches!(ev.kind, EventKind::Created | EventKind::MovedTo | EventKind::Modified)
         {
@@ -589,6 +626,7 @@ impl StateStore for GpfsState {
                     meta: ev.meta,
                     position,
                     age: 0,
+                    waited: 0,
                     below: None,
                 });
             }
@@ -637,10 +675,14 @@ impl StateStore for GpfsState {
     /// A batch ends: rename halves that waited too long were moved out of the fileset.
     fn end_batch(&mut self, walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         for m in &mut self.pending {
-            m.age += 1;
+            m.waited += 1;
+            if self.read_to.get(&m.position.0).is_some_and(|to| *to > m.position.1) {
+                m.age += 1;
+            }
         }
+        let (pair, silent) = (self.pair_batches, self.pair_batches.saturating_mul(SILENT_PARTITION_FACTOR));
         let (expired, keep): (Vec<PendingMove>, Vec<PendingMove>) =
-            std::mem::take(&mut self.pending).into_iter().partition(|m| m.age > self.pair_batches);
+            std::mem::take(&mut self.pending).into_iter().partition(|m| m.age > pair || m.waited > silent);
         self.pending = keep;
         for m in expired {
             self.moved_out(m, ops);

@@ -132,51 +132,7 @@ impl GpfsState {
                 }
                 self.upsert(&np, m, ops);
             }
-            // Descendants the state never saw (they predate monitoring): where they are now.
-            // A complete state knows everything the index holds, and what it does not know
-            // yet will come with its own events: no walk.
-            // Files it let go of below are found where they are now.
-            // Events from several partitions (`verify`) may name what is below under the old
-            // name after this rename: found where it is now all the same.
-            let walk = !self.complete || self.evicted_below(old) || self.verify;
-            let unseen = if walk { walker.walk(new) } else { Vec::new() };
-            for (np, m) in unseen {
-                let op = format!("{old}{}", &np[new.len()..]);
-                if self.verify {
-                    self.settle_names(&np, m.inode, walker, ops);
-                }
-                if self.knows_all_at(&op) {
-                    if !self.objects.contains_key(np.as_str()) {
-                        if let Some(name) = self.evicted_name(&op) {
-                            self.delete(&name, ops);
-                            self.counts.evicted_found += 1;
-                            self.upsert(&np, m, ops);
-                        } else if self.verify {
-                            // Not indexed under the old name (the state knows all there).
-                            if ops.get(np.as_str()) != Some(&Op::Delete) {
-                                self.born.insert(np.as_str().into());
-                            }
-                            self.counts.moved_descendants += 1;
-                            self.upsert(&np, m, ops);
-                        }
-                    }
-                    continue;
-                }
-                if self.objects.contains_key(np.as_str()) {
-                    // Known where it is now (moved above, or seen by an earlier walk that ran
-                    // ahead of its events): its old name may still be in the index.
-                    if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
-                        self.delete_unknown(&op, ops);
-                    }
-                    continue;
-                }
-                if !(newer && self.objects.contains_key(op.as_str())) {
-                    self.forget(&op);
-                    self.delete_unknown(&op, ops);
-                }
-                self.counts.moved_descendants += 1;
-                self.upsert(&np, m, ops);
-            }
+            self.place_unseen(old, new, newer, walker, ops);
             if self.verify {
                 self.settle_below(old, walker, ops);
             }
@@ -209,6 +165,58 @@ impl GpfsState {
             self.born.insert(new.into());
         }
         self.upsert(new, meta, ops);
+    }
+
+    /// After directory `old` was renamed to `new`: what the walk of `new` finds that the state
+    /// never saw (files from before monitoring, files it let go of, and with several
+    /// partitions files whose events name the old name late) is indexed where it is now, and
+    /// the names the index may hold for it from before go.
+    fn place_unseen(&mut self, old: &str, new: &str, newer: bool, walker: &mut dyn Walker, ops: &mut Ops) {
+        // Descendants the state never saw (they predate monitoring): where they are now.
+        // A complete state knows everything the index holds, and what it does not know
+        // yet will come with its own events: no walk.
+        // Files it let go of below are found where they are now.
+        // Events from several partitions (`verify`) may name what is below under the old
+        // name after this rename: found where it is now all the same.
+        let walk = !self.complete || self.evicted_below(old) || self.verify;
+        let unseen = if walk { walker.walk(new) } else { Vec::new() };
+        for (np, m) in unseen {
+            let op = format!("{old}{}", &np[new.len()..]);
+            if self.verify {
+                self.settle_names(&np, m.inode, walker, ops);
+            }
+            if self.knows_all_at(&op) {
+                if !self.objects.contains_key(np.as_str()) {
+                    if let Some(name) = self.evicted_name(&op) {
+                        self.delete(&name, ops);
+                        self.counts.evicted_found += 1;
+                        self.upsert(&np, m, ops);
+                    } else if self.verify {
+                        // Not indexed under the old name (the state knows all there).
+                        if ops.get(np.as_str()) != Some(&Op::Delete) {
+                            self.born.insert(np.as_str().into());
+                        }
+                        self.counts.moved_descendants += 1;
+                        self.upsert(&np, m, ops);
+                    }
+                }
+                continue;
+            }
+            if self.objects.contains_key(np.as_str()) {
+                // Known where it is now (moved above, or seen by an earlier walk that ran
+                // ahead of its events): its old name may still be in the index.
+                if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
+                    self.delete_unknown(&op, ops);
+                }
+                continue;
+            }
+            if !(newer && self.objects.contains_key(op.as_str())) {
+                self.forget(&op);
+                self.delete_unknown(&op, ops);
+            }
+            self.counts.moved_descendants += 1;
+            self.upsert(&np, m, ops);
+        }
     }
 
     /// A directory's attributes changed: when visibility follows permissions, know them, and

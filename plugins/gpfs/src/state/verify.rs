@@ -21,6 +21,19 @@ impl GpfsState {
         if !self.verify || !walker.sees_files() {
             return;
         }
+        // A create cancelled by a removal read late from another partition: the file may be
+        // there all the same (the removal was an older one's).
+        for name in std::mem::take(&mut self.cancelled_here) {
+            if !ops.contains_key(&name) {
+                if let Lookup::Found(now) = walker.lstat(&name) {
+                    if !now.is_dir() {
+                        self.counts.corrected += 1;
+                        self.know_name(name.clone(), now);
+                        ops.insert(name, Op::Update(now));
+                    }
+                }
+            }
+        }
         let names: Vec<PathName> = ops.keys().cloned().collect();
         for name in names {
             let Some(&op) = ops.get(&name) else { continue };
@@ -37,11 +50,12 @@ impl GpfsState {
                 (Op::Update(_), _) => {
                     self.counts.corrected += 1;
                     self.forget(&name);
-                    let replayed = !self.replayed.is_empty() && self.replayed.contains(&super::path_key(&name));
-                    if self.born.remove(&*name) && !replayed {
-                        ops.shift_remove(&name);
-                    } else {
-                        ops.insert(name, Op::Delete);
+                    self.delete(&name, ops);
+                    if !ops.contains_key(&name) {
+                        if self.unindexed.len() >= super::UNINDEXED_CAP {
+                            self.unindexed.clear();
+                        }
+                        self.unindexed.insert(name);
                     }
                 }
                 (Op::Delete, _) => {}
@@ -50,8 +64,8 @@ impl GpfsState {
     }
 
     /// A walk found the file `inode` at `path`: its other names the state knows are checked
-    /// on the mount, and those that no longer hold it go (a directory rename applied late
-    /// leaves what the state knew below the old name where it was).
+    /// on the mount (see [`GpfsState::settle`]); a directory rename applied late leaves what
+    /// the state knew below the old name where it was.
     pub(super) fn settle_names(&mut self, path: &str, inode: u64, walker: &mut dyn Walker, ops: &mut Ops) {
         if inode == 0 {
             return;
@@ -59,14 +73,25 @@ impl GpfsState {
         let others: Vec<PathName> =
             self.links.get(&inode).map(|v| v.iter().filter(|p| &***p != path).cloned().collect()).unwrap_or_default();
         for name in others {
-            match walker.lstat(&name) {
-                Lookup::Found(now) if now.inode == inode => {}
-                Lookup::Unknown => {}
-                _ => {
-                    self.counts.corrected += 1;
-                    self.forget(&name);
-                    self.delete(&name, ops);
-                }
+            self.settle(name, inode, walker, ops);
+        }
+    }
+
+    /// Check the state's `name`, which it takes for file `inode` (0: any), on the mount: another
+    /// file there is known and sent instead; nothing (or a directory) there, the name goes.
+    fn settle(&mut self, name: PathName, inode: u64, walker: &mut dyn Walker, ops: &mut Ops) {
+        match walker.lstat(&name) {
+            Lookup::Found(now) if !now.is_dir() && (inode == 0 || now.inode == inode) => {}
+            Lookup::Unknown => {}
+            Lookup::Found(now) if !now.is_dir() => {
+                self.counts.corrected += 1;
+                self.know_name(name.clone(), now);
+                ops.insert(name, Op::Update(now));
+            }
+            _ => {
+                self.counts.corrected += 1;
+                self.forget(&name);
+                self.delete(&name, ops);
             }
         }
     }
@@ -77,17 +102,8 @@ impl GpfsState {
     /// take the name for a newer object's).
     pub(super) fn settle_below(&mut self, dir: &str, walker: &mut dyn Walker, ops: &mut Ops) {
         for (name, m) in self.descendants(dir) {
-            if m.is_dir() {
-                continue;
-            }
-            match walker.lstat(&name) {
-                Lookup::Found(now) if !now.is_dir() && (m.inode == 0 || now.inode == m.inode) => {}
-                Lookup::Unknown => {}
-                _ => {
-                    self.counts.corrected += 1;
-                    self.forget(&name);
-                    self.delete(&name, ops);
-                }
+            if !m.is_dir() {
+                self.settle(name, m.inode, walker, ops);
             }
         }
     }
@@ -187,5 +203,21 @@ mod tests {
         one.verify = false;
         let got = batch(&mut one, &mut mount, 0, &[ev(Created, "/g/x", 4, false, 0), ev(Removed, "/g/x", 3, false, 0)]);
         assert_eq!(got, [("/g/x".into(), None)]);
+    }
+
+    /// A file created, removed and created again under one name, its removal read last (from
+    /// another partition than the second file's creation): the second file stays indexed.
+    #[test]
+    fn a_removal_read_after_the_name_was_taken_again_is_the_older_file_s() {
+        let mut s = seeded(&[]);
+        let mut mount = Mount(BTreeMap::from([("/g/x".to_string(), meta(4, false))]));
+        let got = batch(
+            &mut s,
+            &mut mount,
+            0,
+            &[ev(Created, "/g/x", 3, false, 0), ev(Created, "/g/x", 4, false, 0), ev(Removed, "/g/x", 3, false, 0)],
+        );
+        assert_eq!(got, [("/g/x".into(), Some(4))]);
+        assert_eq!((s.counts.cancelled, s.counts.corrected), (1, 1));
     }
 }

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::Meta;
 
-/// Lists what is below a renamed directory where it is now (files only, with metadata), so
-/// that descendants the state never saw (objects that predate monitoring) move too.
+/// The file system as it is now: what is below a renamed directory (files only, with
+/// metadata), so that descendants the state never saw (objects that predate monitoring) move
+/// too, and what is at one name (to check operations when events come out of order).
 pub trait Walker {
     /// `(path, metadata)` of every file and link below GPFS path `dir`.
     fn walk(&mut self, dir: &str) -> Vec<(String, Meta)>;
@@ -34,21 +35,6 @@ pub enum Lookup {
     Found(Meta),
     /// It could not be told (no `mount`, or the `lstat` failed otherwise than with ENOENT).
     Unknown,
-}
-
-/// Metadata from `lstat`.
-pub fn meta_of(md: &std::fs::Metadata) -> Meta {
-    use std::os::unix::fs::MetadataExt;
-    Meta {
-        inode: md.ino(),
-        mode: md.mode(),
-        uid: md.uid(),
-        gid: md.gid(),
-        size: md.size(),
-        atime: md.atime(),
-        ctime: md.ctime(),
-        mtime: md.mtime(),
-    }
 }
 
 /// What walks of the mount left out (each also logged, the first 20 then one in 10,000).
@@ -124,7 +110,7 @@ impl Walker for MountWalker {
                 if md.is_dir() {
                     stack.push((r, g));
                 } else {
-                    out.push((g, meta_of(&md)));
+                    out.push((g, Meta::from_metadata(&md)));
                 }
             }
         }
@@ -139,7 +125,7 @@ impl Walker for MountWalker {
         let Some(rel) = path.strip_prefix(self.fs_root.trim_end_matches('/')) else { return Lookup::Unknown };
         let real = icicle_core::name::on(&self.mount, rel);
         match std::fs::symlink_metadata(&real) {
-            Ok(md) => Lookup::Found(meta_of(&md)),
+            Ok(md) => Lookup::Found(Meta::from_metadata(&md)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lookup::Absent,
             // Below a name that is a file now: nothing is there.
             Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Lookup::Absent,

@@ -22,8 +22,9 @@ impl GpfsState {
     /// `dir` was just created: empty, so the state knows all it will hold (unless it already
     /// holds names below it: events read out of order).
     pub(super) fn created_dir(&mut self, dir: &str) {
-        // A bounded state never uses marks (`knows_all_in`): keep none.
-        if !self.complete && self.lru_capacity == 0 && !self.children.contains_key(dir) {
+        // A bounded state, or one reading several partitions, never uses marks
+        // (`knows_all_in`): keep none.
+        if !self.complete && self.lru_capacity == 0 && !self.verify && !self.children.contains_key(dir) {
             // Marks below this name are an older directory's (one moved away, its rename
             // half still waiting).
             self.forget_marks(dir);

@@ -65,8 +65,8 @@ pub struct GpfsConfig {
     #[serde(default = "default_quiet")]
     pub quiet_period_secs: f64,
     /// Batch boundaries an IN_MOVED_FROM waits for its IN_MOVED_TO before it counts as a
-    /// move out of the fileset, counting those at which its partition had gone on past it
-    /// (16 times as many when the partition is silent).
+    /// move out of the fileset (more than this many). With several partitions only batches
+    /// that read its partition past it count, or more than 16 times this many batches in all.
     #[serde(default = "default_pair_batches")]
     pub pair_batches: u32,
     /// Files the state keeps at most (0 = unbounded): the least recently touched are let go
@@ -492,6 +492,9 @@ impl ChangeState for GpfsEngine {
         self.seen.extend(batch.iter().map(|m| m.partition));
         if self.seen.len() > self.partitions {
             self.partitions_read(self.seen.len());
+        }
+        for m in &batch {
+            self.state.read((m.partition, m.offset));
         }
         let mut events = self.parse(&batch)?;
         let mut ops = Ops::default();

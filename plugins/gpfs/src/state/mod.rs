@@ -174,7 +174,7 @@ pub struct GpfsState {
     /// Names whose creation a removal cancelled in this batch (checked against the mount
     /// when events come from several partitions).
     cancelled_here: Vec<PathName>,
-    /// Per partition, the last offset read in this batch (while rename halves wait).
+    /// Per partition, the last offset read in this batch (with several partitions).
     read_to: HashMap<i32, i64, Fast>,
     /// Names whose creation the check dropped (gone from the mount before it was sent): not
     /// in the index, so their removal sends nothing (at most `UNINDEXED_CAP`, then cleared:
@@ -256,6 +256,15 @@ impl GpfsState {
     /// Rename halves waiting for their pair.
     pub fn pending(&self) -> &[PendingMove] {
         &self.pending
+    }
+
+    /// A message was read at `position` in this batch (parsed or not, kept or dropped): with
+    /// several partitions, a rename half ages only at batches its partition went past it in.
+    pub fn read(&mut self, position: Position) {
+        if self.verify {
+            let to = self.read_to.entry(position.0).or_insert(position.1);
+            *to = (*to).max(position.1);
+        }
     }
 
     fn set_op(&mut self, path: PathName, op: Op, ops: &mut Ops) {
@@ -555,7 +564,6 @@ impl StateStore for GpfsState {
     /// A new batch (one emit) begins.
     fn begin_batch(&mut self) {
         self.born.clear();
-        self.read_to.clear();
         self.cancelled_here.clear();
     }
 
@@ -563,10 +571,7 @@ impl StateStore for GpfsState {
     fn apply(&mut self, event: &(GpfsEvent, Position), walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
-        if !self.pending.is_empty() {
-            let to = self.read_to.entry(position.0).or_insert(position.1);
-            *to = (*to).max(position.1);
-        }
+        self.read(position);
         let path: &str = &ev.path;
         if !self.pending.is_empty() && matches!(ev.kind, EventKind::Created | EventKind::MovedTo | EventKind::Modified)
         {
@@ -676,10 +681,12 @@ impl StateStore for GpfsState {
     fn end_batch(&mut self, walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         for m in &mut self.pending {
             m.waited += 1;
-            if self.read_to.get(&m.position.0).is_some_and(|to| *to > m.position.1) {
+            // One partition: every batch after the half counts, as it always did.
+            if !self.verify || self.read_to.get(&m.position.0).is_some_and(|to| *to > m.position.1) {
                 m.age += 1;
             }
         }
+        self.read_to.clear();
         let (pair, silent) = (self.pair_batches, self.pair_batches.saturating_mul(SILENT_PARTITION_FACTOR));
         let (expired, keep): (Vec<PendingMove>, Vec<PendingMove>) =
             std::mem::take(&mut self.pending).into_iter().partition(|m| m.age > pair || m.waited > silent);

@@ -10,18 +10,10 @@ fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64, size: u64
     }
 }
 
-/// One batch of partition 0; offsets grow across batches, as a partition's do.
 fn run(s: &mut GpfsState, evs: &[GpfsEvent]) -> Vec<(String, Option<u64>)> {
-    static NEXT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1_000_000);
-    let first = NEXT.fetch_add(evs.len() as i64, std::sync::atomic::Ordering::Relaxed);
-    run_from(s, first, evs)
-}
-
-/// One batch of partition 0 whose first event is at offset `first`.
-fn run_from(s: &mut GpfsState, first: i64, evs: &[GpfsEvent]) -> Vec<(String, Option<u64>)> {
     let mut ops = Ops::default();
     let mut batch: Vec<(GpfsEvent, Position)> =
-        evs.iter().enumerate().map(|(i, e)| (e.clone(), (0, first + i as i64))).collect();
+        evs.iter().enumerate().map(|(i, e)| (e.clone(), (0, i as i64))).collect();
     IgnoredEvents.reduce(&mut batch);
     s.begin_batch();
     for e in &batch {
@@ -37,12 +29,6 @@ fn run_from(s: &mut GpfsState, first: i64, evs: &[GpfsEvent]) -> Vec<(String, Op
 }
 
 use EventKind::*;
-
-/// An event that changes nothing (a directory's attributes, not followed): the partition
-/// moves on past any half waiting.
-fn later() -> GpfsEvent {
-    ev(DirAttrib, "/g", 1000, true, 0, 0)
-}
 
 #[test]
 fn create_then_remove_in_one_batch_is_nothing_and_modifications_coalesce() {
@@ -140,9 +126,7 @@ fn an_unpaired_half_is_a_move_out_of_the_fileset() {
     let mut s = GpfsState::new(1);
     run(&mut s, &[ev(Created, "/g/f", 1, false, 0, 0)]);
     assert_eq!(run(&mut s, &[ev(MovedFrom, "/g/f", 1, false, 9, 0)]), vec![]);
-    // It waits for one batch in which its partition goes on past it.
-    assert_eq!(run(&mut s, &[later()]), vec![]);
-    assert_eq!(run(&mut s, &[later()]), vec![("/g/f".into(), None)]);
+    assert_eq!(run(&mut s, &[]), vec![("/g/f".into(), None)]);
     assert_eq!(s.counts.moved_out, 1);
 }
 
@@ -183,11 +167,10 @@ fn a_waiting_half_read_again_after_a_restart_is_one_half() {
     let mut s = GpfsState::new(1);
     run(&mut s, &[ev(Created, "/g/a", 5, false, 0, 1)]);
     // Saved while waiting; commits were held back at it, so the restart reads it again.
-    run_from(&mut s, 10, &[ev(MovedFrom, "/g/a", 5, false, 7, 1)]);
+    run(&mut s, &[ev(MovedFrom, "/g/a", 5, false, 7, 1)]);
     let mut s = GpfsState::restore(s.checkpoint(), 1);
-    let got = run_from(
+    let got = run(
         &mut s,
-        10,
         &[
             ev(MovedFrom, "/g/a", 5, false, 7, 1),
             ev(MovedTo, "/g/a~", 5, false, 7, 1),
@@ -196,7 +179,7 @@ fn a_waiting_half_read_again_after_a_restart_is_one_half() {
     );
     assert_eq!(got, vec![("/g/a".into(), Some(2)), ("/g/a~".into(), Some(1))]);
     for _ in 0..3 {
-        assert_eq!(run(&mut s, &[later()]), vec![], "no second half expires onto the new /g/a");
+        assert_eq!(run(&mut s, &[]), vec![], "no second half expires onto the new /g/a");
     }
     assert_eq!(s.counts.replayed_halves, 1);
 }
@@ -224,7 +207,7 @@ fn a_name_moved_out_and_made_again_keeps_the_newcomer() {
     );
     let mut all = got.clone();
     for _ in 0..3 {
-        all.extend(run(&mut s, &[later()]));
+        all.extend(run(&mut s, &[]));
     }
     assert_eq!(deletes(&all), vec!["/g/d/old"], "{all:?}");
     assert!(

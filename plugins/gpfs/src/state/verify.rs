@@ -14,9 +14,10 @@ use super::{GpfsState, Lookup, Op, Ops, PathName, Walker};
 
 impl GpfsState {
     /// Make every operation of `ops` agree with the mount (only when [`GpfsState::verify`]
-    /// is set and the walker sees the file system): an update of a name that is gone, or is a
-    /// directory now, becomes a delete (or nothing, when the name was born in this batch); an
-    /// update or delete of a name that holds another file becomes an update of that file.
+    /// is set and the walker sees the file system): an update sends the file's metadata as
+    /// the mount shows it; an update of a name that is gone, or is a directory now, becomes a
+    /// delete (or nothing, when the name was born in this batch); an update of a name that
+    /// holds another file, or a delete of a name that holds a file, becomes an update of it.
     pub(super) fn verify_ops(&mut self, walker: &mut dyn Walker, ops: &mut Ops) {
         if !self.verify || !walker.sees_files() {
             return;
@@ -39,7 +40,14 @@ impl GpfsState {
             let Some(&op) = ops.get(&name) else { continue };
             match (op, walker.lstat(&name)) {
                 (_, Lookup::Unknown) => {}
-                (Op::Update(m), Lookup::Found(now)) if !now.is_dir() && (m.inode == 0 || m.inode == now.inode) => {}
+                // The file itself: sent as it is now (a directory rename read late may have
+                // moved an older state of it onto metadata read first).
+                (Op::Update(m), Lookup::Found(now)) if !now.is_dir() && (m.inode == 0 || m.inode == now.inode) => {
+                    if now != m {
+                        self.know_name(name.clone(), now);
+                        ops.insert(name, Op::Update(now));
+                    }
+                }
                 (Op::Delete, Lookup::Absent) => {}
                 (Op::Delete, Lookup::Found(now)) if now.is_dir() => {}
                 (_, Lookup::Found(now)) if !now.is_dir() => {
@@ -51,7 +59,9 @@ impl GpfsState {
                     self.counts.corrected += 1;
                     self.forget(&name);
                     self.delete(&name, ops);
-                    if !ops.contains_key(&name) {
+                    // Seeded, the state knew every older file there: a removal of this name
+                    // can only be this one's. (Unseeded, it may be an older file's.)
+                    if self.complete && !ops.contains_key(&name) {
                         if self.unindexed.len() >= super::UNINDEXED_CAP {
                             self.unindexed.clear();
                         }

@@ -562,6 +562,10 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
             let mut ops = icicle_plugins_gpfs::Ops::default();
             state.begin_batch();
             let mut walker = NsWalker { ns: &w.ns, fs_root };
+            // As the engine does: every message read counts for the rename halves waiting.
+            for &(_, part, offset) in &order[at..end] {
+                state.read((part, offset));
+            }
             for ev in &batch {
                 state.apply(ev, &mut walker, &mut ops);
             }

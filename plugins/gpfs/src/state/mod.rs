@@ -214,8 +214,9 @@ impl GpfsState {
         &self.pending
     }
 
-    /// A message was read at `position` in this batch (parsed or not, kept or dropped): with
-    /// several partitions, a rename half ages only at batches its partition went past it in.
+    /// A message was read at `position` in this batch (parsed or not, kept or dropped; the
+    /// engine tells every one before applying the batch): with several partitions, a rename
+    /// half ages only at batches its partition went past it in.
     pub fn read(&mut self, position: Position) {
         if self.verify {
             let to = self.read_to.entry(position.0).or_insert(position.1);
@@ -527,7 +528,6 @@ impl StateStore for GpfsState {
     fn apply(&mut self, event: &(GpfsEvent, Position), walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
-        self.read(position);
         let path: &str = &ev.path;
         if !self.pending.is_empty() && matches!(ev.kind, EventKind::Created | EventKind::MovedTo | EventKind::Modified)
         {

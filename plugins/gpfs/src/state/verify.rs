@@ -28,9 +28,7 @@ impl GpfsState {
             if !ops.contains_key(&name) {
                 if let Lookup::Found(now) = walker.lstat(&name) {
                     if !now.is_dir() {
-                        self.counts.corrected += 1;
-                        self.know_name(name.clone(), now);
-                        ops.insert(name, Op::Update(now));
+                        self.send_as_found(name, now, ops);
                     }
                 }
             }
@@ -50,11 +48,7 @@ impl GpfsState {
                 }
                 (Op::Delete, Lookup::Absent) => {}
                 (Op::Delete, Lookup::Found(now)) if now.is_dir() => {}
-                (_, Lookup::Found(now)) if !now.is_dir() => {
-                    self.counts.corrected += 1;
-                    self.know_name(name.clone(), now);
-                    ops.insert(name, Op::Update(now));
-                }
+                (_, Lookup::Found(now)) if !now.is_dir() => self.send_as_found(name, now, ops),
                 (Op::Update(_), _) => {
                     self.counts.corrected += 1;
                     self.forget(&name);
@@ -71,6 +65,14 @@ impl GpfsState {
                 (Op::Delete, _) => {}
             }
         }
+    }
+
+    /// `name` holds another file than the state or the operation said: know it and send it
+    /// as the mount shows it.
+    fn send_as_found(&mut self, name: PathName, now: super::Meta, ops: &mut Ops) {
+        self.counts.corrected += 1;
+        self.know_name(name.clone(), now);
+        ops.insert(name, Op::Update(now));
     }
 
     /// A walk found the file `inode` at `path`: its other names the state knows are checked
@@ -93,11 +95,7 @@ impl GpfsState {
         match walker.lstat(&name) {
             Lookup::Found(now) if !now.is_dir() && (inode == 0 || now.inode == inode) => {}
             Lookup::Unknown => {}
-            Lookup::Found(now) if !now.is_dir() => {
-                self.counts.corrected += 1;
-                self.know_name(name.clone(), now);
-                ops.insert(name, Op::Update(now));
-            }
+            Lookup::Found(now) if !now.is_dir() => self.send_as_found(name, now, ops),
             _ => {
                 self.counts.corrected += 1;
                 self.forget(&name);

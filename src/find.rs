@@ -49,7 +49,9 @@ pub struct FindArgs {
     limit: Option<usize>,
     /// Starting directories, then `find`-style predicates, all of which must hold:
     /// -user U, -uid N, -group G, -gid N, -type f|l, -size [+-]N[ckMGT], -mtime/-atime/-ctime
-    /// [+-]DAYS, -mmin/-amin/-cmin [+-]MINUTES, -name GLOB, -path GLOB; output -print (default),
+    /// [+-]DAYS, -mmin/-amin/-cmin [+-]MINUTES, -name GLOB, -path GLOB; where the file system
+    /// keeps it (as a monitor or listing recorded it): -ost N, -pool NAME, -fileset NAME,
+    /// -projid N, -fid FID, -stripe-count [+-]N; output -print (default),
     /// -ls, -printf FORMAT (%p %f %s %u %g %U %G %m %M %y %T@ %A@ %C@).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PATH|PREDICATE")]
     expression: Vec<String>,
@@ -258,6 +260,24 @@ fn size_span(arg: &str) -> anyhow::Result<Span<u64>> {
     })
 }
 
+/// A whole number a predicate takes.
+fn number(what: &str, v: &str) -> anyhow::Result<u64> {
+    v.parse().with_context(|| format!("{what} {v:?}: expected a whole number"))
+}
+
+/// `-stripe-count`: more than (`+N`), fewer than (`-N`) or exactly N, as `lfs find` reads it.
+fn count_span(arg: &str) -> anyhow::Result<Span<u64>> {
+    let (sign, n, rest) = signed(arg)?;
+    if !rest.is_empty() {
+        bail!("-stripe-count {arg:?}: expected [+-]N");
+    }
+    Ok(match sign {
+        '+' => Span { lo: Bound::Excluded(n), hi: Bound::Unbounded },
+        '-' => Span { lo: Bound::Unbounded, hi: Bound::Excluded(n) },
+        _ => Span { lo: Bound::Included(n), hi: Bound::Included(n) },
+    })
+}
+
 /// `find -mtime` and kin: the age in whole `unit`s (rounded down) more than, less than or
 /// equal to N, as a range of times before `now`.
 fn age_span(arg: &str, unit: i64, now: i64) -> anyhow::Result<Span<i64>> {
@@ -335,6 +355,12 @@ fn parse_expression(expr: &[String], now: i64) -> anyhow::Result<(Vec<String>, F
             "-cmin" => filter.ctime = age_span(value()?, 60, now)?,
             "-name" => filter.name_glob = Some(value()?.clone()),
             "-path" | "-wholename" => filter.path_glob = Some(value()?.clone()),
+            "-ost" => filter.ost = Some(number("-ost", value()?)?),
+            "-pool" => filter.pool = Some(value()?.clone()),
+            "-fileset" => filter.fileset = Some(value()?.clone()),
+            "-projid" => filter.project_id = Some(number("-projid", value()?)?),
+            "-fid" => filter.fid = Some(value()?.clone()),
+            "-stripe-count" => filter.stripe_count = count_span(value()?)?,
             "-print" => output = Output::Path,
             "-ls" => output = Output::Ls,
             "-printf" => output = Output::Printf(value()?.clone()),

@@ -637,3 +637,8 @@ pub fn as_user(cmd: &mut Command, uid: u32, groups: &[u32]) {
         });
     }
 }
+
+/// The `icicle-testkit` binary built beside `icicle` (its fake `lfs`, workloads, producers).
+pub fn testkit_bin() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit")
+}

@@ -511,3 +511,69 @@ fn a_run_on_an_index_serve_owns_publishes_through_serve() {
     // Serve gone: the next run writes directly again.
     assert_eq!(snapshot_into_index(t, 2, "visible_to = [\"public\"]", &[]).0, 0);
 }
+
+#[test]
+fn a_lustre_monitor_reading_layouts_answers_which_files_have_objects_on_an_ost() {
+    let seed = test_seed();
+    let tmp = test_dir();
+    let t = tmp.path();
+    let (root, journal) = (t.join("fs"), t.join("lfs/changelog"));
+    let mut w = icicle_testkit::lustre::Workload::open(&root, &journal, seed).unwrap();
+    w.run(icicle_testkit::lustre::Kind::Mixed, 600, "/work").unwrap();
+    let fids = w.ns.by_path.clone();
+    drop(w);
+    let cfg = config(
+        t,
+        "monitor.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n\
+             [sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nuser = \"cl1\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
+             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = 40\nquiet_period_secs = 0.0\npoll_interval_secs = 0.02\nstate_dir = \"{t}/state\"\nlayout = true\n\
+             [sinks.idx]\ntype = \"index\"\ndir = \"{t}/index\"\n",
+            k = testkit_bin().display(),
+            j = journal.display(),
+            r = root.display(),
+            t = t.display(),
+        ),
+    );
+    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "seed {seed}: {err}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["mdt0"]["layouts_failed"], 0, "seed {seed}: {report}");
+    // Every regular file's record carries the FID and the layout the stand-in's lfs gives it.
+    let mut by_ost: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+    let (mut flash, mut files) = (BTreeSet::new(), 0);
+    for line in find(t, &["--json", "-type", "f"]) {
+        let e: Value = serde_json::from_str(&line).unwrap();
+        let path = e["content"]["path"].as_str().unwrap().to_string();
+        let fid = fids.get(&path).unwrap_or_else(|| panic!("seed {seed}: {path} is not in the file system"));
+        let (pool, _, osts) = icicle_testkit::lustre::layout_of(fid);
+        let st = &e["content"]["storage"];
+        assert_eq!(st["fid"], fid.to_string(), "seed {seed}: {path}");
+        assert_eq!(st["osts"], serde_json::json!(osts), "seed {seed}: {path}");
+        assert_eq!(st["stripe_count"], osts.len(), "seed {seed}: {path}");
+        assert_eq!(st["pool"].as_str(), pool, "seed {seed}: {path}");
+        for o in osts {
+            by_ost.entry(o).or_default().insert(path.clone());
+        }
+        if pool.is_some() {
+            flash.insert(path);
+        }
+        files += 1;
+    }
+    assert!(files > 15, "seed {seed}: {files} files");
+    // `find -ost N` (an OST evacuation's question) and `-pool` answer exactly those files.
+    for o in icicle_testkit::lustre::OSTS {
+        let got: BTreeSet<String> = find(t, &["-ost", &o.to_string()]).into_iter().collect();
+        assert_eq!(got, by_ost.get(&o).cloned().unwrap_or_default(), "seed {seed}: -ost {o}");
+    }
+    let got: BTreeSet<String> = find(t, &["-pool", "flash"]).into_iter().collect();
+    assert_eq!(got, flash, "seed {seed}: -pool flash");
+    let wide = by_ost.values().flatten().filter(|p| {
+        let (_, _, osts) = icicle_testkit::lustre::layout_of(&fids[*p]);
+        osts.len() > 2
+    });
+    let wide: BTreeSet<String> = wide.cloned().collect();
+    let got: BTreeSet<String> = find(t, &["-stripe-count", "+2"]).into_iter().collect();
+    assert_eq!(got, wide, "seed {seed}: -stripe-count +2");
+}

@@ -10,6 +10,7 @@ pub mod config;
 pub mod deadletter;
 pub mod durable;
 pub mod error;
+pub mod layout;
 pub mod log_sample;
 pub mod metrics;
 pub mod monitor;

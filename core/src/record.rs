@@ -196,6 +196,38 @@ impl Attrs {
     }
 }
 
+/// Where the file system keeps an object, as far as its source can tell: each part only when
+/// the source reads it (a Lustre changelog names FIDs; a GPFS event its fileset and pool; a
+/// layout comes from `lfs getstripe` or a listing that prints OST objects).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Storage {
+    /// Lustre's File IDentifier, as `lfs path2fid` prints it: `[0x200000401:0x1:0x0]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fid: Option<String>,
+    /// The project ID (Lustre and ext4/XFS project quotas; `lfs project`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<u32>,
+    /// The GPFS fileset, as the producer names it (`fileSetID` or `fileSetName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fileset: Option<String>,
+    /// The storage pool: GPFS's `poolName`, or the Lustre OST pool of the layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Stripes of the layout (over its instantiated components, the largest count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stripe_count: Option<u32>,
+    /// OST indexes holding the object's data, each once, in layout order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub osts: Vec<u32>,
+}
+
+impl Storage {
+    /// Whether no part is known.
+    pub fn is_empty(&self) -> bool {
+        *self == Storage::default()
+    }
+}
+
 /// Metadata of one file, link or directory, borrowed from the reader's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileRecord<'a> {
@@ -205,13 +237,15 @@ pub struct FileRecord<'a> {
     pub kind: FileKind,
     /// Its `lstat` metadata.
     pub attrs: Attrs,
+    /// Where the file system keeps it, when the source knows.
+    pub storage: Option<&'a Storage>,
 }
 
 impl<'a> FileRecord<'a> {
     /// The record of `path` from its `lstat` metadata.
     pub fn from_metadata(path: &'a str, md: &std::fs::Metadata) -> FileRecord<'a> {
         let attrs = Attrs::from_metadata(md);
-        FileRecord { path, kind: FileKind::from_mode(attrs.mode), attrs }
+        FileRecord { path, kind: FileKind::from_mode(attrs.mode), attrs, storage: None }
     }
 
     /// Whether every field is within the documented ranges: the path passes [`check_path`]
@@ -256,7 +290,12 @@ impl<'a> FileRecord<'a> {
 
     /// An owned copy.
     pub fn to_owned_record(&self) -> OwnedFileRecord {
-        OwnedFileRecord { path: self.path.to_string(), kind: self.kind, attrs: self.attrs }
+        OwnedFileRecord {
+            path: self.path.to_string(),
+            kind: self.kind,
+            attrs: self.attrs,
+            storage: self.storage.cloned(),
+        }
     }
 }
 
@@ -270,12 +309,15 @@ pub struct OwnedFileRecord {
     /// Its `lstat` metadata.
     #[serde(flatten)]
     pub attrs: Attrs,
+    /// Where the file system keeps it, when the source knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<Storage>,
 }
 
 impl OwnedFileRecord {
     /// Borrow as a [`FileRecord`].
     pub fn as_record(&self) -> FileRecord<'_> {
-        FileRecord { path: &self.path, kind: self.kind, attrs: self.attrs }
+        FileRecord { path: &self.path, kind: self.kind, attrs: self.attrs, storage: self.storage.as_ref() }
     }
 }
 
@@ -541,7 +583,12 @@ mod tests {
             assert!(e.contains(why), "{bad:?}: {e}");
         }
         assert!(check_path(&format!("/{}", "x".repeat(256))).unwrap_err().contains("256 bytes"));
-        let r = FileRecord { path: "/a", kind: FileKind::File, attrs: Attrs { mode: 0o100644, ..Attrs::default() } };
+        let r = FileRecord {
+            path: "/a",
+            kind: FileKind::File,
+            attrs: Attrs { mode: 0o100644, ..Attrs::default() },
+            storage: None,
+        };
         assert!(r.check().is_ok());
         assert!(FileRecord { path: "/", ..r }.check().unwrap_err().contains("not a file"));
         assert!(FileRecord { path: "/", kind: FileKind::Dir, ..r }.check().is_ok());
@@ -565,7 +612,7 @@ mod tests {
 
     #[test]
     fn names() {
-        let r = FileRecord { path: "/a/b c", kind: FileKind::File, attrs: Attrs::default() };
+        let r = FileRecord { path: "/a/b c", kind: FileKind::File, attrs: Attrs::default(), storage: None };
         assert_eq!(r.name(), "b c");
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use icicle_core::access::{Acl, Perm};
 use icicle_core::batch::EntryBatch;
 use icicle_core::policy::RecordPolicy;
-use icicle_core::record::{mode_octal_as_int, mode_string, FileRecord};
+use icicle_core::record::{mode_octal_as_int, mode_string, FileRecord, Storage};
 
 use crate::iso::DayCache;
 use crate::json::{clean_prefix, push_i64, push_int, push_json_str, push_u64};
@@ -222,7 +222,11 @@ impl PrimaryEncoder {
             out.extend_from_slice(br#","inode":"#);
             push_u64(out, rec.attrs.inode);
         }
-        out.extend_from_slice(b"}}}");
+        out.push(b'}');
+        if let Some(st) = rec.storage.filter(|s| !s.is_empty()) {
+            push_storage(out, st);
+        }
+        out.extend_from_slice(b"}}");
     }
     /// Encode `rec` as the next entry of `batch`; when it cannot be encoded nothing is kept
     /// and the reason is returned.
@@ -254,6 +258,50 @@ impl PrimaryEncoder {
         batch.commit();
         Ok(())
     }
+}
+
+/// `,"storage":{...}`: the parts of `st` the source knew, under the names the index reads.
+fn push_storage(out: &mut Vec<u8>, st: &Storage) {
+    out.extend_from_slice(br#","storage":{"#);
+    let mut sep = "";
+    let mut key = |out: &mut Vec<u8>, k: &str| {
+        out.extend_from_slice(sep.as_bytes());
+        push_json_str(out, k);
+        out.push(b':');
+        sep = ",";
+    };
+    if let Some(f) = &st.fid {
+        key(out, "fid");
+        push_json_str(out, f);
+    }
+    if let Some(p) = st.project_id {
+        key(out, "project_id");
+        push_u64(out, u64::from(p));
+    }
+    if let Some(f) = &st.fileset {
+        key(out, "fileset");
+        push_json_str(out, f);
+    }
+    if let Some(p) = &st.pool {
+        key(out, "pool");
+        push_json_str(out, p);
+    }
+    if let Some(c) = st.stripe_count {
+        key(out, "stripe_count");
+        push_u64(out, u64::from(c));
+    }
+    if !st.osts.is_empty() {
+        key(out, "osts");
+        out.push(b'[');
+        for (i, o) in st.osts.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_u64(out, u64::from(*o));
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
 }
 
 #[cfg(test)]
@@ -311,6 +359,7 @@ mod tests {
                 mtime: -1,
                 inode: 0,
             },
+            storage: None,
         };
         let mut out = Vec::new();
         e.encode(&rec, &mut out).unwrap();
@@ -321,6 +370,40 @@ mod tests {
         );
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         assert_eq!(v["content"]["name"], "\"q\"\tb.txt");
+    }
+
+    #[test]
+    fn storage_attributes_are_an_object_of_the_content_holding_what_is_known() {
+        let mut e = PrimaryEncoder::new(policy(&["public"]));
+        let st = Storage {
+            fid: Some("[0x200000401:0x1:0x0]".into()),
+            pool: Some("flash".into()),
+            stripe_count: Some(2),
+            osts: vec![17, 3],
+            ..Storage::default()
+        };
+        let rec = FileRecord {
+            path: "/l/a",
+            kind: FileKind::File,
+            attrs: icicle_core::Attrs { mode: 0o100644, inode: 7, ..Default::default() },
+            storage: Some(&st),
+        };
+        let mut out = Vec::new();
+        e.encode(&rec, &mut out).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.ends_with(r#""inode":7},"storage":{"fid":"[0x200000401:0x1:0x0]","pool":"flash","stripe_count":2,"osts":[17,3]}}}"#),
+            "{s}"
+        );
+        let gpfs = Storage { fileset: Some("0".into()), pool: Some("system".into()), ..Storage::default() };
+        let mut out = Vec::new();
+        e.encode(&FileRecord { storage: Some(&gpfs), ..rec }, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["content"]["storage"], serde_json::json!({"fileset": "0", "pool": "system"}));
+        // Nothing known: no object at all.
+        let mut out = Vec::new();
+        e.encode(&FileRecord { storage: Some(&Storage::default()), ..rec }, &mut out).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("storage"));
     }
 
     #[test]

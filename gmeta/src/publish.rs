@@ -83,6 +83,7 @@ mod tests {
             path,
             kind: FileKind::File,
             attrs: icicle_core::Attrs { mode, uid, gid: uid, size: 1, ..Default::default() },
+            storage: None,
         }
     }
 

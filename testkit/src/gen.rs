@@ -367,8 +367,11 @@ impl GenFs {
 
     /// The ground-truth records (files and links, with their generated inodes), sorted by path.
     pub fn records(&self) -> Vec<OwnedFileRecord> {
-        let mut v: Vec<OwnedFileRecord> =
-            self.files.iter().map(|f| OwnedFileRecord { path: self.path(f), kind: f.kind, attrs: f.attrs }).collect();
+        let mut v: Vec<OwnedFileRecord> = self
+            .files
+            .iter()
+            .map(|f| OwnedFileRecord { path: self.path(f), kind: f.kind, attrs: f.attrs, storage: None })
+            .collect();
         v.sort();
         v
     }

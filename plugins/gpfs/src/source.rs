@@ -251,7 +251,7 @@ fn external(reason: String) -> IcicleError {
 
 /// The record for `meta` at index path `path`.
 pub fn record_for<'a>(path: &'a str, m: &Meta) -> FileRecord<'a> {
-    FileRecord { path, kind: FileKind::from_mode(m.mode), attrs: *m }
+    FileRecord { path, kind: FileKind::from_mode(m.mode), attrs: *m, storage: None }
 }
 
 #[async_trait]

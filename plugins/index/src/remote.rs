@@ -188,12 +188,23 @@ impl RemoteFilter {
             }
             (None, None) => {}
         }
-        for (field, v) in [("ancestor", &f.under), ("parent", &f.parent), ("path", &f.path), ("id", &f.id)] {
+        let texts = [
+            ("ancestor", &f.under),
+            ("parent", &f.parent),
+            ("path", &f.path),
+            ("id", &f.id),
+            ("storage.pool", &f.pool),
+            ("storage.fileset", &f.fileset),
+            ("storage.fid", &f.fid),
+        ];
+        for (field, v) in texts {
             if let Some(v) = v {
                 filters.push(match_any(field, v.as_str()));
             }
         }
-        for (field, v) in [("uid", f.uid), ("gid", f.gid)] {
+        for (field, v) in
+            [("uid", f.uid), ("gid", f.gid), ("storage.osts", f.ost), ("storage.project_id", f.project_id)]
+        {
             if let Some(v) = v {
                 filters.push(match_any(field, v));
             }
@@ -201,6 +212,7 @@ impl RemoteFilter {
         let unsigned = |s: &Span<u64>| inclusive(s, |x| x.checked_add(1), |x| x.checked_sub(1));
         let signed = |s: &Span<i64>| inclusive(s, |x| x.checked_add(1), |x| x.checked_sub(1));
         filters.extend(unsigned(&f.size).map(|(a, b)| range(if aggregate { "size.total" } else { "size" }, a, b)));
+        filters.extend(unsigned(&f.stripe_count).map(|(a, b)| range("storage.stripe_count", a, b)));
         for (field, span) in [("atime", &f.atime), ("ctime", &f.ctime), ("mtime", &f.mtime)] {
             filters.extend(signed(span).map(|(a, b)| range(field, a, b)));
         }

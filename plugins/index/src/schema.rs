@@ -55,6 +55,18 @@ pub struct Fields {
     /// The words (lower-cased letter and digit runs) of the path, the type or kind and an
     /// aggregate's id: what a simple query string (`q`) of `icicle serve` matches.
     pub words: Field,
+    /// Lustre's FID of the file (`storage.fid`).
+    pub fid: Field,
+    /// The project ID (`storage.project_id`).
+    pub project_id: Field,
+    /// The GPFS fileset (`storage.fileset`).
+    pub fileset: Field,
+    /// The storage pool: GPFS's, or the Lustre layout's OST pool (`storage.pool`).
+    pub pool: Field,
+    /// The layout's stripe count (`storage.stripe_count`).
+    pub stripe_count: Field,
+    /// Every OST index holding the file's objects (`storage.osts`), one term each.
+    pub ost: Field,
 }
 
 impl Fields {
@@ -81,6 +93,12 @@ impl Fields {
             ctime: b.add_i64_field("ctime", FAST),
             mtime: b.add_i64_field("mtime", FAST),
             mode: b.add_u64_field("mode", FAST),
+            fid: b.add_text_field("fid", STRING),
+            project_id: b.add_u64_field("project_id", INDEXED | FAST),
+            fileset: b.add_text_field("fileset", STRING | FAST),
+            pool: b.add_text_field("pool", STRING | FAST),
+            stripe_count: b.add_u64_field("stripe_count", FAST),
+            ost: b.add_u64_field("ost", INDEXED),
             // Terms only (no frequencies or positions): a word is there or not.
             words: b.add_text_field(
                 "words",
@@ -117,6 +135,12 @@ impl Fields {
             mtime: f("mtime")?,
             mode: f("mode")?,
             words: f("words")?,
+            fid: f("fid")?,
+            project_id: f("project_id")?,
+            fileset: f("fileset")?,
+            pool: f("pool")?,
+            stripe_count: f("stripe_count")?,
+            ost: f("ost")?,
         })
     }
 }
@@ -152,6 +176,25 @@ struct Content<'a> {
     file_count: Option<u64>,
     #[serde(default)]
     raw: Option<Raw>,
+    #[serde(default, borrow)]
+    storage: Option<StorageIn<'a>>,
+}
+
+/// `storage`: where the file system keeps a primary record's file.
+#[derive(Deserialize)]
+struct StorageIn<'a> {
+    #[serde(default, borrow)]
+    fid: Option<Cow<'a, str>>,
+    #[serde(default)]
+    project_id: Option<u64>,
+    #[serde(default, borrow)]
+    fileset: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pool: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stripe_count: Option<u64>,
+    #[serde(default)]
+    osts: Vec<u64>,
 }
 
 /// A primary record's size, or an aggregate's statistics of sizes.
@@ -279,6 +322,21 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
         if let Some(m) = raw.mode.as_ref().and_then(Number::get).and_then(|m| u64::try_from(m).ok()).and_then(mode_bits)
         {
             doc.add_u64(f.mode, m);
+        }
+    }
+    if let Some(st) = &c.storage {
+        for (field, v) in [(f.fid, &st.fid), (f.fileset, &st.fileset), (f.pool, &st.pool)] {
+            if let Some(v) = v {
+                doc.add_text(field, v);
+            }
+        }
+        for (field, v) in [(f.project_id, st.project_id), (f.stripe_count, st.stripe_count)] {
+            if let Some(v) = v {
+                doc.add_u64(field, v);
+            }
+        }
+        for o in &st.osts {
+            doc.add_u64(f.ost, *o);
         }
     }
     Ok(Parsed { subject: e.subject.into_owned(), doc })

@@ -85,6 +85,18 @@ pub struct Filter {
     pub name_glob: Option<String>,
     /// A shell pattern the whole path matches (`*` crosses `/`, as `find -path`).
     pub path_glob: Option<String>,
+    /// Files with an object on this OST index (as `lfs find --ost`).
+    pub ost: Option<u64>,
+    /// Files in this storage pool (GPFS's, or the Lustre layout's OST pool).
+    pub pool: Option<String>,
+    /// Files of this GPFS fileset.
+    pub fileset: Option<String>,
+    /// Files of this project ID.
+    pub project_id: Option<u64>,
+    /// The file of this Lustre FID.
+    pub fid: Option<String>,
+    /// Files whose layout has this many stripes.
+    pub stripe_count: Span<u64>,
 }
 
 /// A regular expression (tantivy's, matched against a whole term) for a shell pattern.
@@ -177,18 +189,28 @@ pub fn query(fields: &Fields, filter: &Filter, who: &Visibility) -> Result<Box<d
     if let Some(dir) = &filter.under {
         must.push(below(f.path, dir));
     }
-    let texts = [(f.parent, &filter.parent), (f.path, &filter.path), (f.kind, &filter.kind), (f.id, &filter.id)];
+    let texts = [
+        (f.parent, &filter.parent),
+        (f.path, &filter.path),
+        (f.kind, &filter.kind),
+        (f.id, &filter.id),
+        (f.pool, &filter.pool),
+        (f.fileset, &filter.fileset),
+        (f.fid, &filter.fid),
+    ];
     for (field, value) in texts {
         if let Some(v) = value {
             must.push(term_query(Term::from_field_text(field, v)));
         }
     }
-    for (field, value) in [(f.uid, filter.uid), (f.gid, filter.gid)] {
+    let numbers = [(f.uid, filter.uid), (f.gid, filter.gid), (f.ost, filter.ost), (f.project_id, filter.project_id)];
+    for (field, value) in numbers {
         if let Some(v) = value {
             must.push(term_query(Term::from_field_u64(field, v)));
         }
     }
     must.extend(range(f.size, &filter.size, Term::from_field_u64));
+    must.extend(range(f.stripe_count, &filter.stripe_count, Term::from_field_u64));
     for (field, span) in [(f.atime, &filter.atime), (f.ctime, &filter.ctime), (f.mtime, &filter.mtime)] {
         must.extend(range(field, span, Term::from_field_i64));
     }

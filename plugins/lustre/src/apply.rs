@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use icicle_core::access::{lstat_dir, ChainCache};
 use icicle_core::batch::EntryBatch;
 use icicle_core::monitor::{reduce_apply, BatchCounts, ChangeState, Emit};
-use icicle_core::record::FileRecord;
+use icicle_core::record::{FileRecord, Storage};
 use icicle_core::traits::{Reducer, StateStore};
 use icicle_core::IcicleError;
 use icicle_gmeta::{subject_for, Judge, PrimaryEncoder, Published};
@@ -39,6 +39,18 @@ pub struct TreeState {
     pub counts: MonitorCounts,
     /// The next batch re-reads what a killed run may have delivered (see `restore`).
     pub replaying: bool,
+    /// With `layout`: files' storage attributes by path, with the (inode, size, ctime) they
+    /// were read at.
+    pub layouts: Option<lru::LruCache<String, (LayoutKey, Storage)>>,
+}
+
+/// What a file's layout was read at: a change of any part reads it again (a layout changes
+/// with `lfs migrate`, which changes ctime, and grows with the file under PFL).
+pub type LayoutKey = (u64, u64, i64);
+
+fn layout_key(md: &std::fs::Metadata) -> LayoutKey {
+    use std::os::unix::fs::MetadataExt;
+    (md.ino(), md.size(), md.ctime())
 }
 
 impl TreeState {
@@ -155,9 +167,7 @@ impl TreeState {
                 }
             }
         }
-        for (path, md) in files {
-            self.encode_update(path, &md, &mut chains, &mut chunk, &mut deletes, counts);
-        }
+        let mut again = Vec::new();
         for dir in changed_dirs {
             for rel in walk_files(&self.on_mount(&dir)) {
                 let path = if dir == "/" { format!("/{rel}") } else { format!("{dir}/{rel}") };
@@ -165,15 +175,69 @@ impl TreeState {
                     continue;
                 }
                 if let Ok(md) = std::fs::symlink_metadata(self.on_mount(&path)) {
-                    counts.reevaluated += 1;
-                    self.encode_update(&path, &md, &mut chains, &mut chunk, &mut deletes, counts);
+                    again.push((path, md));
                 }
             }
+        }
+        self.read_layouts(
+            files.iter().map(|(p, md)| (p.as_str(), md)).chain(again.iter().map(|(p, md)| (p.as_str(), md))),
+            counts,
+        );
+        for (path, md) in files {
+            self.encode_update(path, &md, &mut chains, &mut chunk, &mut deletes, counts);
+        }
+        for (path, md) in again {
+            counts.reevaluated += 1;
+            self.encode_update(&path, &md, &mut chains, &mut chunk, &mut deletes, counts);
         }
         counts.deletes += deletes.len() as u64;
         // A restart that replays this batch may resolve other paths (the file system moved
         // on): it must still know that the index may hold these.
         Emit { chunk, deletes, sent: self.tree.take_fresh_sent() }
+    }
+
+    /// With `layout`: read the layouts of the regular files among `files` (paths relative to
+    /// the file system) that are not known at their inode, size and ctime, in calls of many
+    /// files each.
+    fn read_layouts<'p>(
+        &mut self,
+        files: impl Iterator<Item = (&'p str, &'p std::fs::Metadata)>,
+        counts: &mut MonitorCounts,
+    ) {
+        let Some(cache) = self.layouts.as_mut() else { return };
+        let mut ask: Vec<(String, LayoutKey)> = Vec::new();
+        for (path, md) in files.filter(|(_, md)| md.is_file()) {
+            let key = layout_key(md);
+            if cache.get(path).is_none_or(|(k, _)| *k != key) {
+                ask.push((path.to_string(), key));
+            }
+        }
+        if ask.is_empty() {
+            return;
+        }
+        let on_mount: Vec<std::path::PathBuf> = ask.iter().map(|(p, _)| self.on_mount(p)).collect();
+        let names: Vec<&std::path::Path> = on_mount.iter().map(std::path::PathBuf::as_path).collect();
+        counts.layouts_read += ask.len() as u64;
+        let (got, failed) = match tokio::task::block_in_place(|| self.lfs.getstripe(&names)) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(message = "lfs getstripe failed: files published without their layout", mdt = %self.cfg.mdt, error = %e);
+                (Vec::new(), ask.len() as u64)
+            }
+        };
+        counts.layouts_failed += failed;
+        let by_name: std::collections::HashMap<std::path::PathBuf, Storage> = got.into_iter().collect();
+        let cache = self.layouts.as_mut().expect("checked above");
+        for ((path, key), name) in ask.into_iter().zip(on_mount) {
+            match by_name.get(&name) {
+                Some(st) => {
+                    cache.put(path, (key, st.clone()));
+                }
+                None => {
+                    cache.pop(&path);
+                }
+            }
+        }
     }
 
     /// Encode the update of file `path` (metadata `md`) into `chunk`; one that cannot be
@@ -188,7 +252,10 @@ impl TreeState {
         counts: &mut MonitorCounts,
     ) {
         let full = self.full_path(path);
-        let rec = FileRecord::from_metadata(&full, md);
+        let key = layout_key(md);
+        let storage =
+            self.layouts.as_mut().and_then(|c| c.get(path)).filter(|(k, _)| *k == key).map(|(_, s)| s.clone());
+        let rec = FileRecord { storage: storage.as_ref(), ..FileRecord::from_metadata(&full, md) };
         let file = self.posix.then(|| self.on_mount(path));
         let mount = &self.cfg.mount;
         let mut lookup = |d: &str| lstat_dir(&icicle_core::name::on(mount, d));
@@ -280,6 +347,8 @@ impl ChangeState for TreeState {
                 ("fid2path_failures", t.fid2path_failures),
                 ("vanished", c.vanished),
                 ("lost_records", c.lost_records),
+                ("layouts_read", c.layouts_read),
+                ("layouts_failed", c.layouts_failed),
             ],
         }
     }

@@ -74,6 +74,18 @@ pub struct LustreConfig {
     /// `<state_dir>/<mdt>.dead-letters.jsonl`.
     #[serde(default)]
     pub dead_letter: Option<PathBuf>,
+    /// Read each updated file's layout with `lfs getstripe -v` (one call per batch for up to
+    /// 256 files; kept per file while its inode, size and ctime stay) and publish its FID,
+    /// pool, stripe count and OSTs (`storage` in the record). Off by default: no call is made.
+    #[serde(default)]
+    pub layout: bool,
+    /// Files whose layout is kept between batches (with `layout`).
+    #[serde(default = "default_layout_cache")]
+    pub layout_cache: usize,
+}
+
+fn default_layout_cache() -> usize {
+    65_536
 }
 
 fn default_reduction() -> bool {
@@ -162,6 +174,10 @@ pub struct MonitorCounts {
     pub lost_ranges: Vec<[u64; 2]>,
     /// Lines that could not be parsed, kept in the dead-letter file.
     pub dead_letters: u64,
+    /// Files whose layout `lfs getstripe` was asked for (with `layout`).
+    pub layouts_read: u64,
+    /// Files whose layout could not be read (published without one).
+    pub layouts_failed: u64,
 }
 
 impl MonitorCounts {
@@ -192,6 +208,8 @@ impl MonitorCounts {
             lost_records: self.lost_records + other.lost_records,
             lost_ranges,
             dead_letters: self.dead_letters + other.dead_letters,
+            layouts_read: self.layouts_read + other.layouts_read,
+            layouts_failed: self.layouts_failed + other.layouts_failed,
         }
     }
 }

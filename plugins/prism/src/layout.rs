@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub use icicle_core::layout::parse_getstripe;
 use icicle_core::traits::LayoutComponent;
 
 /// A layout that could not be had.
@@ -254,168 +255,11 @@ impl LayoutProvider for LfsLayouts {
     }
 }
 
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    let t = line.trim_start();
-    t.strip_prefix(key).and_then(|r| r.strip_prefix(':')).map(str::trim)
-}
-
-fn int(v: &str) -> Result<u64, String> {
-    let v = v.trim().trim_end_matches(',');
-    match v.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => v.parse(),
-    }
-    .map_err(|e| format!("`{v}`: {e}"))
-}
-
-/// Parse `lfs getstripe FILE` output: a plain layout (`lmm_stripe_size` and the `obdidx`
-/// table) or a composite one (`lcme_*` entries with `lmm_objects` lists). Components not
-/// instantiated (no `init` flag, no objects) end the layout, as in the public code.
-pub fn parse_getstripe(text: &str) -> Result<Vec<LayoutComponent>, String> {
-    if text.lines().any(|l| field(l, "lcm_entry_count").is_some()) {
-        return parse_composite(text);
-    }
-    let mut stripe_size = None;
-    let mut osts = Vec::new();
-    let mut in_table = false;
-    for line in text.lines() {
-        if let Some(v) = field(line, "lmm_stripe_size") {
-            stripe_size = Some(int(v)?);
-        } else if line.trim_start().starts_with("obdidx") {
-            in_table = true;
-        } else if in_table {
-            match line.split_whitespace().next() {
-                Some(tok) => {
-                    osts.push(u32::try_from(int(tok)?).map_err(|_| format!("OST index `{tok}` out of range"))?)
-                }
-                None => in_table = false,
-            }
-        }
-    }
-    let stripe_size = stripe_size.ok_or("no lmm_stripe_size")?;
-    if osts.is_empty() {
-        return Err("no OST objects (obdidx table)".into());
-    }
-    Ok(vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size, osts }])
-}
-
-fn parse_composite(text: &str) -> Result<Vec<LayoutComponent>, String> {
-    #[derive(Default)]
-    struct Comp {
-        init: bool,
-        start: Option<u64>,
-        end: Option<u64>,
-        stripe_size: Option<u64>,
-        osts: Vec<u32>,
-    }
-    let mut comps: Vec<Comp> = Vec::new();
-    for line in text.lines() {
-        if field(line, "lcme_id").is_some() {
-            comps.push(Comp::default());
-            continue;
-        }
-        let Some(c) = comps.last_mut() else { continue };
-        if let Some(v) = field(line, "lcme_flags") {
-            c.init = v.split(',').any(|f| f.trim() == "init");
-        } else if let Some(v) = field(line, "lcme_extent.e_start") {
-            c.start = Some(int(v)?);
-        } else if let Some(v) = field(line, "lcme_extent.e_end") {
-            c.end = Some(if v.eq_ignore_ascii_case("eof") { u64::MAX } else { int(v)? });
-        } else if let Some(v) = field(line, "lmm_stripe_size") {
-            c.stripe_size = Some(int(v)?);
-        } else if let Some(rest) = line.trim_start().strip_prefix("- ") {
-            // `- 0: { l_ost_idx: 113, l_fid: [0x...] }`
-            if let Some(i) = rest.find("l_ost_idx:") {
-                let v = rest[i + "l_ost_idx:".len()..].split([',', '}']).next().unwrap_or("");
-                c.osts.push(u32::try_from(int(v)?).map_err(|_| format!("OST index `{v}` out of range"))?);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for (k, c) in comps.into_iter().enumerate() {
-        if !c.init || c.osts.is_empty() {
-            break;
-        }
-        let start = c.start.ok_or(format!("component {k}: no lcme_extent.e_start"))?;
-        let end = c.end.ok_or(format!("component {k}: no lcme_extent.e_end"))?;
-        let stripe_size = c.stripe_size.ok_or(format!("component {k}: no lmm_stripe_size"))?;
-        out.push(LayoutComponent { start, end, stripe_size, osts: c.osts });
-    }
-    if out.is_empty() {
-        return Err("no instantiated component".into());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const M: u64 = 1 << 20;
-
-    #[test]
-    fn plain_getstripe_output_parses() {
-        let text = "/scratch/s5104a21/out/f0\nlmm_stripe_count:  3\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    0\nlmm_stripe_offset: 113\n\tobdidx\t\t objid\t\t objid\t\t group\n\t   113\t       1091894\t     0x10a936\t             0\n\t   167\t       1091895\t     0x10a937\t             0\n\t   204\t       1091896\t     0x10a938\t             0\n\n";
-        assert_eq!(
-            parse_getstripe(text).unwrap(),
-            vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: M, osts: vec![113, 167, 204] }]
-        );
-        assert_eq!(parse_getstripe("lmm_stripe_count: 1\n").unwrap_err(), "no lmm_stripe_size");
-    }
-
-    #[test]
-    fn composite_getstripe_output_parses_and_stops_at_the_first_uninstantiated_component() {
-        let text = "/scratch/pfl
-  lcm_layout_gen:    3
-  lcm_mirror_count:  1
-  lcm_entry_count:   3
-    lcme_id:             1
-    lcme_mirror_id:      0
-    lcme_flags:          init
-    lcme_extent.e_start: 0
-    lcme_extent.e_end:   4194304
-      lmm_stripe_count:  1
-      lmm_stripe_size:   1048576
-      lmm_pattern:       raid0
-      lmm_layout_gen:    0
-      lmm_stripe_offset: 86
-      lmm_objects:
-      - 0: { l_ost_idx: 86, l_fid: [0x100560000:0x2f3a:0x0] }
-
-    lcme_id:             2
-    lcme_mirror_id:      0
-    lcme_flags:          init
-    lcme_extent.e_start: 4194304
-    lcme_extent.e_end:   67108864
-      lmm_stripe_count:  2
-      lmm_stripe_size:   1048576
-      lmm_pattern:       raid0
-      lmm_layout_gen:    0
-      lmm_stripe_offset: 105
-      lmm_objects:
-      - 0: { l_ost_idx: 105, l_fid: [0x100690000:0x2f3b:0x0] }
-      - 1: { l_ost_idx: 0xe7, l_fid: [0x100e70000:0x2f3c:0x0] }
-
-    lcme_id:             3
-    lcme_mirror_id:      0
-    lcme_flags:          0
-    lcme_extent.e_start: 67108864
-    lcme_extent.e_end:   EOF
-      lmm_stripe_count:  4
-      lmm_stripe_size:   1048576
-      lmm_pattern:       raid0
-      lmm_layout_gen:    0
-      lmm_stripe_offset: -1
-";
-        assert_eq!(
-            parse_getstripe(text).unwrap(),
-            vec![
-                LayoutComponent { start: 0, end: 4 * M, stripe_size: M, osts: vec![86] },
-                LayoutComponent { start: 4 * M, end: 64 * M, stripe_size: M, osts: vec![105, 231] },
-            ]
-        );
-        assert!(parse_getstripe(&text.replace("l_ost_idx: 86", "l_ost_idx: x86")).unwrap_err().contains("x86"));
-    }
 
     #[test]
     fn emulated_layouts_are_deterministic_pfl_and_sidecars_win() {

@@ -206,7 +206,12 @@ pub fn parse_row<'p>(row: &rusqlite::Row<'_>, dir: &str, path: &'p mut String) -
     let (atime, ctime, mtime) = (g(6, "atime")?, g(7, "ctime")?, g(8, "mtime")?);
     let inode = inode(row.get_ref(9).map_err(|e| e.to_string())?)?;
     join(dir, &name, path);
-    Ok(FileRecord { path: path.as_str(), kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
+    Ok(FileRecord {
+        path: path.as_str(),
+        kind,
+        attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode },
+        storage: None,
+    })
 }
 
 #[async_trait]

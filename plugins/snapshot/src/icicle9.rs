@@ -78,6 +78,7 @@ mod tests {
                 mtime: 13_569_465_600,
                 inode: 0,
             },
+            storage: None,
         }
     }
 

@@ -160,7 +160,12 @@ impl MmapplypolicySource {
         let mtime = parse_time(v[6], "mtime")?;
         let path = &mut scratch.path;
         self.path_text(raw_path, path)?;
-        Ok(FileRecord { path: path.as_str(), kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
+        Ok(FileRecord {
+            path: path.as_str(),
+            kind,
+            attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode },
+            storage: None,
+        })
     }
 }
 

@@ -34,6 +34,7 @@ impl Source for SlowSource {
                 mtime: 0,
                 inode: 0,
             },
+            storage: None,
         };
         out.record(&rec);
         // The worker hands its chunk over when the split ends; emulate a streaming
@@ -137,6 +138,7 @@ impl Source for AckCounting {
                 mtime: 0,
                 inode: 0,
             },
+            storage: None,
         });
         Ok(())
     }

@@ -486,7 +486,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             .collect(),
         "name" => vec![b"caf\xe9.txt".to_vec(), b"a\\x41\\\\b".to_vec(), b"line\nbreak\x7f\xc2\x85".to_vec(), "r\u{e9}sum\u{e9} \u{1f980}".as_bytes().to_vec(), b"\xe2\x82/\xff\\".to_vec()],
         "prism_catalog" => {
-            let rec = FileRecord { path: "/lustre/a b.dat", kind: icicle_core::FileKind::File, attrs: Attrs { mode: 0o100644, uid: 1, gid: 2, size: 4 << 20, atime: 1, ctime: 2, mtime: 3, inode: 9 } };
+            let rec = FileRecord { path: "/lustre/a b.dat", kind: icicle_core::FileKind::File, attrs: Attrs { mode: 0o100644, uid: 1, gid: 2, size: 4 << 20, atime: 1, ctime: 2, mtime: 3, inode: 9 }, storage: None };
             let layout = [icicle_core::traits::LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1 << 20, osts: vec![3, 1, 2] }];
             let mut text = icicle_plugins_prism::CatalogEntry::from_record(&rec, None).to_text().unwrap_or_default();
             text.push_str(&icicle_plugins_prism::CatalogEntry::from_record(&FileRecord { path: "/lustre/b", ..rec }, Some(&layout)).to_text().unwrap_or_default());

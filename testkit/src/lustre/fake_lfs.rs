@@ -1,5 +1,5 @@
-//! The fake `lfs`: `changelog`, `changelog_clear`, `fid2path` and `path2fid` answered from a
-//! workload journal, as a real MDT and `lfs` answer them.
+//! The fake `lfs`: `changelog`, `changelog_clear`, `fid2path`, `path2fid` and `getstripe -v`
+//! answered from a workload journal, as a real MDT and `lfs` answer them.
 //!
 //! What it keeps of the real producer (lustre-release `lustre/utils/lfs.c`, `lfs_changelog()`;
 //! `lustre/mdd/mdd_device.c`, the changelog purge):
@@ -13,7 +13,12 @@
 //! - records are printed as bytes: a name that is not UTF-8, or holds a newline, reaches the
 //!   reader as it is (the journal holds one record a line, names escaped);
 //! - `fid2path` prints one line per hard link, relative to the root without a leading slash
-//!   when given an fsname, `<mount>/<path>` when given the mount.
+//!   when given an fsname, `<mount>/<path>` when given the mount;
+//! - `getstripe -v PATH...` prints each file's name, then its layout as
+//!   `llapi_lov_dump_user_lmm` does (lustre-release `lustre/utils/liblustreapi.c`: `lmm_fid`,
+//!   `lmm_pool` when the layout has one, the `obdidx` table, a blank line); a file that is
+//!   gone is an error on stderr and the exit status, the others are printed. The layout is
+//!   [`layout_of`] the file's FID, so it follows the file through renames.
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -163,6 +168,63 @@ fn path2fid(journal: &Path, mount: Option<&Path>, path: &OsStr) -> (i32, Vec<u8>
     }
 }
 
+/// OST indexes files are striped over (sparse, as on a real file system).
+pub const OSTS: [u32; 8] = [0, 3, 5, 17, 22, 40, 41, 63];
+
+/// The stand-in's layout of the file `fid`: (pool, stripe size, OSTs), 1 to 4 stripes picked
+/// from [`OSTS`] by the FID; one file in three is in pool `flash`.
+pub fn layout_of(fid: &Fid) -> (Option<&'static str>, u64, Vec<u32>) {
+    let h = (u64::from(fid.oid)).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ fid.seq.rotate_left(17);
+    let count = 1 + (h >> 60) as usize % 4;
+    let first = (h >> 8) as usize % OSTS.len();
+    let osts = (0..count).map(|k| OSTS[(first + k * 3) % OSTS.len()]).collect();
+    let pool = ((h >> 32) % 3 == 0).then_some("flash");
+    (pool, 1 << 20, osts)
+}
+
+/// `getstripe -v PATH...`.
+fn getstripe(journal: &Path, mount: Option<&Path>, paths: &[&OsStr]) -> (i32, Vec<u8>, String) {
+    let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
+    let (mut out, mut err, mut code) = (Vec::new(), String::new(), 0);
+    for path in paths {
+        let p = Path::new(path);
+        let rel = match mount.map(|m| p.strip_prefix(m)) {
+            Some(Ok(r)) => format!("/{}", icicle_core::name::from_os(r)),
+            _ => icicle_core::name::from_os(p).into_owned(),
+        };
+        let rel = icicle_core::name::normalise(&rel).into_owned();
+        let Some(fid) = ns.by_path.get(&rel) else {
+            err.push_str(&format!("lfs getstripe: cannot open '{}': No such file or directory (2)\n", p.display()));
+            code = 2;
+            continue;
+        };
+        let (pool, size, osts) = layout_of(fid);
+        out.extend_from_slice(path.as_bytes());
+        let mut t = format!(
+            "\nlmm_magic:         0x0BD10BD{}\nlmm_seq:           {:#x}\nlmm_object_id:     {:#x}\nlmm_fid:           {fid}\nlmm_stripe_count:  {}\nlmm_stripe_size:   {size}\nlmm_pattern:       raid0\nlmm_layout_gen:    0\nlmm_stripe_offset: {}\n",
+            if pool.is_some() { 3 } else { 0 },
+            fid.seq,
+            fid.oid,
+            osts.len(),
+            osts[0],
+        );
+        if let Some(pool) = pool {
+            t.push_str(&format!("lmm_pool:          {pool}\n"));
+        }
+        t.push_str("\tobdidx\t\t objid\t\t objid\t\t group\n");
+        for (k, o) in osts.iter().enumerate() {
+            let objid = u64::from(fid.oid) * 4 + k as u64;
+            t.push_str(&format!(
+                "\t{o:6}\t{objid:14}\t{objid:#14x}\t{:#14x}\n",
+                0x2_8000_0400u64 + u64::from(*o) * 0x4_0000
+            ));
+        }
+        t.push('\n');
+        out.extend_from_slice(t.as_bytes());
+    }
+    (code, out, err)
+}
+
 /// Run one fake `lfs` command; returns (exit code, stdout, stderr).
 pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[OsString]) -> (i32, Vec<u8>, String) {
     let a: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
@@ -175,6 +237,7 @@ pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[OsS
             fid2path(journal, mount, a[1], text(2))
         }
         ("path2fid", 2) => path2fid(journal, mount, a[1]),
+        ("getstripe", n) if n >= 3 && text(1) == "-v" => getstripe(journal, mount, &a[2..]),
         _ => (
             22,
             Vec::new(),

@@ -125,6 +125,7 @@ fn stub_record(path: &str) -> icicle_core::record::FileRecord<'_> {
         path,
         kind: icicle_core::record::FileKind::File,
         attrs: icicle_core::Attrs { mode: 0o100644, size: path.len() as u64, ..Default::default() },
+        storage: None,
     }
 }
 

@@ -13,7 +13,7 @@ use tantivy::Term;
 use crate::schema::Fields;
 
 /// The fields a request may filter, sort or facet on.
-pub const SEARCHABLE: &str = "path, name, type, kind, id, uid, gid, size (size.total), file_count, atime, ctime, mtime (and raw.atime, raw.ctime, raw.mtime), and icicle's own ancestor (a directory the record is below) and parent (the directory holding it)";
+pub const SEARCHABLE: &str = "path, name, type, kind, id, uid, gid, size (size.total), file_count, atime, ctime, mtime (and raw.atime, raw.ctime, raw.mtime), storage.fid, storage.project_id, storage.fileset, storage.pool, storage.stripe_count, storage.osts, and icicle's own ancestor (a directory the record is below) and parent (the directory holding it)";
 
 /// What a field's values are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ impl Target {
     /// Whether the field has per-document values to sort and facet on (the others are only
     /// searched).
     pub fn fast(&self) -> bool {
-        !matches!(self.name, "name" | "ancestor" | "parent")
+        !matches!(self.name, "name" | "ancestor" | "parent" | "fid" | "ost")
     }
 }
 
@@ -67,6 +67,12 @@ pub fn target(f: &Fields, name: &str) -> Result<Target, String> {
         "atime" | "raw.atime" => t(f.atime, "atime", Kind::Time, Some("file")),
         "ctime" | "raw.ctime" => t(f.ctime, "ctime", Kind::Time, Some("file")),
         "mtime" | "raw.mtime" => t(f.mtime, "mtime", Kind::Time, Some("file")),
+        "storage.fid" => t(f.fid, "fid", Kind::Text, Some("file")),
+        "storage.project_id" => t(f.project_id, "project_id", Kind::U64, Some("file")),
+        "storage.fileset" => t(f.fileset, "fileset", Kind::Text, Some("file")),
+        "storage.pool" => t(f.pool, "pool", Kind::Text, Some("file")),
+        "storage.stripe_count" => t(f.stripe_count, "stripe_count", Kind::U64, Some("file")),
+        "storage.osts" => t(f.ost, "ost", Kind::U64, Some("file")),
         other => Err(format!("`{other}` is not a field icicle serve indexes; searchable fields: {SEARCHABLE}")),
     }
 }

@@ -194,6 +194,7 @@ fn latest_keeps_one_entry_per_path_and_records_convert() {
             mtime: 3,
             inode: 0,
         },
+        storage: None,
     };
     let comps = [LayoutComponent { start: 0, end: u64::MAX, stripe_size: 1024, osts: vec![204, 113] }];
     let e = CatalogEntry::from_record(&rec, Some(&comps));

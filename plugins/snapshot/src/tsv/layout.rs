@@ -338,7 +338,7 @@ impl Layout {
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord { path, kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode } })
+        Ok(FileRecord { path, kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode }, storage: None })
     }
 
     fn is_pwalk(&self) -> bool {

@@ -291,7 +291,7 @@ impl Source for TsvSource {
                 last_parent.extend_from_slice(parent);
                 // Placed even when its own name is bad (not UTF-8, a control character).
                 if let Some(path) = l.path_of(line).filter(|p| icicle_core::scope::placeable(p)) {
-                    emit(Ok(FileRecord { path: &path, kind: FileKind::File, attrs: Default::default() }))
+                    emit(Ok(FileRecord { path: &path, kind: FileKind::File, attrs: Default::default(), storage: None }))
                 }
             }
         };

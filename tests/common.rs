@@ -193,6 +193,20 @@ pub fn apply(index: &mut BTreeMap<String, Value>, dir: &Path) {
     }
 }
 
+/// Every upsert in the documents of a `file` sink's directory, in the order sent.
+pub fn upserts(dir: &Path) -> Vec<Value> {
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    files.sort_by_key(|p| p.file_name().unwrap().to_string_lossy().split('-').nth(1).unwrap_or("").to_string());
+    let mut out = Vec::new();
+    for f in files {
+        let doc: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        out.extend(doc["ingest_data"]["gmeta"].as_array().into_iter().flatten().cloned());
+    }
+    out
+}
+
 /// Remove the record a delete names: the index is keyed by path, and a path too long for a
 /// subject is sent under its hash (`icicle_gmeta::subject_for`).
 fn remove_subject(index: &mut BTreeMap<String, Value>, subject: &str) {

@@ -103,6 +103,27 @@ fn assert_matches_fresh_snapshot(
     );
 }
 
+/// Every record the monitor sent with storage attributes names the fileset and pool the
+/// producers wrote for its inode (`pool_of`); most records carry them (those sent only from
+/// a walk, with no event of their file read since the start, do not).
+fn assert_storage_as_produced(out: &Path, seed: u64) {
+    let (mut with, mut without) = (0, 0);
+    for e in upserts(out) {
+        let c = &e["content"];
+        let path = &c["path"];
+        let st = &c["storage"];
+        if st.is_null() {
+            without += 1;
+            continue;
+        }
+        with += 1;
+        let inode = c["raw"]["inode"].as_u64().unwrap_or_else(|| panic!("seed {seed}: {path}: no inode"));
+        assert_eq!(st["pool"], icicle_testkit::gpfs::pool_of(inode), "seed {seed}: {path}: {st}");
+        assert!(matches!(st["fileset"].as_str(), Some("0" | "2")), "seed {seed}: {path}: {st}");
+    }
+    assert!(with > without, "seed {seed}: {with} records with storage, {without} without");
+}
+
 fn ground_truth(kind: Kind, ops: usize, partitions: i32, consumers: usize) -> Value {
     let seed = test_seed();
     let tmp = tempfile::tempdir().unwrap();
@@ -116,6 +137,7 @@ fn ground_truth(kind: Kind, ops: usize, partitions: i32, consumers: usize) -> Va
     assert_eq!(r["rejects"], 0, "{r}");
     assert_eq!(r["lost_messages"], 0, "{r}");
     assert_matches_fresh_snapshot(tmp.path(), &root, index, &out, &format!("{kind:?}"), &r);
+    assert_storage_as_produced(&out, seed);
     // Every partition was committed to its end.
     let parts: Vec<i32> = (0..partitions).collect();
     let committed = produce::committed(&kafka(), &t, &format!("icicle-{t}"), &parts).unwrap();

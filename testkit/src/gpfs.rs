@@ -42,7 +42,7 @@ pub struct GpfsJournal {
 }
 
 mod producer;
-pub use producer::{scale_time, EventRecord, Producer};
+pub use producer::{pool_of, scale_time, EventRecord, Producer};
 
 impl GpfsJournal {
     /// Append events to `file`; paths are `fs_root` + the workload path.

@@ -13,7 +13,7 @@ use icicle_core::deadletter::DeadLetters;
 use icicle_core::monitor::{
     reduce_apply, BatchCounts, ChangeSource, ChangeState, DriverSettings, Emit, Monitor, MonitorContext, OnGap,
 };
-use icicle_core::record::{FileKind, FileRecord};
+use icicle_core::record::{FileKind, FileRecord, Storage};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::traits::{ReduceCounts, StateStore};
 use icicle_core::{ConfigError, IcicleError};
@@ -288,6 +288,7 @@ impl Monitor for GpfsSource {
             checkpoint_file: settings.checkpoint_file(),
             partitions: 1,
             seen: Default::default(),
+            storage: lru::LruCache::new(STORAGE_KEPT),
         })
     }
 
@@ -334,7 +335,16 @@ pub struct GpfsEngine {
     partitions: usize,
     /// The partitions events came from (a topic can gain partitions while it is read).
     seen: std::collections::BTreeSet<i32>,
+    /// The fileset and pool the last event naming each inode gave (a record sent when no
+    /// event of its file is in the batch, as after a directory rename, keeps them).
+    storage: lru::LruCache<u64, Arc<Storage>>,
 }
+
+/// Files whose fileset and pool are kept between batches.
+const STORAGE_KEPT: std::num::NonZeroUsize = match std::num::NonZeroUsize::new(1 << 20) {
+    Some(n) => n,
+    None => std::num::NonZeroUsize::MIN,
+};
 
 impl GpfsEngine {
     /// Parse a batch of messages; what cannot be parsed is kept as a dead letter.
@@ -400,6 +410,7 @@ impl GpfsEngine {
     /// too), else as the events reported them, else unknown.
     fn emit(&mut self, ops: Ops) -> Emit {
         let (cfg, state, enc, counts, posix) = (&*self.cfg, &self.state, &mut self.enc, &mut self.counts, self.posix);
+        let kept = &mut self.storage;
         let mut chunk = EntryBatch::default();
         let mut deletes = Vec::new();
         let mut updated = Vec::new();
@@ -433,7 +444,9 @@ impl GpfsEngine {
                         lookup: &mut lookup,
                         acl_at: file.as_deref(),
                     });
-                    match enc.publish(&mut chunk, &mut deletes, &record_for(&ip, &m), judge) {
+                    let storage = kept.get(&m.inode).filter(|_| m.inode != 0).cloned();
+                    let rec = FileRecord { storage: storage.as_deref(), ..record_for(&ip, &m) };
+                    match enc.publish(&mut chunk, &mut deletes, &rec, judge) {
                         Published::Sent => counts.updates += 1,
                         // Nobody mapped may see it as it is now: withdrawn.
                         Published::Withdrawn => counts.withdrawn += 1,
@@ -497,6 +510,11 @@ impl ChangeState for GpfsEngine {
             self.state.read((m.partition, m.offset));
         }
         let mut events = self.parse(&batch)?;
+        for (ev, _) in &events {
+            if let (Some(st), true) = (&ev.storage, ev.meta.inode != 0) {
+                self.storage.put(ev.meta.inode, st.clone());
+            }
+        }
         let mut ops = Ops::default();
         let reduced =
             reduce_apply(Some(&mut IgnoredEvents), &mut self.state, &mut events, self.walker.as_mut(), &mut ops);

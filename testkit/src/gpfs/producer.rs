@@ -37,6 +37,17 @@ impl std::str::FromStr for Producer {
     }
 }
 
+/// The storage pool the stand-in places a file in: `system` (the pool every captured record
+/// names), and `data` for one inode in five, as a placement policy puts some files on another
+/// pool (IBM "Storage pools": the `system` pool holds metadata and, without a policy, data).
+pub fn pool_of(inode: u64) -> &'static str {
+    if inode.is_multiple_of(5) {
+        "data"
+    } else {
+        "system"
+    }
+}
+
 /// The producers a `mixed` stand-in draws from: every real shape.
 pub const REAL: [Producer; 3] = Producer::REAL_SHAPES;
 
@@ -119,12 +130,13 @@ impl Producer {
             _ => (480, "x77g11119_ext.cloud.na132"),
         };
         let n = |v: u64| js(&v.to_string());
+        let pool = pool_of(m.inode);
         match self {
             Producer::Scale50 => {
                 let t = |s: i64| js(&scale_time(s, None, offset));
                 format!(
                     "{{\"WF_JSON\": \"0.0.1\", \"wd\":\"1\",\"cookie\":{},\"event\": {},\"path\": {}, \"clusterName\": \"gpfs-test-cluster\", \"nodeName\": \"{node}\", \
-                     \"nfsClientIp\": \"\", \"fsName\": \"fs0\", \"inode\": {}, \"fileSetID\": \"0\", \"linkCount\": \"1\", \"openFlags\": \"32769\", \"poolName\": \"system\", \
+                     \"nfsClientIp\": \"\", \"fsName\": \"fs0\", \"inode\": {}, \"fileSetID\": \"0\", \"linkCount\": \"1\", \"openFlags\": \"32769\", \"poolName\": \"{pool}\", \
                      \"fileSize\": {}, \"ownerUserId\": {}, \"ownerGroupId\": {}, \"atime\": {}, \"ctime\": {}, \"mtime\": {}, \"eventTime\": {}, \"clientUserId\": \"0\", \
                      \"clientGroupId\": \"0\", \"processId\": \"10391\", \"permissions\": {}, \"acls\": null, \"xattrs\": null, \"subEvent\": \"NONE\" }}",
                     n(e.cookie),
@@ -146,7 +158,7 @@ impl Producer {
                 let path = if is_dir { format!("{}/", e.path) } else { e.path.to_string() };
                 format!(
                     "{{\"WF_JSON\":\"0.0.1\",\"wd\":\"1\",\"cookie\":{},\"mask\":\"0x{mask:x}\",\"event\":{},\"path\":{},\"clusterName\":\"rh95.localdomain\",\"nodeName\":\"{node}\",\
-                     \"nfsClientIp\":\"\",\"fsName\":\"fs1\",\"inode\":{},\"fileSetID\":\"0\",\"linkCount\":\"1\",\"openFlags\":\"1\",\"poolName\":\"system\",\"fileSize\":{},\
+                     \"nfsClientIp\":\"\",\"fsName\":\"fs1\",\"inode\":{},\"fileSetID\":\"0\",\"linkCount\":\"1\",\"openFlags\":\"1\",\"poolName\":\"{pool}\",\"fileSize\":{},\
                      \"ownerUserId\":{},\"ownerGroupId\":{},\"atime\":{},\"ctime\":{},\"mtime\":{},\"eventTime\":{},\"clientUserId\":\"0\",\"clientGroupId\":\"0\",\
                      \"processId\":\"3238361\",\"permissions\":{},\"acls\":null,\"xattrs\":null,\"subEvent\":\"NONE\"}}",
                     n(e.cookie),
@@ -169,7 +181,7 @@ impl Producer {
                 format!(
                     "{{\"minReadOffset\":\"\",\"minWriteOffset\":\"\",\"clientUserId\":\"0\",\"maxWriteOffset\":\"\",\"cookie\":{},\"fileSetID\":\"2\",\"linkCount\":\"1\",\
                      \"openFlags\":\"0\",\"ctime\":{},\"clientGroupId\":\"0\",\"accessMode\":\"\",\"mask\":\"0x{mask:x}\",\"nfsIp\":\"\",\"bytesRead\":\"\",\"maxReadOffset\":\"\",\
-                     \"inode\":{},\"fileSize\":{},\"poolName\":\"system\",\"processId\":\"56271\",\"bytesWritten\":\"\",\"xattrs\":\"\",\"TE_JSON\":\"0.0.3\",\
+                     \"inode\":{},\"fileSize\":{},\"poolName\":\"{pool}\",\"processId\":\"56271\",\"bytesWritten\":\"\",\"xattrs\":\"\",\"TE_JSON\":\"0.0.3\",\
                      \"clusterName\":\"cpfs-test.cpfs.aliyuncs.com\",\"fsName\":\"cpfs0\",\"ownerUserId\":{},\"atime\":{},\"subEvent\":\"NONE\",\"wd\":\"1\",\"event\":{},\
                      \"eventTime\":{},\"permissions\":{},\"path\":{},\"nodeName\":\"{node}\",\"ownerGroupId\":{},\"mtime\":{}}}",
                     n(e.cookie),

@@ -7,8 +7,11 @@ use super::kind::{filter_bit, EventKind};
 use super::values::Field;
 use crate::scan::{tag, tag_at, QuoteIndex};
 
+/// How many attributes icicle reads.
+pub(super) const N_KEYS: usize = 13;
+
 /// The attributes icicle reads, in WF_JSON's names.
-pub(super) const KEYS: [&str; 11] = [
+pub(super) const KEYS: [&str; N_KEYS] = [
     "inode",
     "path",
     "event",
@@ -20,6 +23,8 @@ pub(super) const KEYS: [&str; 11] = [
     "atime",
     "ctime",
     "mtime",
+    "fileSetID",
+    "poolName",
 ];
 
 /// Slots of [`KEYS`].
@@ -34,12 +39,14 @@ pub(super) const PERMISSIONS: usize = 7;
 pub(super) const ATIME: usize = 8;
 pub(super) const CTIME: usize = 9;
 pub(super) const MTIME: usize = 10;
+pub(super) const FILESET_ID: usize = 11;
+pub(super) const POOL_NAME: usize = 12;
 
 /// The slot of the key `b[start..end]`: its first eight bytes pick a bucket (the multiplier
-/// gives each of the eleven names its own), and the whole [`tag`] must match.
+/// gives each of the names its own), and the whole [`tag`] must match.
 #[inline(always)]
 fn slot_of(b: &[u8], start: usize, end: usize) -> Option<usize> {
-    const MUL: u64 = 0x63ca_828d_d5f4_b3b3;
+    const MUL: u64 = 0xf28c_105d_1fb1_7c23;
     const fn bucket(t: u128) -> usize {
         ((t as u64).wrapping_mul(MUL) >> 59) as usize
     }
@@ -65,7 +72,7 @@ fn slot_of(b: &[u8], start: usize, end: usize) -> Option<usize> {
 pub(super) enum Walk {
     /// The whole message is a flat object of plain ASCII without escapes; where each
     /// attribute icicle reads sits.
-    Whole([Span; 11]),
+    Whole([Span; N_KEYS]),
     /// The `event` attribute names an event icicle ignores: the walk stopped there.
     Ignored,
     /// The `event` attribute names an event the ingestion filter drops: the walk stopped there.
@@ -106,7 +113,7 @@ pub(super) fn scan_compact<const AVX2: bool, const FILTER: bool>(
     quotes: &mut QuoteIndex<'_, AVX2>,
     mask: u32,
 ) -> Option<Walk> {
-    let mut spans = [Span::default(); 11];
+    let mut spans = [Span::default(); N_KEYS];
     let n = b.len();
     if n < 2 || b[0] != b'{' || b[n - 1] != b'}' {
         return None;
@@ -164,7 +171,7 @@ pub(super) fn scan_spans<const AVX2: bool, const FILTER: bool>(
     mut quotes: QuoteIndex<'_, AVX2>,
     mask: u32,
 ) -> Option<Walk> {
-    let mut spans = [Span::default(); 11];
+    let mut spans = [Span::default(); N_KEYS];
     // Control bytes were refused, so the only whitespace left is the space.
     let skip = |i: &mut usize| {
         while b.get(*i) == Some(&b' ') {
@@ -298,9 +305,9 @@ pub(super) struct Span {
 /// The attributes of one message.
 pub(super) enum Fields<'a> {
     /// Found by the structural path: positions in the message.
-    Spans(&'a str, [Span; 11]),
+    Spans(&'a str, [Span; N_KEYS]),
     /// Found by the byte scanner or the full parser.
-    Values(Box<[Option<Field<'a>>; 11]>),
+    Values(Box<[Option<Field<'a>>; N_KEYS]>),
 }
 
 impl Default for Fields<'_> {

@@ -7,16 +7,17 @@ mod values;
 
 use crate::scan::QuoteIndex;
 use fields::{
-    scan_compact, scan_spans, Fields, Span, SpanKind, Walk, ATIME, COOKIE, CTIME, EVENT, FILE_SIZE, INODE, KEYS, MTIME,
-    OWNER_GROUP_ID, OWNER_USER_ID, PATH, PERMISSIONS,
+    scan_compact, scan_spans, Fields, Span, SpanKind, Walk, ATIME, COOKIE, CTIME, EVENT, FILESET_ID, FILE_SIZE, INODE,
+    KEYS, MTIME, N_KEYS, OWNER_GROUP_ID, OWNER_USER_ID, PATH, PERMISSIONS, POOL_NAME,
 };
 use kind::filter_bit;
 pub use kind::{filter_mask, EventKind, FILTERABLE_EVENTS};
-use values::{iso_time, permissions, text, time, uint};
+use values::{iso_time, number_text, permissions, text, time, uint};
 
 /// An object's metadata as the event reports it (no stat is taken); `mode` is the full
 /// `st_mode` (type bits from `permissions` when present, else from `IN_ISDIR`).
 pub use icicle_core::record::Attrs as Meta;
+use icicle_core::record::Storage;
 
 /// One parsed watch-folder event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +30,37 @@ pub struct GpfsEvent {
     pub meta: Meta,
     /// Pairs IN_MOVED_FROM with IN_MOVED_TO (0 when absent).
     pub cookie: u64,
+    /// The fileset (`fileSetID`) and storage pool (`poolName`) the event names, when it names
+    /// either; shared by the events that name the same ones.
+    pub storage: Option<std::sync::Arc<Storage>>,
+}
+
+thread_local! {
+    /// The last storage attributes parsed on this thread: events of one fileset and pool
+    /// share them.
+    static LAST_STORAGE: std::cell::RefCell<Option<std::sync::Arc<Storage>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The storage attributes of `fileSetID` and `poolName` (an empty value, as CPFS writes for
+/// absent ones, is none); the same allocation as the last event's when they are the same.
+fn storage_of(fileset: Option<&str>, pool: Option<&str>) -> Option<std::sync::Arc<Storage>> {
+    let fileset = fileset.map(str::trim).filter(|s| !s.is_empty());
+    let pool = pool.map(str::trim).filter(|s| !s.is_empty());
+    if fileset.is_none() && pool.is_none() {
+        return None;
+    }
+    LAST_STORAGE.with_borrow_mut(|last| {
+        if let Some(l) = last.as_ref().filter(|l| l.fileset.as_deref() == fileset && l.pool.as_deref() == pool) {
+            return Some(l.clone());
+        }
+        let st = std::sync::Arc::new(Storage {
+            fileset: fileset.map(str::to_string),
+            pool: pool.map(str::to_string),
+            ..Storage::default()
+        });
+        *last = Some(st.clone());
+        Some(st)
+    })
 }
 
 impl GpfsEvent {
@@ -41,6 +73,7 @@ impl GpfsEvent {
             path: EMPTY.get_or_init(|| "".into()).clone(),
             meta: Meta::default(),
             cookie: 0,
+            storage: None,
         }
     }
 
@@ -155,7 +188,7 @@ impl GpfsEvent {
     /// permissions, `YYYY-MM-DDTHH:MM:SS` times, one event token with an optional `IN_ISDIR`.
     /// None for anything else, which [`GpfsEvent::from_fields`] handles (and explains).
     #[inline(always)]
-    fn from_spans(text: &str, spans: &[Span; 11]) -> Option<GpfsEvent> {
+    fn from_spans(text: &str, spans: &[Span; N_KEYS]) -> Option<GpfsEvent> {
         let string_at = |k: usize| -> &str {
             let sp = spans[k];
             text.get(sp.start as usize..sp.end as usize).unwrap_or("")
@@ -233,11 +266,19 @@ impl GpfsEvent {
             ctime,
             mtime,
         };
+        let text_at = |k: usize| match spans[k].kind {
+            SpanKind::Str | SpanKind::Num => Some(string_at(k)),
+            _ => None,
+        };
         Some(GpfsEvent {
             kind,
             path: icicle_core::name::normalise(string_at(PATH)).into(),
             meta,
             cookie: uint(COOKIE)?,
+            storage: storage_of(
+                text_at(FILESET_ID),
+                (spans[POOL_NAME].kind == SpanKind::Str).then(|| string_at(POOL_NAME)),
+            ),
         })
     }
 
@@ -312,7 +353,15 @@ impl GpfsEvent {
             ctime,
             mtime,
         };
-        Ok(GpfsEvent { kind, path: (*path).into(), meta, cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0) })
+        let fileset = raw.get(FILESET_ID);
+        let pool = text(raw.get(POOL_NAME));
+        Ok(GpfsEvent {
+            kind,
+            path: (*path).into(),
+            meta,
+            cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0),
+            storage: storage_of(number_text(&fileset), pool.as_deref()),
+        })
     }
 
     /// Render as a WF_JSON message (what the testkit produces; keys as IBM's records spell
@@ -323,7 +372,8 @@ impl GpfsEvent {
         serde_json::json!({
             "WF_JSON": "0.0.1", "wd": 1, "cookie": self.cookie.to_string(), "mask": "0x0", "event": event, "path": &*self.path,
             "clusterName": "icicle-testkit", "nodeName": "node1", "nfsClientIp": "", "fsName": "fs1",
-            "inode": self.meta.inode.to_string(), "fileSetID": "0", "linkCount": "1", "openFlags": "0", "poolName": "system",
+            "inode": self.meta.inode.to_string(), "fileSetID": self.storage.as_ref().and_then(|s| s.fileset.as_deref()).unwrap_or("0"),
+            "linkCount": "1", "openFlags": "0", "poolName": self.storage.as_ref().and_then(|s| s.pool.as_deref()).unwrap_or("system"),
             "fileSize": self.meta.size.to_string(), "ownerUserId": self.meta.uid.to_string(), "ownerGroupId": self.meta.gid.to_string(),
             "atime": icicle_core::time::iso8601(self.meta.atime), "ctime": icicle_core::time::iso8601(self.meta.ctime),
             "mtime": icicle_core::time::iso8601(self.meta.mtime), "eventTime": icicle_core::time::iso8601(icicle_core::time::now_epoch()),

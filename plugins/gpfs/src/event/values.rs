@@ -31,7 +31,7 @@ impl std::fmt::Display for Field<'_> {
 }
 
 /// A number's text: a JSON number, or a string holding one.
-fn number_text<'b>(v: &'b Field<'_>) -> Option<&'b str> {
+pub(super) fn number_text<'b>(v: &'b Field<'_>) -> Option<&'b str> {
     match v {
         Field::Num(n) => Some(n),
         Field::NumOwned(n) => Some(n),

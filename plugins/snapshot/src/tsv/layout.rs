@@ -294,7 +294,7 @@ impl Layout {
     /// Parse one line into a record whose path is borrowed from `line`, or from `scratch`
     /// when it was quoted or its prefix is rewritten.
     pub fn parse<'p>(&self, line: &'p [u8], scratch: &'p mut Scratch) -> Result<FileRecord<'p>, String> {
-        let Scratch { fields, bytes, path } = scratch;
+        let Scratch { fields, bytes, path, storage } = scratch;
         let pwalk_cols = self.split_fields(line, fields, bytes)?;
         let (fields, bytes): (&Vec<Field>, &'p Vec<u8>) = (fields, bytes);
         let c = pwalk_cols.as_ref().unwrap_or(&self.cols);
@@ -338,7 +338,18 @@ impl Layout {
         if path.is_empty() {
             return Err("empty path".into());
         }
-        Ok(FileRecord { path, kind, attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode }, storage: None })
+        // lester's fields between the inode and the path: OST objects, then (show_fid) a FID.
+        let mut known = None;
+        if self.path_slash {
+            if let (Some(Field::Line(_, e)), Some(Field::Line(s, _))) = (fields.get(c.path - 1), fields.get(c.path)) {
+                if *s > e + 1 {
+                    lester_storage(&line[e + 1..s - 1], self.delim, storage);
+                    known = (!storage.is_empty()).then_some(&*storage);
+                }
+            }
+        }
+        let attrs = Attrs { mode, uid, gid, size, atime, ctime, mtime, inode };
+        Ok(FileRecord { path, kind, attrs, storage: known })
     }
 
     fn is_pwalk(&self) -> bool {
@@ -463,6 +474,40 @@ impl Layout {
         match self.cols.kind {
             Some(_) => !matches!(field, b"d" | b"D"),
             None => self.parse_mode(field).map_or(true, |m| FileKind::from_mode(m) != FileKind::Dir),
+        }
+    }
+}
+
+/// lester's OST objects (`1:3b2d4f,0:3b2c11`: `%u:%lx` per stripe, last stripe first; empty
+/// without objects; `UNKNOWN LOV ...` for a composite layout) and, with `show_fid`, the FID
+/// (`0x200000401:0x1c:0x0`), as `action-fslist.c` prints them (ORNL-TechInt/lester@a1c1323,
+/// `report_osts`, `report_fid`); what does not have these shapes is left out.
+fn lester_storage(text: &[u8], delim: u8, st: &mut icicle_core::record::Storage) {
+    st.osts.clear();
+    st.fid = None;
+    st.stripe_count = None;
+    let mut parts = text.split(|&b| b == delim);
+    if let Some(objects) = parts.next().filter(|o| !o.is_empty()) {
+        let osts: Option<Vec<u32>> = objects
+            .split(|&b| b == b',')
+            .map(|o| {
+                let (ost, obj) = std::str::from_utf8(o).ok()?.split_once(':')?;
+                u64::from_str_radix(obj, 16).ok()?;
+                ost.parse::<u32>().ok()
+            })
+            .collect();
+        if let Some(mut osts) = osts {
+            osts.reverse();
+            st.stripe_count = Some(osts.len() as u32);
+            osts.dedup();
+            st.osts = osts;
+        }
+    }
+    if let Some(fid) = parts.next().and_then(|f| std::str::from_utf8(f).ok()) {
+        let hex =
+            |x: &str| x.strip_prefix("0x").is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        if fid.split(':').count() == 3 && fid.split(':').all(hex) {
+            st.fid = Some(format!("[{fid}]"));
         }
     }
 }

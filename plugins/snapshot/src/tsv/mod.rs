@@ -113,6 +113,8 @@ pub struct Scratch {
     fields: Vec<Field>,
     bytes: Vec<u8>,
     path: String,
+    /// lester's OST objects and FID of the row (ne2scan).
+    storage: icicle_core::record::Storage,
 }
 
 /// The `tsv` source.

@@ -45,6 +45,31 @@ fn pwalk_and_ne2scan_rows() {
 }
 
 #[test]
+fn lester_ost_objects_and_fids_become_storage_attributes() {
+    // Rows of testkit/corpus/listings/lester.corpus (cases ne2scan-default-header-footer and
+    // ne2scan-show-fid): OST objects last stripe first, an empty field without objects.
+    let l = Layout::preset(Preset::Ne2scan);
+    let r = parse_with(
+        &l,
+        "1388734512|1388648160|1388648100|10234|10234|100644|0|2883721|1:3b2d4f,0:3b2c11|/ROOT/proj/run42/out.h5",
+    )
+    .unwrap();
+    let st = r.storage.unwrap();
+    assert_eq!((st.osts, st.stripe_count, st.fid), (vec![0, 1], Some(2), None));
+    let r = parse_with(&l, "1|2|3|10234|10234|100644|0|2883725||/ROOT/proj/run42/empty.lock").unwrap();
+    assert_eq!(r.storage, None);
+    let r = parse_with(&l, "1|2|3|10511|10500|100640|0|2884102|3:1a2b3c|0x200000401:0x1c:0x0|/ROOT/proj/data/a.dat")
+        .unwrap();
+    let st = r.storage.unwrap();
+    assert_eq!((st.osts, st.fid.as_deref()), (vec![3], Some("[0x200000401:0x1c:0x0]")));
+    let r = parse_with(&l, "1|2|3|10511|10500|100640|0|2884103||0x200000401:0x1d:0x0|/ROOT/proj/data/b.dat").unwrap();
+    assert_eq!(r.storage.unwrap().fid.as_deref(), Some("[0x200000401:0x1d:0x0]"));
+    // A composite layout's `UNKNOWN LOV` names no OSTs.
+    let r = parse_with(&l, "1|2|3|1|1|100640|0|2884104|UNKNOWN LOV bd60bd0|/ROOT/c.dat").unwrap();
+    assert_eq!(r.storage, None);
+}
+
+#[test]
 fn rows_skipped_by_the_directory_pass_are_never_directories() {
     let mut rng = icicle_core::rng::Rng::new(0xd1c5);
     let cols =

@@ -528,7 +528,7 @@ fn a_lustre_monitor_reading_layouts_answers_which_files_have_objects_on_an_ost()
         &format!(
             "[records]\nvisible_to = [\"public\"]\n\
              [sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nuser = \"cl1\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
-             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = 40\nquiet_period_secs = 0.0\npoll_interval_secs = 0.02\nstate_dir = \"{t}/state\"\nlayout = true\n\
+             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = 40\nquiet_period_secs = 0.0\npoll_interval_secs = 0.02\nstate_dir = \"{t}/state\"\nlayout = true\nproject = true\n\
              [sinks.idx]\ntype = \"index\"\ndir = \"{t}/index\"\n",
             k = testkit_bin().display(),
             j = journal.display(),
@@ -553,6 +553,7 @@ fn a_lustre_monitor_reading_layouts_answers_which_files_have_objects_on_an_ost()
         assert_eq!(st["osts"], serde_json::json!(osts), "seed {seed}: {path}");
         assert_eq!(st["stripe_count"], osts.len(), "seed {seed}: {path}");
         assert_eq!(st["pool"].as_str(), pool, "seed {seed}: {path}");
+        assert_eq!(st["project_id"], icicle_testkit::lustre::project_of(fid), "seed {seed}: {path}");
         for o in osts {
             by_ost.entry(o).or_default().insert(path.clone());
         }
@@ -567,6 +568,13 @@ fn a_lustre_monitor_reading_layouts_answers_which_files_have_objects_on_an_ost()
         let got: BTreeSet<String> = find(t, &["-ost", &o.to_string()]).into_iter().collect();
         assert_eq!(got, by_ost.get(&o).cloned().unwrap_or_default(), "seed {seed}: -ost {o}");
     }
+    let projects: BTreeSet<String> = fids
+        .iter()
+        .filter(|(p, f)| by_ost.values().any(|s| s.contains(*p)) && icicle_testkit::lustre::project_of(f) == 1002)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let got: BTreeSet<String> = find(t, &["-projid", "1002"]).into_iter().collect();
+    assert_eq!(got, projects, "seed {seed}: -projid 1002");
     let got: BTreeSet<String> = find(t, &["-pool", "flash"]).into_iter().collect();
     assert_eq!(got, flash, "seed {seed}: -pool flash");
     let wide = by_ost.values().flatten().filter(|p| {

@@ -20,7 +20,7 @@ use crate::gen::Rng;
 mod fake_lfs;
 mod trees;
 
-pub use fake_lfs::{fake_lfs, layout_of, purge, OSTS};
+pub use fake_lfs::{fake_lfs, layout_of, project_of, purge, OSTS};
 
 /// The sequence of synthetic FIDs.
 pub const FID_SEQ: u64 = 0x2_0000_0401;

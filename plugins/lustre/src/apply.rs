@@ -196,9 +196,9 @@ impl TreeState {
         Emit { chunk, deletes, sent: self.tree.take_fresh_sent() }
     }
 
-    /// With `layout`: read the layouts of the regular files among `files` (paths relative to
-    /// the file system) that are not known at their inode, size and ctime, in calls of many
-    /// files each.
+    /// With `layout` or `project`: read the layouts and project IDs of the regular files among
+    /// `files` (paths relative to the file system) that are not known at their inode, size
+    /// and ctime, in calls of many files each.
     fn read_layouts<'p>(
         &mut self,
         files: impl Iterator<Item = (&'p str, &'p std::fs::Metadata)>,
@@ -218,20 +218,44 @@ impl TreeState {
         let on_mount: Vec<std::path::PathBuf> = ask.iter().map(|(p, _)| self.on_mount(p)).collect();
         let names: Vec<&std::path::Path> = on_mount.iter().map(std::path::PathBuf::as_path).collect();
         counts.layouts_read += ask.len() as u64;
-        let (got, failed) = match tokio::task::block_in_place(|| self.lfs.getstripe(&names)) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(message = "lfs getstripe failed: files published without their layout", mdt = %self.cfg.mdt, error = %e);
-                (Vec::new(), ask.len() as u64)
-            }
+        let (lfs, cfg) = (&self.lfs, &self.cfg);
+        let warn = |what: &str, e: &str| {
+            tracing::warn!(message = "lfs failed: files published without what it reads", what, mdt = %cfg.mdt, error = %e);
         };
+        let mut by_name: std::collections::HashMap<std::path::PathBuf, Storage> = std::collections::HashMap::new();
+        let mut failed = 0u64;
+        if cfg.layout {
+            match tokio::task::block_in_place(|| lfs.getstripe(&names)) {
+                Ok((got, f)) => {
+                    failed += f;
+                    by_name.extend(got);
+                }
+                Err(e) => {
+                    warn("getstripe", &e);
+                    failed += ask.len() as u64;
+                }
+            }
+        }
+        if cfg.project {
+            match tokio::task::block_in_place(|| lfs.project_ids(&names)) {
+                Ok((got, f)) => {
+                    failed += f;
+                    for (path, id) in got {
+                        by_name.entry(path).or_default().project_id = Some(id);
+                    }
+                }
+                Err(e) => {
+                    warn("project", &e);
+                    failed += ask.len() as u64;
+                }
+            }
+        }
         counts.layouts_failed += failed;
-        let by_name: std::collections::HashMap<std::path::PathBuf, Storage> = got.into_iter().collect();
         let cache = self.layouts.as_mut().expect("checked above");
         for ((path, key), name) in ask.into_iter().zip(on_mount) {
-            match by_name.get(&name) {
+            match by_name.remove(&name) {
                 Some(st) => {
-                    cache.put(path, (key, st.clone()));
+                    cache.put(path, (key, st));
                 }
                 None => {
                     cache.pop(&path);

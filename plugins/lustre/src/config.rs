@@ -79,7 +79,12 @@ pub struct LustreConfig {
     /// pool, stripe count and OSTs (`storage` in the record). Off by default: no call is made.
     #[serde(default)]
     pub layout: bool,
-    /// Files whose layout is kept between batches (with `layout`).
+    /// Read each updated file's project ID with `lfs project -d` (one call per batch, kept as
+    /// layouts are) and publish it (`storage.project_id`). Off by default.
+    #[serde(default)]
+    pub project: bool,
+    /// Files whose layout and project ID are kept between batches (with `layout` or
+    /// `project`).
     #[serde(default = "default_layout_cache")]
     pub layout_cache: usize,
 }
@@ -174,9 +179,9 @@ pub struct MonitorCounts {
     pub lost_ranges: Vec<[u64; 2]>,
     /// Lines that could not be parsed, kept in the dead-letter file.
     pub dead_letters: u64,
-    /// Files whose layout `lfs getstripe` was asked for (with `layout`).
+    /// Files whose layout or project ID `lfs` was asked for (with `layout` or `project`).
     pub layouts_read: u64,
-    /// Files whose layout could not be read (published without one).
+    /// Reads of a layout or a project ID that failed (the file is published without it).
     pub layouts_failed: u64,
 }
 

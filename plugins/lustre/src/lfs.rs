@@ -180,6 +180,43 @@ impl Lfs {
     }
 }
 
+impl Lfs {
+    /// `lfs project -d FILE...`: each file's project ID, by the path as given. `lfs` prints
+    /// `%5u %c %s` (the ID, `P` when it is inherited by new files, the path: lustre-release
+    /// `lustre/utils/lfs_project.c`, `project_list_one`); a file it could not read is missing
+    /// from the answer and counted in the second value, as are paths holding a newline.
+    pub fn project_ids(&self, files: &[&std::path::Path]) -> Result<(Vec<(std::path::PathBuf, u32)>, u64), String> {
+        use std::os::unix::ffi::OsStrExt;
+        let asked: Vec<&[u8]> =
+            files.iter().map(|f| f.as_os_str().as_bytes()).filter(|f| !f.contains(&b'\n')).collect();
+        let mut failed = (files.len() - asked.len()) as u64;
+        let mut got = Vec::with_capacity(asked.len());
+        for chunk in asked.chunks(GETSTRIPE_FILES) {
+            let wanted: std::collections::HashSet<&[u8]> = chunk.iter().copied().collect();
+            let mut args: Vec<&OsStr> = vec![OsStr::new("project"), OsStr::new("-d")];
+            args.extend(chunk.iter().map(|b| OsStr::from_bytes(b)));
+            let out = self.run_os(&args)?;
+            let before = got.len();
+            for line in out.stdout.split(|&b| b == b'\n') {
+                let trimmed = line.trim_ascii_start();
+                let digits = trimmed.iter().take_while(|b| b.is_ascii_digit()).count();
+                let (id, rest) = trimmed.split_at(digits);
+                // ` P /path` or ` - /path`.
+                let path = match rest {
+                    [b' ', b'P' | b'-', b' ', path @ ..] => path,
+                    _ => continue,
+                };
+                let id = std::str::from_utf8(id).ok().and_then(|d| d.parse::<u32>().ok());
+                if let (Some(id), true) = (id, wanted.contains(path)) {
+                    got.push((std::path::PathBuf::from(OsStr::from_bytes(path)), id));
+                }
+            }
+            failed += (chunk.len() - (got.len() - before)) as u64;
+        }
+        Ok((got, failed))
+    }
+}
+
 /// Kill a child spawned in its own process group, and everything in that group.
 fn kill_group(child: &mut std::process::Child) {
     if let Ok(pgid) = i32::try_from(child.id()) {
@@ -222,6 +259,22 @@ mod tests {
         let got = lfs.changelog("fs0-MDT0000", 0, None, 100).unwrap();
         assert_eq!(got.text, format!("{r7}\n{r8}\\x0a{forged}\n"));
         assert_eq!((got.text.lines().count(), got.more), (2, false));
+    }
+
+    #[test]
+    fn project_ids_and_layouts_of_several_files_in_one_call() {
+        use std::path::Path;
+        // `lfs project -d`'s `%5u %c %s` lines; a file lfs could not read is left out.
+        let lfs =
+            sh("printf '%5u %c %s\\n' 1001 P /m/a 7 - '/m/b c'; echo \"lfs: failed to stat '/m/gone'\" >&2; exit 2");
+        let (got, failed) = lfs.project_ids(&[Path::new("/m/a"), Path::new("/m/b c"), Path::new("/m/gone")]).unwrap();
+        assert_eq!(got, vec![(Path::new("/m/a").to_path_buf(), 1001), (Path::new("/m/b c").to_path_buf(), 7)]);
+        assert_eq!(failed, 1);
+        let lfs = sh("printf '%s\\n' /m/a 'lmm_stripe_count:  1' 'lmm_stripe_size:   1048576' 'lmm_fid:           [0x200000401:0x1:0x0]' '\tobdidx\t\t objid\t\t objid\t\t group' '\t     5\t             9\t          0x9\t             0' ''");
+        let (got, failed) = lfs.getstripe(&[Path::new("/m/a"), Path::new("/m/x\ny")]).unwrap();
+        assert_eq!(failed, 1, "a name with a newline is not asked");
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].1.fid.as_deref(), got[0].1.osts.as_slice()), (Some("[0x200000401:0x1:0x0]"), &[5][..]));
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl Monitor for LustreSource {
             posix: ctx.policy.access.is_some(),
             counts: MonitorCounts::default(),
             replaying: false,
-            layouts: cfg.layout.then(|| {
+            layouts: (cfg.layout || cfg.project).then(|| {
                 lru::LruCache::new(
                     std::num::NonZeroUsize::new(cfg.layout_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN),
                 )

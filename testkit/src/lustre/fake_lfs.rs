@@ -18,7 +18,9 @@
 //!   `llapi_lov_dump_user_lmm` does (lustre-release `lustre/utils/liblustreapi.c`: `lmm_fid`,
 //!   `lmm_pool` when the layout has one, the `obdidx` table, a blank line); a file that is
 //!   gone is an error on stderr and the exit status, the others are printed. The layout is
-//!   [`layout_of`] the file's FID, so it follows the file through renames.
+//!   [`layout_of`] the file's FID, so it follows the file through renames;
+//! - `project -d PATH...` prints `%5u %c %s` per file (lustre-release
+//!   `lustre/utils/lfs_project.c`, `project_list_one`), the ID [`project_of`] its FID.
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -182,18 +184,49 @@ pub fn layout_of(fid: &Fid) -> (Option<&'static str>, u64, Vec<u32>) {
     (pool, 1 << 20, osts)
 }
 
+/// The stand-in's project ID of the file `fid`: 0 (none) for one file in three, else 1001
+/// or 1002.
+pub fn project_of(fid: &Fid) -> u32 {
+    [0, 1001, 1002][(fid.oid % 3) as usize]
+}
+
+/// The FID of `path` (on the mount, or relative to the file system) in `ns`.
+fn fid_at<'n>(ns: &'n Namespace, mount: Option<&Path>, p: &Path) -> Option<&'n Fid> {
+    let rel = match mount.map(|m| p.strip_prefix(m)) {
+        Some(Ok(r)) => format!("/{}", icicle_core::name::from_os(r)),
+        _ => icicle_core::name::from_os(p).into_owned(),
+    };
+    ns.by_path.get(&*icicle_core::name::normalise(&rel))
+}
+
+/// `project -d PATH...`.
+fn project(journal: &Path, mount: Option<&Path>, paths: &[&OsStr]) -> (i32, Vec<u8>, String) {
+    let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
+    let (mut out, mut err, mut code) = (Vec::new(), String::new(), 0);
+    for path in paths {
+        let p = Path::new(path);
+        match fid_at(&ns, mount, p) {
+            Some(fid) => {
+                out.extend_from_slice(format!("{:5} - ", project_of(fid)).as_bytes());
+                out.extend_from_slice(path.as_bytes());
+                out.push(b'\n');
+            }
+            None => {
+                err.push_str(&format!("lfs: failed to stat '{}': No such file or directory\n", p.display()));
+                code = 2;
+            }
+        }
+    }
+    (code, out, err)
+}
+
 /// `getstripe -v PATH...`.
 fn getstripe(journal: &Path, mount: Option<&Path>, paths: &[&OsStr]) -> (i32, Vec<u8>, String) {
     let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
     let (mut out, mut err, mut code) = (Vec::new(), String::new(), 0);
     for path in paths {
         let p = Path::new(path);
-        let rel = match mount.map(|m| p.strip_prefix(m)) {
-            Some(Ok(r)) => format!("/{}", icicle_core::name::from_os(r)),
-            _ => icicle_core::name::from_os(p).into_owned(),
-        };
-        let rel = icicle_core::name::normalise(&rel).into_owned();
-        let Some(fid) = ns.by_path.get(&rel) else {
+        let Some(fid) = fid_at(&ns, mount, p) else {
             err.push_str(&format!("lfs getstripe: cannot open '{}': No such file or directory (2)\n", p.display()));
             code = 2;
             continue;
@@ -238,6 +271,7 @@ pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[OsS
         }
         ("path2fid", 2) => path2fid(journal, mount, a[1]),
         ("getstripe", n) if n >= 3 && text(1) == "-v" => getstripe(journal, mount, &a[2..]),
+        ("project", n) if n >= 3 && text(1) == "-d" => project(journal, mount, &a[2..]),
         _ => (
             22,
             Vec::new(),

@@ -98,7 +98,7 @@ fn index_dir(given: Option<PathBuf>, cfg: &icicle_core::config::LoadedConfig) ->
 /// Where the answers come from: an index directory read here (for the principals of
 /// [`visibility`]), or a running `icicle serve` (which decides who the caller is).
 enum Answers {
-    Local(Reader, Visibility),
+    Local(Box<Reader>, Visibility),
     Remote(Box<Remote>, tokio::runtime::Runtime),
 }
 
@@ -122,7 +122,7 @@ impl Answers {
             (None, Some(p)) => Endpoint::Socket(p.clone()),
             (None, None) => {
                 let dir = index_dir(w.index.clone(), cfg)?;
-                return Ok(Answers::Local(Reader::open(&dir)?, visibility(cfg, w.as_user.as_deref())?));
+                return Ok(Answers::Local(Box::new(Reader::open(&dir)?), visibility(cfg, w.as_user.as_deref())?));
             }
         };
         let token = if w.server.is_some() { token(w.token_file.as_ref())? } else { None };

@@ -180,7 +180,7 @@ pub fn layout_of(fid: &Fid) -> (Option<&'static str>, u64, Vec<u32>) {
     let count = 1 + (h >> 60) as usize % 4;
     let first = (h >> 8) as usize % OSTS.len();
     let osts = (0..count).map(|k| OSTS[(first + k * 3) % OSTS.len()]).collect();
-    let pool = ((h >> 32) % 3 == 0).then_some("flash");
+    let pool = (h >> 32).is_multiple_of(3).then_some("flash");
     (pool, 1 << 20, osts)
 }
 

@@ -116,3 +116,42 @@ fn sorts_take_up_to_three_keys_then_the_subject() {
     c.bypass = true;
     assert_eq!(s.visibility(&c, true).unwrap(), Visibility::All);
 }
+
+#[test]
+fn storage_attributes_filter_sort_and_facet_through_the_api() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = service(tmp.path());
+    let on = |path: &str, pool: &str, osts: Value| {
+        let mut e = file(path, "file", 5, 30);
+        e["content"]["storage"] = json!({"fid": format!("[0x200000401:0x{}:0x0]", path.len()), "pool": pool,
+                                         "stripe_count": osts.as_array().unwrap().len(), "osts": osts});
+        e
+    };
+    ingest(&s, vec![on("/a", "flash", json!([17, 3])), on("/bb", "disk", json!([3])), file("/c", "file", 5, 30)]);
+    let ask = |body: Value| {
+        let q = Search::from_json(&s.fields, &body).unwrap();
+        answer::search(&s.searcher(), &s.fields, &q, &Visibility::All).unwrap()
+    };
+    let found = |r: &Value| {
+        r["gmeta"].as_array().unwrap().iter().map(|g| g["subject"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let ost = |n: u64| {
+        ask(json!({"q": "*", "filters": [{"type": "match_any", "field_name": "storage.osts", "values": [n]}]}))
+    };
+    assert_eq!(found(&ost(17)), ["/a"]);
+    assert_eq!(found(&ost(3)), ["/a", "/bb"]);
+    assert!(found(&ost(4)).is_empty());
+    let r = ask(
+        json!({"q": "*", "filters": [{"type": "range", "field_name": "storage.stripe_count", "values": [{"from": 2, "to": "*"}]}]}),
+    );
+    assert_eq!(found(&r), ["/a"]);
+    let r = ask(
+        json!({"q": "*", "filters": [{"type": "match_any", "field_name": "storage.fid", "values": ["[0x200000401:0x3:0x0]"]}]}),
+    );
+    assert_eq!(found(&r), ["/bb"]);
+    // Pools are facets: how many files each holds.
+    let r = ask(json!({"q": "*", "facets": [{"name": "pools", "field_name": "storage.pool"}]}));
+    let buckets = &r["facet_results"][0]["buckets"];
+    assert_eq!(buckets.as_array().map(Vec::len), Some(2), "{r}");
+    assert!(buckets.as_array().unwrap().iter().all(|b| b["count"] == 1), "{r}");
+}

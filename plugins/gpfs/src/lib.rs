@@ -8,7 +8,7 @@ pub mod scan;
 pub mod source;
 pub mod state;
 
-pub use event::{EventKind, GpfsEvent, Meta};
+pub use event::{EventKind, GpfsEvent, Meta, StorageId};
 pub use state::{GpfsState, IgnoredEvents, Op, Ops};
 
 use icicle_core::registry::{build_component, PluginDescriptor, PluginKind};

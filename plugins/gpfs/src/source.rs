@@ -13,7 +13,7 @@ use icicle_core::deadletter::DeadLetters;
 use icicle_core::monitor::{
     reduce_apply, BatchCounts, ChangeSource, ChangeState, DriverSettings, Emit, Monitor, MonitorContext, OnGap,
 };
-use icicle_core::record::{FileKind, FileRecord, Storage};
+use icicle_core::record::{FileKind, FileRecord};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::traits::{ReduceCounts, StateStore};
 use icicle_core::{ConfigError, IcicleError};
@@ -23,7 +23,7 @@ use icicle_plugins_kafka::stream::{Offsets, Start, TopicCounts, TopicMessage, To
 use serde::Deserialize;
 
 use crate::state::{path_key, MountWalker, NoWalk, Walker};
-use crate::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops};
+use crate::{GpfsEvent, GpfsState, IgnoredEvents, Meta, Op, Ops, StorageId};
 
 /// Event paths refused by the path check (for the sampled warning).
 static UNPUBLISHABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -337,7 +337,7 @@ pub struct GpfsEngine {
     seen: std::collections::BTreeSet<i32>,
     /// The fileset and pool the last event naming each inode gave (a record sent when no
     /// event of its file is in the batch, as after a directory rename, keeps them).
-    storage: lru::LruCache<u64, Arc<Storage>>,
+    storage: lru::LruCache<u64, StorageId>,
 }
 
 /// Files whose fileset and pool are kept between batches.
@@ -444,7 +444,7 @@ impl GpfsEngine {
                         lookup: &mut lookup,
                         acl_at: file.as_deref(),
                     });
-                    let storage = kept.get(&m.inode).filter(|_| m.inode != 0).cloned();
+                    let storage = kept.get(&m.inode).filter(|_| m.inode != 0).and_then(|id| id.get());
                     let rec = FileRecord { storage: storage.as_deref(), ..record_for(&ip, &m) };
                     match enc.publish(&mut chunk, &mut deletes, &rec, judge) {
                         Published::Sent => counts.updates += 1,
@@ -511,8 +511,8 @@ impl ChangeState for GpfsEngine {
         }
         let mut events = self.parse(&batch)?;
         for (ev, _) in &events {
-            if let (Some(st), true) = (&ev.storage, ev.meta.inode != 0) {
-                self.storage.put(ev.meta.inode, st.clone());
+            if !ev.storage.is_none() && ev.meta.inode != 0 {
+                self.storage.put(ev.meta.inode, ev.storage);
             }
         }
         let mut ops = Ops::default();

@@ -3,6 +3,7 @@
 
 mod fields;
 mod kind;
+mod storage;
 mod values;
 
 use crate::scan::QuoteIndex;
@@ -17,7 +18,7 @@ use values::{iso_time, number_text, permissions, text, time, uint};
 /// An object's metadata as the event reports it (no stat is taken); `mode` is the full
 /// `st_mode` (type bits from `permissions` when present, else from `IN_ISDIR`).
 pub use icicle_core::record::Attrs as Meta;
-use icicle_core::record::Storage;
+pub use storage::StorageId;
 
 /// One parsed watch-folder event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,35 +33,7 @@ pub struct GpfsEvent {
     pub cookie: u64,
     /// The fileset (`fileSetID`) and storage pool (`poolName`) the event names, when it names
     /// either; shared by the events that name the same ones.
-    pub storage: Option<std::sync::Arc<Storage>>,
-}
-
-thread_local! {
-    /// The last storage attributes parsed on this thread: events of one fileset and pool
-    /// share them.
-    static LAST_STORAGE: std::cell::RefCell<Option<std::sync::Arc<Storage>>> = const { std::cell::RefCell::new(None) };
-}
-
-/// The storage attributes of `fileSetID` and `poolName` (an empty value, as CPFS writes for
-/// absent ones, is none); the same allocation as the last event's when they are the same.
-fn storage_of(fileset: Option<&str>, pool: Option<&str>) -> Option<std::sync::Arc<Storage>> {
-    let fileset = fileset.map(str::trim).filter(|s| !s.is_empty());
-    let pool = pool.map(str::trim).filter(|s| !s.is_empty());
-    if fileset.is_none() && pool.is_none() {
-        return None;
-    }
-    LAST_STORAGE.with_borrow_mut(|last| {
-        if let Some(l) = last.as_ref().filter(|l| l.fileset.as_deref() == fileset && l.pool.as_deref() == pool) {
-            return Some(l.clone());
-        }
-        let st = std::sync::Arc::new(Storage {
-            fileset: fileset.map(str::to_string),
-            pool: pool.map(str::to_string),
-            ..Storage::default()
-        });
-        *last = Some(st.clone());
-        Some(st)
-    })
+    pub storage: StorageId,
 }
 
 impl GpfsEvent {
@@ -73,7 +46,7 @@ impl GpfsEvent {
             path: EMPTY.get_or_init(|| "".into()).clone(),
             meta: Meta::default(),
             cookie: 0,
-            storage: None,
+            storage: StorageId::NONE,
         }
     }
 
@@ -275,7 +248,7 @@ impl GpfsEvent {
             path: icicle_core::name::normalise(string_at(PATH)).into(),
             meta,
             cookie: uint(COOKIE)?,
-            storage: storage_of(
+            storage: StorageId::of(
                 text_at(FILESET_ID),
                 (spans[POOL_NAME].kind == SpanKind::Str).then(|| string_at(POOL_NAME)),
             ),
@@ -360,7 +333,7 @@ impl GpfsEvent {
             path: (*path).into(),
             meta,
             cookie: uint(&raw.get(COOKIE), "cookie")?.unwrap_or(0),
-            storage: storage_of(number_text(&fileset), pool.as_deref()),
+            storage: StorageId::of(number_text(&fileset), pool.as_deref()),
         })
     }
 
@@ -369,11 +342,12 @@ impl GpfsEvent {
     pub fn to_json(&self) -> String {
         let ev = self.kind.token();
         let event = if self.meta.is_dir() { format!("{ev} IN_ISDIR") } else { ev.to_string() };
+        let storage = self.storage.get();
         serde_json::json!({
             "WF_JSON": "0.0.1", "wd": 1, "cookie": self.cookie.to_string(), "mask": "0x0", "event": event, "path": &*self.path,
             "clusterName": "icicle-testkit", "nodeName": "node1", "nfsClientIp": "", "fsName": "fs1",
-            "inode": self.meta.inode.to_string(), "fileSetID": self.storage.as_ref().and_then(|s| s.fileset.as_deref()).unwrap_or("0"),
-            "linkCount": "1", "openFlags": "0", "poolName": self.storage.as_ref().and_then(|s| s.pool.as_deref()).unwrap_or("system"),
+            "inode": self.meta.inode.to_string(), "fileSetID": storage.as_ref().and_then(|s| s.fileset.as_deref()).unwrap_or("0"),
+            "linkCount": "1", "openFlags": "0", "poolName": storage.as_ref().and_then(|s| s.pool.as_deref()).unwrap_or("system"),
             "fileSize": self.meta.size.to_string(), "ownerUserId": self.meta.uid.to_string(), "ownerGroupId": self.meta.gid.to_string(),
             "atime": icicle_core::time::iso8601(self.meta.atime), "ctime": icicle_core::time::iso8601(self.meta.ctime),
             "mtime": icicle_core::time::iso8601(self.meta.mtime), "eventTime": icicle_core::time::iso8601(icicle_core::time::now_epoch()),

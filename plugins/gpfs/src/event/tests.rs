@@ -45,11 +45,7 @@ fn round_trip_through_the_testkit_rendering() {
         path: "/g/a b".into(),
         meta: Meta { inode: 9, mode: 0o120777, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 },
         cookie: 77,
-        storage: Some(std::sync::Arc::new(icicle_core::record::Storage {
-            fileset: Some("4".into()),
-            pool: Some("data".into()),
-            ..Default::default()
-        })),
+        storage: StorageId::of(Some("4"), Some("data")),
     };
     assert_eq!(GpfsEvent::parse(e.to_json().as_bytes()).unwrap(), e);
 }
@@ -72,11 +68,7 @@ fn the_structural_scanner_agrees_with_the_byte_scanner() {
         path: "/g/d/a b.txt".into(),
         meta: Meta { inode: 9, mode: 0o100640, uid: 1, gid: 2, size: 3, atime: 4, ctime: 5, mtime: 6 },
         cookie: 77,
-        storage: Some(std::sync::Arc::new(icicle_core::record::Storage {
-            fileset: Some("4".into()),
-            pool: Some("data".into()),
-            ..Default::default()
-        })),
+        storage: StorageId::of(Some("4"), Some("data")),
     };
     let compact = base.to_json();
     let spaced = compact.replace("\",\"", "\", \"").replace("\":", "\": ").replacen('{', "{ ", 1).replace('}', " }");

@@ -7,7 +7,7 @@ fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64, size: u64
         path: path.into(),
         meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, size, ..Default::default() },
         cookie,
-        storage: None,
+        storage: crate::event::StorageId::NONE,
     }
 }
 

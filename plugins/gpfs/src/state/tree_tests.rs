@@ -8,7 +8,7 @@ fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64) -> (GpfsE
             path: path.into(),
             meta: Meta { inode, mode: if dir { 0o040755 } else { 0o100644 }, ctime: 7, ..Default::default() },
             cookie,
-            storage: None,
+            storage: crate::event::StorageId::NONE,
         },
         (0, 0),
     )

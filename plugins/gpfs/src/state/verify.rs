@@ -145,7 +145,7 @@ mod tests {
     }
 
     fn ev(kind: EventKind, path: &str, inode: u64, dir: bool, cookie: u64) -> GpfsEvent {
-        GpfsEvent { kind, path: path.into(), meta: meta(inode, dir), cookie, storage: None }
+        GpfsEvent { kind, path: path.into(), meta: meta(inode, dir), cookie, storage: crate::event::StorageId::NONE }
     }
 
     /// One batch read from `partition`; the operations as (path, inode of an update).

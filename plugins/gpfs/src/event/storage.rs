@@ -1,0 +1,111 @@
+//! The fileset and storage pool an event names, interned: an event carries a small id, and a
+//! record is given the attributes behind it when it is encoded. A fileset has a few pools, so
+//! a process sees a handful of pairs; each thread matches the ones it saw lately by their text
+//! without a lock.
+
+use std::sync::{Arc, OnceLock, RwLock};
+
+use icicle_core::record::Storage;
+
+/// The most distinct (fileset, pool) pairs a process keeps; events naming others carry none.
+pub const MAX_INTERNED: usize = 1 << 16;
+
+/// Pairs each thread matches without taking the table's lock.
+const RECENT: usize = 32;
+
+/// The fileset and pool of an event (`NONE`: it named neither, or too many pairs were seen).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct StorageId(u32);
+
+fn table() -> &'static RwLock<Vec<Arc<Storage>>> {
+    static TABLE: OnceLock<RwLock<Vec<Arc<Storage>>>> = OnceLock::new();
+    TABLE.get_or_init(|| RwLock::new(Vec::new()))
+}
+
+thread_local! {
+    /// The pairs this thread met lately, and where the next one goes when it is full.
+    static RECENT_PAIRS: std::cell::RefCell<(Vec<(StorageId, Arc<Storage>)>, usize)> =
+        const { std::cell::RefCell::new((Vec::new(), 0)) };
+}
+
+fn same(st: &Storage, fileset: Option<&str>, pool: Option<&str>) -> bool {
+    st.pool.as_deref() == pool && st.fileset.as_deref() == fileset
+}
+
+impl StorageId {
+    /// No fileset or pool.
+    pub const NONE: StorageId = StorageId(0);
+
+    /// The id of `fileSetID` and `poolName` as an event gives them (an empty value, as CPFS
+    /// writes for absent ones, is none).
+    pub fn of(fileset: Option<&str>, pool: Option<&str>) -> StorageId {
+        let fileset = fileset.map(str::trim).filter(|s| !s.is_empty());
+        let pool = pool.map(str::trim).filter(|s| !s.is_empty());
+        if fileset.is_none() && pool.is_none() {
+            return StorageId::NONE;
+        }
+        RECENT_PAIRS.with_borrow_mut(|(recent, next)| {
+            if let Some((id, _)) = recent.iter().find(|(_, st)| same(st, fileset, pool)) {
+                return *id;
+            }
+            let Some((id, st)) = StorageId::intern(fileset, pool) else { return StorageId::NONE };
+            if recent.len() < RECENT {
+                recent.push((id, st));
+            } else {
+                recent[*next] = (id, st);
+                *next = (*next + 1) % RECENT;
+            }
+            id
+        })
+    }
+
+    /// The pair's id in the process's table (added when new, while there is room).
+    fn intern(fileset: Option<&str>, pool: Option<&str>) -> Option<(StorageId, Arc<Storage>)> {
+        let mut t = table().write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = match t.iter().position(|st| same(st, fileset, pool)) {
+            Some(i) => i,
+            None if t.len() < MAX_INTERNED => {
+                t.push(Arc::new(Storage {
+                    fileset: fileset.map(str::to_string),
+                    pool: pool.map(str::to_string),
+                    ..Storage::default()
+                }));
+                t.len() - 1
+            }
+            None => return None,
+        };
+        let id = u32::try_from(at + 1).ok()?;
+        Some((StorageId(id), t[at].clone()))
+    }
+
+    /// The fileset and pool behind the id.
+    pub fn get(self) -> Option<Arc<Storage>> {
+        let i = (self.0 as usize).checked_sub(1)?;
+        table().read().unwrap_or_else(std::sync::PoisonError::into_inner).get(i).cloned()
+    }
+
+    /// Whether the event named neither.
+    pub fn is_none(self) -> bool {
+        self == StorageId::NONE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_are_interned_once_and_read_back() {
+        let a = StorageId::of(Some("0"), Some("system"));
+        assert_eq!(a, StorageId::of(Some(" 0"), Some("system")));
+        let b = StorageId::of(Some("0"), Some("data"));
+        assert_ne!(a, b);
+        assert_eq!(StorageId::of(Some(""), Some("")), StorageId::NONE);
+        let st = b.get().unwrap();
+        assert_eq!((st.fileset.as_deref(), st.pool.as_deref()), (Some("0"), Some("data")));
+        assert!(StorageId::NONE.get().is_none());
+        // Another thread finds the same id.
+        let c = std::thread::spawn(|| StorageId::of(Some("0"), Some("data"))).join().unwrap();
+        assert_eq!(b, c);
+    }
+}

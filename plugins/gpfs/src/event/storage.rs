@@ -22,10 +22,11 @@ fn table() -> &'static RwLock<Vec<Arc<Storage>>> {
     TABLE.get_or_init(|| RwLock::new(Vec::new()))
 }
 
+/// The pairs a thread met lately, and where the next one goes when the list is full.
+type Recent = (Vec<(StorageId, Arc<Storage>)>, usize);
+
 thread_local! {
-    /// The pairs this thread met lately, and where the next one goes when it is full.
-    static RECENT_PAIRS: std::cell::RefCell<(Vec<(StorageId, Arc<Storage>)>, usize)> =
-        const { std::cell::RefCell::new((Vec::new(), 0)) };
+    static RECENT_PAIRS: std::cell::RefCell<Recent> = const { std::cell::RefCell::new((Vec::new(), 0)) };
 }
 
 fn same(st: &Storage, fileset: Option<&str>, pool: Option<&str>) -> bool {

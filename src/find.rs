@@ -265,6 +265,13 @@ fn number(what: &str, v: &str) -> anyhow::Result<u64> {
     v.parse().with_context(|| format!("{what} {v:?}: expected a whole number"))
 }
 
+/// A FID as records hold it, `[0x200000401:0x1:0x0]`, also when given without brackets
+/// (as lester and `lfs fid2path` write it).
+fn bracketed_fid(v: &str) -> String {
+    let bare = v.trim().trim_start_matches('[').trim_end_matches(']');
+    format!("[{bare}]")
+}
+
 /// `-stripe-count`: more than (`+N`), fewer than (`-N`) or exactly N, as `lfs find` reads it.
 fn count_span(arg: &str) -> anyhow::Result<Span<u64>> {
     let (sign, n, rest) = signed(arg)?;
@@ -359,7 +366,7 @@ fn parse_expression(expr: &[String], now: i64) -> anyhow::Result<(Vec<String>, F
             "-pool" => filter.pool = Some(value()?.clone()),
             "-fileset" => filter.fileset = Some(value()?.clone()),
             "-projid" => filter.project_id = Some(number("-projid", value()?)?),
-            "-fid" => filter.fid = Some(value()?.clone()),
+            "-fid" => filter.fid = Some(bracketed_fid(value()?)),
             "-stripe-count" => filter.stripe_count = count_span(value()?)?,
             "-print" => output = Output::Path,
             "-ls" => output = Output::Ls,

@@ -102,23 +102,54 @@ fn parse_composite(text: &str) -> Result<Vec<LayoutComponent>, String> {
     Ok(out)
 }
 
-/// A file's storage attributes from its `lfs getstripe -v` text: `lmm_fid` (plain layouts, or
-/// the first component's), the first `lmm_pool`, the OSTs of the instantiated components
-/// (each once, in layout order) and the largest stripe count among them.
+/// A file's storage attributes from its `lfs getstripe -v` text: `lmm_fid` (the first), the
+/// first `lmm_pool`, the OSTs holding objects of its instantiated components (each once, in
+/// layout order; a Data-on-MDT component, an uninstantiated one and another mirror's are
+/// passed over, not ended at) and the most objects one component has. A released or
+/// Data-on-MDT-only file has no OSTs but keeps its FID and pool; text with none of these is
+/// an error.
 pub fn getstripe_storage(text: &str) -> Result<Storage, String> {
-    let comps = parse_getstripe(text)?;
-    let mut st = Storage {
-        fid: text.lines().find_map(|l| field(l, "lmm_fid")).map(str::to_string),
-        pool: text.lines().find_map(|l| field(l, "lmm_pool")).filter(|p| !p.is_empty()).map(str::to_string),
-        stripe_count: comps.iter().map(|c| c.osts.len() as u32).max(),
-        ..Storage::default()
-    };
-    for c in &comps {
-        for o in &c.osts {
-            if !st.osts.contains(o) {
-                st.osts.push(*o);
-            }
+    let composite = text.lines().any(|l| field(l, "lcm_entry_count").is_some());
+    let mut st = Storage::default();
+    // Objects of the component being read, and whether it is instantiated.
+    let (mut count, mut init, mut in_table) = (0u32, !composite, false);
+    let mut most = 0u32;
+    let add = |st: &mut Storage, ost: u32| {
+        if !st.osts.contains(&ost) {
+            st.osts.push(ost);
         }
+    };
+    for line in text.lines() {
+        if let Some(v) = field(line, "lmm_fid") {
+            st.fid.get_or_insert_with(|| v.to_string());
+        } else if let Some(v) = field(line, "lmm_pool").filter(|v| !v.is_empty()) {
+            st.pool.get_or_insert_with(|| v.to_string());
+        } else if field(line, "lcme_id").is_some() {
+            (most, count, init, in_table) = (most.max(count), 0, false, false);
+        } else if let Some(v) = field(line, "lcme_flags") {
+            init = v.split(',').any(|f| f.trim() == "init");
+        } else if line.trim_start().starts_with("obdidx") {
+            in_table = true;
+        } else if in_table && !composite {
+            match line.split_whitespace().next() {
+                Some(tok) => {
+                    let ost = u32::try_from(int(tok)?).map_err(|_| format!("OST index `{tok}` out of range"))?;
+                    add(&mut st, ost);
+                    count += 1;
+                }
+                None => in_table = false,
+            }
+        } else if let Some(i) = line.find("l_ost_idx:").filter(|_| init) {
+            let v = line[i + "l_ost_idx:".len()..].split([',', '}']).next().unwrap_or("");
+            let ost = u32::try_from(int(v)?).map_err(|_| format!("OST index `{v}` out of range"))?;
+            add(&mut st, ost);
+            count += 1;
+        }
+    }
+    most = most.max(count);
+    st.stripe_count = (most > 0).then_some(most);
+    if st.is_empty() {
+        return Err("no FID, pool or OST objects".into());
     }
     Ok(st)
 }
@@ -215,6 +246,27 @@ mod tests {
             ]
         );
         assert!(parse_getstripe(&text.replace("l_ost_idx: 86", "l_ost_idx: x86")).unwrap_err().contains("x86"));
+    }
+
+    #[test]
+    fn data_on_mdt_mirrors_and_released_files_keep_what_they_have() {
+        // A DoM component first (`lmm_pattern: mdt`, no objects), then an OST component.
+        let dom = "/l/dom\n  lcm_layout_gen:    2\n  lcm_mirror_count:  1\n  lcm_entry_count:   2\n    lcme_id:             1\n    lcme_flags:          init\n    lcme_extent.e_start: 0\n    lcme_extent.e_end:   1048576\n      lmm_stripe_count:  0\n      lmm_stripe_size:   1048576\n      lmm_pattern:       mdt\n      lmm_layout_gen:    0\n      lmm_stripe_offset: 0\n      lmm_fid:           [0x200000401:0x9:0x0]\n\n    lcme_id:             2\n    lcme_flags:          init\n    lcme_extent.e_start: 1048576\n    lcme_extent.e_end:   EOF\n      lmm_stripe_count:  2\n      lmm_stripe_size:   1048576\n      lmm_pattern:       raid0\n      lmm_pool:          flash\n      lmm_objects:\n      - 0: { l_ost_idx: 4, l_fid: [0x100040000:0x2:0x0] }\n      - 1: { l_ost_idx: 7, l_fid: [0x100070000:0x2:0x0] }\n";
+        let st = getstripe_storage(dom).unwrap();
+        assert_eq!((st.fid.as_deref(), st.pool.as_deref()), (Some("[0x200000401:0x9:0x0]"), Some("flash")));
+        assert_eq!((st.osts, st.stripe_count), (vec![4, 7], Some(2)));
+        // Two mirrors, the first with an uninstantiated tail: the second's objects count.
+        let mirrors = dom.replace("lcm_mirror_count:  1", "lcm_mirror_count:  2").replacen(
+            "lcme_flags:          init",
+            "lcme_flags:          0",
+            1,
+        );
+        assert_eq!(getstripe_storage(&mirrors).unwrap().osts, vec![4, 7]);
+        // A released file: a plain layout with no object table keeps its FID.
+        let released = "/l/r\nlmm_magic:         0x0BD10BD0\nlmm_fid:           [0x200000401:0xa:0x0]\nlmm_stripe_count:  1\nlmm_stripe_size:   1048576\nlmm_pattern:       released\n";
+        let st = getstripe_storage(released).unwrap();
+        assert_eq!((st.fid.as_deref(), st.osts.len(), st.stripe_count), (Some("[0x200000401:0xa:0x0]"), 0, None));
+        assert!(getstripe_storage("nothing here\n").is_err());
     }
 
     #[test]

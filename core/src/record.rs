@@ -197,8 +197,9 @@ impl Attrs {
 }
 
 /// Where the file system keeps an object, as far as its source can tell: each part only when
-/// the source reads it (a Lustre changelog names FIDs; a GPFS event its fileset and pool; a
-/// layout comes from `lfs getstripe` or a listing that prints OST objects).
+/// the source reads it (a GPFS event names its fileset and pool; `lfs getstripe -v` gives a
+/// Lustre file's FID and layout, `lfs project -d` its project; a lester listing prints OST
+/// objects and FIDs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Storage {
     /// Lustre's File IDentifier, as `lfs path2fid` prints it: `[0x200000401:0x1:0x0]`.
@@ -207,7 +208,7 @@ pub struct Storage {
     /// The project ID (Lustre and ext4/XFS project quotas; `lfs project`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project_id: Option<u32>,
-    /// The GPFS fileset, as the producer names it (`fileSetID` or `fileSetName`).
+    /// The GPFS fileset, as the producer names it (`fileSetID`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fileset: Option<String>,
     /// The storage pool: GPFS's `poolName`, or the Lustre OST pool of the layout.

@@ -288,7 +288,7 @@ impl Monitor for GpfsSource {
             checkpoint_file: settings.checkpoint_file(),
             partitions: 1,
             seen: Default::default(),
-            storage: lru::LruCache::new(STORAGE_KEPT),
+            storage: lru::LruCache::unbounded(),
         })
     }
 
@@ -340,11 +340,9 @@ pub struct GpfsEngine {
     storage: lru::LruCache<u64, StorageId>,
 }
 
-/// Files whose fileset and pool are kept between batches.
-const STORAGE_KEPT: std::num::NonZeroUsize = match std::num::NonZeroUsize::new(1 << 20) {
-    Some(n) => n,
-    None => std::num::NonZeroUsize::MIN,
-};
+/// Files whose fileset and pool are kept between batches (the cache grows to this, about
+/// 40 bytes a file, and lets the least recently named go).
+const STORAGE_KEPT: usize = 1 << 20;
 
 impl GpfsEngine {
     /// Parse a batch of messages; what cannot be parsed is kept as a dead letter.
@@ -513,6 +511,9 @@ impl ChangeState for GpfsEngine {
         for (ev, _) in &events {
             if !ev.storage.is_none() && ev.meta.inode != 0 {
                 self.storage.put(ev.meta.inode, ev.storage);
+                if self.storage.len() > STORAGE_KEPT {
+                    self.storage.pop_lru();
+                }
             }
         }
         let mut ops = Ops::default();

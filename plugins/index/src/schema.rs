@@ -186,15 +186,15 @@ struct StorageIn<'a> {
     #[serde(default, borrow)]
     fid: Option<Cow<'a, str>>,
     #[serde(default)]
-    project_id: Option<u64>,
+    project_id: Option<Number>,
     #[serde(default, borrow)]
     fileset: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pool: Option<Cow<'a, str>>,
     #[serde(default)]
-    stripe_count: Option<u64>,
+    stripe_count: Option<Number>,
     #[serde(default)]
-    osts: Vec<u64>,
+    osts: Option<Vec<Number>>,
 }
 
 /// A primary record's size, or an aggregate's statistics of sizes.
@@ -330,13 +330,15 @@ pub fn document(fields: &Fields, entry: &[u8]) -> Result<Parsed, String> {
                 doc.add_text(field, v);
             }
         }
-        for (field, v) in [(f.project_id, st.project_id), (f.stripe_count, st.stripe_count)] {
-            if let Some(v) = v {
+        // What is not a whole number (an entry from elsewhere) is kept in the entry only.
+        let whole = |n: &Number| n.get().and_then(|v| u64::try_from(v).ok());
+        for (field, v) in [(f.project_id, &st.project_id), (f.stripe_count, &st.stripe_count)] {
+            if let Some(v) = v.as_ref().and_then(whole) {
                 doc.add_u64(field, v);
             }
         }
-        for o in &st.osts {
-            doc.add_u64(f.ost, *o);
+        for o in st.osts.iter().flatten().filter_map(whole) {
+            doc.add_u64(f.ost, o);
         }
     }
     Ok(Parsed { subject: e.subject.into_owned(), doc })
@@ -355,6 +357,17 @@ mod tests {
             [extension("a.py"), extension(".py"), extension("a.tar.gz"), extension("a."), extension("a")],
             [Some("py"), Some("py"), Some("gz"), None, None]
         );
+    }
+
+    #[test]
+    fn storage_attributes_of_any_shape_never_refuse_an_entry() {
+        let (_, f) = Fields::schema();
+        for storage in [r#"{"osts":null}"#, r#"{"project_id":"7","osts":["x",3]}"#, r#"{"stripe_count":-1}"#, "null"] {
+            let e = format!(
+                r#"{{"subject":"/a","visible_to":["public"],"content":{{"path":"/a","type":"file","storage":{storage}}}}}"#
+            );
+            assert!(document(&f, e.as_bytes()).is_ok(), "{storage}");
+        }
     }
 
     #[test]

@@ -44,13 +44,37 @@ pub struct TreeState {
     pub layouts: Option<lru::LruCache<String, (LayoutKey, Storage)>>,
 }
 
-/// What a file's layout was read at: a change of any part reads it again (a layout changes
-/// with `lfs migrate`, which changes ctime, and grows with the file under PFL).
-pub type LayoutKey = (u64, u64, i64);
+/// What a file's layout was read at (inode, size, ctime seconds and nanoseconds): a change of
+/// any part reads it again (a layout changes with `lfs migrate`, which changes ctime, and
+/// grows with the file under PFL).
+pub type LayoutKey = (u64, u64, i64, i64);
 
 fn layout_key(md: &std::fs::Metadata) -> LayoutKey {
     use std::os::unix::fs::MetadataExt;
-    (md.ino(), md.size(), md.ctime())
+    (md.ino(), md.size(), md.ctime(), md.ctime_nsec())
+}
+
+/// What a file's read gives the cache: the attributes last known for it (the same inode)
+/// with the parts this read answered put in (`layout`/`project`: `None` when not asked,
+/// `Some(None)` when `lfs` had no answer for it), kept under `key` only when every asked
+/// part answered; else under a key no file has, so the next batch asks again. Returns the
+/// entry and whether the read was complete.
+fn merge_read(
+    prev: Option<&(LayoutKey, Storage)>,
+    key: LayoutKey,
+    layout: Option<Option<&Storage>>,
+    project: Option<Option<u32>>,
+) -> ((LayoutKey, Storage), bool) {
+    let mut st = prev.filter(|(k, _)| k.0 == key.0).map(|(_, s)| s.clone()).unwrap_or_default();
+    if let Some(Some(l)) = layout {
+        st = Storage { project_id: st.project_id, ..l.clone() };
+    }
+    if let Some(Some(id)) = project {
+        st.project_id = Some(id);
+    }
+    let complete = !matches!(layout, Some(None)) && !matches!(project, Some(None));
+    let stored = if complete { key } else { (key.0, u64::MAX, i64::MIN, i64::MIN) };
+    ((stored, st), complete)
 }
 
 impl TreeState {
@@ -206,9 +230,10 @@ impl TreeState {
     ) {
         let Some(cache) = self.layouts.as_mut() else { return };
         let mut ask: Vec<(String, LayoutKey)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (path, md) in files.filter(|(_, md)| md.is_file()) {
             let key = layout_key(md);
-            if cache.get(path).is_none_or(|(k, _)| *k != key) {
+            if cache.get(path).is_none_or(|(k, _)| *k != key) && seen.insert(path) {
                 ask.push((path.to_string(), key));
             }
         }
@@ -220,46 +245,33 @@ impl TreeState {
         counts.layouts_read += ask.len() as u64;
         let (lfs, cfg) = (&self.lfs, &self.cfg);
         let warn = |what: &str, e: &str| {
-            tracing::warn!(message = "lfs failed: files published without what it reads", what, mdt = %cfg.mdt, error = %e);
+            tracing::warn!(message = "lfs failed: files keep the attributes last read", what, mdt = %cfg.mdt, error = %e);
         };
-        let mut by_name: std::collections::HashMap<std::path::PathBuf, Storage> = std::collections::HashMap::new();
-        let mut failed = 0u64;
-        if cfg.layout {
-            match tokio::task::block_in_place(|| lfs.getstripe(&names)) {
-                Ok((got, f)) => {
-                    failed += f;
-                    by_name.extend(got);
-                }
+        let layouts: Option<std::collections::HashMap<std::path::PathBuf, Storage>> =
+            cfg.layout.then(|| match tokio::task::block_in_place(|| lfs.getstripe(&names)) {
+                Ok((got, _)) => got.into_iter().collect(),
                 Err(e) => {
                     warn("getstripe", &e);
-                    failed += ask.len() as u64;
+                    Default::default()
                 }
-            }
-        }
-        if cfg.project {
-            match tokio::task::block_in_place(|| lfs.project_ids(&names)) {
-                Ok((got, f)) => {
-                    failed += f;
-                    for (path, id) in got {
-                        by_name.entry(path).or_default().project_id = Some(id);
-                    }
-                }
+            });
+        let projects: Option<std::collections::HashMap<std::path::PathBuf, u32>> =
+            cfg.project.then(|| match tokio::task::block_in_place(|| lfs.project_ids(&names)) {
+                Ok((got, _)) => got.into_iter().collect(),
                 Err(e) => {
                     warn("project", &e);
-                    failed += ask.len() as u64;
+                    Default::default()
                 }
-            }
-        }
-        counts.layouts_failed += failed;
+            });
         let cache = self.layouts.as_mut().expect("checked above");
         for ((path, key), name) in ask.into_iter().zip(on_mount) {
-            match by_name.remove(&name) {
-                Some(st) => {
-                    cache.put(path, (key, st));
-                }
-                None => {
-                    cache.pop(&path);
-                }
+            let layout = layouts.as_ref().map(|m| m.get(&name));
+            let project = projects.as_ref().map(|m| m.get(&name).copied());
+            let (kept, complete) = merge_read(cache.peek(&path), key, layout, project);
+            counts.layouts_failed += u64::from(!complete);
+            cache.put(path, kept);
+            if cache.len() > cfg.layout_cache.max(1) {
+                cache.pop_lru();
             }
         }
     }
@@ -276,9 +288,15 @@ impl TreeState {
         counts: &mut MonitorCounts,
     ) {
         let full = self.full_path(path);
-        let key = layout_key(md);
-        let storage =
-            self.layouts.as_mut().and_then(|c| c.get(path)).filter(|(k, _)| *k == key).map(|(_, s)| s.clone());
+        // The attributes last read for this file (this inode), even if the last read failed:
+        // an upsert without them would erase them from the index.
+        let inode = layout_key(md).0;
+        let storage = self
+            .layouts
+            .as_mut()
+            .and_then(|c| c.get(path))
+            .filter(|(k, s)| k.0 == inode && !s.is_empty())
+            .map(|(_, s)| s.clone());
         let rec = FileRecord { storage: storage.as_ref(), ..FileRecord::from_metadata(&full, md) };
         let file = self.posix.then(|| self.on_mount(path));
         let mount = &self.cfg.mount;
@@ -381,5 +399,39 @@ impl ChangeState for TreeState {
         let mut c = self.counts.merged(stream);
         c.tree = self.tree.counts;
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_that_fails_keeps_what_was_known_and_asks_again() {
+        let key = (7, 100, 5, 0);
+        let st =
+            Storage { fid: Some("[0x1:0x2:0x0]".into()), osts: vec![3], project_id: Some(9), ..Storage::default() };
+        let prev = (key, st.clone());
+        let new = Storage { fid: Some("[0x1:0x2:0x0]".into()), osts: vec![4, 5], ..Storage::default() };
+        let bigger = (7, 200, 6, 0);
+        // Both parts answered: the new layout, the new project, the new key.
+        let ((k, s), ok) = merge_read(Some(&prev), bigger, Some(Some(&new)), Some(Some(11)));
+        assert!(ok);
+        assert_eq!((k, s.osts, s.project_id), (bigger, vec![4, 5], Some(11)));
+        // The project read failed: the new layout, the project known before, asked again.
+        let ((k, s), ok) = merge_read(Some(&prev), bigger, Some(Some(&new)), Some(None));
+        assert!(!ok);
+        assert_eq!((s.osts.as_slice(), s.project_id), (&[4, 5][..], Some(9)));
+        assert_ne!(k, bigger);
+        // Nothing answered: what was known stays.
+        let ((_, s), ok) = merge_read(Some(&prev), bigger, Some(None), Some(None));
+        assert!(!ok);
+        assert_eq!(s, st);
+        // Another file at the path (another inode): nothing of the old one carries over.
+        let ((_, s), _) = merge_read(Some(&prev), (8, 1, 1, 0), Some(None), None);
+        assert!(s.is_empty());
+        // Only the layout asked.
+        let ((k, s), ok) = merge_read(None, key, Some(Some(&new)), None);
+        assert!(ok && k == key && s.project_id.is_none());
     }
 }

@@ -181,7 +181,8 @@ pub struct MonitorCounts {
     pub dead_letters: u64,
     /// Files whose layout or project ID `lfs` was asked for (with `layout` or `project`).
     pub layouts_read: u64,
-    /// Reads of a layout or a project ID that failed (the file is published without it).
+    /// Files whose layout or project ID could not be read: published with the attributes
+    /// last read for them (none the first time), and asked again with the next update.
     pub layouts_failed: u64,
 }
 

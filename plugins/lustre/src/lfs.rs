@@ -168,7 +168,7 @@ impl Lfs {
             args.extend(chunk.iter().map(|b| OsStr::from_bytes(b)));
             let out = self.run_os(&args)?;
             let sections = icicle_core::layout::split_files(&out.stdout, chunk);
-            failed += (chunk.len() - sections.len()) as u64;
+            failed += chunk.len().saturating_sub(sections.len()) as u64;
             for (path, section) in sections {
                 match icicle_core::layout::getstripe_storage(&String::from_utf8_lossy(section)) {
                     Ok(st) => got.push((std::path::PathBuf::from(OsStr::from_bytes(path)), st)),
@@ -211,7 +211,7 @@ impl Lfs {
                     got.push((std::path::PathBuf::from(OsStr::from_bytes(path)), id));
                 }
             }
-            failed += (chunk.len() - (got.len() - before)) as u64;
+            failed += chunk.len().saturating_sub(got.len() - before) as u64;
         }
         Ok((got, failed))
     }

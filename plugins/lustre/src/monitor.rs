@@ -54,11 +54,8 @@ impl Monitor for LustreSource {
             posix: ctx.policy.access.is_some(),
             counts: MonitorCounts::default(),
             replaying: false,
-            layouts: (cfg.layout || cfg.project).then(|| {
-                lru::LruCache::new(
-                    std::num::NonZeroUsize::new(cfg.layout_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN),
-                )
-            }),
+            // Grown as files are read, to `layout_cache` entries.
+            layouts: (cfg.layout || cfg.project).then(lru::LruCache::unbounded),
         })
     }
 

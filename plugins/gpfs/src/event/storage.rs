@@ -13,13 +13,23 @@ pub const MAX_INTERNED: usize = 1 << 16;
 /// Pairs each thread matches without taking the table's lock.
 const RECENT: usize = 32;
 
+/// The longest fileset or pool name kept (GPFS names are far shorter); longer ones are none.
+pub const MAX_NAME: usize = 255;
+
+/// The process's pairs, by id (`id - 1`) and by their text.
+#[derive(Default)]
+struct Table {
+    by_id: Vec<Arc<Storage>>,
+    by_text: std::collections::HashMap<(Option<String>, Option<String>), u32>,
+}
+
 /// The fileset and pool of an event (`NONE`: it named neither, or too many pairs were seen).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct StorageId(u32);
 
-fn table() -> &'static RwLock<Vec<Arc<Storage>>> {
-    static TABLE: OnceLock<RwLock<Vec<Arc<Storage>>>> = OnceLock::new();
-    TABLE.get_or_init(|| RwLock::new(Vec::new()))
+fn table() -> &'static RwLock<Table> {
+    static TABLE: OnceLock<RwLock<Table>> = OnceLock::new();
+    TABLE.get_or_init(|| RwLock::new(Table::default()))
 }
 
 /// The pairs a thread met lately, and where the next one goes when the list is full.
@@ -40,8 +50,8 @@ impl StorageId {
     /// The id of `fileSetID` and `poolName` as an event gives them (an empty value, as CPFS
     /// writes for absent ones, is none).
     pub fn of(fileset: Option<&str>, pool: Option<&str>) -> StorageId {
-        let fileset = fileset.map(str::trim).filter(|s| !s.is_empty());
-        let pool = pool.map(str::trim).filter(|s| !s.is_empty());
+        let fileset = fileset.map(str::trim).filter(|s| !s.is_empty() && s.len() <= MAX_NAME);
+        let pool = pool.map(str::trim).filter(|s| !s.is_empty() && s.len() <= MAX_NAME);
         if fileset.is_none() && pool.is_none() {
             return StorageId::NONE;
         }
@@ -62,27 +72,29 @@ impl StorageId {
 
     /// The pair's id in the process's table (added when new, while there is room).
     fn intern(fileset: Option<&str>, pool: Option<&str>) -> Option<(StorageId, Arc<Storage>)> {
+        let text = (fileset.map(str::to_string), pool.map(str::to_string));
+        let found = |t: &Table| t.by_text.get(&text).map(|id| (StorageId(*id), t.by_id[*id as usize - 1].clone()));
+        if let Some(hit) = found(&table().read().unwrap_or_else(std::sync::PoisonError::into_inner)) {
+            return Some(hit);
+        }
         let mut t = table().write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let at = match t.iter().position(|st| same(st, fileset, pool)) {
-            Some(i) => i,
-            None if t.len() < MAX_INTERNED => {
-                t.push(Arc::new(Storage {
-                    fileset: fileset.map(str::to_string),
-                    pool: pool.map(str::to_string),
-                    ..Storage::default()
-                }));
-                t.len() - 1
-            }
-            None => return None,
-        };
-        let id = u32::try_from(at + 1).ok()?;
-        Some((StorageId(id), t[at].clone()))
+        if let Some(hit) = found(&t) {
+            return Some(hit);
+        }
+        if t.by_id.len() >= MAX_INTERNED {
+            return None;
+        }
+        let st = Arc::new(Storage { fileset: text.0.clone(), pool: text.1.clone(), ..Storage::default() });
+        t.by_id.push(st.clone());
+        let id = u32::try_from(t.by_id.len()).ok()?;
+        t.by_text.insert(text, id);
+        Some((StorageId(id), st))
     }
 
     /// The fileset and pool behind the id.
     pub fn get(self) -> Option<Arc<Storage>> {
         let i = (self.0 as usize).checked_sub(1)?;
-        table().read().unwrap_or_else(std::sync::PoisonError::into_inner).get(i).cloned()
+        table().read().unwrap_or_else(std::sync::PoisonError::into_inner).by_id.get(i).cloned()
     }
 
     /// Whether the event named neither.
@@ -102,6 +114,7 @@ mod tests {
         let b = StorageId::of(Some("0"), Some("data"));
         assert_ne!(a, b);
         assert_eq!(StorageId::of(Some(""), Some("")), StorageId::NONE);
+        assert_eq!(StorageId::of(None, Some(&"p".repeat(MAX_NAME + 1))), StorageId::NONE);
         let st = b.get().unwrap();
         assert_eq!((st.fileset.as_deref(), st.pool.as_deref()), (Some("0"), Some("data")));
         assert!(StorageId::NONE.get().is_none());

@@ -617,6 +617,9 @@ impl StateStore for GpfsState {
                     None => {
                         self.counts.unpaired_moves += 1;
                         self.rename(path, path, ev.meta, None, walker, ops);
+                        // Its other names share the ctime the move gave it (read before its
+                        // IN_MOVED_FROM, from another partition, the move pairs with nothing).
+                        self.propagate(path, ev.meta, ops);
                         if ev.meta.is_dir() && !walker.sees_files() {
                             if self.counts.moved_in_unwalked == 0 {
                                 tracing::warn!(message = "a directory moved into the fileset is not walked (no `mount`): what it holds is indexed only as events name it", path = %path);

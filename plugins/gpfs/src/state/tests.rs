@@ -296,3 +296,17 @@ fn an_unseeded_state_knows_every_name_in_a_directory_created_during_the_run() {
     evs.extend(moved_and_removed("/g/d", 2, 7));
     assert_eq!(run(&mut s, &evs), vec![("/g/d/b".into(), None)]);
 }
+
+#[test]
+fn a_move_read_before_its_first_half_updates_the_files_other_names() {
+    // A file with two names from the snapshot; one name moves. Read from another partition,
+    // the IN_MOVED_TO comes first and pairs with nothing: the other name still gets the
+    // metadata the move gave the inode (its ctime), and the old name goes once its half waits
+    // out its batches.
+    let mut s = GpfsState::new(1);
+    s.seed("/g/a", Meta { inode: 7, mode: 0o100644, size: 1, ..Default::default() });
+    s.seed("/g/d/b", Meta { inode: 7, mode: 0o100644, size: 1, ..Default::default() });
+    let got = run(&mut s, &[ev(MovedTo, "/g/c", 7, false, 5, 3), ev(MovedFrom, "/g/d/b", 7, false, 5, 3)]);
+    assert!(got.contains(&("/g/a".into(), Some(3))), "{got:?}");
+    assert!(got.contains(&("/g/c".into(), Some(3))), "{got:?}");
+}

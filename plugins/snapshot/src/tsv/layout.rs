@@ -496,11 +496,13 @@ fn lester_storage(text: &[u8], delim: u8, st: &mut icicle_core::record::Storage)
                 ost.parse::<u32>().ok()
             })
             .collect();
-        if let Some(mut osts) = osts {
-            osts.reverse();
+        if let Some(osts) = osts {
             st.stripe_count = Some(osts.len() as u32);
-            osts.dedup();
-            st.osts = osts;
+            for o in osts.into_iter().rev() {
+                if !st.osts.contains(&o) {
+                    st.osts.push(o);
+                }
+            }
         }
     }
     if let Some(fid) = parts.next().and_then(|f| std::str::from_utf8(f).ok()) {

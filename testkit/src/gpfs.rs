@@ -71,7 +71,9 @@ impl GpfsJournal {
             None
         };
         let m = m.unwrap_or_else(|| {
-            let prev = self.last.get(path).copied();
+            // What was last written for this path, if it is this object's (a path a directory
+            // rename left behind may have named another; an inode is the object's for good).
+            let prev = self.last.get(path).copied().filter(|m| m.inode == fid.oid as u64);
             let mut m = prev.unwrap_or(Meta {
                 inode: fid.oid as u64,
                 mode: if is_dir { 0o040755 } else { 0o100644 },
@@ -164,7 +166,11 @@ impl GpfsJournal {
             }
             Unlnk | Rmdir => {
                 let Some(p) = child(rec.parent, rec.name.as_deref()) else { return Ok(()) };
-                let mut m = self.last.remove(&p).unwrap_or(Meta { inode: rec.target.oid as u64, ..Default::default() });
+                let mut m = self
+                    .last
+                    .remove(&p)
+                    .filter(|m| m.inode == rec.target.oid as u64)
+                    .unwrap_or(Meta { inode: rec.target.oid as u64, ..Default::default() });
                 m.mode = if rec.kind == Rmdir { 0o040755 } else { m.mode & !0o170000 | 0o100000 };
                 self.write(EventKind::Removed, &p, m, 0, None)?;
                 if rec.kind == Unlnk {
@@ -188,7 +194,7 @@ impl GpfsJournal {
                 let is_dir = ns.by_fid.get(&src).is_some_and(|o| o.is_dir);
                 // Without the file system, the moved object keeps its own metadata (not that of
                 // a target it replaces).
-                let moved = self.last.remove(&old);
+                let moved = self.last.remove(&old).filter(|m| m.inode == src.oid as u64);
                 self.last.remove(&new);
                 if let Some(m) = moved {
                     self.last.insert(new.clone(), m);

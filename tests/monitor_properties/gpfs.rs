@@ -327,7 +327,7 @@ struct Counted {
 fn gpfs_bounds(c: &Counted) -> Result<String, String> {
     let ((out, min), (out_updates, min_updates), what) = (c.ops, c.updates, &c.what);
     // Several partitions: keyed by inode with ten events or more a partition in a batch, near
-    // the bound of one (at most 1.22 x seen); with fewer, or unkeyed (one file's events in
+    // the bound of one (at most 1.31 x seen); with fewer, or unkeyed (one file's events in
     // several partitions), a file's events spread over more batches than one partition's
     // reader sees them in and coalesce less (at most 3.32 x seen; docs/gpfs-monitor.md).
     if c.partitions > 1 {

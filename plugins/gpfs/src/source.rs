@@ -199,8 +199,14 @@ pub struct GpfsSource {
 }
 
 impl GpfsSource {
-    /// Know every object of the snapshot's index.
-    fn seed(cfg: &GpfsConfig, state: &mut GpfsState, dir: &std::path::Path) -> Result<(), IcicleError> {
+    /// Know every object of the snapshot's index; the fileset and pool its records carry
+    /// (an `mmapplypolicy` snapshot that shows them) are kept by inode in `kept`.
+    fn seed(
+        cfg: &GpfsConfig,
+        state: &mut GpfsState,
+        kept: &mut lru::LruCache<u64, StorageId>,
+        dir: &std::path::Path,
+    ) -> Result<(), IcicleError> {
         let index = icicle_gmeta::replay::read_index(dir).map_err(|e| external(format!("seed_index: {e}")))?;
         let prefix = cfg.path_prefix.trim_end_matches('/');
         let root = cfg.fs_root.trim_end_matches('/');
@@ -219,6 +225,11 @@ impl GpfsSource {
                 mtime: r.mtime.unwrap_or(0),
             };
             state.seed(&format!("{root}{rel}"), meta);
+            let st = &c["storage"];
+            let id = StorageId::of(st["fileset"].as_str(), st["pool"].as_str());
+            if meta.inode != 0 && !id.is_none() && kept.len() < STORAGE_KEPT {
+                kept.put(meta.inode, id);
+            }
         }
         tracing::info!(message = "seeded from the snapshot index", objects = index.len(), dir = %dir.display());
         Ok(())
@@ -481,7 +492,7 @@ impl ChangeState for GpfsEngine {
             None => {
                 let mut s = GpfsState::new(cfg.pair_batches);
                 match &cfg.seed_index {
-                    Some(dir) => GpfsSource::seed(&cfg, &mut s, dir)?,
+                    Some(dir) => GpfsSource::seed(&cfg, &mut s, &mut self.storage, dir)?,
                     None => tracing::warn!(
                         topic = %cfg.topic,
                         "no seed_index: the monitor cannot know which names the index holds and may send several \

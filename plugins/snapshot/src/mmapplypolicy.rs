@@ -29,14 +29,16 @@ pub struct MmapplypolicyConfig {
     /// `nersc18` (default) or `custom` with `show`.
     #[serde(default)]
     pub preset: Option<String>,
-    /// Names of the SHOW values in order: size, uid, gid, mode, atime, ctime, mtime; `-` or
-    /// any other name is ignored.
+    /// Names of the SHOW values in order: size, uid, gid, mode, atime, ctime, mtime, and
+    /// where the policy shows them fileset (`FILESET_NAME`) and pool (`POOL_NAME`), which
+    /// records carry as `storage`; `-` or any other name is ignored.
     pub show: Option<Vec<String>>,
     /// The one character between SHOW values (default: runs of spaces), e.g. `"|"` for
     /// `SHOW('|' || varchar(file_size) || '|' || ...)`.
     pub show_delimiter: Option<String>,
     /// SHOW text of `key=value` pairs: the key the policy prints for each of size, uid, gid,
-    /// mode, atime, ctime, mtime (e.g. `{ size = "s", uid = "u", ... }`); instead of `show`.
+    /// mode, atime, ctime, mtime, and optionally fileset and pool (e.g. `{ size = "s", uid =
+    /// "u", ... }`); instead of `show`.
     pub show_keys: Option<std::collections::BTreeMap<String, String>>,
     /// Paths were written with `ESCAPE '%...'` (percent-encoded). Default true.
     #[serde(default = "yes")]
@@ -68,6 +70,8 @@ pub struct MmapplypolicySource {
 struct Scratch {
     fields: Vec<(usize, usize)>,
     path: String,
+    /// The line's fileset and pool, when the policy shows them.
+    storage: icicle_core::record::Storage,
 }
 
 impl MmapplypolicySource {
@@ -75,7 +79,7 @@ impl MmapplypolicySource {
     pub fn nersc18(paths: Vec<PathBuf>, escaped: bool) -> MmapplypolicySource {
         let names: Vec<String> = NERSC18_SHOW.iter().map(|s| s.to_string()).collect();
         let show = ShowLayout::positional(&names, None).unwrap_or(ShowLayout::Positional {
-            at: [0; 7],
+            at: [None; 9],
             count: 0,
             delimiter: None,
         });
@@ -158,13 +162,17 @@ impl MmapplypolicySource {
         let atime = parse_time(v[4], "atime")?;
         let ctime = parse_time(v[5], "ctime")?;
         let mtime = parse_time(v[6], "mtime")?;
-        let path = &mut scratch.path;
+        let Scratch { path, storage, .. } = scratch;
         self.path_text(raw_path, path)?;
+        // FILESET_NAME and POOL_NAME where the policy shows them.
+        let text = |b: &[u8]| std::str::from_utf8(b).ok().map(str::trim).filter(|t| !t.is_empty()).map(str::to_string);
+        (storage.fileset, storage.pool) = (text(v[7]), text(v[8]));
+        let known = (!storage.is_empty()).then_some(&*storage);
         Ok(FileRecord {
             path: path.as_str(),
             kind,
             attrs: Attrs { mode, uid, gid, size, atime, ctime, mtime, inode },
-            storage: None,
+            storage: known,
         })
     }
 }

@@ -24,8 +24,9 @@ pub enum ShowLayout {
     /// Values in order, split on runs of spaces or on `delimiter`: the position of each
     /// attribute and how many values there are.
     Positional {
-        /// The position of each attribute among the values, in [`ATTRIBUTES`] order.
-        at: [usize; 7],
+        /// The position of each attribute among the values, in [`ATTRIBUTES`] order, then of
+        /// each [`OPTIONAL`] one the policy shows.
+        at: [Option<usize>; 9],
         /// How many values a line's SHOW text holds.
         count: usize,
         /// The byte between values; `None`: runs of spaces.
@@ -33,39 +34,63 @@ pub enum ShowLayout {
     },
     /// `key=value` pairs: the key of each attribute.
     Keyed {
-        /// The key the policy prints for each attribute, in [`ATTRIBUTES`] order.
-        keys: [String; 7],
+        /// The key the policy prints for each attribute, in [`ATTRIBUTES`] order, then for
+        /// each [`OPTIONAL`] one it shows.
+        keys: [Option<String>; 9],
     },
 }
 
 /// The attributes in [`ShowLayout`] order.
 pub const ATTRIBUTES: [&str; 7] = ["size", "uid", "gid", "mode", "atime", "ctime", "mtime"];
 
-/// The values of one line's SHOW text, in [`ATTRIBUTES`] order.
-pub type ShowValues<'a> = [&'a [u8]; 7];
+/// Attributes a policy may show besides: `FILESET_NAME` and `POOL_NAME` (IBM "File
+/// attributes in SQL expressions").
+pub const OPTIONAL: [&str; 2] = ["fileset", "pool"];
+
+/// The values of one line's SHOW text, in [`ATTRIBUTES`] then [`OPTIONAL`] order (an optional
+/// one the policy does not show is empty).
+pub type ShowValues<'a> = [&'a [u8]; 9];
+
+/// [`ATTRIBUTES`] then [`OPTIONAL`].
+fn all_attributes() -> impl Iterator<Item = (usize, &'static str, bool)> {
+    ATTRIBUTES
+        .iter()
+        .map(|a| (*a, true))
+        .chain(OPTIONAL.iter().map(|a| (*a, false)))
+        .enumerate()
+        .map(|(i, (a, r))| (i, a, r))
+}
 
 impl ShowLayout {
     /// Positional values named in order (`-` or any other name is skipped).
     pub fn positional(names: &[String], delimiter: Option<u8>) -> Result<ShowLayout, String> {
-        let mut at = [0usize; 7];
-        for (slot, n) in ATTRIBUTES.iter().enumerate() {
-            at[slot] = names.iter().position(|x| x == n).ok_or_else(|| format!("`show` lacks `{n}`"))?;
+        let mut at = [None; 9];
+        for (slot, n, required) in all_attributes() {
+            at[slot] = names.iter().position(|x| x == n);
+            if required && at[slot].is_none() {
+                return Err(format!("`show` lacks `{n}`"));
+            }
         }
         Ok(ShowLayout::Positional { at, count: names.len(), delimiter })
     }
 
     /// `key=value` pairs: `keys` maps each attribute to the key the policy prints.
     pub fn keyed(keys: &BTreeMap<String, String>) -> Result<ShowLayout, String> {
-        if let Some(k) = keys.keys().find(|k| !ATTRIBUTES.contains(&k.as_str())) {
-            return Err(format!("`{k}` is not one of {}", ATTRIBUTES.join(", ")));
+        if let Some(k) = keys.keys().find(|k| !ATTRIBUTES.contains(&k.as_str()) && !OPTIONAL.contains(&k.as_str())) {
+            return Err(format!("`{k}` is not one of {}, {}", ATTRIBUTES.join(", "), OPTIONAL.join(", ")));
         }
-        let mut out: [String; 7] = Default::default();
-        for (slot, a) in ATTRIBUTES.iter().enumerate() {
-            let k = keys.get(*a).ok_or_else(|| format!("lacks `{a}`"))?;
+        let mut out: [Option<String>; 9] = Default::default();
+        for (slot, a, required) in all_attributes() {
+            let Some(k) = keys.get(a) else {
+                if required {
+                    return Err(format!("lacks `{a}`"));
+                }
+                continue;
+            };
             if k.is_empty() || k.contains(|c: char| c.is_whitespace() || c == '=') {
                 return Err(format!("`{a}`: `{k}` is not a key (no spaces, no `=`)"));
             }
-            out[slot] = k.clone();
+            out[slot] = Some(k.clone());
         }
         Ok(ShowLayout::Keyed { keys: out })
     }
@@ -75,7 +100,7 @@ impl ShowLayout {
         match self {
             ShowLayout::Positional { count, .. } => format!("{count} SHOW values"),
             ShowLayout::Keyed { keys } => {
-                format!("SHOW pairs {}", keys.iter().map(|k| format!("{k}=")).collect::<Vec<_>>().join(" "))
+                format!("SHOW pairs {}", keys.iter().flatten().map(|k| format!("{k}=")).collect::<Vec<_>>().join(" "))
             }
         }
     }
@@ -88,7 +113,7 @@ impl ShowLayout {
                 if spans.len() != *count {
                     return Err(format!("expected {count} SHOW values before ` -- `, found {}", spans.len()));
                 }
-                Ok(at.map(|i| &show[spans[i].0..spans[i].1]))
+                Ok(at.map(|i| i.map_or(&[][..], |i| &show[spans[i].0..spans[i].1])))
             }
             ShowLayout::Keyed { keys } => keyed_values(show, keys),
         }
@@ -155,7 +180,7 @@ fn split_values(show: &[u8], delimiter: Option<u8>, spans: &mut Vec<(usize, usiz
 
 /// The values of `key=value` pairs: each value runs to the next ` key=` of any word, or to the
 /// end (an SQL timestamp keeps its space).
-fn keyed_values<'a>(show: &'a [u8], keys: &[String; 7]) -> Result<ShowValues<'a>, String> {
+fn keyed_values<'a>(show: &'a [u8], keys: &[Option<String>; 9]) -> Result<ShowValues<'a>, String> {
     // Where each `word=` starts (at the start or after a space).
     let mut starts = Vec::new();
     let mut i = 0;
@@ -169,9 +194,13 @@ fn keyed_values<'a>(show: &'a [u8], keys: &[String; 7]) -> Result<ShowValues<'a>
         }
         i += 1;
     }
-    let mut out: ShowValues<'a> = [&[]; 7];
+    let mut out: ShowValues<'a> = [&[]; 9];
     for (slot, key) in keys.iter().enumerate() {
+        let Some(key) = key else { continue };
         let Some(k) = starts.iter().position(|&(s, e)| &show[s..e] == key.as_bytes()) else {
+            if slot >= ATTRIBUTES.len() {
+                continue;
+            }
             return Err(format!("no `{key}=` in the SHOW text"));
         };
         let (_, e) = starts[k];
@@ -245,10 +274,23 @@ mod tests {
                 b"-rw-r--r--",
                 b"2025-12-01 10:00:00",
                 b"2026-01-15 10:00:00",
-                b"2026-01-15 10:00:00"
+                b"2026-01-15 10:00:00",
+                b"",
+                b""
             ]
         );
         assert!(l.values(b"s=1 u=2", &mut Vec::new()).unwrap_err().contains("no `g=`"));
         assert!(ShowLayout::keyed(&BTreeMap::new()).unwrap_err().contains("lacks `size`"));
+        // FILESET_NAME and POOL_NAME shown too: read when there, none when a line lacks them.
+        let mut with = keys.clone();
+        with.extend([("fileset".to_string(), "fs".to_string()), ("pool".to_string(), "pl".to_string())]);
+        let l = ShowLayout::keyed(&with).unwrap();
+        let v = l.values(b"s=1 u=2 g=3 p=-rw-r--r-- ac=4 mt=5 fs=proj1 pl=data", &mut Vec::new()).unwrap();
+        assert_eq!((v[7], v[8]), (&b"proj1"[..], &b"data"[..]));
+        let v = l.values(b"s=1 u=2 g=3 p=-rw-r--r-- ac=4 mt=5", &mut Vec::new()).unwrap();
+        assert_eq!((v[7], v[8]), (&b""[..], &b""[..]));
+        let p = ShowLayout::positional(&names("uid gid fileset size mode atime ctime mtime pool"), None).unwrap();
+        let v = p.values(b"1 2 root 3 -rw-r--r-- 4 5 6 system", &mut Vec::new()).unwrap();
+        assert_eq!((v[7], v[8]), (&b"root"[..], &b"system"[..]));
     }
 }

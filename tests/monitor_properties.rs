@@ -79,6 +79,34 @@ struct Plan {
     lru: usize,
 }
 
+impl Plan {
+    /// The workload and how it is read, for messages.
+    fn describe(&self) -> String {
+        format!(
+            "{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}",
+            self.kind,
+            self.base,
+            self.preexisting_base,
+            if self.live { "live" } else { "backlog" },
+            self.rounds,
+            self.ops,
+            self.batch
+        )
+    }
+}
+
+/// With `ICICLE_PROPERTY_KEEP`, copy a seed's inputs to /tmp/property-keep/SEED.EXT.
+fn keep_inputs(seed: u64, files: &[(&std::path::Path, &str)]) {
+    if std::env::var("ICICLE_PROPERTY_KEEP").is_err() {
+        return;
+    }
+    let keep = std::path::Path::new("/tmp/property-keep");
+    let _ = std::fs::create_dir_all(keep);
+    for (f, ext) in files {
+        let _ = std::fs::copy(f, keep.join(format!("{seed}.{ext}")));
+    }
+}
+
 fn plan(seed: u64) -> Plan {
     let mut rng = Rng::new(seed);
     let kind = [Kind::EvalOut, Kind::EvalPerf, Kind::Filebench, Kind::Mixed][(seed % 4) as usize];
@@ -316,21 +344,8 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             }
         }
     }
-    let what = format!(
-        "{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}",
-        p.kind,
-        p.base,
-        p.preexisting_base,
-        if p.live { "live" } else { "backlog" },
-        p.rounds,
-        p.ops,
-        p.batch
-    );
-    if std::env::var("ICICLE_PROPERTY_KEEP").is_ok() {
-        let keep = std::path::Path::new("/tmp/property-keep");
-        let _ = std::fs::create_dir_all(keep);
-        let _ = std::fs::copy(&journal, keep.join(format!("{seed}.changelog")));
-    }
+    let what = p.describe();
+    keep_inputs(seed, &[(&journal, "changelog")]);
     check_index(&index, &files(&w.ns), &last_change, true, &what)?;
     let calls = tree.counts.fid2path_calls;
     if out as f64 > RATIO_BOUND * min as f64 {

@@ -261,23 +261,12 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
         read = lines.len();
     }
     let what = format!(
-        "{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}, {partitions} partition(s){}, {}",
-        p.kind,
-        p.base,
-        p.preexisting_base,
-        if p.live { "live" } else { "backlog" },
-        p.rounds,
-        p.ops,
-        p.batch,
+        "{}, {partitions} partition(s){}, {}",
+        p.describe(),
         if keyed { "" } else { " unkeyed" },
         if seeded { "seeded" } else { "unseeded" },
     );
-    if std::env::var("ICICLE_PROPERTY_KEEP").is_ok() {
-        let keep = std::path::Path::new("/tmp/property-keep");
-        let _ = std::fs::create_dir_all(keep);
-        let _ = std::fs::copy(&journal, keep.join(format!("{seed}.changelog")));
-        let _ = std::fs::copy(&events_file, keep.join(format!("{seed}.events")));
-    }
+    keep_inputs(seed, &[(&journal, "changelog"), (&events_file, "events")]);
     let fs: HashMap<String, Fid> = files(&w.ns);
     let index: Index = index
         .into_iter()

@@ -66,12 +66,16 @@ fn preprocess(tmp: &Path, name: &str, args: &[&str], envs: &[(&str, &str)]) -> (
     (code, serde_json::from_str(&out).unwrap_or(Value::Null), err)
 }
 
-/// Entries as icicle9 can carry them: without `content.raw.inode`.
+/// Entries as icicle9 can carry them: without `content.raw.inode` or `content.storage`.
 fn without_inode(index: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
     let mut out = index.clone();
     for e in out.values_mut() {
         if let Some(raw) = e["content"]["raw"].as_object_mut() {
             raw.remove("inode");
+        }
+        // Nor columns for where a file is kept (nersc18 listings name a fileset).
+        if let Some(c) = e["content"].as_object_mut() {
+            c.remove("storage");
         }
     }
     out

@@ -234,8 +234,9 @@ fn getstripe(journal: &Path, mount: Option<&Path>, paths: &[&OsStr]) -> (i32, Ve
         let (pool, size, osts) = layout_of(fid);
         out.extend_from_slice(path.as_bytes());
         let mut t = format!(
-            "\nlmm_magic:         0x0BD10BD{}\nlmm_seq:           {:#x}\nlmm_object_id:     {:#x}\nlmm_fid:           {fid}\nlmm_stripe_count:  {}\nlmm_stripe_size:   {size}\nlmm_pattern:       raid0\nlmm_layout_gen:    0\nlmm_stripe_offset: {}\n",
-            if pool.is_some() { 3 } else { 0 },
+            "\nlmm_magic:         0x0BD{}0BD0\nlmm_seq:           {:#x}\nlmm_object_id:     {:#x}\nlmm_fid:           {fid}\nlmm_stripe_count:  {}\nlmm_stripe_size:   {size}\nlmm_pattern:       raid0\nlmm_layout_gen:    0\nlmm_stripe_offset: {}\n",
+            // LOV_USER_MAGIC_V3 (with a pool name) or _V1 (lustre_user.h).
+            if pool.is_some() { 3 } else { 1 },
             fid.seq,
             fid.oid,
             osts.len(),

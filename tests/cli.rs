@@ -86,6 +86,8 @@ fn unknown_enum_values_list_the_known_ones_with_key_and_file() {
         ("gap.toml", "[sources.m]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nmount = \"/mnt\"\nstate_dir = \"s\"\non_gap = \"ignore\"\n", "sources.m.on_gap", "unknown variant: found `ignore`, expected `warn` or `fail`"),
         ("gpfs.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nstart = \"newest\"\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.start", "unknown variant: found `newest`, expected `earliest` or `latest`"),
         ("pairs.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\npair_batches = 0\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.pair_batches", "must be at least 1"),
+        ("unseeded.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.seed_index", "or `unseeded = true`"),
+        ("both.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nseed_index = \"snap\"\nunseeded = true\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.unseeded", "not both"),
     ];
     for (file, text, key, known) in cases {
         let cfg = config(tmp.path(), file, &format!("{text}{sink}"));
@@ -399,8 +401,16 @@ fn the_example_gpfs_config_runs_against_the_stand_in_and_the_broker() {
     let mut index = ingested(&tmp.path().join("demo-out/gpfs-snapshot"));
     let files = index.values().filter(|e| e["content"]["type"] == "file").count();
     assert_eq!(files, 22, "the snapshot: 20 files from before monitoring and 2 more names of them");
-    apply(&mut index, &tmp.path().join("demo-out/gpfs"));
     let fresh = walk_snapshot(tmp.path(), &tmp.path().join("demo-data/gpfs-fs"), "fresh");
+    // The seeded default sends at most 1.2 x the minimal operations: an upsert per name new or
+    // changed since the snapshot, a delete per name gone (the stream is one batch).
+    assert_eq!(r["batches"], 1, "{report}");
+    let (new, gone, changed) = compare(&index, &fresh);
+    let minimal = (new.len() + gone.len() + changed.len()) as f64;
+    let sent = (r["updates"].as_u64().unwrap() + r["deletes"].as_u64().unwrap()) as f64;
+    assert!(minimal >= 20.0 && sent <= 1.2 * minimal, "sent {sent}, minimal {minimal}: {report}");
+    eprintln!("shipped GPFS config: {sent} operations sent, {minimal} minimal");
+    apply(&mut index, &tmp.path().join("demo-out/gpfs"));
     let (missing, extra, differ) = compare(&index, &fresh);
     assert!(
         missing.is_empty() && extra.is_empty() && differ.is_empty(),

@@ -60,7 +60,9 @@ fn run_case(case: &Case, n: usize) -> Result<(), String> {
         produce::produce_bytes(&k, &topic, case.data.clone()).await.map(|_| ())
     })
     .map_err(|e| format!("producing: {e}"))?;
-    let seed = seed_index(case, t).map(|d| format!("seed_index = \"{}\"\n", d.display())).unwrap_or_default();
+    let seed = seed_index(case, t)
+        .map(|d| format!("seed_index = \"{}\"\n", d.display()))
+        .unwrap_or_else(|| "unseeded = true\n".into());
     let fs_root = case.directive("fs_root").next().unwrap_or("");
     let out = t.join("out");
     let cfg = config(

@@ -113,7 +113,7 @@ fn monitor_config(tmp: &Path, src: &str, index: &str, source: &KafkaConnection, 
         "sasl.toml",
         &format!(
             "[records]\nvisible_to = [\"public\"]\n\
-             [sources.fset1]\ntype = \"gpfs\"\ntopic = \"{src}\"\ngroup_id = \"icicle-{src}\"\nfs_root = \"/gpfs/fs1\"\n\
+             [sources.fset1]\ntype = \"gpfs\"\ntopic = \"{src}\"\ngroup_id = \"icicle-{src}\"\nfs_root = \"/gpfs/fs1\"\nunseeded = true\n\
              batch_size = 16\nquiet_period_secs = 0.05\nstate_dir = \"{t}/state\"\nconnection = {}\n\
              [sinks.msk]\ntype = \"kafka\"\ntopic = \"{index}\"\ntimeout_secs = 60\ndead_letter_file = \"{t}/msk.dead-letters.jsonl\"\nconnection = {}\n",
             connection_toml(source),

@@ -73,9 +73,14 @@ impl BuildContext<'_> {
         extract_component(self.figment, &self.key, &["type"])
     }
 
-    /// Where `key` (relative to this component) was set.
+    /// Where `key` (relative to this component) was set; for a key left out, where the
+    /// component's section was (its `type`).
     pub fn origin(&self, key: &str) -> String {
-        origin_of(self.figment, &format!("{}.{key}", self.key))
+        let full = format!("{}.{key}", self.key);
+        match self.figment.find_metadata(&full) {
+            Some(_) => origin_of(self.figment, &full),
+            None => origin_of(self.figment, &format!("{}.type", self.key)),
+        }
     }
 
     /// A value error for `key` in this component.

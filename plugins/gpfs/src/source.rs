@@ -84,6 +84,13 @@ pub struct GpfsConfig {
     /// Read once, when there is no checkpoint yet.
     #[serde(default)]
     pub seed_index: Option<PathBuf>,
+    /// Start without `seed_index`: for a fileset that is empty when monitoring starts, or
+    /// whose index is rebuilt anyway. Such a state cannot know which names the index holds,
+    /// so it deletes names that may never have been indexed and re-sends objects it cannot
+    /// tell unchanged: up to several times the minimal operations (docs/gpfs-monitor.md).
+    /// One of `seed_index` and `unseeded` must be given.
+    #[serde(default)]
+    pub unseeded: bool,
     /// Events dropped at ingestion (the parse stops at their `event` attribute; high volume,
     /// little information), from
     /// IN_ACCESS, IN_ATTRIB, IN_MODIFY, IN_CLOSE_WRITE. IN_OPEN, IN_CLOSE_NOWRITE,
@@ -136,6 +143,20 @@ impl ComponentConfig for GpfsConfig {
             return Err(ctx.invalid("partitions", "list partition numbers (0, 1, ...)"));
         }
         crate::event::filter_mask(&self.filter).map_err(|e| ctx.invalid("filter", e))?;
+        match (&self.seed_index, self.unseeded) {
+            (None, false) => {
+                return Err(ctx.invalid(
+                    "seed_index",
+                    "give the snapshot of the fileset the monitor starts from (a `file` sink directory; \
+                     configs/snapshot-gpfs-seed.toml takes one), or `unseeded = true` for a fileset that is empty \
+                     or whose index is rebuilt anyway (several times the minimal operations)",
+                ))
+            }
+            (Some(_), true) => {
+                return Err(ctx.invalid("unseeded", "give `seed_index` or `unseeded = true`, not both"));
+            }
+            _ => {}
+        }
         if self.lru_capacity > 0 && self.mount.is_none() {
             return Err(
                 ctx.invalid("lru_capacity", "needs `mount`: evicted files below a renamed directory are found there")
@@ -493,9 +514,9 @@ impl ChangeState for GpfsEngine {
                 let mut s = GpfsState::new(cfg.pair_batches);
                 match &cfg.seed_index {
                     Some(dir) => GpfsSource::seed(&cfg, &mut s, &mut self.storage, dir)?,
-                    None => tracing::warn!(
+                    None => tracing::info!(
                         topic = %cfg.topic,
-                        "no seed_index: the monitor cannot know which names the index holds and may send several \
+                        "unseeded: the monitor cannot know which names the index holds and may send several \
                          times the operations needed (start from a snapshot of the fileset: docs/gpfs-monitor.md)"
                     ),
                 }

@@ -41,7 +41,7 @@ pub(super) fn monitor_kafka(args: MonitorKafkaArgs) -> anyhow::Result<ExitCode> 
         std::fs::write(
             &cfg,
             format!(
-                "[records]\nvisible_to = [\"public\"]\n[sources.f]\ntype = \"gpfs\"\ntopic = \"{topic}\"\ngroup_id = \"bench-{topic}-{n}\"\nconsumers = {n}\nbatch_size = {batch_size}\nquiet_period_secs = 0.2\nstate_dir = \"{s}\"\nconnection = {{ bootstrap = \"{bootstrap}\" }}\n[sinks.k]\ntype = \"blackhole\"\n",
+                "[records]\nvisible_to = [\"public\"]\n[sources.f]\ntype = \"gpfs\"\ntopic = \"{topic}\"\ngroup_id = \"bench-{topic}-{n}\"\nconsumers = {n}\nunseeded = true\nbatch_size = {batch_size}\nquiet_period_secs = 0.2\nstate_dir = \"{s}\"\nconnection = {{ bootstrap = \"{bootstrap}\" }}\n[sinks.k]\ntype = \"blackhole\"\n",
                 s = work.join(format!("state-{n}")).display()
             ),
         )?;

@@ -740,3 +740,6 @@ fn trees_that_predate_monitoring_removed_or_renamed_away_leave_no_phantoms() {
         assert_all_cleared(tmp.path(), &journal);
     }
 }
+
+#[path = "lustre_monitor/dne.rs"]
+mod dne;

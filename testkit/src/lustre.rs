@@ -17,8 +17,11 @@ use icicle_plugins_lustre::namespace::Namespace;
 
 use crate::gen::Rng;
 
+mod dne;
 mod fake_lfs;
 mod trees;
+
+pub use dne::{journal_of_device, logged_on, mdt_journal, mdt_of, MdtJournals};
 
 pub use fake_lfs::{fake_lfs, layout_of, project_of, purge, OSTS};
 
@@ -52,6 +55,8 @@ pub struct Workload {
     /// Write the names of UNLNK and RMDIR records and a rename's old name as paths from the
     /// file system's root, as Amazon FSx for Lustre prints them.
     pub fsx_names: bool,
+    /// One changelog per MDT of a DNE namespace ([`Workload::set_mdts`]); None: one MDT.
+    pub mdts: Option<MdtJournals>,
 }
 
 fn now_parts() -> String {
@@ -149,7 +154,33 @@ impl Workload {
             real: true,
             gpfs: None,
             fsx_names: false,
+            mdts: None,
         })
+    }
+
+    /// Spread the namespace over `mdts` MDTs (DNE), each with a changelog of its own next to
+    /// the journal (`<journal>.mdtN`): half of the new directories, and of those that predate
+    /// monitoring, go to a random MDT (`lfs mkdir -i N`), the rest to their parent's.
+    pub fn set_mdts(&mut self, mdts: u32, seed: u64) -> std::io::Result<()> {
+        if mdts > 1 {
+            self.mdts = Some(MdtJournals::open(&self.journal_path, mdts, seed)?);
+        }
+        Ok(())
+    }
+
+    /// The MDT a new directory under `parent` goes to.
+    fn directory_mdt(&mut self, parent: &Fid) -> u32 {
+        match self.mdts.as_ref().map(MdtJournals::count) {
+            Some(n) if self.rng.below(2) == 0 => self.rng.below(u64::from(n)) as u32,
+            Some(n) => mdt_of(parent, n),
+            None => 0,
+        }
+    }
+
+    /// A new FID on the MDT of `parent` (files live on their directory's MDT).
+    fn mint_beside(&mut self, parent: &Fid) -> Fid {
+        let mdt = self.mdts.as_ref().map_or(0, |m| mdt_of(parent, m.count()));
+        self.mint_on(mdt)
     }
 
     /// Number the records from `index` on (only before the first record); the changelog user
@@ -166,8 +197,8 @@ impl Workload {
         icicle_core::name::on(&self.root, path)
     }
 
-    fn mint(&mut self) -> Fid {
-        let f = Fid { seq: FID_SEQ, oid: self.next_oid, ver: 0 };
+    fn mint_on(&mut self, mdt: u32) -> Fid {
+        let f = Fid { seq: FID_SEQ + u64::from(mdt), oid: self.next_oid, ver: 0 };
         self.next_oid += 1;
         f
     }
@@ -218,6 +249,9 @@ impl Workload {
         }
         let printed = if self.fsx_names { self.fsx_printed(&rec) } else { None };
         self.ns.apply(&rec);
+        if let Some(m) = self.mdts.as_mut() {
+            m.write(&rec, printed.as_ref().unwrap_or(&rec))?;
+        }
         // The MDT's record, one a line (names escaped); the fake lfs prints its bytes.
         let mut line = printed.as_ref().unwrap_or(&rec).to_line();
         line.push('\n');
@@ -249,7 +283,9 @@ impl Workload {
             if self.real {
                 fs::create_dir_all(self.real(&path))?;
             }
-            let fid = self.mint();
+            let pf = self.fid(&parent);
+            let mdt = self.directory_mdt(&pf);
+            let fid = self.mint_on(mdt);
             self.ns.add(fid, path.clone(), true);
             lines.push_str(&format!("{fid}\t{path}\td\n"));
             dirs.push(path);
@@ -261,7 +297,8 @@ impl Workload {
             if self.real {
                 fs::write(self.real(&path), vec![b'x'; n])?;
             }
-            let fid = self.mint();
+            let pf = self.fid(&parent);
+            let fid = self.mint_beside(&pf);
             self.ns.add(fid, path.clone(), false);
             lines.push_str(&format!("{fid}\t{path}\tf\n"));
             if i % 9 == 4 {
@@ -287,8 +324,8 @@ impl Workload {
         if self.real {
             fs::write(self.real(path), vec![b'd'; bytes])?;
         }
-        let fid = self.mint();
         let pf = self.fid(&parent);
+        let fid = self.mint_beside(&pf);
         self.record("CREAT", 0, fid, Some(pf), Some(&name), None, None)?;
         self.record("OPEN", 0x24a, fid, Some(pf), None, None, Some("-w-"))?;
         self.record("CLOSE", 0x242, fid, None, None, None, None)
@@ -321,8 +358,9 @@ impl Workload {
         if self.real {
             fs::create_dir(self.real(path))?;
         }
-        let fid = self.mint();
         let pf = self.fid(&parent);
+        let mdt = self.directory_mdt(&pf);
+        let fid = self.mint_on(mdt);
         self.record("MKDIR", 0, fid, Some(pf), Some(&name), None, None)
     }
 
@@ -407,8 +445,8 @@ impl Workload {
         if self.real {
             std::os::unix::fs::symlink(target, self.real(new))?;
         }
-        let fid = self.mint();
         let pf = self.fid(&p);
+        let fid = self.mint_beside(&pf);
         self.record("SLINK", 0, fid, Some(pf), Some(&name), None, None)
     }
 
@@ -476,6 +514,9 @@ impl Workload {
             Kind::EvalPerf => self.eval_perf(ops, base)?,
             Kind::Filebench => self.filebench(ops, base)?,
             Kind::Mixed => self.mixed(ops, base)?,
+        }
+        if let Some(m) = self.mdts.as_mut() {
+            m.flush()?;
         }
         self.journal.flush()
     }

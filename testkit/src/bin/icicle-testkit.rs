@@ -61,6 +61,10 @@ enum Command {
         /// Only journal the records (no file operations): fast benchmark streams.
         #[arg(long)]
         no_fs: bool,
+        /// Spread the namespace over this many MDTs (DNE): each MDT's changelog is
+        /// JOURNAL.mdtN, read by the fake lfs as device ...-MDT000N.
+        #[arg(long, default_value_t = 1)]
+        mdts: u32,
         /// Also write the GPFS watch-folder (mmwatch WF_JSON) events, one per line, here
         /// (default with --gpfs-topic: JOURNAL.gpfs.jsonl).
         #[arg(long)]
@@ -168,6 +172,7 @@ fn main() -> anyhow::Result<()> {
             preexisting,
             base,
             no_fs,
+            mdts,
             gpfs_events,
             gpfs_root,
             gpfs_producer,
@@ -177,6 +182,7 @@ fn main() -> anyhow::Result<()> {
         } => {
             let mut w = Workload::open(&root, &journal, seed)?;
             w.real = !no_fs;
+            w.set_mdts(mdts, seed)?;
             let events = gpfs_events
                 .or_else(|| gpfs_topic.as_ref().map(|_| icicle_testkit::lustre::side(&journal, ".gpfs.jsonl")));
             let already =

@@ -7,7 +7,8 @@
 //!   registered user cleared are purged, and so are records up to `<journal>.purged` (what
 //!   garbage collection of an idle user, or an administrator, purged); the journal itself may
 //!   start at any index (a real one starts in the millions or billions);
-//! - `changelog MDT START [END]` prints the retained records from START on and stops at the
+//! - `changelog MDT START [END]` prints MDT's retained records (its own changelog when the
+//!   workload spreads the namespace over several MDTs) from START on and stops at the
 //!   first record past END (`if (endrec && rec->cr_index > endrec) break;`), so a range below
 //!   the retained start prints nothing;
 //! - records are printed as bytes: a name that is not UTF-8, or holds a newline, reaches the
@@ -264,8 +265,8 @@ pub fn fake_lfs(journal: &Path, mount: Option<&Path>, delay_ms: u64, args: &[OsS
     let a: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
     let text = |i: usize| a.get(i).and_then(|s| s.to_str()).unwrap_or("");
     match (text(0), a.len()) {
-        ("changelog", n) if n >= 2 => changelog(journal, &a[2..]),
-        ("changelog_clear", 4) => changelog_clear(journal, text(2), text(3)),
+        ("changelog", n) if n >= 2 => changelog(&super::journal_of_device(journal, text(1)), &a[2..]),
+        ("changelog_clear", 4) => changelog_clear(&super::journal_of_device(journal, text(1)), text(2), text(3)),
         ("fid2path", 3) => {
             std::thread::sleep(std::time::Duration::from_millis(delay_ms));
             fid2path(journal, mount, a[1], text(2))

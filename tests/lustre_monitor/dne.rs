@@ -1,26 +1,27 @@
 //! One namespace over several MDTs (DNE): each MDT logs the operations it runs in its own
-//! changelog (the stand-in's rules: testkit/src/lustre/dne.rs), one `lustre` source per MDT,
-//! all in one process; the index after `--drain` equals a fresh walk.
+//! changelog (the stand-in's rules: testkit/src/lustre/dne.rs); one `lustre` source reads them
+//! all as one sequence (`mdts`); the index after `--drain` equals a fresh walk.
 
 use super::*;
 
-/// `mdts` sources of one file system, one per MDT, sharing the mount and the fake `lfs`.
+/// One source reading the `mdts` MDTs of one file system as one changelog (`mdts = [...]`).
 fn dne_config(tmp: &Path, root: &Path, journal: &Path, out: &Path, mdts: u32, batch: usize) -> PathBuf {
-    let mut toml = format!(
-        "[records]\nvisible_to = [\"public\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{}\"\nfsync = true\n",
-        out.display()
-    );
-    for n in 0..mdts {
-        toml.push_str(&format!(
-            "[sources.mdt{n}]\ntype = \"lustre\"\nmdt = \"fs0-MDT{n:04x}\"\nuser = \"cl1\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
+    let names: Vec<String> = (0..mdts).map(|n| format!("\"fs0-MDT{n:04x}\"")).collect();
+    config(
+        tmp,
+        "dne.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n[sinks.o]\ntype = \"file\"\ndir = \"{o}\"\nfsync = true\n\
+             [sources.fs0]\ntype = \"lustre\"\nmdts = [{m}]\nuser = \"cl1\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
              mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = {batch}\nquiet_period_secs = 0.0\npoll_interval_secs = 0.02\nread_size = 300\nstate_dir = \"{t}/state\"\n",
+            m = names.join(", "),
             k = testkit().display(),
             j = journal.display(),
             r = root.display(),
             t = tmp.display(),
-        ));
-    }
-    config(tmp, "dne.toml", &toml)
+            o = out.display(),
+        ),
+    )
 }
 
 /// A mixed workload (directory renames across MDTs, remote directories) over `mdts` MDTs of
@@ -61,11 +62,7 @@ fn dne_ground_truth(mdts: u32, seed: u64) {
     }
 }
 
-/// Fails today (records of old subtrees stay, seed 147387: 17 extra): one source per MDT
-/// keeps a tree of its own, so a directory renamed in another MDT's changelog keeps its old
-/// path in this one (docs/lustre-monitor.md, "Several MDTs"). Run it with `--ignored`.
 #[test]
-#[ignore = "DNE: one namespace over several MDTs is not followed yet (issue #39, item 2)"]
 fn one_namespace_over_two_and_four_mdts_equals_a_fresh_walk() {
     let seed = test_seed();
     for (i, mdts) in [2, 4, 2].into_iter().enumerate() {

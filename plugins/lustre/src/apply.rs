@@ -333,6 +333,21 @@ impl ChangeState for TreeState {
             }
         });
         let cleared = parsed.as_ref().map(|cp| cp.index);
+        if let Some(merged) = &self.lfs.merged {
+            let mut merged = merged.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match parsed.as_ref().map(|cp| (cp.index, cp.mdts.as_deref())) {
+                Some((at, Some(positions))) => merged.restore(at, positions),
+                Some((_, None)) => {
+                    return Err(IcicleError::Source(icicle_core::SourceError::External(format!(
+                        "{}: the checkpoint in {} was written for one MDT, and `mdts` reads several as one \
+                         sequence: give this source another state_dir (or mdt name) to start it anew",
+                        self.cfg.mdt,
+                        self.cfg.state_dir.display()
+                    ))))
+                }
+                None => {}
+            }
+        }
         if let Some(cp) = parsed {
             self.tree = DirectoryTree::restore(cp, self.cfg.lru_capacity);
         }
@@ -361,8 +376,11 @@ impl ChangeState for TreeState {
     }
 
     fn checkpoint(&self, at: &u64) -> Result<Vec<u8>, IcicleError> {
-        serde_json::to_vec(&self.tree.checkpoint(*at))
-            .map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
+        let mut cp = self.tree.checkpoint(*at);
+        if let Some(merged) = &self.lfs.merged {
+            cp.mdts = Some(merged.lock().unwrap_or_else(std::sync::PoisonError::into_inner).positions(*at));
+        }
+        serde_json::to_vec(&cp).map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))
     }
 
     fn batch_counts(&self, stream: &MonitorCounts) -> BatchCounts {

@@ -11,8 +11,15 @@ use crate::tree::TreeCounts;
 /// `[sources.<id>] type = "lustre"`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LustreConfig {
-    /// The MDT device, e.g. `fs0-MDT0000`.
+    /// The MDT device, e.g. `fs0-MDT0000`; with `mdts`, the name of the source's checkpoint,
+    /// dead letters and metrics (default `<fsname>-MDTs`).
+    #[serde(default)]
     pub mdt: String,
+    /// Every MDT of one namespace (DNE), read as one changelog into one directory tree
+    /// (`["fs0-MDT0000", "fs0-MDT0001"]`): a directory renamed on one MDT moves what the
+    /// others log below it. Instead of one `mdt`.
+    #[serde(default)]
+    pub mdts: Vec<String>,
     /// The registered changelog user, e.g. `cl1`.
     #[serde(default = "default_user")]
     pub user: String,

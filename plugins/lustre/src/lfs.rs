@@ -20,9 +20,25 @@ use std::os::unix::process::CommandExt;
 use crate::lfs_records::{read_records, Checks, Records, CHECKS_PER_READ};
 
 /// `lfs` subprocess calls.
+#[derive(Debug, Clone, Default)]
 pub struct Lfs {
     /// The command and any leading arguments (`["lfs"]`, `["sudo", "lfs"]`).
     pub cmd: Vec<String>,
+    /// Several MDTs of one namespace read as one changelog ([`crate::dne`]): `changelog` and
+    /// `clear` then read and clear its sequence, whatever MDT they are given.
+    pub merged: Option<std::sync::Arc<std::sync::Mutex<crate::dne::MergedChangelog>>>,
+}
+
+impl Lfs {
+    /// The `lfs` command `cmd`, one MDT's changelog at a time.
+    pub fn new(cmd: Vec<String>) -> Lfs {
+        Lfs { cmd, merged: None }
+    }
+
+    fn merged(&self) -> Option<std::sync::MutexGuard<'_, crate::dne::MergedChangelog>> {
+        // A panic while holding it left the numbering as it was: still usable.
+        self.merged.as_ref().map(|m| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
 }
 
 /// One changelog read: one record per line (names escaped, [`icicle_core::name`], so a
@@ -81,6 +97,9 @@ impl Lfs {
     /// after `max` lines only the rest of the record they end in. Records span lines when
     /// names hold newlines ([`crate::lfs_records`]).
     pub fn changelog(&self, mdt: &str, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String> {
+        if let Some(mut merged) = self.merged() {
+            return merged.read(start, end, max);
+        }
         let start_text = start.to_string();
         let (mut child, errors) = self.spawn(&["changelog", mdt, &start_text])?;
         let stdout = child.stdout.take().ok_or("lfs changelog: no standard output")?;
@@ -134,6 +153,9 @@ impl Lfs {
     pub fn clear(&self, mdt: &str, user: &str, endrec: u64) -> Result<(), String> {
         if endrec == 0 {
             return Ok(());
+        }
+        if let Some(mut merged) = self.merged() {
+            return merged.clear(user, endrec);
         }
         let out = self.run(&["changelog_clear", mdt, user, &endrec.to_string()])?;
         if !out.status.success() {
@@ -233,7 +255,7 @@ mod tests {
     use super::*;
 
     fn sh(script: &str) -> Lfs {
-        Lfs { cmd: vec!["sh".into(), "-c".into(), script.into(), "lfs".into()] }
+        Lfs::new(vec!["sh".into(), "-c".into(), script.into(), "lfs".into()])
     }
 
     #[test]

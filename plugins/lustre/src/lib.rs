@@ -4,6 +4,7 @@
 mod apply;
 pub mod changelog;
 mod config;
+pub mod dne;
 mod leavings;
 mod lfs;
 pub mod lfs_records;

@@ -1,5 +1,6 @@
 //! The `lustre` change source: the changelog stream ([`crate::stream`]) and the directory-tree
-//! state ([`crate::apply`]) of one MDT, which the runtime's monitor driver runs.
+//! state ([`crate::apply`]) of one MDT, or of every MDT of a namespace ([`crate::dne`]),
+//! which the runtime's monitor driver runs.
 
 use std::sync::Arc;
 
@@ -44,9 +45,14 @@ impl Monitor for LustreSource {
                 std::num::NonZeroUsize::new(cfg.fsmonitor_cache.max(1)).unwrap_or(std::num::NonZeroUsize::MIN),
             )
         });
+        let mut lfs = Lfs::new(cfg.lfs.clone());
+        if !cfg.mdts.is_empty() {
+            let merged = crate::dne::MergedChangelog::new(lfs.clone(), &cfg.mdts);
+            lfs.merged = Some(Arc::new(std::sync::Mutex::new(merged)));
+        }
         Ok(TreeState {
             cfg: cfg.clone(),
-            lfs: Lfs { cmd: cfg.lfs.clone() },
+            lfs,
             tree: DirectoryTree::new(cfg.lru_capacity),
             lookahead: Lookahead::new(0),
             fsm,
@@ -63,17 +69,31 @@ impl Monitor for LustreSource {
     async fn open(
         &self,
         ctx: &MonitorContext,
-        _state: &mut TreeState,
+        state: &mut TreeState,
         cleared: Option<u64>,
     ) -> Result<ChangelogStream, IcicleError> {
-        Ok(ChangelogStream::new(self.cfg.clone(), ctx.name.clone(), ctx.drain, cleared.unwrap_or(0)))
+        // The stream reads through the state's `lfs`: with several MDTs, one numbering.
+        Ok(ChangelogStream::new(self.cfg.clone(), state.lfs.clone(), ctx.name.clone(), ctx.drain, cleared.unwrap_or(0)))
     }
 }
 
 impl ComponentConfig for LustreConfig {
     type Component = Arc<dyn ChangeSource>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+    fn build(mut self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        match (self.mdt.is_empty(), self.mdts.is_empty()) {
+            (true, true) => return Err(ctx.invalid("mdt", "give the MDT device (`fs0-MDT0000`), or `mdts`")),
+            (_, false) if self.mdts.iter().any(|m| m.trim().is_empty()) => {
+                return Err(ctx.invalid("mdts", "name each MDT device (`fs0-MDT0001`)"));
+            }
+            (_, false) if self.resolution != Resolution::Tree => {
+                return Err(
+                    ctx.invalid("mdts", "several MDTs are read into the directory tree (`resolution = \"tree\"`)")
+                );
+            }
+            (true, false) => self.mdt = format!("{}-MDTs", self.fsname),
+            _ => {}
+        }
         if self.lfs.is_empty() {
             return Err(ctx.invalid("lfs", "give the lfs command"));
         }

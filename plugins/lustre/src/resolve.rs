@@ -338,7 +338,7 @@ mod tests {
     fn fid2path_answers_keep_trailing_spaces_and_escape_what_is_not_utf8() {
         // A stand-in `lfs` that answers three links: a directory named `d ` (with a space),
         // one under it, and one that is not UTF-8 (escaped as every source escapes it).
-        let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), r"printf 'd \nd /f\r\nbad\377\n'".into(), "lfs".into()] };
+        let lfs = Lfs::new(vec!["sh".into(), "-c".into(), r"printf 'd \nd /f\r\nbad\377\n'".into(), "lfs".into()]);
         let mut lookahead = Lookahead::new(0);
         let mut r = LfsResolver {
             lfs: &lfs,
@@ -358,7 +358,7 @@ mod tests {
     fn a_fid2path_that_fails_for_another_reason_than_a_gone_object_is_a_failure() {
         let fid = Fid { seq: 0x200000401, oid: 5, ver: 0 };
         let answer = |script: &str| {
-            let lfs = Lfs { cmd: vec!["sh".into(), "-c".into(), script.into(), "lfs".into()] };
+            let lfs = Lfs::new(vec!["sh".into(), "-c".into(), script.into(), "lfs".into()]);
             let mut lookahead = Lookahead::new(0);
             let mut r = LfsResolver {
                 lfs: &lfs,
@@ -377,7 +377,7 @@ mod tests {
         let (paths, failure) = answer("echo 'lfs fid2path: error on FID: Input/output error' >&2; exit 5");
         assert!(paths.is_empty());
         assert!(failure.as_deref().is_some_and(|f| f.contains("Input/output error")), "{failure:?}");
-        let lfs = Lfs { cmd: vec!["/nonexistent/lfs".into()] };
+        let lfs = Lfs::new(vec!["/nonexistent/lfs".into()]);
         let mut lookahead = Lookahead::new(0);
         let mut r = LfsResolver {
             lfs: &lfs,
@@ -393,14 +393,12 @@ mod tests {
 
     #[test]
     fn a_read_ahead_that_fails_fails_the_batch() {
-        let lfs = Lfs {
-            cmd: vec![
-                "sh".into(),
-                "-c".into(),
-                "echo 'lfs changelog: Input/output error' >&2; exit 5".into(),
-                "lfs".into(),
-            ],
-        };
+        let lfs = Lfs::new(vec![
+            "sh".into(),
+            "-c".into(),
+            "echo 'lfs changelog: Input/output error' >&2; exit 5".into(),
+            "lfs".into(),
+        ]);
         let mut lookahead = Lookahead::new(7);
         let mut r = LfsResolver {
             lfs: &lfs,

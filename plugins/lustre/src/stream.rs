@@ -45,16 +45,18 @@ fn internal(e: impl std::fmt::Display) -> IcicleError {
 }
 
 impl ChangelogStream {
-    /// The stream after index `cleared` (0: nothing cleared yet).
-    pub fn new(cfg: Arc<LustreConfig>, name: String, drain: bool, cleared: u64) -> ChangelogStream {
+    /// The stream after index `cleared` (0: nothing cleared yet), read through `lfs` (with
+    /// several MDTs, their merged sequence: [`crate::dne`]).
+    pub fn new(cfg: Arc<LustreConfig>, lfs: Lfs, name: String, drain: bool, cleared: u64) -> ChangelogStream {
         let filter: HashSet<String> = cfg.filter.iter().cloned().collect();
         let filter_bits =
             cfg.filter.iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
-        let next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
+        // `startrec` is an MDT's index; a merged sequence starts at its own beginning.
+        let startrec = if lfs.merged.is_some() { 0 } else { cfg.startrec };
+        let next = startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
         let dead = DeadLetters::new(
             cfg.dead_letter.clone().unwrap_or_else(|| cfg.state_dir.join(format!("{}.dead-letters.jsonl", cfg.mdt))),
         );
-        let lfs = Lfs { cmd: cfg.lfs.clone() };
         let labels = [("component", name.as_str()), ("mdt", cfg.mdt.as_str())];
         icicle_core::metrics::Metrics::global().set(
             &icicle_core::metrics::names::CHANGELOG_CLEARED,
@@ -80,7 +82,7 @@ impl ChangelogStream {
     /// Record `i` was read: report the records missing before it (a gap) and expect `i + 1`.
     fn advance_expected(&mut self, i: u64, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
         if let Some(e) = self.expect.filter(|e| i > *e) {
-            self.on_gap(e, i - 1, counts)?;
+            self.on_gap(&self.cfg.mdt, e, i - 1, counts)?;
         }
         self.expect = Some(self.expect.map_or(i.saturating_add(1), |e| e.max(i.saturating_add(1))));
         Ok(())
@@ -92,8 +94,8 @@ impl ChangelogStream {
         self.next = self.next.max(i.saturating_add(1));
     }
 
-    /// Records `first..=last` were purged before they were read.
-    fn on_gap(&self, first: u64, last: u64, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
+    /// Records `first..=last` of `mdt` were purged before they were read.
+    fn on_gap(&self, mdt: &str, first: u64, last: u64, counts: &mut MonitorCounts) -> Result<(), IcicleError> {
         let cfg = &self.cfg;
         let n = (last - first).saturating_add(1);
         counts.lost_records = counts.lost_records.saturating_add(n);
@@ -107,16 +109,16 @@ impl ChangelogStream {
             counts.lost_records as f64,
         );
         let why = format!(
-            "changelog records {first}..={last} of {} were purged before they were read (another changelog user cleared them, or user {} was deregistered): \
+            "changelog records {first}..={last} of {mdt} were purged before they were read (another changelog user cleared them, or user {} was deregistered): \
              the index misses their changes until a snapshot run re-indexes the file system",
-            cfg.mdt, cfg.user
+            cfg.user
         );
         if cfg.on_gap == OnGap::Fail {
             return Err(IcicleError::Source(icicle_core::SourceError::External(format!(
                 "{why}; stopping (on_gap = \"fail\")"
             ))));
         }
-        tracing::error!(message = "lost changelog records", mdt = %cfg.mdt, first, last, records = n, detail = %why);
+        tracing::error!(message = "lost changelog records", mdt = %mdt, first, last, records = n, detail = %why);
         Ok(())
     }
 
@@ -251,7 +253,16 @@ impl ChangeStream for ChangelogStream {
             .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
         // The counters are taken out while the lines are read, and put back even on an error.
         let mut counts = std::mem::take(&mut self.counts);
-        let taken = self.take_all(&got, next, out, &mut counts);
+        let mut taken = self.take_all(&got, next, out, &mut counts);
+        // Several MDTs: the gaps are each MDT's, found where the sequence was numbered.
+        let lost = self.lfs.merged.as_ref().map(|m| m.lock().map(|mut m| m.take_lost()).unwrap_or_default());
+        for (mdt, first, last) in lost.unwrap_or_default() {
+            if taken.is_ok() {
+                if let Err(e) = self.on_gap(&mdt, first, last, &mut counts) {
+                    taken = Err(e);
+                }
+            }
+        }
         self.counts = counts;
         let got = taken?;
         if let Some(c) = self.covered {

@@ -346,6 +346,9 @@ pub struct Checkpoint {
     /// Hashes of the paths sent and not deleted since (absent in older checkpoints).
     #[serde(default)]
     sent: Option<Vec<u64>>,
+    /// With several MDTs read as one sequence, where each MDT stood at `index`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mdts: Option<Vec<crate::dne::MdtPosition>>,
 }
 
 /// Renames kept in the log.
@@ -452,6 +455,7 @@ impl DirectoryTree {
             walked,
             links,
             sent: self.sent_known.then_some(sent),
+            mdts: None,
         }
     }
 

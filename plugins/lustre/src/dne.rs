@@ -1,0 +1,260 @@
+//! One namespace over several MDTs (Lustre DNE) read as one changelog.
+//!
+//! Each MDT logs the operations it runs in a changelog of its own, with indexes of its own,
+//! and a record names no MDT; one operation is logged once, and its FIDs may name objects on
+//! other MDTs (docs/lustre-monitor.md, "Several MDTs of one file system", from lustre-release
+//! `lustre/mdd/mdd_dir.c`, `lustre/lmv/lmv_obd.c`). The directory tree needs one order over
+//! all of them: a rename logged on one MDT moves entries whose records are on another.
+//!
+//! [`MergedChangelog`] reads every MDT and numbers their records in one sequence, which the
+//! stream and the resolver's read-ahead read as if it were one MDT's changelog. The order is
+//! the records' own times (`cr_time`, each server's clock; a time earlier than the MDT's
+//! previous record counts as that one's), then the MDT, then its index; so each MDT's records
+//! keep their order. A record is numbered once no MDT that may still hold older records
+//! (one whose last read stopped at its size limit) is behind it; an MDT read to its end holds
+//! nothing back, so records written while the MDTs are read in turn may be numbered in the
+//! order they were read. The numbering is in memory only: the checkpoint keeps, for the
+//! sequence number it was taken at, each MDT's index and time ([`MdtPosition`]), and a
+//! restart numbers on from there (records after it were not applied, so any numbering of
+//! them will do). Clearing the sequence up to N clears each MDT up to its last record at or
+//! before N.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::changelog::leading_index;
+use crate::lfs::{ChangelogText, Lfs};
+
+/// Where one MDT's changelog stands at a sequence number.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdtPosition {
+    /// The MDT device, e.g. `fs0-MDT0001`.
+    pub mdt: String,
+    /// Its index of the last record at or before the sequence number (0: none yet).
+    pub index: u64,
+    /// That record's time, nanoseconds since the epoch (the order's key).
+    pub time: u64,
+}
+
+/// A record read and not numbered yet, or numbered and not cleared.
+#[derive(Debug)]
+struct Line {
+    key: u64,
+    index: u64,
+    /// The line after its index (from the space on).
+    rest: String,
+}
+
+#[derive(Debug)]
+struct Mdt {
+    name: String,
+    /// The last index read (0: none).
+    read: u64,
+    /// The index the next record must have (unknown until the first read from nothing).
+    expect: Option<u64>,
+    /// The key of the last record read.
+    last_key: u64,
+    /// Read and not numbered, in order.
+    pending: VecDeque<Line>,
+    /// The last read stopped at its size limit: the changelog may hold more.
+    more: bool,
+    /// Where it stood at the sequence number before the first numbered record kept.
+    base: MdtPosition,
+}
+
+/// Several MDTs' changelogs as one; see the module documentation.
+#[derive(Debug)]
+pub struct MergedChangelog {
+    raw: Lfs,
+    mdts: Vec<Mdt>,
+    /// Numbered records not cleared, from sequence number `first` on: (MDT, record).
+    lines: VecDeque<(usize, Line)>,
+    first: u64,
+    /// Lines no record's, from any MDT (returned with the next read).
+    rejected: Vec<String>,
+    /// Records purged before they were read: (MDT, first, last).
+    lost: Vec<(String, u64, u64)>,
+}
+
+/// A record line's time (`INDEX TYPE HH:MM:SS.NNNNNNNNN YYYY.MM.DD ...`, lustre-release
+/// `lustre/utils/lfs.c`, `lfs_changelog()`) in nanoseconds since the epoch.
+pub fn time_key(line: &str) -> Option<u64> {
+    let mut fields = line.split(' ').filter(|f| !f.is_empty()).skip(2);
+    let (clock, date) = (fields.next()?, fields.next()?);
+    let (hms, frac) = clock.split_once('.').unwrap_or((clock, "0"));
+    let mut t = hms.split(':').map(|p| p.parse::<u64>().ok());
+    let (h, m, s) = (t.next()??, t.next()??, t.next()??);
+    let mut d = date.split('.');
+    let (y, mo, day) = (d.next()?.parse::<i64>().ok()?, d.next()?.parse::<u32>().ok()?, d.next()?.parse::<u32>().ok()?);
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) || mo == 0 || mo > 12 || day == 0 || day > 31 {
+        return None;
+    }
+    let days = u64::try_from(icicle_core::time::days_from_civil(y, mo, day)).ok()?;
+    let nanos: u64 = frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32);
+    (days * 86_400 + h * 3600 + m * 60 + s).checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+impl MergedChangelog {
+    /// The MDTs `names`, read through `raw` (an `lfs` without a merged changelog), from
+    /// their first retained records, numbered from 1.
+    pub fn new(raw: Lfs, names: &[String]) -> MergedChangelog {
+        let mdts = names
+            .iter()
+            .map(|n| Mdt {
+                name: n.clone(),
+                read: 0,
+                expect: None,
+                last_key: 0,
+                pending: VecDeque::new(),
+                more: true,
+                base: MdtPosition { mdt: n.clone(), ..MdtPosition::default() },
+            })
+            .collect();
+        MergedChangelog { raw, mdts, lines: VecDeque::new(), first: 1, rejected: Vec::new(), lost: Vec::new() }
+    }
+
+    /// Go on after sequence number `at`, where the MDTs stood at `positions` (a checkpoint's).
+    /// An MDT the positions do not name starts from its first retained record.
+    pub fn restore(&mut self, at: u64, positions: &[MdtPosition]) {
+        for m in &mut self.mdts {
+            let p = positions.iter().find(|p| p.mdt == m.name).cloned();
+            let p = p.unwrap_or_else(|| MdtPosition { mdt: m.name.clone(), ..MdtPosition::default() });
+            m.read = p.index;
+            m.expect = (p.index > 0).then(|| p.index.saturating_add(1));
+            m.last_key = p.time;
+            m.pending.clear();
+            m.more = true;
+            m.base = p;
+        }
+        self.lines.clear();
+        self.first = at.saturating_add(1);
+    }
+
+    /// Read every MDT once more and number what may be numbered; returns whether anything
+    /// was read or numbered.
+    fn round(&mut self, chunk: u64) -> Result<bool, String> {
+        let mut progressed = false;
+        for m in &mut self.mdts {
+            let start = if m.read == 0 { 0 } else { m.read.saturating_add(1) };
+            let got = self.raw.changelog(&m.name, start, None, chunk)?;
+            self.rejected.extend(got.rejected);
+            m.more = got.more;
+            for line in got.text.split('\n').filter(|l| !l.is_empty()) {
+                let Some(i) = leading_index(line) else {
+                    self.rejected.push(line.to_string());
+                    continue;
+                };
+                if m.read > 0 && i <= m.read {
+                    continue;
+                }
+                if let Some(e) = m.expect.filter(|e| i > *e) {
+                    self.lost.push((m.name.clone(), e, i - 1));
+                }
+                m.expect = Some(i.saturating_add(1));
+                m.read = i;
+                m.last_key = time_key(line).unwrap_or(0).max(m.last_key);
+                let rest = line.find(' ').map_or("", |at| &line[at..]).to_string();
+                m.pending.push_back(Line { key: m.last_key, index: i, rest });
+                progressed = true;
+            }
+        }
+        // Records at or before the oldest place an MDT with more to read stopped at.
+        let bound = self.mdts.iter().filter(|m| m.more).map(|m| m.last_key).min().unwrap_or(u64::MAX);
+        loop {
+            let next = (0..self.mdts.len())
+                .filter_map(|n| self.mdts[n].pending.front().map(|l| (l.key, n)))
+                .filter(|(key, _)| *key <= bound)
+                .min();
+            let Some((_, n)) = next else { break };
+            if let Some(line) = self.mdts[n].pending.pop_front() {
+                self.lines.push_back((n, line));
+                progressed = true;
+            }
+        }
+        Ok(progressed)
+    }
+
+    /// Sequence numbers from `start` on (or the first kept), at most `max` records, none past
+    /// `end`: the text the `lfs changelog` of one MDT would give, each line numbered.
+    pub fn read(&mut self, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String> {
+        let start = start.max(self.first);
+        let max = max.max(1);
+        loop {
+            let numbered = (self.first + self.lines.len() as u64).saturating_sub(start);
+            if numbered >= max || !self.round(max)? {
+                break;
+            }
+        }
+        let skip = (start - self.first) as usize;
+        let mut text = String::new();
+        let mut taken = 0u64;
+        for (k, (_, line)) in self.lines.iter().enumerate().skip(skip) {
+            let seq = self.first + k as u64;
+            if taken >= max || end.is_some_and(|e| seq > e) {
+                break;
+            }
+            text.push_str(&seq.to_string());
+            text.push_str(&line.rest);
+            text.push('\n');
+            taken += 1;
+        }
+        let waiting = self.mdts.iter().any(|m| m.more || !m.pending.is_empty());
+        let more = waiting || (skip as u64 + taken) < self.lines.len() as u64;
+        Ok(ChangelogText { text, more, rejected: std::mem::take(&mut self.rejected) })
+    }
+
+    /// Each MDT's place at sequence number `at` (at least the first kept less one).
+    pub fn positions(&self, at: u64) -> Vec<MdtPosition> {
+        let mut pos: Vec<MdtPosition> = self.mdts.iter().map(|m| m.base.clone()).collect();
+        for (k, (n, line)) in self.lines.iter().enumerate() {
+            if self.first + k as u64 > at {
+                break;
+            }
+            pos[*n].index = line.index;
+            pos[*n].time = line.key;
+        }
+        pos
+    }
+
+    /// Clear the sequence up to `to`: each MDT up to its last record at or before it
+    /// (`lfs changelog_clear MDT USER INDEX`, only where that moved).
+    pub fn clear(&mut self, user: &str, to: u64) -> Result<(), String> {
+        let pos = self.positions(to);
+        for (m, p) in self.mdts.iter_mut().zip(pos) {
+            if p.index > m.base.index {
+                self.raw.clear(&m.name, user, p.index)?;
+            }
+            m.base = p;
+        }
+        while self.first <= to && !self.lines.is_empty() {
+            self.lines.pop_front();
+            self.first += 1;
+        }
+        self.first = self.first.max(to.saturating_add(1));
+        Ok(())
+    }
+
+    /// Records purged before they were read since the last call: (MDT, first, last).
+    pub fn take_lost(&mut self) -> Vec<(String, u64, u64)> {
+        std::mem::take(&mut self.lost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_times_order_to_the_nanosecond() {
+        let a = time_key("7 01CREAT 02:39:24.958335669 2026.12.07 0x0 t=[0x1:0x2:0x0]").unwrap();
+        let b = time_key("8 01CREAT 02:39:24.958335670 2026.12.07 0x0").unwrap();
+        assert_eq!(b - a, 1);
+        let midnight = time_key("9 02MKDIR 00:00:00.000000000 2026.12.08 0x0").unwrap();
+        assert_eq!(midnight, (icicle_core::time::days_from_civil(2026, 12, 8) as u64) * 86_400 * 1_000_000_000);
+        assert_eq!(time_key("9 02MKDIR 00:00:00.5 1970.01.01"), Some(500_000_000));
+        for bad in ["9 02MKDIR", "9 02MKDIR 25-00-00 2026.12.08", "9 02MKDIR 00:00:00.1 2026.13.01"] {
+            assert_eq!(time_key(bad), None, "{bad}");
+        }
+    }
+}

@@ -257,4 +257,90 @@ mod tests {
             assert_eq!(time_key(bad), None, "{bad}");
         }
     }
+
+    /// A fake `lfs` serving each MDT's changelog from the file of its name in `dir` (records
+    /// from START on) and logging every `changelog_clear` to `dir/clears`.
+    fn lfs_over(dir: &std::path::Path) -> Lfs {
+        let script = format!(
+            "d='{}'; case \"$1\" in changelog) awk -v s=\"$3\" '$1 >= s' \"$d/$2\";; \
+             changelog_clear) echo \"$2 $3 $4\" >> \"$d/clears\";; esac",
+            dir.display()
+        );
+        Lfs::new(vec!["sh".into(), "-c".into(), script, "lfs".into()])
+    }
+
+    fn record(index: u64, nanos: u64, name: &str) -> String {
+        format!("{index} 01CREAT 10:00:00.{nanos:09} 2026.12.07 0x0 t=[0x200000401:0x{index:x}:0x0] p=[0x200000007:0x1:0x0] {name}\n")
+    }
+
+    fn names(text: &str) -> Vec<(u64, String)> {
+        text.lines().map(|l| (leading_index(l).unwrap(), l.rsplit(' ').next().unwrap().to_string())).collect()
+    }
+
+    #[test]
+    fn several_mdts_read_as_one_sequence_in_time_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mdt0 = [record(100, 1, "a"), record(101, 3, "c"), record(102, 5, "e"), record(103, 9, "g")].concat();
+        // MDT1's clock steps back at f: it counts as d's time, after d and before e.
+        let mdt1 = [record(7, 2, "b"), record(8, 4, "d"), record(9, 0, "f")].concat();
+        std::fs::write(dir.path().join("fs0-MDT0000"), mdt0).unwrap();
+        std::fs::write(dir.path().join("fs0-MDT0001"), mdt1).unwrap();
+        let mdts = ["fs0-MDT0000".to_string(), "fs0-MDT0001".to_string()];
+        let mut m = MergedChangelog::new(lfs_over(dir.path()), &mdts);
+        // Two records a read: MDT0 may hold older ones than MDT1's after its first two.
+        let got = m.read(0, None, 2).unwrap();
+        assert_eq!(names(&got.text), [(1, "a".into()), (2, "b".into())]);
+        assert!(got.more);
+        let mut seq = names(&got.text);
+        let mut next = 3;
+        loop {
+            let got = m.read(next, None, 2).unwrap();
+            let n = names(&got.text);
+            next += n.len() as u64;
+            seq.extend(n);
+            if !got.more {
+                break;
+            }
+        }
+        let order: String = seq.iter().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(order, "abcdfeg");
+        assert_eq!(seq.iter().map(|(i, _)| *i).collect::<Vec<_>>(), (1..=7).collect::<Vec<_>>());
+        // A ranged read again, as the read-ahead makes: the same numbers.
+        assert_eq!(names(&m.read(3, Some(4), 10).unwrap().text), [(3, "c".into()), (4, "d".into())]);
+        // Up to 4 (d): MDT0 to c (101), MDT1 to d (8).
+        let at4 = m.positions(4);
+        assert_eq!((at4[0].index, at4[1].index), (101, 8));
+        m.clear("cl1", 4).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("clears")).unwrap(),
+            "fs0-MDT0000 cl1 101\nfs0-MDT0001 cl1 8\n"
+        );
+        // Up to 5 (f) moves MDT1 only.
+        m.clear("cl1", 5).unwrap();
+        let clears = std::fs::read_to_string(dir.path().join("clears")).unwrap();
+        assert_eq!(clears.lines().last(), Some("fs0-MDT0001 cl1 9"));
+        assert_eq!(clears.lines().count(), 3);
+        // A restart from the checkpoint at 4 numbers what follows from 5 on, in the same order.
+        let mut again = MergedChangelog::new(lfs_over(dir.path()), &mdts);
+        again.restore(4, &at4);
+        let got = again.read(5, None, 10).unwrap();
+        assert_eq!(names(&got.text), [(5, "f".into()), (6, "e".into()), (7, "g".into())]);
+        assert!(again.take_lost().is_empty());
+    }
+
+    #[test]
+    fn records_purged_on_one_mdt_are_reported_as_its_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m0"), [record(105, 1, "x"), record(106, 2, "y")].concat()).unwrap();
+        std::fs::write(dir.path().join("m1"), record(3, 3, "z")).unwrap();
+        let mut m = MergedChangelog::new(lfs_over(dir.path()), &["m0".to_string(), "m1".to_string()]);
+        let at = vec![
+            MdtPosition { mdt: "m0".into(), index: 100, time: 0 },
+            MdtPosition { mdt: "m1".into(), index: 2, time: 0 },
+        ];
+        m.restore(40, &at);
+        let got = m.read(41, None, 10).unwrap();
+        assert_eq!(names(&got.text), [(41, "x".into()), (42, "y".into()), (43, "z".into())]);
+        assert_eq!(m.take_lost(), [("m0".to_string(), 101, 104)]);
+    }
 }

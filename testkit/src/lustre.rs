@@ -249,13 +249,16 @@ impl Workload {
         }
         let printed = if self.fsx_names { self.fsx_printed(&rec) } else { None };
         self.ns.apply(&rec);
-        if let Some(m) = self.mdts.as_mut() {
-            m.write(&rec, printed.as_ref().unwrap_or(&rec))?;
-        }
         // The MDT's record, one a line (names escaped); the fake lfs prints its bytes.
         let mut line = printed.as_ref().unwrap_or(&rec).to_line();
         line.push('\n');
-        self.journal.write_all(line.as_bytes())
+        self.journal.write_all(line.as_bytes())?;
+        // With several MDTs the journal is the namespace `fid2path` answers from: written
+        // first, so no MDT's record is read before the file system shows its operation.
+        if let Some(m) = self.mdts.as_mut() {
+            m.write(&rec, printed.as_ref().unwrap_or(&rec))?;
+        }
+        Ok(())
     }
 
     /// `rec` as FSx for Lustre prints it: the name of an UNLNK or RMDIR and a rename's old name

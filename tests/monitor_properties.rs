@@ -77,20 +77,23 @@ struct Plan {
     ops: usize,
     batch: usize,
     lru: usize,
+    /// Lustre: MDTs of one namespace (DNE), each logging what it runs, read as one.
+    mdts: u32,
 }
 
 impl Plan {
     /// The workload and how it is read, for messages.
     fn describe(&self) -> String {
         format!(
-            "{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}",
+            "{:?} in {} (pre-existing: {}, {}), {} rounds x {} ops, batch {}, {} MDT(s)",
             self.kind,
             self.base,
             self.preexisting_base,
             if self.live { "live" } else { "backlog" },
             self.rounds,
             self.ops,
-            self.batch
+            self.batch,
+            self.mdts
         )
     }
 }
@@ -130,6 +133,11 @@ fn plan(seed: u64) -> Plan {
         ops,
         batch: 1 + rng.below(span) as usize,
         lru,
+        // `ICICLE_PROPERTY_MDTS=N` runs every seed over N.
+        mdts: std::env::var("ICICLE_PROPERTY_MDTS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or([1, 2, 4][((seed / 16) % 3) as usize]),
     }
 }
 
@@ -192,6 +200,8 @@ fn minimal(before: &HashMap<String, Fid>, after: &HashMap<String, Fid>, changed:
 struct NsResolver<'a> {
     ns: &'a Namespace,
     lookahead: &'a mut Lookahead,
+    /// The last record read (the read-ahead's end).
+    last: u64,
 }
 
 impl Resolver for NsResolver<'_> {
@@ -230,7 +240,7 @@ impl Resolver for NsResolver<'_> {
         self.lookahead.renamed_over_by(fid, after)
     }
     fn read_position(&mut self) -> u64 {
-        self.ns.last_index.unwrap_or(0)
+        self.last
     }
 }
 
@@ -246,6 +256,8 @@ fn lustre_case(seed: u64) -> Result<String, String> {
     // A third of the seeds print names as Amazon FSx for Lustre does; every seed's changelog
     // starts where the stand-in puts it (anywhere up to 2^36).
     w.fsx_names = seed.is_multiple_of(3);
+    w.set_mdts(p.mdts, seed).map_err(|e| e.to_string())?;
+    let mut feed = Feed::new(&journal, p.mdts, seed);
     w.preexisting(60).map_err(|e| e.to_string())?;
     let old1 = w.ns.by_path.keys().find(|p| p.ends_with("/old1")).cloned().unwrap_or_else(|| "/old1".into());
     // The snapshot before monitoring, and the replayed truth.
@@ -254,7 +266,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
     let mut last_change: HashMap<Fid, u64> = HashMap::new();
     let mut tree = DirectoryTree::new(p.lru);
     let mut rng = Rng::new(seed ^ 0xba7c);
-    let (mut out, mut min, mut read) = (0u64, 0u64, 0usize);
+    let (mut out, mut min) = (0u64, 0u64);
     for round in 0..p.rounds {
         // Filebench populates its base: each round gets a fresh one.
         let base =
@@ -268,15 +280,11 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             // Whole trees go away, those that predate monitoring included.
             w.retire_trees(3).map_err(|e| e.to_string())?;
         }
-        let text = journal_text(&journal)?;
-        let lines: Vec<&str> = text.lines().collect();
+        let round = feed.round(&w)?;
         let mut lookahead = Lookahead::new(0);
         lookahead.keep_leavings(true);
-        lookahead.push_text(&text, None);
-        let records: Vec<ChangelogRecord> =
-            lines[read..].iter().map(|l| ChangelogRecord::parse(l)).collect::<Result<_, _>>()?;
-        read = lines.len();
-        let now = w.ns.last_index.unwrap_or(0);
+        lookahead.push_text(&round.text, None);
+        let (records, now) = (round.records, round.last);
         for chunk in records.chunks(p.batch) {
             let before = files(&truth);
             let mut changed = HashSet::new();
@@ -301,7 +309,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             lookahead.next_batch(chunk[0].index);
             let mut ops = Ops::default();
             tree.begin_batch();
-            let mut r = NsResolver { ns: &w.ns, lookahead: &mut lookahead };
+            let mut r = NsResolver { ns: &w.ns, lookahead: &mut lookahead, last: now };
             for rec in &kept {
                 tree.apply(rec, &mut r, &mut ops);
             }
@@ -391,3 +399,7 @@ fn lustre_monitor_index_equals_the_file_system_with_near_minimal_operations() {
 
 #[path = "monitor_properties/gpfs.rs"]
 mod gpfs;
+
+#[path = "monitor_properties/feed.rs"]
+mod feed;
+use feed::Feed;

@@ -10,10 +10,15 @@
 //! stream and the resolver's read-ahead read as if it were one MDT's changelog. The order is
 //! the records' own times (`cr_time`, each server's clock; a time earlier than the MDT's
 //! previous record counts as that one's), then the MDT, then its index; so each MDT's records
-//! keep their order. A record is numbered once no MDT that may still hold older records
-//! (one whose last read stopped at its size limit) is behind it; an MDT read to its end holds
-//! nothing back, so records written while the MDTs are read in turn may be numbered in the
-//! order they were read. The numbering is in memory only: the checkpoint keeps, for the
+//! keep their order. The MDTs are read in rounds, one after another, while they go on
+//! logging, so a record read from one MDT may be newer than one another MDT logs just after
+//! it was read (two renames of one directory, on two MDTs, read in the wrong order, leave
+//! the records below its first name behind). So a record is numbered only once every MDT
+//! was read again after the read that returned it: whatever is older was written before
+//! that and is in hand (with the servers' clocks in step; each is its own), and none past
+//! where an MDT whose read stopped at its size limit stopped. A read makes two rounds at
+//! least, so it numbers everything logged before it began; records read in its last round
+//! wait for the next. The numbering is in memory only: the checkpoint keeps, for the
 //! sequence number it was taken at, each MDT's index and time ([`MdtPosition`]), and a
 //! restart numbers on from there (records after it were not applied, so any numbering of
 //! them will do). Clearing the sequence up to N clears each MDT up to its last record at or
@@ -24,7 +29,8 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::changelog::leading_index;
-use crate::lfs::{ChangelogText, Lfs};
+pub use crate::lfs::ChangelogText;
+use crate::lfs::Lfs;
 
 /// Where one MDT's changelog stands at a sequence number.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +41,33 @@ pub struct MdtPosition {
     pub index: u64,
     /// That record's time, nanoseconds since the epoch (the order's key).
     pub time: u64,
+}
+
+/// Where [`MergedChangelog`] reads each MDT's changelog and clears it: `lfs` ([`Lfs`], one
+/// MDT at a time), or a test's stand-in.
+pub trait ChangelogSource: Send + std::fmt::Debug {
+    /// MDT `mdt`'s records from `start` on, at most `max` lines, none past `end`.
+    fn changelog(&self, mdt: &str, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String>;
+    /// Clear MDT `mdt`'s records up to `endrec` for `user`.
+    fn clear(&self, mdt: &str, user: &str, endrec: u64) -> Result<(), String>;
+}
+
+impl ChangelogSource for Lfs {
+    fn changelog(&self, mdt: &str, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String> {
+        Lfs::changelog(self, mdt, start, end, max)
+    }
+    fn clear(&self, mdt: &str, user: &str, endrec: u64) -> Result<(), String> {
+        Lfs::clear(self, mdt, user, endrec)
+    }
+}
+
+impl<T: ChangelogSource + Sync> ChangelogSource for std::sync::Arc<T> {
+    fn changelog(&self, mdt: &str, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String> {
+        T::changelog(self, mdt, start, end, max)
+    }
+    fn clear(&self, mdt: &str, user: &str, endrec: u64) -> Result<(), String> {
+        T::clear(self, mdt, user, endrec)
+    }
 }
 
 /// A record read and not numbered yet, or numbered and not cleared.
@@ -66,7 +99,7 @@ struct Mdt {
 /// Several MDTs' changelogs as one; see the module documentation.
 #[derive(Debug)]
 pub struct MergedChangelog {
-    raw: Lfs,
+    raw: Box<dyn ChangelogSource>,
     mdts: Vec<Mdt>,
     /// Numbered records not cleared, from sequence number `first` on: (MDT, record).
     lines: VecDeque<(usize, Line)>,
@@ -96,9 +129,9 @@ pub fn time_key(line: &str) -> Option<u64> {
 }
 
 impl MergedChangelog {
-    /// The MDTs `names`, read through `raw` (an `lfs` without a merged changelog), from
+    /// The MDTs `names`, read through `raw` (an [`Lfs`] without a merged changelog), from
     /// their first retained records, numbered from 1.
-    pub fn new(raw: Lfs, names: &[String]) -> MergedChangelog {
+    pub fn new(raw: Box<dyn ChangelogSource>, names: &[String]) -> MergedChangelog {
         let mdts = names
             .iter()
             .map(|n| Mdt {
@@ -131,10 +164,13 @@ impl MergedChangelog {
         self.first = at.saturating_add(1);
     }
 
-    /// Read every MDT once more and number what may be numbered; returns whether anything
-    /// was read or numbered.
+    /// Read every MDT once more and number what may be numbered; returns whether a record
+    /// was read.
     fn round(&mut self, chunk: u64) -> Result<bool, String> {
-        let mut progressed = false;
+        // Every record older than one read before this round was written before this round
+        // began, so each MDT's read in this round has it (clocks in step).
+        let read_before = self.mdts.iter().map(|m| m.last_key).max().unwrap_or(0);
+        let mut read_new = false;
         for m in &mut self.mdts {
             let start = if m.read == 0 { 0 } else { m.read.saturating_add(1) };
             let got = self.raw.changelog(&m.name, start, None, chunk)?;
@@ -156,11 +192,13 @@ impl MergedChangelog {
                 m.last_key = time_key(line).unwrap_or(0).max(m.last_key);
                 let rest = line.find(' ').map_or("", |at| &line[at..]).to_string();
                 m.pending.push_back(Line { key: m.last_key, index: i, rest });
-                progressed = true;
+                read_new = true;
             }
         }
-        // Records at or before the oldest place an MDT with more to read stopped at.
-        let bound = self.mdts.iter().filter(|m| m.more).map(|m| m.last_key).min().unwrap_or(u64::MAX);
+        // Records read before this round, none past where an MDT with more to read stopped;
+        // after a round that read nothing, everything read.
+        let stopped = self.mdts.iter().filter(|m| m.more).map(|m| m.last_key).min().unwrap_or(u64::MAX);
+        let bound = if read_new { read_before.min(stopped) } else { stopped };
         loop {
             let next = (0..self.mdts.len())
                 .filter_map(|n| self.mdts[n].pending.front().map(|l| (l.key, n)))
@@ -169,10 +207,9 @@ impl MergedChangelog {
             let Some((_, n)) = next else { break };
             if let Some(line) = self.mdts[n].pending.pop_front() {
                 self.lines.push_back((n, line));
-                progressed = true;
             }
         }
-        Ok(progressed)
+        Ok(read_new)
     }
 
     /// Sequence numbers from `start` on (or the first kept), at most `max` records, none past
@@ -180,9 +217,18 @@ impl MergedChangelog {
     pub fn read(&mut self, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String> {
         let start = start.max(self.first);
         let max = max.max(1);
+        // Two rounds number everything written before the call (the second reads every MDT
+        // after the first read it); more rounds while an MDT holds more than a read gives.
+        let mut rounds = 0;
         loop {
             let numbered = (self.first + self.lines.len() as u64).saturating_sub(start);
-            if numbered >= max || !self.round(max)? {
+            let full = self.mdts.iter().any(|m| m.more);
+            if numbered >= max || (rounds >= 2 && !full) {
+                break;
+            }
+            let read_new = self.round(max)?;
+            rounds += 1;
+            if !read_new && !self.mdts.iter().any(|m| m.more) {
                 break;
             }
         }
@@ -199,8 +245,8 @@ impl MergedChangelog {
             text.push('\n');
             taken += 1;
         }
-        let waiting = self.mdts.iter().any(|m| m.more || !m.pending.is_empty());
-        let more = waiting || (skip as u64 + taken) < self.lines.len() as u64;
+        // Records held back (read in the last round) are not more: they came after the call.
+        let more = self.mdts.iter().any(|m| m.more) || (skip as u64 + taken) < self.lines.len() as u64;
         Ok(ChangelogText { text, more, rejected: std::mem::take(&mut self.rejected) })
     }
 
@@ -286,7 +332,7 @@ mod tests {
         std::fs::write(dir.path().join("fs0-MDT0000"), mdt0).unwrap();
         std::fs::write(dir.path().join("fs0-MDT0001"), mdt1).unwrap();
         let mdts = ["fs0-MDT0000".to_string(), "fs0-MDT0001".to_string()];
-        let mut m = MergedChangelog::new(lfs_over(dir.path()), &mdts);
+        let mut m = MergedChangelog::new(Box::new(lfs_over(dir.path())), &mdts);
         // Two records a read: MDT0 may hold older ones than MDT1's after its first two.
         let got = m.read(0, None, 2).unwrap();
         assert_eq!(names(&got.text), [(1, "a".into()), (2, "b".into())]);
@@ -321,7 +367,7 @@ mod tests {
         assert_eq!(clears.lines().last(), Some("fs0-MDT0001 cl1 9"));
         assert_eq!(clears.lines().count(), 3);
         // A restart from the checkpoint at 4 numbers what follows from 5 on, in the same order.
-        let mut again = MergedChangelog::new(lfs_over(dir.path()), &mdts);
+        let mut again = MergedChangelog::new(Box::new(lfs_over(dir.path())), &mdts);
         again.restore(4, &at4);
         let got = again.read(5, None, 10).unwrap();
         assert_eq!(names(&got.text), [(5, "f".into()), (6, "e".into()), (7, "g".into())]);
@@ -333,7 +379,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("m0"), [record(105, 1, "x"), record(106, 2, "y")].concat()).unwrap();
         std::fs::write(dir.path().join("m1"), record(3, 3, "z")).unwrap();
-        let mut m = MergedChangelog::new(lfs_over(dir.path()), &["m0".to_string(), "m1".to_string()]);
+        let mut m = MergedChangelog::new(Box::new(lfs_over(dir.path())), &["m0".to_string(), "m1".to_string()]);
         let at = vec![
             MdtPosition { mdt: "m0".into(), index: 100, time: 0 },
             MdtPosition { mdt: "m1".into(), index: 2, time: 0 },

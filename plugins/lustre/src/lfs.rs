@@ -46,8 +46,11 @@ impl Lfs {
 /// and lines that are no record's (escaped; `lfs` prints none).
 #[derive(Debug, Default)]
 pub struct ChangelogText {
+    /// The records, one a line.
     pub text: String,
+    /// The read stopped at its size limit: the changelog may go on.
     pub more: bool,
+    /// Lines that are no record's.
     pub rejected: Vec<String>,
 }
 

@@ -47,7 +47,7 @@ impl Monitor for LustreSource {
         });
         let mut lfs = Lfs::new(cfg.lfs.clone());
         if !cfg.mdts.is_empty() {
-            let merged = crate::dne::MergedChangelog::new(lfs.clone(), &cfg.mdts);
+            let merged = crate::dne::MergedChangelog::new(Box::new(lfs.clone()), &cfg.mdts);
             lfs.merged = Some(Arc::new(std::sync::Mutex::new(merged)));
         }
         Ok(TreeState {

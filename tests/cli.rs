@@ -86,6 +86,8 @@ fn unknown_enum_values_list_the_known_ones_with_key_and_file() {
         ("gap.toml", "[sources.m]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nmount = \"/mnt\"\nstate_dir = \"s\"\non_gap = \"ignore\"\n", "sources.m.on_gap", "unknown variant: found `ignore`, expected `warn` or `fail`"),
         ("gpfs.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nstart = \"newest\"\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.start", "unknown variant: found `newest`, expected `earliest` or `latest`"),
         ("pairs.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\npair_batches = 0\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.pair_batches", "must be at least 1"),
+        ("nomdt.toml", "[sources.m]\ntype = \"lustre\"\nmount = \"/mnt\"\nfsname = \"fs0\"\nstate_dir = \"s\"\n", "sources.m.mdt", "or `mdts`"),
+        ("mdts.toml", "[sources.m]\ntype = \"lustre\"\nmdts = [\"fs0-MDT0000\", \"\"]\nmount = \"/mnt\"\nfsname = \"fs0\"\nstate_dir = \"s\"\n", "sources.m.mdts", "name each MDT"),
         ("unseeded.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.seed_index", "or `unseeded = true`"),
         ("both.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nseed_index = \"snap\"\nunseeded = true\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.unseeded", "not both"),
     ];

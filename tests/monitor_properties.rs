@@ -199,6 +199,8 @@ fn minimal(before: &HashMap<String, Fid>, after: &HashMap<String, Fid>, changed:
 /// `fid2path`, walks and lstat from the stand-in's namespace as it is now.
 struct NsResolver<'a> {
     ns: &'a Namespace,
+    /// Striped directories' shards → the directory (`lfs fid2path` of a shard).
+    shards: &'a HashMap<Fid, Fid>,
     lookahead: &'a mut Lookahead,
     /// The last record read (the read-ahead's end).
     last: u64,
@@ -206,9 +208,10 @@ struct NsResolver<'a> {
 
 impl Resolver for NsResolver<'_> {
     fn fid2path(&mut self, fid: &Fid) -> Option<String> {
-        self.ns.path(fid).map(str::to_string)
+        self.fid2path_all(fid).into_iter().next()
     }
     fn fid2path_all(&mut self, fid: &Fid) -> Vec<String> {
+        let fid = self.shards.get(fid).unwrap_or(fid);
         self.ns.by_fid.get(fid).map(|o| o.paths.clone()).unwrap_or_default()
     }
     fn is_dir(&mut self, path: &str) -> bool {
@@ -257,6 +260,10 @@ fn lustre_case(seed: u64) -> Result<String, String> {
     // starts where the stand-in puts it (anywhere up to 2^36).
     w.fsx_names = seed.is_multiple_of(3);
     w.set_mdts(p.mdts, seed).map_err(|e| e.to_string())?;
+    // Entries of striped directories name the directory's shard up to Lustre 2.15 (half the
+    // live seeds), the directory from 2.16. A monitor that starts behind cannot place a
+    // shard whose directory was removed before it caught up (docs/lustre-monitor.md).
+    w.set_shard_pfid(p.live && seed.is_multiple_of(2));
     let mut feed = Feed::new(&journal, p.mdts, seed);
     w.preexisting(60).map_err(|e| e.to_string())?;
     let old1 = w.ns.by_path.keys().find(|p| p.ends_with("/old1")).cloned().unwrap_or_else(|| "/old1".into());
@@ -265,6 +272,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
     let mut index: Index = files(&truth).into_iter().map(|(p, f)| (p, (f, 0))).collect();
     let mut last_change: HashMap<Fid, u64> = HashMap::new();
     let mut tree = DirectoryTree::new(p.lru);
+    tree.striped = p.mdts > 1;
     let mut rng = Rng::new(seed ^ 0xba7c);
     let (mut out, mut min) = (0u64, 0u64);
     for round in 0..p.rounds {
@@ -285,11 +293,17 @@ fn lustre_case(seed: u64) -> Result<String, String> {
         lookahead.keep_leavings(true);
         lookahead.push_text(&round.text, None);
         let (records, now) = (round.records, round.last);
+        let shards = icicle_testkit::lustre::shards(&journal);
         for chunk in records.chunks(p.batch) {
             let before = files(&truth);
             let mut changed = HashSet::new();
             for r in chunk {
-                truth.apply(r);
+                // The truth's namespace knows directories, not their shards.
+                let mut master = r.clone();
+                for p in [&mut master.parent, &mut master.source_parent].into_iter().flatten() {
+                    *p = shards.get(p).copied().unwrap_or(*p);
+                }
+                truth.apply(&master);
                 for f in touched(r, true) {
                     changed.insert(f);
                     last_change.insert(f, r.index);
@@ -309,7 +323,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
             lookahead.next_batch(chunk[0].index);
             let mut ops = Ops::default();
             tree.begin_batch();
-            let mut r = NsResolver { ns: &w.ns, lookahead: &mut lookahead, last: now };
+            let mut r = NsResolver { ns: &w.ns, shards: &shards, lookahead: &mut lookahead, last: now };
             for rec in &kept {
                 tree.apply(rec, &mut r, &mut ops);
             }
@@ -326,6 +340,11 @@ fn lustre_case(seed: u64) -> Result<String, String> {
                     if !needed && (*op == PathOp::Delete || now_files.contains_key(path)) {
                         eprintln!("batch {}..{}: unneeded {op:?} {path}", chunk[0].index, chunk[chunk.len() - 1].index);
                     }
+                }
+            }
+            if let Ok(pat) = std::env::var("ICICLE_PROPERTY_OPS") {
+                for (path, op) in ops.iter().filter(|(p, _)| p.contains(&pat)) {
+                    eprintln!("batch {}..{}: {op:?} {path}", chunk[0].index, chunk[chunk.len() - 1].index);
                 }
             }
             for (path, op) in ops {
@@ -349,6 +368,7 @@ fn lustre_case(seed: u64) -> Result<String, String> {
                 let last = chunk[chunk.len() - 1].index;
                 let cp = serde_json::to_string(&tree.checkpoint(last)).map_err(|e| e.to_string())?;
                 tree = DirectoryTree::restore(serde_json::from_str(&cp).map_err(|e| e.to_string())?, p.lru);
+                tree.striped = p.mdts > 1;
             }
         }
     }
@@ -359,7 +379,8 @@ fn lustre_case(seed: u64) -> Result<String, String> {
     if out as f64 > RATIO_BOUND * min as f64 {
         return Err(format!("{what}: {out} operations out, minimal {min} (bound {RATIO_BOUND}x)"));
     }
-    Ok(format!("lustre seed {seed}: {what}: {out} operations / {min} minimal, {calls} fid2path calls"))
+    let shards = tree.counts.shards;
+    Ok(format!("lustre seed {seed}: {what}: {out} operations / {min} minimal, {calls} fid2path calls, {shards} shards"))
 }
 
 /// The index equals the file system (same paths, same objects) and no name is older than its

@@ -21,7 +21,7 @@ mod dne;
 mod fake_lfs;
 mod trees;
 
-pub use dne::{journal_of_device, logged_on, mdt_journal, mdt_of, MdtJournals};
+pub use dne::{journal_of_device, logged_on, mdt_journal, mdt_of, shards, MdtJournals};
 
 pub use fake_lfs::{fake_lfs, layout_of, project_of, purge, OSTS};
 
@@ -158,31 +158,6 @@ impl Workload {
         })
     }
 
-    /// Spread the namespace over `mdts` MDTs (DNE), each with a changelog of its own next to
-    /// the journal (`<journal>.mdtN`): half of the new directories, and of those that predate
-    /// monitoring, go to a random MDT (`lfs mkdir -i N`), the rest to their parent's.
-    pub fn set_mdts(&mut self, mdts: u32, seed: u64) -> std::io::Result<()> {
-        if mdts > 1 {
-            self.mdts = Some(MdtJournals::open(&self.journal_path, mdts, seed)?);
-        }
-        Ok(())
-    }
-
-    /// The MDT a new directory under `parent` goes to.
-    fn directory_mdt(&mut self, parent: &Fid) -> u32 {
-        match self.mdts.as_ref().map(MdtJournals::count) {
-            Some(n) if self.rng.below(2) == 0 => self.rng.below(u64::from(n)) as u32,
-            Some(n) => mdt_of(parent, n),
-            None => 0,
-        }
-    }
-
-    /// A new FID on the MDT of `parent` (files live on their directory's MDT).
-    fn mint_beside(&mut self, parent: &Fid) -> Fid {
-        let mdt = self.mdts.as_ref().map_or(0, |m| mdt_of(parent, m.count()));
-        self.mint_on(mdt)
-    }
-
     /// Number the records from `index` on (only before the first record); the changelog user
     /// registered just before.
     pub fn start_at(&mut self, index: u64) -> std::io::Result<()> {
@@ -287,7 +262,7 @@ impl Workload {
                 fs::create_dir_all(self.real(&path))?;
             }
             let pf = self.fid(&parent);
-            let mdt = self.directory_mdt(&pf);
+            let mdt = self.directory_mdt(&pf, &path);
             let fid = self.mint_on(mdt);
             self.ns.add(fid, path.clone(), true);
             lines.push_str(&format!("{fid}\t{path}\td\n"));
@@ -301,7 +276,7 @@ impl Workload {
                 fs::write(self.real(&path), vec![b'x'; n])?;
             }
             let pf = self.fid(&parent);
-            let fid = self.mint_beside(&pf);
+            let fid = self.mint_in(&pf, &path);
             self.ns.add(fid, path.clone(), false);
             lines.push_str(&format!("{fid}\t{path}\tf\n"));
             if i % 9 == 4 {
@@ -328,7 +303,7 @@ impl Workload {
             fs::write(self.real(path), vec![b'd'; bytes])?;
         }
         let pf = self.fid(&parent);
-        let fid = self.mint_beside(&pf);
+        let fid = self.mint_in(&pf, &name);
         self.record("CREAT", 0, fid, Some(pf), Some(&name), None, None)?;
         self.record("OPEN", 0x24a, fid, Some(pf), None, None, Some("-w-"))?;
         self.record("CLOSE", 0x242, fid, None, None, None, None)
@@ -362,8 +337,7 @@ impl Workload {
             fs::create_dir(self.real(path))?;
         }
         let pf = self.fid(&parent);
-        let mdt = self.directory_mdt(&pf);
-        let fid = self.mint_on(mdt);
+        let fid = self.new_directory(&pf, &name)?;
         self.record("MKDIR", 0, fid, Some(pf), Some(&name), None, None)
     }
 
@@ -449,7 +423,7 @@ impl Workload {
             std::os::unix::fs::symlink(target, self.real(new))?;
         }
         let pf = self.fid(&p);
-        let fid = self.mint_beside(&pf);
+        let fid = self.mint_in(&pf, &name);
         self.record("SLINK", 0, fid, Some(pf), Some(&name), None, None)
     }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use icicle_plugins_lustre::changelog::{leading_index, ChangelogRecord};
 use icicle_plugins_lustre::dne::{ChangelogSource, ChangelogText, MergedChangelog};
 use icicle_testkit::gen::Rng;
-use icicle_testkit::lustre::{logged_on, mdt_journal, Workload};
+use icicle_testkit::lustre::{mdt_journal, Workload};
 
 /// Each MDT's changelog as written so far, shown up to a frontier in the order the records
 /// were written that moves on by a few records at every read: a record written on one MDT
@@ -18,10 +18,13 @@ pub struct Frontier {
     state: Mutex<FrontierState>,
 }
 
+/// A record of one MDT's changelog: its position in the order written, its index, its line.
+type Written = (u64, u64, String);
+
 #[derive(Debug)]
 struct FrontierState {
-    /// Per MDT: (position in the order written, index, line).
-    mdts: Vec<(String, Vec<(u64, u64, String)>)>,
+    /// Per MDT: its records.
+    mdts: Vec<(String, Vec<Written>)>,
     shown: u64,
     written: u64,
     rng: Rng,
@@ -40,7 +43,7 @@ impl ChangelogSource for Frontier {
         s.shown = (s.shown + step).min(s.written);
         let shown = s.shown;
         let lines = &s.mdts.iter().find(|(n, _)| n == mdt).ok_or(format!("no MDT {mdt}"))?.1;
-        let visible: Vec<&(u64, u64, String)> = lines.iter().filter(|(at, i, _)| *at < shown && *i >= start).collect();
+        let visible: Vec<&Written> = lines.iter().filter(|(at, i, _)| *at < shown && *i >= start).collect();
         let text: String = visible.iter().take(max as usize).map(|(_, _, l)| format!("{l}\n")).collect();
         Ok(ChangelogText { text, more: visible.len() as u64 > max, rejected: Vec::new() })
     }
@@ -130,14 +133,15 @@ impl Feed {
 }
 
 /// Each MDT's changelog lines with their place in the order the workload wrote them (the
-/// journal's), by the stand-in's rule for which MDT logs a record.
-fn written_by_mdt(journal: &Path, w: &Workload) -> Result<Vec<Vec<(u64, u64, String)>>, String> {
-    let mdts = w.mdts.as_ref().map_or(1, |m| m.count());
+/// journal's), by the stand-in's rule for which MDT logs a record (striped directories' shards
+/// included).
+fn written_by_mdt(journal: &Path, w: &Workload) -> Result<Vec<Vec<Written>>, String> {
+    let m = w.mdts.as_ref().ok_or("one MDT")?;
     let all = std::fs::read_to_string(journal).map_err(|e| e.to_string())?;
-    let mut order: Vec<Vec<u64>> = vec![Vec::new(); mdts as usize];
+    let mut order: Vec<Vec<u64>> = vec![Vec::new(); m.count() as usize];
     for (at, line) in all.lines().enumerate() {
         let rec = ChangelogRecord::parse(line)?;
-        order[logged_on(&rec, mdts) as usize].push(at as u64);
+        order[m.logged_on(&rec) as usize].push(at as u64);
     }
     let mut out = Vec::new();
     for (n, at) in order.into_iter().enumerate() {

@@ -353,6 +353,7 @@ impl ChangeState for TreeState {
         }
         self.lookahead = Lookahead::new(cleared.unwrap_or(0));
         self.tree.dir_attributes = self.posix;
+        self.tree.striped = self.cfg.mdts.len() > 1;
         // A kill between delivery and checkpoint: the first batch reads those records again
         // (from the same cleared index, as many), and must not cancel a create the index may
         // hold already against its unlink (the tree's own cancellation knows those paths).

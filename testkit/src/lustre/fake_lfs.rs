@@ -13,8 +13,9 @@
 //!   the retained start prints nothing;
 //! - records are printed as bytes: a name that is not UTF-8, or holds a newline, reaches the
 //!   reader as it is (the journal holds one record a line, names escaped);
-//! - `fid2path` prints one line per hard link, relative to the root without a leading slash
-//!   when given an fsname, `<mount>/<path>` when given the mount;
+//! - `fid2path` prints one line per hard link (for a striped directory's shard, the
+//!   directory's), relative to the root without a leading slash when given an fsname,
+//!   `<mount>/<path>` when given the mount;
 //! - `getstripe -v PATH...` prints each file's name, then its layout as
 //!   `llapi_lov_dump_user_lmm` does (lustre-release `lustre/utils/liblustreapi.c`: `lmm_fid`,
 //!   `lmm_pool` when the layout has one, the `obdidx` table, a blank line); a file that is
@@ -132,6 +133,8 @@ fn changelog_clear(journal: &Path, user: &str, endrec: &str) -> (i32, Vec<u8>, S
 fn fid2path(journal: &Path, mount: Option<&Path>, root: &OsStr, fid: &str) -> (i32, Vec<u8>, String) {
     let Ok(f) = Fid::parse(fid) else { return (22, Vec::new(), format!("lfs fid2path: invalid FID '{fid}'\n")) };
     let ns = Namespace::load(&side(journal, ".baseline"), journal).unwrap_or_default();
+    // A striped directory's shard: the directory's path (`mdt_path_current`).
+    let f = super::shards(journal).get(&f).copied().unwrap_or(f);
     let paths = ns.by_fid.get(&f).map(|o| o.paths.clone()).unwrap_or_default();
     if paths.is_empty() {
         return (2, Vec::new(), format!("lfs fid2path: cannot find '{fid}': No such file or directory\n"));

@@ -122,6 +122,8 @@ pub struct TreeCounts {
     /// Objects `fid2path` no longer found, placed by a record still to come that takes
     /// their name (a directory removed or renamed after the record being applied).
     pub placed_by_later_records: u64,
+    /// Striped directories' shards found (an entry's parent that is a shard).
+    pub shards: u64,
     /// Directory renames the log had no room for (deletes below them may leave phantoms).
     pub rename_log_full: u64,
 }
@@ -175,6 +177,12 @@ pub struct DirectoryTree {
     /// Paths of directories computed since the last change that can move a directory
     /// (directory rename, removal, overwrite): siblings share their parent's walk.
     dir_paths: std::collections::HashMap<Fid, Arc<str>, foldhash::fast::RandomState>,
+    /// Shards of striped directories (Lustre up to 2.15 names a shard as an entry's parent),
+    /// each with its directory: found when a shard is resolved, kept (few; not evicted).
+    aliases: std::collections::HashMap<Fid, Fid, foldhash::fast::RandomState>,
+    /// Directories renamed into a parent no record places, kept at their old paths (not
+    /// evicted: nothing could find them again).
+    stranded: std::collections::HashMap<Fid, Arc<str>, foldhash::fast::RandomState>,
     /// Whether entries can be evicted (recency is tracked only then).
     bounded: bool,
     /// The other names of files with several hard links (the node holds one): from HLINK
@@ -183,6 +191,9 @@ pub struct DirectoryTree {
     /// A directory's attribute change is an update of its path (visibility follows
     /// directory permissions: what is below it is judged again at emit).
     pub dir_attributes: bool,
+    /// The file system has several MDTs, so directories may be striped: a directory resolved
+    /// with `fid2path` is checked for being a shard (one `path2fid` more).
+    pub striped: bool,
 }
 
 /// The FID directory tree as the Lustre monitor's [`StateStore`].
@@ -346,6 +357,12 @@ pub struct Checkpoint {
     /// Hashes of the paths sent and not deleted since (absent in older checkpoints).
     #[serde(default)]
     sent: Option<Vec<u64>>,
+    /// Striped directories' shards and their directories.
+    #[serde(default)]
+    aliases: Vec<(String, String)>,
+    /// Directories renamed into a parent no record places, at their old paths.
+    #[serde(default)]
+    stranded: Vec<(String, String)>,
     /// With several MDTs read as one sequence, where each MDT stood at `index`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mdts: Option<Vec<crate::dne::MdtPosition>>,
@@ -380,9 +397,12 @@ impl DirectoryTree {
             sent: HashSet::default(),
             sent_known: true,
             dir_paths: Default::default(),
+            aliases: Default::default(),
+            stranded: Default::default(),
             bounded: cap != 0,
             links: Default::default(),
             dir_attributes: false,
+            striped: false,
             fresh_sent: Vec::new(),
             replayed: Default::default(),
         }
@@ -455,6 +475,8 @@ impl DirectoryTree {
             walked,
             links,
             sent: self.sent_known.then_some(sent),
+            aliases: self.aliases.iter().map(|(s, d)| (s.to_string(), d.to_string())).collect(),
+            stranded: self.stranded.iter().map(|(f, p)| (f.to_string(), p.to_string())).collect(),
             mdts: None,
         }
     }
@@ -478,6 +500,8 @@ impl DirectoryTree {
             Some(sent) => t.sent = sent.into_iter().collect(),
             None => t.sent_known = t.renames.is_empty(),
         }
+        t.aliases = cp.aliases.iter().filter_map(|(s, d)| Some((Fid::parse(s).ok()?, Fid::parse(d).ok()?))).collect();
+        t.stranded = cp.stranded.into_iter().filter_map(|(f, p)| Some((Fid::parse(&f).ok()?, Arc::from(p)))).collect();
         t
     }
 

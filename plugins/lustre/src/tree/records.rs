@@ -62,6 +62,7 @@ impl DirectoryTree {
         if rec.flags & CLF_LAST != 0 || was_dir {
             self.nodes.pop(&rec.target);
             self.links.remove(&rec.target);
+            self.stranded.remove(&rec.target);
         } else {
             self.remove_name(rec.target, rec.parent, name, path.as_deref());
         }
@@ -104,9 +105,31 @@ impl DirectoryTree {
         let Some(new) = new else {
             tracing::debug!(message = "rename target unresolved", index = rec.index, parent = ?rec.parent);
             self.counts.unresolved += 1;
+            // A parent no record places (a gone striped directory's shard, which only the
+            // records of its entries name up to Lustre 2.15): a file's old name is gone all
+            // the same, and the file is resolved again if a later record names it. A
+            // directory stays at its old path (not under its old parent, which may go): what
+            // later records remove below it is deleted under the names the index holds, and
+            // what they update there is not found at emit.
+            if self.is_dir(src, r) {
+                if let Some(old) = old {
+                    self.forget_dir_paths();
+                    let old: Arc<str> = Arc::from(old);
+                    self.stranded.insert(src, old.clone());
+                    self.insert(src, Node { place: Place::Anchored(old), is_dir: true, named_at });
+                }
+            } else {
+                let since = self.named_at(src, Some(sp), rec.source_name.as_deref(), old.as_deref());
+                if let Some(old) = old {
+                    self.delete(rec.index, old, since, ops);
+                }
+                self.links.remove(&src);
+                self.nodes.pop(&src);
+            }
             return;
         };
         let is_dir = self.is_dir(src, r);
+        self.stranded.remove(&src);
         let unseen_file = !is_dir && self.nodes.peek(&src).is_none();
         let since = self.named_at(src, Some(sp), rec.source_name.as_deref(), old.as_deref());
         if is_dir {
@@ -197,6 +220,11 @@ impl DirectoryTree {
         for (f, p) in moved {
             if let Some(n) = self.nodes.peek_mut(&f) {
                 n.place = Place::Anchored(p);
+            }
+        }
+        for p in self.stranded.values_mut() {
+            if let Some(rest) = under(p, old) {
+                *p = Arc::from(format!("{new}{rest}"));
             }
         }
         for places in self.links.values_mut() {

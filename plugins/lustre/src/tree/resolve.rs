@@ -270,8 +270,10 @@ impl DirectoryTree {
     /// (a parent is a directory).
     pub(super) fn walk_path(&mut self, fid: Fid, is_dir: Option<bool>, r: &mut dyn Resolver) -> Option<String> {
         let mut parts: Vec<Arc<str>> = Vec::new();
+        let fid = self.unalias(fid);
         let mut cur = fid;
         for _ in 0..4096 {
+            cur = self.unalias(cur);
             if cur == Fid::ROOT {
                 return Some(join("", &parts));
             }
@@ -287,9 +289,11 @@ impl DirectoryTree {
             });
             let step = match step {
                 Some(s) => s,
+                None if self.stranded.contains_key(&cur) => Err(self.stranded[&cur].clone()),
                 None if cur == fid => self.resolve_self(cur, is_dir, r)?,
                 // An ancestor: a directory.
                 None => match self.head(cur, r) {
+                    Some(head) if self.shard_of(cur, &head, r) => continue,
                     Some(head) => {
                         let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
                         self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir: true, named_at: 0 });
@@ -331,6 +335,10 @@ impl DirectoryTree {
             Some(d) => d,
             None => self.kind_now(cur, &mut head, r),
         };
+        if is_dir && self.shard_of(cur, &head, r) {
+            let dir = self.unalias(cur);
+            return self.walk_path(dir, Some(true), r).map(|p| Err(Arc::from(p)));
+        }
         let p: Arc<str> = Arc::from(self.rewind(head, self.current, r));
         self.insert(cur, Node { place: Place::Anchored(p.clone()), is_dir, named_at: 0 });
         if !is_dir {
@@ -354,6 +362,27 @@ impl DirectoryTree {
         Some(Err(p))
     }
 
+    /// The striped directory `fid` is a shard of, or `fid`.
+    fn unalias(&self, fid: Fid) -> Fid {
+        self.aliases.get(&fid).copied().unwrap_or(fid)
+    }
+
+    /// Whether directory `fid`, found at `head` now, is a shard of a striped directory: the
+    /// object at its path is another, which `fid2path` finds there too (`lfs fid2path` of a
+    /// shard prints its directory's path: lustre-release `mdt_path_current`). Remembered.
+    fn shard_of(&mut self, fid: Fid, head: &str, r: &mut dyn Resolver) -> bool {
+        if !self.striped {
+            return false;
+        }
+        let Some(dir) = r.path2fid(head).filter(|d| *d != fid && !d.is_zero()) else { return false };
+        if r.fid2path(&dir).as_deref() != Some(head) {
+            return false;
+        }
+        self.aliases.insert(fid, dir);
+        self.counts.shards += 1;
+        true
+    }
+
     /// Directory `fid`, which `fid2path` no longer finds (removed since this record), placed
     /// by the first record still to come that takes its name, and remembered so.
     fn place_later(&mut self, fid: Fid, r: &mut dyn Resolver) -> Option<(Fid, Arc<str>)> {
@@ -373,7 +402,7 @@ impl DirectoryTree {
         name: Option<&str>,
         r: &mut dyn Resolver,
     ) -> Option<String> {
-        let parent = parent?;
+        let parent = self.unalias(parent?);
         let p = match self.dir_paths.get(&parent) {
             Some(p) => {
                 if self.bounded {

@@ -8,6 +8,10 @@
 //! minimal turns the file system at one batch's end into the next (an operation counts as
 //! done once its first event is in a batch). GPFS states started without a seed index are
 //! bounded on updates only, plus one per object from before monitoring that events touch.
+//! Lustre seeds run a third over one MDT, a third over 2 and a third over 4 MDTs of one
+//! namespace (DNE: each MDT's changelog read through the monitor's merge while the workload
+//! goes on, `feed.rs`; striped directories, their shards as parents in half the live seeds);
+//! `ICICLE_PROPERTY_MDTS=N` runs every seed over N.
 //! Seeded, unbounded GPFS states read three seeds in five from 2, 4 or 8 partitions (events
 //! keyed by inode, fetched from random partitions in random amounts), exact all the same and
 //! within 1.3 x what a reader of one partition needs when batches hold ten events or more a

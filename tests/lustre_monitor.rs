@@ -131,8 +131,11 @@ fn a_monitor_killed_at_random_points_loses_nothing() {
     let mut x = Rng::new(seed ^ 1);
     let kills = test_kills();
     for _ in 0..kills {
-        run_monitor_then_kill(&cfg, &mut x, 20, 250);
+        // Long enough for a run to deliver and clear batches before its kill (a debug
+        // build's first batch through the fake lfs takes about a second).
+        run_monitor_then_kill(&cfg, &mut x, 300, 2700);
     }
+    assert!(tmp.path().join("state/fs0-MDT0000.checkpoint.json").exists(), "no killed run delivered a batch");
     drain_and_check(tmp.path(), &cfg, &root, &journal, &out, index, &format!("after {kills} kills"));
 }
 
@@ -192,10 +195,11 @@ fn a_monitor_killed_while_the_workload_runs_loses_nothing() {
     let mut x = Rng::new(seed ^ 7);
     let mut kills = 0;
     while !workload.is_finished() || kills < test_kills() {
-        run_monitor_then_kill(&cfg, &mut x, 20, 200);
+        run_monitor_then_kill(&cfg, &mut x, 300, 2700);
         kills += 1;
     }
     workload.join().unwrap();
+    assert!(tmp.path().join("state/fs0-MDT0000.checkpoint.json").exists(), "no killed run delivered a batch");
     drain_and_check(
         tmp.path(),
         &cfg,

@@ -33,7 +33,7 @@ fn dne_ground_truth(mdts: u32, seed: u64) {
     w.set_mdts(mdts, seed).unwrap();
     w.preexisting(60).unwrap();
     drop(w);
-    let mut index = walk_snapshot(tmp.path(), &root, "before");
+    let index = walk_snapshot(tmp.path(), &root, "before");
     let mut w = Workload::open(&root, &journal, seed).unwrap();
     w.set_mdts(mdts, seed).unwrap();
     w.run(Kind::Mixed, 300, "/work").unwrap();
@@ -41,17 +41,7 @@ fn dne_ground_truth(mdts: u32, seed: u64) {
     drop(w);
     let out = tmp.path().join("monitor-out");
     let cfg = dne_config(tmp.path(), &root, &journal, &out, mdts, 40);
-    let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
-    assert_eq!(code, 0, "seed {seed}: {err}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    apply(&mut index, &out);
-    let fresh = walk_snapshot(tmp.path(), &root, "after");
-    let (missing, extra, differ) = compare(&index, &fresh);
-    assert!(
-        missing.is_empty() && extra.is_empty() && differ.is_empty(),
-        "seed {seed}, {mdts} MDTs: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {report}"
-    );
-    assert_mdts_cleared(&journal, mdts, seed);
+    drain_to_ground_truth(tmp.path(), &cfg, (&root, &journal, &out), index, mdts, &format!("seed {seed}, {mdts} MDTs"));
 }
 
 #[test]
@@ -73,7 +63,7 @@ fn a_dne_monitor_killed_while_the_workload_runs_loses_nothing() {
     w.set_mdts(2, seed).unwrap();
     w.preexisting(40).unwrap();
     drop(w);
-    let mut index = walk_snapshot(tmp.path(), &root, "before");
+    let index = walk_snapshot(tmp.path(), &root, "before");
     let out = tmp.path().join("monitor-out");
     let cfg = dne_config(tmp.path(), &root, &journal, &out, 2, 15);
     let (r2, j2) = (root.clone(), journal.clone());
@@ -98,25 +88,34 @@ fn a_dne_monitor_killed_while_the_workload_runs_loses_nothing() {
     workload.join().unwrap();
     let checkpoint = tmp.path().join("state/fs0-MDTs.checkpoint.json");
     assert!(checkpoint.exists(), "seed {seed}: no killed run delivered a batch");
+    let what = format!("seed {seed}, after {kills} kills");
+    drain_to_ground_truth(tmp.path(), &cfg, (&root, &journal, &out), index, 2, &what);
+}
+
+/// Drain with one more run, then: the snapshot `index` plus everything delivered equals a
+/// fresh walk of `root`, and each of the `mdts` changelogs was cleared to its end.
+fn drain_to_ground_truth(
+    tmp: &Path,
+    cfg: &Path,
+    (root, journal, out): (&Path, &Path, &Path),
+    mut index: BTreeMap<String, Value>,
+    mdts: u32,
+    what: &str,
+) {
     let (code, stdout, err) = icicle(&["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()], &[]);
-    assert_eq!(code, 0, "seed {seed}: {err}");
-    apply(&mut index, &out);
-    let fresh = walk_snapshot(tmp.path(), &root, "after");
+    assert_eq!(code, 0, "{what}: {err}");
+    apply(&mut index, out);
+    let fresh = walk_snapshot(tmp, root, "after");
     let (missing, extra, differ) = compare(&index, &fresh);
     assert!(
         missing.is_empty() && extra.is_empty() && differ.is_empty(),
-        "seed {seed}, after {kills} kills: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {stdout}"
+        "{what}: missing {missing:?}\nextra {extra:?}\ndiffer {differ:?}\nreport {stdout}"
     );
-    assert_mdts_cleared(&journal, 2, seed);
-}
-
-/// Each MDT's changelog was read and cleared to its end.
-fn assert_mdts_cleared(journal: &Path, mdts: u32, seed: u64) {
     for n in 0..mdts {
         let mdt_journal = icicle_testkit::lustre::mdt_journal(journal, n);
         let users = std::fs::read_to_string(icicle_testkit::lustre::side(&mdt_journal, ".users")).unwrap();
         if let Some(last) = journal_indexes(&mdt_journal).last() {
-            assert_eq!(users.trim(), format!("cl1 {last}"), "seed {seed}, MDT {n}");
+            assert_eq!(users.trim(), format!("cl1 {last}"), "{what}: MDT {n}");
         }
     }
 }

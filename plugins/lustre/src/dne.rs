@@ -16,9 +16,9 @@
 //! the records below its first name behind). So a record is numbered only once every MDT
 //! was read again after the read that returned it: whatever is older was written before
 //! that and is in hand (with the servers' clocks in step; each is its own), and none past
-//! where an MDT whose read stopped at its size limit stopped. A read makes two rounds at
-//! least, so it numbers everything logged before it began; records read in its last round
-//! wait for the next. The numbering is in memory only: the checkpoint keeps, for the
+//! where an MDT whose read stopped at its size limit stopped. A read whose first round finds
+//! records reads every MDT once more, so it numbers everything logged before it began;
+//! records read in its last round wait for the next read. The numbering is in memory only: the checkpoint keeps, for the
 //! sequence number it was taken at, each MDT's index and time ([`MdtPosition`]), and a
 //! restart numbers on from there (records after it were not applied, so any numbering of
 //! them will do). Clearing the sequence up to N clears each MDT up to its last record at or

@@ -244,24 +244,7 @@ mod tests {
     }
 
     fn rec(kind: RecordType, target: Fid, parent: Option<Fid>) -> ChangelogRecord {
-        ChangelogRecord {
-            index: 1,
-            kind,
-            time: "02:46:59.747440330 2026.12.07".into(),
-            flags: 0,
-            target,
-            jobid: None,
-            extra_flags: None,
-            uid_gid: None,
-            nid: None,
-            open_mode: None,
-            xattr: None,
-            parent,
-            name: None,
-            source: None,
-            source_parent: None,
-            source_name: None,
-        }
+        ChangelogRecord { kind, target, parent, ..ChangelogRecord::empty() }
     }
 
     #[test]

@@ -27,6 +27,8 @@ static UNPUBLISHABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 pub struct TreeState {
     pub cfg: Arc<LustreConfig>,
     pub lfs: Lfs,
+    /// With `mdts`: the merged changelog `lfs` reads (its positions go in the checkpoint).
+    pub dne: Option<Arc<std::sync::Mutex<crate::dne::MergedChangelog>>>,
     pub tree: DirectoryTree,
     pub lookahead: Lookahead,
     /// FSMonitor-style resolution's cache (`resolution` other than `tree`).
@@ -333,7 +335,7 @@ impl ChangeState for TreeState {
             }
         });
         let cleared = parsed.as_ref().map(|cp| cp.index);
-        if let Some(merged) = &self.lfs.merged {
+        if let Some(merged) = &self.dne {
             let mut merged = merged.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match parsed.as_ref().map(|cp| (cp.index, cp.mdts.as_deref())) {
                 Some((at, Some(positions))) => merged.restore(at, positions),
@@ -378,7 +380,7 @@ impl ChangeState for TreeState {
 
     fn checkpoint(&self, at: &u64) -> Result<Vec<u8>, IcicleError> {
         let mut cp = self.tree.checkpoint(*at);
-        if let Some(merged) = &self.lfs.merged {
+        if let Some(merged) = &self.dne {
             cp.mdts = Some(merged.lock().unwrap_or_else(std::sync::PoisonError::into_inner).positions(*at));
         }
         serde_json::to_vec(&cp).map_err(|e| IcicleError::Internal(format!("encoding the checkpoint: {e}")))

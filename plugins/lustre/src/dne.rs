@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::changelog::leading_index;
 pub use crate::lfs::ChangelogText;
-use crate::lfs::Lfs;
+use crate::lfs::{Lfs, SharedChangelog};
 
 /// Where one MDT's changelog stands at a sequence number.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,6 +284,18 @@ impl MergedChangelog {
     /// Records purged before they were read since the last call: (MDT, first, last).
     pub fn take_lost(&mut self) -> Vec<(String, u64, u64)> {
         std::mem::take(&mut self.lost)
+    }
+}
+
+impl SharedChangelog for MergedChangelog {
+    fn read(&mut self, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String> {
+        MergedChangelog::read(self, start, end, max)
+    }
+    fn clear(&mut self, user: &str, to: u64) -> Result<(), String> {
+        MergedChangelog::clear(self, user, to)
+    }
+    fn take_lost(&mut self) -> Vec<(String, u64, u64)> {
+        MergedChangelog::take_lost(self)
     }
 }
 

@@ -24,9 +24,19 @@ use crate::lfs_records::{read_records, Checks, Records, CHECKS_PER_READ};
 pub struct Lfs {
     /// The command and any leading arguments (`["lfs"]`, `["sudo", "lfs"]`).
     pub cmd: Vec<String>,
-    /// Several MDTs of one namespace read as one changelog ([`crate::dne`]): `changelog` and
+    /// Several MDTs of one namespace read as one changelog (`crate::dne`): `changelog` and
     /// `clear` then read and clear its sequence, whatever MDT they are given.
-    pub merged: Option<std::sync::Arc<std::sync::Mutex<crate::dne::MergedChangelog>>>,
+    pub merged: Option<std::sync::Arc<std::sync::Mutex<dyn SharedChangelog>>>,
+}
+
+/// One changelog made of several, read and cleared in place of one MDT's.
+pub trait SharedChangelog: Send + std::fmt::Debug {
+    /// Records from `start` on, at most `max` lines, none past `end`, numbered in one sequence.
+    fn read(&mut self, start: u64, end: Option<u64>, max: u64) -> Result<ChangelogText, String>;
+    /// Clear the sequence up to `to` for `user`.
+    fn clear(&mut self, user: &str, to: u64) -> Result<(), String>;
+    /// Records purged before they were read since the last call: (MDT, first, last).
+    fn take_lost(&mut self) -> Vec<(String, u64, u64)>;
 }
 
 impl Lfs {
@@ -35,7 +45,7 @@ impl Lfs {
         Lfs { cmd, merged: None }
     }
 
-    fn merged(&self) -> Option<std::sync::MutexGuard<'_, crate::dne::MergedChangelog>> {
+    fn merged(&self) -> Option<std::sync::MutexGuard<'_, dyn SharedChangelog + 'static>> {
         // A panic while holding it left the numbering as it was: still usable.
         self.merged.as_ref().map(|m| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }

@@ -46,13 +46,17 @@ impl Monitor for LustreSource {
             )
         });
         let mut lfs = Lfs::new(cfg.lfs.clone());
+        let mut dne = None;
         if !cfg.mdts.is_empty() {
-            let merged = crate::dne::MergedChangelog::new(Box::new(lfs.clone()), &cfg.mdts);
-            lfs.merged = Some(Arc::new(std::sync::Mutex::new(merged)));
+            let merged =
+                Arc::new(std::sync::Mutex::new(crate::dne::MergedChangelog::new(Box::new(lfs.clone()), &cfg.mdts)));
+            lfs.merged = Some(merged.clone());
+            dne = Some(merged);
         }
         Ok(TreeState {
             cfg: cfg.clone(),
             lfs,
+            dne,
             tree: DirectoryTree::new(cfg.lru_capacity),
             lookahead: Lookahead::new(0),
             fsm,

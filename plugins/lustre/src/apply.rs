@@ -349,6 +349,13 @@ impl ChangeState for TreeState {
                 }
                 None => {}
             }
+        } else if parsed.as_ref().is_some_and(|cp| cp.mdts.is_some()) {
+            return Err(IcicleError::Source(icicle_core::SourceError::External(format!(
+                "{}: the checkpoint in {} was written for several MDTs read as one (`mdts`): \
+                 give this source another state_dir (or mdt name) to start it anew",
+                self.cfg.mdt,
+                self.cfg.state_dir.display()
+            ))));
         }
         if let Some(cp) = parsed {
             self.tree = DirectoryTree::restore(cp, self.cfg.lru_capacity);

@@ -120,7 +120,9 @@ pub fn time_key(line: &str) -> Option<u64> {
     let (h, m, s) = (t.next()??, t.next()??, t.next()??);
     let mut d = date.split('.');
     let (y, mo, day) = (d.next()?.parse::<i64>().ok()?, d.next()?.parse::<u32>().ok()?, d.next()?.parse::<u32>().ok()?);
-    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) || mo == 0 || mo > 12 || day == 0 || day > 31 {
+    let clock_ok = h < 24 && m < 60 && s < 61;
+    let date_ok = (1970..=2500).contains(&y) && (1..=12).contains(&mo) && (1..=31).contains(&day);
+    if !clock_ok || !date_ok || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let days = u64::try_from(icicle_core::time::days_from_civil(y, mo, day)).ok()?;
@@ -245,9 +247,12 @@ impl MergedChangelog {
             text.push('\n');
             taken += 1;
         }
-        // Records held back (read in the last round) are not more: they came after the call.
-        let more = self.mdts.iter().any(|m| m.more) || (skip as u64 + taken) < self.lines.len() as u64;
-        Ok(ChangelogText { text, more, rejected: std::mem::take(&mut self.rejected) })
+        // Records held back after two rounds came after the call began: not more. Held back
+        // otherwise (the call stopped at `max`), they may be older: more.
+        let held = rounds < 2 && self.mdts.iter().any(|m| !m.pending.is_empty());
+        let more = held || self.mdts.iter().any(|m| m.more) || (skip as u64 + taken) < self.lines.len() as u64;
+        // Lines no record's are the stream's to keep (`take_rejected`), whoever read them.
+        Ok(ChangelogText { text, more, rejected: Vec::new() })
     }
 
     /// Each MDT's place at sequence number `at` (at least the first kept less one).
@@ -285,6 +290,11 @@ impl MergedChangelog {
     pub fn take_lost(&mut self) -> Vec<(String, u64, u64)> {
         std::mem::take(&mut self.lost)
     }
+
+    /// Lines no record's read from any MDT since the last call.
+    pub fn take_rejected(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.rejected)
+    }
 }
 
 impl SharedChangelog for MergedChangelog {
@@ -296,6 +306,9 @@ impl SharedChangelog for MergedChangelog {
     }
     fn take_lost(&mut self) -> Vec<(String, u64, u64)> {
         MergedChangelog::take_lost(self)
+    }
+    fn take_rejected(&mut self) -> Vec<String> {
+        MergedChangelog::take_rejected(self)
     }
 }
 
@@ -311,7 +324,13 @@ mod tests {
         let midnight = time_key("9 02MKDIR 00:00:00.000000000 2026.12.08 0x0").unwrap();
         assert_eq!(midnight, (icicle_core::time::days_from_civil(2026, 12, 8) as u64) * 86_400 * 1_000_000_000);
         assert_eq!(time_key("9 02MKDIR 00:00:00.5 1970.01.01"), Some(500_000_000));
-        for bad in ["9 02MKDIR", "9 02MKDIR 25-00-00 2026.12.08", "9 02MKDIR 00:00:00.1 2026.13.01"] {
+        for bad in [
+            "9 02MKDIR",
+            "9 02MKDIR 25-00-00 2026.12.08",
+            "9 02MKDIR 00:00:00.1 2026.13.01",
+            "1 01CREAT 99999999999999999:00:00 2026.01.01",
+            "1 01CREAT 00:00:00.0 99999999999.01.01",
+        ] {
             assert_eq!(time_key(bad), None, "{bad}");
         }
     }

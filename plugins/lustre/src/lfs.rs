@@ -37,6 +37,8 @@ pub trait SharedChangelog: Send + std::fmt::Debug {
     fn clear(&mut self, user: &str, to: u64) -> Result<(), String>;
     /// Records purged before they were read since the last call: (MDT, first, last).
     fn take_lost(&mut self) -> Vec<(String, u64, u64)>;
+    /// Lines no record's, read from any MDT since the last call.
+    fn take_rejected(&mut self) -> Vec<String>;
 }
 
 impl Lfs {

@@ -90,6 +90,9 @@ impl ComponentConfig for LustreConfig {
             (_, false) if self.mdts.iter().any(|m| m.trim().is_empty()) => {
                 return Err(ctx.invalid("mdts", "name each MDT device (`fs0-MDT0001`)"));
             }
+            (_, false) if (1..self.mdts.len()).any(|i| self.mdts[..i].contains(&self.mdts[i])) => {
+                return Err(ctx.invalid("mdts", "names an MDT twice"));
+            }
             (_, false) if self.resolution != Resolution::Tree => {
                 return Err(
                     ctx.invalid("mdts", "several MDTs are read into the directory tree (`resolution = \"tree\"`)")

@@ -253,10 +253,16 @@ impl ChangeStream for ChangelogStream {
             .map_err(|e| IcicleError::Source(icicle_core::SourceError::External(e)))?;
         // The counters are taken out while the lines are read, and put back even on an error.
         let mut counts = std::mem::take(&mut self.counts);
+        // Several MDTs: lines no record's and gaps are each MDT's, found where the sequence
+        // was read (by this poll or by the tree's read-ahead).
+        let merged = self.lfs.merged.as_ref().map(|m| {
+            let mut m = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (m.take_rejected(), m.take_lost())
+        });
+        let (rejected, lost) = merged.unwrap_or_default();
+        let got = crate::lfs::ChangelogText { rejected: [got.rejected, rejected].concat(), ..got };
         let mut taken = self.take_all(&got, next, out, &mut counts);
-        // Several MDTs: the gaps are each MDT's, found where the sequence was numbered.
-        let lost = self.lfs.merged.as_ref().map(|m| m.lock().map(|mut m| m.take_lost()).unwrap_or_default());
-        for (mdt, first, last) in lost.unwrap_or_default() {
+        for (mdt, first, last) in lost {
             if taken.is_ok() {
                 if let Err(e) = self.on_gap(&mdt, first, last, &mut counts) {
                     taken = Err(e);

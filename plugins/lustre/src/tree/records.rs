@@ -15,6 +15,11 @@ impl DirectoryTree {
             rec.target,
             Node { place: Place::Child { parent, name: Arc::from(n) }, is_dir, named_at: rec.index },
         );
+        if is_dir && !self.stranded.is_empty() {
+            if let Some(p) = self.path(rec.target, r) {
+                self.unstrand(&p);
+            }
+        }
         if !is_dir {
             match self.path(rec.target, r) {
                 Some(p) => {
@@ -83,7 +88,10 @@ impl DirectoryTree {
     pub(super) fn on_rename(&mut self, rec: &ChangelogRecord, r: &mut dyn Resolver, ops: &mut Ops) {
         let name = rec.name.as_deref();
         let (Some(src), Some(sp)) = (rec.source, rec.source_parent) else { return };
-        let old = self.child_path(Some(sp), rec.source_name.as_deref(), r);
+        // A directory stranded at its old path (below) leaves from there.
+        let old = self
+            .child_path(Some(sp), rec.source_name.as_deref(), r)
+            .or_else(|| self.stranded.get(&src).map(|p| p.to_string()));
         let new = self.child_path(rec.parent, name, r);
         // The new name continues the overwritten target's (the index may hold it
         // under that one's older names).
@@ -95,6 +103,7 @@ impl DirectoryTree {
             if rec.flags & CLF_LAST != 0 {
                 self.nodes.pop(&rec.target);
                 self.links.remove(&rec.target);
+                self.stranded.remove(&rec.target);
             } else {
                 self.remove_name(rec.target, rec.parent, name, new.as_deref());
                 // Its other links remain: their ctime changed.
@@ -166,6 +175,7 @@ impl DirectoryTree {
             }
         }
         if is_dir {
+            self.unstrand(&new);
             self.walk_renamed_dir(rec, src, old, &new, r, ops);
         } else {
             if let Some(old) = old {
@@ -204,6 +214,16 @@ impl DirectoryTree {
             return;
         }
         self.update_every_name(rec.target, r, ops);
+    }
+
+    /// A directory now takes `path`: one stranded there (renamed into a parent nothing
+    /// places) is not there, and is forgotten rather than taken for the new one.
+    fn unstrand(&mut self, path: &str) {
+        let gone: Vec<Fid> = self.stranded.iter().filter(|(_, p)| ***p == *path).map(|(f, _)| *f).collect();
+        for f in gone {
+            self.stranded.remove(&f);
+            self.nodes.pop(&f);
+        }
     }
 
     /// Anchored entries (and anchored hard-link names) below `old` move to `new`.

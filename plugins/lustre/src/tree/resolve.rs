@@ -375,7 +375,11 @@ impl DirectoryTree {
             return false;
         }
         let Some(dir) = r.path2fid(head).filter(|d| *d != fid && !d.is_zero()) else { return false };
-        if r.fid2path(&dir).as_deref() != Some(head) {
+        // Both still there (no rename swapped them meanwhile), and no alias back.
+        if r.fid2path(&dir).as_deref() != Some(head) || r.fid2path(&fid).as_deref() != Some(head) {
+            return false;
+        }
+        if self.unalias(dir) == fid {
             return false;
         }
         self.aliases.insert(fid, dir);

@@ -88,6 +88,7 @@ fn unknown_enum_values_list_the_known_ones_with_key_and_file() {
         ("pairs.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\npair_batches = 0\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.pair_batches", "must be at least 1"),
         ("nomdt.toml", "[sources.m]\ntype = \"lustre\"\nmount = \"/mnt\"\nfsname = \"fs0\"\nstate_dir = \"s\"\n", "sources.m.mdt", "or `mdts`"),
         ("mdts.toml", "[sources.m]\ntype = \"lustre\"\nmdts = [\"fs0-MDT0000\", \"\"]\nmount = \"/mnt\"\nfsname = \"fs0\"\nstate_dir = \"s\"\n", "sources.m.mdts", "name each MDT"),
+        ("startrec.toml", "[sources.m]\ntype = \"lustre\"\nmdts = [\"fs0-MDT0000\", \"fs0-MDT0001\"]\nstartrec = 7\nmount = \"/mnt\"\nfsname = \"fs0\"\nstate_dir = \"s\"\n", "sources.m.startrec", "each MDT starts"),
         ("unseeded.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.seed_index", "or `unseeded = true`"),
         ("both.toml", "[sources.g]\ntype = \"gpfs\"\ntopic = \"t\"\nfs_root = \"/gpfs\"\nstate_dir = \"s\"\nseed_index = \"snap\"\nunseeded = true\nconnection = { bootstrap = \"127.0.0.1:1\" }\n", "sources.g.unseeded", "not both"),
     ];

@@ -74,13 +74,17 @@ impl BuildContext<'_> {
     }
 
     /// Where `key` (relative to this component) was set; for a key left out, where the
-    /// component's section was (its `type`).
+    /// component's section was (its `type`, else the section).
     pub fn origin(&self, key: &str) -> String {
         let full = format!("{}.{key}", self.key);
-        match self.figment.find_metadata(&full) {
-            Some(_) => origin_of(self.figment, &full),
-            None => origin_of(self.figment, &format!("{}.type", self.key)),
-        }
+        // A file, `--set` or the environment; not the built-in defaults, which every key has.
+        let known = |k: &str| {
+            self.figment.find_metadata(k).is_some_and(|md| {
+                md.source.is_some() || md.name.contains("--set") || md.name.contains("environment")
+            })
+        };
+        let at = [full.clone(), format!("{}.type", self.key), self.key.clone()].into_iter().find(|k| known(k));
+        origin_of(self.figment, &at.unwrap_or(full))
     }
 
     /// A value error for `key` in this component.

@@ -93,6 +93,11 @@ impl ComponentConfig for LustreConfig {
             (_, false) if (1..self.mdts.len()).any(|i| self.mdts[..i].contains(&self.mdts[i])) => {
                 return Err(ctx.invalid("mdts", "names an MDT twice"));
             }
+            (_, false) if self.startrec > 0 => {
+                return Err(
+                    ctx.invalid("startrec", "is one MDT's index: with `mdts` each MDT starts at its first record")
+                );
+            }
             (_, false) if self.resolution != Resolution::Tree => {
                 return Err(
                     ctx.invalid("mdts", "several MDTs are read into the directory tree (`resolution = \"tree\"`)")

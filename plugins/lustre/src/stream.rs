@@ -51,9 +51,8 @@ impl ChangelogStream {
         let filter: HashSet<String> = cfg.filter.iter().cloned().collect();
         let filter_bits =
             cfg.filter.iter().filter_map(|t| RecordType::from_name(t)).map(|t| t.bit()).fold(0, |a, b| a | b);
-        // `startrec` is an MDT's index; a merged sequence starts at its own beginning.
-        let startrec = if lfs.merged.is_some() { 0 } else { cfg.startrec };
-        let next = startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
+        // `startrec` is refused with `mdts` (an MDT's index, not the merged sequence's).
+        let next = cfg.startrec.max(if cleared > 0 { cleared + 1 } else { 0 });
         let dead = DeadLetters::new(
             cfg.dead_letter.clone().unwrap_or_else(|| cfg.state_dir.join(format!("{}.dead-letters.jsonl", cfg.mdt))),
         );

@@ -17,7 +17,9 @@
 //!   `lfs fid2path` of a shard prints the striped directory's path (`mdt_path_current`).
 //!
 //! An object's MDT is the FID's sequence ([`FID_SEQ`] + the MDT's number), as each MDT
-//! allocates FIDs from sequences of its own (the FLDB maps a sequence to its MDT). The
+//! allocates FIDs from sequences of its own: "all files (objects) with FIDs from a given
+//! sequence are stored on the same server" (`struct lu_fid`, lustre_idl.h), and the FID
+//! Location Database maps each sequence range to its MDT (lustre/fld/fld_internal.h, LU-5153). The
 //! workload's own journal keeps every record in the order performed (the namespace the fake
 //! `lfs` answers `fid2path` from); `<journal>.mdtN` is MDT N's changelog, with its own indexes
 //! and its own `.users` and `.purged`. A quarter of the new directories are striped over 2 to

@@ -79,9 +79,9 @@ impl BuildContext<'_> {
         let full = format!("{}.{key}", self.key);
         // A file, `--set` or the environment; not the built-in defaults, which every key has.
         let known = |k: &str| {
-            self.figment.find_metadata(k).is_some_and(|md| {
-                md.source.is_some() || md.name.contains("--set") || md.name.contains("environment")
-            })
+            self.figment
+                .find_metadata(k)
+                .is_some_and(|md| md.source.is_some() || md.name.contains("--set") || md.name.contains("environment"))
         };
         let at = [full.clone(), format!("{}.type", self.key), self.key.clone()].into_iter().find(|k| known(k));
         origin_of(self.figment, &at.unwrap_or(full))

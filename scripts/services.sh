@@ -200,7 +200,8 @@ start_tansu_sasl() {
   openssl x509 -req -in "$SASL/broker.csr" -CA "$SASL/ca.pem" -CAkey "$SASL/ca.key" -CAcreateserial -days 30 \
     -extfile "$SASL/san.ext" -out "$SASL/broker.pem" >/dev/null 2>&1
   local password port inner
-  password="$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')"
+  # A password that starts with '-' would be read as an option by tansu's command line.
+  password="p$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')"
   (umask 077; printf '%s\n' "$password" >"$SASL/password"; echo icicle >"$SASL/user")
   port="$(free_port)"
   inner="$(free_port)"

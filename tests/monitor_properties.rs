@@ -4,7 +4,8 @@
 //! namespace answers `fid2path`, directory walks and "stat" as the file system would *now*
 //! (after the round of operations, so answers include renames not yet applied). After each
 //! stream: the index (snapshot + emitted operations) equals the file system exactly, every
-//! name is as fresh as its object's last change, and operations out <= 1.2 x minimal, where
+//! name is as fresh as its object's last change (for GPFS, as the update's own metadata says:
+//! the stand-in's ctime is the index of the object's last change), and operations out <= 1.2 x minimal, where
 //! minimal turns the file system at one batch's end into the next (an operation counts as
 //! done once its first event is in a batch). GPFS states started without a seed index are
 //! bounded on updates only, plus one per object from before monitoring that events touch.
@@ -19,7 +20,8 @@
 //!
 //! `ICICLE_PROPERTY_SEED=N` replays one seed; `ICICLE_PROPERTY_CASES` sets how many run
 //! (default 64 per monitor, from a random first seed printed with any failure);
-//! `ICICLE_PROPERTY_TRACE=1` prints every operation a batch did not need, and
+//! `ICICLE_PROPERTY_TRACE=1` prints every operation a batch did not need,
+//! `ICICLE_PROPERTY_PATH=TEXT` (GPFS) every event and operation whose path contains TEXT, and
 //! `ICICLE_PROPERTY_KEEP=1` keeps each seed's changelog (and events) in /tmp/property-keep.
 
 use std::collections::{HashMap, HashSet};

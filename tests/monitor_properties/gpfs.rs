@@ -4,10 +4,23 @@
 
 use super::*;
 
-/// GPFS walks from the stand-in's namespace as it is now (metadata as the events carry it).
+/// GPFS walks from the stand-in's namespace as it is now (metadata as the events carry it:
+/// the ctime is the index of the last record that changed the object).
 struct NsWalker<'a> {
     ns: &'a Namespace,
     fs_root: &'a str,
+    ctimes: &'a HashMap<Fid, u64>,
+}
+
+impl NsWalker<'_> {
+    fn meta(&self, f: &Fid, dir: bool) -> icicle_plugins_gpfs::Meta {
+        icicle_plugins_gpfs::Meta {
+            inode: f.oid as u64,
+            mode: if dir { 0o040755 } else { 0o100644 },
+            ctime: self.ctimes.get(f).copied().unwrap_or(0) as i64,
+            ..Default::default()
+        }
+    }
 }
 
 impl icicle_plugins_gpfs::state::Walker for NsWalker<'_> {
@@ -17,12 +30,7 @@ impl icicle_plugins_gpfs::state::Walker for NsWalker<'_> {
         let mut v: Vec<(String, icicle_plugins_gpfs::Meta)> = files(self.ns)
             .into_iter()
             .filter(|(p, _)| p.starts_with(&prefix))
-            .map(|(p, f)| {
-                (
-                    format!("{}{p}", self.fs_root),
-                    icicle_plugins_gpfs::Meta { inode: f.oid as u64, mode: 0o100644, ..Default::default() },
-                )
-            })
+            .map(|(p, f)| (format!("{}{p}", self.fs_root), self.meta(&f, false)))
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
@@ -32,11 +40,7 @@ impl icicle_plugins_gpfs::state::Walker for NsWalker<'_> {
         use icicle_plugins_gpfs::state::Lookup;
         let Some(rel) = path.strip_prefix(self.fs_root) else { return Lookup::Unknown };
         match self.ns.by_path.get(rel).and_then(|f| self.ns.by_fid.get(f).map(|o| (f, o.is_dir))) {
-            Some((f, dir)) => Lookup::Found(icicle_plugins_gpfs::Meta {
-                inode: f.oid as u64,
-                mode: if dir { 0o040755 } else { 0o100644 },
-                ..Default::default()
-            }),
+            Some((f, dir)) => Lookup::Found(self.meta(f, dir)),
             None => Lookup::Absent,
         }
     }
@@ -155,8 +159,14 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
         let text = std::fs::read_to_string(&events_file).map_err(|e| e.to_string())?;
         let lines: Vec<&str> = text.lines().collect();
         let ends = w.gpfs.as_ref().map(|g| g.ends.clone()).unwrap_or_default();
-        let now = w.ns.last_index.unwrap_or(0);
+        // The stand-in's ctime of each object (what its events carry, and the mount shows).
         let now_files = files(&w.ns);
+        let mut ctimes: HashMap<Fid, u64> = HashMap::new();
+        for r in &records {
+            for f in touched(r, false) {
+                ctimes.insert(f, r.index);
+            }
+        }
         let order = delivery(&lines, read, partitions, keyed, &mut next_offset, &mut prng)?;
         let mut at = 0usize;
         while at < order.len() {
@@ -207,7 +217,7 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
             IgnoredEvents.reduce(&mut batch);
             let mut ops = icicle_plugins_gpfs::Ops::default();
             state.begin_batch();
-            let mut walker = NsWalker { ns: &w.ns, fs_root };
+            let mut walker = NsWalker { ns: &w.ns, fs_root, ctimes: &ctimes };
             // As the engine does: every message read counts for the rename halves waiting.
             for &(_, part, offset) in &order[at..end] {
                 state.read((part, offset));
@@ -234,14 +244,30 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
                     }
                 }
             }
+            if let Ok(pat) = std::env::var("ICICLE_PROPERTY_PATH") {
+                for &(l, part, offset) in &order[at..end] {
+                    if lines[l].contains(&pat) {
+                        eprintln!("batch {at}..{end} event p{part}@{offset}: {}", lines[l]);
+                    }
+                }
+                for (path, op) in &ops {
+                    if path.contains(&pat) {
+                        eprintln!("batch {at}..{end} op {path} {op:?}");
+                    }
+                }
+            }
             for (path, op) in ops {
                 let path = path.strip_prefix(fs_root).unwrap_or(&path).to_string();
                 match op {
-                    Op::Update(_) => {
-                        if let Some(f) = now_files.get(&path) {
-                            index.insert(path, (f.oid as u64, now));
+                    Op::Update(meta) => {
+                        // What the update carries: its object and that object's ctime (the
+                        // last change the event or the mount saw).
+                        // Counted against minimal as before: updates of names still there at
+                        // the round's end (minimal is reckoned per batch from the records).
+                        if now_files.contains_key(&path) {
                             (out, out_updates) = (out + 1, out_updates + 1);
                         }
+                        index.insert(path, (meta.inode, meta.ctime.max(0) as u64));
                     }
                     Op::Delete => {
                         index.remove(&path);

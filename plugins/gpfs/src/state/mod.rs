@@ -564,6 +564,9 @@ impl StateStore for GpfsState {
                     self.counts.unchanged += 1;
                     // Known again all the same: it may be a link of a name known now.
                     self.know_name(ev.path.clone(), ev.meta);
+                    // A walk or the mount may have given this name the metadata first: its
+                    // other names still wait for it.
+                    self.propagate_to_stale(path, ev.meta, ops);
                     return;
                 }
                 if !self.objects.contains_key(path) {

@@ -19,6 +19,22 @@ impl GpfsState {
         }
     }
 
+    /// [`GpfsState::propagate`] to the other names of `path`'s file that hold other metadata.
+    pub(super) fn propagate_to_stale(&mut self, path: &str, meta: Meta, ops: &mut Ops) {
+        if meta.inode == 0 || meta.is_dir() {
+            return;
+        }
+        let Some(names) = self.links.get(&meta.inode) else { return };
+        let stale: Vec<PathName> = names
+            .iter()
+            .filter(|p| &***p != path && self.objects.get(&***p).is_some_and(|m| *m != meta))
+            .cloned()
+            .collect();
+        for p in stale {
+            self.upsert(&p, meta, ops);
+        }
+    }
+
     /// Whether the state's object at `path`, if any, is not the one with `inode` (both known):
     /// a newer object took the name.
     fn newer_at(&self, path: &str, inode: u64) -> bool {

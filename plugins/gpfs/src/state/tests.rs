@@ -158,6 +158,20 @@ fn hard_links_share_metadata_and_checkpoints_restore() {
     );
 }
 
+#[test]
+fn an_event_the_mount_already_showed_still_reaches_the_other_names() {
+    let mut s = GpfsState::new(1);
+    run(&mut s, &[ev(Created, "/g/a", 1, false, 0, 1), ev(Created, "/g/b", 1, false, 0, 1)]);
+    // A walk of the mount (newer than the events) gives /g/a its metadata first.
+    s.know("/g/a", Meta { inode: 1, mode: 0o100644, size: 8, ..Default::default() });
+    assert_eq!(
+        run(&mut s, &[ev(Modified, "/g/a", 1, false, 0, 8)]),
+        vec![("/g/b".into(), Some(8))],
+        "the event changes nothing at /g/a, but /g/b shares its inode"
+    );
+    assert_eq!(run(&mut s, &[ev(Modified, "/g/a", 1, false, 0, 8)]), vec![]);
+}
+
 /// Deletes among a batch's operations.
 fn deletes(ops: &[(String, Option<u64>)]) -> Vec<&str> {
     ops.iter().filter(|(_, o)| o.is_none()).map(|(p, _)| p.as_str()).collect()

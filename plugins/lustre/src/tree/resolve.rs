@@ -447,7 +447,6 @@ impl DirectoryTree {
             ops.shift_remove(&path);
             return;
         }
-        let first = self.batch_first.unwrap_or(index);
         let mut p = path;
         for k in (0..self.renames.len().min(self.walked.len())).rev() {
             let (i, old, new) = &self.renames[k];
@@ -461,8 +460,10 @@ impl DirectoryTree {
             let Some(rest) = under(&p, new) else { continue };
             let found = self.walked[k].contains(&rel_hash(rest));
             let older = format!("{old}{rest}");
-            // `p` is a name rename `i` produced: in the index only if it was sent since.
-            if i < first && self.may_hold(&p) {
+            // `p` is a name rename `i` produced: in the index only if it was sent since
+            // (also when `i` is in this batch: an earlier batch may have resolved a path
+            // through the file system as it is now, after rename `i`, and sent it).
+            if self.may_hold(&p) {
                 ops.insert(std::mem::replace(&mut p, older), PathOp::Delete);
             } else {
                 p = older;

@@ -761,3 +761,61 @@ fn a_directory_permission_change_folded_into_an_earlier_record_is_still_republis
     }
     assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec![("/d".to_string(), PathOp::Update)]);
 }
+
+/// Objects by FID and what a walk of each directory finds, as the file system is now.
+struct WalkNow {
+    paths: HashMap<Fid, String>,
+    walks: HashMap<String, Vec<String>>,
+}
+
+impl Resolver for WalkNow {
+    fn fid2path(&mut self, fid: &Fid) -> Option<String> {
+        self.paths.get(fid).cloned()
+    }
+    fn is_dir(&mut self, path: &str) -> bool {
+        self.walks.contains_key(path)
+    }
+    fn walk(&mut self, path: &str) -> Vec<String> {
+        self.walks.get(path).cloned().unwrap_or_default()
+    }
+    fn read_position(&mut self) -> u64 {
+        u64::MAX
+    }
+}
+
+#[test]
+fn a_name_sent_ahead_of_a_rename_in_a_later_batch_is_deleted_there() {
+    // /A/x predates monitoring. `mv A B` is read while the file system already shows `mv B C`
+    // (a later batch's record): its walk sends /C/x. In that later batch, `mv B C` and then
+    // `rm C/x`: the index holds /C/x, though the batch's own rename produced that name.
+    let mut r = WalkNow {
+        paths: HashMap::from([(fid(2), "/C".to_string())]),
+        walks: HashMap::from([("/C".to_string(), vec!["x".to_string()])]),
+    };
+    let mut t = DirectoryTree::new(0);
+    let mut ops = Ops::default();
+    t.begin_batch();
+    t.apply(
+        &line("1 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] B s=[0x200000401:0x2:0x0] sp=[0x200000007:0x1:0x0] A"),
+        &mut r,
+        &mut ops,
+    );
+    assert_eq!(sorted(&mut ops), vec![("/A/x".into(), PathOp::Delete), ("/C/x".into(), PathOp::Update)]);
+    t.indexed("/C/x");
+    // x is gone by the time the next batch is read.
+    r.walks.insert("/C".into(), Vec::new());
+    t.begin_batch();
+    ops.clear();
+    t.apply(
+        &line("2 08RENME 00:00:00.000000000 2026.01.01 0x0 t=[0:0x0:0x0] p=[0x200000007:0x1:0x0] C s=[0x200000401:0x2:0x0] sp=[0x200000007:0x1:0x0] B"),
+        &mut r,
+        &mut ops,
+    );
+    t.apply(
+        &line("3 06UNLNK 00:00:00.000000000 2026.01.01 0x1 t=[0x200000401:0x9:0x0] p=[0x200000401:0x2:0x0] x"),
+        &mut r,
+        &mut ops,
+    );
+    let got = sorted(&mut ops);
+    assert!(got.contains(&("/C/x".into(), PathOp::Delete)), "{got:?}");
+}

@@ -21,7 +21,7 @@
 //! `ICICLE_PROPERTY_SEED=N` replays one seed; `ICICLE_PROPERTY_CASES` sets how many run
 //! (default 64 per monitor, from a random first seed printed with any failure);
 //! `ICICLE_PROPERTY_TRACE=1` prints every operation a batch did not need,
-//! `ICICLE_PROPERTY_PATH=TEXT` (GPFS) every event and operation whose path contains TEXT, and
+//! `ICICLE_PROPERTY_PATH=A|B` (GPFS) every event and operation whose text contains A or B, and
 //! `ICICLE_PROPERTY_KEEP=1` keeps each seed's changelog (and events) in /tmp/property-keep.
 
 use std::collections::{HashMap, HashSet};

@@ -14,6 +14,7 @@ use crate::evict::{Evicted, EvictedCheckpoint};
 mod bounded;
 mod counts;
 mod ignored;
+mod late;
 mod moves;
 mod verify;
 mod walk;
@@ -91,6 +92,9 @@ pub struct Checkpoint {
     /// Directories created during the run (see `whole`).
     #[serde(default)]
     pub whole: Vec<String>,
+    /// What a rename read late from another partition may still need (see `late`).
+    #[serde(default)]
+    pub late: late::Late,
 }
 
 /// The state of one monitored fileset.
@@ -145,6 +149,8 @@ pub struct GpfsState {
     recency: Option<lru::LruCache<PathName, ()>>,
     /// Files let go of that the index still holds.
     evicted: Evicted,
+    /// Removals and moves in read ahead of the directory renames that explain them.
+    late: late::Late,
 
     /// What the state has done so far.
     pub counts: GpfsCounts,
@@ -185,6 +191,7 @@ impl GpfsState {
         s.evicted = Evicted::restore(cp.evicted);
         s.whole = cp.whole.into_iter().collect();
         s.renames = cp.renames;
+        s.late = cp.late;
         match cp.sent {
             Some(sent) => s.sent = sent.into_iter().collect(),
             None => s.sent_unknown = !s.renames.is_empty(),
@@ -206,6 +213,7 @@ impl GpfsState {
             sent: (!self.sent_unknown).then_some(sent),
             evicted: self.evicted.checkpoint(),
             whole: self.marks(),
+            late: self.late.clone(),
         }
     }
 
@@ -438,6 +446,7 @@ impl GpfsState {
     /// Delete `path`, which the state does not know: unless the state knows every indexed
     /// file, the index may also hold it under its names before this run's directory renames.
     fn delete_unknown(&mut self, path: &str, ops: &mut Ops) {
+        self.note_unknown_delete(path);
         if !self.unindexed.is_empty() && self.unindexed.remove(path) {
             return;
         }
@@ -487,7 +496,7 @@ impl GpfsState {
     /// become removals.
     pub fn finish(&mut self, walker: &mut dyn Walker, ops: &mut Ops) {
         for m in std::mem::take(&mut self.pending) {
-            self.moved_out(m, ops);
+            self.moved_out(m, walker, ops);
         }
         self.verify_ops(walker, ops);
         self.note_sent(ops);
@@ -584,6 +593,12 @@ impl StateStore for GpfsState {
                     self.counts.replayed_halves += 1;
                     return;
                 }
+                if let Some(new) = self.take_moved_in(ev.cookie, ev.meta) {
+                    // Its IN_MOVED_TO came first, from another partition.
+                    self.counts.late_pairs += 1;
+                    self.rename(path, &new, ev.meta, None, walker, ops);
+                    return;
+                }
                 self.pending.push(PendingMove {
                     cookie: ev.cookie,
                     path: ev.path.to_string(),
@@ -619,6 +634,7 @@ impl StateStore for GpfsState {
                     }
                     None => {
                         self.counts.unpaired_moves += 1;
+                        self.note_moved_in(ev.cookie, ev.meta, path);
                         self.rename(path, path, ev.meta, None, walker, ops);
                         // Its other names share the ctime the move gave it (read before its
                         // IN_MOVED_FROM, from another partition, the move pairs with nothing).
@@ -649,12 +665,14 @@ impl StateStore for GpfsState {
             }
         }
         self.read_to.clear();
+        let window = self.late_window();
+        self.late.tick(window);
         let (pair, silent) = (self.pair_batches, self.pair_batches.saturating_mul(SILENT_PARTITION_FACTOR));
         let (expired, keep): (Vec<PendingMove>, Vec<PendingMove>) =
             std::mem::take(&mut self.pending).into_iter().partition(|m| m.age > pair || m.waited > silent);
         self.pending = keep;
         for m in expired {
-            self.moved_out(m, ops);
+            self.moved_out(m, walker, ops);
         }
         self.verify_ops(walker, ops);
         self.note_sent(ops);

@@ -74,7 +74,7 @@ impl GpfsState {
 
     /// A rename half whose pair never came: the object left the fileset. Its name and what was
     /// below it are removed, except names a newer object holds now.
-    pub(super) fn moved_out(&mut self, m: PendingMove, ops: &mut Ops) {
+    pub(super) fn moved_out(&mut self, m: PendingMove, walker: &mut dyn Walker, ops: &mut Ops) {
         self.counts.moved_out += 1;
         let newer = self.newer_at(&m.path, m.meta.inode);
         if m.below.is_none() && !newer {
@@ -93,6 +93,10 @@ impl GpfsState {
         }
         if !newer {
             self.forget(&m.path);
+        } else if self.verify && m.meta.is_dir() {
+            // Read from several partitions, the newer directory's events may have come first:
+            // what the state holds below the name may be the old one's. The mount tells.
+            self.settle_below(&m.path, walker, ops);
         }
     }
 
@@ -149,6 +153,7 @@ impl GpfsState {
                 self.upsert(&np, m, ops);
             }
             self.place_unseen(old, new, newer, walker, ops);
+            self.delete_late_names(old, new, ops);
             if self.verify {
                 self.settle_below(old, walker, ops);
             }

@@ -228,4 +228,36 @@ mod tests {
         assert_eq!(got, [("/g/x".into(), Some(4))]);
         assert_eq!((s.counts.cancelled, s.counts.corrected), (1, 1));
     }
+
+    /// Without a seed: a file's removal below a directory's new name, read before the
+    /// directory's rename (from another partition): the rename deletes the name the index
+    /// holds.
+    #[test]
+    fn a_removal_read_before_its_directory_s_rename_deletes_the_old_name() {
+        let mut s = GpfsState::new(1);
+        s.verify = true;
+        let mut mount = Mount(BTreeMap::from([("/g/e".to_string(), meta(10, true))]));
+        let removed = batch(&mut s, &mut mount, 0, &[ev(Removed, "/g/e/x", 2, false, 0)]);
+        assert_eq!(removed, [("/g/e/x".into(), None)]);
+        let renamed =
+            batch(&mut s, &mut mount, 1, &[ev(MovedFrom, "/g/d", 10, true, 5), ev(MovedTo, "/g/e", 10, true, 5)]);
+        assert_eq!(renamed, [("/g/d/x".into(), None)]);
+        assert_eq!(s.counts.late_deletes, 1);
+    }
+
+    /// Without a seed: a directory's IN_MOVED_TO read before its IN_MOVED_FROM: when that
+    /// comes, the old names of what is below the directory now go.
+    #[test]
+    fn a_directory_move_read_backwards_deletes_the_old_names() {
+        let mut s = GpfsState::new(1);
+        s.verify = true;
+        let mut mount =
+            Mount(BTreeMap::from([("/g/e".to_string(), meta(10, true)), ("/g/e/a".to_string(), meta(1, false))]));
+        let to = batch(&mut s, &mut mount, 1, &[ev(MovedTo, "/g/e", 10, true, 5)]);
+        assert_eq!(to, [("/g/e/a".into(), Some(1))]);
+        let from = batch(&mut s, &mut mount, 0, &[ev(MovedFrom, "/g/d", 10, true, 5)]);
+        assert_eq!(from, [("/g/d/a".into(), None)]);
+        assert_eq!(s.counts.late_pairs, 1);
+        assert!(s.pending().is_empty());
+    }
 }

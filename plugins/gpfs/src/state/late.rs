@@ -1,0 +1,96 @@
+//! Events read late from another partition: a name removed below a directory's new name
+//! before the directory's rename was read, and a directory's IN_MOVED_TO read before its
+//! IN_MOVED_FROM. Without a seed the state does not know what was below the old name, so
+//! these are remembered for as long as a rename half may wait, and the rename read later
+//! removes the old names they imply.
+
+use std::collections::VecDeque;
+
+use super::*;
+
+/// Entries remembered of each kind at most (the oldest go first).
+const LATE_CAP: usize = 1 << 16;
+
+/// What a rename read later may still need (with several partitions only).
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Late {
+    /// Batches ended so far (the clock the entries expire by).
+    batch: u64,
+    /// Names the state did not know when their removal was read, with its batch.
+    deleted: VecDeque<(u64, String)>,
+    /// Directories moved in with no IN_MOVED_FROM read yet: (batch, cookie, inode, path).
+    moved_in: VecDeque<(u64, u64, u64, String)>,
+}
+
+fn push<T>(q: &mut VecDeque<T>, v: T) {
+    if q.len() >= LATE_CAP {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+fn below<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
+    path.strip_prefix(dir).filter(|r| r.starts_with('/'))
+}
+
+impl Late {
+    /// A batch ended: forget what is older than `window` batches.
+    pub(super) fn tick(&mut self, window: u64) {
+        self.batch += 1;
+        let keep = |b: u64| b + window >= self.batch;
+        while self.deleted.front().is_some_and(|(b, _)| !keep(*b)) {
+            self.deleted.pop_front();
+        }
+        while self.moved_in.front().is_some_and(|(b, ..)| !keep(*b)) {
+            self.moved_in.pop_front();
+        }
+    }
+}
+
+impl GpfsState {
+    /// A name the state did not know was removed: a directory rename read later may show
+    /// the name the index holds for it.
+    pub(super) fn note_unknown_delete(&mut self, path: &str) {
+        if self.verify {
+            push(&mut self.late.deleted, (self.late.batch, path.to_string()));
+        }
+    }
+
+    /// Directory `old` was renamed to `new`: names removed below `new` before this was read
+    /// had their older names below `old` (removed now, with the names before those).
+    pub(super) fn delete_late_names(&mut self, old: &str, new: &str, ops: &mut Ops) {
+        if !self.verify || self.late.deleted.is_empty() {
+            return;
+        }
+        let older: Vec<String> =
+            self.late.deleted.iter().filter_map(|(_, p)| below(p, new).map(|rest| format!("{old}{rest}"))).collect();
+        for op in older {
+            if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
+                self.counts.late_deletes += 1;
+                self.delete_unknown(&op, ops);
+            }
+        }
+    }
+
+    /// A directory's IN_MOVED_TO paired with nothing (its IN_MOVED_FROM may come later, from
+    /// another partition).
+    pub(super) fn note_moved_in(&mut self, cookie: u64, meta: Meta, path: &str) {
+        if self.verify && cookie != 0 && meta.is_dir() {
+            push(&mut self.late.moved_in, (self.late.batch, cookie, meta.inode, path.to_string()));
+        }
+    }
+
+    /// The IN_MOVED_FROM of a directory whose IN_MOVED_TO was read first: where it went.
+    pub(super) fn take_moved_in(&mut self, cookie: u64, meta: Meta) -> Option<String> {
+        if !self.verify || cookie == 0 || !meta.is_dir() {
+            return None;
+        }
+        let i = self.late.moved_in.iter().position(|(_, c, inode, _)| *c == cookie && *inode == meta.inode)?;
+        self.late.moved_in.remove(i).map(|(.., path)| path)
+    }
+
+    /// How many batches late entries are kept: as long as a rename half waits.
+    pub(super) fn late_window(&self) -> u64 {
+        u64::from(self.pair_batches.saturating_mul(SILENT_PARTITION_FACTOR))
+    }
+}

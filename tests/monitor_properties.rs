@@ -19,10 +19,13 @@
 //! partition (4 x below).
 //!
 //! `ICICLE_PROPERTY_SEED=N` replays one seed; `ICICLE_PROPERTY_CASES` sets how many run
-//! (default 64 per monitor, from a random first seed printed with any failure);
+//! (default 64 per monitor, from a random first seed printed with any failure, or
+//! `ICICLE_PROPERTY_FIRST`, to compare two builds on one set of seeds);
 //! `ICICLE_PROPERTY_TRACE=1` prints every operation a batch did not need,
 //! `ICICLE_PROPERTY_PATH=A|B` (GPFS) every event and operation whose text contains A or B, and
-//! `ICICLE_PROPERTY_KEEP=1` keeps each seed's changelog (and events) in /tmp/property-keep.
+//! `ICICLE_PROPERTY_KEEP=1` keeps each seed's changelog (and events) in /tmp/property-keep;
+//! `ICICLE_PROPERTY_GPFS_ANY=unseeded|bounded|all` reads those GPFS states from several
+//! partitions too (not exact yet: docs/gpfs-monitor.md, "Several partitions").
 
 use std::collections::{HashMap, HashSet};
 
@@ -43,7 +46,10 @@ fn seeds(salt: u64) -> Vec<u64> {
     let cases: u64 = std::env::var("ICICLE_PROPERTY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
-    let first = (nanos ^ salt) % 1_000_000_000;
+    let first = std::env::var("ICICLE_PROPERTY_FIRST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or((nanos ^ salt) % 1_000_000_000);
     (first..first + cases).collect()
 }
 

@@ -596,6 +596,8 @@ impl ChangeState for GpfsEngine {
                 ("corrected_by_mount", c.corrected),
                 ("newer_kept", c.newer_kept),
                 ("unpaired_moves", c.unpaired_moves),
+                ("late_deletes", c.late_deletes),
+                ("late_pairs", c.late_pairs),
             ],
             updates: counts.updates,
             deletes: counts.deletes,

@@ -95,7 +95,24 @@ impl GpfsState {
     pub(super) fn older_names(&self, path: &str) -> Vec<String> {
         let mut p = path.to_string();
         let mut older = Vec::new();
-        for (old, new) in self.renames.iter().rev() {
+        // Read from several partitions, the last renames may have been read in another order
+        // than they happened: those are undone in any order, the deepest new name first (a
+        // rename into a directory's new name came after that directory's).
+        let tail = if self.verify { self.renames.len().min(LATE_RENAMES) } else { 0 };
+        let split = self.renames.len() - tail;
+        let mut used = vec![false; tail];
+        loop {
+            let best = self.renames[split..]
+                .iter()
+                .enumerate()
+                .filter(|(i, (_, new))| !used[*i] && p.strip_prefix(new.as_str()).is_some_and(|r| r.starts_with('/')))
+                .max_by_key(|(i, (_, new))| (new.len(), *i));
+            let Some((i, (old, new))) = best else { break };
+            used[i] = true;
+            p = format!("{old}{}", &p[new.len()..]);
+            older.push(p.clone());
+        }
+        for (old, new) in self.renames[..split].iter().rev() {
             if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
                 p = format!("{old}{rest}");
                 older.push(p.clone());

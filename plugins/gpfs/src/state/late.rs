@@ -16,8 +16,9 @@ const LATE_CAP: usize = 1 << 16;
 pub struct Late {
     /// Batches ended so far (the clock the entries expire by).
     batch: u64,
-    /// Names the state did not know when their removal was read, with its batch.
-    deleted: VecDeque<(u64, String)>,
+    /// Names the state did not know when their removal was read, with its batch, each with
+    /// the older names this run's renames gave it then (newest first).
+    deleted: VecDeque<(u64, Vec<String>)>,
     /// Directories moved in with no IN_MOVED_FROM read yet: (batch, cookie, inode, path).
     moved_in: VecDeque<(u64, u64, u64, String)>,
 }
@@ -52,18 +53,27 @@ impl GpfsState {
     /// the name the index holds for it.
     pub(super) fn note_unknown_delete(&mut self, path: &str) {
         if self.verify {
-            push(&mut self.late.deleted, (self.late.batch, path.to_string()));
+            let mut names = vec![path.to_string()];
+            names.extend(self.older_names(path));
+            push(&mut self.late.deleted, (self.late.batch, names));
         }
     }
 
-    /// Directory `old` was renamed to `new`: names removed below `new` before this was read
-    /// had their older names below `old` (removed now, with the names before those).
+    /// Directory `old` was renamed to `new`: names removed below `new` (under any of their
+    /// names then) before this was read had their older names below `old` (removed now, with
+    /// the names before those).
     pub(super) fn delete_late_names(&mut self, old: &str, new: &str, ops: &mut Ops) {
         if !self.verify || self.late.deleted.is_empty() {
             return;
         }
-        let older: Vec<String> =
-            self.late.deleted.iter().filter_map(|(_, p)| below(p, new).map(|rest| format!("{old}{rest}"))).collect();
+        let mut older = Vec::new();
+        for (_, names) in &self.late.deleted {
+            if let Some(rest) = names.iter().find_map(|p| below(p, new)) {
+                let at_old = format!("{old}{rest}");
+                older.extend(self.older_names(&at_old));
+                older.push(at_old);
+            }
+        }
         for op in older {
             if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
                 self.counts.late_deletes += 1;
@@ -89,8 +99,9 @@ impl GpfsState {
         self.late.moved_in.remove(i).map(|(.., path)| path)
     }
 
-    /// How many batches late entries are kept: as long as a rename half waits.
+    /// How many batches late entries are kept: four times as long as a rename half waits
+    /// for a partition that falls silent (entries are small, and capped).
     pub(super) fn late_window(&self) -> u64 {
-        u64::from(self.pair_batches.saturating_mul(SILENT_PARTITION_FACTOR))
+        4 * u64::from(self.pair_batches.saturating_mul(SILENT_PARTITION_FACTOR))
     }
 }

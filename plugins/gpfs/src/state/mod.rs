@@ -159,6 +159,9 @@ pub struct GpfsState {
 /// Directory renames kept in the log.
 const RENAME_LOG_CAP: usize = 200_000;
 
+/// The last directory renames that, read from several partitions, are undone in any order.
+const LATE_RENAMES: usize = 256;
+
 /// A rename half whose partition delivers nothing after it waits this many times
 /// `pair_batches` batch boundaries.
 const SILENT_PARTITION_FACTOR: u32 = 16;

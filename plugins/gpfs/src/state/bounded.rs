@@ -91,14 +91,31 @@ impl GpfsState {
         self.older_names(path).into_iter().find(|p| self.evicted.contains(p))
     }
 
-    /// The names `path` had before this run's directory renames, newest first.
+    /// The names `path` had before this run's directory renames, newest first, undoing the
+    /// renames in the order they were read.
     pub(super) fn older_names(&self, path: &str) -> Vec<String> {
         let mut p = path.to_string();
         let mut older = Vec::new();
-        // Read from several partitions, the last renames may have been read in another order
-        // than they happened: those are undone in any order, the deepest new name first (a
-        // rename into a directory's new name came after that directory's).
-        let tail = if self.verify { self.renames.len().min(LATE_RENAMES) } else { 0 };
+        for (old, new) in self.renames.iter().rev() {
+            if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
+                p = format!("{old}{rest}");
+                older.push(p.clone());
+            }
+        }
+        older
+    }
+
+    /// Read from several partitions with the mount to check against: the names `path` had if
+    /// the last renames happened in another order than they were read (those undone in any
+    /// order, the deepest new name first; older ones as read). Empty otherwise. A wrong guess
+    /// costs a delete that the mount check turns back into an update.
+    pub(super) fn older_names_reordered(&self, path: &str) -> Vec<String> {
+        if !self.checked {
+            return Vec::new();
+        }
+        let mut p = path.to_string();
+        let mut older = Vec::new();
+        let tail = self.renames.len().min(LATE_RENAMES);
         let split = self.renames.len() - tail;
         let mut used = vec![false; tail];
         loop {

@@ -46,9 +46,7 @@ pub struct GpfsCounts {
     pub corrected: u64,
     /// Older names removed because a directory rename read late (from another partition)
     /// showed them, after the removal of the newer name was read.
-    #[serde(default)]
     pub late_deletes: u64,
     /// Directory IN_MOVED_FROM paired with an IN_MOVED_TO read before it.
-    #[serde(default)]
     pub late_pairs: u64,
 }

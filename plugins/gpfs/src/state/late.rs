@@ -1,8 +1,8 @@
 //! Events read late from another partition: a name removed below a directory's new name
 //! before the directory's rename was read, and a directory's IN_MOVED_TO read before its
 //! IN_MOVED_FROM. Without a seed the state does not know what was below the old name, so
-//! these are remembered for as long as a rename half may wait, and the rename read later
-//! removes the old names they imply.
+//! these are remembered for a while (four times as long as a rename half waits for a silent
+//! partition), and the rename read later removes the old names they imply.
 
 use std::collections::VecDeque;
 
@@ -52,9 +52,10 @@ impl GpfsState {
     /// A name the state did not know was removed: a directory rename read later may show
     /// the name the index holds for it.
     pub(super) fn note_unknown_delete(&mut self, path: &str) {
-        if self.verify {
+        if self.verify && !self.complete {
             let mut names = vec![path.to_string()];
             names.extend(self.older_names(path));
+            names.extend(self.older_names_reordered(path));
             push(&mut self.late.deleted, (self.late.batch, names));
         }
     }
@@ -63,7 +64,7 @@ impl GpfsState {
     /// names then) before this was read had their older names below `old` (removed now, with
     /// the names before those).
     pub(super) fn delete_late_names(&mut self, old: &str, new: &str, ops: &mut Ops) {
-        if !self.verify || self.late.deleted.is_empty() {
+        if !self.verify || self.complete || self.late.deleted.is_empty() {
             return;
         }
         let mut older = Vec::new();
@@ -71,13 +72,14 @@ impl GpfsState {
             if let Some(rest) = names.iter().find_map(|p| below(p, new)) {
                 let at_old = format!("{old}{rest}");
                 older.extend(self.older_names(&at_old));
+                older.extend(self.older_names_reordered(&at_old));
                 older.push(at_old);
             }
         }
         for op in older {
             if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
-                self.counts.late_deletes += 1;
                 self.delete_unknown(&op, ops);
+                self.counts.late_deletes += u64::from(ops.get(op.as_str()) == Some(&Op::Delete));
             }
         }
     }

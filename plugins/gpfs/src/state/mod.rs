@@ -151,6 +151,8 @@ pub struct GpfsState {
     evicted: Evicted,
     /// Removals and moves in read ahead of the directory renames that explain them.
     late: late::Late,
+    /// `verify`, with a mount to check against.
+    checked: bool,
 
     /// What the state has done so far.
     pub counts: GpfsCounts,
@@ -480,12 +482,16 @@ impl GpfsState {
             return;
         }
         let older = self.older_names(path);
+        let reordered = self.older_names_reordered(path);
+        let reordered = if reordered == older { Vec::new() } else { reordered };
         // The oldest name may be from before monitoring; the ones between were produced by
         // this run's renames, in the index only if sent.
-        let last = older.len().saturating_sub(1);
-        for (i, o) in older.into_iter().enumerate() {
-            if i == last || self.may_hold(&o) {
-                self.delete(&o, ops);
+        for chain in [older, reordered] {
+            let last = chain.len().saturating_sub(1);
+            for (i, o) in chain.into_iter().enumerate() {
+                if i == last || self.may_hold(&o) {
+                    self.delete(&o, ops);
+                }
             }
         }
     }
@@ -540,6 +546,7 @@ impl StateStore for GpfsState {
     fn apply(&mut self, event: &(GpfsEvent, Position), walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
+        self.checked = self.verify && walker.sees_files();
         let path: &str = &ev.path;
         if !self.pending.is_empty() && matches!(ev.kind, EventKind::Created | EventKind::MovedTo | EventKind::Modified)
         {
@@ -612,49 +619,7 @@ impl StateStore for GpfsState {
                     below: None,
                 });
             }
-            EventKind::MovedTo => {
-                let pair = self
-                    .pending
-                    .iter()
-                    .position(|m| ev.cookie != 0 && m.cookie == ev.cookie)
-                    .or_else(|| self.pending.iter().position(|m| m.meta.inode == ev.meta.inode));
-                let (old, below) = match pair {
-                    Some(i) => {
-                        let m = self.pending.remove(i);
-                        (Some(m.path), m.below)
-                    }
-                    None => match self.links.get(&ev.meta.inode).map(|v| v.as_slice()) {
-                        // The one name the state knows for this inode.
-                        Some([only]) if &**only != path => (Some(only.to_string()), None),
-                        _ => (None, None),
-                    },
-                };
-                match old {
-                    Some(old) => {
-                        self.rename(&old, path, ev.meta, below.as_deref(), walker, ops);
-                        // A rename changes the inode's ctime, which its other names share.
-                        self.propagate(path, ev.meta, ops);
-                    }
-                    None => {
-                        self.counts.unpaired_moves += 1;
-                        self.note_moved_in(ev.cookie, ev.meta, path);
-                        self.rename(path, path, ev.meta, None, walker, ops);
-                        // Its other names share the ctime the move gave it (read before its
-                        // IN_MOVED_FROM, from another partition, the move pairs with nothing).
-                        self.propagate(path, ev.meta, ops);
-                        if ev.meta.is_dir() && !walker.sees_files() {
-                            if self.counts.moved_in_unwalked == 0 {
-                                tracing::warn!(message = "a directory moved into the fileset is not walked (no `mount`): what it holds is indexed only as events name it", path = %path);
-                            }
-                            self.counts.moved_in_unwalked += 1;
-                        } else if ev.meta.is_dir() {
-                            for (np, m) in walker.walk(path) {
-                                self.upsert(&np, m, ops);
-                            }
-                        }
-                    }
-                }
-            }
+            EventKind::MovedTo => self.moved_to(ev, walker, ops),
         }
     }
 

@@ -72,6 +72,54 @@ impl GpfsState {
         }
     }
 
+    /// An IN_MOVED_TO: paired with its waiting IN_MOVED_FROM (by cookie, else by inode), or
+    /// with the one name the state knows for the inode; else moved in from outside the
+    /// fileset (or its IN_MOVED_FROM comes later, from another partition).
+    pub(super) fn moved_to(&mut self, ev: &GpfsEvent, walker: &mut dyn Walker, ops: &mut Ops) {
+        let path: &str = &ev.path;
+        let pair = self
+            .pending
+            .iter()
+            .position(|m| ev.cookie != 0 && m.cookie == ev.cookie)
+            .or_else(|| self.pending.iter().position(|m| m.meta.inode == ev.meta.inode));
+        let (old, below) = match pair {
+            Some(i) => {
+                let m = self.pending.remove(i);
+                (Some(m.path), m.below)
+            }
+            None => match self.links.get(&ev.meta.inode).map(|v| v.as_slice()) {
+                // The one name the state knows for this inode.
+                Some([only]) if &**only != path => (Some(only.to_string()), None),
+                _ => (None, None),
+            },
+        };
+        match old {
+            Some(old) => {
+                self.rename(&old, path, ev.meta, below.as_deref(), walker, ops);
+                // A rename changes the inode's ctime, which its other names share.
+                self.propagate(path, ev.meta, ops);
+            }
+            None => {
+                self.counts.unpaired_moves += 1;
+                self.note_moved_in(ev.cookie, ev.meta, path);
+                self.rename(path, path, ev.meta, None, walker, ops);
+                // Its other names share the ctime the move gave it (read before its
+                // IN_MOVED_FROM, from another partition, the move pairs with nothing).
+                self.propagate(path, ev.meta, ops);
+                if ev.meta.is_dir() && !walker.sees_files() {
+                    if self.counts.moved_in_unwalked == 0 {
+                        tracing::warn!(message = "a directory moved into the fileset is not walked (no `mount`): what it holds is indexed only as events name it", path = %path);
+                    }
+                    self.counts.moved_in_unwalked += 1;
+                } else if ev.meta.is_dir() {
+                    for (np, m) in walker.walk(path) {
+                        self.upsert(&np, m, ops);
+                    }
+                }
+            }
+        }
+    }
+
     /// A rename half whose pair never came: the object left the fileset. Its name and what was
     /// below it are removed, except names a newer object holds now.
     pub(super) fn moved_out(&mut self, m: PendingMove, walker: &mut dyn Walker, ops: &mut Ops) {

@@ -260,4 +260,37 @@ mod tests {
         assert_eq!(s.counts.late_pairs, 1);
         assert!(s.pending().is_empty());
     }
+
+    /// Renames read in the order they happened, where a name is taken again (`mv /a /P/sub;
+    /// mv /P /R; mv /Q /P`): a removal below the newest `/P/sub` deletes `/Q/sub/f`; the guess
+    /// of another order (`/a/f`) holds a newer file on the mount, which stays indexed.
+    #[test]
+    fn a_name_taken_again_is_translated_in_the_order_read() {
+        let mut s = GpfsState::new(1);
+        s.verify = true;
+        let mut mount = Mount(BTreeMap::from([
+            ("/R".to_string(), meta(11, true)),
+            ("/R/sub".to_string(), meta(10, true)),
+            ("/P".to_string(), meta(12, true)),
+            ("/P/sub".to_string(), meta(13, true)),
+            ("/a".to_string(), meta(14, true)),
+            ("/a/f".to_string(), meta(7, false)),
+        ]));
+        let got = batch(
+            &mut s,
+            &mut mount,
+            0,
+            &[
+                ev(MovedFrom, "/a", 10, true, 1),
+                ev(MovedTo, "/P/sub", 10, true, 1),
+                ev(MovedFrom, "/P", 11, true, 2),
+                ev(MovedTo, "/R", 11, true, 2),
+                ev(MovedFrom, "/Q", 12, true, 3),
+                ev(MovedTo, "/P", 12, true, 3),
+                ev(Removed, "/P/sub/f", 5, false, 0),
+            ],
+        );
+        assert!(got.contains(&("/Q/sub/f".into(), None)), "{got:?}");
+        assert!(!got.contains(&("/a/f".into(), None)), "{got:?}");
+    }
 }

@@ -438,10 +438,10 @@ impl DirectoryTree {
     }
 
     /// Delete `path` as computed for record `index`, plus the paths the index may hold it
-    /// under: translated back through this run's earlier directory renames. A name that a
-    /// rename of this batch produced was not in the index when the batch began: only its
-    /// older name is deleted. Renames before `since` (when the object got its name) are
-    /// not translated through.
+    /// under: translated back through this run's earlier directory renames. A name a rename
+    /// produced is deleted only if this monitor sent it (a walk in an earlier batch may have
+    /// sent it, seeing the file system past a rename of this batch); its older name always.
+    /// Renames before `since` (when the object got its name) are not translated through.
     pub(super) fn delete(&mut self, index: u64, path: String, since: u64, ops: &mut Ops) {
         if self.never_indexed(&path) {
             ops.shift_remove(&path);

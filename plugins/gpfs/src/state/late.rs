@@ -1,8 +1,9 @@
 //! Events read late from another partition: a name removed below a directory's new name
-//! before the directory's rename was read, and a directory's IN_MOVED_TO read before its
-//! IN_MOVED_FROM. Without a seed the state does not know what was below the old name, so
-//! these are remembered for a while (four times as long as a rename half waits for a silent
-//! partition), and the rename read later removes the old names they imply.
+//! before the directory's rename was read, a directory's IN_MOVED_TO read before its
+//! IN_MOVED_FROM, or after that half gave up waiting. Without a seed the state does not know
+//! what was below the old name, so these are remembered for a while (four times as long as a
+//! rename half waits for a silent partition), and the rename read later removes the old names
+//! they imply.
 
 use std::collections::VecDeque;
 
@@ -21,6 +22,9 @@ pub struct Late {
     deleted: VecDeque<(u64, Vec<String>)>,
     /// Directories moved in with no IN_MOVED_FROM read yet: (batch, cookie, inode, path).
     moved_in: VecDeque<(u64, u64, u64, String)>,
+    /// Directories whose IN_MOVED_FROM gave up waiting: (batch, cookie, inode, old path).
+    #[serde(default)]
+    moved_out: VecDeque<(u64, u64, u64, String)>,
 }
 
 fn push<T>(q: &mut VecDeque<T>, v: T) {
@@ -44,6 +48,9 @@ impl Late {
         }
         while self.moved_in.front().is_some_and(|(b, ..)| !keep(*b)) {
             self.moved_in.pop_front();
+        }
+        while self.moved_out.front().is_some_and(|(b, ..)| !keep(*b)) {
+            self.moved_out.pop_front();
         }
     }
 }
@@ -99,6 +106,23 @@ impl GpfsState {
         }
         let i = self.late.moved_in.iter().position(|(_, c, inode, _)| *c == cookie && *inode == meta.inode)?;
         self.late.moved_in.remove(i).map(|(.., path)| path)
+    }
+
+    /// A directory's IN_MOVED_FROM gave up waiting (moved out of the fileset, or its
+    /// IN_MOVED_TO is still to come from a partition further behind).
+    pub(super) fn note_moved_out(&mut self, cookie: u64, meta: Meta, path: &str) {
+        if self.verify && !self.complete && cookie != 0 && meta.is_dir() {
+            push(&mut self.late.moved_out, (self.late.batch, cookie, meta.inode, path.to_string()));
+        }
+    }
+
+    /// The IN_MOVED_TO of a directory whose IN_MOVED_FROM gave up waiting: where it was.
+    pub(super) fn take_moved_out(&mut self, cookie: u64, meta: Meta) -> Option<String> {
+        if !self.verify || self.complete || cookie == 0 || !meta.is_dir() {
+            return None;
+        }
+        let i = self.late.moved_out.iter().position(|(_, c, inode, _)| *c == cookie && *inode == meta.inode)?;
+        self.late.moved_out.remove(i).map(|(.., path)| path)
     }
 
     /// How many batches late entries are kept: four times as long as a rename half waits

@@ -100,6 +100,12 @@ impl GpfsState {
                 self.propagate(path, ev.meta, ops);
             }
             None => {
+                if let Some(old) = self.take_moved_out(ev.cookie, ev.meta) {
+                    // Its IN_MOVED_FROM gave up waiting before this came (another partition).
+                    self.counts.late_pairs += 1;
+                    self.rename(&old, path, ev.meta, None, walker, ops);
+                    return;
+                }
                 self.counts.unpaired_moves += 1;
                 self.note_moved_in(ev.cookie, ev.meta, path);
                 self.rename(path, path, ev.meta, None, walker, ops);
@@ -124,6 +130,7 @@ impl GpfsState {
     /// below it are removed, except names a newer object holds now.
     pub(super) fn moved_out(&mut self, m: PendingMove, walker: &mut dyn Walker, ops: &mut Ops) {
         self.counts.moved_out += 1;
+        self.note_moved_out(m.cookie, m.meta, &m.path);
         let newer = self.newer_at(&m.path, m.meta.inode);
         if m.below.is_none() && !newer {
             self.remove(&m.path, m.meta.is_dir(), ops);

@@ -293,4 +293,22 @@ mod tests {
         assert!(got.contains(&("/Q/sub/f".into(), None)), "{got:?}");
         assert!(!got.contains(&("/a/f".into(), None)), "{got:?}");
     }
+
+    /// Without a seed: a directory's IN_MOVED_FROM gave up waiting (its partition's pair far
+    /// behind) before the IN_MOVED_TO came: that settles it as a rename after all.
+    #[test]
+    fn a_directory_move_completed_after_its_half_gave_up_deletes_the_old_names() {
+        let mut s = GpfsState::new(1);
+        s.verify = true;
+        let mut mount =
+            Mount(BTreeMap::from([("/g/e".to_string(), meta(10, true)), ("/g/e/a".to_string(), meta(1, false))]));
+        assert_eq!(batch(&mut s, &mut mount, 0, &[ev(MovedFrom, "/g/d", 10, true, 5)]), []);
+        for _ in 0..super::super::SILENT_PARTITION_FACTOR {
+            batch(&mut s, &mut mount, 0, &[]);
+        }
+        assert!(s.pending().is_empty(), "the half gave up");
+        let to = batch(&mut s, &mut mount, 1, &[ev(MovedTo, "/g/e", 10, true, 5)]);
+        assert_eq!(to, [("/g/d/a".into(), None), ("/g/e/a".into(), Some(1))]);
+        assert_eq!(s.counts.late_pairs, 1);
+    }
 }

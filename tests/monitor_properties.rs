@@ -5,8 +5,8 @@
 //! (after the round of operations, so answers include renames not yet applied). After each
 //! stream: the index (snapshot + emitted operations) equals the file system exactly, every
 //! name is as fresh as its object's last change (for GPFS, as the update's own metadata says:
-//! the stand-in's ctime is the index of the object's last change), and operations out <= 1.2 x minimal, where
-//! minimal turns the file system at one batch's end into the next (an operation counts as
+//! the stand-in's ctime is the index of the object's last change), and operations out <= 1.2 x
+//! minimal, where minimal turns the file system at one batch's end into the next (an operation counts as
 //! done once its first event is in a batch). GPFS states started without a seed index are
 //! bounded on updates only, plus one per object from before monitoring that events touch.
 //! Lustre seeds run a third over one MDT, a third over 2 and a third over 4 MDTs of one

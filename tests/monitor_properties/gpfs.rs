@@ -264,9 +264,8 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
                 match op {
                     Op::Update(meta) => {
                         // What the update carries: its object and that object's ctime (the
-                        // last change the event or the mount saw).
-                        // Counted against minimal as before: updates of names still there at
-                        // the round's end (minimal is reckoned per batch from the records).
+                        // last change the event or the mount saw). Counted against minimal only
+                        // for names still there at the round's end.
                         if now_files.contains_key(&path) {
                             (out, out_updates) = (out + 1, out_updates + 1);
                         }
@@ -295,9 +294,6 @@ fn gpfs_case(seed: u64) -> Result<String, String> {
         if keyed { "" } else { " unkeyed" },
         if seeded { "seeded" } else { "unseeded" },
     );
-    if std::env::var("ICICLE_PROPERTY_PATH").is_ok() {
-        eprintln!("state counts at the end: {:?}", state.counts);
-    }
     keep_inputs(seed, &[(&journal, "changelog"), (&events_file, "events")]);
     let fs: HashMap<String, Fid> = files(&w.ns);
     let index: Index = index

@@ -94,14 +94,8 @@ impl GpfsState {
     /// The names `path` had before this run's directory renames, newest first, undoing the
     /// renames in the order they were read.
     pub(super) fn older_names(&self, path: &str) -> Vec<String> {
-        let mut p = path.to_string();
         let mut older = Vec::new();
-        for (old, new) in self.renames.iter().rev() {
-            if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
-                p = format!("{old}{rest}");
-                older.push(p.clone());
-            }
-        }
+        undo_in_read_order(&self.renames, path.to_string(), &mut older);
         older
     }
 
@@ -129,12 +123,17 @@ impl GpfsState {
             p = format!("{old}{}", &p[new.len()..]);
             older.push(p.clone());
         }
-        for (old, new) in self.renames[..split].iter().rev() {
-            if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
-                p = format!("{old}{rest}");
-                older.push(p.clone());
-            }
-        }
+        undo_in_read_order(&self.renames[..split], p, &mut older);
         older
+    }
+}
+
+/// Undo `renames` (oldest first) on `p` from the newest back, pushing each older name.
+fn undo_in_read_order(renames: &[(String, String)], mut p: String, older: &mut Vec<String>) {
+    for (old, new) in renames.iter().rev() {
+        if let Some(rest) = p.strip_prefix(new.as_str()).filter(|r| r.starts_with('/')) {
+            p = format!("{old}{rest}");
+            older.push(p.clone());
+        }
     }
 }

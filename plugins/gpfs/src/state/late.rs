@@ -68,21 +68,18 @@ impl GpfsState {
     }
 
     /// Directory `old` was renamed to `new`: names removed below `new` (under any of their
-    /// names then) before this was read had their older names below `old` (removed now, with
-    /// the names before those).
+    /// names then) before this was read had their older names below `old` (removed now;
+    /// [`GpfsState::delete_unknown`] removes the names before those).
     pub(super) fn delete_late_names(&mut self, old: &str, new: &str, ops: &mut Ops) {
         if !self.verify || self.complete || self.late.deleted.is_empty() {
             return;
         }
-        let mut older = Vec::new();
-        for (_, names) in &self.late.deleted {
-            if let Some(rest) = names.iter().find_map(|p| below(p, new)) {
-                let at_old = format!("{old}{rest}");
-                older.extend(self.older_names(&at_old));
-                older.extend(self.older_names_reordered(&at_old));
-                older.push(at_old);
-            }
-        }
+        let older: Vec<String> = self
+            .late
+            .deleted
+            .iter()
+            .filter_map(|(_, names)| names.iter().find_map(|p| below(p, new)).map(|rest| format!("{old}{rest}")))
+            .collect();
         for op in older {
             if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
                 self.delete_unknown(&op, ops);

@@ -546,7 +546,9 @@ impl StateStore for GpfsState {
     fn apply(&mut self, event: &(GpfsEvent, Position), walker: &mut (dyn Walker + '_), ops: &mut Ops) {
         let (ev, position) = (&event.0, event.1);
         self.counts.events += 1;
-        self.checked = self.verify && walker.sees_files();
+        if self.verify {
+            self.checked = walker.sees_files();
+        }
         let path: &str = &ev.path;
         if !self.pending.is_empty() && matches!(ev.kind, EventKind::Created | EventKind::MovedTo | EventKind::Modified)
         {

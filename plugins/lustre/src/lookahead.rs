@@ -169,14 +169,16 @@ impl Lookahead {
     /// away, read already and not applied.
     pub fn add_leavings(&mut self, text: &str) {
         let Some(l) = &mut self.leavings else { return };
+        let mut r = ChangelogRecord::empty();
         for line in crate::changelog::lines(text) {
             if crate::changelog::line_type_bit(line.as_bytes()) & LEAVING_BITS == 0 {
                 continue;
             }
-            if let Ok(r) = ChangelogRecord::parse(line) {
-                if r.index >= self.applied_before && r.index <= self.read_upto {
-                    l.push(&r);
-                }
+            if ChangelogRecord::parse_into(line, &mut r).is_ok()
+                && r.index >= self.applied_before
+                && r.index <= self.read_upto
+            {
+                l.push(&r);
             }
         }
     }
@@ -206,12 +208,14 @@ impl Lookahead {
     /// Index the renames and naming records of `text` (an `lfs changelog` answer); `last` is
     /// the index of its last line, read whatever its type.
     pub fn push_text(&mut self, text: &str, last: Option<u64>) {
+        // One record parsed into again and again: no copy of it per line.
+        let mut r = ChangelogRecord::empty();
+        let bits = if self.leavings.is_some() { NAMING_BITS | LEAVING_BITS } else { NAMING_BITS };
         for line in crate::changelog::lines(text) {
-            let bits = if self.leavings.is_some() { NAMING_BITS | LEAVING_BITS } else { NAMING_BITS };
             if crate::changelog::line_type_bit(line.as_bytes()) & bits == 0 {
                 continue;
             }
-            if let Ok(r) = ChangelogRecord::parse(line) {
+            if ChangelogRecord::parse_into(line, &mut r).is_ok() {
                 self.push(&r);
             }
         }

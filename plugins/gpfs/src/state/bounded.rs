@@ -10,12 +10,17 @@ impl GpfsState {
     /// by hash and finds it again where a directory rename or a permission change needs it.
     pub fn set_lru_capacity(&mut self, cap: usize) {
         self.lru_capacity = cap;
+        if cap > 0 {
+            let several = self.links.iter().filter(|(_, v)| v.len() > 1).map(|(i, _)| *i);
+            self.linked.extend(several);
+        }
         self.recency = (cap > 0).then(|| {
+            // In path order, so the same run evicts the same files.
+            let mut files: Vec<&PathName> = self.objects.iter().filter(|(_, m)| !m.is_dir()).map(|(p, _)| p).collect();
+            files.sort_unstable();
             let mut r = lru::LruCache::unbounded();
-            for (p, m) in &self.objects {
-                if !m.is_dir() {
-                    r.put(p.clone(), ());
-                }
+            for p in files {
+                r.put(p.clone(), ());
             }
             r
         });
@@ -27,7 +32,8 @@ impl GpfsState {
     }
 
     /// Evict the least recently touched files down to the capacity; files with several
-    /// known names (hard links) are not tracked and stay.
+    /// names (hard links: known at once at some point) stay, so a change read under one name
+    /// reaches the others.
     pub(super) fn evict(&mut self) {
         let Some(recency) = self.recency.as_mut() else { return };
         let mut out = Vec::new();
@@ -37,7 +43,7 @@ impl GpfsState {
         }
         for p in out {
             let Some(m) = self.objects.get(&*p).copied() else { continue };
-            if self.links.get(&m.inode).is_some_and(|v| v.len() > 1) {
+            if self.links.get(&m.inode).is_some_and(|v| v.len() > 1) || self.linked.contains(&m.inode) {
                 continue;
             }
             self.forget(&p);

@@ -59,7 +59,7 @@ impl GpfsState {
     /// A name the state did not know was removed: a directory rename read later may show
     /// the name the index holds for it.
     pub(super) fn note_unknown_delete(&mut self, path: &str) {
-        if self.verify && !self.complete {
+        if self.late_names_matter() {
             let mut names = vec![path.to_string()];
             names.extend(self.older_names(path));
             names.extend(self.older_names_reordered(path));
@@ -71,7 +71,7 @@ impl GpfsState {
     /// names then) before this was read had their older names below `old` (removed now;
     /// [`GpfsState::delete_unknown`] removes the names before those).
     pub(super) fn delete_late_names(&mut self, old: &str, new: &str, ops: &mut Ops) {
-        if !self.verify || self.complete || self.late.deleted.is_empty() {
+        if !self.late_names_matter() || self.late.deleted.is_empty() {
             return;
         }
         let older: Vec<String> = self
@@ -81,11 +81,24 @@ impl GpfsState {
             .filter_map(|(_, names)| names.iter().find_map(|p| below(p, new)).map(|rest| format!("{old}{rest}")))
             .collect();
         for op in older {
-            if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
+            if self.complete {
+                // Only a file it let go of can be indexed under a name the state does not know.
+                if let Some(name) = self.evicted_name(&op) {
+                    self.delete(&name, ops);
+                    self.counts.evicted_found += 1;
+                    self.counts.late_deletes += 1;
+                }
+            } else if !self.objects.contains_key(op.as_str()) && !ops.contains_key(op.as_str()) {
                 self.delete_unknown(&op, ops);
                 self.counts.late_deletes += u64::from(ops.get(op.as_str()) == Some(&Op::Delete));
             }
         }
+    }
+
+    /// Whether names read late may hide names the index holds that the state cannot list:
+    /// with several partitions, a state without a seed, or one that let files go.
+    fn late_names_matter(&self) -> bool {
+        self.verify && (!self.complete || !self.evicted.is_empty())
     }
 
     /// A directory's IN_MOVED_TO paired with nothing (its IN_MOVED_FROM may come later, from
@@ -108,14 +121,14 @@ impl GpfsState {
     /// A directory's IN_MOVED_FROM gave up waiting (moved out of the fileset, or its
     /// IN_MOVED_TO is still to come from a partition further behind).
     pub(super) fn note_moved_out(&mut self, cookie: u64, meta: Meta, path: &str) {
-        if self.verify && !self.complete && cookie != 0 && meta.is_dir() {
+        if self.verify && (!self.complete || self.evicted_below(path)) && cookie != 0 && meta.is_dir() {
             push(&mut self.late.moved_out, (self.late.batch, cookie, meta.inode, path.to_string()));
         }
     }
 
     /// The IN_MOVED_TO of a directory whose IN_MOVED_FROM gave up waiting: where it was.
     pub(super) fn take_moved_out(&mut self, cookie: u64, meta: Meta) -> Option<String> {
-        if !self.verify || self.complete || cookie == 0 || !meta.is_dir() {
+        if !self.verify || cookie == 0 || !meta.is_dir() || self.late.moved_out.is_empty() {
             return None;
         }
         let i = self.late.moved_out.iter().position(|(_, c, inode, _)| *c == cookie && *inode == meta.inode)?;

@@ -95,6 +95,9 @@ pub struct Checkpoint {
     /// What a rename read late from another partition may still need (see `late`).
     #[serde(default)]
     pub late: late::Late,
+    /// Inodes once known under several names, when bounded (see `linked`).
+    #[serde(default)]
+    pub linked: Vec<u64>,
 }
 
 /// The state of one monitored fileset.
@@ -145,6 +148,9 @@ pub struct GpfsState {
     replayed: HashSet<u64, Fast>,
     /// Files kept at most (0: no bound); files with several known names always stay.
     lru_capacity: usize,
+    /// Inodes once known under several names at the same time (hard links), when bounded:
+    /// never let go of, whatever names are known of them now.
+    linked: HashSet<u64, Fast>,
     /// Files in least-recently-touched order, when bounded.
     recency: Option<lru::LruCache<PathName, ()>>,
     /// Files let go of that the index still holds.
@@ -197,6 +203,7 @@ impl GpfsState {
         s.whole = cp.whole.into_iter().collect();
         s.renames = cp.renames;
         s.late = cp.late;
+        s.linked = cp.linked.into_iter().collect();
         match cp.sent {
             Some(sent) => s.sent = sent.into_iter().collect(),
             None => s.sent_unknown = !s.renames.is_empty(),
@@ -219,6 +226,11 @@ impl GpfsState {
             evicted: self.evicted.checkpoint(),
             whole: self.marks(),
             late: self.late.clone(),
+            linked: {
+                let mut v: Vec<u64> = self.linked.iter().copied().collect();
+                v.sort_unstable();
+                v
+            },
         }
     }
 
@@ -353,7 +365,11 @@ impl GpfsState {
         // Only files join names by inode: a directory may reuse a removed file's inode, and
         // a replay of that file's events must not reach it.
         if meta.inode != 0 && !meta.is_dir() {
-            self.links.entry(meta.inode).or_default().push(name.clone());
+            let names = self.links.entry(meta.inode).or_default();
+            names.push(name.clone());
+            if names.len() > 1 && self.lru_capacity > 0 {
+                self.linked.insert(meta.inode);
+            }
         }
         (name, old.is_none())
     }

@@ -262,19 +262,27 @@ impl GpfsState {
                 self.settle_names(&np, m.inode, walker, ops);
             }
             if self.knows_all_at(&op) {
-                if !self.objects.contains_key(np.as_str()) {
+                if self.objects.contains_key(np.as_str()) {
+                    // Known where it is now (a walk of its directory moved in, read before
+                    // this rename's other half): a name it was let go of under still goes.
                     if let Some(name) = self.evicted_name(&op) {
                         self.delete(&name, ops);
                         self.counts.evicted_found += 1;
-                        self.upsert(&np, m, ops);
-                    } else if self.verify {
-                        // Not indexed under the old name (the state knows all there).
-                        if ops.get(np.as_str()) != Some(&Op::Delete) {
-                            self.born.insert(np.as_str().into());
-                        }
-                        self.counts.moved_descendants += 1;
-                        self.upsert(&np, m, ops);
                     }
+                } else if let Some(name) = self.evicted_name(&op) {
+                    self.delete(&name, ops);
+                    self.counts.evicted_found += 1;
+                    self.upsert(&np, m, ops);
+                } else if self.verify {
+                    // Not indexed under the old name (the state knows all there), unless
+                    // `old` is itself a name that a directory rename still to be read (from
+                    // another partition) gave: one it let go of may be found then.
+                    self.note_unknown_delete(&op);
+                    if ops.get(np.as_str()) != Some(&Op::Delete) {
+                        self.born.insert(np.as_str().into());
+                    }
+                    self.counts.moved_descendants += 1;
+                    self.upsert(&np, m, ops);
                 }
                 continue;
             }

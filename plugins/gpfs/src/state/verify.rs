@@ -314,4 +314,87 @@ mod tests {
         assert_eq!(to, [("/g/d/a".into(), None), ("/g/e/a".into(), Some(1))]);
         assert_eq!(s.counts.late_pairs, 1);
     }
+
+    /// A seeded state bounded to `cap` files, let go of all it may after one batch.
+    fn bounded(files: &[(&str, u64)], cap: usize, mount: &mut Mount) -> GpfsState {
+        let mut s = seeded(files);
+        s.set_lru_capacity(cap);
+        batch(&mut s, mount, 0, &[]);
+        s
+    }
+
+    /// Seeded and bounded: a directory's IN_MOVED_TO read before its IN_MOVED_FROM. The walk
+    /// at the IN_MOVED_TO knows the files where they are; the rename, once complete, deletes
+    /// the old name of the file let go of too.
+    #[test]
+    fn a_file_let_go_of_goes_under_its_old_name_when_its_directory_move_is_read_backwards() {
+        let mut mount = Mount(BTreeMap::from([
+            ("/g/e".to_string(), meta(10, true)),
+            ("/g/e/a".to_string(), meta(1, false)),
+            ("/g/e/b".to_string(), meta(2, false)),
+        ]));
+        let mut s = bounded(&[("/g/d/a", 1), ("/g/d/b", 2)], 1, &mut mount);
+        assert_eq!(s.evicted_files(), 1);
+        let to = batch(&mut s, &mut mount, 1, &[ev(MovedTo, "/g/e", 10, true, 5)]);
+        assert_eq!(to, [("/g/e/a".into(), Some(1)), ("/g/e/b".into(), Some(2))]);
+        let from = batch(&mut s, &mut mount, 0, &[ev(MovedFrom, "/g/d", 10, true, 5)]);
+        // What the rename moves is sent again where it is (the walk knew it already).
+        assert_eq!(
+            from,
+            [("/g/d/a".into(), None), ("/g/d/b".into(), None), ("/g/e/a".into(), Some(1)), ("/g/e/b".into(), Some(2))]
+        );
+    }
+
+    /// Seeded and bounded: a directory's rename read before its parent's (from another
+    /// partition) names its old place under the parent's new name; the parent's rename read
+    /// later deletes the names the index holds for the files let go of.
+    #[test]
+    fn a_file_let_go_of_goes_when_its_parent_s_rename_is_read_after_its_directory_s() {
+        let mut mount = Mount(BTreeMap::from([
+            ("/g/q".to_string(), meta(20, true)),
+            ("/g/e".to_string(), meta(10, true)),
+            ("/g/e/a".to_string(), meta(1, false)),
+            ("/g/e/b".to_string(), meta(2, false)),
+        ]));
+        let mut s = bounded(&[("/g/p/d/a", 1), ("/g/p/d/b", 2)], 1, &mut mount);
+        let (evicted, kept) = if s.checkpoint().objects.iter().any(|(p, _)| p == "/g/p/d/a") {
+            ("/g/p/d/b", "/g/p/d/a")
+        } else {
+            ("/g/p/d/a", "/g/p/d/b")
+        };
+        let child =
+            batch(&mut s, &mut mount, 1, &[ev(MovedFrom, "/g/q/d", 10, true, 5), ev(MovedTo, "/g/e", 10, true, 5)]);
+        assert!(child.contains(&(kept.into(), None)), "{child:?}");
+        assert!(!child.contains(&(evicted.into(), None)), "{child:?}");
+        let parent =
+            batch(&mut s, &mut mount, 0, &[ev(MovedFrom, "/g/p", 20, true, 6), ev(MovedTo, "/g/q", 20, true, 6)]);
+        assert_eq!(parent, [(evicted.into(), None)]);
+        assert_eq!(s.counts.late_deletes, 1);
+    }
+
+    /// Bounded: the names of a file with hard links are never let go of, so a change read
+    /// under one name reaches the others even after another name was forgotten for a while.
+    #[test]
+    fn hard_links_are_never_let_go_of() {
+        let mut mount = Mount(BTreeMap::from([
+            ("/g/0".to_string(), meta(2, false)),
+            ("/g/a".to_string(), meta(1, false)),
+            ("/g/b".to_string(), meta(1, false)),
+            ("/g/n".to_string(), meta(5, false)),
+        ]));
+        let mut s = bounded(&[("/g/0", 2), ("/g/a", 1), ("/g/b", 1)], 1, &mut mount);
+        assert_eq!(s.evicted_files(), 1, "only /g/0");
+        mount.0.remove("/g/b");
+        let removed =
+            batch(&mut s, &mut mount, 0, &[ev(Removed, "/g/b", 1, false, 0), ev(Modified, "/g/a", 1, false, 0)]);
+        // /g/a unchanged: touched, not sent.
+        assert_eq!(removed, [("/g/b".into(), None)]);
+        // Over the bound again, with /g/a the least recently touched and its only name known.
+        batch(&mut s, &mut mount, 0, &[ev(Created, "/g/n", 5, false, 0)]);
+        assert_eq!(s.evicted_files(), 1);
+        let s = GpfsState::restore(s.checkpoint(), 1);
+        let cp = s.checkpoint();
+        assert!(cp.objects.iter().any(|(p, _)| p == "/g/a"));
+        assert_eq!(cp.linked, [1]);
+    }
 }

@@ -289,11 +289,21 @@ impl RecordTime {
 
     /// `clock date`; None when longer than [`RecordTime::CAPACITY`].
     pub fn new(clock: &str, date: &str) -> Option<RecordTime> {
+        let mut t = RecordTime::EMPTY;
+        t.set(clock, date).then_some(t)
+    }
+
+    /// No time.
+    pub const EMPTY: RecordTime = RecordTime { len: 0, bytes: [0; RecordTime::CAPACITY] };
+
+    /// Set to `clock date` where the time is kept (a record parsed in place copies its time
+    /// once); false, leaving it unchanged, when longer than [`RecordTime::CAPACITY`].
+    pub fn set(&mut self, clock: &str, date: &str) -> bool {
         let len = clock.len() + 1 + date.len();
         if len > Self::CAPACITY {
-            return None;
+            return false;
         }
-        let mut bytes = [0u8; Self::CAPACITY];
+        let bytes = &mut self.bytes;
         if let (Ok(c), Ok(d)) = (<&[u8; 18]>::try_from(clock.as_bytes()), <&[u8; 10]>::try_from(date.as_bytes())) {
             // The usual `HH:MM:SS.nnnnnnnnn YYYY.MM.DD`: fixed-size copies.
             bytes[..18].copy_from_slice(c);
@@ -304,7 +314,8 @@ impl RecordTime {
             bytes[clock.len()] = b' ';
             bytes[clock.len() + 1..len].copy_from_slice(date.as_bytes());
         }
-        Some(RecordTime { len: len as u8, bytes })
+        self.len = len as u8;
+        true
     }
 
     /// The text.
@@ -318,7 +329,7 @@ impl From<&str> for RecordTime {
     /// `"HH:MM:SS.n YYYY.MM.DD"` (split at the first space; truncated to the capacity).
     fn from(s: &str) -> RecordTime {
         let (clock, date) = s.split_once(' ').unwrap_or((s, ""));
-        RecordTime::new(clock, date).unwrap_or(RecordTime { len: 0, bytes: [0; Self::CAPACITY] })
+        RecordTime::new(clock, date).unwrap_or(RecordTime::EMPTY)
     }
 }
 
@@ -378,7 +389,7 @@ impl ChangelogRecord {
         ChangelogRecord {
             index: 0,
             kind: RecordType::Mark,
-            time: RecordTime { len: 0, bytes: [0; RecordTime::CAPACITY] },
+            time: RecordTime::EMPTY,
             flags: 0,
             target: Fid::default(),
             jobid: None,
@@ -441,8 +452,9 @@ impl ChangelogRecord {
         let flags = hex(&b[fs..fe])
             .and_then(|f| u32::try_from(f).ok())
             .ok_or_else(|| format!("flags `{}` are not hex", text(fs, fe)))?;
-        let time = RecordTime::new(text(cs, ce), text(ds, de))
-            .ok_or_else(|| format!("time `{} {}` is too long", text(cs, ce), text(ds, de)))?;
+        if !rec.time.set(text(cs, ce), text(ds, de)) {
+            return Err(format!("time `{} {}` is too long", text(cs, ce), text(ds, de)));
+        }
         let mut i = fe + (b.get(fe) == Some(&b' ')) as usize;
         if b.get(i..i + 2) != Some(b"t=") {
             return Err("missing t=".into());
@@ -451,7 +463,6 @@ impl ChangelogRecord {
         let (target, n) = bracketed_fid(&b[i..]).ok_or_else(|| fid_error(text(i, b.len()), "t="))?;
         rec.index = index;
         rec.kind = kind;
-        rec.time = time;
         rec.flags = flags;
         rec.target = target;
         rec.jobid = None;

@@ -21,22 +21,19 @@ pub const QS: [(f64, &str); 6] =
 /// The attributes measured (times as ages relative to the reference time).
 pub const ATTRS: [&str; 4] = ["size", "atime", "ctime", "mtime"];
 
+/// Per principal, each attribute's values: sizes, and times as read (seconds since the
+/// epoch) until [`to_ages`] makes them ages.
 type Values = HashMap<String, [Vec<f64>; 4]>;
 
 struct Collector {
     values: Values,
-    reference: i64,
     out: Arc<Mutex<Values>>,
 }
 
 impl RowProcessor for Collector {
     fn record(&mut self, rec: &FileRecord<'_>) {
-        let v = [
-            rec.attrs.size as f64,
-            (self.reference - rec.attrs.atime) as f64,
-            (self.reference - rec.attrs.ctime) as f64,
-            (self.reference - rec.attrs.mtime) as f64,
-        ];
+        // Seconds since the epoch are exact in an f64 (under 2^53).
+        let v = [rec.attrs.size as f64, rec.attrs.atime as f64, rec.attrs.ctime as f64, rec.attrs.mtime as f64];
         for key in [format!("user:{}", rec.attrs.uid), format!("group:{}", rec.attrs.gid)] {
             let e = self.values.entry(key).or_default();
             for i in 0..4 {
@@ -57,13 +54,64 @@ impl RowProcessor for Collector {
 }
 
 struct CollectorFactory {
-    reference: i64,
     out: Arc<Mutex<Values>>,
 }
 
 impl RowProcessorFactory for CollectorFactory {
     fn make(&self, _worker: usize) -> Box<dyn RowProcessor> {
-        Box::new(Collector { values: HashMap::new(), reference: self.reference, out: self.out.clone() })
+        Box::new(Collector { values: HashMap::new(), out: self.out.clone() })
+    }
+}
+
+/// Where the ages are measured from, and why there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reference {
+    /// `aggregate.reference_time`.
+    Configured(i64),
+    /// A seeded run without one: the newest time in the snapshot, so the same snapshot and
+    /// seed give the same ages whenever they run.
+    NewestInSnapshot(i64),
+    /// The run's start.
+    RunStart(i64),
+}
+
+impl Reference {
+    /// The time, seconds since the epoch.
+    pub fn time(self) -> i64 {
+        match self {
+            Reference::Configured(t) | Reference::NewestInSnapshot(t) | Reference::RunStart(t) => t,
+        }
+    }
+
+    fn how(self) -> &'static str {
+        match self {
+            Reference::Configured(_) => "aggregate.reference_time",
+            Reference::NewestInSnapshot(_) => "the newest time in the snapshot (a seeded run)",
+            Reference::RunStart(_) => "the run's start",
+        }
+    }
+}
+
+/// The reference of a run: configured, else with a seed the newest time among `values`,
+/// else now.
+fn reference_for(configured: Option<i64>, seeded: bool, values: &Values) -> Reference {
+    match configured {
+        Some(t) => Reference::Configured(t),
+        None if seeded => {
+            let newest = values.values().flat_map(|v| v[1..].iter().flatten()).fold(f64::MIN, |a, &b| a.max(b));
+            Reference::NewestInSnapshot(if newest == f64::MIN { 0 } else { newest as i64 })
+        }
+        None => Reference::RunStart(icicle_core::time::now_epoch()),
+    }
+}
+
+/// Make every time of `values` its age at `reference` (seconds before it).
+fn to_ages(values: &mut Values, reference: i64) {
+    let r = reference as f64;
+    for v in values.values_mut() {
+        for t in v[1..].iter_mut().flatten() {
+            *t = r - *t;
+        }
     }
 }
 
@@ -224,7 +272,6 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64
     let factories: Vec<Arc<dyn SketchFactory>> =
         sketches.iter().map(|s| registry::default_sketch(s)).collect::<Result<_, _>>()?;
     let (sources, _) = icicle_runtime::compose::components_allow_no_sinks(cfg)?;
-    let reference = cfg.app.aggregate.reference_time.unwrap_or_else(icicle_core::time::now_epoch);
     let values = Arc::new(Mutex::new(Values::new()));
     let mut settings = cfg.app.snapshot.clone();
     settings.state_dir = None;
@@ -237,16 +284,26 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64
         policy: Arc::new(icicle_runtime::compose::record_policy(cfg)?),
         settings,
         progress: Arc::new(NoProgress),
-        processors: vec![Arc::new(CollectorFactory { reference, out: values.clone() })],
+        processors: vec![Arc::new(CollectorFactory { out: values.clone() })],
         finishers: vec![],
         primary: false,
         cluster: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let summary = rt.block_on(icicle_runtime::snapshot::run(job))?;
-    let values = std::mem::take(&mut *values.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
+    let mut values = std::mem::take(&mut *values.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
+    let reference = reference_for(cfg.app.aggregate.reference_time, seed.is_some(), &values);
+    to_ages(&mut values, reference.time());
     let (ms, costs) = measure(&values, &factories, seed)?;
     std::fs::create_dir_all(out)?;
+    // What the run measured from, beside what it measured (to run it again as it was).
+    let run = serde_json::json!({
+        "reference_time": reference.time(),
+        "reference": reference.how(),
+        "seed": seed,
+        "sketches": sketches,
+    });
+    std::fs::write(out.join("run.json"), format!("{run:#}\n"))?;
     let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("measurements.csv"))?);
     writeln!(w, "sketch,principal,attribute,quantile,n,exact,estimate,value_error,rank_error")?;
     for m in &ms {
@@ -284,11 +341,12 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64
     // The table printed for people (and read by the dashboard's sketch view).
     let mut t = String::new();
     t.push_str(&format!(
-        "{} rows read; {} users and groups; {} measurements; reference time {}\n\n",
+        "{} rows read; {} users and groups; {} measurements; reference time {} ({})\n\n",
         summary.rows,
         values.len(),
         ms.len(),
-        icicle_core::time::iso8601(reference)
+        icicle_core::time::iso8601(reference.time()),
+        reference.how()
     ));
     t.push_str("| sketch | value error mean | value error p95 | value error max | rank error mean | rank error p95 | rank error max | bytes/sketch | ns/insert |\n|---|---|---|---|---|---|---|---|---|\n");
     for (s, a, _, st) in &rows {

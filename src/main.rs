@@ -131,9 +131,12 @@ struct NotBuilt {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `icicle --version`: the release and the commit it was built from (see build.rs).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("ICICLE_COMMIT"), ")");
+
 /// Searchable, fresh HPC file-system metadata.
 #[derive(Parser, Debug)]
-#[command(name = "icicle", version, about)]
+#[command(name = "icicle", version = VERSION, about)]
 struct Cli {
     /// Configuration file (TOML); repeat to layer several, later ones win.
     #[arg(short, long = "config", global = true)]
@@ -244,20 +247,26 @@ enum Command {
 enum ConfigCommand {
     /// Print the merged configuration (defaults < files < environment < --set).
     Show,
+    /// Check the configuration without running anything: every key known (the nearest
+    /// suggested when not), every `type` a registered plugin, every component's settings
+    /// readable. Exits 1 naming each problem, its key and file.
+    Check {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
-fn init_logging(level: &str) {
+fn init_logging(level: &str, format: icicle_core::config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only on a terminal: logs captured by files, pipes and tests stay plain text.
-    let ansi = std::io::stderr().is_terminal();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .with_target(false)
-        .try_init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let _ = match format {
+        icicle_core::config::LogFormat::Json => builder.json().with_current_span(false).try_init(),
+        // Colours only on a terminal: logs captured by files, pipes and tests stay plain text.
+        icicle_core::config::LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+    };
 }
 
 /// Serve `/metrics` and `/status` when asked to.
@@ -356,6 +365,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// `icicle config check`: every problem of the configuration, or what was checked.
+fn config_check(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
+    let (checked, problems) = match icicle_core::config::load(&cli.config, &cli.set) {
+        Ok(cfg) => icicle_runtime::compose::check_all(&cfg),
+        Err(e) => (Vec::new(), vec![e]),
+    };
+    let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    if json {
+        print_stdout(&format!(
+            "{}\n",
+            serde_json::json!({ "ok": problems.is_empty(), "checked": checked, "problems": problems })
+        ))?;
+    } else if problems.is_empty() {
+        print_stdout(&format!(
+            "ok: {}\n",
+            if checked.is_empty() { "no components".to_string() } else { checked.join(", ") }
+        ))?;
+    } else {
+        for p in &problems {
+            eprintln!("error: {p}");
+        }
+    }
+    Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
 /// Write `text` to stdout; a closed pipe (`| head`) is the reader's choice, not a failure.
 fn print_stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -373,6 +407,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print_stdout(&cfg.to_toml()?)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Config { command: ConfigCommand::Check { json } } => config_check(&cli, *json),
         Command::Snapshot { json, no_progress, tui, metrics_addr, allow_mass_delete } => {
             snapshot(&cli, *json, *no_progress, *tui, metrics_addr.clone(), *allow_mass_delete)
         }
@@ -383,19 +418,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "index")]
         Command::Find(args) => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
-            init_logging("warn");
+            init_logging("warn", cfg.app.log.format);
             find::find(&cfg, args)
         }
         #[cfg(feature = "index")]
         Command::Du(args) => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
-            init_logging("warn");
+            init_logging("warn", cfg.app.log.format);
             find::du(&cfg, args)
         }
         #[cfg(feature = "index")]
         Command::Serve(args) => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
-            init_logging(&cfg.app.log.level);
+            init_logging(&cfg.app.log.level, cfg.app.log.format);
             serve::serve(&cfg, args)
         }
         #[cfg(not(feature = "index"))]
@@ -417,7 +452,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "sketches")]
         Command::SketchCompare { out, sketches, seed } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
-            init_logging(&cfg.app.log.level);
+            init_logging(&cfg.app.log.level, cfg.app.log.format);
             let names: Vec<String> =
                 sketches.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             let table = compare::run(&cfg, out, &names, *seed)?;
@@ -506,7 +541,7 @@ fn snapshot(
     }
     dashboard_built(tui)?;
     let cfg = icicle_core::config::load(&cli.config, &set)?;
-    init_logging(&cfg.app.log.level);
+    init_logging(&cfg.app.log.level, cfg.app.log.format);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     serve_metrics(&rt, metrics_addr.as_deref())?;
     let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json && !tui));
@@ -542,7 +577,7 @@ fn monitor(
 ) -> anyhow::Result<ExitCode> {
     dashboard_built(tui)?;
     let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
-    init_logging(&cfg.app.log.level);
+    init_logging(&cfg.app.log.level, cfg.app.log.format);
     let job = icicle_runtime::monitor::supervise::monitor_job(&cfg, drain, until_idle.map(icicle_core::time::secs))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     serve_metrics(&rt, metrics_addr.as_deref())?;

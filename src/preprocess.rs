@@ -593,7 +593,7 @@ fn describe(s: &Summary) -> String {
 /// be read (the parts lack its rows) or the reject threshold was exceeded.
 pub fn main(config: &[PathBuf], set: &[String], args: &Args) -> anyhow::Result<ExitCode> {
     let cfg = icicle_core::config::load(config, set)?;
-    crate::init_logging(&cfg.app.log.level);
+    crate::init_logging(&cfg.app.log.level, cfg.app.log.format);
     let progress = Arc::new(icicle_tui::TerminalProgress::new(!args.no_progress && !args.json));
     let s = run(&cfg, args, progress)?;
     if args.json {

@@ -461,3 +461,120 @@ fn a_failed_run_with_json_still_prints_a_json_document() {
     assert!(msg.contains("no-such-listing.csv"), "{msg}");
     assert!(err.contains("no-such-listing.csv"), "{err}");
 }
+
+/// `icicle config check` runs nothing and names every problem: a misspelt plugin key, a
+/// misspelt plugin type and a misspelt top-level key each with the nearest known name, and a
+/// TOML syntax error with the file and line; every shipped configuration checks clean.
+#[test]
+fn config_check_names_each_problem_with_the_nearest_known_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(
+        tmp.path(),
+        "typos.toml",
+        "[snapshot]\nworker = 2\n[sources.x]\ntype = \"tsv\"\npaths = [\"a.csv\"]\npreset = \"icicle9\"\ndelimeter = \",\"\n[sources.g]\ntype = \"gufii\"\n[sinks.y]\ntype = \"stdout\"\n",
+    );
+    let check = |cfg: &std::path::Path| icicle(&["config", "check", "-c", cfg.to_str().unwrap()], &[]);
+    // The top-level key is found first (the layers are read before any component).
+    let (code, _, err) = check(&cfg);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unknown key `snapshot.worker` in file") && err.contains("typos.toml"), "{err}");
+    assert!(err.contains("(did you mean `workers`?)"), "{err}");
+    let cfg = config(tmp.path(), "plugins.toml", &std::fs::read_to_string(&cfg).unwrap().replace("worker = 2\n", ""));
+    let (code, out, err) = check(&cfg);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "both components' problems, not only the first: {err}");
+    assert!(
+        err.contains("unknown key `sources.x.delimeter` in file") && err.contains("(did you mean `delimiter`?)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("unknown source type `gufii` for `sources.g.type`") && err.contains("(did you mean `gufi`?)"),
+        "{err}"
+    );
+    let (code, out, _) = icicle(&["config", "check", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, v["ok"].as_bool(), v["problems"].as_array().map(Vec::len)), (1, Some(false), Some(2)), "{v}");
+    assert_eq!(
+        v["checked"],
+        serde_json::json!(["sinks.y (stdout)", "aggregate.sketch (ddsketch)"]),
+        "the default sketch too"
+    );
+    // A syntax error: the file and where in it, never an empty key.
+    let broken = config(tmp.path(), "broken.toml", "[sinks.y]\ntype = \"stdout\n");
+    let (code, _, err) = check(&broken);
+    assert_eq!(code, 1);
+    assert!(err.contains("broken.toml") && err.contains("line 2") && !err.contains("``"), "{err}");
+    // Every shipped configuration checks clean.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(root.join("configs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let (code, out, err) = check(&path);
+            assert_eq!(code, 0, "{}: {err}", path.display());
+            assert!(out.starts_with("ok: "), "{}: {out}", path.display());
+        }
+    }
+}
+
+/// `--help` and `--version` answer (exit 0), and `icicle --version` names the commit built.
+#[test]
+fn the_binaries_answer_help_and_version_with_the_commit() {
+    for exe in [std::path::PathBuf::from(env!("CARGO_BIN_EXE_icicle")), testkit_bin()] {
+        let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+        for flag in ["--help", "--version"] {
+            let out = std::process::Command::new(&exe).arg(flag).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success() && !text.is_empty(), "{name} {flag}: {text}");
+            if flag == "--version" {
+                assert!(text.starts_with(&format!("{name} {}", env!("CARGO_PKG_VERSION"))), "{text}");
+            }
+        }
+    }
+    let (code, out, _) = icicle(&["--version"], &[]);
+    assert_eq!(code, 0);
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(h) => assert_eq!(out.trim(), format!("icicle {} ({h})", env!("CARGO_PKG_VERSION"))),
+        None => assert!(out.starts_with("icicle "), "{out}"),
+    }
+}
+
+/// `[log] format = "json"`: every log line is one JSON object (level, message and fields),
+/// for log shippers.
+#[test]
+fn json_logs_are_one_object_a_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("d")).unwrap();
+    std::fs::write(root.join("d/f"), b"x").unwrap();
+    let cfg = config(
+        tmp.path(),
+        "walk.toml",
+        &format!(
+            "[log]\nformat = \"json\"\n[sources.w]\ntype = \"walk\"\nroot = \"{}\"\n[sinks.b]\ntype = \"blackhole\"\n",
+            root.display()
+        ),
+    );
+    // The summary goes to stdout: stderr is the log alone.
+    let (code, _, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> =
+        err.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
+    assert!(!lines.is_empty(), "no log line");
+    for l in &lines {
+        assert!(l["level"].is_string() && l["timestamp"].is_string() && l["fields"]["message"].is_string(), "{l}");
+    }
+    // The file no mapped principal may see (root's, no principals file) is logged with its
+    // path as a field of its own.
+    assert!(
+        lines.iter().any(|l| l["level"] == "WARN" && l["fields"]["path"].as_str().is_some_and(|p| p.ends_with("/d/f"))),
+        "{err}"
+    );
+}

@@ -616,3 +616,36 @@ fn idle_connections_cannot_exhaust_a_monitor() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `icicle top --connect` to something that is not an icicle's metrics endpoint says so: a
+/// port nothing listens on, a server answering 404, one answering JSON of another shape.
+#[test]
+fn top_against_something_else_says_what_it_found() {
+    use std::io::{Read, Write};
+    // One HTTP answer from a server that is not icicle's.
+    let serve_once = |status: &'static str, body: &'static str| -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            if let Ok((mut s, _)) = listener.accept() {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = write!(s, "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            }
+        });
+        addr
+    };
+    let top = |addr: &str| common::icicle(&["top", "--once", "--connect", addr], &[]);
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let (code, _, err) = top(&closed);
+    assert!(code != 0 && err.contains(&closed), "{err}");
+    let addr = serve_once("404 Not Found", "{}");
+    let (code, _, err) = top(&addr);
+    assert!(code != 0 && err.contains("answered 404 Not Found: not an icicle metrics endpoint?"), "{err}");
+    let addr = serve_once("200 OK", "{\"status\":\"ok\"}");
+    let (code, _, err) = top(&addr);
+    assert!(code != 0 && err.contains("is not an icicle's /status"), "{err}");
+}

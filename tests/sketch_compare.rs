@@ -7,14 +7,19 @@ mod common;
 use common::*;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
 
-/// The generated snapshot (20,000 files) and a config reading it.
-fn generated_snapshot(tmp: &std::path::Path) -> (GenFs, std::path::PathBuf) {
+/// The generated snapshot (20,000 files) and a config reading it, its ages measured from
+/// `reference` (else from the run's start, or with a seed from the snapshot's newest time).
+fn generated_snapshot(tmp: &std::path::Path, reference: Option<i64>) -> (GenFs, std::path::PathBuf) {
     let fs = GenFs::generate(&GenSpec::new(20_000, 3));
     gen::write(&fs, Format::Tsv, &tmp.join("data"), 1_000_000, false).unwrap();
+    let aggregate = reference.map(|r| format!("[aggregate]\nreference_time = {r}\n")).unwrap_or_default();
     let cfg = config(
         tmp,
         "c.toml",
-        &format!("[aggregate]\nreference_time = 1767225600\n[sources.s]\ntype = \"tsv\"\npaths = [\"{}/data/*.csv\"]\npreset = \"icicle9\"\n", tmp.display()),
+        &format!(
+            "{aggregate}[sources.s]\ntype = \"tsv\"\npaths = [\"{}/data/*.csv\"]\npreset = \"icicle9\"\n",
+            tmp.display()
+        ),
     );
     (fs, cfg)
 }
@@ -22,7 +27,7 @@ fn generated_snapshot(tmp: &std::path::Path) -> (GenFs, std::path::PathBuf) {
 #[test]
 fn sketch_compare_reproduces_the_value_vs_rank_tradeoff() {
     let tmp = tempfile::tempdir().unwrap();
-    let (fs, cfg) = generated_snapshot(tmp.path());
+    let (fs, cfg) = generated_snapshot(tmp.path(), Some(1767225600));
     let out = tmp.path().join("cmp");
     let (code, stdout, err) =
         icicle(&["sketch-compare", "-c", cfg.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
@@ -59,8 +64,10 @@ fn sketch_compare_reproduces_the_value_vs_rank_tradeoff() {
 #[test]
 fn sketch_compare_with_a_seed_is_reproducible() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_, cfg) = generated_snapshot(tmp.path());
-    let run = |seed: &str, dir: &str| -> (String, String) {
+    // No reference time configured: a seeded run measures ages from the snapshot's newest
+    // time, so runs seconds apart agree byte for byte.
+    let (_, cfg) = generated_snapshot(tmp.path(), None);
+    let run = |seed: &str, dir: &str| -> (String, String, serde_json::Value) {
         let out = tmp.path().join(dir);
         let (code, _, err) = icicle(
             &["sketch-compare", "-c", cfg.to_str().unwrap(), "--out", out.to_str().unwrap(), "--seed", seed],
@@ -70,10 +77,16 @@ fn sketch_compare_with_a_seed_is_reproducible() {
         (
             std::fs::read_to_string(out.join("measurements.csv")).unwrap(),
             std::fs::read_to_string(out.join("summary.csv")).unwrap(),
+            serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap(),
         )
     };
     let first = run("7", "a");
+    // Another second: a reference taken from the clock would move every age.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let again = run("7", "b");
+    assert_eq!(first.2["reference"], "the newest time in the snapshot (a seeded run)");
+    assert_eq!(first.2["reference_time"], again.2["reference_time"]);
+    assert_eq!(first.2["seed"], 7);
     assert!(first.0 == again.0, "--seed 7 twice: measurements.csv differs");
     assert!(first.1 == again.1, "--seed 7 twice: summary.csv differs");
     let other = run("8", "c");

@@ -158,12 +158,25 @@ impl Default for RecordSettings {
 pub struct LogSettings {
     /// `error`, `warn`, `info`, `debug`, `trace` or an EnvFilter directive.
     pub level: String,
+    /// `text` (for people) or `json` (one object a line, for log shippers).
+    pub format: LogFormat,
 }
 
 impl Default for LogSettings {
     fn default() -> Self {
-        LogSettings { level: "info".into() }
+        LogSettings { level: "info".into(), format: LogFormat::Text }
     }
+}
+
+/// How log lines are written (`[log] format`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text an event, coloured on a terminal.
+    #[default]
+    Text,
+    /// One JSON object a line: `timestamp`, `level`, `fields` (with `message`), `target`.
+    Json,
 }
 
 /// What `icicle monitor` does when a source fails (`[monitor] on_failure`).
@@ -319,6 +332,10 @@ fn figment_error(err: figment::Error, figment: &Figment, base: &str) -> ConfigEr
     } else {
         err.kind.to_string()
     };
+    if key.is_empty() {
+        // Not a key's value: the file itself (a TOML syntax error names its line and column).
+        return ConfigError::Parse(format!("{origin}: {}", crate::secret::redact_text(&reason)));
+    }
     ConfigError::InvalidValue {
         key,
         origin,
@@ -392,7 +409,8 @@ pub fn extract_component<T: DeserializeOwned>(
     let _: Result<T, _> = serde_ignored::deserialize(&raw, |path| unknown.push(path.to_string()));
     if let Some(u) = unknown.into_iter().find(|u| !allowed.contains(&u.as_str())) {
         let full = format!("{key}.{u}");
-        return Err(ConfigError::UnknownKey { origin: origin_of(figment, &full), key: full });
+        let suggestion = crate::suggest::nearest_field::<T>(&u).map(str::to_string);
+        return Err(ConfigError::UnknownKey { origin: origin_of(figment, &full), key: full, suggestion });
     }
     Ok(value)
 }
@@ -420,7 +438,8 @@ pub fn from_figment(figment: Figment) -> Result<LoadedConfig, ConfigError> {
     let mut unknown = Vec::new();
     let _: Result<AppConfig, _> = serde_ignored::deserialize(&raw, |path| unknown.push(path.to_string()));
     if let Some(key) = unknown.into_iter().next() {
-        return Err(ConfigError::UnknownKey { origin: origin_of(&figment, &key), key });
+        let suggestion = crate::suggest::nearest_field::<AppConfig>(&key).map(str::to_string);
+        return Err(ConfigError::UnknownKey { origin: origin_of(&figment, &key), key, suggestion });
     }
     for (section, map) in [("sources", &app.sources), ("sinks", &app.sinks)] {
         for (id, v) in map {

@@ -26,12 +26,14 @@ pub enum Retry {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A key that no component understands.
-    #[error("unknown key `{key}` in {origin}")]
+    #[error("unknown key `{key}` in {origin}{}", crate::suggest::did_you_mean(.suggestion.as_deref()))]
     UnknownKey {
         /// The dotted key as written, e.g. `snapshot.worker`.
         key: String,
         /// Where the key was set: `file <path>`, another layer's name, or `the configuration`.
         origin: String,
+        /// The known key nearest to it, when one is near.
+        suggestion: Option<String>,
     },
     /// A key whose value has the wrong type or is out of range.
     #[error("invalid value for `{key}` in {origin}: {reason}")]
@@ -52,7 +54,7 @@ pub enum ConfigError {
         hint: String,
     },
     /// A `type` that no registered plugin provides.
-    #[error("unknown {kind} type `{name}` for `{key}` in {origin} (available: {available})")]
+    #[error("unknown {kind} type `{name}` for `{key}` in {origin}{} (available: {available})", crate::suggest::did_you_mean(crate::suggest::nearest(.name, .available.split(", "))))]
     UnknownPlugin {
         /// The plugin kind, e.g. `source` or `sink`.
         kind: String,

@@ -117,6 +117,8 @@ pub struct PluginDescriptor {
     pub example: &'static str,
     /// The erased factory.
     pub build: fn(&BuildContext<'_>) -> Result<Built, ConfigError>,
+    /// Check the section's keys and values without building anything (`icicle config check`).
+    pub check: fn(&BuildContext<'_>) -> Result<(), ConfigError>,
 }
 
 inventory::collect!(PluginDescriptor);
@@ -134,6 +136,12 @@ pub trait ComponentConfig: DeserializeOwned {
 /// The erased factory for a component configuration type (a [`PluginDescriptor`]'s `build`).
 pub fn build_component<C: ComponentConfig>(ctx: &BuildContext<'_>) -> Result<Built, ConfigError> {
     Ok(ctx.extract::<C>()?.build(ctx)?.into())
+}
+
+/// The erased check for a component configuration type (a [`PluginDescriptor`]'s `check`):
+/// its section read into the type, unknown keys refused with the nearest known one.
+pub fn check_component<C: ComponentConfig>(ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+    ctx.extract::<C>().map(|_| ())
 }
 
 impl From<Arc<dyn Source>> for Built {

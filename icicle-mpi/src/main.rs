@@ -27,7 +27,7 @@ use icicle_runtime::snapshot::{NoProgress, Progress};
 use transport::MpiCluster;
 
 #[derive(Parser)]
-#[command(name = "icicle-mpi", about = "icicle's snapshot pipelines across MPI ranks")]
+#[command(name = "icicle-mpi", version, about = "icicle's snapshot pipelines across MPI ranks")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

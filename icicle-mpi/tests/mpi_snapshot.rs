@@ -344,3 +344,13 @@ fn posix_read_is_refused_and_a_failing_rank_ends_the_run_naming_it() {
     assert!(err.contains("icicle-mpi: rank 1:") && err.contains("rank-1"), "{err}");
     assert!(!t.join("failing/counts.csv").exists(), "a failed run wrote its counts");
 }
+
+/// `--help` and `--version` answer (exit 0), without `mpirun`.
+#[test]
+fn answers_help_and_version() {
+    for flag in ["--help", "--version"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle-mpi")).arg(flag).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("icicle-mpi"), "{flag}: {text}");
+    }
+}

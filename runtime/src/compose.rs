@@ -237,3 +237,44 @@ pub fn snapshot_job(cfg: &LoadedConfig, progress: Arc<dyn Progress>) -> Result<S
         cluster: None,
     })
 }
+
+/// Check every component section without building anything (`icicle config check`): each
+/// `type` names a registered plugin and each section reads into its plugin's settings.
+/// Returns the sections checked (`sources.a (tsv)`) and every problem found, not only the first.
+pub fn check_all(cfg: &LoadedConfig) -> (Vec<String>, Vec<ConfigError>) {
+    let (mut checked, mut problems) = (Vec::new(), Vec::new());
+    let mut sections: Vec<(String, PluginKind)> = Vec::new();
+    for id in cfg.app.sources.keys() {
+        sections.push((format!("sources.{id}"), PluginKind::Source));
+    }
+    for id in cfg.app.sinks.keys() {
+        sections.push((format!("sinks.{id}"), PluginKind::Sink));
+    }
+    for (key, kind) in [("aggregate.sketch", PluginKind::Sketch), ("placement", PluginKind::Placement)] {
+        if cfg.figment.find_value(key).is_ok() {
+            sections.push((key.to_string(), kind));
+        }
+    }
+    for (key, kind) in sections {
+        let ty_key = format!("{key}.type");
+        let Some(ty) = cfg.figment.find_value(&ty_key).ok().and_then(|v| v.into_string()) else {
+            problems.push(ConfigError::MissingKey { key: ty_key, hint: format!("every [{key}] needs a `type`") });
+            continue;
+        };
+        let origin = icicle_core::config::origin_of(&cfg.figment, &ty_key);
+        let desc = match registry::find(kind, &ty, &ty_key, &origin) {
+            Ok(d) => d,
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        let id = key.rsplit('.').next().unwrap_or(&key).to_string();
+        let ctx = BuildContext { figment: &cfg.figment, key: key.clone(), id };
+        match (desc.check)(&ctx) {
+            Ok(()) => checked.push(format!("{key} ({ty})")),
+            Err(e) => problems.push(e),
+        }
+    }
+    (checked, problems)
+}

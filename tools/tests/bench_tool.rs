@@ -74,3 +74,13 @@ fn the_monitor_benchmarks_report_throughput_memory_and_counts() {
         assert!(line["updates"].as_u64().unwrap_or(0) > 0, "{format}: {line}");
     }
 }
+
+/// `--help` and `--version` answer (exit 0).
+#[test]
+fn answers_help_and_version() {
+    for flag in ["--help", "--version"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_icicle-bench")).arg(flag).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("icicle-bench"), "{flag}: {text}");
+    }
+}

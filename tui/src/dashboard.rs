@@ -655,18 +655,23 @@ pub fn status_line(app: &App) -> String {
     )
 }
 
-/// `/status` of a running icicle, over plain HTTP/1.1.
+/// `/status` of a running icicle (`addr`: HOST:PORT of its `--metrics-addr`): refused with
+/// the reason when nothing answers within 3 s, the answer is no success, or it is not an
+/// icicle's `/status`.
 pub fn fetch_status(addr: &str) -> std::io::Result<MetricsSnapshot> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(format!("GET /status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp)?;
-    let at = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| i + 4)
-        .ok_or_else(|| std::io::Error::other("no HTTP body"))?;
-    serde_json::from_slice(&resp[at..]).map_err(std::io::Error::other)
+    let err = |what: String| std::io::Error::other(what);
+    let url = format!("http://{addr}/status");
+    let client = reqwest::blocking::Client::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| err(format!("an HTTP client: {e}")))?;
+    let resp = client.get(&url).send().map_err(|e| err(format!("{url}: {e}")))?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(err(format!("{url} answered {status}: not an icicle metrics endpoint?")));
+    }
+    let body = resp.bytes().map_err(|e| err(format!("{url}: {e}")))?;
+    serde_json::from_slice(&body)
+        .map_err(|e| err(format!("{url} is not an icicle's /status (is --connect the --metrics-addr of icicle?): {e}")))
 }

@@ -103,7 +103,7 @@ fn respond<B>(req: &Request<B>) -> Response<Full<Bytes>> {
         ),
         _ => (StatusCode::NOT_FOUND, "text/plain", "try /metrics or /status\n".to_string()),
     };
-    let body = if method == Method::HEAD { String::new() } else { body };
+    // A HEAD's answer keeps the body's length in `Content-Length`; hyper sends no body.
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
@@ -136,5 +136,34 @@ mod tests {
         let r = respond(&request(Method::POST, "/status", None));
         assert_eq!((r.status(), r.headers()[ALLOW].to_str().ok()), (StatusCode::METHOD_NOT_ALLOWED, Some("GET, HEAD")));
         assert_eq!(respond(&request(Method::GET, "/", None)).status(), StatusCode::NOT_FOUND);
+    }
+
+    /// Over a real connection: a HEAD answers the length a GET's body has, and no body.
+    #[test]
+    fn head_answers_the_length_of_the_body_without_it() {
+        use std::io::{Read, Write};
+        // The server runs on the runtime's own thread while this one reads.
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+        let addr = rt.block_on(serve("127.0.0.1:0")).expect("bound");
+        let ask = |method: &str| {
+            let mut sock = std::net::TcpStream::connect(addr).expect("connect");
+            sock.set_read_timeout(Some(Duration::from_secs(30))).expect("a timeout");
+            // A path whose answer never changes (the metrics do, with other tests running).
+            write!(sock, "{method} /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("send");
+            let mut text = String::new();
+            sock.read_to_string(&mut text).expect("the answer");
+            text
+        };
+        let length = |text: &str| -> Option<usize> {
+            text.lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().ok()))?
+        };
+        let get = ask("GET");
+        let head = ask("HEAD");
+        let body = get.split("\r\n\r\n").nth(1).expect("a body");
+        assert!(!body.is_empty());
+        assert_eq!(length(&get), Some(body.len()), "{get}");
+        assert_eq!(length(&head), Some(body.len()), "{head}");
+        assert_eq!(head.split("\r\n\r\n").nth(1), Some(""), "{head}");
     }
 }

@@ -26,6 +26,6 @@ inventory::submit! {
         name: "globus",
         description: "Globus Search ingest and batch_delete_by_subject (retries, waits for tasks to succeed before acknowledging)",
         example: "[sinks.globus]\ntype = \"globus\"\nindex_id = \"00000000-0000-0000-0000-000000000000\"\ntoken_env = \"GLOBUS_SEARCH_TOKEN\"\n",
-        build: build_component::<GlobusSinkConfig>,
+        build: build_component::<GlobusSinkConfig>, check: icicle_core::registry::check_component::<GlobusSinkConfig>,
     }
 }

@@ -19,6 +19,6 @@ inventory::submit! {
         name: "gpfs",
         description: "IBM Storage Scale watch-folder (mmwatch) events from Kafka; offsets committed after delivery",
         example: "[sources.fset1]\ntype = \"gpfs\"\ntopic = \"fset1-topic\"\nfs_root = \"/gpfs/fs1\"\nstate_dir = \"state/fset1\"\nseed_index = \"out/fset1-snapshot\"\nconnection = { bootstrap = \"127.0.0.1:9092\" }\n",
-        build: build_component::<source::GpfsConfig>,
+        build: build_component::<source::GpfsConfig>, check: icicle_core::registry::check_component::<source::GpfsConfig>,
     }
 }

@@ -21,20 +21,6 @@ fn cpu_seconds() -> f64 {
     s(u.ru_utime) + s(u.ru_stime)
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args[1].parse()?;
@@ -71,7 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let schema = b.build();
     let exts = ["py", "c", "h", "txt", "dat", "out", "log", "json", "nc", "h5"];
-    let mut rng = Rng(1);
+    let mut rng = icicle_core::rng::Rng::from_state(1);
     let mut docs: Vec<(String, Vec<u8>, [u64; 8])> = Vec::with_capacity(n);
     let mut i = 0u64;
     while docs.len() < n {

@@ -27,6 +27,6 @@ inventory::submit! {
         name: "index",
         description: "an embedded search index (tantivy) on local disk, read back by `icicle find` and `icicle du`",
         example: "[sinks.index]\ntype = \"index\"\ndir = \"index/\"\nmemory_mb = 128\nthreads = 2\n",
-        build: build_component::<IndexSinkConfig>,
+        build: build_component::<IndexSinkConfig>, check: icicle_core::registry::check_component::<IndexSinkConfig>,
     }
 }

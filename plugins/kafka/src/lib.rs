@@ -15,6 +15,6 @@ inventory::submit! {
         name: "kafka",
         description: "index upserts and deletes as JSON messages keyed by subject (idempotent producer; Amazon MSK)",
         example: "[sinks.msk]\ntype = \"kafka\"\ntopic = \"icicle-index\"\nconnection = { bootstrap = \"127.0.0.1:9092\" }\n",
-        build: build_component::<sink::KafkaSinkConfig>,
+        build: build_component::<sink::KafkaSinkConfig>, check: icicle_core::registry::check_component::<sink::KafkaSinkConfig>,
     }
 }

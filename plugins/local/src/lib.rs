@@ -34,7 +34,7 @@ inventory::submit! {
         name: "fanotify",
         description: "Any Linux file system via fanotify (filesystem mark, FAN_REPORT_DFID_NAME; inotify when not permitted); `icicle monitor`",
         example: "[sources.home]\ntype = \"fanotify\"\nroot = \"/home\"\nstate_dir = \"/var/lib/icicle/local\"\n",
-        build: build_component::<FanotifyConfig>,
+        build: build_component::<FanotifyConfig>, check: icicle_core::registry::check_component::<FanotifyConfig>,
     }
 }
 
@@ -44,6 +44,6 @@ inventory::submit! {
         name: "inotify",
         description: "Any Linux file system via inotify (a watch on every directory under the root); `icicle monitor`",
         example: "[sources.home]\ntype = \"inotify\"\nroot = \"/home\"\nstate_dir = \"/var/lib/icicle/local\"\n",
-        build: build_component::<InotifyConfig>,
+        build: build_component::<InotifyConfig>, check: icicle_core::registry::check_component::<InotifyConfig>,
     }
 }

@@ -24,6 +24,6 @@ inventory::submit! {
         name: "lustre",
         description: "Lustre changelogs via `lfs changelog` (one MDT, or every MDT of a namespace with `mdts`), reduced and applied to a FID directory tree; `icicle monitor`",
         example: "[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nuser = \"cl1\"\nmount = \"/mnt/fs0\"\nfsname = \"fs0\"\nstate_dir = \"/var/lib/icicle/lustre\"\n",
-        build: build_component::<monitor::LustreConfig>,
+        build: build_component::<monitor::LustreConfig>, check: icicle_core::registry::check_component::<monitor::LustreConfig>,
     }
 }

@@ -535,3 +535,16 @@ fn a_collector_out_of_descriptors_neither_spins_nor_loses_records() {
     let files = catalog_names(&catalog);
     assert!(files.len() > 1, "some hosts fell back to their own files: {files:?}");
 }
+
+/// `--help` and `--version` answer (exit 0), as for every binary of the project.
+#[test]
+fn the_collector_answers_help_and_version() {
+    for flag in ["--help", "--version"] {
+        let out = Command::new(CATALOGD).arg(flag).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("icicle-catalogd"), "{flag}: {text}");
+    }
+    // A bad command line is refused with the usage.
+    let out = Command::new(CATALOGD).arg("serve").output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Usage"));
+}

@@ -302,3 +302,19 @@ fn a_compact_catalog_reads_the_same_bytes_as_its_text_form() {
         assert!(v["catalog_load_seconds"].as_f64().is_some() && v["size_check_seconds"].as_f64().is_some(), "{v}");
     }
 }
+
+/// `--help` and `--version` answer (exit 0) for every binary of the package.
+#[test]
+fn the_binaries_answer_help_and_version() {
+    for (name, exe) in [
+        ("swiftload", env!("CARGO_BIN_EXE_swiftload")),
+        ("swiftload-bench", env!("CARGO_BIN_EXE_swiftload-bench")),
+        ("swiftload-sweep", env!("CARGO_BIN_EXE_swiftload-sweep")),
+    ] {
+        for flag in ["--help", "--version"] {
+            let out = std::process::Command::new(exe).arg(flag).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success() && text.contains(name), "{name} {flag}: {text}");
+        }
+    }
+}

@@ -78,10 +78,10 @@ impl ComponentConfig for FilePlacementConfig {
 }
 
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Placement, name: "object", description: "PRISM/SwiftLoad object scheduler: I/O processes bound to OSTs, capped per OST by the loader configuration", example: "[placement]\ntype = \"object\"\n[placement.loader]\nper_process_mb_s = 100.0\nmax_processes_per_ost = 8\n[placement.loader.ost_mb_s]\n113 = 400.0\n204 = 200.0\n", build: build_component::<ObjectPlacementConfig> }
+    PluginDescriptor { kind: PluginKind::Placement, name: "object", description: "PRISM/SwiftLoad object scheduler: I/O processes bound to OSTs, capped per OST by the loader configuration", example: "[placement]\ntype = \"object\"\n[placement.loader]\nper_process_mb_s = 100.0\nmax_processes_per_ost = 8\n[placement.loader.ost_mb_s]\n113 = 400.0\n204 = 200.0\n", build: build_component::<ObjectPlacementConfig>, check: icicle_core::registry::check_component::<ObjectPlacementConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Placement, name: "file", description: "file-level baseline: whole files dealt round-robin to I/O processes", example: "[placement]\ntype = \"file\"\n", build: build_component::<FilePlacementConfig> }
+    PluginDescriptor { kind: PluginKind::Placement, name: "file", description: "file-level baseline: whole files dealt round-robin to I/O processes", example: "[placement]\ntype = \"file\"\n", build: build_component::<FilePlacementConfig>, check: icicle_core::registry::check_component::<FilePlacementConfig> }
 }
 
 #[cfg(test)]

@@ -35,5 +35,6 @@ inventory::submit! {
         description: "delimited listings (icicle9, pwalk, ne2scan or a column map) in S3 objects; big objects read in byte ranges",
         example: "[sources.listing]\ntype = \"s3\"\nbucket = \"icicle-snapshots\"\nprefix = \"fs1/2026-11-30/\"\nkeys = \"*.csv\"\npreset = \"icicle9\"\n",
         build: build_component::<S3Config>,
+        check: icicle_core::registry::check_component::<S3Config>,
     }
 }

@@ -414,7 +414,7 @@ inventory::submit! {
         name: "file",
         description: "one GIngest JSON document per batch (and delete bodies), ready for `globus search ingest`",
         example: "[sinks.out]\ntype = \"file\"\ndir = \"out/\"\nfsync = true\nsync_group_bytes = 268435456\n",
-        build: build_component::<FileSinkConfig>,
+        build: build_component::<FileSinkConfig>, check: icicle_core::registry::check_component::<FileSinkConfig>,
     }
 }
 
@@ -424,7 +424,7 @@ inventory::submit! {
         name: "stdout",
         description: "one JSON line per GMetaEntry and per deleted subject",
         example: "[sinks.print]\ntype = \"stdout\"\n",
-        build: build_component::<StdoutSinkConfig>,
+        build: build_component::<StdoutSinkConfig>, check: icicle_core::registry::check_component::<StdoutSinkConfig>,
     }
 }
 
@@ -434,7 +434,7 @@ inventory::submit! {
         name: "blackhole",
         description: "counts documents, entries and bytes and drops them (benchmarks)",
         example: "[sinks.null]\ntype = \"blackhole\"\n",
-        build: build_component::<BlackholeSinkConfig>,
+        build: build_component::<BlackholeSinkConfig>, check: icicle_core::registry::check_component::<BlackholeSinkConfig>,
     }
 }
 

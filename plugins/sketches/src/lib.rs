@@ -400,22 +400,22 @@ impl ComponentConfig for TDigestConfig {
 }
 
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "ddsketch", description: "DDSketch: every quantile within relative value error alpha (default 0.01)", example: "[aggregate.sketch]\ntype = \"ddsketch\"\nalpha = 0.01\nmax_bins = 2048\n", build: build_component::<DdSketchConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "ddsketch", description: "DDSketch: every quantile within relative value error alpha (default 0.01)", example: "[aggregate.sketch]\ntype = \"ddsketch\"\nalpha = 0.01\nmax_bins = 2048\n", build: build_component::<DdSketchConfig>, check: icicle_core::registry::check_component::<DdSketchConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "kll", description: "KLL: normalized rank error ~1.65% at k=200; optional `seed` for reproducible compactions", example: "[aggregate.sketch]\ntype = \"kll\"\nk = 200\n", build: build_component::<KllConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "kll", description: "KLL: normalized rank error ~1.65% at k=200; optional `seed` for reproducible compactions", example: "[aggregate.sketch]\ntype = \"kll\"\nk = 200\n", build: build_component::<KllConfig>, check: icicle_core::registry::check_component::<KllConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "req", description: "REQ: relative rank error, accurate at the high (or low) tail; optional `seed`", example: "[aggregate.sketch]\ntype = \"req\"\nk = 12\nrank_accuracy = \"high\"\n", build: build_component::<ReqConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "req", description: "REQ: relative rank error, accurate at the high (or low) tail; optional `seed`", example: "[aggregate.sketch]\ntype = \"req\"\nk = 12\nrank_accuracy = \"high\"\n", build: build_component::<ReqConfig>, check: icicle_core::registry::check_component::<ReqConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "tdigest", description: "t-digest (Apache DataSketches): accurate tails, compressed middle", example: "[aggregate.sketch]\ntype = \"tdigest\"\nk = 100\n", build: build_component::<TDigestConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "tdigest", description: "t-digest (Apache DataSketches): accurate tails, compressed middle", example: "[aggregate.sketch]\ntype = \"tdigest\"\nk = 100\n", build: build_component::<TDigestConfig>, check: icicle_core::registry::check_component::<TDigestConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "exact", description: "every value (ground truth); refuses to grow past max_bytes", example: "[aggregate.sketch]\ntype = \"exact\"\nmax_bytes = 1073741824\n", build: build_component::<ExactConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "exact", description: "every value (ground truth); refuses to grow past max_bytes", example: "[aggregate.sketch]\ntype = \"exact\"\nmax_bytes = 1073741824\n", build: build_component::<ExactConfig>, check: icicle_core::registry::check_component::<ExactConfig> }
 }
 inventory::submit! {
-    PluginDescriptor { kind: PluginKind::Sketch, name: "hybrid", description: "exact up to `threshold` values, then DDSketch: exact answers for small principals, bounded memory", example: "[aggregate.sketch]\ntype = \"hybrid\"\nthreshold = 256\nalpha = 0.01\n", build: build_component::<HybridConfig> }
+    PluginDescriptor { kind: PluginKind::Sketch, name: "hybrid", description: "exact up to `threshold` values, then DDSketch: exact answers for small principals, bounded memory", example: "[aggregate.sketch]\ntype = \"hybrid\"\nthreshold = 256\nalpha = 0.01\n", build: build_component::<HybridConfig>, check: icicle_core::registry::check_component::<HybridConfig> }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ inventory::submit! {
         name: "gufi",
         description: "a GUFI index read directly with SQLite (db.db per directory; rolled-up indexes without double counting)",
         example: "[sources.index]\ntype = \"gufi\"\nindex = \"/gufi/index\"\npath_prefix = \"/\"\n",
-        build: build_component::<gufi::GufiConfig>,
+        build: build_component::<gufi::GufiConfig>, check: icicle_core::registry::check_component::<gufi::GufiConfig>,
     }
 }
 
@@ -31,7 +31,7 @@ inventory::submit! {
         name: "mmapplypolicy",
         description: "GPFS mmapplypolicy LIST files (inode gen snapid SHOW... -- path), ESCAPE '%' decoding",
         example: "[sources.gpfs]\ntype = \"mmapplypolicy\"\npaths = [\"/policy/list.allfiles\"]\npreset = \"nersc18\"\nescaped = true\n",
-        build: build_component::<mmapplypolicy::MmapplypolicyConfig>,
+        build: build_component::<mmapplypolicy::MmapplypolicyConfig>, check: icicle_core::registry::check_component::<mmapplypolicy::MmapplypolicyConfig>,
     }
 }
 
@@ -41,7 +41,7 @@ inventory::submit! {
         name: "tsv",
         description: "delimited listings: presets icicle9 (type,mode,uid,gid,size,atime,ctime,mtime,path), pwalk, ne2scan; or a column map",
         example: "[sources.listing]\ntype = \"tsv\"\npaths = [\"/snapshots/*.csv\"]\npreset = \"icicle9\"\n",
-        build: build_component::<tsv::TsvConfig>,
+        build: build_component::<tsv::TsvConfig>, check: icicle_core::registry::check_component::<tsv::TsvConfig>,
     }
 }
 
@@ -51,6 +51,6 @@ inventory::submit! {
         name: "walk",
         description: "a parallel lstat walk of a live directory tree (links never followed; one file system unless xdev = false)",
         example: "[sources.home]\ntype = \"walk\"\nroot = \"/home\"\n",
-        build: build_component::<walk::WalkConfig>,
+        build: build_component::<walk::WalkConfig>, check: icicle_core::registry::check_component::<walk::WalkConfig>,
     }
 }

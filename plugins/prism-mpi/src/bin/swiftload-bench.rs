@@ -13,7 +13,7 @@ use icicle_plugins_prism::layout::{parse_size, EmulatedLayouts};
 
 /// Benchmark swiftload's object scheduler against file-level scheduling.
 #[derive(Parser, Debug)]
-#[command(name = "swiftload-bench", about)]
+#[command(name = "swiftload-bench", version, about)]
 struct Args {
     /// MPI processes.
     #[arg(long, default_value_t = 8)]

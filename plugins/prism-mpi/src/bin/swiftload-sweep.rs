@@ -18,7 +18,7 @@ use icicle_plugins_prism::{FileScheduler, Loader, ObjectScheduler};
 
 /// Model the apps' time against the number of I/O loaders.
 #[derive(Parser, Debug)]
-#[command(name = "swiftload-sweep", about)]
+#[command(name = "swiftload-sweep", version, about)]
 struct Args {
     /// Loader counts.
     #[arg(long, value_delimiter = ',', default_value = "24,48,96,192")]

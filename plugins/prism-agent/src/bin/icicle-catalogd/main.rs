@@ -21,51 +21,76 @@
 mod files;
 mod server;
 
-use std::ffi::OsString;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: icicle-catalogd start|stop|run [--dir CATALOG_DIR] [--socket PATH]";
+use clap::{Parser, Subcommand};
+
 /// How long `stop` waits for the server to finish.
 const STOP_WAIT: Duration = Duration::from_secs(60);
 
-/// The command line: a command, the catalog directory and the socket.
+/// The command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "icicle-catalogd",
+    version,
+    about = "The node's catalog collector: catalog agents' records into one merged catalog file"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Serve in the background, once listening (prints the socket path).
+    Start(Where),
+    /// Stop the running collector (SIGTERM) and wait until it has written everything and gone.
+    Stop(Where),
+    /// Serve in the foreground until SIGTERM, SIGINT or SIGHUP (prints the socket path).
+    Run(Where),
+}
+
+/// Where the collector works.
+#[derive(clap::Args, Debug)]
+struct Where {
+    /// The catalog directory [default: $CATALOG_DIR].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The socket agents write to [default: CATALOG_DIR/.collector.sock].
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+/// A command's directory and socket, resolved.
 struct Opts {
-    cmd: String,
     dir: PathBuf,
     socket: PathBuf,
 }
 
-fn parse(args: Vec<OsString>) -> Result<Opts, String> {
-    let mut it = args.into_iter();
-    let cmd = it.next().and_then(|c| c.into_string().ok()).ok_or(USAGE)?;
-    let (mut dir, mut socket) = (std::env::var_os("CATALOG_DIR").filter(|d| !d.is_empty()).map(PathBuf::from), None);
-    while let Some(a) = it.next() {
-        let value = it.next().map(PathBuf::from);
-        match (a.to_str(), value) {
-            (Some("--dir"), Some(v)) => dir = Some(v),
-            (Some("--socket"), Some(v)) => socket = Some(v),
-            _ => return Err(format!("bad argument {}\n{USAGE}", a.to_string_lossy())),
-        }
+impl Where {
+    fn resolve(self) -> Result<Opts, String> {
+        let dir = self
+            .dir
+            .or_else(|| std::env::var_os("CATALOG_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
+            .ok_or("no catalog directory (--dir or CATALOG_DIR)")?;
+        let dir = std::path::absolute(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let socket = match self.socket {
+            Some(s) => std::path::absolute(&s).map_err(|e| format!("{}: {e}", s.display()))?,
+            None => dir.join(".collector.sock"),
+        };
+        Ok(Opts { dir, socket })
     }
-    let dir = dir.ok_or_else(|| format!("no catalog directory (--dir or CATALOG_DIR)\n{USAGE}"))?;
-    let dir = std::path::absolute(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let socket = match socket {
-        Some(s) => std::path::absolute(&s).map_err(|e| format!("{}: {e}", s.display()))?,
-        None => dir.join(".collector.sock"),
-    };
-    Ok(Opts { cmd, dir, socket })
 }
 
 fn main() -> ExitCode {
-    let result = parse(std::env::args_os().skip(1).collect()).and_then(|o| match o.cmd.as_str() {
-        "run" => run(&o),
-        "start" => start(&o),
-        "stop" => stop(&o.dir),
-        _ => Err(USAGE.to_string()),
-    });
+    let result = match Cli::parse().command {
+        Cmd::Run(w) => w.resolve().and_then(|o| run(&o)),
+        Cmd::Start(w) => w.resolve().and_then(|o| start(&o)),
+        Cmd::Stop(w) => w.resolve().and_then(|o| stop(&o.dir)),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -161,7 +161,8 @@ enum Command {
         /// Show the live dashboard while the run goes on (log lines without a terminal).
         #[arg(long)]
         tui: bool,
-        /// Serve Prometheus `/metrics` and a JSON `/status` on this address (e.g. 127.0.0.1:9898).
+        /// Serve Prometheus `/metrics` and a JSON `/status` on this address (e.g. 127.0.0.1:9898);
+        /// overrides `[metrics] addr`.
         #[arg(long)]
         metrics_addr: Option<String>,
         /// Lift the deletion guard for this run (snapshot.max_delete_ratio, max_delete).
@@ -183,7 +184,8 @@ enum Command {
         /// Show the live dashboard (log lines without a terminal).
         #[arg(long)]
         tui: bool,
-        /// Serve Prometheus `/metrics` and a JSON `/status` on this address (e.g. 127.0.0.1:9898).
+        /// Serve Prometheus `/metrics` and a JSON `/status` on this address (e.g. 127.0.0.1:9898);
+        /// overrides `[metrics] addr`.
         #[arg(long)]
         metrics_addr: Option<String>,
     },
@@ -270,9 +272,21 @@ fn init_logging(level: &str, format: icicle_core::config::LogFormat) {
 }
 
 /// Serve `/metrics` and `/status` when asked to.
-fn serve_metrics(rt: &tokio::runtime::Runtime, addr: Option<&str>) -> anyhow::Result<()> {
+/// Serve the metrics endpoint on `--metrics-addr`, else `[metrics] addr`, if either is set.
+fn serve_metrics(
+    rt: &tokio::runtime::Runtime,
+    flag: Option<&str>,
+    cfg: &icicle_core::config::LoadedConfig,
+) -> anyhow::Result<()> {
+    let (addr, what) = match flag {
+        Some(a) => (Some(a), "--metrics-addr".to_string()),
+        None => (
+            cfg.app.metrics.addr.as_deref(),
+            format!("metrics.addr in {}", icicle_core::config::origin_of(&cfg.figment, "metrics.addr")),
+        ),
+    };
     if let Some(a) = addr {
-        let bound = rt.block_on(icicle_core::metrics::serve(a)).with_context(|| format!("--metrics-addr {a}"))?;
+        let bound = rt.block_on(icicle_core::metrics::serve(a)).with_context(|| format!("{what} = {a}"))?;
         eprintln!("metrics on http://{bound}/metrics and http://{bound}/status");
     }
     Ok(())
@@ -543,7 +557,7 @@ fn snapshot(
     let cfg = icicle_core::config::load(&cli.config, &set)?;
     init_logging(&cfg.app.log.level, cfg.app.log.format);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    serve_metrics(&rt, metrics_addr.as_deref())?;
+    serve_metrics(&rt, metrics_addr.as_deref(), &cfg)?;
     let progress = std::sync::Arc::new(icicle_tui::TerminalProgress::new(!no_progress && !json && !tui));
     let job = icicle_runtime::compose::snapshot_job(&cfg, progress)?;
     // A snapshot stopped midway commits nothing: the previous manifest stays in force.
@@ -580,7 +594,7 @@ fn monitor(
     init_logging(&cfg.app.log.level, cfg.app.log.format);
     let job = icicle_runtime::monitor::supervise::monitor_job(&cfg, drain, until_idle.map(icicle_core::time::secs))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    serve_metrics(&rt, metrics_addr.as_deref())?;
+    serve_metrics(&rt, metrics_addr.as_deref(), &cfg)?;
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let stop_tx = std::sync::Arc::new(stop_tx);
     let stop_all = {
@@ -589,10 +603,14 @@ fn monitor(
             let _ = tx.send(true);
         }
     };
+    if let Some(interval) = icicle_core::service::watchdog_interval() {
+        rt.spawn(icicle_core::service::watchdog(interval));
+    }
     let reports = with_dashboard(tui, "monitor", stop_all, || {
         rt.block_on(async {
             let signals = icicle_runtime::monitor::supervise::stop_on_signals(stop_tx)
                 .context("installing the signal handlers")?;
+            icicle_core::service::ready(&format!("monitoring {} source(s)", cfg.app.sources.len()));
             let reports = icicle_runtime::monitor::supervise::run(job, stop).await;
             signals.abort();
             anyhow::Ok(reports?)

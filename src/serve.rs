@@ -132,10 +132,12 @@ pub fn serve(cfg: &icicle_core::config::LoadedConfig, args: &ServeArgs) -> anyho
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
         let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        icicle_core::service::ready(&format!("serving index {}", svc.index_id()));
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
+        icicle_core::service::stopping("stopping after the requests in progress");
         eprintln!("icicle serve: stopping after the requests in progress");
         let _ = stop_tx.send(true);
         while loops.join_next().await.is_some() {}

@@ -578,3 +578,43 @@ fn json_logs_are_one_object_a_line() {
         "{err}"
     );
 }
+
+/// The systemd units in deploy/ pass `systemd-analyze verify` (with the built binaries where
+/// the units expect the installed ones), and every command they run takes its arguments.
+#[test]
+fn the_systemd_units_verify_and_run_real_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let built = std::path::Path::new(env!("CARGO_BIN_EXE_icicle")).parent().unwrap().to_path_buf();
+    for exe in ["icicle", "icicle-catalogd"] {
+        let b = built.join(exe);
+        assert!(b.exists(), "{} not built: cargo build --workspace --bins", b.display());
+        std::os::unix::fs::symlink(&b, bin.join(exe)).unwrap();
+    }
+    let units = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/systemd");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&units).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap().replace("/usr/local/bin/", &format!("{}/", bin.display()));
+        let copy = tmp.path().join(&name);
+        std::fs::write(&copy, &text).unwrap();
+        let out = std::process::Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&copy)
+            .output()
+            .expect("systemd-analyze (Debian's systemd package)");
+        let said = String::from_utf8_lossy(&out.stderr);
+        // An unknown key or a bad value is only a warning (exit 0): nothing may be said.
+        assert!(out.status.success() && said.trim().is_empty(), "{name}: {said}");
+        for line in text.lines().filter(|l| l.starts_with("ExecStart")) {
+            let command = line.split_once('=').unwrap().1.replace("%i", "x").replace("${CATALOG_DIR}", "/nowhere");
+            let words: Vec<&str> = command.split_whitespace().collect();
+            let out = std::process::Command::new(words[0]).args(&words[1..]).arg("--help").output().unwrap();
+            assert!(out.status.success(), "{name}: {command} --help: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 5);
+}

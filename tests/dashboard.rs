@@ -649,3 +649,68 @@ fn top_against_something_else_says_what_it_found() {
     let (code, _, err) = top(&addr);
     assert!(code != 0 && err.contains("is not an icicle's /status"), "{err}");
 }
+
+/// Under systemd (`Type=notify`, `WatchdogSec=`): the monitor says READY=1 once running, pings
+/// WATCHDOG=1 while its batches go through, and says STOPPING=1 on SIGTERM before it ends;
+/// `[metrics] addr` in the configuration serves the endpoint as `--metrics-addr` does.
+#[test]
+fn the_monitor_speaks_sd_notify_and_serves_metrics_from_its_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fs");
+    let journal = tmp.path().join("lfs/changelog");
+    let mut w = Workload::open(&root, &journal, 5).unwrap();
+    w.preexisting(10).unwrap();
+    w.run(Kind::Mixed, 50, "/work").unwrap();
+    drop(w);
+    let testkit = Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit");
+    let cfg = common::config(
+        tmp.path(),
+        "m.toml",
+        &format!(
+            "[metrics]\naddr = \"127.0.0.1:0\"\n[records]\nvisible_to = [\"public\"]\n[sources.mdt0]\ntype = \"lustre\"\nmdt = \"fs0-MDT0000\"\nlfs = [\"{k}\", \"lfs\", \"--journal\", \"{j}\", \"--mount\", \"{r}\", \"--delay-ms\", \"0\"]\n\
+             mount = \"{r}\"\nfsname = \"fs0\"\nbatch_size = 20\nquiet_period_secs = 0.0\npoll_interval_secs = 0.1\nstate_dir = \"{t}/state\"\n[sinks.o]\ntype = \"file\"\ndir = \"{t}/out\"\n",
+            k = testkit.display(),
+            j = journal.display(),
+            r = root.display(),
+            t = tmp.path().display()
+        ),
+    );
+    let sock_path = tmp.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_icicle"))
+        .args(["monitor", "-c", cfg.to_str().unwrap()])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "200000")
+        .env_remove("WATCHDOG_PID")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "the monitor ended before serving metrics");
+        if line.starts_with("metrics on http://127.0.0.1:") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in err.lines() {});
+    let mut seen: Vec<String> = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut recv = |seen: &mut Vec<String>| {
+        let n = sock.recv(&mut buf).expect("a notification");
+        seen.extend(String::from_utf8_lossy(&buf[..n]).lines().map(String::from));
+    };
+    while !(seen.iter().any(|l| l == "READY=1") && seen.iter().filter(|l| *l == "WATCHDOG=1").count() >= 2) {
+        recv(&mut seen);
+    }
+    assert!(seen.iter().any(|l| l.starts_with("STATUS=monitoring 1 source")), "{seen:?}");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    while !seen.iter().any(|l| l == "STOPPING=1") {
+        recv(&mut seen);
+    }
+    assert!(child.wait().unwrap().success());
+}

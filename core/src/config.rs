@@ -168,6 +168,15 @@ impl Default for LogSettings {
     }
 }
 
+/// The metrics endpoint (`[metrics]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct MetricsSettings {
+    /// Serve `/metrics` and `/status` on this address (`127.0.0.1:9464`; port 0 picks one) in
+    /// `icicle snapshot` and `icicle monitor`; `--metrics-addr` wins. None: not served.
+    pub addr: Option<String>,
+}
+
 /// How log lines are written (`[log] format`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
@@ -231,6 +240,8 @@ pub struct AppConfig {
     pub log: LogSettings,
     /// `[monitor]`.
     pub monitor: MonitorSettings,
+    /// `[metrics]`.
+    pub metrics: MetricsSettings,
     /// `[sources.<id>]` sections, each with a `type`.
     pub sources: BTreeMap<String, Value>,
     /// `[sinks.<id>]` sections, each with a `type`.

@@ -21,6 +21,7 @@ pub mod registry;
 pub mod rng;
 pub mod scope;
 pub mod secret;
+pub mod service;
 pub mod suggest;
 pub mod text;
 pub mod time;

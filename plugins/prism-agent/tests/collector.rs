@@ -548,3 +548,36 @@ fn the_collector_answers_help_and_version() {
     let out = Command::new(CATALOGD).arg("serve").output().unwrap();
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Usage"));
 }
+
+/// Under systemd (`Type=notify`): READY=1 once listening, STOPPING=1 on SIGTERM.
+#[test]
+fn the_collector_tells_systemd_when_it_is_ready_and_stopping() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sock_path = tmp.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut child = Command::new(CATALOGD)
+        .args(["run", "--dir"])
+        .arg(tmp.path().join("catalog"))
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut recv = |seen: &mut Vec<String>| {
+        let n = sock.recv(&mut buf).expect("a notification");
+        seen.extend(String::from_utf8_lossy(&buf[..n]).lines().map(String::from));
+    };
+    while !seen.iter().any(|l| l == "READY=1") {
+        recv(&mut seen);
+    }
+    assert!(seen.iter().any(|l| l.starts_with("STATUS=collecting into ")), "{seen:?}");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    while !seen.iter().any(|l| l == "STOPPING=1") {
+        recv(&mut seen);
+    }
+    assert!(child.wait().unwrap().success());
+}

@@ -84,6 +84,8 @@ impl Driver<'_> {
     /// Apply and deliver the next batch (`n` events, or all that wait), checkpoint, then
     /// acknowledge what it covers.
     async fn process(&mut self, n: Option<usize>) -> Result<(), IcicleError> {
+        // In hand until checkpointed and acknowledged: what the service watchdog judges.
+        let _busy = icicle_core::service::busy(&self.ctx.name);
         let started = Instant::now();
         let size = n.unwrap_or(self.m.waiting()).min(self.m.waiting());
         if let Some(emit) = self.m.apply_next(n).await? {

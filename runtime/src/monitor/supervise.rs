@@ -188,6 +188,7 @@ pub fn stop_on_signals(stop: Arc<tokio::sync::watch::Sender<bool>>) -> std::io::
                 std::process::exit(130);
             }
             let _ = stop.send(true);
+            icicle_core::service::stopping("stopping after the current batch");
             let _ = writeln!(
                 std::io::stderr(),
                 "icicle: stopping after the current batch (send the signal again to stop now)"

@@ -128,6 +128,9 @@ fn run(o: &Opts) -> Result<(), String> {
     files::write_new(&tmp, &format!("{}\n{}\n", std::process::id(), o.socket.display()))?;
     std::fs::rename(&tmp, &pid).map_err(|e| format!("{}: {e}", pid.display()))?;
     println!("{}", o.socket.display());
+    // Under systemd (`Type=notify`; nothing without NOTIFY_SOCKET): listening, pid file written.
+    let status = format!("STATUS=collecting into {}", out.display());
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Custom(&status)]);
     let served = server.serve();
     let refused = match server.refused {
         0 => String::new(),

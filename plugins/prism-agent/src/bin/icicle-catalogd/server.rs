@@ -283,6 +283,8 @@ impl Server {
                 return Err(os_err("poll"));
             }
             if n > 0 && fds[0].revents != 0 {
+                // Under systemd (`Type=notify`): finishing what is queued, then gone.
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
                 break;
             }
             if n > 0 && fds[1].revents != 0 {

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 # A one-off build gains nothing from incremental caches, which cost ~1.3 GB of disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# shellcheck source=scripts/pkg.sh
+. scripts/pkg.sh
 need=()
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
@@ -16,17 +18,21 @@ command -v useradd >/dev/null 2>&1 || need+=(passwd)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 # TLS and SASL in librdkafka (plugins/kafka's rdkafka features `ssl`, `curl`).
 for p in libopenmpi-dev libclang-dev libssl-dev pkg-config libcurl4-openssl-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+  if pkg_missing "$p"; then need+=("$p"); fi
 done
+# deploy/ and scripts/ checked with the tools a site runs (tests/deploy.rs): systemd-analyze,
+# promtool, shellcheck.
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 # Headless Chromium drives the web page of `icicle serve` (tests/web_page.rs, over the DevTools pipe).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
-fi
-# The reference Prometheus text parser the metrics test checks /metrics with.
-python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install --quiet prometheus_client
-# Stock globus-sdk, which the file sink's documents must suit (tests/globus_sdk.rs).
-python3 -c 'import globus_sdk' 2>/dev/null || python3 -m pip install --quiet globus-sdk
+pkg_install "${need[@]}"
+# In a virtualenv under .tools (not the system Python): the reference Prometheus text parser
+# the metrics test checks /metrics with, and stock globus-sdk, which the file sink's documents
+# must suit (tests/globus_sdk.rs). The tests run it as ICICLE_TEST_PYTHON.
+py_venv .tools/py prometheus_client globus-sdk
+export ICICLE_TEST_PYTHON="$PWD/.tools/py/bin/python3"
 bash scripts/services.sh install
 # A second broker that requires SASL/SCRAM over TLS (tests/kafka_sasl.rs); built once per machine.
 bash scripts/services.sh install kafka-sasl
@@ -42,7 +48,7 @@ echo "Kafka broker (tansu) on $ICICLE_TEST_KAFKA, S3 server (moto) on $ICICLE_TE
 # own tests), so there is no separate `cargo build` with other features to store twice.
 df -h . | tail -1 | awk '{print "disk free before the build: " $4}'
 # Formatting (seconds) and lints before the tests; either fails the run.
-cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1 || rustup component add rustfmt clippy
+if ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1; then rustup component add rustfmt clippy; fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --all-targets --no-fail-fast 2>&1
@@ -51,6 +57,6 @@ cargo test --workspace --all-targets --no-fail-fast 2>&1
 # only it (tests/features.rs, lustre_globus.rs, ...; Cargo.toml's [[test]] required-features).
 # Most of its dependencies are the full build's; those built with fewer features in it (a
 # quarter of its units: serde, tokio, hyper, reqwest, ...) are compiled again, a few minutes.
-slice=(-p icicle --no-default-features --features lustre,globus)
+slice=(-p icicle --no-default-features --features "lustre,globus")
 cargo clippy "${slice[@]}" --all-targets --quiet -- -D warnings
 cargo test "${slice[@]}" --tests 2>&1

@@ -656,3 +656,9 @@ pub fn as_user(cmd: &mut Command, uid: u32, groups: &[u32]) {
 pub fn testkit_bin() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_icicle")).with_file_name("icicle-testkit")
 }
+
+/// The Python with the tests' packages (prometheus_client, globus-sdk): `ICICLE_TEST_PYTHON`
+/// (the virtualenv scripts/test.sh makes under .tools), else `python3`.
+pub fn python() -> String {
+    std::env::var("ICICLE_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+}

@@ -124,7 +124,7 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
              fams=[{{'name':f.name,'type':f.type,'samples':[[s.name,s.labels,s.value] for s in f.samples]}} for f in p(open(sys.argv[1]).read())]\n\
              print(json.dumps(fams))"
         );
-        let out = Command::new("python3").args(["-c", &py, file.to_str().unwrap()]).output().unwrap();
+        let out = Command::new(common::python()).args(["-c", &py, file.to_str().unwrap()]).output().unwrap();
         assert!(
             out.status.success(),
             "prometheus_client.{module} rejected /metrics: {}\n{body}",

@@ -51,13 +51,13 @@ fn sdk_script(script: &str) -> serde_json::Value {
         "python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)"
     );
     let emu = Emulator::start(Options::new(INDEX, TOKEN)).unwrap();
-    let run = Command::new("python3").args(["-c", script, &emu.url(), INDEX, TOKEN]).output().unwrap();
+    let run = Command::new(common::python()).args(["-c", script, &emu.url(), INDEX, TOKEN]).output().unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     serde_json::from_slice(&run.stdout).unwrap()
 }
 
 fn python_has_globus_sdk() -> bool {
-    Command::new("python3").args(["-c", "import globus_sdk"]).status().map(|s| s.success()).unwrap_or(false)
+    Command::new(common::python()).args(["-c", "import globus_sdk"]).status().map(|s| s.success()).unwrap_or(false)
 }
 
 /// Snapshot `data` to a file sink with `document_size`; returns the sink's directory.
@@ -81,8 +81,10 @@ fn file_sink_documents(tmp: &Path, data: &Path, document_size: &str) -> std::pat
 
 /// What globus-sdk reported per document, and the tasks' final states.
 fn ingest_with_sdk(emu: &Emulator, out: &Path) -> (Vec<serde_json::Value>, Vec<String>) {
-    let run =
-        Command::new("python3").args(["-c", INGEST, &emu.url(), INDEX, TOKEN, out.to_str().unwrap()]).output().unwrap();
+    let run = Command::new(common::python())
+        .args(["-c", INGEST, &emu.url(), INDEX, TOKEN, out.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let lines: Vec<serde_json::Value> =
         String::from_utf8_lossy(&run.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();

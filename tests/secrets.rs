@@ -130,7 +130,7 @@ fn a_token_where_a_variable_name_belongs_is_not_echoed() {
     assert_eq!(
         err,
         format!(
-            "error: invalid value for `` in file {}: TOML parse error at line 4, column 13\n  |\n4 | token_env = ***\n  |             ^\ninvalid string\nexpected `\"`, `'`\n\n",
+            "error: file {}: TOML parse error at line 4, column 13\n  |\n4 | token_env = ***\n  |             ^\ninvalid string\nexpected `\"`, `'`\n\n",
             cfg.display()
         )
     );

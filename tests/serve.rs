@@ -505,14 +505,14 @@ print(json.dumps(out))
 #[test]
 fn globus_sdk_search_client_works_against_serve_unchanged() {
     assert!(
-        Command::new("python3").args(["-c", "import globus_sdk"]).status().map(|s| s.success()).unwrap_or(false),
+        Command::new(common::python()).args(["-c", "import globus_sdk"]).status().map(|s| s.success()).unwrap_or(false),
         "python3 cannot import globus_sdk: the test command installs it (pip install globus-sdk)"
     );
     let tmp = test_dir();
     let t = tmp.path();
     let tokens = tokens_file(t, &["urn:globus:auth:identity:a".into()], &["urn:globus:auth:identity:b".into()]);
     let s = Serve::start(&t.join("index"), &tokens, None);
-    let run = Command::new("python3").args(["-c", SDK, &s.url, INDEX, WRITER, READER_A]).output().unwrap();
+    let run = Command::new(common::python()).args(["-c", SDK, &s.url, INDEX, WRITER, READER_A]).output().unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let out: Value = serde_json::from_slice(&run.stdout).unwrap();
     let want = json!({

@@ -666,12 +666,22 @@ pub fn fetch_status(addr: &str) -> std::io::Result<MetricsSnapshot> {
         .timeout(Duration::from_secs(5))
         .build()
         .map_err(|e| err(format!("an HTTP client: {e}")))?;
-    let resp = client.get(&url).send().map_err(|e| err(format!("{url}: {e}")))?;
+    // reqwest's message leaves the cause (`Connection refused`) to its sources.
+    let why = |e: &dyn std::error::Error| {
+        let mut text = e.to_string();
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            text = format!("{text}: {c}");
+            cause = c.source();
+        }
+        text
+    };
+    let resp = client.get(&url).send().map_err(|e| err(format!("{url}: {}", why(&e))))?;
     let status = resp.status();
     if !status.is_success() {
         return Err(err(format!("{url} answered {status}: not an icicle metrics endpoint?")));
     }
-    let body = resp.bytes().map_err(|e| err(format!("{url}: {e}")))?;
+    let body = resp.bytes().map_err(|e| err(format!("{url}: {}", why(&e))))?;
     serde_json::from_slice(&body)
         .map_err(|e| err(format!("{url} is not an icicle's /status (is --connect the --metrics-addr of icicle?): {e}")))
 }

@@ -356,6 +356,7 @@ fn with_dashboard<T: Send>(
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    icicle_core::metrics::Metrics::global().set_build_info(env!("CARGO_PKG_VERSION"), env!("ICICLE_COMMIT"));
     let json = match &cli.command {
         Command::Snapshot { json, .. } | Command::Plugins { json } => *json,
         #[cfg(feature = "snapshot")]

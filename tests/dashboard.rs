@@ -168,6 +168,10 @@ fn metrics_are_valid_prometheus_text_and_match_the_status_snapshot() {
         "icicle_changelog_lag",
         "icicle_sink_batches",
         "icicle_process_resident_bytes",
+        "icicle_process_cpu_seconds",
+        "icicle_process_open_fds",
+        "icicle_process_start_time_seconds",
+        "icicle_build_info",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
@@ -713,4 +717,30 @@ fn the_monitor_speaks_sd_notify_and_serves_metrics_from_its_config() {
         recv(&mut seen);
     }
     assert!(child.wait().unwrap().success());
+}
+
+/// A key pressed after the terminal was resized is taken at once, every time (it used to
+/// wait for the next key: the resize took its wake-up).
+#[test]
+fn the_first_key_after_a_resize_is_taken() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, addr, _) = running_monitor(tmp.path());
+    let sock = format!("icicle-resize-{}", std::process::id());
+    let top = format!("{} top --connect {addr} --interval 0.3", env!("CARGO_BIN_EXE_icicle"));
+    let st = tmux(&sock, &["new-session", "-d", "-s", "top", "-x", "140", "-y", "40", &top]);
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    wait_for_screen(&sock, "records in");
+    for (round, width) in [120, 150, 110, 160, 130, 140].into_iter().enumerate() {
+        let st = tmux(&sock, &["resize-window", "-t", "top", "-x", &width.to_string(), "-y", "40"]);
+        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        // Redrawn at the new size before the key comes.
+        std::thread::sleep(Duration::from_millis(500));
+        let (key, shows) = if round % 2 == 0 { ("2", "MDT fs0-MDT0000") } else { ("4", "acknowledged deliveries") };
+        tmux(&sock, &["send-keys", "-t", "top", key]);
+        let screen = wait_for_screen(&sock, shows);
+        assert!(screen.lines().all(|l| l.chars().count() <= width), "round {round}: wider than {width}:\n{screen}");
+    }
+    let _ = tmux(&sock, &["kill-server"]);
+    child.kill().unwrap();
+    let _ = child.wait();
 }

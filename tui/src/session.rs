@@ -141,11 +141,13 @@ pub fn run(
             break Ended::TerminalLost;
         }
         // crossterm's reader spins on a hung-up terminal (every read returns 0 bytes): it is
-        // asked only when the terminal itself says input is waiting and it has not hung up.
+        // asked only when the terminal itself says it has not hung up. It is asked when idle
+        // too: a resize (SIGWINCH) waits in its queue, and read together with the next key it
+        // would take that key's wake-up (its reader is edge-triggered), leaving the key unread
+        // until another one comes.
         match input.wait(Duration::from_millis(100)) {
             Input::HungUp => break Ended::TerminalLost,
-            Input::Idle => {}
-            Input::Ready => loop {
+            Input::Idle | Input::Ready => loop {
                 match event::poll(Duration::ZERO) {
                     Ok(false) => break,
                     Ok(true) => match event::read() {

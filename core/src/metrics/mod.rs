@@ -262,6 +262,25 @@ impl Metrics {
         {
             self.set(&names::PROCESS_RESIDENT_BYTES, &[], pages * 4096.0);
         }
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `u` is a valid rusage.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
+            let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            self.set_counter(&names::PROCESS_CPU_SECONDS_TOTAL, &[], s(u.ru_utime) + s(u.ru_stime));
+        }
+        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+            // The directory's own descriptor, open while it is read, is not counted.
+            self.set(&names::PROCESS_OPEN_FDS, &[], fds.count().saturating_sub(1) as f64);
+        }
+        if let Some(t) = process_start_time() {
+            self.set(&names::PROCESS_START_TIME_SECONDS, &[], t);
+        }
+    }
+
+    /// `icicle_build_info{version, commit} 1`: which binary is running (set once at start).
+    pub fn set_build_info(&self, version: &str, commit: &str) {
+        self.set(&names::BUILD_INFO, &[("version", version), ("commit", commit)], 1.0);
     }
 
     /// Everything now (counters under the names they were recorded with, histograms as their
@@ -394,6 +413,25 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 /// The content type of [`Metrics::prometheus`].
 pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// When this process started, seconds since the epoch: its start in clock ticks after boot
+/// (`/proc/self/stat`, field 22) plus the boot time (`/proc/stat`, `btime`); proc(5).
+fn process_start_time() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let ticks: f64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    let btime: f64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| btime + ticks / hz as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,6 +450,21 @@ mod tests {
     };
     const WEIRD: Metric =
         Metric { name: "icicle_weird", help: "A \"quoted\" label.", kind: Kind::Gauge, labels: &["component"] };
+
+    /// The process's own figures: CPU time spent, descriptors open, a start in the last day.
+    #[test]
+    fn process_figures_are_read_when_asked_for() {
+        let g = Metrics::global();
+        g.set_build_info("0.1.0", "abc");
+        let s = g.snapshot();
+        let one = |name: &str| s.get(name, &[]).unwrap_or_else(|| panic!("{name} missing"));
+        assert!(one("icicle_process_cpu_seconds_total") > 0.0);
+        assert!(one("icicle_process_open_fds") >= 3.0, "stdin, stdout, stderr at least");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+        let start = one("icicle_process_start_time_seconds");
+        assert!(start <= now + 1.0 && start > now - 86_400.0, "{start} vs {now}");
+        assert_eq!(s.get("icicle_build_info", &[("version", "0.1.0"), ("commit", "abc")]), Some(1.0));
+    }
 
     #[test]
     fn histograms_are_cumulative_buckets_sum_and_count() {

@@ -182,6 +182,38 @@ pub const METRICS_ACCEPT_ERRORS_TOTAL: Metric = Metric {
     labels: &[],
 };
 
+/// The release and commit of the running binary (value 1).
+pub const BUILD_INFO: Metric = Metric {
+    name: "icicle_build_info",
+    help: "The release and commit of the running binary (value 1).",
+    kind: Kind::Gauge,
+    labels: &["version", "commit"],
+};
+
+/// CPU time of the icicle process, user and system.
+pub const PROCESS_CPU_SECONDS_TOTAL: Metric = Metric {
+    name: "icicle_process_cpu_seconds_total",
+    help: "CPU time of the icicle process, user and system.",
+    kind: Kind::Counter,
+    labels: &[],
+};
+
+/// Open file descriptors of the icicle process.
+pub const PROCESS_OPEN_FDS: Metric = Metric {
+    name: "icicle_process_open_fds",
+    help: "Open file descriptors of the icicle process.",
+    kind: Kind::Gauge,
+    labels: &[],
+};
+
+/// When the icicle process started, seconds since the epoch.
+pub const PROCESS_START_TIME_SECONDS: Metric = Metric {
+    name: "icicle_process_start_time_seconds",
+    help: "When the icicle process started, seconds since the epoch.",
+    kind: Kind::Gauge,
+    labels: &[],
+};
+
 /// Resident memory of the icicle process.
 pub const PROCESS_RESIDENT_BYTES: Metric = Metric {
     name: "icicle_process_resident_bytes",
@@ -372,6 +404,7 @@ pub const ALL: &[Metric] = &[
     BATCH_SECONDS,
     BATCH_SIZE,
     BATCHES_TOTAL,
+    BUILD_INFO,
     CHANGELOG_CLEARED,
     CHANGELOG_INDEX,
     CHANGELOG_LAG,
@@ -388,7 +421,10 @@ pub const ALL: &[Metric] = &[
     KAFKA_LAG,
     KAFKA_LOST_MESSAGES_TOTAL,
     METRICS_ACCEPT_ERRORS_TOTAL,
+    PROCESS_CPU_SECONDS_TOTAL,
+    PROCESS_OPEN_FDS,
     PROCESS_RESIDENT_BYTES,
+    PROCESS_START_TIME_SECONDS,
     QUEUE_DEPTH,
     RECORDS_FILTERED_TOTAL,
     RECORDS_IN_TOTAL,

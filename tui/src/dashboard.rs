@@ -330,24 +330,40 @@ fn overview(f: &mut Frame<'_>, area: Rect, app: &App, s: &MetricsSnapshot) {
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(" totals ")), facts);
 }
 
-/// A table whose columns are as wide as their header or widest cell, so that nothing is cut
-/// while the row fits; `_widths` are the widest a column may take.
-fn table<'a>(header: &'a [&'a str], rows: Vec<Vec<String>>, _widths: &'a [Constraint], title: &'a str) -> Table<'a> {
-    let widths: Vec<Constraint> = (0..header.len())
+/// A table whose columns are as wide as their header or widest cell, in `width` columns of
+/// screen: the leading columns that fit whole are drawn, the rest left out and counted in the
+/// title, so a number never loses its unit (`123.5 k` cut to `123.5`).
+fn table<'a>(header: &'a [&'a str], rows: Vec<Vec<String>>, title: &'a str, width: u16) -> Table<'a> {
+    let widths: Vec<u16> = (0..header.len())
         .map(|i| {
-            Constraint::Length(
-                rows.iter()
-                    .filter_map(|r| r.get(i))
-                    .map(|c| c.chars().count())
-                    .chain([header[i].len()])
-                    .max()
-                    .unwrap_or(4) as u16,
-            )
+            rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).chain([header[i].len()]).max().unwrap_or(4)
+                as u16
         })
         .collect();
-    Table::new(rows.into_iter().map(|r| Row::new(r.into_iter().map(Cell::from))), widths)
-        .header(Row::new(header.iter().map(|h| Cell::from(*h))).style(Style::new().add_modifier(Modifier::BOLD)))
-        .block(Block::bordered().title(title))
+    // Inside the borders; one column of space between columns.
+    let room = width.saturating_sub(2);
+    let (mut used, mut keep) = (0u16, 0usize);
+    for (i, w) in widths.iter().enumerate() {
+        let need = w + u16::from(i > 0);
+        if i > 0 && used + need > room {
+            break;
+        }
+        used += need;
+        keep = i + 1;
+    }
+    let left_out = header.len() - keep;
+    let title = if left_out > 0 {
+        // First, where a narrow title is still whole.
+        format!(" +{left_out} column{} (widen) ·{title}", if left_out == 1 { "" } else { "s" })
+    } else {
+        title.to_string()
+    };
+    Table::new(
+        rows.into_iter().map(|r| Row::new(r.into_iter().take(keep).map(Cell::from))),
+        widths[..keep].iter().map(|w| Constraint::Length(*w)),
+    )
+    .header(Row::new(header[..keep].iter().map(|h| Cell::from(*h))).style(Style::new().add_modifier(Modifier::BOLD)))
+    .block(Block::bordered().title(title))
 }
 
 fn components(s: &MetricsSnapshot) -> Vec<String> {
@@ -379,22 +395,12 @@ fn sources(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             ]
         })
         .collect();
-    let w = [
-        Constraint::Length(14),
-        Constraint::Length(10),
-        Constraint::Length(11),
-        Constraint::Length(10),
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(10),
-        Constraint::Length(10),
-    ];
     f.render_widget(
         table(
             &["source", "in", "rate", "filtered", "rejects", "batches", "batch", "took"],
             rows,
-            &w,
             " sources (last batch: size, took) ",
+            top.width,
         ),
         top,
     );
@@ -425,15 +431,13 @@ fn sources(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             human(s.sum(names::KAFKA_LAG.name, &l)),
         ]);
     }
-    let w = [
-        Constraint::Length(14),
-        Constraint::Length(22),
-        Constraint::Length(12),
-        Constraint::Length(14),
-        Constraint::Length(10),
-    ];
     f.render_widget(
-        table(&["source", "stream", "read", "acknowledged", "lag"], rows, &w, " changelogs (MDTs) and partitions "),
+        table(
+            &["source", "stream", "read", "acknowledged", "lag"],
+            rows,
+            " changelogs (MDTs) and partitions ",
+            bottom.width,
+        ),
         bottom,
     );
 }
@@ -458,25 +462,13 @@ fn state(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot) {
             ]
         })
         .collect();
-    let w = [
-        Constraint::Length(10),
-        Constraint::Length(9),
-        Constraint::Length(10),
-        Constraint::Length(10),
-        Constraint::Length(9),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(6),
-        Constraint::Length(10),
-        Constraint::Length(10),
-    ];
     let [t, m] = area.layout(&Layout::vertical([Constraint::Min(4), Constraint::Length(3)]));
     f.render_widget(
         table(
             &["source", "entries", "bytes", "evicted", "fid2path", "moved", "pending", "queue", "merged", "cancel"],
             rows,
-            &w,
             " state and memory (merged, cancel: reduction) ",
+            t.width,
         ),
         t,
     );
@@ -510,20 +502,11 @@ fn sinks(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             ]
         })
         .collect();
-    let w = [
-        Constraint::Length(12),
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(11),
-        Constraint::Length(7),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(8),
-    ];
     let header = ["sink", "batches", "upserts", "deletes", "bytes", "rate", "errors", "retry", "last", "task"];
-    f.render_widget(table(&header, rows, &w, " sinks (acknowledged deliveries; retry and task: Globus) "), area);
+    f.render_widget(
+        table(&header, rows, " sinks (acknowledged deliveries; retry and task: Globus) ", area.width),
+        area,
+    );
 }
 
 fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
@@ -573,8 +556,7 @@ fn snapshot(f: &mut Frame<'_>, area: Rect, s: &MetricsSnapshot, app: &App) {
             ]
         })
         .collect();
-    let w = [Constraint::Length(16), Constraint::Length(12), Constraint::Length(12)];
-    f.render_widget(table(&["source", "rows", "rate"], rows, &w, " rows per source "), per);
+    f.render_widget(table(&["source", "rows", "rate"], rows, " rows per source ", per.width), per);
 }
 
 fn sketches(f: &mut Frame<'_>, area: Rect, app: &App) {

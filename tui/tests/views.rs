@@ -193,3 +193,55 @@ fn one_key_table_drives_dispatch_and_help() {
     a.push(fixed(2.0, 1.2));
     assert_eq!(a.history.len(), n);
 }
+
+/// The tables of a drawing: each header (its column starts) and rows, inside the borders.
+fn tables(drawing: &str) -> Vec<(Vec<usize>, Vec<String>)> {
+    let mut out: Vec<(Vec<usize>, Vec<String>)> = Vec::new();
+    let mut open = false;
+    for line in drawing.lines() {
+        let inner: String = line.chars().skip(1).collect::<String>().trim_end_matches('│').to_string();
+        if line.starts_with('└') || line.starts_with('┌') {
+            open = false;
+        } else if line.starts_with("│source ") || line.starts_with("│sink ") {
+            let starts: Vec<usize> = inner
+                .char_indices()
+                .filter(|(i, c)| *c != ' ' && (*i == 0 || inner[..*i].ends_with(' ')))
+                .map(|(i, _)| i)
+                .collect();
+            out.push((starts, Vec::new()));
+            open = true;
+        } else if open && !inner.trim().is_empty() {
+            if let Some(t) = out.last_mut() {
+                t.1.push(inner);
+            }
+        }
+    }
+    out
+}
+
+/// Narrower than 80 columns, a table keeps the columns that fit whole and says how many it
+/// left out: each row is the same row drawn wide, up to the first column left out (no cell
+/// cut, no unit lost: `123.5 k` never shows as `123.5`).
+#[test]
+fn narrow_tables_leave_columns_out_instead_of_cutting_them() {
+    let mut a = app();
+    for (i, v) in VIEWS.iter().enumerate() {
+        a.apply(Action::Go(i));
+        let wide = tables(&draw_at(&a, 200, 28));
+        for width in [40u16, 52, 64, 72] {
+            let drawn = draw_at(&a, width, 28);
+            let narrow = tables(&drawn);
+            assert_eq!(narrow.len(), wide.len(), "{v:?} at {width}:\n{drawn}");
+            for ((n_cols, n_rows), (w_cols, w_rows)) in narrow.iter().zip(&wide) {
+                let kept = n_cols.len();
+                assert!(kept >= 1 && kept <= w_cols.len());
+                for (n, w) in n_rows.iter().zip(w_rows) {
+                    let end = w_cols.get(kept).copied().unwrap_or(w.len()).min(w.len());
+                    assert_eq!(n.trim_end(), w[..end].trim_end(), "{v:?} at {width} columns cut a cell:\n{drawn}");
+                }
+            }
+        }
+    }
+    a.apply(Action::Go(2));
+    assert!(draw_at(&a, 64, 28).contains("┌ +2 columns (widen) · state and memory"), "{}", draw_at(&a, 64, 28));
+}

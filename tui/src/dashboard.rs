@@ -169,14 +169,36 @@ impl App {
         }
     }
 
+    /// Whether view `v` has anything to show here: the snapshot's only while a snapshot's
+    /// figures come (not to a monitor), the sketches' only with a comparison to show.
+    pub fn offers(&self, v: View) -> bool {
+        match v {
+            View::Snapshot => self.history.back().is_some_and(|s| {
+                [names::SNAPSHOT_WORK_PLANNED_UNITS.name, names::SNAPSHOT_INPUTS_PLANNED.name]
+                    .iter()
+                    .any(|n| s.get(n, &[]).is_some())
+            }),
+            View::Sketches => self.sketches.is_some(),
+            _ => true,
+        }
+    }
+
+    /// The next view offered from `from`, `step` (+1 or -1) at a time.
+    fn step(&self, from: usize, step: isize) -> usize {
+        let n = VIEWS.len() as isize;
+        (1..=n).map(|k| (from as isize + step * k).rem_euclid(n) as usize).find(|&i| self.offers(VIEWS[i])).unwrap_or(0)
+    }
+
     /// Apply one action.
     pub fn apply(&mut self, a: Action) {
         match a {
             Action::Quit if self.help => self.help = false,
             Action::Quit => self.quit = true,
-            Action::Next => (self.view, self.scroll) = ((self.view + 1) % VIEWS.len(), 0),
-            Action::Previous => (self.view, self.scroll) = ((self.view + VIEWS.len() - 1) % VIEWS.len(), 0),
-            Action::Go(i) => (self.view, self.scroll) = (i.min(VIEWS.len() - 1), 0),
+            Action::Next => (self.view, self.scroll) = (self.step(self.view, 1), 0),
+            Action::Previous => (self.view, self.scroll) = (self.step(self.view, -1), 0),
+            // A view not offered here is not gone to.
+            Action::Go(i) if i < VIEWS.len() && self.offers(VIEWS[i]) => (self.view, self.scroll) = (i, 0),
+            Action::Go(_) => {}
             Action::Scroll(n) => self.scroll = self.scroll.saturating_add_signed(n as isize),
             Action::Pause => self.paused = !self.paused,
             Action::Help => self.help = !self.help,
@@ -218,8 +240,12 @@ impl App {
 pub fn render(f: &mut Frame<'_>, app: &App) {
     let [tabs, body, footer] =
         f.area().layout(&Layout::vertical([Constraint::Length(3), Constraint::Min(5), Constraint::Length(1)]));
+    // The views offered here, under their own numbers (a monitor has no snapshot view).
+    let offered: Vec<usize> = (0..VIEWS.len()).filter(|&i| app.offers(VIEWS[i])).collect();
     let titles: Vec<Line<'_>> =
-        VIEWS.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
+        offered.iter().map(|&i| Line::from(format!("{} {}", i + 1, VIEWS[i].title()))).collect();
+    // A view no longer offered (the figures changed) shows the overview.
+    let view = if offered.contains(&app.view) { app.view } else { 0 };
     let title = format!(" icicle top — {}{} ", app.source, if app.paused { " — PAUSED" } else { "" });
     let mut block = Block::bordered().title(title);
     if app.disconnected.is_some() {
@@ -227,13 +253,13 @@ pub fn render(f: &mut Frame<'_>, app: &App) {
     }
     f.render_widget(
         Tabs::new(titles)
-            .select(app.view)
+            .select(offered.iter().position(|&i| i == view))
             .block(block)
             .highlight_style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)),
         tabs,
     );
     let s = app.latest();
-    match VIEWS[app.view] {
+    match VIEWS[view] {
         View::Overview => overview(f, body, app, &s),
         View::Sources => sources(f, body, &s, app),
         View::State => state(f, body, &s),

@@ -245,3 +245,32 @@ fn narrow_tables_leave_columns_out_instead_of_cutting_them() {
     a.apply(Action::Go(2));
     assert!(draw_at(&a, 64, 28).contains("┌ +2 columns (widen) · state and memory"), "{}", draw_at(&a, 64, 28));
 }
+
+/// Attached to a monitor (no snapshot figures) without a sketch comparison, the dashboard
+/// offers neither the snapshot view nor the sketches': not in the tabs, not by key, skipped by
+/// Tab; they come once their figures do.
+#[test]
+fn views_with_nothing_to_show_are_not_offered() {
+    let monitor = |t: f64, k: f64| {
+        let mut s = fixed(t, k);
+        s.series.retain(|x| !x.name.starts_with("icicle_snapshot_"));
+        s
+    };
+    let mut a = App::new("127.0.0.1:9898");
+    a.push(monitor(0.0, 1.0));
+    a.push(monitor(1.0, 1.1));
+    let screen = draw(&a);
+    assert!(screen.contains("4 Sinks") && !screen.contains("5 Snapshot") && !screen.contains("6 Sketches"), "{screen}");
+    a.apply(Action::Go(4));
+    assert_eq!(a.view, 0, "the snapshot view is not offered");
+    a.apply(Action::Go(3));
+    a.apply(Action::Next);
+    assert_eq!(a.view, 0, "Tab from the last offered view wraps to the first");
+    a.apply(Action::Previous);
+    assert_eq!(a.view, 3);
+    // A snapshot's figures arrive: its view is offered.
+    a.push(fixed(2.0, 1.2));
+    assert!(draw(&a).contains("5 Snapshot"));
+    a.apply(Action::Go(4));
+    assert_eq!(a.view, 4);
+}

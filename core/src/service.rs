@@ -70,7 +70,8 @@ pub fn stuck(limit: Duration) -> Option<(String, Duration)> {
 
 /// The watchdog interval systemd asked for (`WatchdogSec=`), if any.
 pub fn watchdog_interval() -> Option<Duration> {
-    sd_notify::watchdog_enabled()
+    // `WATCHDOG_USEC=0` (set by hand; systemd never does) would ping without pause.
+    sd_notify::watchdog_enabled().filter(|d| !d.is_zero())
 }
 
 /// Ping the watchdog every half `interval` while no batch is stuck longer than `interval`

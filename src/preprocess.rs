@@ -58,9 +58,13 @@ pub struct Args {
     /// S3 output: `endpoint/bucket/key` URLs (MinIO, moto).
     #[arg(long)]
     pub force_path_style: bool,
-    /// S3 output: an access key id (else `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`).
+    /// S3 output: an access key id (else the AWS default chain: the environment, `~/.aws`
+    /// profiles, web identity, ECS and instance roles).
     #[arg(long)]
     pub access_key_id: Option<String>,
+    /// S3 output: the `~/.aws` profile the default chain reads (else `AWS_PROFILE`, `default`).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
     /// S3 output: the environment variable holding the secret access key.
     #[arg(long, value_name = "VAR")]
     pub secret_access_key_env: Option<String>,
@@ -424,6 +428,7 @@ fn prepare_s3(args: &Args) -> anyhow::Result<Arc<Uploader>> {
     c.access_key_id = args.access_key_id.clone();
     c.secret_access_key_env = args.secret_access_key_env.clone();
     c.secret_access_key_file = args.secret_access_key_file.clone();
+    c.profile = args.profile.clone();
     c.multipart_threshold = args.multipart_threshold;
     c.part_bytes = args.part_bytes;
     let flag = |key: &str| if key == "bucket" { "--out".to_string() } else { format!("--{}", key.replace('_', "-")) };
@@ -463,6 +468,7 @@ pub fn run(cfg: &LoadedConfig, args: &Args, progress: Arc<dyn Progress>) -> anyh
         let s3_only = [
             ("--endpoint-url", args.endpoint_url.is_some()),
             ("--access-key-id", args.access_key_id.is_some()),
+            ("--profile", args.profile.is_some()),
             ("--force-path-style", args.force_path_style),
         ];
         if let Some((flag, _)) = s3_only.iter().find(|(_, set)| *set) {

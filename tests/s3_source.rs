@@ -812,3 +812,92 @@ fn the_posix_rule_reads_directory_rows_from_objects_as_from_files() {
 
 #[path = "s3_source/ranks.rs"]
 mod ranks;
+
+/// The environment of a run that has no credentials but what `files` say: the shared config
+/// and credentials files in `dir`, no keys in the environment, no instance metadata.
+fn profile_env(dir: &Path) -> Vec<(String, String)> {
+    vec![
+        ("AWS_CONFIG_FILE".into(), dir.join("aws-config").display().to_string()),
+        ("AWS_SHARED_CREDENTIALS_FILE".into(), dir.join("aws-credentials").display().to_string()),
+        ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+        ("HOME".into(), dir.display().to_string()),
+    ]
+}
+
+/// `icicle snapshot` with only `envs` for AWS (every `AWS_*` variable of the test's own
+/// environment removed).
+fn run_without_aws_env(cfg: &Path, envs: &[(String, String)]) -> (i32, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_icicle"));
+    cmd.args(["snapshot", "--json", "-c", cfg.to_str().unwrap()]).env_remove("RUST_LOG");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
+        cmd.env_remove(k);
+    }
+    cmd.envs(envs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let out = cmd.output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn credentials_come_from_the_default_chain_profiles_and_credential_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("principals.tsv"), "").unwrap();
+    let server = AuthServer::start();
+    let wrong = "wrongSecretKeyThatMustNotPrint0123456789/+";
+    // A process credential that leaves a mark, so that the chain is seen to have run it.
+    let process = t.join("creds.sh");
+    std::fs::write(
+        &process,
+        format!(
+            "#!/bin/sh\ntouch {}/process-ran\nprintf '{{\"Version\": 1, \"AccessKeyId\": \"%s\", \"SecretAccessKey\": \"%s\"}}' {} {}\n",
+            t.display(),
+            server.key_id,
+            server.secret
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&process, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        t.join("aws-credentials"),
+        format!(
+            "[reader]\naws_access_key_id = {k}\naws_secret_access_key = {s}\n\n[wrong]\naws_access_key_id = {k}\naws_secret_access_key = {wrong}\n",
+            k = server.key_id,
+            s = server.secret
+        ),
+    )
+    .unwrap();
+    std::fs::write(t.join("aws-config"), format!("[profile by-process]\ncredential_process = {}\n", process.display()))
+        .unwrap();
+    let env = profile_env(t);
+    // The server knows the reader's key and grants it nothing: AccessDenied proves the request
+    // was signed with the profile's key and secret; a wrong secret is SignatureDoesNotMatch.
+    let cases = [
+        ("reader", "profile = \"reader\"", vec![], "AccessDenied (HTTP 403)"),
+        ("wrong", "profile = \"wrong\"", vec![], "SignatureDoesNotMatch (HTTP 403)"),
+        ("by-process", "", vec![("AWS_PROFILE".to_string(), "by-process".to_string())], "AccessDenied (HTTP 403)"),
+    ];
+    for (name, key, extra_env, error) in cases {
+        let source = format!(
+            "type = \"s3\"\nbucket = \"icicle-private\"\nendpoint_url = \"{}\"\nforce_path_style = true\n{key}\nmax_attempts = 1\npreset = \"icicle9\"\n",
+            server.url
+        );
+        let cfg = run_config(t, name, &source, &t.join(name), "max_rejects = 0");
+        let mut envs = env.clone();
+        envs.extend(extra_env);
+        let (code, err) = run_without_aws_env(&cfg, &envs);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(err.contains(&format!("s3 source `s`: listing s3://icicle-private/: {error}")), "{name}: {err}");
+        assert!(!err.contains(wrong) && !err.contains(&server.secret), "{name}: a secret was printed");
+    }
+    assert!(t.join("process-ran").exists(), "the credential process was not run");
+
+    // No credentials anywhere: the run fails before reading anything, saying so.
+    let source = format!(
+        "type = \"s3\"\nbucket = \"icicle-private\"\nendpoint_url = \"{}\"\nforce_path_style = true\nprofile = \"absent\"\nmax_attempts = 1\npreset = \"icicle9\"\n",
+        server.url
+    );
+    let cfg = run_config(t, "absent", &source, &t.join("absent"), "max_rejects = 0");
+    let (code, err) = run_without_aws_env(&cfg, &env);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("s3 source `s`: listing s3://icicle-private/: no credentials: "), "{err}");
+}

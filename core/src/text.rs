@@ -9,6 +9,12 @@ use memmap2::Mmap;
 use crate::error::SourceError;
 use crate::traits::Split;
 
+/// How input names are matched against patterns, for paths and S3 keys alike (the `glob`
+/// crate's dialect): `*` and `?` stay within one `/`-separated part, `**` spans parts, `[...]`
+/// is a class, and a leading `.` is matched only by a literal one.
+pub const GLOB_OPTIONS: glob::MatchOptions =
+    glob::MatchOptions { case_sensitive: true, require_literal_separator: true, require_literal_leading_dot: true };
+
 /// Expand `paths` into input files: a file; a directory (its files, sorted); or a glob
 /// pattern (`*`, `?`, `[a-z]`, and `**` for any depth, e.g. `/listings/**/*.csv`), its
 /// matching files sorted. A pattern or directory that yields no file is an error naming
@@ -21,12 +27,7 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
         let s = p.to_str().ok_or_else(|| SourceError::Io { path: p.clone(), reason: "not valid UTF-8".into() })?;
         // A path that exists is read as it is, even with `?` or `[` in its name.
         let mut found: Vec<PathBuf> = if s.contains(['*', '?', '[']) && !p.exists() {
-            let opts = glob::MatchOptions {
-                case_sensitive: true,
-                require_literal_separator: true,
-                require_literal_leading_dot: true,
-            };
-            let paths = glob::glob_with(s, opts)
+            let paths = glob::glob_with(s, GLOB_OPTIONS)
                 .map_err(|e| SourceError::Io { path: p.clone(), reason: format!("not a valid pattern: {e}") })?;
             let mut v = Vec::new();
             for m in paths {

@@ -27,13 +27,14 @@ impl ObjectStore {
     /// A client of the S3-compatible server at `endpoint_url` (path-style URLs, region
     /// `us-east-1`, one attempt per request).
     pub fn connect(endpoint_url: &str, access_key_id: &str, secret_access_key: &str) -> Result<ObjectStore, String> {
-        let creds = Creds {
+        let creds = Creds::Static {
             access_key_id: access_key_id.to_string(),
             secret: Secret::new(secret_access_key),
             session_token: None,
         };
-        let client = client(Some(endpoint_url), "us-east-1", true, &creds, 1, Duration::from_secs(60));
-        Ok(ObjectStore { client, rt: runtime("icicle-s3-store")? })
+        let rt = runtime("icicle-s3-store")?;
+        let client = client(Some(endpoint_url), "us-east-1", true, &creds, 1, Duration::from_secs(60), &rt);
+        Ok(ObjectStore { client, rt })
     }
 
     /// Create `bucket`.

@@ -21,8 +21,9 @@ pub struct S3Config {
     /// Only keys starting with this (default: the whole bucket).
     #[serde(default)]
     pub prefix: String,
-    /// Only keys whose rest after `prefix` matches this glob (`*` any run of characters,
-    /// `/` included; `?` one character), e.g. `*.csv`.
+    /// Only keys whose rest after `prefix` matches this pattern, as the `tsv` source's paths
+    /// are matched: `*` and `?` within one `/`-separated part, `**` across parts, `[...]`
+    /// classes; e.g. `*.csv`, `**/*.csv`.
     #[serde(default)]
     pub keys: Option<String>,
     /// A non-AWS endpoint (MinIO, Ceph RGW, moto): `http(s)://host:port`.
@@ -35,9 +36,14 @@ pub struct S3Config {
     #[serde(default)]
     pub force_path_style: bool,
     /// An access key id; its secret from `secret_access_key_env` or `secret_access_key_file`.
-    /// Without it, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
+    /// Without it, the AWS default chain: the environment, `~/.aws` profiles, web identity,
+    /// ECS and instance roles.
     #[serde(default)]
     pub access_key_id: Option<String>,
+    /// The profile of `~/.aws/config` and `~/.aws/credentials` the default chain reads
+    /// (default: `AWS_PROFILE`, else `default`); not with `access_key_id`.
+    #[serde(default)]
+    pub profile: Option<String>,
     /// The environment variable holding the secret access key.
     #[serde(default)]
     pub secret_access_key_env: Option<String>,
@@ -127,12 +133,16 @@ impl S3Config {
         if self.keys.as_deref().is_some_and(str::is_empty) {
             return Err(invalid("keys", "must not be empty (leave it out to read every key under prefix)".into()));
         }
+        let keys = match self.keys.as_deref() {
+            Some(k) => Some(glob::Pattern::new(k).map_err(|e| invalid("keys", format!("`{k}` is not a pattern: {e}")))?),
+            None => None,
+        };
         let creds = self.credentials(&invalid)?;
         Ok(Settings {
             id: id.to_string(),
             bucket: self.bucket.clone(),
             prefix: self.prefix.clone(),
-            keys: self.keys.clone(),
+            keys,
             endpoint_url: self.endpoint_url.as_ref().map(|u| u.trim_end_matches('/').to_string()),
             region: self.region.clone(),
             force_path_style: self.force_path_style,
@@ -149,6 +159,7 @@ impl S3Config {
             self.access_key_id.as_deref(),
             self.secret_access_key_env.as_deref(),
             self.secret_access_key_file.as_deref(),
+            self.profile.as_deref(),
             invalid,
         )
     }
@@ -184,19 +195,22 @@ impl ComponentConfig for S3Config {
 }
 
 /// Credentials as the `s3` source takes them: `access_key_id` with its secret from the
-/// environment variable `secret_env` or the file `secret_file`, else `AWS_ACCESS_KEY_ID`,
-/// `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`) from the environment. Errors name the
-/// key through `invalid` and never a secret.
+/// environment variable `secret_env` or the file `secret_file`, else the AWS default chain
+/// (with `profile` when given). Errors name the key through `invalid` and never a secret.
 pub(crate) fn credentials(
     access_key_id: Option<&str>,
     secret_env: Option<&str>,
     secret_file: Option<&Path>,
+    profile: Option<&str>,
     invalid: &impl Fn(&str, String) -> ConfigError,
 ) -> Result<Creds, ConfigError> {
     match access_key_id {
         Some(akid) => {
             if akid.trim().is_empty() {
                 return Err(invalid("access_key_id", "must not be empty".into()));
+            }
+            if profile.is_some() {
+                return Err(invalid("profile", "give either access_key_id or profile, not both".into()));
             }
             let secret = match (secret_env, secret_file) {
                 (Some(_), Some(_)) => {
@@ -214,19 +228,16 @@ pub(crate) fn credentials(
                     ))
                 }
             };
-            Ok(Creds { access_key_id: akid.trim().to_string(), secret, session_token: None })
+            Ok(Creds::Static { access_key_id: akid.trim().to_string(), secret, session_token: None })
         }
         None => {
             if secret_env.is_some() || secret_file.is_some() {
                 return Err(invalid("access_key_id", "a secret access key needs access_key_id".into()));
             }
-            let hint = "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment, or access_key_id with secret_access_key_env or secret_access_key_file";
-            let akid =
-                secret::from_env("AWS_ACCESS_KEY_ID").map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
-            let secret = secret::from_env("AWS_SECRET_ACCESS_KEY")
-                .map_err(|e| invalid("access_key_id", format!("{hint} ({e})")))?;
-            let session_token = secret::from_env("AWS_SESSION_TOKEN").ok();
-            Ok(Creds { access_key_id: akid.expose().to_string(), secret, session_token })
+            if profile.is_some_and(|p| p.trim().is_empty()) {
+                return Err(invalid("profile", "must not be empty".into()));
+            }
+            Ok(Creds::DefaultChain { profile: profile.map(|p| p.trim().to_string()) })
         }
     }
 }
@@ -296,6 +307,13 @@ mod tests {
         assert!(e.contains("sources.s.endpoint_url"), "{e}");
         let e = settings(&cfg("split_bytes = 0").unwrap()).unwrap_err();
         assert!(e.contains("sources.s.split_bytes"), "{e}");
+        let e = settings(&cfg("access_key_id = \"A\"\nsecret_access_key_env = \"X\"\nprofile = \"p\"").unwrap())
+            .unwrap_err();
+        assert!(e.contains("sources.s.profile") && e.contains("not both"), "{e}");
+        let e = settings(&cfg("profile = \" \"").unwrap()).unwrap_err();
+        assert!(e.contains("sources.s.profile"), "{e}");
+        let e = settings(&cfg("keys = \"[a-\"").unwrap()).unwrap_err();
+        assert!(e.contains("sources.s.keys") && e.contains("not a pattern"), "{e}");
         let e = settings(&cfg("max_attempts = 0").unwrap()).unwrap_err();
         assert!(e.contains("sources.s.max_attempts"), "{e}");
         let mut c = cfg("").unwrap();
@@ -311,7 +329,8 @@ mod tests {
             cfg(&format!("access_key_id = \"AKIDEXAMPLE\"\nsecret_access_key_file = \"{}\"", dir.display())).unwrap();
         let s = settings(&c).unwrap();
         std::fs::remove_file(&dir).unwrap();
-        assert_eq!(s.creds.secret.expose(), "s3cr3t-value-from-file");
+        let crate::source::Creds::Static { secret, .. } = &s.creds else { panic!("static keys expected") };
+        assert_eq!(secret.expose(), "s3cr3t-value-from-file");
         assert_eq!(s.split_bytes, 1 << 20);
         let shown = format!("{s:?}");
         assert!(!shown.contains("s3cr3t") && shown.contains("AKIDEXAMPLE"), "{shown}");

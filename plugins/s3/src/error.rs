@@ -33,6 +33,16 @@ pub enum S3Error {
         /// The error chain.
         reason: String,
     },
+    /// No credentials: nothing configured, and nothing found by the default chain.
+    #[error("{op} {target}: no credentials: {reason} (configure access_key_id with a secret, a profile, or the environment's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")]
+    Credentials {
+        /// The operation.
+        op: &'static str,
+        /// `s3://bucket/key` or `s3://bucket/prefix`.
+        target: String,
+        /// What each provider of the chain said.
+        reason: String,
+    },
     /// S3 answered with something the source cannot use.
     #[error("{op} {target}: {reason}")]
     Unexpected {
@@ -50,7 +60,7 @@ impl S3Error {
     pub fn from_sdk<E, R>(op: &'static str, target: &str, err: SdkError<E, R>) -> S3Error
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: std::fmt::Debug + HasStatus,
+        R: std::fmt::Debug + HasStatus + 'static,
     {
         let status = err.raw_response().map(|r| r.status_code());
         match (&err, err.code()) {
@@ -86,7 +96,10 @@ impl S3Error {
                     hint,
                 }
             }
-            _ => S3Error::Transport { op, target: target.to_string(), reason: DisplayErrorContext(&err).to_string() },
+            _ => match credentials_error(&err) {
+                Some(reason) => S3Error::Credentials { op, target: target.to_string(), reason },
+                None => S3Error::Transport { op, target: target.to_string(), reason: DisplayErrorContext(&err).to_string() },
+            },
         }
     }
 
@@ -118,4 +131,23 @@ impl HasStatus for aws_sdk_s3::config::http::HttpResponse {
     fn status_code(&self) -> u16 {
         self.status().as_u16()
     }
+}
+
+/// What the credentials chain said, when `err` failed for want of credentials.
+fn credentials_error(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut e = err.source();
+    while let Some(cause) = e {
+        if let Some(c) = cause.downcast_ref::<aws_credential_types::provider::error::CredentialsError>() {
+            let mut reason = c.to_string();
+            let mut inner = std::error::Error::source(c);
+            while let Some(i) = inner {
+                reason.push_str(": ");
+                reason.push_str(&i.to_string());
+                inner = i.source();
+            }
+            return Some(reason);
+        }
+        e = cause.source();
+    }
+    None
 }

@@ -32,8 +32,8 @@ pub struct Settings {
     pub bucket: String,
     /// The key prefix.
     pub prefix: String,
-    /// The glob the rest of each key must match.
-    pub keys: Option<String>,
+    /// The pattern the rest of each key must match.
+    pub keys: Option<glob::Pattern>,
     /// A non-AWS endpoint.
     pub endpoint_url: Option<String>,
     /// The signing region.
@@ -94,16 +94,24 @@ const CONTINUATION_MAX: u64 = 16 << 20;
 /// Progress is reported at least every this many bytes.
 const PROGRESS_BYTES: u64 = 1 << 20;
 
-/// An S3 client with the smallest TLS build (rustls with ring), the given retry attempts
-/// Credentials as configured: the key id, the secret, an optional session token.
+/// Where the client's credentials come from.
 #[derive(Debug, Clone)]
-pub(crate) struct Creds {
-    pub(crate) access_key_id: String,
-    pub(crate) secret: icicle_core::secret::Secret,
-    pub(crate) session_token: Option<icicle_core::secret::Secret>,
+pub(crate) enum Creds {
+    /// A key id with its secret (and session token) as configured.
+    Static {
+        access_key_id: String,
+        secret: icicle_core::secret::Secret,
+        session_token: Option<icicle_core::secret::Secret>,
+    },
+    /// The AWS SDKs' default chain, in its order: the environment (`AWS_ACCESS_KEY_ID`, ...),
+    /// the shared config and credentials files (`profile`, else `AWS_PROFILE`, else `default`:
+    /// keys, `role_arn`, `credential_process`, SSO), web identity, ECS and EC2 instance roles.
+    DefaultChain { profile: Option<String> },
 }
 
-/// (standard mode: throttling, 5xx and connection errors, with backoff) and timeouts.
+/// An S3 client (rustls with aws-lc-rs, the one TLS provider of the build), the given retry
+/// attempts (standard mode: throttling, 5xx and connection errors, with backoff) and timeouts.
+/// Credentials from the default chain are resolved at the first request, on `rt`.
 pub(crate) fn client(
     endpoint_url: Option<&str>,
     region: &str,
@@ -111,21 +119,14 @@ pub(crate) fn client(
     creds: &Creds,
     max_attempts: u32,
     timeout: Duration,
+    rt: &tokio::runtime::Runtime,
 ) -> Client {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
-    let http = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
-    let credentials = Credentials::new(
-        &creds.access_key_id,
-        creds.secret.expose(),
-        creds.session_token.as_ref().map(|t| t.expose().to_string()),
-        None,
-        "icicle-s3-source",
-    );
+    let http = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::AwsLc)).build_https();
     let mut b = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.to_string()))
-        .credentials_provider(credentials)
-        .http_client(http)
+        .http_client(http.clone())
         .retry_config(RetryConfig::standard().with_max_attempts(max_attempts))
         .timeout_config(
             TimeoutConfig::builder()
@@ -134,10 +135,40 @@ pub(crate) fn client(
                 .build(),
         )
         .force_path_style(force_path_style);
+    b = match creds {
+        Creds::Static { access_key_id, secret, session_token } => b.credentials_provider(Credentials::new(
+            access_key_id,
+            secret.expose(),
+            session_token.as_ref().map(|t| t.expose().to_string()),
+            None,
+            "icicle-s3-source",
+        )),
+        Creds::DefaultChain { profile } => b.credentials_provider(default_chain(profile.as_deref(), region, http, rt)),
+    };
     if let Some(u) = endpoint_url {
         b = b.endpoint_url(u);
     }
     Client::from_conf(b.build())
+}
+
+/// The default credentials chain, built on `rt` from a thread of its own (the caller may be
+/// inside another runtime), its STS, SSO and instance-metadata requests over `http`.
+fn default_chain(
+    profile: Option<&str>,
+    region: &str,
+    http: aws_smithy_runtime_api::client::http::SharedHttpClient,
+    rt: &tokio::runtime::Runtime,
+) -> aws_config::default_provider::credentials::DefaultCredentialsChain {
+    use aws_config::default_provider::credentials::DefaultCredentialsChain;
+    use aws_config::provider_config::ProviderConfig;
+    let conf = ProviderConfig::default().with_http_client(http).with_region(Some(Region::new(region.to_string())));
+    let mut builder = DefaultCredentialsChain::builder().configure(conf);
+    if let Some(p) = profile {
+        builder = builder.profile_name(p);
+    }
+    let handle = rt.handle().clone();
+    std::thread::scope(|s| s.spawn(move || handle.block_on(builder.build())).join())
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// A runtime for the SDK's connections, independent of the caller's.
@@ -153,6 +184,7 @@ pub(crate) fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
 impl S3Source {
     /// A source with `settings` (the client connects lazily, at the first request).
     pub fn new(settings: Settings) -> Result<S3Source, String> {
+        let rt = runtime("icicle-s3")?;
         let client = client(
             settings.endpoint_url.as_deref(),
             &settings.region,
@@ -160,8 +192,9 @@ impl S3Source {
             &settings.creds,
             settings.max_attempts,
             settings.timeout,
+            &rt,
         );
-        Ok(S3Source { client, rt: Some(runtime("icicle-s3")?), listed: Mutex::new(HashMap::new()), s: settings })
+        Ok(S3Source { client, rt: Some(rt), listed: Mutex::new(HashMap::new()), s: settings })
     }
 
     fn rt(&self) -> &tokio::runtime::Runtime {
@@ -182,7 +215,7 @@ impl S3Source {
         client: Client,
         bucket: String,
         prefix: String,
-        keys: Option<String>,
+        keys: Option<glob::Pattern>,
     ) -> Result<Vec<(String, Listed)>, S3Error> {
         let target = format!("s3://{bucket}/{prefix}");
         let mut out = Vec::new();
@@ -202,10 +235,7 @@ impl S3Source {
                 if key.ends_with('/') {
                     continue;
                 }
-                if keys
-                    .as_deref()
-                    .is_some_and(|g| !glob_match(g.as_bytes(), &key.as_bytes()[prefix.len().min(key.len())..]))
-                {
+                if keys.as_ref().is_some_and(|g| !key_matches(g, key.get(prefix.len()..).unwrap_or(""))) {
                     continue;
                 }
                 let size = u64::try_from(o.size().unwrap_or(0)).map_err(|_| S3Error::Unexpected {
@@ -278,7 +308,7 @@ impl Source for S3Source {
             .map_err(|e| self.fail(format!("the listing task failed: {e}")))?
             .map_err(|e| self.fail(e))?;
         if listed.is_empty() {
-            let filter = self.s.keys.as_deref().map(|k| format!(" matching `{k}`")).unwrap_or_default();
+            let filter = self.s.keys.as_ref().map(|k| format!(" matching `{}`", k.as_str())).unwrap_or_default();
             return Err(self.fail(format!("no objects under s3://{}/{}{filter}", self.s.bucket, self.s.prefix)));
         }
         let mut splits = Vec::new();
@@ -431,46 +461,34 @@ impl Source for S3Source {
     }
 }
 
-/// Whether `name` matches `glob` (`*`: any run of bytes, `/` included; `?`: one byte).
-pub fn glob_match(glob: &[u8], name: &[u8]) -> bool {
-    let (mut g, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if g < glob.len() && (glob[g] == b'?' || glob[g] == name[n]) {
-            g += 1;
-            n += 1;
-        } else if g < glob.len() && glob[g] == b'*' {
-            star = Some((g, n));
-            g += 1;
-        } else if let Some((sg, sn)) = star {
-            g = sg + 1;
-            n = sn + 1;
-            star = Some((sg, sn + 1));
-        } else {
-            return false;
-        }
-    }
-    glob[g..].iter().all(|&c| c == b'*')
+/// Whether the rest of `key` after the listed prefix matches `pattern`, in the dialect of the
+/// `tsv` source's paths ([`icicle_core::text::GLOB_OPTIONS`]).
+pub fn key_matches(pattern: &glob::Pattern, rest: &str) -> bool {
+    pattern.matches_with(rest, icicle_core::text::GLOB_OPTIONS)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::key_matches;
 
     #[test]
-    fn globs() {
+    fn keys_match_as_paths_do() {
         for (g, n, m) in [
             ("*.csv", "part-0001.csv", true),
-            ("*.csv", "2026/01/part-0001.csv", true),
+            ("*.csv", "2026/01/part-0001.csv", false),
+            ("**/*.csv", "2026/01/part-0001.csv", true),
+            ("*/*/*.csv", "2026/01/part-0001.csv", true),
             ("*.csv", "part-0001.csv.gz", false),
+            ("*.csv", ".part-0001.csv", false),
             ("part-????.csv", "part-0001.csv", true),
             ("part-????.csv", "part-001.csv", false),
-            ("*", "", true),
+            ("part-[0-4]*.csv", "part-3.csv", true),
+            ("part-[0-4]*.csv", "part-5.csv", false),
             ("a*b*c", "aXXbYYc", true),
             ("a*b*c", "aXXbYY", false),
             ("fslist.ne2scan", "fslist.ne2scan", true),
         ] {
-            assert_eq!(glob_match(g.as_bytes(), n.as_bytes()), m, "{g} {n}");
+            assert_eq!(key_matches(&glob::Pattern::new(g).unwrap(), n), m, "{g} {n}");
         }
     }
 }

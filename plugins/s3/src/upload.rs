@@ -39,12 +39,14 @@ pub struct UploadConfig {
     /// `endpoint/bucket/key` URLs.
     pub force_path_style: bool,
     /// An access key id; its secret from `secret_access_key_env` or `secret_access_key_file`.
-    /// Without it, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
+    /// Without it, the AWS default chain (environment, profiles, web identity, instance roles).
     pub access_key_id: Option<String>,
     /// The environment variable holding the secret access key.
     pub secret_access_key_env: Option<String>,
     /// The file holding the secret access key (first line).
     pub secret_access_key_file: Option<PathBuf>,
+    /// The profile the default chain reads when there is no `access_key_id`.
+    pub profile: Option<String>,
     /// Attempts of one request (throttling, 5xx answers, connection errors).
     pub max_attempts: u32,
     /// One attempt's timeout until its answer begins, in seconds.
@@ -70,6 +72,7 @@ impl UploadConfig {
             access_key_id: None,
             secret_access_key_env: None,
             secret_access_key_file: None,
+            profile: None,
             max_attempts: 5,
             timeout_secs: 60.0,
             multipart_threshold: 64 << 20,
@@ -150,14 +153,16 @@ impl Uploader {
             cfg.access_key_id.as_deref(),
             cfg.secret_access_key_env.as_deref(),
             cfg.secret_access_key_file.as_deref(),
+            cfg.profile.as_deref(),
             &invalid,
         )?;
         let endpoint = cfg.endpoint_url.as_deref().map(|u| u.trim_end_matches('/'));
         let timeout = icicle_core::time::secs(cfg.timeout_secs);
-        let client = client(endpoint, &cfg.region, cfg.force_path_style, &creds, cfg.max_attempts, timeout);
+        let rt = runtime("icicle-s3-upload").map_err(UploadError::Runtime)?;
+        let client = client(endpoint, &cfg.region, cfg.force_path_style, &creds, cfg.max_attempts, timeout, &rt);
         Ok(Arc::new(Uploader {
             client,
-            rt: Some(runtime("icicle-s3-upload").map_err(UploadError::Runtime)?),
+            rt: Some(rt),
             bucket: cfg.bucket.clone(),
             prefix: cfg.prefix.trim_end_matches('/').to_string(),
             threshold: cfg.multipart_threshold,

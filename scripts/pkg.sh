@@ -26,6 +26,7 @@ rpm_name() {
     python3-venv) echo python3 ;;
     prometheus) echo golang-github-prometheus ;;
     shellcheck) echo ShellCheck ;;
+    man-db) echo man-db groff-base ;;
     *) echo "$1" ;;
   esac
 }

@@ -25,6 +25,8 @@ done
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+# `icicle man`'s pages rendered as a reader would (tests/cli.rs).
+command -v man >/dev/null 2>&1 || need+=(man-db)
 # Headless Chromium drives the web page of `icicle serve` (tests/web_page.rs, over the DevTools pipe).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 pkg_install "${need[@]}"

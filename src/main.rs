@@ -6,6 +6,7 @@ mod chart;
 mod compare;
 #[cfg(feature = "index")]
 mod find;
+mod manual;
 #[cfg(feature = "snapshot")]
 mod preprocess;
 #[cfg(feature = "index")]
@@ -243,6 +244,19 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Print the shell completion script, e.g. `icicle completions bash >
+    /// /etc/bash_completion.d/icicle`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one page per command into a directory, e.g.
+    /// `icicle man --dir /usr/local/share/man/man1`.
+    Man {
+        /// Write `icicle.1` and a page per subcommand here instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -417,6 +431,8 @@ fn print_stdout(text: &str) -> std::io::Result<()> {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Plugins { json } => plugins(*json),
+        Command::Completions { shell } => manual::completions(*shell).map(|()| ExitCode::SUCCESS),
+        Command::Man { dir } => manual::man(dir.as_deref()).map(|()| ExitCode::SUCCESS),
         Command::Config { command: ConfigCommand::Show } => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
             print_stdout(&cfg.to_toml()?)?;

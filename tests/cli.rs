@@ -578,3 +578,83 @@ fn json_logs_are_one_object_a_line() {
         "{err}"
     );
 }
+
+/// `icicle completions SHELL` generates a script for every shell clap knows; bash's completes
+/// subcommands and options as a shell would ask it to.
+#[test]
+fn completions_generate_and_complete_subcommands() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let (code, out, err) = icicle(&["completions", shell], &[]);
+        assert_eq!(code, 0, "{shell}: {err}");
+        assert!(out.contains("snapshot") && out.contains("sketch-compare"), "{shell}: {out}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, script, _) = icicle(&["completions", "bash"], &[]);
+    std::fs::write(tmp.path().join("icicle.bash"), script).unwrap();
+    // What bash does on `icicle sn<TAB>` and `icicle config check --j<TAB>`.
+    let ask = |words: &str| -> Vec<String> {
+        let line = format!(
+            "source {}/icicle.bash; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); COMP_LINE=\"{words}\"; COMP_POINT=${{#COMP_LINE}}; _icicle icicle \"${{COMP_WORDS[-1]}}\" \"${{COMP_WORDS[-2]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            tmp.path().display()
+        );
+        let out = std::process::Command::new("bash").args(["-c", &line]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    };
+    assert_eq!(ask("icicle sn"), ["snapshot"]);
+    assert!(ask("icicle config \x27\x27").contains(&"check".to_string()));
+    assert_eq!(ask("icicle config check --j"), ["--json"]);
+}
+
+/// `icicle man --dir DIR` writes a page per command, each rendered by man(1) without a
+/// warning; `icicle man` prints the top page.
+#[test]
+fn manual_pages_render_for_every_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("man1");
+    let (code, _, err) = icicle(&["man", "--dir", dir.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let mut pages: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    pages.sort();
+    let mut want: Vec<String> = [
+        "",
+        "completions",
+        "config",
+        "config-check",
+        "config-show",
+        "du",
+        "find",
+        "man",
+        "monitor",
+        "plugins",
+        "preprocess",
+        "serve",
+        "sketch-compare",
+        "snapshot",
+        "top",
+    ]
+    .iter()
+    .map(|s| if s.is_empty() { "icicle.1".to_string() } else { format!("icicle-{s}.1") })
+    .collect();
+    want.sort();
+    assert_eq!(pages, want);
+    for p in &pages {
+        let out = std::process::Command::new("man")
+            .args(["--warnings", "-l"])
+            .arg(dir.join(p))
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "80")
+            .output()
+            .expect("man(1): install man-db");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && out.stderr.is_empty(), "{p}: {}", String::from_utf8_lossy(&out.stderr));
+        let name = p.trim_end_matches(".1");
+        assert!(text.contains("NAME") && text.contains("SYNOPSIS") && text.contains(name), "{p}: {text}");
+    }
+    let snapshot = std::fs::read_to_string(dir.join("icicle-snapshot.1")).unwrap();
+    assert!(snapshot.contains("allow\\-mass\\-delete"), "{snapshot}");
+    let (code, out, _) = icicle(&["man"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with(".ie") || out.contains(".TH icicle 1"), "{out}");
+}

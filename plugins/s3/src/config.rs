@@ -134,7 +134,9 @@ impl S3Config {
             return Err(invalid("keys", "must not be empty (leave it out to read every key under prefix)".into()));
         }
         let keys = match self.keys.as_deref() {
-            Some(k) => Some(glob::Pattern::new(k).map_err(|e| invalid("keys", format!("`{k}` is not a pattern: {e}")))?),
+            Some(k) => {
+                Some(glob::Pattern::new(k).map_err(|e| invalid("keys", format!("`{k}` is not a pattern: {e}")))?)
+            }
             None => None,
         };
         let creds = self.credentials(&invalid)?;

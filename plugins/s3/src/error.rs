@@ -98,7 +98,9 @@ impl S3Error {
             }
             _ => match credentials_error(&err) {
                 Some(reason) => S3Error::Credentials { op, target: target.to_string(), reason },
-                None => S3Error::Transport { op, target: target.to_string(), reason: DisplayErrorContext(&err).to_string() },
+                None => {
+                    S3Error::Transport { op, target: target.to_string(), reason: DisplayErrorContext(&err).to_string() }
+                }
             },
         }
     }

@@ -440,3 +440,100 @@ fn the_kafka_audit_names_every_globus_task() {
 mod direct;
 #[path = "globus_sink/recovery.rs"]
 mod recovery;
+
+/// A snapshot into the emulator whose tasks take `task_delay_ms` each: the config, the
+/// generated tree, the emulator.
+fn slow_tasks(tmp: &Path, task_delay_ms: u64) -> (PathBuf, GenFs, Emulator) {
+    let fs = GenFs::generate(&GenSpec::new(1_200, 12));
+    std::fs::create_dir_all(tmp).unwrap();
+    let data = tmp.join("tsv");
+    gen::write(&fs, Format::Tsv, &data, 400, false).unwrap();
+    let mut o = Options::new(INDEX, TOKEN);
+    o.task_delay = std::time::Duration::from_millis(task_delay_ms);
+    let emu = Emulator::start(o).unwrap();
+    let cfg = config(
+        tmp,
+        "slow.toml",
+        &format!(
+            "[snapshot]\nmax_batch_bytes = 120000\n[records]\nvisible_to = [\"owner\", \"group\"]\nprincipals = \"{d}/principals.tsv\"\n\
+             [sources.s]\ntype = \"tsv\"\npaths = [\"{d}/*.csv\"]\npreset = \"icicle9\"\n[sinks.out]\ntype = \"file\"\ndir = \"{o}\"\n{g}",
+            d = data.display(),
+            o = tmp.join("out").display(),
+            g = token_sink(&emu, INDEX)
+        ),
+    );
+    (cfg, fs, emu)
+}
+
+/// While the sinks deliver after the reading is over, the run says so (a line without a
+/// terminal, the bar's message on one), and the summary tells what each sink delivered: the
+/// Globus sink's documents, requests and tasks, as the emulator counted them.
+#[test]
+fn progress_and_summary_cover_delivery_to_globus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cfg, fs, emu) = slow_tasks(tmp.path(), 300);
+    let (code, out, err) = icicle(&["snapshot", "--json", "-c", cfg.to_str().unwrap()], &ENV[..1]);
+    assert_eq!(code, 0, "{err}");
+    let summary: Value = serde_json::from_str(&out).unwrap();
+    let stats = block_on(Client::new(&emu.url(), TOKEN).stats()).unwrap();
+    let docs = summary["batches"].as_u64().unwrap();
+    assert!(docs >= 5, "{summary}");
+    // Without a terminal: a line once reading is over and a document is in flight.
+    assert!(
+        err.lines().any(|l| l.starts_with("reading done; delivering: globus ") && l.contains("(one in flight)")),
+        "{err}"
+    );
+    let g = &summary["sinks"]["globus"];
+    assert_eq!(g["documents"].as_u64(), Some(docs), "{summary}");
+    assert_eq!(g["entries"].as_u64(), Some(fs.files.len() as u64), "{summary}");
+    assert_eq!(g["sink"]["tasks_submitted"], stats["tasks_created"], "{summary}\n{stats}");
+    assert_eq!(g["sink"]["tasks_succeeded"], stats["tasks_created"], "{summary}\n{stats}");
+    assert_eq!(g["sink"]["index_id"], INDEX);
+    // Every task id named is one the emulator knows, finished.
+    let ids = g["sink"]["last_task_ids"].as_array().unwrap();
+    assert_eq!(ids.len() as u64, docs.min(20));
+    for id in ids {
+        let t = block_on(Client::new(&emu.url(), TOKEN).task(id.as_str().unwrap())).unwrap();
+        assert_eq!(t["state"], "SUCCESS", "{t}");
+    }
+    // Each task took at least its delay: the time delivering says so.
+    assert!(g["seconds"].as_f64().unwrap() >= 0.3 * docs as f64, "{summary}");
+    assert_eq!(summary["sinks"]["out"]["documents"].as_u64(), Some(docs), "{summary}");
+    assert_eq!(summary["sinks"]["out"]["entries"].as_u64(), Some(fs.files.len() as u64), "{summary}");
+
+    // The table names each sink with its facts.
+    let (cfg2, _, _emu2) = slow_tasks(&tmp.path().join("table"), 0);
+    let (code, _, err) = icicle(&["snapshot", "-c", cfg2.to_str().unwrap()], &ENV[..1]);
+    assert_eq!(code, 0, "{err}");
+    let line =
+        err.lines().find(|l| l.starts_with("sink ") && l.contains("globus: ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains(&format!("globus: {docs} documents (0 of deletes), {} entries", fs.files.len())), "{line}");
+    assert!(line.contains(&format!("tasks submitted {docs}")), "{line}");
+}
+
+/// On a terminal the bar turns into "reading done; delivering: ..." while the sinks deliver.
+#[test]
+fn the_progress_bar_says_it_is_delivering() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cfg, _, _emu) = slow_tasks(tmp.path(), 500);
+    let sock = format!("icicle-progress-{}", std::process::id());
+    let tmux = |args: &[&str]| std::process::Command::new("tmux").arg("-L").arg(&sock).args(args).output().unwrap();
+    let cmd = format!(
+        "ICICLE_TEST_GLOBUS_TOKEN={TOKEN} {} snapshot -c {}; sleep 600",
+        env!("CARGO_BIN_EXE_icicle"),
+        cfg.display()
+    );
+    let st = tmux(&["new-session", "-d", "-s", "run", "-x", "160", "-y", "30", &cmd]);
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let started = std::time::Instant::now();
+    let screen = loop {
+        let screen = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "run"]).stdout).into_owned();
+        if screen.contains("reading done; delivering: globus") || screen.contains("rows read") {
+            break screen;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(120), "{screen}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = tmux(&["kill-server"]);
+    assert!(screen.contains("reading done; delivering: globus") && screen.contains("out "), "{screen}");
+}

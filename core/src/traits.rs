@@ -266,6 +266,11 @@ pub trait Sink: Send {
     fn dead_lettered(&self) -> &[String] {
         &[]
     }
+    /// What this sink did so far, for a run's summary (Globus: requests, retries, tasks and
+    /// their ids). `None` when it has nothing of its own to tell.
+    fn facts(&self) -> Option<serde_json::Value> {
+        None
+    }
     /// Called once every sink has delivered `batch`, with every sink's receipt (sink id,
     /// receipt). An `Err` fails the delivery: nothing is acknowledged upstream.
     async fn delivered(

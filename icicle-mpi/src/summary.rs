@@ -83,6 +83,7 @@ pub fn combine(ranks: &[Value]) -> Value {
             .collect();
         agg.insert("errors".into(), Value::from(errors));
     }
+    all["sinks"] = combine_sinks(ranks);
     let per_rank: Vec<Value> = ranks
         .iter()
         .enumerate()
@@ -94,6 +95,46 @@ pub fn combine(ranks: &[Value]) -> Value {
         .collect();
     all["ranks"] = Value::from(per_rank);
     all
+}
+
+/// Each sink's deliveries over every rank: counts added up, `seconds` the longest rank's, the
+/// sink's own numbers added up and its task ids gathered (the last 20).
+fn combine_sinks(ranks: &[Value]) -> Value {
+    let mut sinks = Map::new();
+    for rank in ranks {
+        for (name, facts) in rank["sinks"].as_object().into_iter().flatten() {
+            let into = sinks.entry(name.clone()).or_insert_with(|| json!({}));
+            add_up(into, facts);
+        }
+    }
+    Value::Object(sinks)
+}
+
+/// Add `facts`' numbers into `into` (seconds: the larger), recursively; lists are joined.
+fn add_up(into: &mut Value, facts: &Value) {
+    let (Some(into), Some(facts)) = (into.as_object_mut(), facts.as_object()) else { return };
+    for (k, v) in facts {
+        let merged = match (into.get(k), v) {
+            (Some(a), Value::Number(b)) if k == "seconds" => {
+                Value::from(a.as_f64().unwrap_or(0.0).max(b.as_f64().unwrap_or(0.0)))
+            }
+            (Some(Value::Number(a)), Value::Number(b)) => match (a.as_u64(), b.as_u64()) {
+                (Some(a), Some(b)) => Value::from(a + b),
+                _ => Value::from(a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0)),
+            },
+            (Some(Value::Array(a)), Value::Array(b)) => {
+                let joined: Vec<Value> = a.iter().chain(b).cloned().collect();
+                Value::from(joined[joined.len().saturating_sub(20)..].to_vec())
+            }
+            (Some(a @ Value::Object(_)), Value::Object(_)) => {
+                let mut a = a.clone();
+                add_up(&mut a, v);
+                a
+            }
+            _ => v.clone(),
+        };
+        into.insert(k.clone(), merged);
+    }
 }
 
 /// A short human-readable summary.
@@ -116,6 +157,14 @@ pub fn table(all: &Value) -> String {
         for (name, report) in p {
             out.push_str(&format!("{name}: {report}\n"));
         }
+    }
+    for (name, f) in all["sinks"].as_object().into_iter().flatten() {
+        out.push_str(&format!(
+            "sink {name}: {} documents, {} entries, {:.2} s delivering\n",
+            f["documents"],
+            f["entries"],
+            f["seconds"].as_f64().unwrap_or(0.0)
+        ));
     }
     for r in all["ranks"].as_array().into_iter().flatten() {
         out.push_str(&format!(
@@ -165,5 +214,21 @@ mod tests {
             (all["unknown_scopes"].clone(), all["unknown_scope_count"].as_u64()),
             (json!([scope("/a"), scope("/b")]), Some(2))
         );
+    }
+
+    #[test]
+    fn each_sinks_deliveries_add_up_over_ranks() {
+        let rank = |docs: u64, secs: f64, ids: &[&str]| {
+            json!({"sinks": {"globus": {"documents": docs, "entries": docs * 10, "seconds": secs,
+                   "sink": {"index_id": "i", "tasks_submitted": docs, "waited_for_tasks": true, "last_task_ids": ids}}}})
+        };
+        let all = combine(&[rank(2, 1.5, &["a", "b"]), rank(3, 0.5, &["c"])]);
+        let g = &all["sinks"]["globus"];
+        assert_eq!((g["documents"].as_u64(), g["entries"].as_u64()), (Some(5), Some(50)));
+        assert_eq!(g["seconds"], 1.5);
+        assert_eq!(g["sink"]["tasks_submitted"], 5);
+        assert_eq!(g["sink"]["index_id"], "i");
+        assert_eq!(g["sink"]["last_task_ids"], json!(["a", "b", "c"]));
+        assert!(table(&all).contains("sink globus: 5 documents, 50 entries, 1.50 s delivering"));
     }
 }

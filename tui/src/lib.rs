@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use icicle_runtime::snapshot::{Progress, SnapshotSummary};
+use icicle_runtime::snapshot::{Progress, SinkDelivery, SnapshotSummary};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A progress bar on stderr when it is a terminal; periodic log lines otherwise.
@@ -23,6 +23,10 @@ pub struct TerminalProgress {
     total: AtomicU64,
     last_line: Mutex<Instant>,
     started: Instant,
+    /// Each sink's deliveries, as last reported.
+    sinks: Mutex<std::collections::BTreeMap<String, SinkDelivery>>,
+    /// When "delivering" was last written as a line (no terminal).
+    last_delivery_line: Mutex<Option<Instant>>,
 }
 
 impl TerminalProgress {
@@ -44,6 +48,8 @@ impl TerminalProgress {
             total: AtomicU64::new(0),
             last_line: Mutex::new(Instant::now()),
             started: Instant::now(),
+            sinks: Mutex::new(std::collections::BTreeMap::new()),
+            last_delivery_line: Mutex::new(None),
         }
     }
 }
@@ -84,6 +90,53 @@ impl Progress for TerminalProgress {
             b.finish_and_clear();
         }
     }
+
+    /// Once reading is over, the bar becomes a spinner saying what each sink has delivered and
+    /// which one is busy (without a terminal: a line when delivery outlasts reading, then at
+    /// most every 10 s).
+    fn delivery(&self, sink: &str, done: &SinkDelivery) {
+        let Ok(mut sinks) = self.sinks.lock() else { return };
+        sinks.insert(sink.to_string(), *done);
+        let total = self.total.load(Ordering::Relaxed);
+        if self.done.load(Ordering::Relaxed) < total {
+            return;
+        }
+        let line = delivery_line(&sinks);
+        drop(sinks);
+        if let Some(b) = &self.bar {
+            if b.message().is_empty() {
+                b.set_style(
+                    ProgressStyle::with_template("{spinner} [{elapsed_precise}] reading done; {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                b.enable_steady_tick(std::time::Duration::from_millis(250));
+            }
+            b.set_message(line);
+            return;
+        }
+        if let Ok(mut last) = self.last_delivery_line.lock() {
+            if last.is_none_or(|t| t.elapsed().as_secs() >= 10) && done.busy {
+                *last = Some(Instant::now());
+                eprintln!("reading done; {line} after {:.0} s", self.started.elapsed().as_secs_f64());
+            }
+        }
+    }
+}
+
+/// `delivering: globus 12 documents (busy), out 40 documents`.
+fn delivery_line(sinks: &std::collections::BTreeMap<String, SinkDelivery>) -> String {
+    let parts: Vec<String> = sinks
+        .iter()
+        .map(|(name, d)| {
+            format!(
+                "{name} {} document{}{}",
+                d.documents,
+                if d.documents == 1 { "" } else { "s" },
+                if d.busy { " (one in flight)" } else { "" }
+            )
+        })
+        .collect();
+    format!("delivering: {}", parts.join(", "))
 }
 
 /// `1.23 M` style.
@@ -101,6 +154,35 @@ pub fn human(n: f64) -> String {
     } else {
         format!("{n:.1}")
     }
+}
+
+/// One sink's line of the summary: `40 documents (2 of deletes), 12345 entries, 1.2 MB in
+/// 17.2 s; requests 85, retries 3, tasks submitted 40, ...`.
+fn sink_facts(f: &serde_json::Value) -> String {
+    let n = |k: &str| f[k].as_u64().unwrap_or(0);
+    let mut line = format!(
+        "{} documents ({} of deletes), {} entries, {}B in {:.1} s",
+        n("documents"),
+        n("delete_documents"),
+        n("entries"),
+        human(n("bytes") as f64),
+        f["seconds"].as_f64().unwrap_or(0.0)
+    );
+    if n("dead_lettered") > 0 {
+        line.push_str(&format!(", {} dead-lettered", n("dead_lettered")));
+    }
+    if let Some(own) = f["sink"].as_object() {
+        let told: Vec<String> = own
+            .iter()
+            .filter(|(_, v)| v.is_number() || v.is_boolean())
+            .map(|(k, v)| format!("{} {v}", k.replace('_', " ")))
+            .collect();
+        if !told.is_empty() {
+            line.push_str("; ");
+            line.push_str(&told.join(", "));
+        }
+    }
+    line
 }
 
 /// The final summary table of a snapshot run.
@@ -145,6 +227,9 @@ pub fn summary_table(s: &SnapshotSummary) -> String {
             _ => report.to_string(),
         };
         rows.push((if name == "counting" { "counting" } else { "aggregate" }, line));
+    }
+    for (name, facts) in &s.sinks {
+        rows.push(("sink", format!("{name}: {}", sink_facts(facts))));
     }
     rows.push(("seconds", format!("{:.3}", s.seconds)));
     rows.push(("rows/s", human(s.rows_per_s)));

@@ -16,6 +16,7 @@
 
 pub mod cluster;
 mod deletes;
+mod delivery;
 mod dirpass;
 mod distributed;
 mod duplicates;
@@ -45,6 +46,7 @@ use icicle_core::traits::Source;
 use icicle_gmeta::{delete_batches, Batcher};
 
 use cluster::Cluster;
+pub use delivery::SinkDelivery;
 use manifest::PreviousManifest;
 use rejects::RejectLog;
 use spool::Outbox;
@@ -61,6 +63,9 @@ pub trait Progress: Send + Sync {
     fn inc(&self, units: u64);
     /// The run is over.
     fn finish(&self);
+    /// Sink `sink` begins or ends delivering a document (`done.busy`), with what it delivered
+    /// so far: how a run whose reading is over tells that it is still delivering.
+    fn delivery(&self, _sink: &str, _done: &SinkDelivery) {}
 }
 
 /// Progress that also keeps the metrics registry current: units done and planned, rate and
@@ -119,6 +124,10 @@ impl Progress for MetricsProgress {
     fn finish(&self) {
         self.publish();
         self.inner.finish();
+    }
+
+    fn delivery(&self, sink: &str, done: &SinkDelivery) {
+        self.inner.delivery(sink, done);
     }
 }
 
@@ -236,6 +245,9 @@ pub struct SnapshotSummary {
     pub aggregates_deleted: u64,
     /// Aggregate deletes withheld because an input could not be read.
     pub aggregate_deletes_withheld: u64,
+    /// What each sink delivered (documents, entries, bytes, seconds, dead letters) and its own
+    /// facts under `sink` (Globus: requests, retries, tasks and their ids), by sink name.
+    pub sinks: std::collections::BTreeMap<String, serde_json::Value>,
     /// Reports of the counting and aggregate pipelines.
     pub pipelines: std::collections::BTreeMap<String, serde_json::Value>,
     /// What could not be read (at most 50 lines, broadest first): the previous run's
@@ -265,6 +277,7 @@ fn io(what: &str, e: std::io::Error) -> IcicleError {
 pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let started = Instant::now();
     job.progress = Arc::new(MetricsProgress::new(job.progress.clone()));
+    job.sinks = delivery::count(std::mem::take(&mut job.sinks), &job.progress);
     let settings = job.settings.clone();
     let (previous, _state_lock) = open_previous(&settings, job.primary, job.cluster.as_deref())?;
     check_cluster(&job)?;
@@ -366,6 +379,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     }
     job.progress.finish();
     summary.dead_lettered = job.sinks.iter().map(|(_, k)| k.dead_lettered().len() as u64).sum();
+    summary.sinks = delivery::facts(&job.sinks);
 
     if summary.rejects > 0 {
         let path = settings

@@ -273,6 +273,7 @@ impl GlobusSinkConfig {
                 self.dead_letter_file.unwrap_or_else(|| PathBuf::from(format!("{id}.dead-letters.jsonl"))),
             ),
             dead_lettered: Vec::new(),
+            recent_tasks: std::collections::VecDeque::new(),
             pace,
         })
     }

@@ -79,7 +79,12 @@ struct Stats {
     retries: u64,
     tasks: u64,
     token_fetches: u64,
+    /// Tasks submitted (waited for or not).
+    submitted: u64,
 }
+
+/// Task ids the summary names: the most recent this many.
+const FACT_TASK_IDS: usize = 20;
 
 /// The runtime Globus Search sink.
 pub struct GlobusSink {
@@ -103,6 +108,8 @@ pub struct GlobusSink {
     dead_lettered: Vec<String>,
     /// Paces requests to `max_requests_per_s`.
     pace: Option<governor::DefaultDirectRateLimiter>,
+    /// The most recent task ids, for the summary.
+    recent_tasks: std::collections::VecDeque<String>,
 }
 
 impl std::fmt::Debug for GlobusSink {
@@ -423,6 +430,13 @@ impl Sink for GlobusSink {
             return Ok(());
         }
         let task_ids = self.send_batch(batch).await.map_err(|e| self.sink_error(e))?;
+        self.stats.submitted += task_ids.len() as u64;
+        for t in &task_ids {
+            if self.recent_tasks.len() == FACT_TASK_IDS {
+                self.recent_tasks.pop_front();
+            }
+            self.recent_tasks.push_back(t.clone());
+        }
         self.receipt = Some(serde_json::json!({"task_ids": task_ids, "index_id": self.index_id}));
         Ok(())
     }
@@ -433,6 +447,20 @@ impl Sink for GlobusSink {
 
     fn dead_lettered(&self) -> &[String] {
         &self.dead_lettered
+    }
+
+    fn facts(&self) -> Option<Value> {
+        let s = self.stats;
+        Some(serde_json::json!({
+            "index_id": self.index_id,
+            "requests": s.requests,
+            "retries": s.retries,
+            "tasks_submitted": s.submitted,
+            "tasks_succeeded": s.tasks,
+            "waited_for_tasks": self.wait_for_tasks,
+            "token_fetches": s.token_fetches,
+            "last_task_ids": self.recent_tasks,
+        }))
     }
 
     async fn close(&mut self) -> Result<(), SinkError> {

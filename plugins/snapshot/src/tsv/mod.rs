@@ -177,7 +177,8 @@ pub fn read_lines(
     if let Some(why) = ending.and_then(|_| incomplete(ended, trailer, ends_with_trailer)) {
         out.reject(Reject::not_whole(input, ended.unterminated.unwrap_or(end), why));
     }
-    let end = split.range.map_or(end, |r| r.1);
+    // The whole split is done, its last newline included: the units planned for it.
+    let end = split.range.map_or(split.weight, |r| r.1);
     out.progress(end.saturating_sub(last_progress));
     Ok(())
 }

@@ -33,7 +33,7 @@ pkg_install "${need[@]}"
 # In a virtualenv under .tools (not the system Python): the reference Prometheus text parser
 # the metrics test checks /metrics with, and stock globus-sdk, which the file sink's documents
 # must suit (tests/globus_sdk.rs). The tests run it as ICICLE_TEST_PYTHON.
-py_venv .tools/py prometheus_client globus-sdk
+py_venv .tools/py prometheus_client globus-sdk botocore
 export ICICLE_TEST_PYTHON="$PWD/.tools/py/bin/python3"
 bash scripts/services.sh install
 # A second broker that requires SASL/SCRAM over TLS (tests/kafka_sasl.rs); built once per machine.

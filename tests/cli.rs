@@ -505,16 +505,69 @@ fn config_check_names_each_problem_with_the_nearest_known_name() {
     let (code, _, err) = check(&broken);
     assert_eq!(code, 1);
     assert!(err.contains("broken.toml") && err.contains("line 2") && !err.contains("``"), "{err}");
-    // Every shipped configuration checks clean.
+    // Every shipped configuration checks clean (the Globus example's token is read from the
+    // environment by the check, as by the run).
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     for entry in std::fs::read_dir(root.join("configs")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
-            let (code, out, err) = check(&path);
+            let (code, out, err) =
+                icicle(&["config", "check", "-c", path.to_str().unwrap()], &[("GLOBUS_SEARCH_TOKEN", "example-token")]);
             assert_eq!(code, 0, "{}: {err}", path.display());
             assert!(out.starts_with("ok: "), "{}: {out}", path.display());
         }
     }
+}
+
+/// `icicle config check` runs each plugin's value checks too (ranges, required combinations),
+/// not only the keys and types: every such problem named by key and file, exit 1, and
+/// nothing built (no index directory created). A secret the configuration names is read.
+#[test]
+fn config_check_runs_the_plugins_value_checks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("idx");
+    let text = format!(
+        "[sources.fset1]\ntype = \"gpfs\"\ntopic = \"fset1-topic\"\nfs_root = \"/gpfs/fs1\"\n\
+         state_dir = \"{state}\"\nseed_index = \"{seed}\"\npair_batches = 0\n\
+         connection = {{ bootstrap = \"127.0.0.1:9092\" }}\n\
+         [sinks.idx]\ntype = \"index\"\ndir = \"{index}\"\nthreads = 0\n\
+         [sinks.files]\ntype = \"file\"\ndir = \"{files}\"\nsync_group_bytes = 0\n\
+         [sinks.print]\ntype = \"stdout\"\n\
+         [aggregate.sketch]\ntype = \"kll\"\nk = 2\n",
+        state = tmp.path().join("state").display(),
+        seed = tmp.path().join("seed").display(),
+        index = index.display(),
+        files = tmp.path().join("files").display(),
+    );
+    let cfg = config(tmp.path(), "values.toml", &text);
+    let (code, out, err) = icicle(&["config", "check", "-c", cfg.to_str().unwrap()], &[]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    for (key, why) in [
+        ("sources.fset1.pair_batches", "must be at least 1"),
+        ("sinks.idx.threads", "must be 1 to 8"),
+        ("sinks.files.sync_group_bytes", "must be at least 1"),
+        ("aggregate.sketch.k", "must be at least 8"),
+    ] {
+        let line = err.lines().find(|l| l.contains(&format!("`{key}`"))).unwrap_or_else(|| panic!("{key}: {err}"));
+        assert!(line.contains("in file ") && line.contains("values.toml") && line.contains(why), "{key}: {line}");
+    }
+    assert_eq!(err.lines().count(), 4, "every problem, and the stdout sink is fine: {err}");
+    assert!(!index.exists() && !tmp.path().join("files").exists(), "the check builds nothing");
+    // The same with --json: the clean section is listed as checked.
+    let (code, out, _) = icicle(&["config", "check", "--json", "-c", cfg.to_str().unwrap()], &[]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, v["problems"].as_array().map(Vec::len)), (1, Some(4)), "{v}");
+    assert_eq!(v["checked"], serde_json::json!(["sinks.print (stdout)"]), "{v}");
+    // A token the configuration names but the environment lacks fails the check, as the run.
+    let globus = config(
+        tmp.path(),
+        "globus.toml",
+        "[sinks.g]\ntype = \"globus\"\nindex_id = \"00000000-0000-4000-8000-000000000000\"\n\
+         token_env = \"ICICLE_TEST_NO_SUCH_TOKEN\"\n",
+    );
+    let (code, _, err) = icicle(&["config", "check", "-c", globus.to_str().unwrap()], &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`sinks.g.token_env`") && err.contains("globus.toml") && err.contains("is not set"), "{err}");
 }
 
 /// `--help` and `--version` answer (exit 0), and `icicle --version` names the commit built.

@@ -327,6 +327,8 @@ fn the_container_build_file_names_what_the_repository_holds() {
     for bin in ["icicle", "icicle-catalogd"] {
         assert!(text.contains(&format!("/out/bin/{bin}")), "{bin}");
     }
-    assert!(std::fs::read_to_string(repo.join("plugins/prism-agent/Cargo.toml")).unwrap().contains("name = \"icicle-catalogd\""));
+    assert!(std::fs::read_to_string(repo.join("plugins/prism-agent/Cargo.toml"))
+        .unwrap()
+        .contains("name = \"icicle-catalogd\""));
     assert!(text.contains("USER icicle") && text.contains("ENTRYPOINT [\"icicle\"]"));
 }

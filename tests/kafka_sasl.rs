@@ -276,3 +276,110 @@ fn a_broker_certificate_the_ca_did_not_sign_is_refused() {
     assert!(took < Duration::from_secs(30), "took {took:?}: {err}");
     assert!(err.contains("TLS handshake failed") && err.contains("certificate verify failed"), "{err}");
 }
+
+/// MSK IAM tokens are signed exactly as botocore's `SigV4QueryAuth` (what AWS's Python signer,
+/// aws-msk-iam-sasl-signer-python, uses) signs the same request at the same time.
+#[test]
+fn msk_iam_tokens_are_signed_as_botocore_signs_them() {
+    use base64::Engine;
+    use icicle_plugins_kafka::msk::sign_token;
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_780_000_123);
+    for (region, session) in [("us-east-1", None), ("eu-west-2", Some("FwoGZXIvYXdzEJr//+session=token"))] {
+        let creds = aws_credential_types::Credentials::new(
+            "AKIAIOSFODNN7EXAMPLE",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            session.map(str::to_string),
+            None,
+            "test",
+        );
+        let (token, _) = sign_token(region, &creds, at).unwrap();
+        let ours = String::from_utf8(base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&token).unwrap()).unwrap();
+        let script = format!(
+            r#"
+import datetime, botocore.auth
+from botocore.auth import SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+botocore.auth.get_current_datetime = lambda *a, **k: datetime.datetime.fromtimestamp(1780000123, datetime.timezone.utc).replace(tzinfo=None)
+req = AWSRequest(method="GET", url="https://kafka.{region}.amazonaws.com/", params={{"Action": "kafka-cluster:Connect"}})
+SigV4QueryAuth(Credentials("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", {session}), "kafka-cluster", "{region}", expires=900).add_auth(req)
+print(req.prepare().url)
+"#,
+            session = session.map_or("None".to_string(), |s| format!("{s:?}")),
+        );
+        let out = Command::new(common::python()).args(["-c", &script]).output().expect("python with botocore");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let theirs = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let param = |url: &str, name: &str| {
+            url.split(['?', '&']).find_map(|p| p.strip_prefix(&format!("{name}="))).map(str::to_string)
+        };
+        for name in ["X-Amz-Date", "X-Amz-Expires", "X-Amz-Credential", "X-Amz-SignedHeaders", "X-Amz-Signature"] {
+            assert_eq!(param(&ours, name), param(&theirs, name), "{name}:\nours   {ours}\ntheirs {theirs}");
+        }
+        assert!(param(&theirs, "X-Amz-Signature").is_some(), "{theirs}");
+        assert_eq!(param(&ours, "X-Amz-Security-Token").is_some(), session.is_some(), "{ours}");
+    }
+}
+
+/// A Kafka sink with `aws_msk_iam` signs in with OAUTHBEARER over TLS, its token signed with
+/// credentials the AWS default chain found (here a profile's `credential_process`, which
+/// leaves a mark): this broker knows SCRAM only and refuses it, and the run stops saying so,
+/// without showing the token or the secret key.
+#[test]
+fn msk_iam_asks_the_default_chain_and_signs_in_with_oauthbearer() {
+    let b = broker();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (src, index) = (topic("sasl-iam-src"), topic("sasl-iam-index"));
+    let (msgs, _, _) = events();
+    setup(&b, &src, &index, msgs);
+    let secret = "iamSecretKeyThatMustNotPrint0123456789/+";
+    let process = t.join("creds.sh");
+    std::fs::write(
+        &process,
+        format!(
+            "#!/bin/sh\ntouch {}/asked\nprintf '{{\"Version\": 1, \"AccessKeyId\": \"AKIAIOSFODNN7EXAMPLE\", \"SecretAccessKey\": \"{secret}\"}}'\n",
+            t.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&process, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(t.join("aws-config"), format!("[profile msk]\ncredential_process = {}\n", process.display()))
+        .unwrap();
+    let right = connection(&b, &b.password_file, Some(&b.ca));
+    let cfg = config(
+        t,
+        "iam.toml",
+        &format!(
+            "[records]\nvisible_to = [\"public\"]\n\
+             [sources.fset1]\ntype = \"gpfs\"\ntopic = \"{src}\"\ngroup_id = \"icicle-{src}\"\nfs_root = \"/gpfs/fs1\"\nunseeded = true\n\
+             batch_size = 16\nquiet_period_secs = 0.05\nstate_dir = \"{t}/state\"\nconnection = {}\n\
+             [sinks.msk]\ntype = \"kafka\"\ntopic = \"{index}\"\ntimeout_secs = 60\n\
+             connection = {{ bootstrap = \"{}\", ssl_ca_location = \"{}\", aws_msk_iam = {{ region = \"us-east-1\", profile = \"msk\" }} }}\n",
+            connection_toml(&right),
+            b.bootstrap,
+            b.ca.display(),
+            t = t.display(),
+        ),
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_icicle"));
+    cmd.args(["monitor", "--drain", "--json", "-c", cfg.to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .env("AWS_CONFIG_FILE", t.join("aws-config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", t.join("none"))
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_") && k != "AWS_EC2_METADATA_DISABLED") {
+        if !["AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"].contains(&k.as_str()) {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(t.join("asked").exists(), "the credential process was never run: {err}");
+    assert!(err.contains("msk") && err.contains("refused the credentials"), "{err}");
+    assert!(!err.contains(secret), "the secret key was printed: {err}");
+    assert!(!err.contains("X-Amz-Signature") && !err.contains("aHR0cHM6Ly9rYWZrYS"), "a token was printed: {err}");
+    let committed = produce::committed_with(&client(&b), &src, &format!("icicle-{src}"), &[0, 1]).unwrap();
+    assert!(committed.is_empty(), "committed without delivering: {committed:?}");
+}

@@ -129,7 +129,18 @@ pub trait ComponentConfig: DeserializeOwned {
     /// What it builds: `Arc<dyn Source>`, `Box<dyn Sink>`, `Arc<dyn SketchFactory>`,
     /// `Arc<dyn ChangeSource>` or `Arc<dyn Placement>`.
     type Component: Into<Built>;
-    /// Check the settings and build the component; errors name the key and the file.
+
+    /// Check the settings' values (ranges, required combinations); errors name the key and
+    /// the file. It builds nothing and touches nothing outside the process beyond reading: no
+    /// file created or opened for writing, no lock taken, no connection made, no thread
+    /// started. `icicle config check` runs it; [`ComponentConfig::build`] must call it first.
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Build the component, after [`ComponentConfig::validate`]; errors name the key and the
+    /// file.
     fn build(self, ctx: &BuildContext<'_>) -> Result<Self::Component, ConfigError>;
 }
 
@@ -139,9 +150,10 @@ pub fn build_component<C: ComponentConfig>(ctx: &BuildContext<'_>) -> Result<Bui
 }
 
 /// The erased check for a component configuration type (a [`PluginDescriptor`]'s `check`):
-/// its section read into the type, unknown keys refused with the nearest known one.
+/// its section read into the type, unknown keys refused with the nearest known one, then its
+/// values checked ([`ComponentConfig::validate`]).
 pub fn check_component<C: ComponentConfig>(ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
-    ctx.extract::<C>().map(|_| ())
+    ctx.extract::<C>()?.validate(ctx)
 }
 
 impl From<Arc<dyn Source>> for Built {

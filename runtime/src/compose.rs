@@ -239,7 +239,8 @@ pub fn snapshot_job(cfg: &LoadedConfig, progress: Arc<dyn Progress>) -> Result<S
 }
 
 /// Check every component section without building anything (`icicle config check`): each
-/// `type` names a registered plugin and each section reads into its plugin's settings.
+/// `type` names a registered plugin, each section reads into its plugin's settings and its
+/// values pass the plugin's checks ([`icicle_core::registry::ComponentConfig::validate`]).
 /// Returns the sections checked (`sources.a (tsv)`) and every problem found, not only the first.
 pub fn check_all(cfg: &LoadedConfig) -> (Vec<String>, Vec<ConfigError>) {
     let (mut checked, mut problems) = (Vec::new(), Vec::new());

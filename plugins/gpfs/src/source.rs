@@ -123,7 +123,7 @@ fn default_pair_batches() -> u32 {
 impl ComponentConfig for GpfsConfig {
     type Component = Arc<dyn ChangeSource>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         if self.topic.trim().is_empty() {
             return Err(ctx.invalid("topic", "give the mmwatch topic"));
         }
@@ -164,6 +164,11 @@ impl ComponentConfig for GpfsConfig {
         }
         // Validate the connection (and read its secrets) now, so errors name the key.
         self.connection.client_config(ctx)?;
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        self.validate(ctx)?;
         let path = self
             .dead_letter
             .clone()

@@ -144,7 +144,8 @@ impl Sink for IndexSink {
 impl ComponentConfig for IndexSinkConfig {
     type Component = Box<dyn Sink>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+    /// Opening the index (created when missing, its writer lock taken) is left to `build`.
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         if self.threads == 0 || self.threads > 8 {
             return Err(ctx.invalid("threads", "must be 1 to 8"));
         }
@@ -154,6 +155,11 @@ impl ComponentConfig for IndexSinkConfig {
                 format!("at least 15 a thread ({} for {} threads)", 15 * self.threads, self.threads),
             ));
         }
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        self.validate(ctx)?;
         match IndexSink::open(&ctx.id, self.dir.clone(), self.threads, self.memory_mb << 20) {
             Ok(s) => Ok(Box::new(s)),
             Err(busy @ IndexError::Busy { .. }) => match crate::served::serve_socket(&self.dir) {

@@ -45,6 +45,10 @@ pub struct KafkaConnection {
     /// (e.g. `"sasl.oauthbearer.client.secret" = "env:ICICLE_OIDC_SECRET"`).
     #[serde(default)]
     pub secret_properties: BTreeMap<String, String>,
+    /// Amazon MSK's IAM access control: `{ region = "us-east-1", profile = "..." }` (SASL_SSL
+    /// with OAUTHBEARER, tokens signed with the AWS default credential chain; see [`crate::msk`]).
+    #[serde(default)]
+    pub aws_msk_iam: Option<crate::msk::MskIam>,
 }
 
 impl std::fmt::Debug for KafkaConnection {
@@ -56,6 +60,7 @@ impl std::fmt::Debug for KafkaConnection {
             .field("sasl_mechanism", &self.sasl_mechanism)
             .field("sasl_username", &self.sasl_username)
             .field("secret_properties", &self.secret_properties.keys().collect::<Vec<_>>())
+            .field("aws_msk_iam", &self.aws_msk_iam)
             .finish()
     }
 }
@@ -120,7 +125,70 @@ impl KafkaConnection {
         for (k, spec) in &self.secret_properties {
             c.set(k, secret(spec).map_err(|e| invalid(&format!("secret_properties.\"{k}\""), e))?);
         }
+        if let Some(iam) = &self.aws_msk_iam {
+            self.msk_iam_config(iam, &mut c, &invalid)?;
+        }
         Ok(c)
+    }
+
+    /// MSK IAM: OAUTHBEARER over SASL_SSL (unless `security_protocol` says otherwise), with
+    /// nothing that would make another mechanism or token source.
+    fn msk_iam_config(
+        &self,
+        iam: &crate::msk::MskIam,
+        c: &mut ClientConfig,
+        invalid: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if iam.region.trim().is_empty() {
+            return Err(invalid("aws_msk_iam.region", "give the cluster's AWS region".into()));
+        }
+        if self.sasl_mechanism.as_deref().is_some_and(|m| m != "OAUTHBEARER") {
+            return Err(invalid(
+                "sasl_mechanism",
+                "aws_msk_iam signs in with OAUTHBEARER: leave sasl_mechanism out".into(),
+            ));
+        }
+        if self.sasl_username.is_some() || self.sasl_password_env.is_some() || self.sasl_password_file.is_some() {
+            return Err(invalid("aws_msk_iam", "IAM takes no SASL user name or password".into()));
+        }
+        if c.get("sasl.oauthbearer.method").is_some_and(|m| m.eq_ignore_ascii_case("oidc")) {
+            return Err(invalid(
+                "aws_msk_iam",
+                "IAM tokens are not OIDC tokens: leave sasl.oauthbearer.method out".into(),
+            ));
+        }
+        if self.security_protocol.is_none() {
+            c.set("security.protocol", "SASL_SSL");
+        }
+        c.set("sasl.mechanism", "OAUTHBEARER");
+        Ok(())
+    }
+
+    /// The MSK IAM token provider when `aws_msk_iam` is set.
+    pub fn msk_token_provider(&self) -> Result<Option<Arc<crate::msk::MskTokenProvider>>, String> {
+        self.aws_msk_iam.as_ref().map(|iam| crate::msk::MskTokenProvider::new(iam).map(Arc::new)).transpose()
+    }
+}
+
+/// The OAUTHBEARER token a client context hands librdkafka when it asks: an MSK IAM token,
+/// or an error when the client has no token provider of icicle's (librdkafka's own OIDC and
+/// unsecured-JWT handlers answer those configurations without asking).
+pub fn oauth_token(
+    msk: Option<&crate::msk::MskTokenProvider>,
+    component: &str,
+) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+    let Some(p) = msk else {
+        return Err("OAUTHBEARER needs aws_msk_iam or sasl.oauthbearer.method = \"oidc\"".into());
+    };
+    match p.token() {
+        Ok((token, lifetime_ms)) => {
+            tracing::debug!(component, expires_ms = lifetime_ms, "MSK IAM token signed");
+            Ok(rdkafka::client::OAuthToken { token, principal_name: "icicle".into(), lifetime_ms })
+        }
+        Err(e) => {
+            tracing::warn!(component, error = %e, "no MSK IAM token");
+            Err(e.into())
+        }
     }
 }
 
@@ -238,11 +306,22 @@ pub struct FailureWatch {
     pub failure: ConnectionFailure,
     /// The component, in log lines.
     pub component: String,
+    /// MSK IAM tokens, when `aws_msk_iam` is set.
+    pub msk: Option<Arc<crate::msk::MskTokenProvider>>,
 }
 
 impl rdkafka::ClientContext for FailureWatch {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
     fn error(&self, error: KafkaError, reason: &str) {
         self.failure.record_and_log(&self.component, &error, reason, true);
+    }
+
+    fn generate_oauth_token(
+        &self,
+        _config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        oauth_token(self.msk.as_deref(), &self.component)
     }
 }
 

@@ -3,6 +3,7 @@
 //! Amazon MSK). rdkafka lives only here.
 
 pub mod client;
+pub mod msk;
 pub mod produce;
 pub mod sink;
 pub mod stream;

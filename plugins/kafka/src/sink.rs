@@ -58,7 +58,7 @@ fn default_timeout() -> f64 {
 impl ComponentConfig for KafkaSinkConfig {
     type Component = Box<dyn Sink>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         if self.topic.trim().is_empty() {
             return Err(ctx.invalid("topic", "give the topic index operations go to"));
         }
@@ -66,6 +66,13 @@ impl ComponentConfig for KafkaSinkConfig {
         if !(self.timeout_secs.is_finite() && self.timeout_secs > 0.0 && self.timeout_secs <= 2_147_483.0) {
             return Err(ctx.invalid("timeout_secs", "must be positive and at most 2147483 (about 24 days)"));
         }
+        // The client configuration (its secrets read) without a producer: nothing connects.
+        self.connection.client_config(ctx)?;
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        self.validate(ctx)?;
         let mut cc = self.connection.client_config(ctx)?;
         // Exactly-once per partition, in order: the idempotent producer (acks=all).
         cc.set("enable.idempotence", "true");
@@ -78,7 +85,11 @@ impl ComponentConfig for KafkaSinkConfig {
         cc.set_if_absent("linger.ms", "5");
         let failure = ConnectionFailure::for_config(&cc);
         let producer: FutureProducer<FailureWatch> = cc
-            .create_with_context(FailureWatch { failure: failure.clone(), component: ctx.id.clone() })
+            .create_with_context(FailureWatch {
+                failure: failure.clone(),
+                component: ctx.id.clone(),
+                msk: self.connection.msk_token_provider().map_err(|e| ctx.invalid("connection.aws_msk_iam", e))?,
+            })
             .map_err(|e| {
                 ctx.invalid(
                     "connection",

@@ -96,9 +96,19 @@ pub struct TopicCounts {
 pub struct QuietEof {
     component: String,
     failure: ConnectionFailure,
+    msk: Option<Arc<crate::msk::MskTokenProvider>>,
 }
 
 impl rdkafka::ClientContext for QuietEof {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
+    fn generate_oauth_token(
+        &self,
+        _config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        crate::client::oauth_token(self.msk.as_deref(), &self.component)
+    }
+
     fn stats(&self, stats: rdkafka::Statistics) {
         let m = icicle_core::metrics::Metrics::global();
         for (topic, t) in &stats.topics {
@@ -175,13 +185,18 @@ impl TopicStream {
         let (tx, rx) = mpsc::channel::<Msg>(8192);
         let cc = consumer_config(&settings, drain, component)?;
         let failure = ConnectionFailure::for_config(&cc);
+        let msk = settings.connection.msk_token_provider().map_err(external)?;
         let mut consumers: Vec<Client> = Vec::new();
         for i in 0..settings.consumers {
             let c: Client = Arc::new(
-                cc.create_with_context(QuietEof { component: component.to_string(), failure: failure.clone() })
-                    .map_err(|e| {
-                        external(format!("cannot create a Kafka consumer: {}", crate::client::creation_error(&e)))
-                    })?,
+                cc.create_with_context(QuietEof {
+                    component: component.to_string(),
+                    failure: failure.clone(),
+                    msk: msk.clone(),
+                })
+                .map_err(|e| {
+                    external(format!("cannot create a Kafka consumer: {}", crate::client::creation_error(&e)))
+                })?,
             );
             match &settings.partitions {
                 Some(parts) => {

@@ -132,13 +132,10 @@ pub struct FanotifyConfig(pub LocalConfig);
 pub struct InotifyConfig(pub LocalConfig);
 
 impl LocalConfig {
-    /// Check values; resolve the root and the prefix.
-    pub(crate) fn checked(mut self, ctx: &BuildContext<'_>) -> Result<LocalConfig, ConfigError> {
-        let root = std::fs::canonicalize(&self.root)
-            .map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
-        if !root.is_dir() {
-            return Err(ctx.invalid("root", format!("{} is not a directory", root.display())));
-        }
+    /// Check the values that need nothing outside the process (the `validate` of `fanotify`
+    /// and `inotify`): the root, which may not exist where a configuration is checked, is
+    /// left to [`LocalConfig::checked`].
+    pub(crate) fn check_values(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         match &self.path_prefix {
             Some(p) if !p.starts_with('/') => return Err(ctx.invalid("path_prefix", "must be an absolute path")),
             _ => {}
@@ -159,6 +156,17 @@ impl LocalConfig {
         }
         if !(0.0..=86_400.0).contains(&self.quiet_period_secs) {
             return Err(ctx.invalid("quiet_period_secs", "must be a number of seconds from 0 to 86400"));
+        }
+        Ok(())
+    }
+
+    /// Resolve the root (it must be a directory) and check the state directory is outside
+    /// it; after [`LocalConfig::check_values`].
+    pub(crate) fn checked(mut self, ctx: &BuildContext<'_>) -> Result<LocalConfig, ConfigError> {
+        let root = std::fs::canonicalize(&self.root)
+            .map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
+        if !root.is_dir() {
+            return Err(ctx.invalid("root", format!("{} is not a directory", root.display())));
         }
         // The monitor's own writes there would be events under the root: batches without end.
         if resolved(&self.state_dir).starts_with(&root) {

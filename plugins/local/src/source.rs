@@ -115,7 +115,12 @@ impl Monitor for LocalSource {
 impl ComponentConfig for FanotifyConfig {
     type Component = Arc<dyn ChangeSource>;
 
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        self.0.check_values(ctx)
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Arc::new(LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Fanotify }))
     }
 }
@@ -123,7 +128,12 @@ impl ComponentConfig for FanotifyConfig {
 impl ComponentConfig for InotifyConfig {
     type Component = Arc<dyn ChangeSource>;
 
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        self.0.check_values(ctx)
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Arc::new(LocalSource { cfg: Arc::new(self.0.checked(ctx)?), backend: Backend::Inotify }))
     }
 }

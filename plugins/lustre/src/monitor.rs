@@ -84,7 +84,7 @@ impl Monitor for LustreSource {
 impl ComponentConfig for LustreConfig {
     type Component = Arc<dyn ChangeSource>;
 
-    fn build(mut self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         match (self.mdt.is_empty(), self.mdts.is_empty()) {
             (true, true) => return Err(ctx.invalid("mdt", "give the MDT device (`fs0-MDT0000`), or `mdts`")),
             (_, false) if self.mdts.iter().any(|m| m.trim().is_empty()) => {
@@ -103,7 +103,6 @@ impl ComponentConfig for LustreConfig {
                     ctx.invalid("mdts", "several MDTs are read into the directory tree (`resolution = \"tree\"`)")
                 );
             }
-            (true, false) => self.mdt = format!("{}-MDTs", self.fsname),
             _ => {}
         }
         if self.lfs.is_empty() {
@@ -116,6 +115,14 @@ impl ComponentConfig for LustreConfig {
             if crate::changelog::RecordType::from_name(t).is_none() {
                 return Err(ctx.invalid("filter", format!("`{t}` is not a changelog record type")));
             }
+        }
+        Ok(())
+    }
+
+    fn build(mut self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
+        self.validate(ctx)?;
+        if self.mdt.is_empty() && !self.mdts.is_empty() {
+            self.mdt = format!("{}-MDTs", self.fsname);
         }
         Ok(Arc::new(LustreSource { cfg: Arc::new(self) }))
     }

@@ -38,21 +38,33 @@ pub struct ObjectPlacementConfig {
     pub loader_file: Option<PathBuf>,
 }
 
-impl ComponentConfig for ObjectPlacementConfig {
-    type Component = Arc<dyn Placement>;
-
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError> {
-        let loader = match (self.loader, self.loader_file) {
+impl ObjectPlacementConfig {
+    /// The loader configuration, inline or read from `loader_file` (only read), checked.
+    fn checked_loader(&self, ctx: &BuildContext<'_>) -> Result<Option<Loader>, ConfigError> {
+        Ok(match (&self.loader, &self.loader_file) {
             (Some(_), Some(_)) => return Err(ctx.invalid("loader_file", "give `loader` or `loader_file`, not both")),
             (Some(l), None) => {
                 Some(l.check(ctx.origin("loader").as_ref()).map_err(|e| ctx.invalid("loader", e.to_string()))?)
             }
             (None, Some(f)) => {
-                let cfg = LoaderConfig::from_file(&f).map_err(|e| ctx.invalid("loader_file", e.to_string()))?;
-                Some(cfg.check(&f).map_err(|e| ctx.invalid("loader_file", e.to_string()))?)
+                let cfg = LoaderConfig::from_file(f).map_err(|e| ctx.invalid("loader_file", e.to_string()))?;
+                Some(cfg.check(f).map_err(|e| ctx.invalid("loader_file", e.to_string()))?)
             }
             (None, None) => None,
-        };
+        })
+    }
+}
+
+impl ComponentConfig for ObjectPlacementConfig {
+    type Component = Arc<dyn Placement>;
+
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        self.checked_loader(ctx).map(|_| ())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError> {
+        self.validate(ctx)?;
+        let loader = self.checked_loader(ctx)?;
         Ok(Arc::new(ObjectScheduler::new(loader)))
     }
 }
@@ -72,7 +84,8 @@ pub struct FilePlacementConfig {
 impl ComponentConfig for FilePlacementConfig {
     type Component = Arc<dyn Placement>;
 
-    fn build(self, _ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError> {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Placement>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Arc::new(FileScheduler))
     }
 }

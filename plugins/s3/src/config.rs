@@ -187,7 +187,16 @@ impl S3Config {
 impl ComponentConfig for S3Config {
     type Component = Arc<dyn Source>;
 
+    /// The layout, the bucket, endpoint and limits, and the credentials' keys (a secret named
+    /// is read; nothing is asked of S3 or the default chain).
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        let layout = Layout::from_config(&self.layout_keys(), ctx)?;
+        self.settings(&ctx.id, self.split_bytes.unwrap_or(1), |key, reason| ctx.invalid(key, reason), layout)?;
+        Ok(())
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+        self.validate(ctx)?;
         let layout = Layout::from_config(&self.layout_keys(), ctx)?;
         let split_bytes = ctx.figment.extract_inner::<u64>("snapshot.split_bytes").unwrap_or(64 << 20);
         let settings = self.settings(&ctx.id, split_bytes, |key, reason| ctx.invalid(key, reason), layout)?;

@@ -312,13 +312,18 @@ fn write_all_vectored(file: &mut &std::fs::File, slices: &mut Vec<std::io::IoSli
 impl ComponentConfig for FileSinkConfig {
     type Component = Box<dyn Sink>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         if self.dir.exists() && !self.dir.is_dir() {
             return Err(ctx.invalid("dir", format!("{} exists and is not a directory", self.dir.display())));
         }
         if self.sync_group_bytes == 0 {
             return Err(ctx.invalid("sync_group_bytes", "must be at least 1"));
         }
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Box::new(FileSink::grouped(&ctx.id, self.dir, self.fsync, self.sync_group_bytes)))
     }
 }
@@ -358,7 +363,8 @@ impl Sink for StdoutSink {
 impl ComponentConfig for StdoutSinkConfig {
     type Component = Box<dyn Sink>;
 
-    fn build(self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Box::new(StdoutSink))
     }
 }
@@ -403,7 +409,8 @@ impl Sink for BlackholeSink {
 impl ComponentConfig for BlackholeSinkConfig {
     type Component = Box<dyn Sink>;
 
-    fn build(self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Box::new(BlackholeSink::default()))
     }
 }

@@ -143,7 +143,8 @@ impl SketchFactory for ExactFactory {
 impl ComponentConfig for ExactConfig {
     type Component = Arc<dyn SketchFactory>;
 
-    fn build(self, _ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Arc::new(ExactFactory(self)))
     }
 }
@@ -316,10 +317,15 @@ impl SketchFactory for HybridFactory {
 impl ComponentConfig for HybridConfig {
     type Component = Arc<dyn SketchFactory>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
             return Err(ctx.invalid("alpha", "must be in (0, 1)"));
         }
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Arc::new(HybridFactory(self)))
     }
 }

@@ -150,10 +150,15 @@ impl SketchFactory for DdFactory {
 impl ComponentConfig for DdSketchConfig {
     type Component = Arc<dyn SketchFactory>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
             return Err(ctx.invalid("alpha", "must be in (0, 1)"));
         }
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Arc::new(DdFactory(self)))
     }
 }
@@ -207,8 +212,12 @@ impl SketchFactory for KllFactory {
 impl ComponentConfig for KllConfig {
     type Component = Arc<dyn SketchFactory>;
 
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        kll::check_k(self.k).map_err(|e| ctx.invalid("k", e))
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
-        kll::check_k(self.k).map_err(|e| ctx.invalid("k", e))?;
+        self.validate(ctx)?;
         Ok(Arc::new(KllFactory { seeds: Seeds::new(self.seed), cfg: self }))
     }
 }
@@ -283,8 +292,12 @@ impl SketchFactory for ReqFactory {
 impl ComponentConfig for ReqConfig {
     type Component = Arc<dyn SketchFactory>;
 
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        req::check_k(self.k).map_err(|e| ctx.invalid("k", e))
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
-        req::check_k(self.k).map_err(|e| ctx.invalid("k", e))?;
+        self.validate(ctx)?;
         Ok(Arc::new(ReqFactory { seeds: Seeds::new(self.seed), cfg: self }))
     }
 }
@@ -393,8 +406,12 @@ impl SketchFactory for TDigestFactory {
 impl ComponentConfig for TDigestConfig {
     type Component = Arc<dyn SketchFactory>;
 
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        TDigestMut::new(self.k).map(|_| ()).map_err(|e| ctx.invalid("k", e.to_string()))
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn SketchFactory>, ConfigError> {
-        TDigestMut::new(self.k).map_err(|e| ctx.invalid("k", e.to_string()))?;
+        self.validate(ctx)?;
         Ok(Arc::new(TDigestFactory(self)))
     }
 }

@@ -428,10 +428,15 @@ impl GufiSource {
 impl ComponentConfig for GufiConfig {
     type Component = Arc<dyn Source>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
         if !self.path_prefix.starts_with('/') {
             return Err(ctx.invalid("path_prefix", "must be an absolute path"));
         }
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Arc::new(GufiSource::new(self.index, self.path_prefix)))
     }
 }

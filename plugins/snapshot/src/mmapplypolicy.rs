@@ -225,10 +225,9 @@ impl Source for MmapplypolicySource {
     }
 }
 
-impl ComponentConfig for MmapplypolicyConfig {
-    type Component = Arc<dyn Source>;
-
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+impl MmapplypolicyConfig {
+    /// The SHOW layout the settings describe; errors name the key.
+    fn show_layout(&self, ctx: &BuildContext<'_>) -> Result<ShowLayout, ConfigError> {
         let delimiter = match self.show_delimiter.as_deref().map(str::as_bytes) {
             None => None,
             Some([d]) if d.is_ascii() && *d != b'\n' => Some(*d),
@@ -252,9 +251,24 @@ impl ComponentConfig for MmapplypolicyConfig {
                 ))
             }
         };
+        Ok(show)
+    }
+}
+
+impl ComponentConfig for MmapplypolicyConfig {
+    type Component = Arc<dyn Source>;
+
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        self.show_layout(ctx)?;
         if self.paths.is_empty() {
             return Err(ctx.invalid("paths", "list at least one LIST file"));
         }
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+        self.validate(ctx)?;
+        let show = self.show_layout(ctx)?;
         Ok(Arc::new(MmapplypolicySource {
             paths: self.paths,
             show,

@@ -152,7 +152,17 @@ impl Source for WalkSource {
 impl ComponentConfig for WalkConfig {
     type Component = Arc<dyn Source>;
 
+    /// The root's existence is checked at build: a configuration is checked where the tree
+    /// may not be mounted.
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        if self.path_prefix.as_ref().is_some_and(|p| !p.starts_with('/')) {
+            return Err(ctx.invalid("path_prefix", "must be an absolute path"));
+        }
+        Ok(())
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+        self.validate(ctx)?;
         let root = std::fs::canonicalize(&self.root)
             .map_err(|e| ctx.invalid("root", format!("{}: {e}", self.root.display())))?;
         let prefix = match self.path_prefix {

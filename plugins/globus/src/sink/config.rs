@@ -1,5 +1,5 @@
 //! The `globus` sink's configuration: where the index, the token and the retry policy come
-//! from, checked when the sink is built.
+//! from, checked by `icicle config check` and when the sink is built.
 
 use super::*;
 
@@ -183,13 +183,13 @@ impl GlobusSinkConfig {
         })
     }
 
-    /// Validate, read the secret, and make the sink `id`. Errors name the key (through
-    /// `invalid`, which gets the key relative to the section and a reason) and never the secret.
-    pub fn connect_with(
-        self,
-        id: &str,
-        invalid: impl Fn(&str, String) -> ConfigError,
-    ) -> Result<GlobusSink, ConfigError> {
+    /// Check every value and read the secret (nothing else is touched): the Search API's URL,
+    /// the authorization and the request rate's quota. Errors as for
+    /// [`GlobusSinkConfig::connect_with`].
+    fn checked(
+        &self,
+        invalid: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(String, Auth, Option<governor::Quota>), ConfigError> {
         if !is_uuid(&self.index_id) {
             return Err(invalid(
                 "index_id",
@@ -200,7 +200,7 @@ impl GlobusSinkConfig {
             ));
         }
         let base_url = check_url(&self.base_url).map_err(|e| invalid("base_url", e))?;
-        let auth = self.auth(&invalid)?;
+        let auth = self.auth(invalid)?;
         if !matches!(auth, Auth::Client { .. })
             && (self.client_secret_env.is_some() || self.client_secret_file.is_some())
         {
@@ -222,19 +222,31 @@ impl GlobusSinkConfig {
         if !positive(self.task_timeout_secs) {
             return Err(invalid("task_timeout_secs", "must be positive".into()));
         }
-        let pace = match self.max_requests_per_s {
+        let quota = match self.max_requests_per_s {
             None => None,
             Some(r) if positive(r) && r <= 1e6 => {
                 // A rate so low its period is no duration (1e-30) is refused, not a panic.
                 let period = Duration::try_from_secs_f64(1.0 / r)
                     .map_err(|_| invalid("max_requests_per_s", format!("{r}: too low")))?;
-                Some(governor::RateLimiter::direct(
+                Some(
                     governor::Quota::with_period(period)
                         .ok_or_else(|| invalid("max_requests_per_s", "too high".into()))?,
-                ))
+                )
             }
             Some(r) => return Err(invalid("max_requests_per_s", format!("{r}: must be positive and at most 1000000"))),
         };
+        Ok((base_url, auth, quota))
+    }
+
+    /// Validate, read the secret, and make the sink `id`. Errors name the key (through
+    /// `invalid`, which gets the key relative to the section and a reason) and never the secret.
+    pub fn connect_with(
+        self,
+        id: &str,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<GlobusSink, ConfigError> {
+        let (base_url, auth, quota) = self.checked(&invalid)?;
+        let pace = quota.map(governor::RateLimiter::direct);
         let client = reqwest::Client::builder()
             .timeout(icicle_core::time::secs(self.timeout_secs))
             .user_agent(concat!("icicle/", env!("CARGO_PKG_VERSION")))
@@ -282,7 +294,14 @@ impl GlobusSinkConfig {
 impl ComponentConfig for GlobusSinkConfig {
     type Component = Box<dyn Sink>;
 
+    /// Reads the token or the client secret (`token_env`, `token_file`, `client_secret_env`,
+    /// `client_secret_file`): a missing one fails the check, as it would fail the run.
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        self.checked(&|key, reason| ctx.invalid(key, reason)).map(|_| ())
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
+        self.validate(ctx)?;
         Ok(Box::new(self.connect_with(&ctx.id, |key, reason| ctx.invalid(key, reason))?))
     }
 }

@@ -306,11 +306,17 @@ impl Source for TsvSource {
 impl ComponentConfig for TsvConfig {
     type Component = Arc<dyn Source>;
 
-    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
-        let layout = Layout::from_config(&self, ctx)?;
+    fn validate(&self, ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
+        Layout::from_config(self, ctx)?;
         if self.paths.is_empty() {
             return Err(ctx.invalid("paths", "list at least one input file"));
         }
+        Ok(())
+    }
+
+    fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
+        self.validate(ctx)?;
+        let layout = Layout::from_config(&self, ctx)?;
         Ok(Arc::new(TsvSource::new(self.paths, layout, crate::split_bytes(ctx))))
     }
 }

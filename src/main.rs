@@ -270,6 +270,10 @@ enum ConfigCommand {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Also reach what each component talks to, changing nothing there: Kafka brokers and
+        /// the topic, S3 buckets, Globus Search indexes.
+        #[arg(long)]
+        connect: bool,
     },
 }
 
@@ -395,9 +399,9 @@ fn main() -> ExitCode {
 }
 
 /// `icicle config check`: every problem of the configuration, or what was checked.
-fn config_check(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
+fn config_check(cli: &Cli, json: bool, connect: bool) -> anyhow::Result<ExitCode> {
     let (checked, problems) = match icicle_core::config::load(&cli.config, &cli.set) {
-        Ok(cfg) => icicle_runtime::compose::check_all(&cfg),
+        Ok(cfg) => icicle_runtime::compose::check_all(&cfg, connect),
         Err(e) => (Vec::new(), vec![e]),
     };
     let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
@@ -407,10 +411,14 @@ fn config_check(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
             serde_json::json!({ "ok": problems.is_empty(), "checked": checked, "problems": problems })
         ))?;
     } else if problems.is_empty() {
-        print_stdout(&format!(
-            "ok: {}\n",
-            if checked.is_empty() { "no components".to_string() } else { checked.join(", ") }
-        ))?;
+        let text = if checked.is_empty() {
+            "no components".to_string()
+        } else if connect {
+            format!("\n  {}", checked.join("\n  "))
+        } else {
+            checked.join(", ")
+        };
+        print_stdout(&format!("ok: {text}\n"))?;
     } else {
         for p in &problems {
             eprintln!("error: {p}");
@@ -438,7 +446,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print_stdout(&cfg.to_toml()?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Config { command: ConfigCommand::Check { json } } => config_check(&cli, *json),
+        Command::Config { command: ConfigCommand::Check { json, connect } } => config_check(&cli, *json, *connect),
         Command::Snapshot { json, no_progress, tui, metrics_addr, allow_mass_delete } => {
             snapshot(&cli, *json, *no_progress, *tui, metrics_addr.clone(), *allow_mass_delete)
         }

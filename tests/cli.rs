@@ -711,3 +711,89 @@ fn manual_pages_render_for_every_command() {
     assert_eq!(code, 0);
     assert!(out.starts_with(".ie") || out.contains(".TH icicle 1"), "{out}");
 }
+
+/// `icicle config check --connect` reaches every broker, bucket and search index a
+/// configuration names, changing nothing there, and says what it found; one that cannot be
+/// reached is a problem naming the key and the reason.
+#[test]
+fn config_check_connect_reaches_brokers_buckets_and_indexes() {
+    use icicle_testkit::globus::{Emulator, Options};
+    const INDEX: &str = "0f5c3a52-7d6e-4a8b-9c1d-2e3f4a5b6c7d";
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let kafka = kafka();
+    let topic = format!("icicle-check-{}-{}", std::process::id(), icicle_core::time::now_epoch());
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(icicle_plugins_kafka::produce::create_topic(&kafka, &topic, 3))
+        .unwrap();
+    let s3 = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/run/s3.addr"))
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("ICICLE_TEST_S3"))
+        .expect("an S3 server: scripts/services.sh start");
+    let store = icicle_plugins_s3::ObjectStore::connect(&s3, "test", "test").unwrap();
+    let bucket = format!("icicle-check-{}", std::process::id());
+    let _ = store.create_bucket(&bucket);
+    let emu = Emulator::start(Options::new(INDEX, "tok-check")).unwrap();
+    std::fs::write(t.join("principals.tsv"), "").unwrap();
+    let cfg = |name: &str, topic: &str, bucket: &str, index: &str| {
+        config(
+            t,
+            name,
+            &format!(
+                "[records]\nvisible_to = [\"public\"]\nprincipals = \"{p}\"\n\
+                 [sources.listing]\ntype = \"s3\"\nbucket = \"{bucket}\"\nprefix = \"fs/\"\nendpoint_url = \"{s3}\"\nforce_path_style = true\nmax_attempts = 1\npreset = \"icicle9\"\n\
+                 [sinks.msk]\ntype = \"kafka\"\ntopic = \"{topic}\"\nconnection = {{ bootstrap = \"{kafka}\" }}\n\
+                 [sinks.search]\ntype = \"globus\"\nindex_id = \"{index}\"\nbase_url = \"{u}\"\ntoken_env = \"ICICLE_TEST_GLOBUS_TOKEN\"\n",
+                p = t.join("principals.tsv").display(),
+                u = emu.url()
+            ),
+        )
+    };
+    let env =
+        [("ICICLE_TEST_GLOBUS_TOKEN", "tok-check"), ("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")];
+    let good = cfg("good.toml", &topic, &bucket, INDEX);
+    // Without --connect nothing is reached: a config naming nothing that exists checks clean.
+    let (code, out, err) = icicle(&["config", "check", "-c", good.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = icicle(&["config", "check", "--connect", "--json", "-c", good.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let checked: Vec<&str> = v["checked"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    assert!(
+        checked.contains(&format!("sinks.msk (kafka): topic `{topic}` on {kafka}: 3 partitions, 1 brokers").as_str()),
+        "{checked:?}"
+    );
+    assert!(
+        checked.iter().any(|c| c.starts_with(&format!("sinks.search (globus): index {INDEX} at {}", emu.url()))),
+        "{checked:?}"
+    );
+    assert!(
+        checked.contains(
+            &format!("sources.listing (s3): s3://{bucket}/fs/ at {s3}: listed (no object under the prefix)").as_str()
+        ),
+        "{checked:?}"
+    );
+
+    // Nothing of it there: three problems, each naming its key; nothing was created.
+    let other = "11111111-2222-3333-4444-555555555555";
+    let bad = cfg("bad.toml", &format!("{topic}-absent"), &format!("{bucket}-absent"), other);
+    let (code, out, err) = icicle(&["config", "check", "--connect", "--json", "-c", bad.to_str().unwrap()], &env);
+    assert_eq!(code, 1, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let problems: Vec<&str> = v["problems"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("sinks.msk.topic") && p.contains(&format!("`{topic}-absent`"))),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("sources.listing.bucket") && p.contains("NoSuchBucket")),
+        "{problems:?}"
+    );
+    assert!(problems.iter().any(|p| p.contains("sinks.search.index_id") && p.contains("404")), "{problems:?}");
+    // Asked again, the topic is still absent: the first probe created nothing.
+    let (code, out, _) = icicle(&["config", "check", "--connect", "--json", "-c", bad.to_str().unwrap()], &env);
+    assert_eq!(code, 1);
+    assert!(out.contains(&format!("answer about `{topic}-absent`: UnknownTopicOrPartition (Broker: Unknown topic or partition)")), "{out}");
+}

@@ -117,8 +117,10 @@ pub struct PluginDescriptor {
     pub example: &'static str,
     /// The erased factory.
     pub build: fn(&BuildContext<'_>) -> Result<Built, ConfigError>,
-    /// Check the section's keys and values without building anything (`icicle config check`).
-    pub check: fn(&BuildContext<'_>) -> Result<(), ConfigError>,
+    /// Check the section's keys and values without building anything (`icicle config check`);
+    /// with `true`, also reach what the component talks to ([`ComponentConfig::probe`]) and
+    /// say what was found there.
+    pub check: fn(&BuildContext<'_>, bool) -> Result<Option<String>, ConfigError>,
 }
 
 inventory::collect!(PluginDescriptor);
@@ -139,6 +141,15 @@ pub trait ComponentConfig: DeserializeOwned {
         Ok(())
     }
 
+    /// Reach what the component talks to (brokers and their topic, a bucket, a search
+    /// endpoint) without changing anything there, and say what was found
+    /// (`icicle config check --connect`); `None` when there is nothing to reach. Runs after
+    /// [`ComponentConfig::validate`]; a failure names the key to look at.
+    fn probe(&self, ctx: &BuildContext<'_>) -> Result<Option<String>, ConfigError> {
+        let _ = ctx;
+        Ok(None)
+    }
+
     /// Build the component, after [`ComponentConfig::validate`]; errors name the key and the
     /// file.
     fn build(self, ctx: &BuildContext<'_>) -> Result<Self::Component, ConfigError>;
@@ -151,9 +162,19 @@ pub fn build_component<C: ComponentConfig>(ctx: &BuildContext<'_>) -> Result<Bui
 
 /// The erased check for a component configuration type (a [`PluginDescriptor`]'s `check`):
 /// its section read into the type, unknown keys refused with the nearest known one, then its
-/// values checked ([`ComponentConfig::validate`]).
-pub fn check_component<C: ComponentConfig>(ctx: &BuildContext<'_>) -> Result<(), ConfigError> {
-    ctx.extract::<C>()?.validate(ctx)
+/// values checked ([`ComponentConfig::validate`]); with `connect`, what it talks to reached
+/// ([`ComponentConfig::probe`]).
+pub fn check_component<C: ComponentConfig>(
+    ctx: &BuildContext<'_>,
+    connect: bool,
+) -> Result<Option<String>, ConfigError> {
+    let c = ctx.extract::<C>()?;
+    c.validate(ctx)?;
+    if connect {
+        c.probe(ctx)
+    } else {
+        Ok(None)
+    }
 }
 
 impl From<Arc<dyn Source>> for Built {

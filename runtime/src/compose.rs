@@ -240,9 +240,11 @@ pub fn snapshot_job(cfg: &LoadedConfig, progress: Arc<dyn Progress>) -> Result<S
 
 /// Check every component section without building anything (`icicle config check`): each
 /// `type` names a registered plugin, each section reads into its plugin's settings and its
-/// values pass the plugin's checks ([`icicle_core::registry::ComponentConfig::validate`]).
-/// Returns the sections checked (`sources.a (tsv)`) and every problem found, not only the first.
-pub fn check_all(cfg: &LoadedConfig) -> (Vec<String>, Vec<ConfigError>) {
+/// values pass the plugin's checks ([`icicle_core::registry::ComponentConfig::validate`]);
+/// with `connect`, what each component talks to is reached too
+/// ([`icicle_core::registry::ComponentConfig::probe`]: brokers, buckets, endpoints).
+/// Returns the sections checked (with what a probe found) (`sources.a (tsv)`) and every problem found, not only the first.
+pub fn check_all(cfg: &LoadedConfig, connect: bool) -> (Vec<String>, Vec<ConfigError>) {
     let (mut checked, mut problems) = (Vec::new(), Vec::new());
     let mut sections: Vec<(String, PluginKind)> = Vec::new();
     for id in cfg.app.sources.keys() {
@@ -272,8 +274,9 @@ pub fn check_all(cfg: &LoadedConfig) -> (Vec<String>, Vec<ConfigError>) {
         };
         let id = key.rsplit('.').next().unwrap_or(&key).to_string();
         let ctx = BuildContext { figment: &cfg.figment, key: key.clone(), id };
-        match (desc.check)(&ctx) {
-            Ok(()) => checked.push(format!("{key} ({ty})")),
+        match (desc.check)(&ctx, connect) {
+            Ok(None) => checked.push(format!("{key} ({ty})")),
+            Ok(Some(found)) => checked.push(format!("{key} ({ty}): {found}")),
             Err(e) => problems.push(e),
         }
     }

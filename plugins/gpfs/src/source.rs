@@ -167,6 +167,10 @@ impl ComponentConfig for GpfsConfig {
         Ok(())
     }
 
+    fn probe(&self, ctx: &BuildContext<'_>) -> Result<Option<String>, ConfigError> {
+        self.connection.probe_topic(&self.topic, |k, r| ctx.invalid(k, r)).map(Some)
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn ChangeSource>, ConfigError> {
         self.validate(ctx)?;
         let path = self

@@ -164,6 +164,49 @@ impl KafkaConnection {
         Ok(())
     }
 
+    /// Ask the brokers for `topic`'s metadata as a consumer outside any group would (nothing
+    /// read, written, joined or created): its partitions and the brokers, for `icicle config
+    /// check --connect`. Errors name `connection.<key>` or `topic` through `invalid`.
+    pub fn probe_topic(
+        &self,
+        topic: &str,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<String, ConfigError> {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let mut cc = self.client_config_with(|k, r| invalid(&format!("connection.{k}"), r))?;
+        cc.set("group.id", "icicle-config-check");
+        cc.set("allow.auto.create.topics", "false");
+        let failure = ConnectionFailure::for_config(&cc);
+        let msk = self.msk_token_provider().map_err(|e| invalid("connection.aws_msk_iam", e))?;
+        let consumer: BaseConsumer<FailureWatch> = cc
+            .create_with_context(FailureWatch { failure: failure.clone(), component: "config check".into(), msk })
+            .map_err(|e| invalid("connection", format!("cannot create a Kafka client: {}", creation_error(&e))))?;
+        // An OAUTHBEARER token is handed over when the client is polled.
+        let _ = consumer.poll(std::time::Duration::from_millis(100));
+        let md = consumer.fetch_metadata(Some(topic), std::time::Duration::from_secs(10)).map_err(|e| {
+            let why = failure.get().unwrap_or_else(|| e.to_string());
+            invalid("connection.bootstrap", format!("no answer about topic `{topic}` from {}: {why}", self.bootstrap))
+        })?;
+        let t = md.topics().iter().find(|t| t.name() == topic);
+        match t {
+            Some(t) if t.error().is_none() && !t.partitions().is_empty() => Ok(format!(
+                "topic `{topic}` on {}: {} partitions, {} brokers",
+                self.bootstrap,
+                t.partitions().len(),
+                md.brokers().len()
+            )),
+            Some(t) => Err(invalid(
+                "topic",
+                format!(
+                    "the brokers at {} answer about `{topic}`: {}",
+                    self.bootstrap,
+                    t.error().map_or("no partitions".to_string(), |e| RDKafkaErrorCode::from(e).to_string())
+                ),
+            )),
+            None => Err(invalid("topic", format!("the brokers at {} do not know `{topic}`", self.bootstrap))),
+        }
+    }
+
     /// The MSK IAM token provider when `aws_msk_iam` is set.
     pub fn msk_token_provider(&self) -> Result<Option<Arc<crate::msk::MskTokenProvider>>, String> {
         self.aws_msk_iam.as_ref().map(|iam| crate::msk::MskTokenProvider::new(iam).map(Arc::new)).transpose()
@@ -309,6 +352,8 @@ pub struct FailureWatch {
     /// MSK IAM tokens, when `aws_msk_iam` is set.
     pub msk: Option<Arc<crate::msk::MskTokenProvider>>,
 }
+
+impl rdkafka::consumer::ConsumerContext for FailureWatch {}
 
 impl rdkafka::ClientContext for FailureWatch {
     const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;

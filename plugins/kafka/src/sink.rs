@@ -71,6 +71,10 @@ impl ComponentConfig for KafkaSinkConfig {
         Ok(())
     }
 
+    fn probe(&self, ctx: &BuildContext<'_>) -> Result<Option<String>, ConfigError> {
+        self.connection.probe_topic(&self.topic, |k, r| ctx.invalid(k, r)).map(Some)
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
         self.validate(ctx)?;
         let mut cc = self.connection.client_config(ctx)?;

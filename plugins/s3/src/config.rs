@@ -195,6 +195,14 @@ impl ComponentConfig for S3Config {
         Ok(())
     }
 
+    /// One listing request of the prefix, with the credentials the run would use.
+    fn probe(&self, ctx: &BuildContext<'_>) -> Result<Option<String>, ConfigError> {
+        let layout = Layout::from_config(&self.layout_keys(), ctx)?;
+        let settings = self.settings(&ctx.id, 64 << 20, |key, reason| ctx.invalid(key, reason), layout)?;
+        let source = S3Source::new(settings).map_err(|e| ctx.invalid("bucket", e))?;
+        source.probe().map(Some).map_err(|e| ctx.invalid("bucket", e.to_string()))
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
         self.validate(ctx)?;
         let layout = Layout::from_config(&self.layout_keys(), ctx)?;

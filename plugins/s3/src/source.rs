@@ -197,6 +197,21 @@ impl S3Source {
         Ok(S3Source { client, rt: Some(rt), listed: Mutex::new(HashMap::new()), s: settings })
     }
 
+    /// One listing request of at most one key under the prefix (`icicle config check
+    /// --connect`): the bucket answers and the credentials may list it.
+    pub fn probe(&self) -> Result<String, S3Error> {
+        let target = format!("s3://{}/{}", self.s.bucket, self.s.prefix);
+        let page = self
+            .rt()
+            .block_on(self.client.list_objects_v2().bucket(&self.s.bucket).prefix(&self.s.prefix).max_keys(1).send())
+            .map_err(|e| S3Error::from_sdk("listing", &target, e))?;
+        Ok(format!(
+            "{target}{}: listed ({})",
+            self.s.endpoint_url.as_deref().map(|u| format!(" at {u}")).unwrap_or_default(),
+            if page.contents().is_empty() { "no object under the prefix" } else { "objects under the prefix" }
+        ))
+    }
+
     fn rt(&self) -> &tokio::runtime::Runtime {
         // Only `Drop` takes it.
         self.rt.as_ref().expect("the runtime lives as long as the source")

@@ -300,6 +300,16 @@ impl ComponentConfig for GlobusSinkConfig {
         self.checked(&|key, reason| ctx.invalid(key, reason)).map(|_| ())
     }
 
+    /// One `GET /v1/index/{index_id}` with the configured credentials.
+    fn probe(&self, ctx: &BuildContext<'_>) -> Result<Option<String>, ConfigError> {
+        let mut sink = self.clone().connect_with(&ctx.id, |key, reason| ctx.invalid(key, reason))?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ctx.invalid("base_url", format!("cannot start a runtime: {e}")))?;
+        rt.block_on(sink.index_info()).map(Some).map_err(|e| ctx.invalid("index_id", e.to_string()))
+    }
+
     fn build(self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ConfigError> {
         self.validate(ctx)?;
         Ok(Box::new(self.connect_with(&ctx.id, |key, reason| ctx.invalid(key, reason))?))

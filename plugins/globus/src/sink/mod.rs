@@ -386,6 +386,21 @@ impl GlobusSink {
         }
     }
 
+    /// What `GET /v1/index/{index_id}` answers, in one attempt (a token fetched first when
+    /// the sink has client credentials): `icicle config check --connect`.
+    pub async fn index_info(&mut self) -> Result<String, GlobusError> {
+        let url = format!("{}/v1/index/{}", self.base_url, self.index_id);
+        let what = format!("index {} at {}", self.index_id, self.base_url);
+        let v = self.once(&what, "index", &Method::GET, &url, None).await?;
+        Ok(format!(
+            "index {} at {} (`{}`, {})",
+            self.index_id,
+            self.base_url,
+            v.get("display_name").and_then(Value::as_str).unwrap_or(""),
+            v.get("status").and_then(Value::as_str).unwrap_or("no status")
+        ))
+    }
+
     /// Send a batch; returns the task ids once accepted (and, with `wait_for_tasks`, succeeded).
     async fn send_batch(&mut self, batch: &DocumentBatch) -> Result<Vec<String>, GlobusError> {
         let docs = Self::requests(batch)?;

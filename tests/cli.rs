@@ -795,5 +795,10 @@ fn config_check_connect_reaches_brokers_buckets_and_indexes() {
     // Asked again, the topic is still absent: the first probe created nothing.
     let (code, out, _) = icicle(&["config", "check", "--connect", "--json", "-c", bad.to_str().unwrap()], &env);
     assert_eq!(code, 1);
-    assert!(out.contains(&format!("answer about `{topic}-absent`: UnknownTopicOrPartition (Broker: Unknown topic or partition)")), "{out}");
+    assert!(
+        out.contains(&format!(
+            "answer about `{topic}-absent`: UnknownTopicOrPartition (Broker: Unknown topic or partition)"
+        )),
+        "{out}"
+    );
 }

@@ -2,6 +2,19 @@
 
 use std::path::PathBuf;
 
+/// An error and its sources, `: `-separated, on one line (what a log line or a summary shows
+/// of an error from a client library).
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
 /// Whose fault an error is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Domain {

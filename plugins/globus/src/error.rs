@@ -206,14 +206,7 @@ pub(crate) fn error_message(body: &[u8]) -> (Option<String>, String) {
 
 /// `what` plus the error's sources.
 pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
+    icicle_core::error::chain(e)
 }
 
 /// Response bodies are read up to this (Globus answers are small; an endpoint or proxy that

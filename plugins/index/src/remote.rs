@@ -120,9 +120,9 @@ impl Remote {
         if let Some(b) = body {
             req = req.header(reqwest::header::CONTENT_TYPE, "application/json").body(b.to_string());
         }
-        let resp = req.send().await.map_err(|e| RemoteError::Connect { at: at(), reason: error_chain(&e) })?;
+        let resp = req.send().await.map_err(|e| RemoteError::Connect { at: at(), reason: icicle_core::error::chain(&e) })?;
         let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| RemoteError::Connect { at: at(), reason: error_chain(&e) })?;
+        let bytes = resp.bytes().await.map_err(|e| RemoteError::Connect { at: at(), reason: icicle_core::error::chain(&e) })?;
         let v: Value = serde_json::from_slice(&bytes).map_err(|e| self.answer(&format!("HTTP {status}, {e}")))?;
         if status != 200 {
             let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
@@ -308,18 +308,6 @@ impl Remote {
 /// A result's path: its content's `path`, else (a user or group aggregate) its subject.
 fn path_of<'a>(subject: &'a str, content: &'a Value) -> &'a str {
     content["path"].as_str().unwrap_or(subject)
-}
-
-/// An error and its sources, as one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// `match_any` of one value.

@@ -78,7 +78,7 @@ impl MskTokenProvider {
     /// of its own: librdkafka's refresh may come on a thread that drives another runtime.
     pub fn token(&self) -> Result<(String, i64), MskTokenError> {
         let creds = on_own_thread(|| self.rt.block_on(self.credentials.provide_credentials()))
-            .map_err(|e| MskTokenError::Credentials(error_chain(&e)))?;
+            .map_err(|e| MskTokenError::Credentials(icicle_core::error::chain(&e)))?;
         sign_token(&self.region, &creds, SystemTime::now())
     }
 }
@@ -86,18 +86,6 @@ impl MskTokenProvider {
 /// Run `f` on a scoped thread of its own and return what it returned.
 fn on_own_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| s.spawn(f).join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-}
-
-/// An error with its causes, `: `-separated.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
 }
 
 /// The MSK IAM token for `region` signed with `creds` at `now`, and its expiry in

@@ -140,14 +140,7 @@ fn credentials_error(err: &(dyn std::error::Error + 'static)) -> Option<String> 
     let mut e = err.source();
     while let Some(cause) = e {
         if let Some(c) = cause.downcast_ref::<aws_credential_types::provider::error::CredentialsError>() {
-            let mut reason = c.to_string();
-            let mut inner = std::error::Error::source(c);
-            while let Some(i) = inner {
-                reason.push_str(": ");
-                reason.push_str(&i.to_string());
-                inner = i.source();
-            }
-            return Some(reason);
+            return Some(icicle_core::error::chain(c));
         }
         e = cause.source();
     }

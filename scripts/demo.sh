@@ -102,7 +102,7 @@ echo "== PRISM: files written under the LD_PRELOAD catalog agent (every fourth a
 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}" cargo build --release --quiet -p icicle-prism-agent
 rm -rf demo-data/prism demo-out/prism-catalog && mkdir -p demo-data/prism
 CATALOG_DIR=demo-out/prism-catalog ICICLE_CATALOG_ROOT=demo-data/prism ICICLE_CATALOG_LAYOUT=emulate \
-  LD_PRELOAD="$PWD/$bin/libicicle_catalog_agent.so" \
+  LD_PRELOAD="$PWD/$bin/libcatalog_agent.so" \
   sh -c 'i=0; while [ $i -lt 32 ]; do if [ $((i % 4)) -eq 3 ]; then { head -c 777 /dev/urandom; cat demo-data/prism/out.$((i-1)); } > demo-data/prism/out.$i; else head -c $(( (i % 8 + 1) * 400000 )) /dev/urandom > demo-data/prism/out.$i; fi; i=$((i+1)); done'
 echo "catalog: $(cat demo-out/prism-catalog/*.txt | grep -c '^lstat$') entries for $(cat demo-out/prism-catalog/*.txt | grep -A1 '^lstat$' | grep -v '^lstat$\|^--$' | sort -u | wc -l) files in demo-out/prism-catalog/ (a redirect's file may be recorded by the shell and by the program)"
 for policy in object file; do

@@ -267,11 +267,11 @@ print(json.dumps(out))
                 assert!(repo.join("plugins/prism-agent/Cargo.toml").exists());
                 let agent = std::fs::read_to_string(repo.join("plugins/prism-agent/Cargo.toml")).unwrap();
                 assert!(agent.contains(&format!("name = \"{name}\"")), "{name}");
-                assert!(agent.contains("name = \"icicle_catalog_agent\"") && agent.contains("cdylib"));
+                assert!(agent.contains("name = \"catalog_agent\"") && agent.contains("cdylib"));
             }
         }
         if c[0] == "install" {
-            assert_eq!(c[1], "target/dist/libicicle_catalog_agent.so");
+            assert_eq!(c[1], "target/dist/libcatalog_agent.so");
         }
     }
     assert_eq!(paths, ["plugins/prism-agent", "icicle-mpi", "plugins/prism-mpi"]);

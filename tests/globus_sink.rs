@@ -528,12 +528,15 @@ fn the_progress_bar_says_it_is_delivering() {
     let started = std::time::Instant::now();
     let screen = loop {
         let screen = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "run"]).stdout).into_owned();
-        if screen.contains("reading done; delivering: globus") || screen.contains("rows read") {
+        // The first frame may show only the first sink (it delivers first): wait for both.
+        if (screen.contains("reading done; delivering: globus") && screen.contains(", out "))
+            || screen.contains("rows read")
+        {
             break screen;
         }
         assert!(started.elapsed() < std::time::Duration::from_secs(120), "{screen}");
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     let _ = tmux(&["kill-server"]);
-    assert!(screen.contains("reading done; delivering: globus") && screen.contains("out "), "{screen}");
+    assert!(screen.contains("reading done; delivering: globus") && screen.contains(", out "), "{screen}");
 }

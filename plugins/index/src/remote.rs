@@ -120,9 +120,11 @@ impl Remote {
         if let Some(b) = body {
             req = req.header(reqwest::header::CONTENT_TYPE, "application/json").body(b.to_string());
         }
-        let resp = req.send().await.map_err(|e| RemoteError::Connect { at: at(), reason: icicle_core::error::chain(&e) })?;
+        let resp =
+            req.send().await.map_err(|e| RemoteError::Connect { at: at(), reason: icicle_core::error::chain(&e) })?;
         let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| RemoteError::Connect { at: at(), reason: icicle_core::error::chain(&e) })?;
+        let bytes =
+            resp.bytes().await.map_err(|e| RemoteError::Connect { at: at(), reason: icicle_core::error::chain(&e) })?;
         let v: Value = serde_json::from_slice(&bytes).map_err(|e| self.answer(&format!("HTTP {status}, {e}")))?;
         if status != 200 {
             let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();

@@ -1,9 +1,9 @@
-//! The PRISM catalog agent, `libicicle_catalog_agent.so`: load it with `LD_PRELOAD` and it
+//! The PRISM catalog agent, `libcatalog_agent.so`: load it with `LD_PRELOAD` and it
 //! records, in the SwiftLoad catalog format, the metadata and stripe layout of every regular
 //! file the application creates or opens for writing under a root.
 //!
 //! ```text
-//! CATALOG_DIR=./catalog ICICLE_CATALOG_ROOT=/scratch/run42 LD_PRELOAD=libicicle_catalog_agent.so ./app
+//! CATALOG_DIR=./catalog ICICLE_CATALOG_ROOT=/scratch/run42 LD_PRELOAD=libcatalog_agent.so ./app
 //! ```
 //!
 //! - Interposes `open`, `open64`, `openat`, `openat64`, `creat`, `creat64`, the fortified

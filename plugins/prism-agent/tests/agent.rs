@@ -41,7 +41,7 @@ fn agent() -> PathBuf {
         }
         let st = cmd.status().expect("cargo");
         assert!(st.success(), "building the agent failed");
-        let so = profile_dir.join("libicicle_catalog_agent.so");
+        let so = profile_dir.join("libcatalog_agent.so");
         assert!(so.is_file(), "{} not built", so.display());
         so
     })

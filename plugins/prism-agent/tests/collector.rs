@@ -33,7 +33,7 @@ fn agent() -> PathBuf {
             cmd.arg("--release");
         }
         assert!(cmd.status().expect("cargo").success(), "building the agent failed");
-        let so = profile_dir.join("libicicle_catalog_agent.so");
+        let so = profile_dir.join("libcatalog_agent.so");
         assert!(so.is_file(), "{} not built", so.display());
         so
     })

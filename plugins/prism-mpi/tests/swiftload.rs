@@ -245,7 +245,7 @@ fn agent() -> PathBuf {
         cmd.arg("--release");
     }
     assert!(cmd.status().unwrap().success());
-    profile_dir.join("libicicle_catalog_agent.so")
+    profile_dir.join("libcatalog_agent.so")
 }
 
 #[test]
@@ -308,6 +308,7 @@ fn a_compact_catalog_reads_the_same_bytes_as_its_text_form() {
 fn the_binaries_answer_help_and_version() {
     for (name, exe) in [
         ("swiftload", env!("CARGO_BIN_EXE_swiftload")),
+        ("swiftload", env!("CARGO_BIN_EXE_swiftload_tool")),
         ("swiftload-bench", env!("CARGO_BIN_EXE_swiftload-bench")),
         ("swiftload-sweep", env!("CARGO_BIN_EXE_swiftload-sweep")),
     ] {
@@ -317,4 +318,52 @@ fn the_binaries_answer_help_and_version() {
             assert!(out.status.success() && text.contains(name), "{name} {flag}: {text}");
         }
     }
+}
+
+/// The seed's two steps, verbatim, in a directory holding the agent and the tool under the
+/// seed's names (`libcatalog_agent.so`, built so named, and `swiftload_tool`): an application
+/// writes its output under the agent, then `mpirun -np 4 ./swiftload_tool --input_dir <data>`
+/// reads every byte of it exactly once from the catalog named by `SWIFTLOAD_CATALOG_DIR`. Only
+/// the environment adds what Open MPI needs here (root, more ranks than cores).
+#[test]
+fn the_seeds_two_steps_run_as_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path();
+    let agent = agent();
+    assert_eq!(agent.file_name().unwrap(), "libcatalog_agent.so");
+    std::os::unix::fs::symlink(&agent, work.join("libcatalog_agent.so")).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_swiftload_tool"), work.join("swiftload_tool")).unwrap();
+    let app = work.join("your_application");
+    std::fs::write(
+        &app,
+        "#!/bin/sh\nmkdir -p results\ni=0\nwhile [ $i -lt 9 ]; do head -c $(( (i * 331 + 50) * 1000 )) /dev/urandom > results/part.$i; i=$((i+1)); done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&app, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let step = |script: &str| {
+        let out = Command::new("sh")
+            .args(["-c", script])
+            .current_dir(work)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+            .env("OMPI_MCA_hwloc_base_binding_policy", "none")
+            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+            .env_remove("SWIFTLOAD_CATALOG_DIR")
+            .env_remove("CATALOG_DIR")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    step("export CATALOG_DIR=./catalog\nLD_PRELOAD=./libcatalog_agent.so  ./your_application");
+    let out = step("export SWIFTLOAD_CATALOG_DIR=./catalog\nmpirun -np 4 ./swiftload_tool --input_dir results");
+    let v = summary(&out);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(work.join("results")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert_eq!(files.len(), 9);
+    let (bytes, crc) = sequential_checksum(&files).unwrap();
+    assert_eq!((v["files"].as_u64(), v["rejects"].as_u64()), (Some(9), Some(0)), "{v}");
+    assert_eq!((v["bytes"].as_u64(), v["crc32"].as_str()), (Some(bytes), Some(format!("{crc:08x}").as_str())), "{v}");
+    assert_eq!(v["exactly_once"], true);
 }

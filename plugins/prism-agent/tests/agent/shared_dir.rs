@@ -299,7 +299,7 @@ fn a_set_user_id_program_takes_no_setting_from_the_environment() {
     std::fs::set_permissions(&s.data, std::fs::Permissions::from_mode(0o777)).unwrap();
     // LD_PRELOAD is ignored for set-user-ID programs; the agent is linked in instead, as a
     // site-wide preload (/etc/ld.so.preload) would load it.
-    let lib = s.tmp.path().join("libicicle_catalog_agent.so");
+    let lib = s.tmp.path().join("libcatalog_agent.so");
     std::fs::copy(agent(), &lib).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/collector_host.c");
     let host = s.tmp.path().join("suid_host");

@@ -30,7 +30,7 @@ fn open_to_others(tmp: &Path, data: &Path, catalog: &Path, mode: u32) -> PathBuf
     chmod(data, 0o777);
     std::fs::create_dir_all(catalog).unwrap();
     chmod(catalog, mode);
-    let lib = tmp.join("libicicle_catalog_agent.so");
+    let lib = tmp.join("libcatalog_agent.so");
     std::fs::copy(agent(), &lib).unwrap();
     lib
 }

@@ -1,4 +1,4 @@
-//! `icicle-catalogd`: the node's catalog collector. Catalog agents (`libicicle_catalog_agent.so`)
+//! `icicle-catalogd`: the node's catalog collector. Catalog agents (`libcatalog_agent.so`)
 //! hand it each record as one message over a Unix socket; it appends them to one merged
 //! catalog file, `CATALOG_DIR/catalog.<host>.collector.txt`, and acknowledges each once written.
 //!

@@ -25,7 +25,7 @@ class Icicle(CargoPackage):
 
     version("0.1.0")
 
-    variant("mpi", default=False, description="icicle-mpi and swiftload: snapshots and PRISM's loader over MPI ranks")
+    variant("mpi", default=False, description="icicle-mpi and swiftload (also as swiftload_tool): snapshots and PRISM's loader over MPI ranks")
     variant("prism", default=True, description="icicle-catalogd and the LD_PRELOAD catalog agent (libcatalog_agent.so)")
 
     # The toolchain the project is built and tested with (rustc 1.95, edition 2021).
@@ -55,9 +55,8 @@ class Icicle(CargoPackage):
             # The agent is a cdylib, which `cargo install` does not install.
             cargo("build", "-p", "icicle-prism-agent", "--lib", "--locked", "--profile", "dist", *jobs)
             mkdirp(self.prefix.lib)
-            agent = join_path("target", "dist", "libicicle_catalog_agent.so")
+            agent = join_path("target", "dist", "libcatalog_agent.so")
             install(agent, self.prefix.lib)
-            symlink("libicicle_catalog_agent.so", join_path(self.prefix.lib, "libcatalog_agent.so"))
         if self.spec.satisfies("+mpi"):
             cargo("install", "--root", self.prefix, "--path", "icicle-mpi", "--locked", "--profile", "dist", *jobs)
             cargo("install", "--root", self.prefix, "--path", "plugins/prism-mpi", "--locked", "--profile", "dist", *jobs)

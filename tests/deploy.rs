@@ -195,6 +195,11 @@ class When:
     def __enter__(self): return self
     def __exit__(self, *a): return False
 pkgmod.when = When
+class WorkingDir:
+    def __init__(self, d): calls.append(["working_dir", str(d)])
+    def __enter__(self): return self
+    def __exit__(self, *a): return False
+pkgmod.working_dir = WorkingDir
 pkgmod.make_jobs = 2
 pkgmod.join_path = os.path.join
 def mkdirp(*a):
@@ -234,6 +239,7 @@ for variants in ["+mpi+prism", "~mpi~prism"]:
     p = Icicle.__new__(Icicle)
     p.spec, p.prefix = Spec(variants), Prefix(sys.argv[2])
     p.module = types.SimpleNamespace(cargo=Exe("cargo"))
+    p.stage = types.SimpleNamespace(source_path="/checkout")
     out["build_args"] = p.build_args
     p.install_extras()
     out[variants] = list(calls)
@@ -275,6 +281,8 @@ print(json.dumps(out))
         }
     }
     assert_eq!(paths, ["plugins/prism-agent", "icicle-mpi", "plugins/prism-mpi"]);
+    // Those relative paths are taken in the checkout.
+    assert_eq!(all[0], serde_json::json!(["working_dir", "/checkout"]), "{all:?}");
     for p in &paths {
         assert!(repo.join(p).join("Cargo.toml").exists(), "{p}");
     }

@@ -872,7 +872,16 @@ fn credentials_come_from_the_default_chain_profiles_and_credential_processes() {
     // The server knows the reader's key and grants it nothing: AccessDenied proves the request
     // was signed with the profile's key and secret; a wrong secret is SignatureDoesNotMatch.
     let cases = [
-        ("reader", "profile = \"reader\"", vec![], "AccessDenied (HTTP 403)"),
+        // Keys in the environment too: the profile named wins (the chain would take them first).
+        (
+            "reader",
+            "profile = \"reader\"",
+            vec![
+                ("AWS_ACCESS_KEY_ID".to_string(), "AKIAIOSFODNN7EXAMPLE".to_string()),
+                ("AWS_SECRET_ACCESS_KEY".to_string(), wrong.to_string()),
+            ],
+            "AccessDenied (HTTP 403)",
+        ),
         ("wrong", "profile = \"wrong\"", vec![], "SignatureDoesNotMatch (HTTP 403)"),
         ("by-process", "", vec![("AWS_PROFILE".to_string(), "by-process".to_string())], "AccessDenied (HTTP 403)"),
     ];

@@ -178,6 +178,10 @@ impl KafkaConnection {
         cc.set("allow.auto.create.topics", "false");
         let failure = ConnectionFailure::for_config(&cc);
         let msk = self.msk_token_provider().map_err(|e| invalid("connection.aws_msk_iam", e))?;
+        // A token that cannot be made is the answer (librdkafka would only retry and time out).
+        if let Some(p) = &msk {
+            p.token().map_err(|e| invalid("connection.aws_msk_iam", e.to_string()))?;
+        }
         let consumer: BaseConsumer<FailureWatch> = cc
             .create_with_context(FailureWatch { failure: failure.clone(), component: "config check".into(), msk })
             .map_err(|e| invalid("connection", format!("cannot create a Kafka client: {}", creation_error(&e))))?;

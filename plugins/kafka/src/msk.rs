@@ -27,8 +27,8 @@ pub const TOKEN_EXPIRY: Duration = Duration::from_secs(900);
 pub struct MskIam {
     /// The cluster's AWS region.
     pub region: String,
-    /// The `~/.aws` profile of the AWS default credential chain (default: `AWS_PROFILE`, else
-    /// `default`); the chain also reads the environment, web identity, ECS and instance roles.
+    /// Take credentials from this `~/.aws` profile alone; without it, the AWS default chain
+    /// (the environment, `AWS_PROFILE` or `default`, web identity, ECS and instance roles).
     #[serde(default)]
     pub profile: Option<String>,
 }
@@ -44,11 +44,21 @@ pub enum MskTokenError {
     Signing(String),
 }
 
-/// Makes MSK IAM tokens from the AWS default credential chain.
+/// Makes MSK IAM tokens from the AWS default credential chain (or only the named profile).
 pub struct MskTokenProvider {
     region: String,
     credentials: Arc<dyn ProvideCredentials>,
-    rt: tokio::runtime::Runtime,
+    /// Taken by `Drop` only (shut down in the background: the provider may be dropped
+    /// inside another runtime, where a blocking shutdown panics).
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for MskTokenProvider {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for MskTokenProvider {
@@ -58,28 +68,48 @@ impl std::fmt::Debug for MskTokenProvider {
 }
 
 impl MskTokenProvider {
-    /// A provider for `cfg`: the default chain (with its profile), built now, asked for
-    /// credentials at each token.
+    /// A provider for `cfg`: with `profile`, that profile of the shared config and credentials
+    /// files alone (keys, `role_arn`, `credential_process`, SSO: nothing else is tried, so a
+    /// misspelt profile fails rather than falling through to an instance role); without, the
+    /// default chain. Credentials are asked for at each token.
     pub fn new(cfg: &MskIam) -> Result<MskTokenProvider, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the MSK token provider's runtime: {e}"))?;
         let region = aws_config::Region::new(cfg.region.clone());
-        let mut chain = aws_config::default_provider::credentials::DefaultCredentialsChain::builder().region(region);
-        if let Some(p) = &cfg.profile {
-            chain = chain.profile_name(p);
-        }
-        let chain = on_own_thread(|| rt.block_on(chain.build()));
-        Ok(MskTokenProvider { region: cfg.region.clone(), credentials: Arc::new(chain), rt })
+        let credentials: Arc<dyn ProvideCredentials> = match &cfg.profile {
+            Some(p) => {
+                let conf = aws_config::provider_config::ProviderConfig::default().with_region(Some(region));
+                Arc::new(
+                    aws_config::profile::ProfileFileCredentialsProvider::builder()
+                        .configure(&conf)
+                        .profile_name(p)
+                        .build(),
+                )
+            }
+            None => {
+                let chain =
+                    aws_config::default_provider::credentials::DefaultCredentialsChain::builder().region(region);
+                Arc::new(on_own_thread(|| rt.block_on(chain.build())))
+            }
+        };
+        Ok(MskTokenProvider { region: cfg.region.clone(), credentials, rt: Some(rt) })
     }
 
     /// A token signed now, and when it expires (milliseconds since the epoch). Runs on a thread
     /// of its own: librdkafka's refresh may come on a thread that drives another runtime.
     pub fn token(&self) -> Result<(String, i64), MskTokenError> {
-        let creds = on_own_thread(|| self.rt.block_on(self.credentials.provide_credentials()))
+        let rt = self.rt.as_ref().ok_or_else(|| MskTokenError::Credentials("the provider is shut down".into()))?;
+        let creds = on_own_thread(|| rt.block_on(self.credentials.provide_credentials()))
             .map_err(|e| MskTokenError::Credentials(icicle_core::error::chain(&e)))?;
-        sign_token(&self.region, &creds, SystemTime::now())
+        let (token, expires_ms) = sign_token(&self.region, &creds, SystemTime::now())?;
+        // Not past the credentials' own expiry (temporary role credentials).
+        let creds_ms = creds
+            .expiry()
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(i64::MAX, |d| d.as_millis() as i64);
+        Ok((token, expires_ms.min(creds_ms)))
     }
 }
 
@@ -161,5 +191,26 @@ mod tests {
         // The same inputs, the same token; another second, another signature.
         assert_eq!(sign_token("us-west-2", &creds, at).unwrap().0, token);
         assert_ne!(sign_token("us-west-2", &creds, at + Duration::from_secs(1)).unwrap().0, token);
+    }
+
+    /// Built and dropped inside another runtime (as a Kafka component is, at the end of a run):
+    /// no panic, with or without a profile.
+    #[test]
+    fn a_provider_can_be_made_and_dropped_inside_a_runtime() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        for profile in [None, Some("icicle-absent".to_string())] {
+            rt.block_on(async {
+                let p =
+                    MskTokenProvider::new(&MskIam { region: "us-east-1".into(), profile: profile.clone() }).unwrap();
+                if profile.is_some() {
+                    // A profile that is not there fails, naming why; nothing else is tried.
+                    std::env::set_var("AWS_CONFIG_FILE", "/nonexistent/icicle-test-aws-config");
+                    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/icicle-test-aws-credentials");
+                    let e = p.token().unwrap_err().to_string();
+                    assert!(e.starts_with("no AWS credentials for MSK IAM"), "{e}");
+                }
+                drop(p);
+            });
+        }
     }
 }

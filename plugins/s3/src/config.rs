@@ -40,8 +40,8 @@ pub struct S3Config {
     /// ECS and instance roles.
     #[serde(default)]
     pub access_key_id: Option<String>,
-    /// The profile of `~/.aws/config` and `~/.aws/credentials` the default chain reads
-    /// (default: `AWS_PROFILE`, else `default`); not with `access_key_id`.
+    /// Take credentials from this profile of `~/.aws/config` and `~/.aws/credentials` alone
+    /// (nothing else of the default chain is tried); not with `access_key_id`.
     #[serde(default)]
     pub profile: Option<String>,
     /// The environment variable holding the secret access key.

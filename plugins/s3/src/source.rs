@@ -103,9 +103,10 @@ pub(crate) enum Creds {
         secret: icicle_core::secret::Secret,
         session_token: Option<icicle_core::secret::Secret>,
     },
-    /// The AWS SDKs' default chain, in its order: the environment (`AWS_ACCESS_KEY_ID`, ...),
-    /// the shared config and credentials files (`profile`, else `AWS_PROFILE`, else `default`:
-    /// keys, `role_arn`, `credential_process`, SSO), web identity, ECS and EC2 instance roles.
+    /// With `profile`, that profile of the shared config and credentials files alone (keys,
+    /// `role_arn`, `credential_process`, SSO); without, the AWS SDKs' default chain in its
+    /// order: the environment (`AWS_ACCESS_KEY_ID`, ...), the files (`AWS_PROFILE`, else
+    /// `default`), web identity, ECS and EC2 instance roles.
     DefaultChain { profile: Option<String> },
 }
 
@@ -151,24 +152,31 @@ pub(crate) fn client(
     Client::from_conf(b.build())
 }
 
-/// The default credentials chain, built on `rt` from a thread of its own (the caller may be
-/// inside another runtime), its STS, SSO and instance-metadata requests over `http`.
+/// Credentials when none are configured: with `profile`, that profile of the shared config and
+/// credentials files alone (nothing else is tried: a misspelt profile fails rather than falling
+/// through to an instance role); without, the default chain, built on `rt` from a thread of its
+/// own (the caller may be inside another runtime). Their STS, SSO and instance-metadata
+/// requests go over `http`.
 fn default_chain(
     profile: Option<&str>,
     region: &str,
     http: aws_smithy_runtime_api::client::http::SharedHttpClient,
     rt: &tokio::runtime::Runtime,
-) -> aws_config::default_provider::credentials::DefaultCredentialsChain {
+) -> aws_credential_types::provider::SharedCredentialsProvider {
     use aws_config::default_provider::credentials::DefaultCredentialsChain;
     use aws_config::provider_config::ProviderConfig;
+    use aws_credential_types::provider::SharedCredentialsProvider;
     let conf = ProviderConfig::default().with_http_client(http).with_region(Some(Region::new(region.to_string())));
-    let mut builder = DefaultCredentialsChain::builder().configure(conf);
     if let Some(p) = profile {
-        builder = builder.profile_name(p);
+        return SharedCredentialsProvider::new(
+            aws_config::profile::ProfileFileCredentialsProvider::builder().configure(&conf).profile_name(p).build(),
+        );
     }
+    let builder = DefaultCredentialsChain::builder().configure(conf);
     let handle = rt.handle().clone();
-    std::thread::scope(|s| s.spawn(move || handle.block_on(builder.build())).join())
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    let chain = std::thread::scope(|s| s.spawn(move || handle.block_on(builder.build())).join())
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    SharedCredentialsProvider::new(chain)
 }
 
 /// A runtime for the SDK's connections, independent of the caller's.
@@ -250,7 +258,10 @@ impl S3Source {
                 if key.ends_with('/') {
                     continue;
                 }
-                if keys.as_ref().is_some_and(|g| !key_matches(g, key.get(prefix.len()..).unwrap_or(""))) {
+                // The rest after the prefix, as a relative path (a prefix without its trailing `/`
+                // leaves one at the front).
+                let rest = key.get(prefix.len()..).unwrap_or("").trim_start_matches('/');
+                if keys.as_ref().is_some_and(|g| !key_matches(g, rest)) {
                     continue;
                 }
                 let size = u64::try_from(o.size().unwrap_or(0)).map_err(|_| S3Error::Unexpected {

@@ -48,26 +48,28 @@ class Icicle(CargoPackage):
 
     @run_after("install")
     def install_extras(self):
-        cargo = self.module.cargo
-        jobs = ["-j", str(make_jobs)]
-        if self.spec.satisfies("+prism"):
-            cargo("install", "--root", self.prefix, "--path", "plugins/prism-agent", "--locked", "--profile", "dist", *jobs)
-            # The agent is a cdylib, which `cargo install` does not install.
-            cargo("build", "-p", "icicle-prism-agent", "--lib", "--locked", "--profile", "dist", *jobs)
-            mkdirp(self.prefix.lib)
-            agent = join_path("target", "dist", "libcatalog_agent.so")
-            install(agent, self.prefix.lib)
-        if self.spec.satisfies("+mpi"):
-            cargo("install", "--root", self.prefix, "--path", "icicle-mpi", "--locked", "--profile", "dist", *jobs)
-            cargo("install", "--root", self.prefix, "--path", "plugins/prism-mpi", "--locked", "--profile", "dist", *jobs)
-        icicle = Executable(self.prefix.bin.icicle)
-        mkdirp(bash_completion_path(self.prefix))
-        with open(join_path(bash_completion_path(self.prefix), "icicle"), "w") as f:
-            icicle("completions", "bash", output=f)
-        mkdirp(zsh_completion_path(self.prefix))
-        with open(join_path(zsh_completion_path(self.prefix), "_icicle"), "w") as f:
-            icicle("completions", "zsh", output=f)
-        mkdirp(fish_completion_path(self.prefix))
-        with open(join_path(fish_completion_path(self.prefix), "icicle.fish"), "w") as f:
-            icicle("completions", "fish", output=f)
-        icicle("man", "--dir", join_path(self.prefix.share, "man", "man1"))
+        # Relative paths below are the checkout's (cargo's target/ inside it).
+        with working_dir(self.stage.source_path):
+            cargo = self.module.cargo
+            jobs = ["-j", str(make_jobs)]
+            if self.spec.satisfies("+prism"):
+                cargo("install", "--root", self.prefix, "--path", "plugins/prism-agent", "--locked", "--profile", "dist", *jobs)
+                # The agent is a cdylib, which `cargo install` does not install.
+                cargo("build", "-p", "icicle-prism-agent", "--lib", "--locked", "--profile", "dist", *jobs)
+                mkdirp(self.prefix.lib)
+                agent = join_path("target", "dist", "libcatalog_agent.so")
+                install(agent, self.prefix.lib)
+            if self.spec.satisfies("+mpi"):
+                cargo("install", "--root", self.prefix, "--path", "icicle-mpi", "--locked", "--profile", "dist", *jobs)
+                cargo("install", "--root", self.prefix, "--path", "plugins/prism-mpi", "--locked", "--profile", "dist", *jobs)
+            icicle = Executable(self.prefix.bin.icicle)
+            mkdirp(bash_completion_path(self.prefix))
+            with open(join_path(bash_completion_path(self.prefix), "icicle"), "w") as f:
+                icicle("completions", "bash", output=f)
+            mkdirp(zsh_completion_path(self.prefix))
+            with open(join_path(zsh_completion_path(self.prefix), "_icicle"), "w") as f:
+                icicle("completions", "zsh", output=f)
+            mkdirp(fish_completion_path(self.prefix))
+            with open(join_path(fish_completion_path(self.prefix), "icicle.fish"), "w") as f:
+                icicle("completions", "fish", output=f)
+            icicle("man", "--dir", join_path(self.prefix.share, "man", "man1"))

@@ -243,6 +243,8 @@ impl S3Source {
         let target = format!("s3://{bucket}/{prefix}");
         let mut out = Vec::new();
         let mut token: Option<String> = None;
+        // Keys the pattern leaves out only because its `*` does not cross `/`.
+        let (mut left_below, mut first_below) = (0u64, String::new());
         loop {
             let page = client
                 .list_objects_v2()
@@ -261,7 +263,13 @@ impl S3Source {
                 // The rest after the prefix, as a relative path (a prefix without its trailing `/`
                 // leaves one at the front).
                 let rest = key.get(prefix.len()..).unwrap_or("").trim_start_matches('/');
-                if keys.as_ref().is_some_and(|g| !key_matches(g, rest)) {
+                if let Some(g) = keys.as_ref().filter(|g| !key_matches(g, rest)) {
+                    if matches_across_parts(g, rest) {
+                        left_below += 1;
+                        if left_below == 1 {
+                            first_below = rest.to_string();
+                        }
+                    }
                     continue;
                 }
                 let size = u64::try_from(o.size().unwrap_or(0)).map_err(|_| S3Error::Unexpected {
@@ -282,6 +290,17 @@ impl S3Source {
                 }
                 _ => break,
             }
+        }
+        if left_below > 0 {
+            // Patterns match as paths do: `*` stays within one part. A pattern that would have
+            // taken these keys were `*` to cross `/` most likely meant to (`**/`).
+            tracing::warn!(
+                target_prefix = %target,
+                pattern = keys.as_ref().map_or("", |k| k.as_str()),
+                keys = left_below,
+                first = %first_below,
+                "keys below a `/` under the prefix are not read: `*` does not cross `/` (write `**/` to read them)"
+            );
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
@@ -493,9 +512,29 @@ pub fn key_matches(pattern: &glob::Pattern, rest: &str) -> bool {
     pattern.matches_with(rest, icicle_core::text::GLOB_OPTIONS)
 }
 
+/// Whether `pattern` would take `rest` if `*` and `?` crossed `/` (what a pattern left out only
+/// for that is told, not silently dropped).
+pub fn matches_across_parts(pattern: &glob::Pattern, rest: &str) -> bool {
+    rest.contains('/')
+        && pattern.matches_with(
+            rest,
+            glob::MatchOptions { require_literal_separator: false, ..icicle_core::text::GLOB_OPTIONS },
+        )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::key_matches;
+    use super::{key_matches, matches_across_parts};
+
+    #[test]
+    fn keys_left_out_only_for_a_slash_are_told_apart() {
+        let p = |g: &str| glob::Pattern::new(g).unwrap();
+        assert!(matches_across_parts(&p("*.csv"), "2026/01/part-0001.csv"));
+        assert!(!key_matches(&p("*.csv"), "2026/01/part-0001.csv"));
+        assert!(!matches_across_parts(&p("*.csv"), "2026/01/part-0001.tsv"));
+        assert!(!matches_across_parts(&p("*.csv"), "part-0001.tsv"));
+        assert!(!matches_across_parts(&p("2026/*.csv"), "2027/a.csv"));
+    }
 
     #[test]
     fn keys_match_as_paths_do() {

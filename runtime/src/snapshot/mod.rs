@@ -42,7 +42,7 @@ use icicle_core::error::IcicleError;
 use icicle_core::policy::RecordPolicy;
 use icicle_core::record::FileRecord;
 use icicle_core::scope::{UnknownScope, UnknownScopes};
-use icicle_core::traits::Source;
+use icicle_core::traits::{Source, Split};
 use icicle_gmeta::{delete_batches, Batcher};
 
 use cluster::Cluster;
@@ -280,7 +280,6 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     job.sinks = delivery::count(std::mem::take(&mut job.sinks), &job.progress);
     let settings = job.settings.clone();
     let (previous, _state_lock) = open_previous(&settings, job.primary, job.cluster.as_deref())?;
-    check_cluster(&job)?;
     let shared = Arc::new(Shared {
         queue: Mutex::new(WorkQueue::default()),
         ready: std::sync::Condvar::new(),
@@ -394,27 +393,6 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     Ok(summary)
 }
 
-/// What a distributed run does not do yet, refused before anything is read.
-fn check_cluster(job: &SnapshotJob) -> Result<(), IcicleError> {
-    if job.cluster.is_none() {
-        return Ok(());
-    }
-    let refuse = |key: &str, reason: &str| {
-        Err(IcicleError::Config(icicle_core::error::ConfigError::InvalidValue {
-            key: key.into(),
-            origin: "an MPI run".into(),
-            reason: reason.into(),
-        }))
-    };
-    if job.policy.access.is_some() {
-        return refuse(
-            "records.visible_to",
-            "visibility from directory permissions is not supported across MPI ranks yet",
-        );
-    }
-    Ok(())
-}
-
 /// The previous manifest of a versioned run (a primary run with `state_dir`), after locking
 /// the state (`snapshot.lock`, held while the run lasts) and starting this run's manifest.
 /// Across ranks rank 0 locks and starts the manifest, and each rank loads its share.
@@ -456,6 +434,9 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
                 IcicleError::Internal(format!("source `{name}` could not be planned (nothing was delivered): {e}"))
             })?;
         }
+        if job.policy.access.is_some() {
+            prepass(job, settings, shared, None).await?;
+        }
         return Ok(0);
     }
     let mut planned = Vec::new();
@@ -474,22 +455,7 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
         }
     }
     if job.policy.access.is_some() {
-        // Visibility follows directory permissions: directories are known before files.
-        let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
-        let (splits, table, n) = (planned.clone(), job.policy.dirs.clone(), worker_count(settings));
-        let c = tokio::task::spawn_blocking(move || dirpass::collect_directories(&sources, splits, &table, n))
-            .await
-            .map_err(|e| IcicleError::Internal(format!("the directory pre-pass: {e}")))?;
-        if c.splits > 0 {
-            let all_unknown = job.policy.dirs.is_unplaced();
-            tracing::info!(
-                message = "directory permissions read",
-                splits = c.splits,
-                directories = job.policy.dirs.len(),
-                unreadable = c.failed,
-                all_unknown
-            );
-        }
+        prepass(job, settings, shared, Some(planned.clone())).await?;
     }
     if let Some(c) = &shared.cluster {
         c.seed(planned);
@@ -505,6 +471,37 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
         q.items.extend(planned);
     }
     Ok(total)
+}
+
+/// Visibility follows directory permissions: read the directory rows of `planned` (rank 0's
+/// plan; `None` on the other ranks) before any file is judged; across ranks every rank ends
+/// with every rank's directories.
+async fn prepass(
+    job: &SnapshotJob,
+    settings: &SnapshotSettings,
+    shared: &Shared,
+    planned: Option<Vec<(usize, Split)>>,
+) -> Result<(), IcicleError> {
+    let sources: Vec<Arc<dyn Source>> = job.sources.iter().map(|(_, s)| s.clone()).collect();
+    let (table, n, cluster) = (job.policy.dirs.clone(), worker_count(settings), shared.cluster.clone());
+    let c = tokio::task::spawn_blocking(move || match cluster {
+        Some(c) => dirpass::collect_directories_across(c.as_ref(), &sources, planned, &table),
+        None => Ok(dirpass::collect_directories(&sources, planned.unwrap_or_default(), &table, n, false)),
+    })
+    .await
+    .map_err(|e| IcicleError::Internal(format!("the directory pre-pass: {e}")))?
+    .map_err(|e| IcicleError::Internal(format!("the directory pre-pass across ranks: {e}")))?;
+    if c.splits > 0 && shared.cluster.as_ref().is_none_or(|c| c.rank() == 0) {
+        let all_unknown = job.policy.dirs.is_unplaced();
+        tracing::info!(
+            message = "directory permissions read",
+            splits = c.splits,
+            directories = job.policy.dirs.len(),
+            unreadable = c.failed,
+            all_unknown
+        );
+    }
+    Ok(())
 }
 
 /// Documents on their way to the sinks.

@@ -119,6 +119,24 @@ pub fn byte_splits(files: &[PathBuf], split_bytes: u64) -> Result<Vec<Split>, So
     Ok(out)
 }
 
+/// Cut a split of [`byte_splits`] (whole or a range) into ranges of about `bytes`, named as
+/// it was: the same lines are read as planning with `split_bytes = bytes` would read.
+pub fn divide_byte_split(split: &Split, bytes: u64) -> Vec<Split> {
+    let (start, end) = split.range.unwrap_or((0, split.weight));
+    let bytes = bytes.max(1);
+    let mut out = Vec::new();
+    let mut at = start;
+    while at < end {
+        let to = (at + bytes).min(end);
+        out.push(Split { range: Some((at, to)), weight: to - at, ..split.clone() });
+        at = to;
+    }
+    if out.is_empty() {
+        out.push(split.clone());
+    }
+    out
+}
+
 /// Map a file read-only (for benchmark inputs that the process itself wrote; snapshot
 /// inputs are read with [`read_lines`], which a truncated file cannot crash).
 pub fn map_file(path: &Path) -> Result<Option<Mmap>, SourceError> {
@@ -412,5 +430,22 @@ mod tests {
                 "{pat}: {e}"
             );
         }
+    }
+
+    /// Cut pieces cover the split's bytes once, in order, keeping its name and version.
+    #[test]
+    fn divided_splits_cover_the_bytes_once() {
+        let mut whole = Split::whole(PathBuf::from("/in/a.csv"), 1000);
+        whole.version = Some("etag".into());
+        let parts = divide_byte_split(&whole, 300);
+        let ranges: Vec<(u64, u64)> = parts.iter().map(|p| p.range.unwrap()).collect();
+        assert_eq!(ranges, [(0, 300), (300, 600), (600, 900), (900, 1000)]);
+        assert!(parts.iter().all(|p| p.name == "/in/a.csv" && p.version.as_deref() == Some("etag")));
+        assert_eq!(parts.iter().map(|p| p.weight).sum::<u64>(), 1000);
+        let range = Split { range: Some((500, 800)), weight: 300, ..whole.clone() };
+        let parts: Vec<(u64, u64)> = divide_byte_split(&range, 200).iter().map(|p| p.range.unwrap()).collect();
+        assert_eq!(parts, [(500, 700), (700, 800)]);
+        let empty = Split::whole(PathBuf::from("/in/empty.csv"), 0);
+        assert_eq!(divide_byte_split(&empty, 10).len(), 1);
     }
 }

@@ -95,6 +95,13 @@ pub trait Source: Send + Sync {
         false
     }
 
+    /// Cut `split` into byte ranges of about `bytes` each, as planning with a smaller
+    /// `split_bytes` would have (a small input spread over many MPI ranks); `None` when this
+    /// source's splits cannot be cut (a database, a directory).
+    fn divide(&self, _split: &Split, _bytes: u64) -> Option<Vec<Split>> {
+        None
+    }
+
     /// Read only `split`'s directory rows (the pre-pass of a run whose visibility follows
     /// directory permissions); the default reads the whole split.
     fn read_directories(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {

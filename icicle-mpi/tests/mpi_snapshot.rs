@@ -155,6 +155,38 @@ fn listings_gufi_and_mmapplypolicy_give_the_same_output_on_any_number_of_ranks()
     );
 }
 
+/// One listing far below the default `split_bytes` (64 MiB) still spreads over the ranks: the
+/// plan is cut into 64 KiB ranges, and the output is one process's.
+#[test]
+fn a_small_input_spreads_over_the_ranks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let fs = generated(t);
+    gen::write(&fs, Format::Tsv, &t.join("one"), FILES, false).unwrap();
+    let size: u64 = std::fs::read_dir(t.join("one"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    let tsv = format!("type = \"tsv\"\npaths = [\"{}/one/*.csv\"]\npreset = \"icicle9\"", t.display());
+    let default_split = |name: &str| {
+        let cfg = config(t, name, &tsv, "ddsketch", "");
+        let text = std::fs::read_to_string(&cfg).unwrap().replace("split_bytes = 40000\n", "");
+        std::fs::write(&cfg, text).unwrap();
+        cfg
+    };
+    let s = plain(&default_split("small-plain"));
+    assert_eq!(s["splits"], 1, "{s}");
+    let want = entries(&t.join("small-plain/primary"));
+    let (ok, s, err) = mpirun(4, &default_split("small-np4"));
+    assert!(ok, "{err}");
+    assert_eq!(s["splits"].as_u64(), Some(size.div_ceil(64 << 10)), "{s}");
+    let reading = s["ranks"].as_array().unwrap().iter().filter(|r| r["rows"].as_u64() > Some(0)).count();
+    assert!(reading >= 2, "one rank read everything: {s}");
+    assert_eq!(entries(&t.join("small-np4/primary")), want);
+}
+
 #[test]
 fn objects_on_s3_give_the_same_output_on_any_number_of_ranks() {
     let Ok(endpoint) = std::env::var("ICICLE_TEST_S3") else {

@@ -392,6 +392,18 @@ impl Source for S3Source {
         Ok(splits)
     }
 
+    /// Byte ranges of an object, named as planning names them.
+    fn divide(&self, split: &Split, bytes: u64) -> Option<Vec<Split>> {
+        let name = self.object_name(split.path.to_str()?);
+        let mut parts = icicle_core::text::divide_byte_split(split, bytes);
+        for s in parts.iter_mut() {
+            if let Some((a, b)) = s.range {
+                s.name = format!("{name} (bytes {a}..{b})");
+            }
+        }
+        Some(parts)
+    }
+
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let key = split.path.to_str().ok_or_else(|| self.fail(format!("{}: the key is not UTF-8", split.name)))?;
         // The version the plan listed (rank 0's, across ranks), else this source's own listing.

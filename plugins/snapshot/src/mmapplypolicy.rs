@@ -212,6 +212,10 @@ impl Source for MmapplypolicySource {
         byte_splits(&files, self.split_bytes)
     }
 
+    fn divide(&self, split: &Split, bytes: u64) -> Option<Vec<Split>> {
+        Some(icicle_core::text::divide_byte_split(split, bytes))
+    }
+
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let mut scratch = Scratch::default();
         read_lines(

@@ -454,6 +454,9 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
             }
         }
     }
+    if let Some(c) = &shared.cluster {
+        spread(&job.sources, &mut planned, c.size());
+    }
     if job.policy.access.is_some() {
         prepass(job, settings, shared, Some(planned.clone())).await?;
     }
@@ -471,6 +474,41 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
         q.items.extend(planned);
     }
     Ok(total)
+}
+
+/// Splits per reader a run across ranks aims at, so a small input still reaches every rank.
+const SPLITS_PER_RANK: usize = 4;
+/// The smallest piece a split is cut into to reach every rank.
+const SMALLEST_PIECE: u64 = 64 << 10;
+
+/// Across `ranks` ranks, when the plan has fewer than [`SPLITS_PER_RANK`] splits per rank, cut
+/// the splits that can be cut ([`Source::divide`]) into pieces of the total weight over that
+/// many (at least [`SMALLEST_PIECE`] bytes): `split_bytes` is an upper bound.
+fn spread(sources: &icicle_core::traits::NamedSources, planned: &mut Vec<(usize, Split)>, ranks: usize) {
+    let want = ranks.saturating_mul(SPLITS_PER_RANK);
+    if ranks < 2 || planned.len() >= want {
+        return;
+    }
+    let total: u64 = planned.iter().map(|(_, s)| s.weight).sum();
+    let piece = (total / want as u64).max(SMALLEST_PIECE);
+    let before = planned.len();
+    let mut out = Vec::with_capacity(want);
+    for (i, s) in planned.drain(..) {
+        match (s.weight > piece).then(|| sources[i].1.divide(&s, piece)).flatten() {
+            Some(parts) => out.extend(parts.into_iter().map(|p| (i, p))),
+            None => out.push((i, s)),
+        }
+    }
+    if out.len() > before {
+        tracing::info!(
+            message = "splits cut smaller to reach every rank",
+            ranks,
+            planned = before,
+            splits = out.len(),
+            piece_bytes = piece
+        );
+    }
+    *planned = out;
 }
 
 /// Visibility follows directory permissions: read the directory rows of `planned` (rank 0's

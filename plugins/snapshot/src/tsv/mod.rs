@@ -263,6 +263,10 @@ impl Source for TsvSource {
         byte_splits(&files, self.split_bytes)
     }
 
+    fn divide(&self, split: &Split, bytes: u64) -> Option<Vec<Split>> {
+        Some(icicle_core::text::divide_byte_split(split, bytes))
+    }
+
     fn read(&self, split: &Split, out: &mut dyn RowSink) -> Result<(), SourceError> {
         let l = &*self.layout;
         let mut scratch = Scratch::default();

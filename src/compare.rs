@@ -281,6 +281,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path, sketches: &[String], seed: Option<u64
     let job = SnapshotJob {
         sources,
         sinks: vec![("null".into(), Box::new(icicle_plugins_sinks::BlackholeSink::default()))],
+        count_sinks: Vec::new(),
         policy: Arc::new(icicle_runtime::compose::record_policy(cfg)?),
         settings,
         progress: Arc::new(NoProgress),

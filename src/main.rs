@@ -4,6 +4,7 @@
 mod chart;
 #[cfg(feature = "sketches")]
 mod compare;
+mod counts;
 #[cfg(feature = "index")]
 mod find;
 mod manual;
@@ -225,6 +226,9 @@ enum Command {
     /// Read every configured snapshot source into Icicle's 9-column CSV (`icicle9`), in parts
     /// of at most --rows-per-file rows, in a directory or under an S3 prefix.
     Preprocess(#[cfg(feature = "snapshot")] preprocess::Args, #[cfg(not(feature = "snapshot"))] NotBuilt),
+    /// The counting pipeline's hand-off: `rebuild` the counts CSV from what `[counting] sinks`
+    /// received (a Kafka topic, a file sink's directory).
+    Counts(counts::Args),
     /// Find records in an embedded index (`find`-style predicates), as the caller may see them.
     Find(#[cfg(feature = "index")] find::FindArgs, #[cfg(not(feature = "index"))] NotBuilt),
     /// Files, bytes and quantiles per directory, user or group, from the aggregate records
@@ -447,6 +451,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Config { command: ConfigCommand::Check { json, connect } } => config_check(&cli, *json, *connect),
+        Command::Counts(args) => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            init_logging("warn", cfg.app.log.format);
+            counts::main(&cfg, args)
+        }
         Command::Snapshot { json, no_progress, tui, metrics_addr, allow_mass_delete } => {
             snapshot(&cli, *json, *no_progress, *tui, metrics_addr.clone(), *allow_mass_delete)
         }

@@ -495,11 +495,15 @@ pub struct CountingSettings {
     pub directory_max: usize,
     /// Where the `principal,count,recursive_count` CSV goes.
     pub output: PathBuf,
+    /// `[sinks.<id>]` that receive the per-(principal, shard) counts (the seed's counts topic:
+    /// a `kafka` sink; a `file` sink) and nothing else; `icicle counts rebuild` reads them back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<String>,
 }
 
 impl Default for CountingSettings {
     fn default() -> Self {
-        CountingSettings { enabled: false, directory_max: 3, output: PathBuf::from("counts.csv") }
+        CountingSettings { enabled: false, directory_max: 3, output: PathBuf::from("counts.csv"), sinks: Vec::new() }
     }
 }
 
@@ -520,6 +524,11 @@ pub struct AggregateSettings {
     pub dir_visible_to: Vec<String>,
     /// The sketch, e.g. `{ type = "ddsketch", alpha = 0.01 }`.
     pub sketch: figment::value::Value,
+    /// A counts CSV of the same snapshot (`[counting] output`, or `icicle counts rebuild`'s):
+    /// every aggregate's file count is checked against it. Without it the counting pipeline of
+    /// the same run is used, when enabled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts: Option<PathBuf>,
 }
 
 impl Default for AggregateSettings {
@@ -533,6 +542,7 @@ impl Default for AggregateSettings {
             reference_time: None,
             dir_visible_to: Vec::new(),
             sketch: figment::value::Value::from(d),
+            counts: None,
         }
     }
 }

@@ -74,7 +74,15 @@ pub fn combine(ranks: &[Value]) -> Value {
         all["unknown_scope_count"] = Value::from(sum(ranks, |r| &r["unknown_scope_count"]));
     }
     if let Some(agg) = all["pipelines"].get_mut("aggregate").and_then(Value::as_object_mut) {
-        for key in ["principals", "records", "without_visible_to", "sketch_memory_bytes", "shuffled_bytes"] {
+        for key in [
+            "principals",
+            "records",
+            "without_visible_to",
+            "sketch_memory_bytes",
+            "shuffled_bytes",
+            "counts_checked",
+            "counts_mismatched",
+        ] {
             agg.insert(key.into(), Value::from(sum(ranks, |r| &r["pipelines"]["aggregate"][key])));
         }
         let errors: Vec<Value> = ranks
@@ -82,6 +90,14 @@ pub fn combine(ranks: &[Value]) -> Value {
             .flat_map(|r| r["pipelines"]["aggregate"]["errors"].as_array().cloned().unwrap_or_default())
             .collect();
         agg.insert("errors".into(), Value::from(errors));
+        if agg.contains_key("counts_checked") {
+            let mut wrong: Vec<Value> = ranks
+                .iter()
+                .flat_map(|r| r["pipelines"]["aggregate"]["counts_mismatches"].as_array().cloned().unwrap_or_default())
+                .collect();
+            wrong.truncate(20);
+            agg.insert("counts_mismatches".into(), Value::from(wrong));
+        }
     }
     all["sinks"] = combine_sinks(ranks);
     let per_rank: Vec<Value> = ranks

@@ -78,16 +78,29 @@ fn entries(dir: &Path) -> BTreeMap<String, Value> {
     out
 }
 
+/// The per-(principal, shard) counts a counting sink received (the end marker's time left
+/// out), by subject.
+fn shard_counts(dir: &Path) -> BTreeMap<String, Value> {
+    let mut all = entries(dir);
+    for e in all.values_mut() {
+        if let Some(c) = e["content"].as_object_mut() {
+            c.remove("finished_at");
+        }
+    }
+    all
+}
+
 /// A pipeline over `source` with counting and aggregates (`sketch`), a file sink into `out`.
 fn config(t: &Path, name: &str, source: &str, sketch: &str, extra: &str) -> PathBuf {
     let out = t.join(name);
     let text = format!(
         "[snapshot]\nversion = \"gen-{SEED}\"\nsplit_bytes = 40000\nrejects_file = \"{o}/rejects.jsonl\"\n{extra}\n\
          [records]\nvisible_to = [\"owner\", \"group\"]\nprincipals = \"{t}/principals.tsv\"\n\
-         [counting]\nenabled = true\ndirectory_max = 3\noutput = \"{o}/counts.csv\"\n\
+         [counting]\nenabled = true\ndirectory_max = 3\noutput = \"{o}/counts.csv\"\nsinks = [\"counts\"]\n\
          [aggregate]\nenabled = true\ndirectory_min = 1\ndirectory_max = 3\nreference_time = 1767225600\n\
          dir_visible_to = [\"urn:globus:groups:id:00000000-0000-4000-8000-0000000000ad\"]\n\
-         [aggregate.sketch]\ntype = \"{sketch}\"\n[sources.s]\n{source}\n[sinks.files]\ntype = \"file\"\ndir = \"{o}/primary\"\n",
+         [aggregate.sketch]\ntype = \"{sketch}\"\n[sources.s]\n{source}\n[sinks.files]\ntype = \"file\"\ndir = \"{o}/primary\"\n\
+         [sinks.counts]\ntype = \"file\"\ndir = \"{o}/shard-counts\"\n",
         t = t.display(),
         o = out.display()
     );
@@ -103,6 +116,10 @@ fn same_everywhere(t: &Path, name: &str, source: &str, sketch: &str) {
     assert_eq!(s["records"], FILES, "{name}: {s}");
     let want = entries(&t.join(format!("{name}-plain/primary")));
     let want_counts = std::fs::read(t.join(format!("{name}-plain/counts.csv"))).unwrap();
+    let want_shards = shard_counts(&t.join(format!("{name}-plain/shard-counts")));
+    assert!(want_shards.len() > 10, "{name}: {} shard counts", want_shards.len());
+    let want_checked = s["pipelines"]["aggregate"]["counts_checked"].clone();
+    assert!(want_checked.as_u64() > Some(10), "{name}: {s}");
     assert!(
         want.keys().any(|k| k.starts_with("dir:")),
         "{name}: no aggregates in {:?}",
@@ -121,6 +138,11 @@ fn same_everywhere(t: &Path, name: &str, source: &str, sketch: &str) {
         }
         let counts = std::fs::read(t.join(format!("{name}-np{np}/counts.csv"))).unwrap();
         assert!(counts == want_counts, "{name} -np {np}: the counts CSV differs");
+        // The per-shard counts (rank 0 sends them) and the aggregates' check against them.
+        assert_eq!(shard_counts(&t.join(format!("{name}-np{np}/shard-counts"))), want_shards, "{name} -np {np}");
+        let agg = &s["pipelines"]["aggregate"];
+        assert_eq!(agg["counts_checked"], want_checked, "{name} -np {np}: {agg}");
+        assert_eq!(agg["counts_mismatched"], 0, "{name} -np {np}: {agg}");
         if np > 1 {
             // Every rank read and delivered: a rank directory per rank.
             let ranks = std::fs::read_dir(t.join(format!("{name}-np{np}/primary"))).unwrap().count();

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::snapshot::pipelines::{Aggregate, Counting};
+use crate::snapshot::pipelines::{Aggregate, Counting, ExpectedCounts};
 use crate::snapshot::{PipelineFinisher, Progress, RowProcessorFactory, SnapshotJob};
 use icicle_core::access::AccessPolicy;
 use icicle_core::config::{LoadedConfig, VisibleToSetting};
@@ -199,16 +199,41 @@ pub fn components(cfg: &LoadedConfig) -> Result<(NamedSources, NamedSinks), Conf
     Ok((sources, sinks))
 }
 
+/// The sinks of `[counting] sinks` taken out of `all` (they receive only the counts); each id
+/// must name a `[sinks.*]`, and some sink must be left for the records.
+fn count_sinks(cfg: &LoadedConfig, all: NamedSinks) -> Result<(NamedSinks, NamedSinks), ConfigError> {
+    let ids = &cfg.app.counting.sinks;
+    let invalid = |reason: String| ConfigError::InvalidValue {
+        key: "counting.sinks".into(),
+        origin: icicle_core::config::origin_of(&cfg.figment, "counting.sinks"),
+        reason,
+    };
+    if let Some(missing) = ids.iter().find(|id| !all.iter().any(|(n, _)| n == *id)) {
+        return Err(invalid(format!("`{missing}` is not a [sinks.*] section")));
+    }
+    if !ids.is_empty() && !cfg.app.counting.enabled {
+        return Err(invalid("set, but [counting] enabled is false".into()));
+    }
+    let (counts, rest): (NamedSinks, NamedSinks) = all.into_iter().partition(|(n, _)| ids.contains(n));
+    if rest.is_empty() && !counts.is_empty() && (cfg.app.snapshot.primary || cfg.app.aggregate.enabled) {
+        return Err(invalid("every sink receives counts: none is left for the records".into()));
+    }
+    Ok((rest, counts))
+}
+
 /// The snapshot job described by `cfg`: primary records, and the counting and aggregate
 /// pipelines when enabled, all over one read of the input.
 pub fn snapshot_job(cfg: &LoadedConfig, progress: Arc<dyn Progress>) -> Result<SnapshotJob, ConfigError> {
-    let (sources, sinks) = components(cfg)?;
+    let (sources, all_sinks) = components(cfg)?;
+    let (sinks, count_sinks) = count_sinks(cfg, all_sinks)?;
     let mut processors: Vec<Arc<dyn RowProcessorFactory>> = Vec::new();
     let mut finishers: Vec<Arc<dyn PipelineFinisher>> = Vec::new();
+    let mut counting = None;
     if cfg.app.counting.enabled {
         let (c, f) = Counting::new(cfg.app.counting.clone());
         processors.push(f);
-        finishers.push(c);
+        finishers.push(c.clone());
+        counting = Some(c);
     }
     if cfg.app.aggregate.enabled {
         let a = &cfg.app.aggregate;
@@ -222,12 +247,26 @@ pub fn snapshot_job(cfg: &LoadedConfig, progress: Arc<dyn Progress>) -> Result<S
         let factory = registry::sketch_at(&cfg.figment, "aggregate.sketch")?;
         let reference = a.reference_time.unwrap_or_else(icicle_core::time::now_epoch);
         let (agg, f) = Aggregate::new(a.clone(), factory, reference);
+        match (&a.counts, counting) {
+            (Some(path), _) => {
+                let m =
+                    crate::snapshot::pipelines::counts::read_csv(path).map_err(|reason| ConfigError::InvalidValue {
+                        key: "aggregate.counts".into(),
+                        origin: icicle_core::config::origin_of(&cfg.figment, "aggregate.counts"),
+                        reason,
+                    })?;
+                agg.check_counts(ExpectedCounts::File(path.clone(), Arc::new(m)));
+            }
+            (None, Some(c)) => agg.check_counts(ExpectedCounts::Pipeline(c)),
+            (None, None) => {}
+        }
         processors.push(f);
         finishers.push(agg);
     }
     Ok(SnapshotJob {
         sources,
         sinks,
+        count_sinks,
         policy: Arc::new(record_policy(cfg)?),
         settings: cfg.app.snapshot.clone(),
         progress,

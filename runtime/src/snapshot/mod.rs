@@ -166,6 +166,11 @@ pub trait PipelineFinisher: Send + Sync {
     fn distribute(&self, _cluster: &dyn Cluster) -> Result<(), String> {
         Ok(())
     }
+    /// Entries for the sinks reserved to this pipeline ([`SnapshotJob::count_sinks`]), made
+    /// after [`PipelineFinisher::finish`]; delivered once the run's own deliveries succeeded.
+    fn side_entries(&self, _policy: &Arc<RecordPolicy>) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
 }
 
 /// Everything a snapshot run needs.
@@ -174,6 +179,9 @@ pub struct SnapshotJob {
     pub sources: icicle_core::traits::NamedSources,
     /// The sinks every document is delivered to, by name.
     pub sinks: icicle_core::traits::NamedSinks,
+    /// The sinks of `[counting] sinks`: they receive the pipelines' side entries (the
+    /// per-shard counts) and nothing else.
+    pub count_sinks: icicle_core::traits::NamedSinks,
     /// Who may see each record, and the snapshot version written into it.
     pub policy: Arc<RecordPolicy>,
     /// The `[snapshot]` settings: workers, document size, thresholds, `state_dir`, emit mode.
@@ -278,6 +286,7 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
     let started = Instant::now();
     job.progress = Arc::new(MetricsProgress::new(job.progress.clone()));
     job.sinks = delivery::count(std::mem::take(&mut job.sinks), &job.progress);
+    job.count_sinks = delivery::count(std::mem::take(&mut job.count_sinks), &job.progress);
     let settings = job.settings.clone();
     let (previous, _state_lock) = open_previous(&settings, job.primary, job.cluster.as_deref())?;
     let shared = Arc::new(Shared {
@@ -376,9 +385,11 @@ pub async fn run(mut job: SnapshotJob) -> Result<SnapshotSummary, IcicleError> {
             .await?;
         }
     }
+    deliver_side(&mut job, &settings, &mut summary).await?;
     job.progress.finish();
     summary.dead_lettered = job.sinks.iter().map(|(_, k)| k.dead_lettered().len() as u64).sum();
     summary.sinks = delivery::facts(&job.sinks);
+    summary.sinks.extend(delivery::facts(&job.count_sinks));
 
     if summary.rejects > 0 {
         let path = settings
@@ -474,6 +485,46 @@ async fn plan(job: &SnapshotJob, settings: &SnapshotSettings, shared: &Shared) -
         q.items.extend(planned);
     }
     Ok(total)
+}
+
+/// The pipelines' side entries (the per-shard counts) to the sinks reserved to them, once
+/// the run's own deliveries and commit succeeded and its checks passed; then those sinks close.
+async fn deliver_side(
+    job: &mut SnapshotJob,
+    settings: &SnapshotSettings,
+    summary: &mut SnapshotSummary,
+) -> Result<(), IcicleError> {
+    if job.count_sinks.is_empty() {
+        return Ok(());
+    }
+    if !summary.reject_threshold_exceeded && summary.delete_guard.is_none() {
+        let mut chunk = EntryBatch::default();
+        let mut n = 0u64;
+        for f in &job.finishers {
+            for e in f.side_entries(&job.policy) {
+                chunk.push(&e);
+                n += 1;
+            }
+        }
+        let mut batcher = Batcher::within(settings.document_limit());
+        let (mut full, mut oversized) = (Vec::new(), Vec::new());
+        batcher.push_chunk(&chunk, &mut full, &mut oversized);
+        full.extend(batcher.flush());
+        if !oversized.is_empty() {
+            return Err(IcicleError::Internal(format!("{} counts entries larger than a document", oversized.len())));
+        }
+        for doc in full {
+            crate::deliver::deliver_all(&mut job.count_sinks, &DocumentBatch::Ingest(doc)).await?;
+        }
+        crate::deliver::sync_all(&mut job.count_sinks).await?;
+        if let Some(serde_json::Value::Object(c)) = summary.pipelines.get_mut("counting") {
+            c.insert("messages".into(), n.into());
+        }
+    }
+    for (_, sink) in job.count_sinks.iter_mut() {
+        sink.close().await?;
+    }
+    Ok(())
 }
 
 /// Splits per reader a run across ranks aims at, so a small input still reaches every rank.

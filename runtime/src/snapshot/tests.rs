@@ -88,6 +88,7 @@ async fn partial_documents_are_flushed_by_the_timer() {
             Arc::new(WaitingSource { inner: SlowSource { delivered: Mutex::new(rx) } }),
         )],
         sinks: vec![("k".into(), Box::new(SignallingSink { tx, seen: seen.clone() }))],
+        count_sinks: Vec::new(),
         policy: Arc::new(RecordPolicy {
             visible_to: vec![VisibleTo::Public],
             fallback: vec![],
@@ -168,6 +169,7 @@ async fn sources_are_acknowledged_only_after_every_sink_delivered() {
         let job = SnapshotJob {
             sources: vec![("s".into(), Arc::new(AckCounting { acks: acks.clone() }))],
             sinks: vec![("ok".into(), Box::new(MaybeFailing(false))), ("k".into(), Box::new(MaybeFailing(fail)))],
+            count_sinks: Vec::new(),
             policy: Arc::new(RecordPolicy {
                 visible_to: vec![VisibleTo::Public],
                 version: "t".into(),

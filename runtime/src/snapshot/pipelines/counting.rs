@@ -59,6 +59,8 @@ pub struct Counting {
     pub(super) merged: Mutex<CountMaps>,
     /// Another rank writes the counts of a distributed run.
     pub(super) elsewhere: std::sync::atomic::AtomicBool,
+    /// Rank 0's counts by aggregate subject, on every rank of a distributed run.
+    pub(super) shared_expected: Mutex<Option<Arc<HashMap<String, u64>>>>,
 }
 
 struct CountingWorker {
@@ -111,14 +113,48 @@ impl RowProcessorFactory for CountingHandle {
 impl Counting {
     /// A counting pipeline and the factory to hand to the snapshot runtime.
     pub fn new(settings: CountingSettings) -> (Arc<Counting>, Arc<dyn RowProcessorFactory>) {
-        let c =
-            Arc::new(Counting { settings, merged: Mutex::new(CountMaps::default()), elsewhere: Default::default() });
+        let c = Arc::new(Counting {
+            settings,
+            merged: Mutex::new(CountMaps::default()),
+            elsewhere: Default::default(),
+            shared_expected: Mutex::new(None),
+        });
         (c.clone(), Arc::new(CountingHandle(c)))
     }
 
     /// Merge shards and build recursive directory counts.
     pub fn rows(&self) -> Vec<CountRow> {
-        let Ok(m) = self.merged.lock() else { return Vec::new() };
+        self.merged.lock().map(|m| rows_of(&m)).unwrap_or_default()
+    }
+
+    /// Each principal's count by its aggregate subject (`user:<uid>`, `group:<gid>`,
+    /// `dir:<path>` with its recursive count): what the aggregate pipeline checks against.
+    pub fn expected(&self) -> Arc<HashMap<String, u64>> {
+        if let Some(e) = self.shared_expected.lock().ok().and_then(|e| e.clone()) {
+            return e;
+        }
+        Arc::new(super::counts::by_subject(&self.rows()))
+    }
+
+    /// The counts for the sinks of `[counting] sinks` (see [`super::counts::shard_entries`]).
+    pub fn shard_entries(&self, version: &str) -> Vec<Vec<u8>> {
+        if self.elsewhere.load(std::sync::atomic::Ordering::Relaxed) {
+            return Vec::new();
+        }
+        self.merged.lock().map(|m| super::counts::shard_entries(&m, version)).unwrap_or_default()
+    }
+
+    /// Write the compact CSV and return a report.
+    pub fn write(&self) -> std::io::Result<serde_json::Value> {
+        let rows = self.rows();
+        write_csv(&self.settings.output, &rows)?;
+        Ok(serde_json::json!({"output": &self.settings.output, "principals": rows.len()}))
+    }
+}
+
+/// Merge shards and build recursive directory counts.
+pub(super) fn rows_of(m: &CountMaps) -> Vec<CountRow> {
+    {
         let total = |c: &ShardCounts| c.iter().sum::<u64>();
         let mut out = Vec::new();
         let mut users: Vec<_> = m.users.iter().map(|(k, v)| (*k, total(v))).collect();
@@ -175,29 +211,26 @@ impl Counting {
         }));
         out
     }
+}
 
-    /// Write the compact CSV and return a report.
-    pub fn write(&self) -> std::io::Result<serde_json::Value> {
-        let rows = self.rows();
-        let path = &self.settings.output;
-        if let Some(p) = path.parent() {
-            if !p.as_os_str().is_empty() {
-                std::fs::create_dir_all(p)?;
-            }
+/// Write `rows` as the compact CSV `principal,count,recursive_count`.
+pub fn write_csv(path: &std::path::Path, rows: &[CountRow]) -> std::io::Result<()> {
+    if let Some(p) = path.parent() {
+        if !p.as_os_str().is_empty() {
+            std::fs::create_dir_all(p)?;
         }
-        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-        writeln!(w, "principal,count,recursive_count")?;
-        for r in &rows {
-            let p = if r.principal.contains(',') || r.principal.contains('"') {
-                format!("\"{}\"", r.principal.replace('"', "\"\""))
-            } else {
-                r.principal.clone()
-            };
-            writeln!(w, "{p},{},{}", r.count, r.recursive_count)?;
-        }
-        w.flush()?;
-        Ok(serde_json::json!({"output": path, "principals": rows.len()}))
     }
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "principal,count,recursive_count")?;
+    for r in rows {
+        let p = if r.principal.contains(',') || r.principal.contains('"') {
+            format!("\"{}\"", r.principal.replace('"', "\"\""))
+        } else {
+            r.principal.clone()
+        };
+        writeln!(w, "{p},{},{}", r.count, r.recursive_count)?;
+    }
+    w.flush()
 }
 
 impl PipelineFinisher for Counting {
@@ -205,7 +238,8 @@ impl PipelineFinisher for Counting {
         "counting"
     }
     fn distribute(&self, cluster: &dyn Cluster) -> Result<(), String> {
-        self.gather_counts(cluster)
+        self.gather_counts(cluster)?;
+        self.share_expected(cluster)
     }
     fn finish(&self, _policy: &Arc<RecordPolicy>) -> Result<(Vec<Vec<u8>>, serde_json::Value), String> {
         if self.elsewhere.load(std::sync::atomic::Ordering::Relaxed) {
@@ -213,5 +247,8 @@ impl PipelineFinisher for Counting {
         }
         let report = self.write().map_err(|e| format!("writing {}: {e}", self.settings.output.display()))?;
         Ok((Vec::new(), report))
+    }
+    fn side_entries(&self, policy: &Arc<RecordPolicy>) -> Vec<Vec<u8>> {
+        self.shard_entries(&policy.version)
     }
 }

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 mod counting;
+pub mod counts;
 mod shuffle;
 
 use crate::snapshot::cluster::Cluster;
@@ -28,7 +29,7 @@ use icicle_core::time::push_iso8601;
 use icicle_core::traits::{Sketch, SketchFactory};
 use icicle_gmeta::{push_json_str, PrimaryEncoder};
 
-pub use counting::{CountRow, Counting};
+pub use counting::{write_csv, CountRow, Counting};
 
 /// Number of shards rows are spread over.
 pub const SHARDS: usize = 64;
@@ -173,6 +174,17 @@ pub struct Aggregate {
     rolled: std::sync::atomic::AtomicBool,
     /// Bytes this rank sent to other ranks in the shuffle.
     shuffled: std::sync::atomic::AtomicU64,
+    /// What each principal's file count is checked against, once set.
+    counts: Mutex<Option<ExpectedCounts>>,
+}
+
+/// The counts the aggregate pipeline checks its file counts against.
+#[derive(Clone)]
+pub enum ExpectedCounts {
+    /// A counts CSV read before the run (`[aggregate] counts`), by aggregate subject.
+    File(std::path::PathBuf, Arc<HashMap<String, u64>>),
+    /// The counting pipeline of the same run.
+    Pipeline(Arc<Counting>),
 }
 
 struct AggregateWorker {
@@ -321,8 +333,16 @@ impl Aggregate {
             merged: Mutex::new((HashMap::new(), Vec::new())),
             rolled: Default::default(),
             shuffled: Default::default(),
+            counts: Mutex::new(None),
         });
         (a.clone(), Arc::new(AggregateHandle(a)))
+    }
+
+    /// Check every principal's file count against `counts` when the records are made.
+    pub fn check_counts(&self, counts: ExpectedCounts) {
+        if let Ok(mut c) = self.counts.lock() {
+            *c = Some(counts);
+        }
     }
 
     /// Roll the deepest-prefix statistics up into every shallower prefix down to
@@ -417,7 +437,11 @@ impl Aggregate {
             };
             out.push(self.encode(k, s, &vis, &policy.version));
         }
-        let report = serde_json::json!({
+        let check = self.counts.lock().ok().and_then(|c| c.clone()).map(|c| match c {
+            ExpectedCounts::File(path, m) => counts::check(&m, map, &path.display().to_string()),
+            ExpectedCounts::Pipeline(p) => counts::check(&p.expected(), map, "the counting pipeline"),
+        });
+        let mut report = serde_json::json!({
             "principals": map.len(),
             "records": out.len(),
             "without_visible_to": without,
@@ -428,6 +452,9 @@ impl Aggregate {
             "shuffled_bytes": self.shuffled.load(std::sync::atomic::Ordering::Relaxed),
             "errors": errors,
         });
+        if let (Some(serde_json::Value::Object(c)), Some(r)) = (check, report.as_object_mut()) {
+            r.extend(c);
+        }
         (out, report)
     }
 

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::counting::{CountMaps, Counting, ShardCounts};
 use super::{Aggregate, PrincipalStats, SHARDS};
@@ -75,16 +76,20 @@ impl Aggregate {
     }
 }
 
-/// Serialize one count map (principal totals).
+/// Serialize one count map: each principal's shards that have a count.
 fn put_counts<K>(out: &mut Vec<u8>, m: &HashMap<K, ShardCounts>, key: impl Fn(&K) -> String) {
     out.extend_from_slice(&(m.len() as u64).to_le_bytes());
     for (k, v) in m {
         put_bytes(out, key(k).as_bytes());
-        out.extend_from_slice(&v.iter().sum::<u64>().to_le_bytes());
+        out.extend_from_slice(&(v.iter().filter(|c| **c > 0).count() as u64).to_le_bytes());
+        for (shard, c) in v.iter().enumerate().filter(|(_, c)| **c > 0) {
+            out.extend_from_slice(&(shard as u64).to_le_bytes());
+            out.extend_from_slice(&c.to_le_bytes());
+        }
     }
 }
 
-/// Read one count map into `m` (totals land in shard 0).
+/// Read one count map into `m`, shard by shard.
 fn get_counts<K: std::hash::Hash + Eq>(
     f: &mut Fields<'_>,
     m: &mut HashMap<K, ShardCounts>,
@@ -92,8 +97,11 @@ fn get_counts<K: std::hash::Hash + Eq>(
 ) -> Result<(), String> {
     for _ in 0..f.u64()? {
         let k = key(f.str()?)?;
-        let c = f.u64()?;
-        m.entry(k).or_insert_with(|| Box::new([0; SHARDS]))[0] += c;
+        let e = m.entry(k).or_insert_with(|| Box::new([0; SHARDS]));
+        for _ in 0..f.u64()? {
+            let shard = usize::try_from(f.u64()?).ok().filter(|s| *s < SHARDS).ok_or("a shard out of range")?;
+            e[shard] += f.u64()?;
+        }
     }
     Ok(())
 }
@@ -120,6 +128,31 @@ impl Counting {
                 get_counts(f, &mut m.dirs, |s| Ok(s.to_string()))
             };
             read(&mut f, &mut m).map_err(|e| format!("counts from rank {rank}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Every rank gets rank 0's counts by aggregate subject (after [`Counting::gather_counts`]),
+    /// for the aggregate pipeline's check.
+    pub(super) fn share_expected(&self, cluster: &dyn Cluster) -> Result<(), String> {
+        let mut bytes = Vec::new();
+        if cluster.rank() == 0 {
+            let expected = self.expected();
+            bytes.extend_from_slice(&(expected.len() as u64).to_le_bytes());
+            for (k, v) in expected.iter() {
+                put_bytes(&mut bytes, k.as_bytes());
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let all = cluster.broadcast(bytes)?;
+        let mut f = Fields::new(&all);
+        let mut expected = HashMap::new();
+        for _ in 0..f.u64()? {
+            let k = f.str()?.to_string();
+            expected.insert(k, f.u64()?);
+        }
+        if let Ok(mut e) = self.shared_expected.lock() {
+            *e = Some(Arc::new(expected));
         }
         Ok(())
     }

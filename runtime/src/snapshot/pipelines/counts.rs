@@ -1,0 +1,172 @@
+//! The counting pipeline's hand-off, as the seed runs it: its per-(principal, shard) counts go
+//! to the sinks of `[counting] sinks` (the seed's counts topic) with an end marker; a later
+//! step rebuilds the compact CSV from them ([`rebuild`]); the aggregate pipeline checks each
+//! principal's file count against the counts ([`check`]).
+//!
+//! One entry per (principal, shard) with a count, in the GMetaEntry shape every sink carries:
+//! `{"subject": "<version>/<principal>#<shard>", "visible_to": [], "content": {"version",
+//! "principal", "shard", "count"}}`; then `{"subject": "<version>/#end", "visible_to": [],
+//! "content": {"version", "end": true, "messages", "finished_at"}}`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::counting::{rows_of, CountMaps, CountRow};
+use super::{PrincipalStats, SHARDS};
+
+/// The entries of one run's counts: every (principal, shard) with a count, users, groups and
+/// directories in order, then the end marker.
+pub(super) fn shard_entries(m: &CountMaps, version: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut push = |principal: &str, shards: &[u64; SHARDS]| {
+        for (shard, count) in shards.iter().enumerate().filter(|(_, c)| **c > 0) {
+            let entry = serde_json::json!({
+                "subject": format!("{version}/{principal}#{shard}"),
+                "visible_to": [],
+                "content": {"version": version, "principal": principal, "shard": shard, "count": count},
+            });
+            out.push(entry.to_string().into_bytes());
+        }
+    };
+    let mut users: Vec<_> = m.users.iter().collect();
+    users.sort_by_key(|(k, _)| **k);
+    for (u, c) in users {
+        push(&format!("u{u}"), c);
+    }
+    let mut groups: Vec<_> = m.groups.iter().collect();
+    groups.sort_by_key(|(k, _)| **k);
+    for (g, c) in groups {
+        push(&format!("g{g}"), c);
+    }
+    let mut dirs: Vec<_> = m.dirs.iter().collect();
+    dirs.sort_by(|a, b| a.0.cmp(b.0));
+    for (d, c) in dirs {
+        push(d, c);
+    }
+    let end = serde_json::json!({
+        "subject": format!("{version}/#end"),
+        "visible_to": [],
+        "content": {"version": version, "end": true, "messages": out.len(), "finished_at": icicle_core::time::now_epoch()},
+    });
+    out.push(end.to_string().into_bytes());
+    out
+}
+
+/// The aggregate subject a counts principal is counted under (`u1000` → `user:1000`, `g100`
+/// → `group:100`, `/a/b` → `dir:/a/b`).
+fn subject_of(principal: &str) -> Option<String> {
+    let id = |s: &str| s.parse::<u32>().ok();
+    if let Some(u) = principal.strip_prefix('u').and_then(id) {
+        return Some(format!("user:{u}"));
+    }
+    if let Some(g) = principal.strip_prefix('g').and_then(id) {
+        return Some(format!("group:{g}"));
+    }
+    principal.starts_with('/').then(|| format!("dir:{principal}"))
+}
+
+/// Counts by aggregate subject: users' and groups' counts, directories' recursive counts.
+pub fn by_subject(rows: &[CountRow]) -> HashMap<String, u64> {
+    rows.iter().filter_map(|r| Some((subject_of(&r.principal)?, r.recursive_count))).collect()
+}
+
+/// One run's counts rebuilt from the entries its counting sinks received (any order, any
+/// runs mixed, a message received twice counted once): `version` or, without it, the run
+/// whose end marker is the latest. Fails when that run's end marker is missing or names
+/// more counts than were found.
+pub fn rebuild(
+    entries: impl IntoIterator<Item = serde_json::Value>,
+    version: Option<&str>,
+) -> Result<(String, Vec<CountRow>), String> {
+    let mut counts: HashMap<String, BTreeMap<(String, usize), u64>> = HashMap::new();
+    let mut ends: HashMap<String, (u64, i64)> = HashMap::new();
+    for e in entries {
+        let c = &e["content"];
+        let Some(v) = c["version"].as_str() else { continue };
+        if c["end"] == true {
+            ends.insert(v.to_string(), (c["messages"].as_u64().unwrap_or(0), c["finished_at"].as_i64().unwrap_or(0)));
+            continue;
+        }
+        let (Some(p), Some(shard), Some(n)) = (c["principal"].as_str(), c["shard"].as_u64(), c["count"].as_u64())
+        else {
+            return Err(format!("a counts entry without principal, shard and count: {e}"));
+        };
+        let shard =
+            usize::try_from(shard).ok().filter(|s| *s < SHARDS).ok_or_else(|| format!("shard {shard} in {e}"))?;
+        counts.entry(v.to_string()).or_default().insert((p.to_string(), shard), n);
+    }
+    let version = match version {
+        Some(v) => v.to_string(),
+        None => ends
+            .iter()
+            .max_by_key(|(v, (_, at))| (*at, (*v).clone()))
+            .map(|(v, _)| v.clone())
+            .ok_or("no complete run of counts was found (no end marker)")?,
+    };
+    let (want, _) = *ends
+        .get(&version)
+        .ok_or_else(|| format!("the counts of version {version:?} have no end marker (the run did not finish)"))?;
+    let got = counts.remove(&version).unwrap_or_default();
+    if got.len() as u64 != want {
+        return Err(format!("version {version:?}: {} of its {want} counts were found", got.len()));
+    }
+    let mut m = CountMaps::default();
+    for ((p, shard), n) in got {
+        let id = |s: &str| s.parse::<u32>().ok();
+        let slot = if let Some(u) = p.strip_prefix('u').and_then(id) {
+            m.users.entry(u).or_insert_with(|| Box::new([0; SHARDS]))
+        } else if let Some(g) = p.strip_prefix('g').and_then(id) {
+            m.groups.entry(g).or_insert_with(|| Box::new([0; SHARDS]))
+        } else {
+            m.dirs.entry(p).or_insert_with(|| Box::new([0; SHARDS]))
+        };
+        slot[shard] += n;
+    }
+    Ok((version, rows_of(&m)))
+}
+
+/// Counts by aggregate subject from a counts CSV (`principal,count,recursive_count`).
+pub fn read_csv(path: &std::path::Path) -> Result<HashMap<String, u64>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = HashMap::new();
+    for (i, line) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.is_empty()) {
+        let bad = |why: &str| format!("{} line {}: {why}", path.display(), i + 1);
+        let (principal, rest) = if let Some(q) = line.strip_prefix('"') {
+            let end = q.match_indices('"').find(|(j, _)| q[j + 1..].starts_with(',')).map(|(j, _)| j);
+            let end = end.ok_or_else(|| bad("an unterminated quoted principal"))?;
+            (q[..end].replace("\"\"", "\""), &q[end + 2..])
+        } else {
+            let (p, r) = line.split_once(',').ok_or_else(|| bad("want principal,count,recursive_count"))?;
+            (p.to_string(), r)
+        };
+        let recursive = rest.rsplit(',').next().and_then(|n| n.parse::<u64>().ok());
+        let recursive = recursive.ok_or_else(|| bad("the recursive count is not a number"))?;
+        if let Some(s) = subject_of(&principal) {
+            out.insert(s, recursive);
+        }
+    }
+    Ok(out)
+}
+
+/// The aggregate pipeline's check: each principal's file count against the counts (only
+/// the principals the counts name: directories deeper than counting's `directory_max` are
+/// not counted there).
+pub(super) fn check(
+    expected: &HashMap<String, u64>,
+    map: &HashMap<String, PrincipalStats>,
+    from: &str,
+) -> serde_json::Value {
+    let (mut checked, mut mismatched) = (0u64, Vec::new());
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    for k in keys {
+        if let Some(&want) = expected.get(k.as_str()) {
+            checked += 1;
+            if map[k].count != want {
+                mismatched.push(serde_json::json!({"principal": k, "file_count": map[k].count, "counted": want}));
+            }
+        }
+    }
+    let n = mismatched.len();
+    mismatched.truncate(20);
+    serde_json::json!({"counts_from": from, "counts_checked": checked, "counts_mismatched": n, "counts_mismatches": mismatched})
+}

@@ -676,6 +676,8 @@ fn manual_pages_render_for_every_command() {
         "config",
         "config-check",
         "config-show",
+        "counts",
+        "counts-rebuild",
         "du",
         "find",
         "man",

@@ -25,7 +25,8 @@
 //!   `CATALOG_DIR/.collector.sock`, where `icicle-catalogd start --dir CATALOG_DIR` listens),
 //!   each record is handed to it instead, as one `SOCK_SEQPACKET` message over a connection
 //!   the process opens at its first record (a forked child opens its own), and the collector
-//!   appends it to `catalog.<host>.collector.txt` and acknowledges it once written. A record
+//!   appends it to `catalog.<host>.collector.txt` and acknowledges it once written (and
+//!   compacts that text into `catalog.<host>.collector.icat` when idle and at stop). A record
 //!   handed over at close survives the host being killed after it. Any failure (no collector,
 //!   the send or the acknowledgement taking over a second, `ICICLE_CATALOG_TIMEOUT_MS`, the
 //!   collector gone) puts that record in the per-process file instead, and leaves the

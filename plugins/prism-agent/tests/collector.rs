@@ -134,6 +134,21 @@ fn collector_file(dir: &Path) -> PathBuf {
     dir.join(&names[0])
 }
 
+/// The collector's catalog: its text file and its compact file, whichever exist (it compacts
+/// the text after 2 s without a record, and at stop, when the text file goes).
+fn merged(dir: &Path) -> Catalog {
+    let mut cat = Catalog::default();
+    for n in catalog_names(dir).into_iter().filter(|n| n.contains(".collector.")) {
+        cat.extend(Catalog::read_file(&dir.join(n)).unwrap());
+    }
+    cat
+}
+
+/// The per-process catalog files of `dir` (every file but the collector's).
+fn own_files(dir: &Path) -> Vec<String> {
+    catalog_names(dir).into_iter().filter(|n| !n.contains(".collector.")).collect()
+}
+
 /// The file names (relative to the root) of a catalog's entries, checking sizes on the way.
 fn names(cat: &Catalog) -> Vec<String> {
     assert!(cat.rejects.is_empty(), "{:?}", cat.rejects);
@@ -193,13 +208,8 @@ fn a_host_killed_after_its_closes_loses_none_of_them() {
     child.wait().unwrap();
     // Every closed file is in the collector's file already (written before acknowledged);
     // the three still open when the host was killed are not recorded anywhere.
-    let merged = collector_file(&catalog);
-    assert_eq!(names(&Catalog::read_file(&merged).unwrap()), series("f", 50));
-    assert_eq!(
-        catalog_names(&catalog),
-        vec![merged.file_name().unwrap().to_string_lossy().into_owned()],
-        "no per-process file"
-    );
+    assert_eq!(names(&merged(&catalog)), series("f", 50));
+    assert_eq!(own_files(&catalog), Vec::<String>::new(), "no per-process file");
 
     let stopped = catalogd(&["stop", "--dir"], &catalog);
     assert!(stopped.contains(&format!("pid {pid}")), "{stopped}");
@@ -221,12 +231,13 @@ fn forked_children_hand_over_their_own_records() {
     let out = host_cmd(&host, &data, &catalog, "fork", 20).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     collector.stop();
-    let merged = collector_file(&catalog);
-    assert_eq!(catalog_names(&catalog).len(), 1, "{:?}", catalog_names(&catalog));
+    // At stop the text was compacted into the compact file, the only file left.
+    let files = catalog_names(&catalog);
+    assert!(files.len() == 1 && files[0].ends_with(".collector.icat"), "{files:?}");
     let mut want = series("child", 20);
     want.extend(series("parent", 20));
     want.sort();
-    assert_eq!(names(&Catalog::read_file(&merged).unwrap()), want);
+    assert_eq!(names(&merged(&catalog)), want);
 }
 
 #[test]
@@ -245,12 +256,10 @@ fn a_collector_killed_mid_run_leaves_the_rest_to_the_per_process_file() {
     assert!(catalog.join(".collector.sock").exists());
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
-    let merged = collector_file(&catalog);
-    assert_eq!(names(&Catalog::read_file(&merged).unwrap()), series("a", 30));
-    let files = catalog_names(&catalog);
-    assert_eq!(files.len(), 2, "{files:?}");
-    let own = files.iter().find(|f| !f.contains("collector")).unwrap();
-    assert_eq!(names(&Catalog::read_file(&catalog.join(own)).unwrap()), series("b", 30));
+    assert_eq!(names(&merged(&catalog)), series("a", 30));
+    let own = own_files(&catalog);
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!(names(&Catalog::read_file(&catalog.join(&own[0])).unwrap()), series("b", 30));
     let mut all = series("a", 30);
     all.extend(series("b", 30));
     all.sort();
@@ -265,7 +274,7 @@ fn a_collector_killed_mid_run_leaves_the_rest_to_the_per_process_file() {
     merged_now.extend(series("child", 3));
     merged_now.extend(series("parent", 3));
     merged_now.sort();
-    assert_eq!(names(&Catalog::read_file(&merged).unwrap()), merged_now);
+    assert_eq!(names(&merged(&catalog)), merged_now);
 }
 
 #[test]
@@ -275,16 +284,16 @@ fn a_collector_killed_while_threads_write_loses_nothing() {
     let n = 300;
     let mut child = host_cmd(&host, &data, &catalog, "threads", n).spawn().unwrap();
     // Kill the collector once some records have reached it, while the threads still write.
-    let merged = catalog.join(catalog_names(&catalog).into_iter().find(|f| f.ends_with(".collector.txt")).unwrap());
+    let text = catalog.join(catalog_names(&catalog).into_iter().find(|f| f.ends_with(".collector.txt")).unwrap());
     let t0 = Instant::now();
-    while std::fs::metadata(&merged).map(|m| m.len()).unwrap_or(0) < 4096 {
+    while std::fs::metadata(&text).map(|m| m.len()).unwrap_or(0) < 4096 {
         assert!(t0.elapsed() < Duration::from_secs(30), "no record reached the collector");
         std::thread::sleep(Duration::from_millis(2));
     }
     collector.child.kill().unwrap();
     collector.child.wait().unwrap();
     assert!(child.wait().unwrap().success());
-    let in_collector = names(&Catalog::read_file(&merged).unwrap());
+    let in_collector = names(&merged(&catalog));
     assert!(!in_collector.is_empty());
     // Every file written is in one file or the other (a record written but not acknowledged
     // in time would be in both: readers keep one entry per path).
@@ -292,7 +301,7 @@ fn a_collector_killed_while_threads_write_loses_nothing() {
     let got: BTreeSet<String> = names(&cat).into_iter().collect();
     let want: BTreeSet<String> = (0..4).flat_map(|t| series(&format!("t{t}"), n)).collect();
     assert_eq!(got, want);
-    assert!(catalog_names(&catalog).len() == 2, "{:?}", catalog_names(&catalog));
+    assert!(own_files(&catalog).len() == 1, "{:?}", catalog_names(&catalog));
 }
 
 /// The pid of a collector run here.
@@ -462,7 +471,7 @@ fn a_stopped_collector_first_writes_and_answers_the_records_queued() {
     child.wait().unwrap();
     assert!(collector.child.wait().unwrap().success());
     assert!(!catalog.join(".collector.pid").exists() && !catalog.join(".collector.sock").exists());
-    assert_eq!(names(&Catalog::read_file(&collector_file(&catalog)).unwrap()), series("f", 1));
+    assert_eq!(names(&merged(&catalog)), series("f", 1));
     assert_eq!(names(&Catalog::read_dir(&catalog).unwrap()), series("f", 3));
 }
 
@@ -580,4 +589,69 @@ fn the_collector_tells_systemd_when_it_is_ready_and_stopping() {
         recv(&mut seen);
     }
     assert!(child.wait().unwrap().success());
+}
+
+/// The text of the collector of `dir`, and its compact file.
+fn collector_files(dir: &Path) -> (PathBuf, PathBuf) {
+    let text = dir.join(catalog_names(dir).into_iter().find(|f| f.ends_with(".collector.txt")).unwrap());
+    (text.clone(), text.with_extension("icat"))
+}
+
+/// Wait until the collector of `dir` has compacted: its compact file holds `n` entries and
+/// its text is empty.
+fn wait_compacted(dir: &Path, n: usize) {
+    let (text, icat) = collector_files(dir);
+    let t0 = Instant::now();
+    loop {
+        let compacted = icat.exists()
+            && std::fs::metadata(&text).is_ok_and(|m| m.len() == 0)
+            && icicle_plugins_prism::catalog::CompactCatalog::open(&icat).is_ok_and(|c| c.len() == n);
+        if compacted {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "never compacted to {n} entries");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_collector_compacts_when_idle_and_at_stop_and_keeps_every_record() {
+    let (_tmp, data, catalog, host) = scratch();
+    let mut child = Command::new(CATALOGD)
+        .args(["run", "--compact-idle-secs", "0.3", "--dir"])
+        .arg(&catalog)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut String::new()).unwrap();
+    let collector = Collector { child, dir: catalog.clone() };
+    let out = host_cmd(&host, &data, &catalog, "fork", 10).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Idle: compacted, the text emptied; a reader maps the compact file alone.
+    wait_compacted(&catalog, 20);
+    let loaded = icicle_plugins_prism::catalog::load_dir(&catalog).unwrap();
+    assert_eq!(loaded.len(), 20);
+    // More records while it runs: appended to the emptied text, compacted with the earlier ones.
+    let out = host_cmd(&host, &data, &catalog, "threads", 2).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_compacted(&catalog, 20 + 8);
+    collector.stop();
+    // At stop: the text went, the compact file holds everything, one entry per path.
+    let files = catalog_names(&catalog);
+    assert!(files.len() == 1 && files[0].ends_with(".collector.icat"), "{files:?}");
+    let mut want = series("child", 10);
+    want.extend(series("parent", 10));
+    for t in 0..4 {
+        want.extend(series(&format!("t{t}"), 2));
+    }
+    want.sort();
+    assert_eq!(names(&merged(&catalog)), want);
+    // A new collector merges its records into the same compact file at its stop.
+    let collector = Collector::run(&catalog);
+    let out = host_cmd(&host, &data, &catalog, "fork", 2).output().unwrap();
+    assert!(out.status.success());
+    collector.stop();
+    let got: BTreeSet<String> = names(&merged(&catalog)).into_iter().collect();
+    assert_eq!(got.len(), 28, "child-0/1 and parent-0/1 were written again: {got:?}");
+    assert_eq!(catalog_names(&catalog).len(), 1, "{:?}", catalog_names(&catalog));
 }

@@ -44,6 +44,10 @@ enum Cmd {
         /// Also rebuild every regular file's layout and its tasks, as swiftload does.
         #[arg(long)]
         layouts: bool,
+        /// Evict the catalog files from the page cache first (`POSIX_FADV_DONTNEED`): a
+        /// first read after the files left memory.
+        #[arg(long)]
+        cold: bool,
     },
     /// Write a synthetic text catalog (realistic paths, 1-4 stripes per file).
     Generate {
@@ -90,7 +94,10 @@ fn main() -> std::process::ExitCode {
 fn run(args: Args) -> Res<()> {
     match args.cmd {
         Cmd::Convert { input, output } => convert(&input, &output),
-        Cmd::Load { dir, reader, layouts } => {
+        Cmd::Load { dir, reader, layouts, cold } => {
+            if cold {
+                evict(&dir)?;
+            }
             println!("{}", load(&dir, &reader, layouts)?);
             Ok(())
         }
@@ -263,6 +270,51 @@ fn make_tree(root: &Path, files: usize) -> Res<()> {
     Ok(())
 }
 
+/// Drop `dir`'s catalog files from the page cache (clean pages go at once).
+fn evict(dir: &Path) -> Res<()> {
+    use std::os::fd::AsRawFd;
+    for p in catalog::catalog_files(dir)? {
+        let f = std::fs::File::open(&p)?;
+        // SAFETY: an open descriptor we own; advice only.
+        let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if r != 0 {
+            return Err(format!("posix_fadvise {}: error {r}", p.display()).into());
+        }
+    }
+    Ok(())
+}
+
+/// The catalog as the node's collector leaves it: the synthetic entries as its merged text
+/// file (one file, as from an earlier run), then `icicle-catalogd run` started and stopped,
+/// which compacts at stop. `None` when `icicle-catalogd` is not built beside this binary.
+fn collected(work: &Path, entries: usize, seed: u64) -> Res<(Option<PathBuf>, f64)> {
+    let catalogd = std::env::current_exe()?.with_file_name("icicle-catalogd");
+    if !catalogd.is_file() {
+        eprintln!("{} is not built: the collector's row is skipped", catalogd.display());
+        return Ok((None, 0.0));
+    }
+    let (text, dir) = (work.join("collector-text"), work.join("collector"));
+    write_synthetic(&text, &SynthSpec::new(entries, 1, seed))?;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")?.trim().to_string();
+    std::fs::create_dir_all(&dir)?;
+    let first = catalog::catalog_files(&text)?.into_iter().next().ok_or("no synthetic catalog written")?;
+    std::fs::rename(first, dir.join(format!("catalog.{host}.collector.txt")))?;
+    let mut child = Command::new(&catalogd)
+        .args(["run", "--compact-idle-secs", "0", "--dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?), &mut line)?;
+    let t0 = Instant::now();
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    if !child.wait()?.success() {
+        return Err("icicle-catalogd failed".into());
+    }
+    Ok((Some(dir), t0.elapsed().as_secs_f64()))
+}
+
 fn bench(entries: usize, files: usize, runs: usize, walk_files: usize, work: Option<PathBuf>, seed: u64) -> Res<()> {
     let (work, remove) = match work {
         Some(w) => (w, false),
@@ -289,18 +341,28 @@ fn bench(entries: usize, files: usize, runs: usize, walk_files: usize, work: Opt
         compact::write_compact(&Catalog::read_file(&p)?, &per_file.join(format!("{name}.icat")))?;
     }
     eprintln!("converted in {convert_s:.1} s");
-    let configs: [(String, &Path, &str); 4] = [
+    let (collected, stop_s) = collected(&work, entries, seed)?;
+    let mut configs: Vec<(String, &Path, &str)> = vec![
         ("text, Catalog::read_dir + latest()".into(), &text, "text"),
         ("text, load_dir".into(), &text, "fast"),
         ("compact (1 file), load_dir".into(), &one, "fast"),
         (format!("compact ({files} files), load_dir"), &per_file, "fast"),
+        ("text, load_dir, cold".into(), &text, "fast cold"),
     ];
+    if let Some(c) = &collected {
+        eprintln!("icicle-catalogd compacted its text at stop in {stop_s:.1} s");
+        configs.push(("as icicle-catalogd leaves it, load_dir".into(), c, "fast"));
+        configs.push(("as icicle-catalogd leaves it, load_dir, cold".into(), c, "fast cold"));
+    }
     let mut rows = Vec::new();
     println!("| catalog | bytes | entries | load s min / median | + read every path, size, stat | + layouts & tasks | RSS MB after load / peak |");
     println!("|---|---|---|---|---|---|---|");
     for (label, dir, reader) in configs {
         let d = dir.to_string_lossy().into_owned();
-        let v = runs_of(&["load", &d, "--reader", reader, "--layouts"], runs)?;
+        let (reader, cold) = reader.split_once(' ').map_or((reader, None), |(r, c)| (r, Some(format!("--{c}"))));
+        let mut args = vec!["load", &d, "--reader", reader, "--layouts"];
+        args.extend(cold.as_deref());
+        let v = runs_of(&args, runs)?;
         let got = v.first().and_then(|r| r["entries"].as_u64()).unwrap_or(0);
         if got != entries as u64 {
             return Err(format!("{label}: {got} entries, expected {entries}").into());
@@ -338,7 +400,7 @@ fn bench(entries: usize, files: usize, runs: usize, walk_files: usize, work: Opt
     }
     println!(
         "{}",
-        json!({"entries": entries, "files": files, "runs": runs, "convert_seconds": convert_s, "loads": rows, "walk": walk_row})
+        json!({"entries": entries, "files": files, "runs": runs, "convert_seconds": convert_s, "collector_stop_seconds": stop_s, "loads": rows, "walk": walk_row})
     );
     if remove {
         std::fs::remove_dir_all(&work)?;

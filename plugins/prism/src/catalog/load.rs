@@ -135,6 +135,12 @@ fn unpack(id: u64) -> (usize, usize) {
 
 impl LoadedCatalog {
     fn from_units(mut units: Vec<Unit>) -> LoadedCatalog {
+        // An empty text file (a collector's text just compacted) changes nothing: without it
+        // a single compact file is read in place.
+        let files = units.len();
+        units.retain(
+            |u| !matches!(u, Unit::Text(c) if c.entries.is_empty() && c.gone.is_empty() && c.rejects.is_empty()),
+        );
         let mut rejects = Vec::new();
         for u in &mut units {
             if let Unit::Text(c) = u {
@@ -143,7 +149,6 @@ impl LoadedCatalog {
         }
         let gone = units.iter().map(Unit::gone_count).sum();
         let mut superseded = units.iter().map(Unit::superseded).sum();
-        let files = units.len();
         let selected = match units.as_slice() {
             [Unit::Compact(c)] if c.is_latest() => None,
             _ => {

@@ -1,6 +1,8 @@
 //! `icicle-catalogd`: the node's catalog collector. Catalog agents (`libcatalog_agent.so`)
 //! hand it each record as one message over a Unix socket; it appends them to one merged
 //! catalog file, `CATALOG_DIR/catalog.<host>.collector.txt`, and acknowledges each once written.
+//! After `--compact-idle-secs` (2) without a record, and at stop, it compacts that text into
+//! `catalog.<host>.collector.icat`, which readers map in place (see `compact.rs`).
 //!
 //! ```text
 //! icicle-catalogd start --dir CATALOG_DIR [--socket PATH]   # in the background; prints the socket
@@ -18,6 +20,7 @@
 //! the log and the pid file are never opened through a symbolic link or as another user's
 //! file (the collector refuses to start instead).
 
+mod compact;
 mod files;
 mod server;
 
@@ -62,12 +65,17 @@ struct Where {
     /// The socket agents write to [default: CATALOG_DIR/.collector.sock].
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// Compact the merged catalog into `catalog.<host>.collector.icat` after this many
+    /// seconds without a record (and always at stop); 0: only at stop.
+    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    compact_idle_secs: f64,
 }
 
 /// A command's directory and socket, resolved.
 struct Opts {
     dir: PathBuf,
     socket: PathBuf,
+    compact_idle: Option<Duration>,
 }
 
 impl Where {
@@ -81,7 +89,12 @@ impl Where {
             Some(s) => std::path::absolute(&s).map_err(|e| format!("{}: {e}", s.display()))?,
             None => dir.join(".collector.sock"),
         };
-        Ok(Opts { dir, socket })
+        let compact_idle = match self.compact_idle_secs {
+            s if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+            s if s == 0.0 => None,
+            s => return Err(format!("--compact-idle-secs {s}: want 0 or more seconds")),
+        };
+        Ok(Opts { dir, socket, compact_idle })
     }
 }
 
@@ -120,7 +133,7 @@ fn host_name() -> String {
 fn run(o: &Opts) -> Result<(), String> {
     std::fs::create_dir_all(&o.dir).map_err(|e| format!("{}: {e}", o.dir.display()))?;
     let out = o.dir.join(format!("catalog.{}.collector.txt", host_name()));
-    let mut server = server::Server::bind(&out, &o.socket)?;
+    let mut server = server::Server::bind(&out, &o.socket, o.compact_idle)?;
     let pid = pid_file(&o.dir);
     let tmp = o.dir.join(format!(".collector.pid.{}", std::process::id()));
     // A new file (never through a link planted at the predictable name), renamed over the pid
@@ -153,6 +166,7 @@ fn start(o: &Opts) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("run").arg("--dir").arg(&o.dir).arg("--socket").arg(&o.socket);
+    cmd.arg("--compact-idle-secs").arg(o.compact_idle.map_or(0.0, |d| d.as_secs_f64()).to_string());
     // The collector itself is not catalogued.
     cmd.env_remove("LD_PRELOAD").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
     // SAFETY: setsid is async-signal-safe; it detaches the server from the caller's terminal.

@@ -13,7 +13,8 @@
 //! at stop. At stop, the listening socket is closed and removed, every connection is shut for
 //! reading (an agent's later send fails at once and goes to its file) and the records already
 //! queued (also on connections not yet accepted) are written and answered, then the file is
-//! synced.
+//! synced. The text is compacted ([`crate::compact`]) after `--compact-idle-secs` without a
+//! record, and at stop.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -62,6 +63,14 @@ pub struct Server {
     pub refused: u64,
     /// The users refused so far (each logged once; at most [`MAX_LOGGED_UIDS`]).
     refused_uids: BTreeSet<libc::uid_t>,
+    /// The merged text file's path.
+    text: PathBuf,
+    /// Compact the text after this long without a record (`None`: only at stop).
+    compact_idle: Option<Duration>,
+    /// When the last record was written, while the text holds records not yet compacted.
+    uncompacted: Option<Instant>,
+    /// Compactions done.
+    pub compactions: u64,
 }
 
 fn os_err(what: &str) -> String {
@@ -208,7 +217,7 @@ fn raise_fd_limit() {
 impl Server {
     /// Open (append to) the merged catalog `out`, and listen on `socket` (a stale socket file
     /// no collector answers on is replaced; a live one is an error).
-    pub fn bind(out: &Path, socket: &Path) -> Result<Server, String> {
+    pub fn bind(out: &Path, socket: &Path, compact_idle: Option<Duration>) -> Result<Server, String> {
         let signals = stop_signals()?;
         let file = crate::files::append_own(out)?;
         let len = file.metadata().map_err(|e| format!("{}: {e}", out.display()))?.len();
@@ -254,6 +263,11 @@ impl Server {
             records: 0,
             refused: 0,
             refused_uids: BTreeSet::new(),
+            text: out.to_path_buf(),
+            compact_idle,
+            // Records left by an earlier run are compacted at the first idle moment.
+            uncompacted: (len > 0).then(Instant::now),
+            compactions: 0,
         })
     }
 
@@ -272,11 +286,12 @@ impl Server {
             }
             let sync_in = self.dirty.map(|t| Duration::from_millis(SYNC_MS).saturating_sub(t.elapsed()));
             let resume_in = self.accept_paused.map(|t| t.saturating_duration_since(Instant::now()));
-            let timeout = match (sync_in, resume_in) {
-                (Some(a), Some(b)) => a.min(b).as_millis() as libc::c_int,
-                (Some(a), None) | (None, Some(a)) => a.as_millis() as libc::c_int,
-                (None, None) => -1,
-            };
+            let compact_in = self.uncompacted.zip(self.compact_idle).map(|(t, idle)| idle.saturating_sub(t.elapsed()));
+            let timeout = [sync_in, resume_in, compact_in]
+                .into_iter()
+                .flatten()
+                .min()
+                .map_or(-1, |d| d.as_millis().min(libc::c_int::MAX as u128) as libc::c_int);
             // SAFETY: a valid array of pollfd of the given length.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
@@ -303,9 +318,34 @@ impl Server {
             if self.dirty.is_some_and(|t| t.elapsed() >= Duration::from_millis(SYNC_MS)) {
                 self.sync();
             }
+            if self.uncompacted.zip(self.compact_idle).is_some_and(|(t, idle)| t.elapsed() >= idle) {
+                self.compact(false);
+            }
         }
         self.finish();
+        self.compact(true);
         Ok(())
+    }
+
+    /// Compact the text into the compact file ([`crate::compact`]; at stop the text file is
+    /// removed); a failure is logged and the text kept (tried again after the next record,
+    /// or at stop).
+    fn compact(&mut self, at_stop: bool) {
+        self.uncompacted = None;
+        match crate::compact::compact(&self.text, &self.out, self.len, at_stop) {
+            Ok(Some(c)) => {
+                self.len = 0;
+                self.compactions += 1;
+                eprintln!(
+                    "icicle-catalogd: compacted {} records into {} ({} entries)",
+                    c.text_records,
+                    crate::compact::compact_path(&self.text).display(),
+                    c.entries
+                );
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("icicle-catalogd: not compacted: {e}"),
+        }
     }
 
     /// Accept every pending connection (non-blocking).
@@ -386,6 +426,7 @@ impl Server {
                 self.len += n as u64;
                 self.records += 1;
                 self.dirty.get_or_insert_with(Instant::now);
+                self.uncompacted = Some(Instant::now());
                 true
             }
             Err(_) => {

@@ -91,7 +91,7 @@ impl Where {
         };
         let compact_idle = match self.compact_idle_secs {
             s if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
-            s if s == 0.0 => None,
+            0.0 => None,
             s => return Err(format!("--compact-idle-secs {s}: want 0 or more seconds")),
         };
         Ok(Opts { dir, socket, compact_idle })

@@ -303,6 +303,39 @@ fn a_compact_catalog_reads_the_same_bytes_as_its_text_form() {
     }
 }
 
+/// `swiftload-sweep --plot` draws the curves: a 1200 × 520 PNG with an object-level (blue)
+/// and a file-level (red) line in each app's panel, beside the JSON rows.
+#[test]
+fn the_sweep_draws_its_curves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let png = tmp.path().join("sweep.png");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_swiftload-sweep"))
+        .args(["--loaders", "8,16,32", "--plot"])
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 6, "{v}");
+    let decoder = png::Decoder::new(std::fs::File::open(&png).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (1200, 520));
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    // Pixels of each line's colour in the left and the right panel.
+    let count = |rgb: [u8; 3], left: bool| {
+        buf.chunks(3)
+            .enumerate()
+            .filter(|(i, px)| *px == rgb && ((*i as u32 % info.width) < info.width / 2) == left)
+            .count()
+    };
+    for left in [true, false] {
+        assert!(count([31, 119, 180], left) > 300, "no object-level line (left panel: {left})");
+        assert!(count([214, 39, 40], left) > 300, "no file-level line (left panel: {left})");
+    }
+}
+
 /// `--help` and `--version` answer (exit 0) for every binary of the package.
 #[test]
 fn the_binaries_answer_help_and_version() {

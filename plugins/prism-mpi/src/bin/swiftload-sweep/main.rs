@@ -10,6 +10,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use clap::Parser;
+
+mod plot;
 use icicle_core::traits::{ObjectLayout, Placement};
 use icicle_plugins_prism::augment::{augment_batch, RECORD_BYTES};
 use icicle_plugins_prism::contention;
@@ -39,6 +41,10 @@ struct Args {
     /// (e.g. a Python augmentation pipeline's).
     #[arg(long)]
     compute_mb_s: Option<f64>,
+    /// Also draw the curves (seconds against loaders, object vs file, one panel per app) as
+    /// a PNG at this path.
+    #[arg(long, value_name = "PNG")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// MB/s of `f` over `bytes` bytes on this core (best of three).
@@ -119,6 +125,29 @@ fn main() -> anyhow::Result<()> {
             eprintln!("  {n:>7} {object:>12.2} {file:>12.2} {:>7.2}x", file / object.max(1e-9));
             rows.push(serde_json::json!({"app": name, "loaders": n, "object_seconds": object, "file_seconds": file}));
         }
+    }
+    if let Some(png) = &args.plot {
+        let caption = format!(
+            "{} OSTs at {} MB/s, loader I/O {} MB/s, cap {} per OST{} (emulated)",
+            args.osts,
+            args.ost_mb_s,
+            args.io_mb_s,
+            args.cap,
+            args.compute_mb_s.map(|c| format!(", compute {c} MB/s per loader")).unwrap_or_default()
+        );
+        let curves: Vec<plot::Point> = rows
+            .iter()
+            .filter_map(|r| {
+                Some(plot::Point {
+                    app: r["app"].as_str()?.to_string(),
+                    loaders: r["loaders"].as_u64()? as usize,
+                    object: r["object_seconds"].as_f64()?,
+                    file: r["file_seconds"].as_f64()?,
+                })
+            })
+            .collect();
+        plot::draw(&curves, &caption, png)?;
+        eprintln!("curves drawn in {}", png.display());
     }
     println!(
         "{}",

@@ -54,23 +54,37 @@ impl OstIndex {
 /// The object-level scheduler.
 ///
 /// With `n` distinct OSTs (densely numbered `d = 0..n` in ascending index order) and `w`
-/// processes:
-/// - `n >= w`: OST `d` belongs to rank `d % w` (each rank owns `ceil(n/w)` OSTs; one process
-///   per OST).
-/// - `n < w`: OST `d` gets `w/n + (d < w%n)` processes, capped by the loader's
-///   `max_processes(ost)`; processes freed by the cap go, one at a time, to the OST with the
-///   most bytes per process still under its cap (any left over stay idle). Ranks are
-///   numbered slot by slot (`k*n + d` when nothing is capped, as in the public code).
-///   An OST's tasks are cut into runs of consecutive chunks so each of its processes has
-///   work, and each run goes to the process of that OST with the fewest bytes so far
-///   (the public code dealt whole tasks round-robin, which leaves processes idle when an OST
-///   has fewer tasks than processes).
+/// processes, an OST's "limit" being the loader's `max_processes(ost)` (one without a loader):
+/// - `n >= w`: each OST's tasks are cut into runs of about a quarter of a rank's share of the
+///   bytes (at most its limit of runs), and the runs are dealt longest first (by the loader's
+///   model: bytes over what the OST's processes pull), each to the least loaded rank not yet
+///   reading that OST (ties: the lower rank). Without a loader every OST is one run.
+/// - `n < w`: each OST gets one process, then the others go one at a time to the OST that
+///   would finish last (its bytes over `min(k × per-process, OST speed)`; bytes per process
+///   without a loader), while under its limit (any left over stay idle). Ranks are numbered
+///   slot by slot (`k*n + d` when nothing is capped, as in the public code). An OST's tasks
+///   are cut into runs of consecutive chunks so each of its processes has work (the public
+///   code dealt whole tasks round-robin, which leaves processes idle when an OST has fewer
+///   tasks than processes).
 ///
-/// A rank owning several OSTs takes their tasks in turn (one from each queue).
+/// A rank holding several runs takes their tasks in turn (one from each). With a loader,
+/// [`ObjectScheduler::plan`] (what [`Placement::place`] returns) also models that plan's
+/// alternatives within the limits and keeps the fastest.
 #[derive(Debug, Clone, Default)]
 pub struct ObjectScheduler {
     /// The loader configuration; `None`: no cap beyond the even split.
     pub loader: Option<Loader>,
+}
+
+/// How [`ObjectScheduler::assign_as`] shapes a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Fewer OSTs than ranks: processes bound to OSTs by the bytes they hold; else runs dealt.
+    Bound,
+    /// Runs of each OST dealt to the least loaded ranks ([`ObjectScheduler::deal`]'s rule).
+    Dealt,
+    /// Equal stretches of the OSTs' chunks in slot order (McNaughton's wrap-around rule).
+    Wrapped,
 }
 
 /// The file-level baseline: file `k` (in object order) goes to rank `k % w` and is read
@@ -84,6 +98,16 @@ impl ObjectScheduler {
         ObjectScheduler { loader }
     }
 
+    /// Seconds `bytes` take on OST slot `d` with `k` processes, as the loader's model
+    /// estimates them (bytes per process without a loader).
+    fn load(&self, index: &OstIndex, d: usize, bytes: u64, k: usize) -> f64 {
+        let k = k.max(1) as f64;
+        match &self.loader {
+            Some(l) => bytes as f64 / (k * l.per_process_mb_s()).min(l.ost_mb_s(index.ost(d))).max(1e-9),
+            None => bytes as f64 / k,
+        }
+    }
+
     /// Processes per dense OST slot for `processes` ranks (see the type's rules).
     pub fn bounds(&self, index: &OstIndex, bytes_per_slot: &[u64], processes: usize) -> Vec<usize> {
         let (n, w) = (index.len(), processes);
@@ -94,14 +118,16 @@ impl ObjectScheduler {
             return vec![1; n];
         }
         let cap = |d: usize| self.loader.as_ref().map_or(usize::MAX, |l| l.max_processes(index.ost(d)) as usize);
-        let mut bound: Vec<usize> = (0..n).map(|d| (w / n + usize::from(d < w % n)).min(cap(d))).collect();
-        let mut left = w - bound.iter().sum::<usize>();
+        let mut bound = vec![1usize; n];
+        let mut left = w - n;
         while left > 0 {
+            // The OST that would finish last, among those under their cap; ties: the lower slot.
             let best = (0..n).filter(|&d| bound[d] < cap(d)).max_by(|&a, &b| {
-                // bytes[a]/bound[a] vs bytes[b]/bound[b], exactly; ties go to the lower slot.
-                let (x, y) =
-                    (bytes_per_slot[a] as u128 * bound[b] as u128, bytes_per_slot[b] as u128 * bound[a] as u128);
-                x.cmp(&y).then(b.cmp(&a))
+                let (x, y) = (
+                    self.load(index, a, bytes_per_slot[a], bound[a]),
+                    self.load(index, b, bytes_per_slot[b], bound[b]),
+                );
+                x.total_cmp(&y).then(b.cmp(&a))
             });
             match best {
                 Some(d) => {
@@ -114,8 +140,75 @@ impl ObjectScheduler {
         bound
     }
 
+    /// With at least as many OSTs as ranks: each OST's tasks cut into as many runs as it
+    /// needs to fit a rank's share of the bytes (at most its process limit), and the runs
+    /// dealt longest first, each to the least loaded rank not reading that OST yet (ties: the
+    /// lower rank). Returns per rank its runs.
+    fn deal(
+        &self,
+        index: &OstIndex,
+        queues: Vec<Vec<ObjectTask>>,
+        bytes: &[u64],
+        processes: usize,
+    ) -> Vec<Vec<Vec<ObjectTask>>> {
+        // Without a loader nothing says an OST serves two processes faster than one.
+        let cap = |d: usize| self.loader.as_ref().map_or(1, |l| l.max_processes(index.ost(d)) as usize);
+        // Runs of about a quarter of a rank's share, so that dealing them evens the ranks out.
+        let target = bytes.iter().sum::<u64>().div_ceil(4 * processes.max(1) as u64).max(1);
+        let mut runs: Vec<(usize, f64, Vec<ObjectTask>)> = Vec::new();
+        for (d, q) in queues.into_iter().enumerate() {
+            let m = (bytes[d].div_ceil(target) as usize).clamp(1, cap(d).max(1));
+            for run in share(&q, m) {
+                let b: u64 = run.iter().map(tasks::task_bytes).sum();
+                // A run shares its OST with the OST's other runs.
+                runs.push((d, self.load(index, d, b * m as u64, m), run));
+            }
+        }
+        runs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut load = vec![0.0f64; processes];
+        let mut reading: Vec<Vec<usize>> = vec![Vec::new(); processes];
+        let mut out: Vec<Vec<Vec<ObjectTask>>> = vec![Vec::new(); processes];
+        for (d, t, run) in runs {
+            let least = |free_only: bool| {
+                (0..processes)
+                    .filter(|&r| !free_only || !reading[r].contains(&d))
+                    .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)))
+            };
+            let r = least(true).or_else(|| least(false)).unwrap_or(0);
+            load[r] += t;
+            reading[r].push(d);
+            out[r].push(run);
+        }
+        out
+    }
+
+    /// The OSTs' tasks in slot order as one stream of chunks, rank `r` reading the `r`-th of
+    /// `processes` equal stretches (McNaughton's wrap-around rule): every rank the same
+    /// number of chunks, an OST shared by the ranks whose stretches cross it.
+    fn wrap(queues: Vec<Vec<ObjectTask>>, processes: usize) -> Vec<Vec<Vec<ObjectTask>>> {
+        let counts: Vec<u64> = queues.iter().map(|q| q.iter().map(|t| tasks::chunks(t).count() as u64).sum()).collect();
+        let total: u64 = counts.iter().sum();
+        let bound = |i: usize| (i as u128 * total as u128 / processes.max(1) as u128) as u64;
+        let mut out: Vec<Vec<Vec<ObjectTask>>> = vec![Vec::new(); processes];
+        let mut g = 0u64;
+        for (q, c) in queues.into_iter().zip(counts) {
+            for (r, run) in cut(&q, processes, g, bound).into_iter().enumerate() {
+                if !run.is_empty() {
+                    out[r].push(run);
+                }
+            }
+            g += c;
+        }
+        out
+    }
+
     /// Assign tasks to `processes` ranks.
     pub fn assign(&self, all: &[ObjectTask], processes: usize) -> Vec<Vec<ObjectTask>> {
+        self.assign_as(all, processes, Form::Bound)
+    }
+
+    /// Assign tasks to `processes` ranks in the given [`Form`].
+    pub fn assign_as(&self, all: &[ObjectTask], processes: usize, form: Form) -> Vec<Vec<ObjectTask>> {
         let mut out = vec![Vec::new(); processes];
         let index = OstIndex::of(all);
         let n = index.len();
@@ -132,10 +225,10 @@ impl ObjectScheduler {
         let bound = self.bounds(&index, &bytes, processes);
         // Per rank: the queues (one per owned OST) it takes from in turn.
         let mut rank_queues: Vec<Vec<Vec<ObjectTask>>> = vec![Vec::new(); processes];
-        if n >= processes {
-            for (d, q) in queues.into_iter().enumerate() {
-                rank_queues[d % processes].push(q);
-            }
+        if form == Form::Wrapped {
+            rank_queues = Self::wrap(queues, processes);
+        } else if n >= processes || form == Form::Dealt {
+            rank_queues = self.deal(&index, queues, &bytes, processes);
         } else {
             let mut ranks_of: Vec<Vec<usize>> = vec![Vec::new(); n];
             let mut next = 0;
@@ -165,14 +258,23 @@ impl ObjectScheduler {
 /// consecutive runs of near-equal chunk counts (`floor(i*C/b)..floor((i+1)*C/b)`); each
 /// run is made of valid tasks (pieces of the originals).
 fn share(q: &[ObjectTask], b: usize) -> Vec<Vec<ObjectTask>> {
+    if b == 0 {
+        return Vec::new();
+    }
+    let total: u64 = q.iter().map(|t| tasks::chunks(t).count() as u64).sum();
+    cut(q, b, 0, |i| (i as u128 * total as u128 / b as u128) as u64)
+}
+
+/// Cut `q` (whose first chunk is chunk `first` of a longer run) into `b` runs: run `i` holds
+/// the chunks from `bound(i)` up to `bound(i + 1)` (`bound` non-decreasing, `bound(0) <=
+/// first`, `bound(b)` past the last chunk).
+fn cut(q: &[ObjectTask], b: usize, first: u64, bound: impl Fn(usize) -> u64) -> Vec<Vec<ObjectTask>> {
     let mut out = vec![Vec::new(); b];
     if b == 0 {
         return out;
     }
     let counts: Vec<u64> = q.iter().map(|t| tasks::chunks(t).count() as u64).collect();
-    let total: u64 = counts.iter().sum();
-    let bound = |i: usize| (i as u128 * total as u128 / b as u128) as u64;
-    let mut g = 0u64; // global index of the task's first chunk
+    let mut g = first; // global index of the task's first chunk
     for (t, &m) in q.iter().zip(&counts) {
         let mut k = 0u64; // chunks of t handed out
         while k < m {
@@ -242,12 +344,42 @@ pub fn expand(objects: &[ObjectLayout]) -> Vec<ObjectTask> {
     all
 }
 
+impl ObjectScheduler {
+    /// The plan for `all` over `processes` ranks: processes bound to OSTs ([`Self::assign`]),
+    /// unless the loader's model ([`crate::contention::simulate`]) says reading whole files
+    /// ([`FileScheduler`]) finishes sooner, as it can when every OST serves several processes
+    /// at full speed and files outnumber ranks (a process then draws on every OST). Without
+    /// a loader there is no model: always bound to OSTs.
+    pub fn plan(&self, all: &[ObjectTask], processes: usize) -> Vec<Vec<ObjectTask>> {
+        let bound = self.assign(all, processes);
+        let Some(model) = &self.loader else { return bound };
+        // The candidates within the loader's caps, by the model's time; the first wins a tie.
+        let mut best = (crate::contention::simulate(&bound, model).seconds, bound, "bound");
+        let mut candidates = vec![(self.assign_as(all, processes, Form::Wrapped), "wrapped")];
+        if OstIndex::of(all).len() < processes {
+            candidates.push((self.assign_as(all, processes, Form::Dealt), "dealt"));
+        }
+        candidates.push((FileScheduler.assign(all, processes), "whole files"));
+        for (plan, name) in candidates {
+            if !PlanStats::of(&plan).over_cap(model).is_empty() {
+                continue;
+            }
+            let seconds = crate::contention::simulate(&plan, model).seconds;
+            if seconds < best.0 {
+                best = (seconds, plan, name);
+            }
+        }
+        tracing::debug!(message = "placement chosen by the loader's model", plan = best.2, seconds = best.0);
+        best.1
+    }
+}
+
 impl Placement for ObjectScheduler {
     fn name(&self) -> &str {
         "object"
     }
     fn place(&self, objects: &[ObjectLayout], processes: usize) -> Vec<Vec<ObjectTask>> {
-        self.assign(&expand(objects), processes)
+        self.plan(&expand(objects), processes)
     }
 }
 
@@ -336,10 +468,12 @@ mod tests {
         let objs = files(&[&[113, 204], &[167, 10], &[60, 86], &[105, 113]], 8 * M);
         let plan = ObjectScheduler::default().place(&objs, 3);
         assert_tiles(&objs, &plan);
-        // Dense slots: 10->0, 60->1, 86->2, 105->3, 113->4, 167->5, 204->6; rank = slot % 3.
+        // The heaviest OST first (113: 8 MiB), then the others in slot order (10, 60, 86,
+        // 105, 167, 204: 4 MiB each), each to the least loaded rank.
         let owner = |o: u32| plan.iter().position(|ts| ts.iter().any(|t| t.ost == o)).unwrap();
-        assert_eq!([10, 60, 86, 105, 113, 167, 204].map(owner), [0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!([10, 60, 86, 105, 113, 167, 204].map(owner), [1, 2, 1, 2, 0, 0, 1]);
         let st = PlanStats::of(&plan);
+        assert_eq!(st.per_rank_bytes, vec![12 * M, 12 * M, 8 * M]);
         assert_eq!(st.max_processes_on_an_ost, 1);
         assert_eq!(st.per_ost_processes.len(), 7);
         assert_eq!(st.bytes, 32 * M);
@@ -364,14 +498,16 @@ mod tests {
         assert_eq!(st.per_ost_processes, BTreeMap::from([(113, 2), (204, 1)]));
         assert!(st.over_cap(&loader).is_empty());
         assert_eq!(st.per_rank_bytes.iter().filter(|&&b| b > 0).count(), 3);
-        // Freed processes go to the OST with the most bytes per process still under its cap.
+        // One process each, then one at a time to the OST that would finish last, under its cap.
         let cfg = "[loader]\nper_process_mb_s = 100.0\n[loader.ost_mb_s]\n1 = 500.0\n2 = 100.0\n3 = 300.0\n4 = 800.0\n";
         let mixed = crate::loader::LoaderConfig::from_toml("l".as_ref(), cfg).unwrap().check("l".as_ref()).unwrap();
         let b = ObjectScheduler::new(Some(mixed.clone())).bounds(&OstIndex { osts: vec![1, 2, 3] }, &[100, 10, 50], 9);
         assert_eq!(b, vec![5, 1, 3]);
-        // Between two OSTs under their caps, the one with more bytes per process wins.
+        // Each process goes to the OST that would finish last (its bytes over what its
+        // processes pull, at most the OST's speed): OST 4's 90 take seven before OST 3's 10
+        // need a second.
         let b = ObjectScheduler::new(Some(mixed)).bounds(&OstIndex { osts: vec![2, 3, 4] }, &[10, 10, 90], 9);
-        assert_eq!(b, vec![1, 3, 5]);
+        assert_eq!(b, vec![1, 1, 7]);
     }
 
     #[test]

@@ -72,7 +72,8 @@ impl OstIndex {
 /// alternatives within the limits and keeps the fastest.
 #[derive(Debug, Clone, Default)]
 pub struct ObjectScheduler {
-    /// The loader configuration; `None`: no cap beyond the even split.
+    /// The loader configuration; `None`: no model, no limit but one process per OST when
+    /// OSTs outnumber ranks.
     pub loader: Option<Loader>,
 }
 

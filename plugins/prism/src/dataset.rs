@@ -160,6 +160,30 @@ pub fn sequential_checksum(paths: &[PathBuf]) -> std::io::Result<(u64, u32)> {
     Ok((bytes, h.finalize()))
 }
 
+/// The seed's two experiments' shapes as layouts only (no data), over `osts` OSTs (indices
+/// 0..osts, 1 MiB stripes): CIFAR-10 for augmentation (the 5 training batches and the test
+/// batch, 30,730,000 bytes each, striped over 4 OSTs) and an application-output tree for the
+/// dedup profiler (2,000 files of 1 MB to 256 MB, log-uniform, PFL 1 to 4 stripes).
+pub fn seed_shapes(osts: u32) -> Vec<(&'static str, Vec<icicle_core::traits::ObjectLayout>)> {
+    let pool: Vec<String> = (0..osts.max(1)).map(|o| o.to_string()).collect();
+    let spec = |extra: &str| EmulatedLayouts::parse(&format!("pool={};stripe_size=1M;{extra}", pool.join(",")));
+    let layout = |l: &EmulatedLayouts, name: String, size: u64| icicle_core::traits::ObjectLayout {
+        components: l.assign(Path::new(&name), size),
+        path: name,
+        size,
+    };
+    let (Ok(cifar), Ok(tree)) = (spec("count=4"), spec("pfl=4M:1,64M:2,EOF:4")) else { return Vec::new() };
+    let batches = (1..=6).map(|b| layout(&cifar, format!("data_batch_{b}.bin"), 30_730_000)).collect();
+    let mut rng = icicle_core::rng::Rng::new(5_630);
+    let outputs = (0..2000)
+        .map(|i| {
+            let size = (1e6 * 256f64.powf(rng.below(1_000_000) as f64 / 1e6)) as u64;
+            layout(&tree, format!("run/out-{i:04}.dat"), size)
+        })
+        .collect();
+    vec![("augment (CIFAR-10)", batches), ("dedup (app outputs)", outputs)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,31 +115,14 @@ fn object_scheduling_never_loses_to_file_scheduling_in_the_model() {
 /// use more loaders than files).
 #[test]
 fn the_seeds_shapes_are_won_by_object_scheduling() {
-    let pool: Vec<String> = (0..24).map(|o| o.to_string()).collect();
-    let spec =
-        |extra: &str| EmulatedLayouts::parse(&format!("pool={};stripe_size=1M;{extra}", pool.join(","))).unwrap();
-    let layout = |l: &EmulatedLayouts, name: String, size: u64| ObjectLayout {
-        components: l.assign(Path::new(&name), size),
-        path: name,
-        size,
-    };
-    let cifar = spec("count=4");
-    let cifar: Vec<ObjectLayout> = (1..=6).map(|b| layout(&cifar, format!("data_batch_{b}.bin"), 30_730_000)).collect();
-    let tree = spec("pfl=4M:1,64M:2,EOF:4");
-    let mut rng = Rng::new(5_630);
-    let outputs: Vec<ObjectLayout> = (0..2000)
-        .map(|i| {
-            let size = (1e6 * 256f64.powf(rng.below(1_000_000) as f64 / 1e6)) as u64;
-            layout(&tree, format!("run/out-{i:04}.dat"), size)
-        })
-        .collect();
     let model = Loader::uniform(500.0, 151.0, 8);
-    for (app, objects) in [("augment", &cifar), ("dedup", &outputs)] {
+    for (app, objects) in icicle_plugins_prism::dataset::seed_shapes(24) {
+        let objects = &objects;
         for loaders in [24, 48, 96, 192] {
             let object = simulate(&ObjectScheduler::new(Some(model.clone())).place(objects, loaders), &model).seconds;
             let file = simulate(&FileScheduler.place(objects, loaders), &model).seconds;
             assert!(object <= file * 1.0001, "{app} at {loaders}: object {object:.3} s, file {file:.3} s");
-            if app == "augment" && loaders >= 48 {
+            if app.starts_with("augment") && loaders >= 48 {
                 assert!(object * 2.0 <= file, "{app} at {loaders}: object {object:.3} s, file {file:.3} s");
             }
         }

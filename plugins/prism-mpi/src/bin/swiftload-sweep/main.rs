@@ -6,16 +6,14 @@
 //! enters the model as a per-loader speed in series with its I/O (`1 / (1/io + 1/compute)`).
 //! Every figure it prints is emulated; the per-core compute speeds are measured.
 
-use std::path::Path;
 use std::time::Instant;
 
 use clap::Parser;
 
 mod plot;
-use icicle_core::traits::{ObjectLayout, Placement};
+use icicle_core::traits::Placement;
 use icicle_plugins_prism::augment::{augment_batch, RECORD_BYTES};
 use icicle_plugins_prism::contention;
-use icicle_plugins_prism::layout::EmulatedLayouts;
 use icicle_plugins_prism::{FileScheduler, Loader, ObjectScheduler};
 
 /// Model the apps' time against the number of I/O loaders.
@@ -58,33 +56,6 @@ fn speed(bytes: usize, mut f: impl FnMut()) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The datasets: CIFAR-10 (5 training batches and the test batch, 30,730,000 bytes each,
-/// striped over 4 OSTs), and an application-output tree for dedup (2,000 files, 1 MB to
-/// 256 MB, log-uniform, 1 to 4 stripes).
-fn datasets(osts: u32) -> Vec<(&'static str, Vec<ObjectLayout>)> {
-    let pool: Vec<String> = (0..osts).map(|o| o.to_string()).collect();
-    let spec = |extra: &str| {
-        EmulatedLayouts::parse(&format!("pool={};stripe_size=1M;{extra}", pool.join(",")))
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
-    let layout = |l: &EmulatedLayouts, name: String, size: u64| ObjectLayout {
-        components: l.assign(Path::new(&name), size),
-        path: name,
-        size,
-    };
-    let cifar = spec("count=4");
-    let cifar: Vec<ObjectLayout> = (1..=6).map(|b| layout(&cifar, format!("data_batch_{b}.bin"), 30_730_000)).collect();
-    let tree = spec("pfl=4M:1,64M:2,EOF:4");
-    let mut rng = icicle_core::rng::Rng::new(5_630);
-    let files: Vec<ObjectLayout> = (0..2000)
-        .map(|i| {
-            let size = (1e6 * 256f64.powf(rng.below(1_000_000) as f64 / 1e6)) as u64;
-            layout(&tree, format!("run/out-{i:04}.dat"), size)
-        })
-        .collect();
-    vec![("augment (CIFAR-10)", cifar), ("dedup (app outputs)", files)]
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let data: Vec<u8> = {
@@ -110,7 +81,7 @@ fn main() -> anyhow::Result<()> {
         args.osts, args.ost_mb_s, args.io_mb_s, args.cap
     );
     let mut rows = Vec::new();
-    for (name, objects) in datasets(args.osts) {
+    for (name, objects) in icicle_plugins_prism::dataset::seed_shapes(args.osts) {
         let measured = if name.starts_with("augment") { augment_mb_s } else { dedup_mb_s };
         let compute = args.compute_mb_s.unwrap_or(measured);
         let per_loader = 1.0 / (1.0 / args.io_mb_s + 1.0 / compute);

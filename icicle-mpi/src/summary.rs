@@ -74,15 +74,11 @@ pub fn combine(ranks: &[Value]) -> Value {
         all["unknown_scope_count"] = Value::from(sum(ranks, |r| &r["unknown_scope_count"]));
     }
     if let Some(agg) = all["pipelines"].get_mut("aggregate").and_then(Value::as_object_mut) {
-        for key in [
-            "principals",
-            "records",
-            "without_visible_to",
-            "sketch_memory_bytes",
-            "shuffled_bytes",
-            "counts_checked",
-            "counts_mismatched",
-        ] {
+        for key in ["principals", "records", "without_visible_to", "sketch_memory_bytes", "shuffled_bytes"] {
+            agg.insert(key.into(), Value::from(sum(ranks, |r| &r["pipelines"]["aggregate"][key])));
+        }
+        let checked = ranks.iter().any(|r| r["pipelines"]["aggregate"].get("counts_checked").is_some());
+        for key in ["counts_checked", "counts_mismatched", "counts_missing"].into_iter().filter(|_| checked) {
             agg.insert(key.into(), Value::from(sum(ranks, |r| &r["pipelines"]["aggregate"][key])));
         }
         let errors: Vec<Value> = ranks
@@ -90,7 +86,7 @@ pub fn combine(ranks: &[Value]) -> Value {
             .flat_map(|r| r["pipelines"]["aggregate"]["errors"].as_array().cloned().unwrap_or_default())
             .collect();
         agg.insert("errors".into(), Value::from(errors));
-        if agg.contains_key("counts_checked") {
+        if checked {
             let mut wrong: Vec<Value> = ranks
                 .iter()
                 .flat_map(|r| r["pipelines"]["aggregate"]["counts_mismatches"].as_array().cloned().unwrap_or_default())

@@ -149,12 +149,12 @@ pub fn build_all(cfg: &LoadedConfig) -> Result<Components, ConfigError> {
     Ok(Components { sources, monitors, sinks })
 }
 
-/// Build every `[sinks.*]` afresh: a monitor restarted after a failure gets new sink objects
-/// (a Kafka producer fenced by a broker stall, a connection pool gone bad), not the ones that
-/// failed.
+/// Build every `[sinks.*]` afresh but the counting pipeline's (`[counting] sinks`): a monitor
+/// restarted after a failure gets new sink objects (a Kafka producer fenced by a broker stall,
+/// a connection pool gone bad), not the ones that failed.
 pub fn build_sinks(cfg: &LoadedConfig) -> Result<NamedSinks, ConfigError> {
     let mut sinks = Vec::new();
-    for id in cfg.app.sinks.keys() {
+    for id in cfg.app.sinks.keys().filter(|id| !cfg.app.counting.sinks.contains(id)) {
         let key = format!("sinks.{id}");
         let ty = cfg.component_type("sinks", id)?;
         let origin = icicle_core::config::origin_of(&cfg.figment, &format!("{key}.type"));

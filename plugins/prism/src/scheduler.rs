@@ -280,7 +280,7 @@ fn cut(q: &[ObjectTask], b: usize, first: u64, bound: impl Fn(usize) -> u64) -> 
         let mut k = 0u64; // chunks of t handed out
         while k < m {
             // The process whose run holds global chunk g + k, and where that run ends.
-            let i = (0..b).rfind(|&i| bound(i) <= g + k).unwrap_or(0);
+            let i = last_at_or_below(b, &bound, g + k);
             let run_end = bound(i + 1).min(g + m);
             let take = run_end - (g + k);
             out[i].push(piece(t, k, take));
@@ -289,6 +289,21 @@ fn cut(q: &[ObjectTask], b: usize, first: u64, bound: impl Fn(usize) -> u64) -> 
         g += m;
     }
     out
+}
+
+/// The last `i < b` with `bound(i) <= x` (`bound` non-decreasing, `bound(0) <= x`), by
+/// bisection.
+fn last_at_or_below(b: usize, bound: &impl Fn(usize) -> u64, x: u64) -> usize {
+    let (mut lo, mut hi) = (0usize, b.max(1));
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if bound(mid) <= x {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// Chunks `from..from+count` of task `t`, as a task.

@@ -41,7 +41,9 @@ pub struct MonitorReport {
 /// every stream is exhausted and acknowledged; `until_idle`: stop after this long without an
 /// event (for streams with no end of their own).
 pub fn monitor_job(cfg: &LoadedConfig, drain: bool, until_idle: Option<Duration>) -> Result<MonitorJob, ConfigError> {
-    let c = crate::compose::build_all(cfg)?;
+    let mut c = crate::compose::build_all(cfg)?;
+    // The counting pipeline's sinks take counts only, never a monitor's records.
+    c.sinks.retain(|(id, _)| !cfg.app.counting.sinks.contains(id));
     if c.monitors.is_empty() {
         return Err(ConfigError::Parse(
             "no streaming source configured (e.g. [sources.mdt0] type = \"lustre\")".into(),

@@ -518,7 +518,8 @@ async fn deliver_side(
         }
         crate::deliver::sync_all(&mut job.count_sinks).await?;
         if let Some(serde_json::Value::Object(c)) = summary.pipelines.get_mut("counting") {
-            c.insert("messages".into(), n.into());
+            // The counts sent, the end marker aside.
+            c.insert("messages".into(), n.saturating_sub(1).into());
         }
     }
     for (_, sink) in job.count_sinks.iter_mut() {

@@ -79,8 +79,38 @@ pub struct LoadedCatalog {
 /// in name order): the entries [`Catalog::read_dir`]`(dir)?.latest()` gives, faster. The call
 /// for `swiftload`: iterate [`LoadedCatalog::iter`] and take `path()`, `size()`,
 /// `stat_or_lstat()` and `object_layout()` of each entry.
+///
+/// A collector may compact its text into its compact file while this reads (renaming the new
+/// compact file into place, then emptying the text): a read that could have seen the text
+/// emptied but the compact file from before is read again, until the directory's files are
+/// the same before and after (at most 10 times).
 pub fn load_dir(dir: &Path) -> Result<LoadedCatalog, CatalogError> {
-    load_files(&catalog_files(dir)?)
+    let mut tries = 0;
+    loop {
+        let before = identities(dir)?;
+        let paths: Vec<PathBuf> = before.iter().map(|(p, _)| p.clone()).collect();
+        let loaded = load_files(&paths)?;
+        tries += 1;
+        if tries >= 10 || identities(dir)? == before {
+            return Ok(loaded);
+        }
+    }
+}
+
+/// A catalog file and its (device, inode).
+type Identity = (PathBuf, (u64, u64));
+
+/// The catalog files of `dir` with their device and inode (a file replaced by a rename
+/// changes inode; an appended or emptied one does not).
+fn identities(dir: &Path) -> Result<Vec<Identity>, CatalogError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for p in catalog_files(dir)? {
+        if let Ok(md) = std::fs::metadata(&p) {
+            out.push((p, (md.dev(), md.ino())));
+        }
+    }
+    Ok(out)
 }
 
 /// Load these catalog files (text or compact, told apart by the compact magic), in this order.

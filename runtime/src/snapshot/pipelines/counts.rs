@@ -70,7 +70,7 @@ pub fn by_subject(rows: &[CountRow]) -> HashMap<String, u64> {
 }
 
 /// One run's counts rebuilt from the entries its counting sinks received (any order, any
-/// runs mixed, a message received twice counted once): `version` or, without it, the run
+/// runs mixed, a message received twice counted once, entries that are not counts skipped): `version` or, without it, the run
 /// whose end marker is the latest. Fails when that run's end marker is missing or names
 /// more counts than were found.
 pub fn rebuild(
@@ -86,9 +86,10 @@ pub fn rebuild(
             ends.insert(v.to_string(), (c["messages"].as_u64().unwrap_or(0), c["finished_at"].as_i64().unwrap_or(0)));
             continue;
         }
+        // Anything else a sink holds (another writer's records) is not counts: skipped.
         let (Some(p), Some(shard), Some(n)) = (c["principal"].as_str(), c["shard"].as_u64(), c["count"].as_u64())
         else {
-            return Err(format!("a counts entry without principal, shard and count: {e}"));
+            continue;
         };
         let shard =
             usize::try_from(shard).ok().filter(|s| *s < SHARDS).ok_or_else(|| format!("shard {shard} in {e}"))?;
@@ -147,26 +148,45 @@ pub fn read_csv(path: &std::path::Path) -> Result<HashMap<String, u64>, String> 
     Ok(out)
 }
 
-/// The aggregate pipeline's check: each principal's file count against the counts (only
-/// the principals the counts name: directories deeper than counting's `directory_max` are
-/// not counted there).
+/// The aggregate pipeline's check: each principal's file count against the counts, and the
+/// counted principals the aggregate lacks (users and groups, and directories between
+/// `directory_min` and `directory_max`; across ranks only those `owns` says are this rank's).
+/// Directories deeper than counting's `directory_max` are not in the counts, so not checked.
 pub(super) fn check(
     expected: &HashMap<String, u64>,
     map: &HashMap<String, PrincipalStats>,
     from: &str,
+    (directory_min, directory_max): (usize, usize),
+    owns: impl Fn(&str) -> bool,
 ) -> serde_json::Value {
-    let (mut checked, mut mismatched) = (0u64, Vec::new());
+    let (mut checked, mut wrong) = (0u64, Vec::new());
     let mut keys: Vec<&String> = map.keys().collect();
     keys.sort();
     for k in keys {
         if let Some(&want) = expected.get(k.as_str()) {
             checked += 1;
             if map[k].count != want {
-                mismatched.push(serde_json::json!({"principal": k, "file_count": map[k].count, "counted": want}));
+                wrong.push(serde_json::json!({"principal": k, "file_count": map[k].count, "counted": want}));
             }
         }
     }
-    let n = mismatched.len();
-    mismatched.truncate(20);
-    serde_json::json!({"counts_from": from, "counts_checked": checked, "counts_mismatched": n, "counts_mismatches": mismatched})
+    let depth = |d: &str| if d == "/" { 0 } else { d.matches('/').count() };
+    let mut missing: Vec<(&String, u64)> = expected
+        .iter()
+        .filter(|(k, _)| !map.contains_key(k.as_str()) && owns(k))
+        .filter(|(k, _)| match k.strip_prefix("dir:") {
+            Some(d) => (directory_min..=directory_max).contains(&depth(d)),
+            None => true,
+        })
+        .map(|(k, n)| (k, *n))
+        .collect();
+    missing.sort();
+    let n_missing = missing.len();
+    wrong.extend(
+        missing.into_iter().map(|(k, n)| serde_json::json!({"principal": k, "file_count": null, "counted": n})),
+    );
+    let n = wrong.len();
+    wrong.truncate(20);
+    serde_json::json!({"counts_from": from, "counts_checked": checked + n_missing as u64, "counts_mismatched": n,
+        "counts_missing": n_missing, "counts_mismatches": wrong})
 }

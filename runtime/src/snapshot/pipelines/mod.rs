@@ -176,6 +176,8 @@ pub struct Aggregate {
     shuffled: std::sync::atomic::AtomicU64,
     /// What each principal's file count is checked against, once set.
     counts: Mutex<Option<ExpectedCounts>>,
+    /// Across ranks, (this rank, ranks): the principals this rank owns after the shuffle.
+    share: Mutex<Option<(usize, usize)>>,
 }
 
 /// The counts the aggregate pipeline checks its file counts against.
@@ -334,6 +336,7 @@ impl Aggregate {
             rolled: Default::default(),
             shuffled: Default::default(),
             counts: Mutex::new(None),
+            share: Mutex::new(None),
         });
         (a.clone(), Arc::new(AggregateHandle(a)))
     }
@@ -437,9 +440,12 @@ impl Aggregate {
             };
             out.push(self.encode(k, s, &vis, &policy.version));
         }
+        let share = self.share.lock().ok().and_then(|s| *s);
+        let owns = |k: &str| share.is_none_or(|(rank, size)| crate::snapshot::cluster::owner(k, size) == rank);
+        let depths = (self.settings.directory_min, self.settings.directory_max);
         let check = self.counts.lock().ok().and_then(|c| c.clone()).map(|c| match c {
-            ExpectedCounts::File(path, m) => counts::check(&m, map, &path.display().to_string()),
-            ExpectedCounts::Pipeline(p) => counts::check(&p.expected(), map, "the counting pipeline"),
+            ExpectedCounts::File(path, m) => counts::check(&m, map, &path.display().to_string(), depths, owns),
+            ExpectedCounts::Pipeline(p) => counts::check(&p.expected(), map, "the counting pipeline", depths, owns),
         });
         let mut report = serde_json::json!({
             "principals": map.len(),

@@ -44,6 +44,9 @@ impl Aggregate {
     /// Roll up this rank's statistics, send each principal's to its owner, and keep the
     /// merged statistics of the principals this rank owns (merged in rank order).
     pub(super) fn shuffle(&self, cluster: &dyn Cluster) -> Result<(), String> {
+        if let Ok(mut s) = self.share.lock() {
+            *s = Some((cluster.rank(), cluster.size()));
+        }
         let mut m = self.merged.lock().map_err(|_| "the aggregate state is poisoned".to_string())?;
         let (map, errors) = &mut *m;
         if !self.rolled.swap(true, Ordering::Relaxed) {

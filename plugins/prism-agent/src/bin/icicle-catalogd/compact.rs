@@ -31,15 +31,25 @@ pub fn compact_path(text: &Path) -> PathBuf {
 }
 
 /// An earlier compact file at `path`, when it is this user's regular file (never one planted
-/// as a link or by another user in a shared directory).
+/// as a link or by another user in a shared directory): opened without following a link and
+/// checked through the descriptor it is read from.
 fn earlier(path: &Path) -> Result<Option<Catalog>, String> {
-    let Ok(md) = std::fs::symlink_metadata(path) else { return Ok(None) };
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}: left alone, not compacted into", path.display())),
+    };
+    let md = f.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if !md.file_type().is_file() || md.uid() != me {
         return Err(format!("{} is not this user's regular file: left alone, not compacted into", path.display()));
     }
-    let c = CompactCatalog::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::with_capacity(md.len() as usize);
+    (&f).read_to_end(&mut bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let c = CompactCatalog::from_bytes(path, bytes).map_err(|e| e.to_string())?;
     Ok(Some(c.to_catalog()))
 }
 
@@ -55,9 +65,10 @@ pub fn compact(text: &Path, file: &File, len: u64, remove: bool) -> Result<Optio
         return Ok(None);
     }
     file.sync_data().map_err(|e| format!("{}: {e}", text.display()))?;
-    let bytes = std::fs::read(text).map_err(|e| format!("{}: {e}", text.display()))?;
-    let bytes = bytes.get(..len as usize).unwrap_or(&bytes);
-    let new = Catalog::parse(text, bytes);
+    // The collector's descriptor only appends: the text is opened again to be read, without
+    // following a link, and must be the very file the collector writes.
+    let bytes = read_same(text, file, len)?;
+    let new = Catalog::parse(text, &bytes);
     if let Some(r) = new.rejects.first() {
         return Err(format!(
             "{} has {} records that do not parse (first: {r}); the text is kept as it is",
@@ -77,7 +88,10 @@ pub fn compact(text: &Path, file: &File, len: u64, remove: bool) -> Result<Optio
         remove_text(text)?;
     } else {
         file.set_len(0).map_err(|e| format!("emptying {}: {e}", text.display()))?;
-        file.sync_data().map_err(|e| format!("{}: {e}", text.display()))?;
+        // Emptied: whatever the sync says, the text is empty now (the next write starts at 0).
+        if let Err(e) = file.sync_data() {
+            eprintln!("icicle-catalogd: syncing the emptied {}: {e}", text.display());
+        }
     }
     Ok(Some(Compacted { entries: counts.entries, text_records }))
 }
@@ -89,4 +103,19 @@ fn remove_text(text: &Path) -> Result<(), String> {
         File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     Ok(())
+}
+
+/// The first `len` bytes of `text`, opened without following a link and checked to be the
+/// file `file` (same device and inode).
+fn read_same(text: &Path, file: &File, len: u64) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| format!("{}: {e}", text.display());
+    let r = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(text).map_err(err)?;
+    let (a, b) = (r.metadata().map_err(err)?, file.metadata().map_err(err)?);
+    if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
+        return Err(format!("{} is no longer the file the collector writes: left alone", text.display()));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    std::os::unix::fs::FileExt::read_exact_at(&r, &mut bytes, 0).map_err(err)?;
+    Ok(bytes)
 }

@@ -90,7 +90,7 @@ impl Where {
             None => dir.join(".collector.sock"),
         };
         let compact_idle = match self.compact_idle_secs {
-            s if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+            s if s > 0.0 => Some(Duration::try_from_secs_f64(s).map_err(|e| format!("--compact-idle-secs {s}: {e}"))?),
             0.0 => None,
             s => return Err(format!("--compact-idle-secs {s}: want 0 or more seconds")),
         };

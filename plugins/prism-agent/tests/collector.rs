@@ -635,6 +635,17 @@ fn the_collector_compacts_when_idle_and_at_stop_and_keeps_every_record() {
     let out = host_cmd(&host, &data, &catalog, "threads", 2).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     wait_compacted(&catalog, 20 + 8);
+    // A text small beside the compact file waits for more (or for the stop): idle compactions
+    // rewrite the compact file only once the text is an eighth of its size.
+    let out = host_cmd(&host, &data, &catalog, "threads", 30).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_compacted(&catalog, 20 + 120);
+    let (text, icat) = collector_files(&catalog);
+    let out = host_cmd(&host, &data, &catalog, "fork", 1).output().unwrap();
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(1500));
+    let (t, c) = (std::fs::metadata(&text).unwrap().len(), std::fs::metadata(&icat).unwrap().len());
+    assert!(t > 0 && t * 8 < c, "two records beside {c} compact bytes: the text has {t} bytes");
     collector.stop();
     // At stop: the text went, the compact file holds everything, one entry per path.
     let files = catalog_names(&catalog);
@@ -642,7 +653,7 @@ fn the_collector_compacts_when_idle_and_at_stop_and_keeps_every_record() {
     let mut want = series("child", 10);
     want.extend(series("parent", 10));
     for t in 0..4 {
-        want.extend(series(&format!("t{t}"), 2));
+        want.extend(series(&format!("t{t}"), 30));
     }
     want.sort();
     assert_eq!(names(&merged(&catalog)), want);
@@ -652,6 +663,6 @@ fn the_collector_compacts_when_idle_and_at_stop_and_keeps_every_record() {
     assert!(out.status.success());
     collector.stop();
     let got: BTreeSet<String> = names(&merged(&catalog)).into_iter().collect();
-    assert_eq!(got.len(), 28, "child-0/1 and parent-0/1 were written again: {got:?}");
+    assert_eq!(got.len(), 140, "child-0/1 and parent-0/1 were written again: {got:?}");
     assert_eq!(catalog_names(&catalog).len(), 1, "{:?}", catalog_names(&catalog));
 }

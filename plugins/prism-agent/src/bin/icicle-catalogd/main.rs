@@ -66,7 +66,8 @@ struct Where {
     #[arg(long)]
     socket: Option<PathBuf>,
     /// Compact the merged catalog into `catalog.<host>.collector.icat` after this many
-    /// seconds without a record (and always at stop); 0: only at stop.
+    /// seconds without a record, once its text is an eighth of the compact file's size (and
+    /// always at stop); 0: only at stop.
     #[arg(long, default_value_t = 2.0, value_name = "SECS")]
     compact_idle_secs: f64,
 }

@@ -319,12 +319,24 @@ impl Server {
                 self.sync();
             }
             if self.uncompacted.zip(self.compact_idle).is_some_and(|(t, idle)| t.elapsed() >= idle) {
-                self.compact(false);
+                if self.worth_compacting() {
+                    self.compact(false);
+                } else {
+                    // Until the text grows (or the collector stops).
+                    self.uncompacted = None;
+                }
             }
         }
         self.finish();
         self.compact(true);
         Ok(())
+    }
+
+    /// Whether an idle compaction pays: the text is at least an eighth of the compact file it
+    /// would rewrite, so the rewrites of a growing catalog cost a bounded multiple of its size.
+    fn worth_compacting(&self) -> bool {
+        let compacted = std::fs::metadata(crate::compact::compact_path(&self.text)).map_or(0, |m| m.len());
+        self.len.saturating_mul(8) >= compacted
     }
 
     /// Compact the text into the compact file ([`crate::compact`]; at stop the text file is

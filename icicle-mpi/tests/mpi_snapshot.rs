@@ -13,20 +13,12 @@ use icicle_plugins_s3::ObjectStore;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec};
 use serde_json::Value;
 
+mod common;
+use common::{entries, mpi_bin, plain_bin};
+
 const FILES: u64 = 6_000;
 const SEED: u64 = 17;
 const CREDS: [(&str, &str); 2] = [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")];
-
-fn mpi_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_icicle-mpi")
-}
-
-/// The plain one-process binary, built beside this one by `cargo test --workspace`.
-fn plain_bin() -> PathBuf {
-    let p = Path::new(mpi_bin()).with_file_name("icicle");
-    assert!(p.exists(), "{} is missing: build the workspace (`cargo test --workspace` does)", p.display());
-    p
-}
 
 /// Run `icicle-mpi snapshot` on `np` ranks; exit status, the summary (rank 0's JSON) and stderr.
 fn mpirun(np: usize, cfg: &Path) -> (bool, Value, String) {
@@ -54,28 +46,6 @@ fn plain(cfg: &Path) -> Value {
         .unwrap();
     assert!(out.status.success(), "icicle snapshot: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Every entry of every GIngest document under `dir` (any depth: one directory per rank), by
-/// subject; a subject seen twice fails.
-fn entries(dir: &Path) -> BTreeMap<String, Value> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().unwrap().to_string_lossy().starts_with("ingest-") {
-                let doc: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-                for entry in doc["ingest_data"]["gmeta"].as_array().unwrap() {
-                    let subject = entry["subject"].as_str().unwrap().to_string();
-                    assert!(out.insert(subject.clone(), entry.clone()).is_none(), "{subject} delivered twice");
-                }
-            }
-        }
-    }
-    out
 }
 
 /// The per-(principal, shard) counts a counting sink received (the end marker's time left

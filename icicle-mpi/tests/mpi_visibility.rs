@@ -13,15 +13,14 @@ use std::process::Command;
 use icicle_testkit::gen::{self, Format, GenFs, GenSpec, Rng};
 use serde_json::Value;
 
+mod common;
+use common::{entries, mpi_bin, plain_bin};
+
 const FILES: u64 = 3_000;
 /// Directory modes, open ones likelier: closed, search-only, group-only, open; the owner keeps
 /// rwx so a walk without privileges still reads every directory.
 const DIR_MODES: [u32; 12] = [0o755, 0o755, 0o755, 0o775, 0o705, 0o751, 0o750, 0o711, 0o700, 0o2770, 0o755, 0o775];
 const FILE_MODES: [u32; 8] = [0o644, 0o600, 0o640, 0o604, 0o755, 0o700, 0o444, 0o000];
-
-fn mpi_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_icicle-mpi")
-}
 
 /// Run `bin args -c cfg --json --no-progress`; the summary, or a failure with stderr.
 fn run(mut cmd: Command, cfg: &Path, what: &str) -> Value {
@@ -43,37 +42,20 @@ fn mpirun(np: usize) -> Command {
 }
 
 fn plain() -> Command {
-    let p = Path::new(mpi_bin()).with_file_name("icicle");
-    assert!(p.exists(), "{} is missing: build the workspace (`cargo test --workspace` does)", p.display());
-    Command::new(p)
+    Command::new(plain_bin())
 }
 
 /// Every entry's sorted `visible_to`, by subject (any depth below `dir`).
 fn visible(dir: &Path) -> BTreeMap<String, Vec<String>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().unwrap().to_string_lossy().starts_with("ingest-") {
-                let doc: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-                for entry in doc["ingest_data"]["gmeta"].as_array().unwrap() {
-                    let mut v: Vec<String> = entry["visible_to"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.as_str().unwrap().to_string())
-                        .collect();
-                    v.sort();
-                    let subject = entry["subject"].as_str().unwrap().to_string();
-                    assert!(out.insert(subject.clone(), v).is_none(), "{subject} delivered twice");
-                }
-            }
-        }
-    }
-    out
+    entries(dir)
+        .into_iter()
+        .map(|(subject, e)| {
+            let mut v: Vec<String> =
+                e["visible_to"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+            v.sort();
+            (subject, v)
+        })
+        .collect()
 }
 
 /// A posix-read pipeline with directory aggregates over `source`, into `t/name`.

@@ -17,6 +17,27 @@ fn summary(out: &Output) -> serde_json::Value {
     summary_of(out, "swiftload")
 }
 
+/// swiftload on `np` ranks with `policy` under the contention emulator: the catalog, the input
+/// directory, the model (the loader configuration and the emulated speeds) and the clock's
+/// directory; rank 0's summary.
+fn emulated(np: usize, policy: &str, [catalog, input, model, clock]: [&str; 4]) -> serde_json::Value {
+    let args = [
+        "--catalog",
+        catalog,
+        "--input-dir",
+        input,
+        "--policy",
+        policy,
+        "--loader-config",
+        model,
+        "--emulate",
+        model,
+        "--clock-dir",
+        clock,
+    ];
+    summary(&mpirun(np, &args))
+}
+
 fn counts(v: &serde_json::Value) -> BTreeMap<String, u64> {
     v.as_object().unwrap().iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap())).collect()
 }
@@ -83,25 +104,7 @@ fn under_the_contention_emulator_the_object_policy_wins_and_profiling_writes_a_l
     let model = tmp.path().join("model.toml");
     std::fs::write(&model, "[loader]\nper_process_mb_s = 100.0\ndefault_ost_mb_s = 200.0\n").unwrap();
     let (c, d, m, t) = (s(&catalog), s(&data), s(&model), s(tmp.path()));
-    let run = |policy: &str| {
-        summary(&mpirun(
-            8,
-            &[
-                "--catalog",
-                c,
-                "--input-dir",
-                d,
-                "--policy",
-                policy,
-                "--loader-config",
-                m,
-                "--emulate",
-                m,
-                "--clock-dir",
-                t,
-            ],
-        ))
-    };
+    let run = |policy: &str| emulated(8, policy, [c, d, m, t]);
     let obj = run("object");
     let file = run("file");
     for v in [&obj, &file] {
@@ -415,23 +418,7 @@ fn measured_runs_under_the_emulator_follow_the_models_ordering() {
     std::fs::write(&model, "[loader]\nper_process_mb_s = 10.0\ndefault_ost_mb_s = 20.0\n").unwrap();
     let (c, d, m, t) = (s(&catalog), s(&data), s(&model), s(tmp.path()));
     for np in [4, 8, 16] {
-        let run = |policy: &str| {
-            let args = [
-                "--catalog",
-                c,
-                "--input-dir",
-                d,
-                "--policy",
-                policy,
-                "--loader-config",
-                m,
-                "--emulate",
-                m,
-                "--clock-dir",
-                t,
-            ];
-            summary(&mpirun(np, &args))
-        };
+        let run = |policy: &str| emulated(np, policy, [c, d, m, t]);
         let (object, file) = (run("object"), run("file"));
         for v in [&object, &file] {
             assert_eq!(

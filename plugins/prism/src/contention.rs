@@ -56,10 +56,12 @@ pub fn simulate(plan: &[Vec<ObjectTask>], model: &Loader) -> Simulated {
     let mut next = vec![0usize; chunks.len()];
     let mut ready = vec![0.0f64; chunks.len()];
     let mut free: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
-    // Ranks with chunks left, earliest ready first (ties: the lower rank).
-    let mut queue: std::collections::BinaryHeap<std::cmp::Reverse<(Ready, usize)>> =
-        (0..chunks.len()).filter(|&r| !chunks[r].is_empty()).map(|r| std::cmp::Reverse((Ready(0.0), r))).collect();
-    while let Some(std::cmp::Reverse((Ready(t), r))) = queue.pop() {
+    // Ranks with chunks left, earliest ready first (ties: the lower rank). Times are never
+    // negative, and non-negative f64s order as their bit patterns do.
+    let mut queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> =
+        (0..chunks.len()).filter(|&r| !chunks[r].is_empty()).map(|r| std::cmp::Reverse((0f64.to_bits(), r))).collect();
+    while let Some(std::cmp::Reverse((bits, r))) = queue.pop() {
+        let t = f64::from_bits(bits);
         let (o, n) = chunks[r][next[r]];
         next[r] += 1;
         let slot = free.entry(o).or_insert(0.0);
@@ -67,28 +69,10 @@ pub fn simulate(plan: &[Vec<ObjectTask>], model: &Loader) -> Simulated {
         *slot = end;
         ready[r] = end.max(t + n / p);
         if next[r] < chunks[r].len() {
-            queue.push(std::cmp::Reverse((Ready(ready[r]), r)));
+            queue.push(std::cmp::Reverse((ready[r].to_bits(), r)));
         }
     }
     Simulated { seconds: ready.iter().copied().fold(0.0, f64::max), bytes }
-}
-
-/// A time on the simulation's clock, ordered by `total_cmp`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Ready(f64);
-
-impl Eq for Ready {}
-
-impl PartialOrd for Ready {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Ready {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
 }
 
 /// A per-OST clock shared by every process of a run (a small file mapped by all of them):

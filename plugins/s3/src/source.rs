@@ -179,6 +179,11 @@ fn default_chain(
     SharedCredentialsProvider::new(chain)
 }
 
+/// The name of the split reading bytes `a..b` of the object named `name`.
+fn range_name(name: &str, a: u64, b: u64) -> String {
+    format!("{name} (bytes {a}..{b})")
+}
+
 /// A runtime for the SDK's connections, independent of the caller's.
 pub(crate) fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
@@ -375,7 +380,7 @@ impl Source for S3Source {
             while start < l.size {
                 let end = (start + self.s.split_bytes).min(l.size);
                 splits.push(Split {
-                    name: format!("{name} (bytes {start}..{end})"),
+                    name: range_name(&name, start, end),
                     path: PathBuf::from(key),
                     range: Some((start, end)),
                     weight: end - start,
@@ -398,7 +403,7 @@ impl Source for S3Source {
         let mut parts = icicle_core::text::divide_byte_split(split, bytes);
         for s in parts.iter_mut() {
             if let Some((a, b)) = s.range {
-                s.name = format!("{name} (bytes {a}..{b})");
+                s.name = range_name(&name, a, b);
             }
         }
         Some(parts)

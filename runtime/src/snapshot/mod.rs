@@ -506,17 +506,7 @@ async fn deliver_side(
                 n += 1;
             }
         }
-        let mut batcher = Batcher::within(settings.document_limit());
-        let (mut full, mut oversized) = (Vec::new(), Vec::new());
-        batcher.push_chunk(&chunk, &mut full, &mut oversized);
-        full.extend(batcher.flush());
-        if !oversized.is_empty() {
-            return Err(IcicleError::Internal(format!("{} counts entries larger than a document", oversized.len())));
-        }
-        for doc in full {
-            crate::deliver::deliver_all(&mut job.count_sinks, &DocumentBatch::Ingest(doc)).await?;
-        }
-        crate::deliver::sync_all(&mut job.count_sinks).await?;
+        crate::deliver::deliver_emit(&mut job.count_sinks, &chunk, Vec::new(), settings.document_limit()).await?;
         if let Some(serde_json::Value::Object(c)) = summary.pipelines.get_mut("counting") {
             // The counts sent, the end marker aside.
             c.insert("messages".into(), n.saturating_sub(1).into());

@@ -59,7 +59,7 @@ pub struct Counting {
     pub(super) merged: Mutex<CountMaps>,
     /// Another rank writes the counts of a distributed run.
     pub(super) elsewhere: std::sync::atomic::AtomicBool,
-    /// Rank 0's counts by aggregate subject, on every rank of a distributed run.
+    /// The counts by aggregate subject, once made (rank 0's on every rank of a distributed run).
     pub(super) shared_expected: Mutex<Option<Arc<HashMap<String, u64>>>>,
 }
 
@@ -144,10 +144,14 @@ impl Counting {
         self.merged.lock().map(|m| super::counts::shard_entries(&m, version)).unwrap_or_default()
     }
 
-    /// Write the compact CSV and return a report.
+    /// Write the compact CSV and return a report; the rows by aggregate subject are kept for
+    /// the aggregate pipeline's check ([`Counting::expected`]).
     pub fn write(&self) -> std::io::Result<serde_json::Value> {
         let rows = self.rows();
         write_csv(&self.settings.output, &rows)?;
+        if let Ok(mut e) = self.shared_expected.lock() {
+            e.get_or_insert_with(|| Arc::new(super::counts::by_subject(&rows)));
+        }
         Ok(serde_json::json!({"output": &self.settings.output, "principals": rows.len()}))
     }
 }

@@ -51,17 +51,35 @@ pub(super) fn shard_entries(m: &CountMaps, version: &str) -> Vec<Vec<u8>> {
     out
 }
 
+/// A counts principal: `u<uid>`, `g<gid>`, or a directory path.
+enum Principal<'a> {
+    User(u32),
+    Group(u32),
+    Dir(&'a str),
+}
+
+impl<'a> Principal<'a> {
+    /// `None` for anything else.
+    fn parse(p: &'a str) -> Option<Principal<'a>> {
+        let id = |s: &str| s.parse::<u32>().ok();
+        if let Some(u) = p.strip_prefix('u').and_then(id) {
+            Some(Principal::User(u))
+        } else if let Some(g) = p.strip_prefix('g').and_then(id) {
+            Some(Principal::Group(g))
+        } else {
+            p.starts_with('/').then_some(Principal::Dir(p))
+        }
+    }
+}
+
 /// The aggregate subject a counts principal is counted under (`u1000` → `user:1000`, `g100`
 /// → `group:100`, `/a/b` → `dir:/a/b`).
 fn subject_of(principal: &str) -> Option<String> {
-    let id = |s: &str| s.parse::<u32>().ok();
-    if let Some(u) = principal.strip_prefix('u').and_then(id) {
-        return Some(format!("user:{u}"));
-    }
-    if let Some(g) = principal.strip_prefix('g').and_then(id) {
-        return Some(format!("group:{g}"));
-    }
-    principal.starts_with('/').then(|| format!("dir:{principal}"))
+    Some(match Principal::parse(principal)? {
+        Principal::User(u) => format!("user:{u}"),
+        Principal::Group(g) => format!("group:{g}"),
+        Principal::Dir(d) => format!("dir:{d}"),
+    })
 }
 
 /// Counts by aggregate subject: users' and groups' counts, directories' recursive counts.
@@ -112,13 +130,12 @@ pub fn rebuild(
     }
     let mut m = CountMaps::default();
     for ((p, shard), n) in got {
-        let id = |s: &str| s.parse::<u32>().ok();
-        let slot = if let Some(u) = p.strip_prefix('u').and_then(id) {
-            m.users.entry(u).or_insert_with(|| Box::new([0; SHARDS]))
-        } else if let Some(g) = p.strip_prefix('g').and_then(id) {
-            m.groups.entry(g).or_insert_with(|| Box::new([0; SHARDS]))
-        } else {
-            m.dirs.entry(p).or_insert_with(|| Box::new([0; SHARDS]))
+        let empty = || Box::new([0; SHARDS]);
+        let slot = match Principal::parse(&p) {
+            Some(Principal::User(u)) => m.users.entry(u).or_insert_with(empty),
+            Some(Principal::Group(g)) => m.groups.entry(g).or_insert_with(empty),
+            Some(Principal::Dir(_)) => m.dirs.entry(p.clone()).or_insert_with(empty),
+            None => return Err(format!("version {version:?}: a principal {p:?} that is no user, group or directory")),
         };
         slot[shard] += n;
     }
@@ -132,9 +149,7 @@ pub fn read_csv(path: &std::path::Path) -> Result<HashMap<String, u64>, String> 
     for (i, line) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.is_empty()) {
         let bad = |why: &str| format!("{} line {}: {why}", path.display(), i + 1);
         let (principal, rest) = if let Some(q) = line.strip_prefix('"') {
-            let end = q.match_indices('"').find(|(j, _)| q[j + 1..].starts_with(',')).map(|(j, _)| j);
-            let end = end.ok_or_else(|| bad("an unterminated quoted principal"))?;
-            (q[..end].replace("\"\"", "\""), &q[end + 2..])
+            unquote(q).ok_or_else(|| bad("an unterminated quoted principal"))?
         } else {
             let (p, r) = line.split_once(',').ok_or_else(|| bad("want principal,count,recursive_count"))?;
             (p.to_string(), r)
@@ -146,6 +161,24 @@ pub fn read_csv(path: &std::path::Path) -> Result<HashMap<String, u64>, String> 
         }
     }
     Ok(out)
+}
+
+/// A quoted field (`q` after its opening quote, `""` standing for `"`, as [`super::write_csv`]
+/// writes it) and what follows its closing quote and comma.
+fn unquote(q: &str) -> Option<(String, &str)> {
+    let mut out = String::new();
+    let mut chars = q.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c != '"' {
+            out.push(c);
+        } else if chars.peek().is_some_and(|(_, n)| *n == '"') {
+            chars.next();
+            out.push('"');
+        } else {
+            return q[i + 1..].strip_prefix(',').map(|rest| (out, rest));
+        }
+    }
+    None
 }
 
 /// The aggregate pipeline's check: each principal's file count against the counts, and the
@@ -189,4 +222,31 @@ pub(super) fn check(
     wrong.truncate(20);
     serde_json::json!({"counts_from": from, "counts_checked": checked + n_missing as u64, "counts_mismatched": n,
         "counts_missing": n_missing, "counts_mismatches": wrong})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Principals with quotes and commas (directory names may hold them) come back as written.
+    #[test]
+    fn the_csv_reads_back_what_it_writes() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("counts.csv");
+        let rows = vec![
+            CountRow { principal: "u1000".into(), count: 3, recursive_count: 3 },
+            CountRow { principal: "g100".into(), count: 3, recursive_count: 3 },
+            CountRow { principal: "/a\",b".into(), count: 1, recursive_count: 2 },
+            CountRow { principal: "/a,\"\"c".into(), count: 0, recursive_count: 5 },
+        ];
+        super::super::write_csv(&path, &rows).unwrap();
+        let got = read_csv(&path).unwrap();
+        let want: HashMap<String, u64> = [("user:1000", 3), ("group:100", 3), ("dir:/a\",b", 2), ("dir:/a,\"\"c", 5)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(got, want);
+        std::fs::write(&path, "principal,count,recursive_count\n\"/x,1,1\n").unwrap();
+        assert!(read_csv(&path).unwrap_err().contains("line 2"));
+    }
 }

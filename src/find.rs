@@ -97,7 +97,7 @@ fn index_dir(given: Option<PathBuf>, cfg: &icicle_core::config::LoadedConfig) ->
 
 /// Where the answers come from: an index directory read here (for the principals of
 /// [`visibility`]), or a running `icicle serve` (which decides who the caller is).
-enum Answers {
+pub(crate) enum Answers {
     Local(Box<Reader>, Visibility),
     Remote(Box<Remote>, tokio::runtime::Runtime),
 }
@@ -116,7 +116,7 @@ fn token(file: Option<&PathBuf>) -> anyhow::Result<Option<String>> {
 }
 
 impl Answers {
-    fn open(cfg: &icicle_core::config::LoadedConfig, w: &Where) -> anyhow::Result<Answers> {
+    pub(crate) fn open(cfg: &icicle_core::config::LoadedConfig, w: &Where) -> anyhow::Result<Answers> {
         let at = match (&w.server, &w.socket) {
             (Some(u), _) => Endpoint::Http(u.clone()),
             (None, Some(p)) => Endpoint::Socket(p.clone()),
@@ -138,7 +138,7 @@ impl Answers {
         })
     }
 
-    fn entries(&self, f: &Filter, limit: Option<usize>, each: impl FnMut(&[u8])) -> anyhow::Result<u64> {
+    pub(crate) fn entries(&self, f: &Filter, limit: Option<usize>, each: impl FnMut(&[u8])) -> anyhow::Result<u64> {
         Ok(match self {
             Answers::Local(r, who) => r.entries(f, who, limit, each)?,
             Answers::Remote(r, rt) => rt.block_on(r.entries(&RemoteFilter::of(f)?, limit, each))?,
@@ -146,7 +146,7 @@ impl Answers {
     }
 
     /// Where the answers come from, for messages.
-    fn source(&self) -> String {
+    pub(crate) fn source(&self) -> String {
         match self {
             Answers::Local(r, _) => r.dir().display().to_string(),
             Answers::Remote(r, _) => r.endpoint().to_string(),
@@ -448,7 +448,7 @@ fn printf(format: &str, s: &Shown, out: &mut String) {
 }
 
 /// `raw.mode` (octal digits written as a decimal number) as mode bits.
-fn mode_bits(written: u64) -> u64 {
+pub(crate) fn mode_bits(written: u64) -> u64 {
     u64::from_str_radix(&written.to_string(), 8).unwrap_or(0)
 }
 

@@ -1,5 +1,7 @@
 //! `icicle`: the command-line edge. Builds pipelines from layered configuration and runs them.
 
+#[cfg(all(feature = "index", feature = "prism"))]
+mod catalog;
 #[cfg(feature = "charts")]
 mod chart;
 #[cfg(feature = "sketches")]
@@ -234,6 +236,12 @@ enum Command {
     /// Files, bytes and quantiles per directory, user or group, from the aggregate records
     /// of an embedded index.
     Du(#[cfg(feature = "index")] find::DuArgs, #[cfg(not(feature = "index"))] NotBuilt),
+    /// A SwiftLoad catalog from an embedded index (files with their Lustre layouts), for
+    /// `swiftload --catalog DIR` without an LD_PRELOAD run.
+    Catalog(
+        #[cfg(all(feature = "index", feature = "prism"))] catalog::CatalogArgs,
+        #[cfg(not(all(feature = "index", feature = "prism")))] NotBuilt,
+    ),
     /// Serve the Globus Search API over an embedded index (HTTP on 127.0.0.1, a Unix socket),
     /// answering each caller with the records it may see; holds the index's writer.
     Serve(#[cfg(feature = "index")] serve::ServeArgs, #[cfg(not(feature = "index"))] NotBuilt),
@@ -475,6 +483,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             init_logging("warn", cfg.app.log.format);
             find::du(&cfg, args)
         }
+        #[cfg(all(feature = "index", feature = "prism"))]
+        Command::Catalog(args) => {
+            let cfg = icicle_core::config::load(&cli.config, &cli.set)?;
+            init_logging("warn", cfg.app.log.format);
+            catalog::main(&cfg, args)
+        }
+        #[cfg(not(all(feature = "index", feature = "prism")))]
+        Command::Catalog(_) => Err(not_built("`icicle catalog`", "index,prism")),
         #[cfg(feature = "index")]
         Command::Serve(args) => {
             let cfg = icicle_core::config::load(&cli.config, &cli.set)?;

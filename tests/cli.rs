@@ -678,6 +678,7 @@ fn manual_pages_render_for_every_command() {
         "config-show",
         "counts",
         "counts-rebuild",
+        "catalog",
         "du",
         "find",
         "man",

@@ -106,6 +106,10 @@ fn commands_and_flags_left_out_name_their_feature() {
             refused(args, feature);
         }
     }
+    // Both families: the catalog is read from an index and written in PRISM's form.
+    if !built("index") || !built("prism") {
+        refused(&["catalog", "--out", out, "/"], "index,prism");
+    }
 }
 
 #[test]

@@ -94,6 +94,12 @@ fn parse_composite(text: &str) -> Result<Vec<LayoutComponent>, String> {
         let start = c.start.ok_or(format!("component {k}: no lcme_extent.e_start"))?;
         let end = c.end.ok_or(format!("component {k}: no lcme_extent.e_end"))?;
         let stripe_size = c.stripe_size.ok_or(format!("component {k}: no lmm_stripe_size"))?;
+        // A mirror's components tile `[0, EOF)` in order (`lcme_mirror_id` groups them): one
+        // that does not start where the last ended begins another mirror, whose copy of the
+        // bytes is not read again.
+        if out.last().is_some_and(|p: &LayoutComponent| p.end != start) {
+            break;
+        }
         out.push(LayoutComponent { start, end, stripe_size, osts: c.osts });
     }
     if out.is_empty() {
@@ -148,10 +154,49 @@ pub fn getstripe_storage(text: &str) -> Result<Storage, String> {
     }
     most = most.max(count);
     st.stripe_count = (most > 0).then_some(most);
+    st.layout = parse_getstripe(text).unwrap_or_default();
     if st.is_empty() {
         return Err("no FID, pool or OST objects".into());
     }
     Ok(st)
+}
+
+/// Files one `getstripe` call names at most (an argument list well below `ARG_MAX`).
+pub const GETSTRIPE_FILES: usize = 256;
+
+/// `lfs getstripe -v FILE...` run as `cmd` (the command and any leading arguments), one call
+/// per [`GETSTRIPE_FILES`]: each file's storage attributes by the path as given. A file `lfs`
+/// could not read (gone since, or no layout) is missing from the answer and counted in the
+/// second value; paths holding a newline are not asked (their section could not be told
+/// apart). An error is a command that could not be run at all.
+pub fn getstripe_files(
+    cmd: &[String],
+    files: &[&std::path::Path],
+) -> Result<(Vec<(std::path::PathBuf, Storage)>, u64), String> {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let (prog, pre) = cmd.split_first().ok_or("empty lfs command")?;
+    let mut got = Vec::with_capacity(files.len());
+    let asked: Vec<&[u8]> = files.iter().map(|f| f.as_os_str().as_bytes()).filter(|f| !f.contains(&b'\n')).collect();
+    let mut failed = (files.len() - asked.len()) as u64;
+    for chunk in asked.chunks(GETSTRIPE_FILES) {
+        let out = std::process::Command::new(prog)
+            .args(pre)
+            .args(["getstripe", "-v"])
+            .args(chunk.iter().map(|b| OsStr::from_bytes(b)))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("running {prog}: {e}"))?;
+        let sections = split_files(&out.stdout, chunk);
+        failed += chunk.len().saturating_sub(sections.len()) as u64;
+        for (path, section) in sections {
+            match getstripe_storage(&String::from_utf8_lossy(section)) {
+                Ok(st) => got.push((std::path::PathBuf::from(OsStr::from_bytes(path)), st)),
+                Err(_) => failed += 1,
+            }
+        }
+    }
+    Ok((got, failed))
 }
 
 /// The sections of `lfs getstripe` output over several files: each starts with a line that is
@@ -284,5 +329,28 @@ mod tests {
         assert_eq!(files[1].0, b"/mnt/lustre/two");
         assert_eq!(two.fid.as_deref(), Some("[0x200000404:0x6:0x0]"));
         assert_eq!((two.pool.as_deref(), two.stripe_count, two.osts), (Some("flash"), Some(2), vec![17, 3]));
+        // The layout PRISM reads comes with the rest.
+        assert_eq!(two.layout, vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: M, osts: vec![17, 3] }]);
+    }
+
+    #[test]
+    fn a_layout_is_its_first_mirrors_components_and_none_for_data_on_mdt() {
+        // Two instantiated mirrors of `[0, EOF)` (`lfs mirror create -N2`): the second
+        // copy of the bytes is not part of the layout read.
+        let comp = |id: u32, mirror: u32, ost: u32| {
+            format!("    lcme_id:             {id}\n    lcme_mirror_id:      {mirror}\n    lcme_flags:          init\n    lcme_extent.e_start: 0\n    lcme_extent.e_end:   EOF\n      lmm_stripe_count:  1\n      lmm_stripe_size:   1048576\n      lmm_pattern:       raid0\n      lmm_layout_gen:    0\n      lmm_stripe_offset: {ost}\n      lmm_objects:\n      - 0: {{ l_ost_idx: {ost}, l_fid: [0x100070000:0x2:0x0] }}\n\n")
+        };
+        let text = format!(
+            "/l/m\n  lcm_layout_gen:    4\n  lcm_mirror_count:  2\n  lcm_entry_count:   2\n{}{}",
+            comp(65537, 1, 7),
+            comp(131073, 2, 12)
+        );
+        let st = getstripe_storage(&text).unwrap();
+        assert_eq!(st.osts, vec![7, 12]);
+        assert_eq!(st.layout, vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: M, osts: vec![7] }]);
+        // Data on the MDT first: no OST layout to schedule.
+        let dom = "/l/dom\n  lcm_entry_count:   2\n    lcme_id:             1\n    lcme_flags:          init\n    lcme_extent.e_start: 0\n    lcme_extent.e_end:   1048576\n      lmm_stripe_size:   1048576\n      lmm_pattern:       mdt\n      lmm_fid:           [0x200000401:0x9:0x0]\n\n    lcme_id:             2\n    lcme_flags:          init\n    lcme_extent.e_start: 1048576\n    lcme_extent.e_end:   EOF\n      lmm_stripe_size:   1048576\n      lmm_objects:\n      - 0: { l_ost_idx: 4, l_fid: [0x100040000:0x2:0x0] }\n";
+        let st = getstripe_storage(dom).unwrap();
+        assert_eq!((st.osts, st.layout), (vec![4], vec![]));
     }
 }

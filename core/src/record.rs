@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::scope::Scope;
+use crate::traits::LayoutComponent;
 
 /// Earliest time a record may carry: 1900-01-01T00:00:00Z.
 pub const MIN_TIME: i64 = -2_208_988_800;
@@ -220,6 +221,11 @@ pub struct Storage {
     /// OST indexes holding the object's data, each once, in layout order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub osts: Vec<u32>,
+    /// The instantiated components of the file's layout (of its first mirror), as PRISM's
+    /// placement reads them: extent, stripe size and OSTs in stripe order. Empty when the
+    /// layout was not read or has no OST objects (Data-on-MDT only, released).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layout: Vec<LayoutComponent>,
 }
 
 impl Storage {

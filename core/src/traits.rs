@@ -296,7 +296,7 @@ pub trait Sink: Send {
 
 /// One component of a file's layout: the byte extent it covers and how it is striped
 /// (a plain Lustre layout is one component `[0, EOF)`; a PFL layout has several).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct LayoutComponent {
     /// First byte of the extent.
     pub start: u64,

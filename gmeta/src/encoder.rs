@@ -301,7 +301,39 @@ fn push_storage(out: &mut Vec<u8>, st: &Storage) {
         }
         out.push(b']');
     }
+    if !st.layout.is_empty() {
+        key(out, "layout");
+        push_layout(out, &st.layout);
+    }
     out.push(b'}');
+}
+
+/// `[{"start":…,"end":…,"stripe_size":…,"osts":[…]},…]`: a component reaching the end of the
+/// file has no `end` (JSON numbers past 2^53 are not exact in every reader).
+fn push_layout(out: &mut Vec<u8>, layout: &[icicle_core::traits::LayoutComponent]) {
+    out.push(b'[');
+    for (i, c) in layout.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#"{"start":"#);
+        push_u64(out, c.start);
+        if c.end != u64::MAX {
+            out.extend_from_slice(br#","end":"#);
+            push_u64(out, c.end);
+        }
+        out.extend_from_slice(br#","stripe_size":"#);
+        push_u64(out, c.stripe_size);
+        out.extend_from_slice(br#","osts":["#);
+        for (k, o) in c.osts.iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            push_u64(out, u64::from(*o));
+        }
+        out.extend_from_slice(b"]}");
+    }
+    out.push(b']');
 }
 
 #[cfg(test)]
@@ -400,6 +432,24 @@ mod tests {
         e.encode(&FileRecord { storage: Some(&gpfs), ..rec }, &mut out).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["content"]["storage"], serde_json::json!({"fileset": "0", "pool": "system"}));
+        // A layout: its components, the last one without `end` when it reaches EOF.
+        let comp = |start, end, osts: &[u32]| icicle_core::traits::LayoutComponent {
+            start,
+            end,
+            stripe_size: 1 << 20,
+            osts: osts.to_vec(),
+        };
+        let pfl = Storage { layout: vec![comp(0, 4 << 20, &[86]), comp(4 << 20, u64::MAX, &[105, 231])], ..st.clone() };
+        let mut out = Vec::new();
+        e.encode(&FileRecord { storage: Some(&pfl), ..rec }, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["content"]["storage"]["layout"],
+            serde_json::json!([
+                {"start": 0, "end": 4194304, "stripe_size": 1048576, "osts": [86]},
+                {"start": 4194304, "stripe_size": 1048576, "osts": [105, 231]}
+            ])
+        );
         // Nothing known: no object at all.
         let mut out = Vec::new();
         e.encode(&FileRecord { storage: Some(&Storage::default()), ..rec }, &mut out).unwrap();

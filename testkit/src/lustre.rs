@@ -19,11 +19,13 @@ use crate::gen::Rng;
 
 mod dne;
 mod fake_lfs;
+mod files_lfs;
 mod trees;
 
 pub use dne::{journal_of_device, logged_on, mdt_journal, mdt_of, shards, MdtJournals};
 
 pub use fake_lfs::{fake_lfs, layout_of, project_of, purge, OSTS};
+pub use files_lfs::files_lfs;
 
 /// The sequence of synthetic FIDs.
 pub const FID_SEQ: u64 = 0x2_0000_0401;

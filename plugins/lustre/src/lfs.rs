@@ -183,37 +183,17 @@ impl Lfs {
     }
 }
 
-/// Files a `getstripe` call names at most (an argument list well below `ARG_MAX`).
-pub const GETSTRIPE_FILES: usize = 256;
+/// Files a `getstripe` or `project` call names at most.
+pub use icicle_core::layout::GETSTRIPE_FILES;
 
 impl Lfs {
     /// `lfs getstripe -v FILE...`: each file's storage attributes (FID, pool, stripe count,
-    /// OSTs), by the path as given. A file `lfs` could not read (gone since, or no layout) is
-    /// missing from the answer and counted in the second value; paths holding a newline are
-    /// not asked (their section could not be told apart).
+    /// OSTs, layout), by the path as given ([`icicle_core::layout::getstripe_files`]).
     pub fn getstripe(
         &self,
         files: &[&std::path::Path],
     ) -> Result<(Vec<(std::path::PathBuf, icicle_core::record::Storage)>, u64), String> {
-        use std::os::unix::ffi::OsStrExt;
-        let mut got = Vec::with_capacity(files.len());
-        let asked: Vec<&[u8]> =
-            files.iter().map(|f| f.as_os_str().as_bytes()).filter(|f| !f.contains(&b'\n')).collect();
-        let mut failed = (files.len() - asked.len()) as u64;
-        for chunk in asked.chunks(GETSTRIPE_FILES) {
-            let mut args: Vec<&OsStr> = vec![OsStr::new("getstripe"), OsStr::new("-v")];
-            args.extend(chunk.iter().map(|b| OsStr::from_bytes(b)));
-            let out = self.run_os(&args)?;
-            let sections = icicle_core::layout::split_files(&out.stdout, chunk);
-            failed += chunk.len().saturating_sub(sections.len()) as u64;
-            for (path, section) in sections {
-                match icicle_core::layout::getstripe_storage(&String::from_utf8_lossy(section)) {
-                    Ok(st) => got.push((std::path::PathBuf::from(OsStr::from_bytes(path)), st)),
-                    Err(_) => failed += 1,
-                }
-            }
-        }
-        Ok((got, failed))
+        icicle_core::layout::getstripe_files(&self.cmd, files)
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;
-use common::{mpirun, s, summary_of};
+use common::{agent, mpirun, s, summary_of};
 
 use icicle_plugins_prism::dataset::{sequential_checksum, write_dataset, DatasetSpec};
 use icicle_plugins_prism::layout::EmulatedLayouts;
@@ -228,23 +228,6 @@ fn layout_lines_that_disagree_with_the_file_are_rejected_or_clamped_never_walked
     assert_eq!(v["bytes"], 20);
     assert_eq!(v["errors"], 0);
     assert_eq!(v["exactly_once"], true);
-}
-
-/// The catalog agent, built for this test (cargo does not build a cdylib for another
-/// package's tests).
-fn agent() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    let target = profile_dir.parent().unwrap();
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.args(["build", "--quiet", "-p", "icicle-prism-agent", "--lib", "--target-dir"])
-        .arg(target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    assert!(cmd.status().unwrap().success());
-    profile_dir.join("libcatalog_agent.so")
 }
 
 #[test]

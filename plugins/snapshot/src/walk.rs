@@ -3,15 +3,18 @@
 //! workers share the walk. By default the walk stays on the root's file system (`xdev`, as
 //! `find -xdev`): a directory where another file system is mounted is not entered, and what
 //! the index holds below it is left unknown (kept), not deleted: an unmounted project file
-//! system, or an empty one mounted over a directory, must not empty the index there.
+//! system, or an empty one mounted over a directory, must not empty the index there. With
+//! `layout = true` each directory's regular files are given to one `lfs getstripe -v` call (as
+//! the Lustre monitor reads layouts) and their records carry the storage attributes.
 
+use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use icicle_core::access::Acl;
-use icicle_core::record::{FileRecord, Reject};
+use icicle_core::record::{FileRecord, Reject, Storage};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Split};
@@ -28,10 +31,23 @@ pub struct WalkConfig {
     /// Stay on the root's file system (default true).
     #[serde(default = "stay_on_one_file_system")]
     pub xdev: bool,
+    /// Read each regular file's Lustre layout with `lfs getstripe -v` (one call per directory
+    /// and 256 files) and publish its FID, pool, stripe count, OSTs and components (`storage`
+    /// in the record: what `icicle find -ost` and `icicle catalog` read). Off by default: no
+    /// call is made.
+    #[serde(default)]
+    pub layout: bool,
+    /// The `lfs` command and any leading arguments (with `layout`).
+    #[serde(default = "default_lfs")]
+    pub lfs: Vec<String>,
 }
 
 fn stay_on_one_file_system() -> bool {
     true
+}
+
+fn default_lfs() -> Vec<String> {
+    vec!["lfs".into()]
 }
 
 /// The `walk` source.
@@ -40,13 +56,44 @@ pub struct WalkSource {
     prefix: String,
     /// The root's device, when the walk stays on it.
     device: Option<u64>,
+    /// The `lfs` command reading layouts, when they are read.
+    lfs: Option<Vec<String>>,
 }
 
 impl WalkSource {
     /// Walk `root`, naming records under `prefix`, staying on the file system of the root
     /// (its device is `device`) when that is given.
     pub fn new(root: PathBuf, prefix: String, device: Option<u64>) -> WalkSource {
-        WalkSource { root, prefix, device }
+        WalkSource { root, prefix, device, lfs: None }
+    }
+
+    /// Read regular files' layouts with `lfs getstripe -v` run as `cmd`.
+    pub fn with_layouts(mut self, cmd: Vec<String>) -> WalkSource {
+        self.lfs = Some(cmd);
+        self
+    }
+
+    /// The storage attributes of the regular files of `entries` (by their path on disk), as
+    /// `lfs getstripe` reads them; a file it could not read has none (and is logged).
+    fn layouts(
+        &self,
+        dir: &std::path::Path,
+        entries: &[(PathBuf, std::fs::Metadata)],
+    ) -> Result<HashMap<PathBuf, Storage>, SourceError> {
+        let Some(cmd) = &self.lfs else { return Ok(HashMap::new()) };
+        let files: Vec<&std::path::Path> =
+            entries.iter().filter(|(_, md)| md.file_type().is_file()).map(|(p, _)| p.as_path()).collect();
+        if files.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (got, failed) = icicle_core::layout::getstripe_files(cmd, &files).map_err(|reason| SourceError::Io {
+            path: dir.to_path_buf(),
+            reason: format!("lfs getstripe: {reason}"),
+        })?;
+        if failed > 0 {
+            tracing::warn!(dir = %dir.display(), failed, "lfs getstripe read no layout of some files: published without one");
+        }
+        Ok(got.into_iter().collect())
     }
 
     fn record_path(&self, p: &std::path::Path) -> Result<String, String> {
@@ -97,6 +144,7 @@ impl Source for WalkSource {
         entries.sort_by_key(|e| e.as_ref().map(|e| e.file_name()).ok());
         let input = dir.display().to_string();
         let scope = split.scope.clone().unwrap_or(Scope::All);
+        let mut listed = Vec::with_capacity(entries.len());
         for e in entries {
             let e = match e {
                 Ok(e) => e,
@@ -122,6 +170,10 @@ impl Source for WalkSource {
                     continue;
                 }
             };
+            listed.push((p, md));
+        }
+        let storage = self.layouts(dir, &listed)?;
+        for (p, md) in listed {
             let rp = match self.record_path(&p) {
                 Ok(s) => s,
                 Err(reason) => {
@@ -134,7 +186,7 @@ impl Source for WalkSource {
                 out.reject(Reject::whole(&p.display().to_string(), why, Some(Scope::subtree(&rp))));
                 continue;
             }
-            let rec = record_of(&rp, &md);
+            let rec = FileRecord { storage: storage.get(&p), ..record_of(&rp, &md) };
             let acl = if acls { Acl::read(&p) } else { None };
             if md.is_dir() {
                 out.directory_with_acl(&rec, acl);
@@ -158,6 +210,9 @@ impl ComponentConfig for WalkConfig {
         if self.path_prefix.as_ref().is_some_and(|p| !p.starts_with('/')) {
             return Err(ctx.invalid("path_prefix", "must be an absolute path"));
         }
+        if self.layout && self.lfs.first().is_none_or(String::is_empty) {
+            return Err(ctx.invalid("lfs", "an empty command: `layout = true` runs `lfs getstripe -v`"));
+        }
         Ok(())
     }
 
@@ -176,6 +231,7 @@ impl ComponentConfig for WalkConfig {
             ),
             false => None,
         };
-        Ok(Arc::new(WalkSource::new(root, prefix, device)))
+        let walk = WalkSource::new(root, prefix, device);
+        Ok(Arc::new(if self.layout { walk.with_layouts(self.lfs) } else { walk }))
     }
 }

@@ -100,6 +100,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// A fake `lfs getstripe -v PATH...` for files on a local disk: PRISM's emulated layouts
+    /// (`--layouts` spec, else `ICICLE_EMULATED_LAYOUT`, else the default), printed as Lustre's
+    /// `lfs` prints them.
+    LfsFiles {
+        #[arg(long)]
+        layouts: Option<String>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// A Globus Search emulator (HTTP/1.1): `icicle serve`'s Search API over an index
     /// directory per index, with the cloud's token endpoint, limits, index administration,
     /// queued tasks, a rate limit and injected failures in front. Prints
@@ -237,6 +246,19 @@ fn main() -> anyhow::Result<()> {
                 dir,
             };
             globus_search(&listen, opts, addr_file.as_deref())?;
+        }
+        Command::LfsFiles { layouts, args } => {
+            use icicle_plugins_prism::layout::{EmulatedLayouts, EMULATED_LAYOUT_ENV};
+            let spec = layouts.or_else(|| std::env::var(EMULATED_LAYOUT_ENV).ok());
+            let layouts = match spec {
+                Some(s) => EmulatedLayouts::parse(&s).map_err(|e| anyhow::anyhow!("--layouts {s:?}: {e}"))?,
+                None => EmulatedLayouts::default(),
+            };
+            let (code, out, err) = icicle_testkit::lustre::files_lfs(&layouts, &args);
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(&out);
+            let _ = std::io::stderr().write_all(err.as_bytes());
+            std::process::exit(code);
         }
         Command::Lfs { journal, mount, delay_ms, args } => {
             let (code, out, err) = fake_lfs(&journal, mount.as_deref(), delay_ms, &args);

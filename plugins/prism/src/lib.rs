@@ -1,7 +1,7 @@
 //! PRISM / SwiftLoad for icicle: the metadata catalog (format, reader, writer), stripe
 //! layouts and where they come from, layout -> object tasks, the object scheduler and the
-//! file-level baseline ([`Placement`] implementations), the Loader Configuration Module, and
-//! the OST contention model. No MPI here: the `swiftload` tool (plugins/prism-mpi) and the
+//! file-level baseline ([`Placement`] implementations), the Loader Configuration Module, the
+//! OST contention model, and the metadata model (a namespace walk against a catalog load). No MPI here: the `swiftload` tool (plugins/prism-mpi) and the
 //! LD_PRELOAD catalog agent (plugins/prism-agent) build on this crate.
 
 pub mod augment;
@@ -10,6 +10,7 @@ pub mod contention;
 pub mod dataset;
 pub mod layout;
 pub mod loader;
+pub mod metadata;
 pub mod scheduler;
 pub mod tasks;
 

@@ -4,7 +4,9 @@
 //! ([`contention::simulate`]); what each loader does with its bytes is measured here (one
 //! core: BLAKE3 fingerprints of the default chunkings, or the CIFAR-10 transforms) and
 //! enters the model as a per-loader speed in series with its I/O (`1 / (1/io + 1/compute)`).
-//! Every figure it prints is emulated; the per-core compute speeds are measured.
+//! Every figure it prints is emulated; the per-core compute speeds are measured. With
+//! `--mds-ops-per-s` the metadata is modelled too ([`MetadataModel`]): the file-level baseline
+//! walks the namespace before it reads, object-level scheduling loads a catalog.
 
 use std::time::Instant;
 
@@ -14,6 +16,7 @@ mod plot;
 use icicle_core::traits::Placement;
 use icicle_plugins_prism::augment::{augment_batch, RECORD_BYTES};
 use icicle_plugins_prism::contention;
+use icicle_plugins_prism::metadata::MetadataModel;
 use icicle_plugins_prism::{FileScheduler, Loader, ObjectScheduler};
 
 /// Model the apps' time against the number of I/O loaders.
@@ -39,6 +42,18 @@ struct Args {
     /// (e.g. a Python augmentation pipeline's).
     #[arg(long)]
     compute_mb_s: Option<f64>,
+    /// The metadata the file-level baseline pays before it reads (its namespace walk: a
+    /// `readdir` per directory, an `lstat` per file): the MDS's calls per second for the walk,
+    /// in all. 0 (the default): metadata is not modelled, for either policy.
+    #[arg(long, default_value_t = 0.0)]
+    mds_ops_per_s: f64,
+    /// Latency of one metadata call as one loader sees it, ms (with --mds-ops-per-s).
+    #[arg(long, default_value_t = 1.0)]
+    mds_op_ms: f64,
+    /// Seconds object-level scheduling spends per catalog entry loading its catalog (with
+    /// --mds-ops-per-s; default the compact catalog's measured warm load, 0.094 s per million).
+    #[arg(long, default_value_t = 94e-9)]
+    catalog_s_per_entry: f64,
     /// Also draw the curves (seconds against loaders, object vs file, one panel per app) as
     /// a PNG at this path.
     #[arg(long, value_name = "PNG")]
@@ -80,6 +95,17 @@ fn main() -> anyhow::Result<()> {
         "model: {} OSTs at {} MB/s, loader I/O {} MB/s, cap {} per OST; measured compute per core: augment {augment_mb_s:.0} MB/s, dedup (fixed:4K, fixed:64K, cdc:8K) {dedup_mb_s:.0} MB/s",
         args.osts, args.ost_mb_s, args.io_mb_s, args.cap
     );
+    let meta = MetadataModel {
+        mds_ops_per_s: args.mds_ops_per_s,
+        op_ms: args.mds_op_ms,
+        catalog_s_per_entry: args.catalog_s_per_entry,
+    };
+    if !meta.is_none() {
+        eprintln!(
+            "metadata: file-level walks the namespace first (MDS {} calls/s, {} ms a call per loader); object-level loads a catalog ({} s an entry)",
+            meta.mds_ops_per_s, meta.op_ms, meta.catalog_s_per_entry
+        );
+    }
     let mut rows = Vec::new();
     for (name, objects) in icicle_plugins_prism::dataset::seed_shapes(args.osts) {
         let measured = if name.starts_with("augment") { augment_mb_s } else { dedup_mb_s };
@@ -89,22 +115,32 @@ fn main() -> anyhow::Result<()> {
         let bytes: u64 = objects.iter().map(|o| o.size).sum();
         eprintln!("{name}: {} files, {:.1} GB; per loader {per_loader:.0} MB/s", objects.len(), bytes as f64 / 1e9);
         eprintln!("  {:>7} {:>12} {:>12} {:>8}", "loaders", "object s", "file s", "speed-up");
+        let dirs = objects
+            .iter()
+            .map(|o| o.path.rsplit_once('/').map_or("", |(d, _)| d))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         for &n in &args.loaders {
-            let object =
-                contention::simulate(&ObjectScheduler::new(Some(model.clone())).place(&objects, n), &model).seconds;
-            let file = contention::simulate(&FileScheduler.place(&objects, n), &model).seconds;
+            let (walk, catalog) = (meta.walk_seconds(objects.len(), dirs, n), meta.catalog_seconds(objects.len()));
+            let object = catalog
+                + contention::simulate(&ObjectScheduler::new(Some(model.clone())).place(&objects, n), &model).seconds;
+            let file = walk + contention::simulate(&FileScheduler.place(&objects, n), &model).seconds;
             eprintln!("  {n:>7} {object:>12.2} {file:>12.2} {:>7.2}x", file / object.max(1e-9));
-            rows.push(serde_json::json!({"app": name, "loaders": n, "object_seconds": object, "file_seconds": file}));
+            rows.push(serde_json::json!({
+                "app": name, "loaders": n, "object_seconds": object, "file_seconds": file,
+                "object_metadata_seconds": catalog, "file_metadata_seconds": walk,
+            }));
         }
     }
     if let Some(png) = &args.plot {
         let caption = format!(
-            "{} OSTs at {} MB/s, loader I/O {} MB/s, cap {} per OST{} (emulated)",
+            "{} OSTs at {} MB/s, loader I/O {} MB/s, cap {} per OST{}{} (emulated)",
             args.osts,
             args.ost_mb_s,
             args.io_mb_s,
             args.cap,
-            args.compute_mb_s.map(|c| format!(", compute {c} MB/s per loader")).unwrap_or_default()
+            args.compute_mb_s.map(|c| format!(", compute {c} MB/s per loader")).unwrap_or_default(),
+            if meta.is_none() { String::new() } else { format!(", MDS {} calls/s", meta.mds_ops_per_s) }
         );
         let curves: Vec<plot::Point> = rows
             .iter()

@@ -76,8 +76,20 @@ struct Tally {
     files: u64,
     links: u64,
     without_layout: u64,
+    special: u64,
     unrepresentable: u64,
     unreadable: u64,
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.files += o.files;
+        self.links += o.links;
+        self.without_layout += o.without_layout;
+        self.special += o.special;
+        self.unrepresentable += o.unrepresentable;
+        self.unreadable += o.unreadable;
+    }
 }
 
 /// The catalog entry of one stored GMetaEntry, or why there is none.
@@ -134,6 +146,7 @@ fn entry_of(bytes: &[u8], tally: &mut Tally) -> Option<CatalogEntry> {
         })
         .collect();
     if !fields.is_regular() {
+        tally.special += 1;
         return None;
     }
     if layout.is_empty() || layout.iter().any(|k| k.stripe_size == 0 || k.osts.is_empty()) {
@@ -150,16 +163,24 @@ pub fn main(cfg: &icicle_core::config::LoadedConfig, args: &CatalogArgs) -> anyh
     let dirs = if args.dirs.is_empty() { vec!["/".to_string()] } else { args.dirs.clone() };
     let mut tally = Tally::default();
     let mut catalog = Catalog::default();
+    // A path under two of the directories given is one entry.
+    let mut seen = std::collections::HashSet::new();
     for dir in &dirs {
         if !dir.starts_with('/') {
             bail!("{dir:?}: the index holds absolute paths; give the directory as one");
         }
-        let filter = Filter {
-            record: Some(Record::File),
-            under: (dir != "/").then(|| dir.trim_end_matches('/').to_string()),
-            ..Filter::default()
-        };
-        answers.entries(&filter, None, |bytes| catalog.entries.extend(entry_of(bytes, &mut tally)))?;
+        let dir = icicle_core::name::normalise(dir).into_owned();
+        let filter = Filter { record: Some(Record::File), under: (dir != "/").then_some(dir), ..Filter::default() };
+        answers.entries(&filter, None, |bytes| {
+            let mut once = Tally::default();
+            if let Some(e) = entry_of(bytes, &mut once) {
+                if !seen.insert(e.path.clone()) {
+                    return;
+                }
+                catalog.entries.push(e);
+            }
+            tally.add(&once);
+        })?;
     }
     if tally.files == 0 {
         bail!(
@@ -182,6 +203,7 @@ pub fn main(cfg: &icicle_core::config::LoadedConfig, args: &CatalogArgs) -> anyh
     );
     for (n, what) in [
         (tally.without_layout, "regular files without a layout in the index (not in the catalog)"),
+        (tally.special, "special files (FIFOs, sockets, devices: nothing to read)"),
         (tally.unrepresentable, "paths the catalog cannot hold (not UTF-8, or a newline)"),
         (tally.unreadable, "entries that are not primary records"),
     ] {
@@ -224,6 +246,11 @@ mod tests {
         );
         assert!(entry_of(odd.as_bytes(), &mut t).is_none());
         assert!(entry_of(b"[]", &mut t).is_none());
-        assert_eq!((t.files, t.links, t.without_layout, t.unrepresentable, t.unreadable), (1, 1, 1, 1, 1));
+        // A FIFO is recorded as a file by its type bits only: nothing to read.
+        assert!(entry_of(entry(r#"{"path":"/l/p","type":"file","raw":{"mode":10644}}"#).as_bytes(), &mut t).is_none());
+        assert_eq!(
+            (t.files, t.links, t.without_layout, t.unrepresentable, t.unreadable, t.special),
+            (1, 1, 1, 1, 1, 1)
+        );
     }
 }

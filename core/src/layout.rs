@@ -58,6 +58,8 @@ fn parse_composite(text: &str) -> Result<Vec<LayoutComponent>, String> {
     #[derive(Default)]
     struct Comp {
         init: bool,
+        stale: bool,
+        mirror: u32,
         start: Option<u64>,
         end: Option<u64>,
         stripe_size: Option<u64>,
@@ -72,6 +74,9 @@ fn parse_composite(text: &str) -> Result<Vec<LayoutComponent>, String> {
         let Some(c) = comps.last_mut() else { continue };
         if let Some(v) = field(line, "lcme_flags") {
             c.init = v.split(',').any(|f| f.trim() == "init");
+            c.stale = v.split(',').any(|f| f.trim() == "stale");
+        } else if let Some(v) = field(line, "lcme_mirror_id") {
+            c.mirror = u32::try_from(int(v)?).map_err(|_| format!("mirror id `{v}` out of range"))?;
         } else if let Some(v) = field(line, "lcme_extent.e_start") {
             c.start = Some(int(v)?);
         } else if let Some(v) = field(line, "lcme_extent.e_end") {
@@ -86,17 +91,19 @@ fn parse_composite(text: &str) -> Result<Vec<LayoutComponent>, String> {
             }
         }
     }
+    // The first mirror (`lcme_mirror_id`) whose data starts with an instantiated, up-to-date
+    // component: a `stale` one (`lfs mirror` marks a copy not yet resynced) is not read.
+    let mirror = comps.iter().find(|c| c.init && !c.stale && c.start == Some(0)).map_or(0, |c| c.mirror);
     let mut out = Vec::new();
-    for (k, c) in comps.into_iter().enumerate() {
-        if !c.init || c.osts.is_empty() {
+    for (k, c) in comps.into_iter().enumerate().filter(|(_, c)| c.mirror == mirror) {
+        if !c.init || c.stale || c.osts.is_empty() {
             break;
         }
         let start = c.start.ok_or(format!("component {k}: no lcme_extent.e_start"))?;
         let end = c.end.ok_or(format!("component {k}: no lcme_extent.e_end"))?;
         let stripe_size = c.stripe_size.ok_or(format!("component {k}: no lmm_stripe_size"))?;
-        // A mirror's components tile `[0, EOF)` in order (`lcme_mirror_id` groups them): one
-        // that does not start where the last ended begins another mirror, whose copy of the
-        // bytes is not read again.
+        // A mirror's components tile `[0, EOF)` in order; a gap ends what can be read (and,
+        // in text without mirror ids, one that starts again begins another mirror).
         if out.last().is_some_and(|p: &LayoutComponent| p.end != start) {
             break;
         }
@@ -168,7 +175,9 @@ pub const GETSTRIPE_FILES: usize = 256;
 /// per [`GETSTRIPE_FILES`]: each file's storage attributes by the path as given. A file `lfs`
 /// could not read (gone since, or no layout) is missing from the answer and counted in the
 /// second value; paths holding a newline are not asked (their section could not be told
-/// apart). An error is a command that could not be run at all.
+/// apart). An error is a command that could not be run, or one that failed for no file in
+/// particular: it exited non-zero with no file printed and a complaint that names none of
+/// the files (`sudo` refusing, a mount that is not Lustre), which says nothing of them.
 pub fn getstripe_files(
     cmd: &[String],
     files: &[&std::path::Path],
@@ -188,6 +197,10 @@ pub fn getstripe_files(
             .output()
             .map_err(|e| format!("running {prog}: {e}"))?;
         let sections = split_files(&out.stdout, chunk);
+        if !out.status.success() && sections.is_empty() && !names_a_file(&out.stderr, chunk) {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(format!("{prog} getstripe: {} ({})", err.trim(), out.status));
+        }
         failed += chunk.len().saturating_sub(sections.len()) as u64;
         for (path, section) in sections {
             match getstripe_storage(&String::from_utf8_lossy(section)) {
@@ -197,6 +210,13 @@ pub fn getstripe_files(
         }
     }
     Ok((got, failed))
+}
+
+/// Whether `lfs`'s complaints are about files (every line names one of `paths`, as
+/// `lfs getstripe: cannot open '<path>': ...` does) rather than about `lfs` itself.
+fn names_a_file(stderr: &[u8], paths: &[&[u8]]) -> bool {
+    let mut lines = stderr.split(|&b| b == b'\n').filter(|l| !l.trim_ascii().is_empty()).peekable();
+    lines.peek().is_some() && lines.all(|l| paths.iter().any(|p| l.windows(p.len()).any(|w| w == *p)))
 }
 
 /// The sections of `lfs getstripe` output over several files: each starts with a line that is
@@ -334,6 +354,21 @@ mod tests {
     }
 
     #[test]
+    fn an_lfs_that_fails_for_no_file_is_an_error_and_a_gone_file_is_counted() {
+        let sh = |script: &str| vec!["sh".to_string(), "-c".to_string(), script.to_string(), "lfs".to_string()];
+        let (a, b) = (std::path::Path::new("/l/a"), std::path::Path::new("/l/b"));
+        let err = getstripe_files(&sh("echo 'sudo: a password is required' >&2; exit 1"), &[a]).unwrap_err();
+        assert!(err.contains("a password is required"), "{err}");
+        // Every file gone: each complaint names one; nothing is known, nothing is wrong.
+        let gone = "for f in \"$@\"; do [ \"$f\" = -v ] || [ \"$f\" = getstripe ] || echo \"lfs getstripe: cannot open '$f': No such file or directory (2)\" >&2; done; exit 2";
+        assert_eq!(getstripe_files(&sh(gone), &[a, b]).unwrap(), (vec![], 2));
+        // One printed, one gone.
+        let one = "printf '/l/a\\nlmm_stripe_count:  1\\nlmm_stripe_size:   1048576\\n\\tobdidx\\t objid\\n\\t 7\\t 1\\n\\n'; echo \"lfs getstripe: cannot open '/l/b': No such file or directory (2)\" >&2; exit 2";
+        let (got, failed) = getstripe_files(&sh(one), &[a, b]).unwrap();
+        assert_eq!((got.len(), failed, got[0].1.osts.clone()), (1, 1, vec![7]));
+    }
+
+    #[test]
     fn a_layout_is_its_first_mirrors_components_and_none_for_data_on_mdt() {
         // Two instantiated mirrors of `[0, EOF)` (`lfs mirror create -N2`): the second
         // copy of the bytes is not part of the layout read.
@@ -348,6 +383,12 @@ mod tests {
         let st = getstripe_storage(&text).unwrap();
         assert_eq!(st.osts, vec![7, 12]);
         assert_eq!(st.layout, vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: M, osts: vec![7] }]);
+        // The first mirror stale (not resynced since a write): the second is read.
+        let stale = text.replacen("lcme_flags:          init", "lcme_flags:          init,stale", 1);
+        assert_eq!(
+            getstripe_storage(&stale).unwrap().layout,
+            vec![LayoutComponent { start: 0, end: u64::MAX, stripe_size: M, osts: vec![12] }]
+        );
         // Data on the MDT first: no OST layout to schedule.
         let dom = "/l/dom\n  lcm_entry_count:   2\n    lcme_id:             1\n    lcme_flags:          init\n    lcme_extent.e_start: 0\n    lcme_extent.e_end:   1048576\n      lmm_stripe_size:   1048576\n      lmm_pattern:       mdt\n      lmm_fid:           [0x200000401:0x9:0x0]\n\n    lcme_id:             2\n    lcme_flags:          init\n    lcme_extent.e_start: 1048576\n    lcme_extent.e_end:   EOF\n      lmm_stripe_size:   1048576\n      lmm_objects:\n      - 0: { l_ost_idx: 4, l_fid: [0x100040000:0x2:0x0] }\n";
         let st = getstripe_storage(dom).unwrap();

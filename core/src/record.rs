@@ -223,7 +223,8 @@ pub struct Storage {
     pub osts: Vec<u32>,
     /// The instantiated components of the file's layout (of its first mirror), as PRISM's
     /// placement reads them: extent, stripe size and OSTs in stripe order. Empty when the
-    /// layout was not read or has no OST objects (Data-on-MDT only, released).
+    /// layout was not read, or its data does not start on OSTs (a Data-on-MDT first
+    /// component, a released file).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layout: Vec<LayoutComponent>,
 }

@@ -438,6 +438,13 @@ fn fingerprint_of(rec: &FileRecord<'_>, visible_to: &[u8], inode: Option<u64>) -
     if let Some(ino) = inode {
         h.update(&ino.to_le_bytes());
     }
+    // Where the file system keeps the file, when the source read it: a layout read for the
+    // first time, or changed (a migration to other OSTs), is a change to publish. Records
+    // without it keep the fingerprint they always had.
+    if let Some(st) = rec.storage.filter(|s| !s.is_empty()) {
+        h.update(b"storage");
+        h.update(&serde_json::to_vec(st).unwrap_or_default());
+    }
     h.digest()
 }
 

@@ -547,8 +547,11 @@ fn a_lustre_monitor_reading_layouts_answers_which_files_have_objects_on_an_ost()
         let e: Value = serde_json::from_str(&line).unwrap();
         let path = e["content"]["path"].as_str().unwrap().to_string();
         let fid = fids.get(&path).unwrap_or_else(|| panic!("seed {seed}: {path} is not in the file system"));
-        let (pool, _, osts) = icicle_testkit::lustre::layout_of(fid);
+        let (pool, stripe_size, osts) = icicle_testkit::lustre::layout_of(fid);
         let st = &e["content"]["storage"];
+        // The plain layout as PRISM reads it: one component to the end of the file.
+        let layout = serde_json::json!([{"start": 0, "stripe_size": stripe_size, "osts": osts}]);
+        assert_eq!(st["layout"], layout, "seed {seed}: {path}");
         assert_eq!(st["fid"], fid.to_string(), "seed {seed}: {path}");
         assert_eq!(st["osts"], serde_json::json!(osts), "seed {seed}: {path}");
         assert_eq!(st["stripe_count"], osts.len(), "seed {seed}: {path}");

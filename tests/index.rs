@@ -542,7 +542,7 @@ fn a_lustre_monitor_reading_layouts_answers_which_files_have_objects_on_an_ost()
     assert_eq!(report["mdt0"]["layouts_failed"], 0, "seed {seed}: {report}");
     // Every regular file's record carries the FID and the layout the stand-in's lfs gives it.
     let mut by_ost: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
-    let (mut flash, mut files) = (BTreeSet::new(), 0);
+    let (mut flash, mut files, mut catalogued) = (BTreeSet::new(), 0, 0);
     for line in find(t, &["--json", "-type", "f"]) {
         let e: Value = serde_json::from_str(&line).unwrap();
         let path = e["content"]["path"].as_str().unwrap().to_string();
@@ -559,6 +559,11 @@ fn a_lustre_monitor_reading_layouts_answers_which_files_have_objects_on_an_ost()
         assert_eq!(st["project_id"], icicle_testkit::lustre::project_of(fid), "seed {seed}: {path}");
         for o in osts {
             by_ost.entry(o).or_default().insert(path.clone());
+        }
+        // Names the catalog's text paths can hold (UTF-8, no newline).
+        let name = icicle_core::name::unescape(&path).into_owned();
+        if std::str::from_utf8(&name).is_ok_and(|p| !p.contains('\n')) {
+            catalogued += 1;
         }
         if pool.is_some() {
             flash.insert(path);
@@ -587,4 +592,26 @@ fn a_lustre_monitor_reading_layouts_answers_which_files_have_objects_on_an_ost()
     let wide: BTreeSet<String> = wide.cloned().collect();
     let got: BTreeSet<String> = find(t, &["-stripe-count", "+2"]).into_iter().collect();
     assert_eq!(got, wide, "seed {seed}: -stripe-count +2");
+
+    // The same records as a SwiftLoad catalog (`icicle catalog`), from the index directory and
+    // through a running serve: every regular file with its layout (but names that are not
+    // UTF-8 or hold a newline, counted), the same catalog both ways.
+    let idx = t.join("index");
+    let catalog = |how: &[&str], out: &Path| -> Vec<u8> {
+        let mut args = vec!["catalog", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(how);
+        let (code, said, err) = icicle(&args, &[]);
+        assert_eq!(code, 0, "seed {seed}: {args:?}: {err}");
+        assert!(said.contains(&format!("({catalogued} files with layouts")), "seed {seed}: {said}");
+        let others = files - catalogued;
+        assert!(others == 0 || err.contains(&format!("{others} paths the catalog cannot hold")), "seed {seed}: {err}");
+        std::fs::read(out.join("catalog.index.icat")).unwrap()
+    };
+    let local = catalog(&["--index", idx.to_str().unwrap()], &t.join("catalog-local"));
+    let (mut child, url, token_file) = serve_index(t, &idx);
+    let served = catalog(&["--server", &url, "--token-file", token_file.to_str().unwrap()], &t.join("catalog-served"));
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(local == served, "seed {seed}: the catalogs differ");
 }

@@ -81,17 +81,6 @@ struct Tally {
     unreadable: u64,
 }
 
-impl Tally {
-    fn add(&mut self, o: &Tally) {
-        self.files += o.files;
-        self.links += o.links;
-        self.without_layout += o.without_layout;
-        self.special += o.special;
-        self.unrepresentable += o.unrepresentable;
-        self.unreadable += o.unreadable;
-    }
-}
-
 /// The catalog entry of one stored GMetaEntry, or why there is none.
 fn entry_of(bytes: &[u8], tally: &mut Tally) -> Option<CatalogEntry> {
     #[derive(serde::Deserialize)]
@@ -157,30 +146,31 @@ fn entry_of(bytes: &[u8], tally: &mut Tally) -> Option<CatalogEntry> {
     Some(CatalogEntry::new(path, fields, Some(fields), Some(layout.as_slice())))
 }
 
+/// The directories to read, normalised, without those below another of them (a path under
+/// two of the directories given is one entry, read once).
+fn outermost(dirs: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut all = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        if !dir.starts_with('/') {
+            bail!("{dir:?}: the index holds absolute paths; give the directory as one");
+        }
+        all.push(icicle_core::name::normalise(dir).into_owned());
+    }
+    let below = |d: &str, a: &str| d != a && (a == "/" || d.strip_prefix(a).is_some_and(|r| r.starts_with('/')));
+    let kept: std::collections::BTreeSet<String> =
+        all.iter().filter(|d| !all.iter().any(|a| below(d, a))).cloned().collect();
+    Ok(kept.into_iter().collect())
+}
+
 /// `icicle catalog`.
 pub fn main(cfg: &icicle_core::config::LoadedConfig, args: &CatalogArgs) -> anyhow::Result<ExitCode> {
     let answers = Answers::open(cfg, &args.at)?;
     let dirs = if args.dirs.is_empty() { vec!["/".to_string()] } else { args.dirs.clone() };
     let mut tally = Tally::default();
     let mut catalog = Catalog::default();
-    // A path under two of the directories given is one entry.
-    let mut seen = std::collections::HashSet::new();
-    for dir in &dirs {
-        if !dir.starts_with('/') {
-            bail!("{dir:?}: the index holds absolute paths; give the directory as one");
-        }
-        let dir = icicle_core::name::normalise(dir).into_owned();
+    for dir in outermost(&dirs)? {
         let filter = Filter { record: Some(Record::File), under: (dir != "/").then_some(dir), ..Filter::default() };
-        answers.entries(&filter, None, |bytes| {
-            let mut once = Tally::default();
-            if let Some(e) = entry_of(bytes, &mut once) {
-                if !seen.insert(e.path.clone()) {
-                    return;
-                }
-                catalog.entries.push(e);
-            }
-            tally.add(&once);
-        })?;
+        answers.entries(&filter, None, |bytes| catalog.entries.extend(entry_of(bytes, &mut tally)))?;
     }
     if tally.files == 0 {
         bail!(
@@ -252,5 +242,13 @@ mod tests {
             (t.files, t.links, t.without_layout, t.unrepresentable, t.unreadable, t.special),
             (1, 1, 1, 1, 1, 1)
         );
+    }
+
+    #[test]
+    fn directories_below_another_given_are_read_once() {
+        let d = |v: &[&str]| outermost(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        assert_eq!(d(&["/a/b/", "/a", "/ab", "//a//c"]), vec!["/a", "/ab"]);
+        assert_eq!(d(&["/x", "/"]), vec!["/"]);
+        assert!(outermost(&["rel".to_string()]).is_err());
     }
 }

@@ -92,7 +92,9 @@ fn parse_composite(text: &str) -> Result<Vec<LayoutComponent>, String> {
         }
     }
     // The first mirror (`lcme_mirror_id`) whose data starts with an instantiated, up-to-date
-    // component: a `stale` one (`lfs mirror` marks a copy not yet resynced) is not read.
+    // component: a `stale` one (a copy a write made out of date until `lfs mirror resync`;
+    // the flag names are liblustreapi.c's `comp_flags_table`: `init`, `stale`, `prefer`, ...)
+    // is not read.
     let mirror = comps.iter().find(|c| c.init && !c.stale && c.start == Some(0)).map_or(0, |c| c.mirror);
     let mut out = Vec::new();
     for (k, c) in comps.into_iter().enumerate().filter(|(_, c)| c.mirror == mirror) {

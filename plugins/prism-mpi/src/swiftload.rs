@@ -465,7 +465,7 @@ fn run(world: &SimpleCommunicator, args: &Args) -> anyhow::Result<()> {
         "per_ost_processes": stats.per_ost_processes.iter().map(|(o, n)| (o.to_string(), n)).collect::<BTreeMap<_, _>>(),
         "max_processes_on_an_ost": stats.max_processes_on_an_ost,
         "caps": caps,
-        "over_cap": loader.as_ref().map(|l| stats.over_cap(l).len()),
+        "over_cap": loader.as_ref().map(|l| contention::over_limits(&plan.per_rank, l).len()),
         "emulated": throttle.is_some(),
         "model_seconds": model_seconds,
         "peak_rss_kib_max": rss.iter().filter_map(|c| c.first()).max().copied().unwrap_or(0),

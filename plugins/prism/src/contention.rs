@@ -9,6 +9,8 @@
 //! in arrival order). The throttle keeps that clock in shared memory in real time; the
 //! simulation runs the same rule on a virtual clock.
 
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +49,12 @@ impl Simulated {
 /// occupies `o` for `n/B(o)` from `max(t, o free)` and completes at
 /// `max(that end, t + n/p)`; requests are served in time order (ties: lower rank first).
 pub fn simulate(plan: &[Vec<ObjectTask>], model: &Loader) -> Simulated {
+    simulate_readers(plan, model).0
+}
+
+/// [`simulate`], and per OST the most ranks that were reading it at once (a rank reads an
+/// OST from the moment it asks for a chunk there until that chunk completes).
+pub fn simulate_readers(plan: &[Vec<ObjectTask>], model: &Loader) -> (Simulated, BTreeMap<u32, u32>) {
     let chunks: Vec<Vec<(u32, f64)>> = plan
         .iter()
         .map(|ts| ts.iter().flat_map(|t| tasks::chunks(t).map(move |(_, l)| (t.ost, l as f64))).collect())
@@ -55,24 +63,47 @@ pub fn simulate(plan: &[Vec<ObjectTask>], model: &Loader) -> Simulated {
     let p = model.per_process_mb_s() * MB;
     let mut next = vec![0usize; chunks.len()];
     let mut ready = vec![0.0f64; chunks.len()];
-    let mut free: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
+    // Per OST: when it is next free, the completion times of the reads on it, the peak.
+    let mut osts: HashMap<u32, (f64, BinaryHeap<Reverse<u64>>, u32)> = HashMap::new();
     // Ranks with chunks left, earliest ready first (ties: the lower rank). Times are never
     // negative, and non-negative f64s order as their bit patterns do.
-    let mut queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> =
-        (0..chunks.len()).filter(|&r| !chunks[r].is_empty()).map(|r| std::cmp::Reverse((0f64.to_bits(), r))).collect();
-    while let Some(std::cmp::Reverse((bits, r))) = queue.pop() {
+    let mut queue: BinaryHeap<Reverse<(u64, usize)>> =
+        (0..chunks.len()).filter(|&r| !chunks[r].is_empty()).map(|r| Reverse((0f64.to_bits(), r))).collect();
+    while let Some(Reverse((bits, r))) = queue.pop() {
         let t = f64::from_bits(bits);
         let (o, n) = chunks[r][next[r]];
         next[r] += 1;
-        let slot = free.entry(o).or_insert(0.0);
-        let end = slot.max(t) + n / (model.ost_mb_s(o) * MB);
-        *slot = end;
+        let (free, reading, peak) = osts.entry(o).or_insert_with(|| (0.0, BinaryHeap::new(), 0));
+        let end = free.max(t) + n / (model.ost_mb_s(o) * MB);
+        *free = end;
         ready[r] = end.max(t + n / p);
+        // Requests come in time order: reads done by `t` no longer count.
+        while reading.peek().is_some_and(|Reverse(done)| *done <= bits) {
+            reading.pop();
+        }
+        reading.push(Reverse(ready[r].to_bits()));
+        *peak = (*peak).max(reading.len() as u32);
         if next[r] < chunks[r].len() {
-            queue.push(std::cmp::Reverse((ready[r].to_bits(), r)));
+            queue.push(Reverse((ready[r].to_bits(), r)));
         }
     }
-    Simulated { seconds: ready.iter().copied().fold(0.0, f64::max), bytes }
+    let peaks = osts.into_iter().map(|(o, (_, _, peak))| (o, peak)).collect();
+    (Simulated { seconds: ready.iter().copied().fold(0.0, f64::max), bytes }, peaks)
+}
+
+/// OSTs that `plan`, simulated under `loader`'s model, has read by more ranks at once than
+/// the loader's limit: (OST, most readers at once, limit).
+pub fn over_limits(plan: &[Vec<ObjectTask>], loader: &Loader) -> Vec<(u32, u32, u32)> {
+    over(&simulate_readers(plan, loader).1, loader)
+}
+
+/// The OSTs of `peaks` (most readers at once) over `loader`'s limit: (OST, readers, limit).
+pub fn over(peaks: &BTreeMap<u32, u32>, loader: &Loader) -> Vec<(u32, u32, u32)> {
+    peaks
+        .iter()
+        .filter(|(&o, &n)| n > loader.max_processes(o))
+        .map(|(&o, &n)| (o, n, loader.max_processes(o)))
+        .collect()
 }
 
 /// A per-OST clock shared by every process of a run (a small file mapped by all of them):

@@ -9,6 +9,8 @@ use icicle_core::traits::{ObjectLayout, ObjectTask, Placement};
 use crate::loader::Loader;
 use crate::tasks;
 
+mod grouped;
+
 /// The OSTs a set of tasks touches, mapped densely: real indices (113, 204, ...) to
 /// `0..n` in ascending order. The public code indexed arrays of 24 by the real index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,6 +88,10 @@ pub enum Form {
     Dealt,
     /// Equal stretches of the OSTs' chunks in slot order (McNaughton's wrap-around rule).
     Wrapped,
+    /// [`Form::Wrapped`]'s stretches, each rank reading its stretch in order rather than its
+    /// OSTs in turn: the ranks sharing an OST read it at different times (McNaughton's
+    /// schedule), so an OST of one process's worth can be shared without two readers at once.
+    Sequenced,
 }
 
 /// The file-level baseline: file `k` (in object order) goes to rank `k % w` and is read
@@ -208,25 +214,35 @@ impl ObjectScheduler {
         self.assign_as(all, processes, Form::Bound)
     }
 
+    /// The grouped form ([`grouped`]'s rule): OSTs in slot order grouped until their chunks
+    /// divide into whole shares within `tolerance` of the mean, each group wrapped over its
+    /// own ranks with every OST crossed by no more ranks than the loader's limit (one without
+    /// a loader). `None` when the OSTs cannot be grouped so within `processes` ranks.
+    pub fn assign_grouped(&self, all: &[ObjectTask], processes: usize, tolerance: f64) -> Option<Vec<Vec<ObjectTask>>> {
+        let (index, queues) = queues_of(all);
+        if index.is_empty() || processes == 0 {
+            return Some(vec![Vec::new(); processes]);
+        }
+        let limits: Vec<usize> = (0..index.len())
+            .map(|d| self.loader.as_ref().map_or(1, |l| l.max_processes(index.ost(d)) as usize))
+            .collect();
+        let runs = grouped::grouped(queues, &limits, processes, tolerance)?;
+        Some(runs.into_iter().map(interleave).collect())
+    }
+
     /// Assign tasks to `processes` ranks in the given [`Form`].
     pub fn assign_as(&self, all: &[ObjectTask], processes: usize, form: Form) -> Vec<Vec<ObjectTask>> {
         let mut out = vec![Vec::new(); processes];
-        let index = OstIndex::of(all);
+        let (index, queues) = queues_of(all);
         let n = index.len();
         if n == 0 || processes == 0 {
             return out;
-        }
-        let mut queues: Vec<Vec<ObjectTask>> = vec![Vec::new(); n];
-        for t in all {
-            if let Some(d) = index.slot(t.ost) {
-                queues[d].push(*t);
-            }
         }
         let bytes: Vec<u64> = queues.iter().map(|q| q.iter().map(tasks::task_bytes).sum()).collect();
         let bound = self.bounds(&index, &bytes, processes);
         // Per rank: the queues (one per owned OST) it takes from in turn.
         let mut rank_queues: Vec<Vec<Vec<ObjectTask>>> = vec![Vec::new(); processes];
-        if form == Form::Wrapped {
+        if matches!(form, Form::Wrapped | Form::Sequenced) {
             rank_queues = Self::wrap(queues, processes);
         } else if n >= processes || form == Form::Dealt {
             rank_queues = self.deal(&index, queues, &bytes, processes);
@@ -249,10 +265,22 @@ impl ObjectScheduler {
             }
         }
         for (r, qs) in rank_queues.into_iter().enumerate() {
-            out[r] = interleave(qs);
+            out[r] = if form == Form::Sequenced { qs.concat() } else { interleave(qs) };
         }
         out
     }
+}
+
+/// The distinct OSTs of `all` and their tasks per dense slot, in task order.
+fn queues_of(all: &[ObjectTask]) -> (OstIndex, Vec<Vec<ObjectTask>>) {
+    let index = OstIndex::of(all);
+    let mut queues: Vec<Vec<ObjectTask>> = vec![Vec::new(); index.len()];
+    for t in all {
+        if let Some(d) = index.slot(t.ost) {
+            queues[d].push(*t);
+        }
+    }
+    (index, queues)
 }
 
 /// Share one OST's tasks among `b` processes: the OST's chunks, in task order, cut into `b`
@@ -369,18 +397,30 @@ impl ObjectScheduler {
     pub fn plan(&self, all: &[ObjectTask], processes: usize) -> Vec<Vec<ObjectTask>> {
         let bound = self.assign(all, processes);
         let Some(model) = &self.loader else { return bound };
-        // The candidates within the loader's caps, by the model's time; the first wins a tie.
+        // The candidates that never have more readers at once on an OST than the loader's
+        // limit, by the model's time; the first wins a tie.
         let mut best = (crate::contention::simulate(&bound, model).seconds, bound, "bound");
-        let mut candidates = vec![(self.assign_as(all, processes, Form::Wrapped), "wrapped")];
+        let mut candidates = vec![
+            (self.assign_as(all, processes, Form::Wrapped), "wrapped"),
+            (self.assign_as(all, processes, Form::Sequenced), "sequenced"),
+        ];
         if OstIndex::of(all).len() < processes {
             candidates.push((self.assign_as(all, processes, Form::Dealt), "dealt"));
         }
+        // A share within a tolerance of the mean closes a group; which one groups best
+        // depends on how the OSTs' shares fall, so the model tries a few.
+        for tolerance in [0.02, 0.05, 0.1, 0.2] {
+            if let Some(plan) = self.assign_grouped(all, processes, tolerance) {
+                candidates.push((plan, "grouped"));
+            }
+        }
         candidates.push((FileScheduler.assign(all, processes), "whole files"));
         for (plan, name) in candidates {
-            if !PlanStats::of(&plan).over_cap(model).is_empty() {
+            let (simulated, readers) = crate::contention::simulate_readers(&plan, model);
+            if !crate::contention::over(&readers, model).is_empty() {
                 continue;
             }
-            let seconds = crate::contention::simulate(&plan, model).seconds;
+            let seconds = simulated.seconds;
             if seconds < best.0 {
                 best = (seconds, plan, name);
             }
@@ -603,8 +643,9 @@ mod tests {
                 assert_eq!(plan.len(), w, "case {case}");
                 assert_tiles_bytes(&objs, &plan);
             }
-            let st = PlanStats::of(&ObjectScheduler::new(Some(loader.clone())).place(&objs, w));
-            assert!(st.over_cap(&loader).is_empty(), "case {case}: {st:?}");
+            let plan = ObjectScheduler::new(Some(loader.clone())).place(&objs, w);
+            let over = crate::contention::over_limits(&plan, &loader);
+            assert!(over.is_empty(), "case {case}: {over:?}");
         }
     }
 }

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(tsv mmapplypolicy gufi_row lustre_changelog gpfs_event time name prism_catalog)
+[ ${#targets[@]} -gt 0 ] || targets=(tsv mmapplypolicy gufi_row gufi_db lustre_changelog gpfs_event time name prism_catalog)
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 (cd fuzz && cargo fuzz build -O)

@@ -24,6 +24,8 @@ pub struct Read {
     pub records: Vec<String>,
     /// Directory rows read.
     pub directories: usize,
+    /// Every record and directory row in reading order, with its kind and attributes.
+    pub rows: Vec<String>,
     /// Rejects, including a split that failed and a record the runtime's check refuses.
     pub rejects: Vec<Reject>,
 }
@@ -38,12 +40,14 @@ impl RowSink for Collect {
     /// A record the runtime's own check refuses (a time past 2400, a NUL in a name) is a
     /// reject, as the runtime counts it.
     fn record(&mut self, rec: &FileRecord<'_>) {
+        self.read.rows.push(format!("{} {:?} {:?}", rec.path, rec.kind, rec.attrs));
         match rec.check() {
             Ok(()) => self.read.records.push(rec.path.to_string()),
             Err(e) => self.read.rejects.push(Reject::whole(rec.path, e, None)),
         }
     }
-    fn directory(&mut self, _rec: &FileRecord<'_>) {
+    fn directory(&mut self, rec: &FileRecord<'_>) {
+        self.read.rows.push(format!("{} {:?} {:?}", rec.path, rec.kind, rec.attrs));
         self.read.directories += 1;
     }
     fn reject(&mut self, reject: Reject) {

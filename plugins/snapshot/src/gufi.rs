@@ -1,12 +1,16 @@
-//! `gufi`: read a GUFI index directly with SQLite: one `db.db` per directory, `entries`
-//! holding the directory's files and links. Only `entries` is read, never
-//! `pentries_rollup`, so rolled-up indexes are not double counted.
+//! `gufi`: read a GUFI index: one `db.db` per directory, `entries` holding the directory's
+//! files and links. Only `entries` is read, never `pentries_rollup`, so rolled-up indexes are
+//! not double counted. Each database is read from its pages ([`pages`], [`direct`]); one that
+//! path does not expect is read through SQLite.
+
+mod direct;
+mod pages;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use icicle_core::record::{FileKind, FileRecord, Reject};
+use icicle_core::record::{FileKind, FileRecord, OwnedFileRecord, Reject};
 use icicle_core::registry::{BuildContext, ComponentConfig};
 use icicle_core::scope::Scope;
 use icicle_core::traits::{RowSink, Split};
@@ -29,6 +33,14 @@ pub struct GufiConfig {
     /// The source path that the index directory stands for (default `/`).
     #[serde(default = "root")]
     pub path_prefix: String,
+    /// Read each `db.db` from its pages (default), falling back to SQLite for a database that
+    /// reader does not expect; `false`: every database through SQLite.
+    #[serde(default = "yes")]
+    pub direct: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn root() -> String {
@@ -39,12 +51,19 @@ fn root() -> String {
 pub struct GufiSource {
     index: PathBuf,
     path_prefix: String,
+    direct: bool,
 }
 
 impl GufiSource {
     /// A source over the index at `index`, mapping it to `path_prefix`.
     pub fn new(index: PathBuf, path_prefix: String) -> GufiSource {
-        GufiSource { index, path_prefix }
+        GufiSource { index, path_prefix, direct: true }
+    }
+
+    /// Whether each `db.db` is read from its pages first (see [`GufiConfig::direct`]).
+    pub fn with_direct(mut self, direct: bool) -> GufiSource {
+        self.direct = direct;
+        self
     }
 
     /// The source path of index directory `dir` (names as bytes, escaped as every source
@@ -158,11 +177,49 @@ pub fn unescape_name(stored: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Whether the `db.db` at `db` is read from its pages (`Ok`) or through SQLite (why).
+pub fn page_reader_takes(db: &Path) -> Result<(), String> {
+    direct::DirectDb::open(db).map(|_| ())
+}
+
+/// A `db.db` held in `bytes`, read from its pages as the source reads it: each `entries`
+/// row's path under `/d` or why it is rejected, then the directory's own summary row (`/d`)
+/// if there is one; `Err` when the source would read it through SQLite instead. For fuzzing
+/// and tests.
+pub fn read_pages(bytes: Vec<u8>) -> Result<Vec<Result<String, String>>, String> {
+    let db = direct::DirectDb::from_bytes(bytes)?;
+    let mut out = Vec::new();
+    let mut path = String::new();
+    db.entries(&mut |row| out.push(parse_row(row, "/d", &mut path).map(|r| r.path.to_string())))?;
+    if let Some(own) = db.own_summary(|row| owned_summary(row).map(|_| "/d".to_string()))? {
+        out.push(own);
+    }
+    Ok(out)
+}
+
+/// A row's values by column position: an SQLite row, or the values the page reader decoded.
+pub trait RowValues {
+    /// The value of column `i`.
+    fn value(&self, i: usize) -> Result<ValueRef<'_>, String>;
+}
+
+impl RowValues for rusqlite::Row<'_> {
+    fn value(&self, i: usize) -> Result<ValueRef<'_>, String> {
+        self.get_ref(i).map_err(|e| e.to_string())
+    }
+}
+
+impl RowValues for [ValueRef<'_>] {
+    fn value(&self, i: usize) -> Result<ValueRef<'_>, String> {
+        self.get(i).copied().ok_or_else(|| format!("no column {i}"))
+    }
+}
+
 /// The `name` of a row, unescaped; rejected when empty or holding a `/`. GUFI stores the
 /// bytes `readdir` gave (TEXT, never checked as UTF-8): they are escaped as every source
 /// escapes them ([`icicle_core::name`]).
-fn row_name(row: &rusqlite::Row<'_>) -> Result<String, String> {
-    let name = match row.get_ref(0).map_err(|e| e.to_string())? {
+fn row_name<R: RowValues + ?Sized>(row: &R) -> Result<String, String> {
+    let name = match row.value(0)? {
         ValueRef::Text(t) | ValueRef::Blob(t) => t,
         ValueRef::Null => return Err("name is NULL".into()),
         _ => return Err("name is not text".into()),
@@ -189,22 +246,26 @@ fn join(dir: &str, name: &str, path: &mut String) {
 pub const COLUMNS: &str = "name, type, mode, uid, gid, size, atime, ctime, mtime, inode";
 
 /// Decode one row of [`COLUMNS`] into a record of directory `dir` (the path in `path`).
-pub fn parse_row<'p>(row: &rusqlite::Row<'_>, dir: &str, path: &'p mut String) -> Result<FileRecord<'p>, String> {
+pub fn parse_row<'p, R: RowValues + ?Sized>(
+    row: &R,
+    dir: &str,
+    path: &'p mut String,
+) -> Result<FileRecord<'p>, String> {
     let name = row_name(row)?;
-    let kind = match row.get_ref(1).map_err(|e| e.to_string())? {
+    let kind = match row.value(1)? {
         ValueRef::Text(b"f") => FileKind::File,
         ValueRef::Text(b"l") => FileKind::Link,
         ValueRef::Text(b"d") => FileKind::Dir,
         ValueRef::Text(t) => return Err(format!("type `{}` is not f, l or d", String::from_utf8_lossy(t))),
         _ => return Err("type is not text".into()),
     };
-    let g = |i: usize, c: &str| row.get_ref(i).map_err(|e| e.to_string()).and_then(|v| int(v, c));
+    let g = |i: usize, c: &str| row.value(i).and_then(|v| int(v, c));
     let mode = u32::try_from(g(2, "mode")?).map_err(|_| "mode out of range".to_string())?;
     let uid = u32::try_from(g(3, "uid")?).map_err(|_| "uid out of range".to_string())?;
     let gid = u32::try_from(g(4, "gid")?).map_err(|_| "gid out of range".to_string())?;
     let size = u64::try_from(g(5, "size")?).map_err(|_| "size is negative".to_string())?;
     let (atime, ctime, mtime) = (g(6, "atime")?, g(7, "ctime")?, g(8, "mtime")?);
-    let inode = inode(row.get_ref(9).map_err(|e| e.to_string())?)?;
+    let inode = inode(row.value(9)?)?;
     join(dir, &name, path);
     Ok(FileRecord {
         path: path.as_str(),
@@ -265,6 +326,29 @@ impl Source for GufiSource {
             // without one lost its metadata: that is a reject, not an empty directory.
             return Err(fail("missing db.db".into()));
         }
+        let input = db.display().to_string();
+        let children = Scope::Children(dir.clone());
+        let mut path = String::with_capacity(256);
+        if self.direct && split.path != self.index {
+            match direct::DirectDb::open(&db) {
+                Ok(d) => {
+                    let mut rowno = 0u64;
+                    let read = d.entries(&mut |row| {
+                        rowno += 1;
+                        emit_row(row, &dir, &mut path, &input, rowno, &children, out);
+                    });
+                    // Checked whole at open: a scan that fails now is a bug, not the file.
+                    if let Err(e) = read {
+                        return Err(fail(format!("read after its check: {e}")));
+                    }
+                    let own = d.own_summary(|row| owned_summary(row)).map_err(|e| e.to_string());
+                    emit_summary(own, &input, &dir, false, false, || false, out);
+                    out.progress(1);
+                    return Ok(());
+                }
+                Err(e) => tracing::debug!(message = "db.db read through SQLite", input = %input, reason = %e),
+            }
+        }
         let (_local, conn) = open_db(&db).map_err(fail)?;
         let mut stmt = match conn.prepare(&format!("SELECT {COLUMNS} FROM entries")) {
             Ok(s) => s,
@@ -286,9 +370,6 @@ impl Source for GufiSource {
             }
         };
         let mut rows = stmt.query([]).map_err(|e| fail(e.to_string()))?;
-        let mut path = String::with_capacity(256);
-        let input = db.display().to_string();
-        let children = Scope::Children(dir.clone());
         let mut rowno = 0u64;
         loop {
             let row = match rows.next() {
@@ -305,22 +386,7 @@ impl Source for GufiSource {
                 }
             };
             rowno += 1;
-            let parsed = parse_row(row, &dir, &mut path);
-            match parsed {
-                Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
-                Ok(rec) => out.record(&rec),
-                Err(reason) => {
-                    let scope = match row_name(row) {
-                        Ok(name) => {
-                            let mut p = String::new();
-                            join(&dir, &name, &mut p);
-                            Scope::Exact(p)
-                        }
-                        Err(_) => children.clone(),
-                    };
-                    out.reject(Reject::at_row(&input, rowno, reason).scoped(scope))
-                }
-            }
+            emit_row(row, &dir, &mut path, &input, rowno, &children, out);
         }
         drop(rows);
         drop(stmt);
@@ -338,8 +404,16 @@ impl Source for GufiSource {
             // As in `read`: only the index root may lack one.
             return if split.path == self.index { Ok(()) } else { Err(fail("missing db.db".into())) };
         }
+        let input = db.display().to_string();
+        if self.direct && split.path != self.index {
+            if let Ok(d) = direct::DirectDb::open(&db) {
+                let own = d.own_summary(|row| owned_summary(row)).map_err(|e| e.to_string());
+                emit_summary(own, &input, &dir, false, true, || false, out);
+                return Ok(());
+            }
+        }
         let (_local, conn) = open_db(&db).map_err(fail)?;
-        self.read_summary(&conn, &db.display().to_string(), &dir, split.path == self.index, true, out);
+        self.read_summary(&conn, &input, &dir, split.path == self.index, true, out);
         Ok(())
     }
 }
@@ -386,42 +460,91 @@ impl GufiSource {
         // its one `rectype = 0` row (GUFI 0.4.0-rc1 and v0.1.0 `src/dbutils.c`, summary schema).
         let sql = "SELECT 'd' AS name, 'd' AS type, mode, uid, gid, size, atime, ctime, mtime, inode FROM summary WHERE isroot = 1 LIMIT 1";
         let old = "SELECT 'd' AS name, 'd' AS type, mode, uid, gid, size, atime, ctime, mtime, inode FROM summary WHERE rectype = 0 LIMIT 1";
-        let has_isroot = conn.prepare("SELECT isroot FROM summary LIMIT 0").is_ok();
-        let res = conn.prepare(if has_isroot { sql } else { old }).and_then(|mut st| {
-            let mut rows = st.query([])?;
-            let Some(row) = rows.next()? else {
-                return Ok(None);
+        let res = conn
+            .prepare(sql)
+            .or_else(|_| conn.prepare(old))
+            .and_then(|mut st| {
+                let mut rows = st.query([])?;
+                Ok(rows.next()?.map(owned_summary))
+            })
+            .map_err(|e| e.to_string());
+        emit_summary(res, input, dir, is_index_root, prepass, || is_empty_db(conn), out);
+    }
+}
+
+/// The directory's own summary row as a record (its path set by [`emit_summary`]).
+fn owned_summary<R: RowValues + ?Sized>(row: &R) -> Result<OwnedFileRecord, String> {
+    let mut path = String::new();
+    parse_row(row, "/", &mut path).map(|r| r.to_owned_record())
+}
+
+/// One row of `entries` (the `rowno`-th of `input`) to `out`: a directory, a record, or a
+/// reject scoped to its name (to the whole directory when the name cannot be read).
+fn emit_row<R: RowValues + ?Sized>(
+    row: &R,
+    dir: &str,
+    path: &mut String,
+    input: &str,
+    rowno: u64,
+    children: &Scope,
+    out: &mut dyn RowSink,
+) {
+    match parse_row(row, dir, path) {
+        Ok(rec) if rec.kind == FileKind::Dir => out.directory(&rec),
+        Ok(rec) => out.record(&rec),
+        Err(reason) => {
+            let scope = match row_name(row) {
+                Ok(name) => {
+                    let mut p = String::new();
+                    join(dir, &name, &mut p);
+                    Scope::Exact(p)
+                }
+                Err(_) => children.clone(),
             };
-            let mut path = String::new();
-            Ok(Some(parse_row(row, "/", &mut path).map(|r| r.to_owned_record())))
-        });
-        match res {
-            Ok(Some(Ok(mut rec))) => {
-                rec.path = dir.to_string();
-                rec.kind = FileKind::Dir;
-                out.directory(&rec.as_record());
-            }
-            // In the directory pre-pass the directory's permissions are then unknown (its
-            // chains fail closed); the main pass reports the row and withholds nothing.
-            Ok(Some(Err(reason))) => out.reject(Reject::whole(
-                input,
-                format!("summary: {reason}"),
-                prepass.then(|| Scope::Children(dir.to_string())),
-            )),
-            // The index parent's db.db (GUFI's empty template, or no tables at all) has no row;
-            // at an index that is the tree itself, a root without one is damage, as anywhere.
-            Ok(None) | Err(_) if is_index_root && (!prepass || is_empty_db(conn)) => {}
-            Ok(None) if prepass => out.reject(Reject::whole(
-                input,
-                "summary: no row of the directory itself",
-                Some(Scope::Children(dir.to_string())),
-            )),
-            Err(e) if prepass => {
-                out.reject(Reject::whole(input, format!("summary: {e}"), Some(Scope::Children(dir.to_string()))))
-            }
-            Ok(None) => {}
-            Err(e) => tracing::debug!(message = "no directory summary", input = %input, error = %e),
+            out.reject(Reject::at_row(input, rowno, reason).scoped(scope))
         }
+    }
+}
+
+/// The directory's own summary row, as read (`res`), to `out`: the directory record, or a
+/// reject; in the directory pre-pass (`prepass`) a missing or bad row withholds the
+/// directory's children (their chains fail closed). `is_empty` tells whether the database
+/// holds no rows at all (only asked at the index root).
+fn emit_summary(
+    res: Result<Option<Result<OwnedFileRecord, String>>, String>,
+    input: &str,
+    dir: &str,
+    is_index_root: bool,
+    prepass: bool,
+    is_empty: impl Fn() -> bool,
+    out: &mut dyn RowSink,
+) {
+    match res {
+        Ok(Some(Ok(mut rec))) => {
+            rec.path = dir.to_string();
+            rec.kind = FileKind::Dir;
+            out.directory(&rec.as_record());
+        }
+        // In the directory pre-pass the directory's permissions are then unknown (its
+        // chains fail closed); the main pass reports the row and withholds nothing.
+        Ok(Some(Err(reason))) => out.reject(Reject::whole(
+            input,
+            format!("summary: {reason}"),
+            prepass.then(|| Scope::Children(dir.to_string())),
+        )),
+        // The index parent's db.db (GUFI's empty template, or no tables at all) has no row;
+        // at an index that is the tree itself, a root without one is damage, as anywhere.
+        Ok(None) | Err(_) if is_index_root && (!prepass || is_empty()) => {}
+        Ok(None) if prepass => out.reject(Reject::whole(
+            input,
+            "summary: no row of the directory itself",
+            Some(Scope::Children(dir.to_string())),
+        )),
+        Err(e) if prepass => {
+            out.reject(Reject::whole(input, format!("summary: {e}"), Some(Scope::Children(dir.to_string()))))
+        }
+        Ok(None) => {}
+        Err(e) => tracing::debug!(message = "no directory summary", input = %input, error = %e),
     }
 }
 
@@ -437,7 +560,7 @@ impl ComponentConfig for GufiConfig {
 
     fn build(self, ctx: &BuildContext<'_>) -> Result<Arc<dyn Source>, ConfigError> {
         self.validate(ctx)?;
-        Ok(Arc::new(GufiSource::new(self.index, self.path_prefix)))
+        Ok(Arc::new(GufiSource::new(self.index, self.path_prefix).with_direct(self.direct)))
     }
 }
 

@@ -244,6 +244,39 @@ pub fn gufi_row(data: &[u8]) {
     }
 }
 
+/// A GUFI `db.db` as bytes, read from its pages as the `gufi` source reads it: no input
+/// panics or loops, and every row it accepts is a name inside its directory.
+pub fn gufi_db(data: &[u8]) {
+    if let Ok(rows) = icicle_plugins_snapshot::gufi::read_pages(data.to_vec()) {
+        for path in rows.into_iter().flatten() {
+            let name = path.strip_prefix("/d").expect("rows are inside their directory");
+            assert!(name.is_empty() || (name.starts_with('/') && !name[1..].contains('/')), "{path:?}");
+        }
+    }
+}
+
+/// A small GUFI-shaped database (512-byte pages, so a few pages, one value on overflow pages),
+/// as bytes: the `gufi_db` seed.
+fn gufi_db_seed() -> Vec<u8> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("icicle-fuzz-seed-{}-{n}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let made = rusqlite::Connection::open(&path).and_then(|c| {
+        c.execute_batch(
+            "PRAGMA page_size = 512; PRAGMA journal_mode = OFF;
+             CREATE TABLE entries(name TEXT, type TEXT, inode TEXT, mode INT64, uid INT64, gid INT64, size INT64, atime INT64, mtime INT64, ctime INT64, linkname TEXT);
+             CREATE TABLE summary(name TEXT, type TEXT, inode TEXT, mode INT64, uid INT64, gid INT64, size INT64, atime INT64, mtime INT64, ctime INT64, isroot INT64);
+             INSERT INTO entries VALUES ('a.txt', 'f', '12', 33188, 1000, 100, 42, 1, 2, 3, ''), ('it''''s', 'f', '13', 33188, 1000, 100, 7, 1, 2, 3, ''),
+               ('ln', 'l', '14', 41471, 1000, 100, 5, 1, 2, 3, printf('%.900c', 'x')), ('neg', 'f', '15', 33188, -1, 100, 1, 1, 2, 3, '');
+             INSERT INTO summary VALUES ('d', 'd', '11', 16877, 1000, 100, 4096, 1, 2, 3, 1);",
+        )
+    });
+    let bytes = made.ok().and_then(|_| std::fs::read(&path).ok()).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    bytes
+}
+
 /// Lustre changelog lines (`lfs changelog` output): parse, and a parsed record prints a line
 /// that parses to the same record.
 pub fn lustre_changelog(data: &[u8]) {
@@ -415,10 +448,11 @@ pub fn prism_catalog(data: &[u8]) {
 pub type Harness = fn(&[u8]);
 
 /// Every harness by name (the fuzz targets and the properties use these names).
-pub const TARGETS: [(&str, Harness); 8] = [
+pub const TARGETS: [(&str, Harness); 9] = [
     ("tsv", tsv),
     ("mmapplypolicy", mmapplypolicy),
     ("gufi_row", gufi_row),
+    ("gufi_db", gufi_db),
     ("lustre_changelog", lustre_changelog),
     ("gpfs_event", gpfs_event),
     ("time", time),
@@ -452,6 +486,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             }
             vec![row]
         }
+        "gufi_db" => vec![gufi_db_seed()],
         "lustre_changelog" => vec![concat!(
             "12 01CREAT 14:03:01.123456789 2024.03.16 0x0 t=[0x200000401:0x1:0x0] ef=0xf u=1000:1000 nid=192.168.1.1@tcp p=[0x200000007:0x1:0x0] file.txt\n",
             "13 08RENME 14:03:02.123456789 2024.03.16 0x1 t=[0:0x0:0x0] ef=0xf u=1000:1000 nid=0@lo p=[0x200000007:0x1:0x0] new.txt s=[0x200000401:0x1:0x0] sp=[0x200000007:0x1:0x0] file.txt\n",

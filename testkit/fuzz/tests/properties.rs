@@ -123,6 +123,11 @@ fn gufi_rows_decode_or_reject() {
 }
 
 #[test]
+fn gufi_databases_read_from_their_pages_or_go_to_sqlite() {
+    property("gufi_db");
+}
+
+#[test]
 fn lustre_changelog_lines_parse_or_reject() {
     property("lustre_changelog");
 }
@@ -158,6 +163,11 @@ fn seeds_are_valid_and_can_be_written_as_the_corpus() {
     for line in String::from_utf8(seeds("lustre_changelog")[0].clone()).unwrap().lines() {
         icicle_plugins_lustre::changelog::ChangelogRecord::parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
     }
+    // The GUFI seed is read from its pages: four rows and the directory's own.
+    let rows = icicle_plugins_snapshot::gufi::read_pages(seeds("gufi_db")[0].clone()).unwrap();
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    assert_eq!(rows[1], Ok("/d/it's".to_string()));
+    assert!(rows[3].is_err(), "uid -1: {rows:?}");
     for ev in seeds("gpfs_event") {
         icicle_plugins_gpfs::GpfsEvent::parse(&ev).unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(&ev)));
     }

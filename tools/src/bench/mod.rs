@@ -71,6 +71,9 @@ pub struct SnapshotRunArgs {
     /// (`directory_max`; the configuration's default, 3, without it).
     #[arg(long)]
     pub directory_max: Option<usize>,
+    /// A further line of the source's configuration (e.g. `direct = false` for `gufi`).
+    #[arg(long)]
+    pub source_option: Vec<String>,
 }
 
 /// The snapshot pipeline per source format and sink, on a generated snapshot.
@@ -384,8 +387,18 @@ fn pipelines(args: PipelinesArgs) -> anyhow::Result<ExitCode> {
 
 /// `icicle-bench snapshot-run`.
 fn snapshot_run(args: SnapshotRunArgs) -> anyhow::Result<ExitCode> {
-    let SnapshotRunArgs { format, sink, data, out, workers, all_pipelines, aggregate_only, keep_out, directory_max } =
-        args;
+    let SnapshotRunArgs {
+        format,
+        sink,
+        data,
+        out,
+        workers,
+        all_pipelines,
+        aggregate_only,
+        keep_out,
+        directory_max,
+        source_option,
+    } = args;
     let depth = directory_max.map(|d| format!("directory_max = {d}\n")).unwrap_or_default();
     let fmt: Format = format.parse().map_err(anyhow::Error::msg)?;
     let _ = std::fs::remove_dir_all(&out);
@@ -406,10 +419,11 @@ fn snapshot_run(args: SnapshotRunArgs) -> anyhow::Result<ExitCode> {
         None => String::new(),
     };
     let toml = format!(
-        "[snapshot]\nprimary = {}\nworkers = {workers}\nversion = \"bench\"\n[records]\nprincipals = \"{}/principals.tsv\"\n{extra}[sources.s]\n{}\n[sinks.k]\n{sink_toml}\n",
+        "[snapshot]\nprimary = {}\nworkers = {workers}\nversion = \"bench\"\n[records]\nprincipals = \"{}/principals.tsv\"\n{extra}[sources.s]\n{}\n{}\n[sinks.k]\n{sink_toml}\n",
         !aggregate_only,
         data.display(),
-        source_toml(fmt, &data)
+        source_toml(fmt, &data),
+        source_option.join("\n")
     );
     let cfg = icicle_core::config::from_figment(Figment::from(Toml::string(&toml)))?;
     let job = icicle_runtime::compose::snapshot_job(&cfg, Arc::new(NoProgress))?;

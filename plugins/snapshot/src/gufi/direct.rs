@@ -15,6 +15,9 @@ use super::pages::{columns, record, DbFile, Projection};
 /// The columns of `entries` the source reads, in the order of [`super::COLUMNS`].
 const ENTRY_COLUMNS: [&str; 10] = ["name", "type", "mode", "uid", "gid", "size", "atime", "ctime", "mtime", "inode"];
 
+/// The largest `db.db` read whole; a larger one is read by SQLite, page by page.
+const MAX_BYTES: u64 = 64 << 20;
+
 /// The summary columns after the constant name and type.
 const SUMMARY_COLUMNS: [&str; 8] = ["mode", "uid", "gid", "size", "atime", "ctime", "mtime", "inode"];
 
@@ -32,21 +35,30 @@ fn positions<const N: usize>(sql: &str, names: [&str; N], what: &str) -> Result<
     let columns = columns(sql).ok_or_else(|| format!("{what}: a schema this reader leaves to SQLite"))?;
     let mut out = [0usize; N];
     for (slot, name) in out.iter_mut().zip(names) {
-        *slot = columns.iter().position(|c| c == name).ok_or_else(|| format!("{what}: no column {name}"))?;
+        *slot = columns.iter().position(|(c, _)| c == name).ok_or_else(|| format!("{what}: no column {name}"))?;
     }
     Ok(out)
+}
+
+/// Whether column `name` of the table `sql` creates has INTEGER affinity (a declared type
+/// with `INT`), so that `name = 1` compares numbers only.
+fn integer_affinity(sql: &str, name: &str) -> bool {
+    columns(sql).is_some_and(|c| c.iter().any(|(n, t)| n == name && t.contains("INT")))
 }
 
 impl Layout {
     fn of(entries_sql: &str, summary_sql: &str) -> Result<Layout, String> {
         let entries = positions(entries_sql, ENTRY_COLUMNS, "entries")?;
         let s = positions(summary_sql, SUMMARY_COLUMNS, "summary")?;
-        let (marker, own_row) =
+        let (marker, own_row, name) =
             match (positions(summary_sql, ["isroot"], "summary"), positions(summary_sql, ["rectype"], "summary")) {
-                (Ok([c]), _) => (c, 1),
-                (Err(_), Ok([c])) => (c, 0),
+                (Ok([c]), _) => (c, 1, "isroot"),
+                (Err(_), Ok([c])) => (c, 0, "rectype"),
                 (Err(e), Err(_)) => return Err(format!("{e} (nor rectype)")),
             };
+        if !integer_affinity(summary_sql, name) {
+            return Err(format!("summary: {name} is not an integer column"));
+        }
         Ok(Layout {
             entries: Projection::new(&entries),
             summary: Projection::new(&[s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], marker]),
@@ -94,7 +106,13 @@ impl DirectDb {
     pub fn open(db: &Path) -> Result<DirectDb, String> {
         let mut data = BUFFER.take();
         data.clear();
-        let read = std::fs::File::open(db).and_then(|mut f| f.read_to_end(&mut data));
+        let read = std::fs::File::open(db).and_then(|mut f| {
+            let len = f.metadata()?.len();
+            if len > MAX_BYTES {
+                return Err(std::io::Error::other(format!("{len} bytes: larger than this reader takes")));
+            }
+            f.read_to_end(&mut data)
+        });
         if let Err(e) = read {
             BUFFER.set(data);
             return Err(e.to_string());
@@ -109,7 +127,9 @@ impl DirectDb {
         let (entries_root, entries_sql) = entries.ok_or("no entries table")?;
         let (summary_root, summary_sql) = summary.ok_or("no summary table")?;
         let layout = Layout::cached(&entries_sql, &summary_sql)?;
+        // Every record of both tables decodes, so that nothing fails once emitting has begun.
         file.scan(entries_root, &mut |payload| record(payload, &layout.entries, &mut [ValueRef::Null; 10]))?;
+        file.scan(summary_root, &mut |payload| record(payload, &layout.summary, &mut [ValueRef::Null; 9]))?;
         Ok(DirectDb { file: Some(file), entries_root, summary_root, layout })
     }
 

@@ -31,6 +31,12 @@ use rusqlite::types::ValueRef;
 /// The deepest b-tree this reads (SQLite's own limit is 20).
 const MAX_DEPTH: usize = 32;
 
+/// What a scan has used: pages visited, payload bytes left.
+struct Walk {
+    visited: usize,
+    budget: usize,
+}
+
 /// A database file held in memory.
 pub(super) struct DbFile {
     data: Vec<u8>,
@@ -74,6 +80,12 @@ impl DbFile {
         if usable < 480 {
             return Err(format!("usable page size {usable}"));
         }
+        if data[21..24] != [64, 32, 32] {
+            return Err("payload fractions are not 64, 32, 32".into());
+        }
+        if !(1..=4).contains(&be32(&data, 44)?) {
+            return Err(format!("schema format {}", be32(&data, 44)?));
+        }
         if be32(&data, 56)? != 1 {
             return Err("text encoding is not UTF-8".into());
         }
@@ -81,6 +93,12 @@ impl DbFile {
             return Err(format!("{} bytes is not a whole number of {page_size}-byte pages", data.len()));
         }
         let pages = data.len() / page_size;
+        // The size in the header counts when its change counter (24) matches the one at 92;
+        // SQLite then reads no page past it and calls a file shorter than it corrupt.
+        let in_header = be32(&data, 28)? as usize;
+        if be32(&data, 24)? == be32(&data, 92)? && in_header != 0 && in_header != pages {
+            return Err(format!("the header says {in_header} pages, the file holds {pages}"));
+        }
         Ok(DbFile { data, page_size, usable, pages })
     }
 
@@ -121,8 +139,10 @@ impl DbFile {
 
     /// Each row of the table b-tree rooted at `root`, in rowid order, as its record.
     pub fn scan(&self, root: u32, f: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> {
-        let mut visited = 0usize;
-        self.scan_page(root, 0, &mut visited, f)
+        // Pages visited, and payload bytes left: in a sound file every byte belongs to one
+        // cell, so cells that share bytes (a crafted file) run out of budget.
+        let mut walk = Walk { visited: 0, budget: self.data.len() };
+        self.scan_page(root, 0, &mut walk, f)
     }
 
     fn page(&self, n: u32) -> Result<&[u8], String> {
@@ -137,41 +157,51 @@ impl DbFile {
         &self,
         n: u32,
         depth: usize,
-        visited: &mut usize,
+        walk: &mut Walk,
         f: &mut dyn FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<(), String> {
-        *visited += 1;
-        if depth > MAX_DEPTH || *visited > self.pages {
+        walk.visited += 1;
+        if depth > MAX_DEPTH || walk.visited > self.pages {
             return Err(format!("page {n}: the b-tree loops"));
         }
         let page = self.page(n)?;
         let h = if n == 1 { 100 } else { 0 };
         let kind = *page.get(h).ok_or("truncated page")?;
         let cells = be16(page, h + 3)?;
+        if cells == 0 && depth > 0 {
+            return Err(format!("page {n}: a page below the root without cells"));
+        }
         match kind {
             13 => {
                 for i in 0..cells {
                     let at = be16(page, h + 8 + 2 * i)?;
-                    self.leaf_cell(page, at, f)?;
+                    self.leaf_cell(page, at, walk, f)?;
                 }
                 Ok(())
             }
             5 => {
                 for i in 0..cells {
                     let at = be16(page, h + 12 + 2 * i)?;
-                    self.scan_page(be32(page, at)?, depth + 1, visited, f)?;
+                    self.scan_page(be32(page, at)?, depth + 1, walk, f)?;
                 }
-                self.scan_page(be32(page, h + 8)?, depth + 1, visited, f)
+                self.scan_page(be32(page, h + 8)?, depth + 1, walk, f)
             }
             other => Err(format!("page {n}: type {other} is not a table b-tree page")),
         }
     }
 
-    fn leaf_cell(&self, page: &[u8], at: usize, f: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> {
+    fn leaf_cell(
+        &self,
+        page: &[u8],
+        at: usize,
+        walk: &mut Walk,
+        f: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+    ) -> Result<(), String> {
         let (size, a) = varint(page, at)?;
         let (_rowid, b) = varint(page, at + a)?;
         let start = at + a + b;
         let size = usize::try_from(size).map_err(|_| "payload size".to_string())?;
+        walk.budget = walk.budget.checked_sub(size).ok_or("cells hold more bytes than the file")?;
         let u = self.usable;
         let x = u - 35;
         if size <= x {
@@ -231,7 +261,11 @@ pub(super) fn record<'a>(payload: &'a [u8], projection: &Projection, out: &mut [
                 8 => ValueRef::Integer(0),
                 9 => ValueRef::Integer(1),
                 1..=6 => ValueRef::Integer(signed(bytes)),
-                7 => ValueRef::Real(f64::from_bits(signed(bytes) as u64)),
+                // SQLite reads a stored NaN as NULL.
+                7 => match f64::from_bits(signed(bytes) as u64) {
+                    r if r.is_nan() => ValueRef::Null,
+                    r => ValueRef::Real(r),
+                },
                 t if t % 2 == 0 => ValueRef::Blob(bytes),
                 _ => ValueRef::Text(bytes),
             };
@@ -279,21 +313,28 @@ fn be32(b: &[u8], at: usize) -> Result<u32, String> {
     Ok(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-/// The column names of a `CREATE TABLE` statement, lower case; `None` for what this reader
-/// leaves to SQLite: rowid aliases or other keys, defaults, generated columns, REAL affinity,
-/// `WITHOUT ROWID`, quoting it does not follow.
-pub(super) fn columns(sql: &str) -> Option<Vec<String>> {
-    let upper = sql.to_ascii_uppercase();
-    let refused = ["PRIMARY", "WITHOUT", "DEFAULT", "GENERATED", " AS ", "REAL", "FLOA", "DOUB", "COLLATE"];
-    if refused.iter().any(|w| upper.contains(w)) {
+/// The columns of a `CREATE TABLE` statement: names and declared types, upper case; `None`
+/// for what this reader leaves to SQLite: rowid aliases or other keys, defaults, generated
+/// columns (`AS`), REAL affinity, `WITHOUT ROWID`, collations, quoting, comments, bytes past
+/// ASCII and whitespace SQLite does not take as such.
+pub(super) fn columns(sql: &str) -> Option<Vec<(String, String)>> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let allowed = |b: u8| plain(b) || b" \t\n\r\x0c(),".contains(&b);
+    if !sql.bytes().all(allowed) {
         return None;
     }
-    let (open, close) = (sql.find('(')?, sql.rfind(')')?);
-    let body = sql.get(open + 1..close)?;
-    let mut out = Vec::new();
-    let mut depth = 0usize;
-    let mut start = 0usize;
+    let upper = sql.to_ascii_uppercase();
+    let refused = ["PRIMARY", "WITHOUT", "DEFAULT", "GENERATED", "AS", "COLLATE"];
+    if upper.split(|c: char| !plain(c as u8)).any(|w| refused.contains(&w)) {
+        return None;
+    }
+    if ["REAL", "FLOA", "DOUB"].iter().any(|w| upper.contains(w)) {
+        return None;
+    }
+    let (open, close) = (upper.find('(')?, upper.rfind(')')?);
+    let body = upper.get(open + 1..close)?;
     let mut defs = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
     for (i, c) in body.char_indices() {
         match c {
             '(' => depth += 1,
@@ -302,7 +343,6 @@ pub(super) fn columns(sql: &str) -> Option<Vec<String>> {
                 defs.push(&body[start..i]);
                 start = i + 1;
             }
-            '"' | '\'' | '`' | '[' => return None,
             _ => {}
         }
     }
@@ -310,12 +350,14 @@ pub(super) fn columns(sql: &str) -> Option<Vec<String>> {
         return None;
     }
     defs.push(&body[start..]);
+    let mut out = Vec::new();
     for def in defs {
-        let name = def.split(|c: char| c.is_whitespace() || c == '(').find(|t| !t.is_empty())?;
-        if ["CONSTRAINT", "UNIQUE", "CHECK", "FOREIGN"].contains(&name.to_ascii_uppercase().as_str()) {
+        let mut words = def.split(|c: char| c.is_ascii_whitespace() || c == '(').filter(|t| !t.is_empty());
+        let name = words.next()?;
+        if ["CONSTRAINT", "UNIQUE", "CHECK", "FOREIGN"].contains(&name) {
             break;
         }
-        out.push(name.to_ascii_lowercase());
+        out.push((name.to_ascii_lowercase(), words.next().unwrap_or("").to_string()));
     }
     Some(out)
 }
@@ -338,15 +380,27 @@ mod tests {
         assert_eq!(v, [ValueRef::Text(b"ab"), ValueRef::Integer(5), ValueRef::Null, ValueRef::Null]);
         assert!(record(&[3, 0, 17, b'a'], &Projection::new(&[0]), &mut v).is_err(), "text past the record");
         assert!(record(&[2, 10], &Projection::new(&[]), &mut v).is_err(), "reserved serial type");
+        let names =
+            |sql: &str| columns(sql).map(|c| c.into_iter().map(|(n, t)| format!("{n}:{t}")).collect::<Vec<_>>());
         assert_eq!(
-            columns("CREATE TABLE entries(name TEXT, type TEXT, inode TEXT, mode INT64)"),
-            Some(vec!["name".into(), "type".into(), "inode".into(), "mode".into()])
+            names("CREATE TABLE entries(name TEXT, type TEXT, inode TEXT, mode INT64)").unwrap(),
+            ["name:TEXT", "type:TEXT", "inode:TEXT", "mode:INT64"]
         );
-        assert_eq!(columns("CREATE TABLE t(a INTEGER PRIMARY KEY, b)"), None);
-        assert_eq!(columns("CREATE TABLE t(a DEFAULT 3)"), None);
-        assert_eq!(columns("CREATE TABLE t(\"a b\" TEXT)"), None);
-        assert_eq!(columns("CREATE TABLE t(a NUMERIC(10, 2), b, UNIQUE(a))"), Some(vec!["a".into(), "b".into()]));
-        assert_eq!(columns("CREATE TABLE t)("), None);
-        assert_eq!(columns("CREATE TABLE t(a, (b)"), None);
+        assert_eq!(names("CREATE TABLE t(a NUMERIC(10, 2), b, UNIQUE(a))").unwrap(), ["a:NUMERIC", "b:"]);
+        for refused in [
+            "CREATE TABLE t(a INTEGER PRIMARY KEY, b)",
+            "CREATE TABLE t(a DEFAULT 3)",
+            "CREATE TABLE t(\"a b\" TEXT)",
+            "CREATE TABLE t)(",
+            "CREATE TABLE t(a, (b)",
+            "CREATE TABLE t(v INT AS(0), name TEXT)",
+            "CREATE TABLE t(x /*, y */, name TEXT)",
+            "CREATE TABLE t(x -- y\n, name TEXT)",
+            "CREATE TABLE t(a\u{a0}b TEXT)",
+            "CREATE TABLE t(a\u{b}b TEXT)",
+            "CREATE TABLE t(a REAL)",
+        ] {
+            assert_eq!(columns(refused), None, "{refused}");
+        }
     }
 }

@@ -177,11 +177,6 @@ pub fn unescape_name(stored: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Whether the `db.db` at `db` is read from its pages (`Ok`) or through SQLite (why).
-pub fn page_reader_takes(db: &Path) -> Result<(), String> {
-    direct::DirectDb::open(db).map(|_| ())
-}
-
 /// A `db.db` held in `bytes`, read from its pages as the source reads it: each `entries`
 /// row's path under `/d` or why it is rejected, then the directory's own summary row (`/d`)
 /// if there is one; `Err` when the source would read it through SQLite instead. For fuzzing
@@ -316,16 +311,6 @@ impl Source for GufiSource {
         let db = split.path.join(DBNAME);
         let fail = |reason: String| SourceError::Io { path: db.clone(), reason };
         let dir = self.source_dir(&split.path).map_err(fail)?;
-        let present = db_present(&db).map_err(fail)?;
-        if !present && split.path == self.index {
-            out.progress(1);
-            return Ok(());
-        }
-        if !present {
-            // The index root's parent holds an empty db.db, but a directory in the tree
-            // without one lost its metadata: that is a reject, not an empty directory.
-            return Err(fail("missing db.db".into()));
-        }
         let input = db.display().to_string();
         let children = Scope::Children(dir.clone());
         let mut path = String::with_capacity(256);
@@ -348,6 +333,18 @@ impl Source for GufiSource {
                 }
                 Err(e) => tracing::debug!(message = "db.db read through SQLite", input = %input, reason = %e),
             }
+        }
+        // Only now, for the database the page reader did not take (or a missing one): the
+        // reader's own open tells a present database without a `stat` of its whole path.
+        let present = db_present(&db).map_err(fail)?;
+        if !present && split.path == self.index {
+            out.progress(1);
+            return Ok(());
+        }
+        if !present {
+            // The index root's parent holds an empty db.db, but a directory in the tree
+            // without one lost its metadata: that is a reject, not an empty directory.
+            return Err(fail("missing db.db".into()));
         }
         let (_local, conn) = open_db(&db).map_err(fail)?;
         let mut stmt = match conn.prepare(&format!("SELECT {COLUMNS} FROM entries")) {
@@ -400,10 +397,6 @@ impl Source for GufiSource {
         let db = split.path.join(DBNAME);
         let fail = |reason: String| SourceError::Io { path: db.clone(), reason };
         let dir = self.source_dir(&split.path).map_err(fail)?;
-        if !db_present(&db).map_err(fail)? {
-            // As in `read`: only the index root may lack one.
-            return if split.path == self.index { Ok(()) } else { Err(fail("missing db.db".into())) };
-        }
         let input = db.display().to_string();
         if self.direct && split.path != self.index {
             if let Ok(d) = direct::DirectDb::open(&db) {
@@ -411,6 +404,10 @@ impl Source for GufiSource {
                 emit_summary(own, &input, &dir, false, true, || false, out);
                 return Ok(());
             }
+        }
+        if !db_present(&db).map_err(fail)? {
+            // As in `read`: only the index root may lack one.
+            return if split.path == self.index { Ok(()) } else { Err(fail("missing db.db".into())) };
         }
         let (_local, conn) = open_db(&db).map_err(fail)?;
         self.read_summary(&conn, &input, &dir, split.path == self.index, true, out);
